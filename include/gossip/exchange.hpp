@@ -1,0 +1,65 @@
+/// exchange: the one interface gossip algorithms talk through (DESIGN idea 2). NetExchange (Asio
+/// TCP, src/net) and SimExchange (in memory, sim/) implement it; algorithms never see which.
+///
+/// Contract, for every implementation:
+///  - publish(r, buf, w, to) sends `buf` (the whole flat parameter buffer) and the push-sum weight
+///    `w` for round r to each peer in `to`. The caller keeps `buf` unchanged until the next
+///    collect() returns (so a transport may send it without copying).
+///  - collect(r, from, ...) returns what each peer in `from` published, in ascending peer id,
+///    never in arrival order. In kSync mode it waits for round r exactly; in kAsync mode it takes
+///    the newest message each neighbour has sent, waiting only for those older than
+///    r - max_staleness. A neighbour that has nothing acceptable by the deadline is left out of
+///    the result (the algorithm re-weights) and reported through dead_peers() when it is gone.
+///  - Returned spans stay valid until the next collect() on the same Exchange.
+///  - Calls come from one thread (the peer's training thread); implementations are free to run
+///    I/O on their own threads.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace gossip {
+
+/// One message taken from an in-neighbour.
+struct Inbox {
+  int peer = -1;                 // sender id
+  std::int64_t round = -1;       // the round the sender published it for
+  std::span<const float> params; // its parameter buffer (valid until the next collect)
+  double weight = 1.0;           // push-sum weight (1 for algorithms that do not use it)
+};
+
+enum class CollectMode { kSync, kAsync };
+
+struct CollectOptions {
+  CollectMode mode = CollectMode::kSync;
+  std::int64_t max_staleness = 0;                  // async only: accept rounds >= r - staleness
+  std::chrono::milliseconds deadline{60'000};      // how long to wait before leaving a peer out
+};
+
+class Exchange {
+ public:
+  virtual ~Exchange() = default;
+
+  /// This peer's id, 0..size()-1.
+  virtual int rank() const = 0;
+  /// Number of peers in the run.
+  virtual int size() const = 0;
+
+  /// Sends `params` and push-sum weight `weight` for `round` to every peer in `to`.
+  virtual void publish(std::int64_t round, std::span<const float> params, double weight,
+                       std::span<const int> to) = 0;
+
+  /// Takes what the peers in `from` published for `round` (see the contract above).
+  virtual std::vector<Inbox> collect(std::int64_t round, std::span<const int> from,
+                                     const CollectOptions& options) = 0;
+
+  /// Peers this exchange has found dead (connection lost and not back), ascending.
+  virtual std::vector<int> dead_peers() const = 0;
+
+  /// Total payload and header bytes this peer has sent.
+  virtual std::uint64_t bytes_sent() const = 0;
+};
+
+}  // namespace gossip

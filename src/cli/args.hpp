@@ -1,0 +1,43 @@
+/// cli/args: a small command-line parser shared by every subcommand. Options are `--name value`,
+/// `--name=value` or boolean `--flag`; everything else is positional. Unknown options are errors.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace gossip::cli {
+
+class Args {
+ public:
+  /// Parses argv after the subcommand name. `value_options` take a value; `flags` do not.
+  /// Throws InputError on an unknown option or a missing value.
+  Args(int argc, char** argv, std::set<std::string> value_options, std::set<std::string> flags);
+
+  bool has(const std::string& name) const;
+  std::optional<std::string> get(const std::string& name) const;
+  std::string get_or(const std::string& name, const std::string& fallback) const;
+  long get_int(const std::string& name, long fallback) const;
+  double get_double(const std::string& name, double fallback) const;
+  const std::vector<std::string>& positional() const { return positional_; }
+  bool help() const { return help_; }
+
+ private:
+  std::map<std::string, std::string> values_;
+  std::set<std::string> flags_set_;
+  std::vector<std::string> positional_;
+  bool help_ = false;
+};
+
+// One entry point per subcommand (src/cli/<name>.cpp). argv[0] is the subcommand name.
+int run_train(int argc, char** argv);
+int run_topo(int argc, char** argv);
+int run_sim(int argc, char** argv);
+int run_compare(int argc, char** argv);
+int run_peer(int argc, char** argv);
+int run_run(int argc, char** argv);
+int run_bench(int argc, char** argv);
+
+}  // namespace gossip::cli

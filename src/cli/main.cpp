@@ -1,0 +1,65 @@
+// cli/main.cpp: the `gossip` binary. Dispatches to one subcommand per file and maps error kinds
+// to exit codes (the only place that decides how the process ends).
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <string>
+
+#include "args.hpp"
+#include "gossip/core.hpp"
+#include "gossip_config.h"
+
+namespace {
+
+struct Command {
+  const char* name;
+  const char* summary;
+  int (*run)(int, char**);
+};
+
+// Add a subcommand here and in src/cli/<name>.cpp.
+const Command kCommands[] = {
+    {"train", "train one peer on its own (no gossip)", gossip::cli::run_train},
+    {"bench", "benchmarks that print a ratio against a reference measured in the same run",
+     gossip::cli::run_bench},
+};
+
+void print_usage() {
+  std::printf(
+      "gossip %s: decentralized gossip SGD over a peer network\n\n"
+      "usage: gossip COMMAND [ARGS] (gossip COMMAND --help for each)\n\ncommands:\n",
+      GOSSIP_VERSION);
+  for (const auto& c : kCommands) std::printf("  %-9s %s\n", c.name, c.summary);
+  std::printf(
+      "\nexit codes: 0 success, 1 runtime failure, 2 bad input (the message names the file,\n"
+      "line or field), 3 topology valid but disconnected, 130 interrupted\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h") ||
+      !std::strcmp(argv[1], "help")) {
+    print_usage();
+    return argc < 2 ? gossip::kExitBadInput : gossip::kExitOk;
+  }
+  if (!std::strcmp(argv[1], "--version")) {
+    std::printf("gossip %s (CUDA backend %s)\n", GOSSIP_VERSION,
+                GOSSIP_HAVE_CUDA ? "built" : "not built");
+    return 0;
+  }
+  for (const auto& c : kCommands) {
+    if (std::strcmp(argv[1], c.name) != 0) continue;
+    try {
+      return c.run(argc - 1, argv + 1);
+    } catch (const gossip::InputError& e) {
+      std::fprintf(stderr, "gossip %s: error: %s\n", c.name, e.what());
+      return gossip::kExitBadInput;
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "gossip %s: error: %s\n", c.name, e.what());
+      return gossip::kExitFailure;
+    }
+  }
+  std::fprintf(stderr, "gossip: unknown command '%s' (see gossip --help)\n", argv[1]);
+  return gossip::kExitBadInput;
+}
