@@ -1,0 +1,122 @@
+/// backend: where tensors live and the few operations training needs (DESIGN idea 3). The CPU
+/// backend runs OpenBLAS and loops over gossip::math; the CUDA backend runs cuBLAS and the same
+/// math in kernels. Pointers returned by a backend are device pointers: only that backend's
+/// operations (and upload/download) may touch them, unless host_memory() is true.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "gossip/gemm.hpp"
+
+namespace gossip {
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  /// "cpu" or "cuda".
+  virtual std::string name() const = 0;
+  /// A line for logs: BLAS kernel, threads or device name.
+  virtual std::string describe() const = 0;
+  /// True when device pointers are ordinary host memory (the CPU backend).
+  virtual bool host_memory() const = 0;
+
+  virtual void* allocate(std::size_t bytes) = 0;
+  virtual void release(void* p) noexcept = 0;
+  virtual void upload(void* dst, const void* src, std::size_t bytes) = 0;
+  virtual void download(void* dst, const void* src, std::size_t bytes) = 0;
+  /// Waits for queued work (a no-op on the CPU).
+  virtual void synchronize() = 0;
+
+  /// C = alpha op(A) op(B) + beta C, row-major (see gemm.hpp).
+  virtual void gemm(const RowMajorGemm& g, const float* a, const float* b, float* c) = 0;
+  /// y[r, c] = act(y[r, c] + bias[c]) for a rows x cols row-major y, in place.
+  virtual void bias_act(float* y, const float* bias, int rows, int cols, bool relu) = 0;
+  /// dy[i] = relu_backward(dy[i], y[i]) for n elements, in place.
+  virtual void relu_backward(float* dy, const float* y, std::int64_t n) = 0;
+  /// db[c] = sum_r dy[r, c].
+  virtual void column_sums(const float* dy, int rows, int cols, float* db) = 0;
+  /// Softmax cross-entropy over rows; grad = (softmax - onehot) / rows. Returns the mean loss and
+  /// the number of correct arg-max predictions. `grad` may be null (evaluation only).
+  virtual std::pair<double, std::int64_t> softmax_xent(const float* logits,
+                                                       const std::int32_t* labels, int rows,
+                                                       int cols, float* grad) = 0;
+  /// One SGD-with-momentum step over n parameters (math::sgd_update).
+  virtual void sgd_update(float* params, float* velocity, const float* grads, std::int64_t n,
+                          float lr, float momentum, float weight_decay, bool nesterov) = 0;
+  /// out[i] = sum_j w[j] * in[j][i] over n elements, j ascending (math::mix_element). `in` and
+  /// `w` are host arrays of k entries; the buffers they point to are device pointers. `out` may
+  /// alias none of the inputs.
+  virtual void mix(float* out, const float* const* in, const float* w, int k,
+                   std::int64_t n) = 0;
+  /// p[i] = value.
+  virtual void fill(float* p, float value, std::int64_t n) = 0;
+};
+
+/// A typed device array owned by RAII; move-only.
+template <typename T>
+class DeviceArray {
+ public:
+  DeviceArray() = default;
+  DeviceArray(Backend& backend, std::size_t n)
+      : backend_(&backend), size_(n),
+        data_(static_cast<T*>(n ? backend.allocate(n * sizeof(T)) : nullptr)) {}
+  ~DeviceArray() { reset(); }
+  DeviceArray(DeviceArray&& o) noexcept { *this = std::move(o); }
+  DeviceArray& operator=(DeviceArray&& o) noexcept {
+    if (this != &o) {
+      reset();
+      backend_ = std::exchange(o.backend_, nullptr);
+      size_ = std::exchange(o.size_, 0);
+      data_ = std::exchange(o.data_, nullptr);
+    }
+    return *this;
+  }
+  DeviceArray(const DeviceArray&) = delete;
+  DeviceArray& operator=(const DeviceArray&) = delete;
+
+  T* data() { return data_; }
+  const T* data() const { return data_; }
+  std::size_t size() const { return size_; }
+  std::size_t bytes() const { return size_ * sizeof(T); }
+  void upload(const T* host, std::size_t n) { backend_->upload(data_, host, n * sizeof(T)); }
+  void download(T* host, std::size_t n) const { backend_->download(host, data_, n * sizeof(T)); }
+
+ private:
+  void reset() noexcept {
+    if (data_ != nullptr) backend_->release(data_);
+    data_ = nullptr;
+    size_ = 0;
+  }
+
+  Backend* backend_ = nullptr;
+  std::size_t size_ = 0;
+  T* data_ = nullptr;
+};
+
+/// What the user asked for in `backend:`.
+enum class BackendChoice { kAuto, kCpu, kCuda };
+
+/// Parses "auto" | "cpu" | "cuda"; throws InputError otherwise.
+BackendChoice parse_backend_choice(const std::string& name);
+
+/// Makes a backend. kAuto picks CUDA only when this build has it and a device is present, else
+/// the CPU (logging one line saying why); kCuda without a device or without CUDA in the build
+/// throws InputError. `threads` is the CPU BLAS thread count (0 = leave OpenBLAS's default).
+std::unique_ptr<Backend> make_backend(BackendChoice choice, int threads = 1,
+                                      bool log_choice = true);
+
+/// The CPU backend directly (tests, references).
+std::unique_ptr<Backend> make_cpu_backend(int threads = 1);
+
+/// Number of CUDA devices usable by this build (0 when built without CUDA or none present).
+int cuda_device_count();
+
+/// OpenBLAS's kernel name (openblas_get_corename()), for benchmark and log lines.
+std::string blas_core_name();
+
+}  // namespace gossip

@@ -1,0 +1,117 @@
+/// config: the run configuration every command reads (one YAML file, see docs/config.md). Plain
+/// structs with defaults; the loader (src/config, the only yaml-cpp user besides topology)
+/// validates every field and reports problems as "FILE:LINE: field: what is wrong".
+/// Paths inside a config are resolved relative to the config file.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace gossip {
+
+struct DataConfig {
+  // Real data: IDX files (plain or .gz). Defaults are Debian's dataset-fashion-mnist package.
+  std::string train_images = "/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz";
+  std::string train_labels = "/usr/share/datasets/fashion-mnist/train-labels-idx1-ubyte.gz";
+  std::string test_images = "/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz";
+  std::string test_labels = "/usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz";
+  int classes = 10;
+  // Synthetic data (data.synthetic: {...}) replaces the files when set.
+  bool synthetic = false;
+  std::int64_t synthetic_train = 4096;
+  std::int64_t synthetic_test = 1024;
+  int synthetic_dim = 16;
+  double synthetic_separation = 4.0;
+  // Use only the first N training samples (0 = all); handy for quick runs.
+  std::int64_t limit_train = 0;
+  // Sharding across peers: "iid" | "dirichlet" | "shards".
+  std::string shard = "iid";
+  double alpha = 0.5;
+  int shards_per_peer = 2;
+};
+
+struct ModelConfig {
+  std::vector<int> layers{784, 256, 128, 10};
+};
+
+struct OptimizerConfig {
+  double lr = 0.01;
+  double momentum = 0.0;
+  bool nesterov = false;
+  double weight_decay = 0.0;
+  std::string schedule = "constant";  // constant | step | cosine
+  double warmup_epochs = 0.0;         // linear warm-up (cosine and step)
+  double step_epochs = 0.0;           // step: multiply by gamma every step_epochs
+  double gamma = 0.1;
+  double min_lr = 0.0;                // cosine floor
+};
+
+struct TrainConfig {
+  double epochs = 1.0;
+  int batch = 32;
+  std::uint64_t seed = 1;
+  std::string backend = "auto";  // auto | cpu | cuda
+  int threads = 1;               // CPU BLAS threads per peer
+  int evals_per_epoch = 1;
+  int eval_batch = 1000;
+  std::int64_t eval_limit = 0;   // evaluate on the first N test samples (0 = all)
+  bool same_init = true;         // all peers start from peer 0's initialisation
+};
+
+struct GossipConfig {
+  std::string topology;             // path of a topology YAML (relative to the config)
+  std::string algorithm = "dpsgd";  // dpsgd | local_sgd | push_sum | async
+  int period = 1;                   // local steps between gossip rounds (local SGD's H)
+  int max_staleness = 2;            // async: oldest acceptable neighbour round
+  double round_timeout_s = 30.0;    // how long a peer waits for a neighbour before leaving it out
+};
+
+struct SimConfig {
+  int workers = 0;                  // worker threads for virtual peers (0 = number of cores)
+  double latency_ms = 1.0;          // per message
+  double bandwidth_mbps = 1000.0;   // per link, megabits per second
+  double step_ms = 0.0;             // simulated compute per local step (0 = measure)
+  std::vector<int> stragglers;      // peers that compute straggler_factor times slower
+  double straggler_factor = 4.0;
+  double message_loss = 0.0;        // probability a message is dropped
+  bool consensus_only = false;      // peers average random vectors, no gradients
+  std::int64_t consensus_dim = 1000;
+  std::int64_t consensus_rounds = 50;
+};
+
+struct NetConfig {
+  std::string run_id = "gossip";
+  std::string host = "127.0.0.1";   // when the topology gives no addresses
+  int base_port = 29500;            // port of rank r = base_port + r
+  double connect_timeout_s = 60.0;  // start deadline for dialling neighbours
+};
+
+struct CompareConfig {
+  std::vector<std::string> topologies;  // relative to the config
+  std::vector<std::string> algorithms;  // empty = gossip.algorithm
+  std::vector<int> periods;             // empty = gossip.period
+  std::vector<std::string> shards;      // empty = data.shard
+  std::vector<std::uint64_t> seeds;     // empty = train.seed
+  double target_accuracy = 0.8;
+};
+
+struct RunConfig {
+  std::string path;  // the file it was loaded from ("" when built in code)
+  DataConfig data;
+  ModelConfig model;
+  OptimizerConfig optimizer;
+  TrainConfig train;
+  GossipConfig gossip;
+  SimConfig sim;
+  NetConfig net;
+  CompareConfig compare;
+};
+
+/// Loads and validates a run config; throws InputError "FILE:LINE: field: problem".
+RunConfig load_config(const std::string& path);
+/// The same from text (tests); `name` stands for the file in messages, `dir` resolves paths.
+RunConfig load_config_from_string(const std::string& text, const std::string& name,
+                                  const std::string& dir = ".");
+
+}  // namespace gossip

@@ -1,0 +1,98 @@
+/// train: one peer's trainer — an MLP, SGD with momentum and a learning-rate schedule, and a data
+/// shard drawn in batches — on a Backend. The gossip algorithms drive it one local step at a
+/// time and mix its flat parameter buffer between steps. Not thread-safe; one per peer.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "gossip/backend.hpp"
+#include "gossip/config.hpp"
+#include "gossip/data.hpp"
+#include "gossip/model.hpp"
+
+namespace gossip {
+
+/// Learning rate at a (fractional) epoch of a run of total_epochs: constant, step (times gamma
+/// every step_epochs) or cosine (to min_lr at the end); both with linear warm-up if asked.
+double learning_rate(const OptimizerConfig& o, double epoch, double total_epochs);
+
+/// Loss and accuracy over a data set.
+struct Evaluation {
+  double loss = 0.0;
+  double accuracy = 0.0;
+  std::int64_t samples = 0;
+};
+
+/// SGD with momentum (optionally Nesterov) and weight decay over a flat buffer.
+class Sgd {
+ public:
+  Sgd(Backend& backend, std::int64_t n, const OptimizerConfig& config);
+  /// params -= lr * update(grads); the velocity buffer is the optimizer state.
+  void step(float* params, const float* grads, float lr);
+  float* velocity() { return velocity_.data(); }
+
+ private:
+  Backend* backend_;
+  std::int64_t n_;
+  OptimizerConfig config_;
+  DeviceArray<float> velocity_;
+};
+
+class Trainer {
+ public:
+  /// `train` must outlive the trainer; `shard` indexes into it. The model is initialised from
+  /// (seed, init_peer) and batches are drawn from (seed, peer).
+  Trainer(Backend& backend, const RunConfig& config, const Dataset& train,
+          std::vector<std::int64_t> shard, int peer);
+
+  /// One local step on the next batch. Returns that batch's mean loss.
+  double step();
+  /// Loss and accuracy of the current parameters on `data` (the first `limit` rows if > 0).
+  Evaluation evaluate(const Dataset& data, std::int64_t limit = 0);
+
+  /// Fractional epochs of this peer's shard consumed so far.
+  double epoch() const { return sampler_.epoch(); }
+  std::int64_t steps() const { return steps_; }
+  std::int64_t steps_per_epoch() const { return sampler_.batches_per_epoch(); }
+  double last_lr() const { return last_lr_; }
+  int peer() const { return peer_; }
+
+  Mlp& model() { return model_; }
+  Backend& backend() { return *backend_; }
+  /// The flat parameter buffer (a device pointer; host memory on the CPU backend).
+  float* params() { return model_.params(); }
+  std::int64_t num_params() const { return model_.num_params(); }
+  void download_params(std::span<float> out) const;
+  void upload_params(std::span<const float> in);
+
+ private:
+  Backend* backend_;
+  const RunConfig* config_;
+  const Dataset* train_;
+  int peer_;
+  Mlp model_;
+  Sgd sgd_;
+  BatchSampler sampler_;
+  std::vector<float> host_x_;
+  std::vector<std::int32_t> host_y_;
+  DeviceArray<float> x_;
+  DeviceArray<std::int32_t> y_;
+  std::int64_t steps_ = 0;
+  double last_lr_ = 0.0;
+};
+
+/// The train and test sets a config names (IDX files or synthetic).
+struct DataSets {
+  Dataset train;
+  Dataset test;
+};
+DataSets load_datasets(const RunConfig& config);
+
+/// The shards of `n_peers` peers for this config (data.shard, seed).
+std::vector<std::vector<std::int64_t>> shard_for(const RunConfig& config, const Dataset& train,
+                                                 int n_peers);
+
+}  // namespace gossip

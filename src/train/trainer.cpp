@@ -1,0 +1,151 @@
+// train/trainer.cpp: a peer's local training loop pieces — schedule, SGD, batches, evaluation.
+#include <algorithm>
+#include <cmath>
+
+#include "gossip/core.hpp"
+#include "gossip/train.hpp"
+
+namespace gossip {
+
+double learning_rate(const OptimizerConfig& o, double epoch, double total_epochs) {
+  if (o.warmup_epochs > 0 && epoch < o.warmup_epochs)
+    return o.lr * (epoch + 1e-12) / o.warmup_epochs;
+  if (o.schedule == "step" && o.step_epochs > 0)
+    return o.lr * std::pow(o.gamma, std::floor((epoch - o.warmup_epochs) / o.step_epochs));
+  if (o.schedule == "cosine") {
+    const double span = std::max(1e-12, total_epochs - o.warmup_epochs);
+    const double t = std::clamp((epoch - o.warmup_epochs) / span, 0.0, 1.0);
+    return o.min_lr + 0.5 * (o.lr - o.min_lr) * (1.0 + std::cos(M_PI * t));
+  }
+  return o.lr;
+}
+
+Sgd::Sgd(Backend& backend, std::int64_t n, const OptimizerConfig& config)
+    : backend_(&backend), n_(n), config_(config), velocity_(backend, n) {
+  backend.fill(velocity_.data(), 0.0f, n);
+}
+
+void Sgd::step(float* params, const float* grads, float lr) {
+  backend_->sgd_update(params, velocity_.data(), grads, n_, lr,
+                       static_cast<float>(config_.momentum),
+                       static_cast<float>(config_.weight_decay), config_.nesterov);
+}
+
+Trainer::Trainer(Backend& backend, const RunConfig& config, const Dataset& train,
+                 std::vector<std::int64_t> shard, int peer)
+    : backend_(&backend),
+      config_(&config),
+      train_(&train),
+      peer_(peer),
+      model_(backend, config.model.layers, std::max(config.train.batch, config.train.eval_batch)),
+      sgd_(backend, model_.num_params(), config.optimizer),
+      sampler_(std::move(shard), config.train.batch, config.train.seed, peer) {
+  if (train.dim != config.model.layers.front())
+    throw InputError(cat("model.layers: input size ", config.model.layers.front(),
+                         " does not match the data's ", train.dim, " features"));
+  model_.init(config.train.seed, config.train.same_init ? 0 : peer);
+  const int rows = std::max(config.train.batch, config.train.eval_batch);
+  host_x_.resize(static_cast<std::size_t>(rows) * train.dim);
+  host_y_.resize(rows);
+  x_ = DeviceArray<float>(backend, host_x_.size());
+  y_ = DeviceArray<std::int32_t>(backend, host_y_.size());
+}
+
+double Trainer::step() {
+  const auto& idx = sampler_.next();
+  const int rows = static_cast<int>(idx.size());
+  float* x = backend_->host_memory() ? x_.data() : host_x_.data();
+  std::int32_t* y = backend_->host_memory() ? y_.data() : host_y_.data();
+  gather_batch(*train_, idx, x, y);
+  if (!backend_->host_memory()) {
+    x_.upload(host_x_.data(), static_cast<std::size_t>(rows) * train_->dim);
+    y_.upload(host_y_.data(), rows);
+  }
+  // The rate for this step is taken at the epoch the step starts in.
+  last_lr_ = learning_rate(config_->optimizer,
+                           static_cast<double>(steps_) / sampler_.batches_per_epoch(),
+                           config_->train.epochs);
+  BatchResult r = model_.forward_backward(x_.data(), y_.data(), rows);
+  sgd_.step(model_.params(), model_.grads(), static_cast<float>(last_lr_));
+  ++steps_;
+  return r.loss;
+}
+
+Evaluation Trainer::evaluate(const Dataset& data, std::int64_t limit) {
+  const std::int64_t n = limit > 0 ? std::min(limit, data.n) : data.n;
+  const int chunk = std::max(config_->train.batch, config_->train.eval_batch);
+  double loss = 0.0;
+  std::int64_t correct = 0;
+  std::vector<std::int64_t> idx;
+  for (std::int64_t start = 0; start < n; start += chunk) {
+    const int rows = static_cast<int>(std::min<std::int64_t>(chunk, n - start));
+    idx.resize(rows);
+    for (int i = 0; i < rows; ++i) idx[i] = start + i;
+    float* x = backend_->host_memory() ? x_.data() : host_x_.data();
+    std::int32_t* y = backend_->host_memory() ? y_.data() : host_y_.data();
+    gather_batch(data, idx, x, y);
+    if (!backend_->host_memory()) {
+      x_.upload(host_x_.data(), static_cast<std::size_t>(rows) * data.dim);
+      y_.upload(host_y_.data(), rows);
+    }
+    BatchResult r = model_.evaluate(x_.data(), y_.data(), rows);
+    loss += r.loss * rows;
+    correct += r.correct;
+  }
+  Evaluation e;
+  e.samples = n;
+  e.loss = n ? loss / n : 0.0;
+  e.accuracy = n ? static_cast<double>(correct) / n : 0.0;
+  return e;
+}
+
+void Trainer::download_params(std::span<float> out) const {
+  GOSSIP_CHECK_EQ(static_cast<std::int64_t>(out.size()), model_.num_params());
+  backend_->download(out.data(), model_.params(), out.size_bytes());
+}
+
+void Trainer::upload_params(std::span<const float> in) {
+  GOSSIP_CHECK_EQ(static_cast<std::int64_t>(in.size()), model_.num_params());
+  backend_->upload(model_.params(), in.data(), in.size_bytes());
+}
+
+DataSets load_datasets(const RunConfig& config) {
+  const DataConfig& d = config.data;
+  DataSets s;
+  if (d.synthetic) {
+    // One draw split in two, so train and test come from the same distribution.
+    Dataset all = make_synthetic(d.synthetic_train + d.synthetic_test, d.synthetic_dim, d.classes,
+                                 config.train.seed, d.synthetic_separation);
+    auto split = [&](std::int64_t from, std::int64_t count) {
+      Dataset part;
+      part.n = count;
+      part.dim = all.dim;
+      part.classes = all.classes;
+      part.x.assign(all.x.begin() + from * all.dim, all.x.begin() + (from + count) * all.dim);
+      part.y.assign(all.y.begin() + from, all.y.begin() + from + count);
+      return part;
+    };
+    s.train = split(0, d.synthetic_train);
+    s.test = split(d.synthetic_train, d.synthetic_test);
+  } else {
+    s.train = load_idx(d.train_images, d.train_labels, d.classes);
+    s.test = load_idx(d.test_images, d.test_labels, d.classes);
+  }
+  if (d.limit_train > 0 && d.limit_train < s.train.n) {
+    s.train.n = d.limit_train;
+    s.train.x.resize(static_cast<std::size_t>(d.limit_train) * s.train.dim);
+    s.train.y.resize(d.limit_train);
+  }
+  return s;
+}
+
+std::vector<std::vector<std::int64_t>> shard_for(const RunConfig& config, const Dataset& train,
+                                                 int n_peers) {
+  ShardSpec spec;
+  spec.kind = parse_shard_kind(config.data.shard);
+  spec.alpha = config.data.alpha;
+  spec.shards_per_peer = config.data.shards_per_peer;
+  return make_shards(train.y, train.classes, n_peers, spec, config.train.seed);
+}
+
+}  // namespace gossip
