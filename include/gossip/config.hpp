@@ -23,6 +23,8 @@ struct DataConfig {
   std::int64_t synthetic_test = 1024;
   int synthetic_dim = 16;
   double synthetic_separation = 4.0;
+  // Standardise features with the training set's mean and standard deviation (one scalar each).
+  bool normalize = false;
   // Use only the first N training samples (0 = all); handy for quick runs.
   std::int64_t limit_train = 0;
   // Sharding across peers: "iid" | "dirichlet" | "shards".

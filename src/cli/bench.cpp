@@ -1,5 +1,42 @@
+// cli/bench.cpp: `gossip bench NAME` dispatches to the benchmarks in bench/.
+#include <cstdio>
+#include <cstring>
+
+#include "../../bench/bench.hpp"
 #include "args.hpp"
 #include "gossip/core.hpp"
+
 namespace gossip::cli {
-int run_bench(int, char**) { throw RuntimeError("not built yet"); }
+namespace {
+
+struct Bench {
+  const char* name;
+  const char* summary;
+  int (*run)(int, char**);
+};
+
+// Add a benchmark here and its file in bench/meson.build.
+const Bench kBenches[] = {
+    {"step", "time per training step vs PyTorch; GFLOP/s vs bare sgemm", bench::run_step},
+};
+
+void usage() {
+  std::printf("usage: gossip bench NAME [--json] [options] (gossip bench NAME --help)\n\n"
+              "Each benchmark measures a reference in the same run and reports ratio = ours /\n"
+              "reference; --json prints one JSON object with a `ratio` field.\n\nbenchmarks:\n");
+  for (const auto& b : kBenches) std::printf("  %-8s %s\n", b.name, b.summary);
 }
+
+}  // namespace
+
+int run_bench(int argc, char** argv) {
+  if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
+    usage();
+    return argc < 2 ? kExitBadInput : kExitOk;
+  }
+  for (const auto& b : kBenches)
+    if (!std::strcmp(argv[1], b.name)) return b.run(argc - 1, argv + 1);
+  throw InputError(cat("unknown benchmark '", argv[1], "' (see gossip bench --help)"));
+}
+
+}  // namespace gossip::cli

@@ -114,6 +114,7 @@ void read_data(const Reader& r, const YAML::Node& n, DataConfig& d) {
       {"test_images", [&](auto& v, auto& f) { d.test_images = r.path(v, f); }},
       {"test_labels", [&](auto& v, auto& f) { d.test_labels = r.path(v, f); }},
       {"classes", [&](auto& v, auto& f) { d.classes = r.positive_int(v, f, false); }},
+      {"normalize", [&](auto& v, auto& f) { d.normalize = r.get<bool>(v, f); }},
       {"limit_train", [&](auto& v, auto& f) { d.limit_train = r.positive_int(v, f, true); }},
       {"shard", [&](auto& v, auto& f) { d.shard = r.choice(v, f, {"iid", "dirichlet", "shards"}); }},
       {"alpha", [&](auto& v, auto& f) { d.alpha = r.positive(v, f, false); }},

@@ -136,6 +136,19 @@ DataSets load_datasets(const RunConfig& config) {
     s.train.x.resize(static_cast<std::size_t>(d.limit_train) * s.train.dim);
     s.train.y.resize(d.limit_train);
   }
+  if (d.normalize) {
+    // One mean and one standard deviation over all training features, applied to both sets.
+    double sum = 0.0, sq = 0.0;
+    for (float v : s.train.x) {
+      sum += v;
+      sq += static_cast<double>(v) * v;
+    }
+    const double count = static_cast<double>(s.train.x.size());
+    const double mean = sum / count;
+    const double sd = std::sqrt(std::max(sq / count - mean * mean, 1e-12));
+    for (Dataset* set : {&s.train, &s.test})
+      for (float& v : set->x) v = static_cast<float>((v - mean) / sd);
+  }
   return s;
 }
 

@@ -1,0 +1,35 @@
+// bench/bench.hpp: shared pieces of `gossip bench NAME`. Every benchmark measures its reference
+// in the same run and prints a ratio (ours / reference); with --json, one JSON object.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace gossip::bench {
+
+/// Best (smallest) seconds per call of `fn` over `reps` repetitions of `iters` calls each.
+double best_seconds_per_call(const std::function<void()>& fn, int iters, int reps);
+
+/// Debian's python3 with torch importable, or nullopt (with a hint printed by the caller).
+std::optional<std::string> torch_python();
+
+/// Runs a Python script from bench/ with arguments and returns its last stdout line, or
+/// nullopt on failure.
+std::optional<std::string> run_python(const std::string& python, const std::string& script,
+                                      const std::vector<std::string>& args);
+
+/// Reads a number field from a flat JSON object line; nullopt when absent.
+std::optional<double> json_field(const std::string& json, const std::string& key);
+
+/// The OpenBLAS kernel line every benchmark prints ("SkylakeX", and OPENBLAS_CORETYPE if set).
+std::string blas_kernel_line();
+
+// The benchmarks (one file each in bench/).
+int run_step(int argc, char** argv);
+int run_sim(int argc, char** argv);
+int run_gossip(int argc, char** argv);
+
+}  // namespace gossip::bench

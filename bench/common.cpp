@@ -1,0 +1,67 @@
+// bench/common.cpp: timing, the PyTorch reference runner and small JSON reading for benchmarks.
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+
+#include "bench.hpp"
+#include "gossip/backend.hpp"
+#include "gossip_config.h"
+
+namespace gossip::bench {
+
+double best_seconds_per_call(const std::function<void()>& fn, int iters, int reps) {
+  for (int i = 0; i < std::max(1, iters / 10); ++i) fn();  // warm-up
+  double best = 1e300;
+  for (int r = 0; r < reps; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < iters; ++i) fn();
+    const double s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / iters;
+    best = std::min(best, s);
+  }
+  return best;
+}
+
+std::optional<std::string> run_python(const std::string& python, const std::string& script,
+                                      const std::vector<std::string>& args) {
+  std::string cmd = python + " '" + std::string(GOSSIP_SOURCE_DIR) + "/bench/" + script + "'";
+  for (const auto& a : args) cmd += " '" + a + "'";
+  cmd += " 2>/dev/null";
+  std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(cmd.c_str(), "r"), pclose);
+  if (!pipe) return std::nullopt;
+  std::array<char, 4096> buf{};
+  std::string last;
+  while (std::fgets(buf.data(), buf.size(), pipe.get())) {
+    std::string line = buf.data();
+    while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.pop_back();
+    if (!line.empty()) last = line;
+  }
+  if (pclose(pipe.release()) != 0 || last.empty()) return std::nullopt;
+  return last;
+}
+
+std::optional<std::string> torch_python() {
+  // Debian's python3-torch lives under /usr/bin/python3 (not a virtual environment's python).
+  for (const char* py : {"/usr/bin/python3", "python3"}) {
+    std::string cmd = std::string(py) + " -c 'import torch' >/dev/null 2>&1";
+    if (std::system(cmd.c_str()) == 0) return std::string(py);
+  }
+  return std::nullopt;
+}
+
+std::optional<double> json_field(const std::string& json, const std::string& key) {
+  const std::string pat = "\"" + key + "\":";
+  auto pos = json.find(pat);
+  if (pos == std::string::npos) return std::nullopt;
+  return std::strtod(json.c_str() + pos + pat.size(), nullptr);
+}
+
+std::string blas_kernel_line() {
+  const char* forced = std::getenv("OPENBLAS_CORETYPE");
+  std::string line = "OpenBLAS kernel: " + blas_core_name();
+  if (forced && *forced) line += std::string(" (forced by OPENBLAS_CORETYPE=") + forced + ")";
+  return line;
+}
+
+}  // namespace gossip::bench

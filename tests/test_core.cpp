@@ -1,0 +1,56 @@
+// Tests for core: check macros carry file:line and both values; SHA-256 vectors; rng derivation.
+#include <catch2/catch.hpp>
+
+#include <string>
+
+#include "gossip/core.hpp"
+#include "gossip/hash.hpp"
+#include "gossip/rng.hpp"
+
+using namespace gossip;
+
+TEST_CASE("check failures name the file, line and both values", "[core]") {
+  int a = 3, b = 4;
+  try {
+    GOSSIP_CHECK_EQ(a, b);
+    FAIL("GOSSIP_CHECK_EQ did not throw");
+  } catch (const RuntimeError& e) {
+    const std::string what = e.what();
+    CHECK_THAT(what, Catch::Contains("test_core.cpp:"));
+    CHECK_THAT(what, Catch::Contains("a == b"));
+    CHECK_THAT(what, Catch::Contains("(3 vs 4)"));
+  }
+  CHECK_NOTHROW([&] { GOSSIP_CHECK_LT(a, b); }());
+}
+
+TEST_CASE("sha256 matches the FIPS 180-4 test vectors", "[core]") {
+  CHECK(sha256_hex("", 0) == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  CHECK(sha256_hex("abc", 3) ==
+        "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  const std::string two_blocks = "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq";
+  CHECK(sha256_hex(two_blocks.data(), two_blocks.size()) ==
+        "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+  const std::string million(1000000, 'a');
+  CHECK(sha256_hex(million.data(), million.size()) ==
+        "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+}
+
+TEST_CASE("random streams depend on seed, peer and purpose only", "[core]") {
+  auto a = make_rng(7, 3, Stream::kInit);
+  auto b = make_rng(7, 3, Stream::kInit);
+  CHECK(a() == b());
+  CHECK(derive_seed(7, 3, Stream::kInit) != derive_seed(7, 4, Stream::kInit));
+  CHECK(derive_seed(7, 3, Stream::kInit) != derive_seed(7, 3, Stream::kBatch));
+  CHECK(derive_seed(7, 3, Stream::kInit) != derive_seed(8, 3, Stream::kInit));
+  // normal01 has mean ~0 and variance ~1.
+  auto g = make_rng(1, 0, Stream::kSynthetic);
+  double sum = 0, sq = 0;
+  const int n = 200000;
+  for (int i = 0; i < n; ++i) {
+    double x = normal01(g);
+    sum += x;
+    sq += x * x;
+  }
+  CHECK(std::abs(sum / n) < 0.01);
+  CHECK(std::abs(sq / n - 1.0) < 0.02);
+}
