@@ -82,7 +82,7 @@ struct SimConfig {
   std::int64_t consensus_rounds = 50;
 };
 
-struct NetConfig {
+struct NetworkConfig {
   std::string run_id = "gossip";
   std::string host = "127.0.0.1";   // when the topology gives no addresses
   int base_port = 29500;            // port of rank r = base_port + r
@@ -106,7 +106,7 @@ struct RunConfig {
   TrainConfig train;
   GossipConfig gossip;
   SimConfig sim;
-  NetConfig net;
+  NetworkConfig net;
   CompareConfig compare;
 };
 

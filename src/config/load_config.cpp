@@ -193,7 +193,7 @@ void read_sim(const Reader& r, const YAML::Node& n, SimConfig& s) {
   });
 }
 
-void read_net(const Reader& r, const YAML::Node& n, NetConfig& c) {
+void read_net(const Reader& r, const YAML::Node& n, NetworkConfig& c) {
   r.each(n, "net", Handlers{
       {"run_id", [&](auto& v, auto& f) { c.run_id = r.get<std::string>(v, f); }},
       {"host", [&](auto& v, auto& f) { c.host = r.get<std::string>(v, f); }},
