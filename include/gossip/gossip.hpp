@@ -1,0 +1,97 @@
+/// gossip: the decentralized algorithms (D-PSGD, local SGD, push-sum, asynchronous gossip), each a
+/// per-peer object written once against Exchange (DESIGN idea 2), so the simulator and a real
+/// peer run the same code. A round has two phases:
+///
+///   local_phase(r): local_steps(r) steps of SGD on this peer's shard, then publish for round r;
+///   mix_phase(r):   collect what the in-neighbours published and mix it into the parameters.
+///
+/// A real peer calls them in sequence (local_phase(r); mix_phase(r); ++r). The simulator runs
+/// every peer's local phase on a worker pool, waits for all, then every peer's mix phase: no phase
+/// blocks on another peer's phase of the same kind, so any number of threads works.
+///
+/// Mixing sums in ascending peer id with Backend::mix, this peer at its place in the order, so
+/// the result is bit-identical whatever the transport or arrival order. An in-neighbour missing
+/// from collect() (dead, lost message, timed out) has its weight added to this peer's own weight.
+/// Depends on topology, train, backend and the Exchange interface; not on net or sim.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "gossip/backend.hpp"
+#include "gossip/config.hpp"
+#include "gossip/exchange.hpp"
+#include "gossip/topology.hpp"
+#include "gossip/train.hpp"
+
+namespace gossip {
+
+/// What an algorithm trains: a flat parameter buffer on a backend and a local step. A Trainer
+/// gives one (learner_for); the pure-consensus mode gives a random vector with no step.
+struct Learner {
+  Backend* backend = nullptr;
+  float* params = nullptr;        // device pointer, num_params floats, owned elsewhere
+  std::int64_t num_params = 0;
+  std::function<double()> step;   // one local step, returns its loss; empty = no local steps
+};
+
+/// The Learner view of a trainer (which must outlive it).
+Learner learner_for(Trainer& trainer);
+
+/// One peer's gossip algorithm. Not thread-safe: one thread drives a peer (different peers'
+/// objects may run on different threads at once).
+class Algorithm {
+ public:
+  virtual ~Algorithm() = default;
+
+  /// "dpsgd", "local_sgd", "push_sum" or "async".
+  virtual std::string name() const = 0;
+  /// Local steps taken in local_phase(round): `period` for every algorithm here, 0 for a
+  /// learner without a step function.
+  virtual int local_steps(std::int64_t round) const = 0;
+  /// Local steps, then publish this peer's buffer for `round` to its out-neighbours.
+  virtual void local_phase(std::int64_t round) = 0;
+  /// Collect the in-neighbours' buffers for `round` and mix them into this peer's parameters.
+  virtual void mix_phase(std::int64_t round) = 0;
+
+  /// The parameters a user of the model should see (push-sum: already de-biased, x / w), into
+  /// a host buffer of num_params floats.
+  virtual void model_params(std::span<float> out) const = 0;
+  /// Push-sum weight (1 for the other algorithms).
+  virtual double weight() const { return 1.0; }
+
+  /// Mean training loss over the local steps since the last call (NaN if none), and resets it.
+  double take_train_loss();
+  /// In-neighbours left out of mixing so far (dead, lost or too stale), summed over rounds.
+  std::int64_t missing_messages() const { return missing_; }
+
+ protected:
+  void record_loss(double loss) {
+    loss_sum_ += loss;
+    ++loss_count_;
+  }
+  void record_missing(std::int64_t count) { missing_ += count; }
+
+ private:
+  double loss_sum_ = 0.0;
+  std::int64_t loss_count_ = 0;
+  std::int64_t missing_ = 0;
+};
+
+/// The algorithm names make_algorithm accepts.
+const std::vector<std::string>& algorithm_names();
+
+/// Makes the algorithm `config.algorithm` for peer exchange.rank(). The learner, exchange and
+/// topology must outlive it. Throws InputError for an unknown name, or for push-sum's opposite
+/// (dpsgd/local_sgd/async) on a directed topology, whose rows need not sum to one.
+std::unique_ptr<Algorithm> make_algorithm(const Learner& learner, Exchange& exchange,
+                                          const Topology& topology, const GossipConfig& config);
+/// The same with the trainer's learner.
+std::unique_ptr<Algorithm> make_algorithm(Trainer& trainer, Exchange& exchange,
+                                          const Topology& topology, const GossipConfig& config);
+
+}  // namespace gossip

@@ -1,0 +1,126 @@
+// sim/sim_network.cpp: the simulated network and each virtual peer's Exchange. A message from j
+// to i sent at j's clock t arrives at t + latency + bytes / bandwidth (every link its own, so a
+// peer's sends go out in parallel); collect() moves the receiver's clock to the last arrival it
+// waited for. Message loss is drawn per (link, round) from (seed, sender, Stream::kSim), so it
+// does not depend on call order or threads.
+#include <algorithm>
+#include <cstring>
+
+#include "gossip/core.hpp"
+#include "gossip/rng.hpp"
+#include "gossip/sim.hpp"
+
+namespace gossip {
+
+SimNetwork::SimNetwork(int peers, std::int64_t num_params, int history, const SimConfig& config,
+                       std::uint64_t seed)
+    : config_(config),
+      seed_(seed),
+      num_params_(num_params),
+      history_(std::max(1, history)),
+      step_seconds_(config.step_ms / 1000.0),
+      straggler_(peers, 0),
+      store_(peers) {
+  GOSSIP_CHECK_GT(peers, 0);
+  for (int s : config.stragglers) {
+    if (s < 0 || s >= peers)
+      throw InputError(cat("sim.stragglers: peer ", s, " is not in 0..", peers - 1));
+    straggler_[s] = 1;
+  }
+  for (auto& ring : store_) ring.resize(history_);
+  exchanges_.reserve(peers);
+  for (int p = 0; p < peers; ++p) exchanges_.push_back(std::make_unique<SimExchange>(*this, p));
+}
+
+double SimNetwork::step_seconds(int peer) const {
+  return step_seconds_ * (straggler_[peer] ? config_.straggler_factor : 1.0);
+}
+
+double SimNetwork::transfer_seconds(std::uint64_t bytes) const {
+  return config_.latency_ms / 1000.0 + static_cast<double>(bytes) * 8.0 /
+                                           (config_.bandwidth_mbps * 1e6);
+}
+
+bool SimNetwork::lost(int from, int to, std::int64_t round) const {
+  if (config_.message_loss <= 0.0) return false;
+  const std::uint64_t h =
+      mix64(derive_seed(seed_, static_cast<std::uint64_t>(from), Stream::kSim) ^
+            mix64(static_cast<std::uint64_t>(to) * 0x100000001b3ULL +
+                  static_cast<std::uint64_t>(round)));
+  return static_cast<double>(h >> 11) * 0x1.0p-53 < config_.message_loss;
+}
+
+const SimNetwork::Message* SimNetwork::find(int sender, std::int64_t round) const {
+  if (round < 0) return nullptr;
+  const Message& m = store_[sender][round % history_];
+  return m.round == round ? &m : nullptr;
+}
+
+SimNetwork::Message& SimNetwork::slot(int sender, std::int64_t round) {
+  return store_[sender][round % history_];
+}
+
+int SimExchange::size() const { return network_->size(); }
+
+void SimExchange::publish(std::int64_t round, std::span<const float> params, double weight,
+                          std::span<const int> to) {
+  GOSSIP_CHECK_EQ(static_cast<std::int64_t>(params.size()), network_->num_params_);
+  GOSSIP_CHECK_GE(round, 0);
+  auto& m = network_->slot(rank_, round);
+  m.round = round;
+  m.weight = weight;
+  m.sent_at = now_;
+  m.params.resize(params.size());
+  std::memcpy(m.params.data(), params.data(), params.size_bytes());
+  bytes_sent_ += (params.size_bytes() + kMessageOverheadBytes) * to.size();
+}
+
+std::vector<Inbox> SimExchange::collect(std::int64_t round, std::span<const int> from,
+                                        const CollectOptions& options) {
+  const double start = now_;
+  const double deadline = start + std::chrono::duration<double>(options.deadline).count();
+  const double transfer = network_->transfer_seconds(
+      static_cast<std::uint64_t>(network_->num_params_) * sizeof(float) + kMessageOverheadBytes);
+  std::vector<int> peers(from.begin(), from.end());
+  std::sort(peers.begin(), peers.end());
+  std::vector<Inbox> got;
+  got.reserve(peers.size());
+  double until = start;
+  for (int p : peers) {
+    GOSSIP_CHECK_MSG(p >= 0 && p < network_->size() && p != rank_, "collect from peer ", p);
+    const std::int64_t oldest =
+        options.mode == CollectMode::kAsync ? round - options.max_staleness : round;
+    // Candidates: rounds oldest..round that were sent and not lost, newest first.
+    const SimNetwork::Message* pick = nullptr;
+    double pick_arrival = 0.0;
+    const SimNetwork::Message* first = nullptr;  // the candidate that arrives earliest
+    double first_arrival = 0.0;
+    for (std::int64_t r = round; r >= oldest && r >= 0; --r) {
+      const auto* m = network_->find(p, r);
+      if (m == nullptr || network_->lost(p, rank_, r)) continue;
+      const double arrival = m->sent_at + transfer;
+      if (pick == nullptr && arrival <= start) {
+        pick = m;
+        pick_arrival = arrival;
+      }
+      if (first == nullptr || arrival < first_arrival) {
+        first = m;
+        first_arrival = arrival;
+      }
+    }
+    if (pick == nullptr && first != nullptr && first_arrival <= deadline) {
+      pick = first;  // nothing has arrived yet: wait for the earliest acceptable message
+      pick_arrival = first_arrival;
+    }
+    if (pick == nullptr) {  // lost, never sent or too late: wait out the deadline, leave it out
+      until = std::max(until, deadline);
+      continue;
+    }
+    until = std::max(until, pick_arrival);
+    got.push_back(Inbox{p, pick->round, std::span<const float>(pick->params), pick->weight});
+  }
+  now_ = until;
+  return got;
+}
+
+}  // namespace gossip

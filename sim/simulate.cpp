@@ -1,0 +1,251 @@
+// sim/simulate.cpp: runs N virtual peers. Every round: all local phases on the worker pool
+// (each peer's clock first advances by its compute time), a barrier, then all mix phases. At
+// each evaluation: every peer's model and the average model on the test set, the consensus
+// distance, bytes and the simulated clock.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <numeric>
+
+#include "gossip/core.hpp"
+#include "gossip/gossip.hpp"
+#include "gossip/hash.hpp"
+#include "gossip/monitor.hpp"
+#include "gossip/rng.hpp"
+#include "gossip/sim.hpp"
+
+namespace gossip {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+/// Backend for virtual peers: the CPU, one BLAS thread per call (the pool gives parallelism).
+std::unique_ptr<Backend> sim_backend(const RunConfig& config) {
+  if (parse_backend_choice(config.train.backend) == BackendChoice::kCuda)
+    throw InputError("train.backend: the simulator runs virtual peers on the CPU backend "
+                     "(use auto or cpu)");
+  return make_cpu_backend(1);
+}
+
+/// The peers, their exchanges and algorithms, and the loop that runs rounds over them.
+class Swarm {
+ public:
+  Swarm(const RunConfig& config, const Topology& topology, std::vector<Learner> learners)
+      : learners_(std::move(learners)),
+        network_(topology.n(), learners_.front().num_params,
+                 config.gossip.algorithm == "async" ? config.gossip.max_staleness + 1 : 1,
+                 config.sim, config.train.seed),
+        pool_(config.sim.workers) {
+    for (int p = 0; p < n(); ++p)
+      algorithms_.push_back(
+          make_algorithm(learners_[p], network_.exchange(p), topology, config.gossip));
+    host_.assign(n(), std::vector<float>(learners_.front().num_params));
+  }
+
+  int n() const { return static_cast<int>(learners_.size()); }
+  SimNetwork& network() { return network_; }
+  WorkerPool& pool() { return pool_; }
+  Algorithm& algorithm(int p) { return *algorithms_[p]; }
+
+  void round(std::int64_t r, SimResult& result) {
+    const auto t0 = Clock::now();
+    pool_.run(n(), [&](int p) {
+      network_.exchange(p).compute(algorithms_[p]->local_steps(r) * network_.step_seconds(p));
+      algorithms_[p]->local_phase(r);
+    });
+    const auto t1 = Clock::now();
+    pool_.run(n(), [&](int p) { algorithms_[p]->mix_phase(r); });
+    result.local_seconds += std::chrono::duration<double>(t1 - t0).count();
+    result.mix_seconds += since(t1);
+  }
+
+  /// Every peer's model into host buffers; returns spans over them.
+  std::vector<std::span<const float>> gather() {
+    pool_.run(n(), [&](int p) { algorithms_[p]->model_params(host_[p]); });
+    return {host_.begin(), host_.end()};
+  }
+
+  /// Fills the fields every evaluation shares (clock, bytes, consensus distance).
+  void fill_common(EvalPoint& e, std::int64_t round, std::span<const std::span<const float>> x) {
+    e.round = round;
+    e.consensus_distance = consensus_distance(x);
+    e.peers.resize(n());
+    for (int p = 0; p < n(); ++p) {
+      const auto& ex = network_.exchange(p);
+      e.sim_seconds = std::max(e.sim_seconds, ex.now());
+      e.peers[p].bytes_sent = ex.bytes_sent();
+      e.bytes_sent += ex.bytes_sent();
+    }
+  }
+
+  void finish(SimResult& result) {
+    const auto x = gather();
+    result.params = host_;
+    for (const auto& p : x) result.params_sha256.push_back(sha256_hex(p));
+    for (int p = 0; p < n(); ++p) {
+      result.sim_seconds = std::max(result.sim_seconds, network_.exchange(p).now());
+      result.bytes_sent += network_.exchange(p).bytes_sent();
+    }
+    result.workers = pool_.threads();
+  }
+
+ private:
+  std::vector<Learner> learners_;
+  SimNetwork network_;
+  WorkerPool pool_;
+  std::vector<std::unique_ptr<Algorithm>> algorithms_;
+  std::vector<std::vector<float>> host_;
+};
+
+void check_peers(const RunConfig& config, const Topology& topology) {
+  if (topology.n() < 1) throw InputError("gossip.topology: the topology has no peers");
+  for (int s : config.sim.stragglers)
+    if (s < 0 || s >= topology.n())
+      throw InputError(cat("sim.stragglers: peer ", s, " is not in 0..", topology.n() - 1));
+}
+
+/// Median wall seconds of a few local steps of a throw-away trainer (when sim.step_ms is 0).
+double measure_step_seconds(Backend& backend, const RunConfig& config, const DataSets& data,
+                            const std::vector<std::int64_t>& shard) {
+  Trainer probe(backend, config, data.train, shard, 0);
+  std::vector<double> t;
+  for (int i = 0; i < 7; ++i) {
+    const auto t0 = Clock::now();
+    probe.step();
+    t.push_back(since(t0));
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+}  // namespace
+
+std::int64_t sim_rounds(const RunConfig& config, std::int64_t train_samples, int peers) {
+  const double per_round = static_cast<double>(peers) * config.train.batch * config.gossip.period;
+  return std::max<std::int64_t>(
+      1, static_cast<std::int64_t>(std::ceil(config.train.epochs * train_samples / per_round -
+                                             1e-9)));
+}
+
+SimResult simulate(const RunConfig& config, const Topology& topology, const DataSets& data,
+                   const SimHooks& hooks) {
+  check_peers(config, topology);
+  const auto t0 = Clock::now();
+  const int n = topology.n();
+  auto backend = sim_backend(config);
+  const auto shards = shard_for(config, data.train, n);
+  std::vector<std::unique_ptr<Trainer>> trainers;
+  std::vector<Learner> learners;
+  for (int p = 0; p < n; ++p) {
+    trainers.push_back(std::make_unique<Trainer>(*backend, config, data.train, shards[p], p));
+    learners.push_back(learner_for(*trainers.back()));
+  }
+  Trainer evaluator(*backend, config, data.train, {0}, 0);  // holds the average model
+  Swarm swarm(config, topology, std::move(learners));
+  const double step_s = config.sim.step_ms > 0
+                            ? config.sim.step_ms / 1000.0
+                            : measure_step_seconds(*backend, config, data, shards[0]);
+  swarm.network().set_step_seconds(step_s);
+
+  SimResult result;
+  result.rounds = sim_rounds(config, data.train.n, n);
+  const double samples_per_round =
+      static_cast<double>(n) * config.train.batch * config.gossip.period;
+  const double rounds_per_epoch = data.train.n / samples_per_round;
+  const std::int64_t eval_every = std::max<std::int64_t>(
+      1, static_cast<std::int64_t>(rounds_per_epoch / config.train.evals_per_epoch));
+  std::vector<float> average(trainers.front()->num_params());
+
+  auto evaluate = [&](std::int64_t round) {
+    EvalPoint e;
+    const auto x = swarm.gather();
+    swarm.fill_common(e, round, x);
+    average_params(x, average);
+    evaluator.upload_params(average);
+    e.epoch = round * samples_per_round / data.train.n;
+    swarm.pool().run(n + 1, [&](int k) {
+      if (k == n) {
+        const Evaluation ev = evaluator.evaluate(data.test, config.train.eval_limit);
+        e.average_accuracy = ev.accuracy;
+        e.average_loss = ev.loss;
+        return;
+      }
+      e.peers[k].test_accuracy = trainers[k]->evaluate(data.test, config.train.eval_limit).accuracy;
+      e.peers[k].train_loss = swarm.algorithm(k).take_train_loss();
+    });
+    double loss = 0.0;
+    e.peer_accuracy_min = 1.0;
+    e.peer_accuracy_max = 0.0;
+    for (int p = 0; p < n; ++p) {
+      const auto& pe = e.peers[p];
+      if (round > 0 && !std::isfinite(pe.train_loss))
+        throw RuntimeError(cat("training diverged at round ", round, " (peer ", p, " loss ",
+                               pe.train_loss, "): lower optimizer.lr"));
+      loss += round > 0 ? pe.train_loss : 0.0;
+      e.peer_accuracy_min = std::min(e.peer_accuracy_min, pe.test_accuracy);
+      e.peer_accuracy_max = std::max(e.peer_accuracy_max, pe.test_accuracy);
+    }
+    e.train_loss = loss / n;
+    e.wall_seconds = since(t0);
+    result.evals.push_back(e);
+    if (hooks.on_eval) hooks.on_eval(result.evals.back());
+  };
+
+  evaluate(0);
+  for (std::int64_t r = 0; r < result.rounds; ++r) {
+    swarm.round(r, result);
+    const std::int64_t done = r + 1;
+    if (done % eval_every == 0 || done == result.rounds) evaluate(done);
+    if (hooks.on_round) hooks.on_round(done, result.rounds);
+  }
+  swarm.finish(result);
+  result.step_seconds = step_s;
+  result.epochs = result.evals.back().epoch;
+  result.wall_seconds = since(t0);
+  return result;
+}
+
+SimResult simulate_consensus(const RunConfig& config, const Topology& topology,
+                             const SimHooks& hooks) {
+  check_peers(config, topology);
+  const auto t0 = Clock::now();
+  const int n = topology.n();
+  auto backend = sim_backend(config);
+  const std::int64_t dim = config.sim.consensus_dim;
+  std::vector<DeviceArray<float>> vectors;
+  std::vector<Learner> learners;
+  for (int p = 0; p < n; ++p) {
+    vectors.emplace_back(*backend, static_cast<std::size_t>(dim));
+    auto rng = make_rng(config.train.seed, static_cast<std::uint64_t>(p), Stream::kSim);
+    for (std::int64_t i = 0; i < dim; ++i) vectors.back().data()[i] =
+        static_cast<float>(normal01(rng));
+    learners.push_back(Learner{backend.get(), vectors.back().data(), dim, {}});
+  }
+  Swarm swarm(config, topology, std::move(learners));
+  SimResult result;
+  result.rounds = config.sim.consensus_rounds;
+  auto evaluate = [&](std::int64_t round) {
+    EvalPoint e;
+    const auto x = swarm.gather();
+    swarm.fill_common(e, round, x);
+    e.wall_seconds = since(t0);
+    result.evals.push_back(e);
+    if (hooks.on_eval) hooks.on_eval(result.evals.back());
+  };
+  evaluate(0);
+  for (std::int64_t r = 0; r < result.rounds; ++r) {
+    swarm.round(r, result);
+    evaluate(r + 1);
+    if (hooks.on_round) hooks.on_round(r + 1, result.rounds);
+  }
+  swarm.finish(result);
+  result.wall_seconds = since(t0);
+  return result;
+}
+
+}  // namespace gossip

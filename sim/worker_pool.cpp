@@ -1,0 +1,77 @@
+// sim/worker_pool.cpp: a fixed set of threads running parallel loops for the simulator. Each
+// loop hands out task indices from a shared counter; which thread runs a task never matters
+// because tasks (one virtual peer each) touch only their own peer's state.
+#include <algorithm>
+
+#include "gossip/sim.hpp"
+
+namespace gossip {
+
+WorkerPool::WorkerPool(int threads)
+    : threads_(threads > 0 ? threads
+                           : std::max(1, static_cast<int>(std::thread::hardware_concurrency()))) {
+  for (int t = 1; t < threads_; ++t) workers_.emplace_back([this] { work(); });
+}
+
+WorkerPool::~WorkerPool() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  for (auto& w : workers_) w.join();
+}
+
+void WorkerPool::drain() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (next_ < count_) {
+    const int i = next_++;
+    const auto* fn = fn_;
+    ++running_;
+    lock.unlock();
+    std::exception_ptr error;
+    try {
+      (*fn)(i);
+    } catch (...) {
+      error = std::current_exception();
+    }
+    lock.lock();
+    if (error) errors_[i] = error;
+    if (--running_ == 0 && next_ >= count_) done_.notify_all();
+  }
+}
+
+void WorkerPool::work() {
+  std::uint64_t seen = 0;
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
+      if (stop_) return;
+      seen = generation_;
+    }
+    drain();
+  }
+}
+
+void WorkerPool::run(int count, const std::function<void(int)>& fn) {
+  if (count <= 0) return;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    fn_ = &fn;
+    count_ = count;
+    next_ = 0;
+    running_ = 0;
+    errors_.assign(count, nullptr);
+    ++generation_;
+  }
+  wake_.notify_all();
+  drain();  // the caller works too
+  std::unique_lock<std::mutex> lock(mutex_);
+  done_.wait(lock, [&] { return next_ >= count_ && running_ == 0; });
+  fn_ = nullptr;
+  for (auto& e : errors_)
+    if (e) std::rethrow_exception(e);
+}
+
+}  // namespace gossip

@@ -1,0 +1,79 @@
+// gossip/algorithm.cpp: the Algorithm base (loss bookkeeping) and make_algorithm, which checks
+// that the topology's weights suit the algorithm before any round runs.
+#include <cmath>
+#include <limits>
+
+#include "algorithms.hpp"
+#include "gossip/core.hpp"
+
+namespace gossip {
+
+Learner learner_for(Trainer& trainer) {
+  Learner l;
+  l.backend = &trainer.backend();
+  l.params = trainer.params();
+  l.num_params = trainer.num_params();
+  l.step = [&trainer] { return trainer.step(); };
+  return l;
+}
+
+double Algorithm::take_train_loss() {
+  const double mean = loss_count_ > 0 ? loss_sum_ / static_cast<double>(loss_count_)
+                                      : std::numeric_limits<double>::quiet_NaN();
+  loss_sum_ = 0.0;
+  loss_count_ = 0;
+  return mean;
+}
+
+const std::vector<std::string>& algorithm_names() {
+  static const std::vector<std::string> names{"dpsgd", "local_sgd", "push_sum", "async"};
+  return names;
+}
+
+std::chrono::milliseconds round_deadline(const GossipConfig& config) {
+  return std::chrono::milliseconds(static_cast<std::int64_t>(config.round_timeout_s * 1000.0));
+}
+
+namespace {
+
+/// Pull algorithms need every round's rows to sum to one; push-sum needs the columns to.
+void check_weights(const std::string& algorithm, const Topology& topology) {
+  const bool push = algorithm == "push_sum";
+  for (std::int64_t r = 0; r < topology.period(); ++r) {
+    const Graph& g = topology.at(r);
+    if (push && !g.column_stochastic())
+      throw InputError(cat("gossip.algorithm push_sum needs column-stochastic weights (each "
+                           "peer's out-weights and self weight summing to 1); round ",
+                           r, " of the topology is not (use weights: push-sum)"));
+    if (!push && !g.row_stochastic())
+      throw InputError(cat("gossip.algorithm ", algorithm, " needs row-stochastic weights; round ",
+                           r, " of the topology is not",
+                           topology.directed() ? " (for a directed graph use push_sum)" : ""));
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<Algorithm> make_algorithm(const Learner& learner, Exchange& exchange,
+                                          const Topology& topology, const GossipConfig& config) {
+  if (topology.n() != exchange.size())
+    throw InputError(cat("the topology has ", topology.n(), " peers but the run has ",
+                         exchange.size()));
+  if (config.period < 1) throw InputError(cat("gossip.period must be at least 1"));
+  const std::string& a = config.algorithm;
+  if (a != "dpsgd" && a != "local_sgd" && a != "push_sum" && a != "async")
+    throw InputError(cat("gossip.algorithm: unknown '", a,
+                         "' (expected dpsgd, local_sgd, push_sum or async)"));
+  check_weights(a, topology);
+  if (a == "dpsgd") return make_dpsgd(learner, exchange, topology, config);
+  if (a == "local_sgd") return make_local_sgd(learner, exchange, topology, config);
+  if (a == "async") return make_async_gossip(learner, exchange, topology, config);
+  return make_push_sum(learner, exchange, topology, config);
+}
+
+std::unique_ptr<Algorithm> make_algorithm(Trainer& trainer, Exchange& exchange,
+                                          const Topology& topology, const GossipConfig& config) {
+  return make_algorithm(learner_for(trainer), exchange, topology, config);
+}
+
+}  // namespace gossip

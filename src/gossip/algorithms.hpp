@@ -1,0 +1,50 @@
+/// gossip/algorithms: the concrete algorithm classes (not a public header; make_algorithm is the
+/// way in). One file each: dpsgd.cpp, local_sgd.cpp, async_gossip.cpp, push_sum.cpp.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "gossip/gossip.hpp"
+#include "mixing.hpp"
+
+namespace gossip {
+
+/// D-PSGD (Lian et al. 2017) in adapt-then-combine form: `period` local steps, publish, then
+/// x_i <- W[i][i] x_i + sum_j W[i][j] x_j over in-neighbours. Needs a row-stochastic W.
+class Dpsgd : public Algorithm {
+ public:
+  Dpsgd(const Learner& learner, Exchange& exchange, const Topology& topology,
+        const GossipConfig& config);
+
+  std::string name() const override { return "dpsgd"; }
+  int local_steps(std::int64_t round) const override;
+  void local_phase(std::int64_t round) override;
+  void mix_phase(std::int64_t round) override;
+  void model_params(std::span<float> out) const override { buffer_.download(out); }
+
+ protected:
+  /// How mix_phase collects (synchronous here; the asynchronous variant overrides it).
+  virtual CollectOptions collect_options() const;
+
+  Learner learner_;
+  Exchange* exchange_;
+  const Topology* topology_;
+  GossipConfig config_;
+  mixing::PeerBuffer buffer_;
+};
+
+std::unique_ptr<Algorithm> make_dpsgd(const Learner& learner, Exchange& exchange,
+                                      const Topology& topology, const GossipConfig& config);
+std::unique_ptr<Algorithm> make_local_sgd(const Learner& learner, Exchange& exchange,
+                                          const Topology& topology, const GossipConfig& config);
+std::unique_ptr<Algorithm> make_async_gossip(const Learner& learner, Exchange& exchange,
+                                             const Topology& topology,
+                                             const GossipConfig& config);
+std::unique_ptr<Algorithm> make_push_sum(const Learner& learner, Exchange& exchange,
+                                         const Topology& topology, const GossipConfig& config);
+
+/// The wait for a neighbour before leaving it out, from gossip.round_timeout_s.
+std::chrono::milliseconds round_deadline(const GossipConfig& config);
+
+}  // namespace gossip

@@ -1,0 +1,24 @@
+// gossip/local_sgd.cpp: decentralized local SGD (Koloskova et al. 2020): H = gossip.period local
+// steps between gossip averages with W. The round is D-PSGD's with a longer local phase; it is
+// its own algorithm name so sweeps and reports say which schedule was meant (D-PSGD is the H = 1
+// member of the family, local SGD is usually run with H > 1).
+#include "algorithms.hpp"
+
+namespace gossip {
+
+namespace {
+
+class LocalSgd final : public Dpsgd {
+ public:
+  using Dpsgd::Dpsgd;
+  std::string name() const override { return "local_sgd"; }
+};
+
+}  // namespace
+
+std::unique_ptr<Algorithm> make_local_sgd(const Learner& learner, Exchange& exchange,
+                                          const Topology& topology, const GossipConfig& config) {
+  return std::make_unique<LocalSgd>(learner, exchange, topology, config);
+}
+
+}  // namespace gossip

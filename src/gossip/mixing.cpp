@@ -1,0 +1,87 @@
+// gossip/mixing.cpp: the weighted sum every algorithm ends a round with, in one fixed order.
+#include "mixing.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "gossip/core.hpp"
+
+namespace gossip::mixing {
+
+std::vector<int> ids(std::span<const Neighbour> neighbours) {
+  std::vector<int> out;
+  out.reserve(neighbours.size());
+  for (const auto& nb : neighbours) out.push_back(nb.peer);
+  return out;
+}
+
+std::vector<Term> pull_terms(int self, double self_weight, std::span<const Neighbour> in,
+                             std::span<const Inbox> got, std::int64_t* missing) {
+  std::vector<Term> terms;
+  terms.reserve(in.size() + 1);
+  std::int64_t absent = 0;
+  std::size_t g = 0;
+  for (const auto& nb : in) {
+    while (g < got.size() && got[g].peer < nb.peer) ++g;
+    if (g < got.size() && got[g].peer == nb.peer) {
+      terms.push_back({nb.peer, got[g].params.data(), nb.weight});
+    } else {
+      self_weight += nb.weight;  // a missing neighbour's share stays with this peer
+      ++absent;
+    }
+  }
+  const auto at = std::lower_bound(terms.begin(), terms.end(), self,
+                                   [](const Term& t, int p) { return t.peer < p; });
+  terms.insert(at, Term{self, nullptr, self_weight});
+  if (missing != nullptr) *missing = absent;
+  return terms;
+}
+
+PeerBuffer::PeerBuffer(const Learner& learner)
+    : learner_(learner), out_(*learner.backend, static_cast<std::size_t>(learner.num_params)) {
+  GOSSIP_CHECK(learner.backend != nullptr && learner.params != nullptr);
+  if (!learner.backend->host_memory()) host_.resize(learner.num_params);
+}
+
+std::span<const float> PeerBuffer::host_view() {
+  const auto n = static_cast<std::size_t>(learner_.num_params);
+  if (learner_.backend->host_memory()) return {learner_.params, n};
+  learner_.backend->download(host_.data(), learner_.params, n * sizeof(float));
+  return {host_.data(), n};
+}
+
+void PeerBuffer::download(std::span<float> out) const {
+  GOSSIP_CHECK_EQ(static_cast<std::int64_t>(out.size()), learner_.num_params);
+  learner_.backend->download(out.data(), learner_.params, out.size_bytes());
+}
+
+void PeerBuffer::mix(std::span<const Term> terms) {
+  Backend& b = *learner_.backend;
+  const std::int64_t n = learner_.num_params;
+  in_.clear();
+  w_.clear();
+  std::size_t staged = 0;
+  for (const Term& t : terms) {
+    const float* p = learner_.params;
+    if (t.host != nullptr) {
+      p = t.host;
+      if (!b.host_memory()) {  // neighbour buffers arrive in host memory: stage them
+        if (staged == staged_.size()) staged_.emplace_back(b, static_cast<std::size_t>(n));
+        staged_[staged].upload(t.host, static_cast<std::size_t>(n));
+        p = staged_[staged++].data();
+      }
+    }
+    in_.push_back(p);
+    w_.push_back(static_cast<float>(t.weight));
+  }
+  b.mix(out_.data(), in_.data(), w_.data(), static_cast<int>(in_.size()), n);
+  if (b.host_memory()) {
+    std::memcpy(learner_.params, out_.data(), static_cast<std::size_t>(n) * sizeof(float));
+  } else {
+    const float* src = out_.data();
+    const float one = 1.0f;
+    b.mix(learner_.params, &src, &one, 1, n);  // device copy: 0 + 1 * x == x exactly
+  }
+}
+
+}  // namespace gossip::mixing

@@ -1,0 +1,55 @@
+/// gossip/mixing: pieces the algorithms share (not a public header) — a host view of the learner's
+/// buffer for publishing, and the one mixing step: params <- sum_j w_j x_j in ascending peer id,
+/// this peer included at its place, with Backend::mix.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "gossip/backend.hpp"
+#include "gossip/exchange.hpp"
+#include "gossip/gossip.hpp"
+#include "gossip/topology.hpp"
+
+namespace gossip::mixing {
+
+/// One term of a weighted sum: peer `peer`'s buffer `host` (null = this peer's own parameters).
+struct Term {
+  int peer = 0;
+  const float* host = nullptr;
+  double weight = 0.0;
+};
+
+/// Peer ids of a neighbour list (ascending, as the topology keeps them).
+std::vector<int> ids(std::span<const Neighbour> neighbours);
+
+/// Pull-mixing terms for `self`: W[self][self] x_self + W[self][j] x_j over in-neighbours j.
+/// A neighbour absent from `got` has its weight added to the self weight; the count of such
+/// neighbours is returned through `missing`. Terms are in ascending peer id.
+std::vector<Term> pull_terms(int self, double self_weight, std::span<const Neighbour> in,
+                             std::span<const Inbox> got, std::int64_t* missing);
+
+/// The learner's buffer as the exchange sees it, and mixing into it.
+class PeerBuffer {
+ public:
+  explicit PeerBuffer(const Learner& learner);
+
+  /// The parameters as a host span (downloaded first on a device backend). Valid until the next
+  /// mix() or local step.
+  std::span<const float> host_view();
+  /// params <- sum of terms (ascending peer id); weights are rounded to float for Backend::mix.
+  void mix(std::span<const Term> terms);
+  /// Copies the parameters to a host buffer.
+  void download(std::span<float> out) const;
+
+ private:
+  Learner learner_;
+  DeviceArray<float> out_;                  // mixing target, then copied back
+  std::vector<DeviceArray<float>> staged_;  // device backends: uploaded neighbour buffers
+  std::vector<float> host_;                 // device backends: the downloaded parameters
+  std::vector<const float*> in_;
+  std::vector<float> w_;
+};
+
+}  // namespace gossip::mixing

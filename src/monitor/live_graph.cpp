@@ -1,0 +1,76 @@
+// monitor/live_graph.cpp: is the graph of the peers still alive connected? Breadth-first search
+// over the union of one period's rounds, forwards and (for directed graphs) backwards.
+#include <algorithm>
+#include <vector>
+
+#include "gossip/core.hpp"
+#include "gossip/monitor.hpp"
+
+namespace gossip {
+
+namespace {
+
+using Adjacency = std::vector<std::vector<int>>;
+
+/// Peers reachable from `start` along `adj` among the alive ones.
+std::vector<char> reach(const Adjacency& adj, const std::vector<char>& alive, int start) {
+  std::vector<char> seen(adj.size(), 0);
+  std::vector<int> stack{start};
+  seen[start] = 1;
+  while (!stack.empty()) {
+    const int p = stack.back();
+    stack.pop_back();
+    for (int q : adj[p])
+      if (alive[q] && !seen[q]) {
+        seen[q] = 1;
+        stack.push_back(q);
+      }
+  }
+  return seen;
+}
+
+}  // namespace
+
+LiveGraph live_graph(const Topology& topology, std::span<const int> dead) {
+  const int n = topology.n();
+  std::vector<char> alive(n, 1);
+  for (int d : dead) {
+    GOSSIP_CHECK_MSG(d >= 0 && d < n, "dead peer ", d, " is not in 0..", n - 1);
+    alive[d] = 0;
+  }
+  // forward[j] = peers j sends to; backward[i] = peers i takes from (over the whole period).
+  Adjacency forward(n), backward(n), either(n);
+  for (std::int64_t r = 0; r < topology.period(); ++r)
+    for (int i = 0; i < n; ++i)
+      for (const auto& nb : topology.in_neighbours(i, r)) {
+        forward[nb.peer].push_back(i);
+        backward[i].push_back(nb.peer);
+        either[i].push_back(nb.peer);
+        either[nb.peer].push_back(i);
+      }
+
+  LiveGraph g;
+  for (int i = 0; i < n; ++i)
+    if (alive[i]) g.alive.push_back(i);
+  std::vector<char> assigned(n, 0);
+  for (int i : g.alive) {
+    if (assigned[i]) continue;
+    const auto seen = reach(either, alive, i);
+    std::vector<int> component;
+    for (int p = 0; p < n; ++p)
+      if (seen[p]) {
+        component.push_back(p);
+        assigned[p] = 1;
+      }
+    g.components.push_back(std::move(component));
+  }
+  if (g.alive.empty()) return g;
+  const int first = g.alive.front();
+  const auto fwd = reach(forward, alive, first);
+  const auto bwd = reach(backward, alive, first);
+  g.connected = std::all_of(g.alive.begin(), g.alive.end(),
+                            [&](int p) { return fwd[p] && bwd[p]; });
+  return g;
+}
+
+}  // namespace gossip
