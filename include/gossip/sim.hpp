@@ -189,3 +189,69 @@ SimResult simulate_consensus(const RunConfig& config, const Topology& topology,
                              const SimHooks& hooks = {});
 
 }  // namespace gossip
+
+namespace gossip {
+
+/// What the outputs of one simulation say about its setting besides the result.
+struct SimRunInfo {
+  std::string config;     // the config file
+  std::string topology;   // the topology file
+  std::string algorithm;
+  bool connected = true;  // from analyze(topology)
+  double spectral_gap = 0.0;
+  bool consensus_only = false;
+};
+
+/// Writes DIR/metrics.csv (one row per peer per evaluation and a peer = -1 row for the average
+/// model; `seconds` is simulated time) and DIR/summary.json (DESIGN "Contracts", plus
+/// sim_seconds, bytes_per_peer, spectral_gap, peak_consensus_distance, algorithm, topology).
+void write_sim_outputs(const std::string& dir, const SimResult& result, const SimRunInfo& info);
+
+}  // namespace gossip
+
+namespace gossip {
+
+/// One setting of a sweep: a label and the base config with the setting applied.
+struct CompareSetting {
+  std::string label;  // topology file stem, plus algorithm/period/shard/seed when those vary
+  RunConfig config;
+};
+
+/// The settings of a sweep (compare.topologies x algorithms x periods x shards x seeds, in that
+/// nesting, topologies outermost). Throws InputError when compare.topologies is empty.
+std::vector<CompareSetting> compare_settings(const RunConfig& base);
+
+/// One row of compare.csv / report.md.
+struct CompareRow {
+  std::string label, topology, algorithm, shard;
+  int period = 1;
+  std::uint64_t seed = 0;
+  int peers = 0;
+  bool connected = true;
+  double spectral_gap = 0.0;
+  std::int64_t rounds_to_target = -1;    // first evaluation at or above the target; -1 = never
+  double epochs_to_target = -1.0;
+  double sim_seconds_to_target = -1.0;
+  double final_accuracy = 0.0;           // of the average model
+  double final_min_peer_accuracy = 0.0;
+  double final_consensus_distance = 0.0;
+  double bytes_per_peer = 0.0;
+  double sim_seconds = 0.0;
+  double wall_seconds = 0.0;
+};
+
+CompareRow compare_row(const CompareSetting& setting, const TopologyReport& analysis,
+                       const SimResult& result, double target_accuracy);
+
+/// Writes DIR/compare.csv (one row per setting), DIR/curves.dat (every evaluation of every
+/// setting, one gnuplot data block each) and DIR/report.md (the table and the plots).
+void write_compare(const std::string& dir, const std::vector<CompareRow>& rows,
+                   const std::vector<SimResult>& results, double target_accuracy);
+
+/// Draws DIR/{accuracy_vs_round,accuracy_vs_bytes,accuracy_vs_seconds,consensus_vs_round}.{png,
+/// svg} from DIR/curves.dat with gnuplot (script kept as DIR/plots.gp). Returns false, with
+/// `why` set, when gnuplot is missing or fails.
+bool draw_compare_plots(const std::string& dir, const std::vector<CompareRow>& rows,
+                        std::string* why);
+
+}  // namespace gossip

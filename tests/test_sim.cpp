@@ -1,0 +1,213 @@
+// Tests for the simulator: mixing rates against the topology analysis, disconnected graphs,
+// thread-count independence, the simulated clock and the sweep helpers.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "gossip/core.hpp"
+#include "gossip/sim.hpp"
+#include "gossip/topology.hpp"
+#include "gossip/train.hpp"
+
+using namespace gossip;
+
+namespace {
+
+RunConfig small_config() {
+  RunConfig c;
+  c.data.synthetic = true;
+  c.data.synthetic_train = 1024;
+  c.data.synthetic_test = 256;
+  c.data.synthetic_dim = 8;
+  c.data.classes = 4;
+  c.model.layers = {8, 16, 4};
+  c.optimizer.lr = 0.05;
+  c.optimizer.momentum = 0.9;
+  c.train.batch = 8;
+  c.train.seed = 5;
+  c.train.epochs = 2;
+  c.train.eval_batch = 256;
+  c.train.evals_per_epoch = 2;
+  c.sim.step_ms = 2.0;
+  c.sim.consensus_dim = 200;
+  return c;
+}
+
+Topology generate(const std::string& kind, int n, int rows = 0, int cols = 0) {
+  GeneratorSpec s;
+  s.kind = kind;
+  s.n = n;
+  s.rows = rows;
+  s.cols = cols;
+  return make_topology(s);
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string temp_dir(const std::string& name) {
+  const auto d = std::filesystem::temp_directory_path() / ("gossip_test_sim_" + name);
+  std::filesystem::remove_all(d);
+  return d.string();
+}
+
+}  // namespace
+
+TEST_CASE("pure consensus contracts at the rate the topology analysis predicts", "[sim]") {
+  struct Case {
+    const char* name;
+    Topology t;
+  };
+  Case cases[] = {{"ring-16", generate("ring", 16)}, {"torus-4x4", generate("torus", 0, 4, 4)}};
+  for (auto& c : cases) {
+    SECTION(c.name) {
+      RunConfig config = small_config();
+      config.sim.consensus_rounds = 50;
+      const TopologyReport report = analyze(c.t);
+      const SimResult r = simulate_consensus(config, c.t);
+      REQUIRE(r.evals.size() == 51);
+      // Disagreement ||x - xbar|| shrinks by rho per round once the slowest mode dominates; the
+      // distance is its square. Measure from round 5 until 50 or the float floor.
+      const double d0 = r.evals[5].consensus_distance;
+      std::size_t end = 50;
+      while (end > 10 && r.evals[end].consensus_distance < 1e-9 * r.evals[0].consensus_distance)
+        --end;
+      const double rate =
+          std::pow(r.evals[end].consensus_distance / d0, 1.0 / (2.0 * (end - 5)));
+      INFO("measured " << rate << " predicted " << report.rho_per_round << " over rounds 5.."
+                       << end);
+      REQUIRE(rate == Approx(report.rho_per_round).epsilon(0.10));
+    }
+  }
+}
+
+TEST_CASE("a disconnected topology never reaches consensus and says so", "[sim]") {
+  const Topology t = load_topology_from_string(
+      "n: 8\nedges:\n  - [0, 1]\n  - [1, 2]\n  - [2, 3]\n  - [3, 0]\n  - [4, 5]\n  - [5, 6]\n  - [6, 7]\n  - [7, 4]\n",
+      "two-rings.yaml");
+  RunConfig config = small_config();
+  config.sim.consensus_rounds = 200;
+  const SimResult r = simulate_consensus(config, t);
+  // Each ring agrees within itself, but the two rings keep their own averages.
+  REQUIRE(r.evals.back().consensus_distance > 1e-3 * r.evals.front().consensus_distance);
+  REQUIRE(r.evals.back().consensus_distance ==
+          Approx(r.evals[150].consensus_distance).epsilon(1e-3));
+
+  const TopologyReport report = analyze(t);
+  SimRunInfo info;
+  info.connected = report.connected;
+  info.consensus_only = true;
+  const std::string dir = temp_dir("disconnected");
+  write_sim_outputs(dir, r, info);
+  REQUIRE(read_text(dir + "/summary.json").find("\"connected\": false") != std::string::npos);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("one and two worker threads give identical parameters", "[sim]") {
+  RunConfig config = small_config();
+  const DataSets data = load_datasets(config);
+  for (const char* algorithm : {"dpsgd", "async", "push_sum"}) {
+    SECTION(algorithm) {
+      config.gossip.algorithm = algorithm;
+      config.sim.stragglers = {1};
+      config.sim.message_loss = 0.1;
+      config.gossip.round_timeout_s = 0.05;
+      const Topology t = generate(std::string(algorithm) == "push_sum" ? "exponential" : "ring", 6);
+      config.sim.workers = 1;
+      const SimResult one = simulate(config, t, data);
+      config.sim.workers = 2;
+      const SimResult two = simulate(config, t, data);
+      REQUIRE(one.workers == 1);
+      REQUIRE(two.workers == 2);
+      REQUIRE(one.params_sha256 == two.params_sha256);
+      REQUIRE(one.sim_seconds == two.sim_seconds);
+      REQUIRE(one.evals.back().average_accuracy > 0.9);  // well-separated blobs
+      REQUIRE(one.evals.back().consensus_distance < one.evals[1].consensus_distance + 1.0);
+    }
+  }
+}
+
+TEST_CASE("the metrics and summary follow the contract", "[sim]") {
+  RunConfig config = small_config();
+  const DataSets data = load_datasets(config);
+  const Topology t = generate("ring", 4);
+  const SimResult r = simulate(config, t, data);
+  // 1024 samples / (4 peers * 8) = 32 rounds per epoch, 2 epochs, evaluations every 16 rounds.
+  REQUIRE(r.rounds == 64);
+  REQUIRE(r.evals.size() == 5);
+  REQUIRE(r.evals.back().epoch == Approx(2.0));
+  REQUIRE(r.params_sha256.size() == 4);
+  SimRunInfo info;
+  info.algorithm = "dpsgd";
+  const std::string dir = temp_dir("contract");
+  write_sim_outputs(dir, r, info);
+  const std::string csv = read_text(dir + "/metrics.csv");
+  REQUIRE(csv.rfind("round,epoch,peer,loss,test_accuracy,consensus_distance,bytes_sent,seconds",
+                    0) == 0);
+  REQUIRE(std::count(csv.begin(), csv.end(), '\n') == 1 + 5 * 5);  // 4 peers + average, 5 evals
+  REQUIRE(csv.find("\n64,2.0000,-1,") != std::string::npos);
+  const std::string summary = read_text(dir + "/summary.json");
+  for (const char* key : {"test_accuracy", "peer_accuracy_min", "peer_accuracy_max",
+                          "consensus_distance", "rounds", "epochs", "bytes_sent", "wall_seconds",
+                          "connected", "params_sha256", "sim_seconds"})
+    REQUIRE(summary.find(std::string("\"") + key + "\":") != std::string::npos);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("the simulated clock follows compute, latency, bandwidth and stragglers", "[sim]") {
+  SimConfig s;
+  s.latency_ms = 10.0;
+  s.bandwidth_mbps = 8.0;  // 1 MB/s
+  s.step_ms = 100.0;
+  s.stragglers = {2};
+  s.straggler_factor = 3.0;
+  const std::int64_t floats = 1000;  // 4000 + 40 bytes: 4.04 ms on the wire
+  SimNetwork net(3, floats, 1, s, 1);
+  REQUIRE(net.step_seconds(0) == Approx(0.1));
+  REQUIRE(net.step_seconds(2) == Approx(0.3));
+  std::vector<float> buf(floats, 1.0f);
+  const int to0[] = {1, 2}, to1[] = {0, 2}, to2[] = {0, 1};
+  const std::span<const int> tos[] = {to0, to1, to2};
+  for (int p = 0; p < 3; ++p) {
+    net.exchange(p).compute(net.step_seconds(p));
+    net.exchange(p).publish(0, buf, 1.0, tos[p]);
+  }
+  const int from[] = {2, 1};  // any order in, ascending out
+  const auto got = net.exchange(0).collect(0, from, CollectOptions{});
+  REQUIRE(got.size() == 2);
+  REQUIRE(got[0].peer == 1);
+  REQUIRE(got[1].peer == 2);
+  // Peer 0 waits for the straggler: 0.3 s of compute + 10 ms + 4.04 ms.
+  REQUIRE(net.exchange(0).now() == Approx(0.3 + 0.010 + 0.00404));
+  REQUIRE(net.exchange(0).bytes_sent() == 2 * (4000 + kMessageOverheadBytes));
+
+  CollectOptions async;
+  async.mode = CollectMode::kAsync;
+  async.max_staleness = 1;
+  const int from2[] = {2};
+  net.exchange(1).compute(0.0);
+  // Round 1 for peer 1 accepts peer 2's round-0 message; it must still wait for it to arrive.
+  net.exchange(1).publish(1, buf, 1.0, to1);
+  const auto stale = net.exchange(1).collect(1, from2, async);
+  REQUIRE(stale.size() == 1);
+  REQUIRE(stale[0].round == 0);
+}
+
+TEST_CASE("compare settings cover the sweep and label what varies", "[sim]") {
+  RunConfig base = small_config();
+  REQUIRE_THROWS_AS(compare_settings(base), InputError);
+  base.compare.topologies = {"topologies/ring-16.yaml", "topologies/torus-4x4.yaml"};
+  base.compare.seeds = {1, 2};
+  const auto s = compare_settings(base);
+  REQUIRE(s.size() == 4);
+  REQUIRE(s[0].label == "ring-16 seed=1");
+  REQUIRE(s[3].label == "torus-4x4 seed=2");
+  REQUIRE(s[3].config.train.seed == 2);
+}
