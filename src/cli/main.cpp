@@ -20,6 +20,10 @@ struct Command {
 // Add a subcommand here and in src/cli/<name>.cpp.
 const Command kCommands[] = {
     {"train", "train one peer on its own (no gossip)", gossip::cli::run_train},
+    {"sim", "simulate many virtual peers in one process (simulated network clock)",
+     gossip::cli::run_sim},
+    {"compare", "sweep topologies (and algorithms, periods, shards, seeds) in the simulator",
+     gossip::cli::run_compare},
     {"bench", "benchmarks that print a ratio against a reference measured in the same run",
      gossip::cli::run_bench},
 };
