@@ -20,10 +20,14 @@ struct Command {
 // Add a subcommand here and in src/cli/<name>.cpp.
 const Command kCommands[] = {
     {"train", "train one peer on its own (no gossip)", gossip::cli::run_train},
+    {"topo", "check a topology file (connectivity, spectral gap) or generate one", gossip::cli::run_topo},
     {"sim", "simulate many virtual peers in one process (simulated network clock)",
      gossip::cli::run_sim},
     {"compare", "sweep topologies (and algorithms, periods, shards, seeds) in the simulator",
      gossip::cli::run_compare},
+    {"peer", "run one peer of a network (under Slurm, mpirun, Kubernetes or gossip run)",
+     gossip::cli::run_peer},
+    {"run", "run a whole peer network on this machine from a config", gossip::cli::run_run},
     {"bench", "benchmarks that print a ratio against a reference measured in the same run",
      gossip::cli::run_bench},
 };

@@ -1,0 +1,136 @@
+// launcher/children.cpp: fork/exec of peer processes and their orderly end.
+#include "children.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <deque>
+#include <fstream>
+#include <thread>
+
+#include "gossip/core.hpp"
+
+namespace gossip::launcher {
+
+Child spawn_child(int rank, const std::vector<std::string>& argv, const std::string& log_path) {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) throw RuntimeError(cat("pipe: ", std::strerror(errno)));
+  const int log_fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (log_fd < 0) throw RuntimeError(cat(log_path, ": cannot open: ", std::strerror(errno)));
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  const pid_t parent = getpid();
+  const pid_t pid = fork();
+  if (pid < 0) throw RuntimeError(cat("fork: ", std::strerror(errno)));
+  if (pid == 0) {
+    // In the child: only async-signal-safe calls until exec.
+    setpgid(0, 0);
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (getppid() != parent) _exit(127);
+    dup2(fds[1], STDOUT_FILENO);
+    dup2(log_fd, STDERR_FILENO);
+    execv(args[0], args.data());
+    _exit(127);
+  }
+  close(fds[1]);
+  close(log_fd);
+  fcntl(fds[0], F_SETFL, fcntl(fds[0], F_GETFL) | O_NONBLOCK);
+  Child c;
+  c.rank = rank;
+  c.pid = pid;
+  c.out_fd = fds[0];
+  c.log_path = log_path;
+  c.running = true;
+  return c;
+}
+
+bool read_lines(Child& c, std::vector<std::string>& lines) {
+  if (c.out_fd < 0) return false;
+  char buf[8192];
+  for (;;) {
+    const ssize_t got = read(c.out_fd, buf, sizeof buf);
+    if (got > 0) {
+      c.buffer.append(buf, static_cast<std::size_t>(got));
+      std::size_t pos;
+      while ((pos = c.buffer.find('\n')) != std::string::npos) {
+        lines.push_back(c.buffer.substr(0, pos));
+        c.buffer.erase(0, pos + 1);
+      }
+      continue;
+    }
+    if (got == 0) {
+      close(c.out_fd);
+      c.out_fd = -1;
+      return false;
+    }
+    if (errno == EINTR) continue;
+    return true;  // EAGAIN: nothing more now
+  }
+}
+
+bool reap(Child& c) {
+  if (!c.running) return true;
+  int status = 0;
+  const pid_t r = waitpid(c.pid, &status, WNOHANG);
+  if (r == 0) return false;
+  c.running = false;
+  if (r < 0) {
+    c.exit_code = 1;
+  } else if (WIFEXITED(status)) {
+    c.exit_code = WEXITSTATUS(status);
+  } else if (WIFSIGNALED(status)) {
+    c.exit_code = 128 + WTERMSIG(status);
+  }
+  return true;
+}
+
+void stop_all(std::vector<Child>& children, int grace_ms) {
+  for (auto& c : children)
+    if (c.running) kill(c.pid, SIGTERM);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(grace_ms);
+  for (;;) {
+    bool any = false;
+    for (auto& c : children) any |= !reap(c);
+    if (!any) break;
+    if (std::chrono::steady_clock::now() > deadline) {
+      for (auto& c : children)
+        if (c.running) kill(c.pid, SIGKILL);
+      for (auto& c : children)
+        if (c.running) {
+          int status = 0;
+          waitpid(c.pid, &status, 0);
+          c.running = false;
+          c.exit_code = 128 + SIGKILL;
+        }
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  for (auto& c : children)
+    if (c.out_fd >= 0) {
+      close(c.out_fd);
+      c.out_fd = -1;
+    }
+}
+
+std::string tail_lines(const std::string& path, int n) {
+  std::ifstream f(path);
+  std::deque<std::string> last;
+  std::string line;
+  while (std::getline(f, line)) {
+    last.push_back(line);
+    if (static_cast<int>(last.size()) > n) last.pop_front();
+  }
+  std::string out;
+  for (const auto& l : last) out += "    " + l + "\n";
+  return out;
+}
+
+}  // namespace gossip::launcher

@@ -1,0 +1,38 @@
+// launcher/children.hpp: child peer processes — started with their stdout on a pipe (event
+// lines) and stderr in a log file, in their own process group so Ctrl-C reaches only the
+// launcher, which then stops them; they also die with the launcher (PR_SET_PDEATHSIG).
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+namespace gossip::launcher {
+
+struct Child {
+  int rank = -1;
+  pid_t pid = -1;
+  int out_fd = -1;          // read end of the child's stdout
+  std::string buffer;       // partial line
+  std::string log_path;     // the child's stderr
+  bool running = false;
+  int exit_code = 0;        // valid once !running; 128+signal when killed
+};
+
+/// Starts `argv` (argv[0] is the program path) as rank `rank`.
+Child spawn_child(int rank, const std::vector<std::string>& argv, const std::string& log_path);
+
+/// Reads what is available; appends complete lines to `lines`. Returns false at end of file.
+bool read_lines(Child& c, std::vector<std::string>& lines);
+
+/// Reaps the child if it has exited (non-blocking). Returns true when it is no longer running.
+bool reap(Child& c);
+
+/// SIGTERM to every running child, then SIGKILL to those still running after `grace_ms`.
+void stop_all(std::vector<Child>& children, int grace_ms);
+
+/// The last `n` lines of a file (for saying why a peer failed).
+std::string tail_lines(const std::string& path, int n);
+
+}  // namespace gossip::launcher
