@@ -156,9 +156,15 @@ SimResult simulate(const RunConfig& config, const Topology& topology, const Data
   result.rounds = sim_rounds(config, data.train.n, n);
   const double samples_per_round =
       static_cast<double>(n) * config.train.batch * config.gossip.period;
-  const double rounds_per_epoch = data.train.n / samples_per_round;
-  const std::int64_t eval_every = std::max<std::int64_t>(
-      1, static_cast<std::int64_t>(rounds_per_epoch / config.train.evals_per_epoch));
+  // Evaluations evenly spread, the last one at the last round: evaluation k of `evals` comes
+  // after round ceil(k * rounds / evals).
+  const std::int64_t evals = std::clamp<std::int64_t>(
+      static_cast<std::int64_t>(std::ceil(config.train.epochs * config.train.evals_per_epoch -
+                                          1e-9)),
+      1, result.rounds);
+  const auto eval_due = [&](std::int64_t done) {
+    return done * evals / result.rounds != (done - 1) * evals / result.rounds;
+  };
   std::vector<float> average(trainers.front()->num_params());
 
   auto evaluate = [&](std::int64_t round) {
@@ -200,7 +206,7 @@ SimResult simulate(const RunConfig& config, const Topology& topology, const Data
   for (std::int64_t r = 0; r < result.rounds; ++r) {
     swarm.round(r, result);
     const std::int64_t done = r + 1;
-    if (done % eval_every == 0 || done == result.rounds) evaluate(done);
+    if (eval_due(done)) evaluate(done);
     if (hooks.on_round) hooks.on_round(done, result.rounds);
   }
   swarm.finish(result);

@@ -18,6 +18,7 @@ struct Bench {
 // Add a benchmark here and its file in bench/meson.build.
 const Bench kBenches[] = {
     {"step", "time per training step vs PyTorch; GFLOP/s vs bare sgemm", bench::run_step},
+    {"sim", "1024 virtual peers: round time, mixing share; mixing vs bare saxpy", bench::run_sim},
 };
 
 void usage() {
