@@ -1,0 +1,213 @@
+/// topology: who talks to whom, with what weight, in which round. A Topology is a sequence of
+/// Graphs indexed by round (period 1 for a static graph); each Graph holds the mixing matrix W
+/// of one round as sparse rows and columns. Generators (ring, torus, exponential, Base-(k+1),
+/// ...), the YAML loader/writer and the analysis (connectivity, diameter, spectral gap) live in
+/// src/topology. Depends only on core; yaml-cpp and Eigen stay inside src/topology.
+///
+/// Weight convention (one matrix for every algorithm): x_next = W x, so W[i][j] is the fraction
+/// of peer j's value that ends up at peer i.
+///   - Pull mixing (D-PSGD, undirected graphs): peer i computes
+///       x_i <- W[i][i] x_i + sum over in_neighbours(i) of W[i][j] x_j
+///     which needs row i to sum to 1 (row stochastic; doubly stochastic keeps the average).
+///   - Push-sum (directed graphs): peer i keeps W[i][i] of its (value, weight) pair and sends
+///     W[k][i] of it to each out-neighbour k; out_neighbours(i) carries exactly those
+///     fractions, so column i sums to 1 (column stochastic).
+/// Neighbour lists are in ascending peer id and never contain the peer itself.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace gossip {
+
+/// How mixing weights were chosen.
+enum class WeightKind {
+  kMetropolis,  // W[i][j] = 1 / (1 + max(deg i, deg j)); symmetric, doubly stochastic
+  kUniform,     // W[i][j] = 1 / (deg i + 1) for j in N(i) and j = i; row stochastic
+  kMaxDegree,   // W[i][j] = 1 / (max degree + 1); symmetric, doubly stochastic
+  kPushSum,     // W[k][i] = 1 / (out-degree i + 1); column stochastic (directed default)
+  kExplicit,    // given per edge in the file
+  kGenerator,   // set by the generator itself (Base-(k+1) graphs)
+};
+
+/// "metropolis" | "uniform" | "max-degree" | "push-sum" | "explicit" | "generator".
+const char* weight_kind_name(WeightKind kind);
+/// Inverse of weight_kind_name; throws InputError naming the accepted values.
+WeightKind parse_weight_kind(const std::string& name);
+
+/// One entry of a sparse row or column of W.
+struct Neighbour {
+  int peer = 0;
+  double weight = 0.0;
+};
+
+/// One weighted arc: `to` takes `weight` of `from`'s value, i.e. W[to][from] = weight.
+struct Arc {
+  int from = 0;
+  int to = 0;
+  double weight = 0.0;
+};
+
+/// The mixing matrix of one round, stored as sparse rows (in-neighbours) and columns
+/// (out-neighbours). Immutable after construction; safe to read from many threads.
+class Graph {
+ public:
+  Graph() = default;
+  /// Builds W from arcs (from != to, each (from, to) at most once, weight > 0) and one self
+  /// weight per peer. `directed == false` promises the arc set is symmetric. Broken invariants
+  /// throw RuntimeError (user input is validated by the loader before it gets here).
+  Graph(int n, bool directed, std::vector<Arc> arcs, std::vector<double> self_weights);
+
+  int n() const { return n_; }
+  bool directed() const { return directed_; }
+  /// Row i without the diagonal: (j, W[i][j]) for every j that i takes from, ascending j.
+  std::span<const Neighbour> in_neighbours(int peer) const;
+  /// Column i without the diagonal: (k, W[k][i]) for every k that takes from i, ascending k.
+  std::span<const Neighbour> out_neighbours(int peer) const;
+  /// W[i][i].
+  double self_weight(int peer) const;
+  /// W[to][from] (0 when there is no such arc; W[i][i] for to == from).
+  double weight(int to, int from) const;
+  /// Number of arcs (a -> b with a != b); an undirected edge counts as two arcs.
+  std::int64_t arc_count() const { return static_cast<std::int64_t>(in_.size()); }
+  /// Edges for people: undirected {a, b} with a < b, or directed (from, to); sorted.
+  std::vector<Arc> edges() const;
+
+  /// Row sums (column sums) all within 1e-9 of 1.
+  bool row_stochastic() const { return row_stochastic_; }
+  bool column_stochastic() const { return column_stochastic_; }
+  bool doubly_stochastic() const { return row_stochastic_ && column_stochastic_; }
+  /// W[i][j] == W[j][i] for all i, j (within 1e-12).
+  bool symmetric() const { return symmetric_; }
+
+ private:
+  int n_ = 0;
+  bool directed_ = false;
+  std::vector<std::int64_t> in_start_, out_start_;  // n + 1 offsets (CSR)
+  std::vector<Neighbour> in_, out_;
+  std::vector<double> self_;
+  bool row_stochastic_ = false;
+  bool column_stochastic_ = false;
+  bool symmetric_ = false;
+};
+
+/// A peer network: n peers, one Graph per round of a period (1 for static graphs), optional
+/// addresses. Immutable after construction apart from set_addresses; reads are thread-safe.
+class Topology {
+ public:
+  Topology() = default;
+  /// `rounds` must be non-empty, all with the same n and directedness. `kind` names where the
+  /// graph came from ("ring", "edges", "sequence", ...).
+  Topology(std::vector<Graph> rounds, std::string kind, WeightKind weights);
+
+  int n() const { return rounds_.empty() ? 0 : rounds_.front().n(); }
+  bool directed() const { return !rounds_.empty() && rounds_.front().directed(); }
+  /// Number of graphs before the sequence repeats; 1 for a static topology.
+  std::int64_t period() const { return static_cast<std::int64_t>(rounds_.size()); }
+  bool time_varying() const { return rounds_.size() > 1; }
+  /// The graph used in round `round` (>= 0): rounds[round mod period].
+  const Graph& at(std::int64_t round) const;
+
+  std::span<const Neighbour> in_neighbours(int peer, std::int64_t round) const {
+    return at(round).in_neighbours(peer);
+  }
+  std::span<const Neighbour> out_neighbours(int peer, std::int64_t round) const {
+    return at(round).out_neighbours(peer);
+  }
+  double self_weight(int peer, std::int64_t round) const { return at(round).self_weight(peer); }
+
+  const std::string& kind() const { return kind_; }
+  WeightKind weights() const { return weights_; }
+
+  /// host:port of a peer, when the file gave addresses.
+  std::optional<std::string> address(int peer) const;
+  bool has_addresses() const { return !addresses_.empty(); }
+  /// n strings ("" for none) or an empty vector.
+  void set_addresses(std::vector<std::string> addresses);
+
+  /// Stable 64-bit hash of n, directedness, period and every round's arcs and weights (exact
+  /// bit patterns). Addresses, names and the weight kind are not part of it, so a generated
+  /// ring and the same ring written out as an edge list agree. Used by the network handshake.
+  std::uint64_t fingerprint() const;
+
+ private:
+  std::vector<Graph> rounds_;
+  std::string kind_;
+  WeightKind weights_ = WeightKind::kMetropolis;
+  std::vector<std::string> addresses_;
+};
+
+/// A generator and its parameters (the `generator:` form of the YAML file).
+/// kind: ring, torus, grid, line, star, complete, hypercube, erdos-renyi, random-regular,
+/// watts-strogatz, exponential, one-peer-exponential, base.
+struct GeneratorSpec {
+  std::string kind;
+  int n = 0;                    // peers (torus/grid: rows * cols, may be left 0)
+  int rows = 0, cols = 0;       // torus, grid
+  int k = 0;                    // watts-strogatz: neighbours (even); base: max degree (>= 1)
+  int degree = 0;               // random-regular: d
+  double p = 0.0;               // erdos-renyi: edge probability
+  double beta = 0.0;            // watts-strogatz: rewiring probability
+  std::uint64_t seed = 0;       // random generators
+  bool directed = false;        // ring may be directed; exponential kinds always are
+  std::optional<WeightKind> weights;  // default: metropolis (undirected), push-sum (directed)
+};
+
+/// The generator names above, in the order documented.
+const std::vector<std::string>& generator_kinds();
+
+/// Builds a topology from a generator. Throws InputError (no file or line; the loader adds
+/// them) when the parameters do not fit, e.g. too few peers.
+Topology make_topology(const GeneratorSpec& spec);
+
+/// Loads and validates a YAML topology file. Throws InputError "FILE:LINE: message" for the
+/// first problem found (unknown key, id out of range, self-loop, duplicate edge, bad weight,
+/// rows that do not sum to 1, too few peers for the generator, ...).
+Topology load_topology(const std::string& path);
+/// Same, from text; `name` stands in for the file name in messages.
+Topology load_topology_from_string(const std::string& text, const std::string& name);
+
+/// The generator form of the YAML file (what `gossip topo --generate` writes).
+std::string to_yaml(const GeneratorSpec& spec);
+/// The explicit form: n, directed, edges (or a sequence of edge lists) with every weight and
+/// self weight written exactly, plus peers when present. Loading it gives the same fingerprint.
+std::string to_yaml(const Topology& topology);
+
+/// What `gossip topo` reports. For a time-varying topology, connectivity, components and
+/// diameter are of the union of the graphs over one period; rho is of the product of the
+/// period's matrices W(period-1) ... W(0).
+struct TopologyReport {
+  int n = 0;
+  bool directed = false;
+  std::int64_t period = 1;
+  bool connected = false;  // strongly connected for directed graphs
+  std::vector<std::vector<int>> components;  // each ascending; ordered by smallest id
+  std::optional<int> diameter;               // none when not connected
+  // Degrees over all peers and all rounds of the period (in = row, out = column, no self).
+  int in_degree_min = 0, in_degree_max = 0;
+  double in_degree_mean = 0.0;
+  int out_degree_min = 0, out_degree_max = 0;
+  double out_degree_mean = 0.0;
+  std::int64_t edges = 0;  // undirected edges / directed arcs, summed over the period
+  bool row_stochastic = false, column_stochastic = false, doubly_stochastic = false;
+  bool symmetric = false;  // every round's W
+  bool rho_known = true;        // false when n > 2048: the dense spectral analysis is skipped
+                                // and rho, spectral_gap, rho_per_round, rounds_to_1000x are NaN
+  double rho = 1.0;             // second-largest eigenvalue modulus (of the period product)
+  double spectral_gap = 0.0;    // 1 - rho
+  double rho_per_round = 1.0;   // rho^(1 / period)
+  /// Predicted rounds to cut disagreement 1000x: period * ln(1000) / -ln(rho), at least one
+  /// period; exact_after when averaging is exact; +infinity when rho >= 1 or disconnected.
+  double rounds_to_1000x = 0.0;
+  bool exact_averaging = false;   // W(t-1)...W(0) == (1/n) 11^T for some t <= period
+  std::int64_t exact_after = 0;   // that smallest t (0 when not exact)
+};
+
+/// Analyses a topology. Dense spectral methods: about a second for n = 1024 when W is symmetric
+/// or normal (circulant), several seconds for a general directed graph; skipped above 2048.
+TopologyReport analyze(const Topology& topology);
+
+}  // namespace gossip

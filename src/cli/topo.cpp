@@ -1,0 +1,234 @@
+// cli/topo.cpp: `gossip topo FILE` tells a user, before hours of training, whether the peer
+// graph in a topology file can converge at all and how fast agreement spreads (report, JSON or
+// Graphviz DOT); `gossip topo --generate KIND ...` writes such a file.
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "args.hpp"
+#include "gossip/core.hpp"
+#include "gossip/topology.hpp"
+
+namespace gossip::cli {
+
+namespace {
+
+constexpr const char* kHelp = R"(usage: gossip topo FILE [--json | --dot]
+       gossip topo --generate KIND [--n N] [--rows R --cols C] [--k K] [--degree D] [--p P]
+                   [--beta B] [--seed S] [--weights W] [--directed] [--edges] [-o FILE]
+
+Checks a topology file (format: docs/topology.md) before launch: connected components
+(strongly connected for directed graphs), diameter, degrees, whether W is row / column /
+doubly stochastic, the second-largest eigenvalue modulus rho of W (of the product of one
+period's matrices for time-varying graphs), the spectral gap 1 - rho, and the predicted
+rounds to cut disagreement 1000x, ln(1000) / -ln(rho).
+
+  --json            one JSON object (fields in docs/topology.md) instead of the report
+  --dot             the graph in Graphviz DOT; edge labels are weights, per round if it varies
+
+  --generate KIND   write a topology file instead. KIND and its parameters:
+                      ring --n [--directed]          torus --rows --cols   grid --rows --cols
+                      line --n   star --n   complete --n   hypercube --n (a power of two)
+                      erdos-renyi --n --p --seed     random-regular --n --degree --seed
+                      watts-strogatz --n --k --beta --seed
+                      exponential --n   one-peer-exponential --n   base --n [--k, default 1]
+  --weights W       metropolis (undirected default), uniform, max-degree, push-sum (directed
+                    default); base graphs set their own
+  --edges           write the explicit edge list with every weight, not the generator form
+  -o, --output FILE write there instead of standard output
+
+exit codes: 0 connected (or file written), 2 bad input (the message names the file and
+line), 3 valid but disconnected (the components are listed)
+)";
+
+std::string number(double v) {
+  if (!std::isfinite(v)) return "null";
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+
+std::string json_string(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\', out += c;
+    else if (static_cast<unsigned char>(c) < 0x20) out += cat("\\u00", "0123456789abcdef"[c >> 4], "0123456789abcdef"[c & 15]);
+    else out += c;
+  }
+  return out + "\"";
+}
+
+std::string hex64(std::uint64_t v) {
+  char buf[20];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+std::string id_list(const std::vector<int>& ids, std::size_t limit) {
+  std::string s;
+  for (std::size_t i = 0; i < ids.size() && i < limit; ++i) s += (i ? ", " : "") + std::to_string(ids[i]);
+  if (ids.size() > limit) s += cat(", ... (", ids.size(), " peers)");
+  return s;
+}
+
+const char* yes(bool b) { return b ? "yes" : "no"; }
+
+std::string plural(std::int64_t count, const char* noun) {
+  return cat(count, " ", noun, count == 1 ? "" : "s");
+}
+
+void print_spectrum(const Topology& t, const TopologyReport& r) {
+  if (!r.rho_known) {
+    std::printf("  rho           not computed (more than 2048 peers)\n");
+    return;
+  }
+  const char* of = t.time_varying() ? " (of the product over one period)" : "";
+  std::printf("  rho           %.9g%s\n  spectral gap  %.9g\n", r.rho, of, r.spectral_gap);
+  if (r.exact_averaging)
+    std::printf("  averaging     exact after %s\n", plural(r.exact_after, "round").c_str());
+  if (std::isfinite(r.rounds_to_1000x))
+    std::printf("  rounds to cut disagreement 1000x: %.1f\n", r.rounds_to_1000x);
+  else
+    std::printf("  rounds to cut disagreement 1000x: never (%s)\n",
+                r.connected ? "rho = 1" : "the graph is not connected");
+}
+
+void print_report(const std::string& file, const Topology& t, const TopologyReport& r) {
+  std::printf("%s: %s, %s, %s, weights %s", file.c_str(), t.kind().c_str(),
+              plural(r.n, "peer").c_str(), r.directed ? "directed" : "undirected",
+              weight_kind_name(t.weights()));
+  if (t.time_varying())
+    std::printf(", time-varying with period %lld", static_cast<long long>(r.period));
+  std::printf("\n  fingerprint   %s\n", hex64(t.fingerprint()).c_str());
+  std::printf("  edges         %lld%s\n", static_cast<long long>(r.edges),
+              t.time_varying() ? " (summed over one period)" : "");
+  if (r.directed)
+    std::printf("  degree        in %d..%d (mean %.2f), out %d..%d (mean %.2f)\n", r.in_degree_min,
+                r.in_degree_max, r.in_degree_mean, r.out_degree_min, r.out_degree_max,
+                r.out_degree_mean);
+  else
+    std::printf("  degree        %d..%d (mean %.2f)\n", r.in_degree_min, r.in_degree_max,
+                r.in_degree_mean);
+  std::printf("  connected     %s", yes(r.connected));
+  if (r.diameter) std::printf(", diameter %d", *r.diameter);
+  if (!r.connected) {
+    std::printf(": %zu %scomponents\n", r.components.size(),
+                r.directed ? "strongly connected " : "");
+    for (const auto& c : r.components) std::printf("    {%s}\n", id_list(c, 16).c_str());
+  } else {
+    std::printf("\n");
+  }
+  std::printf("  W             row stochastic %s, column stochastic %s, symmetric %s\n",
+              yes(r.row_stochastic), yes(r.column_stochastic), yes(r.symmetric));
+  print_spectrum(t, r);
+}
+
+void print_json(const std::string& file, const Topology& t, const TopologyReport& r) {
+  std::string comps;
+  for (const auto& c : r.components) {
+    comps += comps.empty() ? "[" : ", [";
+    for (std::size_t i = 0; i < c.size(); ++i) comps += (i ? "," : "") + std::to_string(c[i]);
+    comps += "]";
+  }
+  std::printf("{\"file\": %s, \"kind\": %s, \"n\": %d, \"directed\": %s, \"weights\": \"%s\", "
+              "\"period\": %lld, \"connected\": %s, \"components\": [%s], \"diameter\": %s, "
+              "\"edges\": %lld, ",
+              json_string(file).c_str(), json_string(t.kind()).c_str(), r.n,
+              r.directed ? "true" : "false", weight_kind_name(t.weights()),
+              static_cast<long long>(r.period), r.connected ? "true" : "false", comps.c_str(),
+              r.diameter ? std::to_string(*r.diameter).c_str() : "null",
+              static_cast<long long>(r.edges));
+  std::printf("\"in_degree\": {\"min\": %d, \"max\": %d, \"mean\": %s}, "
+              "\"out_degree\": {\"min\": %d, \"max\": %d, \"mean\": %s}, ",
+              r.in_degree_min, r.in_degree_max, number(r.in_degree_mean).c_str(), r.out_degree_min,
+              r.out_degree_max, number(r.out_degree_mean).c_str());
+  auto b = [](bool v) { return v ? "true" : "false"; };
+  std::printf("\"row_stochastic\": %s, \"column_stochastic\": %s, \"doubly_stochastic\": %s, "
+              "\"symmetric\": %s, \"rho\": %s, \"spectral_gap\": %s, \"rho_per_round\": %s, "
+              "\"rounds_to_1000x\": %s, \"exact_averaging\": %s, \"exact_after\": %s, "
+              "\"fingerprint\": \"%s\", \"addresses\": %s}\n",
+              b(r.row_stochastic), b(r.column_stochastic), b(r.doubly_stochastic), b(r.symmetric),
+              number(r.rho).c_str(), number(r.spectral_gap).c_str(),
+              number(r.rho_per_round).c_str(), number(r.rounds_to_1000x).c_str(),
+              b(r.exact_averaging),
+              r.exact_averaging ? std::to_string(r.exact_after).c_str() : "null",
+              hex64(t.fingerprint()).c_str(), b(t.has_addresses()));
+}
+
+void print_dot(const Topology& t) {
+  const bool d = t.directed();
+  std::printf("%s topology {\n  node [shape=circle];\n", d ? "digraph" : "graph");
+  for (int i = 0; i < t.n(); ++i) {
+    auto a = t.address(i);
+    std::printf("  %d%s;\n", i, a ? cat(" [tooltip=", json_string(*a), "]").c_str() : "");
+  }
+  for (std::int64_t r = 0; r < t.period(); ++r)
+    for (const Arc& e : t.at(r).edges()) {
+      char weight[32];
+      std::snprintf(weight, sizeof weight, "%.4g", e.weight);
+      std::string label = weight;
+      if (t.time_varying()) label = cat("t", r, ": ", label);
+      std::printf("  %d %s %d [label=\"%s\"];\n", e.from, d ? "->" : "--", e.to, label.c_str());
+    }
+  std::printf("}\n");
+}
+
+int generate(const Args& args) {
+  GeneratorSpec spec;
+  spec.kind = *args.get("generate");
+  auto to_int = [&](const char* name, long fallback) {
+    long v = args.get_int(name, fallback);
+    if (v < 0 || v > (1 << 16)) throw InputError(cat("option --", name, ": ", v, " is out of range"));
+    return static_cast<int>(v);
+  };
+  spec.n = to_int("n", 0);
+  spec.rows = to_int("rows", 0);
+  spec.cols = to_int("cols", 0);
+  spec.k = to_int("k", spec.kind == "base" ? 1 : 0);
+  spec.degree = to_int("degree", 0);
+  spec.p = args.get_double("p", 0.0);
+  spec.beta = args.get_double("beta", 0.0);
+  spec.seed = static_cast<std::uint64_t>(to_int("seed", 0));
+  spec.directed = args.has("directed");
+  if (auto w = args.get("weights")) spec.weights = parse_weight_kind(*w);
+  const Topology topology = make_topology(spec);  // checks the parameters
+  const std::string text = args.has("edges") ? to_yaml(topology) : to_yaml(spec);
+  if (auto out = args.get("output")) {
+    std::ofstream f(*out, std::ios::binary);
+    if (!(f << text) || !f.flush()) throw InputError(cat(*out, ": cannot write"));
+    std::printf("wrote %s: %s, %d peers\n", out->c_str(), spec.kind.c_str(), topology.n());
+  } else {
+    std::fputs(text.c_str(), stdout);
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+int run_topo(int argc, char** argv) {
+  Args args(argc, argv,
+            {"generate", "n", "rows", "cols", "k", "degree", "p", "beta", "seed", "weights",
+             "output"},
+            {"json", "dot", "directed", "edges"});
+  if (args.help()) {
+    std::fputs(kHelp, stdout);
+    return kExitOk;
+  }
+  if (args.has("generate")) {
+    if (!args.positional().empty()) throw InputError("--generate takes no FILE (use -o FILE)");
+    return generate(args);
+  }
+  if (args.positional().size() != 1)
+    throw InputError("expected one topology FILE (see gossip topo --help)");
+  if (args.has("json") && args.has("dot")) throw InputError("give --json or --dot, not both");
+  const std::string& file = args.positional().front();
+  const Topology topology = load_topology(file);
+  const TopologyReport report = analyze(topology);
+  if (args.has("json")) print_json(file, topology, report);
+  else if (args.has("dot")) print_dot(topology);
+  else print_report(file, topology, report);
+  return report.connected ? kExitOk : kExitDisconnected;
+}
+
+}  // namespace gossip::cli

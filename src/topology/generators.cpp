@@ -1,0 +1,302 @@
+// topology/generators.cpp: the named graph families. Each generator returns the edges of every
+// round of its period; weights are chosen afterwards (weights.cpp) unless the generator sets
+// them (Base-(k+1), base_graph.cpp). Random generators draw only from
+// make_rng(seed, 0, Stream::kTopology), so a seed gives the same graph everywhere.
+#include <algorithm>
+#include <set>
+#include <utility>
+
+#include "gossip/core.hpp"
+#include "gossip/rng.hpp"
+#include "internal.hpp"
+
+namespace gossip::topo {
+
+namespace {
+
+constexpr int kMaxPeers = 1 << 16;
+
+bool is_power_of_two(int n) { return n > 0 && (n & (n - 1)) == 0; }
+
+int ceil_log2(int n) {
+  int t = 0;
+  while ((1 << t) < n) ++t;
+  return t;
+}
+
+// Collects edges without duplicates or self-loops; undirected pairs are stored as {min, max}.
+class EdgeSet {
+ public:
+  explicit EdgeSet(bool directed) : directed_(directed) {}
+  void add(int a, int b) {
+    if (a == b) return;
+    if (!directed_ && a > b) std::swap(a, b);
+    set_.insert({a, b});
+  }
+  bool has(int a, int b) const {
+    if (!directed_ && a > b) std::swap(a, b);
+    return set_.count({a, b}) > 0;
+  }
+  void remove(int a, int b) {
+    if (!directed_ && a > b) std::swap(a, b);
+    set_.erase({a, b});
+  }
+  EdgeList take() const {
+    EdgeList list;
+    for (auto [a, b] : set_) list.edges.push_back({a, b, 0.0});
+    return list;
+  }
+
+ private:
+  bool directed_;
+  std::set<std::pair<int, int>> set_;
+};
+
+EdgeList lattice(int rows, int cols, bool wrap) {
+  EdgeSet s(false);
+  for (int r = 0; r < rows; ++r)
+    for (int c = 0; c < cols; ++c) {
+      int i = r * cols + c;
+      if (c + 1 < cols || (wrap && cols > 1)) s.add(i, r * cols + (c + 1) % cols);
+      if (r + 1 < rows || (wrap && rows > 1)) s.add(i, ((r + 1) % rows) * cols + c);
+    }
+  return s.take();
+}
+
+EdgeList erdos_renyi(int n, double p, std::uint64_t seed) {
+  auto rng = make_rng(seed, 0, Stream::kTopology);
+  EdgeSet s(false);
+  for (int i = 0; i < n; ++i)
+    for (int j = i + 1; j < n; ++j)
+      if (uniform01(rng) < p) s.add(i, j);
+  return s.take();
+}
+
+// Pairs the n*d "points" at random, keeping only pairs that make a simple graph, and starts
+// over when no suitable pair is left (the pairing method with rejection of bad pairs).
+EdgeList random_regular(int n, int d, std::uint64_t seed) {
+  auto rng = make_rng(seed, 0, Stream::kTopology);
+  for (int attempt = 0; attempt < 1000; ++attempt) {
+    EdgeSet s(false);
+    std::vector<int> points;
+    for (int v = 0; v < n; ++v) points.insert(points.end(), d, v);
+    bool stuck = false;
+    while (!points.empty() && !stuck) {
+      for (std::size_t i = points.size(); i > 1; --i)
+        std::swap(points[i - 1], points[uniform_below(rng, i)]);
+      std::vector<int> rest;
+      for (std::size_t i = 0; i + 1 < points.size(); i += 2) {
+        int a = points[i], b = points[i + 1];
+        if (a != b && !s.has(a, b)) {
+          s.add(a, b);
+        } else {
+          rest.push_back(a);
+          rest.push_back(b);
+        }
+      }
+      if (rest.size() == points.size()) {  // no progress: is any suitable pair left at all?
+        std::set<int> left(rest.begin(), rest.end());
+        stuck = true;
+        for (int a : left)
+          for (int b : left)
+            if (a < b && !s.has(a, b)) stuck = false;
+      }
+      points = std::move(rest);
+    }
+    if (!stuck) return s.take();
+  }
+  throw InputError(cat("random-regular: no simple ", d, "-regular graph found on ", n,
+                       " peers after 1000 attempts"));
+}
+
+// Ring lattice with k/2 neighbours on each side, each edge (u, u + j) rewired with
+// probability beta to (u, w) for a uniformly drawn w that keeps the graph simple.
+EdgeList watts_strogatz(int n, int k, double beta, std::uint64_t seed) {
+  auto rng = make_rng(seed, 0, Stream::kTopology);
+  EdgeSet s(false);
+  std::vector<int> degree(n, 0);
+  for (int u = 0; u < n; ++u)
+    for (int j = 1; j <= k / 2; ++j) s.add(u, (u + j) % n);
+  degree.assign(n, k);
+  for (int j = 1; j <= k / 2; ++j)
+    for (int u = 0; u < n; ++u) {
+      int v = (u + j) % n;
+      if (uniform01(rng) >= beta || !s.has(u, v) || degree[u] >= n - 1) continue;
+      int w = static_cast<int>(uniform_below(rng, n));
+      while (w == u || s.has(u, w)) w = static_cast<int>(uniform_below(rng, n));
+      s.remove(u, v);
+      s.add(u, w);
+      --degree[v];
+      ++degree[w];
+    }
+  return s.take();
+}
+
+EdgeList simple(const std::string& kind, int n) {
+  EdgeSet s(false);
+  for (int i = 0; i < n; ++i) {
+    if (kind == "ring") s.add(i, (i + 1) % n);
+    if (kind == "line" && i + 1 < n) s.add(i, i + 1);
+    if (kind == "star" && i > 0) s.add(0, i);
+    if (kind == "complete")
+      for (int j = i + 1; j < n; ++j) s.add(i, j);
+    if (kind == "hypercube")
+      for (int b = 1; b < n; b <<= 1) s.add(i, i ^ b);
+  }
+  return s.take();
+}
+
+// i -> i + 2^t (mod n) for the given exponents t.
+EdgeList shifts(int n, int t_begin, int t_end) {
+  EdgeSet s(true);
+  for (int i = 0; i < n; ++i)
+    for (int t = t_begin; t < t_end; ++t) s.add(i, static_cast<int>((i + (1LL << t)) % n));
+  return s.take();
+}
+
+std::optional<SpecProblem> need_peers(const GeneratorSpec& spec, int least) {
+  if (spec.n >= least) return std::nullopt;
+  return SpecProblem{"n", cat("generator ", spec.kind, " needs at least ", least,
+                              " peers (got n: ", spec.n, ")")};
+}
+
+std::optional<SpecProblem> check_grid(const GeneratorSpec& spec) {
+  const int least = spec.kind == "torus" ? 2 : 1;
+  if (spec.rows < least || spec.cols < least)
+    return SpecProblem{spec.rows < least ? "rows" : "cols",
+                       cat("generator ", spec.kind, " needs rows and cols of at least ", least,
+                           " (got rows: ", spec.rows, ", cols: ", spec.cols, ")")};
+  if (static_cast<long long>(spec.rows) * spec.cols > kMaxPeers)
+    return SpecProblem{"rows", cat("rows * cols is more than ", kMaxPeers, " peers")};
+  if (spec.n != 0 && spec.n != spec.rows * spec.cols)
+    return SpecProblem{"n", cat("n: ", spec.n, " is not rows * cols = ", spec.rows * spec.cols)};
+  if (spec.rows * spec.cols < 2)
+    return SpecProblem{"rows", cat("generator ", spec.kind, " needs at least 2 peers")};
+  return std::nullopt;
+}
+
+std::optional<SpecProblem> check_probability(const char* key, double v) {
+  if (v >= 0.0 && v <= 1.0) return std::nullopt;
+  return SpecProblem{key, cat(key, " must be between 0 and 1 (got ", v, ")")};
+}
+
+std::optional<SpecProblem> check_parameters(const GeneratorSpec& s) {
+  const std::string& k = s.kind;
+  if (k == "torus" || k == "grid") return check_grid(s);
+  if (k == "ring" || k == "watts-strogatz") {
+    if (auto p = need_peers(s, 3)) return p;
+  } else if (auto p = need_peers(s, 2)) {
+    return p;
+  }
+  if (k == "hypercube" && !is_power_of_two(s.n))
+    return SpecProblem{"n", cat("generator hypercube needs n a power of two (got ", s.n, ")")};
+  if (k == "erdos-renyi") return check_probability("p", s.p);
+  if (k == "random-regular") {
+    if (s.degree < 1 || s.degree >= s.n)
+      return SpecProblem{"degree", cat("random-regular needs 1 <= degree < n (got degree: ",
+                                       s.degree, ", n: ", s.n, ")")};
+    if ((static_cast<long long>(s.n) * s.degree) % 2 != 0)
+      return SpecProblem{"degree", cat("random-regular needs n * degree even (got ", s.n,
+                                       " * ", s.degree, ")")};
+  }
+  if (k == "watts-strogatz") {
+    if (s.k < 2 || s.k % 2 != 0 || s.k >= s.n)
+      return SpecProblem{"k", cat("watts-strogatz needs k even, 2 <= k < n (got k: ", s.k,
+                                  ", n: ", s.n, ")")};
+    return check_probability("beta", s.beta);
+  }
+  if (k == "base" && s.k < 1)
+    return SpecProblem{"k", cat("generator base needs k (max degree) >= 1 (got k: ", s.k, ")")};
+  return std::nullopt;
+}
+
+}  // namespace
+
+const std::vector<std::string>& generator_kinds() {
+  static const std::vector<std::string> kinds = {
+      "ring",        "torus",         "grid",           "line",
+      "star",        "complete",      "hypercube",      "erdos-renyi",
+      "random-regular", "watts-strogatz", "exponential", "one-peer-exponential",
+      "base"};
+  return kinds;
+}
+
+bool generator_directed(const GeneratorSpec& spec) {
+  return spec.kind == "exponential" || spec.kind == "one-peer-exponential" ||
+         (spec.kind == "ring" && spec.directed);
+}
+
+int generator_peers(const GeneratorSpec& spec) {
+  if ((spec.kind == "torus" || spec.kind == "grid") && spec.n == 0) return spec.rows * spec.cols;
+  return spec.n;
+}
+
+std::optional<SpecProblem> check_generator(const GeneratorSpec& spec) {
+  const auto& kinds = generator_kinds();
+  if (std::find(kinds.begin(), kinds.end(), spec.kind) == kinds.end()) {
+    std::string list;
+    for (const auto& k : kinds) list += (list.empty() ? "" : ", ") + k;
+    return SpecProblem{"generator", cat("unknown generator '", spec.kind, "' (one of: ", list,
+                                        ")")};
+  }
+  if (spec.n > kMaxPeers) return SpecProblem{"n", cat("n: at most ", kMaxPeers, " peers")};
+  if (spec.directed && !generator_directed(spec))
+    return SpecProblem{"directed", cat("generator ", spec.kind, " is undirected")};
+  if (auto p = check_parameters(spec)) return p;
+  if (spec.weights) {
+    const WeightKind w = *spec.weights;
+    const bool directed = generator_directed(spec);
+    if (spec.kind == "base" && w != WeightKind::kGenerator)
+      return SpecProblem{"weights", "generator base sets its own weights (leave weights: out)"};
+    if (w == WeightKind::kExplicit || (w == WeightKind::kGenerator && spec.kind != "base"))
+      return SpecProblem{"weights", cat("weights: ", weight_kind_name(w),
+                                        " needs an edges: list, not a generator")};
+    if (directed && (w == WeightKind::kMetropolis || w == WeightKind::kMaxDegree))
+      return SpecProblem{"weights", cat("weights: ", weight_kind_name(w),
+                                        " needs an undirected graph (directed graphs use "
+                                        "push-sum or uniform)")};
+  }
+  return std::nullopt;
+}
+
+std::vector<EdgeList> generate_rounds(const GeneratorSpec& s) {
+  const std::string& k = s.kind;
+  const int n = generator_peers(s);
+  if (k == "torus" || k == "grid") return {lattice(s.rows, s.cols, k == "torus")};
+  if (k == "ring" && s.directed) {
+    EdgeSet d(true);
+    for (int i = 0; i < n; ++i) d.add(i, (i + 1) % n);
+    return {d.take()};
+  }
+  if (k == "erdos-renyi") return {erdos_renyi(n, s.p, s.seed)};
+  if (k == "random-regular") return {random_regular(n, s.degree, s.seed)};
+  if (k == "watts-strogatz") return {watts_strogatz(n, s.k, s.beta, s.seed)};
+  if (k == "exponential") return {shifts(n, 0, ceil_log2(n))};
+  if (k == "one-peer-exponential") {
+    std::vector<EdgeList> rounds;
+    for (int t = 0; t < ceil_log2(n); ++t) rounds.push_back(shifts(n, t, t + 1));
+    return rounds;
+  }
+  if (k == "base") return base_graph_rounds(n, s.k);
+  return {simple(k, n)};
+}
+
+}  // namespace gossip::topo
+
+namespace gossip {
+
+Topology make_topology(const GeneratorSpec& spec) {
+  if (auto problem = topo::check_generator(spec)) throw InputError(problem->message);
+  const bool directed = topo::generator_directed(spec);
+  const WeightKind kind =
+      spec.weights.value_or(spec.kind == "base" ? WeightKind::kGenerator
+                            : directed          ? WeightKind::kPushSum
+                                                : WeightKind::kMetropolis);
+  const int n = topo::generator_peers(spec);
+  std::vector<Graph> rounds;
+  for (const topo::EdgeList& r : topo::generate_rounds(spec))
+    rounds.push_back(topo::weigh(n, directed, r, kind));
+  return Topology(std::move(rounds), spec.kind, kind);
+}
+
+}  // namespace gossip

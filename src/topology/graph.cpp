@@ -1,0 +1,167 @@
+// topology/graph.cpp: the sparse mixing matrix of one round (CSR rows and columns), the
+// round-indexed Topology around it, and its fingerprint.
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <tuple>
+
+#include "gossip/core.hpp"
+#include "gossip/rng.hpp"
+#include "internal.hpp"
+
+namespace gossip {
+
+namespace {
+
+struct WeightName {
+  WeightKind kind;
+  const char* name;
+};
+constexpr WeightName kWeightNames[] = {
+    {WeightKind::kMetropolis, "metropolis"}, {WeightKind::kUniform, "uniform"},
+    {WeightKind::kMaxDegree, "max-degree"},  {WeightKind::kPushSum, "push-sum"},
+    {WeightKind::kExplicit, "explicit"},     {WeightKind::kGenerator, "generator"},
+};
+
+// Fills a CSR structure from arcs already sorted by (key, other).
+template <typename Key, typename Other>
+void fill_csr(int n, const std::vector<Arc>& sorted, Key key, Other other,
+              std::vector<std::int64_t>& start, std::vector<Neighbour>& out) {
+  start.assign(n + 1, 0);
+  out.clear();
+  out.reserve(sorted.size());
+  for (const Arc& a : sorted) {
+    ++start[key(a) + 1];
+    out.push_back({other(a), a.weight});
+  }
+  for (int i = 0; i < n; ++i) start[i + 1] += start[i];
+}
+
+}  // namespace
+
+const char* weight_kind_name(WeightKind kind) {
+  for (const auto& w : kWeightNames)
+    if (w.kind == kind) return w.name;
+  return "?";
+}
+
+WeightKind parse_weight_kind(const std::string& name) {
+  for (const auto& w : kWeightNames)
+    if (name == w.name) return w.kind;
+  throw InputError(cat("unknown weights '", name,
+                       "' (expected metropolis, uniform, max-degree, push-sum or explicit)"));
+}
+
+Graph::Graph(int n, bool directed, std::vector<Arc> arcs, std::vector<double> self_weights)
+    : n_(n), directed_(directed), self_(std::move(self_weights)) {
+  GOSSIP_CHECK_GE(n, 1);
+  GOSSIP_CHECK_EQ(self_.size(), static_cast<std::size_t>(n));
+  for (const Arc& a : arcs) {
+    GOSSIP_CHECK_MSG(a.from >= 0 && a.from < n && a.to >= 0 && a.to < n && a.from != a.to,
+                     "bad arc ", a.from, " -> ", a.to, " for n = ", n);
+    GOSSIP_CHECK_MSG(a.weight > 0.0 && std::isfinite(a.weight), "bad weight ", a.weight);
+  }
+  std::sort(arcs.begin(), arcs.end(), [](const Arc& a, const Arc& b) {
+    return std::tie(a.to, a.from) < std::tie(b.to, b.from);
+  });
+  for (std::size_t i = 1; i < arcs.size(); ++i)
+    GOSSIP_CHECK_MSG(arcs[i].to != arcs[i - 1].to || arcs[i].from != arcs[i - 1].from,
+                     "duplicate arc ", arcs[i].from, " -> ", arcs[i].to);
+  fill_csr(n, arcs, [](const Arc& a) { return a.to; }, [](const Arc& a) { return a.from; },
+           in_start_, in_);
+  std::stable_sort(arcs.begin(), arcs.end(),
+                   [](const Arc& a, const Arc& b) { return a.from < b.from; });
+  fill_csr(n, arcs, [](const Arc& a) { return a.from; }, [](const Arc& a) { return a.to; },
+           out_start_, out_);
+
+  row_stochastic_ = column_stochastic_ = symmetric_ = true;
+  for (int i = 0; i < n; ++i) {
+    double row = self_[i], col = self_[i];
+    for (const Neighbour& nb : in_neighbours(i)) row += nb.weight;
+    for (const Neighbour& nb : out_neighbours(i)) {
+      col += nb.weight;
+      if (std::abs(nb.weight - weight(i, nb.peer)) > 1e-12) symmetric_ = false;
+    }
+    if (std::abs(row - 1.0) > topo::kSumTolerance) row_stochastic_ = false;
+    if (std::abs(col - 1.0) > topo::kSumTolerance) column_stochastic_ = false;
+  }
+  if (!directed_) GOSSIP_CHECK_MSG(in_.size() == out_.size(), "undirected arcs not symmetric");
+}
+
+std::span<const Neighbour> Graph::in_neighbours(int peer) const {
+  GOSSIP_CHECK_MSG(peer >= 0 && peer < n_, "peer ", peer, " out of range (n = ", n_, ")");
+  return {in_.data() + in_start_[peer], in_.data() + in_start_[peer + 1]};
+}
+
+std::span<const Neighbour> Graph::out_neighbours(int peer) const {
+  GOSSIP_CHECK_MSG(peer >= 0 && peer < n_, "peer ", peer, " out of range (n = ", n_, ")");
+  return {out_.data() + out_start_[peer], out_.data() + out_start_[peer + 1]};
+}
+
+double Graph::self_weight(int peer) const {
+  GOSSIP_CHECK_MSG(peer >= 0 && peer < n_, "peer ", peer, " out of range (n = ", n_, ")");
+  return self_[peer];
+}
+
+double Graph::weight(int to, int from) const {
+  if (to == from) return self_weight(to);
+  auto row = in_neighbours(to);
+  auto it = std::lower_bound(row.begin(), row.end(), from,
+                             [](const Neighbour& nb, int id) { return nb.peer < id; });
+  return it != row.end() && it->peer == from ? it->weight : 0.0;
+}
+
+std::vector<Arc> Graph::edges() const {
+  std::vector<Arc> result;
+  for (int from = 0; from < n_; ++from)
+    for (const Neighbour& nb : out_neighbours(from))
+      if (directed_ || from < nb.peer) result.push_back({from, nb.peer, nb.weight});
+  return result;
+}
+
+Topology::Topology(std::vector<Graph> rounds, std::string kind, WeightKind weights)
+    : rounds_(std::move(rounds)), kind_(std::move(kind)), weights_(weights) {
+  GOSSIP_CHECK(!rounds_.empty());
+  for (const Graph& g : rounds_) {
+    GOSSIP_CHECK_EQ(g.n(), rounds_.front().n());
+    GOSSIP_CHECK_EQ(g.directed(), rounds_.front().directed());
+  }
+}
+
+const Graph& Topology::at(std::int64_t round) const {
+  GOSSIP_CHECK_GE(round, 0);
+  GOSSIP_CHECK(!rounds_.empty());
+  return rounds_[static_cast<std::size_t>(round % period())];
+}
+
+std::optional<std::string> Topology::address(int peer) const {
+  GOSSIP_CHECK_MSG(peer >= 0 && peer < n(), "peer ", peer, " out of range (n = ", n(), ")");
+  if (addresses_.empty() || addresses_[peer].empty()) return std::nullopt;
+  return addresses_[peer];
+}
+
+void Topology::set_addresses(std::vector<std::string> addresses) {
+  GOSSIP_CHECK(addresses.empty() || addresses.size() == static_cast<std::size_t>(n()));
+  addresses_ = std::move(addresses);
+}
+
+std::uint64_t Topology::fingerprint() const {
+  std::uint64_t h = mix64(0x746f706f6c6f6779ULL);  // "topology"
+  auto add = [&h](std::uint64_t v) { h = mix64(h ^ v); };
+  add(static_cast<std::uint64_t>(n()));
+  add(directed() ? 1 : 0);
+  add(static_cast<std::uint64_t>(period()));
+  for (const Graph& g : rounds_) {
+    for (int i = 0; i < g.n(); ++i) {
+      add(std::bit_cast<std::uint64_t>(g.self_weight(i)));
+      add(g.in_neighbours(i).size());
+      for (const Neighbour& nb : g.in_neighbours(i)) {
+        add(static_cast<std::uint64_t>(nb.peer));
+        add(std::bit_cast<std::uint64_t>(nb.weight));
+      }
+    }
+  }
+  return h;
+}
+
+}  // namespace gossip

@@ -1,0 +1,56 @@
+/// topology internals shared by the files of src/topology (not a public header): the edge list
+/// of one round before weights are chosen, the weighting step, generator parameter checks and
+/// the spectral part of the analysis (the only file that sees Eigen).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "gossip/topology.hpp"
+
+namespace gossip::topo {
+
+/// The edges of one round. Undirected: each pair once as {from < to}; directed: from -> to.
+/// `Arc::weight` is read only for explicit and generator weights: W[to][from] (and W[from][to]
+/// for undirected edges). `self_weights` is empty (self weight = what is left of the row, or
+/// of the column for directed graphs) or has one entry per peer.
+struct EdgeList {
+  std::vector<Arc> edges;
+  std::vector<double> self_weights;
+};
+
+/// Tolerance for "sums to 1" everywhere in this module.
+inline constexpr double kSumTolerance = 1e-9;
+
+/// Turns one round's edges into its mixing matrix. The caller has checked that `kind` fits
+/// (metropolis and max-degree need undirected graphs) and that explicit weights are valid.
+Graph weigh(int n, bool directed, const EdgeList& round, WeightKind kind);
+
+/// A problem with a generator's parameters: the YAML key it concerns and the message.
+struct SpecProblem {
+  std::string key;
+  std::string message;
+};
+
+/// Checks a GeneratorSpec without building anything; nullopt when it is fine.
+std::optional<SpecProblem> check_generator(const GeneratorSpec& spec);
+
+/// Peers, directedness and rounds of a generator (spec already checked, n filled in).
+bool generator_directed(const GeneratorSpec& spec);
+int generator_peers(const GeneratorSpec& spec);
+std::vector<EdgeList> generate_rounds(const GeneratorSpec& spec);
+
+/// Base-(k+1) graph on n peers with max degree k (Takezawa et al., NeurIPS 2023): a sequence
+/// of rounds, each with its own weights, whose product is exactly (1/n) 11^T.
+std::vector<EdgeList> base_graph_rounds(int n, int k);
+
+/// Second-largest eigenvalue modulus of the period product, and exact averaging.
+struct Spectrum {
+  double rho = 1.0;
+  bool exact = false;
+  std::int64_t exact_after = 0;
+};
+Spectrum spectrum(const Topology& topology);
+
+}  // namespace gossip::topo

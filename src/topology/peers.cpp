@@ -1,0 +1,63 @@
+// topology/peers.cpp: peer addresses from a topology file.
+#include "peers.hpp"
+
+#include <cstdlib>
+#include <map>
+
+#include "gossip/core.hpp"
+
+namespace gossip::topo {
+
+std::string address_problem(const std::string& address) {
+  const auto colon = address.rfind(':');
+  if (colon == std::string::npos) return "expected host:port";
+  std::string host = address.substr(0, colon);
+  const std::string port = address.substr(colon + 1);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']')
+    host = host.substr(1, host.size() - 2);
+  else if (host.find(':') != std::string::npos)
+    return "write an IPv6 host in brackets: [::1]:port";
+  if (host.empty()) return "empty host in host:port";
+  for (char c : host)
+    if (c == ' ' || c == '\t' || c == '/') return "host may not contain spaces or '/'";
+  if (port.empty() || port.find_first_not_of("0123456789") != std::string::npos)
+    return cat("port '", port, "' is not a number");
+  const long p = port.size() > 5 ? 0 : std::strtol(port.c_str(), nullptr, 10);
+  if (p < 1 || p > 65535) return cat("port ", port, " is outside 1..65535");
+  return "";
+}
+
+std::vector<std::string> parse_peers(const YamlReader& in, const YAML::Node& peers, int n) {
+  in.sequence(peers, "peers");
+  std::vector<std::string> addresses(n);
+  std::map<std::string, int> owner;
+  int index = 0;
+  for (const YAML::Node& p : peers) {
+    int id = index++;
+    YAML::Node value = p;
+    if (p.IsMap()) {
+      auto k = in.keys(p, {"id", "address"}, "a peer");
+      if (!k.count("id") || !k.count("address")) in.fail(p, "peer needs id: and address:");
+      id = in.integer(p["id"], "id", 0, 1 << 16);
+      value = p["address"];
+    }
+    const std::string address = in.text(value, "peer address");
+    if (id >= n) in.fail(p, cat("peer id ", id, " out of range (n: ", n, ", ids are 0..", n - 1,
+                                ")"));
+    if (!addresses[id].empty()) in.fail(p, cat("peer ", id, " is listed twice"));
+    if (auto problem = address_problem(address); !problem.empty())
+      in.fail(value, cat("peer ", id, " address '", address, "': ", problem));
+    if (auto it = owner.find(address); it != owner.end())
+      in.fail(value, cat("peer ", id, " has the same address as peer ", it->second, " (",
+                         address, ")"));
+    owner[address] = id;
+    addresses[id] = address;
+  }
+  for (int i = 0; i < n; ++i)
+    if (addresses[i].empty())
+      in.fail(peers, cat("peers: ", peers.size(), " entries for n: ", n, " peers (peer ", i,
+                         " has no address)"));
+  return addresses;
+}
+
+}  // namespace gossip::topo

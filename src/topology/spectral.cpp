@@ -1,0 +1,95 @@
+// topology/spectral.cpp: the second-largest eigenvalue modulus of W (or of the product of one
+// period's matrices) and exact-averaging detection. The only file that uses Eigen.
+//
+// Deflation: for a row or column stochastic W, M = Pi W Pi with Pi = I - (1/n) 11^T has the
+// eigenvalues of W with one eigenvalue 1 replaced by 0, so rho = spectral radius of M, and M is
+// symmetric whenever W is (then the fast symmetric solver applies: ~1 s for n = 1024). A
+// general non-symmetric W goes to Eigen's EigenSolver: several seconds for n = 1024.
+// GCC 12 warns about Eigen's own products (-Wmaybe-uninitialized false positives, reported
+// after inlining, so the pragma has to cover the whole file).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <Eigen/Dense>
+#include <Eigen/Eigenvalues>
+#include <cmath>
+
+#include "gossip/core.hpp"
+#include "internal.hpp"
+
+namespace gossip::topo {
+
+namespace {
+
+using Matrix = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+
+constexpr double kExactTolerance = 1e-9;
+
+Matrix dense(const Graph& g) {
+  Matrix w = Matrix::Zero(g.n(), g.n());
+  for (int i = 0; i < g.n(); ++i) {
+    w(i, i) = g.self_weight(i);
+    for (const Neighbour& nb : g.in_neighbours(i)) w(i, nb.peer) = nb.weight;
+  }
+  return w;
+}
+
+// W * P for sparse W, dense P (rows combined in ascending id).
+Matrix multiply(const Graph& g, const Matrix& p) {
+  Matrix out(p.rows(), p.cols());
+  for (int i = 0; i < g.n(); ++i) {
+    out.row(i) = g.self_weight(i) * p.row(i);
+    for (const Neighbour& nb : g.in_neighbours(i)) out.row(i) += nb.weight * p.row(nb.peer);
+  }
+  return out;
+}
+
+bool is_average(const Matrix& p) {
+  const double j = 1.0 / static_cast<double>(p.rows());
+  return (p.array() - j).abs().maxCoeff() < kExactTolerance;
+}
+
+bool is_symmetric(const Matrix& p) { return (p - p.transpose()).cwiseAbs().maxCoeff() < 1e-12; }
+
+double spectral_radius_deflated(Matrix m) {
+  Eigen::VectorXd row_means = m.rowwise().mean();
+  m.colwise() -= row_means;  // W Pi
+  Eigen::RowVectorXd col_means = m.colwise().mean();
+  m.rowwise() -= col_means;  // Pi W Pi
+  if (is_symmetric(m)) {
+    Eigen::MatrixXd sym = m;  // column-major for the solver
+    Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> solver(sym, Eigen::EigenvaluesOnly);
+    GOSSIP_CHECK_MSG(solver.info() == Eigen::Success, "symmetric eigen solver failed");
+    return solver.eigenvalues().cwiseAbs().maxCoeff();
+  }
+  // A normal M (every circulant: exponential graphs, directed rings) has rho = ||M||_2, the
+  // root of the largest eigenvalue of the symmetric M^T M: much faster than the general solver.
+  Eigen::MatrixXd general = m;
+  Eigen::MatrixXd mtm = general.transpose() * general;
+  Eigen::MatrixXd mmt = general * general.transpose();
+  if ((mtm - mmt).cwiseAbs().maxCoeff() < 1e-12) {
+    Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> solver(mtm, Eigen::EigenvaluesOnly);
+    GOSSIP_CHECK_MSG(solver.info() == Eigen::Success, "symmetric eigen solver failed");
+    return std::sqrt(std::max(0.0, solver.eigenvalues().maxCoeff()));
+  }
+  Eigen::EigenSolver<Eigen::MatrixXd> solver(general, /*computeEigenvectors=*/false);
+  GOSSIP_CHECK_MSG(solver.info() == Eigen::Success, "eigen solver failed");
+  return solver.eigenvalues().cwiseAbs().maxCoeff();
+}
+
+}  // namespace
+
+Spectrum spectrum(const Topology& topology) {
+  Spectrum s;
+  const int n = topology.n();
+  if (n == 1) return {0.0, true, 1};
+  Matrix product;
+  std::int64_t first_average = 0;  // first t whose prefix product W(t-1)...W(0) is (1/n) 11^T
+  for (std::int64_t t = 0; t < topology.period(); ++t) {
+    product = t == 0 ? dense(topology.at(0)) : multiply(topology.at(t), product);
+    if (first_average == 0 && is_average(product)) first_average = t + 1;
+  }
+  if (first_average > 0 && is_average(product)) return {0.0, true, first_average};
+  s.rho = std::min(1.0, spectral_radius_deflated(std::move(product)));
+  return s;
+}
+
+}  // namespace gossip::topo

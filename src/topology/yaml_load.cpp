@@ -1,0 +1,292 @@
+// topology/yaml_load.cpp: reads a topology file. Either `generator:` with its parameters, or
+// `edges:` (one graph), or `sequence:` (a list of edge lists, one per round of the period);
+// `n`, `directed`, `weights`, `self_weights` and `peers` around them. Every problem is reported
+// as "FILE:LINE: message" for the first one found; nothing invalid reaches Graph.
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "gossip/core.hpp"
+#include "internal.hpp"
+#include "peers.hpp"
+#include "yaml_reader.hpp"
+
+namespace gossip {
+
+namespace {
+
+constexpr int kMaxPeers = 1 << 16;
+const std::vector<std::string> kCommonKeys = {"n", "weights", "peers", "name", "description"};
+
+// Generator -> the keys it takes besides kCommonKeys and `generator`.
+const std::map<std::string, std::vector<std::string>>& generator_keys() {
+  static const std::map<std::string, std::vector<std::string>> keys = {
+      {"ring", {"directed"}},        {"torus", {"rows", "cols"}},
+      {"grid", {"rows", "cols"}},    {"line", {}},
+      {"star", {}},                  {"complete", {}},
+      {"hypercube", {}},             {"erdos-renyi", {"p", "seed"}},
+      {"random-regular", {"degree", "seed"}}, {"watts-strogatz", {"k", "beta", "seed"}},
+      {"exponential", {"directed"}}, {"one-peer-exponential", {"directed"}},
+      {"base", {"k"}}};
+  return keys;
+}
+
+// One round parsed from an `edges:` list, with the line of every edge for later messages.
+struct ParsedRound {
+  topo::EdgeList list;
+  std::vector<int> lines;
+  std::vector<int> self_lines;
+  bool weighted = false;
+};
+
+class Loader {
+ public:
+  explicit Loader(const std::string& name) : in_(name) {}
+
+  Topology load(const YAML::Node& root) {
+    if (root.IsNull() || !root.IsDefined()) in_.fail(1, "empty topology file");
+    if (!root.IsMap())
+      in_.fail(root, "expected a map of keys (generator: ... or edges: ...)");
+    root_ = root;
+    const bool gen = root["generator"].IsDefined();
+    const bool edges = root["edges"].IsDefined();
+    const bool seq = root["sequence"].IsDefined();
+    if (gen + edges + seq != 1)
+      in_.fail(root, gen + edges + seq == 0
+                         ? "give a generator: or an edges: list (or a sequence: of edge lists)"
+                         : "give only one of generator:, edges: and sequence:");
+    Topology t = gen ? from_generator() : from_edges(seq);
+    if (root["peers"].IsDefined())
+      t.set_addresses(topo::parse_peers(in_, root["peers"], t.n()));
+    return t;
+  }
+
+ private:
+  int key_line(const std::string& key) const { return topo::YamlReader::line(keys_.at(key)); }
+
+  std::optional<WeightKind> weights_key() const {
+    if (!root_["weights"].IsDefined()) return std::nullopt;
+    const std::string name = in_.text(root_["weights"], "weights");
+    try {
+      return parse_weight_kind(name);
+    } catch (const InputError& e) {
+      in_.fail(root_["weights"], e.what());
+    }
+  }
+
+  int peers_from_list() const {
+    const YAML::Node peers = root_["peers"];
+    if (peers.IsDefined() && peers.IsSequence()) return static_cast<int>(peers.size());
+    in_.fail(root_, "missing key 'n' (number of peers)");
+  }
+
+  Topology from_generator() {
+    GeneratorSpec spec;
+    spec.kind = in_.text(root_["generator"], "generator");
+    auto kinds = generator_keys();
+    std::vector<std::string> allowed = kCommonKeys;
+    allowed.push_back("generator");
+    if (kinds.count(spec.kind))
+      allowed.insert(allowed.end(), kinds[spec.kind].begin(), kinds[spec.kind].end());
+    else
+      in_.fail(root_["generator"], topo::check_generator(spec)->message);
+    keys_ = in_.keys(root_, allowed, cat("a topology file with generator: ", spec.kind));
+    auto get_int = [&](const char* key, long long lo, long long hi) {
+      return in_.integer(root_[key], key, lo, hi);
+    };
+    auto require = [&](const char* key) {
+      if (!keys_.count(key))
+        in_.fail(root_["generator"], cat("generator ", spec.kind, " needs key '", key, "'"));
+    };
+    const bool grid = spec.kind == "torus" || spec.kind == "grid";
+    if (keys_.count("n")) spec.n = get_int("n", 1, kMaxPeers);
+    else if (!grid) spec.n = peers_from_list();
+    if (grid) require("rows"), require("cols");
+    if (keys_.count("rows")) spec.rows = get_int("rows", 1, kMaxPeers);
+    if (keys_.count("cols")) spec.cols = get_int("cols", 1, kMaxPeers);
+    if (spec.kind == "erdos-renyi") require("p"), spec.p = in_.number(root_["p"], "p");
+    if (spec.kind == "random-regular") require("degree"), spec.degree = get_int("degree", 0, kMaxPeers);
+    if (spec.kind == "watts-strogatz") {
+      require("k"), require("beta");
+      spec.beta = in_.number(root_["beta"], "beta");
+    }
+    spec.k = keys_.count("k") ? get_int("k", 0, kMaxPeers) : 1;
+    if (keys_.count("seed")) spec.seed = static_cast<std::uint64_t>(get_int("seed", 0, 2147483647));
+    if (keys_.count("directed")) {
+      spec.directed = in_.boolean(root_["directed"], "directed");
+      if (!spec.directed && spec.kind != "ring")
+        in_.fail(root_["directed"], cat("generator ", spec.kind, " is directed"));
+    }
+    spec.weights = weights_key();
+    if (auto problem = topo::check_generator(spec))
+      in_.fail(keys_.count(problem->key) ? key_line(problem->key) : key_line("generator"),
+               problem->message);
+    return make_topology(spec);
+  }
+
+  // One edge: [from, to], [from, to, weight] or {from:, to:, weight:}.
+  void parse_edge(const YAML::Node& e, int n, bool directed, ParsedRound& round,
+                  std::map<std::pair<int, int>, int>& seen) const {
+    YAML::Node from, to, weight;
+    bool has_weight = false;
+    if (e.IsSequence() && (e.size() == 2 || e.size() == 3)) {
+      from = e[0], to = e[1];
+      if ((has_weight = e.size() == 3)) weight = e[2];
+    } else if (e.IsMap()) {
+      auto k = in_.keys(e, {"from", "to", "weight"}, "edge");
+      if (!k.count("from") || !k.count("to")) in_.fail(e, "edge needs from: and to:");
+      from = e["from"], to = e["to"];
+      if ((has_weight = k.count("weight") > 0)) weight = e["weight"];
+    } else {
+      in_.fail(e, "edge must be [from, to], [from, to, weight] or {from:, to:, weight:}");
+    }
+    const int a = in_.integer(from, "edge", 0, kMaxPeers), b = in_.integer(to, "edge", 0, kMaxPeers);
+    for (int id : {a, b})
+      if (id >= n)
+        in_.fail(e, cat("peer id ", id, " out of range (n: ", n, ", ids are 0..", n - 1, ")"));
+    const char* sep = directed ? " -> " : " - ";
+    if (a == b)
+      in_.fail(e, cat("self-loop ", a, sep, b, " (self weights are what is left of the row, or "
+                                                "self_weights:)"));
+    auto key = directed ? std::pair{a, b} : std::pair{std::min(a, b), std::max(a, b)};
+    if (auto it = seen.find(key); it != seen.end())
+      in_.fail(e, cat("duplicate edge ", a, sep, b, " (first at line ", it->second, ")"));
+    seen[key] = topo::YamlReader::line(e);
+    double w = 0.0;
+    if (has_weight) {
+      w = in_.number(weight, "weight");
+      if (w < 0) in_.fail(e, cat("negative weight ", w, " on edge ", a, sep, b));
+      if (w == 0)
+        in_.fail(e, cat("weight 0 on edge ", a, sep, b, " (leave the edge out instead)"));
+    }
+    if (!round.lines.empty() && has_weight != round.weighted)
+      in_.fail(e, "give every edge a weight, or none (this edge differs from the first)");
+    round.weighted = has_weight;
+    round.list.edges.push_back({key.first, key.second, w});
+    round.lines.push_back(topo::YamlReader::line(e));
+  }
+
+  ParsedRound parse_round(const YAML::Node& edges, const YAML::Node& self, int n,
+                          bool directed) const {
+    in_.sequence(edges, "edges");
+    ParsedRound round;
+    std::map<std::pair<int, int>, int> seen;
+    for (const YAML::Node& e : edges) parse_edge(e, n, directed, round, seen);
+    if (self.IsDefined()) {
+      in_.sequence(self, "self_weights");
+      if (static_cast<int>(self.size()) != n)
+        in_.fail(self, cat("self_weights: ", self.size(), " values for n: ", n, " peers"));
+      for (const YAML::Node& s : self) {
+        double w = in_.number(s, "self_weights");
+        if (w < 0) in_.fail(s, cat("negative self weight ", w));
+        round.list.self_weights.push_back(w);
+        round.self_lines.push_back(topo::YamlReader::line(s));
+      }
+    }
+    return round;
+  }
+
+  // Explicit weights: each row (column for directed graphs, which use push-sum) sums to 1.
+  void check_sums(const ParsedRound& r, int n, bool directed) const {
+    std::vector<double> sum(n, 0.0);
+    std::vector<int> last_line(n, 0);
+    for (std::size_t i = 0; i < r.list.edges.size(); ++i) {
+      const Arc& e = r.list.edges[i];
+      sum[e.from] += e.weight, last_line[e.from] = r.lines[i];
+      if (!directed) sum[e.to] += e.weight, last_line[e.to] = r.lines[i];
+    }
+    const char* what = directed ? "column" : "row";
+    const char* why = directed ? " (push-sum: the weights a peer sends and keeps sum to 1)" : "";
+    for (int i = 0; i < n; ++i) {
+      if (!r.list.self_weights.empty()) {
+        const double total = sum[i] + r.list.self_weights[i];
+        if (std::abs(total - 1.0) > topo::kSumTolerance)
+          in_.fail(r.self_lines[i], cat(what, " ", i, " of W sums to ", total, " (self weight ",
+                                        r.list.self_weights[i], " + edges ", sum[i],
+                                        "); it must sum to 1", why));
+      } else if (sum[i] > 1.0 + topo::kSumTolerance) {
+        in_.fail(last_line[i], cat("edge weights in ", what, " ", i, " of W sum to ", sum[i],
+                                   ", more than 1; it must sum to 1 with the self weight", why));
+      }
+    }
+  }
+
+  WeightKind choose_weights(bool weighted, bool directed) const {
+    const auto given = weights_key();
+    const int line = keys_.count("weights") ? key_line("weights") : 1;
+    if (weighted) {
+      if (given && *given != WeightKind::kExplicit)
+        in_.fail(line, "the edges carry weights, so weights: must be explicit (or left out)");
+      return WeightKind::kExplicit;
+    }
+    if (!given) return directed ? WeightKind::kPushSum : WeightKind::kMetropolis;
+    if (*given == WeightKind::kExplicit) in_.fail(line, "weights: explicit needs a weight on every edge");
+    if (*given == WeightKind::kGenerator) in_.fail(line, "weights: generator is only for generator: base");
+    if (directed && (*given == WeightKind::kMetropolis || *given == WeightKind::kMaxDegree))
+      in_.fail(line, cat("weights: ", weight_kind_name(*given),
+                         " needs an undirected graph (directed graphs use push-sum or uniform)"));
+    return *given;
+  }
+
+  Topology from_edges(bool sequence) {
+    std::vector<std::string> allowed = kCommonKeys;
+    allowed.insert(allowed.end(), {"directed", sequence ? "sequence" : "edges"});
+    if (!sequence) allowed.push_back("self_weights");
+    keys_ = in_.keys(root_, allowed, "a topology file with edges:");
+    const int n = keys_.count("n") ? in_.integer(root_["n"], "n", 1, kMaxPeers) : peers_from_list();
+    const bool directed = keys_.count("directed") && in_.boolean(root_["directed"], "directed");
+    std::vector<ParsedRound> rounds;
+    if (!sequence) {
+      rounds.push_back(parse_round(root_["edges"], root_["self_weights"], n, directed));
+    } else {
+      in_.sequence(root_["sequence"], "sequence");
+      if (root_["sequence"].size() == 0) in_.fail(root_["sequence"], "sequence: is empty");
+      for (const YAML::Node& r : root_["sequence"]) {
+        auto k = in_.keys(r, {"edges", "self_weights"}, "a sequence entry");
+        if (!k.count("edges")) in_.fail(r, "sequence entry needs edges:");
+        rounds.push_back(parse_round(r["edges"], r["self_weights"], n, directed));
+      }
+    }
+    std::optional<bool> weighted;  // from the first round that has edges
+    for (const auto& r : rounds) {
+      if (r.lines.empty()) continue;
+      if (weighted && *weighted != r.weighted)
+        in_.fail(r.lines.front(), "give every edge of every round a weight, or none");
+      weighted = r.weighted;
+    }
+    const WeightKind kind = choose_weights(weighted.value_or(false), directed);
+    std::vector<Graph> graphs;
+    for (const auto& r : rounds) {
+      if (!r.list.self_weights.empty() && kind != WeightKind::kExplicit)
+        in_.fail(r.self_lines.front(), "self_weights need explicit weights on the edges");
+      if (kind == WeightKind::kExplicit) check_sums(r, n, directed);
+      graphs.push_back(topo::weigh(n, directed, r.list, kind));
+    }
+    return Topology(std::move(graphs), sequence ? "sequence" : "edges", kind);
+  }
+
+  topo::YamlReader in_;
+  YAML::Node root_;
+  std::map<std::string, YAML::Node> keys_;
+};
+
+}  // namespace
+
+Topology load_topology_from_string(const std::string& text, const std::string& name) {
+  try {
+    return Loader(name).load(YAML::Load(text));
+  } catch (const YAML::Exception& e) {
+    throw InputError(cat(name, ":", std::max(1, e.mark.line + 1), ": YAML: ", e.msg));
+  }
+}
+
+Topology load_topology(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(cat(path, ": cannot open topology file"));
+  std::ostringstream text;
+  text << in.rdbuf();
+  return load_topology_from_string(text.str(), path);
+}
+
+}  // namespace gossip

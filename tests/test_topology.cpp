@@ -1,0 +1,481 @@
+// Tests for the topology module: closed-form spectra (ring, complete, torus), exact averaging
+// (one-peer exponential, Base-(k+1)), weight properties on random graphs, the loader's line
+// numbers on every broken fixture, and `gossip topo` exit codes from the built binary.
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <numeric>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "gossip/core.hpp"
+#include "gossip/topology.hpp"
+
+namespace fs = std::filesystem;
+using gossip::GeneratorSpec;
+using gossip::Topology;
+using gossip::WeightKind;
+
+namespace {
+
+const double kPi = std::acos(-1.0);
+
+std::string env_or(const char* name, const std::string& fallback) {
+  const char* v = std::getenv(name);
+  return v ? v : fallback;
+}
+
+std::string source_dir() { return env_or("GOSSIP_SOURCE_DIR", "."); }
+std::string data_dir() { return env_or("GOSSIP_TEST_DATA", source_dir() + "/tests/data"); }
+
+// The built `gossip` binary: $GOSSIP_BIN, or build/src/cli/gossip next to build/tests/.
+std::string gossip_bin() {
+  if (const char* v = std::getenv("GOSSIP_BIN")) return v;
+  return (fs::canonical("/proc/self/exe").parent_path().parent_path() / "src/cli/gossip").string();
+}
+
+struct Run {
+  int code = -1;
+  std::string output;  // stdout and stderr
+};
+
+Run run_gossip(const std::string& args) {
+  Run r;
+  FILE* p = ::popen((gossip_bin() + " " + args + " 2>&1").c_str(), "r");
+  REQUIRE(p != nullptr);
+  char buf[4096];
+  while (std::size_t got = std::fread(buf, 1, sizeof buf, p)) r.output.append(buf, got);
+  const int status = ::pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+Topology generate(const std::string& kind, int n, std::optional<WeightKind> w = std::nullopt) {
+  GeneratorSpec s;
+  s.kind = kind;
+  s.n = n;
+  s.weights = w;
+  return gossip::make_topology(s);
+}
+
+// Runs `rounds` rounds of x <- W(t) x through the neighbour lists, as an algorithm would.
+std::vector<double> mix(const Topology& t, std::vector<double> x, std::int64_t rounds) {
+  for (std::int64_t r = 0; r < rounds; ++r) {
+    std::vector<double> next(x.size());
+    for (int i = 0; i < t.n(); ++i) {
+      next[i] = t.self_weight(i, r) * x[i];
+      for (const auto& nb : t.in_neighbours(i, r)) next[i] += nb.weight * x[nb.peer];
+    }
+    x = std::move(next);
+  }
+  return x;
+}
+
+std::vector<double> ramp(int n) {
+  std::vector<double> x(n);
+  for (int i = 0; i < n; ++i) x[i] = std::sin(1.0 + 3.7 * i) * 10.0 + i;
+  return x;
+}
+
+void require_exact_average(const Topology& t) {
+  const auto x = ramp(t.n());
+  const double mean = std::accumulate(x.begin(), x.end(), 0.0) / t.n();
+  for (double v : mix(t, x, t.period())) REQUIRE(v == Approx(mean).margin(1e-10));
+}
+
+double column_sum(const gossip::Graph& g, int i) {
+  double s = g.self_weight(i);
+  for (const auto& nb : g.out_neighbours(i)) s += nb.weight;
+  return s;
+}
+
+double row_sum(const gossip::Graph& g, int i) {
+  double s = g.self_weight(i);
+  for (const auto& nb : g.in_neighbours(i)) s += nb.weight;
+  return s;
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+// A fixture's first line: "# expect: LINE fragment".
+std::pair<int, std::string> expectation(const std::string& path) {
+  std::ifstream f(path);
+  std::string first;
+  std::getline(f, first);
+  const std::string tag = "# expect: ";
+  REQUIRE(first.rfind(tag, 0) == 0);
+  std::istringstream is(first.substr(tag.size()));
+  int line = 0;
+  is >> line;
+  std::string fragment;
+  std::getline(is >> std::ws, fragment);
+  return {line, fragment};
+}
+
+std::vector<std::string> broken_fixtures() {
+  std::vector<std::string> files;
+  for (const auto& e : fs::directory_iterator(data_dir())) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("topo_", 0) == 0 && e.path().extension() == ".yaml")
+      files.push_back(e.path().string());
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+}  // namespace
+
+TEST_CASE("ring with 1/3 weights has rho = 1/3 + 2/3 cos(2 pi / n)", "[topology]") {
+  for (int n : {3, 4, 5, 8, 16, 31, 64}) {
+    SECTION("n = " + std::to_string(n)) {
+      const Topology t = generate("ring", n);
+      for (int i = 0; i < n; ++i)
+        for (const auto& nb : t.in_neighbours(i, 0)) REQUIRE(nb.weight == Approx(1.0 / 3));
+      const auto r = gossip::analyze(t);
+      const double expected = std::abs(1.0 / 3 + 2.0 / 3 * std::cos(2 * kPi / n));
+      REQUIRE(r.connected);
+      REQUIRE(std::abs(r.rho - expected) < 1e-9);
+      REQUIRE(r.diameter == n / 2);
+      REQUIRE(r.doubly_stochastic);
+      REQUIRE(r.symmetric);
+    }
+  }
+}
+
+TEST_CASE("complete graph with uniform weights has spectral gap 1", "[topology]") {
+  const auto r = gossip::analyze(generate("complete", 10, WeightKind::kUniform));
+  REQUIRE(std::abs(r.spectral_gap - 1.0) < 1e-9);
+  REQUIRE(r.exact_averaging);
+  REQUIRE(r.exact_after == 1);
+  REQUIRE(r.rounds_to_1000x == 1.0);
+}
+
+TEST_CASE("torus 4x4 with 1/5 weights has spectral gap 0.4", "[topology]") {
+  GeneratorSpec s;
+  s.kind = "torus";
+  s.rows = s.cols = 4;
+  const Topology t = gossip::make_topology(s);
+  REQUIRE(t.n() == 16);
+  for (int i = 0; i < 16; ++i) {
+    REQUIRE(t.in_neighbours(i, 0).size() == 4);
+    REQUIRE(t.self_weight(i, 0) == Approx(0.2));
+  }
+  const auto r = gossip::analyze(t);
+  REQUIRE(std::abs(r.spectral_gap - 0.4) < 1e-9);
+  REQUIRE(r.diameter == 4);
+}
+
+TEST_CASE("one-peer exponential graph averages exactly after log2 n rounds", "[topology]") {
+  for (int log_n = 1; log_n <= 7; ++log_n) {
+    const int n = 1 << log_n;
+    SECTION("n = " + std::to_string(n)) {
+      const Topology t = generate("one-peer-exponential", n);
+      REQUIRE(t.directed());
+      REQUIRE(t.period() == log_n);
+      for (std::int64_t r = 0; r < t.period(); ++r)
+        for (int i = 0; i < n; ++i) {
+          REQUIRE(t.out_neighbours(i, r).size() == 1);
+          REQUIRE(t.out_neighbours(i, r)[0].peer == (i + (1 << r)) % n);
+        }
+      const auto report = gossip::analyze(t);
+      REQUIRE(report.exact_averaging);
+      REQUIRE(report.exact_after == log_n);
+      REQUIRE(report.doubly_stochastic);
+      require_exact_average(t);
+    }
+  }
+  SECTION("not exact for n = 6, but still converging") {
+    const auto r = gossip::analyze(generate("one-peer-exponential", 6));
+    REQUIRE_FALSE(r.exact_averaging);
+    REQUIRE(r.rho < 1.0);
+  }
+}
+
+TEST_CASE("Base-(k+1) graphs average exactly in finite time with degree <= k", "[topology]") {
+  for (int k = 1; k <= 4; ++k)
+    for (int n : {2, 3, 5, 6, 7, 10, 12, 13, 22, 25, 31, 100}) {
+      DYNAMIC_SECTION("k = " << k << ", n = " << n) {
+        GeneratorSpec s;
+        s.kind = "base";
+        s.n = n;
+        s.k = k;
+        const Topology t = gossip::make_topology(s);
+        REQUIRE_FALSE(t.directed());
+        const auto r = gossip::analyze(t);
+        REQUIRE(r.exact_averaging);
+        REQUIRE(r.exact_after == t.period());
+        REQUIRE(r.in_degree_max <= k);
+        REQUIRE(r.doubly_stochastic);
+        REQUIRE(r.symmetric);
+        require_exact_average(t);
+      }
+    }
+  SECTION("Base-2 on 6, 12 and 25 peers needs few rounds") {
+    // 6 = 2 * 3: average pairs within 3 blocks of 2... the construction picks the shorter plan.
+    for (auto [n, most] : {std::pair{6, 5}, {12, 6}, {25, 10}}) {
+      GeneratorSpec s;
+      s.kind = "base";
+      s.n = n;
+      s.k = 1;
+      INFO("n = " << n);
+      REQUIRE(gossip::make_topology(s).period() <= most);
+    }
+  }
+}
+
+TEST_CASE("Metropolis-Hastings weights are symmetric and doubly stochastic on random graphs",
+          "[topology]") {
+  for (std::uint64_t seed = 1; seed <= 5; ++seed) {
+    DYNAMIC_SECTION("seed " << seed) {
+      std::vector<GeneratorSpec> specs(3);
+      specs[0].kind = "erdos-renyi", specs[0].n = 30, specs[0].p = 0.2;
+      specs[1].kind = "random-regular", specs[1].n = 30, specs[1].degree = 3;
+      specs[2].kind = "watts-strogatz", specs[2].n = 30, specs[2].k = 4, specs[2].beta = 0.3;
+      for (auto& s : specs) {
+        s.seed = seed;
+        const Topology t = gossip::make_topology(s);
+        const auto& g = t.at(0);
+        REQUIRE(g.symmetric());
+        REQUIRE(g.doubly_stochastic());
+        for (int i = 0; i < g.n(); ++i) {
+          REQUIRE(row_sum(g, i) == Approx(1.0).margin(1e-12));
+          REQUIRE(column_sum(g, i) == Approx(1.0).margin(1e-12));
+          REQUIRE(g.self_weight(i) >= 0.0);
+          const double di = static_cast<double>(g.in_neighbours(i).size());
+          for (const auto& nb : g.in_neighbours(i)) {
+            const double dj = static_cast<double>(g.in_neighbours(nb.peer).size());
+            REQUIRE(nb.weight == Approx(1.0 / (1.0 + std::max(di, dj))));
+            REQUIRE(g.weight(nb.peer, i) == nb.weight);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("random generators are deterministic per seed and have the asked shape",
+          "[topology]") {
+  GeneratorSpec s;
+  s.kind = "random-regular";
+  s.n = 50;
+  s.degree = 4;
+  s.seed = 7;
+  const Topology a = gossip::make_topology(s), b = gossip::make_topology(s);
+  REQUIRE(a.fingerprint() == b.fingerprint());
+  for (int i = 0; i < 50; ++i) REQUIRE(a.in_neighbours(i, 0).size() == 4);
+  s.seed = 8;
+  REQUIRE(gossip::make_topology(s).fingerprint() != a.fingerprint());
+  s.kind = "watts-strogatz";
+  s.k = 4;
+  s.beta = 0.0;  // no rewiring: the ring lattice
+  const Topology ws = gossip::make_topology(s);
+  const auto& lattice = ws.at(0);
+  for (int i = 0; i < 50; ++i) REQUIRE(lattice.in_neighbours(i).size() == 4);
+}
+
+TEST_CASE("push-sum weights are column stochastic", "[topology]") {
+  SECTION("exponential graph") {
+    const Topology t = generate("exponential", 12);
+    REQUIRE(t.weights() == WeightKind::kPushSum);
+    const auto& g = t.at(0);
+    for (int i = 0; i < 12; ++i) {
+      REQUIRE(g.out_neighbours(i).size() == 4);  // +1, +2, +4, +8
+      REQUIRE(column_sum(g, i) == Approx(1.0).margin(1e-12));
+      for (const auto& nb : g.out_neighbours(i)) REQUIRE(g.weight(nb.peer, i) == nb.weight);
+    }
+  }
+  SECTION("irregular directed graph from a file") {
+    const Topology t = gossip::load_topology_from_string(
+        "n: 4\ndirected: true\nedges: [[0, 1], [0, 2], [0, 3], [1, 2], [2, 3], [3, 0]]\n",
+        "dir.yaml");
+    const auto& g = t.at(0);
+    REQUIRE(g.column_stochastic());
+    REQUIRE_FALSE(g.row_stochastic());
+    for (int i = 0; i < 4; ++i) {
+      REQUIRE(column_sum(g, i) == Approx(1.0).margin(1e-12));
+      const double share = 1.0 / (1.0 + static_cast<double>(g.out_neighbours(i).size()));
+      REQUIRE(g.self_weight(i) == Approx(share));
+      for (const auto& nb : g.out_neighbours(i)) REQUIRE(nb.weight == Approx(share));
+    }
+    const auto r = gossip::analyze(t);
+    REQUIRE(r.connected);
+    REQUIRE(r.column_stochastic);
+    REQUIRE(r.rho < 1.0);
+  }
+}
+
+TEST_CASE("neighbour lists are ascending and in/out agree", "[topology]") {
+  GeneratorSpec s;
+  s.kind = "erdos-renyi";
+  s.n = 40;
+  s.p = 0.15;
+  s.seed = 3;
+  for (auto w : {WeightKind::kMetropolis, WeightKind::kUniform, WeightKind::kMaxDegree}) {
+    s.weights = w;
+    const Topology t = gossip::make_topology(s);
+    const auto& g = t.at(0);
+    REQUIRE(g.row_stochastic());
+    for (int i = 0; i < g.n(); ++i) {
+      auto in = g.in_neighbours(i);
+      for (std::size_t k = 1; k < in.size(); ++k) REQUIRE(in[k - 1].peer < in[k].peer);
+      for (const auto& nb : g.out_neighbours(i)) REQUIRE(g.weight(nb.peer, i) == nb.weight);
+    }
+  }
+}
+
+TEST_CASE("disconnected graphs list their components", "[topology]") {
+  SECTION("undirected") {
+    const auto r = gossip::analyze(gossip::load_topology_from_string(
+        "n: 5\nedges: [[0, 1], [1, 2], [3, 4]]\n", "two.yaml"));
+    REQUIRE_FALSE(r.connected);
+    REQUIRE(r.components == std::vector<std::vector<int>>{{0, 1, 2}, {3, 4}});
+    REQUIRE_FALSE(r.diameter);
+    REQUIRE(r.rho == 1.0);
+    REQUIRE(std::isinf(r.rounds_to_1000x));
+  }
+  SECTION("directed: a path is not strongly connected") {
+    const auto r = gossip::analyze(gossip::load_topology_from_string(
+        "n: 3\ndirected: true\nedges: [[0, 1], [1, 2]]\n", "path.yaml"));
+    REQUIRE_FALSE(r.connected);
+    REQUIRE(r.components.size() == 3);
+  }
+}
+
+TEST_CASE("generator form, edge form and written files agree", "[topology]") {
+  const Topology ring = generate("ring", 5);
+  const Topology listed = gossip::load_topology_from_string(
+      "n: 5\nedges:\n  - [0, 1]\n  - {from: 2, to: 1}\n  - [2, 3]\n  - [4, 3]\n  - [0, 4]\n",
+      "ring.yaml");
+  REQUIRE(ring.fingerprint() == listed.fingerprint());
+
+  std::vector<GeneratorSpec> specs(5);
+  specs[0].kind = "torus", specs[0].rows = 3, specs[0].cols = 4;
+  specs[1].kind = "base", specs[1].n = 11, specs[1].k = 2;
+  specs[2].kind = "one-peer-exponential", specs[2].n = 8;
+  specs[3].kind = "star", specs[3].n = 6, specs[3].weights = WeightKind::kUniform;
+  specs[4].kind = "random-regular", specs[4].n = 12, specs[4].degree = 3, specs[4].seed = 4;
+  for (const auto& s : specs) {
+    INFO(s.kind);
+    const Topology t = gossip::make_topology(s);
+    const Topology from_spec = gossip::load_topology_from_string(gossip::to_yaml(s), "spec");
+    const Topology from_edges = gossip::load_topology_from_string(gossip::to_yaml(t), "edges");
+    REQUIRE(from_spec.fingerprint() == t.fingerprint());
+    REQUIRE(from_edges.fingerprint() == t.fingerprint());
+    REQUIRE(from_edges.period() == t.period());
+  }
+  const Topology other = generate("ring", 5, WeightKind::kMaxDegree);
+  REQUIRE(other.fingerprint() == ring.fingerprint());  // max-degree on a ring is also 1/3
+  REQUIRE(generate("line", 5).fingerprint() != ring.fingerprint());
+}
+
+TEST_CASE("peers carry addresses", "[topology]") {
+  const Topology t = gossip::load_topology_from_string(
+      "generator: ring\npeers:\n  - 10.0.0.1:7000\n  - {id: 2, address: \"[::1]:7002\"}\n"
+      "  - {id: 1, address: host-b:7001}\n",
+      "peers.yaml");
+  REQUIRE(t.n() == 3);
+  REQUIRE(t.address(0) == "10.0.0.1:7000");
+  REQUIRE(t.address(1) == "host-b:7001");
+  REQUIRE(t.address(2) == "[::1]:7002");
+  REQUIRE_FALSE(generate("ring", 3).address(0));
+}
+
+TEST_CASE("every broken fixture is rejected with its file and line", "[topology]") {
+  const auto files = broken_fixtures();
+  REQUIRE(files.size() >= 10);
+  for (const auto& path : files) {
+    DYNAMIC_SECTION(fs::path(path).filename().string()) {
+      const auto [line, fragment] = expectation(path);
+      const std::string where = path + ":" + std::to_string(line) + ":";
+      try {
+        gossip::load_topology(path);
+        FAIL("loaded without error");
+      } catch (const gossip::InputError& e) {
+        const std::string msg = e.what();
+        INFO(msg);
+        REQUIRE(msg.rfind(where, 0) == 0);
+        REQUIRE(msg.find(fragment) != std::string::npos);
+      }
+      const Run r = run_gossip("topo " + path);
+      INFO(r.output);
+      REQUIRE(r.code == gossip::kExitBadInput);
+      REQUIRE(r.output.find(where) != std::string::npos);
+    }
+  }
+}
+
+TEST_CASE("gossip topo reports the ring-16 spectral gap as JSON", "[topology][cli]") {
+  const Run r = run_gossip("topo " + source_dir() + "/topologies/ring-16.yaml --json");
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  REQUIRE(r.output.find("\"connected\": true") != std::string::npos);
+  const auto at = r.output.find("\"spectral_gap\": ");
+  REQUIRE(at != std::string::npos);
+  const double gap = std::strtod(r.output.c_str() + at + 16, nullptr);
+  REQUIRE(std::abs(gap - (1.0 - (1.0 / 3 + 2.0 / 3 * std::cos(kPi / 8)))) < 1e-9);
+}
+
+TEST_CASE("shipped topologies load; the disconnected one exits 3", "[topology][cli]") {
+  int files = 0;
+  for (const auto& e : fs::directory_iterator(source_dir() + "/topologies")) {
+    if (e.path().extension() != ".yaml") continue;
+    ++files;
+    const std::string name = e.path().filename().string();
+    INFO(name);
+    const auto r = gossip::analyze(gossip::load_topology(e.path().string()));
+    const bool disconnected = name.find("disconnected") != std::string::npos;
+    REQUIRE(r.connected == !disconnected);
+    const Run run = run_gossip("topo " + e.path().string());
+    INFO(run.output);
+    REQUIRE(run.code == (disconnected ? gossip::kExitDisconnected : gossip::kExitOk));
+    if (disconnected) REQUIRE(run.output.find("components") != std::string::npos);
+  }
+  REQUIRE(files >= 10);
+}
+
+TEST_CASE("gossip topo --generate writes a file that checks out", "[topology][cli]") {
+  const std::string out = (fs::temp_directory_path() /
+                           ("gossip-topo-" + std::to_string(::getpid()) + ".yaml")).string();
+  Run r = run_gossip("topo --generate torus --rows 3 --cols 5 -o " + out);
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  REQUIRE(gossip::load_topology(out).n() == 15);
+  r = run_gossip("topo --generate random-regular --n 10 --degree 3 --seed 2 --edges -o " + out);
+  REQUIRE(r.code == 0);
+  REQUIRE(read_text(out).find("edges:") != std::string::npos);
+  REQUIRE(run_gossip("topo " + out + " --dot").output.find("graph topology") != std::string::npos);
+  fs::remove(out);
+  REQUIRE(run_gossip("topo --generate ring --n 2").code == gossip::kExitBadInput);
+  REQUIRE(run_gossip("topo --generate moebius --n 8").code == gossip::kExitBadInput);
+  REQUIRE(run_gossip("topo --help").code == 0);
+}
+
+TEST_CASE("analysis of a 1024-peer random regular graph takes under 5 s", "[topology][perf]") {
+  GeneratorSpec s;
+  s.kind = "random-regular";
+  s.n = 1024;
+  s.degree = 4;
+  s.seed = 1;
+  const auto start = std::chrono::steady_clock::now();
+  const auto r = gossip::analyze(gossip::make_topology(s));
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  INFO("seconds: " << seconds << ", rho: " << r.rho);
+  REQUIRE(r.connected);
+  REQUIRE(r.rho > 0.5);
+  REQUIRE(r.rho < 1.0);
+  REQUIRE(seconds < 5.0);
+}
