@@ -19,6 +19,8 @@ struct Bench {
 const Bench kBenches[] = {
     {"step", "time per training step vs PyTorch; GFLOP/s vs bare sgemm", bench::run_step},
     {"sim", "1024 virtual peers: round time, mixing share; mixing vs bare saxpy", bench::run_sim},
+    {"gossip", "one gossip round of 8/16 peer processes vs torch.distributed gloo",
+     bench::run_gossip},
 };
 
 void usage() {
