@@ -159,6 +159,14 @@ struct GeneratorSpec {
 /// The generator names above, in the order documented.
 const std::vector<std::string>& generator_kinds();
 
+/// The parameter keys a generator takes besides n, weights and peers (YAML keys, and the
+/// `gossip topo --generate` options of the same names). Empty for an unknown kind.
+struct GeneratorParameters {
+  std::vector<std::string> required;
+  std::vector<std::string> optional;
+};
+GeneratorParameters generator_parameters(const std::string& kind);
+
 /// Builds a topology from a generator. Throws InputError (no file or line; the loader adds
 /// them) when the parameters do not fit, e.g. too few peers.
 Topology make_topology(const GeneratorSpec& spec);

@@ -1,6 +1,7 @@
 // cli/topo.cpp: `gossip topo FILE` tells a user, before hours of training, whether the peer
 // graph in a topology file can converge at all and how fast agreement spreads (report, JSON or
 // Graphviz DOT); `gossip topo --generate KIND ...` writes such a file.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -51,10 +52,16 @@ std::string number(double v) {
 
 std::string json_string(const std::string& s) {
   std::string out = "\"";
+  const char* hex = "0123456789abcdef";
   for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\', out += c;
-    else if (static_cast<unsigned char>(c) < 0x20) out += cat("\\u00", "0123456789abcdef"[c >> 4], "0123456789abcdef"[c & 15]);
-    else out += c;
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      out += cat("\\u00", hex[c >> 4], hex[c & 15]);
+    } else {
+      out += c;
+    }
   }
   return out + "\"";
 }
@@ -67,7 +74,10 @@ std::string hex64(std::uint64_t v) {
 
 std::string id_list(const std::vector<int>& ids, std::size_t limit) {
   std::string s;
-  for (std::size_t i = 0; i < ids.size() && i < limit; ++i) s += (i ? ", " : "") + std::to_string(ids[i]);
+  for (std::size_t i = 0; i < ids.size() && i < limit; ++i) {
+    if (i) s += ", ";
+    s += std::to_string(ids[i]);
+  }
   if (ids.size() > limit) s += cat(", ... (", ids.size(), " peers)");
   return s;
 }
@@ -128,7 +138,10 @@ void print_json(const std::string& file, const Topology& t, const TopologyReport
   std::string comps;
   for (const auto& c : r.components) {
     comps += comps.empty() ? "[" : ", [";
-    for (std::size_t i = 0; i < c.size(); ++i) comps += (i ? "," : "") + std::to_string(c[i]);
+    for (std::size_t i = 0; i < c.size(); ++i) {
+      if (i) comps += ',';
+      comps += std::to_string(c[i]);
+    }
     comps += "]";
   }
   std::printf("{\"file\": %s, \"kind\": %s, \"n\": %d, \"directed\": %s, \"weights\": \"%s\", "
@@ -174,12 +187,30 @@ void print_dot(const Topology& t) {
   std::printf("}\n");
 }
 
+// Options that only some generators take are refused where they do not apply, as in files.
+void check_options(const Args& args, const std::string& kind) {
+  const GeneratorParameters params = generator_parameters(kind);
+  for (const char* name : {"rows", "cols", "k", "degree", "p", "beta", "seed", "directed"}) {
+    if (!args.has(name)) continue;
+    bool takes = false;
+    for (const auto* list : {&params.required, &params.optional})
+      for (const auto& key : *list) takes = takes || key == name;
+    if (!takes) throw InputError(cat("option --", name, " does not apply to generator ", kind));
+  }
+  for (const auto& key : params.required)
+    if (!args.has(key)) throw InputError(cat("generator ", kind, " needs --", key));
+}
+
 int generate(const Args& args) {
   GeneratorSpec spec;
   spec.kind = *args.get("generate");
+  const auto& kinds = generator_kinds();
+  if (std::find(kinds.begin(), kinds.end(), spec.kind) != kinds.end())
+    check_options(args, spec.kind);  // an unknown kind is reported by make_topology
   auto to_int = [&](const char* name, long fallback) {
     long v = args.get_int(name, fallback);
-    if (v < 0 || v > (1 << 16)) throw InputError(cat("option --", name, ": ", v, " is out of range"));
+    if (v < 0 || v > (1 << 16))
+      throw InputError(cat("option --", name, ": ", v, " is out of range"));
     return static_cast<int>(v);
   };
   spec.n = to_int("n", 0);
@@ -189,7 +220,9 @@ int generate(const Args& args) {
   spec.degree = to_int("degree", 0);
   spec.p = args.get_double("p", 0.0);
   spec.beta = args.get_double("beta", 0.0);
-  spec.seed = static_cast<std::uint64_t>(to_int("seed", 0));
+  const long seed = args.get_int("seed", 0);
+  if (seed < 0) throw InputError("option --seed must not be negative");
+  spec.seed = static_cast<std::uint64_t>(seed);
   spec.directed = args.has("directed");
   if (auto w = args.get("weights")) spec.weights = parse_weight_kind(*w);
   const Topology topology = make_topology(spec);  // checks the parameters

@@ -3,6 +3,7 @@
 // them (Base-(k+1), base_graph.cpp). Random generators draw only from
 // make_rng(seed, 0, Stream::kTopology), so a seed gives the same graph everywhere.
 #include <algorithm>
+#include <map>
 #include <set>
 #include <utility>
 
@@ -212,15 +213,6 @@ std::optional<SpecProblem> check_parameters(const GeneratorSpec& s) {
 
 }  // namespace
 
-const std::vector<std::string>& generator_kinds() {
-  static const std::vector<std::string> kinds = {
-      "ring",        "torus",         "grid",           "line",
-      "star",        "complete",      "hypercube",      "erdos-renyi",
-      "random-regular", "watts-strogatz", "exponential", "one-peer-exponential",
-      "base"};
-  return kinds;
-}
-
 bool generator_directed(const GeneratorSpec& spec) {
   return spec.kind == "exponential" || spec.kind == "one-peer-exponential" ||
          (spec.kind == "ring" && spec.directed);
@@ -284,6 +276,30 @@ std::vector<EdgeList> generate_rounds(const GeneratorSpec& s) {
 }  // namespace gossip::topo
 
 namespace gossip {
+
+const std::vector<std::string>& generator_kinds() {
+  static const std::vector<std::string> kinds = {
+      "ring",           "torus",          "grid",        "line",
+      "star",           "complete",       "hypercube",   "erdos-renyi",
+      "random-regular", "watts-strogatz", "exponential", "one-peer-exponential",
+      "base"};
+  return kinds;
+}
+
+GeneratorParameters generator_parameters(const std::string& kind) {
+  static const std::map<std::string, GeneratorParameters> table = {
+      {"ring", {{}, {"directed"}}},
+      {"torus", {{"rows", "cols"}, {}}},
+      {"grid", {{"rows", "cols"}, {}}},
+      {"erdos-renyi", {{"p"}, {"seed"}}},
+      {"random-regular", {{"degree"}, {"seed"}}},
+      {"watts-strogatz", {{"k", "beta"}, {"seed"}}},
+      {"exponential", {{}, {"directed"}}},
+      {"one-peer-exponential", {{}, {"directed"}}},
+      {"base", {{}, {"k"}}}};
+  auto it = table.find(kind);
+  return it == table.end() ? GeneratorParameters{} : it->second;
+}
 
 Topology make_topology(const GeneratorSpec& spec) {
   if (auto problem = topo::check_generator(spec)) throw InputError(problem->message);

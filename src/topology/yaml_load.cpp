@@ -2,6 +2,7 @@
 // `edges:` (one graph), or `sequence:` (a list of edge lists, one per round of the period);
 // `n`, `directed`, `weights`, `self_weights` and `peers` around them. Every problem is reported
 // as "FILE:LINE: message" for the first one found; nothing invalid reaches Graph.
+#include <algorithm>
 #include <fstream>
 #include <map>
 #include <set>
@@ -18,19 +19,6 @@ namespace {
 
 constexpr int kMaxPeers = 1 << 16;
 const std::vector<std::string> kCommonKeys = {"n", "weights", "peers", "name", "description"};
-
-// Generator -> the keys it takes besides kCommonKeys and `generator`.
-const std::map<std::string, std::vector<std::string>>& generator_keys() {
-  static const std::map<std::string, std::vector<std::string>> keys = {
-      {"ring", {"directed"}},        {"torus", {"rows", "cols"}},
-      {"grid", {"rows", "cols"}},    {"line", {}},
-      {"star", {}},                  {"complete", {}},
-      {"hypercube", {}},             {"erdos-renyi", {"p", "seed"}},
-      {"random-regular", {"degree", "seed"}}, {"watts-strogatz", {"k", "beta", "seed"}},
-      {"exponential", {"directed"}}, {"one-peer-exponential", {"directed"}},
-      {"base", {"k"}}};
-  return keys;
-}
 
 // One round parsed from an `edges:` list, with the line of every edge for later messages.
 struct ParsedRound {
@@ -84,45 +72,45 @@ class Loader {
   Topology from_generator() {
     GeneratorSpec spec;
     spec.kind = in_.text(root_["generator"], "generator");
-    auto kinds = generator_keys();
+    const auto& kinds = generator_kinds();
+    if (std::find(kinds.begin(), kinds.end(), spec.kind) == kinds.end())
+      in_.fail(root_["generator"], topo::check_generator(spec)->message);
+    const GeneratorParameters params = generator_parameters(spec.kind);
     std::vector<std::string> allowed = kCommonKeys;
     allowed.push_back("generator");
-    if (kinds.count(spec.kind))
-      allowed.insert(allowed.end(), kinds[spec.kind].begin(), kinds[spec.kind].end());
-    else
-      in_.fail(root_["generator"], topo::check_generator(spec)->message);
+    for (const auto* list : {&params.required, &params.optional})
+      allowed.insert(allowed.end(), list->begin(), list->end());
     keys_ = in_.keys(root_, allowed, cat("a topology file with generator: ", spec.kind));
-    auto get_int = [&](const char* key, long long lo, long long hi) {
-      return in_.integer(root_[key], key, lo, hi);
-    };
-    auto require = [&](const char* key) {
+    for (const auto& key : params.required)
       if (!keys_.count(key))
         in_.fail(root_["generator"], cat("generator ", spec.kind, " needs key '", key, "'"));
-    };
-    const bool grid = spec.kind == "torus" || spec.kind == "grid";
-    if (keys_.count("n")) spec.n = get_int("n", 1, kMaxPeers);
-    else if (!grid) spec.n = peers_from_list();
-    if (grid) require("rows"), require("cols");
-    if (keys_.count("rows")) spec.rows = get_int("rows", 1, kMaxPeers);
-    if (keys_.count("cols")) spec.cols = get_int("cols", 1, kMaxPeers);
-    if (spec.kind == "erdos-renyi") require("p"), spec.p = in_.number(root_["p"], "p");
-    if (spec.kind == "random-regular") require("degree"), spec.degree = get_int("degree", 0, kMaxPeers);
-    if (spec.kind == "watts-strogatz") {
-      require("k"), require("beta");
-      spec.beta = in_.number(root_["beta"], "beta");
-    }
-    spec.k = keys_.count("k") ? get_int("k", 0, kMaxPeers) : 1;
-    if (keys_.count("seed")) spec.seed = static_cast<std::uint64_t>(get_int("seed", 0, 2147483647));
-    if (keys_.count("directed")) {
+    read_parameters(spec);
+    if (auto problem = topo::check_generator(spec))
+      in_.fail(key_line(keys_.count(problem->key) ? problem->key : "generator"),
+               problem->message);
+    return make_topology(spec);
+  }
+
+  // Every key present has been checked to belong to this generator; read them by type.
+  void read_parameters(GeneratorSpec& spec) const {
+    auto has = [&](const char* key) { return keys_.count(key) > 0; };
+    auto count = [&](const char* key) { return in_.integer(root_[key], key, 0, kMaxPeers); };
+    if (has("n")) spec.n = in_.integer(root_["n"], "n", 1, kMaxPeers);
+    else if (spec.kind != "torus" && spec.kind != "grid") spec.n = peers_from_list();
+    if (has("rows")) spec.rows = count("rows");
+    if (has("cols")) spec.cols = count("cols");
+    if (has("degree")) spec.degree = count("degree");
+    spec.k = has("k") ? count("k") : 1;
+    if (has("p")) spec.p = in_.number(root_["p"], "p");
+    if (has("beta")) spec.beta = in_.number(root_["beta"], "beta");
+    if (has("seed"))
+      spec.seed = static_cast<std::uint64_t>(in_.integer(root_["seed"], "seed", 0, 2147483647));
+    if (has("directed")) {
       spec.directed = in_.boolean(root_["directed"], "directed");
       if (!spec.directed && spec.kind != "ring")
         in_.fail(root_["directed"], cat("generator ", spec.kind, " is directed"));
     }
     spec.weights = weights_key();
-    if (auto problem = topo::check_generator(spec))
-      in_.fail(keys_.count(problem->key) ? key_line(problem->key) : key_line("generator"),
-               problem->message);
-    return make_topology(spec);
   }
 
   // One edge: [from, to], [from, to, weight] or {from:, to:, weight:}.
@@ -141,7 +129,8 @@ class Loader {
     } else {
       in_.fail(e, "edge must be [from, to], [from, to, weight] or {from:, to:, weight:}");
     }
-    const int a = in_.integer(from, "edge", 0, kMaxPeers), b = in_.integer(to, "edge", 0, kMaxPeers);
+    const int a = in_.integer(from, "edge", 0, kMaxPeers);
+    const int b = in_.integer(to, "edge", 0, kMaxPeers);
     for (int id : {a, b})
       if (id >= n)
         in_.fail(e, cat("peer id ", id, " out of range (n: ", n, ", ids are 0..", n - 1, ")"));
@@ -221,8 +210,10 @@ class Loader {
       return WeightKind::kExplicit;
     }
     if (!given) return directed ? WeightKind::kPushSum : WeightKind::kMetropolis;
-    if (*given == WeightKind::kExplicit) in_.fail(line, "weights: explicit needs a weight on every edge");
-    if (*given == WeightKind::kGenerator) in_.fail(line, "weights: generator is only for generator: base");
+    if (*given == WeightKind::kExplicit)
+      in_.fail(line, "weights: explicit needs a weight on every edge");
+    if (*given == WeightKind::kGenerator)
+      in_.fail(line, "weights: generator is only for generator: base");
     if (directed && (*given == WeightKind::kMetropolis || *given == WeightKind::kMaxDegree))
       in_.fail(line, cat("weights: ", weight_kind_name(*given),
                          " needs an undirected graph (directed graphs use push-sum or uniform)"));
