@@ -11,7 +11,7 @@ namespace gossip::cli {
 namespace {
 
 const char* kPeerHelp =
-    "usage: gossip peer CONFIG [--rank R] [--out DIR]\n"
+    "usage: gossip peer CONFIG [--rank R] [--out DIR] [--topology FILE]\n"
     "\n"
     "Runs one peer of the network CONFIG describes (its gossip.topology names the graph): trains\n"
     "on its shard, gossips with its neighbours over TCP, and writes DIR/metrics.csv and\n"
@@ -24,6 +24,7 @@ const char* kPeerHelp =
     "options:\n"
     "  --rank R      this peer's rank\n"
     "  --out DIR     where to write results\n"
+    "  --topology F  use topology file F instead of the config's gossip.topology\n"
     "  --events      print machine-readable '@gossip' event lines (used by gossip run)\n"
     "  --snapshots   write params-ROUND.bin at each evaluation (used by gossip run)\n"
     "\n"
@@ -32,13 +33,14 @@ const char* kPeerHelp =
 }  // namespace
 
 int run_peer(int argc, char** argv) {
-  Args args(argc, argv, {"rank", "out"}, {"events", "snapshots"});
+  Args args(argc, argv, {"rank", "out", "topology"}, {"events", "snapshots"});
   if (args.help()) {
     std::printf("%s", kPeerHelp);
     return kExitOk;
   }
   if (args.positional().size() != 1) throw InputError("expected one CONFIG file (see --help)");
-  const RunConfig config = load_config(args.positional()[0]);
+  RunConfig config = load_config(args.positional()[0]);
+  config.gossip.topology = args.get_or("topology", config.gossip.topology);
   if (config.gossip.topology.empty())
     throw InputError(cat(config.path, ": gossip.topology: a peer needs a topology file"));
   const Topology topology = load_topology(config.gossip.topology);
