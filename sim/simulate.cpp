@@ -166,6 +166,8 @@ SimResult simulate(const RunConfig& config, const Topology& topology, const Data
     return done * evals / result.rounds != (done - 1) * evals / result.rounds;
   };
   std::vector<float> average(trainers.front()->num_params());
+  const std::int64_t peer_limit =
+      config.sim.peer_eval_limit > 0 ? config.sim.peer_eval_limit : config.train.eval_limit;
 
   auto evaluate = [&](std::int64_t round) {
     EvalPoint e;
@@ -181,7 +183,7 @@ SimResult simulate(const RunConfig& config, const Topology& topology, const Data
         e.average_loss = ev.loss;
         return;
       }
-      e.peers[k].test_accuracy = trainers[k]->evaluate(data.test, config.train.eval_limit).accuracy;
+      e.peers[k].test_accuracy = trainers[k]->evaluate(data.test, peer_limit).accuracy;
       e.peers[k].train_loss = swarm.algorithm(k).take_train_loss();
     });
     double loss = 0.0;

@@ -145,7 +145,8 @@ TEST_CASE("doubly stochastic mixing preserves the average and shrinks disagreeme
       const auto before = peers.mean();
       peers.rounds(0, 30);
       const auto after = peers.mean();
-      for (std::size_t i = 0; i < before.size(); ++i) REQUIRE(after[i] == Approx(before[i]).margin(1e-5));
+      for (std::size_t i = 0; i < before.size(); ++i)
+        REQUIRE(after[i] == Approx(before[i]).margin(1e-5));
       for (const auto& v : peers.x) REQUIRE(std::abs(v[0] - after[0]) < 0.5);
     }
   }
@@ -154,7 +155,8 @@ TEST_CASE("doubly stochastic mixing preserves the average and shrinks disagreeme
 TEST_CASE("push-sum reaches the average on a directed graph whose rows do not sum to one",
           "[gossip]") {
   const Topology t = load_topology_from_string(
-      "n: 4\ndirected: true\nedges:\n  - [0, 1]\n  - [0, 2]\n  - [0, 3]\n  - [1, 2]\n  - [2, 3]\n  - [3, 0]\n",
+      "n: 4\ndirected: true\nedges:\n"
+        "  - [0, 1]\n  - [0, 2]\n  - [0, 3]\n  - [1, 2]\n  - [2, 3]\n  - [3, 0]\n",
       "dir.yaml");
   GossipConfig g;
   g.algorithm = "push_sum";

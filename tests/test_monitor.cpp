@@ -58,14 +58,16 @@ TEST_CASE("live graph connectivity with dead peers", "[monitor]") {
   }
   SECTION("two separate rings are two components") {
     const auto t = gossip::load_topology_from_string(
-        "n: 6\nedges:\n  - [0, 1]\n  - [1, 2]\n  - [2, 0]\n  - [3, 4]\n  - [4, 5]\n  - [5, 3]\n", "two.yaml");
+        "n: 6\nedges:\n"
+        "  - [0, 1]\n  - [1, 2]\n  - [2, 0]\n  - [3, 4]\n  - [4, 5]\n  - [5, 3]\n", "two.yaml");
     const auto g = live_graph(t);
     REQUIRE_FALSE(g.connected);
     REQUIRE(g.components.size() == 2);
   }
   SECTION("directed: a cycle is strongly connected, a path is not") {
     const auto cycle = gossip::load_topology_from_string(
-        "n: 3\ndirected: true\nedges:\n  - [0, 1]\n  - [1, 2]\n  - [2, 0]\n", "cycle.yaml");
+        "n: 3\ndirected: true\nedges:\n"
+        "  - [0, 1]\n  - [1, 2]\n  - [2, 0]\n", "cycle.yaml");
     REQUIRE(live_graph(cycle).connected);
     const auto path = gossip::load_topology_from_string(
         "n: 3\ndirected: true\nedges:\n  - [0, 1]\n  - [1, 2]\n", "path.yaml");

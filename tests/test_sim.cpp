@@ -90,7 +90,9 @@ TEST_CASE("pure consensus contracts at the rate the topology analysis predicts",
 
 TEST_CASE("a disconnected topology never reaches consensus and says so", "[sim]") {
   const Topology t = load_topology_from_string(
-      "n: 8\nedges:\n  - [0, 1]\n  - [1, 2]\n  - [2, 3]\n  - [3, 0]\n  - [4, 5]\n  - [5, 6]\n  - [6, 7]\n  - [7, 4]\n",
+      "n: 8\nedges:\n"
+        "  - [0, 1]\n  - [1, 2]\n  - [2, 3]\n  - [3, 0]\n"
+        "  - [4, 5]\n  - [5, 6]\n  - [6, 7]\n  - [7, 4]\n",
       "two-rings.yaml");
   RunConfig config = small_config();
   config.sim.consensus_rounds = 200;

@@ -80,6 +80,8 @@ struct SimConfig {
   bool consensus_only = false;      // peers average random vectors, no gradients
   std::int64_t consensus_dim = 1000;
   std::int64_t consensus_rounds = 50;
+  std::int64_t peer_eval_limit = 0; // test samples per peer evaluation (0 = train.eval_limit);
+                                    // the average model always uses train.eval_limit
 };
 
 struct NetworkConfig {

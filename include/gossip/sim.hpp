@@ -229,9 +229,12 @@ struct CompareRow {
   int peers = 0;
   bool connected = true;
   double spectral_gap = 0.0;
-  std::int64_t rounds_to_target = -1;    // first evaluation at or above the target; -1 = never
+  // First evaluation at which every peer's own model reaches the target (-1 = never): the
+  // lowest peer accuracy, which is what slow mixing holds back.
+  std::int64_t rounds_to_target = -1;
   double epochs_to_target = -1.0;
   double sim_seconds_to_target = -1.0;
+  std::int64_t average_rounds_to_target = -1;  // the same for the average model
   double final_accuracy = 0.0;           // of the average model
   double final_min_peer_accuracy = 0.0;
   double final_consensus_distance = 0.0;

@@ -26,7 +26,8 @@ const char* kCompareHelp =
     "shard and seed train on the same shards. See docs/sim.md.\n"
     "\n"
     "Writes DIR/compare.csv and DIR/report.md (one row per setting: spectral gap, rounds, epochs\n"
-    "and simulated seconds to compare.target_accuracy, final accuracy of the average model,\n"
+    "and simulated seconds until every peer reaches compare.target_accuracy, rounds until the\n"
+    "average model does, final accuracy of the average model,\n"
     "final lowest peer accuracy, final consensus distance, bytes per peer), DIR/curves.dat,\n"
     "plots drawn by gnuplot (accuracy vs round, bytes and simulated seconds; consensus distance\n"
     "vs round, log scale; PNG and SVG) and DIR/runs/<n>-<label>/{metrics.csv,summary.json}.\n"
@@ -116,10 +117,12 @@ int run_compare(int argc, char** argv) {
     write_sim_outputs(*out + "/runs/" + slug(i, s.label), result, info);
     rows.push_back(compare_row(s, analyses.at(path), result, base.compare.target_accuracy));
     const CompareRow& r = rows.back();
-    std::printf("    final accuracy %.4f (lowest peer %.4f), rounds to %.3g: %s, consensus %.3g, "
-                "%.1f s wall\n",
+    std::printf("    final accuracy %.4f (lowest peer %.4f), rounds until every peer reaches "
+                "%.3g: %s (average model: %s), consensus %.3g, %.1f s wall\n",
                 r.final_accuracy, r.final_min_peer_accuracy, base.compare.target_accuracy,
                 r.rounds_to_target < 0 ? "never" : std::to_string(r.rounds_to_target).c_str(),
+                r.average_rounds_to_target < 0
+                    ? "never" : std::to_string(r.average_rounds_to_target).c_str(),
                 r.final_consensus_distance, r.wall_seconds);
     results.push_back(std::move(result));
     results.back().params.clear();  // only the curves are needed from here on
@@ -130,11 +133,14 @@ int run_compare(int argc, char** argv) {
   const bool plotted = draw_compare_plots(*out, rows, &why);
   const double wall =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::printf("\n%-28s %10s %12s %10s %10s %12s\n", "setting", "gap", "rounds→target",
-              "final acc", "min peer", "consensus");
+  std::printf("\n%-28s %8s %14s %14s %10s %10s %12s\n", "setting", "gap", "rounds (peers)",
+              "rounds (avg)", "final acc", "min peer", "consensus");
   for (const auto& r : rows)
-    std::printf("%-28s %10.4f %12s %10.4f %10.4f %12.3g\n", r.label.c_str(), r.spectral_gap,
+    std::printf("%-28s %8.4f %14s %14s %10.4f %10.4f %12.3g\n", r.label.c_str(),
+                r.spectral_gap,
                 r.rounds_to_target < 0 ? "-" : std::to_string(r.rounds_to_target).c_str(),
+                r.average_rounds_to_target < 0
+                    ? "-" : std::to_string(r.average_rounds_to_target).c_str(),
                 r.final_accuracy, r.final_min_peer_accuracy, r.final_consensus_distance);
   std::printf("done in %s: wrote %s/report.md, compare.csv%s\n", duration_text(wall).c_str(),
               out->c_str(), plotted ? " and plots" : "");

@@ -1,6 +1,8 @@
 // cli/sim.cpp: `gossip sim CONFIG --out DIR` — many virtual peers in one process running the
 // config's gossip algorithm over its topology, with a progress bar; metrics.csv and summary.json
 // per DESIGN.md's contracts.
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 
 #include "args.hpp"
@@ -45,6 +47,18 @@ std::string eval_text(const EvalPoint& e, bool consensus) {
   if (consensus) return cat("consensus ", sci(e.consensus_distance));
   return cat("acc ", fixed(e.average_accuracy, 4), " (peers ", fixed(e.peer_accuracy_min, 3),
              "..", fixed(e.peer_accuracy_max, 3), ")  consensus ", sci(e.consensus_distance));
+}
+
+/// Measured per-round factor of ||x - xbar|| (the square root of the consensus distance), from
+/// round 5 (the slowest mode dominates by then) to the last round above the float floor.
+double contraction_per_round(const SimResult& r) {
+  const auto& e = r.evals;
+  const std::size_t from = std::min<std::size_t>(5, e.size() - 1);
+  std::size_t to = e.size() - 1;
+  while (to > from + 1 && e[to].consensus_distance < 1e-9 * e.front().consensus_distance) --to;
+  if (to <= from || e[from].consensus_distance <= 0) return 0.0;
+  return std::pow(e[to].consensus_distance / e[from].consensus_distance,
+                  1.0 / (2.0 * static_cast<double>(to - from)));
 }
 
 }  // namespace
@@ -112,9 +126,11 @@ int run_sim(int argc, char** argv) {
 
   const EvalPoint& last = result.evals.back();
   if (consensus)
-    std::printf("done: consensus distance %.3g after %lld rounds (%.3g at the start)",
+    std::printf("done: consensus distance %.3g after %lld rounds (%.3g at the start); "
+                "disagreement shrinks %.4f per round (topology analysis: %.4f)",
                 last.consensus_distance, static_cast<long long>(result.rounds),
-                result.evals.front().consensus_distance);
+                result.evals.front().consensus_distance, contraction_per_round(result),
+                analysis.rho_per_round);
   else
     std::printf("done: test_accuracy %.4f (average model), peers %.4f..%.4f, consensus %.3g "
                 "after %.2f epochs",

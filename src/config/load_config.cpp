@@ -190,6 +190,7 @@ void read_sim(const Reader& r, const YAML::Node& n, SimConfig& s) {
       {"consensus_only", [&](auto& v, auto& f) { s.consensus_only = r.get<bool>(v, f); }},
       {"consensus_dim", [&](auto& v, auto& f) { s.consensus_dim = r.positive_int(v, f, false); }},
       {"consensus_rounds", [&](auto& v, auto& f) { s.consensus_rounds = r.positive_int(v, f, false); }},
+      {"peer_eval_limit", [&](auto& v, auto& f) { s.peer_eval_limit = r.positive_int(v, f, true); }},
   });
 }
 

@@ -1,6 +1,6 @@
-/// gossip/mixing: pieces the algorithms share (not a public header) — a host view of the learner's
-/// buffer for publishing, and the one mixing step: params <- sum_j w_j x_j in ascending peer id,
-/// this peer included at its place, with Backend::mix.
+/// gossip/mixing: pieces the algorithms share (not a public header): a host view of the
+/// learner's buffer for publishing, and the one mixing step, params <- sum_j w_j x_j in
+/// ascending peer id with this peer at its place, through Backend::mix.
 #pragma once
 
 #include <cstdint>
