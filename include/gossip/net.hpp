@@ -1,0 +1,117 @@
+/// net: NetExchange, the TCP implementation of Exchange (DESIGN idea 2), and the listener it runs
+/// on. Asio stays inside src/net; this header uses the standard library and our own types only.
+///
+/// One TCP connection per neighbour pair, used both ways; the lower rank dials the higher. Each
+/// connection starts with a handshake (protocol version, run id, model and topology
+/// fingerprints, rank); a peer that disagrees is refused with a log line that says why. Frames
+/// are little-endian with a CRC32C and a hard maximum size; docs/wire.md has the layout.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "gossip/exchange.hpp"
+
+namespace gossip {
+
+/// What two peers must agree on before they talk (the rank and protocol version are added by
+/// NetExchange).
+struct HandshakeInfo {
+  std::string run_id;                       // same for every peer of one run
+  std::vector<std::uint64_t> layer_sizes;   // model fingerprint: e.g. {784, 128, 10}
+  std::uint64_t param_count = 0;            // floats in the flat parameter buffer
+  std::uint64_t topology_fingerprint = 0;   // hash of the graph, computed by the topology module
+};
+
+struct NetTimeouts {
+  std::chrono::milliseconds start{30'000};     // every link connected and handshaken by then
+  std::chrono::milliseconds handshake{5'000};  // one hello / hello-ack exchange
+  std::chrono::milliseconds io{30'000};        // writing one frame, or reading one frame's body
+  std::chrono::milliseconds idle{0};           // waiting for the next frame header; 0 = forever
+  std::chrono::milliseconds reconnect{10'000}; // how long a dialler retries a lost link
+  std::chrono::milliseconds backoff_first{20}; // first retry delay, doubled up to backoff_max
+  std::chrono::milliseconds backoff_max{1'000};
+};
+
+/// Everything NetExchange needs. Thread-safety of `log`: it is called from the I/O thread and
+/// the caller's thread, so it must be safe to call concurrently (the default one is).
+struct NetConfig {
+  int rank = 0;
+  int size = 0;
+  std::vector<std::string> addresses;  // "host:port" per rank ("[::1]:port" for IPv6)
+  std::vector<int> neighbours;         // undirected: in-neighbours ∪ out-neighbours
+  HandshakeInfo handshake;
+  std::uint64_t max_frame_bytes = 0;   // 0 = default_max_frame_bytes(handshake.param_count)
+  std::size_t max_queued_rounds = 4;   // per neighbour; older rounds are dropped beyond this
+  int socket_buffer_bytes = 4 << 20;   // SO_SNDBUF / SO_RCVBUF
+  NetTimeouts timeouts;
+  std::function<void(const std::string&)> log;  // one line per event; empty = stderr
+};
+
+/// The largest frame a run with `param_count` floats needs: header, push-sum weight, the
+/// parameters, and 64 KiB of slack for control frames.
+std::uint64_t default_max_frame_bytes(std::uint64_t param_count);
+
+/// A bound, listening TCP socket. Bind first (port 0 lets the OS choose), learn the port, then
+/// hand it to NetExchange: that is how tests run N exchanges in one process.
+class NetListener {
+ public:
+  /// Binds and listens on `address` ("host:port"). Throws InputError for a malformed address,
+  /// RuntimeError when the port cannot be bound.
+  explicit NetListener(const std::string& address);
+  ~NetListener();
+  NetListener(NetListener&&) noexcept;
+  NetListener& operator=(NetListener&&) noexcept;
+
+  /// The port actually bound (the OS's choice when asked for port 0).
+  int port() const;
+  /// "host:port" with the actual port, to put into NetConfig::addresses.
+  std::string address() const;
+
+ private:
+  friend class NetExchange;
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+/// Exchange over TCP. The constructor starts the I/O thread, listens, dials the higher-ranked
+/// neighbours (retrying with exponential back-off) and returns once every neighbour link is up
+/// or the start deadline has passed; links still down then are reported by dead_peers().
+/// publish() sends the caller's buffer without copying; collect() also waits until the previous
+/// publish's sends have completed or failed, so the caller may then reuse the buffer.
+/// All public calls come from one thread (the Exchange contract); the destructor says bye to
+/// every neighbour, closes, and joins the I/O thread.
+class NetExchange final : public Exchange {
+ public:
+  /// Binds config.addresses[config.rank] itself.
+  explicit NetExchange(NetConfig config);
+  /// Uses an already bound listener (its port must match config.addresses[rank], or be the one
+  /// the OS chose for it).
+  NetExchange(NetConfig config, NetListener listener);
+  ~NetExchange() override;
+  NetExchange(const NetExchange&) = delete;
+  NetExchange& operator=(const NetExchange&) = delete;
+
+  int rank() const override;
+  int size() const override;
+  void publish(std::int64_t round, std::span<const float> params, double weight,
+               std::span<const int> to) override;
+  std::vector<Inbox> collect(std::int64_t round, std::span<const int> from,
+                             const CollectOptions& options) override;
+  std::vector<int> dead_peers() const override;
+  std::uint64_t bytes_sent() const override;
+
+  /// Neighbours whose link is up right now, ascending.
+  std::vector<int> connected_peers() const;
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace gossip

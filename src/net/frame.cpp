@@ -1,0 +1,178 @@
+// net/frame.cpp: CRC32C and the frame header codec. Pure functions, no Asio, no allocation
+// before a size has been checked — this is what fuzz/fuzz_frame.cpp exercises.
+#include <algorithm>
+#include <cstdio>
+
+#include "gossip/core.hpp"
+#include "src/net/wire.hpp"
+
+namespace gossip::wire {
+namespace {
+
+constexpr std::uint32_t kPoly = 0x82F63B78;  // CRC32C, reflected
+
+using Table = std::array<std::array<std::uint32_t, 256>, 8>;
+
+constexpr Table make_tables() {
+  Table t{};
+  for (std::uint32_t i = 0; i < 256; ++i) {
+    std::uint32_t c = i;
+    for (int k = 0; k < 8; ++k) c = (c & 1) ? (c >> 1) ^ kPoly : c >> 1;
+    t[0][i] = c;
+  }
+  for (std::uint32_t i = 0; i < 256; ++i)
+    for (int s = 1; s < 8; ++s) t[s][i] = (t[s - 1][i] >> 8) ^ t[0][t[s - 1][i] & 0xff];
+  return t;
+}
+
+constexpr Table kTables = make_tables();
+
+template <typename T>
+void put(std::byte* out, T v) {
+  for (std::size_t i = 0; i < sizeof(T); ++i)
+    out[i] = static_cast<std::byte>((static_cast<std::uint64_t>(v) >> (8 * i)) & 0xff);
+}
+
+template <typename T>
+T get(const std::byte* in) {
+  std::uint64_t v = 0;
+  for (std::size_t i = 0; i < sizeof(T); ++i)
+    v |= static_cast<std::uint64_t>(std::to_integer<std::uint8_t>(in[i])) << (8 * i);
+  return static_cast<T>(v);
+}
+
+std::string hex(std::uint32_t v) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "0x%08X", v);
+  return buf;
+}
+
+bool is_control(FrameType t) { return t != FrameType::kParams; }
+
+}  // namespace
+
+std::string frame_type_name(std::uint16_t type) {
+  switch (static_cast<FrameType>(type)) {
+    case FrameType::kHello: return "hello";
+    case FrameType::kHelloAck: return "hello-ack";
+    case FrameType::kParams: return "params";
+    case FrameType::kBye: return "bye";
+    case FrameType::kError: return "error";
+  }
+  return cat("type ", type);
+}
+
+std::uint32_t crc32c(std::span<const std::byte> data, std::uint32_t crc) {
+  crc = ~crc;
+  const std::byte* p = data.data();
+  std::size_t n = data.size();
+  while (n >= 8) {
+    const std::uint32_t lo = get<std::uint32_t>(p) ^ crc;
+    const std::uint32_t hi = get<std::uint32_t>(p + 4);
+    crc = kTables[7][lo & 0xff] ^ kTables[6][(lo >> 8) & 0xff] ^ kTables[5][(lo >> 16) & 0xff] ^
+          kTables[4][lo >> 24] ^ kTables[3][hi & 0xff] ^ kTables[2][(hi >> 8) & 0xff] ^
+          kTables[1][(hi >> 16) & 0xff] ^ kTables[0][hi >> 24];
+    p += 8;
+    n -= 8;
+  }
+  for (; n > 0; --n, ++p)
+    crc = (crc >> 8) ^ kTables[0][(crc ^ std::to_integer<std::uint32_t>(*p)) & 0xff];
+  return ~crc;
+}
+
+std::uint32_t crc32c_reference(std::span<const std::byte> data, std::uint32_t crc) {
+  crc = ~crc;
+  for (std::byte b : data) {
+    crc ^= std::to_integer<std::uint32_t>(b);
+    for (int k = 0; k < 8; ++k) crc = (crc & 1) ? (crc >> 1) ^ kPoly : crc >> 1;
+  }
+  return ~crc;
+}
+
+// Layout (little-endian): magic u32 | version u16 | type u16 | sender u32 | payload crc u32 |
+// round i64 | payload bytes u64.
+HeaderBytes encode_header(const FrameHeader& h) {
+  HeaderBytes out{};
+  put<std::uint32_t>(&out[0], kMagic);
+  put<std::uint16_t>(&out[4], kVersion);
+  put<std::uint16_t>(&out[6], static_cast<std::uint16_t>(h.type));
+  put<std::uint32_t>(&out[8], h.sender);
+  put<std::uint32_t>(&out[12], h.payload_crc);
+  put<std::uint64_t>(&out[16], static_cast<std::uint64_t>(h.round));
+  put<std::uint64_t>(&out[24], h.payload_bytes);
+  return out;
+}
+
+Decoded<FrameHeader> decode_header(std::span<const std::byte> bytes,
+                                   std::uint64_t max_frame_bytes) {
+  if (bytes.size() < kHeaderBytes)
+    return {{}, cat("truncated frame: ", bytes.size(), " of ", kHeaderBytes, " header bytes")};
+  const std::byte* p = bytes.data();
+  if (const auto magic = get<std::uint32_t>(p); magic != kMagic)
+    return {{}, cat("bad magic ", hex(magic), " (expected ", hex(kMagic), ")")};
+  if (const auto version = get<std::uint16_t>(p + 4); version != kVersion)
+    return {{}, cat("unsupported frame version ", version, " (ours is ", kVersion, ")")};
+  const auto type = get<std::uint16_t>(p + 6);
+  if (type < 1 || type > 5) return {{}, cat("unknown frame type ", type)};
+
+  FrameHeader h;
+  h.type = static_cast<FrameType>(type);
+  h.sender = get<std::uint32_t>(p + 8);
+  h.payload_crc = get<std::uint32_t>(p + 12);
+  h.round = static_cast<std::int64_t>(get<std::uint64_t>(p + 16));
+  h.payload_bytes = get<std::uint64_t>(p + 24);
+
+  const std::uint64_t limit = max_frame_bytes > kHeaderBytes ? max_frame_bytes - kHeaderBytes : 0;
+  if (h.payload_bytes > limit)
+    return {{}, cat("oversize frame: ", frame_type_name(type), " payload of ", h.payload_bytes,
+                    " bytes exceeds the maximum frame of ", max_frame_bytes, " bytes")};
+  if (is_control(h.type) && h.payload_bytes > kMaxControlPayload)
+    return {{}, cat("oversize frame: ", frame_type_name(type), " payload of ", h.payload_bytes,
+                    " bytes exceeds the control limit of ", kMaxControlPayload, " bytes")};
+  if (h.type == FrameType::kParams &&
+      (h.payload_bytes < kWeightBytes || (h.payload_bytes - kWeightBytes) % sizeof(float) != 0))
+    return {{}, cat("malformed params frame: payload of ", h.payload_bytes,
+                    " bytes is not an f64 weight plus whole f32s")};
+  if (h.type == FrameType::kBye && h.payload_bytes != 0)
+    return {{}, cat("malformed bye frame: payload of ", h.payload_bytes, " bytes")};
+  return {h, {}};
+}
+
+std::string check_payload(const FrameHeader& header, std::span<const std::byte> payload) {
+  if (payload.size() != header.payload_bytes)
+    return cat("truncated frame: ", payload.size(), " of ", header.payload_bytes,
+               " payload bytes");
+  return check_crc(header, crc32c(payload));
+}
+
+std::string check_crc(const FrameHeader& header, std::uint32_t computed) {
+  if (computed == header.payload_crc) return {};
+  return cat("bad CRC32C on ", frame_type_name(static_cast<std::uint16_t>(header.type)),
+             " payload (round ", header.round, "): computed ", hex(computed), ", header says ",
+             hex(header.payload_crc));
+}
+
+std::vector<std::byte> encode_frame(FrameType type, std::uint32_t sender, std::int64_t round,
+                                    std::span<const std::byte> payload) {
+  FrameHeader h{type, sender, round, payload.size(), crc32c(payload)};
+  const HeaderBytes head = encode_header(h);
+  std::vector<std::byte> out(kHeaderBytes + payload.size());
+  std::copy(head.begin(), head.end(), out.begin());
+  std::copy(payload.begin(), payload.end(), out.begin() + kHeaderBytes);
+  return out;
+}
+
+Decoded<Frame> decode_frame(std::span<const std::byte> bytes, std::uint64_t max_frame_bytes) {
+  auto head = decode_header(bytes, max_frame_bytes);
+  if (!head) return {{}, head.error};
+  const std::span<const std::byte> rest = bytes.subspan(kHeaderBytes);
+  if (rest.size() < head.value->payload_bytes)
+    return {{}, cat("truncated frame: ", rest.size(), " of ", head.value->payload_bytes,
+                    " payload bytes")};
+  if (rest.size() > head.value->payload_bytes)
+    return {{}, cat(rest.size() - head.value->payload_bytes, " trailing bytes after the frame")};
+  if (auto why = check_payload(*head.value, rest); !why.empty()) return {{}, why};
+  return {Frame{*head.value, rest}, {}};
+}
+
+}  // namespace gossip::wire

@@ -1,0 +1,117 @@
+// net/handshake.cpp: the hello payload, written with Cereal's binary archive (the only place in
+// src/net that uses Cereal), and the checks that decide whether a peer may join.
+//
+// Every field is a fixed-width integer; lengths are u32 and are checked against the bytes left
+// before anything is allocated, so hostile input cannot make us reserve gigabytes. The archive
+// writes host byte order: the codec asserts a little-endian host, which docs/wire.md requires.
+#include <bit>
+#include <istream>
+#include <sstream>
+#include <streambuf>
+
+#include <cereal/archives/binary.hpp>
+
+#include "gossip/core.hpp"
+#include "src/net/wire.hpp"
+
+namespace gossip::wire {
+namespace {
+
+static_assert(std::endian::native == std::endian::little,
+              "the wire format is little-endian; big-endian hosts are not supported");
+
+/// Read-only streambuf over caller memory, so decoding does not copy the payload.
+class SpanBuf : public std::streambuf {
+ public:
+  explicit SpanBuf(std::span<const std::byte> bytes) {
+    char* p = const_cast<char*>(reinterpret_cast<const char*>(bytes.data()));
+    setg(p, p, p + bytes.size());
+  }
+  std::size_t left() const { return static_cast<std::size_t>(egptr() - gptr()); }
+};
+
+/// Thrown inside decode_hello only, and turned into a Decoded error there.
+struct Refused {
+  std::string why;
+};
+
+std::uint32_t read_length(cereal::BinaryInputArchive& ar, const SpanBuf& buf, std::size_t limit,
+                          std::size_t elem_bytes, const char* what) {
+  std::uint32_t n = 0;
+  ar(n);
+  if (n > limit) throw Refused{cat(what, " of ", n, " exceeds the limit of ", limit)};
+  if (static_cast<std::uint64_t>(n) * elem_bytes > buf.left())
+    throw Refused{cat("truncated handshake: ", what, " of ", n, " needs ",
+                      static_cast<std::uint64_t>(n) * elem_bytes, " bytes, ", buf.left(),
+                      " left")};
+  return n;
+}
+
+}  // namespace
+
+std::vector<std::byte> encode_hello(const Hello& hello) {
+  GOSSIP_CHECK_LE(hello.info.run_id.size(), kMaxRunIdBytes);
+  GOSSIP_CHECK_LE(hello.info.layer_sizes.size(), kMaxLayers);
+  std::ostringstream os;
+  {
+    cereal::BinaryOutputArchive ar(os);
+    ar(hello.protocol_version, hello.rank);
+    ar(static_cast<std::uint32_t>(hello.info.run_id.size()));
+    ar(cereal::binary_data(hello.info.run_id.data(), hello.info.run_id.size()));
+    ar(static_cast<std::uint32_t>(hello.info.layer_sizes.size()));
+    for (std::uint64_t s : hello.info.layer_sizes) ar(s);
+    ar(hello.info.param_count, hello.info.topology_fingerprint);
+  }
+  const std::string s = os.str();
+  const auto* p = reinterpret_cast<const std::byte*>(s.data());
+  return {p, p + s.size()};
+}
+
+Decoded<Hello> decode_hello(std::span<const std::byte> bytes) {
+  SpanBuf buf(bytes);
+  std::istream is(&buf);
+  Hello h;
+  try {
+    cereal::BinaryInputArchive ar(is);
+    ar(h.protocol_version, h.rank);
+    const std::uint32_t id_len = read_length(ar, buf, kMaxRunIdBytes, 1, "run id length");
+    h.info.run_id.resize(id_len);
+    ar(cereal::binary_data(h.info.run_id.data(), id_len));
+    const std::uint32_t layers = read_length(ar, buf, kMaxLayers, 8, "layer count");
+    h.info.layer_sizes.resize(layers);
+    for (auto& s : h.info.layer_sizes) ar(s);
+    ar(h.info.param_count, h.info.topology_fingerprint);
+  } catch (const Refused& r) {
+    return {{}, r.why};
+  } catch (const cereal::Exception&) {
+    return {{}, cat("truncated handshake: ", bytes.size(), " bytes")};
+  }
+  if (buf.left() != 0) return {{}, cat("handshake has ", buf.left(), " trailing bytes")};
+  return {std::move(h), {}};
+}
+
+std::string describe_model(const HandshakeInfo& info) {
+  std::string layers;
+  for (std::size_t i = 0; i < info.layer_sizes.size(); ++i)
+    layers += cat(i ? "-" : "", info.layer_sizes[i]);
+  if (layers.empty()) layers = "(no layers)";
+  return cat(layers, " (", info.param_count, " params)");
+}
+
+std::string refusal_reason(const Hello& ours, const Hello& theirs) {
+  if (theirs.protocol_version != ours.protocol_version)
+    return cat("protocol version ", theirs.protocol_version, " != ours ",
+               ours.protocol_version);
+  if (theirs.info.run_id != ours.info.run_id)
+    return cat("run id '", theirs.info.run_id, "' != ours '", ours.info.run_id, "'");
+  if (theirs.info.layer_sizes != ours.info.layer_sizes ||
+      theirs.info.param_count != ours.info.param_count)
+    return cat("model fingerprint ", describe_model(theirs.info), " != ours ",
+               describe_model(ours.info));
+  if (theirs.info.topology_fingerprint != ours.info.topology_fingerprint)
+    return cat("topology fingerprint ", theirs.info.topology_fingerprint, " != ours ",
+               ours.info.topology_fingerprint);
+  return {};
+}
+
+}  // namespace gossip::wire

@@ -1,0 +1,225 @@
+// net/links.cpp: who talks to whom. Accepts handshakes from lower-ranked neighbours, dials the
+// higher-ranked ones with exponential back-off, turns lost links into kDown (redialling when we
+// are the dialler) and into kGone after the reconnect window.
+#include "src/net/links.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "gossip/core.hpp"
+#include "src/net/socket.hpp"
+
+namespace gossip::net {
+
+Links::Links(asio::io_context& io, asio::ip::tcp::acceptor& acceptor, const NetConfig& config,
+             std::uint64_t max_frame_bytes, Mailboxes& mailboxes,
+             std::vector<asio::ip::tcp::resolver::results_type> endpoints)
+    : io_(io), acceptor_(acceptor), config_(config), max_frame_bytes_(max_frame_bytes),
+      mail_(mailboxes), links_(config.size), accept_retry_(io) {
+  hello_.protocol_version = wire::kVersion;
+  hello_.rank = config.rank;
+  hello_.info = config.handshake;
+  for (int p : mail_.neighbours()) {
+    links_[p] = std::make_unique<Link>(io);
+    if (p < static_cast<int>(endpoints.size())) links_[p]->endpoints = std::move(endpoints[p]);
+  }
+}
+
+void Links::log(const std::string& line) { config_.log(cat("net[", config_.rank, "]: ", line)); }
+
+void Links::start(Clock::time_point give_up) {
+  accept();
+  for (int p : mail_.neighbours()) {
+    if (p < config_.rank) continue;  // the lower rank of a pair dials
+    links_[p]->give_up = give_up;
+    links_[p]->backoff = config_.timeouts.backoff_first;
+    dial(p);
+  }
+}
+
+void Links::track(const std::shared_ptr<Session>& s) {
+  std::erase_if(sessions_, [](const std::weak_ptr<Session>& w) { return w.expired(); });
+  sessions_.push_back(s);
+}
+
+void Links::accept() {
+  acceptor_.async_accept([this](std::error_code ec, asio::ip::tcp::socket socket) {
+    if (stopping_) return;
+    if (ec) {
+      log(cat("accept failed: ", ec.message(), "; retrying in 100 ms"));
+      accept_retry_.expires_after(std::chrono::milliseconds(100));
+      accept_retry_.async_wait([this](std::error_code e) {
+        if (!e && !stopping_) accept();
+      });
+      return;
+    }
+    set_socket_options(socket, config_.socket_buffer_bytes);
+    auto s = std::make_shared<Session>(std::move(socket), *this, Session::Role::kAccepted, -1);
+    track(s);
+    s->start();
+    accept();
+  });
+}
+
+void Links::dial(int peer) {
+  Link& l = *links_[peer];
+  l.dialling = true;
+  auto socket = std::make_shared<asio::ip::tcp::socket>(io_);
+  l.connecting = socket;
+  l.dial_timer.expires_after(config_.timeouts.handshake);
+  l.dial_timer.async_wait([socket](std::error_code ec) {
+    std::error_code ignored;
+    if (!ec) socket->close(ignored);  // connect took too long: its handler sees the error
+  });
+  asio::async_connect(*socket, l.endpoints,
+                      [this, peer, socket](std::error_code ec, const asio::ip::tcp::endpoint&) {
+                        Link& link = *links_[peer];
+                        link.dial_timer.cancel();
+                        link.connecting.reset();
+                        if (stopping_) return;
+                        if (ec) return retry(peer, cat("connect: ", ec.message()));
+                        set_socket_options(*socket, config_.socket_buffer_bytes);
+                        auto s = std::make_shared<Session>(std::move(*socket), *this,
+                                                           Session::Role::kDialled, peer);
+                        track(s);
+                        s->start();
+                      });
+}
+
+void Links::retry(int peer, const std::string& why) {
+  Link& l = *links_[peer];
+  if (mail_.state(peer) == LinkState::kUp) return;
+  if (Clock::now() + l.backoff > l.give_up) {
+    l.dialling = false;
+    log(cat("peer ", peer, " (", config_.addresses[peer], "): giving up dialling (", why, ")"));
+    mail_.set_state(peer, LinkState::kGone);
+    return;
+  }
+  l.dial_timer.expires_after(l.backoff);
+  l.backoff = std::min(l.backoff * 2, config_.timeouts.backoff_max);
+  l.dial_timer.async_wait([this, peer](std::error_code ec) {
+    if (!ec && !stopping_) dial(peer);
+  });
+}
+
+std::string Links::on_hello(Session& s, const wire::Hello& hello, std::uint32_t sender) {
+  if (auto why = wire::refusal_reason(hello_, hello); !why.empty()) return why;
+  const int p = hello.rank;
+  const int me = config_.rank;
+  if (p < 0 || p >= config_.size)
+    return cat("rank ", p, " is not in this run of ", config_.size, " peers");
+  if (static_cast<std::int64_t>(sender) != p)
+    return cat("hello from sender ", sender, " claims rank ", p);
+  if (p == me) return cat("it claims our own rank ", me);
+  if (!mail_.is_neighbour(p)) return cat("peer ", p, " is not a neighbour of ", me);
+  if (p > me)
+    return cat("peer ", p, " dialled us, but the lower rank of a pair dials (we are ", me, ")");
+  adopt(p, s);
+  return {};
+}
+
+void Links::on_hello_ack(Session& s) {
+  Link& l = *links_[s.peer()];
+  l.dialling = false;
+  l.backoff = config_.timeouts.backoff_first;
+  adopt(s.peer(), s);
+}
+
+void Links::adopt(int peer, Session& s) {
+  Link& l = *links_[peer];
+  if (auto old = std::exchange(l.session, nullptr); old && !old->closed())
+    old->close("replaced by a new connection", CloseKind::kError);
+  l.session = s.shared_from_this();
+  l.gone_timer.cancel();
+  mail_.set_state(peer, LinkState::kUp);
+  log(cat(s.who(), " connected"));
+}
+
+void Links::on_closed(Session& s, CloseKind kind, const std::string& why) {
+  if (stopping_) return;
+  const int p = s.peer();
+  if (p < 0 || p >= config_.size || !links_[p]) return;  // a stranger
+  Link& l = *links_[p];
+  if (l.session.get() != &s) {
+    // Not the live link: a handshake that failed (or a replaced connection).
+    if (s.role() == Session::Role::kDialled && mail_.state(p) != LinkState::kUp) {
+      if (kind == CloseKind::kRefused) {
+        l.dialling = false;
+        mail_.set_state(p, LinkState::kGone);
+      } else {
+        retry(p, why.empty() ? "handshake failed" : why);
+      }
+    }
+    return;
+  }
+  l.session.reset();
+  if (kind == CloseKind::kBye || kind == CloseKind::kRefused) {
+    mail_.set_state(p, LinkState::kGone);
+    return;
+  }
+  mail_.set_state(p, LinkState::kDown);
+  const bool we_dial = config_.rank < p;
+  log(cat("peer ", p, ": link lost; ", we_dial ? "redialling" : "waiting for it to redial",
+          " for up to ", config_.timeouts.reconnect.count(), " ms"));
+  watch_gone(p);
+  if (we_dial && !l.dialling) {
+    l.give_up = Clock::now() + config_.timeouts.reconnect;
+    l.backoff = config_.timeouts.backoff_first;
+    dial(p);
+  }
+}
+
+void Links::watch_gone(int peer) {
+  Link& l = *links_[peer];
+  l.gone_timer.expires_after(config_.timeouts.reconnect);
+  l.gone_timer.async_wait([this, peer](std::error_code ec) {
+    if (ec || stopping_ || links_[peer]->gone_timer.expiry() > Clock::now()) return;
+    if (mail_.transition(peer, LinkState::kDown, LinkState::kGone))
+      log(cat("peer ", peer, " did not come back within ", config_.timeouts.reconnect.count(),
+              " ms"));
+  });
+}
+
+void Links::publish(std::int64_t round, std::span<const float> params, double weight,
+                    const std::vector<int>& to) {
+  // The header is the same for every target: compute the CRC (weight, then floats) once.
+  auto head = std::make_shared<std::vector<std::byte>>(wire::kHeaderBytes + wire::kWeightBytes);
+  std::memcpy(head->data() + wire::kHeaderBytes, &weight, sizeof weight);
+  const auto body = std::as_bytes(params);
+  const auto weight_bytes = std::span(*head).subspan(wire::kHeaderBytes);
+  wire::FrameHeader h;
+  h.type = wire::FrameType::kParams;
+  h.sender = static_cast<std::uint32_t>(config_.rank);
+  h.round = round;
+  h.payload_bytes = wire::kWeightBytes + body.size();
+  h.payload_crc = wire::crc32c(body, wire::crc32c(weight_bytes));
+  const auto header = wire::encode_header(h);
+  std::copy(header.begin(), header.end(), head->begin());
+
+  for (int p : to) {
+    Link& l = *links_[p];
+    if (l.session && l.session->established() && !l.session->closed())
+      l.session->send_params(head, body);
+    else
+      mail_.send_done();  // link down: nothing to send to (its loss was logged)
+  }
+}
+
+void Links::shutdown() {
+  stopping_ = true;
+  std::error_code ignored;
+  acceptor_.close(ignored);
+  accept_retry_.cancel();
+  for (auto& l : links_) {
+    if (!l) continue;
+    l->dial_timer.cancel();
+    l->gone_timer.cancel();
+    if (l->connecting) l->connecting->close(ignored);
+    l->session.reset();
+  }
+  for (auto& w : sessions_)
+    if (auto s = w.lock()) s->say_bye();  // established: bye, then close; else close now
+  sessions_.clear();
+}
+
+}  // namespace gossip::net

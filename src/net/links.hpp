@@ -1,0 +1,83 @@
+/// net/links: the I/O-thread half of NetExchange — accepting, dialling with back-off, deciding
+/// which handshakes become the link to a neighbour, noticing lost links, and fanning a publish
+/// out to the sessions. Exactly one TCP connection per neighbour pair: the lower rank dials.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include <asio.hpp>
+
+#include "src/net/session.hpp"
+
+namespace gossip::net {
+
+class Links final : public Hub {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  /// `endpoints[p]` is resolved for every neighbour p this rank dials (p > rank).
+  Links(asio::io_context& io, asio::ip::tcp::acceptor& acceptor, const NetConfig& config,
+        std::uint64_t max_frame_bytes, Mailboxes& mailboxes,
+        std::vector<asio::ip::tcp::resolver::results_type> endpoints);
+
+  // --- I/O thread ----------------------------------------------------------------------------
+  /// Starts accepting and dials the higher-ranked neighbours until `give_up`.
+  void start(Clock::time_point give_up);
+  /// Sends one params frame (header + weight + the caller's floats) to each of `to`.
+  void publish(std::int64_t round, std::span<const float> params, double weight,
+               const std::vector<int>& to);
+  /// Bye to every neighbour, stop accepting and dialling. run() returns once the byes are out.
+  void shutdown();
+
+  // --- any thread ----------------------------------------------------------------------------
+  std::uint64_t bytes_sent() const { return bytes_sent_.load(); }
+  void log(const std::string& line) override;
+
+  // --- Hub (I/O thread) ----------------------------------------------------------------------
+  const wire::Hello& our_hello() const override { return hello_; }
+  const NetConfig& config() const override { return config_; }
+  std::uint64_t max_frame_bytes() const override { return max_frame_bytes_; }
+  Mailboxes& mailboxes() override { return mail_; }
+  std::string on_hello(Session& s, const wire::Hello& hello, std::uint32_t sender) override;
+  void on_hello_ack(Session& s) override;
+  void on_closed(Session& s, CloseKind kind, const std::string& why) override;
+  void count_sent(std::size_t bytes) override { bytes_sent_ += bytes; }
+
+ private:
+  struct Link {
+    explicit Link(asio::io_context& io) : dial_timer(io), gone_timer(io) {}
+    std::shared_ptr<Session> session;  // the established connection, if any
+    asio::ip::tcp::resolver::results_type endpoints;
+    std::shared_ptr<asio::ip::tcp::socket> connecting;  // a dial in progress
+    asio::steady_timer dial_timer;  // connect deadline, then back-off
+    asio::steady_timer gone_timer;  // a lost link becomes gone after the reconnect window
+    Clock::time_point give_up;
+    std::chrono::milliseconds backoff{0};
+    bool dialling = false;
+  };
+
+  void accept();
+  void track(const std::shared_ptr<Session>& s);
+  void dial(int peer);
+  void retry(int peer, const std::string& why);
+  void adopt(int peer, Session& s);
+  void watch_gone(int peer);
+
+  asio::io_context& io_;
+  asio::ip::tcp::acceptor& acceptor_;
+  const NetConfig& config_;
+  const std::uint64_t max_frame_bytes_;
+  Mailboxes& mail_;
+  wire::Hello hello_;
+  std::vector<std::unique_ptr<Link>> links_;  // by rank; null for non-neighbours
+  std::vector<std::weak_ptr<Session>> sessions_;
+  asio::steady_timer accept_retry_;
+  bool stopping_ = false;
+  std::atomic<std::uint64_t> bytes_sent_{0};
+};
+
+}  // namespace gossip::net

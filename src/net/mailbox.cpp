@@ -1,0 +1,242 @@
+// net/mailbox.cpp: the hand-over between the I/O thread and the training thread, and the
+// collect() rules. Peers are visited in ascending id, never in arrival order (DESIGN idea 2).
+#include "src/net/mailbox.hpp"
+
+#include <algorithm>
+
+#include "gossip/core.hpp"
+
+namespace gossip::net {
+
+const char* link_state_name(LinkState s) {
+  switch (s) {
+    case LinkState::kConnecting: return "connecting";
+    case LinkState::kUp: return "up";
+    case LinkState::kDown: return "down";
+    case LinkState::kGone: return "gone";
+  }
+  return "?";
+}
+
+Mailboxes::Mailboxes(int rank, int size, std::vector<int> neighbours, std::size_t param_count,
+                     std::size_t max_queued_rounds, Log log)
+    : rank_(rank), param_count_(param_count), max_queued_(std::max<std::size_t>(1, max_queued_rounds)),
+      log_(std::move(log)), neighbours_(std::move(neighbours)), index_(size, -1) {
+  std::sort(neighbours_.begin(), neighbours_.end());
+  neighbours_.erase(std::unique(neighbours_.begin(), neighbours_.end()), neighbours_.end());
+  for (std::size_t i = 0; i < neighbours_.size(); ++i) {
+    const int p = neighbours_[i];
+    if (p < 0 || p >= size || p == rank)
+      throw InputError(cat("peer ", rank, ": neighbour ", p, " is not a rank in 0..", size - 1,
+                           " other than itself"));
+    index_[p] = static_cast<int>(i);
+  }
+  boxes_.resize(neighbours_.size());
+}
+
+bool Mailboxes::is_neighbour(int peer) const {
+  return peer >= 0 && peer < static_cast<int>(index_.size()) && index_[peer] >= 0;
+}
+
+std::vector<float> Mailboxes::take_buffer(int peer) {
+  std::vector<float> buf;
+  {
+    std::lock_guard lk(mu_);
+    auto& pool = box(peer).pool;
+    if (!pool.empty()) {
+      buf = std::move(pool.back());
+      pool.pop_back();
+    }
+  }
+  buf.resize(param_count_);
+  return buf;
+}
+
+void Mailboxes::return_buffer(int peer, std::vector<float> buffer) {
+  std::lock_guard lk(mu_);
+  box(peer).pool.push_back(std::move(buffer));
+}
+
+void Mailboxes::recycle(Box& b, Message&& m) { b.pool.push_back(std::move(m.params)); }
+
+void Mailboxes::deliver(int peer, Message message) {
+  std::string dropped;
+  {
+    std::lock_guard lk(mu_);
+    Box& b = box(peer);
+    if (b.queue.size() >= max_queued_) {
+      dropped = cat("net[", rank_, "]: peer ", peer, " is ", max_queued_,
+                    " rounds ahead; dropped its round ", b.queue.front().round);
+      recycle(b, std::move(b.queue.front()));
+      b.queue.pop_front();
+    }
+    b.queue.push_back(std::move(message));
+  }
+  cv_.notify_all();
+  if (!dropped.empty()) log_(dropped);
+}
+
+void Mailboxes::set_state(int peer, LinkState state) {
+  {
+    std::lock_guard lk(mu_);
+    box(peer).state = state;
+  }
+  cv_.notify_all();
+}
+
+bool Mailboxes::transition(int peer, LinkState from, LinkState to) {
+  {
+    std::lock_guard lk(mu_);
+    if (box(peer).state != from) return false;
+    box(peer).state = to;
+  }
+  cv_.notify_all();
+  return true;
+}
+
+LinkState Mailboxes::state(int peer) const {
+  std::lock_guard lk(mu_);
+  return box(peer).state;
+}
+
+void Mailboxes::send_started(std::size_t count) {
+  std::lock_guard lk(mu_);
+  pending_sends_ += count;
+}
+
+void Mailboxes::send_done(std::size_t count) {
+  {
+    std::lock_guard lk(mu_);
+    GOSSIP_CHECK_LE(count, pending_sends_);
+    pending_sends_ -= count;
+  }
+  cv_.notify_all();
+}
+
+void Mailboxes::fail(const std::string& what) {
+  {
+    std::lock_guard lk(mu_);
+    if (failure_.empty()) failure_ = what;
+  }
+  cv_.notify_all();
+}
+
+void Mailboxes::check_healthy() const {
+  std::lock_guard lk(mu_);
+  if (!failure_.empty()) throw RuntimeError(cat("net[", rank_, "]: I/O thread failed: ", failure_));
+}
+
+std::vector<int> Mailboxes::wait_connected(std::chrono::steady_clock::time_point deadline) {
+  std::unique_lock lk(mu_);
+  cv_.wait_until(lk, deadline, [&] {
+    return !failure_.empty() || std::all_of(boxes_.begin(), boxes_.end(), [](const Box& b) {
+             return b.state == LinkState::kUp || b.state == LinkState::kGone;
+           });
+  });
+  std::vector<int> missing;
+  for (int p : neighbours_)
+    if (box(p).state != LinkState::kUp) missing.push_back(p);
+  return missing;
+}
+
+bool Mailboxes::ready(const Box& b, std::int64_t round, const CollectOptions& o) const {
+  if (o.mode == CollectMode::kSync)
+    return std::any_of(b.queue.begin(), b.queue.end(),
+                       [&](const Message& m) { return m.round == round; });
+  const std::int64_t oldest = round - o.max_staleness;
+  if (b.held && b.held->round >= oldest) return true;
+  return std::any_of(b.queue.begin(), b.queue.end(),
+                     [&](const Message& m) { return m.round >= oldest; });
+}
+
+// Moves the message collect() returns into b.held (and recycles the ones it supersedes).
+void Mailboxes::take(Box& b, std::int64_t round, const CollectOptions& o) {
+  std::deque<Message> later;
+  if (o.mode == CollectMode::kSync) {
+    if (b.held) recycle(b, std::move(*b.held));
+    b.held.reset();
+    for (auto& m : b.queue) {
+      if (m.round == round && !b.held) b.held = std::move(m);
+      else if (m.round <= round) recycle(b, std::move(m));
+      else later.push_back(std::move(m));  // a neighbour a round ahead: keep for next time
+    }
+    b.queue.swap(later);
+    return;
+  }
+  // Async: the newest message wins (a held one counts); everything older goes back to the pool.
+  for (auto& m : b.queue) {
+    if (!b.held || m.round >= b.held->round) {
+      if (b.held) recycle(b, std::move(*b.held));
+      b.held = std::move(m);
+    } else {
+      recycle(b, std::move(m));
+    }
+  }
+  b.queue.clear();
+  if (b.held && b.held->round < round - o.max_staleness) {
+    recycle(b, std::move(*b.held));
+    b.held.reset();
+  }
+}
+
+std::vector<Inbox> Mailboxes::collect(std::int64_t round, std::span<const int> from,
+                                      const CollectOptions& options) {
+  std::vector<int> peers(from.begin(), from.end());
+  std::sort(peers.begin(), peers.end());
+  GOSSIP_CHECK_MSG(std::adjacent_find(peers.begin(), peers.end()) == peers.end(),
+                   "collect: a peer is listed twice");
+  for (int p : peers)
+    GOSSIP_CHECK_MSG(is_neighbour(p), "collect: peer ", p, " is not a neighbour of ", rank_);
+
+  const auto deadline = std::chrono::steady_clock::now() + options.deadline;
+  std::unique_lock lk(mu_);
+  auto all_ready = [&] {
+    return !failure_.empty() || std::all_of(peers.begin(), peers.end(), [&](int p) {
+             const Box& b = box(p);
+             return b.state == LinkState::kGone || ready(b, round, options);
+           });
+  };
+  cv_.wait_until(lk, deadline, all_ready);
+  // The caller may reuse its published buffer once we return: wait for those sends (each one
+  // is bounded by the per-write deadline on the I/O thread).
+  cv_.wait(lk, [&] { return pending_sends_ == 0 || !failure_.empty(); });
+  if (!failure_.empty()) {
+    lk.unlock();
+    check_healthy();
+  }
+
+  std::vector<Inbox> out;
+  std::vector<std::string> missed;
+  for (int p : peers) {
+    Box& b = box(p);
+    take(b, round, options);
+    if (b.held) {
+      out.push_back(Inbox{p, b.held->round, b.held->params, b.held->weight});
+    } else if (b.state != LinkState::kGone) {
+      missed.push_back(cat("net[", rank_, "]: round ", round, ": nothing from peer ", p,
+                           " by the deadline (", options.deadline.count(), " ms, link ",
+                           link_state_name(b.state), ")"));
+    }
+  }
+  lk.unlock();
+  for (const auto& m : missed) log_(m);
+  return out;
+}
+
+std::vector<int> Mailboxes::peers_in(LinkState state) const {
+  std::lock_guard lk(mu_);
+  std::vector<int> out;
+  for (int p : neighbours_)
+    if (box(p).state == state) out.push_back(p);
+  return out;
+}
+
+std::vector<int> Mailboxes::dead_peers() const {
+  std::lock_guard lk(mu_);
+  std::vector<int> out;
+  for (int p : neighbours_)
+    if (box(p).state == LinkState::kDown || box(p).state == LinkState::kGone) out.push_back(p);
+  return out;
+}
+
+}  // namespace gossip::net

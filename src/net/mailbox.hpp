@@ -1,0 +1,103 @@
+/// net/mailbox: what the I/O thread hands the training thread — per neighbour a bounded queue of
+/// received rounds, the link state, a pool of receive buffers — and the collect() rules of the
+/// Exchange contract (sync: round r exactly; async: newest within the staleness). No Asio: the
+/// I/O side only calls the methods marked "I/O thread". One mutex and one condition variable.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "gossip/exchange.hpp"
+
+namespace gossip::net {
+
+enum class LinkState {
+  kConnecting,  // not up yet, before the start deadline
+  kUp,
+  kDown,  // lost; may come back within the reconnect window
+  kGone,  // said bye, was refused, or did not come (back) in time
+};
+
+const char* link_state_name(LinkState s);
+
+struct Message {
+  std::int64_t round = -1;
+  double weight = 1.0;
+  std::vector<float> params;
+};
+
+class Mailboxes {
+ public:
+  using Log = std::function<void(const std::string&)>;
+
+  Mailboxes(int rank, int size, std::vector<int> neighbours, std::size_t param_count,
+            std::size_t max_queued_rounds, Log log);
+
+  bool is_neighbour(int peer) const;
+  const std::vector<int>& neighbours() const { return neighbours_; }
+
+  // --- I/O thread ----------------------------------------------------------------------------
+  /// A buffer of param_count floats to receive into (recycled when possible).
+  std::vector<float> take_buffer(int peer);
+  /// Gives back a buffer that did not become a message (e.g. its CRC was wrong).
+  void return_buffer(int peer, std::vector<float> buffer);
+  /// Queues a received message; drops the oldest (with a log line) beyond max_queued_rounds.
+  void deliver(int peer, Message message);
+  void set_state(int peer, LinkState state);
+  LinkState state(int peer) const;
+  /// Sets `to` only if the link is in `from`; true if it was.
+  bool transition(int peer, LinkState from, LinkState to);
+  void send_done(std::size_t count = 1);
+  /// The I/O thread hit an unexpected exception: every later call on the caller side throws.
+  void fail(const std::string& what);
+
+  // --- caller thread -------------------------------------------------------------------------
+  /// Counts sends that publish() has handed to the I/O thread.
+  void send_started(std::size_t count);
+  /// Waits until every neighbour is up (or gone) or `deadline` passes; returns those not up.
+  std::vector<int> wait_connected(std::chrono::steady_clock::time_point deadline);
+  /// See Exchange::collect. Also waits for the sends of the last publish to finish.
+  std::vector<Inbox> collect(std::int64_t round, std::span<const int> from,
+                             const CollectOptions& options);
+  std::vector<int> dead_peers() const;
+  std::vector<int> peers_in(LinkState state) const;
+  /// Throws RuntimeError when fail() was called.
+  void check_healthy() const;
+
+ private:
+  struct Box {
+    LinkState state = LinkState::kConnecting;
+    std::deque<Message> queue;        // arrival order
+    std::optional<Message> held;      // returned by the last collect; spans point into it
+    std::vector<std::vector<float>> pool;
+  };
+
+  Box& box(int peer) { return boxes_[index_[peer]]; }
+  const Box& box(int peer) const { return boxes_[index_[peer]]; }
+  bool ready(const Box& b, std::int64_t round, const CollectOptions& options) const;
+  void take(Box& b, std::int64_t round, const CollectOptions& options);
+  void recycle(Box& b, Message&& m);
+
+  const int rank_;
+  const std::size_t param_count_;
+  const std::size_t max_queued_;
+  const Log log_;
+  std::vector<int> neighbours_;  // ascending
+  std::vector<int> index_;       // rank -> box index, -1 for non-neighbours
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<Box> boxes_;
+  std::size_t pending_sends_ = 0;
+  std::string failure_;
+};
+
+}  // namespace gossip::net

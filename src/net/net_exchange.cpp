@@ -1,0 +1,173 @@
+// net/net_exchange.cpp: NetExchange, the caller's side. Validates the config, starts the I/O
+// thread (which runs Links and the sessions), and implements Exchange on top of Mailboxes.
+#include <future>
+#include <iostream>
+#include <mutex>
+#include <thread>
+
+#include "gossip/core.hpp"
+#include "gossip/net.hpp"
+#include "src/net/links.hpp"
+#include "src/net/socket.hpp"
+
+namespace gossip {
+namespace {
+
+constexpr std::chrono::seconds kShutdownGrace{2};  // for the byes before the I/O is stopped
+
+void log_to_stderr(const std::string& line) {
+  static std::mutex mu;
+  std::lock_guard lk(mu);
+  std::cerr << line << '\n';
+}
+
+NetConfig validated(NetConfig c) {
+  if (c.size < 1) throw InputError(cat("net: size ", c.size, " must be at least 1"));
+  if (c.rank < 0 || c.rank >= c.size)
+    throw InputError(cat("net: rank ", c.rank, " is not in 0..", c.size - 1));
+  if (static_cast<int>(c.addresses.size()) != c.size)
+    throw InputError(cat("net: ", c.addresses.size(), " addresses for ", c.size, " peers"));
+  if (c.handshake.param_count == 0) throw InputError("net: handshake.param_count is 0");
+  if (c.handshake.run_id.size() > wire::kMaxRunIdBytes)
+    throw InputError(cat("net: run id longer than ", wire::kMaxRunIdBytes, " bytes"));
+  if (c.handshake.layer_sizes.size() > wire::kMaxLayers)
+    throw InputError(cat("net: more than ", wire::kMaxLayers, " layers"));
+  const std::uint64_t need = default_max_frame_bytes(c.handshake.param_count);
+  if (c.max_frame_bytes == 0) c.max_frame_bytes = need;
+  if (c.max_frame_bytes < need - wire::kMaxControlPayload)
+    throw InputError(cat("net: max_frame_bytes ", c.max_frame_bytes,
+                         " is smaller than one params frame (",
+                         need - wire::kMaxControlPayload, " bytes)"));
+  if (!c.log) c.log = log_to_stderr;
+  return c;
+}
+
+}  // namespace
+
+class NetExchange::Impl {
+ public:
+  Impl(NetConfig config, NetListener listener)
+      : listener_(checked(std::move(listener))), config_(validated(std::move(config))),
+        mail_(config_.rank, config_.size, config_.neighbours, config_.handshake.param_count,
+              config_.max_queued_rounds, config_.log),
+        links_(io(), listener_.impl_->acceptor, config_, config_.max_frame_bytes, mail_,
+               resolve_dialled()),
+        work_(asio::make_work_guard(io())) {
+    const auto give_up = std::chrono::steady_clock::now() + config_.timeouts.start;
+    asio::post(io(), [this, give_up] { links_.start(give_up); });
+    thread_ = std::thread([this] { run(); });
+    for (int p : mail_.wait_connected(give_up))
+      if (mail_.transition(p, net::LinkState::kConnecting, net::LinkState::kGone))
+        links_.log(cat("peer ", p, " (", config_.addresses[p], ") not connected within ",
+                       config_.timeouts.start.count(), " ms of start; carrying on without it"));
+  }
+
+  ~Impl() {
+    asio::post(io(), [this] { links_.shutdown(); });
+    work_.reset();
+    if (done_.get_future().wait_for(kShutdownGrace) != std::future_status::ready) {
+      links_.log(cat("shutdown: I/O still busy after ", kShutdownGrace.count(), " s; stopping"));
+      io().stop();
+    }
+    thread_.join();
+  }
+
+  asio::io_context& io() { return listener_.impl_->io; }
+
+  void publish(std::int64_t round, std::span<const float> params, double weight,
+               std::span<const int> to) {
+    mail_.check_healthy();
+    GOSSIP_CHECK_EQ(params.size(), config_.handshake.param_count);
+    std::vector<int> targets(to.begin(), to.end());
+    for (int p : targets)
+      GOSSIP_CHECK_MSG(mail_.is_neighbour(p), "publish: peer ", p, " is not a neighbour of ",
+                       config_.rank);
+    if (targets.empty()) return;
+    mail_.send_started(targets.size());
+    asio::post(io(), [this, round, params, weight, targets = std::move(targets)] {
+      links_.publish(round, params, weight, targets);
+    });
+  }
+
+  const NetConfig& config() const { return config_; }
+  net::Mailboxes& mail() { return mail_; }
+  const net::Mailboxes& mail() const { return mail_; }
+  const net::Links& links() const { return links_; }
+
+ private:
+  static NetListener checked(NetListener listener) {
+    GOSSIP_CHECK_MSG(listener.impl_, "NetExchange: the listener was moved from");
+    return listener;
+  }
+
+  std::vector<asio::ip::tcp::resolver::results_type> resolve_dialled() {
+    std::vector<asio::ip::tcp::resolver::results_type> out(config_.size);
+    for (int p : mail_.neighbours())
+      if (p > config_.rank) out[p] = net::resolve(io(), config_.addresses[p]);
+    return out;
+  }
+
+  // The I/O thread: an exception escaping a handler is a bug, but it must still reach the
+  // caller, so it is logged, recorded (the next call throws it) and the loop carries on.
+  void run() {
+    for (;;) {
+      try {
+        io().run();
+        break;
+      } catch (const std::exception& e) {
+        links_.log(cat("I/O thread: unexpected exception: ", e.what()));
+        mail_.fail(e.what());
+      }
+    }
+    done_.set_value();
+  }
+
+  NetListener listener_;  // owns the io_context: declared first, destroyed last
+  NetConfig config_;
+  net::Mailboxes mail_;
+  net::Links links_;
+  asio::executor_work_guard<asio::io_context::executor_type> work_;
+  std::promise<void> done_;
+  std::thread thread_;
+};
+
+namespace {
+const std::string& own_address(const NetConfig& c) {
+  if (c.rank < 0 || c.rank >= static_cast<int>(c.addresses.size()))
+    throw InputError(cat("net: no address for rank ", c.rank, " (", c.addresses.size(),
+                         " addresses)"));
+  return c.addresses[c.rank];
+}
+}  // namespace
+
+NetExchange::NetExchange(NetConfig config)
+    : NetExchange(config, NetListener(own_address(config))) {}
+
+NetExchange::NetExchange(NetConfig config, NetListener listener)
+    : impl_(std::make_unique<Impl>(std::move(config), std::move(listener))) {}
+
+NetExchange::~NetExchange() = default;
+
+int NetExchange::rank() const { return impl_->config().rank; }
+int NetExchange::size() const { return impl_->config().size; }
+
+void NetExchange::publish(std::int64_t round, std::span<const float> params, double weight,
+                          std::span<const int> to) {
+  impl_->publish(round, params, weight, to);
+}
+
+std::vector<Inbox> NetExchange::collect(std::int64_t round, std::span<const int> from,
+                                        const CollectOptions& options) {
+  impl_->mail().check_healthy();
+  return impl_->mail().collect(round, from, options);
+}
+
+std::vector<int> NetExchange::dead_peers() const { return impl_->mail().dead_peers(); }
+
+std::vector<int> NetExchange::connected_peers() const {
+  return impl_->mail().peers_in(net::LinkState::kUp);
+}
+
+std::uint64_t NetExchange::bytes_sent() const { return impl_->links().bytes_sent(); }
+
+}  // namespace gossip

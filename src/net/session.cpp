@@ -1,0 +1,282 @@
+// net/session.cpp: one connection's protocol — handshake, then params/bye/error frames — with a
+// deadline on every operation. Every way out goes through close(), which logs one line.
+#include "src/net/session.hpp"
+
+#include <cstring>
+
+#include "gossip/core.hpp"
+#include "src/net/socket.hpp"
+
+namespace gossip::net {
+namespace {
+
+using wire::FrameType;
+
+std::string type_name(FrameType t) { return wire::frame_type_name(static_cast<std::uint16_t>(t)); }
+
+/// An error frame's text, made safe for a one-line log: printable ASCII, at most 300 chars.
+std::string printable(std::span<const std::byte> bytes) {
+  std::string out;
+  for (std::byte b : bytes.first(std::min<std::size_t>(bytes.size(), 300))) {
+    const auto c = std::to_integer<unsigned char>(b);
+    out += (c >= 32 && c < 127) ? static_cast<char>(c) : '?';
+  }
+  return out;
+}
+
+}  // namespace
+
+Session::Session(asio::ip::tcp::socket socket, Hub& hub, Role role, int target)
+    : socket_(std::move(socket)), hub_(hub), role_(role), peer_(target),
+      remote_(remote_name(socket_)), read_timer_(socket_.get_executor()),
+      write_timer_(socket_.get_executor()) {}
+
+std::string Session::who() const {
+  if (peer_ >= 0 || role_ == Role::kDialled) return cat("peer ", peer_, " (", remote_, ")");
+  return cat("connection from ", remote_);
+}
+
+void Session::start() {
+  arm(read_timer_, hub_.config().timeouts.handshake, "waiting for the handshake");
+  if (role_ == Role::kDialled)
+    queue_control(FrameType::kHello, wire::encode_hello(hub_.our_hello()), false);
+  read_header();
+}
+
+void Session::arm(asio::steady_timer& timer, std::chrono::milliseconds after, const char* what) {
+  if (after.count() <= 0) {
+    timer.expires_at(asio::steady_timer::time_point::max());  // cancels the pending wait
+    return;
+  }
+  timer.expires_after(after);
+  timer.async_wait([self = shared_from_this(), &timer, what, after](std::error_code ec) {
+    if (ec || self->closed_) return;
+    if (timer.expiry() > std::chrono::steady_clock::now()) return;  // re-armed meanwhile
+    self->close(cat("timed out ", what, " (", after.count(), " ms)"), CloseKind::kError);
+  });
+}
+
+// --- writing ---------------------------------------------------------------------------------
+
+void Session::send_params(std::shared_ptr<const std::vector<std::byte>> head,
+                          std::span<const std::byte> body) {
+  if (closed_ || closing_ || !established_) {
+    hub_.mailboxes().send_done();
+    return;
+  }
+  queue_frame(OutFrame{std::move(head), body, true, false});
+}
+
+void Session::say_bye() {
+  if (closed_ || closing_) return;
+  if (!established_) {
+    close("", CloseKind::kShutdown);
+    return;
+  }
+  final_kind_ = CloseKind::kShutdown;
+  queue_control(FrameType::kBye, {}, true);
+}
+
+void Session::queue_control(FrameType type, std::span<const std::byte> payload,
+                            bool close_after) {
+  const auto rank = static_cast<std::uint32_t>(hub_.our_hello().rank);
+  auto frame = std::make_shared<const std::vector<std::byte>>(
+      wire::encode_frame(type, rank, 0, payload));
+  if (close_after) closing_ = true;
+  queue_frame(OutFrame{std::move(frame), {}, false, close_after});
+}
+
+void Session::queue_frame(OutFrame frame) {
+  out_.push_back(std::move(frame));
+  if (!writing_) write_next();
+}
+
+void Session::write_next() {
+  writing_ = true;
+  const OutFrame& f = out_.front();
+  arm(write_timer_, hub_.config().timeouts.io, "writing a frame");
+  const std::array<asio::const_buffer, 2> buffers{asio::buffer(*f.head),
+                                                  asio::buffer(f.body.data(), f.body.size())};
+  asio::async_write(socket_, buffers,
+                    [self = shared_from_this()](std::error_code ec, std::size_t n) {
+                      self->on_written(ec, n);
+                    });
+}
+
+void Session::on_written(std::error_code ec, std::size_t bytes) {
+  arm(write_timer_, std::chrono::milliseconds(0), "");
+  hub_.count_sent(bytes);
+  const OutFrame f = std::move(out_.front());
+  out_.pop_front();
+  writing_ = false;
+  if (f.is_publish) hub_.mailboxes().send_done();
+  if (closed_) return;  // close() already dropped the rest of the queue
+  if (ec) return close(cat("write failed: ", ec.message()), CloseKind::kError);
+  if (f.close_after) return close("", final_kind_);
+  if (!out_.empty()) write_next();
+}
+
+// --- reading ---------------------------------------------------------------------------------
+
+void Session::read_header() {
+  if (closed_ || closing_) return;
+  if (established_) arm(read_timer_, hub_.config().timeouts.idle, "waiting for a frame");
+  asio::async_read(socket_, asio::buffer(header_),
+                   [self = shared_from_this()](std::error_code ec, std::size_t n) {
+                     self->on_header(ec, n);
+                   });
+}
+
+void Session::read_failed(std::error_code ec, std::size_t got, std::size_t wanted,
+                          const char* part) {
+  if (closed_) return;  // we closed it (deadline, shutdown): already logged
+  if (ec == asio::error::eof && got == 0 && std::strcmp(part, "header") == 0)
+    return close(established_ ? "connection closed by the remote"
+                              : "connection closed before the handshake finished",
+                 CloseKind::kError);
+  if (ec == asio::error::eof)
+    return close(cat("truncated frame: connection closed after ", got, " of ", wanted, " ",
+                     part, " bytes"),
+                 CloseKind::kError);
+  close(cat("read failed: ", ec.message()), CloseKind::kError);
+}
+
+void Session::on_header(std::error_code ec, std::size_t bytes) {
+  if (closed_) return;
+  if (ec) return read_failed(ec, bytes, wire::kHeaderBytes, "header");
+  const auto decoded = wire::decode_header(header_, hub_.max_frame_bytes());
+  if (!decoded) return close(decoded.error, CloseKind::kError);
+  const wire::FrameHeader& h = *decoded.value;
+  if (!established_) {
+    const FrameType want = role_ == Role::kAccepted ? FrameType::kHello : FrameType::kHelloAck;
+    if (h.type != want && h.type != FrameType::kError)
+      return close(cat("expected ", type_name(want), ", got ", type_name(h.type)),
+                   CloseKind::kError);
+  } else {
+    if (h.type == FrameType::kHello || h.type == FrameType::kHelloAck)
+      return close(cat("unexpected ", type_name(h.type), " after the handshake"),
+                   CloseKind::kError);
+    if (static_cast<std::int64_t>(h.sender) != peer_)
+      return close(cat(type_name(h.type), " frame claims sender ", h.sender), CloseKind::kError);
+  }
+  if (h.type == FrameType::kParams) return read_params(h);
+  read_control(h);
+}
+
+void Session::read_control(const wire::FrameHeader& h) {
+  control_.resize(h.payload_bytes);  // decode_header capped it at kMaxControlPayload
+  if (established_) arm(read_timer_, hub_.config().timeouts.io, "reading a frame body");
+  asio::async_read(socket_, asio::buffer(control_),
+                   [self = shared_from_this(), h](std::error_code ec, std::size_t n) {
+                     if (self->closed_) return;
+                     if (ec) return self->read_failed(ec, n, h.payload_bytes, "payload");
+                     if (auto why = wire::check_payload(h, self->control_); !why.empty())
+                       return self->close(why, CloseKind::kError);
+                     self->on_control(h);
+                   });
+}
+
+void Session::on_control(const wire::FrameHeader& h) {
+  switch (h.type) {
+    case FrameType::kHello:
+    case FrameType::kHelloAck: {
+      auto hello = wire::decode_hello(control_);
+      if (!hello) return refuse(cat("bad handshake: ", hello.error));
+      if (h.type == FrameType::kHello) return on_hello(h, *hello.value);
+      return on_hello_ack(*hello.value);
+    }
+    case FrameType::kError:
+      if (!established_)
+        return close(cat("refused us: ", printable(control_)), CloseKind::kRefused);
+      return close(cat("sent error: ", printable(control_)), CloseKind::kError);
+    case FrameType::kBye:
+      hub_.log(cat(who(), " left (bye)"));
+      return close("", CloseKind::kBye);
+    case FrameType::kParams:
+      break;
+  }
+  close(cat("unexpected ", type_name(h.type), " frame"), CloseKind::kError);
+}
+
+void Session::on_hello(const wire::FrameHeader& h, const wire::Hello& hello) {
+  peer_ = hello.rank;
+  if (auto why = hub_.on_hello(*this, hello, h.sender); !why.empty()) return refuse(why);
+  established_ = true;
+  queue_control(FrameType::kHelloAck, wire::encode_hello(hub_.our_hello()), false);
+  read_header();
+}
+
+void Session::on_hello_ack(const wire::Hello& hello) {
+  if (hello.rank != peer_)
+    return refuse(cat("hello-ack from rank ", hello.rank, ", but we dialled peer ", peer_));
+  if (auto why = wire::refusal_reason(hub_.our_hello(), hello); !why.empty())
+    return refuse(why);
+  established_ = true;
+  hub_.on_hello_ack(*this);
+  read_header();
+}
+
+void Session::refuse(const std::string& why) {
+  hub_.log(cat(who(), " refused: ", why));
+  final_kind_ = CloseKind::kRefused;
+  const std::string text = cat("refused by peer ", hub_.our_hello().rank, ": ", why);
+  queue_control(FrameType::kError, std::as_bytes(std::span(text)), true);
+}
+
+void Session::read_params(const wire::FrameHeader& h) {
+  const std::uint64_t floats = hub_.config().handshake.param_count;
+  const std::uint64_t want = wire::kWeightBytes + floats * sizeof(float);
+  if (h.payload_bytes != want)
+    return close(cat("params payload of ", h.payload_bytes, " bytes, expected ", want, " (",
+                     floats, " floats)"),
+                 CloseKind::kError);
+  rx_ = hub_.mailboxes().take_buffer(peer_);
+  arm(read_timer_, hub_.config().timeouts.io, "reading a params frame");
+  const std::array<asio::mutable_buffer, 2> buffers{asio::buffer(weight_), asio::buffer(rx_)};
+  asio::async_read(socket_, buffers,
+                   [self = shared_from_this(), h](std::error_code ec, std::size_t n) {
+                     if (ec || self->closed_) {
+                       self->hub_.mailboxes().return_buffer(self->peer_, std::move(self->rx_));
+                       if (ec) self->read_failed(ec, n, h.payload_bytes, "payload");
+                       return;
+                     }
+                     self->on_params(h);
+                   });
+}
+
+void Session::on_params(const wire::FrameHeader& h) {
+  const std::uint32_t crc = wire::crc32c(std::as_bytes(std::span(rx_)), wire::crc32c(weight_));
+  if (auto why = wire::check_crc(h, crc); !why.empty()) {
+    hub_.mailboxes().return_buffer(peer_, std::move(rx_));
+    return close(why, CloseKind::kError);
+  }
+  Message m;
+  m.round = h.round;
+  std::memcpy(&m.weight, weight_.data(), sizeof m.weight);  // little-endian host (wire.hpp)
+  m.params = std::move(rx_);
+  hub_.mailboxes().deliver(peer_, std::move(m));
+  read_header();
+}
+
+// --- closing ---------------------------------------------------------------------------------
+
+void Session::close(const std::string& why, CloseKind kind) {
+  if (closed_) return;
+  closed_ = true;
+  if (!why.empty()) hub_.log(cat(who(), " closed: ", why));
+  read_timer_.cancel();
+  write_timer_.cancel();
+  std::error_code ignored;
+  socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
+  socket_.close(ignored);
+  // The frame being written completes (with an error) through on_written; drop the rest.
+  std::size_t dropped = 0;
+  while (out_.size() > (writing_ ? 1u : 0u)) {
+    if (out_.back().is_publish) ++dropped;
+    out_.pop_back();
+  }
+  if (dropped) hub_.mailboxes().send_done(dropped);
+  hub_.on_closed(*this, kind, why);
+}
+
+}  // namespace gossip::net

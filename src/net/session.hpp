@@ -1,0 +1,121 @@
+/// net/session: one TCP connection, in the asio chat/timeouts pattern — shared-from-this; read a
+/// header, then its body; one write in flight plus a queue; a deadline timer per operation.
+/// A session runs the handshake, then carries params frames both ways. Anything wrong with what
+/// the remote sends closes this session only, with one log line naming the remote and why.
+/// Everything here runs on the I/O thread.
+#pragma once
+
+#include <array>
+#include <chrono>
+#include <deque>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <asio.hpp>
+
+#include "src/net/mailbox.hpp"
+#include "src/net/wire.hpp"
+
+namespace gossip::net {
+
+class Session;
+
+enum class CloseKind {
+  kError,     // I/O or protocol error, timeout: the link may come back
+  kRefused,   // handshake refused either way: it will not come back
+  kBye,       // the remote left on purpose
+  kShutdown,  // we are shutting down
+};
+
+/// What a session needs from the exchange that owns it (implemented by Links).
+class Hub {
+ public:
+  virtual ~Hub() = default;
+  virtual const wire::Hello& our_hello() const = 0;
+  virtual const NetConfig& config() const = 0;
+  virtual std::uint64_t max_frame_bytes() const = 0;
+  virtual Mailboxes& mailboxes() = 0;
+  /// Acceptor side: empty when `hello` may become the link to its rank, else why not.
+  virtual std::string on_hello(Session& s, const wire::Hello& hello, std::uint32_t sender) = 0;
+  /// Dialler side: the handshake is done; the session becomes the link to its peer.
+  virtual void on_hello_ack(Session& s) = 0;
+  virtual void on_closed(Session& s, CloseKind kind, const std::string& why) = 0;
+  virtual void count_sent(std::size_t bytes) = 0;
+  virtual void log(const std::string& line) = 0;
+};
+
+class Session : public std::enable_shared_from_this<Session> {
+ public:
+  enum class Role { kAccepted, kDialled };
+
+  /// `target` is the peer dialled (kDialled), -1 for accepted connections.
+  Session(asio::ip::tcp::socket socket, Hub& hub, Role role, int target);
+
+  /// Arms the handshake deadline; dialled: sends hello; both: starts reading.
+  void start();
+  /// Queues a params frame: `head` is header + weight (shared by every target), `body` the
+  /// caller's floats, written without copying. Reports send_done() when written or dropped.
+  void send_params(std::shared_ptr<const std::vector<std::byte>> head,
+                   std::span<const std::byte> body);
+  /// Queues bye and closes once it is written (or the write deadline passes).
+  void say_bye();
+  /// Closes now (idempotent); logs `why` unless it is empty; tells the hub.
+  void close(const std::string& why, CloseKind kind);
+
+  Role role() const { return role_; }
+  /// The peer this session talks to (dial target, or the rank a hello claimed); -1 if unknown.
+  int peer() const { return peer_; }
+  bool established() const { return established_; }
+  bool closed() const { return closed_; }
+  const std::string& remote() const { return remote_; }
+  /// "peer 3 (127.0.0.1:41234)" or "connection from 127.0.0.1:41234".
+  std::string who() const;
+
+ private:
+  struct OutFrame {
+    std::shared_ptr<const std::vector<std::byte>> head;
+    std::span<const std::byte> body;
+    bool is_publish = false;
+    bool close_after = false;
+  };
+
+  void queue_frame(OutFrame frame);
+  void queue_control(wire::FrameType type, std::span<const std::byte> payload, bool close_after);
+  void write_next();
+  void on_written(std::error_code ec, std::size_t bytes);
+  void read_header();
+  void on_header(std::error_code ec, std::size_t bytes);
+  void read_control(const wire::FrameHeader& h);
+  void on_control(const wire::FrameHeader& h);
+  void read_params(const wire::FrameHeader& h);
+  void on_params(const wire::FrameHeader& h);
+  void on_hello(const wire::FrameHeader& h, const wire::Hello& hello);
+  void on_hello_ack(const wire::Hello& hello);
+  void refuse(const std::string& why);
+  void arm(asio::steady_timer& timer, std::chrono::milliseconds after, const char* what);
+  void read_failed(std::error_code ec, std::size_t got, std::size_t wanted, const char* part);
+
+  asio::ip::tcp::socket socket_;
+  Hub& hub_;
+  const Role role_;
+  int peer_;
+  std::string remote_;
+  bool established_ = false;
+  bool closed_ = false;
+  bool closing_ = false;  // a final frame (error, bye) is queued; read nothing more
+  CloseKind final_kind_ = CloseKind::kShutdown;  // how the close after that frame counts
+  asio::steady_timer read_timer_;
+  asio::steady_timer write_timer_;
+
+  wire::HeaderBytes header_{};
+  std::vector<std::byte> control_;        // body of a control frame (<= 64 KiB)
+  std::array<std::byte, wire::kWeightBytes> weight_{};
+  std::vector<float> rx_;                 // params being received (from the mailbox pool)
+
+  std::deque<OutFrame> out_;
+  bool writing_ = false;
+};
+
+}  // namespace gossip::net

@@ -1,0 +1,104 @@
+/// net/wire: the pure wire codec — CRC32C, frame headers, the handshake. No Asio and no I/O, so
+/// tests and the fuzz targets (fuzz/) call these directly. docs/wire.md describes the layout.
+/// Decoders never throw on bad input: they return why the bytes were refused.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "gossip/net.hpp"
+
+namespace gossip::wire {
+
+inline constexpr std::uint32_t kMagic = 0x50495347;  // bytes "GSIP" on the wire
+inline constexpr std::uint16_t kVersion = 1;         // frame layout and handshake version
+inline constexpr std::size_t kHeaderBytes = 32;
+inline constexpr std::size_t kWeightBytes = 8;       // params payload starts with an f64 weight
+inline constexpr std::uint64_t kMaxControlPayload = 64 * 1024;  // hello, ack, error, bye
+inline constexpr std::size_t kMaxRunIdBytes = 256;
+inline constexpr std::size_t kMaxLayers = 1024;
+
+enum class FrameType : std::uint16_t {
+  kHello = 1,     // dialler -> acceptor: Hello
+  kHelloAck = 2,  // acceptor -> dialler: Hello (the acceptor's own)
+  kParams = 3,    // f64 push-sum weight, then param_count f32
+  kBye = 4,       // empty: the sender is leaving on purpose
+  kError = 5,     // UTF-8 reason; the sender closes after it
+};
+
+/// Name for log lines ("hello", "params", ...; "type 9" for unknown ones).
+std::string frame_type_name(std::uint16_t type);
+
+struct FrameHeader {
+  FrameType type = FrameType::kBye;
+  std::uint32_t sender = 0;
+  std::int64_t round = 0;
+  std::uint64_t payload_bytes = 0;
+  std::uint32_t payload_crc = 0;
+};
+
+/// CRC32C (Castagnoli, reflected 0x82F63B78), slicing-by-8. Chains: crc32c(b, crc32c(a)) is the
+/// CRC of a followed by b. crc32c("123456789") == 0xE3069283.
+std::uint32_t crc32c(std::span<const std::byte> data, std::uint32_t crc = 0);
+/// The same, bit by bit: the plain reference the tests compare the fast path against.
+std::uint32_t crc32c_reference(std::span<const std::byte> data, std::uint32_t crc = 0);
+
+using HeaderBytes = std::array<std::byte, kHeaderBytes>;
+
+HeaderBytes encode_header(const FrameHeader& header);
+
+template <typename T>
+struct Decoded {
+  std::optional<T> value;
+  std::string error;  // why the input was refused, when !value
+  explicit operator bool() const { return value.has_value(); }
+};
+
+/// Checks magic, version, type, and size (the whole frame at most `max_frame_bytes`; control
+/// frames at most kMaxControlPayload; params at least the weight) before anything is allocated.
+Decoded<FrameHeader> decode_header(std::span<const std::byte> bytes,
+                                   std::uint64_t max_frame_bytes);
+
+/// Empty when `computed` (the payload's CRC32C) matches the header, else the reason.
+std::string check_crc(const FrameHeader& header, std::uint32_t computed);
+/// Empty when the payload has the header's length and CRC, else the reason.
+std::string check_payload(const FrameHeader& header, std::span<const std::byte> payload);
+
+/// One whole frame: header plus payload, e.g. for control frames and tests.
+std::vector<std::byte> encode_frame(FrameType type, std::uint32_t sender, std::int64_t round,
+                                    std::span<const std::byte> payload);
+
+struct Frame {
+  FrameHeader header;
+  std::span<const std::byte> payload;  // points into the decoded input
+};
+
+/// Decodes exactly one frame from `bytes` (trailing bytes are an error).
+Decoded<Frame> decode_frame(std::span<const std::byte> bytes, std::uint64_t max_frame_bytes);
+
+/// The handshake payload of hello and hello-ack frames.
+struct Hello {
+  std::uint32_t protocol_version = kVersion;
+  std::int32_t rank = -1;
+  HandshakeInfo info;
+};
+
+std::vector<std::byte> encode_hello(const Hello& hello);
+/// Refuses truncated input, trailing bytes, and over-long run ids or layer lists.
+Decoded<Hello> decode_hello(std::span<const std::byte> bytes);
+
+/// "784-128-10 (101770 params)"
+std::string describe_model(const HandshakeInfo& info);
+
+/// Empty when a peer saying `theirs` may join a run where we say `ours`; else why not, e.g.
+/// "model fingerprint 784-256-128-10 (235146 params) != ours 784-128-10 (101770 params)".
+/// Checks protocol version, run id, model fingerprint and topology fingerprint (ranks are the
+/// caller's business: it knows who it expects).
+std::string refusal_reason(const Hello& ours, const Hello& theirs);
+
+}  // namespace gossip::wire
