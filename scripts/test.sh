@@ -13,12 +13,14 @@ meson_status=$?
 fuzz_passed=0
 fuzz_failed=0
 if [ $# -eq 0 ] && [ -x scripts/fuzz.sh ]; then
-  if out=$(bash scripts/fuzz.sh 2>&1); then :; fi
+  out=$(bash scripts/fuzz.sh 2>&1)
+  fuzz_status=$?
   echo "$out"
-  fuzz_passed=$(printf '%s\n' "$out" | grep -c '^fuzz .*: ok' || true)
-  fuzz_failed=$(printf '%s\n' "$out" | grep -c '^fuzz .*: FAIL' || true)
+  fuzz_passed=$(printf '%s\n' "$out" | grep -c '^fuzz_[a-z]*: ok' || true)
+  fuzz_failed=$(printf '%s\n' "$out" | grep -c '^fuzz_[a-z]*: FAIL' || true)
+  if [ "$fuzz_status" -ne 0 ] && [ "$fuzz_failed" -eq 0 ]; then fuzz_failed=1; fi
 fi
 
 python3 scripts/count_tests.py build/meson-logs/testlog.json "$fuzz_passed" "$fuzz_failed"
 count_status=$?
-[ $meson_status -eq 0 ] && [ $count_status -eq 0 ]
+[ $meson_status -eq 0 ] && [ $count_status -eq 0 ] && [ "$fuzz_failed" -eq 0 ]

@@ -2,6 +2,10 @@
 // before a size has been checked — this is what fuzz/fuzz_frame.cpp exercises.
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
+#if defined(__x86_64__)
+#include <nmmintrin.h>
+#endif
 
 #include "gossip/core.hpp"
 #include "src/net/wire.hpp"
@@ -62,7 +66,41 @@ std::string frame_type_name(std::uint16_t type) {
   return cat("type ", type);
 }
 
+#if defined(__x86_64__)
+namespace {
+
+// The SSE4.2 crc32 instruction computes exactly CRC32C, 8 bytes per instruction: several times
+// the table version's speed, which matters because every parameter frame (~1 MB) is checked on
+// both ends.
+__attribute__((target("sse4.2"))) std::uint32_t crc32c_sse42(const std::byte* p, std::size_t n,
+                                                             std::uint32_t crc) {
+  std::uint64_t c = ~crc;
+  for (; n >= 8; n -= 8, p += 8) {
+    std::uint64_t word;
+    std::memcpy(&word, p, 8);
+    c = _mm_crc32_u64(c, word);
+  }
+  auto c32 = static_cast<std::uint32_t>(c);
+  for (; n > 0; --n, ++p) c32 = _mm_crc32_u8(c32, std::to_integer<std::uint8_t>(*p));
+  return ~c32;
+}
+
+bool have_sse42() {
+  static const bool yes = __builtin_cpu_supports("sse4.2");
+  return yes;
+}
+
+}  // namespace
+#endif
+
 std::uint32_t crc32c(std::span<const std::byte> data, std::uint32_t crc) {
+#if defined(__x86_64__)
+  if (have_sse42()) return crc32c_sse42(data.data(), data.size(), crc);
+#endif
+  return crc32c_portable(data, crc);
+}
+
+std::uint32_t crc32c_portable(std::span<const std::byte> data, std::uint32_t crc) {
   crc = ~crc;
   const std::byte* p = data.data();
   std::size_t n = data.size();

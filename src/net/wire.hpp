@@ -42,9 +42,12 @@ struct FrameHeader {
   std::uint32_t payload_crc = 0;
 };
 
-/// CRC32C (Castagnoli, reflected 0x82F63B78), slicing-by-8. Chains: crc32c(b, crc32c(a)) is the
+/// CRC32C (Castagnoli, reflected 0x82F63B78). Chains: crc32c(b, crc32c(a)) is the
 /// CRC of a followed by b. crc32c("123456789") == 0xE3069283.
+/// Uses the SSE4.2 crc32 instruction where the processor has it, else crc32c_portable.
 std::uint32_t crc32c(std::span<const std::byte> data, std::uint32_t crc = 0);
+/// The table (slicing-by-8) version, for processors without SSE4.2.
+std::uint32_t crc32c_portable(std::span<const std::byte> data, std::uint32_t crc = 0);
 /// The same, bit by bit: the plain reference the tests compare the fast path against.
 std::uint32_t crc32c_reference(std::span<const std::byte> data, std::uint32_t crc = 0);
 
