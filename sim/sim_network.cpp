@@ -81,8 +81,13 @@ std::vector<Inbox> SimExchange::collect(std::int64_t round, std::span<const int>
   const double deadline = start + std::chrono::duration<double>(options.deadline).count();
   const double transfer = network_->transfer_seconds(
       static_cast<std::uint64_t>(network_->num_params_) * sizeof(float) + kMessageOverheadBytes);
-  std::vector<int> peers(from.begin(), from.end());
-  std::sort(peers.begin(), peers.end());
+  std::vector<int> sorted;  // `from` is normally ascending already (topology order)
+  std::span<const int> peers = from;
+  if (!std::is_sorted(from.begin(), from.end())) {
+    sorted.assign(from.begin(), from.end());
+    std::sort(sorted.begin(), sorted.end());
+    peers = sorted;
+  }
   std::vector<Inbox> got;
   got.reserve(peers.size());
   double until = start;

@@ -25,18 +25,28 @@ WorkerPool::~WorkerPool() {
 void WorkerPool::drain() {
   std::unique_lock<std::mutex> lock(mutex_);
   while (next_ < count_) {
-    const int i = next_++;
+    // Take a chunk of tasks at a time: small tasks (a thousand peers of a tiny model) would
+    // otherwise spend their time on this lock.
+    const int begin = next_;
+    const int end = std::min(count_, begin + chunk_);
+    next_ = end;
     const auto* fn = fn_;
     ++running_;
     lock.unlock();
     std::exception_ptr error;
-    try {
-      (*fn)(i);
-    } catch (...) {
-      error = std::current_exception();
+    int failed = -1;
+    for (int i = begin; i < end; ++i) {
+      try {
+        (*fn)(i);
+      } catch (...) {
+        if (!error) {
+          error = std::current_exception();
+          failed = i;
+        }
+      }
     }
     lock.lock();
-    if (error) errors_[i] = error;
+    if (error) errors_[failed] = error;
     if (--running_ == 0 && next_ >= count_) done_.notify_all();
   }
 }
@@ -60,6 +70,7 @@ void WorkerPool::run(int count, const std::function<void(int)>& fn) {
     std::lock_guard<std::mutex> lock(mutex_);
     fn_ = &fn;
     count_ = count;
+    chunk_ = std::max(1, count / (threads_ * 8));
     next_ = 0;
     running_ = 0;
     errors_.assign(count, nullptr);

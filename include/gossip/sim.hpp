@@ -122,6 +122,7 @@ class WorkerPool {
   std::condition_variable wake_, done_;
   const std::function<void(int)>* fn_ = nullptr;
   int count_ = 0;
+  int chunk_ = 1;
   int next_ = 0;
   int running_ = 0;
   std::uint64_t generation_ = 0;

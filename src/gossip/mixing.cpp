@@ -37,10 +37,14 @@ std::vector<Term> pull_terms(int self, double self_weight, std::span<const Neigh
   return terms;
 }
 
-PeerBuffer::PeerBuffer(const Learner& learner)
-    : learner_(learner), out_(*learner.backend, static_cast<std::size_t>(learner.num_params)) {
+PeerBuffer::PeerBuffer(const Learner& learner) : learner_(learner) {
   GOSSIP_CHECK(learner.backend != nullptr && learner.params != nullptr);
-  if (!learner.backend->host_memory()) host_.resize(learner.num_params);
+  if (learner.backend->host_memory()) {
+    chunk_.resize(static_cast<std::size_t>(std::min(kChunk, learner.num_params)));
+  } else {
+    out_ = DeviceArray<float>(*learner.backend, static_cast<std::size_t>(learner.num_params));
+    host_.resize(learner.num_params);
+  }
 }
 
 std::span<const float> PeerBuffer::host_view() {
@@ -74,10 +78,19 @@ void PeerBuffer::mix(std::span<const Term> terms) {
     in_.push_back(p);
     w_.push_back(static_cast<float>(t.weight));
   }
-  b.mix(out_.data(), in_.data(), w_.data(), static_cast<int>(in_.size()), n);
+  const int k = static_cast<int>(in_.size());
   if (b.host_memory()) {
-    std::memcpy(learner_.params, out_.data(), static_cast<std::size_t>(n) * sizeof(float));
+    // Chunk by chunk into a small buffer that stays in L1, then over the parameters: the same
+    // per-element sums as one call, without a second parameter-sized buffer to stream through.
+    for (std::int64_t start = 0; start < n; start += kChunk) {
+      const std::int64_t len = std::min(kChunk, n - start);
+      chunk_in_.resize(in_.size());
+      for (int j = 0; j < k; ++j) chunk_in_[j] = in_[j] + start;
+      b.mix(chunk_.data(), chunk_in_.data(), w_.data(), k, len);
+      std::memcpy(learner_.params + start, chunk_.data(), static_cast<std::size_t>(len) * 4);
+    }
   } else {
+    b.mix(out_.data(), in_.data(), w_.data(), k, n);
     const float* src = out_.data();
     const float one = 1.0f;
     b.mix(learner_.params, &src, &one, 1, n);  // device copy: 0 + 1 * x == x exactly

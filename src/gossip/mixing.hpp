@@ -44,8 +44,12 @@ class PeerBuffer {
   void download(std::span<float> out) const;
 
  private:
+  static constexpr std::int64_t kChunk = 2048;  // floats per host mixing chunk (8 KiB)
+
   Learner learner_;
-  DeviceArray<float> out_;                  // mixing target, then copied back
+  std::vector<float> chunk_;                // host backends: mixing target of one chunk
+  std::vector<const float*> chunk_in_;      // host backends: inputs offset to that chunk
+  DeviceArray<float> out_;                  // device backends: mixing target, then copied back
   std::vector<DeviceArray<float>> staged_;  // device backends: uploaded neighbour buffers
   std::vector<float> host_;                 // device backends: the downloaded parameters
   std::vector<const float*> in_;
