@@ -14,6 +14,33 @@
 namespace gossip {
 namespace {
 
+/// o[i] = (first ? 0 : o[i]) + w[0] x0[i] + ... + w[M-1] x{M-1}[i], summed left to right.
+template <int M>
+void mix_pass(float* __restrict o, const float* const* in, const float* w, std::int64_t start,
+              std::int64_t len, bool first) {
+  const float* __restrict x0 = in[0] + start;
+  const float* __restrict x1 = M > 1 ? in[1] + start : x0;
+  const float* __restrict x2 = M > 2 ? in[2] + start : x0;
+  const float w0 = w[0], w1 = M > 1 ? w[1] : 0.0f, w2 = M > 2 ? w[2] : 0.0f;
+  if (first) {
+    for (std::int64_t i = 0; i < len; ++i) {
+      float acc = 0.0f;
+      acc += w0 * x0[i];
+      if constexpr (M > 1) acc += w1 * x1[i];
+      if constexpr (M > 2) acc += w2 * x2[i];
+      o[i] = acc;
+    }
+  } else {
+    for (std::int64_t i = 0; i < len; ++i) {
+      float acc = o[i];
+      acc += w0 * x0[i];
+      if constexpr (M > 1) acc += w1 * x1[i];
+      if constexpr (M > 2) acc += w2 * x2[i];
+      o[i] = acc;
+    }
+  }
+}
+
 class CpuBackend final : public Backend {
  public:
   explicit CpuBackend(int threads) : threads_(threads) {
@@ -91,18 +118,23 @@ class CpuBackend final : public Backend {
   }
 
   void mix(float* out, const float* const* in, const float* w, int k, std::int64_t n) override {
-    // Blocked so each block of `out` stays in L1 while the k inputs stream through it. Per
-    // element this is acc = 0; acc += w[j] * in[j][i] for j ascending: bit-identical to
+    // Per element this is acc = 0; acc += w[j] * in[j][i] for j ascending: bit-identical to
     // math::mix_element (no FMA contraction: the build uses -std=c++20, which turns it off).
-    constexpr std::int64_t kBlock = 2048;
-    for (std::int64_t start = 0; start < n; start += kBlock) {
-      const std::int64_t len = std::min(kBlock, n - start);
+    // Passes of up to three inputs each read their inputs once, so a ring's mix (k = 3) is one
+    // streaming pass over memory; with more inputs, blocks keep `out` in L1 between passes.
+    const std::int64_t block = k <= 3 ? std::max<std::int64_t>(n, 1) : 4096;
+    for (std::int64_t start = 0; start < n; start += block) {
+      const std::int64_t len = std::min(block, n - start);
       float* o = out + start;
-      std::fill(o, o + len, 0.0f);
-      for (int j = 0; j < k; ++j) {
-        const float* x = in[j] + start;
-        const float wj = w[j];
-        for (std::int64_t i = 0; i < len; ++i) o[i] += wj * x[i];
+      int j = 0;
+      if (k == 0) std::fill(o, o + len, 0.0f);
+      while (j < k) {
+        const int m = std::min(3, k - j);
+        const bool first = j == 0;
+        if (m == 3) mix_pass<3>(o, in + j, w + j, start, len, first);
+        else if (m == 2) mix_pass<2>(o, in + j, w + j, start, len, first);
+        else mix_pass<1>(o, in + j, w + j, start, len, first);
+        j += m;
       }
     }
   }
