@@ -125,13 +125,6 @@ double measure_step_seconds(Backend& backend, const RunConfig& config, const Dat
 
 }  // namespace
 
-std::int64_t sim_rounds(const RunConfig& config, std::int64_t train_samples, int peers) {
-  const double per_round = static_cast<double>(peers) * config.train.batch * config.gossip.period;
-  return std::max<std::int64_t>(
-      1, static_cast<std::int64_t>(std::ceil(config.train.epochs * train_samples / per_round -
-                                             1e-9)));
-}
-
 SimResult simulate(const RunConfig& config, const Topology& topology, const DataSets& data,
                    const SimHooks& hooks) {
   check_peers(config, topology);
@@ -153,18 +146,8 @@ SimResult simulate(const RunConfig& config, const Topology& topology, const Data
   swarm.network().set_step_seconds(step_s);
 
   SimResult result;
-  result.rounds = sim_rounds(config, data.train.n, n);
-  const double samples_per_round =
-      static_cast<double>(n) * config.train.batch * config.gossip.period;
-  // Evaluations evenly spread, the last one at the last round: evaluation k of `evals` comes
-  // after round ceil(k * rounds / evals).
-  const std::int64_t evals = std::clamp<std::int64_t>(
-      static_cast<std::int64_t>(std::ceil(config.train.epochs * config.train.evals_per_epoch -
-                                          1e-9)),
-      1, result.rounds);
-  const auto eval_due = [&](std::int64_t done) {
-    return done * evals / result.rounds != (done - 1) * evals / result.rounds;
-  };
+  const RoundPlan plan = plan_rounds(config, data.train.n, n);
+  result.rounds = plan.rounds;
   std::vector<float> average(trainers.front()->num_params());
   const std::int64_t peer_limit =
       config.sim.peer_eval_limit > 0 ? config.sim.peer_eval_limit : config.train.eval_limit;
@@ -175,7 +158,7 @@ SimResult simulate(const RunConfig& config, const Topology& topology, const Data
     swarm.fill_common(e, round, x);
     average_params(x, average);
     evaluator.upload_params(average);
-    e.epoch = round * samples_per_round / data.train.n;
+    e.epoch = plan.epoch_at(round);
     swarm.pool().run(n + 1, [&](int k) {
       if (k == n) {
         const Evaluation ev = evaluator.evaluate(data.test, config.train.eval_limit);
@@ -208,7 +191,7 @@ SimResult simulate(const RunConfig& config, const Topology& topology, const Data
   for (std::int64_t r = 0; r < result.rounds; ++r) {
     swarm.round(r, result);
     const std::int64_t done = r + 1;
-    if (eval_due(done)) evaluate(done);
+    if (plan.eval_due(done)) evaluate(done);
     if (hooks.on_round) hooks.on_round(done, result.rounds);
   }
   swarm.finish(result);

@@ -82,6 +82,21 @@ class Algorithm {
   std::int64_t missing_ = 0;
 };
 
+/// The rounds of a training run and the rounds after which it evaluates: the same plan in the
+/// simulator and in every real peer, so their runs line up round for round.
+struct RoundPlan {
+  std::int64_t rounds = 1;         // ceil(epochs * train samples / samples_per_round)
+  std::int64_t evals = 1;          // ceil(epochs * evals_per_epoch), at most `rounds`
+  double samples_per_round = 0.0;  // peers * batch * period
+  std::int64_t train_samples = 0;
+  /// Whether evaluation is due after `done` rounds: evaluation k of `evals` comes after round
+  /// ceil(k * rounds / evals), so they are evenly spread and the last is at the last round.
+  bool eval_due(std::int64_t done) const;
+  /// Epochs of training data consumed after `done` rounds.
+  double epoch_at(std::int64_t done) const;
+};
+RoundPlan plan_rounds(const RunConfig& config, std::int64_t train_samples, int peers);
+
 /// The algorithm names make_algorithm accepts.
 const std::vector<std::string>& algorithm_names();
 

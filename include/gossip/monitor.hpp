@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "gossip/topology.hpp"
@@ -29,5 +30,10 @@ struct LiveGraph {
 /// Connectivity of the topology (union of the rounds of one period) without the `dead` peers.
 /// A directed graph counts as connected only when every alive peer reaches every other.
 LiveGraph live_graph(const Topology& topology, std::span<const int> dead = {});
+
+/// "1,4,7": peer ids for log lines.
+std::string format_peers(std::span<const int> peers);
+/// "{0,1} {2,3}": components for log lines and error messages.
+std::string format_components(const std::vector<std::vector<int>>& components);
 
 }  // namespace gossip

@@ -28,10 +28,6 @@ std::optional<int> resolve_rank(std::optional<int> cli, std::string* source = nu
 /// net.host:(net.base_port + rank).
 std::vector<std::string> peer_addresses(const RunConfig& config, const Topology& topology);
 
-/// Gossip rounds of a training run: ceil(epochs * train samples / (peers * batch * period)),
-/// the same number the simulator runs.
-std::int64_t training_rounds(const RunConfig& config, std::int64_t train_samples, int peers);
-
 /// Runs one peer to the end of training. Returns the process exit code; throws on bad input.
 int run_peer(const RunConfig& config, const Topology& topology, const PeerOptions& options);
 

@@ -174,9 +174,6 @@ struct SimHooks {
   std::function<void(const EvalPoint&)> on_eval;
 };
 
-/// Rounds a training run takes: ceil(epochs * train samples / (peers * batch * period)).
-std::int64_t sim_rounds(const RunConfig& config, std::int64_t train_samples, int peers);
-
 /// Simulates config.train.epochs of gossip training of topology.n() peers with config.gossip's
 /// algorithm on `data`'s shards (shard_for). Evaluates train.evals_per_epoch times per epoch (and
 /// at round 0 and the end) on the first train.eval_limit test samples. sim.workers threads.

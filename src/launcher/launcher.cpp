@@ -231,9 +231,7 @@ void Network::finish_summary() {
     s.params_sha256.push_back(done_[r].type == "done" ? done_[r].str("sha256") : "");
     s.bytes_sent += static_cast<std::uint64_t>(done_[r].num("bytes"));
   }
-  std::string dead;
-  for (int d : dead_) dead += (dead.empty() ? "" : ", ") + std::to_string(d);
-  s.extra["dead_peers"] = "[" + dead + "]";
+  s.extra["dead_peers"] = "[" + format_peers(dead_) + "]";
   s.extra["peers"] = std::to_string(n_);
   write_summary(opt_.out_dir, s);
   progress_.finish();
@@ -300,15 +298,9 @@ int launch(const RunConfig& config, const LaunchOptions& options) {
   const Topology topology = load_topology(config.gossip.topology);
   const TopologyReport report = analyze(topology);
   if (!report.connected) {
-    std::string parts;
-    for (const auto& c : report.components) {
-      parts += " {";
-      for (std::size_t i = 0; i < c.size(); ++i) parts += (i ? "," : "") + std::to_string(c[i]);
-      parts += "}";
-    }
     std::fprintf(stderr,
-                 "gossip run: refusing to start: %s is not connected; its components are%s\n",
-                 config.gossip.topology.c_str(), parts.c_str());
+                 "gossip run: refusing to start: %s is not connected; its components are %s\n",
+                 config.gossip.topology.c_str(), format_components(report.components).c_str());
     return kExitDisconnected;
   }
   make_output_dir(options.out_dir);

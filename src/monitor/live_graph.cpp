@@ -1,5 +1,6 @@
 // monitor/live_graph.cpp: is the graph of the peers still alive connected? Breadth-first search
 // over the union of one period's rounds, forwards and (for directed graphs) backwards.
+#include <sstream>
 #include <algorithm>
 #include <vector>
 
@@ -71,6 +72,19 @@ LiveGraph live_graph(const Topology& topology, std::span<const int> dead) {
   g.connected = std::all_of(g.alive.begin(), g.alive.end(),
                             [&](int p) { return fwd[p] && bwd[p]; });
   return g;
+}
+
+std::string format_peers(std::span<const int> peers) {
+  std::ostringstream os;
+  for (std::size_t i = 0; i < peers.size(); ++i) os << (i ? "," : "") << peers[i];
+  return os.str();
+}
+
+std::string format_components(const std::vector<std::vector<int>>& components) {
+  std::ostringstream os;
+  for (std::size_t i = 0; i < components.size(); ++i)
+    os << (i ? " {" : "{") << format_peers(components[i]) << "}";
+  return os.str();
 }
 
 }  // namespace gossip

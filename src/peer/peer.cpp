@@ -65,18 +65,13 @@ class Monitor {
     if (dead == dead_) return;
     dead_ = dead;
     const LiveGraph live = live_graph(*topology_, dead);
-    std::string list;
-    for (int d : dead) list += (list.empty() ? "" : ",") + std::to_string(d);
-    std::string parts;
-    for (const auto& c : live.components) {
-      parts += " {";
-      for (std::size_t i = 0; i < c.size(); ++i) parts += (i ? "," : "") + std::to_string(c[i]);
-      parts += "}";
-    }
+    const std::string list = format_peers(dead);
     const std::string msg =
         dead.empty() ? "all neighbours are back"
                      : cat("neighbours lost: ", list, "; live graph ",
-                           live.connected ? "still connected" : "DISCONNECTED, components" + parts);
+                           live.connected ? std::string("still connected")
+                                          : cat("DISCONNECTED, components ",
+                                                format_components(live.components)));
     std::fprintf(stderr, "peer %d round %lld: %s\n", rank_, static_cast<long long>(round),
                  msg.c_str());
     events_->emit("alert peer=", rank_, " round=", round, " connected=", live.connected ? 1 : 0,
@@ -135,11 +130,8 @@ int run_peer(const RunConfig& config, const Topology& topology, const PeerOption
   Monitor monitor(topology, rank, events);
   monitor.check(exchange.dead_peers(), 0);
 
-  const std::int64_t rounds = training_rounds(config, data.train.n, n);
-  const double samples_per_round = static_cast<double>(n) * config.train.batch * config.gossip.period;
-  const double rounds_per_epoch = data.train.n / samples_per_round;
-  const std::int64_t eval_every = std::max<std::int64_t>(
-      1, static_cast<std::int64_t>(rounds_per_epoch / config.train.evals_per_epoch));
+  const RoundPlan plan = plan_rounds(config, data.train.n, n);
+  const std::int64_t rounds = plan.rounds;
 
   MetricsWriter metrics(opt.out_dir);
   std::vector<float> params(trainer.num_params());
@@ -152,7 +144,7 @@ int run_peer(const RunConfig& config, const Topology& topology, const PeerOption
                              "): lower optimizer.lr"));
     MetricsRow row;
     row.round = round;
-    row.epoch = round * samples_per_round / data.train.n;
+    row.epoch = plan.epoch_at(round);
     row.peer = rank;
     row.loss = round > 0 ? loss : 0.0;
     row.test_accuracy = last.accuracy;
@@ -181,7 +173,7 @@ int run_peer(const RunConfig& config, const Topology& topology, const PeerOption
     algorithm->mix_phase(r);
     monitor.check(exchange.dead_peers(), r + 1);
     const std::int64_t done = r + 1;
-    if (done % eval_every == 0 || done == rounds) evaluate(done);
+    if (plan.eval_due(done)) evaluate(done);
   }
 
   algorithm->model_params(params);
@@ -190,7 +182,7 @@ int run_peer(const RunConfig& config, const Topology& topology, const PeerOption
   s.peer_accuracy_min = last.accuracy;
   s.peer_accuracy_max = last.accuracy;
   s.rounds = rounds;
-  s.epochs = rounds * samples_per_round / data.train.n;
+  s.epochs = plan.epoch_at(rounds);
   s.bytes_sent = exchange.bytes_sent();
   s.wall_seconds = since(t0);
   s.connected = monitor.connected();

@@ -66,11 +66,4 @@ std::vector<std::string> peer_addresses(const RunConfig& config, const Topology&
   return out;
 }
 
-std::int64_t training_rounds(const RunConfig& config, std::int64_t train_samples, int peers) {
-  const double per_round = static_cast<double>(peers) * config.train.batch * config.gossip.period;
-  return std::max<std::int64_t>(
-      1, static_cast<std::int64_t>(std::ceil(config.train.epochs * train_samples / per_round -
-                                             1e-9)));
-}
-
 }  // namespace gossip
