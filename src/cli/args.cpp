@@ -43,6 +43,17 @@ Args::Args(int argc, char** argv, std::set<std::string> value_options,
   }
 }
 
+const std::string& Args::config_path() const {
+  if (positional_.size() != 1) throw InputError("expected one CONFIG file (see --help)");
+  return positional_.front();
+}
+
+std::string Args::required(const std::string& name, const std::string& what) const {
+  auto v = get(name);
+  if (!v) throw InputError(cat("--", name, " ", what, " is required"));
+  return *v;
+}
+
 bool Args::has(const std::string& name) const {
   return flags_set_.count(name) > 0 || values_.count(name) > 0;
 }

@@ -22,6 +22,10 @@ class Args {
   long get_int(const std::string& name, long fallback) const;
   double get_double(const std::string& name, double fallback) const;
   const std::vector<std::string>& positional() const { return positional_; }
+  /// The single positional CONFIG argument; throws InputError unless there is exactly one.
+  const std::string& config_path() const;
+  /// The value of option --name, which the command cannot do without ("--out DIR is required").
+  std::string required(const std::string& name, const std::string& what) const;
   bool help() const { return help_; }
 
  private:

@@ -56,11 +56,9 @@ int run_compare(int argc, char** argv) {
     std::printf("%s", kCompareHelp);
     return kExitOk;
   }
-  if (args.positional().size() != 1) throw InputError("expected one CONFIG file (see --help)");
-  const auto out = args.get("out");
-  if (!out) throw InputError("--out DIR is required");
+  const std::string out = args.required("out", "DIR");
 
-  RunConfig base = load_config(args.positional()[0]);
+  RunConfig base = load_config(args.config_path());
   base.train.epochs = args.get_double("epochs", base.train.epochs);
   base.sim.workers = static_cast<int>(args.get_int("workers", base.sim.workers));
   if (base.train.epochs <= 0) throw InputError("--epochs must be positive");
@@ -114,7 +112,7 @@ int run_compare(int argc, char** argv) {
     info.algorithm = s.config.gossip.algorithm;
     info.connected = analyses.at(path).connected;
     info.spectral_gap = analyses.at(path).spectral_gap;
-    write_sim_outputs(*out + "/runs/" + slug(i, s.label), result, info);
+    write_sim_outputs(out + "/runs/" + slug(i, s.label), result, info);
     rows.push_back(compare_row(s, analyses.at(path), result, base.compare.target_accuracy));
     const CompareRow& r = rows.back();
     std::printf("    final accuracy %.4f (lowest peer %.4f), rounds until every peer reaches "
@@ -126,11 +124,11 @@ int run_compare(int argc, char** argv) {
                 r.final_consensus_distance, r.wall_seconds);
     results.push_back(std::move(result));
     results.back().params.clear();  // only the curves are needed from here on
-    write_compare(*out, rows, results, base.compare.target_accuracy);  // partial results survive
+    write_compare(out, rows, results, base.compare.target_accuracy);  // partial results survive
   }
 
   std::string why;
-  const bool plotted = draw_compare_plots(*out, rows, &why);
+  const bool plotted = draw_compare_plots(out, rows, &why);
   const double wall =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::printf("\n%-28s %8s %14s %14s %10s %10s %12s\n", "setting", "gap", "rounds (peers)",
@@ -143,7 +141,7 @@ int run_compare(int argc, char** argv) {
                     ? "-" : std::to_string(r.average_rounds_to_target).c_str(),
                 r.final_accuracy, r.final_min_peer_accuracy, r.final_consensus_distance);
   std::printf("done in %s: wrote %s/report.md, compare.csv%s\n", duration_text(wall).c_str(),
-              out->c_str(), plotted ? " and plots" : "");
+              out.c_str(), plotted ? " and plots" : "");
   if (!plotted) std::fprintf(stderr, "gossip compare: warning: no plots: %s\n", why.c_str());
   return kExitOk;
 }

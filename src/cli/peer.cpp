@@ -38,8 +38,7 @@ int run_peer(int argc, char** argv) {
     std::printf("%s", kPeerHelp);
     return kExitOk;
   }
-  if (args.positional().size() != 1) throw InputError("expected one CONFIG file (see --help)");
-  RunConfig config = load_config(args.positional()[0]);
+  RunConfig config = load_config(args.config_path());
   config.gossip.topology = args.get_or("topology", config.gossip.topology);
   if (config.gossip.topology.empty())
     throw InputError(cat(config.path, ": gossip.topology: a peer needs a topology file"));

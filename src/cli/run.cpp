@@ -35,13 +35,11 @@ int run_run(int argc, char** argv) {
     std::printf("%s", kRunHelp);
     return kExitOk;
   }
-  if (args.positional().size() != 1) throw InputError("expected one CONFIG file (see --help)");
-  const auto out = args.get("out");
-  if (!out) throw InputError("--out DIR is required");
-  const RunConfig config = load_config(args.positional()[0]);
+  const std::string out = args.required("out", "DIR");
+  const RunConfig config = load_config(args.config_path());
   LaunchOptions opt;
-  opt.config_path = args.positional()[0];
-  opt.out_dir = *out;
+  opt.config_path = args.config_path();
+  opt.out_dir = out;
   opt.keep_going = args.has("keep-going");
   opt.progress = !args.has("no-progress");
   return launch(config, opt);

@@ -70,11 +70,9 @@ int run_sim(int argc, char** argv) {
     std::printf("%s", kSimHelp);
     return kExitOk;
   }
-  if (args.positional().size() != 1) throw InputError("expected one CONFIG file (see --help)");
-  const auto out = args.get("out");
-  if (!out) throw InputError("--out DIR is required");
+  const std::string out = args.required("out", "DIR");
 
-  RunConfig config = load_config(args.positional()[0]);
+  RunConfig config = load_config(args.config_path());
   config.train.epochs = args.get_double("epochs", config.train.epochs);
   config.sim.workers = static_cast<int>(args.get_int("workers", config.sim.workers));
   config.gossip.algorithm = args.get_or("algorithm", config.gossip.algorithm);
@@ -122,7 +120,7 @@ int run_sim(int argc, char** argv) {
   info.connected = analysis.connected;
   info.spectral_gap = analysis.spectral_gap;
   info.consensus_only = consensus;
-  write_sim_outputs(*out, result, info);
+  write_sim_outputs(out, result, info);
 
   const EvalPoint& last = result.evals.back();
   if (consensus)
@@ -139,7 +137,7 @@ int run_sim(int argc, char** argv) {
   std::printf("; %.1f simulated s, %.1f s wall (%.1f local, %.1f mixing, %d workers); wrote "
               "%s/summary.json\n",
               result.sim_seconds, result.wall_seconds, result.local_seconds, result.mix_seconds,
-              result.workers, out->c_str());
+              result.workers, out.c_str());
   if (!analysis.connected) {
     std::fprintf(stderr, "gossip sim: warning: the topology is not connected (%zu components): "
                          "the peers cannot reach consensus\n",

@@ -40,11 +40,9 @@ int run_train(int argc, char** argv) {
     std::printf("%s", kTrainHelp);
     return kExitOk;
   }
-  if (args.positional().size() != 1) throw InputError("expected one CONFIG file (see --help)");
-  const auto out = args.get("out");
-  if (!out) throw InputError("--out DIR is required");
+  const std::string out = args.required("out", "DIR");
 
-  RunConfig config = load_config(args.positional()[0]);
+  RunConfig config = load_config(args.config_path());
   config.train.epochs = args.get_double("epochs", config.train.epochs);
   config.train.backend = args.get_or("backend", config.train.backend);
   config.train.threads = static_cast<int>(args.get_int("threads", config.train.threads));
@@ -61,7 +59,7 @@ int run_train(int argc, char** argv) {
               static_cast<long long>(trainer.num_params()), static_cast<long long>(data.train.n),
               static_cast<long long>(data.test.n), backend->describe().c_str());
 
-  MetricsWriter metrics(*out);
+  MetricsWriter metrics(out);
   const std::int64_t per_epoch = trainer.steps_per_epoch();
   const std::int64_t total = static_cast<std::int64_t>(std::ceil(config.train.epochs * per_epoch));
   const std::int64_t eval_every =
@@ -116,9 +114,9 @@ int run_train(int argc, char** argv) {
   summary.extra["test_loss"] = json_number(last.loss);
   summary.extra["steps"] = std::to_string(trainer.steps());
   summary.extra["backend"] = json_string(backend->name());
-  write_summary(*out, summary);
+  write_summary(out, summary);
   std::printf("done: test_accuracy %.4f after %.2f epochs in %.1f s; wrote %s/summary.json\n",
-              last.accuracy, summary.epochs, summary.wall_seconds, out->c_str());
+              last.accuracy, summary.epochs, summary.wall_seconds, out.c_str());
   return kExitOk;
 }
 
