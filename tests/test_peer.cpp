@@ -84,6 +84,13 @@ double number(const fs::path& summary, const std::string& key) {
   return std::stod(m[1]);
 }
 
+/// "p3": a per-peer name (streams, not string +, which g++ 12 warns about wrongly).
+std::string named(const char* prefix, int i) {
+  std::ostringstream os;
+  os << prefix << i;
+  return os.str();
+}
+
 int test_port_base() { return 21000 + (getpid() * 37) % 20000; }
 
 /// A small synthetic run: `n` peers on a ring, given algorithm and period.
@@ -135,7 +142,7 @@ TEST_CASE("the peers train on when one of them is killed", "[peer]") {
     const pid_t pid = fork();
     REQUIRE(pid >= 0);
     if (pid == 0) {
-      const std::string out = (t.path / ("p" + std::to_string(r))).string();
+      const std::string out = (t.path / named("p", r)).string();
       const std::string log = out + ".log";
       std::freopen(log.c_str(), "w", stderr);
       std::freopen("/dev/null", "w", stdout);
@@ -156,14 +163,15 @@ TEST_CASE("the peers train on when one of them is killed", "[peer]") {
     int status = 0;
     waitpid(pids[r], &status, 0);
     if (r == 2) continue;
-    INFO("peer " << r << " log:\n" << read_file(t.path / ("p" + std::to_string(r) + ".log")));
+    const fs::path dir = t.path / named("p", r);
+    INFO("peer " << r << " log:\n" << read_file(dir.string() + ".log"));
     REQUIRE(WIFEXITED(status));
     CHECK(WEXITSTATUS(status) == 0);
-    CHECK(fs::exists(t.path / ("p" + std::to_string(r)) / "summary.json"));
+    CHECK(fs::exists(dir / "summary.json"));
   }
   // Peer 2's neighbours noticed, and their monitors say the ring is now a line: still connected.
   for (int r : {1, 3}) {
-    const std::string log = read_file(t.path / ("p" + std::to_string(r) + ".log"));
+    const std::string log = read_file(t.path / (named("p", r) + ".log"));
     INFO(log);
     CHECK(log.find("neighbours lost: 2; live graph still connected") != std::string::npos);
   }

@@ -231,7 +231,7 @@ void Network::finish_summary() {
     s.params_sha256.push_back(done_[r].type == "done" ? done_[r].str("sha256") : "");
     s.bytes_sent += static_cast<std::uint64_t>(done_[r].num("bytes"));
   }
-  s.extra["dead_peers"] = "[" + format_peers(dead_) + "]";
+  s.extra["dead_peers"] = cat("[", format_peers(dead_), "]");
   s.extra["peers"] = std::to_string(n_);
   write_summary(opt_.out_dir, s);
   progress_.finish();

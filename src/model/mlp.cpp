@@ -4,6 +4,7 @@
 // The input gradient of the first layer is never formed (nothing consumes it).
 #include <algorithm>
 #include <cmath>
+#include <sstream>
 
 #include "gossip/core.hpp"
 #include "gossip/model.hpp"
@@ -19,9 +20,9 @@ std::int64_t mlp_param_count(const std::vector<int>& layers) {
 }
 
 std::string layers_string(const std::vector<int>& layers) {
-  std::string s;
-  for (std::size_t i = 0; i < layers.size(); ++i) s += (i ? "-" : "") + std::to_string(layers[i]);
-  return s;
+  std::ostringstream os;
+  for (std::size_t i = 0; i < layers.size(); ++i) os << (i ? "-" : "") << layers[i];
+  return os.str();
 }
 
 Mlp::Mlp(Backend& backend, std::vector<int> layers, int max_batch)
