@@ -9,9 +9,11 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <future>
 #include <mutex>
 #include <thread>
@@ -270,6 +272,33 @@ TEST_CASE("the frame decoder refuses bad input and says why", "[net]") {
   }
 }
 
+TEST_CASE("crc32c_floats gives the CRC and spots any NaN or Inf in the same pass", "[net]") {
+  for (std::size_t n : {10, 5000, 235146}) {
+    std::vector<float> f(n);
+    for (std::size_t i = 0; i < n; ++i) f[i] = static_cast<float>(i % 97) - 48.5f;
+    bool finite = false;
+    CHECK(wire::crc32c_floats(f, 7, &finite) == wire::crc32c(std::as_bytes(std::span(f)), 7));
+    CHECK(finite);
+    // One bad value at the start, in each third, and in the tail.
+    for (std::size_t at : {std::size_t{0}, n / 3 + 1, 2 * n / 3 + 1, n - 1}) {
+      auto g = f;
+      g[at] = (at % 2) ? std::numeric_limits<float>::infinity() : std::nanf("");
+      wire::crc32c_floats(g, 0, &finite);
+      CHECK_FALSE(finite);
+    }
+  }
+}
+
+TEST_CASE("params with NaN, Inf or a bad push-sum weight are refused", "[net]") {
+  std::vector<float> p(1000, 0.25f);
+  CHECK(wire::check_param_values(p, 1.0, 4).empty());
+  p[999] = std::numeric_limits<float>::infinity();
+  CHECK_THAT(wire::check_param_values(p, 1.0, 4), Contains("parameter 999 of round 4 is inf"));
+  p[999] = 0.0f;
+  CHECK_THAT(wire::check_param_values(p, -0.5, 4), Contains("push-sum weight -0.5"));
+  CHECK_THAT(wire::check_param_values(p, std::nan(""), 4), Contains("not a positive finite"));
+}
+
 TEST_CASE("handshakes round-trip and a different model or topology is refused", "[net]") {
   const wire::Hello ours{wire::kVersion, 1, model_info({784, 128, 10}, 101770)};
   const auto bytes = wire::encode_hello(ours);
@@ -500,6 +529,14 @@ TEST_CASE("a broken or vanished link is left out after the deadline and reported
     REQUIRE(in.size() == 1);
     CHECK(in[0].round == 2);
     CHECK(ex.dead_peers().empty());
+
+    // A frame with a valid CRC whose model is not numbers: refused, never mixed.
+    auto poisoned = p;
+    poisoned[17] = std::numeric_limits<float>::quiet_NaN();
+    again.send(params_frame(0, 3, poisoned));
+    CHECK(again.closed_by_remote());
+    CHECK(log.wait_for("closed: parameter 17 of round 3 is nan"));
+    CHECK(ex.collect(3, from, opts).empty());
   }
   CHECK(log.wait_for("link lost"));
 }

@@ -1,6 +1,7 @@
 // net/frame.cpp: CRC32C and the frame header codec. Pure functions, no Asio, no allocation
 // before a size has been checked — this is what fuzz/fuzz_frame.cpp exercises.
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #if defined(__x86_64__)
@@ -66,6 +67,21 @@ std::string frame_type_name(std::uint16_t type) {
   return cat("type ", type);
 }
 
+namespace {
+
+// Whether `n` bytes of floats (a whole number of them) are all finite, one plain pass.
+bool floats_finite(const std::byte* p, std::size_t n) {
+  std::uint32_t any = 0;
+  for (std::size_t i = 0; i + 4 <= n; i += 4) {
+    std::uint32_t bits;
+    std::memcpy(&bits, p + i, 4);
+    any |= static_cast<std::uint32_t>((bits & 0x7f800000u) == 0x7f800000u);
+  }
+  return any == 0;
+}
+
+}  // namespace
+
 #if defined(__x86_64__)
 namespace {
 
@@ -113,12 +129,22 @@ std::uint32_t shift_operator(std::uint64_t bytes) {
   return p;
 }
 
+// Non-zero when a 64-bit word holds a float whose exponent bits are all ones (Inf or NaN).
+inline std::uint64_t nonfinite_pair(std::uint64_t w) {
+  const std::uint64_t t = ~w & 0x7f8000007f800000ULL;
+  return static_cast<std::uint64_t>(static_cast<std::uint32_t>(t) == 0) | ((t >> 32) == 0);
+}
+
 // Large buffers: three independent instruction chains over thirds of the buffer (the crc32
 // instruction has a latency of three cycles but a throughput of one), joined by shifting the
-// first two partial CRCs over the bytes that follow them.
+// first two partial CRCs over the bytes that follow them. With kCheckFinite the same loop also
+// notes Inf and NaN floats, so checking a received model costs no second pass over it.
+template <bool kCheckFinite>
 __attribute__((target("sse4.2"))) std::uint32_t crc32c_sse42(const std::byte* p, std::size_t n,
-                                                             std::uint32_t crc) {
+                                                             std::uint32_t crc,
+                                                             bool* all_finite = nullptr) {
   std::uint32_t raw = ~crc;
+  std::uint64_t bad = 0;
   constexpr std::size_t kMin = 3 * 4096;
   if (n >= kMin) {
     const std::size_t third = (n / 3) & ~std::size_t{7};
@@ -134,6 +160,7 @@ __attribute__((target("sse4.2"))) std::uint32_t crc32c_sse42(const std::byte* p,
       a = _mm_crc32_u64(a, wa);
       b = _mm_crc32_u64(b, wb);
       c = _mm_crc32_u64(c, wc);
+      if constexpr (kCheckFinite) bad |= nonfinite_pair(wa) | nonfinite_pair(wb) | nonfinite_pair(wc);
     }
     const std::uint32_t op = shift_operator(third);
     raw = multmodp(op, static_cast<std::uint32_t>(a)) ^ static_cast<std::uint32_t>(b);
@@ -141,6 +168,7 @@ __attribute__((target("sse4.2"))) std::uint32_t crc32c_sse42(const std::byte* p,
     p += 3 * third;
     n -= 3 * third;
   }
+  if constexpr (kCheckFinite) *all_finite = bad == 0 && floats_finite(p, n);
   return ~crc32c_sse42_raw(p, n, raw);
 }
 
@@ -154,9 +182,18 @@ bool have_sse42() {
 
 std::uint32_t crc32c(std::span<const std::byte> data, std::uint32_t crc) {
 #if defined(__x86_64__)
-  if (have_sse42()) return crc32c_sse42(data.data(), data.size(), crc);
+  if (have_sse42()) return crc32c_sse42<false>(data.data(), data.size(), crc);
 #endif
   return crc32c_portable(data, crc);
+}
+
+std::uint32_t crc32c_floats(std::span<const float> floats, std::uint32_t crc, bool* all_finite) {
+  const auto bytes = std::as_bytes(floats);
+#if defined(__x86_64__)
+  if (have_sse42()) return crc32c_sse42<true>(bytes.data(), bytes.size(), crc, all_finite);
+#endif
+  *all_finite = floats_finite(bytes.data(), bytes.size());
+  return crc32c_portable(bytes, crc);
 }
 
 std::uint32_t crc32c_portable(std::span<const std::byte> data, std::uint32_t crc) {
@@ -240,6 +277,20 @@ std::string check_payload(const FrameHeader& header, std::span<const std::byte> 
     return cat("truncated frame: ", payload.size(), " of ", header.payload_bytes,
                " payload bytes");
   return check_crc(header, crc32c(payload));
+}
+
+std::string check_param_values(std::span<const float> params, double weight,
+                               std::int64_t round) {
+  if (!(std::isfinite(weight) && weight > 0.0))
+    return cat("push-sum weight ", weight, " in round ", round,
+               " is not a positive finite number");
+  if (floats_finite(reinterpret_cast<const std::byte*>(params.data()), params.size_bytes()))
+    return {};
+  for (std::size_t i = 0; i < params.size(); ++i)
+    if (!std::isfinite(params[i]))
+      return cat("parameter ", i, " of round ", round, " is ", params[i],
+                 " (a peer must send finite values)");
+  return {};
 }
 
 std::string check_crc(const FrameHeader& header, std::uint32_t computed) {

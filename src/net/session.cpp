@@ -2,6 +2,7 @@
 // deadline on every operation. Every way out goes through close(), which logs one line.
 #include "src/net/session.hpp"
 
+#include <cmath>
 #include <cstring>
 
 #include "gossip/core.hpp"
@@ -245,7 +246,8 @@ void Session::read_params(const wire::FrameHeader& h) {
 }
 
 void Session::on_params(const wire::FrameHeader& h) {
-  const std::uint32_t crc = wire::crc32c(std::as_bytes(std::span(rx_)), wire::crc32c(weight_));
+  bool finite = true;
+  const std::uint32_t crc = wire::crc32c_floats(rx_, wire::crc32c(weight_), &finite);
   if (auto why = wire::check_crc(h, crc); !why.empty()) {
     hub_.mailboxes().return_buffer(peer_, std::move(rx_));
     return close(why, CloseKind::kError);
@@ -253,6 +255,11 @@ void Session::on_params(const wire::FrameHeader& h) {
   Message m;
   m.round = h.round;
   std::memcpy(&m.weight, weight_.data(), sizeof m.weight);  // little-endian host (wire.hpp)
+  if (!finite || !(std::isfinite(m.weight) && m.weight > 0.0)) {
+    const std::string why = wire::check_param_values(rx_, m.weight, h.round);
+    hub_.mailboxes().return_buffer(peer_, std::move(rx_));
+    return close(why, CloseKind::kError);
+  }
   m.params = std::move(rx_);
   hub_.mailboxes().deliver(peer_, std::move(m));
   read_header();

@@ -46,6 +46,9 @@ struct FrameHeader {
 /// CRC of a followed by b. crc32c("123456789") == 0xE3069283.
 /// Uses the SSE4.2 crc32 instruction where the processor has it, else crc32c_portable.
 std::uint32_t crc32c(std::span<const std::byte> data, std::uint32_t crc = 0);
+/// crc32c over floats that also says whether every one is finite (no NaN or Inf), in the same
+/// pass over memory: what a receiver needs to know about a params payload.
+std::uint32_t crc32c_floats(std::span<const float> floats, std::uint32_t crc, bool* all_finite);
 /// The table (slicing-by-8) version, for processors without SSE4.2.
 std::uint32_t crc32c_portable(std::span<const std::byte> data, std::uint32_t crc = 0);
 /// The same, bit by bit: the plain reference the tests compare the fast path against.
@@ -68,6 +71,10 @@ Decoded<FrameHeader> decode_header(std::span<const std::byte> bytes,
                                    std::uint64_t max_frame_bytes);
 
 /// Empty when `computed` (the payload's CRC32C) matches the header, else the reason.
+/// "" when a params payload holds a model: every float finite and the push-sum weight a positive
+/// finite number; else why not. A peer whose frames pass the CRC can still send NaN or Inf
+/// (a bug, or a lie about its model); mixing that in would poison every model downstream.
+std::string check_param_values(std::span<const float> params, double weight, std::int64_t round);
 std::string check_crc(const FrameHeader& header, std::uint32_t computed);
 /// Empty when the payload has the header's length and CRC, else the reason.
 std::string check_payload(const FrameHeader& header, std::span<const std::byte> payload);
