@@ -1,5 +1,5 @@
 /// rng: every random stream is derived from (seed, peer id, purpose), so results do not depend on
-/// which thread or process ran a peer (DESIGN idea 2). splitmix64 seeding, xoshiro-free: we use
+/// which thread or process ran a peer (DESIGN idea 2). splitmix64 seeding; we use
 /// std::mt19937_64 only through these helpers so the derivation stays in one place.
 #pragma once
 
