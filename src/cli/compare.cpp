@@ -4,6 +4,7 @@
 // to DIR/runs/<n>-<label>/.
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <map>
 
 #include "args.hpp"
@@ -18,7 +19,7 @@ namespace gossip::cli {
 namespace {
 
 const char* kCompareHelp =
-    "usage: gossip compare CONFIG --out DIR [--epochs N] [--workers N] [--quiet]\n"
+    "usage: gossip compare CONFIG [--out DIR] [--epochs N] [--workers N] [--quiet]\n"
     "\n"
     "Runs `gossip sim` once per setting of the sweep in CONFIG's compare section: every\n"
     "compare.topologies file, times compare.algorithms, compare.periods, compare.shards and\n"
@@ -33,7 +34,7 @@ const char* kCompareHelp =
     "vs round, log scale; PNG and SVG) and DIR/runs/<n>-<label>/{metrics.csv,summary.json}.\n"
     "\n"
     "options:\n"
-    "  --out DIR      where to write results (required)\n"
+    "  --out DIR      where to write results (default: runs/ and the config's name)\n"
     "  --epochs N     override train.epochs for every setting\n"
     "  --workers N    override sim.workers (0 = number of cores)\n"
     "  --quiet        no progress bar\n"
@@ -56,7 +57,8 @@ int run_compare(int argc, char** argv) {
     std::printf("%s", kCompareHelp);
     return kExitOk;
   }
-  const std::string out = args.required("out", "DIR");
+  const std::string out =
+      args.get_or("out", "runs/" + std::filesystem::path(args.config_path()).stem().string());
 
   RunConfig base = load_config(args.config_path());
   base.train.epochs = args.get_double("epochs", base.train.epochs);
