@@ -233,22 +233,47 @@ void Session::read_params(const wire::FrameHeader& h) {
                  CloseKind::kError);
   rx_ = hub_.mailboxes().take_buffer(peer_);
   arm(read_timer_, hub_.config().timeouts.io, "reading a params frame");
-  const std::array<asio::mutable_buffer, 2> buffers{asio::buffer(weight_), asio::buffer(rx_)};
-  asio::async_read(socket_, buffers,
+  asio::async_read(socket_, asio::buffer(weight_),
                    [self = shared_from_this(), h](std::error_code ec, std::size_t n) {
                      if (ec || self->closed_) {
                        self->hub_.mailboxes().return_buffer(self->peer_, std::move(self->rx_));
                        if (ec) self->read_failed(ec, n, h.payload_bytes, "payload");
                        return;
                      }
+                     self->rx_done_ = 0;
+                     self->rx_crc_ = wire::crc32c(self->weight_);
+                     self->rx_finite_ = true;
+                     self->read_params_chunk(h);
+                   });
+}
+
+// The floats arrive in chunks; each is checked (CRC, finite) as soon as it lands, while it is
+// still in cache, instead of in a second pass over the whole buffer afterwards.
+void Session::read_params_chunk(const wire::FrameHeader& h) {
+  constexpr std::size_t kChunkFloats = 64 * 1024;
+  const std::size_t count = std::min(kChunkFloats, rx_.size() - rx_done_);
+  asio::async_read(socket_, asio::buffer(rx_.data() + rx_done_, count * sizeof(float)),
+                   [self = shared_from_this(), h, count](std::error_code ec, std::size_t n) {
+                     if (ec || self->closed_) {
+                       self->hub_.mailboxes().return_buffer(self->peer_, std::move(self->rx_));
+                       const std::size_t got = wire::kWeightBytes + self->rx_done_ * sizeof(float) + n;
+                       if (ec) self->read_failed(ec, got, h.payload_bytes, "payload");
+                       return;
+                     }
+                     bool finite = true;
+                     self->rx_crc_ = wire::crc32c_floats(
+                         std::span<const float>(self->rx_.data() + self->rx_done_, count),
+                         self->rx_crc_, &finite);
+                     self->rx_finite_ = self->rx_finite_ && finite;
+                     self->rx_done_ += count;
+                     if (self->rx_done_ < self->rx_.size()) return self->read_params_chunk(h);
                      self->on_params(h);
                    });
 }
 
 void Session::on_params(const wire::FrameHeader& h) {
-  bool finite = true;
-  const std::uint32_t crc = wire::crc32c_floats(rx_, wire::crc32c(weight_), &finite);
-  if (auto why = wire::check_crc(h, crc); !why.empty()) {
+  const bool finite = rx_finite_;
+  if (auto why = wire::check_crc(h, rx_crc_); !why.empty()) {
     hub_.mailboxes().return_buffer(peer_, std::move(rx_));
     return close(why, CloseKind::kError);
   }

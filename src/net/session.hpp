@@ -90,6 +90,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void read_control(const wire::FrameHeader& h);
   void on_control(const wire::FrameHeader& h);
   void read_params(const wire::FrameHeader& h);
+  void read_params_chunk(const wire::FrameHeader& h);
   void on_params(const wire::FrameHeader& h);
   void on_hello(const wire::FrameHeader& h, const wire::Hello& hello);
   void on_hello_ack(const wire::Hello& hello);
@@ -113,6 +114,9 @@ class Session : public std::enable_shared_from_this<Session> {
   std::vector<std::byte> control_;        // body of a control frame (<= 64 KiB)
   std::array<std::byte, wire::kWeightBytes> weight_{};
   std::vector<float> rx_;                 // params being received (from the mailbox pool)
+  std::size_t rx_done_ = 0;               // floats of rx_ received and checked so far
+  std::uint32_t rx_crc_ = 0;              // CRC32C of the payload received so far
+  bool rx_finite_ = true;                 // no NaN/Inf among them
 
   std::deque<OutFrame> out_;
   bool writing_ = false;
