@@ -9,20 +9,14 @@
 #include <vector>
 
 #include "gossip/backend.hpp"
+#include "helpers.hpp"
 #include "gossip/gemm.hpp"
 #include "gossip/math.hpp"
 
 using namespace gossip;
+using gossip::test::random_vector;
 
 namespace {
-
-std::vector<float> random_vector(std::size_t n, unsigned seed) {
-  std::mt19937 g(seed);
-  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(g);
-  return v;
-}
 
 // Naive reference: row-major C = alpha op(A) op(B) + beta C, accumulating in double.
 void naive_gemm(const RowMajorGemm& g, const float* a, const float* b, float* c) {

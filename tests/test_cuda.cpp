@@ -9,9 +9,11 @@
 #include <vector>
 
 #include "gossip/backend.hpp"
+#include "helpers.hpp"
 #include "gossip_config.h"
 
 using namespace gossip;
+using gossip::test::random_vector;
 
 namespace {
 
@@ -20,14 +22,6 @@ bool have_device() {
   WARN("no CUDA device present (build has CUDA backend: " << (GOSSIP_HAVE_CUDA ? "yes" : "no")
                                                          << "): [cuda] comparisons skipped");
   return false;
-}
-
-std::vector<float> random_vector(std::size_t n, unsigned seed) {
-  std::mt19937 g(seed);
-  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(g);
-  return v;
 }
 
 std::vector<float> on_device(Backend& gpu, const std::vector<float>& host,

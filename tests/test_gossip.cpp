@@ -13,24 +13,14 @@
 #include "gossip/sim.hpp"
 #include "gossip/topology.hpp"
 #include "gossip/train.hpp"
+#include "helpers.hpp"
 
 using namespace gossip;
 
 namespace {
 
 RunConfig small_config() {
-  RunConfig c;
-  c.data.synthetic = true;
-  c.data.synthetic_train = 512;
-  c.data.synthetic_test = 128;
-  c.data.synthetic_dim = 8;
-  c.data.classes = 4;
-  c.model.layers = {8, 16, 4};
-  c.optimizer.lr = 0.05;
-  c.optimizer.momentum = 0.9;
-  c.train.batch = 8;
-  c.train.seed = 7;
-  c.train.eval_batch = 128;
+  RunConfig c = test::small_synthetic_config(512, 128, 7);
   c.sim.step_ms = 1.0;
   return c;
 }

@@ -11,25 +11,15 @@
 #include "gossip/sim.hpp"
 #include "gossip/topology.hpp"
 #include "gossip/train.hpp"
+#include "helpers.hpp"
 
 using namespace gossip;
 
 namespace {
 
 RunConfig small_config() {
-  RunConfig c;
-  c.data.synthetic = true;
-  c.data.synthetic_train = 1024;
-  c.data.synthetic_test = 256;
-  c.data.synthetic_dim = 8;
-  c.data.classes = 4;
-  c.model.layers = {8, 16, 4};
-  c.optimizer.lr = 0.05;
-  c.optimizer.momentum = 0.9;
-  c.train.batch = 8;
-  c.train.seed = 5;
+  RunConfig c = test::small_synthetic_config(1024, 256, 5);
   c.train.epochs = 2;
-  c.train.eval_batch = 256;
   c.train.evals_per_epoch = 2;
   c.sim.step_ms = 2.0;
   c.sim.consensus_dim = 200;
