@@ -6,6 +6,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace gossip::bench {
@@ -23,6 +24,11 @@ std::optional<std::string> run_python(const std::string& python, const std::stri
 
 /// Reads a number field from a flat JSON object line; nullopt when absent.
 std::optional<double> json_field(const std::string& json, const std::string& key);
+
+/// Table cells for a reference time (times `scale`, `digits` decimals) and the ratio ours /
+/// reference; both "-" when the reference was not measured (reference <= 0).
+std::pair<std::string, std::string> reference_cells(double ours, double reference, double scale,
+                                                    int digits);
 
 /// The OpenBLAS kernel line every benchmark prints ("SkylakeX", and OPENBLAS_CORETYPE if set).
 std::string blas_kernel_line();

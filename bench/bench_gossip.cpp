@@ -210,14 +210,10 @@ int run_gossip(int argc, char** argv) {
   std::printf("%6s  %14s  %14s  %8s  %14s  %12s\n", "peers", "ours ms/round", "gloo ms/round",
               "ratio", "ours GB/s", "vs loopback");
   for (const auto& r : rows) {
-    char g[32] = "-", rat[32] = "-";
-    if (r.gloo > 0) {
-      std::snprintf(g, sizeof g, "%.2f", r.gloo * 1e3);
-      std::snprintf(rat, sizeof rat, "%.3f", r.ours / r.gloo);
-    }
+    const auto [g, rat] = reference_cells(r.ours, r.gloo, 1e3, 2);
     const double bps = ring_bytes(r.peers) / r.ours;
-    std::printf("%6d  %14.2f  %14s  %8s  %14.2f  %11.2fx\n", r.peers, r.ours * 1e3, g, rat,
-                bps / 1e9, bps / loopback);
+    std::printf("%6d  %14.2f  %14s  %8s  %14.2f  %11.2fx\n", r.peers, r.ours * 1e3, g.c_str(),
+                rat.c_str(), bps / 1e9, bps / loopback);
   }
   if (main.gloo > 0)
     std::printf("\nratio (%d peers, ours / gloo): %.3f  (target <= 0.5)\n", main.peers, ratio);

@@ -167,12 +167,9 @@ int run_step(int argc, char** argv) {
   std::printf("\n%6s  %12s  %12s  %8s  %10s  %14s\n", "batch", "ours us/step", "torch us/step",
               "ratio", "GFLOP/s", "bare sgemm GF/s");
   for (const auto& f : figs) {
-    char torch[32] = "-", rat[32] = "-";
-    if (f.torch > 0) {
-      std::snprintf(torch, sizeof torch, "%.1f", f.torch * 1e6);
-      std::snprintf(rat, sizeof rat, "%.3f", f.ours / f.torch);
-    }
-    std::printf("%6d  %12.1f  %12s  %8s  %10.2f  %14.2f\n", f.batch, f.ours * 1e6, torch, rat,
+    const auto [torch, rat] = reference_cells(f.ours, f.torch, 1e6, 1);
+    std::printf("%6d  %12.1f  %12s  %8s  %10.2f  %14.2f\n", f.batch, f.ours * 1e6, torch.c_str(),
+                rat.c_str(),
                 f.flops / f.ours / 1e9, f.flops / f.bare_gemm / 1e9);
   }
   if (main.torch > 0)

@@ -57,6 +57,15 @@ std::optional<double> json_field(const std::string& json, const std::string& key
   return std::strtod(json.c_str() + pos + pat.size(), nullptr);
 }
 
+std::pair<std::string, std::string> reference_cells(double ours, double reference, double scale,
+                                                    int digits) {
+  if (reference <= 0) return {"-", "-"};
+  char ref[32], ratio[32];
+  std::snprintf(ref, sizeof ref, "%.*f", digits, reference * scale);
+  std::snprintf(ratio, sizeof ratio, "%.3f", ours / reference);
+  return {ref, ratio};
+}
+
 std::string blas_kernel_line() {
   const char* forced = std::getenv("OPENBLAS_CORETYPE");
   std::string line = "OpenBLAS kernel: " + blas_core_name();
