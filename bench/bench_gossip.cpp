@@ -33,15 +33,19 @@ const char* kHelp =
     "\n"
     "One gossip round (publish to both ring neighbours, collect theirs, mix with weights 1/3)\n"
     "of the MLP 784-256-128-10 parameter buffer (235146 floats, 0.94 MB) for 8 and 16 peer\n"
-    "processes over loopback. Reference in the same run: torch.distributed with gloo doing the\n"
-    "same averaging with isend/irecv (Debian's python3-torch); ratio = ours / gloo (target\n"
-    "<= 0.5). Also the bytes/s the network moved against a plain loopback socket pair.\n";
+    "processes on this host, each size run twice: as `gossip run` does by default (handshake\n"
+    "and control frames over loopback TCP, parameters through shared memory) and with\n"
+    "net.shared_memory off (everything over loopback TCP). Reference in the same run:\n"
+    "torch.distributed with gloo doing the same averaging with isend/irecv over loopback\n"
+    "(Debian's python3-torch); ratio = ours / gloo (target <= 0.5). Also the bytes/s moved\n"
+    "against a plain loopback socket pair.\n";
 
 constexpr std::int64_t kFloats = 235146;  // MLP 784-256-128-10
 
 /// One peer process of the benchmark: R timed rounds; prints its seconds per round.
-int worker(int rank, int peers, int base_port, int rounds) {
+int worker(int rank, int peers, int base_port, int rounds, bool tcp_only) {
   NetConfig cfg;
+  cfg.shared_memory = !tcp_only;
   cfg.rank = rank;
   cfg.size = peers;
   for (int r = 0; r < peers; ++r) cfg.addresses.push_back(cat("127.0.0.1:", base_port + r));
@@ -59,8 +63,12 @@ int worker(int rank, int peers, int base_port, int rounds) {
   std::vector<int> nbrs = {std::min(left, right), std::max(left, right)};
   const int warm = 3;
   auto t0 = std::chrono::steady_clock::now();
+  std::size_t shm_links = 0;  // counted while every link is up (at the end some have left)
   for (int r = 0; r < rounds + warm; ++r) {
-    if (r == warm) t0 = std::chrono::steady_clock::now();
+    if (r == warm) {
+      shm_links = ex.shared_memory_peers().size();
+      t0 = std::chrono::steady_clock::now();
+    }
     ex.publish(r, x, 1.0, nbrs);
     auto in = ex.collect(r, nbrs, CollectOptions{});
     if (in.size() != nbrs.size()) throw RuntimeError(cat("rank ", rank, ": lost a neighbour"));
@@ -78,31 +86,40 @@ int worker(int rank, int peers, int base_port, int rounds) {
   }
   const double per_round =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / rounds;
-  std::printf("%.9f %llu\n", per_round, static_cast<unsigned long long>(ex.bytes_sent()));
+  std::printf("%.9f %llu %zu\n", per_round, static_cast<unsigned long long>(ex.bytes_sent()),
+              shm_links);
   return 0;
 }
 
-/// Starts `peers` worker processes; returns the slowest rank's seconds per round.
-double run_ours(int peers, int rounds, int base_port) {
+struct Measured {
+  double seconds = 0.0;    // the slowest rank's seconds per round
+  std::size_t shm_links = 0;  // neighbour links that went through shared memory, all ranks
+};
+
+/// Starts `peers` worker processes on a ring.
+Measured run_ours(int peers, int rounds, int base_port, bool tcp_only) {
   const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
   std::vector<std::pair<pid_t, FILE*>> kids;
   for (int r = 0; r < peers; ++r) {
     const std::string cmd = cat("'", self, "' bench gossip --worker ", r, " --peers ", peers,
-                                " --port ", base_port, " --rounds ", rounds);
+                                " --port ", base_port, " --rounds ", rounds,
+                                tcp_only ? " --tcp" : "");
     FILE* p = popen(cmd.c_str(), "r");
     if (!p) throw RuntimeError("cannot start a benchmark peer");
     kids.push_back({0, p});
   }
-  double worst = 0.0;
+  Measured m;
   for (auto& [pid, p] : kids) {
     double s = 0.0;
     unsigned long long bytes = 0;
-    if (std::fscanf(p, "%lf %llu", &s, &bytes) != 2) s = -1.0;
+    std::size_t shm = 0;
+    if (std::fscanf(p, "%lf %llu %zu", &s, &bytes, &shm) != 3) s = -1.0;
     const int rc = pclose(p);
     if (s < 0 || rc != 0) throw RuntimeError("a benchmark peer failed");
-    worst = std::max(worst, s);
+    m.seconds = std::max(m.seconds, s);
+    m.shm_links += shm;
   }
-  return worst;
+  return m;
 }
 
 /// Bytes/s of one TCP stream over loopback between two threads (the plain-socket reference).
@@ -142,7 +159,7 @@ double loopback_bandwidth() {
 }  // namespace
 
 int run_gossip(int argc, char** argv) {
-  cli::Args args(argc, argv, {"rounds", "peers", "worker", "port"}, {"json"});
+  cli::Args args(argc, argv, {"rounds", "peers", "worker", "port"}, {"json", "tcp"});
   if (args.help()) {
     std::printf("%s", kHelp);
     return kExitOk;
@@ -152,7 +169,7 @@ int run_gossip(int argc, char** argv) {
   if (args.get("worker"))
     return worker(static_cast<int>(args.get_int("worker", 0)),
                   static_cast<int>(args.get_int("peers", 8)),
-                  static_cast<int>(args.get_int("port", 0)), rounds);
+                  static_cast<int>(args.get_int("port", 0)), rounds, args.has("tcp"));
 
   std::vector<int> sizes;
   for (const std::string& part : {args.get_or("peers", "8,16")}) {
@@ -178,11 +195,12 @@ int run_gossip(int argc, char** argv) {
   const double loopback = loopback_bandwidth();
   struct Row {
     int peers;
-    double ours, gloo;
+    Measured shm, tcp;
+    double gloo;
   };
   std::vector<Row> rows;
   for (int n : sizes) {
-    Row r{n, run_ours(n, rounds, port), 0.0};
+    Row r{n, run_ours(n, rounds, port, false), run_ours(n, rounds, port + 50, true), 0.0};
     if (python) {
       auto line = run_python(*python, "torch_gossip.py",
                              {std::to_string(n), std::to_string(kFloats), std::to_string(rounds),
@@ -193,30 +211,43 @@ int run_gossip(int argc, char** argv) {
   }
   // Bytes the whole ring moves in one round: every peer sends its buffer to two neighbours.
   auto ring_bytes = [](int n) { return 2.0 * n * (kFloats * 4.0); };
+  auto ratio_of = [](double ours, double gloo) { return gloo > 0 ? ours / gloo : 0.0; };
   const Row& main = rows.front();
-  const double ratio = main.gloo > 0 ? main.ours / main.gloo : 0.0;
+  const double ratio = ratio_of(main.shm.seconds, main.gloo);
+  const double ratio_tcp = ratio_of(main.tcp.seconds, main.gloo);
   if (json) {
     std::printf("{\"bench\": \"gossip\", \"loopback_bytes_per_s\": %.0f", loopback);
     for (const auto& r : rows)
-      std::printf(", \"p%d_ours_ms\": %.3f, \"p%d_gloo_ms\": %.3f, \"p%d_bytes_per_s\": %.0f", r.peers,
-                  r.ours * 1e3, r.peers, r.gloo * 1e3, r.peers, ring_bytes(r.peers) / r.ours);
+      std::printf(", \"p%d_ours_ms\": %.3f, \"p%d_tcp_ms\": %.3f, \"p%d_gloo_ms\": %.3f, "
+                  "\"p%d_shm_links\": %zu, \"p%d_bytes_per_s\": %.0f",
+                  r.peers, r.shm.seconds * 1e3, r.peers, r.tcp.seconds * 1e3, r.peers,
+                  r.gloo * 1e3, r.peers, r.shm.shm_links, r.peers,
+                  ring_bytes(r.peers) / r.shm.seconds);
     if (main.gloo > 0)
-      std::printf(", \"ratio\": %.4f}\n", ratio);
+      std::printf(", \"ratio\": %.4f, \"ratio_tcp\": %.4f}\n", ratio, ratio_tcp);
     else
-      std::printf(", \"ratio\": null}\n");
+      std::printf(", \"ratio\": null, \"ratio_tcp\": null}\n");
     return kExitOk;
   }
   std::printf("plain loopback socket pair: %.2f GB/s\n\n", loopback / 1e9);
-  std::printf("%6s  %14s  %14s  %8s  %14s  %12s\n", "peers", "ours ms/round", "gloo ms/round",
-              "ratio", "ours GB/s", "vs loopback");
+  std::printf("%6s  %-22s  %10s  %14s  %8s  %10s  %12s\n", "peers", "ours: parameters by",
+              "ms/round", "gloo ms/round", "ratio", "ours GB/s", "vs loopback");
   for (const auto& r : rows) {
-    const auto [g, rat] = reference_cells(r.ours, r.gloo, 1e3, 2);
-    const double bps = ring_bytes(r.peers) / r.ours;
-    std::printf("%6d  %14.2f  %14s  %8s  %14.2f  %11.2fx\n", r.peers, r.ours * 1e3, g.c_str(),
-                rat.c_str(), bps / 1e9, bps / loopback);
+    for (const bool tcp : {false, true}) {
+      const Measured& m = tcp ? r.tcp : r.shm;
+      const auto [g, rat] = reference_cells(m.seconds, r.gloo, 1e3, 2);
+      const double bps = ring_bytes(r.peers) / m.seconds;
+      const std::string how =
+          tcp ? "TCP (shared_memory off)"
+              : cat("shared memory (", m.shm_links, "/", 2 * r.peers, " links)");
+      std::printf("%6d  %-22s  %10.2f  %14s  %8s  %10.2f  %11.2fx\n", r.peers, how.c_str(),
+                  m.seconds * 1e3, g.c_str(), rat.c_str(), bps / 1e9, bps / loopback);
+    }
   }
   if (main.gloo > 0)
-    std::printf("\nratio (%d peers, ours / gloo): %.3f  (target <= 0.5)\n", main.peers, ratio);
+    std::printf("\nratio (%d peers, ours / gloo): %.3f as `gossip run` runs (shared memory), "
+                "%.3f over TCP alone  (target <= 0.5)\n",
+                main.peers, ratio, ratio_tcp);
   return kExitOk;
 }
 

@@ -4,7 +4,9 @@
 #include <catch2/catch.hpp>
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
+#include <sys/stat.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -21,6 +23,7 @@
 #include "gossip/core.hpp"
 #include "gossip/net.hpp"
 #include "src/net/mailbox.hpp"
+#include "src/net/shm.hpp"
 #include "src/net/wire.hpp"
 
 using namespace gossip;
@@ -164,8 +167,9 @@ class RawClient {
   std::vector<std::byte> last_;
 };
 
-std::vector<std::byte> hello_frame(int rank, const HandshakeInfo& info) {
-  const auto payload = wire::encode_hello(wire::Hello{wire::kVersion, rank, info});
+std::vector<std::byte> hello_frame(int rank, const HandshakeInfo& info,
+                                   std::optional<wire::ShmOffer> shm = std::nullopt) {
+  const auto payload = wire::encode_hello(wire::Hello{wire::kVersion, rank, info, shm});
   return wire::encode_frame(wire::FrameType::kHello, static_cast<std::uint32_t>(rank), 0, payload);
 }
 
@@ -263,13 +267,119 @@ TEST_CASE("the frame decoder refuses bad input and says why", "[net]") {
     t[6] = std::byte{9};
     CHECK(refused(t) == "unknown frame type 9");
     t = good;
-    t[4] = std::byte{2};
-    CHECK_THAT(refused(t), Contains("unsupported frame version 2"));
+    t[4] = std::byte{3};
+    CHECK_THAT(refused(t), Contains("unsupported frame version 3"));
     wire::FrameHeader h{wire::FrameType::kParams, 1, 0, 10, 0};
     CHECK_THAT(refused(wire::encode_header(h)), Contains("malformed params frame"));
     good.push_back(std::byte{0});
     CHECK(refused(good) == "1 trailing bytes after the frame");
   }
+  SECTION("shm-ready carries nothing; shm-params exactly one note") {
+    wire::FrameHeader h{wire::FrameType::kShmReady, 1, 0, 4, 0};
+    CHECK(refused(wire::encode_header(h)) == "malformed shm-ready frame: payload of 4 bytes");
+    h = {wire::FrameType::kShmParams, 1, 0, 31, 0};
+    CHECK(refused(wire::encode_header(h)) ==
+          "malformed shm-params frame: payload of 31 bytes, expected 32");
+  }
+}
+
+TEST_CASE("shm notes round-trip and malformed ones are refused", "[net][shm]") {
+  const wire::ShmNote note{3, 42, 0.625};
+  const auto bytes = wire::encode_shm_note(note);
+  REQUIRE(bytes.size() == wire::kShmNoteBytes);
+  const auto back = wire::decode_shm_note(bytes);
+  REQUIRE(back);
+  CHECK(back.value->slot == 3u);
+  CHECK(back.value->seq == 42u);
+  CHECK(back.value->weight == 0.625);
+  CHECK(wire::decode_shm_note(std::span(bytes).first(31)).error ==
+        "shm-params payload of 31 bytes, expected 32");
+  auto odd = bytes;
+  odd[8] = std::byte{43};
+  CHECK(wire::decode_shm_note(odd).error ==
+        "shm-params: sequence 43 is not that of a finished write");
+  auto reserved = bytes;
+  reserved[31] = std::byte{1};
+  CHECK(wire::decode_shm_note(reserved).error == "shm-params: reserved bytes are not zero");
+}
+
+TEST_CASE("a shared segment hands over exact floats and catches torn and non-finite reads",
+          "[net][shm]") {
+  constexpr std::size_t kParams = 100'003;  // not a multiple of a page or a vector width
+  std::string why;
+  auto seg = net::ShmSegment::create(kParams, 4, &why);
+  REQUIRE(seg);
+  CHECK(seg->offer().host_key == net::host_key());
+  auto view = net::ShmView::open(seg->offer(), kParams, &why);
+  INFO(why);
+  REQUIRE(view);
+  std::vector<float> out(kParams);
+  bool finite = false;
+
+  const auto p0 = params_for(0, 0, kParams);
+  const auto n0 = seg->write(0.5, p0);
+  CHECK(n0.weight == 0.5);
+  CHECK(n0.seq % 2 == 0);
+  REQUIRE(view->read(n0, out, &finite) == net::ShmView::Read::kOk);
+  CHECK(finite);
+  CHECK(same_bits(out, p0));
+
+  // Four more writes reuse slot 0: the old note now names a rewritten slot.
+  std::vector<wire::ShmNote> notes;
+  for (int r = 1; r <= 4; ++r) notes.push_back(seg->write(1.0, params_for(0, r, kParams)));
+  CHECK(notes.back().slot == n0.slot);
+  CHECK(view->read(n0, out, &finite) == net::ShmView::Read::kTorn);
+  for (int r = 1; r <= 4; ++r) {  // the latest four are all still readable
+    REQUIRE(view->read(notes[r - 1], out, &finite) == net::ShmView::Read::kOk);
+    CHECK(same_bits(out, params_for(0, r, kParams)));
+  }
+
+  auto bad = params_for(0, 9, kParams);
+  bad[kParams - 1] = std::nanf("");
+  REQUIRE(view->read(seg->write(1.0, bad), out, &finite) == net::ShmView::Read::kOk);
+  CHECK_FALSE(finite);
+  CHECK_THROWS_WITH(view->read(wire::ShmNote{7, 2, 1.0}, out, &finite),
+                    Contains("names slot 7 of 4"));
+}
+
+TEST_CASE("a shared segment that is not what was offered is not mapped", "[net][shm]") {
+  constexpr std::size_t kParams = 5000;
+  std::string why;
+  auto seg = net::ShmSegment::create(kParams, 4, &why);
+  REQUIRE(seg);
+  const wire::ShmOffer good = seg->offer();
+  auto refused = [&](const wire::ShmOffer& o, std::uint64_t params = 5000) {
+    why.clear();
+    return net::ShmView::open(o, params, &why) == nullptr ? why : std::string("mapped");
+  };
+  REQUIRE(refused(good) == "mapped");
+  auto o = good;
+  o.token ^= 1;
+  CHECK_THAT(refused(o), Contains("is not the segment offered"));
+  CHECK_THAT(refused(good, kParams + 2048), Contains("it offers a segment of"));
+  o = good;
+  o.slots = 1000;
+  CHECK_THAT(refused(o), Contains("it offers 1000 slots"));
+  o = good;
+  o.fd = 999'999;
+  CHECK_THAT(refused(o), Contains("open /proc/"));
+  // A plain file of the right size is not a sealed memfd: it could shrink under our reads.
+  FILE* plain = std::tmpfile();
+  REQUIRE(plain);
+  REQUIRE(::ftruncate(fileno(plain), static_cast<off_t>(good.bytes)) == 0);
+  o = good;
+  o.fd = static_cast<std::uint32_t>(fileno(plain));
+  CHECK_THAT(refused(o), Contains("is not a memfd sealed against shrinking"));
+  std::fclose(plain);
+  // A FIFO must neither hang the opener nor be mapped.
+  const std::string fifo = cat("/tmp/gossip-test-fifo-", ::getpid());
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  const int ffd = ::open(fifo.c_str(), O_RDWR | O_NONBLOCK);
+  ::unlink(fifo.c_str());
+  REQUIRE(ffd >= 0);
+  o.fd = static_cast<std::uint32_t>(ffd);
+  CHECK_THAT(refused(o), Contains("is not a regular file"));
+  ::close(ffd);
 }
 
 TEST_CASE("crc32c_floats gives the CRC and spots any NaN or Inf in the same pass", "[net]") {
@@ -300,7 +410,7 @@ TEST_CASE("params with NaN, Inf or a bad push-sum weight are refused", "[net]") 
 }
 
 TEST_CASE("handshakes round-trip and a different model or topology is refused", "[net]") {
-  const wire::Hello ours{wire::kVersion, 1, model_info({784, 128, 10}, 101770)};
+  const wire::Hello ours{wire::kVersion, 1, model_info({784, 128, 10}, 101770), std::nullopt};
   const auto bytes = wire::encode_hello(ours);
   const auto back = wire::decode_hello(bytes);
   REQUIRE(back);
@@ -323,7 +433,17 @@ TEST_CASE("handshakes round-trip and a different model or topology is refused", 
   CHECK(wire::refusal_reason(ours, theirs) == "run id 'other' != ours 'test-run'");
   theirs = ours;
   theirs.protocol_version = 9;
-  CHECK(wire::refusal_reason(ours, theirs) == "protocol version 9 != ours 1");
+  CHECK(wire::refusal_reason(ours, theirs) == "protocol version 9 != ours 2");
+
+  auto offering = ours;  // a same-host offer travels with the handshake
+  offering.shm = wire::ShmOffer{0xABCDEF, 4242, 17, 0x1234, 1 << 20, 4};
+  const auto with_shm = wire::decode_hello(wire::encode_hello(offering));
+  REQUIRE(with_shm);
+  CHECK(with_shm.value->shm == offering.shm);
+  CHECK_FALSE(back.value->shm);
+  auto flag = bytes;
+  flag.back() = std::byte{2};
+  CHECK(wire::decode_hello(flag).error == "shared-memory flag 2 is not 0 or 1");
 
   for (std::size_t n = 0; n < bytes.size(); ++n)  // every truncation is refused, none crash
     CHECK_FALSE(wire::decode_hello(std::span(bytes).first(n)));
@@ -372,17 +492,24 @@ TEST_CASE("mailboxes keep rounds per neighbour and apply the sync and async rule
 TEST_CASE("four exchanges on a ring deliver bit-exact buffers each sync round", "[net]") {
   constexpr int kPeers = 4, kRounds = 6;
   constexpr std::size_t kParams = 50'000;
+  // One process is one host: by default parameters go through shared memory; off, over TCP.
+  const bool shared_memory = GENERATE(true, false);
+  INFO("shared_memory " << shared_memory);
   Cluster cluster(kPeers);
   LogSink log;
   std::vector<std::string> problems(kPeers);
   std::vector<std::uint64_t> sent(kPeers);
+  std::vector<std::size_t> shm_links(kPeers);
   std::vector<std::thread> threads;
   for (int r = 0; r < kPeers; ++r) {
     const std::vector<int> nbrs{(r + kPeers - 1) % kPeers, (r + 1) % kPeers};
-    threads.emplace_back([&, r, nbrs, config = cluster.config(r, nbrs, kParams, log),
+    auto config = cluster.config(r, nbrs, kParams, log);
+    config.shared_memory = shared_memory;
+    threads.emplace_back([&, r, nbrs, config = std::move(config),
                           listener = std::move(cluster.listeners[r])]() mutable {
       std::vector<float> mine;  // outlives the exchange: it may still be on the wire
       NetExchange ex(std::move(config), std::move(listener));
+      shm_links[r] = ex.shared_memory_peers().size();
       const std::vector<int> sorted{std::min(nbrs[0], nbrs[1]), std::max(nbrs[0], nbrs[1])};
       for (int round = 0; round < kRounds; ++round) {
         mine = params_for(r, round, kParams);
@@ -406,6 +533,7 @@ TEST_CASE("four exchanges on a ring deliver bit-exact buffers each sync round", 
     INFO("peer " << r);
     CHECK(problems[r] == "");
     CHECK(sent[r] >= 2 * kRounds * frame);
+    CHECK(shm_links[r] == (shared_memory ? 2u : 0u));
   }
 }
 

@@ -89,6 +89,7 @@ struct NetworkConfig {
   std::string host = "127.0.0.1";   // when the topology gives no addresses
   int base_port = 29500;            // port of rank r = base_port + r
   double connect_timeout_s = 60.0;  // start deadline for dialling neighbours
+  bool shared_memory = true;        // same-host neighbours exchange parameters in memory
 };
 
 struct CompareConfig {

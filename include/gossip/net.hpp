@@ -49,6 +49,9 @@ struct NetConfig {
   std::uint64_t max_frame_bytes = 0;   // 0 = default_max_frame_bytes(handshake.param_count)
   std::size_t max_queued_rounds = 4;   // per neighbour; older rounds are dropped beyond this
   int socket_buffer_bytes = 4 << 20;   // SO_SNDBUF / SO_RCVBUF
+  /// Neighbours on the same host (same boot and namespaces) read our parameters from shared
+  /// memory instead of receiving them over TCP; the TCP link still carries everything else.
+  bool shared_memory = true;
   NetTimeouts timeouts;
   std::function<void(const std::string&)> log;  // one line per event; empty = stderr
 };
@@ -108,6 +111,8 @@ class NetExchange final : public Exchange {
 
   /// Neighbours whose link is up right now, ascending.
   std::vector<int> connected_peers() const;
+  /// Those of them on this host whose parameters we read from their shared memory.
+  std::vector<int> shared_memory_peers() const;
 
  private:
   class Impl;

@@ -203,6 +203,7 @@ void read_net(const Reader& r, const YAML::Node& n, NetworkConfig& c) {
          if (c.base_port > 65000) r.fail(v, f, cat("must be at most 65000, got ", c.base_port));
        }},
       {"connect_timeout_s", [&](auto& v, auto& f) { c.connect_timeout_s = r.positive(v, f, false); }},
+      {"shared_memory", [&](auto& v, auto& f) { c.shared_memory = r.get<bool>(v, f); }},
   });
 }
 

@@ -1,6 +1,7 @@
 // net/frame.cpp: CRC32C and the frame header codec. Pure functions, no Asio, no allocation
 // before a size has been checked — this is what fuzz/fuzz_frame.cpp exercises.
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -63,6 +64,8 @@ std::string frame_type_name(std::uint16_t type) {
     case FrameType::kParams: return "params";
     case FrameType::kBye: return "bye";
     case FrameType::kError: return "error";
+    case FrameType::kShmReady: return "shm-ready";
+    case FrameType::kShmParams: return "shm-params";
   }
   return cat("type ", type);
 }
@@ -162,7 +165,14 @@ __attribute__((target("sse4.2"))) std::uint32_t crc32c_sse42(const std::byte* p,
       c = _mm_crc32_u64(c, wc);
       if constexpr (kCheckFinite) bad |= nonfinite_pair(wa) | nonfinite_pair(wb) | nonfinite_pair(wc);
     }
-    const std::uint32_t op = shift_operator(third);
+    // Chunks of one size recur (every received chunk, every frame): remember the last operator.
+    thread_local std::uint64_t op_bytes = 0;
+    thread_local std::uint32_t op_value = 0;
+    if (op_bytes != third) {
+      op_value = shift_operator(third);
+      op_bytes = third;
+    }
+    const std::uint32_t op = op_value;
     raw = multmodp(op, static_cast<std::uint32_t>(a)) ^ static_cast<std::uint32_t>(b);
     raw = multmodp(op, raw) ^ static_cast<std::uint32_t>(c);
     p += 3 * third;
@@ -247,7 +257,7 @@ Decoded<FrameHeader> decode_header(std::span<const std::byte> bytes,
   if (const auto version = get<std::uint16_t>(p + 4); version != kVersion)
     return {{}, cat("unsupported frame version ", version, " (ours is ", kVersion, ")")};
   const auto type = get<std::uint16_t>(p + 6);
-  if (type < 1 || type > 5) return {{}, cat("unknown frame type ", type)};
+  if (type < 1 || type > kLastFrameType) return {{}, cat("unknown frame type ", type)};
 
   FrameHeader h;
   h.type = static_cast<FrameType>(type);
@@ -267,8 +277,12 @@ Decoded<FrameHeader> decode_header(std::span<const std::byte> bytes,
       (h.payload_bytes < kWeightBytes || (h.payload_bytes - kWeightBytes) % sizeof(float) != 0))
     return {{}, cat("malformed params frame: payload of ", h.payload_bytes,
                     " bytes is not an f64 weight plus whole f32s")};
-  if (h.type == FrameType::kBye && h.payload_bytes != 0)
-    return {{}, cat("malformed bye frame: payload of ", h.payload_bytes, " bytes")};
+  if ((h.type == FrameType::kBye || h.type == FrameType::kShmReady) && h.payload_bytes != 0)
+    return {{}, cat("malformed ", frame_type_name(type), " frame: payload of ", h.payload_bytes,
+                    " bytes")};
+  if (h.type == FrameType::kShmParams && h.payload_bytes != kShmNoteBytes)
+    return {{}, cat("malformed shm-params frame: payload of ", h.payload_bytes, " bytes, expected ",
+                    kShmNoteBytes)};
   return {h, {}};
 }
 
@@ -298,6 +312,29 @@ std::string check_crc(const FrameHeader& header, std::uint32_t computed) {
   return cat("bad CRC32C on ", frame_type_name(static_cast<std::uint16_t>(header.type)),
              " payload (round ", header.round, "): computed ", hex(computed), ", header says ",
              hex(header.payload_crc));
+}
+
+// Layout: slot u32 | reserved u32 (zero) | seq u64 | weight f64 | reserved u64 (zero).
+std::vector<std::byte> encode_shm_note(const ShmNote& note) {
+  std::vector<std::byte> out(kShmNoteBytes);
+  put<std::uint32_t>(&out[0], note.slot);
+  put<std::uint64_t>(&out[8], note.seq);
+  put<std::uint64_t>(&out[16], std::bit_cast<std::uint64_t>(note.weight));
+  return out;
+}
+
+Decoded<ShmNote> decode_shm_note(std::span<const std::byte> bytes) {
+  if (bytes.size() != kShmNoteBytes)
+    return {{}, cat("shm-params payload of ", bytes.size(), " bytes, expected ", kShmNoteBytes)};
+  ShmNote n;
+  n.slot = get<std::uint32_t>(&bytes[0]);
+  n.seq = get<std::uint64_t>(&bytes[8]);
+  n.weight = std::bit_cast<double>(get<std::uint64_t>(&bytes[16]));
+  if (get<std::uint32_t>(&bytes[4]) != 0 || get<std::uint64_t>(&bytes[24]) != 0)
+    return {{}, "shm-params: reserved bytes are not zero"};
+  if (n.seq == 0 || n.seq % 2 != 0)
+    return {{}, cat("shm-params: sequence ", n.seq, " is not that of a finished write")};
+  return {n, {}};
 }
 
 std::vector<std::byte> encode_frame(FrameType type, std::uint32_t sender, std::int64_t round,

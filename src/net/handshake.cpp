@@ -61,6 +61,8 @@ std::vector<std::byte> encode_hello(const Hello& hello) {
     ar(static_cast<std::uint32_t>(hello.info.layer_sizes.size()));
     for (std::uint64_t s : hello.info.layer_sizes) ar(s);
     ar(hello.info.param_count, hello.info.topology_fingerprint);
+    ar(static_cast<std::uint8_t>(hello.shm.has_value()));
+    if (const auto& o = hello.shm) ar(o->host_key, o->pid, o->fd, o->token, o->bytes, o->slots);
   }
   const std::string s = os.str();
   const auto* p = reinterpret_cast<const std::byte*>(s.data());
@@ -81,6 +83,14 @@ Decoded<Hello> decode_hello(std::span<const std::byte> bytes) {
     h.info.layer_sizes.resize(layers);
     for (auto& s : h.info.layer_sizes) ar(s);
     ar(h.info.param_count, h.info.topology_fingerprint);
+    std::uint8_t has_shm = 0;
+    ar(has_shm);
+    if (has_shm > 1) throw Refused{cat("shared-memory flag ", int{has_shm}, " is not 0 or 1")};
+    if (has_shm) {
+      ShmOffer o;
+      ar(o.host_key, o.pid, o.fd, o.token, o.bytes, o.slots);
+      h.shm = o;
+    }
   } catch (const Refused& r) {
     return {{}, r.why};
   } catch (const cereal::Exception&) {

@@ -10,6 +10,11 @@
 #include "src/net/socket.hpp"
 
 namespace gossip::net {
+namespace {
+// Slots in our segment, reused round-robin: a same-host neighbour must copy a round out before
+// we have published this many more (else it sees a torn read and drops that round).
+constexpr std::uint32_t kShmSlots = 4;
+}  // namespace
 
 Links::Links(asio::io_context& io, asio::ip::tcp::acceptor& acceptor, const NetConfig& config,
              std::uint64_t max_frame_bytes, Mailboxes& mailboxes,
@@ -19,6 +24,12 @@ Links::Links(asio::io_context& io, asio::ip::tcp::acceptor& acceptor, const NetC
   hello_.protocol_version = wire::kVersion;
   hello_.rank = config.rank;
   hello_.info = config.handshake;
+  if (config.shared_memory) {
+    std::string why;
+    shm_ = ShmSegment::create(config.handshake.param_count, kShmSlots, &why);
+    if (shm_) hello_.shm = shm_->offer();
+    else log(cat("shared memory unavailable (", why, "); every link carries parameters over TCP"));
+  }
   for (int p : mail_.neighbours()) {
     links_[p] = std::make_unique<Link>(io);
     if (p < static_cast<int>(endpoints.size())) links_[p]->endpoints = std::move(endpoints[p]);
@@ -114,22 +125,35 @@ std::string Links::on_hello(Session& s, const wire::Hello& hello, std::uint32_t 
   if (!mail_.is_neighbour(p)) return cat("peer ", p, " is not a neighbour of ", me);
   if (p > me)
     return cat("peer ", p, " dialled us, but the lower rank of a pair dials (we are ", me, ")");
-  adopt(p, s);
+  adopt(p, s, hello);
   return {};
 }
 
-void Links::on_hello_ack(Session& s) {
+void Links::on_hello_ack(Session& s, const wire::Hello& hello) {
   Link& l = *links_[s.peer()];
   l.dialling = false;
   l.backoff = config_.timeouts.backoff_first;
-  adopt(s.peer(), s);
+  adopt(s.peer(), s, hello);
 }
 
-void Links::adopt(int peer, Session& s) {
+std::unique_ptr<ShmView> Links::map_segment(int peer, const wire::Hello& hello) {
+  if (!shm_ || !hello.shm || hello.shm->host_key != host_key()) return nullptr;  // another host
+  std::string why;
+  auto view = ShmView::open(*hello.shm, config_.handshake.param_count, &why);
+  if (view)
+    log(cat("peer ", peer, " is on this host: its parameters come through shared memory"));
+  else
+    log(cat("peer ", peer, " is on this host, but its shared memory cannot be used (", why,
+            "); its parameters come over TCP"));
+  return view;
+}
+
+void Links::adopt(int peer, Session& s, const wire::Hello& hello) {
   Link& l = *links_[peer];
   if (auto old = std::exchange(l.session, nullptr); old && !old->closed())
     old->close("replaced by a new connection", CloseKind::kError);
   l.session = s.shared_from_this();
+  s.attach_shm(map_segment(peer, hello));  // before the link counts as up
   l.gone_timer.cancel();
   mail_.set_state(peer, LinkState::kUp);
   log(cat(s.who(), " connected"));
@@ -182,10 +206,27 @@ void Links::watch_gone(int peer) {
 
 void Links::publish(std::int64_t round, std::span<const float> params, double weight,
                     const std::vector<int>& to) {
+  std::vector<Session*> by_shm, by_tcp;
+  for (int p : to) {
+    Link& l = *links_[p];
+    if (!l.session || !l.session->established() || l.session->closed())
+      mail_.send_done();  // link down: nothing to send to (its loss was logged)
+    else
+      (l.session->peer_reads_shm() ? by_shm : by_tcp).push_back(l.session.get());
+  }
+  const auto body = std::as_bytes(params);
+  // Same-host neighbours: one copy into our segment, then a small frame each.
+  if (!by_shm.empty()) {
+    const wire::ShmNote note = shm_->write(weight, params);
+    auto frame = std::make_shared<const std::vector<std::byte>>(wire::encode_frame(
+        wire::FrameType::kShmParams, static_cast<std::uint32_t>(config_.rank), round,
+        wire::encode_shm_note(note)));
+    for (Session* s : by_shm) s->send_shm_note(frame, wire::kWeightBytes + body.size());
+  }
+  if (by_tcp.empty()) return;
   // The header is the same for every target: compute the CRC (weight, then floats) once.
   auto head = std::make_shared<std::vector<std::byte>>(wire::kHeaderBytes + wire::kWeightBytes);
   std::memcpy(head->data() + wire::kHeaderBytes, &weight, sizeof weight);
-  const auto body = std::as_bytes(params);
   const auto weight_bytes = std::span(*head).subspan(wire::kHeaderBytes);
   wire::FrameHeader h;
   h.type = wire::FrameType::kParams;
@@ -195,14 +236,7 @@ void Links::publish(std::int64_t round, std::span<const float> params, double we
   h.payload_crc = wire::crc32c(body, wire::crc32c(weight_bytes));
   const auto header = wire::encode_header(h);
   std::copy(header.begin(), header.end(), head->begin());
-
-  for (int p : to) {
-    Link& l = *links_[p];
-    if (l.session && l.session->established() && !l.session->closed())
-      l.session->send_params(head, body);
-    else
-      mail_.send_done();  // link down: nothing to send to (its loss was logged)
-  }
+  for (Session* s : by_tcp) s->send_params(head, body);
 }
 
 void Links::shutdown() {

@@ -43,7 +43,7 @@ class Links final : public Hub {
   std::uint64_t max_frame_bytes() const override { return max_frame_bytes_; }
   Mailboxes& mailboxes() override { return mail_; }
   std::string on_hello(Session& s, const wire::Hello& hello, std::uint32_t sender) override;
-  void on_hello_ack(Session& s) override;
+  void on_hello_ack(Session& s, const wire::Hello& hello) override;
   void on_closed(Session& s, CloseKind kind, const std::string& why) override;
   void count_sent(std::size_t bytes) override { bytes_sent_ += bytes; }
 
@@ -64,7 +64,10 @@ class Links final : public Hub {
   void track(const std::shared_ptr<Session>& s);
   void dial(int peer);
   void retry(int peer, const std::string& why);
-  void adopt(int peer, Session& s);
+  /// The neighbour's shared segment mapped, when it offered one, it is on this host and shared
+  /// memory is on; else nullptr (TCP carries its parameters).
+  std::unique_ptr<ShmView> map_segment(int peer, const wire::Hello& hello);
+  void adopt(int peer, Session& s, const wire::Hello& hello);
   void watch_gone(int peer);
 
   asio::io_context& io_;
@@ -72,6 +75,7 @@ class Links final : public Hub {
   const NetConfig& config_;
   const std::uint64_t max_frame_bytes_;
   Mailboxes& mail_;
+  std::unique_ptr<ShmSegment> shm_;  // ours, offered in hello_ when shared memory is on
   wire::Hello hello_;
   std::vector<std::unique_ptr<Link>> links_;  // by rank; null for non-neighbours
   std::vector<std::weak_ptr<Session>> sessions_;

@@ -231,6 +231,19 @@ std::vector<int> Mailboxes::peers_in(LinkState state) const {
   return out;
 }
 
+void Mailboxes::set_shared_memory(int peer, bool yes) {
+  std::lock_guard lk(mu_);
+  box(peer).shared_memory = yes;
+}
+
+std::vector<int> Mailboxes::shared_memory_peers() const {
+  std::lock_guard lk(mu_);
+  std::vector<int> out;
+  for (int p : neighbours_)
+    if (box(p).state == LinkState::kUp && box(p).shared_memory) out.push_back(p);
+  return out;
+}
+
 std::vector<int> Mailboxes::dead_peers() const {
   std::lock_guard lk(mu_);
   std::vector<int> out;

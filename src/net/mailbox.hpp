@@ -69,12 +69,17 @@ class Mailboxes {
                              const CollectOptions& options);
   std::vector<int> dead_peers() const;
   std::vector<int> peers_in(LinkState state) const;
+  /// Whether `peer`'s parameters reach us through its shared memory (set at each handshake).
+  void set_shared_memory(int peer, bool yes);
+  /// Neighbours whose current link delivers through shared memory, ascending.
+  std::vector<int> shared_memory_peers() const;
   /// Throws RuntimeError when fail() was called.
   void check_healthy() const;
 
  private:
   struct Box {
     LinkState state = LinkState::kConnecting;
+    bool shared_memory = false;
     std::deque<Message> queue;        // arrival order
     std::optional<Message> held;      // returned by the last collect; spans point into it
     std::vector<std::vector<float>> pool;

@@ -168,6 +168,10 @@ std::vector<int> NetExchange::connected_peers() const {
   return impl_->mail().peers_in(net::LinkState::kUp);
 }
 
+std::vector<int> NetExchange::shared_memory_peers() const {
+  return impl_->mail().shared_memory_peers();
+}
+
 std::uint64_t NetExchange::bytes_sent() const { return impl_->links().bytes_sent(); }
 
 }  // namespace gossip

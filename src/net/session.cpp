@@ -68,6 +68,17 @@ void Session::send_params(std::shared_ptr<const std::vector<std::byte>> head,
   queue_frame(OutFrame{std::move(head), body, true, false});
 }
 
+void Session::send_shm_note(std::shared_ptr<const std::vector<std::byte>> frame,
+                            std::uint64_t param_bytes) {
+  if (closed_ || closing_ || !established_) {
+    hub_.mailboxes().send_done();
+    return;
+  }
+  OutFrame f{std::move(frame), {}, true, false};
+  f.shm_bytes = param_bytes;
+  queue_frame(std::move(f));
+}
+
 void Session::say_bye() {
   if (closed_ || closing_) return;
   if (!established_) {
@@ -106,8 +117,8 @@ void Session::write_next() {
 
 void Session::on_written(std::error_code ec, std::size_t bytes) {
   arm(write_timer_, std::chrono::milliseconds(0), "");
-  hub_.count_sent(bytes);
   const OutFrame f = std::move(out_.front());
+  hub_.count_sent(bytes + (ec ? 0 : f.shm_bytes));
   out_.pop_front();
   writing_ = false;
   if (f.is_publish) hub_.mailboxes().send_done();
@@ -193,6 +204,13 @@ void Session::on_control(const wire::FrameHeader& h) {
     case FrameType::kBye:
       hub_.log(cat(who(), " left (bye)"));
       return close("", CloseKind::kBye);
+    case FrameType::kShmReady:
+      if (!hub_.our_hello().shm)
+        return close("shm-ready frame, but we offered no shared memory", CloseKind::kError);
+      peer_reads_shm_ = true;
+      return read_header();
+    case FrameType::kShmParams:
+      return on_shm_params(h);
     case FrameType::kParams:
       break;
   }
@@ -204,6 +222,7 @@ void Session::on_hello(const wire::FrameHeader& h, const wire::Hello& hello) {
   if (auto why = hub_.on_hello(*this, hello, h.sender); !why.empty()) return refuse(why);
   established_ = true;
   queue_control(FrameType::kHelloAck, wire::encode_hello(hub_.our_hello()), false);
+  if (shm_view_) queue_control(FrameType::kShmReady, {}, false);
   read_header();
 }
 
@@ -213,8 +232,14 @@ void Session::on_hello_ack(const wire::Hello& hello) {
   if (auto why = wire::refusal_reason(hub_.our_hello(), hello); !why.empty())
     return refuse(why);
   established_ = true;
-  hub_.on_hello_ack(*this);
+  hub_.on_hello_ack(*this, hello);
+  if (shm_view_) queue_control(FrameType::kShmReady, {}, false);
   read_header();
+}
+
+void Session::attach_shm(std::unique_ptr<ShmView> view) {
+  shm_view_ = std::move(view);
+  hub_.mailboxes().set_shared_memory(peer_, shm_view_ != nullptr);
 }
 
 void Session::refuse(const std::string& why) {
@@ -277,17 +302,49 @@ void Session::on_params(const wire::FrameHeader& h) {
     hub_.mailboxes().return_buffer(peer_, std::move(rx_));
     return close(why, CloseKind::kError);
   }
-  Message m;
-  m.round = h.round;
-  std::memcpy(&m.weight, weight_.data(), sizeof m.weight);  // little-endian host (wire.hpp)
-  if (!finite || !(std::isfinite(m.weight) && m.weight > 0.0)) {
-    const std::string why = wire::check_param_values(rx_, m.weight, h.round);
+  double weight;
+  std::memcpy(&weight, weight_.data(), sizeof weight);  // little-endian host (wire.hpp)
+  deliver_rx(h.round, weight, finite);
+}
+
+void Session::deliver_rx(std::int64_t round, double weight, bool all_finite) {
+  if (!all_finite || !(std::isfinite(weight) && weight > 0.0)) {
+    const std::string why = wire::check_param_values(rx_, weight, round);
     hub_.mailboxes().return_buffer(peer_, std::move(rx_));
     return close(why, CloseKind::kError);
   }
+  Message m;
+  m.round = round;
+  m.weight = weight;
   m.params = std::move(rx_);
   hub_.mailboxes().deliver(peer_, std::move(m));
   read_header();
+}
+
+// Same host: the frame only says which slot of the neighbour's segment holds the round; the
+// floats are copied straight out of its memory and checked for NaN/Inf in the same pass.
+void Session::on_shm_params(const wire::FrameHeader& h) {
+  if (!shm_view_)
+    return close("shm-params frame, but we have not mapped this peer's shared memory",
+                 CloseKind::kError);
+  const auto note = wire::decode_shm_note(control_);
+  if (!note) return close(note.error, CloseKind::kError);
+  rx_ = hub_.mailboxes().take_buffer(peer_);
+  bool finite = true;
+  ShmView::Read got;
+  try {
+    got = shm_view_->read(*note.value, rx_, &finite);
+  } catch (const InputError& e) {
+    hub_.mailboxes().return_buffer(peer_, std::move(rx_));
+    return close(e.what(), CloseKind::kError);
+  }
+  if (got == ShmView::Read::kTorn) {
+    hub_.mailboxes().return_buffer(peer_, std::move(rx_));
+    hub_.log(cat(who(), ": round ", h.round, ": its shared slot ", note.value->slot,
+                 " was rewritten before we had read it; dropped that round"));
+    return read_header();
+  }
+  deliver_rx(h.round, note.value->weight, finite);
 }
 
 // --- closing ---------------------------------------------------------------------------------

@@ -16,6 +16,7 @@
 #include <asio.hpp>
 
 #include "src/net/mailbox.hpp"
+#include "src/net/shm.hpp"
 #include "src/net/wire.hpp"
 
 namespace gossip::net {
@@ -40,7 +41,7 @@ class Hub {
   /// Acceptor side: empty when `hello` may become the link to its rank, else why not.
   virtual std::string on_hello(Session& s, const wire::Hello& hello, std::uint32_t sender) = 0;
   /// Dialler side: the handshake is done; the session becomes the link to its peer.
-  virtual void on_hello_ack(Session& s) = 0;
+  virtual void on_hello_ack(Session& s, const wire::Hello& hello) = 0;
   virtual void on_closed(Session& s, CloseKind kind, const std::string& why) = 0;
   virtual void count_sent(std::size_t bytes) = 0;
   virtual void log(const std::string& line) = 0;
@@ -59,6 +60,10 @@ class Session : public std::enable_shared_from_this<Session> {
   /// caller's floats, written without copying. Reports send_done() when written or dropped.
   void send_params(std::shared_ptr<const std::vector<std::byte>> head,
                    std::span<const std::byte> body);
+  /// Queues a shm-params frame (the publish went into our segment); `param_bytes` is what the
+  /// neighbour will read from it, counted in bytes_sent once the frame is written.
+  void send_shm_note(std::shared_ptr<const std::vector<std::byte>> frame,
+                     std::uint64_t param_bytes);
   /// Queues bye and closes once it is written (or the write deadline passes).
   void say_bye();
   /// Closes now (idempotent); logs `why` unless it is empty; tells the hub.
@@ -69,6 +74,11 @@ class Session : public std::enable_shared_from_this<Session> {
   int peer() const { return peer_; }
   bool established() const { return established_; }
   bool closed() const { return closed_; }
+  /// Called by the hub as the session becomes the link: the neighbour's segment, mapped (it is
+  /// on this host), or nullptr. Once the handshake is answered the session says shm-ready.
+  void attach_shm(std::unique_ptr<ShmView> view);
+  /// The neighbour said shm-ready: it reads our publishes from our segment.
+  bool peer_reads_shm() const { return peer_reads_shm_; }
   const std::string& remote() const { return remote_; }
   /// "peer 3 (127.0.0.1:41234)" or "connection from 127.0.0.1:41234".
   std::string who() const;
@@ -79,6 +89,7 @@ class Session : public std::enable_shared_from_this<Session> {
     std::span<const std::byte> body;
     bool is_publish = false;
     bool close_after = false;
+    std::uint64_t shm_bytes = 0;  // parameter bytes this frame hands over through shared memory
   };
 
   void queue_frame(OutFrame frame);
@@ -92,6 +103,9 @@ class Session : public std::enable_shared_from_this<Session> {
   void read_params(const wire::FrameHeader& h);
   void read_params_chunk(const wire::FrameHeader& h);
   void on_params(const wire::FrameHeader& h);
+  void on_shm_params(const wire::FrameHeader& h);
+  /// rx_ holds a neighbour's round: check the values, deliver it, read on.
+  void deliver_rx(std::int64_t round, double weight, bool all_finite);
   void on_hello(const wire::FrameHeader& h, const wire::Hello& hello);
   void on_hello_ack(const wire::Hello& hello);
   void refuse(const std::string& why);
@@ -117,6 +131,9 @@ class Session : public std::enable_shared_from_this<Session> {
   std::size_t rx_done_ = 0;               // floats of rx_ received and checked so far
   std::uint32_t rx_crc_ = 0;              // CRC32C of the payload received so far
   bool rx_finite_ = true;                 // no NaN/Inf among them
+
+  std::unique_ptr<ShmView> shm_view_;    // the neighbour's segment, when it is on this host
+  bool peer_reads_shm_ = false;
 
   std::deque<OutFrame> out_;
   bool writing_ = false;

@@ -16,7 +16,7 @@
 namespace gossip::wire {
 
 inline constexpr std::uint32_t kMagic = 0x50495347;  // bytes "GSIP" on the wire
-inline constexpr std::uint16_t kVersion = 1;         // frame layout and handshake version
+inline constexpr std::uint16_t kVersion = 2;         // frame layout and handshake version
 inline constexpr std::size_t kHeaderBytes = 32;
 inline constexpr std::size_t kWeightBytes = 8;       // params payload starts with an f64 weight
 inline constexpr std::uint64_t kMaxControlPayload = 64 * 1024;  // hello, ack, error, bye
@@ -29,7 +29,10 @@ enum class FrameType : std::uint16_t {
   kParams = 3,    // f64 push-sum weight, then param_count f32
   kBye = 4,       // empty: the sender is leaving on purpose
   kError = 5,     // UTF-8 reason; the sender closes after it
+  kShmReady = 6,  // empty: "I have mapped your shared segment; announce params, do not send them"
+  kShmParams = 7, // ShmNote: your params for this round are in your segment's slot (same host)
 };
+inline constexpr std::uint16_t kLastFrameType = 7;
 
 /// Name for log lines ("hello", "params", ...; "type 9" for unknown ones).
 std::string frame_type_name(std::uint16_t type);
@@ -91,12 +94,40 @@ struct Frame {
 /// Decodes exactly one frame from `bytes` (trailing bytes are an error).
 Decoded<Frame> decode_frame(std::span<const std::byte> bytes, std::uint64_t max_frame_bytes);
 
+/// A peer's offer, in its handshake, to let same-host neighbours read its published parameters
+/// straight from its memory: a sealed memfd that a process in the same boot, pid, mount and
+/// network namespaces opens as /proc/PID/fd/FD. `token` is random and repeated in the segment's
+/// own header, so a reader knows it opened the segment that was offered.
+struct ShmOffer {
+  std::uint64_t host_key = 0;  // net::host_key() of the offering process
+  std::uint32_t pid = 0;
+  std::uint32_t fd = 0;
+  std::uint64_t token = 0;
+  std::uint64_t bytes = 0;     // size of the whole segment
+  std::uint32_t slots = 0;     // parameter slots, reused round-robin
+  bool operator==(const ShmOffer&) const = default;
+};
+
 /// The handshake payload of hello and hello-ack frames.
 struct Hello {
   std::uint32_t protocol_version = kVersion;
   std::int32_t rank = -1;
   HandshakeInfo info;
+  std::optional<ShmOffer> shm;  // absent when the peer offers no shared memory
 };
+
+/// The payload of a shm-params frame: the sender wrote its parameters for the frame's round into
+/// slot `slot` of its segment and finished the write with sequence number `seq` (even). The
+/// floats carry no CRC: they never leave the host's memory, and a torn read is caught by `seq`.
+struct ShmNote {
+  std::uint32_t slot = 0;
+  std::uint64_t seq = 0;
+  double weight = 1.0;  // push-sum weight
+};
+inline constexpr std::size_t kShmNoteBytes = 32;
+std::vector<std::byte> encode_shm_note(const ShmNote& note);
+/// Refuses a payload that is not exactly kShmNoteBytes long, or an odd (unfinished) sequence.
+Decoded<ShmNote> decode_shm_note(std::span<const std::byte> bytes);
 
 std::vector<std::byte> encode_hello(const Hello& hello);
 /// Refuses truncated input, trailing bytes, and over-long run ids or layer lists.

@@ -111,6 +111,7 @@ int run_peer(const RunConfig& config, const Topology& topology, const PeerOption
   net.addresses = peer_addresses(config, topology);
   net.neighbours = all_neighbours(topology, rank);
   net.handshake.run_id = config.net.run_id;
+  net.shared_memory = config.net.shared_memory;
   for (int s : config.model.layers) net.handshake.layer_sizes.push_back(s);
   net.handshake.param_count = static_cast<std::uint64_t>(trainer.num_params());
   net.handshake.topology_fingerprint = topology.fingerprint();

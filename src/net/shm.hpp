@@ -1,0 +1,79 @@
+/// net/shm: the same-host fast path. A peer publishes its parameters into a sealed memfd of its
+/// own (ShmSegment); a neighbour on the same host maps that memfd read-only (ShmView) and copies
+/// the round's parameters out of it, so the megabyte of floats never crosses the kernel's TCP
+/// stack. The TCP connection stays: it carries the handshake, the byes, and per round a 64-byte
+/// shm-params frame saying which slot to read. docs/wire.md has the protocol.
+///
+/// Slots are reused round-robin and guarded by a sequence number (a seqlock): odd while the
+/// owner writes, even when done. A reader that finds the sequence changed under it reports a
+/// torn read instead of delivering a mix of two rounds. No Asio here.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "src/net/wire.hpp"
+
+namespace gossip::net {
+
+/// What two processes must share for one to open the other's segment as /proc/PID/fd/FD: the
+/// boot, and the pid, mount, network and IPC namespaces. Peers in different network namespaces
+/// (containers, pods, the netns tests) count as different hosts and talk TCP.
+std::uint64_t host_key();
+
+/// Our segment. Written by the I/O thread only.
+class ShmSegment {
+ public:
+  /// nullptr (and `why`) when the kernel has no sealed memfds or the memory cannot be had.
+  static std::unique_ptr<ShmSegment> create(std::uint64_t param_count, std::uint32_t slots,
+                                            std::string* why);
+  ~ShmSegment();
+  ShmSegment(const ShmSegment&) = delete;
+  ShmSegment& operator=(const ShmSegment&) = delete;
+
+  /// What goes into our hello.
+  const wire::ShmOffer& offer() const { return offer_; }
+
+  /// Copies `params` into the next slot and returns the note that announces it.
+  wire::ShmNote write(double weight, std::span<const float> params);
+
+ private:
+  ShmSegment() = default;
+  int fd_ = -1;
+  std::byte* base_ = nullptr;
+  wire::ShmOffer offer_;
+  std::uint64_t param_count_ = 0;
+  std::uint64_t stride_ = 0;
+  std::uint64_t writes_ = 0;
+};
+
+/// A neighbour's segment, mapped read-only.
+class ShmView {
+ public:
+  /// Opens and checks the segment `offer` describes: the right kind of file (a memfd sealed
+  /// against shrinking, so it can never vanish under our reads), the size, the token and the
+  /// parameter count. nullptr and `why` when any of that fails.
+  static std::unique_ptr<ShmView> open(const wire::ShmOffer& offer, std::uint64_t param_count,
+                                       std::string* why);
+  ~ShmView();
+  ShmView(const ShmView&) = delete;
+  ShmView& operator=(const ShmView&) = delete;
+
+  enum class Read { kOk, kTorn };
+  /// Copies the slot `note` names into `out` (param_count floats), noting in the same pass
+  /// whether every float is finite. kTorn when the owner rewrote the slot before or while we
+  /// read it: `out` is then garbage. Throws InputError for a slot number out of range (the
+  /// caller closes the link).
+  Read read(const wire::ShmNote& note, std::span<float> out, bool* all_finite) const;
+
+ private:
+  ShmView() = default;
+  const std::byte* base_ = nullptr;
+  std::uint64_t bytes_ = 0;
+  std::uint64_t stride_ = 0;
+  std::uint32_t slots_ = 0;
+};
+
+}  // namespace gossip::net
