@@ -1,8 +1,9 @@
 // fuzz/fuzz_frame.cpp: libFuzzer target for the frame decoder (src/net/frame.cpp). Any bytes:
 // no crash, no allocation before the size check (scripts/fuzz.sh caps malloc), and a frame that
-// is accepted re-encodes to exactly the input.
+// is accepted re-encodes to exactly the input; so does the note of an accepted shm-params frame.
 #include <cstdint>
 #include <cstdlib>
+#include <algorithm>
 #include <cstring>
 
 #include "src/net/wire.hpp"
@@ -22,5 +23,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (!check_payload(h, frame.value->payload).empty()) std::abort();
   const auto again = encode_frame(h.type, h.sender, h.round, frame.value->payload);
   if (again.size() != size || std::memcmp(again.data(), data, size) != 0) std::abort();
+  if (h.type == FrameType::kShmParams) {
+    const auto note = decode_shm_note(frame.value->payload);
+    if (!note) {
+      if (note.error.empty()) std::abort();
+      return 0;
+    }
+    const auto payload = encode_shm_note(*note.value);
+    if (!std::equal(payload.begin(), payload.end(), frame.value->payload.begin())) std::abort();
+  }
   return 0;
 }

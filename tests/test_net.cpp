@@ -597,6 +597,99 @@ TEST_CASE("garbage from a stranger closes only that connection", "[net]") {
   CHECK(b.dead_peers().empty());
 }
 
+TEST_CASE("a same-host neighbour's shared memory is checked as its frames are", "[net][shm]") {
+  constexpr std::size_t kParams = 3000;
+  Cluster cluster(2);
+  LogSink log;
+  const int port = cluster.listeners[1].port();
+  auto config = cluster.config(1, {0}, kParams, log);
+  config.timeouts.start = 100ms;     // rank 0 is this test, by hand: do not wait for it
+  config.timeouts.reconnect = 60s;   // each refusal below closes the link; rank 0 redials
+  NetExchange b(std::move(config), std::move(cluster.listeners[1]));
+  std::string why;
+  auto seg = net::ShmSegment::create(kParams, 4, &why);
+  REQUIRE(seg);
+  const auto info = model_info({784, 128, 10}, kParams);
+  const std::vector<int> from0{0};
+  const CollectOptions sync{CollectMode::kSync, 0, 5s};
+  auto join = [&](const wire::ShmOffer& offer) {
+    auto raw = std::make_unique<RawClient>(port);
+    raw->send(hello_frame(0, info, offer));
+    const auto ack = raw->read_frame();
+    REQUIRE(ack);
+    REQUIRE(ack->header.type == wire::FrameType::kHelloAck);
+    return raw;
+  };
+  auto announce = [](RawClient& raw, std::int64_t round, const wire::ShmNote& note) {
+    raw.send(wire::encode_frame(wire::FrameType::kShmParams, 0, round,
+                                wire::encode_shm_note(note)));
+  };
+
+  auto raw = join(seg->offer());
+  auto ready = raw->read_frame();
+  REQUIRE(ready);
+  CHECK(ready->header.type == wire::FrameType::kShmReady);
+  CHECK(log.wait_for("peer 0 is on this host: its parameters come through shared memory"));
+  CHECK(b.shared_memory_peers() == from0);
+  {
+    INFO("a good round arrives bit-exact");
+    const auto p = params_for(0, 0, kParams);
+    announce(*raw, 0, seg->write(0.75, p));
+    const auto in = b.collect(0, from0, sync);
+    REQUIRE(in.size() == 1);
+    CHECK(same_bits(in[0].params, p));
+    CHECK(in[0].weight == 0.75);
+  }
+  {
+    INFO("a slot rewritten before it was read: that round is dropped, the link stays");
+    const auto stale = seg->write(1.0, params_for(0, 1, kParams));
+    wire::ShmNote latest;
+    for (int k = 0; k < 4; ++k) latest = seg->write(1.0, params_for(0, 2, kParams));
+    announce(*raw, 1, stale);
+    CHECK(log.wait_for("round 1: its shared slot 1 was rewritten before we had read it"));
+    announce(*raw, 2, latest);
+    const auto in = b.collect(2, from0, sync);
+    REQUIRE(in.size() == 1);
+    CHECK(same_bits(in[0].params, params_for(0, 2, kParams)));
+  }
+  {
+    INFO("NaN in shared memory is refused like NaN in a frame");
+    auto bad = params_for(0, 3, kParams);
+    bad[7] = std::nanf("");
+    announce(*raw, 3, seg->write(1.0, bad));
+    CHECK(log.wait_for("parameter 7 of round 3 is nan"));
+    CHECK(raw->closed_by_remote());
+  }
+  {
+    INFO("a slot that does not exist");
+    raw = join(seg->offer());
+    announce(*raw, 4, wire::ShmNote{9, 2, 1.0});
+    CHECK(log.wait_for("shm-params names slot 9 of 4"));
+    CHECK(raw->closed_by_remote());
+  }
+  {
+    INFO("an offer that does not check out: TCP, and announcements are refused");
+    auto wrong = seg->offer();
+    wrong.token ^= 0xFF;
+    raw = join(wrong);
+    CHECK(log.wait_for("its shared memory cannot be used ("));
+    CHECK(b.shared_memory_peers().empty());
+    announce(*raw, 5, seg->write(1.0, params_for(0, 5, kParams)));
+    CHECK(log.wait_for("shm-params frame, but we have not mapped this peer's shared memory"));
+    CHECK(raw->closed_by_remote());
+  }
+  {
+    INFO("after all that, the peer still takes a good neighbour");
+    raw = join(seg->offer());
+    REQUIRE(raw->read_frame());  // shm-ready
+    const auto p = params_for(0, 6, kParams);
+    announce(*raw, 6, seg->write(1.0, p));
+    const auto in = b.collect(6, from0, sync);
+    REQUIRE(in.size() == 1);
+    CHECK(same_bits(in[0].params, p));
+  }
+}
+
 TEST_CASE("a neighbour with another model is refused on both sides", "[net]") {
   Cluster cluster(2);
   LogSink log;

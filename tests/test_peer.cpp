@@ -17,6 +17,8 @@
 #include <thread>
 #include <vector>
 
+#include "gossip/core.hpp"
+
 namespace fs = std::filesystem;
 
 namespace {
@@ -95,7 +97,8 @@ int test_port_base() { return 21000 + (getpid() * 37) % 20000; }
 
 /// A small synthetic run: `n` peers on a ring, given algorithm and period.
 fs::path write_config(const fs::path& dir, int n, const std::string& algorithm, int period,
-                      double epochs = 2, const std::string& extra_topology = "") {
+                      double epochs = 2, const std::string& extra_topology = "",
+                      bool shared_memory = true) {
   std::ofstream(dir / "topo.yaml") << "generator: ring\nn: " << n << "\n" << extra_topology;
   std::ofstream(dir / "c.yaml")
       << "data:\n  synthetic: {train: 1536, test: 384, dim: 12, classes: 3}\n"
@@ -104,17 +107,24 @@ fs::path write_config(const fs::path& dir, int n, const std::string& algorithm, 
       << "train: {epochs: " << epochs << ", batch: 16, seed: 5, backend: cpu}\n"
       << "gossip: {topology: topo.yaml, algorithm: " << algorithm << ", period: " << period
       << ", round_timeout_s: 5}\n"
-      << "net: {run_id: test, base_port: " << test_port_base() << ", connect_timeout_s: 20}\n";
+      << "net: {run_id: test, base_port: " << test_port_base() << ", connect_timeout_s: 20"
+      << (shared_memory ? "" : ", shared_memory: false") << "}\n";
   return dir / "c.yaml";
 }
 
 }  // namespace
 
 TEST_CASE("gossip run over TCP and gossip sim end with bit-identical parameters", "[peer]") {
-  for (auto [algorithm, period] : {std::pair<const char*, int>{"dpsgd", 1}, {"local_sgd", 3}}) {
-    SECTION(std::string(algorithm) + " period " + std::to_string(period)) {
+  struct Case {
+    const char* algorithm;
+    int period;
+    bool shared_memory;  // on one host peers read each other's parameters from shared memory
+  };
+  for (const Case c : {Case{"dpsgd", 1, true}, Case{"local_sgd", 3, true}, Case{"dpsgd", 1, false}}) {
+    SECTION(gossip::cat(c.algorithm, " period ", c.period,
+                        c.shared_memory ? ", shared memory" : ", TCP only")) {
       TempDir t;
-      const auto cfg = write_config(t.path, 6, algorithm, period);
+      const auto cfg = write_config(t.path, 6, c.algorithm, c.period, 2, "", c.shared_memory);
       const Result net = run(bin() + " run " + cfg.string() + " --out " + (t.path / "run").string() +
                              " --no-progress");
       INFO(net.output);
@@ -128,6 +138,14 @@ TEST_CASE("gossip run over TCP and gossip sim end with bit-identical parameters"
       CHECK(a == b);
       // Not a degenerate run: the peers learned something.
       CHECK(number(t.path / "run" / "summary.json", "test_accuracy") > 0.8);
+      // And the parameters went the way the config says.
+      const std::string log = read_file(t.path / "run" / "peers" / "0" / "peer.log");
+      INFO(log);
+      const std::string needle = "its parameters come through shared memory";
+      std::size_t shm_links = 0;
+      for (auto at = log.find(needle); at != std::string::npos; at = log.find(needle, at + 1))
+        ++shm_links;
+      CHECK(shm_links == (c.shared_memory ? 2u : 0u));
     }
   }
 }

@@ -5,6 +5,8 @@
 /// connection starts with a handshake (protocol version, run id, model and topology
 /// fingerprints, rank); a peer that disagrees is refused with a log line that says why. Frames
 /// are little-endian with a CRC32C and a hard maximum size; docs/wire.md has the layout.
+/// Neighbours on the same host read each other's parameters from shared memory (a sealed memfd
+/// per peer) and use the TCP connection for everything else, unless shared_memory is off.
 #pragma once
 
 #include <chrono>
