@@ -61,7 +61,7 @@ int worker(int rank, int peers, int base_port, int rounds, bool tcp_only) {
   auto rng = make_rng(1, rank, Stream::kSim);
   for (auto& v : x) v = static_cast<float>(normal01(rng));
   std::vector<int> nbrs = {std::min(left, right), std::max(left, right)};
-  const int warm = 3;
+  const int warm = std::max(3, peers);  // a ring synchronises one hop per round
   auto t0 = std::chrono::steady_clock::now();
   std::size_t shm_links = 0;  // counted while every link is up (at the end some have left)
   for (int r = 0; r < rounds + warm; ++r) {
@@ -164,7 +164,7 @@ int run_gossip(int argc, char** argv) {
     std::printf("%s", kHelp);
     return kExitOk;
   }
-  const int rounds = static_cast<int>(args.get_int("rounds", 40));
+  const int rounds = static_cast<int>(args.get_int("rounds", 100));
   if (rounds <= 0) throw InputError("--rounds must be positive");
   if (args.get("worker"))
     return worker(static_cast<int>(args.get_int("worker", 0)),
@@ -186,7 +186,7 @@ int run_gossip(int argc, char** argv) {
   const auto python = torch_python();
   const int port = 23000 + static_cast<int>(getpid() % 8000);
   if (!json) {
-    std::printf("gossip bench gossip: ring, %lld floats (%.2f MB) per message, loopback\n%s\n",
+    std::printf("gossip bench gossip: ring, %lld floats (%.2f MB) per message, one host\n%s\n",
                 static_cast<long long>(kFloats), kFloats * 4 / 1e6, blas_kernel_line().c_str());
     if (!python)
       std::printf("gloo reference: not available (install it with: apt-get install "
@@ -230,7 +230,7 @@ int run_gossip(int argc, char** argv) {
     return kExitOk;
   }
   std::printf("plain loopback socket pair: %.2f GB/s\n\n", loopback / 1e9);
-  std::printf("%6s  %-22s  %10s  %14s  %8s  %10s  %12s\n", "peers", "ours: parameters by",
+  std::printf("%6s  %-29s  %9s  %14s  %7s  %10s  %12s\n", "peers", "ours: parameters by",
               "ms/round", "gloo ms/round", "ratio", "ours GB/s", "vs loopback");
   for (const auto& r : rows) {
     for (const bool tcp : {false, true}) {
@@ -240,7 +240,7 @@ int run_gossip(int argc, char** argv) {
       const std::string how =
           tcp ? "TCP (shared_memory off)"
               : cat("shared memory (", m.shm_links, "/", 2 * r.peers, " links)");
-      std::printf("%6d  %-22s  %10.2f  %14s  %8s  %10.2f  %11.2fx\n", r.peers, how.c_str(),
+      std::printf("%6d  %-29s  %9.2f  %14s  %7s  %10.2f  %11.2fx\n", r.peers, how.c_str(),
                   m.seconds * 1e3, g.c_str(), rat.c_str(), bps / 1e9, bps / loopback);
     }
   }
