@@ -690,6 +690,28 @@ TEST_CASE("a same-host neighbour's shared memory is checked as its frames are", 
   }
 }
 
+TEST_CASE("shm-ready to a peer that offered no shared memory closes the link", "[net][shm]") {
+  constexpr std::size_t kParams = 100;
+  Cluster cluster(2);
+  LogSink log;
+  const int port = cluster.listeners[1].port();
+  auto config = cluster.config(1, {0}, kParams, log);
+  config.timeouts.start = 100ms;  // rank 0 is this test
+  config.shared_memory = false;
+  NetExchange b(std::move(config), std::move(cluster.listeners[1]));
+  RawClient raw(port);
+  raw.send(hello_frame(0, model_info({784, 128, 10}, kParams)));
+  const auto ack = raw.read_frame();
+  REQUIRE(ack);
+  REQUIRE(ack->header.type == wire::FrameType::kHelloAck);
+  const auto hello = wire::decode_hello(ack->payload);
+  REQUIRE(hello);
+  CHECK_FALSE(hello.value->shm);  // shared memory off: nothing offered
+  raw.send(wire::encode_frame(wire::FrameType::kShmReady, 0, 0, {}));
+  CHECK(log.wait_for("shm-ready frame, but we offered no shared memory"));
+  CHECK(raw.closed_by_remote());
+}
+
 TEST_CASE("a neighbour with another model is refused on both sides", "[net]") {
   Cluster cluster(2);
   LogSink log;
