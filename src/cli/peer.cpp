@@ -20,6 +20,8 @@ const char* kPeerHelp =
     "The rank comes from --rank, else GOSSIP_RANK, SLURM_PROCID, OMPI_COMM_WORLD_RANK or\n"
     "PMI_RANK, else the trailing number of the host name (Kubernetes StatefulSet pod gossip-3 is\n"
     "rank 3). Addresses come from the topology's `peers:` list, else net.host:(net.base_port+R).\n"
+    "Neighbours on the same host (same boot and namespaces) pass parameters through shared\n"
+    "memory and use TCP for the rest; net.shared_memory: false sends everything over TCP.\n"
     "\n"
     "options:\n"
     "  --rank R      this peer's rank\n"
