@@ -20,6 +20,8 @@ TEST_CASE("a config sets the fields it names and keeps defaults elsewhere", "[co
   CHECK(c.train.seed == 1);
   CHECK(c.gossip.topology == "/x/topologies/ring-8.yaml");
   CHECK(c.gossip.period == 4);
+  CHECK(c.net.shared_memory);  // on unless a config turns it off
+  CHECK_FALSE(load_config_from_string("net:\n  shared_memory: false\n", "c.yaml").net.shared_memory);
 }
 
 TEST_CASE("config errors name file, line and field", "[config]") {
@@ -34,6 +36,10 @@ TEST_CASE("config errors name file, line and field", "[config]") {
   SECTION("wrong type") {
     CHECK_THROWS_WITH(load_config_from_string("train:\n  batch: many\n", "c.yaml"),
                       Catch::Contains("c.yaml:2: train.batch: cannot read 'many'"));
+  }
+  SECTION("not a boolean") {
+    CHECK_THROWS_WITH(load_config_from_string("net:\n  shared_memory: maybe\n", "c.yaml"),
+                      Catch::Contains("c.yaml:2: net.shared_memory: cannot read 'maybe'"));
   }
   SECTION("unknown choice") {
     CHECK_THROWS_WITH(load_config_from_string("train:\n  backend: tpu\n", "c.yaml"),
