@@ -103,6 +103,12 @@ struct Cluster {
     c.log = log.fn();
     return c;
   }
+  /// Rank 1, whose only neighbour is rank 0, played by the test by hand: no wait for it.
+  NetConfig by_hand(std::uint64_t params, LogSink& log) {
+    NetConfig c = config(1, {0}, params, log);
+    c.timeouts.start = 100ms;
+    return c;
+  }
 };
 
 /// A plain POSIX TCP client, to send the bytes a NetExchange would never send.
@@ -181,6 +187,24 @@ std::vector<std::byte> params_frame(int sender, std::int64_t round, std::span<co
   payload.insert(payload.end(), body.begin(), body.end());
   return wire::encode_frame(wire::FrameType::kParams, static_cast<std::uint32_t>(sender), round,
                             payload);
+}
+
+/// Connects to `port` as rank 0 and sends hello (with `offer`, if any); REQUIREs a hello-ack,
+/// whose handshake lands in `theirs` when given.
+std::unique_ptr<RawClient> join_as_rank0(int port, const HandshakeInfo& info,
+                                         std::optional<wire::ShmOffer> offer,
+                                         wire::Hello* theirs = nullptr) {
+  auto raw = std::make_unique<RawClient>(port);
+  raw->send(hello_frame(0, info, offer));
+  const auto ack = raw->read_frame();
+  REQUIRE(ack);
+  REQUIRE(ack->header.type == wire::FrameType::kHelloAck);
+  if (theirs) {
+    auto hello = wire::decode_hello(ack->payload);
+    REQUIRE(hello);
+    *theirs = *hello.value;
+  }
+  return raw;
 }
 
 }  // namespace
@@ -602,9 +626,8 @@ TEST_CASE("a same-host neighbour's shared memory is checked as its frames are", 
   Cluster cluster(2);
   LogSink log;
   const int port = cluster.listeners[1].port();
-  auto config = cluster.config(1, {0}, kParams, log);
-  config.timeouts.start = 100ms;     // rank 0 is this test, by hand: do not wait for it
-  config.timeouts.reconnect = 60s;   // each refusal below closes the link; rank 0 redials
+  auto config = cluster.by_hand(kParams, log);
+  config.timeouts.reconnect = 60s;  // each refusal below closes the link; rank 0 redials
   NetExchange b(std::move(config), std::move(cluster.listeners[1]));
   std::string why;
   auto seg = net::ShmSegment::create(kParams, 4, &why);
@@ -612,17 +635,15 @@ TEST_CASE("a same-host neighbour's shared memory is checked as its frames are", 
   const auto info = model_info({784, 128, 10}, kParams);
   const std::vector<int> from0{0};
   const CollectOptions sync{CollectMode::kSync, 0, 5s};
-  auto join = [&](const wire::ShmOffer& offer) {
-    auto raw = std::make_unique<RawClient>(port);
-    raw->send(hello_frame(0, info, offer));
-    const auto ack = raw->read_frame();
-    REQUIRE(ack);
-    REQUIRE(ack->header.type == wire::FrameType::kHelloAck);
-    return raw;
-  };
+  auto join = [&](const wire::ShmOffer& offer) { return join_as_rank0(port, info, offer); };
   auto announce = [](RawClient& raw, std::int64_t round, const wire::ShmNote& note) {
     raw.send(wire::encode_frame(wire::FrameType::kShmParams, 0, round,
                                 wire::encode_shm_note(note)));
+  };
+  auto collect_one = [&](std::int64_t round) {  // the Inbox is valid until the next collect
+    auto in = b.collect(round, from0, sync);
+    REQUIRE(in.size() == 1);
+    return in[0];
   };
 
   auto raw = join(seg->offer());
@@ -635,10 +656,9 @@ TEST_CASE("a same-host neighbour's shared memory is checked as its frames are", 
     INFO("a good round arrives bit-exact");
     const auto p = params_for(0, 0, kParams);
     announce(*raw, 0, seg->write(0.75, p));
-    const auto in = b.collect(0, from0, sync);
-    REQUIRE(in.size() == 1);
-    CHECK(same_bits(in[0].params, p));
-    CHECK(in[0].weight == 0.75);
+    const Inbox in = collect_one(0);
+    CHECK(same_bits(in.params, p));
+    CHECK(in.weight == 0.75);
   }
   {
     INFO("a slot rewritten before it was read: that round is dropped, the link stays");
@@ -648,9 +668,7 @@ TEST_CASE("a same-host neighbour's shared memory is checked as its frames are", 
     announce(*raw, 1, stale);
     CHECK(log.wait_for("round 1: its shared slot 1 was rewritten before we had read it"));
     announce(*raw, 2, latest);
-    const auto in = b.collect(2, from0, sync);
-    REQUIRE(in.size() == 1);
-    CHECK(same_bits(in[0].params, params_for(0, 2, kParams)));
+    CHECK(same_bits(collect_one(2).params, params_for(0, 2, kParams)));
   }
   {
     INFO("NaN in shared memory is refused like NaN in a frame");
@@ -684,9 +702,7 @@ TEST_CASE("a same-host neighbour's shared memory is checked as its frames are", 
     REQUIRE(raw->read_frame());  // shm-ready
     const auto p = params_for(0, 6, kParams);
     announce(*raw, 6, seg->write(1.0, p));
-    const auto in = b.collect(6, from0, sync);
-    REQUIRE(in.size() == 1);
-    CHECK(same_bits(in[0].params, p));
+    CHECK(same_bits(collect_one(6).params, p));
   }
 }
 
@@ -695,21 +711,15 @@ TEST_CASE("shm-ready to a peer that offered no shared memory closes the link", "
   Cluster cluster(2);
   LogSink log;
   const int port = cluster.listeners[1].port();
-  auto config = cluster.config(1, {0}, kParams, log);
-  config.timeouts.start = 100ms;  // rank 0 is this test
+  auto config = cluster.by_hand(kParams, log);
   config.shared_memory = false;
   NetExchange b(std::move(config), std::move(cluster.listeners[1]));
-  RawClient raw(port);
-  raw.send(hello_frame(0, model_info({784, 128, 10}, kParams)));
-  const auto ack = raw.read_frame();
-  REQUIRE(ack);
-  REQUIRE(ack->header.type == wire::FrameType::kHelloAck);
-  const auto hello = wire::decode_hello(ack->payload);
-  REQUIRE(hello);
-  CHECK_FALSE(hello.value->shm);  // shared memory off: nothing offered
-  raw.send(wire::encode_frame(wire::FrameType::kShmReady, 0, 0, {}));
+  wire::Hello theirs;
+  auto raw = join_as_rank0(port, model_info({784, 128, 10}, kParams), std::nullopt, &theirs);
+  CHECK_FALSE(theirs.shm);  // shared memory off: nothing offered
+  raw->send(wire::encode_frame(wire::FrameType::kShmReady, 0, 0, {}));
   CHECK(log.wait_for("shm-ready frame, but we offered no shared memory"));
-  CHECK(raw.closed_by_remote());
+  CHECK(raw->closed_by_remote());
 }
 
 TEST_CASE("a neighbour with another model is refused on both sides", "[net]") {
