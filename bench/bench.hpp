@@ -1,6 +1,9 @@
 // bench/bench.hpp: shared pieces of `gossip bench NAME`. Every benchmark measures its reference
 // in the same run and prints a ratio (ours / reference); with --json, one JSON object.
 #pragma once
+#if !defined(GOSSIP_ROOM_BENCH)
+#error "bench/bench.hpp belongs to room bench, which this room does not use (see the room table in meson.build)"
+#endif
 
 #include <chrono>
 #include <functional>

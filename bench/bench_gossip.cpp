@@ -17,8 +17,8 @@
 #include <thread>
 #include <vector>
 
-#include "../src/cli/args.hpp"
-#include "bench.hpp"
+#include "gossip/args.hpp"
+#include "bench/bench.hpp"
 #include "gossip/backend.hpp"
 #include "gossip/core.hpp"
 #include "gossip/model.hpp"
@@ -159,7 +159,7 @@ double loopback_bandwidth() {
 }  // namespace
 
 int run_gossip(int argc, char** argv) {
-  cli::Args args(argc, argv, {"rounds", "peers", "worker", "port"}, {"json", "tcp"});
+  Args args(argc, argv, {"rounds", "peers", "worker", "port"}, {"json", "tcp"});
   if (args.help()) {
     std::printf("%s", kHelp);
     return kExitOk;

@@ -9,8 +9,8 @@
 #include <cstdio>
 #include <vector>
 
-#include "../src/cli/args.hpp"
-#include "bench.hpp"
+#include "gossip/args.hpp"
+#include "bench/bench.hpp"
 #include "gossip/config.hpp"
 #include "gossip/core.hpp"
 #include "gossip/sim.hpp"
@@ -53,7 +53,7 @@ std::vector<int> parse_layers(const std::string& text) {
 }  // namespace
 
 int run_sim(int argc, char** argv) {
-  cli::Args args(argc, argv, {"peers", "rounds", "workers", "layers", "topology", "batch"},
+  Args args(argc, argv, {"peers", "rounds", "workers", "layers", "topology", "batch"},
                  {"json"});
   if (args.help()) {
     std::printf("%s", kSimHelp);

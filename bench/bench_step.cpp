@@ -7,8 +7,8 @@
 #include <cstdio>
 #include <vector>
 
-#include "../src/cli/args.hpp"
-#include "bench.hpp"
+#include "gossip/args.hpp"
+#include "bench/bench.hpp"
 #include "gossip/backend.hpp"
 #include "gossip/core.hpp"
 #include "gossip/model.hpp"
@@ -113,7 +113,7 @@ StepFigures measure(const std::vector<int>& layers, int batch, int steps,
 }  // namespace
 
 int run_step(int argc, char** argv) {
-  cli::Args args(argc, argv, {"steps", "layers"}, {"json"});
+  Args args(argc, argv, {"steps", "layers"}, {"json"});
   if (args.help()) {
     std::printf("%s", kHelp);
     return kExitOk;

@@ -4,7 +4,7 @@
 #include <cstdlib>
 #include <memory>
 
-#include "bench.hpp"
+#include "bench/bench.hpp"
 #include "gossip/backend.hpp"
 #include "gossip_config.h"
 

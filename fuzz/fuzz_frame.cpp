@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "src/net/wire.hpp"
+#include "gossip/wire.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace gossip::wire;

@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "src/net/wire.hpp"
+#include "gossip/wire.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace gossip::wire;

@@ -14,9 +14,9 @@ seconds=${FUZZ_SECONDS:-20}
 out=${FUZZ_OUT:-build-fuzz}
 cxx=${FUZZ_CXX:-clang++}
 malloc_mb=${FUZZ_MALLOC_MB:-64}
-codec=(src/net/frame.cpp src/net/handshake.cpp src/core/errors.cpp)
+codec=(src/wire/frame.cpp src/wire/handshake.cpp src/core/errors.cpp)
 flags=(-std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
-       -Iinclude -I.)
+       -Iinclude -I. -DGOSSIP_ROOM_WIRE -DGOSSIP_ROOM_CORE)
 
 if ! command -v "$cxx" > /dev/null; then
   echo "fuzz: $cxx not found (apt-get install clang libclang-rt-dev, or set FUZZ_CXX)"

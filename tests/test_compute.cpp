@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "gossip/backend.hpp"
-#include "helpers.hpp"
+#include "tests/helpers.hpp"
 #include "gossip/gemm.hpp"
 #include "gossip/math.hpp"
 

@@ -13,7 +13,7 @@
 #include "gossip/sim.hpp"
 #include "gossip/topology.hpp"
 #include "gossip/train.hpp"
-#include "helpers.hpp"
+#include "tests/helpers.hpp"
 
 using namespace gossip;
 

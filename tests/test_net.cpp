@@ -24,7 +24,7 @@
 #include "gossip/net.hpp"
 #include "src/net/mailbox.hpp"
 #include "src/net/shm.hpp"
-#include "src/net/wire.hpp"
+#include "gossip/wire.hpp"
 
 using namespace gossip;
 using namespace std::chrono_literals;

@@ -3,6 +3,9 @@
 /// math in kernels. Pointers returned by a backend are device pointers: only that backend's
 /// operations (and upload/download) may touch them, unless host_memory() is true.
 #pragma once
+#if !defined(GOSSIP_ROOM_COMPUTE)
+#error "gossip/backend.hpp belongs to room compute, which this room does not use (see the room table in meson.build)"
+#endif
 
 #include <cstddef>
 #include <cstdint>

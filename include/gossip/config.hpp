@@ -3,6 +3,9 @@
 /// validates every field and reports problems as "FILE:LINE: field: what is wrong".
 /// Paths inside a config are resolved relative to the config file.
 #pragma once
+#if !defined(GOSSIP_ROOM_CONFIG)
+#error "gossip/config.hpp belongs to room config, which this room does not use (see the room table in meson.build)"
+#endif
 
 #include <cstdint>
 #include <string>

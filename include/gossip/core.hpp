@@ -1,6 +1,9 @@
 /// core: errors with file:line and both values, check macros, exit codes.
 /// Depends on nothing of ours. Every other module throws these; only main() maps them to exits.
 #pragma once
+#if !defined(GOSSIP_ROOM_CORE)
+#error "gossip/core.hpp belongs to room core, which this room does not use (see the room table in meson.build)"
+#endif
 
 #include <cstdint>
 #include <sstream>

@@ -1,6 +1,9 @@
 /// data: IDX reader (plain and .gz), synthetic sets with a known answer, sharding across peers,
 /// batches drawn without replacement each epoch. Depends only on core.
 #pragma once
+#if !defined(GOSSIP_ROOM_DATA)
+#error "gossip/data.hpp belongs to room data, which this room does not use (see the room table in meson.build)"
+#endif
 
 #include <cstdint>
 #include <string>

@@ -14,6 +14,9 @@
 ///  - Calls come from one thread (the peer's training thread); implementations are free to run
 ///    I/O on their own threads.
 #pragma once
+#if !defined(GOSSIP_ROOM_CORE)
+#error "gossip/exchange.hpp belongs to room core, which this room does not use (see the room table in meson.build)"
+#endif
 
 #include <chrono>
 #include <cstdint>

@@ -3,6 +3,9 @@
 /// CPU test checks with column-major cblas_sgemm so the cuBLAS argument order is tested without a
 /// GPU.
 #pragma once
+#if !defined(GOSSIP_ROOM_COMPUTE)
+#error "gossip/gemm.hpp belongs to room compute, which this room does not use (see the room table in meson.build)"
+#endif
 
 namespace gossip {
 

@@ -14,6 +14,9 @@
 /// from collect() (dead, lost message, timed out) has its weight added to this peer's own weight.
 /// Depends on topology, train, backend and the Exchange interface; not on net or sim.
 #pragma once
+#if !defined(GOSSIP_ROOM_GOSSIP)
+#error "gossip/gossip.hpp belongs to room gossip, which this room does not use (see the room table in meson.build)"
+#endif
 
 #include <cstdint>
 #include <functional>

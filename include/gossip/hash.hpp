@@ -1,5 +1,8 @@
 /// hash: SHA-256 (FIPS 180-4) for parameter fingerprints (params_sha256 in summary.json).
 #pragma once
+#if !defined(GOSSIP_ROOM_CORE)
+#error "gossip/hash.hpp belongs to room core, which this room does not use (see the room table in meson.build)"
+#endif
 
 #include <cstddef>
 #include <span>

@@ -4,6 +4,9 @@
 /// know) into DIR with the same contracts as `gossip sim`, and stops every child cleanly on
 /// Ctrl-C or when one fails.
 #pragma once
+#if !defined(GOSSIP_ROOM_LAUNCHER)
+#error "gossip/launcher.hpp belongs to room launcher, which this room does not use (see the room table in meson.build)"
+#endif
 
 #include <string>
 

@@ -3,6 +3,9 @@
 /// grid-stride kernels, so the CPU tests cover the arithmetic both run. Keep this header free of
 /// anything nvcc's C++17 mode cannot compile.
 #pragma once
+#if !defined(GOSSIP_ROOM_COMPUTE)
+#error "gossip/math.hpp belongs to room compute, which this room does not use (see the room table in meson.build)"
+#endif
 
 #include <cmath>
 #include <cstdint>

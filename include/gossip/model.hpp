@@ -2,6 +2,9 @@
 /// one flat gradient buffer (DESIGN idea 1). Layer l's weight is a view W_l [out x in] row-major
 /// at w_offset, its bias b_l [out] at b_offset. Not thread-safe: one model per peer.
 #pragma once
+#if !defined(GOSSIP_ROOM_MODEL)
+#error "gossip/model.hpp belongs to room model, which this room does not use (see the room table in meson.build)"
+#endif
 
 #include <cstdint>
 #include <string>

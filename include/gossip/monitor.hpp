@@ -2,6 +2,9 @@
 /// Used by the simulator and by every real peer's convergence monitor. Depends on topology only;
 /// pure functions, safe to call from any thread.
 #pragma once
+#if !defined(GOSSIP_ROOM_MONITOR)
+#error "gossip/monitor.hpp belongs to room monitor, which this room does not use (see the room table in meson.build)"
+#endif
 
 #include <cstdint>
 #include <span>

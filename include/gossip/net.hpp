@@ -8,6 +8,9 @@
 /// Neighbours on the same host read each other's parameters from shared memory (a sealed memfd
 /// per peer) and use the TCP connection for everything else, unless shared_memory is off.
 #pragma once
+#if !defined(GOSSIP_ROOM_NET)
+#error "gossip/net.hpp belongs to room net, which this room does not use (see the room table in meson.build)"
+#endif
 
 #include <chrono>
 #include <cstdint>
@@ -18,17 +21,9 @@
 #include <vector>
 
 #include "gossip/exchange.hpp"
+#include "gossip/wire.hpp"
 
 namespace gossip {
-
-/// What two peers must agree on before they talk (the rank and protocol version are added by
-/// NetExchange).
-struct HandshakeInfo {
-  std::string run_id;                       // same for every peer of one run
-  std::vector<std::uint64_t> layer_sizes;   // model fingerprint: e.g. {784, 128, 10}
-  std::uint64_t param_count = 0;            // floats in the flat parameter buffer
-  std::uint64_t topology_fingerprint = 0;   // hash of the graph, computed by the topology module
-};
 
 struct NetTimeouts {
   std::chrono::milliseconds start{30'000};     // every link connected and handshaken by then

@@ -2,6 +2,9 @@
 /// objects the simulator runs) and its convergence monitor. `gossip peer` runs it directly (under
 /// Slurm, mpirun, Kubernetes); `gossip run` starts one per rank and reads its events.
 #pragma once
+#if !defined(GOSSIP_ROOM_PEER)
+#error "gossip/peer.hpp belongs to room peer, which this room does not use (see the room table in meson.build)"
+#endif
 
 #include <optional>
 #include <string>

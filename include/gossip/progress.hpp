@@ -2,6 +2,9 @@
 /// terminal it redraws in place; otherwise (logs, CI) it prints a line at most every few seconds
 /// and at the end, so logs stay short. Notes (alerts) are printed on their own line.
 #pragma once
+#if !defined(GOSSIP_ROOM_REPORT)
+#error "gossip/progress.hpp belongs to room report, which this room does not use (see the room table in meson.build)"
+#endif
 
 #include <chrono>
 #include <cstdint>

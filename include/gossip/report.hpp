@@ -2,6 +2,9 @@
 /// peer per evaluation, and DIR/summary.json with the final figures. Column and field names are
 /// documented in README.md; change them only together.
 #pragma once
+#if !defined(GOSSIP_ROOM_REPORT)
+#error "gossip/report.hpp belongs to room report, which this room does not use (see the room table in meson.build)"
+#endif
 
 #include <cstdint>
 #include <fstream>

@@ -2,6 +2,9 @@
 /// which thread or process ran a peer (DESIGN idea 2). splitmix64 seeding; we use
 /// std::mt19937_64 only through these helpers so the derivation stays in one place.
 #pragma once
+#if !defined(GOSSIP_ROOM_CORE)
+#error "gossip/rng.hpp belongs to room core, which this room does not use (see the room table in meson.build)"
+#endif
 
 #include <cstdint>
 #include <random>

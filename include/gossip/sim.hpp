@@ -5,6 +5,9 @@
 /// results never depend on the number of threads. Sweeps over settings (gossip compare) build on
 /// simulate(). Depends on gossip, monitor, train, topology, report.
 #pragma once
+#if !defined(GOSSIP_ROOM_SIM)
+#error "gossip/sim.hpp belongs to room sim, which this room does not use (see the room table in meson.build)"
+#endif
 
 #include <condition_variable>
 #include <cstdint>

@@ -14,6 +14,9 @@
 ///     fractions, so column i sums to 1 (column stochastic).
 /// Neighbour lists are in ascending peer id and never contain the peer itself.
 #pragma once
+#if !defined(GOSSIP_ROOM_TOPOLOGY)
+#error "gossip/topology.hpp belongs to room topology, which this room does not use (see the room table in meson.build)"
+#endif
 
 #include <cstdint>
 #include <optional>

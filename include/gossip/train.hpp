@@ -2,6 +2,9 @@
 /// shard drawn in batches — on a Backend. The gossip algorithms drive it one local step at a
 /// time and mix its flat parameter buffer between steps. Not thread-safe; one per peer.
 #pragma once
+#if !defined(GOSSIP_ROOM_TRAIN)
+#error "gossip/train.hpp belongs to room train, which this room does not use (see the room table in meson.build)"
+#endif
 
 #include <cstdint>
 #include <memory>

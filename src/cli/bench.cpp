@@ -2,8 +2,9 @@
 #include <cstdio>
 #include <cstring>
 
-#include "../../bench/bench.hpp"
-#include "args.hpp"
+#include "bench/bench.hpp"
+#include "gossip/args.hpp"
+#include "src/cli/commands.hpp"
 #include "gossip/core.hpp"
 
 namespace gossip::cli {

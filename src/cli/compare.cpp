@@ -7,7 +7,8 @@
 #include <filesystem>
 #include <map>
 
-#include "args.hpp"
+#include "gossip/args.hpp"
+#include "src/cli/commands.hpp"
 #include "gossip/config.hpp"
 #include "gossip/core.hpp"
 #include "gossip/progress.hpp"

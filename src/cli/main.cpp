@@ -5,7 +5,8 @@
 #include <exception>
 #include <string>
 
-#include "args.hpp"
+#include "gossip/args.hpp"
+#include "src/cli/commands.hpp"
 #include "gossip/core.hpp"
 #include "gossip_config.h"
 

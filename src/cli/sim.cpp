@@ -5,7 +5,8 @@
 #include <cmath>
 #include <cstdio>
 
-#include "args.hpp"
+#include "gossip/args.hpp"
+#include "src/cli/commands.hpp"
 #include "gossip/config.hpp"
 #include "gossip/core.hpp"
 #include "gossip/progress.hpp"

@@ -7,7 +7,8 @@
 #include <fstream>
 #include <string>
 
-#include "args.hpp"
+#include "gossip/args.hpp"
+#include "src/cli/commands.hpp"
 #include "gossip/core.hpp"
 #include "gossip/topology.hpp"
 

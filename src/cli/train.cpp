@@ -5,7 +5,8 @@
 #include <cstdio>
 #include <numeric>
 
-#include "args.hpp"
+#include "gossip/args.hpp"
+#include "src/cli/commands.hpp"
 #include "gossip/backend.hpp"
 #include "gossip/config.hpp"
 #include "gossip/core.hpp"

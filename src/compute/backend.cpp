@@ -5,7 +5,7 @@
 #include "gossip/core.hpp"
 #include "gossip_config.h"
 #if GOSSIP_HAVE_CUDA
-#include "cuda/cuda_backend.hpp"
+#include "src/compute/cuda/cuda_backend.hpp"
 #endif
 
 namespace gossip {

@@ -3,7 +3,7 @@
 #include <cmath>
 #include <limits>
 
-#include "algorithms.hpp"
+#include "src/gossip/algorithms.hpp"
 #include "gossip/core.hpp"
 
 namespace gossip {

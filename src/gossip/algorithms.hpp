@@ -1,12 +1,15 @@
 /// gossip/algorithms: the concrete algorithm classes (not a public header; make_algorithm is the
 /// way in). One file each: dpsgd.cpp, local_sgd.cpp, async_gossip.cpp, push_sum.cpp.
 #pragma once
+#if !defined(GOSSIP_ROOM_GOSSIP)
+#error "src/gossip/algorithms.hpp belongs to room gossip, which this room does not use (see the room table in meson.build)"
+#endif
 
 #include <memory>
 #include <string>
 
 #include "gossip/gossip.hpp"
-#include "mixing.hpp"
+#include "src/gossip/mixing.hpp"
 
 namespace gossip {
 

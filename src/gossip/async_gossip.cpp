@@ -2,7 +2,7 @@
 // buffer it holds from each in-neighbour instead of waiting for the current round, accepting
 // buffers down to round r - gossip.max_staleness (and waiting only for neighbours older than
 // that). Neighbours with nothing acceptable by the deadline are left out (weight to self).
-#include "algorithms.hpp"
+#include "src/gossip/algorithms.hpp"
 
 namespace gossip {
 

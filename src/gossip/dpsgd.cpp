@@ -1,7 +1,7 @@
 // gossip/dpsgd.cpp: D-PSGD, adapt then combine. Each round: `period` local SGD steps on this
 // peer's shard, publish the result, then replace it by the W-weighted sum of this peer's and its
 // in-neighbours' buffers (ascending peer id; a missing neighbour's weight stays with this peer).
-#include "algorithms.hpp"
+#include "src/gossip/algorithms.hpp"
 #include "gossip/core.hpp"
 
 namespace gossip {

@@ -2,7 +2,7 @@
 // steps between gossip averages with W. The round is D-PSGD's with a longer local phase; it is
 // its own algorithm name so sweeps and reports say which schedule was meant (D-PSGD is the H = 1
 // member of the family, local SGD is usually run with H > 1).
-#include "algorithms.hpp"
+#include "src/gossip/algorithms.hpp"
 
 namespace gossip {
 

@@ -1,5 +1,5 @@
 // gossip/mixing.cpp: the weighted sum every algorithm ends a round with, in one fixed order.
-#include "mixing.hpp"
+#include "src/gossip/mixing.hpp"
 
 #include <algorithm>
 #include <cstring>

@@ -2,6 +2,9 @@
 /// learner's buffer for publishing, and the one mixing step, params <- sum_j w_j x_j in
 /// ascending peer id with this peer at its place, through Backend::mix.
 #pragma once
+#if !defined(GOSSIP_ROOM_GOSSIP)
+#error "src/gossip/mixing.hpp belongs to room gossip, which this room does not use (see the room table in meson.build)"
+#endif
 
 #include <cstdint>
 #include <span>

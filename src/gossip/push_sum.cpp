@@ -12,7 +12,7 @@
 // any push-sum run with message loss).
 #include <vector>
 
-#include "algorithms.hpp"
+#include "src/gossip/algorithms.hpp"
 #include "gossip/core.hpp"
 
 namespace gossip {

@@ -2,6 +2,9 @@
 // lines) and stderr in a log file, in their own process group so Ctrl-C reaches only the
 // launcher, which then stops them; they also die with the launcher (PR_SET_PDEATHSIG).
 #pragma once
+#if !defined(GOSSIP_ROOM_LAUNCHER)
+#error "src/launcher/children.hpp belongs to room launcher, which this room does not use (see the room table in meson.build)"
+#endif
 
 #include <sys/types.h>
 

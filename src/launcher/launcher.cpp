@@ -16,7 +16,7 @@
 #include <map>
 #include <numeric>
 
-#include "children.hpp"
+#include "src/launcher/children.hpp"
 #include "gossip/backend.hpp"
 #include "gossip/core.hpp"
 #include "gossip/launcher.hpp"

@@ -2,6 +2,9 @@
 /// which handshakes become the link to a neighbour, noticing lost links, and fanning a publish
 /// out to the sessions. Exactly one TCP connection per neighbour pair: the lower rank dials.
 #pragma once
+#if !defined(GOSSIP_ROOM_NET)
+#error "src/net/links.hpp belongs to room net, which this room does not use (see the room table in meson.build)"
+#endif
 
 #include <atomic>
 #include <chrono>

@@ -3,6 +3,9 @@
 /// Exchange contract (sync: round r exactly; async: newest within the staleness). No Asio: the
 /// I/O side only calls the methods marked "I/O thread". One mutex and one condition variable.
 #pragma once
+#if !defined(GOSSIP_ROOM_NET)
+#error "src/net/mailbox.hpp belongs to room net, which this room does not use (see the room table in meson.build)"
+#endif
 
 #include <chrono>
 #include <condition_variable>

@@ -4,6 +4,9 @@
 /// the remote sends closes this session only, with one log line naming the remote and why.
 /// Everything here runs on the I/O thread.
 #pragma once
+#if !defined(GOSSIP_ROOM_NET)
+#error "src/net/session.hpp belongs to room net, which this room does not use (see the room table in meson.build)"
+#endif
 
 #include <array>
 #include <chrono>
@@ -15,9 +18,10 @@
 
 #include <asio.hpp>
 
+#include "gossip/net.hpp"
 #include "src/net/mailbox.hpp"
 #include "src/net/shm.hpp"
-#include "src/net/wire.hpp"
+#include "gossip/wire.hpp"
 
 namespace gossip::net {
 

@@ -8,13 +8,16 @@
 /// owner writes, even when done. A reader that finds the sequence changed under it reports a
 /// torn read instead of delivering a mix of two rounds. No Asio here.
 #pragma once
+#if !defined(GOSSIP_ROOM_NET)
+#error "src/net/shm.hpp belongs to room net, which this room does not use (see the room table in meson.build)"
+#endif
 
 #include <cstdint>
 #include <memory>
 #include <span>
 #include <string>
 
-#include "src/net/wire.hpp"
+#include "gossip/wire.hpp"
 
 namespace gossip::net {
 

@@ -5,7 +5,7 @@
 #include <charconv>
 
 #include "gossip/core.hpp"
-#include "src/net/wire.hpp"
+#include "gossip/wire.hpp"
 
 namespace gossip {
 namespace net {

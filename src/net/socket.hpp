@@ -1,6 +1,9 @@
 /// net/socket: the Asio side of listening and addressing — NetListener's insides, "host:port"
 /// parsing, name resolution, socket options. Internal to src/net (includes Asio).
 #pragma once
+#if !defined(GOSSIP_ROOM_NET)
+#error "src/net/socket.hpp belongs to room net, which this room does not use (see the room table in meson.build)"
+#endif
 
 #include <cstdint>
 #include <string>

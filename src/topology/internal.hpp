@@ -2,6 +2,9 @@
 /// of one round before weights are chosen, the weighting step, generator parameter checks and
 /// the spectral part of the analysis (the only file that sees Eigen).
 #pragma once
+#if !defined(GOSSIP_ROOM_TOPOLOGY)
+#error "src/topology/internal.hpp belongs to room topology, which this room does not use (see the room table in meson.build)"
+#endif
 
 #include <optional>
 #include <string>

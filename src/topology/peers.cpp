@@ -1,5 +1,5 @@
 // topology/peers.cpp: peer addresses from a topology file.
-#include "peers.hpp"
+#include "src/topology/peers.hpp"
 
 #include <cstdlib>
 #include <map>

@@ -1,10 +1,13 @@
 /// topology/peers: the optional `peers:` list of a topology file (host:port per peer).
 #pragma once
+#if !defined(GOSSIP_ROOM_TOPOLOGY)
+#error "src/topology/peers.hpp belongs to room topology, which this room does not use (see the room table in meson.build)"
+#endif
 
 #include <string>
 #include <vector>
 
-#include "yaml_reader.hpp"
+#include "src/topology/yaml_reader.hpp"
 
 namespace gossip::topo {
 

@@ -9,9 +9,9 @@
 #include <sstream>
 
 #include "gossip/core.hpp"
-#include "internal.hpp"
-#include "peers.hpp"
-#include "yaml_reader.hpp"
+#include "src/topology/internal.hpp"
+#include "src/topology/peers.hpp"
+#include "src/topology/yaml_reader.hpp"
 
 namespace gossip {
 

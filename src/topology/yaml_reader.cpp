@@ -1,5 +1,5 @@
 // topology/yaml_reader.cpp: typed, line-numbered reads from yaml-cpp nodes.
-#include "yaml_reader.hpp"
+#include "src/topology/yaml_reader.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -2,6 +2,9 @@
 /// (1-based lines). Internal to src/topology; the only place besides the loaders that includes
 /// yaml-cpp.
 #pragma once
+#if !defined(GOSSIP_ROOM_TOPOLOGY)
+#error "src/topology/yaml_reader.hpp belongs to room topology, which this room does not use (see the room table in meson.build)"
+#endif
 
 #include <yaml-cpp/yaml.h>
 

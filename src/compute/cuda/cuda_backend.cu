@@ -13,7 +13,7 @@
 #include <cstdio>
 #include <vector>
 
-#include "cuda_backend.hpp"
+#include "src/compute/cuda/cuda_backend.hpp"
 #include "gossip/core.hpp"
 #include "gossip/math.hpp"
 

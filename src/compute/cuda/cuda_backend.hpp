@@ -1,6 +1,9 @@
 // compute/cuda/cuda_backend.hpp: the CUDA backend's factory, declared without CUDA types so the
 // rest of compute can call it. Defined in cuda_backend.cu, built only when GOSSIP_HAVE_CUDA.
 #pragma once
+#if !defined(GOSSIP_ROOM_COMPUTE)
+#error "src/compute/cuda/cuda_backend.hpp belongs to room compute, which this room does not use (see the room table in meson.build)"
+#endif
 
 #include <memory>
 

@@ -1,11 +1,11 @@
-// cli/args.cpp: option parsing with errors that name the option.
-#include "args.hpp"
+// args.cpp: option parsing with errors that name the option.
+#include "gossip/args.hpp"
 
 #include <cstdlib>
 
 #include "gossip/core.hpp"
 
-namespace gossip::cli {
+namespace gossip {
 
 Args::Args(int argc, char** argv, std::set<std::string> value_options,
            std::set<std::string> flags) {
@@ -88,4 +88,4 @@ double Args::get_double(const std::string& name, double fallback) const {
   return x;
 }
 
-}  // namespace gossip::cli
+}  // namespace gossip

@@ -1,4 +1,4 @@
-// net/frame.cpp: CRC32C and the frame header codec. Pure functions, no Asio, no allocation
+// wire/frame.cpp: CRC32C and the frame header codec. Pure functions, no Asio, no allocation
 // before a size has been checked — this is what fuzz/fuzz_frame.cpp exercises.
 #include <algorithm>
 #include <bit>
@@ -10,7 +10,7 @@
 #endif
 
 #include "gossip/core.hpp"
-#include "src/net/wire.hpp"
+#include "gossip/wire.hpp"
 
 namespace gossip::wire {
 namespace {

@@ -1,7 +1,10 @@
-/// net/wire: the pure wire codec — CRC32C, frame headers, the handshake. No Asio and no I/O, so
+/// wire: the pure wire codec — CRC32C, frame headers, the handshake. No Asio and no I/O, so
 /// tests and the fuzz targets (fuzz/) call these directly. docs/wire.md describes the layout.
 /// Decoders never throw on bad input: they return why the bytes were refused.
 #pragma once
+#if !defined(GOSSIP_ROOM_WIRE)
+#error "gossip/wire.hpp belongs to room wire, which this room does not use (see the room table in meson.build)"
+#endif
 
 #include <array>
 #include <cstddef>
@@ -11,7 +14,18 @@
 #include <string>
 #include <vector>
 
-#include "gossip/net.hpp"
+namespace gossip {
+
+/// What two peers must agree on before they talk (the rank and protocol version are added by
+/// NetExchange).
+struct HandshakeInfo {
+  std::string run_id;                       // same for every peer of one run
+  std::vector<std::uint64_t> layer_sizes;   // model fingerprint: e.g. {784, 128, 10}
+  std::uint64_t param_count = 0;            // floats in the flat parameter buffer
+  std::uint64_t topology_fingerprint = 0;   // hash of the graph, computed by the topology module
+};
+
+}  // namespace gossip
 
 namespace gossip::wire {
 

@@ -1,6 +1,9 @@
-/// cli/args: a small command-line parser shared by every subcommand. Options are `--name value`,
+/// args: a small command-line parser shared by every subcommand. Options are `--name value`,
 /// `--name=value` or boolean `--flag`; everything else is positional. Unknown options are errors.
 #pragma once
+#if !defined(GOSSIP_ROOM_CORE)
+#error "gossip/args.hpp belongs to room core, which this room does not use (see the room table in meson.build)"
+#endif
 
 #include <map>
 #include <optional>
@@ -8,7 +11,7 @@
 #include <string>
 #include <vector>
 
-namespace gossip::cli {
+namespace gossip {
 
 class Args {
  public:
@@ -35,13 +38,4 @@ class Args {
   bool help_ = false;
 };
 
-// One entry point per subcommand (src/cli/<name>.cpp). argv[0] is the subcommand name.
-int run_train(int argc, char** argv);
-int run_topo(int argc, char** argv);
-int run_sim(int argc, char** argv);
-int run_compare(int argc, char** argv);
-int run_peer(int argc, char** argv);
-int run_run(int argc, char** argv);
-int run_bench(int argc, char** argv);
-
-}  // namespace gossip::cli
+}  // namespace gossip

@@ -1,4 +1,4 @@
-// net/handshake.cpp: the hello payload, written with Cereal's binary archive (the only place in
+// wire/handshake.cpp: the hello payload, written with Cereal's binary archive (the only place in
 // src/net that uses Cereal), and the checks that decide whether a peer may join.
 //
 // Every field is a fixed-width integer; lengths are u32 and are checked against the bytes left
@@ -12,7 +12,7 @@
 #include <cereal/archives/binary.hpp>
 
 #include "gossip/core.hpp"
-#include "src/net/wire.hpp"
+#include "gossip/wire.hpp"
 
 namespace gossip::wire {
 namespace {

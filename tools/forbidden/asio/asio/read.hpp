@@ -1,0 +1,2 @@
+// Found ahead of the real <asio/read.hpp> by every room that does not declare Asio.
+#error "Asio belongs to src/net only (DESIGN.md idea 4); this room does not declare it in meson.build"

@@ -1,0 +1,2 @@
+// Found ahead of the real <cereal/cereal.hpp> by every room that does not declare Cereal.
+#error "Cereal belongs to src/wire only (DESIGN.md idea 4); this room does not declare it in meson.build"
