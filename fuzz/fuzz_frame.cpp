@@ -1,4 +1,4 @@
-// fuzz/fuzz_frame.cpp: libFuzzer target for the frame decoder (src/net/frame.cpp). Any bytes:
+// fuzz/fuzz_frame.cpp: libFuzzer target for the frame decoder (src/wire/frame.cpp). Any bytes:
 // no crash, no allocation before the size check (scripts/fuzz.sh caps malloc), and a frame that
 // is accepted re-encodes to exactly the input; so does the note of an accepted shm-params frame.
 #include <cstdint>

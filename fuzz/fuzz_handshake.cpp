@@ -1,4 +1,4 @@
-// fuzz/fuzz_handshake.cpp: libFuzzer target for the handshake decoder (src/net/handshake.cpp):
+// fuzz/fuzz_handshake.cpp: libFuzzer target for the handshake decoder (src/wire/handshake.cpp):
 // hostile lengths are refused before anything is allocated, a hello that is accepted re-encodes
 // to exactly the input, and comparing it with ours never crashes.
 #include <cstdint>
