@@ -13,6 +13,8 @@
 #include "gossip/monitor.hpp"
 #include "gossip/rng.hpp"
 #include "gossip/sim.hpp"
+#include "sim/sim_network.hpp"
+#include "sim/worker_pool.hpp"
 
 namespace gossip {
 

@@ -2,7 +2,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "../../bench/bench.hpp"
+#include "bench/bench.hpp"
 #include "args.hpp"
 #include "gossip/core.hpp"
 

@@ -1,5 +1,5 @@
 // launcher/children.cpp: fork/exec of peer processes and their orderly end.
-#include "children.hpp"
+#include "src/launcher/children.hpp"
 
 #include <fcntl.h>
 #include <signal.h>
