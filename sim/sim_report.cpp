@@ -35,12 +35,9 @@ void write_sim_outputs(const std::string& dir, const SimResult& result, const Si
 
   const EvalPoint& last = result.evals.back();
   const double peers = std::max<std::size_t>(1, last.peers.size());
-  RunEnd end;
-  end.rounds = result.rounds;
-  end.bytes_sent = result.bytes_sent;
-  end.wall_seconds = result.wall_seconds;
-  end.connected = info.connected;
-  end.params_sha256 = result.params_sha256;
+  RunEnd end{.rounds = result.rounds, .bytes_sent = result.bytes_sent,
+             .wall_seconds = result.wall_seconds, .connected = info.connected,
+             .params_sha256 = result.params_sha256, .extra = {}};
   end.extra.add("mode", info.consensus_only ? "consensus" : "train")
       .add("config", info.config)
       .add("topology", info.topology)

@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <map>
 
-#include "args.hpp"
+#include "src/cli/args.hpp"
 #include "gossip/config.hpp"
 #include "gossip/core.hpp"
 #include "gossip/progress.hpp"

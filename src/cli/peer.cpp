@@ -1,7 +1,7 @@
 // cli/peer.cpp: `gossip peer CONFIG [--rank R] --out DIR` — one peer process of a network.
 #include <cstdio>
 
-#include "args.hpp"
+#include "src/cli/args.hpp"
 #include "gossip/config.hpp"
 #include "gossip/core.hpp"
 #include "gossip/peer.hpp"

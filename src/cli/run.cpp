@@ -1,7 +1,7 @@
 // cli/run.cpp: `gossip run CONFIG --out DIR` — the whole peer network on this machine.
 #include <cstdio>
 
-#include "args.hpp"
+#include "src/cli/args.hpp"
 #include "gossip/config.hpp"
 #include "gossip/core.hpp"
 #include "gossip/launcher.hpp"

@@ -26,23 +26,26 @@ const char* kTrainHelp =
     "\n"
     "exit codes: 0 done, 1 runtime failure, 2 bad config, data file or option\n";
 
-}  // namespace
-
-int run_train(int argc, char** argv) {
-  Args args(argc, argv, {"out", "epochs", "backend", "threads"}, {});
-  if (args.help()) {
-    std::printf("%s", kTrainHelp);
-    return kExitOk;
-  }
-  const std::string out = args.required("out", "DIR");
-
+/// CONFIG with the command-line overrides applied.
+RunConfig train_config(const Args& args) {
   RunConfig config = load_config(args.config_path());
   config.train.epochs = args.get_double("epochs", config.train.epochs);
   config.train.backend = args.get_or("backend", config.train.backend);
   config.train.threads = static_cast<int>(args.get_int("threads", config.train.threads));
   if (config.train.epochs <= 0) throw InputError("--epochs must be positive");
+  return config;
+}
 
-  train_single(config, out);
+}  // namespace
+
+int run_train(int argc, char** argv) {
+  const Args args(argc, argv, {"out", "epochs", "backend", "threads"}, {});
+  if (args.help()) {
+    std::printf("%s", kTrainHelp);
+    return kExitOk;
+  }
+  const std::string out = args.required("out", "DIR");  // before the config, as everywhere
+  train_single(train_config(args), out);
   return kExitOk;
 }
 

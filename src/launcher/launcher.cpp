@@ -162,10 +162,9 @@ int Network::fail(const std::string& why) {
 }
 
 void Network::finish_summary() {
-  RunEnd end;
-  end.rounds = record_.last().round;
-  end.wall_seconds = std::chrono::duration<double>(Clock::now() - t0_).count();
-  end.connected = live_connected_;
+  RunEnd end{.rounds = record_.last().round, .bytes_sent = 0,
+             .wall_seconds = std::chrono::duration<double>(Clock::now() - t0_).count(),
+             .connected = live_connected_, .params_sha256 = {}, .extra = {}};
   for (int r = 0; r < n_; ++r) {
     end.params_sha256.push_back(done_[r] ? done_[r]->params_sha256 : "");
     end.bytes_sent += done_[r] ? done_[r]->bytes_sent : 0;

@@ -40,6 +40,28 @@ std::vector<int> all_neighbours(const Topology& topology, int rank) {
   return {s.begin(), s.end()};
 }
 
+/// This peer's network settings: addresses, neighbours, handshake, timeouts, log lines.
+NetConfig net_config(const RunConfig& config, const Topology& topology, int rank,
+                     std::int64_t num_params) {
+  NetConfig net;
+  net.rank = rank;
+  net.size = topology.n();
+  net.addresses = peer_addresses(config, topology);
+  net.neighbours = all_neighbours(topology, rank);
+  net.handshake.run_id = config.net.run_id;
+  net.shared_memory = config.net.shared_memory;
+  for (int s : config.model.layers) net.handshake.layer_sizes.push_back(s);
+  net.handshake.param_count = static_cast<std::uint64_t>(num_params);
+  net.handshake.topology_fingerprint = topology.fingerprint();
+  const auto ms = [](double s) { return std::chrono::milliseconds(static_cast<long>(s * 1000)); };
+  net.timeouts.start = ms(config.net.connect_timeout_s);
+  net.timeouts.io = ms(config.gossip.round_timeout_s);
+  net.log = [rank](const std::string& line) {
+    std::fprintf(stderr, "peer %d net: %s\n", rank, line.c_str());
+  };
+  return net;
+}
+
 /// Prints event lines for the launcher when asked to (`gossip peer --events`).
 class Events {
  public:
@@ -84,22 +106,7 @@ int run_peer(const RunConfig& config, const Topology& topology, const PeerOption
   const auto shards = shard_for(config, data.train, n);
   Trainer trainer(*backend, config, data.train, shards[rank], rank);
 
-  gossip::NetConfig net;
-  net.rank = rank;
-  net.size = n;
-  net.addresses = peer_addresses(config, topology);
-  net.neighbours = all_neighbours(topology, rank);
-  net.handshake.run_id = config.net.run_id;
-  net.shared_memory = config.net.shared_memory;
-  for (int s : config.model.layers) net.handshake.layer_sizes.push_back(s);
-  net.handshake.param_count = static_cast<std::uint64_t>(trainer.num_params());
-  net.handshake.topology_fingerprint = topology.fingerprint();
-  const auto ms = [](double s) { return std::chrono::milliseconds(static_cast<long>(s * 1000)); };
-  net.timeouts.start = ms(config.net.connect_timeout_s);
-  net.timeouts.io = ms(config.gossip.round_timeout_s);
-  net.log = [rank](const std::string& line) {
-    std::fprintf(stderr, "peer %d net: %s\n", rank, line.c_str());
-  };
+  NetConfig net = net_config(config, topology, rank, trainer.num_params());
   std::fprintf(stderr, "peer %d: %s, %zu neighbours, shard of %lld samples, %s\n", rank,
                net.addresses[rank].c_str(), net.neighbours.size(),
                static_cast<long long>(shards[rank].size()), backend->describe().c_str());
@@ -157,12 +164,8 @@ int run_peer(const RunConfig& config, const Topology& topology, const PeerOption
   }
 
   algorithm->model_params(params);
-  RunEnd end;
-  end.rounds = rounds;
-  end.bytes_sent = exchange.bytes_sent();
-  end.wall_seconds = since(t0);
-  end.connected = monitor.connected();
-  end.params_sha256 = {sha256_hex(params)};
+  RunEnd end{.rounds = rounds, .bytes_sent = exchange.bytes_sent(), .wall_seconds = since(t0),
+             .connected = monitor.connected(), .params_sha256 = {sha256_hex(params)}, .extra = {}};
   end.extra.add("peer", rank).add("missing_messages", algorithm->missing_messages());
   const Summary s = record.finish(std::move(end));
   events.emit(DoneEvent{rank, s.last.test_accuracy, s.end.params_sha256.front(),

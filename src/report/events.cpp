@@ -14,34 +14,30 @@ namespace {
 
 constexpr std::string_view kPrefix = "@gossip ";
 
-template <typename F> void fields(ReadyEvent& e, F&& f) {
-  f("peer", e.peer);
-  f("seconds", e.seconds);
+/// Calls f(key, value) for each key, value pair in order.
+template <typename F>
+void each(F&) {}
+template <typename F, typename V, typename... Rest>
+void each(F& f, std::string_view key, V& value, Rest&... rest) {
+  f(key, value);
+  each(f, rest...);
 }
-template <typename F> void fields(EvalEvent& e, F&& f) {
-  f("peer", e.peer);
-  f("round", e.round);
-  f("rounds", e.rounds);
-  f("epoch", e.epoch);
-  f("loss", e.loss);
-  f("acc", e.accuracy);
-  f("bytes", e.bytes_sent);
-  f("seconds", e.seconds);
-  f("params", e.params);
+
+// The fields of each event, in line order (the keys are the line format).
+template <typename F> void fields(ReadyEvent& e, F f) {
+  each(f, "peer", e.peer, "seconds", e.seconds);
 }
-template <typename F> void fields(AlertEvent& e, F&& f) {
-  f("peer", e.peer);
-  f("round", e.round);
-  f("connected", e.connected);
-  f("dead", e.dead);
-  f("message", e.message);
+template <typename F> void fields(EvalEvent& e, F f) {
+  each(f, "peer", e.peer, "round", e.round, "rounds", e.rounds, "epoch", e.epoch, "loss", e.loss,
+       "acc", e.accuracy, "bytes", e.bytes_sent, "seconds", e.seconds, "params", e.params);
 }
-template <typename F> void fields(DoneEvent& e, F&& f) {
-  f("peer", e.peer);
-  f("acc", e.accuracy);
-  f("sha256", e.params_sha256);
-  f("bytes", e.bytes_sent);
-  f("seconds", e.seconds);
+template <typename F> void fields(AlertEvent& e, F f) {
+  each(f, "peer", e.peer, "round", e.round, "connected", e.connected, "dead", e.dead, "message",
+       e.message);
+}
+template <typename F> void fields(DoneEvent& e, F f) {
+  each(f, "peer", e.peer, "acc", e.accuracy, "sha256", e.params_sha256, "bytes", e.bytes_sent,
+       "seconds", e.seconds);
 }
 
 const char* type_name(const ReadyEvent&) { return "ready"; }
