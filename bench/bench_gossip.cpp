@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -21,6 +22,7 @@
 #include "bench/bench.hpp"
 #include "gossip/backend.hpp"
 #include "gossip/core.hpp"
+#include "gossip/json.hpp"
 #include "gossip/model.hpp"
 #include "gossip/net.hpp"
 #include "gossip/rng.hpp"
@@ -216,17 +218,16 @@ int run_gossip(int argc, char** argv) {
   const double ratio = ratio_of(main.shm.seconds, main.gloo);
   const double ratio_tcp = ratio_of(main.tcp.seconds, main.gloo);
   if (json) {
-    std::printf("{\"bench\": \"gossip\", \"loopback_bytes_per_s\": %.0f", loopback);
+    JsonObject o;
+    o.add("bench", "gossip").add("loopback_bytes_per_s", loopback);
     for (const auto& r : rows)
-      std::printf(", \"p%d_ours_ms\": %.3f, \"p%d_tcp_ms\": %.3f, \"p%d_gloo_ms\": %.3f, "
-                  "\"p%d_shm_links\": %zu, \"p%d_bytes_per_s\": %.0f",
-                  r.peers, r.shm.seconds * 1e3, r.peers, r.tcp.seconds * 1e3, r.peers,
-                  r.gloo * 1e3, r.peers, r.shm.shm_links, r.peers,
-                  ring_bytes(r.peers) / r.shm.seconds);
-    if (main.gloo > 0)
-      std::printf(", \"ratio\": %.4f, \"ratio_tcp\": %.4f}\n", ratio, ratio_tcp);
-    else
-      std::printf(", \"ratio\": null, \"ratio_tcp\": null}\n");
+      o.add(cat("p", r.peers, "_ours_ms"), r.shm.seconds * 1e3)
+          .add(cat("p", r.peers, "_tcp_ms"), r.tcp.seconds * 1e3)
+          .add(cat("p", r.peers, "_gloo_ms"), r.gloo * 1e3)
+          .add(cat("p", r.peers, "_shm_links"), r.shm.shm_links)
+          .add(cat("p", r.peers, "_bytes_per_s"), ring_bytes(r.peers) / r.shm.seconds);
+    o.add("ratio", main.gloo > 0 ? ratio : NAN).add("ratio_tcp", main.gloo > 0 ? ratio_tcp : NAN);
+    std::printf("%s\n", o.str().c_str());
     return kExitOk;
   }
   std::printf("plain loopback socket pair: %.2f GB/s\n\n", loopback / 1e9);

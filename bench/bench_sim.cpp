@@ -13,7 +13,9 @@
 #include "bench/bench.hpp"
 #include "gossip/config.hpp"
 #include "gossip/core.hpp"
+#include "gossip/json.hpp"
 #include "gossip/sim.hpp"
+#include "sim/worker_pool.hpp"
 #include "gossip/topology.hpp"
 #include "gossip/train.hpp"
 
@@ -122,11 +124,13 @@ int run_sim(int argc, char** argv) {
   const double round = local + mix;
   const double ratio = mix / saxpy;
   if (json) {
-    std::printf("{\"bench\": \"sim\", \"peers\": %d, \"params\": %lld, \"rounds\": %d, "
-                "\"workers\": %d, \"round_ms\": %.4f, \"local_ms\": %.4f, \"mix_ms\": %.4f, "
-                "\"mix_share\": %.4f, \"saxpy_ms\": %.4f, \"ratio\": %.4f}\n",
-                peers, static_cast<long long>(n), rounds, r.workers, round * 1e3, local * 1e3,
-                mix * 1e3, mix / round, saxpy * 1e3, ratio);
+    const JsonObject o = JsonObject()
+                             .add("bench", "sim").add("peers", peers).add("params", n)
+                             .add("rounds", rounds).add("workers", r.workers)
+                             .add("round_ms", round * 1e3).add("local_ms", local * 1e3)
+                             .add("mix_ms", mix * 1e3).add("mix_share", mix / round)
+                             .add("saxpy_ms", saxpy * 1e3).add("ratio", ratio);
+    std::printf("%s\n", o.str().c_str());
     return kExitOk;
   }
   std::printf("\n%8s  %10s  %10s  %10s  %10s  %12s  %8s\n", "workers", "round ms", "local ms",

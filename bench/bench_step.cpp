@@ -4,6 +4,7 @@
 // calls of the same shapes.
 #include <cblas.h>
 
+#include <cmath>
 #include <cstdio>
 #include <vector>
 
@@ -11,6 +12,7 @@
 #include "bench/bench.hpp"
 #include "gossip/backend.hpp"
 #include "gossip/core.hpp"
+#include "gossip/json.hpp"
 #include "gossip/model.hpp"
 #include "gossip/rng.hpp"
 #include "gossip/train.hpp"
@@ -151,17 +153,16 @@ int run_step(int argc, char** argv) {
   const StepFigures& main = figs.front();
   const double ratio = main.torch > 0 ? main.ours / main.torch : 0.0;
   if (json) {
-    std::printf("{\"bench\": \"step\", \"layers\": \"%s\", \"openblas_core\": \"%s\"",
-                layers_string(layers).c_str(), blas_core_name().c_str());
+    JsonObject o;
+    o.add("bench", "step").add("layers", layers_string(layers)).add("openblas_core",
+                                                                    blas_core_name());
     for (const auto& f : figs)
-      std::printf(", \"b%d_ours_us\": %.3f, \"b%d_torch_us\": %.3f, \"b%d_gflops\": %.3f, "
-                  "\"b%d_bare_gemm_gflops\": %.3f",
-                  f.batch, f.ours * 1e6, f.batch, f.torch * 1e6, f.batch, f.flops / f.ours / 1e9,
-                  f.batch, f.flops / f.bare_gemm / 1e9);
-    if (main.torch > 0)
-      std::printf(", \"ratio\": %.4f}\n", ratio);
-    else
-      std::printf(", \"ratio\": null}\n");
+      o.add(cat("b", f.batch, "_ours_us"), f.ours * 1e6)
+          .add(cat("b", f.batch, "_torch_us"), f.torch * 1e6)
+          .add(cat("b", f.batch, "_gflops"), f.flops / f.ours / 1e9)
+          .add(cat("b", f.batch, "_bare_gemm_gflops"), f.flops / f.bare_gemm / 1e9);
+    o.add("ratio", main.torch > 0 ? ratio : NAN);
+    std::printf("%s\n", o.str().c_str());
     return kExitOk;
   }
   std::printf("\n%6s  %12s  %12s  %8s  %10s  %14s\n", "batch", "ours us/step", "torch us/step",

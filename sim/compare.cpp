@@ -1,8 +1,7 @@
 // sim/compare.cpp: topology sweeps. Builds the settings of a sweep, turns each simulation into a
 // table row (rounds and simulated seconds to a target accuracy, final figures) and writes
-// compare.csv, curves.dat, report.md and the gnuplot plots.
+// compare.csv, curves.dat and report.md, and describes the plots that report draws.
 #include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
@@ -15,15 +14,6 @@ namespace gossip {
 namespace {
 
 std::string stem(const std::string& path) { return std::filesystem::path(path).stem().string(); }
-
-std::string gnuplot_quote(const std::string& s) {
-  std::string o = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') o += '\\';
-    o += c;
-  }
-  return o + "\"";
-}
 
 std::string number_or_dash(double v, const char* format) {
   if (v < 0) return "-";
@@ -184,53 +174,28 @@ void write_compare(const std::string& dir, const std::vector<CompareRow>& rows,
 
 bool draw_compare_plots(const std::string& dir, const std::vector<CompareRow>& rows,
                         std::string* why) {
-  struct Plot {
+  struct Axes {
     const char* name;
-    const char* xlabel;
-    const char* ylabel;
+    const char* x_label;
+    const char* y_label;
     int x, y;
-    bool logy;
+    bool log_y;
   };
-  const Plot plots[] = {
+  const Axes axes[] = {
       {"accuracy_vs_round", "round", "test accuracy (average model)", 1, 5, false},
       {"accuracy_vs_bytes", "MB sent per peer", "test accuracy (average model)", 4, 5, false},
       {"accuracy_vs_seconds", "simulated seconds", "test accuracy (average model)", 3, 5, false},
       {"consensus_vs_round", "round", "consensus distance", 1, 7, true},
   };
-  const std::string script = dir + "/plots.gp";
-  {
-    std::ofstream gp(script, std::ios::trunc);
-    gp << "# Drawn by gossip compare; rerun with: gnuplot plots.gp (from this directory)\n"
-       << "set key outside right\nset grid\n";
-    for (const char* term : {"pngcairo size 900,540", "svg size 900,540"}) {
-      const std::string ext = std::string(term).substr(0, 3) == "svg" ? "svg" : "png";
-      for (const Plot& p : plots) {
-        gp << "set terminal " << term << "\nset output '" << p.name << "." << ext << "'\n"
-           << "set xlabel '" << p.xlabel << "'\nset ylabel '" << p.ylabel << "'\n"
-           << (p.logy ? "set logscale y\nset format y '%.0e'\n"
-                      : "unset logscale y\nset format y '%g'\n");
-        gp << "plot ";
-        for (std::size_t i = 0; i < rows.size(); ++i) {
-          const std::string x = p.x == 4 ? "($4/1e6)" : cat("", p.x);
-          const std::string y = p.logy ? cat("($", p.y, " > 0 ? $", p.y, " : NaN)") : cat(p.y);
-          gp << (i ? ", \\\n     " : "") << "'curves.dat' index " << i << " using " << x << ":"
-             << y << " with lines lw 2 title " << gnuplot_quote(rows[i].label);
-        }
-        gp << "\n";
-      }
-    }
+  std::vector<Plot> plots;
+  for (const Axes& a : axes) {
+    Plot p{a.name, "", a.x_label, a.y_label, a.log_y, {}};
+    for (std::size_t i = 0; i < rows.size(); ++i)
+      p.series.push_back(PlotSeries{"curves.dat", static_cast<int>(i), a.x, a.y,
+                                    a.x == 4 ? 1e6 : 1.0, rows[i].label});
+    plots.push_back(std::move(p));
   }
-  const std::string command =
-      cat("cd '", dir, "' && gnuplot plots.gp > plots.log 2>&1");
-  if (std::system("command -v gnuplot > /dev/null 2>&1") != 0) {
-    if (why) *why = "gnuplot is not installed (scripts/setup.sh installs it); plots.gp is written";
-    return false;
-  }
-  if (std::system(command.c_str()) != 0) {
-    if (why) *why = cat("gnuplot failed; see ", dir, "/plots.log");
-    return false;
-  }
-  return true;
+  return draw_plots(dir, plots, why);
 }
 
 }  // namespace gossip

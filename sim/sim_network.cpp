@@ -8,7 +8,7 @@
 
 #include "gossip/core.hpp"
 #include "gossip/rng.hpp"
-#include "gossip/sim.hpp"
+#include "sim/sim_network.hpp"
 
 namespace gossip {
 

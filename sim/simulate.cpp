@@ -13,6 +13,8 @@
 #include "gossip/monitor.hpp"
 #include "gossip/rng.hpp"
 #include "gossip/sim.hpp"
+#include "sim/sim_network.hpp"
+#include "sim/worker_pool.hpp"
 
 namespace gossip {
 
@@ -83,6 +85,32 @@ class Swarm {
     }
   }
 
+  /// Runs result.rounds rounds with an evaluation at round 0 and after each round `due(done)`
+  /// accepts: the shared fields, then `measure(e, models)`, then the hooks. Then the final
+  /// parameters, clocks, bytes and wall time (since t0).
+  template <typename Due, typename Measure>
+  void run(SimResult& result, const SimHooks& hooks, Clock::time_point t0, Due due,
+           Measure measure) {
+    auto evaluate = [&](std::int64_t done) {
+      EvalPoint e;
+      const auto x = gather();
+      fill_common(e, done, x);
+      measure(e, x);
+      e.wall_seconds = since(t0);
+      result.evals.push_back(e);
+      if (hooks.on_eval) hooks.on_eval(result.evals.back());
+    };
+    evaluate(0);
+    for (std::int64_t r = 0; r < result.rounds; ++r) {
+      round(r, result);
+      if (due(r + 1)) evaluate(r + 1);
+      if (hooks.on_round) hooks.on_round(r + 1, result.rounds);
+    }
+    finish(result);
+    result.wall_seconds = since(t0);
+  }
+
+ private:
   void finish(SimResult& result) {
     const auto x = gather();
     result.params = host_;
@@ -94,7 +122,6 @@ class Swarm {
     result.workers = pool_.threads();
   }
 
- private:
   std::vector<Learner> learners_;
   SimNetwork network_;
   WorkerPool pool_;
@@ -152,10 +179,8 @@ SimResult simulate(const RunConfig& config, const Topology& topology, const Data
   const std::int64_t peer_limit =
       config.sim.peer_eval_limit > 0 ? config.sim.peer_eval_limit : config.train.eval_limit;
 
-  auto evaluate = [&](std::int64_t round) {
-    EvalPoint e;
-    const auto x = swarm.gather();
-    swarm.fill_common(e, round, x);
+  auto measure = [&](EvalPoint& e, std::span<const std::span<const float>> x) {
+    const std::int64_t round = e.round;
     average_params(x, average);
     evaluator.upload_params(average);
     e.epoch = plan.epoch_at(round);
@@ -182,22 +207,10 @@ SimResult simulate(const RunConfig& config, const Topology& topology, const Data
       e.peer_accuracy_max = std::max(e.peer_accuracy_max, pe.test_accuracy);
     }
     e.train_loss = loss / n;
-    e.wall_seconds = since(t0);
-    result.evals.push_back(e);
-    if (hooks.on_eval) hooks.on_eval(result.evals.back());
   };
-
-  evaluate(0);
-  for (std::int64_t r = 0; r < result.rounds; ++r) {
-    swarm.round(r, result);
-    const std::int64_t done = r + 1;
-    if (plan.eval_due(done)) evaluate(done);
-    if (hooks.on_round) hooks.on_round(done, result.rounds);
-  }
-  swarm.finish(result);
+  swarm.run(result, hooks, t0, [&](std::int64_t done) { return plan.eval_due(done); }, measure);
   result.step_seconds = step_s;
   result.epochs = result.evals.back().epoch;
-  result.wall_seconds = since(t0);
   return result;
 }
 
@@ -220,22 +233,8 @@ SimResult simulate_consensus(const RunConfig& config, const Topology& topology,
   Swarm swarm(config, topology, std::move(learners));
   SimResult result;
   result.rounds = config.sim.consensus_rounds;
-  auto evaluate = [&](std::int64_t round) {
-    EvalPoint e;
-    const auto x = swarm.gather();
-    swarm.fill_common(e, round, x);
-    e.wall_seconds = since(t0);
-    result.evals.push_back(e);
-    if (hooks.on_eval) hooks.on_eval(result.evals.back());
-  };
-  evaluate(0);
-  for (std::int64_t r = 0; r < result.rounds; ++r) {
-    swarm.round(r, result);
-    evaluate(r + 1);
-    if (hooks.on_round) hooks.on_round(r + 1, result.rounds);
-  }
-  swarm.finish(result);
-  result.wall_seconds = since(t0);
+  swarm.run(result, hooks, t0, [](std::int64_t) { return true; },
+            [](EvalPoint&, std::span<const std::span<const float>>) {});
   return result;
 }
 

@@ -3,7 +3,7 @@
 // because tasks (one virtual peer each) touch only their own peer's state.
 #include <algorithm>
 
-#include "gossip/sim.hpp"
+#include "sim/worker_pool.hpp"
 
 namespace gossip {
 

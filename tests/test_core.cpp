@@ -1,10 +1,14 @@
 // Tests for core: check macros carry file:line and both values; SHA-256 vectors; rng derivation.
 #include <catch2/catch.hpp>
 
+#include <cmath>
+#include <limits>
 #include <string>
+#include <vector>
 
 #include "gossip/core.hpp"
 #include "gossip/hash.hpp"
+#include "gossip/json.hpp"
 #include "gossip/rng.hpp"
 
 using namespace gossip;
@@ -53,4 +57,38 @@ TEST_CASE("random streams depend on seed, peer and purpose only", "[core]") {
   }
   CHECK(std::abs(sum / n) < 0.01);
   CHECK(std::abs(sq / n - 1.0) < 0.02);
+}
+
+TEST_CASE("json strings escape quotes, backslashes and control characters", "[core][json]") {
+  CHECK(json_string("plain") == "\"plain\"");
+  CHECK(json_string("a\"b\\c") == "\"a\\\"b\\\\c\"");
+  CHECK(json_string("line\nnext\tcol") == "\"line\\nnext\\tcol\"");
+  CHECK(json_string(std::string("\x01", 1)) == "\"\\u0001\"");
+  CHECK(json_string("") == "\"\"");
+}
+
+TEST_CASE("json numbers have one format and NaN or infinity is null", "[core][json]") {
+  CHECK(json_number(0.0) == "0");
+  CHECK(json_number(2.0) == "2");
+  CHECK(json_number(0.9921875) == "0.9921875");
+  CHECK(json_number(1.0 / 3.0) == "0.3333333333");  // %.10g
+  CHECK(json_number(7.5872e-05) == "7.5872e-05");
+  CHECK(json_number(std::nan("")) == "null");
+  CHECK(json_number(std::numeric_limits<double>::infinity()) == "null");
+  CHECK(json_number(-std::numeric_limits<double>::infinity()) == "null");
+  CHECK(json_integer(std::uint64_t{18446744073709551615u}) == "18446744073709551615");
+  CHECK(json_integer(-3) == "-3");
+}
+
+TEST_CASE("json objects and arrays keep the order fields are added in", "[core][json]") {
+  JsonObject o;
+  o.add("b", 1).add("a", "x").add("ok", true).add("nan", std::nan(""))
+      .add("list", JsonArray::of(std::vector<int>{1, 2})).add("inner", JsonObject().add("k", 0.5));
+  CHECK(o.str() ==
+        "{\"b\": 1, \"a\": \"x\", \"ok\": true, \"nan\": null, \"list\": [1, 2], "
+        "\"inner\": {\"k\": 0.5}}");
+  CHECK(JsonObject().add("a", 1).add("b", false).pretty() == "{\n  \"a\": 1,\n  \"b\": false\n}");
+  CHECK(JsonObject().pretty() == "{}");
+  CHECK(JsonArray().str() == "[]");
+  CHECK(JsonArray::of(std::vector<std::string>{"p", "q"}).str() == "[\"p\", \"q\"]");
 }

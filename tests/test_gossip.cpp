@@ -11,6 +11,7 @@
 #include "gossip/gossip.hpp"
 #include "gossip/rng.hpp"
 #include "gossip/sim.hpp"
+#include "sim/sim_network.hpp"
 #include "gossip/topology.hpp"
 #include "gossip/train.hpp"
 #include "tests/helpers.hpp"

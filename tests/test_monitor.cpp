@@ -84,3 +84,33 @@ TEST_CASE("live graph connectivity with dead peers", "[monitor]") {
     REQUIRE(live_graph(t).connected);
   }
 }
+
+TEST_CASE("the convergence monitor reports changes in the dead set", "[monitor]") {
+  const auto t = ring(8);
+  gossip::ConvergenceMonitor monitor(t);
+  CHECK_FALSE(monitor.check({}).has_value());  // nobody dead: nothing changed
+  CHECK(monitor.connected());
+
+  const auto one = monitor.check({2});
+  REQUIRE(one.has_value());
+  CHECK(one->connected);
+  CHECK(one->dead == std::vector<int>{2});
+  CHECK(one->message == "neighbours lost: 2; live graph still connected");
+  CHECK_FALSE(monitor.check({2}).has_value());  // the same set again: no report
+
+  const auto two = monitor.check({2, 6});
+  REQUIRE(two.has_value());
+  CHECK_FALSE(two->connected);
+  CHECK_FALSE(monitor.connected());
+  const int dead[] = {2, 6};
+  CHECK(two->components == live_graph(t, dead).components);
+  CHECK(two->components == std::vector<std::vector<int>>{{0, 1, 7}, {3, 4, 5}});
+  CHECK(two->message ==
+        "neighbours lost: 2,6; live graph DISCONNECTED, components {0,1,7} {3,4,5}");
+
+  const auto back = monitor.check({});
+  REQUIRE(back.has_value());
+  CHECK(back->connected);
+  CHECK(back->message == "all neighbours are back");
+  CHECK(monitor.connected());
+}

@@ -9,6 +9,7 @@
 
 #include "gossip/core.hpp"
 #include "gossip/sim.hpp"
+#include "sim/sim_network.hpp"
 #include "gossip/topology.hpp"
 #include "gossip/train.hpp"
 #include "tests/helpers.hpp"

@@ -8,6 +8,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -37,5 +38,19 @@ class Args {
   std::vector<std::string> positional_;
   bool help_ = false;
 };
+
+/// A named entry point: a subcommand of `gossip` or a benchmark of `gossip bench`.
+struct Subcommand {
+  const char* name;
+  const char* summary;
+  int (*run)(int argc, char** argv);
+};
+
+/// Prints "  NAME  summary" for each entry, names padded to `width`.
+void print_subcommands(std::span<const Subcommand> table, int width);
+
+/// Whether argv (after the program or command name) asks for the usage text: no arguments,
+/// --help or -h.
+bool wants_usage(int argc, char** argv);
 
 }  // namespace gossip

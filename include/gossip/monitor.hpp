@@ -7,6 +7,7 @@
 #endif
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -33,6 +34,32 @@ struct LiveGraph {
 /// Connectivity of the topology (union of the rounds of one period) without the `dead` peers.
 /// A directed graph counts as connected only when every alive peer reaches every other.
 LiveGraph live_graph(const Topology& topology, std::span<const int> dead = {});
+
+/// A change in the set of dead neighbours, as the convergence monitor reports it.
+struct MonitorChange {
+  std::vector<int> dead;                     // ascending
+  bool connected = true;                     // of the live graph without the dead peers
+  std::vector<std::vector<int>> components;  // of the live graph
+  std::string message;  // "neighbours lost: 2; live graph still connected", for logs
+};
+
+/// A peer's convergence monitor: given the dead peers after each round, it reports when that
+/// set changes and whether the live graph still connects the others. Not thread-safe.
+class ConvergenceMonitor {
+ public:
+  /// `topology` must outlive the monitor.
+  explicit ConvergenceMonitor(const Topology& topology) : topology_(&topology) {}
+
+  /// The change since the last call (at first, since "nobody dead"); nullopt when none.
+  std::optional<MonitorChange> check(const std::vector<int>& dead);
+  /// Whether the live graph was connected at the last change (true until one).
+  bool connected() const { return connected_; }
+
+ private:
+  const Topology* topology_;
+  std::vector<int> dead_;
+  bool connected_ = true;
+};
 
 /// "1,4,7": peer ids for log lines.
 std::string format_peers(std::span<const int> peers);

@@ -1,6 +1,7 @@
-/// report: what every training command writes (DESIGN "Contracts"): DIR/metrics.csv, one row per
-/// peer per evaluation, and DIR/summary.json with the final figures. Column and field names are
-/// documented in README.md; change them only together.
+/// report: a run's outputs, written once (DESIGN "Contracts"): DIR/metrics.csv, one row per peer
+/// per evaluation, and DIR/summary.json with the final figures, both through one RunRecord that
+/// every training command uses (gossip train, peer, run, sim); and the gnuplot plots of sweeps.
+/// Column and field names are documented in README.md; change them only together.
 #pragma once
 #if !defined(GOSSIP_ROOM_REPORT)
 #error "gossip/report.hpp belongs to room report, which this room does not use (see the room table in meson.build)"
@@ -8,9 +9,10 @@
 
 #include <cstdint>
 #include <fstream>
-#include <map>
 #include <string>
 #include <vector>
+
+#include "gossip/json.hpp"
 
 namespace gossip {
 
@@ -29,42 +31,83 @@ struct MetricsRow {
 /// The header line of metrics.csv.
 extern const char* const kMetricsHeader;
 
-/// Appends rows to DIR/metrics.csv (created with its header). Not thread-safe.
-class MetricsWriter {
- public:
-  explicit MetricsWriter(const std::string& dir);
-  void write(const MetricsRow& row);
-  void flush() { out_.flush(); }
-
- private:
-  std::ofstream out_;
-  std::string path_;
-};
-
-/// summary.json's fields (DESIGN "Contracts"); `extra` adds command-specific fields (numbers
-/// or strings, already JSON-encoded).
-struct Summary {
-  double test_accuracy = 0.0;
-  double peer_accuracy_min = 0.0;
+/// What summary.json says about the last evaluation, from its metrics rows.
+struct EvaluationFigures {
+  std::int64_t round = 0;
+  double epoch = 0.0;
+  double test_accuracy = 0.0;      // the average model's row, else the first peer row
+  double peer_accuracy_min = 0.0;  // over the peer rows; 0 when there are none
   double peer_accuracy_max = 0.0;
   double consensus_distance = 0.0;
+  int peer_rows = 0;
+};
+
+/// What only the command knows at the end of a run.
+struct RunEnd {
   std::int64_t rounds = 0;
-  double epochs = 0.0;
   std::uint64_t bytes_sent = 0;
   double wall_seconds = 0.0;
   bool connected = true;
-  std::vector<std::string> params_sha256;
-  std::map<std::string, std::string> extra;
+  std::vector<std::string> params_sha256;  // one per peer
+  JsonObject extra;                        // command-specific fields (written in key order)
 };
 
-/// Writes DIR/summary.json (creating DIR).
-void write_summary(const std::string& dir, const Summary& s);
+/// summary.json's figures as written.
+struct Summary {
+  EvaluationFigures last;
+  RunEnd end;
+};
+
+/// One run's outputs in DIR: metrics.csv row by row, then summary.json once. Not thread-safe.
+class RunRecord {
+ public:
+  /// Creates DIR and DIR/metrics.csv (with its header); throws InputError when it cannot.
+  explicit RunRecord(std::string dir);
+
+  /// Appends a row. A row of another round than the row before starts a new evaluation.
+  void write(const MetricsRow& row);
+  /// Flushes metrics.csv, so that readers see every row written so far.
+  void flush();
+  /// The evaluation written last.
+  const EvaluationFigures& last() const { return last_; }
+  const std::string& dir() const { return dir_; }
+
+  /// Writes DIR/summary.json from the last evaluation and `end`; returns what it wrote.
+  Summary finish(RunEnd end);
+
+ private:
+  std::string dir_;
+  std::string path_;
+  std::ofstream out_;
+  EvaluationFigures last_;
+  bool average_seen_ = false;
+  bool any_row_ = false;
+};
 
 /// Creates DIR (and parents); throws InputError when it cannot.
 void make_output_dir(const std::string& dir);
 
-/// JSON encodings used by the writers.
-std::string json_string(const std::string& s);
-std::string json_number(double v);
+/// One curve of a plot: columns of a gnuplot data file (1-based), optionally one data block.
+struct PlotSeries {
+  std::string data_file;    // relative to the plot's directory
+  int index = -1;           // gnuplot `index` (blocks separated by two blank lines); -1 = all
+  int x_column = 1;
+  int y_column = 2;
+  double x_divisor = 1.0;   // e.g. 1e6 for bytes shown as MB
+  std::string label;
+};
+
+/// One plot, drawn as NAME.png and NAME.svg.
+struct Plot {
+  std::string name;
+  std::string title;        // none when empty
+  std::string x_label, y_label;
+  bool log_y = false;       // values <= 0 are left out
+  std::vector<PlotSeries> series;
+};
+
+/// Writes DIR/plots.gp for `plots` and runs gnuplot in DIR (its output in DIR/plots.log).
+/// Returns false, with `why` set, when gnuplot is missing or fails; plots.gp is written anyway.
+bool draw_plots(const std::string& dir, const std::vector<Plot>& plots, std::string* why);
 
 }  // namespace gossip

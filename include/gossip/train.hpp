@@ -9,12 +9,14 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "gossip/backend.hpp"
 #include "gossip/config.hpp"
 #include "gossip/data.hpp"
 #include "gossip/model.hpp"
+#include "gossip/report.hpp"
 
 namespace gossip {
 
@@ -97,5 +99,11 @@ DataSets load_datasets(const RunConfig& config);
 /// The shards of `n_peers` peers for this config (data.shard, seed).
 std::vector<std::vector<std::int64_t>> shard_for(const RunConfig& config, const Dataset& train,
                                                  int n_peers);
+
+/// `gossip train`: one peer on the whole training set, no gossip, for config.train.epochs.
+/// Prints a header line, one line per evaluation and a final line on stdout; writes
+/// OUT_DIR/metrics.csv and OUT_DIR/summary.json (with test_loss, steps and backend). Returns
+/// what summary.json says. Throws RuntimeError when training diverges.
+Summary train_single(const RunConfig& config, const std::string& out_dir);
 
 }  // namespace gossip

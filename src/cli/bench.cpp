@@ -10,14 +10,8 @@
 namespace gossip::cli {
 namespace {
 
-struct Bench {
-  const char* name;
-  const char* summary;
-  int (*run)(int, char**);
-};
-
 // Add a benchmark here and its file in bench/meson.build.
-const Bench kBenches[] = {
+const Subcommand kBenches[] = {
     {"step", "time per training step vs PyTorch; GFLOP/s vs bare sgemm", bench::run_step},
     {"sim", "1024 virtual peers: round time, mixing share; mixing vs bare saxpy", bench::run_sim},
     {"gossip", "one gossip round of 8/16 peer processes vs torch.distributed gloo",
@@ -28,13 +22,13 @@ void usage() {
   std::printf("usage: gossip bench NAME [--json] [options] (gossip bench NAME --help)\n\n"
               "Each benchmark measures a reference in the same run and reports ratio = ours /\n"
               "reference; --json prints one JSON object with a `ratio` field.\n\nbenchmarks:\n");
-  for (const auto& b : kBenches) std::printf("  %-8s %s\n", b.name, b.summary);
+  print_subcommands(kBenches, 8);
 }
 
 }  // namespace
 
 int run_bench(int argc, char** argv) {
-  if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
+  if (wants_usage(argc, argv)) {
     usage();
     return argc < 2 ? kExitBadInput : kExitOk;
   }

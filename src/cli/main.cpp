@@ -12,14 +12,8 @@
 
 namespace {
 
-struct Command {
-  const char* name;
-  const char* summary;
-  int (*run)(int, char**);
-};
-
 // Add a subcommand here and in src/cli/<name>.cpp.
-const Command kCommands[] = {
+const gossip::cli::Subcommand kCommands[] = {
     {"train", "train one peer on its own (no gossip)", gossip::cli::run_train},
     {"topo", "check a topology file (connectivity, spectral gap) or generate one", gossip::cli::run_topo},
     {"sim", "simulate many virtual peers in one process (simulated network clock)",
@@ -38,7 +32,7 @@ void print_usage() {
       "gossip %s: decentralized gossip SGD over a peer network\n\n"
       "usage: gossip COMMAND [ARGS] (gossip COMMAND --help for each)\n\ncommands:\n",
       GOSSIP_VERSION);
-  for (const auto& c : kCommands) std::printf("  %-9s %s\n", c.name, c.summary);
+  gossip::cli::print_subcommands(kCommands, 9);
   std::printf(
       "\nexit codes: 0 success, 1 runtime failure, 2 bad input (the message names the file,\n"
       "line or field), 3 topology valid but disconnected, 130 interrupted\n");
@@ -47,8 +41,7 @@ void print_usage() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h") ||
-      !std::strcmp(argv[1], "help")) {
+  if (gossip::cli::wants_usage(argc, argv) || !std::strcmp(argv[1], "help")) {
     print_usage();
     return argc < 2 ? gossip::kExitBadInput : gossip::kExitOk;
   }

@@ -10,6 +10,7 @@
 #include "gossip/args.hpp"
 #include "src/cli/commands.hpp"
 #include "gossip/core.hpp"
+#include "gossip/json.hpp"
 #include "gossip/topology.hpp"
 
 namespace gossip::cli {
@@ -43,29 +44,6 @@ rounds to cut disagreement 1000x, ln(1000) / -ln(rho).
 exit codes: 0 connected (or file written), 2 bad input (the message names the file and
 line), 3 valid but disconnected (the components are listed)
 )";
-
-std::string number(double v) {
-  if (!std::isfinite(v)) return "null";
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%.17g", v);
-  return buf;
-}
-
-std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  const char* hex = "0123456789abcdef";
-  for (char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      out += cat("\\u00", hex[c >> 4], hex[c & 15]);
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
-}
 
 std::string hex64(std::uint64_t v) {
   char buf[20];
@@ -136,38 +114,27 @@ void print_report(const std::string& file, const Topology& t, const TopologyRepo
 }
 
 void print_json(const std::string& file, const Topology& t, const TopologyReport& r) {
-  std::string comps;
-  for (const auto& c : r.components) {
-    comps += comps.empty() ? "[" : ", [";
-    for (std::size_t i = 0; i < c.size(); ++i) {
-      if (i) comps += ',';
-      comps += std::to_string(c[i]);
-    }
-    comps += "]";
-  }
-  std::printf("{\"file\": %s, \"kind\": %s, \"n\": %d, \"directed\": %s, \"weights\": \"%s\", "
-              "\"period\": %lld, \"connected\": %s, \"components\": [%s], \"diameter\": %s, "
-              "\"edges\": %lld, ",
-              json_string(file).c_str(), json_string(t.kind()).c_str(), r.n,
-              r.directed ? "true" : "false", weight_kind_name(t.weights()),
-              static_cast<long long>(r.period), r.connected ? "true" : "false", comps.c_str(),
-              r.diameter ? std::to_string(*r.diameter).c_str() : "null",
-              static_cast<long long>(r.edges));
-  std::printf("\"in_degree\": {\"min\": %d, \"max\": %d, \"mean\": %s}, "
-              "\"out_degree\": {\"min\": %d, \"max\": %d, \"mean\": %s}, ",
-              r.in_degree_min, r.in_degree_max, number(r.in_degree_mean).c_str(), r.out_degree_min,
-              r.out_degree_max, number(r.out_degree_mean).c_str());
-  auto b = [](bool v) { return v ? "true" : "false"; };
-  std::printf("\"row_stochastic\": %s, \"column_stochastic\": %s, \"doubly_stochastic\": %s, "
-              "\"symmetric\": %s, \"rho\": %s, \"spectral_gap\": %s, \"rho_per_round\": %s, "
-              "\"rounds_to_1000x\": %s, \"exact_averaging\": %s, \"exact_after\": %s, "
-              "\"fingerprint\": \"%s\", \"addresses\": %s}\n",
-              b(r.row_stochastic), b(r.column_stochastic), b(r.doubly_stochastic), b(r.symmetric),
-              number(r.rho).c_str(), number(r.spectral_gap).c_str(),
-              number(r.rho_per_round).c_str(), number(r.rounds_to_1000x).c_str(),
-              b(r.exact_averaging),
-              r.exact_averaging ? std::to_string(r.exact_after).c_str() : "null",
-              hex64(t.fingerprint()).c_str(), b(t.has_addresses()));
+  JsonArray components;
+  for (const auto& c : r.components) components.add(JsonArray::of(c));
+  auto degrees = [](int min, int max, double mean) {
+    return JsonObject().add("min", min).add("max", max).add("mean", mean);
+  };
+  const std::string null = "null";
+  JsonObject o;
+  o.add("file", file).add("kind", t.kind()).add("n", r.n).add("directed", r.directed)
+      .add("weights", weight_kind_name(t.weights())).add("period", r.period)
+      .add("connected", r.connected).add("components", components)
+      .raw("diameter", r.diameter ? json_integer(*r.diameter) : null).add("edges", r.edges)
+      .add("in_degree", degrees(r.in_degree_min, r.in_degree_max, r.in_degree_mean))
+      .add("out_degree", degrees(r.out_degree_min, r.out_degree_max, r.out_degree_mean))
+      .add("row_stochastic", r.row_stochastic).add("column_stochastic", r.column_stochastic)
+      .add("doubly_stochastic", r.doubly_stochastic).add("symmetric", r.symmetric)
+      .add("rho", r.rho).add("spectral_gap", r.spectral_gap)
+      .add("rho_per_round", r.rho_per_round).add("rounds_to_1000x", r.rounds_to_1000x)
+      .add("exact_averaging", r.exact_averaging)
+      .raw("exact_after", r.exact_averaging ? json_integer(r.exact_after) : null)
+      .add("fingerprint", hex64(t.fingerprint())).add("addresses", t.has_addresses());
+  std::printf("%s\n", o.str().c_str());
 }
 
 void print_dot(const Topology& t) {

@@ -1,7 +1,9 @@
-// args.cpp: option parsing with errors that name the option.
+// args.cpp: option parsing with errors that name the option; subcommand tables.
 #include "gossip/args.hpp"
 
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 #include "gossip/core.hpp"
 
@@ -86,6 +88,14 @@ double Args::get_double(const std::string& name, double fallback) const {
   if (end == v->c_str() || *end != '\0')
     throw InputError(cat("option --", name, " expects a number, got '", *v, "'"));
   return x;
+}
+
+void print_subcommands(std::span<const Subcommand> table, int width) {
+  for (const auto& c : table) std::printf("  %-*s %s\n", width, c.name, c.summary);
+}
+
+bool wants_usage(int argc, char** argv) {
+  return argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h");
 }
 
 }  // namespace gossip

@@ -15,16 +15,19 @@
 #include <fstream>
 #include <map>
 #include <numeric>
+#include <optional>
+#include <variant>
 
 #include "src/launcher/children.hpp"
 #include "gossip/backend.hpp"
 #include "gossip/core.hpp"
+#include "gossip/events.hpp"
 #include "gossip/launcher.hpp"
 #include "gossip/monitor.hpp"
 #include "gossip/report.hpp"
 #include "gossip/topology.hpp"
-#include "gossip/train.hpp"
 #include "gossip/progress.hpp"
+#include "gossip/train.hpp"
 
 namespace gossip {
 namespace {
@@ -33,42 +36,6 @@ using Clock = std::chrono::steady_clock;
 std::atomic<int> g_signal{0};
 
 void on_signal(int sig) { g_signal = sig; }
-
-/// "@gossip eval peer=3 round=10 ..." -> type and fields; `message=` takes the rest of the line.
-struct Event {
-  std::string type;
-  std::map<std::string, std::string> fields;
-  double num(const std::string& k, double fallback = 0.0) const {
-    auto it = fields.find(k);
-    return it == fields.end() ? fallback : std::strtod(it->second.c_str(), nullptr);
-  }
-  std::string str(const std::string& k) const {
-    auto it = fields.find(k);
-    return it == fields.end() ? "" : it->second;
-  }
-};
-
-std::optional<Event> parse_event(const std::string& line) {
-  const std::string prefix = "@gossip ";
-  if (line.rfind(prefix, 0) != 0) return std::nullopt;
-  Event e;
-  std::size_t pos = prefix.size();
-  auto sp = line.find(' ', pos);
-  e.type = line.substr(pos, sp == std::string::npos ? std::string::npos : sp - pos);
-  while (sp != std::string::npos) {
-    pos = sp + 1;
-    auto eq = line.find('=', pos);
-    if (eq == std::string::npos) break;
-    const std::string key = line.substr(pos, eq - pos);
-    if (key == "message") {
-      e.fields[key] = line.substr(eq + 1);
-      break;
-    }
-    sp = line.find(' ', eq);
-    e.fields[key] = line.substr(eq + 1, sp == std::string::npos ? std::string::npos : sp - eq - 1);
-  }
-  return e;
-}
 
 std::vector<float> read_snapshot(const std::string& path, std::int64_t n) {
   std::vector<float> v(n);
@@ -79,15 +46,13 @@ std::vector<float> read_snapshot(const std::string& path, std::int64_t n) {
   return v;
 }
 
-/// Evaluations of one round, gathered until every live peer has reported it.
-struct RoundEvals {
-  std::map<int, Event> peers;
-};
+/// Evaluations of one round by peer, gathered until every live peer has reported it.
+using RoundEvals = std::map<int, EvalEvent>;
 
 class Network {
  public:
   Network(const RunConfig& config, const LaunchOptions& opt, const Topology& topology)
-      : config_(config), opt_(opt), n_(topology.n()), metrics_(opt.out_dir),
+      : config_(config), opt_(opt), n_(topology.n()), record_(opt.out_dir),
         backend_(make_cpu_backend(1)), data_(load_datasets(config)),
         evaluator_(*backend_, config, data_.train, {0}, 0) {}
 
@@ -95,27 +60,25 @@ class Network {
 
  private:
   void start();
-  void handle(int rank, const Event& e);
+  void handle(int rank, const PeerEvent& e);
   void merge_ready_rounds();
+  void merge_round(std::int64_t round, RoundEvals& evals, const std::vector<int>& expected);
   void finish_summary();
   int fail(const std::string& why);
 
   const RunConfig& config_;
   const LaunchOptions& opt_;
   int n_;
-  MetricsWriter metrics_;
+  RunRecord record_;
   std::unique_ptr<Backend> backend_;
   DataSets data_;
   Trainer evaluator_;  // holds the average model
   std::vector<launcher::Child> children_;
   std::map<std::int64_t, RoundEvals> pending_;
   std::vector<int> dead_;
-  std::vector<Event> done_;
+  std::vector<std::optional<DoneEvent>> done_;
   Progress progress_;
   std::int64_t total_rounds_ = 0;
-  double last_avg_acc_ = 0.0, last_cd_ = 0.0, last_min_ = 0.0, last_max_ = 0.0;
-  double last_epoch_ = 0.0;
-  std::int64_t last_round_ = 0;
   bool live_connected_ = true;
   Clock::time_point t0_ = Clock::now();
 };
@@ -134,78 +97,59 @@ void Network::start() {
   done_.resize(n_);
 }
 
-void Network::handle(int rank, const Event& e) {
-  if (e.type == "eval") {
-    total_rounds_ = static_cast<std::int64_t>(e.num("rounds"));
-    pending_[static_cast<std::int64_t>(e.num("round"))].peers[rank] = e;
-  } else if (e.type == "done") {
-    done_[rank] = e;
-  } else if (e.type == "alert") {
-    live_connected_ = e.num("connected", 1) != 0;
-    progress_.note(cat("peer ", rank, ": ", e.str("message")));
+void Network::handle(int rank, const PeerEvent& event) {
+  if (const auto* e = std::get_if<EvalEvent>(&event)) {
+    total_rounds_ = e->rounds;
+    pending_[e->round][rank] = *e;
+  } else if (const auto* e = std::get_if<DoneEvent>(&event)) {
+    done_[rank] = *e;
+  } else if (const auto* e = std::get_if<AlertEvent>(&event)) {
+    live_connected_ = e->connected;
+    progress_.note(cat("peer ", rank, ": ", e->message));
   }
 }
 
 void Network::merge_ready_rounds() {
+  std::vector<int> expected;
+  for (int r = 0; r < n_; ++r)
+    if (std::find(dead_.begin(), dead_.end(), r) == dead_.end()) expected.push_back(r);
   while (!pending_.empty()) {
     auto& [round, evals] = *pending_.begin();
-    std::vector<int> expected;
-    for (int r = 0; r < n_; ++r)
-      if (std::find(dead_.begin(), dead_.end(), r) == dead_.end()) expected.push_back(r);
     for (int r : expected)
-      if (!evals.peers.count(r)) return;  // wait for the slower peers
-    std::vector<std::vector<float>> params;
-    for (int r : expected)
-      params.push_back(read_snapshot(evals.peers[r].str("params"), evaluator_.num_params()));
-    std::vector<std::span<const float>> views(params.begin(), params.end());
-    std::vector<float> avg(evaluator_.num_params());
-    const double cd = consensus_distance(views);
-    average_params(views, avg);
-    evaluator_.upload_params(avg);
-    const Evaluation ev = evaluator_.evaluate(data_.test, config_.train.eval_limit);
-    double mn = 1.0, mx = 0.0, loss = 0.0;
-    std::uint64_t bytes = 0;
-    for (int r : expected) {
-      const Event& e = evals.peers[r];
-      MetricsRow row;
-      row.round = round;
-      row.epoch = e.num("epoch");
-      row.peer = r;
-      row.loss = e.num("loss");
-      row.test_accuracy = e.num("acc");
-      row.consensus_distance = cd;
-      row.bytes_sent = static_cast<std::uint64_t>(e.num("bytes"));
-      row.seconds = e.num("seconds");
-      metrics_.write(row);
-      mn = std::min(mn, row.test_accuracy);
-      mx = std::max(mx, row.test_accuracy);
-      loss += row.loss / expected.size();
-      bytes += row.bytes_sent;
-      std::error_code ec;
-      std::filesystem::remove(e.str("params"), ec);
-    }
-    MetricsRow avg_row;
-    avg_row.round = round;
-    avg_row.epoch = evals.peers[expected.front()].num("epoch");
-    avg_row.peer = -1;
-    avg_row.loss = loss;
-    avg_row.test_accuracy = ev.accuracy;
-    avg_row.consensus_distance = cd;
-    avg_row.bytes_sent = bytes;
-    avg_row.seconds = std::chrono::duration<double>(Clock::now() - t0_).count();
-    metrics_.write(avg_row);
-    metrics_.flush();
-    last_avg_acc_ = ev.accuracy;
-    last_cd_ = cd;
-    last_min_ = mn;
-    last_max_ = mx;
-    last_epoch_ = avg_row.epoch;
-    last_round_ = round;
-    progress_.update(round, total_rounds_, cat("acc ", fixed(ev.accuracy, 4), "  peers ",
-                                               fixed(mn, 3), "-", fixed(mx, 3), "  consensus ",
-                                               sci(cd)));
+      if (!evals.count(r)) return;  // wait for the slower peers
+    merge_round(round, evals, expected);
     pending_.erase(pending_.begin());
   }
+}
+
+/// Rows for every peer and for the average model, whose accuracy and the consensus distance
+/// come from the peers' parameter snapshots.
+void Network::merge_round(std::int64_t round, RoundEvals& evals,
+                          const std::vector<int>& expected) {
+  std::vector<std::vector<float>> params;
+  for (int r : expected) params.push_back(read_snapshot(evals[r].params, evaluator_.num_params()));
+  std::vector<std::span<const float>> views(params.begin(), params.end());
+  std::vector<float> avg(evaluator_.num_params());
+  const double cd = consensus_distance(views);
+  average_params(views, avg);
+  evaluator_.upload_params(avg);
+  const Evaluation ev = evaluator_.evaluate(data_.test, config_.train.eval_limit);
+  MetricsRow avg_row{round, evals[expected.front()].epoch, -1, 0.0, ev.accuracy, cd, 0,
+                     std::chrono::duration<double>(Clock::now() - t0_).count()};
+  for (int r : expected) {
+    const EvalEvent& e = evals[r];
+    record_.write(MetricsRow{round, e.epoch, r, e.loss, e.accuracy, cd, e.bytes_sent, e.seconds});
+    avg_row.loss += e.loss / expected.size();
+    avg_row.bytes_sent += e.bytes_sent;
+    std::error_code ec;
+    std::filesystem::remove(e.params, ec);
+  }
+  record_.write(avg_row);
+  record_.flush();
+  const EvaluationFigures& f = record_.last();
+  progress_.update(round, total_rounds_,
+                   cat("acc ", fixed(ev.accuracy, 4), "  peers ", fixed(f.peer_accuracy_min, 3),
+                       "-", fixed(f.peer_accuracy_max, 3), "  consensus ", sci(cd)));
 }
 
 int Network::fail(const std::string& why) {
@@ -218,36 +162,30 @@ int Network::fail(const std::string& why) {
 }
 
 void Network::finish_summary() {
-  Summary s;
-  s.test_accuracy = last_avg_acc_;
-  s.peer_accuracy_min = last_min_;
-  s.peer_accuracy_max = last_max_;
-  s.consensus_distance = last_cd_;
-  s.rounds = last_round_;
-  s.epochs = last_epoch_;
-  s.wall_seconds = std::chrono::duration<double>(Clock::now() - t0_).count();
-  s.connected = live_connected_;
+  RunEnd end{.rounds = record_.last().round, .bytes_sent = 0,
+             .wall_seconds = std::chrono::duration<double>(Clock::now() - t0_).count(),
+             .connected = live_connected_, .params_sha256 = {}, .extra = {}};
   for (int r = 0; r < n_; ++r) {
-    s.params_sha256.push_back(done_[r].type == "done" ? done_[r].str("sha256") : "");
-    s.bytes_sent += static_cast<std::uint64_t>(done_[r].num("bytes"));
+    end.params_sha256.push_back(done_[r] ? done_[r]->params_sha256 : "");
+    end.bytes_sent += done_[r] ? done_[r]->bytes_sent : 0;
   }
-  s.extra["dead_peers"] = cat("[", format_peers(dead_), "]");
-  s.extra["peers"] = std::to_string(n_);
-  write_summary(opt_.out_dir, s);
+  end.extra.add("dead_peers", JsonArray::of(dead_)).add("peers", n_);
+  const Summary s = record_.finish(std::move(end));
   progress_.finish();
   std::printf("\n%5s  %9s  %12s  %8s\n", "peer", "test_acc", "bytes_sent", "seconds");
   for (int r = 0; r < n_; ++r) {
-    if (done_[r].type != "done") {
+    if (!done_[r]) {
       std::printf("%5d  %9s  %12s  %8s\n", r, "dead", "-", "-");
       continue;
     }
-    std::printf("%5d  %9.4f  %12.0f  %8.1f\n", r, done_[r].num("acc"), done_[r].num("bytes"),
-                done_[r].num("seconds"));
+    std::printf("%5d  %9.4f  %12llu  %8.1f\n", r, done_[r]->accuracy,
+                static_cast<unsigned long long>(done_[r]->bytes_sent), done_[r]->seconds);
   }
   std::printf("average model: test_accuracy %.4f, consensus distance %.3g, %lld rounds, %.2f "
               "epochs, %.1f s\nwrote %s/summary.json and %s/metrics.csv\n",
-              s.test_accuracy, s.consensus_distance, static_cast<long long>(s.rounds), s.epochs,
-              s.wall_seconds, opt_.out_dir.c_str(), opt_.out_dir.c_str());
+              s.last.test_accuracy, s.last.consensus_distance,
+              static_cast<long long>(s.end.rounds), s.last.epoch, s.end.wall_seconds,
+              opt_.out_dir.c_str(), opt_.out_dir.c_str());
 }
 
 int Network::run() {
@@ -272,7 +210,7 @@ int Network::run() {
         if (auto e = parse_event(l)) handle(c.rank, *e);
       const bool was_running = c.running;
       if (launcher::reap(c) && was_running) {
-        if (c.exit_code != 0 || done_[c.rank].type != "done") {
+        if (c.exit_code != 0 || !done_[c.rank]) {
           const std::string why = cat("peer ", c.rank, " failed (exit code ", c.exit_code,
                                       "); last lines of its log:\n", launcher::tail_lines(c.log_path, 6));
           if (!opt_.keep_going) return fail(why);

@@ -11,6 +11,7 @@
 
 #include "gossip/backend.hpp"
 #include "gossip/core.hpp"
+#include "gossip/events.hpp"
 #include "gossip/gossip.hpp"
 #include "gossip/hash.hpp"
 #include "gossip/monitor.hpp"
@@ -39,14 +40,35 @@ std::vector<int> all_neighbours(const Topology& topology, int rank) {
   return {s.begin(), s.end()};
 }
 
+/// This peer's network settings: addresses, neighbours, handshake, timeouts, log lines.
+NetConfig net_config(const RunConfig& config, const Topology& topology, int rank,
+                     std::int64_t num_params) {
+  NetConfig net;
+  net.rank = rank;
+  net.size = topology.n();
+  net.addresses = peer_addresses(config, topology);
+  net.neighbours = all_neighbours(topology, rank);
+  net.handshake.run_id = config.net.run_id;
+  net.shared_memory = config.net.shared_memory;
+  for (int s : config.model.layers) net.handshake.layer_sizes.push_back(s);
+  net.handshake.param_count = static_cast<std::uint64_t>(num_params);
+  net.handshake.topology_fingerprint = topology.fingerprint();
+  const auto ms = [](double s) { return std::chrono::milliseconds(static_cast<long>(s * 1000)); };
+  net.timeouts.start = ms(config.net.connect_timeout_s);
+  net.timeouts.io = ms(config.gossip.round_timeout_s);
+  net.log = [rank](const std::string& line) {
+    std::fprintf(stderr, "peer %d net: %s\n", rank, line.c_str());
+  };
+  return net;
+}
+
+/// Prints event lines for the launcher when asked to (`gossip peer --events`).
 class Events {
  public:
   explicit Events(bool on) : on_(on) {}
-  template <typename... Parts>
-  void emit(const Parts&... parts) {
+  void emit(const PeerEvent& event) {
     if (!on_) return;
-    std::string line = cat("@gossip ", parts...);
-    std::fprintf(stdout, "%s\n", line.c_str());
+    std::fprintf(stdout, "%s\n", encode_event(event).c_str());
     std::fflush(stdout);
   }
 
@@ -54,39 +76,18 @@ class Events {
   bool on_;
 };
 
-/// Logs and reports changes in the set of dead neighbours, and whether the live graph still
-/// connects the peers this one can see.
-class Monitor {
- public:
-  Monitor(const Topology& topology, int rank, Events& events)
-      : topology_(&topology), rank_(rank), events_(&events) {}
-
-  void check(const std::vector<int>& dead, std::int64_t round) {
-    if (dead == dead_) return;
-    dead_ = dead;
-    const LiveGraph live = live_graph(*topology_, dead);
-    const std::string list = format_peers(dead);
-    const std::string msg =
-        dead.empty() ? "all neighbours are back"
-                     : cat("neighbours lost: ", list, "; live graph ",
-                           live.connected ? std::string("still connected")
-                                          : cat("DISCONNECTED, components ",
-                                                format_components(live.components)));
-    std::fprintf(stderr, "peer %d round %lld: %s\n", rank_, static_cast<long long>(round),
-                 msg.c_str());
-    events_->emit("alert peer=", rank_, " round=", round, " connected=", live.connected ? 1 : 0,
-                  " dead=", list.empty() ? "-" : list, " message=", msg);
-    connected_ = live.connected;
-  }
-  bool connected() const { return connected_; }
-
- private:
-  const Topology* topology_;
-  int rank_;
-  Events* events_;
-  std::vector<int> dead_;
-  bool connected_ = true;
-};
+/// Writes the parameter buffer to DIR/params-ROUND.bin (through a rename, so a reader never
+/// sees half a file); returns its path.
+std::string write_snapshot(const std::string& dir, std::int64_t round,
+                           const std::vector<float>& params) {
+  const std::string path = cat(dir, "/params-", round, ".bin");
+  std::ofstream f(path + ".tmp", std::ios::binary | std::ios::trunc);
+  f.write(reinterpret_cast<const char*>(params.data()),
+          static_cast<std::streamsize>(params.size() * sizeof(float)));
+  f.close();
+  std::filesystem::rename(path + ".tmp", path);
+  return path;
+}
 
 }  // namespace
 
@@ -105,40 +106,31 @@ int run_peer(const RunConfig& config, const Topology& topology, const PeerOption
   const auto shards = shard_for(config, data.train, n);
   Trainer trainer(*backend, config, data.train, shards[rank], rank);
 
-  gossip::NetConfig net;
-  net.rank = rank;
-  net.size = n;
-  net.addresses = peer_addresses(config, topology);
-  net.neighbours = all_neighbours(topology, rank);
-  net.handshake.run_id = config.net.run_id;
-  net.shared_memory = config.net.shared_memory;
-  for (int s : config.model.layers) net.handshake.layer_sizes.push_back(s);
-  net.handshake.param_count = static_cast<std::uint64_t>(trainer.num_params());
-  net.handshake.topology_fingerprint = topology.fingerprint();
-  const auto ms = [](double s) { return std::chrono::milliseconds(static_cast<long>(s * 1000)); };
-  net.timeouts.start = ms(config.net.connect_timeout_s);
-  net.timeouts.io = ms(config.gossip.round_timeout_s);
-  net.log = [rank](const std::string& line) {
-    std::fprintf(stderr, "peer %d net: %s\n", rank, line.c_str());
-  };
+  NetConfig net = net_config(config, topology, rank, trainer.num_params());
   std::fprintf(stderr, "peer %d: %s, %zu neighbours, shard of %lld samples, %s\n", rank,
                net.addresses[rank].c_str(), net.neighbours.size(),
                static_cast<long long>(shards[rank].size()), backend->describe().c_str());
   NetExchange exchange(std::move(net));
-  events.emit("ready peer=", rank, " seconds=", since(t0));
+  events.emit(ReadyEvent{rank, since(t0)});
 
   auto algorithm = make_algorithm(trainer, exchange, topology, config.gossip);
-  Monitor monitor(topology, rank, events);
-  monitor.check(exchange.dead_peers(), 0);
+  ConvergenceMonitor monitor(topology);
+  auto watch = [&](std::int64_t round) {
+    const auto change = monitor.check(exchange.dead_peers());
+    if (!change) return;
+    std::fprintf(stderr, "peer %d round %lld: %s\n", rank, static_cast<long long>(round),
+                 change->message.c_str());
+    events.emit(AlertEvent{rank, round, change->connected, change->dead, change->message});
+  };
+  watch(0);
 
   const RoundPlan plan = plan_rounds(config, data.train.n, n);
   const std::int64_t rounds = plan.rounds;
 
-  MetricsWriter metrics(opt.out_dir);
+  RunRecord record(opt.out_dir);
   std::vector<float> params(trainer.num_params());
-  Evaluation last;
   auto evaluate = [&](std::int64_t round) {
-    last = trainer.evaluate(data.test, config.train.eval_limit);
+    const Evaluation ev = trainer.evaluate(data.test, config.train.eval_limit);
     const double loss = round > 0 ? algorithm->take_train_loss() : NAN;
     if (round > 0 && !std::isfinite(loss))
       throw RuntimeError(cat("training diverged at round ", round, " (loss ", loss,
@@ -148,53 +140,38 @@ int run_peer(const RunConfig& config, const Topology& topology, const PeerOption
     row.epoch = plan.epoch_at(round);
     row.peer = rank;
     row.loss = round > 0 ? loss : 0.0;
-    row.test_accuracy = last.accuracy;
+    row.test_accuracy = ev.accuracy;
     row.bytes_sent = exchange.bytes_sent();
     row.seconds = since(t0);
-    metrics.write(row);
-    metrics.flush();
-    std::string snapshot = "-";
+    record.write(row);
+    record.flush();
+    std::string snapshot;
     if (opt.snapshots) {
       algorithm->model_params(params);
-      snapshot = cat(opt.out_dir, "/params-", round, ".bin");
-      std::ofstream f(snapshot + ".tmp", std::ios::binary | std::ios::trunc);
-      f.write(reinterpret_cast<const char*>(params.data()),
-              static_cast<std::streamsize>(params.size() * sizeof(float)));
-      f.close();
-      std::filesystem::rename(snapshot + ".tmp", snapshot);
+      snapshot = write_snapshot(opt.out_dir, round, params);
     }
-    events.emit("eval peer=", rank, " round=", round, " rounds=", rounds, " epoch=", row.epoch,
-                " loss=", row.loss, " acc=", row.test_accuracy, " bytes=", row.bytes_sent,
-                " seconds=", row.seconds, " params=", snapshot);
+    events.emit(EvalEvent{rank, round, rounds, row.epoch, row.loss, row.test_accuracy,
+                          row.bytes_sent, row.seconds, snapshot});
   };
 
   evaluate(0);
   for (std::int64_t r = 0; r < rounds; ++r) {
     algorithm->local_phase(r);
     algorithm->mix_phase(r);
-    monitor.check(exchange.dead_peers(), r + 1);
+    watch(r + 1);
     const std::int64_t done = r + 1;
     if (plan.eval_due(done)) evaluate(done);
   }
 
   algorithm->model_params(params);
-  Summary s;
-  s.test_accuracy = last.accuracy;
-  s.peer_accuracy_min = last.accuracy;
-  s.peer_accuracy_max = last.accuracy;
-  s.rounds = rounds;
-  s.epochs = plan.epoch_at(rounds);
-  s.bytes_sent = exchange.bytes_sent();
-  s.wall_seconds = since(t0);
-  s.connected = monitor.connected();
-  s.params_sha256 = {sha256_hex(params)};
-  s.extra["peer"] = std::to_string(rank);
-  s.extra["missing_messages"] = std::to_string(algorithm->missing_messages());
-  write_summary(opt.out_dir, s);
-  events.emit("done peer=", rank, " acc=", last.accuracy, " sha256=", s.params_sha256.front(),
-              " bytes=", s.bytes_sent, " seconds=", s.wall_seconds);
+  RunEnd end{.rounds = rounds, .bytes_sent = exchange.bytes_sent(), .wall_seconds = since(t0),
+             .connected = monitor.connected(), .params_sha256 = {sha256_hex(params)}, .extra = {}};
+  end.extra.add("peer", rank).add("missing_messages", algorithm->missing_messages());
+  const Summary s = record.finish(std::move(end));
+  events.emit(DoneEvent{rank, s.last.test_accuracy, s.end.params_sha256.front(),
+                        s.end.bytes_sent, s.end.wall_seconds});
   std::fprintf(stderr, "peer %d: done, test accuracy %.4f, %llu bytes sent\n", rank,
-               last.accuracy, static_cast<unsigned long long>(s.bytes_sent));
+               s.last.test_accuracy, static_cast<unsigned long long>(s.end.bytes_sent));
   return kExitOk;
 }
 

@@ -1,7 +1,9 @@
-// report/metrics.cpp: metrics.csv and summary.json, the contract between commands and users.
-#include <cmath>
+// report/metrics.cpp: metrics.csv and summary.json, the contract between commands and users. The
+// one RunRecord writes both, so every summary field is computed here and nowhere else.
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 
 #include "gossip/core.hpp"
 #include "gossip/report.hpp"
@@ -17,71 +19,67 @@ void make_output_dir(const std::string& dir) {
   if (ec) throw InputError(cat("--out ", dir, ": cannot create the directory: ", ec.message()));
 }
 
-MetricsWriter::MetricsWriter(const std::string& dir) : path_(dir + "/metrics.csv") {
-  make_output_dir(dir);
+RunRecord::RunRecord(std::string dir) : dir_(std::move(dir)), path_(dir_ + "/metrics.csv") {
+  make_output_dir(dir_);
   out_.open(path_, std::ios::trunc);
   if (!out_) throw InputError(cat(path_, ": cannot open for writing"));
   out_ << kMetricsHeader << '\n';
 }
 
-void MetricsWriter::write(const MetricsRow& r) {
+void RunRecord::write(const MetricsRow& r) {
   char line[512];
   std::snprintf(line, sizeof line, "%lld,%.4f,%d,%.6g,%.6g,%.6g,%llu,%.3f\n",
                 static_cast<long long>(r.round), r.epoch, r.peer, r.loss, r.test_accuracy,
                 r.consensus_distance, static_cast<unsigned long long>(r.bytes_sent), r.seconds);
   out_ << line;
   if (!out_) throw RuntimeError(cat(path_, ": write failed"));
-}
 
-std::string json_string(const std::string& s) {
-  std::string o = "\"";
-  for (char c : s) {
-    switch (c) {
-      case '"': o += "\\\""; break;
-      case '\\': o += "\\\\"; break;
-      case '\n': o += "\\n"; break;
-      case '\t': o += "\\t"; break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          o += buf;
-        } else {
-          o += c;
-        }
-    }
+  if (!any_row_ || r.round != last_.round) {
+    last_ = EvaluationFigures{};
+    last_.round = r.round;
+    average_seen_ = false;
   }
-  return o + "\"";
+  any_row_ = true;
+  last_.epoch = r.epoch;
+  last_.consensus_distance = r.consensus_distance;
+  if (r.peer < 0) {
+    last_.test_accuracy = r.test_accuracy;
+    average_seen_ = true;
+    return;
+  }
+  if (last_.peer_rows++ == 0) {
+    last_.peer_accuracy_min = last_.peer_accuracy_max = r.test_accuracy;
+    if (!average_seen_) last_.test_accuracy = r.test_accuracy;
+  }
+  last_.peer_accuracy_min = std::min(last_.peer_accuracy_min, r.test_accuracy);
+  last_.peer_accuracy_max = std::max(last_.peer_accuracy_max, r.test_accuracy);
 }
 
-std::string json_number(double v) {
-  if (!std::isfinite(v)) return "null";
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.10g", v);
-  return buf;
-}
+void RunRecord::flush() { out_.flush(); }
 
-void write_summary(const std::string& dir, const Summary& s) {
-  make_output_dir(dir);
-  const std::string path = dir + "/summary.json";
+Summary RunRecord::finish(RunEnd end) {
+  flush();
+  JsonObject o;
+  o.add("test_accuracy", last_.test_accuracy)
+      .add("peer_accuracy_min", last_.peer_accuracy_min)
+      .add("peer_accuracy_max", last_.peer_accuracy_max)
+      .add("consensus_distance", last_.consensus_distance)
+      .add("rounds", end.rounds)
+      .add("epochs", last_.epoch)
+      .add("bytes_sent", end.bytes_sent)
+      .add("wall_seconds", end.wall_seconds)
+      .add("connected", end.connected);
+  const std::map<std::string, std::string> extra(end.extra.fields().begin(),
+                                                 end.extra.fields().end());
+  for (const auto& [key, value] : extra) o.raw(key, value);
+  o.add("params_sha256", JsonArray::of(end.params_sha256));
+
+  const std::string path = dir_ + "/summary.json";
   std::ofstream out(path, std::ios::trunc);
   if (!out) throw InputError(cat(path, ": cannot open for writing"));
-  out << "{\n";
-  out << "  \"test_accuracy\": " << json_number(s.test_accuracy) << ",\n";
-  out << "  \"peer_accuracy_min\": " << json_number(s.peer_accuracy_min) << ",\n";
-  out << "  \"peer_accuracy_max\": " << json_number(s.peer_accuracy_max) << ",\n";
-  out << "  \"consensus_distance\": " << json_number(s.consensus_distance) << ",\n";
-  out << "  \"rounds\": " << s.rounds << ",\n";
-  out << "  \"epochs\": " << json_number(s.epochs) << ",\n";
-  out << "  \"bytes_sent\": " << s.bytes_sent << ",\n";
-  out << "  \"wall_seconds\": " << json_number(s.wall_seconds) << ",\n";
-  out << "  \"connected\": " << (s.connected ? "true" : "false") << ",\n";
-  for (const auto& [k, v] : s.extra) out << "  " << json_string(k) << ": " << v << ",\n";
-  out << "  \"params_sha256\": [";
-  for (std::size_t i = 0; i < s.params_sha256.size(); ++i)
-    out << (i ? ", " : "") << json_string(s.params_sha256[i]);
-  out << "]\n}\n";
+  out << o.pretty() << '\n';
   if (!out) throw RuntimeError(cat(path, ": write failed"));
+  return Summary{last_, std::move(end)};
 }
 
 }  // namespace gossip

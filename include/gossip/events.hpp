@@ -1,0 +1,64 @@
+/// events: what a peer tells `gossip run` while it trains, one "@gossip TYPE key=value ..." line
+/// on stdout per event. These structs are the only form the rest of the code sees; the line
+/// format (strings percent-escaped, numbers exact) lives in one encoder and one parser.
+#pragma once
+#if !defined(GOSSIP_ROOM_REPORT)
+#error "gossip/events.hpp belongs to room report, which this room does not use (see the room table in meson.build)"
+#endif
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+namespace gossip {
+
+/// The peer is connected to its neighbours and starts training.
+struct ReadyEvent {
+  int peer = 0;
+  double seconds = 0.0;  // since the peer started
+};
+
+/// The peer evaluated its model after `round` of `rounds`.
+struct EvalEvent {
+  int peer = 0;
+  std::int64_t round = 0;
+  std::int64_t rounds = 0;
+  double epoch = 0.0;
+  double loss = 0.0;
+  double accuracy = 0.0;
+  std::uint64_t bytes_sent = 0;
+  double seconds = 0.0;
+  std::string params;  // the parameter snapshot file; empty when none was written
+};
+
+/// The convergence monitor saw the set of dead neighbours change.
+struct AlertEvent {
+  int peer = 0;
+  std::int64_t round = 0;
+  bool connected = true;
+  std::vector<int> dead;
+  std::string message;
+};
+
+/// The peer finished training.
+struct DoneEvent {
+  int peer = 0;
+  double accuracy = 0.0;
+  std::string params_sha256;
+  std::uint64_t bytes_sent = 0;
+  double seconds = 0.0;
+};
+
+using PeerEvent = std::variant<ReadyEvent, EvalEvent, AlertEvent, DoneEvent>;
+
+/// The event as one line (no newline), "@gossip eval peer=3 round=10 ...".
+std::string encode_event(const PeerEvent& event);
+
+/// The event of a line written by encode_event; nullopt for any other line (another prefix, an
+/// unknown type, a missing, repeated, unknown or malformed field). Never throws on bad input.
+std::optional<PeerEvent> parse_event(std::string_view line);
+
+}  // namespace gossip

@@ -1,0 +1,93 @@
+// sim/sim_network.hpp: the simulator's network model and each virtual peer's Exchange. Private
+// to sim/ (tests and the sim benchmark include it by this path); users go through simulate().
+#pragma once
+#if !defined(GOSSIP_ROOM_SIM)
+#error "sim/sim_network.hpp belongs to room sim, which this room does not use (see the room table in meson.build)"
+#endif
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "gossip/config.hpp"
+#include "gossip/exchange.hpp"
+
+namespace gossip {
+
+/// Bytes a parameter message costs on the wire besides the floats: the frame header (32) and
+/// the f64 push-sum weight (8), as NetExchange sends it.
+inline constexpr std::uint64_t kMessageOverheadBytes = 40;
+
+class SimNetwork;
+
+/// One virtual peer's view of the simulated network. publish() copies the buffer; collect()
+/// returns spans into the network's store, ascending by peer, and advances this peer's clock to
+/// when the last accepted message arrived (or the deadline, for a message that never does).
+class SimExchange final : public Exchange {
+ public:
+  SimExchange(SimNetwork& network, int rank) : network_(&network), rank_(rank) {}
+
+  int rank() const override { return rank_; }
+  int size() const override;
+  void publish(std::int64_t round, std::span<const float> params, double weight,
+               std::span<const int> to) override;
+  std::vector<Inbox> collect(std::int64_t round, std::span<const int> from,
+                             const CollectOptions& options) override;
+  std::vector<int> dead_peers() const override { return {}; }
+  std::uint64_t bytes_sent() const override { return bytes_sent_; }
+
+  /// This peer's simulated clock, seconds since the start.
+  double now() const { return now_; }
+  /// Advances the clock by `seconds` of local computation.
+  void compute(double seconds) { now_ += seconds; }
+
+ private:
+  SimNetwork* network_;
+  int rank_;
+  double now_ = 0.0;
+  std::uint64_t bytes_sent_ = 0;
+};
+
+/// The shared state of a simulated network: each sender's last few published buffers, the link
+/// model and the peers' exchanges. Publishing writes only the sender's own slots and collecting
+/// only reads, so one phase's calls may run on many threads; phases must not overlap.
+class SimNetwork {
+ public:
+  /// `history` = how many past rounds each sender keeps (max_staleness + 1 for async runs).
+  SimNetwork(int peers, std::int64_t num_params, int history, const SimConfig& config,
+             std::uint64_t seed);
+
+  int size() const { return static_cast<int>(exchanges_.size()); }
+  SimExchange& exchange(int peer) { return *exchanges_.at(peer); }
+  /// Simulated seconds of one local step of `peer` (stragglers are straggler_factor slower).
+  double step_seconds(int peer) const;
+  void set_step_seconds(double seconds) { step_seconds_ = seconds; }
+  /// Seconds from sending a `bytes` message until it has arrived.
+  double transfer_seconds(std::uint64_t bytes) const;
+  /// Whether the message from `from` to `to` of `round` is lost (deterministic per link, round).
+  bool lost(int from, int to, std::int64_t round) const;
+
+ private:
+  friend class SimExchange;
+  struct Message {
+    std::int64_t round = -1;
+    double weight = 1.0;
+    double sent_at = 0.0;
+    std::vector<float> params;
+  };
+  /// The slot for (sender, round): the ring entry, or null when that round is gone or unsent.
+  const Message* find(int sender, std::int64_t round) const;
+  Message& slot(int sender, std::int64_t round);
+
+  SimConfig config_;
+  std::uint64_t seed_;
+  std::int64_t num_params_;
+  int history_;
+  double step_seconds_ = 0.0;
+  std::vector<char> straggler_;
+  std::vector<std::vector<Message>> store_;  // [sender][round % history]
+  std::vector<std::unique_ptr<SimExchange>> exchanges_;
+};
+
+}  // namespace gossip

@@ -1,0 +1,141 @@
+// Tests for report: the peer-to-launcher event codec (round trips, refusal of bad lines) and the
+// run record's summary (figures of the last evaluation, field names and order).
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "gossip/events.hpp"
+#include "gossip/report.hpp"
+
+using namespace gossip;
+
+namespace {
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+template <typename E>
+E round_trip(const E& e) {
+  const std::string line = encode_event(e);
+  INFO(line);
+  REQUIRE(line.rfind("@gossip ", 0) == 0);
+  REQUIRE(line.find('\n') == std::string::npos);
+  const auto parsed = parse_event(line);
+  REQUIRE(parsed.has_value());
+  REQUIRE(std::holds_alternative<E>(*parsed));
+  return std::get<E>(*parsed);
+}
+
+}  // namespace
+
+TEST_CASE("every event survives encoding and parsing unchanged", "[report][events]") {
+  SECTION("ready") {
+    const auto r = round_trip(ReadyEvent{3, 0.125});
+    CHECK(r.peer == 3);
+    CHECK(r.seconds == 0.125);
+  }
+  SECTION("eval, with a path that has spaces and a percent sign") {
+    const EvalEvent e{2, 10, 48, 1.0 / 3.0, 0.224137, 0.9921875, 78082, 1234.5678,
+                      "/tmp/my run/100%/params-10.bin"};
+    const auto r = round_trip(e);
+    CHECK(r.peer == 2);
+    CHECK(r.round == 10);
+    CHECK(r.rounds == 48);
+    CHECK(r.epoch == e.epoch);  // exact, not 6 digits
+    CHECK(r.loss == e.loss);
+    CHECK(r.accuracy == e.accuracy);
+    CHECK(r.bytes_sent == 78082);
+    CHECK(r.seconds == e.seconds);
+    CHECK(r.params == e.params);
+    CHECK(round_trip(EvalEvent{}).params.empty());
+  }
+  SECTION("alert") {
+    const AlertEvent e{1, 7, false, {2, 6}, "neighbours lost: 2,6; live graph DISCONNECTED"};
+    const auto r = round_trip(e);
+    CHECK(r.peer == 1);
+    CHECK(r.round == 7);
+    CHECK_FALSE(r.connected);
+    CHECK(r.dead == std::vector<int>{2, 6});
+    CHECK(r.message == e.message);
+    const auto back = round_trip(AlertEvent{1, 9, true, {}, "all neighbours are back\nnext"});
+    CHECK(back.dead.empty());
+    CHECK(back.message == "all neighbours are back\nnext");
+  }
+  SECTION("done") {
+    const DoneEvent e{0, 0.5, std::string(64, 'a'), 155810, 12.25};
+    const auto r = round_trip(e);
+    CHECK(r.peer == 0);
+    CHECK(r.accuracy == 0.5);
+    CHECK(r.params_sha256 == e.params_sha256);
+    CHECK(r.bytes_sent == 155810);
+    CHECK(r.seconds == 12.25);
+  }
+}
+
+TEST_CASE("malformed event lines are refused, not guessed at", "[report][events]") {
+  const std::string good = encode_event(ReadyEvent{3, 0.5});
+  REQUIRE(parse_event(good).has_value());
+  for (const std::string& line : {
+           std::string(""), std::string("@gossip"), std::string("@gossip "),
+           std::string("hello world"), std::string("gossip ready peer=1 seconds=2"),
+           std::string("@gossip bogus peer=1"), std::string("@gossip ready"),
+           std::string("@gossip ready peer=1"),                        // missing field
+           std::string("@gossip ready peer=1 seconds=2 extra=3"),      // unknown field
+           std::string("@gossip ready peer=1 peer=2 seconds=2"),       // repeated field
+           std::string("@gossip ready peer=x seconds=2"),              // not a number
+           std::string("@gossip ready peer=1 seconds=2.5abc"),         // trailing garbage
+           std::string("@gossip ready peer=99999999999 seconds=2"),    // out of range
+           std::string("@gossip ready peer=1  seconds=2"),             // empty token
+           std::string("@gossip ready peer=1 seconds"),                // no '='
+           std::string("@gossip ready peer=1 =2 seconds=2"),           // no key
+           std::string("@gossip alert peer=1 round=2 connected=2 dead= message=x"),
+           std::string("@gossip alert peer=1 round=2 connected=1 dead=1,,2 message=x"),
+           std::string("@gossip alert peer=1 round=2 connected=1 dead=1, message=x"),
+           std::string("@gossip done peer=1 acc=0.5 sha256=ab%2 bytes=3 seconds=1"),
+           std::string("@gossip done peer=1 acc=0.5 sha256=ab%zz bytes=3 seconds=1"),
+           std::string("@gossip done peer=1 acc=0.5 sha256=ab bytes=-3 seconds=1"),
+           good + " ", good.substr(0, good.size() - 1) + "\x01"}) {
+    INFO(line);
+    CHECK_FALSE(parse_event(line).has_value());
+  }
+}
+
+TEST_CASE("the run record's summary comes from the last evaluation", "[report]") {
+  const auto dir = (std::filesystem::temp_directory_path() / "gossip_test_report").string();
+  std::filesystem::remove_all(dir);
+  {
+    RunRecord record(dir);
+    record.write(MetricsRow{0, 0.0, 0, 0.0, 0.25, 0.5, 10, 0.1});
+    record.write(MetricsRow{0, 0.0, 1, 0.0, 0.75, 0.5, 10, 0.1});
+    record.write(MetricsRow{8, 1.0, 0, 0.3, 0.875, 0.125, 20, 0.2});
+    record.write(MetricsRow{8, 1.0, 1, 0.4, 0.625, 0.125, 20, 0.2});
+    record.write(MetricsRow{8, 1.0, -1, 0.35, 0.9, 0.125, 40, 0.3});
+    CHECK(record.last().peer_rows == 2);
+    RunEnd end;
+    end.rounds = 8;
+    end.bytes_sent = 40;
+    end.wall_seconds = 1.5;
+    end.params_sha256 = {"aa", "bb"};
+    end.extra.add("zeta", 1).add("alpha", "x");
+    const Summary s = record.finish(std::move(end));
+    CHECK(s.last.test_accuracy == 0.9);
+    CHECK(s.last.peer_accuracy_min == 0.625);
+    CHECK(s.last.peer_accuracy_max == 0.875);
+  }
+  CHECK(read_text(dir + "/summary.json") ==
+        "{\n  \"test_accuracy\": 0.9,\n  \"peer_accuracy_min\": 0.625,\n"
+        "  \"peer_accuracy_max\": 0.875,\n  \"consensus_distance\": 0.125,\n  \"rounds\": 8,\n"
+        "  \"epochs\": 1,\n  \"bytes_sent\": 40,\n  \"wall_seconds\": 1.5,\n"
+        "  \"connected\": true,\n  \"alpha\": \"x\",\n  \"zeta\": 1,\n"
+        "  \"params_sha256\": [\"aa\", \"bb\"]\n}\n");
+  const std::string csv = read_text(dir + "/metrics.csv");
+  CHECK(csv.rfind(std::string(kMetricsHeader) + "\n0,0.0000,0,0,0.25,0.5,10,0.100\n", 0) == 0);
+  std::filesystem::remove_all(dir);
+}
