@@ -13,7 +13,7 @@
 namespace {
 
 // Add a subcommand here and in src/cli/<name>.cpp.
-const gossip::cli::Subcommand kCommands[] = {
+const gossip::Subcommand kCommands[] = {
     {"train", "train one peer on its own (no gossip)", gossip::cli::run_train},
     {"topo", "check a topology file (connectivity, spectral gap) or generate one", gossip::cli::run_topo},
     {"sim", "simulate many virtual peers in one process (simulated network clock)",
@@ -32,7 +32,7 @@ void print_usage() {
       "gossip %s: decentralized gossip SGD over a peer network\n\n"
       "usage: gossip COMMAND [ARGS] (gossip COMMAND --help for each)\n\ncommands:\n",
       GOSSIP_VERSION);
-  gossip::cli::print_subcommands(kCommands, 9);
+  gossip::print_subcommands(kCommands, 9);
   std::printf(
       "\nexit codes: 0 success, 1 runtime failure, 2 bad input (the message names the file,\n"
       "line or field), 3 topology valid but disconnected, 130 interrupted\n");
@@ -41,7 +41,7 @@ void print_usage() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (gossip::cli::wants_usage(argc, argv) || !std::strcmp(argv[1], "help")) {
+  if (gossip::wants_usage(argc, argv) || !std::strcmp(argv[1], "help")) {
     print_usage();
     return argc < 2 ? gossip::kExitBadInput : gossip::kExitOk;
   }

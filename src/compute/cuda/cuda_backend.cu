@@ -17,20 +17,28 @@
 #include "gossip/core.hpp"
 #include "gossip/math.hpp"
 
-#define GOSSIP_CUDA_CHECK(call)                                                          \
-  do {                                                                                   \
-    cudaError_t err_ = (call);                                                           \
-    if (err_ != cudaSuccess)                                                             \
-      ::gossip::detail::throw_check(__FILE__, __LINE__,                                  \
-                                    ::gossip::cat(#call, ": ", cudaGetErrorString(err_))); \
-  } while (0)
+namespace gossip::cuda {
+namespace {
 
+/// Turns a failed CUDA runtime or cuBLAS status into the project's check error, naming the call.
+void check_status(bool ok, const char* file, int line, const char* call, const std::string& why) {
+  if (!ok) ::gossip::detail::throw_check(file, line, ::gossip::cat(call, ": ", why));
+}
+
+}  // namespace
+}  // namespace gossip::cuda
+
+#define GOSSIP_CUDA_CHECK(call)                                                            \
+  do {                                                                                     \
+    const cudaError_t err_ = (call);                                                       \
+    ::gossip::cuda::check_status(err_ == cudaSuccess, __FILE__, __LINE__, #call,            \
+                                 err_ == cudaSuccess ? "" : cudaGetErrorString(err_));     \
+  } while (0)
 #define GOSSIP_CUBLAS_CHECK(call)                                                          \
   do {                                                                                     \
-    cublasStatus_t st_ = (call);                                                           \
-    if (st_ != CUBLAS_STATUS_SUCCESS)                                                      \
-      ::gossip::detail::throw_check(__FILE__, __LINE__,                                    \
-                                    ::gossip::cat(#call, ": cuBLAS status ", int(st_)));   \
+    const cublasStatus_t st_ = (call);                                                     \
+    ::gossip::cuda::check_status(st_ == CUBLAS_STATUS_SUCCESS, __FILE__, __LINE__, #call,   \
+                                 ::gossip::cat("cuBLAS status ", int(st_)));               \
   } while (0)
 
 namespace gossip::cuda {
