@@ -38,7 +38,8 @@ void check_status(bool ok, const char* file, int line, const char* call, const s
   do {                                                                                     \
     const cublasStatus_t st_ = (call);                                                     \
     ::gossip::cuda::check_status(st_ == CUBLAS_STATUS_SUCCESS, __FILE__, __LINE__, #call,   \
-                                 ::gossip::cat("cuBLAS status ", int(st_)));               \
+                                 st_ == CUBLAS_STATUS_SUCCESS ? std::string()              \
+                                     : ::gossip::cat("cuBLAS status ", int(st_)));          \
   } while (0)
 
 namespace gossip::cuda {
