@@ -8,7 +8,7 @@
 #include <queue>
 
 #include "gossip/core.hpp"
-#include "internal.hpp"
+#include "src/topology/internal.hpp"
 
 namespace gossip::topo {
 

@@ -19,7 +19,7 @@
 #include <algorithm>
 
 #include "gossip/core.hpp"
-#include "internal.hpp"
+#include "src/topology/internal.hpp"
 
 namespace gossip::topo {
 

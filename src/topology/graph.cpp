@@ -7,7 +7,7 @@
 
 #include "gossip/core.hpp"
 #include "gossip/rng.hpp"
-#include "internal.hpp"
+#include "src/topology/internal.hpp"
 
 namespace gossip {
 

@@ -13,7 +13,7 @@
 #include <cmath>
 
 #include "gossip/core.hpp"
-#include "internal.hpp"
+#include "src/topology/internal.hpp"
 
 namespace gossip::topo {
 

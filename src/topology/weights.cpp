@@ -7,7 +7,7 @@
 #include <tuple>
 
 #include "gossip/core.hpp"
-#include "internal.hpp"
+#include "src/topology/internal.hpp"
 
 namespace gossip::topo {
 

@@ -7,7 +7,7 @@
 #include <sstream>
 
 #include "gossip/core.hpp"
-#include "internal.hpp"
+#include "src/topology/internal.hpp"
 
 namespace gossip {
 
