@@ -19,6 +19,7 @@
 #include "children.hpp"
 #include "gossip/backend.hpp"
 #include "gossip/core.hpp"
+#include "gossip/gossip.hpp"
 #include "gossip/launcher.hpp"
 #include "gossip/monitor.hpp"
 #include "gossip/report.hpp"
@@ -296,6 +297,7 @@ int launch(const RunConfig& config, const LaunchOptions& options) {
   if (config.gossip.topology.empty())
     throw InputError(cat(config.path, ": gossip.topology: `gossip run` needs a topology file"));
   const Topology topology = load_topology(config.gossip.topology);
+  check_algorithm(config, topology);
   const TopologyReport report = analyze(topology);
   if (!report.connected) {
     std::fprintf(stderr,
