@@ -223,6 +223,19 @@ TEST_CASE("gossip run refuses a disconnected topology and names its components",
   CHECK(r.output.find("{0,1} {2,3}") != std::string::npos);
 }
 
+TEST_CASE("gossip run refuses push_sum on weights that are not column-stochastic before any "
+          "peer starts", "[peer]") {
+  TempDir t;
+  const auto cfg = write_config(t.path, 8, "push_sum", 1);
+  std::ofstream(t.path / "topo.yaml") << "generator: star\nn: 8\nweights: uniform\n";
+  const Result r = run(bin() + " run " + cfg.string() + " --out " + (t.path / "run").string());
+  INFO(r.output);
+  CHECK(r.code == 2);
+  CHECK(r.output.find(cfg.string() + ":6: gossip.algorithm: push_sum needs column-stochastic") !=
+        std::string::npos);
+  CHECK_FALSE(fs::exists(t.path / "run" / "peers"));
+}
+
 TEST_CASE("peers in separate network namespaces train together", "[peer][netns]") {
   if (geteuid() != 0 || run("ip netns list").code != 0) {
     WARN("not root or no `ip netns`: the multi-host test is skipped");

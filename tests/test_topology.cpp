@@ -481,3 +481,61 @@ TEST_CASE("analysis of a 1024-peer random regular graph takes under 5 s", "[topo
   REQUIRE(r.rho < 1.0);
   REQUIRE(seconds < 5.0);
 }
+
+TEST_CASE("topologies too big to build are refused at once, with file and line", "[topology]") {
+  // The limit: 2^22 mixing weights over one period (n per round plus one per arc).
+  const auto start = std::chrono::steady_clock::now();
+  const auto refused = [](const std::string& text, const std::string& where,
+                          const std::string& what) {
+    try {
+      gossip::load_topology_from_string(text, "big.yaml");
+      FAIL("loaded without error");
+    } catch (const gossip::InputError& e) {
+      const std::string msg = e.what();
+      INFO(msg);
+      REQUIRE(msg.rfind(where, 0) == 0);
+      REQUIRE(msg.find(what) != std::string::npos);
+    }
+  };
+  SECTION("complete and erdos-renyi generators on 65536 peers") {
+    refused("generator: complete\nn: 65536\n", "big.yaml:2: generator complete on 65536 peers",
+            "more than the limit of 4194304");
+    refused("generator: erdos-renyi\np: 0.5\nseed: 3\nn: 65536\n", "big.yaml:4:",
+            "more than the limit of 4194304");
+    const Run r = run_gossip("topo --generate complete --n 65536");
+    INFO(r.output);
+    REQUIRE(r.code == gossip::kExitBadInput);
+    REQUIRE(r.output.find("more than the limit") != std::string::npos);
+  }
+  SECTION("a short file that repeats one round through YAML aliases") {
+    // The complete graph on 64 peers as one anchored round, then 20000 aliases of it: 18 KB of
+    // YAML asking for 20001 * (64 + 2 * 2016) weights.
+    std::string text = "n: 64\nsequence: [\n  &r {edges: [";
+    for (int i = 0; i < 64; ++i)
+      for (int j = i + 1; j < 64; ++j)
+        text += "[" + std::to_string(i) + "," + std::to_string(j) + "],";
+    text.back() = ']';
+    text += "},\n  ";
+    for (int i = 0; i < 20000; ++i) text += "*r,";
+    text.back() = ']';
+    refused(text + "\n", "big.yaml:3: sequence: rounds 0..1024 have",
+            "more than the limit of 4194304");
+  }
+  SECTION("more rounds than the limit") {
+    std::string text = "n: 2\nsequence: [&r {edges: [[0, 1]]}";
+    for (int i = 0; i < 65536; ++i) text += ", *r";
+    refused(text + "]\n", "big.yaml:2: sequence: 65537 rounds", "limit of 65536");
+  }
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  REQUIRE(seconds < 2.0);
+}
+
+TEST_CASE("a directory given as a topology says it is one", "[topology]") {
+  REQUIRE_THROWS_WITH(gossip::load_topology(data_dir()),
+                      data_dir() + ": is a directory, not a YAML file");
+  const Run r = run_gossip("topo " + data_dir());
+  INFO(r.output);
+  REQUIRE(r.code == gossip::kExitBadInput);
+  REQUIRE(r.output.find("is a directory") != std::string::npos);
+}
