@@ -40,8 +40,11 @@ class Node {
 
   /// Value of `key` in a map (the first, if the key repeats; keys() refuses repeats).
   Node operator[](const std::string& key) const;
-  /// Item `index` of a sequence.
+  /// Item `index` of a sequence (undefined when out of range).
   Node operator[](std::size_t index) const;
+  Node operator[](int index) const {
+    return index < 0 ? Node() : (*this)[static_cast<std::size_t>(index)];
+  }
 
   /// Iterates the items of a sequence (nothing for other nodes).
   Iterator begin() const;

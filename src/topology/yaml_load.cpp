@@ -124,8 +124,8 @@ class Loader {
     yaml::Node from, to, weight;
     bool has_weight = false;
     if (e.is_sequence() && (e.size() == 2 || e.size() == 3)) {
-      from = e[std::size_t{0}], to = e[std::size_t{1}];
-      if ((has_weight = e.size() == 3)) weight = e[std::size_t{2}];
+      from = e[0], to = e[1];
+      if ((has_weight = e.size() == 3)) weight = e[2];
     } else if (e.is_map()) {
       auto k = in_.keys(e, {"from", "to", "weight"}, "edge");
       if (!k.count("from") || !k.count("to")) in_.fail(e, "edge needs from: and to:");
