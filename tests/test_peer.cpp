@@ -223,15 +223,17 @@ TEST_CASE("gossip run refuses a disconnected topology and names its components",
   CHECK(r.output.find("{0,1} {2,3}") != std::string::npos);
 }
 
-TEST_CASE("gossip run refuses push_sum on weights that are not column-stochastic before any "
-          "peer starts", "[peer]") {
+TEST_CASE("gossip run refuses weights that do not suit the algorithm before any peer starts",
+          "[peer]") {
   TempDir t;
-  const auto cfg = write_config(t.path, 8, "push_sum", 1);
-  std::ofstream(t.path / "topo.yaml") << "generator: star\nn: 8\nweights: uniform\n";
+  const auto cfg = write_config(t.path, 4, "dpsgd", 1);
+  // Push-sum weights on an irregular directed graph: columns sum to 1, rows do not.
+  std::ofstream(t.path / "topo.yaml")
+      << "n: 4\ndirected: true\nedges: [[0, 1], [0, 2], [0, 3], [1, 2], [2, 3], [3, 0]]\n";
   const Result r = run(bin() + " run " + cfg.string() + " --out " + (t.path / "run").string());
   INFO(r.output);
   CHECK(r.code == 2);
-  CHECK(r.output.find(cfg.string() + ":6: gossip.algorithm: push_sum needs column-stochastic") !=
+  CHECK(r.output.find(cfg.string() + ":6: gossip.algorithm: dpsgd needs row-stochastic") !=
         std::string::npos);
   CHECK_FALSE(fs::exists(t.path / "run" / "peers"));
 }
