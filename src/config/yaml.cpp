@@ -94,7 +94,8 @@ Document Document::load_file(const std::string& path, const std::string& kind) {
   namespace fs = std::filesystem;
   std::error_code ec;
   const fs::file_status status = fs::status(path, ec);
-  if (!fs::exists(status)) throw InputError(cat(path, ": no such ", kind));
+  if (status.type() == fs::file_type::not_found) throw InputError(cat(path, ": no such ", kind));
+  if (ec) throw InputError(cat(path, ": cannot read: ", ec.message()));
   if (fs::is_directory(status)) throw InputError(cat(path, ": is a directory, not a YAML file"));
   std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError(cat(path, ": cannot read: ", std::strerror(errno)));
