@@ -223,6 +223,21 @@ TEST_CASE("gossip run refuses a disconnected topology and names its components",
   CHECK(r.output.find("{0,1} {2,3}") != std::string::npos);
 }
 
+TEST_CASE("gossip run refuses weights that do not suit the algorithm before any peer starts",
+          "[peer]") {
+  TempDir t;
+  const auto cfg = write_config(t.path, 4, "dpsgd", 1);
+  // Push-sum weights on an irregular directed graph: columns sum to 1, rows do not.
+  std::ofstream(t.path / "topo.yaml")
+      << "n: 4\ndirected: true\nedges: [[0, 1], [0, 2], [0, 3], [1, 2], [2, 3], [3, 0]]\n";
+  const Result r = run(bin() + " run " + cfg.string() + " --out " + (t.path / "run").string());
+  INFO(r.output);
+  CHECK(r.code == 2);
+  CHECK(r.output.find(cfg.string() + ":6: gossip.algorithm: dpsgd needs row-stochastic") !=
+        std::string::npos);
+  CHECK_FALSE(fs::exists(t.path / "run" / "peers"));
+}
+
 TEST_CASE("peers in separate network namespaces train together", "[peer][netns]") {
   if (geteuid() != 0 || run("ip netns list").code != 0) {
     WARN("not root or no `ip netns`: the multi-host test is skipped");

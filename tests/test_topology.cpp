@@ -481,3 +481,54 @@ TEST_CASE("analysis of a 1024-peer random regular graph takes under 5 s", "[topo
   REQUIRE(r.rho < 1.0);
   REQUIRE(seconds < 5.0);
 }
+
+TEST_CASE("topologies too big to build are refused at once, with file and line", "[topology]") {
+  // The limit: 2^22 mixing weights over one period (n per round plus one per arc).
+  const auto start = std::chrono::steady_clock::now();
+  const auto refused = [](const std::string& text, const std::string& where,
+                          const std::string& what) {
+    REQUIRE_THROWS_WITH(gossip::load_topology_from_string(text, "big.yaml"),
+                        Catch::StartsWith(where) && Catch::Contains(what));
+  };
+  SECTION("complete and erdos-renyi generators on 65536 peers") {
+    refused("generator: complete\nn: 65536\n", "big.yaml:2: generator complete on 65536 peers",
+            "more than the limit of 4194304");
+    refused("generator: erdos-renyi\np: 0.5\nseed: 3\nn: 65536\n", "big.yaml:4:",
+            "more than the limit of 4194304");
+    const Run r = run_gossip("topo --generate complete --n 65536");
+    INFO(r.output);
+    REQUIRE(r.code == gossip::kExitBadInput);
+    REQUIRE(r.output.find("more than the limit") != std::string::npos);
+  }
+  SECTION("a short file that repeats one round through YAML aliases") {
+    // The complete graph on 64 peers as one anchored round, repeated by aliases to 5000 rounds:
+    // 30 KB of YAML asking for 5000 * (64 + 2 * 2016) weights, some 20 million.
+    std::ostringstream yaml;
+    yaml << "n: 64\nsequence: [\n  &r {edges: [";
+    for (int i = 0; i < 64; ++i)
+      for (int j = i + 1; j < 64; ++j) yaml << (i + j > 1 ? "," : "") << "[" << i << "," << j << "]";
+    yaml << "]},\n  *r";
+    for (int i = 1; i < 5000; ++i) yaml << ",*r";
+    const std::string text = yaml.str() + "]";
+    REQUIRE(text.size() < 32 * 1024);
+    refused(text + "\n", "big.yaml:3: sequence: rounds 0..1024 have",
+            "more than the limit of 4194304");
+  }
+  SECTION("more rounds than the limit") {
+    std::string text = "n: 2\nsequence: [&r {edges: [[0, 1]]}";
+    for (int i = 0; i < 65536; ++i) text += ", *r";
+    refused(text + "]\n", "big.yaml:2: sequence: 65537 rounds", "limit of 65536");
+  }
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  REQUIRE(seconds < 2.0);
+}
+
+TEST_CASE("a directory given as a topology says it is one", "[topology]") {
+  REQUIRE_THROWS_WITH(gossip::load_topology(data_dir()),
+                      data_dir() + ": is a directory, not a YAML file");
+  const Run r = run_gossip("topo " + data_dir());
+  INFO(r.output);
+  REQUIRE(r.code == gossip::kExitBadInput);
+  REQUIRE(r.output.find("is a directory") != std::string::npos);
+}

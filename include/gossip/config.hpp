@@ -1,5 +1,5 @@
 /// config: the run configuration every command reads (one YAML file, see docs/config.md). Plain
-/// structs with defaults; the loader (src/config, the only yaml-cpp user besides topology)
+/// structs with defaults; the loader (src/config, on the one YAML reader gossip/yaml.hpp)
 /// validates every field and reports problems as "FILE:LINE: field: what is wrong".
 /// Paths inside a config are resolved relative to the config file.
 #pragma once
@@ -7,7 +7,9 @@
 #error "gossip/config.hpp belongs to room config, which this room does not use (see the room table in meson.build)"
 #endif
 
+#include <cstddef>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -88,6 +90,7 @@ struct SimConfig {
 };
 
 struct NetworkConfig {
+  static constexpr std::size_t kMaxRunIdBytes = 256;  // what the wire handshake carries
   std::string run_id = "gossip";
   std::string host = "127.0.0.1";   // when the topology gives no addresses
   int base_port = 29500;            // port of rank r = base_port + r
@@ -114,9 +117,16 @@ struct RunConfig {
   SimConfig sim;
   NetworkConfig net;
   CompareConfig compare;
+  /// Line of each field the file set, by dotted name ("gossip.algorithm"); empty in code.
+  std::map<std::string, int> lines;
+
+  /// "FILE:LINE: field" for a field the file set, "FILE: field" for one it did not, "field"
+  /// for a config built in code: the prefix of a message about that field.
+  std::string where(const std::string& field) const;
 };
 
-/// Loads and validates a run config; throws InputError "FILE:LINE: field: problem".
+/// Loads and validates a run config; throws InputError "FILE:LINE: field: problem". Numbers
+/// must be finite (.nan and .inf are refused); a key given twice in one map is an error.
 RunConfig load_config(const std::string& path);
 /// The same from text (tests); `name` stands for the file in messages, `dir` resolves paths.
 RunConfig load_config_from_string(const std::string& text, const std::string& name,

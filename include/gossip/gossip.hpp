@@ -103,6 +103,12 @@ RoundPlan plan_rounds(const RunConfig& config, std::int64_t train_samples, int p
 /// The algorithm names make_algorithm accepts.
 const std::vector<std::string>& algorithm_names();
 
+/// Checks that the topology's weights suit config.gossip.algorithm: push-sum needs every
+/// round's columns to sum to 1, the others its rows. Throws InputError naming the config's file
+/// and line ("c.yaml:9: gossip.algorithm: push_sum needs column-stochastic weights ...").
+/// Commands call it as soon as the topology is loaded, before any peer starts.
+void check_algorithm(const RunConfig& config, const Topology& topology);
+
 /// Makes the algorithm `config.algorithm` for peer exchange.rank(). The learner, exchange and
 /// topology must outlive it. Throws InputError for an unknown name, or for push-sum's opposite
 /// (dpsgd/local_sgd/async) on a directed topology, whose rows need not sum to one.

@@ -2,7 +2,8 @@
 /// Graphs indexed by round (period 1 for a static graph); each Graph holds the mixing matrix W
 /// of one round as sparse rows and columns. Generators (ring, torus, exponential, Base-(k+1),
 /// ...), the YAML loader/writer and the analysis (connectivity, diameter, spectral gap) live in
-/// src/topology. Depends only on core; yaml-cpp and Eigen stay inside src/topology.
+/// src/topology. Depends on core and the YAML reader of config (gossip/yaml.hpp); Eigen stays
+/// inside src/topology.
 ///
 /// Weight convention (one matrix for every algorithm): x_next = W x, so W[i][j] is the fraction
 /// of peer j's value that ends up at peer i.
@@ -171,12 +172,15 @@ struct GeneratorParameters {
 GeneratorParameters generator_parameters(const std::string& kind);
 
 /// Builds a topology from a generator. Throws InputError (no file or line; the loader adds
-/// them) when the parameters do not fit, e.g. too few peers.
+/// them) when the parameters do not fit, e.g. too few peers, or more than the 2^22 mixing
+/// weights load_topology allows.
 Topology make_topology(const GeneratorSpec& spec);
 
 /// Loads and validates a YAML topology file. Throws InputError "FILE:LINE: message" for the
-/// first problem found (unknown key, id out of range, self-loop, duplicate edge, bad weight,
-/// rows that do not sum to 1, too few peers for the generator, ...).
+/// first problem found (unknown or repeated key, id out of range, self-loop, duplicate edge,
+/// bad or non-finite weight, rows that do not sum to 1, too few peers for the generator, ...).
+/// A topology may hold at most 2^22 nonzero mixing weights over one period (n self weights per
+/// round plus one per arc) and 65536 rounds; bigger ones are refused before anything is built.
 Topology load_topology(const std::string& path);
 /// Same, from text; `name` stands in for the file name in messages.
 Topology load_topology_from_string(const std::string& text, const std::string& name);

@@ -5,6 +5,7 @@
 #include "src/cli/commands.hpp"
 #include "gossip/config.hpp"
 #include "gossip/core.hpp"
+#include "gossip/gossip.hpp"
 #include "gossip/peer.hpp"
 #include "gossip/topology.hpp"
 
@@ -46,6 +47,7 @@ int run_peer(int argc, char** argv) {
   if (config.gossip.topology.empty())
     throw InputError(cat(config.path, ": gossip.topology: a peer needs a topology file"));
   const Topology topology = load_topology(config.gossip.topology);
+  check_algorithm(config, topology);
   std::optional<int> cli_rank;
   if (args.get("rank")) cli_rank = static_cast<int>(args.get_int("rank", 0));
   std::string source;

@@ -9,6 +9,7 @@
 #include "src/cli/commands.hpp"
 #include "gossip/config.hpp"
 #include "gossip/core.hpp"
+#include "gossip/gossip.hpp"
 #include "gossip/progress.hpp"
 #include "gossip/sim.hpp"
 #include "gossip/topology.hpp"
@@ -77,6 +78,7 @@ int run_sim(int argc, char** argv) {
   config.train.epochs = args.get_double("epochs", config.train.epochs);
   config.sim.workers = static_cast<int>(args.get_int("workers", config.sim.workers));
   config.gossip.algorithm = args.get_or("algorithm", config.gossip.algorithm);
+  if (args.get("algorithm")) config.lines.erase("gossip.algorithm");  // not the file's value
   config.gossip.topology = args.get_or("topology", config.gossip.topology);
   config.gossip.period = static_cast<int>(args.get_int("period", config.gossip.period));
   if (args.has("consensus")) config.sim.consensus_only = true;
@@ -87,6 +89,7 @@ int run_sim(int argc, char** argv) {
     throw InputError(cat(config.path, ": gossip.topology: a topology file is required"));
 
   const Topology topology = load_topology(config.gossip.topology);
+  check_algorithm(config, topology);
   const TopologyReport analysis = analyze(topology);
   const bool consensus = config.sim.consensus_only;
   std::printf("gossip sim: %s, %d peers on %s (%s, spectral gap %.4g%s), %s every %d step%s%s\n",

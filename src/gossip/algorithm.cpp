@@ -37,22 +37,28 @@ std::chrono::milliseconds round_deadline(const GossipConfig& config) {
 namespace {
 
 /// Pull algorithms need every round's rows to sum to one; push-sum needs the columns to.
-void check_weights(const std::string& algorithm, const Topology& topology) {
+/// `where` starts the message: "gossip.algorithm", or with the config's file and line.
+void check_weights(const std::string& where, const std::string& algorithm,
+                   const Topology& topology) {
   const bool push = algorithm == "push_sum";
   for (std::int64_t r = 0; r < topology.period(); ++r) {
     const Graph& g = topology.at(r);
     if (push && !g.column_stochastic())
-      throw InputError(cat("gossip.algorithm push_sum needs column-stochastic weights (each "
+      throw InputError(cat(where, ": push_sum needs column-stochastic weights (each "
                            "peer's out-weights and self weight summing to 1); round ",
                            r, " of the topology is not (use weights: push-sum)"));
     if (!push && !g.row_stochastic())
-      throw InputError(cat("gossip.algorithm ", algorithm, " needs row-stochastic weights; round ",
+      throw InputError(cat(where, ": ", algorithm, " needs row-stochastic weights; round ",
                            r, " of the topology is not",
                            topology.directed() ? " (for a directed graph use push_sum)" : ""));
   }
 }
 
 }  // namespace
+
+void check_algorithm(const RunConfig& config, const Topology& topology) {
+  check_weights(config.where("gossip.algorithm"), config.gossip.algorithm, topology);
+}
 
 std::unique_ptr<Algorithm> make_algorithm(const Learner& learner, Exchange& exchange,
                                           const Topology& topology, const GossipConfig& config) {
@@ -64,7 +70,7 @@ std::unique_ptr<Algorithm> make_algorithm(const Learner& learner, Exchange& exch
   if (a != "dpsgd" && a != "local_sgd" && a != "push_sum" && a != "async")
     throw InputError(cat("gossip.algorithm: unknown '", a,
                          "' (expected dpsgd, local_sgd, push_sum or async)"));
-  check_weights(a, topology);
+  check_weights("gossip.algorithm", a, topology);
   if (a == "dpsgd") return make_dpsgd(learner, exchange, topology, config);
   if (a == "local_sgd") return make_local_sgd(learner, exchange, topology, config);
   if (a == "async") return make_async_gossip(learner, exchange, topology, config);

@@ -22,6 +22,7 @@
 #include "gossip/backend.hpp"
 #include "gossip/core.hpp"
 #include "gossip/events.hpp"
+#include "gossip/gossip.hpp"
 #include "gossip/launcher.hpp"
 #include "gossip/monitor.hpp"
 #include "gossip/report.hpp"
@@ -234,6 +235,7 @@ int launch(const RunConfig& config, const LaunchOptions& options) {
   if (config.gossip.topology.empty())
     throw InputError(cat(config.path, ": gossip.topology: `gossip run` needs a topology file"));
   const Topology topology = load_topology(config.gossip.topology);
+  check_algorithm(config, topology);
   const TopologyReport report = analyze(topology);
   if (!report.connected) {
     std::fprintf(stderr,

@@ -3,6 +3,7 @@
 // them (Base-(k+1), base_graph.cpp). Random generators draw only from
 // make_rng(seed, 0, Stream::kTopology), so a seed gives the same graph everywhere.
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <set>
 #include <utility>
@@ -223,6 +224,37 @@ int generator_peers(const GeneratorSpec& spec) {
   return spec.n;
 }
 
+std::string size_problem(std::int64_t weights) {
+  return cat(weights, " mixing weights (n self weights per round plus one per arc), more than "
+             "the limit of ", kMaxWeights, " over one period (the complete graph on 2048 peers)");
+}
+
+std::int64_t generator_weights(const GeneratorSpec& s) {
+  const std::int64_t n = generator_peers(s);
+  const std::int64_t log_n = ceil_log2(static_cast<int>(n));
+  const std::string& k = s.kind;
+  std::int64_t rounds = 1, arcs = 0;
+  if (k == "ring") arcs = s.directed ? n : 2 * n;
+  if (k == "torus" || k == "grid") arcs = 4 * n;
+  if (k == "line" || k == "star") arcs = 2 * (n - 1);
+  if (k == "complete") arcs = n * (n - 1);
+  if (k == "hypercube") arcs = n * log_n;
+  if (k == "erdos-renyi") arcs = static_cast<std::int64_t>(std::ceil(s.p * n * (n - 1)));
+  if (k == "random-regular") arcs = n * s.degree;
+  if (k == "watts-strogatz") arcs = n * s.k;
+  if (k == "exponential") arcs = n * log_n;
+  if (k == "one-peer-exponential") rounds = log_n, arcs = n * log_n;
+  if (k == "base") {
+    // Degree at most k in every round; at most two rounds per base-(k+1) digit of n, plus two.
+    const std::int64_t degree = std::min<std::int64_t>(s.k, n - 1);
+    std::int64_t digits = 0;
+    for (std::int64_t m = n; m > 0; m /= degree + 1) ++digits;
+    rounds = 2 * digits + 2;
+    arcs = rounds * n * degree;
+  }
+  return rounds * n + arcs;
+}
+
 std::optional<SpecProblem> check_generator(const GeneratorSpec& spec) {
   const auto& kinds = generator_kinds();
   if (std::find(kinds.begin(), kinds.end(), spec.kind) == kinds.end()) {
@@ -235,6 +267,10 @@ std::optional<SpecProblem> check_generator(const GeneratorSpec& spec) {
   if (spec.directed && !generator_directed(spec))
     return SpecProblem{"directed", cat("generator ", spec.kind, " is undirected")};
   if (auto p = check_parameters(spec)) return p;
+  if (const std::int64_t weights = generator_weights(spec); weights > kMaxWeights)
+    return SpecProblem{spec.kind == "torus" || spec.kind == "grid" ? "rows" : "n",
+                       cat("generator ", spec.kind, " on ", generator_peers(spec), " peers: ",
+                           size_problem(weights))};
   if (spec.weights) {
     const WeightKind w = *spec.weights;
     const bool directed = generator_directed(spec);

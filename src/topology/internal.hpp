@@ -6,6 +6,7 @@
 #error "src/topology/internal.hpp belongs to room topology, which this room does not use (see the room table in meson.build)"
 #endif
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -26,6 +27,16 @@ struct EdgeList {
 /// Tolerance for "sums to 1" everywhere in this module.
 inline constexpr double kSumTolerance = 1e-9;
 
+/// Size limits of a topology, checked before anything is built (a few lines of YAML, with
+/// anchors and aliases, can ask for gigabytes). A topology holds, over one period, at most
+/// kMaxWeights nonzero mixing weights: n self weights per round plus one per arc (an undirected
+/// edge is two arcs). 2^22 is the complete graph on 2048 peers, a few hundred MB once built.
+inline constexpr std::int64_t kMaxWeights = std::int64_t{1} << 22;
+/// At most this many rounds in a period.
+inline constexpr std::int64_t kMaxRounds = std::int64_t{1} << 16;
+/// "W mixing weights (...), more than the limit of 4194304 over one period (...)".
+std::string size_problem(std::int64_t weights);
+
 /// Turns one round's edges into its mixing matrix. The caller has checked that `kind` fits
 /// (metropolis and max-degree need undirected graphs) and that explicit weights are valid.
 Graph weigh(int n, bool directed, const EdgeList& round, WeightKind kind);
@@ -36,12 +47,15 @@ struct SpecProblem {
   std::string message;
 };
 
-/// Checks a GeneratorSpec without building anything; nullopt when it is fine.
+/// Checks a GeneratorSpec without building anything, its size included; nullopt when it is fine.
 std::optional<SpecProblem> check_generator(const GeneratorSpec& spec);
 
 /// Peers, directedness and rounds of a generator (spec already checked, n filled in).
 bool generator_directed(const GeneratorSpec& spec);
 int generator_peers(const GeneratorSpec& spec);
+/// Nonzero mixing weights over one period (see kMaxWeights) of a checked spec, from its
+/// parameters alone: an upper bound, except erdos-renyi, whose count is the expected one.
+std::int64_t generator_weights(const GeneratorSpec& spec);
 std::vector<EdgeList> generate_rounds(const GeneratorSpec& spec);
 
 /// Base-(k+1) graph on n peers with max degree k (Takezawa et al., NeurIPS 2023): a sequence

@@ -27,18 +27,18 @@ std::string address_problem(const std::string& address) {
   return "";
 }
 
-std::vector<std::string> parse_peers(const YamlReader& in, const YAML::Node& peers, int n) {
-  in.sequence(peers, "peers");
+std::vector<std::string> parse_peers(const yaml::Document& in, const yaml::Node& peers, int n) {
+  in.list(peers, "peers");
   std::vector<std::string> addresses(n);
   std::map<std::string, int> owner;
   int index = 0;
-  for (const YAML::Node& p : peers) {
+  for (const yaml::Node& p : peers) {
     int id = index++;
-    YAML::Node value = p;
-    if (p.IsMap()) {
-      auto k = in.keys(p, {"id", "address"}, "a peer");
+    yaml::Node value = p;
+    if (p.is_map()) {
+      auto k = in.keys(p, {"id", "address"}, "peers");
       if (!k.count("id") || !k.count("address")) in.fail(p, "peer needs id: and address:");
-      id = in.integer(p["id"], "id", 0, 1 << 16);
+      id = static_cast<int>(in.integer(p["id"], "id", 0, 1 << 16));
       value = p["address"];
     }
     const std::string address = in.text(value, "peer address");

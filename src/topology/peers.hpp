@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "src/topology/yaml_reader.hpp"
+#include "gossip/yaml.hpp"
 
 namespace gossip::topo {
 
@@ -17,6 +17,6 @@ std::string address_problem(const std::string& address);
 
 /// `peers:` as a list of "host:port" strings (peer i is entry i) or of {id:, address:} maps.
 /// Every peer must get exactly one address and no two peers the same one. Returns n strings.
-std::vector<std::string> parse_peers(const YamlReader& in, const YAML::Node& peers, int n);
+std::vector<std::string> parse_peers(const yaml::Document& in, const yaml::Node& peers, int n);
 
 }  // namespace gossip::topo

@@ -1,17 +1,16 @@
 // topology/yaml_load.cpp: reads a topology file. Either `generator:` with its parameters, or
 // `edges:` (one graph), or `sequence:` (a list of edge lists, one per round of the period);
 // `n`, `directed`, `weights`, `self_weights` and `peers` around them. Every problem is reported
-// as "FILE:LINE: message" for the first one found; nothing invalid reaches Graph.
+// as "FILE:LINE: message" for the first one found; nothing invalid reaches Graph, and nothing
+// larger than the size limits of internal.hpp is built or even parsed.
 #include <algorithm>
-#include <fstream>
 #include <map>
 #include <set>
-#include <sstream>
 
 #include "gossip/core.hpp"
+#include "gossip/yaml.hpp"
 #include "src/topology/internal.hpp"
 #include "src/topology/peers.hpp"
-#include "src/topology/yaml_reader.hpp"
 
 namespace gossip {
 
@@ -30,31 +29,30 @@ struct ParsedRound {
 
 class Loader {
  public:
-  explicit Loader(const std::string& name) : in_(name) {}
+  explicit Loader(yaml::Document in) : in_(std::move(in)), root_(in_.root()) {}
 
-  Topology load(const YAML::Node& root) {
-    if (root.IsNull() || !root.IsDefined()) in_.fail(1, "empty topology file");
-    if (!root.IsMap())
-      in_.fail(root, "expected a map of keys (generator: ... or edges: ...)");
-    root_ = root;
-    const bool gen = root["generator"].IsDefined();
-    const bool edges = root["edges"].IsDefined();
-    const bool seq = root["sequence"].IsDefined();
+  Topology load() {
+    if (in_.empty()) in_.fail(1, "empty topology file");
+    if (!root_.is_map())
+      in_.fail(root_, "expected a map of keys (generator: ... or edges: ...)");
+    const bool gen = root_["generator"].defined();
+    const bool edges = root_["edges"].defined();
+    const bool seq = root_["sequence"].defined();
     if (gen + edges + seq != 1)
-      in_.fail(root, gen + edges + seq == 0
+      in_.fail(root_, gen + edges + seq == 0
                          ? "give a generator: or an edges: list (or a sequence: of edge lists)"
                          : "give only one of generator:, edges: and sequence:");
     Topology t = gen ? from_generator() : from_edges(seq);
-    if (root["peers"].IsDefined())
-      t.set_addresses(topo::parse_peers(in_, root["peers"], t.n()));
+    if (root_["peers"].defined())
+      t.set_addresses(topo::parse_peers(in_, root_["peers"], t.n()));
     return t;
   }
 
  private:
-  int key_line(const std::string& key) const { return topo::YamlReader::line(keys_.at(key)); }
+  int key_line(const std::string& key) const { return keys_.at(key).line(); }
 
   std::optional<WeightKind> weights_key() const {
-    if (!root_["weights"].IsDefined()) return std::nullopt;
+    if (!root_["weights"].defined()) return std::nullopt;
     const std::string name = in_.text(root_["weights"], "weights");
     try {
       return parse_weight_kind(name);
@@ -64,9 +62,16 @@ class Loader {
   }
 
   int peers_from_list() const {
-    const YAML::Node peers = root_["peers"];
-    if (peers.IsDefined() && peers.IsSequence()) return static_cast<int>(peers.size());
-    in_.fail(root_, "missing key 'n' (number of peers)");
+    const yaml::Node list = root_["peers"];
+    if (!list.is_sequence()) in_.fail(root_, "missing key 'n' (number of peers)");
+    if (list.size() > kMaxPeers)
+      in_.fail(list, cat("peers: ", list.size(), " entries, more than ", kMaxPeers, " peers"));
+    return static_cast<int>(list.size());
+  }
+
+  // A peer id or count: an integer in [lo, kMaxPeers].
+  int peers(const yaml::Node& node, const std::string& what, int lo) const {
+    return static_cast<int>(in_.integer(node, what, lo, kMaxPeers));
   }
 
   Topology from_generator() {
@@ -80,7 +85,7 @@ class Loader {
     allowed.push_back("generator");
     for (const auto* list : {&params.required, &params.optional})
       allowed.insert(allowed.end(), list->begin(), list->end());
-    keys_ = in_.keys(root_, allowed, cat("a topology file with generator: ", spec.kind));
+    keys_ = in_.keys(root_, allowed, "");
     for (const auto& key : params.required)
       if (!keys_.count(key))
         in_.fail(root_["generator"], cat("generator ", spec.kind, " needs key '", key, "'"));
@@ -94,8 +99,8 @@ class Loader {
   // Every key present has been checked to belong to this generator; read them by type.
   void read_parameters(GeneratorSpec& spec) const {
     auto has = [&](const char* key) { return keys_.count(key) > 0; };
-    auto count = [&](const char* key) { return in_.integer(root_[key], key, 0, kMaxPeers); };
-    if (has("n")) spec.n = in_.integer(root_["n"], "n", 1, kMaxPeers);
+    auto count = [&](const char* key) { return peers(root_[key], key, 0); };
+    if (has("n")) spec.n = peers(root_["n"], "n", 1);
     else if (spec.kind != "torus" && spec.kind != "grid") spec.n = peers_from_list();
     if (has("rows")) spec.rows = count("rows");
     if (has("cols")) spec.cols = count("cols");
@@ -114,14 +119,14 @@ class Loader {
   }
 
   // One edge: [from, to], [from, to, weight] or {from:, to:, weight:}.
-  void parse_edge(const YAML::Node& e, int n, bool directed, ParsedRound& round,
+  void parse_edge(const yaml::Node& e, int n, bool directed, ParsedRound& round,
                   std::map<std::pair<int, int>, int>& seen) const {
-    YAML::Node from, to, weight;
+    yaml::Node from, to, weight;
     bool has_weight = false;
-    if (e.IsSequence() && (e.size() == 2 || e.size() == 3)) {
+    if (e.is_sequence() && (e.size() == 2 || e.size() == 3)) {
       from = e[0], to = e[1];
       if ((has_weight = e.size() == 3)) weight = e[2];
-    } else if (e.IsMap()) {
+    } else if (e.is_map()) {
       auto k = in_.keys(e, {"from", "to", "weight"}, "edge");
       if (!k.count("from") || !k.count("to")) in_.fail(e, "edge needs from: and to:");
       from = e["from"], to = e["to"];
@@ -129,8 +134,8 @@ class Loader {
     } else {
       in_.fail(e, "edge must be [from, to], [from, to, weight] or {from:, to:, weight:}");
     }
-    const int a = in_.integer(from, "edge", 0, kMaxPeers);
-    const int b = in_.integer(to, "edge", 0, kMaxPeers);
+    const int a = peers(from, "edge", 0);
+    const int b = peers(to, "edge", 0);
     for (int id : {a, b})
       if (id >= n)
         in_.fail(e, cat("peer id ", id, " out of range (n: ", n, ", ids are 0..", n - 1, ")"));
@@ -141,7 +146,7 @@ class Loader {
     auto key = directed ? std::pair{a, b} : std::pair{std::min(a, b), std::max(a, b)};
     if (auto it = seen.find(key); it != seen.end())
       in_.fail(e, cat("duplicate edge ", a, sep, b, " (first at line ", it->second, ")"));
-    seen[key] = topo::YamlReader::line(e);
+    seen[key] = e.line();
     double w = 0.0;
     if (has_weight) {
       w = in_.number(weight, "weight");
@@ -153,24 +158,23 @@ class Loader {
       in_.fail(e, "give every edge a weight, or none (this edge differs from the first)");
     round.weighted = has_weight;
     round.list.edges.push_back({key.first, key.second, w});
-    round.lines.push_back(topo::YamlReader::line(e));
+    round.lines.push_back(e.line());
   }
 
-  ParsedRound parse_round(const YAML::Node& edges, const YAML::Node& self, int n,
+  ParsedRound parse_round(const yaml::Node& edges, const yaml::Node& self, int n,
                           bool directed) const {
-    in_.sequence(edges, "edges");
     ParsedRound round;
     std::map<std::pair<int, int>, int> seen;
-    for (const YAML::Node& e : edges) parse_edge(e, n, directed, round, seen);
-    if (self.IsDefined()) {
-      in_.sequence(self, "self_weights");
-      if (static_cast<int>(self.size()) != n)
+    for (const yaml::Node& e : edges) parse_edge(e, n, directed, round, seen);
+    if (self.defined()) {
+      in_.list(self, "self_weights");
+      if (self.size() != static_cast<std::size_t>(n))
         in_.fail(self, cat("self_weights: ", self.size(), " values for n: ", n, " peers"));
-      for (const YAML::Node& s : self) {
+      for (const yaml::Node& s : self) {
         double w = in_.number(s, "self_weights");
         if (w < 0) in_.fail(s, cat("negative self weight ", w));
         round.list.self_weights.push_back(w);
-        round.self_lines.push_back(topo::YamlReader::line(s));
+        round.self_lines.push_back(s.line());
       }
     }
     return round;
@@ -220,25 +224,49 @@ class Loader {
     return *given;
   }
 
+  // The (edges, self_weights) nodes of every round, after checking from the list sizes alone
+  // that the topology stays within kMaxRounds and kMaxWeights: aliases let a short file repeat
+  // a long edge list many times, so nothing is parsed before this.
+  std::vector<std::pair<yaml::Node, yaml::Node>> round_nodes(bool sequence, int n,
+                                                             bool directed) const {
+    std::vector<std::pair<yaml::Node, yaml::Node>> out;
+    if (!sequence) {
+      out.emplace_back(root_["edges"], root_["self_weights"]);
+    } else {
+      const yaml::Node list = root_["sequence"];
+      in_.list(list, "sequence");
+      if (list.size() == 0) in_.fail(list, "sequence: is empty");
+      if (list.size() > static_cast<std::size_t>(topo::kMaxRounds))
+        in_.fail(list, cat("sequence: ", list.size(), " rounds, more than the limit of ",
+                           topo::kMaxRounds));
+      for (const yaml::Node& r : list) {
+        auto k = in_.keys(r, {"edges", "self_weights"}, "sequence");
+        if (!k.count("edges")) in_.fail(r, "sequence entry needs edges:");
+        out.emplace_back(r["edges"], r["self_weights"]);
+      }
+    }
+    std::int64_t weights = 0;
+    for (std::size_t i = 0; i < out.size(); ++i) {
+      const yaml::Node& edges = out[i].first;
+      in_.list(edges, "edges");
+      weights += n + static_cast<std::int64_t>(edges.size()) * (directed ? 1 : 2);
+      if (weights > topo::kMaxWeights)
+        in_.fail(edges, cat(sequence ? cat("sequence: rounds 0..", i, " have ") : "edges: ",
+                            topo::size_problem(weights)));
+    }
+    return out;
+  }
+
   Topology from_edges(bool sequence) {
     std::vector<std::string> allowed = kCommonKeys;
     allowed.insert(allowed.end(), {"directed", sequence ? "sequence" : "edges"});
     if (!sequence) allowed.push_back("self_weights");
-    keys_ = in_.keys(root_, allowed, "a topology file with edges:");
-    const int n = keys_.count("n") ? in_.integer(root_["n"], "n", 1, kMaxPeers) : peers_from_list();
+    keys_ = in_.keys(root_, allowed, "");
+    const int n = keys_.count("n") ? peers(root_["n"], "n", 1) : peers_from_list();
     const bool directed = keys_.count("directed") && in_.boolean(root_["directed"], "directed");
     std::vector<ParsedRound> rounds;
-    if (!sequence) {
-      rounds.push_back(parse_round(root_["edges"], root_["self_weights"], n, directed));
-    } else {
-      in_.sequence(root_["sequence"], "sequence");
-      if (root_["sequence"].size() == 0) in_.fail(root_["sequence"], "sequence: is empty");
-      for (const YAML::Node& r : root_["sequence"]) {
-        auto k = in_.keys(r, {"edges", "self_weights"}, "a sequence entry");
-        if (!k.count("edges")) in_.fail(r, "sequence entry needs edges:");
-        rounds.push_back(parse_round(r["edges"], r["self_weights"], n, directed));
-      }
-    }
+    for (const auto& [edges, self] : round_nodes(sequence, n, directed))
+      rounds.push_back(parse_round(edges, self, n, directed));
     std::optional<bool> weighted;  // from the first round that has edges
     for (const auto& r : rounds) {
       if (r.lines.empty()) continue;
@@ -257,27 +285,19 @@ class Loader {
     return Topology(std::move(graphs), sequence ? "sequence" : "edges", kind);
   }
 
-  topo::YamlReader in_;
-  YAML::Node root_;
-  std::map<std::string, YAML::Node> keys_;
+  const yaml::Document in_;
+  const yaml::Node root_;
+  std::map<std::string, yaml::Node> keys_;
 };
 
 }  // namespace
 
 Topology load_topology_from_string(const std::string& text, const std::string& name) {
-  try {
-    return Loader(name).load(YAML::Load(text));
-  } catch (const YAML::Exception& e) {
-    throw InputError(cat(name, ":", std::max(1, e.mark.line + 1), ": YAML: ", e.msg));
-  }
+  return Loader(yaml::Document::parse(text, name)).load();
 }
 
 Topology load_topology(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(cat(path, ": cannot open topology file"));
-  std::ostringstream text;
-  text << in.rdbuf();
-  return load_topology_from_string(text.str(), path);
+  return Loader(yaml::Document::load_file(path, "topology file")).load();
 }
 
 }  // namespace gossip
