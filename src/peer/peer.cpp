@@ -21,6 +21,10 @@
 #include "gossip/train.hpp"
 
 namespace gossip {
+
+// The config refuses what the handshake could not carry, before any peer starts.
+static_assert(NetworkConfig::kMaxRunIdBytes == wire::kMaxRunIdBytes);
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
