@@ -204,6 +204,20 @@ TEST_CASE("one-peer exponential graph averages exactly after log2 n rounds", "[t
   }
 }
 
+TEST_CASE("a peer's lead over its out-neighbours is the way back to it, times the period",
+          "[topology]") {
+  // Undirected: a neighbour one round behind holds us back at once.
+  CHECK(gossip::max_round_lead(generate("ring", 8)) == 1);
+  // Directed ring: i -> i+1, and i+1 reaches i again only after n - 1 hops.
+  for (int n : {3, 8, 16}) {
+    const Topology t = gossip::load_topology_from_string(
+        gossip::cat("generator: ring\nn: ", n, "\ndirected: true\nweights: uniform\n"), "t.yaml");
+    CHECK(gossip::max_round_lead(t) == n - 1);
+  }
+  // One-peer exponential on 8 (period 3, arcs +1, +2, +4): from i+1 back to i takes +4 +2 +1.
+  CHECK(gossip::max_round_lead(generate("one-peer-exponential", 8)) == 3 * 3);
+}
+
 TEST_CASE("Base-(k+1) graphs average exactly in finite time with degree <= k", "[topology]") {
   for (int k = 1; k <= 4; ++k)
     for (int n : {2, 3, 5, 6, 7, 10, 12, 13, 22, 25, 31, 100}) {

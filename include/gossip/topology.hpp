@@ -225,4 +225,10 @@ struct TopologyReport {
 /// or normal (circulant), several seconds for a general directed graph; skipped above 2048.
 TopologyReport analyze(const Topology& topology);
 
+/// How many rounds a peer can get ahead of one of its out-neighbours in a synchronous run, so
+/// how many of its rounds a receiver may have to hold: the most hops from an out-neighbour back
+/// to the sender in the graph of one period (1 for undirected graphs, n - 1 for a directed ring),
+/// times the period. Peers size their queues and shared-memory slots with it.
+std::int64_t max_round_lead(const Topology& topology);
+
 }  // namespace gossip

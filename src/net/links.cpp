@@ -10,12 +10,6 @@
 #include "src/net/socket.hpp"
 
 namespace gossip::net {
-namespace {
-// Slots in our segment, reused round-robin: a same-host neighbour must copy a round out before
-// we have published this many more (else it sees a torn read and drops that round).
-constexpr std::uint32_t kShmSlots = 4;
-}  // namespace
-
 Links::Links(asio::io_context& io, asio::ip::tcp::acceptor& acceptor, const NetConfig& config,
              std::uint64_t max_frame_bytes, Mailboxes& mailboxes,
              std::vector<asio::ip::tcp::resolver::results_type> endpoints)
@@ -24,9 +18,17 @@ Links::Links(asio::io_context& io, asio::ip::tcp::acceptor& acceptor, const NetC
   hello_.protocol_version = wire::kVersion;
   hello_.rank = config.rank;
   hello_.info = config.handshake;
-  if (config.shared_memory) {
+  // Slots in our segment, reused round-robin: a same-host neighbour must copy a round out before
+  // we have published this many more (else it sees a torn read and drops that round), and it
+  // may hold up to max_queued_rounds of ours.
+  const std::size_t slots = std::max<std::size_t>(4, config.max_queued_rounds + 1);
+  if (config.shared_memory && slots > kMaxShmSlots) {
+    log(cat("shared memory off: neighbours may hold ", config.max_queued_rounds,
+            " of our rounds, more than ", kMaxShmSlots - 1, " slots; parameters go over TCP"));
+  } else if (config.shared_memory) {
     std::string why;
-    shm_ = ShmSegment::create(config.handshake.param_count, kShmSlots, &why);
+    shm_ = ShmSegment::create(config.handshake.param_count, static_cast<std::uint32_t>(slots),
+                              &why);
     if (shm_) hello_.shm = shm_->offer();
     else log(cat("shared memory unavailable (", why, "); every link carries parameters over TCP"));
   }

@@ -27,7 +27,6 @@ namespace {
 constexpr std::uint64_t kMagic = 0x314D485350495347ULL;  // bytes "GSIPSHM1"
 constexpr std::uint64_t kPage = 4096;
 constexpr std::uint64_t kSlotHeader = 64;
-constexpr std::uint32_t kMaxSlots = 64;
 
 struct Header {
   std::uint64_t magic, token, param_count;
@@ -110,7 +109,7 @@ std::uint64_t host_key() {
 
 std::unique_ptr<ShmSegment> ShmSegment::create(std::uint64_t param_count, std::uint32_t slots,
                                                std::string* why) {
-  GOSSIP_CHECK(slots >= 2 && slots <= kMaxSlots);
+  GOSSIP_CHECK(slots >= 2 && slots <= kMaxShmSlots);
   if (host_key() == 0) {
     *why = "cannot tell which host this is (no /proc)";
     return nullptr;
@@ -171,8 +170,8 @@ wire::ShmNote ShmSegment::write(double weight, std::span<const float> params) {
 
 std::unique_ptr<ShmView> ShmView::open(const wire::ShmOffer& offer, std::uint64_t param_count,
                                        std::string* why) {
-  if (offer.slots < 2 || offer.slots > kMaxSlots) {
-    *why = cat("it offers ", offer.slots, " slots (2..", kMaxSlots, " allowed)");
+  if (offer.slots < 2 || offer.slots > kMaxShmSlots) {
+    *why = cat("it offers ", offer.slots, " slots (2..", kMaxShmSlots, " allowed)");
     return nullptr;
   }
   const std::uint64_t bytes = segment_bytes(param_count, offer.slots);

@@ -21,6 +21,9 @@
 
 namespace gossip::net {
 
+/// The most parameter slots a segment may have (an offer of more is refused).
+inline constexpr std::uint32_t kMaxShmSlots = 64;
+
 /// What two processes must share for one to open the other's segment as /proc/PID/fd/FD: the
 /// boot, and the pid, mount, network and IPC namespaces. Peers in different network namespaces
 /// (containers, pods, the netns tests) count as different hosts and talk TCP.

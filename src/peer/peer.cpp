@@ -54,6 +54,9 @@ NetConfig net_config(const RunConfig& config, const Topology& topology, int rank
   net.neighbours = all_neighbours(topology, rank);
   net.handshake.run_id = config.net.run_id;
   net.shared_memory = config.net.shared_memory;
+  // A sender may run this many rounds ahead of us (n - 1 on a directed ring): keep them all.
+  net.max_queued_rounds = static_cast<std::size_t>(
+      std::max<std::int64_t>(net.max_queued_rounds, max_round_lead(topology) + 1));
   for (int s : config.model.layers) net.handshake.layer_sizes.push_back(s);
   net.handshake.param_count = static_cast<std::uint64_t>(num_params);
   net.handshake.topology_fingerprint = topology.fingerprint();

@@ -131,6 +131,20 @@ void stochasticity(const Topology& t, TopologyReport& r) {
 
 namespace gossip {
 
+std::int64_t max_round_lead(const Topology& t) {
+  const int n = t.n();
+  if (!t.directed() || n > topo::kMaxDiameterPeers) return t.directed() ? n * t.period() : t.period();
+  const topo::Adjacency fwd = topo::union_arcs(t, false);
+  std::int64_t lead = 1;
+  for (int j = 0; j < n; ++j) {
+    const std::vector<int> back = topo::bfs(fwd, j);  // hops from j to every peer
+    for (int i = 0; i < n; ++i)
+      if (std::binary_search(fwd[i].begin(), fwd[i].end(), j))
+        lead = std::max<std::int64_t>(lead, back[i] < 0 ? n : back[i]);
+  }
+  return lead * t.period();
+}
+
 TopologyReport analyze(const Topology& t) {
   GOSSIP_CHECK_GE(t.n(), 1);
   TopologyReport r;
