@@ -112,6 +112,21 @@ fs::path write_config(const fs::path& dir, int n, const std::string& algorithm, 
   return dir / "c.yaml";
 }
 
+/// `gossip run` into DIR/run and `gossip sim` into DIR/sim of one config: both succeed and end
+/// with the same parameter hash for each of the `peers` peers.
+void check_run_equals_sim(const fs::path& dir, const fs::path& cfg, int peers) {
+  const Result net = run(bin() + " run " + cfg.string() + " --out " + (dir / "run").string() +
+                         " --no-progress");
+  INFO(net.output);
+  REQUIRE(net.code == 0);
+  const Result sim = run(bin() + " sim " + cfg.string() + " --out " + (dir / "sim").string());
+  INFO(sim.output);
+  REQUIRE(sim.code == 0);
+  const auto a = hashes(dir / "run" / "summary.json");
+  REQUIRE(a.size() == static_cast<std::size_t>(peers));
+  CHECK(a == hashes(dir / "sim" / "summary.json"));
+}
+
 }  // namespace
 
 TEST_CASE("gossip run over TCP and gossip sim end with bit-identical parameters", "[peer]") {
@@ -125,17 +140,7 @@ TEST_CASE("gossip run over TCP and gossip sim end with bit-identical parameters"
                         c.shared_memory ? ", shared memory" : ", TCP only")) {
       TempDir t;
       const auto cfg = write_config(t.path, 6, c.algorithm, c.period, 2, "", c.shared_memory);
-      const Result net = run(bin() + " run " + cfg.string() + " --out " + (t.path / "run").string() +
-                             " --no-progress");
-      INFO(net.output);
-      REQUIRE(net.code == 0);
-      const Result sim = run(bin() + " sim " + cfg.string() + " --out " + (t.path / "sim").string());
-      INFO(sim.output);
-      REQUIRE(sim.code == 0);
-      const auto a = hashes(t.path / "run" / "summary.json");
-      const auto b = hashes(t.path / "sim" / "summary.json");
-      REQUIRE(a.size() == 6);
-      CHECK(a == b);
+      check_run_equals_sim(t.path, cfg, 6);
       // Not a degenerate run: the peers learned something.
       CHECK(number(t.path / "run" / "summary.json", "test_accuracy") > 0.8);
       // And the parameters went the way the config says.
@@ -165,16 +170,7 @@ TEST_CASE("directed rings run in step over TCP, bit-identical to the simulator",
       TempDir t;
       const auto cfg = write_config(t.path, c.n, c.algorithm, 1, 1,
                                     "directed: true\nweights: uniform\n", c.shared_memory);
-      const Result net = run(bin() + " run " + cfg.string() + " --out " +
-                             (t.path / "run").string() + " --no-progress");
-      INFO(net.output);
-      REQUIRE(net.code == 0);
-      const Result sim = run(bin() + " sim " + cfg.string() + " --out " + (t.path / "sim").string());
-      INFO(sim.output);
-      REQUIRE(sim.code == 0);
-      const auto a = hashes(t.path / "run" / "summary.json");
-      REQUIRE(a.size() == static_cast<std::size_t>(c.n));
-      CHECK(a == hashes(t.path / "sim" / "summary.json"));
+      check_run_equals_sim(t.path, cfg, c.n);
       // No round waited for a timeout, and no round was dropped on the way.
       for (int r = 0; r < c.n; ++r) {
         const std::string log = read_file(t.path / "run" / "peers" / std::to_string(r) / "peer.log");
