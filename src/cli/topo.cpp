@@ -189,7 +189,7 @@ void check_options(const Args& args, const std::string& kind) {
     if (!args.has(key)) throw InputError(cat("generator ", kind, " needs --", key));
 }
 
-int generate(const Args& args) {
+GeneratorSpec parse_spec(const Args& args) {
   GeneratorSpec spec;
   spec.kind = *args.get("generate");
   const auto& kinds = generator_kinds();
@@ -214,30 +214,39 @@ int generate(const Args& args) {
   spec.seed = static_cast<std::uint64_t>(seed);
   spec.directed = args.has("directed");
   if (auto w = args.get("weights")) spec.weights = parse_weight_kind(*w);
-  const bool resample = args.has("resample");
-  if (resample && args.has("allow-disconnected"))
-    throw InputError("give --resample or --allow-disconnected, not both");
-  const Draw draw = draw_connected(spec, resample ? kMaxDraws : 1);  // checks the parameters
-  const std::string graph = cat(spec.kind, " seed ", draw.spec.seed, " is not connected (",
+  return spec;
+}
+
+// Says why a disconnected draw is not written (true), or warns that it is written (false).
+bool refuse_disconnected(const Draw& draw, bool resample, bool allow) {
+  const std::string graph = cat(draw.spec.kind, " seed ", draw.spec.seed, " is not connected (",
                                 components_text(draw.components), ")");
-  if (!draw.connected() && !args.has("allow-disconnected")) {
-    if (resample)
-      std::fprintf(stderr, "gossip topo: none of seeds %llu..%llu (%d draws) gives a connected "
-                   "graph; the last: %s. Nothing written: a denser graph (larger --p, --degree "
-                   "or --k) or --allow-disconnected\n",
-                   static_cast<unsigned long long>(draw.first_seed),
-                   static_cast<unsigned long long>(draw.spec.seed), draw.draws, graph.c_str());
-    else
-      std::fprintf(stderr, "gossip topo: %s. Nothing written: --resample draws seeds %llu, "
-                   "%llu, ... until one is connected, or give another --seed, or "
-                   "--allow-disconnected to write it anyway\n",
-                   graph.c_str(), static_cast<unsigned long long>(draw.first_seed),
-                   static_cast<unsigned long long>(draw.first_seed + 1));
-    return kExitDisconnected;
-  }
-  if (!draw.connected())
+  if (allow) {
     std::fprintf(stderr, "gossip topo: warning: %s; written anyway (--allow-disconnected)\n",
                  graph.c_str());
+    return false;
+  }
+  const auto first = static_cast<unsigned long long>(draw.first_seed);
+  if (resample)
+    std::fprintf(stderr, "gossip topo: none of seeds %llu..%llu (%d draws) gives a connected "
+                 "graph; the last: %s. Nothing written: try a denser graph (larger --p, "
+                 "--degree or --k) or --allow-disconnected\n",
+                 first, static_cast<unsigned long long>(draw.spec.seed), draw.draws,
+                 graph.c_str());
+  else
+    std::fprintf(stderr, "gossip topo: %s. Nothing written: --resample draws seeds %llu, "
+                 "%llu, ... until one is connected; or give another --seed, or "
+                 "--allow-disconnected to write it anyway\n",
+                 graph.c_str(), first, first + 1);
+  return true;
+}
+
+int generate(const Args& args) {
+  const GeneratorSpec spec = parse_spec(args);
+  const bool resample = args.has("resample"), allow = args.has("allow-disconnected");
+  if (resample && allow) throw InputError("give --resample or --allow-disconnected, not both");
+  const Draw draw = draw_connected(spec, resample ? kMaxDraws : 1);  // checks the parameters
+  if (!draw.connected() && refuse_disconnected(draw, resample, allow)) return kExitDisconnected;
   const std::string note =
       draw.draws > 1 ? cat(", seed ", draw.spec.seed, " (the first connected one from seed ",
                            draw.first_seed, ")")
