@@ -479,6 +479,69 @@ TEST_CASE("gossip topo --generate writes a file that checks out", "[topology][cl
   REQUIRE(run_gossip("topo --help").code == 0);
 }
 
+TEST_CASE("gossip topo --generate refuses a disconnected graph unless asked", "[topology][cli]") {
+  const std::string out = (fs::temp_directory_path() /
+                           ("gossip-topo-er-" + std::to_string(::getpid()) + ".yaml")).string();
+  fs::remove(out);
+  const std::string er = "topo --generate erdos-renyi --n 8 --p 0.2 --seed 3";
+  GeneratorSpec s;
+  s.kind = "erdos-renyi";
+  s.n = 8;
+  s.p = 0.2;
+  s.seed = 3;
+  REQUIRE(gossip::connected_components(gossip::make_topology(s)).size() > 1);
+
+  SECTION("refused: exit 3, the components named, no file") {
+    const Run r = run_gossip(er + " -o " + out);
+    INFO(r.output);
+    REQUIRE(r.code == gossip::kExitDisconnected);
+    REQUIRE(r.output.find("components: {0") != std::string::npos);
+    REQUIRE(r.output.find("--resample") != std::string::npos);
+    REQUIRE(!fs::exists(out));
+    const Run printed = run_gossip(er);
+    REQUIRE(printed.code == gossip::kExitDisconnected);
+    REQUIRE(printed.output.find("generator:") == std::string::npos);
+  }
+  SECTION("--allow-disconnected writes it as drawn") {
+    const Run r = run_gossip(er + " --allow-disconnected -o " + out);
+    INFO(r.output);
+    REQUIRE(r.code == gossip::kExitOk);
+    REQUIRE(gossip::load_topology(out).fingerprint() == gossip::make_topology(s).fingerprint());
+    REQUIRE(run_gossip("topo " + out).code == gossip::kExitDisconnected);
+  }
+  SECTION("--resample writes the first connected seed, and the file gives that graph again") {
+    const gossip::Draw d = gossip::draw_connected(s, 100);
+    REQUIRE(d.connected());
+    REQUIRE(d.spec.seed > 3);
+    REQUIRE(d.draws == static_cast<int>(d.spec.seed - 3 + 1));
+    for (const char* edges : {"", " --edges"}) {
+      const Run r = run_gossip(er + " --resample" + edges + " -o " + out);
+      INFO(r.output);
+      REQUIRE(r.code == gossip::kExitOk);
+      const std::string text = read_text(out);
+      REQUIRE(text.find("seed " + std::to_string(d.spec.seed)) != std::string::npos);
+      const Topology loaded = gossip::load_topology(out);
+      REQUIRE(loaded.fingerprint() == d.topology.fingerprint());
+      REQUIRE(gossip::analyze(loaded).connected);
+      REQUIRE(run_gossip("topo " + out).code == gossip::kExitOk);
+    }
+    REQUIRE(read_text(out).find("edges:") != std::string::npos);
+  }
+  SECTION("--resample gives up after 100 seeds, and applies only to random generators") {
+    const Run r = run_gossip("topo --generate erdos-renyi --n 8 --p 0 --seed 3 --resample -o " +
+                             out);
+    INFO(r.output);
+    REQUIRE(r.code == gossip::kExitDisconnected);
+    REQUIRE(r.output.find("3..102 (100 draws)") != std::string::npos);
+    REQUIRE(!fs::exists(out));
+    REQUIRE(run_gossip("topo --generate ring --n 8 --resample").code == gossip::kExitBadInput);
+    REQUIRE(run_gossip(er + " --resample --allow-disconnected").code == gossip::kExitBadInput);
+    REQUIRE(run_gossip("topo --generate erdos-renyi --n 8 --p 0.5 --seed 2147483648").code ==
+            gossip::kExitBadInput);
+  }
+  fs::remove(out);
+}
+
 TEST_CASE("analysis of a 1024-peer random regular graph takes under 5 s", "[topology][perf]") {
   GeneratorSpec s;
   s.kind = "random-regular";

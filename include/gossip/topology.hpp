@@ -176,6 +176,25 @@ GeneratorParameters generator_parameters(const std::string& kind);
 /// weights load_topology allows.
 Topology make_topology(const GeneratorSpec& spec);
 
+/// The largest `seed:` a topology file takes (and `gossip topo --generate --seed`).
+inline constexpr std::uint64_t kMaxTopologySeed = 2147483647;
+
+/// A generator's graph together with the seed it was drawn with.
+struct Draw {
+  GeneratorSpec spec;           // as asked, but with the seed of `topology`
+  std::uint64_t first_seed = 0; // the seed asked for
+  int draws = 1;                // seeds tried: first_seed, ..., spec.seed
+  Topology topology;
+  std::vector<std::vector<int>> components;  // as TopologyReport::components
+  bool connected() const { return components.size() == 1; }
+};
+
+/// Builds a generator's graph. When it is not connected and the generator takes a seed, draws
+/// again with seed + 1, seed + 2, ... until a graph is connected, trying at most `max_draws`
+/// seeds in all and none above kMaxTopologySeed. Returns the connected draw, or else the last
+/// one tried. Throws InputError as make_topology does.
+Draw draw_connected(const GeneratorSpec& spec, int max_draws);
+
 /// Loads and validates a YAML topology file. Throws InputError "FILE:LINE: message" for the
 /// first problem found (unknown or repeated key, id out of range, self-loop, duplicate edge,
 /// bad or non-finite weight, rows that do not sum to 1, too few peers for the generator, ...).
@@ -190,6 +209,9 @@ std::string to_yaml(const GeneratorSpec& spec);
 /// The explicit form: n, directed, edges (or a sequence of edge lists) with every weight and
 /// self weight written exactly, plus peers when present. Loading it gives the same fingerprint.
 std::string to_yaml(const Topology& topology);
+/// What `gossip topo --generate` writes for a draw: the generator form, or with `edges` the
+/// explicit form, after a comment naming the seed when it is not the one asked for.
+std::string to_yaml(const Draw& draw, bool edges);
 
 /// What `gossip topo` reports. For a time-varying topology, connectivity, components and
 /// diameter are of the union of the graphs over one period; rho is of the product of the
@@ -220,6 +242,10 @@ struct TopologyReport {
   bool exact_averaging = false;   // W(t-1)...W(0) == (1/n) 11^T for some t <= period
   std::int64_t exact_after = 0;   // that smallest t (0 when not exact)
 };
+
+/// Connected components (strongly connected for directed graphs) of the union of one period's
+/// graphs, each ascending, ordered by smallest id. Linear in peers and arcs.
+std::vector<std::vector<int>> connected_components(const Topology& topology);
 
 /// Analyses a topology. Dense spectral methods: about a second for n = 1024 when W is symmetric
 /// or normal (circulant), several seconds for a general directed graph; skipped above 2048.

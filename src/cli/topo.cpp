@@ -17,9 +17,12 @@ namespace gossip::cli {
 
 namespace {
 
+constexpr int kMaxDraws = 100;  // seeds --resample tries
+
 constexpr const char* kHelp = R"(usage: gossip topo FILE [--json | --dot]
        gossip topo --generate KIND [--n N] [--rows R --cols C] [--k K] [--degree D] [--p P]
-                   [--beta B] [--seed S] [--weights W] [--directed] [--edges] [-o FILE]
+                   [--beta B] [--seed S] [--resample | --allow-disconnected]
+                   [--weights W] [--directed] [--edges] [-o FILE]
 
 Checks a topology file (format: docs/topology.md) before launch: connected components
 (strongly connected for directed graphs), diameter, degrees, whether W is row / column /
@@ -36,13 +39,18 @@ rounds to cut disagreement 1000x, ln(1000) / -ln(rho).
                       erdos-renyi --n --p --seed     random-regular --n --degree --seed
                       watts-strogatz --n --k --beta --seed
                       exponential --n   one-peer-exponential --n   base --n [--k, default 1]
+  --resample        random generators: when seed S gives a disconnected graph, draw again
+                    with S+1, S+2, ... (at most 100 seeds) and write the first connected
+                    graph; the file names the seed that gives it
+  --allow-disconnected
+                    write a disconnected graph (it is refused otherwise, with exit code 3)
   --weights W       metropolis (undirected default), uniform, max-degree, push-sum (directed
                     default); base graphs set their own
   --edges           write the explicit edge list with every weight, not the generator form
   -o, --output FILE write there instead of standard output
 
 exit codes: 0 connected (or file written), 2 bad input (the message names the file and
-line), 3 valid but disconnected (the components are listed)
+line), 3 valid but disconnected (the components are listed; --generate writes nothing)
 )";
 
 std::string hex64(std::uint64_t v) {
@@ -58,6 +66,13 @@ std::string id_list(const std::vector<int>& ids, std::size_t limit) {
     s += std::to_string(ids[i]);
   }
   if (ids.size() > limit) s += cat(", ... (", ids.size(), " peers)");
+  return s;
+}
+
+// "3 components: {0, 2, 5} {1} {3, 4, 6, 7}"
+std::string components_text(const std::vector<std::vector<int>>& components) {
+  std::string s = cat(components.size(), " components:");
+  for (const auto& c : components) s += cat(" {", id_list(c, 16), "}");
   return s;
 }
 
@@ -158,18 +173,23 @@ void print_dot(const Topology& t) {
 // Options that only some generators take are refused where they do not apply, as in files.
 void check_options(const Args& args, const std::string& kind) {
   const GeneratorParameters params = generator_parameters(kind);
-  for (const char* name : {"rows", "cols", "k", "degree", "p", "beta", "seed", "directed"}) {
-    if (!args.has(name)) continue;
-    bool takes = false;
+  auto takes = [&](const std::string& name) {
+    bool found = false;
     for (const auto* list : {&params.required, &params.optional})
-      for (const auto& key : *list) takes = takes || key == name;
-    if (!takes) throw InputError(cat("option --", name, " does not apply to generator ", kind));
-  }
+      for (const auto& key : *list) found = found || key == name;
+    return found;
+  };
+  for (const char* name : {"rows", "cols", "k", "degree", "p", "beta", "seed", "directed"})
+    if (args.has(name) && !takes(name))
+      throw InputError(cat("option --", name, " does not apply to generator ", kind));
+  if (args.has("resample") && !takes("seed"))
+    throw InputError(cat("option --resample does not apply to generator ", kind,
+                         " (it takes no seed)"));
   for (const auto& key : params.required)
     if (!args.has(key)) throw InputError(cat("generator ", kind, " needs --", key));
 }
 
-int generate(const Args& args) {
+GeneratorSpec parse_spec(const Args& args) {
   GeneratorSpec spec;
   spec.kind = *args.get("generate");
   const auto& kinds = generator_kinds();
@@ -189,18 +209,57 @@ int generate(const Args& args) {
   spec.p = args.get_double("p", 0.0);
   spec.beta = args.get_double("beta", 0.0);
   const long seed = args.get_int("seed", 0);
-  if (seed < 0) throw InputError("option --seed must not be negative");
+  if (seed < 0 || static_cast<std::uint64_t>(seed) > kMaxTopologySeed)
+    throw InputError(cat("option --seed must be between 0 and ", kMaxTopologySeed));
   spec.seed = static_cast<std::uint64_t>(seed);
   spec.directed = args.has("directed");
   if (auto w = args.get("weights")) spec.weights = parse_weight_kind(*w);
-  const Topology topology = make_topology(spec);  // checks the parameters
-  const std::string text = args.has("edges") ? to_yaml(topology) : to_yaml(spec);
+  return spec;
+}
+
+// Says why a disconnected draw is not written (true), or warns that it is written (false).
+bool refuse_disconnected(const Draw& draw, bool resample, bool allow) {
+  const std::string graph = cat(draw.spec.kind, " seed ", draw.spec.seed, " is not connected (",
+                                components_text(draw.components), ")");
+  if (allow) {
+    std::fprintf(stderr, "gossip topo: warning: %s; written anyway (--allow-disconnected)\n",
+                 graph.c_str());
+    return false;
+  }
+  const auto first = static_cast<unsigned long long>(draw.first_seed);
+  if (resample)
+    std::fprintf(stderr, "gossip topo: none of seeds %llu..%llu (%d draws) gives a connected "
+                 "graph; the last: %s. Nothing written: try a denser graph (larger --p, "
+                 "--degree or --k) or --allow-disconnected\n",
+                 first, static_cast<unsigned long long>(draw.spec.seed), draw.draws,
+                 graph.c_str());
+  else
+    std::fprintf(stderr, "gossip topo: %s. Nothing written: --resample draws seeds %llu, "
+                 "%llu, ... until one is connected; or give another --seed, or "
+                 "--allow-disconnected to write it anyway\n",
+                 graph.c_str(), first, first + 1);
+  return true;
+}
+
+int generate(const Args& args) {
+  const GeneratorSpec spec = parse_spec(args);
+  const bool resample = args.has("resample"), allow = args.has("allow-disconnected");
+  if (resample && allow) throw InputError("give --resample or --allow-disconnected, not both");
+  const Draw draw = draw_connected(spec, resample ? kMaxDraws : 1);  // checks the parameters
+  if (!draw.connected() && refuse_disconnected(draw, resample, allow)) return kExitDisconnected;
+  const std::string note =
+      draw.draws > 1 ? cat(", seed ", draw.spec.seed, " (the first connected one from seed ",
+                           draw.first_seed, ")")
+                     : std::string();
+  const std::string text = to_yaml(draw, args.has("edges"));
   if (auto out = args.get("output")) {
     std::ofstream f(*out, std::ios::binary);
     if (!(f << text) || !f.flush()) throw InputError(cat(*out, ": cannot write"));
-    std::printf("wrote %s: %s, %d peers\n", out->c_str(), spec.kind.c_str(), topology.n());
+    std::printf("wrote %s: %s, %d peers%s\n", out->c_str(), spec.kind.c_str(),
+                draw.topology.n(), note.c_str());
   } else {
     std::fputs(text.c_str(), stdout);
+    if (!note.empty()) std::fprintf(stderr, "gossip topo: %s\n", note.c_str() + 2);
   }
   return kExitOk;
 }
@@ -211,7 +270,7 @@ int run_topo(int argc, char** argv) {
   Args args(argc, argv,
             {"generate", "n", "rows", "cols", "k", "degree", "p", "beta", "seed", "weights",
              "output"},
-            {"json", "dot", "directed", "edges"});
+            {"json", "dot", "directed", "edges", "resample", "allow-disconnected"});
   if (args.help()) {
     std::fputs(kHelp, stdout);
     return kExitOk;
@@ -220,6 +279,8 @@ int run_topo(int argc, char** argv) {
     if (!args.positional().empty()) throw InputError("--generate takes no FILE (use -o FILE)");
     return generate(args);
   }
+  if (args.has("resample") || args.has("allow-disconnected"))
+    throw InputError("--resample and --allow-disconnected go with --generate");
   if (args.positional().size() != 1)
     throw InputError("expected one topology FILE (see gossip topo --help)");
   if (args.has("json") && args.has("dot")) throw InputError("give --json or --dot, not both");

@@ -145,6 +145,10 @@ std::int64_t max_round_lead(const Topology& t) {
   return lead * t.period();
 }
 
+std::vector<std::vector<int>> connected_components(const Topology& t) {
+  return topo::components(topo::union_arcs(t, false), topo::union_arcs(t, true));
+}
+
 TopologyReport analyze(const Topology& t) {
   GOSSIP_CHECK_GE(t.n(), 1);
   TopologyReport r;

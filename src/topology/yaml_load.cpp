@@ -109,7 +109,8 @@ class Loader {
     if (has("p")) spec.p = in_.number(root_["p"], "p");
     if (has("beta")) spec.beta = in_.number(root_["beta"], "beta");
     if (has("seed"))
-      spec.seed = static_cast<std::uint64_t>(in_.integer(root_["seed"], "seed", 0, 2147483647));
+      spec.seed = static_cast<std::uint64_t>(
+          in_.integer(root_["seed"], "seed", 0, static_cast<std::int64_t>(kMaxTopologySeed)));
     if (has("directed")) {
       spec.directed = in_.boolean(root_["directed"], "directed");
       if (!spec.directed && spec.kind != "ring")

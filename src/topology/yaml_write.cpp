@@ -96,4 +96,13 @@ std::string to_yaml(const Topology& t) {
   return os.str();
 }
 
+std::string to_yaml(const Draw& d, bool edges) {
+  std::string text = edges ? to_yaml(d.topology) : to_yaml(d.spec);
+  if (d.spec.seed == d.first_seed) return text;
+  // The generator form has the seed as a key as well; the edge form has it only here.
+  return cat("# ", d.spec.kind, " seed ", d.spec.seed, ": ",
+             d.connected() ? "the first connected graph" : "not connected, the last", " of seeds ",
+             d.first_seed, "..", d.spec.seed, " (gossip topo --resample)\n", text);
+}
+
 }  // namespace gossip
