@@ -4,13 +4,13 @@
 // starting after its own (j+1, j+2, ... mod n, so the peers of a dense graph do not all send to
 // peer 0 first); the m-th has left at t + m * w and reaches its receiver L = latency later. A
 // receiver takes its accepted messages of a round one after another in order of arrival (equal
-// arrivals by ascending sender id): each is done at max(previous done + w, its arrival), and
-// collect() moves the receiver's clock to the last done. docs/sim.md has the closed forms.
+// arrivals by ascending sender id), each done at max(previous done + w, its arrival), and
+// collect() moves the receiver's clock to the last done. Each link starts a round's messages
+// only after it has finished the previous round's. docs/sim.md has the closed forms.
 // Message loss is drawn per (link, round) from (seed, sender, Stream::kSim), so it does not
 // depend on call order or threads.
 #include <algorithm>
 #include <cstring>
-#include <limits>
 #include <utility>
 
 #include "gossip/core.hpp"
@@ -85,14 +85,14 @@ void SimExchange::publish(std::int64_t round, std::span<const float> params, dou
   auto& m = network_->slot(rank_, round);
   m.round = round;
   m.weight = weight;
-  m.sent_at = std::max(now_, link_free_);  // after this link's earlier rounds have gone
+  m.sent_at = std::max(now_, sent_until_);  // after this link's earlier rounds have gone
   // Send order: j+1, j+2, ... mod n from this peer j.
   const int n = size();
   m.to.assign(to.begin(), to.end());
   std::sort(m.to.begin(), m.to.end(), [&](int a, int b) {
     return (a - rank_ + n) % n < (b - rank_ + n) % n;
   });
-  link_free_ = m.sent_at + static_cast<double>(to.size()) * network_->wire_seconds();
+  sent_until_ = m.sent_at + static_cast<double>(to.size()) * network_->wire_seconds();
   m.params.resize(params.size());
   std::memcpy(m.params.data(), params.data(), params.size_bytes());
   bytes_sent_ += (params.size_bytes() + kMessageOverheadBytes) * to.size();
@@ -148,10 +148,13 @@ std::vector<Inbox> SimExchange::collect(std::int64_t round, std::span<const int>
     arrivals.emplace_back(pick_arrival, p);
     got.push_back(Inbox{p, pick->round, std::span<const float>(pick->params), pick->weight});
   }
-  // The receiving link takes them one after another, earliest first (ties: ascending sender).
+  // The receiving link takes them one after another, earliest first (ties: ascending sender),
+  // each done at max(previous done + w, its arrival).
   std::sort(arrivals.begin(), arrivals.end());
-  double done = -std::numeric_limits<double>::infinity();
+  // The link is free after it took the previous round's.
+  double done = received_until_;
   for (const auto& a : arrivals) done = std::max(done + wire, a.first);
+  received_until_ = done;
   now_ = std::max(until, done);
   return got;
 }

@@ -6,6 +6,7 @@
 #endif
 
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <span>
 #include <vector>
@@ -47,7 +48,10 @@ class SimExchange final : public Exchange {
   SimNetwork* network_;
   int rank_;
   double now_ = 0.0;
-  double link_free_ = 0.0;  // when this peer's sending link has sent everything published
+  // When this peer's sending link has sent all it published, and its receiving link has taken
+  // the last message it accepted.
+  double sent_until_ = 0.0;
+  double received_until_ = -std::numeric_limits<double>::infinity();
   std::uint64_t bytes_sent_ = 0;
 };
 

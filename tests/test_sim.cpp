@@ -217,7 +217,13 @@ TEST_CASE("a sender's messages leave one after another and a receiver takes them
   // Four messages reach peer 0 at t + w + L together; its link takes them one after another.
   REQUIRE(net.exchange(0).collect(0, from_spokes, CollectOptions{}).size() == 4);
   REQUIRE(net.exchange(0).now() == Approx(t + lat + 4 * w).epsilon(1e-9));
-  // Peer 2's round-1 message is the second to leave after t + 4w.
+  // The spokes send round 1 at their clocks t + k w + L, so peer k's arrives at
+  // t + 2L + (k + 1) w; peer 0's link is busy with round 0 until t + L + 4w, then takes them
+  // back to back: done at t + L + 8w.
+  for (int k = 1; k < 5; ++k) net.exchange(k).publish(1, buf, 1.0, to_hub);
+  REQUIRE(net.exchange(0).collect(1, from_spokes, CollectOptions{}).size() == 4);
+  REQUIRE(net.exchange(0).now() == Approx(t + lat + 8 * w).epsilon(1e-9));
+  // Peer 0's round-1 message to peer 2 is the second to leave after t + 4w.
   REQUIRE(net.exchange(2).collect(1, to_hub, CollectOptions{}).size() == 1);
   REQUIRE(net.exchange(2).now() == Approx(t + 4 * w + 2 * w + lat).epsilon(1e-9));
 }
