@@ -148,10 +148,9 @@ std::vector<Inbox> SimExchange::collect(std::int64_t round, std::span<const int>
     arrivals.emplace_back(pick_arrival, p);
     got.push_back(Inbox{p, pick->round, std::span<const float>(pick->params), pick->weight});
   }
-  // The receiving link takes them one after another, earliest first (ties: ascending sender),
-  // each done at max(previous done + w, its arrival).
+  // The receiving link, once done with earlier rounds, takes them one after another, earliest
+  // first (ties: ascending sender), each done at max(previous done + w, its arrival).
   std::sort(arrivals.begin(), arrivals.end());
-  // The link is free after it took the previous round's.
   double done = received_until_;
   for (const auto& a : arrivals) done = std::max(done + wire, a.first);
   received_until_ = done;
