@@ -1,10 +1,17 @@
-// sim/sim_network.cpp: the simulated network and each virtual peer's Exchange. A message from j
-// to i sent at j's clock t arrives at t + latency + bytes / bandwidth (every link its own, so a
-// peer's sends go out in parallel); collect() moves the receiver's clock to the last arrival it
-// waited for. Message loss is drawn per (link, round) from (seed, sender, Stream::kSim), so it
-// does not depend on call order or threads.
+// sim/sim_network.cpp: the simulated network and each virtual peer's Exchange. Every peer has
+// one sending and one receiving link of sim.bandwidth_mbps; a message occupies a link for
+// w = 8 * bytes / bandwidth. A sender's messages of a round leave one after another, in id order
+// starting after its own (j+1, j+2, ... mod n, so the peers of a dense graph do not all send to
+// peer 0 first); the m-th has left at t + m * w and reaches its receiver L = latency later. A
+// receiver takes its accepted messages of a round one after another in order of arrival (equal
+// arrivals by ascending sender id), each done at max(previous done + w, its arrival), and
+// collect() moves the receiver's clock to the last done. Each link starts a round's messages
+// only after it has finished the previous round's. docs/sim.md has the closed forms.
+// Message loss is drawn per (link, round) from (seed, sender, Stream::kSim), so it does not
+// depend on call order or threads.
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
 #include "gossip/core.hpp"
 #include "gossip/rng.hpp"
@@ -36,9 +43,18 @@ double SimNetwork::step_seconds(int peer) const {
   return step_seconds_ * (straggler_[peer] ? config_.straggler_factor : 1.0);
 }
 
-double SimNetwork::transfer_seconds(std::uint64_t bytes) const {
-  return config_.latency_ms / 1000.0 + static_cast<double>(bytes) * 8.0 /
-                                           (config_.bandwidth_mbps * 1e6);
+double SimNetwork::wire_seconds() const {
+  const auto bytes = static_cast<std::uint64_t>(num_params_) * sizeof(float) +
+                     kMessageOverheadBytes;
+  return static_cast<double>(bytes) * 8.0 / (config_.bandwidth_mbps * 1e6);
+}
+
+double SimNetwork::arrival(const Message& message, int receiver) const {
+  const auto& to = message.to;
+  const auto it = std::find(to.begin(), to.end(), receiver);
+  // A message collected without being addressed (never done by our algorithms) goes last.
+  const auto place = static_cast<double>(it == to.end() ? to.size() + 1 : it - to.begin() + 1);
+  return message.sent_at + place * wire_seconds() + config_.latency_ms / 1000.0;
 }
 
 bool SimNetwork::lost(int from, int to, std::int64_t round) const {
@@ -69,7 +85,14 @@ void SimExchange::publish(std::int64_t round, std::span<const float> params, dou
   auto& m = network_->slot(rank_, round);
   m.round = round;
   m.weight = weight;
-  m.sent_at = now_;
+  m.sent_at = std::max(now_, sent_until_);  // after this link's earlier rounds have gone
+  // Send order: j+1, j+2, ... mod n from this peer j.
+  const int n = size();
+  m.to.assign(to.begin(), to.end());
+  std::sort(m.to.begin(), m.to.end(), [&](int a, int b) {
+    return (a - rank_ + n) % n < (b - rank_ + n) % n;
+  });
+  sent_until_ = m.sent_at + static_cast<double>(to.size()) * network_->wire_seconds();
   m.params.resize(params.size());
   std::memcpy(m.params.data(), params.data(), params.size_bytes());
   bytes_sent_ += (params.size_bytes() + kMessageOverheadBytes) * to.size();
@@ -79,8 +102,7 @@ std::vector<Inbox> SimExchange::collect(std::int64_t round, std::span<const int>
                                         const CollectOptions& options) {
   const double start = now_;
   const double deadline = start + std::chrono::duration<double>(options.deadline).count();
-  const double transfer = network_->transfer_seconds(
-      static_cast<std::uint64_t>(network_->num_params_) * sizeof(float) + kMessageOverheadBytes);
+  const double wire = network_->wire_seconds();
   std::vector<int> sorted;  // `from` is normally ascending already (topology order)
   std::span<const int> peers = from;
   if (!std::is_sorted(from.begin(), from.end())) {
@@ -90,6 +112,8 @@ std::vector<Inbox> SimExchange::collect(std::int64_t round, std::span<const int>
   }
   std::vector<Inbox> got;
   got.reserve(peers.size());
+  std::vector<std::pair<double, int>> arrivals;  // (arrival, sender) of what is taken
+  arrivals.reserve(peers.size());
   double until = start;
   for (int p : peers) {
     GOSSIP_CHECK_MSG(p >= 0 && p < network_->size() && p != rank_, "collect from peer ", p);
@@ -103,7 +127,7 @@ std::vector<Inbox> SimExchange::collect(std::int64_t round, std::span<const int>
     for (std::int64_t r = round; r >= oldest && r >= 0; --r) {
       const auto* m = network_->find(p, r);
       if (m == nullptr || network_->lost(p, rank_, r)) continue;
-      const double arrival = m->sent_at + transfer;
+      const double arrival = network_->arrival(*m, rank_);
       if (pick == nullptr && arrival <= start) {
         pick = m;
         pick_arrival = arrival;
@@ -121,10 +145,16 @@ std::vector<Inbox> SimExchange::collect(std::int64_t round, std::span<const int>
       until = std::max(until, deadline);
       continue;
     }
-    until = std::max(until, pick_arrival);
+    arrivals.emplace_back(pick_arrival, p);
     got.push_back(Inbox{p, pick->round, std::span<const float>(pick->params), pick->weight});
   }
-  now_ = until;
+  // The receiving link, once done with earlier rounds, takes them one after another, earliest
+  // first (ties: ascending sender), each done at max(previous done + w, its arrival).
+  std::sort(arrivals.begin(), arrivals.end());
+  double done = received_until_;
+  for (const auto& a : arrivals) done = std::max(done + wire, a.first);
+  received_until_ = done;
+  now_ = std::max(until, done);
   return got;
 }
 

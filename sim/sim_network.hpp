@@ -6,6 +6,7 @@
 #endif
 
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <span>
 #include <vector>
@@ -21,9 +22,10 @@ inline constexpr std::uint64_t kMessageOverheadBytes = 40;
 
 class SimNetwork;
 
-/// One virtual peer's view of the simulated network. publish() copies the buffer; collect()
-/// returns spans into the network's store, ascending by peer, and advances this peer's clock to
-/// when the last accepted message arrived (or the deadline, for a message that never does).
+/// One virtual peer's view of the simulated network. publish() copies the buffer and queues its
+/// messages on this peer's sending link; collect() returns spans into the network's store,
+/// ascending by peer, and advances this peer's clock to when its receiving link has taken the
+/// last accepted message (or the deadline, for a message that never arrives).
 class SimExchange final : public Exchange {
  public:
   SimExchange(SimNetwork& network, int rank) : network_(&network), rank_(rank) {}
@@ -46,6 +48,10 @@ class SimExchange final : public Exchange {
   SimNetwork* network_;
   int rank_;
   double now_ = 0.0;
+  // When this peer's sending link has sent all it published, and its receiving link has taken
+  // the last message it accepted.
+  double sent_until_ = 0.0;
+  double received_until_ = -std::numeric_limits<double>::infinity();
   std::uint64_t bytes_sent_ = 0;
 };
 
@@ -63,8 +69,8 @@ class SimNetwork {
   /// Simulated seconds of one local step of `peer` (stragglers are straggler_factor slower).
   double step_seconds(int peer) const;
   void set_step_seconds(double seconds) { step_seconds_ = seconds; }
-  /// Seconds from sending a `bytes` message until it has arrived.
-  double transfer_seconds(std::uint64_t bytes) const;
+  /// Seconds one message occupies a link: 8 * message bytes / bandwidth.
+  double wire_seconds() const;
   /// Whether the message from `from` to `to` of `round` is lost (deterministic per link, round).
   bool lost(int from, int to, std::int64_t round) const;
 
@@ -73,9 +79,13 @@ class SimNetwork {
   struct Message {
     std::int64_t round = -1;
     double weight = 1.0;
-    double sent_at = 0.0;
+    double sent_at = 0.0;  // when the first of its messages started leaving the sender
+    std::vector<int> to;   // recipients in the order the sender's link sends to them
     std::vector<float> params;
   };
+  /// When `message` has fully reached `receiver` if the receiver's link is idle:
+  /// sent_at + (its place in the sender's queue) * wire_seconds() + latency.
+  double arrival(const Message& message, int receiver) const;
   /// The slot for (sender, round): the ring entry, or null when that round is gone or unsent.
   const Message* find(int sender, std::int64_t round) const;
   Message& slot(int sender, std::int64_t round);

@@ -193,6 +193,81 @@ TEST_CASE("the simulated clock follows compute, latency, bandwidth and straggler
   REQUIRE(stale[0].round == 0);
 }
 
+TEST_CASE("a sender's messages leave one after another and a receiver takes them in turn",
+          "[sim]") {
+  SimConfig s;
+  s.latency_ms = 10.0;
+  s.bandwidth_mbps = 8.0;  // 1 MB/s
+  const std::int64_t floats = 1000;
+  SimNetwork net(5, floats, 2, s, 1);
+  const double w = (4000 + kMessageOverheadBytes) * 8.0 / 8e6, lat = 0.010, t = 0.1;
+  REQUIRE(net.wire_seconds() == Approx(w).epsilon(1e-12));
+  std::vector<float> buf(floats, 1.0f);
+  const int hub[] = {4, 1, 3, 2}, to_hub[] = {0}, from_spokes[] = {1, 2, 3, 4};
+  for (int p = 0; p < 5; ++p) net.exchange(p).compute(t);
+  for (int p = 0; p < 5; ++p)
+    net.exchange(p).publish(0, buf, 1.0, p == 0 ? std::span<const int>(hub) : to_hub);
+  // Round 1 from peer 0 at the same clock: its link is busy with round 0 until t + 4w.
+  net.exchange(0).publish(1, buf, 1.0, hub);
+  // Peer 0 sends to 1, 2, 3, 4 in that order (ids after its own): peer k has it at t + k w + L.
+  for (int k = 1; k < 5; ++k) {
+    REQUIRE(net.exchange(k).collect(0, to_hub, CollectOptions{}).size() == 1);
+    REQUIRE(net.exchange(k).now() == Approx(t + k * w + lat).epsilon(1e-9));
+  }
+  // Four messages reach peer 0 at t + w + L together; its link takes them one after another.
+  REQUIRE(net.exchange(0).collect(0, from_spokes, CollectOptions{}).size() == 4);
+  REQUIRE(net.exchange(0).now() == Approx(t + lat + 4 * w).epsilon(1e-9));
+  // The spokes send round 1 at their clocks t + k w + L, so peer k's arrives at
+  // t + 2L + (k + 1) w; peer 0's link is busy with round 0 until t + L + 4w, then takes them
+  // back to back: done at t + L + 8w.
+  for (int k = 1; k < 5; ++k) net.exchange(k).publish(1, buf, 1.0, to_hub);
+  REQUIRE(net.exchange(0).collect(1, from_spokes, CollectOptions{}).size() == 4);
+  REQUIRE(net.exchange(0).now() == Approx(t + lat + 8 * w).epsilon(1e-9));
+  // Peer 0's round-1 message to peer 2 is the second to leave after t + 4w.
+  REQUIRE(net.exchange(2).collect(1, to_hub, CollectOptions{}).size() == 1);
+  REQUIRE(net.exchange(2).now() == Approx(t + 4 * w + 2 * w + lat).epsilon(1e-9));
+}
+
+TEST_CASE("a round costs step + latency + out-degree wire times: complete against ring",
+          "[sim]") {
+  RunConfig config = small_config();
+  config.train.epochs = 1;
+  config.sim.step_ms = 2.0;
+  config.sim.latency_ms = 1.0;
+  config.sim.bandwidth_mbps = 1.0;
+  const DataSets data = load_datasets(config);
+  const int n = 16;
+  const SimResult complete = simulate(config, generate("complete", n), data);
+  const SimResult ring = simulate(config, generate("ring", n), data);
+  REQUIRE(complete.rounds == ring.rounds);
+  const double bytes = 4.0 * static_cast<double>(complete.params.front().size()) +
+                       kMessageOverheadBytes;
+  const double w = bytes * 8.0 / 1e6, step = 0.002, lat = 0.001;
+  // Every peer publishes at the same clock; peer i is the m-th message of peer i - m (mod n),
+  // so its receiving link is done at t + L + (n - 1) w on the complete graph, t + L + 2w on the
+  // ring (one message at t + L + w, the other at t + L + 2w).
+  const double complete_round = step + lat + (n - 1) * w, ring_round = step + lat + 2 * w;
+  for (const auto& e : complete.evals)
+    REQUIRE(e.sim_seconds == Approx(e.round * complete_round).epsilon(1e-9).margin(1e-12));
+  for (const auto& e : ring.evals)
+    REQUIRE(e.sim_seconds == Approx(e.round * ring_round).epsilon(1e-9).margin(1e-12));
+  REQUIRE(complete.sim_seconds - ring.sim_seconds ==
+          Approx(complete.rounds * (n - 3) * w).epsilon(1e-9));
+}
+
+TEST_CASE("latency and bandwidth change simulated seconds, never the parameters", "[sim]") {
+  RunConfig config = small_config();
+  config.train.epochs = 1;
+  const DataSets data = load_datasets(config);
+  const Topology t = generate("exponential", 8);
+  const SimResult fast = simulate(config, t, data);
+  config.sim.latency_ms = 50.0;
+  config.sim.bandwidth_mbps = 0.5;
+  const SimResult slow = simulate(config, t, data);
+  REQUIRE(slow.params_sha256 == fast.params_sha256);
+  REQUIRE(slow.sim_seconds > fast.sim_seconds);
+}
+
 TEST_CASE("compare settings cover the sweep and label what varies", "[sim]") {
   RunConfig base = small_config();
   REQUIRE_THROWS_AS(compare_settings(base), InputError);
