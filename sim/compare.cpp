@@ -49,6 +49,10 @@ std::vector<CompareSetting> compare_settings(const RunConfig& base) {
             setting.config = base;
             setting.config.gossip.topology = t;
             setting.config.gossip.algorithm = a;
+            // A swept algorithm is where compare.algorithms lists it.
+            if (auto at = base.lines.find("compare.algorithms");
+                !c.algorithms.empty() && at != base.lines.end())
+              setting.config.lines["gossip.algorithm"] = at->second;
             setting.config.gossip.period = p;
             setting.config.data.shard = s;
             setting.config.train.seed = seed;

@@ -279,3 +279,25 @@ TEST_CASE("compare settings cover the sweep and label what varies", "[sim]") {
   REQUIRE(s[3].label == "torus-4x4 seed=2");
   REQUIRE(s[3].config.train.seed == 2);
 }
+
+TEST_CASE("a sweep refuses an algorithm its graphs cannot run before simulating anything",
+          "[sim]") {
+  const std::string dir = temp_dir("sweep_refusal");
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/ring.yaml") << "generator: ring\nn: 4\n";
+  std::ofstream(dir + "/star.yaml") << "generator: star\nn: 4\nweights: uniform\n";
+  const RunConfig base = load_config_from_string(
+      "data: {synthetic: {train: 64, test: 16, dim: 8, classes: 4}}\n"
+      "model: {layers: [8, 4]}\n"
+      "compare:\n"
+      "  topologies: [ring.yaml, star.yaml]\n"
+      "  algorithms: [dpsgd, push_sum]\n",
+      "sweep.yaml", dir);
+  // push_sum needs column-stochastic weights; a uniform star's are not. The refusal names the
+  // line that asks for push_sum, and nothing ran.
+  REQUIRE_THROWS_WITH(run_sweep(base, dir + "/out", false),
+                      Catch::Contains("sweep.yaml:5: gossip.algorithm: push_sum needs "
+                                      "column-stochastic weights"));
+  CHECK_FALSE(std::filesystem::exists(dir + "/out"));
+  std::filesystem::remove_all(dir);
+}

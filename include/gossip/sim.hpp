@@ -139,6 +139,12 @@ CompareRow compare_row(const CompareSetting& setting, const TopologyReport& anal
 void write_compare(const std::string& dir, const std::vector<CompareRow>& rows,
                    const std::vector<SimResult>& results, double target_accuracy);
 
+/// Runs the whole sweep of `base` (gossip compare): checks every topology and algorithm first,
+/// then simulates each setting with a progress bar (when `progress_bar`), writes each one's
+/// metrics.csv and summary.json to OUT/runs/<n>-<label>/, the table and curves to OUT after
+/// every setting, and the plots at the end; prints a final table. Returns the exit code.
+int run_sweep(const RunConfig& base, const std::string& out, bool progress_bar);
+
 /// Draws DIR/{accuracy_vs_round,accuracy_vs_bytes,accuracy_vs_seconds,consensus_vs_round}.{png,
 /// svg} from DIR/curves.dat with gnuplot (script kept as DIR/plots.gp). Returns false, with
 /// `why` set, when gnuplot is missing or fails.

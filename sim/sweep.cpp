@@ -1,0 +1,111 @@
+// sim/sweep.cpp: `gossip compare`'s sweep: one simulation per setting (topologies x algorithms x
+// periods x shards x seeds), each setting's own outputs in DIR/runs/<n>-<label>/, the table
+// (compare.csv, report.md) rewritten after every setting so partial results survive, then plots.
+#include <cctype>
+#include <chrono>
+#include <cstdio>
+#include <map>
+
+#include "gossip/core.hpp"
+#include "gossip/gossip.hpp"
+#include "gossip/progress.hpp"
+#include "gossip/sim.hpp"
+#include "gossip/topology.hpp"
+
+namespace gossip {
+
+namespace {
+
+std::string slug(std::size_t index, const std::string& label) {
+  std::string s = cat(index + 1, "-");
+  for (char c : label) s += (std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-')
+                                ? c : '_';
+  return s;
+}
+
+}  // namespace
+
+int run_sweep(const RunConfig& base, const std::string& out, bool progress_bar) {
+  const auto settings = compare_settings(base);
+  // Load and analyse every topology first, so a bad file fails before hours of simulation.
+  std::map<std::string, Topology> topologies;
+  std::map<std::string, TopologyReport> analyses;
+  for (const auto& s : settings) {
+    const std::string& path = s.config.gossip.topology;
+    if (!topologies.count(path)) topologies.emplace(path, load_topology(path));
+    check_algorithm(s.config, topologies.at(path));  // every algorithm on every graph
+    if (analyses.count(path)) continue;
+    analyses.emplace(path, analyze(topologies.at(path)));
+  }
+  std::printf("gossip compare: %s, %zu settings, %.3g epochs each, target accuracy %.3g\n",
+              base.path.c_str(), settings.size(), base.train.epochs,
+              base.compare.target_accuracy);
+  std::fflush(stdout);
+
+  const auto t0 = std::chrono::steady_clock::now();
+  std::map<std::uint64_t, DataSets> data;  // by seed (synthetic sets depend on it)
+  std::vector<CompareRow> rows;
+  std::vector<SimResult> results;
+  for (std::size_t i = 0; i < settings.size(); ++i) {
+    const CompareSetting& s = settings[i];
+    const std::uint64_t data_key = base.data.synthetic ? s.config.train.seed : 0;
+    if (!data.count(data_key)) data.emplace(data_key, load_datasets(s.config));
+    const auto& path = s.config.gossip.topology;
+    Progress progress;
+    progress.enable(progress_bar);
+    progress.note(cat("[", i + 1, "/", settings.size(), "] ", s.label, ": ",
+                      topologies.at(path).n(), " peers, ", s.config.gossip.algorithm, ", period ",
+                      s.config.gossip.period, ", shard ", s.config.data.shard, ", seed ",
+                      s.config.train.seed, ", spectral gap ",
+                      fixed(analyses.at(path).spectral_gap, 4)));
+    std::string last = "evaluating...";
+    SimHooks hooks;
+    hooks.on_eval = [&](const EvalPoint& e) {
+      last = cat("acc ", fixed(e.average_accuracy, 4), "  consensus ", sci(e.consensus_distance));
+    };
+    hooks.on_round = [&](std::int64_t done, std::int64_t total) {
+      progress.update(done, total, last);
+    };
+    SimResult result = simulate(s.config, topologies.at(path), data.at(data_key), hooks);
+    progress.finish();
+    SimRunInfo info;
+    info.config = base.path;
+    info.topology = path;
+    info.algorithm = s.config.gossip.algorithm;
+    info.connected = analyses.at(path).connected;
+    info.spectral_gap = analyses.at(path).spectral_gap;
+    write_sim_outputs(out + "/runs/" + slug(i, s.label), result, info);
+    rows.push_back(compare_row(s, analyses.at(path), result, base.compare.target_accuracy));
+    const CompareRow& r = rows.back();
+    std::printf("    final accuracy %.4f (lowest peer %.4f), rounds until every peer reaches "
+                "%.3g: %s (average model: %s), consensus %.3g, %.1f s wall\n",
+                r.final_accuracy, r.final_min_peer_accuracy, base.compare.target_accuracy,
+                r.rounds_to_target < 0 ? "never" : std::to_string(r.rounds_to_target).c_str(),
+                r.average_rounds_to_target < 0
+                    ? "never" : std::to_string(r.average_rounds_to_target).c_str(),
+                r.final_consensus_distance, r.wall_seconds);
+    results.push_back(std::move(result));
+    results.back().params.clear();  // only the curves are needed from here on
+    write_compare(out, rows, results, base.compare.target_accuracy);  // partial results survive
+  }
+
+  std::string why;
+  const bool plotted = draw_compare_plots(out, rows, &why);
+  const double wall =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("\n%-28s %8s %14s %14s %10s %10s %12s\n", "setting", "gap", "rounds (peers)",
+              "rounds (avg)", "final acc", "min peer", "consensus");
+  for (const auto& r : rows)
+    std::printf("%-28s %8.4f %14s %14s %10.4f %10.4f %12.3g\n", r.label.c_str(),
+                r.spectral_gap,
+                r.rounds_to_target < 0 ? "-" : std::to_string(r.rounds_to_target).c_str(),
+                r.average_rounds_to_target < 0
+                    ? "-" : std::to_string(r.average_rounds_to_target).c_str(),
+                r.final_accuracy, r.final_min_peer_accuracy, r.final_consensus_distance);
+  std::printf("done in %s: wrote %s/report.md, compare.csv%s\n", duration_text(wall).c_str(),
+              out.c_str(), plotted ? " and plots" : "");
+  if (!plotted) std::fprintf(stderr, "gossip compare: warning: no plots: %s\n", why.c_str());
+  return kExitOk;
+}
+
+}  // namespace gossip
