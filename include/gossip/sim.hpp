@@ -139,6 +139,12 @@ CompareRow compare_row(const CompareSetting& setting, const TopologyReport& anal
 void write_compare(const std::string& dir, const std::vector<CompareRow>& rows,
                    const std::vector<SimResult>& results, double target_accuracy);
 
+/// Runs one simulation of `config` (gossip sim): loads its topology and checks it suits the
+/// algorithm, simulates (pure consensus when sim.consensus_only) with a progress bar when
+/// `progress_bar`, writes OUT/metrics.csv and OUT/summary.json and prints the result. Returns the
+/// exit code (kExitDisconnected when the topology is not connected).
+int run_simulation(const RunConfig& config, const std::string& out, bool progress_bar);
+
 /// Runs the whole sweep of `base` (gossip compare): checks every topology and algorithm first,
 /// then simulates each setting with a progress bar (when `progress_bar`), writes each one's
 /// metrics.csv and summary.json to OUT/runs/<n>-<label>/, the table and curves to OUT after

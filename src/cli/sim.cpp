@@ -1,18 +1,13 @@
 // cli/sim.cpp: `gossip sim CONFIG --out DIR` — many virtual peers in one process running the
 // config's gossip algorithm over its topology, with a progress bar; metrics.csv and summary.json
 // per DESIGN.md's contracts.
-#include <algorithm>
-#include <cmath>
 #include <cstdio>
 
 #include "gossip/args.hpp"
 #include "src/cli/commands.hpp"
 #include "gossip/config.hpp"
 #include "gossip/core.hpp"
-#include "gossip/gossip.hpp"
-#include "gossip/progress.hpp"
 #include "gossip/sim.hpp"
-#include "gossip/topology.hpp"
 
 namespace gossip::cli {
 
@@ -45,24 +40,6 @@ const char* kSimHelp =
     "exit codes: 0 done, 1 runtime failure (e.g. training diverged), 2 bad config, topology,\n"
     "data file or option, 3 finished but the topology is not connected (no consensus possible)\n";
 
-std::string eval_text(const EvalPoint& e, bool consensus) {
-  if (consensus) return cat("consensus ", sci(e.consensus_distance));
-  return cat("acc ", fixed(e.average_accuracy, 4), " (peers ", fixed(e.peer_accuracy_min, 3),
-             "..", fixed(e.peer_accuracy_max, 3), ")  consensus ", sci(e.consensus_distance));
-}
-
-/// Measured per-round factor of ||x - xbar|| (the square root of the consensus distance), from
-/// round 5 (the slowest mode dominates by then) to the last round above the float floor.
-double contraction_per_round(const SimResult& r) {
-  const auto& e = r.evals;
-  const std::size_t from = std::min<std::size_t>(5, e.size() - 1);
-  std::size_t to = e.size() - 1;
-  while (to > from + 1 && e[to].consensus_distance < 1e-9 * e.front().consensus_distance) --to;
-  if (to <= from || e[from].consensus_distance <= 0) return 0.0;
-  return std::pow(e[to].consensus_distance / e[from].consensus_distance,
-                  1.0 / (2.0 * static_cast<double>(to - from)));
-}
-
 }  // namespace
 
 int run_sim(int argc, char** argv) {
@@ -88,67 +65,7 @@ int run_sim(int argc, char** argv) {
   if (config.gossip.topology.empty())
     throw InputError(cat(config.path, ": gossip.topology: a topology file is required"));
 
-  const Topology topology = load_topology(config.gossip.topology);
-  check_algorithm(config, topology);
-  const TopologyReport analysis = analyze(topology);
-  const bool consensus = config.sim.consensus_only;
-  std::printf("gossip sim: %s, %d peers on %s (%s, spectral gap %.4g%s), %s every %d step%s%s\n",
-              config.path.c_str(), topology.n(), config.gossip.topology.c_str(),
-              topology.kind().c_str(), analysis.spectral_gap,
-              analysis.connected ? "" : ", NOT connected", config.gossip.algorithm.c_str(),
-              config.gossip.period, config.gossip.period == 1 ? "" : "s",
-              consensus ? ", pure consensus" : "");
-  std::fflush(stdout);
-
-  Progress progress;
-  progress.enable(!args.has("quiet"));
-  std::string last_eval = "evaluating...";
-  SimHooks hooks;
-  hooks.on_eval = [&](const EvalPoint& e) { last_eval = eval_text(e, consensus); };
-  hooks.on_round = [&](std::int64_t done, std::int64_t total) {
-    progress.update(done, total, last_eval);
-  };
-  SimResult result;
-  if (consensus) {
-    result = simulate_consensus(config, topology, hooks);
-  } else {
-    const DataSets data = load_datasets(config);
-    result = simulate(config, topology, data, hooks);
-  }
-  progress.finish();
-
-  SimRunInfo info;
-  info.config = config.path;
-  info.topology = config.gossip.topology;
-  info.algorithm = config.gossip.algorithm;
-  info.connected = analysis.connected;
-  info.spectral_gap = analysis.spectral_gap;
-  info.consensus_only = consensus;
-  write_sim_outputs(out, result, info);
-
-  const EvalPoint& last = result.evals.back();
-  if (consensus)
-    std::printf("done: consensus distance %.3g after %lld rounds (%.3g at the start); "
-                "disagreement shrinks %.4f per round (topology analysis: %.4f)",
-                last.consensus_distance, static_cast<long long>(result.rounds),
-                result.evals.front().consensus_distance, contraction_per_round(result),
-                analysis.rho_per_round);
-  else
-    std::printf("done: test_accuracy %.4f (average model), peers %.4f..%.4f, consensus %.3g "
-                "after %.2f epochs",
-                last.average_accuracy, last.peer_accuracy_min, last.peer_accuracy_max,
-                last.consensus_distance, result.epochs);
-  std::printf("; %.1f simulated s, %.1f s wall (%.1f local, %.1f mixing, %d workers); wrote "
-              "%s/summary.json\n",
-              result.sim_seconds, result.wall_seconds, result.local_seconds, result.mix_seconds,
-              result.workers, out.c_str());
-  if (!analysis.connected) {
-    std::fprintf(stderr, "gossip sim: warning: the topology is not connected (%zu components): "
-                         "the peers cannot reach consensus\n",
-                 analysis.components.size());
-    return kExitDisconnected;
-  }
-  return kExitOk;
+  return run_simulation(config, out, !args.has("quiet"));
 }
 
 }  // namespace gossip::cli
