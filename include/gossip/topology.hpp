@@ -20,6 +20,7 @@
 #endif
 
 #include <cstdint>
+#include <cstdio>
 #include <optional>
 #include <span>
 #include <string>
@@ -250,6 +251,18 @@ std::vector<std::vector<int>> connected_components(const Topology& topology);
 /// Analyses a topology. Dense spectral methods: about a second for n = 1024 when W is symmetric
 /// or normal (circulant), several seconds for a general directed graph; skipped above 2048.
 TopologyReport analyze(const Topology& topology);
+
+/// How `gossip topo FILE` shows a topology.
+enum class TopologyFormat { kText, kJson, kDot };
+
+/// Loads and analyses the topology file `file` and writes the report (connectivity, degrees,
+/// stochasticity, rho, spectral gap, rounds to cut disagreement 1000x), one JSON object, or
+/// Graphviz DOT to `out`. Returns kExitOk when connected, kExitDisconnected otherwise; throws
+/// InputError for a bad file.
+int report_topology_file(const std::string& file, TopologyFormat format, std::FILE* out);
+
+/// "3 components: {0, 2, 5} {1} {3, 4, 6, 7}" (at most 16 ids a component).
+std::string components_text(const std::vector<std::vector<int>>& components);
 
 /// How many rounds a peer can get ahead of one of its out-neighbours in a synchronous run, so
 /// how many of its rounds a receiver may have to hold: the most hops from an out-neighbour back

@@ -2,7 +2,6 @@
 // graph in a topology file can converge at all and how fast agreement spreads (report, JSON or
 // Graphviz DOT); `gossip topo --generate KIND ...` writes such a file.
 #include <algorithm>
-#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -10,7 +9,6 @@
 #include "gossip/args.hpp"
 #include "src/cli/commands.hpp"
 #include "gossip/core.hpp"
-#include "gossip/json.hpp"
 #include "gossip/topology.hpp"
 
 namespace gossip::cli {
@@ -52,123 +50,6 @@ rounds to cut disagreement 1000x, ln(1000) / -ln(rho).
 exit codes: 0 connected (or file written), 2 bad input (the message names the file and
 line), 3 valid but disconnected (the components are listed; --generate writes nothing)
 )";
-
-std::string hex64(std::uint64_t v) {
-  char buf[20];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
-  return buf;
-}
-
-std::string id_list(const std::vector<int>& ids, std::size_t limit) {
-  std::string s;
-  for (std::size_t i = 0; i < ids.size() && i < limit; ++i) {
-    if (i) s += ", ";
-    s += std::to_string(ids[i]);
-  }
-  if (ids.size() > limit) s += cat(", ... (", ids.size(), " peers)");
-  return s;
-}
-
-// "3 components: {0, 2, 5} {1} {3, 4, 6, 7}"
-std::string components_text(const std::vector<std::vector<int>>& components) {
-  std::string s = cat(components.size(), " components:");
-  for (const auto& c : components) s += cat(" {", id_list(c, 16), "}");
-  return s;
-}
-
-const char* yes(bool b) { return b ? "yes" : "no"; }
-
-std::string plural(std::int64_t count, const char* noun) {
-  return cat(count, " ", noun, count == 1 ? "" : "s");
-}
-
-void print_spectrum(const Topology& t, const TopologyReport& r) {
-  if (!r.rho_known) {
-    std::printf("  rho           not computed (more than 2048 peers)\n");
-    return;
-  }
-  const char* of = t.time_varying() ? " (of the product over one period)" : "";
-  std::printf("  rho           %.9g%s\n  spectral gap  %.9g\n", r.rho, of, r.spectral_gap);
-  if (r.exact_averaging)
-    std::printf("  averaging     exact after %s\n", plural(r.exact_after, "round").c_str());
-  if (std::isfinite(r.rounds_to_1000x))
-    std::printf("  rounds to cut disagreement 1000x: %.1f\n", r.rounds_to_1000x);
-  else
-    std::printf("  rounds to cut disagreement 1000x: never (%s)\n",
-                r.connected ? "rho = 1" : "the graph is not connected");
-}
-
-void print_report(const std::string& file, const Topology& t, const TopologyReport& r) {
-  std::printf("%s: %s, %s, %s, weights %s", file.c_str(), t.kind().c_str(),
-              plural(r.n, "peer").c_str(), r.directed ? "directed" : "undirected",
-              weight_kind_name(t.weights()));
-  if (t.time_varying())
-    std::printf(", time-varying with period %lld", static_cast<long long>(r.period));
-  std::printf("\n  fingerprint   %s\n", hex64(t.fingerprint()).c_str());
-  std::printf("  edges         %lld%s\n", static_cast<long long>(r.edges),
-              t.time_varying() ? " (summed over one period)" : "");
-  if (r.directed)
-    std::printf("  degree        in %d..%d (mean %.2f), out %d..%d (mean %.2f)\n", r.in_degree_min,
-                r.in_degree_max, r.in_degree_mean, r.out_degree_min, r.out_degree_max,
-                r.out_degree_mean);
-  else
-    std::printf("  degree        %d..%d (mean %.2f)\n", r.in_degree_min, r.in_degree_max,
-                r.in_degree_mean);
-  std::printf("  connected     %s", yes(r.connected));
-  if (r.diameter) std::printf(", diameter %d", *r.diameter);
-  if (!r.connected) {
-    std::printf(": %zu %scomponents\n", r.components.size(),
-                r.directed ? "strongly connected " : "");
-    for (const auto& c : r.components) std::printf("    {%s}\n", id_list(c, 16).c_str());
-  } else {
-    std::printf("\n");
-  }
-  std::printf("  W             row stochastic %s, column stochastic %s, symmetric %s\n",
-              yes(r.row_stochastic), yes(r.column_stochastic), yes(r.symmetric));
-  print_spectrum(t, r);
-}
-
-void print_json(const std::string& file, const Topology& t, const TopologyReport& r) {
-  JsonArray components;
-  for (const auto& c : r.components) components.add(JsonArray::of(c));
-  auto degrees = [](int min, int max, double mean) {
-    return JsonObject().add("min", min).add("max", max).add("mean", mean);
-  };
-  const std::string null = "null";
-  JsonObject o;
-  o.add("file", file).add("kind", t.kind()).add("n", r.n).add("directed", r.directed)
-      .add("weights", weight_kind_name(t.weights())).add("period", r.period)
-      .add("connected", r.connected).add("components", components)
-      .raw("diameter", r.diameter ? json_integer(*r.diameter) : null).add("edges", r.edges)
-      .add("in_degree", degrees(r.in_degree_min, r.in_degree_max, r.in_degree_mean))
-      .add("out_degree", degrees(r.out_degree_min, r.out_degree_max, r.out_degree_mean))
-      .add("row_stochastic", r.row_stochastic).add("column_stochastic", r.column_stochastic)
-      .add("doubly_stochastic", r.doubly_stochastic).add("symmetric", r.symmetric)
-      .add("rho", r.rho).add("spectral_gap", r.spectral_gap)
-      .add("rho_per_round", r.rho_per_round).add("rounds_to_1000x", r.rounds_to_1000x)
-      .add("exact_averaging", r.exact_averaging)
-      .raw("exact_after", r.exact_averaging ? json_integer(r.exact_after) : null)
-      .add("fingerprint", hex64(t.fingerprint())).add("addresses", t.has_addresses());
-  std::printf("%s\n", o.str().c_str());
-}
-
-void print_dot(const Topology& t) {
-  const bool d = t.directed();
-  std::printf("%s topology {\n  node [shape=circle];\n", d ? "digraph" : "graph");
-  for (int i = 0; i < t.n(); ++i) {
-    auto a = t.address(i);
-    std::printf("  %d%s;\n", i, a ? cat(" [tooltip=", json_string(*a), "]").c_str() : "");
-  }
-  for (std::int64_t r = 0; r < t.period(); ++r)
-    for (const Arc& e : t.at(r).edges()) {
-      char weight[32];
-      std::snprintf(weight, sizeof weight, "%.4g", e.weight);
-      std::string label = weight;
-      if (t.time_varying()) label = cat("t", r, ": ", label);
-      std::printf("  %d %s %d [label=\"%s\"];\n", e.from, d ? "->" : "--", e.to, label.c_str());
-    }
-  std::printf("}\n");
-}
 
 // Options that only some generators take are refused where they do not apply, as in files.
 void check_options(const Args& args, const std::string& kind) {
@@ -284,13 +165,10 @@ int run_topo(int argc, char** argv) {
   if (args.positional().size() != 1)
     throw InputError("expected one topology FILE (see gossip topo --help)");
   if (args.has("json") && args.has("dot")) throw InputError("give --json or --dot, not both");
-  const std::string& file = args.positional().front();
-  const Topology topology = load_topology(file);
-  const TopologyReport report = analyze(topology);
-  if (args.has("json")) print_json(file, topology, report);
-  else if (args.has("dot")) print_dot(topology);
-  else print_report(file, topology, report);
-  return report.connected ? kExitOk : kExitDisconnected;
+  const auto format = args.has("json")  ? TopologyFormat::kJson
+                     : args.has("dot") ? TopologyFormat::kDot
+                                       : TopologyFormat::kText;
+  return report_topology_file(args.positional().front(), format, stdout);
 }
 
 }  // namespace gossip::cli
