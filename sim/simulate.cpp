@@ -173,6 +173,7 @@ SimResult simulate(const RunConfig& config, const Topology& topology, const Data
   swarm.network().set_step_seconds(step_s);
 
   SimResult result;
+  for (const auto& shard : shards) result.samples_per_peer.push_back(std::ssize(shard));
   const RoundPlan plan = plan_rounds(config, data.train.n, n);
   result.rounds = plan.rounds;
   std::vector<float> average(trainers.front()->num_params());
