@@ -94,6 +94,15 @@ int run_simulation(const RunConfig& config, const std::string& out, bool progres
               "%s/summary.json\n",
               result.sim_seconds, result.wall_seconds, result.local_seconds, result.mix_seconds,
               result.workers, out.c_str());
+  if (!result.samples_per_peer.empty()) {
+    const auto [lo, hi] = std::minmax_element(result.samples_per_peer.begin(),
+                                              result.samples_per_peer.end());
+    if (*lo != *hi)
+      std::printf("shards are unequal: %lld to %lld training samples per peer (summary.json "
+                  "samples_per_peer); data.balance %s\n",
+                  static_cast<long long>(*lo), static_cast<long long>(*hi),
+                  config.data.balance.c_str());
+  }
   if (!analysis.connected) {
     std::fprintf(stderr, "gossip sim: warning: the topology is not connected (%zu components): "
                          "the peers cannot reach consensus\n",
