@@ -24,6 +24,7 @@
 #include "gossip/net.hpp"
 #include "src/net/mailbox.hpp"
 #include "src/net/shm.hpp"
+#include "gossip/checkpoint.hpp"
 #include "gossip/wire.hpp"
 
 using namespace gossip;
@@ -835,4 +836,52 @@ TEST_CASE("a neighbour that leaves mid-run is left out and shows up in dead_peer
   }
   CHECK(log.wait_for("peer 2 (127.0.0.1:"));
   CHECK(log.wait_for("left (bye)"));
+}
+
+TEST_CASE("a checkpoint decodes to what was encoded, and damage of any kind is named",
+          "[net][checkpoint]") {
+  Checkpoint c;
+  c.rank = 3;
+  c.round = 40;
+  c.rounds = 100;
+  c.run_fingerprint = 0x1234567890abcdefULL;
+  c.params = {1.0f, -2.5f, 3.25f};
+  c.velocity = {0.5f, 0.0f, -0.125f};
+  c.steps = 41;
+  c.sampler_epoch = 2;
+  c.sampler_pos = 16;
+  c.sampler_drawn = 33;
+  c.weight = 0.75;
+  c.loss_sum = 1.5;
+  c.loss_count = 3;
+  c.missing = 1;
+  c.bytes_sent = 999;
+  const auto bytes = encode_checkpoint(c);
+  std::string why;
+  const auto back = decode_checkpoint(bytes, &why);
+  REQUIRE(back);
+  CHECK(back->rank == 3);
+  CHECK(back->round == 40);
+  CHECK(back->params == c.params);
+  CHECK(back->velocity == c.velocity);
+  CHECK(back->sampler_drawn == 33);
+  CHECK(back->weight == 0.75);
+  CHECK(back->bytes_sent == 999);
+
+  auto refused = [](std::vector<std::byte> b) {
+    std::string reason;
+    CHECK_FALSE(decode_checkpoint(b, &reason));
+    return reason;
+  };
+  CHECK_THAT(refused({bytes.begin(), bytes.begin() + 10}), Catch::Contains("truncated"));
+  CHECK_THAT(refused({bytes.begin(), bytes.end() - 1}), Catch::Contains("truncated"));
+  auto flipped = bytes;
+  flipped[30] ^= std::byte{1};
+  CHECK_THAT(refused(flipped), Catch::Contains("checksum mismatch"));
+  auto magic = bytes;
+  magic[0] = std::byte{'X'};
+  CHECK_THAT(refused(magic), Catch::Contains("not a gossip checkpoint"));
+  auto version = bytes;
+  version[8] = std::byte{9};
+  CHECK_THAT(refused(version), Catch::Contains("version 9"));
 }

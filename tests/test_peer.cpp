@@ -321,3 +321,63 @@ TEST_CASE("peers in separate network namespaces train together", "[peer][netns]"
     CHECK(number(dir / "summary.json", "bytes_sent") > 0);
   }
 }
+
+TEST_CASE("a run stopped after a checkpoint and resumed ends bit-identical to one never stopped",
+          "[peer][resume]") {
+  struct Case {
+    const char* algorithm;
+    const char* topology;
+  };
+  for (const Case c : {Case{"dpsgd", ""}, Case{"push_sum", "directed: true\nweights: push-sum\n"}}) {
+    SECTION(c.algorithm) {
+      TempDir t;
+      const auto cfg = write_config(t.path, 4, c.algorithm, 1, 2, c.topology);
+      {
+        std::string text = read_file(cfg);
+        text.replace(text.find("backend: cpu}"), 13, "backend: cpu, checkpoint_every: 4}");
+        std::ofstream(cfg) << text;
+      }
+      const std::string out = (t.path / "stopped").string();
+      const Result whole = run(bin() + " run " + cfg.string() + " --out " +
+                               (t.path / "whole").string() + " --no-progress");
+      INFO(whole.output);
+      REQUIRE(whole.code == 0);
+      // Stop every peer after round 22 (checkpoints at 12, 16, 20 and 22 are written and the
+      // newest three kept), then damage peer 2's newest: the resume must fall back to 20.
+      const Result first = run(bin() + " run " + cfg.string() + " --out " + out +
+                               " --no-progress --until-round 22");
+      INFO(first.output);
+      REQUIRE(first.code == 0);
+      CHECK_THAT(first.output, Catch::Contains("stopped after round 22"));
+      CHECK_FALSE(fs::exists(fs::path(out) / "summary.json"));
+      REQUIRE(fs::exists(fs::path(out) / "peers" / "2" / "checkpoint-22.ckpt"));
+      CHECK_FALSE(fs::exists(fs::path(out) / "peers" / "2" / "checkpoint-12.ckpt"));
+      fs::resize_file(fs::path(out) / "peers" / "2" / "checkpoint-22.ckpt", 100);
+      const Result resumed = run(bin() + " run --resume " + out + " --no-progress");
+      INFO(resumed.output);
+      REQUIRE(resumed.code == 0);
+      CHECK_THAT(resumed.output, Catch::Contains("checkpoint-22.ckpt: truncated"));
+      CHECK_THAT(resumed.output, Catch::Contains("resuming " + out + " from round 20"));
+      CHECK(hashes(fs::path(out) / "summary.json") == hashes(t.path / "whole" / "summary.json"));
+      CHECK(hashes(fs::path(out) / "summary.json").size() == 4);
+      // The merged record is the unbroken run's: the same evaluation rounds and accuracies.
+      auto average_rows = [](const fs::path& csv) {
+        std::ifstream in(csv);
+        std::string line, rows;
+        while (std::getline(in, line)) {
+          std::vector<std::string> f;
+          std::stringstream s(line);
+          for (std::string x; std::getline(s, x, ',');) f.push_back(x);
+          if (f.size() > 4 && f[2] == "-1") rows += f[0] + " " + f[4] + "\n";
+        }
+        return rows;
+      };
+      CHECK(average_rows(fs::path(out) / "metrics.csv") ==
+            average_rows(t.path / "whole" / "metrics.csv"));
+      // A finished run is not resumed again.
+      const Result again = run(bin() + " run --resume " + out + " --no-progress");
+      CHECK(again.code == 2);
+      CHECK_THAT(again.output, Catch::Contains("has finished"));
+    }
+  }
+}

@@ -70,6 +70,7 @@ struct TrainConfig {
   int eval_batch = 1000;
   std::int64_t eval_limit = 0;   // evaluate on the first N test samples (0 = all)
   bool same_init = true;         // all peers start from peer 0's initialisation
+  std::int64_t checkpoint_every = 0;  // rounds between checkpoints of each peer (0 = none)
 };
 
 struct GossipConfig {

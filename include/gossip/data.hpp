@@ -62,6 +62,16 @@ class BatchSampler {
   std::int64_t batches_per_epoch() const { return per_epoch_; }
   std::int64_t shard_size() const { return static_cast<std::int64_t>(indices_.size()); }
 
+  /// Where the sampler is: its epoch, position in the epoch's order and batches drawn. A
+  /// sampler of the same shard, batch, seed and peer set to a state draws what the original
+  /// drew next (the order is rebuilt from the epoch).
+  struct State {
+    std::int64_t epoch = 0, pos = 0, drawn = 0;
+  };
+  State state() const { return {epoch_index_, pos_, drawn_}; }
+  /// Throws InputError when the state cannot belong to this shard.
+  void restore(const State& s);
+
  private:
   void reshuffle();
 

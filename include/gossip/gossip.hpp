@@ -72,12 +72,30 @@ class Algorithm {
   /// In-neighbours left out of mixing so far (dead, lost or too stale), summed over rounds.
   std::int64_t missing_messages() const { return missing_; }
 
+  /// What a checkpoint keeps of the algorithm besides the learner's parameters.
+  struct State {
+    double weight = 1.0;  // push-sum
+    double loss_sum = 0.0;
+    std::int64_t loss_count = 0;
+    std::int64_t missing = 0;
+  };
+  State state() const { return {weight(), loss_sum_, loss_count_, missing_}; }
+  /// Restores a checkpoint's state; the learner's parameters are restored by its owner.
+  void restore(const State& s) {
+    loss_sum_ = s.loss_sum;
+    loss_count_ = s.loss_count;
+    missing_ = s.missing;
+    set_weight(s.weight);
+  }
+
  protected:
   void record_loss(double loss) {
     loss_sum_ += loss;
     ++loss_count_;
   }
   void record_missing(std::int64_t count) { missing_ += count; }
+  /// Push-sum keeps a weight; the others have none to restore.
+  virtual void set_weight(double) {}
 
  private:
   double loss_sum_ = 0.0;

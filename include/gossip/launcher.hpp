@@ -19,10 +19,14 @@ struct LaunchOptions {
   std::string out_dir;
   bool keep_going = false;  // a dead peer is reported, and the others train on without it
   bool progress = true;
+  bool resume = false;           // continue DIR's stopped run from its newest complete
+                                 // checkpoint set (every peer's checkpoint of one round)
+  std::int64_t until_round = 0;  // > 0: every peer stops after this round, with a checkpoint
 };
 
-/// Runs the whole network; returns the exit code (0 done; 1 a peer failed; 3 the topology is
-/// disconnected; 130 interrupted). Throws InputError on bad input.
+/// Runs the whole network; returns the exit code (0 done, or stopped at until_round; 1 a peer
+/// failed; 3 the topology is disconnected; 130 interrupted). Throws InputError on bad input
+/// (with `resume`: also when DIR holds no complete checkpoint set).
 int launch(const RunConfig& config, const LaunchOptions& options);
 
 }  // namespace gossip

@@ -20,6 +20,8 @@ struct PeerOptions {
   std::string out_dir;      // DIR/peers/R style folder for this peer's files
   bool events = false;      // print "@gossip ..." event lines on stdout for the launcher
   bool snapshots = false;   // write params-ROUND.bin at each evaluation (the launcher reads them)
+  std::int64_t resume_round = -1;  // >= 0: continue from DIR/checkpoint-ROUND.ckpt
+  std::int64_t until_round = 0;    // > 0: stop after this round, with a checkpoint
 };
 
 /// Where this process's rank comes from, in order: `cli` (--rank), GOSSIP_RANK, SLURM_PROCID,

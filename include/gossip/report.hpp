@@ -63,6 +63,10 @@ class RunRecord {
  public:
   /// Creates DIR and DIR/metrics.csv (with its header); throws InputError when it cannot.
   explicit RunRecord(std::string dir);
+  /// Resumes a run's record after `round`: keeps the rows of DIR/metrics.csv up to that round
+  /// (dropping any written after it) and appends from there. Throws InputError when the file is
+  /// missing or is not a metrics file.
+  static RunRecord resume(std::string dir, std::int64_t round);
 
   /// Appends a row. A row of another round than the row before starts a new evaluation.
   void write(const MetricsRow& row);
@@ -76,6 +80,10 @@ class RunRecord {
   Summary finish(RunEnd end);
 
  private:
+  struct Resume {};
+  RunRecord(std::string dir, Resume);
+  void count(const MetricsRow& row);
+
   std::string dir_;
   std::string path_;
   std::ofstream out_;

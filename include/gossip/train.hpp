@@ -38,6 +38,7 @@ class Sgd {
   /// params -= lr * update(grads); the velocity buffer is the optimizer state.
   void step(float* params, const float* grads, float lr);
   float* velocity() { return velocity_.data(); }
+  const float* velocity() const { return velocity_.data(); }
 
  private:
   Backend* backend_;
@@ -85,6 +86,17 @@ class Trainer {
   std::int64_t num_params() const { return model_.num_params(); }
   void download_params(std::span<float> out) const;
   void upload_params(std::span<const float> in);
+
+  /// Everything a resumed run needs to continue bit-identical: parameters, momentum, steps
+  /// taken and where the batch sampler is.
+  struct State {
+    std::vector<float> params, velocity;
+    std::int64_t steps = 0;
+    BatchSampler::State sampler;
+  };
+  State state() const;
+  /// Throws InputError when the buffers' sizes do not match this model.
+  void restore(const State& s);
 
  private:
   Backend* backend_;

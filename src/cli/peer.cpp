@@ -13,7 +13,8 @@ namespace gossip::cli {
 namespace {
 
 const char* kPeerHelp =
-    "usage: gossip peer CONFIG [--rank R] [--out DIR] [--topology FILE]\n"
+    "usage: gossip peer CONFIG [--rank R] [--out DIR] [--topology FILE] [--resume-round N]\n"
+    "                   [--until-round N]\n"
     "\n"
     "Runs one peer of the network CONFIG describes (its gossip.topology names the graph): trains\n"
     "on its shard, gossips with its neighbours over TCP, and writes DIR/metrics.csv and\n"
@@ -31,13 +32,18 @@ const char* kPeerHelp =
     "  --topology F  use topology file F instead of the config's gossip.topology\n"
     "  --events      print machine-readable '@gossip' event lines (used by gossip run)\n"
     "  --snapshots   write params-ROUND.bin at each evaluation (used by gossip run)\n"
+    "  --resume-round N  continue from DIR/checkpoint-N.ckpt (every peer of the run from the\n"
+    "                same N; gossip run --resume picks it); metrics.csv keeps its rows to N\n"
+    "  --until-round N   stop after round N with a checkpoint (train.checkpoint_every sets\n"
+    "                regular ones), to be resumed later\n"
     "\n"
     "exit codes: 0 done, 1 runtime failure, 2 bad config, topology, data or rank\n";
 
 }  // namespace
 
 int run_peer(int argc, char** argv) {
-  Args args(argc, argv, {"rank", "out", "topology"}, {"events", "snapshots"});
+  Args args(argc, argv, {"rank", "out", "topology", "resume-round", "until-round"},
+            {"events", "snapshots"});
   if (args.help()) {
     std::printf("%s", kPeerHelp);
     return kExitOk;
@@ -60,6 +66,12 @@ int run_peer(int argc, char** argv) {
   opt.out_dir = args.get_or("out", cat("runs/peer-", *rank));
   opt.events = args.has("events");
   opt.snapshots = args.has("snapshots");
+  opt.resume_round = args.get_int("resume-round", -1);
+  opt.until_round = args.get_int("until-round", 0);
+  if (args.get("resume-round") && opt.resume_round < 0)
+    throw InputError("--resume-round must be 0 or more");
+  if (args.get("until-round") && opt.until_round < 1)
+    throw InputError("--until-round must be at least 1");
   std::fprintf(stderr, "gossip peer: rank %d (from %s)\n", *rank, source.c_str());
   return gossip::run_peer(config, topology, opt);
 }

@@ -1,17 +1,23 @@
 // cli/run.cpp: `gossip run CONFIG --out DIR` — the whole peer network on this machine.
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
 
 #include "gossip/args.hpp"
 #include "src/cli/commands.hpp"
 #include "gossip/config.hpp"
 #include "gossip/core.hpp"
 #include "gossip/launcher.hpp"
+#include "gossip/report.hpp"
 
 namespace gossip::cli {
 namespace {
 
 const char* kRunHelp =
-    "usage: gossip run CONFIG --out DIR [--keep-going] [--no-progress]\n"
+    "usage: gossip run CONFIG --out DIR [--keep-going] [--no-progress] [--until-round N]\n"
+    "       gossip run --resume DIR [--until-round N] [--no-progress]\n"
     "\n"
     "Starts one `gossip peer` process per rank of CONFIG's topology on this machine, shows one\n"
     "progress bar for the whole network (round, accuracy of the average model, lowest and\n"
@@ -24,25 +30,86 @@ const char* kRunHelp =
     "  --keep-going    when a peer dies, report it and let the others train on without it\n"
     "                  (default: stop every peer and exit 1 saying which one failed and why)\n"
     "  --no-progress   no progress bar\n"
+    "  --until-round N every peer stops after round N with a checkpoint (to continue later,\n"
+    "                  e.g. in the next slot of a time-limited job)\n"
+    "  --resume DIR    continue the run in DIR (stopped by --until-round, Ctrl-C or a crash)\n"
+    "                  from the newest round every peer has a checkpoint of\n"
+    "                  (train.checkpoint_every), with the config and options it was started\n"
+    "                  with (DIR/run-command); a synchronous run resumed ends bit-identical\n"
+    "                  to the same run never stopped\n"
     "\n"
     "exit codes: 0 done, 1 a peer failed, 2 bad config or topology, 3 topology disconnected,\n"
     "130 interrupted (Ctrl-C stops every peer)\n";
 
+
+/// The options a run was started with, kept as DIR/run-command (one argument a line, the
+/// config and DIR made absolute) so that `--resume DIR` starts it again the same way.
+void save_command(const Args& args, const std::vector<std::string>& given, const std::string& out) {
+  std::ofstream f(out + "/run-command", std::ios::trunc);
+  f << std::filesystem::absolute(args.config_path()).string() << "\n--out\n"
+    << std::filesystem::absolute(out).string() << "\n";
+  for (std::size_t i = 0; i < given.size(); ++i) {
+    const std::string& a = given[i];
+    if (a == args.config_path()) continue;
+    const bool with_value = a == "--out" || a == "--resume" || a == "--until-round";
+    if (with_value) {
+      ++i;
+      continue;
+    }
+    if (a.rfind("--out=", 0) == 0 || a.rfind("--resume=", 0) == 0 ||
+        a.rfind("--until-round=", 0) == 0)
+      continue;
+    f << a << "\n";
+  }
+  if (!f) throw InputError(cat(out, "/run-command: cannot write"));
+}
+
+/// DIR/run-command's arguments.
+std::vector<std::string> saved_command(const std::string& dir) {
+  std::ifstream f(dir + "/run-command");
+  if (!f)
+    throw InputError(cat("--resume ", dir, ": no run-command file there (is it the --out folder "
+                         "of a gossip run?)"));
+  std::vector<std::string> out;
+  for (std::string line; std::getline(f, line);)
+    if (!line.empty()) out.push_back(line);
+  if (out.empty()) throw InputError(cat(dir, "/run-command: empty"));
+  return out;
+}
+
 }  // namespace
 
 int run_run(int argc, char** argv) {
-  Args args(argc, argv, {"out"}, {"keep-going", "no-progress"});
+  Args args(argc, argv, {"out", "resume", "until-round"}, {"keep-going", "no-progress"});
   if (args.help()) {
     std::printf("%s", kRunHelp);
     return kExitOk;
   }
-  const std::string out = args.required("out", "DIR");
+  const std::vector<std::string> given(argv + 1, argv + argc);
+  if (const auto dir = args.get("resume"); dir && args.positional().empty()) {
+    // gossip run --resume DIR: the saved command, resumed; this call's own options on top.
+    std::vector<std::string> again = {"run"};
+    for (const auto& a : saved_command(*dir)) again.push_back(a);
+    again.insert(again.end(), given.begin(), given.end());
+    std::vector<char*> cargv;
+    for (auto& a : again) cargv.push_back(a.data());
+    return run_run(static_cast<int>(cargv.size()), cargv.data());
+  }
+  const std::string out = args.get("resume") ? *args.get("resume") : args.required("out", "DIR");
   const RunConfig config = load_config(args.config_path());
   LaunchOptions opt;
   opt.config_path = args.config_path();
   opt.out_dir = out;
   opt.keep_going = args.has("keep-going");
   opt.progress = !args.has("no-progress");
+  opt.resume = args.get("resume").has_value();
+  opt.until_round = args.get_int("until-round", 0);
+  if (args.get("until-round") && opt.until_round < 1)
+    throw InputError("--until-round must be at least 1");
+  if (!opt.resume) {
+    make_output_dir(out);
+    save_command(args, given, out);
+  }
   return launch(config, opt);
 }
 

@@ -172,6 +172,7 @@ void read_train(const Reader& r, const Node& n, TrainConfig& t) {
       {"eval_batch", [&](auto& v, auto& f) { t.eval_batch = r.positive_int(v, f, false); }},
       {"eval_limit", [&](auto& v, auto& f) { t.eval_limit = r.positive_int(v, f, true); }},
       {"same_init", [&](auto& v, auto& f) { t.same_init = r.boolean(v, f); }},
+      {"checkpoint_every", [&](auto& v, auto& f) { t.checkpoint_every = r.positive_int(v, f, true); }},
   });
 }
 

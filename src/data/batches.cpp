@@ -45,6 +45,17 @@ const std::vector<std::int64_t>& BatchSampler::next() {
   return batch_;
 }
 
+void BatchSampler::restore(const State& s) {
+  if (s.epoch < 0 || s.pos < 0 || s.pos > static_cast<std::int64_t>(indices_.size()) ||
+      s.drawn < 0)
+    throw InputError(cat("peer ", peer_, ": sampler state (epoch ", s.epoch, ", position ", s.pos,
+                         ") does not fit a shard of ", indices_.size(), " samples"));
+  epoch_index_ = s.epoch;
+  reshuffle();
+  pos_ = s.pos;
+  drawn_ = s.drawn;
+}
+
 double BatchSampler::epoch() const {
   return static_cast<double>(drawn_) / static_cast<double>(per_epoch_);
 }

@@ -34,6 +34,11 @@ class PushSum final : public Algorithm {
   double weight() const override { return weight_; }
   void model_params(std::span<float> out) const override { buffer_.download(out); }
 
+ protected:
+  void set_weight(double w) override { weight_ = w; }
+
+ public:
+
   void local_phase(std::int64_t round) override {
     for (int s = 0; s < local_steps(round); ++s) record_loss(learner_.step());
     const int self = exchange_->rank();

@@ -20,6 +20,7 @@
 
 #include "src/launcher/children.hpp"
 #include "gossip/backend.hpp"
+#include "gossip/checkpoint.hpp"
 #include "gossip/core.hpp"
 #include "gossip/events.hpp"
 #include "gossip/gossip.hpp"
@@ -47,13 +48,46 @@ std::vector<float> read_snapshot(const std::string& path, std::int64_t n) {
   return v;
 }
 
+/// The newest round of which every peer of OUT has a valid checkpoint; refused files are
+/// named on stderr. Throws InputError when there is none.
+std::int64_t common_checkpoint(const std::string& out, int n) {
+  if (std::filesystem::exists(out + "/summary.json"))
+    throw InputError(cat(out, ": that run has finished (summary.json is there); nothing to "
+                         "resume"));
+  std::vector<std::int64_t> common;
+  for (int r = 0; r < n; ++r) {
+    std::vector<std::string> refused;
+    const auto rounds = valid_checkpoints(cat(out, "/peers/", r), r, &refused);
+    for (const auto& why : refused)
+      std::fprintf(stderr, "gossip run: refusing checkpoint %s\n", why.c_str());
+    if (r == 0) {
+      common = rounds;
+    } else {
+      std::vector<std::int64_t> both;
+      std::set_intersection(common.begin(), common.end(), rounds.begin(), rounds.end(),
+                            std::back_inserter(both));
+      common = std::move(both);
+    }
+  }
+  if (common.empty())
+    throw InputError(cat(out, ": nothing to resume: no round has a valid checkpoint from all ",
+                         n, " peers (checkpoints are peers/R/checkpoint-ROUND.ckpt, written every "
+                         "train.checkpoint_every rounds or at --until-round)"));
+  std::printf("gossip run: resuming %s from round %lld, the newest round every peer has a "
+              "checkpoint of\n", out.c_str(), static_cast<long long>(common.back()));
+  return common.back();
+}
+
 /// Evaluations of one round by peer, gathered until every live peer has reported it.
 using RoundEvals = std::map<int, EvalEvent>;
 
 class Network {
  public:
-  Network(const RunConfig& config, const LaunchOptions& opt, const Topology& topology)
-      : config_(config), opt_(opt), n_(topology.n()), record_(opt.out_dir),
+  Network(const RunConfig& config, const LaunchOptions& opt, const Topology& topology,
+          std::int64_t resume_round)
+      : config_(config), opt_(opt), n_(topology.n()), resume_round_(resume_round),
+        record_(resume_round >= 0 ? RunRecord::resume(opt.out_dir, resume_round)
+                                  : RunRecord(opt.out_dir)),
         backend_(make_cpu_backend(1)), data_(load_datasets(config)),
         evaluator_(*backend_, config, data_.train, {0}, 0) {}
 
@@ -61,6 +95,7 @@ class Network {
 
  private:
   void start();
+  void recover_unmerged();
   void handle(int rank, const PeerEvent& e);
   void merge_ready_rounds();
   void merge_round(std::int64_t round, RoundEvals& evals, const std::vector<int>& expected);
@@ -70,6 +105,7 @@ class Network {
   const RunConfig& config_;
   const LaunchOptions& opt_;
   int n_;
+  std::int64_t resume_round_;  // -1: a fresh run
   RunRecord record_;
   std::unique_ptr<Backend> backend_;
   DataSets data_;
@@ -84,16 +120,58 @@ class Network {
   Clock::time_point t0_ = Clock::now();
 };
 
+/// On resume: the evaluations up to the resume round that the peers wrote but this launcher had
+/// not merged when it was stopped (Ctrl-C, a crash) are merged now from the peers' metrics.csv
+/// and parameter snapshots, so DIR/metrics.csv has every evaluation.
+void Network::recover_unmerged() {
+  const std::int64_t merged = record_.last().round;
+  std::map<std::int64_t, RoundEvals> found;
+  for (int r = 0; r < n_; ++r) {
+    const std::string dir = cat(opt_.out_dir, "/peers/", r);
+    std::ifstream in(dir + "/metrics.csv");
+    std::string line;
+    std::getline(in, line);  // header
+    while (std::getline(in, line)) {
+      EvalEvent e;
+      long long round = 0, bytes = 0;
+      int peer = 0;
+      double consensus = 0.0;
+      if (std::sscanf(line.c_str(), "%lld,%lf,%d,%lf,%lf,%lf,%lld,%lf", &round, &e.epoch, &peer,
+                      &e.loss, &e.accuracy, &consensus, &bytes, &e.seconds) != 8)
+        break;
+      if (round <= merged || round > resume_round_) continue;
+      e.peer = r;
+      e.round = round;
+      e.bytes_sent = static_cast<std::uint64_t>(bytes);
+      e.params = cat(dir, "/params-", round, ".bin");
+      found[round][r] = e;
+    }
+  }
+  std::vector<int> all(n_);
+  std::iota(all.begin(), all.end(), 0);
+  for (auto& [round, evals] : found) {
+    bool complete = static_cast<int>(evals.size()) == n_;
+    for (const auto& [r, e] : evals) complete = complete && std::filesystem::exists(e.params);
+    if (!complete) {
+      progress_.note(cat("round ", round, ": not every peer's evaluation or snapshot is left; "
+                         "that round is missing from metrics.csv (each peer's own file has it)"));
+      continue;
+    }
+    merge_round(round, evals, all);
+  }
+}
+
 void Network::start() {
+  if (resume_round_ >= 0) recover_unmerged();
   const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
   for (int r = 0; r < n_; ++r) {
     const std::string dir = cat(opt_.out_dir, "/peers/", r);
     make_output_dir(dir);
-    children_.push_back(launcher::spawn_child(
-        r,
-        {self, "peer", opt_.config_path, "--rank", std::to_string(r), "--out", dir, "--events",
-         "--snapshots"},
-        dir + "/peer.log"));
+    std::vector<std::string> argv = {self, "peer", opt_.config_path, "--rank", std::to_string(r),
+                                     "--out", dir, "--events", "--snapshots"};
+    if (resume_round_ >= 0) argv.insert(argv.end(), {"--resume-round", cat(resume_round_)});
+    if (opt_.until_round > 0) argv.insert(argv.end(), {"--until-round", cat(opt_.until_round)});
+    children_.push_back(launcher::spawn_child(r, argv, dir + "/peer.log"));
   }
   done_.resize(n_);
 }
@@ -214,7 +292,8 @@ int Network::run() {
         if (auto e = parse_event(l)) handle(c.rank, *e);
       const bool was_running = c.running;
       if (launcher::reap(c) && was_running) {
-        if (c.exit_code != 0 || !done_[c.rank]) {
+        const bool stopped_as_asked = opt_.until_round > 0 && c.exit_code == 0;
+        if (c.exit_code != 0 || (!done_[c.rank] && !stopped_as_asked)) {
           const std::string why = cat("peer ", c.rank, " failed (exit code ", c.exit_code,
                                       "); last lines of its log:\n", launcher::tail_lines(c.log_path, 6));
           if (!opt_.keep_going) return fail(why);
@@ -228,6 +307,14 @@ int Network::run() {
     if (all_exited) break;
   }
   if (static_cast<int>(dead_.size()) == n_) return fail("every peer failed");
+  if (opt_.until_round > 0 && std::none_of(done_.begin(), done_.end(),
+                                           [](const auto& d) { return d.has_value(); })) {
+    progress_.finish();
+    std::printf("gossip run: every peer stopped after round %lld as asked, with a checkpoint; "
+                "continue with: gossip run --resume %s\n",
+                static_cast<long long>(opt_.until_round), opt_.out_dir.c_str());
+    return dead_.empty() ? kExitOk : kExitFailure;
+  }
   finish_summary();
   return dead_.empty() ? kExitOk : kExitFailure;
 }
@@ -247,6 +334,8 @@ int launch(const RunConfig& config, const LaunchOptions& options) {
     return kExitDisconnected;
   }
   make_output_dir(options.out_dir);
+  const std::int64_t resume_round =
+      options.resume ? common_checkpoint(options.out_dir, topology.n()) : -1;
   std::printf("gossip run: %d peers on %s (spectral gap per round %.4f), algorithm %s, period %d; "
               "peer logs in %s/peers/\n",
               topology.n(), config.gossip.topology.c_str(), 1.0 - report.rho_per_round,
@@ -256,7 +345,7 @@ int launch(const RunConfig& config, const LaunchOptions& options) {
   sa.sa_handler = on_signal;
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
-  Network net(config, options, topology);
+  Network net(config, options, topology, resume_round);
   return net.run();
 }
 

@@ -10,6 +10,7 @@
 #include <set>
 
 #include "gossip/backend.hpp"
+#include "gossip/checkpoint.hpp"
 #include "gossip/core.hpp"
 #include "gossip/events.hpp"
 #include "gossip/gossip.hpp"
@@ -96,6 +97,17 @@ std::string write_snapshot(const std::string& dir, std::int64_t round,
   return path;
 }
 
+/// What a checkpoint must agree with to be resumed here: the graph, the model, the seed, the
+/// algorithm and the plan's length.
+std::uint64_t run_fingerprint(const RunConfig& config, const Topology& topology,
+                              std::int64_t num_params, std::int64_t rounds) {
+  const std::string key = cat(topology.fingerprint(), "/", num_params, "/", config.train.seed, "/",
+                              config.gossip.algorithm, "/", config.gossip.period, "/", rounds);
+  return std::stoull(sha256_hex(key.data(), key.size()).substr(0, 16), nullptr, 16);
+}
+
+constexpr std::size_t kCheckpointsKept = 3;  // a peer may be a checkpoint ahead of another
+
 }  // namespace
 
 int run_peer(const RunConfig& config, const Topology& topology, const PeerOptions& opt) {
@@ -135,7 +147,44 @@ int run_peer(const RunConfig& config, const Topology& topology, const PeerOption
   const RoundPlan plan = plan_rounds(config, data.train.n, n);
   const std::int64_t rounds = plan.rounds;
 
-  RunRecord record(opt.out_dir);
+  const std::uint64_t fingerprint = run_fingerprint(config, topology, trainer.num_params(), rounds);
+  std::int64_t first_round = 0;
+  std::uint64_t bytes_before = 0;  // sent before the checkpoint this run resumed from
+  std::optional<RunRecord> resumed;
+  if (opt.resume_round >= 0) {
+    const std::string path = checkpoint_path(opt.out_dir, opt.resume_round);
+    std::string why;
+    const auto c = read_checkpoint_file(path, &why);
+    if (!c) throw InputError(cat(path, ": cannot resume from it: ", why));
+    if (c->rank != rank || c->round != opt.resume_round || c->run_fingerprint != fingerprint ||
+        c->rounds != rounds)
+      throw InputError(cat(path, ": cannot resume from it: it is rank ", c->rank, " round ",
+                           c->round, " of a run of ", c->rounds, " rounds",
+                           c->run_fingerprint != fingerprint
+                               ? " with another topology, model, seed or algorithm" : "",
+                           "; this is rank ", rank, " of ", rounds, " rounds"));
+    trainer.restore(Trainer::State{c->params, c->velocity, c->steps,
+                                   {c->sampler_epoch, c->sampler_pos, c->sampler_drawn}});
+    algorithm->restore(Algorithm::State{c->weight, c->loss_sum, c->loss_count, c->missing});
+    first_round = c->round;
+    bytes_before = c->bytes_sent;
+    resumed.emplace(RunRecord::resume(opt.out_dir, first_round));
+    std::fprintf(stderr, "peer %d: resumed from %s (round %lld of %lld)\n", rank, path.c_str(),
+                 static_cast<long long>(first_round), static_cast<long long>(rounds));
+  }
+  RunRecord record = resumed ? std::move(*resumed) : RunRecord(opt.out_dir);
+  auto save_checkpoint = [&](std::int64_t done) {
+    const Trainer::State t = trainer.state();
+    const Algorithm::State a = algorithm->state();
+    Checkpoint c{.rank = rank, .round = done, .rounds = rounds, .run_fingerprint = fingerprint,
+                 .params = t.params, .velocity = t.velocity, .steps = t.steps,
+                 .sampler_epoch = t.sampler.epoch, .sampler_pos = t.sampler.pos,
+                 .sampler_drawn = t.sampler.drawn, .weight = a.weight, .loss_sum = a.loss_sum,
+                 .loss_count = a.loss_count, .missing = a.missing,
+                 .bytes_sent = bytes_before + exchange.bytes_sent()};
+    write_checkpoint_file(checkpoint_path(opt.out_dir, done), c);
+    prune_checkpoints(opt.out_dir, kCheckpointsKept);
+  };
   std::vector<float> params(trainer.num_params());
   auto evaluate = [&](std::int64_t round) {
     const Evaluation ev = trainer.evaluate(data.test, config.train.eval_limit);
@@ -149,7 +198,7 @@ int run_peer(const RunConfig& config, const Topology& topology, const PeerOption
     row.peer = rank;
     row.loss = round > 0 ? loss : 0.0;
     row.test_accuracy = ev.accuracy;
-    row.bytes_sent = exchange.bytes_sent();
+    row.bytes_sent = bytes_before + exchange.bytes_sent();
     row.seconds = since(t0);
     record.write(row);
     record.flush();
@@ -162,17 +211,27 @@ int run_peer(const RunConfig& config, const Topology& topology, const PeerOption
                           row.bytes_sent, row.seconds, snapshot});
   };
 
-  evaluate(0);
-  for (std::int64_t r = 0; r < rounds; ++r) {
+  if (first_round == 0) evaluate(0);
+  const std::int64_t every = config.train.checkpoint_every;
+  for (std::int64_t r = first_round; r < rounds; ++r) {
     algorithm->local_phase(r);
     algorithm->mix_phase(r);
     watch(r + 1);
     const std::int64_t done = r + 1;
     if (plan.eval_due(done)) evaluate(done);
+    const bool stop = opt.until_round > 0 && done == opt.until_round && done < rounds;
+    if ((every > 0 && done % every == 0 && done < rounds) || stop) save_checkpoint(done);
+    if (stop) {
+      record.flush();
+      std::fprintf(stderr, "peer %d: stopped after round %lld as asked (checkpoint %s)\n", rank,
+                   static_cast<long long>(done), checkpoint_path(opt.out_dir, done).c_str());
+      return kExitOk;
+    }
   }
 
   algorithm->model_params(params);
-  RunEnd end{.rounds = rounds, .bytes_sent = exchange.bytes_sent(), .wall_seconds = since(t0),
+  RunEnd end{.rounds = rounds, .bytes_sent = bytes_before + exchange.bytes_sent(),
+             .wall_seconds = since(t0),
              .connected = monitor.connected(), .params_sha256 = {sha256_hex(params)}, .extra = {}};
   end.extra.add("peer", rank).add("missing_messages", algorithm->missing_messages())
       .add("samples", std::ssize(shards[rank]));

@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <map>
+#include <vector>
 
 #include "gossip/core.hpp"
 #include "gossip/report.hpp"
@@ -26,6 +28,40 @@ RunRecord::RunRecord(std::string dir) : dir_(std::move(dir)), path_(dir_ + "/met
   out_ << kMetricsHeader << '\n';
 }
 
+RunRecord::RunRecord(std::string dir, Resume) : dir_(std::move(dir)), path_(dir_ + "/metrics.csv") {}
+
+RunRecord RunRecord::resume(std::string dir, std::int64_t round) {
+  RunRecord record(std::move(dir), Resume{});
+  std::ifstream in(record.path_);
+  if (!in) throw InputError(cat(record.path_, ": cannot resume: no metrics file"));
+  std::string header;
+  std::getline(in, header);
+  if (header != kMetricsHeader)
+    throw InputError(cat(record.path_, ": cannot resume: the header is not metrics.csv's (",
+                         kMetricsHeader, ")"));
+  std::vector<std::string> kept;
+  std::string line;
+  while (std::getline(in, line)) {
+    MetricsRow r;
+    long long rr = 0, bytes = 0;
+    if (std::sscanf(line.c_str(), "%lld,%lf,%d,%lf,%lf,%lf,%lld,%lf", &rr, &r.epoch, &r.peer,
+                    &r.loss, &r.test_accuracy, &r.consensus_distance, &bytes, &r.seconds) != 8)
+      break;  // a row cut short by the stop: nothing after it is whole
+    if (rr > round) break;
+    r.round = rr;
+    r.bytes_sent = static_cast<std::uint64_t>(bytes);
+    record.count(r);
+    kept.push_back(line);
+  }
+  in.close();
+  record.out_.open(record.path_, std::ios::trunc);
+  if (!record.out_) throw InputError(cat(record.path_, ": cannot open for writing"));
+  record.out_ << kMetricsHeader << '\n';
+  for (const auto& k : kept) record.out_ << k << '\n';
+  record.out_.flush();
+  return record;
+}
+
 void RunRecord::write(const MetricsRow& r) {
   char line[512];
   std::snprintf(line, sizeof line, "%lld,%.4f,%d,%.6g,%.6g,%.6g,%llu,%.3f\n",
@@ -33,7 +69,10 @@ void RunRecord::write(const MetricsRow& r) {
                 r.consensus_distance, static_cast<unsigned long long>(r.bytes_sent), r.seconds);
   out_ << line;
   if (!out_) throw RuntimeError(cat(path_, ": write failed"));
+  count(r);
+}
 
+void RunRecord::count(const MetricsRow& r) {
   if (!any_row_ || r.round != last_.round) {
     last_ = EvaluationFigures{};
     last_.round = r.round;

@@ -75,6 +75,28 @@ Trainer::Trainer(Backend& backend, const RunConfig& config, const Dataset& train
   y_ = DeviceArray<std::int32_t>(backend, host_y_.size());
 }
 
+Trainer::State Trainer::state() const {
+  State s;
+  s.params.resize(static_cast<std::size_t>(num_params()));
+  download_params(s.params);
+  s.velocity.resize(s.params.size());
+  backend_->download(s.velocity.data(), sgd_.velocity(), s.velocity.size() * sizeof(float));
+  s.steps = steps_;
+  s.sampler = sampler_.state();
+  return s;
+}
+
+void Trainer::restore(const State& s) {
+  const auto n = static_cast<std::size_t>(num_params());
+  if (s.params.size() != n || s.velocity.size() != n)
+    throw InputError(cat("the saved state has ", s.params.size(), " parameters and ",
+                         s.velocity.size(), " momentum values; this model has ", n));
+  upload_params(s.params);
+  backend_->upload(sgd_.velocity(), s.velocity.data(), n * sizeof(float));
+  steps_ = s.steps;
+  sampler_.restore(s.sampler);
+}
+
 double Trainer::step() {
   const auto& idx = sampler_.next();
   const int rows = static_cast<int>(idx.size());
