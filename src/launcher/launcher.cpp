@@ -1,25 +1,19 @@
 // launcher/launcher.cpp: `gossip run`. Starts the peers, follows their "@gossip" event lines,
-// merges evaluations into metrics.csv (with the consensus distance and the accuracy of the
-// average model, computed here from the peers' parameter snapshots), draws the progress bar, and
-// ends the run: summary.json on success; every child stopped on Ctrl-C or on a peer's failure.
+// hands them to the NetworkRecord (which merges evaluations into metrics.csv with the consensus
+// distance and the accuracy of the average model), draws the progress bar, and ends the run:
+// summary.json on success; every child stopped on Ctrl-C or on a peer's failure.
 #include <poll.h>
 #include <signal.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
-#include <map>
-#include <numeric>
-#include <optional>
 #include <variant>
 
 #include "src/launcher/children.hpp"
-#include "gossip/backend.hpp"
+#include "src/launcher/network_record.hpp"
 #include "gossip/core.hpp"
 #include "gossip/events.hpp"
 #include "gossip/gossip.hpp"
@@ -28,7 +22,6 @@
 #include "gossip/report.hpp"
 #include "gossip/topology.hpp"
 #include "gossip/progress.hpp"
-#include "gossip/train.hpp"
 
 namespace gossip {
 namespace {
@@ -38,49 +31,24 @@ std::atomic<int> g_signal{0};
 
 void on_signal(int sig) { g_signal = sig; }
 
-std::vector<float> read_snapshot(const std::string& path, std::int64_t n) {
-  std::vector<float> v(n);
-  std::ifstream f(path, std::ios::binary);
-  f.read(reinterpret_cast<char*>(v.data()), static_cast<std::streamsize>(n * sizeof(float)));
-  if (f.gcount() != static_cast<std::streamsize>(n * sizeof(float)))
-    throw RuntimeError(cat(path, ": parameter snapshot is truncated"));
-  return v;
-}
-
-/// Evaluations of one round by peer, gathered until every live peer has reported it.
-using RoundEvals = std::map<int, EvalEvent>;
-
 class Network {
  public:
   Network(const RunConfig& config, const LaunchOptions& opt, const Topology& topology)
-      : config_(config), opt_(opt), n_(topology.n()), record_(opt.out_dir),
-        backend_(make_cpu_backend(1)), data_(load_datasets(config)),
-        evaluator_(*backend_, config, data_.train, {0}, 0) {}
+      : opt_(opt), n_(topology.n()),
+        record_(config, opt.out_dir, n_, launcher::NetworkRecord::Clock::kLauncher, true) {}
 
   int run();
 
  private:
   void start();
-  void handle(int rank, const PeerEvent& e);
   void merge_ready_rounds();
-  void merge_round(std::int64_t round, RoundEvals& evals, const std::vector<int>& expected);
-  void finish_summary();
   int fail(const std::string& why);
 
-  const RunConfig& config_;
   const LaunchOptions& opt_;
   int n_;
-  RunRecord record_;
-  std::unique_ptr<Backend> backend_;
-  DataSets data_;
-  Trainer evaluator_;  // holds the average model
+  launcher::NetworkRecord record_;
   std::vector<launcher::Child> children_;
-  std::map<std::int64_t, RoundEvals> pending_;
-  std::vector<int> dead_;
-  std::vector<std::optional<DoneEvent>> done_;
   Progress progress_;
-  std::int64_t total_rounds_ = 0;
-  bool live_connected_ = true;
   Clock::time_point t0_ = Clock::now();
 };
 
@@ -90,67 +58,18 @@ void Network::start() {
     const std::string dir = cat(opt_.out_dir, "/peers/", r);
     make_output_dir(dir);
     children_.push_back(launcher::spawn_child(
-        r,
-        {self, "peer", opt_.config_path, "--rank", std::to_string(r), "--out", dir, "--events",
-         "--snapshots"},
+        r, {self, "peer", opt_.config_path, "--rank", std::to_string(r), "--out", opt_.out_dir,
+            "--events"},
         dir + "/peer.log"));
-  }
-  done_.resize(n_);
-}
-
-void Network::handle(int rank, const PeerEvent& event) {
-  if (const auto* e = std::get_if<EvalEvent>(&event)) {
-    total_rounds_ = e->rounds;
-    pending_[e->round][rank] = *e;
-  } else if (const auto* e = std::get_if<DoneEvent>(&event)) {
-    done_[rank] = *e;
-  } else if (const auto* e = std::get_if<AlertEvent>(&event)) {
-    live_connected_ = e->connected;
-    progress_.note(cat("peer ", rank, ": ", e->message));
   }
 }
 
 void Network::merge_ready_rounds() {
-  std::vector<int> expected;
-  for (int r = 0; r < n_; ++r)
-    if (std::find(dead_.begin(), dead_.end(), r) == dead_.end()) expected.push_back(r);
-  while (!pending_.empty()) {
-    auto& [round, evals] = *pending_.begin();
-    for (int r : expected)
-      if (!evals.count(r)) return;  // wait for the slower peers
-    merge_round(round, evals, expected);
-    pending_.erase(pending_.begin());
-  }
-}
-
-/// Rows for every peer and for the average model, whose accuracy and the consensus distance
-/// come from the peers' parameter snapshots.
-void Network::merge_round(std::int64_t round, RoundEvals& evals,
-                          const std::vector<int>& expected) {
-  std::vector<std::vector<float>> params;
-  for (int r : expected) params.push_back(read_snapshot(evals[r].params, evaluator_.num_params()));
-  std::vector<std::span<const float>> views(params.begin(), params.end());
-  std::vector<float> avg(evaluator_.num_params());
-  const double cd = consensus_distance(views);
-  average_params(views, avg);
-  evaluator_.upload_params(avg);
-  const Evaluation ev = evaluator_.evaluate(data_.test, config_.train.eval_limit);
-  MetricsRow avg_row{round, evals[expected.front()].epoch, -1, 0.0, ev.accuracy, cd, 0,
-                     std::chrono::duration<double>(Clock::now() - t0_).count()};
-  for (int r : expected) {
-    const EvalEvent& e = evals[r];
-    record_.write(MetricsRow{round, e.epoch, r, e.loss, e.accuracy, cd, e.bytes_sent, e.seconds});
-    avg_row.loss += e.loss / expected.size();
-    avg_row.bytes_sent += e.bytes_sent;
-    std::error_code ec;
-    std::filesystem::remove(e.params, ec);
-  }
-  record_.write(avg_row);
-  record_.flush();
-  const EvaluationFigures& f = record_.last();
-  progress_.update(round, total_rounds_,
-                   cat("acc ", fixed(ev.accuracy, 4), "  peers ", fixed(f.peer_accuracy_min, 3),
-                       "-", fixed(f.peer_accuracy_max, 3), "  consensus ", sci(cd)));
+  for (const EvaluationFigures& f : record_.merge_ready_rounds())
+    progress_.update(f.round, record_.total_rounds(),
+                     cat("acc ", fixed(f.test_accuracy, 4), "  peers ",
+                         fixed(f.peer_accuracy_min, 3), "-", fixed(f.peer_accuracy_max, 3),
+                         "  consensus ", sci(f.consensus_distance)));
 }
 
 int Network::fail(const std::string& why) {
@@ -160,33 +79,6 @@ int Network::fail(const std::string& why) {
   std::fprintf(stderr, "gossip run: stopped all peers; logs in %s/peers/*/peer.log\n",
                opt_.out_dir.c_str());
   return kExitFailure;
-}
-
-void Network::finish_summary() {
-  RunEnd end{.rounds = record_.last().round, .bytes_sent = 0,
-             .wall_seconds = std::chrono::duration<double>(Clock::now() - t0_).count(),
-             .connected = live_connected_, .params_sha256 = {}, .extra = {}};
-  for (int r = 0; r < n_; ++r) {
-    end.params_sha256.push_back(done_[r] ? done_[r]->params_sha256 : "");
-    end.bytes_sent += done_[r] ? done_[r]->bytes_sent : 0;
-  }
-  end.extra.add("dead_peers", JsonArray::of(dead_)).add("peers", n_);
-  const Summary s = record_.finish(std::move(end));
-  progress_.finish();
-  std::printf("\n%5s  %9s  %12s  %8s\n", "peer", "test_acc", "bytes_sent", "seconds");
-  for (int r = 0; r < n_; ++r) {
-    if (!done_[r]) {
-      std::printf("%5d  %9s  %12s  %8s\n", r, "dead", "-", "-");
-      continue;
-    }
-    std::printf("%5d  %9.4f  %12llu  %8.1f\n", r, done_[r]->accuracy,
-                static_cast<unsigned long long>(done_[r]->bytes_sent), done_[r]->seconds);
-  }
-  std::printf("average model: test_accuracy %.4f, consensus distance %.3g, %lld rounds, %.2f "
-              "epochs, %.1f s\nwrote %s/summary.json and %s/metrics.csv\n",
-              s.last.test_accuracy, s.last.consensus_distance,
-              static_cast<long long>(s.end.rounds), s.last.epoch, s.end.wall_seconds,
-              opt_.out_dir.c_str(), opt_.out_dir.c_str());
 }
 
 int Network::run() {
@@ -207,16 +99,20 @@ int Network::run() {
     for (auto& c : children_) {
       std::vector<std::string> lines;
       launcher::read_lines(c, lines);
-      for (const auto& l : lines)
-        if (auto e = parse_event(l)) handle(c.rank, *e);
+      for (const auto& l : lines) {
+        const auto e = parse_event(l);
+        if (!e) continue;
+        if (const auto* a = std::get_if<AlertEvent>(&*e)) progress_.note(cat("peer ", c.rank, ": ", a->message));
+        record_.handle(c.rank, *e);
+      }
       const bool was_running = c.running;
       if (launcher::reap(c) && was_running) {
-        if (c.exit_code != 0 || !done_[c.rank]) {
+        if (c.exit_code != 0 || !record_.has_finished(c.rank)) {
           const std::string why = cat("peer ", c.rank, " failed (exit code ", c.exit_code,
                                       "); last lines of its log:\n", launcher::tail_lines(c.log_path, 6));
           if (!opt_.keep_going) return fail(why);
           progress_.note(why);
-          dead_.push_back(c.rank);
+          record_.peer_failed(c.rank, why);
         }
       }
       all_exited &= !c.running && c.out_fd < 0;
@@ -224,9 +120,10 @@ int Network::run() {
     merge_ready_rounds();
     if (all_exited) break;
   }
-  if (static_cast<int>(dead_.size()) == n_) return fail("every peer failed");
-  finish_summary();
-  return dead_.empty() ? kExitOk : kExitFailure;
+  if (static_cast<int>(record_.dead().size()) == n_) return fail("every peer failed");
+  progress_.finish();
+  record_.finish(std::chrono::duration<double>(Clock::now() - t0_).count());
+  return record_.dead().empty() ? kExitOk : kExitFailure;
 }
 
 }  // namespace

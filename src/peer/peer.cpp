@@ -1,7 +1,8 @@
 // peer/peer.cpp: one real peer. Wires its trainer (own shard), NetExchange (its neighbours), the
 // gossip algorithm the simulator also runs, and the convergence monitor; runs the rounds; writes
-// its metrics and final summary; and, under `gossip run`, tells the launcher what happens through
-// "@gossip" event lines on stdout.
+// its metrics, parameter snapshots, final parameters and summary into DIR/peers/R/; and records
+// what happens as "@gossip" event lines in DIR/peers/R/events.txt (which `gossip collect` merges)
+// and, under `gossip run`, on stdout for the launcher.
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -46,11 +47,11 @@ std::vector<int> all_neighbours(const Topology& topology, int rank) {
 
 /// This peer's network settings: addresses, neighbours, handshake, timeouts, log lines.
 NetConfig net_config(const RunConfig& config, const Topology& topology, int rank,
-                     std::int64_t num_params) {
+                     std::int64_t num_params, const Launch& launch) {
   NetConfig net;
   net.rank = rank;
   net.size = topology.n();
-  net.addresses = peer_addresses(config, topology);
+  net.addresses = peer_addresses(config, topology, launch);
   net.neighbours = all_neighbours(topology, rank);
   net.handshake.run_id = config.net.run_id;
   net.shared_memory = config.net.shared_memory;
@@ -69,34 +70,45 @@ NetConfig net_config(const RunConfig& config, const Topology& topology, int rank
   return net;
 }
 
-/// Prints event lines for the launcher when asked to (`gossip peer --events`).
+/// Writes each event line to DIR/events.txt, and to stdout for the launcher when asked to
+/// (`gossip peer --events`).
 class Events {
  public:
-  explicit Events(bool on) : on_(on) {}
+  Events(const std::string& dir, bool to_stdout)
+      : path_(dir + "/events.txt"), file_(path_, std::ios::trunc), stdout_(to_stdout) {
+    if (!file_) throw InputError(cat(path_, ": cannot open for writing"));
+  }
   void emit(const PeerEvent& event) {
-    if (!on_) return;
-    std::fprintf(stdout, "%s\n", encode_event(event).c_str());
+    const std::string line = encode_event(event);
+    file_ << line << '\n' << std::flush;
+    if (!file_) throw RuntimeError(cat(path_, ": write failed"));
+    if (!stdout_) return;
+    std::fprintf(stdout, "%s\n", line.c_str());
     std::fflush(stdout);
   }
 
  private:
-  bool on_;
+  std::string path_;
+  std::ofstream file_;
+  bool stdout_;
 };
 
-/// Writes the parameter buffer to DIR/params-ROUND.bin (through a rename, so a reader never
-/// sees half a file); returns its path.
-std::string write_snapshot(const std::string& dir, std::int64_t round,
-                           const std::vector<float>& params) {
-  const std::string path = cat(dir, "/params-", round, ".bin");
+/// Writes the parameter buffer (float32, this machine's byte order) to PATH through a rename, so a
+/// reader never sees half a file.
+void write_params(const std::string& path, const std::vector<float>& params) {
   std::ofstream f(path + ".tmp", std::ios::binary | std::ios::trunc);
   f.write(reinterpret_cast<const char*>(params.data()),
           static_cast<std::streamsize>(params.size() * sizeof(float)));
   f.close();
+  if (!f) throw RuntimeError(cat(path, ".tmp: write failed"));
   std::filesystem::rename(path + ".tmp", path);
-  return path;
 }
 
 }  // namespace
+
+std::string peer_dir(const std::string& out_dir, int rank) {
+  return cat(out_dir, "/peers/", rank);
+}
 
 int run_peer(const RunConfig& config, const Topology& topology, const PeerOptions& opt) {
   const int n = topology.n();
@@ -104,8 +116,9 @@ int run_peer(const RunConfig& config, const Topology& topology, const PeerOption
   if (rank < 0 || rank >= n)
     throw InputError(cat("rank ", rank, " is out of range: the topology has ", n, " peers"));
   const auto t0 = Clock::now();
-  Events events(opt.events);
-  make_output_dir(opt.out_dir);
+  const std::string dir = peer_dir(opt.out_dir, rank);
+  make_output_dir(dir);
+  Events events(dir, opt.events);
 
   auto backend = make_backend(parse_backend_choice(config.train.backend), config.train.threads,
                               rank == 0);
@@ -113,12 +126,13 @@ int run_peer(const RunConfig& config, const Topology& topology, const PeerOption
   const auto shards = shard_for(config, data.train, n);
   Trainer trainer(*backend, config, data.train, shards[rank], rank);
 
-  NetConfig net = net_config(config, topology, rank, trainer.num_params());
-  std::fprintf(stderr, "peer %d: %s, %zu neighbours, shard of %lld samples, %s\n", rank,
-               net.addresses[rank].c_str(), net.neighbours.size(),
+  NetConfig net = net_config(config, topology, rank, trainer.num_params(), opt.launch);
+  const std::string listen = listen_address(net.addresses[rank]);
+  std::fprintf(stderr, "peer %d: %s (listening on %s), %zu neighbours, shard of %lld samples, %s\n",
+               rank, net.addresses[rank].c_str(), listen.c_str(), net.neighbours.size(),
                static_cast<long long>(shards[rank].size()), backend->describe().c_str());
-  NetExchange exchange(std::move(net));
-  events.emit(ReadyEvent{rank, since(t0)});
+  NetExchange exchange(std::move(net), NetListener(listen));
+  events.emit(ReadyEvent{rank, since(t0), n, opt.config_path});
 
   auto algorithm = make_algorithm(trainer, exchange, topology, config.gossip);
   ConvergenceMonitor monitor(topology);
@@ -134,7 +148,7 @@ int run_peer(const RunConfig& config, const Topology& topology, const PeerOption
   const RoundPlan plan = plan_rounds(config, data.train.n, n);
   const std::int64_t rounds = plan.rounds;
 
-  RunRecord record(opt.out_dir);
+  RunRecord record(dir);
   std::vector<float> params(trainer.num_params());
   auto evaluate = [&](std::int64_t round) {
     const Evaluation ev = trainer.evaluate(data.test, config.train.eval_limit);
@@ -152,11 +166,11 @@ int run_peer(const RunConfig& config, const Topology& topology, const PeerOption
     row.seconds = since(t0);
     record.write(row);
     record.flush();
-    std::string snapshot;
-    if (opt.snapshots) {
-      algorithm->model_params(params);
-      snapshot = write_snapshot(opt.out_dir, round, params);
-    }
+    // The parameters of every evaluation: the launcher (or `gossip collect`) evaluates the
+    // average model and the consensus distance from them.
+    algorithm->model_params(params);
+    const std::string snapshot = cat(dir, "/params-", round, ".bin");
+    write_params(snapshot, params);
     events.emit(EvalEvent{rank, round, rounds, row.epoch, row.loss, row.test_accuracy,
                           row.bytes_sent, row.seconds, snapshot});
   };
@@ -171,6 +185,7 @@ int run_peer(const RunConfig& config, const Topology& topology, const PeerOption
   }
 
   algorithm->model_params(params);
+  write_params(dir + "/params.bin", params);
   RunEnd end{.rounds = rounds, .bytes_sent = exchange.bytes_sent(), .wall_seconds = since(t0),
              .connected = monitor.connected(), .params_sha256 = {sha256_hex(params)}, .extra = {}};
   end.extra.add("peer", rank).add("missing_messages", algorithm->missing_messages());
