@@ -17,6 +17,7 @@
 #include <optional>
 #include <fstream>
 #include <regex>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -149,17 +150,26 @@ std::vector<std::string> final_table(const std::string& output) {
   return out;
 }
 
-/// The average model's rows of metrics.csv without their timing: round, epoch, accuracy, consensus.
-std::vector<std::string> average_rows(const fs::path& metrics) {
-  std::vector<std::string> out;
+/// The rows of metrics.csv after its header, cell by cell.
+std::vector<std::vector<std::string>> metrics_rows(const fs::path& metrics) {
+  std::vector<std::vector<std::string>> out;
   std::istringstream in(read_file(metrics));
   std::string line;
+  std::getline(in, line);
   while (std::getline(in, line)) {
     std::vector<std::string> f;
     std::stringstream cells(line);
     for (std::string c; std::getline(cells, c, ',');) f.push_back(c);
-    if (f.size() == 8 && f[2] == "-1") out.push_back(f[0] + "," + f[1] + "," + f[4] + "," + f[5]);
+    out.push_back(f);
   }
+  return out;
+}
+
+/// The average model's rows of metrics.csv without their timing: round, epoch, accuracy, consensus.
+std::vector<std::string> average_rows(const fs::path& metrics) {
+  std::vector<std::string> out;
+  for (const auto& f : metrics_rows(metrics))
+    if (f.size() == 8 && f[2] == "-1") out.push_back(f[0] + "," + f[1] + "," + f[4] + "," + f[5]);
   return out;
 }
 
@@ -454,6 +464,44 @@ TEST_CASE("gossip collect merges peers started one by one into what gossip run w
       CHECK(events.find(gossip::cat(R"({"event": "ready", "peer": )", r, ",")) != std::string::npos);
       CHECK(events.find(gossip::cat(R"({"event": "done", "peer": )", r, ",")) != std::string::npos);
     }
+  }
+
+  SECTION("a peer that did not finish is merged up to where it got") {
+    const Result peers = start_peers(cfg, n, [&](int) { return t.path / "out"; });
+    INFO(peers.output);
+    REQUIRE(peers.code == 0);
+    // Rank 3 as if it had died: its events stop at round 24 of 48, the last line cut short.
+    const fs::path events = t.path / "out" / "peers" / "3" / "events.txt";
+    std::istringstream in(read_file(events));
+    std::string kept, line;
+    int evals = 0;
+    while (std::getline(in, line) && line.find(" round=24 ") == std::string::npos) {
+      kept += line + "\n";
+      evals += line.rfind("@gossip eval ", 0) == 0;
+    }
+    kept += line.substr(0, line.size() / 2);  // round 24's line, torn
+    std::ofstream(events, std::ios::trunc) << kept;
+    REQUIRE(evals > 0);
+
+    const Result c = run(bin() + " collect " + (t.path / "out").string());
+    INFO(c.output);
+    CHECK(c.code == 1);
+    CHECK(c.output.find("left out a line cut short") != std::string::npos);
+    CHECK(c.output.find("peer 3 did not finish") != std::string::npos);
+    CHECK(final_table(c.output).at(3) == "3 dead");
+    CHECK(read_file(t.path / "out" / "summary.json").find("\"dead_peers\": [3]") != std::string::npos);
+    CHECK(read_file(t.path / "out" / "events.jsonl").find(R"({"event": "failed", "peer": 3,)") !=
+          std::string::npos);
+    // Rank 3's rows are those of the evaluations it reported; the later rounds go on without it.
+    int rank3 = 0;
+    std::set<std::string> rounds;
+    for (const auto& f : metrics_rows(t.path / "out" / "metrics.csv")) {
+      REQUIRE(f.size() == 8u);
+      rank3 += f[2] == "3";
+      if (f[2] == "-1") rounds.insert(f[0]);
+    }
+    CHECK(rank3 == evals);
+    CHECK(rounds.count("48") == 1);
   }
 
   SECTION("one folder per machine, and folders that do not add up") {

@@ -87,13 +87,8 @@ std::int64_t order_key(const PeerEvent& e) {
   return std::numeric_limits<std::int64_t>::max();
 }
 
-}  // namespace
-
-int collect(const CollectRunOptions& options) {
-  if (options.dirs.empty()) throw InputError("expected at least one run folder DIR (see --help)");
-  std::vector<PeerFolder> peers = find_peers(options.dirs);
-
-  // The network's size and config, from the peers' ready events.
+/// The ready event of the lowest rank, after checking that every peer ran a network of its size.
+const ReadyEvent& network_of(const std::vector<PeerFolder>& peers, const std::string& dir) {
   const ReadyEvent* first = nullptr;
   for (const auto& p : peers)
     for (const auto& e : p.events)
@@ -104,47 +99,49 @@ int collect(const CollectRunOptions& options) {
         if (!first) first = r;
       }
   if (!first)
-    throw InputError(cat("no peer in ", options.dirs.front(), "/peers/ got as far as training ",
-                         "(no ready line in any events.txt): nothing to collect"));
-  const int n = first->peers;
-  std::vector<int> missing;
-  for (int r = 0, i = 0; r < n; ++r) {
-    while (i < static_cast<int>(peers.size()) && peers[i].rank < r) ++i;
-    if (i >= static_cast<int>(peers.size()) || peers[i].rank != r) missing.push_back(r);
-  }
+    throw InputError(cat("no peer in ", dir, "/peers/ got as far as training (no ready line in ",
+                         "any events.txt): nothing to collect"));
+  return *first;
+}
+
+/// Refuses folders that do not hold ranks 0..n-1 between them.
+void check_ranks(const std::vector<PeerFolder>& peers, int n, const std::vector<std::string>& dirs) {
+  std::string missing;
+  for (int r = 0; r < n; ++r)
+    if (std::none_of(peers.begin(), peers.end(), [&](const PeerFolder& p) { return p.rank == r; }))
+      missing += cat(missing.empty() ? "" : ", ", r);
   for (const auto& p : peers)
     if (p.rank >= n)
       throw InputError(cat(p.dir.string(), ": rank ", p.rank, " in a network of ", n, " peers"));
-  if (!missing.empty()) {
-    std::string ranks, dirs;
-    for (int r : missing) ranks += cat(ranks.empty() ? "" : ", ", r);
-    for (const auto& d : options.dirs) dirs += cat(dirs.empty() ? "" : ", ", d);
-    throw InputError(cat("rank(s) ", ranks, " of ", n, " have no folder peers/R/ in ", dirs,
-                         ": give the run folder of every machine"));
-  }
+  if (missing.empty()) return;
+  std::string where;
+  for (const auto& d : dirs) where += cat(where.empty() ? "" : ", ", d);
+  throw InputError(cat("rank(s) ", missing, " of ", n, " have no folder peers/R/ in ", where,
+                       ": give the run folder of every machine"));
+}
 
-  const std::string config_path = options.config_path.empty() ? first->config : options.config_path;
-  if (config_path.empty()) throw InputError("the peers recorded no config: give --config CONFIG");
-  if (!fs::exists(config_path))
-    throw InputError(cat("config ", config_path, " (recorded by the peers) does not exist here: ",
+std::string config_to_use(const CollectRunOptions& options, const ReadyEvent& ready) {
+  const std::string path = options.config_path.empty() ? ready.config : options.config_path;
+  if (path.empty()) throw InputError("the peers recorded no config: give --config CONFIG");
+  if (!fs::exists(path))
+    throw InputError(cat("config ", path, " (recorded by the peers) does not exist here: ",
                          "give --config CONFIG"));
-  const RunConfig config = load_config(config_path);
-  std::printf("gossip collect: %d peers from %s, config %s\n", n,
-              options.dirs.size() == 1 ? options.dirs.front().c_str()
-                                       : cat(options.dirs.size(), " folders").c_str(),
-              config_path.c_str());
-  std::fflush(stdout);
+  return path;
+}
 
-  struct Replay {
-    std::int64_t key;
-    int rank;
-    std::size_t seq;
-    const PeerEvent* event;
-  };
+struct Replay {
+  std::int64_t key;
+  int rank;
+  std::size_t seq;
+  const PeerEvent* event;
+};
+
+/// Every peer's events in replay order; evaluations point at the snapshots in the peer's folder
+/// as it is now, wherever they were written.
+std::vector<Replay> replay_order(std::vector<PeerFolder>& peers) {
   std::vector<Replay> replay;
   for (auto& p : peers) {
     for (std::size_t i = 0; i < p.events.size(); ++i) {
-      // Snapshots are read from the peer's folder as it is now, wherever it was written.
       if (auto* e = std::get_if<EvalEvent>(&p.events[i]))
         e->params = (p.dir / fs::path(e->params).filename()).string();
       replay.push_back({order_key(p.events[i]), p.rank, i, &p.events[i]});
@@ -153,20 +150,36 @@ int collect(const CollectRunOptions& options) {
   std::sort(replay.begin(), replay.end(), [](const Replay& a, const Replay& b) {
     return std::tie(a.key, a.rank, a.seq) < std::tie(b.key, b.rank, b.seq);
   });
+  return replay;
+}
+
+}  // namespace
+
+int collect(const CollectRunOptions& options) {
+  if (options.dirs.empty()) throw InputError("expected at least one run folder DIR (see --help)");
+  std::vector<PeerFolder> peers = find_peers(options.dirs);
+  const ReadyEvent& ready = network_of(peers, options.dirs.front());
+  const int n = ready.peers;
+  check_ranks(peers, n, options.dirs);
+  const std::string config_path = config_to_use(options, ready);
+  const RunConfig config = load_config(config_path);
+  const std::string from = options.dirs.size() == 1 ? options.dirs.front()
+                                                    : cat(options.dirs.size(), " folders");
+  std::printf("gossip collect: %d peers from %s, config %s\n", n, from.c_str(),
+              config_path.c_str());
+  std::fflush(stdout);
 
   launcher::NetworkRecord record(config, options.dirs.front(), n,
                                  launcher::NetworkRecord::Clock::kPeers, false);
-  for (const Replay& r : replay) record.handle(r.rank, *r.event);
+  for (const Replay& r : replay_order(peers)) record.handle(r.rank, *r.event);
   record.merge_ready_rounds();
   // As `gossip run --keep-going` does: a peer that never finished is merged up to where it got.
-  for (int r = 0; r < n; ++r) {
-    if (record.has_finished(r)) continue;
-    const auto it = std::find_if(peers.begin(), peers.end(),
-                                 [&](const PeerFolder& p) { return p.rank == r; });
-    const std::string why = cat("peer ", r, " did not finish (no done line in ",
-                                (it->dir / "events.txt").string(), ")");
+  for (const auto& p : peers) {
+    if (record.has_finished(p.rank)) continue;
+    const std::string why = cat("peer ", p.rank, " did not finish (no done line in ",
+                                (p.dir / "events.txt").string(), ")");
     std::fprintf(stderr, "gossip collect: %s\n", why.c_str());
-    record.peer_failed(r, why);
+    record.peer_failed(p.rank, why);
   }
   record.merge_ready_rounds();
   if (static_cast<int>(record.dead().size()) == n)

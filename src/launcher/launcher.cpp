@@ -102,7 +102,8 @@ int Network::run() {
       for (const auto& l : lines) {
         const auto e = parse_event(l);
         if (!e) continue;
-        if (const auto* a = std::get_if<AlertEvent>(&*e)) progress_.note(cat("peer ", c.rank, ": ", a->message));
+        if (const auto* a = std::get_if<AlertEvent>(&*e))
+          progress_.note(cat("peer ", c.rank, ": ", a->message));
         record_.handle(c.rank, *e);
       }
       const bool was_running = c.running;
