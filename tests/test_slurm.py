@@ -10,6 +10,7 @@ stopped at the end, pass or fail. Needs Debian's slurm-wlm and munge (scripts/se
 them); skipped with a message when they are absent.
 """
 import os
+import re
 import shutil
 import signal
 import socket
@@ -172,6 +173,15 @@ def main():
 def run_job(t, cluster, root):
     """Starts the cluster, submits the batch file and checks what it wrote; returns at the first
     check that leaves nothing more to see."""
+    # The peers find each other by Slurm's node name, this host's short name.
+    host = socket.gethostname().split(".")[0]
+    try:
+        address = socket.gethostbyname(host)
+    except OSError as e:
+        address = str(e)
+    if not t.check(re.match(r"^\d+\.\d+\.\d+\.\d+$", address) is not None,
+                   f"this host's name {host} resolves ({address})"):
+        return
     if not t.check(cluster.start_munge(), "munged is up", tail(os.path.join(root, "munge", "munged.log"))):
         return
     cluster.write_conf()
