@@ -1,9 +1,14 @@
 // sim/compare.cpp: topology sweeps. Builds the settings of a sweep, turns each simulation into a
 // table row (rounds and simulated seconds to a target accuracy, final figures) and writes
 // compare.csv, curves.dat and report.md, and describes the plots that report draws.
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include "gossip/core.hpp"
 #include "gossip/report.hpp"
@@ -15,12 +20,6 @@ namespace {
 
 std::string stem(const std::string& path) { return std::filesystem::path(path).stem().string(); }
 
-std::string number_or_dash(double v, const char* format) {
-  if (v < 0) return "-";
-  char buf[64];
-  std::snprintf(buf, sizeof buf, format, v);
-  return buf;
-}
 
 }  // namespace
 
@@ -60,10 +59,32 @@ std::vector<CompareSetting> compare_settings(const RunConfig& base) {
             if (algorithms.size() > 1) setting.label += " " + a;
             if (periods.size() > 1) setting.label += cat(" H=", p);
             if (shards.size() > 1) setting.label += " " + s;
+            setting.group = setting.label;
             if (seeds.size() > 1) setting.label += cat(" seed=", seed);
             out.push_back(std::move(setting));
           }
   return out;
+}
+
+TargetCrossing first_crossing(const std::vector<EvalPoint>& evals, double target,
+                              double EvalPoint::*accuracy) {
+  TargetCrossing c;
+  for (std::size_t i = 1; i < evals.size(); ++i) {
+    const EvalPoint& b = evals[i];
+    if (b.*accuracy < target) continue;
+    const EvalPoint& a = evals[i - 1];
+    // Linear between the evaluation below the target and this one; exact when a evaluation
+    // lands on it. Round 0 is the start (before any training), a valid lower end.
+    const double f = (a.*accuracy >= target || b.*accuracy == a.*accuracy)
+                         ? 1.0
+                         : (target - a.*accuracy) / (b.*accuracy - a.*accuracy);
+    auto lerp = [f](double x0, double x1) { return x0 + f * (x1 - x0); };
+    c.round = lerp(static_cast<double>(a.round), static_cast<double>(b.round));
+    c.epoch = lerp(a.epoch, b.epoch);
+    c.sim_seconds = lerp(a.sim_seconds, b.sim_seconds);
+    return c;
+  }
+  return c;
 }
 
 CompareRow compare_row(const CompareSetting& setting, const TopologyReport& analysis,
@@ -71,6 +92,7 @@ CompareRow compare_row(const CompareSetting& setting, const TopologyReport& anal
   const RunConfig& c = setting.config;
   CompareRow row;
   row.label = setting.label;
+  row.group = setting.group.empty() ? setting.label : setting.group;
   row.topology = c.gossip.topology;
   row.algorithm = c.gossip.algorithm;
   row.shard = c.data.shard == "dirichlet" ? cat("dirichlet(", c.data.alpha, ")") : c.data.shard;
@@ -78,17 +100,12 @@ CompareRow compare_row(const CompareSetting& setting, const TopologyReport& anal
   row.seed = c.train.seed;
   row.peers = analysis.n;
   row.connected = analysis.connected;
-  row.spectral_gap = analysis.spectral_gap;
-  for (const EvalPoint& e : result.evals) {
-    if (e.round == 0) continue;
-    if (row.rounds_to_target < 0 && e.peer_accuracy_min >= target_accuracy) {
-      row.rounds_to_target = e.round;
-      row.epochs_to_target = e.epoch;
-      row.sim_seconds_to_target = e.sim_seconds;
-    }
-    if (row.average_rounds_to_target < 0 && e.average_accuracy >= target_accuracy)
-      row.average_rounds_to_target = e.round;
-  }
+  row.graph_period = analysis.period;
+  row.spectral_gap = 1.0 - analysis.rho_per_round;
+  row.period_spectral_gap = analysis.spectral_gap;
+  row.to_target = first_crossing(result.evals, target_accuracy, &EvalPoint::peer_accuracy_min);
+  row.average_to_target =
+      first_crossing(result.evals, target_accuracy, &EvalPoint::average_accuracy);
   const EvalPoint& last = result.evals.back();
   row.final_accuracy = last.average_accuracy;
   row.final_min_peer_accuracy = last.peer_accuracy_min;
@@ -96,109 +113,342 @@ CompareRow compare_row(const CompareSetting& setting, const TopologyReport& anal
   row.bytes_per_peer = static_cast<double>(result.bytes_sent) / std::max(1, analysis.n);
   row.sim_seconds = result.sim_seconds;
   row.wall_seconds = result.wall_seconds;
+  if (!result.samples_per_peer.empty()) {
+    const auto [lo, hi] = std::minmax_element(result.samples_per_peer.begin(),
+                                              result.samples_per_peer.end());
+    row.samples_min = *lo;
+    row.samples_max = *hi;
+  }
   return row;
 }
+
+Spread spread_of(const std::vector<double>& values, bool skip_negative) {
+  Spread s;
+  s.of = static_cast<int>(values.size());
+  double sum = 0.0;
+  for (double v : values)
+    if (!(skip_negative && v < 0)) {
+      sum += v;
+      ++s.n;
+    }
+  if (s.n == 0) return s;
+  s.mean = sum / s.n;
+  double squares = 0.0;
+  for (double v : values)
+    if (!(skip_negative && v < 0)) squares += (v - s.mean) * (v - s.mean);
+  s.std = s.n > 1 ? std::sqrt(squares / (s.n - 1)) : 0.0;
+  return s;
+}
+
+std::vector<CompareGroup> group_compare_rows(const std::vector<CompareRow>& rows) {
+  std::vector<CompareGroup> groups;
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    auto g = std::find_if(groups.begin(), groups.end(),
+                          [&](const CompareGroup& x) { return x.label == rows[i].group; });
+    if (g == groups.end()) {
+      groups.push_back(CompareGroup{});
+      groups.back().label = rows[i].group;
+      g = groups.end() - 1;
+    }
+    g->rows.push_back(i);
+  }
+  for (CompareGroup& g : groups) {
+    auto over = [&](auto field, bool skip_negative) {
+      std::vector<double> v;
+      for (std::size_t i : g.rows) v.push_back(field(rows[i]));
+      return spread_of(v, skip_negative);
+    };
+    g.rounds_to_target = over([](const CompareRow& r) { return r.to_target.round; }, true);
+    g.epochs_to_target = over([](const CompareRow& r) { return r.to_target.epoch; }, true);
+    g.sim_seconds_to_target =
+        over([](const CompareRow& r) { return r.to_target.sim_seconds; }, true);
+    g.average_rounds_to_target =
+        over([](const CompareRow& r) { return r.average_to_target.round; }, true);
+    g.final_accuracy = over([](const CompareRow& r) { return r.final_accuracy; }, false);
+    g.final_min_peer_accuracy =
+        over([](const CompareRow& r) { return r.final_min_peer_accuracy; }, false);
+    g.final_consensus_distance =
+        over([](const CompareRow& r) { return r.final_consensus_distance; }, false);
+    g.bytes_per_peer = over([](const CompareRow& r) { return r.bytes_per_peer; }, false);
+    g.sim_seconds = over([](const CompareRow& r) { return r.sim_seconds; }, false);
+  }
+  return groups;
+}
+
+std::string compare_title(const std::vector<CompareRow>& rows,
+                          const std::vector<CompareGroup>& groups) {
+  if (rows.empty()) return "";
+  auto shared = [&](auto field) {
+    for (const auto& r : rows)
+      if (field(r) != field(rows.front())) return false;
+    return true;
+  };
+  std::vector<std::string> parts;
+  if (shared([](const CompareRow& r) { return r.peers; }))
+    parts.push_back(cat(rows.front().peers, " peers"));
+  if (shared([](const CompareRow& r) { return r.shard; }))
+    parts.push_back(cat(rows.front().shard, " data split"));
+  if (shared([](const CompareRow& r) { return r.algorithm; }))
+    parts.push_back(rows.front().algorithm);
+  if (shared([](const CompareRow& r) { return r.period; }) && rows.front().period > 1)
+    parts.push_back(cat("period ", rows.front().period));
+  std::size_t most = 0;
+  for (const auto& g : groups) most = std::max(most, g.rows.size());
+  parts.push_back(most > 1 ? cat(most, " seeds, mean +- std") : cat("seed ", rows.front().seed));
+  std::string title;
+  for (const auto& p : parts) title += (title.empty() ? "" : ", ") + p;
+  return title;
+}
+
+namespace {
+
+/// "12.3 ± 0.4" (or "12.3" for one run, "-" when no run has it, "(2/3 reached)" when some).
+std::string plus_minus(const Spread& s, const char* format) {
+  if (s.n == 0) return "-";
+  char mean[64], std[64];
+  std::snprintf(mean, sizeof mean, format, s.mean);
+  std::snprintf(std, sizeof std, format, s.std);
+  std::string out = mean;
+  if (s.n > 1) out += cat(" ± ", std);
+  if (s.n < s.of) out += cat(" (", s.n, "/", s.of, " reached)");
+  return out;
+}
+
+std::string csv_number(double v) { return v < 0 ? std::string() : cat(v); }
+
+/// Per-evaluation mean and standard deviation over a group's runs; runs are aligned by
+/// evaluation index (the seeds of one setting evaluate at the same rounds).
+void write_curves(std::ostream& dat, const CompareGroup& g, const std::vector<CompareRow>& rows,
+                  const std::vector<SimResult>& results) {
+  std::size_t evals = SIZE_MAX;
+  for (std::size_t i : g.rows) evals = std::min(evals, results[i].evals.size());
+  dat << "# " << g.label << " (" << g.rows.size()
+      << (g.rows.size() == 1 ? " run" : " runs: mean and standard deviation") << ")\n"
+      << "# round epoch sim_seconds bytes_per_peer accuracy accuracy_std min_peer_accuracy "
+         "min_peer_accuracy_std consensus_distance consensus_distance_std\n";
+  for (std::size_t k = 0; k < evals; ++k) {
+    auto over = [&](auto field) {
+      std::vector<double> v;
+      for (std::size_t i : g.rows) v.push_back(field(results[i].evals[k], rows[i]));
+      return spread_of(v, false);
+    };
+    const EvalPoint& first = results[g.rows.front()].evals[k];
+    const Spread secs = over([](const EvalPoint& e, const CompareRow&) { return e.sim_seconds; });
+    const Spread bytes = over([](const EvalPoint& e, const CompareRow& r) {
+      return static_cast<double>(e.bytes_sent) / std::max(1, r.peers);
+    });
+    const Spread acc = over([](const EvalPoint& e, const CompareRow&) { return e.average_accuracy; });
+    const Spread low = over([](const EvalPoint& e, const CompareRow&) { return e.peer_accuracy_min; });
+    const Spread cons =
+        over([](const EvalPoint& e, const CompareRow&) { return e.consensus_distance; });
+    char line[512];
+    std::snprintf(line, sizeof line, "%lld %.5f %.6g %.6g %.6g %.6g %.6g %.6g %.6g %.6g\n",
+                  static_cast<long long>(first.round), first.epoch, secs.mean, bytes.mean,
+                  acc.mean, acc.std, low.mean, low.std, cons.mean, cons.std);
+    dat << line;
+  }
+  dat << "\n\n";
+}
+
+}  // namespace
 
 void write_compare(const std::string& dir, const std::vector<CompareRow>& rows,
                    const std::vector<SimResult>& results, double target_accuracy) {
   GOSSIP_CHECK_EQ(rows.size(), results.size());
   make_output_dir(dir);
+  const auto groups = group_compare_rows(rows);
   {
     std::ofstream csv(dir + "/compare.csv", std::ios::trunc);
     if (!csv) throw InputError(cat(dir, "/compare.csv: cannot open for writing"));
-    csv << "setting,topology,algorithm,period,shard,seed,peers,connected,spectral_gap,"
-           "target_accuracy,rounds_to_target,epochs_to_target,sim_seconds_to_target,"
-           "average_rounds_to_target,final_accuracy,final_min_peer_accuracy,final_consensus_distance,bytes_per_peer,"
-           "sim_seconds,wall_seconds\n";
-    for (const auto& r : rows) {
-      char line[1024];
-      std::snprintf(line, sizeof line,
-                    "%s,%s,%s,%d,%s,%llu,%d,%s,%.6g,%.4g,%lld,%.4g,%.6g,%lld,%.6g,%.6g,%.6g,"
-                    "%.6g,%.6g,%.3f\n",
-                    r.label.c_str(), r.topology.c_str(), r.algorithm.c_str(), r.period,
-                    r.shard.c_str(), static_cast<unsigned long long>(r.seed), r.peers,
-                    r.connected ? "true" : "false", r.spectral_gap, target_accuracy,
-                    static_cast<long long>(r.rounds_to_target), r.epochs_to_target,
-                    r.sim_seconds_to_target, static_cast<long long>(r.average_rounds_to_target),
-                    r.final_accuracy, r.final_min_peer_accuracy,
-                    r.final_consensus_distance, r.bytes_per_peer, r.sim_seconds, r.wall_seconds);
-      csv << line;
+    csv << "setting,group,topology,algorithm,period,shard,seed,peers,connected,spectral_gap,"
+           "graph_period,period_spectral_gap,target_accuracy,rounds_to_target,epochs_to_target,"
+           "sim_seconds_to_target,average_rounds_to_target,final_accuracy,"
+           "final_min_peer_accuracy,final_consensus_distance,bytes_per_peer,sim_seconds,"
+           "wall_seconds,samples_min,samples_max\n";
+    for (const auto& r : rows)
+      csv << r.label << ',' << r.group << ',' << r.topology << ',' << r.algorithm << ','
+          << r.period << ',' << r.shard << ',' << r.seed << ',' << r.peers << ','
+          << (r.connected ? "true" : "false") << ',' << r.spectral_gap << ',' << r.graph_period
+          << ',' << r.period_spectral_gap << ',' << target_accuracy << ','
+          << csv_number(r.to_target.round) << ',' << csv_number(r.to_target.epoch) << ','
+          << csv_number(r.to_target.sim_seconds) << ',' << csv_number(r.average_to_target.round)
+          << ',' << r.final_accuracy << ',' << r.final_min_peer_accuracy << ','
+          << r.final_consensus_distance << ',' << r.bytes_per_peer << ',' << r.sim_seconds << ','
+          << r.wall_seconds << ',' << r.samples_min << ',' << r.samples_max << '\n';
+  }
+  {
+    std::ofstream csv(dir + "/compare_summary.csv", std::ios::trunc);
+    if (!csv) throw InputError(cat(dir, "/compare_summary.csv: cannot open for writing"));
+    csv << "setting,runs,spectral_gap,graph_period,period_spectral_gap,target_accuracy";
+    const char* spreads[] = {"rounds_to_target", "sim_seconds_to_target",
+                             "average_rounds_to_target", "final_accuracy",
+                             "final_min_peer_accuracy", "final_consensus_distance",
+                             "bytes_per_peer"};
+    for (const char* s : spreads) csv << ',' << s << "_mean," << s << "_std";
+    csv << ",runs_reaching_target\n";
+    for (const auto& g : groups) {
+      const CompareRow& r = rows[g.rows.front()];
+      csv << g.label << ',' << g.rows.size() << ',' << r.spectral_gap << ',' << r.graph_period
+          << ',' << r.period_spectral_gap << ',' << target_accuracy;
+      for (const Spread* s : {&g.rounds_to_target, &g.sim_seconds_to_target,
+                              &g.average_rounds_to_target, &g.final_accuracy,
+                              &g.final_min_peer_accuracy, &g.final_consensus_distance,
+                              &g.bytes_per_peer})
+        csv << ',' << (s->n ? cat(s->mean) : "") << ',' << (s->n ? cat(s->std) : "");
+      csv << ',' << g.rounds_to_target.n << '\n';
     }
   }
   {
     // One block per setting, separated by two blank lines (gnuplot `index`).
     std::ofstream dat(dir + "/curves.dat", std::ios::trunc);
-    for (std::size_t i = 0; i < results.size(); ++i) {
-      const double peers = std::max(1, rows[i].peers);
-      dat << "# " << rows[i].label
-          << "\n# round epoch sim_seconds bytes_per_peer accuracy min_peer_accuracy "
-             "consensus_distance\n";
-      for (const auto& e : results[i].evals) {
-        char line[256];
-        std::snprintf(line, sizeof line, "%lld %.5f %.6g %.6g %.6g %.6g %.6g\n",
-                      static_cast<long long>(e.round), e.epoch, e.sim_seconds,
-                      static_cast<double>(e.bytes_sent) / peers, e.average_accuracy,
-                      e.peer_accuracy_min, e.consensus_distance);
-        dat << line;
-      }
-      dat << "\n\n";
-    }
+    for (const auto& g : groups) write_curves(dat, g, rows, results);
   }
+  bool time_varying = false, several = false;
+  std::int64_t samples_min = INT64_MAX, samples_max = 0;
+  for (const auto& r : rows) {
+    time_varying = time_varying || r.graph_period > 1;
+    samples_min = std::min(samples_min, r.samples_min);
+    samples_max = std::max(samples_max, r.samples_max);
+  }
+  for (const auto& g : groups) several = several || g.rows.size() > 1;
   std::ofstream md(dir + "/report.md", std::ios::trunc);
   if (!md) throw InputError(cat(dir, "/report.md: cannot open for writing"));
   md << "# Topology comparison\n\n"
-     << "Target accuracy: " << target_accuracy << ". Rounds, epochs and simulated seconds "
-     << "to target are those of the first evaluation at which every peer's own model reaches "
-     << "it (the lowest peer accuracy; - = never): how long slow mixing holds the peers back. "
-     << "The average model's rounds to target are given too. Final accuracy is the average "
-     << "model's.\n\n"
-     << "| setting | peers | connected | spectral gap | rounds to target | epochs to target | "
-        "sim s to target | rounds to target (average model) | final accuracy | final lowest "
-        "peer accuracy | final consensus distance | MB sent per peer |\n"
-     << "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
-  for (const auto& r : rows) {
-    char line[1024];
-    std::snprintf(line, sizeof line,
-                  "| %s | %d | %s | %.4f | %s | %s | %s | %s | %.4f | %.4f | %.3g | %.1f |\n",
-                  r.label.c_str(), r.peers, r.connected ? "yes" : "no", r.spectral_gap,
-                  number_or_dash(static_cast<double>(r.rounds_to_target), "%.0f").c_str(),
-                  number_or_dash(r.epochs_to_target, "%.2f").c_str(),
-                  number_or_dash(r.sim_seconds_to_target, "%.1f").c_str(),
-                  number_or_dash(static_cast<double>(r.average_rounds_to_target), "%.0f").c_str(),
-                  r.final_accuracy,
-                  r.final_min_peer_accuracy, r.final_consensus_distance, r.bytes_per_peer / 1e6);
-    md << line;
+     << compare_title(rows, groups) << ". Target accuracy: " << target_accuracy << ".\n\n"
+     << "Rounds, epochs and simulated seconds to target are those at which every peer's own "
+        "model reaches it (the lowest peer accuracy; - = never): how long slow mixing holds "
+        "the peers back. They are interpolated linearly between the two evaluations around the "
+        "crossing (evaluations come every few rounds; see curves.dat), so they are fractional. "
+        "The average model's rounds to target are given too. Final accuracy is the average "
+        "model's. The spectral gap is per round (1 - rho^(1/period))";
+  if (time_varying)
+    md << "; for time-varying graphs the gap of one period's product is in its own column";
+  md << ".";
+  if (several)
+    md << " Figures are the mean ± standard deviation over the seeds of each setting; runs "
+          "that never reach the target are left out of its mean and counted.";
+  if (samples_max > 0)
+    md << cat(" Training samples per peer: ", samples_min, " to ", samples_max,
+              samples_min == samples_max ? " (equal shards)" : " (unequal shards)", ".");
+  md << "\n\n| setting | runs | peers | spectral gap per round |"
+     << (time_varying ? " gap per period (rounds) |" : "")
+     << " rounds to target | epochs to target | sim s to target | rounds to target (average "
+        "model) | final accuracy | final lowest peer accuracy | final consensus distance | MB "
+        "sent per peer |\n"
+     << "|---|---:|---:|---:|" << (time_varying ? "---:|" : "")
+     << "---:|---:|---:|---:|---:|---:|---:|---:|\n";
+  for (const auto& g : groups) {
+    const CompareRow& r = rows[g.rows.front()];
+    Spread mb = g.bytes_per_peer;
+    mb.mean /= 1e6;
+    mb.std /= 1e6;
+    md << "| " << g.label << " | " << g.rows.size() << " | " << r.peers << " | "
+       << plus_minus(Spread{r.spectral_gap, 0.0, 1, 1}, "%.4f") << " | ";
+    if (time_varying)
+      md << (r.graph_period > 1
+                 ? cat(plus_minus(Spread{r.period_spectral_gap, 0.0, 1, 1}, "%.4f"), " (",
+                       r.graph_period, ")")
+                 : std::string("-"))
+         << " | ";
+    md << plus_minus(g.rounds_to_target, "%.1f") << " | "
+       << plus_minus(g.epochs_to_target, "%.2f") << " | "
+       << plus_minus(g.sim_seconds_to_target, "%.3g") << " | "
+       << plus_minus(g.average_rounds_to_target, "%.1f") << " | "
+       << plus_minus(g.final_accuracy, "%.4f") << " | "
+       << plus_minus(g.final_min_peer_accuracy, "%.4f") << " | "
+       << plus_minus(g.final_consensus_distance, "%.3g") << " | " << plus_minus(mb, "%.1f")
+       << " |\n";
   }
   md << "\n![accuracy vs round](accuracy_vs_round.png)\n"
      << "![accuracy vs bytes](accuracy_vs_bytes.png)\n"
      << "![accuracy vs simulated seconds](accuracy_vs_seconds.png)\n"
      << "![consensus distance vs round](consensus_vs_round.png)\n\n"
-     << "SVG versions sit beside the PNGs; the data is in curves.dat and compare.csv.\n";
+     << "Each plot shows the average model (left) beside the lowest peer (right)"
+     << (several ? ", shaded one standard deviation either side of the mean over seeds" : "")
+     << "; more than " << kPlotColours << " settings are split into rows of panels. "
+     << "Bytes are on a log axis. SVG versions sit beside the PNGs; the data is in "
+        "curves.dat, compare.csv (one row per run) and compare_summary.csv (one per setting).\n";
 }
 
 bool draw_compare_plots(const std::string& dir, const std::vector<CompareRow>& rows,
                         std::string* why) {
+  const auto groups = group_compare_rows(rows);
+  const std::string title = compare_title(rows, groups);
+  bool spread = false;
+  for (const auto& g : groups) spread = spread || g.rows.size() > 1;
+  // The bottom of the consensus axis: a decade under the smallest positive value drawn.
+  double floor = 0.0;
+  {
+    std::ifstream dat(dir + "/curves.dat");
+    std::string line;
+    while (std::getline(dat, line)) {
+      if (line.empty() || line[0] == '#') continue;
+      std::istringstream in(line);
+      double v[10] = {};
+      for (double& x : v) in >> x;
+      if (in && v[8] > 0 && (floor == 0 || v[8] < floor)) floor = v[8];
+    }
+  }
+  floor = floor > 0 ? floor / 10 : 1e-12;
+  // Chunks of at most kPlotColours settings, one row of panels each.
+  std::vector<std::pair<std::size_t, std::size_t>> chunks;
+  for (std::size_t i = 0; i < groups.size(); i += kPlotColours)
+    chunks.emplace_back(i, std::min(groups.size(), i + kPlotColours));
+  auto series = [&](std::size_t from, std::size_t to, int x, int y, double divisor) {
+    std::vector<PlotSeries> out;
+    for (std::size_t i = from; i < to; ++i)
+      out.push_back(PlotSeries{"curves.dat", static_cast<int>(i), x, y, divisor,
+                               groups[i].label, spread ? y + 1 : 0});
+    return out;
+  };
+  auto part = [&](std::size_t c) {
+    return chunks.size() > 1 ? cat(" (", c + 1, "/", chunks.size(), ")") : std::string();
+  };
   struct Axes {
     const char* name;
     const char* x_label;
-    const char* y_label;
-    int x, y;
-    bool log_y;
+    int x;
+    double divisor;
+    bool log_x;
   };
-  const Axes axes[] = {
-      {"accuracy_vs_round", "round", "test accuracy (average model)", 1, 5, false},
-      {"accuracy_vs_bytes", "MB sent per peer", "test accuracy (average model)", 4, 5, false},
-      {"accuracy_vs_seconds", "simulated seconds", "test accuracy (average model)", 3, 5, false},
-      {"consensus_vs_round", "round", "consensus distance", 1, 7, true},
+  const Axes accuracy_axes[] = {
+      {"accuracy_vs_round", "round", 1, 1.0, false},
+      {"accuracy_vs_bytes", "MB sent per peer (log scale)", 4, 1e6, true},
+      {"accuracy_vs_seconds", "simulated seconds", 3, 1.0, false},
   };
   std::vector<Plot> plots;
-  for (const Axes& a : axes) {
-    Plot p{a.name, "", a.x_label, a.y_label, a.log_y, {}};
-    for (std::size_t i = 0; i < rows.size(); ++i)
-      p.series.push_back(PlotSeries{"curves.dat", static_cast<int>(i), a.x, a.y,
-                                    a.x == 4 ? 1e6 : 1.0, rows[i].label});
+  for (const Axes& a : accuracy_axes) {
+    Plot p;
+    p.name = a.name;
+    p.title = title;
+    p.x_label = a.x_label;
+    p.y_label = "test accuracy";
+    p.log_x = a.log_x;
+    p.columns = 2;
+    for (std::size_t c = 0; c < chunks.size(); ++c) {
+      p.panels.push_back(PlotPanel{cat("average model", part(c)),
+                                   series(chunks[c].first, chunks[c].second, a.x, 5, a.divisor)});
+      p.panels.push_back(PlotPanel{cat("lowest peer", part(c)),
+                                   series(chunks[c].first, chunks[c].second, a.x, 7, a.divisor)});
+    }
     plots.push_back(std::move(p));
   }
+  Plot consensus;
+  consensus.name = "consensus_vs_round";
+  consensus.title = title;
+  consensus.x_label = "round";
+  consensus.y_label = "consensus distance (0 drawn at the bottom)";
+  consensus.log_y = true;
+  consensus.y_floor = floor;
+  consensus.columns = 1;
+  for (std::size_t c = 0; c < chunks.size(); ++c)
+    consensus.panels.push_back(PlotPanel{cat("consensus distance", part(c)),
+                                         series(chunks[c].first, chunks[c].second, 1, 9, 1.0)});
+  if (consensus.panels.size() == 1) {
+    consensus.series = consensus.panels.front().series;
+    consensus.panels.clear();
+  }
+  plots.push_back(std::move(consensus));
   return draw_plots(dir, plots, why);
 }
 

@@ -40,9 +40,12 @@ int run_simulation(const RunConfig& config, const std::string& out, bool progres
   check_algorithm(config, topology);
   const TopologyReport analysis = analyze(topology);
   const bool consensus = config.sim.consensus_only;
-  std::printf("gossip sim: %s, %d peers on %s (%s, spectral gap %.4g%s), %s every %d step%s%s\n",
+  std::printf("gossip sim: %s, %d peers on %s (%s, spectral gap per round %.4g%s%s), %s every %d "
+              "step%s%s\n",
               config.path.c_str(), topology.n(), config.gossip.topology.c_str(),
-              topology.kind().c_str(), analysis.spectral_gap,
+              topology.kind().c_str(), 1.0 - analysis.rho_per_round,
+              analysis.period > 1 ? cat(", per period of ", analysis.period, " rounds ",
+                                        fixed(analysis.spectral_gap, 4)).c_str() : "",
               analysis.connected ? "" : ", NOT connected", config.gossip.algorithm.c_str(),
               config.gossip.period, config.gossip.period == 1 ? "" : "s",
               consensus ? ", pure consensus" : "");
@@ -70,7 +73,8 @@ int run_simulation(const RunConfig& config, const std::string& out, bool progres
   info.topology = config.gossip.topology;
   info.algorithm = config.gossip.algorithm;
   info.connected = analysis.connected;
-  info.spectral_gap = analysis.spectral_gap;
+  info.spectral_gap = 1.0 - analysis.rho_per_round;
+  info.period_spectral_gap = analysis.spectral_gap;
   info.consensus_only = consensus;
   write_sim_outputs(out, result, info);
 
@@ -90,6 +94,15 @@ int run_simulation(const RunConfig& config, const std::string& out, bool progres
               "%s/summary.json\n",
               result.sim_seconds, result.wall_seconds, result.local_seconds, result.mix_seconds,
               result.workers, out.c_str());
+  if (!result.samples_per_peer.empty()) {
+    const auto [lo, hi] = std::minmax_element(result.samples_per_peer.begin(),
+                                              result.samples_per_peer.end());
+    if (*lo != *hi)
+      std::printf("shards are unequal: %lld to %lld training samples per peer (summary.json "
+                  "samples_per_peer); data.balance %s\n",
+                  static_cast<long long>(*lo), static_cast<long long>(*hi),
+                  config.data.balance.c_str());
+  }
   if (!analysis.connected) {
     std::fprintf(stderr, "gossip sim: warning: the topology is not connected (%zu components): "
                          "the peers cannot reach consensus\n",

@@ -162,7 +162,8 @@ SimResult simulate(const RunConfig& config, const Topology& topology, const Data
   std::vector<std::unique_ptr<Trainer>> trainers;
   std::vector<Learner> learners;
   for (int p = 0; p < n; ++p) {
-    trainers.push_back(std::make_unique<Trainer>(*backend, config, data.train, shards[p], p));
+    trainers.push_back(std::make_unique<Trainer>(*backend, config, data.train, shards[p], p,
+                                                 balance_for(config, shards, p)));
     learners.push_back(learner_for(*trainers.back()));
   }
   Trainer evaluator(*backend, config, data.train, {0}, 0);  // holds the average model
@@ -173,6 +174,7 @@ SimResult simulate(const RunConfig& config, const Topology& topology, const Data
   swarm.network().set_step_seconds(step_s);
 
   SimResult result;
+  for (const auto& shard : shards) result.samples_per_peer.push_back(std::ssize(shard));
   const RoundPlan plan = plan_rounds(config, data.train.n, n);
   result.rounds = plan.rounds;
   std::vector<float> average(trainers.front()->num_params());

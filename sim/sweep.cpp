@@ -56,8 +56,8 @@ int run_sweep(const RunConfig& base, const std::string& out, bool progress_bar) 
     progress.note(cat("[", i + 1, "/", settings.size(), "] ", s.label, ": ",
                       topologies.at(path).n(), " peers, ", s.config.gossip.algorithm, ", period ",
                       s.config.gossip.period, ", shard ", s.config.data.shard, ", seed ",
-                      s.config.train.seed, ", spectral gap ",
-                      fixed(analyses.at(path).spectral_gap, 4)));
+                      s.config.train.seed, ", spectral gap per round ",
+                      fixed(1.0 - analyses.at(path).rho_per_round, 4)));
     std::string last = "evaluating...";
     SimHooks hooks;
     hooks.on_eval = [&](const EvalPoint& e) {
@@ -73,16 +73,16 @@ int run_sweep(const RunConfig& base, const std::string& out, bool progress_bar) 
     info.topology = path;
     info.algorithm = s.config.gossip.algorithm;
     info.connected = analyses.at(path).connected;
-    info.spectral_gap = analyses.at(path).spectral_gap;
+    info.spectral_gap = 1.0 - analyses.at(path).rho_per_round;
+    info.period_spectral_gap = analyses.at(path).spectral_gap;
     write_sim_outputs(out + "/runs/" + slug(i, s.label), result, info);
     rows.push_back(compare_row(s, analyses.at(path), result, base.compare.target_accuracy));
     const CompareRow& r = rows.back();
+    auto rounds = [](double v) { return v < 0 ? std::string("never") : fixed(v, 1); };
     std::printf("    final accuracy %.4f (lowest peer %.4f), rounds until every peer reaches "
                 "%.3g: %s (average model: %s), consensus %.3g, %.1f s wall\n",
                 r.final_accuracy, r.final_min_peer_accuracy, base.compare.target_accuracy,
-                r.rounds_to_target < 0 ? "never" : std::to_string(r.rounds_to_target).c_str(),
-                r.average_rounds_to_target < 0
-                    ? "never" : std::to_string(r.average_rounds_to_target).c_str(),
+                rounds(r.to_target.round).c_str(), rounds(r.average_to_target.round).c_str(),
                 r.final_consensus_distance, r.wall_seconds);
     results.push_back(std::move(result));
     results.back().params.clear();  // only the curves are needed from here on
@@ -93,15 +93,23 @@ int run_sweep(const RunConfig& base, const std::string& out, bool progress_bar) 
   const bool plotted = draw_compare_plots(out, rows, &why);
   const double wall =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::printf("\n%-28s %8s %14s %14s %10s %10s %12s\n", "setting", "gap", "rounds (peers)",
-              "rounds (avg)", "final acc", "min peer", "consensus");
-  for (const auto& r : rows)
-    std::printf("%-28s %8.4f %14s %14s %10.4f %10.4f %12.3g\n", r.label.c_str(),
-                r.spectral_gap,
-                r.rounds_to_target < 0 ? "-" : std::to_string(r.rounds_to_target).c_str(),
-                r.average_rounds_to_target < 0
-                    ? "-" : std::to_string(r.average_rounds_to_target).c_str(),
-                r.final_accuracy, r.final_min_peer_accuracy, r.final_consensus_distance);
+  // One line per setting: mean (and standard deviation over seeds) of what the table says.
+  const auto groups = group_compare_rows(rows);
+  auto shown = [](const Spread& sp, int digits) {
+    if (sp.n == 0) return std::string("-");
+    std::string t = fixed(sp.mean, digits);
+    if (sp.n > 1) t += "+-" + fixed(sp.std, digits);
+    if (sp.n < sp.of) t += cat(" (", sp.n, "/", sp.of, ")");
+    return t;
+  };
+  std::printf("\n%s\n%-26s %7s %16s %14s %16s %16s %10s\n",
+              compare_title(rows, groups).c_str(), "setting", "gap", "rounds (peers)",
+              "sim s (peers)", "final acc", "min peer", "consensus");
+  for (const auto& g : groups)
+    std::printf("%-26s %7.4f %16s %14s %16s %16s %10.3g\n", g.label.c_str(),
+                rows[g.rows.front()].spectral_gap, shown(g.rounds_to_target, 1).c_str(),
+                shown(g.sim_seconds_to_target, 3).c_str(), shown(g.final_accuracy, 4).c_str(),
+                shown(g.final_min_peer_accuracy, 4).c_str(), g.final_consensus_distance.mean);
   std::printf("done in %s: wrote %s/report.md, compare.csv%s\n", duration_text(wall).c_str(),
               out.c_str(), plotted ? " and plots" : "");
   if (!plotted) std::fprintf(stderr, "gossip compare: warning: no plots: %s\n", why.c_str());

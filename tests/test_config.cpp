@@ -54,6 +54,12 @@ TEST_CASE("config errors name file, line and field", "[config]") {
     CHECK_THROWS_WITH(load_config_from_string("train:\n  backend: tpu\n", "c.yaml"),
                       Catch::Contains("expected one of: auto, cpu, cuda"));
   }
+  SECTION("unknown data balance") {
+    CHECK_THROWS_WITH(load_config_from_string("data:\n  balance: fair\n", "c.yaml"),
+                      Catch::Contains("c.yaml:2: data.balance"));
+    CHECK(load_config_from_string("data:\n  balance: weighted\n", "c.yaml").data.balance ==
+          "weighted");
+  }
   SECTION("broken YAML") {
     CHECK_THROWS_AS(load_config_from_string("train: [1, 2\n", "c.yaml"), InputError);
   }

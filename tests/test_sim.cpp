@@ -301,3 +301,148 @@ TEST_CASE("a sweep refuses an algorithm its graphs cannot run before simulating 
   CHECK_FALSE(std::filesystem::exists(dir + "/out"));
   std::filesystem::remove_all(dir);
 }
+
+namespace {
+
+EvalPoint eval_at(std::int64_t round, double average, double lowest, double consensus) {
+  EvalPoint e;
+  e.round = round;
+  e.epoch = round / 8.0;
+  e.sim_seconds = round * 0.5;
+  e.average_accuracy = average;
+  e.peer_accuracy_min = lowest;
+  e.consensus_distance = consensus;
+  e.bytes_sent = static_cast<std::uint64_t>(round) * 1000;
+  return e;
+}
+
+std::string read_all(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+}  // namespace
+
+TEST_CASE("rounds to target are interpolated between the evaluations around the crossing",
+          "[sim][compare]") {
+  const std::vector<EvalPoint> evals = {eval_at(0, 0.1, 0.1, 0), eval_at(4, 0.5, 0.3, 1),
+                                        eval_at(8, 0.9, 0.7, 0.5)};
+  // 0.7 lies 1/2 of the way from 0.5 (round 4) to 0.9 (round 8).
+  const TargetCrossing avg = first_crossing(evals, 0.7, &EvalPoint::average_accuracy);
+  CHECK(avg.round == Approx(6.0));
+  CHECK(avg.epoch == Approx(0.75));
+  CHECK(avg.sim_seconds == Approx(3.0));
+  // An evaluation exactly at the target is the crossing itself.
+  CHECK(first_crossing(evals, 0.5, &EvalPoint::average_accuracy).round == Approx(4.0));
+  // From round 0: 0.2 is a quarter of the way from 0.1 to 0.5.
+  CHECK(first_crossing(evals, 0.2, &EvalPoint::average_accuracy).round == Approx(1.0));
+  const TargetCrossing low = first_crossing(evals, 0.8, &EvalPoint::peer_accuracy_min);
+  CHECK(low.round < 0);
+  CHECK(low.sim_seconds < 0);
+}
+
+TEST_CASE("a sweep's settings are summarised over seeds as mean and sample deviation",
+          "[sim][compare]") {
+  const Spread s = spread_of({1.0, 2.0, 3.0, -1.0}, true);
+  CHECK(s.n == 3);
+  CHECK(s.of == 4);
+  CHECK(s.mean == Approx(2.0));
+  CHECK(s.std == Approx(1.0));  // sqrt(((1-2)^2 + 0 + (3-2)^2) / (3 - 1))
+  CHECK(spread_of({-1.0}, false).mean == Approx(-1.0));
+  CHECK(spread_of({-1.0, -2.0}, true).n == 0);
+
+  const std::string dir = temp_dir("compare_report");
+  std::filesystem::remove_all(dir);
+  std::vector<CompareRow> rows;
+  std::vector<SimResult> results;
+  // Two settings, two seeds each; the second setting's seed 2 never reaches the target.
+  const double finals[2][2] = {{0.80, 0.84}, {0.70, 0.72}};
+  for (int g = 0; g < 2; ++g)
+    for (int seed = 1; seed <= 2; ++seed) {
+      SimResult r;
+      const double f = finals[g][seed - 1];
+      r.evals = {eval_at(0, 0.1, 0.1, 0.0), eval_at(4, f - 0.1, f - 0.2, 0.01 * seed),
+                 eval_at(8, f, f - 0.05, 0.0)};
+      r.bytes_sent = 16000;
+      r.samples_per_peer = {100, 300};
+      CompareSetting setting;
+      setting.group = g == 0 ? "ring" : "complete";
+      setting.label = cat(setting.group, " seed=", seed);
+      setting.config.train.seed = static_cast<std::uint64_t>(seed);
+      TopologyReport analysis;
+      analysis.n = 2;
+      analysis.rho = 0.25;
+      analysis.spectral_gap = 0.75;
+      analysis.rho_per_round = 0.5;
+      analysis.period = 2;
+      rows.push_back(compare_row(setting, analysis, r, 0.7));
+      results.push_back(r);
+    }
+  CHECK(rows[0].spectral_gap == Approx(0.5));         // per round
+  CHECK(rows[0].period_spectral_gap == Approx(0.75));  // per period, its own column
+  CHECK(rows[0].samples_min == 100);
+  CHECK(rows[0].samples_max == 300);
+  const auto groups = group_compare_rows(rows);
+  REQUIRE(groups.size() == 2);
+  CHECK(groups[0].label == "ring");
+  CHECK(groups[0].final_accuracy.mean == Approx(0.82));
+  CHECK(groups[0].final_accuracy.std == Approx(std::sqrt(0.0008)));
+  CHECK(groups[1].rounds_to_target.n == 0);  // lowest peer tops out at 0.65 and 0.67
+  CHECK(groups[1].average_rounds_to_target.n == 2);
+
+  write_compare(dir, rows, results, 0.7);
+  const std::string md = read_all(dir + "/report.md");
+  CHECK_THAT(md, Catch::Contains("| ring | 2 | 2 | 0.5000 | 0.7500 (2) |"));
+  CHECK_THAT(md, Catch::Contains("0.8200 ± 0.0283"));
+  CHECK_THAT(md, Catch::Contains("Training samples per peer: 100 to 300 (unequal shards)"));
+  const std::string summary = read_all(dir + "/compare_summary.csv");
+  CHECK_THAT(summary, Catch::Contains("\ncomplete,2,"));
+  // curves.dat: one block per setting with the mean and deviation of the consensus distance
+  // at round 4: seeds 0.01 and 0.02 give 0.015 +- 0.00707.
+  const std::string curves = read_all(dir + "/curves.dat");
+  CHECK_THAT(curves, Catch::Contains("# ring (2 runs: mean and standard deviation)"));
+  CHECK_THAT(curves, Catch::Contains(" 0.015 0.00707107\n"));
+
+  std::string why;
+  draw_compare_plots(dir, rows, &why);  // plots.gp is written even without gnuplot
+  const std::string gp = read_all(dir + "/plots.gp");
+  CHECK_THAT(gp, Catch::Contains("set multiplot layout 1,2"));
+  CHECK_THAT(gp, Catch::Contains("set logscale x"));  // bytes
+  CHECK_THAT(gp, Catch::Contains("filledcurves"));     // bands over seeds
+  // Zeros of the log plot are drawn at its floor (a decade under 0.015), not left out.
+  CHECK_THAT(gp, Catch::Contains("set yrange [0.0015:*]"));
+  CHECK_THAT(gp, Catch::Contains("($9) > 0.0015 ? ($9) : 0.0015"));
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("sweeps of more than eight settings are split into rows of panels",
+          "[sim][compare]") {
+  const std::string dir = temp_dir("compare_panels");
+  std::filesystem::remove_all(dir);
+  std::vector<CompareRow> rows;
+  std::vector<SimResult> results;
+  for (int g = 0; g < 11; ++g) {
+    SimResult r;
+    r.evals = {eval_at(0, 0.1, 0.1, 0.0), eval_at(4, 0.5, 0.4, 0.1 + g)};
+    CompareSetting setting;
+    setting.label = setting.group = cat("graph-", g);
+    TopologyReport analysis;
+    analysis.n = 4;
+    rows.push_back(compare_row(setting, analysis, r, 0.9));
+    results.push_back(r);
+  }
+  write_compare(dir, rows, results, 0.9);
+  std::string why;
+  draw_compare_plots(dir, rows, &why);
+  const std::string gp = read_all(dir + "/plots.gp");
+  // Accuracy: two rows (8 + 3 settings) of average-model and lowest-peer panels; consensus: two
+  // rows of one panel. A panel never holds more than eight lines, so colours never repeat in it.
+  CHECK_THAT(gp, Catch::Contains("set multiplot layout 2,2"));
+  CHECK_THAT(gp, Catch::Contains("set multiplot layout 2,1"));
+  CHECK_THAT(gp, Catch::Contains("lowest peer (2/2)"));
+  CHECK(gp.find("dt 2") == std::string::npos);
+  CHECK(gp.find("filledcurves") == std::string::npos);  // one seed: no bands
+  std::filesystem::remove_all(dir);
+}

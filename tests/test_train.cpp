@@ -90,3 +90,40 @@ TEST_CASE("a mismatched model input size is a clear error", "[train]") {
   DataSets data = load_datasets(c);
   CHECK_THROWS_WITH(Trainer(*cpu, c, data.train, {0, 1}, 0), Catch::Contains("input size 11"));
 }
+
+TEST_CASE("unequal shards follow the run's schedule, and weighted balance scales each step by "
+          "the shard's share", "[train]") {
+  RunConfig c = synthetic_config();
+  c.train.batch = 5;
+  const std::vector<std::vector<std::int64_t>> equal = {std::vector<std::int64_t>(20),
+                                                        std::vector<std::int64_t>(20)};
+  // Equal shards: the shard's own epochs, no scale, whatever the balance.
+  for (const char* balance : {"equal_steps", "weighted"}) {
+    c.data.balance = balance;
+    CHECK(balance_for(c, equal, 0).schedule_steps_per_epoch == 0.0);
+    CHECK(balance_for(c, equal, 1).lr_scale == 1.0);
+  }
+  // Shards of 10 and 30 samples: 2 and 6 steps an epoch, 4 on average; 40 samples in all.
+  std::vector<std::vector<std::int64_t>> shards(2);
+  for (std::int64_t i = 0; i < 10; ++i) shards[0].push_back(i);
+  for (std::int64_t i = 10; i < 40; ++i) shards[1].push_back(i);
+  c.data.balance = "equal_steps";
+  CHECK(balance_for(c, shards, 0).schedule_steps_per_epoch == Approx(4.0));
+  CHECK(balance_for(c, shards, 1).schedule_steps_per_epoch == Approx(4.0));
+  CHECK(balance_for(c, shards, 0).lr_scale == 1.0);
+  c.data.balance = "weighted";
+  CHECK(balance_for(c, shards, 0).lr_scale == Approx(0.5));  // 10 * 2 / 40
+  CHECK(balance_for(c, shards, 1).lr_scale == Approx(1.5));  // 30 * 2 / 40
+
+  // The small shard's cosine schedule runs over the run's epochs (4 steps each), not its own
+  // (2 steps each): after 6 steps it is at epoch 1.5 of 3, not 3 of 3.
+  c.optimizer.schedule = "cosine";
+  c.optimizer.min_lr = 0.0;
+  c.train.epochs = 3;
+  auto cpu = make_cpu_backend(1);
+  DataSets data = load_datasets(c);
+  Trainer t(*cpu, c, data.train, shards[0], 0, balance_for(c, shards, 0));
+  for (int s = 0; s < 7; ++s) t.step();
+  CHECK(t.last_lr() == Approx(0.5 * learning_rate(c.optimizer, 6.0 / 4.0, 3.0)));
+  CHECK(t.last_lr() == Approx(0.5 * 0.5 * c.optimizer.lr));  // cos(pi/2) = 0: half the rate
+}

@@ -36,6 +36,12 @@ struct DataConfig {
   std::string shard = "iid";
   double alpha = 0.5;
   int shards_per_peer = 2;
+  // Unequal shards (dirichlet, shards): "equal_steps" (every peer takes the same number of local
+  // steps a round, so a small shard is revisited more often, and the learning-rate schedule
+  // follows the run's epochs, not the shard's) or "weighted" (the same, and each peer's step is
+  // scaled by its shard's share of the samples, so the network minimises the loss over all
+  // samples rather than the mean of the peers' losses).
+  std::string balance = "equal_steps";
 };
 
 struct ModelConfig {

@@ -95,19 +95,34 @@ struct PlotSeries {
   int y_column = 2;
   double x_divisor = 1.0;   // e.g. 1e6 for bytes shown as MB
   std::string label;
+  int spread_column = 0;    // > 0: a shaded band y +- this column (a standard deviation)
 };
 
-/// One plot, drawn as NAME.png and NAME.svg.
-struct Plot {
-  std::string name;
+/// One panel of a plot (several panels share one image, in a grid).
+struct PlotPanel {
   std::string title;        // none when empty
-  std::string x_label, y_label;
-  bool log_y = false;       // values <= 0 are left out
   std::vector<PlotSeries> series;
 };
 
+/// One plot, drawn as NAME.png and NAME.svg. Series get distinct colours from a palette of
+/// kPlotColours; more series than that in one panel repeat colours with another dash pattern.
+struct Plot {
+  std::string name;
+  std::string title;        // none when empty; with panels, the title over all of them
+  std::string x_label, y_label;
+  bool log_y = false;       // values <= 0 are drawn at y_floor (when > 0), else left out
+  std::vector<PlotSeries> series;  // a single panel; ignored when `panels` is not empty
+  bool log_x = false;       // values <= 0 are left out
+  double y_floor = 0.0;     // on a log y axis: the bottom of the axis, where zeros are drawn
+  std::vector<PlotPanel> panels;
+  int columns = 2;          // panels per row
+};
+
+inline constexpr int kPlotColours = 8;
+
 /// Writes DIR/plots.gp for `plots` and runs gnuplot in DIR (its output in DIR/plots.log).
 /// Returns false, with `why` set, when gnuplot is missing or fails; plots.gp is written anyway.
+/// gnuplot's warnings (a canvas too small, say) are also printed on stderr, not only logged.
 bool draw_plots(const std::string& dir, const std::vector<Plot>& plots, std::string* why);
 
 }  // namespace gossip

@@ -55,6 +55,7 @@ struct SimResult {
   int workers = 0;
   std::vector<std::vector<float>> params;  // final model of each peer (de-biased)
   std::vector<std::string> params_sha256;
+  std::vector<std::int64_t> samples_per_peer;  // training samples in each peer's shard
 };
 
 /// Progress callbacks; both optional. on_round is called after every round on the caller's
@@ -86,7 +87,8 @@ struct SimRunInfo {
   std::string topology;   // the topology file
   std::string algorithm;
   bool connected = true;  // from analyze(topology)
-  double spectral_gap = 0.0;
+  double spectral_gap = 0.0;         // per round: 1 - rho^(1/period)
+  double period_spectral_gap = 0.0;  // of one period's product (the same for static graphs)
   bool consensus_only = false;
 };
 
@@ -102,6 +104,7 @@ namespace gossip {
 /// One setting of a sweep: a label and the base config with the setting applied.
 struct CompareSetting {
   std::string label;  // topology file stem, plus algorithm/period/shard/seed when those vary
+  std::string group;  // the label without the seed: the runs a table row summarises
   RunConfig config;
 };
 
@@ -109,33 +112,71 @@ struct CompareSetting {
 /// nesting, topologies outermost). Throws InputError when compare.topologies is empty.
 std::vector<CompareSetting> compare_settings(const RunConfig& base);
 
-/// One row of compare.csv / report.md.
+/// When a run first reached the target, interpolated linearly between the evaluation below it
+/// and the one at or above it (round, epoch and simulated seconds alike); -1 when never.
+struct TargetCrossing {
+  double round = -1.0, epoch = -1.0, sim_seconds = -1.0;
+};
+
+/// The first crossing of `target` by `accuracy` (e.g. &EvalPoint::peer_accuracy_min) in `evals`.
+TargetCrossing first_crossing(const std::vector<EvalPoint>& evals, double target,
+                              double EvalPoint::*accuracy);
+
+/// One row of compare.csv: one run of a setting (one seed).
 struct CompareRow {
-  std::string label, topology, algorithm, shard;
+  std::string label, group, topology, algorithm, shard;
   int period = 1;
   std::uint64_t seed = 0;
   int peers = 0;
   bool connected = true;
-  double spectral_gap = 0.0;
-  // First evaluation at which every peer's own model reaches the target (-1 = never): the
-  // lowest peer accuracy, which is what slow mixing holds back.
-  std::int64_t rounds_to_target = -1;
-  double epochs_to_target = -1.0;
-  double sim_seconds_to_target = -1.0;
-  std::int64_t average_rounds_to_target = -1;  // the same for the average model
-  double final_accuracy = 0.0;           // of the average model
+  double spectral_gap = 0.0;         // per round: 1 - rho^(1/period of the graph)
+  std::int64_t graph_period = 1;     // rounds in one period of a time-varying graph
+  double period_spectral_gap = 0.0;  // 1 - rho of one period's product (= spectral_gap when 1)
+  // Every peer's own model reaches the target (the lowest peer accuracy, which is what slow
+  // mixing holds back), interpolated between evaluations.
+  TargetCrossing to_target;
+  TargetCrossing average_to_target;  // the same for the average model
+  double final_accuracy = 0.0;       // of the average model
   double final_min_peer_accuracy = 0.0;
   double final_consensus_distance = 0.0;
   double bytes_per_peer = 0.0;
   double sim_seconds = 0.0;
   double wall_seconds = 0.0;
+  std::int64_t samples_min = 0, samples_max = 0;  // training samples of the smallest and
+                                                  // largest shard
 };
 
 CompareRow compare_row(const CompareSetting& setting, const TopologyReport& analysis,
                        const SimResult& result, double target_accuracy);
 
-/// Writes DIR/compare.csv (one row per setting), DIR/curves.dat (every evaluation of every
-/// setting, one gnuplot data block each) and DIR/report.md (the table and the plots).
+/// Mean and sample standard deviation over the runs of a group that have a value (to-target
+/// figures of runs that never reached the target are left out: n < of).
+struct Spread {
+  double mean = 0.0, std = 0.0;
+  int n = 0, of = 0;
+};
+Spread spread_of(const std::vector<double>& values, bool skip_negative);
+
+/// The runs of one setting over its seeds: one row of report.md and compare_summary.csv.
+struct CompareGroup {
+  std::string label;
+  std::vector<std::size_t> rows;  // into the CompareRow list, in seed order
+  Spread rounds_to_target, sim_seconds_to_target, epochs_to_target, average_rounds_to_target;
+  Spread final_accuracy, final_min_peer_accuracy, final_consensus_distance, bytes_per_peer,
+      sim_seconds;
+};
+
+/// Groups the rows by CompareRow::group, in order of first appearance.
+std::vector<CompareGroup> group_compare_rows(const std::vector<CompareRow>& rows);
+
+/// What the plots' title says of a sweep: peers, data split, algorithm and seeds, where shared.
+std::string compare_title(const std::vector<CompareRow>& rows,
+                          const std::vector<CompareGroup>& groups);
+
+/// Writes DIR/compare.csv (one row per run), DIR/compare_summary.csv and DIR/report.md (one row
+/// per setting: mean and standard deviation over its seeds), and DIR/curves.dat (every
+/// evaluation of every setting, mean and standard deviation over its seeds, one gnuplot data
+/// block each, in group order).
 void write_compare(const std::string& dir, const std::vector<CompareRow>& rows,
                    const std::vector<SimResult>& results, double target_accuracy);
 
@@ -152,8 +193,10 @@ int run_simulation(const RunConfig& config, const std::string& out, bool progres
 int run_sweep(const RunConfig& base, const std::string& out, bool progress_bar);
 
 /// Draws DIR/{accuracy_vs_round,accuracy_vs_bytes,accuracy_vs_seconds,consensus_vs_round}.{png,
-/// svg} from DIR/curves.dat with gnuplot (script kept as DIR/plots.gp). Returns false, with
-/// `why` set, when gnuplot is missing or fails.
+/// svg} from DIR/curves.dat with gnuplot (script kept as DIR/plots.gp): the average model beside
+/// the lowest peer, shaded +- one standard deviation over seeds, at most kPlotColours settings
+/// per panel (more are split into rows of panels). Returns false, with `why` set, when gnuplot
+/// is missing or fails.
 bool draw_compare_plots(const std::string& dir, const std::vector<CompareRow>& rows,
                         std::string* why);
 

@@ -46,12 +46,25 @@ class Sgd {
   DeviceArray<float> velocity_;
 };
 
+/// How a peer's share of the data shapes its training (data.balance, for unequal shards).
+struct ShardBalance {
+  double lr_scale = 1.0;  // weighted: this shard's samples / the mean shard's
+  // Local steps that make one epoch of the learning-rate schedule: the mean over the peers'
+  // shards, so every peer follows the run's schedule (0 = this shard's own epochs).
+  double schedule_steps_per_epoch = 0.0;
+};
+
+/// The balance of peer `peer` among `shards` under config.data.balance. Equal shards give every
+/// peer the same schedule as its own epochs and a scale of 1.
+ShardBalance balance_for(const RunConfig& config,
+                         const std::vector<std::vector<std::int64_t>>& shards, int peer);
+
 class Trainer {
  public:
   /// `train` must outlive the trainer; `shard` indexes into it. The model is initialised from
   /// (seed, init_peer) and batches are drawn from (seed, peer).
   Trainer(Backend& backend, const RunConfig& config, const Dataset& train,
-          std::vector<std::int64_t> shard, int peer);
+          std::vector<std::int64_t> shard, int peer, const ShardBalance& balance = {});
 
   /// One local step on the next batch. Returns that batch's mean loss.
   double step();
@@ -87,6 +100,7 @@ class Trainer {
   DeviceArray<std::int32_t> y_;
   std::int64_t steps_ = 0;
   double last_lr_ = 0.0;
+  ShardBalance balance_;
 };
 
 /// The train and test sets a config names (IDX files or synthetic).

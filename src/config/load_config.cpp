@@ -130,6 +130,7 @@ void read_data(const Reader& r, const Node& n, DataConfig& d) {
       {"shard", [&](auto& v, auto& f) { d.shard = r.choice(v, f, {"iid", "dirichlet", "shards"}); }},
       {"alpha", [&](auto& v, auto& f) { d.alpha = r.positive(v, f, false); }},
       {"shards_per_peer", [&](auto& v, auto& f) { d.shards_per_peer = r.positive_int(v, f, false); }},
+      {"balance", [&](auto& v, auto& f) { d.balance = r.choice(v, f, {"equal_steps", "weighted"}); }},
       {"synthetic", [&](auto& v, auto& f) {
          d.synthetic = true;
          r.each(v, f, Handlers{

@@ -142,9 +142,9 @@ int launch(const RunConfig& config, const LaunchOptions& options) {
     return kExitDisconnected;
   }
   make_output_dir(options.out_dir);
-  std::printf("gossip run: %d peers on %s (spectral gap %.4f), algorithm %s, period %d; "
+  std::printf("gossip run: %d peers on %s (spectral gap per round %.4f), algorithm %s, period %d; "
               "peer logs in %s/peers/\n",
-              topology.n(), config.gossip.topology.c_str(), report.spectral_gap,
+              topology.n(), config.gossip.topology.c_str(), 1.0 - report.rho_per_round,
               config.gossip.algorithm.c_str(), config.gossip.period, options.out_dir.c_str());
   std::fflush(stdout);
   struct sigaction sa {};

@@ -134,6 +134,9 @@ Summary NetworkRecord::finish(double wall_seconds) {
     end.bytes_sent += done_[r] ? done_[r]->bytes_sent : 0;
   }
   end.extra.add("dead_peers", JsonArray::of(dead_)).add("peers", n_);
+  std::vector<std::int64_t> samples;
+  for (const auto& shard : shard_for(config_, data_.train, n_)) samples.push_back(std::ssize(shard));
+  end.extra.add("samples_per_peer", JsonArray::of(samples));
   const Summary s = record_.finish(std::move(end));
   std::printf("\n%5s  %9s  %12s  %8s\n", "peer", "test_acc", "bytes_sent", "seconds");
   for (int r = 0; r < n_; ++r) {

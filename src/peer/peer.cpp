@@ -124,7 +124,8 @@ int run_peer(const RunConfig& config, const Topology& topology, const PeerOption
                               rank == 0);
   const DataSets data = load_datasets(config);
   const auto shards = shard_for(config, data.train, n);
-  Trainer trainer(*backend, config, data.train, shards[rank], rank);
+  Trainer trainer(*backend, config, data.train, shards[rank], rank,
+                  balance_for(config, shards, rank));
 
   NetConfig net = net_config(config, topology, rank, trainer.num_params(), opt.launch);
   const std::string listen = listen_address(net.addresses[rank]);
@@ -188,7 +189,8 @@ int run_peer(const RunConfig& config, const Topology& topology, const PeerOption
   write_params(dir + "/params.bin", params);
   RunEnd end{.rounds = rounds, .bytes_sent = exchange.bytes_sent(), .wall_seconds = since(t0),
              .connected = monitor.connected(), .params_sha256 = {sha256_hex(params)}, .extra = {}};
-  end.extra.add("peer", rank).add("missing_messages", algorithm->missing_messages());
+  end.extra.add("peer", rank).add("missing_messages", algorithm->missing_messages())
+      .add("samples", std::ssize(shards[rank]));
   const Summary s = record.finish(std::move(end));
   events.emit(DoneEvent{rank, s.last.test_accuracy, s.end.params_sha256.front(),
                         s.end.bytes_sent, s.end.wall_seconds});

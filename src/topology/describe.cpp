@@ -40,7 +40,11 @@ void print_spectrum(std::FILE* out, const Topology& t, const TopologyReport& r) 
     return;
   }
   const char* of = t.time_varying() ? " (of the product over one period)" : "";
-  std::fprintf(out, "  rho           %.9g%s\n  spectral gap  %.9g\n", r.rho, of, r.spectral_gap);
+  std::fprintf(out, "  rho           %.9g%s\n  spectral gap  %.9g%s\n", r.rho, of, r.spectral_gap,
+               t.time_varying() ? " (of one period)" : "");
+  if (t.time_varying())
+    std::fprintf(out, "  per round     rho^(1/%lld) = %.9g, spectral gap %.9g\n",
+                 static_cast<long long>(r.period), r.rho_per_round, 1.0 - r.rho_per_round);
   if (r.exact_averaging)
     std::fprintf(out, "  averaging     exact after %s\n", plural(r.exact_after, "round").c_str());
   if (std::isfinite(r.rounds_to_1000x))
@@ -97,7 +101,8 @@ void print_json(std::FILE* out, const std::string& file, const Topology& t, cons
       .add("row_stochastic", r.row_stochastic).add("column_stochastic", r.column_stochastic)
       .add("doubly_stochastic", r.doubly_stochastic).add("symmetric", r.symmetric)
       .add("rho", r.rho).add("spectral_gap", r.spectral_gap)
-      .add("rho_per_round", r.rho_per_round).add("rounds_to_1000x", r.rounds_to_1000x)
+      .add("rho_per_round", r.rho_per_round)
+      .add("spectral_gap_per_round", 1.0 - r.rho_per_round).add("rounds_to_1000x", r.rounds_to_1000x)
       .add("exact_averaging", r.exact_averaging)
       .raw("exact_after", r.exact_averaging ? json_integer(r.exact_after) : null)
       .add("fingerprint", hex64(t.fingerprint())).add("addresses", t.has_addresses());

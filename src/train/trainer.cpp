@@ -20,6 +20,29 @@ double learning_rate(const OptimizerConfig& o, double epoch, double total_epochs
   return o.lr;
 }
 
+ShardBalance balance_for(const RunConfig& config,
+                         const std::vector<std::vector<std::int64_t>>& shards, int peer) {
+  GOSSIP_CHECK(peer >= 0 && peer < std::ssize(shards));
+  ShardBalance b;
+  const std::int64_t batch = std::max(1, config.train.batch);
+  // The sampler's own count: whole batches, or one short batch for a shard under one batch.
+  auto steps = [&](const std::vector<std::int64_t>& s) {
+    return static_cast<double>(std::max<std::int64_t>(1, std::ssize(s) / batch));
+  };
+  double steps_sum = 0.0, samples_sum = 0.0;
+  for (const auto& s : shards) {
+    steps_sum += steps(s);
+    samples_sum += static_cast<double>(s.size());
+  }
+  const double mean_steps = steps_sum / static_cast<double>(shards.size());
+  // Equal shards keep their own schedule exactly (bit for bit as before this option existed).
+  if (mean_steps != steps(shards[peer])) b.schedule_steps_per_epoch = mean_steps;
+  if (config.data.balance == "weighted" && samples_sum > 0)
+    b.lr_scale = static_cast<double>(shards[peer].size()) * static_cast<double>(shards.size()) /
+                 samples_sum;
+  return b;
+}
+
 Sgd::Sgd(Backend& backend, std::int64_t n, const OptimizerConfig& config)
     : backend_(&backend), n_(n), config_(config), velocity_(backend, n) {
   backend.fill(velocity_.data(), 0.0f, n);
@@ -32,14 +55,15 @@ void Sgd::step(float* params, const float* grads, float lr) {
 }
 
 Trainer::Trainer(Backend& backend, const RunConfig& config, const Dataset& train,
-                 std::vector<std::int64_t> shard, int peer)
+                 std::vector<std::int64_t> shard, int peer, const ShardBalance& balance)
     : backend_(&backend),
       config_(&config),
       train_(&train),
       peer_(peer),
       model_(backend, config.model.layers, std::max(config.train.batch, config.train.eval_batch)),
       sgd_(backend, model_.num_params(), config.optimizer),
-      sampler_(std::move(shard), config.train.batch, config.train.seed, peer) {
+      sampler_(std::move(shard), config.train.batch, config.train.seed, peer),
+      balance_(balance) {
   if (train.dim != config.model.layers.front())
     throw InputError(cat("model.layers: input size ", config.model.layers.front(),
                          " does not match the data's ", train.dim, " features"));
@@ -62,9 +86,12 @@ double Trainer::step() {
     y_.upload(host_y_.data(), rows);
   }
   // The rate for this step is taken at the epoch the step starts in.
-  last_lr_ = learning_rate(config_->optimizer,
-                           static_cast<double>(steps_) / sampler_.batches_per_epoch(),
-                           config_->train.epochs);
+  const double per_epoch = balance_.schedule_steps_per_epoch > 0
+                              ? balance_.schedule_steps_per_epoch
+                              : static_cast<double>(sampler_.batches_per_epoch());
+  last_lr_ = balance_.lr_scale * learning_rate(config_->optimizer,
+                                               static_cast<double>(steps_) / per_epoch,
+                                               config_->train.epochs);
   BatchResult r = model_.forward_backward(x_.data(), y_.data(), rows);
   sgd_.step(model_.params(), model_.grads(), static_cast<float>(last_lr_));
   ++steps_;
