@@ -1,20 +1,24 @@
 #!/usr/bin/env bash
 # Installs what gossip needs from Debian's packages (only what is missing), then configures and
-# builds with Meson in build/. Called by scripts/run.sh and scripts/test.sh; safe to run again.
+# builds with Meson in build/ and installs `gossip` into /usr/local (bin/gossip, share/gossip/),
+# so that it is on the PATH. Called by scripts/run.sh and scripts/test.sh; safe to run again.
+# The launchers the tests start peers with come from Debian too: Open MPI's mpirun
+# (openmpi-bin), a one-node Slurm cluster (slurm-wlm, munge); python3-yaml reads the
+# Kubernetes manifests in their test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(meson ninja-build pkg-config g++ libasio-dev libyaml-cpp-dev libcereal-dev catch2
           libopenblas-dev libeigen3-dev zlib1g-dev dataset-fashion-mnist gnuplot-nox
-          iproute2 clang libclang-rt-14-dev)
+          iproute2 clang libclang-rt-14-dev python3-yaml openmpi-bin slurm-wlm munge)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+sudo_cmd=""
+[ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
 if [ ${#missing[@]} -gt 0 ]; then
   echo "setup: installing ${missing[*]}"
-  sudo_cmd=""
-  [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
   $sudo_cmd apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
@@ -28,3 +32,12 @@ if [ ! -f build/build.ninja ]; then
   meson setup build --buildtype=release
 fi
 ninja -C build
+
+# meson install: bin/gossip and share/gossip/ under the prefix (/usr/local unless configured).
+prefix=$(meson introspect build --buildoptions | python3 -c \
+  'import json, sys; print(next(o["value"] for o in json.load(sys.stdin) if o["name"] == "prefix"))')
+if $sudo_cmd meson install -C build --no-rebuild --quiet >/dev/null; then
+  echo "setup: installed gossip as $prefix/bin/gossip (configs and topologies in $prefix/share/gossip)"
+else
+  echo "setup: could not install into $prefix; the binary is build/src/cli/gossip" >&2
+fi

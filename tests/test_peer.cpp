@@ -1,7 +1,10 @@
-// Tests for real peer processes (gossip peer / gossip run) over loopback and across network
-// namespaces: bit-identical results with the simulator, a peer that dies, a peer that fails,
-// a disconnected topology refused, and a multi-host run through veth links. Real processes,
-// small synthetic problems; every run is bounded by the peers' own timeouts.
+// Tests for real peer processes (gossip peer / gossip run / gossip collect) over loopback and
+// across network namespaces: bit-identical results with the simulator, a peer that dies, a peer
+// that fails, a disconnected topology refused, peers started one by one merged by gossip collect
+// into what gossip run writes, a wrong world size refused, and a multi-host run through veth
+// links; and the peer's reading of launchers (Slurm node lists, MPI hostfiles, rank, world size
+// and job variables, ports, listening addresses). Real processes, small synthetic problems;
+// every run is bounded by the peers' own timeouts.
 #include <catch2/catch.hpp>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -10,14 +13,19 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
+#include <optional>
 #include <fstream>
 #include <regex>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "gossip/core.hpp"
+#include "gossip/hash.hpp"
+#include "gossip/peer.hpp"
 
 namespace fs = std::filesystem;
 
@@ -127,6 +135,84 @@ void check_run_equals_sim(const fs::path& dir, const fs::path& cfg, int peers) {
   CHECK(a == hashes(dir / "sim" / "summary.json"));
 }
 
+/// The lines of a run's final table that do not depend on timing: each peer's accuracy, and the
+/// average model's line up to its duration.
+std::vector<std::string> final_table(const std::string& output) {
+  std::vector<std::string> out;
+  std::istringstream in(output);
+  std::string line;
+  const std::regex peer_row(R"(^\s*(\d+)\s+([0-9.]+|dead)\s+.*$)");
+  std::smatch m;
+  while (std::getline(in, line)) {
+    if (std::regex_match(line, m, peer_row)) out.push_back(m[1].str() + " " + m[2].str());
+    if (line.rfind("average model:", 0) == 0) out.push_back(line.substr(0, line.rfind(',')));
+  }
+  return out;
+}
+
+/// The rows of metrics.csv after its header, cell by cell.
+std::vector<std::vector<std::string>> metrics_rows(const fs::path& metrics) {
+  std::vector<std::vector<std::string>> out;
+  std::istringstream in(read_file(metrics));
+  std::string line;
+  std::getline(in, line);
+  while (std::getline(in, line)) {
+    std::vector<std::string> f;
+    std::stringstream cells(line);
+    for (std::string c; std::getline(cells, c, ',');) f.push_back(c);
+    out.push_back(f);
+  }
+  return out;
+}
+
+/// The average model's rows of metrics.csv without their timing: round, epoch, accuracy, consensus.
+std::vector<std::string> average_rows(const fs::path& metrics) {
+  std::vector<std::string> out;
+  for (const auto& f : metrics_rows(metrics))
+    if (f.size() == 8 && f[2] == "-1") out.push_back(f[0] + "," + f[1] + "," + f[4] + "," + f[5]);
+  return out;
+}
+
+/// Starts `gossip peer --rank r --out OUT(r)` for every rank and waits for them all.
+Result start_peers(const fs::path& cfg, int n, const std::function<fs::path(int)>& out) {
+  std::string cmd;
+  for (int r = 0; r < n; ++r)
+    cmd += bin() + " peer " + cfg.string() + " --rank " + std::to_string(r) + " --out " +
+           out(r).string() + " > " + out(r).string() + named(".log", r) + " 2>&1 & ";
+  return run("sh -c '" + cmd + "wait'");
+}
+
+gossip::Topology ring(int n) {
+  gossip::GeneratorSpec s;
+  s.kind = "ring";
+  s.n = n;
+  return gossip::make_topology(s);
+}
+
+/// Sets environment variables for one scope, and clears every launcher variable first.
+struct LauncherEnv {
+  std::vector<std::pair<std::string, std::optional<std::string>>> saved;
+  explicit LauncherEnv(const std::vector<std::pair<const char*, const char*>>& vars) {
+    for (const char* v : {"GOSSIP_RANK", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
+                          "OMPI_MCA_ess_base_jobid", "SLURM_PROCID", "SLURM_STEP_ID",
+                          "SLURM_NTASKS", "SLURM_JOB_ID", "SLURM_STEP_NODELIST",
+                          "SLURM_JOB_NODELIST", "SLURM_STEP_TASKS_PER_NODE",
+                          "SLURM_TASKS_PER_NODE", "SLURMD_NODENAME", "PMI_RANK", "PMI_SIZE",
+                          "JOB_COMPLETION_INDEX"}) {
+      const char* old = std::getenv(v);
+      saved.emplace_back(v, old ? std::optional<std::string>(old) : std::nullopt);
+      unsetenv(v);
+    }
+    for (const auto& [k, v] : vars) setenv(k, v, 1);
+  }
+  ~LauncherEnv() {
+    for (const auto& [k, v] : saved) {
+      if (v) setenv(k.c_str(), v->c_str(), 1);
+      else unsetenv(k.c_str());
+    }
+  }
+};
+
 }  // namespace
 
 TEST_CASE("gossip run over TCP and gossip sim end with bit-identical parameters", "[peer]") {
@@ -192,8 +278,8 @@ TEST_CASE("the peers train on when one of them is killed", "[peer]") {
     const pid_t pid = fork();
     REQUIRE(pid >= 0);
     if (pid == 0) {
-      const std::string out = (t.path / named("p", r)).string();
-      const std::string log = out + ".log";
+      const std::string out = (t.path / "net").string();
+      const std::string log = (t.path / named("p", r)).string() + ".log";
       std::freopen(log.c_str(), "w", stderr);
       std::freopen("/dev/null", "w", stdout);
       const std::string rank = std::to_string(r);
@@ -205,7 +291,8 @@ TEST_CASE("the peers train on when one of them is killed", "[peer]") {
   }
   // Let them connect and train a little, then kill peer 2 for good.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (!fs::exists(t.path / "p2" / "metrics.csv") && std::chrono::steady_clock::now() < deadline)
+  while (!fs::exists(t.path / "net" / "peers" / "2" / "metrics.csv") &&
+         std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   kill(pids[2], SIGKILL);
@@ -213,8 +300,8 @@ TEST_CASE("the peers train on when one of them is killed", "[peer]") {
     int status = 0;
     waitpid(pids[r], &status, 0);
     if (r == 2) continue;
-    const fs::path dir = t.path / named("p", r);
-    INFO("peer " << r << " log:\n" << read_file(dir.string() + ".log"));
+    const fs::path dir = t.path / "net" / "peers" / std::to_string(r);
+    INFO("peer " << r << " log:\n" << read_file(t.path / (named("p", r) + ".log")));
     REQUIRE(WIFEXITED(status));
     CHECK(WEXITSTATUS(status) == 0);
     CHECK(fs::exists(dir / "summary.json"));
@@ -313,12 +400,132 @@ TEST_CASE("peers in separate network namespaces train together", "[peer][netns]"
            " > " + (t.path / (named("h", i) + ".log")).string() + " 2>&1 & ";
   cmd += "wait";
   const Result r = run("sh -c '" + cmd + "'");
+  std::string folders;
   for (int i = 0; i < n; ++i) {
-    const auto dir = t.path / named("h", i);
+    const auto dir = t.path / named("h", i) / "peers" / std::to_string(i);
     INFO("host " << i << " log:\n" << read_file(t.path / (named("h", i) + ".log")));
     REQUIRE(fs::exists(dir / "summary.json"));
     CHECK(number(dir / "summary.json", "test_accuracy") > 0.8);
     CHECK(number(dir / "summary.json", "bytes_sent") > 0);
+    folders += " " + (t.path / named("h", i)).string();
+  }
+  // One folder per machine, merged as after a run without a shared filesystem.
+  const Result c = run(bin() + " collect" + folders);
+  INFO(c.output);
+  CHECK(c.code == 0);
+  CHECK(number(t.path / "h0" / "summary.json", "test_accuracy") > 0.8);
+  CHECK(hashes(t.path / "h0" / "summary.json").size() == static_cast<std::size_t>(n));
+}
+
+TEST_CASE("gossip collect merges peers started one by one into what gossip run writes", "[peer]") {
+  TempDir t;
+  const int n = 4;
+  const auto cfg = write_config(t.path, n, "dpsgd", 1);
+  const Result net = run(bin() + " run " + cfg.string() + " --out " + (t.path / "run").string() +
+                         " --no-progress");
+  INFO(net.output);
+  REQUIRE(net.code == 0);
+
+  SECTION("one run folder") {
+    const Result peers = start_peers(cfg, n, [&](int) { return t.path / "out"; });
+    INFO(peers.output);
+    REQUIRE(peers.code == 0);
+    // Every rank wrote its own files, its final parameters among them.
+    const auto summary_hashes = [&](int r) {
+      return hashes(t.path / "out" / "peers" / std::to_string(r) / "summary.json");
+    };
+    for (int r = 0; r < n; ++r) {
+      const fs::path dir = t.path / "out" / "peers" / std::to_string(r);
+      const std::string bytes = read_file(dir / "params.bin");
+      REQUIRE(summary_hashes(r).size() == 1u);
+      CHECK(gossip::sha256_hex(bytes.data(), bytes.size()) == summary_hashes(r).front());
+      CHECK(fs::exists(dir / "events.txt"));
+    }
+    CHECK_FALSE(fs::exists(t.path / "out" / "summary.json"));
+
+    const Result c = run(bin() + " collect " + (t.path / "out").string());
+    INFO(c.output);
+    REQUIRE(c.code == 0);
+    // The same table, rows, average model and parameters as gossip run.
+    CHECK(final_table(c.output).size() == static_cast<std::size_t>(n + 1));
+    CHECK(final_table(c.output) == final_table(net.output));
+    CHECK(average_rows(t.path / "out" / "metrics.csv") == average_rows(t.path / "run" / "metrics.csv"));
+    CHECK(hashes(t.path / "out" / "summary.json") == hashes(t.path / "run" / "summary.json"));
+    CHECK(number(t.path / "out" / "summary.json", "test_accuracy") ==
+          number(t.path / "run" / "summary.json", "test_accuracy"));
+    for (const char* f : {"metrics.csv", "summary.json", "events.jsonl"}) {
+      INFO(f);
+      CHECK(fs::exists(t.path / "out" / f));
+      CHECK(fs::exists(t.path / "run" / f));
+    }
+    // events.jsonl: each peer's ready and done, as JSON lines.
+    const std::string events = read_file(t.path / "out" / "events.jsonl");
+    for (int r = 0; r < n; ++r) {
+      CHECK(events.find(gossip::cat(R"({"event": "ready", "peer": )", r, ",")) != std::string::npos);
+      CHECK(events.find(gossip::cat(R"({"event": "done", "peer": )", r, ",")) != std::string::npos);
+    }
+  }
+
+  SECTION("a peer that did not finish is merged up to where it got") {
+    const Result peers = start_peers(cfg, n, [&](int) { return t.path / "out"; });
+    INFO(peers.output);
+    REQUIRE(peers.code == 0);
+    // Rank 3 as if it had died: its events stop at round 24 of 48, the last line cut short.
+    const fs::path events = t.path / "out" / "peers" / "3" / "events.txt";
+    std::istringstream in(read_file(events));
+    std::string kept, line;
+    int evals = 0;
+    while (std::getline(in, line) && line.find(" round=24 ") == std::string::npos) {
+      kept += line + "\n";
+      evals += line.rfind("@gossip eval ", 0) == 0;
+    }
+    kept += line.substr(0, line.size() / 2);  // round 24's line, torn
+    std::ofstream(events, std::ios::trunc) << kept;
+    REQUIRE(evals > 0);
+
+    const Result c = run(bin() + " collect " + (t.path / "out").string());
+    INFO(c.output);
+    CHECK(c.code == 1);
+    CHECK(c.output.find("left out a line cut short") != std::string::npos);
+    CHECK(c.output.find("peer 3 did not finish") != std::string::npos);
+    CHECK(final_table(c.output).at(3) == "3 dead");
+    CHECK(read_file(t.path / "out" / "summary.json").find("\"dead_peers\": [3]") != std::string::npos);
+    CHECK(read_file(t.path / "out" / "events.jsonl").find(R"({"event": "failed", "peer": 3,)") !=
+          std::string::npos);
+    // Rank 3's rows are those of the evaluations it reported; the later rounds go on without it.
+    int rank3 = 0;
+    std::set<std::string> rounds;
+    for (const auto& f : metrics_rows(t.path / "out" / "metrics.csv")) {
+      REQUIRE(f.size() == 8u);
+      rank3 += f[2] == "3";
+      if (f[2] == "-1") rounds.insert(f[0]);
+    }
+    CHECK(rank3 == evals);
+    CHECK(rounds.count("48") == 1);
+  }
+
+  SECTION("one folder per machine, and folders that do not add up") {
+    const Result peers = start_peers(cfg, n, [&](int r) { return t.path / named("m", r / 2); });
+    INFO(peers.output);
+    REQUIRE(peers.code == 0);
+    const std::string m0 = (t.path / "m0").string(), m1 = (t.path / "m1").string();
+    const Result c = run(bin() + " collect " + m0 + " " + m1);
+    INFO(c.output);
+    REQUIRE(c.code == 0);
+    CHECK(final_table(c.output) == final_table(net.output));
+    CHECK(hashes(t.path / "m0" / "summary.json") == hashes(t.path / "run" / "summary.json"));
+
+    const Result missing = run(bin() + " collect " + m0);
+    INFO(missing.output);
+    CHECK(missing.code == 2);
+    CHECK(missing.output.find("rank(s) 2, 3 of 4 have no folder") != std::string::npos);
+
+    fs::copy(t.path / "m0" / "peers" / "1", t.path / "m1" / "peers" / "1",
+             fs::copy_options::recursive);
+    const Result twice = run(bin() + " collect " + m0 + " " + m1);
+    INFO(twice.output);
+    CHECK(twice.code == 2);
+    CHECK(twice.output.find("rank 1 is in both") != std::string::npos);
   }
 }
 
@@ -380,4 +587,169 @@ TEST_CASE("a run stopped after a checkpoint and resumed ends bit-identical to on
       CHECK_THAT(again.output, Catch::Contains("has finished"));
     }
   }
+}
+
+TEST_CASE("a peer started by mpirun or srun refuses a world size other than the topology's",
+          "[peer]") {
+  TempDir t;
+  const auto cfg = write_config(t.path, 6, "dpsgd", 1);
+  struct Case {
+    const char* env;
+    const char* says;
+  };
+  for (const Case c : {Case{"OMPI_COMM_WORLD_RANK=1 OMPI_COMM_WORLD_SIZE=4",
+                            "mpirun started 4 ranks (OMPI_COMM_WORLD_SIZE=4)"},
+                       Case{"SLURM_PROCID=0 SLURM_STEP_ID=0 SLURM_NTASKS=8",
+                            "srun started 8 ranks (SLURM_NTASKS=8)"},
+                       Case{"PMI_RANK=2 PMI_SIZE=3", "the MPI launcher started 3 ranks (PMI_SIZE=3)"}}) {
+    INFO(c.env);
+    const Result r = run(std::string("env -u GOSSIP_RANK ") + c.env + " " + bin() + " peer " +
+                         cfg.string() + " --out " + (t.path / "out").string());
+    INFO(r.output);
+    CHECK(r.code == 2);
+    CHECK(r.output.find(gossip::cat(c.says, " but the topology ")) != std::string::npos);
+    CHECK(r.output.find("has 6 peers: start 6 ranks") != std::string::npos);
+    CHECK_FALSE(fs::exists(t.path / "out" / "peers"));
+  }
+}
+
+TEST_CASE("Slurm's node lists and tasks per node expand as srun places ranks", "[peer][launch]") {
+  using gossip::expand_slurm_hostlist;
+  using V = std::vector<std::string>;
+  CHECK(expand_slurm_hostlist("vm", "L") == V{"vm"});
+  CHECK(expand_slurm_hostlist("node[01-03,7],login1", "L") ==
+        V{"node01", "node02", "node03", "node7", "login1"});
+  CHECK(expand_slurm_hostlist("r[1-2]-n[8-9]", "L") == V{"r1-n8", "r1-n9", "r2-n8", "r2-n9"});
+  CHECK(expand_slurm_hostlist("gpu[098-101]", "L") == V{"gpu098", "gpu099", "gpu100", "gpu101"});
+  for (const char* bad : {"node[1-", "node1]", "a,,b", "node[3-1]", "node[x]", "node[1,]", ""}) {
+    INFO(bad);
+    CHECK_THROWS_WITH(expand_slurm_hostlist(bad, "SLURM_JOB_NODELIST"),
+                      Catch::StartsWith("SLURM_JOB_NODELIST: "));
+  }
+  CHECK(gossip::expand_slurm_tasks_per_node("2(x3),1", "T") == std::vector<int>{2, 2, 2, 1});
+  CHECK(gossip::expand_slurm_tasks_per_node("4", "T") == std::vector<int>{4});
+  for (const char* bad : {"0", "2(x)", "x", "2(x3", "1,", ""}) {
+    INFO(bad);
+    CHECK_THROWS_AS(gossip::expand_slurm_tasks_per_node(bad, "T"), gossip::InputError);
+  }
+}
+
+TEST_CASE("an MPI hostfile places ranks by slot, as mpirun does", "[peer][launch]") {
+  const auto hosts = gossip::parse_hostfile(
+      "# two machines\nnode-a slots=2\n\nnode-b slots=1 max_slots=4  # small\nnode-c slots=2\n",
+      "hosts");
+  REQUIRE(hosts.size() == 3u);
+  CHECK(gossip::hosts_by_slot(hosts, 4, "hosts") ==
+        std::vector<std::string>{"node-a", "node-a", "node-b", "node-c"});
+  CHECK_THROWS_WITH(gossip::hosts_by_slot(hosts, 6, "hosts"), "hosts has 5 slots for 6 ranks");
+  CHECK_THROWS_WITH(gossip::parse_hostfile("a slots=1\nb\n", "hosts"),
+                    Catch::StartsWith("hosts:2: host 'b' has no slots=N"));
+  CHECK_THROWS_WITH(gossip::parse_hostfile("a slots=0\n", "hosts"),
+                    Catch::StartsWith("hosts:1: slots=0"));
+  CHECK_THROWS_WITH(gossip::parse_hostfile("a cpus=2\n", "hosts"),
+                    Catch::StartsWith("hosts:1: unknown field 'cpus'"));
+  CHECK_THROWS_WITH(gossip::parse_hostfile("# nothing\n", "hosts"), "hosts: no hosts");
+}
+
+TEST_CASE("rank, world size, job and hosts come from the launcher's variables", "[peer][launch]") {
+  SECTION("mpirun, also inside a Slurm allocation") {
+    LauncherEnv env({{"OMPI_COMM_WORLD_RANK", "3"}, {"OMPI_COMM_WORLD_SIZE", "8"},
+                     {"OMPI_MCA_ess_base_jobid", "1902247937"}, {"SLURM_PROCID", "0"}});
+    const auto l = gossip::detect_launch(std::nullopt);
+    CHECK(l.rank == 3);
+    CHECK(l.rank_source == "OMPI_COMM_WORLD_RANK");
+    CHECK(l.world_size == 8);
+    CHECK(l.job_id == 1902247937u);
+    CHECK(l.hosts.empty());
+  }
+  SECTION("an srun task, two tasks on each of two nodes") {
+    LauncherEnv env({{"SLURM_PROCID", "2"}, {"SLURM_STEP_ID", "0"}, {"SLURM_NTASKS", "4"},
+                     {"SLURM_JOB_ID", "77"}, {"SLURM_STEP_NODELIST", "n[1-2]"},
+                     {"SLURM_STEP_TASKS_PER_NODE", "2(x2)"}, {"SLURMD_NODENAME", "n2"}});
+    const auto l = gossip::detect_launch(std::nullopt);
+    CHECK(l.rank == 2);
+    CHECK(l.rank_source == "SLURM_PROCID");
+    CHECK(l.world_size == 4);
+    CHECK(l.job_id == 77u);
+    CHECK(l.hosts == std::vector<std::string>{"n1", "n1", "n2", "n2"});
+    CHECK(l.node == "n2");
+  }
+  SECTION("the batch script itself is no srun task") {
+    LauncherEnv env({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "4"}, {"GOSSIP_RANK", "1"}});
+    const auto l = gossip::detect_launch(std::nullopt);
+    CHECK(l.rank == 1);
+    CHECK_FALSE(l.world_size.has_value());
+  }
+  SECTION("an MPI launcher of its own inside a Slurm allocation") {
+    LauncherEnv env({{"SLURM_PROCID", "0"}, {"SLURM_STEP_ID", "0"}, {"SLURM_NTASKS", "2"},
+                     {"PMI_RANK", "5"}, {"PMI_SIZE", "8"}});
+    const auto l = gossip::detect_launch(std::nullopt);
+    CHECK(l.rank == 5);
+    CHECK(l.world_size == 8);
+    CHECK(l.hosts.empty());
+  }
+  SECTION("a Kubernetes Indexed Job, and --rank over everything") {
+    LauncherEnv env({{"JOB_COMPLETION_INDEX", "6"}, {"PMI_SIZE", "1"}});
+    CHECK(gossip::detect_launch(std::nullopt).rank == 6);
+    CHECK(gossip::detect_launch(2).rank == 2);
+    CHECK(gossip::detect_launch(2).rank_source == "--rank");
+  }
+  SECTION("a malformed variable is an error that names it") {
+    LauncherEnv env({{"OMPI_COMM_WORLD_RANK", "two"}, {"OMPI_COMM_WORLD_SIZE", "2"}});
+    CHECK_THROWS_WITH(gossip::detect_launch(std::nullopt),
+                      Catch::StartsWith("OMPI_COMM_WORLD_RANK: expected a rank"));
+  }
+}
+
+TEST_CASE("a launch that does not fit the topology is refused on every rank", "[peer][launch]") {
+  const gossip::Topology topo = ring(4);
+  gossip::Launch l;
+  l.rank = 1;
+  l.world_size = 2;
+  l.world_size_source = "OMPI_COMM_WORLD_SIZE=2";
+  l.launcher = "mpirun";
+  CHECK_THROWS_WITH(gossip::check_launch(l, topo, "ring.yaml"),
+                    "mpirun started 2 ranks (OMPI_COMM_WORLD_SIZE=2) but the topology ring.yaml "
+                    "has 4 peers: start 4 ranks, or give a topology of 2 peers (--topology FILE)");
+  l.world_size = 4;
+  CHECK_NOTHROW(gossip::check_launch(l, topo, "ring.yaml"));
+  l.hosts = {"n1", "n1", "n2", "n2"};
+  l.hosts_source = "SLURM_STEP_NODELIST and SLURM_STEP_TASKS_PER_NODE";
+  l.node = "n1";
+  CHECK_NOTHROW(gossip::check_launch(l, topo, "ring.yaml"));
+  l.node = "n2";  // srun --distribution=cyclic would put rank 1 here
+  CHECK_THROWS_WITH(gossip::check_launch(l, topo, "ring.yaml"),
+                    Catch::StartsWith("rank 1 runs on node n2 but SLURM_STEP_NODELIST"));
+}
+
+TEST_CASE("ports move by the job, and peers listen on all interfaces for a host name",
+          "[peer][launch]") {
+  using gossip::job_base_port;
+  CHECK(job_base_port(29500, 8, std::nullopt) == 29500);
+  // Blocks of 8 ports from 29500 below 32768: (32768 - 29500) / 8 = 408 of them.
+  CHECK(job_base_port(29500, 8, 5) == 29500 + 5 * 8);
+  CHECK(job_base_port(29500, 8, 408) == 29500);
+  CHECK(job_base_port(29500, 8, 409) == 29508);
+  for (std::uint64_t job = 0; job < 2000; ++job) {
+    const int p = job_base_port(29500, 8, job);
+    CHECK((p >= 29500 && p + 8 <= 32768 && (p - 29500) % 8 == 0));
+    const int q = job_base_port(60000, 100, job);  // no room below 32768: up to 65535
+    CHECK((q >= 60000 && q + 100 <= 65536));
+  }
+  // Two consecutive jobs on one node never share a port.
+  CHECK(job_base_port(29500, 8, 1234) + 8 <= job_base_port(29500, 8, 1235));
+
+  gossip::RunConfig config;
+  config.net.base_port = 30000;
+  gossip::Launch l;
+  l.job_id = 3;
+  l.hosts = {"n1", "n1", "n2", "n2"};
+  CHECK(gossip::peer_addresses(config, ring(4), l) ==
+        std::vector<std::string>{"n1:30012", "n1:30013", "n2:30014", "n2:30015"});
+
+  CHECK(gossip::listen_address("127.0.0.1:7100") == "127.0.0.1:7100");
+  CHECK(gossip::listen_address("198.18.0.2:7100") == "198.18.0.2:7100");
+  CHECK(gossip::listen_address("[::1]:7100") == "[::1]:7100");
+  CHECK(gossip::listen_address("gossip-3.gossip:7100") == "0.0.0.0:7100");
+  CHECK(gossip::listen_address("node07:29500") == "0.0.0.0:29500");
 }

@@ -37,9 +37,11 @@ E round_trip(const E& e) {
 
 TEST_CASE("every event survives encoding and parsing unchanged", "[report][events]") {
   SECTION("ready") {
-    const auto r = round_trip(ReadyEvent{3, 0.125});
+    const auto r = round_trip(ReadyEvent{3, 0.125, 8, "/home/me/my runs/c.yaml"});
     CHECK(r.peer == 3);
     CHECK(r.seconds == 0.125);
+    CHECK(r.peers == 8);
+    CHECK(r.config == "/home/me/my runs/c.yaml");
   }
   SECTION("eval, with a path that has spaces and a percent sign") {
     const EvalEvent e{2, 10, 48, 1.0 / 3.0, 0.224137, 0.9921875, 78082, 1234.5678,
@@ -79,8 +81,19 @@ TEST_CASE("every event survives encoding and parsing unchanged", "[report][event
   }
 }
 
+TEST_CASE("events.jsonl lines carry every field of the event as JSON", "[report][events]") {
+  CHECK(event_json(ReadyEvent{3, 0.5, 4, "/a \"b\".yaml"}) ==
+        R"({"event": "ready", "peer": 3, "seconds": 0.5, "peers": 4, "config": "/a \"b\".yaml"})");
+  CHECK(event_json(AlertEvent{1, 7, false, {2, 6}, "lost\n2"}) ==
+        R"({"event": "alert", "peer": 1, "round": 7, "connected": false, "dead": [2, 6], )"
+        R"("message": "lost\n2"})");
+  CHECK(event_json(DoneEvent{0, 0.25, "ab", 155810, 12.5}) ==
+        R"({"event": "done", "peer": 0, "acc": 0.25, "sha256": "ab", "bytes": 155810, )"
+        R"("seconds": 12.5})");
+}
+
 TEST_CASE("malformed event lines are refused, not guessed at", "[report][events]") {
-  const std::string good = encode_event(ReadyEvent{3, 0.5});
+  const std::string good = encode_event(ReadyEvent{3, 0.5, 4, "c.yaml"});
   REQUIRE(parse_event(good).has_value());
   for (const std::string& line : {
            std::string(""), std::string("@gossip"), std::string("@gossip "),

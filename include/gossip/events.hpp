@@ -19,6 +19,8 @@ namespace gossip {
 struct ReadyEvent {
   int peer = 0;
   double seconds = 0.0;  // since the peer started
+  int peers = 0;         // the network's size (the topology's peer count)
+  std::string config;    // the run config's path, absolute (what `gossip collect` evaluates with)
 };
 
 /// The peer evaluated its model after `round` of `rounds`.
@@ -56,6 +58,10 @@ using PeerEvent = std::variant<ReadyEvent, EvalEvent, AlertEvent, DoneEvent>;
 
 /// The event as one line (no newline), "@gossip eval peer=3 round=10 ...".
 std::string encode_event(const PeerEvent& event);
+
+/// The event as one JSON object on one line (a line of events.jsonl): {"event": TYPE, then the
+/// fields under the names the event line uses}.
+std::string event_json(const PeerEvent& event);
 
 /// The event of a line written by encode_event; nullopt for any other line (another prefix, an
 /// unknown type, a missing, repeated, unknown or malformed field). Never throws on bad input.

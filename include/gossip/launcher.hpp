@@ -1,14 +1,16 @@
-/// launcher: `gossip run` on one machine. Validates the topology, starts one `gossip peer` child
+/// launcher: `gossip run` on one machine — validates the topology, starts one `gossip peer` child
 /// process per rank, shows one progress bar for the whole network, merges the peers' metrics
 /// (adding the consensus distance and the average model's accuracy, which no single peer can
 /// know) into DIR with the same contracts as `gossip sim`, and stops every child cleanly on
-/// Ctrl-C or when one fails.
+/// Ctrl-C or when one fails — and `gossip collect`, the same merge for peers that another
+/// launcher (mpirun, srun, Kubernetes) started.
 #pragma once
 #if !defined(GOSSIP_ROOM_LAUNCHER)
 #error "gossip/launcher.hpp belongs to room launcher, which this room does not use (see the room table in meson.build)"
 #endif
 
 #include <string>
+#include <vector>
 
 #include "gossip/config.hpp"
 
@@ -28,5 +30,19 @@ struct LaunchOptions {
 /// failed; 3 the topology is disconnected; 130 interrupted). Throws InputError on bad input
 /// (with `resume`: also when DIR holds no complete checkpoint set).
 int launch(const RunConfig& config, const LaunchOptions& options);
+
+struct CollectRunOptions {
+  /// Run folders holding DIR/peers/R/ of every rank between them (one per machine when they had
+  /// no shared filesystem); the merged outputs go into the first.
+  std::vector<std::string> dirs;
+  std::string config_path;  // overrides the config the peers recorded (when it moved)
+};
+
+/// `gossip collect`: merges what the peers of one run saved in DIR/peers/R/ (their event lines and
+/// parameter snapshots) into DIR/metrics.csv, DIR/events.jsonl and DIR/summary.json, evaluating the
+/// average model and the consensus distance as `gossip run` does, and prints its final table.
+/// Returns 0 when every peer finished, 1 when some did not; throws InputError when a rank is
+/// missing or found twice or an events file is malformed.
+int collect(const CollectRunOptions& options);
 
 }  // namespace gossip

@@ -6,8 +6,10 @@
 #error "gossip/peer.hpp belongs to room peer, which this room does not use (see the room table in meson.build)"
 #endif
 
+#include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "gossip/config.hpp"
@@ -15,23 +17,80 @@
 
 namespace gossip {
 
+/// How this process was started: its rank and, under a launcher (Open MPI's mpirun, srun, an MPI
+/// launcher's PMI, a Kubernetes Indexed Job), how many ranks it started, its job and hosts.
+struct Launch {
+  std::optional<int> rank;
+  std::string rank_source;              // "--rank", "SLURM_PROCID", ... ("" when no rank)
+  std::optional<int> world_size;        // ranks the launcher started (mpirun -np, srun -n)
+  std::string world_size_source;        // e.g. "OMPI_COMM_WORLD_SIZE=4"
+  std::string launcher;                 // "mpirun", "srun", "the MPI launcher"
+  std::optional<std::uint64_t> job_id;  // the launcher's job: offsets the ports (job_base_port)
+  std::string job_source;
+  std::vector<std::string> hosts;       // host of each rank (Slurm's node list, a hostfile)
+  std::string hosts_source;
+  std::string node;                     // the node the launcher says this rank is on
+};
+
 struct PeerOptions {
   int rank = 0;
-  std::string out_dir;      // DIR/peers/R style folder for this peer's files
+  std::string out_dir;      // the run's folder: this peer writes into out_dir/peers/R/
   bool events = false;      // print "@gossip ..." event lines on stdout for the launcher
-  bool snapshots = false;   // write params-ROUND.bin at each evaluation (the launcher reads them)
-  std::int64_t resume_round = -1;  // >= 0: continue from DIR/checkpoint-ROUND.ckpt
+  std::string config_path;  // recorded in the ready event, for `gossip collect`
+  Launch launch;            // how this rank was started (ports, hosts)
+  std::int64_t resume_round = -1;  // >= 0: continue from its checkpoint-ROUND.ckpt
   std::int64_t until_round = 0;    // > 0: stop after this round, with a checkpoint
 };
 
-/// Where this process's rank comes from, in order: `cli` (--rank), GOSSIP_RANK, SLURM_PROCID,
-/// OMPI_COMM_WORLD_RANK, PMI_RANK, else the trailing number of the host name (a Kubernetes
-/// StatefulSet pod "gossip-3" is rank 3). `source` says which one was used.
+/// The folder of rank `rank`'s files in the run folder `out_dir`: out_dir/peers/R.
+std::string peer_dir(const std::string& out_dir, int rank);
+
+/// Reads the rank from, in order: `cli` (--rank), GOSSIP_RANK, OMPI_COMM_WORLD_RANK (with
+/// OMPI_COMM_WORLD_SIZE and the job id), SLURM_PROCID of an srun task (with SLURM_NTASKS,
+/// SLURM_JOB_ID and the step's node list), PMI_RANK (with PMI_SIZE), JOB_COMPLETION_INDEX (a
+/// Kubernetes Indexed Job), else the trailing number of the host name (a StatefulSet pod
+/// "gossip-3" is rank 3). Throws InputError when a variable is malformed.
+Launch detect_launch(std::optional<int> cli);
+
+/// The rank alone (detect_launch); `source` says where it came from.
 std::optional<int> resolve_rank(std::optional<int> cli, std::string* source = nullptr);
 
-/// "host:port" of every rank: the topology's `peers:` addresses when it has them, else
-/// net.host:(net.base_port + rank).
+/// Refuses a launch that does not fit the topology: a world size other than its peer count, or
+/// a host list that does not place this rank where the launcher says it runs. Every rank of a
+/// wrong launch throws the same InputError, naming both numbers.
+void check_launch(const Launch& launch, const Topology& topology, const std::string& topology_path);
+
+/// An MPI hostfile line: a host and how many ranks run on it.
+struct HostSlots {
+  std::string host;
+  int slots = 1;
+};
+/// Slurm's compressed host list ("node[01-03,7],login1") in order; InputError names `what`.
+std::vector<std::string> expand_slurm_hostlist(std::string_view list, const std::string& what);
+/// Slurm's tasks per node ("2(x3),1") as one count per node; InputError names `what`.
+std::vector<int> expand_slurm_tasks_per_node(std::string_view text, const std::string& what);
+/// An MPI hostfile ("host slots=N" a line, '#' comments); errors name `path` and the line.
+std::vector<HostSlots> parse_hostfile(const std::string& text, const std::string& path);
+/// The host of each of `ranks` ranks when they fill the hosts' slots in order (srun's block
+/// distribution, mpirun's mapping by slot); InputError naming `what` when there are too few.
+std::vector<std::string> hosts_by_slot(const std::vector<HostSlots>& hosts, int ranks,
+                                       const std::string& what);
+
+/// The first port of a job's block: base_port itself when there is no job id, else base_port plus
+/// a multiple of `peers` chosen by the job id, below 32768 when the block fits there, so that two
+/// jobs on one host (most likely) use different ports.
+int job_base_port(int base_port, int peers, std::optional<std::uint64_t> job_id);
+
+/// "host:port" of every rank: the topology's `peers:` addresses when it has them, else the
+/// launcher's host of each rank (or net.host) and port job_base_port(net.base_port) + rank.
+std::vector<std::string> peer_addresses(const RunConfig& config, const Topology& topology,
+                                        const Launch& launch);
 std::vector<std::string> peer_addresses(const RunConfig& config, const Topology& topology);
+
+/// Where a peer whose address is `address` listens: that address when its host is a numeric IP,
+/// else every interface ("0.0.0.0:port"): a host name may resolve on its own machine to an
+/// address no other machine reaches (Debian maps it to 127.0.1.1).
+std::string listen_address(const std::string& address);
 
 /// Runs one peer to the end of training. Returns the process exit code; throws on bad input.
 int run_peer(const RunConfig& config, const Topology& topology, const PeerOptions& options);

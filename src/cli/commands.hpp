@@ -13,6 +13,7 @@ int run_sim(int argc, char** argv);
 int run_compare(int argc, char** argv);
 int run_peer(int argc, char** argv);
 int run_run(int argc, char** argv);
+int run_collect(int argc, char** argv);
 int run_bench(int argc, char** argv);
 
 }  // namespace gossip::cli

@@ -23,6 +23,8 @@ const gossip::Subcommand kCommands[] = {
     {"peer", "run one peer of a network (under Slurm, mpirun, Kubernetes or gossip run)",
      gossip::cli::run_peer},
     {"run", "run a whole peer network on this machine from a config", gossip::cli::run_run},
+    {"collect", "merge the peers' results of a network started by mpirun, srun or Kubernetes",
+     gossip::cli::run_collect},
     {"bench", "benchmarks that print a ratio against a reference measured in the same run",
      gossip::cli::run_bench},
 };

@@ -1,5 +1,8 @@
 // cli/peer.cpp: `gossip peer CONFIG [--rank R] --out DIR` — one peer process of a network.
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 
 #include "gossip/args.hpp"
 #include "src/cli/commands.hpp"
@@ -13,37 +16,57 @@ namespace gossip::cli {
 namespace {
 
 const char* kPeerHelp =
-    "usage: gossip peer CONFIG [--rank R] [--out DIR] [--topology FILE] [--resume-round N]\n"
-    "                   [--until-round N]\n"
+    "usage: gossip peer CONFIG [--rank R] [--out DIR] [--topology FILE] [--hosts FILE]\n"
+    "                   [--resume-round N] [--until-round N]\n"
     "\n"
     "Runs one peer of the network CONFIG describes (its gossip.topology names the graph): trains\n"
-    "on its shard, gossips with its neighbours over TCP, and writes DIR/metrics.csv and\n"
-    "DIR/summary.json (default DIR: runs/peer-R). Start one per rank, on one or many machines.\n"
+    "on its shard, gossips with its neighbours over TCP, and writes its files into DIR/peers/R/:\n"
+    "metrics.csv, summary.json, events.txt (its event lines), params-ROUND.bin at each evaluation\n"
+    "and params.bin at the end (float32 parameters). `gossip collect DIR` then merges the ranks\n"
+    "into DIR/metrics.csv, DIR/summary.json and DIR/events.jsonl. Default DIR: runs/peer.\n"
+    "Start one per rank, on one or many machines.\n"
     "\n"
-    "The rank comes from --rank, else GOSSIP_RANK, SLURM_PROCID, OMPI_COMM_WORLD_RANK or\n"
-    "PMI_RANK, else the trailing number of the host name (Kubernetes StatefulSet pod gossip-3 is\n"
-    "rank 3). Addresses come from the topology's `peers:` list, else net.host:(net.base_port+R).\n"
+    "The rank comes from --rank, else GOSSIP_RANK, OMPI_COMM_WORLD_RANK (mpirun), SLURM_PROCID\n"
+    "(an srun task), PMI_RANK, JOB_COMPLETION_INDEX (a Kubernetes Indexed Job), else the trailing\n"
+    "number of the host name (StatefulSet pod gossip-3 is rank 3). Under mpirun or srun the\n"
+    "number of ranks started (OMPI_COMM_WORLD_SIZE, SLURM_NTASKS, PMI_SIZE) must equal the\n"
+    "topology's peer count, or every rank stops with exit code 2.\n"
+    "\n"
+    "Addresses come from the topology's `peers:` list; else each rank's host is the one srun\n"
+    "placed it on (SLURM_STEP_NODELIST, block distribution), or the one --hosts gives it, or\n"
+    "net.host; and its port is net.base_port + R, moved by a block chosen from the job id\n"
+    "(SLURM_JOB_ID, Open MPI's job id) so that two jobs on one host do not collide. A peer listens\n"
+    "on its address when that is a numeric IP, else on all interfaces.\n"
     "Neighbours on the same host (same boot and namespaces) pass parameters through shared\n"
     "memory and use TCP for the rest; net.shared_memory: false sends everything over TCP.\n"
     "\n"
     "options:\n"
     "  --rank R      this peer's rank\n"
-    "  --out DIR     where to write results\n"
+    "  --out DIR     the run's folder; this peer writes into DIR/peers/R/\n"
     "  --topology F  use topology file F instead of the config's gossip.topology\n"
+    "  --hosts FILE  an MPI hostfile ('host slots=N' a line, as given to mpirun --hostfile):\n"
+    "                ranks fill each host's slots in order, as mpirun places them\n"
     "  --events      print machine-readable '@gossip' event lines (used by gossip run)\n"
-    "  --snapshots   write params-ROUND.bin at each evaluation (used by gossip run)\n"
-    "  --resume-round N  continue from DIR/checkpoint-N.ckpt (every peer of the run from the\n"
-    "                same N; gossip run --resume picks it); metrics.csv keeps its rows to N\n"
+    "  --resume-round N  continue from DIR/peers/R/checkpoint-N.ckpt (every peer of the run from\n"
+    "                the same N; gossip run --resume picks it); metrics.csv keeps its rows to N\n"
     "  --until-round N   stop after round N with a checkpoint (train.checkpoint_every sets\n"
     "                regular ones), to be resumed later\n"
     "\n"
-    "exit codes: 0 done, 1 runtime failure, 2 bad config, topology, data or rank\n";
+    "exit codes: 0 done, 1 runtime failure, 2 bad config, topology, data, rank or world size\n";
+
+std::string read_text(const std::string& path) {
+  std::ifstream f(path);
+  if (!f) throw InputError(cat("--hosts ", path, ": cannot open"));
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
 
 }  // namespace
 
 int run_peer(int argc, char** argv) {
-  Args args(argc, argv, {"rank", "out", "topology", "resume-round", "until-round"},
-            {"events", "snapshots"});
+  Args args(argc, argv, {"rank", "out", "topology", "hosts", "resume-round", "until-round"},
+            {"events"});
   if (args.help()) {
     std::printf("%s", kPeerHelp);
     return kExitOk;
@@ -56,23 +79,39 @@ int run_peer(int argc, char** argv) {
   check_algorithm(config, topology);
   std::optional<int> cli_rank;
   if (args.get("rank")) cli_rank = static_cast<int>(args.get_int("rank", 0));
-  std::string source;
-  const auto rank = resolve_rank(cli_rank, &source);
-  if (!rank)
-    throw InputError("no rank: pass --rank R or set GOSSIP_RANK (or run under Slurm, mpirun, "
-                     "or as a StatefulSet pod named NAME-R)");
+  Launch launch = detect_launch(cli_rank);
+  if (!launch.rank)
+    throw InputError("no rank: pass --rank R or set GOSSIP_RANK (or run under mpirun, srun, "
+                     "as a Kubernetes Indexed Job, or as a StatefulSet pod named NAME-R)");
+  if (const auto hosts = args.get("hosts")) {
+    if (topology.has_addresses())
+      throw InputError(cat("--hosts ", *hosts, ": the topology ", config.gossip.topology,
+                           " gives the addresses already (peers:)"));
+    launch.hosts = hosts_by_slot(parse_hostfile(read_text(*hosts), *hosts), topology.n(),
+                                 "--hosts " + *hosts);
+    launch.hosts_source = "--hosts " + *hosts;
+    launch.node.clear();
+  }
+  check_launch(launch, topology, config.gossip.topology);
+
   PeerOptions opt;
-  opt.rank = *rank;
-  opt.out_dir = args.get_or("out", cat("runs/peer-", *rank));
+  opt.rank = *launch.rank;
+  opt.out_dir = args.get_or("out", "runs/peer");
   opt.events = args.has("events");
-  opt.snapshots = args.has("snapshots");
+  opt.config_path = std::filesystem::absolute(args.config_path()).lexically_normal().string();
+  std::string how = cat("rank ", opt.rank, " (from ", launch.rank_source, ")");
+  if (launch.world_size) how += cat(", ", launch.world_size_source);
+  if (launch.job_id) how += cat(", ports from ", launch.job_source);
+  if (!launch.hosts.empty() && !topology.has_addresses()) how += cat(", hosts from ", launch.hosts_source);
+  std::fprintf(stderr, "gossip peer: %s; files in %s\n", how.c_str(),
+               peer_dir(opt.out_dir, opt.rank).c_str());
+  opt.launch = std::move(launch);
   opt.resume_round = args.get_int("resume-round", -1);
   opt.until_round = args.get_int("until-round", 0);
   if (args.get("resume-round") && opt.resume_round < 0)
     throw InputError("--resume-round must be 0 or more");
   if (args.get("until-round") && opt.until_round < 1)
     throw InputError("--until-round must be at least 1");
-  std::fprintf(stderr, "gossip peer: rank %d (from %s)\n", *rank, source.c_str());
   return gossip::run_peer(config, topology, opt);
 }
 

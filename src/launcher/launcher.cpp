@@ -1,7 +1,7 @@
 // launcher/launcher.cpp: `gossip run`. Starts the peers, follows their "@gossip" event lines,
-// merges evaluations into metrics.csv (with the consensus distance and the accuracy of the
-// average model, computed here from the peers' parameter snapshots), draws the progress bar, and
-// ends the run: summary.json on success; every child stopped on Ctrl-C or on a peer's failure.
+// hands them to the NetworkRecord (which merges evaluations into metrics.csv with the consensus
+// distance and the accuracy of the average model), draws the progress bar, and ends the run:
+// summary.json on success; every child stopped on Ctrl-C or on a peer's failure.
 #include <poll.h>
 #include <signal.h>
 #include <unistd.h>
@@ -9,17 +9,14 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <map>
-#include <numeric>
-#include <optional>
+#include <iterator>
 #include <variant>
 
 #include "src/launcher/children.hpp"
-#include "gossip/backend.hpp"
+#include "src/launcher/network_record.hpp"
 #include "gossip/checkpoint.hpp"
 #include "gossip/core.hpp"
 #include "gossip/events.hpp"
@@ -29,7 +26,6 @@
 #include "gossip/report.hpp"
 #include "gossip/topology.hpp"
 #include "gossip/progress.hpp"
-#include "gossip/train.hpp"
 
 namespace gossip {
 namespace {
@@ -39,17 +35,8 @@ std::atomic<int> g_signal{0};
 
 void on_signal(int sig) { g_signal = sig; }
 
-std::vector<float> read_snapshot(const std::string& path, std::int64_t n) {
-  std::vector<float> v(n);
-  std::ifstream f(path, std::ios::binary);
-  f.read(reinterpret_cast<char*>(v.data()), static_cast<std::streamsize>(n * sizeof(float)));
-  if (f.gcount() != static_cast<std::streamsize>(n * sizeof(float)))
-    throw RuntimeError(cat(path, ": parameter snapshot is truncated"));
-  return v;
-}
-
 /// The newest round of which every peer of OUT has a valid checkpoint; refused files are
-/// named on stderr. Throws InputError when there is none.
+/// named on stderr. Throws InputError when there is none, or when the run has finished.
 std::int64_t common_checkpoint(const std::string& out, int n) {
   if (std::filesystem::exists(out + "/summary.json"))
     throw InputError(cat(out, ": that run has finished (summary.json is there); nothing to "
@@ -78,87 +65,50 @@ std::int64_t common_checkpoint(const std::string& out, int n) {
   return common.back();
 }
 
-/// Evaluations of one round by peer, gathered until every live peer has reported it.
-using RoundEvals = std::map<int, EvalEvent>;
-
 class Network {
  public:
   Network(const RunConfig& config, const LaunchOptions& opt, const Topology& topology,
           std::int64_t resume_round)
-      : config_(config), opt_(opt), n_(topology.n()), resume_round_(resume_round),
-        record_(resume_round >= 0 ? RunRecord::resume(opt.out_dir, resume_round)
-                                  : RunRecord(opt.out_dir)),
-        backend_(make_cpu_backend(1)), data_(load_datasets(config)),
-        evaluator_(*backend_, config, data_.train, {0}, 0) {}
+      : opt_(opt), n_(topology.n()), resume_round_(resume_round),
+        record_(config, opt.out_dir, n_, launcher::NetworkRecord::Clock::kLauncher, true,
+                resume_round) {}
 
   int run();
 
  private:
-  void start();
   void recover_unmerged();
-  void handle(int rank, const PeerEvent& e);
+  void start();
   void merge_ready_rounds();
-  void merge_round(std::int64_t round, RoundEvals& evals, const std::vector<int>& expected);
-  void finish_summary();
   int fail(const std::string& why);
 
-  const RunConfig& config_;
   const LaunchOptions& opt_;
   int n_;
   std::int64_t resume_round_;  // -1: a fresh run
-  RunRecord record_;
-  std::unique_ptr<Backend> backend_;
-  DataSets data_;
-  Trainer evaluator_;  // holds the average model
+  launcher::NetworkRecord record_;
   std::vector<launcher::Child> children_;
-  std::map<std::int64_t, RoundEvals> pending_;
-  std::vector<int> dead_;
-  std::vector<std::optional<DoneEvent>> done_;
   Progress progress_;
-  std::int64_t total_rounds_ = 0;
-  bool live_connected_ = true;
   Clock::time_point t0_ = Clock::now();
 };
 
-/// On resume: the evaluations up to the resume round that the peers wrote but this launcher had
-/// not merged when it was stopped (Ctrl-C, a crash) are merged now from the peers' metrics.csv
-/// and parameter snapshots, so DIR/metrics.csv has every evaluation.
+/// On resume: the evaluations up to the resume round that the peers saved (events.txt) but this
+/// launcher had not merged when it was stopped (Ctrl-C, a crash) are merged now, so that
+/// DIR/metrics.csv has every evaluation; a round some peer's file lacks is named and left out.
 void Network::recover_unmerged() {
-  const std::int64_t merged = record_.last().round;
-  std::map<std::int64_t, RoundEvals> found;
+  const std::int64_t merged = record_.merged_round();
   for (int r = 0; r < n_; ++r) {
-    const std::string dir = cat(opt_.out_dir, "/peers/", r);
-    std::ifstream in(dir + "/metrics.csv");
-    std::string line;
-    std::getline(in, line);  // header
-    while (std::getline(in, line)) {
-      EvalEvent e;
-      long long round = 0, bytes = 0;
-      int peer = 0;
-      double consensus = 0.0;
-      if (std::sscanf(line.c_str(), "%lld,%lf,%d,%lf,%lf,%lf,%lld,%lf", &round, &e.epoch, &peer,
-                      &e.loss, &e.accuracy, &consensus, &bytes, &e.seconds) != 8)
-        break;
-      if (round <= merged || round > resume_round_) continue;
-      e.peer = r;
-      e.round = round;
-      e.bytes_sent = static_cast<std::uint64_t>(bytes);
-      e.params = cat(dir, "/params-", round, ".bin");
-      found[round][r] = e;
+    std::ifstream in(cat(opt_.out_dir, "/peers/", r, "/events.txt"));
+    for (std::string line; std::getline(in, line);) {
+      const auto e = parse_event(line);
+      if (!e) continue;
+      if (const auto* ev = std::get_if<EvalEvent>(&*e);
+          ev && ev->round > merged && ev->round <= resume_round_)
+        record_.handle(r, *e);
     }
   }
-  std::vector<int> all(n_);
-  std::iota(all.begin(), all.end(), 0);
-  for (auto& [round, evals] : found) {
-    bool complete = static_cast<int>(evals.size()) == n_;
-    for (const auto& [r, e] : evals) complete = complete && std::filesystem::exists(e.params);
-    if (!complete) {
-      progress_.note(cat("round ", round, ": not every peer's evaluation or snapshot is left; "
-                         "that round is missing from metrics.csv (each peer's own file has it)"));
-      continue;
-    }
-    merge_round(round, evals, all);
-  }
+  merge_ready_rounds();
+  for (std::int64_t round : record_.drop_pending_through(resume_round_))
+    progress_.note(cat("round ", round, ": not every peer's evaluation or snapshot is left, so "
+                       "that round is missing from metrics.csv (each peer's own file has it)"));
 }
 
 void Network::start() {
@@ -168,67 +118,19 @@ void Network::start() {
     const std::string dir = cat(opt_.out_dir, "/peers/", r);
     make_output_dir(dir);
     std::vector<std::string> argv = {self, "peer", opt_.config_path, "--rank", std::to_string(r),
-                                     "--out", dir, "--events", "--snapshots"};
+                                     "--out", opt_.out_dir, "--events"};
     if (resume_round_ >= 0) argv.insert(argv.end(), {"--resume-round", cat(resume_round_)});
     if (opt_.until_round > 0) argv.insert(argv.end(), {"--until-round", cat(opt_.until_round)});
     children_.push_back(launcher::spawn_child(r, argv, dir + "/peer.log"));
   }
-  done_.resize(n_);
-}
-
-void Network::handle(int rank, const PeerEvent& event) {
-  if (const auto* e = std::get_if<EvalEvent>(&event)) {
-    total_rounds_ = e->rounds;
-    pending_[e->round][rank] = *e;
-  } else if (const auto* e = std::get_if<DoneEvent>(&event)) {
-    done_[rank] = *e;
-  } else if (const auto* e = std::get_if<AlertEvent>(&event)) {
-    live_connected_ = e->connected;
-    progress_.note(cat("peer ", rank, ": ", e->message));
-  }
 }
 
 void Network::merge_ready_rounds() {
-  std::vector<int> expected;
-  for (int r = 0; r < n_; ++r)
-    if (std::find(dead_.begin(), dead_.end(), r) == dead_.end()) expected.push_back(r);
-  while (!pending_.empty()) {
-    auto& [round, evals] = *pending_.begin();
-    for (int r : expected)
-      if (!evals.count(r)) return;  // wait for the slower peers
-    merge_round(round, evals, expected);
-    pending_.erase(pending_.begin());
-  }
-}
-
-/// Rows for every peer and for the average model, whose accuracy and the consensus distance
-/// come from the peers' parameter snapshots.
-void Network::merge_round(std::int64_t round, RoundEvals& evals,
-                          const std::vector<int>& expected) {
-  std::vector<std::vector<float>> params;
-  for (int r : expected) params.push_back(read_snapshot(evals[r].params, evaluator_.num_params()));
-  std::vector<std::span<const float>> views(params.begin(), params.end());
-  std::vector<float> avg(evaluator_.num_params());
-  const double cd = consensus_distance(views);
-  average_params(views, avg);
-  evaluator_.upload_params(avg);
-  const Evaluation ev = evaluator_.evaluate(data_.test, config_.train.eval_limit);
-  MetricsRow avg_row{round, evals[expected.front()].epoch, -1, 0.0, ev.accuracy, cd, 0,
-                     std::chrono::duration<double>(Clock::now() - t0_).count()};
-  for (int r : expected) {
-    const EvalEvent& e = evals[r];
-    record_.write(MetricsRow{round, e.epoch, r, e.loss, e.accuracy, cd, e.bytes_sent, e.seconds});
-    avg_row.loss += e.loss / expected.size();
-    avg_row.bytes_sent += e.bytes_sent;
-    std::error_code ec;
-    std::filesystem::remove(e.params, ec);
-  }
-  record_.write(avg_row);
-  record_.flush();
-  const EvaluationFigures& f = record_.last();
-  progress_.update(round, total_rounds_,
-                   cat("acc ", fixed(ev.accuracy, 4), "  peers ", fixed(f.peer_accuracy_min, 3),
-                       "-", fixed(f.peer_accuracy_max, 3), "  consensus ", sci(cd)));
+  for (const EvaluationFigures& f : record_.merge_ready_rounds())
+    progress_.update(f.round, record_.total_rounds(),
+                     cat("acc ", fixed(f.test_accuracy, 4), "  peers ",
+                         fixed(f.peer_accuracy_min, 3), "-", fixed(f.peer_accuracy_max, 3),
+                         "  consensus ", sci(f.consensus_distance)));
 }
 
 int Network::fail(const std::string& why) {
@@ -238,36 +140,6 @@ int Network::fail(const std::string& why) {
   std::fprintf(stderr, "gossip run: stopped all peers; logs in %s/peers/*/peer.log\n",
                opt_.out_dir.c_str());
   return kExitFailure;
-}
-
-void Network::finish_summary() {
-  RunEnd end{.rounds = record_.last().round, .bytes_sent = 0,
-             .wall_seconds = std::chrono::duration<double>(Clock::now() - t0_).count(),
-             .connected = live_connected_, .params_sha256 = {}, .extra = {}};
-  for (int r = 0; r < n_; ++r) {
-    end.params_sha256.push_back(done_[r] ? done_[r]->params_sha256 : "");
-    end.bytes_sent += done_[r] ? done_[r]->bytes_sent : 0;
-  }
-  end.extra.add("dead_peers", JsonArray::of(dead_)).add("peers", n_);
-  std::vector<std::int64_t> samples;
-  for (const auto& shard : shard_for(config_, data_.train, n_)) samples.push_back(std::ssize(shard));
-  end.extra.add("samples_per_peer", JsonArray::of(samples));
-  const Summary s = record_.finish(std::move(end));
-  progress_.finish();
-  std::printf("\n%5s  %9s  %12s  %8s\n", "peer", "test_acc", "bytes_sent", "seconds");
-  for (int r = 0; r < n_; ++r) {
-    if (!done_[r]) {
-      std::printf("%5d  %9s  %12s  %8s\n", r, "dead", "-", "-");
-      continue;
-    }
-    std::printf("%5d  %9.4f  %12llu  %8.1f\n", r, done_[r]->accuracy,
-                static_cast<unsigned long long>(done_[r]->bytes_sent), done_[r]->seconds);
-  }
-  std::printf("average model: test_accuracy %.4f, consensus distance %.3g, %lld rounds, %.2f "
-              "epochs, %.1f s\nwrote %s/summary.json and %s/metrics.csv\n",
-              s.last.test_accuracy, s.last.consensus_distance,
-              static_cast<long long>(s.end.rounds), s.last.epoch, s.end.wall_seconds,
-              opt_.out_dir.c_str(), opt_.out_dir.c_str());
 }
 
 int Network::run() {
@@ -288,17 +160,22 @@ int Network::run() {
     for (auto& c : children_) {
       std::vector<std::string> lines;
       launcher::read_lines(c, lines);
-      for (const auto& l : lines)
-        if (auto e = parse_event(l)) handle(c.rank, *e);
+      for (const auto& l : lines) {
+        const auto e = parse_event(l);
+        if (!e) continue;
+        if (const auto* a = std::get_if<AlertEvent>(&*e))
+          progress_.note(cat("peer ", c.rank, ": ", a->message));
+        record_.handle(c.rank, *e);
+      }
       const bool was_running = c.running;
       if (launcher::reap(c) && was_running) {
         const bool stopped_as_asked = opt_.until_round > 0 && c.exit_code == 0;
-        if (c.exit_code != 0 || (!done_[c.rank] && !stopped_as_asked)) {
+        if (c.exit_code != 0 || (!record_.has_finished(c.rank) && !stopped_as_asked)) {
           const std::string why = cat("peer ", c.rank, " failed (exit code ", c.exit_code,
                                       "); last lines of its log:\n", launcher::tail_lines(c.log_path, 6));
           if (!opt_.keep_going) return fail(why);
           progress_.note(why);
-          dead_.push_back(c.rank);
+          record_.peer_failed(c.rank, why);
         }
       }
       all_exited &= !c.running && c.out_fd < 0;
@@ -306,17 +183,16 @@ int Network::run() {
     merge_ready_rounds();
     if (all_exited) break;
   }
-  if (static_cast<int>(dead_.size()) == n_) return fail("every peer failed");
-  if (opt_.until_round > 0 && std::none_of(done_.begin(), done_.end(),
-                                           [](const auto& d) { return d.has_value(); })) {
-    progress_.finish();
+  if (static_cast<int>(record_.dead().size()) == n_) return fail("every peer failed");
+  progress_.finish();
+  if (opt_.until_round > 0 && record_.finished() == 0) {
     std::printf("gossip run: every peer stopped after round %lld as asked, with a checkpoint; "
                 "continue with: gossip run --resume %s\n",
                 static_cast<long long>(opt_.until_round), opt_.out_dir.c_str());
-    return dead_.empty() ? kExitOk : kExitFailure;
+    return record_.dead().empty() ? kExitOk : kExitFailure;
   }
-  finish_summary();
-  return dead_.empty() ? kExitOk : kExitFailure;
+  record_.finish(std::chrono::duration<double>(Clock::now() - t0_).count());
+  return record_.dead().empty() ? kExitOk : kExitFailure;
 }
 
 }  // namespace

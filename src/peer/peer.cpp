@@ -1,7 +1,8 @@
 // peer/peer.cpp: one real peer. Wires its trainer (own shard), NetExchange (its neighbours), the
 // gossip algorithm the simulator also runs, and the convergence monitor; runs the rounds; writes
-// its metrics and final summary; and, under `gossip run`, tells the launcher what happens through
-// "@gossip" event lines on stdout.
+// its metrics, parameter snapshots, final parameters and summary into DIR/peers/R/; and records
+// what happens as "@gossip" event lines in DIR/peers/R/events.txt (which `gossip collect` merges)
+// and, under `gossip run`, on stdout for the launcher.
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -47,11 +48,11 @@ std::vector<int> all_neighbours(const Topology& topology, int rank) {
 
 /// This peer's network settings: addresses, neighbours, handshake, timeouts, log lines.
 NetConfig net_config(const RunConfig& config, const Topology& topology, int rank,
-                     std::int64_t num_params) {
+                     std::int64_t num_params, const Launch& launch) {
   NetConfig net;
   net.rank = rank;
   net.size = topology.n();
-  net.addresses = peer_addresses(config, topology);
+  net.addresses = peer_addresses(config, topology, launch);
   net.neighbours = all_neighbours(topology, rank);
   net.handshake.run_id = config.net.run_id;
   net.shared_memory = config.net.shared_memory;
@@ -70,31 +71,40 @@ NetConfig net_config(const RunConfig& config, const Topology& topology, int rank
   return net;
 }
 
-/// Prints event lines for the launcher when asked to (`gossip peer --events`).
+/// Writes each event line to DIR/events.txt, and to stdout for the launcher when asked to
+/// (`gossip peer --events`).
 class Events {
  public:
-  explicit Events(bool on) : on_(on) {}
+  /// `append`: a resumed peer adds to the events it saved before it stopped.
+  Events(const std::string& dir, bool to_stdout, bool append)
+      : path_(dir + "/events.txt"), file_(path_, append ? std::ios::app : std::ios::trunc),
+        stdout_(to_stdout) {
+    if (!file_) throw InputError(cat(path_, ": cannot open for writing"));
+  }
   void emit(const PeerEvent& event) {
-    if (!on_) return;
-    std::fprintf(stdout, "%s\n", encode_event(event).c_str());
+    const std::string line = encode_event(event);
+    file_ << line << '\n' << std::flush;
+    if (!file_) throw RuntimeError(cat(path_, ": write failed"));
+    if (!stdout_) return;
+    std::fprintf(stdout, "%s\n", line.c_str());
     std::fflush(stdout);
   }
 
  private:
-  bool on_;
+  std::string path_;
+  std::ofstream file_;
+  bool stdout_;
 };
 
-/// Writes the parameter buffer to DIR/params-ROUND.bin (through a rename, so a reader never
-/// sees half a file); returns its path.
-std::string write_snapshot(const std::string& dir, std::int64_t round,
-                           const std::vector<float>& params) {
-  const std::string path = cat(dir, "/params-", round, ".bin");
+/// Writes the parameter buffer (float32, this machine's byte order) to PATH through a rename, so a
+/// reader never sees half a file.
+void write_params(const std::string& path, const std::vector<float>& params) {
   std::ofstream f(path + ".tmp", std::ios::binary | std::ios::trunc);
   f.write(reinterpret_cast<const char*>(params.data()),
           static_cast<std::streamsize>(params.size() * sizeof(float)));
   f.close();
+  if (!f) throw RuntimeError(cat(path, ".tmp: write failed"));
   std::filesystem::rename(path + ".tmp", path);
-  return path;
 }
 
 /// What a checkpoint must agree with to be resumed here: the graph, the model, the seed, the
@@ -110,14 +120,19 @@ constexpr std::size_t kCheckpointsKept = 3;  // a peer may be a checkpoint ahead
 
 }  // namespace
 
+std::string peer_dir(const std::string& out_dir, int rank) {
+  return cat(out_dir, "/peers/", rank);
+}
+
 int run_peer(const RunConfig& config, const Topology& topology, const PeerOptions& opt) {
   const int n = topology.n();
   const int rank = opt.rank;
   if (rank < 0 || rank >= n)
     throw InputError(cat("rank ", rank, " is out of range: the topology has ", n, " peers"));
   const auto t0 = Clock::now();
-  Events events(opt.events);
-  make_output_dir(opt.out_dir);
+  const std::string dir = peer_dir(opt.out_dir, rank);
+  make_output_dir(dir);
+  Events events(dir, opt.events, opt.resume_round >= 0);
 
   auto backend = make_backend(parse_backend_choice(config.train.backend), config.train.threads,
                               rank == 0);
@@ -126,12 +141,13 @@ int run_peer(const RunConfig& config, const Topology& topology, const PeerOption
   Trainer trainer(*backend, config, data.train, shards[rank], rank,
                   balance_for(config, shards, rank));
 
-  NetConfig net = net_config(config, topology, rank, trainer.num_params());
-  std::fprintf(stderr, "peer %d: %s, %zu neighbours, shard of %lld samples, %s\n", rank,
-               net.addresses[rank].c_str(), net.neighbours.size(),
+  NetConfig net = net_config(config, topology, rank, trainer.num_params(), opt.launch);
+  const std::string listen = listen_address(net.addresses[rank]);
+  std::fprintf(stderr, "peer %d: %s (listening on %s), %zu neighbours, shard of %lld samples, %s\n",
+               rank, net.addresses[rank].c_str(), listen.c_str(), net.neighbours.size(),
                static_cast<long long>(shards[rank].size()), backend->describe().c_str());
-  NetExchange exchange(std::move(net));
-  events.emit(ReadyEvent{rank, since(t0)});
+  NetExchange exchange(std::move(net), NetListener(listen));
+  events.emit(ReadyEvent{rank, since(t0), n, opt.config_path});
 
   auto algorithm = make_algorithm(trainer, exchange, topology, config.gossip);
   ConvergenceMonitor monitor(topology);
@@ -152,7 +168,7 @@ int run_peer(const RunConfig& config, const Topology& topology, const PeerOption
   std::uint64_t bytes_before = 0;  // sent before the checkpoint this run resumed from
   std::optional<RunRecord> resumed;
   if (opt.resume_round >= 0) {
-    const std::string path = checkpoint_path(opt.out_dir, opt.resume_round);
+    const std::string path = checkpoint_path(dir, opt.resume_round);
     std::string why;
     const auto c = read_checkpoint_file(path, &why);
     if (!c) throw InputError(cat(path, ": cannot resume from it: ", why));
@@ -168,11 +184,11 @@ int run_peer(const RunConfig& config, const Topology& topology, const PeerOption
     algorithm->restore(Algorithm::State{c->weight, c->loss_sum, c->loss_count, c->missing});
     first_round = c->round;
     bytes_before = c->bytes_sent;
-    resumed.emplace(RunRecord::resume(opt.out_dir, first_round));
+    resumed.emplace(RunRecord::resume(dir, first_round));
     std::fprintf(stderr, "peer %d: resumed from %s (round %lld of %lld)\n", rank, path.c_str(),
                  static_cast<long long>(first_round), static_cast<long long>(rounds));
   }
-  RunRecord record = resumed ? std::move(*resumed) : RunRecord(opt.out_dir);
+  RunRecord record = resumed ? std::move(*resumed) : RunRecord(dir);
   auto save_checkpoint = [&](std::int64_t done) {
     const Trainer::State t = trainer.state();
     const Algorithm::State a = algorithm->state();
@@ -182,8 +198,8 @@ int run_peer(const RunConfig& config, const Topology& topology, const PeerOption
                  .sampler_drawn = t.sampler.drawn, .weight = a.weight, .loss_sum = a.loss_sum,
                  .loss_count = a.loss_count, .missing = a.missing,
                  .bytes_sent = bytes_before + exchange.bytes_sent()};
-    write_checkpoint_file(checkpoint_path(opt.out_dir, done), c);
-    prune_checkpoints(opt.out_dir, kCheckpointsKept);
+    write_checkpoint_file(checkpoint_path(dir, done), c);
+    prune_checkpoints(dir, kCheckpointsKept);
   };
   std::vector<float> params(trainer.num_params());
   auto evaluate = [&](std::int64_t round) {
@@ -202,11 +218,11 @@ int run_peer(const RunConfig& config, const Topology& topology, const PeerOption
     row.seconds = since(t0);
     record.write(row);
     record.flush();
-    std::string snapshot;
-    if (opt.snapshots) {
-      algorithm->model_params(params);
-      snapshot = write_snapshot(opt.out_dir, round, params);
-    }
+    // The parameters of every evaluation: the launcher (or `gossip collect`) evaluates the
+    // average model and the consensus distance from them.
+    algorithm->model_params(params);
+    const std::string snapshot = cat(dir, "/params-", round, ".bin");
+    write_params(snapshot, params);
     events.emit(EvalEvent{rank, round, rounds, row.epoch, row.loss, row.test_accuracy,
                           row.bytes_sent, row.seconds, snapshot});
   };
@@ -224,12 +240,13 @@ int run_peer(const RunConfig& config, const Topology& topology, const PeerOption
     if (stop) {
       record.flush();
       std::fprintf(stderr, "peer %d: stopped after round %lld as asked (checkpoint %s)\n", rank,
-                   static_cast<long long>(done), checkpoint_path(opt.out_dir, done).c_str());
+                   static_cast<long long>(done), checkpoint_path(dir, done).c_str());
       return kExitOk;
     }
   }
 
   algorithm->model_params(params);
+  write_params(dir + "/params.bin", params);
   RunEnd end{.rounds = rounds, .bytes_sent = bytes_before + exchange.bytes_sent(),
              .wall_seconds = since(t0),
              .connected = monitor.connected(), .params_sha256 = {sha256_hex(params)}, .extra = {}};

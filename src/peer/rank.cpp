@@ -1,4 +1,6 @@
-// peer/rank.cpp: where a peer's rank and its neighbours' addresses come from.
+// peer/rank.cpp: where a peer's rank, the launcher's world size and job, and its neighbours'
+// addresses come from.
+#include <arpa/inet.h>
 #include <unistd.h>
 
 #include <cctype>
@@ -19,21 +21,108 @@ std::optional<int> parse_rank(const std::string& text, const std::string& from) 
   return static_cast<int>(v);
 }
 
+std::optional<std::string> env(const char* name) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return std::nullopt;
+  return std::string(v);
+}
+
+/// The launcher's world size from `var`, when it is set.
+void read_world_size(Launch& l, const char* var, const char* launcher) {
+  if (const auto v = env(var)) {
+    const auto size = parse_rank(*v, var);
+    if (*size < 1) throw InputError(cat(var, ": the world size must be at least 1, got ", *v));
+    l.world_size = size;
+    l.world_size_source = cat(var, "=", *v);
+    l.launcher = launcher;
+  }
+}
+
+void read_job_id(Launch& l, const char* var) {
+  const auto v = env(var);
+  if (!v) return;
+  char* end = nullptr;
+  const unsigned long long id = std::strtoull(v->c_str(), &end, 10);
+  if (*end != '\0') return;  // not a number: no port offset from it
+  l.job_id = id;
+  l.job_source = cat(var, "=", *v);
+}
+
+/// Slurm's node list and tasks per node for this step (else the job's), one host per rank.
+void read_slurm_hosts(Launch& l) {
+  const char* list_var = env("SLURM_STEP_NODELIST") ? "SLURM_STEP_NODELIST" : "SLURM_JOB_NODELIST";
+  const char* tasks_var =
+      env("SLURM_STEP_TASKS_PER_NODE") ? "SLURM_STEP_TASKS_PER_NODE" : "SLURM_TASKS_PER_NODE";
+  const auto list = env(list_var);
+  const auto tasks = env(tasks_var);
+  if (!list || !tasks) return;
+  const auto nodes = expand_slurm_hostlist(*list, list_var);
+  const auto counts = expand_slurm_tasks_per_node(*tasks, tasks_var);
+  if (counts.size() != nodes.size())
+    throw InputError(cat(tasks_var, "=", *tasks, " gives ", counts.size(), " nodes but ",
+                         list_var, "=", *list, " has ", nodes.size()));
+  std::vector<HostSlots> slots;
+  for (std::size_t i = 0; i < nodes.size(); ++i) slots.push_back({nodes[i], counts[i]});
+  int total = 0;
+  for (int c : counts) total += c;
+  l.hosts = hosts_by_slot(slots, total, list_var);
+  l.hosts_source = cat(list_var, " and ", tasks_var);
+  if (const auto node = env("SLURMD_NODENAME")) l.node = *node;
+}
+
 }  // namespace
 
 std::optional<int> resolve_rank(std::optional<int> cli, std::string* source) {
-  auto said = [&](const char* s) {
-    if (source) *source = s;
-  };
+  const Launch l = detect_launch(cli);
+  if (source) *source = l.rank_source;
+  return l.rank;
+}
+
+Launch detect_launch(std::optional<int> cli) {
+  Launch l;
   if (cli) {
-    said("--rank");
-    return cli;
+    l.rank = cli;
+    l.rank_source = "--rank";
+    return l;
   }
-  for (const char* var : {"GOSSIP_RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK"}) {
-    if (const char* v = std::getenv(var); v && *v) {
-      said(var);
-      return parse_rank(v, var);
-    }
+  if (const auto v = env("GOSSIP_RANK")) {
+    l.rank = parse_rank(*v, "GOSSIP_RANK");
+    l.rank_source = "GOSSIP_RANK";
+    return l;
+  }
+  // Open MPI's mpirun, also inside a Slurm allocation (whose SLURM_PROCID its ranks inherit).
+  if (const auto v = env("OMPI_COMM_WORLD_RANK")) {
+    l.rank = parse_rank(*v, "OMPI_COMM_WORLD_RANK");
+    l.rank_source = "OMPI_COMM_WORLD_RANK";
+    read_world_size(l, "OMPI_COMM_WORLD_SIZE", "mpirun");
+    read_job_id(l, "OMPI_MCA_ess_base_jobid");
+    return l;
+  }
+  // A task of an srun step (the batch script itself has SLURM_PROCID but no SLURM_STEP_ID). srun
+  // --mpi=pmi2 sets PMI_RANK as well, to the same value; an MPI launcher of its own inside the
+  // allocation sets a PMI_RANK or PMI_SIZE of its own.
+  const auto procid = env("SLURM_PROCID");
+  const auto pmi_rank = env("PMI_RANK");
+  const bool pmi_is_slurm =
+      !pmi_rank || (pmi_rank == procid && env("PMI_SIZE") == env("SLURM_NTASKS"));
+  if (procid && env("SLURM_STEP_ID") && pmi_is_slurm) {
+    l.rank = parse_rank(*procid, "SLURM_PROCID");
+    l.rank_source = "SLURM_PROCID";
+    read_world_size(l, "SLURM_NTASKS", "srun");
+    read_job_id(l, "SLURM_JOB_ID");
+    read_slurm_hosts(l);
+    return l;
+  }
+  if (pmi_rank) {
+    l.rank = parse_rank(*pmi_rank, "PMI_RANK");
+    l.rank_source = "PMI_RANK";
+    read_world_size(l, "PMI_SIZE", "the MPI launcher");
+    return l;
+  }
+  if (const auto v = env("JOB_COMPLETION_INDEX")) {  // a pod of a Kubernetes Indexed Job
+    l.rank = parse_rank(*v, "JOB_COMPLETION_INDEX");
+    l.rank_source = "JOB_COMPLETION_INDEX";
+    return l;
   }
   char host[256] = {};
   if (gethostname(host, sizeof host - 1) == 0) {
@@ -43,27 +132,79 @@ std::optional<int> resolve_rank(std::optional<int> cli, std::string* source) {
     while (start > 0 && std::isdigit(static_cast<unsigned char>(h[start - 1]))) --start;
     // Only "name-3" style names (StatefulSet pods), not hosts that merely end in a digit.
     if (start < end && start > 0 && h[start - 1] == '-') {
-      said("host name");
-      return parse_rank(h.substr(start), "host name '" + h + "'");
+      l.rank = parse_rank(h.substr(start), "host name '" + h + "'");
+      l.rank_source = "host name";
     }
   }
-  return std::nullopt;
+  return l;
 }
 
-std::vector<std::string> peer_addresses(const RunConfig& config, const Topology& topology) {
+void check_launch(const Launch& launch, const Topology& topology,
+                  const std::string& topology_path) {
+  const int n = topology.n();
+  if (launch.world_size && *launch.world_size != n)
+    throw InputError(cat(launch.launcher, " started ", *launch.world_size, " ranks (",
+                         launch.world_size_source, ") but the topology ", topology_path,
+                         " has ", n, " peers: start ", n, " ranks, or give a topology of ",
+                         *launch.world_size, " peers (--topology FILE)"));
+  if (!launch.rank || topology.has_addresses() || launch.hosts.empty()) return;
+  const int rank = *launch.rank;
+  if (static_cast<int>(launch.hosts.size()) != n)
+    throw InputError(cat(launch.hosts_source, " place ", launch.hosts.size(), " ranks but the ",
+                         "topology ", topology_path, " has ", n, " peers"));
+  if (rank < n && !launch.node.empty() && launch.hosts[rank] != launch.node)
+    throw InputError(cat("rank ", rank, " runs on node ", launch.node, " but ",
+                         launch.hosts_source, " place it on ", launch.hosts[rank],
+                         " (srun --distribution other than block?): give the addresses in the ",
+                         "topology's peers: list"));
+}
+
+int job_base_port(int base_port, int peers, std::optional<std::uint64_t> job_id) {
+  if (!job_id || peers < 1) return base_port;
+  // Blocks of `peers` ports from base_port, below the kernel's ephemeral ports (32768 and up) when
+  // they fit there, so that a job's ports are not taken by some connection's local end.
+  const int limit = base_port + peers <= 32768 ? 32768 : 65536;
+  const int blocks = std::max(1, (limit - base_port) / peers);
+  return base_port + static_cast<int>(*job_id % static_cast<std::uint64_t>(blocks)) * peers;
+}
+
+std::vector<std::string> peer_addresses(const RunConfig& config, const Topology& topology,
+                                        const Launch& launch) {
   std::vector<std::string> out;
+  const int base = job_base_port(config.net.base_port, topology.n(), launch.job_id);
   for (int r = 0; r < topology.n(); ++r) {
     if (auto a = topology.address(r)) {
       out.push_back(*a);
-    } else {
-      const int port = config.net.base_port + r;
-      if (port > 65535)
-        throw InputError(cat("net.base_port ", config.net.base_port, " + rank ", r,
-                             " is beyond port 65535"));
-      out.push_back(cat(config.net.host, ":", port));
+      continue;
     }
+    const int port = base + r;
+    if (port > 65535)
+      throw InputError(cat("net.base_port ", config.net.base_port, " + rank ", r,
+                           (base != config.net.base_port ? cat(" + the job's offset ",
+                                                               base - config.net.base_port)
+                                                         : std::string()),
+                           " is beyond port 65535"));
+    const std::string host =
+        launch.hosts.size() > static_cast<std::size_t>(r) ? launch.hosts[r] : config.net.host;
+    out.push_back(cat(host, ":", port));
   }
   return out;
+}
+
+std::vector<std::string> peer_addresses(const RunConfig& config, const Topology& topology) {
+  return peer_addresses(config, topology, Launch{});
+}
+
+std::string listen_address(const std::string& address) {
+  const auto colon = address.rfind(':');
+  if (colon == std::string::npos) return address;  // NetListener names what is wrong with it
+  std::string host = address.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']')
+    host = host.substr(1, host.size() - 2);
+  unsigned char buf[16];
+  const bool numeric = inet_pton(AF_INET, host.c_str(), buf) == 1 ||
+                       inet_pton(AF_INET6, host.c_str(), buf) == 1;
+  return numeric ? address : "0.0.0.0" + address.substr(colon);
 }
 
 }  // namespace gossip

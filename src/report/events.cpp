@@ -8,6 +8,8 @@
 #include <cstdio>
 #include <map>
 
+#include "gossip/json.hpp"
+
 namespace gossip {
 
 namespace {
@@ -25,7 +27,7 @@ void each(F& f, std::string_view key, V& value, Rest&... rest) {
 
 // The fields of each event, in line order (the keys are the line format).
 template <typename F> void fields(ReadyEvent& e, F f) {
-  each(f, "peer", e.peer, "seconds", e.seconds);
+  each(f, "peer", e.peer, "seconds", e.seconds, "peers", e.peers, "config", e.config);
 }
 template <typename F> void fields(EvalEvent& e, F f) {
   each(f, "peer", e.peer, "round", e.round, "rounds", e.rounds, "epoch", e.epoch, "loss", e.loss,
@@ -99,6 +101,8 @@ bool decode(std::string_view s, bool& v) {
 bool decode(std::string_view s, std::string& v) {
   v.clear();
   for (std::size_t i = 0; i < s.size(); ++i) {
+    const auto u = static_cast<unsigned char>(s[i]);
+    if (u < 0x20 || u == 0x7f) return false;  // the encoder escapes these
     if (s[i] != '%') {
       v += s[i];
       continue;
@@ -167,6 +171,22 @@ std::string encode_event(const PeerEvent& event) {
           line.append(" ").append(key).append("=").append(encode(value));
         });
         return line;
+      },
+      copy);
+}
+
+std::string event_json(const PeerEvent& event) {
+  PeerEvent copy = event;
+  return std::visit(
+      [](auto& e) {
+        JsonObject o;
+        o.add("event", type_name(e));
+        fields(e, [&](std::string_view key, const auto& value) {
+          using T = std::decay_t<decltype(value)>;
+          if constexpr (std::is_same_v<T, std::vector<int>>) o.add(key, JsonArray::of(value));
+          else o.add(key, value);
+        });
+        return o.str();
       },
       copy);
 }

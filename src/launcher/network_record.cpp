@@ -1,0 +1,170 @@
+// launcher/network_record.cpp: merges the peers' evaluations into metrics.csv, with the consensus
+// distance and the accuracy of the average model (from the peers' parameter snapshots, which no
+// single peer can know), keeps events.jsonl, and ends with summary.json and the final table.
+#include "src/launcher/network_record.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <span>
+#include <variant>
+
+#include "gossip/core.hpp"
+#include "gossip/gossip.hpp"
+#include "gossip/json.hpp"
+#include "gossip/monitor.hpp"
+
+namespace gossip::launcher {
+namespace {
+
+std::vector<float> read_snapshot(const std::string& path, std::int64_t n) {
+  std::vector<float> v(n);
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw RuntimeError(cat(path, ": cannot open the parameter snapshot"));
+  f.read(reinterpret_cast<char*>(v.data()), static_cast<std::streamsize>(n * sizeof(float)));
+  if (f.gcount() != static_cast<std::streamsize>(n * sizeof(float)))
+    throw RuntimeError(cat(path, ": parameter snapshot is truncated"));
+  return v;
+}
+
+}  // namespace
+
+NetworkRecord::NetworkRecord(const RunConfig& config, const std::string& out_dir, int peers,
+                             Clock clock, bool remove_snapshots, std::int64_t resume_round)
+    : config_(config), out_dir_(out_dir), n_(peers), clock_(clock),
+      remove_snapshots_(remove_snapshots),
+      record_(resume_round >= 0 ? RunRecord::resume(out_dir, resume_round) : RunRecord(out_dir)),
+      events_(out_dir + "/events.jsonl", resume_round >= 0 ? std::ios::app : std::ios::trunc),
+      backend_(make_cpu_backend(1)),
+      data_(load_datasets(config)), evaluator_(*backend_, config, data_.train, {0}, 0),
+      done_(peers) {
+  if (!events_) throw InputError(cat(out_dir, "/events.jsonl: cannot open for writing"));
+}
+
+void NetworkRecord::log_event(const std::string& json_line) {
+  events_ << json_line << '\n' << std::flush;
+  if (!events_) throw RuntimeError(cat(out_dir_, "/events.jsonl: write failed"));
+}
+
+void NetworkRecord::handle(int rank, const PeerEvent& event) {
+  if (rank < 0 || rank >= n_) return;
+  if (const auto* e = std::get_if<EvalEvent>(&event)) {
+    total_rounds_ = e->rounds;
+    pending_[e->round][rank] = *e;
+    return;
+  }
+  if (const auto* e = std::get_if<DoneEvent>(&event)) done_[rank] = *e;
+  if (const auto* e = std::get_if<AlertEvent>(&event)) live_connected_ = e->connected;
+  log_event(event_json(event));
+}
+
+std::vector<std::int64_t> NetworkRecord::drop_pending_through(std::int64_t round) {
+  std::vector<std::int64_t> dropped;
+  while (!pending_.empty() && pending_.begin()->first <= round) {
+    dropped.push_back(pending_.begin()->first);
+    pending_.erase(pending_.begin());
+  }
+  return dropped;
+}
+
+void NetworkRecord::peer_failed(int rank, const std::string& why) {
+  if (std::find(dead_.begin(), dead_.end(), rank) != dead_.end()) return;
+  dead_.push_back(rank);
+  log_event(JsonObject()
+                .add("event", "failed")
+                .add("peer", rank)
+                .add("message", why)
+                .str());
+}
+
+std::vector<EvaluationFigures> NetworkRecord::merge_ready_rounds() {
+  std::vector<int> expected;
+  for (int r = 0; r < n_; ++r)
+    if (std::find(dead_.begin(), dead_.end(), r) == dead_.end()) expected.push_back(r);
+  std::vector<EvaluationFigures> merged;
+  while (!pending_.empty() && !expected.empty()) {
+    auto& [round, evals] = *pending_.begin();
+    for (int r : expected)
+      if (!evals.count(r)) return merged;  // wait for the slower peers
+    merge_round(round, evals, expected);
+    merged.push_back(record_.last());
+    pending_.erase(pending_.begin());
+  }
+  return merged;
+}
+
+/// Rows for every peer and for the average model, whose accuracy and the consensus distance
+/// come from the peers' parameter snapshots.
+void NetworkRecord::merge_round(std::int64_t round, std::map<int, EvalEvent>& evals,
+                                const std::vector<int>& expected) {
+  std::vector<std::vector<float>> params;
+  for (int r : expected) params.push_back(read_snapshot(evals[r].params, evaluator_.num_params()));
+  std::vector<std::span<const float>> views(params.begin(), params.end());
+  std::vector<float> avg(evaluator_.num_params());
+  const double cd = consensus_distance(views);
+  average_params(views, avg);
+  evaluator_.upload_params(avg);
+  const Evaluation ev = evaluator_.evaluate(data_.test, config_.train.eval_limit);
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+  if (clock_ == Clock::kPeers) {
+    seconds = 0.0;
+    for (int r : expected) seconds = std::max(seconds, evals[r].seconds);
+  }
+  MetricsRow avg_row{round, evals[expected.front()].epoch, -1, 0.0, ev.accuracy, cd, 0, seconds};
+  for (int r : expected) {
+    const EvalEvent& e = evals[r];
+    record_.write(MetricsRow{round, e.epoch, r, e.loss, e.accuracy, cd, e.bytes_sent, e.seconds});
+    avg_row.loss += e.loss / expected.size();
+    avg_row.bytes_sent += e.bytes_sent;
+    if (remove_snapshots_) {
+      std::error_code ec;
+      std::filesystem::remove(e.params, ec);
+    }
+  }
+  record_.write(avg_row);
+  record_.flush();
+}
+
+int NetworkRecord::finished() const {
+  return static_cast<int>(std::count_if(done_.begin(), done_.end(),
+                                        [](const auto& d) { return d.has_value(); }));
+}
+
+double NetworkRecord::slowest_done_seconds() const {
+  double s = 0.0;
+  for (const auto& d : done_)
+    if (d) s = std::max(s, d->seconds);
+  return s;
+}
+
+Summary NetworkRecord::finish(double wall_seconds) {
+  RunEnd end{.rounds = record_.last().round, .bytes_sent = 0, .wall_seconds = wall_seconds,
+             .connected = live_connected_, .params_sha256 = {}, .extra = {}};
+  for (int r = 0; r < n_; ++r) {
+    end.params_sha256.push_back(done_[r] ? done_[r]->params_sha256 : "");
+    end.bytes_sent += done_[r] ? done_[r]->bytes_sent : 0;
+  }
+  end.extra.add("dead_peers", JsonArray::of(dead_)).add("peers", n_);
+  std::vector<std::int64_t> samples;
+  for (const auto& shard : shard_for(config_, data_.train, n_)) samples.push_back(std::ssize(shard));
+  end.extra.add("samples_per_peer", JsonArray::of(samples));
+  const Summary s = record_.finish(std::move(end));
+  std::printf("\n%5s  %9s  %12s  %8s\n", "peer", "test_acc", "bytes_sent", "seconds");
+  for (int r = 0; r < n_; ++r) {
+    if (!done_[r]) {
+      std::printf("%5d  %9s  %12s  %8s\n", r, "dead", "-", "-");
+      continue;
+    }
+    std::printf("%5d  %9.4f  %12llu  %8.1f\n", r, done_[r]->accuracy,
+                static_cast<unsigned long long>(done_[r]->bytes_sent), done_[r]->seconds);
+  }
+  std::printf("average model: test_accuracy %.4f, consensus distance %.3g, %lld rounds, %.2f "
+              "epochs, %.1f s\nwrote %s/summary.json, %s/metrics.csv and %s/events.jsonl\n",
+              s.last.test_accuracy, s.last.consensus_distance,
+              static_cast<long long>(s.end.rounds), s.last.epoch, s.end.wall_seconds,
+              out_dir_.c_str(), out_dir_.c_str(), out_dir_.c_str());
+  std::fflush(stdout);
+  return s;
+}
+
+}  // namespace gossip::launcher

@@ -1,0 +1,95 @@
+// launcher/network_record.hpp: a peer network's outputs, merged from its peers' events — the one
+// place where the average model's accuracy and the consensus distance are computed from the peers'
+// parameter snapshots. `gossip run` feeds it events as its children print them; `gossip collect`
+// feeds it the events the peers of an mpirun, srun or Kubernetes run saved in DIR/peers/R/.
+#pragma once
+#if !defined(GOSSIP_ROOM_LAUNCHER)
+#error "src/launcher/network_record.hpp belongs to room launcher, which this room does not use (see the room table in meson.build)"
+#endif
+
+#include <chrono>
+#include <cstdint>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "gossip/backend.hpp"
+#include "gossip/config.hpp"
+#include "gossip/events.hpp"
+#include "gossip/report.hpp"
+#include "gossip/train.hpp"
+
+namespace gossip::launcher {
+
+/// Writes DIR/metrics.csv (every peer's rows and the average model's, round by round),
+/// DIR/events.jsonl (the peers' ready, alert and done events and the launcher's failures, one JSON
+/// object a line) and, at the end, DIR/summary.json and the final table on stdout. Not
+/// thread-safe.
+class NetworkRecord {
+ public:
+  /// How the average model's rows get their `seconds`.
+  enum class Clock {
+    kLauncher,  // seconds since this record was made (gossip run: the launcher's clock)
+    kPeers,     // the slowest peer's seconds at that evaluation (gossip collect)
+  };
+
+  /// `peers` is the network's size; snapshots are deleted once merged when `remove_snapshots`.
+  /// With `resume_round` >= 0 the record continues DIR's: metrics.csv keeps its rows up to that
+  /// round and events.jsonl is appended to.
+  NetworkRecord(const RunConfig& config, const std::string& out_dir, int peers, Clock clock,
+                bool remove_snapshots, std::int64_t resume_round = -1);
+
+  /// One event of peer `rank` (eval, done and alert change what is merged; every one but eval
+  /// goes into events.jsonl).
+  void handle(int rank, const PeerEvent& event);
+  /// Peer `rank` ended without finishing (`why`): later rounds are merged without it.
+  void peer_failed(int rank, const std::string& why);
+
+  /// Merges, in order, every pending round that each live peer has reported; returns the figures
+  /// of the rounds merged (for a progress line).
+  std::vector<EvaluationFigures> merge_ready_rounds();
+
+  /// Writes summary.json and prints the final table; `wall_seconds` is the run's duration.
+  Summary finish(double wall_seconds);
+
+  std::int64_t total_rounds() const { return total_rounds_; }
+  /// The round of the last evaluation merged (or kept, on resume).
+  std::int64_t merged_round() const { return record_.last().round; }
+  /// Forgets the pending (not yet mergeable) evaluations of rounds up to `round`; returns those
+  /// rounds.
+  std::vector<std::int64_t> drop_pending_through(std::int64_t round);
+  const std::vector<int>& dead() const { return dead_; }
+  /// Whether peer `rank` sent its done event.
+  bool has_finished(int rank) const { return rank >= 0 && rank < n_ && done_[rank].has_value(); }
+  /// The peers that sent a done event.
+  int finished() const;
+  /// The slowest peer's seconds in its done event (0 when none finished).
+  double slowest_done_seconds() const;
+
+ private:
+  void merge_round(std::int64_t round, std::map<int, EvalEvent>& evals,
+                   const std::vector<int>& expected);
+  void log_event(const std::string& json_line);
+
+  const RunConfig& config_;
+  std::string out_dir_;
+  int n_;
+  Clock clock_;
+  bool remove_snapshots_;
+  RunRecord record_;
+  std::ofstream events_;
+  std::unique_ptr<Backend> backend_;
+  DataSets data_;
+  Trainer evaluator_;  // holds the average model
+  std::map<std::int64_t, std::map<int, EvalEvent>> pending_;  // round -> peer -> its evaluation
+  std::vector<int> dead_;
+  std::vector<std::optional<DoneEvent>> done_;
+  std::int64_t total_rounds_ = 0;
+  bool live_connected_ = true;
+  std::chrono::steady_clock::time_point t0_ = std::chrono::steady_clock::now();
+};
+
+}  // namespace gossip::launcher

@@ -1,0 +1,216 @@
+"""What a user installs and deploys, checked without a cluster:
+
+- `meson install` puts bin/gossip (which runs) and share/gossip/{configs,topologies,deploy} into
+  the prefix, and the installed quickstart config still finds its topology;
+- deploy/kubernetes/*.yaml, read with a YAML parser: an Indexed Job whose ranks come from the
+  completion index (pods not restarted), its pods under a headless Service whose port is the
+  container's and the peers' port, a `peers:` list that names exactly those pods, results on a
+  PersistentVolumeClaim, and a config and topology that `gossip` itself loads; the collect Job
+  mounts the same claim and config;
+- deploy/docker/Dockerfile: a Debian 12 base, the build packages scripts/setup.sh installs, and
+  in the final image a package for every library the gossip binary links, plus
+  dataset-fashion-mnist.
+
+The manifests and the image are not run here (no cluster, no container daemon in CI).
+"""
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import yaml
+
+from gossip_test import GOSSIP, SOURCE, Checks, run
+
+BUILD = sys.argv[1] if len(sys.argv) > 1 else os.path.join(SOURCE, "build")
+
+
+def check_install(t):
+    meson = shutil.which("meson")
+    if not t.check(meson is not None, "meson is on the PATH"):
+        return
+    dest = tempfile.mkdtemp(prefix="gossip-install-")
+    try:
+        code, out = run([meson, "install", "-C", BUILD, "--no-rebuild", "--destdir", dest], 120)
+        if not t.check(code == 0, "meson install --destdir succeeds", out):
+            return
+        code, out = run([meson, "introspect", BUILD, "--buildoptions"], 30)
+        prefix = re.search(r'"name": "prefix", "value": "([^"]+)"', out)
+        root = dest + (prefix.group(1) if prefix else "/usr/local")
+        gossip = os.path.join(root, "bin", "gossip")
+        code, out = run([gossip, "--help"], 30)
+        t.check(code == 0 and "collect" in out, "the installed bin/gossip runs", out)
+        share = os.path.join(root, "share", "gossip")
+        for f in ("configs/quickstart.yaml", "topologies/ring-8.yaml",
+                  "deploy/slurm/gossip-ring.sbatch", "deploy/kubernetes/gossip-ring-8.yaml",
+                  "deploy/docker/Dockerfile"):
+            t.check(os.path.exists(os.path.join(share, f)), f"share/gossip/{f} is installed")
+        t.check(os.path.exists(os.path.join(root, "share", "doc", "gossip", "README.md")),
+                "share/doc/gossip/README.md is installed")
+        # The installed config names its topology as ../topologies/ring-8.yaml: it must load.
+        code, out = run([gossip, "peer", os.path.join(share, "configs", "quickstart.yaml"),
+                         "--rank", "8"], 30)
+        t.check(code == 2 and "rank 8 is out of range: the topology has 8 peers" in out,
+                "the installed quickstart config and its topology load", out)
+    finally:
+        shutil.rmtree(dest, ignore_errors=True)
+
+
+def by_kind(docs, kind, name=None):
+    found = [d for d in docs if d and d.get("kind") == kind
+             and (name is None or d["metadata"]["name"] == name)]
+    return found[0] if found else None
+
+
+def check_kubernetes(t):
+    folder = os.path.join(SOURCE, "deploy", "kubernetes")
+    with open(os.path.join(folder, "gossip-ring-8.yaml")) as f:
+        docs = list(yaml.safe_load_all(f))
+    job, svc = by_kind(docs, "Job"), by_kind(docs, "Service")
+    cm, pvc = by_kind(docs, "ConfigMap"), by_kind(docs, "PersistentVolumeClaim")
+    if not t.check(all((job, svc, cm, pvc)), "the manifest has a Job, a Service, a ConfigMap and "
+                   "a PersistentVolumeClaim", [d.get("kind") for d in docs if d]):
+        return
+    spec = job["spec"]
+    pod = spec["template"]["spec"]
+    n = spec.get("completions")
+    t.check(job["apiVersion"] == "batch/v1" and spec.get("completionMode") == "Indexed",
+            "an Indexed Job: ranks from the completion index (JOB_COMPLETION_INDEX)")
+    t.check(n == spec.get("parallelism") and isinstance(n, int) and n > 1,
+            f"all {n} completions run at once (parallelism)", spec)
+    t.check(pod.get("restartPolicy") == "Never" and spec.get("backoffLimit") == 0,
+            "finished pods are not restarted, a failed pod is not retried")
+    t.check(svc["spec"].get("clusterIP") == "None" and pod.get("subdomain") == svc["metadata"]["name"],
+            "pods get DNS names JOB-R.SERVICE from a headless Service", svc["spec"])
+    labels = spec["template"]["metadata"]["labels"]
+    t.check(all(labels.get(k) == v for k, v in svc["spec"]["selector"].items()),
+            "the Service selects the Job's pods", (svc["spec"]["selector"], labels))
+    container = pod["containers"][0]
+    port = svc["spec"]["ports"][0]["port"]
+    t.check([p["containerPort"] for p in container.get("ports", [])] == [port],
+            f"the container port is the Service's ({port})")
+    command = container["command"]
+    t.check(command[:2] == ["gossip", "peer"] and "--out" in command,
+            "each pod runs gossip peer CONFIG --out DIR", command)
+    mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    out_dir = command[command.index("--out") + 1]
+    results = [name for name, path in mounts.items() if path == out_dir]
+    t.check(len(results) == 1 and volumes[results[0]].get("persistentVolumeClaim", {}).get("claimName")
+            == pvc["metadata"]["name"] and "ReadWriteMany" in pvc["spec"]["accessModes"],
+            "results go to a ReadWriteMany claim that outlives the pods", (mounts, volumes))
+    config_mount = [name for name, v in volumes.items() if v.get("configMap", {}).get("name") == cm["metadata"]["name"]]
+    t.check(len(config_mount) == 1 and command[2].startswith(mounts[config_mount[0]] + "/")
+            and os.path.basename(command[2]) in cm["data"],
+            "the config comes from the ConfigMap", (command, mounts))
+
+    run_cfg = yaml.safe_load(cm["data"][os.path.basename(command[2])])
+    topo_key = run_cfg["gossip"]["topology"]
+    topo = yaml.safe_load(cm["data"].get(topo_key, "{}"))
+    want = [f"{job['metadata']['name']}-{i}.{svc['metadata']['name']}:{port}" for i in range(n or 0)]
+    t.check(topo.get("n") == n and topo.get("peers") == want,
+            f"the topology's peers: are the Job's {n} pods at the Service's port", topo.get("peers"))
+    # gossip itself loads the config and topology (it stops at the rank check, before any data).
+    tmp = tempfile.mkdtemp(prefix="gossip-k8s-")
+    try:
+        for key, text in cm["data"].items():
+            with open(os.path.join(tmp, key), "w") as f:
+                f.write(text)
+        code, out = run([GOSSIP, "peer", os.path.join(tmp, os.path.basename(command[2])),
+                         "--rank", str(n)], 30, {"JOB_COMPLETION_INDEX": "0"})
+        t.check(code == 2 and f"rank {n} is out of range: the topology has {n} peers" in out,
+                "gossip loads the ConfigMap's config and topology", out)
+        code, out = run([GOSSIP, "topo", os.path.join(tmp, topo_key)], 30)
+        t.check(code == 0, "gossip topo finds the ring connected", out)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+    with open(os.path.join(folder, "gossip-collect.yaml")) as f:
+        collect = by_kind(list(yaml.safe_load_all(f)), "Job")
+    cpod = collect["spec"]["template"]["spec"]
+    c = cpod["containers"][0]
+    cmounts = {m["name"]: m["mountPath"] for m in c["volumeMounts"]}
+    cvolumes = {v["name"]: v for v in cpod["volumes"]}
+    claims = {cmounts[k]: v.get("persistentVolumeClaim", {}).get("claimName") for k, v in cvolumes.items()}
+    maps = {cmounts[k]: v.get("configMap", {}).get("name") for k, v in cvolumes.items()}
+    t.check(c["command"] == ["gossip", "collect", out_dir] and claims.get(out_dir) == pvc["metadata"]["name"]
+            and maps.get(mounts[config_mount[0]]) == cm["metadata"]["name"]
+            and cpod.get("restartPolicy") == "Never",
+            "the collect Job runs gossip collect on the same claim, with the config where the "
+            "peers recorded it", (c, cpod["volumes"]))
+
+
+def dockerfile_stages(text):
+    """[(base image, [packages apt-get installs])] per FROM."""
+    stages = []
+    text = text.replace("\\\n", " ")
+    for line in text.splitlines():
+        line = line.strip()
+        if line.startswith("FROM "):
+            stages.append((line.split()[1], []))
+        elif line.startswith("RUN ") and stages:
+            for cmd in re.split(r"&&|;", line[4:]):
+                words = shlex.split(cmd)
+                if "apt-get" in words and "install" in words:
+                    stages[-1][1].extend(w for w in words[words.index("install") + 1:]
+                                         if not w.startswith("-"))
+    return stages
+
+
+def package_of(path):
+    """The Debian package that owns a library path (usrmerge: /lib is /usr/lib)."""
+    for p in (path, os.path.realpath(path), "/usr" + path if path.startswith("/lib") else path):
+        code, out = run(["dpkg", "-S", p], 10)
+        if code == 0:
+            return out.split(":")[0].strip()
+    return None
+
+
+def check_dockerfile(t):
+    with open(os.path.join(SOURCE, "deploy", "docker", "Dockerfile")) as f:
+        stages = dockerfile_stages(f.read())
+    if not t.check(len(stages) >= 2, "the Dockerfile builds in one stage and runs in another", stages):
+        return
+    t.check(all(base.startswith("debian:12") or base.startswith("debian:bookworm") for base, _ in stages),
+            "every stage is Debian 12", [b for b, _ in stages])
+    build, final = stages[0][1], stages[-1][1]
+    with open(os.path.join(SOURCE, "scripts", "setup.sh")) as f:
+        setup = re.search(r"packages=\(([^)]*)\)", f.read()).group(1).split()
+    needed = [p for p in setup if p.endswith("-dev") and p not in ("libclang-rt-14-dev",)] + ["meson", "g++"]
+    t.check(all(p in build for p in needed), "the build stage installs the build packages of "
+            "scripts/setup.sh", sorted(set(needed) - set(build)))
+    t.check("dataset-fashion-mnist" in final, "the image has dataset-fashion-mnist")
+    # Every library the binary needs directly comes from a package the final stage installs
+    # (libc6 is in every Debian image). A CUDA build's toolkit libraries belong to no package and
+    # are not in this CPU image.
+    code, out = run(["ldd", GOSSIP], 30)
+    code_r, needed_out = run(["readelf", "-d", GOSSIP], 30)
+    direct = re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", needed_out)
+    paths = dict(re.findall(r"^\s*(\S+) => (\S+)", out, re.MULTILINE))
+    missing = []
+    for lib in direct:
+        pkg = package_of(paths.get(lib, lib))
+        if pkg is None:
+            print(f"note: {lib} belongs to no Debian package (a CUDA build?); not in the CPU image")
+            continue
+        if pkg != "libc6" and pkg not in final:
+            missing.append(f"{lib} ({pkg})")
+    t.check(code == 0 and code_r == 0 and direct and not missing,
+            "the final stage installs a package for every library gossip links", missing or out)
+    with open(os.path.join(SOURCE, "deploy", "kubernetes", "gossip-ring-8.yaml")) as f:
+        t.check("deploy/docker/Dockerfile" in f.read(), "the manifest says how to build its image")
+
+
+def main():
+    t = Checks("deploy")
+    check_install(t)
+    check_kubernetes(t)
+    check_dockerfile(t)
+    t.finish()
+
+
+if __name__ == "__main__":
+    main()
