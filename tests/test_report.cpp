@@ -126,16 +126,38 @@ TEST_CASE("the run record's summary comes from the last evaluation", "[report]")
     end.extra.add("zeta", 1).add("alpha", "x");
     const Summary s = record.finish(std::move(end));
     CHECK(s.last.test_accuracy == 0.9);
+    CHECK(s.last.test_loss == 0.35);  // the average model's row
     CHECK(s.last.peer_accuracy_min == 0.625);
     CHECK(s.last.peer_accuracy_max == 0.875);
   }
   CHECK(read_text(dir + "/summary.json") ==
-        "{\n  \"test_accuracy\": 0.9,\n  \"peer_accuracy_min\": 0.625,\n"
-        "  \"peer_accuracy_max\": 0.875,\n  \"consensus_distance\": 0.125,\n  \"rounds\": 8,\n"
+        "{\n  \"test_accuracy\": 0.9,\n  \"test_loss\": 0.35,\n  \"peer_accuracy_min\": 0.625,\n"
+        "  \"peer_accuracy_max\": 0.875,\n  \"consensus_distance\": 0.125,\n"
+        "  \"peak_consensus_distance\": 0.5,\n  \"rounds\": 8,\n"
         "  \"epochs\": 1,\n  \"bytes_sent\": 40,\n  \"wall_seconds\": 1.5,\n"
         "  \"connected\": true,\n  \"alpha\": \"x\",\n  \"zeta\": 1,\n"
         "  \"params_sha256\": [\"aa\", \"bb\"]\n}\n");
   const std::string csv = read_text(dir + "/metrics.csv");
   CHECK(csv.rfind(std::string(kMetricsHeader) + "\n0,0.0000,0,0,0.25,0.5,10,0.100\n", 0) == 0);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("a record without an average model leaves its fields to the command", "[report]") {
+  // gossip train and a lone gossip peer: no peer = -1 rows, so no test_loss of an average model
+  // (gossip train adds its own model's test loss itself).
+  const auto dir = (std::filesystem::temp_directory_path() / "gossip_test_report_one").string();
+  std::filesystem::remove_all(dir);
+  {
+    RunRecord record(dir);
+    record.write(MetricsRow{0, 0.0, 0, 0.0, 0.25, 0.0, 0, 0.1});
+    record.write(MetricsRow{8, 1.0, 0, 0.3, 0.875, 0.0, 0, 0.2});
+    const Summary s = record.finish(RunEnd{});
+    CHECK(s.last.test_accuracy == 0.875);
+    CHECK_FALSE(s.last.has_average);
+  }
+  const std::string summary = read_text(dir + "/summary.json");
+  CHECK(summary.find("\"test_accuracy\": 0.875") != std::string::npos);
+  CHECK(summary.find("test_loss") == std::string::npos);
+  CHECK(summary.find("peak_consensus_distance") == std::string::npos);
   std::filesystem::remove_all(dir);
 }

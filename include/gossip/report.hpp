@@ -36,10 +36,12 @@ struct EvaluationFigures {
   std::int64_t round = 0;
   double epoch = 0.0;
   double test_accuracy = 0.0;      // the average model's row, else the first peer row
+  double test_loss = 0.0;          // the average model's row (its test loss); 0 without one
   double peer_accuracy_min = 0.0;  // over the peer rows; 0 when there are none
   double peer_accuracy_max = 0.0;
   double consensus_distance = 0.0;
   int peer_rows = 0;
+  bool has_average = false;        // the evaluation has an average-model row (peer = -1)
 };
 
 /// What only the command knows at the end of a run.
@@ -72,7 +74,9 @@ class RunRecord {
   const EvaluationFigures& last() const { return last_; }
   const std::string& dir() const { return dir_; }
 
-  /// Writes DIR/summary.json from the last evaluation and `end`; returns what it wrote.
+  /// Writes DIR/summary.json from the last evaluation and `end`; returns what it wrote. When the
+  /// record has average-model rows (a network: gossip run, sim) it adds `test_loss` (the average
+  /// model's, from its last row) and `peak_consensus_distance` (the largest of any evaluation).
   Summary finish(RunEnd end);
 
  private:
@@ -80,8 +84,9 @@ class RunRecord {
   std::string path_;
   std::ofstream out_;
   EvaluationFigures last_;
-  bool average_seen_ = false;
   bool any_row_ = false;
+  bool any_average_ = false;
+  double peak_consensus_ = 0.0;
 };
 
 /// Creates DIR (and parents); throws InputError when it cannot.

@@ -52,8 +52,10 @@ using RoundEvals = std::map<int, EvalEvent>;
 
 class Network {
  public:
-  Network(const RunConfig& config, const LaunchOptions& opt, const Topology& topology)
-      : config_(config), opt_(opt), n_(topology.n()), record_(opt.out_dir),
+  Network(const RunConfig& config, const LaunchOptions& opt, const Topology& topology,
+          double spectral_gap)
+      : config_(config), opt_(opt), n_(topology.n()), spectral_gap_(spectral_gap),
+        record_(opt.out_dir),
         backend_(make_cpu_backend(1)), data_(load_datasets(config)),
         evaluator_(*backend_, config, data_.train, {0}, 0) {}
 
@@ -70,6 +72,7 @@ class Network {
   const RunConfig& config_;
   const LaunchOptions& opt_;
   int n_;
+  double spectral_gap_;
   RunRecord record_;
   std::unique_ptr<Backend> backend_;
   DataSets data_;
@@ -89,11 +92,10 @@ void Network::start() {
   for (int r = 0; r < n_; ++r) {
     const std::string dir = cat(opt_.out_dir, "/peers/", r);
     make_output_dir(dir);
-    children_.push_back(launcher::spawn_child(
-        r,
-        {self, "peer", opt_.config_path, "--rank", std::to_string(r), "--out", dir, "--events",
-         "--snapshots"},
-        dir + "/peer.log"));
+    std::vector<std::string> argv{self, "peer", opt_.config_path, "--rank", std::to_string(r),
+                                  "--out", dir, "--events", "--snapshots"};
+    argv.insert(argv.end(), opt_.peer_arguments.begin(), opt_.peer_arguments.end());
+    children_.push_back(launcher::spawn_child(r, argv, dir + "/peer.log"));
   }
   done_.resize(n_);
 }
@@ -135,12 +137,12 @@ void Network::merge_round(std::int64_t round, RoundEvals& evals,
   average_params(views, avg);
   evaluator_.upload_params(avg);
   const Evaluation ev = evaluator_.evaluate(data_.test, config_.train.eval_limit);
-  MetricsRow avg_row{round, evals[expected.front()].epoch, -1, 0.0, ev.accuracy, cd, 0,
+  // The average model's row: its test loss and accuracy (as under gossip sim), all peers' bytes.
+  MetricsRow avg_row{round, evals[expected.front()].epoch, -1, ev.loss, ev.accuracy, cd, 0,
                      std::chrono::duration<double>(Clock::now() - t0_).count()};
   for (int r : expected) {
     const EvalEvent& e = evals[r];
     record_.write(MetricsRow{round, e.epoch, r, e.loss, e.accuracy, cd, e.bytes_sent, e.seconds});
-    avg_row.loss += e.loss / expected.size();
     avg_row.bytes_sent += e.bytes_sent;
     std::error_code ec;
     std::filesystem::remove(e.params, ec);
@@ -170,7 +172,14 @@ void Network::finish_summary() {
     end.params_sha256.push_back(done_[r] ? done_[r]->params_sha256 : "");
     end.bytes_sent += done_[r] ? done_[r]->bytes_sent : 0;
   }
-  end.extra.add("dead_peers", JsonArray::of(dead_)).add("peers", n_);
+  // The fields gossip sim's summary also has, with the same meaning.
+  end.extra.add("dead_peers", JsonArray::of(dead_))
+      .add("peers", n_)
+      .add("config", config_.path)
+      .add("topology", config_.gossip.topology)
+      .add("algorithm", config_.gossip.algorithm)
+      .add("spectral_gap", spectral_gap_)
+      .add("bytes_per_peer", static_cast<double>(end.bytes_sent) / n_);
   const Summary s = record_.finish(std::move(end));
   progress_.finish();
   std::printf("\n%5s  %9s  %12s  %8s\n", "peer", "test_acc", "bytes_sent", "seconds");
@@ -253,7 +262,7 @@ int launch(const RunConfig& config, const LaunchOptions& options) {
   sa.sa_handler = on_signal;
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
-  Network net(config, options, topology);
+  Network net(config, options, topology, report.spectral_gap);
   return net.run();
 }
 

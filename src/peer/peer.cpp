@@ -165,8 +165,9 @@ int run_peer(const RunConfig& config, const Topology& topology, const PeerOption
   for (std::int64_t r = 0; r < rounds; ++r) {
     algorithm->local_phase(r);
     algorithm->mix_phase(r);
-    watch(r + 1);
     const std::int64_t done = r + 1;
+    // After the last round a neighbour that has finished and said bye is no loss.
+    if (done < rounds) watch(done);
     if (plan.eval_due(done)) evaluate(done);
   }
 
