@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <regex>
 #include <sstream>
 #include <string>
@@ -180,6 +181,88 @@ TEST_CASE("directed rings run in step over TCP, bit-identical to the simulator",
       }
     }
   }
+}
+
+/// metrics.csv as its header and, per round, the `loss` of the average model's row (peer = -1).
+struct Metrics {
+  std::string header;
+  std::map<long, double> average_loss;
+  int peer_rows = 0;
+};
+
+Metrics read_metrics(const fs::path& csv) {
+  std::ifstream in(csv);
+  Metrics m;
+  REQUIRE(std::getline(in, m.header));
+  std::string line;
+  while (std::getline(in, line)) {
+    long round = 0;
+    double epoch = 0, loss = 0;
+    int peer = 0;
+    REQUIRE(std::sscanf(line.c_str(), "%ld,%lf,%d,%lf,", &round, &epoch, &peer, &loss) == 4);
+    if (peer == -1)
+      m.average_loss[round] = loss;
+    else
+      ++m.peer_rows;
+  }
+  return m;
+}
+
+TEST_CASE("gossip run and gossip sim write the same columns with the same meaning, with the "
+          "same overrides", "[peer]") {
+  TempDir t;
+  std::ofstream(t.path / "topo.yaml") << "generator: ring\nn: 4\n";
+  // 1536 samples / (4 peers x batch 16) = 24 rounds an epoch; 4 evaluations an epoch.
+  std::ofstream(t.path / "c.yaml")
+      << "data:\n  synthetic: {train: 1536, test: 384, dim: 12, classes: 3}\n"
+      << "model: {layers: [12, 24, 3]}\n"
+      << "optimizer: {lr: 0.05, momentum: 0.9}\n"
+      << "train: {epochs: 3, batch: 16, seed: 7, backend: cpu, evals_per_epoch: 4}\n"
+      << "gossip: {topology: topo.yaml, algorithm: dpsgd, period: 1, round_timeout_s: 5}\n"
+      << "net: {run_id: test, base_port: " << test_port_base() << ", connect_timeout_s: 20}\n";
+  const std::string cfg = (t.path / "c.yaml").string();
+  // The same overrides on both: one epoch of local SGD with period 2 (12 rounds).
+  const std::string overrides = " --epochs 1 --algorithm local_sgd --period 2";
+  const Result net = run(bin() + " run " + cfg + overrides + " --out " +
+                         (t.path / "run").string() + " --no-progress");
+  INFO(net.output);
+  REQUIRE(net.code == 0);
+  const Result sim = run(bin() + " sim " + cfg + overrides + " --out " +
+                         (t.path / "sim").string() + " --quiet");
+  INFO(sim.output);
+  REQUIRE(sim.code == 0);
+
+  // The overrides reached every peer: the parameters are the simulator's, after 12 rounds.
+  CHECK(hashes(t.path / "run" / "summary.json") == hashes(t.path / "sim" / "summary.json"));
+  for (const char* dir : {"run", "sim"}) {
+    INFO(dir);
+    CHECK(number(t.path / dir / "summary.json", "rounds") == 12);
+    CHECK(number(t.path / dir / "summary.json", "epochs") == Approx(1.0));
+  }
+  CHECK(number(t.path / "run" / "peers" / "3" / "summary.json", "rounds") == 12);
+  // Neighbours that finish first and say bye are not lost peers: the graph stays connected, as
+  // in the simulator.
+  CHECK(net.output.find("neighbours lost") == std::string::npos);
+  CHECK(read_file(t.path / "run" / "summary.json").find("\"connected\": true") !=
+        std::string::npos);
+
+  const Metrics a = read_metrics(t.path / "run" / "metrics.csv");
+  const Metrics b = read_metrics(t.path / "sim" / "metrics.csv");
+  CHECK(a.header == b.header);
+  CHECK(a.peer_rows == b.peer_rows);
+  // The average model's row: its test loss in both (same parameters, so the same loss).
+  REQUIRE(a.average_loss.size() == 5);  // rounds 0, 3, 6, 9, 12
+  REQUIRE(b.average_loss.size() == a.average_loss.size());
+  for (const auto& [round, loss] : a.average_loss) {
+    INFO("round " << round);
+    REQUIRE(b.average_loss.count(round) == 1);
+    CHECK(loss > 0.0);
+    CHECK(loss == Approx(b.average_loss.at(round)).epsilon(1e-4));
+  }
+  CHECK(number(t.path / "run" / "summary.json", "test_loss") ==
+        Approx(number(t.path / "sim" / "summary.json", "test_loss")).epsilon(1e-4));
+  CHECK(number(t.path / "run" / "summary.json", "test_loss") ==
+        Approx(a.average_loss.rbegin()->second).epsilon(1e-5));
 }
 
 TEST_CASE("the peers train on when one of them is killed", "[peer]") {

@@ -3,6 +3,7 @@
 
 #include "gossip/args.hpp"
 #include "src/cli/commands.hpp"
+#include "src/cli/overrides.hpp"
 #include "gossip/config.hpp"
 #include "gossip/core.hpp"
 #include "gossip/gossip.hpp"
@@ -13,7 +14,8 @@ namespace gossip::cli {
 namespace {
 
 const char* kPeerHelp =
-    "usage: gossip peer CONFIG [--rank R] [--out DIR] [--topology FILE]\n"
+    "usage: gossip peer CONFIG [--rank R] [--out DIR] [--epochs N] [--algorithm NAME]\n"
+    "                   [--topology FILE] [--period H]\n"
     "\n"
     "Runs one peer of the network CONFIG describes (its gossip.topology names the graph): trains\n"
     "on its shard, gossips with its neighbours over TCP, and writes DIR/metrics.csv and\n"
@@ -26,24 +28,25 @@ const char* kPeerHelp =
     "memory and use TCP for the rest; net.shared_memory: false sends everything over TCP.\n"
     "\n"
     "options:\n"
-    "  --rank R      this peer's rank\n"
-    "  --out DIR     where to write results\n"
-    "  --topology F  use topology file F instead of the config's gossip.topology\n"
-    "  --events      print machine-readable '@gossip' event lines (used by gossip run)\n"
-    "  --snapshots   write params-ROUND.bin at each evaluation (used by gossip run)\n"
+    "  --rank R           this peer's rank\n"
+    "  --out DIR          where to write results\n"
+    "%s"
+    "                     (every peer of a network must be given the same overrides)\n"
+    "  --events           print machine-readable '@gossip' event lines (used by gossip run)\n"
+    "  --snapshots        write params-ROUND.bin at each evaluation (used by gossip run)\n"
     "\n"
     "exit codes: 0 done, 1 runtime failure, 2 bad config, topology, data or rank\n";
 
 }  // namespace
 
 int run_peer(int argc, char** argv) {
-  Args args(argc, argv, {"rank", "out", "topology"}, {"events", "snapshots"});
+  Args args(argc, argv, with_override_options({"rank", "out"}), {"events", "snapshots"});
   if (args.help()) {
-    std::printf("%s", kPeerHelp);
+    std::printf(kPeerHelp, kOverrideHelp);
     return kExitOk;
   }
   RunConfig config = load_config(args.config_path());
-  config.gossip.topology = args.get_or("topology", config.gossip.topology);
+  apply_overrides(args, config);
   if (config.gossip.topology.empty())
     throw InputError(cat(config.path, ": gossip.topology: a peer needs a topology file"));
   const Topology topology = load_topology(config.gossip.topology);

@@ -3,6 +3,7 @@
 
 #include "gossip/args.hpp"
 #include "src/cli/commands.hpp"
+#include "src/cli/overrides.hpp"
 #include "gossip/config.hpp"
 #include "gossip/core.hpp"
 #include "gossip/launcher.hpp"
@@ -11,35 +12,41 @@ namespace gossip::cli {
 namespace {
 
 const char* kRunHelp =
-    "usage: gossip run CONFIG --out DIR [--keep-going] [--no-progress]\n"
+    "usage: gossip run CONFIG --out DIR [--epochs N] [--algorithm NAME] [--topology FILE]\n"
+    "                  [--period H] [--keep-going] [--no-progress]\n"
     "\n"
     "Starts one `gossip peer` process per rank of CONFIG's topology on this machine, shows one\n"
-    "progress bar for the whole network (round, accuracy of the average model, lowest and\n"
+    "progress line for the whole network (round, accuracy of the average model, lowest and\n"
     "highest peer accuracy, consensus distance), and writes DIR/metrics.csv and\n"
-    "DIR/summary.json (the same contracts as gossip sim) plus each peer's files and log in\n"
-    "DIR/peers/R/. A disconnected topology is refused before anything starts.\n"
+    "DIR/summary.json (the same columns and fields, with the same meaning, as gossip sim)\n"
+    "plus each peer's files and log in DIR/peers/R/. A disconnected topology is refused before\n"
+    "anything starts.\n"
     "\n"
     "options:\n"
-    "  --out DIR       where to write results (required)\n"
-    "  --keep-going    when a peer dies, report it and let the others train on without it\n"
-    "                  (default: stop every peer and exit 1 saying which one failed and why)\n"
-    "  --no-progress   no progress bar\n"
+    "  --out DIR          where to write results (required)\n"
+    "%s"
+    "                     (the overrides are passed on to every peer)\n"
+    "  --keep-going       when a peer dies, report it and let the others train on without it\n"
+    "                     (default: stop every peer and exit 1 saying which one failed and why)\n"
+    "  --no-progress      no progress line\n"
     "\n"
-    "exit codes: 0 done, 1 a peer failed, 2 bad config or topology, 3 topology disconnected,\n"
-    "130 interrupted (Ctrl-C stops every peer)\n";
+    "exit codes: 0 done, 1 a peer failed, 2 bad config, topology or option, 3 topology\n"
+    "disconnected, 130 interrupted (Ctrl-C stops every peer)\n";
 
 }  // namespace
 
 int run_run(int argc, char** argv) {
-  Args args(argc, argv, {"out"}, {"keep-going", "no-progress"});
+  Args args(argc, argv, with_override_options({"out"}), {"keep-going", "no-progress"});
   if (args.help()) {
-    std::printf("%s", kRunHelp);
+    std::printf(kRunHelp, kOverrideHelp);
     return kExitOk;
   }
   const std::string out = args.required("out", "DIR");
-  const RunConfig config = load_config(args.config_path());
+  RunConfig config = load_config(args.config_path());
+  apply_overrides(args, config);
   LaunchOptions opt;
   opt.config_path = args.config_path();
+  opt.peer_arguments = override_arguments(args);
   opt.out_dir = out;
   opt.keep_going = args.has("keep-going");
   opt.progress = !args.has("no-progress");
