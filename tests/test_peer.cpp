@@ -265,6 +265,68 @@ TEST_CASE("gossip run and gossip sim write the same columns with the same meanin
         Approx(a.average_loss.rbegin()->second).epsilon(1e-5));
 }
 
+bool have_gnuplot() { return std::system("command -v gnuplot > /dev/null 2>&1") == 0; }
+
+/// Whether `path` is a non-empty PNG file.
+bool is_png(const fs::path& path) {
+  const std::string bytes = read_file(path);
+  return bytes.size() > 100 && bytes.rfind("\x89PNG\r\n\x1a\n", 0) == 0;
+}
+
+TEST_CASE("gossip plot draws any run or sweep folder and names what an empty one lacks",
+          "[peer][plot]") {
+  TempDir t;
+  const auto cfg = write_config(t.path, 4, "dpsgd", 1, 1);
+  std::ofstream(t.path / "complete.yaml") << "generator: complete\nn: 4\n";
+  std::ofstream(cfg, std::ios::app)
+      << "compare: {target_accuracy: 0.9, topologies: [topo.yaml, complete.yaml]}\n";
+  const Result net = run(bin() + " run " + cfg.string() + " --out " + (t.path / "run").string() +
+                         " --no-progress");
+  INFO(net.output);
+  REQUIRE(net.code == 0);
+  const Result sweep = run(bin() + " compare " + cfg.string() + " --quiet --out " +
+                           (t.path / "sweep").string());
+  INFO(sweep.output);
+  REQUIRE(sweep.code == 0);
+  for (const char* name : {"accuracy_vs_round.png", "consensus_vs_round.png"})
+    fs::remove(t.path / "sweep" / name);  // gossip plot must draw them again
+
+  struct Case {
+    const char* dir;
+    std::vector<const char*> plots;
+  };
+  for (const Case& c : {Case{"run", {"accuracy_vs_round", "loss_vs_round", "consensus_vs_round"}},
+                        Case{"run/peers/2", {"accuracy_vs_round", "loss_vs_round"}},
+                        Case{"sweep", {"accuracy_vs_round", "consensus_vs_round"}}}) {
+    INFO(c.dir);
+    const Result r = run(bin() + " plot " + (t.path / c.dir).string());
+    INFO(r.output);
+    if (!have_gnuplot()) {
+      WARN("gnuplot is not installed: only the refusal is checked");
+      CHECK(r.code == 1);
+      CHECK(r.output.find("gnuplot is not installed") != std::string::npos);
+      continue;
+    }
+    REQUIRE(r.code == 0);
+    for (const char* plot : c.plots) {
+      INFO(plot);
+      CHECK(is_png(t.path / c.dir / (std::string(plot) + ".png")));
+      CHECK(fs::file_size(t.path / c.dir / (std::string(plot) + ".svg")) > 100);
+    }
+  }
+  // A lone peer's folder has no average model, so no consensus plot.
+  CHECK_FALSE(fs::exists(t.path / "run" / "peers" / "2" / "consensus_vs_round.png"));
+
+  fs::create_directories(t.path / "empty");
+  const Result empty = run(bin() + " plot " + (t.path / "empty").string());
+  INFO(empty.output);
+  CHECK(empty.code == 2);
+  CHECK(empty.output.find("nothing to plot: no metrics.csv") != std::string::npos);
+  const Result missing = run(bin() + " plot " + (t.path / "nowhere").string());
+  CHECK(missing.code == 2);
+  CHECK(missing.output.find("no such folder") != std::string::npos);
+}
+
 TEST_CASE("the peers train on when one of them is killed", "[peer]") {
   TempDir t;
   const auto cfg = write_config(t.path, 5, "dpsgd", 1, 400);

@@ -2,6 +2,7 @@
 // run record's summary (figures of the last evaluation, field names and order).
 #include <catch2/catch.hpp>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -159,5 +160,78 @@ TEST_CASE("a record without an average model leaves its fields to the command", 
   CHECK(summary.find("\"test_accuracy\": 0.875") != std::string::npos);
   CHECK(summary.find("test_loss") == std::string::npos);
   CHECK(summary.find("peak_consensus_distance") == std::string::npos);
+  std::filesystem::remove_all(dir);
+}
+
+namespace {
+
+bool have_gnuplot() { return std::system("command -v gnuplot > /dev/null 2>&1") == 0; }
+
+/// Whether `path` is a non-empty PNG file (its 8-byte signature and more).
+bool is_png(const std::string& path) {
+  const std::string bytes = read_text(path);
+  return bytes.size() > 100 && bytes.rfind("\x89PNG\r\n\x1a\n", 0) == 0;
+}
+
+}  // namespace
+
+TEST_CASE("a run folder's plots come from its metrics.csv, zeros at the bottom of the log axis",
+          "[report][plot]") {
+  const auto dir = (std::filesystem::temp_directory_path() / "gossip_test_plot").string();
+  std::filesystem::remove_all(dir);
+  {
+    RunRecord record(dir);
+    // Three peers that start equal (consensus 0), then disagree: 0.0123, then 0.00045.
+    for (int round : {0, 10, 20}) {
+      const double cd = round == 0 ? 0.0 : round == 10 ? 0.0123 : 0.00045;
+      for (int p = 0; p < 3; ++p)
+        record.write(MetricsRow{round, round / 10.0, p, round ? 0.5 - 0.1 * p : 0.0,
+                                0.5 + 0.01 * round + 0.02 * p, cd, 100u * round, 0.1 * round});
+      record.write(MetricsRow{round, round / 10.0, -1, 0.4, 0.6 + 0.01 * round, cd, 300u * round,
+                              0.1 * round});
+    }
+    record.finish(RunEnd{});
+  }
+  const auto rows = read_metrics(dir + "/metrics.csv");
+  REQUIRE(rows.size() == 12);
+  CHECK(rows[5].peer == 1);
+  CHECK(rows[5].round == 10);
+  CHECK(rows[5].test_accuracy == Approx(0.62));
+  CHECK(rows[7].consensus_distance == Approx(0.0123));
+
+  if (have_gnuplot()) {
+    plot_metrics(dir);
+    for (const char* name : {"accuracy_vs_round", "loss_vs_round", "consensus_vs_round"}) {
+      INFO(name);
+      CHECK(is_png(dir + "/" + name + ".png"));
+      CHECK(read_text(dir + "/" + name + ".svg").find("<svg") != std::string::npos);
+    }
+  } else {
+    WARN("gnuplot is not installed: only the refusal is checked");
+    CHECK_THROWS_WITH(plot_metrics(dir), Catch::Contains("gnuplot is not installed"));
+  }
+  // The data: the lowest peer per round, and the round-0 consensus (exactly 0) drawn a decade
+  // below the smallest positive value, 0.00045 -> 1e-05.
+  const std::string data = read_text(dir + "/plots.dat");
+  CHECK(data.find("# lowest peer accuracy\n0 0.5\n10 0.6\n20 0.7\n") != std::string::npos);
+  CHECK(data.find("0 1e-05\n10 0.0123\n20 0.00045\n") != std::string::npos);
+  CHECK(read_text(dir + "/plots.gp").find("consensus distance (0 drawn at 1e-05)") !=
+        std::string::npos);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("a metrics.csv that is not one is refused with file and line", "[report][plot]") {
+  const auto dir = (std::filesystem::temp_directory_path() / "gossip_test_plot_bad").string();
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string path = dir + "/metrics.csv";
+  std::ofstream(path) << "round,loss\n1,2\n";
+  CHECK_THROWS_WITH(read_metrics(path), Catch::Contains("metrics.csv:1: expected the header"));
+  std::ofstream(path) << kMetricsHeader << "\n0,0.0000,0,0,0.25,0.5,10,0.100\n1,0.5,0,x,1,0,0,1\n";
+  CHECK_THROWS_WITH(read_metrics(path), Catch::Contains("metrics.csv:3: loss: expected a number"));
+  std::ofstream(path) << kMetricsHeader << "\n0,0.0000,0,0,0.25\n";
+  CHECK_THROWS_WITH(read_metrics(path), Catch::Contains("metrics.csv:2: expected 8"));
+  std::ofstream(path) << kMetricsHeader << "\n";
+  CHECK_THROWS_WITH(plot_metrics(dir), Catch::Contains("no rows to plot"));
   std::filesystem::remove_all(dir);
 }

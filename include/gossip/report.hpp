@@ -92,6 +92,10 @@ class RunRecord {
 /// Creates DIR (and parents); throws InputError when it cannot.
 void make_output_dir(const std::string& dir);
 
+/// The rows of a metrics.csv that RunRecord wrote. Throws InputError naming the file and line of
+/// the first problem (another header, a row without 8 values, a value that is not a number).
+std::vector<MetricsRow> read_metrics(const std::string& path);
+
 /// One curve of a plot: columns of a gnuplot data file (1-based), optionally one data block.
 struct PlotSeries {
   std::string data_file;    // relative to the plot's directory
@@ -114,5 +118,12 @@ struct Plot {
 /// Writes DIR/plots.gp for `plots` and runs gnuplot in DIR (its output in DIR/plots.log).
 /// Returns false, with `why` set, when gnuplot is missing or fails; plots.gp is written anyway.
 bool draw_plots(const std::string& dir, const std::vector<Plot>& plots, std::string* why);
+
+/// gossip plot for a run folder: draws DIR/{accuracy,loss,consensus}_vs_round.{png,svg} from
+/// DIR/metrics.csv (every peer, the lowest peer and the average model; the consensus distance on
+/// a log axis with exact zeros at the bottom; no consensus plot without average-model rows),
+/// through DIR/plots.dat and DIR/plots.gp. Throws InputError for a missing or malformed
+/// metrics.csv, RuntimeError when gnuplot is missing or fails.
+void plot_metrics(const std::string& dir);
 
 }  // namespace gossip

@@ -23,6 +23,7 @@ const gossip::Subcommand kCommands[] = {
     {"peer", "run one peer of a network (under Slurm, mpirun, Kubernetes or gossip run)",
      gossip::cli::run_peer},
     {"run", "run a whole peer network on this machine from a config", gossip::cli::run_run},
+    {"plot", "draw the plots of a run, sim, train, peer or compare folder", gossip::cli::run_plot},
     {"bench", "benchmarks that print a ratio against a reference measured in the same run",
      gossip::cli::run_bench},
 };
