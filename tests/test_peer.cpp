@@ -246,6 +246,19 @@ TEST_CASE("gossip run and gossip sim write the same columns with the same meanin
   CHECK(read_file(t.path / "run" / "summary.json").find("\"connected\": true") !=
         std::string::npos);
 
+  // Every line of a peer's log starts with the UTC time it was written.
+  for (int r = 0; r < 4; ++r) {
+    std::ifstream log(t.path / "run" / "peers" / std::to_string(r) / "peer.log");
+    std::string line;
+    int lines = 0;
+    while (std::getline(log, line)) {
+      INFO("peer " << r << ": " << line);
+      CHECK(std::regex_search(line, std::regex(R"(^20\d\d-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z )")));
+      ++lines;
+    }
+    CHECK(lines >= 4);  // rank, start, two neighbours connected, done
+  }
+
   const Metrics a = read_metrics(t.path / "run" / "metrics.csv");
   const Metrics b = read_metrics(t.path / "sim" / "metrics.csv");
   CHECK(a.header == b.header);

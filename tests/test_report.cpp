@@ -9,6 +9,7 @@
 #include <string>
 
 #include "gossip/events.hpp"
+#include "gossip/progress.hpp"
 #include "gossip/report.hpp"
 
 using namespace gossip;
@@ -57,6 +58,13 @@ TEST_CASE("every event survives encoding and parsing unchanged", "[report][event
     CHECK(r.params == e.params);
     CHECK(round_trip(EvalEvent{}).params.empty());
   }
+  SECTION("round") {
+    const auto r = round_trip(RoundEvent{5, 1234, 5000, 61.0625});
+    CHECK(r.peer == 5);
+    CHECK(r.round == 1234);
+    CHECK(r.rounds == 5000);
+    CHECK(r.seconds == 61.0625);
+  }
   SECTION("alert") {
     const AlertEvent e{1, 7, false, {2, 6}, "neighbours lost: 2,6; live graph DISCONNECTED"};
     const auto r = round_trip(e);
@@ -96,6 +104,8 @@ TEST_CASE("malformed event lines are refused, not guessed at", "[report][events]
            std::string("@gossip ready peer=1  seconds=2"),             // empty token
            std::string("@gossip ready peer=1 seconds"),                // no '='
            std::string("@gossip ready peer=1 =2 seconds=2"),           // no key
+           std::string("@gossip round peer=1 round=2 rounds=3"),       // missing seconds
+           std::string("@gossip round peer=1 round=2.5 rounds=3 seconds=1"),
            std::string("@gossip alert peer=1 round=2 connected=2 dead= message=x"),
            std::string("@gossip alert peer=1 round=2 connected=1 dead=1,,2 message=x"),
            std::string("@gossip alert peer=1 round=2 connected=1 dead=1, message=x"),
@@ -234,4 +244,40 @@ TEST_CASE("a metrics.csv that is not one is refused with file and line", "[repor
   std::ofstream(path) << kMetricsHeader << "\n";
   CHECK_THROWS_WITH(plot_metrics(dir), Catch::Contains("no rows to plot"));
   std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("the ETA comes from the measured round rate, not from the start-up", "[report][progress]") {
+  EtaEstimate eta;
+  CHECK_FALSE(eta.seconds_left(100).has_value());
+  // 20 s of start-up (data, connections, the first evaluation) before round 0 is seen; then one
+  // round a second. Counting the start-up would say 20 s a round (33 min) at round 1.
+  eta.add(20.0, 0);
+  eta.add(21.0, 1);
+  CHECK_FALSE(eta.seconds_left(100).has_value());  // one round is too little to go on
+  eta.add(22.0, 2);
+  CHECK_FALSE(eta.seconds_left(100).has_value());
+  eta.add(23.0, 3);
+  REQUIRE(eta.seconds_left(100).has_value());
+  CHECK(*eta.seconds_left(100) == Approx(97.0));
+  // Three rounds in a few milliseconds are not a rate yet either.
+  EtaEstimate quick;
+  for (int r = 0; r <= 5; ++r) quick.add(0.001 * r, r);
+  CHECK_FALSE(quick.seconds_left(100).has_value());
+}
+
+TEST_CASE("the ETA follows a change of pace within its window", "[report][progress]") {
+  EtaEstimate eta;
+  // 100 s at one round a second, sampled ten times a second...
+  std::int64_t done = 0;
+  double t = 0.0;
+  for (; t < 100.0 - 1e-9; t += 0.1) eta.add(t, static_cast<std::int64_t>(t));
+  done = 100;
+  CHECK(*eta.seconds_left(1000) == Approx(1000 - 99).epsilon(0.02));
+  // ...then 60 s at four rounds a second: the window (30 s) sees only the new pace.
+  for (double s = 0.0; s < 60.0 + 1e-9; s += 0.1)
+    eta.add(t + s, done + static_cast<std::int64_t>(4 * s));
+  const std::int64_t now_done = done + 240;
+  CHECK(*eta.seconds_left(2000) == Approx((2000.0 - now_done) / 4.0).epsilon(0.02));
+  CHECK(*eta.seconds_left(now_done) == 0.0);
+  CHECK(*eta.seconds_left(now_done - 5) == 0.0);  // past the total: nothing left, not negative
 }

@@ -53,13 +53,16 @@ int main(int argc, char** argv) {
   }
   for (const auto& c : kCommands) {
     if (std::strcmp(argv[1], c.name) != 0) continue;
+    // A peer's log is timestamped line by line (docs/outputs.md), its last line too.
+    const bool peer = !std::strcmp(c.name, "peer");
+    auto stamp = [peer] { return peer ? gossip::utc_timestamp() + " " : std::string(); };
     try {
       return c.run(argc - 1, argv + 1);
     } catch (const gossip::InputError& e) {
-      std::fprintf(stderr, "gossip %s: error: %s\n", c.name, e.what());
+      std::fprintf(stderr, "%sgossip %s: error: %s\n", stamp().c_str(), c.name, e.what());
       return gossip::kExitBadInput;
     } catch (const std::exception& e) {
-      std::fprintf(stderr, "gossip %s: error: %s\n", c.name, e.what());
+      std::fprintf(stderr, "%sgossip %s: error: %s\n", stamp().c_str(), c.name, e.what());
       return gossip::kExitFailure;
     }
   }

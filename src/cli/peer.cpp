@@ -20,6 +20,8 @@ const char* kPeerHelp =
     "Runs one peer of the network CONFIG describes (its gossip.topology names the graph): trains\n"
     "on its shard, gossips with its neighbours over TCP, and writes DIR/metrics.csv and\n"
     "DIR/summary.json (default DIR: runs/peer-R). Start one per rank, on one or many machines.\n"
+    "Every line it writes to stderr (its log) starts with the UTC time, ISO-8601 with\n"
+    "milliseconds: 2025-01-31T12:00:00.123Z.\n"
     "\n"
     "The rank comes from --rank, else GOSSIP_RANK, SLURM_PROCID, OMPI_COMM_WORLD_RANK or\n"
     "PMI_RANK, else the trailing number of the host name (Kubernetes StatefulSet pod gossip-3 is\n"
@@ -63,7 +65,7 @@ int run_peer(int argc, char** argv) {
   opt.out_dir = args.get_or("out", cat("runs/peer-", *rank));
   opt.events = args.has("events");
   opt.snapshots = args.has("snapshots");
-  std::fprintf(stderr, "gossip peer: rank %d (from %s)\n", *rank, source.c_str());
+  log_line(cat("gossip peer: rank ", *rank, " (from ", source, ")"));
   return gossip::run_peer(config, topology, opt);
 }
 

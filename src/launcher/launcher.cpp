@@ -67,6 +67,7 @@ class Network {
   void merge_ready_rounds();
   void merge_round(std::int64_t round, RoundEvals& evals, const std::vector<int>& expected);
   void finish_summary();
+  void show_progress();
   int fail(const std::string& why);
 
   const RunConfig& config_;
@@ -81,7 +82,10 @@ class Network {
   std::map<std::int64_t, RoundEvals> pending_;
   std::vector<int> dead_;
   std::vector<std::optional<DoneEvent>> done_;
+  std::vector<std::int64_t> peer_round_;  // rounds each peer has completed, from its events
   Progress progress_;
+  std::string status_ = "starting the peers";  // the text after the bar: the last evaluation
+  Clock::time_point last_progress_ = Clock::now();
   std::int64_t total_rounds_ = 0;
   bool live_connected_ = true;
   Clock::time_point t0_ = Clock::now();
@@ -98,12 +102,17 @@ void Network::start() {
     children_.push_back(launcher::spawn_child(r, argv, dir + "/peer.log"));
   }
   done_.resize(n_);
+  peer_round_.assign(n_, 0);
 }
 
 void Network::handle(int rank, const PeerEvent& event) {
   if (const auto* e = std::get_if<EvalEvent>(&event)) {
     total_rounds_ = e->rounds;
+    peer_round_[rank] = std::max(peer_round_[rank], e->round);
     pending_[e->round][rank] = *e;
+  } else if (const auto* e = std::get_if<RoundEvent>(&event)) {
+    total_rounds_ = e->rounds;
+    peer_round_[rank] = std::max(peer_round_[rank], e->round);
   } else if (const auto* e = std::get_if<DoneEvent>(&event)) {
     done_[rank] = *e;
   } else if (const auto* e = std::get_if<AlertEvent>(&event)) {
@@ -150,9 +159,20 @@ void Network::merge_round(std::int64_t round, RoundEvals& evals,
   record_.write(avg_row);
   record_.flush();
   const EvaluationFigures& f = record_.last();
-  progress_.update(round, total_rounds_,
-                   cat("acc ", fixed(ev.accuracy, 4), "  peers ", fixed(f.peer_accuracy_min, 3),
-                       "-", fixed(f.peer_accuracy_max, 3), "  consensus ", sci(cd)));
+  status_ = cat("acc ", fixed(ev.accuracy, 4), "  peers ", fixed(f.peer_accuracy_min, 3), "-",
+                fixed(f.peer_accuracy_max, 3), "  consensus ", sci(cd), " (round ", round, ")");
+  show_progress();
+}
+
+/// The progress line at the round every live peer has completed, with the last evaluation.
+void Network::show_progress() {
+  last_progress_ = Clock::now();
+  if (total_rounds_ == 0) return;  // no peer has said how many rounds there are yet
+  std::int64_t round = total_rounds_;
+  for (int r = 0; r < n_; ++r)
+    if (std::find(dead_.begin(), dead_.end(), r) == dead_.end())
+      round = std::min(round, peer_round_[r]);
+  progress_.update(round, total_rounds_, status_);
 }
 
 int Network::fail(const std::string& why) {
@@ -231,6 +251,7 @@ int Network::run() {
       all_exited &= !c.running && c.out_fd < 0;
     }
     merge_ready_rounds();
+    if (Clock::now() - last_progress_ >= std::chrono::seconds(1)) show_progress();
     if (all_exited) break;
   }
   if (static_cast<int>(dead_.size()) == n_) return fail("every peer failed");

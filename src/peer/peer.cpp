@@ -17,6 +17,7 @@
 #include "gossip/monitor.hpp"
 #include "gossip/net.hpp"
 #include "gossip/peer.hpp"
+#include "gossip/progress.hpp"
 #include "gossip/report.hpp"
 #include "gossip/train.hpp"
 
@@ -63,9 +64,7 @@ NetConfig net_config(const RunConfig& config, const Topology& topology, int rank
   const auto ms = [](double s) { return std::chrono::milliseconds(static_cast<long>(s * 1000)); };
   net.timeouts.start = ms(config.net.connect_timeout_s);
   net.timeouts.io = ms(config.gossip.round_timeout_s);
-  net.log = [rank](const std::string& line) {
-    std::fprintf(stderr, "peer %d net: %s\n", rank, line.c_str());
-  };
+  net.log = [rank](const std::string& line) { log_line(cat("peer ", rank, " net: ", line)); };
   return net;
 }
 
@@ -107,16 +106,18 @@ int run_peer(const RunConfig& config, const Topology& topology, const PeerOption
   Events events(opt.events);
   make_output_dir(opt.out_dir);
 
+  // No "backend auto" line of its own (it would carry no timestamp): the line below names the
+  // backend chosen.
   auto backend = make_backend(parse_backend_choice(config.train.backend), config.train.threads,
-                              rank == 0);
+                              false);
   const DataSets data = load_datasets(config);
   const auto shards = shard_for(config, data.train, n);
   Trainer trainer(*backend, config, data.train, shards[rank], rank);
 
   NetConfig net = net_config(config, topology, rank, trainer.num_params());
-  std::fprintf(stderr, "peer %d: %s, %zu neighbours, shard of %lld samples, %s\n", rank,
-               net.addresses[rank].c_str(), net.neighbours.size(),
-               static_cast<long long>(shards[rank].size()), backend->describe().c_str());
+  log_line(cat("peer ", rank, ": ", net.addresses[rank], ", ", net.neighbours.size(),
+               " neighbours, shard of ", shards[rank].size(), " samples, ", backend->describe(),
+               " (train.backend: ", config.train.backend, ")"));
   NetExchange exchange(std::move(net));
   events.emit(ReadyEvent{rank, since(t0)});
 
@@ -125,8 +126,7 @@ int run_peer(const RunConfig& config, const Topology& topology, const PeerOption
   auto watch = [&](std::int64_t round) {
     const auto change = monitor.check(exchange.dead_peers());
     if (!change) return;
-    std::fprintf(stderr, "peer %d round %lld: %s\n", rank, static_cast<long long>(round),
-                 change->message.c_str());
+    log_line(cat("peer ", rank, " round ", round, ": ", change->message));
     events.emit(AlertEvent{rank, round, change->connected, change->dead, change->message});
   };
   watch(0);
@@ -162,12 +162,20 @@ int run_peer(const RunConfig& config, const Topology& topology, const PeerOption
   };
 
   evaluate(0);
+  // The launcher's progress line follows the rounds between evaluations: a round event at most
+  // every kRoundEventEvery (a line on a pipe; nothing when not under gossip run).
+  constexpr auto kRoundEventEvery = std::chrono::milliseconds(250);
+  auto last_round_event = Clock::now();
   for (std::int64_t r = 0; r < rounds; ++r) {
     algorithm->local_phase(r);
     algorithm->mix_phase(r);
     const std::int64_t done = r + 1;
     // After the last round a neighbour that has finished and said bye is no loss.
     if (done < rounds) watch(done);
+    if (opt.events && Clock::now() - last_round_event >= kRoundEventEvery) {
+      events.emit(RoundEvent{rank, done, rounds, since(t0)});
+      last_round_event = Clock::now();
+    }
     if (plan.eval_due(done)) evaluate(done);
   }
 
@@ -178,8 +186,8 @@ int run_peer(const RunConfig& config, const Topology& topology, const PeerOption
   const Summary s = record.finish(std::move(end));
   events.emit(DoneEvent{rank, s.last.test_accuracy, s.end.params_sha256.front(),
                         s.end.bytes_sent, s.end.wall_seconds});
-  std::fprintf(stderr, "peer %d: done, test accuracy %.4f, %llu bytes sent\n", rank,
-               s.last.test_accuracy, static_cast<unsigned long long>(s.end.bytes_sent));
+  log_line(cat("peer ", rank, ": done, test accuracy ", fixed(s.last.test_accuracy, 4), ", ",
+               s.end.bytes_sent, " bytes sent"));
   return kExitOk;
 }
 
