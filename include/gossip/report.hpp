@@ -1,7 +1,8 @@
 /// report: a run's outputs, written once (DESIGN "Contracts"): DIR/metrics.csv, one row per peer
 /// per evaluation, and DIR/summary.json with the final figures, both through one RunRecord that
 /// every training command uses (gossip train, peer, run, sim); and the gnuplot plots of sweeps.
-/// Column and field names are documented in README.md; change them only together.
+/// Columns and fields are documented in docs/outputs.md (names also in README.md); change them
+/// only together.
 #pragma once
 #if !defined(GOSSIP_ROOM_REPORT)
 #error "gossip/report.hpp belongs to room report, which this room does not use (see the room table in meson.build)"
