@@ -234,12 +234,16 @@ int Network::run() {
     if (!fds.empty()) poll(fds.data(), fds.size(), 200);
     bool all_exited = true;
     for (auto& c : children_) {
+      // Reap before reading: a child that has exited has all its lines in the pipe, so its
+      // "done" event is read before it is judged (read first, and a child that writes it and
+      // exits in between looked like a failure).
+      const bool was_running = c.running;
+      const bool exited = launcher::reap(c);
       std::vector<std::string> lines;
       launcher::read_lines(c, lines);
       for (const auto& l : lines)
         if (auto e = parse_event(l)) handle(c.rank, *e);
-      const bool was_running = c.running;
-      if (launcher::reap(c) && was_running) {
+      if (exited && was_running) {
         if (c.exit_code != 0 || !done_[c.rank]) {
           const std::string why = cat("peer ", c.rank, " failed (exit code ", c.exit_code,
                                       "); last lines of its log:\n", launcher::tail_lines(c.log_path, 6));
