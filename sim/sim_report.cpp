@@ -1,5 +1,6 @@
 // sim/sim_report.cpp: one simulation's run record (DESIGN "Contracts"): every peer's row and the
-// average model's row at each evaluation, then the summary with the simulator's own fields.
+// average model's row at each evaluation, then the summary with the simulator's own fields. The
+// columns mean what they mean under `gossip run` (docs/outputs.md); only `seconds` is simulated.
 #include <algorithm>
 
 #include "gossip/report.hpp"
@@ -9,9 +10,7 @@ namespace gossip {
 
 void write_sim_outputs(const std::string& dir, const SimResult& result, const SimRunInfo& info) {
   RunRecord record(dir);
-  double peak = 0.0;
   for (const EvalPoint& e : result.evals) {
-    peak = std::max(peak, e.consensus_distance);
     MetricsRow row;
     row.round = e.round;
     row.epoch = e.epoch;
@@ -48,8 +47,6 @@ void write_sim_outputs(const std::string& dir, const SimResult& result, const Si
       .add("period_spectral_gap", info.period_spectral_gap)
       .add("sim_seconds", result.sim_seconds)
       .add("bytes_per_peer", static_cast<double>(result.bytes_sent) / peers)
-      .add("peak_consensus_distance", peak)
-      .add("test_loss", last.average_loss)
       .add("step_ms", result.step_seconds * 1000.0)
       .add("workers", result.workers)
       .add("local_seconds", result.local_seconds)

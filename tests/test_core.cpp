@@ -2,6 +2,9 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <regex>
 #include <limits>
 #include <string>
 #include <vector>
@@ -91,4 +94,20 @@ TEST_CASE("json objects and arrays keep the order fields are added in", "[core][
   CHECK(JsonObject().pretty() == "{}");
   CHECK(JsonArray().str() == "[]");
   CHECK(JsonArray::of(std::vector<std::string>{"p", "q"}).str() == "[\"p\", \"q\"]");
+}
+
+TEST_CASE("log timestamps are ISO-8601 UTC with milliseconds, and now", "[core]") {
+  const std::string before = gossip::utc_timestamp();
+  const std::string stamp = gossip::utc_timestamp();
+  INFO(stamp);
+  REQUIRE(stamp.size() == 24);
+  CHECK(std::regex_match(stamp, std::regex(R"(20\d\d-[01]\d-[0-3]\dT[0-2]\d:[0-5]\d:[0-6]\d\.\d{3}Z)")));
+  // The same instant as the C library's clock, within a second or two.
+  std::tm utc{};
+  REQUIRE(std::sscanf(stamp.c_str(), "%d-%d-%dT%d:%d:%d", &utc.tm_year, &utc.tm_mon,
+                      &utc.tm_mday, &utc.tm_hour, &utc.tm_min, &utc.tm_sec) == 6);
+  utc.tm_year -= 1900;
+  utc.tm_mon -= 1;
+  CHECK(std::abs(static_cast<double>(std::time(nullptr) - timegm(&utc))) <= 2.0);
+  CHECK(before <= stamp);  // the text sorts in time order
 }

@@ -16,6 +16,7 @@
 #include <functional>
 #include <optional>
 #include <fstream>
+#include <map>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -266,6 +267,163 @@ TEST_CASE("directed rings run in step over TCP, bit-identical to the simulator",
       }
     }
   }
+}
+
+/// metrics.csv as its header and, per round, the `loss` of the average model's row (peer = -1).
+struct Metrics {
+  std::string header;
+  std::map<long, double> average_loss;
+  int peer_rows = 0;
+};
+
+Metrics read_metrics(const fs::path& csv) {
+  std::ifstream in(csv);
+  Metrics m;
+  REQUIRE(std::getline(in, m.header));
+  std::string line;
+  while (std::getline(in, line)) {
+    long round = 0;
+    double epoch = 0, loss = 0;
+    int peer = 0;
+    REQUIRE(std::sscanf(line.c_str(), "%ld,%lf,%d,%lf,", &round, &epoch, &peer, &loss) == 4);
+    if (peer == -1)
+      m.average_loss[round] = loss;
+    else
+      ++m.peer_rows;
+  }
+  return m;
+}
+
+TEST_CASE("gossip run and gossip sim write the same columns with the same meaning, with the "
+          "same overrides", "[peer]") {
+  TempDir t;
+  std::ofstream(t.path / "topo.yaml") << "generator: ring\nn: 4\n";
+  // 1536 samples / (4 peers x batch 16) = 24 rounds an epoch; 4 evaluations an epoch.
+  std::ofstream(t.path / "c.yaml")
+      << "data:\n  synthetic: {train: 1536, test: 384, dim: 12, classes: 3}\n"
+      << "model: {layers: [12, 24, 3]}\n"
+      << "optimizer: {lr: 0.05, momentum: 0.9}\n"
+      << "train: {epochs: 3, batch: 16, seed: 7, backend: cpu, evals_per_epoch: 4}\n"
+      << "gossip: {topology: topo.yaml, algorithm: dpsgd, period: 1, round_timeout_s: 5}\n"
+      << "net: {run_id: test, base_port: " << test_port_base() << ", connect_timeout_s: 20}\n";
+  const std::string cfg = (t.path / "c.yaml").string();
+  // The same overrides on both: one epoch of local SGD with period 2 (12 rounds).
+  const std::string overrides = " --epochs 1 --algorithm local_sgd --period 2";
+  const Result net = run(bin() + " run " + cfg + overrides + " --out " +
+                         (t.path / "run").string() + " --no-progress");
+  INFO(net.output);
+  REQUIRE(net.code == 0);
+  const Result sim = run(bin() + " sim " + cfg + overrides + " --out " +
+                         (t.path / "sim").string() + " --quiet");
+  INFO(sim.output);
+  REQUIRE(sim.code == 0);
+
+  // The overrides reached every peer: the parameters are the simulator's, after 12 rounds.
+  CHECK(hashes(t.path / "run" / "summary.json") == hashes(t.path / "sim" / "summary.json"));
+  for (const char* dir : {"run", "sim"}) {
+    INFO(dir);
+    CHECK(number(t.path / dir / "summary.json", "rounds") == 12);
+    CHECK(number(t.path / dir / "summary.json", "epochs") == Approx(1.0));
+  }
+  CHECK(number(t.path / "run" / "peers" / "3" / "summary.json", "rounds") == 12);
+  // Neighbours that finish first and say bye are not lost peers: the graph stays connected, as
+  // in the simulator.
+  CHECK(net.output.find("neighbours lost") == std::string::npos);
+  CHECK(read_file(t.path / "run" / "summary.json").find("\"connected\": true") !=
+        std::string::npos);
+
+  // Every line of a peer's log starts with the UTC time it was written.
+  for (int r = 0; r < 4; ++r) {
+    std::ifstream log(t.path / "run" / "peers" / std::to_string(r) / "peer.log");
+    std::string line;
+    int lines = 0;
+    while (std::getline(log, line)) {
+      INFO("peer " << r << ": " << line);
+      CHECK(std::regex_search(line, std::regex(R"(^20\d\d-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z )")));
+      ++lines;
+    }
+    CHECK(lines >= 4);  // rank, start, two neighbours connected, done
+  }
+
+  const Metrics a = read_metrics(t.path / "run" / "metrics.csv");
+  const Metrics b = read_metrics(t.path / "sim" / "metrics.csv");
+  CHECK(a.header == b.header);
+  CHECK(a.peer_rows == b.peer_rows);
+  // The average model's row: its test loss in both (same parameters, so the same loss).
+  REQUIRE(a.average_loss.size() == 5);  // rounds 0, 3, 6, 9, 12
+  REQUIRE(b.average_loss.size() == a.average_loss.size());
+  for (const auto& [round, loss] : a.average_loss) {
+    INFO("round " << round);
+    REQUIRE(b.average_loss.count(round) == 1);
+    CHECK(loss > 0.0);
+    CHECK(loss == Approx(b.average_loss.at(round)).epsilon(1e-4));
+  }
+  CHECK(number(t.path / "run" / "summary.json", "test_loss") ==
+        Approx(number(t.path / "sim" / "summary.json", "test_loss")).epsilon(1e-4));
+  CHECK(number(t.path / "run" / "summary.json", "test_loss") ==
+        Approx(a.average_loss.rbegin()->second).epsilon(1e-5));
+}
+
+bool have_gnuplot() { return std::system("command -v gnuplot > /dev/null 2>&1") == 0; }
+
+/// Whether `path` is a non-empty PNG file.
+bool is_png(const fs::path& path) {
+  const std::string bytes = read_file(path);
+  return bytes.size() > 100 && bytes.rfind("\x89PNG\r\n\x1a\n", 0) == 0;
+}
+
+TEST_CASE("gossip plot draws any run or sweep folder and names what an empty one lacks",
+          "[peer][plot]") {
+  TempDir t;
+  const auto cfg = write_config(t.path, 4, "dpsgd", 1, 1);
+  std::ofstream(t.path / "complete.yaml") << "generator: complete\nn: 4\n";
+  std::ofstream(cfg, std::ios::app)
+      << "compare: {target_accuracy: 0.9, topologies: [topo.yaml, complete.yaml]}\n";
+  const Result net = run(bin() + " run " + cfg.string() + " --out " + (t.path / "run").string() +
+                         " --no-progress");
+  INFO(net.output);
+  REQUIRE(net.code == 0);
+  const Result sweep = run(bin() + " compare " + cfg.string() + " --quiet --out " +
+                           (t.path / "sweep").string());
+  INFO(sweep.output);
+  REQUIRE(sweep.code == 0);
+  for (const char* name : {"accuracy_vs_round.png", "consensus_vs_round.png"})
+    fs::remove(t.path / "sweep" / name);  // gossip plot must draw them again
+
+  struct Case {
+    const char* dir;
+    std::vector<const char*> plots;
+  };
+  for (const Case& c : {Case{"run", {"accuracy_vs_round", "loss_vs_round", "consensus_vs_round"}},
+                        Case{"run/peers/2", {"accuracy_vs_round", "loss_vs_round"}},
+                        Case{"sweep", {"accuracy_vs_round", "consensus_vs_round"}}}) {
+    INFO(c.dir);
+    const Result r = run(bin() + " plot " + (t.path / c.dir).string());
+    INFO(r.output);
+    if (!have_gnuplot()) {
+      WARN("gnuplot is not installed: only the refusal is checked");
+      CHECK(r.code == 1);
+      CHECK(r.output.find("gnuplot is not installed") != std::string::npos);
+      continue;
+    }
+    REQUIRE(r.code == 0);
+    for (const char* plot : c.plots) {
+      INFO(plot);
+      CHECK(is_png(t.path / c.dir / (std::string(plot) + ".png")));
+      CHECK(fs::file_size(t.path / c.dir / (std::string(plot) + ".svg")) > 100);
+    }
+  }
+  // A lone peer's folder has no average model, so no consensus plot.
+  CHECK_FALSE(fs::exists(t.path / "run" / "peers" / "2" / "consensus_vs_round.png"));
+
+  fs::create_directories(t.path / "empty");
+  const Result empty = run(bin() + " plot " + (t.path / "empty").string());
+  INFO(empty.output);
+  CHECK(empty.code == 2);
+  CHECK(empty.output.find("nothing to plot: no metrics.csv") != std::string::npos);
+  const Result missing = run(bin() + " plot " + (t.path / "nowhere").string());
+  CHECK(missing.code == 2);
+  CHECK(missing.output.find("no such folder") != std::string::npos);
 }
 
 TEST_CASE("the peers train on when one of them is killed", "[peer]") {

@@ -2,12 +2,14 @@
 // run record's summary (figures of the last evaluation, field names and order).
 #include <catch2/catch.hpp>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
 
 #include "gossip/events.hpp"
+#include "gossip/progress.hpp"
 #include "gossip/report.hpp"
 
 using namespace gossip;
@@ -57,6 +59,13 @@ TEST_CASE("every event survives encoding and parsing unchanged", "[report][event
     CHECK(r.seconds == e.seconds);
     CHECK(r.params == e.params);
     CHECK(round_trip(EvalEvent{}).params.empty());
+  }
+  SECTION("round") {
+    const auto r = round_trip(RoundEvent{5, 1234, 5000, 61.0625});
+    CHECK(r.peer == 5);
+    CHECK(r.round == 1234);
+    CHECK(r.rounds == 5000);
+    CHECK(r.seconds == 61.0625);
   }
   SECTION("alert") {
     const AlertEvent e{1, 7, false, {2, 6}, "neighbours lost: 2,6; live graph DISCONNECTED"};
@@ -108,6 +117,8 @@ TEST_CASE("malformed event lines are refused, not guessed at", "[report][events]
            std::string("@gossip ready peer=1  seconds=2"),             // empty token
            std::string("@gossip ready peer=1 seconds"),                // no '='
            std::string("@gossip ready peer=1 =2 seconds=2"),           // no key
+           std::string("@gossip round peer=1 round=2 rounds=3"),       // missing seconds
+           std::string("@gossip round peer=1 round=2.5 rounds=3 seconds=1"),
            std::string("@gossip alert peer=1 round=2 connected=2 dead= message=x"),
            std::string("@gossip alert peer=1 round=2 connected=1 dead=1,,2 message=x"),
            std::string("@gossip alert peer=1 round=2 connected=1 dead=1, message=x"),
@@ -139,16 +150,147 @@ TEST_CASE("the run record's summary comes from the last evaluation", "[report]")
     end.extra.add("zeta", 1).add("alpha", "x");
     const Summary s = record.finish(std::move(end));
     CHECK(s.last.test_accuracy == 0.9);
+    CHECK(s.last.test_loss == 0.35);  // the average model's row
     CHECK(s.last.peer_accuracy_min == 0.625);
     CHECK(s.last.peer_accuracy_max == 0.875);
   }
   CHECK(read_text(dir + "/summary.json") ==
-        "{\n  \"test_accuracy\": 0.9,\n  \"peer_accuracy_min\": 0.625,\n"
-        "  \"peer_accuracy_max\": 0.875,\n  \"consensus_distance\": 0.125,\n  \"rounds\": 8,\n"
+        "{\n  \"test_accuracy\": 0.9,\n  \"test_loss\": 0.35,\n  \"peer_accuracy_min\": 0.625,\n"
+        "  \"peer_accuracy_max\": 0.875,\n  \"consensus_distance\": 0.125,\n"
+        "  \"peak_consensus_distance\": 0.5,\n  \"rounds\": 8,\n"
         "  \"epochs\": 1,\n  \"bytes_sent\": 40,\n  \"wall_seconds\": 1.5,\n"
         "  \"connected\": true,\n  \"alpha\": \"x\",\n  \"zeta\": 1,\n"
         "  \"params_sha256\": [\"aa\", \"bb\"]\n}\n");
   const std::string csv = read_text(dir + "/metrics.csv");
   CHECK(csv.rfind(std::string(kMetricsHeader) + "\n0,0.0000,0,0,0.25,0.5,10,0.100\n", 0) == 0);
   std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("a record without an average model leaves its fields to the command", "[report]") {
+  // gossip train and a lone gossip peer: no peer = -1 rows, so no test_loss of an average model
+  // (gossip train adds its own model's test loss itself).
+  const auto dir = (std::filesystem::temp_directory_path() / "gossip_test_report_one").string();
+  std::filesystem::remove_all(dir);
+  {
+    RunRecord record(dir);
+    record.write(MetricsRow{0, 0.0, 0, 0.0, 0.25, 0.0, 0, 0.1});
+    record.write(MetricsRow{8, 1.0, 0, 0.3, 0.875, 0.0, 0, 0.2});
+    const Summary s = record.finish(RunEnd{});
+    CHECK(s.last.test_accuracy == 0.875);
+    CHECK_FALSE(s.last.has_average);
+  }
+  const std::string summary = read_text(dir + "/summary.json");
+  CHECK(summary.find("\"test_accuracy\": 0.875") != std::string::npos);
+  CHECK(summary.find("test_loss") == std::string::npos);
+  CHECK(summary.find("peak_consensus_distance") == std::string::npos);
+  std::filesystem::remove_all(dir);
+}
+
+namespace {
+
+bool have_gnuplot() { return std::system("command -v gnuplot > /dev/null 2>&1") == 0; }
+
+/// Whether `path` is a non-empty PNG file (its 8-byte signature and more).
+bool is_png(const std::string& path) {
+  const std::string bytes = read_text(path);
+  return bytes.size() > 100 && bytes.rfind("\x89PNG\r\n\x1a\n", 0) == 0;
+}
+
+}  // namespace
+
+TEST_CASE("a run folder's plots come from its metrics.csv, zeros at the bottom of the log axis",
+          "[report][plot]") {
+  const auto dir = (std::filesystem::temp_directory_path() / "gossip_test_plot").string();
+  std::filesystem::remove_all(dir);
+  {
+    RunRecord record(dir);
+    // Three peers that start equal (consensus 0), then disagree: 0.0123, then 0.00045.
+    for (int round : {0, 10, 20}) {
+      const double cd = round == 0 ? 0.0 : round == 10 ? 0.0123 : 0.00045;
+      for (int p = 0; p < 3; ++p)
+        record.write(MetricsRow{round, round / 10.0, p, round ? 0.5 - 0.1 * p : 0.0,
+                                0.5 + 0.01 * round + 0.02 * p, cd, 100u * round, 0.1 * round});
+      record.write(MetricsRow{round, round / 10.0, -1, 0.4, 0.6 + 0.01 * round, cd, 300u * round,
+                              0.1 * round});
+    }
+    record.finish(RunEnd{});
+  }
+  const auto rows = read_metrics(dir + "/metrics.csv");
+  REQUIRE(rows.size() == 12);
+  CHECK(rows[5].peer == 1);
+  CHECK(rows[5].round == 10);
+  CHECK(rows[5].test_accuracy == Approx(0.62));
+  CHECK(rows[7].consensus_distance == Approx(0.0123));
+
+  if (have_gnuplot()) {
+    plot_metrics(dir);
+    for (const char* name : {"accuracy_vs_round", "loss_vs_round", "consensus_vs_round"}) {
+      INFO(name);
+      CHECK(is_png(dir + "/" + name + ".png"));
+      CHECK(read_text(dir + "/" + name + ".svg").find("<svg") != std::string::npos);
+    }
+  } else {
+    WARN("gnuplot is not installed: only the refusal is checked");
+    CHECK_THROWS_WITH(plot_metrics(dir), Catch::Contains("gnuplot is not installed"));
+  }
+  // The data: the lowest peer per round, and the round-0 consensus (exactly 0) drawn a decade
+  // below the smallest positive value, 0.00045 -> 1e-05.
+  const std::string data = read_text(dir + "/plots.dat");
+  CHECK(data.find("# lowest peer accuracy\n0 0.5\n10 0.6\n20 0.7\n") != std::string::npos);
+  CHECK(data.find("0 1e-05\n10 0.0123\n20 0.00045\n") != std::string::npos);
+  CHECK(read_text(dir + "/plots.gp").find("consensus distance (0 drawn at 1e-05)") !=
+        std::string::npos);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("a metrics.csv that is not one is refused with file and line", "[report][plot]") {
+  const auto dir = (std::filesystem::temp_directory_path() / "gossip_test_plot_bad").string();
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string path = dir + "/metrics.csv";
+  std::ofstream(path) << "round,loss\n1,2\n";
+  CHECK_THROWS_WITH(read_metrics(path), Catch::Contains("metrics.csv:1: expected the header"));
+  std::ofstream(path) << kMetricsHeader << "\n0,0.0000,0,0,0.25,0.5,10,0.100\n1,0.5,0,x,1,0,0,1\n";
+  CHECK_THROWS_WITH(read_metrics(path), Catch::Contains("metrics.csv:3: loss: expected a number"));
+  std::ofstream(path) << kMetricsHeader << "\n0,0.0000,0,0,0.25\n";
+  CHECK_THROWS_WITH(read_metrics(path), Catch::Contains("metrics.csv:2: expected 8"));
+  std::ofstream(path) << kMetricsHeader << "\n";
+  CHECK_THROWS_WITH(plot_metrics(dir), Catch::Contains("no rows to plot"));
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("the ETA comes from the measured round rate, not from the start-up", "[report][progress]") {
+  EtaEstimate eta;
+  CHECK_FALSE(eta.seconds_left(100).has_value());
+  // 20 s of start-up (data, connections, the first evaluation) before round 0 is seen; then one
+  // round a second. Counting the start-up would say 20 s a round (33 min) at round 1.
+  eta.add(20.0, 0);
+  eta.add(21.0, 1);
+  CHECK_FALSE(eta.seconds_left(100).has_value());  // one round is too little to go on
+  eta.add(22.0, 2);
+  CHECK_FALSE(eta.seconds_left(100).has_value());
+  eta.add(23.0, 3);
+  REQUIRE(eta.seconds_left(100).has_value());
+  CHECK(*eta.seconds_left(100) == Approx(97.0));
+  // Three rounds in a few milliseconds are not a rate yet either.
+  EtaEstimate quick;
+  for (int r = 0; r <= 5; ++r) quick.add(0.001 * r, r);
+  CHECK_FALSE(quick.seconds_left(100).has_value());
+}
+
+TEST_CASE("the ETA follows a change of pace within its window", "[report][progress]") {
+  EtaEstimate eta;
+  // 100 s at one round a second, sampled ten times a second...
+  std::int64_t done = 0;
+  double t = 0.0;
+  for (; t < 100.0 - 1e-9; t += 0.1) eta.add(t, static_cast<std::int64_t>(t));
+  done = 100;
+  CHECK(*eta.seconds_left(1000) == Approx(1000 - 99).epsilon(0.02));
+  // ...then 60 s at four rounds a second: the window (30 s) sees only the new pace.
+  for (double s = 0.0; s < 60.0 + 1e-9; s += 0.1)
+    eta.add(t + s, done + static_cast<std::int64_t>(4 * s));
+  const std::int64_t now_done = done + 240;
+  CHECK(*eta.seconds_left(2000) == Approx((2000.0 - now_done) / 4.0).epsilon(0.02));
+  CHECK(*eta.seconds_left(now_done) == 0.0);
+  CHECK(*eta.seconds_left(now_done - 5) == 0.0);  // past the total: nothing left, not negative
 }

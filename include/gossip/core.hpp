@@ -1,4 +1,4 @@
-/// core: errors with file:line and both values, check macros, exit codes.
+/// core: errors with file:line and both values, check macros, exit codes, timestamped log lines.
 /// Depends on nothing of ours. Every other module throws these; only main() maps them to exits.
 #pragma once
 #if !defined(GOSSIP_ROOM_CORE)
@@ -49,6 +49,13 @@ std::string cat(const Parts&... parts) {
   (os << ... << parts);
   return os.str();
 }
+
+/// The current time in UTC, ISO-8601 with milliseconds: "2025-01-31T12:00:00.123Z".
+std::string utc_timestamp();
+
+/// Writes "<utc_timestamp()> <line>" and a newline to stderr in one call, so lines written by
+/// several threads stay whole. A peer's log lines all go through here.
+void log_line(const std::string& line);
 
 }  // namespace gossip
 

@@ -36,6 +36,15 @@ struct EvalEvent {
   std::string params;  // the parameter snapshot file; empty when none was written
 };
 
+/// The peer has completed `round` of `rounds` (sent every so often between evaluations, so the
+/// launcher's progress moves).
+struct RoundEvent {
+  int peer = 0;
+  std::int64_t round = 0;
+  std::int64_t rounds = 0;
+  double seconds = 0.0;  // since the peer started
+};
+
 /// The convergence monitor saw the set of dead neighbours change.
 struct AlertEvent {
   int peer = 0;
@@ -54,7 +63,7 @@ struct DoneEvent {
   double seconds = 0.0;
 };
 
-using PeerEvent = std::variant<ReadyEvent, EvalEvent, AlertEvent, DoneEvent>;
+using PeerEvent = std::variant<ReadyEvent, EvalEvent, RoundEvent, AlertEvent, DoneEvent>;
 
 /// The event as one line (no newline), "@gossip eval peer=3 round=10 ...".
 std::string encode_event(const PeerEvent& event);

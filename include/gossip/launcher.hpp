@@ -18,6 +18,7 @@ namespace gossip {
 
 struct LaunchOptions {
   std::string config_path;  // passed to the children
+  std::vector<std::string> peer_arguments;  // passed to every child after CONFIG (overrides)
   std::string out_dir;
   bool keep_going = false;  // a dead peer is reported, and the others train on without it
   bool progress = true;

@@ -1,7 +1,8 @@
 /// report: a run's outputs, written once (DESIGN "Contracts"): DIR/metrics.csv, one row per peer
 /// per evaluation, and DIR/summary.json with the final figures, both through one RunRecord that
 /// every training command uses (gossip train, peer, run, sim); and the gnuplot plots of sweeps.
-/// Column and field names are documented in README.md; change them only together.
+/// Columns and fields are documented in docs/outputs.md (names also in README.md); change them
+/// only together.
 #pragma once
 #if !defined(GOSSIP_ROOM_REPORT)
 #error "gossip/report.hpp belongs to room report, which this room does not use (see the room table in meson.build)"
@@ -36,10 +37,12 @@ struct EvaluationFigures {
   std::int64_t round = 0;
   double epoch = 0.0;
   double test_accuracy = 0.0;      // the average model's row, else the first peer row
+  double test_loss = 0.0;          // the average model's row (its test loss); 0 without one
   double peer_accuracy_min = 0.0;  // over the peer rows; 0 when there are none
   double peer_accuracy_max = 0.0;
   double consensus_distance = 0.0;
   int peer_rows = 0;
+  bool has_average = false;        // the evaluation has an average-model row (peer = -1)
 };
 
 /// What only the command knows at the end of a run.
@@ -76,7 +79,9 @@ class RunRecord {
   const EvaluationFigures& last() const { return last_; }
   const std::string& dir() const { return dir_; }
 
-  /// Writes DIR/summary.json from the last evaluation and `end`; returns what it wrote.
+  /// Writes DIR/summary.json from the last evaluation and `end`; returns what it wrote. When the
+  /// record has average-model rows (a network: gossip run, sim) it adds `test_loss` (the average
+  /// model's, from its last row) and `peak_consensus_distance` (the largest of any evaluation).
   Summary finish(RunEnd end);
 
  private:
@@ -88,12 +93,17 @@ class RunRecord {
   std::string path_;
   std::ofstream out_;
   EvaluationFigures last_;
-  bool average_seen_ = false;
   bool any_row_ = false;
+  bool any_average_ = false;
+  double peak_consensus_ = 0.0;
 };
 
 /// Creates DIR (and parents); throws InputError when it cannot.
 void make_output_dir(const std::string& dir);
+
+/// The rows of a metrics.csv that RunRecord wrote. Throws InputError naming the file and line of
+/// the first problem (another header, a row without 8 values, a value that is not a number).
+std::vector<MetricsRow> read_metrics(const std::string& path);
 
 /// One curve of a plot: columns of a gnuplot data file (1-based), optionally one data block.
 struct PlotSeries {
@@ -132,5 +142,12 @@ inline constexpr int kPlotColours = 8;
 /// Returns false, with `why` set, when gnuplot is missing or fails; plots.gp is written anyway.
 /// gnuplot's warnings (a canvas too small, say) are also printed on stderr, not only logged.
 bool draw_plots(const std::string& dir, const std::vector<Plot>& plots, std::string* why);
+
+/// gossip plot for a run folder: draws DIR/{accuracy,loss,consensus}_vs_round.{png,svg} from
+/// DIR/metrics.csv (every peer, the lowest peer and the average model; the consensus distance on
+/// a log axis with exact zeros at the bottom; no consensus plot without average-model rows),
+/// through DIR/plots.dat and DIR/plots.gp. Throws InputError for a missing or malformed
+/// metrics.csv, RuntimeError when gnuplot is missing or fails.
+void plot_metrics(const std::string& dir);
 
 }  // namespace gossip

@@ -200,4 +200,9 @@ int run_sweep(const RunConfig& base, const std::string& out, bool progress_bar);
 bool draw_compare_plots(const std::string& dir, const std::vector<CompareRow>& rows,
                         std::string* why);
 
+/// gossip plot for a sweep folder: redraws DIR's plots (draw_compare_plots) from the settings
+/// named in DIR/compare.csv and DIR/curves.dat. Throws InputError when either is missing or
+/// malformed, RuntimeError when gnuplot is missing or fails.
+void redraw_compare(const std::string& dir);
+
 }  // namespace gossip

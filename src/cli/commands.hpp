@@ -15,5 +15,6 @@ int run_peer(int argc, char** argv);
 int run_run(int argc, char** argv);
 int run_collect(int argc, char** argv);
 int run_bench(int argc, char** argv);
+int run_plot(int argc, char** argv);
 
 }  // namespace gossip::cli

@@ -25,6 +25,7 @@ const gossip::Subcommand kCommands[] = {
     {"run", "run a whole peer network on this machine from a config", gossip::cli::run_run},
     {"collect", "merge the peers' results of a network started by mpirun, srun or Kubernetes",
      gossip::cli::run_collect},
+    {"plot", "draw the plots of a run, sim, train, peer or compare folder", gossip::cli::run_plot},
     {"bench", "benchmarks that print a ratio against a reference measured in the same run",
      gossip::cli::run_bench},
 };
@@ -54,13 +55,16 @@ int main(int argc, char** argv) {
   }
   for (const auto& c : kCommands) {
     if (std::strcmp(argv[1], c.name) != 0) continue;
+    // A peer's log is timestamped line by line (docs/outputs.md), its last line too.
+    const bool peer = !std::strcmp(c.name, "peer");
+    auto stamp = [peer] { return peer ? gossip::utc_timestamp() + " " : std::string(); };
     try {
       return c.run(argc - 1, argv + 1);
     } catch (const gossip::InputError& e) {
-      std::fprintf(stderr, "gossip %s: error: %s\n", c.name, e.what());
+      std::fprintf(stderr, "%sgossip %s: error: %s\n", stamp().c_str(), c.name, e.what());
       return gossip::kExitBadInput;
     } catch (const std::exception& e) {
-      std::fprintf(stderr, "gossip %s: error: %s\n", c.name, e.what());
+      std::fprintf(stderr, "%sgossip %s: error: %s\n", stamp().c_str(), c.name, e.what());
       return gossip::kExitFailure;
     }
   }

@@ -6,6 +6,7 @@
 
 #include "gossip/args.hpp"
 #include "src/cli/commands.hpp"
+#include "src/cli/overrides.hpp"
 #include "gossip/config.hpp"
 #include "gossip/core.hpp"
 #include "gossip/gossip.hpp"
@@ -16,15 +17,17 @@ namespace gossip::cli {
 namespace {
 
 const char* kPeerHelp =
-    "usage: gossip peer CONFIG [--rank R] [--out DIR] [--topology FILE] [--hosts FILE]\n"
-    "                   [--resume-round N] [--until-round N]\n"
+    "usage: gossip peer CONFIG [--rank R] [--out DIR] [--hosts FILE] [--epochs N]\n"
+    "                   [--algorithm NAME] [--topology FILE] [--period H] [--resume-round N]\n"
+    "                   [--until-round N]\n"
     "\n"
     "Runs one peer of the network CONFIG describes (its gossip.topology names the graph): trains\n"
     "on its shard, gossips with its neighbours over TCP, and writes its files into DIR/peers/R/:\n"
     "metrics.csv, summary.json, events.txt (its event lines), params-ROUND.bin at each evaluation\n"
     "and params.bin at the end (float32 parameters). `gossip collect DIR` then merges the ranks\n"
     "into DIR/metrics.csv, DIR/summary.json and DIR/events.jsonl. Default DIR: runs/peer.\n"
-    "Start one per rank, on one or many machines.\n"
+    "Start one per rank, on one or many machines. Every line it writes to stderr (its log) starts\n"
+    "with the UTC time, ISO-8601 with milliseconds: 2025-01-31T12:00:00.123Z.\n"
     "\n"
     "The rank comes from --rank, else GOSSIP_RANK, OMPI_COMM_WORLD_RANK (mpirun), SLURM_PROCID\n"
     "(an srun task), PMI_RANK, JOB_COMPLETION_INDEX (a Kubernetes Indexed Job), else the trailing\n"
@@ -41,12 +44,13 @@ const char* kPeerHelp =
     "memory and use TCP for the rest; net.shared_memory: false sends everything over TCP.\n"
     "\n"
     "options:\n"
-    "  --rank R      this peer's rank\n"
-    "  --out DIR     the run's folder; this peer writes into DIR/peers/R/\n"
-    "  --topology F  use topology file F instead of the config's gossip.topology\n"
-    "  --hosts FILE  an MPI hostfile ('host slots=N' a line, as given to mpirun --hostfile):\n"
-    "                ranks fill each host's slots in order, as mpirun places them\n"
-    "  --events      print machine-readable '@gossip' event lines (used by gossip run)\n"
+    "  --rank R           this peer's rank\n"
+    "  --out DIR          the run's folder; this peer writes into DIR/peers/R/\n"
+    "  --hosts FILE       an MPI hostfile ('host slots=N' a line, as given to mpirun --hostfile):\n"
+    "                     ranks fill each host's slots in order, as mpirun places them\n"
+    "%s"
+    "                     (every peer of a network must be given the same overrides)\n"
+    "  --events           print machine-readable '@gossip' event lines (used by gossip run)\n"
     "  --resume-round N  continue from DIR/peers/R/checkpoint-N.ckpt (every peer of the run from\n"
     "                the same N; gossip run --resume picks it); metrics.csv keeps its rows to N\n"
     "  --until-round N   stop after round N with a checkpoint (train.checkpoint_every sets\n"
@@ -65,14 +69,15 @@ std::string read_text(const std::string& path) {
 }  // namespace
 
 int run_peer(int argc, char** argv) {
-  Args args(argc, argv, {"rank", "out", "topology", "hosts", "resume-round", "until-round"},
+  Args args(argc, argv,
+            with_override_options({"rank", "out", "hosts", "resume-round", "until-round"}),
             {"events"});
   if (args.help()) {
-    std::printf("%s", kPeerHelp);
+    std::printf(kPeerHelp, kOverrideHelp);
     return kExitOk;
   }
   RunConfig config = load_config(args.config_path());
-  config.gossip.topology = args.get_or("topology", config.gossip.topology);
+  apply_overrides(args, config);
   if (config.gossip.topology.empty())
     throw InputError(cat(config.path, ": gossip.topology: a peer needs a topology file"));
   const Topology topology = load_topology(config.gossip.topology);
@@ -103,8 +108,7 @@ int run_peer(int argc, char** argv) {
   if (launch.world_size) how += cat(", ", launch.world_size_source);
   if (launch.job_id) how += cat(", ports from ", launch.job_source);
   if (!launch.hosts.empty() && !topology.has_addresses()) how += cat(", hosts from ", launch.hosts_source);
-  std::fprintf(stderr, "gossip peer: %s; files in %s\n", how.c_str(),
-               peer_dir(opt.out_dir, opt.rank).c_str());
+  log_line(cat("gossip peer: ", how, "; files in ", peer_dir(opt.out_dir, opt.rank)));
   opt.launch = std::move(launch);
   opt.resume_round = args.get_int("resume-round", -1);
   opt.until_round = args.get_int("until-round", 0);

@@ -7,6 +7,7 @@
 
 #include "gossip/args.hpp"
 #include "src/cli/commands.hpp"
+#include "src/cli/overrides.hpp"
 #include "gossip/config.hpp"
 #include "gossip/core.hpp"
 #include "gossip/launcher.hpp"
@@ -16,27 +17,34 @@ namespace gossip::cli {
 namespace {
 
 const char* kRunHelp =
-    "usage: gossip run CONFIG --out DIR [--keep-going] [--no-progress] [--until-round N]\n"
+    "usage: gossip run CONFIG --out DIR [--epochs N] [--algorithm NAME] [--topology FILE]\n"
+    "                  [--period H] [--keep-going] [--no-progress] [--until-round N]\n"
     "       gossip run --resume DIR [--until-round N] [--no-progress]\n"
     "\n"
     "Starts one `gossip peer` process per rank of CONFIG's topology on this machine, shows one\n"
-    "progress bar for the whole network (round, accuracy of the average model, lowest and\n"
-    "highest peer accuracy, consensus distance), and writes DIR/metrics.csv and\n"
-    "DIR/summary.json (the same contracts as gossip sim) plus each peer's files and log in\n"
-    "DIR/peers/R/. A disconnected topology is refused before anything starts.\n"
+    "progress line for the whole network: the round every peer has completed (redrawn every\n"
+    "second on a terminal, every 5 s in a log), an ETA from the measured round rate, and the\n"
+    "last evaluation's accuracy of the average model, lowest and highest peer accuracy and\n"
+    "consensus distance. Writes DIR/metrics.csv, DIR/summary.json (the same columns and\n"
+    "fields, with the same meaning, as gossip sim; docs/outputs.md) and DIR/events.jsonl, plus\n"
+    "each peer's files and log (every line starting with its UTC time) in DIR/peers/R/. A\n"
+    "disconnected topology is refused before anything starts. `gossip plot DIR` draws the\n"
+    "curves.\n"
     "\n"
     "options:\n"
-    "  --out DIR       where to write results (required)\n"
-    "  --keep-going    when a peer dies, report it and let the others train on without it\n"
-    "                  (default: stop every peer and exit 1 saying which one failed and why)\n"
-    "  --no-progress   no progress bar\n"
-    "  --until-round N every peer stops after round N with a checkpoint (to continue later,\n"
-    "                  e.g. in the next slot of a time-limited job)\n"
-    "  --resume DIR    continue the run in DIR (stopped by --until-round, Ctrl-C or a crash)\n"
-    "                  from the newest round every peer has a checkpoint of\n"
-    "                  (train.checkpoint_every), with the config and options it was started\n"
-    "                  with (DIR/run-command); a synchronous run resumed ends bit-identical\n"
-    "                  to the same run never stopped\n"
+    "  --out DIR          where to write results (required)\n"
+    "%s"
+    "                     (the overrides are passed on to every peer)\n"
+    "  --keep-going       when a peer dies, report it and let the others train on without it\n"
+    "                     (default: stop every peer and exit 1 saying which one failed and why)\n"
+    "  --no-progress      no progress bar\n"
+    "  --until-round N    every peer stops after round N with a checkpoint (to continue later,\n"
+    "                     e.g. in the next slot of a time-limited job)\n"
+    "  --resume DIR       continue the run in DIR (stopped by --until-round, Ctrl-C or a crash)\n"
+    "                     from the newest round every peer has a checkpoint of\n"
+    "                     (train.checkpoint_every), with the config and options it was started\n"
+    "                     with (DIR/run-command); a synchronous run resumed ends bit-identical\n"
+    "                     to the same run never stopped\n"
     "\n"
     "exit codes: 0 done, 1 a peer failed, 2 bad config or topology, 3 topology disconnected,\n"
     "130 interrupted (Ctrl-C stops every peer)\n";
@@ -80,9 +88,10 @@ std::vector<std::string> saved_command(const std::string& dir) {
 }  // namespace
 
 int run_run(int argc, char** argv) {
-  Args args(argc, argv, {"out", "resume", "until-round"}, {"keep-going", "no-progress"});
+  Args args(argc, argv, with_override_options({"out", "resume", "until-round"}),
+            {"keep-going", "no-progress"});
   if (args.help()) {
-    std::printf("%s", kRunHelp);
+    std::printf(kRunHelp, kOverrideHelp);
     return kExitOk;
   }
   const std::vector<std::string> given(argv + 1, argv + argc);
@@ -96,9 +105,11 @@ int run_run(int argc, char** argv) {
     return run_run(static_cast<int>(cargv.size()), cargv.data());
   }
   const std::string out = args.get("resume") ? *args.get("resume") : args.required("out", "DIR");
-  const RunConfig config = load_config(args.config_path());
+  RunConfig config = load_config(args.config_path());
+  apply_overrides(args, config);
   LaunchOptions opt;
   opt.config_path = args.config_path();
+  opt.peer_arguments = override_arguments(args);
   opt.out_dir = out;
   opt.keep_going = args.has("keep-going");
   opt.progress = !args.has("no-progress");

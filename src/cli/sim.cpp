@@ -5,6 +5,7 @@
 
 #include "gossip/args.hpp"
 #include "src/cli/commands.hpp"
+#include "src/cli/overrides.hpp"
 #include "gossip/config.hpp"
 #include "gossip/core.hpp"
 #include "gossip/sim.hpp"
@@ -28,11 +29,8 @@ const char* kSimHelp =
     "\n"
     "options:\n"
     "  --out DIR          where to write results (required)\n"
-    "  --epochs N         override train.epochs\n"
+    "%s"
     "  --workers N        override sim.workers (0 = number of cores)\n"
-    "  --algorithm NAME   override gossip.algorithm\n"
-    "  --topology FILE    override gossip.topology\n"
-    "  --period H         override gossip.period\n"
     "  --consensus        pure consensus: peers average random vectors (sim.consensus_dim,\n"
     "                     sim.consensus_rounds), no gradients; shows the mixing rate\n"
     "  --quiet            no progress bar\n"
@@ -43,25 +41,18 @@ const char* kSimHelp =
 }  // namespace
 
 int run_sim(int argc, char** argv) {
-  Args args(argc, argv, {"out", "epochs", "workers", "algorithm", "topology", "period"},
-            {"consensus", "quiet"});
+  Args args(argc, argv, with_override_options({"out", "workers"}), {"consensus", "quiet"});
   if (args.help()) {
-    std::printf("%s", kSimHelp);
+    std::printf(kSimHelp, kOverrideHelp);
     return kExitOk;
   }
   const std::string out = args.required("out", "DIR");
 
   RunConfig config = load_config(args.config_path());
-  config.train.epochs = args.get_double("epochs", config.train.epochs);
+  apply_overrides(args, config);
   config.sim.workers = static_cast<int>(args.get_int("workers", config.sim.workers));
-  config.gossip.algorithm = args.get_or("algorithm", config.gossip.algorithm);
-  if (args.get("algorithm")) config.lines.erase("gossip.algorithm");  // not the file's value
-  config.gossip.topology = args.get_or("topology", config.gossip.topology);
-  config.gossip.period = static_cast<int>(args.get_int("period", config.gossip.period));
   if (args.has("consensus")) config.sim.consensus_only = true;
-  if (config.train.epochs <= 0) throw InputError("--epochs must be positive");
   if (config.sim.workers < 0) throw InputError("--workers must be 0 or more");
-  if (config.gossip.period < 1) throw InputError("--period must be at least 1");
   if (config.gossip.topology.empty())
     throw InputError(cat(config.path, ": gossip.topology: a topology file is required"));
 

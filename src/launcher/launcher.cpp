@@ -78,6 +78,7 @@ class Network {
  private:
   void recover_unmerged();
   void start();
+  void show_progress();
   void merge_ready_rounds();
   int fail(const std::string& why);
 
@@ -86,6 +87,9 @@ class Network {
   std::int64_t resume_round_;  // -1: a fresh run
   launcher::NetworkRecord record_;
   std::vector<launcher::Child> children_;
+  std::vector<std::int64_t> peer_round_;  // rounds each peer has completed, from its events
+  std::string status_ = "starting the peers";  // the text after the bar: the last evaluation
+  Clock::time_point last_progress_ = Clock::now();
   Progress progress_;
   Clock::time_point t0_ = Clock::now();
 };
@@ -112,6 +116,7 @@ void Network::recover_unmerged() {
 }
 
 void Network::start() {
+  peer_round_.assign(n_, resume_round_ >= 0 ? resume_round_ : 0);
   if (resume_round_ >= 0) recover_unmerged();
   const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
   for (int r = 0; r < n_; ++r) {
@@ -121,16 +126,30 @@ void Network::start() {
                                      "--out", opt_.out_dir, "--events"};
     if (resume_round_ >= 0) argv.insert(argv.end(), {"--resume-round", cat(resume_round_)});
     if (opt_.until_round > 0) argv.insert(argv.end(), {"--until-round", cat(opt_.until_round)});
+    argv.insert(argv.end(), opt_.peer_arguments.begin(), opt_.peer_arguments.end());
     children_.push_back(launcher::spawn_child(r, argv, dir + "/peer.log"));
   }
 }
 
 void Network::merge_ready_rounds() {
-  for (const EvaluationFigures& f : record_.merge_ready_rounds())
-    progress_.update(f.round, record_.total_rounds(),
-                     cat("acc ", fixed(f.test_accuracy, 4), "  peers ",
-                         fixed(f.peer_accuracy_min, 3), "-", fixed(f.peer_accuracy_max, 3),
-                         "  consensus ", sci(f.consensus_distance)));
+  for (const EvaluationFigures& f : record_.merge_ready_rounds()) {
+    status_ = cat("acc ", fixed(f.test_accuracy, 4), "  peers ", fixed(f.peer_accuracy_min, 3),
+                  "-", fixed(f.peer_accuracy_max, 3), "  consensus ", sci(f.consensus_distance),
+                  " (round ", f.round, ")");
+    show_progress();
+  }
+}
+
+/// The progress line at the round every live peer has completed, with the last evaluation.
+void Network::show_progress() {
+  last_progress_ = Clock::now();
+  const std::int64_t total = record_.total_rounds();
+  if (total == 0) return;  // no peer has said how many rounds there are yet
+  std::int64_t round = total;
+  for (int r = 0; r < n_; ++r)
+    if (std::find(record_.dead().begin(), record_.dead().end(), r) == record_.dead().end())
+      round = std::min(round, peer_round_[r]);
+  progress_.update(round, total, status_);
 }
 
 int Network::fail(const std::string& why) {
@@ -158,6 +177,11 @@ int Network::run() {
     if (!fds.empty()) poll(fds.data(), fds.size(), 200);
     bool all_exited = true;
     for (auto& c : children_) {
+      // Reap before reading: a child that has exited has all its lines in the pipe, so its
+      // "done" event is read before it is judged (read first, and a child that writes it and
+      // exits in between looked like a failure).
+      const bool was_running = c.running;
+      const bool exited = launcher::reap(c);
       std::vector<std::string> lines;
       launcher::read_lines(c, lines);
       for (const auto& l : lines) {
@@ -165,10 +189,13 @@ int Network::run() {
         if (!e) continue;
         if (const auto* a = std::get_if<AlertEvent>(&*e))
           progress_.note(cat("peer ", c.rank, ": ", a->message));
+        if (const auto* ev = std::get_if<EvalEvent>(&*e))
+          peer_round_[c.rank] = std::max(peer_round_[c.rank], ev->round);
+        if (const auto* ro = std::get_if<RoundEvent>(&*e))
+          peer_round_[c.rank] = std::max(peer_round_[c.rank], ro->round);
         record_.handle(c.rank, *e);
       }
-      const bool was_running = c.running;
-      if (launcher::reap(c) && was_running) {
+      if (exited && was_running) {
         const bool stopped_as_asked = opt_.until_round > 0 && c.exit_code == 0;
         if (c.exit_code != 0 || (!record_.has_finished(c.rank) && !stopped_as_asked)) {
           const std::string why = cat("peer ", c.rank, " failed (exit code ", c.exit_code,
@@ -181,6 +208,7 @@ int Network::run() {
       all_exited &= !c.running && c.out_fd < 0;
     }
     merge_ready_rounds();
+    if (Clock::now() - last_progress_ >= std::chrono::seconds(1)) show_progress();
     if (all_exited) break;
   }
   if (static_cast<int>(record_.dead().size()) == n_) return fail("every peer failed");

@@ -4,6 +4,7 @@
 #include "src/launcher/network_record.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <span>
@@ -13,6 +14,7 @@
 #include "gossip/gossip.hpp"
 #include "gossip/json.hpp"
 #include "gossip/monitor.hpp"
+#include "gossip/topology.hpp"
 
 namespace gossip::launcher {
 namespace {
@@ -48,6 +50,10 @@ void NetworkRecord::log_event(const std::string& json_line) {
 
 void NetworkRecord::handle(int rank, const PeerEvent& event) {
   if (rank < 0 || rank >= n_) return;
+  if (const auto* e = std::get_if<RoundEvent>(&event)) {  // progress only: nothing to merge
+    total_rounds_ = e->rounds;
+    return;
+  }
   if (const auto* e = std::get_if<EvalEvent>(&event)) {
     total_rounds_ = e->rounds;
     pending_[e->round][rank] = *e;
@@ -110,11 +116,12 @@ void NetworkRecord::merge_round(std::int64_t round, std::map<int, EvalEvent>& ev
     seconds = 0.0;
     for (int r : expected) seconds = std::max(seconds, evals[r].seconds);
   }
-  MetricsRow avg_row{round, evals[expected.front()].epoch, -1, 0.0, ev.accuracy, cd, 0, seconds};
+  // The average model's row: its test loss and accuracy (as under gossip sim), all peers' bytes.
+  MetricsRow avg_row{round, evals[expected.front()].epoch, -1, ev.loss, ev.accuracy, cd, 0,
+                     seconds};
   for (int r : expected) {
     const EvalEvent& e = evals[r];
     record_.write(MetricsRow{round, e.epoch, r, e.loss, e.accuracy, cd, e.bytes_sent, e.seconds});
-    avg_row.loss += e.loss / expected.size();
     avg_row.bytes_sent += e.bytes_sent;
     if (remove_snapshots_) {
       std::error_code ec;
@@ -144,7 +151,20 @@ Summary NetworkRecord::finish(double wall_seconds) {
     end.params_sha256.push_back(done_[r] ? done_[r]->params_sha256 : "");
     end.bytes_sent += done_[r] ? done_[r]->bytes_sent : 0;
   }
-  end.extra.add("dead_peers", JsonArray::of(dead_)).add("peers", n_);
+  // The fields gossip sim's summary also has, with the same meaning.
+  double gap = NAN;
+  try {
+    gap = 1.0 - analyze(load_topology(config_.gossip.topology)).rho_per_round;
+  } catch (const InputError&) {
+    // The topology file is gone or changed since the run: the gap is left out (null).
+  }
+  end.extra.add("dead_peers", JsonArray::of(dead_))
+      .add("peers", n_)
+      .add("config", config_.path)
+      .add("topology", config_.gossip.topology)
+      .add("algorithm", config_.gossip.algorithm)
+      .add("spectral_gap", gap)
+      .add("bytes_per_peer", static_cast<double>(end.bytes_sent) / n_);
   std::vector<std::int64_t> samples;
   for (const auto& shard : shard_for(config_, data_.train, n_)) samples.push_back(std::ssize(shard));
   end.extra.add("samples_per_peer", JsonArray::of(samples));

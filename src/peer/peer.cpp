@@ -19,6 +19,7 @@
 #include "gossip/monitor.hpp"
 #include "gossip/net.hpp"
 #include "gossip/peer.hpp"
+#include "gossip/progress.hpp"
 #include "gossip/report.hpp"
 #include "gossip/train.hpp"
 
@@ -65,9 +66,7 @@ NetConfig net_config(const RunConfig& config, const Topology& topology, int rank
   const auto ms = [](double s) { return std::chrono::milliseconds(static_cast<long>(s * 1000)); };
   net.timeouts.start = ms(config.net.connect_timeout_s);
   net.timeouts.io = ms(config.gossip.round_timeout_s);
-  net.log = [rank](const std::string& line) {
-    std::fprintf(stderr, "peer %d net: %s\n", rank, line.c_str());
-  };
+  net.log = [rank](const std::string& line) { log_line(cat("peer ", rank, " net: ", line)); };
   return net;
 }
 
@@ -80,6 +79,13 @@ class Events {
       : path_(dir + "/events.txt"), file_(path_, append ? std::ios::app : std::ios::trunc),
         stdout_(to_stdout) {
     if (!file_) throw InputError(cat(path_, ": cannot open for writing"));
+  }
+  /// Progress only for the launcher's line (round events): not saved, since nothing is merged
+  /// from it.
+  void progress(const PeerEvent& event) {
+    if (!stdout_) return;
+    std::fprintf(stdout, "%s\n", encode_event(event).c_str());
+    std::fflush(stdout);
   }
   void emit(const PeerEvent& event) {
     const std::string line = encode_event(event);
@@ -134,8 +140,10 @@ int run_peer(const RunConfig& config, const Topology& topology, const PeerOption
   make_output_dir(dir);
   Events events(dir, opt.events, opt.resume_round >= 0);
 
+  // No "backend auto" line of its own (it would carry no timestamp): the line below names the
+  // backend chosen.
   auto backend = make_backend(parse_backend_choice(config.train.backend), config.train.threads,
-                              rank == 0);
+                              false);
   const DataSets data = load_datasets(config);
   const auto shards = shard_for(config, data.train, n);
   Trainer trainer(*backend, config, data.train, shards[rank], rank,
@@ -143,9 +151,9 @@ int run_peer(const RunConfig& config, const Topology& topology, const PeerOption
 
   NetConfig net = net_config(config, topology, rank, trainer.num_params(), opt.launch);
   const std::string listen = listen_address(net.addresses[rank]);
-  std::fprintf(stderr, "peer %d: %s (listening on %s), %zu neighbours, shard of %lld samples, %s\n",
-               rank, net.addresses[rank].c_str(), listen.c_str(), net.neighbours.size(),
-               static_cast<long long>(shards[rank].size()), backend->describe().c_str());
+  log_line(cat("peer ", rank, ": ", net.addresses[rank], " (listening on ", listen, "), ",
+               net.neighbours.size(), " neighbours, shard of ", shards[rank].size(), " samples, ",
+               backend->describe(), " (train.backend: ", config.train.backend, ")"));
   NetExchange exchange(std::move(net), NetListener(listen));
   events.emit(ReadyEvent{rank, since(t0), n, opt.config_path});
 
@@ -154,8 +162,7 @@ int run_peer(const RunConfig& config, const Topology& topology, const PeerOption
   auto watch = [&](std::int64_t round) {
     const auto change = monitor.check(exchange.dead_peers());
     if (!change) return;
-    std::fprintf(stderr, "peer %d round %lld: %s\n", rank, static_cast<long long>(round),
-                 change->message.c_str());
+    log_line(cat("peer ", rank, " round ", round, ": ", change->message));
     events.emit(AlertEvent{rank, round, change->connected, change->dead, change->message});
   };
   watch(0);
@@ -185,8 +192,8 @@ int run_peer(const RunConfig& config, const Topology& topology, const PeerOption
     first_round = c->round;
     bytes_before = c->bytes_sent;
     resumed.emplace(RunRecord::resume(dir, first_round));
-    std::fprintf(stderr, "peer %d: resumed from %s (round %lld of %lld)\n", rank, path.c_str(),
-                 static_cast<long long>(first_round), static_cast<long long>(rounds));
+    log_line(cat("peer ", rank, ": resumed from ", path, " (round ", first_round, " of ", rounds,
+                 ")"));
   }
   RunRecord record = resumed ? std::move(*resumed) : RunRecord(dir);
   auto save_checkpoint = [&](std::int64_t done) {
@@ -229,18 +236,27 @@ int run_peer(const RunConfig& config, const Topology& topology, const PeerOption
 
   if (first_round == 0) evaluate(0);
   const std::int64_t every = config.train.checkpoint_every;
+  // The launcher's progress line follows the rounds between evaluations: a round event at most
+  // every kRoundEventEvery (a line on a pipe; nothing when not under gossip run).
+  constexpr auto kRoundEventEvery = std::chrono::milliseconds(250);
+  auto last_round_event = Clock::now();
   for (std::int64_t r = first_round; r < rounds; ++r) {
     algorithm->local_phase(r);
     algorithm->mix_phase(r);
-    watch(r + 1);
     const std::int64_t done = r + 1;
+    // After the last round a neighbour that has finished and said bye is no loss.
+    if (done < rounds) watch(done);
+    if (opt.events && Clock::now() - last_round_event >= kRoundEventEvery) {
+      events.progress(RoundEvent{rank, done, rounds, since(t0)});
+      last_round_event = Clock::now();
+    }
     if (plan.eval_due(done)) evaluate(done);
     const bool stop = opt.until_round > 0 && done == opt.until_round && done < rounds;
     if ((every > 0 && done % every == 0 && done < rounds) || stop) save_checkpoint(done);
     if (stop) {
       record.flush();
-      std::fprintf(stderr, "peer %d: stopped after round %lld as asked (checkpoint %s)\n", rank,
-                   static_cast<long long>(done), checkpoint_path(dir, done).c_str());
+      log_line(cat("peer ", rank, ": stopped after round ", done, " as asked (checkpoint ",
+                   checkpoint_path(dir, done), ")"));
       return kExitOk;
     }
   }
@@ -255,8 +271,8 @@ int run_peer(const RunConfig& config, const Topology& topology, const PeerOption
   const Summary s = record.finish(std::move(end));
   events.emit(DoneEvent{rank, s.last.test_accuracy, s.end.params_sha256.front(),
                         s.end.bytes_sent, s.end.wall_seconds});
-  std::fprintf(stderr, "peer %d: done, test accuracy %.4f, %llu bytes sent\n", rank,
-               s.last.test_accuracy, static_cast<unsigned long long>(s.end.bytes_sent));
+  log_line(cat("peer ", rank, ": done, test accuracy ", fixed(s.last.test_accuracy, 4), ", ",
+               s.end.bytes_sent, " bytes sent"));
   return kExitOk;
 }
 

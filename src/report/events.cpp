@@ -33,6 +33,9 @@ template <typename F> void fields(EvalEvent& e, F f) {
   each(f, "peer", e.peer, "round", e.round, "rounds", e.rounds, "epoch", e.epoch, "loss", e.loss,
        "acc", e.accuracy, "bytes", e.bytes_sent, "seconds", e.seconds, "params", e.params);
 }
+template <typename F> void fields(RoundEvent& e, F f) {
+  each(f, "peer", e.peer, "round", e.round, "rounds", e.rounds, "seconds", e.seconds);
+}
 template <typename F> void fields(AlertEvent& e, F f) {
   each(f, "peer", e.peer, "round", e.round, "connected", e.connected, "dead", e.dead, "message",
        e.message);
@@ -44,6 +47,7 @@ template <typename F> void fields(DoneEvent& e, F f) {
 
 const char* type_name(const ReadyEvent&) { return "ready"; }
 const char* type_name(const EvalEvent&) { return "eval"; }
+const char* type_name(const RoundEvent&) { return "round"; }
 const char* type_name(const AlertEvent&) { return "alert"; }
 const char* type_name(const DoneEvent&) { return "done"; }
 
@@ -201,6 +205,7 @@ std::optional<PeerEvent> parse_event(std::string_view line) {
   if (!values) return std::nullopt;
   if (type == "ready") return parse_as<ReadyEvent>(*values);
   if (type == "eval") return parse_as<EvalEvent>(*values);
+  if (type == "round") return parse_as<RoundEvent>(*values);
   if (type == "alert") return parse_as<AlertEvent>(*values);
   if (type == "done") return parse_as<DoneEvent>(*values);
   return std::nullopt;

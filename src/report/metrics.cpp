@@ -76,19 +76,20 @@ void RunRecord::count(const MetricsRow& r) {
   if (!any_row_ || r.round != last_.round) {
     last_ = EvaluationFigures{};
     last_.round = r.round;
-    average_seen_ = false;
   }
   any_row_ = true;
   last_.epoch = r.epoch;
   last_.consensus_distance = r.consensus_distance;
+  peak_consensus_ = std::max(peak_consensus_, r.consensus_distance);
   if (r.peer < 0) {
     last_.test_accuracy = r.test_accuracy;
-    average_seen_ = true;
+    last_.test_loss = r.loss;
+    last_.has_average = any_average_ = true;
     return;
   }
   if (last_.peer_rows++ == 0) {
     last_.peer_accuracy_min = last_.peer_accuracy_max = r.test_accuracy;
-    if (!average_seen_) last_.test_accuracy = r.test_accuracy;
+    if (!last_.has_average) last_.test_accuracy = r.test_accuracy;
   }
   last_.peer_accuracy_min = std::min(last_.peer_accuracy_min, r.test_accuracy);
   last_.peer_accuracy_max = std::max(last_.peer_accuracy_max, r.test_accuracy);
@@ -99,11 +100,13 @@ void RunRecord::flush() { out_.flush(); }
 Summary RunRecord::finish(RunEnd end) {
   flush();
   JsonObject o;
-  o.add("test_accuracy", last_.test_accuracy)
-      .add("peer_accuracy_min", last_.peer_accuracy_min)
+  o.add("test_accuracy", last_.test_accuracy);
+  if (any_average_) o.add("test_loss", last_.test_loss);
+  o.add("peer_accuracy_min", last_.peer_accuracy_min)
       .add("peer_accuracy_max", last_.peer_accuracy_max)
-      .add("consensus_distance", last_.consensus_distance)
-      .add("rounds", end.rounds)
+      .add("consensus_distance", last_.consensus_distance);
+  if (any_average_) o.add("peak_consensus_distance", peak_consensus_);
+  o.add("rounds", end.rounds)
       .add("epochs", last_.epoch)
       .add("bytes_sent", end.bytes_sent)
       .add("wall_seconds", end.wall_seconds)

@@ -1,0 +1,52 @@
+// sim/redraw.cpp: gossip plot for a finished sweep — the settings' labels from compare.csv, then
+// draw_compare_plots over the curves.dat the sweep wrote. Only glue: the plots are compare's.
+#include <filesystem>
+#include <fstream>
+
+#include "gossip/core.hpp"
+#include "gossip/sim.hpp"
+
+namespace gossip {
+
+namespace {
+
+std::vector<std::string> split(const std::string& line) {
+  std::vector<std::string> out;
+  std::size_t from = 0;
+  for (;;) {
+    const auto comma = line.find(',', from);
+    out.push_back(line.substr(from, comma - from));
+    if (comma == std::string::npos) return out;
+    from = comma + 1;
+  }
+}
+
+}  // namespace
+
+void redraw_compare(const std::string& dir) {
+  const std::string path = dir + "/compare.csv";
+  std::ifstream in(path);
+  std::string line;
+  if (!in || !std::getline(in, line)) throw InputError(cat(path, ": cannot read"));
+  const auto header = split(line);
+  if (header.empty() || header.front() != "setting")
+    throw InputError(cat(path, ":1: expected a header starting with 'setting'"));
+  if (!std::filesystem::exists(dir + "/curves.dat"))
+    throw InputError(cat(dir, "/curves.dat: missing (the sweep's curves)"));
+  std::vector<CompareRow> rows;
+  for (int n = 2; std::getline(in, line); ++n) {
+    if (line.empty()) continue;
+    const auto fields = split(line);
+    if (fields.size() != header.size())
+      throw InputError(cat(path, ":", n, ": expected ", header.size(), " values, got ",
+                           fields.size()));
+    CompareRow row;
+    row.label = fields.front();
+    rows.push_back(std::move(row));
+  }
+  if (rows.empty()) throw InputError(cat(path, ": no settings"));
+  std::string why;
+  if (!draw_compare_plots(dir, rows, &why)) throw RuntimeError(why);
+}
+
+}  // namespace gossip

@@ -1,0 +1,50 @@
+// cli/overrides.cpp: the config overrides shared by gossip sim, run and peer.
+#include "src/cli/overrides.hpp"
+
+#include "gossip/core.hpp"
+
+namespace gossip::cli {
+
+namespace {
+
+// The value options, in the order override_arguments() passes them on.
+const char* const kNames[] = {"epochs", "algorithm", "topology", "period"};
+
+}  // namespace
+
+const char* const kOverrideHelp =
+    "  --epochs N         override train.epochs (fractions allowed: 0.5)\n"
+    "  --algorithm NAME   override gossip.algorithm (dpsgd | local_sgd | push_sum | async)\n"
+    "  --topology FILE    override gossip.topology (a path from the current directory)\n"
+    "  --period H         override gossip.period (local steps per round)\n";
+
+std::set<std::string> with_override_options(std::set<std::string> own) {
+  for (const char* name : kNames) own.insert(name);
+  return own;
+}
+
+void apply_overrides(const Args& args, RunConfig& config) {
+  config.train.epochs = args.get_double("epochs", config.train.epochs);
+  if (args.get("epochs") && !(config.train.epochs > 0))
+    throw InputError(cat("--epochs must be positive, got ", *args.get("epochs")));
+  if (auto algorithm = args.get("algorithm")) {
+    config.gossip.algorithm = *algorithm;
+    config.lines.erase("gossip.algorithm");  // errors about it name the option, not the file
+  }
+  config.gossip.topology = args.get_or("topology", config.gossip.topology);
+  config.gossip.period = static_cast<int>(args.get_int("period", config.gossip.period));
+  if (args.get("period") && config.gossip.period < 1)
+    throw InputError(cat("--period must be at least 1, got ", *args.get("period")));
+}
+
+std::vector<std::string> override_arguments(const Args& args) {
+  std::vector<std::string> out;
+  for (const char* name : kNames)
+    if (auto value = args.get(name)) {
+      out.push_back(std::string("--") + name);
+      out.push_back(*value);
+    }
+  return out;
+}
+
+}  // namespace gossip::cli

@@ -1,0 +1,32 @@
+/// cli/overrides: the options that change a run config from the command line (--epochs,
+/// --algorithm, --topology, --period), parsed once for gossip sim, gossip run and gossip peer, so
+/// the three read them alike and gossip run can hand them on to its peers.
+#pragma once
+#if !defined(GOSSIP_ROOM_CLI)
+#error "src/cli/overrides.hpp belongs to room cli, which this room does not use (see the room table in meson.build)"
+#endif
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include "gossip/args.hpp"
+#include "gossip/config.hpp"
+
+namespace gossip::cli {
+
+/// The --help lines of the overrides (each "  --name VALUE   override section.key\n").
+extern const char* const kOverrideHelp;
+
+/// `own` plus the overrides' value options, for Args.
+std::set<std::string> with_override_options(std::set<std::string> own);
+
+/// Applies the overrides given in `args` to `config`; throws InputError naming the option when a
+/// value is out of range (epochs and period must be positive).
+void apply_overrides(const Args& args, RunConfig& config);
+
+/// The overrides given in `args` as arguments again ("--epochs", "2", ...), in a fixed order:
+/// what gossip run passes on to each `gossip peer`.
+std::vector<std::string> override_arguments(const Args& args);
+
+}  // namespace gossip::cli
