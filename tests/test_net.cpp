@@ -20,11 +20,15 @@
 #include <mutex>
 #include <thread>
 
+#include <filesystem>
+#include <fstream>
+
 #include "gossip/core.hpp"
 #include "gossip/net.hpp"
 #include "src/net/mailbox.hpp"
 #include "src/net/shm.hpp"
 #include "gossip/wire.hpp"
+#include "tests/tls_client.hpp"
 
 using namespace gossip;
 using namespace std::chrono_literals;
@@ -36,6 +40,37 @@ std::span<const std::byte> bytes_of(std::string_view s) { return std::as_bytes(s
 
 HandshakeInfo model_info(std::vector<std::uint64_t> layers, std::uint64_t params) {
   return HandshakeInfo{"test-run", std::move(layers), params, 0xC0FFEE};
+}
+
+/// The run's TLS credentials for these tests: a CA of run "test-run" and a key and certificate
+/// for ranks 0..7, made once per process in a temporary folder that is removed at exit. The CA
+/// stays in memory so tests can issue more (expired, another run's).
+struct TestKeys {
+  std::filesystem::path dir;
+  CertificateAuthority ca{"test-run", 1};
+  TestKeys()
+      : dir(std::filesystem::temp_directory_path() / cat("gossip-net-keys-", getpid())) {
+    KeySetOptions o;
+    o.run_id = "test-run";
+    o.peers = 8;
+    o.ca = &ca;
+    o.overwrite = true;
+    create_key_set(dir, o);
+  }
+  ~TestKeys() {
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+  }
+  TlsConfig rank(int r) const { return tls_files_in(dir, r); }
+  test::ClientCredentials client(int r) const {
+    const TlsConfig t = rank(r);
+    return {t.ca, t.cert, t.key};
+  }
+};
+
+TestKeys& keys() {
+  static TestKeys k;
+  return k;
 }
 
 /// Collects log lines from every thread; tests wait for the line they expect. Run with
@@ -100,6 +135,7 @@ struct Cluster {
     c.handshake = model_info({784, 128, 10}, params);
     c.timeouts.start = 10s;
     c.timeouts.reconnect = 2s;
+    c.tls = keys().rank(rank);
     c.log = log.fn();
     return c;
   }
@@ -111,10 +147,14 @@ struct Cluster {
   }
 };
 
-/// A plain POSIX TCP client, to send the bytes a NetExchange would never send.
+/// A client by hand, to send the bytes a NetExchange would never send: over TLS with the given
+/// credentials (by default rank 0's of the test run), or over plain TCP when `tls` is empty.
+/// The TLS handshake runs at the first send or read, so a client may connect before the
+/// exchange it talks to has started.
 class RawClient {
  public:
-  explicit RawClient(int port) : fd_(::socket(AF_INET, SOCK_STREAM, 0)) {
+  explicit RawClient(int port, std::optional<test::ClientCredentials> tls = keys().client(0))
+      : fd_(::socket(AF_INET, SOCK_STREAM, 0)), creds_(std::move(tls)) {
     sockaddr_in a{};
     a.sin_family = AF_INET;
     a.sin_port = htons(static_cast<std::uint16_t>(port));
@@ -124,9 +164,23 @@ class RawClient {
     ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     ::setsockopt(fd_, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
   }
-  ~RawClient() { ::close(fd_); }
+  ~RawClient() {
+    tls_.reset();
+    ::close(fd_);
+  }
   bool connected() const { return connected_; }
+  /// Runs the TLS handshake if it has not run yet; whether it completed (true for plain TCP).
+  bool tls_ok() {
+    if (!creds_) return true;
+    if (!tls_) tls_ = std::make_unique<test::TlsClient>(fd_, *creds_);
+    return tls_->ok();
+  }
+  std::string tls_error() const { return tls_ ? tls_->error() : ""; }
   void send(std::span<const std::byte> b) {
+    if (creds_) {
+      if (tls_ok()) tls_->write(b.data(), b.size());
+      return;
+    }
     while (!b.empty()) {  // bounded: each call either sends bytes or stops
       const auto n = ::send(fd_, b.data(), b.size(), MSG_NOSIGNAL);
       if (n <= 0) return;  // the remote may already have closed on us
@@ -136,30 +190,36 @@ class RawClient {
   void finish_sending() { ::shutdown(fd_, SHUT_WR); }
   bool read_exact(std::byte* p, std::size_t n) {
     while (n > 0) {
-      const auto got = ::recv(fd_, p, n, 0);
+      const long got = creds_ ? (tls_ok() ? tls_->read(p, n) : 0) : ::recv(fd_, p, n, 0);
       if (got <= 0) return false;
       p += got;
       n -= static_cast<std::size_t>(got);
     }
     return true;
   }
-  /// The next whole frame, or nothing if the connection closed or 5 s passed.
-  std::optional<wire::Frame> read_frame() {
+  /// The next whole frame (of at most `max` bytes), or nothing if the connection closed or 5 s
+  /// passed.
+  std::optional<wire::Frame> read_frame(std::uint64_t max = 1 << 20) {
     std::vector<std::byte> head(wire::kHeaderBytes);
     if (!read_exact(head.data(), head.size())) return {};
-    auto h = wire::decode_header(head, 1 << 20);
+    auto h = wire::decode_header(head, max);
     if (!h) return {};
     last_.assign(head.begin(), head.end());
     last_.resize(wire::kHeaderBytes + h.value->payload_bytes);
     if (!read_exact(last_.data() + wire::kHeaderBytes, h.value->payload_bytes)) return {};
-    auto f = wire::decode_frame(last_, 1 << 20);
+    auto f = wire::decode_frame(last_, max);
     return f ? f.value : std::nullopt;
   }
-  /// True if the remote closes the connection (EOF or reset) within 5 s.
+  /// True if the remote closes the connection (EOF, reset, or a TLS alert) within 5 s.
   bool closed_by_remote() {
     std::byte buf[4096];
     const auto end = std::chrono::steady_clock::now() + 5s;
     while (std::chrono::steady_clock::now() < end) {
+      if (creds_) {
+        if (!tls_ok()) return true;
+        if (tls_->read(buf, sizeof buf) == 0) return true;
+        continue;
+      }
       const auto n = ::recv(fd_, buf, sizeof buf, 0);
       if (n == 0) return true;
       if (n < 0) return errno == ECONNRESET;
@@ -170,6 +230,8 @@ class RawClient {
  private:
   int fd_;
   bool connected_ = false;
+  std::optional<test::ClientCredentials> creds_;
+  std::unique_ptr<test::TlsClient> tls_;
   std::vector<std::byte> last_;
 };
 
@@ -754,10 +816,12 @@ TEST_CASE("a broken or vanished link is left out after the deadline and reported
   const CollectOptions opts{CollectMode::kSync, 0, 700ms};
   const auto hello = hello_frame(0, config.handshake);
   {
-    // Rank 0 is played by a raw client: it connects before the exchange even starts.
+    // Rank 0 is played by a raw client: it connects before the exchange even starts (its TLS
+    // handshake and hello complete once the exchange runs).
     RawClient raw(port);
-    raw.send(hello);
+    auto greeted = std::async(std::launch::async, [&] { raw.send(hello); });
     NetExchange ex(config, std::move(cluster.listeners[1]));
+    greeted.get();
     REQUIRE(raw.read_frame());  // hello-ack
     const auto p = params_for(0, 0, kParams);
     raw.send(params_frame(0, 0, p));

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "gossip/config.hpp"
+#include "gossip/net.hpp"
 #include "gossip/topology.hpp"
 
 namespace gossip {
@@ -20,7 +21,13 @@ struct PeerOptions {
   std::string out_dir;      // DIR/peers/R style folder for this peer's files
   bool events = false;      // print "@gossip ..." event lines on stdout for the launcher
   bool snapshots = false;   // write params-ROUND.bin at each evaluation (the launcher reads them)
+  std::string tls_dir;      // TLS credentials in `gossip keys init` layout; overrides net.tls
 };
+
+/// This peer's TLS settings: off when net.tls is off; else the files in `tls_dir` when given,
+/// else net.tls's files with "{rank}" replaced by `rank`. Throws InputError, saying how to make
+/// credentials, when TLS is on and neither names any.
+TlsConfig peer_tls(const RunConfig& config, const std::string& tls_dir, int rank);
 
 /// Where this process's rank comes from, in order: `cli` (--rank), GOSSIP_RANK, SLURM_PROCID,
 /// OMPI_COMM_WORLD_RANK, PMI_RANK, else the trailing number of the host name (a Kubernetes

@@ -14,5 +14,6 @@ int run_compare(int argc, char** argv);
 int run_peer(int argc, char** argv);
 int run_run(int argc, char** argv);
 int run_bench(int argc, char** argv);
+int run_keys(int argc, char** argv);
 
 }  // namespace gossip::cli

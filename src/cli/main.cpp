@@ -23,6 +23,8 @@ const gossip::Subcommand kCommands[] = {
     {"peer", "run one peer of a network (under Slurm, mpirun, Kubernetes or gossip run)",
      gossip::cli::run_peer},
     {"run", "run a whole peer network on this machine from a config", gossip::cli::run_run},
+    {"keys", "make a run's TLS credentials: a CA and a key and certificate per rank",
+     gossip::cli::run_keys},
     {"bench", "benchmarks that print a ratio against a reference measured in the same run",
      gossip::cli::run_bench},
 };

@@ -24,11 +24,16 @@ const char* kPeerHelp =
     "rank 3). Addresses come from the topology's `peers:` list, else net.host:(net.base_port+R).\n"
     "Neighbours on the same host (same boot and namespaces) pass parameters through shared\n"
     "memory and use TCP for the rest; net.shared_memory: false sends everything over TCP.\n"
+    "Every TCP link is mutual TLS 1.3: the peer needs the run's CA and its own certificate and\n"
+    "key (`gossip keys init DIR`, then net.tls in the config, or --tls-dir DIR); net.tls: off\n"
+    "turns TLS off (with a warning).\n"
     "\n"
     "options:\n"
     "  --rank R      this peer's rank\n"
     "  --out DIR     where to write results\n"
     "  --topology F  use topology file F instead of the config's gossip.topology\n"
+    "  --tls-dir D   TLS credentials from D (ca.pem, peer-R.pem, peer-R.key, as made by\n"
+    "                `gossip keys init`) instead of the config's net.tls files\n"
     "  --events      print machine-readable '@gossip' event lines (used by gossip run)\n"
     "  --snapshots   write params-ROUND.bin at each evaluation (used by gossip run)\n"
     "\n"
@@ -37,7 +42,7 @@ const char* kPeerHelp =
 }  // namespace
 
 int run_peer(int argc, char** argv) {
-  Args args(argc, argv, {"rank", "out", "topology"}, {"events", "snapshots"});
+  Args args(argc, argv, {"rank", "out", "topology", "tls-dir"}, {"events", "snapshots"});
   if (args.help()) {
     std::printf("%s", kPeerHelp);
     return kExitOk;
@@ -60,6 +65,7 @@ int run_peer(int argc, char** argv) {
   opt.out_dir = args.get_or("out", cat("runs/peer-", *rank));
   opt.events = args.has("events");
   opt.snapshots = args.has("snapshots");
+  opt.tls_dir = args.get_or("tls-dir", "");
   std::fprintf(stderr, "gossip peer: rank %d (from %s)\n", *rank, source.c_str());
   return gossip::run_peer(config, topology, opt);
 }

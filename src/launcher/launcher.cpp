@@ -25,6 +25,7 @@
 #include "gossip/gossip.hpp"
 #include "gossip/launcher.hpp"
 #include "gossip/monitor.hpp"
+#include "gossip/net.hpp"
 #include "gossip/report.hpp"
 #include "gossip/topology.hpp"
 #include "gossip/progress.hpp"
@@ -84,16 +85,31 @@ class Network {
   Clock::time_point t0_ = Clock::now();
 };
 
+/// The run's own TLS credentials when TLS is on and the config names none: a fresh CA (whose
+/// key is never written, so no one can issue more) and a key and certificate per rank in
+/// OUT/tls; returns that folder, or "" when the peers use the config's settings.
+std::string make_run_credentials(const RunConfig& config, const std::string& out_dir, int n) {
+  if (!config.net.tls || !config.net.tls_ca.empty()) return "";
+  const std::string dir = cat(out_dir, "/tls");
+  KeySetOptions keys;
+  keys.run_id = config.net.run_id;
+  keys.peers = n;
+  keys.write_ca_key = false;
+  keys.overwrite = true;
+  create_key_set(dir, keys);
+  return dir;
+}
+
 void Network::start() {
   const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
+  const std::string tls_dir = make_run_credentials(config_, opt_.out_dir, n_);
   for (int r = 0; r < n_; ++r) {
     const std::string dir = cat(opt_.out_dir, "/peers/", r);
     make_output_dir(dir);
-    children_.push_back(launcher::spawn_child(
-        r,
-        {self, "peer", opt_.config_path, "--rank", std::to_string(r), "--out", dir, "--events",
-         "--snapshots"},
-        dir + "/peer.log"));
+    std::vector<std::string> argv{self, "peer", opt_.config_path, "--rank", std::to_string(r),
+                                  "--out", dir, "--events", "--snapshots"};
+    if (!tls_dir.empty()) argv.insert(argv.end(), {"--tls-dir", tls_dir});
+    children_.push_back(launcher::spawn_child(r, argv, dir + "/peer.log"));
   }
   done_.resize(n_);
 }
@@ -244,10 +260,15 @@ int launch(const RunConfig& config, const LaunchOptions& options) {
     return kExitDisconnected;
   }
   make_output_dir(options.out_dir);
-  std::printf("gossip run: %d peers on %s (spectral gap %.4f), algorithm %s, period %d; "
+  const std::string tls = !config.net.tls           ? "TLS off (net.tls: off)"
+                          : config.net.tls_ca.empty() ? cat("TLS with a fresh CA in ",
+                                                            options.out_dir, "/tls")
+                                                      : "TLS with net.tls's credentials";
+  std::printf("gossip run: %d peers on %s (spectral gap %.4f), algorithm %s, period %d, %s; "
               "peer logs in %s/peers/\n",
               topology.n(), config.gossip.topology.c_str(), report.spectral_gap,
-              config.gossip.algorithm.c_str(), config.gossip.period, options.out_dir.c_str());
+              config.gossip.algorithm.c_str(), config.gossip.period, tls.c_str(),
+              options.out_dir.c_str());
   std::fflush(stdout);
   struct sigaction sa {};
   sa.sa_handler = on_signal;

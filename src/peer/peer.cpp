@@ -44,10 +44,19 @@ std::vector<int> all_neighbours(const Topology& topology, int rank) {
   return {s.begin(), s.end()};
 }
 
-/// This peer's network settings: addresses, neighbours, handshake, timeouts, log lines.
-NetConfig net_config(const RunConfig& config, const Topology& topology, int rank,
+std::string with_rank(std::string path, int rank) {
+  const std::string token = "{rank}";
+  for (auto at = path.find(token); at != std::string::npos; at = path.find(token, at))
+    path.replace(at, token.size(), std::to_string(rank));
+  return path;
+}
+
+/// This peer's network settings: addresses, neighbours, handshake, TLS, timeouts, log lines.
+NetConfig net_config(const RunConfig& config, const Topology& topology, const PeerOptions& opt,
                      std::int64_t num_params) {
+  const int rank = opt.rank;
   NetConfig net;
+  net.tls = peer_tls(config, opt.tls_dir, rank);
   net.rank = rank;
   net.size = topology.n();
   net.addresses = peer_addresses(config, topology);
@@ -98,11 +107,30 @@ std::string write_snapshot(const std::string& dir, std::int64_t round,
 
 }  // namespace
 
+TlsConfig peer_tls(const RunConfig& config, const std::string& tls_dir, int rank) {
+  TlsConfig tls;
+  tls.enabled = config.net.tls;
+  if (!tls.enabled) return tls;
+  if (!tls_dir.empty()) return tls_files_in(tls_dir, rank);
+  if (config.net.tls_ca.empty())
+    throw InputError(cat(
+        config.where("net.tls"), ": this peer has no TLS credentials. Make the run's with "
+        "`gossip keys init DIR --config ", config.path.empty() ? "CONFIG" : config.path,
+        "` and name them: net.tls: {ca: DIR/ca.pem, cert: DIR/peer-{rank}.pem, key: "
+        "DIR/peer-{rank}.key} (or pass --tls-dir DIR); `gossip run` makes them by itself; "
+        "net.tls: off runs without TLS"));
+  tls.ca = with_rank(config.net.tls_ca, rank);
+  tls.cert = with_rank(config.net.tls_cert, rank);
+  tls.key = with_rank(config.net.tls_key, rank);
+  return tls;
+}
+
 int run_peer(const RunConfig& config, const Topology& topology, const PeerOptions& opt) {
   const int n = topology.n();
   const int rank = opt.rank;
   if (rank < 0 || rank >= n)
     throw InputError(cat("rank ", rank, " is out of range: the topology has ", n, " peers"));
+  peer_tls(config, opt.tls_dir, rank);  // missing credentials stop us before the data loads
   const auto t0 = Clock::now();
   Events events(opt.events);
   make_output_dir(opt.out_dir);
@@ -113,7 +141,7 @@ int run_peer(const RunConfig& config, const Topology& topology, const PeerOption
   const auto shards = shard_for(config, data.train, n);
   Trainer trainer(*backend, config, data.train, shards[rank], rank);
 
-  NetConfig net = net_config(config, topology, rank, trainer.num_params());
+  NetConfig net = net_config(config, topology, opt, trainer.num_params());
   std::fprintf(stderr, "peer %d: %s, %zu neighbours, shard of %lld samples, %s\n", rank,
                net.addresses[rank].c_str(), net.neighbours.size(),
                static_cast<long long>(shards[rank].size()), backend->describe().c_str());
