@@ -224,8 +224,8 @@ void read_tls(const Reader& r, const Node& v, const std::string& f, NetworkConfi
                                    std::pair{&c.tls_key, "key"}})
     if (value->empty())
       r.fail(v, f, cat("names no ", key, " (give ca, cert and key together, e.g. from "
-                       "`gossip keys init DIR`: {ca: DIR/ca.pem, cert: DIR/peer-{rank}.pem, "
-                       "key: DIR/peer-{rank}.key})"));
+                       "`gossip keys init DIR`: {ca: DIR/ca.pem, cert: \"DIR/peer-{rank}.pem\", "
+                       "key: \"DIR/peer-{rank}.key\"})"));
 }
 
 void read_net(const Reader& r, const Node& n, NetworkConfig& c) {

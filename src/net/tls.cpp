@@ -115,7 +115,10 @@ std::unique_ptr<asio::ssl::context> make_tls_context(const TlsConfig& tls,
     if (!std::filesystem::is_regular_file(file, fe))
       throw InputError(cat("net.tls.", what, ": ", file, ": no such file"));
     call(ec);
-    if (ec) throw InputError(cat("net.tls.", what, ": cannot use ", file, ": ", ec.message()));
+    if (!ec) return;
+    const char* reason = ERR_reason_error_string(static_cast<unsigned long>(ec.value()));
+    throw InputError(cat("net.tls.", what, ": cannot use ", file, ": ",
+                         reason ? reason : ec.message().c_str()));
   };
   load("ca", tls.ca, [&](std::error_code& e) { ctx->load_verify_file(tls.ca, e); });
   load("cert", tls.cert, [&](std::error_code& e) { ctx->use_certificate_chain_file(tls.cert, e); });
@@ -135,7 +138,8 @@ std::unique_ptr<asio::ssl::context> make_tls_context(const TlsConfig& tls,
   SSL_CTX_set_max_cert_list(native, kMaxCertList);
   SSL_CTX_set_num_tickets(native, 0);  // no resumption: every connection proves its key
   SSL_CTX_set_session_cache_mode(native, SSL_SESS_CACHE_OFF);
-  SSL_CTX_set_options(native, SSL_OP_NO_TICKET | SSL_OP_NO_RENEGOTIATION);
+  SSL_CTX_set_options(native, SSL_OP_NO_TICKET | SSL_OP_NO_RENEGOTIATION |
+                                  SSL_OP_CIPHER_SERVER_PREFERENCE);
 
   // Our own certificate must pass the checks every neighbour will make.
   X509* own = SSL_CTX_get0_certificate(native);
@@ -183,6 +187,8 @@ Identity remote_identity(Stream::TlsStream& stream, const std::string& run_id) {
 std::string tls_failure(const std::error_code& ec, Stream::TlsStream& stream) {
   std::string out = ec.message();
   if (ec.category() == asio::error::get_ssl_category()) {
+    // OpenSSL's reason alone ("certificate verify failed"), without Asio's "(SSL routines)".
+    if (const char* r = ERR_reason_error_string(static_cast<unsigned long>(ec.value()))) out = r;
     const long v = SSL_get_verify_result(stream.native_handle());
     if (v != X509_V_OK) out += cat(" (", X509_verify_cert_error_string(v), ")");
     const int reason = ERR_GET_REASON(static_cast<unsigned long>(ec.value()));
