@@ -145,9 +145,20 @@ void Session::write_next() {
   arm(write_timer_, hub_.config().timeouts.io, "writing a frame");
   const std::array<asio::const_buffer, 2> buffers{asio::buffer(*f.head),
                                                   asio::buffer(f.body.data(), f.body.size())};
+  if (f.body.empty() || !stream_.batch()) {
+    asio::async_write(stream_, buffers,
+                      [self = shared_from_this()](std::error_code ec, std::size_t n) {
+                        self->on_written(ec, n);
+                      });
+    return;
+  }
+  // A params frame over TLS: its records are gathered and sent in big batches, then flushed.
   asio::async_write(stream_, buffers,
                     [self = shared_from_this()](std::error_code ec, std::size_t n) {
-                      self->on_written(ec, n);
+                      if (ec) return self->on_written(ec, n);
+                      self->stream_.async_flush([self, n](std::error_code e) {
+                        self->on_written(e, e ? 0 : n);
+                      });
                     });
 }
 

@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 #include <system_error>
+#include <vector>
 
 #include <asio.hpp>
 #include <asio/ssl.hpp>
@@ -19,24 +20,109 @@
 
 namespace gossip::net {
 
+/// The TCP socket under TLS, read in gulps and, while a big frame is written, written in
+/// batches. The TLS engine reads and writes at most one 17 KiB record at a time: straight on the
+/// socket, a 1 MB frame would cost a system call per record on each side, and the receiver
+/// would wake up for every one. Reads go through a kGulpBytes buffer (one receive call per
+/// segment that has arrived); between batch() and async_flush() the records of a frame are
+/// gathered and sent kBatchBytes at a time. Everything else passes straight through.
+class GulpSocket : public asio::buffered_read_stream<asio::ip::tcp::socket> {
+ public:
+  static constexpr std::size_t kGulpBytes = 64 * 1024;
+  static constexpr std::size_t kBatchBytes = 256 * 1024;
+
+  explicit GulpSocket(asio::any_io_executor& executor)
+      : asio::buffered_read_stream<asio::ip::tcp::socket>(executor, kGulpBytes) {}
+
+  /// Gathers what is written from now on, until async_flush().
+  void batch() {
+    batching_ = true;
+    if (!batch_) batch_ = std::make_unique_for_overwrite<unsigned char[]>(kBatchCapacity);
+  }
+
+  template <typename ConstBuffers, typename Handler>
+  void async_write_some(const ConstBuffers& buffers, Handler&& handler) {
+    if (!batching_) return next_layer().async_write_some(buffers, std::forward<Handler>(handler));
+    // Takes what fits (the TLS engine writes one record, at most 17 KiB, at a time).
+    const std::size_t n = asio::buffer_copy(
+        asio::buffer(batch_.get() + batched_, kBatchCapacity - batched_), buffers);
+    batched_ += n;
+    if (batched_ < kBatchBytes)
+      return asio::post(get_executor(), [h = std::forward<Handler>(handler), n]() mutable {
+        h(std::error_code(), n);
+      });
+    send_batch([h = std::forward<Handler>(handler), n](std::error_code ec) mutable {
+      h(ec, ec ? 0 : n);
+    });
+  }
+
+  /// Sends what was gathered and stops gathering; `handler(error_code)` when it is out.
+  template <typename Handler>
+  void async_flush(Handler&& handler) {
+    batching_ = false;
+    if (batched_ == 0)
+      return asio::post(get_executor(), [h = std::forward<Handler>(handler)]() mutable {
+        h(std::error_code());
+      });
+    send_batch(std::forward<Handler>(handler));
+  }
+
+ private:
+  template <typename Handler>
+  void send_batch(Handler&& handler) {
+    asio::async_write(next_layer(), asio::buffer(batch_.get(), batched_),
+                      [this, h = std::forward<Handler>(handler)](std::error_code ec,
+                                                                 std::size_t) mutable {
+                        batched_ = 0;
+                        h(ec);
+                      });
+  }
+
+  static constexpr std::size_t kBatchCapacity = kBatchBytes + 32 * 1024;
+  bool batching_ = false;
+  std::unique_ptr<unsigned char[]> batch_;  // allocated at the first batch (live links only)
+  std::size_t batched_ = 0;
+};
+
 /// One connection's bytes: TLS over the socket when a context is given, else the socket itself.
 /// Meets Asio's AsyncReadStream and AsyncWriteStream, so asio::async_read / async_write take it.
 class Stream {
  public:
   using executor_type = asio::ip::tcp::socket::executor_type;
-  using TlsStream = asio::ssl::stream<asio::ip::tcp::socket>;
+  using TlsStream = asio::ssl::stream<GulpSocket>;
 
   Stream(asio::ip::tcp::socket socket, asio::ssl::context* tls) {
-    if (tls) tls_.emplace(std::move(socket), *tls);
-    else plain_.emplace(std::move(socket));
+    if (!tls) {
+      plain_.emplace(std::move(socket));
+      return;
+    }
+    asio::any_io_executor executor = socket.get_executor();
+    tls_.emplace(executor, *tls);
+    // Hand the connected descriptor over to the socket under the TLS stream.
+    std::error_code ec;
+    const auto protocol = socket.local_endpoint(ec).protocol();
+    const auto fd = socket.release(ec);
+    if (!ec) this->socket().assign(protocol, fd, ec);
   }
 
   executor_type get_executor() { return socket().get_executor(); }
   /// The TCP socket underneath (options, addresses, shutdown and close).
-  asio::ip::tcp::socket& socket() { return tls_ ? tls_->next_layer() : *plain_; }
-  const asio::ip::tcp::socket& socket() const { return tls_ ? tls_->next_layer() : *plain_; }
+  asio::ip::tcp::socket& socket() { return tls_ ? tls_->next_layer().next_layer() : *plain_; }
   /// The TLS stream, or nullptr when TLS is off.
   TlsStream* tls() { return tls_ ? &*tls_ : nullptr; }
+
+  /// Under TLS: gathers the records written from now on (GulpSocket); returns false (and does
+  /// nothing) over plain TCP, where a frame leaves in one write anyway.
+  bool batch() {
+    if (!tls_) return false;
+    tls_->next_layer().batch();
+    return true;
+  }
+  /// Sends what batch() gathered; `handler(error_code)`.
+  template <typename Handler>
+  void async_flush(Handler&& handler) {
+    tls_->next_layer().async_flush(std::forward<Handler>(handler));
+  }
 
   template <typename MutableBuffers, typename Handler>
   void async_read_some(const MutableBuffers& buffers, Handler&& handler) {
