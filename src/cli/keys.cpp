@@ -15,7 +15,7 @@ namespace gossip::cli {
 namespace {
 
 const char* kKeysHelp =
-    "usage: gossip keys init DIR (--peers N | --topology FILE | --config CONFIG)\n"
+    "usage: gossip keys init DIR [--peers N | --topology FILE] [--config CONFIG]\n"
     "                            [--run-id ID] [--days D] [--ca-cert FILE --ca-key FILE]\n"
     "                            [--force]\n"
     "\n"
@@ -40,7 +40,8 @@ const char* kKeysHelp =
     "options:\n"
     "  --peers N         ranks 0..N-1\n"
     "  --topology FILE   as many ranks as the topology file has peers\n"
-    "  --config CONFIG   the ranks of its gossip.topology, and its net.run_id\n"
+    "  --config CONFIG   its net.run_id, and (unless --peers or --topology) the ranks of its\n"
+    "                    gossip.topology\n"
     "  --run-id ID       the run the certificates are for (default: the config's net.run_id,\n"
     "                    else 'gossip'); peers refuse certificates of another run\n"
     "  --days D          validity of the certificates (default 365)\n"
@@ -63,19 +64,26 @@ int run_keys(int argc, char** argv) {
   if (pos[0] != "init")
     throw InputError(cat("unknown keys command '", pos[0], "' (see gossip keys --help)"));
   if (pos.size() != 2) throw InputError("keys init: give exactly one folder, DIR");
-  const int sources = args.has("peers") + args.has("topology") + args.has("config");
-  if (sources != 1)
-    throw InputError("keys init: give exactly one of --peers N, --topology FILE, --config CONFIG");
+  if (args.has("peers") && args.has("topology"))
+    throw InputError("keys init: give --peers N or --topology FILE, not both");
+  if (!args.has("peers") && !args.has("topology") && !args.has("config"))
+    throw InputError("keys init: how many ranks? give --peers N, --topology FILE or --config "
+                     "CONFIG");
 
   KeySetOptions opt;
+  std::string topology_file = args.get_or("topology", "");
   if (auto path = args.get("config")) {
     const RunConfig config = load_config(*path);
-    if (config.gossip.topology.empty())
-      throw InputError(cat(config.path, ": gossip.topology: needed to know how many ranks"));
-    opt.peers = load_topology(config.gossip.topology).n();
     opt.run_id = config.net.run_id;
-  } else if (auto topo = args.get("topology")) {
-    opt.peers = load_topology(*topo).n();
+    if (topology_file.empty() && !args.has("peers")) {
+      if (config.gossip.topology.empty())
+        throw InputError(cat(config.path, ": gossip.topology: needed to know how many ranks "
+                             "(or give --peers N or --topology FILE)"));
+      topology_file = config.gossip.topology;
+    }
+  }
+  if (!topology_file.empty()) {
+    opt.peers = load_topology(topology_file).n();
   } else {
     const long n = args.get_int("peers", 0);
     if (n < 1 || n > 1'000'000) throw InputError(cat("--peers: expected 1..1000000, got ", n));
