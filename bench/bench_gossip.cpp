@@ -1,5 +1,6 @@
 // bench/bench_gossip.cpp: `gossip bench gossip` — one gossip round (publish, collect, mix) of
-// the 0.94 MB MLP buffer for 8 and 16 peer processes on a ring over loopback, against
+// the 0.94 MB MLP buffer for 8 and 16 peer processes on a ring over loopback (through shared
+// memory as `gossip run` does, over TLS, and over plain TCP), against
 // torch.distributed + gloo doing the same neighbour averaging with isend/irecv in the same run
 // (when Debian's python3-torch is installed), and achieved bytes/s against a plain loopback
 // socket pair measured in the same run.
@@ -10,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -35,19 +37,24 @@ const char* kHelp =
     "\n"
     "One gossip round (publish to both ring neighbours, collect theirs, mix with weights 1/3)\n"
     "of the MLP 784-256-128-10 parameter buffer (235146 floats, 0.94 MB) for 8 and 16 peer\n"
-    "processes on this host, each size run twice: as `gossip run` does by default (handshake\n"
-    "and control frames over loopback TCP, parameters through shared memory) and with\n"
-    "net.shared_memory off (everything over loopback TCP). Reference in the same run:\n"
+    "processes on this host, each size run three times: as `gossip run` does by default\n"
+    "(handshake and control frames over TLS on loopback TCP, parameters through shared\n"
+    "memory), with net.shared_memory off (everything over TLS 1.3 on loopback TCP), and with\n"
+    "shared memory and TLS both off (plain loopback TCP). Reference in the same run:\n"
     "torch.distributed with gloo doing the same averaging with isend/irecv over loopback\n"
-    "(Debian's python3-torch); ratio = ours / gloo (target <= 0.5). Also the bytes/s moved\n"
-    "against a plain loopback socket pair.\n";
+    "(Debian's python3-torch); ratio = ours / gloo (target <= 0.5); and the cost of TLS,\n"
+    "TLS / plain TCP (target <= 1.25 at 8 peers). Also the bytes/s moved against a plain\n"
+    "loopback socket pair.\n";
 
 constexpr std::int64_t kFloats = 235146;  // MLP 784-256-128-10
 
 /// One peer process of the benchmark: R timed rounds; prints its seconds per round.
-int worker(int rank, int peers, int base_port, int rounds, bool tcp_only) {
+int worker(int rank, int peers, int base_port, int rounds, bool tcp_only,
+           const std::string& tls_dir) {
   NetConfig cfg;
   cfg.shared_memory = !tcp_only;
+  cfg.tls = tls_files_in(tls_dir, rank);
+  cfg.tls.enabled = !tls_dir.empty();
   cfg.rank = rank;
   cfg.size = peers;
   for (int r = 0; r < peers; ++r) cfg.addresses.push_back(cat("127.0.0.1:", base_port + r));
@@ -98,14 +105,16 @@ struct Measured {
   std::size_t shm_links = 0;  // neighbour links that went through shared memory, all ranks
 };
 
-/// Starts `peers` worker processes on a ring.
-Measured run_ours(int peers, int rounds, int base_port, bool tcp_only) {
+/// Starts `peers` worker processes on a ring; over TLS with the credentials in `tls_dir`, or
+/// plain TCP when it is empty.
+Measured run_ours(int peers, int rounds, int base_port, bool tcp_only, const std::string& tls_dir) {
   const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
   std::vector<std::pair<pid_t, FILE*>> kids;
   for (int r = 0; r < peers; ++r) {
     const std::string cmd = cat("'", self, "' bench gossip --worker ", r, " --peers ", peers,
                                 " --port ", base_port, " --rounds ", rounds,
-                                tcp_only ? " --tcp" : "");
+                                tcp_only ? " --tcp" : "",
+                                tls_dir.empty() ? "" : cat(" --tls '", tls_dir, "'"));
     FILE* p = popen(cmd.c_str(), "r");
     if (!p) throw RuntimeError("cannot start a benchmark peer");
     kids.push_back({0, p});
@@ -161,7 +170,7 @@ double loopback_bandwidth() {
 }  // namespace
 
 int run_gossip(int argc, char** argv) {
-  Args args(argc, argv, {"rounds", "peers", "worker", "port"}, {"json", "tcp"});
+  Args args(argc, argv, {"rounds", "peers", "worker", "port", "tls"}, {"json", "tcp"});
   if (args.help()) {
     std::printf("%s", kHelp);
     return kExitOk;
@@ -171,7 +180,8 @@ int run_gossip(int argc, char** argv) {
   if (args.get("worker"))
     return worker(static_cast<int>(args.get_int("worker", 0)),
                   static_cast<int>(args.get_int("peers", 8)),
-                  static_cast<int>(args.get_int("port", 0)), rounds, args.has("tcp"));
+                  static_cast<int>(args.get_int("port", 0)), rounds, args.has("tcp"),
+                  args.get_or("tls", ""));
 
   std::vector<int> sizes;
   for (const std::string& part : {args.get_or("peers", "8,16")}) {
@@ -195,14 +205,30 @@ int run_gossip(int argc, char** argv) {
                   "python3-torch); reporting our figures alone\n");
   }
   const double loopback = loopback_bandwidth();
+  // The benchmark run's credentials, as `gossip run` makes them; removed at the end.
+  const auto tls_dir = std::filesystem::temp_directory_path() / cat("gossip-bench-tls-", getpid());
+  struct RemoveDir {
+    std::filesystem::path dir;
+    ~RemoveDir() {
+      std::error_code ec;
+      std::filesystem::remove_all(dir, ec);
+    }
+  } remove_tls{tls_dir};
+  KeySetOptions keys;
+  keys.run_id = "bench";
+  keys.peers = *std::max_element(sizes.begin(), sizes.end());
+  keys.write_ca_key = false;
+  keys.overwrite = true;
+  create_key_set(tls_dir, keys);
   struct Row {
     int peers;
-    Measured shm, tcp;
+    Measured shm, tls, tcp;
     double gloo;
   };
   std::vector<Row> rows;
   for (int n : sizes) {
-    Row r{n, run_ours(n, rounds, port, false), run_ours(n, rounds, port + 50, true), 0.0};
+    Row r{n, run_ours(n, rounds, port, false, tls_dir), run_ours(n, rounds, port + 50, true, tls_dir),
+          run_ours(n, rounds, port + 150, true, ""), 0.0};
     if (python) {
       auto line = run_python(*python, "torch_gossip.py",
                              {std::to_string(n), std::to_string(kFloats), std::to_string(rounds),
@@ -217,38 +243,44 @@ int run_gossip(int argc, char** argv) {
   const Row& main = rows.front();
   const double ratio = ratio_of(main.shm.seconds, main.gloo);
   const double ratio_tcp = ratio_of(main.tcp.seconds, main.gloo);
+  const double tls_cost = main.tls.seconds / main.tcp.seconds;
   if (json) {
     JsonObject o;
     o.add("bench", "gossip").add("loopback_bytes_per_s", loopback);
     for (const auto& r : rows)
       o.add(cat("p", r.peers, "_ours_ms"), r.shm.seconds * 1e3)
+          .add(cat("p", r.peers, "_tls_ms"), r.tls.seconds * 1e3)
           .add(cat("p", r.peers, "_tcp_ms"), r.tcp.seconds * 1e3)
           .add(cat("p", r.peers, "_gloo_ms"), r.gloo * 1e3)
           .add(cat("p", r.peers, "_shm_links"), r.shm.shm_links)
           .add(cat("p", r.peers, "_bytes_per_s"), ring_bytes(r.peers) / r.shm.seconds);
     o.add("ratio", main.gloo > 0 ? ratio : NAN).add("ratio_tcp", main.gloo > 0 ? ratio_tcp : NAN);
+    o.add("tls_over_tcp", tls_cost);
     std::printf("%s\n", o.str().c_str());
     return kExitOk;
   }
   std::printf("plain loopback socket pair: %.2f GB/s\n\n", loopback / 1e9);
-  std::printf("%6s  %-29s  %9s  %14s  %7s  %10s  %12s\n", "peers", "ours: parameters by",
+  std::printf("%6s  %-33s  %9s  %14s  %7s  %10s  %12s\n", "peers", "ours: parameters by",
               "ms/round", "gloo ms/round", "ratio", "ours GB/s", "vs loopback");
   for (const auto& r : rows) {
-    for (const bool tcp : {false, true}) {
-      const Measured& m = tcp ? r.tcp : r.shm;
+    for (const int how_sent : {0, 1, 2}) {
+      const Measured& m = how_sent == 0 ? r.shm : how_sent == 1 ? r.tls : r.tcp;
       const auto [g, rat] = reference_cells(m.seconds, r.gloo, 1e3, 2);
       const double bps = ring_bytes(r.peers) / m.seconds;
       const std::string how =
-          tcp ? "TCP (shared_memory off)"
-              : cat("shared memory (", m.shm_links, "/", 2 * r.peers, " links)");
-      std::printf("%6d  %-29s  %9.2f  %14s  %7s  %10.2f  %11.2fx\n", r.peers, how.c_str(),
+          how_sent == 1   ? "TLS over TCP (shared_memory off)"
+          : how_sent == 2 ? "plain TCP (TLS, shared mem. off)"
+                          : cat("shared memory (", m.shm_links, "/", 2 * r.peers, " links)");
+      std::printf("%6d  %-33s  %9.2f  %14s  %7s  %10.2f  %11.2fx\n", r.peers, how.c_str(),
                   m.seconds * 1e3, g.c_str(), rat.c_str(), bps / 1e9, bps / loopback);
     }
   }
   if (main.gloo > 0)
     std::printf("\nratio (%d peers, ours / gloo): %.3f as `gossip run` runs (shared memory), "
-                "%.3f over TCP alone  (target <= 0.5)\n",
+                "%.3f over plain TCP alone  (target <= 0.5)\n",
                 main.peers, ratio, ratio_tcp);
+  std::printf("TLS cost (%d peers, TLS over TCP / plain TCP): %.3f  (target <= 1.25)\n",
+              main.peers, tls_cost);
   return kExitOk;
 }
 

@@ -9,8 +9,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(meson ninja-build pkg-config g++ libasio-dev libyaml-cpp-dev libcereal-dev catch2
-          libopenblas-dev libeigen3-dev zlib1g-dev dataset-fashion-mnist gnuplot-nox
-          iproute2 clang libclang-rt-14-dev python3-yaml openmpi-bin slurm-wlm munge)
+          libopenblas-dev libeigen3-dev zlib1g-dev libssl-dev openssl dataset-fashion-mnist
+          gnuplot-nox iproute2 clang libclang-rt-14-dev python3-yaml openmpi-bin slurm-wlm munge)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -31,6 +31,7 @@ FOLDER = {"sim": "sim", "bench": "bench"}
 # benchmarks call bare OpenBLAS as their outside reference.
 THIRD_PARTY = {
     "asio": ("asio.hpp", {"net"}),
+    "openssl": ("openssl/ssl.h", {"net"}),
     "yaml-cpp": ("yaml-cpp/yaml.h", {"config"}),
     "eigen": ("Eigen/Dense", {"topology"}),
     "cereal": ("cereal/archives/binary.hpp", {"wire"}),

@@ -78,7 +78,12 @@ def write_config(folder, peers, epochs=2, algorithm="dpsgd", topology="topo.yaml
                 f"train: {{epochs: {epochs}, batch: 16, seed: 5, backend: cpu}}\n"
                 f"gossip: {{topology: {topology}, algorithm: {algorithm}, period: 1, "
                 "round_timeout_s: 10}\n"
-                f"net: {{run_id: launchers, base_port: {port_base()}, connect_timeout_s: 60}}\n")
+                f"net: {{run_id: launchers, base_port: {port_base()}, connect_timeout_s: 60, "
+                "tls: {ca: keys/ca.pem, cert: 'keys/peer-{rank}.pem', key: 'keys/peer-{rank}.key'}}\n")
+    # The run's TLS credentials, as a user makes them for peers started by hand, mpirun or srun.
+    code, out = run([GOSSIP, "keys", "init", os.path.join(folder, "keys"), "--config", path], 60)
+    if code != 0:
+        raise RuntimeError(f"gossip keys init failed: {out}")
     return path
 
 

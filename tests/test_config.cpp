@@ -149,3 +149,25 @@ TEST_CASE("weights that do not suit gossip.algorithm are refused with its line",
                       Catch::StartsWith("c.yaml:2: gossip.algorithm: dpsgd needs row-stochastic"));
   }
 }
+
+TEST_CASE("net.tls is off, on, or names ca, cert and key together", "[config][tls]") {
+  const auto on = load_config_from_string("net:\n  run_id: r\n", "c.yaml", "/x/configs");
+  CHECK(on.net.tls);  // on unless a config turns it off
+  CHECK(on.net.tls_ca.empty());
+  CHECK_FALSE(load_config_from_string("net:\n  tls: off\n", "c.yaml").net.tls);
+  const auto files = load_config_from_string(
+      "net:\n  tls:\n    ca: keys/ca.pem\n    cert: keys/peer-{rank}.pem\n"
+      "    key: /abs/peer-{rank}.key\n",
+      "c.yaml", "/x/configs");
+  CHECK(files.net.tls);
+  CHECK(files.net.tls_ca == "/x/configs/keys/ca.pem");
+  CHECK(files.net.tls_cert == "/x/configs/keys/peer-{rank}.pem");
+  CHECK(files.net.tls_key == "/abs/peer-{rank}.key");
+  CHECK_THROWS_WITH(load_config_from_string("net:\n  tls:\n    ca: a.pem\n    cert: b.pem\n",
+                                            "c.yaml"),
+                    Catch::Contains("c.yaml:3: net.tls: names no key (give ca, cert and key"));
+  CHECK_THROWS_WITH(load_config_from_string("net:\n  tls: maybe\n", "c.yaml"),
+                    Catch::Contains("c.yaml:2: net.tls: unknown value 'maybe'"));
+  CHECK_THROWS_WITH(load_config_from_string("net:\n  tls: {ca: a, crt: b}\n", "c.yaml"),
+                    Catch::Contains("net.tls.crt: unknown key"));
+}

@@ -97,6 +97,13 @@ def check_kubernetes(t):
             "each pod runs gossip peer CONFIG --out DIR", command)
     mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
     volumes = {v["name"]: v for v in pod["volumes"]}
+    # The run's TLS credentials: a Secret mounted read-only where --tls-dir points.
+    tls = [name for name, v in volumes.items() if "secret" in v]
+    t.check(len(tls) == 1 and "--tls-dir" in command
+            and command[command.index("--tls-dir") + 1] == mounts.get(tls[0])
+            and volumes[tls[0]]["secret"].get("defaultMode") == 0o400,
+            "the run's TLS credentials come from a Secret, mounted where --tls-dir points, "
+            "readable by the owner only", (command, mounts, volumes))
     out_dir = command[command.index("--out") + 1]
     results = [name for name, path in mounts.items() if path == out_dir]
     t.check(len(results) == 1 and volumes[results[0]].get("persistentVolumeClaim", {}).get("claimName")

@@ -20,12 +20,16 @@
 #include <mutex>
 #include <thread>
 
+#include <filesystem>
+#include <fstream>
+
 #include "gossip/core.hpp"
 #include "gossip/net.hpp"
 #include "src/net/mailbox.hpp"
 #include "src/net/shm.hpp"
 #include "gossip/checkpoint.hpp"
 #include "gossip/wire.hpp"
+#include "tests/tls_client.hpp"
 
 using namespace gossip;
 using namespace std::chrono_literals;
@@ -37,6 +41,37 @@ std::span<const std::byte> bytes_of(std::string_view s) { return std::as_bytes(s
 
 HandshakeInfo model_info(std::vector<std::uint64_t> layers, std::uint64_t params) {
   return HandshakeInfo{"test-run", std::move(layers), params, 0xC0FFEE};
+}
+
+/// The run's TLS credentials for these tests: a CA of run "test-run" and a key and certificate
+/// for ranks 0..7, made once per process in a temporary folder that is removed at exit. The CA
+/// stays in memory so tests can issue more (expired, another run's).
+struct TestKeys {
+  std::filesystem::path dir;
+  CertificateAuthority ca{"test-run", 1};
+  TestKeys()
+      : dir(std::filesystem::temp_directory_path() / cat("gossip-net-keys-", getpid())) {
+    KeySetOptions o;
+    o.run_id = "test-run";
+    o.peers = 8;
+    o.ca = &ca;
+    o.overwrite = true;
+    create_key_set(dir, o);
+  }
+  ~TestKeys() {
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+  }
+  TlsConfig rank(int r) const { return tls_files_in(dir, r); }
+  test::ClientCredentials client(int r) const {
+    const TlsConfig t = rank(r);
+    return {t.ca, t.cert, t.key};
+  }
+};
+
+TestKeys& keys() {
+  static TestKeys k;
+  return k;
 }
 
 /// Collects log lines from every thread; tests wait for the line they expect. Run with
@@ -101,6 +136,7 @@ struct Cluster {
     c.handshake = model_info({784, 128, 10}, params);
     c.timeouts.start = 10s;
     c.timeouts.reconnect = 2s;
+    c.tls = keys().rank(rank);
     c.log = log.fn();
     return c;
   }
@@ -112,10 +148,14 @@ struct Cluster {
   }
 };
 
-/// A plain POSIX TCP client, to send the bytes a NetExchange would never send.
+/// A client by hand, to send the bytes a NetExchange would never send: over TLS with the given
+/// credentials (by default rank 0's of the test run), or over plain TCP when `tls` is empty.
+/// The TLS handshake runs at the first send or read, so a client may connect before the
+/// exchange it talks to has started.
 class RawClient {
  public:
-  explicit RawClient(int port) : fd_(::socket(AF_INET, SOCK_STREAM, 0)) {
+  explicit RawClient(int port, std::optional<test::ClientCredentials> tls = keys().client(0))
+      : fd_(::socket(AF_INET, SOCK_STREAM, 0)), creds_(std::move(tls)) {
     sockaddr_in a{};
     a.sin_family = AF_INET;
     a.sin_port = htons(static_cast<std::uint16_t>(port));
@@ -125,9 +165,23 @@ class RawClient {
     ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     ::setsockopt(fd_, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
   }
-  ~RawClient() { ::close(fd_); }
+  ~RawClient() {
+    tls_.reset();
+    ::close(fd_);
+  }
   bool connected() const { return connected_; }
+  /// Runs the TLS handshake if it has not run yet; whether it completed (true for plain TCP).
+  bool tls_ok() {
+    if (!creds_) return true;
+    if (!tls_) tls_ = std::make_unique<test::TlsClient>(fd_, *creds_);
+    return tls_->ok();
+  }
+  std::string tls_error() const { return tls_ ? tls_->error() : ""; }
   void send(std::span<const std::byte> b) {
+    if (creds_) {
+      if (tls_ok()) tls_->write(b.data(), b.size());
+      return;
+    }
     while (!b.empty()) {  // bounded: each call either sends bytes or stops
       const auto n = ::send(fd_, b.data(), b.size(), MSG_NOSIGNAL);
       if (n <= 0) return;  // the remote may already have closed on us
@@ -137,30 +191,36 @@ class RawClient {
   void finish_sending() { ::shutdown(fd_, SHUT_WR); }
   bool read_exact(std::byte* p, std::size_t n) {
     while (n > 0) {
-      const auto got = ::recv(fd_, p, n, 0);
+      const long got = creds_ ? (tls_ok() ? tls_->read(p, n) : 0) : ::recv(fd_, p, n, 0);
       if (got <= 0) return false;
       p += got;
       n -= static_cast<std::size_t>(got);
     }
     return true;
   }
-  /// The next whole frame, or nothing if the connection closed or 5 s passed.
-  std::optional<wire::Frame> read_frame() {
+  /// The next whole frame (of at most `max` bytes), or nothing if the connection closed or 5 s
+  /// passed.
+  std::optional<wire::Frame> read_frame(std::uint64_t max = 1 << 20) {
     std::vector<std::byte> head(wire::kHeaderBytes);
     if (!read_exact(head.data(), head.size())) return {};
-    auto h = wire::decode_header(head, 1 << 20);
+    auto h = wire::decode_header(head, max);
     if (!h) return {};
     last_.assign(head.begin(), head.end());
     last_.resize(wire::kHeaderBytes + h.value->payload_bytes);
     if (!read_exact(last_.data() + wire::kHeaderBytes, h.value->payload_bytes)) return {};
-    auto f = wire::decode_frame(last_, 1 << 20);
+    auto f = wire::decode_frame(last_, max);
     return f ? f.value : std::nullopt;
   }
-  /// True if the remote closes the connection (EOF or reset) within 5 s.
+  /// True if the remote closes the connection (EOF, reset, or a TLS alert) within 5 s.
   bool closed_by_remote() {
     std::byte buf[4096];
     const auto end = std::chrono::steady_clock::now() + 5s;
     while (std::chrono::steady_clock::now() < end) {
+      if (creds_) {
+        if (!tls_ok()) return true;
+        if (tls_->read(buf, sizeof buf) == 0) return true;
+        continue;
+      }
       const auto n = ::recv(fd_, buf, sizeof buf, 0);
       if (n == 0) return true;
       if (n < 0) return errno == ECONNRESET;
@@ -171,6 +231,8 @@ class RawClient {
  private:
   int fd_;
   bool connected_ = false;
+  std::optional<test::ClientCredentials> creds_;
+  std::unique_ptr<test::TlsClient> tls_;
   std::vector<std::byte> last_;
 };
 
@@ -517,9 +579,12 @@ TEST_CASE("mailboxes keep rounds per neighbour and apply the sync and async rule
 TEST_CASE("four exchanges on a ring deliver bit-exact buffers each sync round", "[net]") {
   constexpr int kPeers = 4, kRounds = 6;
   constexpr std::size_t kParams = 50'000;
-  // One process is one host: by default parameters go through shared memory; off, over TCP.
-  const bool shared_memory = GENERATE(true, false);
-  INFO("shared_memory " << shared_memory);
+  // One process is one host: by default parameters go through shared memory; off, over TLS
+  // (or over plain TCP when TLS is off too).
+  const int variant = GENERATE(0, 1, 2);
+  const bool shared_memory = variant == 0;
+  const bool tls = variant != 2;
+  INFO("shared_memory " << shared_memory << ", tls " << tls);
   Cluster cluster(kPeers);
   LogSink log;
   std::vector<std::string> problems(kPeers);
@@ -530,6 +595,7 @@ TEST_CASE("four exchanges on a ring deliver bit-exact buffers each sync round", 
     const std::vector<int> nbrs{(r + kPeers - 1) % kPeers, (r + 1) % kPeers};
     auto config = cluster.config(r, nbrs, kParams, log);
     config.shared_memory = shared_memory;
+    config.tls.enabled = tls;
     threads.emplace_back([&, r, nbrs, config = std::move(config),
                           listener = std::move(cluster.listeners[r])]() mutable {
       std::vector<float> mine;  // outlives the exchange: it may still be on the wire
@@ -559,6 +625,7 @@ TEST_CASE("four exchanges on a ring deliver bit-exact buffers each sync round", 
     CHECK(problems[r] == "");
     CHECK(sent[r] >= 2 * kRounds * frame);
     CHECK(shm_links[r] == (shared_memory ? 2u : 0u));
+    CHECK(log.wait_for(cat("net[", r, "]: WARNING: TLS is off"), 0ms) == !tls);
   }
 }
 
@@ -755,10 +822,12 @@ TEST_CASE("a broken or vanished link is left out after the deadline and reported
   const CollectOptions opts{CollectMode::kSync, 0, 700ms};
   const auto hello = hello_frame(0, config.handshake);
   {
-    // Rank 0 is played by a raw client: it connects before the exchange even starts.
+    // Rank 0 is played by a raw client: it connects before the exchange even starts (its TLS
+    // handshake and hello complete once the exchange runs).
     RawClient raw(port);
-    raw.send(hello);
+    auto greeted = std::async(std::launch::async, [&] { raw.send(hello); });
     NetExchange ex(config, std::move(cluster.listeners[1]));
+    greeted.get();
     REQUIRE(raw.read_frame());  // hello-ack
     const auto p = params_for(0, 0, kParams);
     raw.send(params_frame(0, 0, p));
@@ -884,4 +953,187 @@ TEST_CASE("a checkpoint decodes to what was encoded, and damage of any kind is n
   auto version = bytes;
   version[8] = std::byte{9};
   CHECK_THAT(refused(version), Catch::Contains("version 9"));
+}
+
+TEST_CASE("TLS credentials that do not fit are refused before anything starts", "[net][tls]") {
+  Cluster cluster(2);
+  LogSink log;
+  auto config = cluster.by_hand(100, log);
+  auto expect = [&](TlsConfig tls, const std::string& why) {
+    INFO(why);
+    config.tls = std::move(tls);
+    NetListener listener("127.0.0.1:0");
+    try {
+      NetExchange ex(config, std::move(listener));
+      FAIL("no error");
+    } catch (const InputError& e) {
+      CHECK_THAT(e.what(), Contains(why));
+    }
+  };
+  TlsConfig wrong_rank = keys().rank(1);
+  wrong_rank.cert = keys().rank(0).cert;
+  wrong_rank.key = keys().rank(0).key;
+  expect(wrong_rank, "is for rank 0 of run 'test-run', but this is rank 1 of run 'test-run'");
+  TlsConfig mismatched = keys().rank(1);
+  mismatched.key = keys().rank(0).key;
+  expect(mismatched, "net.tls.key: cannot use " + mismatched.key + ": key values mismatch");
+  TlsConfig missing = keys().rank(1);
+  missing.ca = (keys().dir / "nope.pem").string();
+  expect(missing, "net.tls.ca: " + missing.ca + ": no such file");
+  TlsConfig empty = keys().rank(1);
+  empty.key.clear();
+  expect(empty, "net.tls.key: no file given");
+  const CertificateAuthority other("test-run", 1);
+  const auto dir = keys().dir / "other";
+  std::filesystem::create_directories(dir);
+  other.write((dir / "ca.pem").string());
+  TlsConfig foreign = keys().rank(1);
+  foreign.ca = (dir / "ca.pem").string();
+  expect(foreign, "does not verify against the CA: unable to get local issuer certificate");
+}
+
+TEST_CASE("intruders without the run's credentials are refused; the link and rounds go on",
+          "[net][tls]") {
+  constexpr std::size_t kParams = 2000;
+  Cluster cluster(3);
+  LogSink log;
+  const int port = cluster.listeners[1].port();
+  auto a = std::async(std::launch::async, [&, c = cluster.config(0, {1}, kParams, log),
+                                           l = std::move(cluster.listeners[0])]() mutable {
+    return std::make_unique<NetExchange>(std::move(c), std::move(l));
+  });
+  auto c1 = cluster.config(1, {0}, kParams, log);
+  NetExchange b(c1, std::move(cluster.listeners[1]));
+  auto ex0 = a.get();
+  REQUIRE(b.connected_peers() == std::vector<int>{0});
+
+  const auto dir = keys().dir / "intruders";
+  std::filesystem::create_directories(dir);
+  auto file = [&](const char* name) { return (dir / name).string(); };
+  const CertificateAuthority other_ca("test-run", 1);
+  other_ca.issue("test-run", 0, file("other.pem"), file("other.key"), -1h, 24h);
+  keys().ca.issue("test-run", 0, file("old.pem"), file("old.key"), -48h, -24h);
+  keys().ca.issue("another-run", 0, file("run.pem"), file("run.key"), -1h, 24h);
+  const std::string ca = keys().rank(0).ca;
+  struct Case {
+    const char* what;
+    std::optional<test::ClientCredentials> creds;
+    const char* expect;
+  };
+  const std::vector<Case> cases{
+      {"plain TCP", std::nullopt, "TLS handshake failed: "},
+      {"no certificate", test::ClientCredentials{ca, "", ""},
+       "refused: TLS handshake failed: peer did not return a certificate"},
+      {"another CA", test::ClientCredentials{ca, file("other.pem"), file("other.key")},
+       "refused: TLS handshake failed: certificate verify failed (unable to get local issuer "
+       "certificate)"},
+      {"expired", test::ClientCredentials{ca, file("old.pem"), file("old.key")},
+       "refused: TLS handshake failed: certificate verify failed (certificate has expired)"},
+      {"another run", test::ClientCredentials{ca, file("run.pem"), file("run.key")},
+       "refused: its certificate is for run 'another-run', not ours 'test-run'"},
+      {"rank 2 claiming rank 0", keys().client(2),
+       "refused: hello claims rank 0, but its certificate is for rank 2"},
+  };
+  for (const auto& c : cases) {
+    INFO(c.what);
+    RawClient raw(port, c.creds);
+    REQUIRE(raw.connected());
+    raw.send(hello_frame(0, c1.handshake));
+    const auto p = std::vector<float>(kParams, 0.5f);
+    for (int round = 0; round < 3; ++round) raw.send(params_frame(0, round, p));
+    const auto reply = raw.read_frame();
+    CHECK((!reply || reply->header.type == wire::FrameType::kError));
+    CHECK(raw.closed_by_remote());
+    CHECK(log.wait_for(c.expect));
+  }
+  // The real link was never replaced, and its rounds arrive bit-exact: nothing of the
+  // intruders' reached the mailbox.
+  const std::vector<int> to0{0}, to1{1};
+  for (std::int64_t round = 0; round < 3; ++round) {
+    const auto p0 = params_for(0, round, kParams), p1 = params_for(1, round, kParams);
+    ex0->publish(round, p0, 1.0, to1);
+    b.publish(round, p1, 1.0, to0);
+    const auto at1 = b.collect(round, to0, CollectOptions{CollectMode::kSync, 0, 5s});
+    const auto at0 = ex0->collect(round, to1, CollectOptions{CollectMode::kSync, 0, 5s});
+    REQUIRE(at1.size() == 1);
+    REQUIRE(at0.size() == 1);
+    CHECK(same_bits(at1[0].params, p0));
+    CHECK(at1[0].weight == 1.0);
+    CHECK(same_bits(at0[0].params, p1));
+  }
+  CHECK(b.dead_peers().empty());
+  std::lock_guard lk(log.mu);
+  for (const auto& l : log.lines) CHECK(l.find("replaced") == std::string::npos);
+}
+
+TEST_CASE("a connection proving the same rank replaces the link and gets the round in flight",
+          "[net][tls]") {
+  // Big enough that the write cannot finish into socket buffers while rank 0 does not read.
+  constexpr std::size_t kParams = 8 << 20;
+  Cluster cluster(2);
+  LogSink log;
+  const int port = cluster.listeners[1].port();
+  auto config = cluster.by_hand(kParams, log);
+  config.shared_memory = false;
+  NetExchange b(std::move(config), std::move(cluster.listeners[1]));
+  const auto info = model_info({784, 128, 10}, kParams);
+  auto first = join_as_rank0(port, info, std::nullopt);
+  REQUIRE(b.connected_peers() == std::vector<int>{0});
+  const auto p = params_for(1, 0, kParams);
+  const std::vector<int> to0{0};
+  b.publish(0, p, 1.0, to0);  // stuck on the first connection: rank 0 reads nothing there
+  CHECK_FALSE(log.wait_for("replaced", 300ms));
+  auto second = join_as_rank0(port, info, std::nullopt);
+  CHECK(log.wait_for("closed: replaced by a new connection from the same peer"));
+  const auto frame = second->read_frame(wire::kHeaderBytes + wire::kWeightBytes + kParams * 4);
+  REQUIRE(frame);
+  CHECK(frame->header.type == wire::FrameType::kParams);
+  CHECK(frame->header.round == 0);
+  REQUIRE(frame->payload.size() == wire::kWeightBytes + kParams * 4);
+  CHECK(std::memcmp(frame->payload.data() + wire::kWeightBytes, p.data(), kParams * 4) == 0);
+  CHECK(b.connected_peers() == std::vector<int>{0});
+}
+
+TEST_CASE("openssl s_client: no client certificate fails, the run's CA and a rank's completes",
+          "[net][tls]") {
+  if (std::system("command -v openssl > /dev/null 2>&1") != 0) {
+    WARN("no openssl binary: the s_client test is skipped");
+    return;
+  }
+  Cluster cluster(2);
+  LogSink log;
+  auto config = cluster.by_hand(100, log);
+  config.timeouts.handshake = 1s;  // s_client never says hello: we close after this
+  const int port = cluster.listeners[1].port();
+  NetExchange b(std::move(config), std::move(cluster.listeners[1]));
+  const TlsConfig k = keys().rank(0);
+  auto s_client = [&](const std::string& extra) {
+    const std::string cmd = cat("openssl s_client -connect 127.0.0.1:", port,
+                                " -tls1_3 -verify_return_error -ign_eof -CAfile ", k.ca, " ",
+                                extra, " < /dev/null 2>&1");
+    std::string out;
+    FILE* f = popen(cmd.c_str(), "r");
+    REQUIRE(f);
+    char buf[4096];
+    while (std::fgets(buf, sizeof buf, f)) out += buf;
+    pclose(f);
+    return out;
+  };
+  {
+    INFO("no client certificate");
+    const std::string out = s_client("");
+    INFO(out);
+    CHECK_THAT(out, Contains("alert certificate required"));
+    CHECK(log.wait_for("refused: TLS handshake failed: peer did not return a certificate"));
+  }
+  {
+    INFO("the run's CA and rank 0's certificate and key");
+    const std::string out = s_client(cat("-cert ", k.cert, " -key ", k.key));
+    INFO(out);
+    CHECK_THAT(out, Contains("TLSv1.3"));
+    CHECK_THAT(out, Contains("Verify return code: 0 (ok)"));
+    CHECK_THAT(out, !Contains("alert"));
+    // TLS completed; then the peer waited for a hello that never came.
+    CHECK(log.wait_for("closed: timed out waiting for the handshake ("));
+  }
 }

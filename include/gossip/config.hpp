@@ -103,6 +103,13 @@ struct NetworkConfig {
   int base_port = 29500;            // port of rank r = base_port + r
   double connect_timeout_s = 60.0;  // start deadline for dialling neighbours
   bool shared_memory = true;        // same-host neighbours exchange parameters in memory
+  // Mutual TLS between peers (net.tls): on unless `net.tls: off`. The three PEM paths (relative
+  // to the config; "{rank}" stands for the peer's rank) are given together or not at all; when
+  // not, `gossip run` makes a fresh CA and certificates in its output folder.
+  bool tls = true;
+  std::string tls_ca;
+  std::string tls_cert;
+  std::string tls_key;
 };
 
 struct CompareConfig {

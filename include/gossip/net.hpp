@@ -7,6 +7,11 @@
 /// are little-endian with a CRC32C and a hard maximum size; docs/wire.md has the layout.
 /// Neighbours on the same host read each other's parameters from shared memory (a sealed memfd
 /// per peer) and use the TCP connection for everything else, unless shared_memory is off.
+///
+/// Every connection is mutual TLS 1.3 (OpenSSL, through asio::ssl) unless TLS is turned off:
+/// both ends present a certificate signed by the run's CA whose subjectAltName URI
+/// gossip://RUN/rank/R names the run and a rank, and the rank must be the one the hello claims.
+/// The frames, the handshake and the shared-memory offer all travel inside that channel.
 #pragma once
 #if !defined(GOSSIP_ROOM_NET)
 #error "gossip/net.hpp belongs to room net, which this room does not use (see the room table in meson.build)"
@@ -14,6 +19,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <span>
@@ -35,6 +41,14 @@ struct NetTimeouts {
   std::chrono::milliseconds backoff_max{1'000};
 };
 
+/// A peer's TLS credentials: PEM files. With `enabled`, all three must be given.
+struct TlsConfig {
+  bool enabled = true;  // false: plain TCP, anyone who reaches the port can join (a warning)
+  std::string ca;       // CA certificate(s) that every peer's certificate must chain to
+  std::string cert;     // this peer's certificate (and any intermediates after it)
+  std::string key;      // its private key
+};
+
 /// Everything NetExchange needs. Thread-safety of `log`: it is called from the I/O thread and
 /// the caller's thread, so it must be safe to call concurrently (the default one is).
 struct NetConfig {
@@ -49,9 +63,65 @@ struct NetConfig {
   /// Neighbours on the same host (same boot and namespaces) read our parameters from shared
   /// memory instead of receiving them over TCP; the TCP link still carries everything else.
   bool shared_memory = true;
+  TlsConfig tls;
+  /// Accepted connections that have not finished the handshake (TLS and hello) yet; beyond
+  /// this many, a new connection is closed at once (with a rate-limited log line).
+  std::size_t max_pending_handshakes = 64;
   NetTimeouts timeouts;
   std::function<void(const std::string&)> log;  // one line per event; empty = stderr
 };
+
+/// The URI a certificate carries in its subjectAltName to name `rank` of the run `run_id`:
+/// "gossip://RUN/rank/R", with the run id percent-encoded (all but A-Z a-z 0-9 - . _ ~).
+std::string tls_identity_uri(const std::string& run_id, int rank);
+
+/// The file names `gossip keys init` and `gossip run` give a run's credentials in `dir`:
+/// ca.pem, and peer-R.pem / peer-R.key for each rank (ca.key only from `gossip keys init`).
+TlsConfig tls_files_in(const std::filesystem::path& dir, int rank);
+
+/// A certificate authority that issues peer certificates (ECDSA P-256, SHA-256) through
+/// OpenSSL: a fresh one per run, or a site's own loaded from PEM files. Every file written is
+/// created readable by the owner only (0600).
+class CertificateAuthority {
+ public:
+  /// A new self-signed CA for the run `run_id`, valid from an hour ago for `days` days.
+  CertificateAuthority(const std::string& run_id, int days);
+  /// An existing CA (e.g. a site's own): its certificate and unencrypted private key, PEM.
+  /// Throws InputError naming the file when it cannot be read, the key does not match, or the
+  /// certificate is not a CA.
+  static CertificateAuthority load(const std::string& cert_file, const std::string& key_file);
+  ~CertificateAuthority();
+  CertificateAuthority(CertificateAuthority&&) noexcept;
+  CertificateAuthority& operator=(CertificateAuthority&&) noexcept;
+
+  /// Writes the CA certificate; and its private key when `key_file` is not empty.
+  void write(const std::string& cert_file, const std::string& key_file = "") const;
+  /// Issues a new key and a certificate naming `rank` of `run_id` (tls_identity_uri), for TLS
+  /// client and server use, valid from `valid_from` to `valid_until` (offsets from now; the
+  /// tests issue expired ones with negative offsets), and writes both.
+  void issue(const std::string& run_id, int rank, const std::string& cert_file,
+             const std::string& key_file, std::chrono::seconds valid_from,
+             std::chrono::seconds valid_until) const;
+
+ private:
+  struct Impl;
+  explicit CertificateAuthority(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+/// What `gossip keys init` and `gossip run` create in `dir` (made 0700 if new): a CA (or `ca`,
+/// when given, issues) and a key and certificate for each of `peers` ranks of `run_id`, valid
+/// for `days`; the CA's key is written (ca.key) only when `write_ca_key`. Refuses to overwrite
+/// an existing ca.pem unless `overwrite`. Throws InputError / RuntimeError saying what failed.
+struct KeySetOptions {
+  std::string run_id = "gossip";
+  int peers = 0;
+  int days = 365;
+  bool write_ca_key = true;
+  bool overwrite = false;
+  const CertificateAuthority* ca = nullptr;  // issue with this CA instead of a new one
+};
+void create_key_set(const std::filesystem::path& dir, const KeySetOptions& options);
 
 /// The largest frame a run with `param_count` floats needs: header, push-sum weight, the
 /// parameters, and 64 KiB of slack for control frames.

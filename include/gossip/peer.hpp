@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "gossip/config.hpp"
+#include "gossip/net.hpp"
 #include "gossip/topology.hpp"
 
 namespace gossip {
@@ -40,7 +41,13 @@ struct PeerOptions {
   Launch launch;            // how this rank was started (ports, hosts)
   std::int64_t resume_round = -1;  // >= 0: continue from its checkpoint-ROUND.ckpt
   std::int64_t until_round = 0;    // > 0: stop after this round, with a checkpoint
+  std::string tls_dir;      // TLS credentials in `gossip keys init` layout; overrides net.tls
 };
+
+/// This peer's TLS settings: off when net.tls is off; else the files in `tls_dir` when given,
+/// else net.tls's files with "{rank}" replaced by `rank`. Throws InputError, saying how to make
+/// credentials, when TLS is on and neither names any.
+TlsConfig peer_tls(const RunConfig& config, const std::string& tls_dir, int rank);
 
 /// The folder of rank `rank`'s files in the run folder `out_dir`: out_dir/peers/R.
 std::string peer_dir(const std::string& out_dir, int rank);

@@ -16,5 +16,6 @@ int run_run(int argc, char** argv);
 int run_collect(int argc, char** argv);
 int run_bench(int argc, char** argv);
 int run_plot(int argc, char** argv);
+int run_keys(int argc, char** argv);
 
 }  // namespace gossip::cli

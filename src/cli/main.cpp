@@ -26,6 +26,8 @@ const gossip::Subcommand kCommands[] = {
     {"collect", "merge the peers' results of a network started by mpirun, srun or Kubernetes",
      gossip::cli::run_collect},
     {"plot", "draw the plots of a run, sim, train, peer or compare folder", gossip::cli::run_plot},
+    {"keys", "make a run's TLS credentials: a CA and a key and certificate per rank",
+     gossip::cli::run_keys},
     {"bench", "benchmarks that print a ratio against a reference measured in the same run",
      gossip::cli::run_bench},
 };

@@ -42,6 +42,9 @@ const char* kPeerHelp =
     "on its address when that is a numeric IP, else on all interfaces.\n"
     "Neighbours on the same host (same boot and namespaces) pass parameters through shared\n"
     "memory and use TCP for the rest; net.shared_memory: false sends everything over TCP.\n"
+    "Every TCP link is mutual TLS 1.3: the peer needs the run's CA and its own certificate and\n"
+    "key (`gossip keys init DIR`, then net.tls in the config, or --tls-dir DIR); net.tls: off\n"
+    "turns TLS off (with a warning).\n"
     "\n"
     "options:\n"
     "  --rank R           this peer's rank\n"
@@ -50,11 +53,14 @@ const char* kPeerHelp =
     "                     ranks fill each host's slots in order, as mpirun places them\n"
     "%s"
     "                     (every peer of a network must be given the same overrides)\n"
+    "  --tls-dir D        TLS credentials from D (ca.pem, peer-R.pem, peer-R.key, as made by\n"
+    "                     `gossip keys init`) instead of the config's net.tls files\n"
     "  --events           print machine-readable '@gossip' event lines (used by gossip run)\n"
-    "  --resume-round N  continue from DIR/peers/R/checkpoint-N.ckpt (every peer of the run from\n"
-    "                the same N; gossip run --resume picks it); metrics.csv keeps its rows to N\n"
-    "  --until-round N   stop after round N with a checkpoint (train.checkpoint_every sets\n"
-    "                regular ones), to be resumed later\n"
+    "  --resume-round N   continue from DIR/peers/R/checkpoint-N.ckpt (every peer of the run\n"
+    "                     from the same N; gossip run --resume picks it); metrics.csv keeps its\n"
+    "                     rows to N\n"
+    "  --until-round N    stop after round N with a checkpoint (train.checkpoint_every sets\n"
+    "                     regular ones), to be resumed later\n"
     "\n"
     "exit codes: 0 done, 1 runtime failure, 2 bad config, topology, data, rank or world size\n";
 
@@ -70,7 +76,8 @@ std::string read_text(const std::string& path) {
 
 int run_peer(int argc, char** argv) {
   Args args(argc, argv,
-            with_override_options({"rank", "out", "hosts", "resume-round", "until-round"}),
+            with_override_options({"rank", "out", "hosts", "tls-dir", "resume-round",
+                                   "until-round"}),
             {"events"});
   if (args.help()) {
     std::printf(kPeerHelp, kOverrideHelp);
@@ -116,6 +123,7 @@ int run_peer(int argc, char** argv) {
     throw InputError("--resume-round must be 0 or more");
   if (args.get("until-round") && opt.until_round < 1)
     throw InputError("--until-round must be at least 1");
+  opt.tls_dir = args.get_or("tls-dir", "");
   return gossip::run_peer(config, topology, opt);
 }
 

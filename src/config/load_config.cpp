@@ -207,6 +207,29 @@ void read_sim(const Reader& r, const Node& n, SimConfig& s) {
   });
 }
 
+/// net.tls: `off` (or `on`), or {ca, cert, key}, all three, paths relative to the config.
+void read_tls(const Reader& r, const Node& v, const std::string& f, NetworkConfig& c) {
+  if (v.is_scalar()) {
+    const std::string s = r.choice(v, f, {"on", "off", "true", "false"});
+    c.tls = s == "on" || s == "true";
+    return;
+  }
+  if (!v.is_map())
+    r.fail(v, f, cat("expected off, on, or {ca, cert, key}, got ", v.describe()));
+  c.tls = true;
+  r.each(v, f, Handlers{
+      {"ca", [&](auto& x, auto& g) { c.tls_ca = r.path(x, g); }},
+      {"cert", [&](auto& x, auto& g) { c.tls_cert = r.path(x, g); }},
+      {"key", [&](auto& x, auto& g) { c.tls_key = r.path(x, g); }},
+  });
+  for (const auto& [value, key] : {std::pair{&c.tls_ca, "ca"}, std::pair{&c.tls_cert, "cert"},
+                                   std::pair{&c.tls_key, "key"}})
+    if (value->empty())
+      r.fail(v, f, cat("names no ", key, " (give ca, cert and key together, e.g. from "
+                       "`gossip keys init DIR`: {ca: DIR/ca.pem, cert: \"DIR/peer-{rank}.pem\", "
+                       "key: \"DIR/peer-{rank}.key\"})"));
+}
+
 void read_net(const Reader& r, const Node& n, NetworkConfig& c) {
   r.each(n, "net", Handlers{
       {"run_id", [&](auto& v, auto& f) {
@@ -222,6 +245,7 @@ void read_net(const Reader& r, const Node& n, NetworkConfig& c) {
        }},
       {"connect_timeout_s", [&](auto& v, auto& f) { c.connect_timeout_s = r.positive(v, f, false); }},
       {"shared_memory", [&](auto& v, auto& f) { c.shared_memory = r.boolean(v, f); }},
+      {"tls", [&](auto& v, auto& f) { read_tls(r, v, f, c); }},
   });
 }
 

@@ -23,6 +23,7 @@
 #include "gossip/gossip.hpp"
 #include "gossip/launcher.hpp"
 #include "gossip/monitor.hpp"
+#include "gossip/net.hpp"
 #include "gossip/report.hpp"
 #include "gossip/topology.hpp"
 #include "gossip/progress.hpp"
@@ -68,8 +69,8 @@ std::int64_t common_checkpoint(const std::string& out, int n) {
 class Network {
  public:
   Network(const RunConfig& config, const LaunchOptions& opt, const Topology& topology,
-          std::int64_t resume_round)
-      : opt_(opt), n_(topology.n()), resume_round_(resume_round),
+          std::int64_t resume_round, std::string tls_dir)
+      : opt_(opt), n_(topology.n()), resume_round_(resume_round), tls_dir_(std::move(tls_dir)),
         record_(config, opt.out_dir, n_, launcher::NetworkRecord::Clock::kLauncher, true,
                 resume_round) {}
 
@@ -85,6 +86,7 @@ class Network {
   const LaunchOptions& opt_;
   int n_;
   std::int64_t resume_round_;  // -1: a fresh run
+  std::string tls_dir_;        // the run's own credentials (--tls-dir of every peer), or ""
   launcher::NetworkRecord record_;
   std::vector<launcher::Child> children_;
   std::vector<std::int64_t> peer_round_;  // rounds each peer has completed, from its events
@@ -115,6 +117,21 @@ void Network::recover_unmerged() {
                        "that round is missing from metrics.csv (each peer's own file has it)"));
 }
 
+/// The run's own TLS credentials when TLS is on and the config names none: a fresh CA (whose
+/// key is never written, so no one can issue more) and a key and certificate per rank in
+/// OUT/tls; returns that folder, or "" when the peers use the config's settings.
+std::string make_run_credentials(const RunConfig& config, const std::string& out_dir, int n) {
+  if (!config.net.tls || !config.net.tls_ca.empty()) return "";
+  const std::string dir = cat(out_dir, "/tls");
+  KeySetOptions keys;
+  keys.run_id = config.net.run_id;
+  keys.peers = n;
+  keys.write_ca_key = false;
+  keys.overwrite = true;
+  create_key_set(dir, keys);
+  return dir;
+}
+
 void Network::start() {
   peer_round_.assign(n_, resume_round_ >= 0 ? resume_round_ : 0);
   if (resume_round_ >= 0) recover_unmerged();
@@ -124,6 +141,7 @@ void Network::start() {
     make_output_dir(dir);
     std::vector<std::string> argv = {self, "peer", opt_.config_path, "--rank", std::to_string(r),
                                      "--out", opt_.out_dir, "--events"};
+    if (!tls_dir_.empty()) argv.insert(argv.end(), {"--tls-dir", tls_dir_});
     if (resume_round_ >= 0) argv.insert(argv.end(), {"--resume-round", cat(resume_round_)});
     if (opt_.until_round > 0) argv.insert(argv.end(), {"--until-round", cat(opt_.until_round)});
     argv.insert(argv.end(), opt_.peer_arguments.begin(), opt_.peer_arguments.end());
@@ -240,16 +258,22 @@ int launch(const RunConfig& config, const LaunchOptions& options) {
   make_output_dir(options.out_dir);
   const std::int64_t resume_round =
       options.resume ? common_checkpoint(options.out_dir, topology.n()) : -1;
-  std::printf("gossip run: %d peers on %s (spectral gap per round %.4f), algorithm %s, period %d; "
-              "peer logs in %s/peers/\n",
+  const std::string tls = !config.net.tls           ? "TLS off (net.tls: off)"
+                          : config.net.tls_ca.empty() ? cat("TLS with a fresh CA in ",
+                                                            options.out_dir, "/tls")
+                                                      : "TLS with net.tls's credentials";
+  std::printf("gossip run: %d peers on %s (spectral gap per round %.4f), algorithm %s, period "
+              "%d, %s; peer logs in %s/peers/\n",
               topology.n(), config.gossip.topology.c_str(), 1.0 - report.rho_per_round,
-              config.gossip.algorithm.c_str(), config.gossip.period, options.out_dir.c_str());
+              config.gossip.algorithm.c_str(), config.gossip.period, tls.c_str(),
+              options.out_dir.c_str());
   std::fflush(stdout);
   struct sigaction sa {};
   sa.sa_handler = on_signal;
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
-  Network net(config, options, topology, resume_round);
+  Network net(config, options, topology, resume_round,
+              make_run_credentials(config, options.out_dir, topology.n()));
   return net.run();
 }
 

@@ -10,11 +10,21 @@
 #include "src/net/socket.hpp"
 
 namespace gossip::net {
+namespace {
+constexpr double kRefusalBurst = 20;   // refusal lines logged at once
+constexpr double kRefusalsPerSecond = 1;  // and then at most this many a second
+}  // namespace
+
 Links::Links(asio::io_context& io, asio::ip::tcp::acceptor& acceptor, const NetConfig& config,
              std::uint64_t max_frame_bytes, Mailboxes& mailboxes,
              std::vector<asio::ip::tcp::resolver::results_type> endpoints)
     : io_(io), acceptor_(acceptor), config_(config), max_frame_bytes_(max_frame_bytes),
-      mail_(mailboxes), links_(config.size), accept_retry_(io) {
+      mail_(mailboxes), links_(config.size), accept_retry_(io), refusal_tokens_(kRefusalBurst) {
+  if (config.tls.enabled)
+    tls_ = make_tls_context(config.tls, config.handshake.run_id, config.rank);
+  else
+    log("WARNING: TLS is off (net.tls: off): anyone who can reach this peer's port can join "
+        "the run and read or forge its parameters");
   hello_.protocol_version = wire::kVersion;
   hello_.rank = config.rank;
   hello_.info = config.handshake;
@@ -39,6 +49,31 @@ Links::Links(asio::io_context& io, asio::ip::tcp::acceptor& acceptor, const NetC
 }
 
 void Links::log(const std::string& line) { config_.log(cat("net[", config_.rank, "]: ", line)); }
+
+void Links::log_refusal(const std::string& line) {
+  const auto now = Clock::now();
+  refusal_tokens_ = std::min(kRefusalBurst,
+                             refusal_tokens_ + kRefusalsPerSecond *
+                                 std::chrono::duration<double>(now - refusal_refill_).count());
+  refusal_refill_ = now;
+  if (refusal_tokens_ < 1) {
+    ++refusals_unlogged_;
+    return;
+  }
+  refusal_tokens_ -= 1;
+  if (refusals_unlogged_ == 0) return log(line);
+  log(cat(line, " (", refusals_unlogged_, " more refusals since the last one not logged)"));
+  refusals_unlogged_ = 0;
+}
+
+std::size_t Links::unfinished_handshakes() const {
+  std::size_t n = 0;
+  for (const auto& w : sessions_)
+    if (auto s = w.lock(); s && s->role() == Session::Role::kAccepted && !s->established() &&
+                           !s->closed())
+      ++n;
+  return n;
+}
 
 void Links::start(Clock::time_point give_up) {
   accept();
@@ -65,6 +100,14 @@ void Links::accept() {
         if (!e && !stopping_) accept();
       });
       return;
+    }
+    std::erase_if(sessions_, [](const std::weak_ptr<Session>& w) { return w.expired(); });
+    if (const std::size_t n = unfinished_handshakes(); n >= config_.max_pending_handshakes) {
+      log_refusal(cat("connection from ", remote_name(socket), " refused: ", n,
+                      " connections have not finished their handshake (the limit)"));
+      std::error_code ignored;
+      socket.close(ignored);
+      return accept();
     }
     set_socket_options(socket, config_.socket_buffer_bytes);
     auto s = std::make_shared<Session>(std::move(socket), *this, Session::Role::kAccepted, -1);
@@ -116,6 +159,9 @@ void Links::retry(int peer, const std::string& why) {
 }
 
 std::string Links::on_hello(Session& s, const wire::Hello& hello, std::uint32_t sender) {
+  if (tls_ && s.cert_rank() != hello.rank)
+    return cat("hello claims rank ", hello.rank, ", but its certificate is for rank ",
+               s.cert_rank());
   if (auto why = wire::refusal_reason(hello_, hello); !why.empty()) return why;
   const int p = hello.rank;
   const int me = config_.rank;
@@ -152,8 +198,13 @@ std::unique_ptr<ShmView> Links::map_segment(int peer, const wire::Hello& hello) 
 
 void Links::adopt(int peer, Session& s, const wire::Hello& hello) {
   Link& l = *links_[peer];
-  if (auto old = std::exchange(l.session, nullptr); old && !old->closed())
-    old->close("replaced by a new connection", CloseKind::kError);
+  // Only a connection that proved the same identity (the rank's certificate, when TLS is on)
+  // gets here. What the old one had not finished sending goes out on the new one, so the
+  // round in flight is not lost with the old connection.
+  if (auto old = std::exchange(l.session, nullptr); old && !old->closed()) {
+    s.inherit(old->take_publishes());
+    old->close("replaced by a new connection from the same peer", CloseKind::kError);
+  }
   l.session = s.shared_from_this();
   s.attach_shm(map_segment(peer, hello));  // before the link counts as up
   l.gone_timer.cancel();
@@ -256,6 +307,8 @@ void Links::shutdown() {
   for (auto& w : sessions_)
     if (auto s = w.lock()) s->say_bye();  // established: bye, then close; else close now
   sessions_.clear();
+  if (refusals_unlogged_ > 0)
+    log(cat(refusals_unlogged_, " more refusals of unauthenticated connections not logged"));
 }
 
 }  // namespace gossip::net

@@ -39,12 +39,14 @@ class Links final : public Hub {
   // --- any thread ----------------------------------------------------------------------------
   std::uint64_t bytes_sent() const { return bytes_sent_.load(); }
   void log(const std::string& line) override;
+  void log_refusal(const std::string& line) override;
 
   // --- Hub (I/O thread) ----------------------------------------------------------------------
   const wire::Hello& our_hello() const override { return hello_; }
   const NetConfig& config() const override { return config_; }
   std::uint64_t max_frame_bytes() const override { return max_frame_bytes_; }
   Mailboxes& mailboxes() override { return mail_; }
+  asio::ssl::context* tls_context() override { return tls_.get(); }
   std::string on_hello(Session& s, const wire::Hello& hello, std::uint32_t sender) override;
   void on_hello_ack(Session& s, const wire::Hello& hello) override;
   void on_closed(Session& s, CloseKind kind, const std::string& why) override;
@@ -65,6 +67,8 @@ class Links final : public Hub {
 
   void accept();
   void track(const std::shared_ptr<Session>& s);
+  /// Accepted connections still in their handshake (TLS or hello).
+  std::size_t unfinished_handshakes() const;
   void dial(int peer);
   void retry(int peer, const std::string& why);
   /// The neighbour's shared segment mapped, when it offered one, it is on this host and shared
@@ -78,6 +82,7 @@ class Links final : public Hub {
   const NetConfig& config_;
   const std::uint64_t max_frame_bytes_;
   Mailboxes& mail_;
+  std::unique_ptr<asio::ssl::context> tls_;  // null when TLS is off
   std::unique_ptr<ShmSegment> shm_;  // ours, offered in hello_ when shared memory is on
   wire::Hello hello_;
   std::vector<std::unique_ptr<Link>> links_;  // by rank; null for non-neighbours
@@ -85,6 +90,10 @@ class Links final : public Hub {
   asio::steady_timer accept_retry_;
   bool stopping_ = false;
   std::atomic<std::uint64_t> bytes_sent_{0};
+  // Refusal lines: a burst of kRefusalBurst, then one a second; the rest are counted.
+  double refusal_tokens_;
+  Clock::time_point refusal_refill_ = Clock::now();
+  std::uint64_t refusals_unlogged_ = 0;
 };
 
 }  // namespace gossip::net

@@ -28,9 +28,9 @@ std::string printable(std::span<const std::byte> bytes) {
 }  // namespace
 
 Session::Session(asio::ip::tcp::socket socket, Hub& hub, Role role, int target)
-    : socket_(std::move(socket)), hub_(hub), role_(role), peer_(target),
-      remote_(remote_name(socket_)), read_timer_(socket_.get_executor()),
-      write_timer_(socket_.get_executor()) {}
+    : hub_(hub), stream_(std::move(socket), hub.tls_context()), role_(role), peer_(target),
+      remote_(remote_name(stream_.socket())), read_timer_(stream_.get_executor()),
+      write_timer_(stream_.get_executor()) {}
 
 std::string Session::who() const {
   if (peer_ >= 0 || role_ == Role::kDialled) return cat("peer ", peer_, " (", remote_, ")");
@@ -38,7 +38,43 @@ std::string Session::who() const {
 }
 
 void Session::start() {
-  arm(read_timer_, hub_.config().timeouts.handshake, "waiting for the handshake");
+  // One deadline for the whole handshake: TLS, then hello and hello-ack inside it.
+  arm(read_timer_, hub_.config().timeouts.handshake,
+      stream_.tls() ? "waiting for the TLS handshake" : "waiting for the handshake");
+  auto* tls = stream_.tls();
+  if (!tls) return begin_hello();
+  tls->async_handshake(role_ == Role::kAccepted ? asio::ssl::stream_base::server
+                                                : asio::ssl::stream_base::client,
+                       [self = shared_from_this()](std::error_code ec) {
+                         self->on_tls_handshake(ec);
+                       });
+}
+
+void Session::on_tls_handshake(std::error_code ec) {
+  if (closed_) return;
+  if (ec) {
+    // A certificate that does not verify will not verify next time either; a connection cut
+    // short (e.g. the acceptor is at its limit of unfinished handshakes) may be retried.
+    const bool cut = is_eof(ec) || ec.category() != asio::error::get_ssl_category();
+    return drop(cat("TLS handshake failed: ", tls_failure(ec, *stream_.tls())),
+                cut ? CloseKind::kError : CloseKind::kRefused);
+  }
+  const Identity id = remote_identity(*stream_.tls(), hub_.our_hello().info.run_id);
+  if (!id.refusal.empty()) return drop(id.refusal, CloseKind::kRefused);
+  if (role_ == Role::kDialled && id.rank != peer_)
+    return drop(cat("its certificate is for rank ", id.rank, ", but we dialled peer ", peer_),
+                CloseKind::kRefused);
+  cert_rank_ = id.rank;
+  peer_ = id.rank;  // proven: log lines name it from here on
+  tls_done_ = true;
+  // The handshake deadline still runs; its message now says what is still awaited.
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+      read_timer_.expiry() - std::chrono::steady_clock::now());
+  arm(read_timer_, std::max(left, std::chrono::milliseconds(1)), "waiting for the handshake");
+  begin_hello();
+}
+
+void Session::begin_hello() {
   if (role_ == Role::kDialled)
     queue_control(FrameType::kHello, wire::encode_hello(hub_.our_hello()), false);
   read_header();
@@ -109,9 +145,20 @@ void Session::write_next() {
   arm(write_timer_, hub_.config().timeouts.io, "writing a frame");
   const std::array<asio::const_buffer, 2> buffers{asio::buffer(*f.head),
                                                   asio::buffer(f.body.data(), f.body.size())};
-  asio::async_write(socket_, buffers,
+  if (f.body.empty() || !stream_.batch()) {
+    asio::async_write(stream_, buffers,
+                      [self = shared_from_this()](std::error_code ec, std::size_t n) {
+                        self->on_written(ec, n);
+                      });
+    return;
+  }
+  // A params frame over TLS: its records are gathered and sent in big batches, then flushed.
+  asio::async_write(stream_, buffers,
                     [self = shared_from_this()](std::error_code ec, std::size_t n) {
-                      self->on_written(ec, n);
+                      if (ec) return self->on_written(ec, n);
+                      self->stream_.async_flush([self, n](std::error_code e) {
+                        self->on_written(e, e ? 0 : n);
+                      });
                     });
 }
 
@@ -133,7 +180,7 @@ void Session::on_written(std::error_code ec, std::size_t bytes) {
 void Session::read_header() {
   if (closed_ || closing_) return;
   if (established_) arm(read_timer_, hub_.config().timeouts.idle, "waiting for a frame");
-  asio::async_read(socket_, asio::buffer(header_),
+  asio::async_read(stream_, asio::buffer(header_),
                    [self = shared_from_this()](std::error_code ec, std::size_t n) {
                      self->on_header(ec, n);
                    });
@@ -142,11 +189,16 @@ void Session::read_header() {
 void Session::read_failed(std::error_code ec, std::size_t got, std::size_t wanted,
                           const char* part) {
   if (closed_) return;  // we closed it (deadline, shutdown): already logged
-  if (ec == asio::error::eof && got == 0 && std::strcmp(part, "header") == 0)
+  if (is_eof(ec) && got == 0 && std::strcmp(part, "header") == 0)
     return close(established_ ? "connection closed by the remote"
                               : "connection closed before the handshake finished",
                  CloseKind::kError);
-  if (ec == asio::error::eof)
+  // A TLS alert before the hello-ack: the remote refused our certificate (in TLS 1.3 the
+  // client's handshake completes before the server has checked its certificate).
+  if (!established_ && stream_.tls() && ec.category() == asio::error::get_ssl_category())
+    return drop(cat("it refused our TLS credentials: ", tls_failure(ec, *stream_.tls())),
+                CloseKind::kRefused);
+  if (is_eof(ec))
     return close(cat("truncated frame: connection closed after ", got, " of ", wanted, " ",
                      part, " bytes"),
                  CloseKind::kError);
@@ -178,7 +230,7 @@ void Session::on_header(std::error_code ec, std::size_t bytes) {
 void Session::read_control(const wire::FrameHeader& h) {
   control_.resize(h.payload_bytes);  // decode_header capped it at kMaxControlPayload
   if (established_) arm(read_timer_, hub_.config().timeouts.io, "reading a frame body");
-  asio::async_read(socket_, asio::buffer(control_),
+  asio::async_read(stream_, asio::buffer(control_),
                    [self = shared_from_this(), h](std::error_code ec, std::size_t n) {
                      if (self->closed_) return;
                      if (ec) return self->read_failed(ec, n, h.payload_bytes, "payload");
@@ -218,11 +270,13 @@ void Session::on_control(const wire::FrameHeader& h) {
 }
 
 void Session::on_hello(const wire::FrameHeader& h, const wire::Hello& hello) {
-  peer_ = hello.rank;
+  if (cert_rank_ < 0) peer_ = hello.rank;  // without TLS, the hello's word is all there is
   if (auto why = hub_.on_hello(*this, hello, h.sender); !why.empty()) return refuse(why);
+  peer_ = hello.rank;
   established_ = true;
   queue_control(FrameType::kHelloAck, wire::encode_hello(hub_.our_hello()), false);
   if (shm_view_) queue_control(FrameType::kShmReady, {}, false);
+  send_inherited();
   read_header();
 }
 
@@ -234,7 +288,37 @@ void Session::on_hello_ack(const wire::Hello& hello) {
   established_ = true;
   hub_.on_hello_ack(*this, hello);
   if (shm_view_) queue_control(FrameType::kShmReady, {}, false);
+  send_inherited();
   read_header();
+}
+
+Session::Frames Session::take_publishes() {
+  Frames taken;
+  for (auto it = out_.begin(); it != out_.end();) {
+    if (!it->is_publish || it->shm_bytes != 0) {
+      ++it;
+      continue;
+    }
+    taken.push_back(*it);
+    if (writing_ && it == out_.begin()) {
+      it->is_publish = false;  // its write still completes here, but no longer counts
+      ++it;
+    } else {
+      it = out_.erase(it);
+    }
+  }
+  return taken;
+}
+
+void Session::inherit(Frames frames) {
+  for (auto& f : frames) inherited_.push_back(std::move(f));
+}
+
+void Session::send_inherited() {
+  while (!inherited_.empty()) {
+    queue_frame(std::move(inherited_.front()));
+    inherited_.pop_front();
+  }
 }
 
 void Session::attach_shm(std::unique_ptr<ShmView> view) {
@@ -242,8 +326,18 @@ void Session::attach_shm(std::unique_ptr<ShmView> view) {
   hub_.mailboxes().set_shared_memory(peer_, shm_view_ != nullptr);
 }
 
+void Session::note(const std::string& line) {
+  if (role_ == Role::kAccepted && !established_) hub_.log_refusal(line);
+  else hub_.log(line);
+}
+
+void Session::drop(const std::string& why, CloseKind kind) {
+  note(cat(who(), " refused: ", why));
+  close("", kind);
+}
+
 void Session::refuse(const std::string& why) {
-  hub_.log(cat(who(), " refused: ", why));
+  note(cat(who(), " refused: ", why));
   final_kind_ = CloseKind::kRefused;
   const std::string text = cat("refused by peer ", hub_.our_hello().rank, ": ", why);
   queue_control(FrameType::kError, std::as_bytes(std::span(text)), true);
@@ -258,7 +352,7 @@ void Session::read_params(const wire::FrameHeader& h) {
                  CloseKind::kError);
   rx_ = hub_.mailboxes().take_buffer(peer_);
   arm(read_timer_, hub_.config().timeouts.io, "reading a params frame");
-  asio::async_read(socket_, asio::buffer(weight_),
+  asio::async_read(stream_, asio::buffer(weight_),
                    [self = shared_from_this(), h](std::error_code ec, std::size_t n) {
                      if (ec || self->closed_) {
                        self->hub_.mailboxes().return_buffer(self->peer_, std::move(self->rx_));
@@ -277,7 +371,7 @@ void Session::read_params(const wire::FrameHeader& h) {
 void Session::read_params_chunk(const wire::FrameHeader& h) {
   constexpr std::size_t kChunkFloats = 64 * 1024;
   const std::size_t count = std::min(kChunkFloats, rx_.size() - rx_done_);
-  asio::async_read(socket_, asio::buffer(rx_.data() + rx_done_, count * sizeof(float)),
+  asio::async_read(stream_, asio::buffer(rx_.data() + rx_done_, count * sizeof(float)),
                    [self = shared_from_this(), h, count](std::error_code ec, std::size_t n) {
                      if (ec || self->closed_) {
                        self->hub_.mailboxes().return_buffer(self->peer_, std::move(self->rx_));
@@ -352,18 +446,20 @@ void Session::on_shm_params(const wire::FrameHeader& h) {
 void Session::close(const std::string& why, CloseKind kind) {
   if (closed_) return;
   closed_ = true;
-  if (!why.empty()) hub_.log(cat(who(), " closed: ", why));
+  if (!why.empty()) note(cat(who(), " closed: ", why));
   read_timer_.cancel();
   write_timer_.cancel();
   std::error_code ignored;
-  socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
-  socket_.close(ignored);
+  stream_.socket().shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
+  stream_.socket().close(ignored);
   // The frame being written completes (with an error) through on_written; drop the rest.
   std::size_t dropped = 0;
   while (out_.size() > (writing_ ? 1u : 0u)) {
     if (out_.back().is_publish) ++dropped;
     out_.pop_back();
   }
+  for (const auto& f : inherited_) dropped += f.is_publish ? 1 : 0;
+  inherited_.clear();
   if (dropped) hub_.mailboxes().send_done(dropped);
   hub_.on_closed(*this, kind, why);
 }

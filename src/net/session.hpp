@@ -1,8 +1,9 @@
 /// net/session: one TCP connection, in the asio chat/timeouts pattern — shared-from-this; read a
 /// header, then its body; one write in flight plus a queue; a deadline timer per operation.
-/// A session runs the handshake, then carries params frames both ways. Anything wrong with what
-/// the remote sends closes this session only, with one log line naming the remote and why.
-/// Everything here runs on the I/O thread.
+/// A session runs the TLS handshake (unless TLS is off), then the hello handshake inside it, then
+/// carries params frames both ways. Anything wrong with what the remote sends closes this
+/// session only, with one log line naming the remote and why (rate-limited while the remote is
+/// not authenticated). Everything here runs on the I/O thread.
 #pragma once
 #if !defined(GOSSIP_ROOM_NET)
 #error "src/net/session.hpp belongs to room net, which this room does not use (see the room table in meson.build)"
@@ -17,10 +18,12 @@
 #include <vector>
 
 #include <asio.hpp>
+#include <asio/ssl.hpp>
 
 #include "gossip/net.hpp"
 #include "src/net/mailbox.hpp"
 #include "src/net/shm.hpp"
+#include "src/net/tls.hpp"
 #include "gossip/wire.hpp"
 
 namespace gossip::net {
@@ -42,6 +45,8 @@ class Hub {
   virtual const NetConfig& config() const = 0;
   virtual std::uint64_t max_frame_bytes() const = 0;
   virtual Mailboxes& mailboxes() = 0;
+  /// The TLS context every connection uses, or nullptr when TLS is off.
+  virtual asio::ssl::context* tls_context() = 0;
   /// Acceptor side: empty when `hello` may become the link to its rank, else why not.
   virtual std::string on_hello(Session& s, const wire::Hello& hello, std::uint32_t sender) = 0;
   /// Dialler side: the handshake is done; the session becomes the link to its peer.
@@ -49,16 +54,22 @@ class Hub {
   virtual void on_closed(Session& s, CloseKind kind, const std::string& why) = 0;
   virtual void count_sent(std::size_t bytes) = 0;
   virtual void log(const std::string& line) = 0;
+  /// A line about a connection that has not authenticated: logged at a bounded rate.
+  virtual void log_refusal(const std::string& line) = 0;
 };
 
 class Session : public std::enable_shared_from_this<Session> {
+  struct OutFrame;
+
  public:
   enum class Role { kAccepted, kDialled };
+  using Frames = std::deque<OutFrame>;
 
   /// `target` is the peer dialled (kDialled), -1 for accepted connections.
   Session(asio::ip::tcp::socket socket, Hub& hub, Role role, int target);
 
-  /// Arms the handshake deadline; dialled: sends hello; both: starts reading.
+  /// Arms the handshake deadline, runs the TLS handshake (when on); then dialled: sends hello;
+  /// both: start reading.
   void start();
   /// Queues a params frame: `head` is header + weight (shared by every target), `body` the
   /// caller's floats, written without copying. Reports send_done() when written or dropped.
@@ -73,7 +84,15 @@ class Session : public std::enable_shared_from_this<Session> {
   /// Closes now (idempotent); logs `why` unless it is empty; tells the hub.
   void close(const std::string& why, CloseKind kind);
 
+  /// The publishes this session has not finished writing, taken over by the connection that
+  /// replaces it (they no longer count here): params frames only, not shared-memory notes.
+  Frames take_publishes();
+  /// Frames to write once this session has answered its handshake (from the one it replaces).
+  void inherit(Frames frames);
+
   Role role() const { return role_; }
+  /// The rank the remote's certificate proves (after the TLS handshake); -1 without TLS.
+  int cert_rank() const { return cert_rank_; }
   /// The peer this session talks to (dial target, or the rank a hello claimed); -1 if unknown.
   int peer() const { return peer_; }
   bool established() const { return established_; }
@@ -112,15 +131,26 @@ class Session : public std::enable_shared_from_this<Session> {
   void deliver_rx(std::int64_t round, double weight, bool all_finite);
   void on_hello(const wire::FrameHeader& h, const wire::Hello& hello);
   void on_hello_ack(const wire::Hello& hello);
+  void on_tls_handshake(std::error_code ec);
+  /// Sends hello (dialled) and starts reading frames.
+  void begin_hello();
+  /// Queues the frames inherited from a replaced connection.
+  void send_inherited();
   void refuse(const std::string& why);
+  /// Closes without telling the remote (no channel to tell it on), logging "<who> refused: why".
+  void drop(const std::string& why, CloseKind kind);
+  /// A line about this session: rate-limited while the remote is not authenticated.
+  void note(const std::string& line);
   void arm(asio::steady_timer& timer, std::chrono::milliseconds after, const char* what);
   void read_failed(std::error_code ec, std::size_t got, std::size_t wanted, const char* part);
 
-  asio::ip::tcp::socket socket_;
   Hub& hub_;
+  Stream stream_;
   const Role role_;
   int peer_;
   std::string remote_;
+  int cert_rank_ = -1;
+  bool tls_done_ = false;
   bool established_ = false;
   bool closed_ = false;
   bool closing_ = false;  // a final frame (error, bye) is queued; read nothing more
@@ -141,6 +171,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
   std::deque<OutFrame> out_;
   bool writing_ = false;
+  Frames inherited_;
 };
 
 }  // namespace gossip::net

@@ -47,10 +47,20 @@ std::vector<int> all_neighbours(const Topology& topology, int rank) {
   return {s.begin(), s.end()};
 }
 
-/// This peer's network settings: addresses, neighbours, handshake, timeouts, log lines.
-NetConfig net_config(const RunConfig& config, const Topology& topology, int rank,
-                     std::int64_t num_params, const Launch& launch) {
+std::string with_rank(std::string path, int rank) {
+  const std::string token = "{rank}";
+  for (auto at = path.find(token); at != std::string::npos; at = path.find(token, at))
+    path.replace(at, token.size(), std::to_string(rank));
+  return path;
+}
+
+/// This peer's network settings: addresses, neighbours, handshake, TLS, timeouts, log lines.
+NetConfig net_config(const RunConfig& config, const Topology& topology, const PeerOptions& opt,
+                     std::int64_t num_params) {
+  const int rank = opt.rank;
+  const Launch& launch = opt.launch;
   NetConfig net;
+  net.tls = peer_tls(config, opt.tls_dir, rank);
   net.rank = rank;
   net.size = topology.n();
   net.addresses = peer_addresses(config, topology, launch);
@@ -130,11 +140,30 @@ std::string peer_dir(const std::string& out_dir, int rank) {
   return cat(out_dir, "/peers/", rank);
 }
 
+TlsConfig peer_tls(const RunConfig& config, const std::string& tls_dir, int rank) {
+  TlsConfig tls;
+  tls.enabled = config.net.tls;
+  if (!tls.enabled) return tls;
+  if (!tls_dir.empty()) return tls_files_in(tls_dir, rank);
+  if (config.net.tls_ca.empty())
+    throw InputError(cat(
+        config.where("net.tls"), ": this peer has no TLS credentials. Make the run's with "
+        "`gossip keys init DIR --config ", config.path.empty() ? "CONFIG" : config.path,
+        "` and name them: net.tls: {ca: DIR/ca.pem, cert: \"DIR/peer-{rank}.pem\", key: "
+        "\"DIR/peer-{rank}.key\"} (or pass --tls-dir DIR); `gossip run` makes them by itself; "
+        "net.tls: off runs without TLS"));
+  tls.ca = with_rank(config.net.tls_ca, rank);
+  tls.cert = with_rank(config.net.tls_cert, rank);
+  tls.key = with_rank(config.net.tls_key, rank);
+  return tls;
+}
+
 int run_peer(const RunConfig& config, const Topology& topology, const PeerOptions& opt) {
   const int n = topology.n();
   const int rank = opt.rank;
   if (rank < 0 || rank >= n)
     throw InputError(cat("rank ", rank, " is out of range: the topology has ", n, " peers"));
+  peer_tls(config, opt.tls_dir, rank);  // missing credentials stop us before the data loads
   const auto t0 = Clock::now();
   const std::string dir = peer_dir(opt.out_dir, rank);
   make_output_dir(dir);
@@ -149,7 +178,7 @@ int run_peer(const RunConfig& config, const Topology& topology, const PeerOption
   Trainer trainer(*backend, config, data.train, shards[rank], rank,
                   balance_for(config, shards, rank));
 
-  NetConfig net = net_config(config, topology, rank, trainer.num_params(), opt.launch);
+  NetConfig net = net_config(config, topology, opt, trainer.num_params());
   const std::string listen = listen_address(net.addresses[rank]);
   log_line(cat("peer ", rank, ": ", net.addresses[rank], " (listening on ", listen, "), ",
                net.neighbours.size(), " neighbours, shard of ", shards[rank].size(), " samples, ",

@@ -1,0 +1,2 @@
+// Found ahead of the real <openssl/x509v3.h> by every room that does not declare OpenSSL.
+#error "OpenSSL belongs to src/net only (DESIGN.md idea 4); this room does not declare it in meson.build"
