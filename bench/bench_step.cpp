@@ -52,7 +52,7 @@ StepFigures measure(const std::vector<int>& layers, int batch, int steps,
   r.batch = batch;
   r.flops = gemm_flops(layers, batch);
   auto cpu = make_cpu_backend(1);
-  Mlp model(*cpu, layers, batch);
+  Model model(*cpu, layers, batch);
   model.init(1, 0);
   OptimizerConfig opt;
   opt.lr = 0.01;

@@ -57,7 +57,7 @@ NetConfig net_config(const RunConfig& config, const Topology& topology, int rank
   // A sender may run this many rounds ahead of us (n - 1 on a directed ring): keep them all.
   net.max_queued_rounds = static_cast<std::size_t>(
       std::max<std::int64_t>(net.max_queued_rounds, max_round_lead(topology) + 1));
-  for (int s : config.model.layers) net.handshake.layer_sizes.push_back(s);
+  net.handshake.model = model_fingerprint(config.model);
   net.handshake.param_count = static_cast<std::uint64_t>(num_params);
   net.handshake.topology_fingerprint = topology.fingerprint();
   const auto ms = [](double s) { return std::chrono::milliseconds(static_cast<long>(s * 1000)); };

@@ -60,14 +60,16 @@ Trainer::Trainer(Backend& backend, const RunConfig& config, const Dataset& train
       config_(&config),
       train_(&train),
       peer_(peer),
-      model_(backend, config.model.layers, std::max(config.train.batch, config.train.eval_batch)),
+      model_(backend, config.model, std::max(config.train.batch, config.train.eval_batch),
+             config.train.batch),
       sgd_(backend, model_.num_params(), config.optimizer),
       sampler_(std::move(shard), config.train.batch, config.train.seed, peer),
       balance_(balance) {
-  if (train.dim != config.model.layers.front())
-    throw InputError(cat("model.layers: input size ", config.model.layers.front(),
-                         " does not match the data's ", train.dim, " features"));
-  model_.init(config.train.seed, config.train.same_init ? 0 : peer);
+  if (train.dim != config.model.input_size())
+    throw InputError(cat(config.where("model.input"), ": input ", shape_string(config.model.input),
+                         " (", config.model.input_size(), " features) does not match the data's ",
+                         train.dim, " features"));
+  model_.init(config.train.seed, config.train.same_init ? 0 : peer, peer);
   const int rows = std::max(config.train.batch, config.train.eval_batch);
   host_x_.resize(static_cast<std::size_t>(rows) * train.dim);
   host_y_.resize(rows);
