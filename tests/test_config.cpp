@@ -3,6 +3,7 @@
 // only with the topology (check_algorithm).
 #include <catch2/catch.hpp>
 
+#include <cstdlib>
 #include <filesystem>
 #include <string>
 #include <utility>
@@ -266,4 +267,22 @@ TEST_CASE("a model that cannot be built fails at load with file, line, field and
         Contains("c.yaml:2: model.input: input [1,28,28] (784 features) does not match "
                  "data.synthetic.dim 100"));
   }
+}
+
+TEST_CASE("every shipped config loads, its model shapes fit and its output is the classes",
+          "[config]") {
+  const char* root = std::getenv("GOSSIP_SOURCE_DIR");
+  REQUIRE(root != nullptr);
+  int loaded = 0;
+  for (const auto& entry : fs::directory_iterator(fs::path(root) / "configs")) {
+    if (entry.path().extension() != ".yaml") continue;
+    INFO(entry.path().string());
+    const RunConfig c = load_config(entry.path().string());
+    CHECK(infer_shapes(c.model).back() == Shape{c.data.classes});
+    ++loaded;
+  }
+  CHECK(loaded >= 8);
+  const RunConfig cnn = load_config((fs::path(root) / "configs" / "cnn.yaml").string());
+  CHECK(cnn.model.input == Shape{1, 28, 28});
+  CHECK(infer_shapes(cnn.model)[7] == Shape{1024});  // 64 channels of 4x4 after two pools
 }
