@@ -174,22 +174,31 @@ void Network::finish_summary() {
   std::vector<std::int64_t> samples;
   for (const auto& shard : shard_for(config_, data_.train, n_)) samples.push_back(std::ssize(shard));
   end.extra.add("samples_per_peer", JsonArray::of(samples));
+  // Peak resident memory of each rank's peer process (the largest if it was restarted).
+  std::vector<double> rss_mb(n_, 0.0);
+  for (const auto& c : children_)
+    rss_mb[c.rank] = std::max(rss_mb[c.rank], static_cast<double>(c.max_rss_kb) / 1024.0);
+  const double peer_max_rss_mb = *std::max_element(rss_mb.begin(), rss_mb.end());
+  end.extra.add("peer_max_rss_mb", peer_max_rss_mb);
   const Summary s = record_.finish(std::move(end));
   progress_.finish();
-  std::printf("\n%5s  %9s  %12s  %8s\n", "peer", "test_acc", "bytes_sent", "seconds");
+  std::printf("\n%5s  %9s  %12s  %8s  %11s\n", "peer", "test_acc", "bytes_sent", "seconds",
+              "max_rss_mb");
   for (int r = 0; r < n_; ++r) {
     if (!done_[r]) {
-      std::printf("%5d  %9s  %12s  %8s\n", r, "dead", "-", "-");
+      std::printf("%5d  %9s  %12s  %8s  %11.1f\n", r, "dead", "-", "-", rss_mb[r]);
       continue;
     }
-    std::printf("%5d  %9.4f  %12llu  %8.1f\n", r, done_[r]->accuracy,
-                static_cast<unsigned long long>(done_[r]->bytes_sent), done_[r]->seconds);
+    std::printf("%5d  %9.4f  %12llu  %8.1f  %11.1f\n", r, done_[r]->accuracy,
+                static_cast<unsigned long long>(done_[r]->bytes_sent), done_[r]->seconds,
+                rss_mb[r]);
   }
   std::printf("average model: test_accuracy %.4f, consensus distance %.3g, %lld rounds, %.2f "
-              "epochs, %.1f s\nwrote %s/summary.json and %s/metrics.csv\n",
+              "epochs, %.1f s; peak RSS per peer %.1f MB\nwrote %s/summary.json and "
+              "%s/metrics.csv\n",
               s.last.test_accuracy, s.last.consensus_distance,
               static_cast<long long>(s.end.rounds), s.last.epoch, s.end.wall_seconds,
-              opt_.out_dir.c_str(), opt_.out_dir.c_str());
+              peer_max_rss_mb, opt_.out_dir.c_str(), opt_.out_dir.c_str());
 }
 
 int Network::run() {
