@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <numeric>
 #include <set>
 
 #include "gossip/backend.hpp"
@@ -109,9 +110,16 @@ int run_peer(const RunConfig& config, const Topology& topology, const PeerOption
 
   auto backend = make_backend(parse_backend_choice(config.train.backend), config.train.threads,
                               rank == 0);
-  const DataSets data = load_datasets(config);
+  DataSets data = load_datasets(config);
+  const std::int64_t train_samples = data.train.n;
   const auto shards = shard_for(config, data.train, n);
-  Trainer trainer(*backend, config, data.train, shards[rank], rank,
+  // The peer keeps only its own shard (rows 0..k-1 of `own`, in the shard's order, so it draws
+  // the same batches as the simulator's peer over the whole set) and frees the rest.
+  const Dataset own = select_rows(data.train, shards[rank]);
+  data.train = Dataset{};
+  std::vector<std::int64_t> own_rows(static_cast<std::size_t>(own.n));
+  std::iota(own_rows.begin(), own_rows.end(), 0);
+  Trainer trainer(*backend, config, own, std::move(own_rows), rank,
                   balance_for(config, shards, rank));
 
   NetConfig net = net_config(config, topology, rank, trainer.num_params());
@@ -132,7 +140,7 @@ int run_peer(const RunConfig& config, const Topology& topology, const PeerOption
   };
   watch(0);
 
-  const RoundPlan plan = plan_rounds(config, data.train.n, n);
+  const RoundPlan plan = plan_rounds(config, train_samples, n);
   const std::int64_t rounds = plan.rounds;
 
   RunRecord record(opt.out_dir);

@@ -1,5 +1,6 @@
 // train/trainer.cpp: a peer's local training loop pieces — schedule, SGD, batches, evaluation.
 #include <algorithm>
+#include <array>
 #include <cmath>
 
 #include "gossip/core.hpp"
@@ -162,21 +163,37 @@ DataSets load_datasets(const RunConfig& config) {
   }
   if (d.limit_train > 0 && d.limit_train < s.train.n) {
     s.train.n = d.limit_train;
-    s.train.x.resize(static_cast<std::size_t>(d.limit_train) * s.train.dim);
+    const auto kept = static_cast<std::size_t>(d.limit_train) * s.train.dim;
+    if (s.train.pixels.empty()) s.train.x.resize(kept);
+    else s.train.pixels.resize(kept);
     s.train.y.resize(d.limit_train);
   }
   if (d.normalize) {
-    // One mean and one standard deviation over all training features, applied to both sets.
+    // One mean and one standard deviation over all training features, applied to both sets:
+    // folded into the pixels' scale and offset for image sets, applied in place otherwise.
     double sum = 0.0, sq = 0.0;
-    for (float v : s.train.x) {
-      sum += v;
-      sq += static_cast<double>(v) * v;
+    const std::int64_t count = s.train.n * s.train.dim;
+    if (s.train.pixels.empty()) {
+      for (float v : s.train.x) {
+        sum += v;
+        sq += static_cast<double>(v) * v;
+      }
+    } else {
+      std::array<std::int64_t, 256> histogram{};
+      for (std::uint8_t p : s.train.pixels) ++histogram[p];
+      for (int p = 0; p < 256; ++p) {
+        const double v = p / 255.0;
+        sum += histogram[p] * v;
+        sq += histogram[p] * v * v;
+      }
     }
-    const double count = static_cast<double>(s.train.x.size());
-    const double mean = sum / count;
-    const double sd = std::sqrt(std::max(sq / count - mean * mean, 1e-12));
-    for (Dataset* set : {&s.train, &s.test})
+    const double mean = sum / static_cast<double>(count);
+    const double sd = std::sqrt(std::max(sq / static_cast<double>(count) - mean * mean, 1e-12));
+    for (Dataset* set : {&s.train, &s.test}) {
       for (float& v : set->x) v = static_cast<float>((v - mean) / sd);
+      set->pixel_scale = static_cast<float>(1.0 / (255.0 * sd));
+      set->pixel_offset = static_cast<float>(-mean / sd);
+    }
   }
   return s;
 }
