@@ -71,15 +71,16 @@ GOSSIP_HD float col2im_value(const float* col, std::int64_t ld, const ConvGeom& 
                              int ih, int iw) {
   float acc = 0.0f;
   const std::int64_t base = static_cast<std::int64_t>(n) * g.positions();
+  const bool unit = g.stride == 1;  // no division on the common path
   for (int kh = 0; kh < g.k; ++kh) {
     const int th = ih + g.pad - kh;
-    if (th < 0 || th % g.stride != 0) continue;
-    const int oh = th / g.stride;
+    if (th < 0 || (!unit && th % g.stride != 0)) continue;
+    const int oh = unit ? th : th / g.stride;
     if (oh >= g.oh) continue;
     for (int kw = 0; kw < g.k; ++kw) {
       const int tw = iw + g.pad - kw;
-      if (tw < 0 || tw % g.stride != 0) continue;
-      const int ow = tw / g.stride;
+      if (tw < 0 || (!unit && tw % g.stride != 0)) continue;
+      const int ow = unit ? tw : tw / g.stride;
       if (ow >= g.ow) continue;
       const int row = (ci * g.k + kh) * g.k + kw;
       acc += col[row * ld + base + oh * g.ow + ow];
