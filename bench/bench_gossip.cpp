@@ -61,7 +61,7 @@ int worker(int rank, int peers, int base_port, int rounds, bool tcp_only,
   const int left = (rank + peers - 1) % peers, right = (rank + 1) % peers;
   cfg.neighbours = {std::min(left, right), std::max(left, right)};
   cfg.handshake.run_id = "bench";
-  cfg.handshake.layer_sizes = {784, 256, 128, 10};
+  cfg.handshake.model = "784-256-128-10";
   cfg.handshake.param_count = kFloats;
   cfg.log = [](const std::string&) {};
   NetExchange ex(std::move(cfg));

@@ -67,10 +67,11 @@ int run_sim(int argc, char** argv) {
   const bool json = args.has("json");
 
   RunConfig c;
-  c.model.layers = parse_layers(args.get_or("layers", "32-64-10"));
+  const std::vector<int> layers = parse_layers(args.get_or("layers", "32-64-10"));
+  c.model = ModelConfig::mlp(layers);
   c.data.synthetic = true;
-  c.data.synthetic_dim = c.model.layers.front();
-  c.data.classes = c.model.layers.back();
+  c.data.synthetic_dim = layers.front();
+  c.data.classes = layers.back();
   c.data.synthetic_train = static_cast<std::int64_t>(peers) * 64;
   c.data.synthetic_test = 256;
   c.train.batch = static_cast<int>(args.get_int("batch", 32));  // the run config's default
@@ -97,14 +98,14 @@ int run_sim(int argc, char** argv) {
   const DataSets data = load_datasets(c);
   if (!json)
     std::printf("gossip bench sim: %d peers, MLP %s (%lld params), %s, %d rounds\n%s\n", peers,
-                layers_string(c.model.layers).c_str(),
-                static_cast<long long>(mlp_param_count(c.model.layers)), spec.kind.c_str(),
+                layers_string(layers).c_str(),
+                static_cast<long long>(mlp_param_count(layers)), spec.kind.c_str(),
                 rounds, blas_kernel_line().c_str());
 
   const SimResult r = simulate(c, topology, data);
 
   // Reference: per peer, y += w x over its terms (self + in-neighbours), bare cblas_saxpy.
-  const std::int64_t n = mlp_param_count(c.model.layers);
+  const std::int64_t n = mlp_param_count(layers);
   std::vector<std::vector<float>> x(peers, std::vector<float>(n, 0.5f));
   std::vector<std::vector<float>> y(peers, std::vector<float>(n, 0.0f));
   WorkerPool pool(c.sim.workers);

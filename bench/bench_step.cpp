@@ -1,16 +1,19 @@
-// bench/bench_step.cpp: `gossip bench step` — time per training step of the MLP (forward,
-// backward, SGD momentum update) on one CPU thread, against PyTorch doing the same in the same
-// run (when Debian's python3-torch is installed), and achieved GFLOP/s against bare cblas_sgemm
-// calls of the same shapes.
+// bench/bench_step.cpp: `gossip bench step` — time per training step (forward, backward, SGD
+// momentum update) of an MLP or of any run config's model on one CPU thread, against PyTorch
+// running the same layers in the same run (when Debian's python3-torch is installed), and the
+// achieved GFLOP/s (for an MLP also against bare cblas_sgemm calls of the same shapes).
 #include <cblas.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <vector>
 
 #include "gossip/args.hpp"
 #include "bench/bench.hpp"
 #include "gossip/backend.hpp"
+#include "gossip/config.hpp"
 #include "gossip/core.hpp"
 #include "gossip/json.hpp"
 #include "gossip/model.hpp"
@@ -21,70 +24,61 @@ namespace gossip::bench {
 namespace {
 
 const char* kHelp =
-    "usage: gossip bench step [--json] [--steps N] [--layers 784-256-128-10]\n"
+    "usage: gossip bench step [--json] [--steps N] [--layers 784-256-128-10 | --model FILE]\n"
     "\n"
-    "Time per training step (forward, backward, SGD with momentum) of an MLP on one CPU thread\n"
-    "at batch 32 and 256. Reference, measured in the same run: PyTorch (Debian's python3-torch,\n"
-    "one thread) with the same model, batch and optimizer; ratio = ours / PyTorch (lower is\n"
-    "better). Also the GFLOP/s achieved against bare cblas_sgemm calls of the same shapes.\n"
-    "Prints the OpenBLAS kernel in use; benchmark with OPENBLAS_CORETYPE unset.\n";
+    "Time per training step (forward, backward, SGD with momentum) on one CPU thread at batch 32\n"
+    "and 256, of the MLP given by --layers or of the model of a run config (--model FILE, any\n"
+    "layer list). Reference, measured in the same run: PyTorch (Debian's python3-torch, one\n"
+    "thread) with the same layers (bench/torch_step.py builds them from the same YAML), batch\n"
+    "and optimizer; ratio = ours / PyTorch (lower is better). Also the GFLOP/s achieved, and for\n"
+    "an MLP against bare cblas_sgemm calls of the same shapes. Prints the OpenBLAS kernel in\n"
+    "use; benchmark with OPENBLAS_CORETYPE unset.\n";
 
 struct StepFigures {
   int batch = 0;
   double ours = 0.0;      // seconds per step
-  double bare_gemm = 0.0; // seconds for the step's GEMMs alone
+  double bare_gemm = 0.0; // seconds for the step's GEMMs alone (MLP only; 0 otherwise)
   double flops = 0.0;     // GEMM flops per step
   double torch = 0.0;     // seconds per step, 0 when not measured
 };
 
-double gemm_flops(const std::vector<int>& layers, int batch) {
+/// What is benchmarked: a model config, its name, and how torch_step.py is told about it.
+struct Subject {
+  ModelConfig model;
+  std::string name;             // the model fingerprint
+  std::string torch_arg;        // "784-256-128-10" or the config file's path
+  std::vector<int> mlp_sizes;   // set for an MLP (the bare-sgemm reference needs them)
+};
+
+/// GEMM flops of one training step: forward and weight gradient for every layer with weights,
+/// and the input gradient for all but the first of them.
+double gemm_flops(const Model& model, int batch) {
   double f = 0.0;
-  for (std::size_t l = 1; l < layers.size(); ++l) {
-    const double mnk = 2.0 * batch * layers[l - 1] * layers[l];
-    f += mnk * (l == 1 ? 2 : 3);  // forward + dW (+ dX beyond the first layer)
+  bool first = true;
+  for (const LayerInfo& l : model.layers()) {
+    if (l.weights == 0 || l.fan_in == 0) continue;
+    const double one = 2.0 * batch * l.fan_in * static_cast<double>(shape_size(l.out));
+    f += one * (first ? 2 : 3);
+    first = false;
   }
   return f;
 }
 
-StepFigures measure(const std::vector<int>& layers, int batch, int steps,
-                    const std::optional<std::string>& python) {
-  StepFigures r;
-  r.batch = batch;
-  r.flops = gemm_flops(layers, batch);
-  auto cpu = make_cpu_backend(1);
-  Mlp model(*cpu, layers, batch);
-  model.init(1, 0);
-  OptimizerConfig opt;
-  opt.lr = 0.01;
-  opt.momentum = 0.9;
-  Sgd sgd(*cpu, model.num_params(), opt);
-  auto rng = make_rng(1, 0, Stream::kSynthetic);
-  const int kBatches = 16;
-  std::vector<float> x(static_cast<std::size_t>(kBatches) * batch * layers.front());
-  for (auto& v : x) v = static_cast<float>(normal01(rng));
-  std::vector<std::int32_t> y(static_cast<std::size_t>(kBatches) * batch);
-  for (auto& v : y) v = static_cast<std::int32_t>(uniform_below(rng, layers.back()));
-  int i = 0;
-  r.ours = best_seconds_per_call(
-      [&] {
-        const int b = i++ % kBatches;
-        model.forward_backward(x.data() + static_cast<std::size_t>(b) * batch * layers.front(),
-                               y.data() + static_cast<std::size_t>(b) * batch, batch);
-        sgd.step(model.params(), model.grads(), 0.01f);
-      },
-      steps, 5);
-
-  // The same GEMM shapes as bare cblas_sgemm calls (row-major, as the model issues them).
+/// The same GEMM shapes as an MLP's step, as bare cblas_sgemm calls (row-major).
+double bare_mlp_gemm_seconds(const std::vector<int>& layers, int batch, const float* x,
+                             int steps) {
   std::vector<std::vector<float>> acts, ws, dws;
   for (std::size_t l = 1; l < layers.size(); ++l) {
     acts.emplace_back(static_cast<std::size_t>(batch) * layers[l], 0.5f);
     ws.emplace_back(static_cast<std::size_t>(layers[l]) * layers[l - 1], 0.01f);
     dws.emplace_back(ws.back().size(), 0.0f);
   }
-  std::vector<float> delta(static_cast<std::size_t>(batch) * 1024, 0.1f);
-  r.bare_gemm = best_seconds_per_call(
+  int widest = 0;
+  for (int s : layers) widest = std::max(widest, s);
+  std::vector<float> delta(static_cast<std::size_t>(batch) * widest, 0.1f);
+  return best_seconds_per_call(
       [&] {
-        const float* in = x.data();
+        const float* in = x;
         for (std::size_t l = 1; l < layers.size(); ++l) {
           cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, batch, layers[l], layers[l - 1],
                       1.0f, in, layers[l - 1], ws[l - 1].data(), layers[l - 1], 0.0f,
@@ -92,7 +86,7 @@ StepFigures measure(const std::vector<int>& layers, int batch, int steps,
           in = acts[l - 1].data();
         }
         for (std::size_t l = layers.size() - 1; l >= 1; --l) {
-          const float* a_prev = l == 1 ? x.data() : acts[l - 2].data();
+          const float* a_prev = l == 1 ? x : acts[l - 2].data();
           cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, layers[l], layers[l - 1], batch,
                       1.0f, acts[l - 1].data(), layers[l], a_prev, layers[l - 1], 0.0f,
                       dws[l - 1].data(), layers[l - 1]);
@@ -103,64 +97,120 @@ StepFigures measure(const std::vector<int>& layers, int batch, int steps,
         }
       },
       steps, 5);
+}
+
+StepFigures measure(const Subject& subject, int batch, int steps,
+                    const std::optional<std::string>& python) {
+  StepFigures r;
+  r.batch = batch;
+  auto cpu = make_cpu_backend(1);
+  Model model(*cpu, subject.model, batch);
+  model.init(1, 0);
+  r.flops = gemm_flops(model, batch);
+  OptimizerConfig opt;
+  opt.lr = 0.01;
+  opt.momentum = 0.9;
+  Sgd sgd(*cpu, model.num_params(), opt);
+  auto rng = make_rng(1, 0, Stream::kSynthetic);
+  const int kBatches = 16;
+  const std::size_t in = static_cast<std::size_t>(model.input_size());
+  std::vector<float> x(static_cast<std::size_t>(kBatches) * batch * in);
+  for (auto& v : x) v = static_cast<float>(normal01(rng));
+  std::vector<std::int32_t> y(static_cast<std::size_t>(kBatches) * batch);
+  for (auto& v : y) v = static_cast<std::int32_t>(uniform_below(rng, model.classes()));
+  int i = 0;
+  r.ours = best_seconds_per_call(
+      [&] {
+        const int b = i++ % kBatches;
+        model.forward_backward(x.data() + static_cast<std::size_t>(b) * batch * in,
+                               y.data() + static_cast<std::size_t>(b) * batch, batch);
+        sgd.step(model.params(), model.grads(), 0.01f);
+      },
+      steps, 5);
+  if (!subject.mlp_sizes.empty())
+    r.bare_gemm = bare_mlp_gemm_seconds(subject.mlp_sizes, batch, x.data(), steps);
 
   if (python) {
     auto line = run_python(*python, "torch_step.py",
-                           {layers_string(layers), std::to_string(batch), std::to_string(steps)});
+                           {subject.torch_arg, std::to_string(batch), std::to_string(steps)});
     if (line) r.torch = json_field(*line, "seconds_per_step").value_or(0.0);
   }
   return r;
 }
 
+std::vector<int> parse_sizes(const std::string& spec) {
+  std::vector<int> layers;
+  std::size_t pos = 0;
+  while (pos <= spec.size()) {
+    auto dash = spec.find('-', pos);
+    const std::string part =
+        spec.substr(pos, dash == std::string::npos ? std::string::npos : dash - pos);
+    char* end = nullptr;
+    long v = std::strtol(part.c_str(), &end, 10);
+    if (part.empty() || *end != '\0' || v <= 0)
+      throw InputError("--layers: expected sizes like 784-256-128-10");
+    layers.push_back(static_cast<int>(v));
+    if (dash == std::string::npos) break;
+    pos = dash + 1;
+  }
+  if (layers.size() < 2) throw InputError("--layers: need at least two sizes");
+  return layers;
+}
+
+/// The MLP sizes of a model in the shorthand's form (linear/relu alternating), else empty.
+std::vector<int> mlp_form(const ModelConfig& m) {
+  const std::string fp = model_fingerprint(m);
+  if (fp.find_first_not_of("0123456789-") != std::string::npos) return {};
+  return parse_sizes(fp);
+}
+
 }  // namespace
 
 int run_step(int argc, char** argv) {
-  Args args(argc, argv, {"steps", "layers"}, {"json"});
+  Args args(argc, argv, {"steps", "layers", "model"}, {"json"});
   if (args.help()) {
     std::printf("%s", kHelp);
     return kExitOk;
   }
   const int steps = static_cast<int>(args.get_int("steps", 300));
   if (steps <= 0) throw InputError("--steps must be positive");
-  std::vector<int> layers;
-  {
-    std::string spec = args.get_or("layers", "784-256-128-10");
-    std::size_t pos = 0;
-    while (pos <= spec.size()) {
-      auto dash = spec.find('-', pos);
-      const std::string part = spec.substr(pos, dash == std::string::npos ? std::string::npos : dash - pos);
-      char* end = nullptr;
-      long v = std::strtol(part.c_str(), &end, 10);
-      if (part.empty() || *end != '\0' || v <= 0) throw InputError("--layers: expected sizes like 784-256-128-10");
-      layers.push_back(static_cast<int>(v));
-      if (dash == std::string::npos) break;
-      pos = dash + 1;
-    }
-    if (layers.size() < 2) throw InputError("--layers: need at least two sizes");
+  if (args.has("layers") && args.has("model"))
+    throw InputError("give either --layers or --model, not both");
+  Subject subject;
+  if (args.has("model")) {
+    const std::string file = args.get_or("model", "");
+    subject.model = load_config(file).model;
+    subject.torch_arg = std::filesystem::absolute(file).string();
+  } else {
+    subject.model = ModelConfig::mlp(parse_sizes(args.get_or("layers", "784-256-128-10")));
   }
+  subject.name = model_fingerprint(subject.model);
+  subject.mlp_sizes = mlp_form(subject.model);
+  if (!subject.mlp_sizes.empty()) subject.torch_arg = layers_string(subject.mlp_sizes);
   const bool json = args.has("json");
   const auto python = torch_python();
   if (!json) {
-    std::printf("gossip bench step: MLP %s, SGD momentum 0.9, one CPU thread\n%s\n",
-                layers_string(layers).c_str(), blas_kernel_line().c_str());
+    std::printf("gossip bench step: model %s (%lld params), SGD momentum 0.9, one CPU thread\n%s\n",
+                subject.name.c_str(), static_cast<long long>(model_param_count(subject.model)),
+                blas_kernel_line().c_str());
     if (!python)
       std::printf("PyTorch reference: not available (install it with: apt-get install "
                   "python3-torch); reporting our figures alone\n");
   }
   std::vector<StepFigures> figs;
-  for (int batch : {32, 256}) figs.push_back(measure(layers, batch, batch == 32 ? steps : std::max(20, steps / 6), python));
+  for (int batch : {32, 256})
+    figs.push_back(measure(subject, batch, batch == 32 ? steps : std::max(20, steps / 6), python));
 
   const StepFigures& main = figs.front();
   const double ratio = main.torch > 0 ? main.ours / main.torch : 0.0;
   if (json) {
     JsonObject o;
-    o.add("bench", "step").add("layers", layers_string(layers)).add("openblas_core",
-                                                                    blas_core_name());
+    o.add("bench", "step").add("model", subject.name).add("openblas_core", blas_core_name());
     for (const auto& f : figs)
       o.add(cat("b", f.batch, "_ours_us"), f.ours * 1e6)
           .add(cat("b", f.batch, "_torch_us"), f.torch * 1e6)
           .add(cat("b", f.batch, "_gflops"), f.flops / f.ours / 1e9)
-          .add(cat("b", f.batch, "_bare_gemm_gflops"), f.flops / f.bare_gemm / 1e9);
+          .add(cat("b", f.batch, "_bare_gemm_gflops"), f.bare_gemm > 0 ? f.flops / f.bare_gemm / 1e9 : NAN);
     o.add("ratio", main.torch > 0 ? ratio : NAN);
     std::printf("%s\n", o.str().c_str());
     return kExitOk;
@@ -169,9 +219,9 @@ int run_step(int argc, char** argv) {
               "ratio", "GFLOP/s", "bare sgemm GF/s");
   for (const auto& f : figs) {
     const auto [torch, rat] = reference_cells(f.ours, f.torch, 1e6, 1);
-    std::printf("%6d  %12.1f  %12s  %8s  %10.2f  %14.2f\n", f.batch, f.ours * 1e6, torch.c_str(),
-                rat.c_str(),
-                f.flops / f.ours / 1e9, f.flops / f.bare_gemm / 1e9);
+    const std::string bare = f.bare_gemm > 0 ? cat(f.flops / f.bare_gemm / 1e9) : "-";
+    std::printf("%6d  %12.1f  %12s  %8s  %10.2f  %14s\n", f.batch, f.ours * 1e6, torch.c_str(),
+                rat.c_str(), f.flops / f.ours / 1e9, bare.c_str());
   }
   if (main.torch > 0)
     std::printf("\nratio (batch 32, ours / PyTorch): %.3f  (target <= 0.8)\n", ratio);

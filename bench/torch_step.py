@@ -1,7 +1,10 @@
-"""PyTorch reference for `gossip bench step`: the same MLP, batch and optimizer, one thread.
+"""PyTorch reference for `gossip bench step`: the same layers, batch and optimizer, one thread.
 
-Prints one JSON object: {"seconds_per_step": ..., "torch": version}. Run by the benchmark with
-Debian's python3 (python3-torch); not part of the build.
+Usage: torch_step.py MODEL BATCH STEPS, where MODEL is MLP sizes ("784-256-128-10") or a run
+config (YAML) whose `model:` section is built layer by layer exactly as gossip builds it (same
+types, fields and defaults; see docs/config.md). Prints one JSON object:
+{"seconds_per_step": ..., "torch": version, "params": n}. Run by the benchmark with Debian's
+python3 (python3-torch, python3-yaml); not part of the build.
 """
 import json
 import sys
@@ -9,26 +12,82 @@ import time
 
 import torch
 
-layers = [int(v) for v in sys.argv[1].split("-")]
+
+def out_size(n, k, stride, pad):
+    return (n + 2 * pad - k) // stride + 1
+
+
+def mlp(sizes):
+    mods = []
+    for i in range(1, len(sizes)):
+        mods.append(torch.nn.Linear(sizes[i - 1], sizes[i]))
+        if i + 1 < len(sizes):
+            mods.append(torch.nn.ReLU())
+    return mods, [sizes[0]], sizes[-1]
+
+
+def from_config(path):
+    import yaml
+
+    with open(path) as f:
+        model = (yaml.safe_load(f) or {}).get("model", {"layers": [784, 256, 128, 10]})
+    layers = model["layers"]
+    if all(isinstance(v, int) for v in layers):
+        return mlp(layers)
+    shape = list(model["input"])
+    mods = []
+    for item in layers:
+        kind, f = (item, {}) if isinstance(item, str) else next(iter(item.items()))
+        f = f or {}
+        if kind == "linear":
+            mods.append(torch.nn.Linear(shape[0], f["out"]))
+            shape = [f["out"]]
+        elif kind == "conv2d":
+            k, s, p = f["kernel"], f.get("stride", 1), f.get("padding", 0)
+            mods.append(torch.nn.Conv2d(shape[0], f["out_channels"], k, s, p))
+            shape = [f["out_channels"], out_size(shape[1], k, s, p), out_size(shape[2], k, s, p)]
+        elif kind in ("maxpool2d", "avgpool2d"):
+            k, s = f["kernel"], f.get("stride", f["kernel"])
+            pool = torch.nn.MaxPool2d if kind == "maxpool2d" else torch.nn.AvgPool2d
+            mods.append(pool(k, s))
+            shape = [shape[0], out_size(shape[1], k, s, 0), out_size(shape[2], k, s, 0)]
+        elif kind == "relu":
+            mods.append(torch.nn.ReLU())
+        elif kind == "flatten":
+            mods.append(torch.nn.Flatten())
+            n = 1
+            for d in shape:
+                n *= d
+            shape = [n]
+        elif kind == "dropout":
+            mods.append(torch.nn.Dropout(f["p"]))
+        elif kind == "groupnorm":
+            mods.append(torch.nn.GroupNorm(f["groups"], shape[0]))
+        else:
+            raise SystemExit(f"torch_step.py: unknown layer type {kind}")
+    return mods, list(model["input"]), shape[0]
+
+
+spec = sys.argv[1]
 batch = int(sys.argv[2])
 steps = int(sys.argv[3])
 torch.set_num_threads(1)
 torch.manual_seed(0)
-mods = []
-for i in range(1, len(layers)):
-    mods.append(torch.nn.Linear(layers[i - 1], layers[i]))
-    if i + 1 < len(layers):
-        mods.append(torch.nn.ReLU())
+if spec.endswith((".yaml", ".yml")):
+    mods, input_shape, classes = from_config(spec)
+else:
+    mods, input_shape, classes = mlp([int(v) for v in spec.split("-")])
 model = torch.nn.Sequential(*mods)
+model.train()
 opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
 loss_fn = torch.nn.CrossEntropyLoss()
-x = torch.randn(64, batch, layers[0])
-y = torch.randint(0, layers[-1], (64, batch))
+x = torch.randn(16, batch, *input_shape)
+y = torch.randint(0, classes, (16, batch))
 
 
 def step(i):
     opt.zero_grad(set_to_none=True)
-    loss = loss_fn(model(x[i % 64]), y[i % 64])
+    loss = loss_fn(model(x[i % 16]), y[i % 16])
     loss.backward()
     opt.step()
 
@@ -41,4 +100,5 @@ for rep in range(5):
     for i in range(steps):
         step(i)
     best = min(best, (time.perf_counter() - t0) / steps)
-print(json.dumps({"seconds_per_step": best, "torch": torch.__version__}))
+params = sum(p.numel() for p in model.parameters())
+print(json.dumps({"seconds_per_step": best, "torch": torch.__version__, "params": params}))

@@ -97,7 +97,7 @@ def final_table(output):
     the average model's line up to its duration."""
     rows = []
     for line in output.splitlines():
-        m = re.match(r"^\s*(\d+)\s+([0-9.]+|dead)\s+\S+\s+\S+\s*$", line)
+        m = re.match(r"^\s*(\d+)\s+([0-9.]+|dead)\s+\S+\s+\S+(?:\s+[0-9.]+)?\s*$", line)
         if m:
             rows.append(f"{m.group(1)} {m.group(2)}")
         if line.startswith("average model:"):

@@ -19,7 +19,7 @@ inline RunConfig small_synthetic_config(std::int64_t train, std::int64_t test,
   c.data.synthetic_test = test;
   c.data.synthetic_dim = 8;
   c.data.classes = 4;
-  c.model.layers = {8, 16, 4};
+  c.model = ModelConfig::mlp({8, 16, 4});
   c.optimizer.lr = 0.05;
   c.optimizer.momentum = 0.9;
   c.train.batch = 8;

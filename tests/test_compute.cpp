@@ -1,6 +1,7 @@
 // Tests for compute: the row-major -> column-major GEMM mapping (what cuBLAS receives) against
-// column-major cblas_sgemm and a naive triple loop; the CPU backend's element-wise ops and mixing
-// against plain loops over gossip::math.
+// column-major cblas_sgemm and a naive triple loop, for linear layers and the convolution's
+// GEMMs; the CPU backend's element-wise ops and mixing against plain loops over gossip::math;
+// each layer kernel (im2col/col2im, pooling, group norm, dropout) against a plain reference.
 #include <catch2/catch.hpp>
 #include <cblas.h>
 
@@ -9,9 +10,11 @@
 #include <vector>
 
 #include "gossip/backend.hpp"
-#include "tests/helpers.hpp"
+#include "gossip/core.hpp"
 #include "gossip/gemm.hpp"
+#include "gossip/layer_math.hpp"
 #include "gossip/math.hpp"
+#include "tests/helpers.hpp"
 
 using namespace gossip;
 using gossip::test::random_vector;
@@ -170,4 +173,268 @@ TEST_CASE("backend choice: cpu always works, cuda without a device is a clear er
     CHECK_THROWS_WITH(make_backend(BackendChoice::kCuda, 1, false),
                       Catch::Contains("cuda") || Catch::Contains("CUDA"));
   }
+}
+
+// ---- layer kernels against plain references ----------------------------------------------------
+
+namespace {
+
+ConvGeom conv_geom(int c, int h, int w, int oc, int k, int stride, int pad) {
+  ConvGeom g;
+  g.c = c;
+  g.h = h;
+  g.w = w;
+  g.oc = oc;
+  g.k = k;
+  g.stride = stride;
+  g.pad = pad;
+  g.oh = conv_out_size(h, k, stride, pad);
+  g.ow = conv_out_size(w, k, stride, pad);
+  return g;
+}
+
+/// Direct convolution, accumulated in double: y[n, o, i, j] = b[o] + sum x * w.
+std::vector<float> direct_conv(const std::vector<float>& x, const std::vector<float>& w,
+                               const std::vector<float>& b, const ConvGeom& g, int rows) {
+  std::vector<float> y(static_cast<std::size_t>(rows) * g.oc * g.oh * g.ow);
+  for (int n = 0; n < rows; ++n)
+    for (int o = 0; o < g.oc; ++o)
+      for (int i = 0; i < g.oh; ++i)
+        for (int j = 0; j < g.ow; ++j) {
+          double acc = b[o];
+          for (int c = 0; c < g.c; ++c)
+            for (int kh = 0; kh < g.k; ++kh)
+              for (int kw = 0; kw < g.k; ++kw) {
+                const int ih = i * g.stride - g.pad + kh, iw = j * g.stride - g.pad + kw;
+                if (ih < 0 || ih >= g.h || iw < 0 || iw >= g.w) continue;
+                acc += static_cast<double>(x[((n * g.c + c) * g.h + ih) * g.w + iw]) *
+                       w[((o * g.c + c) * g.k + kh) * g.k + kw];
+              }
+          y[((n * g.oc + o) * g.oh + i) * g.ow + j] = static_cast<float>(acc);
+        }
+  return y;
+}
+
+void require_close(const std::vector<float>& got, const std::vector<float>& expect,
+                   double margin = 1e-4) {
+  REQUIRE(got.size() == expect.size());
+  require_finite_nonzero(got);
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    INFO("element " << i);
+    REQUIRE(got[i] == Approx(expect[i]).margin(margin));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("the convolution's GEMMs drive column-major cblas_sgemm to the row-major product",
+          "[compute]") {
+  // What cuBLAS receives for each of the three GEMMs, checked with column-major cblas_sgemm.
+  const ConvGeom g = conv_geom(3, 9, 8, 5, 3, 2, 1);
+  const int count = 2, cols = count * g.oh * g.ow;
+  const std::vector<std::pair<const char*, RowMajorGemm>> cases = {
+      {"forward", conv_forward_gemm(g, count)},
+      {"weight gradient", conv_weight_grad_gemm(g, count, false)},
+      {"weight gradient, accumulating", conv_weight_grad_gemm(g, count, true)},
+      {"input gradient", conv_input_grad_gemm(g, count)}};
+  CHECK(cases[0].second.m == 5);
+  CHECK(cases[0].second.n == cols);
+  CHECK(cases[0].second.k == 27);
+  for (const auto& [name, gm] : cases) {
+    SECTION(name) {
+      const int a_rows = gm.trans_a ? gm.k : gm.m, b_rows = gm.trans_b ? gm.n : gm.k;
+      auto a = random_vector(static_cast<std::size_t>(a_rows) * gm.lda, 31);
+      auto b = random_vector(static_cast<std::size_t>(b_rows) * gm.ldb, 32);
+      auto c0 = random_vector(static_cast<std::size_t>(gm.m) * gm.ldc, 33);
+      auto expect = c0, got = c0;
+      naive_gemm(gm, a.data(), b.data(), expect.data());
+      const ColumnMajorGemm cm = to_column_major(gm);
+      cblas_sgemm(CblasColMajor, cm.trans_first ? CblasTrans : CblasNoTrans,
+                  cm.trans_second ? CblasTrans : CblasNoTrans, cm.m, cm.n, cm.k, cm.alpha,
+                  b.data(), cm.ld_first, a.data(), cm.ld_second, cm.beta, got.data(), cm.ldc);
+      require_close(got, expect);
+    }
+  }
+}
+
+TEST_CASE("im2col + GEMM + conv_output equals a direct convolution", "[compute]") {
+  auto cpu = make_cpu_backend(1);
+  for (const ConvGeom& g : {conv_geom(3, 9, 8, 5, 3, 2, 1), conv_geom(2, 7, 7, 4, 5, 1, 0),
+                            conv_geom(1, 6, 6, 3, 3, 1, 2)}) {
+    SECTION(cat("c", g.c, " ", g.h, "x", g.w, " k", g.k, " s", g.stride, " p", g.pad)) {
+      const int rows = 3;
+      auto x = random_vector(static_cast<std::size_t>(rows) * g.c * g.h * g.w, 41);
+      auto w = random_vector(static_cast<std::size_t>(g.oc) * g.patch(), 42);
+      auto b = random_vector(g.oc, 43);
+      std::vector<float> col(static_cast<std::size_t>(g.patch()) * rows * g.positions());
+      std::vector<float> t(static_cast<std::size_t>(g.oc) * rows * g.positions());
+      std::vector<float> y(t.size());
+      cpu->im2col(x.data(), g, rows, col.data());
+      cpu->gemm(conv_forward_gemm(g, rows), w.data(), col.data(), t.data());
+      cpu->conv_output(t.data(), b.data(), g, rows, false, y.data());
+      const auto expect = direct_conv(x, w, b, g, rows);
+      require_close(y, expect);
+      cpu->conv_output(t.data(), b.data(), g, rows, true, y.data());
+      for (std::size_t i = 0; i < y.size(); ++i) REQUIRE(y[i] == Approx(std::max(expect[i], 0.0f)).margin(1e-4));
+      // conv_grad_layout is conv_output's inverse layout change (without the bias).
+      std::vector<float> zero(g.oc, 0.0f), back(t.size());
+      cpu->conv_output(t.data(), zero.data(), g, rows, false, y.data());
+      cpu->conv_grad_layout(y.data(), g, rows, back.data());
+      REQUIRE(back == t);
+    }
+  }
+}
+
+TEST_CASE("col2im adds every im2col entry back to the pixel it came from", "[compute]") {
+  auto cpu = make_cpu_backend(1);
+  const ConvGeom g = conv_geom(2, 7, 6, 3, 3, 2, 1);
+  const int rows = 2;
+  const std::int64_t ld = static_cast<std::int64_t>(rows) * g.positions();
+  auto dcol = random_vector(static_cast<std::size_t>(g.patch()) * ld, 51);
+  // Plain reference: scatter each entry of the im2col matrix onto its source pixel.
+  std::vector<double> expect(static_cast<std::size_t>(rows) * g.c * g.h * g.w, 0.0);
+  for (int c = 0; c < g.c; ++c)
+    for (int kh = 0; kh < g.k; ++kh)
+      for (int kw = 0; kw < g.k; ++kw)
+        for (int n = 0; n < rows; ++n)
+          for (int i = 0; i < g.oh; ++i)
+            for (int j = 0; j < g.ow; ++j) {
+              const int ih = i * g.stride - g.pad + kh, iw = j * g.stride - g.pad + kw;
+              if (ih < 0 || ih >= g.h || iw < 0 || iw >= g.w) continue;
+              const int row = (c * g.k + kh) * g.k + kw;
+              expect[((n * g.c + c) * g.h + ih) * g.w + iw] +=
+                  dcol[row * ld + n * g.positions() + i * g.ow + j];
+            }
+  std::vector<float> dx(expect.size());
+  cpu->col2im(dcol.data(), g, rows, dx.data());
+  require_close(dx, std::vector<float>(expect.begin(), expect.end()));
+}
+
+TEST_CASE("pooling forward and backward equal plain loops", "[compute]") {
+  auto cpu = make_cpu_backend(1);
+  for (bool max : {true, false})
+    for (int stride : {2, 1}) {
+      SECTION(cat(max ? "max" : "average", " pooling, k3 stride ", stride)) {
+        PoolGeom g;
+        g.c = 2;
+        g.h = 7;
+        g.w = 8;
+        g.k = 3;
+        g.stride = stride;
+        g.oh = conv_out_size(g.h, g.k, stride, 0);
+        g.ow = conv_out_size(g.w, g.k, stride, 0);
+        const int rows = 2, planes = rows * g.c;
+        auto x = random_vector(static_cast<std::size_t>(planes) * g.h * g.w, 61);
+        auto dy = random_vector(static_cast<std::size_t>(planes) * g.oh * g.ow, 62);
+        std::vector<float> y(dy.size()), expect_y(dy.size());
+        std::vector<double> expect_dx(x.size(), 0.0);
+        std::vector<std::int32_t> arg(dy.size());
+        for (int p = 0; p < planes; ++p)
+          for (int i = 0; i < g.oh; ++i)
+            for (int j = 0; j < g.ow; ++j) {
+              const std::size_t o = (static_cast<std::size_t>(p) * g.oh + i) * g.ow + j;
+              double best = -1e30, sum = 0.0;
+              std::size_t at = 0;
+              for (int a = 0; a < g.k; ++a)
+                for (int b = 0; b < g.k; ++b) {
+                  const std::size_t idx = (static_cast<std::size_t>(p) * g.h + i * stride + a) * g.w + j * stride + b;
+                  sum += x[idx];
+                  if (x[idx] > best) best = x[idx], at = idx;
+                }
+              expect_y[o] = static_cast<float>(max ? best : sum / (g.k * g.k));
+              if (max) expect_dx[at] += dy[o];
+              else
+                for (int a = 0; a < g.k; ++a)
+                  for (int b = 0; b < g.k; ++b)
+                    expect_dx[(static_cast<std::size_t>(p) * g.h + i * stride + a) * g.w + j * stride + b] +=
+                        dy[o] / (g.k * g.k);
+            }
+        cpu->pool_forward(x.data(), g, rows, y.data(), max ? arg.data() : nullptr);
+        require_close(y, expect_y, 1e-6);
+        std::vector<float> dx(x.size());
+        cpu->pool_backward(dy.data(), max ? arg.data() : nullptr, g, rows, dx.data());
+        require_close(dx, std::vector<float>(expect_dx.begin(), expect_dx.end()), 1e-5);
+      }
+    }
+}
+
+TEST_CASE("group norm normalises each group and scales each channel", "[compute]") {
+  auto cpu = make_cpu_backend(1);
+  GroupNormGeom g;
+  g.c = 6;
+  g.spatial = 5;
+  g.groups = 3;
+  const int rows = 2;
+  auto x = random_vector(static_cast<std::size_t>(rows) * g.c * g.spatial, 71);
+  for (auto& v : x) v = 3.0f * v + 1.5f;  // a mean and scale to remove
+  auto gamma = random_vector(g.c, 72), beta = random_vector(g.c, 73);
+  std::vector<float> y(x.size()), mean(rows * g.groups), rstd(rows * g.groups);
+  cpu->group_norm_forward(x.data(), gamma.data(), beta.data(), g, rows, y.data(), mean.data(),
+                          rstd.data());
+  const int per = g.group_size();
+  for (int ng = 0; ng < rows * g.groups; ++ng) {
+    double m = 0.0, v = 0.0;
+    for (int i = 0; i < per; ++i) m += x[ng * per + i];
+    m /= per;
+    for (int i = 0; i < per; ++i) v += (x[ng * per + i] - m) * (x[ng * per + i] - m);
+    v /= per;
+    REQUIRE(mean[ng] == Approx(m).margin(1e-5));
+    REQUIRE(rstd[ng] == Approx(1.0 / std::sqrt(v + g.eps)).epsilon(1e-5));
+    for (int i = 0; i < per; ++i) {
+      const int c = (ng % g.groups) * (g.c / g.groups) + i / g.spatial;
+      REQUIRE(y[ng * per + i] ==
+              Approx((x[ng * per + i] - m) / std::sqrt(v + g.eps) * gamma[c] + beta[c]).margin(1e-5));
+    }
+  }
+  // Gradients of sum(y * dy): dbeta = sum dy per channel, and dx sums to zero over each group
+  // (a shift of the whole group does not change its normalised values).
+  auto dy = random_vector(x.size(), 74);
+  std::vector<float> dx(x.size()), dgamma(g.c), dbeta(g.c);
+  cpu->group_norm_backward(x.data(), dy.data(), gamma.data(), mean.data(), rstd.data(), g, rows,
+                           dx.data(), dgamma.data(), dbeta.data());
+  require_finite_nonzero(dx);
+  for (int c = 0; c < g.c; ++c) {
+    double s = 0.0;
+    for (int n = 0; n < rows; ++n)
+      for (int i = 0; i < g.spatial; ++i) s += dy[(n * g.c + c) * g.spatial + i];
+    REQUIRE(dbeta[c] == Approx(s).margin(1e-5));
+  }
+  for (int ng = 0; ng < rows * g.groups; ++ng) {
+    double s = 0.0;
+    for (int i = 0; i < per; ++i) s += dx[ng * per + i];
+    REQUIRE(s == Approx(0.0).margin(1e-4));
+  }
+}
+
+TEST_CASE("dropout keeps 1 - p of the elements, scaled, with the same mask for the same key",
+          "[compute]") {
+  auto cpu = make_cpu_backend(1);
+  const std::int64_t n = 20000;
+  std::vector<float> x(n, 1.0f), y(n), again(n), other(n);
+  cpu->dropout(x.data(), y.data(), n, 0.3f, 77);
+  cpu->dropout(x.data(), again.data(), n, 0.3f, 77);
+  cpu->dropout(x.data(), other.data(), n, 0.3f, 78);
+  CHECK(y == again);
+  CHECK(y != other);
+  std::int64_t kept = 0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    REQUIRE((y[i] == 0.0f || y[i] == Approx(1.0 / 0.7)));
+    REQUIRE(y[i] == math::dropout_scale(77, i, 0.3f));
+    kept += y[i] != 0.0f;
+  }
+  CHECK(kept == Approx(0.7 * n).epsilon(0.03));
+  cpu->dropout(x.data(), y.data(), n, 0.0f, 77);
+  CHECK(y == x);  // evaluation: p = 0 is an exact copy
+}
+
+TEST_CASE("row sums and ReLU follow their definitions", "[compute]") {
+  auto cpu = make_cpu_backend(1);
+  std::vector<float> a = {1, 2, 3, -4, 5, 6}, sums = {10, 20};
+  cpu->row_sums(a.data(), 2, 3, false, sums.data());
+  CHECK(sums == std::vector<float>{6, 7});
+  cpu->row_sums(a.data(), 2, 3, true, sums.data());
+  CHECK(sums == std::vector<float>{12, 14});
+  std::vector<float> r(6);
+  cpu->relu(a.data(), r.data(), 6);
+  CHECK(r == std::vector<float>{1, 2, 3, 0, 5, 6});
 }

@@ -3,6 +3,7 @@
 // only with the topology (check_algorithm).
 #include <catch2/catch.hpp>
 
+#include <cstdlib>
 #include <filesystem>
 #include <string>
 #include <utility>
@@ -22,7 +23,12 @@ TEST_CASE("a config sets the fields it names and keeps defaults elsewhere", "[co
       "  schedule: cosine\ntrain:\n  epochs: 2\n  batch: 64\ngossip:\n"
       "  topology: ../topologies/ring-8.yaml\n  period: 4\n",
       "c.yaml", "/x/configs");
-  CHECK(c.model.layers == std::vector<int>{784, 64, 10});
+  CHECK(c.model.input == Shape{784});
+  REQUIRE(c.model.layers.size() == 3);  // the MLP shorthand: linear 64, relu, linear 10
+  CHECK(c.model.layers[0].type == "linear");
+  CHECK(c.model.layers[0].out == 64);
+  CHECK(c.model.layers[1].type == "relu");
+  CHECK(c.model.layers[2].out == 10);
   CHECK(c.optimizer.lr == 0.05);
   CHECK(c.optimizer.schedule == "cosine");
   CHECK(c.train.batch == 64);
@@ -65,7 +71,8 @@ TEST_CASE("config errors name file, line and field", "[config]") {
   }
   SECTION("output layer disagrees with the classes") {
     CHECK_THROWS_WITH(load_config_from_string("model:\n  layers: [784, 7]\n", "c.yaml"),
-                      Catch::Contains("output size 7"));
+                      Catch::Contains("c.yaml:2: model.layers[0]: layer 0 (linear) output [7] "
+                                      "(output size 7) does not match the data's classes [10]"));
   }
   SECTION("missing file") {
     CHECK_THROWS_WITH(load_config("/nonexistent/c.yaml"), Catch::Contains("no such config file"));
@@ -170,4 +177,134 @@ TEST_CASE("net.tls is off, on, or names ca, cert and key together", "[config][tl
                     Catch::Contains("c.yaml:2: net.tls: unknown value 'maybe'"));
   CHECK_THROWS_WITH(load_config_from_string("net:\n  tls: {ca: a, crt: b}\n", "c.yaml"),
                     Catch::Contains("net.tls.crt: unknown key"));
+}
+
+namespace {
+
+const char* kCnn =
+    "model:\n"                                             // 1
+    "  input: [1, 28, 28]\n"                               // 2
+    "  layers:\n"                                          // 3
+    "    - conv2d: {out_channels: 32, kernel: 5}\n"        // 4
+    "    - relu\n"                                         // 5
+    "    - maxpool2d: {kernel: 2}\n"                       // 6
+    "    - conv2d: {out_channels: 64, kernel: 5, padding: 2, stride: 2}\n"  // 7
+    "    - groupnorm: {groups: 8}\n"                       // 8
+    "    - avgpool2d: {kernel: 3, stride: 1}\n"            // 9
+    "    - flatten\n"                                      // 10
+    "    - dropout: {p: 0.25}\n"                           // 11
+    "    - linear: {out: 10}\n";                           // 12
+
+/// kCnn with line `line` (1-based) replaced.
+std::string cnn_with(int line, const std::string& text) {
+  std::string out;
+  std::string s = kCnn;
+  int n = 1;
+  for (std::size_t start = 0; start < s.size(); ++n) {
+    const std::size_t end = s.find('\n', start);
+    out += (n == line ? text : s.substr(start, end - start)) + "\n";
+    start = end + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("a layer list reads every layer type with its fields and defaults", "[config]") {
+  const auto c = load_config_from_string(kCnn, "c.yaml");
+  CHECK(c.model.input == Shape{1, 28, 28});
+  REQUIRE(c.model.layers.size() == 9);
+  CHECK(c.model.layers[0].type == "conv2d");
+  CHECK(c.model.layers[0].out == 32);
+  CHECK(c.model.layers[0].kernel == 5);
+  CHECK(c.model.layers[0].stride == 1);   // conv2d's default
+  CHECK(c.model.layers[0].padding == 0);
+  CHECK(c.model.layers[2].stride == 2);   // pooling's default: the kernel
+  CHECK(c.model.layers[3].padding == 2);
+  CHECK(c.model.layers[3].stride == 2);
+  CHECK(c.model.layers[4].groups == 8);
+  CHECK(c.model.layers[5].stride == 1);
+  CHECK(c.model.layers[7].p == 0.25);
+  const auto shapes = infer_shapes(c.model);
+  CHECK(shapes[1] == Shape{32, 24, 24});
+  CHECK(shapes[3] == Shape{32, 12, 12});
+  CHECK(shapes[4] == Shape{64, 6, 6});  // (12 + 4 - 5) / 2 + 1
+  CHECK(shapes[6] == Shape{64, 4, 4});
+  CHECK(shapes[7] == Shape{1024});
+  CHECK(shapes[9] == Shape{10});
+}
+
+TEST_CASE("a model that cannot be built fails at load with file, line, field and both shapes",
+          "[config]") {
+  using Catch::Contains;
+  SECTION("unknown layer type") {
+    CHECK_THROWS_WITH(load_config_from_string(cnn_with(5, "    - tanh"), "c.yaml"),
+                      Contains("c.yaml:5: model.layers[1]: unknown layer type 'tanh'"));
+  }
+  SECTION("missing field") {
+    CHECK_THROWS_WITH(load_config_from_string(cnn_with(4, "    - conv2d: {out_channels: 32}"), "c.yaml"),
+                      Contains("c.yaml:4: model.layers[0]: conv2d needs the field 'kernel'"));
+    CHECK_THROWS_WITH(load_config_from_string(cnn_with(11, "    - dropout"), "c.yaml"),
+                      Contains("c.yaml:11: model.layers[7]: dropout needs the field 'p'"));
+  }
+  SECTION("unknown field") {
+    CHECK_THROWS_WITH(
+        load_config_from_string(cnn_with(6, "    - maxpool2d: {kernel: 2, size: 3}"), "c.yaml"),
+        Contains("c.yaml:6: model.layers[2].size"));
+  }
+  SECTION("kernel larger than its input") {
+    CHECK_THROWS_WITH(
+        load_config_from_string(cnn_with(9, "    - avgpool2d: {kernel: 7}"), "c.yaml"),
+        Contains("c.yaml:9: model.layers[5].kernel: layer 5 (avgpool2d) kernel [7,7] is larger "
+                 "than its input [64,6,6]"));
+  }
+  SECTION("groups that do not divide the channels") {
+    CHECK_THROWS_WITH(load_config_from_string(cnn_with(8, "    - groupnorm: {groups: 5}"), "c.yaml"),
+                      Contains("c.yaml:8: model.layers[4].groups: layer 4 (groupnorm) 5 groups do "
+                               "not divide the 64 channels of its input [64,6,6]"));
+  }
+  SECTION("linear on an image") {
+    CHECK_THROWS_WITH(load_config_from_string(cnn_with(10, "    - relu"), "c.yaml"),
+                      Contains("c.yaml:12: model.layers[8]: layer 8 (linear) needs a flat input, "
+                               "got [64,4,4]"));
+  }
+  SECTION("output size differs from data.classes") {
+    CHECK_THROWS_WITH(load_config_from_string(cnn_with(12, "    - linear: {out: 12}"), "c.yaml"),
+                      Contains("c.yaml:12: model.layers[8]: layer 8 (linear) output [12] (output "
+                               "size 12) does not match the data's classes [10]"));
+  }
+  SECTION("no input shape, or a bad one") {
+    CHECK_THROWS_WITH(load_config_from_string(cnn_with(2, ""), "c.yaml"),
+                      Contains("c.yaml:3: model: needs `input`"));
+    CHECK_THROWS_WITH(load_config_from_string(cnn_with(2, "  input: [28, 28]"), "c.yaml"),
+                      Contains("c.yaml:2: model.input: give [features] or [channels, height, width]"));
+  }
+  SECTION("a layer that is neither a name nor a one-key map") {
+    CHECK_THROWS_WITH(load_config_from_string(cnn_with(5, "    - [relu]"), "c.yaml"),
+                      Contains("c.yaml:5: model.layers[1]: expected a layer"));
+  }
+  SECTION("synthetic data whose features differ from the input") {
+    CHECK_THROWS_WITH(
+        load_config_from_string(std::string(kCnn) + "data:\n  synthetic: {dim: 100}\n", "c.yaml"),
+        Contains("c.yaml:2: model.input: input [1,28,28] (784 features) does not match "
+                 "data.synthetic.dim 100"));
+  }
+}
+
+TEST_CASE("every shipped config loads, its model shapes fit and its output is the classes",
+          "[config]") {
+  const char* root = std::getenv("GOSSIP_SOURCE_DIR");
+  REQUIRE(root != nullptr);
+  int loaded = 0;
+  for (const auto& entry : fs::directory_iterator(fs::path(root) / "configs")) {
+    if (entry.path().extension() != ".yaml") continue;
+    INFO(entry.path().string());
+    const RunConfig c = load_config(entry.path().string());
+    CHECK(infer_shapes(c.model).back() == Shape{c.data.classes});
+    ++loaded;
+  }
+  CHECK(loaded >= 8);
+  const RunConfig cnn = load_config((fs::path(root) / "configs" / "cnn.yaml").string());
+  CHECK(cnn.model.input == Shape{1, 28, 28});
+  CHECK(infer_shapes(cnn.model)[7] == Shape{1024});  // 64 channels of 4x4 after two pools
 }

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "gossip/backend.hpp"
+#include "gossip/layer_math.hpp"
 #include "tests/helpers.hpp"
 #include "gossip_config.h"
 
@@ -100,5 +101,93 @@ TEST_CASE("CUDA element-wise kernels match the CPU backend", "[cuda]") {
     auto [loss, right] = gpu->softmax_xent(dl.data(), dlab.data(), rows, cols, dg.data());
     CHECK(loss == Approx(loss_ref).epsilon(1e-5));
     CHECK(right == right_ref);
+  }
+}
+
+namespace {
+
+/// Runs `op` on the CPU and on the device over the same inputs and returns both outputs.
+/// `op(backend, inputs, output)` gets backend pointers for every input and for the output.
+std::pair<std::vector<float>, std::vector<float>> both(
+    Backend& cpu, Backend& gpu, const std::vector<std::vector<float>>& inputs, std::size_t out_size,
+    const std::function<void(Backend&, const std::vector<const float*>&, float*)>& op) {
+  std::vector<const float*> host_in;
+  for (const auto& v : inputs) host_in.push_back(v.data());
+  std::vector<float> ref(out_size, 0.0f);
+  op(cpu, host_in, ref.data());
+  std::vector<DeviceArray<float>> dev;
+  std::vector<const float*> dev_in;
+  for (const auto& v : inputs) {
+    dev.emplace_back(gpu, v.size());
+    dev.back().upload(v.data(), v.size());
+    dev_in.push_back(dev.back().data());
+  }
+  DeviceArray<float> out(gpu, out_size);
+  gpu.fill(out.data(), 0.0f, static_cast<std::int64_t>(out_size));
+  op(gpu, dev_in, out.data());
+  std::vector<float> got(out_size);
+  out.download(got.data(), out_size);
+  return {got, ref};
+}
+
+}  // namespace
+
+TEST_CASE("CUDA layer kernels match the CPU backend", "[cuda]") {
+  if (!have_device()) return;
+  auto cpu = make_cpu_backend(1);
+  auto gpu = make_backend(BackendChoice::kCuda, 1, false);
+  ConvGeom g;
+  g.c = 3, g.h = 9, g.w = 8, g.oc = 4, g.k = 3, g.stride = 2, g.pad = 1;
+  g.oh = conv_out_size(g.h, g.k, g.stride, g.pad);
+  g.ow = conv_out_size(g.w, g.k, g.stride, g.pad);
+  const int rows = 3;
+  const std::size_t in = static_cast<std::size_t>(rows) * g.c * g.h * g.w;
+  const std::size_t col = static_cast<std::size_t>(g.patch()) * rows * g.positions();
+  const std::size_t out = static_cast<std::size_t>(rows) * g.oc * g.positions();
+  auto x = random_vector(in, 7);
+  SECTION("im2col and col2im are bit-identical") {
+    auto [a, b] = both(*cpu, *gpu, {x}, col,
+                       [&](Backend& be, auto& i, float* o) { be.im2col(i[0], g, rows, o); });
+    REQUIRE(a == b);
+    auto [c, d] = both(*cpu, *gpu, {random_vector(col, 8)}, in,
+                       [&](Backend& be, auto& i, float* o) { be.col2im(i[0], g, rows, o); });
+    REQUIRE(c == d);
+  }
+  SECTION("the convolution's layout changes are bit-identical") {
+    auto bias = random_vector(g.oc, 9);
+    auto [a, b] = both(*cpu, *gpu, {random_vector(out, 10), bias}, out,
+                       [&](Backend& be, auto& i, float* o) { be.conv_output(i[0], i[1], g, rows, true, o); });
+    REQUIRE(a == b);
+    auto [c, d] = both(*cpu, *gpu, {random_vector(out, 11)}, out,
+                       [&](Backend& be, auto& i, float* o) { be.conv_grad_layout(i[0], g, rows, o); });
+    REQUIRE(c == d);
+  }
+  SECTION("pooling and group norm are bit-identical") {
+    PoolGeom p;
+    p.c = g.c, p.h = g.h, p.w = g.w, p.k = 3, p.stride = 2;
+    p.oh = conv_out_size(p.h, p.k, p.stride, 0);
+    p.ow = conv_out_size(p.w, p.k, p.stride, 0);
+    const std::size_t pooled = static_cast<std::size_t>(rows) * p.c * p.oh * p.ow;
+    auto [a, b] = both(*cpu, *gpu, {x}, pooled,
+                       [&](Backend& be, auto& i, float* o) { be.pool_forward(i[0], p, rows, o, nullptr); });
+    REQUIRE(a == b);
+    auto [c, d] = both(*cpu, *gpu, {random_vector(pooled, 12)}, in,
+                       [&](Backend& be, auto& i, float* o) { be.pool_backward(i[0], nullptr, p, rows, o); });
+    REQUIRE(c == d);
+    GroupNormGeom n;
+    n.c = g.c, n.spatial = g.h * g.w, n.groups = 3;
+    auto gamma = random_vector(g.c, 13), beta = random_vector(g.c, 14);
+    auto [e, f] = both(*cpu, *gpu, {x, gamma, beta, std::vector<float>(2 * rows * n.groups)}, in,
+                       [&](Backend& be, auto& i, float* o) {
+                         float* stats = const_cast<float*>(i[3]);
+                         be.group_norm_forward(i[0], i[1], i[2], n, rows, o, stats,
+                                               stats + rows * n.groups);
+                       });
+    REQUIRE(e == f);
+  }
+  SECTION("dropout draws the same mask") {
+    auto [a, b] = both(*cpu, *gpu, {x}, in,
+                       [&](Backend& be, auto& i, float* o) { be.dropout(i[0], o, in, 0.3f, 99); });
+    REQUIRE(a == b);
   }
 }

@@ -124,9 +124,12 @@ TEST_CASE("IDX round trip keeps labels and scales pixels to [0,1]", "[data]") {
       REQUIRE(d.dim == 6);
       REQUIRE(d.classes == 10);
       REQUIRE(d.y == std::vector<std::int32_t>{0, 9, 3});
-      REQUIRE(d.x.size() == kPixels.size());
+      REQUIRE(d.x.empty());  // image sets keep the file's bytes
+      REQUIRE(d.pixels.size() == kPixels.size());
       for (std::size_t i = 0; i < kPixels.size(); ++i) {
-        REQUIRE(d.x[i] == Approx(kPixels[i] / 255.0).margin(1e-7));
+        REQUIRE(d.pixels[i] == kPixels[i]);
+        REQUIRE(d.feature(static_cast<std::int64_t>(i) / 6, static_cast<int>(i % 6)) ==
+                Approx(kPixels[i] / 255.0).margin(1e-7));
       }
     }
   }
@@ -250,16 +253,16 @@ TEST_CASE("Fashion-MNIST test set loads with balanced labels", "[data][real]") {
   Dataset d = load_idx(images, labels);
   REQUIRE(d.n == 10000);
   REQUIRE(d.dim == 784);
-  REQUIRE(d.x.size() == 10000u * 784u);
+  REQUIRE(d.pixels.size() == 10000u * 784u);
   std::vector<int> per_class(10, 0);
   for (auto y : d.y) {
     REQUIRE((y >= 0 && y < 10));
     ++per_class[y];
   }
   for (int c : per_class) REQUIRE((c >= 900 && c <= 1100));
-  auto [lo, hi] = std::minmax_element(d.x.begin(), d.x.end());
-  REQUIRE(*lo == 0.0f);
-  REQUIRE(*hi == 1.0f);
+  auto [lo, hi] = std::minmax_element(d.pixels.begin(), d.pixels.end());
+  REQUIRE(*lo == 0);
+  REQUIRE(*hi == 255);
 }
 
 // ---- synthetic --------------------------------------------------------------------------------
@@ -448,4 +451,34 @@ TEST_CASE("gather_batch copies the chosen rows and labels", "[data]") {
   REQUIRE(std::equal(x.begin(), x.begin() + 3, d.x.begin() + 21));
   REQUIRE(std::equal(x.begin() + 3, x.end(), d.x.begin() + 6));
   REQUIRE(y == std::vector<std::int32_t>{d.y[7], d.y[2]});
+}
+
+TEST_CASE("image bytes become features per batch, and a peer's rows select the same ones",
+          "[data]") {
+  Dataset d;
+  d.n = 3;
+  d.dim = 2;
+  d.classes = 2;
+  d.pixels = {0, 255, 51, 102, 204, 10};
+  d.y = {1, 0, 1};
+  d.pixel_scale = 0.5f;
+  d.pixel_offset = -1.0f;
+  std::vector<float> x(4);
+  std::vector<std::int32_t> y(2);
+  gather_batch(d, {2, 0}, x.data(), y.data());
+  CHECK(x == std::vector<float>{204 * 0.5f - 1.0f, 10 * 0.5f - 1.0f, -1.0f, 255 * 0.5f - 1.0f});
+  CHECK(y == std::vector<std::int32_t>{1, 1});
+  // A peer's own rows, renumbered from 0, give the same batch bit for bit.
+  const Dataset own = select_rows(d, {0, 2});
+  CHECK(own.n == 2);
+  CHECK(own.pixels.size() == 4);
+  std::vector<float> again(4);
+  gather_batch(own, {1, 0}, again.data(), y.data());
+  CHECK(again == x);
+  const Dataset synthetic = make_synthetic(10, 3, 2, 1);
+  const Dataset part = select_rows(synthetic, {7, 2});
+  gather_batch(part, {0, 1}, again.data(), y.data());
+  std::vector<float> direct(6);
+  gather_batch(synthetic, {7, 2}, direct.data(), y.data());
+  CHECK(std::equal(again.begin(), again.begin() + 4, direct.begin()));
 }

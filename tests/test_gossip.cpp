@@ -76,7 +76,7 @@ TEST_CASE("complete graph with uniform weights equals large-batch SGD", "[gossip
   const DataSets data = load_datasets(c);
   const auto shards = shard_for(c, data.train, n);
   auto backend = make_cpu_backend(1);
-  SimNetwork network(n, mlp_param_count(c.model.layers), 1, c.sim, c.train.seed);
+  SimNetwork network(n, model_param_count(c.model), 1, c.sim, c.train.seed);
   std::vector<std::unique_ptr<Trainer>> trainers;
   std::vector<std::unique_ptr<Algorithm>> algs;
   for (int p = 0; p < n; ++p) {
@@ -85,7 +85,7 @@ TEST_CASE("complete graph with uniform weights equals large-batch SGD", "[gossip
   }
 
   // The reference: one model, batches of n*b rows made of each peer's batch in peer order.
-  Mlp ref(*backend, c.model.layers, n * c.train.batch);
+  Model ref(*backend, c.model, n * c.train.batch);
   ref.init(c.train.seed, 0);
   Sgd sgd(*backend, ref.num_params(), c.optimizer);
   std::vector<BatchSampler> samplers;

@@ -1,5 +1,6 @@
-// Tests for model: every layer's gradient against central finite differences (in double-checked
-// float), He initialisation statistics, and determinism of initialisation.
+// Tests for model: every layer type's gradients against central finite differences (each layer
+// type sits after a layer with parameters, so its input gradient is checked too), parameter
+// counts and fingerprints in closed form, He initialisation statistics, and determinism.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -14,28 +15,57 @@ using namespace gossip;
 
 namespace {
 
-double loss_at(Mlp& m, const std::vector<float>& x, const std::vector<std::int32_t>& y, int rows) {
-  return m.evaluate(x.data(), y.data(), rows).loss;
+LayerConfig layer(const std::string& type, int out = 0, int kernel = 0, int stride = 0,
+                  int padding = 0) {
+  LayerConfig l;
+  l.type = type;
+  l.out = out;
+  l.kernel = kernel;
+  l.stride = stride ? stride : (type == "conv2d" ? 1 : kernel);
+  l.padding = padding;
+  return l;
 }
 
-}  // namespace
+LayerConfig group_norm(int groups) {
+  LayerConfig l;
+  l.type = "groupnorm";
+  l.groups = groups;
+  return l;
+}
 
-TEST_CASE("every layer's gradient matches finite differences", "[model]") {
+LayerConfig dropout(double p) {
+  LayerConfig l;
+  l.type = "dropout";
+  l.p = p;
+  return l;
+}
+
+/// Gradient check of a whole model: the loss is the training loss of one step from a fresh
+/// init (so dropout draws the same mask every time), evaluated at params +- eps for up to
+/// `per_layer` parameters of each layer, against forward_backward's gradient.
+void check_gradients(const ModelConfig& config, int per_layer = 80) {
   auto cpu = make_cpu_backend(1);
-  const std::vector<int> layers = {6, 5, 4, 3};
-  const int rows = 4;
-  Mlp m(*cpu, layers, rows);
+  const int rows = 3;
+  Model m(*cpu, config, rows);
   m.init(3, 0);
-  // Non-zero biases so ReLUs are exercised on both sides.
-  for (const auto& v : m.layers())
-    for (int i = 0; i < v.out; ++i) m.params()[v.b_offset + i] = 0.1f * ((i % 3) - 1);
+  std::vector<float> params(m.params(), m.params() + m.num_params());
+  // Non-zero biases and shifts so ReLUs and pooling see both signs.
+  for (const LayerInfo& l : m.layers())
+    for (std::int64_t i = l.weights; i < l.params; ++i)
+      params[l.offset + i] += 0.1f * static_cast<float>((i % 3) - 1);
   auto rng = make_rng(5, 0, Stream::kSynthetic);
-  std::vector<float> x(rows * layers.front());
+  std::vector<float> x(static_cast<std::size_t>(rows) * m.input_size());
   for (auto& v : x) v = static_cast<float>(normal01(rng));
-  std::vector<std::int32_t> y = {0, 2, 1, 2};
+  std::vector<std::int32_t> y(rows);
+  for (int r = 0; r < rows; ++r) y[r] = r % m.classes();
 
-  m.forward_backward(x.data(), y.data(), rows);
-  std::vector<float> grad(m.grads(), m.grads() + m.num_params());
+  auto loss_at = [&](const std::vector<float>& p) {
+    m.init(3, 0);
+    std::copy(p.begin(), p.end(), m.params());
+    return m.forward_backward(x.data(), y.data(), rows).loss;
+  };
+  loss_at(params);
+  const std::vector<float> grad(m.grads(), m.grads() + m.num_params());
   bool any_nonzero = false;
   for (float g : grad) {
     REQUIRE(std::isfinite(g));
@@ -43,51 +73,189 @@ TEST_CASE("every layer's gradient matches finite differences", "[model]") {
   }
   REQUIRE(any_nonzero);
 
-  for (std::size_t l = 0; l < m.layers().size(); ++l) {
-    SECTION("layer " + std::to_string(l)) {
-      const auto& v = m.layers()[l];
-      // Check every weight and bias of this layer.
-      std::vector<std::int64_t> idx;
-      for (std::int64_t i = v.w_offset; i < v.b_offset + v.out; ++i) idx.push_back(i);
-      int checked = 0;
-      for (std::int64_t i : idx) {
-        const float saved = m.params()[i];
-        const float eps = 1e-3f;
-        m.params()[i] = saved + eps;
-        const double up = loss_at(m, x, y, rows);
-        m.params()[i] = saved - eps;
-        const double down = loss_at(m, x, y, rows);
-        m.params()[i] = saved;
-        const double numeric = (up - down) / (2.0 * eps);
-        INFO("param " << i << " analytic " << grad[i] << " numeric " << numeric);
-        REQUIRE(grad[i] == Approx(numeric).margin(2e-3).epsilon(2e-2));
-        ++checked;
-      }
-      CHECK(checked == v.in * v.out + v.out);
+  int layers_checked = 0;
+  for (const LayerInfo& l : m.layers()) {
+    if (l.params == 0) continue;
+    ++layers_checked;
+    const std::int64_t step = std::max<std::int64_t>(1, l.params / per_layer);
+    for (std::int64_t j = 0; j < l.params; j += step) {
+      const std::int64_t i = l.offset + j;
+      std::vector<float> p = params;
+      const float eps = 3e-4f;
+      p[i] = params[i] + eps;
+      const double up = loss_at(p);
+      p[i] = params[i] - eps;
+      const double down = loss_at(p);
+      const double numeric = (up - down) / (2.0 * eps);
+      INFO(l.type << " parameter " << j << " of " << l.params << ": analytic " << grad[i]
+                  << " numeric " << numeric);
+      REQUIRE(grad[i] == Approx(numeric).margin(2e-3).epsilon(3e-2));
     }
   }
+  REQUIRE(layers_checked > 0);
+}
+
+ModelConfig image_model(const Shape& input, std::vector<LayerConfig> layers) {
+  ModelConfig m;
+  m.input = input;
+  m.layers = std::move(layers);
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("every layer type's gradient matches finite differences", "[model]") {
+  SECTION("linear and relu (the MLP shorthand)") { check_gradients(ModelConfig::mlp({6, 5, 4, 3})); }
+  SECTION("conv2d with stride and padding, and its input gradient") {
+    check_gradients(image_model({2, 7, 7}, {layer("conv2d", 3, 3, 2, 1), layer("relu"),
+                                            layer("conv2d", 4, 3), layer("flatten"),
+                                            layer("linear", 3)}));
+  }
+  SECTION("maxpool2d, windows apart and overlapping") {
+    check_gradients(image_model({2, 6, 6}, {layer("conv2d", 3, 3, 1, 1), layer("maxpool2d", 0, 2),
+                                            layer("flatten"), layer("linear", 3)}));
+    check_gradients(image_model({2, 7, 7}, {layer("conv2d", 3, 3, 1, 1),
+                                            layer("maxpool2d", 0, 3, 2), layer("flatten"),
+                                            layer("linear", 3)}));
+  }
+  SECTION("avgpool2d, windows apart and overlapping") {
+    check_gradients(image_model({2, 6, 6}, {layer("conv2d", 3, 3, 1, 1), layer("avgpool2d", 0, 2),
+                                            layer("flatten"), layer("linear", 3)}));
+    check_gradients(image_model({2, 7, 7}, {layer("conv2d", 3, 3, 1, 1),
+                                            layer("avgpool2d", 0, 3, 2), layer("flatten"),
+                                            layer("linear", 3)}));
+  }
+  SECTION("groupnorm on images and on flat features") {
+    check_gradients(image_model({2, 5, 5}, {layer("conv2d", 4, 3, 1, 1), group_norm(2),
+                                            layer("relu"), layer("flatten"), layer("linear", 3)}));
+    check_gradients(image_model({6}, {layer("linear", 8), group_norm(4), layer("relu"),
+                                      layer("linear", 3)}));
+  }
+  SECTION("dropout (the same mask in forward and backward)") {
+    check_gradients(image_model({6}, {layer("linear", 8), layer("relu"), dropout(0.4),
+                                      layer("linear", 3)}));
+  }
+  SECTION("a standalone relu after pooling") {
+    check_gradients(image_model({1, 6, 6}, {layer("conv2d", 2, 3), layer("maxpool2d", 0, 2),
+                                            layer("relu"), layer("flatten"), layer("linear", 3)}));
+  }
+}
+
+TEST_CASE("dropout drops about p of the activations in training and none in evaluation",
+          "[model]") {
+  auto cpu = make_cpu_backend(1);
+  const ModelConfig config = image_model({1000}, {dropout(0.25), layer("linear", 2)});
+  Model m(*cpu, config, 1);
+  m.init(1, 0);
+  // Identity-like linear: logit 0 = sum of the inputs that survived (scaled by 1/(1-p)).
+  std::fill(m.params(), m.params() + m.num_params(), 0.0f);
+  for (int i = 0; i < 1000; ++i) m.params()[i] = 1.0f;
+  std::vector<float> x(1000, 1.0f);
+  CHECK(m.forward(x.data(), 1)[0] == Approx(1000.0));
+  std::int32_t label = 1;  // logit 0 is large: its gradient is 1
+  m.forward_backward(x.data(), &label, 1);
+  // d loss / d w_i is x_i * scale_i * dlogit_0 (about 1): count the zero gradients.
+  int dropped = 0;
+  for (int i = 0; i < 1000; ++i) dropped += m.grads()[i] == 0.0f;
+  CHECK(dropped > 200);
+  CHECK(dropped < 300);
+}
+
+TEST_CASE("parameter counts, layer offsets and fingerprints in closed form", "[model]") {
+  auto cpu = make_cpu_backend(1);
+  CHECK(mlp_param_count({784, 256, 128, 10}) == 235146);
+  CHECK(model_param_count(ModelConfig::mlp({784, 256, 128, 10})) == 235146);
+  CHECK(model_fingerprint(ModelConfig::mlp({784, 256, 128, 10})) == "784-256-128-10");
+
+  // The small CNN: conv 5x5x32, pool, conv 5x5x64, pool, linear 128, linear 10.
+  const ModelConfig cnn = image_model(
+      {1, 28, 28}, {layer("conv2d", 32, 5), layer("relu"), layer("maxpool2d", 0, 2),
+                    layer("conv2d", 64, 5), layer("relu"), layer("maxpool2d", 0, 2),
+                    layer("flatten"), layer("linear", 128), layer("relu"), layer("linear", 10)});
+  const std::int64_t expect = (25 + 1) * 32 + (32 * 25 + 1) * 64 + (1024 + 1) * 128 + (128 + 1) * 10;
+  CHECK(model_param_count(cnn) == expect);
+  CHECK(model_fingerprint(cnn) ==
+        "1x28x28-conv2d32k5s1p0-relu-maxpool2d2s2-conv2d64k5s1p0-relu-maxpool2d2s2-flatten-"
+        "linear128-relu-linear10");
+  Model m(*cpu, cnn, 4);
+  CHECK(m.num_params() == expect);
+  REQUIRE(m.layers().size() == cnn.layers.size());
+  CHECK(m.layers()[3].in == Shape{32, 12, 12});
+  CHECK(m.layers()[3].out == Shape{64, 8, 8});
+  CHECK(m.layers()[3].offset == (25 + 1) * 32);
+  CHECK(m.layers()[3].weights == 64 * 32 * 25);
+  CHECK(m.layers()[6].out == Shape{1024});
+  CHECK(m.layers()[9].offset + m.layers()[9].params == expect);
+
+  // Any change to the layer list changes the fingerprint, not only the parameter count.
+  ModelConfig other = cnn;
+  other.layers[2].type = "avgpool2d";
+  CHECK(model_param_count(other) == expect);
+  CHECK(model_fingerprint(other) != model_fingerprint(cnn));
+}
+
+TEST_CASE("a model whose last layer is not flat is refused", "[model]") {
+  auto cpu = make_cpu_backend(1);
+  CHECK_THROWS_WITH(Model(*cpu, image_model({1, 6, 6}, {layer("conv2d", 2, 3)}), 1),
+                    Catch::Contains("output [2,4,4] is not flat"));
 }
 
 TEST_CASE("He initialisation has variance 2/fan-in and zero biases", "[model]") {
   auto cpu = make_cpu_backend(1);
-  Mlp m(*cpu, {400, 300, 10}, 1);
-  m.init(1, 0);
-  const auto& v = m.layers()[0];
-  double sq = 0.0;
-  for (std::int64_t i = 0; i < v.in * v.out; ++i) sq += m.params()[v.w_offset + i] * m.params()[v.w_offset + i];
-  CHECK(sq / (v.in * v.out) == Approx(2.0 / 400).epsilon(0.03));
-  for (int i = 0; i < v.out; ++i) REQUIRE(m.params()[v.b_offset + i] == 0.0f);
+  SECTION("linear") {
+    Model m(*cpu, {400, 300, 10}, 1);
+    m.init(1, 0);
+    const LayerInfo& l = m.layers()[0];
+    double sq = 0.0;
+    for (std::int64_t i = 0; i < l.weights; ++i) sq += m.params()[l.offset + i] * m.params()[l.offset + i];
+    CHECK(sq / l.weights == Approx(2.0 / 400).epsilon(0.03));
+    for (std::int64_t i = l.weights; i < l.params; ++i) REQUIRE(m.params()[l.offset + i] == 0.0f);
+  }
+  SECTION("conv2d: fan-in is channels x kernel x kernel; group norm starts as the identity") {
+    Model m(*cpu, image_model({8, 10, 10}, {layer("conv2d", 64, 5), group_norm(4), layer("flatten"),
+                                            layer("linear", 2)}), 1);
+    m.init(1, 0);
+    const LayerInfo& l = m.layers()[0];
+    CHECK(l.fan_in == 200);
+    double sq = 0.0;
+    for (std::int64_t i = 0; i < l.weights; ++i) sq += m.params()[l.offset + i] * m.params()[l.offset + i];
+    CHECK(sq / l.weights == Approx(2.0 / 200).epsilon(0.05));
+    const LayerInfo& gn = m.layers()[1];
+    REQUIRE(gn.params == 128);
+    for (int i = 0; i < 64; ++i) REQUIRE(m.params()[gn.offset + i] == 1.0f);
+    for (int i = 64; i < 128; ++i) REQUIRE(m.params()[gn.offset + i] == 0.0f);
+  }
 }
 
 TEST_CASE("initialisation depends on seed and peer only", "[model]") {
   auto cpu = make_cpu_backend(1);
   auto hash_of = [&](std::uint64_t seed, int peer) {
-    Mlp m(*cpu, {8, 6, 3}, 1);
+    Model m(*cpu, {8, 6, 3}, 1);
     m.init(seed, peer);
     return sha256_hex(std::span<const float>(m.params(), m.num_params()));
   };
   CHECK(hash_of(1, 0) == hash_of(1, 0));
   CHECK(hash_of(1, 0) != hash_of(2, 0));
   CHECK(hash_of(1, 0) != hash_of(1, 1));
-  CHECK(mlp_param_count({784, 256, 128, 10}) == 235146);
+}
+
+TEST_CASE("a batch larger than the convolution's workspace gives the same result in chunks",
+          "[model]") {
+  // 28x28 positions of 5x5x16 patches make one sample's im2col matrix 400 x 784 floats; the
+  // workspace (4M floats) holds 13 of them, so 40 rows run in four chunks.
+  auto cpu = make_cpu_backend(1);
+  const ModelConfig config = image_model({16, 32, 32}, {layer("conv2d", 8, 5), layer("relu"),
+                                                        layer("flatten"), layer("linear", 3)});
+  Model big(*cpu, config, 40), one(*cpu, config, 1);
+  big.init(2, 0);
+  one.init(2, 0);
+  auto rng = make_rng(9, 0, Stream::kSynthetic);
+  std::vector<float> x(40 * 16 * 32 * 32);
+  for (auto& v : x) v = static_cast<float>(normal01(rng));
+  const float* all = big.forward(x.data(), 40);
+  std::vector<float> logits(all, all + 40 * 3);
+  for (int r = 0; r < 40; ++r) {
+    const float* own = one.forward(x.data() + static_cast<std::size_t>(r) * 16 * 32 * 32, 1);
+    for (int c = 0; c < 3; ++c) REQUIRE(logits[r * 3 + c] == Approx(own[c]).margin(1e-4));
+  }
 }

@@ -39,8 +39,11 @@ namespace {
 
 std::span<const std::byte> bytes_of(std::string_view s) { return std::as_bytes(std::span(s)); }
 
-HandshakeInfo model_info(std::vector<std::uint64_t> layers, std::uint64_t params) {
-  return HandshakeInfo{"test-run", std::move(layers), params, 0xC0FFEE};
+/// The handshake of an MLP with these sizes (its fingerprint is "784-128-10").
+HandshakeInfo model_info(std::vector<int> layers, std::uint64_t params) {
+  std::string fingerprint;
+  for (std::size_t i = 0; i < layers.size(); ++i) fingerprint += cat(i ? "-" : "", layers[i]);
+  return HandshakeInfo{"test-run", fingerprint, params, 0xC0FFEE};
 }
 
 /// The run's TLS credentials for these tests: a CA of run "test-run" and a key and certificate
@@ -354,8 +357,8 @@ TEST_CASE("the frame decoder refuses bad input and says why", "[net]") {
     t[6] = std::byte{9};
     CHECK(refused(t) == "unknown frame type 9");
     t = good;
-    t[4] = std::byte{3};
-    CHECK_THAT(refused(t), Contains("unsupported frame version 3"));
+    t[4] = std::byte{wire::kVersion + 1};
+    CHECK_THAT(refused(t), Contains(cat("unsupported frame version ", wire::kVersion + 1)));
     wire::FrameHeader h{wire::FrameType::kParams, 1, 0, 10, 0};
     CHECK_THAT(refused(wire::encode_header(h)), Contains("malformed params frame"));
     good.push_back(std::byte{0});
@@ -503,7 +506,7 @@ TEST_CASE("handshakes round-trip and a different model or topology is refused", 
   REQUIRE(back);
   CHECK(back.value->rank == 1);
   CHECK(back.value->info.run_id == "test-run");
-  CHECK(back.value->info.layer_sizes == ours.info.layer_sizes);
+  CHECK(back.value->info.model == "784-128-10");
   CHECK(back.value->info.param_count == 101770u);
   CHECK(back.value->info.topology_fingerprint == 0xC0FFEEu);
   CHECK(wire::refusal_reason(ours, *back.value).empty());
@@ -520,7 +523,7 @@ TEST_CASE("handshakes round-trip and a different model or topology is refused", 
   CHECK(wire::refusal_reason(ours, theirs) == "run id 'other' != ours 'test-run'");
   theirs = ours;
   theirs.protocol_version = 9;
-  CHECK(wire::refusal_reason(ours, theirs) == "protocol version 9 != ours 2");
+  CHECK(wire::refusal_reason(ours, theirs) == "protocol version 9 != ours 3");
 
   auto offering = ours;  // a same-host offer travels with the handshake
   offering.shm = wire::ShmOffer{0xABCDEF, 4242, 17, 0x1234, 1 << 20, 4};

@@ -285,6 +285,26 @@ TEST_CASE("gossip run over TCP and gossip sim end with bit-identical parameters"
   }
 }
 
+TEST_CASE("a CNN runs over TCP bit-identical to the simulator", "[peer]") {
+  // Image-shaped synthetic data ([2, 6, 6] = 72 features) through conv, pooling, group norm and
+  // dropout: every layer's arithmetic and dropout's mask stream must agree across transports.
+  TempDir t;
+  const fs::path cfg = write_config(t.path, 4, "dpsgd", 1);
+  std::ofstream(cfg) << "data:\n  synthetic: {train: 768, test: 192, dim: 72, classes: 3}\n"
+                     << "model:\n  input: [2, 6, 6]\n  layers:\n"
+                     << "    - conv2d: {out_channels: 4, kernel: 3, padding: 1}\n"
+                     << "    - relu\n    - maxpool2d: {kernel: 2}\n    - groupnorm: {groups: 2}\n"
+                     << "    - flatten\n    - dropout: {p: 0.2}\n    - linear: {out: 3}\n"
+                     << "optimizer: {lr: 0.05, momentum: 0.9}\n"
+                     << "train: {epochs: 1, batch: 16, seed: 5, backend: cpu}\n"
+                     << "gossip: {topology: topo.yaml, algorithm: dpsgd, period: 1, "
+                     << "round_timeout_s: 5}\n"
+                     << "net: {run_id: test-cnn, base_port: " << test_port_base()
+                     << ", connect_timeout_s: 20}\n";
+  check_run_equals_sim(t.path, cfg, 4);
+  CHECK(number(t.path / "run" / "summary.json", "test_accuracy") > 0.8);
+}
+
 TEST_CASE("directed rings run in step over TCP, bit-identical to the simulator", "[peer]") {
   // A peer of a directed ring can run up to n - 1 rounds ahead of the peer it sends to; the
   // receiver must hold all of them, or a round is lost and every peer waits out its timeout.

@@ -21,7 +21,7 @@ RunConfig synthetic_config() {
   c.data.synthetic_test = 500;
   c.data.synthetic_dim = 10;
   c.data.classes = 4;
-  c.model.layers = {10, 16, 4};
+  c.model = ModelConfig::mlp({10, 16, 4});
   c.optimizer.lr = 0.05;
   c.optimizer.momentum = 0.9;
   c.train.batch = 20;
@@ -85,10 +85,10 @@ TEST_CASE("the same seed gives the same parameter hash; another seed does not", 
 
 TEST_CASE("a mismatched model input size is a clear error", "[train]") {
   RunConfig c = synthetic_config();
-  c.model.layers = {11, 4};
+  c.model = ModelConfig::mlp({11, 4});
   auto cpu = make_cpu_backend(1);
   DataSets data = load_datasets(c);
-  CHECK_THROWS_WITH(Trainer(*cpu, c, data.train, {0, 1}, 0), Catch::Contains("input size 11"));
+  CHECK_THROWS_WITH(Trainer(*cpu, c, data.train, {0, 1}, 0), Catch::Contains("input [11] (11 features) does not match the data's 10 features"));
 }
 
 TEST_CASE("unequal shards follow the run's schedule, and weighted balance scales each step by "

@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "gossip/gemm.hpp"
+#include "gossip/layer_math.hpp"
 
 namespace gossip {
 
@@ -58,6 +59,39 @@ class Backend {
                    std::int64_t n) = 0;
   /// p[i] = value.
   virtual void fill(float* p, float value, std::int64_t n) = 0;
+
+  // ---- layers beyond linear (gossip/layer_math.hpp says what each element is) ----------------
+  /// y[i] = max(x[i], 0) for n elements (y may be x).
+  virtual void relu(const float* x, float* y, std::int64_t n) = 0;
+  /// out[r] = sum_c a[r, c] for a rows x cols row-major a, added to out when `accumulate`.
+  virtual void row_sums(const float* a, int rows, int cols, bool accumulate, float* out) = 0;
+  /// The im2col matrix [patch x count * positions] of `count` samples x [count, c, h, w].
+  virtual void im2col(const float* x, const ConvGeom& g, int count, float* col) = 0;
+  /// dx [count, c, h, w] from the gradient of the im2col matrix (math::col2im_value).
+  virtual void col2im(const float* col, const ConvGeom& g, int count, float* dx) = 0;
+  /// From GEMM layout to NCHW: y[n, o, p] = act(t[o, n * positions + p] + bias[o]).
+  virtual void conv_output(const float* t, const float* bias, const ConvGeom& g, int count,
+                           bool relu, float* y) = 0;
+  /// From NCHW to GEMM layout: t[o, n * positions + p] = dy[n, o, p].
+  virtual void conv_grad_layout(const float* dy, const ConvGeom& g, int count, float* t) = 0;
+  /// Pooling of `rows` samples x [rows, c, h, w] -> y [rows, c, oh, ow]; max pooling when `arg`
+  /// is not null (it receives each output's arg-max index within its plane), else average.
+  virtual void pool_forward(const float* x, const PoolGeom& g, int rows, float* y,
+                            std::int32_t* arg) = 0;
+  /// dx [rows, c, h, w] from dy [rows, c, oh, ow] (and the forward's arg-max for max pooling).
+  virtual void pool_backward(const float* dy, const std::int32_t* arg, const PoolGeom& g,
+                             int rows, float* dx) = 0;
+  /// Group norm of `rows` samples; saves each (sample, group)'s mean and rstd (rows * groups).
+  virtual void group_norm_forward(const float* x, const float* gamma, const float* beta,
+                                  const GroupNormGeom& g, int rows, float* y, float* mean,
+                                  float* rstd) = 0;
+  /// Its backward: dx (may be null), and dgamma, dbeta (c each, overwritten).
+  virtual void group_norm_backward(const float* x, const float* dy, const float* gamma,
+                                   const float* mean, const float* rstd, const GroupNormGeom& g,
+                                   int rows, float* dx, float* dgamma, float* dbeta) = 0;
+  /// y[i] = x[i] * math::dropout_scale(key, i, p) for n elements; backward is the same map
+  /// applied to dy (the mask is recomputed from the key, never stored).
+  virtual void dropout(const float* x, float* y, std::int64_t n, float p, std::uint64_t key) = 0;
 };
 
 /// A typed device array owned by RAII; move-only.

@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -44,9 +45,46 @@ struct DataConfig {
   std::string balance = "equal_steps";
 };
 
-struct ModelConfig {
-  std::vector<int> layers{784, 256, 128, 10};
+/// A tensor's shape per sample: [features] or [channels, height, width].
+using Shape = std::vector<int>;
+
+/// One layer of model.layers. Fields a type does not use stay 0.
+struct LayerConfig {
+  std::string type;  // linear | conv2d | maxpool2d | avgpool2d | relu | flatten | dropout | groupnorm
+  int out = 0;       // linear: output features; conv2d: out_channels
+  int kernel = 0;    // conv2d, maxpool2d, avgpool2d: square kernel size
+  int stride = 0;    // conv2d (1 when not given); pooling (the kernel when not given)
+  int padding = 0;   // conv2d: zeros on each side
+  int groups = 0;    // groupnorm: channel groups (must divide the channels)
+  double p = 0.0;    // dropout: probability of dropping an element, in [0, 1)
 };
+
+/// The model: an input shape and a stack of layers, softmax cross-entropy on the last layer's
+/// output (which must be flat with data.classes entries).
+struct ModelConfig {
+  Shape input;
+  std::vector<LayerConfig> layers;
+
+  /// The MLP shorthand `layers: [784, 256, 128, 10]`: input [784], then linear 256, relu,
+  /// linear 128, relu, linear 10.
+  static ModelConfig mlp(const std::vector<int>& sizes);
+  /// Product of the input shape (the features of one sample).
+  int input_size() const;
+};
+
+/// "[1,28,28]".
+std::string shape_string(const Shape& s);
+/// Product of the dimensions.
+std::int64_t shape_size(const Shape& s);
+
+/// Infers every activation's shape: result[0] is the input, result[i + 1] the output of layer i.
+/// Throws InputError "PREFIX: model.layers[i] (type): what is wrong" naming both shapes when a
+/// layer does not fit its input (unknown type, missing or bad field, a kernel larger than its
+/// input, groups that do not divide the channels, linear on an unflattened input). `where`
+/// turns a field name ("model.layers[3].kernel") into the message prefix (RunConfig::where); by
+/// default the bare field.
+std::vector<Shape> infer_shapes(const ModelConfig& model,
+                                const std::function<std::string(const std::string&)>& where = {});
 
 struct OptimizerConfig {
   double lr = 0.01;
@@ -124,7 +162,7 @@ struct CompareConfig {
 struct RunConfig {
   std::string path;  // the file it was loaded from ("" when built in code)
   DataConfig data;
-  ModelConfig model;
+  ModelConfig model = ModelConfig::mlp({784, 256, 128, 10});
   OptimizerConfig optimizer;
   TrainConfig train;
   GossipConfig gossip;

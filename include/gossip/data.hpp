@@ -11,14 +11,29 @@
 
 namespace gossip {
 
-/// A labelled classification set, features row-major (n x dim), scaled to [0, 1] for images.
+/// A labelled classification set, features row-major (n x dim). Image sets keep the file's bytes
+/// (a quarter of the floats' memory) and turn them into features a batch at a time:
+/// feature = pixel * pixel_scale + pixel_offset (1/255 and 0, or with normalisation folded in).
 struct Dataset {
   std::int64_t n = 0;
   int dim = 0;
   int classes = 0;
-  std::vector<float> x;         // n * dim
-  std::vector<std::int32_t> y;  // n labels in [0, classes)
+  std::vector<float> x;               // n * dim features (synthetic sets); empty for image sets
+  std::vector<std::uint8_t> pixels;   // n * dim bytes (image sets); empty for synthetic sets
+  float pixel_scale = 1.0f / 255.0f;
+  float pixel_offset = 0.0f;
+  std::vector<std::int32_t> y;        // n labels in [0, classes)
+
+  /// Feature j of row r, whichever way the set is stored.
+  float feature(std::int64_t r, int j) const {
+    const auto at = static_cast<std::size_t>(r) * static_cast<std::size_t>(dim) + j;
+    return pixels.empty() ? x[at] : static_cast<float>(pixels[at]) * pixel_scale + pixel_offset;
+  }
 };
+
+/// The rows `rows` of `data`, in that order, as a set of their own (same storage and scaling):
+/// what a peer keeps of the training set.
+Dataset select_rows(const Dataset& data, const std::vector<std::int64_t>& rows);
 
 /// Reads an IDX image file (magic 0x00000803, rank 3) and label file (0x00000801, rank 1), plain
 /// or gzip (detected by content, not name). Validates magic, ranks, dimensions, counts, label

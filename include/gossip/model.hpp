@@ -1,25 +1,34 @@
-/// model: an MLP (ReLU hidden layers, softmax cross-entropy) over one flat parameter buffer and
-/// one flat gradient buffer (DESIGN idea 1). Layer l's weight is a view W_l [out x in] row-major
-/// at w_offset, its bias b_l [out] at b_offset. Not thread-safe: one model per peer.
+/// model: a stack of layers (linear, conv2d, max/avg pooling, relu, flatten, dropout, group norm)
+/// built from a ModelConfig, with softmax cross-entropy on the output, over one flat parameter
+/// buffer and one flat gradient buffer (DESIGN idea 1): each layer's weights are a view
+/// (offset, size) into them. A ReLU after linear or conv2d is folded into that layer. Not
+/// thread-safe: one model per peer.
 #pragma once
 #if !defined(GOSSIP_ROOM_MODEL)
 #error "gossip/model.hpp belongs to room model, which this room does not use (see the room table in meson.build)"
 #endif
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "gossip/backend.hpp"
+#include "gossip/config.hpp"
 
 namespace gossip {
 
-struct LayerView {
-  int in = 0;
-  int out = 0;
-  std::int64_t w_offset = 0;  // into the flat buffer
-  std::int64_t b_offset = 0;
+class Layer;  // src/model/layers.hpp
+
+/// Where one layer of the config lives in the flat buffer, and its shapes.
+struct LayerInfo {
+  std::string type;
+  Shape in, out;
+  std::int64_t offset = 0;   // first parameter in the flat buffer
+  std::int64_t params = 0;   // parameters of this layer (0 for relu, pooling, ...)
+  std::int64_t weights = 0;  // of which weights (the rest: biases, or group norm's beta)
+  int fan_in = 0;            // inputs per output (He initialisation's variance is 2 / fan_in)
 };
 
 /// Loss and correct predictions over a batch.
@@ -29,46 +38,74 @@ struct BatchResult {
   int rows = 0;
 };
 
-class Mlp {
+class Model {
  public:
-  /// `layers` are sizes from input to output (at least two, all positive); activations are sized
-  /// for batches of up to `max_batch` rows.
-  Mlp(Backend& backend, std::vector<int> layers, int max_batch);
+  /// Builds `config`'s layers (throws InputError when its shapes do not fit, see infer_shapes).
+  /// Forward buffers are sized for `max_batch` rows, backward ones for `max_train_batch` rows
+  /// (0: max_batch), so a large evaluation batch costs no gradient memory.
+  Model(Backend& backend, const ModelConfig& config, int max_batch, int max_train_batch = 0);
+  /// The MLP shorthand (ModelConfig::mlp).
+  Model(Backend& backend, const std::vector<int>& mlp_sizes, int max_batch);
+  ~Model();
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
 
-  /// He initialisation (normal, variance 2/in; biases 0), deterministic from (seed, stream_peer).
-  void init(std::uint64_t seed, int stream_peer);
+  /// He initialisation (normal, variance 2/fan-in; biases 0, group norm scale 1, shift 0),
+  /// deterministic from (seed, stream_peer). Also resets dropout's mask stream to
+  /// (seed, dropout_peer) (-1: stream_peer).
+  void init(std::uint64_t seed, int stream_peer, int dropout_peer = -1);
 
-  /// Logits for `rows` inputs x (device pointer, rows x input size). Valid until the next call.
+  /// Logits for `rows` inputs x (device pointer, rows x input size), in evaluation mode (no
+  /// dropout). Valid until the next call.
   const float* forward(const float* x, int rows);
-  /// Forward, loss and backward: fills grads() with d(mean loss)/d(params).
+  /// Forward in training mode, loss and backward: fills grads() with d(mean loss)/d(params).
   BatchResult forward_backward(const float* x, const std::int32_t* labels, int rows);
-  /// Forward and loss only.
+  /// Forward and loss only (evaluation mode).
   BatchResult evaluate(const float* x, const std::int32_t* labels, int rows);
 
   std::int64_t num_params() const { return num_params_; }
   float* params() { return params_.data(); }
   const float* params() const { return params_.data(); }
   float* grads() { return grads_.data(); }
-  const std::vector<LayerView>& layers() const { return views_; }
-  const std::vector<int>& sizes() const { return sizes_; }
+  /// One entry per layer of the config (folded ReLUs included, with no parameters).
+  const std::vector<LayerInfo>& layers() const { return info_; }
+  int input_size() const { return input_size_; }
+  int classes() const { return classes_; }
   int max_batch() const { return max_batch_; }
   Backend& backend() { return *backend_; }
 
-  /// "784-256-128-10": what the network handshake compares.
-  std::string fingerprint() const;
+  /// The layer list as the network handshake compares it (model_fingerprint).
+  std::string fingerprint() const { return fingerprint_; }
 
  private:
+  void run_forward(const float* x, int rows, bool training);
+
   Backend* backend_;
-  std::vector<int> sizes_;
-  std::vector<LayerView> views_;
+  std::vector<LayerInfo> info_;
+  std::vector<std::unique_ptr<Layer>> layers_;  // what runs (ReLUs folded away)
   std::int64_t num_params_ = 0;
+  int input_size_ = 0;
+  int classes_ = 0;
   int max_batch_;
+  int max_train_batch_;
+  std::string fingerprint_;
   DeviceArray<float> params_;
   DeviceArray<float> grads_;
-  std::vector<DeviceArray<float>> acts_;  // acts_[l] = output of layer l (post-activation)
-  DeviceArray<float> delta_a_;            // ping-pong buffers for backward deltas
+  std::vector<DeviceArray<float>> acts_;  // acts_[i] = output of layers_[i] (unless it aliases)
+  std::vector<const float*> outs_;        // where each layer's output is after a forward
+  DeviceArray<float> delta_a_;            // ping-pong buffers for backward gradients
   DeviceArray<float> delta_b_;
+  std::uint64_t dropout_seed_ = 0;
+  std::uint64_t train_steps_ = 0;  // forward_backward calls: each draws new dropout masks
 };
+
+/// Parameters of a model config (throws InputError when its shapes do not fit).
+std::int64_t model_param_count(const ModelConfig& config);
+
+/// The whole layer list in one line: "784-256-128-10" for the MLP shorthand, otherwise the
+/// input and each layer with its fields, e.g.
+/// "1x28x28-conv2d32k5s1p0-relu-maxpool2d2s2-flatten-linear10".
+std::string model_fingerprint(const ModelConfig& config);
 
 /// Parameter count of an MLP with these layer sizes.
 std::int64_t mlp_param_count(const std::vector<int>& layers);

@@ -1,4 +1,4 @@
-/// train: one peer's trainer — an MLP, SGD with momentum and a learning-rate schedule, and a data
+/// train: one peer's trainer — a model (gossip/model.hpp), SGD with momentum and a learning-rate schedule, and a data
 /// shard drawn in batches — on a Backend. The gossip algorithms drive it one local step at a
 /// time and mix its flat parameter buffer between steps. Not thread-safe; one per peer.
 #pragma once
@@ -79,7 +79,7 @@ class Trainer {
   double last_lr() const { return last_lr_; }
   int peer() const { return peer_; }
 
-  Mlp& model() { return model_; }
+  Model& model() { return model_; }
   Backend& backend() { return *backend_; }
   /// The flat parameter buffer (a device pointer; host memory on the CPU backend).
   float* params() { return model_.params(); }
@@ -103,7 +103,7 @@ class Trainer {
   const RunConfig* config_;
   const Dataset* train_;
   int peer_;
-  Mlp model_;
+  Model model_;
   Sgd sgd_;
   BatchSampler sampler_;
   std::vector<float> host_x_;

@@ -20,7 +20,7 @@ namespace gossip {
 /// NetExchange).
 struct HandshakeInfo {
   std::string run_id;                       // same for every peer of one run
-  std::vector<std::uint64_t> layer_sizes;   // model fingerprint: e.g. {784, 128, 10}
+  std::string model;                        // model fingerprint: the layer list, e.g. "784-128-10"
   std::uint64_t param_count = 0;            // floats in the flat parameter buffer
   std::uint64_t topology_fingerprint = 0;   // hash of the graph, computed by the topology module
 };
@@ -30,12 +30,12 @@ struct HandshakeInfo {
 namespace gossip::wire {
 
 inline constexpr std::uint32_t kMagic = 0x50495347;  // bytes "GSIP" on the wire
-inline constexpr std::uint16_t kVersion = 2;         // frame layout and handshake version
+inline constexpr std::uint16_t kVersion = 3;         // frame layout and handshake version
 inline constexpr std::size_t kHeaderBytes = 32;
 inline constexpr std::size_t kWeightBytes = 8;       // params payload starts with an f64 weight
 inline constexpr std::uint64_t kMaxControlPayload = 64 * 1024;  // hello, ack, error, bye
 inline constexpr std::size_t kMaxRunIdBytes = 256;
-inline constexpr std::size_t kMaxLayers = 1024;
+inline constexpr std::size_t kMaxModelBytes = 16 * 1024;  // the model fingerprint's length
 
 enum class FrameType : std::uint16_t {
   kHello = 1,     // dialler -> acceptor: Hello

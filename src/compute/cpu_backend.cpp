@@ -10,6 +10,7 @@
 #include "gossip/backend.hpp"
 #include "gossip/core.hpp"
 #include "gossip/math.hpp"
+#include "src/compute/cpu_layers.hpp"
 
 namespace gossip {
 namespace {
@@ -140,6 +141,46 @@ class CpuBackend final : public Backend {
   }
 
   void fill(float* p, float value, std::int64_t n) override { std::fill(p, p + n, value); }
+
+  // Layer operations: loops over gossip/layer_math.hpp in cpu_layers.cpp.
+  void relu(const float* x, float* y, std::int64_t n) override { cpu::relu(x, y, n); }
+  void row_sums(const float* a, int rows, int cols, bool accumulate, float* out) override {
+    cpu::row_sums(a, rows, cols, accumulate, out);
+  }
+  void im2col(const float* x, const ConvGeom& g, int count, float* col) override {
+    cpu::im2col(x, g, count, col);
+  }
+  void col2im(const float* col, const ConvGeom& g, int count, float* dx) override {
+    cpu::col2im(col, g, count, dx);
+  }
+  void conv_output(const float* t, const float* bias, const ConvGeom& g, int count, bool relu,
+                   float* y) override {
+    cpu::conv_output(t, bias, g, count, relu, y);
+  }
+  void conv_grad_layout(const float* dy, const ConvGeom& g, int count, float* t) override {
+    cpu::conv_grad_layout(dy, g, count, t);
+  }
+  void pool_forward(const float* x, const PoolGeom& g, int rows, float* y,
+                    std::int32_t* arg) override {
+    cpu::pool_forward(x, g, rows, y, arg);
+  }
+  void pool_backward(const float* dy, const std::int32_t* arg, const PoolGeom& g, int rows,
+                     float* dx) override {
+    cpu::pool_backward(dy, arg, g, rows, dx);
+  }
+  void group_norm_forward(const float* x, const float* gamma, const float* beta,
+                          const GroupNormGeom& g, int rows, float* y, float* mean,
+                          float* rstd) override {
+    cpu::group_norm_forward(x, gamma, beta, g, rows, y, mean, rstd);
+  }
+  void group_norm_backward(const float* x, const float* dy, const float* gamma,
+                           const float* mean, const float* rstd, const GroupNormGeom& g, int rows,
+                           float* dx, float* dgamma, float* dbeta) override {
+    cpu::group_norm_backward(x, dy, gamma, mean, rstd, g, rows, dx, dgamma, dbeta);
+  }
+  void dropout(const float* x, float* y, std::int64_t n, float p, std::uint64_t key) override {
+    cpu::dropout(x, y, n, p, key);
+  }
 
  private:
   int threads_;

@@ -3,6 +3,7 @@
 // range (numbers must be finite), and each problem names the file and line
 // ("configs/x.yaml:7: optimizer.lr: must be > 0, got -1"). The line of every field read is kept
 // in RunConfig::lines, so checks made later (config + topology) can name it too.
+#include <cctype>
 #include <climits>
 #include <cstdint>
 #include <filesystem>
@@ -99,6 +100,12 @@ class Reader {
     return list(node, field, [this](const Node& n, const std::string& f) { return text(n, f); });
   }
 
+  /// The node must be a list.
+  void sequence(const Node& node, const std::string& field) const { doc_.list(node, field); }
+
+  /// Records the line of a field read without each() (list items).
+  void mark(const std::string& field, int line) const { lines_[field] = line; }
+
   /// Calls the handler of each key in `section`, in file order, and records its line; unknown
   /// and repeated keys are errors.
   void each(const Node& section, const std::string& prefix, const Handlers& handlers) const {
@@ -142,6 +149,120 @@ void read_data(const Reader& r, const Node& n, DataConfig& d) {
          });
        }},
   });
+}
+
+bool is_integer_text(const Node& n) {
+  if (!n.is_scalar() || n.scalar().empty()) return false;
+  const std::string& t = n.scalar();
+  for (std::size_t i = 0; i < t.size(); ++i)
+    if (!(std::isdigit(static_cast<unsigned char>(t[i])) || (i == 0 && (t[i] == '-' || t[i] == '+'))))
+      return false;
+  return true;
+}
+
+/// One item of model.layers: `relu`, or `conv2d: {out_channels: 32, kernel: 5}`.
+LayerConfig read_layer(const Reader& r, const Node& item, const std::string& name) {
+  LayerConfig l;
+  Node fields;
+  if (item.is_scalar()) {
+    l.type = item.scalar();
+  } else if (item.is_map() && item.size() == 1) {
+    const auto entries = item.entries();
+    l.type = entries[0].first.scalar();
+    fields = entries[0].second;
+  } else {
+    r.fail(item, name, cat("expected a layer such as `relu` or `linear: {out: 10}`, got ",
+                           item.describe()));
+  }
+  Handlers h;
+  auto positive = [&](int& into) {
+    return [&r, &into](const Node& v, const std::string& f) { into = r.positive_int(v, f, false); };
+  };
+  std::vector<const char*> required;
+  if (l.type == "linear") {
+    h = {{"out", positive(l.out)}};
+    required = {"out"};
+  } else if (l.type == "conv2d") {
+    l.stride = 1;
+    h = {{"out_channels", positive(l.out)}, {"kernel", positive(l.kernel)},
+         {"stride", positive(l.stride)},
+         {"padding", [&](auto& v, auto& f) { l.padding = r.positive_int(v, f, true); }}};
+    required = {"out_channels", "kernel"};
+  } else if (l.type == "maxpool2d" || l.type == "avgpool2d") {
+    h = {{"kernel", positive(l.kernel)}, {"stride", positive(l.stride)}};
+    required = {"kernel"};
+  } else if (l.type == "dropout") {
+    l.p = -1.0;
+    h = {{"p", [&](auto& v, auto& f) {
+            l.p = r.positive(v, f, true);
+            if (l.p >= 1.0) r.fail(v, f, cat("must be below 1, got ", l.p));
+          }}};
+    required = {"p"};
+  } else if (l.type == "groupnorm") {
+    h = {{"groups", positive(l.groups)}};
+    required = {"groups"};
+  } else if (l.type != "relu" && l.type != "flatten") {
+    r.fail(item, name, cat("unknown layer type '", l.type, "' (expected one of: linear, conv2d, "
+                           "maxpool2d, avgpool2d, relu, flatten, dropout, groupnorm)"));
+  }
+  if (fields.defined() && !fields.is_null()) {
+    if (!fields.is_map())
+      r.fail(fields, name, cat(l.type, ": expected a map of fields, got ", fields.describe()));
+    r.each(fields, name, h);
+  }
+  for (const char* f : required) {
+    const bool given = fields.is_map() && fields[f].defined();
+    if (!given)
+      r.fail(item, name, cat(l.type, " needs the field '", f, "'"));
+  }
+  if ((l.type == "maxpool2d" || l.type == "avgpool2d") && l.stride == 0) l.stride = l.kernel;
+  return l;
+}
+
+void read_model(const Reader& r, const Node& n, ModelConfig& m) {
+  bool shorthand = false, have_input = false, have_layers = false;
+  r.each(n, "model", Handlers{
+      {"input", [&](auto& v, auto& f) {
+         r.sequence(v, f);
+         m.input = r.ints(v, f);
+         if (m.input.size() != 1 && m.input.size() != 3)
+           r.fail(v, f, cat("give [features] or [channels, height, width], got ",
+                            shape_string(m.input)));
+         for (int d : m.input)
+           if (d <= 0) r.fail(v, f, cat("sizes must be positive, got ", shape_string(m.input)));
+         have_input = true;
+       }},
+      {"layers", [&](auto& v, auto& f) {
+         r.sequence(v, f);
+         if (v.size() == 0) r.fail(v, f, "the model has no layers");
+         have_layers = true;
+         shorthand = true;
+         for (const Node& item : v) shorthand = shorthand && is_integer_text(item);
+         if (shorthand) {
+           const std::vector<int> sizes = r.ints(v, f);
+           if (sizes.size() < 2) r.fail(v, f, "need at least input and output sizes");
+           for (int s : sizes)
+             if (s <= 0) r.fail(v, f, cat("sizes must be positive, got ", s));
+           const Shape input = m.input;
+           m = ModelConfig::mlp(sizes);
+           if (have_input) m.input = input;
+           for (std::size_t i = 0; i < m.layers.size(); ++i) r.mark(cat(f, "[", i, "]"), v.line());
+           return;
+         }
+         m.layers.clear();
+         std::size_t i = 0;
+         for (const Node& item : v) {
+           const std::string name = cat(f, "[", i++, "]");
+           r.mark(name, item.line());
+           m.layers.push_back(read_layer(r, item, name));
+         }
+       }},
+  });
+  if (!have_layers) r.fail(n, "model", "needs `layers` (a list of layers, or MLP sizes)");
+  if (shorthand && have_input)
+    r.fail(n["input"], "model.input", "is implied by the MLP shorthand's first size; leave it out");
+  if (!shorthand && !have_input)
+    r.fail(n, "model", "needs `input`, the shape of one sample (e.g. [1, 28, 28] or [784])");
 }
 
 void read_optimizer(const Reader& r, const Node& n, OptimizerConfig& o) {
@@ -264,6 +385,36 @@ void read_compare(const Reader& r, const Node& n, CompareConfig& c) {
   });
 }
 
+/// "FILE:LINE: field" with the line of the field or, when the file did not set it (a missing
+/// layer field), of the nearest enclosing one it did (the layer).
+std::string where_nearest(const RunConfig& cfg, const std::string& field) {
+  std::string p = field;
+  while (!cfg.path.empty() && !cfg.lines.count(p)) {
+    const auto cut = p.find_last_of(".[");
+    if (cut == std::string::npos) break;
+    p = p.substr(0, cut);
+  }
+  const auto it = cfg.lines.find(p);
+  return it == cfg.lines.end() ? cfg.where(field) : cat(cfg.path, ":", it->second, ": ", field);
+}
+
+/// Shapes through the whole stack, the input against synthetic data, the output against the
+/// classes: a model that cannot be built is refused here, at load time.
+void check_model(const RunConfig& cfg) {
+  auto where = [&](const std::string& f) { return where_nearest(cfg, f); };
+  const std::vector<Shape> shapes = infer_shapes(cfg.model, where);
+  if (cfg.data.synthetic && cfg.model.input_size() != cfg.data.synthetic_dim)
+    throw InputError(cat(where("model.input"), ": input ", shape_string(cfg.model.input), " (",
+                         cfg.model.input_size(), " features) does not match data.synthetic.dim ",
+                         cfg.data.synthetic_dim));
+  const std::size_t last = cfg.model.layers.size() - 1;
+  if (shapes.back() != Shape{cfg.data.classes})
+    throw InputError(cat(where(cat("model.layers[", last, "]")), ": layer ", last, " (",
+                         cfg.model.layers[last].type, ") output ", shape_string(shapes.back()),
+                         " (output size ", shape_size(shapes.back()),
+                         ") does not match the data's classes [", cfg.data.classes, "]"));
+}
+
 RunConfig read(const yaml::Document& doc, const std::string& dir) {
   RunConfig cfg;
   cfg.path = doc.name();
@@ -271,14 +422,7 @@ RunConfig read(const yaml::Document& doc, const std::string& dir) {
   const Reader r(doc, dir, cfg.lines);
   r.each(doc.root(), "", Handlers{
       {"data", [&](auto& v, auto&) { read_data(r, v, cfg.data); }},
-      {"model", [&](auto& v, auto& f) {
-         r.each(v, f, Handlers{{"layers", [&](auto& x, auto& g) {
-                  cfg.model.layers = r.ints(x, g);
-                  if (cfg.model.layers.size() < 2) r.fail(x, g, "need at least input and output sizes");
-                  for (int s : cfg.model.layers)
-                    if (s <= 0) r.fail(x, g, cat("sizes must be positive, got ", s));
-                }}});
-       }},
+      {"model", [&](auto& v, auto&) { read_model(r, v, cfg.model); }},
       {"optimizer", [&](auto& v, auto&) { read_optimizer(r, v, cfg.optimizer); }},
       {"train", [&](auto& v, auto&) { read_train(r, v, cfg.train); }},
       {"gossip", [&](auto& v, auto&) { read_gossip(r, v, cfg.gossip); }},
@@ -286,12 +430,7 @@ RunConfig read(const yaml::Document& doc, const std::string& dir) {
       {"net", [&](auto& v, auto&) { read_net(r, v, cfg.net); }},
       {"compare", [&](auto& v, auto&) { read_compare(r, v, cfg.compare); }},
   });
-  if (cfg.data.synthetic && cfg.model.layers.front() != cfg.data.synthetic_dim)
-    throw InputError(cat(cfg.where("model.layers"), ": input size ", cfg.model.layers.front(),
-                         " does not match data.synthetic.dim ", cfg.data.synthetic_dim));
-  if (cfg.model.layers.back() != cfg.data.classes)
-    throw InputError(cat(cfg.where("model.layers"), ": output size ", cfg.model.layers.back(),
-                         " does not match the ", cfg.data.classes, " classes of the data"));
+  check_model(cfg);
   return cfg;
 }
 

@@ -66,10 +66,39 @@ void gather_batch(const Dataset& data, const std::vector<std::int64_t>& idx, flo
   for (std::size_t i = 0; i < idx.size(); ++i) {
     const std::int64_t r = idx[i];
     GOSSIP_CHECK_MSG(r >= 0 && r < data.n, "gather_batch: index ", r, " outside 0..", data.n - 1);
-    std::memcpy(x + i * dim, data.x.data() + static_cast<std::size_t>(r) * dim,
-                dim * sizeof(float));
+    if (data.pixels.empty()) {
+      std::memcpy(x + i * dim, data.x.data() + static_cast<std::size_t>(r) * dim,
+                  dim * sizeof(float));
+    } else {
+      const std::uint8_t* p = data.pixels.data() + static_cast<std::size_t>(r) * dim;
+      for (std::size_t j = 0; j < dim; ++j)
+        x[i * dim + j] = static_cast<float>(p[j]) * data.pixel_scale + data.pixel_offset;
+    }
     if (y) y[i] = data.y[static_cast<std::size_t>(r)];
   }
+}
+
+Dataset select_rows(const Dataset& data, const std::vector<std::int64_t>& rows) {
+  Dataset out;
+  out.n = static_cast<std::int64_t>(rows.size());
+  out.dim = data.dim;
+  out.classes = data.classes;
+  out.pixel_scale = data.pixel_scale;
+  out.pixel_offset = data.pixel_offset;
+  const auto dim = static_cast<std::size_t>(data.dim);
+  if (data.pixels.empty()) out.x.reserve(rows.size() * dim);
+  else out.pixels.reserve(rows.size() * dim);
+  out.y.reserve(rows.size());
+  for (const std::int64_t r : rows) {
+    GOSSIP_CHECK_MSG(r >= 0 && r < data.n, "select_rows: index ", r, " outside 0..", data.n - 1);
+    const std::size_t at = static_cast<std::size_t>(r) * dim;
+    if (data.pixels.empty())
+      out.x.insert(out.x.end(), data.x.begin() + at, data.x.begin() + at + dim);
+    else
+      out.pixels.insert(out.pixels.end(), data.pixels.begin() + at, data.pixels.begin() + at + dim);
+    out.y.push_back(data.y[static_cast<std::size_t>(r)]);
+  }
+  return out;
 }
 
 }  // namespace gossip

@@ -276,18 +276,13 @@ Dataset load_idx(const std::string& images_path, const std::string& labels_path,
     d.y[i] = raw_labels[i];
   }
 
-  // Pixels go straight from the (decompressed) stream into floats, a chunk at a time.
-  std::array<float, 256> scale{};
-  for (int v = 0; v < 256; ++v) scale[v] = static_cast<float>(v) / 255.0f;
+  // Pixels stay bytes, read from the (decompressed) stream a chunk at a time; features are
+  // made per batch (Dataset::feature).
   const std::uint64_t total = images.payload_bytes();
-  d.x.reserve(images.size_confirmed() ? total : std::min<std::uint64_t>(total, kChunk));
+  d.pixels.reserve(images.size_confirmed() ? total : std::min<std::uint64_t>(total, kChunk));
   std::vector<unsigned char> chunk(std::min<std::uint64_t>(total, kReadChunk));
   while (const std::size_t r = images.read(chunk.data(), chunk.size())) {
-    const std::size_t at = d.x.size();
-    d.x.resize(at + r);
-    std::transform(chunk.begin(), chunk.begin() + static_cast<std::ptrdiff_t>(r),
-                   d.x.begin() + static_cast<std::ptrdiff_t>(at),
-                   [&](unsigned char v) { return scale[v]; });
+    d.pixels.insert(d.pixels.end(), chunk.begin(), chunk.begin() + static_cast<std::ptrdiff_t>(r));
   }
   images.finish();
   return d;

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -78,9 +79,11 @@ bool read_lines(Child& c, std::vector<std::string>& lines) {
 bool reap(Child& c) {
   if (!c.running) return true;
   int status = 0;
-  const pid_t r = waitpid(c.pid, &status, WNOHANG);
+  struct rusage usage {};
+  const pid_t r = wait4(c.pid, &status, WNOHANG, &usage);
   if (r == 0) return false;
   c.running = false;
+  if (r > 0) c.max_rss_kb = usage.ru_maxrss;
   if (r < 0) {
     c.exit_code = 1;
   } else if (WIFEXITED(status)) {

@@ -21,6 +21,7 @@ struct Child {
   std::string log_path;     // the child's stderr
   bool running = false;
   int exit_code = 0;        // valid once !running; 128+signal when killed
+  long max_rss_kb = 0;      // peak resident set size (ru_maxrss) once reaped
 };
 
 /// Starts `argv` (argv[0] is the program path) as rank `rank`.

@@ -237,7 +237,11 @@ int Network::run() {
                 static_cast<long long>(opt_.until_round), opt_.out_dir.c_str());
     return record_.dead().empty() ? kExitOk : kExitFailure;
   }
-  record_.finish(std::chrono::duration<double>(Clock::now() - t0_).count());
+  // Peak resident memory of each rank's peer process (the largest if it was started again).
+  std::vector<double> rss_mb(n_, 0.0);
+  for (const auto& c : children_)
+    rss_mb[c.rank] = std::max(rss_mb[c.rank], static_cast<double>(c.max_rss_kb) / 1024.0);
+  record_.finish(std::chrono::duration<double>(Clock::now() - t0_).count(), rss_mb);
   return record_.dead().empty() ? kExitOk : kExitFailure;
 }
 

@@ -14,6 +14,7 @@
 #include "gossip/gossip.hpp"
 #include "gossip/json.hpp"
 #include "gossip/monitor.hpp"
+#include "gossip/progress.hpp"
 #include "gossip/topology.hpp"
 
 namespace gossip::launcher {
@@ -144,7 +145,7 @@ double NetworkRecord::slowest_done_seconds() const {
   return s;
 }
 
-Summary NetworkRecord::finish(double wall_seconds) {
+Summary NetworkRecord::finish(double wall_seconds, const std::vector<double>& peer_rss_mb) {
   RunEnd end{.rounds = record_.last().round, .bytes_sent = 0, .wall_seconds = wall_seconds,
              .connected = live_connected_, .params_sha256 = {}, .extra = {}};
   for (int r = 0; r < n_; ++r) {
@@ -168,16 +169,26 @@ Summary NetworkRecord::finish(double wall_seconds) {
   std::vector<std::int64_t> samples;
   for (const auto& shard : shard_for(config_, data_.train, n_)) samples.push_back(std::ssize(shard));
   end.extra.add("samples_per_peer", JsonArray::of(samples));
+  const bool rss = static_cast<int>(peer_rss_mb.size()) == n_;
+  double peer_max_rss_mb = 0.0;
+  if (rss) {
+    peer_max_rss_mb = *std::max_element(peer_rss_mb.begin(), peer_rss_mb.end());
+    end.extra.add("peer_max_rss_mb", peer_max_rss_mb);
+  }
   const Summary s = record_.finish(std::move(end));
-  std::printf("\n%5s  %9s  %12s  %8s\n", "peer", "test_acc", "bytes_sent", "seconds");
+  std::printf("\n%5s  %9s  %12s  %8s%s\n", "peer", "test_acc", "bytes_sent", "seconds",
+              rss ? "  max_rss_mb" : "");
   for (int r = 0; r < n_; ++r) {
+    const std::string mem = rss ? cat("  ", fixed(peer_rss_mb[r], 1)) : std::string();
     if (!done_[r]) {
-      std::printf("%5d  %9s  %12s  %8s\n", r, "dead", "-", "-");
+      std::printf("%5d  %9s  %12s  %8s%s\n", r, "dead", "-", "-", mem.c_str());
       continue;
     }
-    std::printf("%5d  %9.4f  %12llu  %8.1f\n", r, done_[r]->accuracy,
-                static_cast<unsigned long long>(done_[r]->bytes_sent), done_[r]->seconds);
+    std::printf("%5d  %9.4f  %12llu  %8.1f%s\n", r, done_[r]->accuracy,
+                static_cast<unsigned long long>(done_[r]->bytes_sent), done_[r]->seconds,
+                mem.c_str());
   }
+  if (rss) std::printf("peak RSS per peer %.1f MB\n", peer_max_rss_mb);
   std::printf("average model: test_accuracy %.4f, consensus distance %.3g, %lld rounds, %.2f "
               "epochs, %.1f s\nwrote %s/summary.json, %s/metrics.csv and %s/events.jsonl\n",
               s.last.test_accuracy, s.last.consensus_distance,

@@ -52,8 +52,10 @@ class NetworkRecord {
   /// of the rounds merged (for a progress line).
   std::vector<EvaluationFigures> merge_ready_rounds();
 
-  /// Writes summary.json and prints the final table; `wall_seconds` is the run's duration.
-  Summary finish(double wall_seconds);
+  /// Writes summary.json and prints the final table; `wall_seconds` is the run's duration. With
+  /// `peer_rss_mb` (gossip run: each peer process's peak resident memory) the table has a
+  /// max_rss_mb column and the summary peer_max_rss_mb.
+  Summary finish(double wall_seconds, const std::vector<double>& peer_rss_mb = {});
 
   std::int64_t total_rounds() const { return total_rounds_; }
   /// The round of the last evaluation merged (or kept, on resume).

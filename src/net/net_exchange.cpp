@@ -30,8 +30,8 @@ NetConfig validated(NetConfig c) {
   if (c.handshake.param_count == 0) throw InputError("net: handshake.param_count is 0");
   if (c.handshake.run_id.size() > wire::kMaxRunIdBytes)
     throw InputError(cat("net: run id longer than ", wire::kMaxRunIdBytes, " bytes"));
-  if (c.handshake.layer_sizes.size() > wire::kMaxLayers)
-    throw InputError(cat("net: more than ", wire::kMaxLayers, " layers"));
+  if (c.handshake.model.size() > wire::kMaxModelBytes)
+    throw InputError(cat("net: a model fingerprint of more than ", wire::kMaxModelBytes, " bytes"));
   const std::uint64_t need = default_max_frame_bytes(c.handshake.param_count);
   if (c.max_frame_bytes == 0) c.max_frame_bytes = need;
   if (c.max_frame_bytes < need - wire::kMaxControlPayload)

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <numeric>
 #include <set>
 
 #include "gossip/backend.hpp"
@@ -70,7 +71,7 @@ NetConfig net_config(const RunConfig& config, const Topology& topology, const Pe
   // A sender may run this many rounds ahead of us (n - 1 on a directed ring): keep them all.
   net.max_queued_rounds = static_cast<std::size_t>(
       std::max<std::int64_t>(net.max_queued_rounds, max_round_lead(topology) + 1));
-  for (int s : config.model.layers) net.handshake.layer_sizes.push_back(s);
+  net.handshake.model = model_fingerprint(config.model);
   net.handshake.param_count = static_cast<std::uint64_t>(num_params);
   net.handshake.topology_fingerprint = topology.fingerprint();
   const auto ms = [](double s) { return std::chrono::milliseconds(static_cast<long>(s * 1000)); };
@@ -173,9 +174,16 @@ int run_peer(const RunConfig& config, const Topology& topology, const PeerOption
   // backend chosen.
   auto backend = make_backend(parse_backend_choice(config.train.backend), config.train.threads,
                               false);
-  const DataSets data = load_datasets(config);
+  DataSets data = load_datasets(config);
+  const std::int64_t train_samples = data.train.n;
   const auto shards = shard_for(config, data.train, n);
-  Trainer trainer(*backend, config, data.train, shards[rank], rank,
+  // The peer keeps only its own shard (rows 0..k-1 of `own`, in the shard's order, so it draws
+  // the same batches as the simulator's peer over the whole set) and frees the rest.
+  const Dataset own = select_rows(data.train, shards[rank]);
+  data.train = Dataset{};
+  std::vector<std::int64_t> own_rows(static_cast<std::size_t>(own.n));
+  std::iota(own_rows.begin(), own_rows.end(), 0);
+  Trainer trainer(*backend, config, own, std::move(own_rows), rank,
                   balance_for(config, shards, rank));
 
   NetConfig net = net_config(config, topology, opt, trainer.num_params());
@@ -196,7 +204,7 @@ int run_peer(const RunConfig& config, const Topology& topology, const PeerOption
   };
   watch(0);
 
-  const RoundPlan plan = plan_rounds(config, data.train.n, n);
+  const RoundPlan plan = plan_rounds(config, train_samples, n);
   const std::int64_t rounds = plan.rounds;
 
   const std::uint64_t fingerprint = run_fingerprint(config, topology, trainer.num_params(), rounds);

@@ -1,5 +1,6 @@
 // train/trainer.cpp: a peer's local training loop pieces — schedule, SGD, batches, evaluation.
 #include <algorithm>
+#include <array>
 #include <cmath>
 
 #include "gossip/core.hpp"
@@ -60,14 +61,16 @@ Trainer::Trainer(Backend& backend, const RunConfig& config, const Dataset& train
       config_(&config),
       train_(&train),
       peer_(peer),
-      model_(backend, config.model.layers, std::max(config.train.batch, config.train.eval_batch)),
+      model_(backend, config.model, std::max(config.train.batch, config.train.eval_batch),
+             config.train.batch),
       sgd_(backend, model_.num_params(), config.optimizer),
       sampler_(std::move(shard), config.train.batch, config.train.seed, peer),
       balance_(balance) {
-  if (train.dim != config.model.layers.front())
-    throw InputError(cat("model.layers: input size ", config.model.layers.front(),
-                         " does not match the data's ", train.dim, " features"));
-  model_.init(config.train.seed, config.train.same_init ? 0 : peer);
+  if (train.dim != config.model.input_size())
+    throw InputError(cat(config.where("model.input"), ": input ", shape_string(config.model.input),
+                         " (", config.model.input_size(), " features) does not match the data's ",
+                         train.dim, " features"));
+  model_.init(config.train.seed, config.train.same_init ? 0 : peer, peer);
   const int rows = std::max(config.train.batch, config.train.eval_batch);
   host_x_.resize(static_cast<std::size_t>(rows) * train.dim);
   host_y_.resize(rows);
@@ -182,21 +185,37 @@ DataSets load_datasets(const RunConfig& config) {
   }
   if (d.limit_train > 0 && d.limit_train < s.train.n) {
     s.train.n = d.limit_train;
-    s.train.x.resize(static_cast<std::size_t>(d.limit_train) * s.train.dim);
+    const auto kept = static_cast<std::size_t>(d.limit_train) * s.train.dim;
+    if (s.train.pixels.empty()) s.train.x.resize(kept);
+    else s.train.pixels.resize(kept);
     s.train.y.resize(d.limit_train);
   }
   if (d.normalize) {
-    // One mean and one standard deviation over all training features, applied to both sets.
+    // One mean and one standard deviation over all training features, applied to both sets:
+    // folded into the pixels' scale and offset for image sets, applied in place otherwise.
     double sum = 0.0, sq = 0.0;
-    for (float v : s.train.x) {
-      sum += v;
-      sq += static_cast<double>(v) * v;
+    const std::int64_t count = s.train.n * s.train.dim;
+    if (s.train.pixels.empty()) {
+      for (float v : s.train.x) {
+        sum += v;
+        sq += static_cast<double>(v) * v;
+      }
+    } else {
+      std::array<std::int64_t, 256> histogram{};
+      for (std::uint8_t p : s.train.pixels) ++histogram[p];
+      for (int p = 0; p < 256; ++p) {
+        const double v = p / 255.0;
+        sum += histogram[p] * v;
+        sq += histogram[p] * v * v;
+      }
     }
-    const double count = static_cast<double>(s.train.x.size());
-    const double mean = sum / count;
-    const double sd = std::sqrt(std::max(sq / count - mean * mean, 1e-12));
-    for (Dataset* set : {&s.train, &s.test})
+    const double mean = sum / static_cast<double>(count);
+    const double sd = std::sqrt(std::max(sq / static_cast<double>(count) - mean * mean, 1e-12));
+    for (Dataset* set : {&s.train, &s.test}) {
       for (float& v : set->x) v = static_cast<float>((v - mean) / sd);
+      set->pixel_scale = static_cast<float>(1.0 / (255.0 * sd));
+      set->pixel_offset = static_cast<float>(-mean / sd);
+    }
   }
   return s;
 }

@@ -51,15 +51,15 @@ std::uint32_t read_length(cereal::BinaryInputArchive& ar, const SpanBuf& buf, st
 
 std::vector<std::byte> encode_hello(const Hello& hello) {
   GOSSIP_CHECK_LE(hello.info.run_id.size(), kMaxRunIdBytes);
-  GOSSIP_CHECK_LE(hello.info.layer_sizes.size(), kMaxLayers);
+  GOSSIP_CHECK_LE(hello.info.model.size(), kMaxModelBytes);
   std::ostringstream os;
   {
     cereal::BinaryOutputArchive ar(os);
     ar(hello.protocol_version, hello.rank);
     ar(static_cast<std::uint32_t>(hello.info.run_id.size()));
     ar(cereal::binary_data(hello.info.run_id.data(), hello.info.run_id.size()));
-    ar(static_cast<std::uint32_t>(hello.info.layer_sizes.size()));
-    for (std::uint64_t s : hello.info.layer_sizes) ar(s);
+    ar(static_cast<std::uint32_t>(hello.info.model.size()));
+    ar(cereal::binary_data(hello.info.model.data(), hello.info.model.size()));
     ar(hello.info.param_count, hello.info.topology_fingerprint);
     ar(static_cast<std::uint8_t>(hello.shm.has_value()));
     if (const auto& o = hello.shm) ar(o->host_key, o->pid, o->fd, o->token, o->bytes, o->slots);
@@ -79,9 +79,9 @@ Decoded<Hello> decode_hello(std::span<const std::byte> bytes) {
     const std::uint32_t id_len = read_length(ar, buf, kMaxRunIdBytes, 1, "run id length");
     h.info.run_id.resize(id_len);
     ar(cereal::binary_data(h.info.run_id.data(), id_len));
-    const std::uint32_t layers = read_length(ar, buf, kMaxLayers, 8, "layer count");
-    h.info.layer_sizes.resize(layers);
-    for (auto& s : h.info.layer_sizes) ar(s);
+    const std::uint32_t model_len = read_length(ar, buf, kMaxModelBytes, 1, "model fingerprint length");
+    h.info.model.resize(model_len);
+    ar(cereal::binary_data(h.info.model.data(), model_len));
     ar(h.info.param_count, h.info.topology_fingerprint);
     std::uint8_t has_shm = 0;
     ar(has_shm);
@@ -101,11 +101,8 @@ Decoded<Hello> decode_hello(std::span<const std::byte> bytes) {
 }
 
 std::string describe_model(const HandshakeInfo& info) {
-  std::string layers;
-  for (std::size_t i = 0; i < info.layer_sizes.size(); ++i)
-    layers += cat(i ? "-" : "", info.layer_sizes[i]);
-  if (layers.empty()) layers = "(no layers)";
-  return cat(layers, " (", info.param_count, " params)");
+  return cat(info.model.empty() ? std::string("(no layers)") : info.model, " (", info.param_count,
+             " params)");
 }
 
 std::string refusal_reason(const Hello& ours, const Hello& theirs) {
@@ -114,7 +111,7 @@ std::string refusal_reason(const Hello& ours, const Hello& theirs) {
                ours.protocol_version);
   if (theirs.info.run_id != ours.info.run_id)
     return cat("run id '", theirs.info.run_id, "' != ours '", ours.info.run_id, "'");
-  if (theirs.info.layer_sizes != ours.info.layer_sizes ||
+  if (theirs.info.model != ours.info.model ||
       theirs.info.param_count != ours.info.param_count)
     return cat("model fingerprint ", describe_model(theirs.info), " != ours ",
                describe_model(ours.info));

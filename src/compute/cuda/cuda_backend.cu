@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "src/compute/cuda/cuda_backend.hpp"
+#include "src/compute/cuda/layer_kernels.cuh"
 #include "gossip/core.hpp"
 #include "gossip/math.hpp"
 
@@ -225,6 +226,46 @@ class CudaBackend final : public Backend {
   void fill(float* p, float value, std::int64_t n) override {
     fill_kernel<<<grid_for(n), kThreads, 0, stream_>>>(p, value, n);
     check_launch("fill");
+  }
+
+  // Layer operations: kernels in layer_kernels.cu over gossip/layer_math.hpp.
+  void relu(const float* x, float* y, std::int64_t n) override { launch_relu(stream_, x, y, n); }
+  void row_sums(const float* a, int rows, int cols, bool accumulate, float* out) override {
+    launch_row_sums(stream_, a, rows, cols, accumulate, out);
+  }
+  void im2col(const float* x, const ConvGeom& g, int count, float* col) override {
+    launch_im2col(stream_, x, g, count, col);
+  }
+  void col2im(const float* col, const ConvGeom& g, int count, float* dx) override {
+    launch_col2im(stream_, col, g, count, dx);
+  }
+  void conv_output(const float* t, const float* bias, const ConvGeom& g, int count, bool relu,
+                   float* y) override {
+    launch_conv_output(stream_, t, bias, g, count, relu, y);
+  }
+  void conv_grad_layout(const float* dy, const ConvGeom& g, int count, float* t) override {
+    launch_conv_grad_layout(stream_, dy, g, count, t);
+  }
+  void pool_forward(const float* x, const PoolGeom& g, int rows, float* y,
+                    std::int32_t* arg) override {
+    launch_pool_forward(stream_, x, g, rows, y, arg);
+  }
+  void pool_backward(const float* dy, const std::int32_t* arg, const PoolGeom& g, int rows,
+                     float* dx) override {
+    launch_pool_backward(stream_, dy, arg, g, rows, dx);
+  }
+  void group_norm_forward(const float* x, const float* gamma, const float* beta,
+                          const GroupNormGeom& g, int rows, float* y, float* mean,
+                          float* rstd) override {
+    launch_group_norm_forward(stream_, x, gamma, beta, g, rows, y, mean, rstd);
+  }
+  void group_norm_backward(const float* x, const float* dy, const float* gamma,
+                           const float* mean, const float* rstd, const GroupNormGeom& g, int rows,
+                           float* dx, float* dgamma, float* dbeta) override {
+    launch_group_norm_backward(stream_, x, dy, gamma, mean, rstd, g, rows, dx, dgamma, dbeta);
+  }
+  void dropout(const float* x, float* y, std::int64_t n, float p, std::uint64_t key) override {
+    launch_dropout(stream_, x, y, n, p, key);
   }
 
  private:

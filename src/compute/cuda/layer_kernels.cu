@@ -1,0 +1,237 @@
+// compute/cuda/layer_kernels.cu: the layer kernels of the CUDA backend.
+//
+// What they compute: exactly what cpu_layers.cpp computes — each kernel calls the same
+// gossip/layer_math.hpp function per element (or per group, or per channel for group norm's
+// parameter gradients, summing in the same order), so the CPU backend is the reference and the
+// CPU tests cover the arithmetic. One thread per output element: col2im and pooling's backward
+// gather what they need instead of scattering with atomics, so results do not depend on
+// scheduling.
+//
+// Layout: kernels, then launchers (stream, ceil-div grid, launch check).
+#include <cuda_runtime.h>
+
+#include "gossip/core.hpp"
+#include "src/compute/cuda/layer_kernels.cuh"
+
+namespace gossip::cuda {
+namespace {
+
+using I64 = long long;
+
+#define GOSSIP_GRID_STRIDE(i, n) \
+  for (I64 i = blockIdx.x * (I64)blockDim.x + threadIdx.x; i < (n); i += (I64)blockDim.x * gridDim.x)
+
+// ---- kernels ------------------------------------------------------------------------------
+
+__global__ void relu_kernel(const float* x, float* y, I64 n) {
+  GOSSIP_GRID_STRIDE(i, n) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+}
+
+__global__ void row_sums_kernel(const float* a, int rows, int cols, bool accumulate, float* out) {
+  GOSSIP_GRID_STRIDE(r, rows) {
+    const float* row = a + r * cols;
+    float acc = 0.0f;
+    for (int c = 0; c < cols; ++c) acc += row[c];
+    out[r] = accumulate ? out[r] + acc : acc;
+  }
+}
+
+__global__ void im2col_kernel(const float* x, ConvGeom g, int count, float* col) {
+  const I64 p = g.positions(), ld = count * p, n_all = g.patch() * ld;
+  const I64 in_size = static_cast<I64>(g.c) * g.h * g.w;
+  GOSSIP_GRID_STRIDE(i, n_all) {
+    const int row = static_cast<int>(i / ld);
+    const I64 rem = i % ld;
+    const int n = static_cast<int>(rem / p), pos = static_cast<int>(rem % p);
+    col[i] = math::im2col_value(x + n * in_size, g, row, pos / g.ow, pos % g.ow);
+  }
+}
+
+__global__ void col2im_kernel(const float* col, ConvGeom g, int count, float* dx) {
+  const I64 ld = static_cast<I64>(count) * g.positions();
+  const I64 n_all = static_cast<I64>(count) * g.c * g.h * g.w;
+  GOSSIP_GRID_STRIDE(i, n_all) {
+    const int iw = static_cast<int>(i % g.w);
+    const int ih = static_cast<int>((i / g.w) % g.h);
+    const int ci = static_cast<int>((i / (static_cast<I64>(g.w) * g.h)) % g.c);
+    const int n = static_cast<int>(i / (static_cast<I64>(g.w) * g.h * g.c));
+    dx[i] = math::col2im_value(col, ld, g, n, ci, ih, iw);
+  }
+}
+
+__global__ void conv_output_kernel(const float* t, const float* bias, ConvGeom g, int count,
+                                   bool relu, float* y) {
+  const I64 p = g.positions(), ld = count * p, n_all = count * g.oc * p;
+  GOSSIP_GRID_STRIDE(i, n_all) {
+    const I64 pos = i % p;
+    const int o = static_cast<int>((i / p) % g.oc);
+    const I64 n = i / (p * g.oc);
+    y[i] = math::bias_act(t[o * ld + n * p + pos], bias[o], relu);
+  }
+}
+
+__global__ void conv_grad_layout_kernel(const float* dy, ConvGeom g, int count, float* t) {
+  const I64 p = g.positions(), ld = count * p, n_all = count * g.oc * p;
+  GOSSIP_GRID_STRIDE(i, n_all) {
+    const I64 pos = i % p;
+    const int o = static_cast<int>((i / p) % g.oc);
+    const I64 n = i / (p * g.oc);
+    t[o * ld + n * p + pos] = dy[i];
+  }
+}
+
+__global__ void pool_forward_kernel(const float* x, PoolGeom g, int rows, float* y,
+                                    std::int32_t* arg) {
+  const I64 plane_out = static_cast<I64>(g.oh) * g.ow, n_all = rows * g.c * plane_out;
+  GOSSIP_GRID_STRIDE(i, n_all) {
+    const I64 pl = i / plane_out;
+    const int o = static_cast<int>(i % plane_out);
+    const float* xp = x + pl * g.h * g.w;
+    y[i] = arg ? math::max_pool_value(xp, g, o / g.ow, o % g.ow, arg + i)
+               : math::avg_pool_value(xp, g, o / g.ow, o % g.ow);
+  }
+}
+
+__global__ void pool_backward_kernel(const float* dy, const std::int32_t* arg, PoolGeom g,
+                                     int rows, float* dx) {
+  const I64 plane_in = static_cast<I64>(g.h) * g.w, plane_out = static_cast<I64>(g.oh) * g.ow;
+  const I64 n_all = rows * g.c * plane_in;
+  GOSSIP_GRID_STRIDE(i, n_all) {
+    const I64 pl = i / plane_in;
+    const int at = static_cast<int>(i % plane_in);
+    dx[i] = math::pool_backward_value(dy + pl * plane_out, arg ? arg + pl * plane_out : nullptr,
+                                      g, at / g.w, at % g.w);
+  }
+}
+
+__global__ void group_norm_forward_kernel(const float* x, const float* gamma, const float* beta,
+                                          GroupNormGeom g, int rows, float* y, float* mean,
+                                          float* rstd) {
+  const int per = g.c / g.groups;
+  GOSSIP_GRID_STRIDE(ng, static_cast<I64>(rows) * g.groups) {
+    const I64 off = ng * g.group_size();
+    math::group_norm_forward_group(x + off, gamma, beta, static_cast<int>(ng % g.groups) * per,
+                                   per, g.spatial, g.eps, y + off, mean + ng, rstd + ng);
+  }
+}
+
+__global__ void group_norm_param_grads_kernel(const float* x, const float* dy, const float* mean,
+                                              const float* rstd, GroupNormGeom g, int rows,
+                                              float* dgamma, float* dbeta) {
+  GOSSIP_GRID_STRIDE(c, g.c)
+    math::group_norm_param_grads(x, dy, mean, rstd, g, rows, static_cast<int>(c), dgamma + c,
+                                 dbeta + c);
+}
+
+__global__ void group_norm_backward_kernel(const float* x, const float* dy, const float* gamma,
+                                           const float* mean, const float* rstd,
+                                           GroupNormGeom g, int rows, float* dx) {
+  const int per = g.c / g.groups;
+  GOSSIP_GRID_STRIDE(ng, static_cast<I64>(rows) * g.groups) {
+    const I64 off = ng * g.group_size();
+    math::group_norm_backward_group(x + off, dy + off, gamma, static_cast<int>(ng % g.groups) * per,
+                                    per, g.spatial, mean[ng], rstd[ng], dx + off);
+  }
+}
+
+__global__ void dropout_kernel(const float* x, float* y, I64 n, float p, std::uint64_t key) {
+  GOSSIP_GRID_STRIDE(i, n) y[i] = x[i] * math::dropout_scale(key, i, p);
+}
+
+// ---- launchers ----------------------------------------------------------------------------
+
+constexpr int kThreads = 256;
+
+int grid_for(I64 n) {
+  I64 blocks = (n + kThreads - 1) / kThreads;
+  if (blocks < 1) blocks = 1;
+  return static_cast<int>(blocks > 4096 ? 4096 : blocks);
+}
+
+void check_launch(const char* what) {
+  const cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess)
+    throw RuntimeError(cat("CUDA kernel ", what, " failed to launch: ", cudaGetErrorString(err)));
+}
+
+}  // namespace
+
+void launch_relu(cudaStream_t s, const float* x, float* y, std::int64_t n) {
+  relu_kernel<<<grid_for(n), kThreads, 0, s>>>(x, y, n);
+  check_launch("relu");
+}
+
+void launch_row_sums(cudaStream_t s, const float* a, int rows, int cols, bool accumulate,
+                     float* out) {
+  row_sums_kernel<<<grid_for(rows), kThreads, 0, s>>>(a, rows, cols, accumulate, out);
+  check_launch("row_sums");
+}
+
+void launch_im2col(cudaStream_t s, const float* x, const ConvGeom& g, int count, float* col) {
+  im2col_kernel<<<grid_for(static_cast<I64>(g.patch()) * count * g.positions()), kThreads, 0, s>>>(
+      x, g, count, col);
+  check_launch("im2col");
+}
+
+void launch_col2im(cudaStream_t s, const float* col, const ConvGeom& g, int count, float* dx) {
+  col2im_kernel<<<grid_for(static_cast<I64>(count) * g.c * g.h * g.w), kThreads, 0, s>>>(
+      col, g, count, dx);
+  check_launch("col2im");
+}
+
+void launch_conv_output(cudaStream_t s, const float* t, const float* bias, const ConvGeom& g,
+                        int count, bool relu, float* y) {
+  conv_output_kernel<<<grid_for(static_cast<I64>(count) * g.oc * g.positions()), kThreads, 0, s>>>(
+      t, bias, g, count, relu, y);
+  check_launch("conv_output");
+}
+
+void launch_conv_grad_layout(cudaStream_t s, const float* dy, const ConvGeom& g, int count,
+                             float* t) {
+  conv_grad_layout_kernel<<<grid_for(static_cast<I64>(count) * g.oc * g.positions()), kThreads,
+                            0, s>>>(dy, g, count, t);
+  check_launch("conv_grad_layout");
+}
+
+void launch_pool_forward(cudaStream_t s, const float* x, const PoolGeom& g, int rows, float* y,
+                         std::int32_t* arg) {
+  pool_forward_kernel<<<grid_for(static_cast<I64>(rows) * g.c * g.oh * g.ow), kThreads, 0, s>>>(
+      x, g, rows, y, arg);
+  check_launch("pool_forward");
+}
+
+void launch_pool_backward(cudaStream_t s, const float* dy, const std::int32_t* arg,
+                          const PoolGeom& g, int rows, float* dx) {
+  pool_backward_kernel<<<grid_for(static_cast<I64>(rows) * g.c * g.h * g.w), kThreads, 0, s>>>(
+      dy, arg, g, rows, dx);
+  check_launch("pool_backward");
+}
+
+void launch_group_norm_forward(cudaStream_t s, const float* x, const float* gamma,
+                               const float* beta, const GroupNormGeom& g, int rows, float* y,
+                               float* mean, float* rstd) {
+  group_norm_forward_kernel<<<grid_for(static_cast<I64>(rows) * g.groups), kThreads, 0, s>>>(
+      x, gamma, beta, g, rows, y, mean, rstd);
+  check_launch("group_norm_forward");
+}
+
+void launch_group_norm_backward(cudaStream_t s, const float* x, const float* dy,
+                                const float* gamma, const float* mean, const float* rstd,
+                                const GroupNormGeom& g, int rows, float* dx, float* dgamma,
+                                float* dbeta) {
+  group_norm_param_grads_kernel<<<grid_for(g.c), kThreads, 0, s>>>(x, dy, mean, rstd, g, rows,
+                                                                   dgamma, dbeta);
+  check_launch("group_norm_param_grads");
+  if (dx == nullptr) return;
+  group_norm_backward_kernel<<<grid_for(static_cast<I64>(rows) * g.groups), kThreads, 0, s>>>(
+      x, dy, gamma, mean, rstd, g, rows, dx);
+  check_launch("group_norm_backward");
+}
+
+void launch_dropout(cudaStream_t s, const float* x, float* y, std::int64_t n, float p,
+                    std::uint64_t key) {
+  dropout_kernel<<<grid_for(n), kThreads, 0, s>>>(x, y, n, p, key);
+  check_launch("dropout");
+}
+
+}  // namespace gossip::cuda

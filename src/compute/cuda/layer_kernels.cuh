@@ -1,0 +1,40 @@
+// compute/cuda/layer_kernels.cuh: launchers of the layer kernels (layer_kernels.cu) for the CUDA
+// backend. Each runs the gossip/layer_math.hpp function the CPU backend runs (cpu_layers.cpp) in
+// a grid-stride kernel on the given stream and checks the launch. Included only by .cu files.
+#pragma once
+#if !defined(GOSSIP_ROOM_COMPUTE)
+#error "src/compute/cuda/layer_kernels.cuh belongs to room compute, which this room does not use (see the room table in meson.build)"
+#endif
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "gossip/layer_math.hpp"
+
+namespace gossip::cuda {
+
+void launch_relu(cudaStream_t s, const float* x, float* y, std::int64_t n);
+void launch_row_sums(cudaStream_t s, const float* a, int rows, int cols, bool accumulate,
+                     float* out);
+void launch_im2col(cudaStream_t s, const float* x, const ConvGeom& g, int count, float* col);
+void launch_col2im(cudaStream_t s, const float* col, const ConvGeom& g, int count, float* dx);
+void launch_conv_output(cudaStream_t s, const float* t, const float* bias, const ConvGeom& g,
+                        int count, bool relu, float* y);
+void launch_conv_grad_layout(cudaStream_t s, const float* dy, const ConvGeom& g, int count,
+                             float* t);
+void launch_pool_forward(cudaStream_t s, const float* x, const PoolGeom& g, int rows, float* y,
+                         std::int32_t* arg);
+void launch_pool_backward(cudaStream_t s, const float* dy, const std::int32_t* arg,
+                          const PoolGeom& g, int rows, float* dx);
+void launch_group_norm_forward(cudaStream_t s, const float* x, const float* gamma,
+                               const float* beta, const GroupNormGeom& g, int rows, float* y,
+                               float* mean, float* rstd);
+void launch_group_norm_backward(cudaStream_t s, const float* x, const float* dy,
+                                const float* gamma, const float* mean, const float* rstd,
+                                const GroupNormGeom& g, int rows, float* dx, float* dgamma,
+                                float* dbeta);
+void launch_dropout(cudaStream_t s, const float* x, float* y, std::int64_t n, float p,
+                    std::uint64_t key);
+
+}  // namespace gossip::cuda

@@ -1,0 +1,67 @@
+// model/layers.hpp: the layer interface the Model runs, and one factory per layer type. A layer
+// owns no parameters: it is told its offset into the flat parameter and gradient buffers, and
+// keeps only its scratch (arg-max indices, group statistics, im2col workspace).
+#pragma once
+#if !defined(GOSSIP_ROOM_MODEL)
+#error "src/model/layers.hpp belongs to room model, which this room does not use (see the room table in meson.build)"
+#endif
+
+#include <cstdint>
+#include <memory>
+#include <random>
+
+#include "gossip/backend.hpp"
+#include "gossip/config.hpp"
+
+namespace gossip {
+
+/// What one forward or backward call sees besides its tensors.
+struct LayerContext {
+  Backend& backend;
+  const float* params;  // the flat buffers (device pointers)
+  float* grads;
+  bool training;        // forward: dropout active
+  std::uint64_t key;    // this step's dropout key for this layer
+};
+
+class Layer {
+ public:
+  virtual ~Layer() = default;
+
+  /// Parameters in the flat buffer, starting at offset(); weights() of them come first.
+  virtual std::int64_t param_count() const { return 0; }
+  virtual std::int64_t weight_count() const { return 0; }
+  virtual int fan_in() const { return 0; }
+  void set_offset(std::int64_t offset) { offset_ = offset; }
+  std::int64_t offset() const { return offset_; }
+  /// Writes this layer's initial parameters into host[offset() ...] (weights from rng).
+  virtual void init(float* host, std::mt19937_64& rng) const;
+
+  /// True when the output is the input itself (flatten): no buffer, no work either way.
+  virtual bool aliases_input() const { return false; }
+  /// y = f(x) for `rows` samples.
+  virtual void forward(LayerContext& c, const float* x, float* y, int rows) = 0;
+  /// Given dy = dL/dy (which the layer may overwrite), writes the gradients of its parameters
+  /// and, when `need_dx`, dL/dx into `spare` or in place into dy. Returns where dL/dx is (null
+  /// when not needed).
+  virtual float* backward(LayerContext& c, const float* x, const float* y, float* dy,
+                          float* spare, int rows, bool need_dx) = 0;
+
+ protected:
+  std::int64_t offset_ = 0;
+};
+
+/// Each factory takes the layer's config, its input and output shapes, whether a following
+/// ReLU is folded into it (linear, conv2d), and the largest batch it will see.
+std::unique_ptr<Layer> make_linear(Backend& b, const Shape& in, const Shape& out, bool relu);
+std::unique_ptr<Layer> make_conv2d(Backend& b, const LayerConfig& l, const Shape& in,
+                                   const Shape& out, bool relu, int max_batch);
+std::unique_ptr<Layer> make_pool(Backend& b, const LayerConfig& l, const Shape& in,
+                                 const Shape& out, int max_batch);
+std::unique_ptr<Layer> make_group_norm(Backend& b, const LayerConfig& l, const Shape& in,
+                                       int max_batch);
+std::unique_ptr<Layer> make_relu(const Shape& in);
+std::unique_ptr<Layer> make_flatten();
+std::unique_ptr<Layer> make_dropout(const LayerConfig& l, const Shape& in);
+
+}  // namespace gossip

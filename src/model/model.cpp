@@ -1,0 +1,195 @@
+// model/model.cpp: the layer stack over the flat buffers. Building walks the config with the
+// shapes infer_shapes found (folding each ReLU that follows linear or conv2d into it), gives each
+// layer its offset in the flat buffer, and sizes one activation buffer per layer plus two
+// ping-pong gradient buffers. Backward runs the layers in reverse and stops after the first
+// layer with parameters: no input gradient is formed that nothing consumes.
+#include <algorithm>
+#include <sstream>
+
+#include "gossip/core.hpp"
+#include "gossip/model.hpp"
+#include "gossip/rng.hpp"
+#include "src/model/layers.hpp"
+
+namespace gossip {
+
+std::int64_t mlp_param_count(const std::vector<int>& layers) {
+  std::int64_t n = 0;
+  for (std::size_t l = 1; l < layers.size(); ++l)
+    n += static_cast<std::int64_t>(layers[l]) * layers[l - 1] + layers[l];
+  return n;
+}
+
+std::string layers_string(const std::vector<int>& layers) {
+  std::ostringstream os;
+  for (std::size_t i = 0; i < layers.size(); ++i) os << (i ? "-" : "") << layers[i];
+  return os.str();
+}
+
+namespace {
+
+/// The sizes of an MLP in the shorthand's form (linear, relu, linear, ..., linear), else empty.
+std::vector<int> mlp_sizes(const ModelConfig& m) {
+  if (m.input.size() != 1 || m.layers.size() % 2 == 0) return {};
+  std::vector<int> sizes{m.input[0]};
+  for (std::size_t i = 0; i < m.layers.size(); ++i) {
+    const std::string expect = i % 2 == 0 ? "linear" : "relu";
+    if (m.layers[i].type != expect) return {};
+    if (i % 2 == 0) sizes.push_back(m.layers[i].out);
+  }
+  return sizes;
+}
+
+bool folds_relu(const ModelConfig& m, std::size_t i) {
+  return (m.layers[i].type == "linear" || m.layers[i].type == "conv2d") &&
+         i + 1 < m.layers.size() && m.layers[i + 1].type == "relu";
+}
+
+}  // namespace
+
+std::string model_fingerprint(const ModelConfig& m) {
+  if (auto sizes = mlp_sizes(m); !sizes.empty()) return layers_string(sizes);
+  std::ostringstream os;
+  for (std::size_t i = 0; i < m.input.size(); ++i) os << (i ? "x" : "") << m.input[i];
+  for (const LayerConfig& l : m.layers) {
+    os << "-" << l.type;
+    if (l.type == "linear") os << l.out;
+    else if (l.type == "conv2d") os << l.out << "k" << l.kernel << "s" << l.stride << "p" << l.padding;
+    else if (l.type == "maxpool2d" || l.type == "avgpool2d") os << l.kernel << "s" << l.stride;
+    else if (l.type == "dropout") os << l.p;
+    else if (l.type == "groupnorm") os << l.groups;
+  }
+  return os.str();
+}
+
+std::int64_t model_param_count(const ModelConfig& m) {
+  const std::vector<Shape> shapes = infer_shapes(m);
+  std::int64_t n = 0;
+  for (std::size_t i = 0; i < m.layers.size(); ++i) {
+    const LayerConfig& l = m.layers[i];
+    const Shape& in = shapes[i];
+    if (l.type == "linear") n += (shape_size(in) + 1) * l.out;
+    else if (l.type == "conv2d") n += (static_cast<std::int64_t>(in[0]) * l.kernel * l.kernel + 1) * l.out;
+    else if (l.type == "groupnorm") n += 2 * in[0];
+  }
+  return n;
+}
+
+Model::Model(Backend& backend, const std::vector<int>& mlp_sizes, int max_batch)
+    : Model(backend, ModelConfig::mlp(mlp_sizes), max_batch) {}
+
+Model::Model(Backend& backend, const ModelConfig& config, int max_batch, int max_train_batch)
+    : backend_(&backend),
+      max_batch_(max_batch),
+      max_train_batch_(max_train_batch > 0 ? max_train_batch : max_batch),
+      fingerprint_(model_fingerprint(config)) {
+  if (max_batch <= 0 || max_train_batch_ > max_batch)
+    throw InputError(cat("batch sizes must be positive (and the training batch at most ",
+                         max_batch, "), got ", max_train_batch_));
+  const std::vector<Shape> shapes = infer_shapes(config);
+  if (shapes.back().size() != 1)
+    throw InputError(cat("model: the last layer's output ", shape_string(shapes.back()),
+                         " is not flat (put a flatten and a linear layer at the end)"));
+  input_size_ = config.input_size();
+  classes_ = shapes.back()[0];
+  std::int64_t off = 0, widest = 0;
+  for (std::size_t i = 0; i < config.layers.size(); ++i) {
+    const LayerConfig& l = config.layers[i];
+    const Shape& in = shapes[i];
+    const Shape& out = shapes[i + 1];
+    LayerInfo info{l.type, in, out};
+    if (l.type == "relu" && i > 0 && folds_relu(config, i - 1)) {
+      info_.push_back(info);  // folded into the layer before: nothing runs
+      continue;
+    }
+    std::unique_ptr<Layer> layer;
+    const bool relu = folds_relu(config, i);
+    if (l.type == "linear") layer = make_linear(backend, in, out, relu);
+    else if (l.type == "conv2d") layer = make_conv2d(backend, l, in, out, relu, max_batch);
+    else if (l.type == "maxpool2d" || l.type == "avgpool2d") layer = make_pool(backend, l, in, out, max_batch);
+    else if (l.type == "groupnorm") layer = make_group_norm(backend, l, in, max_batch);
+    else if (l.type == "relu") layer = make_relu(in);
+    else if (l.type == "flatten") layer = make_flatten();
+    else if (l.type == "dropout") layer = make_dropout(l, in);
+    else throw InputError(cat("model.layers[", i, "]: unknown layer type '", l.type, "'"));
+    layer->set_offset(off);
+    info.offset = off;
+    info.params = layer->param_count();
+    info.weights = layer->weight_count();
+    info.fan_in = layer->fan_in();
+    off += info.params;
+    info_.push_back(info);
+    widest = std::max(widest, shape_size(out));
+    if (layer->aliases_input()) acts_.emplace_back();
+    else acts_.emplace_back(backend, static_cast<std::size_t>(max_batch) * shape_size(out));
+    layers_.push_back(std::move(layer));
+  }
+  num_params_ = off;
+  outs_.resize(layers_.size());
+  params_ = DeviceArray<float>(backend, num_params_);
+  grads_ = DeviceArray<float>(backend, num_params_);
+  delta_a_ = DeviceArray<float>(backend, static_cast<std::size_t>(max_train_batch_) * widest);
+  delta_b_ = DeviceArray<float>(backend, static_cast<std::size_t>(max_train_batch_) * widest);
+  backend.fill(params_.data(), 0.0f, num_params_);
+  backend.fill(grads_.data(), 0.0f, num_params_);
+}
+
+Model::~Model() = default;
+
+void Model::init(std::uint64_t seed, int stream_peer, int dropout_peer) {
+  std::vector<float> host(num_params_, 0.0f);
+  auto rng = make_rng(seed, static_cast<std::uint64_t>(stream_peer), Stream::kInit);
+  for (const auto& layer : layers_) layer->init(host.data(), rng);
+  params_.upload(host.data(), host.size());
+  dropout_seed_ = derive_seed(seed, static_cast<std::uint64_t>(dropout_peer < 0 ? stream_peer : dropout_peer),
+                              Stream::kDropout);
+  train_steps_ = 0;
+}
+
+void Model::run_forward(const float* x, int rows, bool training) {
+  GOSSIP_CHECK_MSG(rows > 0 && rows <= (training ? max_train_batch_ : max_batch_), "batch of ",
+                   rows, " rows does not fit the model's maximum of ",
+                   training ? max_train_batch_ : max_batch_);
+  const float* in = x;
+  for (std::size_t i = 0; i < layers_.size(); ++i) {
+    LayerContext c{*backend_, params_.data(), grads_.data(), training,
+                   mix64(dropout_seed_ ^ mix64(train_steps_ * 1024 + i))};
+    float* out = layers_[i]->aliases_input() ? const_cast<float*>(in) : acts_[i].data();
+    layers_[i]->forward(c, in, out, rows);
+    outs_[i] = out;
+    in = out;
+  }
+}
+
+const float* Model::forward(const float* x, int rows) {
+  run_forward(x, rows, false);
+  return outs_.back();
+}
+
+BatchResult Model::evaluate(const float* x, const std::int32_t* labels, int rows) {
+  const float* logits = forward(x, rows);
+  auto [loss, correct] = backend_->softmax_xent(logits, labels, rows, classes_, nullptr);
+  return {loss, correct, rows};
+}
+
+BatchResult Model::forward_backward(const float* x, const std::int32_t* labels, int rows) {
+  run_forward(x, rows, true);
+  float* dy = delta_a_.data();
+  float* spare = delta_b_.data();
+  auto [loss, correct] = backend_->softmax_xent(outs_.back(), labels, rows, classes_, dy);
+  std::size_t first_with_params = layers_.size();
+  for (std::size_t i = 0; i < layers_.size() && first_with_params == layers_.size(); ++i)
+    if (layers_[i]->param_count() > 0) first_with_params = i;
+  for (std::size_t i = layers_.size(); i-- > first_with_params;) {
+    LayerContext c{*backend_, params_.data(), grads_.data(), true,
+                   mix64(dropout_seed_ ^ mix64(train_steps_ * 1024 + i))};
+    const float* in = i == 0 ? x : outs_[i - 1];
+    const bool need_dx = i > first_with_params;
+    float* dx = layers_[i]->backward(c, in, outs_[i], dy, spare, rows, need_dx);
+    if (dx == spare) std::swap(dy, spare);
+  }
+  ++train_steps_;
+  return {loss, correct, rows};
+}
+
+}  // namespace gossip
