@@ -17,7 +17,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   const auto again = encode_hello(*hello.value);
   if (again.size() != size || std::memcmp(again.data(), data, size) != 0) std::abort();
-  static const Hello ours{kVersion, 0, gossip::HandshakeInfo{"run", {784, 128, 10}, 101770, 42},
+  static const Hello ours{kVersion, 0, gossip::HandshakeInfo{"run", "784-128-10", 101770, 42},
                           std::nullopt};
   const std::string why = refusal_reason(ours, *hello.value);
   if (why.empty() != (refusal_reason(*hello.value, ours).empty())) std::abort();  // symmetric
