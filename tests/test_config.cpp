@@ -308,3 +308,25 @@ TEST_CASE("every shipped config loads, its model shapes fit and its output is th
   CHECK(cnn.model.input == Shape{1, 28, 28});
   CHECK(infer_shapes(cnn.model)[7] == Shape{1024});  // 64 channels of 4x4 after two pools
 }
+
+TEST_CASE("a fault schedule reads kill and pause, and refuses what it cannot do", "[config]") {
+  const auto c = load_config_from_string(
+      "faults:\n  - {round: 30, kill: [2, 6]}\n  - {round: 40, pause: [3], seconds: 10}\n",
+      "c.yaml");
+  REQUIRE(c.faults.size() == 2);
+  CHECK(c.faults[0].action == "kill");
+  CHECK(c.faults[0].peers == std::vector<int>{2, 6});
+  CHECK(c.faults[1].round == 40);
+  CHECK(c.faults[1].seconds == 10.0);
+  using Catch::Contains;
+  CHECK_THROWS_WITH(load_config_from_string("faults:\n  - {round: 3, pause: [1]}\n", "c.yaml"),
+                    Contains("c.yaml:2: faults[0]: a pause needs its length in seconds"));
+  CHECK_THROWS_WITH(load_config_from_string("faults:\n  - {kill: [1]}\n", "c.yaml"),
+                    Contains("faults[0]: a fault needs its round"));
+  CHECK_THROWS_WITH(load_config_from_string("faults:\n  - {round: 3, restart: [1]}\n", "c.yaml"),
+                    Contains("faults[0].restart: restarting a peer by the schedule is not "
+                             "supported yet"));
+  CHECK_THROWS_WITH(
+      load_config_from_string("faults:\n  - {round: 3, kill: [1], pause: [2]}\n", "c.yaml"),
+      Contains("one action a fault"));
+}

@@ -1189,3 +1189,35 @@ TEST_CASE("intruders and 500 idle connections are refused; the run ends as if no
   CHECK(refusals < 40);
   CHECK(log.find("more refusals") != std::string::npos);
 }
+
+TEST_CASE("gossip run carries out a fault schedule: a killed peer is not a failure",
+          "[peer][faults]") {
+  TempDir t;
+  const auto cfg = write_config(t.path, 5, "dpsgd", 1, 3);
+  std::ofstream(cfg, std::ios::app) << "faults:\n"
+                                    << "  - {round: 10, kill: [2]}\n"
+                                    << "  - {round: 20, pause: [4], seconds: 1}\n";
+  const std::string out = (t.path / "run").string();
+  const Result r = run(bin() + " run " + cfg.string() + " --out " + out + " --no-progress");
+  INFO(r.output);
+  CHECK(r.code == 0);  // the schedule was carried out and the survivors finished
+  CHECK_THAT(r.output, Catch::Contains("fault schedule at round 10: kill peer 2"));
+  CHECK_THAT(r.output, Catch::Contains("fault schedule at round 20: pause peer 4 for 1 s"));
+  CHECK_THAT(r.output, Catch::Contains("peer 4 resumed"));
+  const std::string events = read_file(fs::path(out) / "events.jsonl");
+  CHECK_THAT(events, Catch::Contains("\"event\": \"fault\""));
+  CHECK_THAT(events, Catch::Contains("\"action\": \"kill\", \"peers\": [2]"));
+  const std::string summary = read_file(fs::path(out) / "summary.json");
+  CHECK_THAT(summary, Catch::Contains("\"dead_peers\": [2]"));
+  // Peer 2's neighbours left it out of mixing; the ring without it is a line, still connected.
+  for (int p : {1, 3}) {
+    const std::string log = read_file(fs::path(out) / "peers" / std::to_string(p) / "peer.log");
+    INFO(log);
+    CHECK(log.find("neighbours lost: 2; live graph still connected") != std::string::npos);
+  }
+  // A schedule naming a peer the topology does not have is refused before anything starts.
+  std::ofstream(cfg, std::ios::app) << "  - {round: 5, kill: [9]}\n";
+  const Result bad = run(bin() + " run " + cfg.string() + " --out " + (t.path / "bad").string());
+  CHECK(bad.code == 2);
+  CHECK_THAT(bad.output, Catch::Contains("peer 9 is not in the topology's 0..4"));
+}

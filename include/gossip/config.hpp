@@ -159,6 +159,15 @@ struct CompareConfig {
   double target_accuracy = 0.8;
 };
 
+/// One entry of the fault schedule (`faults:`): at `round`, kill (SIGKILL) or pause (SIGSTOP
+/// for `seconds`, then SIGCONT) the listed peers. `gossip run` carries it out on its processes.
+struct Fault {
+  std::int64_t round = 1;
+  std::string action;         // "kill" | "pause"
+  std::vector<int> peers;
+  double seconds = 0.0;       // pause only
+};
+
 struct RunConfig {
   std::string path;  // the file it was loaded from ("" when built in code)
   DataConfig data;
@@ -169,6 +178,7 @@ struct RunConfig {
   SimConfig sim;
   NetworkConfig net;
   CompareConfig compare;
+  std::vector<Fault> faults;  // the fault schedule, in file order
   /// Line of each field the file set, by dotted name ("gossip.algorithm"); empty in code.
   std::map<std::string, int> lines;
 

@@ -415,6 +415,50 @@ void check_model(const RunConfig& cfg) {
                          ") does not match the data's classes [", cfg.data.classes, "]"));
 }
 
+std::vector<Fault> read_faults(const Reader& r, const Node& n, const std::string& field) {
+  r.sequence(n, field);
+  std::vector<Fault> out;
+  std::size_t i = 0;
+  for (const Node& item : n) {
+    const std::string at = cat(field, "[", i++, "]");
+    Fault fault;
+    bool has_round = false;
+    auto action = [&](const Node& v, const std::string& f, const char* name) {
+      if (!fault.action.empty())
+        r.fail(v, f, cat("one action a fault: this one already says ", fault.action));
+      fault.action = name;
+      fault.peers = r.ints(v, f);
+      for (int p : fault.peers)
+        if (p < 0) r.fail(v, f, cat("peer ", p, " is not a rank"));
+    };
+    r.each(item, at, Handlers{
+        {"round", [&](auto& v, auto& f) {
+           fault.round = r.positive_int(v, f, false);
+           has_round = true;
+         }},
+        {"kill", [&](auto& v, auto& f) { action(v, f, "kill"); }},
+        {"pause", [&](auto& v, auto& f) { action(v, f, "pause"); }},
+        {"seconds", [&](auto& v, auto& f) { fault.seconds = r.positive(v, f, false); }},
+        {"restart", [&](auto& v, auto& f) {
+           r.fail(v, f, "restarting a peer by the schedule is not supported yet (kill and pause "
+                        "are)");
+         }},
+        {"cut", [&](auto& v, auto& f) {
+           r.fail(v, f, "cutting a link by the schedule is not supported yet (kill and pause "
+                        "are)");
+         }},
+    });
+    if (!has_round) r.fail(item, at, "a fault needs its round");
+    if (fault.action.empty()) r.fail(item, at, "a fault needs an action: kill or pause");
+    if (fault.action == "pause" && fault.seconds <= 0)
+      r.fail(item, at, "a pause needs its length in seconds");
+    if (fault.action == "kill" && fault.seconds > 0)
+      r.fail(item, at, "seconds is for pause, not kill");
+    out.push_back(std::move(fault));
+  }
+  return out;
+}
+
 RunConfig read(const yaml::Document& doc, const std::string& dir) {
   RunConfig cfg;
   cfg.path = doc.name();
@@ -429,6 +473,7 @@ RunConfig read(const yaml::Document& doc, const std::string& dir) {
       {"sim", [&](auto& v, auto&) { read_sim(r, v, cfg.sim); }},
       {"net", [&](auto& v, auto&) { read_net(r, v, cfg.net); }},
       {"compare", [&](auto& v, auto&) { read_compare(r, v, cfg.compare); }},
+      {"faults", [&](auto& v, auto& f) { cfg.faults = read_faults(r, v, f); }},
   });
   check_model(cfg);
   return cfg;

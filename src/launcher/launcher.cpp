@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <variant>
 
 #include "src/launcher/children.hpp"
@@ -72,7 +73,8 @@ class Network {
           std::int64_t resume_round, std::string tls_dir)
       : opt_(opt), n_(topology.n()), resume_round_(resume_round), tls_dir_(std::move(tls_dir)),
         record_(config, opt.out_dir, n_, launcher::NetworkRecord::Clock::kLauncher, true,
-                resume_round) {}
+                resume_round),
+        faults_(&config.faults), fault_done_(config.faults.size(), false) {}
 
   int run();
 
@@ -80,6 +82,11 @@ class Network {
   void recover_unmerged();
   void start();
   void show_progress();
+  void carry_out_faults();
+  bool killed_by_schedule(int rank) const {
+    return std::find(scheduled_deaths_.begin(), scheduled_deaths_.end(), rank) !=
+           scheduled_deaths_.end();
+  }
   void merge_ready_rounds();
   int fail(const std::string& why);
 
@@ -90,6 +97,10 @@ class Network {
   launcher::NetworkRecord record_;
   std::vector<launcher::Child> children_;
   std::vector<std::int64_t> peer_round_;  // rounds each peer has completed, from its events
+  const std::vector<Fault>* faults_ = nullptr;
+  std::vector<bool> fault_done_;
+  std::vector<int> scheduled_deaths_;      // peers the schedule killed: not failures
+  std::vector<std::pair<Clock::time_point, int>> paused_;  // when to wake which peer
   std::string status_ = "starting the peers";  // the text after the bar: the last evaluation
   Clock::time_point last_progress_ = Clock::now();
   Progress progress_;
@@ -158,6 +169,44 @@ void Network::merge_ready_rounds() {
   }
 }
 
+/// The fault schedule: each fault acts once the network (its slowest live peer, as its round
+/// events say) has completed the fault's round; paused peers are woken when their time is up.
+void Network::carry_out_faults() {
+  const auto now = Clock::now();
+  for (auto it = paused_.begin(); it != paused_.end();) {
+    if (now < it->first) {
+      ++it;
+      continue;
+    }
+    if (children_[it->second].running) kill(children_[it->second].pid, SIGCONT);
+    progress_.note(cat("fault schedule: peer ", it->second, " resumed (SIGCONT)"));
+    it = paused_.erase(it);
+  }
+  std::int64_t round = std::numeric_limits<std::int64_t>::max();
+  for (int r = 0; r < n_; ++r)
+    if (children_[r].running && !killed_by_schedule(r)) round = std::min(round, peer_round_[r]);
+  for (std::size_t i = 0; i < faults_->size(); ++i) {
+    const Fault& f = (*faults_)[i];
+    if (fault_done_[i] || round < f.round) continue;
+    fault_done_[i] = true;
+    for (int p : f.peers) {
+      if (!children_[p].running) continue;
+      if (f.action == "kill") {
+        scheduled_deaths_.push_back(p);
+        kill(children_[p].pid, SIGKILL);
+      } else {
+        kill(children_[p].pid, SIGSTOP);
+        paused_.emplace_back(now + std::chrono::milliseconds(static_cast<long>(f.seconds * 1000)),
+                             p);
+      }
+    }
+    record_.log_fault(f.round, f.action, f.peers, f.seconds);
+    progress_.note(cat("fault schedule at round ", f.round, ": ", f.action, " peer",
+                       f.peers.size() == 1 ? " " : "s ", format_peers(f.peers),
+                       f.action == "pause" ? cat(" for ", f.seconds, " s") : std::string()));
+  }
+}
+
 /// The progress line at the round every live peer has completed, with the last evaluation.
 void Network::show_progress() {
   last_progress_ = Clock::now();
@@ -215,7 +264,9 @@ int Network::run() {
       }
       if (exited && was_running) {
         const bool stopped_as_asked = opt_.until_round > 0 && c.exit_code == 0;
-        if (c.exit_code != 0 || (!record_.has_finished(c.rank) && !stopped_as_asked)) {
+        if (killed_by_schedule(c.rank)) {
+          record_.peer_failed(c.rank, "killed by the fault schedule");
+        } else if (c.exit_code != 0 || (!record_.has_finished(c.rank) && !stopped_as_asked)) {
           const std::string why = cat("peer ", c.rank, " failed (exit code ", c.exit_code,
                                       "); last lines of its log:\n", launcher::tail_lines(c.log_path, 6));
           if (!opt_.keep_going) return fail(why);
@@ -226,6 +277,7 @@ int Network::run() {
       all_exited &= !c.running && c.out_fd < 0;
     }
     merge_ready_rounds();
+    carry_out_faults();
     if (Clock::now() - last_progress_ >= std::chrono::seconds(1)) show_progress();
     if (all_exited) break;
   }
@@ -242,7 +294,10 @@ int Network::run() {
   for (const auto& c : children_)
     rss_mb[c.rank] = std::max(rss_mb[c.rank], static_cast<double>(c.max_rss_kb) / 1024.0);
   record_.finish(std::chrono::duration<double>(Clock::now() - t0_).count(), rss_mb);
-  return record_.dead().empty() ? kExitOk : kExitFailure;
+  // A peer the schedule killed is not a failure: the run succeeded if every other one finished.
+  for (int r : record_.dead())
+    if (!killed_by_schedule(r)) return kExitFailure;
+  return kExitOk;
 }
 
 }  // namespace
@@ -259,6 +314,11 @@ int launch(const RunConfig& config, const LaunchOptions& options) {
                  config.gossip.topology.c_str(), format_components(report.components).c_str());
     return kExitDisconnected;
   }
+  for (std::size_t i = 0; i < config.faults.size(); ++i)
+    for (int p : config.faults[i].peers)
+      if (p >= topology.n())
+        throw InputError(cat(config.where(cat("faults[", i, "].", config.faults[i].action)),
+                             ": peer ", p, " is not in the topology's 0..", topology.n() - 1));
   make_output_dir(options.out_dir);
   const std::int64_t resume_round =
       options.resume ? common_checkpoint(options.out_dir, topology.n()) : -1;

@@ -74,6 +74,18 @@ std::vector<std::int64_t> NetworkRecord::drop_pending_through(std::int64_t round
   return dropped;
 }
 
+void NetworkRecord::log_fault(std::int64_t round, const std::string& action,
+                              const std::vector<int>& peers, double seconds) {
+  JsonObject o;
+  o.add("event", "fault")
+      .add("time_s", std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count())
+      .add("round", round)
+      .add("action", action)
+      .add("peers", JsonArray::of(peers));
+  if (action == "pause") o.add("seconds", seconds);
+  log_event(o.str());
+}
+
 void NetworkRecord::peer_failed(int rank, const std::string& why) {
   if (std::find(dead_.begin(), dead_.end(), rank) != dead_.end()) return;
   dead_.push_back(rank);

@@ -47,6 +47,9 @@ class NetworkRecord {
   void handle(int rank, const PeerEvent& event);
   /// Peer `rank` ended without finishing (`why`): later rounds are merged without it.
   void peer_failed(int rank, const std::string& why);
+  /// The fault schedule acted (events.jsonl: event "fault").
+  void log_fault(std::int64_t round, const std::string& action, const std::vector<int>& peers,
+                 double seconds);
 
   /// Merges, in order, every pending round that each live peer has reported; returns the figures
   /// of the rounds merged (for a progress line).
