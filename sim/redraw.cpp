@@ -4,31 +4,17 @@
 #include <fstream>
 
 #include "gossip/core.hpp"
+#include "gossip/report.hpp"
 #include "gossip/sim.hpp"
 
 namespace gossip {
-
-namespace {
-
-std::vector<std::string> split(const std::string& line) {
-  std::vector<std::string> out;
-  std::size_t from = 0;
-  for (;;) {
-    const auto comma = line.find(',', from);
-    out.push_back(line.substr(from, comma - from));
-    if (comma == std::string::npos) return out;
-    from = comma + 1;
-  }
-}
-
-}  // namespace
 
 void redraw_compare(const std::string& dir) {
   const std::string path = dir + "/compare.csv";
   std::ifstream in(path);
   std::string line;
   if (!in || !std::getline(in, line)) throw InputError(cat(path, ": cannot read"));
-  const auto header = split(line);
+  const auto header = split_csv_line(line);
   if (header.empty() || header.front() != "setting")
     throw InputError(cat(path, ":1: expected a header starting with 'setting'"));
   if (!std::filesystem::exists(dir + "/curves.dat"))
@@ -36,7 +22,7 @@ void redraw_compare(const std::string& dir) {
   std::vector<CompareRow> rows;
   for (int n = 2; std::getline(in, line); ++n) {
     if (line.empty()) continue;
-    const auto fields = split(line);
+    const auto fields = split_csv_line(line);
     if (fields.size() != header.size())
       throw InputError(cat(path, ":", n, ": expected ", header.size(), " values, got ",
                            fields.size()));

@@ -105,6 +105,9 @@ void make_output_dir(const std::string& dir);
 /// the first problem (another header, a row without 8 values, a value that is not a number).
 std::vector<MetricsRow> read_metrics(const std::string& path);
 
+/// The comma-separated fields of one line of the CSV files gossip writes (no quoting).
+std::vector<std::string> split_csv_line(const std::string& line);
+
 /// One curve of a plot: columns of a gnuplot data file (1-based), optionally one data block.
 struct PlotSeries {
   std::string data_file;    // relative to the plot's directory

@@ -9,10 +9,7 @@
 
 namespace gossip {
 
-namespace {
-
-/// The comma-separated fields of `line`.
-std::vector<std::string> split(const std::string& line) {
+std::vector<std::string> split_csv_line(const std::string& line) {
   std::vector<std::string> out;
   std::size_t from = 0;
   for (;;) {
@@ -22,6 +19,8 @@ std::vector<std::string> split(const std::string& line) {
     from = comma + 1;
   }
 }
+
+namespace {
 
 double number(const std::string& text, const std::string& where, const char* column) {
   char* end = nullptr;
@@ -44,7 +43,7 @@ std::vector<MetricsRow> read_metrics(const std::string& path) {
   for (int n = 2; std::getline(in, line); ++n) {
     if (line.empty()) continue;
     const std::string where = cat(path, ":", n);
-    const auto f = split(line);
+    const auto f = split_csv_line(line);
     if (f.size() != 8)
       throw InputError(cat(where, ": expected 8 comma-separated values, got ", f.size()));
     MetricsRow r;

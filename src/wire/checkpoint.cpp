@@ -20,10 +20,13 @@
 
 #include "gossip/checkpoint.hpp"
 #include "gossip/core.hpp"
+#include "src/wire/span_buf.hpp"
 #include "gossip/hash.hpp"
 
 namespace gossip {
 namespace {
+
+using wire::SpanBuf;
 
 static_assert(std::endian::native == std::endian::little,
               "checkpoints are little-endian; big-endian hosts are not supported");
@@ -32,15 +35,6 @@ constexpr char kMagic[8] = {'G', 'O', 'S', 'S', 'I', 'P', 'C', 'K'};
 constexpr std::uint32_t kVersion = 1;
 constexpr std::size_t kHeader = sizeof kMagic + 4 + 8;
 constexpr std::size_t kDigest = 32;
-
-class SpanBuf : public std::streambuf {
- public:
-  explicit SpanBuf(std::span<const std::byte> bytes) {
-    char* p = const_cast<char*>(reinterpret_cast<const char*>(bytes.data()));
-    setg(p, p, p + bytes.size());
-  }
-  std::size_t left() const { return static_cast<std::size_t>(egptr() - gptr()); }
-};
 
 struct Refused {
   std::string why;

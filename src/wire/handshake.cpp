@@ -12,6 +12,7 @@
 #include <cereal/archives/binary.hpp>
 
 #include "gossip/core.hpp"
+#include "src/wire/span_buf.hpp"
 #include "gossip/wire.hpp"
 
 namespace gossip::wire {
@@ -19,16 +20,6 @@ namespace {
 
 static_assert(std::endian::native == std::endian::little,
               "the wire format is little-endian; big-endian hosts are not supported");
-
-/// Read-only streambuf over caller memory, so decoding does not copy the payload.
-class SpanBuf : public std::streambuf {
- public:
-  explicit SpanBuf(std::span<const std::byte> bytes) {
-    char* p = const_cast<char*>(reinterpret_cast<const char*>(bytes.data()));
-    setg(p, p, p + bytes.size());
-  }
-  std::size_t left() const { return static_cast<std::size_t>(egptr() - gptr()); }
-};
 
 /// Thrown inside decode_hello only, and turned into a Decoded error there.
 struct Refused {
