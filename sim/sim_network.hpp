@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <optional>
+#include <utility>
 #include <span>
 #include <vector>
 
@@ -19,6 +21,10 @@ namespace gossip {
 /// Bytes a parameter message costs on the wire besides the floats: the frame header (32) and
 /// the f64 push-sum weight (8), as NetExchange sends it.
 inline constexpr std::uint64_t kMessageOverheadBytes = 40;
+/// Bytes a membership view of `peers` entries costs as its own frame: header, count, entries.
+inline std::uint64_t view_message_bytes(int peers) {
+  return 32 + 4 + 5 * static_cast<std::uint64_t>(peers);
+}
 
 class SimNetwork;
 
@@ -38,6 +44,10 @@ class SimExchange final : public Exchange {
                              const CollectOptions& options) override;
   std::vector<int> dead_peers() const override { return {}; }
   std::uint64_t bytes_sent() const override { return bytes_sent_; }
+  /// The view rides with the next publish (to the same peers); a lost message loses it too.
+  void send_view(std::span<const Member> view, std::span<const int> to) override;
+  /// The views that came with the messages the last collect() took.
+  std::vector<PeerView> take_views() override;
 
   /// This peer's simulated clock, seconds since the start.
   double now() const { return now_; }
@@ -53,6 +63,8 @@ class SimExchange final : public Exchange {
   double sent_until_ = 0.0;
   double received_until_ = -std::numeric_limits<double>::infinity();
   std::uint64_t bytes_sent_ = 0;
+  std::optional<std::vector<Member>> pending_view_;  // sent with the next publish
+  std::vector<std::pair<int, std::int64_t>> taken_;  // (sender, round) sent to the last collect
 };
 
 /// The shared state of a simulated network: each sender's last few published buffers, the link
@@ -82,6 +94,7 @@ class SimNetwork {
     double sent_at = 0.0;  // when the first of its messages started leaving the sender
     std::vector<int> to;   // recipients in the order the sender's link sends to them
     std::vector<float> params;
+    std::optional<std::vector<Member>> view;  // the sender's membership view, if it sent one
   };
   /// When `message` has fully reached `receiver` if the receiver's link is idle:
   /// sent_at + (its place in the sender's queue) * wire_seconds() + latency.

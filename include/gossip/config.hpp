@@ -117,6 +117,13 @@ struct GossipConfig {
   int period = 1;                   // local steps between gossip rounds (local SGD's H)
   int max_staleness = 2;            // async: oldest acceptable neighbour round
   double round_timeout_s = 30.0;    // how long a peer waits for a neighbour before leaving it out
+  // Membership (SWIM-like): a neighbour that misses a round is suspected; a suspicion held for
+  // dead_after_rounds rounds and dead_after_s seconds (< 0: round_timeout_s) becomes a death.
+  std::int64_t dead_after_rounds = 3;
+  double dead_after_s = -1.0;
+  std::string on_partition = "continue";  // continue | stop: when the live graph splits
+  /// dead_after_s with its default resolved.
+  double dead_after_seconds() const { return dead_after_s < 0 ? round_timeout_s : dead_after_s; }
 };
 
 struct SimConfig {
@@ -159,12 +166,16 @@ struct CompareConfig {
   double target_accuracy = 0.8;
 };
 
-/// One entry of the fault schedule (`faults:`): at `round`, kill (SIGKILL) or pause (SIGSTOP
-/// for `seconds`, then SIGCONT) the listed peers. `gossip run` carries it out on its processes.
+/// One entry of the fault schedule (`faults:`): at `round`, kill (SIGKILL), restart, or pause
+/// (SIGSTOP for `seconds`, then SIGCONT) the listed peers; or from `round` until `to_round`, cut
+/// the listed links (both ways). `gossip run` carries it out on its processes and `gossip sim`
+/// on its virtual peers.
 struct Fault {
-  std::int64_t round = 1;
-  std::string action;         // "kill" | "pause"
-  std::vector<int> peers;
+  std::int64_t round = 1;     // from_round, for a cut
+  std::int64_t to_round = 0;  // cut only: the first round the links are back
+  std::string action;         // "kill" | "restart" | "pause" | "cut"
+  std::vector<int> peers;     // kill, restart, pause
+  std::vector<std::pair<int, int>> links;  // cut
   double seconds = 0.0;       // pause only
 };
 

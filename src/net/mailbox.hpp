@@ -59,6 +59,8 @@ class Mailboxes {
   /// Sets `to` only if the link is in `from`; true if it was.
   bool transition(int peer, LinkState from, LinkState to);
   void send_done(std::size_t count = 1);
+  /// Keeps `peer`'s newest membership view (replacing an older one not yet taken).
+  void deliver_view(int peer, std::vector<Member> view);
   /// The I/O thread hit an unexpected exception: every later call on the caller side throws.
   void fail(const std::string& what);
 
@@ -71,6 +73,10 @@ class Mailboxes {
   std::vector<Inbox> collect(std::int64_t round, std::span<const int> from,
                              const CollectOptions& options);
   std::vector<int> dead_peers() const;
+  /// See Exchange::take_views, ahead_peers and newest.
+  std::vector<PeerView> take_views();
+  std::vector<int> ahead_peers() const;
+  std::optional<Inbox> newest(std::span<const int> from);
   std::vector<int> peers_in(LinkState state) const;
   /// Whether `peer`'s parameters reach us through its shared memory (set at each handshake).
   void set_shared_memory(int peer, bool yes);
@@ -86,11 +92,14 @@ class Mailboxes {
     std::deque<Message> queue;        // arrival order
     std::optional<Message> held;      // returned by the last collect; spans point into it
     std::vector<std::vector<float>> pool;
+    std::optional<std::vector<Member>> view;  // the newest view not yet taken
   };
 
   Box& box(int peer) { return boxes_[index_[peer]]; }
   const Box& box(int peer) const { return boxes_[index_[peer]]; }
   bool ready(const Box& b, std::int64_t round, const CollectOptions& options) const;
+  /// Sync: whether `b` holds a message for a later round than `round` (so none for it will come).
+  static bool ahead(const Box& b, std::int64_t round);
   void take(Box& b, std::int64_t round, const CollectOptions& options);
   void recycle(Box& b, Message&& m);
 
@@ -105,6 +114,7 @@ class Mailboxes {
   std::condition_variable cv_;
   std::vector<Box> boxes_;
   std::size_t pending_sends_ = 0;
+  std::vector<int> ahead_;  // left out of the last collect for being ahead of it
   std::string failure_;
 };
 

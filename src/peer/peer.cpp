@@ -191,18 +191,52 @@ int run_peer(const RunConfig& config, const Topology& topology, const PeerOption
   log_line(cat("peer ", rank, ": ", net.addresses[rank], " (listening on ", listen, "), ",
                net.neighbours.size(), " neighbours, shard of ", shards[rank].size(), " samples, ",
                backend->describe(), " (train.backend: ", config.train.backend, ")"));
-  NetExchange exchange(std::move(net), NetListener(listen));
+  NetExchange transport(std::move(net), NetListener(listen));
+  // The membership view rides on the transport; the algorithm sees the monitored exchange.
+  MonitoredExchange exchange(transport, config.gossip.dead_after_rounds,
+                             config.gossip.dead_after_seconds());
+  exchange.set_faults(&config.faults);
   events.emit(ReadyEvent{rank, since(t0), n, opt.config_path});
 
   auto algorithm = make_algorithm(trainer, exchange, topology, config.gossip);
-  ConvergenceMonitor monitor(topology);
+  ConvergenceMonitor monitor(topology, rank);
+  bool partitioned = false;
   auto watch = [&](std::int64_t round) {
+    for (const MemberChange& c : exchange.membership().take_changes()) {
+      log_line(cat("peer ", rank, " round ", round, ": membership: peer ", c.peer, " ", c.event,
+                   " (incarnation ", c.incarnation, ")"));
+      events.emit(MemberEvent{rank, round, since(t0), c.event, c.peer,
+                              static_cast<std::int64_t>(c.incarnation), exchange.dead_peers(), {},
+                              {}});
+    }
     const auto change = monitor.check(exchange.dead_peers());
     if (!change) return;
     log_line(cat("peer ", rank, " round ", round, ": ", change->message));
     events.emit(AlertEvent{rank, round, change->connected, change->dead, change->message});
+    if (!change->event.empty()) {
+      partitioned = change->event == "partition";
+      events.emit(MemberEvent{rank, round, since(t0), change->event, -1, 0, change->dead,
+                              change->components, change->my_component});
+    }
   };
   watch(0);
+  // A peer rounds behind its neighbours (restarted, or paused) catches up: it takes the
+  // newest parameters a neighbour sent and carries on from that round.
+  const std::vector<int> neighbours = all_neighbours(topology, rank);
+  const std::int64_t behind = max_round_lead(topology) + 1;
+  auto catch_up = [&](std::int64_t r) -> std::int64_t {
+    const auto m = exchange.newest(neighbours);
+    if (!m || m->round <= r + behind) return r;
+    exchange.merge_views(r);  // learn what the others believe of us first
+    trainer.upload_params(m->params);
+    Algorithm::State st = algorithm->state();
+    st.weight = m->weight;
+    algorithm->restore(st);
+    log_line(cat("peer ", rank, ": at round ", r, ", ", m->round - r,
+                 " rounds behind its neighbours: took peer ", m->peer, "'s parameters of round ",
+                 m->round, " and carries on from there"));
+    return m->round;
+  };
 
   const RoundPlan plan = plan_rounds(config, train_samples, n);
   const std::int64_t rounds = plan.rounds;
@@ -277,12 +311,22 @@ int run_peer(const RunConfig& config, const Topology& topology, const PeerOption
   // every kRoundEventEvery (a line on a pipe; nothing when not under gossip run).
   constexpr auto kRoundEventEvery = std::chrono::milliseconds(250);
   auto last_round_event = Clock::now();
+  bool stopped_by_partition = false;
   for (std::int64_t r = first_round; r < rounds; ++r) {
+    r = catch_up(r);
+    if (r >= rounds) break;
     algorithm->local_phase(r);
     algorithm->mix_phase(r);
     const std::int64_t done = r + 1;
     // After the last round a neighbour that has finished and said bye is no loss.
     if (done < rounds) watch(done);
+    if (partitioned && config.gossip.on_partition == "stop") {
+      log_line(cat("peer ", rank, ": the live graph split at round ", done,
+                   " and gossip.on_partition is stop: stopping with a checkpoint"));
+      save_checkpoint(done);
+      stopped_by_partition = true;
+      break;
+    }
     if (opt.events && Clock::now() - last_round_event >= kRoundEventEvery) {
       events.progress(RoundEvent{rank, done, rounds, since(t0)});
       last_round_event = Clock::now();
@@ -304,7 +348,9 @@ int run_peer(const RunConfig& config, const Topology& topology, const PeerOption
              .wall_seconds = since(t0),
              .connected = monitor.connected(), .params_sha256 = {sha256_hex(params)}, .extra = {}};
   end.extra.add("peer", rank).add("missing_messages", algorithm->missing_messages())
-      .add("samples", std::ssize(shards[rank]));
+      .add("samples", std::ssize(shards[rank]))
+      .add("incarnation", static_cast<std::int64_t>(exchange.membership().view()[rank].incarnation))
+      .add("stopped_by_partition", stopped_by_partition ? 1 : 0);
   const Summary s = record.finish(std::move(end));
   events.emit(DoneEvent{rank, s.last.test_accuracy, s.end.params_sha256.front(),
                         s.end.bytes_sent, s.end.wall_seconds});
