@@ -65,8 +65,15 @@ void Mailboxes::deliver(int peer, Message message) {
     std::lock_guard lk(mu_);
     Box& b = box(peer);
     if (b.queue.size() >= max_queued_) {
-      dropped = cat("net[", rank_, "]: peer ", peer, " is ", max_queued_,
-                    " rounds ahead; dropped its round ", b.queue.front().round);
+      // Logged at the 1st, 10th, 100th, ... drop from a peer: a peer that was paused comes
+      // back to thousands of queued rounds.
+      const std::uint64_t k = ++b.dropped;
+      bool power_of_ten = true;
+      for (std::uint64_t x = k; x > 1 && power_of_ten; x /= 10) power_of_ten = x % 10 == 0;
+      if (power_of_ten)
+        dropped = cat("net[", rank_, "]: peer ", peer, " is ", max_queued_,
+                      " rounds ahead; dropped its round ", b.queue.front().round,
+                      k > 1 ? cat(" (", k, " rounds dropped from it so far)") : std::string());
       recycle(b, std::move(b.queue.front()));
       b.queue.pop_front();
     }

@@ -93,6 +93,7 @@ class Mailboxes {
     std::optional<Message> held;      // returned by the last collect; spans point into it
     std::vector<std::vector<float>> pool;
     std::optional<std::vector<Member>> view;  // the newest view not yet taken
+    std::uint64_t dropped = 0;                // rounds dropped for being too far ahead
   };
 
   Box& box(int peer) { return boxes_[index_[peer]]; }

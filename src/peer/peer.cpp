@@ -3,11 +3,13 @@
 // its metrics, parameter snapshots, final parameters and summary into DIR/peers/R/; and records
 // what happens as "@gossip" event lines in DIR/peers/R/events.txt (which `gossip collect` merges)
 // and, under `gossip run`, on stdout for the launcher.
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <numeric>
 #include <set>
 
@@ -168,7 +170,8 @@ int run_peer(const RunConfig& config, const Topology& topology, const PeerOption
   const auto t0 = Clock::now();
   const std::string dir = peer_dir(opt.out_dir, rank);
   make_output_dir(dir);
-  Events events(dir, opt.events, opt.resume_round >= 0);
+  const bool rejoin = opt.rejoin && std::filesystem::exists(dir + "/metrics.csv");
+  Events events(dir, opt.events, opt.resume_round >= 0 || rejoin);
 
   // No "backend auto" line of its own (it would carry no timestamp): the line below names the
   // backend chosen.
@@ -266,6 +269,8 @@ int run_peer(const RunConfig& config, const Topology& topology, const PeerOption
     log_line(cat("peer ", rank, ": resumed from ", path, " (round ", first_round, " of ", rounds,
                  ")"));
   }
+  if (rejoin)
+    resumed.emplace(RunRecord::resume(dir, std::numeric_limits<std::int64_t>::max()));
   RunRecord record = resumed ? std::move(*resumed) : RunRecord(dir);
   auto save_checkpoint = [&](std::int64_t done) {
     const Trainer::State t = trainer.state();
@@ -305,7 +310,7 @@ int run_peer(const RunConfig& config, const Topology& topology, const PeerOption
                           row.bytes_sent, row.seconds, snapshot});
   };
 
-  if (first_round == 0) evaluate(0);
+  if (first_round == 0 && !rejoin) evaluate(0);
   const std::int64_t every = config.train.checkpoint_every;
   // The launcher's progress line follows the rounds between evaluations: a round event at most
   // every kRoundEventEvery (a line on a pipe; nothing when not under gossip run).
@@ -327,7 +332,11 @@ int run_peer(const RunConfig& config, const Topology& topology, const PeerOption
       stopped_by_partition = true;
       break;
     }
-    if (opt.events && Clock::now() - last_round_event >= kRoundEventEvery) {
+    // The launcher carries out the fault schedule when every peer has done a fault's round:
+    // tell it at once at those rounds.
+    const bool fault_round = std::any_of(config.faults.begin(), config.faults.end(),
+                                         [&](const Fault& f) { return f.round == done; });
+    if (opt.events && (fault_round || Clock::now() - last_round_event >= kRoundEventEvery)) {
       events.progress(RoundEvent{rank, done, rounds, since(t0)});
       last_round_event = Clock::now();
     }
