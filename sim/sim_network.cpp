@@ -27,6 +27,7 @@ SimNetwork::SimNetwork(int peers, std::int64_t num_params, int history, const Si
       history_(std::max(1, history)),
       step_seconds_(config.step_ms / 1000.0),
       straggler_(peers, 0),
+      down_(peers, 0),
       store_(peers) {
   GOSSIP_CHECK_GT(peers, 0);
   for (int s : config.stragglers) {
@@ -157,8 +158,9 @@ std::vector<Inbox> SimExchange::collect(std::int64_t round, std::span<const int>
         first_arrival = arrival;
       }
     }
-    const bool waited = std::find(options.no_wait.begin(), options.no_wait.end(), p) ==
-                        options.no_wait.end();
+    const bool waited = !network_->down(p) &&
+                        std::find(options.no_wait.begin(), options.no_wait.end(), p) ==
+                            options.no_wait.end();
     if (pick == nullptr && first != nullptr && first_arrival <= deadline && waited) {
       pick = first;  // nothing has arrived yet: wait for the earliest acceptable message
       pick_arrival = first_arrival;

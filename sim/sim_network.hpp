@@ -85,6 +85,10 @@ class SimNetwork {
   double wire_seconds() const;
   /// Whether the message from `from` to `to` of `round` is lost (deterministic per link, round).
   bool lost(int from, int to, std::int64_t round) const;
+  /// A peer whose process is down (killed): its links are down too, so nobody waits for it, as
+  /// a real peer does not wait on a lost connection.
+  void set_down(int peer, bool down) { down_.at(peer) = down ? 1 : 0; }
+  bool down(int peer) const { return down_[peer] != 0; }
 
  private:
   friend class SimExchange;
@@ -109,6 +113,7 @@ class SimNetwork {
   int history_;
   double step_seconds_ = 0.0;
   std::vector<char> straggler_;
+  std::vector<char> down_;
   std::vector<std::vector<Message>> store_;  // [sender][round % history]
   std::vector<std::unique_ptr<SimExchange>> exchanges_;
 };

@@ -207,9 +207,13 @@ class Swarm {
     for (const Fault& f : config_.faults) {
       if (f.action == "cut" || f.round != r) continue;
       for (int p : f.peers) {
-        if (f.action == "kill") alive_[p] = 0;
+        if (f.action == "kill") {
+          alive_[p] = 0;
+          network_.set_down(p, true);
+        }
         if (f.action == "restart" && !alive_[p]) {
           alive_[p] = 1;
+          network_.set_down(p, false);
           paused_until_[p] = -1.0;
           monitored_[p]->restart();
           monitors_[p] = ConvergenceMonitor(*topology_, p);
