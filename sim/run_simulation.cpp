@@ -103,6 +103,9 @@ int run_simulation(const RunConfig& config, const std::string& out, bool progres
                 result.faults.size(), result.member_events.size(), out.c_str(),
                 static_cast<long long>(dead), dead == 1 ? "" : "s");
   }
+  if (result.stopped_by_partition)
+    std::printf("stopped after round %lld: the live graph split and gossip.on_partition is "
+                "stop\n", static_cast<long long>(result.rounds));
   if (result.final_components.size() > 1) {
     std::printf("PARTITIONED: the live graph ended split into %s; the components trained "
                 "separate models, so the average above is not one model. Per component:",

@@ -64,6 +64,7 @@ void add_membership_summary(JsonObject& extra, const SimResult& result) {
   extra.add("partitioned", result.final_components.size() > 1)
       .add("components", components)
       .add("component_accuracy", JsonArray::of(result.component_accuracy))
+      .add("stopped_by_partition", result.stopped_by_partition)
       .add("deaths", deaths)
       .add("rejoins", rejoins)
       .add("alive_at_end", alive);

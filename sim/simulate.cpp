@@ -133,6 +133,12 @@ class Swarm {
     evaluate(0);
     for (std::int64_t r = 0; r < result.rounds; ++r) {
       round(r, result);
+      if (stop_) {  // the live graph split and gossip.on_partition is stop
+        evaluate(r + 1);
+        result.rounds = r + 1;
+        result.stopped_by_partition = true;
+        break;
+      }
       if (due(r + 1)) evaluate(r + 1);
       if (hooks.on_round) hooks.on_round(r + 1, result.rounds);
     }
@@ -240,6 +246,8 @@ class Swarm {
                                                  static_cast<std::int64_t>(c.incarnation),
                                                  ex.dead_peers(), {}, {}});
     const auto change = monitors_[p].check(ex.dead_peers());
+    if (change && change->event == "partition" && config_.gossip.on_partition == "stop")
+      stop_ = true;
     if (change && !change->event.empty())
       result.member_events.push_back(MemberEvent{p, done, now, change->event, -1, 0,
                                                  change->dead, change->components,
@@ -257,6 +265,7 @@ class Swarm {
   std::vector<std::vector<float>> host_;
   std::vector<char> alive_;
   std::vector<double> paused_until_;  // simulated time a paused peer wakes; < 0: not paused
+  bool stop_ = false;                 // a peer saw a partition and the config says stop
 };
 
 void check_peers(const RunConfig& config, const Topology& topology) {

@@ -235,7 +235,7 @@ class FakeExchange final : public gossip::Exchange {
     sent.assign(view.begin(), view.end());
   }
   std::vector<PeerView> take_views() override { return std::exchange(views, {}); }
-  std::vector<int> ahead_peers() const override { return ahead; }
+  std::vector<int> excused_peers() const override { return ahead; }
 
   std::vector<int> answering, ahead, last_no_wait;
   std::vector<PeerView> views;

@@ -373,6 +373,33 @@ TEST_CASE("the frame decoder refuses bad input and says why", "[net]") {
   }
 }
 
+TEST_CASE("membership views round-trip and malformed ones are refused", "[net][membership]") {
+  using gossip::Member;
+  using gossip::MemberState;
+  const std::vector<Member> view{{0, MemberState::kAlive}, {7, MemberState::kSuspect},
+                                 {4294967295u, MemberState::kDead}};
+  const auto bytes = wire::encode_view(view);
+  CHECK(bytes.size() == 4 + 5 * 3);
+  const auto back = wire::decode_view(bytes, 3);
+  REQUIRE(back);
+  CHECK(*back.value == view);
+  // More peers than the run has, a length that does not match the count, an unknown state.
+  CHECK(wire::decode_view(bytes, 2).error == "view of 3 peers, but the run has 2");
+  auto cut = bytes;
+  cut.pop_back();
+  CHECK(wire::decode_view(cut, 3).error == "view of 3 peers must be 19 bytes, not 18");
+  CHECK(wire::decode_view(std::span(bytes).first(3), 3).error ==
+        "view of 3 bytes is shorter than its count");
+  auto bad = bytes;
+  bad[4 + 5 * 1 + 4] = std::byte{9};
+  CHECK(wire::decode_view(bad, 3).error == "view entry 1 has unknown state 9");
+  // A view frame passes the frame decoder as a control frame.
+  const auto frame = wire::encode_frame(wire::FrameType::kView, 2, 0, bytes);
+  const auto f = wire::decode_frame(frame, 1 << 20);
+  REQUIRE(f);
+  CHECK(f.value->header.type == wire::FrameType::kView);
+}
+
 TEST_CASE("shm notes round-trip and malformed ones are refused", "[net][shm]") {
   const wire::ShmNote note{3, 42, 0.625};
   const auto bytes = wire::encode_shm_note(note);

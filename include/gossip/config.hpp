@@ -201,6 +201,9 @@ struct RunConfig {
 /// Loads and validates a run config; throws InputError "FILE:LINE: field: problem". Numbers
 /// must be finite (.nan and .inf are refused); a key given twice in one map is an error.
 RunConfig load_config(const std::string& path);
+/// A fault schedule file (`--faults FILE`): a YAML map whose only key is `faults:`, read and
+/// checked as a run config's. Throws InputError "FILE:LINE: field: problem".
+std::vector<Fault> load_faults(const std::string& path);
 /// The same from text (tests); `name` stands for the file in messages, `dir` resolves paths.
 RunConfig load_config_from_string(const std::string& text, const std::string& name,
                                   const std::string& dir = ".");

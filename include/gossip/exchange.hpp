@@ -96,9 +96,10 @@ class Exchange {
   }
   /// The newest view each neighbour sent since the last call, ascending by peer.
   virtual std::vector<PeerView> take_views() { return {}; }
-  /// Peers the last collect() left out because what they had sent was for a later round than the
-  /// one asked for: alive, and ahead of this peer (a synchronous run that fell behind).
-  virtual std::vector<int> ahead_peers() const { return {}; }
+  /// Peers the last collect() left out for a reason other than silence: what they had sent was
+  /// for a later round than the one asked for (alive, and ahead of this peer: a synchronous run
+  /// that fell behind), or they said goodbye (finished, or stopped on purpose).
+  virtual std::vector<int> excused_peers() const { return {}; }
   /// The newest message any of `from` has sent that is waiting here (the lowest peer id among
   /// those of that round), without taking it; nullopt when none waits. A peer that finds itself
   /// rounds behind the others (restarted, or paused) uses it to catch up. The spans stay valid

@@ -148,7 +148,7 @@ class MonitoredExchange final : public Exchange {
                              const CollectOptions& options) override;
   std::vector<int> dead_peers() const override { return membership_.dead(); }
   std::uint64_t bytes_sent() const override { return inner_->bytes_sent(); }
-  std::vector<int> ahead_peers() const override { return inner_->ahead_peers(); }
+  std::vector<int> excused_peers() const override { return inner_->excused_peers(); }
   std::optional<Inbox> newest(std::span<const int> from) override { return inner_->newest(from); }
 
   /// Merges the views waiting (e.g. before a peer that fell behind catches up), as collect does.

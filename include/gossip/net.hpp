@@ -177,7 +177,7 @@ class NetExchange final : public Exchange {
   std::uint64_t bytes_sent() const override;
   void send_view(std::span<const Member> view, std::span<const int> to) override;
   std::vector<PeerView> take_views() override;
-  std::vector<int> ahead_peers() const override;
+  std::vector<int> excused_peers() const override;
   std::optional<Inbox> newest(std::span<const int> from) override;
 
   /// Neighbours whose link is up right now, ascending.

@@ -75,6 +75,7 @@ struct SimResult {
   std::vector<char> alive_at_end;
   std::vector<std::vector<int>> final_components;
   std::vector<double> component_accuracy;  // of each final component's average model, when split
+  bool stopped_by_partition = false;       // gossip.on_partition: stop, and the graph split
 };
 
 /// Progress callbacks; both optional. on_round is called after every round on the caller's

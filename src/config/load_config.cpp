@@ -507,6 +507,15 @@ std::string RunConfig::where(const std::string& field) const {
   return it == lines.end() ? cat(path, ": ", field) : cat(path, ":", it->second, ": ", field);
 }
 
+std::vector<Fault> load_faults(const std::string& path) {
+  const RunConfig c = load_config(path);
+  for (const auto& [field, line] : c.lines)
+    if (field != "faults" && field.rfind("faults[", 0) != 0 && field.rfind("faults.", 0) != 0)
+      throw InputError(cat(path, ":", line, ": ", field, ": a faults file holds only faults:"));
+  if (c.faults.empty()) throw InputError(cat(path, ": faults: the file names no fault"));
+  return c.faults;
+}
+
 RunConfig load_config_from_string(const std::string& text, const std::string& name,
                                   const std::string& dir) {
   return read(yaml::Document::parse(text, name), dir);

@@ -270,6 +270,9 @@ Summary NetworkRecord::finish(double wall_seconds, const std::vector<double>& pe
     for (std::size_t i = 0; i < split.size(); ++i)
       std::printf(" {%s} %.4f", format_peers(split[i]).c_str(), component_accuracy[i]);
     std::printf("\n");
+    if (config_.gossip.on_partition == "stop")
+      std::printf("the peers stopped when they saw the split (gossip.on_partition: stop), each "
+                  "with a checkpoint\n");
   }
   std::printf("average model: test_accuracy %.4f, consensus distance %.3g, %lld rounds, %.2f "
               "epochs, %.1f s\nwrote %s/summary.json, %s/metrics.csv and %s/events.jsonl\n",

@@ -198,7 +198,7 @@ std::vector<Inbox> MonitoredExchange::collect(std::int64_t round, std::span<cons
   for (int q : membership_.dead()) o.no_wait.push_back(q);
   std::vector<Inbox> got = inner_->collect(round, from, o);
   merge_views(round);
-  const std::vector<int> ahead = inner_->ahead_peers();
+  const std::vector<int> ahead = inner_->excused_peers();
   const double now = clock_();
   for (int p : from) {
     const bool heard =

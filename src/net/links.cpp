@@ -239,6 +239,7 @@ void Links::on_closed(Session& s, CloseKind kind, const std::string& why) {
     return;
   }
   l.session.reset();
+  if (kind == CloseKind::kBye) mail_.set_left(p);
   if (kind == CloseKind::kBye || kind == CloseKind::kRefused) {
     mail_.set_state(p, LinkState::kGone);
     return;

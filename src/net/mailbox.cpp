@@ -99,9 +99,9 @@ std::vector<PeerView> Mailboxes::take_views() {
   return out;
 }
 
-std::vector<int> Mailboxes::ahead_peers() const {
+std::vector<int> Mailboxes::excused_peers() const {
   std::lock_guard lk(mu_);
-  return ahead_;
+  return excused_;
 }
 
 std::optional<Inbox> Mailboxes::newest(std::span<const int> from) {
@@ -118,6 +118,11 @@ std::optional<Inbox> Mailboxes::newest(std::span<const int> from) {
   }
   if (!best) return std::nullopt;
   return Inbox{best_peer, best->round, best->params, best->weight};
+}
+
+void Mailboxes::set_left(int peer) {
+  std::lock_guard lk(mu_);
+  box(peer).left = true;
 }
 
 void Mailboxes::set_state(int peer, LinkState state) {
@@ -244,7 +249,7 @@ std::vector<Inbox> Mailboxes::collect(std::int64_t round, std::span<const int> f
   auto waited = [&](int p) {
     return std::find(options.no_wait.begin(), options.no_wait.end(), p) == options.no_wait.end();
   };
-  auto all_ready = [&] {
+  auto all_ready = [&] {  // (a peer that left is gone: not waited for)
     return !failure_.empty() || std::all_of(peers.begin(), peers.end(), [&](int p) {
              const Box& b = box(p);
              return b.state == LinkState::kGone || b.state == LinkState::kDown || !waited(p) ||
@@ -262,15 +267,15 @@ std::vector<Inbox> Mailboxes::collect(std::int64_t round, std::span<const int> f
 
   std::vector<Inbox> out;
   std::vector<std::string> missed;
-  ahead_.clear();
+  excused_.clear();
   for (int p : peers) {
     Box& b = box(p);
     const bool is_ahead = options.mode == CollectMode::kSync && ahead(b, round);
     take(b, round, options);
     if (b.held) {
       out.push_back(Inbox{p, b.held->round, b.held->params, b.held->weight});
-    } else if (is_ahead) {
-      ahead_.push_back(p);
+    } else if (is_ahead || b.left) {
+      excused_.push_back(p);
     } else if (b.state != LinkState::kGone && b.state != LinkState::kDown && waited(p)) {
       missed.push_back(cat("net[", rank_, "]: round ", round, ": nothing from peer ", p,
                            " by the deadline (", options.deadline.count(), " ms, link ",

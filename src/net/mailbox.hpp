@@ -55,6 +55,8 @@ class Mailboxes {
   /// Queues a received message; drops the oldest (with a log line) beyond max_queued_rounds.
   void deliver(int peer, Message message);
   void set_state(int peer, LinkState state);
+  /// The peer said bye (it finished or stopped on purpose): its silence is not a death.
+  void set_left(int peer);
   LinkState state(int peer) const;
   /// Sets `to` only if the link is in `from`; true if it was.
   bool transition(int peer, LinkState from, LinkState to);
@@ -73,9 +75,9 @@ class Mailboxes {
   std::vector<Inbox> collect(std::int64_t round, std::span<const int> from,
                              const CollectOptions& options);
   std::vector<int> dead_peers() const;
-  /// See Exchange::take_views, ahead_peers and newest.
+  /// See Exchange::take_views, excused_peers and newest.
   std::vector<PeerView> take_views();
-  std::vector<int> ahead_peers() const;
+  std::vector<int> excused_peers() const;
   std::optional<Inbox> newest(std::span<const int> from);
   std::vector<int> peers_in(LinkState state) const;
   /// Whether `peer`'s parameters reach us through its shared memory (set at each handshake).
@@ -94,6 +96,7 @@ class Mailboxes {
     std::vector<std::vector<float>> pool;
     std::optional<std::vector<Member>> view;  // the newest view not yet taken
     std::uint64_t dropped = 0;                // rounds dropped for being too far ahead
+    bool left = false;                        // said bye: finished, not dead
   };
 
   Box& box(int peer) { return boxes_[index_[peer]]; }
@@ -115,7 +118,7 @@ class Mailboxes {
   std::condition_variable cv_;
   std::vector<Box> boxes_;
   std::size_t pending_sends_ = 0;
-  std::vector<int> ahead_;  // left out of the last collect for being ahead of it
+  std::vector<int> excused_;  // left out of the last collect for being ahead, or gone by bye
   std::string failure_;
 };
 

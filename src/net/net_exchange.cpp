@@ -181,7 +181,7 @@ void NetExchange::send_view(std::span<const Member> view, std::span<const int> t
 }
 
 std::vector<PeerView> NetExchange::take_views() { return impl_->mail().take_views(); }
-std::vector<int> NetExchange::ahead_peers() const { return impl_->mail().ahead_peers(); }
+std::vector<int> NetExchange::excused_peers() const { return impl_->mail().excused_peers(); }
 std::optional<Inbox> NetExchange::newest(std::span<const int> from) {
   return impl_->mail().newest(from);
 }

@@ -317,6 +317,7 @@ int run_peer(const RunConfig& config, const Topology& topology, const PeerOption
   constexpr auto kRoundEventEvery = std::chrono::milliseconds(250);
   auto last_round_event = Clock::now();
   bool stopped_by_partition = false;
+  std::int64_t completed = rounds;  // fewer when the peer stops at a partition
   for (std::int64_t r = first_round; r < rounds; ++r) {
     r = catch_up(r);
     if (r >= rounds) break;
@@ -328,8 +329,10 @@ int run_peer(const RunConfig& config, const Topology& topology, const PeerOption
     if (partitioned && config.gossip.on_partition == "stop") {
       log_line(cat("peer ", rank, ": the live graph split at round ", done,
                    " and gossip.on_partition is stop: stopping with a checkpoint"));
+      if (!plan.eval_due(done)) evaluate(done);
       save_checkpoint(done);
       stopped_by_partition = true;
+      completed = done;
       break;
     }
     // The launcher carries out the fault schedule when every peer has done a fault's round:
@@ -353,13 +356,13 @@ int run_peer(const RunConfig& config, const Topology& topology, const PeerOption
 
   algorithm->model_params(params);
   write_params(dir + "/params.bin", params);
-  RunEnd end{.rounds = rounds, .bytes_sent = bytes_before + exchange.bytes_sent(),
+  RunEnd end{.rounds = completed, .bytes_sent = bytes_before + exchange.bytes_sent(),
              .wall_seconds = since(t0),
              .connected = monitor.connected(), .params_sha256 = {sha256_hex(params)}, .extra = {}};
   end.extra.add("peer", rank).add("missing_messages", algorithm->missing_messages())
       .add("samples", std::ssize(shards[rank]))
       .add("incarnation", static_cast<std::int64_t>(exchange.membership().view()[rank].incarnation))
-      .add("stopped_by_partition", stopped_by_partition ? 1 : 0);
+      .add("stopped_by_partition", stopped_by_partition);
   const Summary s = record.finish(std::move(end));
   events.emit(DoneEvent{rank, s.last.test_accuracy, s.end.params_sha256.front(),
                         s.end.bytes_sent, s.end.wall_seconds});
