@@ -527,6 +527,8 @@ TEST_CASE("gossip plot draws any run or sweep folder and names what an empty one
 TEST_CASE("the peers train on when one of them is killed", "[peer]") {
   TempDir t;
   const auto cfg = write_config(t.path, 5, "dpsgd", 1, 400, "", true, Tls::kKeys);
+  // Declared dead once suspected for 2 of the survivors' rounds (not after 5 s, the default).
+  set_gossip(cfg, "dead_after_rounds: 2, dead_after_s: 0");
   std::vector<pid_t> pids;
   const std::string exe = bin();
   std::fflush(stdout);
