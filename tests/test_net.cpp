@@ -573,6 +573,35 @@ TEST_CASE("handshakes round-trip and a different model or topology is refused", 
   CHECK(wire::decode_hello(trailing).error == "handshake has 1 trailing bytes");
 }
 
+TEST_CASE("a neighbour already past the round asked for is not waited for, and is excused",
+          "[net][membership]") {
+  gossip::net::Mailboxes mail(0, 3, {1, 2}, 2, 8, [](const std::string&) {});
+  mail.set_state(1, gossip::net::LinkState::kUp);
+  mail.set_state(2, gossip::net::LinkState::kUp);
+  mail.deliver(1, gossip::net::Message{5, 1.0, {1.0f, 2.0f}});
+  mail.deliver(2, gossip::net::Message{7, 1.0, {3.0f, 4.0f}});  // skipped round 5
+  const int from[] = {1, 2};
+  gossip::CollectOptions o;
+  o.deadline = std::chrono::milliseconds(60'000);  // a wait for peer 2 would take a minute
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto got = mail.collect(5, from, o);
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(30));
+  REQUIRE(got.size() == 1);
+  CHECK(got[0].peer == 1);
+  CHECK(mail.excused_peers() == std::vector<int>{2});
+  // The newest message waiting is peer 2's round 7: what a peer that fell behind catches up to.
+  const auto newest = mail.newest(from);
+  REQUIRE(newest);
+  CHECK(newest->peer == 2);
+  CHECK(newest->round == 7);
+  CHECK(newest->params[1] == 4.0f);
+  // A peer in no_wait is not waited for either, and not excused: it was simply not there.
+  gossip::CollectOptions o2 = o;
+  o2.no_wait = {1};
+  CHECK(mail.collect(6, from, o2).empty());
+  CHECK(mail.excused_peers() == std::vector<int>{2});
+}
+
 TEST_CASE("mailboxes keep rounds per neighbour and apply the sync and async rules", "[net]") {
   LogSink log;
   net::Mailboxes mail(0, 3, {2, 1}, 4, 3, log.fn());
