@@ -102,6 +102,8 @@ class Network {
   const std::vector<Fault>* faults_ = nullptr;
   std::vector<bool> fault_done_;
   std::vector<int> scheduled_deaths_;      // peers the schedule killed: not failures
+  static constexpr int kMaxRestarts = 3;   // --restart on-failure, per rank
+  std::vector<int> restarts_ = std::vector<int>(n_, 0);
   std::vector<std::pair<Clock::time_point, int>> paused_;  // when to wake which peer
   std::string status_ = "starting the peers";  // the text after the bar: the last evaluation
   Clock::time_point last_progress_ = Clock::now();
@@ -303,6 +305,15 @@ int Network::run() {
         } else if (c.exit_code != 0 || (!record_.has_finished(c.rank) && !stopped_as_asked)) {
           const std::string why = cat("peer ", c.rank, " failed (exit code ", c.exit_code,
                                       "); last lines of its log:\n", launcher::tail_lines(c.log_path, 6));
+          if (opt_.restart_on_failure && restarts_[c.rank] < kMaxRestarts) {
+            ++restarts_[c.rank];
+            progress_.note(cat(why, "\nstarting peer ", c.rank, " again (--restart on-failure, ",
+                               restarts_[c.rank], " of ", kMaxRestarts, ")"));
+            record_.log_fault(peer_round_[c.rank], "restart", {c.rank}, 0.0);
+            restart(c.rank);
+            all_exited = false;
+            continue;
+          }
           if (!opt_.keep_going) return fail(why);
           progress_.note(why);
           record_.peer_failed(c.rank, why);
