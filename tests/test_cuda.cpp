@@ -4,6 +4,10 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string>
 #include <functional>
 #include <random>
 #include <vector>
@@ -190,4 +194,33 @@ TEST_CASE("CUDA layer kernels match the CPU backend", "[cuda]") {
                        [&](Backend& be, auto& i, float* o) { be.dropout(i[0], o, in, 0.3f, 99); });
     REQUIRE(a == b);
   }
+}
+
+TEST_CASE("the CUDA backend is a plugin: built with nvcc, it loads and resolves, but is only "
+          "mapped into a process when a CUDA driver is present", "[cuda]") {
+  const char* bin = std::getenv("GOSSIP_BIN");
+  REQUIRE(bin != nullptr);
+  // `gossip --version` loads the plugin on purpose (RTLD_NOW: every symbol resolved against the
+  // executable) and says so.
+  std::string out;
+  {
+    FILE* p = popen((std::string(bin) + " --version 2>&1").c_str(), "r");
+    REQUIRE(p != nullptr);
+    char buf[512];
+    while (std::fgets(buf, sizeof buf, p)) out += buf;
+    REQUIRE(pclose(p) == 0);
+  }
+  INFO(out);
+  if (!GOSSIP_HAVE_CUDA) {
+    CHECK(out.find("CUDA backend not built") != std::string::npos);
+    return;
+  }
+  CHECK(out.find("libgossip-cuda.so loads") != std::string::npos);
+  // This test process itself only maps the CUDA libraries when a driver is there.
+  cuda_device_count();
+  std::ifstream maps("/proc/self/maps");
+  std::string line, mapped;
+  while (std::getline(maps, line))
+    if (line.find("libcublas") != std::string::npos) mapped = line;
+  if (out.find("no CUDA driver") != std::string::npos) CHECK(mapped.empty());
 }

@@ -152,6 +152,9 @@ std::unique_ptr<Backend> make_cpu_backend(int threads = 1);
 
 /// Number of CUDA devices usable by this build (0 when built without CUDA or none present).
 int cuda_device_count();
+/// One line on the CUDA backend for `gossip --version`: not built; or built, and whether its
+/// plugin loads (it is loaded here even without a driver, to check it) and what it sees.
+std::string cuda_plugin_check();
 
 /// OpenBLAS's kernel name (openblas_get_corename()), for benchmark and log lines.
 std::string blas_core_name();

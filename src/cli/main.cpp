@@ -6,6 +6,7 @@
 #include <string>
 
 #include "gossip/args.hpp"
+#include "gossip/backend.hpp"
 #include "src/cli/commands.hpp"
 #include "gossip/core.hpp"
 #include "gossip_config.h"
@@ -51,8 +52,7 @@ int main(int argc, char** argv) {
     return argc < 2 ? gossip::kExitBadInput : gossip::kExitOk;
   }
   if (!std::strcmp(argv[1], "--version")) {
-    std::printf("gossip %s (CUDA backend %s)\n", GOSSIP_VERSION,
-                GOSSIP_HAVE_CUDA ? "built" : "not built");
+    std::printf("gossip %s\n%s\n", GOSSIP_VERSION, gossip::cuda_plugin_check().c_str());
     return 0;
   }
   for (const auto& c : kCommands) {

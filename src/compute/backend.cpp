@@ -1,12 +1,15 @@
 // compute/backend.cpp: choosing a backend. CUDA only when built in and a device is present.
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#if __has_include(<dlfcn.h>)
+#include <dlfcn.h>
+#endif
 
 #include "gossip/backend.hpp"
 #include "gossip/core.hpp"
 #include "gossip_config.h"
-#if GOSSIP_HAVE_CUDA
-#include "src/compute/cuda/cuda_backend.hpp"
-#endif
 
 namespace gossip {
 
@@ -17,21 +20,95 @@ BackendChoice parse_backend_choice(const std::string& name) {
   throw InputError(cat("backend: unknown value '", name, "' (expected auto, cpu or cuda)"));
 }
 
+#if GOSSIP_HAVE_CUDA
+namespace {
+
+/// The CUDA plugin, loaded once: null when there is no CUDA driver on this machine (then the
+/// plugin, and the CUDA runtime and cuBLAS it links, are never mapped) or it cannot be loaded
+/// (`why` says which).
+struct CudaPlugin {
+  int (*device_count)() = nullptr;
+  Backend* (*make_backend)() = nullptr;
+  std::string path;
+  std::string why;
+};
+
+std::string plugin_path() {
+  if (const char* env = std::getenv("GOSSIP_CUDA_PLUGIN")) return env;
+  // The executable's own build tree first (a build run in place), then the installed one.
+  std::error_code ec;
+  const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec && exe.string().rfind(std::filesystem::path(GOSSIP_CUDA_PLUGIN_BUILT)
+                                    .parent_path().parent_path().parent_path().string(), 0) == 0 &&
+      std::filesystem::exists(GOSSIP_CUDA_PLUGIN_BUILT))
+    return GOSSIP_CUDA_PLUGIN_BUILT;
+  if (std::filesystem::exists(GOSSIP_CUDA_PLUGIN_INSTALLED)) return GOSSIP_CUDA_PLUGIN_INSTALLED;
+  return GOSSIP_CUDA_PLUGIN_BUILT;
+}
+
+CudaPlugin load_plugin(bool need_driver) {
+  CudaPlugin p;
+  if (need_driver) {
+    // No driver, no device: do not map the CUDA libraries at all.
+    void* driver = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+    if (!driver) {
+      p.why = "no CUDA driver (libcuda.so.1) on this machine";
+      return p;
+    }
+    dlclose(driver);
+  }
+  p.path = plugin_path();
+  void* h = dlopen(p.path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!h) {
+    p.why = cat("cannot load the CUDA plugin ", p.path, ": ", dlerror());
+    return p;
+  }
+  p.device_count = reinterpret_cast<int (*)()>(dlsym(h, "gossip_cuda_device_count"));
+  p.make_backend = reinterpret_cast<Backend* (*)()>(dlsym(h, "gossip_cuda_make_backend"));
+  if (!p.device_count || !p.make_backend) {
+    p.why = cat(p.path, " is not a gossip CUDA plugin (entry points missing)");
+    p.device_count = nullptr;
+    p.make_backend = nullptr;
+  }
+  return p;
+}
+
+const CudaPlugin& plugin() {
+  static const CudaPlugin p = load_plugin(true);
+  return p;
+}
+
+}  // namespace
+#endif
+
 int cuda_device_count() {
 #if GOSSIP_HAVE_CUDA
-  return cuda::device_count();
+  return plugin().device_count ? plugin().device_count() : 0;
 #else
   return 0;
+#endif
+}
+
+std::string cuda_plugin_check() {
+#if GOSSIP_HAVE_CUDA
+  const CudaPlugin p = load_plugin(false);
+  if (!p.device_count) return cat("CUDA backend built, but ", p.why);
+  return cat("CUDA backend built (plugin ", p.path, " loads; ", p.device_count(),
+             " device(s) visible; ", plugin().why.empty() ? "a CUDA driver is present"
+                                                          : plugin().why, ")");
+#else
+  return "CUDA backend not built";
 #endif
 }
 
 std::unique_ptr<Backend> make_backend(BackendChoice choice, int threads, bool log_choice) {
   if (choice == BackendChoice::kCpu) return make_cpu_backend(threads);
 #if GOSSIP_HAVE_CUDA
-  const int devices = cuda::device_count();
-  if (devices > 0) return cuda::make_backend();
+  const int devices = cuda_device_count();
+  if (devices > 0) return std::unique_ptr<Backend>(plugin().make_backend());
   if (choice == BackendChoice::kCuda)
-    throw InputError("backend: cuda was asked for but no CUDA device is present");
+    throw InputError(cat("backend: cuda was asked for but no CUDA device is present",
+                         plugin().why.empty() ? std::string() : cat(" (", plugin().why, ")")));
   if (log_choice)
     std::fprintf(stderr, "gossip: backend auto: no CUDA device found, using the CPU\n");
 #else

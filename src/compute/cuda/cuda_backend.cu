@@ -303,3 +303,9 @@ std::unique_ptr<Backend> make_backend() {
 }
 
 }  // namespace gossip::cuda
+
+// The plugin's entry points, looked up by name (dlsym) from compute/backend.cpp.
+extern "C" int gossip_cuda_device_count() { return gossip::cuda::device_count(); }
+extern "C" gossip::Backend* gossip_cuda_make_backend() {
+  return gossip::cuda::make_backend().release();
+}

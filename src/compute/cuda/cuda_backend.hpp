@@ -1,5 +1,6 @@
-// compute/cuda/cuda_backend.hpp: the CUDA backend's factory, declared without CUDA types so the
-// rest of compute can call it. Defined in cuda_backend.cu, built only when GOSSIP_HAVE_CUDA.
+// compute/cuda/cuda_backend.hpp: the CUDA backend's factory, declared without CUDA types. Defined
+// in cuda_backend.cu, built (when GOSSIP_HAVE_CUDA) as the plugin libgossip-cuda.so, which
+// compute/backend.cpp loads only when a CUDA driver is present.
 #pragma once
 #if !defined(GOSSIP_ROOM_COMPUTE)
 #error "src/compute/cuda/cuda_backend.hpp belongs to room compute, which this room does not use (see the room table in meson.build)"
@@ -18,3 +19,7 @@ int device_count();
 std::unique_ptr<Backend> make_backend();
 
 }  // namespace gossip::cuda
+
+// The plugin's C entry points (the same two, for dlsym).
+extern "C" int gossip_cuda_device_count();
+extern "C" gossip::Backend* gossip_cuda_make_backend();
