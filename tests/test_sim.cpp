@@ -457,15 +457,22 @@ std::vector<const MemberEvent*> events_of(const SimResult& r, int peer, const st
   return out;
 }
 
+/// The small config for 64 rounds of `peers` peers, a death one round after a suspicion.
+RunConfig fault_config(int peers, std::vector<Fault> faults) {
+  RunConfig config = small_config();
+  config.train.epochs = peers / 2.0;  // 8 samples a peer a round, 1024 samples: 64 rounds
+  config.gossip.dead_after_rounds = 1;
+  config.gossip.dead_after_s = 0;
+  config.faults = std::move(faults);
+  return config;
+}
+
 }  // namespace
 
 TEST_CASE("simulated faults: a split ring is seen by every survivor, and healed by a restart",
           "[sim][faults]") {
-  RunConfig config = small_config();
-  config.train.epochs = 4;  // 8 peers * 8 = 64 samples a round: 64 rounds
-  config.gossip.dead_after_rounds = 1;
-  config.gossip.dead_after_s = 0;
-  config.faults = {Fault{10, 0, "kill", {2, 6}, {}, 0.0}, Fault{30, 0, "restart", {2}, {}, 0.0}};
+  RunConfig config = fault_config(
+      8, {Fault{10, 0, "kill", {2, 6}, {}, 0.0}, Fault{30, 0, "restart", {2}, {}, 0.0}});
   const DataSets data = load_datasets(config);
   const Topology t = generate("ring", 8);
   config.sim.workers = 1;
@@ -509,12 +516,8 @@ TEST_CASE("simulated faults: a split ring is seen by every survivor, and healed 
 
 TEST_CASE("simulated faults: a cut link is down both ways until to_round, then both sides rejoin",
           "[sim][faults]") {
-  RunConfig config = small_config();
-  config.train.epochs = 2;  // 4 peers * 8 = 32 samples a round: 64 rounds
-  config.gossip.dead_after_rounds = 1;
-  config.gossip.dead_after_s = 0;
   // Ring 0-1-2-3-0 without 0-1 and 2-3: {1, 2} and {3, 0} cannot hear each other.
-  config.faults = {Fault{10, 30, "cut", {}, {{0, 1}, {2, 3}}, 0.0}};
+  RunConfig config = fault_config(4, {Fault{10, 30, "cut", {}, {{0, 1}, {2, 3}}, 0.0}});
   const DataSets data = load_datasets(config);
   const SimResult r = simulate(config, generate("ring", 4), data);
   // Each side buries the other (the dead of a view: the peers it cannot hear from)...
