@@ -39,13 +39,12 @@ class Swarm {
  public:
   Swarm(const RunConfig& config, const Topology& topology, std::vector<Learner> learners)
       : learners_(std::move(learners)),
-        network_(topology.n(), learners_.front().num_params,
-                 config.gossip.algorithm == "async" ? config.gossip.max_staleness + 1 : 1,
+        network_(topology.n(), learners_.front().num_params, history(config.gossip),
                  config.sim, config.train.seed),
         pool_(config.sim.workers) {
     for (int p = 0; p < n(); ++p)
-      algorithms_.push_back(
-          make_algorithm(learners_[p], network_.exchange(p), topology, config.gossip));
+      algorithms_.push_back(make_algorithm(learners_[p], network_.exchange(p), topology,
+                                           config.gossip, config.train.seed));
     host_.assign(n(), std::vector<float>(learners_.front().num_params));
   }
 
@@ -54,13 +53,29 @@ class Swarm {
   WorkerPool& pool() { return pool_; }
   Algorithm& algorithm(int p) { return *algorithms_[p]; }
 
+  /// Rounds each sender keeps: async reads older ones; a relay publishes its next hop while its
+  /// successor reads the last.
+  static int history(const GossipConfig& g) {
+    if (g.algorithm == "async") return g.max_staleness + 1;
+    return g.algorithm == "allreduce" ? 2 : 1;
+  }
+
   void round(std::int64_t r, SimResult& result) {
     const auto t0 = Clock::now();
     pool_.run(n(), [&](int p) {
-      network_.exchange(p).compute(algorithms_[p]->local_steps(r) * network_.step_seconds(p));
-      algorithms_[p]->local_phase(r);
+      Algorithm& a = *algorithms_[p];
+      const double compute = a.local_steps(r) * network_.step_seconds(p);
+      if (a.overlaps()) {  // the publish leaves before the steps, which run while it travels
+        a.local_phase(r);
+        network_.exchange(p).compute(compute);
+      } else {
+        network_.exchange(p).compute(compute);
+        a.local_phase(r);
+      }
     });
     const auto t1 = Clock::now();
+    for (int s = 0; s < algorithms_.front()->relay_steps(); ++s)
+      pool_.run(n(), [&](int p) { algorithms_[p]->relay_phase(r, s); });
     pool_.run(n(), [&](int p) { algorithms_[p]->mix_phase(r); });
     result.local_seconds += std::chrono::duration<double>(t1 - t0).count();
     result.mix_seconds += since(t1);

@@ -175,6 +175,9 @@ class SilentExchange final : public Exchange {
   void publish(std::int64_t, std::span<const float>, double, std::span<const int> to) override {
     sent_ += to.size();
   }
+  void publish_packet(std::int64_t, std::span<const std::byte>, std::span<const int> to) override {
+    sent_ += to.size();
+  }
   std::vector<Inbox> collect(std::int64_t, std::span<const int>, const CollectOptions&) override {
     return {};
   }

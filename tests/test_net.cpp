@@ -549,7 +549,7 @@ TEST_CASE("handshakes round-trip and a different model or topology is refused", 
 TEST_CASE("mailboxes keep rounds per neighbour and apply the sync and async rules", "[net]") {
   LogSink log;
   net::Mailboxes mail(0, 3, {2, 1}, 4, 3, log.fn());
-  auto msg = [](std::int64_t round) { return net::Message{round, 1.0, std::vector<float>(4)}; };
+  auto msg = [](std::int64_t round) { return net::Message{round, 1.0, std::vector<float>(4), {}}; };
   const std::vector<int> both{2, 1}, one{1}, two{2};
   auto rounds = [](const std::vector<Inbox>& in) {
     std::string s;

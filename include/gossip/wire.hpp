@@ -45,8 +45,9 @@ enum class FrameType : std::uint16_t {
   kError = 5,     // UTF-8 reason; the sender closes after it
   kShmReady = 6,  // empty: "I have mapped your shared segment; announce params, do not send them"
   kShmParams = 7, // ShmNote: your params for this round are in your segment's slot (same host)
+  kPacket = 8,    // an algorithm's packet (gossip/compress.hpp): compressed params, a chunk
 };
-inline constexpr std::uint16_t kLastFrameType = 7;
+inline constexpr std::uint16_t kLastFrameType = 8;
 
 /// Name for log lines ("hello", "params", ...; "type 9" for unknown ones).
 std::string frame_type_name(std::uint16_t type);

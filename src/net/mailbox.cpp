@@ -57,7 +57,9 @@ void Mailboxes::return_buffer(int peer, std::vector<float> buffer) {
   box(peer).pool.push_back(std::move(buffer));
 }
 
-void Mailboxes::recycle(Box& b, Message&& m) { b.pool.push_back(std::move(m.params)); }
+void Mailboxes::recycle(Box& b, Message&& m) {
+  if (!m.params.empty()) b.pool.push_back(std::move(m.params));
+}
 
 void Mailboxes::deliver(int peer, Message message) {
   std::string dropped;
@@ -211,7 +213,7 @@ std::vector<Inbox> Mailboxes::collect(std::int64_t round, std::span<const int> f
     Box& b = box(p);
     take(b, round, options);
     if (b.held) {
-      out.push_back(Inbox{p, b.held->round, b.held->params, b.held->weight});
+      out.push_back(Inbox{p, b.held->round, b.held->params, b.held->weight, b.held->packet});
     } else if (b.state != LinkState::kGone) {
       missed.push_back(cat("net[", rank_, "]: round ", round, ": nothing from peer ", p,
                            " by the deadline (", options.deadline.count(), " ms, link ",

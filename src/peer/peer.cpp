@@ -3,6 +3,7 @@
 // its metrics, parameter snapshots, final parameters and summary into DIR/peers/R/; and records
 // what happens as "@gossip" event lines in DIR/peers/R/events.txt (which `gossip collect` merges)
 // and, under `gossip run`, on stdout for the launcher.
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -66,11 +67,17 @@ NetConfig net_config(const RunConfig& config, const Topology& topology, const Pe
   net.size = topology.n();
   net.addresses = peer_addresses(config, topology, launch);
   net.neighbours = all_neighbours(topology, rank);
+  for (int p : extra_neighbours(config.gossip, rank, topology.n()))  // all-reduce's ring
+    if (std::find(net.neighbours.begin(), net.neighbours.end(), p) == net.neighbours.end())
+      net.neighbours.push_back(p);
+  std::sort(net.neighbours.begin(), net.neighbours.end());
   net.handshake.run_id = config.net.run_id;
   net.shared_memory = config.net.shared_memory;
   // A sender may run this many rounds ahead of us (n - 1 on a directed ring): keep them all.
   net.max_queued_rounds = static_cast<std::size_t>(
-      std::max<std::int64_t>(net.max_queued_rounds, max_round_lead(topology) + 1));
+      std::max<std::int64_t>(net.max_queued_rounds,
+                             max_round_lead(topology) + 1 +
+                                 extra_round_lead(config.gossip, topology.n())));
   net.handshake.model = model_fingerprint(config.model);
   net.handshake.param_count = static_cast<std::uint64_t>(num_params);
   net.handshake.topology_fingerprint = topology.fingerprint();
@@ -194,7 +201,8 @@ int run_peer(const RunConfig& config, const Topology& topology, const PeerOption
   NetExchange exchange(std::move(net), NetListener(listen));
   events.emit(ReadyEvent{rank, since(t0), n, opt.config_path});
 
-  auto algorithm = make_algorithm(trainer, exchange, topology, config.gossip);
+  auto algorithm =
+      make_algorithm(trainer, exchange, topology, config.gossip, config.train.seed);
   ConvergenceMonitor monitor(topology);
   auto watch = [&](std::int64_t round) {
     const auto change = monitor.check(exchange.dead_peers());
@@ -216,6 +224,9 @@ int run_peer(const RunConfig& config, const Topology& topology, const PeerOption
     std::string why;
     const auto c = read_checkpoint_file(path, &why);
     if (!c) throw InputError(cat(path, ": cannot resume from it: ", why));
+    if (config.gossip.algorithm == "choco")
+      throw InputError(cat(path, ": cannot resume a choco run: its checkpoints do not hold the "
+                           "public copies yet"));
     if (c->rank != rank || c->round != opt.resume_round || c->run_fingerprint != fingerprint ||
         c->rounds != rounds)
       throw InputError(cat(path, ": cannot resume from it: it is rank ", c->rank, " round ",
@@ -278,8 +289,7 @@ int run_peer(const RunConfig& config, const Topology& topology, const PeerOption
   constexpr auto kRoundEventEvery = std::chrono::milliseconds(250);
   auto last_round_event = Clock::now();
   for (std::int64_t r = first_round; r < rounds; ++r) {
-    algorithm->local_phase(r);
-    algorithm->mix_phase(r);
+    algorithm->run_round(r);
     const std::int64_t done = r + 1;
     // After the last round a neighbour that has finished and said bye is no loss.
     if (done < rounds) watch(done);
