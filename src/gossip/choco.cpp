@@ -10,7 +10,10 @@
 // in the paper's memory-efficient form: instead of every neighbour's copy a peer keeps
 // s_i = sum_j W[i][j] xhat_j (this peer at its place, ascending id), updated by
 // s_i += W[i][j] q_j, and since the row sums to one the step is x_i += gamma (s_i - xhat_i).
-// So the sum over peers of x_i is unchanged by the consensus step when W's columns also sum to
+// The copies start at zero and round 0 sends its difference uncompressed, so from then on every
+// copy equals its peer's parameters of the round before, and the compressor spends its budget on
+// what training changes rather than on the initial weights (one full-size message per link in
+// the whole run). The sum over peers of x_i is unchanged by the consensus step when W's columns also sum to
 // one. A missing or malformed packet is left out (and counted): the copies then drift apart, so
 // choco is for reliable links (the config refuses sim.message_loss with it).
 #include <vector>
@@ -48,7 +51,10 @@ class Choco final : public Algorithm {
     for (int s = 0; s < local_steps(round); ++s) record_loss(learner_.step());
     const auto x = buffer_.host_view();
     for (std::size_t i = 0; i < diff_.size(); ++i) diff_[i] = x[i] - xhat_[i];
-    compressor_.encode(diff_, round, Scaling::kContractive, packet_);
+    if (round == 0)  // the copies start at zero: send the first difference whole (see above)
+      encode_dense(diff_, 0, packet_);
+    else
+      compressor_.encode(diff_, round, Scaling::kContractive, packet_);
     const int self = exchange_->rank();
     exchange_->publish_packet(round, packet_, mixing::ids(topology_->out_neighbours(self, round)));
   }
