@@ -265,7 +265,11 @@ TEST_CASE("gossip run over TCP and gossip sim end with bit-identical parameters"
     int period;
     bool shared_memory;  // on one host peers read each other's parameters from shared memory
   };
-  for (const Case c : {Case{"dpsgd", 1, true}, Case{"local_sgd", 3, true}, Case{"dpsgd", 1, false}}) {
+  for (const Case c : {Case{"dpsgd", 1, true}, Case{"local_sgd", 3, true}, Case{"dpsgd", 1, false},
+                       Case{"dpsgd, overlap: true", 1, true},
+                       Case{"choco, compress: {kind: top_k, fraction: 0.1}", 1, true},
+                       Case{"choco, compress: {kind: quantize, bits: 4}", 2, false},
+                       Case{"allreduce", 1, true}}) {
     SECTION(gossip::cat(c.algorithm, " period ", c.period,
                         c.shared_memory ? ", shared memory" : ", TCP only")) {
       TempDir t;
