@@ -49,8 +49,8 @@ std::string source(const PlotSeries& s) {
 
 /// The band (when the series has a spread column) and the line of series number `k` of a panel.
 std::vector<std::string> series_clauses(const PlotSeries& s, int k, const Plot& p) {
-  const std::string colour = kPalette[k % kPlotColours];
-  const int dash = k / kPlotColours + 1;
+  const std::string colour = kPalette[(s.colour >= 0 ? s.colour : k) % kPlotColours];
+  const int dash = s.dashed ? 2 : s.colour >= 0 ? 1 : k / kPlotColours + 1;
   const std::string x = x_expression(s, p.log_x);
   std::vector<std::string> out;
   if (s.spread_column > 0) {
