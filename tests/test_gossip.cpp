@@ -279,6 +279,12 @@ TEST_CASE("top_k keeps the k largest coordinates and nothing else", "[gossip][co
     }
   }
   REQUIRE(kept == 50);
+  // Ties at the cut go to the lower index, whatever the sign.
+  const std::vector<float> ties{0.5f, -1.0f, 2.0f, 1.0f, -1.0f, 1.0f, 0.25f, 1.0f, -3.0f, 1.0f};
+  c.fraction = 0.4;
+  Compressor(c, ties.size(), 1, 0).encode(ties, 0, Scaling::kContractive, packet);
+  REQUIRE(decode_packet(packet, ties.size()) ==
+          std::vector<float>{0, -1.0f, 2.0f, 1.0f, 0, 0, 0, 0, -3.0f, 0});
 }
 
 TEST_CASE("random_k is unbiased in expectation and drawn from (seed, peer, round)",

@@ -60,7 +60,8 @@ class Compressor {
   std::int64_t n_;
   std::int64_t k_;
   std::uint64_t key_;                 // derive_seed(seed, peer, kCompress)
-  std::vector<std::uint32_t> index_;  // scratch: candidate coordinates
+  std::vector<std::uint32_t> index_;  // scratch: the coordinates kept
+  std::vector<float> magnitude_;      // scratch: top_k's |v|
   std::vector<char> taken_;           // scratch: random_k's draws
 };
 

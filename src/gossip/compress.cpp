@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 
 #include "gossip/compress_math.hpp"
 #include "gossip/core.hpp"
@@ -131,18 +132,31 @@ void fill_sparse(std::span<const float> v, std::span<const std::uint32_t> index,
 
 }  // namespace
 
-// The k largest |v_i|, ties to the lower index: a strict order, so every implementation of
-// nth_element picks the same set.
+// The k largest |v_i|, ties to the lower index: a strict order, so the set does not depend on
+// the selection algorithm. The k-th largest magnitude comes from nth_element over a contiguous
+// copy of the magnitudes (fast: no indirection), then one ascending pass takes every coordinate
+// above it and as many equal to it as are left, lowest index first.
 void Compressor::encode_top_k(std::span<const float> v, std::vector<std::byte>& packet) {
-  index_.resize(static_cast<std::size_t>(n_));
-  for (std::int64_t i = 0; i < n_; ++i) index_[i] = static_cast<std::uint32_t>(i);
-  auto larger = [&](std::uint32_t a, std::uint32_t b) {
-    const float fa = std::fabs(v[a]), fb = std::fabs(v[b]);
-    return fa > fb || (fa == fb && a < b);
-  };
-  if (k_ < n_) std::nth_element(index_.begin(), index_.begin() + k_, index_.end(), larger);
-  index_.resize(static_cast<std::size_t>(k_));
-  std::sort(index_.begin(), index_.end());
+  magnitude_.resize(static_cast<std::size_t>(n_));
+  for (std::int64_t i = 0; i < n_; ++i) magnitude_[i] = std::fabs(v[i]);
+  float threshold = 0.0f;
+  if (k_ < n_) {
+    std::nth_element(magnitude_.begin(), magnitude_.begin() + (k_ - 1), magnitude_.end(),
+                     std::greater<float>());
+    threshold = magnitude_[k_ - 1];
+  } else {
+    threshold = -1.0f;  // every coordinate
+  }
+  std::int64_t above = 0;
+  for (std::int64_t i = 0; i < n_; ++i) above += std::fabs(v[i]) > threshold ? 1 : 0;
+  std::int64_t ties = k_ - above;  // coordinates equal to the threshold still to take
+  index_.clear();
+  for (std::int64_t i = 0; i < n_; ++i) {
+    const float m = std::fabs(v[i]);
+    if (m > threshold || (m == threshold && ties-- > 0))
+      index_.push_back(static_cast<std::uint32_t>(i));
+  }
+  GOSSIP_CHECK_EQ(std::ssize(index_), k_);
   fill_sparse(v, index_, 1.0f, packet);
 }
 
