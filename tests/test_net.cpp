@@ -523,7 +523,7 @@ TEST_CASE("handshakes round-trip and a different model or topology is refused", 
   CHECK(wire::refusal_reason(ours, theirs) == "run id 'other' != ours 'test-run'");
   theirs = ours;
   theirs.protocol_version = 9;
-  CHECK(wire::refusal_reason(ours, theirs) == "protocol version 9 != ours 3");
+  CHECK(wire::refusal_reason(ours, theirs) == "protocol version 9 != ours 4");
 
   auto offering = ours;  // a same-host offer travels with the handshake
   offering.shm = wire::ShmOffer{0xABCDEF, 4242, 17, 0x1234, 1 << 20, 4};
