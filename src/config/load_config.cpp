@@ -579,7 +579,7 @@ std::string describe(const CompressConfig& c) {
 double default_consensus_step(const CompressConfig& c) {
   if (c.kind == "quantize") return c.bits == 8 ? 0.9 : 0.5;
   if (c.kind == "top_k") return std::min(1.0, 10.0 * c.fraction);
-  if (c.kind == "random_k") return std::min(1.0, 5.0 * c.fraction);
+  if (c.kind == "random_k") return std::min(1.0, 2.0 * c.fraction);
   return 1.0;
 }
 
