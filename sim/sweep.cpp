@@ -53,7 +53,9 @@ int run_sweep(const RunConfig& base, const std::string& out, bool progress_bar) 
       if (a.exact_predicted)
         std::printf("pure averaging on %s: exact average after %s (predicted after %lld)\n",
                     a.label.c_str(),
-                    a.exact_after >= 0 ? cat(a.exact_after, " rounds").c_str() : "never",
+                    a.exact_after >= 0
+                        ? cat(a.exact_after, a.exact_after == 1 ? " round" : " rounds").c_str()
+                        : "never",
                     static_cast<long long>(analyses.at(t).exact_after));
       else
         std::printf("pure averaging on %s: consensus distance x%.4f per round over rounds "

@@ -255,6 +255,48 @@ TEST_CASE("a round costs step + latency + out-degree wire times: complete agains
           Approx(complete.rounds * (n - 3) * w).epsilon(1e-9));
 }
 
+TEST_CASE("with overlap a round costs max(step, communication), not their sum", "[sim]") {
+  RunConfig config = small_config();
+  config.train.epochs = 1;
+  config.sim.step_ms = 2.0;
+  config.sim.latency_ms = 1.0;
+  config.sim.bandwidth_mbps = 10000.0;
+  const DataSets data = load_datasets(config);
+  const Topology ring = generate("ring", 8);
+  const SimResult plain = simulate(config, ring, data);
+  config.gossip.overlap = true;
+  const SimResult overlapped = simulate(config, ring, data);
+  const double bytes = 4.0 * static_cast<double>(plain.params.front().size()) +
+                       kMessageOverheadBytes;
+  const double w = bytes * 8.0 / 1e10, step = 0.002, lat = 0.001;
+  REQUIRE(lat + 2 * w < step);  // the communication fits behind the compute
+  for (const auto& e : plain.evals)
+    REQUIRE(e.sim_seconds == Approx(e.round * (step + lat + 2 * w)).epsilon(1e-9).margin(1e-12));
+  for (const auto& e : overlapped.evals)
+    REQUIRE(e.sim_seconds == Approx(e.round * step).epsilon(1e-9).margin(1e-12));
+  REQUIRE(overlapped.params_sha256 != plain.params_sha256);  // another update, as documented
+  REQUIRE(overlapped.evals.back().average_accuracy > 0.8);
+}
+
+TEST_CASE("a packet occupies the link for its own bytes and the frame header", "[sim]") {
+  SimConfig s;
+  s.latency_ms = 10.0;
+  s.bandwidth_mbps = 8.0;  // 1 MB/s
+  SimNetwork net(3, 1000, 2, s, 1);
+  const std::vector<std::byte> packet(968);
+  const double w = (968 + kPacketOverheadBytes) * 8.0 / 8e6, lat = 0.010;
+  const int to[] = {1, 2}, from0[] = {0};
+  net.exchange(0).publish_packet(0, packet, to);
+  REQUIRE(net.exchange(0).bytes_sent() == 2 * (968 + kPacketOverheadBytes));
+  for (int k = 1; k < 3; ++k) {
+    const auto got = net.exchange(k).collect(0, from0, CollectOptions{});
+    REQUIRE(got.size() == 1);
+    REQUIRE(got[0].packet.size() == 968);
+    REQUIRE(got[0].params.empty());
+    REQUIRE(net.exchange(k).now() == Approx(k * w + lat).epsilon(1e-9));
+  }
+}
+
 TEST_CASE("latency and bandwidth change simulated seconds, never the parameters", "[sim]") {
   RunConfig config = small_config();
   config.train.epochs = 1;
