@@ -289,6 +289,19 @@ TEST_CASE("gossip run over TCP and gossip sim end with bit-identical parameters"
   }
 }
 
+TEST_CASE("all-reduce talks round the ring whatever the graph, bit-identical to the simulator",
+          "[peer]") {
+  // On a star most peers' only neighbour is the hub; all-reduce's ring needs links between
+  // consecutive ranks, which each peer adds to the graph's own.
+  TempDir t;
+  const auto cfg = write_config(t.path, 5, "allreduce", 1, 1);
+  std::ofstream(t.path / "topo.yaml") << "generator: star\nn: 5\n";
+  check_run_equals_sim(t.path, cfg, 5);
+  const auto a = hashes(t.path / "run" / "summary.json");
+  for (const auto& h : a) CHECK(h == a.front());  // every peer holds the exact average
+  CHECK(number(t.path / "run" / "summary.json", "test_accuracy") > 0.8);
+}
+
 TEST_CASE("a CNN runs over TCP bit-identical to the simulator", "[peer]") {
   // Image-shaped synthetic data ([2, 6, 6] = 72 features) through conv, pooling, group norm and
   // dropout: every layer's arithmetic and dropout's mask stream must agree across transports.
