@@ -1,6 +1,7 @@
 // fuzz/fuzz_frame.cpp: libFuzzer target for the frame decoder (src/wire/frame.cpp). Any bytes:
 // no crash, no allocation before the size check (scripts/fuzz.sh caps malloc), and a frame that
-// is accepted re-encodes to exactly the input; so does the note of an accepted shm-params frame.
+// is accepted re-encodes to exactly the input; so do the note of an accepted shm-params frame
+// and the membership view of an accepted view frame.
 #include <cstdint>
 #include <cstdlib>
 #include <algorithm>
@@ -31,6 +32,17 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     }
     const auto payload = encode_shm_note(*note.value);
     if (!std::equal(payload.begin(), payload.end(), frame.value->payload.begin())) std::abort();
+  }
+  if (h.type == FrameType::kView) {  // a membership view: accepted ones re-encode exactly
+    const auto view = decode_view(frame.value->payload, 4096);
+    if (!view) {
+      if (view.error.empty()) std::abort();
+      return 0;
+    }
+    const auto payload = encode_view(*view.value);
+    if (payload.size() != frame.value->payload.size() ||
+        !std::equal(payload.begin(), payload.end(), frame.value->payload.begin()))
+      std::abort();
   }
   return 0;
 }

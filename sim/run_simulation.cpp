@@ -7,6 +7,7 @@
 
 #include "gossip/core.hpp"
 #include "gossip/gossip.hpp"
+#include "gossip/monitor.hpp"
 #include "gossip/progress.hpp"
 #include "gossip/sim.hpp"
 #include "gossip/topology.hpp"
@@ -94,6 +95,26 @@ int run_simulation(const RunConfig& config, const std::string& out, bool progres
               "%s/summary.json\n",
               result.sim_seconds, result.wall_seconds, result.local_seconds, result.mix_seconds,
               result.workers, out.c_str());
+  if (!result.faults.empty() || !result.member_events.empty()) {
+    std::int64_t dead = 0;
+    for (char a : result.alive_at_end) dead += a ? 0 : 1;
+    std::printf("faults: %zu carried out, %zu membership events (%s/events.jsonl); %lld peer%s "
+                "dead at the end\n",
+                result.faults.size(), result.member_events.size(), out.c_str(),
+                static_cast<long long>(dead), dead == 1 ? "" : "s");
+  }
+  if (result.stopped_by_partition)
+    std::printf("stopped after round %lld: the live graph split and gossip.on_partition is "
+                "stop\n", static_cast<long long>(result.rounds));
+  if (result.final_components.size() > 1) {
+    std::printf("PARTITIONED: the live graph ended split into %s; the components trained "
+                "separate models, so the average above is not one model. Per component:",
+                format_components(result.final_components).c_str());
+    for (std::size_t i = 0; i < result.final_components.size(); ++i)
+      std::printf(" {%s} %.4f", format_peers(result.final_components[i]).c_str(),
+                  result.component_accuracy[i]);
+    std::printf("\n");
+  }
   if (!result.samples_per_peer.empty()) {
     const auto [lo, hi] = std::minmax_element(result.samples_per_peer.begin(),
                                               result.samples_per_peer.end());

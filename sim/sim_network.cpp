@@ -27,6 +27,7 @@ SimNetwork::SimNetwork(int peers, std::int64_t num_params, int history, const Si
       history_(std::max(1, history)),
       step_seconds_(config.step_ms / 1000.0),
       straggler_(peers, 0),
+      down_(peers, 0),
       store_(peers) {
   GOSSIP_CHECK_GT(peers, 0);
   for (int s : config.stragglers) {
@@ -101,6 +102,8 @@ void SimExchange::publish(std::int64_t round, std::span<const float> params, dou
   std::memcpy(m.params.data(), params.data(), params.size_bytes());
   m.packet.clear();
   bytes_sent_ += (params.size_bytes() + kMessageOverheadBytes) * to.size();
+  m.view = std::exchange(pending_view_, std::nullopt);
+  if (m.view) bytes_sent_ += view_message_bytes(size()) * to.size();
 }
 
 void SimExchange::publish_packet(std::int64_t round, std::span<const std::byte> packet,
@@ -121,7 +124,24 @@ void SimExchange::publish_packet(std::int64_t round, std::span<const std::byte> 
   m.params.clear();
   m.packet.assign(packet.begin(), packet.end());
   bytes_sent_ += bytes * to.size();
+  m.view = std::exchange(pending_view_, std::nullopt);
+  if (m.view) bytes_sent_ += view_message_bytes(size()) * to.size();
 }
+
+void SimExchange::send_view(std::span<const Member> view, std::span<const int>) {
+  pending_view_.emplace(view.begin(), view.end());
+}
+
+std::vector<PeerView> SimExchange::take_views() {
+  std::vector<PeerView> out;
+  for (const auto& [sender, round] : taken_)
+    if (const auto* m = network_->find(sender, round); m && m->view)
+      out.push_back(PeerView{sender, *m->view});
+  taken_.clear();
+  return out;
+}
+// A view travels as its own small frame, ahead of the parameters: it reaches the receiver even
+// when the receiver does not wait for (or take) the parameters that follow it.
 
 std::vector<Inbox> SimExchange::collect(std::int64_t round, std::span<const int> from,
                                         const CollectOptions& options) {
@@ -136,6 +156,7 @@ std::vector<Inbox> SimExchange::collect(std::int64_t round, std::span<const int>
   }
   std::vector<Inbox> got;
   got.reserve(peers.size());
+  taken_.clear();
   struct Arrival {
     double at;
     int sender;
@@ -156,6 +177,8 @@ std::vector<Inbox> SimExchange::collect(std::int64_t round, std::span<const int>
     double pick_arrival = 0.0;
     const SimNetwork::Message* first = nullptr;  // the candidate that arrives earliest
     double first_arrival = 0.0;
+    if (const auto* m = network_->find(p, round); m && !network_->lost(p, rank_, round))
+      taken_.emplace_back(p, round);  // its view, if it sent one
     for (std::int64_t r = round; r >= oldest && r >= 0; --r) {
       const auto* m = network_->find(p, r);
       if (m == nullptr || network_->lost(p, rank_, r)) continue;
@@ -169,12 +192,15 @@ std::vector<Inbox> SimExchange::collect(std::int64_t round, std::span<const int>
         first_arrival = arrival;
       }
     }
-    if (pick == nullptr && first != nullptr && first_arrival <= deadline) {
+    const bool waited = !network_->down(p) &&
+                        std::find(options.no_wait.begin(), options.no_wait.end(), p) ==
+                            options.no_wait.end();
+    if (pick == nullptr && first != nullptr && first_arrival <= deadline && waited) {
       pick = first;  // nothing has arrived yet: wait for the earliest acceptable message
       pick_arrival = first_arrival;
     }
     if (pick == nullptr) {  // lost, never sent or too late: wait out the deadline, leave it out
-      until = std::max(until, deadline);
+      if (waited) until = std::max(until, deadline);
       continue;
     }
     arrivals.push_back({pick_arrival, p, pick->wire});

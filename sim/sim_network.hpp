@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <optional>
+#include <utility>
 #include <span>
 #include <vector>
 
@@ -21,6 +23,10 @@ namespace gossip {
 inline constexpr std::uint64_t kMessageOverheadBytes = 40;
 /// A packet (Exchange::publish_packet) costs its own bytes and the frame header.
 inline constexpr std::uint64_t kPacketOverheadBytes = 32;
+/// Bytes a membership view of `peers` entries costs as its own frame: header, count, entries.
+inline std::uint64_t view_message_bytes(int peers) {
+  return 32 + 4 + 5 * static_cast<std::uint64_t>(peers);
+}
 
 class SimNetwork;
 
@@ -42,6 +48,10 @@ class SimExchange final : public Exchange {
                              const CollectOptions& options) override;
   std::vector<int> dead_peers() const override { return {}; }
   std::uint64_t bytes_sent() const override { return bytes_sent_; }
+  /// The view rides with the next publish (to the same peers); a lost message loses it too.
+  void send_view(std::span<const Member> view, std::span<const int> to) override;
+  /// The views that came with the messages the last collect() took.
+  std::vector<PeerView> take_views() override;
 
   /// This peer's simulated clock, seconds since the start.
   double now() const { return now_; }
@@ -57,6 +67,8 @@ class SimExchange final : public Exchange {
   double sent_until_ = 0.0;
   double received_until_ = -std::numeric_limits<double>::infinity();
   std::uint64_t bytes_sent_ = 0;
+  std::optional<std::vector<Member>> pending_view_;  // sent with the next publish
+  std::vector<std::pair<int, std::int64_t>> taken_;  // (sender, round) sent to the last collect
 };
 
 /// The shared state of a simulated network: each sender's last few published buffers, the link
@@ -81,6 +93,10 @@ class SimNetwork {
   double wire_seconds(std::uint64_t bytes) const;
   /// Whether the message from `from` to `to` of `round` is lost (deterministic per link, round).
   bool lost(int from, int to, std::int64_t round) const;
+  /// A peer whose process is down (killed): its links are down too, so nobody waits for it, as
+  /// a real peer does not wait on a lost connection.
+  void set_down(int peer, bool down) { down_.at(peer) = down ? 1 : 0; }
+  bool down(int peer) const { return down_[peer] != 0; }
 
  private:
   friend class SimExchange;
@@ -92,6 +108,7 @@ class SimNetwork {
     double wire = 0.0;     // seconds one copy occupies a link
     std::vector<float> params;
     std::vector<std::byte> packet;  // instead of params (publish_packet)
+    std::optional<std::vector<Member>> view;  // the sender's membership view, if it sent one
   };
   /// When `message` has fully reached `receiver` if the receiver's link is idle:
   /// sent_at + (its place in the sender's queue) * wire_seconds() + latency.
@@ -106,6 +123,7 @@ class SimNetwork {
   int history_;
   double step_seconds_ = 0.0;
   std::vector<char> straggler_;
+  std::vector<char> down_;
   std::vector<std::vector<Message>> store_;  // [sender][round % history]
   std::vector<std::unique_ptr<SimExchange>> exchanges_;
 };

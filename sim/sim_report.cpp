@@ -2,11 +2,73 @@
 // average model's row at each evaluation, then the summary with the simulator's own fields. The
 // columns mean what they mean under `gossip run` (docs/outputs.md); only `seconds` is simulated.
 #include <algorithm>
+#include <fstream>
+#include <limits>
+#include <utility>
+
+#include "gossip/core.hpp"
+#include "gossip/events.hpp"
+#include "gossip/json.hpp"
 
 #include "gossip/report.hpp"
 #include "gossip/sim.hpp"
 
 namespace gossip {
+
+namespace {
+
+/// events.jsonl: the faults carried out and every peer's membership events, in round order
+/// (faults first within a round), with the simulated time as time_s.
+void write_sim_events(const std::string& dir, const SimResult& result) {
+  const std::string path = dir + "/events.jsonl";
+  std::ofstream f(path, std::ios::trunc);
+  std::size_t m = 0;
+  auto member_until = [&](std::int64_t round) {
+    for (; m < result.member_events.size() && result.member_events[m].round <= round; ++m)
+      f << event_json(result.member_events[m]) << '\n';
+  };
+  for (const SimFault& fault : result.faults) {
+    member_until(fault.round);
+    JsonObject o;
+    o.add("event", "fault").add("round", fault.round).add("action", fault.action)
+        .add("peers", JsonArray::of(fault.peers));
+    if (fault.action == "pause") o.add("seconds", fault.seconds);
+    f << o.str() << '\n';
+  }
+  member_until(std::numeric_limits<std::int64_t>::max());
+  f.close();
+  if (!f) throw RuntimeError(cat(path, ": write failed"));
+}
+
+}  // namespace
+
+void add_membership_summary(JsonObject& extra, const SimResult& result) {
+  std::int64_t deaths = 0, rejoins = 0;
+  // A death or rejoin counts once, however many peers' views record it: (subject, incarnation).
+  std::vector<std::pair<int, std::int64_t>> seen_dead, seen_rejoin;
+  for (const MemberEvent& e : result.member_events) {
+    auto count = [&](auto& seen, std::int64_t& n) {
+      const std::pair<int, std::int64_t> key{e.subject, e.incarnation};
+      if (std::find(seen.begin(), seen.end(), key) == seen.end()) {
+        seen.push_back(key);
+        ++n;
+      }
+    };
+    if (e.event == "dead") count(seen_dead, deaths);
+    if (e.event == "rejoin") count(seen_rejoin, rejoins);
+  }
+  JsonArray alive;
+  for (char a : result.alive_at_end) alive.add(a != 0);
+  JsonArray components;
+  for (const auto& c : result.final_components) components.add(JsonArray::of(c));
+  extra.add("partitioned", result.final_components.size() > 1)
+      .add("components", components)
+      .add("component_accuracy", JsonArray::of(result.component_accuracy))
+      .add("stopped_by_partition", result.stopped_by_partition)
+      .add("deaths", deaths)
+      .add("rejoins", rejoins)
+      .add("alive_at_end", alive);
+}
 
 void write_sim_outputs(const std::string& dir, const SimResult& result, const SimRunInfo& info) {
   RunRecord record(dir);
@@ -51,7 +113,9 @@ void write_sim_outputs(const std::string& dir, const SimResult& result, const Si
       .add("workers", result.workers)
       .add("local_seconds", result.local_seconds)
       .add("mix_seconds", result.mix_seconds);
+  add_membership_summary(end.extra, result);
   record.finish(std::move(end));
+  write_sim_events(dir, result);
 }
 
 }  // namespace gossip

@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include "gossip/core.hpp"
+#include "gossip/events.hpp"
 #include "gossip/gossip.hpp"
 #include "gossip/hash.hpp"
 #include "gossip/monitor.hpp"
@@ -34,24 +35,39 @@ std::unique_ptr<Backend> sim_backend(const RunConfig& config) {
   return make_cpu_backend(1);
 }
 
-/// The peers, their exchanges and algorithms, and the loop that runs rounds over them.
+/// The peers, their exchanges and algorithms, and the loop that runs rounds over them. Each
+/// peer's exchange keeps its membership view (MonitoredExchange, as in a real peer) and its
+/// convergence monitor watches the live graph; the fault schedule kills, restarts, pauses and
+/// cuts, as `gossip run` does to processes.
 class Swarm {
  public:
   Swarm(const RunConfig& config, const Topology& topology, std::vector<Learner> learners)
-      : learners_(std::move(learners)),
+      : config_(config), topology_(&topology), learners_(std::move(learners)),
         network_(topology.n(), learners_.front().num_params, history(config.gossip),
                  config.sim, config.train.seed),
         pool_(config.sim.workers) {
+    for (int p = 0; p < n(); ++p) {
+      SimExchange& ex = network_.exchange(p);
+      monitored_.push_back(std::make_unique<MonitoredExchange>(
+          ex, config.gossip.dead_after_rounds, config.gossip.dead_after_seconds(),
+          [&ex] { return ex.now(); }));
+      monitored_.back()->set_faults(&config_.faults);
+      monitors_.emplace_back(topology, p);
+    }
     for (int p = 0; p < n(); ++p)
-      algorithms_.push_back(make_algorithm(learners_[p], network_.exchange(p), topology,
-                                           config.gossip, config.train.seed));
+      algorithms_.push_back(make_algorithm(learners_[p], *monitored_[p], topology, config.gossip,
+                                           config.train.seed));
     host_.assign(n(), std::vector<float>(learners_.front().num_params));
+    alive_.assign(n(), 1);
+    paused_until_.assign(n(), -1.0);
   }
 
   int n() const { return static_cast<int>(learners_.size()); }
   SimNetwork& network() { return network_; }
   WorkerPool& pool() { return pool_; }
   Algorithm& algorithm(int p) { return *algorithms_[p]; }
+  /// Whether peer p's process is alive (not killed, or restarted since).
+  bool alive(int p) const { return alive_[p] != 0; }
 
   /// Rounds each sender keeps: async reads older ones; a relay publishes its next hop while its
   /// successor reads the last.
@@ -61,8 +77,13 @@ class Swarm {
   }
 
   void round(std::int64_t r, SimResult& result) {
+    apply_faults(r, result);
+    std::vector<int> active;
+    for (int p = 0; p < n(); ++p)
+      if (alive_[p] && !paused(p)) active.push_back(p);
     const auto t0 = Clock::now();
-    pool_.run(n(), [&](int p) {
+    pool_.run(static_cast<int>(active.size()), [&](int k) {
+      const int p = active[k];
       Algorithm& a = *algorithms_[p];
       const double compute = a.local_steps(r) * network_.step_seconds(p);
       if (a.overlaps()) {  // the publish leaves before the steps, which run while it travels
@@ -75,10 +96,21 @@ class Swarm {
     });
     const auto t1 = Clock::now();
     for (int s = 0; s < algorithms_.front()->relay_steps(); ++s)
-      pool_.run(n(), [&](int p) { algorithms_[p]->relay_phase(r, s); });
-    pool_.run(n(), [&](int p) { algorithms_[p]->mix_phase(r); });
+      pool_.run(static_cast<int>(active.size()),
+                [&](int k) { algorithms_[active[k]]->relay_phase(r, s); });
+    pool_.run(static_cast<int>(active.size()),
+              [&](int k) { algorithms_[active[k]]->mix_phase(r); });
     result.local_seconds += std::chrono::duration<double>(t1 - t0).count();
     result.mix_seconds += since(t1);
+    for (int p : active) watch(p, r + 1, result);
+  }
+
+  /// The models of the peers alive now (all of them when nothing was killed).
+  std::vector<std::span<const float>> live(std::span<const std::span<const float>> x) const {
+    std::vector<std::span<const float>> out;
+    for (int p = 0; p < n(); ++p)
+      if (alive_[p]) out.push_back(x[p]);
+    return out;
   }
 
   /// Every peer's model into host buffers; returns spans over them.
@@ -90,7 +122,7 @@ class Swarm {
   /// Fills the fields every evaluation shares (clock, bytes, consensus distance).
   void fill_common(EvalPoint& e, std::int64_t round, std::span<const std::span<const float>> x) {
     e.round = round;
-    e.consensus_distance = consensus_distance(x);
+    e.consensus_distance = consensus_distance(live(x));
     e.peers.resize(n());
     for (int p = 0; p < n(); ++p) {
       const auto& ex = network_.exchange(p);
@@ -118,6 +150,12 @@ class Swarm {
     evaluate(0);
     for (std::int64_t r = 0; r < result.rounds; ++r) {
       round(r, result);
+      if (stop_) {  // the live graph split and gossip.on_partition is stop
+        evaluate(r + 1);
+        result.rounds = r + 1;
+        result.stopped_by_partition = true;
+        break;
+      }
       if (due(r + 1)) evaluate(r + 1);
       if (hooks.on_round) hooks.on_round(r + 1, result.rounds);
     }
@@ -130,6 +168,14 @@ class Swarm {
     const auto x = gather();
     result.params = host_;
     for (const auto& p : x) result.params_sha256.push_back(sha256_hex(p));
+    result.alive_at_end.assign(alive_.begin(), alive_.end());
+    // Components of the live graph at the end, as peer 0's monitor... every live peer's monitor
+    // agrees once the views have spread; take the view of the lowest live peer.
+    for (int p = 0; p < n(); ++p)
+      if (alive_[p]) {
+        result.final_components = live_graph(*topology_, monitored_[p]->dead_peers()).components;
+        break;
+      }
     for (int p = 0; p < n(); ++p) {
       result.sim_seconds = std::max(result.sim_seconds, network_.exchange(p).now());
       result.bytes_sent += network_.exchange(p).bytes_sent();
@@ -137,15 +183,111 @@ class Swarm {
     result.workers = pool_.threads();
   }
 
+  bool paused(int p) {
+    if (paused_until_[p] < 0) return false;
+    double now = 0.0;
+    for (int q = 0; q < n(); ++q)
+      if (q != p && alive_[q]) now = std::max(now, network_.exchange(q).now());
+    return now < paused_until_[p];
+  }
+
+  /// The latest simulated time any live peer has reached.
+  double latest_clock() {
+    double now = 0.0;
+    for (int q = 0; q < n(); ++q)
+      if (alive_[q]) now = std::max(now, network_.exchange(q).now());
+    return now;
+  }
+
+  /// A peer that comes back (restarted, or woken from a pause) takes the model of its
+  /// lowest-numbered live in-neighbour, as a real peer catching up takes a neighbour's newest
+  /// parameters, and its clock joins the others'.
+  void catch_up(int p, std::int64_t round) {
+    for (int q = 0; q < n(); ++q) {
+      bool in = false;
+      for (std::int64_t t = 0; t < topology_->period(); ++t)
+        for (const auto& nb : topology_->in_neighbours(p, t)) in = in || nb.peer == q;
+      if (!in || !alive_[q] || paused(q)) continue;
+      algorithms_[q]->model_params(host_[q]);
+      learners_[p].backend->upload(learners_[p].params, host_[q].data(),
+                                   host_[q].size() * sizeof(float));
+      Algorithm::State st = algorithms_[p]->state();
+      st.weight = algorithms_[q]->weight();
+      algorithms_[p]->restore(st);
+      break;
+    }
+    (void)round;
+    SimExchange& ex = network_.exchange(p);
+    ex.compute(std::max(0.0, latest_clock() - ex.now()));
+  }
+
+  void apply_faults(std::int64_t r, SimResult& result) {
+    for (int p = 0; p < n(); ++p)  // a pause that is over
+      if (paused_until_[p] >= 0 && alive_[p] && !paused(p)) {
+        paused_until_[p] = -1.0;
+        catch_up(p, r);
+      }
+    for (const Fault& f : config_.faults) {
+      if (f.action == "cut" || f.round != r) continue;
+      for (int p : f.peers) {
+        if (f.action == "kill") {
+          alive_[p] = 0;
+          network_.set_down(p, true);
+        }
+        if (f.action == "restart" && !alive_[p]) {
+          alive_[p] = 1;
+          network_.set_down(p, false);
+          paused_until_[p] = -1.0;
+          monitored_[p]->restart();
+          monitors_[p] = ConvergenceMonitor(*topology_, p);
+          catch_up(p, r);
+        }
+        if (f.action == "pause" && alive_[p]) paused_until_[p] = latest_clock() + f.seconds;
+      }
+      result.faults.push_back(SimFault{r, f.action, f.peers, f.seconds});
+    }
+    for (const Fault& f : config_.faults)
+      if (f.action == "cut" && (f.round == r || f.to_round == r)) {
+        std::vector<int> ends;
+        for (const auto& [a, b] : f.links) ends.insert(ends.end(), {a, b});
+        result.faults.push_back(SimFault{r, f.round == r ? "cut" : "uncut", ends, 0.0});
+      }
+  }
+
+  /// Peer p's membership changes and live-graph changes after `done` rounds, as events.
+  void watch(int p, std::int64_t done, SimResult& result) {
+    MonitoredExchange& ex = *monitored_[p];
+    const double now = network_.exchange(p).now();
+    for (const MemberChange& c : ex.membership().take_changes())
+      result.member_events.push_back(MemberEvent{p, done, now, c.event, c.peer,
+                                                 static_cast<std::int64_t>(c.incarnation),
+                                                 ex.dead_peers(), {}, {}});
+    const auto change = monitors_[p].check(ex.dead_peers());
+    if (change && change->event == "partition" && config_.gossip.on_partition == "stop")
+      stop_ = true;
+    if (change && !change->event.empty())
+      result.member_events.push_back(MemberEvent{p, done, now, change->event, -1, 0,
+                                                 change->dead, change->components,
+                                                 change->my_component});
+  }
+
+  RunConfig config_;
+  const Topology* topology_;
   std::vector<Learner> learners_;
   SimNetwork network_;
   WorkerPool pool_;
+  std::vector<std::unique_ptr<MonitoredExchange>> monitored_;
+  std::vector<ConvergenceMonitor> monitors_;
   std::vector<std::unique_ptr<Algorithm>> algorithms_;
   std::vector<std::vector<float>> host_;
+  std::vector<char> alive_;
+  std::vector<double> paused_until_;  // simulated time a paused peer wakes; < 0: not paused
+  bool stop_ = false;                 // a peer saw a partition and the config says stop
 };
 
 void check_peers(const RunConfig& config, const Topology& topology) {
   if (topology.n() < 1) throw InputError("gossip.topology: the topology has no peers");
+  check_faults(config, topology);
   for (int s : config.sim.stragglers)
     if (s < 0 || s >= topology.n())
       throw InputError(cat("sim.stragglers: peer ", s, " is not in 0..", topology.n() - 1));
@@ -198,7 +340,7 @@ SimResult simulate(const RunConfig& config, const Topology& topology, const Data
 
   auto measure = [&](EvalPoint& e, std::span<const std::span<const float>> x) {
     const std::int64_t round = e.round;
-    average_params(x, average);
+    average_params(swarm.live(x), average);
     evaluator.upload_params(average);
     e.epoch = plan.epoch_at(round);
     swarm.pool().run(n + 1, [&](int k) {
@@ -214,8 +356,11 @@ SimResult simulate(const RunConfig& config, const Topology& topology, const Data
     double loss = 0.0;
     e.peer_accuracy_min = 1.0;
     e.peer_accuracy_max = 0.0;
+    int live = 0;
     for (int p = 0; p < n; ++p) {
       const auto& pe = e.peers[p];
+      if (!swarm.alive(p)) continue;  // a killed peer's frozen model is not the run's
+      ++live;
       if (round > 0 && !std::isfinite(pe.train_loss))
         throw RuntimeError(cat("training diverged at round ", round, " (peer ", p, " loss ",
                                pe.train_loss, "): lower optimizer.lr"));
@@ -223,9 +368,19 @@ SimResult simulate(const RunConfig& config, const Topology& topology, const Data
       e.peer_accuracy_min = std::min(e.peer_accuracy_min, pe.test_accuracy);
       e.peer_accuracy_max = std::max(e.peer_accuracy_max, pe.test_accuracy);
     }
-    e.train_loss = loss / n;
+    e.train_loss = loss / std::max(1, live);
   };
   swarm.run(result, hooks, t0, [&](std::int64_t done) { return plan.eval_due(done); }, measure);
+  // Split at the end: the components train separate models; each one's average on its own.
+  if (result.final_components.size() > 1)
+    for (const auto& component : result.final_components) {
+      std::vector<std::span<const float>> models;
+      for (int p : component) models.emplace_back(result.params[p]);
+      average_params(models, average);
+      evaluator.upload_params(average);
+      result.component_accuracy.push_back(
+          evaluator.evaluate(data.test, config.train.eval_limit).accuracy);
+    }
   result.step_seconds = step_s;
   result.epochs = result.evals.back().epoch;
   return result;

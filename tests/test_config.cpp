@@ -362,7 +362,7 @@ TEST_CASE("every shipped config loads, its model shapes fit and its output is th
   CHECK(infer_shapes(cnn.model)[7] == Shape{1024});  // 64 channels of 4x4 after two pools
 }
 
-TEST_CASE("a fault schedule reads kill and pause, and refuses what it cannot do", "[config]") {
+TEST_CASE("a fault schedule reads kill, pause, restart and cut, and refuses what it cannot do", "[config]") {
   const auto c = load_config_from_string(
       "faults:\n  - {round: 30, kill: [2, 6]}\n  - {round: 40, pause: [3], seconds: 10}\n",
       "c.yaml");
@@ -376,9 +376,21 @@ TEST_CASE("a fault schedule reads kill and pause, and refuses what it cannot do"
                     Contains("c.yaml:2: faults[0]: a pause needs its length in seconds"));
   CHECK_THROWS_WITH(load_config_from_string("faults:\n  - {kill: [1]}\n", "c.yaml"),
                     Contains("faults[0]: a fault needs its round"));
-  CHECK_THROWS_WITH(load_config_from_string("faults:\n  - {round: 3, restart: [1]}\n", "c.yaml"),
-                    Contains("faults[0].restart: restarting a peer by the schedule is not "
-                             "supported yet"));
+  const auto rc = load_config_from_string(
+      "faults:\n  - {round: 3, restart: [1]}\n  - {from_round: 20, to_round: 50, cut: [[0, 1], [3, 2]]}\n",
+      "c.yaml");
+  REQUIRE(rc.faults.size() == 2);
+  CHECK(rc.faults[0].action == "restart");
+  CHECK(rc.faults[1].action == "cut");
+  CHECK(rc.faults[1].round == 20);
+  CHECK(rc.faults[1].to_round == 50);
+  CHECK(rc.faults[1].links == std::vector<std::pair<int, int>>{{0, 1}, {3, 2}});
+  CHECK_THROWS_WITH(load_config_from_string("faults:\n  - {from_round: 9, to_round: 5, cut: [[0, 1]]}\n", "c.yaml"),
+                    Contains("c.yaml:2: faults[0]: a cut needs to_round after from_round"));
+  CHECK_THROWS_WITH(load_config_from_string("faults:\n  - {from_round: 1, to_round: 5, cut: [[0, 0]]}\n", "c.yaml"),
+                    Contains("a link is two different peers"));
+  CHECK_THROWS_WITH(load_config_from_string("faults:\n  - {round: 1, to_round: 5, kill: [2]}\n", "c.yaml"),
+                    Contains("to_round is for cut, not kill"));
   CHECK_THROWS_WITH(
       load_config_from_string("faults:\n  - {round: 3, kill: [1], pause: [2]}\n", "c.yaml"),
       Contains("one action a fault"));

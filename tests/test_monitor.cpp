@@ -1,6 +1,9 @@
 // Tests for monitor: consensus distance, the average model, live-graph connectivity.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "gossip/monitor.hpp"
@@ -87,7 +90,7 @@ TEST_CASE("live graph connectivity with dead peers", "[monitor]") {
 
 TEST_CASE("the convergence monitor reports changes in the dead set", "[monitor]") {
   const auto t = ring(8);
-  gossip::ConvergenceMonitor monitor(t);
+  gossip::ConvergenceMonitor monitor(t, 0);
   CHECK_FALSE(monitor.check({}).has_value());  // nobody dead: nothing changed
   CHECK(monitor.connected());
 
@@ -95,7 +98,8 @@ TEST_CASE("the convergence monitor reports changes in the dead set", "[monitor]"
   REQUIRE(one.has_value());
   CHECK(one->connected);
   CHECK(one->dead == std::vector<int>{2});
-  CHECK(one->message == "neighbours lost: 2; live graph still connected");
+  CHECK(one->message == "peers dead: 2; live graph still connected");
+  CHECK(one->event.empty());  // a death that leaves the graph whole is no partition
   CHECK_FALSE(monitor.check({2}).has_value());  // the same set again: no report
 
   const auto two = monitor.check({2, 6});
@@ -105,12 +109,177 @@ TEST_CASE("the convergence monitor reports changes in the dead set", "[monitor]"
   const int dead[] = {2, 6};
   CHECK(two->components == live_graph(t, dead).components);
   CHECK(two->components == std::vector<std::vector<int>>{{0, 1, 7}, {3, 4, 5}});
+  CHECK(two->event == "partition");
+  CHECK(two->my_component == std::vector<int>{0, 1, 7});
   CHECK(two->message ==
-        "neighbours lost: 2,6; live graph DISCONNECTED, components {0,1,7} {3,4,5}");
+        "peers dead: 2,6; live graph DISCONNECTED, components {0,1,7} {3,4,5} (this peer in "
+        "{0,1,7}): the components train separate models");
 
   const auto back = monitor.check({});
   REQUIRE(back.has_value());
   CHECK(back->connected);
-  CHECK(back->message == "all neighbours are back");
+  CHECK(back->event == "healed");
+  CHECK(back->message == "no peer dead; live graph connected");
   CHECK(monitor.connected());
+}
+
+namespace {
+
+using gossip::Member;
+using gossip::MemberState;
+using gossip::Membership;
+using gossip::PeerView;
+
+std::vector<std::string> events_of(Membership& m) {
+  std::vector<std::string> out;
+  for (const auto& c : m.take_changes()) out.push_back(c.event + " " + std::to_string(c.peer));
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("membership: a missed neighbour is suspected, then dead after the grace rounds",
+          "[monitor][membership]") {
+  Membership m(4, 0, 2);
+  m.missed(1, 10);
+  m.tick(10);
+  CHECK(m.suspected() == std::vector<int>{1});
+  CHECK(events_of(m) == std::vector<std::string>{"suspect 1"});
+  m.missed(1, 11);  // still suspected: no second event, the clock is not restarted
+  m.tick(11);
+  CHECK(m.dead().empty());
+  m.tick(12);  // held for 2 rounds
+  CHECK(m.dead() == std::vector<int>{1});
+  CHECK(m.suspected().empty());
+  CHECK(events_of(m) == std::vector<std::string>{"dead 1"});
+  m.missed(1, 13);  // a dead peer stays dead
+  CHECK(events_of(m).empty());
+  m.missed(0, 13);  // never suspects itself
+  CHECK(m.view()[0].state == MemberState::kAlive);
+}
+
+TEST_CASE("membership: a death also waits out dead_after_s of the peer's clock",
+          "[monitor][membership]") {
+  Membership m(3, 0, 1, 5.0);
+  m.missed(2, 4, 100.0);
+  m.tick(9, 104.9);  // enough rounds, not enough time
+  CHECK(m.suspected() == std::vector<int>{2});
+  m.tick(10, 105.0);
+  CHECK(m.dead() == std::vector<int>{2});
+}
+
+TEST_CASE("membership: merge rules (higher incarnation wins, then the graver state)",
+          "[monitor][membership]") {
+  Membership m(3, 0, 3);
+  PeerView v{1, {{0, MemberState::kAlive}, {0, MemberState::kAlive}, {0, MemberState::kSuspect}}};
+  m.merge(v, 5);
+  CHECK(m.view()[2] == Member{0, MemberState::kSuspect});
+  // An older or equal-but-milder entry does not undo it.
+  m.merge(PeerView{1, {{0, MemberState::kAlive}, {0, MemberState::kAlive}, {0, MemberState::kAlive}}}, 6);
+  CHECK(m.view()[2] == Member{0, MemberState::kSuspect});
+  // Peer 2 refuted with incarnation 1: alive again.
+  m.merge(PeerView{1, {{0, MemberState::kAlive}, {0, MemberState::kAlive}, {1, MemberState::kAlive}}}, 7);
+  CHECK(m.view()[2] == Member{1, MemberState::kAlive});
+  CHECK(events_of(m) == std::vector<std::string>{"suspect 2", "alive 2"});
+  // Dead at incarnation 1, then back at 2: a rejoin.
+  m.merge(PeerView{1, {{0, MemberState::kAlive}, {0, MemberState::kAlive}, {1, MemberState::kDead}}}, 8);
+  m.merge(PeerView{1, {{0, MemberState::kAlive}, {0, MemberState::kAlive}, {2, MemberState::kAlive}}}, 9);
+  CHECK(events_of(m) == std::vector<std::string>{"dead 2", "rejoin 2"});
+  // The suspicion picked up from a view turns into a death after the grace rounds too.
+  m.merge(PeerView{1, {{0, MemberState::kAlive}, {0, MemberState::kAlive}, {2, MemberState::kSuspect}}}, 10);
+  m.tick(12);
+  CHECK(m.view()[2].state == MemberState::kSuspect);
+  m.tick(13);
+  CHECK(m.view()[2] == Member{2, MemberState::kDead});
+  // Malformed views are ignored, not trusted.
+  m.merge(PeerView{1, {{9, MemberState::kAlive}}}, 14);
+  m.merge(PeerView{1, {{0, MemberState::kAlive}, {0, MemberState::kAlive}, {9, static_cast<MemberState>(7)}}}, 14);
+  CHECK(m.ignored_views() == 2);
+  CHECK(m.view()[2] == Member{2, MemberState::kDead});
+}
+
+TEST_CASE("membership: a peer refutes its own suspicion or death by raising its incarnation",
+          "[monitor][membership]") {
+  Membership m(3, 1, 2);
+  m.merge(PeerView{0, {{0, MemberState::kAlive}, {0, MemberState::kSuspect}, {0, MemberState::kAlive}}}, 3);
+  CHECK(m.view()[1] == Member{1, MemberState::kAlive});
+  CHECK(events_of(m) == std::vector<std::string>{"alive 1"});
+  m.merge(PeerView{0, {{0, MemberState::kAlive}, {0, MemberState::kDead}, {0, MemberState::kAlive}}}, 4);
+  CHECK(m.view()[1] == Member{1, MemberState::kAlive});  // an old death: already refuted
+  m.merge(PeerView{0, {{0, MemberState::kAlive}, {4, MemberState::kDead}, {0, MemberState::kAlive}}}, 5);
+  CHECK(m.view()[1] == Member{5, MemberState::kAlive});  // a restarted peer rejoins past it
+  CHECK(events_of(m) == std::vector<std::string>{"rejoin 1"});
+}
+
+namespace {
+
+/// An in-memory exchange for membership tests: a fixed set of peers that answer.
+class FakeExchange final : public gossip::Exchange {
+ public:
+  FakeExchange(int rank, int size) : rank_(rank), size_(size) {}
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  void publish(std::int64_t, std::span<const float>, double, std::span<const int>) override {}
+  void publish_packet(std::int64_t, std::span<const std::byte>, std::span<const int>) override {}
+  std::vector<gossip::Inbox> collect(std::int64_t round, std::span<const int> from,
+                                     const gossip::CollectOptions& o) override {
+    last_no_wait = o.no_wait;
+    std::vector<gossip::Inbox> out;
+    for (int p : from)
+      if (std::find(answering.begin(), answering.end(), p) != answering.end())
+        out.push_back(gossip::Inbox{p, round, {}, 1.0, {}});
+    return out;
+  }
+  std::vector<int> dead_peers() const override { return {}; }
+  std::uint64_t bytes_sent() const override { return 0; }
+  void send_view(std::span<const Member> view, std::span<const int>) override {
+    sent.assign(view.begin(), view.end());
+  }
+  std::vector<PeerView> take_views() override { return std::exchange(views, {}); }
+  std::vector<int> excused_peers() const override { return ahead; }
+
+  std::vector<int> answering, ahead, last_no_wait;
+  std::vector<PeerView> views;
+  std::vector<Member> sent;
+
+ private:
+  int rank_, size_;
+};
+
+}  // namespace
+
+TEST_CASE("MonitoredExchange: suspects silent in-neighbours, stops waiting for them, sends its view",
+          "[monitor][membership]") {
+  FakeExchange inner(0, 4);
+  gossip::MonitoredExchange ex(inner, 2, 0.0);
+  const int from[] = {1, 3};
+  inner.answering = {1, 3};
+  ex.collect(0, from, {});
+  CHECK(ex.membership().suspected().empty());
+  inner.answering = {1};
+  ex.collect(1, from, {});
+  CHECK(ex.membership().suspected() == std::vector<int>{3});
+  ex.collect(2, from, {});
+  CHECK(inner.last_no_wait == std::vector<int>{3});  // not waited for while suspected
+  ex.collect(3, from, {});
+  CHECK(ex.dead_peers() == std::vector<int>{3});
+  // A peer that is ahead of us is alive, not silent.
+  inner.answering = {};
+  inner.ahead = {1};
+  ex.collect(4, from, {});
+  CHECK(ex.membership().suspected().empty());
+  const float x[1] = {0};
+  const int to[] = {1};
+  ex.publish(5, x, 1.0, to);
+  REQUIRE(inner.sent.size() == 4);
+  CHECK(inner.sent[3] == Member{0, MemberState::kDead});
+  // Peer 3 rejoins: a view from 1 carries its new incarnation.
+  inner.answering = {1, 3};
+  inner.views = {PeerView{1, {{0, MemberState::kAlive}, {0, MemberState::kAlive},
+                              {0, MemberState::kAlive}, {1, MemberState::kAlive}}}};
+  ex.collect(5, from, {});
+  CHECK(ex.dead_peers().empty());
+  std::vector<std::string> ev;
+  for (const auto& c : ex.membership().take_changes()) ev.push_back(c.event + " " + std::to_string(c.peer));
+  CHECK(ev == std::vector<std::string>{"suspect 3", "dead 3", "rejoin 3"});
 }

@@ -354,8 +354,8 @@ TEST_CASE("the frame decoder refuses bad input and says why", "[net]") {
   }
   SECTION("unknown type, other version, ragged params, trailing bytes") {
     auto t = good;
-    t[6] = std::byte{9};
-    CHECK(refused(t) == "unknown frame type 9");
+    t[6] = std::byte{wire::kLastFrameType + 1};
+    CHECK(refused(t) == cat("unknown frame type ", wire::kLastFrameType + 1));
     t = good;
     t[4] = std::byte{wire::kVersion + 1};
     CHECK_THAT(refused(t), Contains(cat("unsupported frame version ", wire::kVersion + 1)));
@@ -371,6 +371,33 @@ TEST_CASE("the frame decoder refuses bad input and says why", "[net]") {
     CHECK(refused(wire::encode_header(h)) ==
           "malformed shm-params frame: payload of 31 bytes, expected 32");
   }
+}
+
+TEST_CASE("membership views round-trip and malformed ones are refused", "[net][membership]") {
+  using gossip::Member;
+  using gossip::MemberState;
+  const std::vector<Member> view{{0, MemberState::kAlive}, {7, MemberState::kSuspect},
+                                 {4294967295u, MemberState::kDead}};
+  const auto bytes = wire::encode_view(view);
+  CHECK(bytes.size() == 4 + 5 * 3);
+  const auto back = wire::decode_view(bytes, 3);
+  REQUIRE(back);
+  CHECK(*back.value == view);
+  // More peers than the run has, a length that does not match the count, an unknown state.
+  CHECK(wire::decode_view(bytes, 2).error == "view of 3 peers, but the run has 2");
+  auto cut = bytes;
+  cut.pop_back();
+  CHECK(wire::decode_view(cut, 3).error == "view of 3 peers must be 19 bytes, not 18");
+  CHECK(wire::decode_view(std::span(bytes).first(3), 3).error ==
+        "view of 3 bytes is shorter than its count");
+  auto bad = bytes;
+  bad[4 + 5 * 1 + 4] = std::byte{9};
+  CHECK(wire::decode_view(bad, 3).error == "view entry 1 has unknown state 9");
+  // A view frame passes the frame decoder as a control frame.
+  const auto frame = wire::encode_frame(wire::FrameType::kView, 2, 0, bytes);
+  const auto f = wire::decode_frame(frame, 1 << 20);
+  REQUIRE(f);
+  CHECK(f.value->header.type == wire::FrameType::kView);
 }
 
 TEST_CASE("shm notes round-trip and malformed ones are refused", "[net][shm]") {
@@ -523,7 +550,7 @@ TEST_CASE("handshakes round-trip and a different model or topology is refused", 
   CHECK(wire::refusal_reason(ours, theirs) == "run id 'other' != ours 'test-run'");
   theirs = ours;
   theirs.protocol_version = 9;
-  CHECK(wire::refusal_reason(ours, theirs) == "protocol version 9 != ours 4");
+  CHECK(wire::refusal_reason(ours, theirs) == "protocol version 9 != ours 5");
 
   auto offering = ours;  // a same-host offer travels with the handshake
   offering.shm = wire::ShmOffer{0xABCDEF, 4242, 17, 0x1234, 1 << 20, 4};
@@ -544,6 +571,35 @@ TEST_CASE("handshakes round-trip and a different model or topology is refused", 
   auto trailing = bytes;
   trailing.push_back(std::byte{0});
   CHECK(wire::decode_hello(trailing).error == "handshake has 1 trailing bytes");
+}
+
+TEST_CASE("a neighbour already past the round asked for is not waited for, and is excused",
+          "[net][membership]") {
+  gossip::net::Mailboxes mail(0, 3, {1, 2}, 2, 8, [](const std::string&) {});
+  mail.set_state(1, gossip::net::LinkState::kUp);
+  mail.set_state(2, gossip::net::LinkState::kUp);
+  mail.deliver(1, gossip::net::Message{5, 1.0, {1.0f, 2.0f}, {}});
+  mail.deliver(2, gossip::net::Message{7, 1.0, {3.0f, 4.0f}, {}});  // skipped round 5
+  const int from[] = {1, 2};
+  gossip::CollectOptions o;
+  o.deadline = std::chrono::milliseconds(60'000);  // a wait for peer 2 would take a minute
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto got = mail.collect(5, from, o);
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(30));
+  REQUIRE(got.size() == 1);
+  CHECK(got[0].peer == 1);
+  CHECK(mail.excused_peers() == std::vector<int>{2});
+  // The newest message waiting is peer 2's round 7: what a peer that fell behind catches up to.
+  const auto newest = mail.newest(from);
+  REQUIRE(newest);
+  CHECK(newest->peer == 2);
+  CHECK(newest->round == 7);
+  CHECK(newest->params[1] == 4.0f);
+  // A peer in no_wait is not waited for either, and not excused: it was simply not there.
+  gossip::CollectOptions o2 = o;
+  o2.no_wait = {1};
+  CHECK(mail.collect(6, from, o2).empty());
+  CHECK(mail.excused_peers() == std::vector<int>{2});
 }
 
 TEST_CASE("mailboxes keep rounds per neighbour and apply the sync and async rules", "[net]") {

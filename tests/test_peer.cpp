@@ -111,6 +111,41 @@ std::string named(const char* prefix, int i) {
 
 int test_port_base() { return 21000 + (getpid() * 37) % 20000; }
 
+/// Adds `fields` ("dead_after_rounds: 1, ...") to the one-line gossip map write_config writes.
+void set_gossip(const fs::path& cfg, const std::string& fields) {
+  std::string text = read_file(cfg);
+  const std::string key = "round_timeout_s: 5";
+  const auto at = text.find(key);
+  REQUIRE(at != std::string::npos);
+  text.replace(at, key.size(), "round_timeout_s: 5, " + fields);
+  std::ofstream(cfg, std::ios::trunc) << text;
+}
+
+/// A membership event of events.jsonl (gossip run or gossip sim).
+struct Membership {
+  int peer = -1;
+  long round = -1;
+  std::string event;
+  int subject = -1;
+  std::string components;    // "[[0, 1, 7], [3, 4, 5]]"
+  std::string my_component;  // "[0, 1, 7]"
+};
+
+std::vector<Membership> membership_events(const fs::path& events_jsonl) {
+  std::vector<Membership> out;
+  std::ifstream in(events_jsonl);
+  const std::regex re("^\\{\"peer\": (\\d+), \"round\": (\\d+), \"time_s\": [^,]+, \"event\": "
+                      "\"(\\w+)\", \"subject\": (-?\\d+), \"incarnation\": \\d+, \"dead\": "
+                      "\\[[^\\]]*\\], \"components\": (\\[.*\\]), \"my_component\": "
+                      "(\\[[^\\]]*\\])\\}$");
+  for (std::string line; std::getline(in, line);) {
+    std::smatch m;
+    if (!std::regex_match(line, m, re)) continue;
+    out.push_back(Membership{std::stoi(m[1]), std::stol(m[2]), m[3], std::stoi(m[4]), m[5], m[6]});
+  }
+  return out;
+}
+
 /// How a test config sets up TLS.
 enum class Tls {
   kRun,    // names no credentials: `gossip run` makes a fresh CA in its output folder
@@ -509,6 +544,8 @@ TEST_CASE("gossip plot draws any run or sweep folder and names what an empty one
 TEST_CASE("the peers train on when one of them is killed", "[peer]") {
   TempDir t;
   const auto cfg = write_config(t.path, 5, "dpsgd", 1, 400, "", true, Tls::kKeys);
+  // Declared dead once suspected for 2 of the survivors' rounds (not after 5 s, the default).
+  set_gossip(cfg, "dead_after_rounds: 2, dead_after_s: 0");
   std::vector<pid_t> pids;
   const std::string exe = bin();
   std::fflush(stdout);
@@ -548,7 +585,7 @@ TEST_CASE("the peers train on when one of them is killed", "[peer]") {
   for (int r : {1, 3}) {
     const std::string log = read_file(t.path / (named("p", r) + ".log"));
     INFO(log);
-    CHECK(log.find("neighbours lost: 2; live graph still connected") != std::string::npos);
+    CHECK(log.find("peers dead: 2; live graph still connected") != std::string::npos);
   }
 }
 
@@ -1211,6 +1248,7 @@ TEST_CASE("gossip run carries out a fault schedule: a killed peer is not a failu
           "[peer][faults]") {
   TempDir t;
   const auto cfg = write_config(t.path, 5, "dpsgd", 1, 3);
+  set_gossip(cfg, "dead_after_rounds: 1, dead_after_s: 0");
   std::ofstream(cfg, std::ios::app) << "faults:\n"
                                     << "  - {round: 10, kill: [2]}\n"
                                     << "  - {round: 20, pause: [4], seconds: 1}\n";
@@ -1230,11 +1268,160 @@ TEST_CASE("gossip run carries out a fault schedule: a killed peer is not a failu
   for (int p : {1, 3}) {
     const std::string log = read_file(fs::path(out) / "peers" / std::to_string(p) / "peer.log");
     INFO(log);
-    CHECK(log.find("neighbours lost: 2; live graph still connected") != std::string::npos);
+    CHECK(log.find("peers dead: 2; live graph still connected") != std::string::npos);
   }
   // A schedule naming a peer the topology does not have is refused before anything starts.
   std::ofstream(cfg, std::ios::app) << "  - {round: 5, kill: [9]}\n";
   const Result bad = run(bin() + " run " + cfg.string() + " --out " + (t.path / "bad").string());
   CHECK(bad.code == 2);
   CHECK_THAT(bad.output, Catch::Contains("peer 9 is not in the topology's 0..4"));
+}
+
+namespace {
+
+/// An 8-peer ring over a larger synthetic set (about 1 ms a round here, thousands of rounds), so
+/// a restarted process has time to rejoin while the others train.
+fs::path write_fault_config(const fs::path& dir, int n, double epochs, const std::string& gossip,
+                            const std::string& faults) {
+  std::ofstream(dir / "topo.yaml") << "generator: ring\nn: " << n << "\n";
+  std::ofstream(dir / "c.yaml")
+      << "data:\n  synthetic: {train: 16384, test: 384, dim: 12, classes: 3}\n"
+      << "model: {layers: [12, 24, 3]}\n"
+      << "optimizer: {lr: 0.05, momentum: 0.9}\n"
+      << "train: {epochs: " << epochs << ", batch: 16, seed: 5, backend: cpu}\n"
+      << "gossip: {topology: topo.yaml, algorithm: dpsgd, period: 1, round_timeout_s: 5, " << gossip
+      << "}\n"
+      << "sim: {step_ms: 1}\n"
+      << "net: {run_id: test, base_port: " << test_port_base() << ", connect_timeout_s: 20}\n"
+      << "faults:\n" << faults;
+  return dir / "c.yaml";
+}
+
+/// Round of the line "round N: nothing from peer P by the deadline" lines in a peer log.
+std::vector<long> deadline_misses(const std::string& log) {
+  std::vector<long> rounds;
+  const std::regex re("round (\\d+): nothing from peer \\d+ by the deadline");
+  for (auto it = std::sregex_iterator(log.begin(), log.end(), re); it != std::sregex_iterator(); ++it)
+    rounds.push_back(std::stol((*it)[1]));
+  return rounds;
+}
+
+}  // namespace
+
+TEST_CASE("every survivor sees the partition when peers 2 and 6 of a ring die, and its healing "
+          "when 2 is restarted", "[peer][faults][membership]") {
+  TempDir t;
+  const int R = 100, R2 = 300;
+  std::ostringstream faults;
+  faults << "  - {round: " << R << ", kill: [2, 6]}\n  - {round: " << R2 << ", restart: [2]}\n";
+  const auto cfg = write_fault_config(t.path, 8, 60, "dead_after_rounds: 1, dead_after_s: 0",
+                                      faults.str());
+  const fs::path out = t.path / "run";
+  const Result r = run(bin() + " run " + cfg.string() + " --out " + out.string() + " --no-progress");
+  INFO(r.output);
+  REQUIRE(r.code == 0);  // the schedule was carried out and the survivors finished
+  const auto events = membership_events(out / "events.jsonl");
+  for (int p : {0, 1, 3, 4, 5, 7}) {
+    INFO("peer " << p);
+    const auto partition = std::find_if(events.begin(), events.end(), [&](const Membership& e) {
+      return e.peer == p && e.event == "partition";
+    });
+    REQUIRE(partition != events.end());
+    CHECK(partition->round <= R + 6);
+    CHECK(partition->components == "[[0, 1, 7], [3, 4, 5]]");
+    CHECK(partition->my_component == (p == 0 || p == 1 || p == 7 ? "[0, 1, 7]" : "[3, 4, 5]"));
+    const auto healed = std::find_if(partition, events.end(), [&](const Membership& e) {
+      return e.peer == p && e.event == "healed";
+    });
+    REQUIRE(healed != events.end());
+    CHECK(healed->components == "[[0, 1, 2, 3, 4, 5, 7]]");
+    const auto rejoin = std::find_if(events.begin(), events.end(), [&](const Membership& e) {
+      return e.peer == p && e.event == "rejoin" && e.subject == 2;
+    });
+    CHECK(rejoin != events.end());
+    // Back to normal round time within a few rounds of the rejoin: at most one round waited
+    // out its deadline (the one the restarted peer's catching up may cost).
+    const std::string log = read_file(out / "peers" / std::to_string(p) / "peer.log");
+    long late = 0;
+    for (long round : deadline_misses(log)) late += rejoin != events.end() && round > rejoin->round;
+    CHECK(late <= 1);
+  }
+  const std::string summary = read_file(out / "summary.json");
+  CHECK_THAT(summary, Catch::Contains("\"partitioned\": false"));
+  CHECK_THAT(summary, Catch::Contains("\"alive_at_end\": [true, true, true, true, true, true, false, true]"));
+  CHECK(number(out / "summary.json", "deaths") == 2);
+  CHECK(number(out / "summary.json", "rejoins") == 1);
+  CHECK_THAT(r.output, Catch::Contains("fault schedule at round 300: restart peer 2"));
+}
+
+TEST_CASE("the same fault schedule gives the same membership events in gossip sim and gossip run",
+          "[peer][faults][membership]") {
+  TempDir t;
+  // Ring of 6: peer 2 dies (a line remains), then 4 (peer 3 is cut off), then 2 comes back.
+  const auto cfg = write_fault_config(
+      t.path, 6, 40, "dead_after_rounds: 3, dead_after_s: 0",
+      "  - {round: 60, kill: [2]}\n  - {round: 160, kill: [4]}\n  - {round: 260, restart: [2]}\n");
+  const Result sim = run(bin() + " sim " + cfg.string() + " --out " + (t.path / "sim").string());
+  INFO(sim.output);
+  REQUIRE(sim.code == 0);
+  const Result net = run(bin() + " run " + cfg.string() + " --out " + (t.path / "run").string() +
+                         " --no-progress");
+  INFO(net.output);
+  REQUIRE(net.code == 0);
+  const auto in_sim = membership_events(t.path / "sim" / "events.jsonl");
+  const auto in_run = membership_events(t.path / "run" / "events.jsonl");
+  REQUIRE(!in_sim.empty());
+  for (int p = 0; p < 6; ++p) {
+    if (p == 4) continue;  // dead at the end
+    auto sequence = [&](const std::vector<Membership>& events) {
+      std::vector<std::string> seq;
+      for (const auto& e : events)
+        if (e.peer == p) seq.push_back(e.event + " " + std::to_string(e.subject));
+      return seq;
+    };
+    INFO("peer " << p);
+    CHECK(sequence(in_run) == sequence(in_sim));
+  }
+  // What that sequence is, for peer 3 (a neighbour of both): suspicion, death, the split,
+  // then 2's return and the healing.
+  std::vector<std::string> three;
+  for (const auto& e : in_sim)
+    if (e.peer == 3) three.push_back(e.event + " " + std::to_string(e.subject));
+  CHECK(three == std::vector<std::string>{"suspect 2", "dead 2", "suspect 4", "dead 4",
+                                          "partition -1", "rejoin 2", "healed -1"});
+}
+
+TEST_CASE("a peer paused past the timeout is suspected, refutes it when it wakes, and is taken "
+          "back without a restart", "[peer][faults][membership]") {
+  TempDir t;
+  // The neighbours wait one round_timeout_s (1 s) for it, suspect it and stop waiting; a death
+  // would take 20 s more, and the pause ends before that.
+  const auto cfg = write_fault_config(t.path, 4, 60, "dead_after_s: 20",
+                                      "  - {round: 50, pause: [1], seconds: 3}\n");
+  {
+    std::string text = read_file(cfg);
+    text.replace(text.find("round_timeout_s: 5,"), 19, "round_timeout_s: 1,");
+    std::ofstream(cfg, std::ios::trunc) << text;
+  }
+  const fs::path out = t.path / "run";
+  const Result r = run(bin() + " run " + cfg.string() + " --out " + out.string() + " --no-progress");
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  const auto events = membership_events(out / "events.jsonl");
+  for (int p : {0, 2}) {
+    INFO("peer " << p);
+    std::vector<std::string> about_1;
+    for (const auto& e : events)
+      if (e.peer == p && e.subject == 1) about_1.push_back(e.event);
+    CHECK(about_1 == std::vector<std::string>{"suspect", "alive"});
+    // While it was suspected they did not wait for it: one deadline waited out, not one a round.
+    const std::string log = read_file(out / "peers" / std::to_string(p) / "peer.log");
+    CHECK(deadline_misses(log).size() <= 1);
+  }
+  const auto refuted = std::find_if(events.begin(), events.end(), [](const Membership& e) {
+    return e.peer == 1 && e.subject == 1 && e.event == "alive";
+  });
+  CHECK(refuted != events.end());
+  CHECK(number(out / "summary.json", "deaths") == 0);
+  CHECK_THAT(read_file(out / "summary.json"), Catch::Contains("\"alive_at_end\": [true, true, true, true]"));
 }

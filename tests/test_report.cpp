@@ -90,6 +90,29 @@ TEST_CASE("every event survives encoding and parsing unchanged", "[report][event
   }
 }
 
+TEST_CASE("membership events survive the event line and become events.jsonl lines",
+          "[report][events][membership]") {
+  MemberEvent e{4, 104, 2.5, "partition", -1, 0, {2, 6}, {{0, 1, 7}, {3, 4, 5}}, {3, 4, 5}};
+  const auto r = round_trip(e);
+  CHECK(r.peer == 4);
+  CHECK(r.round == 104);
+  CHECK(r.event == "partition");
+  CHECK(r.dead == std::vector<int>{2, 6});
+  CHECK(r.components == gossip::Components{{0, 1, 7}, {3, 4, 5}});
+  CHECK(r.my_component == std::vector<int>{3, 4, 5});
+  CHECK(event_json(e) ==
+        "{\"peer\": 4, \"round\": 104, \"time_s\": 2.5, \"event\": \"partition\", \"subject\": -1, "
+        "\"incarnation\": 0, \"dead\": [2, 6], \"components\": [[0, 1, 7], [3, 4, 5]], "
+        "\"my_component\": [3, 4, 5]}");
+  const auto d = round_trip(MemberEvent{1, 9, 0.0, "dead", 2, 3, {2}, {}, {}});
+  CHECK(d.subject == 2);
+  CHECK(d.incarnation == 3);
+  CHECK(d.components.empty());
+  // A components field with an empty part is refused.
+  CHECK_FALSE(parse_event("@gossip member peer=1 round=9 time_s=0 event=x subject=1 "
+                          "incarnation=0 dead= components=0,1;;2 my_component=").has_value());
+}
+
 TEST_CASE("events.jsonl lines carry every field of the event as JSON", "[report][events]") {
   CHECK(event_json(ReadyEvent{3, 0.5, 4, "/a \"b\".yaml"}) ==
         R"({"event": "ready", "peer": 3, "seconds": 0.5, "peers": 4, "config": "/a \"b\".yaml"})");

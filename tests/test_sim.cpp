@@ -2,6 +2,7 @@
 // thread-count independence, the simulated clock and the sweep helpers.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -552,4 +553,98 @@ TEST_CASE("sweeps of more than eight settings are split into rows of panels",
   CHECK(gp.find("dt 2") == std::string::npos);
   CHECK(gp.find("filledcurves") == std::string::npos);  // one seed: no bands
   std::filesystem::remove_all(dir);
+}
+
+namespace {
+
+std::vector<const MemberEvent*> events_of(const SimResult& r, int peer, const std::string& event) {
+  std::vector<const MemberEvent*> out;
+  for (const auto& e : r.member_events)
+    if (e.peer == peer && e.event == event) out.push_back(&e);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("simulated faults: a split ring is seen by every survivor, and healed by a restart",
+          "[sim][faults]") {
+  RunConfig config = small_config();
+  config.train.epochs = 4;  // 8 peers * 8 = 64 samples a round: 64 rounds
+  config.gossip.dead_after_rounds = 1;
+  config.gossip.dead_after_s = 0;
+  config.faults = {Fault{10, 0, "kill", {2, 6}, {}, 0.0}, Fault{30, 0, "restart", {2}, {}, 0.0}};
+  const DataSets data = load_datasets(config);
+  const Topology t = generate("ring", 8);
+  config.sim.workers = 1;
+  const SimResult r = simulate(config, t, data);
+  for (int p : {0, 1, 3, 4, 5, 7}) {
+    INFO("peer " << p);
+    const auto split = events_of(r, p, "partition");
+    REQUIRE(split.size() == 1);
+    // Neighbours miss the dead in round 10 (done = 11) and bury them a round later; the news
+    // takes one more round to the far side of each half.
+    CHECK(split[0]->round <= 10 + 4);
+    CHECK(split[0]->components == Components{{0, 1, 7}, {3, 4, 5}});
+    const auto healed = events_of(r, p, "healed");
+    REQUIRE(healed.size() == 1);
+    CHECK(healed[0]->round > 30);
+    CHECK(healed[0]->components == Components{{0, 1, 2, 3, 4, 5, 7}});
+  }
+  CHECK(events_of(r, 2, "rejoin").size() == 1);  // its own refutation
+  CHECK(r.alive_at_end == std::vector<char>{1, 1, 1, 1, 1, 1, 0, 1});
+  CHECK(r.final_components == std::vector<std::vector<int>>{{0, 1, 2, 3, 4, 5, 7}});
+  REQUIRE(r.faults.size() == 2);
+  CHECK(r.faults[0].action == "kill");
+  // The same schedule on two worker threads: the same events and parameters.
+  config.sim.workers = 2;
+  const SimResult two = simulate(config, t, data);
+  CHECK(two.params_sha256 == r.params_sha256);
+  REQUIRE(two.member_events.size() == r.member_events.size());
+  for (std::size_t i = 0; i < r.member_events.size(); ++i) {
+    CHECK(two.member_events[i].peer == r.member_events[i].peer);
+    CHECK(two.member_events[i].event == r.member_events[i].event);
+    CHECK(two.member_events[i].round == r.member_events[i].round);
+  }
+  // gossip.on_partition: stop ends the run at the split, with the components' accuracies.
+  config.gossip.on_partition = "stop";
+  const SimResult stopped = simulate(config, t, data);
+  CHECK(stopped.stopped_by_partition);
+  CHECK(stopped.rounds <= 10 + 4);
+  CHECK(stopped.final_components == std::vector<std::vector<int>>{{0, 1, 7}, {3, 4, 5}});
+  CHECK(stopped.component_accuracy.size() == 2);
+}
+
+TEST_CASE("simulated faults: a cut link is down both ways until to_round, then both sides rejoin",
+          "[sim][faults]") {
+  RunConfig config = small_config();
+  config.train.epochs = 2;  // 4 peers * 8 = 32 samples a round: 64 rounds
+  config.gossip.dead_after_rounds = 1;
+  config.gossip.dead_after_s = 0;
+  // Ring 0-1-2-3-0 without 0-1 and 2-3: {1, 2} and {3, 0} cannot hear each other.
+  config.faults = {Fault{10, 30, "cut", {}, {{0, 1}, {2, 3}}, 0.0}};
+  const DataSets data = load_datasets(config);
+  const SimResult r = simulate(config, generate("ring", 4), data);
+  // Each side buries the other (the dead of a view: the peers it cannot hear from)...
+  for (int p = 0; p < 4; ++p) {
+    INFO("peer " << p);
+    std::vector<int> buried;
+    for (const auto* d : events_of(r, p, "dead"))
+      if (d->round < 30) buried.push_back(d->subject);
+    std::sort(buried.begin(), buried.end());
+    CHECK(buried == (p == 0 || p == 3 ? std::vector<int>{1, 2} : std::vector<int>{0, 3}));
+    // ...and takes them back once the links are up, each having refuted its own death (a
+    // death rumour that reaches a side after the cut, from a neighbour that had not heard the
+    // refutation yet, is refuted the same way).
+    const auto back = events_of(r, p, "rejoin");
+    int others = 0;
+    for (const auto* b : back) {
+      CHECK(b->round >= 30);
+      others += b->subject != p;
+    }
+    CHECK(others >= 2);
+  }
+  CHECK(r.final_components.size() == 1);
+  CHECK(r.alive_at_end == std::vector<char>{1, 1, 1, 1});
+  REQUIRE(r.faults.size() == 2);
+  CHECK(r.faults[1].action == "uncut");
 }

@@ -130,9 +130,16 @@ struct GossipConfig {
   int period = 1;                   // local steps between gossip rounds (local SGD's H)
   int max_staleness = 2;            // async: oldest acceptable neighbour round
   double round_timeout_s = 30.0;    // how long a peer waits for a neighbour before leaving it out
+  // Membership (SWIM-like): a neighbour that misses a round is suspected; a suspicion held for
+  // dead_after_rounds rounds and dead_after_s seconds (< 0: round_timeout_s) becomes a death.
+  std::int64_t dead_after_rounds = 3;
+  double dead_after_s = -1.0;
+  std::string on_partition = "continue";  // continue | stop: when the live graph splits
   CompressConfig compress;          // choco only
   double consensus_step = 0.0;      // choco's gamma; 0 = default_consensus_step(compress)
   bool overlap = false;             // dpsgd, local_sgd: send round r while computing round r+1
+  /// dead_after_s with its default resolved.
+  double dead_after_seconds() const { return dead_after_s < 0 ? round_timeout_s : dead_after_s; }
 };
 
 /// CHOCO's consensus step when gossip.consensus_step is not given: 1 without compression (CHOCO
@@ -185,12 +192,16 @@ struct CompareConfig {
   std::int64_t averaging_rounds = 0;
 };
 
-/// One entry of the fault schedule (`faults:`): at `round`, kill (SIGKILL) or pause (SIGSTOP
-/// for `seconds`, then SIGCONT) the listed peers. `gossip run` carries it out on its processes.
+/// One entry of the fault schedule (`faults:`): at `round`, kill (SIGKILL), restart, or pause
+/// (SIGSTOP for `seconds`, then SIGCONT) the listed peers; or from `round` until `to_round`, cut
+/// the listed links (both ways). `gossip run` carries it out on its processes and `gossip sim`
+/// on its virtual peers.
 struct Fault {
-  std::int64_t round = 1;
-  std::string action;         // "kill" | "pause"
-  std::vector<int> peers;
+  std::int64_t round = 1;     // from_round, for a cut
+  std::int64_t to_round = 0;  // cut only: the first round the links are back
+  std::string action;         // "kill" | "restart" | "pause" | "cut"
+  std::vector<int> peers;     // kill, restart, pause
+  std::vector<std::pair<int, int>> links;  // cut
   double seconds = 0.0;       // pause only
 };
 
@@ -216,6 +227,9 @@ struct RunConfig {
 /// Loads and validates a run config; throws InputError "FILE:LINE: field: problem". Numbers
 /// must be finite (.nan and .inf are refused); a key given twice in one map is an error.
 RunConfig load_config(const std::string& path);
+/// A fault schedule file (`--faults FILE`): a YAML map whose only key is `faults:`, read and
+/// checked as a run config's. Throws InputError "FILE:LINE: field: problem".
+std::vector<Fault> load_faults(const std::string& path);
 /// The same from text (tests); `name` stands for the file in messages, `dir` resolves paths.
 RunConfig load_config_from_string(const std::string& text, const std::string& name,
                                   const std::string& dir = ".");

@@ -54,6 +54,23 @@ struct AlertEvent {
   std::string message;
 };
 
+/// The live graph's components: each ascending, in order of their smallest peer.
+using Components = std::vector<std::vector<int>>;
+
+/// A membership event: the peer's view of `subject` changed ("suspect", "dead", "alive",
+/// "rejoin"; subject = -1 for "partition" and "healed", which are about the live graph).
+struct MemberEvent {
+  int peer = 0;
+  std::int64_t round = 0;
+  double seconds = 0.0;        // since the peer started
+  std::string event;
+  int subject = -1;
+  std::int64_t incarnation = 0;
+  std::vector<int> dead;       // the peers this view holds dead, after the change
+  Components components;       // of the live graph (partition and healed)
+  std::vector<int> my_component;
+};
+
 /// The peer finished training.
 struct DoneEvent {
   int peer = 0;
@@ -63,7 +80,8 @@ struct DoneEvent {
   double seconds = 0.0;
 };
 
-using PeerEvent = std::variant<ReadyEvent, EvalEvent, RoundEvent, AlertEvent, DoneEvent>;
+using PeerEvent =
+    std::variant<ReadyEvent, EvalEvent, RoundEvent, AlertEvent, MemberEvent, DoneEvent>;
 
 /// The event as one line (no newline), "@gossip eval peer=3 round=10 ...".
 std::string encode_event(const PeerEvent& event);

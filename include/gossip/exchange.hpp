@@ -14,6 +14,10 @@
 ///    r - max_staleness. A neighbour that has nothing acceptable by the deadline is left out of
 ///    the result (the algorithm re-weights) and reported through dead_peers() when it is gone.
 ///  - Returned spans stay valid until the next collect() on the same Exchange.
+///  - Membership views (see Member) travel beside the parameters: send_view() queues this peer's
+///    view for the peers in `to` (sent ahead of the next publish's messages), take_views() returns
+///    the newest view each neighbour sent since the last call. Exchanges that carry none ignore
+///    them (the defaults).
 ///  - Calls come from one thread (the peer's training thread); implementations are free to run
 ///    I/O on their own threads.
 #pragma once
@@ -24,10 +28,28 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
 namespace gossip {
+
+/// A peer's state in a membership view (SWIM): alive, suspected of having died, or declared dead.
+enum class MemberState : std::uint8_t { kAlive = 0, kSuspect = 1, kDead = 2 };
+
+/// One entry of a membership view: the state a peer is believed to be in and the incarnation that
+/// belief is about. A peer raises its own incarnation to refute a suspicion (or to rejoin).
+struct Member {
+  std::uint32_t incarnation = 0;
+  MemberState state = MemberState::kAlive;
+  bool operator==(const Member&) const = default;
+};
+
+/// The view a neighbour sent: one Member per peer of the run, in rank order.
+struct PeerView {
+  int peer = -1;
+  std::vector<Member> members;
+};
 
 /// One message taken from an in-neighbour.
 struct Inbox {
@@ -44,6 +66,9 @@ struct CollectOptions {
   CollectMode mode = CollectMode::kSync;
   std::int64_t max_staleness = 0;                  // async only: accept rounds >= r - staleness
   std::chrono::milliseconds deadline{60'000};      // how long to wait before leaving a peer out
+  /// Peers not waited for at all (suspected or dead): taken when their message is already
+  /// there, else left out at once.
+  std::vector<int> no_wait;
 };
 
 class Exchange {
@@ -73,6 +98,26 @@ class Exchange {
 
   /// Total payload and header bytes this peer has sent.
   virtual std::uint64_t bytes_sent() const = 0;
+
+  /// Queues this peer's membership view for the peers in `to` (see the contract above).
+  virtual void send_view(std::span<const Member> view, std::span<const int> to) {
+    (void)view;
+    (void)to;
+  }
+  /// The newest view each neighbour sent since the last call, ascending by peer.
+  virtual std::vector<PeerView> take_views() { return {}; }
+  /// Peers the last collect() left out for a reason other than silence: what they had sent was
+  /// for a later round than the one asked for (alive, and ahead of this peer: a synchronous run
+  /// that fell behind), or they said goodbye (finished, or stopped on purpose).
+  virtual std::vector<int> excused_peers() const { return {}; }
+  /// The newest message any of `from` has sent that is waiting here (the lowest peer id among
+  /// those of that round), without taking it; nullopt when none waits. A peer that finds itself
+  /// rounds behind the others (restarted, or paused) uses it to catch up. The spans stay valid
+  /// until the next collect() or newest().
+  virtual std::optional<Inbox> newest(std::span<const int> from) {
+    (void)from;
+    return std::nullopt;
+  }
 };
 
 }  // namespace gossip

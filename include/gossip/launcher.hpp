@@ -21,6 +21,7 @@ struct LaunchOptions {
   std::vector<std::string> peer_arguments;  // passed to every child after CONFIG (overrides)
   std::string out_dir;
   bool keep_going = false;  // a dead peer is reported, and the others train on without it
+  bool restart_on_failure = false;  // a peer that dies is started again (it rejoins), 3 times at most
   bool progress = true;
   bool resume = false;           // continue DIR's stopped run from its newest complete
                                  // checkpoint set (every peer's checkpoint of one round)

@@ -7,11 +7,14 @@
 #endif
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "gossip/config.hpp"
+#include "gossip/exchange.hpp"
 #include "gossip/topology.hpp"
 
 namespace gossip {
@@ -35,31 +38,153 @@ struct LiveGraph {
 /// A directed graph counts as connected only when every alive peer reaches every other.
 LiveGraph live_graph(const Topology& topology, std::span<const int> dead = {});
 
-/// A change in the set of dead neighbours, as the convergence monitor reports it.
+/// A change in the live graph, as the convergence monitor reports it.
 struct MonitorChange {
   std::vector<int> dead;                     // ascending
   bool connected = true;                     // of the live graph without the dead peers
   std::vector<std::vector<int>> components;  // of the live graph
-  std::string message;  // "neighbours lost: 2; live graph still connected", for logs
+  std::vector<int> my_component;             // the component this peer is in (empty if dead)
+  /// "partition" (the live graph split, or split differently), "healed" (whole again after a
+  /// partition), or "" (dead peers changed, the graph still connected).
+  std::string event;
+  std::string message;  // "peers dead: 2; live graph still connected", for logs
 };
 
-/// A peer's convergence monitor: given the dead peers after each round, it reports when that
-/// set changes and whether the live graph still connects the others. Not thread-safe.
+/// A peer's convergence monitor: given the dead peers (of the whole run, from the membership
+/// view) after each round, it reports when that set changes and whether the live graph still
+/// connects the others. Not thread-safe.
 class ConvergenceMonitor {
  public:
-  /// `topology` must outlive the monitor.
-  explicit ConvergenceMonitor(const Topology& topology) : topology_(&topology) {}
+  /// `topology` must outlive the monitor; `self` is this peer (-1: an outside observer).
+  explicit ConvergenceMonitor(const Topology& topology, int self = -1)
+      : topology_(&topology), self_(self) {}
 
   /// The change since the last call (at first, since "nobody dead"); nullopt when none.
   std::optional<MonitorChange> check(const std::vector<int>& dead);
   /// Whether the live graph was connected at the last change (true until one).
   bool connected() const { return connected_; }
+  /// The components at the last change (one, of every peer, until one).
+  const std::vector<std::vector<int>>& components() const { return components_; }
 
  private:
   const Topology* topology_;
+  int self_;
   std::vector<int> dead_;
   bool connected_ = true;
+  std::vector<std::vector<int>> components_;
 };
+
+/// One change of one entry of a membership view.
+struct MemberChange {
+  int peer = -1;          // whose entry changed (this peer's own, for a refutation)
+  std::string event;      // "suspect", "dead", "alive" (a suspicion refuted), "rejoin" (back
+                          // after having been declared dead)
+  std::uint32_t incarnation = 0;  // of the new entry
+  std::int64_t round = 0;         // this peer's round when it changed
+};
+
+/// This peer's membership view, SWIM-style (Das et al. 2002), driven by rounds so that the
+/// simulator and real peers take the same steps:
+///  - an in-neighbour that sent nothing for a round (and nothing later) is suspected;
+///  - a suspicion held for `dead_after_rounds` rounds of this peer and `dead_after_s` seconds of
+///    its clock (simulated, in the simulator) becomes a death;
+///  - views from neighbours merge entry by entry: the higher incarnation wins, and at equal
+///    incarnations the graver state (dead > suspect > alive);
+///  - a view that suspects or buries this peer at its own incarnation or above is refuted by
+///    raising the incarnation past it (that is how a paused peer comes back, and how a restarted
+///    one rejoins).
+/// Not thread-safe.
+class Membership {
+ public:
+  Membership(int peers, int self, std::int64_t dead_after_rounds, double dead_after_s = 0.0);
+
+  const std::vector<Member>& view() const { return view_; }
+  int self() const { return self_; }
+  /// Nothing came from `peer` for `round` (at `now` seconds): suspect it, unless it is
+  /// suspected or dead already.
+  void missed(int peer, std::int64_t round, double now = 0.0);
+  /// Merges a neighbour's view (throws nothing: a view of the wrong size or with an unknown
+  /// state is ignored and counted in ignored_views()).
+  void merge(const PeerView& view, std::int64_t round, double now = 0.0);
+  /// Turns suspicions held long enough into deaths; call once a round, after merging.
+  void tick(std::int64_t round, double now = 0.0);
+  /// The changes since the last call, in the order they happened.
+  std::vector<MemberChange> take_changes();
+  /// Peers this view holds dead / suspected, ascending.
+  std::vector<int> dead() const;
+  std::vector<int> suspected() const;
+  std::uint64_t ignored_views() const { return ignored_; }
+
+ private:
+  void set(int peer, Member m, std::int64_t round, double now);
+
+  int self_;
+  std::int64_t dead_after_;
+  double dead_after_s_;
+  std::vector<double> suspected_since_;  // and at what time
+  std::vector<Member> view_;
+  std::vector<std::int64_t> suspected_at_;  // this peer's round when it began suspecting
+  std::vector<MemberChange> changes_;
+  std::uint64_t ignored_ = 0;
+};
+
+/// An Exchange that keeps the membership view of the peer it serves (DESIGN: the same code in
+/// the simulator and in real peers). It wraps the transport: every publish first sends the view
+/// to the same peers; every collect leaves suspected and dead peers unwaited-for, merges the
+/// views that came in, suspects in-neighbours that sent nothing, and ages the suspicions.
+/// dead_peers() is the view's dead peers (of the whole run, not only neighbours).
+class MonitoredExchange final : public Exchange {
+ public:
+  /// `inner` must outlive this object. `clock` gives this peer's time in seconds (the simulated
+  /// clock in the simulator; by default the time since construction).
+  MonitoredExchange(Exchange& inner, std::int64_t dead_after_rounds, double dead_after_s,
+                    std::function<double()> clock = {});
+
+  int rank() const override { return inner_->rank(); }
+  int size() const override { return inner_->size(); }
+  void publish(std::int64_t round, std::span<const float> params, double weight,
+               std::span<const int> to) override;
+  void publish_packet(std::int64_t round, std::span<const std::byte> packet,
+                      std::span<const int> to) override;
+  std::vector<Inbox> collect(std::int64_t round, std::span<const int> from,
+                             const CollectOptions& options) override;
+  std::vector<int> dead_peers() const override { return membership_.dead(); }
+  std::uint64_t bytes_sent() const override { return inner_->bytes_sent(); }
+  std::vector<int> excused_peers() const override { return inner_->excused_peers(); }
+  std::optional<Inbox> newest(std::span<const int> from) override { return inner_->newest(from); }
+
+  /// Merges the views waiting (e.g. before a peer that fell behind catches up), as collect does.
+  void merge_views(std::int64_t round);
+  /// The fault schedule whose `cut` entries this exchange carries out: a cut link sends nothing
+  /// and receives nothing between from_round and to_round. `faults` must outlive this object.
+  void set_faults(const std::vector<Fault>* faults) { faults_ = faults; }
+  /// A restarted peer: a fresh view (incarnation 0, everyone alive), as a new process has.
+  void restart();
+  Membership& membership() { return membership_; }
+  const Membership& membership() const { return membership_; }
+
+ private:
+  Exchange* inner_;
+  Membership membership_;
+  std::function<double()> clock_;
+  std::vector<Member> last_sent_;
+  /// The peers of `to_all` whose links the schedule leaves up in `round`, after sending them
+  /// our view when it changed (or is due again): what publish and publish_packet share.
+  std::vector<int> before_publish(std::int64_t round, std::span<const int> to_all);
+  const std::vector<Fault>* faults_ = nullptr;
+  std::int64_t dead_after_rounds_;
+  double dead_after_s_;
+};
+
+/// The peers whose link with `peer` the schedule cuts during `round`, ascending.
+std::vector<int> cut_peers(const std::vector<Fault>& faults, int peer, std::int64_t round);
+
+/// Checks the fault schedule against the topology before anything starts: every peer in
+/// 0..n-1, every cut link an edge of the graph. Throws InputError naming the config's line.
+void check_faults(const RunConfig& config, const Topology& topology);
+
+/// A view is sent when it changed, and at least this often (rounds) anyway.
+inline constexpr std::int64_t kViewRefreshRounds = 8;
 
 /// "1,4,7": peer ids for log lines.
 std::string format_peers(std::span<const int> peers);

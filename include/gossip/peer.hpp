@@ -42,6 +42,7 @@ struct PeerOptions {
   std::int64_t resume_round = -1;  // >= 0: continue from its checkpoint-ROUND.ckpt
   std::int64_t until_round = 0;    // > 0: stop after this round, with a checkpoint
   std::string tls_dir;      // TLS credentials in `gossip keys init` layout; overrides net.tls
+  bool rejoin = false;      // restarted into a running network: append to its files
 };
 
 /// This peer's TLS settings: off when net.tls is off; else the files in `tls_dir` when given,

@@ -15,6 +15,8 @@
 #include <vector>
 
 #include "gossip/config.hpp"
+#include "gossip/events.hpp"
+#include "gossip/json.hpp"
 #include "gossip/topology.hpp"
 #include "gossip/train.hpp"
 
@@ -42,6 +44,15 @@ struct EvalPoint {
   std::uint64_t bytes_sent = 0;  // all peers together
 };
 
+/// A fault the simulator carried out at the start of `round` ("uncut": a cut ended; `peers`
+/// then holds the links' ends in pairs).
+struct SimFault {
+  std::int64_t round = 0;
+  std::string action;
+  std::vector<int> peers;
+  double seconds = 0.0;
+};
+
 struct SimResult {
   std::vector<EvalPoint> evals;
   std::int64_t rounds = 0;
@@ -56,6 +67,15 @@ struct SimResult {
   std::vector<std::vector<float>> params;  // final model of each peer (de-biased)
   std::vector<std::string> params_sha256;
   std::vector<std::int64_t> samples_per_peer;  // training samples in each peer's shard
+  // Faults and membership (the fault schedule, `faults:`): what was done when, what each peer's
+  // membership view and convergence monitor saw (MemberEvent.seconds is simulated time), which
+  // peers were alive at the end and the live graph's components then.
+  std::vector<SimFault> faults;
+  std::vector<MemberEvent> member_events;
+  std::vector<char> alive_at_end;
+  std::vector<std::vector<int>> final_components;
+  std::vector<double> component_accuracy;  // of each final component's average model, when split
+  bool stopped_by_partition = false;       // gossip.on_partition: stop, and the graph split
 };
 
 /// Progress callbacks; both optional. on_round is called after every round on the caller's
@@ -96,6 +116,11 @@ struct SimRunInfo {
 /// model; `seconds` is simulated time) and DIR/summary.json (DESIGN "Contracts", plus
 /// sim_seconds, bytes_per_peer, spectral_gap, peak_consensus_distance, algorithm, topology).
 void write_sim_outputs(const std::string& dir, const SimResult& result, const SimRunInfo& info);
+
+/// summary.json's membership fields, from the simulator's events: partitioned (the live graph
+/// ended split), components, deaths and rejoins (each counted once per peer and incarnation),
+/// alive_at_end (per peer).
+void add_membership_summary(JsonObject& extra, const SimResult& result);
 
 }  // namespace gossip
 

@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "gossip/exchange.hpp"
+
 namespace gossip {
 
 /// What two peers must agree on before they talk (the rank and protocol version are added by
@@ -30,7 +32,7 @@ struct HandshakeInfo {
 namespace gossip::wire {
 
 inline constexpr std::uint32_t kMagic = 0x50495347;  // bytes "GSIP" on the wire
-inline constexpr std::uint16_t kVersion = 4;         // frame layout and handshake version
+inline constexpr std::uint16_t kVersion = 5;         // frame layout and handshake version
 inline constexpr std::size_t kHeaderBytes = 32;
 inline constexpr std::size_t kWeightBytes = 8;       // params payload starts with an f64 weight
 inline constexpr std::uint64_t kMaxControlPayload = 64 * 1024;  // hello, ack, error, bye
@@ -45,9 +47,10 @@ enum class FrameType : std::uint16_t {
   kError = 5,     // UTF-8 reason; the sender closes after it
   kShmReady = 6,  // empty: "I have mapped your shared segment; announce params, do not send them"
   kShmParams = 7, // ShmNote: your params for this round are in your segment's slot (same host)
-  kPacket = 8,    // an algorithm's packet (gossip/compress.hpp): compressed params, a chunk
+  kView = 8,      // the sender's membership view (encode_view), ahead of its round's params
+  kPacket = 9,    // an algorithm's packet (gossip/compress.hpp): compressed params, a chunk
 };
-inline constexpr std::uint16_t kLastFrameType = 8;
+inline constexpr std::uint16_t kLastFrameType = 9;
 
 /// Name for log lines ("hello", "params", ...; "type 9" for unknown ones).
 std::string frame_type_name(std::uint16_t type);
@@ -143,6 +146,13 @@ inline constexpr std::size_t kShmNoteBytes = 32;
 std::vector<std::byte> encode_shm_note(const ShmNote& note);
 /// Refuses a payload that is not exactly kShmNoteBytes long, or an odd (unfinished) sequence.
 Decoded<ShmNote> decode_shm_note(std::span<const std::byte> bytes);
+
+/// A membership view on the wire: u32 peer count, then per peer a u32 incarnation and a u8 state
+/// (0 alive, 1 suspected, 2 dead), little-endian.
+std::vector<std::byte> encode_view(std::span<const Member> view);
+/// Refuses a payload whose length does not match its count, a count above `max_peers`, or an
+/// unknown state.
+Decoded<std::vector<Member>> decode_view(std::span<const std::byte> bytes, std::size_t max_peers);
 
 std::vector<std::byte> encode_hello(const Hello& hello);
 /// Refuses truncated input, trailing bytes, and over-long run ids or layer lists.

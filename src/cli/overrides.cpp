@@ -8,7 +8,7 @@ namespace gossip::cli {
 namespace {
 
 // The value options, in the order override_arguments() passes them on.
-const char* const kNames[] = {"epochs", "algorithm", "topology", "period"};
+const char* const kNames[] = {"epochs", "algorithm", "topology", "period", "faults"};
 
 }  // namespace
 
@@ -17,7 +17,9 @@ const char* const kOverrideHelp =
     "  --algorithm NAME   override gossip.algorithm (dpsgd | local_sgd | push_sum | async |\n"
     "                     choco | allreduce)\n"
     "  --topology FILE    override gossip.topology (a path from the current directory)\n"
-    "  --period H         override gossip.period (local steps per round)\n";
+    "  --period H         override gossip.period (local steps per round)\n"
+    "  --faults FILE      the fault schedule from FILE (a YAML file with a faults: list) instead\n"
+    "                     of the config's faults:\n";
 
 std::set<std::string> with_override_options(std::set<std::string> own) {
   for (const char* name : kNames) own.insert(name);
@@ -34,6 +36,7 @@ void apply_overrides(const Args& args, RunConfig& config) {
   }
   config.gossip.topology = args.get_or("topology", config.gossip.topology);
   config.gossip.period = static_cast<int>(args.get_int("period", config.gossip.period));
+  if (auto faults = args.get("faults")) config.faults = load_faults(*faults);
   if (args.get("period") && config.gossip.period < 1)
     throw InputError(cat("--period must be at least 1, got ", *args.get("period")));
 }

@@ -61,6 +61,10 @@ const char* kPeerHelp =
     "                     rows to N\n"
     "  --until-round N    stop after round N with a checkpoint (train.checkpoint_every sets\n"
     "                     regular ones), to be resumed later\n"
+    "  --rejoin           this peer died and is started again while the others train on: keep\n"
+    "                     its earlier files (events.txt, metrics.csv, peer.log grow), skip the\n"
+    "                     round-0 evaluation. Without it a restarted peer rejoins just the same\n"
+    "                     (it takes a neighbour's parameters and round), but starts its files anew\n"
     "\n"
     "exit codes: 0 done, 1 runtime failure, 2 bad config, topology, data, rank or world size\n";
 
@@ -78,7 +82,7 @@ int run_peer(int argc, char** argv) {
   Args args(argc, argv,
             with_override_options({"rank", "out", "hosts", "tls-dir", "resume-round",
                                    "until-round"}),
-            {"events"});
+            {"events", "rejoin"});
   if (args.help()) {
     std::printf(kPeerHelp, kOverrideHelp);
     return kExitOk;
@@ -124,6 +128,10 @@ int run_peer(int argc, char** argv) {
   if (args.get("until-round") && opt.until_round < 1)
     throw InputError("--until-round must be at least 1");
   opt.tls_dir = args.get_or("tls-dir", "");
+  opt.rejoin = args.has("rejoin");
+  if (opt.rejoin && opt.resume_round >= 0)
+    throw InputError("--rejoin and --resume-round do not go together: a rejoining peer takes the "
+                     "running network's round");
   return gossip::run_peer(config, topology, opt);
 }
 

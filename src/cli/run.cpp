@@ -18,7 +18,8 @@ namespace {
 
 const char* kRunHelp =
     "usage: gossip run CONFIG --out DIR [--epochs N] [--algorithm NAME] [--topology FILE]\n"
-    "                  [--period H] [--keep-going] [--no-progress] [--until-round N]\n"
+    "                  [--period H] [--keep-going] [--restart on-failure] [--no-progress]\n"
+    "                  [--until-round N] [--faults FILE]\n"
     "       gossip run --resume DIR [--until-round N] [--no-progress]\n"
     "\n"
     "Starts one `gossip peer` process per rank of CONFIG's topology on this machine, shows one\n"
@@ -37,6 +38,8 @@ const char* kRunHelp =
     "                     (the overrides are passed on to every peer)\n"
     "  --keep-going       when a peer dies, report it and let the others train on without it\n"
     "                     (default: stop every peer and exit 1 saying which one failed and why)\n"
+    "  --restart on-failure  start a peer that died (not by the fault schedule) again, up to 3\n"
+    "                     times per rank: it rejoins the running network (gossip peer --rejoin)\n"
     "  --no-progress      no progress bar\n"
     "  --until-round N    every peer stops after round N with a checkpoint (to continue later,\n"
     "                     e.g. in the next slot of a time-limited job)\n"
@@ -88,7 +91,7 @@ std::vector<std::string> saved_command(const std::string& dir) {
 }  // namespace
 
 int run_run(int argc, char** argv) {
-  Args args(argc, argv, with_override_options({"out", "resume", "until-round"}),
+  Args args(argc, argv, with_override_options({"out", "resume", "until-round", "restart"}),
             {"keep-going", "no-progress"});
   if (args.help()) {
     std::printf(kRunHelp, kOverrideHelp);
@@ -112,6 +115,11 @@ int run_run(int argc, char** argv) {
   opt.peer_arguments = override_arguments(args);
   opt.out_dir = out;
   opt.keep_going = args.has("keep-going");
+  if (const auto restart = args.get("restart")) {
+    if (*restart != "on-failure")
+      throw InputError(cat("--restart: unknown policy '", *restart, "' (expected on-failure)"));
+    opt.restart_on_failure = true;
+  }
   opt.progress = !args.has("no-progress");
   opt.resume = args.get("resume").has_value();
   opt.until_round = args.get_int("until-round", 0);

@@ -353,6 +353,9 @@ void read_gossip(const Reader& r, const Node& n, GossipConfig& g) {
       {"period", [&](auto& v, auto& f) { g.period = r.positive_int(v, f, false); }},
       {"max_staleness", [&](auto& v, auto& f) { g.max_staleness = r.positive_int(v, f, true); }},
       {"round_timeout_s", [&](auto& v, auto& f) { g.round_timeout_s = r.positive(v, f, false); }},
+      {"dead_after_rounds", [&](auto& v, auto& f) { g.dead_after_rounds = r.positive_int(v, f, false); }},
+      {"dead_after_s", [&](auto& v, auto& f) { g.dead_after_s = r.positive(v, f, true); }},
+      {"on_partition", [&](auto& v, auto& f) { g.on_partition = r.choice(v, f, {"continue", "stop"}); }},
   });
 }
 
@@ -519,29 +522,46 @@ std::vector<Fault> read_faults(const Reader& r, const Node& n, const std::string
       for (int p : fault.peers)
         if (p < 0) r.fail(v, f, cat("peer ", p, " is not a rank"));
     };
+    auto round = [&](const Node& v, const std::string& f) {
+      if (has_round) r.fail(v, f, "a fault has one round (or from_round for a cut)");
+      fault.round = r.positive_int(v, f, false);
+      has_round = true;
+    };
     r.each(item, at, Handlers{
-        {"round", [&](auto& v, auto& f) {
-           fault.round = r.positive_int(v, f, false);
-           has_round = true;
-         }},
+        {"round", [&](auto& v, auto& f) { round(v, f); }},
+        {"from_round", [&](auto& v, auto& f) { round(v, f); }},
+        {"to_round", [&](auto& v, auto& f) { fault.to_round = r.positive_int(v, f, false); }},
         {"kill", [&](auto& v, auto& f) { action(v, f, "kill"); }},
+        {"restart", [&](auto& v, auto& f) { action(v, f, "restart"); }},
         {"pause", [&](auto& v, auto& f) { action(v, f, "pause"); }},
         {"seconds", [&](auto& v, auto& f) { fault.seconds = r.positive(v, f, false); }},
-        {"restart", [&](auto& v, auto& f) {
-           r.fail(v, f, "restarting a peer by the schedule is not supported yet (kill and pause "
-                        "are)");
-         }},
         {"cut", [&](auto& v, auto& f) {
-           r.fail(v, f, "cutting a link by the schedule is not supported yet (kill and pause "
-                        "are)");
+           if (!fault.action.empty())
+             r.fail(v, f, cat("one action a fault: this one already says ", fault.action));
+           fault.action = "cut";
+           r.sequence(v, f);
+           std::size_t k = 0;
+           for (const Node& link : v) {
+             const std::string lf = cat(f, "[", k++, "]");
+             const std::vector<int> ends = r.ints(link, lf);
+             if (ends.size() != 2 || ends[0] < 0 || ends[1] < 0 || ends[0] == ends[1])
+               r.fail(link, lf, "a link is two different peers, e.g. [0, 1]");
+             fault.links.emplace_back(ends[0], ends[1]);
+           }
+           if (fault.links.empty()) r.fail(v, f, "a cut needs at least one link");
          }},
     });
-    if (!has_round) r.fail(item, at, "a fault needs its round");
-    if (fault.action.empty()) r.fail(item, at, "a fault needs an action: kill or pause");
+    if (!has_round) r.fail(item, at, "a fault needs its round (from_round for a cut)");
+    if (fault.action.empty())
+      r.fail(item, at, "a fault needs an action: kill, restart, pause or cut");
     if (fault.action == "pause" && fault.seconds <= 0)
       r.fail(item, at, "a pause needs its length in seconds");
-    if (fault.action == "kill" && fault.seconds > 0)
-      r.fail(item, at, "seconds is for pause, not kill");
+    if (fault.action != "pause" && fault.seconds > 0)
+      r.fail(item, at, cat("seconds is for pause, not ", fault.action));
+    if (fault.action == "cut" && fault.to_round <= fault.round)
+      r.fail(item, at, "a cut needs to_round after from_round");
+    if (fault.action != "cut" && fault.to_round > 0)
+      r.fail(item, at, cat("to_round is for cut, not ", fault.action));
     out.push_back(std::move(fault));
   }
   return out;
@@ -591,6 +611,15 @@ std::string RunConfig::where(const std::string& field) const {
   if (path.empty()) return field;
   const auto it = lines.find(field);
   return it == lines.end() ? cat(path, ": ", field) : cat(path, ":", it->second, ": ", field);
+}
+
+std::vector<Fault> load_faults(const std::string& path) {
+  const RunConfig c = load_config(path);
+  for (const auto& [field, line] : c.lines)
+    if (field != "faults" && field.rfind("faults[", 0) != 0 && field.rfind("faults.", 0) != 0)
+      throw InputError(cat(path, ":", line, ": ", field, ": a faults file holds only faults:"));
+  if (c.faults.empty()) throw InputError(cat(path, ": faults: the file names no fault"));
+  return c.faults;
 }
 
 RunConfig load_config_from_string(const std::string& text, const std::string& name,

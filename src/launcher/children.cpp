@@ -19,10 +19,12 @@
 
 namespace gossip::launcher {
 
-Child spawn_child(int rank, const std::vector<std::string>& argv, const std::string& log_path) {
+Child spawn_child(int rank, const std::vector<std::string>& argv, const std::string& log_path,
+                  bool append_log) {
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) throw RuntimeError(cat("pipe: ", std::strerror(errno)));
-  const int log_fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  const int log_fd = open(log_path.c_str(),
+                          O_WRONLY | O_CREAT | (append_log ? O_APPEND : O_TRUNC) | O_CLOEXEC, 0644);
   if (log_fd < 0) throw RuntimeError(cat(log_path, ": cannot open: ", std::strerror(errno)));
   std::vector<char*> args;
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));

@@ -25,7 +25,8 @@ struct Child {
 };
 
 /// Starts `argv` (argv[0] is the program path) as rank `rank`.
-Child spawn_child(int rank, const std::vector<std::string>& argv, const std::string& log_path);
+Child spawn_child(int rank, const std::vector<std::string>& argv, const std::string& log_path,
+                  bool append_log = false);
 
 /// Reads what is available; appends complete lines to `lines`. Returns false at end of file.
 bool read_lines(Child& c, std::vector<std::string>& lines);

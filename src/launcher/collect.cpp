@@ -78,12 +78,14 @@ std::vector<PeerFolder> find_peers(const std::vector<std::string>& dirs) {
   return out;
 }
 
-/// The order events are replayed in: ready, then each round's alerts and evaluations, then done;
+/// The order events are replayed in: ready, then each round's alerts, membership events and
+/// evaluations, then done;
 /// peers in rank order within each.
 std::int64_t order_key(const PeerEvent& e) {
   if (std::holds_alternative<ReadyEvent>(e)) return std::numeric_limits<std::int64_t>::min();
   if (const auto* v = std::get_if<EvalEvent>(&e)) return v->round;
   if (const auto* a = std::get_if<AlertEvent>(&e)) return a->round;
+  if (const auto* m = std::get_if<MemberEvent>(&e)) return m->round;
   return std::numeric_limits<std::int64_t>::max();
 }
 

@@ -80,7 +80,9 @@ class Network {
 
  private:
   void recover_unmerged();
+  std::vector<std::string> peer_argv(int r, bool rejoin) const;
   void start();
+  void restart(int r);
   void show_progress();
   void carry_out_faults();
   bool killed_by_schedule(int rank) const {
@@ -100,6 +102,8 @@ class Network {
   const std::vector<Fault>* faults_ = nullptr;
   std::vector<bool> fault_done_;
   std::vector<int> scheduled_deaths_;      // peers the schedule killed: not failures
+  static constexpr int kMaxRestarts = 3;   // --restart on-failure, per rank
+  std::vector<int> restarts_ = std::vector<int>(n_, 0);
   std::vector<std::pair<Clock::time_point, int>> paused_;  // when to wake which peer
   std::string status_ = "starting the peers";  // the text after the bar: the last evaluation
   Clock::time_point last_progress_ = Clock::now();
@@ -143,21 +147,36 @@ std::string make_run_credentials(const RunConfig& config, const std::string& out
   return dir;
 }
 
+std::vector<std::string> Network::peer_argv(int r, bool rejoin) const {
+  const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
+  std::vector<std::string> argv = {self, "peer", opt_.config_path, "--rank", std::to_string(r),
+                                   "--out", opt_.out_dir, "--events"};
+  if (!tls_dir_.empty()) argv.insert(argv.end(), {"--tls-dir", tls_dir_});
+  if (rejoin) argv.push_back("--rejoin");
+  else if (resume_round_ >= 0) argv.insert(argv.end(), {"--resume-round", cat(resume_round_)});
+  if (opt_.until_round > 0) argv.insert(argv.end(), {"--until-round", cat(opt_.until_round)});
+  argv.insert(argv.end(), opt_.peer_arguments.begin(), opt_.peer_arguments.end());
+  return argv;
+}
+
 void Network::start() {
   peer_round_.assign(n_, resume_round_ >= 0 ? resume_round_ : 0);
   if (resume_round_ >= 0) recover_unmerged();
-  const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
   for (int r = 0; r < n_; ++r) {
     const std::string dir = cat(opt_.out_dir, "/peers/", r);
     make_output_dir(dir);
-    std::vector<std::string> argv = {self, "peer", opt_.config_path, "--rank", std::to_string(r),
-                                     "--out", opt_.out_dir, "--events"};
-    if (!tls_dir_.empty()) argv.insert(argv.end(), {"--tls-dir", tls_dir_});
-    if (resume_round_ >= 0) argv.insert(argv.end(), {"--resume-round", cat(resume_round_)});
-    if (opt_.until_round > 0) argv.insert(argv.end(), {"--until-round", cat(opt_.until_round)});
-    argv.insert(argv.end(), opt_.peer_arguments.begin(), opt_.peer_arguments.end());
-    children_.push_back(launcher::spawn_child(r, argv, dir + "/peer.log"));
+    children_.push_back(launcher::spawn_child(r, peer_argv(r, false), dir + "/peer.log"));
   }
+}
+
+/// Starts rank r's peer again (it died): it rejoins the running network (gossip peer --rejoin).
+void Network::restart(int r) {
+  const std::string dir = cat(opt_.out_dir, "/peers/", r);
+  std::erase(scheduled_deaths_, r);
+  record_.peer_back(r);
+  launcher::Child c = launcher::spawn_child(r, peer_argv(r, true), dir + "/peer.log", true);
+  c.max_rss_kb = std::max(c.max_rss_kb, children_[r].max_rss_kb);
+  children_[r] = std::move(c);
 }
 
 void Network::merge_ready_rounds() {
@@ -189,9 +208,18 @@ void Network::carry_out_faults() {
     const Fault& f = (*faults_)[i];
     if (fault_done_[i] || round < f.round) continue;
     fault_done_[i] = true;
+    std::vector<int> acted_on;
     for (int p : f.peers) {
-      if (!children_[p].running) continue;
-      if (f.action == "kill") {
+      if (f.action == "restart") {
+        if (children_[p].running) {
+          progress_.note(cat("fault schedule at round ", f.round, ": peer ", p,
+                             " is running; nothing to restart"));
+          continue;
+        }
+        restart(p);
+      } else if (!children_[p].running) {
+        continue;
+      } else if (f.action == "kill") {
         scheduled_deaths_.push_back(p);
         kill(children_[p].pid, SIGKILL);
       } else {
@@ -199,6 +227,14 @@ void Network::carry_out_faults() {
         paused_.emplace_back(now + std::chrono::milliseconds(static_cast<long>(f.seconds * 1000)),
                              p);
       }
+      acted_on.push_back(p);
+    }
+    if (f.action == "cut") {  // carried out by the peers themselves (they know the schedule)
+      for (const auto& [a, b] : f.links) acted_on.insert(acted_on.end(), {a, b});
+      record_.log_fault(f.round, cat("cut until round ", f.to_round), acted_on, 0.0);
+      progress_.note(cat("fault schedule at round ", f.round, ": links cut until round ",
+                         f.to_round, " (the peers drop them)"));
+      continue;
     }
     record_.log_fault(f.round, f.action, f.peers, f.seconds);
     progress_.note(cat("fault schedule at round ", f.round, ": ", f.action, " peer",
@@ -269,6 +305,15 @@ int Network::run() {
         } else if (c.exit_code != 0 || (!record_.has_finished(c.rank) && !stopped_as_asked)) {
           const std::string why = cat("peer ", c.rank, " failed (exit code ", c.exit_code,
                                       "); last lines of its log:\n", launcher::tail_lines(c.log_path, 6));
+          if (opt_.restart_on_failure && restarts_[c.rank] < kMaxRestarts) {
+            ++restarts_[c.rank];
+            progress_.note(cat(why, "\nstarting peer ", c.rank, " again (--restart on-failure, ",
+                               restarts_[c.rank], " of ", kMaxRestarts, ")"));
+            record_.log_fault(peer_round_[c.rank], "restart", {c.rank}, 0.0);
+            restart(c.rank);
+            all_exited = false;
+            continue;
+          }
           if (!opt_.keep_going) return fail(why);
           progress_.note(why);
           record_.peer_failed(c.rank, why);
@@ -314,11 +359,7 @@ int launch(const RunConfig& config, const LaunchOptions& options) {
                  config.gossip.topology.c_str(), format_components(report.components).c_str());
     return kExitDisconnected;
   }
-  for (std::size_t i = 0; i < config.faults.size(); ++i)
-    for (int p : config.faults[i].peers)
-      if (p >= topology.n())
-        throw InputError(cat(config.where(cat("faults[", i, "].", config.faults[i].action)),
-                             ": peer ", p, " is not in the topology's 0..", topology.n() - 1));
+  check_faults(config, topology);
   make_output_dir(options.out_dir);
   const std::int64_t resume_round =
       options.resume ? common_checkpoint(options.out_dir, topology.n()) : -1;

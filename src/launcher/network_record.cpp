@@ -40,7 +40,8 @@ NetworkRecord::NetworkRecord(const RunConfig& config, const std::string& out_dir
       events_(out_dir + "/events.jsonl", resume_round >= 0 ? std::ios::app : std::ios::trunc),
       backend_(make_cpu_backend(1)),
       data_(load_datasets(config)), evaluator_(*backend_, config, data_.train, {0}, 0),
-      done_(peers) {
+      done_(peers), latest_eval_(peers, -1), graph_(peers) {
+  merged_through_ = resume_round;
   if (!events_) throw InputError(cat(out_dir, "/events.jsonl: cannot open for writing"));
 }
 
@@ -57,8 +58,21 @@ void NetworkRecord::handle(int rank, const PeerEvent& event) {
   }
   if (const auto* e = std::get_if<EvalEvent>(&event)) {
     total_rounds_ = e->rounds;
+    // A restarted peer evaluates at round 0 (or wherever it was) before it catches up: rounds
+    // already merged stay as they are.
+    if (e->round <= merged_through_) return;
+    latest_eval_[rank] = std::max(latest_eval_[rank], e->round);
     pending_[e->round][rank] = *e;
     return;
+  }
+  if (const auto* e = std::get_if<MemberEvent>(&event)) {
+    if (e->event == "partition" || e->event == "healed") graph_[rank] = *e;
+    auto count = [&](auto& seen) {
+      const std::pair<int, std::int64_t> key{e->subject, e->incarnation};
+      if (std::find(seen.begin(), seen.end(), key) == seen.end()) seen.push_back(key);
+    };
+    if (e->event == "dead") count(deaths_);
+    if (e->event == "rejoin") count(rejoins_);
   }
   if (const auto* e = std::get_if<DoneEvent>(&event)) done_[rank] = *e;
   if (const auto* e = std::get_if<AlertEvent>(&event)) live_connected_ = e->connected;
@@ -96,6 +110,19 @@ void NetworkRecord::peer_failed(int rank, const std::string& why) {
                 .str());
 }
 
+void NetworkRecord::peer_back(int rank) { std::erase(dead_, rank); }
+
+std::vector<std::vector<int>> NetworkRecord::partition() const {
+  // The newest word of any peer alive at the end (finished, or still running).
+  const MemberEvent* last = nullptr;
+  for (int r = 0; r < n_; ++r) {
+    if (!graph_[r] || std::find(dead_.begin(), dead_.end(), r) != dead_.end()) continue;
+    if (!last || graph_[r]->round > last->round) last = &*graph_[r];
+  }
+  if (!last || last->event != "partition") return {};
+  return last->components;
+}
+
 std::vector<EvaluationFigures> NetworkRecord::merge_ready_rounds() {
   std::vector<int> expected;
   for (int r = 0; r < n_; ++r)
@@ -103,10 +130,17 @@ std::vector<EvaluationFigures> NetworkRecord::merge_ready_rounds() {
   std::vector<EvaluationFigures> merged;
   while (!pending_.empty() && !expected.empty()) {
     auto& [round, evals] = *pending_.begin();
-    for (int r : expected)
-      if (!evals.count(r)) return merged;  // wait for the slower peers
-    merge_round(round, evals, expected);
-    merged.push_back(record_.last());
+    std::vector<int> present;
+    for (int r : expected) {
+      if (evals.count(r)) present.push_back(r);
+      else if (latest_eval_[r] <= round) return merged;  // wait for the slower peers
+      // else: it evaluated a later round already (it caught up past this one): not in it
+    }
+    if (!present.empty()) {
+      merge_round(round, evals, present);
+      merged.push_back(record_.last());
+    }
+    merged_through_ = round;
     pending_.erase(pending_.begin());
   }
   return merged;
@@ -181,6 +215,34 @@ Summary NetworkRecord::finish(double wall_seconds, const std::vector<double>& pe
   std::vector<std::int64_t> samples;
   for (const auto& shard : shard_for(config_, data_.train, n_)) samples.push_back(std::ssize(shard));
   end.extra.add("samples_per_peer", JsonArray::of(samples));
+  const auto split = partition();
+  JsonArray components, alive;
+  for (const auto& c : split) components.add(JsonArray::of(c));
+  for (int r = 0; r < n_; ++r) alive.add(done_[r].has_value());
+  // Split at the end: each component's own average model, from its peers' final parameters.
+  std::vector<double> component_accuracy;
+  for (const auto& c : split) {
+    std::vector<std::vector<float>> params;
+    for (int r : c)
+      if (done_[r])
+        params.push_back(read_snapshot(cat(out_dir_, "/peers/", r, "/params.bin"),
+                                       evaluator_.num_params()));
+    if (params.empty()) {
+      component_accuracy.push_back(NAN);
+      continue;
+    }
+    std::vector<std::span<const float>> views(params.begin(), params.end());
+    std::vector<float> avg(evaluator_.num_params());
+    average_params(views, avg);
+    evaluator_.upload_params(avg);
+    component_accuracy.push_back(evaluator_.evaluate(data_.test, config_.train.eval_limit).accuracy);
+  }
+  end.extra.add("partitioned", !split.empty())
+      .add("components", components)
+      .add("component_accuracy", JsonArray::of(component_accuracy))
+      .add("deaths", std::ssize(deaths_))
+      .add("rejoins", std::ssize(rejoins_))
+      .add("alive_at_end", alive);
   const bool rss = static_cast<int>(peer_rss_mb.size()) == n_;
   double peer_max_rss_mb = 0.0;
   if (rss) {
@@ -201,6 +263,17 @@ Summary NetworkRecord::finish(double wall_seconds, const std::vector<double>& pe
                 mem.c_str());
   }
   if (rss) std::printf("peak RSS per peer %.1f MB\n", peer_max_rss_mb);
+  if (!split.empty()) {
+    std::printf("PARTITIONED: the live graph ended split into %s; the components trained "
+                "separate models, so the average below is not one model. Per component:",
+                format_components(split).c_str());
+    for (std::size_t i = 0; i < split.size(); ++i)
+      std::printf(" {%s} %.4f", format_peers(split[i]).c_str(), component_accuracy[i]);
+    std::printf("\n");
+    if (config_.gossip.on_partition == "stop")
+      std::printf("the peers stopped when they saw the split (gossip.on_partition: stop), each "
+                  "with a checkpoint\n");
+  }
   std::printf("average model: test_accuracy %.4f, consensus distance %.3g, %lld rounds, %.2f "
               "epochs, %.1f s\nwrote %s/summary.json, %s/metrics.csv and %s/events.jsonl\n",
               s.last.test_accuracy, s.last.consensus_distance,

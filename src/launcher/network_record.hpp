@@ -67,6 +67,11 @@ class NetworkRecord {
   /// rounds.
   std::vector<std::int64_t> drop_pending_through(std::int64_t round);
   const std::vector<int>& dead() const { return dead_; }
+  /// Peer `rank` was started again (restarted): later rounds expect it again.
+  void peer_back(int rank);
+  /// The live graph's components when the surviving peers last said it was split; empty when
+  /// it is whole (as far as they know).
+  std::vector<std::vector<int>> partition() const;
   /// Whether peer `rank` sent its done event.
   bool has_finished(int rank) const { return rank >= 0 && rank < n_ && done_[rank].has_value(); }
   /// The peers that sent a done event.
@@ -94,6 +99,12 @@ class NetworkRecord {
   std::vector<std::optional<DoneEvent>> done_;
   std::int64_t total_rounds_ = 0;
   bool live_connected_ = true;
+  std::int64_t merged_through_ = -1;      // the last round merged (or resumed from)
+  std::vector<std::int64_t> latest_eval_; // per peer: the newest round it evaluated
+  // Membership: each peer's last word on the live graph (partition or healed), and the deaths
+  // and rejoins seen, once per (peer, incarnation).
+  std::vector<std::optional<MemberEvent>> graph_;
+  std::vector<std::pair<int, std::int64_t>> deaths_, rejoins_;
   std::chrono::steady_clock::time_point t0_ = std::chrono::steady_clock::now();
 };
 

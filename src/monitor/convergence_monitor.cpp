@@ -1,5 +1,8 @@
-// monitor/convergence_monitor.cpp: the watch every real peer keeps on its neighbours. It reports
-// each change in the set of dead peers with the live graph's connectivity and a log message.
+// monitor/convergence_monitor.cpp: the watch every peer keeps on the live graph. It reports each
+// change in the set of dead peers with the live graph's connectivity, its components, and
+// whether that change is a partition or the healing of one.
+#include <algorithm>
+
 #include "gossip/core.hpp"
 #include "gossip/monitor.hpp"
 
@@ -13,13 +16,25 @@ std::optional<MonitorChange> ConvergenceMonitor::check(const std::vector<int>& d
   change.dead = dead;
   change.connected = live.connected;
   change.components = std::move(live.components);
-  change.message =
-      dead.empty() ? "all neighbours are back"
-                   : cat("neighbours lost: ", format_peers(dead), "; live graph ",
-                         change.connected ? std::string("still connected")
-                                          : cat("DISCONNECTED, components ",
-                                                format_components(change.components)));
+  for (const auto& c : change.components)
+    if (std::find(c.begin(), c.end(), self_) != c.end()) change.my_component = c;
+  const bool was_connected = connected_;
+  if (!change.connected && (was_connected || change.components != components_))
+    change.event = "partition";
+  else if (change.connected && !was_connected)
+    change.event = "healed";
+  const std::string graph =
+      change.connected ? std::string("live graph still connected")
+                       : cat("live graph DISCONNECTED, components ",
+                             format_components(change.components),
+                             change.my_component.empty()
+                                 ? std::string()
+                                 : cat(" (this peer in {", format_peers(change.my_component),
+                                       "}): the components train separate models"));
+  change.message = dead.empty() ? std::string("no peer dead; live graph connected")
+                                : cat("peers dead: ", format_peers(dead), "; ", graph);
   connected_ = change.connected;
+  components_ = change.components;
   return change;
 }
 

@@ -13,6 +13,7 @@ namespace gossip::net {
 namespace {
 constexpr double kRefusalBurst = 20;   // refusal lines logged at once
 constexpr double kRefusalsPerSecond = 1;  // and then at most this many a second
+constexpr std::chrono::milliseconds kRejoinRedial{1000};  // dialling a gone peer again
 }  // namespace
 
 Links::Links(asio::io_context& io, asio::ip::tcp::acceptor& acceptor, const NetConfig& config,
@@ -146,9 +147,17 @@ void Links::retry(int peer, const std::string& why) {
   Link& l = *links_[peer];
   if (mail_.state(peer) == LinkState::kUp) return;
   if (Clock::now() + l.backoff > l.give_up) {
-    l.dialling = false;
-    log(cat("peer ", peer, " (", config_.addresses[peer], "): giving up dialling (", why, ")"));
-    mail_.set_state(peer, LinkState::kGone);
+    // Gone for the run's purposes; but a restarted peer comes back at the same address, so
+    // keep dialling now and then (quietly) until we shut down.
+    if (mail_.state(peer) != LinkState::kGone) {
+      log(cat("peer ", peer, " (", config_.addresses[peer], "): giving up dialling (", why,
+              "); trying again every ", kRejoinRedial.count(), " ms in case it restarts"));
+      mail_.set_state(peer, LinkState::kGone);
+    }
+    l.dial_timer.expires_after(kRejoinRedial);
+    l.dial_timer.async_wait([this, peer](std::error_code ec) {
+      if (!ec && !stopping_ && mail_.state(peer) == LinkState::kGone) dial(peer);
+    });
     return;
   }
   l.dial_timer.expires_after(l.backoff);
@@ -230,6 +239,7 @@ void Links::on_closed(Session& s, CloseKind kind, const std::string& why) {
     return;
   }
   l.session.reset();
+  if (kind == CloseKind::kBye) mail_.set_left(p);
   if (kind == CloseKind::kBye || kind == CloseKind::kRefused) {
     mail_.set_state(p, LinkState::kGone);
     return;
@@ -309,6 +319,13 @@ void Links::publish_packet(std::int64_t round, std::span<const std::byte> packet
     else
       l.session->send_params(head, packet);
   }
+}
+
+void Links::send_view(std::shared_ptr<const std::vector<std::byte>> frame,
+                      const std::vector<int>& to) {
+  for (int p : to)
+    if (Link& l = *links_[p]; l.session && l.session->established() && !l.session->closed())
+      l.session->send_view(frame);
 }
 
 void Links::shutdown() {

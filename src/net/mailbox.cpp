@@ -67,8 +67,15 @@ void Mailboxes::deliver(int peer, Message message) {
     std::lock_guard lk(mu_);
     Box& b = box(peer);
     if (b.queue.size() >= max_queued_) {
-      dropped = cat("net[", rank_, "]: peer ", peer, " is ", max_queued_,
-                    " rounds ahead; dropped its round ", b.queue.front().round);
+      // Logged at the 1st, 10th, 100th, ... drop from a peer: a peer that was paused comes
+      // back to thousands of queued rounds.
+      const std::uint64_t k = ++b.dropped;
+      bool power_of_ten = true;
+      for (std::uint64_t x = k; x > 1 && power_of_ten; x /= 10) power_of_ten = x % 10 == 0;
+      if (power_of_ten)
+        dropped = cat("net[", rank_, "]: peer ", peer, " is ", max_queued_,
+                      " rounds ahead; dropped its round ", b.queue.front().round,
+                      k > 1 ? cat(" (", k, " rounds dropped from it so far)") : std::string());
       recycle(b, std::move(b.queue.front()));
       b.queue.pop_front();
     }
@@ -76,6 +83,48 @@ void Mailboxes::deliver(int peer, Message message) {
   }
   cv_.notify_all();
   if (!dropped.empty()) log_(dropped);
+}
+
+void Mailboxes::deliver_view(int peer, std::vector<Member> view) {
+  std::lock_guard lk(mu_);
+  box(peer).view = std::move(view);
+}
+
+std::vector<PeerView> Mailboxes::take_views() {
+  std::lock_guard lk(mu_);
+  std::vector<PeerView> out;
+  for (int p : neighbours_)
+    if (auto& v = box(p).view) {
+      out.push_back(PeerView{p, std::move(*v)});
+      v.reset();
+    }
+  return out;
+}
+
+std::vector<int> Mailboxes::excused_peers() const {
+  std::lock_guard lk(mu_);
+  return excused_;
+}
+
+std::optional<Inbox> Mailboxes::newest(std::span<const int> from) {
+  std::lock_guard lk(mu_);
+  const Message* best = nullptr;
+  int best_peer = -1;
+  for (int p : from) {
+    if (!is_neighbour(p)) continue;
+    for (const Message& m : box(p).queue)
+      if (!best || m.round > best->round || (m.round == best->round && p < best_peer)) {
+        best = &m;
+        best_peer = p;
+      }
+  }
+  if (!best) return std::nullopt;
+  return Inbox{best_peer, best->round, best->params, best->weight, best->packet};
+}
+
+void Mailboxes::set_left(int peer) {
+  std::lock_guard lk(mu_);
+  box(peer).left = true;
 }
 
 void Mailboxes::set_state(int peer, LinkState state) {
@@ -141,10 +190,15 @@ std::vector<int> Mailboxes::wait_connected(std::chrono::steady_clock::time_point
   return missing;
 }
 
+bool Mailboxes::ahead(const Box& b, std::int64_t round) {
+  return std::any_of(b.queue.begin(), b.queue.end(), [&](const Message& m) { return m.round > round; }) &&
+         std::none_of(b.queue.begin(), b.queue.end(), [&](const Message& m) { return m.round == round; });
+}
+
 bool Mailboxes::ready(const Box& b, std::int64_t round, const CollectOptions& o) const {
   if (o.mode == CollectMode::kSync)
-    return std::any_of(b.queue.begin(), b.queue.end(),
-                       [&](const Message& m) { return m.round == round; });
+    return ahead(b, round) || std::any_of(b.queue.begin(), b.queue.end(),
+                                          [&](const Message& m) { return m.round == round; });
   const std::int64_t oldest = round - o.max_staleness;
   if (b.held && b.held->round >= oldest) return true;
   return std::any_of(b.queue.begin(), b.queue.end(),
@@ -192,10 +246,16 @@ std::vector<Inbox> Mailboxes::collect(std::int64_t round, std::span<const int> f
 
   const auto deadline = std::chrono::steady_clock::now() + options.deadline;
   std::unique_lock lk(mu_);
-  auto all_ready = [&] {
+  // Not waited for: a peer the caller says not to (suspected or dead), a link that is down or
+  // gone, and (sync) a peer that has already sent a later round, so this one will not come.
+  auto waited = [&](int p) {
+    return std::find(options.no_wait.begin(), options.no_wait.end(), p) == options.no_wait.end();
+  };
+  auto all_ready = [&] {  // (a peer that left is gone: not waited for)
     return !failure_.empty() || std::all_of(peers.begin(), peers.end(), [&](int p) {
              const Box& b = box(p);
-             return b.state == LinkState::kGone || ready(b, round, options);
+             return b.state == LinkState::kGone || b.state == LinkState::kDown || !waited(p) ||
+                    ready(b, round, options);
            });
   };
   cv_.wait_until(lk, deadline, all_ready);
@@ -209,12 +269,16 @@ std::vector<Inbox> Mailboxes::collect(std::int64_t round, std::span<const int> f
 
   std::vector<Inbox> out;
   std::vector<std::string> missed;
+  excused_.clear();
   for (int p : peers) {
     Box& b = box(p);
+    const bool is_ahead = options.mode == CollectMode::kSync && ahead(b, round);
     take(b, round, options);
     if (b.held) {
       out.push_back(Inbox{p, b.held->round, b.held->params, b.held->weight, b.held->packet});
-    } else if (b.state != LinkState::kGone) {
+    } else if (is_ahead || b.left) {
+      excused_.push_back(p);
+    } else if (b.state != LinkState::kGone && b.state != LinkState::kDown && waited(p)) {
       missed.push_back(cat("net[", rank_, "]: round ", round, ": nothing from peer ", p,
                            " by the deadline (", options.deadline.count(), " ms, link ",
                            link_state_name(b.state), ")"));

@@ -56,10 +56,14 @@ class Mailboxes {
   /// Queues a received message; drops the oldest (with a log line) beyond max_queued_rounds.
   void deliver(int peer, Message message);
   void set_state(int peer, LinkState state);
+  /// The peer said bye (it finished or stopped on purpose): its silence is not a death.
+  void set_left(int peer);
   LinkState state(int peer) const;
   /// Sets `to` only if the link is in `from`; true if it was.
   bool transition(int peer, LinkState from, LinkState to);
   void send_done(std::size_t count = 1);
+  /// Keeps `peer`'s newest membership view (replacing an older one not yet taken).
+  void deliver_view(int peer, std::vector<Member> view);
   /// The I/O thread hit an unexpected exception: every later call on the caller side throws.
   void fail(const std::string& what);
 
@@ -72,6 +76,10 @@ class Mailboxes {
   std::vector<Inbox> collect(std::int64_t round, std::span<const int> from,
                              const CollectOptions& options);
   std::vector<int> dead_peers() const;
+  /// See Exchange::take_views, excused_peers and newest.
+  std::vector<PeerView> take_views();
+  std::vector<int> excused_peers() const;
+  std::optional<Inbox> newest(std::span<const int> from);
   std::vector<int> peers_in(LinkState state) const;
   /// Whether `peer`'s parameters reach us through its shared memory (set at each handshake).
   void set_shared_memory(int peer, bool yes);
@@ -87,11 +95,16 @@ class Mailboxes {
     std::deque<Message> queue;        // arrival order
     std::optional<Message> held;      // returned by the last collect; spans point into it
     std::vector<std::vector<float>> pool;
+    std::optional<std::vector<Member>> view;  // the newest view not yet taken
+    std::uint64_t dropped = 0;                // rounds dropped for being too far ahead
+    bool left = false;                        // said bye: finished, not dead
   };
 
   Box& box(int peer) { return boxes_[index_[peer]]; }
   const Box& box(int peer) const { return boxes_[index_[peer]]; }
   bool ready(const Box& b, std::int64_t round, const CollectOptions& options) const;
+  /// Sync: whether `b` holds a message for a later round than `round` (so none for it will come).
+  static bool ahead(const Box& b, std::int64_t round);
   void take(Box& b, std::int64_t round, const CollectOptions& options);
   void recycle(Box& b, Message&& m);
 
@@ -106,6 +119,7 @@ class Mailboxes {
   std::condition_variable cv_;
   std::vector<Box> boxes_;
   std::size_t pending_sends_ = 0;
+  std::vector<int> excused_;  // left out of the last collect for being ahead, or gone by bye
   std::string failure_;
 };
 

@@ -105,6 +105,10 @@ class NetExchange::Impl {
   }
 
   const NetConfig& config() const { return config_; }
+  /// Runs `f` on the I/O thread.
+  template <typename F>
+  void post(F f) { asio::post(io(), std::move(f)); }
+  net::Links& links() { return links_; }
   net::Mailboxes& mail() { return mail_; }
   const net::Mailboxes& mail() const { return mail_; }
   const net::Links& links() const { return links_; }
@@ -183,6 +187,24 @@ std::vector<Inbox> NetExchange::collect(std::int64_t round, std::span<const int>
 }
 
 std::vector<int> NetExchange::dead_peers() const { return impl_->mail().dead_peers(); }
+
+void NetExchange::send_view(std::span<const Member> view, std::span<const int> to) {
+  std::vector<int> targets;
+  for (int p : to)
+    if (impl_->mail().is_neighbour(p)) targets.push_back(p);
+  if (targets.empty()) return;
+  auto frame = std::make_shared<const std::vector<std::byte>>(wire::encode_frame(
+      wire::FrameType::kView, static_cast<std::uint32_t>(rank()), 0, wire::encode_view(view)));
+  impl_->post([this, frame = std::move(frame), targets = std::move(targets)] {
+    impl_->links().send_view(frame, targets);
+  });
+}
+
+std::vector<PeerView> NetExchange::take_views() { return impl_->mail().take_views(); }
+std::vector<int> NetExchange::excused_peers() const { return impl_->mail().excused_peers(); }
+std::optional<Inbox> NetExchange::newest(std::span<const int> from) {
+  return impl_->mail().newest(from);
+}
 
 std::vector<int> NetExchange::connected_peers() const {
   return impl_->mail().peers_in(net::LinkState::kUp);

@@ -134,6 +134,11 @@ void Session::queue_control(FrameType type, std::span<const std::byte> payload,
   queue_frame(OutFrame{std::move(frame), {}, false, close_after});
 }
 
+void Session::send_view(std::shared_ptr<const std::vector<std::byte>> frame) {
+  if (closed_ || closing_ || !established_) return;
+  queue_frame(OutFrame{std::move(frame), {}, false, false});
+}
+
 void Session::queue_frame(OutFrame frame) {
   out_.push_back(std::move(frame));
   if (!writing_) write_next();
@@ -267,6 +272,13 @@ void Session::on_control(const wire::FrameHeader& h) {
       return read_header();
     case FrameType::kShmParams:
       return on_shm_params(h);
+    case FrameType::kView: {
+      if (!established_) break;
+      auto view = wire::decode_view(control_, static_cast<std::size_t>(hub_.config().size));
+      if (!view) return close(cat("bad view frame: ", view.error), CloseKind::kError);
+      hub_.mailboxes().deliver_view(peer_, std::move(*view.value));
+      return read_header();
+    }
     case FrameType::kParams:
     case FrameType::kPacket:
       break;

@@ -79,6 +79,8 @@ class Session : public std::enable_shared_from_this<Session> {
   /// neighbour will read from it, counted in bytes_sent once the frame is written.
   void send_shm_note(std::shared_ptr<const std::vector<std::byte>> frame,
                      std::uint64_t param_bytes);
+  /// Queues a view frame (this peer's membership view), when the handshake is done.
+  void send_view(std::shared_ptr<const std::vector<std::byte>> frame);
   /// Queues bye and closes once it is written (or the write deadline passes).
   void say_bye();
   /// Closes now (idempotent); logs `why` unless it is empty; tells the hub.

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <numeric>
 #include <set>
 
@@ -175,7 +176,8 @@ int run_peer(const RunConfig& config, const Topology& topology, const PeerOption
   const auto t0 = Clock::now();
   const std::string dir = peer_dir(opt.out_dir, rank);
   make_output_dir(dir);
-  Events events(dir, opt.events, opt.resume_round >= 0);
+  const bool rejoin = opt.rejoin && std::filesystem::exists(dir + "/metrics.csv");
+  Events events(dir, opt.events, opt.resume_round >= 0 || rejoin);
 
   // No "backend auto" line of its own (it would carry no timestamp): the line below names the
   // backend chosen.
@@ -198,19 +200,55 @@ int run_peer(const RunConfig& config, const Topology& topology, const PeerOption
   log_line(cat("peer ", rank, ": ", net.addresses[rank], " (listening on ", listen, "), ",
                net.neighbours.size(), " neighbours, shard of ", shards[rank].size(), " samples, ",
                backend->describe(), " (train.backend: ", config.train.backend, ")"));
-  NetExchange exchange(std::move(net), NetListener(listen));
+  NetExchange transport(std::move(net), NetListener(listen));
+  // The membership view rides on the transport; the algorithm sees the monitored exchange.
+  MonitoredExchange exchange(transport, config.gossip.dead_after_rounds,
+                             config.gossip.dead_after_seconds());
+  exchange.set_faults(&config.faults);
   events.emit(ReadyEvent{rank, since(t0), n, opt.config_path});
 
   auto algorithm =
       make_algorithm(trainer, exchange, topology, config.gossip, config.train.seed);
-  ConvergenceMonitor monitor(topology);
+  ConvergenceMonitor monitor(topology, rank);
+  bool partitioned = false;
   auto watch = [&](std::int64_t round) {
+    for (const MemberChange& c : exchange.membership().take_changes()) {
+      log_line(cat("peer ", rank, " round ", round, ": membership: peer ", c.peer, " ", c.event,
+                   " (incarnation ", c.incarnation, ")"));
+      events.emit(MemberEvent{rank, round, since(t0), c.event, c.peer,
+                              static_cast<std::int64_t>(c.incarnation), exchange.dead_peers(), {},
+                              {}});
+    }
     const auto change = monitor.check(exchange.dead_peers());
     if (!change) return;
     log_line(cat("peer ", rank, " round ", round, ": ", change->message));
     events.emit(AlertEvent{rank, round, change->connected, change->dead, change->message});
+    if (!change->event.empty()) {
+      partitioned = change->event == "partition";
+      events.emit(MemberEvent{rank, round, since(t0), change->event, -1, 0, change->dead,
+                              change->components, change->my_component});
+    }
   };
   watch(0);
+  // A peer rounds behind its neighbours (restarted, or paused) catches up: it takes the
+  // newest parameters a neighbour sent and carries on from that round.
+  const std::vector<int> neighbours = all_neighbours(topology, rank);
+  const std::int64_t behind = max_round_lead(topology) + 1;
+  auto catch_up = [&](std::int64_t r) -> std::int64_t {
+    const auto m = exchange.newest(neighbours);
+    // Only parameters can be taken over: choco's and all-reduce's packets are not a model (and
+    // all-reduce numbers its hops, not its rounds).
+    if (!m || !m->packet.empty() || m->params.empty() || m->round <= r + behind) return r;
+    exchange.merge_views(r);  // learn what the others believe of us first
+    trainer.upload_params(m->params);
+    Algorithm::State st = algorithm->state();
+    st.weight = m->weight;
+    algorithm->restore(st);
+    log_line(cat("peer ", rank, ": at round ", r, ", ", m->round - r,
+                 " rounds behind its neighbours: took peer ", m->peer, "'s parameters of round ",
+                 m->round, " and carries on from there"));
+    return m->round;
+  };
 
   const RoundPlan plan = plan_rounds(config, train_samples, n);
   const std::int64_t rounds = plan.rounds;
@@ -243,6 +281,8 @@ int run_peer(const RunConfig& config, const Topology& topology, const PeerOption
     log_line(cat("peer ", rank, ": resumed from ", path, " (round ", first_round, " of ", rounds,
                  ")"));
   }
+  if (rejoin)
+    resumed.emplace(RunRecord::resume(dir, std::numeric_limits<std::int64_t>::max()));
   RunRecord record = resumed ? std::move(*resumed) : RunRecord(dir);
   auto save_checkpoint = [&](std::int64_t done) {
     const Trainer::State t = trainer.state();
@@ -282,18 +322,35 @@ int run_peer(const RunConfig& config, const Topology& topology, const PeerOption
                           row.bytes_sent, row.seconds, snapshot});
   };
 
-  if (first_round == 0) evaluate(0);
+  if (first_round == 0 && !rejoin) evaluate(0);
   const std::int64_t every = config.train.checkpoint_every;
   // The launcher's progress line follows the rounds between evaluations: a round event at most
   // every kRoundEventEvery (a line on a pipe; nothing when not under gossip run).
   constexpr auto kRoundEventEvery = std::chrono::milliseconds(250);
   auto last_round_event = Clock::now();
+  bool stopped_by_partition = false;
+  std::int64_t completed = rounds;  // fewer when the peer stops at a partition
   for (std::int64_t r = first_round; r < rounds; ++r) {
+    r = catch_up(r);
+    if (r >= rounds) break;
     algorithm->run_round(r);
     const std::int64_t done = r + 1;
     // After the last round a neighbour that has finished and said bye is no loss.
     if (done < rounds) watch(done);
-    if (opt.events && Clock::now() - last_round_event >= kRoundEventEvery) {
+    if (partitioned && config.gossip.on_partition == "stop") {
+      log_line(cat("peer ", rank, ": the live graph split at round ", done,
+                   " and gossip.on_partition is stop: stopping with a checkpoint"));
+      if (!plan.eval_due(done)) evaluate(done);
+      save_checkpoint(done);
+      stopped_by_partition = true;
+      completed = done;
+      break;
+    }
+    // The launcher carries out the fault schedule when every peer has done a fault's round:
+    // tell it at once at those rounds.
+    const bool fault_round = std::any_of(config.faults.begin(), config.faults.end(),
+                                         [&](const Fault& f) { return f.round == done; });
+    if (opt.events && (fault_round || Clock::now() - last_round_event >= kRoundEventEvery)) {
       events.progress(RoundEvent{rank, done, rounds, since(t0)});
       last_round_event = Clock::now();
     }
@@ -310,11 +367,13 @@ int run_peer(const RunConfig& config, const Topology& topology, const PeerOption
 
   algorithm->model_params(params);
   write_params(dir + "/params.bin", params);
-  RunEnd end{.rounds = rounds, .bytes_sent = bytes_before + exchange.bytes_sent(),
+  RunEnd end{.rounds = completed, .bytes_sent = bytes_before + exchange.bytes_sent(),
              .wall_seconds = since(t0),
              .connected = monitor.connected(), .params_sha256 = {sha256_hex(params)}, .extra = {}};
   end.extra.add("peer", rank).add("missing_messages", algorithm->missing_messages())
-      .add("samples", std::ssize(shards[rank]));
+      .add("samples", std::ssize(shards[rank]))
+      .add("incarnation", static_cast<std::int64_t>(exchange.membership().view()[rank].incarnation))
+      .add("stopped_by_partition", stopped_by_partition);
   const Summary s = record.finish(std::move(end));
   events.emit(DoneEvent{rank, s.last.test_accuracy, s.end.params_sha256.front(),
                         s.end.bytes_sent, s.end.wall_seconds});

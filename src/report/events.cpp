@@ -40,6 +40,11 @@ template <typename F> void fields(AlertEvent& e, F f) {
   each(f, "peer", e.peer, "round", e.round, "connected", e.connected, "dead", e.dead, "message",
        e.message);
 }
+template <typename F> void fields(MemberEvent& e, F f) {
+  each(f, "peer", e.peer, "round", e.round, "time_s", e.seconds, "event", e.event, "subject",
+       e.subject, "incarnation", e.incarnation, "dead", e.dead, "components", e.components,
+       "my_component", e.my_component);
+}
 template <typename F> void fields(DoneEvent& e, F f) {
   each(f, "peer", e.peer, "acc", e.accuracy, "sha256", e.params_sha256, "bytes", e.bytes_sent,
        "seconds", e.seconds);
@@ -49,6 +54,7 @@ const char* type_name(const ReadyEvent&) { return "ready"; }
 const char* type_name(const EvalEvent&) { return "eval"; }
 const char* type_name(const RoundEvent&) { return "round"; }
 const char* type_name(const AlertEvent&) { return "alert"; }
+const char* type_name(const MemberEvent&) { return "member"; }
 const char* type_name(const DoneEvent&) { return "done"; }
 
 // --- values to text ---------------------------------------------------------------------------
@@ -81,6 +87,14 @@ std::string encode(const std::vector<int>& v) {
   for (std::size_t i = 0; i < v.size(); ++i) {
     if (i) o += ',';
     o += std::to_string(v[i]);
+  }
+  return o;
+}
+std::string encode(const Components& c) {
+  std::string o;
+  for (std::size_t i = 0; i < c.size(); ++i) {
+    if (i) o += ';';
+    o += encode(c[i]);
   }
   return o;
 }
@@ -130,6 +144,20 @@ bool decode(std::string_view s, std::vector<int>& v) {
     if (comma == std::string_view::npos) break;
     s.remove_prefix(comma + 1);
     if (s.empty()) return false;  // a trailing comma
+  }
+  return true;
+}
+
+bool decode(std::string_view s, Components& c) {
+  c.clear();
+  while (!s.empty()) {
+    const auto semi = s.find(';');
+    std::vector<int> part;
+    if (!decode(s.substr(0, semi), part) || part.empty()) return false;
+    c.push_back(std::move(part));
+    if (semi == std::string_view::npos) break;
+    s.remove_prefix(semi + 1);
+    if (s.empty()) return false;
   }
   return true;
 }
@@ -184,11 +212,20 @@ std::string event_json(const PeerEvent& event) {
   return std::visit(
       [](auto& e) {
         JsonObject o;
-        o.add("event", type_name(e));
+        // A membership event's own "event" field ("dead", "partition", ...) names the line.
+        if constexpr (!std::is_same_v<std::remove_cvref_t<decltype(e)>, MemberEvent>)
+          o.add("event", type_name(e));
         fields(e, [&](std::string_view key, const auto& value) {
           using T = std::decay_t<decltype(value)>;
-          if constexpr (std::is_same_v<T, std::vector<int>>) o.add(key, JsonArray::of(value));
-          else o.add(key, value);
+          if constexpr (std::is_same_v<T, std::vector<int>>) {
+            o.add(key, JsonArray::of(value));
+          } else if constexpr (std::is_same_v<T, Components>) {
+            JsonArray a;
+            for (const auto& part : value) a.add(JsonArray::of(part));
+            o.add(key, a);
+          } else {
+            o.add(key, value);
+          }
         });
         return o.str();
       },
@@ -207,6 +244,7 @@ std::optional<PeerEvent> parse_event(std::string_view line) {
   if (type == "eval") return parse_as<EvalEvent>(*values);
   if (type == "round") return parse_as<RoundEvent>(*values);
   if (type == "alert") return parse_as<AlertEvent>(*values);
+  if (type == "member") return parse_as<MemberEvent>(*values);
   if (type == "done") return parse_as<DoneEvent>(*values);
   return std::nullopt;
 }

@@ -66,6 +66,7 @@ std::string frame_type_name(std::uint16_t type) {
     case FrameType::kError: return "error";
     case FrameType::kShmReady: return "shm-ready";
     case FrameType::kShmParams: return "shm-params";
+    case FrameType::kView: return "view";
     case FrameType::kPacket: return "packet";
   }
   return cat("type ", type);
@@ -359,6 +360,50 @@ Decoded<Frame> decode_frame(std::span<const std::byte> bytes, std::uint64_t max_
     return {{}, cat(rest.size() - head.value->payload_bytes, " trailing bytes after the frame")};
   if (auto why = check_payload(*head.value, rest); !why.empty()) return {{}, why};
   return {Frame{*head.value, rest}, {}};
+}
+
+}  // namespace gossip::wire
+
+namespace gossip::wire {
+
+std::vector<std::byte> encode_view(std::span<const Member> view) {
+  std::vector<std::byte> out(4 + 5 * view.size());
+  put<std::uint32_t>(&out[0], static_cast<std::uint32_t>(view.size()));
+  for (std::size_t i = 0; i < view.size(); ++i) {
+    put<std::uint32_t>(&out[4 + 5 * i], view[i].incarnation);
+    put<std::uint8_t>(&out[8 + 5 * i], static_cast<std::uint8_t>(view[i].state));
+  }
+  return out;
+}
+
+Decoded<std::vector<Member>> decode_view(std::span<const std::byte> bytes,
+                                         std::size_t max_peers) {
+  Decoded<std::vector<Member>> d;
+  if (bytes.size() < 4) {
+    d.error = cat("view of ", bytes.size(), " bytes is shorter than its count");
+    return d;
+  }
+  const std::uint32_t n = get<std::uint32_t>(bytes.data());
+  if (n > max_peers) {
+    d.error = cat("view of ", n, " peers, but the run has ", max_peers);
+    return d;
+  }
+  if (bytes.size() != 4 + 5 * static_cast<std::size_t>(n)) {
+    d.error = cat("view of ", n, " peers must be ", 4 + 5 * static_cast<std::size_t>(n),
+                  " bytes, not ", bytes.size());
+    return d;
+  }
+  std::vector<Member> view(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto state = get<std::uint8_t>(&bytes[8 + 5 * i]);
+    if (state > static_cast<std::uint8_t>(MemberState::kDead)) {
+      d.error = cat("view entry ", i, " has unknown state ", static_cast<int>(state));
+      return d;
+    }
+    view[i] = Member{get<std::uint32_t>(&bytes[4 + 5 * i]), static_cast<MemberState>(state)};
+  }
+  d.value = std::move(view);
+  return d;
 }
 
 }  // namespace gossip::wire

@@ -1,0 +1,228 @@
+// monitor/membership.cpp: the membership view each peer keeps (SWIM's merge rules, driven by
+// rounds) and MonitoredExchange, which keeps it up to date around any transport.
+#include <algorithm>
+#include <chrono>
+#include <utility>
+
+#include "gossip/core.hpp"
+#include "gossip/monitor.hpp"
+
+namespace gossip {
+
+namespace {
+
+int severity(MemberState s) { return static_cast<int>(s); }
+
+/// Whether `theirs` supersedes `ours`: a higher incarnation, or the same one in a graver state.
+bool supersedes(const Member& theirs, const Member& ours) {
+  if (theirs.incarnation != ours.incarnation) return theirs.incarnation > ours.incarnation;
+  return severity(theirs.state) > severity(ours.state);
+}
+
+bool valid_state(MemberState s) {
+  return s == MemberState::kAlive || s == MemberState::kSuspect || s == MemberState::kDead;
+}
+
+}  // namespace
+
+Membership::Membership(int peers, int self, std::int64_t dead_after_rounds, double dead_after_s)
+    : self_(self), dead_after_(std::max<std::int64_t>(1, dead_after_rounds)),
+      dead_after_s_(dead_after_s), suspected_since_(static_cast<std::size_t>(peers), 0.0),
+      view_(static_cast<std::size_t>(peers)), suspected_at_(static_cast<std::size_t>(peers), -1) {
+  GOSSIP_CHECK_MSG(self >= 0 && self < peers, "membership: peer ", self, " is not in 0..",
+                   peers - 1);
+}
+
+void Membership::set(int peer, Member m, std::int64_t round, double now) {
+  const Member old = view_[peer];
+  view_[peer] = m;
+  suspected_at_[peer] = m.state == MemberState::kSuspect ? round : -1;
+  suspected_since_[peer] = now;
+  auto note = [&](const char* event) {
+    changes_.push_back(MemberChange{peer, event, m.incarnation, round});
+  };
+  if (old.state == MemberState::kDead && m.state != MemberState::kDead) note("rejoin");
+  if (old.state == MemberState::kSuspect && m.state == MemberState::kAlive) note("alive");
+  if (m.state == MemberState::kSuspect && old.state != MemberState::kSuspect) note("suspect");
+  if (m.state == MemberState::kDead && old.state != MemberState::kDead) note("dead");
+}
+
+void Membership::missed(int peer, std::int64_t round, double now) {
+  if (peer == self_ || peer < 0 || peer >= static_cast<int>(view_.size())) return;
+  if (view_[peer].state != MemberState::kAlive) return;
+  set(peer, Member{view_[peer].incarnation, MemberState::kSuspect}, round, now);
+}
+
+void Membership::merge(const PeerView& v, std::int64_t round, double now) {
+  if (v.members.size() != view_.size()) {
+    ++ignored_;
+    return;
+  }
+  for (const Member& m : v.members)
+    if (!valid_state(m.state)) {
+      ++ignored_;
+      return;
+    }
+  for (int q = 0; q < static_cast<int>(view_.size()); ++q) {
+    const Member& theirs = v.members[q];
+    if (q == self_) {
+      // Refute: nobody may hold us suspected or dead at our incarnation or above.
+      if (theirs.state != MemberState::kAlive && theirs.incarnation >= view_[q].incarnation) {
+        const char* event = theirs.state == MemberState::kDead ? "rejoin" : "alive";
+        view_[q] = Member{theirs.incarnation + 1, MemberState::kAlive};
+        changes_.push_back(MemberChange{q, event, view_[q].incarnation, round});
+      } else if (theirs.state == MemberState::kAlive &&
+                 theirs.incarnation > view_[q].incarnation) {
+        view_[q].incarnation = theirs.incarnation;  // our own earlier life's number
+      }
+      continue;
+    }
+    if (supersedes(theirs, view_[q])) set(q, theirs, round, now);
+  }
+}
+
+void Membership::tick(std::int64_t round, double now) {
+  for (int q = 0; q < static_cast<int>(view_.size()); ++q)
+    if (view_[q].state == MemberState::kSuspect && suspected_at_[q] >= 0 &&
+        round - suspected_at_[q] >= dead_after_ && now - suspected_since_[q] >= dead_after_s_)
+      set(q, Member{view_[q].incarnation, MemberState::kDead}, round, now);
+}
+
+std::vector<MemberChange> Membership::take_changes() { return std::exchange(changes_, {}); }
+
+std::vector<int> Membership::dead() const {
+  std::vector<int> out;
+  for (int q = 0; q < static_cast<int>(view_.size()); ++q)
+    if (view_[q].state == MemberState::kDead) out.push_back(q);
+  return out;
+}
+
+std::vector<int> Membership::suspected() const {
+  std::vector<int> out;
+  for (int q = 0; q < static_cast<int>(view_.size()); ++q)
+    if (view_[q].state == MemberState::kSuspect) out.push_back(q);
+  return out;
+}
+
+MonitoredExchange::MonitoredExchange(Exchange& inner, std::int64_t dead_after_rounds,
+                                     double dead_after_s, std::function<double()> clock)
+    : inner_(&inner), membership_(inner.size(), inner.rank(), dead_after_rounds, dead_after_s),
+      clock_(std::move(clock)), dead_after_rounds_(dead_after_rounds),
+      dead_after_s_(dead_after_s) {
+  if (!clock_) {
+    const auto t0 = std::chrono::steady_clock::now();
+    clock_ = [t0] {
+      return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    };
+  }
+}
+
+void MonitoredExchange::restart() {
+  membership_ = Membership(inner_->size(), inner_->rank(), dead_after_rounds_, dead_after_s_);
+  last_sent_.clear();
+}
+
+namespace {
+
+/// `peers` without those in `cut` (both ascending or not; order kept).
+std::vector<int> without(std::span<const int> peers, const std::vector<int>& cut) {
+  std::vector<int> out;
+  for (int p : peers)
+    if (std::find(cut.begin(), cut.end(), p) == cut.end()) out.push_back(p);
+  return out;
+}
+
+}  // namespace
+
+std::vector<int> cut_peers(const std::vector<Fault>& faults, int peer, std::int64_t round) {
+  std::vector<int> out;
+  for (const Fault& f : faults) {
+    if (f.action != "cut" || round < f.round || round >= f.to_round) continue;
+    for (const auto& [a, b] : f.links) {
+      if (a == peer) out.push_back(b);
+      if (b == peer) out.push_back(a);
+    }
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+void check_faults(const RunConfig& config, const Topology& topology) {
+  const int n = topology.n();
+  for (std::size_t i = 0; i < config.faults.size(); ++i) {
+    const Fault& f = config.faults[i];
+    const std::string where = config.where(cat("faults[", i, "].", f.action));
+    for (int p : f.peers)
+      if (p >= n)
+        throw InputError(cat(where, ": peer ", p, " is not in the topology's 0..", n - 1));
+    for (const auto& [a, b] : f.links) {
+      if (a >= n || b >= n)
+        throw InputError(cat(where, ": link [", a, ", ", b, "] names a peer outside the "
+                             "topology's 0..", n - 1));
+      bool edge = false;
+      for (std::int64_t r = 0; r < topology.period() && !edge; ++r) {
+        for (const auto& nb : topology.in_neighbours(a, r)) edge = edge || nb.peer == b;
+        for (const auto& nb : topology.in_neighbours(b, r)) edge = edge || nb.peer == a;
+      }
+      if (!edge)
+        throw InputError(cat(where, ": link [", a, ", ", b, "] is not an edge of the topology"));
+    }
+  }
+}
+
+std::vector<int> MonitoredExchange::before_publish(std::int64_t round,
+                                                  std::span<const int> to_all) {
+  const std::vector<int> cut = faults_ ? cut_peers(*faults_, rank(), round) : std::vector<int>{};
+  std::vector<int> to = without(to_all, cut);
+  // The view goes out when it changed, and every kViewRefreshRounds rounds in any case (so a
+  // peer that was away, or restarted, learns what the others believe of it).
+  if (membership_.view() != last_sent_ || round % kViewRefreshRounds == 0) {
+    inner_->send_view(membership_.view(), to);
+    last_sent_ = membership_.view();
+  }
+  return to;
+}
+
+void MonitoredExchange::publish(std::int64_t round, std::span<const float> params, double weight,
+                                std::span<const int> to_all) {
+  inner_->publish(round, params, weight, before_publish(round, to_all));
+}
+
+void MonitoredExchange::publish_packet(std::int64_t round, std::span<const std::byte> packet,
+                                       std::span<const int> to_all) {
+  inner_->publish_packet(round, packet, before_publish(round, to_all));
+}
+
+void MonitoredExchange::merge_views(std::int64_t round) {
+  const double now = clock_();
+  for (const PeerView& v : inner_->take_views()) membership_.merge(v, round, now);
+}
+
+std::vector<Inbox> MonitoredExchange::collect(std::int64_t round, std::span<const int> from_all,
+                                              const CollectOptions& options) {
+  const std::vector<int> cut = faults_ ? cut_peers(*faults_, rank(), round) : std::vector<int>{};
+  const std::vector<int> from = without(from_all, cut);
+  CollectOptions o = options;
+  for (int q : membership_.suspected()) o.no_wait.push_back(q);
+  for (int q : membership_.dead()) o.no_wait.push_back(q);
+  std::vector<Inbox> got = inner_->collect(round, from, o);
+  merge_views(round);
+  const std::vector<int> ahead = inner_->excused_peers();
+  const double now = clock_();
+  for (int p : from) {
+    const bool heard =
+        std::any_of(got.begin(), got.end(), [&](const Inbox& m) { return m.peer == p; });
+    // Silent: waited for, and nothing came (neither this round nor a later one). A peer not
+    // waited for (suspected or dead when the round began) is judged by its views, not this.
+    const bool waited = std::find(o.no_wait.begin(), o.no_wait.end(), p) == o.no_wait.end();
+    if (!heard && waited && std::find(ahead.begin(), ahead.end(), p) == ahead.end())
+      membership_.missed(p, round, now);
+  }
+  for (int p : from_all)
+    if (std::find(cut.begin(), cut.end(), p) != cut.end()) membership_.missed(p, round, now);
+  membership_.tick(round, now);
+  return got;
+}
+
+}  // namespace gossip
