@@ -3,7 +3,8 @@
 // memory as `gossip run` does, over TLS, and over plain TCP), against
 // torch.distributed + gloo doing the same neighbour averaging with isend/irecv in the same run
 // (when Debian's python3-torch is installed), and achieved bytes/s against a plain loopback
-// socket pair measured in the same run.
+// socket pair measured in the same run. Beside them, one CHOCO-SGD round with top-1% compression
+// and one ring all-reduce round, through the algorithm objects `gossip run` uses.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -27,7 +28,10 @@
 #include "gossip/json.hpp"
 #include "gossip/model.hpp"
 #include "gossip/net.hpp"
+#include "gossip/progress.hpp"
 #include "gossip/rng.hpp"
+#include "gossip/topology.hpp"
+#include "gossip/gossip.hpp"
 
 namespace gossip::bench {
 namespace {
@@ -44,13 +48,17 @@ const char* kHelp =
     "torch.distributed with gloo doing the same averaging with isend/irecv over loopback\n"
     "(Debian's python3-torch); ratio = ours / gloo (target <= 0.5); and the cost of TLS,\n"
     "TLS / plain TCP (target <= 1.25 at 8 peers). Also the bytes/s moved against a plain\n"
-    "loopback socket pair.\n";
+    "loopback socket pair. Two more rows per size, as `gossip run` runs them: one CHOCO-SGD\n"
+    "round (gossip.algorithm: choco, top_k 1%: indices and values of 1% of the buffer to each\n"
+    "neighbour) and one ring all-reduce round (gossip.algorithm: allreduce: 2 (n - 1) hops of\n"
+    "n-th chunks, the exact average); their ratio is against our plain gossip round.\n";
 
 constexpr std::int64_t kFloats = 235146;  // MLP 784-256-128-10
 
-/// One peer process of the benchmark: R timed rounds; prints its seconds per round.
+/// One peer process of the benchmark: R timed rounds; prints its seconds per round. With
+/// `algorithm` (choco, allreduce) the rounds are that algorithm's, on a ring topology.
 int worker(int rank, int peers, int base_port, int rounds, bool tcp_only,
-           const std::string& tls_dir) {
+           const std::string& tls_dir, const std::string& algorithm) {
   NetConfig cfg;
   cfg.shared_memory = !tcp_only;
   cfg.tls = tls_files_in(tls_dir, rank);
@@ -64,6 +72,8 @@ int worker(int rank, int peers, int base_port, int rounds, bool tcp_only,
   cfg.handshake.model = "784-256-128-10";
   cfg.handshake.param_count = kFloats;
   cfg.log = [](const std::string&) {};
+  // All-reduce's predecessor runs up to n - 1 hops ahead: keep them all (gossip run does too).
+  if (algorithm == "allreduce") cfg.max_queued_rounds = 2 * static_cast<std::size_t>(peers) + 2;
   NetExchange ex(std::move(cfg));
   auto cpu = make_cpu_backend(1);
   std::vector<float> x(kFloats), out(kFloats);
@@ -72,6 +82,28 @@ int worker(int rank, int peers, int base_port, int rounds, bool tcp_only,
   std::vector<int> nbrs = {std::min(left, right), std::max(left, right)};
   const int warm = std::max(3, peers);  // a ring synchronises one hop per round
   auto t0 = std::chrono::steady_clock::now();
+  if (!algorithm.empty()) {
+    GeneratorSpec spec;
+    spec.kind = "ring";
+    spec.n = peers;
+    const Topology ring = make_topology(spec);
+    GossipConfig g;
+    g.algorithm = algorithm;
+    if (algorithm == "choco") {
+      g.compress.kind = "top_k";
+      g.compress.fraction = 0.01;
+    }
+    auto a = make_algorithm(Learner{cpu.get(), x.data(), kFloats, {}}, ex, ring, g, 1);
+    // Round 0 of choco sends its difference whole; the timed rounds are compressed ones.
+    for (int r = 0; r < warm; ++r) a->run_round(r);
+    t0 = std::chrono::steady_clock::now();
+    for (int r = warm; r < rounds + warm; ++r) a->run_round(r);
+    const double per_round =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / rounds;
+    std::printf("%.9f %llu %zu\n", per_round, static_cast<unsigned long long>(ex.bytes_sent()),
+                std::size_t{0});
+    return 0;
+  }
   std::size_t shm_links = 0;  // counted while every link is up (at the end some have left)
   for (int r = 0; r < rounds + warm; ++r) {
     if (r == warm) {
@@ -107,14 +139,16 @@ struct Measured {
 
 /// Starts `peers` worker processes on a ring; over TLS with the credentials in `tls_dir`, or
 /// plain TCP when it is empty.
-Measured run_ours(int peers, int rounds, int base_port, bool tcp_only, const std::string& tls_dir) {
+Measured run_ours(int peers, int rounds, int base_port, bool tcp_only, const std::string& tls_dir,
+                  const std::string& algorithm = "") {
   const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
   std::vector<std::pair<pid_t, FILE*>> kids;
   for (int r = 0; r < peers; ++r) {
     const std::string cmd = cat("'", self, "' bench gossip --worker ", r, " --peers ", peers,
                                 " --port ", base_port, " --rounds ", rounds,
                                 tcp_only ? " --tcp" : "",
-                                tls_dir.empty() ? "" : cat(" --tls '", tls_dir, "'"));
+                                tls_dir.empty() ? "" : cat(" --tls '", tls_dir, "'"),
+                                algorithm.empty() ? "" : cat(" --algorithm ", algorithm));
     FILE* p = popen(cmd.c_str(), "r");
     if (!p) throw RuntimeError("cannot start a benchmark peer");
     kids.push_back({0, p});
@@ -170,7 +204,8 @@ double loopback_bandwidth() {
 }  // namespace
 
 int run_gossip(int argc, char** argv) {
-  Args args(argc, argv, {"rounds", "peers", "worker", "port", "tls"}, {"json", "tcp"});
+  Args args(argc, argv, {"rounds", "peers", "worker", "port", "tls", "algorithm"},
+            {"json", "tcp"});
   if (args.help()) {
     std::printf("%s", kHelp);
     return kExitOk;
@@ -181,7 +216,7 @@ int run_gossip(int argc, char** argv) {
     return worker(static_cast<int>(args.get_int("worker", 0)),
                   static_cast<int>(args.get_int("peers", 8)),
                   static_cast<int>(args.get_int("port", 0)), rounds, args.has("tcp"),
-                  args.get_or("tls", ""));
+                  args.get_or("tls", ""), args.get_or("algorithm", ""));
 
   std::vector<int> sizes;
   for (const std::string& part : {args.get_or("peers", "8,16")}) {
@@ -224,11 +259,14 @@ int run_gossip(int argc, char** argv) {
     int peers;
     Measured shm, tls, tcp;
     double gloo;
+    Measured choco, allreduce;
   };
   std::vector<Row> rows;
   for (int n : sizes) {
     Row r{n, run_ours(n, rounds, port, false, tls_dir), run_ours(n, rounds, port + 50, true, tls_dir),
-          run_ours(n, rounds, port + 150, true, ""), 0.0};
+          run_ours(n, rounds, port + 150, true, ""), 0.0,
+          run_ours(n, rounds, port + 200, false, tls_dir, "choco"),
+          run_ours(n, rounds, port + 250, false, tls_dir, "allreduce")};
     if (python) {
       auto line = run_python(*python, "torch_gossip.py",
                              {std::to_string(n), std::to_string(kFloats), std::to_string(rounds),
@@ -239,6 +277,11 @@ int run_gossip(int argc, char** argv) {
   }
   // Bytes the whole ring moves in one round: every peer sends its buffer to two neighbours.
   auto ring_bytes = [](int n) { return 2.0 * n * (kFloats * 4.0); };
+  // CHOCO top-1%: a 16-byte packet header, then 8 bytes (index, value) per kept entry.
+  const double choco_bytes_per_message = 16.0 + 8.0 * std::ceil(0.01 * kFloats);
+  auto choco_bytes = [&](int n) { return 2.0 * n * choco_bytes_per_message; };
+  // All-reduce: 2 (n - 1) hops, each moving every chunk once (the whole buffer) plus headers.
+  auto allreduce_bytes = [](int n) { return 2.0 * (n - 1) * (kFloats * 4.0 + n * 16.0); };
   auto ratio_of = [](double ours, double gloo) { return gloo > 0 ? ours / gloo : 0.0; };
   const Row& main = rows.front();
   const double ratio = ratio_of(main.shm.seconds, main.gloo);
@@ -253,7 +296,9 @@ int run_gossip(int argc, char** argv) {
           .add(cat("p", r.peers, "_tcp_ms"), r.tcp.seconds * 1e3)
           .add(cat("p", r.peers, "_gloo_ms"), r.gloo * 1e3)
           .add(cat("p", r.peers, "_shm_links"), r.shm.shm_links)
-          .add(cat("p", r.peers, "_bytes_per_s"), ring_bytes(r.peers) / r.shm.seconds);
+          .add(cat("p", r.peers, "_bytes_per_s"), ring_bytes(r.peers) / r.shm.seconds)
+          .add(cat("p", r.peers, "_choco_top1_ms"), r.choco.seconds * 1e3)
+          .add(cat("p", r.peers, "_allreduce_ms"), r.allreduce.seconds * 1e3);
     o.add("ratio", main.gloo > 0 ? ratio : NAN).add("ratio_tcp", main.gloo > 0 ? ratio_tcp : NAN);
     o.add("tls_over_tcp", tls_cost);
     std::printf("%s\n", o.str().c_str());
@@ -274,7 +319,17 @@ int run_gossip(int argc, char** argv) {
       std::printf("%6d  %-33s  %9.2f  %14s  %7s  %10.2f  %11.2fx\n", r.peers, how.c_str(),
                   m.seconds * 1e3, g.c_str(), rat.c_str(), bps / 1e9, bps / loopback);
     }
+    for (const int which : {0, 1}) {
+      const Measured& m = which == 0 ? r.choco : r.allreduce;
+      const double bps = (which == 0 ? choco_bytes(r.peers) : allreduce_bytes(r.peers)) / m.seconds;
+      std::printf("%6d  %-33s  %9.2f  %14s  %7s  %10.3f  %11.3fx\n", r.peers,
+                  which == 0 ? "CHOCO top-1% (packets over TLS)" : "ring all-reduce (TLS)",
+                  m.seconds * 1e3, "-", fixed(m.seconds / r.shm.seconds, 2).c_str(), bps / 1e9,
+                  bps / loopback);
+    }
   }
+  std::printf("\n(the CHOCO and all-reduce rows' ratio column is against our gossip round of the "
+              "same size, shared memory)\n");
   if (main.gloo > 0)
     std::printf("\nratio (%d peers, ours / gloo): %.3f as `gossip run` runs (shared memory), "
                 "%.3f over plain TCP alone  (target <= 0.5)\n",

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "gossip/core.hpp"
+#include "gossip/gossip.hpp"
 #include "gossip/report.hpp"
 #include "gossip/sim.hpp"
 
@@ -32,37 +33,49 @@ std::vector<CompareSetting> compare_settings(const RunConfig& base) {
   const auto periods = c.periods.empty() ? std::vector<int>{base.gossip.period} : c.periods;
   const auto shards = c.shards.empty() ? std::vector<std::string>{base.data.shard} : c.shards;
   const auto seeds = c.seeds.empty() ? std::vector<std::uint64_t>{base.train.seed} : c.seeds;
+  const auto compressors =
+      c.compress.empty() ? std::vector<CompressConfig>{base.gossip.compress} : c.compress;
+  const auto& names = algorithm_names();
   for (const auto& a : algorithms)
-    if (a != "dpsgd" && a != "local_sgd" && a != "push_sum" && a != "async")
+    if (std::find(names.begin(), names.end(), a) == names.end())
       throw InputError(cat(base.path, ": compare.algorithms: unknown '", a,
-                           "' (expected dpsgd, local_sgd, push_sum or async)"));
+                           "' (expected dpsgd, local_sgd, push_sum, async, choco or allreduce)"));
   for (int p : periods)
     if (p < 1) throw InputError(cat(base.path, ": compare.periods: ", p, " is not positive"));
+  const bool several_choco =
+      compressors.size() > 1 ||
+      (algorithms.size() > 1 && std::count(algorithms.begin(), algorithms.end(), "choco") > 0);
   std::vector<CompareSetting> out;
   for (const auto& t : c.topologies)
     for (const auto& a : algorithms)
-      for (int p : periods)
-        for (const auto& s : shards)
-          for (auto seed : seeds) {
-            CompareSetting setting;
-            setting.config = base;
-            setting.config.gossip.topology = t;
-            setting.config.gossip.algorithm = a;
-            // A swept algorithm is where compare.algorithms lists it.
-            if (auto at = base.lines.find("compare.algorithms");
-                !c.algorithms.empty() && at != base.lines.end())
-              setting.config.lines["gossip.algorithm"] = at->second;
-            setting.config.gossip.period = p;
-            setting.config.data.shard = s;
-            setting.config.train.seed = seed;
-            setting.label = stem(t);
-            if (algorithms.size() > 1) setting.label += " " + a;
-            if (periods.size() > 1) setting.label += cat(" H=", p);
-            if (shards.size() > 1) setting.label += " " + s;
-            setting.group = setting.label;
-            if (seeds.size() > 1) setting.label += cat(" seed=", seed);
-            out.push_back(std::move(setting));
-          }
+      for (const auto& q : a == "choco" ? compressors : std::vector<CompressConfig>{{}})
+        for (int p : periods)
+          for (const auto& s : shards)
+            for (auto seed : seeds) {
+              CompareSetting setting;
+              setting.config = base;
+              setting.config.gossip.topology = t;
+              setting.config.gossip.algorithm = a;
+              // A swept algorithm is where compare.algorithms lists it.
+              if (auto at = base.lines.find("compare.algorithms");
+                  !c.algorithms.empty() && at != base.lines.end())
+                setting.config.lines["gossip.algorithm"] = at->second;
+              // What only some algorithms take stays with them.
+              setting.config.gossip.compress = q;
+              if (a != "choco") setting.config.gossip.consensus_step = 0.0;
+              if (a != "dpsgd" && a != "local_sgd") setting.config.gossip.overlap = false;
+              setting.config.gossip.period = p;
+              setting.config.data.shard = s;
+              setting.config.train.seed = seed;
+              setting.label = stem(t);
+              if (algorithms.size() > 1) setting.label += " " + a;
+              if (a == "choco" && several_choco) setting.label += " " + describe(q);
+              if (periods.size() > 1) setting.label += cat(" H=", p);
+              if (shards.size() > 1) setting.label += " " + s;
+              setting.group = setting.label;
+              if (seeds.size() > 1) setting.label += cat(" seed=", seed);
+              out.push_back(std::move(setting));
+            }
   return out;
 }
 
@@ -95,6 +108,10 @@ CompareRow compare_row(const CompareSetting& setting, const TopologyReport& anal
   row.group = setting.group.empty() ? setting.label : setting.group;
   row.topology = c.gossip.topology;
   row.algorithm = c.gossip.algorithm;
+  if (row.algorithm == "choco") {
+    row.compress = describe(c.gossip.compress);
+    row.consensus_step = consensus_step(c.gossip);
+  }
   row.shard = c.data.shard == "dirichlet" ? cat("dirichlet(", c.data.alpha, ")") : c.data.shard;
   row.period = c.gossip.period;
   row.seed = c.train.seed;
@@ -264,7 +281,7 @@ void write_compare(const std::string& dir, const std::vector<CompareRow>& rows,
            "graph_period,period_spectral_gap,target_accuracy,rounds_to_target,epochs_to_target,"
            "sim_seconds_to_target,average_rounds_to_target,final_accuracy,"
            "final_min_peer_accuracy,final_consensus_distance,bytes_per_peer,sim_seconds,"
-           "wall_seconds,samples_min,samples_max\n";
+           "wall_seconds,samples_min,samples_max,compress,consensus_step\n";
     for (const auto& r : rows)
       csv << r.label << ',' << r.group << ',' << r.topology << ',' << r.algorithm << ','
           << r.period << ',' << r.shard << ',' << r.seed << ',' << r.peers << ','
@@ -274,7 +291,8 @@ void write_compare(const std::string& dir, const std::vector<CompareRow>& rows,
           << csv_number(r.to_target.sim_seconds) << ',' << csv_number(r.average_to_target.round)
           << ',' << r.final_accuracy << ',' << r.final_min_peer_accuracy << ','
           << r.final_consensus_distance << ',' << r.bytes_per_peer << ',' << r.sim_seconds << ','
-          << r.wall_seconds << ',' << r.samples_min << ',' << r.samples_max << '\n';
+          << r.wall_seconds << ',' << r.samples_min << ',' << r.samples_max << ','
+          << r.compress << ',' << (r.consensus_step > 0 ? cat(r.consensus_step) : "") << '\n';
   }
   {
     std::ofstream csv(dir + "/compare_summary.csv", std::ios::trunc);

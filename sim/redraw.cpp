@@ -26,8 +26,27 @@ void redraw_compare(const std::string& dir) {
     if (fields.size() != header.size())
       throw InputError(cat(path, ":", n, ": expected ", header.size(), " values, got ",
                            fields.size()));
+    // What the plots use: the setting and its group, and what the title says of the sweep.
+    auto field = [&](const char* name) -> std::string {
+      for (std::size_t i = 0; i < header.size(); ++i)
+        if (header[i] == name) return fields[i];
+      return {};
+    };
     CompareRow row;
     row.label = fields.front();
+    row.group = field("group").empty() ? row.label : field("group");
+    row.topology = field("topology");
+    row.algorithm = field("algorithm");
+    row.shard = field("shard");
+    row.compress = field("compress");
+    try {
+      row.peers = std::stoi(field("peers"));
+      row.seed = std::stoull(field("seed"));
+      row.samples_min = std::stoll(field("samples_min"));
+      row.samples_max = std::stoll(field("samples_max"));
+    } catch (const std::exception&) {
+      // An older compare.csv without these columns: the title says less.
+    }
     rows.push_back(std::move(row));
   }
   if (rows.empty()) throw InputError(cat(path, ": no settings"));

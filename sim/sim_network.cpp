@@ -45,8 +45,11 @@ double SimNetwork::step_seconds(int peer) const {
 }
 
 double SimNetwork::wire_seconds() const {
-  const auto bytes = static_cast<std::uint64_t>(num_params_) * sizeof(float) +
-                     kMessageOverheadBytes;
+  return wire_seconds(static_cast<std::uint64_t>(num_params_) * sizeof(float) +
+                      kMessageOverheadBytes);
+}
+
+double SimNetwork::wire_seconds(std::uint64_t bytes) const {
   return static_cast<double>(bytes) * 8.0 / (config_.bandwidth_mbps * 1e6);
 }
 
@@ -55,7 +58,7 @@ double SimNetwork::arrival(const Message& message, int receiver) const {
   const auto it = std::find(to.begin(), to.end(), receiver);
   // A message collected without being addressed (never done by our algorithms) goes last.
   const auto place = static_cast<double>(it == to.end() ? to.size() + 1 : it - to.begin() + 1);
-  return message.sent_at + place * wire_seconds() + config_.latency_ms / 1000.0;
+  return message.sent_at + place * message.wire + config_.latency_ms / 1000.0;
 }
 
 bool SimNetwork::lost(int from, int to, std::int64_t round) const {
@@ -93,10 +96,34 @@ void SimExchange::publish(std::int64_t round, std::span<const float> params, dou
   std::sort(m.to.begin(), m.to.end(), [&](int a, int b) {
     return (a - rank_ + n) % n < (b - rank_ + n) % n;
   });
-  sent_until_ = m.sent_at + static_cast<double>(to.size()) * network_->wire_seconds();
+  m.wire = network_->wire_seconds();
+  sent_until_ = m.sent_at + static_cast<double>(to.size()) * m.wire;
   m.params.resize(params.size());
   std::memcpy(m.params.data(), params.data(), params.size_bytes());
+  m.packet.clear();
   bytes_sent_ += (params.size_bytes() + kMessageOverheadBytes) * to.size();
+  m.view = std::exchange(pending_view_, std::nullopt);
+  if (m.view) bytes_sent_ += view_message_bytes(size()) * to.size();
+}
+
+void SimExchange::publish_packet(std::int64_t round, std::span<const std::byte> packet,
+                                 std::span<const int> to) {
+  GOSSIP_CHECK_GE(round, 0);
+  auto& m = network_->slot(rank_, round);
+  m.round = round;
+  m.weight = 1.0;
+  m.sent_at = std::max(now_, sent_until_);
+  const int n = size();
+  m.to.assign(to.begin(), to.end());
+  std::sort(m.to.begin(), m.to.end(), [&](int a, int b) {
+    return (a - rank_ + n) % n < (b - rank_ + n) % n;
+  });
+  const std::uint64_t bytes = packet.size() + kPacketOverheadBytes;
+  m.wire = network_->wire_seconds(bytes);
+  sent_until_ = m.sent_at + static_cast<double>(to.size()) * m.wire;
+  m.params.clear();
+  m.packet.assign(packet.begin(), packet.end());
+  bytes_sent_ += bytes * to.size();
   m.view = std::exchange(pending_view_, std::nullopt);
   if (m.view) bytes_sent_ += view_message_bytes(size()) * to.size();
 }
@@ -120,7 +147,6 @@ std::vector<Inbox> SimExchange::collect(std::int64_t round, std::span<const int>
                                         const CollectOptions& options) {
   const double start = now_;
   const double deadline = start + std::chrono::duration<double>(options.deadline).count();
-  const double wire = network_->wire_seconds();
   std::vector<int> sorted;  // `from` is normally ascending already (topology order)
   std::span<const int> peers = from;
   if (!std::is_sorted(from.begin(), from.end())) {
@@ -131,7 +157,15 @@ std::vector<Inbox> SimExchange::collect(std::int64_t round, std::span<const int>
   std::vector<Inbox> got;
   got.reserve(peers.size());
   taken_.clear();
-  std::vector<std::pair<double, int>> arrivals;  // (arrival, sender) of what is taken
+  struct Arrival {
+    double at;
+    int sender;
+    double wire;
+    bool operator<(const Arrival& o) const {
+      return at < o.at || (at == o.at && sender < o.sender);
+    }
+  };
+  std::vector<Arrival> arrivals;  // of what is taken
   arrivals.reserve(peers.size());
   double until = start;
   for (int p : peers) {
@@ -169,14 +203,15 @@ std::vector<Inbox> SimExchange::collect(std::int64_t round, std::span<const int>
       if (waited) until = std::max(until, deadline);
       continue;
     }
-    arrivals.emplace_back(pick_arrival, p);
-    got.push_back(Inbox{p, pick->round, std::span<const float>(pick->params), pick->weight});
+    arrivals.push_back({pick_arrival, p, pick->wire});
+    got.push_back(Inbox{p, pick->round, std::span<const float>(pick->params), pick->weight,
+                        std::span<const std::byte>(pick->packet)});
   }
   // The receiving link, once done with earlier rounds, takes them one after another, earliest
   // first (ties: ascending sender), each done at max(previous done + w, its arrival).
   std::sort(arrivals.begin(), arrivals.end());
   double done = received_until_;
-  for (const auto& a : arrivals) done = std::max(done + wire, a.first);
+  for (const auto& a : arrivals) done = std::max(done + a.wire, a.at);
   received_until_ = done;
   now_ = std::max(until, done);
   return got;

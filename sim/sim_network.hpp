@@ -21,6 +21,8 @@ namespace gossip {
 /// Bytes a parameter message costs on the wire besides the floats: the frame header (32) and
 /// the f64 push-sum weight (8), as NetExchange sends it.
 inline constexpr std::uint64_t kMessageOverheadBytes = 40;
+/// A packet (Exchange::publish_packet) costs its own bytes and the frame header.
+inline constexpr std::uint64_t kPacketOverheadBytes = 32;
 /// Bytes a membership view of `peers` entries costs as its own frame: header, count, entries.
 inline std::uint64_t view_message_bytes(int peers) {
   return 32 + 4 + 5 * static_cast<std::uint64_t>(peers);
@@ -40,6 +42,8 @@ class SimExchange final : public Exchange {
   int size() const override;
   void publish(std::int64_t round, std::span<const float> params, double weight,
                std::span<const int> to) override;
+  void publish_packet(std::int64_t round, std::span<const std::byte> packet,
+                      std::span<const int> to) override;
   std::vector<Inbox> collect(std::int64_t round, std::span<const int> from,
                              const CollectOptions& options) override;
   std::vector<int> dead_peers() const override { return {}; }
@@ -72,7 +76,9 @@ class SimExchange final : public Exchange {
 /// only reads, so one phase's calls may run on many threads; phases must not overlap.
 class SimNetwork {
  public:
-  /// `history` = how many past rounds each sender keeps (max_staleness + 1 for async runs).
+  /// `history` = how many past rounds each sender keeps (max_staleness + 1 for async runs; 2 for
+  /// relayed exchanges, where a peer publishes its next hop in the phase its successor collects
+  /// the last one).
   SimNetwork(int peers, std::int64_t num_params, int history, const SimConfig& config,
              std::uint64_t seed);
 
@@ -81,8 +87,10 @@ class SimNetwork {
   /// Simulated seconds of one local step of `peer` (stragglers are straggler_factor slower).
   double step_seconds(int peer) const;
   void set_step_seconds(double seconds) { step_seconds_ = seconds; }
-  /// Seconds one message occupies a link: 8 * message bytes / bandwidth.
+  /// Seconds one parameter message occupies a link: 8 * message bytes / bandwidth.
   double wire_seconds() const;
+  /// Seconds a message of `bytes` (frame included) occupies a link.
+  double wire_seconds(std::uint64_t bytes) const;
   /// Whether the message from `from` to `to` of `round` is lost (deterministic per link, round).
   bool lost(int from, int to, std::int64_t round) const;
   /// A peer whose process is down (killed): its links are down too, so nobody waits for it, as
@@ -97,7 +105,9 @@ class SimNetwork {
     double weight = 1.0;
     double sent_at = 0.0;  // when the first of its messages started leaving the sender
     std::vector<int> to;   // recipients in the order the sender's link sends to them
+    double wire = 0.0;     // seconds one copy occupies a link
     std::vector<float> params;
+    std::vector<std::byte> packet;  // instead of params (publish_packet)
     std::optional<std::vector<Member>> view;  // the sender's membership view, if it sent one
   };
   /// When `message` has fully reached `receiver` if the receiver's link is idle:

@@ -43,8 +43,7 @@ class Swarm {
  public:
   Swarm(const RunConfig& config, const Topology& topology, std::vector<Learner> learners)
       : config_(config), topology_(&topology), learners_(std::move(learners)),
-        network_(topology.n(), learners_.front().num_params,
-                 config.gossip.algorithm == "async" ? config.gossip.max_staleness + 1 : 1,
+        network_(topology.n(), learners_.front().num_params, history(config.gossip),
                  config.sim, config.train.seed),
         pool_(config.sim.workers) {
     for (int p = 0; p < n(); ++p) {
@@ -56,7 +55,8 @@ class Swarm {
       monitors_.emplace_back(topology, p);
     }
     for (int p = 0; p < n(); ++p)
-      algorithms_.push_back(make_algorithm(learners_[p], *monitored_[p], topology, config.gossip));
+      algorithms_.push_back(make_algorithm(learners_[p], *monitored_[p], topology, config.gossip,
+                                           config.train.seed));
     host_.assign(n(), std::vector<float>(learners_.front().num_params));
     alive_.assign(n(), 1);
     paused_until_.assign(n(), -1.0);
@@ -69,6 +69,13 @@ class Swarm {
   /// Whether peer p's process is alive (not killed, or restarted since).
   bool alive(int p) const { return alive_[p] != 0; }
 
+  /// Rounds each sender keeps: async reads older ones; a relay publishes its next hop while its
+  /// successor reads the last.
+  static int history(const GossipConfig& g) {
+    if (g.algorithm == "async") return g.max_staleness + 1;
+    return g.algorithm == "allreduce" ? 2 : 1;
+  }
+
   void round(std::int64_t r, SimResult& result) {
     apply_faults(r, result);
     std::vector<int> active;
@@ -77,10 +84,20 @@ class Swarm {
     const auto t0 = Clock::now();
     pool_.run(static_cast<int>(active.size()), [&](int k) {
       const int p = active[k];
-      network_.exchange(p).compute(algorithms_[p]->local_steps(r) * network_.step_seconds(p));
-      algorithms_[p]->local_phase(r);
+      Algorithm& a = *algorithms_[p];
+      const double compute = a.local_steps(r) * network_.step_seconds(p);
+      if (a.overlaps()) {  // the publish leaves before the steps, which run while it travels
+        a.local_phase(r);
+        network_.exchange(p).compute(compute);
+      } else {
+        network_.exchange(p).compute(compute);
+        a.local_phase(r);
+      }
     });
     const auto t1 = Clock::now();
+    for (int s = 0; s < algorithms_.front()->relay_steps(); ++s)
+      pool_.run(static_cast<int>(active.size()),
+                [&](int k) { algorithms_[active[k]]->relay_phase(r, s); });
     pool_.run(static_cast<int>(active.size()),
               [&](int k) { algorithms_[active[k]]->mix_phase(r); });
     result.local_seconds += std::chrono::duration<double>(t1 - t0).count();

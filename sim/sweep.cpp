@@ -43,6 +43,30 @@ int run_sweep(const RunConfig& base, const std::string& out, bool progress_bar) 
   std::fflush(stdout);
 
   const auto t0 = std::chrono::steady_clock::now();
+  // The graphs against their spectra first: no data, seconds per graph.
+  std::vector<AveragingCheck> averaging;
+  if (base.compare.averaging_rounds > 0) {
+    for (const auto& t : base.compare.topologies) {
+      averaging.push_back(averaging_check(base, t, topologies.at(t), analyses.at(t),
+                                          base.compare.averaging_rounds));
+      const AveragingCheck& a = averaging.back();
+      if (a.exact_predicted)
+        std::printf("pure averaging on %s: exact average after %s (predicted after %lld)\n",
+                    a.label.c_str(),
+                    a.exact_after >= 0
+                        ? cat(a.exact_after, a.exact_after == 1 ? " round" : " rounds").c_str()
+                        : "never",
+                    static_cast<long long>(analyses.at(t).exact_after));
+      else
+        std::printf("pure averaging on %s: consensus distance x%.4f per round over rounds "
+                    "%lld-%lld, predicted rho^2 = %.4f (%+.1f%%)%s\n",
+                    a.label.c_str(), a.measured, static_cast<long long>(a.first),
+                    static_cast<long long>(a.last), a.predicted,
+                    100.0 * (a.measured - a.predicted) / a.predicted,
+                    a.agrees() ? "" : "  DISAGREES");
+    }
+    std::fflush(stdout);
+  }
   std::map<std::uint64_t, DataSets> data;  // by seed (synthetic sets depend on it)
   std::vector<CompareRow> rows;
   std::vector<SimResult> results;
@@ -54,7 +78,12 @@ int run_sweep(const RunConfig& base, const std::string& out, bool progress_bar) 
     Progress progress;
     progress.enable(progress_bar);
     progress.note(cat("[", i + 1, "/", settings.size(), "] ", s.label, ": ",
-                      topologies.at(path).n(), " peers, ", s.config.gossip.algorithm, ", period ",
+                      topologies.at(path).n(), " peers, ", s.config.gossip.algorithm,
+                      s.config.gossip.algorithm == "choco"
+                          ? cat(" (", describe(s.config.gossip.compress), ", gamma ",
+                                consensus_step(s.config.gossip), ")")
+                          : std::string(),
+                      ", period ",
                       s.config.gossip.period, ", shard ", s.config.data.shard, ", seed ",
                       s.config.train.seed, ", spectral gap per round ",
                       fixed(1.0 - analyses.at(path).rho_per_round, 4)));
@@ -91,6 +120,10 @@ int run_sweep(const RunConfig& base, const std::string& out, bool progress_bar) 
 
   std::string why;
   const bool plotted = draw_compare_plots(out, rows, &why);
+  std::string averaging_why;
+  if (!averaging.empty() && !write_averaging(out, averaging, &averaging_why))
+    std::fprintf(stderr, "gossip compare: warning: no averaging plot: %s\n",
+                 averaging_why.c_str());
   const double wall =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   // One line per setting: mean (and standard deviation over seeds) of what the table says.

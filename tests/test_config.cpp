@@ -157,6 +157,59 @@ TEST_CASE("weights that do not suit gossip.algorithm are refused with its line",
   }
 }
 
+TEST_CASE("gossip.compress, consensus_step and overlap are read and checked with file and line",
+          "[config][compress]") {
+  const auto c = load_config_from_string(
+      "gossip:\n  algorithm: choco\n  compress: {kind: top_k, fraction: 0.01}\n"
+      "  consensus_step: 0.2\n",
+      "c.yaml");
+  CHECK(c.gossip.compress.kind == "top_k");
+  CHECK(c.gossip.compress.fraction == 0.01);
+  CHECK(consensus_step(c.gossip) == 0.2);
+  const auto q = load_config_from_string(
+      "gossip:\n  compress:\n    kind: quantize\n    bits: 4\n  algorithm: choco\n", "c.yaml");
+  CHECK(q.gossip.compress.bits == 4);
+  CHECK(consensus_step(q.gossip) == default_consensus_step(q.gossip.compress));
+  CHECK(load_config_from_string("gossip: {algorithm: dpsgd, overlap: true}\n", "c.yaml")
+            .gossip.overlap);
+  auto fails = [](const std::string& text, const std::string& want) {
+    INFO(text);
+    CHECK_THROWS_WITH(load_config_from_string(text, "c.yaml"), Catch::Contains(want));
+  };
+  SECTION("a fraction outside (0, 1]") {
+    fails("gossip:\n  algorithm: choco\n  compress: {kind: top_k, fraction: 1.5}\n",
+          "c.yaml:3: gossip.compress.fraction: must be in (0, 1], got 1.5");
+    fails("gossip:\n  algorithm: choco\n  compress:\n    kind: random_k\n    fraction: 0\n",
+          "c.yaml:5: gossip.compress.fraction: must be > 0");
+  }
+  SECTION("bits other than 4 or 8") {
+    fails("gossip:\n  algorithm: choco\n  compress:\n    kind: quantize\n    bits: 2\n",
+          "c.yaml:5: gossip.compress.bits: must be 4 or 8, got 2");
+  }
+  SECTION("an unknown kind, or a field the kind does not take") {
+    fails("gossip:\n  algorithm: choco\n  compress: {kind: sketch}\n",
+          "c.yaml:3: gossip.compress.kind: unknown value 'sketch'");
+    fails("gossip:\n  algorithm: choco\n  compress:\n    kind: top_k\n    bits: 8\n",
+          "c.yaml:5: gossip.compress.bits: is for quantize, not top_k");
+    fails("gossip:\n  algorithm: choco\n  compress: {fraction: 0.1}\n",
+          "c.yaml:3: gossip.compress: a compressor needs its kind");
+    fails("gossip:\n  algorithm: choco\n  compress: top_k\n",
+          "c.yaml:3: gossip.compress: expected {kind: top_k, fraction: F}");
+  }
+  SECTION("compression with an algorithm that does not take it") {
+    fails("gossip:\n  algorithm: dpsgd\n  compress: {kind: top_k, fraction: 0.01}\n",
+          "c.yaml:3: gossip.compress: compression is for gossip.algorithm: choco; dpsgd");
+    fails("gossip:\n  compress: {kind: quantize, bits: 8}\n  algorithm: allreduce\n",
+          "c.yaml:2: gossip.compress: compression is for gossip.algorithm: choco; allreduce");
+    fails("gossip:\n  consensus_step: 0.5\n", "c.yaml:2: gossip.consensus_step: the consensus "
+                                               "step is choco's; dpsgd");
+    fails("gossip:\n  algorithm: push_sum\n  overlap: true\n",
+          "c.yaml:3: gossip.overlap: overlap is for dpsgd and local_sgd, not push_sum");
+    fails("gossip: {algorithm: choco}\nsim:\n  message_loss: 0.1\n",
+          "c.yaml:3: sim.message_loss: choco needs every message");
+  }
+}
+
 TEST_CASE("net.tls is off, on, or names ca, cert and key together", "[config][tls]") {
   const auto on = load_config_from_string("net:\n  run_id: r\n", "c.yaml", "/x/configs");
   CHECK(on.net.tls);  // on unless a config turns it off

@@ -2,11 +2,16 @@
 // over the in-memory SimExchange, every peer in turn on one thread.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <functional>
+#include <limits>
 #include <memory>
 #include <numeric>
 #include <vector>
 
+#include "gossip/compress.hpp"
 #include "gossip/core.hpp"
 #include "gossip/gossip.hpp"
 #include "gossip/rng.hpp"
@@ -37,7 +42,7 @@ Topology generate(const std::string& kind, int n, std::optional<WeightKind> w = 
 /// n peers of random vectors (no local steps), their exchanges and algorithms.
 struct ConsensusPeers {
   ConsensusPeers(const Topology& t, const GossipConfig& g, std::int64_t dim)
-      : backend(make_cpu_backend(1)), network(t.n(), dim, 1, SimConfig{}, 3) {
+      : backend(make_cpu_backend(1)), network(t.n(), dim, 2, SimConfig{}, 3) {
     for (int p = 0; p < t.n(); ++p) {
       auto rng = make_rng(3, p, Stream::kSim);
       x.emplace_back(dim);
@@ -50,6 +55,8 @@ struct ConsensusPeers {
   void rounds(std::int64_t from, std::int64_t to) {
     for (std::int64_t r = from; r < to; ++r) {
       for (auto& a : algs) a->local_phase(r);
+      for (int s = 0; s < algs.front()->relay_steps(); ++s)
+        for (auto& a : algs) a->relay_phase(r, s);
       for (auto& a : algs) a->mix_phase(r);
     }
   }
@@ -175,6 +182,9 @@ class SilentExchange final : public Exchange {
   void publish(std::int64_t, std::span<const float>, double, std::span<const int> to) override {
     sent_ += to.size();
   }
+  void publish_packet(std::int64_t, std::span<const std::byte>, std::span<const int> to) override {
+    sent_ += to.size();
+  }
   std::vector<Inbox> collect(std::int64_t, std::span<const int>, const CollectOptions&) override {
     return {};
   }
@@ -215,5 +225,365 @@ TEST_CASE("make_algorithm rejects unknown names and mismatched sizes", "[gossip]
   g.algorithm = "gossip-magic";
   REQUIRE_THROWS_AS(make_algorithm(Learner{backend.get(), x.data(), 4, {}}, net3.exchange(0), t, g),
                     InputError);
-  REQUIRE(algorithm_names().size() == 4);
+  REQUIRE(algorithm_names().size() == 6);
+  g.algorithm = "dpsgd";
+  g.compress.kind = "top_k";  // compression with an algorithm that does not take it
+  REQUIRE_THROWS_AS(make_algorithm(Learner{backend.get(), x.data(), 4, {}}, net3.exchange(0), t, g),
+                    InputError);
+  g.compress.kind = "none";
+  g.algorithm = "push_sum";
+  g.overlap = true;
+  REQUIRE_THROWS_AS(make_algorithm(Learner{backend.get(), x.data(), 4, {}}, net3.exchange(0), t, g),
+                    InputError);
+}
+
+// ---- compressors ----------------------------------------------------------------------------
+
+namespace {
+
+std::vector<float> spread_vector(std::size_t n, unsigned seed) {
+  // Magnitudes over four decades, so selection and block scales have something to tell apart.
+  auto v = test::random_vector(n, seed);
+  for (std::size_t i = 0; i < n; ++i) v[i] *= std::pow(10.0f, static_cast<float>(i % 4) - 2.0f);
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("top_k keeps the k largest coordinates and nothing else", "[gossip][compress]") {
+  const std::size_t n = 1000;
+  const auto v = spread_vector(n, 11);
+  CompressConfig c;
+  c.kind = "top_k";
+  c.fraction = 0.05;
+  Compressor q(c, n, 1, 0);
+  REQUIRE(q.kept() == 50);
+  std::vector<std::byte> packet;
+  q.encode(v, 0, Scaling::kContractive, packet);
+  REQUIRE(packet.size() == q.packet_bytes());
+  REQUIRE(packet.size() == kPacketHeaderBytes + 50 * 8);  // indices and values
+  REQUIRE(check_packet(packet, n).empty());
+  const auto got = decode_packet(packet, n);
+  std::vector<float> mags;
+  for (float x : v) mags.push_back(std::fabs(x));
+  std::sort(mags.begin(), mags.end(), std::greater<>());
+  const float kth = mags[49];
+  REQUIRE(kth > mags[50]);  // no tie at the cut in this vector
+  std::size_t kept = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (std::fabs(v[i]) >= kth) {
+      REQUIRE(got[i] == v[i]);  // a kept coordinate is sent exactly
+      ++kept;
+    } else {
+      REQUIRE(got[i] == 0.0f);
+    }
+  }
+  REQUIRE(kept == 50);
+  // Ties at the cut go to the lower index, whatever the sign.
+  const std::vector<float> ties{0.5f, -1.0f, 2.0f, 1.0f, -1.0f, 1.0f, 0.25f, 1.0f, -3.0f, 1.0f};
+  c.fraction = 0.4;
+  Compressor(c, ties.size(), 1, 0).encode(ties, 0, Scaling::kContractive, packet);
+  REQUIRE(decode_packet(packet, ties.size()) ==
+          std::vector<float>{0, -1.0f, 2.0f, 1.0f, 0, 0, 0, 0, -3.0f, 0});
+}
+
+TEST_CASE("random_k is unbiased in expectation and drawn from (seed, peer, round)",
+          "[gossip][compress]") {
+  const std::size_t n = 64;
+  const auto v = spread_vector(n, 12);
+  CompressConfig c;
+  c.kind = "random_k";
+  c.fraction = 0.25;
+  Compressor q(c, n, 7, 3);
+  REQUIRE(q.kept() == 16);
+  const int draws = 20000;
+  std::vector<double> mean(n, 0.0);
+  std::vector<int> picked(n, 0);
+  std::vector<std::byte> packet;
+  for (int r = 0; r < draws; ++r) {
+    q.encode(v, r, Scaling::kUnbiased, packet);
+    REQUIRE(check_packet(packet, n).empty());
+    const auto got = decode_packet(packet, n);
+    int nonzero = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      mean[i] += got[i] / draws;
+      if (got[i] != 0.0f) {
+        ++nonzero;
+        ++picked[i];
+        REQUIRE(got[i] == Approx(4.0 * v[i]));  // scaled by n / k
+      }
+    }
+    REQUIRE(nonzero == 16);  // k distinct coordinates every round
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    // E = v; the mean of `draws` samples of 4 v Bernoulli(1/4) has deviation |v| sqrt(3 / draws).
+    REQUIRE(std::fabs(mean[i] - v[i]) < 5.0 * std::fabs(v[i]) * std::sqrt(3.0 / draws) + 1e-12);
+    REQUIRE(picked[i] == Approx(draws / 4.0).epsilon(0.1));
+  }
+  // The same (seed, peer, round) draws the same; another peer or round draws otherwise.
+  std::vector<std::byte> a, b, other_peer, other_round;
+  q.encode(v, 5, Scaling::kContractive, a);
+  Compressor(c, n, 7, 3).encode(v, 5, Scaling::kContractive, b);
+  Compressor(c, n, 7, 4).encode(v, 5, Scaling::kContractive, other_peer);
+  q.encode(v, 6, Scaling::kContractive, other_round);
+  REQUIRE(a == b);
+  REQUIRE(a != other_peer);
+  REQUIRE(a != other_round);
+  const auto kept = decode_packet(a, n);  // contractive: the kept values as they are
+  for (std::size_t i = 0; i < n; ++i) REQUIRE((kept[i] == 0.0f || kept[i] == v[i]));
+}
+
+TEST_CASE("quantization stays within its error bound and is unbiased", "[gossip][compress]") {
+  const std::size_t n = 1300;  // two whole blocks of 512 and a partial one
+  const auto v = spread_vector(n, 13);
+  for (int bits : {8, 4}) {
+    SECTION(cat(bits, " bits")) {
+      CompressConfig c;
+      c.kind = "quantize";
+      c.bits = bits;
+      Compressor q(c, n, 1, 0);
+      const int levels = bits == 8 ? 127 : 7;
+      const std::size_t code_bytes = bits == 8 ? n : (n + 1) / 2;
+      REQUIRE(q.packet_bytes() == kPacketHeaderBytes + 3 * 4 + code_bytes);
+      std::vector<float> scale(3, 0.0f);
+      for (std::size_t i = 0; i < n; ++i) scale[i / 512] = std::max(scale[i / 512], std::fabs(v[i]));
+      const int draws = 4000;
+      std::vector<double> mean(n, 0.0);
+      std::vector<std::byte> packet;
+      for (int r = 0; r < draws; ++r) {
+        q.encode(v, r, Scaling::kContractive, packet);
+        REQUIRE(packet.size() == q.packet_bytes());
+        REQUIRE(check_packet(packet, n).empty());
+        const auto got = decode_packet(packet, n);
+        for (std::size_t i = 0; i < n; ++i) {
+          const float step = scale[i / 512] / levels;
+          REQUIRE(std::fabs(got[i] - v[i]) <= step * (1.0f + 1e-5f));
+          mean[i] += got[i] / draws;
+        }
+      }
+      for (std::size_t i = 0; i < n; ++i) {
+        // Stochastic rounding: each draw is off by at most one step, so the mean of `draws` is
+        // within 5 step / (2 sqrt(draws)) of v with overwhelming probability.
+        const double step = scale[i / 512] / levels;
+        REQUIRE(std::fabs(mean[i] - v[i]) < 5.0 * step / (2.0 * std::sqrt(draws)) + 1e-9);
+      }
+    }
+  }
+}
+
+TEST_CASE("a packet that does not fit the model is refused before it is used",
+          "[gossip][compress]") {
+  const std::size_t n = 100;
+  const auto v = spread_vector(n, 14);
+  CompressConfig c;
+  c.kind = "top_k";
+  c.fraction = 0.1;
+  std::vector<std::byte> sparse;
+  Compressor(c, n, 1, 0).encode(v, 0, Scaling::kContractive, sparse);
+  REQUIRE(check_packet(sparse, n).empty());
+  REQUIRE_FALSE(check_packet(sparse, n + 1).empty());  // for another model
+  auto truncated = sparse;
+  truncated.pop_back();
+  REQUIRE(check_packet(truncated, n).find("expected") != std::string::npos);
+  REQUIRE_FALSE(check_packet(std::span(sparse).first(8), n).empty());
+  auto out_of_range = sparse;
+  const std::uint32_t big = 100;
+  std::memcpy(out_of_range.data() + kPacketHeaderBytes + 9 * 4, &big, 4);  // the last index
+  REQUIRE(check_packet(out_of_range, n).find("out of range") != std::string::npos);
+  auto unsorted = sparse;
+  std::swap_ranges(unsorted.begin() + kPacketHeaderBytes, unsorted.begin() + kPacketHeaderBytes + 4,
+                   unsorted.begin() + kPacketHeaderBytes + 4);
+  REQUIRE_FALSE(check_packet(unsorted, n).empty());
+  auto nan = sparse;
+  const float bad = std::numeric_limits<float>::quiet_NaN();
+  std::memcpy(nan.data() + kPacketHeaderBytes + 10 * 4, &bad, 4);
+  REQUIRE(check_packet(nan, n).find("NaN") != std::string::npos);
+  auto unknown = sparse;
+  unknown[0] = std::byte{9};
+  REQUIRE(check_packet(unknown, n).find("unknown packet kind") != std::string::npos);
+
+  c.kind = "quantize";
+  c.bits = 4;
+  std::vector<std::byte> q4;
+  Compressor(c, n, 1, 0).encode(v, 0, Scaling::kContractive, q4);
+  REQUIRE(check_packet(q4, n).empty());
+  q4.back() = std::byte{0};  // nibble 0 stands for code -8, outside -7..7
+  REQUIRE(check_packet(q4, n).find("4-bit code") != std::string::npos);
+  q4[1] = std::byte{5};
+  REQUIRE(check_packet(q4, n).find("5 bits") != std::string::npos);
+
+  std::vector<std::byte> dense;
+  encode_dense(std::span(v).subspan(90), 90, dense);
+  REQUIRE(check_packet(dense, n).empty());
+  REQUIRE_FALSE(check_packet(dense, 95).empty());  // coordinates 90..99 of a model of 95
+}
+
+// ---- CHOCO-SGD, all-reduce, overlap ---------------------------------------------------------
+
+TEST_CASE("CHOCO preserves the average of the models and reaches it through compressed copies",
+          "[gossip][choco]") {
+  struct Case {
+    const char* kind;
+    double fraction;
+    int bits;
+    double gamma;
+  };
+  for (const Case k : {Case{"top_k", 0.1, 8, 0.3}, Case{"random_k", 0.2, 8, 0.2},
+                       Case{"quantize", 0.01, 8, 0.9}, Case{"quantize", 0.01, 4, 0.6}}) {
+    SECTION(cat(k.kind, " ", k.kind == std::string("quantize") ? k.bits : k.fraction)) {
+      const Topology t = generate("ring", 8);
+      GossipConfig g;
+      g.algorithm = "choco";
+      g.compress.kind = k.kind;
+      g.compress.fraction = k.fraction;
+      g.compress.bits = k.bits;
+      g.consensus_step = k.gamma;
+      ConsensusPeers peers(t, g, 300);
+      const auto before = peers.mean();
+      auto spread = [&] {
+        const auto m = peers.mean();
+        double d = 0.0;
+        for (const auto& v : peers.x)
+          for (std::size_t i = 0; i < v.size(); ++i) d += (v[i] - m[i]) * (v[i] - m[i]);
+        return d;
+      };
+      const double d0 = spread();
+      peers.rounds(0, 400);
+      const auto after = peers.mean();
+      // The consensus step moves x_i by gamma sum_j W_ij (xhat_j - xhat_i); with a doubly
+      // stochastic W these cancel over the peers, whatever the compressor sent (up to the
+      // float rounding of 400 rounds of running sums; the peers start 0.35 apart on average).
+      for (std::size_t i = 0; i < before.size(); ++i)
+        REQUIRE(after[i] == Approx(before[i]).margin(1e-3));
+      REQUIRE(spread() < 1e-4 * d0);  // and the peers reached it
+    }
+  }
+}
+
+TEST_CASE("CHOCO sends a fraction of the bytes and refuses graphs that change every round",
+          "[gossip][choco]") {
+  const Topology t = generate("ring", 4);
+  GossipConfig g;
+  g.algorithm = "choco";
+  g.compress.kind = "top_k";
+  g.compress.fraction = 0.01;
+  const std::int64_t dim = 10000;
+  ConsensusPeers peers(t, g, dim);
+  peers.rounds(0, 1);  // round 0 sends the whole difference: the copies start exact
+  const auto first = peers.network.exchange(0).bytes_sent();
+  REQUIRE(first == 2 * (kPacketHeaderBytes + dim * 4 + kPacketOverheadBytes));
+  peers.rounds(1, 11);
+  const auto later = peers.network.exchange(0).bytes_sent() - first;
+  REQUIRE(later == 10 * 2 * (kPacketHeaderBytes + 100 * 8 + kPacketOverheadBytes));
+
+  GeneratorSpec s;
+  s.kind = "one-peer-exponential";
+  s.n = 8;
+  const Topology changing = make_topology(s);
+  REQUIRE(changing.period() > 1);
+  REQUIRE_THROWS_WITH(ConsensusPeers(changing, g, 4), Catch::Contains("the same every round"));
+}
+
+TEST_CASE("all-reduce equals exact averaging", "[gossip][allreduce]") {
+  for (int n : {2, 3, 8, 16}) {
+    for (std::int64_t dim : {1001, 5}) {  // uneven chunks; fewer floats than peers
+      SECTION(cat(n, " peers, ", dim, " floats")) {
+        const Topology t = generate(n == 2 ? "complete" : "ring", n);  // only n matters
+        GossipConfig g;
+        g.algorithm = "allreduce";
+        ConsensusPeers peers(t, g, dim);
+        REQUIRE(peers.algs[0]->relay_steps() == 2 * (n - 1) - 1);
+        const auto mean = peers.mean();  // in double
+        double scale = 0.0;
+        for (const auto& v : peers.x)
+          for (float f : v) scale = std::max(scale, static_cast<double>(std::fabs(f)));
+        peers.rounds(0, 1);
+        for (const auto& v : peers.x) {
+          REQUIRE(v == peers.x.front());  // every peer holds the same bits
+          for (std::int64_t i = 0; i < dim; ++i)
+            REQUIRE(std::fabs(v[i] - mean[i]) <= n * scale * 6e-8);  // float rounding of n sums
+        }
+        // Each peer sent 2 (n - 1) chunks of about dim / n floats: the bytes of ring all-reduce.
+        std::uint64_t bytes = 0;
+        for (int p = 0; p < n; ++p) bytes += peers.network.exchange(p).bytes_sent();
+        REQUIRE(bytes == static_cast<std::uint64_t>(2 * (n - 1)) *
+                             (static_cast<std::uint64_t>(dim) * 4 +
+                              n * (kPacketHeaderBytes + kPacketOverheadBytes)));
+      }
+    }
+  }
+}
+
+TEST_CASE("overlap mixes the parameters that were sent and adds the local steps' change",
+          "[gossip][overlap]") {
+  // Peer p's "step" pulls x towards its own target: x <- x - 0.25 (x - target_p). With overlap
+  // the round is x_i <- sum_j W_ij x_j + (x_i' - x_i), x_i' the parameters after `period` steps
+  // from x_i; without it, the steps come first and the mix is of the stepped parameters.
+  const int n = 4;
+  const Topology t = generate("ring", n);  // weights 1/3 each
+  constexpr int dim = 3;
+  auto backend = make_cpu_backend(1);
+  auto run = [&](bool overlap, int rounds) {
+    SimNetwork network(n, dim, 1, SimConfig{}, 1);
+    std::vector<std::vector<float>> x(n);
+    std::vector<std::unique_ptr<Algorithm>> algs;
+    GossipConfig g;
+    g.algorithm = "local_sgd";
+    g.period = 2;
+    g.overlap = overlap;
+    for (int p = 0; p < n; ++p) x[p] = {1.0f * p, -2.0f * p, 0.5f};
+    for (int p = 0; p < n; ++p) {
+      float* xp = x[p].data();
+      auto step = [xp, p] {
+        for (int i = 0; i < 3; ++i) xp[i] -= 0.25f * (xp[i] - static_cast<float>(10 * p + i));
+        return 0.0;
+      };
+      algs.push_back(make_algorithm(Learner{backend.get(), xp, dim, step}, network.exchange(p),
+                                    t, g));
+    }
+    REQUIRE(algs[0]->overlaps() == overlap);
+    for (int r = 0; r < rounds; ++r) {
+      for (auto& a : algs) a->local_phase(r);
+      for (auto& a : algs) a->mix_phase(r);
+    }
+    return x;
+  };
+  // The documented update in double.
+  std::vector<std::vector<double>> want(n), plain(n);
+  for (int p = 0; p < n; ++p) want[p] = plain[p] = {1.0 * p, -2.0 * p, 0.5};
+  auto steps = [](std::vector<double> v, int p) {
+    for (int s = 0; s < 2; ++s)
+      for (int i = 0; i < dim; ++i) v[i] -= 0.25 * (v[i] - (10 * p + i));
+    return v;
+  };
+  const int rounds = 3;
+  for (int r = 0; r < rounds; ++r) {
+    auto next = want, next_plain = plain;
+    std::vector<std::vector<double>> stepped(n);
+    for (int p = 0; p < n; ++p) stepped[p] = steps(plain[p], p);
+    for (int p = 0; p < n; ++p) {
+      const auto local = steps(want[p], p);
+      for (int i = 0; i < dim; ++i) {
+        double mix = 0.0, mix_plain = 0.0;
+        for (int j : {(p + n - 1) % n, p, (p + 1) % n}) {
+          mix += want[j][i] / 3.0;
+          mix_plain += stepped[j][i] / 3.0;
+        }
+        next[p][i] = mix + (local[i] - want[p][i]);
+        next_plain[p][i] = mix_plain;
+      }
+    }
+    want = next;
+    plain = next_plain;
+  }
+  const auto got = run(true, rounds);
+  const auto got_plain = run(false, rounds);
+  double apart = 0.0;
+  for (int p = 0; p < n; ++p)
+    for (int i = 0; i < dim; ++i) {
+      REQUIRE(got[p][i] == Approx(want[p][i]).margin(1e-5));
+      REQUIRE(got_plain[p][i] == Approx(plain[p][i]).margin(1e-5));
+      apart = std::max(apart, std::fabs(want[p][i] - plain[p][i]));
+    }
+  REQUIRE(apart > 0.1);  // the two forms differ, so the test tells them apart
 }

@@ -220,13 +220,14 @@ class FakeExchange final : public gossip::Exchange {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   void publish(std::int64_t, std::span<const float>, double, std::span<const int>) override {}
+  void publish_packet(std::int64_t, std::span<const std::byte>, std::span<const int>) override {}
   std::vector<gossip::Inbox> collect(std::int64_t round, std::span<const int> from,
                                      const gossip::CollectOptions& o) override {
     last_no_wait = o.no_wait;
     std::vector<gossip::Inbox> out;
     for (int p : from)
       if (std::find(answering.begin(), answering.end(), p) != answering.end())
-        out.push_back(gossip::Inbox{p, round, {}, 1.0});
+        out.push_back(gossip::Inbox{p, round, {}, 1.0, {}});
     return out;
   }
   std::vector<int> dead_peers() const override { return {}; }

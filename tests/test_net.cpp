@@ -354,8 +354,8 @@ TEST_CASE("the frame decoder refuses bad input and says why", "[net]") {
   }
   SECTION("unknown type, other version, ragged params, trailing bytes") {
     auto t = good;
-    t[6] = std::byte{9};
-    CHECK(refused(t) == "unknown frame type 9");
+    t[6] = std::byte{wire::kLastFrameType + 1};
+    CHECK(refused(t) == cat("unknown frame type ", wire::kLastFrameType + 1));
     t = good;
     t[4] = std::byte{wire::kVersion + 1};
     CHECK_THAT(refused(t), Contains(cat("unsupported frame version ", wire::kVersion + 1)));
@@ -550,7 +550,7 @@ TEST_CASE("handshakes round-trip and a different model or topology is refused", 
   CHECK(wire::refusal_reason(ours, theirs) == "run id 'other' != ours 'test-run'");
   theirs = ours;
   theirs.protocol_version = 9;
-  CHECK(wire::refusal_reason(ours, theirs) == "protocol version 9 != ours 4");
+  CHECK(wire::refusal_reason(ours, theirs) == "protocol version 9 != ours 5");
 
   auto offering = ours;  // a same-host offer travels with the handshake
   offering.shm = wire::ShmOffer{0xABCDEF, 4242, 17, 0x1234, 1 << 20, 4};
@@ -578,8 +578,8 @@ TEST_CASE("a neighbour already past the round asked for is not waited for, and i
   gossip::net::Mailboxes mail(0, 3, {1, 2}, 2, 8, [](const std::string&) {});
   mail.set_state(1, gossip::net::LinkState::kUp);
   mail.set_state(2, gossip::net::LinkState::kUp);
-  mail.deliver(1, gossip::net::Message{5, 1.0, {1.0f, 2.0f}});
-  mail.deliver(2, gossip::net::Message{7, 1.0, {3.0f, 4.0f}});  // skipped round 5
+  mail.deliver(1, gossip::net::Message{5, 1.0, {1.0f, 2.0f}, {}});
+  mail.deliver(2, gossip::net::Message{7, 1.0, {3.0f, 4.0f}, {}});  // skipped round 5
   const int from[] = {1, 2};
   gossip::CollectOptions o;
   o.deadline = std::chrono::milliseconds(60'000);  // a wait for peer 2 would take a minute
@@ -605,7 +605,7 @@ TEST_CASE("a neighbour already past the round asked for is not waited for, and i
 TEST_CASE("mailboxes keep rounds per neighbour and apply the sync and async rules", "[net]") {
   LogSink log;
   net::Mailboxes mail(0, 3, {2, 1}, 4, 3, log.fn());
-  auto msg = [](std::int64_t round) { return net::Message{round, 1.0, std::vector<float>(4)}; };
+  auto msg = [](std::int64_t round) { return net::Message{round, 1.0, std::vector<float>(4), {}}; };
   const std::vector<int> both{2, 1}, one{1}, two{2};
   auto rounds = [](const std::vector<Inbox>& in) {
     std::string s;

@@ -300,7 +300,11 @@ TEST_CASE("gossip run over TCP and gossip sim end with bit-identical parameters"
     int period;
     bool shared_memory;  // on one host peers read each other's parameters from shared memory
   };
-  for (const Case c : {Case{"dpsgd", 1, true}, Case{"local_sgd", 3, true}, Case{"dpsgd", 1, false}}) {
+  for (const Case c : {Case{"dpsgd", 1, true}, Case{"local_sgd", 3, true}, Case{"dpsgd", 1, false},
+                       Case{"dpsgd, overlap: true", 1, true},
+                       Case{"choco, compress: {kind: top_k, fraction: 0.1}", 1, true},
+                       Case{"choco, compress: {kind: quantize, bits: 4}", 2, false},
+                       Case{"allreduce", 1, true}}) {
     SECTION(gossip::cat(c.algorithm, " period ", c.period,
                         c.shared_memory ? ", shared memory" : ", TCP only")) {
       TempDir t;
@@ -318,6 +322,19 @@ TEST_CASE("gossip run over TCP and gossip sim end with bit-identical parameters"
       CHECK(shm_links == (c.shared_memory ? 2u : 0u));
     }
   }
+}
+
+TEST_CASE("all-reduce talks round the ring whatever the graph, bit-identical to the simulator",
+          "[peer]") {
+  // On a star most peers' only neighbour is the hub; all-reduce's ring needs links between
+  // consecutive ranks, which each peer adds to the graph's own.
+  TempDir t;
+  const auto cfg = write_config(t.path, 5, "allreduce", 1, 1);
+  std::ofstream(t.path / "topo.yaml") << "generator: star\nn: 5\n";
+  check_run_equals_sim(t.path, cfg, 5);
+  const auto a = hashes(t.path / "run" / "summary.json");
+  for (const auto& h : a) CHECK(h == a.front());  // every peer holds the exact average
+  CHECK(number(t.path / "run" / "summary.json", "test_accuracy") > 0.8);
 }
 
 TEST_CASE("a CNN runs over TCP bit-identical to the simulator", "[peer]") {

@@ -256,6 +256,48 @@ TEST_CASE("a round costs step + latency + out-degree wire times: complete agains
           Approx(complete.rounds * (n - 3) * w).epsilon(1e-9));
 }
 
+TEST_CASE("with overlap a round costs max(step, communication), not their sum", "[sim]") {
+  RunConfig config = small_config();
+  config.train.epochs = 1;
+  config.sim.step_ms = 2.0;
+  config.sim.latency_ms = 1.0;
+  config.sim.bandwidth_mbps = 10000.0;
+  const DataSets data = load_datasets(config);
+  const Topology ring = generate("ring", 8);
+  const SimResult plain = simulate(config, ring, data);
+  config.gossip.overlap = true;
+  const SimResult overlapped = simulate(config, ring, data);
+  const double bytes = 4.0 * static_cast<double>(plain.params.front().size()) +
+                       kMessageOverheadBytes;
+  const double w = bytes * 8.0 / 1e10, step = 0.002, lat = 0.001;
+  REQUIRE(lat + 2 * w < step);  // the communication fits behind the compute
+  for (const auto& e : plain.evals)
+    REQUIRE(e.sim_seconds == Approx(e.round * (step + lat + 2 * w)).epsilon(1e-9).margin(1e-12));
+  for (const auto& e : overlapped.evals)
+    REQUIRE(e.sim_seconds == Approx(e.round * step).epsilon(1e-9).margin(1e-12));
+  REQUIRE(overlapped.params_sha256 != plain.params_sha256);  // another update, as documented
+  REQUIRE(overlapped.evals.back().average_accuracy > 0.8);
+}
+
+TEST_CASE("a packet occupies the link for its own bytes and the frame header", "[sim]") {
+  SimConfig s;
+  s.latency_ms = 10.0;
+  s.bandwidth_mbps = 8.0;  // 1 MB/s
+  SimNetwork net(3, 1000, 2, s, 1);
+  const std::vector<std::byte> packet(968);
+  const double w = (968 + kPacketOverheadBytes) * 8.0 / 8e6, lat = 0.010;
+  const int to[] = {1, 2}, from0[] = {0};
+  net.exchange(0).publish_packet(0, packet, to);
+  REQUIRE(net.exchange(0).bytes_sent() == 2 * (968 + kPacketOverheadBytes));
+  for (int k = 1; k < 3; ++k) {
+    const auto got = net.exchange(k).collect(0, from0, CollectOptions{});
+    REQUIRE(got.size() == 1);
+    REQUIRE(got[0].packet.size() == 968);
+    REQUIRE(got[0].params.empty());
+    REQUIRE(net.exchange(k).now() == Approx(k * w + lat).epsilon(1e-9));
+  }
+}
+
 TEST_CASE("latency and bandwidth change simulated seconds, never the parameters", "[sim]") {
   RunConfig config = small_config();
   config.train.epochs = 1;
@@ -279,6 +321,71 @@ TEST_CASE("compare settings cover the sweep and label what varies", "[sim]") {
   REQUIRE(s[0].label == "ring-16 seed=1");
   REQUIRE(s[3].label == "torus-4x4 seed=2");
   REQUIRE(s[3].config.train.seed == 2);
+}
+
+TEST_CASE("compare sweeps compressors for choco only and labels them", "[sim][compare]") {
+  RunConfig base = small_config();
+  base.compare.topologies = {"topologies/ring-16.yaml"};
+  base.compare.algorithms = {"dpsgd", "choco", "allreduce"};
+  CompressConfig top, q8;
+  top.kind = "top_k";
+  top.fraction = 0.01;
+  q8.kind = "quantize";
+  q8.bits = 8;
+  base.compare.compress = {top, q8};
+  base.gossip.consensus_step = 0.3;
+  const auto s = compare_settings(base);
+  REQUIRE(s.size() == 4);
+  REQUIRE(s[0].label == "ring-16 dpsgd");
+  REQUIRE(s[0].config.gossip.compress.kind == "none");
+  REQUIRE(s[0].config.gossip.consensus_step == 0.0);
+  REQUIRE(s[1].label == "ring-16 choco top_k 0.01");
+  REQUIRE(s[1].config.gossip.compress == top);
+  REQUIRE(s[1].config.gossip.consensus_step == 0.3);
+  REQUIRE(s[2].label == "ring-16 choco quantize 8 bits");
+  REQUIRE(s[3].label == "ring-16 allreduce");
+}
+
+TEST_CASE("pure averaging contracts by rho^2 per round, and exactly on the one-peer "
+          "exponential graph", "[sim][compare]") {
+  RunConfig config = small_config();
+  struct Case {
+    const char* name;
+    Topology t;
+  };
+  Case cases[] = {{"ring-16", generate("ring", 16)},
+                  {"torus-4x4", generate("torus", 0, 4, 4)},
+                  {"exp-16", generate("exponential", 16)},
+                  {"one-peer-exp-16", generate("one-peer-exponential", 16)}};
+  std::vector<AveragingCheck> checks;
+  for (auto& c : cases) {
+    const TopologyReport report = analyze(c.t);
+    checks.push_back(averaging_check(config, cat(c.name, ".yaml"), c.t, report, 100));
+    const AveragingCheck& a = checks.back();
+    INFO(c.name << ": measured " << a.measured << " predicted " << a.predicted << " over rounds "
+                << a.first << ".." << a.last);
+    REQUIRE(a.label == c.name);
+    REQUIRE(a.distance.size() == 101);
+    if (std::string(c.name) == "one-peer-exp-16") {
+      REQUIRE(a.exact_predicted);
+      REQUIRE(a.exact_after == 4);  // log2(16) rounds
+      REQUIRE(a.distance[3] > 1e-6 * a.distance[0]);  // and not before
+    } else {
+      REQUIRE_FALSE(a.exact_predicted);
+      REQUIRE(a.last - a.first >= 8);
+      REQUIRE(a.measured == Approx(a.predicted).epsilon(0.10));
+    }
+    REQUIRE(a.agrees());
+  }
+  REQUIRE(checks[0].first == 20);  // the ring stays above float's floor for all 100 rounds
+  REQUIRE(checks[0].last == 100);
+  const std::string dir = temp_dir("averaging");
+  std::string why;
+  write_averaging(dir, checks, &why);  // the plot needs gnuplot; the tables do not
+  const std::string csv = read_text(dir + "/averaging.csv");
+  REQUIRE(csv.find("one-peer-exp-16,one-peer-exp-16.yaml,0,0,") != std::string::npos);
+  REQUIRE(read_text(dir + "/report.md").find("| ring-16 | 0.9493 | 0.9011 |") != std::string::npos);
+  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("a sweep refuses an algorithm its graphs cannot run before simulating anything",

@@ -111,9 +111,22 @@ struct TrainConfig {
   std::int64_t checkpoint_every = 0;  // rounds between checkpoints of each peer (0 = none)
 };
 
+/// gossip.compress: what CHOCO-SGD sends of the difference between a peer's parameters and its
+/// public copy (docs/config.md).
+struct CompressConfig {
+  std::string kind = "none";  // none | top_k | random_k | quantize
+  double fraction = 0.01;     // top_k, random_k: share of the coordinates sent, in (0, 1]
+  int bits = 8;               // quantize: 4 or 8
+  bool operator==(const CompressConfig&) const = default;
+};
+
+/// "top_k 0.01", "random_k 0.05", "quantize 8 bits", "none".
+std::string describe(const CompressConfig& c);
+
 struct GossipConfig {
   std::string topology;             // path of a topology YAML (relative to the config)
-  std::string algorithm = "dpsgd";  // dpsgd | local_sgd | push_sum | async
+  // dpsgd | local_sgd | push_sum | async | choco | allreduce
+  std::string algorithm = "dpsgd";
   int period = 1;                   // local steps between gossip rounds (local SGD's H)
   int max_staleness = 2;            // async: oldest acceptable neighbour round
   double round_timeout_s = 30.0;    // how long a peer waits for a neighbour before leaving it out
@@ -122,9 +135,18 @@ struct GossipConfig {
   std::int64_t dead_after_rounds = 3;
   double dead_after_s = -1.0;
   std::string on_partition = "continue";  // continue | stop: when the live graph splits
+  CompressConfig compress;          // choco only
+  double consensus_step = 0.0;      // choco's gamma; 0 = default_consensus_step(compress)
+  bool overlap = false;             // dpsgd, local_sgd: send round r while computing round r+1
   /// dead_after_s with its default resolved.
   double dead_after_seconds() const { return dead_after_s < 0 ? round_timeout_s : dead_after_s; }
 };
+
+/// CHOCO's consensus step when gossip.consensus_step is not given: 1 without compression (CHOCO
+/// is then D-PSGD), and for each compressor the value the shipped sweep found best.
+double default_consensus_step(const CompressConfig& c);
+/// gossip.consensus_step, or its default.
+double consensus_step(const GossipConfig& g);
 
 struct SimConfig {
   int workers = 0;                  // worker threads for virtual peers (0 = number of cores)
@@ -163,7 +185,11 @@ struct CompareConfig {
   std::vector<int> periods;             // empty = gossip.period
   std::vector<std::string> shards;      // empty = data.shard
   std::vector<std::uint64_t> seeds;     // empty = train.seed
+  std::vector<CompressConfig> compress; // choco settings: one per compressor (empty = gossip.compress)
   double target_accuracy = 0.8;
+  // A pure-averaging pass (learning rate 0) on every topology, its measured contraction of the
+  // consensus distance per round against rho^2; 0 rounds = no pass.
+  std::int64_t averaging_rounds = 0;
 };
 
 /// One entry of the fault schedule (`faults:`): at `round`, kill (SIGKILL), restart, or pause

@@ -5,6 +5,9 @@
 ///  - publish(r, buf, w, to) sends `buf` (the whole flat parameter buffer) and the push-sum weight
 ///    `w` for round r to each peer in `to`. The caller keeps `buf` unchanged until the next
 ///    collect() returns (so a transport may send it without copying).
+///  - publish_packet(r, bytes, to) sends an opaque packet instead (a compressed message or an
+///    all-reduce chunk, gossip/compress.hpp): its length is its own, not the model's. The same
+///    rules hold; the receiver finds it in Inbox::packet. An algorithm uses one of the two.
 ///  - collect(r, from, ...) returns what each peer in `from` published, in ascending peer id,
 ///    never in arrival order. In kSync mode it waits for round r exactly; in kAsync mode it takes
 ///    the newest message each neighbour has sent, waiting only for those older than
@@ -23,6 +26,7 @@
 #endif
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -53,6 +57,7 @@ struct Inbox {
   std::int64_t round = -1;       // the round the sender published it for
   std::span<const float> params; // its parameter buffer (valid until the next collect)
   double weight = 1.0;           // push-sum weight (1 for algorithms that do not use it)
+  std::span<const std::byte> packet;  // what publish_packet sent (params is then empty)
 };
 
 enum class CollectMode { kSync, kAsync };
@@ -78,6 +83,11 @@ class Exchange {
   /// Sends `params` and push-sum weight `weight` for `round` to every peer in `to`.
   virtual void publish(std::int64_t round, std::span<const float> params, double weight,
                        std::span<const int> to) = 0;
+
+  /// Sends `packet` for `round` to every peer in `to` (the caller keeps it unchanged until the
+  /// next collect() returns, as with publish).
+  virtual void publish_packet(std::int64_t round, std::span<const std::byte> packet,
+                              std::span<const int> to) = 0;
 
   /// Takes what the peers in `from` published for `round` (see the contract above).
   virtual std::vector<Inbox> collect(std::int64_t round, std::span<const int> from,

@@ -1,13 +1,17 @@
-/// gossip: the decentralized algorithms (D-PSGD, local SGD, push-sum, asynchronous gossip), each a
-/// per-peer object written once against Exchange (DESIGN idea 2), so the simulator and a real
-/// peer run the same code. A round has two phases:
+/// gossip: the decentralized algorithms (D-PSGD, local SGD, push-sum, asynchronous gossip,
+/// CHOCO-SGD) and the all-reduce baseline, each a per-peer object written once against Exchange
+/// (DESIGN idea 2), so the simulator and a real peer run the same code. A round has phases:
 ///
-///   local_phase(r): local_steps(r) steps of SGD on this peer's shard, then publish for round r;
-///   mix_phase(r):   collect what the in-neighbours published and mix it into the parameters.
+///   local_phase(r):    local_steps(r) steps of SGD on this peer's shard, then publish for round
+///                      r (with gossip.overlap: publish first, then the steps);
+///   relay_phase(r, s): s = 0 .. relay_steps() - 1: collect what the previous step brought and
+///                      publish the next (all-reduce's ring hops; gossip has none);
+///   mix_phase(r):      collect what the in-neighbours published and mix it into the parameters.
 ///
-/// A real peer calls them in sequence (local_phase(r); mix_phase(r); ++r). The simulator runs
-/// every peer's local phase on a worker pool, waits for all, then every peer's mix phase: no phase
-/// blocks on another peer's phase of the same kind, so any number of threads works.
+/// A real peer calls them in sequence (run_round). The simulator runs every peer's local phase on
+/// a worker pool, waits for all, then every peer's relay phase s for each s, then every peer's mix
+/// phase: no phase blocks on another peer's phase of the same kind, so any number of threads
+/// works.
 ///
 /// Mixing sums in ascending peer id with Backend::mix, this peer at its place in the order, so
 /// the result is bit-identical whatever the transport or arrival order. An in-neighbour missing
@@ -51,7 +55,7 @@ class Algorithm {
  public:
   virtual ~Algorithm() = default;
 
-  /// "dpsgd", "local_sgd", "push_sum" or "async".
+  /// "dpsgd", "local_sgd", "push_sum", "async", "choco" or "allreduce".
   virtual std::string name() const = 0;
   /// Local steps taken in local_phase(round): `period` for every algorithm here, 0 for a
   /// learner without a step function.
@@ -60,6 +64,20 @@ class Algorithm {
   virtual void local_phase(std::int64_t round) = 0;
   /// Collect the in-neighbours' buffers for `round` and mix them into this peer's parameters.
   virtual void mix_phase(std::int64_t round) = 0;
+  /// Exchange steps between the local and the mix phase, each needing the other peers' previous
+  /// step (all-reduce: 2 (n - 1) - 1 ring hops); 0 for the gossip algorithms.
+  virtual int relay_steps() const { return 0; }
+  /// Relay step `step` of `round`: collect the previous hop, publish the next.
+  virtual void relay_phase(std::int64_t /*round*/, int /*step*/) {}
+  /// Whether local_phase publishes before its local steps (gossip.overlap), so the sending
+  /// overlaps the computing: the simulator then charges the compute time after the publish.
+  virtual bool overlaps() const { return false; }
+  /// One whole round as a real peer runs it: local phase, relay phases, mix phase.
+  void run_round(std::int64_t round) {
+    local_phase(round);
+    for (int s = 0; s < relay_steps(); ++s) relay_phase(round, s);
+    mix_phase(round);
+  }
 
   /// The parameters a user of the model should see (push-sum: already de-biased, x / w), into
   /// a host buffer of num_params floats.
@@ -122,18 +140,29 @@ RoundPlan plan_rounds(const RunConfig& config, std::int64_t train_samples, int p
 const std::vector<std::string>& algorithm_names();
 
 /// Checks that the topology's weights suit config.gossip.algorithm: push-sum needs every
-/// round's columns to sum to 1, the others its rows. Throws InputError naming the config's file
+/// round's columns to sum to 1, the others its rows; choco also a graph that is the same every
+/// round (its public copies follow fixed neighbours); allreduce uses only the number of peers. Throws InputError naming the config's file
 /// and line ("c.yaml:9: gossip.algorithm: push_sum needs column-stochastic weights ...").
 /// Commands call it as soon as the topology is loaded, before any peer starts.
 void check_algorithm(const RunConfig& config, const Topology& topology);
 
 /// Makes the algorithm `config.algorithm` for peer exchange.rank(). The learner, exchange and
 /// topology must outlive it. Throws InputError for an unknown name, or for push-sum's opposite
-/// (dpsgd/local_sgd/async) on a directed topology, whose rows need not sum to one.
+/// (dpsgd/local_sgd/async) on a directed topology, whose rows need not sum to one. `seed`
+/// (train.seed) seeds CHOCO's compressors with (seed, peer, round).
 std::unique_ptr<Algorithm> make_algorithm(const Learner& learner, Exchange& exchange,
-                                          const Topology& topology, const GossipConfig& config);
+                                          const Topology& topology, const GossipConfig& config,
+                                          std::uint64_t seed = 1);
 /// The same with the trainer's learner.
 std::unique_ptr<Algorithm> make_algorithm(Trainer& trainer, Exchange& exchange,
-                                          const Topology& topology, const GossipConfig& config);
+                                          const Topology& topology, const GossipConfig& config,
+                                          std::uint64_t seed = 1);
+
+/// The peers an algorithm talks to besides the topology's neighbours: all-reduce's ring
+/// (rank - 1 and rank + 1 mod n); none for the others.
+std::vector<int> extra_neighbours(const GossipConfig& config, int rank, int peers);
+/// How many exchange rounds a neighbour may run ahead of this peer beyond the topology's own
+/// lead: all-reduce's hops (2 (n - 1) a round) can be that many ahead; 0 for the others.
+std::int64_t extra_round_lead(const GossipConfig& config, int peers);
 
 }  // namespace gossip

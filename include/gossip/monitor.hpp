@@ -144,6 +144,8 @@ class MonitoredExchange final : public Exchange {
   int size() const override { return inner_->size(); }
   void publish(std::int64_t round, std::span<const float> params, double weight,
                std::span<const int> to) override;
+  void publish_packet(std::int64_t round, std::span<const std::byte> packet,
+                      std::span<const int> to) override;
   std::vector<Inbox> collect(std::int64_t round, std::span<const int> from,
                              const CollectOptions& options) override;
   std::vector<int> dead_peers() const override { return membership_.dead(); }
@@ -166,6 +168,9 @@ class MonitoredExchange final : public Exchange {
   Membership membership_;
   std::function<double()> clock_;
   std::vector<Member> last_sent_;
+  /// The peers of `to_all` whose links the schedule leaves up in `round`, after sending them
+  /// our view when it changed (or is due again): what publish and publish_packet share.
+  std::vector<int> before_publish(std::int64_t round, std::span<const int> to_all);
   const std::vector<Fault>* faults_ = nullptr;
   std::int64_t dead_after_rounds_;
   double dead_after_s_;

@@ -171,6 +171,8 @@ class NetExchange final : public Exchange {
   int size() const override;
   void publish(std::int64_t round, std::span<const float> params, double weight,
                std::span<const int> to) override;
+  void publish_packet(std::int64_t round, std::span<const std::byte> packet,
+                      std::span<const int> to) override;
   std::vector<Inbox> collect(std::int64_t round, std::span<const int> from,
                              const CollectOptions& options) override;
   std::vector<int> dead_peers() const override;

@@ -117,6 +117,8 @@ struct PlotSeries {
   double x_divisor = 1.0;   // e.g. 1e6 for bytes shown as MB
   std::string label;
   int spread_column = 0;    // > 0: a shaded band y +- this column (a standard deviation)
+  int colour = -1;          // palette entry; -1 = the series' place in its panel
+  bool dashed = false;      // a dashed line (e.g. a prediction beside its measurement)
 };
 
 /// One panel of a plot (several panels share one image, in a grid).

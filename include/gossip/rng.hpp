@@ -20,6 +20,7 @@ enum class Stream : std::uint64_t {
   kSynthetic = 5, // synthetic data sets
   kSim = 6,       // simulator: message loss, consensus vectors
   kDropout = 7,
+  kCompress = 8,  // compressed gossip: random_k's coordinates, quantization's rounding
 };
 
 /// splitmix64 step: a good 64-bit mix for deriving independent seeds.

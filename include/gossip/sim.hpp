@@ -133,8 +133,8 @@ struct CompareSetting {
   RunConfig config;
 };
 
-/// The settings of a sweep (compare.topologies x algorithms x periods x shards x seeds, in that
-/// nesting, topologies outermost). Throws InputError when compare.topologies is empty.
+/// The settings of a sweep (compare.topologies x algorithms (x compare.compress for choco) x
+/// periods x shards x seeds, in that nesting, topologies outermost). Throws InputError when compare.topologies is empty.
 std::vector<CompareSetting> compare_settings(const RunConfig& base);
 
 /// When a run first reached the target, interpolated linearly between the evaluation below it
@@ -150,6 +150,8 @@ TargetCrossing first_crossing(const std::vector<EvalPoint>& evals, double target
 /// One row of compare.csv: one run of a setting (one seed).
 struct CompareRow {
   std::string label, group, topology, algorithm, shard;
+  std::string compress;              // choco: its compressor ("top_k 0.01"); else empty
+  double consensus_step = 0.0;       // choco: gamma; else 0
   int period = 1;
   std::uint64_t seed = 0;
   int peers = 0;
@@ -204,6 +206,38 @@ std::string compare_title(const std::vector<CompareRow>& rows,
 /// block each, in group order).
 void write_compare(const std::string& dir, const std::vector<CompareRow>& rows,
                    const std::vector<SimResult>& results, double target_accuracy);
+
+/// The pure-averaging pass of one topology (compare.averaging_rounds): peers start from different
+/// random vectors, learning rate 0, D-PSGD mixing (push-sum on a directed graph); the consensus
+/// distance (a squared disagreement) should shrink by rho^2 per round, rho the second-largest
+/// eigenvalue modulus of W per round.
+struct AveragingCheck {
+  std::string label;                 // the topology file's stem
+  std::string topology;              // its path
+  double rho = 1.0;                  // per round (TopologyReport::rho_per_round)
+  double predicted = 1.0;            // rho^2
+  double measured = 1.0;             // geometric mean of d(t+1) / d(t) over [first, last]
+  std::int64_t first = 0, last = 0;  // the measured rounds
+  std::int64_t exact_after = -1;     // where exact averaging is predicted: the first round
+                                     // with d <= 1e-12 d(0) (-1 when never)
+  bool exact_predicted = false;      // the analysis says W's product is the exact average
+  std::vector<double> distance;      // d(0), d(1), ...
+  /// measured within 10% of predicted; for exact averaging, reached when predicted.
+  bool agrees() const;
+};
+
+/// Runs the pass for `rounds` rounds. The window is rounds 20..100 (of those run); when the
+/// distance falls under 1e-9 of its start (float32's floor) sooner, it ends there and starts at
+/// the lesser of 20 and half its end.
+AveragingCheck averaging_check(const RunConfig& base, const std::string& topology_path,
+                               const Topology& topology, const TopologyReport& analysis,
+                               std::int64_t rounds);
+
+/// Writes DIR/averaging.csv and DIR/averaging.dat (per topology: round, d / d(0), prediction)
+/// and appends its table to DIR/report.md; draws DIR/averaging.{png,svg} (the prediction
+/// dashed). Returns false, with `why` set, when the plot could not be drawn.
+bool write_averaging(const std::string& dir, const std::vector<AveragingCheck>& checks,
+                     std::string* why);
 
 /// Runs one simulation of `config` (gossip sim): loads its topology and checks it suits the
 /// algorithm, simulates (pure consensus when sim.consensus_only) with a progress bar when

@@ -32,7 +32,7 @@ struct HandshakeInfo {
 namespace gossip::wire {
 
 inline constexpr std::uint32_t kMagic = 0x50495347;  // bytes "GSIP" on the wire
-inline constexpr std::uint16_t kVersion = 4;         // frame layout and handshake version
+inline constexpr std::uint16_t kVersion = 5;         // frame layout and handshake version
 inline constexpr std::size_t kHeaderBytes = 32;
 inline constexpr std::size_t kWeightBytes = 8;       // params payload starts with an f64 weight
 inline constexpr std::uint64_t kMaxControlPayload = 64 * 1024;  // hello, ack, error, bye
@@ -48,8 +48,9 @@ enum class FrameType : std::uint16_t {
   kShmReady = 6,  // empty: "I have mapped your shared segment; announce params, do not send them"
   kShmParams = 7, // ShmNote: your params for this round are in your segment's slot (same host)
   kView = 8,      // the sender's membership view (encode_view), ahead of its round's params
+  kPacket = 9,    // an algorithm's packet (gossip/compress.hpp): compressed params, a chunk
 };
-inline constexpr std::uint16_t kLastFrameType = 8;
+inline constexpr std::uint16_t kLastFrameType = 9;
 
 /// Name for log lines ("hello", "params", ...; "type 9" for unknown ones).
 std::string frame_type_name(std::uint16_t type);

@@ -14,7 +14,8 @@ const char* const kNames[] = {"epochs", "algorithm", "topology", "period", "faul
 
 const char* const kOverrideHelp =
     "  --epochs N         override train.epochs (fractions allowed: 0.5)\n"
-    "  --algorithm NAME   override gossip.algorithm (dpsgd | local_sgd | push_sum | async)\n"
+    "  --algorithm NAME   override gossip.algorithm (dpsgd | local_sgd | push_sum | async |\n"
+    "                     choco | allreduce)\n"
     "  --topology FILE    override gossip.topology (a path from the current directory)\n"
     "  --period H         override gossip.period (local steps per round)\n"
     "  --faults FILE      the fault schedule from FILE (a YAML file with a faults: list) instead\n"

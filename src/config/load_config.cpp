@@ -3,6 +3,7 @@
 // range (numbers must be finite), and each problem names the file and line
 // ("configs/x.yaml:7: optimizer.lr: must be > 0, got -1"). The line of every field read is kept
 // in RunConfig::lines, so checks made later (config + topology) can name it too.
+#include <algorithm>
 #include <cctype>
 #include <climits>
 #include <cstdint>
@@ -102,6 +103,11 @@ class Reader {
 
   /// The node must be a list.
   void sequence(const Node& node, const std::string& field) const { doc_.list(node, field); }
+
+  /// Fails at the line each() recorded for `field` (a field already read).
+  [[noreturn]] void fail_at(const std::string& field, const std::string& what) const {
+    throw InputError(cat(doc_.name(), ":", lines_.at(field), ": ", field, ": ", what));
+  }
 
   /// Records the line of a field read without each() (list items).
   void mark(const std::string& field, int line) const { lines_[field] = line; }
@@ -297,12 +303,53 @@ void read_train(const Reader& r, const Node& n, TrainConfig& t) {
   });
 }
 
+/// A compressor: {kind: top_k | random_k, fraction: F} or {kind: quantize, bits: 4 | 8}, or
+/// {kind: none}. A field the kind does not take is an error, as is a fraction outside (0, 1].
+CompressConfig read_compress(const Reader& r, const Node& n, const std::string& field) {
+  if (!n.is_map())
+    r.fail(n, field, cat("expected {kind: top_k, fraction: F}, {kind: random_k, fraction: F}, "
+                         "{kind: quantize, bits: 8} or {kind: none}, got ", n.describe()));
+  CompressConfig c;
+  bool fraction = false;
+  bool bits = false;
+  bool has_kind = false;
+  r.each(n, field, Handlers{
+      {"kind", [&](auto& v, auto& f) {
+         c.kind = r.choice(v, f, {"none", "top_k", "random_k", "quantize"});
+         has_kind = true;
+       }},
+      {"fraction", [&](auto& v, auto& f) {
+         c.fraction = r.positive(v, f, false);
+         if (c.fraction > 1) r.fail(v, f, cat("must be in (0, 1], got ", c.fraction));
+         fraction = true;
+       }},
+      {"bits", [&](auto& v, auto& f) {
+         c.bits = r.integer(v, f);
+         if (c.bits != 4 && c.bits != 8) r.fail(v, f, cat("must be 4 or 8, got ", c.bits));
+         bits = true;
+       }},
+  });
+  if (!has_kind) r.fail(n, field, "a compressor needs its kind: top_k, random_k, quantize or none");
+  const bool sparse = c.kind == "top_k" || c.kind == "random_k";
+  if (fraction && !sparse)
+    r.fail_at(field + ".fraction", cat("is for top_k and random_k, not ", c.kind));
+  if (bits && c.kind != "quantize") r.fail_at(field + ".bits", cat("is for quantize, not ", c.kind));
+  return c;
+}
+
 void read_gossip(const Reader& r, const Node& n, GossipConfig& g) {
   r.each(n, "gossip", Handlers{
       {"topology", [&](auto& v, auto& f) { g.topology = r.path(v, f); }},
       {"algorithm", [&](auto& v, auto& f) {
-         g.algorithm = r.choice(v, f, {"dpsgd", "local_sgd", "push_sum", "async"});
+         g.algorithm = r.choice(v, f, {"dpsgd", "local_sgd", "push_sum", "async", "choco",
+                                       "allreduce"});
        }},
+      {"compress", [&](auto& v, auto& f) { g.compress = read_compress(r, v, f); }},
+      {"consensus_step", [&](auto& v, auto& f) {
+         g.consensus_step = r.positive(v, f, false);
+         if (g.consensus_step > 1) r.fail(v, f, cat("must be in (0, 1], got ", g.consensus_step));
+       }},
+      {"overlap", [&](auto& v, auto& f) { g.overlap = r.boolean(v, f); }},
       {"period", [&](auto& v, auto& f) { g.period = r.positive_int(v, f, false); }},
       {"max_staleness", [&](auto& v, auto& f) { g.max_staleness = r.positive_int(v, f, true); }},
       {"round_timeout_s", [&](auto& v, auto& f) { g.round_timeout_s = r.positive(v, f, false); }},
@@ -385,7 +432,48 @@ void read_compare(const Reader& r, const Node& n, CompareConfig& c) {
          c.seeds = r.list(v, f, [&](const Node& x, const std::string& g) { return r.seed(x, g); });
        }},
       {"target_accuracy", [&](auto& v, auto& f) { c.target_accuracy = r.positive(v, f, false); }},
+      {"compress", [&](auto& v, auto& f) {
+         r.sequence(v, f);
+         std::size_t i = 0;
+         for (const Node& item : v) c.compress.push_back(read_compress(r, item, cat(f, "[", i++, "]")));
+       }},
+      {"averaging_rounds", [&](auto& v, auto& f) {
+         c.averaging_rounds = r.positive_int(v, f, true);
+       }},
   });
+}
+
+/// Keys that only some algorithms take, checked once the whole file is read (the algorithm may
+/// come after them). A sweep (compare.algorithms) may list an algorithm that takes them.
+void check_gossip_keys(const RunConfig& cfg) {
+  const GossipConfig& g = cfg.gossip;
+  auto swept = [&](const char* name) {
+    return std::find(cfg.compare.algorithms.begin(), cfg.compare.algorithms.end(), name) !=
+           cfg.compare.algorithms.end();
+  };
+  auto takes = [&](std::initializer_list<const char*> names) {
+    for (const char* a : names)
+      if (g.algorithm == a || swept(a)) return true;
+    return false;
+  };
+  if (cfg.lines.count("gossip.compress") && !takes({"choco"}))
+    throw InputError(cat(cfg.where("gossip.compress"), ": compression is for gossip.algorithm: "
+                         "choco; ", g.algorithm, " sends whole parameter buffers"));
+  if (!cfg.compare.compress.empty() && !takes({"choco"}))
+    throw InputError(cat(cfg.where("compare.compress"), ": compressors are swept for "
+                         "gossip.algorithm: choco, which neither gossip.algorithm nor "
+                         "compare.algorithms names"));
+  if (cfg.lines.count("gossip.consensus_step") && !takes({"choco"}))
+    throw InputError(cat(cfg.where("gossip.consensus_step"), ": the consensus step is "
+                         "choco's; ", g.algorithm, " does not take one"));
+  if (g.overlap && !takes({"dpsgd", "local_sgd"}))
+    throw InputError(cat(cfg.where("gossip.overlap"), ": overlap is for dpsgd and local_sgd, "
+                         "not ", g.algorithm));
+  if (cfg.sim.message_loss > 0 && takes({"choco", "allreduce"}))
+    throw InputError(cat(cfg.where("sim.message_loss"), ": ",
+                         takes({"choco"}) ? "choco" : "allreduce",
+                         " needs every message (a lost one leaves the peers' copies out of "
+                         "step); set message_loss to 0"));
 }
 
 /// "FILE:LINE: field" with the line of the field or, when the file did not set it (a missing
@@ -496,10 +584,28 @@ RunConfig read(const yaml::Document& doc, const std::string& dir) {
       {"faults", [&](auto& v, auto& f) { cfg.faults = read_faults(r, v, f); }},
   });
   check_model(cfg);
+  check_gossip_keys(cfg);
   return cfg;
 }
 
 }  // namespace
+
+std::string describe(const CompressConfig& c) {
+  if (c.kind == "top_k" || c.kind == "random_k") return cat(c.kind, " ", c.fraction);
+  if (c.kind == "quantize") return cat("quantize ", c.bits, " bits");
+  return c.kind;
+}
+
+double default_consensus_step(const CompressConfig& c) {
+  if (c.kind == "quantize") return c.bits == 8 ? 0.9 : 0.5;
+  if (c.kind == "top_k") return std::min(1.0, 10.0 * c.fraction);
+  if (c.kind == "random_k") return std::min(1.0, 2.0 * c.fraction);
+  return 1.0;
+}
+
+double consensus_step(const GossipConfig& g) {
+  return g.consensus_step > 0 ? g.consensus_step : default_consensus_step(g.compress);
+}
 
 std::string RunConfig::where(const std::string& field) const {
   if (path.empty()) return field;

@@ -1,5 +1,6 @@
 // gossip/algorithm.cpp: the Algorithm base (loss bookkeeping) and make_algorithm, which checks
 // that the topology's weights suit the algorithm before any round runs.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -26,7 +27,8 @@ double Algorithm::take_train_loss() {
 }
 
 const std::vector<std::string>& algorithm_names() {
-  static const std::vector<std::string> names{"dpsgd", "local_sgd", "push_sum", "async"};
+  static const std::vector<std::string> names{"dpsgd",  "local_sgd", "push_sum",
+                                              "async",  "choco",     "allreduce"};
   return names;
 }
 
@@ -40,6 +42,11 @@ namespace {
 /// `where` starts the message: "gossip.algorithm", or with the config's file and line.
 void check_weights(const std::string& where, const std::string& algorithm,
                    const Topology& topology) {
+  if (algorithm == "allreduce") return;  // the ring over all peers, whatever the graph
+  if (algorithm == "choco" && topology.period() > 1)
+    throw InputError(cat(where, ": choco needs a graph that is the same every round (its "
+                         "public copies follow fixed neighbours); this topology changes over a "
+                         "period of ", topology.period(), " rounds"));
   const bool push = algorithm == "push_sum";
   for (std::int64_t r = 0; r < topology.period(); ++r) {
     const Graph& g = topology.at(r);
@@ -61,16 +68,24 @@ void check_algorithm(const RunConfig& config, const Topology& topology) {
 }
 
 std::unique_ptr<Algorithm> make_algorithm(const Learner& learner, Exchange& exchange,
-                                          const Topology& topology, const GossipConfig& config) {
+                                          const Topology& topology, const GossipConfig& config,
+                                          std::uint64_t seed) {
   if (topology.n() != exchange.size())
     throw InputError(cat("the topology has ", topology.n(), " peers but the run has ",
                          exchange.size()));
   if (config.period < 1) throw InputError(cat("gossip.period must be at least 1"));
   const std::string& a = config.algorithm;
-  if (a != "dpsgd" && a != "local_sgd" && a != "push_sum" && a != "async")
+  const auto& names = algorithm_names();
+  if (std::find(names.begin(), names.end(), a) == names.end())
     throw InputError(cat("gossip.algorithm: unknown '", a,
-                         "' (expected dpsgd, local_sgd, push_sum or async)"));
+                         "' (expected dpsgd, local_sgd, push_sum, async, choco or allreduce)"));
+  if (config.overlap && a != "dpsgd" && a != "local_sgd")
+    throw InputError(cat("gossip.overlap: overlap is for dpsgd and local_sgd, not ", a));
+  if (config.compress.kind != "none" && a != "choco")
+    throw InputError(cat("gossip.compress: compression is for choco, not ", a));
   check_weights("gossip.algorithm", a, topology);
+  if (a == "choco") return make_choco(learner, exchange, topology, config, seed);
+  if (a == "allreduce") return make_allreduce(learner, exchange, config);
   if (a == "dpsgd") return make_dpsgd(learner, exchange, topology, config);
   if (a == "local_sgd") return make_local_sgd(learner, exchange, topology, config);
   if (a == "async") return make_async_gossip(learner, exchange, topology, config);
@@ -78,8 +93,18 @@ std::unique_ptr<Algorithm> make_algorithm(const Learner& learner, Exchange& exch
 }
 
 std::unique_ptr<Algorithm> make_algorithm(Trainer& trainer, Exchange& exchange,
-                                          const Topology& topology, const GossipConfig& config) {
-  return make_algorithm(learner_for(trainer), exchange, topology, config);
+                                          const Topology& topology, const GossipConfig& config,
+                                          std::uint64_t seed) {
+  return make_algorithm(learner_for(trainer), exchange, topology, config, seed);
+}
+
+std::vector<int> extra_neighbours(const GossipConfig& config, int rank, int peers) {
+  if (config.algorithm != "allreduce" || peers < 2) return {};
+  return {(rank + peers - 1) % peers, (rank + 1) % peers};
+}
+
+std::int64_t extra_round_lead(const GossipConfig& config, int peers) {
+  return config.algorithm == "allreduce" ? 2 * std::int64_t{peers} + 2 : 0;
 }
 
 }  // namespace gossip

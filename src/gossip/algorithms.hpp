@@ -15,6 +15,9 @@ namespace gossip {
 
 /// D-PSGD (Lian et al. 2017) in adapt-then-combine form: `period` local steps, publish, then
 /// x_i <- W[i][i] x_i + sum_j W[i][j] x_j over in-neighbours. Needs a row-stochastic W.
+/// With gossip.overlap, the original D-PSGD form: publish x_i first, take the local steps
+/// (x_i -> x_i') while it travels, then x_i <- sum_j W[i][j] x_j + (x_i' - x_i), the sum over the
+/// published buffers (this peer's own at its place) in ascending id, then + x_i' - x_i.
 class Dpsgd : public Algorithm {
  public:
   Dpsgd(const Learner& learner, Exchange& exchange, const Topology& topology,
@@ -30,11 +33,14 @@ class Dpsgd : public Algorithm {
   /// How mix_phase collects (synchronous here; the asynchronous variant overrides it).
   virtual CollectOptions collect_options() const;
 
+  bool overlaps() const override { return config_.overlap; }
+
   Learner learner_;
   Exchange* exchange_;
   const Topology* topology_;
   GossipConfig config_;
   mixing::PeerBuffer buffer_;
+  std::vector<float> sent_;  // overlap: the buffer published this round, before the local steps
 };
 
 std::unique_ptr<Algorithm> make_dpsgd(const Learner& learner, Exchange& exchange,
@@ -44,6 +50,11 @@ std::unique_ptr<Algorithm> make_local_sgd(const Learner& learner, Exchange& exch
 std::unique_ptr<Algorithm> make_async_gossip(const Learner& learner, Exchange& exchange,
                                              const Topology& topology,
                                              const GossipConfig& config);
+std::unique_ptr<Algorithm> make_choco(const Learner& learner, Exchange& exchange,
+                                      const Topology& topology, const GossipConfig& config,
+                                      std::uint64_t seed);
+std::unique_ptr<Algorithm> make_allreduce(const Learner& learner, Exchange& exchange,
+                                          const GossipConfig& config);
 std::unique_ptr<Algorithm> make_push_sum(const Learner& learner, Exchange& exchange,
                                          const Topology& topology, const GossipConfig& config);
 

@@ -24,9 +24,16 @@ CollectOptions Dpsgd::collect_options() const {
 }
 
 void Dpsgd::local_phase(std::int64_t round) {
-  for (int s = 0; s < local_steps(round); ++s) record_loss(learner_.step());
   const int self = exchange_->rank();
   const auto to = mixing::ids(topology_->out_neighbours(self, round));
+  if (config_.overlap) {  // send this round's parameters, then compute while they travel
+    const auto x = buffer_.host_view();
+    sent_.assign(x.begin(), x.end());
+    exchange_->publish(round, sent_, 1.0, to);
+    for (int s = 0; s < local_steps(round); ++s) record_loss(learner_.step());
+    return;
+  }
+  for (int s = 0; s < local_steps(round); ++s) record_loss(learner_.step());
   exchange_->publish(round, buffer_.host_view(), 1.0, to);
 }
 
@@ -39,7 +46,14 @@ void Dpsgd::mix_phase(std::int64_t round) {
   const auto terms =
       mixing::pull_terms(self, topology_->self_weight(self, round), in, got, &missing);
   record_missing(missing);
-  buffer_.mix(terms);
+  if (!config_.overlap) return buffer_.mix(terms);
+  // sum_j W[i][j] x_j over what was published (ours is sent_), then + x_i' - x_i.
+  std::vector<mixing::Term> t = terms;
+  for (auto& term : t)
+    if (term.peer == self) term.host = sent_.data();
+  t.push_back({self, nullptr, 1.0});
+  t.push_back({self, sent_.data(), -1.0});
+  buffer_.mix(t);
 }
 
 std::unique_ptr<Algorithm> make_dpsgd(const Learner& learner, Exchange& exchange,

@@ -171,17 +171,27 @@ void check_faults(const RunConfig& config, const Topology& topology) {
   }
 }
 
-void MonitoredExchange::publish(std::int64_t round, std::span<const float> params, double weight,
-                                std::span<const int> to_all) {
+std::vector<int> MonitoredExchange::before_publish(std::int64_t round,
+                                                  std::span<const int> to_all) {
   const std::vector<int> cut = faults_ ? cut_peers(*faults_, rank(), round) : std::vector<int>{};
-  const std::vector<int> to = without(to_all, cut);
+  std::vector<int> to = without(to_all, cut);
   // The view goes out when it changed, and every kViewRefreshRounds rounds in any case (so a
   // peer that was away, or restarted, learns what the others believe of it).
   if (membership_.view() != last_sent_ || round % kViewRefreshRounds == 0) {
     inner_->send_view(membership_.view(), to);
     last_sent_ = membership_.view();
   }
-  inner_->publish(round, params, weight, to);
+  return to;
+}
+
+void MonitoredExchange::publish(std::int64_t round, std::span<const float> params, double weight,
+                                std::span<const int> to_all) {
+  inner_->publish(round, params, weight, before_publish(round, to_all));
+}
+
+void MonitoredExchange::publish_packet(std::int64_t round, std::span<const std::byte> packet,
+                                       std::span<const int> to_all) {
+  inner_->publish_packet(round, packet, before_publish(round, to_all));
 }
 
 void MonitoredExchange::merge_views(std::int64_t round) {

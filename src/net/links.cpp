@@ -302,6 +302,25 @@ void Links::publish(std::int64_t round, std::span<const float> params, double we
   for (Session* s : by_tcp) s->send_params(head, body);
 }
 
+void Links::publish_packet(std::int64_t round, std::span<const std::byte> packet,
+                           const std::vector<int>& to) {
+  wire::FrameHeader h;
+  h.type = wire::FrameType::kPacket;
+  h.sender = static_cast<std::uint32_t>(config_.rank);
+  h.round = round;
+  h.payload_bytes = packet.size();
+  h.payload_crc = wire::crc32c(packet);
+  const auto header = wire::encode_header(h);
+  auto head = std::make_shared<const std::vector<std::byte>>(header.begin(), header.end());
+  for (int p : to) {
+    Link& l = *links_[p];
+    if (!l.session || !l.session->established() || l.session->closed())
+      mail_.send_done();  // link down: nothing to send to (its loss was logged)
+    else
+      l.session->send_params(head, packet);
+  }
+}
+
 void Links::send_view(std::shared_ptr<const std::vector<std::byte>> frame,
                       const std::vector<int>& to) {
   for (int p : to)

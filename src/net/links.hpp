@@ -33,6 +33,9 @@ class Links final : public Hub {
   /// Sends one params frame (header + weight + the caller's floats) to each of `to`.
   void publish(std::int64_t round, std::span<const float> params, double weight,
                const std::vector<int>& to);
+  /// Sends one packet frame (header + the caller's bytes, always over TCP) to each of `to`.
+  void publish_packet(std::int64_t round, std::span<const std::byte> packet,
+                      const std::vector<int>& to);
   /// Sends a view frame (encoded once) to each of `to` whose link is up.
   void send_view(std::shared_ptr<const std::vector<std::byte>> frame, const std::vector<int>& to);
   /// Bye to every neighbour, stop accepting and dialling. run() returns once the byes are out.

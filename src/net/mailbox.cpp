@@ -57,7 +57,9 @@ void Mailboxes::return_buffer(int peer, std::vector<float> buffer) {
   box(peer).pool.push_back(std::move(buffer));
 }
 
-void Mailboxes::recycle(Box& b, Message&& m) { b.pool.push_back(std::move(m.params)); }
+void Mailboxes::recycle(Box& b, Message&& m) {
+  if (!m.params.empty()) b.pool.push_back(std::move(m.params));
+}
 
 void Mailboxes::deliver(int peer, Message message) {
   std::string dropped;
@@ -117,7 +119,7 @@ std::optional<Inbox> Mailboxes::newest(std::span<const int> from) {
       }
   }
   if (!best) return std::nullopt;
-  return Inbox{best_peer, best->round, best->params, best->weight};
+  return Inbox{best_peer, best->round, best->params, best->weight, best->packet};
 }
 
 void Mailboxes::set_left(int peer) {
@@ -273,7 +275,7 @@ std::vector<Inbox> Mailboxes::collect(std::int64_t round, std::span<const int> f
     const bool is_ahead = options.mode == CollectMode::kSync && ahead(b, round);
     take(b, round, options);
     if (b.held) {
-      out.push_back(Inbox{p, b.held->round, b.held->params, b.held->weight});
+      out.push_back(Inbox{p, b.held->round, b.held->params, b.held->weight, b.held->packet});
     } else if (is_ahead || b.left) {
       excused_.push_back(p);
     } else if (b.state != LinkState::kGone && b.state != LinkState::kDown && waited(p)) {

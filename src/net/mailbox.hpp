@@ -35,6 +35,7 @@ struct Message {
   std::int64_t round = -1;
   double weight = 1.0;
   std::vector<float> params;
+  std::vector<std::byte> packet;  // a packet frame's payload instead of params
 };
 
 class Mailboxes {

@@ -89,6 +89,21 @@ class NetExchange::Impl {
     });
   }
 
+  void publish_packet(std::int64_t round, std::span<const std::byte> packet,
+                      std::span<const int> to) {
+    mail_.check_healthy();
+    GOSSIP_CHECK_LE(packet.size() + wire::kHeaderBytes, config_.max_frame_bytes);
+    std::vector<int> targets(to.begin(), to.end());
+    for (int p : targets)
+      GOSSIP_CHECK_MSG(mail_.is_neighbour(p), "publish_packet: peer ", p,
+                       " is not a neighbour of ", config_.rank);
+    if (targets.empty()) return;
+    mail_.send_started(targets.size());
+    asio::post(io(), [this, round, packet, targets = std::move(targets)] {
+      links_.publish_packet(round, packet, targets);
+    });
+  }
+
   const NetConfig& config() const { return config_; }
   /// Runs `f` on the I/O thread.
   template <typename F>
@@ -158,6 +173,11 @@ int NetExchange::size() const { return impl_->config().size; }
 void NetExchange::publish(std::int64_t round, std::span<const float> params, double weight,
                           std::span<const int> to) {
   impl_->publish(round, params, weight, to);
+}
+
+void NetExchange::publish_packet(std::int64_t round, std::span<const std::byte> packet,
+                                 std::span<const int> to) {
+  impl_->publish_packet(round, packet, to);
 }
 
 std::vector<Inbox> NetExchange::collect(std::int64_t round, std::span<const int> from,

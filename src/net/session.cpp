@@ -229,6 +229,10 @@ void Session::on_header(std::error_code ec, std::size_t bytes) {
       return close(cat(type_name(h.type), " frame claims sender ", h.sender), CloseKind::kError);
   }
   if (h.type == FrameType::kParams) return read_params(h);
+  if (h.type == FrameType::kPacket) {
+    if (!established_) return close("packet frame before the handshake", CloseKind::kError);
+    return read_packet(h);
+  }
   read_control(h);
 }
 
@@ -276,6 +280,7 @@ void Session::on_control(const wire::FrameHeader& h) {
       return read_header();
     }
     case FrameType::kParams:
+    case FrameType::kPacket:
       break;
   }
   close(cat("unexpected ", type_name(h.type), " frame"), CloseKind::kError);
@@ -425,6 +430,24 @@ void Session::deliver_rx(std::int64_t round, double weight, bool all_finite) {
   m.params = std::move(rx_);
   hub_.mailboxes().deliver(peer_, std::move(m));
   read_header();
+}
+
+void Session::read_packet(const wire::FrameHeader& h) {
+  rx_packet_.resize(h.payload_bytes);  // decode_header capped it at the maximum frame size
+  arm(read_timer_, hub_.config().timeouts.io, "reading a packet frame");
+  asio::async_read(stream_, asio::buffer(rx_packet_),
+                   [self = shared_from_this(), h](std::error_code ec, std::size_t n) {
+                     if (self->closed_) return;
+                     if (ec) return self->read_failed(ec, n, h.payload_bytes, "payload");
+                     if (auto why = wire::check_payload(h, self->rx_packet_); !why.empty())
+                       return self->close(why, CloseKind::kError);
+                     Message m;
+                     m.round = h.round;
+                     m.packet = std::move(self->rx_packet_);
+                     self->rx_packet_ = {};
+                     self->hub_.mailboxes().deliver(self->peer_, std::move(m));
+                     self->read_header();
+                   });
 }
 
 // Same host: the frame only says which slot of the neighbour's segment holds the round; the

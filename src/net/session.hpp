@@ -129,6 +129,9 @@ class Session : public std::enable_shared_from_this<Session> {
   void read_params_chunk(const wire::FrameHeader& h);
   void on_params(const wire::FrameHeader& h);
   void on_shm_params(const wire::FrameHeader& h);
+  /// A packet frame: read its payload whole, check its CRC, deliver it (its contents are the
+  /// algorithm's to check: gossip/compress.hpp).
+  void read_packet(const wire::FrameHeader& h);
   /// rx_ holds a neighbour's round: check the values, deliver it, read on.
   void deliver_rx(std::int64_t round, double weight, bool all_finite);
   void on_hello(const wire::FrameHeader& h, const wire::Hello& hello);
@@ -164,6 +167,7 @@ class Session : public std::enable_shared_from_this<Session> {
   std::vector<std::byte> control_;        // body of a control frame (<= 64 KiB)
   std::array<std::byte, wire::kWeightBytes> weight_{};
   std::vector<float> rx_;                 // params being received (from the mailbox pool)
+  std::vector<std::byte> rx_packet_;      // a packet frame's payload being received
   std::size_t rx_done_ = 0;               // floats of rx_ received and checked so far
   std::uint32_t rx_crc_ = 0;              // CRC32C of the payload received so far
   bool rx_finite_ = true;                 // no NaN/Inf among them

@@ -68,11 +68,17 @@ NetConfig net_config(const RunConfig& config, const Topology& topology, const Pe
   net.size = topology.n();
   net.addresses = peer_addresses(config, topology, launch);
   net.neighbours = all_neighbours(topology, rank);
+  for (int p : extra_neighbours(config.gossip, rank, topology.n()))  // all-reduce's ring
+    if (std::find(net.neighbours.begin(), net.neighbours.end(), p) == net.neighbours.end())
+      net.neighbours.push_back(p);
+  std::sort(net.neighbours.begin(), net.neighbours.end());
   net.handshake.run_id = config.net.run_id;
   net.shared_memory = config.net.shared_memory;
   // A sender may run this many rounds ahead of us (n - 1 on a directed ring): keep them all.
   net.max_queued_rounds = static_cast<std::size_t>(
-      std::max<std::int64_t>(net.max_queued_rounds, max_round_lead(topology) + 1));
+      std::max<std::int64_t>(net.max_queued_rounds,
+                             max_round_lead(topology) + 1 +
+                                 extra_round_lead(config.gossip, topology.n())));
   net.handshake.model = model_fingerprint(config.model);
   net.handshake.param_count = static_cast<std::uint64_t>(num_params);
   net.handshake.topology_fingerprint = topology.fingerprint();
@@ -201,7 +207,8 @@ int run_peer(const RunConfig& config, const Topology& topology, const PeerOption
   exchange.set_faults(&config.faults);
   events.emit(ReadyEvent{rank, since(t0), n, opt.config_path});
 
-  auto algorithm = make_algorithm(trainer, exchange, topology, config.gossip);
+  auto algorithm =
+      make_algorithm(trainer, exchange, topology, config.gossip, config.train.seed);
   ConvergenceMonitor monitor(topology, rank);
   bool partitioned = false;
   auto watch = [&](std::int64_t round) {
@@ -229,7 +236,9 @@ int run_peer(const RunConfig& config, const Topology& topology, const PeerOption
   const std::int64_t behind = max_round_lead(topology) + 1;
   auto catch_up = [&](std::int64_t r) -> std::int64_t {
     const auto m = exchange.newest(neighbours);
-    if (!m || m->round <= r + behind) return r;
+    // Only parameters can be taken over: choco's and all-reduce's packets are not a model (and
+    // all-reduce numbers its hops, not its rounds).
+    if (!m || !m->packet.empty() || m->params.empty() || m->round <= r + behind) return r;
     exchange.merge_views(r);  // learn what the others believe of us first
     trainer.upload_params(m->params);
     Algorithm::State st = algorithm->state();
@@ -253,6 +262,9 @@ int run_peer(const RunConfig& config, const Topology& topology, const PeerOption
     std::string why;
     const auto c = read_checkpoint_file(path, &why);
     if (!c) throw InputError(cat(path, ": cannot resume from it: ", why));
+    if (config.gossip.algorithm == "choco")
+      throw InputError(cat(path, ": cannot resume a choco run: its checkpoints do not hold the "
+                           "public copies yet"));
     if (c->rank != rank || c->round != opt.resume_round || c->run_fingerprint != fingerprint ||
         c->rounds != rounds)
       throw InputError(cat(path, ": cannot resume from it: it is rank ", c->rank, " round ",
@@ -321,8 +333,7 @@ int run_peer(const RunConfig& config, const Topology& topology, const PeerOption
   for (std::int64_t r = first_round; r < rounds; ++r) {
     r = catch_up(r);
     if (r >= rounds) break;
-    algorithm->local_phase(r);
-    algorithm->mix_phase(r);
+    algorithm->run_round(r);
     const std::int64_t done = r + 1;
     // After the last round a neighbour that has finished and said bye is no loss.
     if (done < rounds) watch(done);

@@ -22,6 +22,17 @@ std::string gnuplot_quote(const std::string& s) {
   return o + "\"";
 }
 
+/// A series title: quoted, with `_` and `^` shown as themselves (gnuplot's enhanced text would
+/// make "top_k" a subscript).
+std::string gnuplot_label(const std::string& s) {
+  std::string plain;
+  for (char c : s) {
+    if (c == '_' || c == '^') plain += '\\';
+    plain += c;
+  }
+  return gnuplot_quote(plain);
+}
+
 const char* const kPalette[kPlotColours] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd",
                                              "#ff7f0e", "#17becf", "#8c564b", "#e377c2"};
 
@@ -49,8 +60,8 @@ std::string source(const PlotSeries& s) {
 
 /// The band (when the series has a spread column) and the line of series number `k` of a panel.
 std::vector<std::string> series_clauses(const PlotSeries& s, int k, const Plot& p) {
-  const std::string colour = kPalette[k % kPlotColours];
-  const int dash = k / kPlotColours + 1;
+  const std::string colour = kPalette[(s.colour >= 0 ? s.colour : k) % kPlotColours];
+  const int dash = s.dashed ? 2 : s.colour >= 0 ? 1 : k / kPlotColours + 1;
   const std::string x = x_expression(s, p.log_x);
   std::vector<std::string> out;
   if (s.spread_column > 0) {
@@ -62,7 +73,7 @@ std::vector<std::string> series_clauses(const PlotSeries& s, int k, const Plot& 
   }
   out.push_back(cat(source(s), " using ", x, ":", y_clamped(column(s.y_column), p),
                     " with lines lw 2 dt ", dash, " lc rgb '", colour, "' title ",
-                    gnuplot_quote(s.label)));
+                    gnuplot_label(s.label)));
   return out;
 }
 

@@ -53,7 +53,7 @@ std::string hex(std::uint32_t v) {
   return buf;
 }
 
-bool is_control(FrameType t) { return t != FrameType::kParams; }
+bool is_control(FrameType t) { return t != FrameType::kParams && t != FrameType::kPacket; }
 
 }  // namespace
 
@@ -67,6 +67,7 @@ std::string frame_type_name(std::uint16_t type) {
     case FrameType::kShmReady: return "shm-ready";
     case FrameType::kShmParams: return "shm-params";
     case FrameType::kView: return "view";
+    case FrameType::kPacket: return "packet";
   }
   return cat("type ", type);
 }

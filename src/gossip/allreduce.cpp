@@ -1,0 +1,129 @@
+// gossip/allreduce.cpp: the all-reduce baseline, ring all-reduce every round (what PyTorch DDP,
+// gloo's allreduce_ring and NCCL do): every peer ends the round with the exact average of all
+// peers' parameters. The buffer is cut into n chunks (chunk c is [c N / n, (c + 1) N / n)); over
+// the ring 0 -> 1 -> ... -> n - 1 -> 0:
+//
+//   reduce-scatter, hops h = 0 .. n - 2: peer i sends chunk (i - h) mod n to i + 1 and adds the
+//     chunk (i - h - 1) mod n it receives from i - 1 into its own; after the last hop peer i holds
+//     the sum of chunk (i + 1) mod n (added in ring order starting at that chunk's number) and
+//     divides it by n;
+//   all-gather, hops h = n - 1 .. 2 n - 3: peer i sends chunk (i + 1 - h') mod n (h' = h - n + 1)
+//     and copies the chunk (i - h') mod n it receives.
+//
+// Each peer sends 2 (n - 1) chunks of N / n floats a round, whatever n. Every hop needs the one
+// before it from the predecessor, so the hops are relay phases (gossip/gossip.hpp): exchange
+// round r * 2 (n - 1) + h. All-reduce needs every peer: a missing chunk is an error.
+#include <vector>
+
+#include "gossip/compress.hpp"
+#include "gossip/core.hpp"
+#include "src/gossip/algorithms.hpp"
+
+namespace gossip {
+
+namespace {
+
+class AllReduce final : public Algorithm {
+ public:
+  AllReduce(const Learner& learner, Exchange& exchange, const GossipConfig& config)
+      : learner_(learner),
+        exchange_(&exchange),
+        config_(config),
+        buffer_(learner),
+        n_(exchange.size()),
+        rank_(exchange.rank()),
+        hops_(2 * (n_ - 1)),
+        acc_(static_cast<std::size_t>(learner.num_params)) {}
+
+  std::string name() const override { return "allreduce"; }
+  int local_steps(std::int64_t) const override { return learner_.step ? config_.period : 0; }
+  void model_params(std::span<float> out) const override { buffer_.download(out); }
+  int relay_steps() const override { return hops_ > 0 ? hops_ - 1 : 0; }
+
+  void local_phase(std::int64_t round) override {
+    for (int s = 0; s < local_steps(round); ++s) record_loss(learner_.step());
+    if (hops_ == 0) return;
+    const auto x = buffer_.host_view();
+    acc_.assign(x.begin(), x.end());
+    send(round, 0);
+  }
+
+  void relay_phase(std::int64_t round, int step) override {
+    receive(round, step);
+    send(round, step + 1);
+  }
+
+  void mix_phase(std::int64_t round) override {
+    if (hops_ == 0) return;
+    receive(round, hops_ - 1);
+    learner_.backend->upload(learner_.params, acc_.data(), acc_.size() * sizeof(float));
+  }
+
+ private:
+  std::int64_t first(int chunk) const {
+    return static_cast<std::int64_t>(acc_.size()) * chunk / n_;
+  }
+  std::span<float> chunk(int c) {
+    return std::span<float>(acc_).subspan(static_cast<std::size_t>(first(c)),
+                                          static_cast<std::size_t>(first(c + 1) - first(c)));
+  }
+  int mod(int v) const { return ((v % n_) + n_) % n_; }
+  std::int64_t tag(std::int64_t round, int hop) const { return round * hops_ + hop; }
+  /// The chunk peer `peer` sends at hop h.
+  int sent_chunk(int peer, int hop) const {
+    return hop < n_ - 1 ? mod(peer - hop) : mod(peer + 1 - (hop - (n_ - 1)));
+  }
+
+  void send(std::int64_t round, int hop) {
+    const int c = sent_chunk(rank_, hop);
+    encode_dense(chunk(c), first(c), packet_);
+    const int next = mod(rank_ + 1);
+    exchange_->publish_packet(tag(round, hop), packet_, std::span<const int>(&next, 1));
+  }
+
+  void receive(std::int64_t round, int hop) {
+    const int prev = mod(rank_ - 1);
+    CollectOptions o;
+    o.deadline = round_deadline(config_);
+    const auto got = exchange_->collect(tag(round, hop), std::span<const int>(&prev, 1), o);
+    if (got.empty())
+      throw RuntimeError(cat("allreduce round ", round, " hop ", hop, ": nothing from peer ",
+                             prev, " (all-reduce needs every peer)"));
+    const auto packet = got.front().packet;
+    const int c = sent_chunk(prev, hop);
+    const auto target = chunk(c);
+    std::string why = check_packet(packet, static_cast<std::int64_t>(acc_.size()));
+    if (const PacketRange r = dense_range(packet);
+        why.empty() && (r.first != first(c) || r.count != std::ssize(target)))
+      why = cat("it is not chunk ", c, " (", target.size(), " floats from ", first(c), ")");
+    if (!why.empty())
+      throw RuntimeError(cat("allreduce round ", round, " hop ", hop, ": bad packet from peer ",
+                             prev, ": ", why));
+    if (hop < n_ - 1) {
+      add_packet(packet, 1.0f, acc_);
+      if (hop == n_ - 2)  // this peer now holds the whole sum of chunk (rank + 1) mod n
+        for (float& v : chunk(mod(rank_ + 1))) v /= static_cast<float>(n_);
+    } else {
+      copy_packet(packet, acc_);
+    }
+  }
+
+  Learner learner_;
+  Exchange* exchange_;
+  GossipConfig config_;
+  mixing::PeerBuffer buffer_;
+  int n_;
+  int rank_;
+  int hops_;
+  std::vector<float> acc_;  // the buffer being reduced, host memory
+  std::vector<std::byte> packet_;
+};
+
+}  // namespace
+
+std::unique_ptr<Algorithm> make_allreduce(const Learner& learner, Exchange& exchange,
+                                          const GossipConfig& config) {
+  return std::make_unique<AllReduce>(learner, exchange, config);
+}
+
+}  // namespace gossip

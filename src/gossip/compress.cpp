@@ -1,0 +1,338 @@
+// gossip/compress.cpp: top_k, random_k and quantize, and the packets they fill (layout in
+// gossip/compress.hpp). Per-element arithmetic is gossip/compress_math.hpp's, shared with device
+// code; what is here is selection (which coordinates) and packing.
+#include "gossip/compress.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <functional>
+
+#include "gossip/compress_math.hpp"
+#include "gossip/core.hpp"
+#include "gossip/rng.hpp"
+
+namespace gossip {
+
+namespace {
+
+struct Header {
+  PacketKind kind = PacketKind::kDense;
+  std::uint8_t bits = 0;
+  std::uint32_t count = 0;
+  std::uint64_t first = 0;
+};
+
+void put_header(const Header& h, std::byte* out) {
+  out[0] = static_cast<std::byte>(h.kind);
+  out[1] = static_cast<std::byte>(h.bits);
+  out[2] = out[3] = std::byte{0};
+  std::memcpy(out + 4, &h.count, 4);  // little-endian host (gossip/wire.hpp)
+  std::memcpy(out + 8, &h.first, 8);
+}
+
+Header get_header(std::span<const std::byte> p) {
+  Header h;
+  h.kind = static_cast<PacketKind>(std::to_integer<std::uint8_t>(p[0]));
+  h.bits = std::to_integer<std::uint8_t>(p[1]);
+  std::memcpy(&h.count, p.data() + 4, 4);
+  std::memcpy(&h.first, p.data() + 8, 8);
+  return h;
+}
+
+std::int64_t blocks_of(std::int64_t n) { return (n + kQuantizeBlock - 1) / kQuantizeBlock; }
+
+std::size_t code_bytes(std::int64_t n, int bits) {
+  return static_cast<std::size_t>(bits == 8 ? n : (n + 1) / 2);
+}
+
+std::size_t quantized_bytes(std::int64_t n, int bits) {
+  return kPacketHeaderBytes + static_cast<std::size_t>(blocks_of(n)) * 4 + code_bytes(n, bits);
+}
+
+float load_float(const std::byte* p) {
+  float v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+std::uint32_t load_u32(const std::byte* p) {
+  std::uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+/// Code i of a quantized packet's code area.
+int code_at(const std::byte* codes, int bits, std::int64_t i) {
+  if (bits == 8) return static_cast<std::int8_t>(std::to_integer<std::uint8_t>(codes[i]));
+  const auto b = std::to_integer<std::uint8_t>(codes[i / 2]);
+  return static_cast<int>((i % 2 == 0) ? (b & 0x0f) : (b >> 4)) - 8;
+}
+
+/// The key of (peer stream, round): one counter-based stream per round.
+std::uint64_t round_key(std::uint64_t key, std::int64_t round) {
+  return mix64(key ^ mix64(static_cast<std::uint64_t>(round)));
+}
+
+}  // namespace
+
+Compressor::Compressor(const CompressConfig& config, std::int64_t n, std::uint64_t seed, int peer)
+    : config_(config), n_(n), k_(n),
+      key_(derive_seed(seed, static_cast<std::uint64_t>(peer), Stream::kCompress)) {
+  GOSSIP_CHECK_GT(n, 0);
+  GOSSIP_CHECK_LE(n, static_cast<std::int64_t>(UINT32_MAX));
+  if (config.kind == "top_k" || config.kind == "random_k") {
+    if (!(config.fraction > 0.0 && config.fraction <= 1.0))
+      throw InputError(cat("gossip.compress.fraction: must be in (0, 1], got ", config.fraction));
+    k_ = std::clamp<std::int64_t>(
+        static_cast<std::int64_t>(std::ceil(config.fraction * static_cast<double>(n) - 1e-9)), 1,
+        n);
+  } else if (config.kind == "quantize") {
+    if (config.bits != 4 && config.bits != 8)
+      throw InputError(cat("gossip.compress.bits: must be 4 or 8, got ", config.bits));
+  } else if (config.kind != "none") {
+    throw InputError(cat("gossip.compress.kind: unknown '", config.kind,
+                         "' (expected top_k, random_k, quantize or none)"));
+  }
+}
+
+std::size_t Compressor::packet_bytes() const {
+  if (config_.kind == "quantize") return quantized_bytes(n_, config_.bits);
+  if (config_.kind == "none") return kPacketHeaderBytes + static_cast<std::size_t>(n_) * 4;
+  return kPacketHeaderBytes + static_cast<std::size_t>(k_) * 8;
+}
+
+void Compressor::encode(std::span<const float> v, std::int64_t round, Scaling scaling,
+                        std::vector<std::byte>& packet) {
+  GOSSIP_CHECK_EQ(static_cast<std::int64_t>(v.size()), n_);
+  if (config_.kind == "top_k") return encode_top_k(v, packet);
+  if (config_.kind == "random_k") return encode_random_k(v, round, scaling, packet);
+  if (config_.kind == "quantize") return encode_quantized(v, round, packet);
+  encode_dense(v, 0, packet);
+}
+
+namespace {
+
+/// A sparse packet of coordinates `index` (ascending) with values v[index] * scale.
+void fill_sparse(std::span<const float> v, std::span<const std::uint32_t> index, float scale,
+                 std::vector<std::byte>& packet) {
+  const std::size_t k = index.size();
+  packet.resize(kPacketHeaderBytes + k * 8);
+  put_header({PacketKind::kSparse, 0, static_cast<std::uint32_t>(k),
+              static_cast<std::uint64_t>(v.size())},
+             packet.data());
+  std::byte* idx = packet.data() + kPacketHeaderBytes;
+  std::byte* val = idx + k * 4;
+  std::memcpy(idx, index.data(), k * 4);
+  for (std::size_t j = 0; j < k; ++j) {
+    const float x = scale == 1.0f ? v[index[j]] : v[index[j]] * scale;
+    std::memcpy(val + j * 4, &x, 4);
+  }
+}
+
+}  // namespace
+
+// The k largest |v_i|, ties to the lower index: a strict order, so the set does not depend on
+// the selection algorithm. The k-th largest magnitude comes from nth_element over a contiguous
+// copy of the magnitudes (fast: no indirection), then one ascending pass takes every coordinate
+// above it and as many equal to it as are left, lowest index first.
+void Compressor::encode_top_k(std::span<const float> v, std::vector<std::byte>& packet) {
+  magnitude_.resize(static_cast<std::size_t>(n_));
+  for (std::int64_t i = 0; i < n_; ++i) magnitude_[i] = std::fabs(v[i]);
+  float threshold = 0.0f;
+  if (k_ < n_) {
+    std::nth_element(magnitude_.begin(), magnitude_.begin() + (k_ - 1), magnitude_.end(),
+                     std::greater<float>());
+    threshold = magnitude_[k_ - 1];
+  } else {
+    threshold = -1.0f;  // every coordinate
+  }
+  std::int64_t above = 0;
+  for (std::int64_t i = 0; i < n_; ++i) above += std::fabs(v[i]) > threshold ? 1 : 0;
+  std::int64_t ties = k_ - above;  // coordinates equal to the threshold still to take
+  index_.clear();
+  for (std::int64_t i = 0; i < n_; ++i) {
+    const float m = std::fabs(v[i]);
+    if (m > threshold || (m == threshold && ties-- > 0))
+      index_.push_back(static_cast<std::uint32_t>(i));
+  }
+  GOSSIP_CHECK_EQ(std::ssize(index_), k_);
+  fill_sparse(v, index_, 1.0f, packet);
+}
+
+// k distinct coordinates by Floyd's algorithm from (seed, peer, round), sorted.
+void Compressor::encode_random_k(std::span<const float> v, std::int64_t round, Scaling scaling,
+                                 std::vector<std::byte>& packet) {
+  std::mt19937_64 rng(round_key(key_, round));
+  taken_.assign(static_cast<std::size_t>(n_), 0);
+  index_.clear();
+  for (std::int64_t j = n_ - k_; j < n_; ++j) {
+    auto t = static_cast<std::int64_t>(uniform_below(rng, static_cast<std::uint64_t>(j + 1)));
+    if (taken_[t]) t = j;
+    taken_[t] = 1;
+    index_.push_back(static_cast<std::uint32_t>(t));
+  }
+  std::sort(index_.begin(), index_.end());
+  const float scale = scaling == Scaling::kUnbiased
+                          ? static_cast<float>(static_cast<double>(n_) / static_cast<double>(k_))
+                          : 1.0f;
+  fill_sparse(v, index_, scale, packet);
+}
+
+void Compressor::encode_quantized(std::span<const float> v, std::int64_t round,
+                                  std::vector<std::byte>& packet) {
+  const int bits = config_.bits;
+  const int levels = math::quantize_levels(bits);
+  const std::int64_t blocks = blocks_of(n_);
+  packet.assign(quantized_bytes(n_, bits), std::byte{0});
+  put_header({PacketKind::kQuantized, static_cast<std::uint8_t>(bits),
+              static_cast<std::uint32_t>(n_), 0},
+             packet.data());
+  std::byte* scales = packet.data() + kPacketHeaderBytes;
+  std::byte* codes = scales + blocks * 4;
+  const std::uint64_t key = round_key(key_, round);
+  for (std::int64_t b = 0; b < blocks; ++b) {
+    const std::int64_t lo = b * kQuantizeBlock, hi = std::min(n_, lo + kQuantizeBlock);
+    float scale = 0.0f;
+    for (std::int64_t i = lo; i < hi; ++i) scale = std::max(scale, std::fabs(v[i]));
+    std::memcpy(scales + b * 4, &scale, 4);
+    for (std::int64_t i = lo; i < hi; ++i) {
+      const int c = math::quantize_code(v[i], scale, levels, math::uniform_at(key, i));
+      if (bits == 8) {
+        codes[i] = static_cast<std::byte>(static_cast<std::uint8_t>(static_cast<std::int8_t>(c)));
+      } else {
+        const auto nibble = static_cast<std::uint8_t>(c + 8);
+        codes[i / 2] |= static_cast<std::byte>(i % 2 == 0 ? nibble : nibble << 4);
+      }
+    }
+  }
+}
+
+void encode_dense(std::span<const float> values, std::int64_t first,
+                  std::vector<std::byte>& packet) {
+  packet.resize(kPacketHeaderBytes + values.size_bytes());
+  put_header({PacketKind::kDense, 0, static_cast<std::uint32_t>(values.size()),
+              static_cast<std::uint64_t>(first)},
+             packet.data());
+  if (!values.empty())
+    std::memcpy(packet.data() + kPacketHeaderBytes, values.data(), values.size_bytes());
+}
+
+std::string check_packet(std::span<const std::byte> p, std::int64_t n) {
+  if (p.size() < kPacketHeaderBytes)
+    return cat("packet of ", p.size(), " bytes is shorter than its ", kPacketHeaderBytes,
+               "-byte header");
+  const Header h = get_header(p);
+  if (std::to_integer<int>(p[2]) != 0 || std::to_integer<int>(p[3]) != 0)
+    return "packet header's reserved bytes are not zero";
+  const std::byte* body = p.data() + kPacketHeaderBytes;
+  const std::uint64_t count = h.count;
+  auto finite_floats = [](const std::byte* at, std::uint64_t k) {
+    for (std::uint64_t j = 0; j < k; ++j)
+      if (!std::isfinite(load_float(at + j * 4))) return false;
+    return true;
+  };
+  switch (h.kind) {
+    case PacketKind::kDense: {
+      if (h.bits != 0) return "dense packet with a bit width";
+      if (h.first > static_cast<std::uint64_t>(n) || count > static_cast<std::uint64_t>(n) - h.first)
+        return cat("dense packet for coordinates ", h.first, "..", h.first + count,
+                   " of a model of ", n);
+      if (p.size() != kPacketHeaderBytes + count * 4)
+        return cat("dense packet of ", count, " values is ", p.size(), " bytes, expected ",
+                   kPacketHeaderBytes + count * 4);
+      if (!finite_floats(body, count)) return "dense packet holds NaN or Inf";
+      return {};
+    }
+    case PacketKind::kSparse: {
+      if (h.bits != 0) return "sparse packet with a bit width";
+      if (h.first != static_cast<std::uint64_t>(n))
+        return cat("sparse packet for a model of ", h.first, " parameters, ours has ", n);
+      if (count > static_cast<std::uint64_t>(n))
+        return cat("sparse packet of ", count, " coordinates, more than the model's ", n);
+      if (p.size() != kPacketHeaderBytes + count * 8)
+        return cat("sparse packet of ", count, " coordinates is ", p.size(),
+                   " bytes, expected ", kPacketHeaderBytes + count * 8);
+      std::int64_t last = -1;
+      for (std::uint64_t j = 0; j < count; ++j) {
+        const std::int64_t i = load_u32(body + j * 4);
+        if (i <= last || i >= n)
+          return cat("sparse packet's index ", i, " (entry ", j, ") is out of range or order");
+        last = i;
+      }
+      if (!finite_floats(body + count * 4, count)) return "sparse packet holds NaN or Inf";
+      return {};
+    }
+    case PacketKind::kQuantized: {
+      if (h.bits != 4 && h.bits != 8) return cat("quantized packet of ", int{h.bits}, " bits");
+      if (count != static_cast<std::uint64_t>(n) || h.first != 0)
+        return cat("quantized packet of ", count, " coordinates, the model has ", n);
+      if (p.size() != quantized_bytes(n, h.bits))
+        return cat("quantized packet is ", p.size(), " bytes, expected ",
+                   quantized_bytes(n, h.bits));
+      const std::int64_t blocks = blocks_of(n);
+      for (std::int64_t b = 0; b < blocks; ++b) {
+        const float s = load_float(body + b * 4);
+        if (!std::isfinite(s) || s < 0) return cat("quantized packet's block scale ", s);
+      }
+      if (h.bits == 4) {
+        const std::byte* codes = body + blocks * 4;
+        for (std::int64_t i = 0; i < n; ++i)
+          if (code_at(codes, 4, i) < -7) return cat("4-bit code out of range at ", i);
+      }
+      return {};
+    }
+  }
+  return cat("unknown packet kind ", std::to_integer<int>(p[0]));
+}
+
+void add_packet(std::span<const std::byte> p, float weight, std::span<float> target) {
+  const Header h = get_header(p);
+  const std::byte* body = p.data() + kPacketHeaderBytes;
+  switch (h.kind) {
+    case PacketKind::kDense:
+      for (std::uint32_t j = 0; j < h.count; ++j)
+        target[h.first + j] += weight * load_float(body + j * 4);
+      return;
+    case PacketKind::kSparse: {
+      const std::byte* val = body + std::size_t{h.count} * 4;
+      for (std::uint32_t j = 0; j < h.count; ++j)
+        target[load_u32(body + j * 4)] += weight * load_float(val + j * 4);
+      return;
+    }
+    case PacketKind::kQuantized: {
+      const auto n = static_cast<std::int64_t>(target.size());
+      const int levels = math::quantize_levels(h.bits);
+      const std::byte* codes = body + blocks_of(n) * 4;
+      for (std::int64_t b = 0; b < blocks_of(n); ++b) {
+        const float scale = load_float(body + b * 4);
+        const std::int64_t lo = b * kQuantizeBlock, hi = std::min(n, lo + kQuantizeBlock);
+        if (scale == 0.0f) continue;  // every code of the block is 0
+        for (std::int64_t i = lo; i < hi; ++i)
+          target[i] += weight * math::dequantize(code_at(codes, h.bits, i), scale, levels);
+      }
+      return;
+    }
+  }
+  GOSSIP_CHECK_MSG(false, "add_packet: unknown packet kind");
+}
+
+void copy_packet(std::span<const std::byte> p, std::span<float> target) {
+  const Header h = get_header(p);
+  GOSSIP_CHECK_MSG(h.kind == PacketKind::kDense, "copy_packet: not a dense packet");
+  std::memcpy(target.data() + h.first, p.data() + kPacketHeaderBytes, std::size_t{h.count} * 4);
+}
+
+PacketRange dense_range(std::span<const std::byte> packet) {
+  const Header h = get_header(packet);
+  if (h.kind != PacketKind::kDense) return {};
+  return {static_cast<std::int64_t>(h.first), static_cast<std::int64_t>(h.count)};
+}
+
+std::vector<float> decode_packet(std::span<const std::byte> packet, std::int64_t n) {
+  std::vector<float> out(static_cast<std::size_t>(n), 0.0f);
+  add_packet(packet, 1.0f, out);
+  return out;
+}
+
+}  // namespace gossip
