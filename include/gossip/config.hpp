@@ -163,6 +163,25 @@ struct SimConfig {
                                     // the average model always uses train.eval_limit
 };
 
+/// Emulated links (`net.emulate`, `gossip run --netem`): "rate=100mbit[,delay=5ms,jitter=1ms,
+/// loss=0.1%]". `gossip run` puts each peer in its own network namespace with its link to the
+/// others limited to `rate` each way (tbf), and delayed or lossy through netem when asked.
+struct LinkEmulation {
+  std::string text;               // as given ("" = no emulation)
+  double rate_bits_per_s = 0.0;   // per peer link, each direction
+  double delay_ms = 0.0;          // one way, each direction (netem)
+  double jitter_ms = 0.0;         // netem
+  double loss_percent = 0.0;      // netem
+  bool enabled() const { return rate_bits_per_s > 0.0; }
+  /// Asks for delay, jitter or loss: needs the kernel's netem qdisc.
+  bool needs_netem() const { return delay_ms > 0.0 || jitter_ms > 0.0 || loss_percent > 0.0; }
+};
+
+/// Parses "rate=1gbit,delay=5ms,jitter=1ms,loss=0.1%" (rate is required; units bit, kbit, mbit,
+/// gbit per second; us, ms, s; loss in percent). Throws InputError "WHAT: ..." (or without the
+/// prefix when `what` is empty) naming the item that is wrong.
+LinkEmulation parse_link_emulation(const std::string& text, const std::string& what);
+
 struct NetworkConfig {
   static constexpr std::size_t kMaxRunIdBytes = 256;  // what the wire handshake carries
   std::string run_id = "gossip";
@@ -177,6 +196,7 @@ struct NetworkConfig {
   std::string tls_ca;
   std::string tls_cert;
   std::string tls_key;
+  LinkEmulation emulate;            // net.emulate: only gossip run reads it
 };
 
 struct CompareConfig {

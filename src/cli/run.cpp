@@ -19,7 +19,7 @@ namespace {
 const char* kRunHelp =
     "usage: gossip run CONFIG --out DIR [--epochs N] [--algorithm NAME] [--topology FILE]\n"
     "                  [--period H] [--keep-going] [--restart on-failure] [--no-progress]\n"
-    "                  [--until-round N] [--faults FILE]\n"
+    "                  [--until-round N] [--faults FILE] [--netem rate=RATE[,delay=TIME,...]]\n"
     "       gossip run --resume DIR [--until-round N] [--no-progress]\n"
     "\n"
     "Starts one `gossip peer` process per rank of CONFIG's topology on this machine, shows one\n"
@@ -43,6 +43,13 @@ const char* kRunHelp =
     "  --no-progress      no progress bar\n"
     "  --until-round N    every peer stops after round N with a checkpoint (to continue later,\n"
     "                     e.g. in the next slot of a time-limited job)\n"
+    "  --netem SPEC       emulated links (net.emulate): each peer in its own network namespace,\n"
+    "                     joined by a veth pair to a bridge, its link limited to rate=RATE each\n"
+    "                     way (tbf; bit, kbit, mbit, gbit), with delay=TIME, jitter=TIME,\n"
+    "                     loss=P%% through netem where the kernel has it (an error where not);\n"
+    "                     the peers talk TCP over the bridge, like separate hosts. Needs root\n"
+    "                     and iproute2; every namespace, link and qdisc is removed at the end\n"
+    "                     (also on Ctrl-C or a failure)\n"
     "  --resume DIR       continue the run in DIR (stopped by --until-round, Ctrl-C or a crash)\n"
     "                     from the newest round every peer has a checkpoint of\n"
     "                     (train.checkpoint_every), with the config and options it was started\n"
@@ -91,7 +98,8 @@ std::vector<std::string> saved_command(const std::string& dir) {
 }  // namespace
 
 int run_run(int argc, char** argv) {
-  Args args(argc, argv, with_override_options({"out", "resume", "until-round", "restart"}),
+  Args args(argc, argv,
+            with_override_options({"out", "resume", "until-round", "restart", "netem"}),
             {"keep-going", "no-progress"});
   if (args.help()) {
     std::printf(kRunHelp, kOverrideHelp);
@@ -110,6 +118,8 @@ int run_run(int argc, char** argv) {
   const std::string out = args.get("resume") ? *args.get("resume") : args.required("out", "DIR");
   RunConfig config = load_config(args.config_path());
   apply_overrides(args, config);
+  if (const auto netem = args.get("netem"))
+    config.net.emulate = parse_link_emulation(*netem, "--netem");
   LaunchOptions opt;
   opt.config_path = args.config_path();
   opt.peer_arguments = override_arguments(args);

@@ -417,6 +417,13 @@ void read_net(const Reader& r, const Node& n, NetworkConfig& c) {
       {"connect_timeout_s", [&](auto& v, auto& f) { c.connect_timeout_s = r.positive(v, f, false); }},
       {"shared_memory", [&](auto& v, auto& f) { c.shared_memory = r.boolean(v, f); }},
       {"tls", [&](auto& v, auto& f) { read_tls(r, v, f, c); }},
+      {"emulate", [&](auto& v, auto& f) {
+         try {
+           c.emulate = parse_link_emulation(r.text(v, f), "");
+         } catch (const InputError& e) {
+           r.fail(v, f, e.what());
+         }
+       }},
   });
 }
 

@@ -14,9 +14,11 @@
 #include <fstream>
 #include <iterator>
 #include <limits>
+#include <optional>
 #include <variant>
 
 #include "src/launcher/children.hpp"
+#include "src/launcher/emulated_network.hpp"
 #include "src/launcher/network_record.hpp"
 #include "gossip/checkpoint.hpp"
 #include "gossip/core.hpp"
@@ -70,8 +72,10 @@ std::int64_t common_checkpoint(const std::string& out, int n) {
 class Network {
  public:
   Network(const RunConfig& config, const LaunchOptions& opt, const Topology& topology,
-          std::int64_t resume_round, std::string tls_dir)
+          std::int64_t resume_round, std::string tls_dir,
+          const launcher::EmulatedNetwork* links)
       : opt_(opt), n_(topology.n()), resume_round_(resume_round), tls_dir_(std::move(tls_dir)),
+        links_(links),
         record_(config, opt.out_dir, n_, launcher::NetworkRecord::Clock::kLauncher, true,
                 resume_round),
         faults_(&config.faults), fault_done_(config.faults.size(), false) {}
@@ -96,6 +100,7 @@ class Network {
   int n_;
   std::int64_t resume_round_;  // -1: a fresh run
   std::string tls_dir_;        // the run's own credentials (--tls-dir of every peer), or ""
+  const launcher::EmulatedNetwork* links_;  // --netem: each peer in its namespace, or null
   launcher::NetworkRecord record_;
   std::vector<launcher::Child> children_;
   std::vector<std::int64_t> peer_round_;  // rounds each peer has completed, from its events
@@ -149,8 +154,11 @@ std::string make_run_credentials(const RunConfig& config, const std::string& out
 
 std::vector<std::string> Network::peer_argv(int r, bool rejoin) const {
   const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
-  std::vector<std::string> argv = {self, "peer", opt_.config_path, "--rank", std::to_string(r),
-                                   "--out", opt_.out_dir, "--events"};
+  std::vector<std::string> argv;
+  if (links_) argv = links_->exec_prefix(r);
+  argv.insert(argv.end(), {self, "peer", opt_.config_path, "--rank", std::to_string(r), "--out",
+                           opt_.out_dir, "--events"});
+  if (links_) argv.insert(argv.end(), {"--hosts", cat(opt_.out_dir, "/netem-hosts")});
   if (!tls_dir_.empty()) argv.insert(argv.end(), {"--tls-dir", tls_dir_});
   if (rejoin) argv.push_back("--rejoin");
   else if (resume_round_ >= 0) argv.insert(argv.end(), {"--resume-round", cat(resume_round_)});
@@ -360,6 +368,10 @@ int launch(const RunConfig& config, const LaunchOptions& options) {
     return kExitDisconnected;
   }
   check_faults(config, topology);
+  if (config.net.emulate.enabled() && topology.has_addresses())
+    throw InputError(cat("--netem '", config.net.emulate.text, "': emulated links give every peer its own "
+                         "address, but the topology ", config.gossip.topology, " names the "
+                         "peers' addresses (peers:); leave them out to use --netem"));
   make_output_dir(options.out_dir);
   const std::int64_t resume_round =
       options.resume ? common_checkpoint(options.out_dir, topology.n()) : -1;
@@ -377,9 +389,32 @@ int launch(const RunConfig& config, const LaunchOptions& options) {
   sa.sa_handler = on_signal;
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
+  std::optional<launcher::EmulatedNetwork> links;
+  if (config.net.emulate.enabled()) {
+    try {
+      links.emplace(config.net.emulate, topology.n(), [] { return g_signal != 0; });
+    } catch (const RuntimeError&) {
+      if (g_signal == 0) throw;
+      std::fprintf(stderr, "gossip run: interrupted while making the emulated links; removed "
+                   "them\n");
+      return 130;
+    }
+    std::ofstream(options.out_dir + "/netem-hosts", std::ios::trunc) << links->hostfile();
+    std::printf("gossip run: each peer in its own network namespace (%s0...), its link %s\n",
+                links->peer_namespace(0).c_str(), config.net.emulate.text.c_str());
+    std::fflush(stdout);
+  }
   Network net(config, options, topology, resume_round,
-              make_run_credentials(config, options.out_dir, topology.n()));
-  return net.run();
+              make_run_credentials(config, options.out_dir, topology.n()),
+              links ? &*links : nullptr);
+  const int code = net.run();
+  if (links) {
+    links->remove();
+    if (const auto left = links->leftovers(); !left.empty())
+      std::fprintf(stderr, "gossip run: network namespace %s is still there after removal\n",
+                   left.front().c_str());
+  }
+  return code;
 }
 
 }  // namespace gossip

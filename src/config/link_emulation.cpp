@@ -1,0 +1,84 @@
+// config/link_emulation.cpp: the text of `net.emulate` and `gossip run --netem`, in tc's own units
+// ("rate=100mbit,delay=5ms,jitter=1ms,loss=0.1%"), read into numbers once for the launcher (which
+// sets the qdiscs) and the simulator (which models the same links).
+#include <charconv>
+#include <cmath>
+#include <string_view>
+#include <utility>
+
+#include "gossip/config.hpp"
+#include "gossip/core.hpp"
+
+namespace gossip {
+namespace {
+
+/// "12.5mbit" -> (12.5, "mbit"); false when there is no number in front.
+bool split_number(std::string_view s, double& number, std::string_view& unit) {
+  const auto r = std::from_chars(s.data(), s.data() + s.size(), number);
+  if (r.ec != std::errc() || r.ptr == s.data() || !std::isfinite(number)) return false;
+  unit = s.substr(static_cast<std::size_t>(r.ptr - s.data()));
+  return true;
+}
+
+double scale(std::string_view unit, std::initializer_list<std::pair<const char*, double>> units) {
+  for (const auto& [name, factor] : units)
+    if (unit == name) return factor;
+  return 0.0;
+}
+
+}  // namespace
+
+LinkEmulation parse_link_emulation(const std::string& text, const std::string& what) {
+  const std::string prefix = what.empty() ? std::string() : what + ": ";
+  const auto bad = [&](const std::string& why) {
+    return InputError(cat(prefix, "'", text, "': ", why, " (expected rate=RATE[,delay=TIME]",
+                          "[,jitter=TIME][,loss=PERCENT%], e.g. rate=100mbit,delay=5ms)"));
+  };
+  LinkEmulation e;
+  e.text = text;
+  bool seen_rate = false, seen_delay = false, seen_jitter = false, seen_loss = false;
+  std::string_view rest = text;
+  while (!rest.empty() || text.empty()) {
+    const auto comma = rest.find(',');
+    const std::string_view item = rest.substr(0, comma);
+    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+    if (comma != std::string_view::npos && rest.empty()) throw bad("ends with ','");
+    const auto eq = item.find('=');
+    if (eq == std::string_view::npos) throw bad(cat("'", item, "' is not KEY=VALUE"));
+    const std::string_view key = item.substr(0, eq), value = item.substr(eq + 1);
+    double number = 0.0;
+    std::string_view unit;
+    if (!split_number(value, number, unit) || number < 0.0)
+      throw bad(cat(key, ": '", value, "' is not a non-negative number with a unit"));
+    const auto once = [&](bool& seen) {
+      if (seen) throw bad(cat(key, " is given twice"));
+      seen = true;
+    };
+    if (key == "rate") {
+      once(seen_rate);
+      const double f = scale(unit, {{"bit", 1.0}, {"kbit", 1e3}, {"mbit", 1e6}, {"gbit", 1e9}});
+      if (f == 0.0) throw bad(cat("rate: unit '", unit, "' (use bit, kbit, mbit or gbit)"));
+      e.rate_bits_per_s = number * f;
+      if (e.rate_bits_per_s < 8000.0 || e.rate_bits_per_s > 1e11)
+        throw bad(cat("rate: must be between 8kbit and 100gbit, got ", value));
+    } else if (key == "delay" || key == "jitter") {
+      once(key == "delay" ? seen_delay : seen_jitter);
+      const double f = scale(unit, {{"us", 1e-3}, {"ms", 1.0}, {"s", 1e3}});
+      if (f == 0.0) throw bad(cat(key, ": unit '", unit, "' (use us, ms or s)"));
+      (key == "delay" ? e.delay_ms : e.jitter_ms) = number * f;
+    } else if (key == "loss") {
+      once(seen_loss);
+      if (unit != "%") throw bad(cat("loss: '", value, "' needs a % sign (loss=0.1%)"));
+      if (number > 100.0) throw bad(cat("loss: at most 100%, got ", value));
+      e.loss_percent = number;
+    } else {
+      throw bad(cat("unknown key '", key, "' (rate, delay, jitter, loss)"));
+    }
+    if (text.empty()) break;
+  }
+  if (!seen_rate) throw bad("no rate= (every emulated link has a rate)");
+  if (e.jitter_ms > 0.0 && e.delay_ms == 0.0) throw bad("jitter without delay");
+  return e;
+}
+
+}  // namespace gossip
