@@ -121,6 +121,46 @@ TEST_CASE("net.run_id is refused at load when longer than the handshake carries"
                     Catch::StartsWith("c.yaml:2: net.run_id: at most 256 bytes"));
 }
 
+TEST_CASE("emulated links are read in tc's units, from --netem and net.emulate alike", "[config]") {
+  const LinkEmulation e = parse_link_emulation("rate=1gbit,delay=5ms,jitter=500us,loss=0.1%", "--netem");
+  CHECK(e.rate_bits_per_s == 1e9);
+  CHECK(e.delay_ms == 5.0);
+  CHECK(e.jitter_ms == 0.5);
+  CHECK(e.loss_percent == 0.1);
+  CHECK(e.needs_netem());
+  const LinkEmulation rate = parse_link_emulation("rate=100mbit", "--netem");
+  CHECK(rate.rate_bits_per_s == 1e8);
+  CHECK(rate.enabled());
+  CHECK_FALSE(rate.needs_netem());
+  CHECK(parse_link_emulation("rate=12.5kbit,delay=1s", "x").rate_bits_per_s == 12500.0);
+  CHECK(parse_link_emulation("rate=12.5kbit,delay=1s", "x").delay_ms == 1000.0);
+  CHECK_FALSE(RunConfig{}.net.emulate.enabled());
+
+  const auto refused = [](const std::string& text, const std::string& why) {
+    CHECK_THROWS_WITH(parse_link_emulation(text, "--netem"),
+                      Catch::StartsWith("--netem: '" + text + "': " + why));
+  };
+  refused("rate=fast", "rate: 'fast' is not a non-negative number with a unit");
+  refused("rate=100mbps", "rate: unit 'mbps' (use bit, kbit, mbit or gbit)");
+  refused("rate=100", "rate: unit '' (use bit, kbit, mbit or gbit)");
+  refused("rate=1bit", "rate: must be between 8kbit and 100gbit");
+  refused("delay=5ms", "no rate=");
+  refused("rate=1gbit,rate=2gbit", "rate is given twice");
+  refused("rate=1gbit,delay=5", "delay: unit '' (use us, ms or s)");
+  refused("rate=1gbit,loss=0.1", "loss: '0.1' needs a % sign");
+  refused("rate=1gbit,loss=101%", "loss: at most 100%");
+  refused("rate=1gbit,jitter=1ms", "jitter without delay");
+  refused("rate=1gbit,", "ends with ','");
+  refused("rate=1gbit,burst=3", "unknown key 'burst'");
+  refused("1gbit", "'1gbit' is not KEY=VALUE");
+  refused("", "'' is not KEY=VALUE");
+
+  CHECK(load_config_from_string("net:\n  emulate: rate=100mbit\n", "c.yaml").net.emulate
+            .rate_bits_per_s == 1e8);
+  CHECK_THROWS_WITH(load_config_from_string("net:\n  emulate: rate=100mb\n", "c.yaml"),
+                    Catch::StartsWith("c.yaml:2: net.emulate: 'rate=100mb': rate: unit 'mb'"));
+}
+
 TEST_CASE("a directory given as the config says it is one", "[config]") {
   const std::string dir = fs::temp_directory_path().string();
   CHECK_THROWS_WITH(load_config(dir), Catch::Equals(dir + ": is a directory, not a YAML file"));

@@ -1426,3 +1426,193 @@ TEST_CASE("a peer paused past the timeout is suspected, refutes it when it wakes
   CHECK(number(out / "summary.json", "deaths") == 0);
   CHECK_THAT(read_file(out / "summary.json"), Catch::Contains("\"alive_at_end\": [true, true, true, true]"));
 }
+
+// --- gossip run --netem: peers on emulated links ------------------------------------------------
+
+namespace {
+
+/// The network namespaces whose names start with `prefix`.
+std::vector<std::string> netns_with(const std::string& prefix) {
+  std::vector<std::string> out;
+  std::istringstream in(run("ip netns list").output);
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind(prefix, 0) == 0) out.push_back(line.substr(0, line.find(' ')));
+  return out;
+}
+
+bool can_emulate_links() {
+  if (geteuid() == 0 && run("ip netns list").code == 0 && run("tc -V").code == 0) return true;
+  WARN("not root, or no ip/tc: the emulated-link test is skipped");
+  return false;
+}
+
+/// Whether this kernel has the netem qdisc, tried in a namespace of the test's own.
+bool kernel_has_netem() {
+  const std::string ns = named("gst", getpid());
+  REQUIRE(run("ip netns add " + ns).code == 0);
+  const bool has = run("tc -n " + ns + " qdisc add dev lo root netem delay 1ms").code == 0;
+  run("ip netns del " + ns);
+  return has;
+}
+
+/// A `gossip run` started in the background, its output in a file; on destruction it is killed
+/// if it still runs and any namespace of its prefix is removed, so a failing test leaves nothing.
+struct BackgroundRun {
+  pid_t pid = -1;
+  fs::path log;
+  std::string prefix;  // of its namespaces: "gsn<pid>"
+  BackgroundRun(const std::vector<std::string>& argv, const fs::path& log_path) : log(log_path) {
+    std::fflush(stdout);
+    pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      std::freopen(log.c_str(), "w", stdout);
+      dup2(STDOUT_FILENO, STDERR_FILENO);
+      std::vector<char*> args;
+      for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+      args.push_back(nullptr);
+      execv(args[0], args.data());
+      _exit(127);
+    }
+    prefix = named("gsn", pid);
+  }
+  int wait() {
+    int status = 0;
+    waitpid(pid, &status, 0);
+    pid = -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+  ~BackgroundRun() {
+    if (pid > 0) {
+      kill(pid, SIGKILL);
+      waitpid(pid, nullptr, 0);
+    }
+    for (const auto& ns : netns_with(prefix)) {
+      std::istringstream in(run("ip netns pids " + ns).output);
+      for (pid_t p; in >> p;) kill(p, SIGKILL);
+      run("ip netns del " + ns);
+    }
+  }
+};
+
+}  // namespace
+
+TEST_CASE("gossip run --netem: 4 peers on 100 Mbit/s links train over TCP and leave nothing",
+          "[peer][netem]") {
+  if (!can_emulate_links()) return;
+  TempDir t;
+  const auto cfg = write_config(t.path, 4, "dpsgd", 1);
+  const Result r = run(bin() + " run " + cfg.string() + " --out " + (t.path / "run").string() +
+                       " --no-progress --netem rate=100mbit");
+  INFO(r.output);
+  std::smatch m;
+  REQUIRE(std::regex_search(r.output, m, std::regex("own network namespace \\((gsn\\d+)p0")));
+  const std::string prefix = m[1];
+  CHECK(netns_with(prefix).empty());
+  CHECK(run("ip -o link show").output.find(prefix) == std::string::npos);
+  REQUIRE(r.code == 0);
+  CHECK(number(t.path / "run" / "summary.json", "test_accuracy") > 0.8);
+  CHECK(number(t.path / "run" / "summary.json", "bytes_sent") > 0);
+  for (int p = 0; p < 4; ++p) {
+    const std::string log = read_file(t.path / "run" / "peers" / std::to_string(p) / "peer.log");
+    INFO(log);
+    // Each at its own address on the bridge, its neighbours over TCP, not shared memory.
+    CHECK(log.find("hosts from --hosts") != std::string::npos);
+    CHECK(log.find("through shared memory") == std::string::npos);
+  }
+  CHECK(read_file(t.path / "run" / "netem-hosts") ==
+        "198.18.0.1 slots=1\n198.18.0.2 slots=1\n198.18.0.3 slots=1\n198.18.0.4 slots=1\n");
+}
+
+TEST_CASE("gossip run --netem removes its namespaces after Ctrl-C and after a peer failure",
+          "[peer][netem]") {
+  if (!can_emulate_links()) return;
+  TempDir t;
+  const auto cfg = write_config(t.path, 4, "dpsgd", 1, 2000);
+  BackgroundRun launcher({bin(), "run", cfg.string(), "--out", (t.path / "run").string(),
+                          "--no-progress", "--netem", "rate=100mbit"},
+                         t.path / "run.log");
+  // Wait (bounded) until every peer trains in its namespace.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  const auto training = [&] {
+    for (int p = 0; p < 4; ++p)
+      if (!fs::exists(t.path / "run" / "peers" / std::to_string(p) / "metrics.csv")) return false;
+    return true;
+  };
+  while (!training() && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  INFO(read_file(t.path / "run.log"));
+  REQUIRE(training());
+  REQUIRE(netns_with(launcher.prefix).size() == 5u);  // a switch and 4 peers
+  // Both ends of each peer's link are limited to the rate asked for.
+  const std::string own = run("tc -n " + launcher.prefix + "p2 qdisc show dev eth0").output;
+  const std::string bridge = run("tc -n " + launcher.prefix + "s qdisc show dev p2").output;
+  CHECK(own.find("qdisc tbf") != std::string::npos);
+  CHECK(own.find("rate 100Mbit") != std::string::npos);
+  CHECK(bridge.find("qdisc tbf") != std::string::npos);
+  CHECK(bridge.find("rate 100Mbit") != std::string::npos);
+
+  SECTION("Ctrl-C") {
+    kill(launcher.pid, SIGINT);
+    const int code = launcher.wait();
+    INFO(read_file(t.path / "run.log"));
+    CHECK(code == 130);
+  }
+  SECTION("a peer killed") {
+    const std::string pids = run("ip netns pids " + launcher.prefix + "p2").output;
+    REQUIRE_FALSE(pids.empty());
+    std::istringstream in(pids);
+    for (pid_t p; in >> p;) kill(p, SIGKILL);
+    const int code = launcher.wait();
+    const std::string out = read_file(t.path / "run.log");
+    INFO(out);
+    CHECK(code == 1);
+    CHECK(out.find("peer 2 failed") != std::string::npos);
+  }
+  CHECK(netns_with(launcher.prefix).empty());
+  CHECK(run("ip -o link show").output.find(launcher.prefix) == std::string::npos);
+}
+
+TEST_CASE("gossip run --netem refuses what it cannot emulate, clearly, leaving nothing",
+          "[peer][netem]") {
+  if (!can_emulate_links()) return;
+  TempDir t;
+  const auto cfg = write_config(t.path, 4, "dpsgd", 1);
+  const auto before = netns_with("gsn");
+  const std::string out = (t.path / "run").string();
+  const auto gossip_run = [&](const std::string& prefix, const std::string& netem) {
+    return run(prefix + bin() + " run " + cfg.string() + " --out " + out + " --no-progress " +
+               "--netem " + netem);
+  };
+
+  SECTION("an unparsable --netem") {
+    const Result r = gossip_run("", "rate=fast");
+    INFO(r.output);
+    CHECK(r.code == 2);
+    CHECK(r.output.find("--netem: 'rate=fast': rate: 'fast' is not a non-negative number") !=
+          std::string::npos);
+    CHECK_FALSE(fs::exists(t.path / "run"));
+  }
+  SECTION("a delay") {
+    const Result r = gossip_run("", "rate=100mbit,delay=5ms");
+    INFO(r.output);
+    if (kernel_has_netem()) {
+      CHECK(r.code == 0);
+    } else {
+      CHECK(r.code == 2);
+      CHECK(r.output.find("need the kernel's netem qdisc (sch_netem), which this kernel does "
+                          "not have") != std::string::npos);
+      CHECK_FALSE(fs::exists(t.path / "run" / "peers"));
+    }
+  }
+  SECTION("not root") {
+    fs::create_directories(out);
+    fs::permissions(out, fs::perms::all);
+    const Result r = gossip_run("setpriv --reuid=65534 --regid=65534 --clear-groups ",
+                                "rate=100mbit");
+    INFO(r.output);
+    CHECK(r.code == 2);
+    CHECK(r.output.find("emulating links needs root") != std::string::npos);
+  }
+  CHECK(netns_with("gsn") == before);
+}

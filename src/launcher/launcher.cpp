@@ -400,8 +400,9 @@ int launch(const RunConfig& config, const LaunchOptions& options) {
       return 130;
     }
     std::ofstream(options.out_dir + "/netem-hosts", std::ios::trunc) << links->hostfile();
-    std::printf("gossip run: each peer in its own network namespace (%s0...), its link %s\n",
-                links->peer_namespace(0).c_str(), config.net.emulate.text.c_str());
+    std::printf("gossip run: each peer in its own network namespace (%s to %s), its link %s\n",
+                links->peer_namespace(0).c_str(), links->peer_namespace(topology.n() - 1).c_str(),
+                config.net.emulate.text.c_str());
     std::fflush(stdout);
   }
   Network net(config, options, topology, resume_round,
