@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <sstream>
 
 #include "gossip/core.hpp"
@@ -35,8 +36,15 @@ std::string tc_burst(double bits_per_s) {
 
 std::string tc_ms(double ms) { return cat(std::llround(ms * 1000.0), "us"); }
 
-/// Does a process with this pid exist (in our pid namespace)?
-bool alive(pid_t pid) { return kill(pid, 0) == 0 || errno == EPERM; }
+/// Does a process with this pid exist (in our pid namespace) and run (a zombie is gone)?
+bool alive(pid_t pid) {
+  if (kill(pid, 0) != 0 && errno != EPERM) return false;
+  std::ifstream stat(cat("/proc/", pid, "/stat"));
+  std::string line;
+  std::getline(stat, line);
+  const auto paren = line.rfind(')');  // "PID (NAME) STATE ..."
+  return paren == std::string::npos || paren + 2 >= line.size() || line[paren + 2] != 'Z';
+}
 
 }  // namespace
 
