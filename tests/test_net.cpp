@@ -635,6 +635,40 @@ TEST_CASE("mailboxes keep rounds per neighbour and apply the sync and async rule
   CHECK_THROWS_WITH(mail.collect(0, std::vector<int>{0}, sync), Contains("not a neighbour"));
 }
 
+TEST_CASE("a membership view reaches a neighbour, and again as a heartbeat on an idle link",
+          "[net][membership]") {
+  Cluster cluster(2);
+  LogSink log;
+  std::unique_ptr<NetExchange> one;
+  std::thread t([&] {
+    one = std::make_unique<NetExchange>(cluster.config(1, {0}, 100, log),
+                                        std::move(cluster.listeners[1]));
+  });
+  NetExchange zero(cluster.config(0, {1}, 100, log), std::move(cluster.listeners[0]));
+  t.join();
+  const std::vector<gossip::Member> view{{3, gossip::MemberState::kAlive},
+                                         {0, gossip::MemberState::kSuspect}};
+  const int to[] = {1};
+  zero.send_view(view, to);
+  // Wait (bounded) for what arrives: the view once, then again with nothing else sent.
+  auto next_view = [&] {
+    const auto give_up = std::chrono::steady_clock::now() + 10s;
+    while (std::chrono::steady_clock::now() < give_up) {
+      auto got = one->take_views();
+      if (!got.empty()) return got;
+      std::this_thread::sleep_for(20ms);
+    }
+    return std::vector<gossip::PeerView>{};
+  };
+  const auto first = next_view();
+  REQUIRE(first.size() == 1);
+  CHECK(first[0].peer == 0);
+  CHECK(first[0].members == view);
+  const auto again = next_view();  // the link stays idle: the heartbeat repeats the view
+  REQUIRE(again.size() == 1);
+  CHECK(again[0].members == view);
+}
+
 TEST_CASE("four exchanges on a ring deliver bit-exact buffers each sync round", "[net]") {
   constexpr int kPeers = 4, kRounds = 6;
   constexpr std::size_t kParams = 50'000;

@@ -14,13 +14,15 @@ namespace {
 constexpr double kRefusalBurst = 20;   // refusal lines logged at once
 constexpr double kRefusalsPerSecond = 1;  // and then at most this many a second
 constexpr std::chrono::milliseconds kRejoinRedial{1000};  // dialling a gone peer again
+constexpr std::chrono::milliseconds kHeartbeatCheck{500};  // how often idle links are checked
+constexpr std::chrono::milliseconds kIdle{1000};           // a link this quiet gets the view
 }  // namespace
 
 Links::Links(asio::io_context& io, asio::ip::tcp::acceptor& acceptor, const NetConfig& config,
              std::uint64_t max_frame_bytes, Mailboxes& mailboxes,
              std::vector<asio::ip::tcp::resolver::results_type> endpoints)
     : io_(io), acceptor_(acceptor), config_(config), max_frame_bytes_(max_frame_bytes),
-      mail_(mailboxes), links_(config.size), accept_retry_(io), refusal_tokens_(kRefusalBurst) {
+      mail_(mailboxes), links_(config.size), accept_retry_(io), heartbeat_(io), refusal_tokens_(kRefusalBurst) {
   if (config.tls.enabled)
     tls_ = make_tls_context(config.tls, config.handshake.run_id, config.rank);
   else
@@ -78,6 +80,7 @@ std::size_t Links::unfinished_handshakes() const {
 
 void Links::start(Clock::time_point give_up) {
   accept();
+  heartbeat();
   for (int p : mail_.neighbours()) {
     if (p < config_.rank) continue;  // the lower rank of a pair dials
     links_[p]->give_up = give_up;
@@ -276,6 +279,7 @@ void Links::publish(std::int64_t round, std::span<const float> params, double we
       mail_.send_done();  // link down: nothing to send to (its loss was logged)
     else
       (l.session->peer_reads_shm() ? by_shm : by_tcp).push_back(l.session.get());
+    if (l.session) sent_to(p);
   }
   const auto body = std::as_bytes(params);
   // Same-host neighbours: one copy into our segment, then a small frame each.
@@ -318,14 +322,34 @@ void Links::publish_packet(std::int64_t round, std::span<const std::byte> packet
       mail_.send_done();  // link down: nothing to send to (its loss was logged)
     else
       l.session->send_params(head, packet);
+    if (l.session) sent_to(p);
   }
 }
 
 void Links::send_view(std::shared_ptr<const std::vector<std::byte>> frame,
                       const std::vector<int>& to) {
+  last_view_ = frame;
   for (int p : to)
-    if (Link& l = *links_[p]; l.session && l.session->established() && !l.session->closed())
+    if (Link& l = *links_[p]; l.session && l.session->established() && !l.session->closed()) {
       l.session->send_view(frame);
+      sent_to(p);
+    }
+}
+
+void Links::heartbeat() {
+  heartbeat_.expires_after(kHeartbeatCheck);
+  heartbeat_.async_wait([this](std::error_code ec) {
+    if (ec || stopping_) return;
+    const auto now = Clock::now();
+    if (last_view_)
+      for (int p : mail_.neighbours())
+        if (Link& l = *links_[p]; l.session && l.session->established() &&
+                                  !l.session->closed() && now - l.last_sent >= kIdle) {
+          l.session->send_view(last_view_);
+          l.last_sent = now;
+        }
+    heartbeat();
+  });
 }
 
 void Links::shutdown() {
@@ -333,6 +357,7 @@ void Links::shutdown() {
   std::error_code ignored;
   acceptor_.close(ignored);
   accept_retry_.cancel();
+  heartbeat_.cancel();
   for (auto& l : links_) {
     if (!l) continue;
     l->dial_timer.cancel();

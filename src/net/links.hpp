@@ -68,6 +68,7 @@ class Links final : public Hub {
     Clock::time_point give_up;
     std::chrono::milliseconds backoff{0};
     bool dialling = false;
+    Clock::time_point last_sent{};  // when a frame was last queued on this link
   };
 
   void accept();
@@ -81,6 +82,11 @@ class Links final : public Hub {
   std::unique_ptr<ShmView> map_segment(int peer, const wire::Hello& hello);
   void adopt(int peer, Session& s, const wire::Hello& hello);
   void watch_gone(int peer);
+  /// Every kHeartbeatCheck: our last membership view again on each link idle for kIdle (a
+  /// peer waiting out a slow neighbour still tells the others what it believes).
+  void heartbeat();
+  /// Notes that a frame was queued to `peer` now.
+  void sent_to(int peer) { links_[peer]->last_sent = Clock::now(); }
 
   asio::io_context& io_;
   asio::ip::tcp::acceptor& acceptor_;
@@ -93,6 +99,8 @@ class Links final : public Hub {
   std::vector<std::unique_ptr<Link>> links_;  // by rank; null for non-neighbours
   std::vector<std::weak_ptr<Session>> sessions_;
   asio::steady_timer accept_retry_;
+  asio::steady_timer heartbeat_;
+  std::shared_ptr<const std::vector<std::byte>> last_view_;  // the view frame sent last
   bool stopping_ = false;
   std::atomic<std::uint64_t> bytes_sent_{0};
   // Refusal lines: a burst of kRefusalBurst, then one a second; the rest are counted.
