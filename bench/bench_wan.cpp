@@ -8,6 +8,7 @@
 // reference is torch.distributed's gloo all-reduce run in the same namespaces, when Debian's
 // python3-torch is installed; without it the ratios are left empty, never guessed.
 #include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -53,7 +54,8 @@ const char* kHelp =
     "  onepeer_overlap  D-PSGD on the one-peer exponential graph, gossip.overlap: true\n"
     "  choco_ring       CHOCO-SGD, top_k 1%, on the ring\n"
     "and reports seconds per round (the slowest peer), bytes per peer per round (as counted by\n"
-    "the exchange, and as the peer's interface sent them, TCP/IP and TLS included), and the\n"
+    "the exchange, and as the peer's interface sent them, TCP/IP and TLS included), the CPU\n"
+    "time a peer process used per round (and that times peers / cores), and the\n"
     "simulator's predicted seconds per round for the same links, with a step time of one step\n"
     "measured alone times peers / cores (the peers share this machine's cores).\n"
     "Reference in the same run: torch.distributed gloo all_reduce of the same buffer in the\n"
@@ -132,8 +134,16 @@ struct MlpStep {
   }
 };
 
+/// CPU seconds (user and system) this process has used.
+double cpu_seconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  const auto s = [](const timeval& t) { return t.tv_sec + t.tv_usec / 1e6; };
+  return s(u.ru_utime) + s(u.ru_stime);
+}
+
 /// One peer process, inside its namespace: warm-up rounds, then `rounds` timed ones. Prints
-/// "seconds_per_round exchange_bytes_per_round wire_bytes_per_round".
+/// "seconds_per_round exchange_bytes_per_round wire_bytes_per_round cpu_seconds_per_round".
 int worker(int rank, const std::string& name, const std::vector<std::string>& hosts, int port,
            int rounds, const std::string& tls_dir) {
   const int peers = static_cast<int>(hosts.size());
@@ -168,14 +178,16 @@ int worker(int rank, const std::string& name, const std::vector<std::string>& ho
   const int warm = warm_rounds(peers);
   for (int r = 0; r < warm; ++r) a->run_round(r);
   const std::uint64_t bytes0 = ex.bytes_sent();
-  const double wire0 = eth0_tx_bytes();
+  const double wire0 = eth0_tx_bytes(), cpu0 = cpu_seconds();
   const auto t0 = std::chrono::steady_clock::now();
   for (int r = warm; r < warm + rounds; ++r) a->run_round(r);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / rounds;
   const double wire1 = eth0_tx_bytes();
-  std::printf("%.9f %.1f %.1f\n", seconds, static_cast<double>(ex.bytes_sent() - bytes0) / rounds,
-              wire0 < 0 || wire1 < 0 ? -1.0 : (wire1 - wire0) / rounds);
+  std::printf("%.9f %.1f %.1f %.9f\n", seconds,
+              static_cast<double>(ex.bytes_sent() - bytes0) / rounds,
+              wire0 < 0 || wire1 < 0 ? -1.0 : (wire1 - wire0) / rounds,
+              (cpu_seconds() - cpu0) / rounds);
   return 0;
 }
 
@@ -234,10 +246,11 @@ struct Measured {
   double seconds = 0.0;      // slowest peer's seconds per round
   double bytes = 0.0;        // mean over peers of exchange bytes per round
   double wire_bytes = -1.0;  // mean over peers of eth0 bytes per round (-1: not read)
+  double cpu = 0.0;          // mean over peers of CPU seconds per round (their own process)
 };
 
 /// Starts one command per rank (its argv from `command(r)`) and reads each one's last line of
-/// three numbers.
+/// four numbers.
 Measured run_ranks(int peers, const std::function<std::vector<std::string>(int)>& command,
                    const std::string& what) {
   std::vector<FILE*> kids;
@@ -250,13 +263,14 @@ Measured run_ranks(int peers, const std::function<std::vector<std::string>(int)>
   bool failed = false;
   double wire = 0.0;
   for (FILE* p : kids) {
-    double s = -1.0, b = 0.0, w = -1.0;
+    double s = -1.0, b = 0.0, w = -1.0, c = 0.0;
     char line[512];
     while (std::fgets(line, sizeof line, p))
-      if (std::sscanf(line, "%lf %lf %lf", &s, &b, &w) != 3) s = -1.0;
+      if (std::sscanf(line, "%lf %lf %lf %lf", &s, &b, &w, &c) != 4) s = -1.0;
     failed |= pclose(p) != 0 || s < 0;
     m.seconds = std::max(m.seconds, s);
     m.bytes += b / peers;
+    m.cpu += c / peers;
     wire = wire < 0 || w < 0 ? -1.0 : wire + w / peers;
   }
   if (g_signal) throw RuntimeError("gossip bench wan: interrupted");
@@ -383,10 +397,12 @@ int run_wan(int argc, char** argv) {
       o.add(r.name + "_ms", r.m.seconds * 1e3)
           .add(r.name + "_bytes_per_round", r.m.bytes)
           .add(r.name + "_wire_bytes_per_round", nullable(r.m.wire_bytes))
+          .add(r.name + "_cpu_ms_per_peer", r.m.cpu * 1e3)
           .add(r.name + "_sim_ms", r.predicted * 1e3)
           .add(r.name + "_sim_error", r.predicted / r.m.seconds - 1.0);
     o.add("reference", python ? "gloo all_reduce" : "reference unavailable")
         .add("gloo_allreduce_ms", gloo.seconds > 0 ? gloo.seconds * 1e3 : NAN)
+        .add("gloo_allreduce_cpu_ms_per_peer", gloo.seconds > 0 ? gloo.cpu * 1e3 : NAN)
         .add("gloo_allreduce_wire_bytes_per_round",
              gloo.seconds > 0 ? nullable(gloo.wire_bytes) : NAN)
         .add("ratio", ratio("onepeer_overlap"))
@@ -399,24 +415,32 @@ int run_wan(int argc, char** argv) {
               "simulated links %.0f Mbit/s, latency %.3f ms\n\n",
               step_alone * 1e3, peers, cores, step_shared * 1e3, sim.bandwidth_mbps,
               sim.latency_ms);
-  std::printf("%-16s  %9s  %13s  %13s  %9s  %9s  %8s\n", "configuration", "ms/round",
-              "bytes/round", "wire B/round", "sim ms", "sim err", "vs gloo");
+  std::printf("%-16s  %9s  %11s  %12s  %10s  %10s  %8s  %8s  %8s\n", "configuration",
+              "ms/round", "bytes/round", "wire B/round", "CPU ms/peer", "CPU-bound", "sim ms",
+              "sim err", "vs gloo");
+  const double share = static_cast<double>(peers) / cores;  // peers per core
   for (const auto& r : rows) {
     const double rat = ratio(r.name);
-    std::printf("%-16s  %9.2f  %13.0f  %13s  %9.2f  %8.1f%%  %8s\n", r.name.c_str(),
-                r.m.seconds * 1e3, r.m.bytes,
+    std::printf("%-16s  %9.2f  %11.0f  %12s  %11.2f  %10.2f  %8.2f  %7.1f%%  %8s\n",
+                r.name.c_str(), r.m.seconds * 1e3, r.m.bytes,
                 r.m.wire_bytes < 0 ? "-" : cat(static_cast<long long>(r.m.wire_bytes)).c_str(),
-                r.predicted * 1e3, 100.0 * (r.predicted / r.m.seconds - 1.0),
+                r.m.cpu * 1e3, r.m.cpu * share * 1e3, r.predicted * 1e3,
+                100.0 * (r.predicted / r.m.seconds - 1.0),
                 std::isnan(rat) ? "-" : fixed(rat, 3).c_str());
   }
   if (python)
-    std::printf("%-16s  %9.2f  %13s  %13s\n", "gloo all_reduce", gloo.seconds * 1e3, "-",
-                gloo.wire_bytes < 0 ? "-" : cat(static_cast<long long>(gloo.wire_bytes)).c_str());
+    std::printf("%-16s  %9.2f  %11s  %12s  %11.2f  %10.2f\n", "gloo all_reduce",
+                gloo.seconds * 1e3, "-",
+                gloo.wire_bytes < 0 ? "-" : cat(static_cast<long long>(gloo.wire_bytes)).c_str(),
+                gloo.cpu * 1e3, gloo.cpu * share * 1e3);
   else
     std::printf("\ngloo reference: reference unavailable (python3 cannot import torch; "
                 "apt-get install python3-torch); ratios not computed\n");
   std::printf("(bytes/round: per peer, as the exchange counts them; wire B/round: what the "
-              "peer's interface sent, TCP/IP and TLS included)\n");
+              "peer's interface sent, TCP/IP and TLS included; CPU ms/peer: what one peer "
+              "process used a round; CPU-bound: that times peers / cores, the round time if the "
+              "cores were the only limit; the simulator models the links and the SGD step, not "
+              "the CPU that TLS, mixing and compression take)\n");
   return kExitOk;
 }
 

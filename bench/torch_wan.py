@@ -4,8 +4,9 @@ run inside that rank's network namespace, doing what DDP does each round of the 
 one flat buffer (235146 floats), average, SGD step with momentum 0.9.
 
 usage: torch_wan.py RANK PEERS FLOATS ROUNDS WARM MASTER_ADDR PORT
-Prints one line "seconds_per_round 0 wire_bytes_per_round" (this rank's mean over the timed
-rounds; the bytes its eth0 sent per round, -1 when unreadable).
+Prints one line "seconds_per_round 0 wire_bytes_per_round cpu_seconds_per_round" (this rank's
+mean over the timed rounds; the bytes its eth0 sent per round, -1 when unreadable; the CPU time
+this process used per round).
 """
 import os
 import sys
@@ -46,6 +47,7 @@ def main():
         if r == warm:
             dist.barrier()
             wire0 = tx_bytes()
+            cpu0 = time.process_time()
             t0 = time.perf_counter()
         opt.zero_grad()
         loss_fn(model(xs[r % 8]), ys[r % 8]).backward()
@@ -58,11 +60,12 @@ def main():
             offset += p.numel()
         opt.step()
     seconds = (time.perf_counter() - t0) / rounds
+    cpu = (time.process_time() - cpu0) / rounds
     wire1 = tx_bytes()
     wire = (wire1 - wire0) / rounds if wire0 >= 0 and wire1 >= 0 else -1.0
     dist.barrier()
     dist.destroy_process_group()
-    print(f"{seconds:.9f} 0 {wire:.1f}", flush=True)
+    print(f"{seconds:.9f} 0 {wire:.1f} {cpu:.9f}", flush=True)
 
 
 if __name__ == "__main__":
