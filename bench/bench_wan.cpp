@@ -253,6 +253,7 @@ struct Measured {
 /// four numbers.
 Measured run_ranks(int peers, const std::function<std::vector<std::string>(int)>& command,
                    const std::string& what) {
+  if (g_signal) throw RuntimeError("gossip bench wan: interrupted");
   std::vector<FILE*> kids;
   for (int r = 0; r < peers; ++r) {
     FILE* p = popen(quoted(command(r)).c_str(), "r");
