@@ -204,10 +204,10 @@ double predict(const std::string& name, int peers, int rounds, const SimConfig& 
   for (int p = 0; p < peers; ++p) {
     auto rng = make_rng(1, p, Stream::kSim);
     for (auto& v : x[p]) v = static_cast<float>(normal01(rng));
-    // The parameters move as random as SGD's would (CHOCO's packets stay top-1% either way); the
-    // step's time is what the network model charges.
-    algorithms.push_back(make_algorithm(Learner{cpu.get(), x[p].data(), kFloats, [] { return 0.0; }},
-                                        net.exchange(p), s.topology, s.gossip, 1));
+    // The step leaves the parameters alone (a CHOCO packet is 1% of them whatever they are);
+    // the network model charges its time.
+    const Learner learner{cpu.get(), x[p].data(), kFloats, [] { return 0.0; }};
+    algorithms.push_back(make_algorithm(learner, net.exchange(p), s.topology, s.gossip, 1));
   }
   const auto clock = [&] {
     double t = 0.0;
