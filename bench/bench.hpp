@@ -40,5 +40,6 @@ std::string blas_kernel_line();
 int run_step(int argc, char** argv);
 int run_sim(int argc, char** argv);
 int run_gossip(int argc, char** argv);
+int run_wan(int argc, char** argv);
 
 }  // namespace gossip::bench

@@ -161,6 +161,30 @@ TEST_CASE("emulated links are read in tc's units, from --netem and net.emulate a
                     Catch::StartsWith("c.yaml:2: net.emulate: 'rate=100mb': rate: unit 'mb'"));
 }
 
+TEST_CASE("the simulator models emulated links, and net.emulate wins over sim's figures",
+          "[config]") {
+  SimConfig s;
+  simulate_links(s, parse_link_emulation("rate=250mbit,delay=5ms", "--netem"));
+  CHECK(s.bandwidth_mbps == 250.0);
+  CHECK(s.latency_ms == 10.0);  // delayed on the sender's end and on the receiver's
+  simulate_links(s, parse_link_emulation("rate=1gbit", "--netem"));
+  CHECK(s.bandwidth_mbps == 1000.0);
+  CHECK(s.latency_ms == 0.0);
+  simulate_links(s, LinkEmulation{});  // no emulation: sim's own figures stay
+  CHECK(s.bandwidth_mbps == 1000.0);
+
+  const std::string sim = "sim:\n  bandwidth_mbps: 10\n  latency_ms: 3\n";
+  const std::string net = "net:\n  emulate: rate=100mbit,delay=2ms\n";
+  for (const std::string& text : {sim + net, net + sim}) {
+    const RunConfig c = load_config_from_string(text, "c.yaml");
+    CHECK(c.sim.bandwidth_mbps == 100.0);
+    CHECK(c.sim.latency_ms == 4.0);
+  }
+  const RunConfig alone = load_config_from_string(sim, "c.yaml");
+  CHECK(alone.sim.bandwidth_mbps == 10.0);
+  CHECK(alone.sim.latency_ms == 3.0);
+}
+
 TEST_CASE("a directory given as the config says it is one", "[config]") {
   const std::string dir = fs::temp_directory_path().string();
   CHECK_THROWS_WITH(load_config(dir), Catch::Equals(dir + ": is a directory, not a YAML file"));

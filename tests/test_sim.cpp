@@ -229,6 +229,20 @@ TEST_CASE("a sender's messages leave one after another and a receiver takes them
   REQUIRE(net.exchange(2).now() == Approx(t + 4 * w + 2 * w + lat).epsilon(1e-9));
 }
 
+TEST_CASE("emulated links set the simulated wire time and latency", "[sim]") {
+  RunConfig c = load_config_from_string("net:\n  emulate: rate=100mbit,delay=3ms\n", "c.yaml");
+  const std::int64_t floats = 1000;
+  SimNetwork net(2, floats, 1, c.sim, 1);
+  const double w = (4000 + kMessageOverheadBytes) * 8.0 / 1e8, lat = 0.006, t = 0.5;
+  REQUIRE(net.wire_seconds() == Approx(w).epsilon(1e-12));
+  std::vector<float> buf(floats, 1.0f);
+  const int to1[] = {1}, from0[] = {0};
+  net.exchange(0).compute(t);
+  net.exchange(0).publish(0, buf, 1.0, to1);
+  REQUIRE(net.exchange(1).collect(0, from0, CollectOptions{}).size() == 1);
+  REQUIRE(net.exchange(1).now() == Approx(t + w + lat).epsilon(1e-9));
+}
+
 TEST_CASE("a round costs step + latency + out-degree wire times: complete against ring",
           "[sim]") {
   RunConfig config = small_config();

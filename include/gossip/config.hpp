@@ -182,6 +182,13 @@ struct LinkEmulation {
 /// prefix when `what` is empty) naming the item that is wrong.
 LinkEmulation parse_link_emulation(const std::string& text, const std::string& what);
 
+/// The simulator's model of emulated links: sim.bandwidth_mbps = the rate, and sim.latency_ms =
+/// twice the delay (netem sits on both ends of every peer's link, so a message from one peer to
+/// another is delayed on the sender's end and again on the switch's end towards the receiver).
+/// Jitter and loss are not modelled (TCP resends what netem drops, so no message is lost).
+/// Does nothing when `e` is not enabled.
+void simulate_links(SimConfig& sim, const LinkEmulation& e);
+
 struct NetworkConfig {
   static constexpr std::size_t kMaxRunIdBytes = 256;  // what the wire handshake carries
   std::string run_id = "gossip";
@@ -196,7 +203,8 @@ struct NetworkConfig {
   std::string tls_ca;
   std::string tls_cert;
   std::string tls_key;
-  LinkEmulation emulate;            // net.emulate: only gossip run reads it
+  LinkEmulation emulate;            // net.emulate: gossip run's links; gossip sim and compare
+                                    // model them (it wins over sim.bandwidth_mbps, latency_ms)
 };
 
 struct CompareConfig {

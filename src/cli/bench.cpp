@@ -16,6 +16,8 @@ const Subcommand kBenches[] = {
     {"sim", "1024 virtual peers: round time, mixing share; mixing vs bare saxpy", bench::run_sim},
     {"gossip", "one gossip round of 8/16 peer processes vs torch.distributed gloo",
      bench::run_gossip},
+    {"wan", "8 peers on emulated 1 Gbit/s links (root): 4 algorithms vs gloo all-reduce",
+     bench::run_wan},
 };
 
 void usage() {

@@ -17,6 +17,7 @@ namespace {
 
 const char* kCompareHelp =
     "usage: gossip compare CONFIG [--out DIR] [--epochs N] [--workers N] [--quiet]\n"
+    "                      [--netem rate=RATE[,delay=TIME]]\n"
     "\n"
     "Runs `gossip sim` once per setting of the sweep in CONFIG's compare section: every\n"
     "compare.topologies file, times compare.algorithms (choco once per compare.compress\n"
@@ -36,6 +37,8 @@ const char* kCompareHelp =
     "  --out DIR      where to write results (default: runs/ and the config's name)\n"
     "  --epochs N     override train.epochs for every setting\n"
     "  --workers N    override sim.workers (0 = number of cores)\n"
+    "  --netem SPEC   every setting on the links of `gossip run --netem SPEC` (as gossip sim\n"
+    "                 --netem: over net.emulate, sim.bandwidth_mbps and sim.latency_ms)\n"
     "  --quiet        no progress bar\n"
     "\n"
     "exit codes: 0 done, 1 runtime failure (e.g. a setting diverged), 2 bad config, topology,\n"
@@ -44,7 +47,7 @@ const char* kCompareHelp =
 }  // namespace
 
 int run_compare(int argc, char** argv) {
-  Args args(argc, argv, {"out", "epochs", "workers"}, {"quiet"});
+  Args args(argc, argv, {"out", "epochs", "workers", "netem"}, {"quiet"});
   if (args.help()) {
     std::printf("%s", kCompareHelp);
     return kExitOk;
@@ -55,6 +58,10 @@ int run_compare(int argc, char** argv) {
   RunConfig base = load_config(args.config_path());
   base.train.epochs = args.get_double("epochs", base.train.epochs);
   base.sim.workers = static_cast<int>(args.get_int("workers", base.sim.workers));
+  if (const auto netem = args.get("netem")) {
+    base.net.emulate = parse_link_emulation(*netem, "--netem");
+    simulate_links(base.sim, base.net.emulate);
+  }
   if (base.train.epochs <= 0) throw InputError("--epochs must be positive");
   if (base.sim.consensus_only)
     throw InputError(cat(base.path, ": sim.consensus_only: compare sweeps train (use gossip sim "

@@ -16,7 +16,8 @@ namespace {
 
 const char* kSimHelp =
     "usage: gossip sim CONFIG --out DIR [--epochs N] [--workers N] [--algorithm NAME]\n"
-    "                  [--topology FILE] [--period H] [--consensus] [--quiet]\n"
+    "                  [--topology FILE] [--period H] [--netem rate=RATE[,delay=TIME]]\n"
+    "                  [--consensus] [--quiet]\n"
     "\n"
     "Simulates topology.n virtual peers in one process: each trains on its own shard of the\n"
     "data (data.shard) with gossip.algorithm (dpsgd | local_sgd | push_sum | async | choco |\n"
@@ -32,6 +33,11 @@ const char* kSimHelp =
     "  --out DIR          where to write results (required)\n"
     "%s"
     "  --workers N        override sim.workers (0 = number of cores)\n"
+    "  --netem SPEC       model the links of `gossip run --netem SPEC` (net.emulate): rate=RATE\n"
+    "                     sets sim.bandwidth_mbps, delay=TIME sets sim.latency_ms to twice it\n"
+    "                     (both ends of a link delay); jitter and loss are not modelled.\n"
+    "                     Precedence: --netem, then net.emulate, then sim.bandwidth_mbps and\n"
+    "                     sim.latency_ms\n"
     "  --consensus        pure consensus: peers average random vectors (sim.consensus_dim,\n"
     "                     sim.consensus_rounds), no gradients; shows the mixing rate\n"
     "  --quiet            no progress bar\n"
@@ -42,7 +48,7 @@ const char* kSimHelp =
 }  // namespace
 
 int run_sim(int argc, char** argv) {
-  Args args(argc, argv, with_override_options({"out", "workers"}), {"consensus", "quiet"});
+  Args args(argc, argv, with_override_options({"out", "workers", "netem"}), {"consensus", "quiet"});
   if (args.help()) {
     std::printf(kSimHelp, kOverrideHelp);
     return kExitOk;
@@ -51,6 +57,10 @@ int run_sim(int argc, char** argv) {
 
   RunConfig config = load_config(args.config_path());
   apply_overrides(args, config);
+  if (const auto netem = args.get("netem")) {
+    config.net.emulate = parse_link_emulation(*netem, "--netem");
+    simulate_links(config.sim, config.net.emulate);
+  }
   config.sim.workers = static_cast<int>(args.get_int("workers", config.sim.workers));
   if (args.has("consensus")) config.sim.consensus_only = true;
   if (config.sim.workers < 0) throw InputError("--workers must be 0 or more");

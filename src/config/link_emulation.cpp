@@ -81,4 +81,10 @@ LinkEmulation parse_link_emulation(const std::string& text, const std::string& w
   return e;
 }
 
+void simulate_links(SimConfig& sim, const LinkEmulation& e) {
+  if (!e.enabled()) return;
+  sim.bandwidth_mbps = e.rate_bits_per_s / 1e6;
+  sim.latency_ms = 2.0 * e.delay_ms;
+}
+
 }  // namespace gossip

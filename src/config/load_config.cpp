@@ -592,6 +592,9 @@ RunConfig read(const yaml::Document& doc, const std::string& dir) {
   });
   check_model(cfg);
   check_gossip_keys(cfg);
+  // net.emulate describes the links; the simulator models those same links (whatever order the
+  // sections come in, and over sim.bandwidth_mbps and sim.latency_ms).
+  simulate_links(cfg.sim, cfg.net.emulate);
   return cfg;
 }
 

@@ -1,0 +1,448 @@
+// bench/bench_wan.cpp: `gossip bench wan` — rounds of the MLP (one local SGD step and one
+// exchange of the 0.94 MB parameter buffer) by 8 peer processes on emulated links: each peer in
+// its own network namespace behind a rate-limited veth link (the launcher's EmulatedNetwork,
+// which `gossip run --netem` uses), talking TLS over TCP as separate hosts would. Four
+// configurations: ring all-reduce, D-PSGD on the ring, D-PSGD on the one-peer exponential graph
+// with overlap, CHOCO-SGD top-1% on the ring; beside each, the simulator's prediction for the
+// same links (sim.bandwidth_mbps and sim.latency_ms from the same --netem text). The outside
+// reference is torch.distributed's gloo all-reduce run in the same namespaces, when Debian's
+// python3-torch is installed; without it the ratios are left empty, never guessed.
+#include <signal.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "bench/bench.hpp"
+#include "gossip_config.h"
+#include "gossip/args.hpp"
+#include "gossip/backend.hpp"
+#include "gossip/config.hpp"
+#include "gossip/core.hpp"
+#include "gossip/gossip.hpp"
+#include "gossip/json.hpp"
+#include "gossip/model.hpp"
+#include "gossip/net.hpp"
+#include "gossip/progress.hpp"
+#include "gossip/rng.hpp"
+#include "gossip/topology.hpp"
+#include "gossip/train.hpp"
+#include "sim/sim_network.hpp"
+#include "src/launcher/emulated_network.hpp"
+
+namespace gossip::bench {
+namespace {
+
+const char* kHelp =
+    "usage: gossip bench wan [--json] [--rounds N] [--peers N] [--netem SPEC]\n"
+    "\n"
+    "Needs root and iproute2 (it makes a network namespace per peer, as gossip run --netem).\n"
+    "Runs --peers (8) peer processes, each in its own network namespace behind a veth link\n"
+    "limited to --netem (rate=1gbit) each way, over TLS on TCP, for --rounds (30) timed rounds\n"
+    "of the MLP 784-256-128-10 (one SGD step at batch 32 on synthetic data, then the exchange):\n"
+    "  allreduce        ring all-reduce (gossip.algorithm: allreduce)\n"
+    "  dpsgd_ring       D-PSGD on the ring\n"
+    "  onepeer_overlap  D-PSGD on the one-peer exponential graph, gossip.overlap: true\n"
+    "  choco_ring       CHOCO-SGD, top_k 1%, on the ring\n"
+    "and reports seconds per round (the slowest peer), bytes per peer per round (as counted by\n"
+    "the exchange, and as the peer's interface sent them, TCP/IP and TLS included), the CPU\n"
+    "time a peer process used per round (and that times peers / cores), and the\n"
+    "simulator's predicted seconds per round for the same links, with a step time of one step\n"
+    "measured alone times peers / cores (the peers share this machine's cores).\n"
+    "Reference in the same run: torch.distributed gloo all_reduce of the same buffer in the\n"
+    "same namespaces (Debian's python3-torch; 'reference unavailable' without it, and the\n"
+    "ratios null). --json: ratio = onepeer_overlap / gloo, choco_ratio = choco_ring / gloo,\n"
+    "allreduce_ratio = allreduce / gloo.\n"
+    "Every namespace (and its links and qdiscs) is removed at the end, on failure or Ctrl-C.\n";
+
+constexpr std::int64_t kFloats = 235146;  // MLP 784-256-128-10
+constexpr int kBatch = 32;
+const char* const kConfigs[] = {"allreduce", "dpsgd_ring", "onepeer_overlap", "choco_ring"};
+
+std::atomic<int> g_signal{0};
+void on_signal(int sig) { g_signal = sig; }
+
+/// The topology and gossip settings of one configuration.
+struct Setting {
+  Topology topology;
+  GossipConfig gossip;
+};
+
+Setting setting(const std::string& name, int peers) {
+  GeneratorSpec spec;
+  spec.kind = name == "onepeer_overlap" ? "one-peer-exponential" : "ring";
+  spec.n = peers;
+  Setting s{make_topology(spec), GossipConfig{}};
+  if (name == "allreduce") s.gossip.algorithm = "allreduce";
+  if (name == "onepeer_overlap") s.gossip.overlap = true;
+  if (name == "choco_ring") {
+    s.gossip.algorithm = "choco";
+    s.gossip.compress.kind = "top_k";
+    s.gossip.compress.fraction = 0.01;
+  }
+  return s;
+}
+
+int warm_rounds(int peers) { return std::max(3, peers); }  // a ring synchronises a hop a round
+
+/// Bytes this namespace's eth0 has sent, or -1 when it cannot be read.
+double eth0_tx_bytes() {
+  std::ifstream f("/sys/class/net/eth0/statistics/tx_bytes");
+  double b = -1.0;
+  return f >> b ? b : -1.0;
+}
+
+/// The MLP and its optimizer on synthetic batches: what one local step costs.
+struct MlpStep {
+  std::unique_ptr<Backend> cpu = make_cpu_backend(1);
+  Model model{*cpu, std::vector<int>{784, 256, 128, 10}, kBatch};
+  OptimizerConfig opt = [] {
+    OptimizerConfig o;
+    o.lr = 0.01;
+    o.momentum = 0.9;
+    return o;
+  }();
+  Sgd sgd{*cpu, model.num_params(), opt};
+  std::vector<float> x;
+  std::vector<std::int32_t> y;
+  int next = 0;
+  static constexpr int kBatches = 8;
+
+  explicit MlpStep(int rank) {
+    model.init(1, 0);
+    auto rng = make_rng(1, rank, Stream::kSynthetic);
+    x.resize(static_cast<std::size_t>(kBatches) * kBatch * 784);
+    for (auto& v : x) v = static_cast<float>(normal01(rng));
+    y.resize(static_cast<std::size_t>(kBatches) * kBatch);
+    for (auto& v : y) v = static_cast<std::int32_t>(uniform_below(rng, 10));
+  }
+  double operator()() {
+    const int b = next++ % kBatches;
+    const auto r = model.forward_backward(x.data() + static_cast<std::size_t>(b) * kBatch * 784,
+                                          y.data() + static_cast<std::size_t>(b) * kBatch, kBatch);
+    sgd.step(model.params(), model.grads(), 0.01f);
+    return r.loss;
+  }
+};
+
+/// CPU seconds (user and system) this process has used.
+double cpu_seconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  const auto s = [](const timeval& t) { return t.tv_sec + t.tv_usec / 1e6; };
+  return s(u.ru_utime) + s(u.ru_stime);
+}
+
+/// One peer process, inside its namespace: warm-up rounds, then `rounds` timed ones. Prints
+/// "seconds_per_round exchange_bytes_per_round wire_bytes_per_round cpu_seconds_per_round".
+int worker(int rank, const std::string& name, const std::vector<std::string>& hosts, int port,
+           int rounds, const std::string& tls_dir) {
+  const int peers = static_cast<int>(hosts.size());
+  const Setting s = setting(name, peers);
+  NetConfig cfg;
+  cfg.shared_memory = false;  // separate hosts
+  cfg.tls = tls_files_in(tls_dir, rank);
+  cfg.tls.enabled = true;
+  cfg.rank = rank;
+  cfg.size = peers;
+  for (const auto& h : hosts) cfg.addresses.push_back(cat(h, ":", port));
+  std::set<int> nbrs;
+  for (std::int64_t t = 0; t < s.topology.period(); ++t) {
+    for (const auto& nb : s.topology.in_neighbours(rank, t)) nbrs.insert(nb.peer);
+    for (const auto& nb : s.topology.out_neighbours(rank, t)) nbrs.insert(nb.peer);
+  }
+  for (int p : extra_neighbours(s.gossip, rank, peers)) nbrs.insert(p);
+  nbrs.erase(rank);
+  cfg.neighbours.assign(nbrs.begin(), nbrs.end());
+  cfg.max_queued_rounds = static_cast<std::size_t>(std::max<std::int64_t>(
+      4, max_round_lead(s.topology) + 1 + extra_round_lead(s.gossip, peers)));
+  cfg.handshake.run_id = "bench";
+  cfg.handshake.model = "784-256-128-10";
+  cfg.handshake.param_count = kFloats;
+  cfg.handshake.topology_fingerprint = s.topology.fingerprint();
+  cfg.log = [](const std::string&) {};
+  NetExchange ex(std::move(cfg));
+  MlpStep step(rank);
+  if (step.model.num_params() != kFloats) throw RuntimeError("the MLP is not 235146 floats");
+  auto a = make_algorithm(Learner{step.cpu.get(), step.model.params(), kFloats, std::ref(step)},
+                          ex, s.topology, s.gossip, 1);
+  const int warm = warm_rounds(peers);
+  for (int r = 0; r < warm; ++r) a->run_round(r);
+  const std::uint64_t bytes0 = ex.bytes_sent();
+  const double wire0 = eth0_tx_bytes(), cpu0 = cpu_seconds();
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int r = warm; r < warm + rounds; ++r) a->run_round(r);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / rounds;
+  const double wire1 = eth0_tx_bytes();
+  std::printf("%.9f %.1f %.1f %.9f\n", seconds,
+              static_cast<double>(ex.bytes_sent() - bytes0) / rounds,
+              wire0 < 0 || wire1 < 0 ? -1.0 : (wire1 - wire0) / rounds,
+              (cpu_seconds() - cpu0) / rounds);
+  return 0;
+}
+
+/// What the simulator predicts for one configuration: seconds per round over the timed rounds
+/// (the slowest peer's clock), with each local step costing `step_s`.
+double predict(const std::string& name, int peers, int rounds, const SimConfig& sim,
+               double step_s) {
+  const Setting s = setting(name, peers);
+  SimNetwork net(peers, kFloats, s.gossip.algorithm == "allreduce" ? 2 : 1, sim, 1);
+  net.set_step_seconds(step_s);
+  std::vector<std::vector<float>> x(peers, std::vector<float>(kFloats));
+  auto cpu = make_cpu_backend(1);
+  std::vector<std::unique_ptr<Algorithm>> algorithms;
+  for (int p = 0; p < peers; ++p) {
+    auto rng = make_rng(1, p, Stream::kSim);
+    for (auto& v : x[p]) v = static_cast<float>(normal01(rng));
+    // The step leaves the parameters alone (a CHOCO packet is 1% of them whatever they are);
+    // the network model charges its time.
+    const Learner learner{cpu.get(), x[p].data(), kFloats, [] { return 0.0; }};
+    algorithms.push_back(make_algorithm(learner, net.exchange(p), s.topology, s.gossip, 1));
+  }
+  const auto clock = [&] {
+    double t = 0.0;
+    for (int p = 0; p < peers; ++p) t = std::max(t, net.exchange(p).now());
+    return t;
+  };
+  const int warm = warm_rounds(peers);
+  double t0 = 0.0;
+  for (int r = 0; r < warm + rounds; ++r) {
+    if (r == warm) t0 = clock();
+    for (int p = 0; p < peers; ++p) {  // as the simulator's Swarm::round charges compute
+      Algorithm& a = *algorithms[p];
+      const double compute = a.local_steps(r) * net.step_seconds(p);
+      if (a.overlaps()) {
+        a.local_phase(r);
+        net.exchange(p).compute(compute);
+      } else {
+        net.exchange(p).compute(compute);
+        a.local_phase(r);
+      }
+    }
+    for (int st = 0; st < algorithms.front()->relay_steps(); ++st)
+      for (auto& a : algorithms) a->relay_phase(r, st);
+    for (auto& a : algorithms) a->mix_phase(r);
+  }
+  return (clock() - t0) / rounds;
+}
+
+std::string quoted(const std::vector<std::string>& argv) {
+  std::string s;
+  for (const auto& a : argv) s += cat(s.empty() ? "" : " ", "'", a, "'");
+  return s;
+}
+
+struct Measured {
+  double seconds = 0.0;      // slowest peer's seconds per round
+  double bytes = 0.0;        // mean over peers of exchange bytes per round
+  double wire_bytes = -1.0;  // mean over peers of eth0 bytes per round (-1: not read)
+  double cpu = 0.0;          // mean over peers of CPU seconds per round (their own process)
+};
+
+/// Starts one command per rank (its argv from `command(r)`) and reads each one's last line of
+/// four numbers.
+Measured run_ranks(int peers, const std::function<std::vector<std::string>(int)>& command,
+                   const std::string& what) {
+  if (g_signal) throw RuntimeError("gossip bench wan: interrupted");
+  std::vector<FILE*> kids;
+  for (int r = 0; r < peers; ++r) {
+    FILE* p = popen(quoted(command(r)).c_str(), "r");
+    if (!p) throw RuntimeError(cat("cannot start ", what, " rank ", r));
+    kids.push_back(p);
+  }
+  Measured m;
+  bool failed = false;
+  double wire = 0.0;
+  for (FILE* p : kids) {
+    double s = -1.0, b = 0.0, w = -1.0, c = 0.0;
+    char line[512];
+    while (std::fgets(line, sizeof line, p))
+      if (std::sscanf(line, "%lf %lf %lf %lf", &s, &b, &w, &c) != 4) s = -1.0;
+    failed |= pclose(p) != 0 || s < 0;
+    m.seconds = std::max(m.seconds, s);
+    m.bytes += b / peers;
+    m.cpu += c / peers;
+    wire = wire < 0 || w < 0 ? -1.0 : wire + w / peers;
+  }
+  if (g_signal) throw RuntimeError("gossip bench wan: interrupted");
+  if (failed) throw RuntimeError(cat("gossip bench wan: a peer of ", what, " failed"));
+  m.wire_bytes = wire;
+  return m;
+}
+
+}  // namespace
+
+int run_wan(int argc, char** argv) {
+  Args args(argc, argv, {"rounds", "peers", "netem", "worker", "config", "hosts", "port", "tls"},
+            {"json"});
+  if (args.help()) {
+    std::printf("%s", kHelp);
+    return kExitOk;
+  }
+  const int rounds = static_cast<int>(args.get_int("rounds", 30));
+  if (rounds <= 0) throw InputError("--rounds must be positive");
+  if (args.get("worker")) {
+    std::vector<std::string> hosts;
+    const std::string list = args.required("hosts", "A,B,...");
+    for (std::size_t pos = 0; pos <= list.size();) {
+      const auto comma = std::min(list.find(',', pos), list.size());
+      hosts.push_back(list.substr(pos, comma - pos));
+      pos = comma + 1;
+    }
+    return worker(static_cast<int>(args.get_int("worker", 0)), args.required("config", "NAME"),
+                  hosts, static_cast<int>(args.get_int("port", 0)), rounds,
+                  args.required("tls", "DIR"));
+  }
+  const int peers = static_cast<int>(args.get_int("peers", 8));
+  if (peers < 3) throw InputError("--peers must be at least 3");
+  const LinkEmulation links = parse_link_emulation(args.get_or("netem", "rate=1gbit"), "--netem");
+  if (geteuid() != 0)
+    throw InputError("gossip bench wan needs root: it puts each peer in its own network "
+                     "namespace and sets tc qdiscs on their links (as gossip run --netem does)");
+  const bool json = args.has("json");
+
+  // The simulator's model of these links, and of a step when `peers` processes share the cores.
+  SimConfig sim;
+  simulate_links(sim, links);
+  MlpStep alone(0);
+  const double step_alone = best_seconds_per_call([&] { alone(); }, 50, 5);
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  const double step_shared = step_alone * std::max(1.0, static_cast<double>(peers) / cores);
+
+  struct sigaction sa{};
+  sa.sa_handler = on_signal;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  launcher::EmulatedNetwork network(links, peers, [] { return g_signal != 0; });
+  const auto tls_dir = std::filesystem::temp_directory_path() / cat("gossip-bench-wan-", getpid());
+  struct RemoveDir {
+    std::filesystem::path dir;
+    ~RemoveDir() {
+      std::error_code ec;
+      std::filesystem::remove_all(dir, ec);
+    }
+  } remove_tls{tls_dir};
+  KeySetOptions keys;
+  keys.run_id = "bench";
+  keys.peers = peers;
+  keys.write_ca_key = false;
+  keys.overwrite = true;
+  create_key_set(tls_dir, keys);
+  std::string hosts;
+  for (int r = 0; r < peers; ++r) hosts += cat(r ? "," : "", network.address(r));
+  const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
+  if (!json)
+    std::printf("gossip bench wan: %d peers, each in its own network namespace, links %s "
+                "(tbf both ways), TLS over TCP; %d timed rounds of the MLP (%lld floats)\n%s\n",
+                peers, links.text.c_str(), rounds, static_cast<long long>(kFloats),
+                blas_kernel_line().c_str());
+
+  struct Row {
+    std::string name;
+    Measured m;
+    double predicted = 0.0;
+  };
+  std::vector<Row> rows;
+  int port = 29700;
+  for (const char* name : kConfigs) {
+    port += 10;
+    Row row{name, run_ranks(peers, [&](int r) {
+              auto argv = network.exec_prefix(r);
+              argv.insert(argv.end(), {self, "bench", "wan", "--worker", std::to_string(r),
+                                       "--config", name, "--hosts", hosts, "--port",
+                                       std::to_string(port), "--rounds", std::to_string(rounds),
+                                       "--tls", tls_dir.string()});
+              return argv;
+            }, name), predict(name, peers, rounds, sim, step_shared)};
+    rows.push_back(row);
+  }
+  // The outside reference: gloo's all-reduce of the same buffer, in the same namespaces.
+  Measured gloo;
+  const auto python = torch_python();
+  if (python) {
+    port += 10;
+    gloo = run_ranks(peers, [&](int r) {
+      auto argv = network.exec_prefix(r);
+      argv.insert(argv.end(), {*python, cat(GOSSIP_SOURCE_DIR, "/bench/torch_wan.py"),
+                               std::to_string(r), std::to_string(peers), std::to_string(kFloats),
+                               std::to_string(rounds), std::to_string(warm_rounds(peers)),
+                               network.address(0), std::to_string(port)});
+      return argv;
+    }, "the gloo reference");
+  }
+  network.remove();
+
+  const auto find = [&](const std::string& n) -> const Row& {
+    return *std::find_if(rows.begin(), rows.end(), [&](const Row& r) { return r.name == n; });
+  };
+  const auto ratio = [&](const std::string& n) {
+    return gloo.seconds > 0 ? find(n).m.seconds / gloo.seconds : NAN;
+  };
+  const auto nullable = [](double v) { return v < 0 ? NAN : v; };
+  if (json) {
+    JsonObject o;
+    o.add("bench", "wan").add("netem", links.text).add("peers", peers).add("rounds", rounds)
+        .add("step_ms_alone", step_alone * 1e3).add("sim_step_ms", step_shared * 1e3)
+        .add("sim_bandwidth_mbps", sim.bandwidth_mbps).add("sim_latency_ms", sim.latency_ms);
+    for (const auto& r : rows)
+      o.add(r.name + "_ms", r.m.seconds * 1e3)
+          .add(r.name + "_bytes_per_round", r.m.bytes)
+          .add(r.name + "_wire_bytes_per_round", nullable(r.m.wire_bytes))
+          .add(r.name + "_cpu_ms_per_peer", r.m.cpu * 1e3)
+          .add(r.name + "_sim_ms", r.predicted * 1e3)
+          .add(r.name + "_sim_error", r.predicted / r.m.seconds - 1.0);
+    o.add("reference", python ? "gloo all_reduce" : "reference unavailable")
+        .add("gloo_allreduce_ms", gloo.seconds > 0 ? gloo.seconds * 1e3 : NAN)
+        .add("gloo_allreduce_cpu_ms_per_peer", gloo.seconds > 0 ? gloo.cpu * 1e3 : NAN)
+        .add("gloo_allreduce_wire_bytes_per_round",
+             gloo.seconds > 0 ? nullable(gloo.wire_bytes) : NAN)
+        .add("ratio", ratio("onepeer_overlap"))
+        .add("choco_ratio", ratio("choco_ring"))
+        .add("allreduce_ratio", ratio("allreduce"));
+    std::printf("%s\n", o.str().c_str());
+    return kExitOk;
+  }
+  std::printf("MLP step alone: %.3f ms; simulated step with %d peers on %u cores: %.3f ms; "
+              "simulated links %.0f Mbit/s, latency %.3f ms\n\n",
+              step_alone * 1e3, peers, cores, step_shared * 1e3, sim.bandwidth_mbps,
+              sim.latency_ms);
+  std::printf("%-16s  %9s  %11s  %12s  %10s  %10s  %8s  %8s  %8s\n", "configuration",
+              "ms/round", "bytes/round", "wire B/round", "CPU ms/peer", "CPU-bound", "sim ms",
+              "sim err", "vs gloo");
+  const double share = static_cast<double>(peers) / cores;  // peers per core
+  for (const auto& r : rows) {
+    const double rat = ratio(r.name);
+    std::printf("%-16s  %9.2f  %11.0f  %12s  %11.2f  %10.2f  %8.2f  %7.1f%%  %8s\n",
+                r.name.c_str(), r.m.seconds * 1e3, r.m.bytes,
+                r.m.wire_bytes < 0 ? "-" : cat(static_cast<long long>(r.m.wire_bytes)).c_str(),
+                r.m.cpu * 1e3, r.m.cpu * share * 1e3, r.predicted * 1e3,
+                100.0 * (r.predicted / r.m.seconds - 1.0),
+                std::isnan(rat) ? "-" : fixed(rat, 3).c_str());
+  }
+  if (python)
+    std::printf("%-16s  %9.2f  %11s  %12s  %11.2f  %10.2f\n", "gloo all_reduce",
+                gloo.seconds * 1e3, "-",
+                gloo.wire_bytes < 0 ? "-" : cat(static_cast<long long>(gloo.wire_bytes)).c_str(),
+                gloo.cpu * 1e3, gloo.cpu * share * 1e3);
+  else
+    std::printf("\ngloo reference: reference unavailable (python3 cannot import torch; "
+                "apt-get install python3-torch); ratios not computed\n");
+  std::printf("(bytes/round: per peer, as the exchange counts them; wire B/round: what the "
+              "peer's interface sent, TCP/IP and TLS included; CPU ms/peer: what one peer "
+              "process used a round; CPU-bound: that times peers / cores, the round time if the "
+              "cores were the only limit; the simulator models the links and the SGD step, not "
+              "the CPU that TLS, mixing and compression take)\n");
+  return kExitOk;
+}
+
+}  // namespace gossip::bench
