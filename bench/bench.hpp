@@ -6,6 +6,7 @@
 #endif
 
 #include <chrono>
+#include <filesystem>
 #include <functional>
 #include <optional>
 #include <string>
@@ -32,6 +33,21 @@ std::optional<double> json_field(const std::string& json, const std::string& key
 /// reference; both "-" when the reference was not measured (reference <= 0).
 std::pair<std::string, std::string> reference_cells(double ours, double reference, double scale,
                                                     int digits);
+
+/// A benchmark run's TLS credentials, as `gossip run` makes them (a fresh CA whose key is never
+/// written, a key and certificate per rank) in a temporary folder named `prefix`-PID, removed
+/// when this goes out of scope.
+class RunCredentials {
+ public:
+  RunCredentials(const std::string& prefix, int peers);
+  ~RunCredentials();
+  RunCredentials(const RunCredentials&) = delete;
+  RunCredentials& operator=(const RunCredentials&) = delete;
+  const std::filesystem::path& dir() const { return dir_; }
+
+ private:
+  std::filesystem::path dir_;
+};
 
 /// The OpenBLAS kernel line every benchmark prints ("SkylakeX", and OPENBLAS_CORETYPE if set).
 std::string blas_kernel_line();

@@ -241,20 +241,9 @@ int run_gossip(int argc, char** argv) {
   }
   const double loopback = loopback_bandwidth();
   // The benchmark run's credentials, as `gossip run` makes them; removed at the end.
-  const auto tls_dir = std::filesystem::temp_directory_path() / cat("gossip-bench-tls-", getpid());
-  struct RemoveDir {
-    std::filesystem::path dir;
-    ~RemoveDir() {
-      std::error_code ec;
-      std::filesystem::remove_all(dir, ec);
-    }
-  } remove_tls{tls_dir};
-  KeySetOptions keys;
-  keys.run_id = "bench";
-  keys.peers = *std::max_element(sizes.begin(), sizes.end());
-  keys.write_ca_key = false;
-  keys.overwrite = true;
-  create_key_set(tls_dir, keys);
+  const RunCredentials credentials("gossip-bench-tls",
+                                   *std::max_element(sizes.begin(), sizes.end()));
+  const std::string tls_dir = credentials.dir().string();
   struct Row {
     int peers;
     Measured shm, tls, tcp;

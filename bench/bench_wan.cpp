@@ -324,20 +324,8 @@ int run_wan(int argc, char** argv) {
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
   launcher::EmulatedNetwork network(links, peers, [] { return g_signal != 0; });
-  const auto tls_dir = std::filesystem::temp_directory_path() / cat("gossip-bench-wan-", getpid());
-  struct RemoveDir {
-    std::filesystem::path dir;
-    ~RemoveDir() {
-      std::error_code ec;
-      std::filesystem::remove_all(dir, ec);
-    }
-  } remove_tls{tls_dir};
-  KeySetOptions keys;
-  keys.run_id = "bench";
-  keys.peers = peers;
-  keys.write_ca_key = false;
-  keys.overwrite = true;
-  create_key_set(tls_dir, keys);
+  const RunCredentials credentials("gossip-bench-wan", peers);
+  const std::filesystem::path& tls_dir = credentials.dir();
   std::string hosts;
   for (int r = 0; r < peers; ++r) hosts += cat(r ? "," : "", network.address(r));
   const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();

@@ -3,9 +3,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <unistd.h>
 
 #include "bench/bench.hpp"
 #include "gossip/backend.hpp"
+#include "gossip/core.hpp"
+#include "gossip/net.hpp"
 #include "gossip_config.h"
 
 namespace gossip::bench {
@@ -71,6 +74,21 @@ std::string blas_kernel_line() {
   std::string line = "OpenBLAS kernel: " + blas_core_name();
   if (forced && *forced) line += std::string(" (forced by OPENBLAS_CORETYPE=") + forced + ")";
   return line;
+}
+
+RunCredentials::RunCredentials(const std::string& prefix, int peers)
+    : dir_(std::filesystem::temp_directory_path() / cat(prefix, "-", getpid())) {
+  KeySetOptions keys;
+  keys.run_id = "bench";
+  keys.peers = peers;
+  keys.write_ca_key = false;
+  keys.overwrite = true;
+  create_key_set(dir_, keys);
+}
+
+RunCredentials::~RunCredentials() {
+  std::error_code ec;
+  std::filesystem::remove_all(dir_, ec);
 }
 
 }  // namespace gossip::bench
