@@ -146,18 +146,26 @@ std::vector<EvaluationFigures> NetworkRecord::merge_ready_rounds() {
   return merged;
 }
 
+Evaluation NetworkRecord::evaluate_average(const std::vector<std::string>& paths,
+                                           double* consensus) {
+  std::vector<std::vector<float>> params;
+  for (const auto& path : paths) params.push_back(read_snapshot(path, evaluator_.num_params()));
+  std::vector<std::span<const float>> views(params.begin(), params.end());
+  if (consensus) *consensus = consensus_distance(views);
+  std::vector<float> avg(evaluator_.num_params());
+  average_params(views, avg);
+  evaluator_.upload_params(avg);
+  return evaluator_.evaluate(data_.test, config_.train.eval_limit);
+}
+
 /// Rows for every peer and for the average model, whose accuracy and the consensus distance
 /// come from the peers' parameter snapshots.
 void NetworkRecord::merge_round(std::int64_t round, std::map<int, EvalEvent>& evals,
                                 const std::vector<int>& expected) {
-  std::vector<std::vector<float>> params;
-  for (int r : expected) params.push_back(read_snapshot(evals[r].params, evaluator_.num_params()));
-  std::vector<std::span<const float>> views(params.begin(), params.end());
-  std::vector<float> avg(evaluator_.num_params());
-  const double cd = consensus_distance(views);
-  average_params(views, avg);
-  evaluator_.upload_params(avg);
-  const Evaluation ev = evaluator_.evaluate(data_.test, config_.train.eval_limit);
+  std::vector<std::string> paths;
+  for (int r : expected) paths.push_back(evals[r].params);
+  double cd = 0.0;
+  const Evaluation ev = evaluate_average(paths, &cd);
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
   if (clock_ == Clock::kPeers) {
     seconds = 0.0;
@@ -222,20 +230,10 @@ Summary NetworkRecord::finish(double wall_seconds, const std::vector<double>& pe
   // Split at the end: each component's own average model, from its peers' final parameters.
   std::vector<double> component_accuracy;
   for (const auto& c : split) {
-    std::vector<std::vector<float>> params;
+    std::vector<std::string> paths;
     for (int r : c)
-      if (done_[r])
-        params.push_back(read_snapshot(cat(out_dir_, "/peers/", r, "/params.bin"),
-                                       evaluator_.num_params()));
-    if (params.empty()) {
-      component_accuracy.push_back(NAN);
-      continue;
-    }
-    std::vector<std::span<const float>> views(params.begin(), params.end());
-    std::vector<float> avg(evaluator_.num_params());
-    average_params(views, avg);
-    evaluator_.upload_params(avg);
-    component_accuracy.push_back(evaluator_.evaluate(data_.test, config_.train.eval_limit).accuracy);
+      if (done_[r]) paths.push_back(cat(out_dir_, "/peers/", r, "/params.bin"));
+    component_accuracy.push_back(paths.empty() ? NAN : evaluate_average(paths).accuracy);
   }
   end.extra.add("partitioned", !split.empty())
       .add("components", components)

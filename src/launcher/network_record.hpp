@@ -83,6 +83,9 @@ class NetworkRecord {
   void merge_round(std::int64_t round, std::map<int, EvalEvent>& evals,
                    const std::vector<int>& expected);
   void log_event(const std::string& json_line);
+  /// The average of the parameter files `paths` on the test set (and, when asked, their
+  /// consensus distance).
+  Evaluation evaluate_average(const std::vector<std::string>& paths, double* consensus = nullptr);
 
   const RunConfig& config_;
   std::string out_dir_;
