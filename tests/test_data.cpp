@@ -135,6 +135,89 @@ TEST_CASE("IDX round trip keeps labels and scales pixels to [0,1]", "[data]") {
   }
 }
 
+TEST_CASE("mapped IDX sets: one cache file per host, equal to the plain load, rebuilt when stale",
+          "[data][mapped]") {
+  TempDir dir;
+  const std::string img = dir.file("m-images.gz");
+  const std::string lab = dir.file("m-labels.gz");
+  write_file(img, good_images(), true);
+  write_file(lab, good_labels(), true);
+  const std::string cache = dir.file("cache");
+  const Dataset plain = load_idx(img, lab, 10);
+  std::string warning = "stale";
+  const Dataset a = load_idx_mapped(img, lab, 10, cache, &warning);
+  CHECK(warning.empty());
+  REQUIRE_FALSE(a.pixels.mapped_file().empty());
+  CHECK(plain.pixels.mapped_file().empty());
+  CHECK(a.n == 3);
+  CHECK(a.dim == 6);
+  CHECK(a.y == plain.y);
+  REQUIRE(Bytes(a.pixels.begin(), a.pixels.end()) == kPixels);
+  // The cache holds a 64-byte header and the pixels, and nothing else is left in the folder
+  // (the lock file stays; no temporary file does).
+  const std::string file = a.pixels.mapped_file();
+  CHECK(fs::file_size(file) == 64 + kPixels.size());
+  for (const auto& e : fs::directory_iterator(cache))
+    CHECK_THAT(e.path().string(), !Contains(".tmp."));
+  // A second load maps the same file without writing it again.
+  const auto written = fs::last_write_time(file);
+  const Dataset b = load_idx_mapped(img, lab, 10, cache, &warning);
+  CHECK(b.pixels.mapped_file() == file);
+  CHECK(fs::last_write_time(file) == written);
+  CHECK(Bytes(b.pixels.begin(), b.pixels.end()) == kPixels);
+  // A copy of a mapped set shares the mapping and is read-only; shortening it (data.limit_train)
+  // shortens only that copy's view.
+  Dataset c = b;
+  CHECK_THROWS(c.pixels.owned());
+  c.pixels.truncate(6);
+  CHECK(c.pixels.size() == 6);
+  CHECK(b.pixels.size() == kPixels.size());
+  // A cache file cut short is not trusted: it is rebuilt.
+  fs::resize_file(file, 40);
+  const Dataset d = load_idx_mapped(img, lab, 10, cache, &warning);
+  CHECK(warning.empty());
+  CHECK(Bytes(d.pixels.begin(), d.pixels.end()) == kPixels);
+  CHECK(fs::file_size(file) == 64 + kPixels.size());
+  // The cache is keyed by the source: another file with other pixels gets its own cache file.
+  Bytes other = kPixels;
+  other[0] = 7;
+  const std::string img2 = dir.file("m2-images.gz");
+  write_file(img2, idx_bytes(0x803, {3, 2, 3}, other), true);
+  const Dataset e = load_idx_mapped(img2, lab, 10, cache, &warning);
+  CHECK(e.pixels.mapped_file() != file);
+  CHECK(e.pixels[0] == 7);
+  CHECK(a.pixels[0] == 0);  // the first mapping still reads its own file
+}
+
+TEST_CASE("mapped IDX sets: an unwritable cache falls back to memory, a broken file is refused",
+          "[data][mapped]") {
+  TempDir dir;
+  const std::string img = dir.file("f-images.gz");
+  const std::string lab = dir.file("f-labels.gz");
+  write_file(img, good_images(), true);
+  write_file(lab, good_labels(), true);
+  // A cache folder that cannot exist: a path under a regular file.
+  write_file(dir.file("plainfile"), {1}, false);
+  std::string warning;
+  const Dataset a = load_idx_mapped(img, lab, 10, dir.file("plainfile/cache"), &warning);
+  CHECK_THAT(warning, Contains("f-images.gz") && Contains("not shared") &&
+                          Contains("plainfile/cache"));
+  CHECK(a.pixels.mapped_file().empty());
+  CHECK(Bytes(a.pixels.begin(), a.pixels.end()) == kPixels);
+  // A truncated IDX file is the same InputError as without the cache, and leaves no cache file.
+  Bytes cut = good_images();
+  cut.resize(cut.size() - 5);
+  const std::string bad = dir.file("cut-images.gz");
+  write_file(bad, cut, true);
+  const std::string cache = dir.file("cache2");
+  CHECK_THROWS_WITH(load_idx_mapped(bad, lab, 10, cache, &warning),
+                    Contains("cut-images.gz") && Contains("truncated"));
+  std::size_t files = 0;
+  for (const auto& e : fs::directory_iterator(cache))
+    files += e.path().extension() == ".lock" ? 0 : 1;
+  CHECK(files == 0);
+}
+
 TEST_CASE("truncated IDX file names the file and both sizes", "[data]") {
   TempDir dir;
   Bytes cut = good_images();
@@ -263,6 +346,14 @@ TEST_CASE("Fashion-MNIST test set loads with balanced labels", "[data][real]") {
   auto [lo, hi] = std::minmax_element(d.pixels.begin(), d.pixels.end());
   REQUIRE(*lo == 0);
   REQUIRE(*hi == 255);
+  // Mapped through a cache, the same bytes.
+  TempDir dir;
+  std::string warning;
+  const Dataset m = load_idx_mapped(images, labels, 10, dir.file("cache"), &warning);
+  CHECK(warning.empty());
+  CHECK_FALSE(m.pixels.mapped_file().empty());
+  CHECK(m.y == d.y);
+  CHECK(std::equal(m.pixels.begin(), m.pixels.end(), d.pixels.begin(), d.pixels.end()));
 }
 
 // ---- synthetic --------------------------------------------------------------------------------

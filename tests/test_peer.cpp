@@ -357,6 +357,53 @@ TEST_CASE("a CNN runs over TCP bit-identical to the simulator", "[peer]") {
   CHECK(number(t.path / "run" / "summary.json", "test_accuracy") > 0.8);
 }
 
+TEST_CASE("the peers of a host map one shared copy of the Fashion-MNIST test set", "[peer]") {
+  const std::string images = "/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz";
+  if (!fs::exists(images)) {
+    WARN("no Fashion-MNIST at " << images << ", skipped");
+    return;
+  }
+  TempDir t;
+  const fs::path cfg = write_config(t.path, 3, "dpsgd", 1);
+  auto config = [&](const std::string& cache_dir) {
+    std::ofstream(cfg) << "data: {limit_train: 600, cache_dir: " << cache_dir << "}\n"
+                       << "model: {layers: [784, 16, 10]}\n"
+                       << "optimizer: {lr: 0.05, momentum: 0.9}\n"
+                       << "train: {epochs: 1, batch: 32, seed: 5, backend: cpu, eval_limit: 500}\n"
+                       << "gossip: {topology: topo.yaml, algorithm: dpsgd, period: 1, "
+                       << "round_timeout_s: 5}\n"
+                       << "net: {run_id: test-mapped, base_port: " << test_port_base()
+                       << ", connect_timeout_s: 20}\n";
+  };
+  const fs::path cache = t.path / "cache";
+  for (const bool shared : {true, false}) {
+    config(shared ? cache.string() : "off");
+    const fs::path out = t.path / (shared ? "run" : "run-off");
+    const Result r = run(bin() + " run " + cfg.string() + " --out " + out.string() +
+                         " --no-progress");
+    INFO(r.output);
+    REQUIRE(r.code == 0);
+    std::set<std::string> files;
+    for (int p = 0; p < 3; ++p) {
+      const std::string log = read_file(out / "peers" / std::to_string(p) / "peer.log");
+      INFO(log);
+      std::smatch m;
+      if (shared) {
+        REQUIRE(std::regex_search(log, m, std::regex("test set mapped from (\\S+) \\(shared\\)")));
+        files.insert(m[1]);
+      } else {
+        CHECK(log.find("test set in this process's memory") != std::string::npos);
+      }
+    }
+    if (!shared) continue;
+    // One file for the three of them, in the cache folder: a 64-byte header and 10000 images.
+    REQUIRE(files.size() == 1);
+    const fs::path file = *files.begin();
+    CHECK(file.parent_path() == cache);
+    CHECK(fs::file_size(file) == 64u + 10000u * 784u);
+  }
+}
+
 TEST_CASE("directed rings run in step over TCP, bit-identical to the simulator", "[peer]") {
   // A peer of a directed ring can run up to n - 1 rounds ahead of the peer it sends to; the
   // receiver must hold all of them, or a round is lost and every peer waits out its timeout.

@@ -23,6 +23,10 @@ struct DataConfig {
   std::string test_images = "/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz";
   std::string test_labels = "/usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz";
   int classes = 10;
+  // Where the decoded test images are cached and mapped, one read-only copy shared by the
+  // processes of a host: "" = $GOSSIP_CACHE_DIR, else $XDG_CACHE_HOME/gossip, else
+  // $HOME/.cache/gossip; "off" = every process loads its own copy.
+  std::string cache_dir;
   // Synthetic data (data.synthetic: {...}) replaces the files when set.
   bool synthetic = false;
   std::int64_t synthetic_train = 4096;

@@ -6,10 +6,46 @@
 #endif
 
 #include <cstdint>
+#include <initializer_list>
+#include <memory>
 #include <string>
 #include <vector>
 
 namespace gossip {
+
+/// The pixel bytes of an image set: either owned, or a read-only view of a cache file that every
+/// process loading the same IDX file maps (load_idx_mapped), so the peers of one host share one
+/// copy of the test set in the page cache instead of holding one each.
+class Pixels {
+ public:
+  Pixels() = default;
+  Pixels(std::initializer_list<std::uint8_t> bytes) : own_(bytes) {}
+
+  const std::uint8_t* data() const { return mapping_ ? view_ : own_.data(); }
+  std::size_t size() const { return mapping_ ? size_ : own_.size(); }
+  bool empty() const { return size() == 0; }
+  std::uint8_t operator[](std::size_t i) const { return data()[i]; }
+  const std::uint8_t* begin() const { return data(); }
+  const std::uint8_t* end() const { return data() + size(); }
+
+  /// Keeps the first n bytes (n <= size()).
+  void truncate(std::size_t n);
+  /// The owned bytes, to fill; a mapped set is read-only (throws).
+  std::vector<std::uint8_t>& owned();
+  /// The cache file these bytes are mapped from, or "" when they are this process's own.
+  const std::string& mapped_file() const { return file_; }
+
+  /// A view of `size` bytes at `view` that stays valid while `mapping` lives.
+  static Pixels mapped(std::shared_ptr<const void> mapping, const std::uint8_t* view,
+                       std::size_t size, std::string file);
+
+ private:
+  std::vector<std::uint8_t> own_;
+  std::shared_ptr<const void> mapping_;
+  const std::uint8_t* view_ = nullptr;
+  std::size_t size_ = 0;
+  std::string file_;
+};
 
 /// A labelled classification set, features row-major (n x dim). Image sets keep the file's bytes
 /// (a quarter of the floats' memory) and turn them into features a batch at a time:
@@ -19,7 +55,7 @@ struct Dataset {
   int dim = 0;
   int classes = 0;
   std::vector<float> x;               // n * dim features (synthetic sets); empty for image sets
-  std::vector<std::uint8_t> pixels;   // n * dim bytes (image sets); empty for synthetic sets
+  Pixels pixels;                      // n * dim bytes (image sets); empty for synthetic sets
   float pixel_scale = 1.0f / 255.0f;
   float pixel_offset = 0.0f;
   std::vector<std::int32_t> y;        // n labels in [0, classes)
@@ -40,6 +76,16 @@ Dataset select_rows(const Dataset& data, const std::vector<std::int64_t>& rows);
 /// range and that the files are complete; throws InputError naming the file and what is wrong.
 Dataset load_idx(const std::string& images_path, const std::string& labels_path,
                  int classes = 10);
+
+/// load_idx, with the image bytes decoded once into a cache file under `cache_dir` (made when
+/// missing) and mapped read-only: every process of the host that loads the same file (same path,
+/// size and modification time) maps the same cache file. The first one decodes and checks the IDX
+/// file as load_idx does, under a lock, and publishes the cache file by renaming it into place; a
+/// cache file of the wrong size or header is rebuilt. When the cache cannot be written (a
+/// read-only folder, a full disk) the set is loaded into memory as load_idx does and `warning`
+/// says why; it is empty otherwise.
+Dataset load_idx_mapped(const std::string& images_path, const std::string& labels_path,
+                        int classes, const std::string& cache_dir, std::string* warning);
 
 /// Synthetic set with a known answer: `classes` Gaussian blobs in `dim` dimensions, well separated
 /// (a linear model reaches ~100% accuracy), deterministic from the seed.

@@ -120,7 +120,14 @@ struct DataSets {
   Dataset train;
   Dataset test;
 };
+/// The test images come from load_idx_mapped under data_cache_dir(config.data) when that is not
+/// empty (one copy per host), from load_idx otherwise.
 DataSets load_datasets(const RunConfig& config);
+
+/// Where the test set is cached and mapped: data.cache_dir, else $GOSSIP_CACHE_DIR, else
+/// $XDG_CACHE_HOME/gossip, else $HOME/.cache/gossip; "" when data.cache_dir is "off" (or no
+/// home is known).
+std::string data_cache_dir(const DataConfig& d);
 
 /// The shards of `n_peers` peers for this config (data.shard, seed).
 std::vector<std::vector<std::int64_t>> shard_for(const RunConfig& config, const Dataset& train,

@@ -137,6 +137,9 @@ void read_data(const Reader& r, const Node& n, DataConfig& d) {
       {"train_labels", [&](auto& v, auto& f) { d.train_labels = r.path(v, f); }},
       {"test_images", [&](auto& v, auto& f) { d.test_images = r.path(v, f); }},
       {"test_labels", [&](auto& v, auto& f) { d.test_labels = r.path(v, f); }},
+      {"cache_dir", [&](auto& v, auto& f) {
+         d.cache_dir = r.text(v, f) == "off" ? "off" : r.path(v, f);
+       }},
       {"classes", [&](auto& v, auto& f) { d.classes = r.positive_int(v, f, false); }},
       {"normalize", [&](auto& v, auto& f) { d.normalize = r.boolean(v, f); }},
       {"limit_train", [&](auto& v, auto& f) { d.limit_train = r.positive_int(v, f, true); }},

@@ -87,7 +87,7 @@ Dataset select_rows(const Dataset& data, const std::vector<std::int64_t>& rows) 
   out.pixel_offset = data.pixel_offset;
   const auto dim = static_cast<std::size_t>(data.dim);
   if (data.pixels.empty()) out.x.reserve(rows.size() * dim);
-  else out.pixels.reserve(rows.size() * dim);
+  else out.pixels.owned().reserve(rows.size() * dim);
   out.y.reserve(rows.size());
   for (const std::int64_t r : rows) {
     GOSSIP_CHECK_MSG(r >= 0 && r < data.n, "select_rows: index ", r, " outside 0..", data.n - 1);
@@ -95,7 +95,8 @@ Dataset select_rows(const Dataset& data, const std::vector<std::int64_t>& rows) 
     if (data.pixels.empty())
       out.x.insert(out.x.end(), data.x.begin() + at, data.x.begin() + at + dim);
     else
-      out.pixels.insert(out.pixels.end(), data.pixels.begin() + at, data.pixels.begin() + at + dim);
+      out.pixels.owned().insert(out.pixels.owned().end(), data.pixels.begin() + at,
+                                data.pixels.begin() + at + dim);
     out.y.push_back(data.y[static_cast<std::size_t>(r)]);
   }
   return out;

@@ -5,6 +5,14 @@
 // bound what it claims by a hard cap and by what the file on disk can possibly hold, and only then
 // stream the payload, in 1 MiB chunks, straight into the float array (one allocation when the file
 // size or gzip trailer confirms the header). Any defect is an InputError naming the file.
+//
+// load_idx_mapped decodes the images once per host into a cache file (a 64-byte header naming the
+// source, then the pixel bytes) and maps it read-only, so the peers of a host share one copy.
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -16,9 +24,11 @@
 #include <iomanip>
 #include <memory>
 #include <sstream>
+#include <stdexcept>
 
 #include "gossip/core.hpp"
 #include "gossip/data.hpp"
+#include "gossip/hash.hpp"
 
 namespace gossip {
 namespace {
@@ -248,19 +258,19 @@ class IdxReader {
   std::string claim_;
 };
 
-}  // namespace
-
-Dataset load_idx(const std::string& images_path, const std::string& labels_path, int classes) {
+void check_classes(int classes) {
   if (classes < 1 || classes > 256) {
     throw InputError(cat("load_idx: classes must be in 1..256, got ", classes));
   }
-  IdxReader images(images_path, kImagesMagic, 3);
-  IdxReader labels(labels_path, kLabelsMagic, 1);
+}
+
+/// Opens both files, checks the counts agree, and fills everything but the pixels.
+Dataset read_labels(IdxReader& images, IdxReader& labels, const std::string& images_path,
+                    const std::string& labels_path, int classes) {
   if (labels.dims()[0] != images.dims()[0]) {
     fail(labels_path, cat("count mismatch: ", labels.dims()[0], " labels but ", images_path,
                           " has ", images.dims()[0], " images"));
   }
-
   Dataset d;
   d.n = images.dims()[0];
   d.dim = static_cast<int>(images.dims()[1] * images.dims()[2]);
@@ -275,17 +285,200 @@ Dataset load_idx(const std::string& images_path, const std::string& labels_path,
     }
     d.y[i] = raw_labels[i];
   }
+  return d;
+}
+
+// --- The per-host cache of decoded image bytes (load_idx_mapped) ---------------------------------
+
+/// What the cache file's header says, and must say, about the IDX file it was decoded from.
+struct CacheHeader {
+  char magic[16] = {'g', 'o', 's', 's', 'i', 'p', '-', 'i', 'd', 'x', '-', 'v', '1', 0, 0, 0};
+  std::uint32_t n = 0, rows = 0, cols = 0, reserved = 0;
+  std::uint64_t payload = 0;
+  std::uint64_t source_size = 0;
+  std::int64_t source_mtime_ns = 0;
+  std::uint64_t reserved2 = 0;
+
+  bool operator==(const CacheHeader&) const = default;
+};
+static_assert(sizeof(CacheHeader) == 64);
+
+/// An operating-system failure around the cache (not a defect of the data): load_idx_mapped
+/// falls back to loading into memory.
+class CacheError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// A file descriptor closed on scope exit.
+struct Fd {
+  int fd = -1;
+  explicit Fd(int f) : fd(f) {}
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+[[noreturn]] void os_fail(const std::string& what, const std::string& path) {
+  throw CacheError(cat(what, " ", path, ": ", std::strerror(errno)));
+}
+
+/// The cache file when it exists with exactly the header wanted and the size it implies; -1
+/// otherwise.
+int open_valid(const std::string& path, const CacheHeader& want) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  CacheHeader got;
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || ::pread(fd, &got, sizeof got, 0) != sizeof got || !(got == want) ||
+      static_cast<std::uint64_t>(st.st_size) != sizeof(CacheHeader) + want.payload) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+/// Writes the header and the decoded payload of `images` to `tmp`, then renames it to `path`.
+void write_cache(IdxReader& images, const CacheHeader& header, const std::string& tmp,
+                 const std::string& path) {
+  Fd out(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  if (out.fd < 0) os_fail("cannot create", tmp);
+  auto put = [&](const void* p, std::size_t n) {
+    const auto* c = static_cast<const char*>(p);
+    while (n > 0) {
+      const ssize_t w = ::write(out.fd, c, n);
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) {
+        ::unlink(tmp.c_str());
+        os_fail("cannot write", tmp);
+      }
+      c += w;
+      n -= static_cast<std::size_t>(w);
+    }
+  };
+  put(&header, sizeof header);
+  std::vector<unsigned char> chunk(std::min<std::uint64_t>(header.payload, kReadChunk));
+  try {
+    while (const std::size_t r = images.read(chunk.data(), chunk.size())) put(chunk.data(), r);
+    images.finish();
+  } catch (const InputError&) {
+    ::unlink(tmp.c_str());  // a defect of the IDX file: no cache, and the caller hears of it
+    throw;
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    ::unlink(tmp.c_str());
+    os_fail("cannot rename into", path);
+  }
+}
+
+/// Maps the cache file of `images` (building it first when missing or stale) and returns the
+/// pixels as a view of it.
+Pixels map_cached(IdxReader& images, const CacheHeader& want, const std::string& images_path,
+                  const std::string& cache_dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(cache_dir, ec);
+  if (ec) throw CacheError(cat("cannot create ", cache_dir, ": ", ec.message()));
+  const std::string canonical = std::filesystem::weakly_canonical(images_path, ec).string();
+  const std::string key = cat(ec ? images_path : canonical, "\n", want.source_size, "\n",
+                              want.source_mtime_ns);
+  const std::string stem = cat(cache_dir, "/idx-", sha256_hex(key.data(), key.size()).substr(0, 24));
+  const std::string path = stem + ".bin";
+  int fd = open_valid(path, want);
+  if (fd < 0) {
+    // One process of the host decodes; the others wait on the lock and then find the file.
+    Fd lock(::open((stem + ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
+    if (lock.fd < 0) os_fail("cannot create", stem + ".lock");
+    while (::flock(lock.fd, LOCK_EX) != 0) {
+      if (errno != EINTR) os_fail("cannot lock", stem + ".lock");
+    }
+    fd = open_valid(path, want);
+    if (fd < 0) {
+      write_cache(images, want, cat(stem, ".tmp.", ::getpid()), path);
+      fd = open_valid(path, want);
+      if (fd < 0) throw CacheError(cat(path, ": not readable right after writing it"));
+    }
+  }
+  Fd file(fd);
+  const std::size_t length = sizeof(CacheHeader) + want.payload;
+  void* base = ::mmap(nullptr, length, PROT_READ, MAP_SHARED, file.fd, 0);
+  if (base == MAP_FAILED) os_fail("cannot map", path);
+  std::shared_ptr<const void> mapping(base, [length](const void* p) {
+    ::munmap(const_cast<void*>(p), length);
+  });
+  const auto* view = static_cast<const std::uint8_t*>(base) + sizeof(CacheHeader);
+  return Pixels::mapped(std::move(mapping), view, want.payload, path);
+}
+
+}  // namespace
+
+void Pixels::truncate(std::size_t n) {
+  GOSSIP_CHECK_MSG(n <= size(), "Pixels::truncate: ", n, " is more than the ", size(), " bytes");
+  if (mapping_) size_ = n;
+  else own_.resize(n);
+}
+
+std::vector<std::uint8_t>& Pixels::owned() {
+  GOSSIP_CHECK_MSG(!mapping_, "the pixels mapped from ", file_, " are read-only");
+  return own_;
+}
+
+Pixels Pixels::mapped(std::shared_ptr<const void> mapping, const std::uint8_t* view,
+                      std::size_t size, std::string file) {
+  Pixels p;
+  p.mapping_ = std::move(mapping);
+  p.view_ = view;
+  p.size_ = size;
+  p.file_ = std::move(file);
+  return p;
+}
+
+Dataset load_idx(const std::string& images_path, const std::string& labels_path, int classes) {
+  check_classes(classes);
+  IdxReader images(images_path, kImagesMagic, 3);
+  IdxReader labels(labels_path, kLabelsMagic, 1);
+  Dataset d = read_labels(images, labels, images_path, labels_path, classes);
 
   // Pixels stay bytes, read from the (decompressed) stream a chunk at a time; features are
   // made per batch (Dataset::feature).
   const std::uint64_t total = images.payload_bytes();
-  d.pixels.reserve(images.size_confirmed() ? total : std::min<std::uint64_t>(total, kChunk));
+  std::vector<std::uint8_t>& pixels = d.pixels.owned();
+  pixels.reserve(images.size_confirmed() ? total : std::min<std::uint64_t>(total, kChunk));
   std::vector<unsigned char> chunk(std::min<std::uint64_t>(total, kReadChunk));
   while (const std::size_t r = images.read(chunk.data(), chunk.size())) {
-    d.pixels.insert(d.pixels.end(), chunk.begin(), chunk.begin() + static_cast<std::ptrdiff_t>(r));
+    pixels.insert(pixels.end(), chunk.begin(), chunk.begin() + static_cast<std::ptrdiff_t>(r));
   }
   images.finish();
   return d;
+}
+
+Dataset load_idx_mapped(const std::string& images_path, const std::string& labels_path,
+                        int classes, const std::string& cache_dir, std::string* warning) {
+  check_classes(classes);
+  if (warning) warning->clear();
+  IdxReader images(images_path, kImagesMagic, 3);
+  IdxReader labels(labels_path, kLabelsMagic, 1);
+  Dataset d = read_labels(images, labels, images_path, labels_path, classes);
+  CacheHeader want;
+  want.n = images.dims()[0];
+  want.rows = images.dims()[1];
+  want.cols = images.dims()[2];
+  want.payload = images.payload_bytes();
+  struct stat st {};
+  if (::stat(images_path.c_str(), &st) != 0) fail(images_path, cat("cannot stat: ", std::strerror(errno)));
+  want.source_size = static_cast<std::uint64_t>(st.st_size);
+  want.source_mtime_ns = std::int64_t{st.st_mtim.tv_sec} * 1000000000 + st.st_mtim.tv_nsec;
+  try {
+    d.pixels = map_cached(images, want, images_path, cache_dir);
+    return d;
+  } catch (const CacheError& e) {
+    if (warning) {
+      *warning = cat(images_path, ": not shared through the cache (", e.what(),
+                     "); loaded into this process's memory");
+    }
+  }
+  return load_idx(images_path, labels_path, classes);
 }
 
 }  // namespace gossip

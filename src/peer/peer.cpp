@@ -199,7 +199,10 @@ int run_peer(const RunConfig& config, const Topology& topology, const PeerOption
   const std::string listen = listen_address(net.addresses[rank]);
   log_line(cat("peer ", rank, ": ", net.addresses[rank], " (listening on ", listen, "), ",
                net.neighbours.size(), " neighbours, shard of ", shards[rank].size(), " samples, ",
-               backend->describe(), " (train.backend: ", config.train.backend, ")"));
+               backend->describe(), " (train.backend: ", config.train.backend, "), test set ",
+               data.test.pixels.mapped_file().empty()
+                   ? std::string("in this process's memory")
+                   : cat("mapped from ", data.test.pixels.mapped_file(), " (shared)")));
   NetExchange transport(std::move(net), NetListener(listen));
   // The membership view rides on the transport; the algorithm sees the monitored exchange.
   MonitoredExchange exchange(transport, config.gossip.dead_after_rounds,

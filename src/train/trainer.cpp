@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstdlib>
 
 #include "gossip/core.hpp"
 #include "gossip/train.hpp"
@@ -161,6 +162,19 @@ void Trainer::upload_params(std::span<const float> in) {
   backend_->upload(model_.params(), in.data(), in.size_bytes());
 }
 
+std::string data_cache_dir(const DataConfig& d) {
+  if (d.cache_dir == "off") return "";
+  if (!d.cache_dir.empty()) return d.cache_dir;
+  auto env = [](const char* name) {
+    const char* v = std::getenv(name);
+    return std::string(v ? v : "");
+  };
+  if (const std::string v = env("GOSSIP_CACHE_DIR"); !v.empty()) return v;
+  if (const std::string v = env("XDG_CACHE_HOME"); !v.empty()) return v + "/gossip";
+  if (const std::string v = env("HOME"); !v.empty()) return v + "/.cache/gossip";
+  return "";
+}
+
 DataSets load_datasets(const RunConfig& config) {
   const DataConfig& d = config.data;
   DataSets s;
@@ -181,13 +195,21 @@ DataSets load_datasets(const RunConfig& config) {
     s.test = split(d.synthetic_train, d.synthetic_test);
   } else {
     s.train = load_idx(d.train_images, d.train_labels, d.classes);
-    s.test = load_idx(d.test_images, d.test_labels, d.classes);
+    // The test set is the same for every peer: one read-only copy per host (data.cache_dir).
+    const std::string cache = data_cache_dir(d);
+    if (cache.empty()) {
+      s.test = load_idx(d.test_images, d.test_labels, d.classes);
+    } else {
+      std::string warning;
+      s.test = load_idx_mapped(d.test_images, d.test_labels, d.classes, cache, &warning);
+      if (!warning.empty()) log_line(cat("warning: ", warning));
+    }
   }
   if (d.limit_train > 0 && d.limit_train < s.train.n) {
     s.train.n = d.limit_train;
     const auto kept = static_cast<std::size_t>(d.limit_train) * s.train.dim;
     if (s.train.pixels.empty()) s.train.x.resize(kept);
-    else s.train.pixels.resize(kept);
+    else s.train.pixels.truncate(kept);
     s.train.y.resize(d.limit_train);
   }
   if (d.normalize) {
