@@ -310,6 +310,68 @@ TEST_CASE("col2im adds every im2col entry back to the pixel it came from", "[com
   require_close(dx, std::vector<float>(expect.begin(), expect.end()));
 }
 
+TEST_CASE("the CPU's im2col, col2im and pooling backward equal the CUDA kernels' per-element "
+          "math bit for bit", "[compute]") {
+  // The CUDA kernels compute one element each with math::im2col_value, col2im_value and
+  // pool_backward_value (gathers); the CPU backend copies and scatters. Same bits, every shape.
+  auto cpu = make_cpu_backend(1);
+  for (const ConvGeom& g : {conv_geom(3, 9, 8, 5, 3, 2, 1), conv_geom(2, 7, 7, 4, 5, 1, 0),
+                            conv_geom(1, 6, 6, 3, 3, 1, 2), conv_geom(2, 12, 12, 4, 5, 1, 0),
+                            conv_geom(2, 8, 9, 3, 3, 3, 2), conv_geom(1, 5, 5, 2, 5, 2, 3)}) {
+    SECTION(cat("conv c", g.c, " ", g.h, "x", g.w, " k", g.k, " s", g.stride, " p", g.pad)) {
+      const int rows = 3;
+      const std::int64_t ld = static_cast<std::int64_t>(rows) * g.positions();
+      const auto x = random_vector(static_cast<std::size_t>(rows) * g.c * g.h * g.w, 71);
+      std::vector<float> col(static_cast<std::size_t>(g.patch()) * ld, -7.0f);
+      cpu->im2col(x.data(), g, rows, col.data());
+      for (int row = 0; row < g.patch(); ++row)
+        for (int n = 0; n < rows; ++n)
+          for (int p = 0; p < g.positions(); ++p) {
+            const float want = math::im2col_value(x.data() + n * g.c * g.h * g.w, g, row,
+                                                  p / g.ow, p % g.ow);
+            REQUIRE(col[row * ld + n * g.positions() + p] == want);
+          }
+      const auto dcol = random_vector(col.size(), 72);
+      std::vector<float> dx(x.size(), -7.0f);
+      cpu->col2im(dcol.data(), g, rows, dx.data());
+      for (int n = 0; n < rows; ++n)
+        for (int ci = 0; ci < g.c; ++ci)
+          for (int ih = 0; ih < g.h; ++ih)
+            for (int iw = 0; iw < g.w; ++iw)
+              REQUIRE(dx[((n * g.c + ci) * g.h + ih) * g.w + iw] ==
+                      math::col2im_value(dcol.data(), ld, g, n, ci, ih, iw));
+    }
+  }
+  for (bool max : {true, false})
+    for (int stride : {1, 2, 3}) {
+      SECTION(cat(max ? "max" : "average", " pooling k3 s", stride)) {
+        PoolGeom g;
+        g.c = 2;
+        g.h = 8;
+        g.w = 7;
+        g.k = 3;
+        g.stride = stride;
+        g.oh = conv_out_size(g.h, g.k, stride, 0);
+        g.ow = conv_out_size(g.w, g.k, stride, 0);
+        const int rows = 2, planes = rows * g.c;
+        const auto x = random_vector(static_cast<std::size_t>(planes) * g.h * g.w, 73);
+        const auto dy = random_vector(static_cast<std::size_t>(planes) * g.oh * g.ow, 74);
+        std::vector<float> y(dy.size());
+        std::vector<std::int32_t> arg(dy.size());
+        cpu->pool_forward(x.data(), g, rows, y.data(), max ? arg.data() : nullptr);
+        std::vector<float> dx(x.size(), -7.0f);
+        cpu->pool_backward(dy.data(), max ? arg.data() : nullptr, g, rows, dx.data());
+        const int out = g.oh * g.ow;
+        for (int p = 0; p < planes; ++p)
+          for (int ih = 0; ih < g.h; ++ih)
+            for (int iw = 0; iw < g.w; ++iw)
+              REQUIRE(dx[(p * g.h + ih) * g.w + iw] ==
+                      math::pool_backward_value(dy.data() + p * out,
+                                                max ? arg.data() + p * out : nullptr, g, ih, iw));
+      }
+    }
+}
+
 TEST_CASE("pooling forward and backward equal plain loops", "[compute]") {
   auto cpu = make_cpu_backend(1);
   for (bool max : {true, false})

@@ -1,6 +1,8 @@
 // compute/cpu_layers.cpp: the CPU backend's layer operations, each a loop nest over one
-// gossip/layer_math.hpp function (the CUDA backend runs the same functions in kernels). Loops are
-// ordered so the innermost index walks memory contiguously.
+// gossip/layer_math.hpp function (the CUDA backend runs the same functions in kernels), or, for
+// im2col, col2im and pooling's backward, a copy or scatter that gives bit for bit what those
+// functions give (tests/test_compute.cpp checks it) without their per-element index arithmetic.
+// Loops are ordered so the innermost index walks memory contiguously.
 #include "src/compute/cpu_layers.hpp"
 
 #include <algorithm>
@@ -22,26 +24,78 @@ void row_sums(const float* a, int rows, int cols, bool accumulate, float* out) {
   }
 }
 
+namespace {
+
+/// The output columns ow whose input column ow * stride - pad + kw lies inside [0, w): [lo, hi).
+struct Span {
+  int lo, hi;
+};
+Span valid_outputs(int w, int out, int stride, int pad, int kw) {
+  const int first = pad - kw;  // ow * stride >= pad - kw
+  const int lo = first <= 0 ? 0 : (first + stride - 1) / stride;
+  const int last = w - 1 + pad - kw;  // ow * stride <= w - 1 + pad - kw
+  const int hi = last < 0 ? 0 : std::min(out, last / stride + 1);
+  return {std::min(lo, hi), hi};
+}
+
+}  // namespace
+
+// im2col and col2im walk the im2col matrix a row (ci, kh, kw) at a time with the index
+// arithmetic hoisted out of the inner loop, which is a plain copy (stride 1) or a strided one.
+// They produce exactly math::im2col_value and math::col2im_value (what the CUDA kernels call per
+// element): im2col copies; col2im scatters each row in ascending (kh, kw) order onto zeroed
+// pixels, so every pixel sums the same terms in the same order as the gather, from 0.0f.
 void im2col(const float* x, const ConvGeom& g, int count, float* col) {
   const I64 ld = static_cast<I64>(count) * g.positions();
   const I64 in_size = static_cast<I64>(g.c) * g.h * g.w;
-  for (int row = 0; row < g.patch(); ++row)
+  for (int row = 0; row < g.patch(); ++row) {
+    const int kw = row % g.k, kh = (row / g.k) % g.k, ci = row / (g.k * g.k);
+    const Span s = valid_outputs(g.w, g.ow, g.stride, g.pad, kw);
     for (int n = 0; n < count; ++n) {
-      const float* xn = x + n * in_size;
+      const float* plane = x + n * in_size + static_cast<I64>(ci) * g.h * g.w;
       float* out = col + row * ld + static_cast<I64>(n) * g.positions();
-      for (int oh = 0; oh < g.oh; ++oh)
-        for (int ow = 0; ow < g.ow; ++ow) out[oh * g.ow + ow] = math::im2col_value(xn, g, row, oh, ow);
+      for (int oh = 0; oh < g.oh; ++oh, out += g.ow) {
+        const int ih = oh * g.stride - g.pad + kh;
+        if (ih < 0 || ih >= g.h) {
+          std::fill_n(out, g.ow, 0.0f);
+          continue;
+        }
+        const I64 base = static_cast<I64>(ih) * g.w - g.pad + kw;  // input column of ow = 0
+        std::fill_n(out, s.lo, 0.0f);
+        if (g.stride == 1) {
+          std::copy(plane + base + s.lo, plane + base + s.hi, out + s.lo);
+        } else {
+          for (int ow = s.lo; ow < s.hi; ++ow) out[ow] = plane[base + ow * g.stride];
+        }
+        std::fill(out + s.hi, out + g.ow, 0.0f);
+      }
     }
+  }
 }
 
 void col2im(const float* col, const ConvGeom& g, int count, float* dx) {
   const I64 ld = static_cast<I64>(count) * g.positions();
-  for (int n = 0; n < count; ++n)
-    for (int ci = 0; ci < g.c; ++ci) {
-      float* plane = dx + (static_cast<I64>(n) * g.c + ci) * g.h * g.w;
-      for (int ih = 0; ih < g.h; ++ih)
-        for (int iw = 0; iw < g.w; ++iw)
-          plane[ih * g.w + iw] = math::col2im_value(col, ld, g, n, ci, ih, iw);
+  const I64 plane_size = static_cast<I64>(g.h) * g.w;
+  std::fill_n(dx, count * g.c * plane_size, 0.0f);
+  for (int ci = 0; ci < g.c; ++ci)
+    for (int n = 0; n < count; ++n) {
+      float* plane = dx + (static_cast<I64>(n) * g.c + ci) * plane_size;
+      for (int kh = 0; kh < g.k; ++kh)
+        for (int kw = 0; kw < g.k; ++kw) {
+          const int row = (ci * g.k + kh) * g.k + kw;
+          const Span s = valid_outputs(g.w, g.ow, g.stride, g.pad, kw);
+          const float* src = col + row * ld + static_cast<I64>(n) * g.positions();
+          for (int oh = 0; oh < g.oh; ++oh, src += g.ow) {
+            const int ih = oh * g.stride - g.pad + kh;
+            if (ih < 0 || ih >= g.h) continue;
+            const I64 base = static_cast<I64>(ih) * g.w - g.pad + kw;
+            if (g.stride == 1) {
+              for (int ow = s.lo; ow < s.hi; ++ow) plane[base + ow] += src[ow];
+            } else {
+              for (int ow = s.lo; ow < s.hi; ++ow) plane[base + ow * g.stride] += src[ow];
+            }
+          }
+        }
     }
 }
 
@@ -79,15 +133,29 @@ void pool_forward(const float* x, const PoolGeom& g, int rows, float* y, std::in
   }
 }
 
+// Scatter form of math::pool_backward_value: each output's gradient goes to the input it came
+// from (max) or is shared over its window (average), outputs in ascending order onto zeroed
+// inputs, so each input sums the same terms in the same order as the gather the CUDA kernel does.
 void pool_backward(const float* dy, const std::int32_t* arg, const PoolGeom& g, int rows,
                    float* dx) {
   const I64 planes = static_cast<I64>(rows) * g.c;
+  const I64 plane_in = static_cast<I64>(g.h) * g.w, plane_out = static_cast<I64>(g.oh) * g.ow;
+  std::fill_n(dx, planes * plane_in, 0.0f);
+  const float inv = 1.0f / static_cast<float>(g.k * g.k);
   for (I64 pl = 0; pl < planes; ++pl) {
-    const float* dyp = dy + pl * g.oh * g.ow;
-    const std::int32_t* ap = arg ? arg + pl * g.oh * g.ow : nullptr;
-    float* dxp = dx + pl * g.h * g.w;
-    for (int ih = 0; ih < g.h; ++ih)
-      for (int iw = 0; iw < g.w; ++iw) dxp[ih * g.w + iw] = math::pool_backward_value(dyp, ap, g, ih, iw);
+    const float* dyp = dy + pl * plane_out;
+    float* dxp = dx + pl * plane_in;
+    if (arg) {
+      const std::int32_t* ap = arg + pl * plane_out;
+      for (I64 o = 0; o < plane_out; ++o) dxp[ap[o]] += dyp[o];
+      continue;
+    }
+    for (int oh = 0; oh < g.oh; ++oh)
+      for (int ow = 0; ow < g.ow; ++ow) {
+        const float v = dyp[oh * g.ow + ow] * inv;
+        for (int i = 0; i < g.k; ++i)
+          for (int j = 0; j < g.k; ++j) dxp[(oh * g.stride + i) * g.w + ow * g.stride + j] += v;
+      }
   }
 }
 
