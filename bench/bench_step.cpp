@@ -40,6 +40,8 @@ struct StepFigures {
   double bare_gemm = 0.0; // seconds for the step's GEMMs alone (MLP only; 0 otherwise)
   double flops = 0.0;     // GEMM flops per step
   double torch = 0.0;     // seconds per step, 0 when not measured
+  int torch_threads = 0;       // the reference's torch.get_num_threads()
+  int torch_blas_threads = 0;  // and its OpenBLAS's openblas_get_num_threads()
 };
 
 /// What is benchmarked: a model config, its name, and how torch_step.py is told about it.
@@ -133,7 +135,11 @@ StepFigures measure(const Subject& subject, int batch, int steps,
   if (python) {
     auto line = run_python(*python, "torch_step.py",
                            {subject.torch_arg, std::to_string(batch), std::to_string(steps)});
-    if (line) r.torch = json_field(*line, "seconds_per_step").value_or(0.0);
+    if (line) {
+      r.torch = json_field(*line, "seconds_per_step").value_or(0.0);
+      r.torch_threads = static_cast<int>(json_field(*line, "threads").value_or(0.0));
+      r.torch_blas_threads = static_cast<int>(json_field(*line, "blas_threads").value_or(0.0));
+    }
   }
   return r;
 }
@@ -211,7 +217,9 @@ int run_step(int argc, char** argv) {
           .add(cat("b", f.batch, "_torch_us"), f.torch * 1e6)
           .add(cat("b", f.batch, "_gflops"), f.flops / f.ours / 1e9)
           .add(cat("b", f.batch, "_bare_gemm_gflops"), f.bare_gemm > 0 ? f.flops / f.bare_gemm / 1e9 : NAN);
-    o.add("ratio", main.torch > 0 ? ratio : NAN);
+    o.add("ratio", main.torch > 0 ? ratio : NAN)
+        .add("torch_threads", main.torch_threads)
+        .add("torch_blas_threads", main.torch_blas_threads);
     std::printf("%s\n", o.str().c_str());
     return kExitOk;
   }
@@ -223,8 +231,11 @@ int run_step(int argc, char** argv) {
     std::printf("%6d  %12.1f  %12s  %8s  %10.2f  %14s\n", f.batch, f.ours * 1e6, torch.c_str(),
                 rat.c_str(), f.flops / f.ours / 1e9, bare.c_str());
   }
-  if (main.torch > 0)
-    std::printf("\nratio (batch 32, ours / PyTorch): %.3f  (target <= 0.8)\n", ratio);
+  if (main.torch > 0) {
+    std::printf("\nPyTorch reference: %d thread(s), its OpenBLAS %d thread(s)\n",
+                main.torch_threads, main.torch_blas_threads);
+    std::printf("ratio (batch 32, ours / PyTorch): %.3f  (target <= 0.8)\n", ratio);
+  }
   return kExitOk;
 }
 

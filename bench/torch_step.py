@@ -5,12 +5,21 @@ config (YAML) whose `model:` section is built layer by layer exactly as gossip b
 types, fields and defaults; see docs/config.md). Prints one JSON object:
 {"seconds_per_step": ..., "torch": version, "params": n}. Run by the benchmark with Debian's
 python3 (python3-torch, python3-yaml); not part of the build.
+
+One thread means one for everything: torch.set_num_threads(1) covers PyTorch's own (OpenMP)
+kernels, but Debian's torch does its matrix products in the system BLAS (OpenBLAS), whose thread
+pool it does not size, so OpenBLAS would run them on every core. The variables below, set before
+torch (and with it OpenBLAS) loads, keep it to one.
 """
 import json
+import os
 import sys
 import time
 
-import torch
+os.environ["OPENBLAS_NUM_THREADS"] = "1"
+os.environ["OMP_NUM_THREADS"] = "1"
+
+import torch  # noqa: E402  (after the thread variables)
 
 
 def out_size(n, k, stride, pad):
@@ -101,4 +110,20 @@ for rep in range(5):
         step(i)
     best = min(best, (time.perf_counter() - t0) / steps)
 params = sum(p.numel() for p in model.parameters())
-print(json.dumps({"seconds_per_step": best, "torch": torch.__version__, "params": params}))
+
+
+def blas_threads():
+    """openblas_get_num_threads() of the OpenBLAS this process loaded (0 when none is)."""
+    import ctypes
+    with open("/proc/self/maps") as maps:
+        libs = {line.split()[-1] for line in maps if "openblas" in line and ".so" in line}
+    for lib in sorted(libs):
+        try:
+            return ctypes.CDLL(lib).openblas_get_num_threads()
+        except (OSError, AttributeError):
+            continue
+    return 0
+
+
+print(json.dumps({"seconds_per_step": best, "torch": torch.__version__, "params": params,
+                  "threads": torch.get_num_threads(), "blas_threads": blas_threads()}))
