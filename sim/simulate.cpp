@@ -350,7 +350,10 @@ SimResult simulate(const RunConfig& config, const Topology& topology, const Data
         e.average_loss = ev.loss;
         return;
       }
-      e.peers[k].test_accuracy = trainers[k]->evaluate(data.test, peer_limit).accuracy;
+      // The last evaluation takes every peer on the average model's samples, so the final
+      // accuracies of the peers and of the average compare directly.
+      const std::int64_t limit = round >= plan.rounds ? config.train.eval_limit : peer_limit;
+      e.peers[k].test_accuracy = trainers[k]->evaluate(data.test, limit).accuracy;
       e.peers[k].train_loss = swarm.algorithm(k).take_train_loss();
     });
     double loss = 0.0;

@@ -155,6 +155,27 @@ TEST_CASE("the metrics and summary follow the contract", "[sim]") {
   std::filesystem::remove_all(dir);
 }
 
+TEST_CASE("peers are evaluated on sim.peer_eval_limit samples, and on the average model's at the "
+          "end", "[sim]") {
+  RunConfig config = small_config();
+  config.sim.peer_eval_limit = 1;  // one sample: an accuracy of exactly 0 or 1
+  config.data.synthetic_separation = 1.0;  // overlapping classes: no model gets them all right
+  const DataSets data = load_datasets(config);
+  const SimResult r = simulate(config, generate("ring", 4), data);
+  REQUIRE(r.evals.size() == 5);
+  for (std::size_t e = 0; e + 1 < r.evals.size(); ++e)
+    for (const auto& p : r.evals[e].peers)
+      CHECK((p.test_accuracy == 0.0 || p.test_accuracy == 1.0));
+  // The last: all 256 test samples, like the average model (the peers nearly agree by then).
+  const EvalPoint& last = r.evals.back();
+  for (const auto& p : last.peers) {
+    CHECK(p.test_accuracy * 256 == Approx(std::round(p.test_accuracy * 256)).margin(1e-9));
+    CHECK(p.test_accuracy == Approx(last.average_accuracy).margin(0.03));
+    CHECK(p.test_accuracy > 0.3);
+    CHECK(p.test_accuracy < 0.99);
+  }
+}
+
 TEST_CASE("the simulated clock follows compute, latency, bandwidth and stragglers", "[sim]") {
   SimConfig s;
   s.latency_ms = 10.0;
