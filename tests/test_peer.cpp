@@ -1548,10 +1548,16 @@ TEST_CASE("gossip run --netem: 4 peers on 100 Mbit/s links train over TCP and le
           "[peer][netem]") {
   if (!can_emulate_links()) return;
   TempDir t;
-  const auto cfg = write_config(t.path, 4, "dpsgd", 1);
+  // The topology places the peers on this machine's loopback (as the quickstart's does): under
+  // --netem they take their namespaces' addresses instead.
+  const auto cfg = write_config(t.path, 4, "dpsgd", 1, 2,
+                                "peers: [127.0.0.1:7100, 127.0.0.1:7101, 127.0.0.1:7102, "
+                                "127.0.0.1:7103]\n");
   const Result r = run(bin() + " run " + cfg.string() + " --out " + (t.path / "run").string() +
                        " --no-progress --netem rate=100mbit");
   INFO(r.output);
+  CHECK(r.output.find("the loopback addresses of") != std::string::npos);
+  CHECK(fs::exists(t.path / "run" / "netem-topology.yaml"));
   std::smatch m;
   REQUIRE(std::regex_search(r.output, m, std::regex("own network namespace \\((gsn\\d+)p0")));
   const std::string prefix = m[1];
@@ -1651,6 +1657,15 @@ TEST_CASE("gossip run --netem refuses what it cannot emulate, clearly, leaving n
                           "not have") != std::string::npos);
       CHECK_FALSE(fs::exists(t.path / "run" / "peers"));
     }
+  }
+  SECTION("a topology placing the peers on other hosts") {
+    std::ofstream(t.path / "topo.yaml", std::ios::app)
+        << "peers: [10.1.2.3:7000, 10.1.2.4:7000, 10.1.2.5:7000, 10.1.2.6:7000]\n";
+    const Result r = gossip_run("", "rate=100mbit");
+    INFO(r.output);
+    CHECK(r.code == 2);
+    CHECK(r.output.find("places the peers on other hosts (peers:)") != std::string::npos);
+    CHECK_FALSE(fs::exists(t.path / "run" / "peers"));
   }
   SECTION("not root") {
     fs::create_directories(out);

@@ -353,9 +353,39 @@ int Network::run() {
   return kExitOk;
 }
 
+/// True when every address of the topology's peers: list is on loopback (127.0.0.0/8,
+/// localhost, ::1): the file describes peers on one machine, which --netem spreads over
+/// namespaces of their own.
+bool loopback_only(const Topology& t) {
+  for (int p = 0; p < t.n(); ++p) {
+    const std::string a = t.address(p).value_or("");
+    const bool loopback = a.rfind("127.", 0) == 0 || a.rfind("localhost:", 0) == 0 ||
+                          a.rfind("[::1]:", 0) == 0;
+    if (!loopback) return false;
+  }
+  return true;
+}
+
+/// The peers' arguments with --topology FILE in place of any --topology they had.
+std::vector<std::string> with_topology(std::vector<std::string> args, const std::string& file) {
+  for (std::size_t i = 0; i < args.size();) {
+    if (args[i] == "--topology" && i + 1 < args.size()) {
+      args.erase(args.begin() + static_cast<std::ptrdiff_t>(i),
+                 args.begin() + static_cast<std::ptrdiff_t>(i + 2));
+    } else if (args[i].rfind("--topology=", 0) == 0) {
+      args.erase(args.begin() + static_cast<std::ptrdiff_t>(i));
+    } else {
+      ++i;
+    }
+  }
+  args.insert(args.end(), {"--topology", file});
+  return args;
+}
+
 }  // namespace
 
-int launch(const RunConfig& config, const LaunchOptions& options) {
+int launch(const RunConfig& config, const LaunchOptions& given) {
+  LaunchOptions options = given;
   if (config.gossip.topology.empty())
     throw InputError(cat(config.path, ": gossip.topology: `gossip run` needs a topology file"));
   const Topology topology = load_topology(config.gossip.topology);
@@ -368,11 +398,24 @@ int launch(const RunConfig& config, const LaunchOptions& options) {
     return kExitDisconnected;
   }
   check_faults(config, topology);
-  if (config.net.emulate.enabled() && topology.has_addresses())
+  const bool drop_addresses = config.net.emulate.enabled() && topology.has_addresses();
+  if (drop_addresses && !loopback_only(topology))
     throw InputError(cat("--netem '", config.net.emulate.text, "': emulated links give every peer its own "
-                         "address, but the topology ", config.gossip.topology, " names the "
-                         "peers' addresses (peers:); leave them out to use --netem"));
+                         "address, but the topology ", config.gossip.topology, " places the "
+                         "peers on other hosts (peers:); leave them out to use --netem"));
   make_output_dir(options.out_dir);
+  if (drop_addresses) {
+    // One machine's loopback addresses: the peers take their namespaces' instead, from the same
+    // graph written without its peers: list.
+    Topology bare = topology;
+    bare.set_addresses({});
+    const std::string file = cat(options.out_dir, "/netem-topology.yaml");
+    std::ofstream(file, std::ios::trunc) << to_yaml(bare);
+    options.peer_arguments = with_topology(options.peer_arguments, file);
+    std::printf("gossip run: --netem: the loopback addresses of %s (peers:) give way to the "
+                "namespaces' own; the peers read the same graph from %s\n",
+                config.gossip.topology.c_str(), file.c_str());
+  }
   const std::int64_t resume_round =
       options.resume ? common_checkpoint(options.out_dir, topology.n()) : -1;
   const std::string tls = !config.net.tls           ? "TLS off (net.tls: off)"
