@@ -1,15 +1,19 @@
 // Tests for compute: the row-major -> column-major GEMM mapping (what cuBLAS receives) against
 // column-major cblas_sgemm and a naive triple loop, for linear layers and the convolution's
 // GEMMs; the CPU backend's element-wise ops and mixing against plain loops over gossip::math;
-// each layer kernel (im2col/col2im, pooling, group norm, dropout) against a plain reference.
+// each layer kernel (im2col/col2im, pooling, group norm, dropout) against a plain reference; the
+// compressed-gossip operations against plain loops over gossip/compress_math.hpp.
 #include <catch2/catch.hpp>
 #include <cblas.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
 #include "gossip/backend.hpp"
+#include "gossip/compress_math.hpp"
 #include "gossip/core.hpp"
 #include "gossip/gemm.hpp"
 #include "gossip/layer_math.hpp"
@@ -499,4 +503,95 @@ TEST_CASE("row sums and ReLU follow their definitions", "[compute]") {
   std::vector<float> r(6);
   cpu->relu(a.data(), r.data(), 6);
   CHECK(r == std::vector<float>{1, 2, 3, 0, 5, 6});
+}
+
+// ---- compressed gossip (gossip/compress_math.hpp) ---------------------------------------------
+
+namespace {
+
+/// Bit-for-bit equality of float vectors (so -0 and +0 differ, and NaN would show).
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+}  // namespace
+
+TEST_CASE("the CPU backend's compressed-gossip operations equal plain loops over compress_math "
+          "bit for bit", "[compute][compress]") {
+  // The CUDA kernels (compress_kernels.cu) call the same compress_math functions per element;
+  // these loops are what both must give.
+  auto cpu = make_cpu_backend(1);
+  const std::int64_t n = 1300, block = 512, blocks = 3;  // two whole blocks and a partial one
+  auto v = random_vector(n, 81);
+  for (std::int64_t i = 0; i < n; ++i) v[i] *= std::pow(10.0f, static_cast<float>(i % 4) - 2.0f);
+  for (std::int64_t i = block; i < 2 * block; ++i) v[i] = 0.0f;  // a block of zeros
+  v[3] = -0.0f;
+
+  for (int bits : {8, 4}) {
+    SECTION(cat("quantize and dequantize_add, ", bits, " bits")) {
+      const int levels = math::quantize_levels(bits);
+      const std::uint64_t key = 0x1234abcdULL + bits;
+      std::vector<float> scales(blocks, -1.0f);
+      std::vector<std::int8_t> codes(n, 99);
+      cpu->quantize(v.data(), n, bits, block, key, scales.data(), codes.data());
+      for (std::int64_t b = 0; b < blocks; ++b) {
+        float want = 0.0f;
+        for (std::int64_t i = b * block; i < std::min(n, (b + 1) * block); ++i)
+          want = std::max(want, std::fabs(v[i]));
+        REQUIRE(std::memcmp(&scales[b], &want, sizeof(float)) == 0);
+      }
+      CHECK(scales[1] == 0.0f);
+      bool some_not_zero = false;
+      for (std::int64_t i = 0; i < n; ++i) {
+        const int want = math::quantize_code(v[i], scales[i / block], levels,
+                                             math::uniform_at(key, i));
+        REQUIRE(codes[i] == want);
+        REQUIRE(std::abs(codes[i]) <= levels);
+        if (i / block == 1) REQUIRE(codes[i] == 0);
+        some_not_zero |= codes[i] != 0;
+      }
+      CHECK(some_not_zero);
+
+      // Add them back, with arbitrary codes in a block whose scale is 0: that block is skipped.
+      for (std::int64_t i = block; i < 2 * block; ++i) codes[i] = static_cast<std::int8_t>(i % 5);
+      const float weight = 0.37f;
+      auto target = random_vector(n, 82);
+      auto want = target;
+      for (std::int64_t i = 0; i < n; ++i)
+        if (scales[i / block] != 0.0f)
+          want[i] += weight * math::dequantize(codes[i], scales[i / block], levels);
+      cpu->dequantize_add(target.data(), weight, scales.data(), codes.data(), n, block, bits);
+      REQUIRE(same_bits(target, want));
+    }
+  }
+
+  SECTION("scatter_add, add_weighted, choco_difference and choco_step") {
+    const std::vector<std::uint32_t> index = {1299, 0, 7, 512, 1023, 44, 1024};  // distinct
+    const auto values = random_vector(index.size(), 83);
+    auto target = random_vector(n, 84);
+    auto want = target;
+    for (std::size_t j = 0; j < index.size(); ++j) want[index[j]] += -0.25f * values[j];
+    cpu->scatter_add(target.data(), -0.25f, index.data(), values.data(),
+                     static_cast<std::int64_t>(index.size()));
+    REQUIRE(same_bits(target, want));
+
+    const auto dense = random_vector(n, 85);
+    for (std::int64_t i = 0; i < n; ++i) want[i] += 0.6f * dense[i];
+    cpu->add_weighted(target.data(), 0.6f, dense.data(), n);
+    REQUIRE(same_bits(target, want));
+
+    const auto xhat = random_vector(n, 86), s = random_vector(n, 87);
+    std::vector<float> d(n), want_d(n);
+    for (std::int64_t i = 0; i < n; ++i) want_d[i] = v[i] - xhat[i];
+    cpu->choco_difference(v.data(), xhat.data(), d.data(), n);
+    REQUIRE(same_bits(d, want_d));
+
+    auto x = v;
+    auto want_x = v;
+    for (std::int64_t i = 0; i < n; ++i) want_x[i] = v[i] + 0.45f * (s[i] - xhat[i]);
+    cpu->choco_step(x.data(), s.data(), xhat.data(), 0.45f, n);
+    REQUIRE(same_bits(x, want_x));
+    for (std::int64_t i = 0; i < n; ++i)
+      REQUIRE(want_x[i] == math::choco_step(v[i], s[i], xhat[i], 0.45f));
+  }
 }

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "gossip/backend.hpp"
+#include "gossip/core.hpp"
 #include "gossip/layer_math.hpp"
 #include "tests/helpers.hpp"
 #include "gossip_config.h"
@@ -193,6 +194,74 @@ TEST_CASE("CUDA layer kernels match the CPU backend", "[cuda]") {
     auto [a, b] = both(*cpu, *gpu, {x}, in,
                        [&](Backend& be, auto& i, float* o) { be.dropout(i[0], o, in, 0.3f, 99); });
     REQUIRE(a == b);
+  }
+}
+
+namespace {
+
+/// `host` on `gpu` (any element type), and back.
+template <typename T>
+DeviceArray<T> upload_all(Backend& gpu, const std::vector<T>& host) {
+  DeviceArray<T> d(gpu, host.size());
+  d.upload(host.data(), host.size());
+  return d;
+}
+
+template <typename T>
+std::vector<T> download_all(const DeviceArray<T>& d) {
+  std::vector<T> out(d.size());
+  d.download(out.data(), out.size());
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("CUDA compressed-gossip kernels match the CPU backend bit for bit", "[cuda]") {
+  if (!have_device()) return;
+  auto cpu = make_cpu_backend(1);
+  auto gpu = make_backend(BackendChoice::kCuda, 1, false);
+  const std::int64_t n = 1300, block = 512, blocks = 3;
+  auto v = random_vector(n, 21);
+  for (std::int64_t i = block; i < 2 * block; ++i) v[i] = 0.0f;  // a block of zeros
+  const auto dv = upload_all(*gpu, v);
+  for (int bits : {8, 4}) {
+    SECTION(cat("quantize and dequantize_add, ", bits, " bits")) {
+      std::vector<float> scales(blocks);
+      std::vector<std::int8_t> codes(n);
+      cpu->quantize(v.data(), n, bits, block, 77, scales.data(), codes.data());
+      DeviceArray<float> ds(*gpu, blocks);
+      DeviceArray<std::int8_t> dc(*gpu, n);
+      gpu->quantize(dv.data(), n, bits, block, 77, ds.data(), dc.data());
+      REQUIRE(download_all(ds) == scales);
+      REQUIRE(download_all(dc) == codes);
+      auto target = random_vector(n, 22);
+      auto dt = upload_all(*gpu, target);
+      cpu->dequantize_add(target.data(), 0.3f, scales.data(), codes.data(), n, block, bits);
+      gpu->dequantize_add(dt.data(), 0.3f, ds.data(), dc.data(), n, block, bits);
+      REQUIRE(download_all(dt) == target);
+    }
+  }
+  SECTION("scatter_add, add_weighted, choco_difference and choco_step") {
+    const std::vector<std::uint32_t> index = {1299, 0, 7, 512, 1023, 44};
+    const auto values = random_vector(index.size(), 23), xhat = random_vector(n, 24),
+               s = random_vector(n, 25);
+    const auto di = upload_all(*gpu, index);
+    const auto dval = upload_all(*gpu, values), dxhat = upload_all(*gpu, xhat),
+               dsum = upload_all(*gpu, s);
+    auto x = random_vector(n, 26);
+    auto dx = upload_all(*gpu, x);
+    std::vector<float> d(n);
+    DeviceArray<float> dd(*gpu, n);
+    cpu->scatter_add(x.data(), -0.5f, index.data(), values.data(), 6);
+    gpu->scatter_add(dx.data(), -0.5f, di.data(), dval.data(), 6);
+    cpu->add_weighted(x.data(), 0.7f, s.data(), n);
+    gpu->add_weighted(dx.data(), 0.7f, dsum.data(), n);
+    cpu->choco_difference(x.data(), xhat.data(), d.data(), n);
+    gpu->choco_difference(dx.data(), dxhat.data(), dd.data(), n);
+    cpu->choco_step(x.data(), s.data(), xhat.data(), 0.4f, n);
+    gpu->choco_step(dx.data(), dsum.data(), dxhat.data(), 0.4f, n);
+    REQUIRE(download_all(dd) == d);
+    REQUIRE(download_all(dx) == x);
   }
 }
 

@@ -92,6 +92,31 @@ class Backend {
   /// y[i] = x[i] * math::dropout_scale(key, i, p) for n elements; backward is the same map
   /// applied to dy (the mask is recomputed from the key, never stored).
   virtual void dropout(const float* x, float* y, std::int64_t n, float p, std::uint64_t key) = 0;
+
+  // ---- compressed gossip (gossip/compress_math.hpp says what each element is) -----------------
+  // CHOCO-SGD's element work on vectors in backend memory; which coordinates top_k and random_k
+  // keep is chosen on the host (gossip/compress.hpp), and packets are packed and checked there.
+  /// d[i] = math::choco_difference(x[i], xhat[i]) for n elements.
+  virtual void choco_difference(const float* x, const float* xhat, float* d, std::int64_t n) = 0;
+  /// x[i] = math::choco_step(x[i], s[i], xhat[i], gamma) for n elements, in place.
+  virtual void choco_step(float* x, const float* s, const float* xhat, float gamma,
+                          std::int64_t n) = 0;
+  /// Stochastic quantization of n floats in blocks of `block`: scales[b] = the maximum |v| of
+  /// block b (math::max_magnitude from 0), and codes[i] = math::quantize_code(v[i], scales[b],
+  /// math::quantize_levels(bits), math::uniform_at(key, i)).
+  virtual void quantize(const float* v, std::int64_t n, int bits, std::int64_t block,
+                        std::uint64_t key, float* scales, std::int8_t* codes) = 0;
+  /// target[i] = math::add_weighted(target[i], weight, math::dequantize(codes[i], scales[b],
+  /// levels)) for n elements, b = i / block; blocks whose scale is 0 are left alone.
+  virtual void dequantize_add(float* target, float weight, const float* scales,
+                              const std::int8_t* codes, std::int64_t n, std::int64_t block,
+                              int bits) = 0;
+  /// target[index[j]] = math::add_weighted(target[index[j]], weight, values[j]) for j < k; the
+  /// indices are distinct.
+  virtual void scatter_add(float* target, float weight, const std::uint32_t* index,
+                           const float* values, std::int64_t k) = 0;
+  /// target[i] = math::add_weighted(target[i], weight, values[i]) for n elements.
+  virtual void add_weighted(float* target, float weight, const float* values, std::int64_t n) = 0;
 };
 
 /// A typed device array owned by RAII; move-only.

@@ -3,6 +3,15 @@
 /// A packet says what it is and how long it is, so a receiver checks it against the model's size
 /// before touching it (check_packet); its element math is gossip/compress_math.hpp.
 ///
+/// Two ways to fill and use packets: on host vectors (Compressor::encode of a span, add_packet:
+/// all-reduce, and the reference the tests hold the other to), and on vectors in a backend's
+/// memory (Compressor::encode of a backend pointer, PacketAdder: CHOCO-SGD), where the element
+/// math runs as Backend operations — loops on the CPU, kernels on CUDA — and only packets cross
+/// between host and device. Both give the same packets and sums, bit for bit. What stays on the
+/// host: choosing top_k's and random_k's coordinates (a selection — nth_element, Floyd's draws —
+/// not element math; the vector is downloaded for it on a device backend), packing 4-bit codes two
+/// to a byte and unpacking them, and checking what arrives.
+///
 /// Packet layout (little-endian, as the wire): a 16-byte header — u8 kind, u8 bits, u16 zero,
 /// u32 count, u64 first — then
 ///   dense     (kind 1): count f32, for coordinates first .. first + count - 1;
@@ -21,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "gossip/backend.hpp"
 #include "gossip/config.hpp"
 
 namespace gossip {
@@ -46,10 +56,19 @@ class Compressor {
   /// Encodes Q(v) for `round` into `packet` (resized to fit).
   void encode(std::span<const float> v, std::int64_t round, Scaling scaling,
               std::vector<std::byte>& packet);
+  /// Encodes Q(v) for `round` where v, n floats, is in `backend`'s memory: the packet encode()
+  /// fills from the same values, bit for bit. quantize runs Backend::quantize and brings back only
+  /// the block scales and codes (a host-memory backend writes them into the packet in place);
+  /// top_k and random_k select on the host from v (downloaded first on a device backend); none
+  /// downloads v into a dense packet.
+  void encode(Backend& backend, const float* v, std::int64_t round, Scaling scaling,
+              std::vector<std::byte>& packet);
   /// Bytes every packet of this compressor takes.
   std::size_t packet_bytes() const;
 
  private:
+  void encode_quantized(Backend& backend, const float* v, std::int64_t round,
+                        std::vector<std::byte>& packet);
   void encode_top_k(std::span<const float> v, std::vector<std::byte>& packet);
   void encode_random_k(std::span<const float> v, std::int64_t round, Scaling scaling,
                        std::vector<std::byte>& packet);
@@ -63,11 +82,21 @@ class Compressor {
   std::vector<std::uint32_t> index_;  // scratch: the coordinates kept
   std::vector<float> magnitude_;      // scratch: top_k's |v|
   std::vector<char> taken_;           // scratch: random_k's draws
+  std::vector<float> host_v_;         // scratch: v downloaded from a device backend (selection)
+  std::vector<std::int8_t> codes8_;   // scratch: 4-bit codes before packing
+  Backend* backend_ = nullptr;        // the backend of the arrays below (set on first use)
+  DeviceArray<float> scales_;         // device backends: Backend::quantize's block scales
+  DeviceArray<std::int8_t> codes_;    // device backends: and its codes
 };
 
 /// A dense packet of `values`, coordinates first .. first + values.size() - 1 (an all-reduce
 /// chunk, or CHOCO without compression).
 void encode_dense(std::span<const float> values, std::int64_t first,
+                  std::vector<std::byte>& packet);
+
+/// A dense packet of the n floats at `values` in `backend`'s memory (first = 0): encode_dense of
+/// them, downloaded straight into the packet.
+void encode_dense(Backend& backend, const float* values, std::int64_t n,
                   std::vector<std::byte>& packet);
 
 /// "" when `packet` is a well-formed packet for a vector of n floats (the header's kind, bits and
@@ -78,6 +107,33 @@ std::string check_packet(std::span<const std::byte> packet, std::int64_t n);
 /// target[i] += weight * Q[i] for every coordinate the packet carries. The packet must have
 /// passed check_packet for target.size().
 void add_packet(std::span<const std::byte> packet, float weight, std::span<float> target);
+
+/// add_packet for a target in a backend's memory (CHOCO's sum and public copy), bit-identical to
+/// it: the element math runs as Backend::add_weighted (dense), scatter_add (sparse) and
+/// dequantize_add (quantized). Only the packet's payload goes to a device (values; indices and
+/// values; scales and codes, 4-bit codes unpacked to a byte each on the host first); a
+/// host-memory backend reads the packet where it lies (copying only what is not aligned for its
+/// type). Not thread-safe (it keeps staging space).
+class PacketAdder {
+ public:
+  PacketAdder(Backend& backend, std::int64_t n);
+  /// target[i] += weight * Q[i] for every coordinate the packet carries; `target` is n floats of
+  /// the backend's memory. The packet must have passed check_packet for n.
+  void add(std::span<const std::byte> packet, float weight, float* target);
+
+ private:
+  template <typename T>
+  const T* on_backend(const std::byte* at, std::size_t count, DeviceArray<T>& staging);
+
+  Backend* backend_;
+  std::int64_t n_;
+  DeviceArray<float> values_;            // staging: dense or sparse values
+  DeviceArray<std::uint32_t> index_;     // staging: sparse indices
+  DeviceArray<float> scales_;            // staging: quantized block scales
+  DeviceArray<std::int8_t> codes_;       // staging: quantized codes
+  std::vector<std::int8_t> unpacked_;    // 4-bit codes, one per byte
+};
+
 /// target[i] = Q[i] for the coordinates a dense packet carries (all-reduce's all-gather).
 void copy_packet(std::span<const std::byte> packet, std::span<float> target);
 /// The coordinates a dense packet (that passed check_packet) carries; first = -1 for the others.

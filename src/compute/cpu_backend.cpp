@@ -1,5 +1,6 @@
 // compute/cpu_backend.cpp: the CPU backend. GEMM through OpenBLAS in column-major mode via the
-// same descriptor mapping the CUDA backend uses; element-wise work as loops over gossip::math.
+// same descriptor mapping the CUDA backend uses; element-wise work as loops over gossip::math
+// (layers in cpu_layers.cpp, compressed gossip in cpu_compress.cpp).
 #include <cblas.h>
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 #include "gossip/backend.hpp"
 #include "gossip/core.hpp"
 #include "gossip/math.hpp"
+#include "src/compute/cpu_compress.hpp"
 #include "src/compute/cpu_layers.hpp"
 
 namespace gossip {
@@ -180,6 +182,30 @@ class CpuBackend final : public Backend {
   }
   void dropout(const float* x, float* y, std::int64_t n, float p, std::uint64_t key) override {
     cpu::dropout(x, y, n, p, key);
+  }
+
+  // Compressed gossip: loops over gossip/compress_math.hpp in cpu_compress.cpp.
+  void choco_difference(const float* x, const float* xhat, float* d, std::int64_t n) override {
+    cpu::choco_difference(x, xhat, d, n);
+  }
+  void choco_step(float* x, const float* s, const float* xhat, float gamma,
+                  std::int64_t n) override {
+    cpu::choco_step(x, s, xhat, gamma, n);
+  }
+  void quantize(const float* v, std::int64_t n, int bits, std::int64_t block, std::uint64_t key,
+                float* scales, std::int8_t* codes) override {
+    cpu::quantize(v, n, bits, block, key, scales, codes);
+  }
+  void dequantize_add(float* target, float weight, const float* scales, const std::int8_t* codes,
+                      std::int64_t n, std::int64_t block, int bits) override {
+    cpu::dequantize_add(target, weight, scales, codes, n, block, bits);
+  }
+  void scatter_add(float* target, float weight, const std::uint32_t* index, const float* values,
+                   std::int64_t k) override {
+    cpu::scatter_add(target, weight, index, values, k);
+  }
+  void add_weighted(float* target, float weight, const float* values, std::int64_t n) override {
+    cpu::add_weighted(target, weight, values, n);
   }
 
  private:

@@ -16,10 +16,18 @@
 // the whole run). The sum over peers of x_i is unchanged by the consensus step when W's columns also sum to
 // one. A missing or malformed packet is left out (and counted): the copies then drift apart, so
 // choco is for reliable links (the config refuses sim.message_loss with it).
+//
+// Where the work runs: x_i, xhat_i, s_i and the difference all live in the backend's memory
+// (device memory on CUDA), and every element-wise pass — the difference, quantization, adding a
+// packet to s_i and xhat_i, the consensus step — is a Backend operation over
+// gossip/compress_math.hpp (CPU loops or CUDA kernels). Only packets cross to the host: the one
+// this peer sends (scales and codes, or the difference for top_k/random_k, whose choice of
+// coordinates is a selection done on the host) and the ones it receives, checked on the host and
+// then uploaded. With the CPU backend nothing is copied that the host path did not copy, and the
+// results are bit-identical to it.
 #include <vector>
 
 #include "gossip/compress.hpp"
-#include "gossip/compress_math.hpp"
 #include "gossip/core.hpp"
 #include "src/gossip/algorithms.hpp"
 
@@ -36,25 +44,32 @@ class Choco final : public Algorithm {
         topology_(&topology),
         config_(config),
         gamma_(static_cast<float>(gossip::consensus_step(config))),
-        buffer_(learner),
+        n_(learner.num_params),
         compressor_(config.compress, learner.num_params, seed, exchange.rank()),
-        xhat_(static_cast<std::size_t>(learner.num_params), 0.0f),
-        s_(xhat_.size(), 0.0f),
-        diff_(xhat_.size()),
-        x_(learner.backend->host_memory() ? 0 : xhat_.size()) {}
+        adder_(*learner.backend, learner.num_params),
+        xhat_(*learner.backend, static_cast<std::size_t>(n_)),
+        s_(*learner.backend, static_cast<std::size_t>(n_)),
+        diff_(*learner.backend, static_cast<std::size_t>(n_)) {
+    GOSSIP_CHECK(learner.backend != nullptr && learner.params != nullptr);
+    learner.backend->fill(xhat_.data(), 0.0f, n_);
+    learner.backend->fill(s_.data(), 0.0f, n_);
+  }
 
   std::string name() const override { return "choco"; }
   int local_steps(std::int64_t) const override { return learner_.step ? config_.period : 0; }
-  void model_params(std::span<float> out) const override { buffer_.download(out); }
+  void model_params(std::span<float> out) const override {
+    GOSSIP_CHECK_EQ(static_cast<std::int64_t>(out.size()), n_);
+    learner_.backend->download(out.data(), learner_.params, out.size_bytes());
+  }
 
   void local_phase(std::int64_t round) override {
     for (int s = 0; s < local_steps(round); ++s) record_loss(learner_.step());
-    const auto x = buffer_.host_view();
-    for (std::size_t i = 0; i < diff_.size(); ++i) diff_[i] = x[i] - xhat_[i];
+    Backend& b = *learner_.backend;
+    b.choco_difference(learner_.params, xhat_.data(), diff_.data(), n_);
     if (round == 0)  // the copies start at zero: send the first difference whole (see above)
-      encode_dense(diff_, 0, packet_);
+      encode_dense(b, diff_.data(), n_, packet_);
     else
-      compressor_.encode(diff_, round, Scaling::kContractive, packet_);
+      compressor_.encode(b, diff_.data(), round, Scaling::kContractive, packet_);
     const int self = exchange_->rank();
     exchange_->publish_packet(round, packet_, mixing::ids(topology_->out_neighbours(self, round)));
   }
@@ -65,54 +80,42 @@ class Choco final : public Algorithm {
     CollectOptions o;
     o.deadline = round_deadline(config_);
     const std::vector<Inbox> got = exchange_->collect(round, mixing::ids(in), o);
-    const auto n = static_cast<std::int64_t>(s_.size());
-    // s_i += sum_j W[i][j] q_j in ascending id, this peer's own q at its place.
+    // s_i += sum_j W[i][j] q_j in ascending id, this peer's own q at its place. A packet is
+    // checked on the host before any of it reaches the backend.
     std::int64_t missing = 0;
     bool self_done = false;
     auto add_self = [&] {
-      add_packet(packet_, static_cast<float>(topology_->self_weight(self, round)), s_);
+      adder_.add(packet_, static_cast<float>(topology_->self_weight(self, round)), s_.data());
       self_done = true;
     };
     std::size_t g = 0;
     for (const auto& nb : in) {
       if (!self_done && nb.peer > self) add_self();
       while (g < got.size() && got[g].peer < nb.peer) ++g;
-      if (g < got.size() && got[g].peer == nb.peer && check_packet(got[g].packet, n).empty())
-        add_packet(got[g].packet, static_cast<float>(nb.weight), s_);
+      if (g < got.size() && got[g].peer == nb.peer && check_packet(got[g].packet, n_).empty())
+        adder_.add(got[g].packet, static_cast<float>(nb.weight), s_.data());
       else
         ++missing;
     }
     if (!self_done) add_self();
     record_missing(missing);
-    add_packet(packet_, 1.0f, xhat_);
-    step_towards_copies();
+    adder_.add(packet_, 1.0f, xhat_.data());
+    // x_i <- x_i + gamma (s_i - xhat_i), element by element (math::choco_step).
+    learner_.backend->choco_step(learner_.params, s_.data(), xhat_.data(), gamma_, n_);
   }
 
  private:
-  // x_i <- x_i + gamma (s_i - xhat_i), element by element (math::choco_step).
-  void step_towards_copies() {
-    const std::size_t n = s_.size();
-    Backend& b = *learner_.backend;
-    float* x = learner_.params;
-    if (!b.host_memory()) {
-      b.download(x_.data(), learner_.params, n * sizeof(float));
-      x = x_.data();
-    }
-    for (std::size_t i = 0; i < n; ++i) x[i] = math::choco_step(x[i], s_[i], xhat_[i], gamma_);
-    if (!b.host_memory()) b.upload(learner_.params, x_.data(), n * sizeof(float));
-  }
-
   Learner learner_;
   Exchange* exchange_;
   const Topology* topology_;
   GossipConfig config_;
   float gamma_;
-  mixing::PeerBuffer buffer_;
+  std::int64_t n_;
   Compressor compressor_;
-  std::vector<float> xhat_;  // this peer's public copy
-  std::vector<float> s_;     // sum_j W[i][j] xhat_j
-  std::vector<float> diff_;  // x_i - xhat_i, compressed
-  std::vector<float> x_;     // device backends: the parameters, downloaded for the step
+  PacketAdder adder_;        // packets into s_ and xhat_
+  DeviceArray<float> xhat_;  // this peer's public copy
+  DeviceArray<float> s_;     // sum_j W[i][j] xhat_j
+  DeviceArray<float> diff_;  // x_i - xhat_i, compressed
   std::vector<std::byte> packet_;
 };
 

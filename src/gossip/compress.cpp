@@ -1,10 +1,13 @@
 // gossip/compress.cpp: top_k, random_k and quantize, and the packets they fill (layout in
-// gossip/compress.hpp). Per-element arithmetic is gossip/compress_math.hpp's, shared with device
-// code; what is here is selection (which coordinates) and packing.
+// gossip/compress.hpp). Per-element arithmetic is gossip/compress_math.hpp's: on host vectors in
+// the loops here (the reference), on backend vectors through the Backend's compressed-gossip
+// operations (CPU loops, CUDA kernels). What only this file does is selection (which
+// coordinates), packing and checking.
 #include "gossip/compress.hpp"
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <functional>
 
@@ -194,7 +197,7 @@ void Compressor::encode_quantized(std::span<const float> v, std::int64_t round,
   for (std::int64_t b = 0; b < blocks; ++b) {
     const std::int64_t lo = b * kQuantizeBlock, hi = std::min(n_, lo + kQuantizeBlock);
     float scale = 0.0f;
-    for (std::int64_t i = lo; i < hi; ++i) scale = std::max(scale, std::fabs(v[i]));
+    for (std::int64_t i = lo; i < hi; ++i) scale = math::max_magnitude(scale, v[i]);
     std::memcpy(scales + b * 4, &scale, 4);
     for (std::int64_t i = lo; i < hi; ++i) {
       const int c = math::quantize_code(v[i], scale, levels, math::uniform_at(key, i));
@@ -207,6 +210,120 @@ void Compressor::encode_quantized(std::span<const float> v, std::int64_t round,
     }
   }
 }
+
+// ---- on vectors in a backend's memory ------------------------------------------------------
+
+namespace {
+
+/// Packs n 4-bit codes (-7..7) as code + 8, two to a byte, low nibble first, into `out` (zeroed).
+void pack_nibbles(const std::int8_t* codes, std::int64_t n, std::byte* out) {
+  for (std::int64_t i = 0; i < n; ++i) {
+    const auto nibble = static_cast<std::uint8_t>(codes[i] + 8);
+    out[i / 2] |= static_cast<std::byte>(i % 2 == 0 ? nibble : nibble << 4);
+  }
+}
+
+}  // namespace
+
+void Compressor::encode(Backend& backend, const float* v, std::int64_t round, Scaling scaling,
+                        std::vector<std::byte>& packet) {
+  if (config_.kind == "quantize") return encode_quantized(backend, v, round, packet);
+  if (config_.kind == "none") return encode_dense(backend, v, n_, packet);
+  // top_k and random_k: selection, on the host.
+  const auto n = static_cast<std::size_t>(n_);
+  if (backend.host_memory()) return encode(std::span<const float>(v, n), round, scaling, packet);
+  host_v_.resize(n);
+  backend.download(host_v_.data(), v, n * sizeof(float));
+  encode(host_v_, round, scaling, packet);
+}
+
+void Compressor::encode_quantized(Backend& backend, const float* v, std::int64_t round,
+                                  std::vector<std::byte>& packet) {
+  const int bits = config_.bits;
+  const std::int64_t blocks = blocks_of(n_);
+  const auto n = static_cast<std::size_t>(n_);
+  packet.assign(quantized_bytes(n_, bits), std::byte{0});
+  put_header({PacketKind::kQuantized, static_cast<std::uint8_t>(bits),
+              static_cast<std::uint32_t>(n_), 0},
+             packet.data());
+  std::byte* scales = packet.data() + kPacketHeaderBytes;  // 4-aligned: the header is 16 bytes
+  std::byte* codes = scales + blocks * 4;
+  const std::uint64_t key = round_key(key_, round);
+  if (bits == 4) codes8_.resize(n);
+  if (backend.host_memory()) {
+    // Straight into the packet: the scales, and 8-bit codes (int8, as the packet keeps them).
+    backend.quantize(v, n_, bits, kQuantizeBlock, key, reinterpret_cast<float*>(scales),
+                     bits == 8 ? reinterpret_cast<std::int8_t*>(codes) : codes8_.data());
+  } else {
+    if (backend_ == nullptr) {
+      backend_ = &backend;
+      scales_ = DeviceArray<float>(backend, static_cast<std::size_t>(blocks));
+      codes_ = DeviceArray<std::int8_t>(backend, n);
+    }
+    GOSSIP_CHECK_MSG(backend_ == &backend, "Compressor::encode: another backend than before");
+    backend.quantize(v, n_, bits, kQuantizeBlock, key, scales_.data(), codes_.data());
+    backend.download(scales, scales_.data(), static_cast<std::size_t>(blocks) * sizeof(float));
+    backend.download(bits == 8 ? static_cast<void*>(codes) : codes8_.data(), codes_.data(), n);
+  }
+  if (bits == 4) pack_nibbles(codes8_.data(), n_, codes);
+}
+
+void encode_dense(Backend& backend, const float* values, std::int64_t n,
+                  std::vector<std::byte>& packet) {
+  packet.resize(kPacketHeaderBytes + static_cast<std::size_t>(n) * sizeof(float));
+  put_header({PacketKind::kDense, 0, static_cast<std::uint32_t>(n), 0}, packet.data());
+  if (n > 0)
+    backend.download(packet.data() + kPacketHeaderBytes, values,
+                     static_cast<std::size_t>(n) * sizeof(float));
+}
+
+PacketAdder::PacketAdder(Backend& backend, std::int64_t n) : backend_(&backend), n_(n) {}
+
+template <typename T>
+const T* PacketAdder::on_backend(const std::byte* at, std::size_t count,
+                                 DeviceArray<T>& staging) {
+  if (backend_->host_memory() && reinterpret_cast<std::uintptr_t>(at) % alignof(T) == 0)
+    return reinterpret_cast<const T*>(at);
+  if (staging.size() < count) staging = DeviceArray<T>(*backend_, count);
+  backend_->upload(staging.data(), at, count * sizeof(T));
+  return staging.data();
+}
+
+void PacketAdder::add(std::span<const std::byte> p, float weight, float* target) {
+  const Header h = get_header(p);
+  const std::byte* body = p.data() + kPacketHeaderBytes;
+  const std::size_t count = h.count;
+  switch (h.kind) {
+    case PacketKind::kDense:
+      if (count > 0)
+        backend_->add_weighted(target + h.first, weight, on_backend(body, count, values_),
+                               h.count);
+      return;
+    case PacketKind::kSparse:
+      if (count > 0)
+        backend_->scatter_add(target, weight, on_backend(body, count, index_),
+                              on_backend(body + count * 4, count, values_), h.count);
+      return;
+    case PacketKind::kQuantized: {
+      const std::int64_t blocks = blocks_of(n_);
+      const auto n = static_cast<std::size_t>(n_);
+      const float* scales = on_backend(body, static_cast<std::size_t>(blocks), scales_);
+      const std::byte* area = body + blocks * 4;
+      if (h.bits == 4) {
+        unpacked_.resize(n);
+        for (std::int64_t i = 0; i < n_; ++i)
+          unpacked_[i] = static_cast<std::int8_t>(code_at(area, 4, i));
+        area = reinterpret_cast<const std::byte*>(unpacked_.data());
+      }
+      backend_->dequantize_add(target, weight, scales, on_backend(area, n, codes_), n_,
+                               kQuantizeBlock, h.bits);
+      return;
+    }
+  }
+  GOSSIP_CHECK_MSG(false, "PacketAdder::add: unknown packet kind");
+}
+
+// ---- packets on the host --------------------------------------------------------------------
 
 void encode_dense(std::span<const float> values, std::int64_t first,
                   std::vector<std::byte>& packet) {
@@ -292,12 +409,14 @@ void add_packet(std::span<const std::byte> p, float weight, std::span<float> tar
   switch (h.kind) {
     case PacketKind::kDense:
       for (std::uint32_t j = 0; j < h.count; ++j)
-        target[h.first + j] += weight * load_float(body + j * 4);
+        target[h.first + j] = math::add_weighted(target[h.first + j], weight, load_float(body + j * 4));
       return;
     case PacketKind::kSparse: {
       const std::byte* val = body + std::size_t{h.count} * 4;
-      for (std::uint32_t j = 0; j < h.count; ++j)
-        target[load_u32(body + j * 4)] += weight * load_float(val + j * 4);
+      for (std::uint32_t j = 0; j < h.count; ++j) {
+        float& t = target[load_u32(body + j * 4)];
+        t = math::add_weighted(t, weight, load_float(val + j * 4));
+      }
       return;
     }
     case PacketKind::kQuantized: {
@@ -309,7 +428,8 @@ void add_packet(std::span<const std::byte> p, float weight, std::span<float> tar
         const std::int64_t lo = b * kQuantizeBlock, hi = std::min(n, lo + kQuantizeBlock);
         if (scale == 0.0f) continue;  // every code of the block is 0
         for (std::int64_t i = lo; i < hi; ++i)
-          target[i] += weight * math::dequantize(code_at(codes, h.bits, i), scale, levels);
+          target[i] = math::add_weighted(target[i], weight,
+                                         math::dequantize(code_at(codes, h.bits, i), scale, levels));
       }
       return;
     }

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "src/compute/cuda/cuda_backend.hpp"
+#include "src/compute/cuda/compress_kernels.cuh"
 #include "src/compute/cuda/layer_kernels.cuh"
 #include "gossip/core.hpp"
 #include "gossip/math.hpp"
@@ -266,6 +267,30 @@ class CudaBackend final : public Backend {
   }
   void dropout(const float* x, float* y, std::int64_t n, float p, std::uint64_t key) override {
     launch_dropout(stream_, x, y, n, p, key);
+  }
+
+  // Compressed gossip: kernels in compress_kernels.cu over gossip/compress_math.hpp.
+  void choco_difference(const float* x, const float* xhat, float* d, std::int64_t n) override {
+    launch_choco_difference(stream_, x, xhat, d, n);
+  }
+  void choco_step(float* x, const float* s, const float* xhat, float gamma,
+                  std::int64_t n) override {
+    launch_choco_step(stream_, x, s, xhat, gamma, n);
+  }
+  void quantize(const float* v, std::int64_t n, int bits, std::int64_t block, std::uint64_t key,
+                float* scales, std::int8_t* codes) override {
+    launch_quantize(stream_, v, n, bits, block, key, scales, codes);
+  }
+  void dequantize_add(float* target, float weight, const float* scales, const std::int8_t* codes,
+                      std::int64_t n, std::int64_t block, int bits) override {
+    launch_dequantize_add(stream_, target, weight, scales, codes, n, block, bits);
+  }
+  void scatter_add(float* target, float weight, const std::uint32_t* index, const float* values,
+                   std::int64_t k) override {
+    launch_scatter_add(stream_, target, weight, index, values, k);
+  }
+  void add_weighted(float* target, float weight, const float* values, std::int64_t n) override {
+    launch_add_weighted(stream_, target, weight, values, n);
   }
 
  private:
