@@ -197,6 +197,18 @@ ConvGeom conv_geom(int c, int h, int w, int oc, int k, int stride, int pad) {
   return g;
 }
 
+PoolGeom pool_geom(int c, int h, int w, int k, int stride) {
+  PoolGeom g;
+  g.c = c;
+  g.h = h;
+  g.w = w;
+  g.k = k;
+  g.stride = stride;
+  g.oh = conv_out_size(h, k, stride, 0);
+  g.ow = conv_out_size(w, k, stride, 0);
+  return g;
+}
+
 /// Direct convolution, accumulated in double: y[n, o, i, j] = b[o] + sum x * w.
 std::vector<float> direct_conv(const std::vector<float>& x, const std::vector<float>& w,
                                const std::vector<float>& b, const ConvGeom& g, int rows) {
@@ -349,14 +361,7 @@ TEST_CASE("the CPU's im2col, col2im and pooling backward equal the CUDA kernels'
   for (bool max : {true, false})
     for (int stride : {1, 2, 3}) {
       SECTION(cat(max ? "max" : "average", " pooling k3 s", stride)) {
-        PoolGeom g;
-        g.c = 2;
-        g.h = 8;
-        g.w = 7;
-        g.k = 3;
-        g.stride = stride;
-        g.oh = conv_out_size(g.h, g.k, stride, 0);
-        g.ow = conv_out_size(g.w, g.k, stride, 0);
+        const PoolGeom g = pool_geom(2, 8, 7, 3, stride);
         const int rows = 2, planes = rows * g.c;
         const auto x = random_vector(static_cast<std::size_t>(planes) * g.h * g.w, 73);
         const auto dy = random_vector(static_cast<std::size_t>(planes) * g.oh * g.ow, 74);
@@ -381,14 +386,7 @@ TEST_CASE("pooling forward and backward equal plain loops", "[compute]") {
   for (bool max : {true, false})
     for (int stride : {2, 1}) {
       SECTION(cat(max ? "max" : "average", " pooling, k3 stride ", stride)) {
-        PoolGeom g;
-        g.c = 2;
-        g.h = 7;
-        g.w = 8;
-        g.k = 3;
-        g.stride = stride;
-        g.oh = conv_out_size(g.h, g.k, stride, 0);
-        g.ow = conv_out_size(g.w, g.k, stride, 0);
+        const PoolGeom g = pool_geom(2, 7, 8, 3, stride);
         const int rows = 2, planes = rows * g.c;
         auto x = random_vector(static_cast<std::size_t>(planes) * g.h * g.w, 61);
         auto dy = random_vector(static_cast<std::size_t>(planes) * g.oh * g.ow, 62);

@@ -26,6 +26,21 @@ using namespace gossip;
 
 namespace {
 
+/// One compressor of the tests' sweeps over compressors, as a config names it.
+struct CompressCase {
+  const char* kind;
+  double fraction;
+  int bits;
+  CompressConfig config() const {
+    CompressConfig c;
+    c.kind = kind;
+    c.fraction = fraction;
+    c.bits = bits;
+    return c;
+  }
+  std::string name() const { return cat(kind, " ", fraction, " ", bits); }
+};
+
 RunConfig small_config() {
   RunConfig c = test::small_synthetic_config(512, 128, 7);
   c.sim.step_ms = 1.0;
@@ -427,18 +442,11 @@ TEST_CASE("packets made and added on a backend equal the host encoder's and add_
   const std::size_t n = 1300;
   auto v = spread_vector(n, 15);
   for (std::size_t i = 512; i < 1024; ++i) v[i] = 0.0f;  // a quantization block of zeros
-  struct Case {
-    const char* kind;
-    double fraction;
-    int bits;
-  };
-  for (const Case k : {Case{"top_k", 0.05, 8}, Case{"random_k", 0.2, 8}, Case{"quantize", 1, 8},
-                       Case{"quantize", 1, 4}, Case{"none", 1, 8}}) {
-    SECTION(cat(k.kind, " ", k.fraction, " ", k.bits)) {
-      CompressConfig c;
-      c.kind = k.kind;
-      c.fraction = k.fraction;
-      c.bits = k.bits;
+  for (const CompressCase k : {CompressCase{"top_k", 0.05, 8}, CompressCase{"random_k", 0.2, 8},
+                               CompressCase{"quantize", 1, 8}, CompressCase{"quantize", 1, 4},
+                               CompressCase{"none", 1, 8}}) {
+    SECTION(k.name()) {
+      const CompressConfig c = k.config();
       Compressor host(c, n, 5, 2), on_backend(c, n, 5, 2);
       PacketAdder adder(*cpu, n);
       for (std::int64_t round = 1; round < 4; ++round) {
@@ -515,20 +523,14 @@ TEST_CASE("CHOCO through the backend ends bit-identical to the host loops it rep
           "[gossip][choco]") {
   // The reference is CHOCO as it ran before its element work moved to Backend operations: host
   // vectors, Compressor::encode of a span, add_packet, and the consensus step in a loop.
-  struct Case {
-    const char* kind;
-    double fraction;
-    int bits;
-  };
-  for (const Case k : {Case{"top_k", 0.1, 8}, Case{"random_k", 0.2, 8}, Case{"quantize", 1, 8},
-                       Case{"quantize", 1, 4}, Case{"none", 1, 8}}) {
-    SECTION(cat(k.kind, " ", k.fraction, " ", k.bits)) {
+  for (const CompressCase k : {CompressCase{"top_k", 0.1, 8}, CompressCase{"random_k", 0.2, 8},
+                               CompressCase{"quantize", 1, 8}, CompressCase{"quantize", 1, 4},
+                               CompressCase{"none", 1, 8}}) {
+    SECTION(k.name()) {
       const Topology t = generate("ring", 5);
       GossipConfig g;
       g.algorithm = "choco";
-      g.compress.kind = k.kind;
-      g.compress.fraction = k.fraction;
-      g.compress.bits = k.bits;
+      g.compress = k.config();
       const std::int64_t dim = 1100;
       ConsensusPeers peers(t, g, dim);
       const int np = t.n();

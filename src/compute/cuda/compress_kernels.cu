@@ -13,6 +13,7 @@
 
 #include "gossip/compress_math.hpp"
 #include "gossip/core.hpp"
+#include "src/compute/cuda/launch.cuh"
 #include "src/compute/cuda/compress_kernels.cuh"
 
 namespace gossip::cuda {
@@ -20,10 +21,6 @@ namespace {
 
 using I64 = long long;
 
-#define GOSSIP_GRID_STRIDE(i, n) \
-  for (I64 i = blockIdx.x * (I64)blockDim.x + threadIdx.x; i < (n); i += (I64)blockDim.x * gridDim.x)
-
-constexpr int kThreads = 256;  // threads per block; a power of two (quantize's reduction)
 
 // ---- kernels ------------------------------------------------------------------------------
 
@@ -88,21 +85,9 @@ __global__ void add_weighted_kernel(float* target, float weight, const float* va
   GOSSIP_GRID_STRIDE(i, n) target[i] = math::add_weighted(target[i], weight, values[i]);
 }
 
-// ---- launchers ----------------------------------------------------------------------------
-
-int grid_for(I64 n) {
-  I64 blocks = (n + kThreads - 1) / kThreads;
-  if (blocks < 1) blocks = 1;
-  return static_cast<int>(blocks > 4096 ? 4096 : blocks);
-}
-
-void check_launch(const char* what) {
-  const cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess)
-    throw RuntimeError(cat("CUDA kernel ", what, " failed to launch: ", cudaGetErrorString(err)));
-}
-
 }  // namespace
+
+// ---- launchers ----------------------------------------------------------------------------
 
 void launch_choco_difference(cudaStream_t s, const float* x, const float* xhat, float* d,
                              std::int64_t n) {

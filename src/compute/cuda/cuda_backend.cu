@@ -15,6 +15,7 @@
 
 #include "src/compute/cuda/cuda_backend.hpp"
 #include "src/compute/cuda/compress_kernels.cuh"
+#include "src/compute/cuda/launch.cuh"
 #include "src/compute/cuda/layer_kernels.cuh"
 #include "gossip/core.hpp"
 #include "gossip/math.hpp"
@@ -51,14 +52,12 @@ namespace {
 
 __global__ void bias_act_kernel(float* y, const float* bias, int rows, int cols, bool relu) {
   const long long n = static_cast<long long>(rows) * cols;
-  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
-       i += (long long)blockDim.x * gridDim.x)
+  GOSSIP_GRID_STRIDE(i, n)
     y[i] = math::bias_act(y[i], bias[i % cols], relu);
 }
 
 __global__ void relu_backward_kernel(float* dy, const float* y, long long n) {
-  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
-       i += (long long)blockDim.x * gridDim.x)
+  GOSSIP_GRID_STRIDE(i, n)
     dy[i] = math::relu_backward(dy[i], y[i]);
 }
 
@@ -84,8 +83,7 @@ __global__ void softmax_xent_kernel(const float* logits, const int* labels, int 
 
 __global__ void sgd_kernel(float* p, float* v, const float* g, long long n, float lr, float mom,
                            float wd, bool nesterov) {
-  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
-       i += (long long)blockDim.x * gridDim.x)
+  GOSSIP_GRID_STRIDE(i, n)
     math::sgd_update(p[i], v[i], g[i], lr, mom, wd, nesterov);
 }
 
@@ -96,32 +94,16 @@ struct MixArgs {
 };
 
 __global__ void mix_kernel(float* out, MixArgs args, int k, long long n) {
-  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
-       i += (long long)blockDim.x * gridDim.x)
+  GOSSIP_GRID_STRIDE(i, n)
     out[i] = math::mix_element(args.in, args.w, k, i);
 }
 
 __global__ void fill_kernel(float* p, float value, long long n) {
-  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
-       i += (long long)blockDim.x * gridDim.x)
+  GOSSIP_GRID_STRIDE(i, n)
     p[i] = value;
 }
 
 // ---- launchers ----------------------------------------------------------------------------
-
-constexpr int kThreads = 256;
-
-int grid_for(long long n) {
-  long long blocks = (n + kThreads - 1) / kThreads;
-  if (blocks < 1) blocks = 1;
-  return static_cast<int>(blocks > 4096 ? 4096 : blocks);
-}
-
-void check_launch(const char* what) {
-  cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess)
-    throw RuntimeError(cat("CUDA kernel ", what, " failed to launch: ", cudaGetErrorString(err)));
-}
 
 // ---- the backend --------------------------------------------------------------------------
 

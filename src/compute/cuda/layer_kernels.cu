@@ -11,15 +11,13 @@
 #include <cuda_runtime.h>
 
 #include "gossip/core.hpp"
+#include "src/compute/cuda/launch.cuh"
 #include "src/compute/cuda/layer_kernels.cuh"
 
 namespace gossip::cuda {
 namespace {
 
 using I64 = long long;
-
-#define GOSSIP_GRID_STRIDE(i, n) \
-  for (I64 i = blockIdx.x * (I64)blockDim.x + threadIdx.x; i < (n); i += (I64)blockDim.x * gridDim.x)
 
 // ---- kernels ------------------------------------------------------------------------------
 
@@ -138,23 +136,9 @@ __global__ void dropout_kernel(const float* x, float* y, I64 n, float p, std::ui
   GOSSIP_GRID_STRIDE(i, n) y[i] = x[i] * math::dropout_scale(key, i, p);
 }
 
-// ---- launchers ----------------------------------------------------------------------------
-
-constexpr int kThreads = 256;
-
-int grid_for(I64 n) {
-  I64 blocks = (n + kThreads - 1) / kThreads;
-  if (blocks < 1) blocks = 1;
-  return static_cast<int>(blocks > 4096 ? 4096 : blocks);
-}
-
-void check_launch(const char* what) {
-  const cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess)
-    throw RuntimeError(cat("CUDA kernel ", what, " failed to launch: ", cudaGetErrorString(err)));
-}
-
 }  // namespace
+
+// ---- launchers ----------------------------------------------------------------------------
 
 void launch_relu(cudaStream_t s, const float* x, float* y, std::int64_t n) {
   relu_kernel<<<grid_for(n), kThreads, 0, s>>>(x, y, n);
