@@ -80,7 +80,7 @@ std::vector<CompareSetting> compare_settings(const RunConfig& base) {
 }
 
 TargetCrossing first_crossing(const std::vector<EvalPoint>& evals, double target,
-                              double EvalPoint::*accuracy) {
+                              double EvalPoint::*accuracy, double EvalPoint::*seconds) {
   TargetCrossing c;
   for (std::size_t i = 1; i < evals.size(); ++i) {
     const EvalPoint& b = evals[i];
@@ -94,14 +94,14 @@ TargetCrossing first_crossing(const std::vector<EvalPoint>& evals, double target
     auto lerp = [f](double x0, double x1) { return x0 + f * (x1 - x0); };
     c.round = lerp(static_cast<double>(a.round), static_cast<double>(b.round));
     c.epoch = lerp(a.epoch, b.epoch);
-    c.sim_seconds = lerp(a.sim_seconds, b.sim_seconds);
+    c.seconds = lerp(a.*seconds, b.*seconds);
     return c;
   }
   return c;
 }
 
 CompareRow compare_row(const CompareSetting& setting, const TopologyReport& analysis,
-                       const SimResult& result, double target_accuracy) {
+                       const SimResult& result, double target_accuracy, const RealRuns* real) {
   const RunConfig& c = setting.config;
   CompareRow row;
   row.label = setting.label;
@@ -120,9 +120,15 @@ CompareRow compare_row(const CompareSetting& setting, const TopologyReport& anal
   row.graph_period = analysis.period;
   row.spectral_gap = 1.0 - analysis.rho_per_round;
   row.period_spectral_gap = analysis.spectral_gap;
-  row.to_target = first_crossing(result.evals, target_accuracy, &EvalPoint::peer_accuracy_min);
+  const auto seconds = real ? &EvalPoint::wall_seconds : &EvalPoint::sim_seconds;
+  row.to_target =
+      first_crossing(result.evals, target_accuracy, &EvalPoint::peer_accuracy_min, seconds);
   row.average_to_target =
-      first_crossing(result.evals, target_accuracy, &EvalPoint::average_accuracy);
+      first_crossing(result.evals, target_accuracy, &EvalPoint::average_accuracy, seconds);
+  if (real) {
+    row.measured = true;
+    row.links = real->links;
+  }
   const EvalPoint& last = result.evals.back();
   row.final_accuracy = last.average_accuracy;
   row.final_min_peer_accuracy = last.peer_accuracy_min;
@@ -177,8 +183,7 @@ std::vector<CompareGroup> group_compare_rows(const std::vector<CompareRow>& rows
     };
     g.rounds_to_target = over([](const CompareRow& r) { return r.to_target.round; }, true);
     g.epochs_to_target = over([](const CompareRow& r) { return r.to_target.epoch; }, true);
-    g.sim_seconds_to_target =
-        over([](const CompareRow& r) { return r.to_target.sim_seconds; }, true);
+    g.seconds_to_target = over([](const CompareRow& r) { return r.to_target.seconds; }, true);
     g.average_rounds_to_target =
         over([](const CompareRow& r) { return r.average_to_target.round; }, true);
     g.final_accuracy = over([](const CompareRow& r) { return r.final_accuracy; }, false);
@@ -188,6 +193,7 @@ std::vector<CompareGroup> group_compare_rows(const std::vector<CompareRow>& rows
         over([](const CompareRow& r) { return r.final_consensus_distance; }, false);
     g.bytes_per_peer = over([](const CompareRow& r) { return r.bytes_per_peer; }, false);
     g.sim_seconds = over([](const CompareRow& r) { return r.sim_seconds; }, false);
+    g.wall_seconds = over([](const CompareRow& r) { return r.wall_seconds; }, false);
   }
   return groups;
 }
@@ -241,7 +247,8 @@ void write_curves(std::ostream& dat, const CompareGroup& g, const std::vector<Co
   for (std::size_t i : g.rows) evals = std::min(evals, results[i].evals.size());
   dat << "# " << g.label << " (" << g.rows.size()
       << (g.rows.size() == 1 ? " run" : " runs: mean and standard deviation") << ")\n"
-      << "# round epoch sim_seconds bytes_per_peer accuracy accuracy_std min_peer_accuracy "
+      << "# round epoch " << (rows[g.rows.front()].measured ? "wall_seconds" : "sim_seconds")
+      << " bytes_per_peer accuracy accuracy_std min_peer_accuracy "
          "min_peer_accuracy_std consensus_distance consensus_distance_std\n";
   for (std::size_t k = 0; k < evals; ++k) {
     auto over = [&](auto field) {
@@ -250,7 +257,9 @@ void write_curves(std::ostream& dat, const CompareGroup& g, const std::vector<Co
       return spread_of(v, false);
     };
     const EvalPoint& first = results[g.rows.front()].evals[k];
-    const Spread secs = over([](const EvalPoint& e, const CompareRow&) { return e.sim_seconds; });
+    const Spread secs = over([](const EvalPoint& e, const CompareRow& r) {
+      return r.measured ? e.wall_seconds : e.sim_seconds;
+    });
     const Spread bytes = over([](const EvalPoint& e, const CompareRow& r) {
       return static_cast<double>(e.bytes_sent) / std::max(1, r.peers);
     });
@@ -274,31 +283,37 @@ void write_compare(const std::string& dir, const std::vector<CompareRow>& rows,
   GOSSIP_CHECK_EQ(rows.size(), results.size());
   make_output_dir(dir);
   const auto groups = group_compare_rows(rows);
+  // A real sweep (gossip compare --run) measured wall-clock seconds; a simulated one has both.
+  const bool measured = !rows.empty() && rows.front().measured;
+  const char* to_target_seconds = measured ? "wall_seconds_to_target" : "sim_seconds_to_target";
   {
     std::ofstream csv(dir + "/compare.csv", std::ios::trunc);
     if (!csv) throw InputError(cat(dir, "/compare.csv: cannot open for writing"));
     csv << "setting,group,topology,algorithm,period,shard,seed,peers,connected,spectral_gap,"
            "graph_period,period_spectral_gap,target_accuracy,rounds_to_target,epochs_to_target,"
-           "sim_seconds_to_target,average_rounds_to_target,final_accuracy,"
+        << to_target_seconds
+        << ",average_rounds_to_target,final_accuracy,"
            "final_min_peer_accuracy,final_consensus_distance,bytes_per_peer,sim_seconds,"
-           "wall_seconds,samples_min,samples_max,compress,consensus_step\n";
+           "wall_seconds,samples_min,samples_max,compress,consensus_step,mode,links\n";
     for (const auto& r : rows)
       csv << r.label << ',' << r.group << ',' << r.topology << ',' << r.algorithm << ','
           << r.period << ',' << r.shard << ',' << r.seed << ',' << r.peers << ','
           << (r.connected ? "true" : "false") << ',' << r.spectral_gap << ',' << r.graph_period
           << ',' << r.period_spectral_gap << ',' << target_accuracy << ','
           << csv_number(r.to_target.round) << ',' << csv_number(r.to_target.epoch) << ','
-          << csv_number(r.to_target.sim_seconds) << ',' << csv_number(r.average_to_target.round)
+          << csv_number(r.to_target.seconds) << ',' << csv_number(r.average_to_target.round)
           << ',' << r.final_accuracy << ',' << r.final_min_peer_accuracy << ','
-          << r.final_consensus_distance << ',' << r.bytes_per_peer << ',' << r.sim_seconds << ','
-          << r.wall_seconds << ',' << r.samples_min << ',' << r.samples_max << ','
-          << r.compress << ',' << (r.consensus_step > 0 ? cat(r.consensus_step) : "") << '\n';
+          << r.final_consensus_distance << ',' << r.bytes_per_peer << ','
+          << (r.measured ? std::string() : cat(r.sim_seconds)) << ',' << r.wall_seconds << ','
+          << r.samples_min << ',' << r.samples_max << ',' << r.compress << ','
+          << (r.consensus_step > 0 ? cat(r.consensus_step) : "") << ','
+          << (r.measured ? "real" : "simulated") << ',' << r.links << '\n';
   }
   {
     std::ofstream csv(dir + "/compare_summary.csv", std::ios::trunc);
     if (!csv) throw InputError(cat(dir, "/compare_summary.csv: cannot open for writing"));
     csv << "setting,runs,spectral_gap,graph_period,period_spectral_gap,target_accuracy";
-    const char* spreads[] = {"rounds_to_target", "sim_seconds_to_target",
+    const char* spreads[] = {"rounds_to_target", to_target_seconds,
                              "average_rounds_to_target", "final_accuracy",
                              "final_min_peer_accuracy", "final_consensus_distance",
                              "bytes_per_peer"};
@@ -308,7 +323,7 @@ void write_compare(const std::string& dir, const std::vector<CompareRow>& rows,
       const CompareRow& r = rows[g.rows.front()];
       csv << g.label << ',' << g.rows.size() << ',' << r.spectral_gap << ',' << r.graph_period
           << ',' << r.period_spectral_gap << ',' << target_accuracy;
-      for (const Spread* s : {&g.rounds_to_target, &g.sim_seconds_to_target,
+      for (const Spread* s : {&g.rounds_to_target, &g.seconds_to_target,
                               &g.average_rounds_to_target, &g.final_accuracy,
                               &g.final_min_peer_accuracy, &g.final_consensus_distance,
                               &g.bytes_per_peer})
@@ -332,8 +347,22 @@ void write_compare(const std::string& dir, const std::vector<CompareRow>& rows,
   std::ofstream md(dir + "/report.md", std::ios::trunc);
   if (!md) throw InputError(cat(dir, "/report.md: cannot open for writing"));
   md << "# Topology comparison\n\n"
-     << compare_title(rows, groups) << ". Target accuracy: " << target_accuracy << ".\n\n"
-     << "Rounds, epochs and simulated seconds to target are those at which every peer's own "
+     << compare_title(rows, groups) << ". Target accuracy: " << target_accuracy << ".\n\n";
+  if (measured)
+    md << "Made by `gossip compare --run` from real runs: every setting ran as peer processes "
+          "talking TCP (as `gossip run`), one setting after another, "
+       << (rows.front().links == "loopback"
+               ? std::string("over loopback")
+               : cat("each peer in its own network namespace on emulated links (", 
+                     rows.front().links, ")"))
+       << ". Seconds are measured wall-clock seconds since the start of each run (the average "
+          "model's rows of its metrics.csv), bytes what the peers sent; both depend on this "
+          "machine and its load.\n\n";
+  else
+    md << "Made by `gossip compare` from simulations: seconds are simulated (the network model "
+          "of the sim section), not measured.\n\n";
+  md << "Rounds, epochs and " << (measured ? "wall-clock" : "simulated")
+     << " seconds to target are those at which every peer's own "
         "model reaches it (the lowest peer accuracy; - = never): how long slow mixing holds "
         "the peers back. They are interpolated linearly between the two evaluations around the "
         "crossing (evaluations come every few rounds; see curves.dat), so they are fractional. "
@@ -350,11 +379,13 @@ void write_compare(const std::string& dir, const std::vector<CompareRow>& rows,
               samples_min == samples_max ? " (equal shards)" : " (unequal shards)", ".");
   md << "\n\n| setting | runs | peers | spectral gap per round |"
      << (time_varying ? " gap per period (rounds) |" : "")
-     << " rounds to target | epochs to target | sim s to target | rounds to target (average "
+     << " rounds to target | epochs to target | " << (measured ? "wall s" : "sim s")
+     << " to target | rounds to target (average "
         "model) | final accuracy | final lowest peer accuracy | final consensus distance | MB "
-        "sent per peer |\n"
+        "sent per peer |"
+     << (measured ? " wall s (run) |" : "") << "\n"
      << "|---|---:|---:|---:|" << (time_varying ? "---:|" : "")
-     << "---:|---:|---:|---:|---:|---:|---:|---:|\n";
+     << "---:|---:|---:|---:|---:|---:|---:|---:|" << (measured ? "---:|" : "") << "\n";
   for (const auto& g : groups) {
     const CompareRow& r = rows[g.rows.front()];
     Spread mb = g.bytes_per_peer;
@@ -370,16 +401,19 @@ void write_compare(const std::string& dir, const std::vector<CompareRow>& rows,
          << " | ";
     md << plus_minus(g.rounds_to_target, "%.1f") << " | "
        << plus_minus(g.epochs_to_target, "%.2f") << " | "
-       << plus_minus(g.sim_seconds_to_target, "%.3g") << " | "
+       << plus_minus(g.seconds_to_target, "%.3g") << " | "
        << plus_minus(g.average_rounds_to_target, "%.1f") << " | "
        << plus_minus(g.final_accuracy, "%.4f") << " | "
        << plus_minus(g.final_min_peer_accuracy, "%.4f") << " | "
        << plus_minus(g.final_consensus_distance, "%.3g") << " | " << plus_minus(mb, "%.1f")
-       << " |\n";
+       << " |";
+    if (measured) md << " " << plus_minus(g.wall_seconds, "%.1f") << " |";
+    md << "\n";
   }
   md << "\n![accuracy vs round](accuracy_vs_round.png)\n"
      << "![accuracy vs bytes](accuracy_vs_bytes.png)\n"
-     << "![accuracy vs simulated seconds](accuracy_vs_seconds.png)\n"
+     << "![accuracy vs " << (measured ? "wall-clock" : "simulated")
+     << " seconds](accuracy_vs_seconds.png)\n"
      << "![consensus distance vs round](consensus_vs_round.png)\n\n"
      << "Each plot shows the average model (left) beside the lowest peer (right)"
      << (several ? ", shaded one standard deviation either side of the mean over seeds" : "")
@@ -432,7 +466,9 @@ bool draw_compare_plots(const std::string& dir, const std::vector<CompareRow>& r
   const Axes accuracy_axes[] = {
       {"accuracy_vs_round", "round", 1, 1.0, false},
       {"accuracy_vs_bytes", "MB sent per peer (log scale)", 4, 1e6, true},
-      {"accuracy_vs_seconds", "simulated seconds", 3, 1.0, false},
+      {"accuracy_vs_seconds",
+       !rows.empty() && rows.front().measured ? "wall-clock seconds (measured)" : "simulated seconds",
+       3, 1.0, false},
   };
   std::vector<Plot> plots;
   for (const Axes& a : accuracy_axes) {

@@ -39,6 +39,8 @@ void redraw_compare(const std::string& dir) {
     row.algorithm = field("algorithm");
     row.shard = field("shard");
     row.compress = field("compress");
+    row.measured = field("mode") == "real";  // gossip compare --run: wall-clock seconds
+    row.links = field("links");
     try {
       row.peers = std::stoi(field("peers"));
       row.seed = std::stoull(field("seed"));

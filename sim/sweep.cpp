@@ -1,6 +1,7 @@
 // sim/sweep.cpp: `gossip compare`'s sweep: one simulation per setting (topologies x algorithms x
-// periods x shards x seeds), each setting's own outputs in DIR/runs/<n>-<label>/, the table
-// (compare.csv, report.md) rewritten after every setting so partial results survive, then plots.
+// periods x shards x seeds), or with --run one real run of peer processes per setting, each
+// setting's own outputs in DIR/runs/<n>-<label>/, the table (compare.csv, report.md) rewritten
+// after every setting so partial results survive, then plots.
 #include <cctype>
 #include <chrono>
 #include <cstdio>
@@ -23,9 +24,43 @@ std::string slug(std::size_t index, const std::string& label) {
   return s;
 }
 
+/// One setting simulated (gossip compare without --run), with a progress bar headed by `line`;
+/// its metrics.csv and summary.json go to `dir`. Data sets are loaded once per seed into `data`.
+SimResult simulate_setting(const CompareSetting& s, const Topology& topology,
+                           const TopologyReport& analysis, std::map<std::uint64_t, DataSets>& data,
+                           const RunConfig& base, bool progress_bar, const std::string& line,
+                           const std::string& dir) {
+  const std::uint64_t data_key = base.data.synthetic ? s.config.train.seed : 0;
+  if (!data.count(data_key)) data.emplace(data_key, load_datasets(s.config));
+  Progress progress;
+  progress.enable(progress_bar);
+  progress.note(line);
+  std::string last = "evaluating...";
+  SimHooks hooks;
+  hooks.on_eval = [&](const EvalPoint& e) {
+    last = cat("acc ", fixed(e.average_accuracy, 4), "  consensus ", sci(e.consensus_distance));
+  };
+  hooks.on_round = [&](std::int64_t done, std::int64_t total) {
+    progress.update(done, total, last);
+  };
+  SimResult result = simulate(s.config, topology, data.at(data_key), hooks);
+  progress.finish();
+  SimRunInfo info;
+  info.config = base.path;
+  info.topology = s.config.gossip.topology;
+  info.algorithm = s.config.gossip.algorithm;
+  info.connected = analysis.connected;
+  info.spectral_gap = 1.0 - analysis.rho_per_round;
+  info.period_spectral_gap = analysis.spectral_gap;
+  write_sim_outputs(dir, result, info);
+  return result;
+}
+
 }  // namespace
 
-int run_sweep(const RunConfig& base, const std::string& out, bool progress_bar) {
+int run_sweep(const RunConfig& base, const std::string& out, bool progress_bar,
+              const RealRuns* real) {
+  if (real) check_real_sweep(base);
   const auto settings = compare_settings(base);
   // Load and analyse every topology first, so a bad file fails before hours of simulation.
   std::map<std::string, Topology> topologies;
@@ -37,9 +72,13 @@ int run_sweep(const RunConfig& base, const std::string& out, bool progress_bar) 
     if (analyses.count(path)) continue;
     analyses.emplace(path, analyze(topologies.at(path)));
   }
-  std::printf("gossip compare: %s, %zu settings, %.3g epochs each, target accuracy %.3g\n",
+  std::printf("gossip compare: %s, %zu settings, %.3g epochs each, target accuracy %.3g%s\n",
               base.path.c_str(), settings.size(), base.train.epochs,
-              base.compare.target_accuracy);
+              base.compare.target_accuracy,
+              real ? cat(", real runs (", real->links == "loopback" ? "over loopback"
+                                                                    : "emulated links " + real->links,
+                         ")").c_str()
+                   : "");
   std::fflush(stdout);
 
   const auto t0 = std::chrono::steady_clock::now();
@@ -70,14 +109,11 @@ int run_sweep(const RunConfig& base, const std::string& out, bool progress_bar) 
   std::map<std::uint64_t, DataSets> data;  // by seed (synthetic sets depend on it)
   std::vector<CompareRow> rows;
   std::vector<SimResult> results;
+  int code = kExitOk;
   for (std::size_t i = 0; i < settings.size(); ++i) {
     const CompareSetting& s = settings[i];
-    const std::uint64_t data_key = base.data.synthetic ? s.config.train.seed : 0;
-    if (!data.count(data_key)) data.emplace(data_key, load_datasets(s.config));
     const auto& path = s.config.gossip.topology;
-    Progress progress;
-    progress.enable(progress_bar);
-    progress.note(cat("[", i + 1, "/", settings.size(), "] ", s.label, ": ",
+    const std::string line = cat("[", i + 1, "/", settings.size(), "] ", s.label, ": ",
                       topologies.at(path).n(), " peers, ", s.config.gossip.algorithm,
                       s.config.gossip.algorithm == "choco"
                           ? cat(" (", describe(s.config.gossip.compress), ", gamma ",
@@ -86,37 +122,38 @@ int run_sweep(const RunConfig& base, const std::string& out, bool progress_bar) 
                       ", period ",
                       s.config.gossip.period, ", shard ", s.config.data.shard, ", seed ",
                       s.config.train.seed, ", spectral gap per round ",
-                      fixed(1.0 - analyses.at(path).rho_per_round, 4)));
-    std::string last = "evaluating...";
-    SimHooks hooks;
-    hooks.on_eval = [&](const EvalPoint& e) {
-      last = cat("acc ", fixed(e.average_accuracy, 4), "  consensus ", sci(e.consensus_distance));
-    };
-    hooks.on_round = [&](std::int64_t done, std::int64_t total) {
-      progress.update(done, total, last);
-    };
-    SimResult result = simulate(s.config, topologies.at(path), data.at(data_key), hooks);
-    progress.finish();
-    SimRunInfo info;
-    info.config = base.path;
-    info.topology = path;
-    info.algorithm = s.config.gossip.algorithm;
-    info.connected = analyses.at(path).connected;
-    info.spectral_gap = 1.0 - analyses.at(path).rho_per_round;
-    info.period_spectral_gap = analyses.at(path).spectral_gap;
-    write_sim_outputs(out + "/runs/" + slug(i, s.label), result, info);
-    rows.push_back(compare_row(s, analyses.at(path), result, base.compare.target_accuracy));
+                      fixed(1.0 - analyses.at(path).rho_per_round, 4));
+    const std::string dir = out + "/runs/" + slug(i, s.label);
+    SimResult result;
+    if (real) {
+      std::printf("%s, real run into %s\n", line.c_str(), dir.c_str());
+      std::fflush(stdout);
+      code = real->run(s, dir);
+      if (code != kExitOk) {
+        std::fprintf(stderr, "gossip compare: the run of %s ended with exit code %d; the sweep "
+                     "stops there (%s holds its outputs)\n", s.label.c_str(), code, dir.c_str());
+        break;
+      }
+      result = read_real_run(dir);
+    } else {
+      result = simulate_setting(s, topologies.at(path), analyses.at(path), data, base,
+                                progress_bar, line, dir);
+    }
+    rows.push_back(compare_row(s, analyses.at(path), result, base.compare.target_accuracy, real));
     const CompareRow& r = rows.back();
     auto rounds = [](double v) { return v < 0 ? std::string("never") : fixed(v, 1); };
     std::printf("    final accuracy %.4f (lowest peer %.4f), rounds until every peer reaches "
-                "%.3g: %s (average model: %s), consensus %.3g, %.1f s wall\n",
+                "%.3g: %s (average model: %s), consensus %.3g, %.1f s wall, %.3g MB sent per "
+                "peer\n",
                 r.final_accuracy, r.final_min_peer_accuracy, base.compare.target_accuracy,
                 rounds(r.to_target.round).c_str(), rounds(r.average_to_target.round).c_str(),
-                r.final_consensus_distance, r.wall_seconds);
+                r.final_consensus_distance, r.wall_seconds, r.bytes_per_peer / 1e6);
+    std::fflush(stdout);
     results.push_back(std::move(result));
     results.back().params.clear();  // only the curves are needed from here on
     write_compare(out, rows, results, base.compare.target_accuracy);  // partial results survive
   }
+  if (rows.empty()) return code;
 
   std::string why;
   const bool plotted = draw_compare_plots(out, rows, &why);
@@ -137,16 +174,16 @@ int run_sweep(const RunConfig& base, const std::string& out, bool progress_bar) 
   };
   std::printf("\n%s\n%-26s %7s %16s %14s %16s %16s %10s\n",
               compare_title(rows, groups).c_str(), "setting", "gap", "rounds (peers)",
-              "sim s (peers)", "final acc", "min peer", "consensus");
+              real ? "wall s (peers)" : "sim s (peers)", "final acc", "min peer", "consensus");
   for (const auto& g : groups)
     std::printf("%-26s %7.4f %16s %14s %16s %16s %10.3g\n", g.label.c_str(),
                 rows[g.rows.front()].spectral_gap, shown(g.rounds_to_target, 1).c_str(),
-                shown(g.sim_seconds_to_target, 3).c_str(), shown(g.final_accuracy, 4).c_str(),
+                shown(g.seconds_to_target, 3).c_str(), shown(g.final_accuracy, 4).c_str(),
                 shown(g.final_min_peer_accuracy, 4).c_str(), g.final_consensus_distance.mean);
   std::printf("done in %s: wrote %s/report.md, compare.csv%s\n", duration_text(wall).c_str(),
               out.c_str(), plotted ? " and plots" : "");
   if (!plotted) std::fprintf(stderr, "gossip compare: warning: no plots: %s\n", why.c_str());
-  return kExitOk;
+  return code;
 }
 
 }  // namespace gossip

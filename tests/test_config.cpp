@@ -459,3 +459,29 @@ TEST_CASE("a fault schedule reads kill, pause, restart and cut, and refuses what
       load_config_from_string("faults:\n  - {round: 3, kill: [1], pause: [2]}\n", "c.yaml"),
       Contains("one action a fault"));
 }
+
+TEST_CASE("--compress reads the compressors gossip.compress takes and refuses the rest alike",
+          "[config]") {
+  using gossip::parse_compress;
+  const gossip::CompressConfig top = parse_compress("top_k:0.01", "--compress");
+  CHECK(top.kind == "top_k");
+  CHECK(top.fraction == 0.01);
+  CHECK(parse_compress("random_k:1", "--compress").fraction == 1.0);
+  CHECK(parse_compress("quantize:4", "--compress").bits == 4);
+  CHECK(parse_compress("none", "--compress") == gossip::CompressConfig{});
+  // What it writes reads back as the same compressor, to the last bit of the fraction.
+  for (const char* text : {"top_k:0.1", "random_k:0.3333333333333333", "quantize:8", "none"})
+    CHECK(parse_compress(gossip::compress_argument(parse_compress(text, "x")), "x") ==
+          parse_compress(text, "x"));
+  CHECK_THROWS_WITH(parse_compress("top_k:0", "--compress"),
+                    Catch::Contains("--compress: top_k fraction must be in (0, 1], got 0"));
+  CHECK_THROWS_WITH(parse_compress("random_k:1.5", "--compress"),
+                    Catch::Contains("must be in (0, 1], got 1.5"));
+  CHECK_THROWS_WITH(parse_compress("quantize:6", "--compress"),
+                    Catch::Contains("quantize bits must be 4 or 8, got 6"));
+  CHECK_THROWS_WITH(parse_compress("top_k", "--compress"),
+                    Catch::Contains("top_k needs a fraction after the colon"));
+  CHECK_THROWS_WITH(parse_compress("zip:0.1", "--compress"),
+                    Catch::Contains("unknown compressor 'zip'"));
+  CHECK_THROWS_WITH(parse_compress("none:1", "--compress"), Catch::Contains("takes no value"));
+}

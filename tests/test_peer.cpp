@@ -324,6 +324,112 @@ TEST_CASE("gossip run over TCP and gossip sim end with bit-identical parameters"
   }
 }
 
+/// compare.csv's rows as maps from column name to value.
+std::vector<std::map<std::string, std::string>> csv_table(const fs::path& csv) {
+  std::vector<std::map<std::string, std::string>> out;
+  const auto rows = metrics_rows(csv);  // cells of every line after the header
+  std::istringstream in(read_file(csv));
+  std::string header;
+  std::getline(in, header);
+  std::vector<std::string> names;
+  std::stringstream cells(header);
+  for (std::string c; std::getline(cells, c, ',');) names.push_back(c);
+  for (auto f : rows) {
+    f.resize(names.size());  // a trailing empty cell is not read as one
+    std::map<std::string, std::string> row;
+    for (std::size_t i = 0; i < names.size(); ++i) row[names[i]] = f[i];
+    out.push_back(row);
+  }
+  return out;
+}
+
+TEST_CASE("gossip compare --run runs every setting for real, each as gossip sim simulates it",
+          "[peer][compare]") {
+  TempDir t;
+  const auto cfg = write_config(t.path, 4, "dpsgd", 1, 1);
+  std::ofstream(cfg, std::ios::app)
+      << "compare:\n  topologies: [topo.yaml]\n  algorithms: [dpsgd, choco]\n"
+      << "  compress: [{kind: top_k, fraction: 0.1}]\n";
+  const fs::path out = t.path / "sweep";
+  const Result sweep =
+      run(bin() + " compare " + cfg.string() + " --run --quiet --out " + out.string());
+  INFO(sweep.output);
+  REQUIRE(sweep.code == 0);
+  const auto rows = csv_table(out / "compare.csv");
+  REQUIRE(rows.size() == 2);
+  // Each row is its run: final accuracy, seconds and bytes measured by the real peers.
+  const char* runs[] = {"1-topo_dpsgd", "2-topo_choco_top_k_0.1"};
+  for (std::size_t i = 0; i < 2; ++i) {
+    const auto& r = rows[i];
+    const fs::path run_dir = out / "runs" / runs[i];
+    INFO(run_dir);
+    CHECK(r.at("mode") == "real");
+    CHECK(r.at("links") == "loopback");
+    CHECK(r.at("sim_seconds").empty());
+    CHECK(std::stod(r.at("final_accuracy")) ==
+          Approx(number(run_dir / "summary.json", "test_accuracy")).margin(1e-6));
+    CHECK(std::stod(r.at("final_accuracy")) > 0.8);
+    CHECK(std::stod(r.at("wall_seconds")) > 0);
+    CHECK(std::stod(r.at("bytes_per_peer")) ==
+          Approx(number(run_dir / "summary.json", "bytes_per_peer")).epsilon(1e-5));
+    CHECK(std::stod(r.at("bytes_per_peer")) > 0);
+    CHECK(fs::exists(run_dir / "peers" / "0"));
+  }
+  CHECK(rows[0].at("algorithm") == "dpsgd");
+  CHECK(rows[1].at("algorithm") == "choco");
+  CHECK(rows[1].at("compress") == "top_k 0.1");
+  // CHOCO's top-10% sends less than D-PSGD's whole buffers.
+  CHECK(std::stod(rows[1].at("bytes_per_peer")) < std::stod(rows[0].at("bytes_per_peer")) / 2);
+  const std::string report = read_file(out / "report.md");
+  CHECK(report.find("gossip compare --run") != std::string::npos);
+  CHECK(report.find("wall s to target") != std::string::npos);
+  CHECK(read_file(out / "curves.dat").find("wall_seconds") != std::string::npos);
+  // Synchronous settings end bit-identical to gossip sim of the same setting (DESIGN idea 2).
+  const std::string settings[] = {"--algorithm dpsgd", "--algorithm choco --compress top_k:0.1"};
+  for (std::size_t i = 0; i < 2; ++i) {
+    const fs::path sim_dir = t.path / named("sim", static_cast<int>(i));
+    const Result sim =
+        run(bin() + " sim " + cfg.string() + " " + settings[i] + " --out " + sim_dir.string());
+    INFO(sim.output);
+    REQUIRE(sim.code == 0);
+    const auto a = hashes(out / "runs" / runs[i] / "summary.json");
+    REQUIRE(a.size() == 4u);
+    CHECK(a == hashes(sim_dir / "summary.json"));
+  }
+}
+
+TEST_CASE("gossip compare --run refuses what a real run cannot do before anything runs",
+          "[peer][compare]") {
+  TempDir t;
+  const auto cfg = write_config(t.path, 3, "dpsgd", 1, 1);
+  std::ofstream(cfg, std::ios::app)
+      << "compare:\n  topologies: [topo.yaml]\n  algorithms: [dpsgd, allreduce]\n"
+      << "  averaging_rounds: 20\n";
+  const fs::path out = t.path / "sweep";
+  const Result r = run(bin() + " compare " + cfg.string() + " --run --quiet --out " + out.string());
+  INFO(r.output);
+  CHECK(r.code == 2);
+  CHECK(r.output.find("compare.averaging_rounds") != std::string::npos);
+  CHECK_FALSE(fs::exists(out / "runs"));
+  // Without it the sweep could run, but not with the simulator's worker threads.
+  const auto cfg2 = write_config(t.path, 3, "dpsgd", 1, 1);
+  std::ofstream(cfg2, std::ios::app)
+      << "compare:\n  topologies: [topo.yaml]\n  algorithms: [dpsgd, allreduce]\n";
+  const Result w = run(bin() + " compare " + cfg2.string() + " --run --workers 2 --out " +
+                       out.string());
+  INFO(w.output);
+  CHECK(w.code == 2);
+  CHECK(w.output.find("--workers") != std::string::npos);
+  CHECK_FALSE(fs::exists(out / "runs"));
+  // D-PSGD with overlap cannot be turned into all-reduce without it by the peers' overrides.
+  set_gossip(cfg2, "overlap: true");
+  const Result o = run(bin() + " compare " + cfg2.string() + " --run --out " + out.string());
+  INFO(o.output);
+  CHECK(o.code == 2);
+  CHECK(o.output.find("gossip.overlap") != std::string::npos);
+  CHECK_FALSE(fs::exists(out / "runs"));
+}
+
 TEST_CASE("all-reduce talks round the ring whatever the graph, bit-identical to the simulator",
           "[peer]") {
   // On a star most peers' only neighbour is the hub; all-reduce's ring needs links between

@@ -476,14 +476,14 @@ TEST_CASE("rounds to target are interpolated between the evaluations around the 
   const TargetCrossing avg = first_crossing(evals, 0.7, &EvalPoint::average_accuracy);
   CHECK(avg.round == Approx(6.0));
   CHECK(avg.epoch == Approx(0.75));
-  CHECK(avg.sim_seconds == Approx(3.0));
+  CHECK(avg.seconds == Approx(3.0));
   // An evaluation exactly at the target is the crossing itself.
   CHECK(first_crossing(evals, 0.5, &EvalPoint::average_accuracy).round == Approx(4.0));
   // From round 0: 0.2 is a quarter of the way from 0.1 to 0.5.
   CHECK(first_crossing(evals, 0.2, &EvalPoint::average_accuracy).round == Approx(1.0));
   const TargetCrossing low = first_crossing(evals, 0.8, &EvalPoint::peer_accuracy_min);
   CHECK(low.round < 0);
-  CHECK(low.sim_seconds < 0);
+  CHECK(low.seconds < 0);
 }
 
 TEST_CASE("a sweep's settings are summarised over seeds as mean and sample deviation",

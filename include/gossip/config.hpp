@@ -127,6 +127,13 @@ struct CompressConfig {
 /// "top_k 0.01", "random_k 0.05", "quantize 8 bits", "none".
 std::string describe(const CompressConfig& c);
 
+/// A compressor from the command line (`--compress`): "top_k:0.01", "random_k:0.05",
+/// "quantize:8" or "none", checked as gossip.compress is (a fraction in (0, 1], 4 or 8 bits).
+/// Throws InputError "WHAT: ..." naming what is wrong.
+CompressConfig parse_compress(const std::string& text, const std::string& what);
+/// The inverse of parse_compress: "top_k:0.01" (the fraction to full double precision).
+std::string compress_argument(const CompressConfig& c);
+
 struct GossipConfig {
   std::string topology;             // path of a topology YAML (relative to the config)
   // dpsgd | local_sgd | push_sum | async | choco | allreduce

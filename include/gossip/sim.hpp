@@ -138,14 +138,38 @@ struct CompareSetting {
 std::vector<CompareSetting> compare_settings(const RunConfig& base);
 
 /// When a run first reached the target, interpolated linearly between the evaluation below it
-/// and the one at or above it (round, epoch and simulated seconds alike); -1 when never.
+/// and the one at or above it (round, epoch and seconds alike); -1 when never. The seconds are
+/// simulated, or the measured wall-clock seconds of a real run (gossip compare --run).
 struct TargetCrossing {
-  double round = -1.0, epoch = -1.0, sim_seconds = -1.0;
+  double round = -1.0, epoch = -1.0, seconds = -1.0;
 };
 
-/// The first crossing of `target` by `accuracy` (e.g. &EvalPoint::peer_accuracy_min) in `evals`.
+/// The first crossing of `target` by `accuracy` (e.g. &EvalPoint::peer_accuracy_min) in `evals`,
+/// its seconds read from `seconds` (&EvalPoint::wall_seconds for a real run).
 TargetCrossing first_crossing(const std::vector<EvalPoint>& evals, double target,
-                              double EvalPoint::*accuracy);
+                              double EvalPoint::*accuracy,
+                              double EvalPoint::*seconds = &EvalPoint::sim_seconds);
+
+/// gossip compare --run: every setting runs for real, as peer processes (the launcher, which
+/// room sim does not use, so the caller hands it in).
+struct RealRuns {
+  std::string links;  // what the report says the links were: "loopback" or the --netem spec
+  /// Runs `setting` with real peers into DIR (metrics.csv, summary.json, peers/ as gossip run
+  /// writes them); returns gossip run's exit code.
+  std::function<int(const CompareSetting& setting, const std::string& dir)> run;
+};
+
+/// What compare rows need of a real run, read back from DIR/metrics.csv: one EvalPoint per
+/// evaluation (the average model's row: accuracy, loss, consensus distance, all peers' bytes and
+/// the measured seconds, as wall_seconds; the peer rows: lowest and highest accuracy), rounds,
+/// epochs, bytes_sent and wall_seconds of the last evaluation. Throws InputError when the file is
+/// missing, malformed or has no average-model rows.
+SimResult read_real_run(const std::string& dir);
+
+/// Refuses (InputError) what a real sweep cannot run as the simulated sweep would: the
+/// pure-averaging pass (compare.averaging_rounds) and the simulator's own network model
+/// (sim.stragglers, sim.message_loss), before anything runs.
+void check_real_sweep(const RunConfig& base);
 
 /// One row of compare.csv: one run of a setting (one seed).
 struct CompareRow {
@@ -167,14 +191,19 @@ struct CompareRow {
   double final_min_peer_accuracy = 0.0;
   double final_consensus_distance = 0.0;
   double bytes_per_peer = 0.0;
-  double sim_seconds = 0.0;
-  double wall_seconds = 0.0;
+  double sim_seconds = 0.0;          // 0 for a real run
+  double wall_seconds = 0.0;         // a real run: the last evaluation's measured seconds
   std::int64_t samples_min = 0, samples_max = 0;  // training samples of the smallest and
                                                   // largest shard
+  bool measured = false;  // a real run (gossip compare --run): seconds are wall-clock
+  std::string links;      // a real run: "loopback" or the --netem spec
 };
 
+/// The row of one run; `real` for a run of gossip compare --run (its seconds are the evals'
+/// wall_seconds), null for a simulation.
 CompareRow compare_row(const CompareSetting& setting, const TopologyReport& analysis,
-                       const SimResult& result, double target_accuracy);
+                       const SimResult& result, double target_accuracy,
+                       const RealRuns* real = nullptr);
 
 /// Mean and sample standard deviation over the runs of a group that have a value (to-target
 /// figures of runs that never reached the target are left out: n < of).
@@ -188,9 +217,9 @@ Spread spread_of(const std::vector<double>& values, bool skip_negative);
 struct CompareGroup {
   std::string label;
   std::vector<std::size_t> rows;  // into the CompareRow list, in seed order
-  Spread rounds_to_target, sim_seconds_to_target, epochs_to_target, average_rounds_to_target;
+  Spread rounds_to_target, seconds_to_target, epochs_to_target, average_rounds_to_target;
   Spread final_accuracy, final_min_peer_accuracy, final_consensus_distance, bytes_per_peer,
-      sim_seconds;
+      sim_seconds, wall_seconds;
 };
 
 /// Groups the rows by CompareRow::group, in order of first appearance.
@@ -249,7 +278,11 @@ int run_simulation(const RunConfig& config, const std::string& out, bool progres
 /// then simulates each setting with a progress bar (when `progress_bar`), writes each one's
 /// metrics.csv and summary.json to OUT/runs/<n>-<label>/, the table and curves to OUT after
 /// every setting, and the plots at the end; prints a final table. Returns the exit code.
-int run_sweep(const RunConfig& base, const std::string& out, bool progress_bar);
+/// With `real` (gossip compare --run) each setting runs for real instead, one after another,
+/// into OUT/runs/<n>-<label>/ (check_real_sweep first); a run that fails stops the sweep with
+/// its exit code, the table of the runs before it written.
+int run_sweep(const RunConfig& base, const std::string& out, bool progress_bar,
+              const RealRuns* real = nullptr);
 
 /// Draws DIR/{accuracy_vs_round,accuracy_vs_bytes,accuracy_vs_seconds,consensus_vs_round}.{png,
 /// svg} from DIR/curves.dat with gnuplot (script kept as DIR/plots.gp): the average model beside

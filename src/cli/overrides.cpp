@@ -8,7 +8,8 @@ namespace gossip::cli {
 namespace {
 
 // The value options, in the order override_arguments() passes them on.
-const char* const kNames[] = {"epochs", "algorithm", "topology", "period", "faults"};
+const char* const kNames[] = {"epochs", "algorithm", "topology", "period",
+                              "faults", "compress", "shard",    "seed"};
 
 }  // namespace
 
@@ -19,7 +20,11 @@ const char* const kOverrideHelp =
     "  --topology FILE    override gossip.topology (a path from the current directory)\n"
     "  --period H         override gossip.period (local steps per round)\n"
     "  --faults FILE      the fault schedule from FILE (a YAML file with a faults: list) instead\n"
-    "                     of the config's faults:\n";
+    "                     of the config's faults:\n"
+    "  --compress C       override gossip.compress (choco): top_k:FRACTION, random_k:FRACTION,\n"
+    "                     quantize:BITS (4 or 8) or none\n"
+    "  --shard KIND       override data.shard (iid | dirichlet | shards)\n"
+    "  --seed N           override train.seed\n";
 
 std::set<std::string> with_override_options(std::set<std::string> own) {
   for (const char* name : kNames) own.insert(name);
@@ -39,6 +44,22 @@ void apply_overrides(const Args& args, RunConfig& config) {
   if (auto faults = args.get("faults")) config.faults = load_faults(*faults);
   if (args.get("period") && config.gossip.period < 1)
     throw InputError(cat("--period must be at least 1, got ", *args.get("period")));
+  if (auto compress = args.get("compress")) {
+    config.gossip.compress = parse_compress(*compress, "--compress");
+    config.lines.erase("gossip.compress");
+  }
+  if (auto shard = args.get("shard")) {
+    if (*shard != "iid" && *shard != "dirichlet" && *shard != "shards")
+      throw InputError(cat("--shard: unknown value '", *shard,
+                           "' (expected one of: iid, dirichlet, shards)"));
+    config.data.shard = *shard;
+    config.lines.erase("data.shard");
+  }
+  if (args.get("seed")) {
+    const long seed = args.get_int("seed", 0);
+    if (seed < 0) throw InputError(cat("--seed must not be negative, got ", *args.get("seed")));
+    config.train.seed = static_cast<std::uint64_t>(seed);
+  }
 }
 
 std::vector<std::string> override_arguments(const Args& args) {

@@ -1,5 +1,5 @@
 /// cli/overrides: the options that change a run config from the command line (--epochs,
-/// --algorithm, --topology, --period), parsed once for gossip sim, gossip run and gossip peer, so
+/// --algorithm, --topology, --period, --faults, --compress, --shard, --seed), parsed once for gossip sim, gossip run and gossip peer, so
 /// the three read them alike and gossip run can hand them on to its peers.
 #pragma once
 #if !defined(GOSSIP_ROOM_CLI)

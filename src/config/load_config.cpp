@@ -5,8 +5,12 @@
 // in RunConfig::lines, so checks made later (config + topology) can name it too.
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <climits>
+#include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -606,6 +610,48 @@ RunConfig read(const yaml::Document& doc, const std::string& dir) {
 std::string describe(const CompressConfig& c) {
   if (c.kind == "top_k" || c.kind == "random_k") return cat(c.kind, " ", c.fraction);
   if (c.kind == "quantize") return cat("quantize ", c.bits, " bits");
+  return c.kind;
+}
+
+CompressConfig parse_compress(const std::string& text, const std::string& what) {
+  const auto colon = text.find(':');
+  CompressConfig c;
+  c.kind = text.substr(0, colon);
+  const std::string value = colon == std::string::npos ? "" : text.substr(colon + 1);
+  const bool sparse = c.kind == "top_k" || c.kind == "random_k";
+  if (!sparse && c.kind != "quantize" && c.kind != "none")
+    throw InputError(cat(what, ": unknown compressor '", c.kind, "' in '", text,
+                         "' (expected top_k:FRACTION, random_k:FRACTION, quantize:BITS or none)"));
+  if (c.kind == "none") {
+    if (colon != std::string::npos)
+      throw InputError(cat(what, ": 'none' takes no value, got '", text, "'"));
+    return c;
+  }
+  char* end = nullptr;
+  errno = 0;
+  const double v = std::strtod(value.c_str(), &end);
+  if (value.empty() || *end != '\0' || errno == ERANGE || !std::isfinite(v))
+    throw InputError(cat(what, ": ", c.kind, " needs ", sparse ? "a fraction" : "its bits",
+                         " after the colon (", sparse ? "top_k:0.01" : "quantize:8", "), got '",
+                         text, "'"));
+  if (sparse) {
+    if (!(v > 0) || v > 1)
+      throw InputError(cat(what, ": ", c.kind, " fraction must be in (0, 1], got ", value));
+    c.fraction = v;
+  } else {
+    if (v != 4 && v != 8) throw InputError(cat(what, ": quantize bits must be 4 or 8, got ", value));
+    c.bits = static_cast<int>(v);
+  }
+  return c;
+}
+
+std::string compress_argument(const CompressConfig& c) {
+  if (c.kind == "top_k" || c.kind == "random_k") {
+    char fraction[64];
+    std::snprintf(fraction, sizeof fraction, "%.17g", c.fraction);
+    return cat(c.kind, ":", fraction);
+  }
+  if (c.kind == "quantize") return cat("quantize:", c.bits);
   return c.kind;
 }
 
