@@ -24,6 +24,7 @@
 #include <fstream>
 
 #include "gossip/core.hpp"
+#include "gossip/hash.hpp"
 #include "gossip/net.hpp"
 #include "src/net/mailbox.hpp"
 #include "src/net/shm.hpp"
@@ -1018,6 +1019,7 @@ TEST_CASE("a checkpoint decodes to what was encoded, and damage of any kind is n
   c.loss_count = 3;
   c.missing = 1;
   c.bytes_sent = 999;
+  c.algorithm_state = {0.25f, -1.0f, 7.0f, 0.0f, 2.0f, -3.0f};
   const auto bytes = encode_checkpoint(c);
   std::string why;
   const auto back = decode_checkpoint(bytes, &why);
@@ -1029,6 +1031,7 @@ TEST_CASE("a checkpoint decodes to what was encoded, and damage of any kind is n
   CHECK(back->sampler_drawn == 33);
   CHECK(back->weight == 0.75);
   CHECK(back->bytes_sent == 999);
+  CHECK(back->algorithm_state == c.algorithm_state);
 
   auto refused = [](std::vector<std::byte> b) {
     std::string reason;
@@ -1046,6 +1049,45 @@ TEST_CASE("a checkpoint decodes to what was encoded, and damage of any kind is n
   auto version = bytes;
   version[8] = std::byte{9};
   CHECK_THAT(refused(version), Catch::Contains("version 9"));
+  // An algorithm state longer than what is left is refused before anything is allocated: the
+  // last buffer's count (after the fields, a 4-byte rank and twelve 8-byte values, then params
+  // and velocity, 8 + 12 bytes each) made huge, with the checksum redone so that only the length
+  // is wrong.
+  {
+    auto huge = bytes;
+    const std::size_t header = 8 + 4 + 8, fields_bytes = 4 + 8 * 12;
+    const std::size_t at = header + fields_bytes + 2 * (8 + 12);
+    const std::uint64_t lie = 1ull << 40;
+    std::memcpy(huge.data() + at, &lie, 8);
+    const std::size_t payload = huge.size() - header - 32;
+    const std::string hex = sha256_hex(huge.data() + header, payload);
+    for (std::size_t i = 0; i < 32; ++i)
+      huge[header + payload + i] = static_cast<std::byte>(std::stoi(hex.substr(2 * i, 2), nullptr, 16));
+    CHECK_THAT(refused(huge), Catch::Contains("algorithm state of 1099511627776 floats is longer"));
+  }
+  // Version 1 files (before the algorithm state) still read, with none.
+  {
+    Checkpoint old = c;
+    old.algorithm_state.clear();
+    auto v1 = encode_checkpoint(old);
+    // Version 2 with an empty state is version 1 plus an empty buffer's count: drop it.
+    const std::size_t header = 8 + 4 + 8;
+    const std::size_t payload = v1.size() - header - 32 - 8;
+    v1.erase(v1.end() - 32 - 8, v1.end() - 32);
+    const std::uint32_t one = 1;
+    std::memcpy(v1.data() + 8, &one, 4);
+    const std::uint64_t length = payload;
+    std::memcpy(v1.data() + 12, &length, 8);
+    const std::string hex = sha256_hex(v1.data() + header, payload);
+    for (std::size_t i = 0; i < 32; ++i)
+      v1[header + payload + i] = static_cast<std::byte>(std::stoi(hex.substr(2 * i, 2), nullptr, 16));
+    std::string reason;
+    const auto read = decode_checkpoint(v1, &reason);
+    INFO(reason);
+    REQUIRE(read);
+    CHECK(read->params == c.params);
+    CHECK(read->algorithm_state.empty());
+  }
 }
 
 TEST_CASE("TLS credentials that do not fit are refused before anything starts", "[net][tls]") {

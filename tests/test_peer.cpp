@@ -963,7 +963,8 @@ TEST_CASE("a run stopped after a checkpoint and resumed ends bit-identical to on
     const char* algorithm;
     const char* topology;
   };
-  for (const Case c : {Case{"dpsgd", ""}, Case{"push_sum", "directed: true\nweights: push-sum\n"}}) {
+  for (const Case c : {Case{"dpsgd", ""}, Case{"push_sum", "directed: true\nweights: push-sum\n"},
+                       Case{"choco, compress: {kind: top_k, fraction: 0.1}", ""}}) {
     SECTION(c.algorithm) {
       TempDir t;
       const auto cfg = write_config(t.path, 4, c.algorithm, 1, 2, c.topology);

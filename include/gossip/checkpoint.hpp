@@ -32,6 +32,7 @@ struct Checkpoint {
   std::int64_t loss_count = 0;
   std::int64_t missing = 0;            // in-neighbours left out of mixing so far
   std::uint64_t bytes_sent = 0;        // before the checkpoint
+  std::vector<float> algorithm_state;  // Algorithm::State::buffers (choco's copies), else empty
 };
 
 /// "GOSSIPCK", u32 version, u64 payload length, payload, SHA-256 of the payload.

@@ -96,10 +96,14 @@ class Algorithm {
     double loss_sum = 0.0;
     std::int64_t loss_count = 0;
     std::int64_t missing = 0;
+    std::vector<float> buffers;  // choco: its public copy, then the weighted sum of the copies
   };
-  State state() const { return {weight(), loss_sum_, loss_count_, missing_}; }
-  /// Restores a checkpoint's state; the learner's parameters are restored by its owner.
+  State state() const { return {weight(), loss_sum_, loss_count_, missing_, buffers()}; }
+  /// Restores a checkpoint's state; the learner's parameters are restored by its owner. Throws
+  /// InputError when the checkpoint's buffers do not fit this algorithm (wrong length, or
+  /// buffers for an algorithm that keeps none).
   void restore(const State& s) {
+    restore_buffers(s.buffers);
     loss_sum_ = s.loss_sum;
     loss_count_ = s.loss_count;
     missing_ = s.missing;
@@ -114,6 +118,10 @@ class Algorithm {
   void record_missing(std::int64_t count) { missing_ += count; }
   /// Push-sum keeps a weight; the others have none to restore.
   virtual void set_weight(double) {}
+  /// State beyond the parameters that a resumed run needs bit for bit (choco's copies); none by
+  /// default.
+  virtual std::vector<float> buffers() const { return {}; }
+  virtual void restore_buffers(const std::vector<float>& b);
 
  private:
   double loss_sum_ = 0.0;

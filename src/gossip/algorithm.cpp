@@ -107,4 +107,10 @@ std::int64_t extra_round_lead(const GossipConfig& config, int peers) {
   return config.algorithm == "allreduce" ? 2 * std::int64_t{peers} + 2 : 0;
 }
 
+void Algorithm::restore_buffers(const std::vector<float>& b) {
+  if (!b.empty())
+    throw InputError(cat("the checkpoint holds ", b.size(), " floats of algorithm state, which ",
+                         name(), " does not keep"));
+}
+
 }  // namespace gossip

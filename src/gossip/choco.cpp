@@ -74,6 +74,25 @@ class Choco final : public Algorithm {
     exchange_->publish_packet(round, packet_, mixing::ids(topology_->out_neighbours(self, round)));
   }
 
+  // A checkpoint keeps the public copy and the weighted sum (2n floats): with them a resumed run
+  // goes on bit for bit.
+  std::vector<float> buffers() const override {
+    std::vector<float> out(static_cast<std::size_t>(2 * n_));
+    const std::size_t bytes = static_cast<std::size_t>(n_) * sizeof(float);
+    learner_.backend->download(out.data(), xhat_.data(), bytes);
+    learner_.backend->download(out.data() + n_, s_.data(), bytes);
+    return out;
+  }
+  void restore_buffers(const std::vector<float>& b) override {
+    if (static_cast<std::int64_t>(b.size()) != 2 * n_)
+      throw InputError(cat("the checkpoint holds ", b.size(), " floats of choco state, expected ",
+                           2 * n_, " (the public copy and the sum of the copies, ", n_,
+                           " each)"));
+    const std::size_t bytes = static_cast<std::size_t>(n_) * sizeof(float);
+    learner_.backend->upload(xhat_.data(), b.data(), bytes);
+    learner_.backend->upload(s_.data(), b.data() + n_, bytes);
+  }
+
   void mix_phase(std::int64_t round) override {
     const int self = exchange_->rank();
     const auto in = topology_->in_neighbours(self, round);

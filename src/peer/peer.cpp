@@ -265,9 +265,6 @@ int run_peer(const RunConfig& config, const Topology& topology, const PeerOption
     std::string why;
     const auto c = read_checkpoint_file(path, &why);
     if (!c) throw InputError(cat(path, ": cannot resume from it: ", why));
-    if (config.gossip.algorithm == "choco")
-      throw InputError(cat(path, ": cannot resume a choco run: its checkpoints do not hold the "
-                           "public copies yet"));
     if (c->rank != rank || c->round != opt.resume_round || c->run_fingerprint != fingerprint ||
         c->rounds != rounds)
       throw InputError(cat(path, ": cannot resume from it: it is rank ", c->rank, " round ",
@@ -277,7 +274,12 @@ int run_peer(const RunConfig& config, const Topology& topology, const PeerOption
                            "; this is rank ", rank, " of ", rounds, " rounds"));
     trainer.restore(Trainer::State{c->params, c->velocity, c->steps,
                                    {c->sampler_epoch, c->sampler_pos, c->sampler_drawn}});
-    algorithm->restore(Algorithm::State{c->weight, c->loss_sum, c->loss_count, c->missing});
+    try {
+      algorithm->restore(Algorithm::State{c->weight, c->loss_sum, c->loss_count, c->missing,
+                                          c->algorithm_state});
+    } catch (const InputError& e) {
+      throw InputError(cat(path, ": cannot resume from it: ", e.what()));
+    }
     first_round = c->round;
     bytes_before = c->bytes_sent;
     resumed.emplace(RunRecord::resume(dir, first_round));
@@ -295,7 +297,8 @@ int run_peer(const RunConfig& config, const Topology& topology, const PeerOption
                  .sampler_epoch = t.sampler.epoch, .sampler_pos = t.sampler.pos,
                  .sampler_drawn = t.sampler.drawn, .weight = a.weight, .loss_sum = a.loss_sum,
                  .loss_count = a.loss_count, .missing = a.missing,
-                 .bytes_sent = bytes_before + exchange.bytes_sent()};
+                 .bytes_sent = bytes_before + exchange.bytes_sent(),
+                 .algorithm_state = a.buffers};
     write_checkpoint_file(checkpoint_path(dir, done), c);
     prune_checkpoints(dir, kCheckpointsKept);
   };

@@ -1,6 +1,7 @@
 // wire/checkpoint.cpp: the checkpoint codec. The payload is Cereal's binary archive of fixed-width
-// fields; the two buffers are a u64 count and their raw floats, checked against the bytes left
-// before anything is allocated. The SHA-256 over the payload catches a torn or corrupted file.
+// fields; the buffers (parameters, momentum, and from version 2 the algorithm's state) are each a
+// u64 count and their raw floats, checked against the bytes left before anything is allocated.
+// Version 1 files (no algorithm state) are still read. The SHA-256 over the payload catches a torn or corrupted file.
 #include <unistd.h>
 
 #include <algorithm>
@@ -32,7 +33,7 @@ static_assert(std::endian::native == std::endian::little,
               "checkpoints are little-endian; big-endian hosts are not supported");
 
 constexpr char kMagic[8] = {'G', 'O', 'S', 'S', 'I', 'P', 'C', 'K'};
-constexpr std::uint32_t kVersion = 1;
+constexpr std::uint32_t kVersion = 2;
 constexpr std::size_t kHeader = sizeof kMagic + 4 + 8;
 constexpr std::size_t kDigest = 32;
 
@@ -73,7 +74,7 @@ std::vector<std::byte> encode_checkpoint(const Checkpoint& c) {
     cereal::BinaryOutputArchive ar(os);
     Checkpoint copy = c;
     fields(ar, copy);
-    for (const auto* v : {&c.params, &c.velocity}) {
+    for (const auto* v : {&c.params, &c.velocity, &c.algorithm_state}) {
       ar(static_cast<std::uint64_t>(v->size()));
       ar(cereal::binary_data(v->data(), v->size() * sizeof(float)));
     }
@@ -101,8 +102,9 @@ std::optional<Checkpoint> decode_checkpoint(std::span<const std::byte> bytes, st
     return refuse("not a gossip checkpoint (wrong magic)");
   std::uint32_t version = 0;
   std::memcpy(&version, bytes.data() + 8, 4);
-  if (version != kVersion)
-    return refuse(cat("checkpoint version ", version, ", this build reads version ", kVersion));
+  if (version != kVersion && version != 1)
+    return refuse(cat("checkpoint version ", version, ", this build reads versions 1 to ",
+                      kVersion));
   std::uint64_t length = 0;
   std::memcpy(&length, bytes.data() + 12, 8);
   if (length != bytes.size() - kHeader - kDigest)
@@ -120,6 +122,7 @@ std::optional<Checkpoint> decode_checkpoint(std::span<const std::byte> bytes, st
     fields(ar, c);
     read_floats(ar, buf, c.params, "parameter buffer");
     read_floats(ar, buf, c.velocity, "momentum buffer");
+    if (version >= 2) read_floats(ar, buf, c.algorithm_state, "algorithm state");
   } catch (const Refused& r) {
     return refuse(r.why);
   } catch (const cereal::Exception&) {
