@@ -1049,6 +1049,13 @@ TEST_CASE("a checkpoint decodes to what was encoded, and damage of any kind is n
   auto version = bytes;
   version[8] = std::byte{9};
   CHECK_THAT(refused(version), Catch::Contains("version 9"));
+  // Edited bytes get a fresh SHA-256 over their payload, so that only the edit is wrong.
+  auto reseal = [](std::vector<std::byte>& b) {
+    const std::size_t header = 8 + 4 + 8, payload = b.size() - header - 32;
+    const std::string hex = sha256_hex(b.data() + header, payload);
+    for (std::size_t i = 0; i < 32; ++i)
+      b[header + payload + i] = static_cast<std::byte>(std::stoi(hex.substr(2 * i, 2), nullptr, 16));
+  };
   // An algorithm state longer than what is left is refused before anything is allocated: the
   // last buffer's count (after the fields, a 4-byte rank and twelve 8-byte values, then params
   // and velocity, 8 + 12 bytes each) made huge, with the checksum redone so that only the length
@@ -1059,10 +1066,7 @@ TEST_CASE("a checkpoint decodes to what was encoded, and damage of any kind is n
     const std::size_t at = header + fields_bytes + 2 * (8 + 12);
     const std::uint64_t lie = 1ull << 40;
     std::memcpy(huge.data() + at, &lie, 8);
-    const std::size_t payload = huge.size() - header - 32;
-    const std::string hex = sha256_hex(huge.data() + header, payload);
-    for (std::size_t i = 0; i < 32; ++i)
-      huge[header + payload + i] = static_cast<std::byte>(std::stoi(hex.substr(2 * i, 2), nullptr, 16));
+    reseal(huge);
     CHECK_THAT(refused(huge), Catch::Contains("algorithm state of 1099511627776 floats is longer"));
   }
   // Version 1 files (before the algorithm state) still read, with none.
@@ -1078,9 +1082,7 @@ TEST_CASE("a checkpoint decodes to what was encoded, and damage of any kind is n
     std::memcpy(v1.data() + 8, &one, 4);
     const std::uint64_t length = payload;
     std::memcpy(v1.data() + 12, &length, 8);
-    const std::string hex = sha256_hex(v1.data() + header, payload);
-    for (std::size_t i = 0; i < 32; ++i)
-      v1[header + payload + i] = static_cast<std::byte>(std::stoi(hex.substr(2 * i, 2), nullptr, 16));
+    reseal(v1);
     std::string reason;
     const auto read = decode_checkpoint(v1, &reason);
     INFO(reason);
