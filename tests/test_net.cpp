@@ -38,6 +38,16 @@ using Catch::Contains;
 
 namespace {
 
+/// Collect options of a mode, staleness and deadline (no peer excused from waiting).
+CollectOptions collect_options(CollectMode mode, std::int64_t staleness,
+                               std::chrono::milliseconds deadline) {
+  CollectOptions o;
+  o.mode = mode;
+  o.max_staleness = staleness;
+  o.deadline = deadline;
+  return o;
+}
+
 std::span<const std::byte> bytes_of(std::string_view s) { return std::as_bytes(std::span(s)); }
 
 /// The handshake of an MLP with these sizes (its fingerprint is "784-128-10").
@@ -613,7 +623,7 @@ TEST_CASE("mailboxes keep rounds per neighbour and apply the sync and async rule
     for (const auto& m : in) s += cat(m.peer, "@", m.round, " ");
     return s;
   };
-  const CollectOptions sync{CollectMode::kSync, 0, 50ms};
+  const CollectOptions sync = collect_options(CollectMode::kSync, 0, 50ms);
   mail.deliver(1, msg(0));
   mail.deliver(1, msg(1));  // peer 1 is a round ahead
   mail.deliver(2, msg(0));
@@ -623,13 +633,13 @@ TEST_CASE("mailboxes keep rounds per neighbour and apply the sync and async rule
   for (int r = 2; r <= 5; ++r) mail.deliver(1, msg(r));    // 4 rounds, room for 3
   CHECK(log.wait_for("peer 1 is 3 rounds ahead; dropped its round 2"));
   CHECK(rounds(mail.collect(2, one, sync)).empty());
-  const CollectOptions async{CollectMode::kAsync, 1, 50ms};
+  const CollectOptions async = collect_options(CollectMode::kAsync, 1, 50ms);
   CHECK(rounds(mail.collect(5, one, async)) == "1@5 ");  // the newest
   CHECK(rounds(mail.collect(6, one, async)) == "1@5 ");  // still the newest, within staleness 1
   CHECK(rounds(mail.collect(7, one, async)).empty());    // too stale
   mail.set_state(2, net::LinkState::kGone);
   const auto t0 = std::chrono::steady_clock::now();
-  CHECK(mail.collect(9, two, CollectOptions{CollectMode::kSync, 0, 5s}).empty());
+  CHECK(mail.collect(9, two, collect_options(CollectMode::kSync, 0, 5s)).empty());
   CHECK(std::chrono::steady_clock::now() - t0 < 1s);  // a gone peer is not waited for
   mail.set_state(1, net::LinkState::kDown);
   CHECK(mail.dead_peers() == std::vector<int>{1, 2});
@@ -699,7 +709,7 @@ TEST_CASE("four exchanges on a ring deliver bit-exact buffers each sync round", 
       for (int round = 0; round < kRounds; ++round) {
         mine = params_for(r, round, kParams);
         ex.publish(round, mine, 1.0, nbrs);
-        const auto in = ex.collect(round, nbrs, CollectOptions{CollectMode::kSync, 0, 10s});
+        const auto in = ex.collect(round, nbrs, collect_options(CollectMode::kSync, 0, 10s));
         std::string& bad = problems[r];
         if (in.size() != 2) bad += cat("round ", round, ": ", in.size(), " inboxes; ");
         for (std::size_t k = 0; k < in.size() && k < 2; ++k) {
@@ -774,8 +784,8 @@ TEST_CASE("garbage from a stranger closes only that connection", "[net]") {
   const std::vector<int> to0{0}, to1{1};
   ex0->publish(0, p0, 1.0, to1);
   b.publish(0, p1, 1.0, to0);
-  const auto at1 = b.collect(0, to0, CollectOptions{CollectMode::kSync, 0, 5s});
-  const auto at0 = ex0->collect(0, to1, CollectOptions{CollectMode::kSync, 0, 5s});
+  const auto at1 = b.collect(0, to0, collect_options(CollectMode::kSync, 0, 5s));
+  const auto at0 = ex0->collect(0, to1, collect_options(CollectMode::kSync, 0, 5s));
   REQUIRE(at1.size() == 1);
   REQUIRE(at0.size() == 1);
   CHECK(same_bits(at1[0].params, p0));
@@ -796,7 +806,7 @@ TEST_CASE("a same-host neighbour's shared memory is checked as its frames are", 
   REQUIRE(seg);
   const auto info = model_info({784, 128, 10}, kParams);
   const std::vector<int> from0{0};
-  const CollectOptions sync{CollectMode::kSync, 0, 5s};
+  const CollectOptions sync = collect_options(CollectMode::kSync, 0, 5s);
   auto join = [&](const wire::ShmOffer& offer) { return join_as_rank0(port, info, offer); };
   auto announce = [](RawClient& raw, std::int64_t round, const wire::ShmNote& note) {
     raw.send(wire::encode_frame(wire::FrameType::kShmParams, 0, round,
@@ -913,7 +923,7 @@ TEST_CASE("a broken or vanished link is left out after the deadline and reported
   auto config = cluster.config(1, {0}, kParams, log);
   config.timeouts.start = 3s;
   const std::vector<int> from{0};
-  const CollectOptions opts{CollectMode::kSync, 0, 700ms};
+  const CollectOptions opts = collect_options(CollectMode::kSync, 0, 700ms);
   const auto hello = hello_frame(0, config.handshake);
   {
     // Rank 0 is played by a raw client: it connects before the exchange even starts (its TLS
@@ -978,7 +988,7 @@ TEST_CASE("a neighbour that leaves mid-run is left out and shows up in dead_peer
         mine = params_for(r, round, kParams);
         ex.publish(round, mine, 1.0, others);
         const auto t0 = std::chrono::steady_clock::now();
-        const auto in = ex.collect(round, others, CollectOptions{CollectMode::kSync, 0, 3s});
+        const auto in = ex.collect(round, others, collect_options(CollectMode::kSync, 0, 3s));
         const auto took = std::chrono::steady_clock::now() - t0;
         const std::size_t want = (round < 2 || r == 2) ? 2 : 1;
         if (in.size() != want) problems[r] += cat("round ", round, ": ", in.size(), " inboxes; ");
@@ -1190,8 +1200,8 @@ TEST_CASE("intruders without the run's credentials are refused; the link and rou
     const auto p0 = params_for(0, round, kParams), p1 = params_for(1, round, kParams);
     ex0->publish(round, p0, 1.0, to1);
     b.publish(round, p1, 1.0, to0);
-    const auto at1 = b.collect(round, to0, CollectOptions{CollectMode::kSync, 0, 5s});
-    const auto at0 = ex0->collect(round, to1, CollectOptions{CollectMode::kSync, 0, 5s});
+    const auto at1 = b.collect(round, to0, collect_options(CollectMode::kSync, 0, 5s));
+    const auto at0 = ex0->collect(round, to1, collect_options(CollectMode::kSync, 0, 5s));
     REQUIRE(at1.size() == 1);
     REQUIRE(at0.size() == 1);
     CHECK(same_bits(at1[0].params, p0));
