@@ -56,8 +56,10 @@ const char* kHelp =
     "and reports seconds per round (the slowest peer), bytes per peer per round (as counted by\n"
     "the exchange, and as the peer's interface sent them, TCP/IP and TLS included), the CPU\n"
     "time a peer process used per round (and that times peers / cores), and the\n"
-    "simulator's predicted seconds per round for the same links, with a step time of one step\n"
-    "measured alone times peers / cores (the peers share this machine's cores).\n"
+    "simulator's predicted seconds per round for the same links and this machine's CPU: the\n"
+    "step measured alone, the peers sharing the cores (sim.cores), the CPU a byte costs\n"
+    "(sim.byte_cpu_ns, from the peers first passing the buffer round a ring, nothing else) and\n"
+    "the CPU of mixing and compressing (sim.exchange_cpu, measured as the simulator runs).\n"
     "Reference in the same run: torch.distributed gloo all_reduce of the same buffer in the\n"
     "same namespaces (Debian's python3-torch; 'reference unavailable' without it, and the\n"
     "ratios null). --json: ratio = onepeer_overlap / gloo, choco_ratio = choco_ring / gloo,\n"
@@ -142,19 +144,70 @@ double cpu_seconds() {
   return s(u.ru_utime) + s(u.ru_stime);
 }
 
-/// One peer process, inside its namespace: warm-up rounds, then `rounds` timed ones. Prints
-/// "seconds_per_round exchange_bytes_per_round wire_bytes_per_round cpu_seconds_per_round".
-int worker(int rank, const std::string& name, const std::vector<std::string>& hosts, int port,
-           int rounds, const std::string& tls_dir) {
-  const int peers = static_cast<int>(hosts.size());
-  const Setting s = setting(name, peers);
+/// A peer's network settings: TLS over TCP to `hosts` (rank r at hosts[r]:port+r), no shared
+/// memory, as between separate hosts.
+NetConfig net_config(int rank, const std::vector<std::string>& hosts, int port,
+                     const std::string& tls_dir) {
   NetConfig cfg;
   cfg.shared_memory = false;  // separate hosts
   cfg.tls = tls_files_in(tls_dir, rank);
   cfg.tls.enabled = true;
   cfg.rank = rank;
-  cfg.size = peers;
-  for (const auto& h : hosts) cfg.addresses.push_back(cat(h, ":", port));
+  cfg.size = static_cast<int>(hosts.size());
+  for (std::size_t r = 0; r < hosts.size(); ++r)  // a port each, so two may share a host
+    cfg.addresses.push_back(cat(hosts[r], ":", port + static_cast<int>(r)));
+  cfg.handshake.run_id = "bench";
+  cfg.handshake.model = "784-256-128-10";
+  cfg.handshake.param_count = kFloats;
+  cfg.log = [](const std::string&) {};
+  return cfg;
+}
+
+/// Prints what the rounds of `run_round` cost this process: warm-up rounds, then `rounds` timed
+/// ones; "seconds_per_round exchange_bytes_per_round wire_bytes_per_round cpu_seconds_per_round".
+template <typename Round>
+void time_rounds(const NetExchange& ex, int warm, int rounds, Round run_round) {
+  for (int r = 0; r < warm; ++r) run_round(r);
+  const std::uint64_t bytes0 = ex.bytes_sent();
+  const double wire0 = eth0_tx_bytes(), cpu0 = cpu_seconds();
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int r = warm; r < warm + rounds; ++r) run_round(r);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / rounds;
+  const double wire1 = eth0_tx_bytes();
+  std::printf("%.9f %.1f %.1f %.9f\n", seconds,
+              static_cast<double>(ex.bytes_sent() - bytes0) / rounds,
+              wire0 < 0 || wire1 < 0 ? -1.0 : (wire1 - wire0) / rounds,
+              (cpu_seconds() - cpu0) / rounds);
+}
+
+/// The calibration of sim.byte_cpu_ns: every peer passes the parameter buffer to the next one
+/// round the ring (rank + 1) and takes the previous one's, nothing else, over the same links,
+/// TLS and TCP as the rounds, with as many processes sharing the cores.
+int transfer_worker(int rank, const std::vector<std::string>& hosts, int port, int rounds,
+                    const std::string& tls_dir) {
+  const int peers = static_cast<int>(hosts.size());
+  NetConfig cfg = net_config(rank, hosts, port, tls_dir);
+  const std::vector<int> next{(rank + 1) % peers}, previous{(rank + peers - 1) % peers};
+  cfg.neighbours = {std::min(next[0], previous[0]), std::max(next[0], previous[0])};
+  // No topology: the handshake's fingerprint stays 0 on every peer.
+  NetExchange ex(std::move(cfg));
+  const std::vector<float> buffer(kFloats, 1.0f);
+  time_rounds(ex, warm_rounds(peers), rounds, [&](int r) {
+    ex.publish(r, buffer, 1.0, next);
+    ex.collect(r, previous, CollectOptions{});
+  });
+  return 0;
+}
+
+/// One peer process, inside its namespace: warm-up rounds, then `rounds` timed ones (see
+/// time_rounds).
+int worker(int rank, const std::string& name, const std::vector<std::string>& hosts, int port,
+           int rounds, const std::string& tls_dir) {
+  if (name == "transfer") return transfer_worker(rank, hosts, port, rounds, tls_dir);
+  const int peers = static_cast<int>(hosts.size());
+  const Setting s = setting(name, peers);
+  NetConfig cfg = net_config(rank, hosts, port, tls_dir);
   std::set<int> nbrs;
   for (std::int64_t t = 0; t < s.topology.period(); ++t) {
     for (const auto& nb : s.topology.in_neighbours(rank, t)) nbrs.insert(nb.peer);
@@ -165,34 +218,19 @@ int worker(int rank, const std::string& name, const std::vector<std::string>& ho
   cfg.neighbours.assign(nbrs.begin(), nbrs.end());
   cfg.max_queued_rounds = static_cast<std::size_t>(std::max<std::int64_t>(
       4, max_round_lead(s.topology) + 1 + extra_round_lead(s.gossip, peers)));
-  cfg.handshake.run_id = "bench";
-  cfg.handshake.model = "784-256-128-10";
-  cfg.handshake.param_count = kFloats;
   cfg.handshake.topology_fingerprint = s.topology.fingerprint();
-  cfg.log = [](const std::string&) {};
   NetExchange ex(std::move(cfg));
   MlpStep step(rank);
   if (step.model.num_params() != kFloats) throw RuntimeError("the MLP is not 235146 floats");
   auto a = make_algorithm(Learner{step.cpu.get(), step.model.params(), kFloats, std::ref(step)},
                           ex, s.topology, s.gossip, 1);
-  const int warm = warm_rounds(peers);
-  for (int r = 0; r < warm; ++r) a->run_round(r);
-  const std::uint64_t bytes0 = ex.bytes_sent();
-  const double wire0 = eth0_tx_bytes(), cpu0 = cpu_seconds();
-  const auto t0 = std::chrono::steady_clock::now();
-  for (int r = warm; r < warm + rounds; ++r) a->run_round(r);
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / rounds;
-  const double wire1 = eth0_tx_bytes();
-  std::printf("%.9f %.1f %.1f %.9f\n", seconds,
-              static_cast<double>(ex.bytes_sent() - bytes0) / rounds,
-              wire0 < 0 || wire1 < 0 ? -1.0 : (wire1 - wire0) / rounds,
-              (cpu_seconds() - cpu0) / rounds);
+  time_rounds(ex, warm_rounds(peers), rounds, [&](int r) { a->run_round(r); });
   return 0;
 }
 
 /// What the simulator predicts for one configuration: seconds per round over the timed rounds
-/// (the slowest peer's clock), with each local step costing `step_s`.
+/// (the slowest peer's clock), with each local step costing `step_s` of CPU, and the CPU model
+/// of `sim` (the phases' own CPU measured as they run here).
 double predict(const std::string& name, int peers, int rounds, const SimConfig& sim,
                double step_s) {
   const Setting s = setting(name, peers);
@@ -207,7 +245,8 @@ double predict(const std::string& name, int peers, int rounds, const SimConfig& 
     // The step leaves the parameters alone (a CHOCO packet is 1% of them whatever they are);
     // the network model charges its time.
     const Learner learner{cpu.get(), x[p].data(), kFloats, [] { return 0.0; }};
-    algorithms.push_back(make_algorithm(learner, net.exchange(p), s.topology, s.gossip, 1));
+    algorithms.push_back(
+        make_algorithm(net.timed(p, learner), net.exchange(p), s.topology, s.gossip, 1));
   }
   const auto clock = [&] {
     double t = 0.0;
@@ -222,16 +261,17 @@ double predict(const std::string& name, int peers, int rounds, const SimConfig& 
       Algorithm& a = *algorithms[p];
       const double compute = a.local_steps(r) * net.step_seconds(p);
       if (a.overlaps()) {
-        a.local_phase(r);
-        net.exchange(p).compute(compute);
+        net.run_phase(p, [&] { a.local_phase(r); });
+        net.exchange(p).work(compute);
       } else {
-        net.exchange(p).compute(compute);
-        a.local_phase(r);
+        net.exchange(p).work(compute);
+        net.run_phase(p, [&] { a.local_phase(r); });
       }
     }
     for (int st = 0; st < algorithms.front()->relay_steps(); ++st)
-      for (auto& a : algorithms) a->relay_phase(r, st);
-    for (auto& a : algorithms) a->mix_phase(r);
+      for (int p = 0; p < peers; ++p)
+        net.run_phase(p, [&] { algorithms[p]->relay_phase(r, st); });
+    for (int p = 0; p < peers; ++p) net.run_phase(p, [&] { algorithms[p]->mix_phase(r); });
   }
   return (clock() - t0) / rounds;
 }
@@ -311,13 +351,15 @@ int run_wan(int argc, char** argv) {
                      "namespace and sets tc qdiscs on their links (as gossip run --netem does)");
   const bool json = args.has("json");
 
-  // The simulator's model of these links, and of a step when `peers` processes share the cores.
+  // The simulator's model of these links and of this machine's CPU: a step measured alone, the
+  // peers sharing the cores, and byte_cpu_ns from the transfer calibration below.
   SimConfig sim;
   simulate_links(sim, links);
   MlpStep alone(0);
   const double step_alone = best_seconds_per_call([&] { alone(); }, 50, 5);
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  const double step_shared = step_alone * std::max(1.0, static_cast<double>(peers) / cores);
+  sim.cores = static_cast<int>(cores);
+  sim.exchange_cpu = true;
 
   struct sigaction sa{};
   sa.sa_handler = on_signal;
@@ -342,6 +384,16 @@ int run_wan(int argc, char** argv) {
   };
   std::vector<Row> rows;
   int port = 29700;
+  // Calibration: what moving a byte costs the CPU at each end (TLS, TCP/IP, the veth and the
+  // bridge), from the peers passing the buffer round the ring over these links, nothing else.
+  const Measured transfer = run_ranks(peers, [&](int r) {
+    auto argv = network.exec_prefix(r);
+    argv.insert(argv.end(), {self, "bench", "wan", "--worker", std::to_string(r), "--config",
+                             "transfer", "--hosts", hosts, "--port", std::to_string(port),
+                             "--rounds", std::to_string(rounds), "--tls", tls_dir.string()});
+    return argv;
+  }, "the transfer calibration");
+  sim.byte_cpu_ns = transfer.cpu / (2.0 * transfer.bytes) * 1e9;  // each sends and takes bytes
   for (const char* name : kConfigs) {
     port += 10;
     Row row{name, run_ranks(peers, [&](int r) {
@@ -351,7 +403,7 @@ int run_wan(int argc, char** argv) {
                                        std::to_string(port), "--rounds", std::to_string(rounds),
                                        "--tls", tls_dir.string()});
               return argv;
-            }, name), predict(name, peers, rounds, sim, step_shared)};
+            }, name), predict(name, peers, rounds, sim, step_alone)};
     rows.push_back(row);
   }
   // The outside reference: gloo's all-reduce of the same buffer, in the same namespaces.
@@ -380,7 +432,8 @@ int run_wan(int argc, char** argv) {
   if (json) {
     JsonObject o;
     o.add("bench", "wan").add("netem", links.text).add("peers", peers).add("rounds", rounds)
-        .add("step_ms_alone", step_alone * 1e3).add("sim_step_ms", step_shared * 1e3)
+        .add("step_ms_alone", step_alone * 1e3).add("sim_cores", sim.cores)
+        .add("sim_byte_cpu_ns", sim.byte_cpu_ns)
         .add("sim_bandwidth_mbps", sim.bandwidth_mbps).add("sim_latency_ms", sim.latency_ms);
     for (const auto& r : rows)
       o.add(r.name + "_ms", r.m.seconds * 1e3)
@@ -400,10 +453,11 @@ int run_wan(int argc, char** argv) {
     std::printf("%s\n", o.str().c_str());
     return kExitOk;
   }
-  std::printf("MLP step alone: %.3f ms; simulated step with %d peers on %u cores: %.3f ms; "
-              "simulated links %.0f Mbit/s, latency %.3f ms\n\n",
-              step_alone * 1e3, peers, cores, step_shared * 1e3, sim.bandwidth_mbps,
-              sim.latency_ms);
+  std::printf("simulator: links %.0f Mbit/s, latency %.3f ms; MLP step alone %.3f ms; %d peers "
+              "share %u cores; a byte costs each end %.3f ns of CPU (the peers passing the "
+              "buffer round a ring: %.2f ms CPU per round each)\n\n",
+              sim.bandwidth_mbps, sim.latency_ms, step_alone * 1e3, peers, cores,
+              sim.byte_cpu_ns, transfer.cpu * 1e3);
   std::printf("%-16s  %9s  %11s  %12s  %10s  %10s  %8s  %8s  %8s\n", "configuration",
               "ms/round", "bytes/round", "wire B/round", "CPU ms/peer", "CPU-bound", "sim ms",
               "sim err", "vs gloo");
@@ -428,8 +482,8 @@ int run_wan(int argc, char** argv) {
   std::printf("(bytes/round: per peer, as the exchange counts them; wire B/round: what the "
               "peer's interface sent, TCP/IP and TLS included; CPU ms/peer: what one peer "
               "process used a round; CPU-bound: that times peers / cores, the round time if the "
-              "cores were the only limit; the simulator models the links and the SGD step, not "
-              "the CPU that TLS, mixing and compression take)\n");
+              "cores were the only limit; sim ms: the simulator with sim.cores, sim.byte_cpu_ns "
+              "and sim.exchange_cpu as above)\n");
   return kExitOk;
 }
 

@@ -11,6 +11,7 @@
 // depend on call order or threads.
 #include <algorithm>
 #include <cstring>
+#include <ctime>
 #include <utility>
 
 #include "gossip/core.hpp"
@@ -26,6 +27,9 @@ SimNetwork::SimNetwork(int peers, std::int64_t num_params, int history, const Si
       num_params_(num_params),
       history_(std::max(1, history)),
       step_seconds_(config.step_ms / 1000.0),
+      cpu_share_(config.cores > 0 ? std::max(1.0, static_cast<double>(peers) / config.cores)
+                                  : 1.0),
+      step_cpu_(peers, 0.0),
       straggler_(peers, 0),
       down_(peers, 0),
       store_(peers) {
@@ -42,6 +46,23 @@ SimNetwork::SimNetwork(int peers, std::int64_t num_params, int history, const Si
 
 double SimNetwork::step_seconds(int peer) const {
   return step_seconds_ * (straggler_[peer] ? config_.straggler_factor : 1.0);
+}
+
+double SimNetwork::thread_cpu_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
+}
+
+Learner SimNetwork::timed(int peer, Learner learner) {
+  if (!config_.exchange_cpu || !learner.step) return learner;
+  learner.step = [step = std::move(learner.step), used = &step_cpu_.at(peer)] {
+    const double t0 = thread_cpu_seconds();
+    const double loss = step();
+    *used += thread_cpu_seconds() - t0;
+    return loss;
+  };
+  return learner;
 }
 
 double SimNetwork::wire_seconds() const {
@@ -82,6 +103,11 @@ SimNetwork::Message& SimNetwork::slot(int sender, std::int64_t round) {
 
 int SimExchange::size() const { return network_->size(); }
 
+void SimExchange::work(double cpu_seconds) {
+  now_ += cpu_seconds * network_->cpu_share();
+  cpu_since_ += cpu_seconds;
+}
+
 void SimExchange::publish(std::int64_t round, std::span<const float> params, double weight,
                           std::span<const int> to) {
   GOSSIP_CHECK_EQ(static_cast<std::int64_t>(params.size()), network_->num_params_);
@@ -101,9 +127,11 @@ void SimExchange::publish(std::int64_t round, std::span<const float> params, dou
   m.params.resize(params.size());
   std::memcpy(m.params.data(), params.data(), params.size_bytes());
   m.packet.clear();
+  const std::uint64_t bytes0 = bytes_sent_;
   bytes_sent_ += (params.size_bytes() + kMessageOverheadBytes) * to.size();
   m.view = std::exchange(pending_view_, std::nullopt);
   if (m.view) bytes_sent_ += view_message_bytes(size()) * to.size();
+  cpu_since_ += network_->byte_cpu_seconds(bytes_sent_ - bytes0);
 }
 
 void SimExchange::publish_packet(std::int64_t round, std::span<const std::byte> packet,
@@ -123,9 +151,11 @@ void SimExchange::publish_packet(std::int64_t round, std::span<const std::byte> 
   sent_until_ = m.sent_at + static_cast<double>(to.size()) * m.wire;
   m.params.clear();
   m.packet.assign(packet.begin(), packet.end());
+  const std::uint64_t bytes0 = bytes_sent_;
   bytes_sent_ += bytes * to.size();
   m.view = std::exchange(pending_view_, std::nullopt);
   if (m.view) bytes_sent_ += view_message_bytes(size()) * to.size();
+  cpu_since_ += network_->byte_cpu_seconds(bytes_sent_ - bytes0);
 }
 
 void SimExchange::send_view(std::span<const Member> view, std::span<const int>) {
@@ -168,6 +198,7 @@ std::vector<Inbox> SimExchange::collect(std::int64_t round, std::span<const int>
   std::vector<Arrival> arrivals;  // of what is taken
   arrivals.reserve(peers.size());
   double until = start;
+  std::uint64_t received = 0;  // bytes taken
   for (int p : peers) {
     GOSSIP_CHECK_MSG(p >= 0 && p < network_->size() && p != rank_, "collect from peer ", p);
     const std::int64_t oldest =
@@ -204,6 +235,8 @@ std::vector<Inbox> SimExchange::collect(std::int64_t round, std::span<const int>
       continue;
     }
     arrivals.push_back({pick_arrival, p, pick->wire});
+    received += pick->params.empty() ? pick->packet.size() + kPacketOverheadBytes
+                                     : pick->params.size() * sizeof(float) + kMessageOverheadBytes;
     got.push_back(Inbox{p, pick->round, std::span<const float>(pick->params), pick->weight,
                         std::span<const std::byte>(pick->packet)});
   }
@@ -214,6 +247,11 @@ std::vector<Inbox> SimExchange::collect(std::int64_t round, std::span<const int>
   for (const auto& a : arrivals) done = std::max(done + a.wire, a.at);
   received_until_ = done;
   now_ = std::max(until, done);
+  // The CPU bound: this peer's work since the last collect, its received bytes' included.
+  cpu_since_ += network_->byte_cpu_seconds(received);
+  now_ = std::max(now_, cpu_mark_ + cpu_since_ * network_->cpu_share());
+  cpu_mark_ = now_;
+  cpu_since_ = 0.0;
   return got;
 }
 

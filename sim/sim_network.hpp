@@ -5,6 +5,7 @@
 #error "sim/sim_network.hpp belongs to room sim, which this room does not use (see the room table in meson.build)"
 #endif
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <memory>
@@ -15,6 +16,7 @@
 
 #include "gossip/config.hpp"
 #include "gossip/exchange.hpp"
+#include "gossip/gossip.hpp"
 
 namespace gossip {
 
@@ -55,8 +57,12 @@ class SimExchange final : public Exchange {
 
   /// This peer's simulated clock, seconds since the start.
   double now() const { return now_; }
-  /// Advances the clock by `seconds` of local computation.
+  /// Advances the clock by `seconds` of waiting (a restarted peer joining the others).
   void compute(double seconds) { now_ += seconds; }
+  /// Advances the clock by `cpu_seconds` of this peer's own computation, which takes
+  /// SimNetwork::cpu_share() times as long when the peers share fewer cores than they are, and
+  /// counts against the CPU bound (the class comment of SimNetwork).
+  void work(double cpu_seconds);
 
  private:
   SimNetwork* network_;
@@ -67,6 +73,9 @@ class SimExchange final : public Exchange {
   double sent_until_ = 0.0;
   double received_until_ = -std::numeric_limits<double>::infinity();
   std::uint64_t bytes_sent_ = 0;
+  // The CPU bound: when the last collect() ended, and the CPU seconds charged since.
+  double cpu_mark_ = 0.0;
+  double cpu_since_ = 0.0;
   std::optional<std::vector<Member>> pending_view_;  // sent with the next publish
   std::vector<std::pair<int, std::int64_t>> taken_;  // (sender, round) sent to the last collect
 };
@@ -74,6 +83,14 @@ class SimExchange final : public Exchange {
 /// The shared state of a simulated network: each sender's last few published buffers, the link
 /// model and the peers' exchanges. Publishing writes only the sender's own slots and collecting
 /// only reads, so one phase's calls may run on many threads; phases must not overlap.
+///
+/// The CPU model (sim.cores, sim.byte_cpu_ns, sim.exchange_cpu; off by default): a peer's CPU
+/// work is its local steps, the phases' own work when sim.exchange_cpu (measured as they run,
+/// on the thread that runs them, less the steps inside), and byte_cpu_ns for every byte it sends
+/// and every byte it takes (TLS and TCP/IP; this CPU runs while the bytes are on the link). When
+/// n peers share c < n cores, every CPU second takes n / c seconds (the cores are shared evenly
+/// while all peers are busy). A collect() never ends before the last one ended plus the CPU
+/// charged since, times n / c: a peer's round is at least its CPU work, however fast its links.
 class SimNetwork {
  public:
   /// `history` = how many past rounds each sender keeps (max_staleness + 1 for async runs; 2 for
@@ -87,6 +104,27 @@ class SimNetwork {
   /// Simulated seconds of one local step of `peer` (stragglers are straggler_factor slower).
   double step_seconds(int peer) const;
   void set_step_seconds(double seconds) { step_seconds_ = seconds; }
+  /// Wall seconds a CPU second of one peer takes: peers / sim.cores when that is above 1.
+  double cpu_share() const { return cpu_share_; }
+  /// CPU seconds moving `bytes` costs one end (sim.byte_cpu_ns).
+  double byte_cpu_seconds(std::uint64_t bytes) const {
+    return static_cast<double>(bytes) * config_.byte_cpu_ns * 1e-9;
+  }
+  /// `learner` with its step timed (CPU on the calling thread), so run_phase can leave the steps
+  /// out of what it charges; unchanged without sim.exchange_cpu.
+  Learner timed(int peer, Learner learner);
+  /// Runs `phase` (one of `peer`'s algorithm phases); with sim.exchange_cpu, charges the peer
+  /// the CPU the phase used on this thread, less its local steps (the step time charges those).
+  template <typename Phase>
+  void run_phase(int peer, Phase&& phase) {
+    if (!config_.exchange_cpu) return phase();
+    const double steps0 = step_cpu_[peer], t0 = thread_cpu_seconds();
+    phase();
+    const double used = thread_cpu_seconds() - t0 - (step_cpu_[peer] - steps0);
+    exchanges_[peer]->work(std::max(0.0, used));
+  }
+  /// CPU seconds the calling thread has used.
+  static double thread_cpu_seconds();
   /// Seconds one parameter message occupies a link: 8 * message bytes / bandwidth.
   double wire_seconds() const;
   /// Seconds a message of `bytes` (frame included) occupies a link.
@@ -122,6 +160,8 @@ class SimNetwork {
   std::int64_t num_params_;
   int history_;
   double step_seconds_ = 0.0;
+  double cpu_share_ = 1.0;
+  std::vector<double> step_cpu_;  // CPU seconds each peer's timed steps have used
   std::vector<char> straggler_;
   std::vector<char> down_;
   std::vector<std::vector<Message>> store_;  // [sender][round % history]

@@ -55,8 +55,8 @@ class Swarm {
       monitors_.emplace_back(topology, p);
     }
     for (int p = 0; p < n(); ++p)
-      algorithms_.push_back(make_algorithm(learners_[p], *monitored_[p], topology, config.gossip,
-                                           config.train.seed));
+      algorithms_.push_back(make_algorithm(network_.timed(p, learners_[p]), *monitored_[p],
+                                           topology, config.gossip, config.train.seed));
     host_.assign(n(), std::vector<float>(learners_.front().num_params));
     alive_.assign(n(), 1);
     paused_until_.assign(n(), -1.0);
@@ -87,19 +87,21 @@ class Swarm {
       Algorithm& a = *algorithms_[p];
       const double compute = a.local_steps(r) * network_.step_seconds(p);
       if (a.overlaps()) {  // the publish leaves before the steps, which run while it travels
-        a.local_phase(r);
-        network_.exchange(p).compute(compute);
+        network_.run_phase(p, [&] { a.local_phase(r); });
+        network_.exchange(p).work(compute);
       } else {
-        network_.exchange(p).compute(compute);
-        a.local_phase(r);
+        network_.exchange(p).work(compute);
+        network_.run_phase(p, [&] { a.local_phase(r); });
       }
     });
     const auto t1 = Clock::now();
     for (int s = 0; s < algorithms_.front()->relay_steps(); ++s)
-      pool_.run(static_cast<int>(active.size()),
-                [&](int k) { algorithms_[active[k]]->relay_phase(r, s); });
-    pool_.run(static_cast<int>(active.size()),
-              [&](int k) { algorithms_[active[k]]->mix_phase(r); });
+      pool_.run(static_cast<int>(active.size()), [&](int k) {
+        network_.run_phase(active[k], [&] { algorithms_[active[k]]->relay_phase(r, s); });
+      });
+    pool_.run(static_cast<int>(active.size()), [&](int k) {
+      network_.run_phase(active[k], [&] { algorithms_[active[k]]->mix_phase(r); });
+    });
     result.local_seconds += std::chrono::duration<double>(t1 - t0).count();
     result.mix_seconds += since(t1);
     for (int p : active) watch(p, r + 1, result);

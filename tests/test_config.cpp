@@ -185,6 +185,24 @@ TEST_CASE("the simulator models emulated links, and net.emulate wins over sim's 
   CHECK(alone.sim.latency_ms == 3.0);
 }
 
+TEST_CASE("the simulator's CPU model is read from sim and checked", "[config][cpu]") {
+  const SimConfig off = load_config_from_string("sim:\n  workers: 1\n", "c.yaml").sim;
+  CHECK(off.cores == 0);
+  CHECK(off.byte_cpu_ns == 0.0);
+  CHECK_FALSE(off.exchange_cpu);
+  const SimConfig on = load_config_from_string(
+      "sim:\n  cores: 2\n  byte_cpu_ns: 1.25\n  exchange_cpu: true\n", "c.yaml").sim;
+  CHECK(on.cores == 2);
+  CHECK(on.byte_cpu_ns == 1.25);
+  CHECK(on.exchange_cpu);
+  CHECK_THROWS_WITH(load_config_from_string("sim:\n  cores: -1\n", "c.yaml"),
+                    Catch::Contains("c.yaml:2: sim.cores"));
+  CHECK_THROWS_WITH(load_config_from_string("sim:\n  byte_cpu_ns: -0.5\n", "c.yaml"),
+                    Catch::Contains("c.yaml:2: sim.byte_cpu_ns"));
+  CHECK_THROWS_WITH(load_config_from_string("sim:\n  exchange_cpu: sometimes\n", "c.yaml"),
+                    Catch::Contains("c.yaml:2: sim.exchange_cpu: cannot read 'sometimes'"));
+}
+
 TEST_CASE("a directory given as the config says it is one", "[config]") {
   const std::string dir = fs::temp_directory_path().string();
   CHECK_THROWS_WITH(load_config(dir), Catch::Equals(dir + ": is a directory, not a YAML file"));

@@ -264,6 +264,100 @@ TEST_CASE("emulated links set the simulated wire time and latency", "[sim]") {
   REQUIRE(net.exchange(1).now() == Approx(t + w + lat).epsilon(1e-9));
 }
 
+namespace {
+
+/// Spins until this thread has used `seconds` more CPU.
+void spin_cpu(double seconds) {
+  const double t0 = SimNetwork::thread_cpu_seconds();
+  volatile double x = 0.0;
+  while (SimNetwork::thread_cpu_seconds() - t0 < seconds) x = x + 1.0;
+}
+
+}  // namespace
+
+TEST_CASE("the CPU model: peers sharing cores pay their steps and bytes at n / c the time, and "
+          "a round is never shorter than that", "[sim][cpu]") {
+  SimConfig s;
+  s.latency_ms = 0.0;
+  s.bandwidth_mbps = 8.0;  // 1 MB/s: a 4040-byte message occupies a link 4.04 ms
+  s.byte_cpu_ns = 1e4;     // 10 us a byte: a message costs each end 40.4 ms of CPU
+  const std::int64_t floats = 1000;
+  const double bytes = 4000 + kMessageOverheadBytes, w = bytes * 8.0 / 8e6, step = 0.01;
+  std::vector<float> buf(floats, 1.0f);
+  const auto ring_round = [&](SimNetwork& net, std::int64_t r) {
+    for (int p = 0; p < 4; ++p) {
+      net.exchange(p).work(step);
+      const int to[] = {(p + 1) % 4, (p + 3) % 4};
+      net.exchange(p).publish(r, buf, 1.0, to);
+    }
+    for (int p = 0; p < 4; ++p) {
+      const int from[] = {(p + 1) % 4, (p + 3) % 4};
+      REQUIRE(net.exchange(p).collect(r, from, CollectOptions{}).size() == 2);
+    }
+  };
+  // Each peer of the 4-ring sends and takes two messages a round: 4 * bytes of byte CPU.
+  const double cpu = step + 4.0 * bytes * 1e-5;
+  SECTION("a core each (sim.cores 0): the round is the peer's CPU, the links being faster") {
+    SimNetwork net(4, floats, 1, s, 1);
+    REQUIRE(net.cpu_share() == 1.0);
+    ring_round(net, 0);
+    for (int p = 0; p < 4; ++p) REQUIRE(net.exchange(p).now() == Approx(cpu).epsilon(1e-9));
+    ring_round(net, 1);
+    for (int p = 0; p < 4; ++p) REQUIRE(net.exchange(p).now() == Approx(2 * cpu).epsilon(1e-9));
+  }
+  SECTION("4 peers on 2 cores: every CPU second takes 2") {
+    s.cores = 2;
+    SimNetwork net(4, floats, 1, s, 1);
+    REQUIRE(net.cpu_share() == 2.0);
+    net.exchange(0).work(step);  // a step alone moves the clock at once, at the shared speed
+    REQUIRE(net.exchange(0).now() == Approx(2 * step).epsilon(1e-12));
+    SimNetwork fresh(4, floats, 1, s, 1);
+    ring_round(fresh, 0);
+    for (int p = 0; p < 4; ++p) REQUIRE(fresh.exchange(p).now() == Approx(2 * cpu).epsilon(1e-9));
+  }
+  SECTION("without byte CPU the links decide, as before the CPU model") {
+    s.cores = 2;
+    s.byte_cpu_ns = 0.0;
+    SimNetwork net(4, floats, 1, s, 1);
+    ring_round(net, 0);
+    // Published at 2 * step; peer p is the first message of p - 1 and the second of p + 1.
+    for (int p = 0; p < 4; ++p)
+      REQUIRE(net.exchange(p).now() == Approx(2 * step + 2 * w).epsilon(1e-9));
+  }
+}
+
+TEST_CASE("sim.exchange_cpu charges a phase's own CPU, not the steps inside it", "[sim][cpu]") {
+  SimConfig s;
+  s.cores = 1;  // 2 peers on 1 core: a CPU second takes 2
+  std::vector<float> params(10, 0.0f);
+  Learner spinning{nullptr, params.data(), 10, [] {
+                     spin_cpu(0.02);
+                     return 0.0;
+                   }};
+  const auto phase_with_a_step = [](const Learner& l) {
+    return [&l] {
+      l.step();        // 20 ms of step CPU, charged by the step time instead
+      spin_cpu(0.03);  // 30 ms of the phase's own
+    };
+  };
+  SECTION("on") {
+    s.exchange_cpu = true;
+    SimNetwork net(2, 10, 1, s, 1);
+    const Learner l = net.timed(0, spinning);
+    net.run_phase(0, phase_with_a_step(l));
+    // 30 ms of CPU, and what the clock reads cost around it, at 2 s per CPU second.
+    CHECK(net.exchange(0).now() >= 0.06);
+    CHECK(net.exchange(0).now() < 0.07);
+    REQUIRE(net.exchange(1).now() == 0.0);
+  }
+  SECTION("off (the default): nothing is charged") {
+    SimNetwork net(2, 10, 1, s, 1);
+    const Learner l = net.timed(0, spinning);
+    net.run_phase(0, phase_with_a_step(l));
+    REQUIRE(net.exchange(0).now() == 0.0);
+  }
+}
+
 TEST_CASE("a round costs step + latency + out-degree wire times: complete against ring",
           "[sim]") {
   RunConfig config = small_config();

@@ -172,6 +172,11 @@ struct SimConfig {
   std::int64_t consensus_rounds = 50;
   std::int64_t peer_eval_limit = 0; // test samples per peer evaluation (0 = train.eval_limit);
                                     // the average model always uses train.eval_limit
+  // The CPU model (docs/sim.md, "The CPU"): off by default, when a peer's only costs are its
+  // steps and its links.
+  int cores = 0;                    // cores the peers share (0 = a core each, as separate hosts)
+  double byte_cpu_ns = 0.0;         // CPU a byte costs its sender, and again its receiver
+  bool exchange_cpu = false;        // charge the measured CPU of mixing, compressing, relaying
 };
 
 /// Emulated links (`net.emulate`, `gossip run --netem`): "rate=100mbit[,delay=5ms,jitter=1ms,
