@@ -303,6 +303,53 @@ TEST_CASE("top_k keeps the k largest coordinates and nothing else", "[gossip][co
           std::vector<float>{0, -1.0f, 2.0f, 1.0f, 0, 0, 0, 0, -3.0f, 0});
 }
 
+TEST_CASE("top_k's radix select keeps the same set as sorting the magnitudes, ties and all",
+          "[gossip][compress]") {
+  // The reference: sort the indices by (|v| descending, index ascending), keep the first k.
+  const auto reference = [](const std::vector<float>& v, std::size_t k) {
+    std::vector<std::size_t> idx(v.size());
+    for (std::size_t i = 0; i < v.size(); ++i) idx[i] = i;
+    std::stable_sort(idx.begin(), idx.end(), [&](std::size_t a, std::size_t b) {
+      return std::fabs(v[a]) > std::fabs(v[b]);
+    });
+    std::vector<float> out(v.size(), 0.0f);
+    for (std::size_t j = 0; j < k; ++j) out[idx[j]] = v[idx[j]];
+    return out;
+  };
+  const std::size_t n = 5000;
+  std::vector<std::pair<std::string, std::vector<float>>> cases;
+  cases.emplace_back("four decades", spread_vector(n, 21));
+  auto few = test::random_vector(n, 22);  // few distinct magnitudes: ties at every cut
+  for (auto& x : few) x = std::round(x * 2.0f) / 2.0f;
+  cases.emplace_back("few distinct values", few);
+  cases.emplace_back("all equal", std::vector<float>(n, -0.75f));
+  auto zeros = test::random_vector(n, 23);  // mostly zeros (and negative zeros)
+  for (std::size_t i = 0; i < n; ++i) zeros[i] = i % 7 ? (i % 2 ? -0.0f : 0.0f) : zeros[i];
+  cases.emplace_back("mostly zeros", zeros);
+  auto extremes = test::random_vector(n, 24);  // subnormals, huge values and infinities
+  for (std::size_t i = 0; i < n; i += 5) extremes[i] = 1e-42f * static_cast<float>(i % 3 + 1);
+  for (std::size_t i = 1; i < n; i += 97) extremes[i] = -3e38f;
+  extremes[2] = std::numeric_limits<float>::infinity();
+  extremes[3] = -std::numeric_limits<float>::infinity();
+  cases.emplace_back("subnormals and infinities", extremes);
+  auto close = test::random_vector(n, 25);  // magnitudes a few ulps apart: the low bits decide
+  for (std::size_t i = 0; i < n; ++i) close[i] = std::nextafter(1.0f, 2.0f) + (i % 13) * 1.2e-7f;
+  cases.emplace_back("a few ulps apart", close);
+  for (const auto& [name, v] : cases)
+    for (const double fraction : {0.0002, 0.01, 0.1, 0.5, 0.9999}) {
+      CAPTURE(name, fraction);
+      CompressConfig c;
+      c.kind = "top_k";
+      c.fraction = fraction;
+      Compressor q(c, static_cast<std::int64_t>(n), 1, 0);
+      std::vector<std::byte> packet;
+      q.encode(v, 1, Scaling::kContractive, packet);
+      const auto got = decode_packet(packet, static_cast<std::int64_t>(n));
+      // Equal as floats (a kept -0 decodes as 0, which is what it adds to a copy).
+      REQUIRE(got == reference(v, static_cast<std::size_t>(q.kept())));
+    }
+}
+
 TEST_CASE("random_k is unbiased in expectation and drawn from (seed, peer, round)",
           "[gossip][compress]") {
   const std::size_t n = 64;

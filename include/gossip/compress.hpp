@@ -80,7 +80,8 @@ class Compressor {
   std::int64_t k_;
   std::uint64_t key_;                 // derive_seed(seed, peer, kCompress)
   std::vector<std::uint32_t> index_;  // scratch: the coordinates kept
-  std::vector<float> magnitude_;      // scratch: top_k's |v|
+  std::vector<std::uint32_t> magnitude_;       // scratch: top_k's |v| as bits
+  std::vector<std::uint32_t> select_scratch_;  // scratch: top_k's radix select
   std::vector<char> taken_;           // scratch: random_k's draws
   std::vector<float> host_v_;         // scratch: v downloaded from a device backend (selection)
   std::vector<std::int8_t> codes8_;   // scratch: 4-bit codes before packing

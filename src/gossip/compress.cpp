@@ -6,6 +6,7 @@
 #include "gossip/compress.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -136,28 +137,64 @@ void fill_sparse(std::span<const float> v, std::span<const std::uint32_t> index,
 }  // namespace
 
 // The k largest |v_i|, ties to the lower index: a strict order, so the set does not depend on
-// the selection algorithm. The k-th largest magnitude comes from nth_element over a contiguous
-// copy of the magnitudes (fast: no indirection), then one ascending pass takes every coordinate
-// above it and as many equal to it as are left, lowest index first.
-void Compressor::encode_top_k(std::span<const float> v, std::vector<std::byte>& packet) {
-  magnitude_.resize(static_cast<std::size_t>(n_));
-  for (std::int64_t i = 0; i < n_; ++i) magnitude_[i] = std::fabs(v[i]);
-  float threshold = 0.0f;
-  if (k_ < n_) {
-    std::nth_element(magnitude_.begin(), magnitude_.begin() + (k_ - 1), magnitude_.end(),
-                     std::greater<float>());
-    threshold = magnitude_[k_ - 1];
-  } else {
-    threshold = -1.0f;  // every coordinate
+// the selection algorithm. The k-th largest magnitude comes from a radix select on the bits of
+// |v_i| (for floats that are not NaN, |a| < |b| exactly when bits(|a|) < bits(|b|) as unsigned
+// integers): a histogram of the top 11 bits finds the bucket holding the k-th largest, the
+// entries of that bucket go through the next 11 bits, and then the last 10. Three short passes
+// where nth_element moved entries about (2.4 ms for the MLP's 235,146 entries against 0.3 ms).
+// The select also gives how many entries equal the threshold are to be taken, so one ascending
+// pass takes every coordinate above it and that many equal to it, lowest index first.
+namespace {
+
+struct Threshold {
+  std::uint32_t bits = 0;  // of the k-th largest magnitude
+  std::int64_t ties = 0;   // entries equal to it among the k largest
+};
+
+/// The k-th largest (1 <= k <= size) of `bits`, and how many of the k largest equal it.
+Threshold kth_largest(std::span<const std::uint32_t> bits, std::int64_t k,
+                      std::vector<std::uint32_t>& scratch) {
+  constexpr int kShift[] = {21, 10, 0};
+  constexpr std::uint32_t kMask[] = {0x7ff, 0x7ff, 0x3ff};
+  std::span<const std::uint32_t> from = bits;
+  std::uint32_t prefix = 0;  // the bits chosen so far, in place
+  for (int level = 0; level < 3; ++level) {
+    std::int64_t count[2048] = {};
+    const int shift = kShift[level];
+    const std::uint32_t mask = kMask[level];
+    for (std::uint32_t b : from) ++count[(b >> shift) & mask];
+    std::uint32_t bucket = mask;
+    while (count[bucket] < k) k -= count[bucket--];  // k-th largest is in `bucket`
+    prefix |= bucket << shift;
+    if (level == 2) return Threshold{prefix, k};
+    // Keep the entries of that bucket (they agree with `prefix` on every bit chosen so far).
+    const std::uint32_t high = ~((1u << shift) - 1u);
+    std::size_t kept = 0;
+    if (level == 0) scratch.resize(from.size());
+    for (std::uint32_t b : from)
+      if ((b & high) == prefix) scratch[kept++] = b;
+    from = std::span<const std::uint32_t>(scratch.data(), kept);
   }
-  std::int64_t above = 0;
-  for (std::int64_t i = 0; i < n_; ++i) above += std::fabs(v[i]) > threshold ? 1 : 0;
-  std::int64_t ties = k_ - above;  // coordinates equal to the threshold still to take
+  return {};  // not reached
+}
+
+}  // namespace
+
+void Compressor::encode_top_k(std::span<const float> v, std::vector<std::byte>& packet) {
   index_.clear();
-  for (std::int64_t i = 0; i < n_; ++i) {
-    const float m = std::fabs(v[i]);
-    if (m > threshold || (m == threshold && ties-- > 0))
-      index_.push_back(static_cast<std::uint32_t>(i));
+  if (k_ >= n_) {
+    for (std::int64_t i = 0; i < n_; ++i) index_.push_back(static_cast<std::uint32_t>(i));
+  } else {
+    magnitude_.resize(static_cast<std::size_t>(n_));
+    for (std::int64_t i = 0; i < n_; ++i)
+      magnitude_[i] = std::bit_cast<std::uint32_t>(std::fabs(v[i]));
+    const Threshold t = kth_largest(magnitude_, k_, select_scratch_);
+    std::int64_t ties = t.ties;
+    for (std::int64_t i = 0; i < n_; ++i) {
+      const std::uint32_t m = magnitude_[i];
+      if (m > t.bits || (m == t.bits && ties-- > 0))
+        index_.push_back(static_cast<std::uint32_t>(i));
+    }
   }
   GOSSIP_CHECK_EQ(std::ssize(index_), k_);
   fill_sparse(v, index_, 1.0f, packet);
