@@ -26,6 +26,7 @@
 #include "gossip_config.h"
 #include "gossip/args.hpp"
 #include "gossip/backend.hpp"
+#include "gossip/compress.hpp"
 #include "gossip/config.hpp"
 #include "gossip/core.hpp"
 #include "gossip/gossip.hpp"
@@ -57,9 +58,10 @@ const char* kHelp =
     "the exchange, and as the peer's interface sent them, TCP/IP and TLS included), the CPU\n"
     "time a peer process used per round (and that times peers / cores), and the\n"
     "simulator's predicted seconds per round for the same links and this machine's CPU: the\n"
-    "step measured alone, the peers sharing the cores (sim.cores), the CPU a byte costs\n"
-    "(sim.byte_cpu_ns, from the peers first passing the buffer round a ring, nothing else) and\n"
-    "the CPU of mixing and compressing (sim.exchange_cpu, measured as the simulator runs).\n"
+    "step measured alone, the peers sharing the cores (sim.cores), the CPU a byte and a message\n"
+    "cost (sim.byte_cpu_ns, sim.message_cpu_us: from the peers first passing the buffer, then\n"
+    "a top-1% packet, round a ring, nothing else) and the CPU of mixing and compressing\n"
+    "(sim.exchange_cpu, measured as the simulator runs).\n"
     "Reference in the same run: torch.distributed gloo all_reduce of the same buffer in the\n"
     "same namespaces (Debian's python3-torch; 'reference unavailable' without it, and the\n"
     "ratios null). --json: ratio = onepeer_overlap / gloo, choco_ratio = choco_ring / gloo,\n"
@@ -181,20 +183,29 @@ void time_rounds(const NetExchange& ex, int warm, int rounds, Round run_round) {
               (cpu_seconds() - cpu0) / rounds);
 }
 
-/// The calibration of sim.byte_cpu_ns: every peer passes the parameter buffer to the next one
-/// round the ring (rank + 1) and takes the previous one's, nothing else, over the same links,
-/// TLS and TCP as the rounds, with as many processes sharing the cores.
+/// The calibration of sim.byte_cpu_ns and sim.message_cpu_us: every peer passes a message to
+/// the next one round the ring (rank + 1) and takes the previous one's, nothing else, over the
+/// same links, TLS and TCP as the rounds, with as many processes sharing the cores. The message
+/// is the parameter buffer ("transfer") or a top-1% packet of it ("transfer-packets").
 int transfer_worker(int rank, const std::vector<std::string>& hosts, int port, int rounds,
-                    const std::string& tls_dir) {
+                    const std::string& tls_dir, bool packets) {
   const int peers = static_cast<int>(hosts.size());
   NetConfig cfg = net_config(rank, hosts, port, tls_dir);
   const std::vector<int> next{(rank + 1) % peers}, previous{(rank + peers - 1) % peers};
   cfg.neighbours = {std::min(next[0], previous[0]), std::max(next[0], previous[0])};
   // No topology: the handshake's fingerprint stays 0 on every peer.
   NetExchange ex(std::move(cfg));
-  const std::vector<float> buffer(kFloats, 1.0f);
+  std::vector<float> buffer(kFloats);
+  auto rng = make_rng(1, rank, Stream::kSynthetic);
+  for (auto& v : buffer) v = static_cast<float>(normal01(rng));
+  std::vector<std::byte> packet;
+  Compressor(setting("choco_ring", peers).gossip.compress, kFloats, 1, rank)
+      .encode(buffer, 1, Scaling::kContractive, packet);
   time_rounds(ex, warm_rounds(peers), rounds, [&](int r) {
-    ex.publish(r, buffer, 1.0, next);
+    if (packets)
+      ex.publish_packet(r, packet, next);
+    else
+      ex.publish(r, buffer, 1.0, next);
     ex.collect(r, previous, CollectOptions{});
   });
   return 0;
@@ -204,7 +215,8 @@ int transfer_worker(int rank, const std::vector<std::string>& hosts, int port, i
 /// time_rounds).
 int worker(int rank, const std::string& name, const std::vector<std::string>& hosts, int port,
            int rounds, const std::string& tls_dir) {
-  if (name == "transfer") return transfer_worker(rank, hosts, port, rounds, tls_dir);
+  if (name == "transfer" || name == "transfer-packets")
+    return transfer_worker(rank, hosts, port, rounds, tls_dir, name == "transfer-packets");
   const int peers = static_cast<int>(hosts.size());
   const Setting s = setting(name, peers);
   NetConfig cfg = net_config(rank, hosts, port, tls_dir);
@@ -384,16 +396,24 @@ int run_wan(int argc, char** argv) {
   };
   std::vector<Row> rows;
   int port = 29700;
-  // Calibration: what moving a byte costs the CPU at each end (TLS, TCP/IP, the veth and the
-  // bridge), from the peers passing the buffer round the ring over these links, nothing else.
-  const Measured transfer = run_ranks(peers, [&](int r) {
-    auto argv = network.exec_prefix(r);
-    argv.insert(argv.end(), {self, "bench", "wan", "--worker", std::to_string(r), "--config",
-                             "transfer", "--hosts", hosts, "--port", std::to_string(port),
-                             "--rounds", std::to_string(rounds), "--tls", tls_dir.string()});
-    return argv;
-  }, "the transfer calibration");
-  sim.byte_cpu_ns = transfer.cpu / (2.0 * transfer.bytes) * 1e9;  // each sends and takes bytes
+  // Calibration: what a message and a byte cost the CPU at each end (TLS, TCP/IP, the veth and
+  // the bridge, waking the threads), from the peers passing a message round the ring over these
+  // links, nothing else: the whole buffer, then a top-1% packet. Each peer sends and takes one
+  // message a round, so CPU = 2 (message + bytes * byte) for both sizes: two equations.
+  const auto calibrate = [&](const char* what) {
+    port += 10;
+    return run_ranks(peers, [&](int r) {
+      auto argv = network.exec_prefix(r);
+      argv.insert(argv.end(), {self, "bench", "wan", "--worker", std::to_string(r), "--config",
+                               what, "--hosts", hosts, "--port", std::to_string(port),
+                               "--rounds", std::to_string(rounds), "--tls", tls_dir.string()});
+      return argv;
+    }, cat("the calibration ", what));
+  };
+  const Measured big = calibrate("transfer"), small = calibrate("transfer-packets");
+  const double byte_s = std::max(0.0, (big.cpu - small.cpu) / (2.0 * (big.bytes - small.bytes)));
+  sim.byte_cpu_ns = byte_s * 1e9;
+  sim.message_cpu_us = std::max(0.0, small.cpu / 2.0 - byte_s * small.bytes) * 1e6;
   for (const char* name : kConfigs) {
     port += 10;
     Row row{name, run_ranks(peers, [&](int r) {
@@ -433,7 +453,7 @@ int run_wan(int argc, char** argv) {
     JsonObject o;
     o.add("bench", "wan").add("netem", links.text).add("peers", peers).add("rounds", rounds)
         .add("step_ms_alone", step_alone * 1e3).add("sim_cores", sim.cores)
-        .add("sim_byte_cpu_ns", sim.byte_cpu_ns)
+        .add("sim_byte_cpu_ns", sim.byte_cpu_ns).add("sim_message_cpu_us", sim.message_cpu_us)
         .add("sim_bandwidth_mbps", sim.bandwidth_mbps).add("sim_latency_ms", sim.latency_ms);
     for (const auto& r : rows)
       o.add(r.name + "_ms", r.m.seconds * 1e3)
@@ -454,10 +474,11 @@ int run_wan(int argc, char** argv) {
     return kExitOk;
   }
   std::printf("simulator: links %.0f Mbit/s, latency %.3f ms; MLP step alone %.3f ms; %d peers "
-              "share %u cores; a byte costs each end %.3f ns of CPU (the peers passing the "
-              "buffer round a ring: %.2f ms CPU per round each)\n\n",
+              "share %u cores; a message costs each end %.1f us and a byte %.3f ns of CPU (the "
+              "peers passing a message round a ring: %.3f ms CPU a round for the buffer, %.3f "
+              "ms for a top-1%% packet)\n\n",
               sim.bandwidth_mbps, sim.latency_ms, step_alone * 1e3, peers, cores,
-              sim.byte_cpu_ns, transfer.cpu * 1e3);
+              sim.message_cpu_us, sim.byte_cpu_ns, big.cpu * 1e3, small.cpu * 1e3);
   std::printf("%-16s  %9s  %11s  %12s  %10s  %10s  %8s  %8s  %8s\n", "configuration",
               "ms/round", "bytes/round", "wire B/round", "CPU ms/peer", "CPU-bound", "sim ms",
               "sim err", "vs gloo");
@@ -482,8 +503,8 @@ int run_wan(int argc, char** argv) {
   std::printf("(bytes/round: per peer, as the exchange counts them; wire B/round: what the "
               "peer's interface sent, TCP/IP and TLS included; CPU ms/peer: what one peer "
               "process used a round; CPU-bound: that times peers / cores, the round time if the "
-              "cores were the only limit; sim ms: the simulator with sim.cores, sim.byte_cpu_ns "
-              "and sim.exchange_cpu as above)\n");
+              "cores were the only limit; sim ms: the simulator with sim.cores, sim.byte_cpu_ns, "
+              "sim.message_cpu_us and sim.exchange_cpu as above)\n");
   return kExitOk;
 }
 

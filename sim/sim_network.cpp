@@ -131,7 +131,7 @@ void SimExchange::publish(std::int64_t round, std::span<const float> params, dou
   bytes_sent_ += (params.size_bytes() + kMessageOverheadBytes) * to.size();
   m.view = std::exchange(pending_view_, std::nullopt);
   if (m.view) bytes_sent_ += view_message_bytes(size()) * to.size();
-  cpu_since_ += network_->byte_cpu_seconds(bytes_sent_ - bytes0);
+  cpu_since_ += network_->transfer_cpu_seconds(to.size(), bytes_sent_ - bytes0);
 }
 
 void SimExchange::publish_packet(std::int64_t round, std::span<const std::byte> packet,
@@ -155,7 +155,7 @@ void SimExchange::publish_packet(std::int64_t round, std::span<const std::byte> 
   bytes_sent_ += bytes * to.size();
   m.view = std::exchange(pending_view_, std::nullopt);
   if (m.view) bytes_sent_ += view_message_bytes(size()) * to.size();
-  cpu_since_ += network_->byte_cpu_seconds(bytes_sent_ - bytes0);
+  cpu_since_ += network_->transfer_cpu_seconds(to.size(), bytes_sent_ - bytes0);
 }
 
 void SimExchange::send_view(std::span<const Member> view, std::span<const int>) {
@@ -248,7 +248,7 @@ std::vector<Inbox> SimExchange::collect(std::int64_t round, std::span<const int>
   received_until_ = done;
   now_ = std::max(until, done);
   // The CPU bound: this peer's work since the last collect, its received bytes' included.
-  cpu_since_ += network_->byte_cpu_seconds(received);
+  cpu_since_ += network_->transfer_cpu_seconds(got.size(), received);
   now_ = std::max(now_, cpu_mark_ + cpu_since_ * network_->cpu_share());
   cpu_mark_ = now_;
   cpu_since_ = 0.0;

@@ -84,10 +84,11 @@ class SimExchange final : public Exchange {
 /// model and the peers' exchanges. Publishing writes only the sender's own slots and collecting
 /// only reads, so one phase's calls may run on many threads; phases must not overlap.
 ///
-/// The CPU model (sim.cores, sim.byte_cpu_ns, sim.exchange_cpu; off by default): a peer's CPU
-/// work is its local steps, the phases' own work when sim.exchange_cpu (measured as they run,
-/// on the thread that runs them, less the steps inside), and byte_cpu_ns for every byte it sends
-/// and every byte it takes (TLS and TCP/IP; this CPU runs while the bytes are on the link). When
+/// The CPU model (sim.cores, sim.byte_cpu_ns, sim.message_cpu_us, sim.exchange_cpu; off by
+/// default): a peer's CPU work is its local steps, the phases' own work when sim.exchange_cpu
+/// (measured as they run, on the thread that runs them, less the steps inside), and
+/// byte_cpu_ns for every byte and message_cpu_us for every message it sends and it takes (TLS,
+/// TCP/IP, waking the threads; this CPU runs while the bytes are on the link). When
 /// n peers share c < n cores, every CPU second takes n / c seconds (the cores are shared evenly
 /// while all peers are busy). A collect() never ends before the last one ended plus the CPU
 /// charged since, times n / c: a peer's round is at least its CPU work, however fast its links.
@@ -106,9 +107,11 @@ class SimNetwork {
   void set_step_seconds(double seconds) { step_seconds_ = seconds; }
   /// Wall seconds a CPU second of one peer takes: peers / sim.cores when that is above 1.
   double cpu_share() const { return cpu_share_; }
-  /// CPU seconds moving `bytes` costs one end (sim.byte_cpu_ns).
-  double byte_cpu_seconds(std::uint64_t bytes) const {
-    return static_cast<double>(bytes) * config_.byte_cpu_ns * 1e-9;
+  /// CPU seconds moving `messages` messages of `bytes` in all costs one end (sim.byte_cpu_ns,
+  /// sim.message_cpu_us).
+  double transfer_cpu_seconds(std::uint64_t messages, std::uint64_t bytes) const {
+    return static_cast<double>(bytes) * config_.byte_cpu_ns * 1e-9 +
+           static_cast<double>(messages) * config_.message_cpu_us * 1e-6;
   }
   /// `learner` with its step timed (CPU on the calling thread), so run_phase can leave the steps
   /// out of what it charges; unchanged without sim.exchange_cpu.

@@ -191,14 +191,19 @@ TEST_CASE("the simulator's CPU model is read from sim and checked", "[config][cp
   CHECK(off.byte_cpu_ns == 0.0);
   CHECK_FALSE(off.exchange_cpu);
   const SimConfig on = load_config_from_string(
-      "sim:\n  cores: 2\n  byte_cpu_ns: 1.25\n  exchange_cpu: true\n", "c.yaml").sim;
+      "sim:\n  cores: 2\n  byte_cpu_ns: 1.25\n  message_cpu_us: 60\n  exchange_cpu: true\n",
+      "c.yaml").sim;
   CHECK(on.cores == 2);
+  CHECK(on.message_cpu_us == 60.0);
+  CHECK(off.message_cpu_us == 0.0);
   CHECK(on.byte_cpu_ns == 1.25);
   CHECK(on.exchange_cpu);
   CHECK_THROWS_WITH(load_config_from_string("sim:\n  cores: -1\n", "c.yaml"),
                     Catch::Contains("c.yaml:2: sim.cores"));
   CHECK_THROWS_WITH(load_config_from_string("sim:\n  byte_cpu_ns: -0.5\n", "c.yaml"),
                     Catch::Contains("c.yaml:2: sim.byte_cpu_ns"));
+  CHECK_THROWS_WITH(load_config_from_string("sim:\n  message_cpu_us: -1\n", "c.yaml"),
+                    Catch::Contains("c.yaml:2: sim.message_cpu_us"));
   CHECK_THROWS_WITH(load_config_from_string("sim:\n  exchange_cpu: sometimes\n", "c.yaml"),
                     Catch::Contains("c.yaml:2: sim.exchange_cpu: cannot read 'sometimes'"));
 }

@@ -315,6 +315,14 @@ TEST_CASE("the CPU model: peers sharing cores pay their steps and bytes at n / c
     ring_round(fresh, 0);
     for (int p = 0; p < 4; ++p) REQUIRE(fresh.exchange(p).now() == Approx(2 * cpu).epsilon(1e-9));
   }
+  SECTION("a message costs each end sim.message_cpu_us, whatever its size") {
+    s.byte_cpu_ns = 0.0;
+    s.message_cpu_us = 2e4;  // 20 ms: the four messages a peer sends and takes cost 80 ms
+    SimNetwork net(4, floats, 1, s, 1);
+    ring_round(net, 0);
+    for (int p = 0; p < 4; ++p)
+      REQUIRE(net.exchange(p).now() == Approx(step + 4 * 0.02).epsilon(1e-9));
+  }
   SECTION("without byte CPU the links decide, as before the CPU model") {
     s.cores = 2;
     s.byte_cpu_ns = 0.0;

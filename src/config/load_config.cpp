@@ -384,6 +384,7 @@ void read_sim(const Reader& r, const Node& n, SimConfig& s) {
       {"peer_eval_limit", [&](auto& v, auto& f) { s.peer_eval_limit = r.positive_int(v, f, true); }},
       {"cores", [&](auto& v, auto& f) { s.cores = r.positive_int(v, f, true); }},
       {"byte_cpu_ns", [&](auto& v, auto& f) { s.byte_cpu_ns = r.positive(v, f, true); }},
+      {"message_cpu_us", [&](auto& v, auto& f) { s.message_cpu_us = r.positive(v, f, true); }},
       {"exchange_cpu", [&](auto& v, auto& f) { s.exchange_cpu = r.boolean(v, f); }},
   });
 }
