@@ -2,6 +2,9 @@
 // socket options every connection gets.
 #include "src/net/socket.hpp"
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+
 #include <charconv>
 
 #include "gossip/core.hpp"
@@ -37,12 +40,24 @@ asio::ip::tcp::resolver::results_type resolve(asio::io_context& io, const std::s
   return results;
 }
 
+namespace {
+constexpr int kNotSentLowWaterBytes = 64 * 1024;
+}  // namespace
+
 void set_socket_options(asio::ip::tcp::socket& socket, int buffer_bytes) {
   std::error_code ignored;
   socket.set_option(asio::ip::tcp::no_delay(true), ignored);
   socket.set_option(asio::socket_base::keep_alive(true), ignored);
   socket.set_option(asio::socket_base::send_buffer_size(buffer_bytes), ignored);
   socket.set_option(asio::socket_base::receive_buffer_size(buffer_bytes), ignored);
+  // At most 64 KB of a frame waits unsent in the kernel: a write completes only once the rest
+  // is on its way, so a peer's next message (collect waits for the last publish's writes) does
+  // not start on another connection while its last one is still being sent. Otherwise the two
+  // share the link and the one a neighbour waits for takes twice as long (the one-peer
+  // exponential graph at 100 Mbit/s: 194 ms a round, 142 ms with this).
+  socket.set_option(asio::detail::socket_option::integer<IPPROTO_TCP, TCP_NOTSENT_LOWAT>(
+                        kNotSentLowWaterBytes),
+                    ignored);
 }
 
 std::string remote_name(const asio::ip::tcp::socket& socket) {
