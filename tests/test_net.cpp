@@ -6,6 +6,7 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/stat.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -28,6 +29,7 @@
 #include "gossip/net.hpp"
 #include "src/net/mailbox.hpp"
 #include "src/net/shm.hpp"
+#include "src/net/socket.hpp"
 #include "gossip/checkpoint.hpp"
 #include "gossip/wire.hpp"
 #include "tests/tls_client.hpp"
@@ -1283,4 +1285,24 @@ TEST_CASE("openssl s_client: no client certificate fails, the run's CA and a ran
     // TLS completed; then the peer waited for a hello that never came.
     CHECK(log.wait_for("closed: timed out waiting for the handshake ("));
   }
+}
+
+TEST_CASE("a connection keeps at most 64 KB of a frame unsent in the kernel", "[net]") {
+  // So a write completes only when the frame is nearly on the wire, and a peer's next message
+  // does not start on another connection while its last one still leaves (net/socket.cpp).
+  asio::io_context io;
+  asio::ip::tcp::acceptor acceptor(io, {asio::ip::make_address("127.0.0.1"), 0});
+  asio::ip::tcp::socket client(io), server(io);
+  client.connect(acceptor.local_endpoint());
+  acceptor.accept(server);
+  const auto lowat = [](asio::ip::tcp::socket& s) {
+    int v = -1;
+    socklen_t len = sizeof v;
+    REQUIRE(getsockopt(s.native_handle(), IPPROTO_TCP, TCP_NOTSENT_LOWAT, &v, &len) == 0);
+    return v;
+  };
+  const int before = lowat(client);  // the system's default (unlimited: -1 or 0 as unsigned)
+  CHECK(before != 64 * 1024);
+  net::set_socket_options(client, 1 << 20);
+  CHECK(lowat(client) == 64 * 1024);
 }
