@@ -127,11 +127,7 @@ void SimExchange::publish(std::int64_t round, std::span<const float> params, dou
   m.params.resize(params.size());
   std::memcpy(m.params.data(), params.data(), params.size_bytes());
   m.packet.clear();
-  const std::uint64_t bytes0 = bytes_sent_;
-  bytes_sent_ += (params.size_bytes() + kMessageOverheadBytes) * to.size();
-  m.view = std::exchange(pending_view_, std::nullopt);
-  if (m.view) bytes_sent_ += view_message_bytes(size()) * to.size();
-  cpu_since_ += network_->transfer_cpu_seconds(to.size(), bytes_sent_ - bytes0);
+  m.view = count_sent(m.to.size(), params.size_bytes() + kMessageOverheadBytes);
 }
 
 void SimExchange::publish_packet(std::int64_t round, std::span<const std::byte> packet,
@@ -151,11 +147,16 @@ void SimExchange::publish_packet(std::int64_t round, std::span<const std::byte> 
   sent_until_ = m.sent_at + static_cast<double>(to.size()) * m.wire;
   m.params.clear();
   m.packet.assign(packet.begin(), packet.end());
-  const std::uint64_t bytes0 = bytes_sent_;
-  bytes_sent_ += bytes * to.size();
-  m.view = std::exchange(pending_view_, std::nullopt);
-  if (m.view) bytes_sent_ += view_message_bytes(size()) * to.size();
-  cpu_since_ += network_->transfer_cpu_seconds(to.size(), bytes_sent_ - bytes0);
+  m.view = count_sent(m.to.size(), bytes);
+}
+
+std::optional<std::vector<Member>> SimExchange::count_sent(std::size_t copies,
+                                                          std::uint64_t bytes) {
+  auto view = std::exchange(pending_view_, std::nullopt);
+  const std::uint64_t sent = (bytes + (view ? view_message_bytes(size()) : 0)) * copies;
+  bytes_sent_ += sent;
+  cpu_since_ += network_->transfer_cpu_seconds(copies, sent);
+  return view;
 }
 
 void SimExchange::send_view(std::span<const Member> view, std::span<const int>) {

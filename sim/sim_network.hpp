@@ -65,6 +65,10 @@ class SimExchange final : public Exchange {
   void work(double cpu_seconds);
 
  private:
+  /// Counts `copies` messages of `bytes` each, and the pending view riding with each, as sent
+  /// (their bytes and CPU); returns that view for the message to carry.
+  std::optional<std::vector<Member>> count_sent(std::size_t copies, std::uint64_t bytes);
+
   SimNetwork* network_;
   int rank_;
   double now_ = 0.0;
