@@ -7,13 +7,17 @@
 #endif
 
 #include <cstdint>
+#include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "gossip/config.hpp"
+#include "gossip/monitor.hpp"
 #include "gossip/net.hpp"
+#include "gossip/report.hpp"
 #include "gossip/topology.hpp"
 
 namespace gossip {
@@ -99,6 +103,66 @@ std::vector<std::string> peer_addresses(const RunConfig& config, const Topology&
 /// else every interface ("0.0.0.0:port"): a host name may resolve on its own machine to an
 /// address no other machine reaches (Debian maps it to 127.0.1.1).
 std::string listen_address(const std::string& address);
+
+/// A peer driven round by round by its caller (the Python module): the same network, membership
+/// watch, algorithm and record as a `gossip peer` process, but the caller decides when a round
+/// runs. It mixes either the caller's own flat float32 buffer (join: a PyTorch model whose
+/// parameters the caller trains) or gossip's own model from the config on this rank's shard
+/// (join_model: its local steps run inside each round, as in run_peer). Not thread-safe: one
+/// thread drives it. Errors are InputError (bad use, refused by the neighbours) or RuntimeError.
+class PeerSession {
+ public:
+  /// Checks the rank and the TLS credentials and opens DIR/peers/R/; connects to nobody yet.
+  PeerSession(RunConfig config, Topology topology, PeerOptions options);
+  ~PeerSession();
+  PeerSession(const PeerSession&) = delete;
+  PeerSession& operator=(const PeerSession&) = delete;
+
+  int rank() const;
+  int size() const;
+  const RunConfig& config() const;
+  const Topology& topology() const;
+  /// This rank's shard: indices into the training set (data.shard, train.seed), as every
+  /// `gossip peer` and the simulator draw it.
+  std::vector<std::int64_t> shard() const;
+
+  /// Joins the network with the caller's buffer, which must stay where it is, and alive, until
+  /// finish(); `model` names the model for the handshake (peers with another name or size are
+  /// refused); `rounds` is how many rounds the caller plans (the launcher's progress line; 0 =
+  /// not known). Throws InputError when already joined, or when a neighbour refused us because
+  /// its buffer differs (naming both).
+  void join(std::span<float> params, const std::string& model, std::int64_t rounds);
+  /// Joins with gossip's own model (config.model) on this rank's shard; rounds and evaluations
+  /// follow the run's plan, as for `gossip peer`.
+  void join_model();
+  bool joined() const;
+  /// The buffer that is mixed (the caller's, or the own model's parameters on the host).
+  std::span<float> params();
+
+  /// One round of the configured algorithm: the own model's local steps (none for a caller's
+  /// buffer), publish, collect, mix into the buffer in place. Returns the rounds done.
+  std::int64_t average();
+  std::int64_t rounds_done() const;
+  /// The caller's `rounds`, or the plan's for the own model.
+  std::int64_t planned_rounds() const;
+  /// Own model: whether the plan evaluates after the rounds done so far.
+  bool eval_due() const;
+  /// Records an evaluation after the rounds done: metrics.csv, a parameter snapshot and the
+  /// launcher's eval event. Own model: evaluates it on the test set (loss and accuracy are then
+  /// ignored); `epoch` < 0 takes the plan's.
+  void report(double loss, double accuracy, double epoch);
+  /// Peers this peer's membership view holds dead, ascending.
+  std::vector<int> dead_peers() const;
+  /// The live graph without them.
+  LiveGraph live_graph() const;
+  /// Writes params.bin, summary.json and the done event, and leaves the network (says bye).
+  Summary finish();
+  bool finished() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 /// Runs one peer to the end of training. Returns the process exit code; throws on bad input.
 int run_peer(const RunConfig& config, const Topology& topology, const PeerOptions& options);

@@ -6,6 +6,7 @@
 
 #include "gossip/args.hpp"
 #include "src/cli/commands.hpp"
+#include "src/cli/peer_setup.hpp"
 #include "src/cli/overrides.hpp"
 #include "gossip/config.hpp"
 #include "gossip/core.hpp"
@@ -78,20 +79,21 @@ std::string read_text(const std::string& path) {
 
 }  // namespace
 
-int run_peer(int argc, char** argv) {
+PeerSetup peer_setup(int argc, char** argv) {
   Args args(argc, argv,
             with_override_options({"rank", "out", "hosts", "tls-dir", "resume-round",
                                    "until-round"}),
             {"events", "rejoin"});
+  PeerSetup setup;
   if (args.help()) {
-    std::printf(kPeerHelp, kOverrideHelp);
-    return kExitOk;
+    setup.help = true;
+    return setup;
   }
   RunConfig config = load_config(args.config_path());
   apply_overrides(args, config);
   if (config.gossip.topology.empty())
     throw InputError(cat(config.path, ": gossip.topology: a peer needs a topology file"));
-  const Topology topology = load_topology(config.gossip.topology);
+  Topology topology = load_topology(config.gossip.topology);
   check_algorithm(config, topology);
   std::optional<int> cli_rank;
   if (args.get("rank")) cli_rank = static_cast<int>(args.get_int("rank", 0));
@@ -132,7 +134,28 @@ int run_peer(int argc, char** argv) {
   if (opt.rejoin && opt.resume_round >= 0)
     throw InputError("--rejoin and --resume-round do not go together: a rejoining peer takes the "
                      "running network's round");
-  return gossip::run_peer(config, topology, opt);
+  setup.config = std::move(config);
+  setup.topology = std::move(topology);
+  setup.options = std::move(opt);
+  return setup;
+}
+
+PeerSetup peer_setup(const std::vector<std::string>& arguments) {
+  std::vector<std::string> words{"peer"};
+  words.insert(words.end(), arguments.begin(), arguments.end());
+  std::vector<char*> argv;
+  for (auto& w : words) argv.push_back(w.data());
+  argv.push_back(nullptr);
+  return peer_setup(static_cast<int>(words.size()), argv.data());
+}
+
+int run_peer(int argc, char** argv) {
+  const PeerSetup setup = peer_setup(argc, argv);
+  if (setup.help) {
+    std::printf(kPeerHelp, kOverrideHelp);
+    return kExitOk;
+  }
+  return gossip::run_peer(setup.config, *setup.topology, setup.options);
 }
 
 }  // namespace gossip::cli

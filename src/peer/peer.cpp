@@ -25,6 +25,7 @@
 #include "gossip/progress.hpp"
 #include "gossip/report.hpp"
 #include "gossip/train.hpp"
+#include "src/peer/peer_parts.hpp"
 
 namespace gossip {
 
@@ -33,103 +34,13 @@ static_assert(NetworkConfig::kMaxRunIdBytes == wire::kMaxRunIdBytes);
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-/// Every peer this one talks to in any round of the period (in- and out-neighbours).
-std::vector<int> all_neighbours(const Topology& topology, int rank) {
-  std::set<int> s;
-  for (std::int64_t t = 0; t < topology.period(); ++t) {
-    for (const auto& nb : topology.in_neighbours(rank, t)) s.insert(nb.peer);
-    for (const auto& nb : topology.out_neighbours(rank, t)) s.insert(nb.peer);
-  }
-  s.erase(rank);
-  return {s.begin(), s.end()};
-}
+using namespace peer_parts;
 
 std::string with_rank(std::string path, int rank) {
   const std::string token = "{rank}";
   for (auto at = path.find(token); at != std::string::npos; at = path.find(token, at))
     path.replace(at, token.size(), std::to_string(rank));
   return path;
-}
-
-/// This peer's network settings: addresses, neighbours, handshake, TLS, timeouts, log lines.
-NetConfig net_config(const RunConfig& config, const Topology& topology, const PeerOptions& opt,
-                     std::int64_t num_params) {
-  const int rank = opt.rank;
-  const Launch& launch = opt.launch;
-  NetConfig net;
-  net.tls = peer_tls(config, opt.tls_dir, rank);
-  net.rank = rank;
-  net.size = topology.n();
-  net.addresses = peer_addresses(config, topology, launch);
-  net.neighbours = all_neighbours(topology, rank);
-  for (int p : extra_neighbours(config.gossip, rank, topology.n()))  // all-reduce's ring
-    if (std::find(net.neighbours.begin(), net.neighbours.end(), p) == net.neighbours.end())
-      net.neighbours.push_back(p);
-  std::sort(net.neighbours.begin(), net.neighbours.end());
-  net.handshake.run_id = config.net.run_id;
-  net.shared_memory = config.net.shared_memory;
-  // A sender may run this many rounds ahead of us (n - 1 on a directed ring): keep them all.
-  net.max_queued_rounds = static_cast<std::size_t>(
-      std::max<std::int64_t>(net.max_queued_rounds,
-                             max_round_lead(topology) + 1 +
-                                 extra_round_lead(config.gossip, topology.n())));
-  net.handshake.model = model_fingerprint(config.model);
-  net.handshake.param_count = static_cast<std::uint64_t>(num_params);
-  net.handshake.topology_fingerprint = topology.fingerprint();
-  const auto ms = [](double s) { return std::chrono::milliseconds(static_cast<long>(s * 1000)); };
-  net.timeouts.start = ms(config.net.connect_timeout_s);
-  net.timeouts.io = ms(config.gossip.round_timeout_s);
-  net.log = [rank](const std::string& line) { log_line(cat("peer ", rank, " net: ", line)); };
-  return net;
-}
-
-/// Writes each event line to DIR/events.txt, and to stdout for the launcher when asked to
-/// (`gossip peer --events`).
-class Events {
- public:
-  /// `append`: a resumed peer adds to the events it saved before it stopped.
-  Events(const std::string& dir, bool to_stdout, bool append)
-      : path_(dir + "/events.txt"), file_(path_, append ? std::ios::app : std::ios::trunc),
-        stdout_(to_stdout) {
-    if (!file_) throw InputError(cat(path_, ": cannot open for writing"));
-  }
-  /// Progress only for the launcher's line (round events): not saved, since nothing is merged
-  /// from it.
-  void progress(const PeerEvent& event) {
-    if (!stdout_) return;
-    std::fprintf(stdout, "%s\n", encode_event(event).c_str());
-    std::fflush(stdout);
-  }
-  void emit(const PeerEvent& event) {
-    const std::string line = encode_event(event);
-    file_ << line << '\n' << std::flush;
-    if (!file_) throw RuntimeError(cat(path_, ": write failed"));
-    if (!stdout_) return;
-    std::fprintf(stdout, "%s\n", line.c_str());
-    std::fflush(stdout);
-  }
-
- private:
-  std::string path_;
-  std::ofstream file_;
-  bool stdout_;
-};
-
-/// Writes the parameter buffer (float32, this machine's byte order) to PATH through a rename, so a
-/// reader never sees half a file.
-void write_params(const std::string& path, const std::vector<float>& params) {
-  std::ofstream f(path + ".tmp", std::ios::binary | std::ios::trunc);
-  f.write(reinterpret_cast<const char*>(params.data()),
-          static_cast<std::streamsize>(params.size() * sizeof(float)));
-  f.close();
-  if (!f) throw RuntimeError(cat(path, ".tmp: write failed"));
-  std::filesystem::rename(path + ".tmp", path);
 }
 
 /// What a checkpoint must agree with to be resumed here: the graph, the model, the seed, the
@@ -195,7 +106,8 @@ int run_peer(const RunConfig& config, const Topology& topology, const PeerOption
   Trainer trainer(*backend, config, own, std::move(own_rows), rank,
                   balance_for(config, shards, rank));
 
-  NetConfig net = net_config(config, topology, opt, trainer.num_params());
+  NetConfig net = net_config(config, topology, opt, model_fingerprint(config.model),
+                              trainer.num_params());
   const std::string listen = listen_address(net.addresses[rank]);
   log_line(cat("peer ", rank, ": ", net.addresses[rank], " (listening on ", listen, "), ",
                net.neighbours.size(), " neighbours, shard of ", shards[rank].size(), " samples, ",
@@ -212,45 +124,11 @@ int run_peer(const RunConfig& config, const Topology& topology, const PeerOption
 
   auto algorithm =
       make_algorithm(trainer, exchange, topology, config.gossip, config.train.seed);
-  ConvergenceMonitor monitor(topology, rank);
-  bool partitioned = false;
-  auto watch = [&](std::int64_t round) {
-    for (const MemberChange& c : exchange.membership().take_changes()) {
-      log_line(cat("peer ", rank, " round ", round, ": membership: peer ", c.peer, " ", c.event,
-                   " (incarnation ", c.incarnation, ")"));
-      events.emit(MemberEvent{rank, round, since(t0), c.event, c.peer,
-                              static_cast<std::int64_t>(c.incarnation), exchange.dead_peers(), {},
-                              {}});
-    }
-    const auto change = monitor.check(exchange.dead_peers());
-    if (!change) return;
-    log_line(cat("peer ", rank, " round ", round, ": ", change->message));
-    events.emit(AlertEvent{rank, round, change->connected, change->dead, change->message});
-    if (!change->event.empty()) {
-      partitioned = change->event == "partition";
-      events.emit(MemberEvent{rank, round, since(t0), change->event, -1, 0, change->dead,
-                              change->components, change->my_component});
-    }
-  };
+  Watch watch(topology, rank, exchange, events, t0);
   watch(0);
-  // A peer rounds behind its neighbours (restarted, or paused) catches up: it takes the
-  // newest parameters a neighbour sent and carries on from that round.
-  const std::vector<int> neighbours = all_neighbours(topology, rank);
-  const std::int64_t behind = max_round_lead(topology) + 1;
-  auto catch_up = [&](std::int64_t r) -> std::int64_t {
-    const auto m = exchange.newest(neighbours);
-    // Only parameters can be taken over: choco's and all-reduce's packets are not a model (and
-    // all-reduce numbers its hops, not its rounds).
-    if (!m || !m->packet.empty() || m->params.empty() || m->round <= r + behind) return r;
-    exchange.merge_views(r);  // learn what the others believe of us first
-    trainer.upload_params(m->params);
-    Algorithm::State st = algorithm->state();
-    st.weight = m->weight;
-    algorithm->restore(st);
-    log_line(cat("peer ", rank, ": at round ", r, ", ", m->round - r,
-                 " rounds behind its neighbours: took peer ", m->peer, "'s parameters of round ",
-                 m->round, " and carries on from there"));
-    return m->round;
+  auto catch_up = [&](std::int64_t r) {
+    return peer_parts::catch_up(r, topology, rank, exchange, *algorithm,
+                                [&](std::span<const float> p) { trainer.upload_params(p); });
   };
 
   const RoundPlan plan = plan_rounds(config, train_samples, n);
@@ -343,7 +221,7 @@ int run_peer(const RunConfig& config, const Topology& topology, const PeerOption
     const std::int64_t done = r + 1;
     // After the last round a neighbour that has finished and said bye is no loss.
     if (done < rounds) watch(done);
-    if (partitioned && config.gossip.on_partition == "stop") {
+    if (watch.partitioned() && config.gossip.on_partition == "stop") {
       log_line(cat("peer ", rank, ": the live graph split at round ", done,
                    " and gossip.on_partition is stop: stopping with a checkpoint"));
       if (!plan.eval_due(done)) evaluate(done);
@@ -375,7 +253,7 @@ int run_peer(const RunConfig& config, const Topology& topology, const PeerOption
   write_params(dir + "/params.bin", params);
   RunEnd end{.rounds = completed, .bytes_sent = bytes_before + exchange.bytes_sent(),
              .wall_seconds = since(t0),
-             .connected = monitor.connected(), .params_sha256 = {sha256_hex(params)}, .extra = {}};
+             .connected = watch.monitor().connected(), .params_sha256 = {sha256_hex(params)}, .extra = {}};
   end.extra.add("peer", rank).add("missing_messages", algorithm->missing_messages())
       .add("samples", std::ssize(shards[rank]))
       .add("incarnation", static_cast<std::int64_t>(exchange.membership().view()[rank].incarnation))

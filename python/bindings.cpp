@@ -1,0 +1,228 @@
+// python/bindings.cpp: the `gossip._gossip` extension (pybind11). A thin layer: the C++ peer
+// (PeerSession: transport, TLS, membership, events, run record), the topology report and the
+// simulator, with C++ errors arriving as Python exceptions carrying the same message
+// (InputError -> ValueError, RuntimeError -> RuntimeError). Parameters cross through the buffer
+// protocol without copies: the peer mixes the caller's float32 buffer in place. No networking is
+// done in Python; the GIL is released while a round waits on the network.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <unistd.h>
+
+#include "gossip/config.hpp"
+#include "gossip/core.hpp"
+#include "gossip/monitor.hpp"
+#include "gossip/peer.hpp"
+#include "gossip/report.hpp"
+#include "gossip/sim.hpp"
+#include "gossip/topology.hpp"
+#include "src/cli/peer_setup.hpp"
+
+namespace py = pybind11;
+using namespace gossip;
+
+namespace {
+
+/// A PeerSession and the Python buffer it mixes (kept alive while the peer holds it).
+struct Peer {
+  std::unique_ptr<PeerSession> session;
+  py::object buffer_owner;
+};
+
+std::unique_ptr<Peer> peer_from_args(const std::vector<std::string>& args) {
+  cli::PeerSetup s = cli::peer_setup(args);
+  if (s.help) throw InputError("gossip.Peer takes no --help");
+  auto p = std::make_unique<Peer>();
+  p->session = std::make_unique<PeerSession>(std::move(s.config), std::move(*s.topology),
+                                             std::move(s.options));
+  return p;
+}
+
+/// The float32 buffer `obj` exposes, checked: writable, C-contiguous, float32, not empty.
+std::span<float> float_buffer(const py::buffer& obj, const char* what) {
+  py::buffer_info info = obj.request(true);
+  if (info.format != py::format_descriptor<float>::format() || info.itemsize != 4)
+    throw InputError(cat(what, ": the buffer must hold float32 values, not format '",
+                         info.format, "' (", info.itemsize, " bytes an item); convert it with "
+                         ".float() or .astype(numpy.float32)"));
+  py::ssize_t expect = info.itemsize;
+  for (py::ssize_t d = info.ndim - 1; d >= 0; --d) {
+    if (info.shape[d] != 1 && info.strides[d] != expect)
+      throw InputError(cat(what, ": the buffer is not contiguous (strides do not match its "
+                           "shape); make a contiguous copy (.contiguous()) and mix that"));
+    expect *= info.shape[d];
+  }
+  if (info.size == 0) throw InputError(cat(what, ": the buffer is empty"));
+  return {static_cast<float*>(info.ptr), static_cast<std::size_t>(info.size)};
+}
+
+py::dict graph_dict(const LiveGraph& g, const std::vector<int>& dead) {
+  py::dict d;
+  d["connected"] = g.connected;
+  d["components"] = g.components;
+  d["alive"] = g.alive;
+  d["dead"] = dead;
+  return d;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+/// What report_topology_file writes as JSON for `file`, and its exit code.
+std::pair<std::string, int> topology_json(const std::string& file) {
+  char* text = nullptr;
+  std::size_t size = 0;
+  std::FILE* out = open_memstream(&text, &size);
+  int code = 0;
+  try {
+    code = report_topology_file(file, TopologyFormat::kJson, out);
+  } catch (...) {
+    std::fclose(out);
+    std::free(text);
+    throw;
+  }
+  std::fclose(out);
+  std::string json(text, size);
+  std::free(text);
+  return {json, code};
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_gossip, m) {
+  m.doc() = "gossip's C++ engine: peers, topologies and the simulator";
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const InputError& e) {
+      PyErr_SetString(PyExc_ValueError, e.what());
+    } catch (const gossip::RuntimeError& e) {
+      PyErr_SetString(PyExc_RuntimeError, e.what());
+    }
+  });
+
+  py::class_<Peer>(m, "Peer")
+      .def(py::init(&peer_from_args), py::arg("args"),
+           "A peer from `gossip peer`'s arguments (CONFIG --rank R --out DIR ...)")
+      .def_property_readonly("rank", [](const Peer& p) { return p.session->rank(); })
+      .def_property_readonly("size", [](const Peer& p) { return p.session->size(); })
+      .def_property_readonly("joined", [](const Peer& p) { return p.session->joined(); })
+      .def_property_readonly("finished", [](const Peer& p) { return p.session->finished(); })
+      .def_property_readonly("rounds_done", [](const Peer& p) { return p.session->rounds_done(); })
+      .def_property_readonly("planned_rounds",
+                             [](const Peer& p) { return p.session->planned_rounds(); })
+      .def_property_readonly("config_values", [](const Peer& p) {
+        const RunConfig& c = p.session->config();
+        py::dict d;
+        d["path"] = c.path;
+        d["epochs"] = c.train.epochs;
+        d["batch"] = c.train.batch;
+        d["seed"] = c.train.seed;
+        d["lr"] = c.optimizer.lr;
+        d["momentum"] = c.optimizer.momentum;
+        d["threads"] = c.train.threads;
+        d["evals_per_epoch"] = c.train.evals_per_epoch;
+        d["algorithm"] = c.gossip.algorithm;
+        d["period"] = c.gossip.period;
+        d["train_images"] = c.data.train_images;
+        d["train_labels"] = c.data.train_labels;
+        d["test_images"] = c.data.test_images;
+        d["test_labels"] = c.data.test_labels;
+        d["limit_train"] = c.data.limit_train;
+        return d;
+      })
+      .def("shard", [](const Peer& p) { return p.session->shard(); },
+           "This rank's shard: indices into the training set, as gossip peer draws it")
+      .def("join", [](Peer& p, const py::buffer& buffer, const std::string& model,
+                      std::int64_t rounds) {
+             const std::span<float> params = float_buffer(buffer, "join");
+             {
+               py::gil_scoped_release release;
+               p.session->join(params, model, rounds);
+             }
+             p.buffer_owner = buffer;
+           },
+           py::arg("buffer"), py::arg("model"), py::arg("rounds") = 0)
+      .def("join_model", [](Peer& p) {
+             py::gil_scoped_release release;
+             p.session->join_model();
+           })
+      .def("check_buffer", [](Peer& p, const py::buffer& buffer) {
+             const std::span<float> b = float_buffer(buffer, "neighbor_average");
+             const std::span<float> mine = p.session->params();
+             if (b.size() != mine.size())
+               throw InputError(cat("neighbor_average: the tensor has ", b.size(),
+                                    " values but this peer joined with ", mine.size(),
+                                    " (the neighbours' size)"));
+             if (b.data() != mine.data())
+               throw InputError("neighbor_average: the tensor is not the buffer this peer "
+                                "joined with (mixing happens in place in that one buffer)");
+           })
+      .def("average", [](Peer& p) {
+             py::gil_scoped_release release;
+             return p.session->average();
+           })
+      .def("params", [](Peer& p) {
+             const std::span<float> s = p.session->params();
+             return py::memoryview::from_buffer(s.data(), {static_cast<py::ssize_t>(s.size())},
+                                                {static_cast<py::ssize_t>(sizeof(float))});
+           })
+      .def("eval_due", [](const Peer& p) { return p.session->eval_due(); })
+      .def("report", [](Peer& p, double loss, double accuracy, double epoch) {
+             py::gil_scoped_release release;
+             p.session->report(loss, accuracy, epoch);
+           },
+           py::arg("loss"), py::arg("accuracy"), py::arg("epoch") = -1.0)
+      .def("dead_peers", [](const Peer& p) { return p.session->dead_peers(); })
+      .def("live_graph", [](const Peer& p) {
+             return graph_dict(p.session->live_graph(), p.session->dead_peers());
+           })
+      .def("finish", [](Peer& p) {
+             Summary s;
+             {
+               py::gil_scoped_release release;
+               s = p.session->finish();
+             }
+             p.buffer_owner = py::none();
+             py::dict d;
+             d["test_accuracy"] = s.last.test_accuracy;
+             d["rounds"] = s.end.rounds;
+             d["bytes_sent"] = s.end.bytes_sent;
+             d["wall_seconds"] = s.end.wall_seconds;
+             d["connected"] = s.end.connected;
+             d["params_sha256"] = s.end.params_sha256;
+             return d;
+           });
+
+  m.def("topology_report", [](const std::string& file) {
+    auto [json, code] = topology_json(file);
+    return py::make_tuple(json, code);
+  }, "The JSON report of `gossip topo FILE --json` and its exit code");
+  m.def("generator_yaml", [](const std::string& kind, int n, int rows, int cols, int k,
+                             int degree, double p, double beta, std::uint64_t seed,
+                             bool directed) {
+    GeneratorSpec spec{.kind = kind, .n = n, .rows = rows, .cols = cols, .k = k,
+                       .degree = degree, .p = p, .beta = beta, .seed = seed,
+                       .directed = directed, .weights = {}};
+    make_topology(spec);  // refuses parameters that do not fit, with the generator's message
+    return to_yaml(spec);
+  });
+  m.def("simulate", [](const std::string& config_path, const std::string& out) {
+    const RunConfig config = load_config(config_path);
+    int code = 0;
+    {
+      py::gil_scoped_release release;
+      code = run_simulation(config, out, false);
+    }
+    return py::make_tuple(code, read_file(out + "/summary.json"));
+  }, "gossip sim CONFIG --out OUT; returns its exit code and summary.json's text");
+}

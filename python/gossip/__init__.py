@@ -1,0 +1,199 @@
+"""gossip: decentralized gossip SGD for PyTorch training loops.
+
+The engine is C++ (the `_gossip` extension): every network operation -- TCP and shared memory
+between peers, mutual TLS, the membership view and partition alerts, the run record -- runs
+there, exactly as in a `gossip peer` process. Python holds the training loop.
+
+    peer = gossip.Peer.from_env()          # rank, config, credentials, folder: as gossip peer
+    flat = torch.zeros(n)                  # one flat float32 buffer (the model's parameters)
+    peer.join(flat)                        # connect to the neighbours
+    ...train on flat...; peer.neighbor_average(flat)   # one gossip round, mixed in place
+    peer.report(loss=..., accuracy=...)    # metrics.csv, the launcher's progress and summary
+    peer.finish()
+
+`gossip.torch.DecentralizedOptimizer` wraps a torch optimizer and does all of this after
+`step()`. C++ errors arrive as ValueError (bad input or use) or RuntimeError, with the message
+the C++ side wrote.
+"""
+import json
+import os
+import sys
+
+from . import _gossip
+
+__all__ = ["Peer", "topology", "sim"]
+
+
+def _as_float_buffer(tensor, what):
+    """A writable float32 buffer over `tensor`'s memory (a torch tensor or anything with the
+    buffer protocol), refusing what cannot be mixed in place, with a clear message."""
+    mod = type(tensor).__module__
+    if mod.startswith("torch"):
+        import torch
+        if tensor.dtype != torch.float32:
+            raise TypeError(f"{what}: the tensor's dtype is {tensor.dtype}; gossip mixes "
+                            "torch.float32 buffers (convert with .float())")
+        if tensor.device.type != "cpu":
+            raise ValueError(f"{what}: the tensor is on {tensor.device}; gossip mixes host "
+                             "memory (keep the flat buffer on the CPU)")
+        if not tensor.is_contiguous():
+            raise ValueError(f"{what}: the tensor is not contiguous; gossip mixes one "
+                             "contiguous buffer (use gossip.torch.flatten_parameters)")
+        return tensor.detach().numpy()
+    return tensor
+
+
+class Peer:
+    """One peer of a gossip network, backed by the C++ peer (see the module's doc)."""
+
+    def __init__(self, config=None, rank=None, out=None, tls_dir=None, hosts=None,
+                 events=False, args=None):
+        """A peer of the network `config` (a run config YAML) describes. `rank` defaults to
+        the launcher's (GOSSIP_RANK, mpirun, srun, a Kubernetes index), as for gossip peer.
+        `args`, when given, is gossip peer's argument list and replaces everything else."""
+        self._evaluate_path = None
+        if args is None:
+            if config is None:
+                raise ValueError("gossip.Peer needs a config: Peer(config='run.yaml') or "
+                                 "Peer.from_env() under gossip run / with GOSSIP_CONFIG set")
+            args = [str(config)]
+            if rank is not None:
+                args += ["--rank", str(int(rank))]
+            args += ["--out", str(out or "runs/peer")]
+            if tls_dir:
+                args += ["--tls-dir", str(tls_dir)]
+            if hosts:
+                args += ["--hosts", str(hosts)]
+            if events:
+                args.append("--events")
+        self._args = list(args)
+        self._peer = _gossip.Peer(self._args)
+        self._buffer = None
+
+    @classmethod
+    def from_env(cls):
+        """The peer this process is: under `gossip run --exec` from the arguments the launcher
+        passes (GOSSIP_PEER_ARGS); otherwise the config from GOSSIP_CONFIG, the folder from
+        GOSSIP_OUT (default runs/peer), credentials from GOSSIP_TLS_DIR, and the rank as
+        gossip peer finds it (GOSSIP_RANK, OMPI_COMM_WORLD_RANK, SLURM_PROCID, PMI_RANK,
+        JOB_COMPLETION_INDEX, a StatefulSet pod's name)."""
+        if os.environ.get("GOSSIP_EVALUATE"):
+            return _EvaluatingPeer(os.environ["GOSSIP_EVALUATE"],
+                                   os.environ["GOSSIP_EVALUATE_OUT"])
+        given = os.environ.get("GOSSIP_PEER_ARGS")
+        if given:
+            return cls(args=json.loads(given))
+        config = os.environ.get("GOSSIP_CONFIG")
+        if not config:
+            raise ValueError("gossip.Peer.from_env: no GOSSIP_PEER_ARGS (set by gossip run "
+                             "--exec) and no GOSSIP_CONFIG naming the run config")
+        return cls(config, out=os.environ.get("GOSSIP_OUT"),
+                   tls_dir=os.environ.get("GOSSIP_TLS_DIR"))
+
+    rank = property(lambda self: self._peer.rank, doc="this peer's rank")
+    size = property(lambda self: self._peer.size, doc="peers in the network")
+    joined = property(lambda self: self._peer.joined)
+    rounds_done = property(lambda self: self._peer.rounds_done, doc="gossip rounds done")
+    config = property(lambda self: self._peer.config_values,
+                      doc="the run config's values a training script needs (a dict)")
+    evaluating = False
+
+    def shard(self):
+        """This rank's shard of the config's training set: a list of sample indices, the same
+        as gossip peer and the simulator draw (data.shard, train.seed)."""
+        return self._peer.shard()
+
+    def join(self, tensor, model=None, rounds=0, evaluate=None):
+        """Connects to the neighbours with `tensor` (float32, contiguous, on the CPU): the
+        buffer every later round mixes in place; it must stay alive until finish(). `model`
+        names the model for the handshake (default: its size), `rounds` the rounds planned
+        (the launcher's progress line). `evaluate` (a function returning the test accuracy, or
+        (loss, accuracy), of the parameters in `tensor`) lets gossip run evaluate the average
+        model at the end. Raises ValueError when a neighbour refuses a buffer of another size."""
+        buf = _as_float_buffer(tensor, "join")
+        size = memoryview(buf).nbytes // 4
+        self._peer.join(buf, model or f"python-{size}", int(rounds))
+        self._buffer = buf
+
+    def join_model(self):
+        """Joins with gossip's own model from the config (its layers, optimizer and shard);
+        step_round() then trains and mixes it, as gossip peer does."""
+        self._peer.join_model()
+
+    def neighbor_average(self, tensor):
+        """One gossip round: sends this peer's buffer to its out-neighbours, waits for its
+        in-neighbours' (a dead one is left out), and mixes with the topology's weights, in
+        place. `tensor` must be the buffer given to join(). Returns the rounds done."""
+        self._peer.check_buffer(_as_float_buffer(tensor, "neighbor_average"))
+        return self._peer.average()
+
+    def step_round(self):
+        """join_model() peers: one round, local steps and mixing. Returns the rounds done."""
+        return self._peer.average()
+
+    def eval_due(self):
+        return self._peer.eval_due()
+
+    def params(self):
+        """The mixed buffer as a float32 memoryview (no copy)."""
+        return self._peer.params().cast("B").cast("f")
+
+    def report(self, step=None, loss=float("nan"), accuracy=0.0, epoch=-1.0):
+        """Records an evaluation after the rounds done so far: metrics.csv, a parameter
+        snapshot (the consensus distance comes from them) and the launcher's progress.
+        `step` is informational. join_model() peers evaluate gossip's model themselves."""
+        self._peer.report(float(loss), float(accuracy), float(epoch))
+
+    def live_graph(self):
+        """What this peer's convergence monitor believes: {'connected', 'components',
+        'alive', 'dead'}."""
+        return self._peer.live_graph()
+
+    def dead_peers(self):
+        return self._peer.dead_peers()
+
+    def finish(self):
+        """Writes params.bin, summary.json and the done event, and leaves the network.
+        Returns the summary's figures as a dict."""
+        summary = self._peer.finish()
+        self._buffer = None
+        return summary
+
+
+class _EvaluatingPeer:
+    """What Peer.from_env() gives when gossip run starts the script once more to evaluate the
+    network's average model: join() loads the average into the buffer, calls `evaluate`,
+    writes the result for the launcher and ends the process."""
+
+    evaluating = True
+
+    def __init__(self, params_path, out_path):
+        self._params_path = params_path
+        self._out_path = out_path
+
+    def join(self, tensor, model=None, rounds=0, evaluate=None):
+        import numpy
+        buf = numpy.asarray(_as_float_buffer(tensor, "join")).reshape(-1)
+        avg = numpy.fromfile(self._params_path, dtype=numpy.float32)
+        if avg.size != buf.size:
+            raise ValueError(f"{self._params_path}: {avg.size} parameters, but the script's "
+                             f"buffer has {buf.size}")
+        if evaluate is None:
+            with open(self._out_path, "w") as f:
+                json.dump({"error": "the script passes no evaluate= to join (or to "
+                                    "DecentralizedOptimizer)"}, f)
+            sys.exit(3)
+        buf[:] = avg
+        result = evaluate()
+        loss, accuracy = result if isinstance(result, tuple) else (float("nan"), result)
+        with open(self._out_path, "w") as f:
+            json.dump({"loss": float(loss), "accuracy": float(accuracy)}, f)
+        sys.exit(0)
+
+    def __getattr__(self, name):
+        raise RuntimeError(f"gossip.Peer.{name}: this process was started only to evaluate "
+                           "the average model (GOSSIP_EVALUATE); join() does that and exits")
+
+
+from . import topology  # noqa: E402  (it uses _gossip only)
+from ._sim import run as sim  # noqa: E402

@@ -1,0 +1,97 @@
+"""PyTorch front end: a model's parameters viewed as one flat buffer, and an optimizer wrapper
+that gossips after step(), as BlueFog's DistributedNeighborAllreduceOptimizer does.
+
+    peer = gossip.Peer.from_env()
+    opt = gossip.torch.DecentralizedOptimizer(torch.optim.SGD(model.parameters(), lr=0.05),
+                                              model, peer, period=1, rounds=R,
+                                              evaluate=lambda: test_accuracy(model))
+    for x, y in batches:
+        opt.zero_grad(); loss_fn(model(x), y).backward(); opt.step()
+
+The algorithm (dpsgd, local_sgd, push_sum, choco with its compressor, allreduce) is the run
+config's gossip.algorithm, the same for every peer of a run; `algorithm=` checks it.
+"""
+import torch
+
+__all__ = ["flatten_parameters", "DecentralizedOptimizer"]
+
+
+def flatten_parameters(model):
+    """Moves `model`'s parameters into one contiguous float32 CPU tensor and makes each
+    parameter a view of its slice (values unchanged). Returns the flat tensor: mixing it mixes
+    the model, with no copies."""
+    params = [p for p in model.parameters()]
+    for p in params:
+        if p.dtype != torch.float32:
+            raise TypeError(f"flatten_parameters: a parameter is {p.dtype}; gossip mixes "
+                            "float32 models (model.float())")
+        if p.device.type != "cpu":
+            raise ValueError(f"flatten_parameters: a parameter is on {p.device}; the flat "
+                             "buffer gossip mixes lives on the CPU")
+    total = sum(p.numel() for p in params)
+    flat = torch.empty(total, dtype=torch.float32)
+    offset = 0
+    with torch.no_grad():
+        for p in params:
+            n = p.numel()
+            flat[offset:offset + n].copy_(p.data.reshape(-1))
+            p.data = flat[offset:offset + n].view_as(p)
+            offset += n
+    return flat
+
+
+def model_name(model, flat):
+    """The model's name in the handshake: its class and every parameter's shape."""
+    shapes = ",".join("x".join(str(d) for d in p.shape) for p in model.parameters())
+    return f"torch:{type(model).__name__}:{shapes}:{flat.numel()}"
+
+
+class DecentralizedOptimizer:
+    """Wraps a torch optimizer over `model`: step() takes the optimizer's step, and every
+    `period` steps one gossip round that mixes the model's parameters with the neighbours'
+    (in place, over gossip's transport). `rounds` is the gossip rounds the script plans, for
+    the launcher's progress line; `evaluate` (returning the test accuracy, or (loss,
+    accuracy), of the model as it is) lets gossip run evaluate the network's average model."""
+
+    def __init__(self, optimizer, model, peer, algorithm=None, period=1, rounds=0,
+                 evaluate=None):
+        if period < 1:
+            raise ValueError(f"DecentralizedOptimizer: period must be at least 1, not {period}")
+        if algorithm is not None and not peer.evaluating:
+            configured = peer.config["algorithm"]
+            if algorithm != configured:
+                raise ValueError(f"DecentralizedOptimizer: algorithm '{algorithm}' is not the "
+                                 f"run's gossip.algorithm '{configured}' (every peer of a run "
+                                 "uses the config's)")
+        self.optimizer = optimizer
+        self.model = model
+        self.peer = peer
+        self.period = int(period)
+        self.flat = flatten_parameters(model)
+        self.steps = 0
+        peer.join(self.flat, model=model_name(model, self.flat), rounds=rounds,
+                  evaluate=evaluate)
+
+    @property
+    def param_groups(self):
+        return self.optimizer.param_groups
+
+    def zero_grad(self, set_to_none=False):
+        self.optimizer.zero_grad(set_to_none=set_to_none)
+
+    def step(self, closure=None):
+        """The wrapped optimizer's step, then a gossip round every `period` steps. Returns the
+        closure's loss, as torch optimizers do."""
+        loss = self.optimizer.step(closure)
+        self.steps += 1
+        if self.steps % self.period == 0:
+            with torch.no_grad():
+                self.peer.neighbor_average(self.flat)
+        return loss
+
+    def state_dict(self):
+        return {"optimizer": self.optimizer.state_dict(), "steps": self.steps}
+
+    def load_state_dict(self, state):
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.steps = int(state["steps"])

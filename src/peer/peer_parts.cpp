@@ -1,0 +1,129 @@
+// peer/peer_parts.cpp: the pieces run_peer and PeerSession share (see peer_parts.hpp).
+#include "src/peer/peer_parts.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <set>
+
+#include "gossip/core.hpp"
+
+namespace gossip::peer_parts {
+
+double since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+std::vector<int> all_neighbours(const Topology& topology, int rank) {
+  std::set<int> s;
+  for (std::int64_t t = 0; t < topology.period(); ++t) {
+    for (const auto& nb : topology.in_neighbours(rank, t)) s.insert(nb.peer);
+    for (const auto& nb : topology.out_neighbours(rank, t)) s.insert(nb.peer);
+  }
+  s.erase(rank);
+  return {s.begin(), s.end()};
+}
+
+NetConfig net_config(const RunConfig& config, const Topology& topology, const PeerOptions& opt,
+                     const std::string& model, std::int64_t num_params) {
+  const int rank = opt.rank;
+  NetConfig net;
+  net.tls = peer_tls(config, opt.tls_dir, rank);
+  net.rank = rank;
+  net.size = topology.n();
+  net.addresses = peer_addresses(config, topology, opt.launch);
+  net.neighbours = all_neighbours(topology, rank);
+  for (int p : extra_neighbours(config.gossip, rank, topology.n()))  // all-reduce's ring
+    if (std::find(net.neighbours.begin(), net.neighbours.end(), p) == net.neighbours.end())
+      net.neighbours.push_back(p);
+  std::sort(net.neighbours.begin(), net.neighbours.end());
+  net.handshake.run_id = config.net.run_id;
+  net.shared_memory = config.net.shared_memory;
+  // A sender may run this many rounds ahead of us (n - 1 on a directed ring): keep them all.
+  net.max_queued_rounds = static_cast<std::size_t>(
+      std::max<std::int64_t>(net.max_queued_rounds,
+                             max_round_lead(topology) + 1 +
+                                 extra_round_lead(config.gossip, topology.n())));
+  net.handshake.model = model;
+  net.handshake.param_count = static_cast<std::uint64_t>(num_params);
+  net.handshake.topology_fingerprint = topology.fingerprint();
+  const auto ms = [](double s) { return std::chrono::milliseconds(static_cast<long>(s * 1000)); };
+  net.timeouts.start = ms(config.net.connect_timeout_s);
+  net.timeouts.io = ms(config.gossip.round_timeout_s);
+  net.log = [rank](const std::string& line) { log_line(cat("peer ", rank, " net: ", line)); };
+  return net;
+}
+
+Events::Events(const std::string& dir, bool to_stdout, bool append)
+    : path_(dir + "/events.txt"), file_(path_, append ? std::ios::app : std::ios::trunc),
+      stdout_(to_stdout) {
+  if (!file_) throw InputError(cat(path_, ": cannot open for writing"));
+}
+
+void Events::progress(const PeerEvent& event) {
+  if (!stdout_) return;
+  std::fprintf(stdout, "%s\n", encode_event(event).c_str());
+  std::fflush(stdout);
+}
+
+void Events::emit(const PeerEvent& event) {
+  const std::string line = encode_event(event);
+  file_ << line << '\n' << std::flush;
+  if (!file_) throw RuntimeError(cat(path_, ": write failed"));
+  if (!stdout_) return;
+  std::fprintf(stdout, "%s\n", line.c_str());
+  std::fflush(stdout);
+}
+
+void write_params(const std::string& path, std::span<const float> params) {
+  std::ofstream f(path + ".tmp", std::ios::binary | std::ios::trunc);
+  f.write(reinterpret_cast<const char*>(params.data()),
+          static_cast<std::streamsize>(params.size() * sizeof(float)));
+  f.close();
+  if (!f) throw RuntimeError(cat(path, ".tmp: write failed"));
+  std::filesystem::rename(path + ".tmp", path);
+}
+
+Watch::Watch(const Topology& topology, int rank, MonitoredExchange& exchange, Events& events,
+             Clock::time_point t0)
+    : rank_(rank), exchange_(&exchange), events_(&events), t0_(t0), monitor_(topology, rank) {}
+
+void Watch::operator()(std::int64_t round) {
+  for (const MemberChange& c : exchange_->membership().take_changes()) {
+    log_line(cat("peer ", rank_, " round ", round, ": membership: peer ", c.peer, " ", c.event,
+                 " (incarnation ", c.incarnation, ")"));
+    events_->emit(MemberEvent{rank_, round, since(t0_), c.event, c.peer,
+                              static_cast<std::int64_t>(c.incarnation), exchange_->dead_peers(),
+                              {}, {}});
+  }
+  const auto change = monitor_.check(exchange_->dead_peers());
+  if (!change) return;
+  log_line(cat("peer ", rank_, " round ", round, ": ", change->message));
+  events_->emit(AlertEvent{rank_, round, change->connected, change->dead, change->message});
+  if (!change->event.empty()) {
+    partitioned_ = change->event == "partition";
+    events_->emit(MemberEvent{rank_, round, since(t0_), change->event, -1, 0, change->dead,
+                              change->components, change->my_component});
+  }
+}
+
+std::int64_t catch_up(std::int64_t r, const Topology& topology, int rank,
+                      MonitoredExchange& exchange, Algorithm& algorithm,
+                      const std::function<void(std::span<const float>)>& upload) {
+  const std::int64_t behind = max_round_lead(topology) + 1;
+  const auto m = exchange.newest(all_neighbours(topology, rank));
+  // Only parameters can be taken over: choco's and all-reduce's packets are not a model (and
+  // all-reduce numbers its hops, not its rounds).
+  if (!m || !m->packet.empty() || m->params.empty() || m->round <= r + behind) return r;
+  exchange.merge_views(r);  // learn what the others believe of us first
+  upload(m->params);
+  Algorithm::State st = algorithm.state();
+  st.weight = m->weight;
+  algorithm.restore(st);
+  log_line(cat("peer ", rank, ": at round ", r, ", ", m->round - r,
+               " rounds behind its neighbours: took peer ", m->peer, "'s parameters of round ",
+               m->round, " and carries on from there"));
+  return m->round;
+}
+
+}  // namespace gossip::peer_parts

@@ -1,0 +1,87 @@
+// peer/peer_parts.hpp: what a `gossip peer` process (run_peer) and a peer driven by its caller
+// (PeerSession, the Python module's) share: the network settings, the event lines, the parameter
+// snapshots, the membership watch and catching up with neighbours that are rounds ahead.
+#pragma once
+#if !defined(GOSSIP_ROOM_PEER)
+#error "src/peer/peer_parts.hpp belongs to room peer, which this room does not use (see the room table in meson.build)"
+#endif
+
+#include <chrono>
+#include <cstdint>
+#include <fstream>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "gossip/config.hpp"
+#include "gossip/events.hpp"
+#include "gossip/gossip.hpp"
+#include "gossip/monitor.hpp"
+#include "gossip/net.hpp"
+#include "gossip/peer.hpp"
+#include "gossip/topology.hpp"
+
+namespace gossip::peer_parts {
+
+using Clock = std::chrono::steady_clock;
+
+/// Seconds since `t0`.
+double since(Clock::time_point t0);
+
+/// Every peer this one talks to in any round of the period (in- and out-neighbours).
+std::vector<int> all_neighbours(const Topology& topology, int rank);
+
+/// This peer's network settings: addresses, neighbours, handshake (with `model` as the model
+/// fingerprint and `num_params` floats), TLS, timeouts, log lines.
+NetConfig net_config(const RunConfig& config, const Topology& topology, const PeerOptions& opt,
+                     const std::string& model, std::int64_t num_params);
+
+/// Writes each event line to DIR/events.txt, and to stdout for the launcher when asked to
+/// (`gossip peer --events`).
+class Events {
+ public:
+  /// `append`: a resumed peer adds to the events it saved before it stopped.
+  Events(const std::string& dir, bool to_stdout, bool append);
+  /// Progress only for the launcher's line (round events): not saved, since nothing is merged
+  /// from it.
+  void progress(const PeerEvent& event);
+  void emit(const PeerEvent& event);
+
+ private:
+  std::string path_;
+  std::ofstream file_;
+  bool stdout_;
+};
+
+/// Writes the parameter buffer (float32, this machine's byte order) to PATH through a rename, so
+/// a reader never sees half a file.
+void write_params(const std::string& path, std::span<const float> params);
+
+/// After each round: the membership changes and the convergence monitor's alerts, as log lines
+/// and events. Not thread-safe.
+class Watch {
+ public:
+  /// All references must outlive the watch.
+  Watch(const Topology& topology, int rank, MonitoredExchange& exchange, Events& events,
+        Clock::time_point t0);
+  void operator()(std::int64_t round);
+  bool partitioned() const { return partitioned_; }
+  const ConvergenceMonitor& monitor() const { return monitor_; }
+
+ private:
+  int rank_;
+  MonitoredExchange* exchange_;
+  Events* events_;
+  Clock::time_point t0_;
+  ConvergenceMonitor monitor_;
+  bool partitioned_ = false;
+};
+
+/// A peer rounds behind its neighbours (restarted, or paused) catches up: it takes the newest
+/// parameters a neighbour sent (into `params` via `upload`) and carries on from that round.
+/// Returns the round to run next (`r` when there is nothing to catch up with).
+std::int64_t catch_up(std::int64_t r, const Topology& topology, int rank,
+                      MonitoredExchange& exchange, Algorithm& algorithm,
+                      const std::function<void(std::span<const float>)>& upload);
+
+}  // namespace gossip::peer_parts

@@ -1,0 +1,289 @@
+// peer/peer_session.cpp: a peer whose caller drives the rounds (PeerSession, gossip/peer.hpp):
+// the Python module's peer. It wires the same pieces as run_peer (peer_parts.hpp) round by round.
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <limits>
+#include <mutex>
+#include <numeric>
+
+#include "gossip/backend.hpp"
+#include "gossip/core.hpp"
+#include "gossip/events.hpp"
+#include "gossip/gossip.hpp"
+#include "gossip/hash.hpp"
+#include "gossip/monitor.hpp"
+#include "gossip/net.hpp"
+#include "gossip/peer.hpp"
+#include "gossip/report.hpp"
+#include "gossip/train.hpp"
+#include "src/peer/peer_parts.hpp"
+
+namespace gossip {
+
+using namespace peer_parts;
+
+namespace {
+
+/// The refusals a neighbour's handshake gave, collected from the I/O thread's log lines.
+struct Refusals {
+  std::mutex mutex;
+  std::vector<std::string> lines;
+};
+
+}  // namespace
+
+struct PeerSession::Impl {
+  RunConfig config;
+  Topology topology;
+  PeerOptions opt;
+  Clock::time_point t0 = Clock::now();
+  std::string dir;
+  bool rejoin = false;
+  Events events;
+  std::vector<std::vector<std::int64_t>> shards;
+  // Own model only: the data, the trainer and the plan.
+  std::unique_ptr<Backend> backend;
+  DataSets data;
+  Dataset own;
+  std::unique_ptr<Trainer> trainer;
+  RoundPlan plan;
+  std::vector<float> host;  // the own model's parameters on the host
+  // Once joined.
+  std::span<float> params;
+  std::int64_t rounds = 0;
+  std::int64_t round = 0;
+  std::unique_ptr<NetExchange> transport;
+  std::unique_ptr<MonitoredExchange> exchange;
+  std::unique_ptr<Algorithm> algorithm;
+  std::unique_ptr<Watch> watch;
+  std::unique_ptr<RunRecord> record;
+  Clock::time_point last_round_event = Clock::now();
+  bool finished = false;
+
+  Impl(RunConfig c, Topology t, PeerOptions o)
+      : config(std::move(c)), topology(std::move(t)), opt(std::move(o)),
+        dir(peer_dir(opt.out_dir, opt.rank)),
+        rejoin(opt.rejoin && std::filesystem::exists(dir + "/metrics.csv")),
+        events((make_output_dir(dir), dir), opt.events, rejoin) {}
+
+  void require_joined(const char* what) const {
+    if (finished) throw InputError(cat(what, ": peer ", opt.rank, " has finished"));
+    if (!exchange)
+      throw InputError(cat(what, ": peer ", opt.rank, " has not joined the network yet (call "
+                           "join with its parameter buffer first)"));
+  }
+
+  /// Connects with `learner`'s buffer; throws when a neighbour refused our model.
+  void connect(const Learner& learner, const std::string& model) {
+    NetConfig net = net_config(config, topology, opt, model, learner.num_params);
+    auto refusals = std::make_shared<Refusals>();
+    const int rank = opt.rank;
+    net.log = [rank, refusals](const std::string& line) {
+      log_line(cat("peer ", rank, " net: ", line));
+      if (line.find("model fingerprint") == std::string::npos) return;
+      std::lock_guard lock(refusals->mutex);
+      refusals->lines.push_back(line);
+    };
+    const std::vector<int> neighbours = net.neighbours;
+    const std::string listen = listen_address(net.addresses[rank]);
+    transport = std::make_unique<NetExchange>(std::move(net), NetListener(listen));
+    const std::vector<int> up = transport->connected_peers();
+    const bool all_up = std::includes(up.begin(), up.end(), neighbours.begin(), neighbours.end());
+    {
+      std::lock_guard lock(refusals->mutex);
+      if (!all_up && !refusals->lines.empty()) {
+        transport.reset();
+        throw InputError(cat("peer ", rank, ": its neighbours refused its parameter buffer: ",
+                             refusals->lines.front(), " (every peer of a run must join with a "
+                             "buffer of the same model and size)"));
+      }
+    }
+    exchange = std::make_unique<MonitoredExchange>(*transport, config.gossip.dead_after_rounds,
+                                                   config.gossip.dead_after_seconds());
+    exchange->set_faults(&config.faults);
+    events.emit(ReadyEvent{rank, since(t0), topology.n(), opt.config_path});
+    algorithm = make_algorithm(learner, *exchange, topology, config.gossip, config.train.seed);
+    watch = std::make_unique<Watch>(topology, rank, *exchange, events, t0);
+    (*watch)(0);
+    record = rejoin ? std::make_unique<RunRecord>(RunRecord::resume(
+                          dir, std::numeric_limits<std::int64_t>::max()))
+                    : std::make_unique<RunRecord>(dir);
+    log_line(cat("peer ", rank, ": joined with ", model, " (", learner.num_params,
+                 " parameters), ", neighbours.size(), " neighbours, ",
+                 algorithm->name()));
+  }
+
+  void upload(std::span<const float> p) {
+    if (trainer) return trainer->upload_params(p);
+    std::copy(p.begin(), p.end(), params.begin());
+  }
+
+  void record_eval(double loss, double accuracy, double epoch) {
+    if (!std::isfinite(loss) && round > 0)
+      throw RuntimeError(cat("training diverged at round ", round, " (loss ", loss,
+                             "): lower the learning rate"));
+    MetricsRow row;
+    row.round = round;
+    row.epoch = epoch;
+    row.peer = opt.rank;
+    row.loss = round > 0 ? loss : 0.0;
+    row.test_accuracy = accuracy;
+    row.bytes_sent = exchange->bytes_sent();
+    row.seconds = since(t0);
+    record->write(row);
+    record->flush();
+    // The parameters of every evaluation: the launcher (or `gossip collect`) computes the
+    // consensus distance (and, for gossip's own model, the average model's accuracy) from them.
+    std::vector<float> snapshot_params(params.size());
+    algorithm->model_params(snapshot_params);
+    const std::string snapshot = cat(dir, "/params-", round, ".bin");
+    write_params(snapshot, snapshot_params);
+    events.emit(EvalEvent{opt.rank, round, rounds, row.epoch, row.loss, row.test_accuracy,
+                          row.bytes_sent, row.seconds, snapshot});
+  }
+};
+
+PeerSession::PeerSession(RunConfig config, Topology topology, PeerOptions options) {
+  const int n = topology.n();
+  if (options.rank < 0 || options.rank >= n)
+    throw InputError(cat("rank ", options.rank, " is out of range: the topology has ", n,
+                         " peers"));
+  peer_tls(config, options.tls_dir, options.rank);  // missing credentials stop us at once
+  impl_ = std::make_unique<Impl>(std::move(config), std::move(topology), std::move(options));
+}
+
+PeerSession::~PeerSession() = default;
+
+int PeerSession::rank() const { return impl_->opt.rank; }
+int PeerSession::size() const { return impl_->topology.n(); }
+const RunConfig& PeerSession::config() const { return impl_->config; }
+const Topology& PeerSession::topology() const { return impl_->topology; }
+bool PeerSession::joined() const { return impl_->exchange != nullptr; }
+bool PeerSession::finished() const { return impl_->finished; }
+std::span<float> PeerSession::params() {
+  impl_->require_joined("params");
+  return impl_->params;
+}
+std::int64_t PeerSession::rounds_done() const { return impl_->round; }
+std::int64_t PeerSession::planned_rounds() const { return impl_->rounds; }
+
+std::vector<std::int64_t> PeerSession::shard() const {
+  Impl& m = *impl_;
+  if (m.shards.empty()) {
+    const DataSets data = load_datasets(m.config);
+    m.shards = shard_for(m.config, data.train, m.topology.n());
+  }
+  return m.shards[static_cast<std::size_t>(m.opt.rank)];
+}
+
+void PeerSession::join(std::span<float> params, const std::string& model, std::int64_t rounds) {
+  Impl& m = *impl_;
+  if (m.exchange) throw InputError(cat("join: peer ", m.opt.rank, " has joined already"));
+  if (params.empty()) throw InputError("join: the parameter buffer is empty");
+  if (rounds < 0) throw InputError(cat("join: rounds must be 0 or more, not ", rounds));
+  m.backend = make_cpu_backend(m.config.train.threads);
+  m.params = params;
+  m.rounds = rounds;
+  Learner learner;
+  learner.backend = m.backend.get();
+  learner.params = params.data();
+  learner.num_params = static_cast<std::int64_t>(params.size());
+  m.connect(learner, model);
+}
+
+void PeerSession::join_model() {
+  Impl& m = *impl_;
+  if (m.exchange) throw InputError(cat("join_model: peer ", m.opt.rank, " has joined already"));
+  const int n = m.topology.n();
+  m.backend = make_backend(parse_backend_choice(m.config.train.backend), m.config.train.threads,
+                           false);
+  m.data = load_datasets(m.config);
+  m.shards = shard_for(m.config, m.data.train, n);
+  const auto& mine = m.shards[static_cast<std::size_t>(m.opt.rank)];
+  m.own = select_rows(m.data.train, mine);
+  m.plan = plan_rounds(m.config, m.data.train.n, n);
+  m.data.train = Dataset{};
+  std::vector<std::int64_t> rows(static_cast<std::size_t>(m.own.n));
+  std::iota(rows.begin(), rows.end(), 0);
+  m.trainer = std::make_unique<Trainer>(*m.backend, m.config, m.own, std::move(rows), m.opt.rank,
+                                        balance_for(m.config, m.shards, m.opt.rank));
+  m.host.resize(static_cast<std::size_t>(m.trainer->num_params()));
+  m.params = m.host;
+  m.rounds = m.plan.rounds;
+  m.connect(learner_for(*m.trainer), model_fingerprint(m.config.model));
+  if (!m.rejoin) report(0.0, 0.0, -1.0);
+}
+
+std::int64_t PeerSession::average() {
+  Impl& m = *impl_;
+  m.require_joined("average");
+  const std::int64_t r = catch_up(m.round, m.topology, m.opt.rank, *m.exchange, *m.algorithm,
+                                  [&m](std::span<const float> p) { m.upload(p); });
+  m.algorithm->run_round(r);
+  m.round = r + 1;
+  if (m.rounds == 0 || m.round < m.rounds) (*m.watch)(m.round);
+  if (m.trainer) m.trainer->download_params(m.host);
+  const bool fault_round = std::any_of(m.config.faults.begin(), m.config.faults.end(),
+                                       [&](const Fault& f) { return f.round == m.round; });
+  if (m.opt.events &&
+      (fault_round || Clock::now() - m.last_round_event >= std::chrono::milliseconds(250))) {
+    m.events.progress(RoundEvent{m.opt.rank, m.round, m.rounds, since(m.t0)});
+    m.last_round_event = Clock::now();
+  }
+  return m.round;
+}
+
+bool PeerSession::eval_due() const {
+  return impl_->trainer && impl_->plan.eval_due(impl_->round);
+}
+
+void PeerSession::report(double loss, double accuracy, double epoch) {
+  Impl& m = *impl_;
+  m.require_joined("report");
+  if (m.trainer) {
+    const Evaluation ev = m.trainer->evaluate(m.data.test, m.config.train.eval_limit);
+    const double train_loss = m.round > 0 ? m.algorithm->take_train_loss() : NAN;
+    return m.record_eval(train_loss, ev.accuracy, m.plan.epoch_at(m.round));
+  }
+  if (!std::isfinite(accuracy) || accuracy < 0.0 || accuracy > 1.0)
+    throw InputError(cat("report: accuracy must be a fraction in [0, 1], not ", accuracy));
+  m.record_eval(loss, accuracy, epoch < 0 ? 0.0 : epoch);
+}
+
+std::vector<int> PeerSession::dead_peers() const {
+  impl_->require_joined("dead_peers");
+  return impl_->exchange->dead_peers();
+}
+
+LiveGraph PeerSession::live_graph() const {
+  const std::vector<int> dead = dead_peers();
+  return gossip::live_graph(impl_->topology, dead);
+}
+
+Summary PeerSession::finish() {
+  Impl& m = *impl_;
+  m.require_joined("finish");
+  std::vector<float> final_params(m.params.size());
+  m.algorithm->model_params(final_params);
+  write_params(m.dir + "/params.bin", final_params);
+  RunEnd end{.rounds = m.round, .bytes_sent = m.exchange->bytes_sent(),
+             .wall_seconds = since(m.t0), .connected = m.watch->monitor().connected(),
+             .params_sha256 = {sha256_hex(final_params)}, .extra = {}};
+  end.extra.add("peer", m.opt.rank)
+      .add("missing_messages", m.algorithm->missing_messages())
+      .add("incarnation",
+           static_cast<std::int64_t>(m.exchange->membership().view()[m.opt.rank].incarnation));
+  const Summary s = m.record->finish(std::move(end));
+  m.events.emit(DoneEvent{m.opt.rank, s.last.test_accuracy, s.end.params_sha256.front(),
+                          s.end.bytes_sent, s.end.wall_seconds});
+  log_line(cat("peer ", m.opt.rank, ": done after ", m.round, " rounds, ", s.end.bytes_sent,
+               " bytes sent"));
+  m.finished = true;
+  m.algorithm.reset();
+  m.exchange.reset();
+  m.transport.reset();  // says bye to every neighbour
+  return s;
+}
+
+}  // namespace gossip
