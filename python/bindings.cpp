@@ -16,6 +16,7 @@
 
 #include "gossip/config.hpp"
 #include "gossip/core.hpp"
+#include "gossip/data.hpp"
 #include "gossip/monitor.hpp"
 #include "gossip/peer.hpp"
 #include "gossip/report.hpp"
@@ -203,6 +204,38 @@ PYBIND11_MODULE(_gossip, m) {
              return d;
            });
 
+  m.def("load_idx", [](const std::string& images, const std::string& labels, int classes) {
+    Dataset d;
+    {
+      py::gil_scoped_release release;
+      d = load_idx(images, labels, classes);
+    }
+    py::bytes pixels(reinterpret_cast<const char*>(d.pixels.data()), d.pixels.size());
+    py::bytes y(reinterpret_cast<const char*>(d.y.data()), d.y.size() * sizeof(std::int32_t));
+    return py::make_tuple(pixels, y, d.n, d.dim);
+  }, py::arg("images"), py::arg("labels"), py::arg("classes") = 10,
+     "gossip's IDX reader (plain or .gz): (pixel bytes, int32 label bytes, rows, features)");
+  m.def("peer_config", [](const std::vector<std::string>& args) {
+    cli::PeerSetup s = cli::peer_setup(args);
+    py::dict d;
+    d["rank"] = s.options.rank;
+    d["size"] = s.topology->n();
+    d["epochs"] = s.config.train.epochs;
+    d["batch"] = s.config.train.batch;
+    d["seed"] = s.config.train.seed;
+    d["lr"] = s.config.optimizer.lr;
+    d["momentum"] = s.config.optimizer.momentum;
+    d["test_images"] = s.config.data.test_images;
+    d["test_labels"] = s.config.data.test_labels;
+    d["train_images"] = s.config.data.train_images;
+    d["train_labels"] = s.config.data.train_labels;
+    d["algorithm"] = s.config.gossip.algorithm;
+    d["period"] = s.config.gossip.period;
+    d["evals_per_epoch"] = s.config.train.evals_per_epoch;
+    d["threads"] = s.config.train.threads;
+    d["limit_train"] = s.config.data.limit_train;
+    return d;
+  }, "The run config's values a script needs, from gossip peer's arguments (no peer made)");
   m.def("topology_report", [](const std::string& file) {
     auto [json, code] = topology_json(file);
     return py::make_tuple(json, code);

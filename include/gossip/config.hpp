@@ -261,6 +261,10 @@ struct RunConfig {
   NetworkConfig net;
   CompareConfig compare;
   std::vector<Fault> faults;  // the fault schedule, in file order
+  /// `exec:` a command (run by /bin/sh) that `gossip run` starts for each rank instead of
+  /// `gossip peer`: a Python training script over the gossip module (GOSSIP_PEER_ARGS in its
+  /// environment carries gossip peer's arguments). Relative paths in it are the caller's.
+  std::string exec;
   /// Line of each field the file set, by dotted name ("gossip.algorithm"); empty in code.
   std::map<std::string, int> lines;
 

@@ -21,7 +21,17 @@ import sys
 
 from . import _gossip
 
-__all__ = ["Peer", "topology", "sim"]
+__all__ = ["Peer", "topology", "sim", "load_idx"]
+
+
+def load_idx(images, labels, classes=10):
+    """An IDX image set (plain or .gz, e.g. Debian's dataset-fashion-mnist files) read by
+    gossip's own reader: (uint8 pixels as a numpy array of shape (rows, features), int64
+    labels)."""
+    import numpy
+    pixels, y, n, dim = _gossip.load_idx(str(images), str(labels), int(classes))
+    x = numpy.frombuffer(pixels, dtype=numpy.uint8).reshape(n, dim)
+    return x, numpy.frombuffer(y, dtype=numpy.int32).astype(numpy.int64)
 
 
 def _as_float_buffer(tensor, what):
@@ -67,6 +77,9 @@ class Peer:
             if events:
                 args.append("--events")
         self._args = list(args)
+        if "--events" in self._args:
+            # stdout carries the launcher's event lines: the script's prints go to the log.
+            sys.stdout = sys.stderr
         self._peer = _gossip.Peer(self._args)
         self._buffer = None
 
@@ -170,6 +183,9 @@ class _EvaluatingPeer:
     def __init__(self, params_path, out_path):
         self._params_path = params_path
         self._out_path = out_path
+        self.config = _gossip.peer_config(json.loads(os.environ.get("GOSSIP_PEER_ARGS", "[]")))
+        self.rank = self.config["rank"]
+        self.size = self.config["size"]
 
     def join(self, tensor, model=None, rounds=0, evaluate=None):
         import numpy

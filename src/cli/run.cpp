@@ -20,6 +20,7 @@ const char* kRunHelp =
     "usage: gossip run CONFIG --out DIR [--epochs N] [--algorithm NAME] [--topology FILE]\n"
     "                  [--period H] [--keep-going] [--restart on-failure] [--no-progress]\n"
     "                  [--until-round N] [--faults FILE] [--netem rate=RATE[,delay=TIME,...]]\n"
+    "                  [--exec COMMAND]\n"
     "       gossip run --resume DIR [--until-round N] [--no-progress]\n"
     "\n"
     "Starts one `gossip peer` process per rank of CONFIG's topology on this machine, shows one\n"
@@ -50,6 +51,14 @@ const char* kRunHelp =
     "                     the peers talk TCP over the bridge, like separate hosts. Needs root\n"
     "                     and iproute2; every namespace, link and qdisc is removed at the end\n"
     "                     (also on Ctrl-C or a failure)\n"
+    "  --exec COMMAND     start COMMAND (through /bin/sh, e.g. \"python3 examples/torch_fmnist.py\")\n"
+    "                     for each rank instead of `gossip peer` (the config's exec: does the\n"
+    "                     same): a script over the gossip Python module, whose Peer.from_env()\n"
+    "                     reads gossip peer's arguments from GOSSIP_PEER_ARGS (a JSON list).\n"
+    "                     Everything else is unchanged: the run's CA, the progress line, the\n"
+    "                     outputs, --keep-going, --netem. The average model's accuracy comes\n"
+    "                     from running COMMAND once more at the end with GOSSIP_EVALUATE set\n"
+    "                     (the module then evaluates the average with the script's evaluate=)\n"
     "  --resume DIR       continue the run in DIR (stopped by --until-round, Ctrl-C or a crash)\n"
     "                     from the newest round every peer has a checkpoint of\n"
     "                     (train.checkpoint_every), with the config and options it was started\n"
@@ -99,7 +108,7 @@ std::vector<std::string> saved_command(const std::string& dir) {
 
 int run_run(int argc, char** argv) {
   Args args(argc, argv,
-            with_override_options({"out", "resume", "until-round", "restart", "netem"}),
+            with_override_options({"out", "resume", "until-round", "restart", "netem", "exec"}),
             {"keep-going", "no-progress"});
   if (args.help()) {
     std::printf(kRunHelp, kOverrideHelp);
@@ -120,6 +129,11 @@ int run_run(int argc, char** argv) {
   apply_overrides(args, config);
   if (const auto netem = args.get("netem"))
     config.net.emulate = parse_link_emulation(*netem, "--netem");
+  if (const auto command = args.get("exec")) {
+    if (command->find_first_not_of(" \t") == std::string::npos)
+      throw InputError("--exec: the command is empty");
+    config.exec = *command;
+  }
   LaunchOptions opt;
   opt.config_path = args.config_path();
   opt.peer_arguments = override_arguments(args);

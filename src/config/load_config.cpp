@@ -600,6 +600,11 @@ RunConfig read(const yaml::Document& doc, const std::string& dir) {
       {"net", [&](auto& v, auto&) { read_net(r, v, cfg.net); }},
       {"compare", [&](auto& v, auto&) { read_compare(r, v, cfg.compare); }},
       {"faults", [&](auto& v, auto& f) { cfg.faults = read_faults(r, v, f); }},
+      {"exec", [&](auto& v, auto& f) {
+         cfg.exec = r.text(v, f);
+         if (cfg.exec.find_first_not_of(" \t") == std::string::npos)
+           r.fail(v, f, "is empty: name the command each rank runs (e.g. python3 train.py)");
+       }},
   });
   check_model(cfg);
   check_gossip_keys(cfg);

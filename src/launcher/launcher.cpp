@@ -22,6 +22,7 @@
 #include "src/launcher/network_record.hpp"
 #include "gossip/checkpoint.hpp"
 #include "gossip/core.hpp"
+#include "gossip/json.hpp"
 #include "gossip/events.hpp"
 #include "gossip/gossip.hpp"
 #include "gossip/launcher.hpp"
@@ -69,13 +70,20 @@ std::int64_t common_checkpoint(const std::string& out, int n) {
   return common.back();
 }
 
+/// ["a","b"]: a JSON list of strings (GOSSIP_PEER_ARGS).
+std::string json_list(const std::vector<std::string>& items) {
+  std::string out = "[";
+  for (const auto& s : items) out += (out.size() > 1 ? "," : "") + json_string(s);
+  return out + "]";
+}
+
 class Network {
  public:
   Network(const RunConfig& config, const LaunchOptions& opt, const Topology& topology,
           std::int64_t resume_round, std::string tls_dir,
           const launcher::EmulatedNetwork* links)
       : opt_(opt), n_(topology.n()), resume_round_(resume_round), tls_dir_(std::move(tls_dir)),
-        links_(links),
+        links_(links), exec_(config.exec),
         record_(config, opt.out_dir, n_, launcher::NetworkRecord::Clock::kLauncher, true,
                 resume_round),
         faults_(&config.faults), fault_done_(config.faults.size(), false) {}
@@ -85,6 +93,8 @@ class Network {
  private:
   void recover_unmerged();
   std::vector<std::string> peer_argv(int r, bool rejoin) const;
+  /// gossip peer's arguments for rank r (after the subcommand name).
+  std::vector<std::string> peer_args(int r, bool rejoin) const;
   void start();
   void restart(int r);
   void show_progress();
@@ -101,6 +111,7 @@ class Network {
   std::int64_t resume_round_;  // -1: a fresh run
   std::string tls_dir_;        // the run's own credentials (--tls-dir of every peer), or ""
   const launcher::EmulatedNetwork* links_;  // --netem: each peer in its namespace, or null
+  std::string exec_;           // the config's exec: command, or "" for gossip peer
   launcher::NetworkRecord record_;
   std::vector<launcher::Child> children_;
   std::vector<std::int64_t> peer_round_;  // rounds each peer has completed, from its events
@@ -153,11 +164,24 @@ std::string make_run_credentials(const RunConfig& config, const std::string& out
 }
 
 std::vector<std::string> Network::peer_argv(int r, bool rejoin) const {
-  const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
-  std::vector<std::string> argv;
-  if (links_) argv = links_->exec_prefix(r);
-  argv.insert(argv.end(), {self, "peer", opt_.config_path, "--rank", std::to_string(r), "--out",
-                           opt_.out_dir, "--events"});
+  std::vector<std::string> argv = peer_args(r, rejoin);
+  std::vector<std::string> prefix;
+  if (links_) prefix = links_->exec_prefix(r);
+  if (!exec_.empty()) {
+    // exec: the command, through /bin/sh, with gossip peer's arguments for Peer.from_env().
+    prefix.insert(prefix.end(), {"/usr/bin/env", cat("GOSSIP_PEER_ARGS=", json_list(argv)),
+                                 "/bin/sh", "-c", exec_});
+    return prefix;
+  }
+  prefix.insert(prefix.end(),
+                {std::filesystem::read_symlink("/proc/self/exe").string(), "peer"});
+  argv.insert(argv.begin(), prefix.begin(), prefix.end());
+  return argv;
+}
+
+std::vector<std::string> Network::peer_args(int r, bool rejoin) const {
+  std::vector<std::string> argv{opt_.config_path, "--rank", std::to_string(r), "--out",
+                                opt_.out_dir, "--events"};
   if (links_) argv.insert(argv.end(), {"--hosts", cat(opt_.out_dir, "/netem-hosts")});
   if (!tls_dir_.empty()) argv.insert(argv.end(), {"--tls-dir", tls_dir_});
   if (rejoin) argv.push_back("--rejoin");
@@ -168,6 +192,7 @@ std::vector<std::string> Network::peer_argv(int r, bool rejoin) const {
 }
 
 void Network::start() {
+  if (!exec_.empty()) record_.set_peer_args_json(json_list(peer_args(0, false)));
   peer_round_.assign(n_, resume_round_ >= 0 ? resume_round_ : 0);
   if (resume_round_ >= 0) recover_unmerged();
   for (int r = 0; r < n_; ++r) {

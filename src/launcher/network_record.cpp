@@ -7,10 +7,14 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
 #include <span>
 #include <variant>
 
 #include "gossip/core.hpp"
+#include "src/launcher/children.hpp"
 #include "gossip/gossip.hpp"
 #include "gossip/json.hpp"
 #include "gossip/monitor.hpp"
@@ -21,6 +25,11 @@ namespace gossip::launcher {
 namespace {
 
 std::vector<float> read_snapshot(const std::string& path, std::int64_t n) {
+  if (n <= 0) {  // a model the launcher does not know (exec:): the file says its size
+    std::error_code ec;
+    n = static_cast<std::int64_t>(std::filesystem::file_size(path, ec) / sizeof(float));
+    if (ec || n == 0) throw RuntimeError(cat(path, ": cannot read the parameter snapshot"));
+  }
   std::vector<float> v(n);
   std::ifstream f(path, std::ios::binary);
   if (!f) throw RuntimeError(cat(path, ": cannot open the parameter snapshot"));
@@ -148,14 +157,72 @@ std::vector<EvaluationFigures> NetworkRecord::merge_ready_rounds() {
 
 Evaluation NetworkRecord::evaluate_average(const std::vector<std::string>& paths,
                                            double* consensus) {
+  const bool external = !config_.exec.empty();
   std::vector<std::vector<float>> params;
-  for (const auto& path : paths) params.push_back(read_snapshot(path, evaluator_.num_params()));
+  for (const auto& path : paths)
+    params.push_back(read_snapshot(path, external ? 0 : evaluator_.num_params()));
+  for (const auto& p : params)
+    if (p.size() != params.front().size())
+      throw RuntimeError(cat("the peers' parameter snapshots differ in size (", p.size(), " and ",
+                             params.front().size(), " floats)"));
   std::vector<std::span<const float>> views(params.begin(), params.end());
   if (consensus) *consensus = consensus_distance(views);
-  std::vector<float> avg(evaluator_.num_params());
+  std::vector<float> avg(params.front().size());
   average_params(views, avg);
+  if (external) return evaluate_external(avg);
   evaluator_.upload_params(avg);
   return evaluator_.evaluate(data_.test, config_.train.eval_limit);
+}
+
+Evaluation NetworkRecord::evaluate_external(const std::vector<float>& avg) {
+  // The script evaluates: it is started once more with GOSSIP_EVALUATE naming the average's
+  // parameters, and the gossip module's join() evaluates them with the script's evaluate= and
+  // writes the loss and accuracy to GOSSIP_EVALUATE_OUT.
+  const std::string params = cat(out_dir_, "/average.bin");
+  const std::string result = cat(out_dir_, "/average-eval.json");
+  {
+    std::ofstream f(params, std::ios::binary | std::ios::trunc);
+    f.write(reinterpret_cast<const char*>(avg.data()),
+            static_cast<std::streamsize>(avg.size() * sizeof(float)));
+    if (!f) throw RuntimeError(cat(params, ": write failed"));
+  }
+  std::filesystem::remove(result);
+  Evaluation ev;
+  ev.loss = ev.accuracy = NAN;
+  const std::vector<std::string> argv = {
+      "/usr/bin/env", cat("GOSSIP_EVALUATE=", params), cat("GOSSIP_EVALUATE_OUT=", result),
+      cat("GOSSIP_PEER_ARGS=", peer_args_json_), "/bin/sh", "-c", config_.exec};
+  launcher::Child c = launcher::spawn_child(0, argv, cat(out_dir_, "/evaluate.log"));
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(10);
+  std::vector<std::string> ignored;
+  while (!launcher::reap(c)) {
+    launcher::read_lines(c, ignored);
+    ignored.clear();
+    if (std::chrono::steady_clock::now() > deadline) {
+      std::vector<launcher::Child> one{c};
+      launcher::stop_all(one, 1000);
+      log_line(cat("gossip run: the average model's evaluation took over 10 minutes; stopped"));
+      return ev;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  std::ifstream in(result);
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string json = text.str();
+  const auto number = [&](const std::string& key) {
+    const auto at = json.find(cat("\"", key, "\":"));
+    return at == std::string::npos ? NAN : std::strtod(json.c_str() + at + key.size() + 3, nullptr);
+  };
+  if (c.exit_code != 0 || json.find("\"accuracy\"") == std::string::npos) {
+    log_line(cat("gossip run: the average model was not evaluated (", config_.exec,
+                 " with GOSSIP_EVALUATE exited ", c.exit_code, "; see ", out_dir_,
+                 "/evaluate.log", json.empty() ? "" : cat(": ", json), ")"));
+    return ev;
+  }
+  ev.loss = number("loss");
+  ev.accuracy = number("accuracy");
+  return ev;
 }
 
 /// Rows for every peer and for the average model, whose accuracy and the consensus distance
@@ -165,7 +232,18 @@ void NetworkRecord::merge_round(std::int64_t round, std::map<int, EvalEvent>& ev
   std::vector<std::string> paths;
   for (int r : expected) paths.push_back(evals[r].params);
   double cd = 0.0;
-  const Evaluation ev = evaluate_average(paths, &cd);
+  // A model only the exec: script knows is evaluated (by that script) at the last round only;
+  // before it the consensus distance is computed and the average model's row is left out.
+  const bool external_midway = !config_.exec.empty() && round < total_rounds_;
+  Evaluation ev;
+  if (external_midway) {
+    std::vector<std::vector<float>> params;
+    for (const auto& path : paths) params.push_back(read_snapshot(path, 0));
+    std::vector<std::span<const float>> views(params.begin(), params.end());
+    cd = consensus_distance(views);
+  } else {
+    ev = evaluate_average(paths, &cd);
+  }
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
   if (clock_ == Clock::kPeers) {
     seconds = 0.0;
@@ -183,7 +261,7 @@ void NetworkRecord::merge_round(std::int64_t round, std::map<int, EvalEvent>& ev
       std::filesystem::remove(e.params, ec);
     }
   }
-  record_.write(avg_row);
+  if (!external_midway) record_.write(avg_row);
   record_.flush();
 }
 

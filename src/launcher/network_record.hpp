@@ -69,6 +69,8 @@ class NetworkRecord {
   const std::vector<int>& dead() const { return dead_; }
   /// Peer `rank` was started again (restarted): later rounds expect it again.
   void peer_back(int rank);
+  /// exec: runs: the arguments (a JSON list) the evaluating script's Peer.from_env() reads.
+  void set_peer_args_json(std::string json) { peer_args_json_ = std::move(json); }
   /// The live graph's components when the surviving peers last said it was split; empty when
   /// it is whole (as far as they know).
   std::vector<std::vector<int>> partition() const;
@@ -86,6 +88,8 @@ class NetworkRecord {
   /// The average of the parameter files `paths` on the test set (and, when asked, their
   /// consensus distance).
   Evaluation evaluate_average(const std::vector<std::string>& paths, double* consensus = nullptr);
+  /// The average of a model only the config's exec: script knows, evaluated by that script.
+  Evaluation evaluate_external(const std::vector<float>& avg);
 
   const RunConfig& config_;
   std::string out_dir_;
@@ -109,6 +113,7 @@ class NetworkRecord {
   std::vector<std::optional<MemberEvent>> graph_;
   std::vector<std::pair<int, std::int64_t>> deaths_, rejoins_;
   std::chrono::steady_clock::time_point t0_ = std::chrono::steady_clock::now();
+  std::string peer_args_json_ = "[]";
 };
 
 }  // namespace gossip::launcher

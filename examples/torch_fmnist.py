@@ -1,0 +1,123 @@
+#!/usr/bin/env python3
+"""A PyTorch CNN on Fashion-MNIST, trained by decentralized gossip SGD.
+
+Each rank trains on its own shard (the same shard gossip peer would draw) and, after every
+local step, averages its parameters with its graph neighbours through gossip's C++ engine
+(TLS, membership, partition alerts). Start it with
+
+    gossip run configs/torch-quickstart.yaml --out runs/torch     # 8 ranks on this machine
+    mpirun -np 8 env GOSSIP_CONFIG=configs/torch-quickstart.yaml python3 examples/torch_fmnist.py
+
+or alone, without gossip, for a reference: python3 examples/torch_fmnist.py --single CONFIG.
+"""
+import math
+import sys
+import time
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import gossip
+import gossip.torch
+
+
+class Net(nn.Module):
+    """conv 5x5x16, max pool, conv 5x5x32, max pool, linear 128, linear 10."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 16, 5)
+        self.conv2 = nn.Conv2d(16, 32, 5)
+        self.fc1 = nn.Linear(32 * 4 * 4, 128)
+        self.fc2 = nn.Linear(128, 10)
+
+    def forward(self, x):
+        x = F.max_pool2d(F.relu(self.conv1(x)), 2)
+        x = F.max_pool2d(F.relu(self.conv2(x)), 2)
+        return self.fc2(F.relu(self.fc1(x.flatten(1))))
+
+
+def tensors(images, labels, limit=0):
+    x, y = gossip.load_idx(images, labels)
+    if limit:
+        x, y = x[:limit], y[:limit]
+    x = torch.from_numpy(x.astype(np.float32) / 255.0).reshape(-1, 1, 28, 28)
+    return (x - 0.2860) / 0.3530, torch.from_numpy(y)
+
+
+def evaluate(model, x, y):
+    model.eval()
+    with torch.no_grad():
+        logits = torch.cat([model(x[i:i + 1000]) for i in range(0, len(x), 1000)])
+    model.train()
+    return F.cross_entropy(logits, y).item(), (logits.argmax(1) == y).float().mean().item()
+
+
+def train(config, shard, peer=None):
+    torch.manual_seed(config["seed"])  # every rank starts from the same model
+    torch.set_num_threads(max(1, config["threads"]))
+    model = Net()
+    x_test, y_test = tensors(config["test_images"], config["test_labels"])
+    batch, epochs = config["batch"], config["epochs"]
+    steps_per_epoch = math.ceil(len(shard) / batch) if shard is not None else 0
+    rounds = math.ceil(epochs * steps_per_epoch / config["period"])
+    sgd = torch.optim.SGD(model.parameters(), lr=config["lr"], momentum=config["momentum"])
+    opt = sgd
+    if peer is not None:
+        opt = gossip.torch.DecentralizedOptimizer(
+            sgd, model, peer, period=config["period"], rounds=rounds,
+            evaluate=lambda: evaluate(model, x_test, y_test))
+    x_all, y_all = tensors(config["train_images"], config["train_labels"], config["limit_train"])
+    x, y = x_all[shard], y_all[shard]
+    del x_all, y_all
+    gen = torch.Generator().manual_seed(config["seed"] * 1000 + (peer.rank if peer else 0))
+    evals = max(1, config["evals_per_epoch"])
+    t0 = time.time()
+    for epoch in range(math.ceil(epochs)):
+        order = torch.randperm(len(x), generator=gen)
+        losses = []
+        for k, i in enumerate(range(0, len(x), batch)):
+            idx = order[i:i + batch]
+            opt.zero_grad()
+            loss = F.cross_entropy(model(x[idx]), y[idx])
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+            last = k == steps_per_epoch - 1
+            if last or (k + 1) % max(1, steps_per_epoch // evals) == 0 and \
+                    (k + 1) // max(1, steps_per_epoch // evals) < evals:
+                test_loss, acc = evaluate(model, x_test, y_test)
+                print(f"epoch {epoch + (k + 1) / steps_per_epoch:.2f}: train loss "
+                      f"{np.mean(losses):.4f}, test accuracy {acc:.4f} "
+                      f"({time.time() - t0:.1f} s)", file=sys.stderr, flush=True)
+                if peer is not None:
+                    peer.report(loss=float(np.mean(losses)), accuracy=acc,
+                                epoch=epoch + (k + 1) / steps_per_epoch)
+                losses = []
+    return model, evaluate(model, x_test, y_test)[1]
+
+
+def main():
+    if len(sys.argv) == 3 and sys.argv[1] == "--single":
+        # The reference: the same script, one process, the whole training set, no gossip.
+        config = gossip._gossip.peer_config([sys.argv[2], "--rank", "0"])
+        n = config["limit_train"] or 60000
+        _, acc = train(config, torch.arange(n))
+        print(f"single process: test accuracy {acc:.4f}")
+        return
+    peer = gossip.Peer.from_env()
+    config = peer.config
+    shard = None if peer.evaluating else torch.tensor(peer.shard())
+    if peer.evaluating:  # started only to evaluate the network's average model
+        train(config, torch.arange(0), peer)
+        return
+    _, acc = train(config, shard, peer)
+    summary = peer.finish()
+    print(f"rank {peer.rank}: test accuracy {acc:.4f} after {summary['rounds']} rounds",
+          file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
