@@ -15,6 +15,9 @@ MIXED = re.compile(r"test cases:\s*(\d+)\s*\|\s*(\d+) passed(?:\s*\|\s*(\d+) fai
 ONLY_FAILED = re.compile(r"test cases:\s*(\d+)\s*\|\s*(\d+) failed")
 # A test that is not Catch2 (tests/boundaries.py) ends with this line of its own.
 PLAIN = re.compile(r"^(\d+) passed, (\d+) failed$", re.MULTILINE)
+# pytest's closing line: "3 passed in 1.2s", "1 failed, 2 passed, 1 skipped in 4.0s".
+PYTEST = re.compile(r"^=*\s*(?:(\d+) failed, )?(\d+) passed[^\n]* in [\d.]+s", re.MULTILINE)
+PYTEST_FAILED = re.compile(r"^=*\s*(\d+) failed[^\n]* in [\d.]+s", re.MULTILINE)
 
 
 def count(stdout, meson_result):
@@ -27,6 +30,12 @@ def count(stdout, meson_result):
     m = ONLY_FAILED.search(stdout)
     if m:
         return 0, int(m.group(2))
+    m = PYTEST.search(stdout)
+    if m:
+        return int(m.group(2)), int(m.group(1) or 0)
+    m = PYTEST_FAILED.search(stdout)
+    if m:
+        return 0, int(m.group(1))
     m = PLAIN.search(stdout)
     if m and (meson_result == "OK") == (int(m.group(2)) == 0):
         return int(m.group(1)), int(m.group(2))

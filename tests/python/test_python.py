@@ -1,0 +1,149 @@
+"""The gossip Python module: bad use raises clear exceptions, mixing over real loopback
+connections has its closed-form behaviour, the torch wrapper mixes a model in place, and Python
+peers interoperate bit for bit with C++ peers and the simulator."""
+import json
+import math
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+import gossip
+import gossip.torch
+from conftest import GOSSIP, python_peer, read_log, write_config
+
+
+def test_bad_use_raises_clear_errors(folder, base_port):
+    config = write_config(folder, 3, base_port)
+    peer = gossip.Peer(config, rank=0, out=os.path.join(folder, "run"))
+    x = torch.zeros(10)
+    with pytest.raises(ValueError, match="has not joined the network yet"):
+        peer.neighbor_average(x)
+    with pytest.raises(ValueError, match="has not joined the network yet"):
+        peer.live_graph()
+    with pytest.raises(TypeError, match="dtype is torch.float64"):
+        peer.join(torch.zeros(10, dtype=torch.float64))
+    with pytest.raises(ValueError, match="not contiguous"):
+        peer.join(torch.zeros(4, 4).t())
+    with pytest.raises(ValueError, match="float32"):
+        peer.join(np.zeros(10, dtype=np.int32))
+    with pytest.raises(ValueError, match="rank 7 is out of range: the topology has 3 peers"):
+        gossip.Peer(config, rank=7, out=os.path.join(folder, "run"))
+    with pytest.raises(ValueError, match="missing.yaml: no such config file"):
+        gossip.Peer(os.path.join(folder, "missing.yaml"), rank=0)
+
+
+def test_a_neighbour_with_another_size_is_refused_with_both_sizes(folder, base_port, procs):
+    config = write_config(folder, 3, base_port)
+    for rank, size in enumerate((100, 100, 120)):
+        python_peer(procs, folder, "size", config, rank, size)
+    codes = procs.wait_all(60)
+    logs = "".join(read_log(folder, f"size-{r}.log") for r in range(3))
+    assert 3 in codes, logs
+    assert "refused" in logs and "model fingerprint" in logs
+    assert "100 params" in logs and "120 params" in logs
+
+
+def test_mixing_preserves_the_average_and_shrinks_disagreement_by_rho(folder, base_port, procs):
+    n, rounds = 4, 5
+    config = write_config(folder, n, base_port)
+    for r in range(n):
+        python_peer(procs, folder, "vector", config, r, rounds)
+    assert procs.wait_all(120) == [0] * n, [read_log(folder, f"vector-{r}.log") for r in range(n)]
+    rows = np.stack([np.load(os.path.join(folder, f"vector-{r}.npy")) for r in range(n)])
+    rows = rows.astype(np.float64)  # (peer, round, value)
+    mean0 = rows[:, 0].mean(axis=0)
+    # Metropolis weights on a 4-ring: W = 1/3 (I + shifts); rho = 1/3.
+    rho = 1.0 / 3.0
+    cd = [((rows[:, t] - rows[:, t].mean(axis=0)) ** 2).sum(axis=1).mean() for t in
+          range(rounds + 1)]
+    for t in range(1, rounds + 1):
+        np.testing.assert_allclose(rows[:, t].mean(axis=0), mean0, atol=1e-5)
+        assert cd[t] <= cd[t - 1] * rho ** 2 * 1.0001 + 1e-12
+    assert cd[rounds] < cd[0] * 1e-4
+    summary = json.load(open(os.path.join(folder, "run", "peers", "0", "summary.json")))
+    assert summary["rounds"] == rounds and summary["test_accuracy"] == 0.5
+
+
+def test_decentralized_optimizer_mixes_the_model_in_place(folder, base_port, procs):
+    n = 3  # a 3-ring with weights 1/3: one round is the exact average
+    config = write_config(folder, n, base_port)
+    for r in range(n):
+        python_peer(procs, folder, "torch", config, r)
+    assert procs.wait_all(120) == [0] * n, [read_log(folder, f"torch-{r}.log") for r in range(n)]
+    before = np.stack([np.load(os.path.join(folder, f"before-{r}.npy")) for r in range(n)])
+    avg = before.astype(np.float64).mean(axis=0)
+    assert np.abs(before - avg).max() > 1e-3  # the ranks started from different models
+    for r in range(n):
+        after = np.load(os.path.join(folder, f"after-{r}.npy"))
+        np.testing.assert_allclose(after, avg, atol=1e-6)
+        # the model's own parameters are views of the flat buffer: they moved too
+        np.testing.assert_array_equal(np.load(os.path.join(folder, f"model-{r}.npy")), after)
+
+
+def test_flatten_parameters_refuses_other_dtypes():
+    with pytest.raises(TypeError, match="float64"):
+        gossip.torch.flatten_parameters(torch.nn.Linear(2, 2).double())
+
+
+def test_python_and_cpp_peers_end_bit_identical_to_the_simulator(folder, base_port, procs):
+    n = 8
+    config = write_config(folder, n, base_port)
+    run = os.path.join(folder, "run")
+    for r in range(n):
+        if r % 2 == 0:
+            procs.start([GOSSIP, "peer", config, "--rank", str(r), "--out", run],
+                        os.path.join(folder, f"cpp-{r}.log"))
+        else:
+            python_peer(procs, folder, "model", config, r)
+    codes = procs.wait_all(300)
+    assert codes == [0] * n, codes
+    sim = gossip.sim(config, os.path.join(folder, "sim"))
+    assert sim["exit_code"] == 0
+    real = [json.load(open(os.path.join(run, "peers", str(r), "summary.json")))
+            ["params_sha256"][0] for r in range(n)]
+    assert real == sim["params_sha256"]
+    assert len(set(real)) > 1  # the peers' models differ: the hashes are not trivially equal
+
+
+def test_topology_report_matches_the_ring_spectral_gap(folder):
+    report = gossip.topology.generate("ring", n=16)
+    assert report["connected"] is True
+    rho = 1.0 / 3.0 + 2.0 / 3.0 * math.cos(2 * math.pi / 16)
+    assert report["spectral_gap"] == pytest.approx(1 - rho, rel=1e-9)
+    path = os.path.join(folder, "t.yaml")
+    gossip.topology.generate("torus", rows=4, cols=4, path=path)
+    assert gossip.topology.load(path)["n"] == 16
+    with pytest.raises(ValueError):
+        gossip.topology.generate("ring", n=1)
+
+
+def test_gossip_run_exec_starts_python_peers_and_evaluates_the_average(folder, base_port):
+    config = write_config(folder, 3, base_port)
+    script = os.path.join(folder, "train.py")
+    with open(script, "w") as f:
+        f.write("""import numpy as np, gossip
+peer = gossip.Peer.from_env()
+x = np.full(50, float(peer.rank if not peer.evaluating else 0), dtype=np.float32)
+peer.join(x, rounds=2, evaluate=lambda: (0.25, float(x.mean()) / 10.0))
+for _ in range(2):
+    peer.neighbor_average(x)
+peer.report(loss=0.1, accuracy=0.3, epoch=1.0)
+peer.finish()
+""")
+    out = os.path.join(folder, "out")
+    env = dict(os.environ)
+    r = subprocess.run([GOSSIP, "run", config, "--out", out, "--no-progress", "--exec",
+                        f"{sys.executable} {script}"], env=env, capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    summary = json.load(open(os.path.join(out, "summary.json")))
+    # the average of ranks 0, 1, 2 is 1.0; the script's evaluate() says mean / 10
+    assert summary["test_accuracy"] == pytest.approx(0.1)
+    assert summary["peer_accuracy_min"] == pytest.approx(0.3)
+    assert summary["consensus_distance"] == pytest.approx(0.0, abs=1e-9)
+    for key in ("rounds", "bytes_sent", "wall_seconds", "connected", "params_sha256"):
+        assert key in summary
