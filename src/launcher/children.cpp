@@ -98,7 +98,7 @@ bool reap(Child& c) {
 
 void stop_all(std::vector<Child>& children, int grace_ms) {
   for (auto& c : children)
-    if (c.running) kill(c.pid, SIGTERM);
+    if (c.running) kill(-c.pid, SIGTERM);  // its process group: an exec: script's shell and Python too
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(grace_ms);
   for (;;) {
     bool any = false;
@@ -106,7 +106,7 @@ void stop_all(std::vector<Child>& children, int grace_ms) {
     if (!any) break;
     if (std::chrono::steady_clock::now() > deadline) {
       for (auto& c : children)
-        if (c.running) kill(c.pid, SIGKILL);
+        if (c.running) kill(-c.pid, SIGKILL);
       for (auto& c : children)
         if (c.running) {
           int status = 0;

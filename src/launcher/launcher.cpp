@@ -230,7 +230,7 @@ void Network::carry_out_faults() {
       ++it;
       continue;
     }
-    if (children_[it->second].running) kill(children_[it->second].pid, SIGCONT);
+    if (children_[it->second].running) kill(-children_[it->second].pid, SIGCONT);
     progress_.note(cat("fault schedule: peer ", it->second, " resumed (SIGCONT)"));
     it = paused_.erase(it);
   }
@@ -254,9 +254,9 @@ void Network::carry_out_faults() {
         continue;
       } else if (f.action == "kill") {
         scheduled_deaths_.push_back(p);
-        kill(children_[p].pid, SIGKILL);
+        kill(-children_[p].pid, SIGKILL);  // the process group (an exec: shell and its Python)
       } else {
-        kill(children_[p].pid, SIGSTOP);
+        kill(-children_[p].pid, SIGSTOP);
         paused_.emplace_back(now + std::chrono::milliseconds(static_cast<long>(f.seconds * 1000)),
                              p);
       }
