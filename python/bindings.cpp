@@ -71,6 +71,27 @@ py::dict graph_dict(const LiveGraph& g, const std::vector<int>& dead) {
   return d;
 }
 
+/// The run config's values a training script needs.
+py::dict config_dict(const RunConfig& c) {
+  py::dict d;
+  d["path"] = c.path;
+  d["epochs"] = c.train.epochs;
+  d["batch"] = c.train.batch;
+  d["seed"] = c.train.seed;
+  d["lr"] = c.optimizer.lr;
+  d["momentum"] = c.optimizer.momentum;
+  d["threads"] = c.train.threads;
+  d["evals_per_epoch"] = c.train.evals_per_epoch;
+  d["algorithm"] = c.gossip.algorithm;
+  d["period"] = c.gossip.period;
+  d["train_images"] = c.data.train_images;
+  d["train_labels"] = c.data.train_labels;
+  d["test_images"] = c.data.test_images;
+  d["test_labels"] = c.data.test_labels;
+  d["limit_train"] = c.data.limit_train;
+  return d;
+}
+
 std::string read_file(const std::string& path) {
   std::ifstream f(path);
   std::stringstream s;
@@ -121,26 +142,8 @@ PYBIND11_MODULE(_gossip, m) {
       .def_property_readonly("rounds_done", [](const Peer& p) { return p.session->rounds_done(); })
       .def_property_readonly("planned_rounds",
                              [](const Peer& p) { return p.session->planned_rounds(); })
-      .def_property_readonly("config_values", [](const Peer& p) {
-        const RunConfig& c = p.session->config();
-        py::dict d;
-        d["path"] = c.path;
-        d["epochs"] = c.train.epochs;
-        d["batch"] = c.train.batch;
-        d["seed"] = c.train.seed;
-        d["lr"] = c.optimizer.lr;
-        d["momentum"] = c.optimizer.momentum;
-        d["threads"] = c.train.threads;
-        d["evals_per_epoch"] = c.train.evals_per_epoch;
-        d["algorithm"] = c.gossip.algorithm;
-        d["period"] = c.gossip.period;
-        d["train_images"] = c.data.train_images;
-        d["train_labels"] = c.data.train_labels;
-        d["test_images"] = c.data.test_images;
-        d["test_labels"] = c.data.test_labels;
-        d["limit_train"] = c.data.limit_train;
-        return d;
-      })
+      .def_property_readonly("config_values",
+                             [](const Peer& p) { return config_dict(p.session->config()); })
       .def("shard", [](const Peer& p) { return p.session->shard(); },
            "This rank's shard: indices into the training set, as gossip peer draws it")
       .def("join", [](Peer& p, const py::buffer& buffer, const std::string& model,
@@ -217,23 +220,9 @@ PYBIND11_MODULE(_gossip, m) {
      "gossip's IDX reader (plain or .gz): (pixel bytes, int32 label bytes, rows, features)");
   m.def("peer_config", [](const std::vector<std::string>& args) {
     cli::PeerSetup s = cli::peer_setup(args);
-    py::dict d;
+    py::dict d = config_dict(s.config);
     d["rank"] = s.options.rank;
     d["size"] = s.topology->n();
-    d["epochs"] = s.config.train.epochs;
-    d["batch"] = s.config.train.batch;
-    d["seed"] = s.config.train.seed;
-    d["lr"] = s.config.optimizer.lr;
-    d["momentum"] = s.config.optimizer.momentum;
-    d["test_images"] = s.config.data.test_images;
-    d["test_labels"] = s.config.data.test_labels;
-    d["train_images"] = s.config.data.train_images;
-    d["train_labels"] = s.config.data.train_labels;
-    d["algorithm"] = s.config.gossip.algorithm;
-    d["period"] = s.config.gossip.period;
-    d["evals_per_epoch"] = s.config.train.evals_per_epoch;
-    d["threads"] = s.config.train.threads;
-    d["limit_train"] = s.config.data.limit_train;
     return d;
   }, "The run config's values a script needs, from gossip peer's arguments (no peer made)");
   m.def("topology_report", [](const std::string& file) {
