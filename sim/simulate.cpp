@@ -52,7 +52,7 @@ class Swarm {
           ex, config.gossip.dead_after_rounds, config.gossip.dead_after_seconds(),
           [&ex] { return ex.now(); }));
       monitored_.back()->set_faults(&config_.faults);
-      monitors_.emplace_back(topology, p);
+      watches_.emplace_back(topology, p);
     }
     for (int p = 0; p < n(); ++p)
       algorithms_.push_back(make_algorithm(network_.timed(p, learners_[p]), *monitored_[p],
@@ -241,7 +241,7 @@ class Swarm {
           network_.set_down(p, false);
           paused_until_[p] = -1.0;
           monitored_[p]->restart();
-          monitors_[p] = ConvergenceMonitor(*topology_, p);
+          watches_[p] = MembershipWatch(*topology_, p);
           catch_up(p, r);
         }
         if (f.action == "pause" && alive_[p]) paused_until_[p] = latest_clock() + f.seconds;
@@ -258,19 +258,12 @@ class Swarm {
 
   /// Peer p's membership changes and live-graph changes after `done` rounds, as events.
   void watch(int p, std::int64_t done, SimResult& result) {
-    MonitoredExchange& ex = *monitored_[p];
     const double now = network_.exchange(p).now();
-    for (const MemberChange& c : ex.membership().take_changes())
-      result.member_events.push_back(MemberEvent{p, done, now, c.event, c.peer,
-                                                 static_cast<std::int64_t>(c.incarnation),
-                                                 ex.dead_peers(), {}, {}});
-    const auto change = monitors_[p].check(ex.dead_peers());
-    if (change && change->event == "partition" && config_.gossip.on_partition == "stop")
-      stop_ = true;
-    if (change && !change->event.empty())
-      result.member_events.push_back(MemberEvent{p, done, now, change->event, -1, 0,
-                                                 change->dead, change->components,
-                                                 change->my_component});
+    for (PeerEvent& e : watches_[p](*monitored_[p], done, now))
+      if (auto* m = std::get_if<MemberEvent>(&e)) {
+        if (m->event == "partition" && config_.gossip.on_partition == "stop") stop_ = true;
+        result.member_events.push_back(std::move(*m));
+      }
   }
 
   RunConfig config_;
@@ -279,7 +272,7 @@ class Swarm {
   SimNetwork network_;
   WorkerPool pool_;
   std::vector<std::unique_ptr<MonitoredExchange>> monitored_;
-  std::vector<ConvergenceMonitor> monitors_;
+  std::vector<MembershipWatch> watches_;  // each peer's, as a real peer's
   std::vector<std::unique_ptr<Algorithm>> algorithms_;
   std::vector<std::vector<float>> host_;
   std::vector<char> alive_;

@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -181,10 +182,12 @@ TEST_CASE("membership: merge rules (higher incarnation wins, then the graver sta
   m.merge(PeerView{1, {{0, MemberState::kAlive}, {0, MemberState::kAlive}, {1, MemberState::kAlive}}}, 7);
   CHECK(m.view()[2] == Member{1, MemberState::kAlive});
   CHECK(events_of(m) == std::vector<std::string>{"suspect 2", "alive 2"});
-  // Dead at incarnation 1, then back at 2: a rejoin.
+  // What a neighbour says of 2's death is hearsay: a suspicion here, until this peer's own
+  // timer confirms it; peer 2's refutation (incarnation 2) clears it first.
   m.merge(PeerView{1, {{0, MemberState::kAlive}, {0, MemberState::kAlive}, {1, MemberState::kDead}}}, 8);
+  CHECK(m.view()[2] == Member{1, MemberState::kSuspect});
   m.merge(PeerView{1, {{0, MemberState::kAlive}, {0, MemberState::kAlive}, {2, MemberState::kAlive}}}, 9);
-  CHECK(events_of(m) == std::vector<std::string>{"dead 2", "rejoin 2"});
+  CHECK(events_of(m) == std::vector<std::string>{"suspect 2", "alive 2"});
   // The suspicion picked up from a view turns into a death after the grace rounds too.
   m.merge(PeerView{1, {{0, MemberState::kAlive}, {0, MemberState::kAlive}, {2, MemberState::kSuspect}}}, 10);
   m.tick(12);
@@ -209,6 +212,95 @@ TEST_CASE("membership: a peer refutes its own suspicion or death by raising its 
   m.merge(PeerView{0, {{0, MemberState::kAlive}, {4, MemberState::kDead}, {0, MemberState::kAlive}}}, 5);
   CHECK(m.view()[1] == Member{5, MemberState::kAlive});  // a restarted peer rejoins past it
   CHECK(events_of(m) == std::vector<std::string>{"rejoin 1"});
+}
+
+namespace {
+
+/// A view of `n` peers sent by `sender` to peer 0: every entry `m`, except the sender's own and
+/// peer 0's (alive at 0).
+PeerView everyone(int n, int sender, Member m) {
+  PeerView v{sender, std::vector<Member>(static_cast<std::size_t>(n), m)};
+  v.members[static_cast<std::size_t>(sender)] = Member{0, MemberState::kAlive};
+  v.members[0] = Member{0, MemberState::kAlive};
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("membership: a claimed death is a suspicion here; only this peer's timer confirms it",
+          "[monitor][membership]") {
+  Membership m(4, 0, 2, 1.0);
+  m.merge(everyone(4, 1, {0, MemberState::kDead}), 5, 10.0);
+  CHECK(m.dead().empty());
+  CHECK(m.suspected() == std::vector<int>{2, 3});
+  m.tick(7, 10.9);  // rounds enough, time not: still suspects
+  CHECK(m.dead().empty());
+  m.tick(8, 11.0);
+  CHECK(m.dead() == std::vector<int>{2, 3});
+  CHECK(events_of(m) == std::vector<std::string>{"suspect 2", "suspect 3", "dead 2", "dead 3"});
+}
+
+TEST_CASE("membership: an insider's inflated claims cannot outrank a peer's own incarnation",
+          "[monitor][membership]") {
+  // Peer 0's view; the holder of peer 1's certificate says everyone else died at the highest
+  // incarnation there is (the forged frame of the issue that could never be refuted).
+  constexpr std::uint32_t kMax = std::numeric_limits<std::uint32_t>::max();
+  Membership m(5, 0, 1, 1.0);
+  PeerView forged = everyone(5, 1, {kMax, MemberState::kDead});
+  forged.members[0] = Member{kMax, MemberState::kDead};
+  m.merge(forged, 3, 0.0);
+  // Believed only at the incarnation each peer is known to have (0), and only as a suspicion.
+  for (int q : {2, 3, 4}) CHECK(m.view()[q] == Member{0, MemberState::kSuspect});
+  CHECK(m.inflated_claims() == 3 + 1);  // three others and peer 0 itself
+  // About itself: refuted, but raised by a bounded step, never to where it could not go on.
+  CHECK(m.view()[0].state == MemberState::kAlive);
+  CHECK(m.view()[0].incarnation == Membership::kMaxIncarnationStep + 1);
+  // The victims refute (each raises its own incarnation to 1); the refutations reach peer 0
+  // through another neighbour before its timer runs out: nobody is declared dead.
+  PeerView refuted = everyone(5, 2, {1, MemberState::kAlive});
+  refuted.members[2] = Member{1, MemberState::kAlive};
+  refuted.members[0] = m.view()[0];
+  m.merge(refuted, 4, 0.5);
+  m.tick(10, 5.0);
+  CHECK(m.dead().empty());
+  for (int q : {2, 3, 4}) CHECK(m.view()[q] == Member{1, MemberState::kAlive});
+  // An alive claim too far ahead is lowered to one past what the peer announced.
+  m.merge(everyone(5, 1, {kMax, MemberState::kAlive}), 11, 6.0);
+  for (int q : {2, 3, 4}) CHECK(m.view()[q] == Member{2, MemberState::kAlive});
+  // Peer 0 can still refute a claim about itself afterwards (its incarnation did not wrap).
+  const std::uint32_t mine = m.view()[0].incarnation;
+  PeerView again = everyone(5, 1, {0, MemberState::kAlive});
+  again.members[0] = Member{mine, MemberState::kSuspect};
+  m.merge(again, 12, 7.0);
+  CHECK(m.view()[0] == Member{mine + 1, MemberState::kAlive});
+}
+
+TEST_CASE("membership: a neighbour heard directly is not suspected on another peer's word",
+          "[monitor][membership]") {
+  Membership m(4, 0, 1, 0.0);
+  const std::vector<int> direct{1, 3};  // peer 0 hears 1 and 3 itself right now
+  m.merge(everyone(4, 1, {0, MemberState::kDead}), 2, 0.0, &direct);
+  CHECK(m.suspected() == std::vector<int>{2});  // 3 is vetoed by what peer 0 hears
+  CHECK(m.vetoed_claims() == 1);
+  m.tick(3, 1.0);
+  CHECK(m.dead() == std::vector<int>{2});
+}
+
+TEST_CASE("membership: suspect and alive events about one peer are rate-limited, deaths are not",
+          "[monitor][membership]") {
+  Membership m(3, 0, 1, 0.0);
+  // A flood of suspicions and refutations of peer 2 within one second of the clock.
+  for (std::uint32_t i = 0; i < 100; ++i) {
+    m.merge(PeerView{1, {{0, MemberState::kAlive}, {0, MemberState::kAlive}, {2 * i, MemberState::kSuspect}}}, 1, 0.0);
+    m.merge(PeerView{1, {{0, MemberState::kAlive}, {0, MemberState::kAlive}, {2 * i + 1, MemberState::kAlive}}}, 1, 0.0);
+  }
+  const auto events = events_of(m);
+  CHECK(events.size() == static_cast<std::size_t>(Membership::kMemberEventBurst));
+  CHECK(m.suppressed_events() == 200 - events.size());
+  // The bucket refills with the clock; and a death is always recorded.
+  m.merge(PeerView{1, {{0, MemberState::kAlive}, {0, MemberState::kAlive}, {199, MemberState::kSuspect}}}, 2, 10.0);
+  m.tick(3, 10.0);
+  CHECK(events_of(m) == std::vector<std::string>{"suspect 2", "dead 2"});
 }
 
 namespace {

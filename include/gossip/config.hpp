@@ -140,17 +140,21 @@ struct GossipConfig {
   std::string algorithm = "dpsgd";
   int period = 1;                   // local steps between gossip rounds (local SGD's H)
   int max_staleness = 2;            // async: oldest acceptable neighbour round
-  double round_timeout_s = 30.0;    // how long a peer waits for a neighbour before leaving it out
-  // Membership (SWIM-like): a neighbour that misses a round is suspected; a suspicion held for
-  // dead_after_rounds rounds and dead_after_s seconds (< 0: round_timeout_s) becomes a death.
+  // How long a peer waits for a neighbour that is alive (it heartbeats) but slow before leaving
+  // it out of a round.
+  double round_timeout_s = 30.0;
+  // A neighbour silent this long (no frame at all; links carry a heartbeat every 250 ms) is
+  // suspected at once and not waited for; a closed link makes it suspect at once too.
+  double suspect_after_s = 1.0;
+  // Membership (SWIM with Lifeguard's suspicion): a suspicion held for dead_after_rounds rounds
+  // and dead_after_s seconds without the peer refuting it becomes a death.
   std::int64_t dead_after_rounds = 3;
-  double dead_after_s = -1.0;
+  double dead_after_s = 1.0;
   std::string on_partition = "continue";  // continue | stop: when the live graph splits
   CompressConfig compress;          // choco only
   double consensus_step = 0.0;      // choco's gamma; 0 = default_consensus_step(compress)
   bool overlap = false;             // dpsgd, local_sgd: send round r while computing round r+1
-  /// dead_after_s with its default resolved.
-  double dead_after_seconds() const { return dead_after_s < 0 ? round_timeout_s : dead_after_s; }
+  double dead_after_seconds() const { return dead_after_s; }
 };
 
 /// CHOCO's consensus step when gossip.consensus_step is not given: 1 without compression (CHOCO

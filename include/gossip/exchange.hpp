@@ -30,6 +30,7 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <string>
 #include <vector>
 
 namespace gossip {
@@ -69,6 +70,18 @@ struct CollectOptions {
   /// Peers not waited for at all (suspected or dead): taken when their message is already
   /// there, else left out at once.
   std::vector<int> no_wait;
+  /// A peer the transport has heard nothing from (no frame, not even a heartbeat) for this long
+  /// is not waited for either (0: no such rule). Only transports that hear heartbeats apply it.
+  std::chrono::milliseconds silent_after{0};
+};
+
+/// Something the transport saw that is not a message and that the peer's record should say:
+/// "identity_conflict" (a second live connection presented the certificate of `peer`, which
+/// already has one; it was refused).
+struct TransportAlert {
+  std::string kind;
+  int peer = -1;
+  std::string message;
 };
 
 class Exchange {
@@ -118,6 +131,15 @@ class Exchange {
     (void)from;
     return std::nullopt;
   }
+  /// Neighbours heard from within the last `seconds` (any frame, heartbeats included) over a
+  /// link that is up, ascending: the direct evidence of life that outweighs what other peers
+  /// claim. Transports without heartbeats return nullopt (they know nothing of the kind).
+  virtual std::optional<std::vector<int>> heard_within(double seconds) const {
+    (void)seconds;
+    return std::nullopt;
+  }
+  /// The alerts since the last call.
+  virtual std::vector<TransportAlert> take_alerts() { return {}; }
 };
 
 }  // namespace gossip

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "gossip/config.hpp"
+#include "gossip/events.hpp"
 #include "gossip/exchange.hpp"
 #include "gossip/topology.hpp"
 
@@ -83,16 +84,29 @@ struct MemberChange {
   std::int64_t round = 0;         // this peer's round when it changed
 };
 
-/// This peer's membership view, SWIM-style (Das et al. 2002), driven by rounds so that the
-/// simulator and real peers take the same steps:
-///  - an in-neighbour that sent nothing for a round (and nothing later) is suspected;
+/// This peer's membership view, SWIM-style (Das et al. 2002) with Lifeguard's suspicion
+/// (Dadgar et al. 2018), driven by rounds so that the simulator and real peers take the same
+/// steps:
+///  - a neighbour this peer finds silent (nothing for a round, a closed link, no heartbeat for
+///    gossip.suspect_after_s) is suspected at once;
 ///  - a suspicion held for `dead_after_rounds` rounds of this peer and `dead_after_s` seconds of
-///    its clock (simulated, in the simulator) becomes a death;
-///  - views from neighbours merge entry by entry: the higher incarnation wins, and at equal
-///    incarnations the graver state (dead > suspect > alive);
+///    its clock (simulated, in the simulator) without a refutation becomes a death: only this
+///    peer's own timer confirms a death, so "dead" events count confirmed deaths;
+///  - views from neighbours merge entry by entry (the higher incarnation wins, and at equal
+///    incarnations the graver state), with what an insider could abuse bounded:
+///      * only a peer raises its own incarnation: a claim about peer X is believed at most at
+///        the incarnation X is known to have announced (an alive entry), one more for a relayed
+///        refutation; a higher one is lowered to that (and counted in inflated_claims());
+///      * what others say of X's death is hearsay: it makes X suspect here, and dead only when
+///        this peer's own timer runs out without X refuting it;
+///      * a neighbour this peer hears directly right now (`direct`) is not suspected on
+///        anyone's word (counted in vetoed_claims());
+///      * "suspect" and "alive" events about one peer are rate-limited (a burst of
+///        kMemberEventBurst, then one per second); those left out are counted in
+///        suppressed_events(). Deaths and rejoins are never left out (a death takes a timer);
 ///  - a view that suspects or buries this peer at its own incarnation or above is refuted by
 ///    raising the incarnation past it (that is how a paused peer comes back, and how a restarted
-///    one rejoins).
+///    one rejoins), by at most kMaxIncarnationStep at a time.
 /// Not thread-safe.
 class Membership {
  public:
@@ -104,8 +118,10 @@ class Membership {
   /// suspected or dead already.
   void missed(int peer, std::int64_t round, double now = 0.0);
   /// Merges a neighbour's view (throws nothing: a view of the wrong size or with an unknown
-  /// state is ignored and counted in ignored_views()).
-  void merge(const PeerView& view, std::int64_t round, double now = 0.0);
+  /// state is ignored and counted in ignored_views()). `direct`: the peers this peer hears
+  /// directly right now (nullptr: no such knowledge, as in the simulator).
+  void merge(const PeerView& view, std::int64_t round, double now = 0.0,
+             const std::vector<int>* direct = nullptr);
   /// Turns suspicions held long enough into deaths; call once a round, after merging.
   void tick(std::int64_t round, double now = 0.0);
   /// The changes since the last call, in the order they happened.
@@ -114,18 +130,33 @@ class Membership {
   std::vector<int> dead() const;
   std::vector<int> suspected() const;
   std::uint64_t ignored_views() const { return ignored_; }
+  std::uint64_t inflated_claims() const { return inflated_; }
+  std::uint64_t vetoed_claims() const { return vetoed_; }
+  std::uint64_t suppressed_events() const { return suppressed_; }
+
+  static constexpr std::uint32_t kMaxIncarnationStep = 1u << 16;
+  static constexpr double kMemberEventBurst = 8;
 
  private:
   void set(int peer, Member m, std::int64_t round, double now);
+  void note(int peer, const char* event, std::uint32_t incarnation, std::int64_t round,
+            double now);
+  void merge_self(const Member& theirs, std::int64_t round, double now);
 
   int self_;
   std::int64_t dead_after_;
   double dead_after_s_;
   std::vector<double> suspected_since_;  // and at what time
   std::vector<Member> view_;
+  std::vector<std::uint32_t> announced_;     // the highest incarnation each peer was alive at
   std::vector<std::int64_t> suspected_at_;  // this peer's round when it began suspecting
+  std::vector<double> event_tokens_;        // rate limit of suspect/alive events, per peer
+  std::vector<double> event_refill_;        // when the tokens were last topped up
   std::vector<MemberChange> changes_;
   std::uint64_t ignored_ = 0;
+  std::uint64_t inflated_ = 0;
+  std::uint64_t vetoed_ = 0;
+  std::uint64_t suppressed_ = 0;
 };
 
 /// An Exchange that keeps the membership view of the peer it serves (DESIGN: the same code in
@@ -160,6 +191,15 @@ class MonitoredExchange final : public Exchange {
   void set_faults(const std::vector<Fault>* faults) { faults_ = faults; }
   /// A restarted peer: a fresh view (incarnation 0, everyone alive), as a new process has.
   void restart();
+  /// gossip.suspect_after_s: a neighbour the transport has not heard for this long (or whose
+  /// link is down) is suspected and not waited for. 0 (the default): only a round with nothing
+  /// from it counts, as in the simulator, whose transport has no heartbeats.
+  void set_silence(double suspect_after_s) { silence_s_ = suspect_after_s; }
+  /// What the transport saw that the record should say (identity conflicts), since last call.
+  std::vector<TransportAlert> take_alerts() override { return inner_->take_alerts(); }
+  std::optional<std::vector<int>> heard_within(double seconds) const override {
+    return inner_->heard_within(seconds);
+  }
   Membership& membership() { return membership_; }
   const Membership& membership() const { return membership_; }
 
@@ -174,6 +214,33 @@ class MonitoredExchange final : public Exchange {
   const std::vector<Fault>* faults_ = nullptr;
   std::int64_t dead_after_rounds_;
   double dead_after_s_;
+  double silence_s_ = 0.0;
+  std::vector<int> talked_to_;  // every neighbour published to or collected from, ascending
+  /// The neighbours heard within silence_s_ (nullopt: no silence rule, or no heartbeats).
+  std::optional<std::vector<int>> heard_now() const;
+  void talked_to(std::span<const int> peers);
+};
+
+/// What a peer's monitor says after each of its rounds, the same for a real peer and a
+/// simulated one: its membership changes ("suspect", "dead", "alive", "rejoin"), the transport's
+/// alerts ("identity_conflict", subject = the identity), and the live graph's changes (an
+/// AlertEvent, then a "partition" or "healed" MemberEvent). Not thread-safe.
+class MembershipWatch {
+ public:
+  /// `topology` must outlive the watch; `self` is the peer watched.
+  MembershipWatch(const Topology& topology, int self) : self_(self), monitor_(topology, self) {}
+  /// The events since the last call, in order; `seconds` is the peer's clock (simulated in the
+  /// simulator), `messages` (when not null) gets a log line for each.
+  std::vector<PeerEvent> operator()(MonitoredExchange& exchange, std::int64_t round,
+                                    double seconds, std::vector<std::string>* messages = nullptr);
+  /// The live graph was split at the last change.
+  bool partitioned() const { return partitioned_; }
+  const ConvergenceMonitor& monitor() const { return monitor_; }
+
+ private:
+  int self_;
+  ConvergenceMonitor monitor_;
+  bool partitioned_ = false;
 };
 
 /// The peers whose link with `peer` the schedule cuts during `round`, ascending.

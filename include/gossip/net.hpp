@@ -39,6 +39,10 @@ struct NetTimeouts {
   std::chrono::milliseconds reconnect{10'000}; // how long a dialler retries a lost link
   std::chrono::milliseconds backoff_first{20}; // first retry delay, doubled up to backoff_max
   std::chrono::milliseconds backoff_max{1'000};
+  /// A neighbour we have heard nothing from (no frame, not even a heartbeat: every link carries
+  /// one at least every 250 ms) for this long is silent: a second connection may take over its
+  /// identity, and a write stuck on it is abandoned (closing the link). 0 = never.
+  std::chrono::milliseconds silent{0};
 };
 
 /// A peer's TLS credentials: PEM files. With `enabled`, all three must be given.
@@ -181,6 +185,8 @@ class NetExchange final : public Exchange {
   std::vector<PeerView> take_views() override;
   std::vector<int> excused_peers() const override;
   std::optional<Inbox> newest(std::span<const int> from) override;
+  std::optional<std::vector<int>> heard_within(double seconds) const override;
+  std::vector<TransportAlert> take_alerts() override;
 
   /// Neighbours whose link is up right now, ascending.
   std::vector<int> connected_peers() const;

@@ -362,6 +362,7 @@ void read_gossip(const Reader& r, const Node& n, GossipConfig& g) {
       {"round_timeout_s", [&](auto& v, auto& f) { g.round_timeout_s = r.positive(v, f, false); }},
       {"dead_after_rounds", [&](auto& v, auto& f) { g.dead_after_rounds = r.positive_int(v, f, false); }},
       {"dead_after_s", [&](auto& v, auto& f) { g.dead_after_s = r.positive(v, f, true); }},
+      {"suspect_after_s", [&](auto& v, auto& f) { g.suspect_after_s = r.positive(v, f, false); }},
       {"on_partition", [&](auto& v, auto& f) { g.on_partition = r.choice(v, f, {"continue", "stop"}); }},
   });
 }

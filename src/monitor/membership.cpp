@@ -2,6 +2,8 @@
 // rounds) and MonitoredExchange, which keeps it up to date around any transport.
 #include <algorithm>
 #include <chrono>
+#include <limits>
+#include <string>
 #include <utility>
 
 #include "gossip/core.hpp"
@@ -28,23 +30,49 @@ bool valid_state(MemberState s) {
 Membership::Membership(int peers, int self, std::int64_t dead_after_rounds, double dead_after_s)
     : self_(self), dead_after_(std::max<std::int64_t>(1, dead_after_rounds)),
       dead_after_s_(dead_after_s), suspected_since_(static_cast<std::size_t>(peers), 0.0),
-      view_(static_cast<std::size_t>(peers)), suspected_at_(static_cast<std::size_t>(peers), -1) {
+      view_(static_cast<std::size_t>(peers)), announced_(static_cast<std::size_t>(peers), 0),
+      suspected_at_(static_cast<std::size_t>(peers), -1),
+      event_tokens_(static_cast<std::size_t>(peers), kMemberEventBurst),
+      event_refill_(static_cast<std::size_t>(peers), 0.0) {
   GOSSIP_CHECK_MSG(self >= 0 && self < peers, "membership: peer ", self, " is not in 0..",
                    peers - 1);
+}
+
+void Membership::note(int peer, const char* event, std::uint32_t incarnation,
+                      std::int64_t round, double now) {
+  const std::string e = event;
+  if (e == "suspect" || e == "alive") {
+    // A token bucket per peer: a flood of claims (or a flapping link) cannot grow the log
+    // without bound. Deaths and rejoins pass: each one takes a suspicion timer.
+    double& tokens = event_tokens_[peer];
+    tokens = std::min(kMemberEventBurst, tokens + std::max(0.0, now - event_refill_[peer]));
+    event_refill_[peer] = now;
+    if (tokens < 1) {
+      ++suppressed_;
+      return;
+    }
+    tokens -= 1;
+  }
+  changes_.push_back(MemberChange{peer, e, incarnation, round});
 }
 
 void Membership::set(int peer, Member m, std::int64_t round, double now) {
   const Member old = view_[peer];
   view_[peer] = m;
-  suspected_at_[peer] = m.state == MemberState::kSuspect ? round : -1;
-  suspected_since_[peer] = now;
-  auto note = [&](const char* event) {
-    changes_.push_back(MemberChange{peer, event, m.incarnation, round});
-  };
-  if (old.state == MemberState::kDead && m.state != MemberState::kDead) note("rejoin");
-  if (old.state == MemberState::kSuspect && m.state == MemberState::kAlive) note("alive");
-  if (m.state == MemberState::kSuspect && old.state != MemberState::kSuspect) note("suspect");
-  if (m.state == MemberState::kDead && old.state != MemberState::kDead) note("dead");
+  if (m.state == MemberState::kAlive) announced_[peer] = std::max(announced_[peer], m.incarnation);
+  // A suspicion that only moves to a later incarnation keeps its clock.
+  if (m.state != MemberState::kSuspect || old.state != MemberState::kSuspect) {
+    suspected_at_[peer] = m.state == MemberState::kSuspect ? round : -1;
+    suspected_since_[peer] = now;
+  }
+  if (old.state == MemberState::kDead && m.state != MemberState::kDead)
+    note(peer, "rejoin", m.incarnation, round, now);
+  if (old.state == MemberState::kSuspect && m.state == MemberState::kAlive)
+    note(peer, "alive", m.incarnation, round, now);
+  if (m.state == MemberState::kSuspect && old.state != MemberState::kSuspect)
+    note(peer, "suspect", m.incarnation, round, now);
+  if (m.state == MemberState::kDead && old.state != MemberState::kDead)
+    note(peer, "dead", m.incarnation, round, now);
 }
 
 void Membership::missed(int peer, std::int64_t round, double now) {
@@ -53,7 +81,28 @@ void Membership::missed(int peer, std::int64_t round, double now) {
   set(peer, Member{view_[peer].incarnation, MemberState::kSuspect}, round, now);
 }
 
-void Membership::merge(const PeerView& v, std::int64_t round, double now) {
+void Membership::merge_self(const Member& theirs, std::int64_t round, double now) {
+  Member& me = view_[self_];
+  // Nobody may hold us suspected or dead at our incarnation or above: refute past it. A claim
+  // far above ours (more than a restart can explain) moves us only kMaxIncarnationStep, so that
+  // no claim can push us to where we could never refute again.
+  const std::uint64_t ceiling = std::uint64_t{me.incarnation} + kMaxIncarnationStep;
+  const auto bounded = static_cast<std::uint32_t>(
+      std::min<std::uint64_t>(theirs.incarnation, ceiling));
+  if (theirs.state != MemberState::kAlive && theirs.incarnation >= me.incarnation) {
+    if (theirs.incarnation > ceiling) ++inflated_;
+    if (bounded == std::numeric_limits<std::uint32_t>::max()) return;  // cannot go past it
+    const char* event = theirs.state == MemberState::kDead ? "rejoin" : "alive";
+    me = Member{bounded + 1, MemberState::kAlive};
+    note(self_, event, me.incarnation, round, now);
+  } else if (theirs.state == MemberState::kAlive && theirs.incarnation > me.incarnation) {
+    if (theirs.incarnation > ceiling) ++inflated_;
+    me.incarnation = bounded;  // our own earlier life's number (we restarted)
+  }
+}
+
+void Membership::merge(const PeerView& v, std::int64_t round, double now,
+                       const std::vector<int>* direct) {
   if (v.members.size() != view_.size()) {
     ++ignored_;
     return;
@@ -64,20 +113,33 @@ void Membership::merge(const PeerView& v, std::int64_t round, double now) {
       return;
     }
   for (int q = 0; q < static_cast<int>(view_.size()); ++q) {
-    const Member& theirs = v.members[q];
+    Member theirs = v.members[q];
     if (q == self_) {
-      // Refute: nobody may hold us suspected or dead at our incarnation or above.
-      if (theirs.state != MemberState::kAlive && theirs.incarnation >= view_[q].incarnation) {
-        const char* event = theirs.state == MemberState::kDead ? "rejoin" : "alive";
-        view_[q] = Member{theirs.incarnation + 1, MemberState::kAlive};
-        changes_.push_back(MemberChange{q, event, view_[q].incarnation, round});
-      } else if (theirs.state == MemberState::kAlive &&
-                 theirs.incarnation > view_[q].incarnation) {
-        view_[q].incarnation = theirs.incarnation;  // our own earlier life's number
-      }
+      merge_self(theirs, round, now);
       continue;
     }
-    if (supersedes(theirs, view_[q])) set(q, theirs, round, now);
+    // Only q raises q's incarnation: an alive entry may carry q's refutation one past what we
+    // know; anything else is believed at most at the incarnation q is known to have had.
+    const std::uint32_t known = std::max(announced_[q], view_[q].incarnation);
+    const std::uint32_t cap = theirs.state == MemberState::kAlive && known < UINT32_MAX
+                                  ? known + 1 : known;
+    if (theirs.incarnation > cap) {
+      ++inflated_;
+      theirs.incarnation = cap;
+    }
+    if (!supersedes(theirs, view_[q])) continue;
+    if (theirs.state != MemberState::kAlive) {
+      // Hearsay: a neighbour we hear ourselves right now is alive, whatever others say.
+      if (direct && std::find(direct->begin(), direct->end(), q) != direct->end()) {
+        ++vetoed_;
+        continue;
+      }
+      // A death we did not see is a suspicion here, until our own timer confirms it.
+      theirs.state = MemberState::kSuspect;
+      if (view_[q].state == MemberState::kSuspect && theirs.incarnation == view_[q].incarnation)
+        continue;
+    }
+    set(q, theirs, round, now);
   }
 }
 
@@ -120,6 +182,7 @@ MonitoredExchange::MonitoredExchange(Exchange& inner, std::int64_t dead_after_ro
 void MonitoredExchange::restart() {
   membership_ = Membership(inner_->size(), inner_->rank(), dead_after_rounds_, dead_after_s_);
   last_sent_.clear();
+  talked_to_.clear();
 }
 
 namespace {
@@ -184,32 +247,59 @@ std::vector<int> MonitoredExchange::before_publish(std::int64_t round,
   return to;
 }
 
+std::optional<std::vector<int>> MonitoredExchange::heard_now() const {
+  if (silence_s_ <= 0) return std::nullopt;
+  return inner_->heard_within(silence_s_);
+}
+
+void MonitoredExchange::talked_to(std::span<const int> peers) {
+  for (int p : peers)
+    if (auto at = std::lower_bound(talked_to_.begin(), talked_to_.end(), p);
+        at == talked_to_.end() || *at != p)
+      talked_to_.insert(at, p);
+}
+
 void MonitoredExchange::publish(std::int64_t round, std::span<const float> params, double weight,
                                 std::span<const int> to_all) {
+  talked_to(to_all);
   inner_->publish(round, params, weight, before_publish(round, to_all));
 }
 
 void MonitoredExchange::publish_packet(std::int64_t round, std::span<const std::byte> packet,
                                        std::span<const int> to_all) {
+  talked_to(to_all);
   inner_->publish_packet(round, packet, before_publish(round, to_all));
 }
 
 void MonitoredExchange::merge_views(std::int64_t round) {
   const double now = clock_();
-  for (const PeerView& v : inner_->take_views()) membership_.merge(v, round, now);
+  const auto direct = heard_now();
+  for (const PeerView& v : inner_->take_views())
+    membership_.merge(v, round, now, direct ? &*direct : nullptr);
 }
 
 std::vector<Inbox> MonitoredExchange::collect(std::int64_t round, std::span<const int> from_all,
                                               const CollectOptions& options) {
   const std::vector<int> cut = faults_ ? cut_peers(*faults_, rank(), round) : std::vector<int>{};
   const std::vector<int> from = without(from_all, cut);
+  talked_to(from_all);
   CollectOptions o = options;
   for (int q : membership_.suspected()) o.no_wait.push_back(q);
   for (int q : membership_.dead()) o.no_wait.push_back(q);
+  if (silence_s_ > 0)
+    o.silent_after = std::chrono::milliseconds(static_cast<std::int64_t>(silence_s_ * 1000));
   std::vector<Inbox> got = inner_->collect(round, from, o);
   merge_views(round);
   const std::vector<int> ahead = inner_->excused_peers();
   const double now = clock_();
+  // Silent neighbours (no heartbeat for silence_s_, or the link closed) are suspected at once,
+  // in- or out-neighbours alike, without waiting out a round deadline.
+  if (const auto heard = heard_now())
+    for (int p : talked_to_)
+      if (!std::binary_search(heard->begin(), heard->end(), p) &&
+          std::find(cut.begin(), cut.end(), p) == cut.end() &&
+          std::find(ahead.begin(), ahead.end(), p) == ahead.end())
+        membership_.missed(p, round, now);
   for (int p : from) {
     const bool heard =
         std::any_of(got.begin(), got.end(), [&](const Inbox& m) { return m.peer == p; });

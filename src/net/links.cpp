@@ -14,8 +14,15 @@ namespace {
 constexpr double kRefusalBurst = 20;   // refusal lines logged at once
 constexpr double kRefusalsPerSecond = 1;  // and then at most this many a second
 constexpr std::chrono::milliseconds kRejoinRedial{1000};  // dialling a gone peer again
-constexpr std::chrono::milliseconds kHeartbeatCheck{500};  // how often idle links are checked
-constexpr std::chrono::milliseconds kIdle{1000};           // a link this quiet gets the view
+// Heartbeats: a link with nothing else to carry gets our view every kIdle, so that silence
+// means a stopped or cut-off peer (NetTimeouts::silent is a few of these), never a busy one.
+constexpr std::chrono::milliseconds kHeartbeatCheck{100};  // how often idle links are checked
+constexpr std::chrono::milliseconds kIdle{250};            // a link this quiet gets the view
+// Our own heartbeat timer firing this late means this process was stopped (SIGSTOP) or starved:
+// the neighbours' silence meanwhile is ours (Lifeguard's local health), so it is forgiven.
+constexpr std::chrono::milliseconds kOwnStall{750};
+// Alerts about one identity's second connections: at most one per this period per rank.
+constexpr std::chrono::seconds kConflictAlertEvery{5};
 }  // namespace
 
 Links::Links(asio::io_context& io, asio::ip::tcp::acceptor& acceptor, const NetConfig& config,
@@ -183,10 +190,38 @@ std::string Links::on_hello(Session& s, const wire::Hello& hello, std::uint32_t 
     return cat("hello from sender ", sender, " claims rank ", p);
   if (p == me) return cat("it claims our own rank ", me);
   if (!mail_.is_neighbour(p)) return cat("peer ", p, " is not a neighbour of ", me);
+  if (auto why = identity_conflict(p, s); !why.empty()) return why;
   if (p > me)
     return cat("peer ", p, " dialled us, but the lower rank of a pair dials (we are ", me, ")");
   adopt(p, s, hello);
   return {};
+}
+
+std::string Links::identity_conflict(int peer, const Session& s) {
+  Link& l = *links_[peer];
+  // The link we have is live (it is up and we heard from it within the silence bound): a second
+  // connection with the same certificate is someone else holding that identity, or a copy of
+  // the peer started twice. The first stays. (A restarted peer's old connection is closed, or
+  // falls silent, so its new one is taken.)
+  const double silent_s = static_cast<double>(config_.timeouts.silent.count()) / 1000.0;
+  if (!l.session || !l.session->established() || l.session->closed() ||
+      mail_.state(peer) != LinkState::kUp ||
+      (silent_s > 0 && mail_.silent_for(peer) >= silent_s))
+    return {};
+  ++l.conflicts;
+  const std::string why =
+      cat("identity_conflict: ", s.remote(), " presented the identity of peer ", peer,
+          ", which is already connected from ", l.session->remote(),
+          "; refused (the first connection stays)");
+  const auto now = Clock::now();
+  if (l.conflicts == 1 || now - l.last_conflict_alert >= kConflictAlertEvery) {
+    mail_.alert(TransportAlert{"identity_conflict", peer,
+                               l.conflicts == 1 ? why
+                                                : cat(why, " (", l.conflicts,
+                                                      " such connections so far)")});
+    l.last_conflict_alert = now;
+  }
+  return why;
 }
 
 void Links::on_hello_ack(Session& s, const wire::Hello& hello) {
@@ -338,9 +373,17 @@ void Links::send_view(std::shared_ptr<const std::vector<std::byte>> frame,
 
 void Links::heartbeat() {
   heartbeat_.expires_after(kHeartbeatCheck);
-  heartbeat_.async_wait([this](std::error_code ec) {
+  const auto due = heartbeat_.expiry();
+  heartbeat_.async_wait([this, due](std::error_code ec) {
     if (ec || stopping_) return;
     const auto now = Clock::now();
+    if (now - due >= kOwnStall) {
+      mail_.excuse_silence();
+      log(cat("this peer was stopped or starved for ",
+              std::chrono::duration_cast<std::chrono::milliseconds>(now - due).count(),
+              " ms: its neighbours' silence meanwhile is not held against them"));
+    }
+    abandon_stalled_writes();
     if (last_view_)
       for (int p : mail_.neighbours())
         if (Link& l = *links_[p]; l.session && l.session->established() &&
@@ -350,6 +393,20 @@ void Links::heartbeat() {
         }
     heartbeat();
   });
+}
+
+void Links::abandon_stalled_writes() {
+  if (config_.timeouts.silent.count() <= 0) return;
+  const double silent_s = static_cast<double>(config_.timeouts.silent.count()) / 1000.0;
+  for (int p : mail_.neighbours())
+    if (Link& l = *links_[p]; l.session && l.session->established() && !l.session->closed() &&
+                              l.session->writing() && mail_.silent_for(p) >= silent_s)
+      // A stopped peer reads nothing: our write to it would hold the caller's buffer (and its
+      // collect) until the write deadline. Closing frees both; the peer reconnects when it wakes.
+      l.session->close(cat("silent for ", static_cast<int>(mail_.silent_for(p) * 1000),
+                           " ms with a write to it stalled; closing the link (it reconnects if "
+                           "it comes back)"),
+                       CloseKind::kError);
 }
 
 void Links::shutdown() {

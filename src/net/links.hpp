@@ -69,6 +69,8 @@ class Links final : public Hub {
     std::chrono::milliseconds backoff{0};
     bool dialling = false;
     Clock::time_point last_sent{};  // when a frame was last queued on this link
+    std::uint64_t conflicts = 0;    // second connections refused for this identity
+    Clock::time_point last_conflict_alert{};
   };
 
   void accept();
@@ -82,6 +84,11 @@ class Links final : public Hub {
   std::unique_ptr<ShmView> map_segment(int peer, const wire::Hello& hello);
   void adopt(int peer, Session& s, const wire::Hello& hello);
   void watch_gone(int peer);
+  /// Empty when a hello from `peer` on `s` may replace its link; else why not: the link it
+  /// has is live (an identity_conflict alert, rate-limited, goes to the mailboxes).
+  std::string identity_conflict(int peer, const Session& s);
+  /// Closes links to neighbours silent past NetTimeouts::silent that have a write stuck.
+  void abandon_stalled_writes();
   /// Every kHeartbeatCheck: our last membership view again on each link idle for kIdle (a
   /// peer waiting out a slow neighbour still tells the others what it believes).
   void heartbeat();

@@ -3,6 +3,7 @@
 #include "src/net/mailbox.hpp"
 
 #include <algorithm>
+#include <utility>
 
 #include "gossip/core.hpp"
 
@@ -131,6 +132,7 @@ void Mailboxes::set_state(int peer, LinkState state) {
   {
     std::lock_guard lk(mu_);
     box(peer).state = state;
+    if (state == LinkState::kUp) box(peer).last_heard = std::chrono::steady_clock::now();
   }
   cv_.notify_all();
 }
@@ -143,6 +145,49 @@ bool Mailboxes::transition(int peer, LinkState from, LinkState to) {
   }
   cv_.notify_all();
   return true;
+}
+
+void Mailboxes::heard(int peer) {
+  std::lock_guard lk(mu_);
+  box(peer).last_heard = std::chrono::steady_clock::now();
+}
+
+void Mailboxes::excuse_silence() {
+  {
+    std::lock_guard lk(mu_);
+    const auto now = std::chrono::steady_clock::now();
+    for (Box& b : boxes_) b.last_heard = now;
+  }
+  cv_.notify_all();
+}
+
+double Mailboxes::silent_for(int peer) const {
+  std::lock_guard lk(mu_);
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - box(peer).last_heard)
+      .count();
+}
+
+std::vector<int> Mailboxes::heard_within(double seconds) const {
+  std::lock_guard lk(mu_);
+  const auto now = std::chrono::steady_clock::now();
+  std::vector<int> out;
+  for (int p : neighbours_) {
+    const Box& b = box(p);
+    if (b.left || (b.state == LinkState::kUp &&
+                   std::chrono::duration<double>(now - b.last_heard).count() < seconds))
+      out.push_back(p);
+  }
+  return out;
+}
+
+void Mailboxes::alert(TransportAlert a) {
+  std::lock_guard lk(mu_);
+  alerts_.push_back(std::move(a));
+}
+
+std::vector<TransportAlert> Mailboxes::take_alerts() {
+  std::lock_guard lk(mu_);
+  return std::exchange(alerts_, {});
 }
 
 LinkState Mailboxes::state(int peer) const {
@@ -248,8 +293,15 @@ std::vector<Inbox> Mailboxes::collect(std::int64_t round, std::span<const int> f
   std::unique_lock lk(mu_);
   // Not waited for: a peer the caller says not to (suspected or dead), a link that is down or
   // gone, and (sync) a peer that has already sent a later round, so this one will not come.
+  // A peer silent for options.silent_after (no frame at all, heartbeats included) is not
+  // waited for: it is stopped, or cut off, not slow.
+  auto silent = [&](const Box& b) {
+    return options.silent_after.count() > 0 &&
+           std::chrono::steady_clock::now() - b.last_heard >= options.silent_after;
+  };
   auto waited = [&](int p) {
-    return std::find(options.no_wait.begin(), options.no_wait.end(), p) == options.no_wait.end();
+    return std::find(options.no_wait.begin(), options.no_wait.end(), p) == options.no_wait.end() &&
+           !silent(box(p));
   };
   auto all_ready = [&] {  // (a peer that left is gone: not waited for)
     return !failure_.empty() || std::all_of(peers.begin(), peers.end(), [&](int p) {
@@ -258,7 +310,14 @@ std::vector<Inbox> Mailboxes::collect(std::int64_t round, std::span<const int> f
                     ready(b, round, options);
            });
   };
-  cv_.wait_until(lk, deadline, all_ready);
+  if (options.silent_after.count() > 0) {
+    // Silence grows without anything arriving to wake us: look again every slice.
+    constexpr auto kSlice = std::chrono::milliseconds(50);
+    while (!all_ready() && std::chrono::steady_clock::now() < deadline)
+      cv_.wait_until(lk, std::min(deadline, std::chrono::steady_clock::now() + kSlice), all_ready);
+  } else {
+    cv_.wait_until(lk, deadline, all_ready);
+  }
   // The caller may reuse its published buffer once we return: wait for those sends (each one
   // is bounded by the per-write deadline on the I/O thread).
   cv_.wait(lk, [&] { return pending_sends_ == 0 || !failure_.empty(); });

@@ -66,6 +66,15 @@ class Mailboxes {
   void deliver_view(int peer, std::vector<Member> view);
   /// The I/O thread hit an unexpected exception: every later call on the caller side throws.
   void fail(const std::string& what);
+  /// Something arrived from `peer` (any frame, or part of one): it is not silent.
+  void heard(int peer);
+  /// This process itself was stopped or starved (its timers fired late by `gap`): the silence
+  /// of every neighbour during that time is ours, not theirs, so it is forgiven.
+  void excuse_silence();
+  /// Keeps an alert for take_alerts().
+  void alert(TransportAlert alert);
+  /// Seconds since anything came from `peer` (I/O thread or caller).
+  double silent_for(int peer) const;
 
   // --- caller thread -------------------------------------------------------------------------
   /// Counts sends that publish() has handed to the I/O thread.
@@ -79,6 +88,8 @@ class Mailboxes {
   /// See Exchange::take_views, excused_peers and newest.
   std::vector<PeerView> take_views();
   std::vector<int> excused_peers() const;
+  std::vector<int> heard_within(double seconds) const;
+  std::vector<TransportAlert> take_alerts();
   std::optional<Inbox> newest(std::span<const int> from);
   std::vector<int> peers_in(LinkState state) const;
   /// Whether `peer`'s parameters reach us through its shared memory (set at each handshake).
@@ -98,6 +109,7 @@ class Mailboxes {
     std::optional<std::vector<Member>> view;  // the newest view not yet taken
     std::uint64_t dropped = 0;                // rounds dropped for being too far ahead
     bool left = false;                        // said bye: finished, not dead
+    std::chrono::steady_clock::time_point last_heard = std::chrono::steady_clock::now();
   };
 
   Box& box(int peer) { return boxes_[index_[peer]]; }
@@ -121,6 +133,7 @@ class Mailboxes {
   std::size_t pending_sends_ = 0;
   std::vector<int> excused_;  // left out of the last collect for being ahead, or gone by bye
   std::string failure_;
+  std::vector<TransportAlert> alerts_;
 };
 
 }  // namespace gossip::net

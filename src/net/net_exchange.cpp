@@ -206,6 +206,11 @@ std::optional<Inbox> NetExchange::newest(std::span<const int> from) {
   return impl_->mail().newest(from);
 }
 
+std::optional<std::vector<int>> NetExchange::heard_within(double seconds) const {
+  return impl_->mail().heard_within(seconds);
+}
+std::vector<TransportAlert> NetExchange::take_alerts() { return impl_->mail().take_alerts(); }
+
 std::vector<int> NetExchange::connected_peers() const {
   return impl_->mail().peers_in(net::LinkState::kUp);
 }

@@ -98,6 +98,8 @@ class Session : public std::enable_shared_from_this<Session> {
   /// The peer this session talks to (dial target, or the rank a hello claimed); -1 if unknown.
   int peer() const { return peer_; }
   bool established() const { return established_; }
+  /// A write is in flight (it may be stuck on a peer that reads nothing).
+  bool writing() const { return writing_; }
   bool closed() const { return closed_; }
   /// Called by the hub as the session becomes the link: the neighbour's segment, mapped (it is
   /// on this host), or nullptr. Once the handshake is answered the session says shm-ready.

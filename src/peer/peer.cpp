@@ -120,6 +120,7 @@ int run_peer(const RunConfig& config, const Topology& topology, const PeerOption
   MonitoredExchange exchange(transport, config.gossip.dead_after_rounds,
                              config.gossip.dead_after_seconds());
   exchange.set_faults(&config.faults);
+  exchange.set_silence(config.gossip.suspect_after_s);
   events.emit(ReadyEvent{rank, since(t0), n, opt.config_path});
 
   auto algorithm =

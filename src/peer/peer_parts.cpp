@@ -50,6 +50,7 @@ NetConfig net_config(const RunConfig& config, const Topology& topology, const Pe
   const auto ms = [](double s) { return std::chrono::milliseconds(static_cast<long>(s * 1000)); };
   net.timeouts.start = ms(config.net.connect_timeout_s);
   net.timeouts.io = ms(config.gossip.round_timeout_s);
+  net.timeouts.silent = ms(config.gossip.suspect_after_s);
   net.log = [rank](const std::string& line) { log_line(cat("peer ", rank, " net: ", line)); };
   return net;
 }
@@ -86,25 +87,12 @@ void write_params(const std::string& path, std::span<const float> params) {
 
 Watch::Watch(const Topology& topology, int rank, MonitoredExchange& exchange, Events& events,
              Clock::time_point t0)
-    : rank_(rank), exchange_(&exchange), events_(&events), t0_(t0), monitor_(topology, rank) {}
+    : rank_(rank), exchange_(&exchange), events_(&events), t0_(t0), watch_(topology, rank) {}
 
 void Watch::operator()(std::int64_t round) {
-  for (const MemberChange& c : exchange_->membership().take_changes()) {
-    log_line(cat("peer ", rank_, " round ", round, ": membership: peer ", c.peer, " ", c.event,
-                 " (incarnation ", c.incarnation, ")"));
-    events_->emit(MemberEvent{rank_, round, since(t0_), c.event, c.peer,
-                              static_cast<std::int64_t>(c.incarnation), exchange_->dead_peers(),
-                              {}, {}});
-  }
-  const auto change = monitor_.check(exchange_->dead_peers());
-  if (!change) return;
-  log_line(cat("peer ", rank_, " round ", round, ": ", change->message));
-  events_->emit(AlertEvent{rank_, round, change->connected, change->dead, change->message});
-  if (!change->event.empty()) {
-    partitioned_ = change->event == "partition";
-    events_->emit(MemberEvent{rank_, round, since(t0_), change->event, -1, 0, change->dead,
-                              change->components, change->my_component});
-  }
+  std::vector<std::string> lines;
+  for (const PeerEvent& e : watch_(*exchange_, round, since(t0_), &lines)) events_->emit(e);
+  for (const std::string& l : lines) log_line(cat("peer ", rank_, " round ", round, ": ", l));
 }
 
 std::int64_t catch_up(std::int64_t r, const Topology& topology, int rank,

@@ -65,16 +65,15 @@ class Watch {
   Watch(const Topology& topology, int rank, MonitoredExchange& exchange, Events& events,
         Clock::time_point t0);
   void operator()(std::int64_t round);
-  bool partitioned() const { return partitioned_; }
-  const ConvergenceMonitor& monitor() const { return monitor_; }
+  bool partitioned() const { return watch_.partitioned(); }
+  const ConvergenceMonitor& monitor() const { return watch_.monitor(); }
 
  private:
   int rank_;
   MonitoredExchange* exchange_;
   Events* events_;
   Clock::time_point t0_;
-  ConvergenceMonitor monitor_;
-  bool partitioned_ = false;
+  MembershipWatch watch_;
 };
 
 /// A peer rounds behind its neighbours (restarted, or paused) catches up: it takes the newest
