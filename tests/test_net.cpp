@@ -1215,7 +1215,47 @@ TEST_CASE("intruders without the run's credentials are refused; the link and rou
   for (const auto& l : log.lines) CHECK(l.find("replaced") == std::string::npos);
 }
 
-TEST_CASE("a connection proving the same rank replaces the link and gets the round in flight",
+TEST_CASE("a second live connection with a connected identity is refused (identity_conflict)",
+          "[net][tls]") {
+  Cluster cluster(2);
+  LogSink log;
+  const int port = cluster.listeners[1].port();
+  auto config = cluster.by_hand(100, log);
+  config.timeouts.silent = 5s;  // the first connection stays live for the whole test
+  NetExchange b(std::move(config), std::move(cluster.listeners[1]));
+  const auto info = model_info({784, 128, 10}, 100);
+  auto first = join_as_rank0(port, info, std::nullopt);
+  REQUIRE(b.connected_peers() == std::vector<int>{0});
+  // Someone else holding rank 0's certificate (or rank 0 started twice).
+  auto second = std::make_unique<RawClient>(port);
+  second->send(hello_frame(0, info, std::nullopt));
+  const auto answer = second->read_frame();
+  REQUIRE(answer);
+  CHECK(answer->header.type == wire::FrameType::kError);
+  CHECK_THAT(std::string(reinterpret_cast<const char*>(answer->payload.data()),
+                         answer->payload.size()),
+             Contains("identity_conflict"));
+  CHECK(log.wait_for("identity_conflict"));
+  // The first connection stays, and the alert names the identity.
+  CHECK(b.connected_peers() == std::vector<int>{0});
+  const auto alerts = b.take_alerts();
+  REQUIRE(alerts.size() == 1);
+  CHECK(alerts[0].kind == "identity_conflict");
+  CHECK(alerts[0].peer == 0);
+  CHECK_THAT(alerts[0].message, Contains("identity of peer 0"));
+  // More attempts within the alert period are refused too, but not alerted again.
+  for (int i = 0; i < 3; ++i) {
+    RawClient again(port);
+    again.send(hello_frame(0, info, std::nullopt));
+    const auto refused = again.read_frame();
+    REQUIRE(refused);
+    CHECK(refused->header.type == wire::FrameType::kError);
+  }
+  CHECK(b.take_alerts().empty());
+  CHECK(b.connected_peers() == std::vector<int>{0});
+}
+
+TEST_CASE("a connection proving the same rank replaces a silent link and gets the round in flight",
           "[net][tls]") {
   // Big enough that the write cannot finish into socket buffers while rank 0 does not read.
   constexpr std::size_t kParams = 8 << 20;
@@ -1224,6 +1264,10 @@ TEST_CASE("a connection proving the same rank replaces the link and gets the rou
   const int port = cluster.listeners[1].port();
   auto config = cluster.by_hand(kParams, log);
   config.shared_memory = false;
+  // The first connection sends nothing after its hello: silent after this, so a new one with
+  // the same certificate is the peer back (a half-open link), not an identity conflict. (A
+  // stuck write is abandoned after twice the bound: the round is still in flight then.)
+  config.timeouts.silent = 1s;
   NetExchange b(std::move(config), std::move(cluster.listeners[1]));
   const auto info = model_info({784, 128, 10}, kParams);
   auto first = join_as_rank0(port, info, std::nullopt);
@@ -1232,6 +1276,7 @@ TEST_CASE("a connection proving the same rank replaces the link and gets the rou
   const std::vector<int> to0{0};
   b.publish(0, p, 1.0, to0);  // stuck on the first connection: rank 0 reads nothing there
   CHECK_FALSE(log.wait_for("replaced", 300ms));
+  std::this_thread::sleep_for(900ms);  // past the silence bound
   auto second = join_as_rank0(port, info, std::nullopt);
   CHECK(log.wait_for("closed: replaced by a new connection from the same peer"));
   const auto frame = second->read_frame(wire::kHeaderBytes + wire::kWeightBytes + kParams * 4);

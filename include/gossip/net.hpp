@@ -41,7 +41,7 @@ struct NetTimeouts {
   std::chrono::milliseconds backoff_max{1'000};
   /// A neighbour we have heard nothing from (no frame, not even a heartbeat: every link carries
   /// one at least every 250 ms) for this long is silent: a second connection may take over its
-  /// identity, and a write stuck on it is abandoned (closing the link). 0 = never.
+  /// identity, and a write stuck on it for twice this is abandoned (closing the link). 0 = never.
   std::chrono::milliseconds silent{0};
 };
 

@@ -397,10 +397,12 @@ void Links::heartbeat() {
 
 void Links::abandon_stalled_writes() {
   if (config_.timeouts.silent.count() <= 0) return;
-  const double silent_s = static_cast<double>(config_.timeouts.silent.count()) / 1000.0;
+  // Twice the silence bound: a peer back on a new connection before then takes the round in
+  // flight over (adopt()).
+  const double stuck_s = 2.0 * static_cast<double>(config_.timeouts.silent.count()) / 1000.0;
   for (int p : mail_.neighbours())
     if (Link& l = *links_[p]; l.session && l.session->established() && !l.session->closed() &&
-                              l.session->writing() && mail_.silent_for(p) >= silent_s)
+                              l.session->writing() && mail_.silent_for(p) >= stuck_s)
       // A stopped peer reads nothing: our write to it would hold the caller's buffer (and its
       // collect) until the write deadline. Closing frees both; the peer reconnects when it wakes.
       l.session->close(cat("silent for ", static_cast<int>(mail_.silent_for(p) * 1000),
