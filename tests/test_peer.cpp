@@ -12,6 +12,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <csignal>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -1481,7 +1483,9 @@ TEST_CASE("every survivor sees the partition when peers 2 and 6 of a ring die, a
       return e.peer == p && e.event == "partition";
     });
     REQUIRE(partition != events.end());
-    CHECK(partition->round <= R + 6);
+    // A death a peer hears of is a suspicion until its own timer (one round here) confirms it:
+    // a round or two for each hop from the dead peer's neighbours.
+    CHECK(partition->round <= R + 10);
     CHECK(partition->components == "[[0, 1, 7], [3, 4, 5]]");
     CHECK(partition->my_component == (p == 0 || p == 1 || p == 7 ? "[0, 1, 7]" : "[3, 4, 5]"));
     const auto healed = std::find_if(partition, events.end(), [&](const Membership& e) {
@@ -1784,4 +1788,116 @@ TEST_CASE("gossip run --netem refuses what it cannot emulate, clearly, leaving n
     CHECK(r.output.find("emulating links needs root") != std::string::npos);
   }
   CHECK(netns_with("gsn") == before);
+}
+
+// --- the monitor with its shipped defaults: faults by hand, as an operator meets them ----------
+
+namespace {
+
+/// The pid of the `gossip peer` process of `rank` writing into `out` (0 when there is none).
+pid_t peer_pid(const fs::path& out, int rank) {
+  for (const auto& entry : fs::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::string cmd = read_file(entry.path() / "cmdline");
+    std::replace(cmd.begin(), cmd.end(), '\0', ' ');
+    if (cmd.find(" peer ") != std::string::npos &&
+        cmd.find(" --rank " + std::to_string(rank) + " ") != std::string::npos &&
+        cmd.find(" --out " + out.string() + " ") != std::string::npos)
+      return static_cast<pid_t>(std::stol(name));
+  }
+  return 0;
+}
+
+/// Seconds until every peer of `peers` has a membership event `event` in `events_jsonl` (after
+/// the first `skip` events of each), polling for at most `limit` seconds; -1 if they do not.
+double seconds_until_all(const fs::path& events_jsonl, const std::vector<int>& peers,
+                         const std::string& event, double limit) {
+  const auto t0 = std::chrono::steady_clock::now();
+  for (;;) {
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const auto events = membership_events(events_jsonl);
+    const bool all = std::all_of(peers.begin(), peers.end(), [&](int p) {
+      return std::any_of(events.begin(), events.end(),
+                         [&](const Membership& e) { return e.peer == p && e.event == event; });
+    });
+    if (all) return s;
+    if (s > limit) return -1;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("shipped defaults: kill -9 of two ring peers is a partition within seconds, a restart "
+          "by hand heals it, and --keep-going ends with exit 0 and the record of both",
+          "[peer][faults][membership]") {
+  TempDir t;
+  // Only the data and the ports are the test's: the membership settings are the defaults.
+  const auto cfg = write_fault_config(t.path, 8, 120, "on_partition: continue", "  []\n");
+  const fs::path out = t.path / "run";
+  BackgroundRun launcher({bin(), "run", cfg.string(), "--out", out.string(), "--no-progress",
+                          "--keep-going"},
+                         t.path / "run.log");
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  auto training = [&] {
+    for (int p = 0; p < 8; ++p)
+      if (!fs::exists(out / "peers" / std::to_string(p) / "metrics.csv")) return false;
+    return true;
+  };
+  while (!training() && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  INFO(read_file(t.path / "run.log"));
+  const pid_t two = peer_pid(out, 2), six = peer_pid(out, 6);
+  REQUIRE(two > 0);
+  REQUIRE(six > 0);
+  kill(two, SIGKILL);
+  kill(six, SIGKILL);
+  const std::vector<int> survivors{0, 1, 3, 4, 5, 7};
+  const double split = seconds_until_all(out / "events.jsonl", survivors, "partition", 20);
+  INFO("partition at every survivor after " << split << " s");
+  REQUIRE(split >= 0);
+  CHECK(split <= 3.5);  // the issue's 3 s, and the polling's slack
+  const auto events = membership_events(out / "events.jsonl");
+  for (int p : survivors) {
+    const auto e = std::find_if(events.begin(), events.end(), [&](const Membership& m) {
+      return m.peer == p && m.event == "partition";
+    });
+    REQUIRE(e != events.end());
+    CHECK(e->components == "[[0, 1, 7], [3, 4, 5]]");
+  }
+  // Peer 2 started again by hand, as an operator would: it rejoins the running network.
+  std::fflush(stdout);
+  const pid_t again = fork();
+  REQUIRE(again >= 0);
+  if (again == 0) {
+    std::freopen((t.path / "peer-2-again.log").c_str(), "w", stderr);
+    std::freopen("/dev/null", "w", stdout);
+    const std::string exe = bin();
+    execl(exe.c_str(), "gossip", "peer", cfg.c_str(), "--rank", "2", "--out", out.c_str(),
+          "--tls-dir", (out / "tls").c_str(), "--rejoin", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  const double healed = seconds_until_all(out / "events.jsonl", survivors, "healed", 30);
+  INFO("healed at every survivor " << healed << " s after the restart began");
+  CHECK(healed >= 0);
+  const int code = launcher.wait();
+  int status = 0;
+  waitpid(again, &status, 0);
+  INFO(read_file(t.path / "run.log"));
+  INFO(read_file(t.path / "peer-2-again.log"));
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  CHECK(code == 0);  // --keep-going: every peer still alive finished
+  const std::string summary = read_file(out / "summary.json");
+  INFO(summary);
+  CHECK_THAT(summary, Catch::Contains("\"alive_at_end\": [true, true, true, true, true, true, false, true]"));
+  CHECK_THAT(summary, Catch::Contains("\"dead_peers\": [6]"));
+  CHECK(number(out / "summary.json", "deaths") == 2);
+  CHECK(number(out / "summary.json", "rejoins") == 1);
+  // Who died, when, and who came back: peer 2 with the time it was back, peer 6 without.
+  CHECK(std::regex_search(summary, std::regex("\"peer\": 2, \"time_s\": [0-9.]+, \"why\": \"[^\"]*\", \"back_s\": [0-9.]+")));
+  CHECK(std::regex_search(summary, std::regex("\"peer\": 6, \"time_s\": [0-9.]+, \"why\": \"[^\"]*\", \"back_s\": null")));
+  CHECK_THAT(read_file(t.path / "run.log"), Catch::Contains("peer 2 is back (started outside gossip run)"));
 }

@@ -105,6 +105,16 @@ class Network {
   }
   void merge_ready_rounds();
   int fail(const std::string& why);
+  /// One event line of peer r (from its pipe, or from its events file): progress, terminal
+  /// notes, the record.
+  void handle_event(int r, const PeerEvent& e);
+  /// Peer r's process ended without finishing: from now on, lines appended to its events file
+  /// are a peer started again outside this launcher (by hand, `gossip peer --rejoin`).
+  void watch_outside(int r);
+  /// Reads what peers started outside the launcher appended to their events files; a peer that
+  /// is back counts as alive again. Returns whether one is still running (it wrote within
+  /// kOutsideQuiet and has not finished).
+  bool follow_outside();
 
   const LaunchOptions& opt_;
   int n_;
@@ -121,6 +131,12 @@ class Network {
   static constexpr int kMaxRestarts = 3;   // --restart on-failure, per rank
   std::vector<int> restarts_ = std::vector<int>(n_, 0);
   std::vector<std::pair<Clock::time_point, int>> paused_;  // when to wake which peer
+  // Peers restarted outside the launcher: the offset read up to in their events file (-1: not
+  // watched), whether it came back, and when its file last grew.
+  std::vector<std::int64_t> outside_offset_ = std::vector<std::int64_t>(n_, -1);
+  std::vector<bool> outside_back_ = std::vector<bool>(n_, false);
+  std::vector<Clock::time_point> outside_heard_ = std::vector<Clock::time_point>(n_);
+  static constexpr auto kOutsideQuiet = std::chrono::seconds(60);
   std::string status_ = "starting the peers";  // the text after the bar: the last evaluation
   Clock::time_point last_progress_ = Clock::now();
   Progress progress_;
@@ -320,21 +336,13 @@ int Network::run() {
       const bool exited = launcher::reap(c);
       std::vector<std::string> lines;
       launcher::read_lines(c, lines);
-      for (const auto& l : lines) {
-        const auto e = parse_event(l);
-        if (!e) continue;
-        if (const auto* a = std::get_if<AlertEvent>(&*e))
-          progress_.note(cat("peer ", c.rank, ": ", a->message));
-        if (const auto* ev = std::get_if<EvalEvent>(&*e))
-          peer_round_[c.rank] = std::max(peer_round_[c.rank], ev->round);
-        if (const auto* ro = std::get_if<RoundEvent>(&*e))
-          peer_round_[c.rank] = std::max(peer_round_[c.rank], ro->round);
-        record_.handle(c.rank, *e);
-      }
+      for (const auto& l : lines)
+        if (const auto e = parse_event(l)) handle_event(c.rank, *e);
       if (exited && was_running) {
         const bool stopped_as_asked = opt_.until_round > 0 && c.exit_code == 0;
         if (killed_by_schedule(c.rank)) {
           record_.peer_failed(c.rank, "killed by the fault schedule");
+          watch_outside(c.rank);
         } else if (c.exit_code != 0 || (!record_.has_finished(c.rank) && !stopped_as_asked)) {
           const std::string why = cat("peer ", c.rank, " failed (exit code ", c.exit_code,
                                       "); last lines of its log:\n", launcher::tail_lines(c.log_path, 6));
@@ -350,14 +358,16 @@ int Network::run() {
           if (!opt_.keep_going) return fail(why);
           progress_.note(why);
           record_.peer_failed(c.rank, why);
+          watch_outside(c.rank);
         }
       }
       all_exited &= !c.running && c.out_fd < 0;
     }
+    const bool outside_running = follow_outside();
     merge_ready_rounds();
     carry_out_faults();
     if (Clock::now() - last_progress_ >= std::chrono::seconds(1)) show_progress();
-    if (all_exited) break;
+    if (all_exited && !outside_running) break;
   }
   if (static_cast<int>(record_.dead().size()) == n_) return fail("every peer failed");
   progress_.finish();
@@ -373,9 +383,61 @@ int Network::run() {
     rss_mb[c.rank] = std::max(rss_mb[c.rank], static_cast<double>(c.max_rss_kb) / 1024.0);
   record_.finish(std::chrono::duration<double>(Clock::now() - t0_).count(), rss_mb);
   // A peer the schedule killed is not a failure: the run succeeded if every other one finished.
+  // Under --keep-going the run succeeded when every peer still alive finished (summary.json
+  // says who died, when, and who came back).
+  if (opt_.keep_going) return kExitOk;
   for (int r : record_.dead())
     if (!killed_by_schedule(r)) return kExitFailure;
   return kExitOk;
+}
+
+void Network::handle_event(int r, const PeerEvent& e) {
+  if (const auto* a = std::get_if<AlertEvent>(&e)) progress_.note(cat("peer ", r, ": ", a->message));
+  if (const auto* m = std::get_if<MemberEvent>(&e); m && m->event == "identity_conflict")
+    progress_.note(cat("peer ", r, ": identity_conflict: a second connection presented the "
+                       "identity of peer ", m->subject, " while its link was live; refused"));
+  if (const auto* ev = std::get_if<EvalEvent>(&e))
+    peer_round_[r] = std::max(peer_round_[r], ev->round);
+  if (const auto* ro = std::get_if<RoundEvent>(&e))
+    peer_round_[r] = std::max(peer_round_[r], ro->round);
+  record_.handle(r, e);
+}
+
+void Network::watch_outside(int r) {
+  std::error_code ec;
+  const auto size = std::filesystem::file_size(cat(opt_.out_dir, "/peers/", r, "/events.txt"), ec);
+  outside_offset_[r] = ec ? 0 : static_cast<std::int64_t>(size);
+  outside_back_[r] = false;
+}
+
+bool Network::follow_outside() {
+  bool running = false;
+  for (int r = 0; r < n_; ++r) {
+    if (outside_offset_[r] < 0 || children_[r].running) continue;
+    std::ifstream in(cat(opt_.out_dir, "/peers/", r, "/events.txt"), std::ios::binary);
+    if (in.seekg(outside_offset_[r])) {
+      std::string line;
+      // Whole lines only: a line still being written is read on the next pass.
+      while (std::getline(in, line) && !in.eof()) {
+        outside_offset_[r] += static_cast<std::int64_t>(line.size()) + 1;
+        outside_heard_[r] = Clock::now();
+        const auto e = parse_event(line);
+        if (!e) continue;
+        if (std::holds_alternative<ReadyEvent>(*e) && !outside_back_[r]) {
+          outside_back_[r] = true;
+          std::erase(scheduled_deaths_, r);
+          record_.peer_back(r);
+          progress_.note(cat("peer ", r, " is back (started outside gossip run); following it "
+                             "through ", opt_.out_dir, "/peers/", r, "/events.txt"));
+        }
+        if (outside_back_[r]) handle_event(r, *e);
+      }
+    }
+    if (outside_back_[r] && !record_.has_finished(r) &&
+        Clock::now() - outside_heard_[r] < kOutsideQuiet)
+      running = true;
+  }
+  return running;
 }
 
 /// True when every address of the topology's peers: list is on loopback (127.0.0.0/8,

@@ -78,7 +78,15 @@ void NetworkRecord::handle(int rank, const PeerEvent& event) {
     if (e->event == "partition" || e->event == "healed") graph_[rank] = *e;
     auto count = [&](auto& seen) {
       const std::pair<int, std::int64_t> key{e->subject, e->incarnation};
-      if (std::find(seen.begin(), seen.end(), key) == seen.end()) seen.push_back(key);
+      if (std::find(seen.begin(), seen.end(), key) != seen.end()) return;
+      seen.push_back(key);
+      membership_.add(JsonObject()
+                          .add("event", e->event)
+                          .add("peer", e->subject)
+                          .add("incarnation", e->incarnation)
+                          .add("time_s", now_s())
+                          .add("round", e->round)
+                          .add("reported_by", rank));
     };
     if (e->event == "dead") count(deaths_);
     if (e->event == "rejoin") count(rejoins_);
@@ -109,9 +117,14 @@ void NetworkRecord::log_fault(std::int64_t round, const std::string& action,
   log_event(o.str());
 }
 
+double NetworkRecord::now_s() const {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+}
+
 void NetworkRecord::peer_failed(int rank, const std::string& why) {
   if (std::find(dead_.begin(), dead_.end(), rank) != dead_.end()) return;
   dead_.push_back(rank);
+  failures_.push_back(Failure{rank, now_s(), why});
   log_event(JsonObject()
                 .add("event", "failed")
                 .add("peer", rank)
@@ -119,7 +132,14 @@ void NetworkRecord::peer_failed(int rank, const std::string& why) {
                 .str());
 }
 
-void NetworkRecord::peer_back(int rank) { std::erase(dead_, rank); }
+void NetworkRecord::peer_back(int rank) {
+  std::erase(dead_, rank);
+  for (auto f = failures_.rbegin(); f != failures_.rend(); ++f)
+    if (f->peer == rank) {
+      if (f->back_s < 0) f->back_s = now_s();
+      break;
+    }
+}
 
 std::vector<std::vector<int>> NetworkRecord::partition() const {
   // The newest word of any peer alive at the end (finished, or still running).
@@ -319,6 +339,15 @@ Summary NetworkRecord::finish(double wall_seconds, const std::vector<double>& pe
       .add("deaths", std::ssize(deaths_))
       .add("rejoins", std::ssize(rejoins_))
       .add("alive_at_end", alive);
+  JsonArray failures;
+  for (const Failure& f : failures_) {
+    JsonObject o;
+    o.add("peer", f.peer).add("time_s", f.time_s).add("why", f.why);
+    if (f.back_s >= 0) o.add("back_s", f.back_s);
+    else o.raw("back_s", "null");
+    failures.add(o);
+  }
+  end.extra.add("failures", failures).add("membership", membership_);
   const bool rss = static_cast<int>(peer_rss_mb.size()) == n_;
   double peer_max_rss_mb = 0.0;
   if (rss) {

@@ -19,6 +19,7 @@
 #include "gossip/backend.hpp"
 #include "gossip/config.hpp"
 #include "gossip/events.hpp"
+#include "gossip/json.hpp"
 #include "gossip/report.hpp"
 #include "gossip/train.hpp"
 
@@ -112,6 +113,19 @@ class NetworkRecord {
   // and rejoins seen, once per (peer, incarnation).
   std::vector<std::optional<MemberEvent>> graph_;
   std::vector<std::pair<int, std::int64_t>> deaths_, rejoins_;
+  /// Each confirmed death and rejoin, as first reported: who, at which incarnation, when (the
+  /// launcher's clock), at which round and by whom (summary.json "membership").
+  JsonArray membership_;
+  /// Each peer process that ended without finishing, when, why, and when it came back (null if
+  /// it did not): summary.json "failures".
+  struct Failure {
+    int peer = -1;
+    double time_s = 0.0;
+    std::string why;
+    double back_s = -1.0;
+  };
+  std::vector<Failure> failures_;
+  double now_s() const;
   std::chrono::steady_clock::time_point t0_ = std::chrono::steady_clock::now();
   std::string peer_args_json_ = "[]";
 };
