@@ -30,7 +30,8 @@ void write_sim_events(const std::string& dir, const SimResult& result) {
   for (const SimFault& fault : result.faults) {
     member_until(fault.round);
     JsonObject o;
-    o.add("event", "fault").add("round", fault.round).add("action", fault.action)
+    o.add("event", "fault").add("time_s", fault.time_s).add("round", fault.round)
+        .add("action", fault.action)
         .add("peers", JsonArray::of(fault.peers));
     if (fault.action == "pause") o.add("seconds", fault.seconds);
     f << o.str() << '\n';

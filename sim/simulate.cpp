@@ -246,13 +246,14 @@ class Swarm {
         }
         if (f.action == "pause" && alive_[p]) paused_until_[p] = latest_clock() + f.seconds;
       }
-      result.faults.push_back(SimFault{r, f.action, f.peers, f.seconds});
+      result.faults.push_back(SimFault{r, f.action, f.peers, f.seconds, latest_clock()});
     }
     for (const Fault& f : config_.faults)
       if (f.action == "cut" && (f.round == r || f.to_round == r)) {
         std::vector<int> ends;
         for (const auto& [a, b] : f.links) ends.insert(ends.end(), {a, b});
-        result.faults.push_back(SimFault{r, f.round == r ? "cut" : "uncut", ends, 0.0});
+        result.faults.push_back(SimFault{r, f.round == r ? "cut" : "uncut", ends, 0.0,
+                                         latest_clock()});
       }
   }
 

@@ -1901,3 +1901,80 @@ TEST_CASE("shipped defaults: kill -9 of two ring peers is a partition within sec
   CHECK(std::regex_search(summary, std::regex("\"peer\": 6, \"time_s\": [0-9.]+, \"why\": \"[^\"]*\", \"back_s\": null")));
   CHECK_THAT(read_file(t.path / "run.log"), Catch::Contains("peer 2 is back (started outside gossip run)"));
 }
+
+TEST_CASE("an insider holding a live peer's certificate is refused as identity_conflict; its "
+          "forged membership frame and its duplicate link change nothing", "[peer][tls][membership]") {
+  using namespace gossip;
+  TempDir t;
+  const int n = 8;
+  const auto cfg = write_config(t.path, n, "dpsgd", 1, 150, "", false, Tls::kKeys);
+  // The reference: gossip sim of the same config (a synchronous run ends bit-identical to it).
+  const Result sim = run(bin() + " sim " + cfg.string() + " --out " + (t.path / "sim").string());
+  INFO(sim.output);
+  REQUIRE(sim.code == 0);
+  const fs::path out = t.path / "run";
+  BackgroundRun launcher({bin(), "run", cfg.string(), "--out", out.string(), "--no-progress"},
+                         t.path / "run.log");
+  const fs::path log3 = out / "peers" / "3" / "peer.log";
+  REQUIRE(wait_for_line(log3, "peer 2 (127.0.0.1:"));  // rank 2 dialled rank 3: its link is up
+  const fs::path keys = t.path / "keys";
+  const test::ClientCredentials rank2{(keys / "ca.pem").string(), (keys / "peer-2.pem").string(),
+                                      (keys / "peer-2.key").string()};
+  const int port3 = test_port_base() + 3;
+  // What the insider sends after its hello, and what comes back.
+  auto insider = [&](const std::vector<std::byte>& after_hello) {
+    const int fd = connect_to(port3);
+    REQUIRE(fd >= 0);
+    std::string answer;
+    {
+      test::TlsClient tls(fd, rank2);
+      REQUIRE(tls.ok());
+      HandshakeInfo info;
+      info.run_id = "test";
+      const auto hello = wire::encode_frame(
+          wire::FrameType::kHello, 2, 0,
+          wire::encode_hello(wire::Hello{wire::kVersion, 2, info, std::nullopt}));
+      tls.write(hello.data(), hello.size());
+      tls.write(after_hello.data(), after_hello.size());
+      std::vector<char> buf(4096);
+      for (int i = 0; i < 8; ++i) {  // bounded: until the peer closes
+        const long k = tls.read(buf.data(), buf.size());
+        if (k <= 0) break;
+        answer.append(buf.data(), static_cast<std::size_t>(k));
+      }
+    }
+    ::close(fd);
+    return answer;
+  };
+  // 1. The forged frame of the issue: every other peer dead at the highest incarnation.
+  std::vector<Member> forged(n, Member{std::numeric_limits<std::uint32_t>::max(), MemberState::kDead});
+  forged[2] = Member{0, MemberState::kAlive};
+  const auto view = wire::encode_frame(wire::FrameType::kView, 2, 0, wire::encode_view(forged));
+  CHECK_THAT(insider(view), Catch::Contains("identity_conflict"));
+  // 2. A second holder of rank 2's identity that would carry its parameters.
+  const std::vector<float> half(12 * 24 + 24 + 24 * 3 + 3, 0.5f);
+  std::vector<std::byte> payload(wire::kWeightBytes + half.size() * sizeof(float));
+  const double w = 1.0;
+  std::memcpy(payload.data(), &w, sizeof w);
+  std::memcpy(payload.data() + wire::kWeightBytes, half.data(), half.size() * sizeof(float));
+  CHECK_THAT(insider(wire::encode_frame(wire::FrameType::kParams, 2, 1, payload)),
+             Catch::Contains("identity_conflict"));
+  const int code = launcher.wait();
+  const std::string output = read_file(t.path / "run.log");
+  INFO(output);
+  REQUIRE(code == 0);
+  // The alert, on the terminal and in the record, names the identity.
+  CHECK_THAT(output, Catch::Contains("identity_conflict: a second connection presented the "
+                                     "identity of peer 2"));
+  const auto events = membership_events(out / "events.jsonl");
+  CHECK(std::any_of(events.begin(), events.end(), [](const auto& e) {
+    return e.peer == 3 && e.event == "identity_conflict" && e.subject == 2;
+  }));
+  // No false death, no suspicion: the run is the undisturbed one, bit for bit.
+  CHECK(number(out / "summary.json", "deaths") == 0);
+  CHECK(std::none_of(events.begin(), events.end(),
+                     [](const auto& e) { return e.event == "suspect" || e.event == "dead"; }));
+  CHECK(hashes(out / "summary.json") == hashes(t.path / "sim" / "summary.json"));
+  CHECK(std::abs(number(out / "summary.json", "test_accuracy") -
+                 number(t.path / "sim" / "summary.json", "test_accuracy")) <= 0.002);
+}

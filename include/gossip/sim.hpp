@@ -51,6 +51,7 @@ struct SimFault {
   std::string action;
   std::vector<int> peers;
   double seconds = 0.0;
+  double time_s = 0.0;  // the simulated clock when it was carried out (the latest peer's)
 };
 
 struct SimResult {

@@ -223,6 +223,7 @@ void Network::restart(int r) {
   const std::string dir = cat(opt_.out_dir, "/peers/", r);
   std::erase(scheduled_deaths_, r);
   record_.peer_back(r);
+  outside_offset_[r] = -1;  // its events come through its pipe again
   launcher::Child c = launcher::spawn_child(r, peer_argv(r, true), dir + "/peer.log", true);
   c.max_rss_kb = std::max(c.max_rss_kb, children_[r].max_rss_kb);
   children_[r] = std::move(c);

@@ -181,16 +181,18 @@ std::string Links::on_hello(Session& s, const wire::Hello& hello, std::uint32_t 
   if (tls_ && s.cert_rank() != hello.rank)
     return cat("hello claims rank ", hello.rank, ", but its certificate is for rank ",
                s.cert_rank());
-  if (auto why = wire::refusal_reason(hello_, hello); !why.empty()) return why;
   const int p = hello.rank;
   const int me = config_.rank;
+  // An identity whose link is live is taken, whatever else this hello says.
+  if (p >= 0 && p < config_.size && p != me && mail_.is_neighbour(p))
+    if (auto why = identity_conflict(p, s); !why.empty()) return why;
+  if (auto why = wire::refusal_reason(hello_, hello); !why.empty()) return why;
   if (p < 0 || p >= config_.size)
     return cat("rank ", p, " is not in this run of ", config_.size, " peers");
   if (static_cast<std::int64_t>(sender) != p)
     return cat("hello from sender ", sender, " claims rank ", p);
   if (p == me) return cat("it claims our own rank ", me);
   if (!mail_.is_neighbour(p)) return cat("peer ", p, " is not a neighbour of ", me);
-  if (auto why = identity_conflict(p, s); !why.empty()) return why;
   if (p > me)
     return cat("peer ", p, " dialled us, but the lower rank of a pair dials (we are ", me, ")");
   adopt(p, s, hello);

@@ -132,7 +132,10 @@ void Mailboxes::set_state(int peer, LinkState state) {
   {
     std::lock_guard lk(mu_);
     box(peer).state = state;
-    if (state == LinkState::kUp) box(peer).last_heard = std::chrono::steady_clock::now();
+    if (state == LinkState::kUp) {
+      box(peer).last_heard = std::chrono::steady_clock::now();
+      box(peer).heard_since_up = false;
+    }
   }
   cv_.notify_all();
 }
@@ -150,6 +153,12 @@ bool Mailboxes::transition(int peer, LinkState from, LinkState to) {
 void Mailboxes::heard(int peer) {
   std::lock_guard lk(mu_);
   box(peer).last_heard = std::chrono::steady_clock::now();
+  box(peer).heard_since_up = true;
+}
+
+bool Mailboxes::silent(const Box& b, std::chrono::milliseconds after) const {
+  return after.count() > 0 && b.heard_since_up &&
+         std::chrono::steady_clock::now() - b.last_heard >= after;
 }
 
 void Mailboxes::excuse_silence() {
@@ -163,8 +172,9 @@ void Mailboxes::excuse_silence() {
 
 double Mailboxes::silent_for(int peer) const {
   std::lock_guard lk(mu_);
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - box(peer).last_heard)
-      .count();
+  const Box& b = box(peer);
+  if (!b.heard_since_up) return 0.0;  // starting, not silent
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - b.last_heard).count();
 }
 
 std::vector<int> Mailboxes::heard_within(double seconds) const {
@@ -174,7 +184,8 @@ std::vector<int> Mailboxes::heard_within(double seconds) const {
   for (int p : neighbours_) {
     const Box& b = box(p);
     if (b.left || (b.state == LinkState::kUp &&
-                   std::chrono::duration<double>(now - b.last_heard).count() < seconds))
+                   (!b.heard_since_up ||
+                    std::chrono::duration<double>(now - b.last_heard).count() < seconds)))
       out.push_back(p);
   }
   return out;
@@ -295,13 +306,9 @@ std::vector<Inbox> Mailboxes::collect(std::int64_t round, std::span<const int> f
   // gone, and (sync) a peer that has already sent a later round, so this one will not come.
   // A peer silent for options.silent_after (no frame at all, heartbeats included) is not
   // waited for: it is stopped, or cut off, not slow.
-  auto silent = [&](const Box& b) {
-    return options.silent_after.count() > 0 &&
-           std::chrono::steady_clock::now() - b.last_heard >= options.silent_after;
-  };
   auto waited = [&](int p) {
     return std::find(options.no_wait.begin(), options.no_wait.end(), p) == options.no_wait.end() &&
-           !silent(box(p));
+           !silent(box(p), options.silent_after);
   };
   auto all_ready = [&] {  // (a peer that left is gone: not waited for)
     return !failure_.empty() || std::all_of(peers.begin(), peers.end(), [&](int p) {

@@ -110,7 +110,11 @@ class Mailboxes {
     std::uint64_t dropped = 0;                // rounds dropped for being too far ahead
     bool left = false;                        // said bye: finished, not dead
     std::chrono::steady_clock::time_point last_heard = std::chrono::steady_clock::now();
+    // Something came over the current link: until then the neighbour is starting (loading its
+    // data, waiting for its other links) and its silence means nothing.
+    bool heard_since_up = false;
   };
+  bool silent(const Box& b, std::chrono::milliseconds after) const;
 
   Box& box(int peer) { return boxes_[index_[peer]]; }
   const Box& box(int peer) const { return boxes_[index_[peer]]; }
