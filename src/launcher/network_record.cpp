@@ -326,16 +326,20 @@ Summary NetworkRecord::finish(double wall_seconds, const std::vector<double>& pe
   for (const auto& c : split) components.add(JsonArray::of(c));
   for (int r = 0; r < n_; ++r) alive.add(done_[r].has_value());
   // Split at the end: each component's own average model, from its peers' final parameters.
-  std::vector<double> component_accuracy;
+  std::vector<double> component_accuracy, component_consensus;
   for (const auto& c : split) {
     std::vector<std::string> paths;
     for (int r : c)
       if (done_[r]) paths.push_back(cat(out_dir_, "/peers/", r, "/params.bin"));
-    component_accuracy.push_back(paths.empty() ? NAN : evaluate_average(paths).accuracy);
+    double consensus = NAN;
+    component_accuracy.push_back(paths.empty() ? NAN
+                                               : evaluate_average(paths, &consensus).accuracy);
+    component_consensus.push_back(consensus);
   }
   end.extra.add("partitioned", !split.empty())
       .add("components", components)
       .add("component_accuracy", JsonArray::of(component_accuracy))
+      .add("component_consensus_distance", JsonArray::of(component_consensus))
       .add("deaths", std::ssize(deaths_))
       .add("rejoins", std::ssize(rejoins_))
       .add("alive_at_end", alive);

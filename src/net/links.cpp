@@ -183,10 +183,15 @@ std::string Links::on_hello(Session& s, const wire::Hello& hello, std::uint32_t 
                s.cert_rank());
   const int p = hello.rank;
   const int me = config_.rank;
-  // An identity whose link is live is taken, whatever else this hello says.
-  if (p >= 0 && p < config_.size && p != me && mail_.is_neighbour(p))
+  const bool claimable = p >= 0 && p < config_.size && p != me && mail_.is_neighbour(p);
+  // An identity a certificate proves, whose link is live, is taken whatever else this hello
+  // says (a duplicate learns nothing more). Without TLS a rank is only a claim: the handshake's
+  // own refusals come first.
+  if (tls_ && claimable)
     if (auto why = identity_conflict(p, s); !why.empty()) return why;
   if (auto why = wire::refusal_reason(hello_, hello); !why.empty()) return why;
+  if (!tls_ && claimable)
+    if (auto why = identity_conflict(p, s); !why.empty()) return why;
   if (p < 0 || p >= config_.size)
     return cat("rank ", p, " is not in this run of ", config_.size, " peers");
   if (static_cast<std::int64_t>(sender) != p)
