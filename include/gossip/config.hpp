@@ -102,6 +102,14 @@ struct OptimizerConfig {
   double min_lr = 0.0;                // cosine floor
 };
 
+/// The bounds of what a run may ask for (docs/config.md, "What is checked"), the same for the
+/// config's fields and the command-line overrides. Past them a run does not end in any useful
+/// time, or asks for more threads than a machine has: a typo, refused before anything starts.
+inline constexpr double kMaxEpochs = 10000;                   // train.epochs in (0, kMaxEpochs]
+inline constexpr int kMaxThreads = 1024;                      // train.threads in [1, kMaxThreads]
+inline constexpr int kMaxWorkers = 1024;                      // sim.workers in [0, kMaxWorkers]
+inline constexpr std::int64_t kMaxLocalSteps = 100'000'000;  // local steps a run plans per peer
+
 struct TrainConfig {
   double epochs = 1.0;
   int batch = 32;
@@ -272,6 +280,11 @@ struct RunConfig {
   /// for a config built in code: the prefix of a message about that field.
   std::string where(const std::string& field) const;
 };
+
+/// Refuses a run that plans more than kMaxLocalSteps local steps per peer (`steps`, a double so
+/// that a plan too large for an integer is refused before it is converted): throws InputError
+/// "FILE:LINE: train.epochs: ..." naming the steps and what would bring them down.
+void check_local_steps(const RunConfig& config, double steps);
 
 /// Loads and validates a run config; throws InputError "FILE:LINE: field: problem". Numbers
 /// must be finite (.nan and .inf are refused); a key given twice in one map is an error.

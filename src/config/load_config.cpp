@@ -65,6 +65,11 @@ class Reader {
     return v;
   }
 
+  /// An integer in [lo, hi]: "field: 1000000 is outside 1..1024".
+  int integer_in(const Node& node, const std::string& field, int lo, int hi) const {
+    return static_cast<int>(doc_.integer(node, field, lo, hi));
+  }
+
   int positive_int(const Node& node, const std::string& field, bool allow_zero) const {
     const std::int64_t v = doc_.integer(node, field, INT64_MIN, INT64_MAX);
     if (v < 0 || (!allow_zero && v == 0))
@@ -297,11 +302,15 @@ void read_optimizer(const Reader& r, const Node& n, OptimizerConfig& o) {
 
 void read_train(const Reader& r, const Node& n, TrainConfig& t) {
   r.each(n, "train", Handlers{
-      {"epochs", [&](auto& v, auto& f) { t.epochs = r.positive(v, f, false); }},
+      {"epochs", [&](auto& v, auto& f) {
+         t.epochs = r.positive(v, f, false);
+         if (t.epochs > kMaxEpochs)
+           r.fail(v, f, cat("must be at most ", kMaxEpochs, ", got ", t.epochs));
+       }},
       {"batch", [&](auto& v, auto& f) { t.batch = r.positive_int(v, f, false); }},
       {"seed", [&](auto& v, auto& f) { t.seed = r.seed(v, f); }},
       {"backend", [&](auto& v, auto& f) { t.backend = r.choice(v, f, {"auto", "cpu", "cuda"}); }},
-      {"threads", [&](auto& v, auto& f) { t.threads = r.positive_int(v, f, false); }},
+      {"threads", [&](auto& v, auto& f) { t.threads = r.integer_in(v, f, 1, kMaxThreads); }},
       {"evals_per_epoch", [&](auto& v, auto& f) { t.evals_per_epoch = r.positive_int(v, f, false); }},
       {"eval_batch", [&](auto& v, auto& f) { t.eval_batch = r.positive_int(v, f, false); }},
       {"eval_limit", [&](auto& v, auto& f) { t.eval_limit = r.positive_int(v, f, true); }},
@@ -368,7 +377,7 @@ void read_gossip(const Reader& r, const Node& n, GossipConfig& g) {
 
 void read_sim(const Reader& r, const Node& n, SimConfig& s) {
   r.each(n, "sim", Handlers{
-      {"workers", [&](auto& v, auto& f) { s.workers = r.positive_int(v, f, true); }},
+      {"workers", [&](auto& v, auto& f) { s.workers = r.integer_in(v, f, 0, kMaxWorkers); }},
       {"latency_ms", [&](auto& v, auto& f) { s.latency_ms = r.positive(v, f, true); }},
       {"bandwidth_mbps", [&](auto& v, auto& f) { s.bandwidth_mbps = r.positive(v, f, false); }},
       {"step_ms", [&](auto& v, auto& f) { s.step_ms = r.positive(v, f, true); }},
@@ -673,6 +682,15 @@ double default_consensus_step(const CompressConfig& c) {
 
 double consensus_step(const GossipConfig& g) {
   return g.consensus_step > 0 ? g.consensus_step : default_consensus_step(g.compress);
+}
+
+void check_local_steps(const RunConfig& config, double steps) {
+  if (steps <= static_cast<double>(kMaxLocalSteps)) return;
+  // Below 2^63 the count prints as an integer; a plan past it (a config built in code) as is.
+  const std::string count = steps < 9e18 ? cat(static_cast<std::int64_t>(steps)) : cat(steps);
+  throw InputError(cat(config.where("train.epochs"), ": ", config.train.epochs, " epochs plan ",
+                       count, " local steps per peer, more than the ", kMaxLocalSteps,
+                       " a run may take (lower train.epochs, or raise train.batch)"));
 }
 
 std::string RunConfig::where(const std::string& field) const {
