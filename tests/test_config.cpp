@@ -249,13 +249,31 @@ TEST_CASE("weights that do not suit gossip.algorithm are refused with its line",
   }
 }
 
+TEST_CASE("gossip.compress.kind is read once into its enum, and each kind's name reads back",
+          "[config][compress]") {
+  const std::pair<CompressKind, const char*> kinds[] = {{CompressKind::kNone, "none"},
+                                                        {CompressKind::kTopK, "top_k"},
+                                                        {CompressKind::kRandomK, "random_k"},
+                                                        {CompressKind::kQuantize, "quantize"}};
+  for (const auto& [kind, name] : kinds) {
+    INFO(name);
+    CHECK(std::string(compress_kind_name(kind)) == name);
+    const auto c = load_config_from_string(
+        cat("gossip:\n  algorithm: choco\n  compress: {kind: ", name, "}\n"), "c.yaml");
+    CHECK(c.gossip.compress.kind == kind);
+    CHECK(c.gossip.compress.sparse() ==
+          (kind == CompressKind::kTopK || kind == CompressKind::kRandomK));
+    CHECK(describe(c.gossip.compress).rfind(name, 0) == 0);  // "top_k 0.01", "quantize 8 bits"
+  }
+}
+
 TEST_CASE("gossip.compress, consensus_step and overlap are read and checked with file and line",
           "[config][compress]") {
   const auto c = load_config_from_string(
       "gossip:\n  algorithm: choco\n  compress: {kind: top_k, fraction: 0.01}\n"
       "  consensus_step: 0.2\n",
       "c.yaml");
-  CHECK(c.gossip.compress.kind == "top_k");
+  CHECK(c.gossip.compress.kind == CompressKind::kTopK);
   CHECK(c.gossip.compress.fraction == 0.01);
   CHECK(consensus_step(c.gossip) == 0.2);
   const auto q = load_config_from_string(
@@ -492,7 +510,7 @@ TEST_CASE("--compress reads the compressors gossip.compress takes and refuses th
           "[config]") {
   using gossip::parse_compress;
   const gossip::CompressConfig top = parse_compress("top_k:0.01", "--compress");
-  CHECK(top.kind == "top_k");
+  CHECK(top.kind == gossip::CompressKind::kTopK);
   CHECK(top.fraction == 0.01);
   CHECK(parse_compress("random_k:1", "--compress").fraction == 1.0);
   CHECK(parse_compress("quantize:4", "--compress").bits == 4);

@@ -14,6 +14,8 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <optional>
+#include <utility>
 
 #include "gossip/config.hpp"
 #include "gossip/core.hpp"
@@ -24,6 +26,21 @@ namespace {
 
 using yaml::Node;
 using Handlers = std::map<std::string, std::function<void(const Node&, const std::string&)>>;
+
+/// gossip.compress.kind's names, in the order messages list them.
+constexpr std::pair<CompressKind, const char*> kCompressKinds[] = {
+    {CompressKind::kNone, "none"},
+    {CompressKind::kTopK, "top_k"},
+    {CompressKind::kRandomK, "random_k"},
+    {CompressKind::kQuantize, "quantize"},
+};
+
+/// The compressor named `name`, if there is one.
+std::optional<CompressKind> compress_kind(const std::string& name) {
+  for (const auto& [kind, n] : kCompressKinds)
+    if (name == n) return kind;
+  return std::nullopt;
+}
 
 // Config-shaped reads on a document: "FILE:LINE: field: what is wrong".
 class Reader {
@@ -85,6 +102,19 @@ class Reader {
     for (const char* a : allowed) {
       if (v == a) return v;
       list += (list.empty() ? "" : ", ") + std::string(a);
+    }
+    fail(node, field, cat("unknown value '", v, "' (expected one of: ", list, ")"));
+  }
+
+  /// A value named in `table` (value, name): "field: unknown value 'x' (expected one of: ...)".
+  template <typename E, std::size_t N>
+  E named(const Node& node, const std::string& field,
+          const std::pair<E, const char*> (&table)[N]) const {
+    const std::string v = text(node, field);
+    std::string list;
+    for (const auto& [value, name] : table) {
+      if (v == name) return value;
+      list += (list.empty() ? "" : ", ") + std::string(name);
     }
     fail(node, field, cat("unknown value '", v, "' (expected one of: ", list, ")"));
   }
@@ -331,7 +361,7 @@ CompressConfig read_compress(const Reader& r, const Node& n, const std::string& 
   bool has_kind = false;
   r.each(n, field, Handlers{
       {"kind", [&](auto& v, auto& f) {
-         c.kind = r.choice(v, f, {"none", "top_k", "random_k", "quantize"});
+         c.kind = r.named(v, f, kCompressKinds);
          has_kind = true;
        }},
       {"fraction", [&](auto& v, auto& f) {
@@ -346,10 +376,11 @@ CompressConfig read_compress(const Reader& r, const Node& n, const std::string& 
        }},
   });
   if (!has_kind) r.fail(n, field, "a compressor needs its kind: top_k, random_k, quantize or none");
-  const bool sparse = c.kind == "top_k" || c.kind == "random_k";
-  if (fraction && !sparse)
-    r.fail_at(field + ".fraction", cat("is for top_k and random_k, not ", c.kind));
-  if (bits && c.kind != "quantize") r.fail_at(field + ".bits", cat("is for quantize, not ", c.kind));
+  if (fraction && !c.sparse())
+    r.fail_at(field + ".fraction",
+              cat("is for top_k and random_k, not ", compress_kind_name(c.kind)));
+  if (bits && c.kind != CompressKind::kQuantize)
+    r.fail_at(field + ".bits", cat("is for quantize, not ", compress_kind_name(c.kind)));
   return c;
 }
 
@@ -625,22 +656,31 @@ RunConfig read(const yaml::Document& doc, const std::string& dir) {
 
 }  // namespace
 
+const char* compress_kind_name(CompressKind kind) {
+  for (const auto& [k, name] : kCompressKinds)
+    if (k == kind) return name;
+  return "unknown";  // not reached: every kind has its name
+}
+
 std::string describe(const CompressConfig& c) {
-  if (c.kind == "top_k" || c.kind == "random_k") return cat(c.kind, " ", c.fraction);
-  if (c.kind == "quantize") return cat("quantize ", c.bits, " bits");
-  return c.kind;
+  const char* name = compress_kind_name(c.kind);
+  if (c.sparse()) return cat(name, " ", c.fraction);
+  if (c.kind == CompressKind::kQuantize) return cat(name, " ", c.bits, " bits");
+  return name;
 }
 
 CompressConfig parse_compress(const std::string& text, const std::string& what) {
   const auto colon = text.find(':');
-  CompressConfig c;
-  c.kind = text.substr(0, colon);
+  const std::string name = text.substr(0, colon);
   const std::string value = colon == std::string::npos ? "" : text.substr(colon + 1);
-  const bool sparse = c.kind == "top_k" || c.kind == "random_k";
-  if (!sparse && c.kind != "quantize" && c.kind != "none")
-    throw InputError(cat(what, ": unknown compressor '", c.kind, "' in '", text,
+  const auto kind = compress_kind(name);
+  if (!kind)
+    throw InputError(cat(what, ": unknown compressor '", name, "' in '", text,
                          "' (expected top_k:FRACTION, random_k:FRACTION, quantize:BITS or none)"));
-  if (c.kind == "none") {
+  CompressConfig c;
+  c.kind = *kind;
+  const bool sparse = c.sparse();
+  if (c.kind == CompressKind::kNone) {
     if (colon != std::string::npos)
       throw InputError(cat(what, ": 'none' takes no value, got '", text, "'"));
     return c;
@@ -649,12 +689,12 @@ CompressConfig parse_compress(const std::string& text, const std::string& what) 
   errno = 0;
   const double v = std::strtod(value.c_str(), &end);
   if (value.empty() || *end != '\0' || errno == ERANGE || !std::isfinite(v))
-    throw InputError(cat(what, ": ", c.kind, " needs ", sparse ? "a fraction" : "its bits",
+    throw InputError(cat(what, ": ", name, " needs ", sparse ? "a fraction" : "its bits",
                          " after the colon (", sparse ? "top_k:0.01" : "quantize:8", "), got '",
                          text, "'"));
   if (sparse) {
     if (!(v > 0) || v > 1)
-      throw InputError(cat(what, ": ", c.kind, " fraction must be in (0, 1], got ", value));
+      throw InputError(cat(what, ": ", name, " fraction must be in (0, 1], got ", value));
     c.fraction = v;
   } else {
     if (v != 4 && v != 8) throw InputError(cat(what, ": quantize bits must be 4 or 8, got ", value));
@@ -664,19 +704,23 @@ CompressConfig parse_compress(const std::string& text, const std::string& what) 
 }
 
 std::string compress_argument(const CompressConfig& c) {
-  if (c.kind == "top_k" || c.kind == "random_k") {
+  const char* name = compress_kind_name(c.kind);
+  if (c.sparse()) {
     char fraction[64];
     std::snprintf(fraction, sizeof fraction, "%.17g", c.fraction);
-    return cat(c.kind, ":", fraction);
+    return cat(name, ":", fraction);
   }
-  if (c.kind == "quantize") return cat("quantize:", c.bits);
-  return c.kind;
+  if (c.kind == CompressKind::kQuantize) return cat(name, ":", c.bits);
+  return name;
 }
 
 double default_consensus_step(const CompressConfig& c) {
-  if (c.kind == "quantize") return c.bits == 8 ? 0.9 : 0.5;
-  if (c.kind == "top_k") return std::min(1.0, 10.0 * c.fraction);
-  if (c.kind == "random_k") return std::min(1.0, 2.0 * c.fraction);
+  switch (c.kind) {
+    case CompressKind::kQuantize: return c.bits == 8 ? 0.9 : 0.5;
+    case CompressKind::kTopK: return std::min(1.0, 10.0 * c.fraction);
+    case CompressKind::kRandomK: return std::min(1.0, 2.0 * c.fraction);
+    case CompressKind::kNone: break;
+  }
   return 1.0;
 }
 
