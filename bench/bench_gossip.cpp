@@ -90,7 +90,7 @@ int worker(int rank, int peers, int base_port, int rounds, bool tcp_only,
     GossipConfig g;
     g.algorithm = algorithm;
     if (algorithm == "choco") {
-      g.compress.kind = "top_k";
+      g.compress.kind = CompressKind::kTopK;
       g.compress.fraction = 0.01;
     }
     auto a = make_algorithm(Learner{cpu.get(), x.data(), kFloats, {}}, ex, ring, g, 1);

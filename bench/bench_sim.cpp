@@ -80,7 +80,10 @@ int run_sim(int argc, char** argv) {
   c.train.eval_limit = 256;
   c.optimizer.lr = 0.05;
   c.optimizer.momentum = 0.9;
-  c.sim.workers = static_cast<int>(args.get_int("workers", 0));
+  const long workers = args.get_int("workers", 0);
+  if (workers < 0 || workers > kMaxWorkers)
+    throw InputError(cat("--workers must be in 0..", kMaxWorkers, ", got ", workers));
+  c.sim.workers = static_cast<int>(workers);
   c.sim.step_ms = 1.0;
   // Exactly `rounds` rounds, one evaluation at the end (evaluations are not part of a round).
   c.train.epochs = static_cast<double>(rounds) * peers * c.train.batch / c.data.synthetic_train;

@@ -90,7 +90,7 @@ Setting setting(const std::string& name, int peers) {
   if (name == "onepeer_overlap") s.gossip.overlap = true;
   if (name == "choco_ring") {
     s.gossip.algorithm = "choco";
-    s.gossip.compress.kind = "top_k";
+    s.gossip.compress.kind = CompressKind::kTopK;
     s.gossip.compress.fraction = 0.01;
   }
   return s;

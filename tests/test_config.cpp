@@ -3,8 +3,13 @@
 // only with the topology (check_algorithm).
 #include <catch2/catch.hpp>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -244,13 +249,31 @@ TEST_CASE("weights that do not suit gossip.algorithm are refused with its line",
   }
 }
 
+TEST_CASE("gossip.compress.kind is read once into its enum, and each kind's name reads back",
+          "[config][compress]") {
+  const std::pair<CompressKind, const char*> kinds[] = {{CompressKind::kNone, "none"},
+                                                        {CompressKind::kTopK, "top_k"},
+                                                        {CompressKind::kRandomK, "random_k"},
+                                                        {CompressKind::kQuantize, "quantize"}};
+  for (const auto& [kind, name] : kinds) {
+    INFO(name);
+    CHECK(std::string(compress_kind_name(kind)) == name);
+    const auto c = load_config_from_string(
+        cat("gossip:\n  algorithm: choco\n  compress: {kind: ", name, "}\n"), "c.yaml");
+    CHECK(c.gossip.compress.kind == kind);
+    CHECK(c.gossip.compress.sparse() ==
+          (kind == CompressKind::kTopK || kind == CompressKind::kRandomK));
+    CHECK(describe(c.gossip.compress).rfind(name, 0) == 0);  // "top_k 0.01", "quantize 8 bits"
+  }
+}
+
 TEST_CASE("gossip.compress, consensus_step and overlap are read and checked with file and line",
           "[config][compress]") {
   const auto c = load_config_from_string(
       "gossip:\n  algorithm: choco\n  compress: {kind: top_k, fraction: 0.01}\n"
       "  consensus_step: 0.2\n",
       "c.yaml");
-  CHECK(c.gossip.compress.kind == "top_k");
+  CHECK(c.gossip.compress.kind == CompressKind::kTopK);
   CHECK(c.gossip.compress.fraction == 0.01);
   CHECK(consensus_step(c.gossip) == 0.2);
   const auto q = load_config_from_string(
@@ -487,7 +510,7 @@ TEST_CASE("--compress reads the compressors gossip.compress takes and refuses th
           "[config]") {
   using gossip::parse_compress;
   const gossip::CompressConfig top = parse_compress("top_k:0.01", "--compress");
-  CHECK(top.kind == "top_k");
+  CHECK(top.kind == gossip::CompressKind::kTopK);
   CHECK(top.fraction == 0.01);
   CHECK(parse_compress("random_k:1", "--compress").fraction == 1.0);
   CHECK(parse_compress("quantize:4", "--compress").bits == 4);
@@ -507,4 +530,110 @@ TEST_CASE("--compress reads the compressors gossip.compress takes and refuses th
   CHECK_THROWS_WITH(parse_compress("zip:0.1", "--compress"),
                     Catch::Contains("unknown compressor 'zip'"));
   CHECK_THROWS_WITH(parse_compress("none:1", "--compress"), Catch::Contains("takes no value"));
+}
+
+TEST_CASE("epochs, threads and workers past their bounds are refused with file, line and field",
+          "[config][bounds]") {
+  auto load = [](const std::string& text) { return load_config_from_string(text, "c.yaml"); };
+  SECTION("train.epochs in (0, 10000]") {
+    CHECK(load("train:\n  epochs: 10000\n").train.epochs == 10000);
+    CHECK_THROWS_WITH(load("train:\n  epochs: 10000.5\n"),
+                      Catch::StartsWith("c.yaml:2: train.epochs: must be at most 10000, got 10000.5"));
+    CHECK_THROWS_WITH(load("train:\n  epochs: 1e308\n"),
+                      Catch::StartsWith("c.yaml:2: train.epochs: must be at most 10000"));
+    CHECK_THROWS_WITH(load("train:\n  epochs: 0\n"),
+                      Catch::StartsWith("c.yaml:2: train.epochs: must be > 0"));
+  }
+  SECTION("train.threads in [1, 1024]") {
+    CHECK(load("train:\n  threads: 1024\n").train.threads == 1024);
+    CHECK(load("train:\n  threads: 1\n").train.threads == 1);
+    CHECK_THROWS_WITH(load("train:\n  threads: 1025\n"),
+                      Catch::StartsWith("c.yaml:2: train.threads: 1025 is outside 1..1024"));
+    CHECK_THROWS_WITH(load("train:\n  threads: 1000000\n"),
+                      Catch::StartsWith("c.yaml:2: train.threads: 1000000 is outside 1..1024"));
+    CHECK_THROWS_WITH(load("train:\n  threads: 0\n"),
+                      Catch::StartsWith("c.yaml:2: train.threads: 0 is outside 1..1024"));
+  }
+  SECTION("sim.workers in [0, 1024]") {
+    CHECK(load("sim:\n  workers: 1024\n").sim.workers == 1024);
+    CHECK(load("sim:\n  workers: 0\n").sim.workers == 0);
+    CHECK_THROWS_WITH(load("sim:\n  workers: 1025\n"),
+                      Catch::StartsWith("c.yaml:2: sim.workers: 1025 is outside 0..1024"));
+    CHECK_THROWS_WITH(load("sim:\n  workers: -1\n"),
+                      Catch::StartsWith("c.yaml:2: sim.workers: -1 is outside 0..1024"));
+  }
+}
+
+TEST_CASE("a run plans at most 100000000 local steps per peer", "[config][bounds]") {
+  RunConfig c = load_config_from_string("train:\n  epochs: 10000\n  batch: 1\n", "c.yaml");
+  // One peer, period 1: 10000 epochs of 10000 samples in batches of 1 is the limit exactly.
+  CHECK(plan_rounds(c, 10000, 1).rounds == kMaxLocalSteps);
+  CHECK_THROWS_WITH(plan_rounds(c, 10001, 1),
+                    Catch::StartsWith("c.yaml:2: train.epochs: 10000 epochs plan 100010000 local "
+                                      "steps per peer, more than the 100000000 a run may take"));
+  // A round is `period` local steps: 2 peers of period 5 take 20000 * 10000 / 2 steps each.
+  c.gossip.period = 5;
+  CHECK(plan_rounds(c, 20000, 2).rounds * 5 == kMaxLocalSteps);
+  CHECK_THROWS_WITH(plan_rounds(c, 20002, 2), Catch::Contains("100010000 local steps per peer"));
+  // A config built in code has no bound on its epochs; the plan still is.
+  c.train.epochs = 1e308;
+  CHECK_THROWS_WITH(plan_rounds(c, 60000, 1), Catch::StartsWith("c.yaml:2: train.epochs: 1e+308"));
+}
+
+namespace {
+
+struct Run {
+  int code = -1;
+  std::string output;  // stdout and stderr
+};
+
+Run run_gossip(const std::string& args) {
+  const char* bin = std::getenv("GOSSIP_BIN");
+  REQUIRE(bin != nullptr);
+  Run r;
+  FILE* p = ::popen((std::string(bin) + " " + args + " 2>&1").c_str(), "r");
+  REQUIRE(p != nullptr);
+  char buf[4096];
+  while (std::size_t got = std::fread(buf, 1, sizeof buf, p)) r.output.append(buf, got);
+  const int status = ::pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("--epochs, --threads and --workers are bounded as their fields are, naming the option",
+          "[config][bounds]") {
+  // 20000 synthetic samples in batches of 1: 10000 epochs would be 2e8 local steps.
+  const fs::path dir = fs::temp_directory_path() / cat("gossip-bounds-", ::getpid());
+  fs::create_directories(dir);
+  const std::string config = (dir / "c.yaml").string();
+  std::ofstream(config) << "data:\n  synthetic: {train: 20000, test: 8, dim: 4, classes: 2}\n"
+                           "model:\n  layers: [4, 2]\ntrain:\n  epochs: 1\n  batch: 1\n";
+  const std::string out = " --out " + (dir / "out").string();
+  auto refused = [&](const std::string& args, const std::string& why) {
+    INFO(args);
+    const Run r = run_gossip(args);
+    INFO(r.output);
+    CHECK(r.code == 2);
+    CHECK(r.output.find(why) != std::string::npos);
+  };
+  refused("train " + config + out + " --epochs 10001", "--epochs must be in (0, 10000], got 10001");
+  refused("train " + config + out + " --epochs 1e308", "--epochs must be in (0, 10000], got 1e308");
+  refused("train " + config + out + " --epochs nan", "--epochs must be in (0, 10000], got nan");
+  refused("train " + config + out + " --threads 1025", "--threads must be in 1..1024, got 1025");
+  refused("train " + config + out + " --threads 1000000",
+          "--threads must be in 1..1024, got 1000000");
+  refused("train " + config + out + " --threads 0", "--threads must be in 1..1024, got 0");
+  // Just inside both bounds: the options pass, and gossip train refuses the plan they make.
+  refused("train " + config + out + " --epochs 10000 --threads 1024",
+          ": train.epochs: 10000 epochs plan 200000000 local steps per peer");
+  refused("sim " + config + out + " --workers 1025", "--workers must be in 0..1024, got 1025");
+  refused("sim " + config + out + " --workers -1", "--workers must be in 0..1024, got -1");
+  refused("sim " + config + out + " --epochs 0", "--epochs must be in (0, 10000], got 0");
+  // --workers 1024 passes; this config then lacks the topology gossip sim needs.
+  refused("sim " + config + out + " --workers 1024", "gossip.topology: a topology file is required");
+  refused("compare " + config + out + " --workers 1025", "--workers must be in 0..1024");
+  refused("compare " + config + out + " --epochs 20000", "--epochs must be in (0, 10000]");
+  fs::remove_all(dir);
 }

@@ -28,7 +28,7 @@ namespace {
 
 /// One compressor of the tests' sweeps over compressors, as a config names it.
 struct CompressCase {
-  const char* kind;
+  CompressKind kind;
   double fraction;
   int bits;
   CompressConfig config() const {
@@ -38,7 +38,7 @@ struct CompressCase {
     c.bits = bits;
     return c;
   }
-  std::string name() const { return cat(kind, " ", fraction, " ", bits); }
+  std::string name() const { return cat(compress_kind_name(kind), " ", fraction, " ", bits); }
 };
 
 RunConfig small_config() {
@@ -243,10 +243,10 @@ TEST_CASE("make_algorithm rejects unknown names and mismatched sizes", "[gossip]
                     InputError);
   REQUIRE(algorithm_names().size() == 6);
   g.algorithm = "dpsgd";
-  g.compress.kind = "top_k";  // compression with an algorithm that does not take it
+  g.compress.kind = CompressKind::kTopK;  // compression with an algorithm that does not take it
   REQUIRE_THROWS_AS(make_algorithm(Learner{backend.get(), x.data(), 4, {}}, net3.exchange(0), t, g),
                     InputError);
-  g.compress.kind = "none";
+  g.compress.kind = CompressKind::kNone;
   g.algorithm = "push_sum";
   g.overlap = true;
   REQUIRE_THROWS_AS(make_algorithm(Learner{backend.get(), x.data(), 4, {}}, net3.exchange(0), t, g),
@@ -270,7 +270,7 @@ TEST_CASE("top_k keeps the k largest coordinates and nothing else", "[gossip][co
   const std::size_t n = 1000;
   const auto v = spread_vector(n, 11);
   CompressConfig c;
-  c.kind = "top_k";
+  c.kind = CompressKind::kTopK;
   c.fraction = 0.05;
   Compressor q(c, n, 1, 0);
   REQUIRE(q.kept() == 50);
@@ -339,7 +339,7 @@ TEST_CASE("top_k's radix select keeps the same set as sorting the magnitudes, ti
     for (const double fraction : {0.0002, 0.01, 0.1, 0.5, 0.9999}) {
       CAPTURE(name, fraction);
       CompressConfig c;
-      c.kind = "top_k";
+      c.kind = CompressKind::kTopK;
       c.fraction = fraction;
       Compressor q(c, static_cast<std::int64_t>(n), 1, 0);
       std::vector<std::byte> packet;
@@ -355,7 +355,7 @@ TEST_CASE("random_k is unbiased in expectation and drawn from (seed, peer, round
   const std::size_t n = 64;
   const auto v = spread_vector(n, 12);
   CompressConfig c;
-  c.kind = "random_k";
+  c.kind = CompressKind::kRandomK;
   c.fraction = 0.25;
   Compressor q(c, n, 7, 3);
   REQUIRE(q.kept() == 16);
@@ -402,7 +402,7 @@ TEST_CASE("quantization stays within its error bound and is unbiased", "[gossip]
   for (int bits : {8, 4}) {
     SECTION(cat(bits, " bits")) {
       CompressConfig c;
-      c.kind = "quantize";
+      c.kind = CompressKind::kQuantize;
       c.bits = bits;
       Compressor q(c, n, 1, 0);
       const int levels = bits == 8 ? 127 : 7;
@@ -439,7 +439,7 @@ TEST_CASE("a packet that does not fit the model is refused before it is used",
   const std::size_t n = 100;
   const auto v = spread_vector(n, 14);
   CompressConfig c;
-  c.kind = "top_k";
+  c.kind = CompressKind::kTopK;
   c.fraction = 0.1;
   std::vector<std::byte> sparse;
   Compressor(c, n, 1, 0).encode(v, 0, Scaling::kContractive, sparse);
@@ -465,7 +465,7 @@ TEST_CASE("a packet that does not fit the model is refused before it is used",
   unknown[0] = std::byte{9};
   REQUIRE(check_packet(unknown, n).find("unknown packet kind") != std::string::npos);
 
-  c.kind = "quantize";
+  c.kind = CompressKind::kQuantize;
   c.bits = 4;
   std::vector<std::byte> q4;
   Compressor(c, n, 1, 0).encode(v, 0, Scaling::kContractive, q4);
@@ -489,9 +489,9 @@ TEST_CASE("packets made and added on a backend equal the host encoder's and add_
   const std::size_t n = 1300;
   auto v = spread_vector(n, 15);
   for (std::size_t i = 512; i < 1024; ++i) v[i] = 0.0f;  // a quantization block of zeros
-  for (const CompressCase k : {CompressCase{"top_k", 0.05, 8}, CompressCase{"random_k", 0.2, 8},
-                               CompressCase{"quantize", 1, 8}, CompressCase{"quantize", 1, 4},
-                               CompressCase{"none", 1, 8}}) {
+  for (const CompressCase k : {CompressCase{CompressKind::kTopK, 0.05, 8}, CompressCase{CompressKind::kRandomK, 0.2, 8},
+                               CompressCase{CompressKind::kQuantize, 1, 8}, CompressCase{CompressKind::kQuantize, 1, 4},
+                               CompressCase{CompressKind::kNone, 1, 8}}) {
     SECTION(k.name()) {
       const CompressConfig c = k.config();
       Compressor host(c, n, 5, 2), on_backend(c, n, 5, 2);
@@ -529,14 +529,15 @@ TEST_CASE("packets made and added on a backend equal the host encoder's and add_
 TEST_CASE("CHOCO preserves the average of the models and reaches it through compressed copies",
           "[gossip][choco]") {
   struct Case {
-    const char* kind;
+    CompressKind kind;
     double fraction;
     int bits;
     double gamma;
   };
-  for (const Case k : {Case{"top_k", 0.1, 8, 0.3}, Case{"random_k", 0.2, 8, 0.2},
-                       Case{"quantize", 0.01, 8, 0.9}, Case{"quantize", 0.01, 4, 0.6}}) {
-    SECTION(cat(k.kind, " ", k.kind == std::string("quantize") ? k.bits : k.fraction)) {
+  for (const Case k : {Case{CompressKind::kTopK, 0.1, 8, 0.3}, Case{CompressKind::kRandomK, 0.2, 8, 0.2},
+                       Case{CompressKind::kQuantize, 0.01, 8, 0.9}, Case{CompressKind::kQuantize, 0.01, 4, 0.6}}) {
+    SECTION(cat(compress_kind_name(k.kind), " ",
+                k.kind == CompressKind::kQuantize ? k.bits : k.fraction)) {
       const Topology t = generate("ring", 8);
       GossipConfig g;
       g.algorithm = "choco";
@@ -570,9 +571,9 @@ TEST_CASE("CHOCO through the backend ends bit-identical to the host loops it rep
           "[gossip][choco]") {
   // The reference is CHOCO as it ran before its element work moved to Backend operations: host
   // vectors, Compressor::encode of a span, add_packet, and the consensus step in a loop.
-  for (const CompressCase k : {CompressCase{"top_k", 0.1, 8}, CompressCase{"random_k", 0.2, 8},
-                               CompressCase{"quantize", 1, 8}, CompressCase{"quantize", 1, 4},
-                               CompressCase{"none", 1, 8}}) {
+  for (const CompressCase k : {CompressCase{CompressKind::kTopK, 0.1, 8}, CompressCase{CompressKind::kRandomK, 0.2, 8},
+                               CompressCase{CompressKind::kQuantize, 1, 8}, CompressCase{CompressKind::kQuantize, 1, 4},
+                               CompressCase{CompressKind::kNone, 1, 8}}) {
     SECTION(k.name()) {
       const Topology t = generate("ring", 5);
       GossipConfig g;
@@ -626,7 +627,7 @@ TEST_CASE("CHOCO sends a fraction of the bytes and refuses graphs that change ev
   const Topology t = generate("ring", 4);
   GossipConfig g;
   g.algorithm = "choco";
-  g.compress.kind = "top_k";
+  g.compress.kind = CompressKind::kTopK;
   g.compress.fraction = 0.01;
   const std::int64_t dim = 10000;
   ConsensusPeers peers(t, g, dim);

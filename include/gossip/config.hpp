@@ -102,6 +102,14 @@ struct OptimizerConfig {
   double min_lr = 0.0;                // cosine floor
 };
 
+/// The bounds of what a run may ask for (docs/config.md, "What is checked"), the same for the
+/// config's fields and the command-line overrides. Past them a run does not end in any useful
+/// time, or asks for more threads than a machine has: a typo, refused before anything starts.
+inline constexpr double kMaxEpochs = 10000;                   // train.epochs in (0, kMaxEpochs]
+inline constexpr int kMaxThreads = 1024;                      // train.threads in [1, kMaxThreads]
+inline constexpr int kMaxWorkers = 1024;                      // sim.workers in [0, kMaxWorkers]
+inline constexpr std::int64_t kMaxLocalSteps = 100'000'000;  // local steps a run plans per peer
+
 struct TrainConfig {
   double epochs = 1.0;
   int batch = 32;
@@ -115,13 +123,22 @@ struct TrainConfig {
   std::int64_t checkpoint_every = 0;  // rounds between checkpoints of each peer (0 = none)
 };
 
+/// gossip.compress.kind, read once by the config loader (and parse_compress); the code that
+/// compresses switches on it.
+enum class CompressKind { kNone, kTopK, kRandomK, kQuantize };
+
+/// "none", "top_k", "random_k", "quantize": the kind's name in configs, --compress and reports.
+const char* compress_kind_name(CompressKind kind);
+
 /// gossip.compress: what CHOCO-SGD sends of the difference between a peer's parameters and its
 /// public copy (docs/config.md).
 struct CompressConfig {
-  std::string kind = "none";  // none | top_k | random_k | quantize
+  CompressKind kind = CompressKind::kNone;
   double fraction = 0.01;     // top_k, random_k: share of the coordinates sent, in (0, 1]
   int bits = 8;               // quantize: 4 or 8
   bool operator==(const CompressConfig&) const = default;
+  /// top_k or random_k: the kinds that send a fraction of the coordinates.
+  bool sparse() const { return kind == CompressKind::kTopK || kind == CompressKind::kRandomK; }
 };
 
 /// "top_k 0.01", "random_k 0.05", "quantize 8 bits", "none".
@@ -276,6 +293,11 @@ struct RunConfig {
   /// for a config built in code: the prefix of a message about that field.
   std::string where(const std::string& field) const;
 };
+
+/// Refuses a run that plans more than kMaxLocalSteps local steps per peer (`steps`, a double so
+/// that a plan too large for an integer is refused before it is converted): throws InputError
+/// "FILE:LINE: train.epochs: ..." naming the steps and what would bring them down.
+void check_local_steps(const RunConfig& config, double steps);
 
 /// Loads and validates a run config; throws InputError "FILE:LINE: field: problem". Numbers
 /// must be finite (.nan and .inf are refused); a key given twice in one map is an error.

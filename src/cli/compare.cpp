@@ -133,13 +133,12 @@ int run_compare(int argc, char** argv) {
       args.get_or("out", "runs/" + std::filesystem::path(args.config_path()).stem().string());
 
   RunConfig base = load_config(args.config_path());
-  base.train.epochs = args.get_double("epochs", base.train.epochs);
-  base.sim.workers = static_cast<int>(args.get_int("workers", base.sim.workers));
+  base.train.epochs = epochs_option(args, base.train.epochs);
+  base.sim.workers = workers_option(args, base.sim.workers);
   if (const auto netem = args.get("netem")) {
     base.net.emulate = parse_link_emulation(*netem, "--netem");
     simulate_links(base.sim, base.net.emulate);
   }
-  if (base.train.epochs <= 0) throw InputError("--epochs must be positive");
   if (base.sim.consensus_only)
     throw InputError(cat(base.path, ": sim.consensus_only: compare sweeps train (use gossip sim "
                                     "--consensus for mixing rates)"));

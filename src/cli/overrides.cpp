@@ -11,6 +11,16 @@ namespace {
 const char* const kNames[] = {"epochs", "algorithm", "topology", "period",
                               "faults", "compress", "shard",    "seed"};
 
+/// The integer option `name` in [lo, hi], or `fallback` when it is not given.
+int bounded_int(const Args& args, const char* name, int fallback, int lo, int hi) {
+  const auto text = args.get(name);
+  if (!text) return fallback;
+  const long v = args.get_int(name, fallback);  // a value past long's range comes back clamped
+  if (v < lo || v > hi)
+    throw InputError(cat("--", name, " must be in ", lo, "..", hi, ", got ", *text));
+  return static_cast<int>(v);
+}
+
 }  // namespace
 
 const char* const kOverrideHelp =
@@ -31,10 +41,28 @@ std::set<std::string> with_override_options(std::set<std::string> own) {
   return own;
 }
 
+double epochs_option(const Args& args, double fallback) {
+  const auto text = args.get("epochs");
+  if (!text) return fallback;
+  const double v = args.get_double("epochs", fallback);
+  if (!(v > 0 && v <= kMaxEpochs))  // NaN too
+    throw InputError(cat("--epochs must be in (0, ", kMaxEpochs, "], got ", *text));
+  return v;
+}
+
+int threads_option(const Args& args, int fallback) {
+  return bounded_int(args, "threads", fallback, 1, kMaxThreads);
+}
+
+int workers_option(const Args& args, int fallback) {
+  return bounded_int(args, "workers", fallback, 0, kMaxWorkers);
+}
+
 void apply_overrides(const Args& args, RunConfig& config) {
-  config.train.epochs = args.get_double("epochs", config.train.epochs);
-  if (args.get("epochs") && !(config.train.epochs > 0))
-    throw InputError(cat("--epochs must be positive, got ", *args.get("epochs")));
+  if (args.get("epochs")) {
+    config.train.epochs = epochs_option(args, config.train.epochs);
+    config.lines.erase("train.epochs");  // errors about it name the option, not the file
+  }
   if (auto algorithm = args.get("algorithm")) {
     config.gossip.algorithm = *algorithm;
     config.lines.erase("gossip.algorithm");  // errors about it name the option, not the file

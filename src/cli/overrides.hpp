@@ -22,8 +22,16 @@ extern const char* const kOverrideHelp;
 std::set<std::string> with_override_options(std::set<std::string> own);
 
 /// Applies the overrides given in `args` to `config`; throws InputError naming the option when a
-/// value is out of range (epochs and period must be positive).
+/// value is out of range (epochs as epochs_option, period at least 1).
 void apply_overrides(const Args& args, RunConfig& config);
+
+/// --epochs, --threads and --workers: the option's value, or `fallback` when it is not given.
+/// Throws InputError naming the option when the value is outside its config field's bounds
+/// (gossip/config.hpp: epochs in (0, kMaxEpochs], threads in [1, kMaxThreads], workers in
+/// [0, kMaxWorkers]).
+double epochs_option(const Args& args, double fallback);
+int threads_option(const Args& args, int fallback);
+int workers_option(const Args& args, int fallback);
 
 /// The overrides given in `args` as arguments again ("--epochs", "2", ...), in a fixed order:
 /// what gossip run passes on to each `gossip peer`.

@@ -61,9 +61,8 @@ int run_sim(int argc, char** argv) {
     config.net.emulate = parse_link_emulation(*netem, "--netem");
     simulate_links(config.sim, config.net.emulate);
   }
-  config.sim.workers = static_cast<int>(args.get_int("workers", config.sim.workers));
+  config.sim.workers = workers_option(args, config.sim.workers);
   if (args.has("consensus")) config.sim.consensus_only = true;
-  if (config.sim.workers < 0) throw InputError("--workers must be 0 or more");
   if (config.gossip.topology.empty())
     throw InputError(cat(config.path, ": gossip.topology: a topology file is required"));
 

@@ -4,6 +4,7 @@
 
 #include "gossip/args.hpp"
 #include "src/cli/commands.hpp"
+#include "src/cli/overrides.hpp"
 #include "gossip/backend.hpp"
 #include "gossip/config.hpp"
 #include "gossip/core.hpp"
@@ -31,10 +32,9 @@ const char* kTrainHelp =
 /// CONFIG with the command-line overrides applied.
 RunConfig train_config(const Args& args) {
   RunConfig config = load_config(args.config_path());
-  config.train.epochs = args.get_double("epochs", config.train.epochs);
+  config.train.epochs = epochs_option(args, config.train.epochs);
   config.train.backend = args.get_or("backend", config.train.backend);
-  config.train.threads = static_cast<int>(args.get_int("threads", config.train.threads));
-  if (config.train.epochs <= 0) throw InputError("--epochs must be positive");
+  config.train.threads = threads_option(args, config.train.threads);
   return config;
 }
 

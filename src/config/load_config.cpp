@@ -14,6 +14,8 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <optional>
+#include <utility>
 
 #include "gossip/config.hpp"
 #include "gossip/core.hpp"
@@ -24,6 +26,21 @@ namespace {
 
 using yaml::Node;
 using Handlers = std::map<std::string, std::function<void(const Node&, const std::string&)>>;
+
+/// gossip.compress.kind's names, in the order messages list them.
+constexpr std::pair<CompressKind, const char*> kCompressKinds[] = {
+    {CompressKind::kNone, "none"},
+    {CompressKind::kTopK, "top_k"},
+    {CompressKind::kRandomK, "random_k"},
+    {CompressKind::kQuantize, "quantize"},
+};
+
+/// The compressor named `name`, if there is one.
+std::optional<CompressKind> compress_kind(const std::string& name) {
+  for (const auto& [kind, n] : kCompressKinds)
+    if (name == n) return kind;
+  return std::nullopt;
+}
 
 // Config-shaped reads on a document: "FILE:LINE: field: what is wrong".
 class Reader {
@@ -65,6 +82,11 @@ class Reader {
     return v;
   }
 
+  /// An integer in [lo, hi]: "field: 1000000 is outside 1..1024".
+  int integer_in(const Node& node, const std::string& field, int lo, int hi) const {
+    return static_cast<int>(doc_.integer(node, field, lo, hi));
+  }
+
   int positive_int(const Node& node, const std::string& field, bool allow_zero) const {
     const std::int64_t v = doc_.integer(node, field, INT64_MIN, INT64_MAX);
     if (v < 0 || (!allow_zero && v == 0))
@@ -80,6 +102,19 @@ class Reader {
     for (const char* a : allowed) {
       if (v == a) return v;
       list += (list.empty() ? "" : ", ") + std::string(a);
+    }
+    fail(node, field, cat("unknown value '", v, "' (expected one of: ", list, ")"));
+  }
+
+  /// A value named in `table` (value, name): "field: unknown value 'x' (expected one of: ...)".
+  template <typename E, std::size_t N>
+  E named(const Node& node, const std::string& field,
+          const std::pair<E, const char*> (&table)[N]) const {
+    const std::string v = text(node, field);
+    std::string list;
+    for (const auto& [value, name] : table) {
+      if (v == name) return value;
+      list += (list.empty() ? "" : ", ") + std::string(name);
     }
     fail(node, field, cat("unknown value '", v, "' (expected one of: ", list, ")"));
   }
@@ -297,11 +332,15 @@ void read_optimizer(const Reader& r, const Node& n, OptimizerConfig& o) {
 
 void read_train(const Reader& r, const Node& n, TrainConfig& t) {
   r.each(n, "train", Handlers{
-      {"epochs", [&](auto& v, auto& f) { t.epochs = r.positive(v, f, false); }},
+      {"epochs", [&](auto& v, auto& f) {
+         t.epochs = r.positive(v, f, false);
+         if (t.epochs > kMaxEpochs)
+           r.fail(v, f, cat("must be at most ", kMaxEpochs, ", got ", t.epochs));
+       }},
       {"batch", [&](auto& v, auto& f) { t.batch = r.positive_int(v, f, false); }},
       {"seed", [&](auto& v, auto& f) { t.seed = r.seed(v, f); }},
       {"backend", [&](auto& v, auto& f) { t.backend = r.choice(v, f, {"auto", "cpu", "cuda"}); }},
-      {"threads", [&](auto& v, auto& f) { t.threads = r.positive_int(v, f, false); }},
+      {"threads", [&](auto& v, auto& f) { t.threads = r.integer_in(v, f, 1, kMaxThreads); }},
       {"evals_per_epoch", [&](auto& v, auto& f) { t.evals_per_epoch = r.positive_int(v, f, false); }},
       {"eval_batch", [&](auto& v, auto& f) { t.eval_batch = r.positive_int(v, f, false); }},
       {"eval_limit", [&](auto& v, auto& f) { t.eval_limit = r.positive_int(v, f, true); }},
@@ -322,7 +361,7 @@ CompressConfig read_compress(const Reader& r, const Node& n, const std::string& 
   bool has_kind = false;
   r.each(n, field, Handlers{
       {"kind", [&](auto& v, auto& f) {
-         c.kind = r.choice(v, f, {"none", "top_k", "random_k", "quantize"});
+         c.kind = r.named(v, f, kCompressKinds);
          has_kind = true;
        }},
       {"fraction", [&](auto& v, auto& f) {
@@ -337,10 +376,11 @@ CompressConfig read_compress(const Reader& r, const Node& n, const std::string& 
        }},
   });
   if (!has_kind) r.fail(n, field, "a compressor needs its kind: top_k, random_k, quantize or none");
-  const bool sparse = c.kind == "top_k" || c.kind == "random_k";
-  if (fraction && !sparse)
-    r.fail_at(field + ".fraction", cat("is for top_k and random_k, not ", c.kind));
-  if (bits && c.kind != "quantize") r.fail_at(field + ".bits", cat("is for quantize, not ", c.kind));
+  if (fraction && !c.sparse())
+    r.fail_at(field + ".fraction",
+              cat("is for top_k and random_k, not ", compress_kind_name(c.kind)));
+  if (bits && c.kind != CompressKind::kQuantize)
+    r.fail_at(field + ".bits", cat("is for quantize, not ", compress_kind_name(c.kind)));
   return c;
 }
 
@@ -369,7 +409,7 @@ void read_gossip(const Reader& r, const Node& n, GossipConfig& g) {
 
 void read_sim(const Reader& r, const Node& n, SimConfig& s) {
   r.each(n, "sim", Handlers{
-      {"workers", [&](auto& v, auto& f) { s.workers = r.positive_int(v, f, true); }},
+      {"workers", [&](auto& v, auto& f) { s.workers = r.integer_in(v, f, 0, kMaxWorkers); }},
       {"latency_ms", [&](auto& v, auto& f) { s.latency_ms = r.positive(v, f, true); }},
       {"bandwidth_mbps", [&](auto& v, auto& f) { s.bandwidth_mbps = r.positive(v, f, false); }},
       {"step_ms", [&](auto& v, auto& f) { s.step_ms = r.positive(v, f, true); }},
@@ -617,22 +657,31 @@ RunConfig read(const yaml::Document& doc, const std::string& dir) {
 
 }  // namespace
 
+const char* compress_kind_name(CompressKind kind) {
+  for (const auto& [k, name] : kCompressKinds)
+    if (k == kind) return name;
+  return "unknown";  // not reached: every kind has its name
+}
+
 std::string describe(const CompressConfig& c) {
-  if (c.kind == "top_k" || c.kind == "random_k") return cat(c.kind, " ", c.fraction);
-  if (c.kind == "quantize") return cat("quantize ", c.bits, " bits");
-  return c.kind;
+  const char* name = compress_kind_name(c.kind);
+  if (c.sparse()) return cat(name, " ", c.fraction);
+  if (c.kind == CompressKind::kQuantize) return cat(name, " ", c.bits, " bits");
+  return name;
 }
 
 CompressConfig parse_compress(const std::string& text, const std::string& what) {
   const auto colon = text.find(':');
-  CompressConfig c;
-  c.kind = text.substr(0, colon);
+  const std::string name = text.substr(0, colon);
   const std::string value = colon == std::string::npos ? "" : text.substr(colon + 1);
-  const bool sparse = c.kind == "top_k" || c.kind == "random_k";
-  if (!sparse && c.kind != "quantize" && c.kind != "none")
-    throw InputError(cat(what, ": unknown compressor '", c.kind, "' in '", text,
+  const auto kind = compress_kind(name);
+  if (!kind)
+    throw InputError(cat(what, ": unknown compressor '", name, "' in '", text,
                          "' (expected top_k:FRACTION, random_k:FRACTION, quantize:BITS or none)"));
-  if (c.kind == "none") {
+  CompressConfig c;
+  c.kind = *kind;
+  const bool sparse = c.sparse();
+  if (c.kind == CompressKind::kNone) {
     if (colon != std::string::npos)
       throw InputError(cat(what, ": 'none' takes no value, got '", text, "'"));
     return c;
@@ -641,12 +690,12 @@ CompressConfig parse_compress(const std::string& text, const std::string& what) 
   errno = 0;
   const double v = std::strtod(value.c_str(), &end);
   if (value.empty() || *end != '\0' || errno == ERANGE || !std::isfinite(v))
-    throw InputError(cat(what, ": ", c.kind, " needs ", sparse ? "a fraction" : "its bits",
+    throw InputError(cat(what, ": ", name, " needs ", sparse ? "a fraction" : "its bits",
                          " after the colon (", sparse ? "top_k:0.01" : "quantize:8", "), got '",
                          text, "'"));
   if (sparse) {
     if (!(v > 0) || v > 1)
-      throw InputError(cat(what, ": ", c.kind, " fraction must be in (0, 1], got ", value));
+      throw InputError(cat(what, ": ", name, " fraction must be in (0, 1], got ", value));
     c.fraction = v;
   } else {
     if (v != 4 && v != 8) throw InputError(cat(what, ": quantize bits must be 4 or 8, got ", value));
@@ -656,24 +705,37 @@ CompressConfig parse_compress(const std::string& text, const std::string& what) 
 }
 
 std::string compress_argument(const CompressConfig& c) {
-  if (c.kind == "top_k" || c.kind == "random_k") {
+  const char* name = compress_kind_name(c.kind);
+  if (c.sparse()) {
     char fraction[64];
     std::snprintf(fraction, sizeof fraction, "%.17g", c.fraction);
-    return cat(c.kind, ":", fraction);
+    return cat(name, ":", fraction);
   }
-  if (c.kind == "quantize") return cat("quantize:", c.bits);
-  return c.kind;
+  if (c.kind == CompressKind::kQuantize) return cat(name, ":", c.bits);
+  return name;
 }
 
 double default_consensus_step(const CompressConfig& c) {
-  if (c.kind == "quantize") return c.bits == 8 ? 0.9 : 0.5;
-  if (c.kind == "top_k") return std::min(1.0, 10.0 * c.fraction);
-  if (c.kind == "random_k") return std::min(1.0, 2.0 * c.fraction);
+  switch (c.kind) {
+    case CompressKind::kQuantize: return c.bits == 8 ? 0.9 : 0.5;
+    case CompressKind::kTopK: return std::min(1.0, 10.0 * c.fraction);
+    case CompressKind::kRandomK: return std::min(1.0, 2.0 * c.fraction);
+    case CompressKind::kNone: break;
+  }
   return 1.0;
 }
 
 double consensus_step(const GossipConfig& g) {
   return g.consensus_step > 0 ? g.consensus_step : default_consensus_step(g.compress);
+}
+
+void check_local_steps(const RunConfig& config, double steps) {
+  if (steps <= static_cast<double>(kMaxLocalSteps)) return;
+  // Below 2^63 the count prints as an integer; a plan past it (a config built in code) as is.
+  const std::string count = steps < 9e18 ? cat(static_cast<std::int64_t>(steps)) : cat(steps);
+  throw InputError(cat(config.where("train.epochs"), ": ", config.train.epochs, " epochs plan ",
+                       count, " local steps per peer, more than the ", kMaxLocalSteps,
+                       " a run may take (lower train.epochs, or raise train.batch)"));
 }
 
 std::string RunConfig::where(const std::string& field) const {

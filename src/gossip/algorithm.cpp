@@ -81,7 +81,7 @@ std::unique_ptr<Algorithm> make_algorithm(const Learner& learner, Exchange& exch
                          "' (expected dpsgd, local_sgd, push_sum, async, choco or allreduce)"));
   if (config.overlap && a != "dpsgd" && a != "local_sgd")
     throw InputError(cat("gossip.overlap: overlap is for dpsgd and local_sgd, not ", a));
-  if (config.compress.kind != "none" && a != "choco")
+  if (config.compress.kind != CompressKind::kNone && a != "choco")
     throw InputError(cat("gossip.compress: compression is for choco, not ", a));
   check_weights("gossip.algorithm", a, topology);
   if (a == "choco") return make_choco(learner, exchange, topology, config, seed);

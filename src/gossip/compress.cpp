@@ -85,33 +85,37 @@ Compressor::Compressor(const CompressConfig& config, std::int64_t n, std::uint64
       key_(derive_seed(seed, static_cast<std::uint64_t>(peer), Stream::kCompress)) {
   GOSSIP_CHECK_GT(n, 0);
   GOSSIP_CHECK_LE(n, static_cast<std::int64_t>(UINT32_MAX));
-  if (config.kind == "top_k" || config.kind == "random_k") {
+  if (config.sparse()) {
     if (!(config.fraction > 0.0 && config.fraction <= 1.0))
       throw InputError(cat("gossip.compress.fraction: must be in (0, 1], got ", config.fraction));
     k_ = std::clamp<std::int64_t>(
         static_cast<std::int64_t>(std::ceil(config.fraction * static_cast<double>(n) - 1e-9)), 1,
         n);
-  } else if (config.kind == "quantize") {
+  } else if (config.kind == CompressKind::kQuantize) {
     if (config.bits != 4 && config.bits != 8)
       throw InputError(cat("gossip.compress.bits: must be 4 or 8, got ", config.bits));
-  } else if (config.kind != "none") {
-    throw InputError(cat("gossip.compress.kind: unknown '", config.kind,
-                         "' (expected top_k, random_k, quantize or none)"));
   }
 }
 
 std::size_t Compressor::packet_bytes() const {
-  if (config_.kind == "quantize") return quantized_bytes(n_, config_.bits);
-  if (config_.kind == "none") return kPacketHeaderBytes + static_cast<std::size_t>(n_) * 4;
+  switch (config_.kind) {
+    case CompressKind::kQuantize: return quantized_bytes(n_, config_.bits);
+    case CompressKind::kNone: return kPacketHeaderBytes + static_cast<std::size_t>(n_) * 4;
+    case CompressKind::kTopK:
+    case CompressKind::kRandomK: break;
+  }
   return kPacketHeaderBytes + static_cast<std::size_t>(k_) * 8;
 }
 
 void Compressor::encode(std::span<const float> v, std::int64_t round, Scaling scaling,
                         std::vector<std::byte>& packet) {
   GOSSIP_CHECK_EQ(static_cast<std::int64_t>(v.size()), n_);
-  if (config_.kind == "top_k") return encode_top_k(v, packet);
-  if (config_.kind == "random_k") return encode_random_k(v, round, scaling, packet);
-  if (config_.kind == "quantize") return encode_quantized(v, round, packet);
+  switch (config_.kind) {
+    case CompressKind::kTopK: return encode_top_k(v, packet);
+    case CompressKind::kRandomK: return encode_random_k(v, round, scaling, packet);
+    case CompressKind::kQuantize: return encode_quantized(v, round, packet);
+    case CompressKind::kNone: break;
+  }
   encode_dense(v, 0, packet);
 }
 
@@ -264,8 +268,8 @@ void pack_nibbles(const std::int8_t* codes, std::int64_t n, std::byte* out) {
 
 void Compressor::encode(Backend& backend, const float* v, std::int64_t round, Scaling scaling,
                         std::vector<std::byte>& packet) {
-  if (config_.kind == "quantize") return encode_quantized(backend, v, round, packet);
-  if (config_.kind == "none") return encode_dense(backend, v, n_, packet);
+  if (config_.kind == CompressKind::kQuantize) return encode_quantized(backend, v, round, packet);
+  if (config_.kind == CompressKind::kNone) return encode_dense(backend, v, n_, packet);
   // top_k and random_k: selection, on the host.
   const auto n = static_cast<std::size_t>(n_);
   if (backend.host_memory()) return encode(std::span<const float>(v, n), round, scaling, packet);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "gossip/config.hpp"
 #include "gossip/gossip.hpp"
 
 namespace gossip {
@@ -11,9 +12,11 @@ RoundPlan plan_rounds(const RunConfig& config, std::int64_t train_samples, int p
   RoundPlan p;
   p.train_samples = train_samples;
   p.samples_per_round = static_cast<double>(peers) * config.train.batch * config.gossip.period;
-  p.rounds = std::max<std::int64_t>(
-      1, static_cast<std::int64_t>(
-             std::ceil(config.train.epochs * train_samples / p.samples_per_round - 1e-9)));
+  // In double first: a plan past kMaxLocalSteps is refused before it is made an integer.
+  const double rounds = std::max(
+      1.0, std::ceil(config.train.epochs * train_samples / p.samples_per_round - 1e-9));
+  check_local_steps(config, rounds * config.gossip.period);
+  p.rounds = static_cast<std::int64_t>(rounds);
   p.evals = std::clamp<std::int64_t>(
       static_cast<std::int64_t>(std::ceil(config.train.epochs * config.train.evals_per_epoch -
                                           1e-9)),

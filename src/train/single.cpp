@@ -53,7 +53,9 @@ Summary train_single(const RunConfig& config, const std::string& out_dir) {
 
   RunRecord record(out_dir);
   const std::int64_t per_epoch = trainer.steps_per_epoch();
-  const std::int64_t total = static_cast<std::int64_t>(std::ceil(config.train.epochs * per_epoch));
+  const double steps = std::ceil(config.train.epochs * static_cast<double>(per_epoch));
+  check_local_steps(config, steps);  // before the count is made an integer
+  const auto total = static_cast<std::int64_t>(steps);
   const std::int64_t eval_every =
       std::max<std::int64_t>(1, per_epoch / config.train.evals_per_epoch);
   double loss_sum = 0.0;
