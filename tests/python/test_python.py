@@ -149,6 +149,40 @@ peer.finish()
         assert key in summary
 
 
+def test_push_sum_leaves_the_de_biased_model_in_the_buffer(folder, base_port, procs):
+    # A directed graph whose rows do not sum to 1: 0 -> 1, 1 -> 2, 2 -> 0, 0 -> 2, each peer
+    # keeping and sending equal shares (W[k][i] = 1 / (out-degree i + 1), column stochastic).
+    # Push-sum's numerators x and weights w both follow x <- W x; the buffer must hold x / w.
+    n, rounds = 3, 40
+    with open(os.path.join(folder, "directed.yaml"), "w") as f:
+        f.write("n: 3\ndirected: true\nweights: push-sum\n"
+                "edges: [[0, 1], [1, 2], [2, 0], [0, 2]]\n")
+    config = write_config(folder, n, base_port, algorithm="push_sum")
+    with open(config) as f:
+        text = f.read().replace("topology: ring.yaml", "topology: directed.yaml")
+    with open(config, "w") as f:
+        f.write(text)
+    for r in range(n):
+        python_peer(procs, folder, "vector", config, r, rounds)
+    assert procs.wait_all(120) == [0] * n, [read_log(folder, f"vector-{r}.log") for r in range(n)]
+    rows = np.stack([np.load(os.path.join(folder, f"vector-{r}.npy")) for r in range(n)])
+    W = np.array([[1 / 3, 0, 1 / 2],
+                  [1 / 3, 1 / 2, 0],
+                  [1 / 3, 1 / 2, 1 / 2]])
+    x, w = rows[:, 0].astype(np.float64), np.ones(n)
+    mean0 = x.mean(axis=0)
+    biased_seen = 0.0
+    for t in range(1, rounds + 1):
+        x, w = W @ x, W @ w
+        np.testing.assert_allclose(rows[:, t], x / w[:, None], rtol=1e-4, atol=1e-5)
+        biased_seen = max(biased_seen, np.abs(x - x / w[:, None]).max())
+    assert biased_seen > 0.1  # x and x / w differ: the test tells them apart
+    assert abs(w.sum() - n) < 1e-12 and np.abs(w - 1).max() > 0.1
+    # push-sum's limit: every peer's de-biased model is the initial average
+    np.testing.assert_allclose(rows[:, rounds], np.broadcast_to(mean0, (n, mean0.size)),
+                               atol=1e-5)
+
+
 def _checkpoint_config(folder, n, base_port, every):
     config = write_config(folder, n, base_port)
     with open(config) as f:
