@@ -9,6 +9,10 @@ local step, averages its parameters with its graph neighbours through gossip's C
     mpirun -np 8 env GOSSIP_CONFIG=configs/torch-quickstart.yaml python3 examples/torch_fmnist.py
 
 or alone, without gossip, for a reference: python3 examples/torch_fmnist.py --single CONFIG.
+
+Every train.checkpoint_every rounds the wrapper saves the model, the SGD momentum and the gossip
+state in each peer's checkpoint; `gossip run --resume runs/torch` (after Ctrl-C, a crash or
+--until-round) restores them, and the loop below skips the batches already taken.
 """
 import math
 import sys
@@ -69,6 +73,7 @@ def train(config, shard, peer=None):
         opt = gossip.torch.DecentralizedOptimizer(
             sgd, model, peer, period=config["period"], rounds=rounds,
             evaluate=lambda: evaluate(model, x_test, y_test))
+    start = opt.steps if peer is not None else 0  # > 0 when resumed from a checkpoint
     x_all, y_all = tensors(config["train_images"], config["train_labels"], config["limit_train"])
     x, y = x_all[shard], y_all[shard]
     del x_all, y_all
@@ -76,9 +81,11 @@ def train(config, shard, peer=None):
     evals = max(1, config["evals_per_epoch"])
     t0 = time.time()
     for epoch in range(math.ceil(epochs)):
-        order = torch.randperm(len(x), generator=gen)
+        order = torch.randperm(len(x), generator=gen)  # drawn for skipped epochs too
         losses = []
         for k, i in enumerate(range(0, len(x), batch)):
+            if epoch * steps_per_epoch + k < start:
+                continue
             idx = order[i:i + batch]
             opt.zero_grad()
             loss = F.cross_entropy(model(x[idx]), y[idx])

@@ -181,6 +181,28 @@ PYBIND11_MODULE(_gossip, m) {
                                                 {static_cast<py::ssize_t>(sizeof(float))});
            })
       .def("eval_due", [](const Peer& p) { return p.session->eval_due(); })
+      .def("resume_state", [](const Peer& p) -> py::object {
+             const auto state = p.session->resumed_state();
+             if (!state) return py::none();
+             return py::bytes(reinterpret_cast<const char*>(state->data()), state->size());
+           })
+      .def("checkpoint_due", [](const Peer& p, std::int64_t every) {
+             return p.session->checkpoint_due(every);
+           }, py::arg("every") = -1)
+      .def("save_checkpoint", [](Peer& p, const py::bytes& state) {
+             const std::string_view bytes = state;
+             const auto* data = reinterpret_cast<const std::byte*>(bytes.data());
+             py::gil_scoped_release release;
+             p.session->save_checkpoint({data, bytes.size()});
+           }, py::arg("state"))
+      .def("stop_due", [](const Peer& p) { return p.session->stop_due(); })
+      .def("stop", [](Peer& p) {
+             {
+               py::gil_scoped_release release;
+               p.session->stop();
+             }
+             p.buffer_owner = py::none();
+           })
       .def("report", [](Peer& p, double loss, double accuracy, double epoch) {
              py::gil_scoped_release release;
              p.session->report(loss, accuracy, epoch);

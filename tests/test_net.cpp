@@ -1033,6 +1033,7 @@ TEST_CASE("a checkpoint decodes to what was encoded, and damage of any kind is n
   c.missing = 1;
   c.bytes_sent = 999;
   c.algorithm_state = {0.25f, -1.0f, 7.0f, 0.0f, 2.0f, -3.0f};
+  for (int b : {0x80, 0x04, 0x00, 0xff, 0x2e}) c.caller_state.push_back(std::byte(b));
   const auto bytes = encode_checkpoint(c);
   std::string why;
   const auto back = decode_checkpoint(bytes, &why);
@@ -1045,6 +1046,7 @@ TEST_CASE("a checkpoint decodes to what was encoded, and damage of any kind is n
   CHECK(back->weight == 0.75);
   CHECK(back->bytes_sent == 999);
   CHECK(back->algorithm_state == c.algorithm_state);
+  CHECK(back->caller_state == c.caller_state);
 
   auto refused = [](std::vector<std::byte> b) {
     std::string reason;
@@ -1082,27 +1084,42 @@ TEST_CASE("a checkpoint decodes to what was encoded, and damage of any kind is n
     reseal(huge);
     CHECK_THAT(refused(huge), Catch::Contains("algorithm state of 1099511627776 floats is longer"));
   }
-  // Version 1 files (before the algorithm state) still read, with none.
+  // So is a caller state longer than what is left (its count follows the algorithm's 6 floats).
   {
-    Checkpoint old = c;
-    old.algorithm_state.clear();
-    auto v1 = encode_checkpoint(old);
-    // Version 2 with an empty state is version 1 plus an empty buffer's count: drop it.
-    const std::size_t header = 8 + 4 + 8;
-    const std::size_t payload = v1.size() - header - 32 - 8;
-    v1.erase(v1.end() - 32 - 8, v1.end() - 32);
-    const std::uint32_t one = 1;
-    std::memcpy(v1.data() + 8, &one, 4);
-    const std::uint64_t length = payload;
-    std::memcpy(v1.data() + 12, &length, 8);
-    reseal(v1);
+    auto huge = bytes;
+    const std::size_t header = 8 + 4 + 8, fields_bytes = 4 + 8 * 12;
+    const std::size_t at = header + fields_bytes + 2 * (8 + 12) + (8 + 24);
+    const std::uint64_t lie = 1ull << 40;
+    std::memcpy(huge.data() + at, &lie, 8);
+    reseal(huge);
+    CHECK_THAT(refused(huge), Catch::Contains("caller state of 1099511627776 bytes is longer"));
+  }
+  // Older files still read: version 2 (no caller state) and version 1 (no algorithm state
+  // either). With those empty, version 3 is the older version plus an empty count for each.
+  auto older = [&](std::uint32_t version, Checkpoint old) {
+    old.caller_state.clear();
+    if (version == 1) old.algorithm_state.clear();
+    auto b = encode_checkpoint(old);
+    const std::size_t header = 8 + 4 + 8, drop = 8 * (3 - version);
+    b.erase(b.end() - 32 - static_cast<std::ptrdiff_t>(drop), b.end() - 32);
+    std::memcpy(b.data() + 8, &version, 4);
+    const std::uint64_t length = b.size() - header - 32;
+    std::memcpy(b.data() + 12, &length, 8);
+    reseal(b);
     std::string reason;
-    const auto read = decode_checkpoint(v1, &reason);
+    auto read = decode_checkpoint(b, &reason);
     INFO(reason);
     REQUIRE(read);
-    CHECK(read->params == c.params);
-    CHECK(read->algorithm_state.empty());
-  }
+    return *read;
+  };
+  const Checkpoint v2 = older(2, c);
+  CHECK(v2.params == c.params);
+  CHECK(v2.algorithm_state == c.algorithm_state);
+  CHECK(v2.caller_state.empty());
+  const Checkpoint v1 = older(1, c);
+  CHECK(v1.params == c.params);
+  CHECK(v1.algorithm_state.empty());
+  CHECK(v1.caller_state.empty());
 }
 
 TEST_CASE("TLS credentials that do not fit are refused before anything starts", "[net][tls]") {

@@ -1,6 +1,7 @@
 /// checkpoint: one peer's training state at the end of a round, as bytes (Cereal's binary
 /// archive inside a header and a SHA-256 checksum), so that a stopped run resumes bit-identical
-/// (train.checkpoint_every, gossip run --resume): the codec, whose decoder never throws on bad
+/// (train.checkpoint_every, gossip run --resume), with the caller's own state when a Python
+/// script drives the peer: the codec, whose decoder never throws on bad
 /// bytes but says why they were refused, and the checkpoint files of a peer's folder.
 #pragma once
 #if !defined(GOSSIP_ROOM_WIRE)
@@ -33,6 +34,9 @@ struct Checkpoint {
   std::int64_t missing = 0;            // in-neighbours left out of mixing so far
   std::uint64_t bytes_sent = 0;        // before the checkpoint
   std::vector<float> algorithm_state;  // Algorithm::State::buffers (choco's copies), else empty
+  // A caller's own bytes (a Python peer's torch optimizer state), opaque here; empty for gossip
+  // peer. Defaulted, so that initializers written before it need not name it.
+  std::vector<std::byte> caller_state = {};
 };
 
 /// "GOSSIPCK", u32 version, u64 payload length, payload, SHA-256 of the payload.

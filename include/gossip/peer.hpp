@@ -6,6 +6,7 @@
 #error "gossip/peer.hpp belongs to room peer, which this room does not use (see the room table in meson.build)"
 #endif
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -151,6 +152,24 @@ class PeerSession {
   /// launcher's eval event. Own model: evaluates it on the test set (loss and accuracy are then
   /// ignored); `epoch` < 0 takes the plan's.
   void report(double loss, double accuracy, double epoch);
+  /// Checkpoints (train.checkpoint_every, gossip run --until-round and --resume), the same
+  /// files as a `gossip peer`'s, with the caller's own state inside.
+  /// The caller state of the checkpoint this peer resumed from (PeerOptions::resume_round; its
+  /// parameters, the algorithm's state and the round are restored by join), or nullopt when it
+  /// started afresh.
+  std::optional<std::vector<std::byte>> resumed_state() const;
+  /// Whether the rounds done call for a checkpoint: a multiple of `every` (< 0: the config's
+  /// train.checkpoint_every; 0: none) before the last round, or PeerOptions::until_round;
+  /// false once that round's checkpoint is written.
+  bool checkpoint_due(std::int64_t every = -1) const;
+  /// Writes DIR/peers/R/checkpoint-ROUND.ckpt after the rounds done: the buffer (own model: the
+  /// trainer's state), the algorithm's state and `caller_state`; keeps the newest 3.
+  void save_checkpoint(std::span<const std::byte> caller_state);
+  /// Whether the rounds done reach PeerOptions::until_round (before the last round).
+  bool stop_due() const;
+  /// Leaves the network at until_round without a summary (as gossip peer --until-round does),
+  /// for `gossip run --resume` to continue. Throws InputError when that round has no checkpoint.
+  void stop();
   /// Peers this peer's membership view holds dead, ascending.
   std::vector<int> dead_peers() const;
   /// The live graph without them.

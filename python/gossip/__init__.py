@@ -8,6 +8,7 @@ there, exactly as in a `gossip peer` process. Python holds the training loop.
     flat = torch.zeros(n)                  # one flat float32 buffer (the model's parameters)
     peer.join(flat)                        # connect to the neighbours
     ...train on flat...; peer.neighbor_average(flat)   # one gossip round, mixed in place
+    if peer.checkpoint_due(): peer.save_checkpoint(my_state_bytes)   # gossip run --resume
     peer.report(loss=..., accuracy=...)    # metrics.csv, the launcher's progress and summary
     peer.finish()
 
@@ -156,6 +157,42 @@ class Peer:
         snapshot (the consensus distance comes from them) and the launcher's progress.
         `step` is informational. join_model() peers evaluate gossip's model themselves."""
         self._peer.report(float(loss), float(accuracy), float(epoch))
+
+    def resume_state(self):
+        """The bytes given to save_checkpoint() in the checkpoint this peer resumed from
+        (`gossip run --resume`), or None when it started afresh. join() has restored the
+        buffer, the gossip algorithm's state and the round from that checkpoint already; the
+        script restores its own (a torch optimizer's state dict) from these bytes."""
+        return self._peer.resume_state()
+
+    def checkpoint_due(self, every=None):
+        """Whether the rounds done call for a checkpoint: every `every` rounds (default the
+        config's train.checkpoint_every; 0: never), and at gossip run --until-round."""
+        if every is not None and int(every) < 0:
+            raise ValueError(f"checkpoint_due: every must be 0 or more rounds, not {every}")
+        return self._peer.checkpoint_due(-1 if every is None else int(every))
+
+    def save_checkpoint(self, state=b""):
+        """Writes this peer's checkpoint after the rounds done (DIR/peers/R/checkpoint-ROUND.ckpt,
+        the newest 3 kept): the buffer, the gossip algorithm's state and `state`, the script's
+        own bytes (e.g. a torch optimizer's state dict). `gossip run --resume DIR` continues from
+        the newest round every peer has a checkpoint of."""
+        if not isinstance(state, (bytes, bytearray, memoryview)):
+            raise TypeError(f"save_checkpoint: state must be bytes, not {type(state).__name__} "
+                            "(serialize it first, e.g. with torch.save into io.BytesIO)")
+        self._peer.save_checkpoint(bytes(state))
+
+    def stop_due(self):
+        """Whether the rounds done reach gossip run --until-round: save_checkpoint(), then
+        stop() and end the process."""
+        return self._peer.stop_due()
+
+    def stop(self):
+        """Leaves the network at --until-round without a summary, as gossip peer does there;
+        `gossip run --resume` continues the run. Raises ValueError when this round has no
+        checkpoint."""
+        self._peer.stop()
+        self._buffer = None
 
     def live_graph(self):
         """What this peer's convergence monitor believes: {'connected', 'components',

@@ -10,7 +10,17 @@ that gossips after step(), as BlueFog's DistributedNeighborAllreduceOptimizer do
 
 The algorithm (dpsgd, local_sgd, push_sum, choco with its compressor, allreduce) is the run
 config's gossip.algorithm, the same for every peer of a run; `algorithm=` checks it.
+
+Checkpoints: every `checkpoint_every` gossip rounds (default the config's
+train.checkpoint_every) the wrapper saves the model, the gossip algorithm's state, the torch
+optimizer's state dict and its step count in the peer's checkpoint; under `gossip run --resume`
+it restores all of them when it is made, and `steps` says how many local steps the script has
+already taken (skip those batches). At `gossip run --until-round` it saves a checkpoint and ends
+the process at the next step() (after the script's report of that round), as gossip peer does.
 """
+import io
+import sys
+
 import torch
 
 __all__ = ["flatten_parameters", "DecentralizedOptimizer"]
@@ -51,12 +61,17 @@ class DecentralizedOptimizer:
     `period` steps one gossip round that mixes the model's parameters with the neighbours'
     (in place, over gossip's transport). `rounds` is the gossip rounds the script plans, for
     the launcher's progress line; `evaluate` (returning the test accuracy, or (loss,
-    accuracy), of the model as it is) lets gossip run evaluate the network's average model."""
+    accuracy), of the model as it is) lets gossip run evaluate the network's average model.
+    `checkpoint_every` (rounds; None: the config's train.checkpoint_every, 0: none) saves
+    checkpoints that `gossip run --resume` restores (see the module's doc)."""
 
     def __init__(self, optimizer, model, peer, algorithm=None, period=1, rounds=0,
-                 evaluate=None):
+                 evaluate=None, checkpoint_every=None):
         if period < 1:
             raise ValueError(f"DecentralizedOptimizer: period must be at least 1, not {period}")
+        if checkpoint_every is not None and checkpoint_every < 0:
+            raise ValueError("DecentralizedOptimizer: checkpoint_every must be 0 or more rounds, "
+                             f"not {checkpoint_every}")
         if algorithm is not None and not peer.evaluating:
             configured = peer.config["algorithm"]
             if algorithm != configured:
@@ -69,8 +84,13 @@ class DecentralizedOptimizer:
         self.period = int(period)
         self.flat = flatten_parameters(model)
         self.steps = 0
+        self.checkpoint_every = checkpoint_every
         peer.join(self.flat, model=model_name(model, self.flat), rounds=rounds,
                   evaluate=evaluate)
+        saved = peer.resume_state()
+        self.resumed = saved is not None
+        if self.resumed:  # join() restored the model; the optimizer's state is ours
+            self.load_state_dict(torch.load(io.BytesIO(saved)))
 
     @property
     def param_groups(self):
@@ -82,12 +102,23 @@ class DecentralizedOptimizer:
     def step(self, closure=None):
         """The wrapped optimizer's step, then a gossip round every `period` steps. Returns the
         closure's loss, as torch optimizers do."""
+        if self.peer.stop_due():  # --until-round: its checkpoint is saved, its report made
+            self.peer.stop()
+            sys.exit(0)
         loss = self.optimizer.step(closure)
         self.steps += 1
         if self.steps % self.period == 0:
             with torch.no_grad():
                 self.peer.neighbor_average(self.flat)
+            if self.peer.checkpoint_due(self.checkpoint_every):
+                self.save_checkpoint()
         return loss
+
+    def save_checkpoint(self):
+        """Saves the peer's checkpoint after the rounds done, with this wrapper's state."""
+        state = io.BytesIO()
+        torch.save(self.state_dict(), state)
+        self.peer.save_checkpoint(state.getvalue())
 
     def state_dict(self):
         return {"optimizer": self.optimizer.state_dict(), "steps": self.steps}

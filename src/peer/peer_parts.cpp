@@ -7,6 +7,7 @@
 #include <set>
 
 #include "gossip/core.hpp"
+#include "gossip/hash.hpp"
 
 namespace gossip::peer_parts {
 
@@ -93,6 +94,13 @@ void Watch::operator()(std::int64_t round) {
   std::vector<std::string> lines;
   for (const PeerEvent& e : watch_(*exchange_, round, since(t0_), &lines)) events_->emit(e);
   for (const std::string& l : lines) log_line(cat("peer ", rank_, " round ", round, ": ", l));
+}
+
+std::uint64_t checkpoint_fingerprint(const RunConfig& config, const Topology& topology,
+                                     std::int64_t num_params, std::int64_t rounds) {
+  const std::string key = cat(topology.fingerprint(), "/", num_params, "/", config.train.seed, "/",
+                              config.gossip.algorithm, "/", config.gossip.period, "/", rounds);
+  return std::stoull(sha256_hex(key.data(), key.size()).substr(0, 16), nullptr, 16);
 }
 
 std::int64_t catch_up(std::int64_t r, const Topology& topology, int rank,

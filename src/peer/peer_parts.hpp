@@ -76,6 +76,11 @@ class Watch {
   MembershipWatch watch_;
 };
 
+/// What a checkpoint must agree with to be resumed: the graph, the buffer's size, the seed, the
+/// algorithm and its period, and the rounds planned (as run_peer's checkpoints say).
+std::uint64_t checkpoint_fingerprint(const RunConfig& config, const Topology& topology,
+                                     std::int64_t num_params, std::int64_t rounds);
+
 /// A peer rounds behind its neighbours (restarted, or paused) catches up: it takes the newest
 /// parameters a neighbour sent (into `params` via `upload`) and carries on from that round.
 /// Returns the round to run next (`r` when there is nothing to catch up with).

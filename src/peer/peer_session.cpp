@@ -1,5 +1,7 @@
 // peer/peer_session.cpp: a peer whose caller drives the rounds (PeerSession, gossip/peer.hpp):
-// the Python module's peer. It wires the same pieces as run_peer (peer_parts.hpp) round by round.
+// the Python module's peer. It wires the same pieces as run_peer (peer_parts.hpp) round by round,
+// and writes and resumes the same checkpoints, with the caller's own state (a torch optimizer's)
+// carried inside them as bytes.
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -8,6 +10,7 @@
 #include <numeric>
 
 #include "gossip/backend.hpp"
+#include "gossip/checkpoint.hpp"
 #include "gossip/core.hpp"
 #include "gossip/events.hpp"
 #include "gossip/gossip.hpp"
@@ -24,6 +27,8 @@ namespace gossip {
 using namespace peer_parts;
 
 namespace {
+
+constexpr std::size_t kCheckpointsKept = 3;  // as run_peer: a peer may be one ahead of another
 
 /// The refusals a neighbour's handshake gave, collected from the I/O thread's log lines.
 struct Refusals {
@@ -60,12 +65,17 @@ struct PeerSession::Impl {
   std::unique_ptr<RunRecord> record;
   Clock::time_point last_round_event = Clock::now();
   bool finished = false;
+  // Checkpoints.
+  std::uint64_t fingerprint = 0;
+  std::uint64_t bytes_before = 0;  // sent before the checkpoint this run resumed from
+  std::optional<std::vector<std::byte>> resumed_state;  // the caller's, from that checkpoint
+  std::int64_t saved_round = -1;   // the round of the last checkpoint written
 
   Impl(RunConfig c, Topology t, PeerOptions o)
       : config(std::move(c)), topology(std::move(t)), opt(std::move(o)),
         dir(peer_dir(opt.out_dir, opt.rank)),
         rejoin(opt.rejoin && std::filesystem::exists(dir + "/metrics.csv")),
-        events((make_output_dir(dir), dir), opt.events, rejoin) {}
+        events((make_output_dir(dir), dir), opt.events, rejoin || opt.resume_round >= 0) {}
 
   void require_joined(const char* what) const {
     if (finished) throw InputError(cat(what, ": peer ", opt.rank, " has finished"));
@@ -107,12 +117,54 @@ struct PeerSession::Impl {
     algorithm = make_algorithm(learner, *exchange, topology, config.gossip, config.train.seed);
     watch = std::make_unique<Watch>(topology, rank, *exchange, events, t0);
     (*watch)(0);
+    fingerprint = checkpoint_fingerprint(config, topology, learner.num_params, rounds);
+    if (opt.resume_round >= 0) resume();
     record = rejoin ? std::make_unique<RunRecord>(RunRecord::resume(
                           dir, std::numeric_limits<std::int64_t>::max()))
-                    : std::make_unique<RunRecord>(dir);
+             : opt.resume_round >= 0 ? std::make_unique<RunRecord>(RunRecord::resume(dir, round))
+                                     : std::make_unique<RunRecord>(dir);
     log_line(cat("peer ", rank, ": joined with ", model, " (", learner.num_params,
                  " parameters), ", neighbours.size(), " neighbours, ",
                  algorithm->name()));
+  }
+
+  /// --resume-round N: the parameters, the optimizer's and the algorithm's state and the round
+  /// of checkpoint-N.ckpt, which must be this rank's, of this run (as run_peer checks it).
+  void resume() {
+    const std::string path = checkpoint_path(dir, opt.resume_round);
+    std::string why;
+    auto c = read_checkpoint_file(path, &why);
+    if (!c) throw InputError(cat(path, ": cannot resume from it: ", why));
+    if (c->rank != opt.rank || c->round != opt.resume_round || c->run_fingerprint != fingerprint ||
+        c->rounds != rounds)
+      throw InputError(cat(path, ": cannot resume from it: it is rank ", c->rank, " round ",
+                           c->round, " of a run of ", c->rounds, " rounds",
+                           c->run_fingerprint != fingerprint
+                               ? " with another topology, model size, seed or algorithm" : "",
+                           "; this is rank ", opt.rank, " of ", rounds, " rounds"));
+    if (trainer) {
+      trainer->restore(Trainer::State{c->params, c->velocity, c->steps,
+                                      {c->sampler_epoch, c->sampler_pos, c->sampler_drawn}});
+      trainer->download_params(host);
+    } else {
+      std::copy(c->params.begin(), c->params.end(), params.begin());
+    }
+    try {
+      algorithm->restore(Algorithm::State{c->weight, c->loss_sum, c->loss_count, c->missing,
+                                          c->algorithm_state});
+    } catch (const InputError& e) {
+      throw InputError(cat(path, ": cannot resume from it: ", e.what()));
+    }
+    round = c->round;
+    saved_round = c->round;
+    bytes_before = c->bytes_sent;
+    resumed_state = std::move(c->caller_state);
+    log_line(cat("peer ", opt.rank, ": resumed from ", path, " (round ", round, " of ", rounds,
+                 ")"));
+  }
+
+  bool stop_due() const {
+    return opt.until_round > 0 && round == opt.until_round && (rounds == 0 || round < rounds);
   }
 
   void upload(std::span<const float> p) {
@@ -130,7 +182,7 @@ struct PeerSession::Impl {
     row.peer = opt.rank;
     row.loss = round > 0 ? loss : 0.0;
     row.test_accuracy = accuracy;
-    row.bytes_sent = exchange->bytes_sent();
+    row.bytes_sent = bytes_before + exchange->bytes_sent();
     row.seconds = since(t0);
     record->write(row);
     record->flush();
@@ -213,7 +265,7 @@ void PeerSession::join_model() {
   m.params = m.host;
   m.rounds = m.plan.rounds;
   m.connect(learner_for(*m.trainer), model_fingerprint(m.config.model));
-  if (!m.rejoin) report(0.0, 0.0, -1.0);
+  if (!m.rejoin && m.opt.resume_round < 0) report(0.0, 0.0, -1.0);
 }
 
 std::int64_t PeerSession::average() {
@@ -252,6 +304,67 @@ void PeerSession::report(double loss, double accuracy, double epoch) {
   m.record_eval(loss, accuracy, epoch < 0 ? 0.0 : epoch);
 }
 
+std::optional<std::vector<std::byte>> PeerSession::resumed_state() const {
+  impl_->require_joined("resume_state");
+  return impl_->resumed_state;
+}
+
+bool PeerSession::checkpoint_due(std::int64_t every) const {
+  const Impl& m = *impl_;
+  if (every < 0) every = m.config.train.checkpoint_every;
+  if (m.round == 0 || m.round == m.saved_round) return false;
+  return m.stop_due() ||
+         (every > 0 && m.round % every == 0 && (m.rounds == 0 || m.round < m.rounds));
+}
+
+bool PeerSession::stop_due() const { return impl_->stop_due(); }
+
+void PeerSession::save_checkpoint(std::span<const std::byte> caller_state) {
+  Impl& m = *impl_;
+  m.require_joined("save_checkpoint");
+  Checkpoint c{.rank = m.opt.rank, .round = m.round, .rounds = m.rounds,
+               .run_fingerprint = m.fingerprint, .params = {}, .velocity = {}, .steps = 0,
+               .sampler_epoch = 0, .sampler_pos = 0, .sampler_drawn = 0, .weight = 1.0,
+               .loss_sum = 0.0, .loss_count = 0, .missing = 0,
+               .bytes_sent = m.bytes_before + m.exchange->bytes_sent(), .algorithm_state = {},
+               .caller_state = {caller_state.begin(), caller_state.end()}};
+  if (m.trainer) {
+    Trainer::State t = m.trainer->state();
+    c.params = std::move(t.params);
+    c.velocity = std::move(t.velocity);
+    c.steps = t.steps;
+    c.sampler_epoch = t.sampler.epoch;
+    c.sampler_pos = t.sampler.pos;
+    c.sampler_drawn = t.sampler.drawn;
+  } else {
+    c.params.assign(m.params.begin(), m.params.end());
+  }
+  Algorithm::State a = m.algorithm->state();
+  c.weight = a.weight;
+  c.loss_sum = a.loss_sum;
+  c.loss_count = a.loss_count;
+  c.missing = a.missing;
+  c.algorithm_state = std::move(a.buffers);
+  write_checkpoint_file(checkpoint_path(m.dir, m.round), c);
+  prune_checkpoints(m.dir, kCheckpointsKept);
+  m.saved_round = m.round;
+}
+
+void PeerSession::stop() {
+  Impl& m = *impl_;
+  m.require_joined("stop");
+  if (m.saved_round != m.round)
+    throw InputError(cat("stop: peer ", m.opt.rank, " has no checkpoint of round ", m.round,
+                         " to resume from (save_checkpoint first)"));
+  m.record->flush();
+  log_line(cat("peer ", m.opt.rank, ": stopped after round ", m.round, " as asked (checkpoint ",
+               checkpoint_path(m.dir, m.round), ")"));
+  m.finished = true;
+  m.algorithm.reset();
+  m.exchange.reset();
+  m.transport.reset();
+}
+
 std::vector<int> PeerSession::dead_peers() const {
   impl_->require_joined("dead_peers");
   return impl_->exchange->dead_peers();
@@ -268,7 +381,7 @@ Summary PeerSession::finish() {
   std::vector<float> final_params(m.params.size());
   m.algorithm->model_params(final_params);
   write_params(m.dir + "/params.bin", final_params);
-  RunEnd end{.rounds = m.round, .bytes_sent = m.exchange->bytes_sent(),
+  RunEnd end{.rounds = m.round, .bytes_sent = m.bytes_before + m.exchange->bytes_sent(),
              .wall_seconds = since(m.t0), .connected = m.watch->monitor().connected(),
              .params_sha256 = {sha256_hex(final_params)}, .extra = {}};
   end.extra.add("peer", m.opt.rank)

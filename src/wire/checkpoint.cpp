@@ -1,7 +1,8 @@
 // wire/checkpoint.cpp: the checkpoint codec. The payload is Cereal's binary archive of fixed-width
-// fields; the buffers (parameters, momentum, and from version 2 the algorithm's state) are each a
-// u64 count and their raw floats, checked against the bytes left before anything is allocated.
-// Version 1 files (no algorithm state) are still read. The SHA-256 over the payload catches a torn or corrupted file.
+// fields; the buffers (parameters, momentum, from version 2 the algorithm's state) are each a
+// u64 count and their raw floats, and from version 3 the caller's state a u64 count and its
+// bytes, each count checked against the bytes left before anything is allocated. Version 1 and
+// 2 files (no algorithm state, no caller state) are still read. The SHA-256 over the payload catches a torn or corrupted file.
 #include <unistd.h>
 
 #include <algorithm>
@@ -33,7 +34,7 @@ static_assert(std::endian::native == std::endian::little,
               "checkpoints are little-endian; big-endian hosts are not supported");
 
 constexpr char kMagic[8] = {'G', 'O', 'S', 'S', 'I', 'P', 'C', 'K'};
-constexpr std::uint32_t kVersion = 2;
+constexpr std::uint32_t kVersion = 3;
 constexpr std::size_t kHeader = sizeof kMagic + 4 + 8;
 constexpr std::size_t kDigest = 32;
 
@@ -66,6 +67,16 @@ void read_floats(cereal::BinaryInputArchive& ar, const SpanBuf& buf, std::vector
   ar(cereal::binary_data(v.data(), n * sizeof(float)));
 }
 
+void read_bytes(cereal::BinaryInputArchive& ar, const SpanBuf& buf, std::vector<std::byte>& v,
+                const char* what) {
+  std::uint64_t n = 0;
+  ar(n);
+  if (n > buf.left())
+    throw Refused{cat(what, " of ", n, " bytes is longer than the ", buf.left(), " bytes left")};
+  v.resize(n);
+  ar(cereal::binary_data(v.data(), n));
+}
+
 }  // namespace
 
 std::vector<std::byte> encode_checkpoint(const Checkpoint& c) {
@@ -78,6 +89,8 @@ std::vector<std::byte> encode_checkpoint(const Checkpoint& c) {
       ar(static_cast<std::uint64_t>(v->size()));
       ar(cereal::binary_data(v->data(), v->size() * sizeof(float)));
     }
+    ar(static_cast<std::uint64_t>(c.caller_state.size()));
+    ar(cereal::binary_data(c.caller_state.data(), c.caller_state.size()));
   }
   const std::string payload = os.str();
   std::vector<std::byte> out(kHeader + payload.size() + kDigest);
@@ -102,7 +115,7 @@ std::optional<Checkpoint> decode_checkpoint(std::span<const std::byte> bytes, st
     return refuse("not a gossip checkpoint (wrong magic)");
   std::uint32_t version = 0;
   std::memcpy(&version, bytes.data() + 8, 4);
-  if (version != kVersion && version != 1)
+  if (version < 1 || version > kVersion)
     return refuse(cat("checkpoint version ", version, ", this build reads versions 1 to ",
                       kVersion));
   std::uint64_t length = 0;
@@ -123,6 +136,7 @@ std::optional<Checkpoint> decode_checkpoint(std::span<const std::byte> bytes, st
     read_floats(ar, buf, c.params, "parameter buffer");
     read_floats(ar, buf, c.velocity, "momentum buffer");
     if (version >= 2) read_floats(ar, buf, c.algorithm_state, "algorithm state");
+    if (version >= 3) read_bytes(ar, buf, c.caller_state, "caller state");
   } catch (const Refused& r) {
     return refuse(r.why);
   } catch (const cereal::Exception&) {

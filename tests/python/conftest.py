@@ -9,6 +9,7 @@ import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 WORKER = os.path.join(HERE, "peer_worker.py")
+EXEC_WORKER = os.path.join(HERE, "exec_worker.py")
 GOSSIP = os.environ.get("GOSSIP_BIN", "gossip")
 
 

@@ -13,7 +13,7 @@ import torch
 
 import gossip
 import gossip.torch
-from conftest import GOSSIP, python_peer, read_log, write_config
+from conftest import EXEC_WORKER, GOSSIP, python_peer, read_log, write_config
 
 
 def test_bad_use_raises_clear_errors(folder, base_port):
@@ -147,3 +147,117 @@ peer.finish()
     assert summary["consensus_distance"] == pytest.approx(0.0, abs=1e-9)
     for key in ("rounds", "bytes_sent", "wall_seconds", "connected", "params_sha256"):
         assert key in summary
+
+
+def test_push_sum_leaves_the_de_biased_model_in_the_buffer(folder, base_port, procs):
+    # A directed graph whose rows do not sum to 1: 0 -> 1, 1 -> 2, 2 -> 0, 0 -> 2, each peer
+    # keeping and sending equal shares (W[k][i] = 1 / (out-degree i + 1), column stochastic).
+    # Push-sum's numerators x and weights w both follow x <- W x; the buffer must hold x / w.
+    n, rounds = 3, 40
+    with open(os.path.join(folder, "directed.yaml"), "w") as f:
+        f.write("n: 3\ndirected: true\nweights: push-sum\n"
+                "edges: [[0, 1], [1, 2], [2, 0], [0, 2]]\n")
+    config = write_config(folder, n, base_port, algorithm="push_sum")
+    with open(config) as f:
+        text = f.read().replace("topology: ring.yaml", "topology: directed.yaml")
+    with open(config, "w") as f:
+        f.write(text)
+    for r in range(n):
+        python_peer(procs, folder, "vector", config, r, rounds)
+    assert procs.wait_all(120) == [0] * n, [read_log(folder, f"vector-{r}.log") for r in range(n)]
+    rows = np.stack([np.load(os.path.join(folder, f"vector-{r}.npy")) for r in range(n)])
+    W = np.array([[1 / 3, 0, 1 / 2],
+                  [1 / 3, 1 / 2, 0],
+                  [1 / 3, 1 / 2, 1 / 2]])
+    x, w = rows[:, 0].astype(np.float64), np.ones(n)
+    mean0 = x.mean(axis=0)
+    biased_seen = 0.0
+    for t in range(1, rounds + 1):
+        x, w = W @ x, W @ w
+        np.testing.assert_allclose(rows[:, t], x / w[:, None], rtol=1e-4, atol=1e-5)
+        biased_seen = max(biased_seen, np.abs(x - x / w[:, None]).max())
+    assert biased_seen > 0.1  # x and x / w differ: the test tells them apart
+    assert abs(w.sum() - n) < 1e-12 and np.abs(w - 1).max() > 0.1
+    # push-sum's limit: every peer's de-biased model is the initial average
+    np.testing.assert_allclose(rows[:, rounds], np.broadcast_to(mean0, (n, mean0.size)),
+                               atol=1e-5)
+
+
+def _checkpoint_config(folder, n, base_port, every):
+    config = write_config(folder, n, base_port)
+    with open(config) as f:
+        text = f.read().replace("epochs: 1", "epochs: 3").replace(
+            "evals_per_epoch: 2", f"evals_per_epoch: 2\n  checkpoint_every: {every}")
+    with open(config, "w") as f:
+        f.write(text)
+    return config
+
+
+def _run(config, out, *args):
+    r = subprocess.run([GOSSIP, "run", config, "--out", out, "--no-progress", *args],
+                       capture_output=True, text=True, timeout=300)
+    return r.returncode, r.stdout + r.stderr
+
+
+def _resume(out):
+    r = subprocess.run([GOSSIP, "run", "--resume", out, "--no-progress"], capture_output=True,
+                       text=True, timeout=300)
+    return r.returncode, r.stdout + r.stderr
+
+
+def _hashes(out):
+    return json.load(open(os.path.join(out, "summary.json")))["params_sha256"]
+
+
+@pytest.mark.parametrize("mode", ["model", "torch-momentum"])
+def test_a_python_run_stopped_and_resumed_ends_bit_identical(folder, base_port, mode):
+    # 4 peers, 3 epochs of 8 rounds; checkpoints every 4 rounds; stopped after round 10 (a
+    # checkpoint of its own) and resumed from it. "model" is gossip's own MLP driven from
+    # Python; "torch-momentum" a torch model under DecentralizedOptimizer with SGD momentum,
+    # whose momentum must come back from the checkpoint for the end to match.
+    config = _checkpoint_config(folder, 4, base_port, every=4)
+    script = f"{sys.executable} {EXEC_WORKER} {mode}-exec"
+    whole, stopped = os.path.join(folder, "whole"), os.path.join(folder, "stopped")
+    code, log = _run(config, whole, "--exec", script)
+    assert code == 0, log
+    code, log = _run(config, stopped, "--exec", script, "--until-round", "10")
+    assert code == 0, log
+    assert not os.path.exists(os.path.join(stopped, "summary.json")), log
+    assert os.path.exists(os.path.join(stopped, "peers", "1", "checkpoint-10.ckpt"))
+    assert not os.path.exists(os.path.join(stopped, "peers", "1", "checkpoint-12.ckpt"))
+    code, log = _resume(stopped)
+    assert code == 0, log
+    assert "from round 10" in log
+    peer_log = read_log(os.path.join(stopped, "peers", "2"), "peer.log")
+    assert "resumed from" in peer_log and "checkpoint-10.ckpt" in peer_log
+    assert _hashes(stopped) == _hashes(whole)
+    assert len(_hashes(whole)) == 4 and len(set(_hashes(whole))) > 1
+    summary = json.load(open(os.path.join(stopped, "summary.json")))
+    assert summary["rounds"] == 24
+
+
+def test_checkpoint_bad_use_raises_clear_errors(folder, base_port, procs):
+    config = write_config(folder, 3, base_port)
+    peer = gossip.Peer(config, rank=0, out=os.path.join(folder, "run"))
+    with pytest.raises(ValueError, match="has not joined the network yet"):
+        peer.save_checkpoint(b"")
+    with pytest.raises(ValueError, match="has not joined the network yet"):
+        peer.resume_state()
+    with pytest.raises(ValueError, match="every must be 0 or more"):
+        peer.checkpoint_due(every=-2)
+    with pytest.raises(ValueError, match="checkpoint_every must be 0 or more"):
+        gossip.torch.DecentralizedOptimizer(torch.optim.SGD(torch.nn.Linear(2, 2).parameters(),
+                                                            lr=0.1),
+                                            torch.nn.Linear(2, 2), peer, checkpoint_every=-1)
+    # Joined (its neighbours are started alongside): state must be bytes; stop needs a checkpoint
+    for r in (1, 2):
+        python_peer(procs, folder, "vector", config, r, 0)
+    x = np.zeros(1000, dtype=np.float32)
+    peer.join(x, rounds=0)
+    assert peer.resume_state() is None
+    with pytest.raises(TypeError, match="state must be bytes, not dict"):
+        peer.save_checkpoint({"a": 1})
+    with pytest.raises(ValueError, match="has no checkpoint of round 0"):
+        peer.stop()
+    peer.finish()
+    assert procs.wait_all(60) == [0, 0]

@@ -1,0 +1,53 @@
+"""A Python peer started by `gossip run --exec "python3 exec_worker.py MODE"` (Peer.from_env()),
+for the checkpoint tests. It saves checkpoints when they are due, stops at --until-round and
+continues under --resume.
+
+Modes:
+  model-exec            gossip's own model from the config, driven round by round
+  torch-momentum-exec   a small torch MLP under DecentralizedOptimizer, SGD with momentum 0.9,
+                        on synthetic data of seed RANK: 8 steps an epoch, 24 rounds
+"""
+import sys
+
+import gossip
+
+mode = sys.argv[1]
+peer = gossip.Peer.from_env()
+
+if mode == "model-exec":
+    if peer.evaluating:  # gossip's own model is evaluated by the peers themselves
+        sys.exit(0)
+    peer.join_model()
+    while peer.rounds_done < peer._peer.planned_rounds:
+        peer.step_round()
+        if peer.eval_due():
+            peer.report()
+        if peer.checkpoint_due():
+            peer.save_checkpoint()
+        if peer.stop_due():
+            peer.stop()
+            sys.exit(0)
+    peer.finish()
+elif mode == "torch-momentum-exec":
+    import torch
+    import torch.nn.functional as F
+    import gossip.torch
+    torch.set_num_threads(1)
+    torch.manual_seed(7)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 12), torch.nn.ReLU(), torch.nn.Linear(12, 10))
+    sgd = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    opt = gossip.torch.DecentralizedOptimizer(sgd, model, peer, rounds=24,
+                                              evaluate=lambda: 0.5)
+    g = torch.Generator().manual_seed(peer.rank)
+    x, y = torch.randn(128, 16, generator=g), torch.randint(0, 10, (128,), generator=g)
+    for step in range(opt.steps, 24):
+        batch = slice((step % 8) * 16, (step % 8) * 16 + 16)
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x[batch]), y[batch])
+        loss.backward()
+        opt.step()
+        if (step + 1) % 4 == 0:
+            peer.report(loss=loss.item(), accuracy=0.5, epoch=(step + 1) / 8)
+    peer.finish()
+else:
+    sys.exit(f"exec_worker.py: unknown mode {mode}")
