@@ -31,7 +31,7 @@ SimNetwork::SimNetwork(int peers, std::int64_t num_params, int history, const Si
                                   : 1.0),
       step_cpu_(peers, 0.0),
       straggler_(peers, 0),
-      down_(peers, 0),
+      down_(peers, 0), silent_from_(peers, -1.0),
       store_(peers) {
   GOSSIP_CHECK_GT(peers, 0);
   for (int s : config.stragglers) {
@@ -232,7 +232,13 @@ std::vector<Inbox> SimExchange::collect(std::int64_t round, std::span<const int>
       pick_arrival = first_arrival;
     }
     if (pick == nullptr) {  // lost, never sent or too late: wait out the deadline, leave it out
-      if (waited) until = std::max(until, deadline);
+      // ...or, for a stopped peer, until its silence has lasted options.silent_after.
+      double give_up = deadline;
+      if (const double silent = network_->silent_from(p);
+          silent >= 0 && options.silent_after.count() > 0)
+        give_up = std::min(deadline, std::max(start, silent + std::chrono::duration<double>(
+                                                                  options.silent_after).count()));
+      if (waited) until = std::max(until, give_up);
       continue;
     }
     arrivals.push_back({pick_arrival, p, pick->wire});

@@ -142,6 +142,12 @@ class SimNetwork {
   /// a real peer does not wait on a lost connection.
   void set_down(int peer, bool down) { down_.at(peer) = down ? 1 : 0; }
   bool down(int peer) const { return down_[peer] != 0; }
+  /// A stopped peer (paused): from simulated time `from` on it sends nothing, not even the
+  /// heartbeats a real peer's links carry, so its neighbours find it silent suspect_after_s
+  /// later (< 0: running again).
+  void set_silent_from(int peer, double from) { silent_from_.at(peer) = from; }
+  /// When `peer` fell silent, or < 0 when it is not.
+  double silent_from(int peer) const { return silent_from_[peer]; }
 
  private:
   friend class SimExchange;
@@ -171,6 +177,7 @@ class SimNetwork {
   std::vector<double> step_cpu_;  // CPU seconds each peer's timed steps have used
   std::vector<char> straggler_;
   std::vector<char> down_;
+  std::vector<double> silent_from_;
   std::vector<std::vector<Message>> store_;  // [sender][round % history]
   std::vector<std::unique_ptr<SimExchange>> exchanges_;
 };

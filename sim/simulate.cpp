@@ -52,6 +52,7 @@ class Swarm {
           ex, config.gossip.dead_after_rounds, config.gossip.dead_after_seconds(),
           [&ex] { return ex.now(); }));
       monitored_.back()->set_faults(&config_.faults);
+      monitored_.back()->set_silence(config_.gossip.suspect_after_s);
       watches_.emplace_back(topology, p);
     }
     for (int p = 0; p < n(); ++p)
@@ -227,6 +228,7 @@ class Swarm {
     for (int p = 0; p < n(); ++p)  // a pause that is over
       if (paused_until_[p] >= 0 && alive_[p] && !paused(p)) {
         paused_until_[p] = -1.0;
+        network_.set_silent_from(p, -1.0);
         catch_up(p, r);
       }
     for (const Fault& f : config_.faults) {
@@ -240,11 +242,15 @@ class Swarm {
           alive_[p] = 1;
           network_.set_down(p, false);
           paused_until_[p] = -1.0;
+          network_.set_silent_from(p, -1.0);
           monitored_[p]->restart();
           watches_[p] = MembershipWatch(*topology_, p);
           catch_up(p, r);
         }
-        if (f.action == "pause" && alive_[p]) paused_until_[p] = latest_clock() + f.seconds;
+        if (f.action == "pause" && alive_[p]) {
+          paused_until_[p] = latest_clock() + f.seconds;
+          network_.set_silent_from(p, latest_clock());
+        }
       }
       result.faults.push_back(SimFault{r, f.action, f.peers, f.seconds, latest_clock()});
     }

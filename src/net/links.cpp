@@ -385,11 +385,12 @@ void Links::heartbeat() {
     if (ec || stopping_) return;
     const auto now = Clock::now();
     if (now - due >= kOwnStall) {
-      mail_.excuse_silence();
+      mail_.excuse_silence();  // before the tick: silence is judged again only after this
       log(cat("this peer was stopped or starved for ",
               std::chrono::duration_cast<std::chrono::milliseconds>(now - due).count(),
               " ms: its neighbours' silence meanwhile is not held against them"));
     }
+    mail_.io_tick();
     abandon_stalled_writes();
     if (last_view_)
       for (int p : mail_.neighbours())

@@ -9,6 +9,12 @@
 
 namespace gossip::net {
 
+namespace {
+// The I/O thread ticks every 100 ms (Links' heartbeat timer): this long without a tick, this
+// process was stopped or starved.
+constexpr std::chrono::milliseconds kIoStall{500};
+}  // namespace
+
 const char* link_state_name(LinkState s) {
   switch (s) {
     case LinkState::kConnecting: return "connecting";
@@ -156,9 +162,18 @@ void Mailboxes::heard(int peer) {
   box(peer).heard_since_up = true;
 }
 
+bool Mailboxes::io_stalled() const {
+  return std::chrono::steady_clock::now() - io_tick_ >= kIoStall;
+}
+
 bool Mailboxes::silent(const Box& b, std::chrono::milliseconds after) const {
-  return after.count() > 0 && b.heard_since_up &&
+  return after.count() > 0 && b.heard_since_up && !io_stalled() &&
          std::chrono::steady_clock::now() - b.last_heard >= after;
+}
+
+void Mailboxes::io_tick() {
+  std::lock_guard lk(mu_);
+  io_tick_ = std::chrono::steady_clock::now();
 }
 
 void Mailboxes::excuse_silence() {
@@ -173,7 +188,7 @@ void Mailboxes::excuse_silence() {
 double Mailboxes::silent_for(int peer) const {
   std::lock_guard lk(mu_);
   const Box& b = box(peer);
-  if (!b.heard_since_up) return 0.0;  // starting, not silent
+  if (!b.heard_since_up || io_stalled()) return 0.0;  // starting, or we were stopped
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - b.last_heard).count();
 }
 
@@ -184,7 +199,7 @@ std::vector<int> Mailboxes::heard_within(double seconds) const {
   for (int p : neighbours_) {
     const Box& b = box(p);
     if (b.left || (b.state == LinkState::kUp &&
-                   (!b.heard_since_up ||
+                   (!b.heard_since_up || io_stalled() ||
                     std::chrono::duration<double>(now - b.last_heard).count() < seconds)))
       out.push_back(p);
   }

@@ -73,6 +73,10 @@ class Mailboxes {
   void excuse_silence();
   /// Keeps an alert for take_alerts().
   void alert(TransportAlert alert);
+  /// The I/O thread's heartbeat timer ran now. Until it runs again after this process was
+  /// stopped, nobody's silence is judged (the caller may wake first and would see everyone
+  /// silent).
+  void io_tick();
   /// Seconds since anything came from `peer` (I/O thread or caller).
   double silent_for(int peer) const;
 
@@ -115,6 +119,10 @@ class Mailboxes {
     bool heard_since_up = false;
   };
   bool silent(const Box& b, std::chrono::milliseconds after) const;
+  /// This process's I/O thread has not ticked for a while: it (and so this peer) was stopped or
+  /// starved, and nobody's silence can be judged until it has caught up.
+  bool io_stalled() const;
+  std::chrono::steady_clock::time_point io_tick_ = std::chrono::steady_clock::now();
 
   Box& box(int peer) { return boxes_[index_[peer]]; }
   const Box& box(int peer) const { return boxes_[index_[peer]]; }
