@@ -14,8 +14,8 @@ seconds=${FUZZ_SECONDS:-20}
 out=${FUZZ_OUT:-build-fuzz}
 cxx=${FUZZ_CXX:-clang++}
 malloc_mb=${FUZZ_MALLOC_MB:-64}
-codec=(src/wire/frame.cpp src/wire/handshake.cpp src/wire/checkpoint.cpp src/core/errors.cpp
-       src/core/sha256.cpp)
+codec=(src/wire/frame.cpp src/wire/handshake.cpp src/wire/packet.cpp src/wire/checkpoint.cpp
+       src/core/errors.cpp src/core/sha256.cpp)
 flags=(-std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
        -Iinclude -I. -DGOSSIP_ROOM_WIRE -DGOSSIP_ROOM_CORE)
 
@@ -25,7 +25,7 @@ if ! command -v "$cxx" > /dev/null; then
 fi
 mkdir -p "$out"
 status=0
-for target in fuzz_frame fuzz_handshake fuzz_checkpoint; do
+for target in fuzz_frame fuzz_handshake fuzz_packet fuzz_checkpoint; do
   log="$out/$target.log"
   if ! "$cxx" "${flags[@]}" "${codec[@]}" "fuzz/$target.cpp" -o "$out/$target" > "$log" 2>&1
   then

@@ -15,6 +15,7 @@
 #include "gossip/compress_math.hpp"
 #include "gossip/core.hpp"
 #include "gossip/gossip.hpp"
+#include "gossip/packet.hpp"
 #include "gossip/rng.hpp"
 #include "gossip/sim.hpp"
 #include "sim/sim_network.hpp"
@@ -475,10 +476,28 @@ TEST_CASE("a packet that does not fit the model is refused before it is used",
   q4[1] = std::byte{5};
   REQUIRE(check_packet(q4, n).find("5 bits") != std::string::npos);
 
+  c.bits = 8;
+  std::vector<std::byte> q8;
+  Compressor(c, n, 1, 0).encode(v, 0, Scaling::kContractive, q8);
+  REQUIRE(check_packet(q8, n).empty());
+  q8.back() = std::byte{0x80};  // -128: the encoder's codes are -127..127
+  REQUIRE(check_packet(q8, n).find("8-bit code out of range at 99") != std::string::npos);
+  auto reserved = q8;
+  reserved[3] = std::byte{1};
+  REQUIRE(check_packet(reserved, n).find("reserved bytes") != std::string::npos);
+
   std::vector<std::byte> dense;
   encode_dense(std::span(v).subspan(90), 90, dense);
   REQUIRE(check_packet(dense, n).empty());
   REQUIRE_FALSE(check_packet(dense, 95).empty());  // coordinates 90..99 of a model of 95
+  // All-reduce takes a dense packet only when it is exactly the chunk it waits for.
+  REQUIRE(check_chunk(dense, n, 90, 10).empty());
+  REQUIRE(check_chunk(dense, n, 80, 10) ==
+          "coordinates 90..100, expected the chunk of 10 floats from 80");
+  REQUIRE(check_chunk(dense, n, 90, 9).find("expected the chunk of 9 floats") != std::string::npos);
+  REQUIRE(check_chunk(sparse, n, 0, 10) ==
+          "a packet that is not dense, expected the chunk of 10 floats from 0");
+  REQUIRE(check_chunk(truncated, n, 0, 10).find("sparse packet of 10 coordinates is") == 0);
 }
 
 TEST_CASE("packets made and added on a backend equal the host encoder's and add_packet's, bit "

@@ -95,7 +95,8 @@ class Backend {
 
   // ---- compressed gossip (gossip/compress_math.hpp says what each element is) -----------------
   // CHOCO-SGD's element work on vectors in backend memory; which coordinates top_k and random_k
-  // keep is chosen on the host (gossip/compress.hpp), and packets are packed and checked there.
+  // keep is chosen on the host (gossip/compress.hpp), and packets are packed there and checked
+  // on the host too (gossip/packet.hpp).
   /// d[i] = math::choco_difference(x[i], xhat[i]) for n elements.
   virtual void choco_difference(const float* x, const float* xhat, float* d, std::int64_t n) = 0;
   /// x[i] = math::choco_step(x[i], s[i], xhat[i], gamma) for n elements, in place.

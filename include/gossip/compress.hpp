@@ -1,7 +1,8 @@
 /// compress: the compressors of compressed gossip (CHOCO-SGD) and the packets they fill — what
 /// an algorithm sends when it does not send a whole parameter buffer (Exchange::publish_packet).
 /// A packet says what it is and how long it is, so a receiver checks it against the model's size
-/// before touching it (check_packet); its element math is gossip/compress_math.hpp.
+/// before touching it (check_packet, with the packet layout in gossip/packet.hpp: the wire room
+/// decodes what other peers send); its element math is gossip/compress_math.hpp.
 ///
 /// Two ways to fill and use packets: on host vectors (Compressor::encode of a span, add_packet:
 /// all-reduce, and the reference the tests hold the other to), and on vectors in a backend's
@@ -10,15 +11,7 @@
 /// between host and device. Both give the same packets and sums, bit for bit. What stays on the
 /// host: choosing top_k's and random_k's coordinates (a selection — nth_element, Floyd's draws —
 /// not element math; the vector is downloaded for it on a device backend), packing 4-bit codes two
-/// to a byte and unpacking them, and checking what arrives.
-///
-/// Packet layout (little-endian, as the wire): a 16-byte header — u8 kind, u8 bits, u16 zero,
-/// u32 count, u64 first — then
-///   dense     (kind 1): count f32, for coordinates first .. first + count - 1;
-///   sparse    (kind 2): count u32 indices (strictly ascending), then count f32 values;
-///   quantized (kind 3): count = n coordinates, ceil(n / 512) f32 block scales (max |v| of each
-///                       block of 512), then n codes of `bits` bits (8: int8; 4: code + 8 in a
-///                       nibble, low nibble first).
+/// to a byte and unpacking them.
 #pragma once
 #if !defined(GOSSIP_ROOM_GOSSIP)
 #error "gossip/compress.hpp belongs to room gossip, which this room does not use (see the room table in meson.build)"
@@ -32,12 +25,9 @@
 
 #include "gossip/backend.hpp"
 #include "gossip/config.hpp"
+#include "gossip/packet.hpp"
 
 namespace gossip {
-
-enum class PacketKind : std::uint8_t { kDense = 1, kSparse = 2, kQuantized = 3 };
-inline constexpr std::size_t kPacketHeaderBytes = 16;
-inline constexpr std::int64_t kQuantizeBlock = 512;
 
 /// How random_k scales the coordinates it keeps: by n / k, so E[Q(v)] = v (kUnbiased), or not
 /// at all, so ||Q(v) - v||^2 <= (1 - k/n) ||v||^2 in expectation (kContractive: what CHOCO-SGD's
@@ -100,11 +90,6 @@ void encode_dense(std::span<const float> values, std::int64_t first,
 void encode_dense(Backend& backend, const float* values, std::int64_t n,
                   std::vector<std::byte>& packet);
 
-/// "" when `packet` is a well-formed packet for a vector of n floats (the header's kind, bits and
-/// sizes agree with its length; indices in range and strictly ascending; every value and scale
-/// finite; 4-bit codes in -7..7); else what is wrong. A peer checks what it receives with this
-/// before using it.
-std::string check_packet(std::span<const std::byte> packet, std::int64_t n);
 /// target[i] += weight * Q[i] for every coordinate the packet carries. The packet must have
 /// passed check_packet for target.size().
 void add_packet(std::span<const std::byte> packet, float weight, std::span<float> target);
@@ -137,12 +122,6 @@ class PacketAdder {
 
 /// target[i] = Q[i] for the coordinates a dense packet carries (all-reduce's all-gather).
 void copy_packet(std::span<const std::byte> packet, std::span<float> target);
-/// The coordinates a dense packet (that passed check_packet) carries; first = -1 for the others.
-struct PacketRange {
-  std::int64_t first = -1;
-  std::int64_t count = 0;
-};
-PacketRange dense_range(std::span<const std::byte> packet);
 /// The vector of n floats a packet stands for (zero where it carries nothing).
 std::vector<float> decode_packet(std::span<const std::byte> packet, std::int64_t n);
 

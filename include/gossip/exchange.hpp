@@ -6,7 +6,7 @@
 ///    `w` for round r to each peer in `to`. The caller keeps `buf` unchanged until the next
 ///    collect() returns (so a transport may send it without copying).
 ///  - publish_packet(r, bytes, to) sends an opaque packet instead (a compressed message or an
-///    all-reduce chunk, gossip/compress.hpp): its length is its own, not the model's. The same
+///    all-reduce chunk, gossip/packet.hpp): its length is its own, not the model's. The same
 ///    rules hold; the receiver finds it in Inbox::packet. An algorithm uses one of the two.
 ///  - collect(r, from, ...) returns what each peer in `from` published, in ascending peer id,
 ///    never in arrival order. In kSync mode it waits for round r exactly; in kAsync mode it takes

@@ -48,7 +48,7 @@ enum class FrameType : std::uint16_t {
   kShmReady = 6,  // empty: "I have mapped your shared segment; announce params, do not send them"
   kShmParams = 7, // ShmNote: your params for this round are in your segment's slot (same host)
   kView = 8,      // the sender's membership view (encode_view), ahead of its round's params
-  kPacket = 9,    // an algorithm's packet (gossip/compress.hpp): compressed params, a chunk
+  kPacket = 9,    // an algorithm's packet (gossip/packet.hpp): compressed params, a chunk
 };
 inline constexpr std::uint16_t kLastFrameType = 9;
 

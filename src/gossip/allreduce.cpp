@@ -17,6 +17,7 @@
 
 #include "gossip/compress.hpp"
 #include "gossip/core.hpp"
+#include "gossip/packet.hpp"
 #include "src/gossip/algorithms.hpp"
 
 namespace gossip {
@@ -92,13 +93,11 @@ class AllReduce final : public Algorithm {
     const auto packet = got.front().packet;
     const int c = sent_chunk(prev, hop);
     const auto target = chunk(c);
-    std::string why = check_packet(packet, static_cast<std::int64_t>(acc_.size()));
-    if (const PacketRange r = dense_range(packet);
-        why.empty() && (r.first != first(c) || r.count != std::ssize(target)))
-      why = cat("it is not chunk ", c, " (", target.size(), " floats from ", first(c), ")");
+    const std::string why =
+        check_chunk(packet, std::ssize(acc_), first(c), std::ssize(target));
     if (!why.empty())
       throw RuntimeError(cat("allreduce round ", round, " hop ", hop, ": bad packet from peer ",
-                             prev, ": ", why));
+                             prev, " for chunk ", c, ": ", why));
     if (hop < n_ - 1) {
       add_packet(packet, 1.0f, acc_);
       if (hop == n_ - 2)  // this peer now holds the whole sum of chunk (rank + 1) mod n

@@ -29,6 +29,7 @@
 
 #include "gossip/compress.hpp"
 #include "gossip/core.hpp"
+#include "gossip/packet.hpp"
 #include "src/gossip/algorithms.hpp"
 
 namespace gossip {

@@ -1,8 +1,8 @@
-// gossip/compress.cpp: top_k, random_k and quantize, and the packets they fill (layout in
-// gossip/compress.hpp). Per-element arithmetic is gossip/compress_math.hpp's: on host vectors in
-// the loops here (the reference), on backend vectors through the Backend's compressed-gossip
-// operations (CPU loops, CUDA kernels). What only this file does is selection (which
-// coordinates), packing and checking.
+// gossip/compress.cpp: top_k, random_k and quantize, and the packets they fill (layout and checks
+// in gossip/packet.hpp, src/wire/packet.cpp). Per-element arithmetic is gossip/compress_math.hpp's:
+// on host vectors in the loops here (the reference), on backend vectors through the Backend's
+// compressed-gossip operations (CPU loops, CUDA kernels). What only this file does is selection
+// (which coordinates) and packing.
 #include "gossip/compress.hpp"
 
 #include <algorithm>
@@ -19,59 +19,6 @@
 namespace gossip {
 
 namespace {
-
-struct Header {
-  PacketKind kind = PacketKind::kDense;
-  std::uint8_t bits = 0;
-  std::uint32_t count = 0;
-  std::uint64_t first = 0;
-};
-
-void put_header(const Header& h, std::byte* out) {
-  out[0] = static_cast<std::byte>(h.kind);
-  out[1] = static_cast<std::byte>(h.bits);
-  out[2] = out[3] = std::byte{0};
-  std::memcpy(out + 4, &h.count, 4);  // little-endian host (gossip/wire.hpp)
-  std::memcpy(out + 8, &h.first, 8);
-}
-
-Header get_header(std::span<const std::byte> p) {
-  Header h;
-  h.kind = static_cast<PacketKind>(std::to_integer<std::uint8_t>(p[0]));
-  h.bits = std::to_integer<std::uint8_t>(p[1]);
-  std::memcpy(&h.count, p.data() + 4, 4);
-  std::memcpy(&h.first, p.data() + 8, 8);
-  return h;
-}
-
-std::int64_t blocks_of(std::int64_t n) { return (n + kQuantizeBlock - 1) / kQuantizeBlock; }
-
-std::size_t code_bytes(std::int64_t n, int bits) {
-  return static_cast<std::size_t>(bits == 8 ? n : (n + 1) / 2);
-}
-
-std::size_t quantized_bytes(std::int64_t n, int bits) {
-  return kPacketHeaderBytes + static_cast<std::size_t>(blocks_of(n)) * 4 + code_bytes(n, bits);
-}
-
-float load_float(const std::byte* p) {
-  float v;
-  std::memcpy(&v, p, 4);
-  return v;
-}
-
-std::uint32_t load_u32(const std::byte* p) {
-  std::uint32_t v;
-  std::memcpy(&v, p, 4);
-  return v;
-}
-
-/// Code i of a quantized packet's code area.
-int code_at(const std::byte* codes, int bits, std::int64_t i) {
-  if (bits == 8) return static_cast<std::int8_t>(std::to_integer<std::uint8_t>(codes[i]));
-  const auto b = std::to_integer<std::uint8_t>(codes[i / 2]);
-  return static_cast<int>((i % 2 == 0) ? (b & 0x0f) : (b >> 4)) - 8;
-}
 
 /// The key of (peer stream, round): one counter-based stream per round.
 std::uint64_t round_key(std::uint64_t key, std::int64_t round) {
@@ -99,7 +46,7 @@ Compressor::Compressor(const CompressConfig& config, std::int64_t n, std::uint64
 
 std::size_t Compressor::packet_bytes() const {
   switch (config_.kind) {
-    case CompressKind::kQuantize: return quantized_bytes(n_, config_.bits);
+    case CompressKind::kQuantize: return quantized_packet_bytes(n_, config_.bits);
     case CompressKind::kNone: return kPacketHeaderBytes + static_cast<std::size_t>(n_) * 4;
     case CompressKind::kTopK:
     case CompressKind::kRandomK: break;
@@ -126,7 +73,7 @@ void fill_sparse(std::span<const float> v, std::span<const std::uint32_t> index,
                  std::vector<std::byte>& packet) {
   const std::size_t k = index.size();
   packet.resize(kPacketHeaderBytes + k * 8);
-  put_header({PacketKind::kSparse, 0, static_cast<std::uint32_t>(k),
+  put_packet_header({PacketKind::kSparse, 0, static_cast<std::uint32_t>(k),
               static_cast<std::uint64_t>(v.size())},
              packet.data());
   std::byte* idx = packet.data() + kPacketHeaderBytes;
@@ -227,9 +174,9 @@ void Compressor::encode_quantized(std::span<const float> v, std::int64_t round,
                                   std::vector<std::byte>& packet) {
   const int bits = config_.bits;
   const int levels = math::quantize_levels(bits);
-  const std::int64_t blocks = blocks_of(n_);
-  packet.assign(quantized_bytes(n_, bits), std::byte{0});
-  put_header({PacketKind::kQuantized, static_cast<std::uint8_t>(bits),
+  const std::int64_t blocks = quantize_blocks(n_);
+  packet.assign(quantized_packet_bytes(n_, bits), std::byte{0});
+  put_packet_header({PacketKind::kQuantized, static_cast<std::uint8_t>(bits),
               static_cast<std::uint32_t>(n_), 0},
              packet.data());
   std::byte* scales = packet.data() + kPacketHeaderBytes;
@@ -281,10 +228,10 @@ void Compressor::encode(Backend& backend, const float* v, std::int64_t round, Sc
 void Compressor::encode_quantized(Backend& backend, const float* v, std::int64_t round,
                                   std::vector<std::byte>& packet) {
   const int bits = config_.bits;
-  const std::int64_t blocks = blocks_of(n_);
+  const std::int64_t blocks = quantize_blocks(n_);
   const auto n = static_cast<std::size_t>(n_);
-  packet.assign(quantized_bytes(n_, bits), std::byte{0});
-  put_header({PacketKind::kQuantized, static_cast<std::uint8_t>(bits),
+  packet.assign(quantized_packet_bytes(n_, bits), std::byte{0});
+  put_packet_header({PacketKind::kQuantized, static_cast<std::uint8_t>(bits),
               static_cast<std::uint32_t>(n_), 0},
              packet.data());
   std::byte* scales = packet.data() + kPacketHeaderBytes;  // 4-aligned: the header is 16 bytes
@@ -312,7 +259,7 @@ void Compressor::encode_quantized(Backend& backend, const float* v, std::int64_t
 void encode_dense(Backend& backend, const float* values, std::int64_t n,
                   std::vector<std::byte>& packet) {
   packet.resize(kPacketHeaderBytes + static_cast<std::size_t>(n) * sizeof(float));
-  put_header({PacketKind::kDense, 0, static_cast<std::uint32_t>(n), 0}, packet.data());
+  put_packet_header({PacketKind::kDense, 0, static_cast<std::uint32_t>(n), 0}, packet.data());
   if (n > 0)
     backend.download(packet.data() + kPacketHeaderBytes, values,
                      static_cast<std::size_t>(n) * sizeof(float));
@@ -331,7 +278,7 @@ const T* PacketAdder::on_backend(const std::byte* at, std::size_t count,
 }
 
 void PacketAdder::add(std::span<const std::byte> p, float weight, float* target) {
-  const Header h = get_header(p);
+  const PacketHeader h = packet_header(p);
   const std::byte* body = p.data() + kPacketHeaderBytes;
   const std::size_t count = h.count;
   switch (h.kind) {
@@ -346,14 +293,14 @@ void PacketAdder::add(std::span<const std::byte> p, float weight, float* target)
                               on_backend(body + count * 4, count, values_), h.count);
       return;
     case PacketKind::kQuantized: {
-      const std::int64_t blocks = blocks_of(n_);
+      const std::int64_t blocks = quantize_blocks(n_);
       const auto n = static_cast<std::size_t>(n_);
       const float* scales = on_backend(body, static_cast<std::size_t>(blocks), scales_);
       const std::byte* area = body + blocks * 4;
       if (h.bits == 4) {
         unpacked_.resize(n);
         for (std::int64_t i = 0; i < n_; ++i)
-          unpacked_[i] = static_cast<std::int8_t>(code_at(area, 4, i));
+          unpacked_[i] = static_cast<std::int8_t>(packet_code(area, 4, i));
         area = reinterpret_cast<const std::byte*>(unpacked_.data());
       }
       backend_->dequantize_add(target, weight, scales, on_backend(area, n, codes_), n_,
@@ -369,108 +316,40 @@ void PacketAdder::add(std::span<const std::byte> p, float weight, float* target)
 void encode_dense(std::span<const float> values, std::int64_t first,
                   std::vector<std::byte>& packet) {
   packet.resize(kPacketHeaderBytes + values.size_bytes());
-  put_header({PacketKind::kDense, 0, static_cast<std::uint32_t>(values.size()),
+  put_packet_header({PacketKind::kDense, 0, static_cast<std::uint32_t>(values.size()),
               static_cast<std::uint64_t>(first)},
              packet.data());
   if (!values.empty())
     std::memcpy(packet.data() + kPacketHeaderBytes, values.data(), values.size_bytes());
 }
 
-std::string check_packet(std::span<const std::byte> p, std::int64_t n) {
-  if (p.size() < kPacketHeaderBytes)
-    return cat("packet of ", p.size(), " bytes is shorter than its ", kPacketHeaderBytes,
-               "-byte header");
-  const Header h = get_header(p);
-  if (std::to_integer<int>(p[2]) != 0 || std::to_integer<int>(p[3]) != 0)
-    return "packet header's reserved bytes are not zero";
-  const std::byte* body = p.data() + kPacketHeaderBytes;
-  const std::uint64_t count = h.count;
-  auto finite_floats = [](const std::byte* at, std::uint64_t k) {
-    for (std::uint64_t j = 0; j < k; ++j)
-      if (!std::isfinite(load_float(at + j * 4))) return false;
-    return true;
-  };
-  switch (h.kind) {
-    case PacketKind::kDense: {
-      if (h.bits != 0) return "dense packet with a bit width";
-      if (h.first > static_cast<std::uint64_t>(n) || count > static_cast<std::uint64_t>(n) - h.first)
-        return cat("dense packet for coordinates ", h.first, "..", h.first + count,
-                   " of a model of ", n);
-      if (p.size() != kPacketHeaderBytes + count * 4)
-        return cat("dense packet of ", count, " values is ", p.size(), " bytes, expected ",
-                   kPacketHeaderBytes + count * 4);
-      if (!finite_floats(body, count)) return "dense packet holds NaN or Inf";
-      return {};
-    }
-    case PacketKind::kSparse: {
-      if (h.bits != 0) return "sparse packet with a bit width";
-      if (h.first != static_cast<std::uint64_t>(n))
-        return cat("sparse packet for a model of ", h.first, " parameters, ours has ", n);
-      if (count > static_cast<std::uint64_t>(n))
-        return cat("sparse packet of ", count, " coordinates, more than the model's ", n);
-      if (p.size() != kPacketHeaderBytes + count * 8)
-        return cat("sparse packet of ", count, " coordinates is ", p.size(),
-                   " bytes, expected ", kPacketHeaderBytes + count * 8);
-      std::int64_t last = -1;
-      for (std::uint64_t j = 0; j < count; ++j) {
-        const std::int64_t i = load_u32(body + j * 4);
-        if (i <= last || i >= n)
-          return cat("sparse packet's index ", i, " (entry ", j, ") is out of range or order");
-        last = i;
-      }
-      if (!finite_floats(body + count * 4, count)) return "sparse packet holds NaN or Inf";
-      return {};
-    }
-    case PacketKind::kQuantized: {
-      if (h.bits != 4 && h.bits != 8) return cat("quantized packet of ", int{h.bits}, " bits");
-      if (count != static_cast<std::uint64_t>(n) || h.first != 0)
-        return cat("quantized packet of ", count, " coordinates, the model has ", n);
-      if (p.size() != quantized_bytes(n, h.bits))
-        return cat("quantized packet is ", p.size(), " bytes, expected ",
-                   quantized_bytes(n, h.bits));
-      const std::int64_t blocks = blocks_of(n);
-      for (std::int64_t b = 0; b < blocks; ++b) {
-        const float s = load_float(body + b * 4);
-        if (!std::isfinite(s) || s < 0) return cat("quantized packet's block scale ", s);
-      }
-      if (h.bits == 4) {
-        const std::byte* codes = body + blocks * 4;
-        for (std::int64_t i = 0; i < n; ++i)
-          if (code_at(codes, 4, i) < -7) return cat("4-bit code out of range at ", i);
-      }
-      return {};
-    }
-  }
-  return cat("unknown packet kind ", std::to_integer<int>(p[0]));
-}
-
 void add_packet(std::span<const std::byte> p, float weight, std::span<float> target) {
-  const Header h = get_header(p);
+  const PacketHeader h = packet_header(p);
   const std::byte* body = p.data() + kPacketHeaderBytes;
   switch (h.kind) {
     case PacketKind::kDense:
       for (std::uint32_t j = 0; j < h.count; ++j)
-        target[h.first + j] = math::add_weighted(target[h.first + j], weight, load_float(body + j * 4));
+        target[h.first + j] = math::add_weighted(target[h.first + j], weight, packet_f32(body + j * 4));
       return;
     case PacketKind::kSparse: {
       const std::byte* val = body + std::size_t{h.count} * 4;
       for (std::uint32_t j = 0; j < h.count; ++j) {
-        float& t = target[load_u32(body + j * 4)];
-        t = math::add_weighted(t, weight, load_float(val + j * 4));
+        float& t = target[packet_u32(body + j * 4)];
+        t = math::add_weighted(t, weight, packet_f32(val + j * 4));
       }
       return;
     }
     case PacketKind::kQuantized: {
       const auto n = static_cast<std::int64_t>(target.size());
       const int levels = math::quantize_levels(h.bits);
-      const std::byte* codes = body + blocks_of(n) * 4;
-      for (std::int64_t b = 0; b < blocks_of(n); ++b) {
-        const float scale = load_float(body + b * 4);
+      const std::byte* codes = body + quantize_blocks(n) * 4;
+      for (std::int64_t b = 0; b < quantize_blocks(n); ++b) {
+        const float scale = packet_f32(body + b * 4);
         const std::int64_t lo = b * kQuantizeBlock, hi = std::min(n, lo + kQuantizeBlock);
         if (scale == 0.0f) continue;  // every code of the block is 0
         for (std::int64_t i = lo; i < hi; ++i)
           target[i] = math::add_weighted(target[i], weight,
-                                         math::dequantize(code_at(codes, h.bits, i), scale, levels));
+                                         math::dequantize(packet_code(codes, h.bits, i), scale, levels));
       }
       return;
     }
@@ -479,15 +358,9 @@ void add_packet(std::span<const std::byte> p, float weight, std::span<float> tar
 }
 
 void copy_packet(std::span<const std::byte> p, std::span<float> target) {
-  const Header h = get_header(p);
+  const PacketHeader h = packet_header(p);
   GOSSIP_CHECK_MSG(h.kind == PacketKind::kDense, "copy_packet: not a dense packet");
   std::memcpy(target.data() + h.first, p.data() + kPacketHeaderBytes, std::size_t{h.count} * 4);
-}
-
-PacketRange dense_range(std::span<const std::byte> packet) {
-  const Header h = get_header(packet);
-  if (h.kind != PacketKind::kDense) return {};
-  return {static_cast<std::int64_t>(h.first), static_cast<std::int64_t>(h.count)};
 }
 
 std::vector<float> decode_packet(std::span<const std::byte> packet, std::int64_t n) {

@@ -1,0 +1,84 @@
+/// packet: the payload of a packet frame — what an algorithm sends when it does not send a whole
+/// parameter buffer (CHOCO-SGD's compressed difference, an all-reduce chunk). Its layout, the
+/// header codec and the check a receiver makes before it reads anything a packet says; the
+/// compressors that fill packets and the math that adds them are gossip/compress.hpp's. Pure
+/// functions: tests and fuzz/fuzz_packet.cpp call them directly. docs/wire.md has the layout.
+///
+/// Packet layout (little-endian, as the wire): a 16-byte header — u8 kind, u8 bits, u16 zero,
+/// u32 count, u64 first — then
+///   dense     (kind 1): count f32, for coordinates first .. first + count - 1;
+///   sparse    (kind 2): count u32 indices (strictly ascending), then count f32 values; first
+///                       holds the model's size;
+///   quantized (kind 3): count = n coordinates, ceil(n / 512) f32 block scales (max |v| of each
+///                       block of 512), then n codes of `bits` bits (8: int8; 4: code + 8 in a
+///                       nibble, low nibble first).
+#pragma once
+#if !defined(GOSSIP_ROOM_WIRE)
+#error "gossip/packet.hpp belongs to room wire, which this room does not use (see the room table in meson.build)"
+#endif
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <span>
+#include <string>
+
+namespace gossip {
+
+enum class PacketKind : std::uint8_t { kDense = 1, kSparse = 2, kQuantized = 3 };
+inline constexpr std::size_t kPacketHeaderBytes = 16;
+inline constexpr std::int64_t kQuantizeBlock = 512;
+
+struct PacketHeader {
+  PacketKind kind = PacketKind::kDense;
+  std::uint8_t bits = 0;
+  std::uint32_t count = 0;
+  std::uint64_t first = 0;
+};
+
+/// Writes `h` (and the zero reserved bytes) into the first kPacketHeaderBytes of `out`.
+void put_packet_header(const PacketHeader& h, std::byte* out);
+/// The header of `packet`, which must hold at least kPacketHeaderBytes (check_packet makes sure).
+PacketHeader packet_header(std::span<const std::byte> packet);
+
+/// Block scales of a quantized packet for a vector of n floats: ceil(n / kQuantizeBlock).
+std::int64_t quantize_blocks(std::int64_t n);
+/// Bytes of a quantized packet for n floats at `bits` (4 or 8).
+std::size_t quantized_packet_bytes(std::int64_t n, int bits);
+
+/// An f32 or u32 of a packet's body (packets need not be aligned for them).
+inline float packet_f32(const std::byte* p) {
+  float v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+inline std::uint32_t packet_u32(const std::byte* p) {
+  std::uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+/// Code i of a quantized packet's code area: an int8 (8 bits), or a nibble minus 8 (4 bits).
+int packet_code(const std::byte* codes, int bits, std::int64_t i);
+
+/// "" when `packet` is a well-formed packet for a vector of n floats (the header's kind, bits and
+/// sizes agree with its length; dense coordinates inside the vector; sparse indices in range and
+/// strictly ascending; every value and scale finite; codes in -7..7 or -127..127); else what is
+/// wrong. A peer checks every packet it receives with this before reading anything else in it;
+/// it allocates nothing.
+std::string check_packet(std::span<const std::byte> packet, std::int64_t n);
+
+/// "" when `packet` is a well-formed dense packet for a vector of n floats (check_packet) that
+/// carries exactly coordinates first .. first + count - 1 (an all-reduce chunk); else what is
+/// wrong.
+std::string check_chunk(std::span<const std::byte> packet, std::int64_t n, std::int64_t first,
+                        std::int64_t count);
+
+/// The coordinates a dense packet (that passed check_packet) carries; first = -1 for the others.
+struct PacketRange {
+  std::int64_t first = -1;
+  std::int64_t count = 0;
+};
+PacketRange dense_range(std::span<const std::byte> packet);
+
+}  // namespace gossip

@@ -1,0 +1,147 @@
+// wire/packet.cpp: the packet payload's header codec and check_packet (layout in
+// gossip/packet.hpp). A packet comes from another peer: every size is checked against the
+// model's and the packet's length, and every index, value, scale and code read once, before an
+// algorithm touches it — this is what fuzz/fuzz_packet.cpp exercises. Nothing here allocates.
+#include "gossip/packet.hpp"
+
+#include <bit>
+#include <cmath>
+
+#include "gossip/core.hpp"
+
+namespace gossip {
+
+static_assert(std::endian::native == std::endian::little,
+              "packets are little-endian; big-endian hosts are not supported");
+
+void put_packet_header(const PacketHeader& h, std::byte* out) {
+  out[0] = static_cast<std::byte>(h.kind);
+  out[1] = static_cast<std::byte>(h.bits);
+  out[2] = out[3] = std::byte{0};
+  std::memcpy(out + 4, &h.count, 4);
+  std::memcpy(out + 8, &h.first, 8);
+}
+
+PacketHeader packet_header(std::span<const std::byte> p) {
+  PacketHeader h;
+  h.kind = static_cast<PacketKind>(std::to_integer<std::uint8_t>(p[0]));
+  h.bits = std::to_integer<std::uint8_t>(p[1]);
+  std::memcpy(&h.count, p.data() + 4, 4);
+  std::memcpy(&h.first, p.data() + 8, 8);
+  return h;
+}
+
+std::int64_t quantize_blocks(std::int64_t n) { return (n + kQuantizeBlock - 1) / kQuantizeBlock; }
+
+std::size_t quantized_packet_bytes(std::int64_t n, int bits) {
+  const auto codes = static_cast<std::size_t>(bits == 8 ? n : (n + 1) / 2);
+  return kPacketHeaderBytes + static_cast<std::size_t>(quantize_blocks(n)) * 4 + codes;
+}
+
+int packet_code(const std::byte* codes, int bits, std::int64_t i) {
+  if (bits == 8) return static_cast<std::int8_t>(std::to_integer<std::uint8_t>(codes[i]));
+  const auto b = std::to_integer<std::uint8_t>(codes[i / 2]);
+  return static_cast<int>((i % 2 == 0) ? (b & 0x0f) : (b >> 4)) - 8;
+}
+
+namespace {
+
+bool finite_floats(const std::byte* at, std::uint64_t count) {
+  for (std::uint64_t j = 0; j < count; ++j)
+    if (!std::isfinite(packet_f32(at + j * 4))) return false;
+  return true;
+}
+
+std::string check_dense(const PacketHeader& h, std::span<const std::byte> p, std::uint64_t n) {
+  const std::uint64_t count = h.count;
+  if (h.bits != 0) return "dense packet with a bit width";
+  if (h.first > n || count > n - h.first)
+    return cat("dense packet for coordinates ", h.first, "..", h.first + count,
+               " of a model of ", n);
+  if (p.size() != kPacketHeaderBytes + count * 4)
+    return cat("dense packet of ", count, " values is ", p.size(), " bytes, expected ",
+               kPacketHeaderBytes + count * 4);
+  if (!finite_floats(p.data() + kPacketHeaderBytes, count)) return "dense packet holds NaN or Inf";
+  return {};
+}
+
+std::string check_sparse(const PacketHeader& h, std::span<const std::byte> p, std::uint64_t n) {
+  const std::uint64_t count = h.count;
+  if (h.bits != 0) return "sparse packet with a bit width";
+  if (h.first != n)
+    return cat("sparse packet for a model of ", h.first, " parameters, ours has ", n);
+  if (count > n)
+    return cat("sparse packet of ", count, " coordinates, more than the model's ", n);
+  if (p.size() != kPacketHeaderBytes + count * 8)
+    return cat("sparse packet of ", count, " coordinates is ", p.size(), " bytes, expected ",
+               kPacketHeaderBytes + count * 8);
+  const std::byte* body = p.data() + kPacketHeaderBytes;
+  std::int64_t last = -1;
+  for (std::uint64_t j = 0; j < count; ++j) {
+    const std::int64_t i = packet_u32(body + j * 4);
+    if (i <= last || static_cast<std::uint64_t>(i) >= n)
+      return cat("sparse packet's index ", i, " (entry ", j, ") is out of range or order");
+    last = i;
+  }
+  if (!finite_floats(body + count * 4, count)) return "sparse packet holds NaN or Inf";
+  return {};
+}
+
+std::string check_quantized(const PacketHeader& h, std::span<const std::byte> p,
+                            std::int64_t n) {
+  if (h.bits != 4 && h.bits != 8) return cat("quantized packet of ", int{h.bits}, " bits");
+  if (h.count != static_cast<std::uint64_t>(n) || h.first != 0)
+    return cat("quantized packet of ", h.count, " coordinates, the model has ", n);
+  if (p.size() != quantized_packet_bytes(n, h.bits))
+    return cat("quantized packet is ", p.size(), " bytes, expected ",
+               quantized_packet_bytes(n, h.bits));
+  const std::byte* body = p.data() + kPacketHeaderBytes;
+  const std::int64_t blocks = quantize_blocks(n);
+  for (std::int64_t b = 0; b < blocks; ++b) {
+    const float s = packet_f32(body + b * 4);
+    if (!std::isfinite(s) || s < 0) return cat("quantized packet's block scale ", s);
+  }
+  // The encoder's codes are -levels..levels: -7..7 (4 bits), -127..127 (8 bits).
+  const int least = h.bits == 4 ? -7 : -127;
+  const std::byte* codes = body + blocks * 4;
+  for (std::int64_t i = 0; i < n; ++i)
+    if (packet_code(codes, h.bits, i) < least)
+      return cat(int{h.bits}, "-bit code out of range at ", i);
+  return {};
+}
+
+}  // namespace
+
+std::string check_packet(std::span<const std::byte> p, std::int64_t n) {
+  if (p.size() < kPacketHeaderBytes)
+    return cat("packet of ", p.size(), " bytes is shorter than its ", kPacketHeaderBytes,
+               "-byte header");
+  if (std::to_integer<int>(p[2]) != 0 || std::to_integer<int>(p[3]) != 0)
+    return "packet header's reserved bytes are not zero";
+  const PacketHeader h = packet_header(p);
+  const auto size = static_cast<std::uint64_t>(n);
+  switch (h.kind) {
+    case PacketKind::kDense: return check_dense(h, p, size);
+    case PacketKind::kSparse: return check_sparse(h, p, size);
+    case PacketKind::kQuantized: return check_quantized(h, p, n);
+  }
+  return cat("unknown packet kind ", std::to_integer<int>(p[0]));
+}
+
+std::string check_chunk(std::span<const std::byte> packet, std::int64_t n, std::int64_t first,
+                        std::int64_t count) {
+  if (std::string why = check_packet(packet, n); !why.empty()) return why;
+  const std::string chunk = cat("the chunk of ", count, " floats from ", first);
+  const PacketRange r = dense_range(packet);
+  if (r.first < 0) return cat("a packet that is not dense, expected ", chunk);
+  if (r.first == first && r.count == count) return {};
+  return cat("coordinates ", r.first, "..", r.first + r.count, ", expected ", chunk);
+}
+
+PacketRange dense_range(std::span<const std::byte> packet) {
+  const PacketHeader h = packet_header(packet);
+  if (h.kind != PacketKind::kDense) return {};
+  return {static_cast<std::int64_t>(h.first), static_cast<std::int64_t>(h.count)};
+}
+
+}  // namespace gossip
