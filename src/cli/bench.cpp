@@ -18,6 +18,8 @@ const Subcommand kBenches[] = {
      bench::run_gossip},
     {"wan", "8 peers on emulated 1 Gbit/s links (root): 4 algorithms vs gloo all-reduce",
      bench::run_wan},
+    {"session", "one PeerSession peer's rounds driven from C++ (bench/python_overhead.py)",
+     bench::run_session},
 };
 
 void usage() {
