@@ -6,9 +6,9 @@ membership defaults (the quickstart's config; only `faults:` and the epochs are 
     python3 bench/fault_table.py [--gossip BIN] [--out DIR] [--epochs E] [--pause-epochs E]
 
 Scenarios (ring of 8, D-PSGD, the quickstart's MLP):
-  kill       kill -9 of peers 2 and 6 at round 150: detection = the last survivor's `dead` of
+  kill       kill -9 of peers 2 and 6 at round 100: detection = the last survivor's `dead` of
              both; partition = the last survivor's `partition` event
-  restart    peer 2 started again at round 450: recovery = the last survivor's `healed`
+  restart    peer 2 started again at round 250: recovery = the last survivor's `healed`
   pause      SIGSTOP of peer 1 for 10 s at round 300 of an 8-epoch run: detection = the last
              neighbour's `suspect`; recovery = peer 1's own refutation after SIGCONT (its
              `alive`/`rejoin` of itself); cost = wall time against the same run undisturbed
@@ -113,7 +113,7 @@ def main():
         return res
 
     # kill and restart: one schedule.
-    res = both("kill", a.epochs, ["{round: 150, kill: [2, 6]}", "{round: 450, restart: [2]}"])
+    res = both("kill", a.epochs, ["{round: 100, kill: [2, 6]}", "{round: 250, restart: [2]}"])
     for mode, (evs, _) in res.items():
         k = fault_time(evs, "kill")
         dead = last_time(evs, survivors, lambda e: e["event"] == "dead" and e["subject"] in (2, 6))

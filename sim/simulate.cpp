@@ -340,6 +340,7 @@ SimResult simulate(const RunConfig& config, const Topology& topology, const Data
   const std::int64_t peer_limit =
       config.sim.peer_eval_limit > 0 ? config.sim.peer_eval_limit : config.train.eval_limit;
 
+  std::vector<char> stepped(static_cast<std::size_t>(n), 0);
   auto measure = [&](EvalPoint& e, std::span<const std::span<const float>> x) {
     const std::int64_t round = e.round;
     average_params(swarm.live(x), average);
@@ -356,24 +357,29 @@ SimResult simulate(const RunConfig& config, const Topology& topology, const Data
       // accuracies of the peers and of the average compare directly.
       const std::int64_t limit = round >= plan.rounds ? config.train.eval_limit : peer_limit;
       e.peers[k].test_accuracy = trainers[k]->evaluate(data.test, limit).accuracy;
+      stepped[k] = swarm.algorithm(k).stepped();
       e.peers[k].train_loss = swarm.algorithm(k).take_train_loss();
     });
     double loss = 0.0;
     e.peer_accuracy_min = 1.0;
     e.peer_accuracy_max = 0.0;
-    int live = 0;
+    int live = 0, trained = 0;
     for (int p = 0; p < n; ++p) {
       const auto& pe = e.peers[p];
       if (!swarm.alive(p)) continue;  // a killed peer's frozen model is not the run's
       ++live;
-      if (round > 0 && !std::isfinite(pe.train_loss))
-        throw RuntimeError(cat("training diverged at round ", round, " (peer ", p, " loss ",
-                               pe.train_loss, "): lower optimizer.lr"));
-      loss += round > 0 ? pe.train_loss : 0.0;
+      // A peer paused since the last evaluation took no step: it has no loss to average.
+      if (round == 0 || stepped[p]) {
+        ++trained;
+        if (round > 0 && !std::isfinite(pe.train_loss))
+          throw RuntimeError(cat("training diverged at round ", round, " (peer ", p, " loss ",
+                                 pe.train_loss, "): lower optimizer.lr"));
+        loss += round > 0 ? pe.train_loss : 0.0;
+      }
       e.peer_accuracy_min = std::min(e.peer_accuracy_min, pe.test_accuracy);
       e.peer_accuracy_max = std::max(e.peer_accuracy_max, pe.test_accuracy);
     }
-    e.train_loss = loss / std::max(1, live);
+    e.train_loss = loss / std::max(1, trained);
   };
   swarm.run(result, hooks, t0, [&](std::int64_t done) { return plan.eval_due(done); }, measure);
   // Split at the end: the components train separate models; each one's average on its own.

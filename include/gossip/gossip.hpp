@@ -89,6 +89,9 @@ class Algorithm {
   double take_train_loss();
   /// In-neighbours left out of mixing so far (dead, lost or too stale), summed over rounds.
   std::int64_t missing_messages() const { return missing_; }
+  /// Whether a local step was taken since the last take_train_loss() (a peer stopped the whole
+  /// time has no loss to report, which is not a divergence).
+  bool stepped() const { return loss_count_ > 0; }
 
   /// What a checkpoint keeps of the algorithm besides the learner's parameters.
   struct State {

@@ -43,16 +43,6 @@ std::string with_rank(std::string path, int rank) {
   return path;
 }
 
-/// What a checkpoint must agree with to be resumed here: the graph, the model, the seed, the
-/// algorithm and the plan's length.
-std::uint64_t run_fingerprint(const RunConfig& config, const Topology& topology,
-                              std::int64_t num_params, std::int64_t rounds) {
-  const std::string key = cat(topology.fingerprint(), "/", num_params, "/", config.train.seed, "/",
-                              config.gossip.algorithm, "/", config.gossip.period, "/", rounds);
-  return std::stoull(sha256_hex(key.data(), key.size()).substr(0, 16), nullptr, 16);
-}
-
-constexpr std::size_t kCheckpointsKept = 3;  // a peer may be a checkpoint ahead of another
 
 }  // namespace
 
@@ -135,32 +125,24 @@ int run_peer(const RunConfig& config, const Topology& topology, const PeerOption
   const RoundPlan plan = plan_rounds(config, train_samples, n);
   const std::int64_t rounds = plan.rounds;
 
-  const std::uint64_t fingerprint = run_fingerprint(config, topology, trainer.num_params(), rounds);
+  const std::uint64_t fingerprint =
+      checkpoint_fingerprint(config, topology, trainer.num_params(), rounds);
   std::int64_t first_round = 0;
   std::uint64_t bytes_before = 0;  // sent before the checkpoint this run resumed from
   std::optional<RunRecord> resumed;
   if (opt.resume_round >= 0) {
     const std::string path = checkpoint_path(dir, opt.resume_round);
-    std::string why;
-    const auto c = read_checkpoint_file(path, &why);
-    if (!c) throw InputError(cat(path, ": cannot resume from it: ", why));
-    if (c->rank != rank || c->round != opt.resume_round || c->run_fingerprint != fingerprint ||
-        c->rounds != rounds)
-      throw InputError(cat(path, ": cannot resume from it: it is rank ", c->rank, " round ",
-                           c->round, " of a run of ", c->rounds, " rounds",
-                           c->run_fingerprint != fingerprint
-                               ? " with another topology, model, seed or algorithm" : "",
-                           "; this is rank ", rank, " of ", rounds, " rounds"));
-    trainer.restore(Trainer::State{c->params, c->velocity, c->steps,
-                                   {c->sampler_epoch, c->sampler_pos, c->sampler_drawn}});
+    const auto c = read_resume_checkpoint(dir, opt.resume_round, rank, fingerprint, rounds);
+    trainer.restore(Trainer::State{c.params, c.velocity, c.steps,
+                                   {c.sampler_epoch, c.sampler_pos, c.sampler_drawn}});
     try {
-      algorithm->restore(Algorithm::State{c->weight, c->loss_sum, c->loss_count, c->missing,
-                                          c->algorithm_state});
+      algorithm->restore(Algorithm::State{c.weight, c.loss_sum, c.loss_count, c.missing,
+                                          c.algorithm_state});
     } catch (const InputError& e) {
       throw InputError(cat(path, ": cannot resume from it: ", e.what()));
     }
-    first_round = c->round;
-    bytes_before = c->bytes_sent;
+    first_round = c.round;
+    bytes_before = c.bytes_sent;
     resumed.emplace(RunRecord::resume(dir, first_round));
     log_line(cat("peer ", rank, ": resumed from ", path, " (round ", first_round, " of ", rounds,
                  ")"));

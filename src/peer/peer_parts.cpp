@@ -1,6 +1,8 @@
 // peer/peer_parts.cpp: the pieces run_peer and PeerSession share (see peer_parts.hpp).
 #include "src/peer/peer_parts.hpp"
 
+#include "gossip/checkpoint.hpp"
+
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -101,6 +103,22 @@ std::uint64_t checkpoint_fingerprint(const RunConfig& config, const Topology& to
   const std::string key = cat(topology.fingerprint(), "/", num_params, "/", config.train.seed, "/",
                               config.gossip.algorithm, "/", config.gossip.period, "/", rounds);
   return std::stoull(sha256_hex(key.data(), key.size()).substr(0, 16), nullptr, 16);
+}
+
+Checkpoint read_resume_checkpoint(const std::string& dir, std::int64_t round, int rank,
+                                  std::uint64_t fingerprint, std::int64_t rounds) {
+  const std::string path = checkpoint_path(dir, round);
+  std::string why;
+  auto c = read_checkpoint_file(path, &why);
+  if (!c) throw InputError(cat(path, ": cannot resume from it: ", why));
+  if (c->rank != rank || c->round != round || c->run_fingerprint != fingerprint ||
+      c->rounds != rounds)
+    throw InputError(cat(path, ": cannot resume from it: it is rank ", c->rank, " round ",
+                         c->round, " of a run of ", c->rounds, " rounds",
+                         c->run_fingerprint != fingerprint
+                             ? " with another topology, model, seed or algorithm" : "",
+                         "; this is rank ", rank, " of ", rounds, " rounds"));
+  return std::move(*c);
 }
 
 std::int64_t catch_up(std::int64_t r, const Topology& topology, int rank,

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "gossip/checkpoint.hpp"
 #include "gossip/config.hpp"
 #include "gossip/events.hpp"
 #include "gossip/gossip.hpp"
@@ -80,6 +81,14 @@ class Watch {
 /// algorithm and its period, and the rounds planned (as run_peer's checkpoints say).
 std::uint64_t checkpoint_fingerprint(const RunConfig& config, const Topology& topology,
                                      std::int64_t num_params, std::int64_t rounds);
+
+/// Checkpoints each peer keeps (the newest): a peer may be a checkpoint ahead of another.
+inline constexpr std::size_t kCheckpointsKept = 3;
+
+/// The checkpoint of `round` in `dir` for --resume-round: rank `rank`'s, of this run (its
+/// fingerprint and length `rounds`). Throws InputError naming the file and what disagrees.
+Checkpoint read_resume_checkpoint(const std::string& dir, std::int64_t round, int rank,
+                                  std::uint64_t fingerprint, std::int64_t rounds);
 
 /// A peer rounds behind its neighbours (restarted, or paused) catches up: it takes the newest
 /// parameters a neighbour sent (into `params` via `upload`) and carries on from that round.

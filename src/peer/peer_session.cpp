@@ -28,7 +28,6 @@ using namespace peer_parts;
 
 namespace {
 
-constexpr std::size_t kCheckpointsKept = 3;  // as run_peer: a peer may be one ahead of another
 
 /// The refusals a neighbour's handshake gave, collected from the I/O thread's log lines.
 struct Refusals {
@@ -132,33 +131,24 @@ struct PeerSession::Impl {
   /// of checkpoint-N.ckpt, which must be this rank's, of this run (as run_peer checks it).
   void resume() {
     const std::string path = checkpoint_path(dir, opt.resume_round);
-    std::string why;
-    auto c = read_checkpoint_file(path, &why);
-    if (!c) throw InputError(cat(path, ": cannot resume from it: ", why));
-    if (c->rank != opt.rank || c->round != opt.resume_round || c->run_fingerprint != fingerprint ||
-        c->rounds != rounds)
-      throw InputError(cat(path, ": cannot resume from it: it is rank ", c->rank, " round ",
-                           c->round, " of a run of ", c->rounds, " rounds",
-                           c->run_fingerprint != fingerprint
-                               ? " with another topology, model size, seed or algorithm" : "",
-                           "; this is rank ", opt.rank, " of ", rounds, " rounds"));
+    auto c = read_resume_checkpoint(dir, opt.resume_round, opt.rank, fingerprint, rounds);
     if (trainer) {
-      trainer->restore(Trainer::State{c->params, c->velocity, c->steps,
-                                      {c->sampler_epoch, c->sampler_pos, c->sampler_drawn}});
+      trainer->restore(Trainer::State{c.params, c.velocity, c.steps,
+                                      {c.sampler_epoch, c.sampler_pos, c.sampler_drawn}});
       trainer->download_params(host);
     } else {
-      std::copy(c->params.begin(), c->params.end(), params.begin());
+      std::copy(c.params.begin(), c.params.end(), params.begin());
     }
     try {
-      algorithm->restore(Algorithm::State{c->weight, c->loss_sum, c->loss_count, c->missing,
-                                          c->algorithm_state});
+      algorithm->restore(Algorithm::State{c.weight, c.loss_sum, c.loss_count, c.missing,
+                                          c.algorithm_state});
     } catch (const InputError& e) {
       throw InputError(cat(path, ": cannot resume from it: ", e.what()));
     }
-    round = c->round;
-    saved_round = c->round;
-    bytes_before = c->bytes_sent;
-    resumed_state = std::move(c->caller_state);
+    round = c.round;
+    saved_round = c.round;
+    bytes_before = c.bytes_sent;
+    resumed_state = std::move(c.caller_state);
     log_line(cat("peer ", opt.rank, ": resumed from ", path, " (round ", round, " of ", rounds,
                  ")"));
   }
