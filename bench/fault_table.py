@@ -13,9 +13,9 @@ Scenarios (ring of 8, D-PSGD, the quickstart's MLP):
              neighbour's `suspect`; recovery = peer 1's own refutation after SIGCONT (its
              `alive`/`rejoin` of itself); cost = wall time against the same run undisturbed
 
-Times come from each run's events.jsonl: the launcher's fault events (its clock) and the peers'
-membership events (each peer's clock since it started, a few tens of ms after the launcher's);
-in the simulator both are the simulated clock. Prints a Markdown table and writes table.json.
+Times come from each run's events.jsonl: the launcher's fault events and the time it heard of
+each membership event (`launcher_s`), both on its clock; in the simulator both are the simulated
+clock. Prints a Markdown table and writes table.json.
 The forged-claim and duplicate-identity cases are refused at the handshake (tests/test_peer.cpp,
 "an insider holding a live peer's certificate"): nothing to time here.
 """
@@ -64,11 +64,17 @@ def fault_time(evs, action):
     return next(e["time_s"] for e in evs if e.get("event") == "fault" and e["action"] == action)
 
 
+def when(e):
+    """A membership event's time on the faults' clock: when the launcher heard of it under
+    gossip run (launcher_s), the simulated clock under gossip sim."""
+    return e.get("launcher_s", e["time_s"])
+
+
 def last_time(evs, peers, pred):
     """The latest, over `peers`, of each one's first membership event matching pred."""
     worst = None
     for p in peers:
-        ts = [e["time_s"] for e in evs if e.get("peer") == p and "subject" in e and pred(e)]
+        ts = [when(e) for e in evs if e.get("peer") == p and "subject" in e and pred(e)]
         if not ts:
             return None
         worst = max(worst or 0.0, min(ts))
@@ -120,7 +126,7 @@ def main():
         part = last_time(evs, survivors, lambda e: e["event"] == "partition")
         r = fault_time(evs, "restart")
         healed = last_time(evs, survivors,
-                           lambda e: e["event"] == "healed" and e["time_s"] >= r - 0.5)
+                           lambda e: e["event"] == "healed" and when(e) >= r)
         rows.append({"fault": "kill -9 of peers 2 and 6", "mode": mode,
                      "detect_s": None if dead is None else dead - k,
                      "recover_s": None})

@@ -139,7 +139,7 @@ std::vector<Membership> membership_events(const fs::path& events_jsonl) {
   const std::regex re("^\\{\"peer\": (\\d+), \"round\": (\\d+), \"time_s\": [^,]+, \"event\": "
                       "\"(\\w+)\", \"subject\": (-?\\d+), \"incarnation\": \\d+, \"dead\": "
                       "\\[[^\\]]*\\], \"components\": (\\[.*\\]), \"my_component\": "
-                      "(\\[[^\\]]*\\])\\}$");
+                      "(\\[[^\\]]*\\])(, \"launcher_s\": [0-9.e+-]+)?\\}$");
   for (std::string line; std::getline(in, line);) {
     std::smatch m;
     if (!std::regex_match(line, m, re)) continue;

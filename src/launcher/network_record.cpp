@@ -93,7 +93,14 @@ void NetworkRecord::handle(int rank, const PeerEvent& event) {
   }
   if (const auto* e = std::get_if<DoneEvent>(&event)) done_[rank] = *e;
   if (const auto* e = std::get_if<AlertEvent>(&event)) live_connected_ = e->connected;
-  log_event(event_json(event));
+  std::string line = event_json(event);
+  if (std::holds_alternative<MemberEvent>(event) && clock_ == Clock::kLauncher && !line.empty()) {
+    // When the launcher heard of it, on the clock its fault events use: detection times
+    // compare with the faults without the peers' own clocks (which start later).
+    line.pop_back();
+    line += cat(", \"launcher_s\": ", json_number(now_s()), "}");
+  }
+  log_event(line);
 }
 
 std::vector<std::int64_t> NetworkRecord::drop_pending_through(std::int64_t round) {

@@ -385,7 +385,9 @@ void Links::heartbeat() {
     if (ec || stopping_) return;
     const auto now = Clock::now();
     if (now - due >= kOwnStall) {
-      mail_.excuse_silence();  // before the tick: silence is judged again only after this
+      // Before the tick: silence is judged again only after this; and the links closed on us
+      // meanwhile get the time a redial takes before anyone is suspected for them.
+      mail_.excuse_silence(std::max(std::chrono::milliseconds(3000), 3 * config_.timeouts.silent));
       log(cat("this peer was stopped or starved for ",
               std::chrono::duration_cast<std::chrono::milliseconds>(now - due).count(),
               " ms: its neighbours' silence meanwhile is not held against them"));

@@ -176,11 +176,12 @@ void Mailboxes::io_tick() {
   io_tick_ = std::chrono::steady_clock::now();
 }
 
-void Mailboxes::excuse_silence() {
+void Mailboxes::excuse_silence(std::chrono::milliseconds grace) {
   {
     std::lock_guard lk(mu_);
     const auto now = std::chrono::steady_clock::now();
     for (Box& b : boxes_) b.last_heard = now;
+    grace_until_ = now + grace;
   }
   cv_.notify_all();
 }
@@ -198,10 +199,10 @@ std::vector<int> Mailboxes::heard_within(double seconds) const {
   std::vector<int> out;
   for (int p : neighbours_) {
     const Box& b = box(p);
-    if (b.left || (b.state == LinkState::kUp &&
-                   (!b.heard_since_up || io_stalled() ||
-                    std::chrono::duration<double>(now - b.last_heard).count() < seconds)))
-      out.push_back(p);
+    const bool talking =
+        b.state == LinkState::kUp &&
+        (!b.heard_since_up || std::chrono::duration<double>(now - b.last_heard).count() < seconds);
+    if (b.left || io_stalled() || in_grace() || talking) out.push_back(p);
   }
   return out;
 }
@@ -328,8 +329,11 @@ std::vector<Inbox> Mailboxes::collect(std::int64_t round, std::span<const int> f
   auto all_ready = [&] {  // (a peer that left is gone: not waited for)
     return !failure_.empty() || std::all_of(peers.begin(), peers.end(), [&](int p) {
              const Box& b = box(p);
-             return b.state == LinkState::kGone || b.state == LinkState::kDown || !waited(p) ||
-                    ready(b, round, options);
+             // A link lost while this process was stopped is waited for during the grace
+             // (it comes back), as at a start.
+             return b.state == LinkState::kGone ||
+                    (b.state == LinkState::kDown && !(io_stalled() || in_grace())) ||
+                    !waited(p) || ready(b, round, options);
            });
   };
   if (options.silent_after.count() > 0) {

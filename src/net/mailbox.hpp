@@ -68,9 +68,11 @@ class Mailboxes {
   void fail(const std::string& what);
   /// Something arrived from `peer` (any frame, or part of one): it is not silent.
   void heard(int peer);
-  /// This process itself was stopped or starved (its timers fired late by `gap`): the silence
-  /// of every neighbour during that time is ours, not theirs, so it is forgiven.
-  void excuse_silence();
+  /// This process itself was stopped or starved: the silence of every neighbour during that
+  /// time is ours, not theirs, so it is forgiven; and for `grace` the links its neighbours
+  /// closed on it meanwhile are waited for (they redial, or we do) instead of suspected, as at
+  /// a start.
+  void excuse_silence(std::chrono::milliseconds grace);
   /// Keeps an alert for take_alerts().
   void alert(TransportAlert alert);
   /// The I/O thread's heartbeat timer ran now. Until it runs again after this process was
@@ -122,6 +124,9 @@ class Mailboxes {
   /// This process's I/O thread has not ticked for a while: it (and so this peer) was stopped or
   /// starved, and nobody's silence can be judged until it has caught up.
   bool io_stalled() const;
+  /// Within the grace after this process was stopped (excuse_silence).
+  bool in_grace() const { return std::chrono::steady_clock::now() < grace_until_; }
+  std::chrono::steady_clock::time_point grace_until_{};
   std::chrono::steady_clock::time_point io_tick_ = std::chrono::steady_clock::now();
 
   Box& box(int peer) { return boxes_[index_[peer]]; }
