@@ -9,7 +9,7 @@ Scenarios (ring of 8, D-PSGD, the quickstart's MLP):
   kill       kill -9 of peers 2 and 6 at round 100: detection = the last survivor's `dead` of
              both; partition = the last survivor's `partition` event
   restart    peer 2 started again at round 250: recovery = the last survivor's `healed`
-  pause      SIGSTOP of peer 1 for 10 s at round 300 of an 8-epoch run: detection = the last
+  pause      SIGSTOP of peer 1 for 10 s at round 300 of a 16-epoch run: detection = the last
              neighbour's `suspect`; recovery = peer 1's own refutation after SIGCONT (its
              `alive`/`rejoin` of itself); cost = wall time against the same run undisturbed
 
@@ -86,8 +86,12 @@ def main():
     ap.add_argument("--gossip", default=None, help="the gossip binary (default: build/src/cli/"
                     "gossip if built, else gossip on the PATH)")
     ap.add_argument("--out", default="runs/fault-table")
-    ap.add_argument("--epochs", type=float, default=2, help="of the kill/restart runs")
-    ap.add_argument("--pause-epochs", type=float, default=8, help="of the pause runs")
+    ap.add_argument("--epochs", type=float, default=4, help="of the kill/restart runs (long "
+                    "enough for the restarted peer to load its data and rejoin)")
+    ap.add_argument("--pause-epochs", type=float, default=16, help="of the pause runs (the "
+                    "others must still train when the paused peer wakes)")
+    ap.add_argument("--only", choices=["kill", "pause"], help="run one scenario again; the "
+                    "other one's runs already in --out are read")
     ap.add_argument("--reuse", action="store_true",
                     help="read the runs already in --out instead of running them again")
     a = ap.parse_args()
@@ -102,9 +106,10 @@ def main():
         cfg = os.path.join(a.out, f"{name}.yaml")
         write_config(cfg, epochs, faults)
         res = {}
+        scenario = "kill" if name == "kill" else "pause"
         for mode in ("run", "sim"):
             d = os.path.join(a.out, f"{name}-{mode}")
-            if a.reuse:
+            if a.reuse or (a.only and a.only != scenario):
                 res[mode] = (events(os.path.join(d, "events.jsonl")),
                              json.load(open(os.path.join(d, "summary.json")))["wall_seconds"])
                 continue

@@ -167,7 +167,7 @@ bool Mailboxes::io_stalled() const {
 }
 
 bool Mailboxes::silent(const Box& b, std::chrono::milliseconds after) const {
-  return after.count() > 0 && b.heard_since_up && !io_stalled() &&
+  return after.count() > 0 && b.heard_since_up && !io_stalled() && !in_grace() &&
          std::chrono::steady_clock::now() - b.last_heard >= after;
 }
 
@@ -189,7 +189,7 @@ void Mailboxes::excuse_silence(std::chrono::milliseconds grace) {
 double Mailboxes::silent_for(int peer) const {
   std::lock_guard lk(mu_);
   const Box& b = box(peer);
-  if (!b.heard_since_up || io_stalled()) return 0.0;  // starting, or we were stopped
+  if (!b.heard_since_up || io_stalled() || in_grace()) return 0.0;  // starting, or we were stopped
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - b.last_heard).count();
 }
 
