@@ -13,7 +13,7 @@ namespace gossip::net {
 namespace {
 constexpr double kRefusalBurst = 20;   // refusal lines logged at once
 constexpr double kRefusalsPerSecond = 1;  // and then at most this many a second
-constexpr std::chrono::milliseconds kRejoinRedial{1000};  // dialling a gone peer again
+constexpr std::chrono::milliseconds kRejoinRedial{250};  // dialling a gone peer again
 // Heartbeats: a link with nothing else to carry gets our view every kIdle, so that silence
 // means a stopped or cut-off peer (NetTimeouts::silent is a few of these), never a busy one.
 constexpr std::chrono::milliseconds kHeartbeatCheck{100};  // how often idle links are checked
