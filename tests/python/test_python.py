@@ -4,6 +4,7 @@ peers interoperate bit for bit with C++ peers and the simulator."""
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 
@@ -261,3 +262,24 @@ def test_checkpoint_bad_use_raises_clear_errors(folder, base_port, procs):
         peer.stop()
     peer.finish()
     assert procs.wait_all(60) == [0, 0]
+
+
+def test_the_same_script_runs_under_mpirun_bit_identical_to_the_simulator(folder, base_port):
+    mpirun = shutil.which("mpirun")
+    if not mpirun:
+        pytest.skip("mpirun not found (Debian's openmpi-bin; scripts/setup.sh installs it)")
+    n = 4
+    config = write_config(folder, n, base_port)
+    out = os.path.join(folder, "mpi")
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+               GOSSIP_CONFIG=config, GOSSIP_OUT=out)
+    worker = os.path.join(os.path.dirname(os.path.abspath(__file__)), "mpi_worker.py")
+    done = subprocess.run([mpirun, "--oversubscribe", "-np", str(n), "-x", "GOSSIP_CONFIG",
+                           "-x", "GOSSIP_OUT", "-x", "PYTHONPATH", sys.executable, worker],
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    sim = gossip.sim(config, os.path.join(folder, "sim"))
+    real = [json.load(open(os.path.join(out, "peers", str(r), "summary.json")))
+            ["params_sha256"][0] for r in range(n)]
+    assert real == sim["params_sha256"]
+    assert len(set(real)) > 1
