@@ -1,8 +1,14 @@
 // tests/helpers.hpp: small fixtures shared by several test files.
 #pragma once
 
+#include <sys/wait.h>
+
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "gossip/config.hpp"
@@ -35,6 +41,32 @@ inline std::vector<float> random_vector(std::size_t n, unsigned seed) {
   std::vector<float> v(n);
   for (auto& x : v) x = d(g);
   return v;
+}
+
+/// The built `gossip` binary: $GOSSIP_BIN (meson test sets it), or build/src/cli/gossip next to
+/// the test executable's build/tests/.
+inline std::string gossip_bin() {
+  if (const char* v = std::getenv("GOSSIP_BIN")) return v;
+  namespace fs = std::filesystem;
+  return (fs::canonical("/proc/self/exe").parent_path().parent_path() / "src/cli/gossip").string();
+}
+
+/// What `gossip ARGS` printed (stdout and stderr) and its exit code (-1: killed by a signal).
+struct Run {
+  int code = -1;
+  std::string output;
+};
+
+/// Runs `gossip ARGS` through the shell (code -1 when it could not start).
+inline Run run_gossip(const std::string& args) {
+  Run r;
+  FILE* p = ::popen((gossip_bin() + " " + args + " 2>&1").c_str(), "r");
+  if (p == nullptr) return r;
+  char buf[4096];
+  while (std::size_t got = std::fread(buf, 1, sizeof buf, p)) r.output.append(buf, got);
+  const int status = ::pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
 }
 
 }  // namespace gossip::test

@@ -18,6 +18,7 @@
 #include "gossip/core.hpp"
 #include "gossip/gossip.hpp"
 #include "gossip/topology.hpp"
+#include "tests/helpers.hpp"
 
 using namespace gossip;
 namespace fs = std::filesystem;
@@ -582,23 +583,8 @@ TEST_CASE("a run plans at most 100000000 local steps per peer", "[config][bounds
 
 namespace {
 
-struct Run {
-  int code = -1;
-  std::string output;  // stdout and stderr
-};
-
-Run run_gossip(const std::string& args) {
-  const char* bin = std::getenv("GOSSIP_BIN");
-  REQUIRE(bin != nullptr);
-  Run r;
-  FILE* p = ::popen((std::string(bin) + " " + args + " 2>&1").c_str(), "r");
-  REQUIRE(p != nullptr);
-  char buf[4096];
-  while (std::size_t got = std::fread(buf, 1, sizeof buf, p)) r.output.append(buf, got);
-  const int status = ::pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+using gossip::test::Run;
+using gossip::test::run_gossip;
 
 }  // namespace
 

@@ -18,6 +18,7 @@
 
 #include "gossip/core.hpp"
 #include "gossip/topology.hpp"
+#include "tests/helpers.hpp"
 
 namespace fs = std::filesystem;
 using gossip::GeneratorSpec;
@@ -36,27 +37,9 @@ std::string env_or(const char* name, const std::string& fallback) {
 std::string source_dir() { return env_or("GOSSIP_SOURCE_DIR", "."); }
 std::string data_dir() { return env_or("GOSSIP_TEST_DATA", source_dir() + "/tests/data"); }
 
-// The built `gossip` binary: $GOSSIP_BIN, or build/src/cli/gossip next to build/tests/.
-std::string gossip_bin() {
-  if (const char* v = std::getenv("GOSSIP_BIN")) return v;
-  return (fs::canonical("/proc/self/exe").parent_path().parent_path() / "src/cli/gossip").string();
-}
-
-struct Run {
-  int code = -1;
-  std::string output;  // stdout and stderr
-};
-
-Run run_gossip(const std::string& args) {
-  Run r;
-  FILE* p = ::popen((gossip_bin() + " " + args + " 2>&1").c_str(), "r");
-  REQUIRE(p != nullptr);
-  char buf[4096];
-  while (std::size_t got = std::fread(buf, 1, sizeof buf, p)) r.output.append(buf, got);
-  const int status = ::pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+using gossip::test::gossip_bin;
+using gossip::test::Run;
+using gossip::test::run_gossip;
 
 Topology generate(const std::string& kind, int n, std::optional<WeightKind> w = std::nullopt) {
   GeneratorSpec s;

@@ -135,12 +135,7 @@ int run_peer(const RunConfig& config, const Topology& topology, const PeerOption
     const auto c = read_resume_checkpoint(dir, opt.resume_round, rank, fingerprint, rounds);
     trainer.restore(Trainer::State{c.params, c.velocity, c.steps,
                                    {c.sampler_epoch, c.sampler_pos, c.sampler_drawn}});
-    try {
-      algorithm->restore(Algorithm::State{c.weight, c.loss_sum, c.loss_count, c.missing,
-                                          c.algorithm_state});
-    } catch (const InputError& e) {
-      throw InputError(cat(path, ": cannot resume from it: ", e.what()));
-    }
+    restore_algorithm(*algorithm, c, path);
     first_round = c.round;
     bytes_before = c.bytes_sent;
     resumed.emplace(RunRecord::resume(dir, first_round));

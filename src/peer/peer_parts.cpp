@@ -121,6 +121,15 @@ Checkpoint read_resume_checkpoint(const std::string& dir, std::int64_t round, in
   return std::move(*c);
 }
 
+void restore_algorithm(Algorithm& algorithm, const Checkpoint& c, const std::string& path) {
+  try {
+    algorithm.restore(Algorithm::State{c.weight, c.loss_sum, c.loss_count, c.missing,
+                                       c.algorithm_state});
+  } catch (const InputError& e) {
+    throw InputError(cat(path, ": cannot resume from it: ", e.what()));
+  }
+}
+
 std::int64_t catch_up(std::int64_t r, const Topology& topology, int rank,
                       MonitoredExchange& exchange, Algorithm& algorithm,
                       const std::function<void(std::span<const float>)>& upload) {

@@ -90,6 +90,10 @@ inline constexpr std::size_t kCheckpointsKept = 3;
 Checkpoint read_resume_checkpoint(const std::string& dir, std::int64_t round, int rank,
                                   std::uint64_t fingerprint, std::int64_t rounds);
 
+/// Restores the gossip algorithm's state (push-sum weight, losses, CHOCO's copies) from `c`,
+/// read from `path`; a state that does not fit the algorithm is an InputError naming the file.
+void restore_algorithm(Algorithm& algorithm, const Checkpoint& c, const std::string& path);
+
 /// A peer rounds behind its neighbours (restarted, or paused) catches up: it takes the newest
 /// parameters a neighbour sent (into `params` via `upload`) and carries on from that round.
 /// Returns the round to run next (`r` when there is nothing to catch up with).

@@ -139,12 +139,7 @@ struct PeerSession::Impl {
     } else {
       std::copy(c.params.begin(), c.params.end(), params.begin());
     }
-    try {
-      algorithm->restore(Algorithm::State{c.weight, c.loss_sum, c.loss_count, c.missing,
-                                          c.algorithm_state});
-    } catch (const InputError& e) {
-      throw InputError(cat(path, ": cannot resume from it: ", e.what()));
-    }
+    restore_algorithm(*algorithm, c, path);
     round = c.round;
     saved_round = c.round;
     bytes_before = c.bytes_sent;
