@@ -230,6 +230,45 @@ def run_job(t, cluster, root):
     t.check(got["test_accuracy"] > 0.9 and got["test_accuracy"] == sim["test_accuracy"],
             f"the average model reaches gossip sim's accuracy ({got['test_accuracy']} > 0.9)",
             f"slurm {got}\nsim   {sim}")
+    python_job(t, cluster, work, sim)
+
+
+def python_job(t, cluster, work, sim):
+    """The same batch file with GOSSIP_EXEC: each task a Python peer (gossip.Peer.from_env(),
+    gossip's own model through the module), ending bit-identical to gossip sim too."""
+    module = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(GOSSIP))), "python")
+    python = "/usr/bin/python3"
+    if not os.path.exists(os.path.join(module, "gossip")) or not os.path.exists(python):
+        print(f"slurm: no Python module in {module} or no {python}: the Python job is skipped")
+        return
+    worker = os.path.join(SOURCE, "tests", "python", "mpi_worker.py")
+    sbatch = os.path.join(SOURCE, "deploy", "slurm", "gossip-ring.sbatch")
+    code, out = run(["sbatch", "--parsable", f"--ntasks={TASKS}", f"--chdir={work}",
+                     f"--output={work}/py-%j.out", sbatch, "c.yaml", "py"], 30,
+                    {**cluster.env, "GOSSIP": GOSSIP, "PYTHONPATH": module,
+                     "GOSSIP_EXEC": f"{python} {worker}"})
+    if not t.check(code == 0, "sbatch accepts gossip-ring.sbatch with GOSSIP_EXEC", out):
+        return
+    job = out.strip().split(";")[0]
+    finished = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY")
+    try:
+        ended = wait_for(f"job {job}", lambda: cluster.job_state(job) in finished, JOB_TIMEOUT)
+    finally:
+        if cluster.job_state(job) not in finished:
+            run(["scancel", job], 30, cluster.env)
+    t.check(ended, f"Python job {job} ends within {JOB_TIMEOUT} s")
+    with open(os.path.join(work, f"py-{job}.out"), errors="replace") as f:
+        job_log = f.read()
+    state = cluster.job_state(job)
+    t.check(state == "COMPLETED", f"Python job {job} completed (state {state})", job_log[-4000:])
+    result = os.path.join(work, "py")
+    if not t.check(os.path.exists(os.path.join(result, "summary.json")),
+                   "the Python job's gossip collect wrote summary.json", job_log[-4000:]):
+        return
+    got = summary(result)
+    t.check(got["params_sha256"] == sim["params_sha256"],
+            "the Python tasks' final parameters are bit-identical to gossip sim's",
+            f"slurm {got['params_sha256']}\nsim   {sim['params_sha256']}")
 
 
 if __name__ == "__main__":
