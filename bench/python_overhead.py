@@ -85,10 +85,18 @@ def ring_config(config, folder):
     return path
 
 
+# Every process of every phase (C++, Python, DDP) starts its BLAS and OpenMP with one thread,
+# as `gossip run` starts its peers: 8 processes share 2 cores, and an idle BLAS thread that
+# spins for work takes CPU from the other ranks' rounds (both sides alike).
+ONE_THREAD = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
+
+
 def run_ranks(argvs, timeout=600):
     """Starts one process per argv, waits for all, returns each one's last stdout line as
     JSON; raises with the logs when one fails."""
-    procs = [subprocess.Popen(a, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    env = {**os.environ, **ONE_THREAD}
+    procs = [subprocess.Popen(a, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              env=env)
              for a in argvs]
     outs = [p.communicate(timeout=timeout) for p in procs]
     for p, (out, err), argv in zip(procs, outs, argvs):

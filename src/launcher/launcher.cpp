@@ -10,6 +10,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -536,6 +537,13 @@ int launch(const RunConfig& config, const LaunchOptions& given) {
                 config.net.emulate.text.c_str());
     std::fflush(stdout);
   }
+  // Each peer's BLAS (and a Python peer's OpenMP) starts with train.threads threads unless the
+  // environment says otherwise: OpenBLAS would start one per core in every peer, and with
+  // several peers on a host their idle threads spin for work and take the cores from the
+  // others' rounds (a gossip round of the quickstart's size costs about 1.5x more).
+  const std::string threads = std::to_string(config.train.threads);
+  setenv("OPENBLAS_NUM_THREADS", threads.c_str(), 0);
+  setenv("OMP_NUM_THREADS", threads.c_str(), 0);
   Network net(config, options, topology, resume_round,
               make_run_credentials(config, options.out_dir, topology.n()),
               links ? &*links : nullptr);
