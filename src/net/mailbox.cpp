@@ -156,10 +156,10 @@ bool Mailboxes::transition(int peer, LinkState from, LinkState to) {
   return true;
 }
 
-void Mailboxes::heard(int peer) {
+void Mailboxes::heard(int peer, bool running) {
   std::lock_guard lk(mu_);
   box(peer).last_heard = std::chrono::steady_clock::now();
-  box(peer).heard_since_up = true;
+  if (running) box(peer).heard_since_up = true;
 }
 
 bool Mailboxes::io_stalled() const {

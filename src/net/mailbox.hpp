@@ -66,8 +66,9 @@ class Mailboxes {
   void deliver_view(int peer, std::vector<Member> view);
   /// The I/O thread hit an unexpected exception: every later call on the caller side throws.
   void fail(const std::string& what);
-  /// Something arrived from `peer` (any frame, or part of one): it is not silent.
-  void heard(int peer);
+  /// Something arrived from `peer` (any frame, or part of one): it is not silent. `running`:
+  /// a frame of a peer that runs its rounds (from then on its silence counts).
+  void heard(int peer, bool running);
   /// This process itself was stopped or starved: the silence of every neighbour during that
   /// time is ours, not theirs, so it is forgiven; and for `grace` the links its neighbours
   /// closed on it meanwhile are waited for (they redial, or we do) instead of suspected, as at
@@ -116,8 +117,9 @@ class Mailboxes {
     std::uint64_t dropped = 0;                // rounds dropped for being too far ahead
     bool left = false;                        // said bye: finished, not dead
     std::chrono::steady_clock::time_point last_heard = std::chrono::steady_clock::now();
-    // Something came over the current link: until then the neighbour is starting (loading its
-    // data, waiting for its other links) and its silence means nothing.
+    // A frame of a peer running its rounds (a view, parameters) came over the current link:
+    // until then the neighbour is setting up (loading its data, waiting for its other links,
+    // building its model) and its silence means nothing.
     bool heard_since_up = false;
   };
   bool silent(const Box& b, std::chrono::milliseconds after) const;

@@ -216,7 +216,12 @@ void Session::on_header(std::error_code ec, std::size_t bytes) {
   const auto decoded = wire::decode_header(header_, hub_.max_frame_bytes());
   if (!decoded) return close(decoded.error, CloseKind::kError);
   const wire::FrameHeader& h = *decoded.value;
-  if (established_) hub_.mailboxes().heard(peer_);  // any frame: the neighbour is not silent
+  // Any frame: the neighbour is not silent. Only the frames of a peer that runs its rounds (its
+  // view, parameters) start the silence clock: one still setting up says nothing for a while.
+  if (established_)
+    hub_.mailboxes().heard(peer_, h.type == FrameType::kView || h.type == FrameType::kParams ||
+                                      h.type == FrameType::kShmParams ||
+                                      h.type == FrameType::kPacket);
   if (!established_) {
     const FrameType want = role_ == Role::kAccepted ? FrameType::kHello : FrameType::kHelloAck;
     if (h.type != want && h.type != FrameType::kError)
@@ -404,7 +409,7 @@ void Session::read_params_chunk(const wire::FrameHeader& h) {
                      self->rx_finite_ = self->rx_finite_ && finite;
                      self->rx_done_ += count;
                      // A large frame takes a while on a slow link: its chunks are life too.
-                     self->hub_.mailboxes().heard(self->peer_);
+                     self->hub_.mailboxes().heard(self->peer_, true);
                      if (self->rx_done_ < self->rx_.size()) return self->read_params_chunk(h);
                      self->on_params(h);
                    });
