@@ -170,6 +170,30 @@ def main():
     t.finish()
 
 
+def batch_job(t, cluster, work, name, out, env):
+    """Submits gossip-ring.sbatch c.yaml OUT from `work` with `env`, waits (bounded) for it and
+    checks it completed; returns its log (work/NAME-JOB.out), or None when sbatch refused it."""
+    sbatch = os.path.join(SOURCE, "deploy", "slurm", "gossip-ring.sbatch")
+    code, got = run(["sbatch", "--parsable", f"--ntasks={TASKS}", f"--chdir={work}",
+                     f"--output={work}/{name}-%j.out", sbatch, "c.yaml", out], 30,
+                    {**cluster.env, **env})
+    if not t.check(code == 0, f"sbatch accepts gossip-ring.sbatch ({name})", got):
+        return None
+    job = got.strip().split(";")[0]
+    finished = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY")
+    try:
+        ended = wait_for(f"job {job}", lambda: cluster.job_state(job) in finished, JOB_TIMEOUT)
+    finally:
+        if cluster.job_state(job) not in finished:
+            run(["scancel", job], 30, cluster.env)
+    t.check(ended, f"{name} job {job} ends within {JOB_TIMEOUT} s")
+    with open(os.path.join(work, f"{name}-{job}.out"), errors="replace") as f:
+        job_log = f.read()
+    state = cluster.job_state(job)
+    t.check(state == "COMPLETED", f"{name} job {job} completed (state {state})", job_log[-4000:])
+    return job_log
+
+
 def run_job(t, cluster, root):
     """Starts the cluster, submits the batch file and checks what it wrote; returns at the first
     check that leaves nothing more to see."""
@@ -191,24 +215,9 @@ def run_job(t, cluster, root):
     work = os.path.join(root, "work")
     os.makedirs(work)
     cfg = write_config(work, TASKS)
-    sbatch = os.path.join(SOURCE, "deploy", "slurm", "gossip-ring.sbatch")
-    code, out = run(["sbatch", "--parsable", f"--ntasks={TASKS}", f"--chdir={work}",
-                     f"--output={work}/job-%j.out", sbatch, "c.yaml", "out"], 30,
-                    {**cluster.env, "GOSSIP": GOSSIP})
-    if not t.check(code == 0, "sbatch accepts gossip-ring.sbatch", out):
+    job_log = batch_job(t, cluster, work, "job", "out", {"GOSSIP": GOSSIP})
+    if job_log is None:
         return
-    job = out.strip().split(";")[0]
-    finished = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY")
-    try:
-        ended = wait_for(f"job {job}", lambda: cluster.job_state(job) in finished, JOB_TIMEOUT)
-    finally:
-        if cluster.job_state(job) not in finished:
-            run(["scancel", job], 30, cluster.env)
-    t.check(ended, f"job {job} ends within {JOB_TIMEOUT} s")
-    with open(os.path.join(work, f"job-{job}.out"), errors="replace") as f:
-        job_log = f.read()
-    state = cluster.job_state(job)
-    t.check(state == "COMPLETED", f"job {job} completed (state {state})", job_log[-4000:])
     result = os.path.join(work, "out")
     t.check("outputs in out" in job_log and "gossip: results in out" in job_log,
             "the batch file says where its outputs are", job_log[-4000:])
@@ -242,25 +251,11 @@ def python_job(t, cluster, work, sim):
         print(f"slurm: no Python module in {module} or no {python}: the Python job is skipped")
         return
     worker = os.path.join(SOURCE, "tests", "python", "mpi_worker.py")
-    sbatch = os.path.join(SOURCE, "deploy", "slurm", "gossip-ring.sbatch")
-    code, out = run(["sbatch", "--parsable", f"--ntasks={TASKS}", f"--chdir={work}",
-                     f"--output={work}/py-%j.out", sbatch, "c.yaml", "py"], 30,
-                    {**cluster.env, "GOSSIP": GOSSIP, "PYTHONPATH": module,
-                     "GOSSIP_EXEC": f"{python} {worker}"})
-    if not t.check(code == 0, "sbatch accepts gossip-ring.sbatch with GOSSIP_EXEC", out):
+    job_log = batch_job(t, cluster, work, "py", "py",
+                        {"GOSSIP": GOSSIP, "PYTHONPATH": module,
+                         "GOSSIP_EXEC": f"{python} {worker}"})
+    if job_log is None:
         return
-    job = out.strip().split(";")[0]
-    finished = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY")
-    try:
-        ended = wait_for(f"job {job}", lambda: cluster.job_state(job) in finished, JOB_TIMEOUT)
-    finally:
-        if cluster.job_state(job) not in finished:
-            run(["scancel", job], 30, cluster.env)
-    t.check(ended, f"Python job {job} ends within {JOB_TIMEOUT} s")
-    with open(os.path.join(work, f"py-{job}.out"), errors="replace") as f:
-        job_log = f.read()
-    state = cluster.job_state(job)
-    t.check(state == "COMPLETED", f"Python job {job} completed (state {state})", job_log[-4000:])
     result = os.path.join(work, "py")
     if not t.check(os.path.exists(os.path.join(result, "summary.json")),
                    "the Python job's gossip collect wrote summary.json", job_log[-4000:]):
