@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <set>
 
+#include "gossip/compress.hpp"
 #include "gossip/core.hpp"
 #include "gossip/hash.hpp"
 
@@ -50,6 +51,14 @@ NetConfig net_config(const RunConfig& config, const Topology& topology, const Pe
   net.handshake.model = model;
   net.handshake.param_count = static_cast<std::uint64_t>(num_params);
   net.handshake.topology_fingerprint = topology.fingerprint();
+  // CHOCO's packets: a sparse one (an index and a value per coordinate kept) of more than half
+  // the coordinates is larger than the parameters themselves; the frame limit makes room.
+  if (config.gossip.algorithm == "choco" && config.gossip.compress.kind != CompressKind::kNone) {
+    const Compressor compressor(config.gossip.compress, num_params, 0, 0);
+    const std::uint64_t frame = wire::kHeaderBytes + compressor.packet_bytes();
+    net.max_frame_bytes = std::max<std::uint64_t>(
+        default_max_frame_bytes(net.handshake.param_count), frame + wire::kMaxControlPayload);
+  }
   const auto ms = [](double s) { return std::chrono::milliseconds(static_cast<long>(s * 1000)); };
   net.timeouts.start = ms(config.net.connect_timeout_s);
   net.timeouts.io = ms(config.gossip.round_timeout_s);
