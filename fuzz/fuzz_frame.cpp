@@ -39,7 +39,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       if (view.error.empty()) std::abort();
       return 0;
     }
-    const auto payload = encode_view(*view.value);
+    const auto payload = encode_view(view.value->members, view.value->probes);
     if (payload.size() != frame.value->payload.size() ||
         !std::equal(payload.begin(), payload.end(), frame.value->payload.begin()))
       std::abort();

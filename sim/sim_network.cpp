@@ -127,7 +127,7 @@ void SimExchange::publish(std::int64_t round, std::span<const float> params, dou
   m.params.resize(params.size());
   std::memcpy(m.params.data(), params.data(), params.size_bytes());
   m.packet.clear();
-  m.view = count_sent(m.to.size(), params.size_bytes() + kMessageOverheadBytes);
+  count_sent(m.to.size(), params.size_bytes() + kMessageOverheadBytes, m.view, m.probes);
 }
 
 void SimExchange::publish_packet(std::int64_t round, std::span<const std::byte> packet,
@@ -147,27 +147,32 @@ void SimExchange::publish_packet(std::int64_t round, std::span<const std::byte> 
   sent_until_ = m.sent_at + static_cast<double>(to.size()) * m.wire;
   m.params.clear();
   m.packet.assign(packet.begin(), packet.end());
-  m.view = count_sent(m.to.size(), bytes);
+  count_sent(m.to.size(), bytes, m.view, m.probes);
 }
 
-std::optional<std::vector<Member>> SimExchange::count_sent(std::size_t copies,
-                                                          std::uint64_t bytes) {
-  auto view = std::exchange(pending_view_, std::nullopt);
-  const std::uint64_t sent = (bytes + (view ? view_message_bytes(size()) : 0)) * copies;
+void SimExchange::count_sent(std::size_t copies, std::uint64_t bytes,
+                             std::optional<std::vector<Member>>& view, std::vector<Probe>& probes) {
+  view = std::exchange(pending_view_, std::nullopt);
+  probes = std::exchange(pending_probes_, {});
+  // A probe costs what it does on the wire: 14 bytes, after a 2-byte count.
+  const std::uint64_t view_bytes =
+      view ? view_message_bytes(size()) + (probes.empty() ? 0 : 2 + 14 * probes.size()) : 0;
+  const std::uint64_t sent = (bytes + view_bytes) * copies;
   bytes_sent_ += sent;
   cpu_since_ += network_->transfer_cpu_seconds(copies, sent);
-  return view;
 }
 
-void SimExchange::send_view(std::span<const Member> view, std::span<const int>) {
+void SimExchange::send_view(std::span<const Member> view, std::span<const int>,
+                            std::span<const Probe> probes) {
   pending_view_.emplace(view.begin(), view.end());
+  pending_probes_.assign(probes.begin(), probes.end());
 }
 
 std::vector<PeerView> SimExchange::take_views() {
   std::vector<PeerView> out;
   for (const auto& [sender, round] : taken_)
     if (const auto* m = network_->find(sender, round); m && m->view)
-      out.push_back(PeerView{sender, *m->view});
+      out.push_back(PeerView{sender, *m->view, m->probes});
   taken_.clear();
   return out;
 }

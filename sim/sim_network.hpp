@@ -51,7 +51,8 @@ class SimExchange final : public Exchange {
   std::vector<int> dead_peers() const override { return {}; }
   std::uint64_t bytes_sent() const override { return bytes_sent_; }
   /// The view rides with the next publish (to the same peers); a lost message loses it too.
-  void send_view(std::span<const Member> view, std::span<const int> to) override;
+  void send_view(std::span<const Member> view, std::span<const int> to,
+                 std::span<const Probe> probes = {}) override;
   /// The views that came with the messages the last collect() took.
   std::vector<PeerView> take_views() override;
 
@@ -65,9 +66,10 @@ class SimExchange final : public Exchange {
   void work(double cpu_seconds);
 
  private:
-  /// Counts `copies` messages of `bytes` each, and the pending view riding with each, as sent
-  /// (their bytes and CPU); returns that view for the message to carry.
-  std::optional<std::vector<Member>> count_sent(std::size_t copies, std::uint64_t bytes);
+  /// Counts `copies` messages of `bytes` each, and the pending view and probes riding with each,
+  /// as sent (their bytes and CPU), and hands that view and those probes to the message.
+  void count_sent(std::size_t copies, std::uint64_t bytes,
+                  std::optional<std::vector<Member>>& view, std::vector<Probe>& probes);
 
   SimNetwork* network_;
   int rank_;
@@ -81,6 +83,7 @@ class SimExchange final : public Exchange {
   double cpu_mark_ = 0.0;
   double cpu_since_ = 0.0;
   std::optional<std::vector<Member>> pending_view_;  // sent with the next publish
+  std::vector<Probe> pending_probes_;                // and the probes passed on with it
   std::vector<std::pair<int, std::int64_t>> taken_;  // (sender, round) sent to the last collect
 };
 
@@ -160,6 +163,7 @@ class SimNetwork {
     std::vector<float> params;
     std::vector<std::byte> packet;  // instead of params (publish_packet)
     std::optional<std::vector<Member>> view;  // the sender's membership view, if it sent one
+    std::vector<Probe> probes;                // the probes it passed on with that view
   };
   /// When `message` has fully reached `receiver` if the receiver's link is idle:
   /// sent_at + (its place in the sender's queue) * wire_seconds() + latency.

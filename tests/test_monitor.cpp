@@ -2,6 +2,8 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <chrono>
+#include <optional>
 #include <limits>
 #include <string>
 #include <utility>
@@ -316,6 +318,7 @@ class FakeExchange final : public gossip::Exchange {
   std::vector<gossip::Inbox> collect(std::int64_t round, std::span<const int> from,
                                      const gossip::CollectOptions& o) override {
     last_no_wait = o.no_wait;
+    last_deadline = o.deadline;
     std::vector<gossip::Inbox> out;
     for (int p : from)
       if (std::find(answering.begin(), answering.end(), p) != answering.end())
@@ -324,15 +327,21 @@ class FakeExchange final : public gossip::Exchange {
   }
   std::vector<int> dead_peers() const override { return {}; }
   std::uint64_t bytes_sent() const override { return 0; }
-  void send_view(std::span<const Member> view, std::span<const int>) override {
+  void send_view(std::span<const Member> view, std::span<const int>,
+                 std::span<const gossip::Probe> probes) override {
     sent.assign(view.begin(), view.end());
+    sent_probes.assign(probes.begin(), probes.end());
   }
   std::vector<PeerView> take_views() override { return std::exchange(views, {}); }
   std::vector<int> excused_peers() const override { return ahead; }
+  std::optional<std::vector<int>> heard_within(double) const override { return heard; }
 
+  std::optional<std::vector<int>> heard;  // what heartbeats say (nullopt: none, as in the sim)
   std::vector<int> answering, ahead, last_no_wait;
+  std::chrono::milliseconds last_deadline{0};
   std::vector<PeerView> views;
   std::vector<Member> sent;
+  std::vector<gossip::Probe> sent_probes;
 
  private:
   int rank_, size_;
@@ -374,4 +383,106 @@ TEST_CASE("MonitoredExchange: suspects silent in-neighbours, stops waiting for t
   std::vector<std::string> ev;
   for (const auto& c : ex.membership().take_changes()) ev.push_back(c.event + " " + std::to_string(c.peer));
   CHECK(ev == std::vector<std::string>{"suspect 3", "dead 3", "rejoin 3"});
+}
+
+TEST_CASE("probes: a request floods a few hops, one who hears the target acks, only the asker "
+          "believes the ack", "[monitor][probes]") {
+  using gossip::Probe;
+  using gossip::ProbeKind;
+  using gossip::Prober;
+  // The line 0 - 3 - 2 - 1: 0 lost its link to 1 and asks around; 2 hears 1.
+  Prober zero(4, 0), three(4, 3), two(4, 2);
+  auto hears = [](std::vector<int> heard) {
+    return [heard](int q) { return std::find(heard.begin(), heard.end(), q) != heard.end(); };
+  };
+  zero.ask(1, 0.0, 0.5);
+  zero.ask(1, 0.2, 0.5);  // asked again too soon: nothing new
+  const auto req = zero.take_outgoing();
+  REQUIRE(req.size() == 1);
+  CHECK(req[0] == Probe{ProbeKind::kRequest, Prober::kProbeTtl, 0, 1, 1});
+  three.receive(req, 0.0, hears({0, 2}));
+  const auto fwd = three.take_outgoing();
+  REQUIRE(fwd.size() == 1);
+  CHECK(fwd[0].ttl == Prober::kProbeTtl - 1);
+  three.receive(req, 0.0, hears({0, 2}));  // the same request again: passed on once only
+  CHECK(!three.has_outgoing());
+  two.receive(fwd, 0.0, hears({1, 3}));
+  const auto ack = two.take_outgoing();
+  REQUIRE(ack.size() == 1);
+  CHECK(ack[0] == Probe{ProbeKind::kAck, Prober::kProbeTtl, 0, 1, 1});
+  three.receive(ack, 0.1, hears({0, 2}));
+  const auto back = three.take_outgoing();
+  REQUIRE(back.size() == 1);
+  CHECK(three.vouched_at(1) < 0);  // an ack for someone else is passed on, not believed
+  zero.receive(back, 0.3, hears({3}));
+  CHECK(zero.vouched_at(1) == 0.3);
+  CHECK(!zero.has_outgoing());  // its own request and ack end with it
+
+  // An ack that answers nothing we asked (a forged nonce, or about another peer) is ignored;
+  // a request with no hops left is not passed on; a request about us is answered by us.
+  Prober asker(4, 0);
+  asker.ask(2, 0.0, 0.5);
+  asker.receive(std::vector<Probe>{{ProbeKind::kAck, 1, 0, 1, 1}, {ProbeKind::kAck, 1, 0, 2, 77}},
+                1.0, hears({}));
+  CHECK(asker.vouched_at(1) < 0);
+  CHECK(asker.vouched_at(2) < 0);
+  asker.receive(std::vector<Probe>{{ProbeKind::kAck, 1, 0, 2, 1}}, 1.5, hears({}));
+  CHECK(asker.vouched_at(2) == 1.5);
+  Prober last(4, 3);
+  (void)last.take_outgoing();
+  last.receive(std::vector<Probe>{{ProbeKind::kRequest, 1, 0, 1, 5}}, 0.0, hears({}));
+  CHECK(!last.has_outgoing());
+  last.receive(std::vector<Probe>{{ProbeKind::kRequest, 1, 0, 3, 6}}, 0.0, hears({}));
+  CHECK(last.take_outgoing() == std::vector<Probe>{{ProbeKind::kAck, Prober::kProbeTtl, 0, 3, 6}});
+
+  // A flood of requests is bounded: at most kMaxProbesPerView pass on, the rest are counted.
+  Prober busy(8, 0);
+  std::vector<Probe> flood;
+  for (std::uint32_t i = 0; i < 100; ++i) flood.push_back({ProbeKind::kRequest, 2, 1, 5, i});
+  busy.receive(flood, 0.0, hears({}));
+  CHECK(busy.take_outgoing().size() == gossip::kMaxProbesPerView);
+  CHECK(busy.dropped() == 100 - gossip::kMaxProbesPerView);
+}
+
+TEST_CASE("MonitoredExchange: the round deadline follows the measured round time; a slow neighbour "
+          "that heartbeats is left out but not declared dead, a silent one is",
+          "[monitor][membership]") {
+  FakeExchange inner(0, 4);
+  double clock = 0.0;
+  gossip::MonitoredExchange ex(inner, 2, 0.5, [&clock] { return clock; });
+  ex.set_silence(1.0);
+  ex.set_adaptive_deadline(0.2);
+  const int from[] = {1, 3};
+  inner.answering = {1, 3};
+  inner.heard = std::vector<int>{1, 3};
+  gossip::CollectOptions o;
+  o.deadline = std::chrono::milliseconds(30'000);
+  std::int64_t round = 0;
+  for (; round < 20; ++round) {
+    ex.collect(round, from, o);
+    // The round deadline (gossip.round_timeout_s) until enough rounds were measured.
+    if (round <= static_cast<std::int64_t>(gossip::MonitoredExchange::kDeadlineWarmup))
+      CHECK(inner.last_deadline == std::chrono::milliseconds(30'000));
+    clock += round % 10 == 9 ? 0.05 : 0.01;  // one round in ten takes 50 ms
+  }
+  // 8 x the 95th percentile (50 ms) = 400 ms, above the 200 ms floor.
+  ex.collect(round++, from, o);
+  CHECK(inner.last_deadline == std::chrono::milliseconds(400));
+  // Peer 1 heartbeats but sends no rounds; peer 3 is silent altogether.
+  inner.answering = {};
+  inner.heard = std::vector<int>{1};
+  for (int i = 0; i < 10; ++i, ++round) {
+    clock += 0.4;
+    ex.collect(round, from, o);
+  }
+  CHECK(ex.membership().suspected() == std::vector<int>{1});
+  CHECK(ex.dead_peers() == std::vector<int>{3});
+  CHECK(ex.membership().held_deaths() > 0);
+  // It asked the others about both (indirect probes ride on its next view).
+  const float x[1] = {0};
+  const int to[] = {1, 3};
+  ex.publish(round, x, 1.0, to);
+  bool asked_about_3 = false;
+  for (const auto& p : inner.sent_probes) asked_about_3 |= p.target == 3 && p.origin == 0;
+  CHECK(asked_about_3);
 }

@@ -395,12 +395,14 @@ TEST_CASE("membership views round-trip and malformed ones are refused", "[net][m
   CHECK(bytes.size() == 4 + 5 * 3);
   const auto back = wire::decode_view(bytes, 3);
   REQUIRE(back);
-  CHECK(*back.value == view);
+  CHECK(back.value->members == view);
+  CHECK(back.value->probes.empty());
   // More peers than the run has, a length that does not match the count, an unknown state.
   CHECK(wire::decode_view(bytes, 2).error == "view of 3 peers, but the run has 2");
   auto cut = bytes;
   cut.pop_back();
-  CHECK(wire::decode_view(cut, 3).error == "view of 3 peers must be 19 bytes, not 18");
+  CHECK(wire::decode_view(cut, 3).error ==
+        "view of 3 peers must be 19 bytes (and its probes), not 18");
   CHECK(wire::decode_view(std::span(bytes).first(3), 3).error ==
         "view of 3 bytes is shorter than its count");
   auto bad = bytes;
@@ -411,6 +413,34 @@ TEST_CASE("membership views round-trip and malformed ones are refused", "[net][m
   const auto f = wire::decode_frame(frame, 1 << 20);
   REQUIRE(f);
   CHECK(f.value->header.type == wire::FrameType::kView);
+
+  // Probes ride after the entries: they round-trip, and malformed ones are refused by name.
+  using gossip::Probe;
+  using gossip::ProbeKind;
+  const std::vector<Probe> probes{{ProbeKind::kRequest, 3, 0, 2, 17},
+                                  {ProbeKind::kAck, 1, 2, 1, 4294967295u}};
+  const auto with = wire::encode_view(view, probes);
+  CHECK(with.size() == 4 + 5 * 3 + 2 + 14 * 2);
+  const auto both = wire::decode_view(with, 3);
+  REQUIRE(both);
+  CHECK(both.value->members == view);
+  CHECK(both.value->probes == probes);
+  auto short_probes = with;
+  short_probes.pop_back();
+  CHECK(wire::decode_view(short_probes, 3).error ==
+        "view of 3 peers with 2 probes must be 49 bytes, not 48");
+  auto none = bytes;
+  none.push_back(std::byte{0});
+  none.push_back(std::byte{0});
+  CHECK(wire::decode_view(none, 3).error == "view carries 0 probes (1 to 64 when present)");
+  auto outside = with;
+  outside[4 + 5 * 3 + 2 + 6] = std::byte{3};  // target 3 of a 3-peer run
+  CHECK(wire::decode_view(outside, 3).error ==
+        "view probe 0 is malformed (kind 0, ttl 3, origin 0, target 3, of 3 peers)");
+  auto hops = with;
+  hops[4 + 5 * 3 + 2 + 14 + 1] = std::byte{200};  // a ttl past kMaxProbeTtl
+  CHECK(wire::decode_view(hops, 3).error ==
+        "view probe 1 is malformed (kind 1, ttl 200, origin 2, target 1, of 3 peers)");
 }
 
 TEST_CASE("shm notes round-trip and malformed ones are refused", "[net][shm]") {
@@ -563,7 +593,7 @@ TEST_CASE("handshakes round-trip and a different model or topology is refused", 
   CHECK(wire::refusal_reason(ours, theirs) == "run id 'other' != ours 'test-run'");
   theirs = ours;
   theirs.protocol_version = 9;
-  CHECK(wire::refusal_reason(ours, theirs) == "protocol version 9 != ours 5");
+  CHECK(wire::refusal_reason(ours, theirs) == "protocol version 9 != ours 6");
 
   auto offering = ours;  // a same-host offer travels with the handshake
   offering.shm = wire::ShmOffer{0xABCDEF, 4242, 17, 0x1234, 1 << 20, 4};

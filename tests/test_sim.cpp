@@ -758,6 +758,48 @@ TEST_CASE("simulated faults: a split ring is seen by every survivor, and healed 
   CHECK(stopped.component_accuracy.size() == 2);
 }
 
+TEST_CASE("simulated faults: a cut link that leaves a path is probed around, and nobody dies",
+          "[sim][faults][probes]") {
+  // Ring 0-1-2-3-0 without 0-1: 0 and 1 find each other silent and suspect each other, but the
+  // indirect probe (0 -> 3 -> 2, who hears 1; the ack back 2 -> 3 -> 0) says 1 is alive, so no
+  // peer is declared dead and the live graph is never called split. (Without the probes, 0
+  // would bury 1 after dead_after_rounds, as the partitioned ring of the next test does.)
+  RunConfig config = fault_config(4, {Fault{10, 40, "cut", {}, {{0, 1}}, 0.0}});
+  config.gossip.dead_after_rounds = 12;
+  const DataSets data = load_datasets(config);
+  const SimResult r = simulate(config, generate("ring", 4), data);
+  for (int p = 0; p < 4; ++p) {
+    INFO("peer " << p);
+    CHECK(events_of(r, p, "dead").empty());
+    CHECK(events_of(r, p, "partition").empty());
+  }
+  const auto suspected = events_of(r, 0, "suspect");
+  REQUIRE(!suspected.empty());
+  CHECK(suspected.front()->subject == 1);
+  CHECK(r.final_components.size() == 1);
+  CHECK(r.alive_at_end == std::vector<char>{1, 1, 1, 1});
+
+  // On a ring of 8 the way around (6 hops) is longer than a probe travels: nobody vouches, and
+  // each side of the cut link buries the other, as before there were probes.
+  RunConfig far = fault_config(8, {Fault{10, 40, "cut", {}, {{0, 1}}, 0.0}});
+  far.gossip.dead_after_rounds = 12;
+  const SimResult f = simulate(far, generate("ring", 8), data);
+  REQUIRE(!events_of(f, 0, "dead").empty());
+  CHECK(events_of(f, 0, "dead").front()->subject == 1);
+
+  // A kill on the same ring is heard by nobody: its neighbours bury it all the same.
+  RunConfig kill = fault_config(4, {Fault{10, 0, "kill", {1}, {}, 0.0}});
+  kill.gossip.dead_after_rounds = 12;
+  const SimResult k = simulate(kill, generate("ring", 4), data);
+  for (int p : {0, 2}) {
+    INFO("peer " << p);
+    const auto dead = events_of(k, p, "dead");
+    REQUIRE(dead.size() == 1);
+    CHECK(dead[0]->subject == 1);
+    CHECK(dead[0]->round <= 10 + 12 + 2);
+  }
+}
+
 TEST_CASE("simulated faults: a cut link is down both ways until to_round, then both sides rejoin",
           "[sim][faults]") {
   // Ring 0-1-2-3-0 without 0-1 and 2-3: {1, 2} and {3, 0} cannot hear each other.

@@ -160,6 +160,10 @@ struct GossipConfig {
   // How long a peer waits for a neighbour that is alive (it heartbeats) but slow before leaving
   // it out of a round.
   double round_timeout_s = 30.0;
+  // Real peers wait that long only while too few rounds were measured: then for
+  // 8 x the 95th percentile of the last 64 rounds' durations, at least round_timeout_floor_s
+  // (0: always round_timeout_s).
+  double round_timeout_floor_s = 2.0;
   // A neighbour silent this long (no frame at all; links carry a heartbeat every 250 ms) is
   // suspected at once and not waited for; a closed link makes it suspect at once too.
   double suspect_after_s = 1.0;

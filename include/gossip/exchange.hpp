@@ -46,10 +46,29 @@ struct Member {
   bool operator==(const Member&) const = default;
 };
 
-/// The view a neighbour sent: one Member per peer of the run, in rank order.
+/// SWIM's indirect probe (ping-req), carried beside the membership views so that the simulator
+/// and real peers run it alike. A peer that suspects its neighbour `target` asks the peers around
+/// it (a request, flooded at most `ttl` hops); one that hears `target` directly answers with an
+/// ack flooded back towards `origin`. An ack tells the origin that `target` is alive though its
+/// own link to it is silent (a broken link, not a dead peer), so it holds off declaring a death.
+enum class ProbeKind : std::uint8_t { kRequest = 0, kAck = 1 };
+inline constexpr std::size_t kMaxProbesPerView = 64;  // probes one view may carry
+inline constexpr std::uint8_t kMaxProbeTtl = 4;        // hops a probe may be given
+struct Probe {
+  ProbeKind kind = ProbeKind::kRequest;
+  std::uint8_t ttl = 0;       // hops it may still travel
+  std::uint32_t origin = 0;   // the peer that asked
+  std::uint32_t target = 0;   // the peer asked about
+  std::uint32_t nonce = 0;    // the origin's number for this request
+  bool operator==(const Probe&) const = default;
+};
+
+/// The view a neighbour sent: one Member per peer of the run, in rank order, and the probes it
+/// passed on with it.
 struct PeerView {
   int peer = -1;
   std::vector<Member> members;
+  std::vector<Probe> probes = {};
 };
 
 /// One message taken from an in-neighbour.
@@ -112,10 +131,13 @@ class Exchange {
   /// Total payload and header bytes this peer has sent.
   virtual std::uint64_t bytes_sent() const = 0;
 
-  /// Queues this peer's membership view for the peers in `to` (see the contract above).
-  virtual void send_view(std::span<const Member> view, std::span<const int> to) {
+  /// Queues this peer's membership view, and the probes to pass on with it, for the peers in
+  /// `to` (see the contract above).
+  virtual void send_view(std::span<const Member> view, std::span<const int> to,
+                         std::span<const Probe> probes = {}) {
     (void)view;
     (void)to;
+    (void)probes;
   }
   /// The newest view each neighbour sent since the last call, ascending by peer.
   virtual std::vector<PeerView> take_views() { return {}; }

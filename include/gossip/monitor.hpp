@@ -7,10 +7,14 @@
 #endif
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <optional>
 #include <span>
 #include <string>
+#include <set>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "gossip/config.hpp"
@@ -122,8 +126,11 @@ class Membership {
   /// directly right now (nullptr: no such knowledge, as in the simulator).
   void merge(const PeerView& view, std::int64_t round, double now = 0.0,
              const std::vector<int>* direct = nullptr);
-  /// Turns suspicions held long enough into deaths; call once a round, after merging.
-  void tick(std::int64_t round, double now = 0.0);
+  /// Turns suspicions held long enough into deaths; call once a round, after merging. Peers in
+  /// `hold` (heard directly right now, or vouched for by an indirect probe's ack) stay
+  /// suspected instead, for at most kMaxHeldSuspicion seconds of suspicion (counted in
+  /// held_deaths()): a silent link is not a dead peer, and a liar's vouching is bounded.
+  void tick(std::int64_t round, double now = 0.0, const std::vector<int>* hold = nullptr);
   /// The changes since the last call, in the order they happened.
   std::vector<MemberChange> take_changes();
   /// Peers this view holds dead / suspected, ascending.
@@ -133,8 +140,10 @@ class Membership {
   std::uint64_t inflated_claims() const { return inflated_; }
   std::uint64_t vetoed_claims() const { return vetoed_; }
   std::uint64_t suppressed_events() const { return suppressed_; }
+  std::uint64_t held_deaths() const { return held_; }
 
   static constexpr std::uint32_t kMaxIncarnationStep = 1u << 16;
+  static constexpr double kMaxHeldSuspicion = 20.0;
   static constexpr double kMemberEventBurst = 8;
 
  private:
@@ -157,6 +166,53 @@ class Membership {
   std::uint64_t inflated_ = 0;
   std::uint64_t vetoed_ = 0;
   std::uint64_t suppressed_ = 0;
+  std::uint64_t held_ = 0;
+};
+
+/// SWIM's indirect probing (ping-req) over the sparse graph gossip runs on: a peer that finds a
+/// neighbour silent asks the peers around it, by a request flooded at most kProbeTtl hops along
+/// the views (each peer passes a request on once); a peer that hears the target directly
+/// answers with an ack flooded back the same way. The ack reaching the origin says the target
+/// is alive and only the origin's own link to it is silent, so the origin keeps it suspected
+/// (left out of rounds) instead of declaring it dead. Killed and stopped peers are heard by
+/// nobody, so their deaths are confirmed as fast as without probes. Every list here is bounded:
+/// at most kMaxProbesPerView passed on per view, kProbeMemory remembered. Not thread-safe.
+class Prober {
+ public:
+  Prober(int peers, int self);
+  /// Asks about `target` unless this peer asked about it less than `interval` seconds ago.
+  void ask(int target, double now, double interval);
+  /// The probes a view from a neighbour carried; `hears(q)` says whether this peer hears q
+  /// directly right now.
+  void receive(std::span<const Probe> probes, double now, const std::function<bool(int)>& hears);
+  /// The probes to pass on with the next view (taken).
+  std::vector<Probe> take_outgoing() { return std::exchange(outgoing_, {}); }
+  bool has_outgoing() const { return !outgoing_.empty(); }
+  /// When an ack about `target` last reached this peer (negative: never).
+  double vouched_at(int target) const { return vouched_at_[target]; }
+  std::uint64_t asked() const { return asked_; }
+  std::uint64_t answered() const { return answered_; }
+  std::uint64_t forwarded() const { return forwarded_; }
+  std::uint64_t dropped() const { return dropped_; }
+
+  static constexpr std::uint8_t kProbeTtl = 3;
+  static constexpr std::size_t kProbeMemory = 4096;
+
+ private:
+  void queue(const Probe& p);
+  /// False when this probe (kind, origin, nonce) was seen before; remembers it.
+  bool first_time(const Probe& p);
+
+  int self_;
+  std::uint32_t next_nonce_ = 1;
+  std::vector<double> asked_at_;
+  std::vector<double> vouched_at_;
+  std::vector<std::pair<std::uint32_t, int>> mine_;  // (nonce, target) of our open requests
+  std::vector<Probe> outgoing_;
+  using Key = std::tuple<std::uint32_t, std::uint32_t, std::uint32_t, std::uint8_t>;
+  std::set<Key> seen_;
+  std::deque<Key> seen_order_;
+  std::uint64_t asked_ = 0, answered_ = 0, forwarded_ = 0, dropped_ = 0;
 };
 
 /// An Exchange that keeps the membership view of the peer it serves (DESIGN: the same code in
@@ -195,6 +251,20 @@ class MonitoredExchange final : public Exchange {
   /// link is down) is suspected and not waited for. 0 (the default): only a round with nothing
   /// from it counts, as in the simulator, whose transport has no heartbeats.
   void set_silence(double suspect_after_s) { silence_s_ = suspect_after_s; }
+  /// Round deadlines that follow the measured round time (real peers, whose transport hears
+  /// heartbeats): after kDeadlineWarmup rounds, a neighbour that heartbeats but has not sent
+  /// its round is waited for kDeadlineFactor times the 95th percentile of the last
+  /// kDeadlineWindow rounds' durations, at least `floor_s`, at most the caller's deadline
+  /// (gossip.round_timeout_s), then left out (suspected, not dead) while the others go on.
+  /// 0 (the default): the caller's deadline, as in the simulator.
+  void set_adaptive_deadline(double floor_s) { deadline_floor_s_ = floor_s; }
+  /// The deadline the last collect() used.
+  std::chrono::milliseconds last_deadline() const { return last_deadline_; }
+  const Prober& prober() const { return prober_; }
+
+  static constexpr double kDeadlineFactor = 8.0;
+  static constexpr std::size_t kDeadlineWindow = 64;
+  static constexpr std::size_t kDeadlineWarmup = 16;
   /// What the transport saw that the record should say (identity conflicts), since last call.
   std::vector<TransportAlert> take_alerts() override { return inner_->take_alerts(); }
   std::optional<std::vector<int>> heard_within(double seconds) const override {
@@ -216,6 +286,18 @@ class MonitoredExchange final : public Exchange {
   double dead_after_s_;
   double silence_s_ = 0.0;
   std::vector<int> talked_to_;  // every neighbour published to or collected from, ascending
+  Prober prober_;
+  std::vector<std::int64_t> heard_round_;  // this peer's round when each peer was last heard
+  std::int64_t round_ = 0;                 // the round of the last collect
+  double deadline_floor_s_ = 0.0;
+  std::deque<double> round_seconds_;       // durations of the last rounds (collect to collect)
+  double last_collect_ = -1.0;
+  std::chrono::milliseconds last_deadline_{0};
+  /// The deadline for this round (see set_adaptive_deadline).
+  std::chrono::milliseconds round_deadline(std::chrono::milliseconds ceiling) const;
+  /// Whether this peer hears `peer` directly now: its heartbeats, or its round or view lately.
+  bool hears(int peer, const std::optional<std::vector<int>>& heard,
+             const std::vector<int>& cut) const;
   /// The neighbours heard within silence_s_ (nullopt: no silence rule, or no heartbeats).
   std::optional<std::vector<int>> heard_now() const;
   void talked_to(std::span<const int> peers);

@@ -32,7 +32,7 @@ struct HandshakeInfo {
 namespace gossip::wire {
 
 inline constexpr std::uint32_t kMagic = 0x50495347;  // bytes "GSIP" on the wire
-inline constexpr std::uint16_t kVersion = 5;         // frame layout and handshake version
+inline constexpr std::uint16_t kVersion = 6;         // frame layout and handshake version
 inline constexpr std::size_t kHeaderBytes = 32;
 inline constexpr std::size_t kWeightBytes = 8;       // params payload starts with an f64 weight
 inline constexpr std::uint64_t kMaxControlPayload = 64 * 1024;  // hello, ack, error, bye
@@ -148,11 +148,16 @@ std::vector<std::byte> encode_shm_note(const ShmNote& note);
 Decoded<ShmNote> decode_shm_note(std::span<const std::byte> bytes);
 
 /// A membership view on the wire: u32 peer count, then per peer a u32 incarnation and a u8 state
-/// (0 alive, 1 suspected, 2 dead), little-endian.
-std::vector<std::byte> encode_view(std::span<const Member> view);
-/// Refuses a payload whose length does not match its count, a count above `max_peers`, or an
-/// unknown state.
-Decoded<std::vector<Member>> decode_view(std::span<const std::byte> bytes, std::size_t max_peers);
+/// (0 alive, 1 suspected, 2 dead), little-endian; then, only when it carries probes (indirect
+/// ping-req and their acks, see Probe), a u16 count (1 to kMaxProbes) and per probe a u8 kind
+/// (0 request, 1 ack), a u8 ttl (1 to kMaxProbeTtl), u32 origin, u32 target and u32 nonce.
+inline constexpr std::size_t kMaxProbes = gossip::kMaxProbesPerView;
+inline constexpr std::size_t kProbeBytes = 14;
+using gossip::kMaxProbeTtl;
+std::vector<std::byte> encode_view(std::span<const Member> view, std::span<const Probe> probes = {});
+/// Refuses a payload whose length does not match its counts, a count above `max_peers`, an
+/// unknown state, or a probe naming a peer outside the view (PeerView::peer is left -1).
+Decoded<PeerView> decode_view(std::span<const std::byte> bytes, std::size_t max_peers);
 
 std::vector<std::byte> encode_hello(const Hello& hello);
 /// Refuses truncated input, trailing bytes, and over-long run ids or layer lists.

@@ -400,6 +400,7 @@ void read_gossip(const Reader& r, const Node& n, GossipConfig& g) {
       {"period", [&](auto& v, auto& f) { g.period = r.positive_int(v, f, false); }},
       {"max_staleness", [&](auto& v, auto& f) { g.max_staleness = r.positive_int(v, f, true); }},
       {"round_timeout_s", [&](auto& v, auto& f) { g.round_timeout_s = r.positive(v, f, false); }},
+      {"round_timeout_floor_s", [&](auto& v, auto& f) { g.round_timeout_floor_s = r.positive(v, f, true); }},
       {"dead_after_rounds", [&](auto& v, auto& f) { g.dead_after_rounds = r.positive_int(v, f, false); }},
       {"dead_after_s", [&](auto& v, auto& f) { g.dead_after_s = r.positive(v, f, true); }},
       {"suspect_after_s", [&](auto& v, auto& f) { g.suspect_after_s = r.positive(v, f, false); }},

@@ -143,11 +143,18 @@ void Membership::merge(const PeerView& v, std::int64_t round, double now,
   }
 }
 
-void Membership::tick(std::int64_t round, double now) {
-  for (int q = 0; q < static_cast<int>(view_.size()); ++q)
-    if (view_[q].state == MemberState::kSuspect && suspected_at_[q] >= 0 &&
-        round - suspected_at_[q] >= dead_after_ && now - suspected_since_[q] >= dead_after_s_)
-      set(q, Member{view_[q].incarnation, MemberState::kDead}, round, now);
+void Membership::tick(std::int64_t round, double now, const std::vector<int>* hold) {
+  for (int q = 0; q < static_cast<int>(view_.size()); ++q) {
+    if (view_[q].state != MemberState::kSuspect || suspected_at_[q] < 0 ||
+        round - suspected_at_[q] < dead_after_ || now - suspected_since_[q] < dead_after_s_)
+      continue;
+    if (hold && std::find(hold->begin(), hold->end(), q) != hold->end() &&
+        now - suspected_since_[q] < kMaxHeldSuspicion) {
+      ++held_;
+      continue;
+    }
+    set(q, Member{view_[q].incarnation, MemberState::kDead}, round, now);
+  }
 }
 
 std::vector<MemberChange> Membership::take_changes() { return std::exchange(changes_, {}); }
@@ -170,7 +177,8 @@ MonitoredExchange::MonitoredExchange(Exchange& inner, std::int64_t dead_after_ro
                                      double dead_after_s, std::function<double()> clock)
     : inner_(&inner), membership_(inner.size(), inner.rank(), dead_after_rounds, dead_after_s),
       clock_(std::move(clock)), dead_after_rounds_(dead_after_rounds),
-      dead_after_s_(dead_after_s) {
+      dead_after_s_(dead_after_s), prober_(inner.size(), inner.rank()),
+      heard_round_(static_cast<std::size_t>(inner.size()), -1) {
   if (!clock_) {
     const auto t0 = std::chrono::steady_clock::now();
     clock_ = [t0] {
@@ -183,6 +191,10 @@ void MonitoredExchange::restart() {
   membership_ = Membership(inner_->size(), inner_->rank(), dead_after_rounds_, dead_after_s_);
   last_sent_.clear();
   talked_to_.clear();
+  prober_ = Prober(inner_->size(), inner_->rank());
+  std::fill(heard_round_.begin(), heard_round_.end(), -1);
+  round_seconds_.clear();
+  last_collect_ = -1.0;
 }
 
 namespace {
@@ -240,8 +252,9 @@ std::vector<int> MonitoredExchange::before_publish(std::int64_t round,
   std::vector<int> to = without(to_all, cut);
   // The view goes out when it changed, and every kViewRefreshRounds rounds in any case (so a
   // peer that was away, or restarted, learns what the others believe of it).
-  if (membership_.view() != last_sent_ || round % kViewRefreshRounds == 0) {
-    inner_->send_view(membership_.view(), to);
+  if (membership_.view() != last_sent_ || round % kViewRefreshRounds == 0 ||
+      prober_.has_outgoing()) {
+    inner_->send_view(membership_.view(), to, prober_.take_outgoing());
     last_sent_ = membership_.view();
   }
   return to;
@@ -271,11 +284,39 @@ void MonitoredExchange::publish_packet(std::int64_t round, std::span<const std::
   inner_->publish_packet(round, packet, before_publish(round, to_all));
 }
 
+bool MonitoredExchange::hears(int peer, const std::optional<std::vector<int>>& heard,
+                              const std::vector<int>& cut) const {
+  if (std::find(cut.begin(), cut.end(), peer) != cut.end()) return false;
+  if (heard && std::binary_search(heard->begin(), heard->end(), peer)) return true;
+  // Its round or its view came in this round or the one before (all the simulator knows).
+  return heard_round_[peer] >= 0 && heard_round_[peer] >= round_ - 1;
+}
+
 void MonitoredExchange::merge_views(std::int64_t round) {
   const double now = clock_();
   const auto direct = heard_now();
-  for (const PeerView& v : inner_->take_views())
+  const std::vector<int> cut = faults_ ? cut_peers(*faults_, rank(), round) : std::vector<int>{};
+  std::vector<PeerView> views = inner_->take_views();
+  for (const PeerView& v : views)
+    if (v.peer >= 0 && v.peer < size()) heard_round_[v.peer] = round;
+  for (const PeerView& v : views) {
     membership_.merge(v, round, now, direct ? &*direct : nullptr);
+    prober_.receive(v.probes, now, [&](int q) {
+      return std::binary_search(talked_to_.begin(), talked_to_.end(), q) &&
+             hears(q, direct, cut);
+    });
+  }
+}
+
+std::chrono::milliseconds MonitoredExchange::round_deadline(
+    std::chrono::milliseconds ceiling) const {
+  if (deadline_floor_s_ <= 0 || round_seconds_.size() < kDeadlineWarmup) return ceiling;
+  std::vector<double> sorted(round_seconds_.begin(), round_seconds_.end());
+  const std::size_t at = (sorted.size() * 95) / 100;
+  std::nth_element(sorted.begin(), sorted.begin() + static_cast<std::ptrdiff_t>(at), sorted.end());
+  const double seconds = std::max(deadline_floor_s_, kDeadlineFactor * sorted[at]);
+  const auto ms = std::chrono::milliseconds(static_cast<std::int64_t>(seconds * 1000));
+  return std::min(ceiling, ms);
 }
 
 std::vector<Inbox> MonitoredExchange::collect(std::int64_t round, std::span<const int> from_all,
@@ -288,10 +329,21 @@ std::vector<Inbox> MonitoredExchange::collect(std::int64_t round, std::span<cons
   for (int q : membership_.dead()) o.no_wait.push_back(q);
   if (silence_s_ > 0)
     o.silent_after = std::chrono::milliseconds(static_cast<std::int64_t>(silence_s_ * 1000));
+  // The deadline follows the measured round time only where heartbeats tell a slow neighbour
+  // (alive, left out for now) from a stopped one.
+  if (heard_now()) o.deadline = round_deadline(options.deadline);
+  last_deadline_ = o.deadline;
+  round_ = round;
   std::vector<Inbox> got = inner_->collect(round, from, o);
+  for (const Inbox& m : got) heard_round_[m.peer] = round;
   merge_views(round);
   const std::vector<int> ahead = inner_->excused_peers();
   const double now = clock_();
+  if (last_collect_ >= 0) {
+    round_seconds_.push_back(now - last_collect_);
+    if (round_seconds_.size() > kDeadlineWindow) round_seconds_.pop_front();
+  }
+  last_collect_ = now;
   // Silent neighbours (no heartbeat for silence_s_, or the link closed) are suspected at once,
   // in- or out-neighbours alike, without waiting out a round deadline.
   if (const auto heard = heard_now())
@@ -311,7 +363,21 @@ std::vector<Inbox> MonitoredExchange::collect(std::int64_t round, std::span<cons
   }
   for (int p : from_all)
     if (std::find(cut.begin(), cut.end(), p) != cut.end()) membership_.missed(p, round, now);
-  membership_.tick(round, now);
+  // A neighbour we suspect on our own evidence is probed through the others; the ones we hear
+  // directly (heartbeats without rounds: slow, not dead) or that an ack vouched for lately are
+  // not declared dead.
+  const auto direct = heard_now();
+  const double vouch_window = std::max(1.0, 2 * dead_after_s_);
+  std::vector<int> hold;
+  for (int p : talked_to_) {
+    const bool heard_directly = hears(p, direct, cut);
+    if (membership_.view()[p].state == MemberState::kSuspect && !heard_directly)
+      prober_.ask(p, now, std::max(0.25, dead_after_s_ / 2));
+    if (heard_directly && std::find(cut.begin(), cut.end(), p) == cut.end()) hold.push_back(p);
+  }
+  for (int p = 0; p < size(); ++p)
+    if (now - prober_.vouched_at(p) <= vouch_window) hold.push_back(p);
+  membership_.tick(round, now, &hold);
   return got;
 }
 

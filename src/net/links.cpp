@@ -369,8 +369,9 @@ void Links::publish_packet(std::int64_t round, std::span<const std::byte> packet
 }
 
 void Links::send_view(std::shared_ptr<const std::vector<std::byte>> frame,
+                      std::shared_ptr<const std::vector<std::byte>> heartbeat,
                       const std::vector<int>& to) {
-  last_view_ = frame;
+  last_view_ = std::move(heartbeat);
   for (int p : to)
     if (Link& l = *links_[p]; l.session && l.session->established() && !l.session->closed()) {
       l.session->send_view(frame);

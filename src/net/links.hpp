@@ -36,8 +36,11 @@ class Links final : public Hub {
   /// Sends one packet frame (header + the caller's bytes, always over TCP) to each of `to`.
   void publish_packet(std::int64_t round, std::span<const std::byte> packet,
                       const std::vector<int>& to);
-  /// Sends a view frame (encoded once) to each of `to` whose link is up.
-  void send_view(std::shared_ptr<const std::vector<std::byte>> frame, const std::vector<int>& to);
+  /// Sends a view frame (encoded once) to each of `to` whose link is up; `heartbeat` (the same
+  /// view without probes) is what idle links get again later.
+  void send_view(std::shared_ptr<const std::vector<std::byte>> frame,
+                 std::shared_ptr<const std::vector<std::byte>> heartbeat,
+                 const std::vector<int>& to);
   /// Bye to every neighbour, stop accepting and dialling. run() returns once the byes are out.
   void shutdown();
 

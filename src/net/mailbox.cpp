@@ -13,6 +13,8 @@ namespace {
 // The I/O thread ticks every 100 ms (Links' heartbeat timer): this long without a tick, this
 // process was stopped or starved.
 constexpr std::chrono::milliseconds kIoStall{500};
+// Probes held per neighbour until the training thread takes them (a view carries at most 64).
+constexpr std::size_t kMaxProbesHeld = 256;
 }  // namespace
 
 const char* link_state_name(LinkState s) {
@@ -92,9 +94,12 @@ void Mailboxes::deliver(int peer, Message message) {
   if (!dropped.empty()) log_(dropped);
 }
 
-void Mailboxes::deliver_view(int peer, std::vector<Member> view) {
+void Mailboxes::deliver_view(int peer, PeerView view) {
   std::lock_guard lk(mu_);
-  box(peer).view = std::move(view);
+  Box& b = box(peer);
+  b.view = std::move(view.members);
+  for (const Probe& p : view.probes)
+    if (b.probes.size() < kMaxProbesHeld) b.probes.push_back(p);
 }
 
 std::vector<PeerView> Mailboxes::take_views() {
@@ -102,7 +107,7 @@ std::vector<PeerView> Mailboxes::take_views() {
   std::vector<PeerView> out;
   for (int p : neighbours_)
     if (auto& v = box(p).view) {
-      out.push_back(PeerView{p, std::move(*v)});
+      out.push_back(PeerView{p, std::move(*v), std::exchange(box(p).probes, {})});
       v.reset();
     }
   return out;

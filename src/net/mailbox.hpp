@@ -62,8 +62,10 @@ class Mailboxes {
   /// Sets `to` only if the link is in `from`; true if it was.
   bool transition(int peer, LinkState from, LinkState to);
   void send_done(std::size_t count = 1);
-  /// Keeps `peer`'s newest membership view (replacing an older one not yet taken).
-  void deliver_view(int peer, std::vector<Member> view);
+  /// Keeps `peer`'s newest membership view (replacing an older one not yet taken) and adds the
+  /// probes it carried to those not yet taken (at most wire::kMaxProbes per neighbour; more are
+  /// dropped).
+  void deliver_view(int peer, PeerView view);
   /// The I/O thread hit an unexpected exception: every later call on the caller side throws.
   void fail(const std::string& what);
   /// Something arrived from `peer` (any frame, or part of one): it is not silent. `running`:
@@ -114,6 +116,7 @@ class Mailboxes {
     std::optional<Message> held;      // returned by the last collect; spans point into it
     std::vector<std::vector<float>> pool;
     std::optional<std::vector<Member>> view;  // the newest view not yet taken
+    std::vector<Probe> probes;                // the probes that came with views, not yet taken
     std::uint64_t dropped = 0;                // rounds dropped for being too far ahead
     bool left = false;                        // said bye: finished, not dead
     std::chrono::steady_clock::time_point last_heard = std::chrono::steady_clock::now();

@@ -188,16 +188,22 @@ std::vector<Inbox> NetExchange::collect(std::int64_t round, std::span<const int>
 
 std::vector<int> NetExchange::dead_peers() const { return impl_->mail().dead_peers(); }
 
-void NetExchange::send_view(std::span<const Member> view, std::span<const int> to) {
+void NetExchange::send_view(std::span<const Member> view, std::span<const int> to,
+                            std::span<const Probe> probes) {
   std::vector<int> targets;
   for (int p : to)
     if (impl_->mail().is_neighbour(p)) targets.push_back(p);
   if (targets.empty()) return;
-  auto frame = std::make_shared<const std::vector<std::byte>>(wire::encode_frame(
-      wire::FrameType::kView, static_cast<std::uint32_t>(rank()), 0, wire::encode_view(view)));
-  impl_->post([this, frame = std::move(frame), targets = std::move(targets)] {
-    impl_->links().send_view(frame, targets);
-  });
+  auto encode = [&](std::span<const Probe> with) {
+    return std::make_shared<const std::vector<std::byte>>(
+        wire::encode_frame(wire::FrameType::kView, static_cast<std::uint32_t>(rank()), 0,
+                           wire::encode_view(view, with)));
+  };
+  // The heartbeat repeats the view alone: a probe goes out once.
+  auto frame = encode(probes);
+  auto plain = probes.empty() ? frame : encode({});
+  impl_->post([this, frame = std::move(frame), plain = std::move(plain),
+               targets = std::move(targets)] { impl_->links().send_view(frame, plain, targets); });
 }
 
 std::vector<PeerView> NetExchange::take_views() { return impl_->mail().take_views(); }

@@ -111,6 +111,7 @@ int run_peer(const RunConfig& config, const Topology& topology, const PeerOption
                              config.gossip.dead_after_seconds());
   exchange.set_faults(&config.faults);
   exchange.set_silence(config.gossip.suspect_after_s);
+  exchange.set_adaptive_deadline(config.gossip.round_timeout_floor_s);
   events.emit(ReadyEvent{rank, since(t0), n, opt.config_path});
 
   auto algorithm =

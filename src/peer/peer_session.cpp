@@ -112,6 +112,7 @@ struct PeerSession::Impl {
                                                    config.gossip.dead_after_seconds());
     exchange->set_faults(&config.faults);
     exchange->set_silence(config.gossip.suspect_after_s);
+    exchange->set_adaptive_deadline(config.gossip.round_timeout_floor_s);
     events.emit(ReadyEvent{rank, since(t0), topology.n(), opt.config_path});
     algorithm = make_algorithm(learner, *exchange, topology, config.gossip, config.train.seed);
     watch = std::make_unique<Watch>(topology, rank, *exchange, events, t0);

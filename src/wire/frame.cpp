@@ -366,19 +366,31 @@ Decoded<Frame> decode_frame(std::span<const std::byte> bytes, std::uint64_t max_
 
 namespace gossip::wire {
 
-std::vector<std::byte> encode_view(std::span<const Member> view) {
-  std::vector<std::byte> out(4 + 5 * view.size());
+std::vector<std::byte> encode_view(std::span<const Member> view, std::span<const Probe> probes) {
+  GOSSIP_CHECK_MSG(probes.size() <= kMaxProbes, "view with ", probes.size(), " probes, at most ",
+                   kMaxProbes);
+  const std::size_t members = 4 + 5 * view.size();
+  std::vector<std::byte> out(members + (probes.empty() ? 0 : 2 + kProbeBytes * probes.size()));
   put<std::uint32_t>(&out[0], static_cast<std::uint32_t>(view.size()));
   for (std::size_t i = 0; i < view.size(); ++i) {
     put<std::uint32_t>(&out[4 + 5 * i], view[i].incarnation);
     put<std::uint8_t>(&out[8 + 5 * i], static_cast<std::uint8_t>(view[i].state));
   }
+  if (probes.empty()) return out;
+  put<std::uint16_t>(&out[members], static_cast<std::uint16_t>(probes.size()));
+  for (std::size_t i = 0; i < probes.size(); ++i) {
+    std::byte* at = &out[members + 2 + kProbeBytes * i];
+    put<std::uint8_t>(at, static_cast<std::uint8_t>(probes[i].kind));
+    put<std::uint8_t>(at + 1, probes[i].ttl);
+    put<std::uint32_t>(at + 2, probes[i].origin);
+    put<std::uint32_t>(at + 6, probes[i].target);
+    put<std::uint32_t>(at + 10, probes[i].nonce);
+  }
   return out;
 }
 
-Decoded<std::vector<Member>> decode_view(std::span<const std::byte> bytes,
-                                         std::size_t max_peers) {
-  Decoded<std::vector<Member>> d;
+Decoded<PeerView> decode_view(std::span<const std::byte> bytes, std::size_t max_peers) {
+  Decoded<PeerView> d;
   if (bytes.size() < 4) {
     d.error = cat("view of ", bytes.size(), " bytes is shorter than its count");
     return d;
@@ -388,19 +400,47 @@ Decoded<std::vector<Member>> decode_view(std::span<const std::byte> bytes,
     d.error = cat("view of ", n, " peers, but the run has ", max_peers);
     return d;
   }
-  if (bytes.size() != 4 + 5 * static_cast<std::size_t>(n)) {
-    d.error = cat("view of ", n, " peers must be ", 4 + 5 * static_cast<std::size_t>(n),
-                  " bytes, not ", bytes.size());
+  const std::size_t members = 4 + 5 * static_cast<std::size_t>(n);
+  if (bytes.size() < members || bytes.size() == members + 1) {
+    d.error = cat("view of ", n, " peers must be ", members, " bytes (and its probes), not ",
+                  bytes.size());
     return d;
   }
-  std::vector<Member> view(n);
+  PeerView view;
+  view.members.resize(n);
   for (std::size_t i = 0; i < n; ++i) {
     const auto state = get<std::uint8_t>(&bytes[8 + 5 * i]);
     if (state > static_cast<std::uint8_t>(MemberState::kDead)) {
       d.error = cat("view entry ", i, " has unknown state ", static_cast<int>(state));
       return d;
     }
-    view[i] = Member{get<std::uint32_t>(&bytes[4 + 5 * i]), static_cast<MemberState>(state)};
+    view.members[i] = Member{get<std::uint32_t>(&bytes[4 + 5 * i]), static_cast<MemberState>(state)};
+  }
+  if (bytes.size() > members) {
+    const std::size_t count = get<std::uint16_t>(&bytes[members]);
+    if (count == 0 || count > kMaxProbes) {
+      d.error = cat("view carries ", count, " probes (1 to ", kMaxProbes, " when present)");
+      return d;
+    }
+    if (bytes.size() != members + 2 + kProbeBytes * count) {
+      d.error = cat("view of ", n, " peers with ", count, " probes must be ",
+                    members + 2 + kProbeBytes * count, " bytes, not ", bytes.size());
+      return d;
+    }
+    for (std::size_t i = 0; i < count; ++i) {
+      const std::byte* at = &bytes[members + 2 + kProbeBytes * i];
+      Probe p{static_cast<ProbeKind>(get<std::uint8_t>(at)), get<std::uint8_t>(at + 1),
+              get<std::uint32_t>(at + 2), get<std::uint32_t>(at + 6), get<std::uint32_t>(at + 10)};
+      const auto kind = get<std::uint8_t>(at);
+      if (kind > static_cast<std::uint8_t>(ProbeKind::kAck) || p.ttl == 0 ||
+          p.ttl > kMaxProbeTtl || p.origin >= n || p.target >= n || p.origin == p.target) {
+        d.error = cat("view probe ", i, " is malformed (kind ", static_cast<int>(kind), ", ttl ",
+                      static_cast<int>(p.ttl), ", origin ", p.origin, ", target ", p.target,
+                      ", of ", n, " peers)");
+        return d;
+      }
+      view.probes.push_back(p);
+    }
   }
   d.value = std::move(view);
   return d;
