@@ -9,6 +9,10 @@ local step, averages its parameters with its graph neighbours through gossip's C
     mpirun -np 8 env GOSSIP_CONFIG=configs/torch-quickstart.yaml python3 examples/torch_fmnist.py
 
 or alone, without gossip, for a reference: python3 examples/torch_fmnist.py --single CONFIG.
+The reference takes, each step, the batch all the peers take together in one round (train.batch
+times the topology's peers: what synchronous SGD over the same peers, e.g. an all-reduce, does),
+over the whole training set, with the same learning rate and schedule; add --local-batch to take
+train.batch alone instead.
 
 Every train.checkpoint_every rounds the wrapper saves the model, the SGD momentum and the gossip
 state in each peer's checkpoint; `gossip run --resume runs/torch` (after Ctrl-C, a crash or
@@ -66,8 +70,10 @@ def train(config, shard, peer=None):
     x_test, y_test = tensors(config["test_images"], config["test_labels"])
     batch, epochs = config["batch"], config["epochs"]
     steps_per_epoch = math.ceil(len(shard) / batch) if shard is not None else 0
-    rounds = math.ceil(epochs * steps_per_epoch / config["period"])
-    sgd = torch.optim.SGD(model.parameters(), lr=config["lr"], momentum=config["momentum"])
+    total = math.ceil(epochs * steps_per_epoch - 1e-9)  # steps, as gossip plans its rounds
+    rounds = math.ceil(total / config["period"])
+    sgd = torch.optim.SGD(model.parameters(), lr=config["lr"], momentum=config["momentum"],
+                          weight_decay=config["weight_decay"])
     opt = sgd
     if peer is not None:
         opt = gossip.torch.DecentralizedOptimizer(
@@ -84,15 +90,20 @@ def train(config, shard, peer=None):
         order = torch.randperm(len(x), generator=gen)  # drawn for skipped epochs too
         losses = []
         for k, i in enumerate(range(0, len(x), batch)):
-            if epoch * steps_per_epoch + k < start:
+            step = epoch * steps_per_epoch + k
+            if step >= total:  # a fractional last epoch ends early
+                break
+            if step < start:
                 continue
             idx = order[i:i + batch]
+            for group in sgd.param_groups:  # optimizer.schedule, as gossip's own trainer has it
+                group["lr"] = gossip.learning_rate(config, epoch + k / steps_per_epoch)
             opt.zero_grad()
             loss = F.cross_entropy(model(x[idx]), y[idx])
             loss.backward()
             opt.step()
             losses.append(loss.item())
-            last = k == steps_per_epoch - 1
+            last = k == steps_per_epoch - 1 or step == total - 1
             if last or (k + 1) % max(1, steps_per_epoch // evals) == 0 and \
                     (k + 1) // max(1, steps_per_epoch // evals) < evals:
                 test_loss, acc = evaluate(model, x_test, y_test)
@@ -107,10 +118,18 @@ def train(config, shard, peer=None):
 
 
 def main():
-    if len(sys.argv) == 3 and sys.argv[1] == "--single":
+    if len(sys.argv) in (3, 4) and sys.argv[1] == "--single":
         # The reference: the same script, one process, the whole training set, no gossip.
         config = gossip._gossip.peer_config([sys.argv[2], "--rank", "0"])
+        if sys.argv[3:] == ["--local-batch"]:
+            pass
+        elif sys.argv[3:]:
+            sys.exit(f"usage: {sys.argv[0]} --single CONFIG [--local-batch]")
+        else:
+            config["batch"] *= config["size"]
         n = config["limit_train"] or 60000
+        print(f"single process: batch {config['batch']}, learning rate {config['lr']} "
+              f"({config['schedule']}), {config['epochs']} epochs", file=sys.stderr)
         _, acc = train(config, torch.arange(n))
         print(f"single process: test accuracy {acc:.4f}")
         return

@@ -22,6 +22,7 @@
 #include "gossip/report.hpp"
 #include "gossip/sim.hpp"
 #include "gossip/topology.hpp"
+#include "gossip/train.hpp"
 #include "src/cli/peer_setup.hpp"
 
 namespace py = pybind11;
@@ -80,6 +81,12 @@ py::dict config_dict(const RunConfig& c) {
   d["seed"] = c.train.seed;
   d["lr"] = c.optimizer.lr;
   d["momentum"] = c.optimizer.momentum;
+  d["weight_decay"] = c.optimizer.weight_decay;
+  d["schedule"] = c.optimizer.schedule;
+  d["warmup_epochs"] = c.optimizer.warmup_epochs;
+  d["min_lr"] = c.optimizer.min_lr;
+  d["step_epochs"] = c.optimizer.step_epochs;
+  d["gamma"] = c.optimizer.gamma;
   d["threads"] = c.train.threads;
   d["evals_per_epoch"] = c.train.evals_per_epoch;
   d["algorithm"] = c.gossip.algorithm;
@@ -247,6 +254,18 @@ PYBIND11_MODULE(_gossip, m) {
     d["size"] = s.topology->n();
     return d;
   }, "The run config's values a script needs, from gossip peer's arguments (no peer made)");
+  m.def("learning_rate", [](const py::dict& config, double epoch) {
+    OptimizerConfig o;
+    o.lr = config["lr"].cast<double>();
+    o.schedule = config["schedule"].cast<std::string>();
+    o.warmup_epochs = config["warmup_epochs"].cast<double>();
+    o.min_lr = config["min_lr"].cast<double>();
+    o.step_epochs = config["step_epochs"].cast<double>();
+    o.gamma = config["gamma"].cast<double>();
+    return learning_rate(o, epoch, config["epochs"].cast<double>());
+  }, py::arg("config"), py::arg("epoch"),
+     "optimizer.lr under optimizer.schedule (constant, step, cosine; warm-up) at `epoch` "
+     "(fractional) of train.epochs: the schedule gossip peer's own trainer follows");
   m.def("topology_report", [](const std::string& file) {
     auto [json, code] = topology_json(file);
     return py::make_tuple(json, code);

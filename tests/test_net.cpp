@@ -31,6 +31,7 @@
 #include "src/net/shm.hpp"
 #include "src/net/socket.hpp"
 #include "gossip/checkpoint.hpp"
+#include "gossip/monitor.hpp"
 #include "gossip/wire.hpp"
 #include "tests/tls_client.hpp"
 
@@ -1401,4 +1402,77 @@ TEST_CASE("a connection keeps at most 64 KB of a frame unsent in the kernel", "[
   CHECK(before != 64 * 1024);
   net::set_socket_options(client, 1 << 20);
   CHECK(lowat(client) == 64 * 1024);
+}
+
+TEST_CASE("a neighbour that heartbeats but stops sending rounds is left out after the measured "
+          "deadline, suspected and not declared dead, and refutes when it goes on",
+          "[net][membership]") {
+  // A triangle over TLS, each peer's exchange monitored as in gossip peer: 1 s of silence
+  // suspects, a suspicion held 3 rounds and 0.2 s is a death, the round deadline follows the
+  // measured rounds with a 0.3 s floor. Peer 2 stops
+  // running rounds for 4 s at round 30 (its I/O thread still heartbeats): a slow peer, not a
+  // stopped one.
+  constexpr int kPeers = 3, kRounds = 130, kStallAt = 30;
+  constexpr std::size_t kParams = 1000;
+  Cluster cluster(kPeers);
+  LogSink log;
+  struct Seen {
+    double longest_wait = 0, after_stall = 0;  // seconds
+    bool suspected_2 = false, dead_2 = false;
+    std::uint64_t held = 0;
+    std::uint32_t own_incarnation = 0;
+    std::chrono::milliseconds deadline{0};
+  };
+  std::vector<Seen> seen(kPeers);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < kPeers; ++r) {
+    std::vector<int> nbrs;
+    for (int q = 0; q < kPeers; ++q)
+      if (q != r) nbrs.push_back(q);
+    threads.emplace_back([&, r, nbrs, config = cluster.config(r, nbrs, kParams, log),
+                          listener = std::move(cluster.listeners[r])]() mutable {
+      std::vector<float> mine(kParams, static_cast<float>(r));
+      NetExchange net(std::move(config), std::move(listener));
+      MonitoredExchange ex(net, 3, 0.2);
+      ex.set_silence(1.0);
+      ex.set_adaptive_deadline(0.3);
+      Seen& s = seen[r];
+      std::chrono::steady_clock::time_point stall_start{};
+      for (int round = 0; round < kRounds; ++round) {
+        if (r == 2 && round == kStallAt) std::this_thread::sleep_for(4s);
+        if (round == kStallAt) stall_start = std::chrono::steady_clock::now();
+        ex.publish(round, mine, 1.0, nbrs);
+        const auto t0 = std::chrono::steady_clock::now();
+        ex.collect(round, nbrs, collect_options(CollectMode::kSync, 0, 30s));
+        const double waited =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        if (round >= kStallAt) s.longest_wait = std::max(s.longest_wait, waited);
+        if (round == kStallAt) s.deadline = ex.last_deadline();
+        for (const auto& c : ex.membership().take_changes()) {
+          s.suspected_2 |= c.peer == 2 && c.event == "suspect";
+          s.dead_2 |= c.peer == 2 && c.event == "dead";
+        }
+        std::this_thread::sleep_for(5ms);
+      }
+      s.after_stall =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - stall_start).count();
+      s.held = ex.membership().held_deaths();
+      s.own_incarnation = ex.membership().view()[r].incarnation;
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r : {0, 1}) {
+    INFO("peer " << r);
+    // The deadline came from the measured rounds (a few ms each): the 0.3 s floor, not 30 s.
+    CHECK(seen[r].deadline == 300ms);
+    CHECK(seen[r].longest_wait >= 0.25);
+    CHECK(seen[r].longest_wait < 2.0);
+    // The others went on: their last 100 rounds took less than peer 2's 4 s stall.
+    CHECK(seen[r].after_stall < 3.5);
+    CHECK(seen[r].suspected_2);
+    CHECK_FALSE(seen[r].dead_2);  // it heartbeats: slow, not dead
+    CHECK(seen[r].held > 0);
+  }
+  // Peer 2, back, found itself suspected in their views and refuted it.
+  CHECK(seen[2].own_incarnation >= 1);
 }

@@ -22,7 +22,14 @@ import sys
 
 from . import _gossip
 
-__all__ = ["Peer", "topology", "sim", "load_idx"]
+__all__ = ["Peer", "topology", "sim", "load_idx", "learning_rate"]
+
+
+def learning_rate(config, epoch):
+    """The learning rate gossip's own trainer uses at `epoch` (fractional, from 0) for a config
+    dict such as Peer.config: optimizer.lr under optimizer.schedule (constant, step or cosine to
+    min_lr at train.epochs) with its linear warm-up."""
+    return _gossip.learning_rate(config, float(epoch))
 
 
 def load_idx(images, labels, classes=10):
