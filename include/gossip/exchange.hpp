@@ -143,7 +143,8 @@ class Exchange {
   virtual std::vector<PeerView> take_views() { return {}; }
   /// Peers the last collect() left out for a reason other than silence: what they had sent was
   /// for a later round than the one asked for (alive, and ahead of this peer: a synchronous run
-  /// that fell behind), or they said goodbye (finished, or stopped on purpose).
+  /// that fell behind), or they said goodbye (finished, or stopped on purpose), or this process was
+  /// itself stopped or starved while it waited for them (their silence is its own).
   virtual std::vector<int> excused_peers() const { return {}; }
   /// The newest message any of `from` has sent that is waiting here (the lowest peer id among
   /// those of that round), without taking it; nullopt when none waits. A peer that finds itself

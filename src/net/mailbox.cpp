@@ -349,6 +349,10 @@ std::vector<Inbox> Mailboxes::collect(std::int64_t round, std::span<const int> f
   } else {
     cv_.wait_until(lk, deadline, all_ready);
   }
+  // A deadline that ran out while this process itself was stopped or starved (it woke to find
+  // it past) is the process's fault, not the neighbours': those it was waiting for are excused,
+  // not missed (Lifeguard's local health), and the next rounds find them ahead.
+  const bool own_stall = !all_ready() && (io_stalled() || in_grace());
   // The caller may reuse its published buffer once we return: wait for those sends (each one
   // is bounded by the per-write deadline on the I/O thread).
   cv_.wait(lk, [&] { return pending_sends_ == 0 || !failure_.empty(); });
@@ -366,7 +370,7 @@ std::vector<Inbox> Mailboxes::collect(std::int64_t round, std::span<const int> f
     take(b, round, options);
     if (b.held) {
       out.push_back(Inbox{p, b.held->round, b.held->params, b.held->weight, b.held->packet});
-    } else if (is_ahead || b.left) {
+    } else if (is_ahead || b.left || own_stall) {
       excused_.push_back(p);
     } else if (b.state != LinkState::kGone && b.state != LinkState::kDown && waited(p)) {
       missed.push_back(cat("net[", rank_, "]: round ", round, ": nothing from peer ", p,
