@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <mutex>
 #include <numeric>
 
 #include "gossip/core.hpp"
@@ -296,6 +297,49 @@ void check_peers(const RunConfig& config, const Topology& topology) {
 }
 
 /// Median wall seconds of a few local steps of a throw-away trainer (when sim.step_ms is 0).
+/// Evaluators for the peers' models: one Trainer sized for the evaluation batch per worker
+/// thread (taken from a free list while a task runs), and one for the average model.
+class Evaluators {
+ public:
+  Evaluators(Backend& backend, const RunConfig& config, const DataSets& data, int threads)
+      : data_(&data), average_(backend, config, data.train, {0}, 0) {
+    for (int i = 0; i < threads; ++i) {
+      all_.push_back(std::make_unique<Trainer>(backend, config, data.train,
+                                               std::vector<std::int64_t>{0}, 0));
+      free_.push_back(static_cast<std::size_t>(i));
+    }
+    host_.resize(all_.size());
+  }
+  Trainer& average() { return average_; }
+  /// `peer`'s model (its parameters as they are) on the test set's first `limit` samples
+  /// (0: all), on a free evaluator: what peer.evaluate(test, limit) gives, bit for bit.
+  Evaluation evaluate(const Trainer& peer, std::int64_t limit) {
+    std::size_t slot = 0;
+    {
+      std::lock_guard lk(mu_);
+      GOSSIP_CHECK_MSG(!free_.empty(), "sim: more evaluations at once than worker threads");
+      slot = free_.back();
+      free_.pop_back();
+    }
+    std::vector<float>& host = host_[slot];
+    host.resize(static_cast<std::size_t>(peer.num_params()));
+    peer.download_params(host);
+    all_[slot]->upload_params(host);
+    const Evaluation e = all_[slot]->evaluate(data_->test, limit);
+    std::lock_guard lk(mu_);
+    free_.push_back(slot);
+    return e;
+  }
+
+ private:
+  const DataSets* data_;
+  Trainer average_;
+  std::vector<std::unique_ptr<Trainer>> all_;
+  std::vector<std::vector<float>> host_;  // each evaluator's staging copy of a peer's model
+  std::vector<std::size_t> free_;
+  std::mutex mu_;
+};
+
 double measure_step_seconds(Backend& backend, const RunConfig& config, const DataSets& data,
                             const std::vector<std::int64_t>& shard) {
   Trainer probe(backend, config, data.train, shard, 0);
@@ -318,15 +362,21 @@ SimResult simulate(const RunConfig& config, const Topology& topology, const Data
   const int n = topology.n();
   auto backend = sim_backend(config);
   const auto shards = shard_for(config, data.train, n);
+  // A virtual peer only trains: its model's buffers are sized for a training batch. The test
+  // set is evaluated by one evaluator per worker thread (each takes a peer's parameters in
+  // turn), so the evaluation batch's activations are not held once per peer.
+  RunConfig train_only = config;
+  train_only.train.eval_batch = config.train.batch;
   std::vector<std::unique_ptr<Trainer>> trainers;
   std::vector<Learner> learners;
   for (int p = 0; p < n; ++p) {
-    trainers.push_back(std::make_unique<Trainer>(*backend, config, data.train, shards[p], p,
+    trainers.push_back(std::make_unique<Trainer>(*backend, train_only, data.train, shards[p], p,
                                                  balance_for(config, shards, p)));
     learners.push_back(learner_for(*trainers.back()));
   }
-  Trainer evaluator(*backend, config, data.train, {0}, 0);  // holds the average model
   Swarm swarm(config, topology, std::move(learners));
+  Evaluators evaluators(*backend, config, data, swarm.pool().threads() + 1);
+  Trainer& evaluator = evaluators.average();  // holds the average model
   const double step_s = config.sim.step_ms > 0
                             ? config.sim.step_ms / 1000.0
                             : measure_step_seconds(*backend, config, data, shards[0]);
@@ -356,7 +406,7 @@ SimResult simulate(const RunConfig& config, const Topology& topology, const Data
       // The last evaluation takes every peer on the average model's samples, so the final
       // accuracies of the peers and of the average compare directly.
       const std::int64_t limit = round >= plan.rounds ? config.train.eval_limit : peer_limit;
-      e.peers[k].test_accuracy = trainers[k]->evaluate(data.test, limit).accuracy;
+      e.peers[k].test_accuracy = evaluators.evaluate(*trainers[k], limit).accuracy;
       stepped[k] = swarm.algorithm(k).stepped();
       e.peers[k].train_loss = swarm.algorithm(k).take_train_loss();
     });

@@ -55,6 +55,7 @@ struct TempDir {
     fs::create_directories(path);
   }
   ~TempDir() {
+    if (std::getenv("GOSSIP_TEST_KEEP")) return;  // to look at a failed run's files
     std::error_code ec;
     fs::remove_all(path, ec);
   }
@@ -1573,7 +1574,8 @@ TEST_CASE("a peer paused past the timeout is suspected, refutes it when it wakes
   TempDir t;
   // The neighbours wait one round_timeout_s (1 s) for it, suspect it and stop waiting; a death
   // would take 20 s more, and the pause ends before that.
-  const auto cfg = write_fault_config(t.path, 4, 60, "dead_after_s: 20",
+  // 150 epochs (about 10 s here): the others are still running when it wakes.
+  const auto cfg = write_fault_config(t.path, 4, 150, "dead_after_s: 20",
                                       "  - {round: 50, pause: [1], seconds: 3}\n");
   {
     std::string text = read_file(cfg);

@@ -265,6 +265,7 @@ class MonitoredExchange final : public Exchange {
   static constexpr double kDeadlineFactor = 8.0;
   static constexpr std::size_t kDeadlineWindow = 64;
   static constexpr std::size_t kDeadlineWarmup = 16;
+  static constexpr std::int64_t kOwnStallSlackMs = 1000;
   /// What the transport saw that the record should say (identity conflicts), since last call.
   std::vector<TransportAlert> take_alerts() override { return inner_->take_alerts(); }
   std::optional<std::vector<int>> heard_within(double seconds) const override {

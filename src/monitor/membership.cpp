@@ -334,7 +334,14 @@ std::vector<Inbox> MonitoredExchange::collect(std::int64_t round, std::span<cons
   if (heard_now()) o.deadline = round_deadline(options.deadline);
   last_deadline_ = o.deadline;
   round_ = round;
+  const auto waited_from = std::chrono::steady_clock::now();
   std::vector<Inbox> got = inner_->collect(round, from, o);
+  // A collect that outlasted its deadline by far more than the transport's wait slices was
+  // itself stopped (SIGSTOP, a frozen VM): what it missed meanwhile says nothing about the
+  // neighbours (Lifeguard's local health), so nobody is suspected for this round.
+  const bool own_stall =
+      heard_now() && std::chrono::steady_clock::now() - waited_from >
+                         o.deadline + std::chrono::milliseconds(kOwnStallSlackMs);
   for (const Inbox& m : got) heard_round_[m.peer] = round;
   merge_views(round);
   const std::vector<int> ahead = inner_->excused_peers();
@@ -358,7 +365,8 @@ std::vector<Inbox> MonitoredExchange::collect(std::int64_t round, std::span<cons
     // Silent: waited for, and nothing came (neither this round nor a later one). A peer not
     // waited for (suspected or dead when the round began) is judged by its views, not this.
     const bool waited = std::find(o.no_wait.begin(), o.no_wait.end(), p) == o.no_wait.end();
-    if (!heard && waited && std::find(ahead.begin(), ahead.end(), p) == ahead.end())
+    if (!heard && waited && !own_stall &&
+        std::find(ahead.begin(), ahead.end(), p) == ahead.end())
       membership_.missed(p, round, now);
   }
   for (int p : from_all)

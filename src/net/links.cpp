@@ -209,11 +209,14 @@ std::string Links::identity_conflict(int peer, const Session& s) {
   // The link we have is live (it is up and we heard from it within the silence bound): a second
   // connection with the same certificate is someone else holding that identity, or a copy of
   // the peer started twice. The first stays. (A restarted peer's old connection is closed, or
-  // falls silent, so its new one is taken.)
+  // falls silent, so its new one is taken; and when this process was itself stopped, the link
+  // that carried nothing meanwhile is taken for closed, as is any link in the grace after such a
+  // stop: the neighbour closed it on us and redials, before we have read its close.)
   const double silent_s = static_cast<double>(config_.timeouts.silent.count()) / 1000.0;
   if (!l.session || !l.session->established() || l.session->closed() ||
-      mail_.state(peer) != LinkState::kUp ||
-      (silent_s > 0 && mail_.silent_for(peer) >= silent_s))
+      mail_.state(peer) != LinkState::kUp || mail_.recovering() ||
+      (silent_s > 0 && (mail_.silent_for(peer) >= silent_s ||
+                        mail_.frame_silence(peer) >= silent_s)))
     return {};
   ++l.conflicts;
   const std::string why =

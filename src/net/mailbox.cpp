@@ -163,7 +163,7 @@ bool Mailboxes::transition(int peer, LinkState from, LinkState to) {
 
 void Mailboxes::heard(int peer, bool running) {
   std::lock_guard lk(mu_);
-  box(peer).last_heard = std::chrono::steady_clock::now();
+  box(peer).last_heard = box(peer).last_frame = std::chrono::steady_clock::now();
   if (running) box(peer).heard_since_up = true;
 }
 
@@ -189,6 +189,18 @@ void Mailboxes::excuse_silence(std::chrono::milliseconds grace) {
     grace_until_ = now + grace;
   }
   cv_.notify_all();
+}
+
+bool Mailboxes::recovering() const {
+  std::lock_guard lk(mu_);
+  return io_stalled() || in_grace();
+}
+
+double Mailboxes::frame_silence(int peer) const {
+  std::lock_guard lk(mu_);
+  const Box& b = box(peer);
+  if (!b.heard_since_up) return 0.0;
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - b.last_frame).count();
 }
 
 double Mailboxes::silent_for(int peer) const {
@@ -349,10 +361,6 @@ std::vector<Inbox> Mailboxes::collect(std::int64_t round, std::span<const int> f
   } else {
     cv_.wait_until(lk, deadline, all_ready);
   }
-  // A deadline that ran out while this process itself was stopped or starved (it woke to find
-  // it past) is the process's fault, not the neighbours': those it was waiting for are excused,
-  // not missed (Lifeguard's local health), and the next rounds find them ahead.
-  const bool own_stall = !all_ready() && (io_stalled() || in_grace());
   // The caller may reuse its published buffer once we return: wait for those sends (each one
   // is bounded by the per-write deadline on the I/O thread).
   cv_.wait(lk, [&] { return pending_sends_ == 0 || !failure_.empty(); });
@@ -370,7 +378,7 @@ std::vector<Inbox> Mailboxes::collect(std::int64_t round, std::span<const int> f
     take(b, round, options);
     if (b.held) {
       out.push_back(Inbox{p, b.held->round, b.held->params, b.held->weight, b.held->packet});
-    } else if (is_ahead || b.left || own_stall) {
+    } else if (is_ahead || b.left) {
       excused_.push_back(p);
     } else if (b.state != LinkState::kGone && b.state != LinkState::kDown && waited(p)) {
       missed.push_back(cat("net[", rank_, "]: round ", round, ": nothing from peer ", p,

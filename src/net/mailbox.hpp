@@ -84,6 +84,12 @@ class Mailboxes {
   void io_tick();
   /// Seconds since anything came from `peer` (I/O thread or caller).
   double silent_for(int peer) const;
+  /// The same, on the clock that this process's own stalls do not reset (excuse_silence): how
+  /// long the link has really carried nothing (0 while the neighbour is still setting up).
+  double frame_silence(int peer) const;
+  /// This process was itself stopped or starved just now (its I/O thread is behind, or within
+  /// the grace after it): what its links look like says little.
+  bool recovering() const;
 
   // --- caller thread -------------------------------------------------------------------------
   /// Counts sends that publish() has handed to the I/O thread.
@@ -120,6 +126,7 @@ class Mailboxes {
     std::uint64_t dropped = 0;                // rounds dropped for being too far ahead
     bool left = false;                        // said bye: finished, not dead
     std::chrono::steady_clock::time_point last_heard = std::chrono::steady_clock::now();
+    std::chrono::steady_clock::time_point last_frame = std::chrono::steady_clock::now();
     // A frame of a peer running its rounds (a view, parameters) came over the current link:
     // until then the neighbour is setting up (loading its data, waiting for its other links,
     // building its model) and its silence means nothing.
