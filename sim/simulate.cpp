@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <mutex>
 #include <numeric>
 
@@ -297,6 +298,11 @@ void check_peers(const RunConfig& config, const Topology& topology) {
 }
 
 /// Median wall seconds of a few local steps of a throw-away trainer (when sim.step_ms is 0).
+/// With sim.eval_peers, the last evaluation screens every peer's model on kScreenSamples test
+/// samples and evaluates the kScreenLowest lowest of them in full too.
+constexpr std::int64_t kScreenSamples = 1000;
+constexpr std::size_t kScreenLowest = 8;
+
 /// Evaluators for the peers' models: one Trainer sized for the evaluation batch per worker
 /// thread (taken from a free list while a task runs), and one for the average model.
 class Evaluators {
@@ -391,11 +397,39 @@ SimResult simulate(const RunConfig& config, const Topology& topology, const Data
       config.sim.peer_eval_limit > 0 ? config.sim.peer_eval_limit : config.train.eval_limit;
 
   std::vector<char> stepped(static_cast<std::size_t>(n), 0);
+  const bool sampled = config.sim.eval_peers > 0 && n > config.sim.eval_peers;
   auto measure = [&](EvalPoint& e, std::span<const std::span<const float>> x) {
     const std::int64_t round = e.round;
     average_params(swarm.live(x), average);
     evaluator.upload_params(average);
     e.epoch = plan.epoch_at(round);
+    const bool last = round >= plan.rounds;
+    // Which peers' models are evaluated: all of them, or sim.eval_peers evenly spaced ranks
+    // and, at the last evaluation, the one a screening of every live model finds lowest.
+    std::vector<char> chosen(static_cast<std::size_t>(n), 1);
+    if (sampled) {
+      std::fill(chosen.begin(), chosen.end(), 0);
+      for (std::int64_t i = 0; i < config.sim.eval_peers; ++i)
+        chosen[static_cast<std::size_t>(i * n / config.sim.eval_peers)] = 1;
+      if (last) {
+        std::vector<double> screen(static_cast<std::size_t>(n), 2.0);
+        const std::int64_t samples =
+            std::min<std::int64_t>(kScreenSamples, config.train.eval_limit > 0
+                                                       ? config.train.eval_limit : data.test.n);
+        swarm.pool().run(n, [&](int k) {
+          if (swarm.alive(k)) screen[k] = evaluators.evaluate(*trainers[k], samples).accuracy;
+        });
+        std::vector<int> order(static_cast<std::size_t>(n));
+        std::iota(order.begin(), order.end(), 0);
+        const auto lowest = std::min<std::size_t>(kScreenLowest, order.size());
+        std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(lowest),
+                          order.end(), [&](int a, int b) {
+                            return screen[a] < screen[b] || (screen[a] == screen[b] && a < b);
+                          });
+        for (std::size_t i = 0; i < lowest; ++i)
+          if (screen[order[i]] <= 1.0) chosen[order[i]] = 1;
+      }
+    }
     swarm.pool().run(n + 1, [&](int k) {
       if (k == n) {
         const Evaluation ev = evaluator.evaluate(data.test, config.train.eval_limit);
@@ -405,8 +439,9 @@ SimResult simulate(const RunConfig& config, const Topology& topology, const Data
       }
       // The last evaluation takes every peer on the average model's samples, so the final
       // accuracies of the peers and of the average compare directly.
-      const std::int64_t limit = round >= plan.rounds ? config.train.eval_limit : peer_limit;
-      e.peers[k].test_accuracy = evaluators.evaluate(*trainers[k], limit).accuracy;
+      const std::int64_t limit = last ? config.train.eval_limit : peer_limit;
+      e.peers[k].test_accuracy = chosen[k] ? evaluators.evaluate(*trainers[k], limit).accuracy
+                                           : std::numeric_limits<double>::quiet_NaN();
       stepped[k] = swarm.algorithm(k).stepped();
       e.peers[k].train_loss = swarm.algorithm(k).take_train_loss();
     });
@@ -426,6 +461,7 @@ SimResult simulate(const RunConfig& config, const Topology& topology, const Data
                                  pe.train_loss, "): lower optimizer.lr"));
         loss += round > 0 ? pe.train_loss : 0.0;
       }
+      if (std::isnan(pe.test_accuracy)) continue;  // not evaluated (sim.eval_peers)
       e.peer_accuracy_min = std::min(e.peer_accuracy_min, pe.test_accuracy);
       e.peer_accuracy_max = std::max(e.peer_accuracy_max, pe.test_accuracy);
     }

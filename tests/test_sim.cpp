@@ -830,3 +830,31 @@ TEST_CASE("simulated faults: a cut link is down both ways until to_round, then b
   REQUIRE(r.faults.size() == 2);
   CHECK(r.faults[1].action == "uncut");
 }
+
+TEST_CASE("sim.eval_peers: a sample of the peers is evaluated, training is unchanged, and the "
+          "lowest peer at the end is the one every peer's evaluation finds", "[sim]") {
+  RunConfig config = small_config();
+  const DataSets data = load_datasets(config);
+  const Topology t = generate("ring", 16);
+  config.sim.eval_peers = 0;  // every peer, every evaluation
+  const SimResult all = simulate(config, t, data);
+  config.sim.eval_peers = 4;
+  const SimResult some = simulate(config, t, data);
+  // Evaluating fewer models changes no parameter and no average.
+  CHECK(some.params_sha256 == all.params_sha256);
+  REQUIRE(some.evals.size() == all.evals.size());
+  for (std::size_t i = 0; i < all.evals.size(); ++i) {
+    INFO("evaluation " << i);
+    CHECK(some.evals[i].average_accuracy == all.evals[i].average_accuracy);
+    int evaluated = 0;
+    for (std::size_t p = 0; p < 16; ++p)
+      if (!std::isnan(some.evals[i].peers[p].test_accuracy)) {
+        ++evaluated;
+        CHECK(some.evals[i].peers[p].test_accuracy == all.evals[i].peers[p].test_accuracy);
+      }
+    // Ranks 0, 4, 8, 12; the last evaluation adds the 8 lowest of a screening.
+    if (i + 1 < all.evals.size()) CHECK(evaluated == 4);
+    else CHECK(evaluated <= 12);
+  }
+  CHECK(some.evals.back().peer_accuracy_min == all.evals.back().peer_accuracy_min);
+}

@@ -197,6 +197,10 @@ struct SimConfig {
   std::int64_t consensus_rounds = 50;
   std::int64_t peer_eval_limit = 0; // test samples per peer evaluation (0 = train.eval_limit);
                                     // the average model always uses train.eval_limit
+  // Peers whose models are evaluated at each evaluation when there are more (evenly spaced
+  // ranks; 0 = every peer); the last evaluation adds the 8 peers a screening of every model on
+  // 1000 test samples finds lowest (docs/sim.md).
+  std::int64_t eval_peers = 64;
   // The CPU model (docs/sim.md, "The CPU"): off by default, when a peer's only costs are its
   // steps and its links.
   int cores = 0;                    // cores the peers share (0 = a core each, as separate hosts)

@@ -1,6 +1,7 @@
 // report/metrics.cpp: metrics.csv and summary.json, the contract between commands and users. The
 // one RunRecord writes both, so every summary field is computed here and nowhere else.
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -87,6 +88,7 @@ void RunRecord::count(const MetricsRow& r) {
     last_.has_average = any_average_ = true;
     return;
   }
+  if (std::isnan(r.test_accuracy)) return;  // a peer the simulator did not evaluate
   if (last_.peer_rows++ == 0) {
     last_.peer_accuracy_min = last_.peer_accuracy_max = r.test_accuracy;
     if (!last_.has_average) last_.test_accuracy = r.test_accuracy;
