@@ -1592,7 +1592,14 @@ TEST_CASE("a peer paused past the timeout is suspected, refutes it when it wakes
     std::vector<std::string> about_1;
     for (const auto& e : events)
       if (e.peer == p && e.subject == 1) about_1.push_back(e.event);
-    CHECK(about_1 == std::vector<std::string>{"suspect", "alive"});
+    // Suspected, then alive again by its refutation; while it catches up (these neighbours
+    // wait round_timeout_s = 1 s for its rounds) it may be left out once more, and is back after.
+    REQUIRE(about_1.size() >= 2);
+    CHECK(about_1[0] == "suspect");
+    CHECK(about_1[1] == "alive");
+    CHECK(about_1.back() == "alive");
+    CHECK(std::count(about_1.begin(), about_1.end(), "dead") == 0);
+    CHECK(about_1.size() <= 4);
     // While it was suspected they did not wait for it: one deadline waited out, not one a round.
     const std::string log = read_file(out / "peers" / std::to_string(p) / "peer.log");
     CHECK(deadline_misses(log).size() <= 1);
