@@ -4,9 +4,12 @@
 // a bare cblas_saxpy loop over the same bytes as the mixing (every peer: y += w x for each of
 // its terms). ratio = our mixing time / the bare saxpy time.
 #include <cblas.h>
+#include <sys/resource.h>
 
 #include <chrono>
 #include <cstdio>
+#include <fstream>
+#include <string>
 #include <vector>
 
 #include "gossip/args.hpp"
@@ -30,7 +33,9 @@ const char* kSimHelp =
     "batch 32) with D-PSGD for R rounds (default 30) on a worker pool (default: all cores).\n"
     "Prints the time per round and the share spent in local steps and in mixing. Reference,\n"
     "measured in the same run on the same pool: a bare cblas_saxpy loop over the same bytes as\n"
-    "the mixing; ratio = mixing time / saxpy time. Target: mixing <= 20% of round time.\n";
+    "the mixing; ratio = mixing time / saxpy time. Target: mixing <= 20% of round time.\n"
+    "Also the simulation's wall time, the process's peak RSS and what the simulation added to\n"
+    "it per peer, in model sizes.\n";
 
 std::vector<int> parse_layers(const std::string& text) {
   std::vector<int> out;
@@ -50,6 +55,24 @@ std::vector<int> parse_layers(const std::string& text) {
   }
   if (out.size() < 2) throw InputError("--layers: need at least input and output sizes");
   return out;
+}
+
+/// This process's resident set now (VmRSS) and at its peak (ru_maxrss), in bytes.
+double rss_now_bytes() {
+  std::ifstream f("/proc/self/status");
+  std::string key;
+  double kb = 0;
+  while (f >> key)
+    if (key == "VmRSS:") {
+      f >> kb;
+      break;
+    }
+  return kb * 1024.0;
+}
+double rss_peak_bytes() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_maxrss) * 1024.0;
 }
 
 }  // namespace
@@ -105,7 +128,13 @@ int run_sim(int argc, char** argv) {
                 static_cast<long long>(mlp_param_count(layers)), spec.kind.c_str(),
                 rounds, blas_kernel_line().c_str());
 
+  // Memory: what the simulation adds to the process (the data are loaded already), at its
+  // peak, per peer, in model sizes.
+  const double rss_before = rss_now_bytes();
   const SimResult r = simulate(c, topology, data);
+  const double rss_peak = rss_peak_bytes();
+  const double model_bytes = static_cast<double>(mlp_param_count(layers)) * sizeof(float);
+  const double per_peer_models = (rss_peak - rss_before) / peers / model_bytes;
 
   // Reference: per peer, y += w x over its terms (self + in-neighbours), bare cblas_saxpy.
   const std::int64_t n = mlp_param_count(layers);
@@ -133,7 +162,10 @@ int run_sim(int argc, char** argv) {
                              .add("rounds", rounds).add("workers", r.workers)
                              .add("round_ms", round * 1e3).add("local_ms", local * 1e3)
                              .add("mix_ms", mix * 1e3).add("mix_share", mix / round)
-                             .add("saxpy_ms", saxpy * 1e3).add("ratio", ratio);
+                             .add("saxpy_ms", saxpy * 1e3).add("ratio", ratio)
+                             .add("wall_s", r.wall_seconds)
+                             .add("peak_rss_mb", rss_peak / 1048576.0)
+                             .add("memory_per_peer_models", per_peer_models);
     std::printf("%s\n", o.str().c_str());
     return kExitOk;
   }
@@ -144,6 +176,9 @@ int run_sim(int argc, char** argv) {
   std::printf("\nmixing share of round time: %.1f%% (target <= 20%%); ratio = mixing / bare "
               "saxpy over the same bytes: %.2f\n",
               100.0 * mix / round, ratio);
+  std::printf("simulation: %.1f s wall (evaluations included); peak RSS %.0f MB, %.2f model "
+              "sizes a peer above the loaded data\n",
+              r.wall_seconds, rss_peak / 1048576.0, per_peer_models);
   return kExitOk;
 }
 

@@ -149,6 +149,11 @@ class SimNetwork {
   /// heartbeats a real peer's links carry, so its neighbours find it silent suspect_after_s
   /// later (< 0: running again).
   void set_silent_from(int peer, double from) { silent_from_.at(peer) = from; }
+  /// Frees every stored message (the run is over).
+  void release() {
+    for (auto& ring : store_)
+      for (auto& m : ring) m = Message{};
+  }
   /// When `peer` fell silent, or < 0 when it is not.
   double silent_from(int peer) const { return silent_from_[peer]; }
 

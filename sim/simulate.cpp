@@ -60,7 +60,6 @@ class Swarm {
     for (int p = 0; p < n(); ++p)
       algorithms_.push_back(make_algorithm(network_.timed(p, learners_[p]), *monitored_[p],
                                            topology, config.gossip, config.train.seed));
-    host_.assign(n(), std::vector<float>(learners_.front().num_params));
     alive_.assign(n(), 1);
     paused_until_.assign(n(), -1.0);
   }
@@ -118,8 +117,18 @@ class Swarm {
     return out;
   }
 
-  /// Every peer's model into host buffers; returns spans over them.
+  /// Every peer's model, as host spans. Every algorithm's model is its learner's parameters
+  /// (model_params downloads them): on a host backend they are read where they are, without a
+  /// model-sized copy per peer; otherwise they are downloaded into host buffers.
   std::vector<std::span<const float>> gather() {
+    const auto np = static_cast<std::size_t>(learners_.front().num_params);
+    if (learners_.front().backend->host_memory()) {
+      std::vector<std::span<const float>> out;
+      out.reserve(learners_.size());
+      for (const Learner& l : learners_) out.emplace_back(l.params, np);
+      return out;
+    }
+    if (host_.empty()) host_.assign(n(), std::vector<float>(np));
     pool_.run(n(), [&](int p) { algorithms_[p]->model_params(host_[p]); });
     return {host_.begin(), host_.end()};
   }
@@ -170,9 +179,16 @@ class Swarm {
 
  private:
   void finish(SimResult& result) {
+    // The run is over: the messages in flight go before the final models are copied out, so
+    // the copies take their place rather than add to the peak.
+    network_.release();
     const auto x = gather();
-    result.params = host_;
-    for (const auto& p : x) result.params_sha256.push_back(sha256_hex(p));
+    result.params.reserve(x.size());
+    for (const auto& p : x) {
+      result.params_sha256.push_back(sha256_hex(p));
+      result.params.emplace_back(p.begin(), p.end());
+    }
+    host_.clear();
     result.alive_at_end.assign(alive_.begin(), alive_.end());
     // Components of the live graph at the end, as peer 0's monitor... every live peer's monitor
     // agrees once the views have spread; take the view of the lowest live peer.
@@ -213,9 +229,10 @@ class Swarm {
       for (std::int64_t t = 0; t < topology_->period(); ++t)
         for (const auto& nb : topology_->in_neighbours(p, t)) in = in || nb.peer == q;
       if (!in || !alive_[q] || paused(q)) continue;
-      algorithms_[q]->model_params(host_[q]);
-      learners_[p].backend->upload(learners_[p].params, host_[q].data(),
-                                   host_[q].size() * sizeof(float));
+      std::vector<float> model(static_cast<std::size_t>(learners_[q].num_params));
+      algorithms_[q]->model_params(model);
+      learners_[p].backend->upload(learners_[p].params, model.data(),
+                                   model.size() * sizeof(float));
       Algorithm::State st = algorithms_[p]->state();
       st.weight = algorithms_[q]->weight();
       algorithms_[p]->restore(st);
