@@ -14,6 +14,7 @@
 #include <string>
 #include <set>
 #include <tuple>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -189,7 +190,12 @@ class Prober {
   std::vector<Probe> take_outgoing() { return std::exchange(outgoing_, {}); }
   bool has_outgoing() const { return !outgoing_.empty(); }
   /// When an ack about `target` last reached this peer (negative: never).
-  double vouched_at(int target) const { return vouched_at_[target]; }
+  double vouched_at(int target) const {
+    const auto it = vouched_at_.find(target);
+    return it == vouched_at_.end() ? -1e300 : it->second;
+  }
+  /// Every peer an ack was about, and when the last one came.
+  const std::unordered_map<int, double>& vouched() const { return vouched_at_; }
   std::uint64_t asked() const { return asked_; }
   std::uint64_t answered() const { return answered_; }
   std::uint64_t forwarded() const { return forwarded_; }
@@ -204,9 +210,12 @@ class Prober {
   bool first_time(const Probe& p);
 
   int self_;
+  std::uint32_t peers_;
   std::uint32_t next_nonce_ = 1;
-  std::vector<double> asked_at_;
-  std::vector<double> vouched_at_;
+  // Only about the peers this one asked about (its neighbours): a run of 10,000 peers must not
+  // hold 10,000 entries per peer here.
+  std::unordered_map<int, double> asked_at_;
+  std::unordered_map<int, double> vouched_at_;
   std::vector<std::pair<std::uint32_t, int>> mine_;  // (nonce, target) of our open requests
   std::vector<Probe> outgoing_;
   using Key = std::tuple<std::uint32_t, std::uint32_t, std::uint32_t, std::uint8_t>;
@@ -288,7 +297,7 @@ class MonitoredExchange final : public Exchange {
   double silence_s_ = 0.0;
   std::vector<int> talked_to_;  // every neighbour published to or collected from, ascending
   Prober prober_;
-  std::vector<std::int64_t> heard_round_;  // this peer's round when each peer was last heard
+  std::unordered_map<int, std::int64_t> heard_round_;  // round each neighbour was last heard
   std::int64_t round_ = 0;                 // the round of the last collect
   double deadline_floor_s_ = 0.0;
   std::deque<double> round_seconds_;       // durations of the last rounds (collect to collect)

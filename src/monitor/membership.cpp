@@ -177,8 +177,7 @@ MonitoredExchange::MonitoredExchange(Exchange& inner, std::int64_t dead_after_ro
                                      double dead_after_s, std::function<double()> clock)
     : inner_(&inner), membership_(inner.size(), inner.rank(), dead_after_rounds, dead_after_s),
       clock_(std::move(clock)), dead_after_rounds_(dead_after_rounds),
-      dead_after_s_(dead_after_s), prober_(inner.size(), inner.rank()),
-      heard_round_(static_cast<std::size_t>(inner.size()), -1) {
+      dead_after_s_(dead_after_s), prober_(inner.size(), inner.rank()) {
   if (!clock_) {
     const auto t0 = std::chrono::steady_clock::now();
     clock_ = [t0] {
@@ -192,7 +191,7 @@ void MonitoredExchange::restart() {
   last_sent_.clear();
   talked_to_.clear();
   prober_ = Prober(inner_->size(), inner_->rank());
-  std::fill(heard_round_.begin(), heard_round_.end(), -1);
+  heard_round_.clear();
   round_seconds_.clear();
   last_collect_ = -1.0;
 }
@@ -289,7 +288,8 @@ bool MonitoredExchange::hears(int peer, const std::optional<std::vector<int>>& h
   if (std::find(cut.begin(), cut.end(), peer) != cut.end()) return false;
   if (heard && std::binary_search(heard->begin(), heard->end(), peer)) return true;
   // Its round or its view came in this round or the one before (all the simulator knows).
-  return heard_round_[peer] >= 0 && heard_round_[peer] >= round_ - 1;
+  const auto it = heard_round_.find(peer);
+  return it != heard_round_.end() && it->second >= round_ - 1;
 }
 
 void MonitoredExchange::merge_views(std::int64_t round) {
@@ -383,8 +383,8 @@ std::vector<Inbox> MonitoredExchange::collect(std::int64_t round, std::span<cons
       prober_.ask(p, now, std::max(0.25, dead_after_s_ / 2));
     if (heard_directly && std::find(cut.begin(), cut.end(), p) == cut.end()) hold.push_back(p);
   }
-  for (int p = 0; p < size(); ++p)
-    if (now - prober_.vouched_at(p) <= vouch_window) hold.push_back(p);
+  for (const auto& [p, at] : prober_.vouched())
+    if (now - at <= vouch_window) hold.push_back(p);
   membership_.tick(round, now, &hold);
   return got;
 }

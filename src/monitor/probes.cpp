@@ -16,8 +16,7 @@ constexpr std::size_t kOpenRequests = 64;  // our own requests whose acks are st
 }  // namespace
 
 Prober::Prober(int peers, int self)
-    : self_(self), asked_at_(static_cast<std::size_t>(peers), kNever),
-      vouched_at_(static_cast<std::size_t>(peers), kNever) {
+    : self_(self), peers_(static_cast<std::uint32_t>(peers)) {
   GOSSIP_CHECK_MSG(self >= 0 && self < peers, "prober: peer ", self, " is not in 0..", peers - 1);
 }
 
@@ -41,9 +40,11 @@ void Prober::queue(const Probe& p) {
 }
 
 void Prober::ask(int target, double now, double interval) {
-  if (target == self_ || target < 0 || target >= static_cast<int>(asked_at_.size())) return;
-  if (now - asked_at_[target] < interval) return;
-  asked_at_[target] = now;
+  if (target == self_ || target < 0 || target >= static_cast<int>(peers_)) return;
+  const auto [at, fresh] = asked_at_.try_emplace(target, kNever);
+  (void)fresh;
+  if (now - at->second < interval) return;
+  at->second = now;
   const Probe p{ProbeKind::kRequest, kProbeTtl, static_cast<std::uint32_t>(self_),
                 static_cast<std::uint32_t>(target), next_nonce_++};
   first_time(p);  // our own request, coming back, is not passed on again
@@ -55,7 +56,7 @@ void Prober::ask(int target, double now, double interval) {
 
 void Prober::receive(std::span<const Probe> probes, double now,
                      const std::function<bool(int)>& hears) {
-  const auto n = static_cast<std::uint32_t>(vouched_at_.size());
+  const std::uint32_t n = peers_;
   for (const Probe& p : probes) {
     if (p.origin >= n || p.target >= n || p.ttl == 0 || !first_time(p)) continue;
     const auto self = static_cast<std::uint32_t>(self_);
@@ -65,7 +66,7 @@ void Prober::receive(std::span<const Probe> probes, double now,
         const bool ours = std::any_of(mine_.begin(), mine_.end(), [&](const auto& m) {
           return m.first == p.nonce && m.second == static_cast<int>(p.target);
         });
-        if (ours) vouched_at_[p.target] = now;
+        if (ours) vouched_at_[static_cast<int>(p.target)] = now;
       } else if (p.ttl > 1) {
         Probe on = p;
         --on.ttl;
