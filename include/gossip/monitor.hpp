@@ -259,7 +259,10 @@ class MonitoredExchange final : public Exchange {
   /// gossip.suspect_after_s: a neighbour the transport has not heard for this long (or whose
   /// link is down) is suspected and not waited for. 0 (the default): only a round with nothing
   /// from it counts, as in the simulator, whose transport has no heartbeats.
-  void set_silence(double suspect_after_s) { silence_s_ = suspect_after_s; }
+  void set_silence(double suspect_after_s) {
+    silence_s_ = suspect_after_s;
+    heartbeats_.reset();
+  }
   /// Round deadlines that follow the measured round time (real peers, whose transport hears
   /// heartbeats): after kDeadlineWarmup rounds, a neighbour that heartbeats but has not sent
   /// its round is waited for kDeadlineFactor times the 95th percentile of the last
@@ -310,6 +313,14 @@ class MonitoredExchange final : public Exchange {
              const std::vector<int>& cut) const;
   /// The neighbours heard within silence_s_ (nullopt: no silence rule, or no heartbeats).
   std::optional<std::vector<int>> heard_now() const;
+  /// Whether heard_now() has an answer: a silence rule over a transport that hears heartbeats
+  /// (asked of the transport once; it does not change).
+  bool heartbeats() const {
+    if (!heartbeats_) heartbeats_ = heard_now().has_value();
+    return *heartbeats_;
+  }
+  mutable std::optional<bool> heartbeats_;
+  void merge_views(std::int64_t round, const std::optional<std::vector<int>>& direct);
   void talked_to(std::span<const int> peers);
 };
 

@@ -292,9 +292,11 @@ bool MonitoredExchange::hears(int peer, const std::optional<std::vector<int>>& h
   return it != heard_round_.end() && it->second >= round_ - 1;
 }
 
-void MonitoredExchange::merge_views(std::int64_t round) {
+void MonitoredExchange::merge_views(std::int64_t round) { merge_views(round, heard_now()); }
+
+void MonitoredExchange::merge_views(std::int64_t round,
+                                    const std::optional<std::vector<int>>& direct) {
   const double now = clock_();
-  const auto direct = heard_now();
   const std::vector<int> cut = faults_ ? cut_peers(*faults_, rank(), round) : std::vector<int>{};
   std::vector<PeerView> views = inner_->take_views();
   for (const PeerView& v : views)
@@ -331,7 +333,7 @@ std::vector<Inbox> MonitoredExchange::collect(std::int64_t round, std::span<cons
     o.silent_after = std::chrono::milliseconds(static_cast<std::int64_t>(silence_s_ * 1000));
   // The deadline follows the measured round time only where heartbeats tell a slow neighbour
   // (alive, left out for now) from a stopped one.
-  if (heard_now()) o.deadline = round_deadline(options.deadline);
+  if (heartbeats()) o.deadline = round_deadline(options.deadline);
   last_deadline_ = o.deadline;
   round_ = round;
   const auto waited_from = std::chrono::steady_clock::now();
@@ -340,10 +342,12 @@ std::vector<Inbox> MonitoredExchange::collect(std::int64_t round, std::span<cons
   // itself stopped (SIGSTOP, a frozen VM): what it missed meanwhile says nothing about the
   // neighbours (Lifeguard's local health), so nobody is suspected for this round.
   const bool own_stall =
-      heard_now() && std::chrono::steady_clock::now() - waited_from >
-                         o.deadline + std::chrono::milliseconds(kOwnStallSlackMs);
+      heartbeats() && std::chrono::steady_clock::now() - waited_from >
+                          o.deadline + std::chrono::milliseconds(kOwnStallSlackMs);
+  // Whom the transport hears now (once a round: every rule below reads the same answer).
+  const auto direct = heard_now();
   for (const Inbox& m : got) heard_round_[m.peer] = round;
-  merge_views(round);
+  merge_views(round, direct);
   const std::vector<int> ahead = inner_->excused_peers();
   const double now = clock_();
   if (last_collect_ >= 0) {
@@ -353,9 +357,9 @@ std::vector<Inbox> MonitoredExchange::collect(std::int64_t round, std::span<cons
   last_collect_ = now;
   // Silent neighbours (no heartbeat for silence_s_, or the link closed) are suspected at once,
   // in- or out-neighbours alike, without waiting out a round deadline.
-  if (const auto heard = heard_now())
+  if (direct)
     for (int p : talked_to_)
-      if (!std::binary_search(heard->begin(), heard->end(), p) &&
+      if (!std::binary_search(direct->begin(), direct->end(), p) &&
           std::find(cut.begin(), cut.end(), p) == cut.end() &&
           std::find(ahead.begin(), ahead.end(), p) == ahead.end())
         membership_.missed(p, round, now);
@@ -374,7 +378,6 @@ std::vector<Inbox> MonitoredExchange::collect(std::int64_t round, std::span<cons
   // A neighbour we suspect on our own evidence is probed through the others; the ones we hear
   // directly (heartbeats without rounds: slow, not dead) or that an ack vouched for lately are
   // not declared dead.
-  const auto direct = heard_now();
   const double vouch_window = std::max(1.0, 2 * dead_after_s_);
   std::vector<int> hold;
   for (int p : talked_to_) {
