@@ -385,16 +385,18 @@ SimResult simulate(const RunConfig& config, const Topology& topology, const Data
   const int n = topology.n();
   auto backend = sim_backend(config);
   const auto shards = shard_for(config, data.train, n);
-  // A virtual peer only trains: its model's buffers are sized for a training batch. The test
-  // set is evaluated by one evaluator per worker thread (each takes a peer's parameters in
-  // turn), so the evaluation batch's activations are not held once per peer.
+  // A virtual peer only trains: its model's buffers are sized for a training batch, and its
+  // gradients, activations and batch are the worker thread's (shared scratch), so a peer holds
+  // its parameters and optimizer state. The test set is evaluated by one evaluator per worker
+  // thread (each takes a peer's parameters in turn).
   RunConfig train_only = config;
   train_only.train.eval_batch = config.train.batch;
   std::vector<std::unique_ptr<Trainer>> trainers;
   std::vector<Learner> learners;
   for (int p = 0; p < n; ++p) {
     trainers.push_back(std::make_unique<Trainer>(*backend, train_only, data.train, shards[p], p,
-                                                 balance_for(config, shards, p)));
+                                                 balance_for(config, shards, p),
+                                                 /*shared_scratch=*/true));
     learners.push_back(learner_for(*trainers.back()));
   }
   Swarm swarm(config, topology, std::move(learners));

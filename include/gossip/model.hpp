@@ -43,7 +43,13 @@ class Model {
   /// Builds `config`'s layers (throws InputError when its shapes do not fit, see infer_shapes).
   /// Forward buffers are sized for `max_batch` rows, backward ones for `max_train_batch` rows
   /// (0: max_batch), so a large evaluation batch costs no gradient memory.
-  Model(Backend& backend, const ModelConfig& config, int max_batch, int max_train_batch = 0);
+  /// `shared_scratch` (host backends only; ignored on a device): the gradient buffer and the
+  /// activations are not this model's but the calling thread's, one set per model shape and
+  /// thread, so that a thousand virtual peers stepped by a few worker threads hold a few sets
+  /// rather than a thousand. grads() then holds the gradients of this thread's last
+  /// forward_backward, which is all an optimizer step reads.
+  Model(Backend& backend, const ModelConfig& config, int max_batch, int max_train_batch = 0,
+        bool shared_scratch = false);
   /// The MLP shorthand (ModelConfig::mlp).
   Model(Backend& backend, const std::vector<int>& mlp_sizes, int max_batch);
   ~Model();
@@ -66,7 +72,7 @@ class Model {
   std::int64_t num_params() const { return num_params_; }
   float* params() { return params_.data(); }
   const float* params() const { return params_.data(); }
-  float* grads() { return grads_.data(); }
+  float* grads() { return grads_ptr_; }
   /// One entry per layer of the config (folded ReLUs included, with no parameters).
   const std::vector<LayerInfo>& layers() const { return info_; }
   int input_size() const { return input_size_; }
@@ -79,6 +85,9 @@ class Model {
 
  private:
   void run_forward(const float* x, int rows, bool training);
+  /// Points the scratch pointers at this model's own buffers, or at the calling thread's.
+  void bind_scratch();
+  struct Scratch;
 
   Backend* backend_;
   std::vector<LayerInfo> info_;
@@ -90,11 +99,21 @@ class Model {
   int max_train_batch_;
   std::string fingerprint_;
   DeviceArray<float> params_;
+  // Scratch: the gradients, each layer's output and the ping-pong buffers for backward
+  // gradients, owned here or (shared_scratch) the calling thread's; the pointers say where.
+  bool shared_scratch_ = false;
+  std::vector<std::int64_t> act_sizes_;  // floats of each layer's output buffer (0: aliases)
+  std::int64_t delta_size_ = 0;          // floats of each ping-pong buffer
+  std::size_t scratch_key_ = 0;          // which thread-local set fits this model
   DeviceArray<float> grads_;
-  std::vector<DeviceArray<float>> acts_;  // acts_[i] = output of layers_[i] (unless it aliases)
-  std::vector<const float*> outs_;        // where each layer's output is after a forward
-  DeviceArray<float> delta_a_;            // ping-pong buffers for backward gradients
+  std::vector<DeviceArray<float>> acts_;
+  DeviceArray<float> delta_a_;
   DeviceArray<float> delta_b_;
+  float* grads_ptr_ = nullptr;
+  std::vector<float*> act_ptrs_;
+  float* delta_a_ptr_ = nullptr;
+  float* delta_b_ptr_ = nullptr;
+  std::vector<const float*> outs_;  // where each layer's output is after a forward
   std::uint64_t dropout_seed_ = 0;
   std::uint64_t train_steps_ = 0;  // forward_backward calls: each draws new dropout masks
 };

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <map>
 #include <optional>
 #include <span>
 #include <string>
@@ -118,6 +119,8 @@ class Membership {
   Membership(int peers, int self, std::int64_t dead_after_rounds, double dead_after_s = 0.0);
 
   const std::vector<Member>& view() const { return view_; }
+  /// Changes with every change of view(): whether a view was sent since it last changed.
+  std::uint64_t version() const { return version_; }
   int self() const { return self_; }
   /// Nothing came from `peer` for `round` (at `now` seconds): suspect it, unless it is
   /// suspected or dead already.
@@ -156,12 +159,22 @@ class Membership {
   int self_;
   std::int64_t dead_after_;
   double dead_after_s_;
-  std::vector<double> suspected_since_;  // and at what time
+  // Dense: one entry per peer of the run (8 bytes each). Everything else is kept only for the
+  // peers it concerns, so that 10,000 virtual peers do not hold 10,000 of each apiece.
   std::vector<Member> view_;
-  std::vector<std::uint32_t> announced_;     // the highest incarnation each peer was alive at
-  std::vector<std::int64_t> suspected_at_;  // this peer's round when it began suspecting
-  std::vector<double> event_tokens_;        // rate limit of suspect/alive events, per peer
-  std::vector<double> event_refill_;        // when the tokens were last topped up
+  std::unordered_map<int, std::uint32_t> announced_;  // highest incarnation seen alive (> 0)
+  struct Suspicion {
+    std::int64_t round = 0;  // this peer's round when it began suspecting
+    double since = 0.0;      // and at what time
+  };
+  std::map<int, Suspicion> suspicions_;  // the peers suspected now, ascending
+  struct Tokens {
+    double tokens = kMemberEventBurst;  // rate limit of suspect/alive events
+    double refill = 0.0;                // when the tokens were last topped up
+  };
+  std::unordered_map<int, Tokens> event_tokens_;  // of the peers that had an event
+  int not_alive_ = 0;                             // entries suspect or dead
+  std::uint64_t version_ = 0;
   std::vector<MemberChange> changes_;
   std::uint64_t ignored_ = 0;
   std::uint64_t inflated_ = 0;
@@ -290,7 +303,8 @@ class MonitoredExchange final : public Exchange {
   Exchange* inner_;
   Membership membership_;
   std::function<double()> clock_;
-  std::vector<Member> last_sent_;
+  std::uint64_t last_sent_ = kNeverSent;  // version of the view last sent
+  static constexpr std::uint64_t kNeverSent = ~std::uint64_t{0};
   /// The peers of `to_all` whose links the schedule leaves up in `round`, after sending them
   /// our view when it changed (or is due again): what publish and publish_packet share.
   std::vector<int> before_publish(std::int64_t round, std::span<const int> to_all);

@@ -63,9 +63,13 @@ ShardBalance balance_for(const RunConfig& config,
 class Trainer {
  public:
   /// `train` must outlive the trainer; `shard` indexes into it. The model is initialised from
-  /// (seed, init_peer) and batches are drawn from (seed, peer).
+  /// (seed, init_peer) and batches are drawn from (seed, peer). `shared_scratch` (host backends):
+  /// the gradients, activations and batch buffers are the calling thread's, not this trainer's
+  /// (Model's shared_scratch): what the simulator's virtual peers use, so that they hold their
+  /// parameters and optimizer state and nothing else model-sized.
   Trainer(Backend& backend, const RunConfig& config, const Dataset& train,
-          std::vector<std::int64_t> shard, int peer, const ShardBalance& balance = {});
+          std::vector<std::int64_t> shard, int peer, const ShardBalance& balance = {},
+          bool shared_scratch = false);
 
   /// One local step on the next batch. Returns that batch's mean loss.
   double step();
@@ -106,6 +110,15 @@ class Trainer {
   Model model_;
   Sgd sgd_;
   BatchSampler sampler_;
+  /// Where the next batch goes: x_/y_, or the calling thread's buffers (shared scratch); on a
+  /// device backend it is gathered in host_x_/host_y_ first and uploaded.
+  struct Batch {
+    float* x;
+    std::int32_t* y;
+  };
+  Batch batch_buffers();
+  bool shared_scratch_ = false;
+  int batch_rows_ = 0;  // rows the batch buffers hold
   std::vector<float> host_x_;
   std::vector<std::int32_t> host_y_;
   DeviceArray<float> x_;

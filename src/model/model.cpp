@@ -4,7 +4,10 @@
 // ping-pong gradient buffers. Backward runs the layers in reverse and stops after the first
 // layer with parameters: no input gradient is formed that nothing consumes.
 #include <algorithm>
+#include <functional>
+#include <memory>
 #include <sstream>
+#include <unordered_map>
 
 #include "gossip/core.hpp"
 #include "gossip/model.hpp"
@@ -78,11 +81,13 @@ std::int64_t model_param_count(const ModelConfig& m) {
 Model::Model(Backend& backend, const std::vector<int>& mlp_sizes, int max_batch)
     : Model(backend, ModelConfig::mlp(mlp_sizes), max_batch) {}
 
-Model::Model(Backend& backend, const ModelConfig& config, int max_batch, int max_train_batch)
+Model::Model(Backend& backend, const ModelConfig& config, int max_batch, int max_train_batch,
+             bool shared_scratch)
     : backend_(&backend),
       max_batch_(max_batch),
       max_train_batch_(max_train_batch > 0 ? max_train_batch : max_batch),
-      fingerprint_(model_fingerprint(config)) {
+      fingerprint_(model_fingerprint(config)),
+      shared_scratch_(shared_scratch && backend.host_memory()) {
   if (max_batch <= 0 || max_train_batch_ > max_batch)
     throw InputError(cat("batch sizes must be positive (and the training batch at most ",
                          max_batch, "), got ", max_train_batch_));
@@ -120,18 +125,64 @@ Model::Model(Backend& backend, const ModelConfig& config, int max_batch, int max
     off += info.params;
     info_.push_back(info);
     widest = std::max(widest, shape_size(out));
-    if (layer->aliases_input()) acts_.emplace_back();
-    else acts_.emplace_back(backend, static_cast<std::size_t>(max_batch) * shape_size(out));
+    act_sizes_.push_back(layer->aliases_input() ? 0 : std::int64_t{max_batch} * shape_size(out));
     layers_.push_back(std::move(layer));
   }
   num_params_ = off;
   outs_.resize(layers_.size());
+  act_ptrs_.resize(layers_.size());
+  delta_size_ = std::int64_t{max_train_batch_} * widest;
   params_ = DeviceArray<float>(backend, num_params_);
-  grads_ = DeviceArray<float>(backend, num_params_);
-  delta_a_ = DeviceArray<float>(backend, static_cast<std::size_t>(max_train_batch_) * widest);
-  delta_b_ = DeviceArray<float>(backend, static_cast<std::size_t>(max_train_batch_) * widest);
   backend.fill(params_.data(), 0.0f, num_params_);
+  if (shared_scratch_) {
+    scratch_key_ = std::hash<std::string>{}(cat(fingerprint_, "/", max_batch_, "/",
+                                                max_train_batch_));
+    return;
+  }
+  for (std::int64_t size : act_sizes_)
+    acts_.push_back(size ? DeviceArray<float>(backend, static_cast<std::size_t>(size))
+                         : DeviceArray<float>());
+  grads_ = DeviceArray<float>(backend, num_params_);
+  delta_a_ = DeviceArray<float>(backend, static_cast<std::size_t>(delta_size_));
+  delta_b_ = DeviceArray<float>(backend, static_cast<std::size_t>(delta_size_));
   backend.fill(grads_.data(), 0.0f, num_params_);
+  bind_scratch();
+}
+
+/// One thread's scratch for models of one shape (host memory: shared scratch is for host
+/// backends only, so it outlives any backend without releasing through one).
+struct Model::Scratch {
+  std::vector<float> grads, delta_a, delta_b;
+  std::vector<std::vector<float>> acts;
+};
+
+void Model::bind_scratch() {
+  if (!shared_scratch_) {
+    grads_ptr_ = grads_.data();
+    for (std::size_t i = 0; i < acts_.size(); ++i) act_ptrs_[i] = acts_[i].data();
+    delta_a_ptr_ = delta_a_.data();
+    delta_b_ptr_ = delta_b_.data();
+    return;
+  }
+  thread_local std::unordered_map<std::size_t, std::unique_ptr<Scratch>> mine;
+  std::unique_ptr<Scratch>& s = mine[scratch_key_];
+  if (!s) s = std::make_unique<Scratch>();
+  // Sized to fit whatever shares the key (a hash): a collision costs a resize, never a wrong
+  // size.
+  auto fit = [](std::vector<float>& v, std::int64_t n) {
+    if (std::ssize(v) < n) v.resize(static_cast<std::size_t>(n), 0.0f);
+  };
+  fit(s->grads, num_params_);
+  fit(s->delta_a, delta_size_);
+  fit(s->delta_b, delta_size_);
+  if (s->acts.size() < act_sizes_.size()) s->acts.resize(act_sizes_.size());
+  for (std::size_t i = 0; i < act_sizes_.size(); ++i) {
+    fit(s->acts[i], act_sizes_[i]);
+    act_ptrs_[i] = act_sizes_[i] ? s->acts[i].data() : nullptr;
+  }
+  grads_ptr_ = s->grads.data();
+  delta_a_ptr_ = s->delta_a.data();
+  delta_b_ptr_ = s->delta_b.data();
 }
 
 Model::~Model() = default;
@@ -150,11 +201,12 @@ void Model::run_forward(const float* x, int rows, bool training) {
   GOSSIP_CHECK_MSG(rows > 0 && rows <= (training ? max_train_batch_ : max_batch_), "batch of ",
                    rows, " rows does not fit the model's maximum of ",
                    training ? max_train_batch_ : max_batch_);
+  if (shared_scratch_) bind_scratch();
   const float* in = x;
   for (std::size_t i = 0; i < layers_.size(); ++i) {
-    LayerContext c{*backend_, params_.data(), grads_.data(), training,
+    LayerContext c{*backend_, params_.data(), grads_ptr_, training,
                    mix64(dropout_seed_ ^ mix64(train_steps_ * 1024 + i))};
-    float* out = layers_[i]->aliases_input() ? const_cast<float*>(in) : acts_[i].data();
+    float* out = layers_[i]->aliases_input() ? const_cast<float*>(in) : act_ptrs_[i];
     layers_[i]->forward(c, in, out, rows);
     outs_[i] = out;
     in = out;
@@ -174,14 +226,14 @@ BatchResult Model::evaluate(const float* x, const std::int32_t* labels, int rows
 
 BatchResult Model::forward_backward(const float* x, const std::int32_t* labels, int rows) {
   run_forward(x, rows, true);
-  float* dy = delta_a_.data();
-  float* spare = delta_b_.data();
+  float* dy = delta_a_ptr_;
+  float* spare = delta_b_ptr_;
   auto [loss, correct] = backend_->softmax_xent(outs_.back(), labels, rows, classes_, dy);
   std::size_t first_with_params = layers_.size();
   for (std::size_t i = 0; i < layers_.size() && first_with_params == layers_.size(); ++i)
     if (layers_[i]->param_count() > 0) first_with_params = i;
   for (std::size_t i = layers_.size(); i-- > first_with_params;) {
-    LayerContext c{*backend_, params_.data(), grads_.data(), true,
+    LayerContext c{*backend_, params_.data(), grads_ptr_, true,
                    mix64(dropout_seed_ ^ mix64(train_steps_ * 1024 + i))};
     const float* in = i == 0 ? x : outs_[i - 1];
     const bool need_dx = i > first_with_params;

@@ -29,11 +29,7 @@ bool valid_state(MemberState s) {
 
 Membership::Membership(int peers, int self, std::int64_t dead_after_rounds, double dead_after_s)
     : self_(self), dead_after_(std::max<std::int64_t>(1, dead_after_rounds)),
-      dead_after_s_(dead_after_s), suspected_since_(static_cast<std::size_t>(peers), 0.0),
-      view_(static_cast<std::size_t>(peers)), announced_(static_cast<std::size_t>(peers), 0),
-      suspected_at_(static_cast<std::size_t>(peers), -1),
-      event_tokens_(static_cast<std::size_t>(peers), kMemberEventBurst),
-      event_refill_(static_cast<std::size_t>(peers), 0.0) {
+      dead_after_s_(dead_after_s), view_(static_cast<std::size_t>(peers)) {
   GOSSIP_CHECK_MSG(self >= 0 && self < peers, "membership: peer ", self, " is not in 0..",
                    peers - 1);
 }
@@ -44,14 +40,14 @@ void Membership::note(int peer, const char* event, std::uint32_t incarnation,
   if (e == "suspect" || e == "alive") {
     // A token bucket per peer: a flood of claims (or a flapping link) cannot grow the log
     // without bound. Deaths and rejoins pass: each one takes a suspicion timer.
-    double& tokens = event_tokens_[peer];
-    tokens = std::min(kMemberEventBurst, tokens + std::max(0.0, now - event_refill_[peer]));
-    event_refill_[peer] = now;
-    if (tokens < 1) {
+    Tokens& t = event_tokens_[peer];
+    t.tokens = std::min(kMemberEventBurst, t.tokens + std::max(0.0, now - t.refill));
+    t.refill = now;
+    if (t.tokens < 1) {
       ++suppressed_;
       return;
     }
-    tokens -= 1;
+    t.tokens -= 1;
   }
   changes_.push_back(MemberChange{peer, e, incarnation, round});
 }
@@ -59,12 +55,15 @@ void Membership::note(int peer, const char* event, std::uint32_t incarnation,
 void Membership::set(int peer, Member m, std::int64_t round, double now) {
   const Member old = view_[peer];
   view_[peer] = m;
-  if (m.state == MemberState::kAlive) announced_[peer] = std::max(announced_[peer], m.incarnation);
-  // A suspicion that only moves to a later incarnation keeps its clock.
-  if (m.state != MemberState::kSuspect || old.state != MemberState::kSuspect) {
-    suspected_at_[peer] = m.state == MemberState::kSuspect ? round : -1;
-    suspected_since_[peer] = now;
+  ++version_;
+  not_alive_ += (m.state != MemberState::kAlive) - (old.state != MemberState::kAlive);
+  if (m.state == MemberState::kAlive && m.incarnation > 0) {
+    std::uint32_t& a = announced_[peer];
+    a = std::max(a, m.incarnation);
   }
+  // A suspicion that only moves to a later incarnation keeps its clock.
+  if (m.state != MemberState::kSuspect) suspicions_.erase(peer);
+  else if (old.state != MemberState::kSuspect) suspicions_[peer] = Suspicion{round, now};
   if (old.state == MemberState::kDead && m.state != MemberState::kDead)
     note(peer, "rejoin", m.incarnation, round, now);
   if (old.state == MemberState::kSuspect && m.state == MemberState::kAlive)
@@ -94,10 +93,12 @@ void Membership::merge_self(const Member& theirs, std::int64_t round, double now
     if (bounded == std::numeric_limits<std::uint32_t>::max()) return;  // cannot go past it
     const char* event = theirs.state == MemberState::kDead ? "rejoin" : "alive";
     me = Member{bounded + 1, MemberState::kAlive};
+    ++version_;
     note(self_, event, me.incarnation, round, now);
   } else if (theirs.state == MemberState::kAlive && theirs.incarnation > me.incarnation) {
     if (theirs.incarnation > ceiling) ++inflated_;
     me.incarnation = bounded;  // our own earlier life's number (we restarted)
+    ++version_;
   }
 }
 
@@ -118,9 +119,12 @@ void Membership::merge(const PeerView& v, std::int64_t round, double now,
       merge_self(theirs, round, now);
       continue;
     }
+    if (theirs == view_[q]) continue;  // the common case: nothing to learn (and nothing capped)
     // Only q raises q's incarnation: an alive entry may carry q's refutation one past what we
     // know; anything else is believed at most at the incarnation q is known to have had.
-    const std::uint32_t known = std::max(announced_[q], view_[q].incarnation);
+    const auto a = announced_.find(q);
+    const std::uint32_t known =
+        std::max(a == announced_.end() ? 0u : a->second, view_[q].incarnation);
     const std::uint32_t cap = theirs.state == MemberState::kAlive && known < UINT32_MAX
                                   ? known + 1 : known;
     if (theirs.incarnation > cap) {
@@ -144,23 +148,24 @@ void Membership::merge(const PeerView& v, std::int64_t round, double now,
 }
 
 void Membership::tick(std::int64_t round, double now, const std::vector<int>* hold) {
-  for (int q = 0; q < static_cast<int>(view_.size()); ++q) {
-    if (view_[q].state != MemberState::kSuspect || suspected_at_[q] < 0 ||
-        round - suspected_at_[q] < dead_after_ || now - suspected_since_[q] < dead_after_s_)
-      continue;
+  std::vector<int> deaths;
+  for (const auto& [q, since] : suspicions_) {  // ascending
+    if (round - since.round < dead_after_ || now - since.since < dead_after_s_) continue;
     if (hold && std::find(hold->begin(), hold->end(), q) != hold->end() &&
-        now - suspected_since_[q] < kMaxHeldSuspicion) {
+        now - since.since < kMaxHeldSuspicion) {
       ++held_;
       continue;
     }
-    set(q, Member{view_[q].incarnation, MemberState::kDead}, round, now);
+    deaths.push_back(q);
   }
+  for (int q : deaths) set(q, Member{view_[q].incarnation, MemberState::kDead}, round, now);
 }
 
 std::vector<MemberChange> Membership::take_changes() { return std::exchange(changes_, {}); }
 
 std::vector<int> Membership::dead() const {
   std::vector<int> out;
+  if (not_alive_ == 0) return out;
   for (int q = 0; q < static_cast<int>(view_.size()); ++q)
     if (view_[q].state == MemberState::kDead) out.push_back(q);
   return out;
@@ -168,8 +173,7 @@ std::vector<int> Membership::dead() const {
 
 std::vector<int> Membership::suspected() const {
   std::vector<int> out;
-  for (int q = 0; q < static_cast<int>(view_.size()); ++q)
-    if (view_[q].state == MemberState::kSuspect) out.push_back(q);
+  for (const auto& [q, since] : suspicions_) out.push_back(q);  // every suspect, ascending
   return out;
 }
 
@@ -188,7 +192,7 @@ MonitoredExchange::MonitoredExchange(Exchange& inner, std::int64_t dead_after_ro
 
 void MonitoredExchange::restart() {
   membership_ = Membership(inner_->size(), inner_->rank(), dead_after_rounds_, dead_after_s_);
-  last_sent_.clear();
+  last_sent_ = kNeverSent;
   talked_to_.clear();
   prober_ = Prober(inner_->size(), inner_->rank());
   heard_round_.clear();
@@ -251,10 +255,10 @@ std::vector<int> MonitoredExchange::before_publish(std::int64_t round,
   std::vector<int> to = without(to_all, cut);
   // The view goes out when it changed, and every kViewRefreshRounds rounds in any case (so a
   // peer that was away, or restarted, learns what the others believe of it).
-  if (membership_.view() != last_sent_ || round % kViewRefreshRounds == 0 ||
+  if (membership_.version() != last_sent_ || round % kViewRefreshRounds == 0 ||
       prober_.has_outgoing()) {
     inner_->send_view(membership_.view(), to, prober_.take_outgoing());
-    last_sent_ = membership_.view();
+    last_sent_ = membership_.version();
   }
   return to;
 }

@@ -57,13 +57,14 @@ void Sgd::step(float* params, const float* grads, float lr) {
 }
 
 Trainer::Trainer(Backend& backend, const RunConfig& config, const Dataset& train,
-                 std::vector<std::int64_t> shard, int peer, const ShardBalance& balance)
+                 std::vector<std::int64_t> shard, int peer, const ShardBalance& balance,
+                 bool shared_scratch)
     : backend_(&backend),
       config_(&config),
       train_(&train),
       peer_(peer),
       model_(backend, config.model, std::max(config.train.batch, config.train.eval_batch),
-             config.train.batch),
+             config.train.batch, shared_scratch),
       sgd_(backend, model_.num_params(), config.optimizer),
       sampler_(std::move(shard), config.train.batch, config.train.seed, peer),
       balance_(balance) {
@@ -72,11 +73,29 @@ Trainer::Trainer(Backend& backend, const RunConfig& config, const Dataset& train
                          " (", config.model.input_size(), " features) does not match the data's ",
                          train.dim, " features"));
   model_.init(config.train.seed, config.train.same_init ? 0 : peer, peer);
-  const int rows = std::max(config.train.batch, config.train.eval_batch);
-  host_x_.resize(static_cast<std::size_t>(rows) * train.dim);
-  host_y_.resize(rows);
-  x_ = DeviceArray<float>(backend, host_x_.size());
-  y_ = DeviceArray<std::int32_t>(backend, host_y_.size());
+  batch_rows_ = std::max(config.train.batch, config.train.eval_batch);
+  shared_scratch_ = shared_scratch && backend.host_memory();
+  if (shared_scratch_) return;
+  const auto floats = static_cast<std::size_t>(batch_rows_) * train.dim;
+  if (!backend.host_memory()) {  // gathered on the host, then uploaded
+    host_x_.resize(floats);
+    host_y_.resize(static_cast<std::size_t>(batch_rows_));
+  }
+  x_ = DeviceArray<float>(backend, floats);
+  y_ = DeviceArray<std::int32_t>(backend, static_cast<std::size_t>(batch_rows_));
+}
+
+Trainer::Batch Trainer::batch_buffers() {
+  if (!shared_scratch_) {
+    if (backend_->host_memory()) return {x_.data(), y_.data()};
+    return {host_x_.data(), host_y_.data()};
+  }
+  thread_local std::vector<float> x;
+  thread_local std::vector<std::int32_t> y;
+  const auto floats = static_cast<std::size_t>(batch_rows_) * train_->dim;
+  if (x.size() < floats) x.resize(floats);
+  if (y.size() < static_cast<std::size_t>(batch_rows_)) y.resize(static_cast<std::size_t>(batch_rows_));
+  return {x.data(), y.data()};
 }
 
 Trainer::State Trainer::state() const {
@@ -104,12 +123,12 @@ void Trainer::restore(const State& s) {
 double Trainer::step() {
   const auto& idx = sampler_.next();
   const int rows = static_cast<int>(idx.size());
-  float* x = backend_->host_memory() ? x_.data() : host_x_.data();
-  std::int32_t* y = backend_->host_memory() ? y_.data() : host_y_.data();
-  gather_batch(*train_, idx, x, y);
+  Batch b = batch_buffers();
+  gather_batch(*train_, idx, b.x, b.y);
   if (!backend_->host_memory()) {
     x_.upload(host_x_.data(), static_cast<std::size_t>(rows) * train_->dim);
     y_.upload(host_y_.data(), rows);
+    b = {x_.data(), y_.data()};
   }
   // The rate for this step is taken at the epoch the step starts in.
   const double per_epoch = balance_.schedule_steps_per_epoch > 0
@@ -118,7 +137,7 @@ double Trainer::step() {
   last_lr_ = balance_.lr_scale * learning_rate(config_->optimizer,
                                                static_cast<double>(steps_) / per_epoch,
                                                config_->train.epochs);
-  BatchResult r = model_.forward_backward(x_.data(), y_.data(), rows);
+  BatchResult r = model_.forward_backward(b.x, b.y, rows);
   sgd_.step(model_.params(), model_.grads(), static_cast<float>(last_lr_));
   ++steps_;
   return r.loss;
@@ -134,14 +153,14 @@ Evaluation Trainer::evaluate(const Dataset& data, std::int64_t limit) {
     const int rows = static_cast<int>(std::min<std::int64_t>(chunk, n - start));
     idx.resize(rows);
     for (int i = 0; i < rows; ++i) idx[i] = start + i;
-    float* x = backend_->host_memory() ? x_.data() : host_x_.data();
-    std::int32_t* y = backend_->host_memory() ? y_.data() : host_y_.data();
-    gather_batch(data, idx, x, y);
+    Batch b = batch_buffers();
+    gather_batch(data, idx, b.x, b.y);
     if (!backend_->host_memory()) {
       x_.upload(host_x_.data(), static_cast<std::size_t>(rows) * data.dim);
       y_.upload(host_y_.data(), rows);
+      b = {x_.data(), y_.data()};
     }
-    BatchResult r = model_.evaluate(x_.data(), y_.data(), rows);
+    BatchResult r = model_.evaluate(b.x, b.y, rows);
     loss += r.loss * rows;
     correct += r.correct;
   }
