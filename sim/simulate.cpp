@@ -170,7 +170,13 @@ class Swarm {
         result.stopped_by_partition = true;
         break;
       }
-      if (due(r + 1)) evaluate(r + 1);
+      if (due(r + 1)) {
+        evaluate(r + 1);
+        if (hooks.stop_after && hooks.stop_after(result.evals.back())) {
+          result.rounds = r + 1;
+          break;
+        }
+      }
       if (hooks.on_round) hooks.on_round(r + 1, result.rounds);
     }
     finish(result);

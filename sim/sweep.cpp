@@ -3,6 +3,7 @@
 // setting's own outputs in DIR/runs/<n>-<label>/, the table (compare.csv, report.md) rewritten
 // after every setting so partial results survive, then plots.
 #include <cctype>
+#include <cmath>
 #include <chrono>
 #include <cstdio>
 #include <map>
@@ -103,6 +104,13 @@ int run_sweep(const RunConfig& base, const std::string& out, bool progress_bar,
                     static_cast<long long>(a.last), a.predicted,
                     100.0 * (a.measured - a.predicted) / a.predicted,
                     a.agrees() ? "" : "  DISAGREES");
+      if (std::isfinite(a.predicted_rounds_1000x) && !a.exact_predicted)
+        std::printf("  disagreement 1000x lower after %s (predicted by the gap: %.0f)\n",
+                    a.measured_rounds_1000x >= 0
+                        ? cat(a.measured_rounds_1000x, " rounds").c_str()
+                        : cat("more than ", a.distance.size() - 1, " rounds").c_str(),
+                    a.predicted_rounds_1000x);
+      std::fflush(stdout);
     }
     std::fflush(stdout);
   }

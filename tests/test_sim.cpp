@@ -525,6 +525,40 @@ TEST_CASE("pure averaging contracts by rho^2 per round, and exactly on the one-p
   std::filesystem::remove_all(dir);
 }
 
+TEST_CASE("a long averaging pass measures rounds to 1000x lower disagreement against the "
+          "gap's prediction", "[sim][compare]") {
+  RunConfig config = small_config();
+  const Topology ring = generate("ring", 16);
+  const TopologyReport report = analyze(ring);
+  // ln(1000) / -ln(rho), rho = 1/3 + 2/3 cos(2 pi / 16): about 133 rounds.
+  const double rho = 1.0 / 3.0 + 2.0 / 3.0 * std::cos(2 * M_PI / 16);
+  REQUIRE(report.rounds_to_1000x == Approx(std::log(1000.0) / -std::log(rho)));
+  const AveragingCheck a = averaging_check(config, "ring-16.yaml", ring, report, 400);
+  INFO("measured " << a.measured_rounds_1000x << " predicted " << a.predicted_rounds_1000x
+                   << "; rate " << a.measured << " over " << a.first << ".." << a.last);
+  REQUIRE(a.predicted_rounds_1000x == report.rounds_to_1000x);
+  // The bound holds (a random start is not all along the slowest mode) and is not loose by
+  // more than the energy the start puts outside that mode can explain.
+  REQUIRE(a.measured_rounds_1000x > 0);
+  REQUIRE(a.measured_rounds_1000x <= a.predicted_rounds_1000x);
+  REQUIRE(a.measured_rounds_1000x >= 0.5 * a.predicted_rounds_1000x);
+  REQUIRE(a.distance[a.measured_rounds_1000x] <= 1e-6 * a.distance[0]);
+  REQUIRE(a.distance[a.measured_rounds_1000x - 1] > 1e-6 * a.distance[0]);
+  // A pass past 100 rounds measures the rate over its second half, where rho^2 rules, and ends
+  // 50 rounds after float32's floor (1e-9 of the start), well before its 400 rounds.
+  REQUIRE(a.first >= a.last / 2 - 1);
+  REQUIRE(a.distance.size() < 401);
+  REQUIRE(a.distance.back() <= 1e-9 * a.distance[0]);
+  REQUIRE(a.measured == Approx(rho * rho).epsilon(0.01));
+  const std::string dir = temp_dir("averaging_1000x");
+  std::string why;
+  write_averaging(dir, {a}, &why);
+  const std::string md = read_text(dir + "/report.md");
+  REQUIRE(md.find(cat("| ring-16 | ", 1.0 - rho)) != std::string::npos);
+  REQUIRE(md.find(cat(" | ", a.measured_rounds_1000x, " | ")) != std::string::npos);
+  std::filesystem::remove_all(dir);
+}
+
 TEST_CASE("a sweep refuses an algorithm its graphs cannot run before simulating anything",
           "[sim]") {
   const std::string dir = temp_dir("sweep_refusal");

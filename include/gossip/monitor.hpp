@@ -149,6 +149,7 @@ class Membership {
   static constexpr std::uint32_t kMaxIncarnationStep = 1u << 16;
   static constexpr double kMaxHeldSuspicion = 20.0;
   static constexpr double kMemberEventBurst = 8;
+  static constexpr int kMergeBlock = 64;  // entries compared at once when merging a view
 
  private:
   void set(int peer, Member m, std::int64_t round, double now);
