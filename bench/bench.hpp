@@ -58,5 +58,6 @@ int run_sim(int argc, char** argv);
 int run_gossip(int argc, char** argv);
 int run_wan(int argc, char** argv);
 int run_session(int argc, char** argv);
+int run_trace(int argc, char** argv);
 
 }  // namespace gossip::bench

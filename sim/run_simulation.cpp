@@ -95,6 +95,18 @@ int run_simulation(const RunConfig& config, const std::string& out, bool progres
               "%s/summary.json\n",
               result.sim_seconds, result.wall_seconds, result.local_seconds, result.mix_seconds,
               result.workers, out.c_str());
+  if (!result.timelines.empty()) {
+    std::vector<std::pair<std::string, PhaseSeconds>> rows;
+    PhaseSeconds all{};
+    for (const auto& [p, t] : result.timelines) {
+      rows.emplace_back(cat(p), t.seconds());
+      for (std::size_t i = 0; i < kPhaseCount; ++i) all[i] += t.seconds()[i];
+    }
+    rows.emplace_back("all", all);
+    std::printf("where the simulated time went (%% of each traced peer's time; timelines in "
+                "%s/peers/R/trace.json):\n%s",
+                out.c_str(), phase_table(rows).c_str());
+  }
   if (!result.faults.empty() || !result.member_events.empty()) {
     std::int64_t dead = 0;
     for (char a : result.alive_at_end) dead += a ? 0 : 1;

@@ -264,6 +264,7 @@ std::vector<Inbox> SimExchange::collect(std::int64_t round, std::span<const int>
   now_ = std::max(now_, cpu_mark_ + cpu_since_ * network_->cpu_share());
   cpu_mark_ = now_;
   cpu_since_ = 0.0;
+  if (keep_collects_) collects_.emplace_back(start, now_);
   return got;
 }
 

@@ -54,6 +54,10 @@ class SimExchange final : public Exchange {
   void send_view(std::span<const Member> view, std::span<const int> to,
                  std::span<const Probe> probes = {}) override;
   /// The views that came with the messages the last collect() took.
+  /// With `on`, each collect's [start, end] on this peer's clock is kept until take_collects()
+  /// (the timeline's wait spans).
+  void keep_collects(bool on) { keep_collects_ = on; }
+  std::vector<std::pair<double, double>> take_collects() { return std::exchange(collects_, {}); }
   std::vector<PeerView> take_views() override;
 
   /// This peer's simulated clock, seconds since the start.
@@ -83,6 +87,8 @@ class SimExchange final : public Exchange {
   double cpu_mark_ = 0.0;
   double cpu_since_ = 0.0;
   std::optional<std::vector<Member>> pending_view_;  // sent with the next publish
+  bool keep_collects_ = false;
+  std::vector<std::pair<double, double>> collects_;  // since take_collects()
   std::vector<Probe> pending_probes_;                // and the probes passed on with it
   std::vector<std::pair<int, std::int64_t>> taken_;  // (sender, round) sent to the last collect
 };

@@ -2,6 +2,7 @@
 // average model's row at each evaluation, then the summary with the simulator's own fields. The
 // columns mean what they mean under `gossip run` (docs/outputs.md); only `seconds` is simulated.
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <utility>
@@ -115,6 +116,21 @@ void write_sim_outputs(const std::string& dir, const SimResult& result, const Si
       .add("local_seconds", result.local_seconds)
       .add("mix_seconds", result.mix_seconds);
   add_membership_summary(end.extra, result);
+  // Where the simulated time went: the traced peers' timelines, each in DIR/peers/R/trace.json.
+  if (!result.timelines.empty()) {
+    PhaseSeconds all{};
+    JsonArray per_peer;
+    for (const auto& [p, t] : result.timelines) {
+      const std::string folder = cat(dir, "/peers/", p);
+      std::filesystem::create_directories(folder);
+      t.write(folder + "/trace.json");
+      for (std::size_t i = 0; i < kPhaseCount; ++i) all[i] += t.seconds()[i];
+      per_peer.add(JsonObject().add("peer", p).add("phases_s", phase_json(t.seconds())));
+    }
+    end.extra.add("phases_s", phase_json(all))
+        .add("phase_shares", phase_share_json(all))
+        .add("phases_per_peer_s", per_peer);
+  }
   record.finish(std::move(end));
   write_sim_events(dir, result);
 }

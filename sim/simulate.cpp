@@ -16,6 +16,7 @@
 #include "gossip/monitor.hpp"
 #include "gossip/rng.hpp"
 #include "gossip/sim.hpp"
+#include "gossip/timeline.hpp"
 #include "sim/sim_network.hpp"
 #include "sim/worker_pool.hpp"
 
@@ -62,6 +63,26 @@ class Swarm {
                                            topology, config.gossip, config.train.seed));
     alive_.assign(n(), 1);
     paused_until_.assign(n(), -1.0);
+    timelines_.resize(static_cast<std::size_t>(n()));
+  }
+
+  /// Keeps the per-round timelines of `count` evenly spaced peers (on their simulated clocks).
+  void trace(std::int64_t count) {
+    count = std::min<std::int64_t>(count, n());
+    for (std::int64_t i = 0; i < count; ++i) {
+      const auto p = static_cast<int>(i * n() / count);
+      SimExchange& ex = network_.exchange(p);
+      ex.keep_collects(true);
+      timelines_[p] = std::make_unique<Timeline>(p, [&ex] { return ex.now(); });
+    }
+  }
+  /// The timelines kept (taken).
+  std::vector<std::pair<int, Timeline>> take_timelines() {
+    std::vector<std::pair<int, Timeline>> out;
+    for (int p = 0; p < n(); ++p)
+      if (timelines_[p]) out.emplace_back(p, std::move(*timelines_[p]));
+    timelines_.clear();
+    return out;
   }
 
   int n() const { return static_cast<int>(learners_.size()); }
@@ -87,14 +108,23 @@ class Swarm {
     pool_.run(static_cast<int>(active.size()), [&](int k) {
       const int p = active[k];
       Algorithm& a = *algorithms_[p];
+      SimExchange& ex = network_.exchange(p);
+      Timeline* tl = timelines_.empty() ? nullptr : timelines_[p].get();
+      if (tl) tl->begin_round(r);
       const double compute = a.local_steps(r) * network_.step_seconds(p);
+      auto steps = [&] {
+        const double from = ex.now();
+        ex.work(compute);
+        if (tl) tl->add(Phase::kCompute, from, ex.now());
+      };
       if (a.overlaps()) {  // the publish leaves before the steps, which run while it travels
         network_.run_phase(p, [&] { a.local_phase(r); });
-        network_.exchange(p).work(compute);
+        steps();
       } else {
-        network_.exchange(p).work(compute);
+        steps();
         network_.run_phase(p, [&] { a.local_phase(r); });
       }
+      if (tl) tl->mixing();
     });
     const auto t1 = Clock::now();
     for (int s = 0; s < algorithms_.front()->relay_steps(); ++s)
@@ -102,7 +132,13 @@ class Swarm {
         network_.run_phase(active[k], [&] { algorithms_[active[k]]->relay_phase(r, s); });
       });
     pool_.run(static_cast<int>(active.size()), [&](int k) {
-      network_.run_phase(active[k], [&] { algorithms_[active[k]]->mix_phase(r); });
+      const int p = active[k];
+      network_.run_phase(p, [&] { algorithms_[p]->mix_phase(r); });
+      if (Timeline* tl = timelines_.empty() ? nullptr : timelines_[p].get()) {
+        for (const auto& [from, to] : network_.exchange(p).take_collects())
+          tl->add(Phase::kWait, from, to);
+        tl->end_round();
+      }
     });
     result.local_seconds += std::chrono::duration<double>(t1 - t0).count();
     result.mix_seconds += since(t1);
@@ -307,6 +343,7 @@ class Swarm {
   std::vector<MembershipWatch> watches_;  // each peer's, as a real peer's
   std::vector<std::unique_ptr<Algorithm>> algorithms_;
   std::vector<std::vector<float>> host_;
+  std::vector<std::unique_ptr<Timeline>> timelines_;  // of the traced peers (others: null)
   std::vector<char> alive_;
   std::vector<double> paused_until_;  // simulated time a paused peer wakes; < 0: not paused
   bool stop_ = false;                 // a peer saw a partition and the config says stop
@@ -406,6 +443,7 @@ SimResult simulate(const RunConfig& config, const Topology& topology, const Data
     learners.push_back(learner_for(*trainers.back()));
   }
   Swarm swarm(config, topology, std::move(learners));
+  swarm.trace(config.sim.trace_peers);
   Evaluators evaluators(*backend, config, data, swarm.pool().threads() + 1);
   Trainer& evaluator = evaluators.average();  // holds the average model
   const double step_s = config.sim.step_ms > 0
@@ -504,6 +542,7 @@ SimResult simulate(const RunConfig& config, const Topology& topology, const Data
           evaluator.evaluate(data.test, config.train.eval_limit).accuracy);
     }
   result.step_seconds = step_s;
+  result.timelines = swarm.take_timelines();
   result.epochs = result.evals.back().epoch;
   return result;
 }

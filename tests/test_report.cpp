@@ -9,6 +9,7 @@
 #include <string>
 
 #include "gossip/events.hpp"
+#include "gossip/timeline.hpp"
 #include "gossip/progress.hpp"
 #include "gossip/report.hpp"
 
@@ -80,7 +81,8 @@ TEST_CASE("every event survives encoding and parsing unchanged", "[report][event
     CHECK(back.message == "all neighbours are back\nnext");
   }
   SECTION("done") {
-    const DoneEvent e{0, 0.5, std::string(64, 'a'), 155810, 12.25};
+    const DoneEvent e{0, 0.5, std::string(64, 'a'), 155810, 12.25,
+                      format_phase_seconds(PhaseSeconds{0.5, 3.25})};
     const auto r = round_trip(e);
     CHECK(r.peer == 0);
     CHECK(r.accuracy == 0.5);
@@ -119,9 +121,9 @@ TEST_CASE("events.jsonl lines carry every field of the event as JSON", "[report]
   CHECK(event_json(AlertEvent{1, 7, false, {2, 6}, "lost\n2"}) ==
         R"({"event": "alert", "peer": 1, "round": 7, "connected": false, "dead": [2, 6], )"
         R"("message": "lost\n2"})");
-  CHECK(event_json(DoneEvent{0, 0.25, "ab", 155810, 12.5}) ==
+  CHECK(event_json(DoneEvent{0, 0.25, "ab", 155810, 12.5, "compute:1.5"}) ==
         R"({"event": "done", "peer": 0, "acc": 0.25, "sha256": "ab", "bytes": 155810, )"
-        R"("seconds": 12.5})");
+        R"("seconds": 12.5, "phases": "compute:1.5"})");
 }
 
 TEST_CASE("malformed event lines are refused, not guessed at", "[report][events]") {
@@ -316,4 +318,62 @@ TEST_CASE("the ETA follows a change of pace within its window", "[report][progre
   CHECK(*eta.seconds_left(2000) == Approx((2000.0 - now_done) / 4.0).epsilon(0.02));
   CHECK(*eta.seconds_left(now_done) == 0.0);
   CHECK(*eta.seconds_left(now_done - 5) == 0.0);  // past the total: nothing left, not negative
+}
+
+TEST_CASE("a timeline's round phases add up to the round, its spans nest, and its trace is "
+          "Chrome's format", "[report][timeline]") {
+  double clock = 0.0;
+  Timeline t(3, [&] { return clock; });
+  t.add(Phase::kSetup, 0.0, 1.0);
+  clock = 1.0;
+  t.begin_round(0);
+  t.add(Phase::kCompute, 1.0, 1.5);
+  t.add(Phase::kSend, 1.6, 1.7);   // 1.5..1.6 and 1.7..1.8 are left: compress
+  clock = 1.8;
+  t.mixing();
+  t.add(Phase::kWait, 1.9, 2.4);   // 1.8..1.9 and 2.4..2.5: mix
+  clock = 2.5;
+  t.end_round();
+  t.add(Phase::kEvaluate, 2.5, 3.0);
+  const PhaseSeconds& s = t.seconds();
+  auto at = [&](Phase p) { return s[static_cast<std::size_t>(p)]; };
+  CHECK(at(Phase::kSetup) == Approx(1.0));
+  CHECK(at(Phase::kCompute) == Approx(0.5));
+  CHECK(at(Phase::kCompress) == Approx(0.2));
+  CHECK(at(Phase::kSend) == Approx(0.1));
+  CHECK(at(Phase::kWait) == Approx(0.5));
+  CHECK(at(Phase::kMix) == Approx(0.2));
+  CHECK(at(Phase::kEvaluate) == Approx(0.5));
+  double total = 0.0;
+  for (double v : s) total += v;
+  CHECK(total == Approx(3.0));  // the phases cover the whole time, once
+  CHECK(t.covered() == Approx(3.0));
+
+  // A span that pokes out of its round is cut to it; one that overlaps the last is moved on.
+  clock = 3.0;
+  t.begin_round(1);
+  t.add(Phase::kCompute, 2.9, 3.4);
+  t.add(Phase::kSend, 3.3, 3.5);
+  clock = 3.5;
+  t.mixing();
+  t.end_round();
+  CHECK(at(Phase::kCompute) == Approx(0.9));
+  CHECK(at(Phase::kSend) == Approx(0.2));
+
+  const auto dir = std::filesystem::temp_directory_path() / "gossip_test_report_timeline";
+  std::filesystem::create_directories(dir);
+  t.write((dir / "trace.json").string());
+  std::ifstream in(dir / "trace.json");
+  const std::string json((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  CHECK(json.find(R"({"name": "process_name", "ph": "M", "pid": 3, "tid": 0, "args": {"name": "peer 3"}})") != std::string::npos);
+  CHECK(json.find(R"({"name": "round 0", "cat": "round", "ph": "X", "ts": 1000000, "dur": 1500000, "pid": 3)") != std::string::npos);
+  CHECK(json.find(R"({"name": "wait", "cat": "wait", "ph": "X", "ts": 1900000, "dur": 500000, "pid": 3, "tid": 0, "args": {"round": 0}})") != std::string::npos);
+  std::filesystem::remove_all(dir);
+
+  CHECK(parse_phase_seconds(format_phase_seconds(s)) == s);
+  CHECK_THROWS_WITH(parse_phase_seconds("compute:1"), Catch::Contains("expected all 10 phases"));
+  CHECK_THROWS_WITH(parse_phase_seconds("think:1"), Catch::Contains("got 'think:1'"));
+  const std::string table = phase_table({{"0", s}, {"all", s}});
+  CHECK(table.find("compute") != std::string::npos);
+  CHECK(table.find("   all") != std::string::npos);
 }

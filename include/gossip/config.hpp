@@ -201,6 +201,9 @@ struct SimConfig {
   // ranks; 0 = every peer); the last evaluation adds the 8 peers a screening of every model on
   // 1000 test samples finds lowest (docs/sim.md).
   std::int64_t eval_peers = 64;
+  // Peers whose per-round timeline is written (DIR/peers/R/trace.json, on the simulated clock):
+  // this many evenly spaced ranks (0 = none).
+  std::int64_t trace_peers = 16;
   // The CPU model (docs/sim.md, "The CPU"): off by default, when a peer's only costs are its
   // steps and its links.
   int cores = 0;                    // cores the peers share (0 = a core each, as separate hosts)

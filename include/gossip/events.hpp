@@ -78,6 +78,7 @@ struct DoneEvent {
   std::string params_sha256;
   std::uint64_t bytes_sent = 0;
   double seconds = 0.0;
+  std::string phases;  // seconds per phase of its timeline (format_phase_seconds)
 };
 
 using PeerEvent =

@@ -12,11 +12,13 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gossip/config.hpp"
 #include "gossip/events.hpp"
 #include "gossip/json.hpp"
+#include "gossip/timeline.hpp"
 #include "gossip/topology.hpp"
 #include "gossip/train.hpp"
 
@@ -77,6 +79,8 @@ struct SimResult {
   std::vector<std::vector<int>> final_components;
   std::vector<double> component_accuracy;  // of each final component's average model, when split
   bool stopped_by_partition = false;       // gossip.on_partition: stop, and the graph split
+  // The per-round timelines of sim.trace_peers peers, on the simulated clock (peer, timeline).
+  std::vector<std::pair<int, Timeline>> timelines;
 };
 
 /// Progress callbacks; both optional. on_round is called after every round on the caller's

@@ -20,6 +20,8 @@ const Subcommand kBenches[] = {
      bench::run_wan},
     {"session", "one PeerSession peer's rounds driven from C++ (bench/python_overhead.py)",
      bench::run_session},
+    {"trace", "what recording the per-round timeline (trace.json) costs a round",
+     bench::run_trace},
 };
 
 void usage() {

@@ -425,6 +425,7 @@ void read_sim(const Reader& r, const Node& n, SimConfig& s) {
       {"consensus_rounds", [&](auto& v, auto& f) { s.consensus_rounds = r.positive_int(v, f, false); }},
       {"peer_eval_limit", [&](auto& v, auto& f) { s.peer_eval_limit = r.positive_int(v, f, true); }},
       {"eval_peers", [&](auto& v, auto& f) { s.eval_peers = r.positive_int(v, f, true); }},
+      {"trace_peers", [&](auto& v, auto& f) { s.trace_peers = r.positive_int(v, f, true); }},
       {"cores", [&](auto& v, auto& f) { s.cores = r.positive_int(v, f, true); }},
       {"byte_cpu_ns", [&](auto& v, auto& f) { s.byte_cpu_ns = r.positive(v, f, true); }},
       {"message_cpu_us", [&](auto& v, auto& f) { s.message_cpu_us = r.positive(v, f, true); }},

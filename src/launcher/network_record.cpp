@@ -14,6 +14,7 @@
 #include <variant>
 
 #include "gossip/core.hpp"
+#include "gossip/timeline.hpp"
 #include "src/launcher/children.hpp"
 #include "gossip/gossip.hpp"
 #include "gossip/json.hpp"
@@ -359,6 +360,33 @@ Summary NetworkRecord::finish(double wall_seconds, const std::vector<double>& pe
     failures.add(o);
   }
   end.extra.add("failures", failures).add("membership", membership_);
+  // Where the time went: each finished peer's timeline, summed over the peers.
+  std::vector<std::pair<std::string, PhaseSeconds>> phase_rows;
+  PhaseSeconds all_phases{};
+  JsonArray per_peer_phases;
+  for (int r = 0; r < n_; ++r) {
+    if (!done_[r] || done_[r]->phases.empty()) {
+      per_peer_phases.raw("null");
+      continue;
+    }
+    PhaseSeconds p{};
+    try {
+      p = parse_phase_seconds(done_[r]->phases);
+    } catch (const InputError& e) {
+      std::fprintf(stderr, "peer %d: its timeline summary is unreadable (%s)\n", r, e.what());
+      per_peer_phases.raw("null");
+      continue;
+    }
+    for (std::size_t i = 0; i < kPhaseCount; ++i) all_phases[i] += p[i];
+    phase_rows.emplace_back(cat(r), p);
+    per_peer_phases.add(phase_json(p));
+  }
+  if (!phase_rows.empty()) {
+    phase_rows.emplace_back("all", all_phases);
+    end.extra.add("phases_s", phase_json(all_phases))
+        .add("phase_shares", phase_share_json(all_phases))
+        .add("phases_per_peer_s", per_peer_phases);
+  }
   const bool rss = static_cast<int>(peer_rss_mb.size()) == n_;
   double peer_max_rss_mb = 0.0;
   if (rss) {
@@ -379,6 +407,9 @@ Summary NetworkRecord::finish(double wall_seconds, const std::vector<double>& pe
                 mem.c_str());
   }
   if (rss) std::printf("peak RSS per peer %.1f MB\n", peer_max_rss_mb);
+  if (!phase_rows.empty())
+    std::printf("\nwhere the time went (%% of each peer's time; timelines in %s/peers/R/trace.json):"
+                "\n%s", out_dir_.c_str(), phase_table(phase_rows).c_str());
   if (!split.empty()) {
     std::printf("PARTITIONED: the live graph ended split into %s; the components trained "
                 "separate models, so the average below is not one model. Per component:",

@@ -24,6 +24,7 @@
 #include "gossip/peer.hpp"
 #include "gossip/progress.hpp"
 #include "gossip/report.hpp"
+#include "gossip/timeline.hpp"
 #include "gossip/train.hpp"
 #include "src/peer/peer_parts.hpp"
 
@@ -114,8 +115,11 @@ int run_peer(const RunConfig& config, const Topology& topology, const PeerOption
   exchange.set_adaptive_deadline(config.gossip.round_timeout_floor_s);
   events.emit(ReadyEvent{rank, since(t0), n, opt.config_path});
 
-  auto algorithm =
-      make_algorithm(trainer, exchange, topology, config.gossip, config.train.seed);
+  // Where the time goes (DIR/trace.json): the algorithm's steps and exchange calls are timed.
+  Timeline timeline(rank, [t0] { return since(t0); });
+  TracedExchange traced(exchange, timeline);
+  const Learner learner = traced_learner(learner_for(trainer), timeline);
+  auto algorithm = make_algorithm(learner, traced, topology, config.gossip, config.train.seed);
   Watch watch(topology, rank, exchange, events, t0);
   watch(0);
   auto catch_up = [&](std::int64_t r) {
@@ -161,6 +165,7 @@ int run_peer(const RunConfig& config, const Topology& topology, const PeerOption
   };
   std::vector<float> params(trainer.num_params());
   auto evaluate = [&](std::int64_t round) {
+    const double eval_start = timeline.now();
     const Evaluation ev = trainer.evaluate(data.test, config.train.eval_limit);
     const double loss = round > 0 ? algorithm->take_train_loss() : NAN;
     if (round > 0 && !std::isfinite(loss))
@@ -183,8 +188,10 @@ int run_peer(const RunConfig& config, const Topology& topology, const PeerOption
     write_params(snapshot, params);
     events.emit(EvalEvent{rank, round, rounds, row.epoch, row.loss, row.test_accuracy,
                           row.bytes_sent, row.seconds, snapshot});
+    timeline.add(Phase::kEvaluate, eval_start, timeline.now());
   };
 
+  timeline.add(Phase::kSetup, 0.0, timeline.now());
   if (first_round == 0 && !rejoin) evaluate(0);
   const std::int64_t every = config.train.checkpoint_every;
   // The launcher's progress line follows the rounds between evaluations: a round event at most
@@ -194,12 +201,12 @@ int run_peer(const RunConfig& config, const Topology& topology, const PeerOption
   bool stopped_by_partition = false;
   std::int64_t completed = rounds;  // fewer when the peer stops at a partition
   for (std::int64_t r = first_round; r < rounds; ++r) {
-    r = catch_up(r);
+    r = timeline.time(Phase::kMonitor, [&] { return catch_up(r); });
     if (r >= rounds) break;
-    algorithm->run_round(r);
+    traced_round(*algorithm, timeline, r);
     const std::int64_t done = r + 1;
     // After the last round a neighbour that has finished and said bye is no loss.
-    if (done < rounds) watch(done);
+    if (done < rounds) timeline.time(Phase::kMonitor, [&] { watch(done); });
     if (watch.partitioned() && config.gossip.on_partition == "stop") {
       log_line(cat("peer ", rank, ": the live graph split at round ", done,
                    " and gossip.on_partition is stop: stopping with a checkpoint"));
@@ -214,12 +221,14 @@ int run_peer(const RunConfig& config, const Topology& topology, const PeerOption
     const bool fault_round = std::any_of(config.faults.begin(), config.faults.end(),
                                          [&](const Fault& f) { return f.round == done; });
     if (opt.events && (fault_round || Clock::now() - last_round_event >= kRoundEventEvery)) {
-      events.progress(RoundEvent{rank, done, rounds, since(t0)});
+      timeline.time(Phase::kMonitor,
+                    [&] { events.progress(RoundEvent{rank, done, rounds, since(t0)}); });
       last_round_event = Clock::now();
     }
     if (plan.eval_due(done)) evaluate(done);
     const bool stop = opt.until_round > 0 && done == opt.until_round && done < rounds;
-    if ((every > 0 && done % every == 0 && done < rounds) || stop) save_checkpoint(done);
+    if ((every > 0 && done % every == 0 && done < rounds) || stop)
+      timeline.time(Phase::kCheckpoint, [&] { save_checkpoint(done); });
     if (stop) {
       record.flush();
       log_line(cat("peer ", rank, ": stopped after round ", done, " as asked (checkpoint ",
@@ -228,18 +237,26 @@ int run_peer(const RunConfig& config, const Topology& topology, const PeerOption
     }
   }
 
+  const double finish_start = timeline.now();
   algorithm->model_params(params);
   write_params(dir + "/params.bin", params);
+  // The peer's wall time ends with its timeline's last span; the file is written after.
+  const double finish_end = timeline.now();
+  timeline.add(Phase::kFinish, finish_start, finish_end);
+  timeline.write(dir + "/trace.json");
   RunEnd end{.rounds = completed, .bytes_sent = bytes_before + exchange.bytes_sent(),
-             .wall_seconds = since(t0),
+             .wall_seconds = finish_end,
              .connected = watch.monitor().connected(), .params_sha256 = {sha256_hex(params)}, .extra = {}};
   end.extra.add("peer", rank).add("missing_messages", algorithm->missing_messages())
       .add("samples", std::ssize(shards[rank]))
       .add("incarnation", static_cast<std::int64_t>(exchange.membership().view()[rank].incarnation))
-      .add("stopped_by_partition", stopped_by_partition);
+      .add("stopped_by_partition", stopped_by_partition)
+      .add("phases_s", phase_json(timeline.seconds()))
+      .add("trace", "trace.json");
   const Summary s = record.finish(std::move(end));
   events.emit(DoneEvent{rank, s.last.test_accuracy, s.end.params_sha256.front(),
-                        s.end.bytes_sent, s.end.wall_seconds});
+                        s.end.bytes_sent, s.end.wall_seconds,
+                        format_phase_seconds(timeline.seconds())});
   log_line(cat("peer ", rank, ": done, test accuracy ", fixed(s.last.test_accuracy, 4), ", ",
                s.end.bytes_sent, " bytes sent"));
   return kExitOk;

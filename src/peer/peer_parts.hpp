@@ -20,11 +20,71 @@
 #include "gossip/monitor.hpp"
 #include "gossip/net.hpp"
 #include "gossip/peer.hpp"
+#include "gossip/timeline.hpp"
 #include "gossip/topology.hpp"
 
 namespace gossip::peer_parts {
 
 using Clock = std::chrono::steady_clock;
+
+/// The exchange the algorithm sees: every call goes to `inner`, and the timeline records each
+/// publish as send and each collect as wait (the monitor's bookkeeping in it included).
+class TracedExchange final : public Exchange {
+ public:
+  TracedExchange(Exchange& inner, Timeline& timeline) : inner_(&inner), timeline_(&timeline) {}
+  int rank() const override { return inner_->rank(); }
+  int size() const override { return inner_->size(); }
+  void publish(std::int64_t round, std::span<const float> params, double weight,
+               std::span<const int> to) override {
+    timeline_->time(Phase::kSend, [&] { inner_->publish(round, params, weight, to); });
+  }
+  void publish_packet(std::int64_t round, std::span<const std::byte> packet,
+                      std::span<const int> to) override {
+    timeline_->time(Phase::kSend, [&] { inner_->publish_packet(round, packet, to); });
+  }
+  std::vector<Inbox> collect(std::int64_t round, std::span<const int> from,
+                             const CollectOptions& options) override {
+    return timeline_->time(Phase::kWait, [&] { return inner_->collect(round, from, options); });
+  }
+  std::vector<int> dead_peers() const override { return inner_->dead_peers(); }
+  std::uint64_t bytes_sent() const override { return inner_->bytes_sent(); }
+  void send_view(std::span<const Member> view, std::span<const int> to,
+                 std::span<const Probe> probes) override {
+    inner_->send_view(view, to, probes);
+  }
+  std::vector<PeerView> take_views() override { return inner_->take_views(); }
+  std::vector<int> excused_peers() const override { return inner_->excused_peers(); }
+  std::optional<Inbox> newest(std::span<const int> from) override {
+    return timeline_->time(Phase::kWait, [&] { return inner_->newest(from); });
+  }
+  std::optional<std::vector<int>> heard_within(double seconds) const override {
+    return inner_->heard_within(seconds);
+  }
+  std::vector<TransportAlert> take_alerts() override { return inner_->take_alerts(); }
+
+ private:
+  Exchange* inner_;
+  Timeline* timeline_;
+};
+
+/// A learner whose steps the timeline records as compute.
+inline Learner traced_learner(Learner learner, Timeline& timeline) {
+  if (learner.step)
+    learner.step = [step = std::move(learner.step), t = &timeline] {
+      return t->time(Phase::kCompute, step);
+    };
+  return learner;
+}
+
+/// A round as the timeline sees it: the local phase, the relay steps and the mix phase.
+inline void traced_round(Algorithm& algorithm, Timeline& timeline, std::int64_t round) {
+  timeline.begin_round(round);
+  algorithm.local_phase(round);
+  timeline.mixing();
+  for (int s = 0; s < algorithm.relay_steps(); ++s) algorithm.relay_phase(round, s);
+  algorithm.mix_phase(round);
+  timeline.end_round();
+}
 
 /// Seconds since `t0`.
 double since(Clock::time_point t0);
