@@ -15,6 +15,7 @@
 #include "gossip/backend.hpp"
 #include "gossip/config.hpp"
 #include "gossip/core.hpp"
+#include "gossip/gemm.hpp"
 #include "gossip/json.hpp"
 #include "gossip/model.hpp"
 #include "gossip/rng.hpp"
@@ -25,6 +26,7 @@ namespace {
 
 const char* kHelp =
     "usage: gossip bench step [--json] [--steps N] [--layers 784-256-128-10 | --model FILE]\n"
+    "                         [--backend cpu|cuda]\n"
     "\n"
     "Time per training step (forward, backward, SGD with momentum) on one CPU thread at batch 32\n"
     "and 256, of the MLP given by --layers or of the model of a run config (--model FILE, any\n"
@@ -32,7 +34,11 @@ const char* kHelp =
     "thread) with the same layers (bench/torch_step.py builds them from the same YAML), batch\n"
     "and optimizer; ratio = ours / PyTorch (lower is better). Also the GFLOP/s achieved, and for\n"
     "an MLP against bare cblas_sgemm calls of the same shapes. Prints the OpenBLAS kernel in\n"
-    "use; benchmark with OPENBLAS_CORETYPE unset.\n";
+    "use; benchmark with OPENBLAS_CORETYPE unset.\n"
+    "\n"
+    "--backend cuda: the same on the GPU (the CUDA backend, waiting for the device after each\n"
+    "step); the GEMM reference is cuBLAS through the descriptor the layers use, and the PyTorch\n"
+    "reference runs on the GPU when its torch has CUDA (else it is left out). Needs a device.\n";
 
 struct StepFigures {
   int batch = 0;
@@ -101,18 +107,56 @@ double bare_mlp_gemm_seconds(const std::vector<int>& layers, int batch, const fl
       steps, 5);
 }
 
+/// The same GEMM shapes as an MLP's step through `backend`'s gemm (on the CUDA backend, cuBLAS's
+/// own rate: cublasSgemm through the descriptor every layer uses), waiting for the device.
+double backend_mlp_gemm_seconds(Backend& backend, const std::vector<int>& layers, int batch,
+                                const float* x, int steps) {
+  std::vector<DeviceArray<float>> acts, ws, dws;
+  for (std::size_t l = 1; l < layers.size(); ++l) {
+    acts.emplace_back(backend, static_cast<std::size_t>(batch) * layers[l]);
+    ws.emplace_back(backend, static_cast<std::size_t>(layers[l]) * layers[l - 1]);
+    dws.emplace_back(backend, ws.back().size());
+    backend.fill(acts.back().data(), 0.5f, static_cast<std::int64_t>(acts.back().size()));
+    backend.fill(ws.back().data(), 0.01f, static_cast<std::int64_t>(ws.back().size()));
+  }
+  int widest = 0;
+  for (int s : layers) widest = std::max(widest, s);
+  DeviceArray<float> delta(backend, static_cast<std::size_t>(batch) * widest);
+  const double seconds = best_seconds_per_call(
+      [&] {
+        const float* in = x;
+        for (std::size_t l = 1; l < layers.size(); ++l) {
+          backend.gemm(row_major_gemm(false, true, batch, layers[l], layers[l - 1]), in,
+                       ws[l - 1].data(), acts[l - 1].data());
+          in = acts[l - 1].data();
+        }
+        for (std::size_t l = layers.size() - 1; l >= 1; --l) {
+          const float* a_prev = l == 1 ? x : acts[l - 2].data();
+          backend.gemm(row_major_gemm(true, false, layers[l], layers[l - 1], batch),
+                       acts[l - 1].data(), a_prev, dws[l - 1].data());
+          if (l > 1)
+            backend.gemm(row_major_gemm(false, false, batch, layers[l - 1], layers[l]),
+                         acts[l - 1].data(), ws[l - 1].data(), delta.data());
+        }
+        backend.synchronize();
+      },
+      steps, 5);
+  return seconds;
+}
+
 StepFigures measure(const Subject& subject, int batch, int steps,
-                    const std::optional<std::string>& python) {
+                    const std::optional<std::string>& python, BackendChoice choice) {
   StepFigures r;
   r.batch = batch;
-  auto cpu = make_cpu_backend(1);
-  Model model(*cpu, subject.model, batch);
+  const bool cuda = choice == BackendChoice::kCuda;
+  auto backend = cuda ? make_backend(choice, 1, false) : make_cpu_backend(1);
+  Model model(*backend, subject.model, batch);
   model.init(1, 0);
   r.flops = gemm_flops(model, batch);
   OptimizerConfig opt;
   opt.lr = 0.01;
   opt.momentum = 0.9;
-  Sgd sgd(*cpu, model.num_params(), opt);
+  Sgd sgd(*backend, model.num_params(), opt);
   auto rng = make_rng(1, 0, Stream::kSynthetic);
   const int kBatches = 16;
   const std::size_t in = static_cast<std::size_t>(model.input_size());
@@ -120,21 +164,30 @@ StepFigures measure(const Subject& subject, int batch, int steps,
   for (auto& v : x) v = static_cast<float>(normal01(rng));
   std::vector<std::int32_t> y(static_cast<std::size_t>(kBatches) * batch);
   for (auto& v : y) v = static_cast<std::int32_t>(uniform_below(rng, model.classes()));
+  // The batches where the backend computes (device memory on CUDA).
+  DeviceArray<float> dx(*backend, x.size());
+  DeviceArray<std::int32_t> dy(*backend, y.size());
+  dx.upload(x.data(), x.size());
+  dy.upload(y.data(), y.size());
   int i = 0;
   r.ours = best_seconds_per_call(
       [&] {
         const int b = i++ % kBatches;
-        model.forward_backward(x.data() + static_cast<std::size_t>(b) * batch * in,
-                               y.data() + static_cast<std::size_t>(b) * batch, batch);
+        model.forward_backward(dx.data() + static_cast<std::size_t>(b) * batch * in,
+                               dy.data() + static_cast<std::size_t>(b) * batch, batch);
         sgd.step(model.params(), model.grads(), 0.01f);
+        if (cuda) backend->synchronize();
       },
       steps, 5);
   if (!subject.mlp_sizes.empty())
-    r.bare_gemm = bare_mlp_gemm_seconds(subject.mlp_sizes, batch, x.data(), steps);
+    r.bare_gemm = cuda ? backend_mlp_gemm_seconds(*backend, subject.mlp_sizes, batch, dx.data(),
+                                                  steps)
+                       : bare_mlp_gemm_seconds(subject.mlp_sizes, batch, x.data(), steps);
 
   if (python) {
-    auto line = run_python(*python, "torch_step.py",
-                           {subject.torch_arg, std::to_string(batch), std::to_string(steps)});
+    std::vector<std::string> a{subject.torch_arg, std::to_string(batch), std::to_string(steps)};
+    if (cuda) a.push_back("cuda");
+    auto line = run_python(*python, "torch_step.py", a);
     if (line) {
       r.torch = json_field(*line, "seconds_per_step").value_or(0.0);
       r.torch_threads = static_cast<int>(json_field(*line, "threads").value_or(0.0));
@@ -173,7 +226,7 @@ std::vector<int> mlp_form(const ModelConfig& m) {
 }  // namespace
 
 int run_step(int argc, char** argv) {
-  Args args(argc, argv, {"steps", "layers", "model"}, {"json"});
+  Args args(argc, argv, {"steps", "layers", "model", "backend"}, {"json"});
   if (args.help()) {
     std::printf("%s", kHelp);
     return kExitOk;
@@ -194,10 +247,19 @@ int run_step(int argc, char** argv) {
   subject.mlp_sizes = mlp_form(subject.model);
   if (!subject.mlp_sizes.empty()) subject.torch_arg = layers_string(subject.mlp_sizes);
   const bool json = args.has("json");
+  const BackendChoice choice = parse_backend_choice(args.get_or("backend", "cpu"));
+  if (choice == BackendChoice::kAuto)
+    throw InputError("--backend: give cpu or cuda (a benchmark does not pick for you)");
+  const bool cuda = choice == BackendChoice::kCuda;
+  if (cuda && cuda_device_count() == 0)
+    throw InputError(cat("--backend cuda: no CUDA device is usable here (", cuda_plugin_check(),
+                         ")"));
   const auto python = torch_python();
   if (!json) {
-    std::printf("gossip bench step: model %s (%lld params), SGD momentum 0.9, one CPU thread\n%s\n",
+    std::printf("gossip bench step: model %s (%lld params), SGD momentum 0.9, %s\n%s\n",
                 subject.name.c_str(), static_cast<long long>(model_param_count(subject.model)),
+                cuda ? "on the CUDA backend (GEMM reference: cuBLAS through the same descriptor)"
+                     : "one CPU thread",
                 blas_kernel_line().c_str());
     if (!python)
       std::printf("PyTorch reference: not available (install it with: apt-get install "
@@ -205,13 +267,15 @@ int run_step(int argc, char** argv) {
   }
   std::vector<StepFigures> figs;
   for (int batch : {32, 256})
-    figs.push_back(measure(subject, batch, batch == 32 ? steps : std::max(20, steps / 6), python));
+    figs.push_back(measure(subject, batch, batch == 32 ? steps : std::max(20, steps / 6), python,
+                           choice));
 
   const StepFigures& main = figs.front();
   const double ratio = main.torch > 0 ? main.ours / main.torch : 0.0;
   if (json) {
     JsonObject o;
-    o.add("bench", "step").add("model", subject.name).add("openblas_core", blas_core_name());
+    o.add("bench", "step").add("model", subject.name).add("backend", cuda ? "cuda" : "cpu")
+        .add("openblas_core", blas_core_name());
     for (const auto& f : figs)
       o.add(cat("b", f.batch, "_ours_us"), f.ours * 1e6)
           .add(cat("b", f.batch, "_torch_us"), f.torch * 1e6)
@@ -224,7 +288,7 @@ int run_step(int argc, char** argv) {
     return kExitOk;
   }
   std::printf("\n%6s  %12s  %12s  %8s  %10s  %14s\n", "batch", "ours us/step", "torch us/step",
-              "ratio", "GFLOP/s", "bare sgemm GF/s");
+              "ratio", "GFLOP/s", cuda ? "cuBLAS GF/s" : "bare sgemm GF/s");
   for (const auto& f : figs) {
     const auto [torch, rat] = reference_cells(f.ours, f.torch, 1e6, 1);
     const std::string bare = f.bare_gemm > 0 ? cat(f.flops / f.bare_gemm / 1e9) : "-";

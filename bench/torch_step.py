@@ -1,9 +1,10 @@
 """PyTorch reference for `gossip bench step`: the same layers, batch and optimizer, one thread.
 
-Usage: torch_step.py MODEL BATCH STEPS, where MODEL is MLP sizes ("784-256-128-10") or a run
-config (YAML) whose `model:` section is built layer by layer exactly as gossip builds it (same
-types, fields and defaults; see docs/config.md). Prints one JSON object:
-{"seconds_per_step": ..., "torch": version, "params": n}. Run by the benchmark with Debian's
+Usage: torch_step.py MODEL BATCH STEPS [DEVICE], where MODEL is MLP sizes ("784-256-128-10") or
+a run config (YAML) whose `model:` section is built layer by layer exactly as gossip builds it
+(same types, fields and defaults; see docs/config.md), and DEVICE is cpu (the default) or cuda.
+Prints one JSON object: {"seconds_per_step": ..., "torch": version, "params": n, ...}, or
+{"unavailable": why} when DEVICE is cuda and this PyTorch sees no CUDA device. Run by the benchmark with Debian's
 python3 (python3-torch, python3-yaml); not part of the build.
 
 One thread means one for everything: torch.set_num_threads(1) covers PyTorch's own (OpenMP)
@@ -80,18 +81,28 @@ def from_config(path):
 spec = sys.argv[1]
 batch = int(sys.argv[2])
 steps = int(sys.argv[3])
+device = sys.argv[4] if len(sys.argv) > 4 else "cpu"  # "cuda": the GPU reference
+if device == "cuda" and not torch.cuda.is_available():
+    print(json.dumps({"unavailable": "this PyTorch has no CUDA device (torch.cuda.is_available() "
+                                     "is False)"}))
+    sys.exit(0)
 torch.set_num_threads(1)
 torch.manual_seed(0)
 if spec.endswith((".yaml", ".yml")):
     mods, input_shape, classes = from_config(spec)
 else:
     mods, input_shape, classes = mlp([int(v) for v in spec.split("-")])
-model = torch.nn.Sequential(*mods)
+model = torch.nn.Sequential(*mods).to(device)
 model.train()
 opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
 loss_fn = torch.nn.CrossEntropyLoss()
-x = torch.randn(16, batch, *input_shape)
-y = torch.randint(0, classes, (16, batch))
+x = torch.randn(16, batch, *input_shape).to(device)
+y = torch.randint(0, classes, (16, batch)).to(device)
+
+
+def sync():
+    if device == "cuda":
+        torch.cuda.synchronize()
 
 
 def step(i):
@@ -103,11 +114,13 @@ def step(i):
 
 for i in range(max(20, steps // 10)):
     step(i)
+sync()
 best = float("inf")
 for rep in range(5):
     t0 = time.perf_counter()
     for i in range(steps):
         step(i)
+    sync()
     best = min(best, (time.perf_counter() - t0) / steps)
 params = sum(p.numel() for p in model.parameters())
 
@@ -126,4 +139,5 @@ def blas_threads():
 
 
 print(json.dumps({"seconds_per_step": best, "torch": torch.__version__, "params": params,
+                  "device": device,
                   "threads": torch.get_num_threads(), "blas_threads": blas_threads()}))
