@@ -59,6 +59,10 @@ struct PeerSession::Impl {
   std::int64_t round = 0;
   std::unique_ptr<NetExchange> transport;
   std::unique_ptr<MonitoredExchange> exchange;
+  // Where the time goes (DIR/trace.json): the algorithm sees the exchange through `traced`.
+  Timeline timeline{opt.rank, [this] { return since(t0); }};
+  std::unique_ptr<TracedExchange> traced;
+  double returned_at = -1.0;  // when average() last returned to the caller (join: its step)
   std::unique_ptr<Algorithm> algorithm;
   std::unique_ptr<Watch> watch;
   std::unique_ptr<RunRecord> record;
@@ -114,7 +118,9 @@ struct PeerSession::Impl {
     exchange->set_silence(config.gossip.suspect_after_s);
     exchange->set_adaptive_deadline(config.gossip.round_timeout_floor_s);
     events.emit(ReadyEvent{rank, since(t0), topology.n(), opt.config_path});
-    algorithm = make_algorithm(learner, *exchange, topology, config.gossip, config.train.seed);
+    traced = std::make_unique<TracedExchange>(*exchange, timeline);
+    algorithm = make_algorithm(trainer ? traced_learner(learner, timeline) : learner, *traced,
+                               topology, config.gossip, config.train.seed);
     watch = std::make_unique<Watch>(topology, rank, *exchange, events, t0);
     (*watch)(0);
     fingerprint = checkpoint_fingerprint(config, topology, learner.num_params, rounds);
@@ -123,6 +129,7 @@ struct PeerSession::Impl {
                           dir, std::numeric_limits<std::int64_t>::max()))
              : opt.resume_round >= 0 ? std::make_unique<RunRecord>(RunRecord::resume(dir, round))
                                      : std::make_unique<RunRecord>(dir);
+    timeline.add(Phase::kSetup, 0.0, timeline.now());
     log_line(cat("peer ", rank, ": joined with ", model, " (", learner.num_params,
                  " parameters), ", neighbours.size(), " neighbours, ",
                  algorithm->name()));
@@ -257,10 +264,16 @@ void PeerSession::join_model() {
 std::int64_t PeerSession::average() {
   Impl& m = *impl_;
   m.require_joined("average");
-  const std::int64_t r = catch_up(m.round, m.topology, m.opt.rank, *m.exchange, *m.algorithm,
-                                  [&m](std::span<const float> p) { m.upload(p); });
-  m.algorithm->run_round(r);
+  // With the caller's own model, what it did since the last round is its local step.
+  if (!m.trainer && m.returned_at >= 0)
+    m.timeline.add(Phase::kCompute, m.returned_at, m.timeline.now());
+  const std::int64_t r = m.timeline.time(Phase::kMonitor, [&] {
+    return catch_up(m.round, m.topology, m.opt.rank, *m.exchange, *m.algorithm,
+                    [&m](std::span<const float> p) { m.upload(p); });
+  });
+  traced_round(*m.algorithm, m.timeline, r);
   m.round = r + 1;
+  const double monitor_from = m.timeline.now();
   if (m.rounds == 0 || m.round < m.rounds) (*m.watch)(m.round);
   if (m.trainer) m.trainer->download_params(m.host);
   const bool fault_round = std::any_of(m.config.faults.begin(), m.config.faults.end(),
@@ -270,6 +283,8 @@ std::int64_t PeerSession::average() {
     m.events.progress(RoundEvent{m.opt.rank, m.round, m.rounds, since(m.t0)});
     m.last_round_event = Clock::now();
   }
+  m.timeline.add(Phase::kMonitor, monitor_from, m.timeline.now());
+  m.returned_at = m.timeline.now();
   return m.round;
 }
 
@@ -280,6 +295,12 @@ bool PeerSession::eval_due() const {
 void PeerSession::report(double loss, double accuracy, double epoch) {
   Impl& m = *impl_;
   m.require_joined("report");
+  const double from = m.timeline.now();
+  struct Span {
+    Timeline& t;
+    double from;
+    ~Span() { t.add(Phase::kEvaluate, from, t.now()); }
+  } span{m.timeline, from};
   if (m.trainer) {
     const Evaluation ev = m.trainer->evaluate(m.data.test, m.config.train.eval_limit);
     const double train_loss = m.round > 0 ? m.algorithm->take_train_loss() : NAN;
@@ -331,8 +352,10 @@ void PeerSession::save_checkpoint(std::span<const std::byte> caller_state) {
   c.loss_count = a.loss_count;
   c.missing = a.missing;
   c.algorithm_state = std::move(a.buffers);
-  write_checkpoint_file(checkpoint_path(m.dir, m.round), c);
-  prune_checkpoints(m.dir, kCheckpointsKept);
+  m.timeline.time(Phase::kCheckpoint, [&] {
+    write_checkpoint_file(checkpoint_path(m.dir, m.round), c);
+    prune_checkpoints(m.dir, kCheckpointsKept);
+  });
   m.saved_round = m.round;
 }
 
@@ -347,6 +370,7 @@ void PeerSession::stop() {
                checkpoint_path(m.dir, m.round), ")"));
   m.finished = true;
   m.algorithm.reset();
+  m.traced.reset();
   m.exchange.reset();
   m.transport.reset();
 }
@@ -364,23 +388,31 @@ LiveGraph PeerSession::live_graph() const {
 Summary PeerSession::finish() {
   Impl& m = *impl_;
   m.require_joined("finish");
+  const double finish_start = m.timeline.now();
   std::vector<float> final_params(m.params.size());
   m.algorithm->model_params(final_params);
   write_params(m.dir + "/params.bin", final_params);
+  const double finish_end = m.timeline.now();
+  m.timeline.add(Phase::kFinish, finish_start, finish_end);
+  m.timeline.write(m.dir + "/trace.json");
   RunEnd end{.rounds = m.round, .bytes_sent = m.bytes_before + m.exchange->bytes_sent(),
-             .wall_seconds = since(m.t0), .connected = m.watch->monitor().connected(),
+             .wall_seconds = finish_end, .connected = m.watch->monitor().connected(),
              .params_sha256 = {sha256_hex(final_params)}, .extra = {}};
   end.extra.add("peer", m.opt.rank)
       .add("missing_messages", m.algorithm->missing_messages())
       .add("incarnation",
-           static_cast<std::int64_t>(m.exchange->membership().view()[m.opt.rank].incarnation));
+           static_cast<std::int64_t>(m.exchange->membership().view()[m.opt.rank].incarnation))
+      .add("phases_s", phase_json(m.timeline.seconds()))
+      .add("trace", "trace.json");
   const Summary s = m.record->finish(std::move(end));
   m.events.emit(DoneEvent{m.opt.rank, s.last.test_accuracy, s.end.params_sha256.front(),
-                          s.end.bytes_sent, s.end.wall_seconds});
+                          s.end.bytes_sent, s.end.wall_seconds,
+                          format_phase_seconds(m.timeline.seconds())});
   log_line(cat("peer ", m.opt.rank, ": done after ", m.round, " rounds, ", s.end.bytes_sent,
                " bytes sent"));
   m.finished = true;
   m.algorithm.reset();
+  m.traced.reset();
   m.exchange.reset();
   m.transport.reset();  // says bye to every neighbour
   return s;

@@ -148,6 +148,14 @@ peer.finish()
     assert summary["consensus_distance"] == pytest.approx(0.0, abs=1e-9)
     for key in ("rounds", "bytes_sent", "wall_seconds", "connected", "params_sha256"):
         assert key in summary
+    # Python peers record their timeline too: rounds of send/wait/mix, the caller's time between
+    # rounds as compute, and the launcher sums the phases.
+    assert set(summary["phases_s"]) >= {"compute", "send", "wait", "mix", "evaluate"}
+    for r in range(3):
+        trace = json.load(open(os.path.join(out, "peers", str(r), "trace.json")))
+        spans = [e for e in trace["traceEvents"] if e["ph"] == "X"]
+        assert sorted(e["args"]["round"] for e in spans if e["cat"] == "round") == [0, 1]
+        assert {e["name"] for e in spans} >= {"round 0", "round 1", "wait", "compute"}
 
 
 def test_push_sum_leaves_the_de_biased_model_in_the_buffer(folder, base_port, procs):
