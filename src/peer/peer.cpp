@@ -231,6 +231,7 @@ int run_peer(const RunConfig& config, const Topology& topology, const PeerOption
       timeline.time(Phase::kCheckpoint, [&] { save_checkpoint(done); });
     if (stop) {
       record.flush();
+      timeline.write(dir + "/trace.json");  // the timeline so far (a resumed run starts anew)
       log_line(cat("peer ", rank, ": stopped after round ", done, " as asked (checkpoint ",
                    checkpoint_path(dir, done), ")"));
       return kExitOk;
