@@ -3,8 +3,9 @@
 // memory as `gossip run` does, over TLS, and over plain TCP), against
 // torch.distributed + gloo doing the same neighbour averaging with isend/irecv in the same run
 // (when Debian's python3-torch is installed), and achieved bytes/s against a plain loopback
-// socket pair measured in the same run. Beside them, one CHOCO-SGD round with top-1% compression
-// and one ring all-reduce round, through the algorithm objects `gossip run` uses.
+// socket pair measured in the same run. Beside them, the TLS round with gossip.wire: bf16 (half
+// the bytes) against the plain-TCP float32 one, one CHOCO-SGD round with top-1% compression and
+// one ring all-reduce round, through the algorithm objects `gossip run` uses.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -24,7 +25,9 @@
 #include "gossip/args.hpp"
 #include "bench/bench.hpp"
 #include "gossip/backend.hpp"
+#include "gossip/config.hpp"
 #include "gossip/core.hpp"
+#include "gossip/half.hpp"
 #include "gossip/json.hpp"
 #include "gossip/model.hpp"
 #include "gossip/net.hpp"
@@ -48,7 +51,9 @@ const char* kHelp =
     "torch.distributed with gloo doing the same averaging with isend/irecv over loopback\n"
     "(Debian's python3-torch); ratio = ours / gloo (target <= 0.5); and the cost of TLS,\n"
     "TLS / plain TCP (target <= 1.25 at 8 peers). Also the bytes/s moved against a plain\n"
-    "loopback socket pair. Two more rows per size, as `gossip run` runs them: one CHOCO-SGD\n"
+    "loopback socket pair. The TLS round once more with gossip.wire: bf16 (every message\n"
+    "rounded to 2 bytes a parameter), against the plain-TCP float32 round (target: TLS bf16\n"
+    "<= plain TCP fp32). Two more rows per size, as `gossip run` runs them: one CHOCO-SGD\n"
     "round (gossip.algorithm: choco, top_k 1%: indices and values of 1% of the buffer to each\n"
     "neighbour) and one ring all-reduce round (gossip.algorithm: allreduce: 2 (n - 1) hops of\n"
     "n-th chunks, the exact average); their ratio is against our plain gossip round.\n";
@@ -58,7 +63,7 @@ constexpr std::int64_t kFloats = 235146;  // MLP 784-256-128-10
 /// One peer process of the benchmark: R timed rounds; prints its seconds per round. With
 /// `algorithm` (choco, allreduce) the rounds are that algorithm's, on a ring topology.
 int worker(int rank, int peers, int base_port, int rounds, bool tcp_only,
-           const std::string& tls_dir, const std::string& algorithm) {
+           const std::string& tls_dir, const std::string& algorithm, WireFormat wire) {
   NetConfig cfg;
   cfg.shared_memory = !tcp_only;
   cfg.tls = tls_files_in(tls_dir, rank);
@@ -71,12 +76,13 @@ int worker(int rank, int peers, int base_port, int rounds, bool tcp_only,
   cfg.handshake.run_id = "bench";
   cfg.handshake.model = "784-256-128-10";
   cfg.handshake.param_count = kFloats;
+  cfg.handshake.wire = wire;
   cfg.log = [](const std::string&) {};
   // All-reduce's predecessor runs up to n - 1 hops ahead: keep them all (gossip run does too).
   if (algorithm == "allreduce") cfg.max_queued_rounds = 2 * static_cast<std::size_t>(peers) + 2;
   NetExchange ex(std::move(cfg));
   auto cpu = make_cpu_backend(1);
-  std::vector<float> x(kFloats), out(kFloats);
+  std::vector<float> x(kFloats), out(kFloats), sent;
   auto rng = make_rng(1, rank, Stream::kSim);
   for (auto& v : x) v = static_cast<float>(normal01(rng));
   std::vector<int> nbrs = {std::min(left, right), std::max(left, right)};
@@ -113,16 +119,26 @@ int worker(int rank, int peers, int base_port, int rounds, bool tcp_only,
     ex.publish(r, x, 1.0, nbrs);
     auto in = ex.collect(r, nbrs, CollectOptions{});
     if (in.size() != nbrs.size()) throw RuntimeError(cat("rank ", rank, ": lost a neighbour"));
-    // Ascending order with this peer at its place, as the algorithms mix.
+    // Ascending order with this peer at its place, as the algorithms mix. At half width, as
+    // D-PSGD does: its own message as the neighbours got it at weight 1/3 - 1, then + x.
+    const float* own = x.data();
+    if (wire != WireFormat::kFp32) {
+      sent.assign(x.begin(), x.end());
+      round_to_wire(std::span<float>(sent), wire);
+      own = sent.data();
+    }
     std::vector<const float*> bufs;
     for (const auto& m : in) {
       if (m.peer > rank && bufs.size() == static_cast<std::size_t>(&m - in.data()))
-        bufs.push_back(x.data());
+        bufs.push_back(own);
       bufs.push_back(m.params.data());
     }
-    if (bufs.size() < 3) bufs.push_back(x.data());
-    const float w[3] = {1.0f / 3, 1.0f / 3, 1.0f / 3};
-    cpu->mix(out.data(), bufs.data(), w, 3, kFloats);
+    if (bufs.size() < 3) bufs.push_back(own);
+    bufs.push_back(x.data());
+    float w[4] = {1.0f / 3, 1.0f / 3, 1.0f / 3, 1.0f};
+    for (int k = 0; k < 3; ++k)
+      if (bufs[k] == own && own != x.data()) w[k] -= 1.0f;
+    cpu->mix(out.data(), bufs.data(), w, wire == WireFormat::kFp32 ? 3 : 4, kFloats);
     std::swap(x, out);
   }
   const double per_round =
@@ -138,9 +154,9 @@ struct Measured {
 };
 
 /// Starts `peers` worker processes on a ring; over TLS with the credentials in `tls_dir`, or
-/// plain TCP when it is empty.
+/// plain TCP when it is empty; parameters in format `wire`.
 Measured run_ours(int peers, int rounds, int base_port, bool tcp_only, const std::string& tls_dir,
-                  const std::string& algorithm = "") {
+                  const std::string& algorithm = "", WireFormat wire = WireFormat::kFp32) {
   const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
   std::vector<std::pair<pid_t, FILE*>> kids;
   for (int r = 0; r < peers; ++r) {
@@ -148,7 +164,10 @@ Measured run_ours(int peers, int rounds, int base_port, bool tcp_only, const std
                                 " --port ", base_port, " --rounds ", rounds,
                                 tcp_only ? " --tcp" : "",
                                 tls_dir.empty() ? "" : cat(" --tls '", tls_dir, "'"),
-                                algorithm.empty() ? "" : cat(" --algorithm ", algorithm));
+                                algorithm.empty() ? "" : cat(" --algorithm ", algorithm),
+                                wire == WireFormat::kFp32
+                                    ? ""
+                                    : cat(" --wire ", wire_format_name(wire)));
     FILE* p = popen(cmd.c_str(), "r");
     if (!p) throw RuntimeError("cannot start a benchmark peer");
     kids.push_back({0, p});
@@ -204,7 +223,7 @@ double loopback_bandwidth() {
 }  // namespace
 
 int run_gossip(int argc, char** argv) {
-  Args args(argc, argv, {"rounds", "peers", "worker", "port", "tls", "algorithm"},
+  Args args(argc, argv, {"rounds", "peers", "worker", "port", "tls", "algorithm", "wire"},
             {"json", "tcp"});
   if (args.help()) {
     std::printf("%s", kHelp);
@@ -216,7 +235,8 @@ int run_gossip(int argc, char** argv) {
     return worker(static_cast<int>(args.get_int("worker", 0)),
                   static_cast<int>(args.get_int("peers", 8)),
                   static_cast<int>(args.get_int("port", 0)), rounds, args.has("tcp"),
-                  args.get_or("tls", ""), args.get_or("algorithm", ""));
+                  args.get_or("tls", ""), args.get_or("algorithm", ""),
+                  parse_wire_format(args.get_or("wire", "fp32"), "--wire"));
 
   std::vector<int> sizes;
   for (const std::string& part : {args.get_or("peers", "8,16")}) {
@@ -248,14 +268,15 @@ int run_gossip(int argc, char** argv) {
     int peers;
     Measured shm, tls, tcp;
     double gloo;
-    Measured choco, allreduce;
+    Measured choco, allreduce, tls_bf16;
   };
   std::vector<Row> rows;
   for (int n : sizes) {
     Row r{n, run_ours(n, rounds, port, false, tls_dir), run_ours(n, rounds, port + 50, true, tls_dir),
           run_ours(n, rounds, port + 150, true, ""), 0.0,
           run_ours(n, rounds, port + 200, false, tls_dir, "choco"),
-          run_ours(n, rounds, port + 250, false, tls_dir, "allreduce")};
+          run_ours(n, rounds, port + 250, false, tls_dir, "allreduce"),
+          run_ours(n, rounds, port + 300, true, tls_dir, "", WireFormat::kBf16)};
     if (python) {
       auto line = run_python(*python, "torch_gossip.py",
                              {std::to_string(n), std::to_string(kFloats), std::to_string(rounds),
@@ -285,6 +306,7 @@ int run_gossip(int argc, char** argv) {
                            std::min(main.peers, cores);
   const double tls_extra = main.tls.seconds - main.tcp.seconds;
   const double tls_over_aes = tls_extra / aes_bound;
+  const double bf16_cost = main.tls_bf16.seconds / main.tcp.seconds;
   if (json) {
     JsonObject o;
     o.add("bench", "gossip").add("loopback_bytes_per_s", loopback);
@@ -296,13 +318,17 @@ int run_gossip(int argc, char** argv) {
           .add(cat("p", r.peers, "_shm_links"), r.shm.shm_links)
           .add(cat("p", r.peers, "_bytes_per_s"), ring_bytes(r.peers) / r.shm.seconds)
           .add(cat("p", r.peers, "_choco_top1_ms"), r.choco.seconds * 1e3)
-          .add(cat("p", r.peers, "_allreduce_ms"), r.allreduce.seconds * 1e3);
+          .add(cat("p", r.peers, "_allreduce_ms"), r.allreduce.seconds * 1e3)
+          .add(cat("p", r.peers, "_tls_bf16_ms"), r.tls_bf16.seconds * 1e3);
     o.add("ratio", main.gloo > 0 ? ratio : NAN).add("ratio_tcp", main.gloo > 0 ? ratio_tcp : NAN);
     o.add("tls_over_tcp", tls_cost)
         .add("aes_gcm_bytes_per_s", aes_rate)
         .add("tls_extra_ms", tls_extra * 1e3)
         .add("aes_bound_ms", aes_bound * 1e3)
-        .add("tls_over_aes_bound", tls_over_aes);
+        .add("tls_over_aes_bound", tls_over_aes)
+        .add("tls_bf16_ms", main.tls_bf16.seconds * 1e3)
+        .add("tcp_ms", main.tcp.seconds * 1e3)
+        .add("tls_bf16_over_tcp_fp32", bf16_cost);
     std::printf("%s\n", o.str().c_str());
     return kExitOk;
   }
@@ -310,13 +336,18 @@ int run_gossip(int argc, char** argv) {
   std::printf("%6s  %-33s  %9s  %14s  %7s  %10s  %12s\n", "peers", "ours: parameters by",
               "ms/round", "gloo ms/round", "ratio", "ours GB/s", "vs loopback");
   for (const auto& r : rows) {
-    for (const int how_sent : {0, 1, 2}) {
-      const Measured& m = how_sent == 0 ? r.shm : how_sent == 1 ? r.tls : r.tcp;
+    for (const int how_sent : {0, 1, 2, 3}) {
+      const Measured& m = how_sent == 0   ? r.shm
+                          : how_sent == 1 ? r.tls
+                          : how_sent == 2 ? r.tcp
+                                          : r.tls_bf16;
       const auto [g, rat] = reference_cells(m.seconds, r.gloo, 1e3, 2);
-      const double bps = ring_bytes(r.peers) / m.seconds;
+      // Bytes of the parameters the round moves (half of them at bf16).
+      const double bps = ring_bytes(r.peers) / (how_sent == 3 ? 2.0 : 1.0) / m.seconds;
       const std::string how =
           how_sent == 1   ? "TLS over TCP (shared_memory off)"
           : how_sent == 2 ? "plain TCP (TLS, shared mem. off)"
+          : how_sent == 3 ? "TLS over TCP, wire: bf16"
                           : cat("shared memory (", m.shm_links, "/", 2 * r.peers, " links)");
       std::printf("%6d  %-33s  %9.2f  %14s  %7s  %10.2f  %11.2fx\n", r.peers, how.c_str(),
                   m.seconds * 1e3, g.c_str(), rat.c_str(), bps / 1e9, bps / loopback);
@@ -343,6 +374,9 @@ int run_gossip(int argc, char** argv) {
               "tls_over_aes_bound %.2f  (target <= 1.3)\n",
               tls_extra * 1e3, aes_bound * 1e3, aes_rate / 1e9, main.peers, kFloats * 4.0 / 1e6,
               std::min(main.peers, cores), tls_over_aes);
+  std::printf("TLS with wire: bf16 against plain TCP with float32 (%d peers): %.2f ms / %.2f ms "
+              "= %.3f  (target <= 1)\n",
+              main.peers, main.tls_bf16.seconds * 1e3, main.tcp.seconds * 1e3, bf16_cost);
   return kExitOk;
 }
 

@@ -1,11 +1,13 @@
 // fuzz/fuzz_frame.cpp: libFuzzer target for the frame decoder (src/wire/frame.cpp). Any bytes:
 // no crash, no allocation before the size check (scripts/fuzz.sh caps malloc), and a frame that
-// is accepted re-encodes to exactly the input; so do the note of an accepted shm-params frame
-// and the membership view of an accepted view frame.
+// is accepted re-encodes to exactly the input; so do the note of an accepted shm-params frame,
+// the membership view of an accepted view frame, and the payload of a params frame accepted in
+// any wire format (fp32, bf16, fp16: widening is exact, so narrowing back gives the same bits).
 #include <cstdint>
 #include <cstdlib>
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "gossip/wire.hpp"
 
@@ -16,6 +18,25 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const auto header = decode_header(bytes, max_frame);
   const auto frame = decode_frame(bytes, max_frame);
   if (!header && frame) std::abort();  // a frame cannot be good if its header is not
+  for (const auto wire : {gossip::WireFormat::kFp32, gossip::WireFormat::kBf16,
+                          gossip::WireFormat::kFp16}) {
+    const auto f = decode_frame(bytes, max_frame, wire);
+    if (!f) {
+      if (f.error.empty()) std::abort();
+      continue;
+    }
+    if (f.value->header.type != FrameType::kParams) continue;
+    const auto payload = f.value->payload;
+    // The header checked the length: a weight and whole values, within the 64 KiB frame.
+    std::vector<float> out((payload.size() - kWeightBytes) / gossip::wire_value_bytes(wire));
+    const auto params = decode_params(payload, wire, out, f.value->header.round);
+    if (!params) {
+      if (params.error.empty()) std::abort();
+      continue;
+    }
+    const auto again = encode_params(out, *params.value, wire);
+    if (!std::equal(again.begin(), again.end(), payload.begin(), payload.end())) std::abort();
+  }
   if (!frame) {
     if (frame.error.empty()) std::abort();  // every refusal says why
     return 0;

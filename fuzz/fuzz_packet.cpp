@@ -1,8 +1,9 @@
-// fuzz/fuzz_packet.cpp: libFuzzer target for the packet decoder (src/wire/packet.cpp): any bytes
-// against a model of the size the packet claims and against a fixed one. No crash, no allocation
-// from a size the packet gives (scripts/fuzz.sh caps malloc), every refusal says why, and a packet
-// that is accepted can be read whole — every coordinate it names inside the model, every value,
-// scale and code what check_packet promised — as the algorithms read it.
+// fuzz/fuzz_packet.cpp: libFuzzer target for the packet decoder (src/wire/packet.cpp), every kind
+// (dense at float32, bf16 and fp16, sparse, quantized): any bytes against a model of the size the
+// packet claims and against a fixed one. No crash, no allocation from a size the packet gives
+// (scripts/fuzz.sh caps malloc), every refusal says why, and a packet that is accepted can be
+// read whole — every coordinate it names inside the model, every value, scale and code what
+// check_packet promised — as the algorithms read it.
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -25,7 +26,7 @@ std::int64_t claimed_model(std::span<const std::byte> p) {
   std::uint64_t n = 1;
   if (h.kind == PacketKind::kSparse) n = h.first;
   if (h.kind == PacketKind::kQuantized) n = h.count;
-  if (h.kind == PacketKind::kDense) n = h.first + h.count;
+  if (is_dense(h.kind)) n = h.first + h.count;
   return n >= 1 && n <= kLargestModel ? static_cast<std::int64_t>(n) : 1;
 }
 
@@ -42,6 +43,13 @@ void read_all(std::span<const std::byte> p, std::int64_t n) {
     case PacketKind::kDense:
       require(h.first + h.count <= static_cast<std::uint64_t>(n));
       for (std::uint32_t j = 0; j < h.count; ++j) target.at(h.first + j) += packet_f32(body + j * 4);
+      require(dense_range(p).count == h.count);
+      break;
+    case PacketKind::kDenseBf16:
+    case PacketKind::kDenseFp16:
+      require(h.first + h.count <= static_cast<std::uint64_t>(n));
+      for (std::uint32_t j = 0; j < h.count; ++j)
+        target.at(h.first + j) += math::widen(packet_u16(body + j * 2), dense_format(h.kind));
       require(dense_range(p).count == h.count);
       break;
     case PacketKind::kSparse:
@@ -75,10 +83,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const std::string why = check_packet(bytes, n);
     if (!why.empty()) continue;
     read_all(bytes, n);
-    // As an all-reduce chunk: accepted for the coordinates it carries, only when it is dense.
+    // As an all-reduce chunk: accepted for the coordinates it carries, only when it is dense,
+    // and only in its own wire format.
     const PacketRange r = dense_range(bytes);
-    require(check_chunk(bytes, n, r.first, r.count).empty() == (r.first >= 0));
-    require(!check_chunk(bytes, n, r.first + 1, r.count).empty());
+    const auto wire = r.first >= 0 ? dense_format(packet_header(bytes).kind) : WireFormat::kFp32;
+    require(check_chunk(bytes, n, r.first, r.count, wire).empty() == (r.first >= 0));
+    require(!check_chunk(bytes, n, r.first + 1, r.count, wire).empty());
+    const auto other = wire == WireFormat::kBf16 ? WireFormat::kFp16 : WireFormat::kBf16;
+    require(!check_chunk(bytes, n, r.first, r.count, other).empty());
   }
   if (size < kPacketHeaderBytes) require(!check_packet(bytes, kModel).empty());
   return 0;

@@ -15,7 +15,7 @@ out=${FUZZ_OUT:-build-fuzz}
 cxx=${FUZZ_CXX:-clang++}
 malloc_mb=${FUZZ_MALLOC_MB:-64}
 codec=(src/wire/frame.cpp src/wire/handshake.cpp src/wire/packet.cpp src/wire/checkpoint.cpp
-       src/core/errors.cpp src/core/sha256.cpp)
+       src/core/errors.cpp src/core/half.cpp src/core/sha256.cpp)
 flags=(-std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
        -Iinclude -I. -DGOSSIP_ROOM_WIRE -DGOSSIP_ROOM_CORE)
 

@@ -15,17 +15,19 @@
 #include <utility>
 
 #include "gossip/core.hpp"
+#include "gossip/half.hpp"
 #include "gossip/rng.hpp"
 #include "sim/sim_network.hpp"
 
 namespace gossip {
 
 SimNetwork::SimNetwork(int peers, std::int64_t num_params, int history, const SimConfig& config,
-                       std::uint64_t seed)
+                       std::uint64_t seed, WireFormat wire)
     : config_(config),
       seed_(seed),
       num_params_(num_params),
       history_(std::max(1, history)),
+      wire_(wire),
       step_seconds_(config.step_ms / 1000.0),
       cpu_share_(config.cores > 0 ? std::max(1.0, static_cast<double>(peers) / config.cores)
                                   : 1.0),
@@ -65,10 +67,12 @@ Learner SimNetwork::timed(int peer, Learner learner) {
   return learner;
 }
 
-double SimNetwork::wire_seconds() const {
-  return wire_seconds(static_cast<std::uint64_t>(num_params_) * sizeof(float) +
-                      kMessageOverheadBytes);
+std::uint64_t SimNetwork::message_bytes() const {
+  return static_cast<std::uint64_t>(num_params_) * wire_value_bytes(wire_) +
+         kMessageOverheadBytes;
 }
+
+double SimNetwork::wire_seconds() const { return wire_seconds(message_bytes()); }
 
 double SimNetwork::wire_seconds(std::uint64_t bytes) const {
   return static_cast<double>(bytes) * 8.0 / (config_.bandwidth_mbps * 1e6);
@@ -126,8 +130,11 @@ void SimExchange::publish(std::int64_t round, std::span<const float> params, dou
   sent_until_ = m.sent_at + static_cast<double>(to.size()) * m.wire;
   m.params.resize(params.size());
   std::memcpy(m.params.data(), params.data(), params.size_bytes());
+  // What a receiver gets: rounded to the wire format as it leaves, widened back on receipt.
+  if (!round_to_wire(std::span<float>(m.params), network_->wire_))
+    throw RuntimeError(wire_overflow(params, network_->wire_, round));
   m.packet.clear();
-  count_sent(m.to.size(), params.size_bytes() + kMessageOverheadBytes, m.view, m.probes);
+  count_sent(m.to.size(), network_->message_bytes(), m.view, m.probes);
 }
 
 void SimExchange::publish_packet(std::int64_t round, std::span<const std::byte> packet,
@@ -248,7 +255,7 @@ std::vector<Inbox> SimExchange::collect(std::int64_t round, std::span<const int>
     }
     arrivals.push_back({pick_arrival, p, pick->wire});
     received += pick->params.empty() ? pick->packet.size() + kPacketOverheadBytes
-                                     : pick->params.size() * sizeof(float) + kMessageOverheadBytes;
+                                     : network_->message_bytes();
     got.push_back(Inbox{p, pick->round, std::span<const float>(pick->params), pick->weight,
                         std::span<const std::byte>(pick->packet)});
   }

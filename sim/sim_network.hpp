@@ -20,7 +20,7 @@
 
 namespace gossip {
 
-/// Bytes a parameter message costs on the wire besides the floats: the frame header (32) and
+/// Bytes a parameter message costs on the wire besides the values: the frame header (32) and
 /// the f64 push-sum weight (8), as NetExchange sends it.
 inline constexpr std::uint64_t kMessageOverheadBytes = 40;
 /// A packet (Exchange::publish_packet) costs its own bytes and the frame header.
@@ -32,8 +32,9 @@ inline std::uint64_t view_message_bytes(int peers) {
 
 class SimNetwork;
 
-/// One virtual peer's view of the simulated network. publish() copies the buffer and queues its
-/// messages on this peer's sending link; collect() returns spans into the network's store,
+/// One virtual peer's view of the simulated network. publish() copies the buffer (rounded as
+/// gossip.wire says, as a real peer's message arrives) and queues its messages on this peer's
+/// sending link; collect() returns spans into the network's store,
 /// ascending by peer, and advances this peer's clock to when its receiving link has taken the
 /// last accepted message (or the deadline, for a message that never arrives).
 class SimExchange final : public Exchange {
@@ -109,9 +110,11 @@ class SimNetwork {
  public:
   /// `history` = how many past rounds each sender keeps (max_staleness + 1 for async runs; 2 for
   /// relayed exchanges, where a peer publishes its next hop in the phase its successor collects
-  /// the last one).
+  /// the last one). `wire`: how parameter messages travel (gossip.wire): a message is stored as
+  /// its receivers get it (rounded to bf16 or fp16 and widened back) and costs its 2 or 4 bytes
+  /// a parameter on the links.
   SimNetwork(int peers, std::int64_t num_params, int history, const SimConfig& config,
-             std::uint64_t seed);
+             std::uint64_t seed, WireFormat wire = WireFormat::kFp32);
 
   int size() const { return static_cast<int>(exchanges_.size()); }
   SimExchange& exchange(int peer) { return *exchanges_.at(peer); }
@@ -141,6 +144,8 @@ class SimNetwork {
   }
   /// CPU seconds the calling thread has used.
   static double thread_cpu_seconds();
+  /// Bytes of one parameter message: the values at the wire format's width, and the overhead.
+  std::uint64_t message_bytes() const;
   /// Seconds one parameter message occupies a link: 8 * message bytes / bandwidth.
   double wire_seconds() const;
   /// Seconds a message of `bytes` (frame included) occupies a link.
@@ -187,6 +192,7 @@ class SimNetwork {
   std::uint64_t seed_;
   std::int64_t num_params_;
   int history_;
+  WireFormat wire_;
   double step_seconds_ = 0.0;
   double cpu_share_ = 1.0;
   std::vector<double> step_cpu_;  // CPU seconds each peer's timed steps have used

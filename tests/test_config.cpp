@@ -321,6 +321,41 @@ TEST_CASE("gossip.compress, consensus_step and overlap are read and checked with
   }
 }
 
+TEST_CASE("gossip.wire is read once into its enum, with file and line for a bad value",
+          "[config][wire]") {
+  CHECK(load_config_from_string("gossip: {algorithm: dpsgd}\n", "c.yaml").gossip.wire ==
+        WireFormat::kFp32);
+  const std::pair<WireFormat, const char*> formats[] = {
+      {WireFormat::kFp32, "fp32"}, {WireFormat::kBf16, "bf16"}, {WireFormat::kFp16, "fp16"}};
+  for (const auto& [format, name] : formats) {
+    INFO(name);
+    CHECK(std::string(wire_format_name(format)) == name);
+    CHECK(load_config_from_string(cat("gossip:\n  algorithm: allreduce\n  wire: ", name, "\n"),
+                                  "c.yaml")
+              .gossip.wire == format);
+    CHECK(parse_wire_format(name, "--wire") == format);  // --wire reads the same names
+  }
+  CHECK(wire_value_bytes(WireFormat::kFp32) == 4);
+  CHECK(wire_value_bytes(WireFormat::kBf16) == 2);
+  CHECK(wire_value_bytes(WireFormat::kFp16) == 2);
+  CHECK_THROWS_WITH(
+      load_config_from_string("gossip:\n  algorithm: dpsgd\n  wire: bf8\n", "c.yaml"),
+      Catch::Contains("c.yaml:3: gossip.wire: unknown value 'bf8' (expected one of: "
+                      "fp32, bf16, fp16)"));
+  CHECK_THROWS_WITH(
+      load_config_from_string("gossip:\n  wire: fp16\n  algorithm: choco\n", "c.yaml"),
+      Catch::Contains("c.yaml:2: gossip.wire: fp16 is for algorithms that send "
+                      "whole parameter buffers; choco sends compressed packets"));
+  CHECK_THROWS_WITH(parse_wire_format("half", "--wire"),
+                    Catch::Contains("--wire: unknown value 'half' (expected one of: fp32, bf16, "
+                                    "fp16)"));
+  // choco in a sweep beside an algorithm that sends whole buffers: taken (choco ignores it).
+  CHECK(load_config_from_string("gossip: {algorithm: choco, wire: bf16}\n"
+                                "compare: {algorithms: [choco, dpsgd]}\n",
+                                "c.yaml")
+            .gossip.wire == WireFormat::kBf16);
+}
+
 TEST_CASE("net.tls is off, on, or names ca, cert and key together", "[config][tls]") {
   const auto on = load_config_from_string("net:\n  run_id: r\n", "c.yaml", "/x/configs");
   CHECK(on.net.tls);  // on unless a config turns it off

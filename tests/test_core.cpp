@@ -1,8 +1,10 @@
-// Tests for core: check macros carry file:line and both values; SHA-256 vectors; rng derivation.
+// Tests for core: check macros carry file:line and both values; SHA-256 vectors; rng derivation;
+// the half-width conversions of gossip.wire, exact values and the CPU loops against them.
 #include <catch2/catch.hpp>
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <regex>
 #include <limits>
@@ -10,6 +12,7 @@
 #include <vector>
 
 #include "gossip/core.hpp"
+#include "gossip/half.hpp"
 #include "gossip/hash.hpp"
 #include "gossip/json.hpp"
 #include "gossip/rng.hpp"
@@ -110,4 +113,114 @@ TEST_CASE("log timestamps are ISO-8601 UTC with milliseconds, and now", "[core]"
   utc.tm_mon -= 1;
   CHECK(std::abs(static_cast<double>(std::time(nullptr) - timegm(&utc))) <= 2.0);
   CHECK(before <= stamp);  // the text sorts in time order
+}
+
+// ---- parameters at half width (gossip/half.hpp) ---------------------------------------------
+
+TEST_CASE("bfloat16 rounds to nearest even, keeps NaN, and widens exactly", "[core][wire]") {
+  using namespace gossip::math;
+  CHECK(float_to_bf16(1.0f) == 0x3f80);
+  CHECK(float_to_bf16(0.5f) == 0x3f00);
+  CHECK(float_to_bf16(-2.0f) == 0xc000);
+  CHECK(bf16_to_float(0x3f80) == 1.0f);
+  CHECK(bf16_to_float(0x3f00) == 0.5f);
+  // bfloat16 has 7 mantissa bits: a step of 2^-7 at 1. 1 + 2^-8 is halfway between 1 and
+  // 1 + 2^-7 and goes to the even one, 1; 1 + 3 * 2^-8 halfway up to the even 1 + 2^-6.
+  CHECK(round_to_wire(1.0f + 0x1p-8f, WireFormat::kBf16) == 1.0f);
+  CHECK(round_to_wire(1.0f + 3 * 0x1p-8f, WireFormat::kBf16) == 1.0f + 0x1p-6f);
+  CHECK(round_to_wire(1.0f + 0x1p-8f + 0x1p-20f, WireFormat::kBf16) == 1.0f + 0x1p-7f);
+  CHECK(round_to_wire(-(1.0f + 0x1p-8f + 0x1p-20f), WireFormat::kBf16) == -(1.0f + 0x1p-7f));
+  CHECK(round_to_wire(65504.0f, WireFormat::kBf16) == 65536.0f);  // float32's range
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  CHECK(std::isnan(bf16_to_float(float_to_bf16(nan))));
+  CHECK(std::isnan(bf16_to_float(float_to_bf16(-nan))));
+  CHECK(std::signbit(bf16_to_float(float_to_bf16(-nan))));
+  // A signalling NaN whose payload is only in the low 16 bits stays a NaN, not infinity.
+  CHECK(std::isnan(bf16_to_float(float_to_bf16(std::numeric_limits<float>::signaling_NaN()))));
+  CHECK(std::isinf(round_to_wire(std::numeric_limits<float>::infinity(), WireFormat::kBf16)));
+  // Only the last half step below FLT_MAX rounds past bfloat16's largest value.
+  CHECK(std::isinf(round_to_wire(std::numeric_limits<float>::max(), WireFormat::kBf16)));
+  CHECK(round_to_wire(0.0f, WireFormat::kBf16) == 0.0f);
+  CHECK(std::signbit(round_to_wire(-0.0f, WireFormat::kBf16)));
+  CHECK(round_to_wire(1.25f, WireFormat::kFp32) == 1.25f);
+}
+
+TEST_CASE("IEEE half rounds to nearest even, overflows to inf past 65504, and widens exactly",
+          "[core][wire]") {
+  using namespace gossip::math;
+  CHECK(float_to_fp16(1.0f) == 0x3c00);
+  CHECK(float_to_fp16(0.5f) == 0x3800);
+  CHECK(float_to_fp16(-2.0f) == 0xc000);
+  CHECK(fp16_to_float(0x3c00) == 1.0f);
+  // 10 mantissa bits: 1 + 2^-11 is halfway and goes down to 1, 1 + 3 * 2^-11 up to 1 + 2^-9.
+  CHECK(round_to_wire(1.0f + 0x1p-11f, WireFormat::kFp16) == 1.0f);
+  CHECK(round_to_wire(1.0f + 3 * 0x1p-11f, WireFormat::kFp16) == 1.0f + 0x1p-9f);
+  // The largest finite half, 65504, is exact; 65519 rounds to it; 65520, halfway to 65536,
+  // goes to the even neighbour, which is infinity; so does anything larger.
+  CHECK(float_to_fp16(65504.0f) == 0x7bff);
+  CHECK(round_to_wire(65519.0f, WireFormat::kFp16) == 65504.0f);
+  CHECK(float_to_fp16(65520.0f) == 0x7c00);
+  CHECK(float_to_fp16(-1.0e6f) == 0xfc00);
+  CHECK(float_to_fp16(std::numeric_limits<float>::max()) == 0x7c00);
+  // Subnormals: steps of 2^-24 below 2^-14; 2^-25 is halfway to 0 and goes to 0 (even), just
+  // above it up to 2^-24.
+  CHECK(float_to_fp16(0x1p-14f) == 0x0400);
+  CHECK(float_to_fp16(0x1p-24f) == 0x0001);
+  CHECK(fp16_to_float(0x0001) == 0x1p-24f);
+  CHECK(fp16_to_float(0x03ff) == 1023 * 0x1p-24f);
+  CHECK(float_to_fp16(0x1p-25f) == 0x0000);
+  CHECK(float_to_fp16(0x1p-25f + 0x1p-40f) == 0x0001);
+  CHECK(float_to_fp16(3 * 0x1p-25f) == 0x0002);  // 1.5 steps: halfway, up to the even 2
+  CHECK(float_to_fp16(-0.0f) == 0x8000);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  CHECK(std::isnan(fp16_to_float(float_to_fp16(nan))));
+  CHECK(std::isnan(fp16_to_float(float_to_fp16(std::numeric_limits<float>::signaling_NaN()))));
+  CHECK(std::isinf(fp16_to_float(0x7c00)));
+}
+
+TEST_CASE("the span loops give the scalar conversions' bits and report fp16 overflow",
+          "[core][wire]") {
+  auto rng = make_rng(7, 0, Stream::kSim);
+  std::vector<float> x(10007);
+  for (auto& v : x) v = static_cast<float>(normal01(rng) * 100.0);
+  x[5] = 0x1p-20f;  // an fp16 subnormal
+  x[6] = -0.0f;
+  for (const WireFormat w : {WireFormat::kBf16, WireFormat::kFp16}) {
+    INFO(wire_format_name(w));
+    std::vector<std::uint16_t> h(x.size());
+    REQUIRE(narrow_to_wire(x, w, h));
+    std::vector<float> back(x.size()), rounded = x;
+    REQUIRE(widen_from_wire(h, w, back));
+    REQUIRE(round_to_wire(std::span<float>(rounded), w));
+    // Half a step, relative: 2^-8 with bfloat16's 8 significant bits, 2^-11 with half's 11.
+    const double bound = w == WireFormat::kBf16 ? 0x1p-8 : 0x1p-11;
+    std::size_t changed = 0;
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      REQUIRE(h[i] == math::narrow(x[i], w));
+      REQUIRE(back[i] == math::widen(h[i], w));
+      REQUIRE(std::memcmp(&rounded[i], &back[i], 4) == 0);
+      if (std::fabs(x[i]) >= 0x1p-14)
+        REQUIRE(std::fabs(back[i] - x[i]) <= bound * std::fabs(x[i]));
+      changed += back[i] != x[i];
+    }
+    CHECK(changed > x.size() / 2);  // the rounding did round
+    CHECK(first_overflow(x, w) == x.size());
+  }
+  // 7e4 is beyond binary16's range (it would travel as inf), well inside bfloat16's.
+  x[1234] = 7.0e4f;
+  std::vector<std::uint16_t> h(x.size());
+  CHECK_FALSE(narrow_to_wire(x, WireFormat::kFp16, h));
+  CHECK(h[1234] == 0x7c00);
+  CHECK(first_overflow(x, WireFormat::kFp16) == 1234);
+  CHECK(narrow_to_wire(x, WireFormat::kBf16, h));
+  CHECK(first_overflow(x, WireFormat::kBf16) == x.size());
+  // An inf or NaN given is passed on as such, not reported as an overflow; the widening loop
+  // reports it as not finite (what a receiver refuses).
+  x[1234] = std::numeric_limits<float>::infinity();
+  x[99] = std::numeric_limits<float>::quiet_NaN();
+  CHECK(narrow_to_wire(x, WireFormat::kFp16, h));
+  std::vector<float> back(x.size());
+  CHECK_FALSE(widen_from_wire(h, WireFormat::kFp16, back));
+  CHECK(std::isnan(back[99]));
+  CHECK(std::isinf(back[1234]));
 }

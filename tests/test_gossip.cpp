@@ -15,6 +15,7 @@
 #include "gossip/compress_math.hpp"
 #include "gossip/core.hpp"
 #include "gossip/gossip.hpp"
+#include "gossip/half.hpp"
 #include "gossip/packet.hpp"
 #include "gossip/rng.hpp"
 #include "gossip/sim.hpp"
@@ -59,7 +60,7 @@ Topology generate(const std::string& kind, int n, std::optional<WeightKind> w = 
 /// n peers of random vectors (no local steps), their exchanges and algorithms.
 struct ConsensusPeers {
   ConsensusPeers(const Topology& t, const GossipConfig& g, std::int64_t dim)
-      : backend(make_cpu_backend(1)), network(t.n(), dim, 2, SimConfig{}, 3) {
+      : backend(make_cpu_backend(1)), network(t.n(), dim, 2, SimConfig{}, 3, g.wire) {
     for (int p = 0; p < t.n(); ++p) {
       auto rng = make_rng(3, p, Stream::kSim);
       x.emplace_back(dim);
@@ -693,6 +694,231 @@ TEST_CASE("all-reduce equals exact averaging", "[gossip][allreduce]") {
       }
     }
   }
+}
+
+TEST_CASE("mixing bf16 messages keeps each peer's own parameters as its base and the average "
+          "within the rounding bound; bytes_sent halves",
+          "[gossip][wire]") {
+  // Ring of 8, weights 1/3, one round of pure averaging. Peer i gets its neighbours' messages
+  // rounded, m_j = bf16(x_j), and mixes them against its own as they got it, r_i = bf16(x_i):
+  // x_i' = x_i + sum_j W_ij (m_j - r_i). Rounding moves a value by at most 2^-8 of itself, so no
+  // coordinate of the average moves by more than (1/n) sum_j (1 - W_jj) 2^-8 |x_j|; with
+  // symmetric weights the differences cancel pairwise and it moves by float32's rounding alone.
+  const int n = 8;
+  const Topology t = generate("ring", n);
+  const std::int64_t dim = 4000;
+  GossipConfig g;
+  ConsensusPeers exact(t, g, dim);
+  g.wire = WireFormat::kBf16;
+  ConsensusPeers half(t, g, dim);
+  REQUIRE(half.x == exact.x);  // the same start
+  const auto start = half.x;
+  const auto mean = half.mean();
+  exact.rounds(0, 1);
+  half.rounds(0, 1);
+  const auto mean_after = half.mean();
+  for (std::int64_t k = 0; k < dim; ++k) {
+    double bound = 0.0, scale = 0.0;
+    for (int j = 0; j < n; ++j) {
+      bound += (2.0 / 3.0) * 0x1p-8 * std::fabs(start[j][k]) / n;
+      scale = std::max(scale, static_cast<double>(std::fabs(start[j][k])));
+    }
+    const double float_sums = 8 * 0x1p-24 * scale;
+    REQUIRE(std::fabs(mean_after[k] - mean[k]) <= std::min(bound, float_sums) + 1e-12);
+  }
+  // Each peer's result, against the same sum in double, and against the pull the other form
+  // (W_ii x_i + sum_j W_ij m_j) would give: the check tells the two apart.
+  std::size_t differs_from_naive = 0, rounded_moved = 0;
+  for (int i = 0; i < n; ++i) {
+    const int l = (i + n - 1) % n, r = (i + 1) % n;
+    for (std::int64_t k = 0; k < dim; ++k) {
+      auto b = [&](int j) {
+        return static_cast<double>(math::round_to_wire(start[j][k], WireFormat::kBf16));
+      };
+      const double want = start[i][k] + (b(l) - b(i)) / 3.0 + (b(r) - b(i)) / 3.0;
+      const double naive = (start[i][k] + b(l) + b(r)) / 3.0;
+      REQUIRE(half.x[i][k] == Approx(want).margin(1e-6 * (1 + std::fabs(want))));
+      differs_from_naive += std::fabs(naive - want) > 1e-5 * (1 + std::fabs(want));
+      rounded_moved += half.x[i][k] != exact.x[i][k];
+    }
+  }
+  CHECK(differs_from_naive > static_cast<std::size_t>(dim));
+  CHECK(rounded_moved > static_cast<std::size_t>(dim));  // the messages were rounded
+  // 2 bytes a parameter, and the same 40 bytes of frame header and weight per message.
+  CHECK(exact.network.exchange(0).bytes_sent() == 2 * (4 * dim + kMessageOverheadBytes));
+  CHECK(half.network.exchange(0).bytes_sent() == 2 * (2 * dim + kMessageOverheadBytes));
+}
+
+TEST_CASE("peers that agree stay where they are at half width, off the 16-bit grid",
+          "[gossip][wire]") {
+  // Every peer holds the same values, none of them a bf16 value: a round of averaging must not
+  // move them towards bf16's grid (every message rounds alike), as mixing x_i itself with the
+  // rounded neighbours would, by 2/3 of the way each round.
+  for (const char* algorithm : {"dpsgd", "push_sum"}) {
+    INFO(algorithm);
+    const int n = 6;
+    const Topology t = generate("ring", n, std::string(algorithm) == "push_sum"
+                                               ? std::optional(WeightKind::kPushSum)
+                                               : std::nullopt);
+    GossipConfig g;
+    g.algorithm = algorithm;
+    g.wire = WireFormat::kBf16;
+    const std::int64_t dim = 64;
+    ConsensusPeers peers(t, g, dim);
+    for (auto& v : peers.x)
+      for (std::int64_t k = 0; k < dim; ++k)
+        v[k] = 1.0f + 0x1p-9f + static_cast<float>(k) * 0x1p-12f;
+    const auto start = peers.x.front();
+    float off_grid = 0.0f;
+    for (float v : start)
+      off_grid = std::max(off_grid, std::fabs(v - math::round_to_wire(v, WireFormat::kBf16)));
+    REQUIRE(off_grid > 1e-3);
+    peers.rounds(0, 50);
+    for (const auto& v : peers.x)
+      for (std::int64_t k = 0; k < dim; ++k)
+        REQUIRE(std::fabs(v[k] - start[k]) <= 50 * 4 * 0x1p-23);  // float32's rounding, no pull
+  }
+}
+
+TEST_CASE("all-reduce at half width: every peer ends with the same rounded average, in half the "
+          "bytes",
+          "[gossip][wire][allreduce]") {
+  const int n = 5;
+  const std::int64_t dim = 1003;
+  const Topology t = generate("ring", n);
+  for (const WireFormat w : {WireFormat::kBf16, WireFormat::kFp16}) {
+    INFO(wire_format_name(w));
+    GossipConfig g;
+    g.algorithm = "allreduce";
+    g.wire = w;
+    ConsensusPeers peers(t, g, dim);
+    const auto mean = peers.mean();
+    const auto start = peers.x;
+    peers.rounds(0, 1);
+    // Every hop rounds what it sends: partial sums of up to n - 1 values (each off by at most a
+    // step of itself), then the average. Summed and divided by n, that is below n steps of the
+    // largest |x_j| at that coordinate.
+    const double step = w == WireFormat::kBf16 ? 0x1p-8 : 0x1p-11;
+    double off = 0.0;
+    for (const auto& v : peers.x) {
+      REQUIRE(v == peers.x.front());  // the chunk's owner keeps the rounded chunk too
+      for (std::int64_t i = 0; i < dim; ++i) {
+        double largest = 0.0;
+        for (const auto& s : start) largest = std::max(largest, std::fabs(double{s[i]}));
+        REQUIRE(v[i] == math::round_to_wire(v[i], w));  // exactly what travelled
+        REQUIRE(std::fabs(v[i] - mean[i]) <= n * step * largest);
+        off = std::max(off, std::fabs(v[i] - mean[i]));
+      }
+    }
+    CHECK(off > 1e-4);  // not float32's exact average: the chunks did travel rounded
+    std::uint64_t bytes = 0;
+    for (int p = 0; p < n; ++p) bytes += peers.network.exchange(p).bytes_sent();
+    CHECK(bytes == static_cast<std::uint64_t>(2 * (n - 1)) *
+                       (static_cast<std::uint64_t>(dim) * 2 +
+                        n * (kPacketHeaderBytes + kPacketOverheadBytes)));
+  }
+}
+
+TEST_CASE("all-reduce at half width keeps updates smaller than a 16-bit step", "[gossip][wire]"
+          "[allreduce]") {
+  // Every peer starts at 1 (a bf16 value; its step there is 2^-7) and each round's local step
+  // adds 1e-4, far below half a step. Reducing the parameters themselves at bf16 would round
+  // every round's result back to 1; reducing the change since the last round keeps it.
+  const int n = 4;
+  const std::int64_t dim = 10;
+  const Topology t = generate("ring", n);
+  auto backend = make_cpu_backend(1);
+  SimNetwork network(n, dim, 2, SimConfig{}, 1, WireFormat::kBf16);
+  GossipConfig g;
+  g.algorithm = "allreduce";
+  g.wire = WireFormat::kBf16;
+  std::vector<std::vector<float>> x(n, std::vector<float>(dim, 1.0f));
+  std::vector<std::unique_ptr<Algorithm>> algs;
+  for (int p = 0; p < n; ++p) {
+    float* xp = x[p].data();
+    auto step = [xp] {
+      for (std::int64_t i = 0; i < dim; ++i) xp[i] += 1e-4f;
+      return 0.0;
+    };
+    algs.push_back(
+        make_algorithm(Learner{backend.get(), xp, dim, step}, network.exchange(p), t, g));
+  }
+  const int rounds = 20;
+  for (int r = 0; r < rounds; ++r) {
+    for (auto& a : algs) a->local_phase(r);
+    for (int s = 0; s < algs.front()->relay_steps(); ++s)
+      for (auto& a : algs) a->relay_phase(r, s);
+    for (auto& a : algs) a->mix_phase(r);
+  }
+  // Round 0 averages the models themselves (1.0001 rounds to 1); each later round adds its
+  // change, itself rounded to bf16 (within 2^-8 of 1e-4).
+  for (const auto& v : x) {
+    REQUIRE(v == x.front());
+    for (float f : v) REQUIRE(f == Approx(1.0 + (rounds - 1) * 1e-4).margin(2e-6));
+  }
+  // The common model is the algorithm's state: a checkpoint keeps it, and refuses another size.
+  const auto state = algs[0]->state();
+  CHECK(state.buffers == x.front());
+  CHECK_NOTHROW(algs[1]->restore(state));
+  auto wrong = state;
+  wrong.buffers.pop_back();
+  CHECK_THROWS_WITH(
+      algs[1]->restore(wrong),
+      Catch::Contains("the checkpoint holds 9 floats of allreduce state, expected 10"));
+}
+
+TEST_CASE("dense packets at half width: 2 bytes a value, checked as float32 ones",
+          "[gossip][wire]") {
+  const std::int64_t n = 100;
+  std::vector<float> v(n);
+  for (std::int64_t i = 0; i < n; ++i) v[i] = 0.37f * static_cast<float>(i) - 11.0f;
+  for (const WireFormat w : {WireFormat::kBf16, WireFormat::kFp16}) {
+    INFO(wire_format_name(w));
+    std::vector<std::byte> p;
+    REQUIRE(encode_dense(std::span(v).subspan(90), 90, p, w));
+    CHECK(p.size() == kPacketHeaderBytes + 10 * 2);
+    CHECK(packet_header(p).kind == dense_kind(w));
+    REQUIRE(check_packet(p, n).empty());
+    CHECK(check_chunk(p, n, 90, 10, w).empty());
+    CHECK(check_chunk(p, n, 90, 10) == cat("a dense packet of ", wire_format_name(w),
+                                           " values, expected fp32 ones (gossip.wire)"));
+    std::vector<float> target(n, 1.0f), copied(n, 0.0f);
+    add_packet(p, 2.0f, target);
+    copy_packet(p, copied);
+    for (std::int64_t i = 90; i < n; ++i) {
+      CHECK(copied[i] == math::round_to_wire(v[i], w));
+      CHECK(target[i] == 1.0f + 2.0f * math::round_to_wire(v[i], w));
+    }
+    CHECK(target[0] == 1.0f);
+    auto nan = p;
+    const std::uint16_t q = w == WireFormat::kBf16 ? 0x7fc0 : 0x7e00;
+    std::memcpy(nan.data() + kPacketHeaderBytes + 6, &q, 2);
+    CHECK(check_packet(nan, n) == cat("dense ", wire_format_name(w), " packet holds NaN or Inf"));
+    auto cut = p;
+    cut.pop_back();
+    CHECK(check_packet(cut, n) == cat("dense ", wire_format_name(w), " packet of 10 values is 35 "
+                                      "bytes, expected 36"));
+  }
+  std::vector<std::byte> p;
+  v[3] = 1.0e5f;
+  CHECK_FALSE(encode_dense(v, 0, p, WireFormat::kFp16));  // 1e5 has no fp16
+  CHECK(encode_dense(v, 0, p, WireFormat::kBf16));
+}
+
+TEST_CASE("a value fp16 cannot hold stops the simulated peer that would send it, naming it",
+          "[gossip][wire]") {
+  const Topology t = generate("ring", 3);
+  SimNetwork net(3, 4, 1, SimConfig{}, 1, WireFormat::kFp16);
+  const std::vector<float> x{1.0f, 2.0f, 1.0e5f, 3.0f};
+  const std::vector<int> to{1, 2};
+  CHECK_THROWS_WITH(net.exchange(0).publish(2, x, 1.0, to),
+                    Catch::Contains("gossip.wire fp16: parameter 2 of round 2 is 100000, beyond "
+                                    "fp16's largest finite value 65504"));
+  SimNetwork bf16(3, 4, 1, SimConfig{}, 1, WireFormat::kBf16);
+  bf16.exchange(0).publish(2, x, 1.0, to);
+  const auto got = bf16.exchange(1).collect(2, std::vector<int>{0}, CollectOptions{});
+  REQUIRE(got.size() == 1);
+  CHECK(got[0].params[2] == 99840.0f);  // bf16: 8 significant bits, 1e5 to the nearest
 }
 
 TEST_CASE("overlap mixes the parameters that were sent and adds the local steps' change",

@@ -131,6 +131,11 @@ std::vector<float> params_for(int peer, std::int64_t round, std::size_t n) {
   return v;
 }
 
+/// The bytes of float32 values, as a params frame and a shared slot carry them.
+std::span<const std::byte> values_of(const std::vector<float>& v) {
+  return std::as_bytes(std::span(v));
+}
+
 bool same_bits(std::span<const float> a, std::span<const float> b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size_bytes()) == 0;
 }
@@ -267,6 +272,32 @@ std::vector<std::byte> params_frame(int sender, std::int64_t round, std::span<co
   payload.insert(payload.end(), body.begin(), body.end());
   return wire::encode_frame(wire::FrameType::kParams, static_cast<std::uint32_t>(sender), round,
                             payload);
+}
+
+/// A params frame in format `wire`: the values narrowed to 16 bits for bf16 and fp16.
+std::vector<std::byte> params_frame_in(WireFormat wire, int sender, std::int64_t round,
+                                       std::span<const float> p, double weight = 0.5) {
+  return wire::encode_frame(wire::FrameType::kParams, static_cast<std::uint32_t>(sender), round,
+                            wire::encode_params(p, weight, wire));
+}
+
+/// What a receiver holds of `p` sent in format `wire`.
+std::vector<float> rounded(std::vector<float> p, WireFormat wire) {
+  round_to_wire(std::span<float>(p), wire);
+  return p;
+}
+
+/// Parameters every wire format can carry (|x| < 2: no fp16 overflow), with the bit patterns
+/// of params_for otherwise: signs, float32 subnormals, values that round either way.
+std::vector<float> small_params_for(int peer, std::int64_t round, std::size_t n) {
+  auto v = params_for(peer, round, n);
+  for (auto& f : v) {
+    std::uint32_t bits;
+    std::memcpy(&bits, &f, 4);
+    bits &= ~0x40000000u;  // exponent below 128
+    std::memcpy(&f, &bits, 4);
+  }
+  return v;
 }
 
 /// Connects to `port` as rank 0 and sends hello (with `offer`, if any); REQUIREs a hello-ack,
@@ -468,17 +499,17 @@ TEST_CASE("a shared segment hands over exact floats and catches torn and non-fin
           "[net][shm]") {
   constexpr std::size_t kParams = 100'003;  // not a multiple of a page or a vector width
   std::string why;
-  auto seg = net::ShmSegment::create(kParams, 4, &why);
+  auto seg = net::ShmSegment::create(kParams, WireFormat::kFp32, 4, &why);
   REQUIRE(seg);
   CHECK(seg->offer().host_key == net::host_key());
-  auto view = net::ShmView::open(seg->offer(), kParams, &why);
+  auto view = net::ShmView::open(seg->offer(), kParams, WireFormat::kFp32, &why);
   INFO(why);
   REQUIRE(view);
   std::vector<float> out(kParams);
   bool finite = false;
 
   const auto p0 = params_for(0, 0, kParams);
-  const auto n0 = seg->write(0.5, p0);
+  const auto n0 = seg->write(0.5, values_of(p0));
   CHECK(n0.weight == 0.5);
   CHECK(n0.seq % 2 == 0);
   REQUIRE(view->read(n0, out, &finite) == net::ShmView::Read::kOk);
@@ -487,7 +518,8 @@ TEST_CASE("a shared segment hands over exact floats and catches torn and non-fin
 
   // Four more writes reuse slot 0: the old note now names a rewritten slot.
   std::vector<wire::ShmNote> notes;
-  for (int r = 1; r <= 4; ++r) notes.push_back(seg->write(1.0, params_for(0, r, kParams)));
+  for (int r = 1; r <= 4; ++r)
+    notes.push_back(seg->write(1.0, values_of(params_for(0, r, kParams))));
   CHECK(notes.back().slot == n0.slot);
   CHECK(view->read(n0, out, &finite) == net::ShmView::Read::kTorn);
   for (int r = 1; r <= 4; ++r) {  // the latest four are all still readable
@@ -497,7 +529,7 @@ TEST_CASE("a shared segment hands over exact floats and catches torn and non-fin
 
   auto bad = params_for(0, 9, kParams);
   bad[kParams - 1] = std::nanf("");
-  REQUIRE(view->read(seg->write(1.0, bad), out, &finite) == net::ShmView::Read::kOk);
+  REQUIRE(view->read(seg->write(1.0, values_of(bad)), out, &finite) == net::ShmView::Read::kOk);
   CHECK_FALSE(finite);
   CHECK_THROWS_WITH(view->read(wire::ShmNote{7, 2, 1.0}, out, &finite),
                     Contains("names slot 7 of 4"));
@@ -506,12 +538,13 @@ TEST_CASE("a shared segment hands over exact floats and catches torn and non-fin
 TEST_CASE("a shared segment that is not what was offered is not mapped", "[net][shm]") {
   constexpr std::size_t kParams = 5000;
   std::string why;
-  auto seg = net::ShmSegment::create(kParams, 4, &why);
+  auto seg = net::ShmSegment::create(kParams, WireFormat::kFp32, 4, &why);
   REQUIRE(seg);
   const wire::ShmOffer good = seg->offer();
   auto refused = [&](const wire::ShmOffer& o, std::uint64_t params = 5000) {
     why.clear();
-    return net::ShmView::open(o, params, &why) == nullptr ? why : std::string("mapped");
+    return net::ShmView::open(o, params, WireFormat::kFp32, &why) == nullptr ? why
+                                                                            : std::string("mapped");
   };
   REQUIRE(refused(good) == "mapped");
   auto o = good;
@@ -570,6 +603,60 @@ TEST_CASE("params with NaN, Inf or a bad push-sum weight are refused", "[net]") 
   CHECK_THAT(wire::check_param_values(p, std::nan(""), 4), Contains("not a positive finite"));
 }
 
+TEST_CASE("params payloads at half width carry 2 bytes a value and are checked as float32's",
+          "[net][wire]") {
+  const auto p = small_params_for(0, 0, 1001);
+  CHECK(wire::params_payload_bytes(1001, WireFormat::kFp32) == 8 + 4 * 1001);
+  for (const WireFormat w : {WireFormat::kFp32, WireFormat::kBf16, WireFormat::kFp16}) {
+    INFO(wire_format_name(w));
+    const auto payload = wire::encode_params(p, 0.25, w);
+    CHECK(payload.size() == wire::params_payload_bytes(1001, w));
+    CHECK(payload.size() == 8 + wire_value_bytes(w) * 1001);
+    std::vector<float> out(1001);
+    const auto got = wire::decode_params(payload, w, out, 3);
+    REQUIRE(got);
+    CHECK(*got.value == 0.25);
+    CHECK(same_bits(out, rounded(p, w)));  // exactly what the sender's rounding gives
+    if (w != WireFormat::kFp32) CHECK_FALSE(same_bits(out, p));
+    // The frame decoder takes a payload of whole values of the link's format only.
+    const auto frame = params_frame_in(w, 1, 3, p);
+    CHECK(wire::decode_frame(frame, 1 << 20, w));
+    // Another length than the model's, a NaN, a bad weight: refused by name.
+    std::vector<float> longer(1002);
+    CHECK(wire::decode_params(payload, w, longer, 3).error ==
+          cat("params payload of ", payload.size(), " bytes, expected ",
+              wire::params_payload_bytes(1002, w), " (1002 ",
+              w == WireFormat::kFp32 ? std::string("floats") : cat(wire_format_name(w), " values"),
+              ")"));
+    auto nan = p;
+    nan[17] = std::nanf("");
+    CHECK_THAT(wire::decode_params(wire::encode_params(nan, 1.0, w), w, out, 3).error,
+               Contains("parameter 17 of round 3 is nan"));
+    CHECK_THAT(wire::decode_params(wire::encode_params(p, -1.0, w), w, out, 3).error,
+               Contains("push-sum weight -1 in round 3 is not a positive finite number"));
+  }
+  // A ragged half-width payload (an odd byte after the weight) is not a params frame.
+  wire::FrameHeader h{wire::FrameType::kParams, 1, 0, 8 + 2 * 10 + 1, 0};
+  CHECK(wire::decode_header(wire::encode_header(h), 1 << 20, WireFormat::kBf16).error ==
+        "malformed params frame: payload of 29 bytes is not an f64 weight plus whole bf16 values");
+  h.payload_bytes = 8 + 2 * 11;  // whole bf16s, not whole f32s
+  CHECK(wire::decode_header(wire::encode_header(h), 1 << 20, WireFormat::kFp16));
+  CHECK_THAT(wire::decode_header(wire::encode_header(h), 1 << 20).error,
+             Contains("is not an f64 weight plus whole f32s"));
+  // The receiver's chunk check: the CRC of the bytes as they came, and NaN or Inf spotted.
+  const auto q = small_params_for(1, 0, 5000);
+  std::vector<std::uint16_t> halves(q.size());
+  REQUIRE(narrow_to_wire(q, WireFormat::kBf16, halves));
+  std::vector<float> wide(5000);
+  bool finite = false;
+  CHECK(wire::crc32c_widen(halves, WireFormat::kBf16, wide, 7, &finite) ==
+        wire::crc32c(std::as_bytes(std::span(halves)), 7));
+  CHECK(finite);
+  halves[4999] = 0x7f80;  // bf16 inf
+  wire::crc32c_widen(halves, WireFormat::kBf16, wide, 7, &finite);
+  CHECK_FALSE(finite);
+}
+
 TEST_CASE("handshakes round-trip and a different model or topology is refused", "[net]") {
   const wire::Hello ours{wire::kVersion, 1, model_info({784, 128, 10}, 101770), std::nullopt};
   const auto bytes = wire::encode_hello(ours);
@@ -593,8 +680,19 @@ TEST_CASE("handshakes round-trip and a different model or topology is refused", 
   theirs.info.run_id = "other";
   CHECK(wire::refusal_reason(ours, theirs) == "run id 'other' != ours 'test-run'");
   theirs = ours;
+  theirs.info.wire = WireFormat::kBf16;  // gossip.wire differs: refused, saying both
+  CHECK(wire::refusal_reason(ours, theirs) ==
+        "wire format bf16 != ours fp32 (gossip.wire must be the same on every peer of a run)");
+  const auto bf16 = wire::decode_hello(wire::encode_hello(theirs));
+  REQUIRE(bf16);
+  CHECK(bf16.value->info.wire == WireFormat::kBf16);
+  auto unknown = wire::encode_hello(theirs);
+  unknown[unknown.size() - 2] = std::byte{3};  // the wire format, just before the shm flag
+  CHECK(wire::decode_hello(unknown).error ==
+        "wire format 3 is not 0 (fp32), 1 (bf16) or 2 (fp16)");
+  theirs = ours;
   theirs.protocol_version = 9;
-  CHECK(wire::refusal_reason(ours, theirs) == "protocol version 9 != ours 6");
+  CHECK(wire::refusal_reason(ours, theirs) == cat("protocol version 9 != ours ", wire::kVersion));
 
   auto offering = ours;  // a same-host offer travels with the handshake
   offering.shm = wire::ShmOffer{0xABCDEF, 4242, 17, 0x1234, 1 << 20, 4};
@@ -717,11 +815,18 @@ TEST_CASE("four exchanges on a ring deliver bit-exact buffers each sync round", 
   constexpr int kPeers = 4, kRounds = 6;
   constexpr std::size_t kParams = 50'000;
   // One process is one host: by default parameters go through shared memory; off, over TLS
-  // (or over plain TCP when TLS is off too).
-  const int variant = GENERATE(0, 1, 2);
-  const bool shared_memory = variant == 0;
+  // (or over plain TCP when TLS is off too). Variants 3 and 4 send at half width (gossip.wire),
+  // through shared memory and over TLS: each neighbour gets the sender's values rounded.
+  const int variant = GENERATE(0, 1, 2, 3, 4);
+  const bool shared_memory = variant == 0 || variant == 3;
   const bool tls = variant != 2;
-  INFO("shared_memory " << shared_memory << ", tls " << tls);
+  const WireFormat format =
+      variant == 3 ? WireFormat::kBf16 : variant == 4 ? WireFormat::kFp16 : WireFormat::kFp32;
+  const auto values = [format](int peer, std::int64_t round) {
+    return format == WireFormat::kFp32 ? params_for(peer, round, kParams)
+                                       : small_params_for(peer, round, kParams);
+  };
+  INFO("shared_memory " << shared_memory << ", tls " << tls << ", " << wire_format_name(format));
   Cluster cluster(kPeers);
   LogSink log;
   std::vector<std::string> problems(kPeers);
@@ -733,6 +838,7 @@ TEST_CASE("four exchanges on a ring deliver bit-exact buffers each sync round", 
     auto config = cluster.config(r, nbrs, kParams, log);
     config.shared_memory = shared_memory;
     config.tls.enabled = tls;
+    config.handshake.wire = format;
     threads.emplace_back([&, r, nbrs, config = std::move(config),
                           listener = std::move(cluster.listeners[r])]() mutable {
       std::vector<float> mine;  // outlives the exchange: it may still be on the wire
@@ -740,7 +846,7 @@ TEST_CASE("four exchanges on a ring deliver bit-exact buffers each sync round", 
       shm_links[r] = ex.shared_memory_peers().size();
       const std::vector<int> sorted{std::min(nbrs[0], nbrs[1]), std::max(nbrs[0], nbrs[1])};
       for (int round = 0; round < kRounds; ++round) {
-        mine = params_for(r, round, kParams);
+        mine = values(r, round);
         ex.publish(round, mine, 1.0, nbrs);
         const auto in = ex.collect(round, nbrs, collect_options(CollectMode::kSync, 0, 10s));
         std::string& bad = problems[r];
@@ -748,7 +854,7 @@ TEST_CASE("four exchanges on a ring deliver bit-exact buffers each sync round", 
         for (std::size_t k = 0; k < in.size() && k < 2; ++k) {
           if (in[k].peer != sorted[k] || in[k].round != round)
             bad += cat("round ", round, ": got peer ", in[k].peer, " round ", in[k].round, "; ");
-          else if (!same_bits(in[k].params, params_for(in[k].peer, round, kParams)))
+          else if (!same_bits(in[k].params, rounded(values(in[k].peer, round), format)))
             bad += cat("round ", round, ": peer ", in[k].peer, " params differ; ");
         }
       }
@@ -756,11 +862,15 @@ TEST_CASE("four exchanges on a ring deliver bit-exact buffers each sync round", 
     });
   }
   for (auto& t : threads) t.join();
-  const std::uint64_t frame = wire::kHeaderBytes + wire::kWeightBytes + kParams * 4;
+  const std::uint64_t frame =
+      wire::kHeaderBytes + wire::params_payload_bytes(kParams, format);
   for (int r = 0; r < kPeers; ++r) {
     INFO("peer " << r);
     CHECK(problems[r] == "");
     CHECK(sent[r] >= 2 * kRounds * frame);
+    // Beyond the parameters only the handshake and a few control frames: at half width
+    // bytes_sent is half of what float32 sends.
+    CHECK(sent[r] < 2 * kRounds * frame + 16 * 1024);
     CHECK(shm_links[r] == (shared_memory ? 2u : 0u));
     CHECK(log.wait_for(cat("net[", r, "]: WARNING: TLS is off"), 0ms) == !tls);
   }
@@ -836,7 +946,7 @@ TEST_CASE("a same-host neighbour's shared memory is checked as its frames are", 
   config.timeouts.reconnect = 60s;  // each refusal below closes the link; rank 0 redials
   NetExchange b(std::move(config), std::move(cluster.listeners[1]));
   std::string why;
-  auto seg = net::ShmSegment::create(kParams, 4, &why);
+  auto seg = net::ShmSegment::create(kParams, WireFormat::kFp32, 4, &why);
   REQUIRE(seg);
   const auto info = model_info({784, 128, 10}, kParams);
   const std::vector<int> from0{0};
@@ -861,16 +971,17 @@ TEST_CASE("a same-host neighbour's shared memory is checked as its frames are", 
   {
     INFO("a good round arrives bit-exact");
     const auto p = params_for(0, 0, kParams);
-    announce(*raw, 0, seg->write(0.75, p));
+    announce(*raw, 0, seg->write(0.75, values_of(p)));
     const Inbox in = collect_one(0);
     CHECK(same_bits(in.params, p));
     CHECK(in.weight == 0.75);
   }
   {
     INFO("a slot rewritten before it was read: that round is dropped, the link stays");
-    const auto stale = seg->write(1.0, params_for(0, 1, kParams));
+    const auto stale = seg->write(1.0, values_of(params_for(0, 1, kParams)));
     wire::ShmNote latest;
-    for (int k = 0; k < 4; ++k) latest = seg->write(1.0, params_for(0, 2, kParams));
+    for (int k = 0; k < 4; ++k)
+      latest = seg->write(1.0, values_of(params_for(0, 2, kParams)));
     announce(*raw, 1, stale);
     CHECK(log.wait_for("round 1: its shared slot 1 was rewritten before we had read it"));
     announce(*raw, 2, latest);
@@ -880,7 +991,7 @@ TEST_CASE("a same-host neighbour's shared memory is checked as its frames are", 
     INFO("NaN in shared memory is refused like NaN in a frame");
     auto bad = params_for(0, 3, kParams);
     bad[7] = std::nanf("");
-    announce(*raw, 3, seg->write(1.0, bad));
+    announce(*raw, 3, seg->write(1.0, values_of(bad)));
     CHECK(log.wait_for("parameter 7 of round 3 is nan"));
     CHECK(raw->closed_by_remote());
   }
@@ -898,7 +1009,7 @@ TEST_CASE("a same-host neighbour's shared memory is checked as its frames are", 
     raw = join(wrong);
     CHECK(log.wait_for("its shared memory cannot be used ("));
     CHECK(b.shared_memory_peers().empty());
-    announce(*raw, 5, seg->write(1.0, params_for(0, 5, kParams)));
+    announce(*raw, 5, seg->write(1.0, values_of(params_for(0, 5, kParams))));
     CHECK(log.wait_for("shm-params frame, but we have not mapped this peer's shared memory"));
     CHECK(raw->closed_by_remote());
   }
@@ -907,7 +1018,7 @@ TEST_CASE("a same-host neighbour's shared memory is checked as its frames are", 
     raw = join(seg->offer());
     REQUIRE(raw->read_frame());  // shm-ready
     const auto p = params_for(0, 6, kParams);
-    announce(*raw, 6, seg->write(1.0, p));
+    announce(*raw, 6, seg->write(1.0, values_of(p)));
     CHECK(same_bits(collect_one(6).params, p));
   }
 }
@@ -926,6 +1037,158 @@ TEST_CASE("shm-ready to a peer that offered no shared memory closes the link", "
   raw->send(wire::encode_frame(wire::FrameType::kShmReady, 0, 0, {}));
   CHECK(log.wait_for("shm-ready frame, but we offered no shared memory"));
   CHECK(raw->closed_by_remote());
+}
+
+TEST_CASE("a shared segment of a half-width run hands over the rounded values", "[net][shm]") {
+  constexpr std::size_t kParams = 100'003;
+  for (const WireFormat w : {WireFormat::kBf16, WireFormat::kFp16}) {
+    INFO(wire_format_name(w));
+    std::string why;
+    auto seg = net::ShmSegment::create(kParams, w, 4, &why);
+    REQUIRE(seg);
+    // Half the bytes a float32 slot takes (a page of header, each slot rounded up to pages).
+    CHECK(seg->offer().bytes < net::ShmSegment::create(kParams, WireFormat::kFp32, 4, &why)
+                                   ->offer().bytes * 6 / 10);
+    // A reader of another format does not map it.
+    CHECK(net::ShmView::open(seg->offer(), kParams, WireFormat::kFp32, &why) == nullptr);
+    CHECK_THAT(why, Contains("it offers a segment of"));
+    auto view = net::ShmView::open(seg->offer(), kParams, w, &why);
+    INFO(why);
+    REQUIRE(view);
+    const auto p = small_params_for(0, 0, kParams);
+    std::vector<std::uint16_t> halves(kParams);
+    REQUIRE(narrow_to_wire(p, w, halves));
+    std::vector<float> out(kParams);
+    bool finite = false;
+    REQUIRE(view->read(seg->write(0.5, std::as_bytes(std::span(halves))), out, &finite) ==
+            net::ShmView::Read::kOk);
+    CHECK(finite);
+    CHECK(same_bits(out, rounded(p, w)));
+    halves[kParams - 1] = w == WireFormat::kFp16 ? 0x7e00 : 0x7fc0;  // a NaN
+    REQUIRE(view->read(seg->write(0.5, std::as_bytes(std::span(halves))), out, &finite) ==
+            net::ShmView::Read::kOk);
+    CHECK_FALSE(finite);
+  }
+}
+
+TEST_CASE("a half-width link refuses malformed, truncated and non-finite frames, closing only "
+          "that connection",
+          "[net][wire]") {
+  constexpr std::size_t kParams = 3000;
+  Cluster cluster(2);
+  LogSink log;
+  const int port = cluster.listeners[1].port();
+  auto config = cluster.by_hand(kParams, log);
+  config.handshake.wire = WireFormat::kBf16;
+  config.shared_memory = false;
+  config.timeouts.reconnect = 60s;  // each refusal below closes the link; rank 0 comes back
+  NetExchange b(std::move(config), std::move(cluster.listeners[1]));
+  auto info = model_info({784, 128, 10}, kParams);
+  info.wire = WireFormat::kBf16;
+  const std::vector<int> from0{0};
+  const CollectOptions sync = collect_options(CollectMode::kSync, 0, 5s);
+  const auto p = small_params_for(0, 0, kParams);
+  auto join = [&] { return join_as_rank0(port, info, std::nullopt); };
+  {
+    INFO("a good bf16 frame arrives as the sender rounded it");
+    auto raw = join();
+    raw->send(params_frame_in(WireFormat::kBf16, 0, 0, p, 0.75));
+    const auto in = b.collect(0, from0, sync);
+    REQUIRE(in.size() == 1);
+    CHECK(same_bits(in[0].params, rounded(p, WireFormat::kBf16)));
+    CHECK(in[0].weight == 0.75);
+  }
+  struct Case {
+    std::string name;
+    std::vector<std::byte> bytes;
+    std::string expect;
+  };
+  const auto good = params_frame_in(WireFormat::kBf16, 0, 1, p);
+  auto bad_crc = good;
+  bad_crc[wire::kHeaderBytes + 100] ^= std::byte{0x40};
+  auto nan = p;
+  nan[7] = std::nanf("");
+  wire::FrameHeader ragged{wire::FrameType::kParams, 0, 1, 8 + 2 * kParams + 1, 0};
+  const auto ragged_head = wire::encode_header(ragged);
+  const std::vector<Case> cases{
+      {"a float32 frame on a bf16 link", params_frame_in(WireFormat::kFp32, 0, 1, p),
+       cat("params payload of ", 8 + 4 * kParams, " bytes, expected ", 8 + 2 * kParams, " (",
+           kParams, " bf16 values)")},
+      {"a ragged payload", {ragged_head.begin(), ragged_head.end()},
+       cat("malformed params frame: payload of ", 8 + 2 * kParams + 1,
+           " bytes is not an f64 weight plus whole bf16 values")},
+      {"a flipped bit", bad_crc, "bad CRC32C on params payload (round 1)"},
+      {"NaN in bf16", params_frame_in(WireFormat::kBf16, 0, 1, nan),
+       "parameter 7 of round 1 is nan"},
+      {"cut short", std::vector<std::byte>(good.begin(), good.begin() + wire::kHeaderBytes + 1000),
+       cat("truncated frame: connection closed after 1000 of ", 8 + 2 * kParams,
+           " payload bytes")},
+  };
+  for (const auto& c : cases) {
+    INFO(c.name);
+    auto raw = join();
+    raw->send(c.bytes);
+    raw->finish_sending();
+    CHECK(raw->closed_by_remote());
+    CHECK(log.wait_for(c.expect));
+  }
+  {
+    INFO("a float32 peer is refused at the handshake, saying why");
+    RawClient raw(port);
+    raw.send(hello_frame(0, model_info({784, 128, 10}, kParams)));
+    const auto reply = raw.read_frame();
+    REQUIRE(reply);
+    CHECK(reply->header.type == wire::FrameType::kError);
+    CHECK(raw.closed_by_remote());
+    CHECK(log.wait_for("refused: wire format fp32 != ours bf16"));
+  }
+  {
+    INFO("after all that, a good neighbour's round still goes through");
+    auto raw = join();
+    const auto q = small_params_for(0, 2, kParams);
+    raw->send(params_frame_in(WireFormat::kBf16, 0, 2, q));
+    const auto in = b.collect(2, from0, sync);
+    REQUIRE(in.size() == 1);
+    CHECK(same_bits(in[0].params, rounded(q, WireFormat::kBf16)));
+  }
+}
+
+TEST_CASE("a neighbour with another wire format is refused on both sides", "[net][wire]") {
+  Cluster cluster(2);
+  LogSink log;
+  auto c0 = cluster.config(0, {1}, 1000, log);
+  auto c1 = cluster.config(1, {0}, 1000, log);
+  c1.handshake.wire = WireFormat::kBf16;
+  c0.timeouts.start = c1.timeouts.start = 1500ms;
+  auto a = std::async(std::launch::async, [&, l = std::move(cluster.listeners[0])]() mutable {
+    return std::make_unique<NetExchange>(c0, std::move(l));
+  });
+  NetExchange ex1(c1, std::move(cluster.listeners[1]));
+  auto ex0 = a.get();
+  CHECK(ex0->dead_peers() == std::vector<int>{1});
+  CHECK(ex1.dead_peers() == std::vector<int>{0});
+  CHECK(log.wait_for("refused: wire format fp32 != ours bf16 (gossip.wire must be the same on "
+                     "every peer of a run)"));
+  CHECK(log.wait_for("net[0]: peer 1 (" + c0.addresses[1] + ") closed: refused us: refused by "
+                     "peer 1: wire format fp32 != ours bf16"));
+}
+
+TEST_CASE("an fp16 peer refuses to send a parameter beyond fp16's range, naming it",
+          "[net][wire]") {
+  Cluster cluster(2);
+  LogSink log;
+  auto config = cluster.by_hand(100, log);
+  config.handshake.wire = WireFormat::kFp16;
+  NetExchange b(std::move(config), std::move(cluster.listeners[1]));
+  std::vector<float> p(100, 1.0f);
+  p[42] = -7.0e4f;
+  const std::vector<int> to0{0};
+  CHECK_THROWS_WITH(b.publish(3, p, 1.0, to0),
+                    Contains("gossip.wire fp16: parameter 42 of round 3 is -70000, beyond fp16's "
+                             "largest finite value 65504") &&
+                        Contains("use gossip.wire: bf16"));
+  p[42] = 65504.0f;  // the largest finite half goes
+  CHECK_NOTHROW(b.publish(4, p, 1.0, to0));
 }
 
 TEST_CASE("a neighbour with another model is refused on both sides", "[net]") {

@@ -307,7 +307,11 @@ TEST_CASE("gossip run over TCP and gossip sim end with bit-identical parameters"
                        Case{"dpsgd, overlap: true", 1, true},
                        Case{"choco, compress: {kind: top_k, fraction: 0.1}", 1, true},
                        Case{"choco, compress: {kind: quantize, bits: 4}", 2, false},
-                       Case{"allreduce", 1, true}}) {
+                       Case{"allreduce", 1, true},
+                       // gossip.wire: every message rounded to 16 bits as it leaves, in both.
+                       Case{"dpsgd, wire: bf16", 1, true}, Case{"local_sgd, wire: bf16", 2, false},
+                       Case{"allreduce, wire: fp16", 1, true},
+                       Case{"dpsgd, overlap: true, wire: bf16", 1, false}}) {
     SECTION(gossip::cat(c.algorithm, " period ", c.period,
                         c.shared_memory ? ", shared memory" : ", TCP only")) {
       TempDir t;
@@ -323,6 +327,14 @@ TEST_CASE("gossip run over TCP and gossip sim end with bit-identical parameters"
       for (auto at = log.find(needle); at != std::string::npos; at = log.find(needle, at + 1))
         ++shm_links;
       CHECK(shm_links == (c.shared_memory ? 2u : 0u));
+      // A half-width run says so (and the simulator, bit-identical to it, rounded alike).
+      const std::string wire = std::string(c.algorithm).find("wire: bf16") != std::string::npos
+                                   ? "bf16"
+                               : std::string(c.algorithm).find("wire: fp16") != std::string::npos
+                                   ? "fp16"
+                                   : "";
+      const auto says = log.find(gossip::cat("parameters travel as ", wire, " (gossip.wire)"));
+      CHECK((says != std::string::npos) == !wire.empty());
     }
   }
 }
@@ -985,7 +997,9 @@ TEST_CASE("a run stopped after a checkpoint and resumed ends bit-identical to on
     const char* topology;
   };
   for (const Case c : {Case{"dpsgd", ""}, Case{"push_sum", "directed: true\nweights: push-sum\n"},
-                       Case{"choco, compress: {kind: top_k, fraction: 0.1}", ""}}) {
+                       Case{"choco, compress: {kind: top_k, fraction: 0.1}", ""},
+                       // at half width all-reduce keeps the last round's common model
+                       Case{"allreduce, wire: bf16", ""}}) {
     SECTION(c.algorithm) {
       TempDir t;
       const auto cfg = write_config(t.path, 4, c.algorithm, 1, 2, c.topology);

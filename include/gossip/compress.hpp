@@ -81,9 +81,11 @@ class Compressor {
 };
 
 /// A dense packet of `values`, coordinates first .. first + values.size() - 1 (an all-reduce
-/// chunk, or CHOCO without compression).
-void encode_dense(std::span<const float> values, std::int64_t first,
-                  std::vector<std::byte>& packet);
+/// chunk, or CHOCO without compression), the values in format `wire` (rounded to 16 bits for
+/// bf16 and fp16: dense_kind(wire)). Returns false when a finite value became ±inf (an fp16
+/// overflow; the caller says which: wire_overflow).
+bool encode_dense(std::span<const float> values, std::int64_t first,
+                  std::vector<std::byte>& packet, WireFormat wire = WireFormat::kFp32);
 
 /// A dense packet of the n floats at `values` in `backend`'s memory (first = 0): encode_dense of
 /// them, downloaded straight into the packet.
@@ -118,9 +120,11 @@ class PacketAdder {
   DeviceArray<float> scales_;            // staging: quantized block scales
   DeviceArray<std::int8_t> codes_;       // staging: quantized codes
   std::vector<std::int8_t> unpacked_;    // 4-bit codes, one per byte
+  std::vector<float> widened_;           // 16-bit dense values, widened on the host
 };
 
-/// target[i] = Q[i] for the coordinates a dense packet carries (all-reduce's all-gather).
+/// target[i] = Q[i] for the coordinates a dense packet (of any dense kind) carries (all-reduce's
+/// all-gather).
 void copy_packet(std::span<const std::byte> packet, std::span<float> target);
 /// The vector of n floats a packet stands for (zero where it carries nothing).
 std::vector<float> decode_packet(std::span<const std::byte> packet, std::int64_t n);

@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "gossip/half.hpp"
+
 namespace gossip {
 
 struct DataConfig {
@@ -151,6 +153,10 @@ CompressConfig parse_compress(const std::string& text, const std::string& what);
 /// The inverse of parse_compress: "top_k:0.01" (the fraction to full double precision).
 std::string compress_argument(const CompressConfig& c);
 
+/// gossip.wire from the command line (`--wire`): "fp32", "bf16" or "fp16". Throws InputError
+/// "WHAT: unknown value ..." naming the value and the choices.
+WireFormat parse_wire_format(const std::string& text, const std::string& what);
+
 struct GossipConfig {
   std::string topology;             // path of a topology YAML (relative to the config)
   // dpsgd | local_sgd | push_sum | async | choco | allreduce
@@ -175,6 +181,9 @@ struct GossipConfig {
   CompressConfig compress;          // choco only
   double consensus_step = 0.0;      // choco's gamma; 0 = default_consensus_step(compress)
   bool overlap = false;             // dpsgd, local_sgd: send round r while computing round r+1
+  // How whole parameter messages travel (every algorithm but choco): fp32, or rounded to
+  // bf16 / fp16 as they leave a peer and widened back on receipt (gossip/half.hpp).
+  WireFormat wire = WireFormat::kFp32;
   double dead_after_seconds() const { return dead_after_s; }
 };
 

@@ -7,6 +7,9 @@
 /// Packet layout (little-endian, as the wire): a 16-byte header — u8 kind, u8 bits, u16 zero,
 /// u32 count, u64 first — then
 ///   dense     (kind 1): count f32, for coordinates first .. first + count - 1;
+///   dense bf16 (kind 4), dense fp16 (kind 5): the same with count 16-bit values (bfloat16,
+///                       IEEE binary16; gossip/half.hpp): all-reduce's chunks at gossip.wire
+///                       bf16 or fp16;
 ///   sparse    (kind 2): count u32 indices (strictly ascending), then count f32 values; first
 ///                       holds the model's size;
 ///   quantized (kind 3): count = n coordinates, ceil(n / 512) f32 block scales (max |v| of each
@@ -23,9 +26,17 @@
 #include <span>
 #include <string>
 
+#include "gossip/half.hpp"
+
 namespace gossip {
 
-enum class PacketKind : std::uint8_t { kDense = 1, kSparse = 2, kQuantized = 3 };
+enum class PacketKind : std::uint8_t {
+  kDense = 1,
+  kSparse = 2,
+  kQuantized = 3,
+  kDenseBf16 = 4,
+  kDenseFp16 = 5,
+};
 inline constexpr std::size_t kPacketHeaderBytes = 16;
 inline constexpr std::int64_t kQuantizeBlock = 512;
 
@@ -46,6 +57,13 @@ std::int64_t quantize_blocks(std::int64_t n);
 /// Bytes of a quantized packet for n floats at `bits` (4 or 8).
 std::size_t quantized_packet_bytes(std::int64_t n, int bits);
 
+/// The dense kind that carries values of wire format `w` (kDense for fp32).
+PacketKind dense_kind(WireFormat w);
+/// The wire format of a dense kind's values (kDense: fp32); kind must be one of the dense ones.
+WireFormat dense_format(PacketKind kind);
+/// Whether `kind` is one of the dense kinds (1, 4, 5).
+bool is_dense(PacketKind kind);
+
 /// An f32 or u32 of a packet's body (packets need not be aligned for them).
 inline float packet_f32(const std::byte* p) {
   float v;
@@ -55,6 +73,11 @@ inline float packet_f32(const std::byte* p) {
 inline std::uint32_t packet_u32(const std::byte* p) {
   std::uint32_t v;
   std::memcpy(&v, p, 4);
+  return v;
+}
+inline std::uint16_t packet_u16(const std::byte* p) {
+  std::uint16_t v;
+  std::memcpy(&v, p, 2);
   return v;
 }
 
@@ -68,13 +91,14 @@ int packet_code(const std::byte* codes, int bits, std::int64_t i);
 /// it allocates nothing.
 std::string check_packet(std::span<const std::byte> packet, std::int64_t n);
 
-/// "" when `packet` is a well-formed dense packet for a vector of n floats (check_packet) that
-/// carries exactly coordinates first .. first + count - 1 (an all-reduce chunk); else what is
-/// wrong.
+/// "" when `packet` is a well-formed dense packet for a vector of n floats (check_packet) of
+/// values in format `wire` that carries exactly coordinates first .. first + count - 1 (an
+/// all-reduce chunk); else what is wrong.
 std::string check_chunk(std::span<const std::byte> packet, std::int64_t n, std::int64_t first,
-                        std::int64_t count);
+                        std::int64_t count, WireFormat wire = WireFormat::kFp32);
 
-/// The coordinates a dense packet (that passed check_packet) carries; first = -1 for the others.
+/// The coordinates a dense packet (any dense kind, that passed check_packet) carries; first = -1
+/// for the others.
 struct PacketRange {
   std::int64_t first = -1;
   std::int64_t count = 0;

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "gossip/exchange.hpp"
+#include "gossip/half.hpp"
 
 namespace gossip {
 
@@ -25,6 +26,7 @@ struct HandshakeInfo {
   std::string model;                        // model fingerprint: the layer list, e.g. "784-128-10"
   std::uint64_t param_count = 0;            // floats in the flat parameter buffer
   std::uint64_t topology_fingerprint = 0;   // hash of the graph, computed by the topology module
+  WireFormat wire = WireFormat::kFp32;      // how params frames carry the values (gossip.wire)
 };
 
 }  // namespace gossip
@@ -32,7 +34,7 @@ struct HandshakeInfo {
 namespace gossip::wire {
 
 inline constexpr std::uint32_t kMagic = 0x50495347;  // bytes "GSIP" on the wire
-inline constexpr std::uint16_t kVersion = 6;         // frame layout and handshake version
+inline constexpr std::uint16_t kVersion = 7;         // frame layout and handshake version
 inline constexpr std::size_t kHeaderBytes = 32;
 inline constexpr std::size_t kWeightBytes = 8;       // params payload starts with an f64 weight
 inline constexpr std::uint64_t kMaxControlPayload = 64 * 1024;  // hello, ack, error, bye
@@ -42,7 +44,7 @@ inline constexpr std::size_t kMaxModelBytes = 16 * 1024;  // the model fingerpri
 enum class FrameType : std::uint16_t {
   kHello = 1,     // dialler -> acceptor: Hello
   kHelloAck = 2,  // acceptor -> dialler: Hello (the acceptor's own)
-  kParams = 3,    // f64 push-sum weight, then param_count f32
+  kParams = 3,    // f64 push-sum weight, then param_count values (f32, or bf16 / fp16)
   kBye = 4,       // empty: the sender is leaving on purpose
   kError = 5,     // UTF-8 reason; the sender closes after it
   kShmReady = 6,  // empty: "I have mapped your shared segment; announce params, do not send them"
@@ -87,9 +89,11 @@ struct Decoded {
 };
 
 /// Checks magic, version, type, and size (the whole frame at most `max_frame_bytes`; control
-/// frames at most kMaxControlPayload; params at least the weight) before anything is allocated.
+/// frames at most kMaxControlPayload; params the weight plus whole values of the link's format
+/// `wire`) before anything is allocated.
 Decoded<FrameHeader> decode_header(std::span<const std::byte> bytes,
-                                   std::uint64_t max_frame_bytes);
+                                   std::uint64_t max_frame_bytes,
+                                   WireFormat wire = WireFormat::kFp32);
 
 /// Empty when `computed` (the payload's CRC32C) matches the header, else the reason.
 /// "" when a params payload holds a model: every float finite and the push-sum weight a positive
@@ -109,8 +113,29 @@ struct Frame {
   std::span<const std::byte> payload;  // points into the decoded input
 };
 
-/// Decodes exactly one frame from `bytes` (trailing bytes are an error).
-Decoded<Frame> decode_frame(std::span<const std::byte> bytes, std::uint64_t max_frame_bytes);
+/// Decodes exactly one frame from `bytes` (trailing bytes are an error); params in format `wire`.
+Decoded<Frame> decode_frame(std::span<const std::byte> bytes, std::uint64_t max_frame_bytes,
+                            WireFormat wire = WireFormat::kFp32);
+
+/// Bytes of a params payload of `param_count` values in format `wire`: the weight, then 4 or 2
+/// bytes a value.
+std::uint64_t params_payload_bytes(std::uint64_t param_count, WireFormat wire);
+/// A params payload: the weight, then `params` in format `wire` (narrowed to 16 bits for bf16
+/// and fp16). Peers write the same bytes straight from their buffers; this is for tests and the
+/// fuzz target.
+std::vector<std::byte> encode_params(std::span<const float> params, double weight,
+                                     WireFormat wire);
+/// A received run of half-width values (bf16 or fp16): their CRC32C continued from `crc`, and
+/// the values widened into `out` (as many), noting whether every one is finite; crc32c_floats'
+/// counterpart for a link whose gossip.wire is bf16 or fp16.
+std::uint32_t crc32c_widen(std::span<const std::uint16_t> values, WireFormat wire,
+                           std::span<float> out, std::uint32_t crc, bool* all_finite);
+/// A whole params payload of out.size() values in format `wire`: the push-sum weight, and the
+/// values (widened) in `out`. Refuses a payload of another length, a NaN or Inf value and a
+/// weight that is not a positive finite number, saying which (check_param_values). `round` is
+/// for the message.
+Decoded<double> decode_params(std::span<const std::byte> payload, WireFormat wire,
+                              std::span<float> out, std::int64_t round);
 
 /// A peer's offer, in its handshake, to let same-host neighbours read its published parameters
 /// straight from its memory: a sealed memfd that a process in the same boot, pid, mount and
@@ -168,8 +193,8 @@ std::string describe_model(const HandshakeInfo& info);
 
 /// Empty when a peer saying `theirs` may join a run where we say `ours`; else why not, e.g.
 /// "model fingerprint 784-256-128-10 (235146 params) != ours 784-128-10 (101770 params)".
-/// Checks protocol version, run id, model fingerprint and topology fingerprint (ranks are the
-/// caller's business: it knows who it expects).
+/// Checks protocol version, run id, model fingerprint, topology fingerprint and wire format
+/// (ranks are the caller's business: it knows who it expects).
 std::string refusal_reason(const Hello& ours, const Hello& theirs);
 
 }  // namespace gossip::wire

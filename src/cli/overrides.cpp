@@ -8,8 +8,8 @@ namespace gossip::cli {
 namespace {
 
 // The value options, in the order override_arguments() passes them on.
-const char* const kNames[] = {"epochs", "algorithm", "topology", "period",
-                              "faults", "compress", "shard",    "seed"};
+const char* const kNames[] = {"epochs", "algorithm", "topology", "period", "faults",
+                              "compress", "wire",     "shard",    "seed"};
 
 /// The integer option `name` in [lo, hi], or `fallback` when it is not given.
 int bounded_int(const Args& args, const char* name, int fallback, int lo, int hi) {
@@ -33,6 +33,8 @@ const char* const kOverrideHelp =
     "                     of the config's faults:\n"
     "  --compress C       override gossip.compress (choco): top_k:FRACTION, random_k:FRACTION,\n"
     "                     quantize:BITS (4 or 8) or none\n"
+    "  --wire FORMAT      override gossip.wire: fp32, or bf16 | fp16 (whole parameter\n"
+    "                     messages rounded to 16 bits as they leave a peer)\n"
     "  --shard KIND       override data.shard (iid | dirichlet | shards)\n"
     "  --seed N           override train.seed\n";
 
@@ -75,6 +77,10 @@ void apply_overrides(const Args& args, RunConfig& config) {
   if (auto compress = args.get("compress")) {
     config.gossip.compress = parse_compress(*compress, "--compress");
     config.lines.erase("gossip.compress");
+  }
+  if (auto wire = args.get("wire")) {
+    config.gossip.wire = parse_wire_format(*wire, "--wire");
+    config.lines.erase("gossip.wire");
   }
   if (auto shard = args.get("shard")) {
     if (*shard != "iid" && *shard != "dirichlet" && *shard != "shards")

@@ -35,6 +35,13 @@ constexpr std::pair<CompressKind, const char*> kCompressKinds[] = {
     {CompressKind::kQuantize, "quantize"},
 };
 
+/// gossip.wire's names, in the order messages list them.
+constexpr std::pair<WireFormat, const char*> kWireFormats[] = {
+    {WireFormat::kFp32, "fp32"},
+    {WireFormat::kBf16, "bf16"},
+    {WireFormat::kFp16, "fp16"},
+};
+
 /// The compressor named `name`, if there is one.
 std::optional<CompressKind> compress_kind(const std::string& name) {
   for (const auto& [kind, n] : kCompressKinds)
@@ -397,6 +404,7 @@ void read_gossip(const Reader& r, const Node& n, GossipConfig& g) {
          if (g.consensus_step > 1) r.fail(v, f, cat("must be in (0, 1], got ", g.consensus_step));
        }},
       {"overlap", [&](auto& v, auto& f) { g.overlap = r.boolean(v, f); }},
+      {"wire", [&](auto& v, auto& f) { g.wire = r.named(v, f, kWireFormats); }},
       {"period", [&](auto& v, auto& f) { g.period = r.positive_int(v, f, false); }},
       {"max_staleness", [&](auto& v, auto& f) { g.max_staleness = r.positive_int(v, f, true); }},
       {"round_timeout_s", [&](auto& v, auto& f) { g.round_timeout_s = r.positive(v, f, false); }},
@@ -528,6 +536,11 @@ void check_gossip_keys(const RunConfig& cfg) {
   if (cfg.lines.count("gossip.consensus_step") && !takes({"choco"}))
     throw InputError(cat(cfg.where("gossip.consensus_step"), ": the consensus step is "
                          "choco's; ", g.algorithm, " does not take one"));
+  if (g.wire != WireFormat::kFp32 &&
+      !takes({"dpsgd", "local_sgd", "push_sum", "async", "allreduce"}))
+    throw InputError(cat(cfg.where("gossip.wire"), ": ", wire_format_name(g.wire),
+                         " is for algorithms that send whole parameter buffers; choco sends "
+                         "compressed packets (gossip.compress); set gossip.wire: fp32"));
   if (g.overlap && !takes({"dpsgd", "local_sgd"}))
     throw InputError(cat(cfg.where("gossip.overlap"), ": overlap is for dpsgd and local_sgd, "
                          "not ", g.algorithm));
@@ -716,6 +729,15 @@ std::string compress_argument(const CompressConfig& c) {
   }
   if (c.kind == CompressKind::kQuantize) return cat(name, ":", c.bits);
   return name;
+}
+
+WireFormat parse_wire_format(const std::string& text, const std::string& what) {
+  std::string list;
+  for (const auto& [w, name] : kWireFormats) {
+    if (text == name) return w;
+    list += (list.empty() ? "" : ", ") + std::string(name);
+  }
+  throw InputError(cat(what, ": unknown value '", text, "' (expected one of: ", list, ")"));
 }
 
 double default_consensus_step(const CompressConfig& c) {

@@ -40,7 +40,9 @@ class Dpsgd : public Algorithm {
   const Topology* topology_;
   GossipConfig config_;
   mixing::PeerBuffer buffer_;
-  std::vector<float> sent_;  // overlap: the buffer published this round, before the local steps
+  // The buffer published this round as the neighbours got it: with overlap, before the local
+  // steps; at half width (gossip.wire), rounded as it travelled. Empty otherwise.
+  std::vector<float> sent_;
 };
 
 std::unique_ptr<Algorithm> make_dpsgd(const Learner& learner, Exchange& exchange,

@@ -13,10 +13,19 @@
 // Each peer sends 2 (n - 1) chunks of N / n floats a round, whatever n. Every hop needs the one
 // before it from the predecessor, so the hops are relay phases (gossip/gossip.hpp): exchange
 // round r * 2 (n - 1) + h. All-reduce needs every peer: a missing chunk is an error.
+// With gossip.wire bf16 or fp16 every chunk travels rounded to 16 bits, and what is reduced is the
+// change since the last round's common model c (identical on every peer): x - c, whose rounding
+// errors are relative to one round's change, not to the parameters (rounding the parameters
+// themselves each round would put the model on the 16-bit grid and erase every update smaller
+// than half a step: the quickstart lost 2.4 points that way). The owner of a chunk keeps its
+// average rounded as it sends it, and every peer ends with c + the average change, the same
+// bits everywhere; c starts at 0 (the first round averages the whole models) and is kept in
+// checkpoints.
 #include <vector>
 
 #include "gossip/compress.hpp"
 #include "gossip/core.hpp"
+#include "gossip/half.hpp"
 #include "gossip/packet.hpp"
 #include "src/gossip/algorithms.hpp"
 
@@ -46,7 +55,21 @@ class AllReduce final : public Algorithm {
     if (hops_ == 0) return;
     const auto x = buffer_.host_view();
     acc_.assign(x.begin(), x.end());
+    if (half_width()) {  // the change since the last round's common model
+      base_.resize(acc_.size(), 0.0f);
+      for (std::size_t i = 0; i < acc_.size(); ++i) acc_[i] -= base_[i];
+    }
     send(round, 0);
+  }
+
+  std::vector<float> buffers() const override { return base_; }
+  void restore_buffers(const std::vector<float>& b) override {
+    if (!half_width() || b.empty()) return Algorithm::restore_buffers(b);
+    if (b.size() != acc_.size())
+      throw InputError(cat("the checkpoint holds ", b.size(), " floats of allreduce state, "
+                           "expected ", acc_.size(), " (the common model of the last round, "
+                           "gossip.wire ", wire_format_name(config_.wire), ")"));
+    base_ = b;
   }
 
   void relay_phase(std::int64_t round, int step) override {
@@ -57,6 +80,10 @@ class AllReduce final : public Algorithm {
   void mix_phase(std::int64_t round) override {
     if (hops_ == 0) return;
     receive(round, hops_ - 1);
+    if (half_width()) {  // c' = c + the average change: the new common model
+      for (std::size_t i = 0; i < acc_.size(); ++i) base_[i] += acc_[i];
+      acc_.assign(base_.begin(), base_.end());
+    }
     learner_.backend->upload(learner_.params, acc_.data(), acc_.size() * sizeof(float));
   }
 
@@ -69,6 +96,7 @@ class AllReduce final : public Algorithm {
                                           static_cast<std::size_t>(first(c + 1) - first(c)));
   }
   int mod(int v) const { return ((v % n_) + n_) % n_; }
+  bool half_width() const { return config_.wire != WireFormat::kFp32; }
   std::int64_t tag(std::int64_t round, int hop) const { return round * hops_ + hop; }
   /// The chunk peer `peer` sends at hop h.
   int sent_chunk(int peer, int hop) const {
@@ -77,7 +105,8 @@ class AllReduce final : public Algorithm {
 
   void send(std::int64_t round, int hop) {
     const int c = sent_chunk(rank_, hop);
-    encode_dense(chunk(c), first(c), packet_);
+    if (!encode_dense(chunk(c), first(c), packet_, config_.wire))
+      throw RuntimeError(wire_overflow(chunk(c), config_.wire, round));
     const int next = mod(rank_ + 1);
     exchange_->publish_packet(tag(round, hop), packet_, std::span<const int>(&next, 1));
   }
@@ -94,14 +123,19 @@ class AllReduce final : public Algorithm {
     const int c = sent_chunk(prev, hop);
     const auto target = chunk(c);
     const std::string why =
-        check_chunk(packet, std::ssize(acc_), first(c), std::ssize(target));
+        check_chunk(packet, std::ssize(acc_), first(c), std::ssize(target), config_.wire);
     if (!why.empty())
       throw RuntimeError(cat("allreduce round ", round, " hop ", hop, ": bad packet from peer ",
                              prev, " for chunk ", c, ": ", why));
     if (hop < n_ - 1) {
       add_packet(packet, 1.0f, acc_);
-      if (hop == n_ - 2)  // this peer now holds the whole sum of chunk (rank + 1) mod n
-        for (float& v : chunk(mod(rank_ + 1))) v /= static_cast<float>(n_);
+      if (hop == n_ - 2) {  // this peer now holds the whole sum of chunk (rank + 1) mod n
+        const auto mine = chunk(mod(rank_ + 1));
+        for (float& v : mine) v /= static_cast<float>(n_);
+        // What the others will get of it (the all-gather sends it rounded).
+        if (!round_to_wire(mine, config_.wire))
+          throw RuntimeError(wire_overflow(mine, config_.wire, round));
+      }
     } else {
       copy_packet(packet, acc_);
     }
@@ -115,6 +149,7 @@ class AllReduce final : public Algorithm {
   int rank_;
   int hops_;
   std::vector<float> acc_;  // the buffer being reduced, host memory
+  std::vector<float> base_;  // half width: the last round's common model (empty before it)
   std::vector<std::byte> packet_;
 };
 

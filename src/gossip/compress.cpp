@@ -14,6 +14,7 @@
 
 #include "gossip/compress_math.hpp"
 #include "gossip/core.hpp"
+#include "gossip/half.hpp"
 #include "gossip/rng.hpp"
 
 namespace gossip {
@@ -287,6 +288,18 @@ void PacketAdder::add(std::span<const std::byte> p, float weight, float* target)
         backend_->add_weighted(target + h.first, weight, on_backend(body, count, values_),
                                h.count);
       return;
+    case PacketKind::kDenseBf16:
+    case PacketKind::kDenseFp16: {  // widened on the host, then added as a float32 one
+      widened_.resize(count);
+      for (std::size_t j = 0; j < count; ++j)
+        widened_[j] = math::widen(packet_u16(body + j * 2), dense_format(h.kind));
+      if (count > 0)
+        backend_->add_weighted(target + h.first, weight,
+                               on_backend(reinterpret_cast<const std::byte*>(widened_.data()),
+                                          count, values_),
+                               h.count);
+      return;
+    }
     case PacketKind::kSparse:
       if (count > 0)
         backend_->scatter_add(target, weight, on_backend(body, count, index_),
@@ -313,14 +326,22 @@ void PacketAdder::add(std::span<const std::byte> p, float weight, float* target)
 
 // ---- packets on the host --------------------------------------------------------------------
 
-void encode_dense(std::span<const float> values, std::int64_t first,
-                  std::vector<std::byte>& packet) {
-  packet.resize(kPacketHeaderBytes + values.size_bytes());
-  put_packet_header({PacketKind::kDense, 0, static_cast<std::uint32_t>(values.size()),
-              static_cast<std::uint64_t>(first)},
-             packet.data());
-  if (!values.empty())
+bool encode_dense(std::span<const float> values, std::int64_t first,
+                  std::vector<std::byte>& packet, WireFormat wire) {
+  packet.resize(kPacketHeaderBytes + values.size() * wire_value_bytes(wire));
+  put_packet_header({dense_kind(wire), 0, static_cast<std::uint32_t>(values.size()),
+                     static_cast<std::uint64_t>(first)},
+                    packet.data());
+  if (values.empty()) return true;
+  if (wire == WireFormat::kFp32) {
     std::memcpy(packet.data() + kPacketHeaderBytes, values.data(), values.size_bytes());
+    return true;
+  }
+  thread_local std::vector<std::uint16_t> halves;
+  halves.resize(values.size());
+  const bool ok = narrow_to_wire(values, wire, halves);
+  std::memcpy(packet.data() + kPacketHeaderBytes, halves.data(), halves.size() * 2);
+  return ok;
 }
 
 void add_packet(std::span<const std::byte> p, float weight, std::span<float> target) {
@@ -331,6 +352,14 @@ void add_packet(std::span<const std::byte> p, float weight, std::span<float> tar
       for (std::uint32_t j = 0; j < h.count; ++j)
         target[h.first + j] = math::add_weighted(target[h.first + j], weight, packet_f32(body + j * 4));
       return;
+    case PacketKind::kDenseBf16:
+    case PacketKind::kDenseFp16: {
+      const WireFormat w = dense_format(h.kind);
+      for (std::uint32_t j = 0; j < h.count; ++j)
+        target[h.first + j] = math::add_weighted(target[h.first + j], weight,
+                                                 math::widen(packet_u16(body + j * 2), w));
+      return;
+    }
     case PacketKind::kSparse: {
       const std::byte* val = body + std::size_t{h.count} * 4;
       for (std::uint32_t j = 0; j < h.count; ++j) {
@@ -359,8 +388,15 @@ void add_packet(std::span<const std::byte> p, float weight, std::span<float> tar
 
 void copy_packet(std::span<const std::byte> p, std::span<float> target) {
   const PacketHeader h = packet_header(p);
-  GOSSIP_CHECK_MSG(h.kind == PacketKind::kDense, "copy_packet: not a dense packet");
-  std::memcpy(target.data() + h.first, p.data() + kPacketHeaderBytes, std::size_t{h.count} * 4);
+  GOSSIP_CHECK_MSG(is_dense(h.kind), "copy_packet: not a dense packet");
+  const std::byte* body = p.data() + kPacketHeaderBytes;
+  if (h.kind == PacketKind::kDense) {
+    std::memcpy(target.data() + h.first, body, std::size_t{h.count} * 4);
+    return;
+  }
+  const WireFormat w = dense_format(h.kind);
+  for (std::uint32_t j = 0; j < h.count; ++j)
+    target[h.first + j] = math::widen(packet_u16(body + j * 2), w);
 }
 
 std::vector<float> decode_packet(std::span<const std::byte> packet, std::int64_t n) {

@@ -9,11 +9,14 @@
 // the z buffers in ascending peer id. W must be column stochastic (each sender's shares sum to
 // 1). A missing message is counted as if it carried this peer's own (z, w): its weight W[i][j]
 // goes to the self term, which keeps z a convex combination (the sender's mass is lost, as in
-// any push-sum run with message loss).
+// any push-sum run with message loss). At half width (gossip.wire) the z_j arrive rounded and a
+// peer mixes them against its own z as they got it, r_i, as D-PSGD does (gossip/dpsgd.cpp):
+// z_i' = z_i + sum_j t_j (m_j - r_i), t_j the weights above.
 #include <vector>
 
 #include "src/gossip/algorithms.hpp"
 #include "gossip/core.hpp"
+#include "gossip/half.hpp"
 
 namespace gossip {
 
@@ -70,8 +73,18 @@ class PushSum final : public Algorithm {
     }
     GOSSIP_CHECK_MSG(w_next > 0.0, "push-sum weight of peer ", self, " fell to ", w_next);
     for (auto& t : terms) t.weight /= w_next;
-    buffer_.mix(terms);
     weight_ = w_next;
+    if (config_.wire == WireFormat::kFp32) return buffer_.mix(terms);
+    const auto z = buffer_.host_view();
+    sent_.assign(z.begin(), z.end());
+    round_to_wire(std::span<float>(sent_), config_.wire);
+    for (auto& t : terms)
+      if (t.peer == self) {  // z_i + sum_j t_j (m_j - r_i) as one sum
+        t.host = sent_.data();
+        t.weight -= 1.0;
+      }
+    terms.push_back({self, nullptr, 1.0});
+    buffer_.mix(terms);
   }
 
  private:
@@ -81,6 +94,7 @@ class PushSum final : public Algorithm {
   GossipConfig config_;
   mixing::PeerBuffer buffer_;
   double weight_ = 1.0;
+  std::vector<float> sent_;  // at half width: z as published, rounded as it travelled
 };
 
 }  // namespace

@@ -47,8 +47,8 @@ Links::Links(asio::io_context& io, asio::ip::tcp::acceptor& acceptor, const NetC
             " of our rounds, more than ", kMaxShmSlots - 1, " slots; parameters go over TCP"));
   } else if (config.shared_memory) {
     std::string why;
-    shm_ = ShmSegment::create(config.handshake.param_count, static_cast<std::uint32_t>(slots),
-                              &why);
+    shm_ = ShmSegment::create(config.handshake.param_count, config.handshake.wire,
+                              static_cast<std::uint32_t>(slots), &why);
     if (shm_) hello_.shm = shm_->offer();
     else log(cat("shared memory unavailable (", why, "); every link carries parameters over TCP"));
   }
@@ -244,7 +244,8 @@ void Links::on_hello_ack(Session& s, const wire::Hello& hello) {
 std::unique_ptr<ShmView> Links::map_segment(int peer, const wire::Hello& hello) {
   if (!shm_ || !hello.shm || hello.shm->host_key != host_key()) return nullptr;  // another host
   std::string why;
-  auto view = ShmView::open(*hello.shm, config_.handshake.param_count, &why);
+  auto view = ShmView::open(*hello.shm, config_.handshake.param_count, config_.handshake.wire,
+                            &why);
   if (view)
     log(cat("peer ", peer, " is on this host: its parameters come through shared memory"));
   else
@@ -315,8 +316,8 @@ void Links::watch_gone(int peer) {
   });
 }
 
-void Links::publish(std::int64_t round, std::span<const float> params, double weight,
-                    const std::vector<int>& to) {
+void Links::publish(std::int64_t round, std::span<const std::byte> values,
+                    std::shared_ptr<const void> keep, double weight, const std::vector<int>& to) {
   std::vector<Session*> by_shm, by_tcp;
   for (int p : to) {
     Link& l = *links_[p];
@@ -326,10 +327,10 @@ void Links::publish(std::int64_t round, std::span<const float> params, double we
       (l.session->peer_reads_shm() ? by_shm : by_tcp).push_back(l.session.get());
     if (l.session) sent_to(p);
   }
-  const auto body = std::as_bytes(params);
+  const auto body = values;
   // Same-host neighbours: one copy into our segment, then a small frame each.
   if (!by_shm.empty()) {
-    const wire::ShmNote note = shm_->write(weight, params);
+    const wire::ShmNote note = shm_->write(weight, body);
     auto frame = std::make_shared<const std::vector<std::byte>>(wire::encode_frame(
         wire::FrameType::kShmParams, static_cast<std::uint32_t>(config_.rank), round,
         wire::encode_shm_note(note)));
@@ -348,7 +349,7 @@ void Links::publish(std::int64_t round, std::span<const float> params, double we
   h.payload_crc = wire::crc32c(body, wire::crc32c(weight_bytes));
   const auto header = wire::encode_header(h);
   std::copy(header.begin(), header.end(), head->begin());
-  for (Session* s : by_tcp) s->send_params(head, body);
+  for (Session* s : by_tcp) s->send_params(head, body, keep);
 }
 
 void Links::publish_packet(std::int64_t round, std::span<const std::byte> packet,

@@ -30,9 +30,10 @@ class Links final : public Hub {
   // --- I/O thread ----------------------------------------------------------------------------
   /// Starts accepting and dials the higher-ranked neighbours until `give_up`.
   void start(Clock::time_point give_up);
-  /// Sends one params frame (header + weight + the caller's floats) to each of `to`.
-  void publish(std::int64_t round, std::span<const float> params, double weight,
-               const std::vector<int>& to);
+  /// Sends one params frame (header + weight + `values`, the parameters in the link's wire
+  /// format: the caller's floats, or their rounded copy that `keep` holds) to each of `to`.
+  void publish(std::int64_t round, std::span<const std::byte> values,
+               std::shared_ptr<const void> keep, double weight, const std::vector<int>& to);
   /// Sends one packet frame (header + the caller's bytes, always over TCP) to each of `to`.
   void publish_packet(std::int64_t round, std::span<const std::byte> packet,
                       const std::vector<int>& to);

@@ -1,11 +1,13 @@
 // net/net_exchange.cpp: NetExchange, the caller's side. Validates the config, starts the I/O
 // thread (which runs Links and the sessions), and implements Exchange on top of Mailboxes.
+#include <atomic>
 #include <future>
 #include <iostream>
 #include <mutex>
 #include <thread>
 
 #include "gossip/core.hpp"
+#include "gossip/half.hpp"
 #include "gossip/net.hpp"
 #include "src/net/links.hpp"
 #include "src/net/socket.hpp"
@@ -83,9 +85,19 @@ class NetExchange::Impl {
       GOSSIP_CHECK_MSG(mail_.is_neighbour(p), "publish: peer ", p, " is not a neighbour of ",
                        config_.rank);
     if (targets.empty()) return;
+    // fp32 goes out from the caller's buffer as it is; bf16 and fp16 from its rounded copy,
+    // which the frames keep alive until they are written.
+    std::span<const std::byte> values = std::as_bytes(params);
+    std::shared_ptr<const void> keep;
+    if (config_.handshake.wire != WireFormat::kFp32) {
+      auto half = narrowed(params, round);
+      values = std::as_bytes(std::span<const std::uint16_t>(*half));
+      keep = std::move(half);
+    }
     mail_.send_started(targets.size());
-    asio::post(io(), [this, round, params, weight, targets = std::move(targets)] {
-      links_.publish(round, params, weight, targets);
+    asio::post(io(), [this, round, values, keep = std::move(keep), weight,
+                      targets = std::move(targets)] {
+      links_.publish(round, values, keep, weight, targets);
     });
   }
 
@@ -119,6 +131,26 @@ class NetExchange::Impl {
     return listener;
   }
 
+  /// `params` rounded to the wire format, in a buffer no frame still holds. The I/O thread may
+  /// still be letting go of the last one as collect() returns, so a few are kept and reused:
+  /// a fresh half-megabyte buffer each round costs its page faults. Throws wire_overflow's error
+  /// when the format cannot hold a parameter (it would arrive as inf, which receivers refuse).
+  std::shared_ptr<std::vector<std::uint16_t>> narrowed(std::span<const float> params,
+                                                       std::int64_t round) {
+    std::shared_ptr<std::vector<std::uint16_t>> half;
+    for (const auto& h : half_)
+      if (h.use_count() == 1) half = h;
+    // The I/O thread's last reads of it happen before its release of it: seen, then written.
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (!half) {
+      half = std::make_shared<std::vector<std::uint16_t>>(params.size());
+      if (half_.size() < kHalfBuffers) half_.push_back(half);
+    }
+    if (!narrow_to_wire(params, config_.handshake.wire, *half))
+      throw RuntimeError(wire_overflow(params, config_.handshake.wire, round));
+    return half;
+  }
+
   std::vector<asio::ip::tcp::resolver::results_type> resolve_dialled() {
     std::vector<asio::ip::tcp::resolver::results_type> out(config_.size);
     for (int p : mail_.neighbours())
@@ -148,6 +180,9 @@ class NetExchange::Impl {
   asio::executor_work_guard<asio::io_context::executor_type> work_;
   std::promise<void> done_;
   std::thread thread_;
+  // Publishes rounded to bf16 / fp16, for reuse once no frame holds them.
+  static constexpr std::size_t kHalfBuffers = 4;
+  std::vector<std::shared_ptr<std::vector<std::uint16_t>>> half_;
 };
 
 namespace {

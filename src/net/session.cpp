@@ -96,12 +96,12 @@ void Session::arm(asio::steady_timer& timer, std::chrono::milliseconds after, co
 // --- writing ---------------------------------------------------------------------------------
 
 void Session::send_params(std::shared_ptr<const std::vector<std::byte>> head,
-                          std::span<const std::byte> body) {
+                          std::span<const std::byte> body, std::shared_ptr<const void> keep) {
   if (closed_ || closing_ || !established_) {
     hub_.mailboxes().send_done();
     return;
   }
-  queue_frame(OutFrame{std::move(head), body, true, false});
+  queue_frame(OutFrame{std::move(head), body, std::move(keep), true, false});
 }
 
 void Session::send_shm_note(std::shared_ptr<const std::vector<std::byte>> frame,
@@ -110,7 +110,7 @@ void Session::send_shm_note(std::shared_ptr<const std::vector<std::byte>> frame,
     hub_.mailboxes().send_done();
     return;
   }
-  OutFrame f{std::move(frame), {}, true, false};
+  OutFrame f{std::move(frame), {}, nullptr, true, false};
   f.shm_bytes = param_bytes;
   queue_frame(std::move(f));
 }
@@ -131,12 +131,12 @@ void Session::queue_control(FrameType type, std::span<const std::byte> payload,
   auto frame = std::make_shared<const std::vector<std::byte>>(
       wire::encode_frame(type, rank, 0, payload));
   if (close_after) closing_ = true;
-  queue_frame(OutFrame{std::move(frame), {}, false, close_after});
+  queue_frame(OutFrame{std::move(frame), {}, nullptr, false, close_after});
 }
 
 void Session::send_view(std::shared_ptr<const std::vector<std::byte>> frame) {
   if (closed_ || closing_ || !established_) return;
-  queue_frame(OutFrame{std::move(frame), {}, false, false});
+  queue_frame(OutFrame{std::move(frame), {}, nullptr, false, false});
 }
 
 void Session::queue_frame(OutFrame frame) {
@@ -213,7 +213,8 @@ void Session::read_failed(std::error_code ec, std::size_t got, std::size_t wante
 void Session::on_header(std::error_code ec, std::size_t bytes) {
   if (closed_) return;
   if (ec) return read_failed(ec, bytes, wire::kHeaderBytes, "header");
-  const auto decoded = wire::decode_header(header_, hub_.max_frame_bytes());
+  const auto decoded =
+      wire::decode_header(header_, hub_.max_frame_bytes(), hub_.config().handshake.wire);
   if (!decoded) return close(decoded.error, CloseKind::kError);
   const wire::FrameHeader& h = *decoded.value;
   // Any frame: the neighbour is not silent. Only the frames of a peer that runs its rounds (its
@@ -367,11 +368,15 @@ void Session::refuse(const std::string& why) {
 }
 
 void Session::read_params(const wire::FrameHeader& h) {
-  const std::uint64_t floats = hub_.config().handshake.param_count;
-  const std::uint64_t want = wire::kWeightBytes + floats * sizeof(float);
+  const std::uint64_t count = hub_.config().handshake.param_count;
+  const WireFormat format = hub_.config().handshake.wire;
+  const std::uint64_t want = wire::params_payload_bytes(count, format);
   if (h.payload_bytes != want)
     return close(cat("params payload of ", h.payload_bytes, " bytes, expected ", want, " (",
-                     floats, " floats)"),
+                     count, format == WireFormat::kFp32
+                                ? std::string(" floats")
+                                : cat(" ", wire_format_name(format), " values"),
+                     ")"),
                  CloseKind::kError);
   rx_ = hub_.mailboxes().take_buffer(peer_);
   arm(read_timer_, hub_.config().timeouts.io, "reading a params frame");
@@ -389,23 +394,36 @@ void Session::read_params(const wire::FrameHeader& h) {
                    });
 }
 
-// The floats arrive in chunks; each is checked (CRC, finite) as soon as it lands, while it is
-// still in cache, instead of in a second pass over the whole buffer afterwards.
+// The values arrive in chunks; each is checked (CRC, finite) as soon as it lands, while it is
+// still in cache, instead of in a second pass over the whole buffer afterwards. Half-width
+// values land in rx_half_ and are widened into rx_ in the same pass as their check.
 void Session::read_params_chunk(const wire::FrameHeader& h) {
-  constexpr std::size_t kChunkFloats = 64 * 1024;
-  const std::size_t count = std::min(kChunkFloats, rx_.size() - rx_done_);
-  asio::async_read(stream_, asio::buffer(rx_.data() + rx_done_, count * sizeof(float)),
-                   [self = shared_from_this(), h, count](std::error_code ec, std::size_t n) {
+  constexpr std::size_t kChunkValues = 64 * 1024;
+  const std::size_t count = std::min(kChunkValues, rx_.size() - rx_done_);
+  const WireFormat format = hub_.config().handshake.wire;
+  const std::size_t value_bytes = wire_value_bytes(format);
+  if (format != WireFormat::kFp32) rx_half_.resize(kChunkValues);
+  const auto into = format == WireFormat::kFp32
+                        ? asio::buffer(rx_.data() + rx_done_, count * sizeof(float))
+                        : asio::buffer(rx_half_.data(), count * sizeof(std::uint16_t));
+  asio::async_read(stream_, into,
+                   [self = shared_from_this(), h, count, format,
+                    value_bytes](std::error_code ec, std::size_t n) {
                      if (ec || self->closed_) {
                        self->hub_.mailboxes().return_buffer(self->peer_, std::move(self->rx_));
-                       const std::size_t got = wire::kWeightBytes + self->rx_done_ * sizeof(float) + n;
+                       const std::size_t got =
+                           wire::kWeightBytes + self->rx_done_ * value_bytes + n;
                        if (ec) self->read_failed(ec, got, h.payload_bytes, "payload");
                        return;
                      }
                      bool finite = true;
-                     self->rx_crc_ = wire::crc32c_floats(
-                         std::span<const float>(self->rx_.data() + self->rx_done_, count),
-                         self->rx_crc_, &finite);
+                     const std::span<float> out(self->rx_.data() + self->rx_done_, count);
+                     self->rx_crc_ =
+                         format == WireFormat::kFp32
+                             ? wire::crc32c_floats(out, self->rx_crc_, &finite)
+                             : wire::crc32c_widen(
+                                   std::span<const std::uint16_t>(self->rx_half_.data(), count),
+                                   format, out, self->rx_crc_, &finite);
                      self->rx_finite_ = self->rx_finite_ && finite;
                      self->rx_done_ += count;
                      // A large frame takes a while on a slow link: its chunks are life too.

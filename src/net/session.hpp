@@ -72,9 +72,10 @@ class Session : public std::enable_shared_from_this<Session> {
   /// both: start reading.
   void start();
   /// Queues a params frame: `head` is header + weight (shared by every target), `body` the
-  /// caller's floats, written without copying. Reports send_done() when written or dropped.
+  /// values (the caller's floats, or their rounded copy, which `keep` holds until the frame is
+  /// written), written without copying. Reports send_done() when written or dropped.
   void send_params(std::shared_ptr<const std::vector<std::byte>> head,
-                   std::span<const std::byte> body);
+                   std::span<const std::byte> body, std::shared_ptr<const void> keep = nullptr);
   /// Queues a shm-params frame (the publish went into our segment); `param_bytes` is what the
   /// neighbour will read from it, counted in bytes_sent once the frame is written.
   void send_shm_note(std::shared_ptr<const std::vector<std::byte>> frame,
@@ -114,6 +115,7 @@ class Session : public std::enable_shared_from_this<Session> {
   struct OutFrame {
     std::shared_ptr<const std::vector<std::byte>> head;
     std::span<const std::byte> body;
+    std::shared_ptr<const void> keep;  // owns `body` when it is not the caller's buffer
     bool is_publish = false;
     bool close_after = false;
     std::uint64_t shm_bytes = 0;  // parameter bytes this frame hands over through shared memory
@@ -169,8 +171,9 @@ class Session : public std::enable_shared_from_this<Session> {
   std::vector<std::byte> control_;        // body of a control frame (<= 64 KiB)
   std::array<std::byte, wire::kWeightBytes> weight_{};
   std::vector<float> rx_;                 // params being received (from the mailbox pool)
+  std::vector<std::uint16_t> rx_half_;    // a chunk of them as they came (bf16, fp16 links)
   std::vector<std::byte> rx_packet_;      // a packet frame's payload being received
-  std::size_t rx_done_ = 0;               // floats of rx_ received and checked so far
+  std::size_t rx_done_ = 0;               // values of rx_ received and checked so far
   std::uint32_t rx_crc_ = 0;              // CRC32C of the payload received so far
   bool rx_finite_ = true;                 // no NaN/Inf among them
 

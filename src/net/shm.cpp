@@ -1,7 +1,8 @@
 // net/shm.cpp: sealed memfd segments for same-host neighbours (see shm.hpp).
 //
-// Layout: a 4 KiB header page (magic, token, param count, slots, stride), then `slots` slots of
-// `stride` bytes, each a 64-byte slot header (the sequence number) followed by the floats.
+// Layout: a 4 KiB header page (magic, token, param count, slots, bytes per value, stride), then
+// `slots` slots of `stride` bytes, each a 64-byte slot header (the sequence number) followed by
+// the values (float32, or bf16 / fp16 as gossip.wire says).
 #include "src/net/shm.hpp"
 
 #include <fcntl.h>
@@ -19,6 +20,7 @@
 #include <random>
 
 #include "gossip/core.hpp"
+#include "gossip/half.hpp"
 #include "gossip/rng.hpp"
 
 namespace gossip::net {
@@ -30,18 +32,19 @@ constexpr std::uint64_t kSlotHeader = 64;
 
 struct Header {
   std::uint64_t magic, token, param_count;
-  std::uint32_t slots, reserved;
+  std::uint32_t slots, value_bytes;
   std::uint64_t stride;
 };
 static_assert(sizeof(Header) <= kPage);
 static_assert(std::atomic_ref<std::uint64_t>::is_always_lock_free);
 
-std::uint64_t stride_for(std::uint64_t param_count) {
-  return (kSlotHeader + param_count * sizeof(float) + kPage - 1) / kPage * kPage;
+std::uint64_t stride_for(std::uint64_t param_count, std::uint64_t value_bytes) {
+  return (kSlotHeader + param_count * value_bytes + kPage - 1) / kPage * kPage;
 }
 
-std::uint64_t segment_bytes(std::uint64_t param_count, std::uint32_t slots) {
-  return kPage + slots * stride_for(param_count);
+std::uint64_t segment_bytes(std::uint64_t param_count, std::uint64_t value_bytes,
+                            std::uint32_t slots) {
+  return kPage + slots * stride_for(param_count, value_bytes);
 }
 
 std::string sys_error(const char* what) { return cat(what, ": ", std::strerror(errno)); }
@@ -65,16 +68,18 @@ __attribute__((target_clones("avx2", "default"))) bool copy_finite(float* __rest
 // lines go out of the writer's cache, so each reader on another core fetches them from the
 // shared cache or memory instead of snooping them out of the writer's private cache, and the
 // writer keeps its cache for training (about 10% off a gossip round of 8 peers here).
-void copy_to_slot(float* dst, std::span<const float> src) {
+void copy_to_slot(std::byte* dst, std::span<const std::byte> src) {
 #if defined(__x86_64__)
   std::size_t i = 0;
   for (; i < src.size() && (reinterpret_cast<std::uintptr_t>(dst + i) & 15) != 0; ++i)
     dst[i] = src[i];
-  for (; i + 4 <= src.size(); i += 4) _mm_stream_ps(dst + i, _mm_loadu_ps(src.data() + i));
+  for (; i + 16 <= src.size(); i += 16)
+    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i),
+                     _mm_loadu_si128(reinterpret_cast<const __m128i*>(src.data() + i)));
   for (; i < src.size(); ++i) dst[i] = src[i];
   _mm_sfence();  // the streamed stores are visible before the sequence says "done"
 #else
-  std::memcpy(dst, src.data(), src.size_bytes());
+  std::memcpy(dst, src.data(), src.size());
 #endif
 }
 
@@ -107,15 +112,16 @@ std::uint64_t host_key() {
 
 // --- our segment -----------------------------------------------------------------------------
 
-std::unique_ptr<ShmSegment> ShmSegment::create(std::uint64_t param_count, std::uint32_t slots,
-                                               std::string* why) {
+std::unique_ptr<ShmSegment> ShmSegment::create(std::uint64_t param_count, WireFormat wire,
+                                               std::uint32_t slots, std::string* why) {
   GOSSIP_CHECK(slots >= 2 && slots <= kMaxShmSlots);
   if (host_key() == 0) {
     *why = "cannot tell which host this is (no /proc)";
     return nullptr;
   }
   std::unique_ptr<ShmSegment> s(new ShmSegment());
-  const std::uint64_t bytes = segment_bytes(param_count, slots);
+  const std::uint64_t value_bytes = wire_value_bytes(wire);
+  const std::uint64_t bytes = segment_bytes(param_count, value_bytes, slots);
   s->fd_ = memfd_create("gossip-params", MFD_CLOEXEC | MFD_ALLOW_SEALING);
   if (s->fd_ < 0) {
     *why = sys_error("memfd_create");
@@ -137,10 +143,12 @@ std::unique_ptr<ShmSegment> ShmSegment::create(std::uint64_t param_count, std::u
   }
   s->base_ = static_cast<std::byte*>(p);
   s->param_count_ = param_count;
-  s->stride_ = stride_for(param_count);
+  s->value_bytes_ = value_bytes;
+  s->stride_ = stride_for(param_count, value_bytes);
   std::random_device rd;
   const std::uint64_t token = (std::uint64_t{rd()} << 32) ^ rd() ^ mix64(bytes);
-  const Header h{kMagic, token, param_count, slots, 0, s->stride_};
+  const Header h{kMagic, token, param_count, slots, static_cast<std::uint32_t>(value_bytes),
+                 s->stride_};
   std::memcpy(s->base_, &h, sizeof h);
   s->offer_ = wire::ShmOffer{host_key(), static_cast<std::uint32_t>(::getpid()),
                              static_cast<std::uint32_t>(s->fd_), token, bytes, slots};
@@ -152,8 +160,8 @@ ShmSegment::~ShmSegment() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-wire::ShmNote ShmSegment::write(double weight, std::span<const float> params) {
-  GOSSIP_CHECK_EQ(params.size(), param_count_);
+wire::ShmNote ShmSegment::write(double weight, std::span<const std::byte> values) {
+  GOSSIP_CHECK_EQ(values.size(), param_count_ * value_bytes_);
   const auto slot = static_cast<std::uint32_t>(writes_ % offer_.slots);
   ++writes_;
   std::byte* s = base_ + kPage + slot * stride_;
@@ -161,7 +169,7 @@ wire::ShmNote ShmSegment::write(double weight, std::span<const float> params) {
   const std::uint64_t odd = 2 * writes_ - 1;
   seq.store(odd, std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_release);
-  copy_to_slot(reinterpret_cast<float*>(s + kSlotHeader), params);
+  copy_to_slot(s + kSlotHeader, values);
   seq.store(odd + 1, std::memory_order_release);
   return wire::ShmNote{slot, odd + 1, weight};
 }
@@ -169,15 +177,16 @@ wire::ShmNote ShmSegment::write(double weight, std::span<const float> params) {
 // --- a neighbour's segment -------------------------------------------------------------------
 
 std::unique_ptr<ShmView> ShmView::open(const wire::ShmOffer& offer, std::uint64_t param_count,
-                                       std::string* why) {
+                                       WireFormat wire, std::string* why) {
   if (offer.slots < 2 || offer.slots > kMaxShmSlots) {
     *why = cat("it offers ", offer.slots, " slots (2..", kMaxShmSlots, " allowed)");
     return nullptr;
   }
-  const std::uint64_t bytes = segment_bytes(param_count, offer.slots);
+  const std::uint64_t value_bytes = wire_value_bytes(wire);
+  const std::uint64_t bytes = segment_bytes(param_count, value_bytes, offer.slots);
   if (offer.bytes != bytes) {
-    *why = cat("it offers a segment of ", offer.bytes, " bytes; ", param_count, " params in ",
-               offer.slots, " slots need ", bytes);
+    *why = cat("it offers a segment of ", offer.bytes, " bytes; ", param_count, " ",
+               wire_format_name(wire), " params in ", offer.slots, " slots need ", bytes);
     return nullptr;
   }
   const std::string path = cat("/proc/", offer.pid, "/fd/", offer.fd);
@@ -209,14 +218,17 @@ std::unique_ptr<ShmView> ShmView::open(const wire::ShmOffer& offer, std::uint64_
   std::unique_ptr<ShmView> v(new ShmView());
   v->base_ = static_cast<const std::byte*>(p);
   v->bytes_ = bytes;
-  v->stride_ = stride_for(param_count);
+  v->stride_ = stride_for(param_count, value_bytes);
   v->slots_ = offer.slots;
+  v->wire_ = wire;
   Header h{};
   std::memcpy(&h, v->base_, sizeof h);
   if (h.magic != kMagic || h.token != offer.token)
     *why = cat(path, " is not the segment offered (magic or token differ)");
-  else if (h.param_count != param_count || h.slots != offer.slots || h.stride != v->stride_)
-    *why = cat(path, " describes ", h.param_count, " params in ", h.slots, " slots");
+  else if (h.param_count != param_count || h.slots != offer.slots || h.stride != v->stride_ ||
+           h.value_bytes != value_bytes)
+    *why = cat(path, " describes ", h.param_count, " params of ", h.value_bytes, " bytes in ",
+               h.slots, " slots");
   else
     return v;
   return nullptr;
@@ -230,13 +242,16 @@ ShmView::Read ShmView::read(const wire::ShmNote& note, std::span<float> out,
                             bool* all_finite) const {
   if (note.slot >= slots_)
     throw InputError(cat("shm-params names slot ", note.slot, " of ", slots_));
-  GOSSIP_CHECK_EQ((kSlotHeader + out.size() * sizeof(float) + kPage - 1) / kPage * kPage,
-                  stride_);
+  GOSSIP_CHECK_EQ(stride_for(out.size(), wire_value_bytes(wire_)), stride_);
   const std::byte* s = base_ + kPage + note.slot * stride_;
   auto seq = slot_seq(s);
   if (seq.load(std::memory_order_acquire) != note.seq) return Read::kTorn;
   const bool finite =
-      copy_finite(out.data(), reinterpret_cast<const float*>(s + kSlotHeader), out.size());
+      wire_ == WireFormat::kFp32
+          ? copy_finite(out.data(), reinterpret_cast<const float*>(s + kSlotHeader), out.size())
+          : widen_from_wire(std::span(reinterpret_cast<const std::uint16_t*>(s + kSlotHeader),
+                                      out.size()),
+                            wire_, out);
   std::atomic_thread_fence(std::memory_order_acquire);
   if (seq.load(std::memory_order_relaxed) != note.seq) return Read::kTorn;
   *all_finite = finite;

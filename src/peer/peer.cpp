@@ -106,6 +106,9 @@ int run_peer(const RunConfig& config, const Topology& topology, const PeerOption
                data.test.pixels.mapped_file().empty()
                    ? std::string("in this process's memory")
                    : cat("mapped from ", data.test.pixels.mapped_file(), " (shared)")));
+  if (config.gossip.wire != WireFormat::kFp32)
+    log_line(cat("peer ", rank, ": parameters travel as ", wire_format_name(config.gossip.wire),
+                 " (gossip.wire): rounded to 16 bits as they leave, widened on receipt"));
   NetExchange transport(std::move(net), NetListener(listen));
   // The membership view rides on the transport; the algorithm sees the monitored exchange.
   MonitoredExchange exchange(transport, config.gossip.dead_after_rounds,

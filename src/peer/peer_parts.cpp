@@ -51,6 +51,7 @@ NetConfig net_config(const RunConfig& config, const Topology& topology, const Pe
   net.handshake.model = model;
   net.handshake.param_count = static_cast<std::uint64_t>(num_params);
   net.handshake.topology_fingerprint = topology.fingerprint();
+  net.handshake.wire = config.gossip.wire;  // params frames at this width; neighbours must agree
   // CHOCO's packets: a sparse one (an index and a value per coordinate kept) of more than half
   // the coordinates is larger than the parameters themselves; the frame limit makes room.
   if (config.gossip.algorithm == "choco" && config.gossip.compress.kind != CompressKind::kNone) {

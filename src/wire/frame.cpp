@@ -250,7 +250,7 @@ HeaderBytes encode_header(const FrameHeader& h) {
 }
 
 Decoded<FrameHeader> decode_header(std::span<const std::byte> bytes,
-                                   std::uint64_t max_frame_bytes) {
+                                   std::uint64_t max_frame_bytes, WireFormat wire) {
   if (bytes.size() < kHeaderBytes)
     return {{}, cat("truncated frame: ", bytes.size(), " of ", kHeaderBytes, " header bytes")};
   const std::byte* p = bytes.data();
@@ -276,9 +276,11 @@ Decoded<FrameHeader> decode_header(std::span<const std::byte> bytes,
     return {{}, cat("oversize frame: ", frame_type_name(type), " payload of ", h.payload_bytes,
                     " bytes exceeds the control limit of ", kMaxControlPayload, " bytes")};
   if (h.type == FrameType::kParams &&
-      (h.payload_bytes < kWeightBytes || (h.payload_bytes - kWeightBytes) % sizeof(float) != 0))
+      (h.payload_bytes < kWeightBytes ||
+       (h.payload_bytes - kWeightBytes) % wire_value_bytes(wire) != 0))
     return {{}, cat("malformed params frame: payload of ", h.payload_bytes,
-                    " bytes is not an f64 weight plus whole f32s")};
+                    " bytes is not an f64 weight plus whole ",
+                    wire == WireFormat::kFp32 ? "f32s" : wire_format_name(wire), " values")};
   if ((h.type == FrameType::kBye || h.type == FrameType::kShmReady) && h.payload_bytes != 0)
     return {{}, cat("malformed ", frame_type_name(type), " frame: payload of ", h.payload_bytes,
                     " bytes")};
@@ -349,8 +351,9 @@ std::vector<std::byte> encode_frame(FrameType type, std::uint32_t sender, std::i
   return out;
 }
 
-Decoded<Frame> decode_frame(std::span<const std::byte> bytes, std::uint64_t max_frame_bytes) {
-  auto head = decode_header(bytes, max_frame_bytes);
+Decoded<Frame> decode_frame(std::span<const std::byte> bytes, std::uint64_t max_frame_bytes,
+                            WireFormat wire) {
+  auto head = decode_header(bytes, max_frame_bytes, wire);
   if (!head) return {{}, head.error};
   const std::span<const std::byte> rest = bytes.subspan(kHeaderBytes);
   if (rest.size() < head.value->payload_bytes)
@@ -360,6 +363,61 @@ Decoded<Frame> decode_frame(std::span<const std::byte> bytes, std::uint64_t max_
     return {{}, cat(rest.size() - head.value->payload_bytes, " trailing bytes after the frame")};
   if (auto why = check_payload(*head.value, rest); !why.empty()) return {{}, why};
   return {Frame{*head.value, rest}, {}};
+}
+
+// ---- params payloads ------------------------------------------------------------------------
+
+std::uint64_t params_payload_bytes(std::uint64_t param_count, WireFormat wire) {
+  return kWeightBytes + param_count * wire_value_bytes(wire);
+}
+
+std::vector<std::byte> encode_params(std::span<const float> params, double weight,
+                                     WireFormat wire) {
+  std::vector<std::byte> out(params_payload_bytes(params.size(), wire));
+  std::memcpy(out.data(), &weight, kWeightBytes);
+  if (wire == WireFormat::kFp32) {
+    if (!params.empty()) std::memcpy(out.data() + kWeightBytes, params.data(), params.size_bytes());
+    return out;
+  }
+  std::vector<std::uint16_t> values(params.size());
+  narrow_to_wire(params, wire, values);
+  if (!values.empty())
+    std::memcpy(out.data() + kWeightBytes, values.data(), values.size() * sizeof(std::uint16_t));
+  return out;
+}
+
+std::uint32_t crc32c_widen(std::span<const std::uint16_t> values, WireFormat wire,
+                           std::span<float> out, std::uint32_t crc, bool* all_finite) {
+  crc = crc32c(std::as_bytes(values), crc);
+  *all_finite = widen_from_wire(values, wire, out);
+  return crc;
+}
+
+Decoded<double> decode_params(std::span<const std::byte> payload, WireFormat wire,
+                              std::span<float> out, std::int64_t round) {
+  const std::uint64_t want = params_payload_bytes(out.size(), wire);
+  if (payload.size() != want)
+    return {{}, cat("params payload of ", payload.size(), " bytes, expected ", want, " (",
+                    out.size(),
+                    wire == WireFormat::kFp32 ? std::string(" floats")
+                                              : cat(" ", wire_format_name(wire), " values"),
+                    ")")};
+  double weight;
+  std::memcpy(&weight, payload.data(), kWeightBytes);
+  const auto values = payload.subspan(kWeightBytes);
+  bool finite = true;
+  if (wire == WireFormat::kFp32) {
+    if (!values.empty()) std::memcpy(out.data(), values.data(), values.size());
+    finite = floats_finite(values.data(), values.size());
+  } else {
+    // Copied out first: the payload need not be aligned for 16-bit reads.
+    std::vector<std::uint16_t> halves(out.size());
+    if (!halves.empty()) std::memcpy(halves.data(), values.data(), values.size());
+    finite = widen_from_wire(halves, wire, out);
+  }
+  if (!finite || !(std::isfinite(weight) && weight > 0.0))
+    return {{}, check_param_values(out, weight, round)};
+  return {weight, {}};
 }
 
 }  // namespace gossip::wire

@@ -52,6 +52,7 @@ std::vector<std::byte> encode_hello(const Hello& hello) {
     ar(static_cast<std::uint32_t>(hello.info.model.size()));
     ar(cereal::binary_data(hello.info.model.data(), hello.info.model.size()));
     ar(hello.info.param_count, hello.info.topology_fingerprint);
+    ar(static_cast<std::uint8_t>(hello.info.wire));
     ar(static_cast<std::uint8_t>(hello.shm.has_value()));
     if (const auto& o = hello.shm) ar(o->host_key, o->pid, o->fd, o->token, o->bytes, o->slots);
   }
@@ -74,6 +75,11 @@ Decoded<Hello> decode_hello(std::span<const std::byte> bytes) {
     h.info.model.resize(model_len);
     ar(cereal::binary_data(h.info.model.data(), model_len));
     ar(h.info.param_count, h.info.topology_fingerprint);
+    std::uint8_t wire = 0;
+    ar(wire);
+    if (wire > static_cast<std::uint8_t>(WireFormat::kFp16))
+      throw Refused{cat("wire format ", int{wire}, " is not 0 (fp32), 1 (bf16) or 2 (fp16)")};
+    h.info.wire = static_cast<WireFormat>(wire);
     std::uint8_t has_shm = 0;
     ar(has_shm);
     if (has_shm > 1) throw Refused{cat("shared-memory flag ", int{has_shm}, " is not 0 or 1")};
@@ -109,6 +115,10 @@ std::string refusal_reason(const Hello& ours, const Hello& theirs) {
   if (theirs.info.topology_fingerprint != ours.info.topology_fingerprint)
     return cat("topology fingerprint ", theirs.info.topology_fingerprint, " != ours ",
                ours.info.topology_fingerprint);
+  if (theirs.info.wire != ours.info.wire)
+    return cat("wire format ", wire_format_name(theirs.info.wire), " != ours ",
+               wire_format_name(ours.info.wire),
+               " (gossip.wire must be the same on every peer of a run)");
   return {};
 }
 

@@ -31,6 +31,28 @@ PacketHeader packet_header(std::span<const std::byte> p) {
   return h;
 }
 
+PacketKind dense_kind(WireFormat w) {
+  switch (w) {
+    case WireFormat::kBf16: return PacketKind::kDenseBf16;
+    case WireFormat::kFp16: return PacketKind::kDenseFp16;
+    case WireFormat::kFp32: break;
+  }
+  return PacketKind::kDense;
+}
+
+WireFormat dense_format(PacketKind kind) {
+  GOSSIP_CHECK_MSG(is_dense(kind), "dense_format: packet kind ", static_cast<int>(kind),
+                   " is not a dense one");
+  return kind == PacketKind::kDenseBf16   ? WireFormat::kBf16
+         : kind == PacketKind::kDenseFp16 ? WireFormat::kFp16
+                                          : WireFormat::kFp32;
+}
+
+bool is_dense(PacketKind kind) {
+  return kind == PacketKind::kDense || kind == PacketKind::kDenseBf16 ||
+         kind == PacketKind::kDenseFp16;
+}
+
 std::int64_t quantize_blocks(std::int64_t n) { return (n + kQuantizeBlock - 1) / kQuantizeBlock; }
 
 std::size_t quantized_packet_bytes(std::int64_t n, int bits) {
@@ -52,16 +74,30 @@ bool finite_floats(const std::byte* at, std::uint64_t count) {
   return true;
 }
 
+// Whether `count` 16-bit values of format w are all finite (no exponent of all ones).
+bool finite_halves(const std::byte* at, std::uint64_t count, WireFormat w) {
+  const std::uint16_t exp = w == WireFormat::kFp16 ? 0x7c00 : 0x7f80;
+  for (std::uint64_t j = 0; j < count; ++j)
+    if ((packet_u16(at + j * 2) & exp) == exp) return false;
+  return true;
+}
+
 std::string check_dense(const PacketHeader& h, std::span<const std::byte> p, std::uint64_t n) {
   const std::uint64_t count = h.count;
-  if (h.bits != 0) return "dense packet with a bit width";
+  const WireFormat w = dense_format(h.kind);
+  const std::uint64_t value_bytes = wire_value_bytes(w);
+  const std::string what =
+      w == WireFormat::kFp32 ? std::string("dense packet")
+                             : cat("dense ", wire_format_name(w), " packet");
+  if (h.bits != 0) return cat(what, " with a bit width");
   if (h.first > n || count > n - h.first)
-    return cat("dense packet for coordinates ", h.first, "..", h.first + count,
-               " of a model of ", n);
-  if (p.size() != kPacketHeaderBytes + count * 4)
-    return cat("dense packet of ", count, " values is ", p.size(), " bytes, expected ",
-               kPacketHeaderBytes + count * 4);
-  if (!finite_floats(p.data() + kPacketHeaderBytes, count)) return "dense packet holds NaN or Inf";
+    return cat(what, " for coordinates ", h.first, "..", h.first + count, " of a model of ", n);
+  if (p.size() != kPacketHeaderBytes + count * value_bytes)
+    return cat(what, " of ", count, " values is ", p.size(), " bytes, expected ",
+               kPacketHeaderBytes + count * value_bytes);
+  const std::byte* body = p.data() + kPacketHeaderBytes;
+  if (w == WireFormat::kFp32 ? !finite_floats(body, count) : !finite_halves(body, count, w))
+    return cat(what, " holds NaN or Inf");
   return {};
 }
 
@@ -121,7 +157,9 @@ std::string check_packet(std::span<const std::byte> p, std::int64_t n) {
   const PacketHeader h = packet_header(p);
   const auto size = static_cast<std::uint64_t>(n);
   switch (h.kind) {
-    case PacketKind::kDense: return check_dense(h, p, size);
+    case PacketKind::kDense:
+    case PacketKind::kDenseBf16:
+    case PacketKind::kDenseFp16: return check_dense(h, p, size);
     case PacketKind::kSparse: return check_sparse(h, p, size);
     case PacketKind::kQuantized: return check_quantized(h, p, n);
   }
@@ -129,18 +167,21 @@ std::string check_packet(std::span<const std::byte> p, std::int64_t n) {
 }
 
 std::string check_chunk(std::span<const std::byte> packet, std::int64_t n, std::int64_t first,
-                        std::int64_t count) {
+                        std::int64_t count, WireFormat wire) {
   if (std::string why = check_packet(packet, n); !why.empty()) return why;
   const std::string chunk = cat("the chunk of ", count, " floats from ", first);
   const PacketRange r = dense_range(packet);
   if (r.first < 0) return cat("a packet that is not dense, expected ", chunk);
+  if (const WireFormat got = dense_format(packet_header(packet).kind); got != wire)
+    return cat("a dense packet of ", wire_format_name(got), " values, expected ",
+               wire_format_name(wire), " ones (gossip.wire)");
   if (r.first == first && r.count == count) return {};
   return cat("coordinates ", r.first, "..", r.first + r.count, ", expected ", chunk);
 }
 
 PacketRange dense_range(std::span<const std::byte> packet) {
   const PacketHeader h = packet_header(packet);
-  if (h.kind != PacketKind::kDense) return {};
+  if (!is_dense(h.kind)) return {};
   return {static_cast<std::int64_t>(h.first), static_cast<std::int64_t>(h.count)};
 }
 
