@@ -416,6 +416,17 @@ TEST_CASE("the frame decoder refuses bad input and says why", "[net]") {
     CHECK(refused(wire::encode_header(h)) ==
           "malformed shm-params frame: payload of 31 bytes, expected 32");
   }
+  SECTION("ready carries nothing and names a round from 1 to 2^53") {
+    CHECK(refused(wire::encode_frame(wire::FrameType::kReady, 1, 7, {})) == "accepted");
+    wire::FrameHeader h{wire::FrameType::kReady, 1, 7, 4, 0};
+    CHECK(refused(wire::encode_header(h)) == "malformed ready frame: payload of 4 bytes");
+    for (const std::int64_t round : {std::int64_t{0}, std::int64_t{-3}, wire::kMaxReadyRound + 1}) {
+      h = {wire::FrameType::kReady, 1, round, 0, 0};
+      CHECK(refused(wire::encode_header(h)) ==
+            cat("malformed ready frame: round ", round, " (expected 1 to ", wire::kMaxReadyRound,
+                ")"));
+    }
+  }
 }
 
 TEST_CASE("membership views round-trip and malformed ones are refused", "[net][membership]") {
@@ -934,6 +945,78 @@ TEST_CASE("garbage from a stranger closes only that connection", "[net]") {
   REQUIRE(at0.size() == 1);
   CHECK(same_bits(at1[0].params, p0));
   CHECK(same_bits(at0[0].params, p1));
+  CHECK(b.dead_peers().empty());
+}
+
+TEST_CASE("a neighbour a round behind gets our next round once it asks for it, and we go on "
+          "without waiting", "[net]") {
+  constexpr std::size_t kParams = 5000;
+  Cluster cluster(2);
+  LogSink log;
+  const int port = cluster.listeners[1].port();
+  auto config = cluster.by_hand(kParams, log);
+  config.shared_memory = false;
+  NetExchange b(std::move(config), std::move(cluster.listeners[1]));
+  auto raw = join_as_rank0(port, model_info({784, 128, 10}, kParams), std::nullopt);
+  const std::vector<int> to0{0};
+  const CollectOptions sync = collect_options(CollectMode::kSync, 0, 5s);
+  std::vector<std::byte> last;  // the payload of the last frame next() returned
+  // The next params or ready frame from b, views skipped: "params 2", "ready 3" or "none".
+  auto next = [&] {
+    for (int i = 0; i < 64; ++i) {  // bounded: each read gives up after 5 s
+      const auto f = raw->read_frame(1 << 22);
+      if (!f) break;
+      if (f->header.type == wire::FrameType::kView) continue;
+      last.assign(f->payload.begin(), f->payload.end());
+      return cat(wire::frame_type_name(static_cast<std::uint16_t>(f->header.type)), " ",
+                 f->header.round);
+    }
+    return std::string("none");
+  };
+  auto ready = [&](std::int64_t round) {
+    raw->send(wire::encode_frame(wire::FrameType::kReady, 0, round, {}));
+  };
+  auto params = [&](std::int64_t round) {
+    raw->send(params_frame(0, round, params_for(0, round, kParams)));
+  };
+  std::vector<std::vector<float>> p;
+  for (int r = 0; r < 5; ++r) p.push_back(params_for(1, r, kParams));
+
+  // Rank 0 waits for round 1 (it said so before its rounds 0 and 1, which b reads after it).
+  ready(1);
+  params(0);
+  params(1);
+  for (std::int64_t r : {0, 1}) {
+    b.publish(r, p[r], 1.0, to0);
+    REQUIRE(b.collect(r, to0, sync).size() == 1);
+  }
+  // b's rounds went out, and after each collect b said which round it waits for next.
+  CHECK(next() == "params 0");
+  CHECK(next() == "ready 1");
+  CHECK(next() == "params 1");
+  CHECK(next() == "ready 2");
+
+  // Round 2 is one ahead of what rank 0 waits for: held. b still collects round 2 at once and
+  // may then overwrite its buffer (the held frame took a copy).
+  const std::vector<float> sent2 = p[2];
+  b.publish(2, p[2], 1.0, to0);
+  params(2);
+  const auto t0 = std::chrono::steady_clock::now();
+  REQUIRE(b.collect(2, to0, sync).size() == 1);
+  CHECK(std::chrono::steady_clock::now() - t0 < 2s);
+  std::fill(p[2].begin(), p[2].end(), 0.0f);
+  CHECK(next() == "ready 3");  // b's ready passed its held round 2
+  ready(2);
+  REQUIRE(next() == "params 2");
+  CHECK(std::memcmp(last.data() + wire::kWeightBytes, sent2.data(), kParams * 4) == 0);
+
+  // Two rounds ahead (rank 0 still waits for 2): the neighbour is far behind, nothing is held.
+  b.publish(3, p[3], 1.0, to0);
+  b.publish(4, p[4], 1.0, to0);
+  CHECK(next() == "params 3");
+  CHECK(next() == "params 4");
+  params(3);
+  REQUIRE(b.collect(3, to0, sync).size() == 1);
   CHECK(b.dead_peers().empty());
 }
 

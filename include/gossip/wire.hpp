@@ -51,8 +51,11 @@ enum class FrameType : std::uint16_t {
   kShmParams = 7, // ShmNote: your params for this round are in your segment's slot (same host)
   kView = 8,      // the sender's membership view (encode_view), ahead of its round's params
   kPacket = 9,    // an algorithm's packet (gossip/packet.hpp): compressed params, a chunk
+  kReady = 10,    // empty: the sender has collected round `round - 1` and now waits for `round`
 };
-inline constexpr std::uint16_t kLastFrameType = 9;
+inline constexpr std::uint16_t kLastFrameType = 10;
+/// The largest round a ready frame may name (a peer one round ahead holds round + 1 for it).
+inline constexpr std::int64_t kMaxReadyRound = std::int64_t{1} << 53;
 
 /// Name for log lines ("hello", "params", ...; "type 9" for unknown ones).
 std::string frame_type_name(std::uint16_t type);

@@ -349,7 +349,18 @@ void Links::publish(std::int64_t round, std::span<const std::byte> values,
   h.payload_crc = wire::crc32c(body, wire::crc32c(weight_bytes));
   const auto header = wire::encode_header(h);
   std::copy(header.begin(), header.end(), head->begin());
-  for (Session* s : by_tcp) s->send_params(head, body, keep);
+  for (Session* s : by_tcp) s->send_params(head, body, keep, round);
+}
+
+void Links::send_ready(std::int64_t round) {
+  for (int p : mail_.neighbours())
+    if (Link& l = *links_[p]; l.session && l.session->established() && !l.session->closed())
+      l.session->send_ready(round);
+}
+
+void Links::detach_held() {
+  for (auto& w : sessions_)
+    if (auto s = w.lock()) s->detach_held();
 }
 
 void Links::publish_packet(std::int64_t round, std::span<const std::byte> packet,

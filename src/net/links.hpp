@@ -34,6 +34,11 @@ class Links final : public Hub {
   /// format: the caller's floats, or their rounded copy that `keep` holds) to each of `to`.
   void publish(std::int64_t round, std::span<const std::byte> values,
                std::shared_ptr<const void> keep, double weight, const std::vector<int>& to);
+  /// Tells every neighbour linked over TCP that this peer now waits for `round` (a ready
+  /// frame): it may send its parameters for that round (Session::send_params, the gate).
+  void send_ready(std::int64_t round);
+  /// Every held params frame stops counting as a send in flight (Session::detach_held).
+  void detach_held();
   /// Sends one packet frame (header + the caller's bytes, always over TCP) to each of `to`.
   void publish_packet(std::int64_t round, std::span<const std::byte> packet,
                       const std::vector<int>& to);

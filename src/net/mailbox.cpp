@@ -362,7 +362,13 @@ std::vector<Inbox> Mailboxes::collect(std::int64_t round, std::span<const int> f
     cv_.wait_until(lk, deadline, all_ready);
   }
   // The caller may reuse its published buffer once we return: wait for those sends (each one
-  // is bounded by the per-write deadline on the I/O thread).
+  // is bounded by the per-write deadline on the I/O thread), after letting go of the ones held
+  // for a neighbour that is a round behind.
+  if (pending_sends_ > 0 && before_send_wait_) {
+    lk.unlock();
+    before_send_wait_();
+    lk.lock();
+  }
   cv_.wait(lk, [&] { return pending_sends_ == 0 || !failure_.empty(); });
   if (!failure_.empty()) {
     lk.unlock();

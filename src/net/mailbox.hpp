@@ -96,9 +96,12 @@ class Mailboxes {
   void send_started(std::size_t count);
   /// Waits until every neighbour is up (or gone) or `deadline` passes; returns those not up.
   std::vector<int> wait_connected(std::chrono::steady_clock::time_point deadline);
-  /// See Exchange::collect. Also waits for the sends of the last publish to finish.
+  /// See Exchange::collect. Also waits for the sends of the last publish to finish; before
+  /// that wait, once the messages are in, it calls the hook set here (NetExchange: frames held
+  /// for a neighbour a round behind stop counting, Session::detach_held).
   std::vector<Inbox> collect(std::int64_t round, std::span<const int> from,
                              const CollectOptions& options);
+  void on_sends_wait(std::function<void()> hook) { before_send_wait_ = std::move(hook); }
   std::vector<int> dead_peers() const;
   /// See Exchange::take_views, excused_peers and newest.
   std::vector<PeerView> take_views();
@@ -160,6 +163,7 @@ class Mailboxes {
   std::condition_variable cv_;
   std::vector<Box> boxes_;
   std::size_t pending_sends_ = 0;
+  std::function<void()> before_send_wait_;
   std::vector<int> excused_;  // left out of the last collect for being ahead, or gone by bye
   std::string failure_;
   std::vector<TransportAlert> alerts_;

@@ -56,6 +56,7 @@ class NetExchange::Impl {
                resolve_dialled()),
         work_(asio::make_work_guard(io())) {
     const auto give_up = std::chrono::steady_clock::now() + config_.timeouts.start;
+    mail_.on_sends_wait([this] { post([this] { links_.detach_held(); }); });
     asio::post(io(), [this, give_up] { links_.start(give_up); });
     thread_ = std::thread([this] { run(); });
     for (int p : mail_.wait_connected(give_up))
@@ -85,6 +86,7 @@ class NetExchange::Impl {
       GOSSIP_CHECK_MSG(mail_.is_neighbour(p), "publish: peer ", p, " is not a neighbour of ",
                        config_.rank);
     if (targets.empty()) return;
+    publishes_params_ = true;
     // fp32 goes out from the caller's buffer as it is; bf16 and fp16 from its rounded copy,
     // which the frames keep alive until they are written.
     std::span<const std::byte> values = std::as_bytes(params);
@@ -122,6 +124,8 @@ class NetExchange::Impl {
   void post(F f) { asio::post(io(), std::move(f)); }
   net::Links& links() { return links_; }
   net::Mailboxes& mail() { return mail_; }
+  /// Whether this peer sends whole parameter frames (so its neighbours do too, and gate them).
+  bool publishes_params() const { return publishes_params_; }
   const net::Mailboxes& mail() const { return mail_; }
   const net::Links& links() const { return links_; }
 
@@ -183,6 +187,7 @@ class NetExchange::Impl {
   // Publishes rounded to bf16 / fp16, for reuse once no frame holds them.
   static constexpr std::size_t kHalfBuffers = 4;
   std::vector<std::shared_ptr<std::vector<std::uint16_t>>> half_;
+  bool publishes_params_ = false;  // the caller's thread only
 };
 
 namespace {
@@ -218,7 +223,13 @@ void NetExchange::publish_packet(std::int64_t round, std::span<const std::byte> 
 std::vector<Inbox> NetExchange::collect(std::int64_t round, std::span<const int> from,
                                         const CollectOptions& options) {
   impl_->mail().check_healthy();
-  return impl_->mail().collect(round, from, options);
+  auto got = impl_->mail().collect(round, from, options);
+  // A synchronous round is in: the neighbours may send the next one (their gate, in
+  // Session::send_params). Packets (CHOCO, all-reduce) and asynchronous rounds are not gated.
+  if (options.mode == CollectMode::kSync && impl_->publishes_params() &&
+      round < wire::kMaxReadyRound)
+    impl_->post([impl = impl_.get(), round] { impl->links().send_ready(round + 1); });
+  return got;
 }
 
 std::vector<int> NetExchange::dead_peers() const { return impl_->mail().dead_peers(); }

@@ -96,12 +96,51 @@ void Session::arm(asio::steady_timer& timer, std::chrono::milliseconds after, co
 // --- writing ---------------------------------------------------------------------------------
 
 void Session::send_params(std::shared_ptr<const std::vector<std::byte>> head,
-                          std::span<const std::byte> body, std::shared_ptr<const void> keep) {
+                          std::span<const std::byte> body, std::shared_ptr<const void> keep,
+                          std::int64_t round) {
   if (closed_ || closing_ || !established_) {
     hub_.mailboxes().send_done();
     return;
   }
-  queue_frame(OutFrame{std::move(head), body, std::move(keep), true, false});
+  OutFrame f{std::move(head), body, std::move(keep), true, false};
+  f.round = round;
+  queue_frame(std::move(f));
+}
+
+void Session::send_ready(std::int64_t round) {
+  // A neighbour on this host hands its parameters over in its shared segment: nothing to gate.
+  if (closed_ || closing_ || !established_ || shm_view_) return;
+  const auto rank = static_cast<std::uint32_t>(hub_.our_hello().rank);
+  queue_frame(OutFrame{std::make_shared<const std::vector<std::byte>>(
+                           wire::encode_frame(FrameType::kReady, rank, round, {})),
+                       {}, nullptr, false, false});
+}
+
+bool Session::held(std::size_t k) const {
+  const OutFrame& f = out_[k];
+  if (f.round < 0 || peer_waits_for_ < 0 || f.round - peer_waits_for_ != 1) return false;
+  // A later params frame behind it: the neighbour is two rounds behind; let both go.
+  for (std::size_t j = k + 1; j < out_.size(); ++j)
+    if (out_[j].round >= 0) return false;
+  return true;
+}
+
+std::size_t Session::detach_held() {
+  std::size_t detached = 0;
+  for (std::size_t k = writing_ ? 1 : 0; k < out_.size(); ++k) {
+    OutFrame& f = out_[k];
+    if (!f.is_publish || !held(k)) continue;
+    if (!f.keep) {  // the caller's buffer: copy it
+      auto copy = std::make_shared<std::vector<std::byte>>(f.body.begin(), f.body.end());
+      f.body = *copy;
+      f.keep = std::move(copy);
+    }
+    f.is_publish = false;
+    f.detached = true;
+    ++detached;
+  }
+  if (detached) hub_.mailboxes().send_done(detached);
+  return detached;
 }
 
 void Session::send_shm_note(std::shared_ptr<const std::vector<std::byte>> frame,
@@ -122,6 +161,7 @@ void Session::say_bye() {
     return;
   }
   final_kind_ = CloseKind::kShutdown;
+  peer_waits_for_ = -1;  // a params frame the gate holds goes before the bye
   queue_control(FrameType::kBye, {}, true);
 }
 
@@ -145,6 +185,19 @@ void Session::queue_frame(OutFrame frame) {
 }
 
 void Session::write_next() {
+  // The first frame the gate does not hold goes next (a held params frame is the last params
+  // frame queued, so only control frames pass it, and params keep their order).
+  std::size_t k = 0;
+  while (k < out_.size() && held(k)) ++k;
+  if (k == out_.size()) {
+    writing_ = false;
+    return;
+  }
+  if (k != 0) {
+    OutFrame next = std::move(out_[k]);
+    out_.erase(out_.begin() + static_cast<std::ptrdiff_t>(k));
+    out_.push_front(std::move(next));
+  }
   writing_ = true;
   const OutFrame& f = out_.front();
   arm(write_timer_, hub_.config().timeouts.io, "writing a frame");
@@ -286,6 +339,11 @@ void Session::on_control(const wire::FrameHeader& h) {
       hub_.mailboxes().deliver_view(peer_, std::move(*view.value));
       return read_header();
     }
+    case FrameType::kReady:
+      if (!established_) break;
+      peer_waits_for_ = std::max(peer_waits_for_, h.round);  // decode_header bounds the round
+      if (!writing_ && !out_.empty()) write_next();
+      return read_header();
     case FrameType::kParams:
     case FrameType::kPacket:
       break;
@@ -319,7 +377,7 @@ void Session::on_hello_ack(const wire::Hello& hello) {
 Session::Frames Session::take_publishes() {
   Frames taken;
   for (auto it = out_.begin(); it != out_.end();) {
-    if (!it->is_publish || it->shm_bytes != 0) {
+    if ((!it->is_publish && !it->detached) || it->shm_bytes != 0) {
       ++it;
       continue;
     }

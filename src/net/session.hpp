@@ -73,9 +73,25 @@ class Session : public std::enable_shared_from_this<Session> {
   void start();
   /// Queues a params frame: `head` is header + weight (shared by every target), `body` the
   /// values (the caller's floats, or their rounded copy, which `keep` holds until the frame is
-  /// written), written without copying. Reports send_done() when written or dropped.
+  /// written), written without copying. Reports send_done() when written or dropped (or
+  /// detached, below). `round` >= 0 puts a whole-parameter frame under the receiver's gate;
+  /// -1 (packets) never waits.
+  ///
+  /// The gate (a rendezvous, as MPI's for large messages): once the neighbour has said which
+  /// round it waits for (ready frames), our frame for the round after that one is held until
+  /// it asks for it, so a peer that runs a round ahead does not share the neighbour's link
+  /// with the message the neighbour still waits for. A frame two or more rounds ahead is not
+  /// held (the neighbour is far behind: holding would only pile frames up), and neither is
+  /// anything before the neighbour's first ready frame.
   void send_params(std::shared_ptr<const std::vector<std::byte>> head,
-                   std::span<const std::byte> body, std::shared_ptr<const void> keep = nullptr);
+                   std::span<const std::byte> body, std::shared_ptr<const void> keep = nullptr,
+                   std::int64_t round = -1);
+  /// Queues a ready frame: this peer has collected round - 1 and now waits for `round`.
+  void send_ready(std::int64_t round);
+  /// The params frames the gate holds stop counting as sends in flight (send_done), their
+  /// values copied when they are the caller's buffer: the caller may reuse its buffer while
+  /// the frames wait for the neighbour. Returns how many were detached.
+  std::size_t detach_held();
   /// Queues a shm-params frame (the publish went into our segment); `param_bytes` is what the
   /// neighbour will read from it, counted in bytes_sent once the frame is written.
   void send_shm_note(std::shared_ptr<const std::vector<std::byte>> frame,
@@ -119,7 +135,12 @@ class Session : public std::enable_shared_from_this<Session> {
     bool is_publish = false;
     bool close_after = false;
     std::uint64_t shm_bytes = 0;  // parameter bytes this frame hands over through shared memory
+    std::int64_t round = -1;      // a params frame's round, for the gate; -1: never held
+    bool detached = false;        // a held publish that no longer counts (detach_held)
   };
+
+  /// Whether the gate holds out_[k] (see send_params).
+  bool held(std::size_t k) const;
 
   void queue_frame(OutFrame frame);
   void queue_control(wire::FrameType type, std::span<const std::byte> payload, bool close_after);
@@ -182,6 +203,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
   std::deque<OutFrame> out_;
   bool writing_ = false;
+  std::int64_t peer_waits_for_ = -1;  // the round the neighbour's last ready frame named
   Frames inherited_;
 };
 

@@ -65,6 +65,7 @@ std::string frame_type_name(std::uint16_t type) {
     case FrameType::kBye: return "bye";
     case FrameType::kError: return "error";
     case FrameType::kShmReady: return "shm-ready";
+    case FrameType::kReady: return "ready";
     case FrameType::kShmParams: return "shm-params";
     case FrameType::kView: return "view";
     case FrameType::kPacket: return "packet";
@@ -281,9 +282,14 @@ Decoded<FrameHeader> decode_header(std::span<const std::byte> bytes,
     return {{}, cat("malformed params frame: payload of ", h.payload_bytes,
                     " bytes is not an f64 weight plus whole ",
                     wire == WireFormat::kFp32 ? "f32s" : wire_format_name(wire), " values")};
-  if ((h.type == FrameType::kBye || h.type == FrameType::kShmReady) && h.payload_bytes != 0)
+  if ((h.type == FrameType::kBye || h.type == FrameType::kShmReady ||
+       h.type == FrameType::kReady) &&
+      h.payload_bytes != 0)
     return {{}, cat("malformed ", frame_type_name(type), " frame: payload of ", h.payload_bytes,
                     " bytes")};
+  if (h.type == FrameType::kReady && (h.round < 1 || h.round > kMaxReadyRound))
+    return {{}, cat("malformed ready frame: round ", h.round, " (expected 1 to ", kMaxReadyRound,
+                    ")")};
   if (h.type == FrameType::kShmParams && h.payload_bytes != kShmNoteBytes)
     return {{}, cat("malformed shm-params frame: payload of ", h.payload_bytes, " bytes, expected ",
                     kShmNoteBytes)};
