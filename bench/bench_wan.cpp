@@ -45,6 +45,7 @@ namespace {
 
 const char* kHelp =
     "usage: gossip bench wan [--json] [--rounds N] [--peers N] [--netem SPEC]\n"
+    "                        [--congestion NAME]\n"
     "\n"
     "Needs root and iproute2 (it makes a network namespace per peer, as gossip run --netem).\n"
     "Runs --peers (8) peer processes, each in its own network namespace behind a veth link\n"
@@ -66,6 +67,8 @@ const char* kHelp =
     "same namespaces (Debian's python3-torch; 'reference unavailable' without it, and the\n"
     "ratios null). --json: ratio = onepeer_overlap / gloo, choco_ratio = choco_ring / gloo,\n"
     "allreduce_ratio = allreduce / gloo.\n"
+    "--congestion NAME: our peers' TCP congestion control (net.congestion: cubic, reno, bbr;\n"
+    "default: the system's); the gloo reference always runs with the system's.\n"
     "Every namespace (and its links and qdiscs) is removed at the end, on failure or Ctrl-C.\n";
 
 constexpr std::int64_t kFloats = 235146;  // MLP 784-256-128-10
@@ -149,8 +152,9 @@ double cpu_seconds() {
 /// A peer's network settings: TLS over TCP to `hosts` (rank r at hosts[r]:port+r), no shared
 /// memory, as between separate hosts.
 NetConfig net_config(int rank, const std::vector<std::string>& hosts, int port,
-                     const std::string& tls_dir) {
+                     const std::string& tls_dir, const std::string& congestion) {
   NetConfig cfg;
+  cfg.congestion = congestion;
   cfg.shared_memory = false;  // separate hosts
   cfg.tls = tls_files_in(tls_dir, rank);
   cfg.tls.enabled = true;
@@ -188,9 +192,9 @@ void time_rounds(const NetExchange& ex, int warm, int rounds, Round run_round) {
 /// same links, TLS and TCP as the rounds, with as many processes sharing the cores. The message
 /// is the parameter buffer ("transfer") or a top-1% packet of it ("transfer-packets").
 int transfer_worker(int rank, const std::vector<std::string>& hosts, int port, int rounds,
-                    const std::string& tls_dir, bool packets) {
+                    const std::string& tls_dir, const std::string& congestion, bool packets) {
   const int peers = static_cast<int>(hosts.size());
-  NetConfig cfg = net_config(rank, hosts, port, tls_dir);
+  NetConfig cfg = net_config(rank, hosts, port, tls_dir, congestion);
   const std::vector<int> next{(rank + 1) % peers}, previous{(rank + peers - 1) % peers};
   cfg.neighbours = {std::min(next[0], previous[0]), std::max(next[0], previous[0])};
   // No topology: the handshake's fingerprint stays 0 on every peer.
@@ -214,12 +218,13 @@ int transfer_worker(int rank, const std::vector<std::string>& hosts, int port, i
 /// One peer process, inside its namespace: warm-up rounds, then `rounds` timed ones (see
 /// time_rounds).
 int worker(int rank, const std::string& name, const std::vector<std::string>& hosts, int port,
-           int rounds, const std::string& tls_dir) {
+           int rounds, const std::string& tls_dir, const std::string& congestion) {
   if (name == "transfer" || name == "transfer-packets")
-    return transfer_worker(rank, hosts, port, rounds, tls_dir, name == "transfer-packets");
+    return transfer_worker(rank, hosts, port, rounds, tls_dir, congestion,
+                           name == "transfer-packets");
   const int peers = static_cast<int>(hosts.size());
   const Setting s = setting(name, peers);
-  NetConfig cfg = net_config(rank, hosts, port, tls_dir);
+  NetConfig cfg = net_config(rank, hosts, port, tls_dir, congestion);
   std::set<int> nbrs;
   for (std::int64_t t = 0; t < s.topology.period(); ++t) {
     for (const auto& nb : s.topology.in_neighbours(rank, t)) nbrs.insert(nb.peer);
@@ -335,8 +340,10 @@ Measured run_ranks(int peers, const std::function<std::vector<std::string>(int)>
 }  // namespace
 
 int run_wan(int argc, char** argv) {
-  Args args(argc, argv, {"rounds", "peers", "netem", "worker", "config", "hosts", "port", "tls"},
+  Args args(argc, argv,
+            {"rounds", "peers", "netem", "worker", "config", "hosts", "port", "tls", "congestion"},
             {"json"});
+  const std::string congestion = args.get_or("congestion", "");
   if (args.help()) {
     std::printf("%s", kHelp);
     return kExitOk;
@@ -353,7 +360,7 @@ int run_wan(int argc, char** argv) {
     }
     return worker(static_cast<int>(args.get_int("worker", 0)), args.required("config", "NAME"),
                   hosts, static_cast<int>(args.get_int("port", 0)), rounds,
-                  args.required("tls", "DIR"));
+                  args.required("tls", "DIR"), congestion);
   }
   const int peers = static_cast<int>(args.get_int("peers", 8));
   if (peers < 3) throw InputError("--peers must be at least 3");
@@ -385,9 +392,11 @@ int run_wan(int argc, char** argv) {
   const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
   if (!json)
     std::printf("gossip bench wan: %d peers, each in its own network namespace, links %s "
-                "(tbf both ways), TLS over TCP; %d timed rounds of the MLP (%lld floats)\n%s\n",
-                peers, links.text.c_str(), rounds, static_cast<long long>(kFloats),
-                blas_kernel_line().c_str());
+                "(tbf both ways), TLS over TCP (congestion control: %s); %d timed rounds of the "
+                "MLP (%lld floats)\n%s\n",
+                peers, links.text.c_str(),
+                congestion.empty() ? "the system's" : congestion.c_str(), rounds,
+                static_cast<long long>(kFloats), blas_kernel_line().c_str());
 
   struct Row {
     std::string name;
@@ -406,7 +415,8 @@ int run_wan(int argc, char** argv) {
       auto argv = network.exec_prefix(r);
       argv.insert(argv.end(), {self, "bench", "wan", "--worker", std::to_string(r), "--config",
                                what, "--hosts", hosts, "--port", std::to_string(port),
-                               "--rounds", std::to_string(rounds), "--tls", tls_dir.string()});
+                               "--rounds", std::to_string(rounds), "--tls", tls_dir.string(),
+                               "--congestion", congestion});
       return argv;
     }, cat("the calibration ", what));
   };
@@ -421,7 +431,7 @@ int run_wan(int argc, char** argv) {
               argv.insert(argv.end(), {self, "bench", "wan", "--worker", std::to_string(r),
                                        "--config", name, "--hosts", hosts, "--port",
                                        std::to_string(port), "--rounds", std::to_string(rounds),
-                                       "--tls", tls_dir.string()});
+                                       "--tls", tls_dir.string(), "--congestion", congestion});
               return argv;
             }, name), predict(name, peers, rounds, sim, step_alone)};
     rows.push_back(row);
@@ -452,6 +462,7 @@ int run_wan(int argc, char** argv) {
   if (json) {
     JsonObject o;
     o.add("bench", "wan").add("netem", links.text).add("peers", peers).add("rounds", rounds)
+        .add("congestion", congestion.empty() ? "system" : congestion)
         .add("step_ms_alone", step_alone * 1e3).add("sim_cores", sim.cores)
         .add("sim_byte_cpu_ns", sim.byte_cpu_ns).add("sim_message_cpu_us", sim.message_cpu_us)
         .add("sim_bandwidth_mbps", sim.bandwidth_mbps).add("sim_latency_ms", sim.latency_ms);

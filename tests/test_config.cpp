@@ -43,6 +43,9 @@ TEST_CASE("a config sets the fields it names and keeps defaults elsewhere", "[co
   CHECK(c.gossip.period == 4);
   CHECK(c.net.shared_memory);  // on unless a config turns it off
   CHECK_FALSE(load_config_from_string("net:\n  shared_memory: false\n", "c.yaml").net.shared_memory);
+  CHECK(c.net.congestion.empty());  // the system's unless a config names one
+  CHECK(load_config_from_string("net:\n  congestion: cubic\n", "c.yaml").net.congestion == "cubic");
+  CHECK(load_config_from_string("net:\n  congestion: system\n", "c.yaml").net.congestion.empty());
 }
 
 TEST_CASE("config errors name file, line and field", "[config]") {
@@ -61,6 +64,13 @@ TEST_CASE("config errors name file, line and field", "[config]") {
   SECTION("not a boolean") {
     CHECK_THROWS_WITH(load_config_from_string("net:\n  shared_memory: maybe\n", "c.yaml"),
                       Catch::Contains("c.yaml:2: net.shared_memory: cannot read 'maybe'"));
+  }
+  SECTION("not a congestion control's name") {
+    for (const char* name : {"'TCP Cubic'", "''", "averyveryverylongname"})
+      CHECK_THROWS_WITH(
+          load_config_from_string(gossip::cat("net:\n  congestion: ", name, "\n"), "c.yaml"),
+          Catch::Contains("c.yaml:2: net.congestion: '") &&
+              Catch::Contains("' is not the name of a TCP congestion control"));
   }
   SECTION("unknown choice") {
     CHECK_THROWS_WITH(load_config_from_string("train:\n  backend: tpu\n", "c.yaml"),

@@ -1746,8 +1746,41 @@ TEST_CASE("a connection keeps at most 64 KB of a frame unsent in the kernel", "[
   };
   const int before = lowat(client);  // the system's default (unlimited: -1 or 0 as unsigned)
   CHECK(before != 64 * 1024);
-  net::set_socket_options(client, 1 << 20);
+  CHECK(net::set_socket_options(client, 1 << 20, "").empty());
   CHECK(lowat(client) == 64 * 1024);
+}
+
+TEST_CASE("net.congestion sets each connection's TCP congestion control, or says why not",
+          "[net]") {
+  asio::io_context io;
+  asio::ip::tcp::acceptor acceptor(io, {asio::ip::make_address("127.0.0.1"), 0});
+  asio::ip::tcp::socket client(io), server(io);
+  client.connect(acceptor.local_endpoint());
+  acceptor.accept(server);
+  const auto congestion = [](asio::ip::tcp::socket& s) {
+    char name[32] = {};
+    socklen_t len = sizeof name - 1;
+    REQUIRE(getsockopt(s.native_handle(), IPPROTO_TCP, TCP_CONGESTION, name, &len) == 0);
+    return std::string(name);
+  };
+  const std::string system = congestion(client);
+  CHECK_FALSE(system.empty());
+  // reno is built into every Linux kernel and always allowed.
+  CHECK(net::set_socket_options(client, 1 << 20, "reno").empty());
+  CHECK(congestion(client) == "reno");
+  CHECK(net::set_socket_options(server, 1 << 20, "").empty());  // "": the system's, untouched
+  CHECK(congestion(server) == system);
+  // A name the kernel does not have: refused, said, and the connection keeps what it had.
+  const std::string why = net::set_socket_options(server, 1 << 20, "nosuchcc");
+  CHECK_THAT(why, Contains("net.congestion nosuchcc: the kernel refused it (") &&
+                      Contains(cat("connections use the system's ", system)));
+  CHECK(congestion(server) == system);
+  // Both ends still talk.
+  const std::string hello = "hello";
+  asio::write(client, asio::buffer(hello));
+  std::string got(hello.size(), '\0');
+  asio::read(server, asio::buffer(got));
+  CHECK(got == hello);
 }
 
 TEST_CASE("a neighbour that heartbeats but stops sending rounds is left out after the measured "

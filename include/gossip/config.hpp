@@ -254,6 +254,7 @@ struct NetworkConfig {
   int base_port = 29500;            // port of rank r = base_port + r
   double connect_timeout_s = 60.0;  // start deadline for dialling neighbours
   bool shared_memory = true;        // same-host neighbours exchange parameters in memory
+  std::string congestion;           // net.congestion: TCP congestion control; "" = the system's
   // Mutual TLS between peers (net.tls): on unless `net.tls: off`. The three PEM paths (relative
   // to the config; "{rank}" stands for the peer's rank) are given together or not at all; when
   // not, `gossip run` makes a fresh CA and certificates in its output folder.

@@ -64,6 +64,9 @@ struct NetConfig {
   std::uint64_t max_frame_bytes = 0;   // 0 = default_max_frame_bytes(handshake.param_count)
   std::size_t max_queued_rounds = 4;   // per neighbour; older rounds are dropped beyond this
   int socket_buffer_bytes = 4 << 20;   // SO_SNDBUF / SO_RCVBUF
+  /// The TCP congestion control of every connection (TCP_CONGESTION: "cubic", "reno", "bbr",
+  /// ...); empty = the system's. A name the kernel refuses is logged once and not used.
+  std::string congestion;
   /// Neighbours on the same host (same boot and namespaces) read our parameters from shared
   /// memory instead of receiving them over TCP; the TCP link still carries everything else.
   bool shared_memory = true;

@@ -479,6 +479,19 @@ void read_net(const Reader& r, const Node& n, NetworkConfig& c) {
        }},
       {"connect_timeout_s", [&](auto& v, auto& f) { c.connect_timeout_s = r.positive(v, f, false); }},
       {"shared_memory", [&](auto& v, auto& f) { c.shared_memory = r.boolean(v, f); }},
+      {"congestion", [&](auto& v, auto& f) {
+         const std::string name = r.text(v, f);
+         const bool ok = !name.empty() && name.size() <= 15 &&
+                         std::all_of(name.begin(), name.end(), [](char ch) {
+                           return (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') ||
+                                  ch == '_' || ch == '-';
+                         });
+         if (!ok)
+           r.fail(v, f, cat("'", name, "' is not the name of a TCP congestion control (system, "
+                            "or one the kernel lists in net.ipv4.tcp_available_congestion_control:"
+                            " cubic, reno, bbr, ...)"));
+         c.congestion = name == "system" ? "" : name;
+       }},
       {"tls", [&](auto& v, auto& f) { read_tls(r, v, f, c); }},
       {"emulate", [&](auto& v, auto& f) {
          try {

@@ -120,7 +120,7 @@ void Links::accept() {
       socket.close(ignored);
       return accept();
     }
-    set_socket_options(socket, config_.socket_buffer_bytes);
+    tune(socket);
     auto s = std::make_shared<Session>(std::move(socket), *this, Session::Role::kAccepted, -1);
     track(s);
     s->start();
@@ -145,12 +145,21 @@ void Links::dial(int peer) {
                         link.connecting.reset();
                         if (stopping_) return;
                         if (ec) return retry(peer, cat("connect: ", ec.message()));
-                        set_socket_options(*socket, config_.socket_buffer_bytes);
+                        tune(*socket);
                         auto s = std::make_shared<Session>(std::move(*socket), *this,
                                                            Session::Role::kDialled, peer);
                         track(s);
                         s->start();
                       });
+}
+
+void Links::tune(asio::ip::tcp::socket& socket) {
+  const std::string refused =
+      set_socket_options(socket, config_.socket_buffer_bytes, config_.congestion);
+  if (congestion_said_ || config_.congestion.empty()) return;
+  congestion_said_ = true;
+  log(refused.empty() ? cat("TCP congestion control ", config_.congestion, " (net.congestion)")
+                      : refused);
 }
 
 void Links::retry(int peer, const std::string& why) {

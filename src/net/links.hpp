@@ -87,6 +87,8 @@ class Links final : public Hub {
   /// Accepted connections still in their handshake (TLS or hello).
   std::size_t unfinished_handshakes() const;
   void dial(int peer);
+  /// The socket options (set_socket_options); says once what became of net.congestion.
+  void tune(asio::ip::tcp::socket& socket);
   void retry(int peer, const std::string& why);
   /// The neighbour's shared segment mapped, when it offered one, it is on this host and shared
   /// memory is on; else nullptr (TCP carries its parameters).
@@ -113,6 +115,7 @@ class Links final : public Hub {
   std::unique_ptr<ShmSegment> shm_;  // ours, offered in hello_ when shared memory is on
   wire::Hello hello_;
   std::vector<std::unique_ptr<Link>> links_;  // by rank; null for non-neighbours
+  bool congestion_said_ = false;
   std::vector<std::weak_ptr<Session>> sessions_;
   asio::steady_timer accept_retry_;
   asio::steady_timer heartbeat_;

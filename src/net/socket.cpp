@@ -4,8 +4,11 @@
 
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <sys/socket.h>
 
+#include <cerrno>
 #include <charconv>
+#include <cstring>
 
 #include "gossip/core.hpp"
 #include "gossip/wire.hpp"
@@ -44,7 +47,8 @@ namespace {
 constexpr int kNotSentLowWaterBytes = 64 * 1024;
 }  // namespace
 
-void set_socket_options(asio::ip::tcp::socket& socket, int buffer_bytes) {
+std::string set_socket_options(asio::ip::tcp::socket& socket, int buffer_bytes,
+                               const std::string& congestion) {
   std::error_code ignored;
   socket.set_option(asio::ip::tcp::no_delay(true), ignored);
   socket.set_option(asio::socket_base::keep_alive(true), ignored);
@@ -58,6 +62,20 @@ void set_socket_options(asio::ip::tcp::socket& socket, int buffer_bytes) {
   socket.set_option(asio::detail::socket_option::integer<IPPROTO_TCP, TCP_NOTSENT_LOWAT>(
                         kNotSentLowWaterBytes),
                     ignored);
+  if (congestion.empty()) return {};
+  const int fd = socket.native_handle();
+  if (::setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, congestion.data(),
+                   static_cast<socklen_t>(congestion.size())) == 0)
+    return {};
+  const int err = errno;
+  char in_use[32] = {};
+  socklen_t len = sizeof in_use - 1;
+  if (::getsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, in_use, &len) != 0) in_use[0] = '\0';
+  return cat("net.congestion ", congestion, ": the kernel refused it (", std::strerror(err),
+             err == ENOENT ? ": it has no such algorithm"
+             : err == EPERM ? ": not in net.ipv4.tcp_allowed_congestion_control for this user"
+                            : "",
+             "); connections use the system's ", in_use[0] ? in_use : "default");
 }
 
 std::string remote_name(const asio::ip::tcp::socket& socket) {

@@ -30,8 +30,11 @@ std::pair<std::string, std::uint16_t> split_address(const std::string& address);
 /// Resolves "host:port" synchronously. Throws InputError when the name does not resolve.
 asio::ip::tcp::resolver::results_type resolve(asio::io_context& io, const std::string& address);
 
-/// TCP_NODELAY, keep-alive, big send/receive buffers. Failures are ignored: they are hints.
-void set_socket_options(asio::ip::tcp::socket& socket, int buffer_bytes);
+/// TCP_NODELAY, keep-alive, big send/receive buffers (failures are ignored: they are hints),
+/// and the TCP congestion control named `congestion` (net.congestion; empty: the system's).
+/// Returns why the kernel refused that one ("" when it took it), naming the one in use.
+std::string set_socket_options(asio::ip::tcp::socket& socket, int buffer_bytes,
+                               const std::string& congestion);
 
 /// "127.0.0.1:41234", or "?" when the socket has no peer any more.
 std::string remote_name(const asio::ip::tcp::socket& socket);

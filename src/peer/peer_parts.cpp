@@ -43,6 +43,7 @@ NetConfig net_config(const RunConfig& config, const Topology& topology, const Pe
   std::sort(net.neighbours.begin(), net.neighbours.end());
   net.handshake.run_id = config.net.run_id;
   net.shared_memory = config.net.shared_memory;
+  net.congestion = config.net.congestion;
   // A sender may run this many rounds ahead of us (n - 1 on a directed ring): keep them all.
   net.max_queued_rounds = static_cast<std::size_t>(
       std::max<std::int64_t>(net.max_queued_rounds,
