@@ -318,6 +318,20 @@ std::unique_ptr<RawClient> join_as_rank0(int port, const HandshakeInfo& info,
   return raw;
 }
 
+/// Starts ranks 0 and 1 of `cluster` with configs that disagree (rank 0 on another thread:
+/// each constructor waits for its neighbour, 1.5 s at most), and checks that each gave the
+/// other up as refused.
+void start_refusing_pair(Cluster& cluster, NetConfig c0, NetConfig c1) {
+  c0.timeouts.start = c1.timeouts.start = 1500ms;
+  auto a = std::async(std::launch::async, [&, l = std::move(cluster.listeners[0])]() mutable {
+    return std::make_unique<NetExchange>(c0, std::move(l));
+  });
+  NetExchange ex1(c1, std::move(cluster.listeners[1]));
+  auto ex0 = a.get();
+  CHECK(ex0->dead_peers() == std::vector<int>{1});
+  CHECK(ex1.dead_peers() == std::vector<int>{0});
+}
+
 }  // namespace
 
 TEST_CASE("crc32c matches the known vectors and the bitwise reference", "[net]") {
@@ -1242,14 +1256,7 @@ TEST_CASE("a neighbour with another wire format is refused on both sides", "[net
   auto c0 = cluster.config(0, {1}, 1000, log);
   auto c1 = cluster.config(1, {0}, 1000, log);
   c1.handshake.wire = WireFormat::kBf16;
-  c0.timeouts.start = c1.timeouts.start = 1500ms;
-  auto a = std::async(std::launch::async, [&, l = std::move(cluster.listeners[0])]() mutable {
-    return std::make_unique<NetExchange>(c0, std::move(l));
-  });
-  NetExchange ex1(c1, std::move(cluster.listeners[1]));
-  auto ex0 = a.get();
-  CHECK(ex0->dead_peers() == std::vector<int>{1});
-  CHECK(ex1.dead_peers() == std::vector<int>{0});
+  start_refusing_pair(cluster, c0, c1);
   CHECK(log.wait_for("refused: wire format fp32 != ours bf16 (gossip.wire must be the same on "
                      "every peer of a run)"));
   CHECK(log.wait_for("net[0]: peer 1 (" + c0.addresses[1] + ") closed: refused us: refused by "
@@ -1280,14 +1287,7 @@ TEST_CASE("a neighbour with another model is refused on both sides", "[net]") {
   auto c0 = cluster.config(0, {1}, 1000, log);
   auto c1 = cluster.config(1, {0}, 1000, log);
   c1.handshake = model_info({784, 256, 128, 10}, 1000);
-  c0.timeouts.start = c1.timeouts.start = 1500ms;
-  auto a = std::async(std::launch::async, [&, l = std::move(cluster.listeners[0])]() mutable {
-    return std::make_unique<NetExchange>(c0, std::move(l));
-  });
-  NetExchange ex1(c1, std::move(cluster.listeners[1]));
-  auto ex0 = a.get();
-  CHECK(ex0->dead_peers() == std::vector<int>{1});
-  CHECK(ex1.dead_peers() == std::vector<int>{0});
+  start_refusing_pair(cluster, c0, c1);
   CHECK(log.wait_for("net[1]: peer 0 (127.0.0.1:"));
   CHECK(log.wait_for("refused: model fingerprint 784-128-10 (1000 params) != ours "
                      "784-256-128-10 (1000 params)"));
