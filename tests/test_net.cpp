@@ -1034,6 +1034,40 @@ TEST_CASE("a neighbour a round behind gets our next round once it asks for it, a
   CHECK(b.dead_peers().empty());
 }
 
+TEST_CASE("a peer that leaves sends the round its gate holds before its bye", "[net]") {
+  constexpr std::size_t kParams = 1000;
+  Cluster cluster(2);
+  LogSink log;
+  const int port = cluster.listeners[1].port();
+  auto config = cluster.by_hand(kParams, log);
+  config.shared_memory = false;
+  auto b = std::make_unique<NetExchange>(std::move(config), std::move(cluster.listeners[1]));
+  auto raw = join_as_rank0(port, model_info({784, 128, 10}, kParams), std::nullopt);
+  const std::vector<int> to0{0};
+  raw->send(wire::encode_frame(wire::FrameType::kReady, 0, 1, {}));  // rank 0 waits for 1
+  raw->send(params_frame(0, 0, params_for(0, 0, kParams)));
+  const auto p0 = params_for(1, 0, kParams), p1 = params_for(1, 1, kParams);
+  b->publish(0, p0, 1.0, to0);
+  // b's collect of round 0 ends after it read rank 0's ready frame (sent before round 0).
+  REQUIRE(b->collect(0, to0, collect_options(CollectMode::kSync, 0, 5s)).size() == 1);
+  b->publish(1, p1, 1.0, to0);  // the round rank 0 waits for: sent
+  b->publish(2, p1, 1.0, to0);  // round 2: held (rank 0 waits for 1)
+  // The round 2 frame stops counting as soon as b's next collect has its messages.
+  raw->send(params_frame(0, 1, params_for(0, 1, kParams)));
+  REQUIRE(b->collect(1, to0, collect_options(CollectMode::kSync, 0, 5s)).size() == 1);
+  b.reset();  // shutdown: bye to every neighbour
+  std::vector<std::string> seen;
+  for (int i = 0; i < 64; ++i) {  // bounded: each read gives up after 5 s
+    const auto f = raw->read_frame(1 << 22);
+    if (!f) break;
+    if (f->header.type == wire::FrameType::kParams || f->header.type == wire::FrameType::kBye)
+      seen.push_back(cat(wire::frame_type_name(static_cast<std::uint16_t>(f->header.type)), " ",
+                         f->header.round));
+    if (f->header.type == wire::FrameType::kBye) break;
+  }
+  CHECK(seen == std::vector<std::string>{"params 0", "params 1", "params 2", "bye 0"});
+}
+
 TEST_CASE("a same-host neighbour's shared memory is checked as its frames are", "[net][shm]") {
   constexpr std::size_t kParams = 3000;
   Cluster cluster(2);
