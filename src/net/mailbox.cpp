@@ -364,12 +364,16 @@ std::vector<Inbox> Mailboxes::collect(std::int64_t round, std::span<const int> f
   // The caller may reuse its published buffer once we return: wait for those sends (each one
   // is bounded by the per-write deadline on the I/O thread), after letting go of the ones held
   // for a neighbour that is a round behind.
-  if (pending_sends_ > 0 && before_send_wait_) {
+  // A frame may come under the gate after the hook ran (the neighbour's first ready frame
+  // arriving while it was queued), so the hook runs again every slice while sends are pending.
+  const auto sent = [&] { return pending_sends_ == 0 || !failure_.empty(); };
+  if (!before_send_wait_) cv_.wait(lk, sent);
+  while (!sent()) {
     lk.unlock();
     before_send_wait_();
     lk.lock();
+    cv_.wait_for(lk, std::chrono::milliseconds(50), sent);
   }
-  cv_.wait(lk, [&] { return pending_sends_ == 0 || !failure_.empty(); });
   if (!failure_.empty()) {
     lk.unlock();
     check_healthy();
