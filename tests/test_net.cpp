@@ -318,6 +318,22 @@ std::unique_ptr<RawClient> join_as_rank0(int port, const HandshakeInfo& info,
   return raw;
 }
 
+/// Rank 1 as a NetExchange with shared memory off (its parameters travel over TCP), and rank 0
+/// played by hand: a RawClient that has done its handshake with it.
+struct TcpByHand {
+  Cluster cluster{2};
+  LogSink log;
+  std::unique_ptr<NetExchange> b;
+  std::unique_ptr<RawClient> raw;
+  explicit TcpByHand(std::size_t params) {
+    const int port = cluster.listeners[1].port();
+    auto config = cluster.by_hand(params, log);
+    config.shared_memory = false;
+    b = std::make_unique<NetExchange>(std::move(config), std::move(cluster.listeners[1]));
+    raw = join_as_rank0(port, model_info({784, 128, 10}, params), std::nullopt);
+  }
+};
+
 /// Starts ranks 0 and 1 of `cluster` with configs that disagree (rank 0 on another thread:
 /// each constructor waits for its neighbour, 1.5 s at most), and checks that each gave the
 /// other up as refused.
@@ -965,13 +981,9 @@ TEST_CASE("garbage from a stranger closes only that connection", "[net]") {
 TEST_CASE("a neighbour a round behind gets our next round once it asks for it, and we go on "
           "without waiting", "[net]") {
   constexpr std::size_t kParams = 5000;
-  Cluster cluster(2);
-  LogSink log;
-  const int port = cluster.listeners[1].port();
-  auto config = cluster.by_hand(kParams, log);
-  config.shared_memory = false;
-  NetExchange b(std::move(config), std::move(cluster.listeners[1]));
-  auto raw = join_as_rank0(port, model_info({784, 128, 10}, kParams), std::nullopt);
+  TcpByHand t(kParams);
+  NetExchange& b = *t.b;
+  auto& raw = t.raw;
   const std::vector<int> to0{0};
   const CollectOptions sync = collect_options(CollectMode::kSync, 0, 5s);
   std::vector<std::byte> last;  // the payload of the last frame next() returned
@@ -1036,13 +1048,9 @@ TEST_CASE("a neighbour a round behind gets our next round once it asks for it, a
 
 TEST_CASE("a peer that leaves sends the round its gate holds before its bye", "[net]") {
   constexpr std::size_t kParams = 1000;
-  Cluster cluster(2);
-  LogSink log;
-  const int port = cluster.listeners[1].port();
-  auto config = cluster.by_hand(kParams, log);
-  config.shared_memory = false;
-  auto b = std::make_unique<NetExchange>(std::move(config), std::move(cluster.listeners[1]));
-  auto raw = join_as_rank0(port, model_info({784, 128, 10}, kParams), std::nullopt);
+  TcpByHand t(kParams);
+  auto& b = t.b;
+  auto& raw = t.raw;
   const std::vector<int> to0{0};
   raw->send(wire::encode_frame(wire::FrameType::kReady, 0, 1, {}));  // rank 0 waits for 1
   raw->send(params_frame(0, 0, params_for(0, 0, kParams)));
