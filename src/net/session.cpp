@@ -180,6 +180,10 @@ void Session::send_view(std::shared_ptr<const std::vector<std::byte>> frame) {
 }
 
 void Session::queue_frame(OutFrame frame) {
+  if (!write_error_.empty()) {  // the remote takes nothing more (write_failed): drop it
+    if (frame.is_publish) hub_.mailboxes().send_done();
+    return;
+  }
   out_.push_back(std::move(frame));
   if (!writing_) write_next();
 }
@@ -228,9 +232,22 @@ void Session::on_written(std::error_code ec, std::size_t bytes) {
   writing_ = false;
   if (f.is_publish) hub_.mailboxes().send_done();
   if (closed_) return;  // close() already dropped the rest of the queue
-  if (ec) return close(cat("write failed: ", ec.message()), CloseKind::kError);
+  if (ec) return write_failed(ec);
   if (f.close_after) return close("", final_kind_);
   if (!out_.empty()) write_next();
+}
+
+void Session::write_failed(std::error_code ec) {
+  write_error_ = ec.message();
+  if (!established_ || closing_) return close(cat("write failed: ", write_error_), CloseKind::kError);
+  // The remote takes nothing more (it closed, or reset the connection), but what it sent before
+  // may still be in our socket: a peer that finished its rounds and left with our ready frames
+  // unread resets the connection, and its last rounds and its bye are still ours to read. Stop
+  // writing and read on; the read that ends the connection (or its deadline) closes it.
+  std::size_t dropped = 0;
+  for (const auto& f : out_) dropped += f.is_publish ? 1 : 0;
+  out_.clear();
+  if (dropped) hub_.mailboxes().send_done(dropped);
 }
 
 // --- reading ---------------------------------------------------------------------------------
@@ -247,6 +264,8 @@ void Session::read_header() {
 void Session::read_failed(std::error_code ec, std::size_t got, std::size_t wanted,
                           const char* part) {
   if (closed_) return;  // we closed it (deadline, shutdown): already logged
+  if (!write_error_.empty())  // read on after a failed write, to the end of what it sent
+    return close(cat("write failed: ", write_error_), CloseKind::kError);
   if (is_eof(ec) && got == 0 && std::strcmp(part, "header") == 0)
     return close(established_ ? "connection closed by the remote"
                               : "connection closed before the handshake finished",

@@ -146,6 +146,8 @@ class Session : public std::enable_shared_from_this<Session> {
   void queue_control(wire::FrameType type, std::span<const std::byte> payload, bool close_after);
   void write_next();
   void on_written(std::error_code ec, std::size_t bytes);
+  /// A write failed: stop writing, but read what the remote sent before (see the .cpp).
+  void write_failed(std::error_code ec);
   void read_header();
   void on_header(std::error_code ec, std::size_t bytes);
   void read_control(const wire::FrameHeader& h);
@@ -204,6 +206,7 @@ class Session : public std::enable_shared_from_this<Session> {
   std::deque<OutFrame> out_;
   bool writing_ = false;
   std::int64_t peer_waits_for_ = -1;  // the round the neighbour's last ready frame named
+  std::string write_error_;           // why a write failed; nothing is written after it
   Frames inherited_;
 };
 
