@@ -112,7 +112,9 @@ std::string named(const char* prefix, int i) {
   return os.str();
 }
 
-int test_port_base() { return 21000 + (getpid() * 37) % 20000; }
+// Below the kernel's ephemeral ports (32768 and up): a listener cannot bind a port that an
+// outgoing connection of another test holds, even in TIME_WAIT.
+int test_port_base() { return 21000 + (getpid() * 37) % 11700; }
 
 /// Adds `fields` ("dead_after_rounds: 1, ...") to the one-line gossip map write_config writes.
 void set_gossip(const fs::path& cfg, const std::string& fields) {
@@ -1874,8 +1876,11 @@ TEST_CASE("shipped defaults: kill -9 of two ring peers is a partition within sec
           "by hand heals it, and --keep-going ends with exit 0 and the record of both",
           "[peer][faults][membership]") {
   TempDir t;
-  // Only the data and the ports are the test's: the membership settings are the defaults.
-  const auto cfg = write_fault_config(t.path, 8, 120, "on_partition: continue", "  []\n");
+  // Only the data, the ports and the length are the test's: the membership settings are the
+  // defaults. The run must outlast the kill (2 s in), the partition (~1 s) and the restart's
+  // start-up (~1.3 s) with room to spare: 400 epochs are about 12 s here (120 were 3.6 s, and
+  // the restarted peer came back with 0.2 s of the run left, too late to heal in some runs).
+  const auto cfg = write_fault_config(t.path, 8, 400, "on_partition: continue", "  []\n");
   const fs::path out = t.path / "run";
   BackgroundRun launcher({bin(), "run", cfg.string(), "--out", out.string(), "--no-progress",
                           "--keep-going"},
