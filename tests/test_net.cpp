@@ -1772,14 +1772,22 @@ TEST_CASE("openssl s_client: no client certificate fails, the run's CA and a ran
   }
 }
 
+/// Two connected loopback TCP sockets, for checking socket options.
+struct SocketPair {
+  asio::io_context io;
+  asio::ip::tcp::acceptor acceptor{io, {asio::ip::make_address("127.0.0.1"), 0}};
+  asio::ip::tcp::socket client{io}, server{io};
+  SocketPair() {
+    client.connect(acceptor.local_endpoint());
+    acceptor.accept(server);
+  }
+};
+
 TEST_CASE("a connection keeps at most 64 KB of a frame unsent in the kernel", "[net]") {
   // So a write completes only when the frame is nearly on the wire, and a peer's next message
   // does not start on another connection while its last one still leaves (net/socket.cpp).
-  asio::io_context io;
-  asio::ip::tcp::acceptor acceptor(io, {asio::ip::make_address("127.0.0.1"), 0});
-  asio::ip::tcp::socket client(io), server(io);
-  client.connect(acceptor.local_endpoint());
-  acceptor.accept(server);
+  SocketPair pair;
+  asio::ip::tcp::socket &client = pair.client, &server = pair.server;
   const auto lowat = [](asio::ip::tcp::socket& s) {
     int v = -1;
     socklen_t len = sizeof v;
@@ -1794,11 +1802,8 @@ TEST_CASE("a connection keeps at most 64 KB of a frame unsent in the kernel", "[
 
 TEST_CASE("net.congestion sets each connection's TCP congestion control, or says why not",
           "[net]") {
-  asio::io_context io;
-  asio::ip::tcp::acceptor acceptor(io, {asio::ip::make_address("127.0.0.1"), 0});
-  asio::ip::tcp::socket client(io), server(io);
-  client.connect(acceptor.local_endpoint());
-  acceptor.accept(server);
+  SocketPair pair;
+  asio::ip::tcp::socket &client = pair.client, &server = pair.server;
   const auto congestion = [](asio::ip::tcp::socket& s) {
     char name[32] = {};
     socklen_t len = sizeof name - 1;
