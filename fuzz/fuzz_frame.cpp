@@ -1,4 +1,5 @@
-// fuzz/fuzz_frame.cpp: libFuzzer target for the frame decoder (src/wire/frame.cpp). Any bytes:
+// fuzz/fuzz_frame.cpp: libFuzzer target for the frame and record-header decoders
+// (src/wire/frame.cpp). Any bytes:
 // no crash, no allocation before the size check (scripts/fuzz.sh caps malloc), and a frame that
 // is accepted re-encodes to exactly the input; so do the note of an accepted shm-params frame,
 // the membership view of an accepted view frame, and the payload of a params frame accepted in
@@ -18,6 +19,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const auto header = decode_header(bytes, max_frame);
   const auto frame = decode_frame(bytes, max_frame);
   if (!header && frame) std::abort();  // a frame cannot be good if its header is not
+  // The record header in front: a length it accepts is within bounds and re-encodes.
+  if (const auto length = decode_record_length(bytes)) {
+    if (*length.value == 0 || *length.value > kMaxRecordBytes) std::abort();
+    const auto again = encode_record_header(*length.value);
+    if (!std::equal(again.begin(), again.begin() + 4, bytes.begin())) std::abort();
+  } else if (length.error.empty()) {
+    std::abort();
+  }
   for (const auto wire : {gossip::WireFormat::kFp32, gossip::WireFormat::kBf16,
                           gossip::WireFormat::kFp16}) {
     const auto f = decode_frame(bytes, max_frame, wire);

@@ -28,6 +28,7 @@
 #include "gossip/hash.hpp"
 #include "gossip/net.hpp"
 #include "src/net/mailbox.hpp"
+#include "src/net/records.hpp"
 #include "src/net/shm.hpp"
 #include "src/net/socket.hpp"
 #include "gossip/checkpoint.hpp"
@@ -210,6 +211,10 @@ class RawClient {
       b = b.subspan(static_cast<std::size_t>(n));
     }
   }
+  /// Past the hello: `b` as one record with a bit flipped at `flip_at` (TlsClient).
+  bool send_tampered(std::span<const std::byte> b, std::size_t flip_at) {
+    return creds_ && tls_ok() && tls_->write_tampered(b.data(), b.size(), flip_at);
+  }
   void finish_sending() { ::shutdown(fd_, SHUT_WR); }
   bool read_exact(std::byte* p, std::size_t n) {
     while (n > 0) {
@@ -325,8 +330,9 @@ struct TcpByHand {
   LogSink log;
   std::unique_ptr<NetExchange> b;
   std::unique_ptr<RawClient> raw;
+  int port = 0;  // rank 1's
   explicit TcpByHand(std::size_t params) {
-    const int port = cluster.listeners[1].port();
+    port = cluster.listeners[1].port();
     auto config = cluster.by_hand(params, log);
     config.shared_memory = false;
     b = std::make_unique<NetExchange>(std::move(config), std::move(cluster.listeners[1]));
@@ -976,6 +982,90 @@ TEST_CASE("garbage from a stranger closes only that connection", "[net]") {
   CHECK(same_bits(at1[0].params, p0));
   CHECK(same_bits(at0[0].params, p1));
   CHECK(b.dead_peers().empty());
+}
+
+TEST_CASE("records open only in order, unchanged, under their own key; bad lengths are named",
+          "[net][tls]") {
+  const EVP_CIPHER* ciphers[] = {EVP_aes_128_gcm(), EVP_aes_256_gcm(), EVP_chacha20_poly1305()};
+  for (const EVP_CIPHER* cipher : ciphers) {
+    INFO(EVP_CIPHER_get0_name(cipher));
+    net::RecordKey key;
+    key.cipher = cipher;
+    key.key.resize(static_cast<std::size_t>(EVP_CIPHER_get_key_length(cipher)));
+    for (std::size_t i = 0; i < key.key.size(); ++i) key.key[i] = static_cast<unsigned char>(3 * i);
+    for (std::size_t i = 0; i < key.iv.size(); ++i) key.iv[i] = static_cast<unsigned char>(7 * i);
+    std::vector<std::byte> plain(1000);
+    for (std::size_t i = 0; i < plain.size(); ++i) plain[i] = static_cast<std::byte>(i * 31);
+    net::RecordCipher sealer(key, true);
+    wire::RecordHeader h1, h2;
+    std::vector<std::byte> c1(plain.size()), c2(plain.size());
+    sealer.seal(plain, h1.data(), c1.data());
+    sealer.seal(plain, h2.data(), c2.data());
+    CHECK(c1 != plain);
+    CHECK(c1 != c2);  // each record has a nonce of its own
+    const auto length = wire::decode_record_length(h1);
+    REQUIRE(length);
+    CHECK(*length.value == plain.size());
+
+    net::RecordCipher opener(key, false);
+    auto b1 = c1, b2 = c2;
+    CHECK(opener.open(h1, b1));
+    CHECK(b1 == plain);
+    auto replay = c1;
+    CHECK_FALSE(opener.open(h1, replay));  // record 1 again where record 2 is due
+    net::RecordCipher skipped(key, false);
+    CHECK_FALSE(skipped.open(h2, b2));  // record 2 first: out of order
+    for (const std::size_t at : {std::size_t{0}, std::size_t{4}, std::size_t{19}}) {
+      net::RecordCipher fresh(key, false);
+      auto h = h1;
+      auto body = c1;
+      h[at] ^= std::byte{1};  // the length (associated data) or the tag
+      CHECK_FALSE(fresh.open(h, body));
+    }
+    net::RecordCipher fresh(key, false);
+    auto changed = c1;
+    changed[500] ^= std::byte{0x80};
+    CHECK_FALSE(fresh.open(h1, changed));
+    auto other_key = key;
+    other_key.key[0] ^= 1;
+    net::RecordCipher foreign(other_key, false);
+    auto body = c1;
+    CHECK_FALSE(foreign.open(h1, body));
+  }
+  const auto zero = wire::encode_record_header(0);
+  const auto over = wire::encode_record_header(wire::kMaxRecordBytes + 1);
+  CHECK_THAT(wire::decode_record_length(zero).error, Contains("bad record: length 0"));
+  CHECK_THAT(wire::decode_record_length(over).error,
+             Contains(cat("bad record: length ", wire::kMaxRecordBytes + 1)));
+  CHECK_THAT(wire::decode_record_length(std::span(zero).first(7)).error,
+             Contains("truncated record: 7 of 20"));
+  CHECK(wire::decode_record_length(wire::encode_record_header(wire::kMaxRecordBytes)));
+}
+
+TEST_CASE("a record changed on the way closes that connection, naming why; the peer goes on",
+          "[net][tls]") {
+  constexpr std::size_t kParams = 1000;
+  TcpByHand t(kParams);
+  const auto frame = wire::encode_frame(
+      wire::FrameType::kParams, 0, 0, wire::encode_params(params_for(0, 0, kParams), 1.0,
+                                                           WireFormat::kFp32));
+  // One bit of the ciphertext, then one of the length: each is refused before it is used.
+  struct Case { std::size_t flip_at; std::string expect; };
+  for (const Case& c : {Case{wire::kRecordHeaderBytes + 100, "a record failed authentication"},
+                        Case{3, "bad record header"}}) {
+    INFO("bit flipped at byte " << c.flip_at);
+    REQUIRE(t.raw->send_tampered(frame, c.flip_at));
+    CHECK(t.raw->closed_by_remote());
+    CHECK(t.log.wait_for(c.expect));
+    t.raw.reset();
+    // The peer goes on: rank 0 may join again, and its round now arrives.
+    t.raw = join_as_rank0(t.port, model_info({784, 128, 10}, kParams), std::nullopt);
+  }
+  t.raw->send(frame);
+  const std::vector<int> from0{0};
+  const auto in = t.b->collect(0, from0, collect_options(CollectMode::kSync, 0, 5s));
+  REQUIRE(in.size() == 1);
+  CHECK(same_bits(in[0].params, params_for(0, 0, kParams)));
 }
 
 TEST_CASE("a neighbour a round behind gets our next round once it asks for it, and we go on "

@@ -34,7 +34,7 @@ struct HandshakeInfo {
 namespace gossip::wire {
 
 inline constexpr std::uint32_t kMagic = 0x50495347;  // bytes "GSIP" on the wire
-inline constexpr std::uint16_t kVersion = 7;         // frame layout and handshake version
+inline constexpr std::uint16_t kVersion = 8;         // frame layout and handshake version
 inline constexpr std::size_t kHeaderBytes = 32;
 inline constexpr std::size_t kWeightBytes = 8;       // params payload starts with an f64 weight
 inline constexpr std::uint64_t kMaxControlPayload = 64 * 1024;  // hello, ack, error, bye
@@ -119,6 +119,20 @@ struct Frame {
 /// Decodes exactly one frame from `bytes` (trailing bytes are an error); params in format `wire`.
 Decoded<Frame> decode_frame(std::span<const std::byte> bytes, std::uint64_t max_frame_bytes,
                             WireFormat wire = WireFormat::kFp32);
+
+/// Records (docs/wire.md, "Records"): past its hello (the dialler's bytes) or hello-ack (the
+/// acceptor's), a TLS connection carries records that the peers seal themselves with keys
+/// exported from the TLS session: plaintext length u32 | AEAD tag (16 bytes) | ciphertext of that
+/// length. A frame's bytes may span records; a record holds at most kMaxRecordBytes.
+inline constexpr std::size_t kRecordHeaderBytes = 20;
+inline constexpr std::size_t kRecordTagBytes = 16;
+inline constexpr std::uint32_t kMaxRecordBytes = 256 * 1024;
+using RecordHeader = std::array<std::byte, kRecordHeaderBytes>;
+/// The header of a record of `length` plaintext bytes, its tag left zero (the sealer's to fill).
+RecordHeader encode_record_header(std::uint32_t length);
+/// The plaintext length a record header announces: refused when 0 or over kMaxRecordBytes,
+/// before anything is allocated or read for it. (The tag is checked when the record is opened.)
+Decoded<std::uint32_t> decode_record_length(std::span<const std::byte> header);
 
 /// Bytes of a params payload of `param_count` values in format `wire`: the weight, then 4 or 2
 /// bytes a value.

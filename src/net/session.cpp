@@ -66,6 +66,8 @@ void Session::on_tls_handshake(std::error_code ec) {
                 CloseKind::kRefused);
   cert_rank_ = id.rank;
   peer_ = id.rank;  // proven: log lines name it from here on
+  if (auto why = stream_.prepare_records(role_ == Role::kDialled); !why.empty())
+    return drop(why, CloseKind::kRefused);
   tls_done_ = true;
   // The handshake deadline still runs; its message now says what is still awaited.
   const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -79,6 +81,12 @@ void Session::begin_hello() {
     queue_control(FrameType::kHello, wire::encode_hello(hub_.our_hello()), false);
   read_header();
 }
+
+// Under TLS, what follows a hello (the dialler's bytes) or a hello-ack (the acceptor's) is our
+// own records (tls.hpp, records.hpp): each side switches its writes after writing that frame and
+// its reads after reading it. The dialler writes nothing past its hello before the hello-ack,
+// and the engine never reads past a TLS record (GulpSocket), so neither side's TLS engine takes
+// in a byte of the records.
 
 void Session::arm(asio::steady_timer& timer, std::chrono::milliseconds after, const char* what) {
   if (after.count() <= 0) {
@@ -171,7 +179,9 @@ void Session::queue_control(FrameType type, std::span<const std::byte> payload,
   auto frame = std::make_shared<const std::vector<std::byte>>(
       wire::encode_frame(type, rank, 0, payload));
   if (close_after) closing_ = true;
-  queue_frame(OutFrame{std::move(frame), {}, nullptr, false, close_after});
+  OutFrame f{std::move(frame), {}, nullptr, false, close_after};
+  f.records_after = type == FrameType::kHello || type == FrameType::kHelloAck;
+  queue_frame(std::move(f));
 }
 
 void Session::send_view(std::shared_ptr<const std::vector<std::byte>> frame) {
@@ -233,6 +243,7 @@ void Session::on_written(std::error_code ec, std::size_t bytes) {
   if (f.is_publish) hub_.mailboxes().send_done();
   if (closed_) return;  // close() already dropped the rest of the queue
   if (ec) return write_failed(ec);
+  if (f.records_after) stream_.records_out();
   if (f.close_after) return close("", final_kind_);
   if (!out_.empty()) write_next();
 }
@@ -375,6 +386,7 @@ void Session::on_hello(const wire::FrameHeader& h, const wire::Hello& hello) {
   if (auto why = hub_.on_hello(*this, hello, h.sender); !why.empty()) return refuse(why);
   peer_ = hello.rank;
   established_ = true;
+  stream_.records_in();
   queue_control(FrameType::kHelloAck, wire::encode_hello(hub_.our_hello()), false);
   if (shm_view_) queue_control(FrameType::kShmReady, {}, false);
   send_inherited();
@@ -387,6 +399,7 @@ void Session::on_hello_ack(const wire::Hello& hello) {
   if (auto why = wire::refusal_reason(hub_.our_hello(), hello); !why.empty())
     return refuse(why);
   established_ = true;
+  stream_.records_in();
   hub_.on_hello_ack(*this, hello);
   if (shm_view_) queue_control(FrameType::kShmReady, {}, false);
   send_inherited();

@@ -137,6 +137,7 @@ class Session : public std::enable_shared_from_this<Session> {
     std::uint64_t shm_bytes = 0;  // parameter bytes this frame hands over through shared memory
     std::int64_t round = -1;      // a params frame's round, for the gate; -1: never held
     bool detached = false;        // a held publish that no longer counts (detach_held)
+    bool records_after = false;   // hello, hello-ack: our records follow it (under TLS)
   };
 
   /// Whether the gate holds out_[k] (see send_params).

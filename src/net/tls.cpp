@@ -205,6 +205,21 @@ std::string tls_failure(const std::error_code& ec, Stream::TlsStream& stream) {
   return out;
 }
 
+const std::error_category& record_category() {
+  struct Category : std::error_category {
+    const char* name() const noexcept override { return "gossip records"; }
+    std::string message(int e) const override {
+      if (e == static_cast<int>(RecordError::kBadHeader))
+        return cat("bad record header: a length of 0 or over ", wire::kMaxRecordBytes,
+                   " bytes (not our records: an older gossip, or bytes that are not ours)");
+      return "a record failed authentication: changed, replayed or reordered on the way, or not "
+             "sealed with this connection's key";
+    }
+  };
+  static const Category category;
+  return category;
+}
+
 bool is_eof(const std::error_code& ec) {
   return ec == asio::error::eof || ec == asio::ssl::error::stream_truncated;
 }

@@ -296,6 +296,23 @@ Decoded<FrameHeader> decode_header(std::span<const std::byte> bytes,
   return {h, {}};
 }
 
+RecordHeader encode_record_header(std::uint32_t length) {
+  RecordHeader out{};
+  put<std::uint32_t>(&out[0], length);
+  return out;
+}
+
+Decoded<std::uint32_t> decode_record_length(std::span<const std::byte> header) {
+  if (header.size() < kRecordHeaderBytes)
+    return {{}, cat("truncated record: ", header.size(), " of ", kRecordHeaderBytes,
+                    " header bytes")};
+  const auto length = get<std::uint32_t>(header.data());
+  if (length == 0 || length > kMaxRecordBytes)
+    return {{}, cat("bad record: length ", length, " (expected 1 to ", kMaxRecordBytes,
+                    " bytes; is the remote an older gossip, or not speaking our records?)")};
+  return {length, {}};
+}
+
 std::string check_payload(const FrameHeader& header, std::span<const std::byte> payload) {
   if (payload.size() != header.payload_bytes)
     return cat("truncated frame: ", payload.size(), " of ", header.payload_bytes,

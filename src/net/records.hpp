@@ -1,0 +1,85 @@
+/// net/records: the record layer of a TLS connection past its hello. TLS 1.3 caps a record at
+/// 16 KiB, and asio::ssl moves each one through two memory buffers on the way out and three on
+/// the way in; a 1 MB params frame then costs several copies beside the encryption it needs.
+/// So once the handshake has proved both ends, the peers seal their own records — up to
+/// wire::kMaxRecordBytes each, with the TLS session's AEAD and keys it exports for the purpose
+/// (RFC 8446, section 7.5), a fresh nonce per record (the IV xor a sequence number, as TLS 1.3
+/// does) and the record's length as associated data — straight from the frame's buffer into the
+/// socket's, and open them in place in the buffer the frame is read into. Layout and switch
+/// points: docs/wire.md, "Records". No Asio here: the test client (tests/tls_client.hpp) speaks
+/// the same records.
+#pragma once
+#if !defined(GOSSIP_ROOM_NET)
+#error "src/net/records.hpp belongs to room net, which this room does not use (see the room table in meson.build)"
+#endif
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <openssl/evp.h>
+#include <openssl/ssl.h>
+
+namespace gossip::net {
+
+/// One direction's key material: the AEAD, its key, and the 12-byte IV the nonces come from.
+struct RecordKey {
+  const EVP_CIPHER* cipher = nullptr;
+  std::vector<unsigned char> key;
+  std::array<unsigned char, 12> iv{};
+};
+
+/// Both directions of a connection, from the TLS client's side of view.
+struct RecordKeys {
+  RecordKey client_to_server;
+  RecordKey server_to_client;
+};
+
+/// Exports both directions' keys from `ssl`, a completed TLS 1.3 session, for the AEAD it
+/// negotiated (AES-128-GCM, AES-256-GCM or ChaCha20-Poly1305). Nothing, with the reason in
+/// `why`, when the session cannot export or negotiated another cipher.
+std::optional<RecordKeys> export_record_keys(SSL* ssl, std::string* why);
+
+/// Seals or opens the records of one direction, in order (each record's nonce is the next
+/// sequence number). Not thread-safe: one per direction per connection.
+class RecordCipher {
+ public:
+  RecordCipher(const RecordKey& key, bool seal);
+  ~RecordCipher();
+  RecordCipher(const RecordCipher&) = delete;
+  RecordCipher& operator=(const RecordCipher&) = delete;
+
+  /// Seals `plain` (1 to wire::kMaxRecordBytes bytes) as the next record: its header (length
+  /// and tag) into `header` (wire::kRecordHeaderBytes), the ciphertext into `out` (plain.size()
+  /// bytes; may be plain.data() itself).
+  void seal(std::span<const std::byte> plain, std::byte* header, std::byte* out);
+  /// Opens the next record in place: `header` as read, `body` its ciphertext of the length the
+  /// header announced. False (and `body` is garbage) when the tag does not match: the bytes were
+  /// changed, reordered or replayed, or were not sealed with this connection's key.
+  bool open(std::span<const std::byte> header, std::span<std::byte> body);
+
+ private:
+  /// The next record's nonce: the IV xor the sequence number (big-endian, in the last 8 bytes).
+  std::array<unsigned char, 12> next_nonce();
+
+  EVP_CIPHER_CTX* ctx_;
+  std::array<unsigned char, 12> iv_;
+  std::uint64_t sequence_ = 0;
+  bool seal_;
+};
+
+/// The seals of both directions of one connection, once the TLS handshake is done.
+struct RecordLayer {
+  RecordLayer(const RecordKeys& keys, bool we_are_client)
+      : sealer(we_are_client ? keys.client_to_server : keys.server_to_client, true),
+        opener(we_are_client ? keys.server_to_client : keys.client_to_server, false) {}
+  RecordCipher sealer;
+  RecordCipher opener;
+};
+
+}  // namespace gossip::net
