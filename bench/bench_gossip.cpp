@@ -58,8 +58,9 @@ const char* kHelp =
     "own records (up to 256 KiB, keys exported from the TLS session) instead of TLS's 16 KiB\n"
     "ones: tls_over_aes_bound is the TLS extra time over what AES-GCM must cost. Two more\n"
     "rows per size, as `gossip run` runs them: one CHOCO-SGD round (gossip.algorithm: choco,\n"
-    "top_k 1%: indices and values of 1% of the buffer to each neighbour) and one ring all-reduce round (gossip.algorithm: allreduce: 2 (n - 1) hops of\n"
-    "n-th chunks, the exact average); their ratio is against our plain gossip round.\n";
+    "top_k 1%: indices and values of 1% of the buffer to each neighbour) and one ring\n"
+    "all-reduce round (gossip.algorithm: allreduce: 2 (n - 1) hops of n-th chunks, the exact\n"
+    "average); their ratio is against our plain gossip round.\n";
 
 constexpr std::int64_t kFloats = 235146;  // MLP 784-256-128-10
 
