@@ -237,15 +237,22 @@ class Stream {
   /// (each buffer its own records: a frame's header apart from its values), and writes them.
   template <typename ConstBuffers, typename Handler>
   void write_records(const ConstBuffers& buffers, Handler&& handler) {
-    if (!sealed_) sealed_ = std::make_unique_for_overwrite<std::byte[]>(kSealBytes);
+    // As large as this write needs, at most kSealBytes: a link that carries only control
+    // frames (parameters through shared memory) keeps a small one.
+    std::size_t need = 0;
+    for (auto it = asio::buffer_sequence_begin(buffers); it != asio::buffer_sequence_end(buffers);
+         ++it)
+      need += asio::buffer_size(*it) +
+              wire::kRecordHeaderBytes * (asio::buffer_size(*it) / kRecordPlainBytes + 1);
+    if (sealed_.size() < std::min(need, kSealBytes)) sealed_.resize(std::min(need, kSealBytes));
     std::size_t used = 0, taken = 0;
     for (auto it = asio::buffer_sequence_begin(buffers); it != asio::buffer_sequence_end(buffers);
          ++it) {
       asio::const_buffer b(*it);
       while (b.size() > 0) {
         const std::size_t n = std::min(b.size(), kRecordPlainBytes);
-        if (used + wire::kRecordHeaderBytes + n > kSealBytes) break;
-        std::byte* at = sealed_.get() + used;
+        if (used + wire::kRecordHeaderBytes + n > sealed_.size()) break;
+        std::byte* at = sealed_.data() + used;
         records_->sealer.seal({static_cast<const std::byte*>(b.data()), n}, at,
                               at + wire::kRecordHeaderBytes);
         used += wire::kRecordHeaderBytes + n;
@@ -254,7 +261,7 @@ class Stream {
       }
       if (b.size() > 0) break;  // the batch is full
     }
-    asio::async_write(socket(), asio::buffer(sealed_.get(), used),
+    asio::async_write(socket(), asio::buffer(sealed_.data(), used),
                       [h = std::forward<Handler>(handler), taken](std::error_code ec,
                                                                   std::size_t) mutable {
                         h(ec, ec ? 0 : taken);
@@ -316,7 +323,7 @@ class Stream {
   bool out_records_ = false;
   bool in_records_ = false;
   Direct direct_;
-  std::unique_ptr<std::byte[]> sealed_;  // records being written (kSealBytes)
+  std::vector<std::byte> sealed_;        // records being written (at most kSealBytes)
   wire::RecordHeader record_head_{};     // the header of the record being read
   std::vector<std::byte> opened_;        // a record smaller than the read that asked for it
   std::size_t at_ = 0, left_ = 0;        // what of opened_ is not handed out yet
