@@ -166,7 +166,7 @@ void SimExchange::count_sent(std::size_t copies, std::uint64_t bytes,
       view ? view_message_bytes(size()) + (probes.empty() ? 0 : 2 + 14 * probes.size()) : 0;
   const std::uint64_t sent = (bytes + view_bytes) * copies;
   bytes_sent_ += sent;
-  cpu_since_ += network_->transfer_cpu_seconds(copies, sent);
+  cpu_since_ += network_->transfer_cpu_seconds(0, sent);  // its wake-ups: see collect()
 }
 
 void SimExchange::send_view(std::span<const Member> view, std::span<const int>,
@@ -266,8 +266,16 @@ std::vector<Inbox> SimExchange::collect(std::int64_t round, std::span<const int>
   for (const auto& a : arrivals) done = std::max(done + a.wire, a.at);
   received_until_ = done;
   now_ = std::max(until, done);
-  // The CPU bound: this peer's work since the last collect, its received bytes' included.
-  cpu_since_ += network_->transfer_cpu_seconds(got.size(), received);
+  // The CPU bound: this peer's work since the last collect, its received bytes' included. A
+  // message's own cost (sim.message_cpu_us, fitted from a ring pass whose every round waits)
+  // is mostly the scheduler's: putting the peer to sleep and waking it. So it is paid, twice (a
+  // message out and one in, as in that ring pass), by a collect that has to wait, its last
+  // message arriving after its CPU work is done; a relayed hop whose chunk is there by the time
+  // the peer is ready for it does not sleep and pays its bytes alone.
+  cpu_since_ += network_->transfer_cpu_seconds(0, received);
+  const double cpu_ready = cpu_mark_ + cpu_since_ * network_->cpu_share();
+  if (!got.empty() && std::max(until, done) > cpu_ready)
+    cpu_since_ += network_->transfer_cpu_seconds(2, 0);
   now_ = std::max(now_, cpu_mark_ + cpu_since_ * network_->cpu_share());
   cpu_mark_ = now_;
   cpu_since_ = 0.0;

@@ -101,8 +101,11 @@ class SimExchange final : public Exchange {
 /// The CPU model (sim.cores, sim.byte_cpu_ns, sim.message_cpu_us, sim.exchange_cpu; off by
 /// default): a peer's CPU work is its local steps, the phases' own work when sim.exchange_cpu
 /// (measured as they run, on the thread that runs them, less the steps inside), and
-/// byte_cpu_ns for every byte and message_cpu_us for every message it sends and it takes (TLS,
-/// TCP/IP, waking the threads; this CPU runs while the bytes are on the link). When
+/// byte_cpu_ns for every byte it sends and takes (TLS, TCP/IP; this CPU runs while the bytes are
+/// on the link) and 2 message_cpu_us for every collect that waits: its last message arrives after
+/// the peer's CPU work is done, so the peer sleeps and is woken (the scheduler's switching,
+/// which is most of what a message costs; a relayed hop whose chunk is already there pays its
+/// bytes alone). When
 /// n peers share c < n cores, every CPU second takes n / c seconds (the cores are shared evenly
 /// while all peers are busy). A collect() never ends before the last one ended plus the CPU
 /// charged since, times n / c: a peer's round is at least its CPU work, however fast its links.

@@ -315,13 +315,22 @@ TEST_CASE("the CPU model: peers sharing cores pay their steps and bytes at n / c
     ring_round(fresh, 0);
     for (int p = 0; p < 4; ++p) REQUIRE(fresh.exchange(p).now() == Approx(2 * cpu).epsilon(1e-9));
   }
-  SECTION("a message costs each end sim.message_cpu_us, whatever its size") {
+  SECTION("a round that waits for its messages pays sim.message_cpu_us twice, whatever their "
+          "size: the peer sleeps and is woken") {
     s.byte_cpu_ns = 0.0;
-    s.message_cpu_us = 2e4;  // 20 ms: the four messages a peer sends and takes cost 80 ms
+    s.message_cpu_us = 2e4;  // 20 ms
     SimNetwork net(4, floats, 1, s, 1);
     ring_round(net, 0);
+    // The messages arrive at step + 2w, after the step (its only CPU): the collect waits.
     for (int p = 0; p < 4; ++p)
-      REQUIRE(net.exchange(p).now() == Approx(step + 4 * 0.02).epsilon(1e-9));
+      REQUIRE(net.exchange(p).now() == Approx(step + 2 * 0.02).epsilon(1e-9));
+  }
+  SECTION("a round whose messages are there when its CPU work is done pays no wake-up") {
+    s.message_cpu_us = 2e4;  // would be 40 ms more if the collect had waited
+    SimNetwork net(4, floats, 1, s, 1);
+    ring_round(net, 0);
+    // The byte CPU (161.6 ms) outlasts the links (step + 2w = 18 ms): nothing to wait for.
+    for (int p = 0; p < 4; ++p) REQUIRE(net.exchange(p).now() == Approx(cpu).epsilon(1e-9));
   }
   SECTION("without byte CPU the links decide, as before the CPU model") {
     s.cores = 2;

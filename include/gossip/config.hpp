@@ -218,6 +218,7 @@ struct SimConfig {
   int cores = 0;                    // cores the peers share (0 = a core each, as separate hosts)
   double byte_cpu_ns = 0.0;         // CPU a byte costs its sender, and again its receiver
   double message_cpu_us = 0.0;      // CPU a message costs its sender, and again its receiver
+                                    // (charged twice to a collect that waits: sim_network.hpp)
   bool exchange_cpu = false;        // charge the measured CPU of mixing, compressing, relaying
 };
 
