@@ -415,18 +415,8 @@ int run_wan(int argc, char** argv) {
   // the bridge, waking the threads), from the peers passing a message round the ring over these
   // links, nothing else: the whole buffer, then a top-1% packet. Each peer sends and takes one
   // message a round, so CPU = 2 (message + bytes * byte) for both sizes: two equations.
-  const auto calibrate = [&](const char* what) {
-    port += 10;
-    return run_ranks(peers, [&](int r) {
-      auto argv = network.exec_prefix(r);
-      argv.insert(argv.end(), {self, "bench", "wan", "--worker", std::to_string(r), "--config",
-                               what, "--hosts", hosts, "--port", std::to_string(port),
-                               "--rounds", std::to_string(rounds), "--tls", tls_dir.string(),
-                               "--congestion", congestion});
-      return argv;
-    }, cat("the calibration ", what));
-  };
-  const auto run_config = [&](const char* name) {
+  // One run of worker config `name` on every rank (`what` names it in errors).
+  const auto run_config = [&](const char* name, const std::string& what) {
     port += 10;
     return run_ranks(peers, [&](int r) {
       auto argv = network.exec_prefix(r);
@@ -435,7 +425,10 @@ int run_wan(int argc, char** argv) {
                                "--rounds", std::to_string(rounds), "--tls", tls_dir.string(),
                                "--congestion", congestion});
       return argv;
-    }, name);
+    }, what);
+  };
+  const auto calibrate = [&](const char* what) {
+    return run_config(what, cat("the calibration ", what));
   };
   // R passes in turn, so that a burst of load falls on one run of each, not on every run of one.
   std::vector<Measured> bigs, smalls;
@@ -444,7 +437,8 @@ int run_wan(int argc, char** argv) {
     if (!json && repeats > 1) std::printf("pass %d of %d\n", k + 1, repeats);
     bigs.push_back(calibrate("transfer"));
     smalls.push_back(calibrate("transfer-packets"));
-    for (std::size_t c = 0; c < std::size(kConfigs); ++c) runs[c].push_back(run_config(kConfigs[c]));
+    for (std::size_t c = 0; c < std::size(kConfigs); ++c)
+      runs[c].push_back(run_config(kConfigs[c], kConfigs[c]));
   }
   const auto median_by = [](std::vector<Measured> v, double Measured::*key) {
     std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end(),

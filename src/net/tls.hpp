@@ -22,6 +22,15 @@
 
 namespace gossip::net {
 
+/// The first non-empty buffer of a sequence (an empty one if there is none).
+template <typename MutableBuffers>
+asio::mutable_buffer first_buffer(const MutableBuffers& buffers) {
+  for (auto it = asio::buffer_sequence_begin(buffers); it != asio::buffer_sequence_end(buffers);
+       ++it)
+    if (asio::mutable_buffer b(*it); b.size() > 0) return b;
+  return {};
+}
+
 /// The TCP socket under TLS, read in gulps and, while a big frame is written, written in
 /// batches. The TLS engine reads and writes at most one 17 KiB record at a time: straight on the
 /// socket, a 1 MB frame would cost a system call per record on each side, and the receiver
@@ -58,13 +67,7 @@ class GulpSocket : public asio::buffered_read_stream<asio::ip::tcp::socket> {
       peek(asio::buffer(head), ec);
       tls_left_ = 5 + (std::size_t{head[3]} << 8 | head[4]);
     }
-    asio::mutable_buffer first;
-    for (auto it = asio::buffer_sequence_begin(buffers); it != asio::buffer_sequence_end(buffers);
-         ++it)
-      if (asio::mutable_buffer b(*it); b.size() > 0) {
-        first = b;
-        break;
-      }
+    const asio::mutable_buffer first = first_buffer(buffers);
     const std::size_t n =
         Base::read_some(asio::buffer(first, std::min(first.size(), tls_left_)), ec);
     tls_left_ -= n;
@@ -293,13 +296,7 @@ class Stream {
 
   template <typename MutableBuffers, typename Handler>
   void read_record_body(const MutableBuffers& buffers, std::size_t length, Handler&& handler) {
-    asio::mutable_buffer first;
-    for (auto it = asio::buffer_sequence_begin(buffers); it != asio::buffer_sequence_end(buffers);
-         ++it)
-      if (asio::mutable_buffer b(*it); b.size() > 0) {
-        first = b;
-        break;
-      }
+    const asio::mutable_buffer first = first_buffer(buffers);
     const bool in_place = first.size() >= length;
     if (!in_place && opened_.size() < length) opened_.resize(length);
     std::byte* into = in_place ? static_cast<std::byte*>(first.data()) : opened_.data();
