@@ -64,7 +64,7 @@ std::vector<CompareSetting> compare_settings(const RunConfig& base) {
               setting.config.gossip.compress = q;
               if (a != "choco") setting.config.gossip.consensus_step = 0.0;
               if (a != "dpsgd" && a != "local_sgd") setting.config.gossip.overlap = false;
-              if (a == "choco") setting.config.gossip.wire = WireFormat::kFp32;
+              if (a == "choco" && !q.sparse()) setting.config.gossip.wire = WireFormat::kFp32;
               setting.config.gossip.period = p;
               setting.config.data.shard = s;
               setting.config.train.seed = seed;

@@ -352,10 +352,21 @@ TEST_CASE("gossip.wire is read once into its enum, with file and line for a bad 
       load_config_from_string("gossip:\n  algorithm: dpsgd\n  wire: bf8\n", "c.yaml"),
       Catch::Contains("c.yaml:3: gossip.wire: unknown value 'bf8' (expected one of: "
                       "fp32, bf16, fp16)"));
+  // choco rounds top_k's and random_k's values; quantize's codes and uncompressed choco are not.
   CHECK_THROWS_WITH(
       load_config_from_string("gossip:\n  wire: fp16\n  algorithm: choco\n", "c.yaml"),
-      Catch::Contains("c.yaml:2: gossip.wire: fp16 is for algorithms that send "
-                      "whole parameter buffers; choco sends compressed packets"));
+      Catch::Contains("c.yaml:2: gossip.wire: fp16 with choco rounds the values of "
+                      "gossip.compress top_k or random_k; without a compressor choco sends "
+                      "float32, so set gossip.wire: fp32"));
+  CHECK_THROWS_WITH(load_config_from_string("gossip:\n  algorithm: choco\n  wire: bf16\n"
+                                            "  compress: {kind: quantize, bits: 8}\n",
+                                            "c.yaml"),
+                    Catch::Contains("c.yaml:3: gossip.wire: bf16 with choco rounds the values of "
+                                    "gossip.compress top_k or random_k; quantize sends codes"));
+  CHECK(load_config_from_string("gossip:\n  algorithm: choco\n  wire: bf16\n"
+                                "  compress: {kind: top_k, fraction: 0.05}\n",
+                                "c.yaml")
+            .gossip.wire == WireFormat::kBf16);
   CHECK_THROWS_WITH(parse_wire_format("half", "--wire"),
                     Catch::Contains("--wire: unknown value 'half' (expected one of: fp32, bf16, "
                                     "fp16)"));

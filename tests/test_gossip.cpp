@@ -33,6 +33,7 @@ struct CompressCase {
   CompressKind kind;
   double fraction;
   int bits;
+  WireFormat wire = WireFormat::kFp32;  // top_k's and random_k's values (gossip.wire)
   CompressConfig config() const {
     CompressConfig c;
     c.kind = kind;
@@ -40,7 +41,9 @@ struct CompressCase {
     c.bits = bits;
     return c;
   }
-  std::string name() const { return cat(compress_kind_name(kind), " ", fraction, " ", bits); }
+  std::string name() const {
+    return cat(compress_kind_name(kind), " ", fraction, " ", bits, " ", wire_format_name(wire));
+  }
 };
 
 RunConfig small_config() {
@@ -501,6 +504,94 @@ TEST_CASE("a packet that does not fit the model is refused before it is used",
   REQUIRE(check_chunk(truncated, n, 0, 10).find("sparse packet of 10 coordinates is") == 0);
 }
 
+TEST_CASE("top_k and random_k at half width: varint gaps and 16-bit values, checked before use",
+          "[gossip][compress]") {
+  // Gaps of every varint length: 1 byte (< 128), 2 (< 16384), 3 (< 2^21), from index 0 on.
+  const std::int64_t n = 3'000'000;
+  std::vector<float> v(static_cast<std::size_t>(n), 0.0f);
+  const std::vector<std::uint32_t> at = {0, 1, 100, 228, 5000, 2'100'000, 2'999'999};
+  for (std::size_t j = 0; j < at.size(); ++j) v[at[j]] = 1.0f + 0.001f * static_cast<float>(j);
+  CompressConfig c;
+  c.kind = CompressKind::kTopK;
+  c.fraction = static_cast<double>(at.size()) / static_cast<double>(n);
+  Compressor bf16(c, n, 1, 0, WireFormat::kBf16);
+  REQUIRE(bf16.kept() == std::ssize(at));
+  std::vector<std::byte> packet;
+  bf16.encode(v, 3, Scaling::kContractive, packet);
+  REQUIRE(packet_header(packet).kind == PacketKind::kSparseBf16);
+  // Gaps 0, 0, 98, 127, 4771, 2094999, 899998: 1+1+1+1+2+3+3 bytes, then 7 values of 2.
+  REQUIRE(packet.size() == kPacketHeaderBytes + 12 + 7 * 2);
+  REQUIRE(packet.size() <= bf16.packet_bytes());
+  REQUIRE(check_packet(packet, n).empty());
+  const auto got = decode_packet(packet, n);
+  for (std::int64_t i = 0; i < n; ++i)
+    REQUIRE(got[i] == math::round_to_wire(v[i], WireFormat::kBf16));
+  REQUIRE(got[at[1]] != v[at[1]]);  // 1.001 is not a bfloat16: the value went rounded
+
+  // The same selection as at fp32, in 3 bytes a coordinate at a 5 % density instead of 8.
+  const auto w = spread_vector(2000, 21);
+  c.fraction = 0.05;
+  std::vector<std::byte> full, half;
+  Compressor(c, 2000, 1, 0).encode(w, 1, Scaling::kContractive, full);
+  Compressor(c, 2000, 1, 0, WireFormat::kFp16).encode(w, 1, Scaling::kContractive, half);
+  REQUIRE(packet_header(half).kind == PacketKind::kSparseFp16);
+  const auto a = decode_packet(full, 2000), b = decode_packet(half, 2000);
+  std::size_t gap_bytes = 0;
+  for (std::int64_t i = 0, before = -1; i < 2000; ++i)
+    if (a[i] != 0.0f) {
+      gap_bytes += i - before - 1 < 128 ? 1 : 2;
+      before = i;
+    }
+  REQUIRE(gap_bytes < 110);  // about 1 byte a gap at 1 in 20
+  REQUIRE(half.size() == kPacketHeaderBytes + gap_bytes + 100 * 2);
+  for (std::size_t i = 0; i < a.size(); ++i) REQUIRE(b[i] == math::round_to_wire(a[i], WireFormat::kFp16));
+
+  // Hostile packets: each is refused, naming what is wrong.
+  const std::size_t values = packet.size() - 7 * 2;  // where the 16-bit values start
+  auto truncated = packet;
+  truncated.pop_back();
+  REQUIRE(check_packet(truncated, n).find("index area") != std::string::npos);
+  auto past = packet;  // the last gap, 3 bytes, made larger: the index leaves the model
+  past[values - 1] = std::byte{0x7f};
+  REQUIRE(check_packet(past, n).find("is past the model's 3000000") != std::string::npos);
+  auto endless = packet;  // a varint that never ends within the area
+  endless[values - 1] = std::byte{0x80};
+  REQUIRE(check_packet(endless, n).find("is not a varint") != std::string::npos);
+  std::vector<std::byte> wide(kPacketHeaderBytes);  // two gaps, the first of 6 bytes
+  put_packet_header({PacketKind::kSparseBf16, 0, 2, 100}, wide.data());
+  for (int j = 0; j < 5; ++j) wide.push_back(std::byte{0x80});
+  for (int j = 0; j < 2; ++j) wide.push_back(std::byte{0x00});
+  for (int j = 0; j < 2; ++j) {  // bf16 1.0
+    wide.push_back(std::byte{0x80});
+    wide.push_back(std::byte{0x3f});
+  }
+  REQUIRE(check_packet(wide, 100).find("gap 0 is not a varint of at most 32 bits") !=
+          std::string::npos);
+  wide.erase(wide.begin() + kPacketHeaderBytes, wide.begin() + kPacketHeaderBytes + 5);
+  REQUIRE(check_packet(wide, 100).empty());  // gaps 0 and 0: indices 0 and 1
+  wide.insert(wide.begin() + kPacketHeaderBytes + 2, std::byte{0x00});  // a stray byte
+  REQUIRE(check_packet(wide, 100).find("1 bytes past its 2 gaps") != std::string::npos);
+  auto nan = packet;
+  nan[values] = std::byte{0xc0};
+  nan[values + 1] = std::byte{0x7f};
+  REQUIRE(check_packet(nan, n).find("holds NaN or Inf") != std::string::npos);
+  REQUIRE(check_packet(packet, n - 1).find("for a model of 3000000") != std::string::npos);
+
+  // fp16 cannot hold a kept value past 65504: the encoder says so instead of sending Inf.
+  std::vector<float> big(100, 0.0f);
+  big[7] = 70000.0f;
+  c.fraction = 0.01;
+  std::vector<std::byte> overflow;
+  REQUIRE_THROWS_WITH(
+      Compressor(c, 100, 1, 0, WireFormat::kFp16).encode(big, 4, Scaling::kContractive, overflow),
+      Catch::Contains("fp16"));
+  // quantize sends codes: a half-width wire is refused for it.
+  c.kind = CompressKind::kQuantize;
+  c.bits = 8;
+  REQUIRE_THROWS_WITH(Compressor(c, 100, 1, 0, WireFormat::kBf16),
+                      Catch::Contains("quantize sends codes"));
+}
+
 TEST_CASE("packets made and added on a backend equal the host encoder's and add_packet's, bit "
           "for bit", "[gossip][compress]") {
   // The host encoder (Compressor::encode of a span) and add_packet are the reference; CHOCO uses
@@ -511,10 +602,12 @@ TEST_CASE("packets made and added on a backend equal the host encoder's and add_
   for (std::size_t i = 512; i < 1024; ++i) v[i] = 0.0f;  // a quantization block of zeros
   for (const CompressCase k : {CompressCase{CompressKind::kTopK, 0.05, 8}, CompressCase{CompressKind::kRandomK, 0.2, 8},
                                CompressCase{CompressKind::kQuantize, 1, 8}, CompressCase{CompressKind::kQuantize, 1, 4},
-                               CompressCase{CompressKind::kNone, 1, 8}}) {
+                               CompressCase{CompressKind::kNone, 1, 8},
+                               CompressCase{CompressKind::kTopK, 0.05, 8, WireFormat::kBf16},
+                               CompressCase{CompressKind::kRandomK, 0.2, 8, WireFormat::kFp16}}) {
     SECTION(k.name()) {
       const CompressConfig c = k.config();
-      Compressor host(c, n, 5, 2), on_backend(c, n, 5, 2);
+      Compressor host(c, n, 5, 2, k.wire), on_backend(c, n, 5, 2, k.wire);
       PacketAdder adder(*cpu, n);
       for (std::int64_t round = 1; round < 4; ++round) {
         std::vector<std::byte> want, got;
@@ -553,14 +646,18 @@ TEST_CASE("CHOCO preserves the average of the models and reaches it through comp
     double fraction;
     int bits;
     double gamma;
+    WireFormat wire = WireFormat::kFp32;
   };
   for (const Case k : {Case{CompressKind::kTopK, 0.1, 8, 0.3}, Case{CompressKind::kRandomK, 0.2, 8, 0.2},
-                       Case{CompressKind::kQuantize, 0.01, 8, 0.9}, Case{CompressKind::kQuantize, 0.01, 4, 0.6}}) {
+                       Case{CompressKind::kQuantize, 0.01, 8, 0.9}, Case{CompressKind::kQuantize, 0.01, 4, 0.6},
+                       Case{CompressKind::kTopK, 0.1, 8, 0.3, WireFormat::kBf16}}) {
     SECTION(cat(compress_kind_name(k.kind), " ",
-                k.kind == CompressKind::kQuantize ? k.bits : k.fraction)) {
+                k.kind == CompressKind::kQuantize ? k.bits : k.fraction, " ",
+                wire_format_name(k.wire))) {
       const Topology t = generate("ring", 8);
       GossipConfig g;
       g.algorithm = "choco";
+      g.wire = k.wire;
       g.compress.kind = k.kind;
       g.compress.fraction = k.fraction;
       g.compress.bits = k.bits;
@@ -593,19 +690,21 @@ TEST_CASE("CHOCO through the backend ends bit-identical to the host loops it rep
   // vectors, Compressor::encode of a span, add_packet, and the consensus step in a loop.
   for (const CompressCase k : {CompressCase{CompressKind::kTopK, 0.1, 8}, CompressCase{CompressKind::kRandomK, 0.2, 8},
                                CompressCase{CompressKind::kQuantize, 1, 8}, CompressCase{CompressKind::kQuantize, 1, 4},
-                               CompressCase{CompressKind::kNone, 1, 8}}) {
+                               CompressCase{CompressKind::kNone, 1, 8},
+                               CompressCase{CompressKind::kTopK, 0.1, 8, WireFormat::kBf16}}) {
     SECTION(k.name()) {
       const Topology t = generate("ring", 5);
       GossipConfig g;
       g.algorithm = "choco";
       g.compress = k.config();
+      g.wire = k.wire;
       const std::int64_t dim = 1100;
       ConsensusPeers peers(t, g, dim);
       const int np = t.n();
       auto x = peers.x;
       std::vector<std::vector<float>> xhat(np, std::vector<float>(dim, 0.0f)), s = xhat;
       std::vector<Compressor> compressors;
-      for (int p = 0; p < np; ++p) compressors.emplace_back(g.compress, dim, 1, p);
+      for (int p = 0; p < np; ++p) compressors.emplace_back(g.compress, dim, 1, p, g.wire);
       const auto gamma = static_cast<float>(consensus_step(g));
       const std::int64_t rounds = 12;
       for (std::int64_t r = 0; r < rounds; ++r) {

@@ -38,12 +38,16 @@ enum class Scaling { kUnbiased, kContractive };
 class Compressor {
  public:
   /// Random streams (random_k's coordinates, quantization's rounding) come from (seed, peer,
-  /// round), so the simulator and a real peer draw the same.
-  Compressor(const CompressConfig& config, std::int64_t n, std::uint64_t seed, int peer);
+  /// round), so the simulator and a real peer draw the same. `wire` (gossip.wire): top_k and
+  /// random_k send their values in it, bf16 and fp16 in the varint-indexed sparse kinds 6 and 7
+  /// (gossip/packet.hpp); quantize takes fp32 only.
+  Compressor(const CompressConfig& config, std::int64_t n, std::uint64_t seed, int peer,
+             WireFormat wire = WireFormat::kFp32);
 
   /// Coordinates a sparse compressor keeps: ceil(fraction * n), at least 1.
   std::int64_t kept() const { return k_; }
-  /// Encodes Q(v) for `round` into `packet` (resized to fit).
+  /// Encodes Q(v) for `round` into `packet` (resized to fit). At fp16, a kept value past fp16's
+  /// range throws RuntimeError (wire_overflow's message).
   void encode(std::span<const float> v, std::int64_t round, Scaling scaling,
               std::vector<std::byte>& packet);
   /// Encodes Q(v) for `round` where v, n floats, is in `backend`'s memory: the packet encode()
@@ -53,19 +57,22 @@ class Compressor {
   /// downloads v into a dense packet.
   void encode(Backend& backend, const float* v, std::int64_t round, Scaling scaling,
               std::vector<std::byte>& packet);
-  /// Bytes every packet of this compressor takes.
+  /// Bytes every packet of this compressor takes (the most, for the varint-indexed kinds).
   std::size_t packet_bytes() const;
 
  private:
   void encode_quantized(Backend& backend, const float* v, std::int64_t round,
                         std::vector<std::byte>& packet);
-  void encode_top_k(std::span<const float> v, std::vector<std::byte>& packet);
+  void encode_top_k(std::span<const float> v, std::int64_t round, std::vector<std::byte>& packet);
+  void fill_sparse(std::span<const float> v, float scale, std::int64_t round,
+                   std::vector<std::byte>& packet);
   void encode_random_k(std::span<const float> v, std::int64_t round, Scaling scaling,
                        std::vector<std::byte>& packet);
   void encode_quantized(std::span<const float> v, std::int64_t round,
                         std::vector<std::byte>& packet);
 
   CompressConfig config_;
+  WireFormat wire_;
   std::int64_t n_;
   std::int64_t k_;
   std::uint64_t key_;                 // derive_seed(seed, peer, kCompress)
@@ -75,6 +82,8 @@ class Compressor {
   std::vector<char> taken_;           // scratch: random_k's draws
   std::vector<float> host_v_;         // scratch: v downloaded from a device backend (selection)
   std::vector<std::int8_t> codes8_;   // scratch: 4-bit codes before packing
+  std::vector<float> kept_;           // scratch: the values kept, before narrowing
+  std::vector<std::uint16_t> halves_; // scratch: and narrowed
   Backend* backend_ = nullptr;        // the backend of the arrays below (set on first use)
   DeviceArray<float> scales_;         // device backends: Backend::quantize's block scales
   DeviceArray<std::int8_t> codes_;    // device backends: and its codes
@@ -120,7 +129,8 @@ class PacketAdder {
   DeviceArray<float> scales_;            // staging: quantized block scales
   DeviceArray<std::int8_t> codes_;       // staging: quantized codes
   std::vector<std::int8_t> unpacked_;    // 4-bit codes, one per byte
-  std::vector<float> widened_;           // 16-bit dense values, widened on the host
+  std::vector<float> widened_;           // 16-bit values, widened on the host
+  std::vector<std::uint32_t> indices_;   // varint-coded sparse indices, decoded on the host
 };
 
 /// target[i] = Q[i] for the coordinates a dense packet (of any dense kind) carries (all-reduce's

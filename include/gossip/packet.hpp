@@ -14,7 +14,14 @@
 ///                       holds the model's size;
 ///   quantized (kind 3): count = n coordinates, ceil(n / 512) f32 block scales (max |v| of each
 ///                       block of 512), then n codes of `bits` bits (8: int8; 4: code + 8 in a
-///                       nibble, low nibble first).
+///                       nibble, low nibble first);
+///   sparse bf16 (kind 6), sparse fp16 (kind 7): CHOCO's top_k and random_k at gossip.wire bf16
+///                       or fp16: the count indices as gaps, each an unsigned LEB128 varint of
+///                       1 to 5 bytes (index = the one before + 1 + gap; the first's "one before"
+///                       is -1), then count 16-bit values; first holds the model's size. The
+///                       index area is what lies between the header and the values: about one
+///                       byte an index at a 1 % density, so a kept coordinate costs 3 bytes
+///                       instead of kind 2's 8.
 #pragma once
 #if !defined(GOSSIP_ROOM_WIRE)
 #error "gossip/packet.hpp belongs to room wire, which this room does not use (see the room table in meson.build)"
@@ -36,6 +43,8 @@ enum class PacketKind : std::uint8_t {
   kQuantized = 3,
   kDenseBf16 = 4,
   kDenseFp16 = 5,
+  kSparseBf16 = 6,
+  kSparseFp16 = 7,
 };
 inline constexpr std::size_t kPacketHeaderBytes = 16;
 inline constexpr std::int64_t kQuantizeBlock = 512;
@@ -63,6 +72,38 @@ PacketKind dense_kind(WireFormat w);
 WireFormat dense_format(PacketKind kind);
 /// Whether `kind` is one of the dense kinds (1, 4, 5).
 bool is_dense(PacketKind kind);
+
+/// The sparse kind that carries values of wire format `w` (kSparse for fp32).
+PacketKind sparse_kind(WireFormat w);
+/// Whether `kind` is one of the half-width sparse kinds (6, 7), and their values' format.
+bool is_sparse_half(PacketKind kind);
+WireFormat sparse_format(PacketKind kind);
+/// The most bytes a sparse packet of k coordinates takes in format `w` (kind 2: exactly).
+std::size_t sparse_packet_bytes(std::int64_t k, WireFormat w);
+
+/// Writes v as an unsigned LEB128 varint at `out` (1 to 5 bytes); returns the bytes written.
+inline std::size_t put_varint(std::uint32_t v, std::byte* out) {
+  std::size_t i = 0;
+  while (v >= 0x80) {
+    out[i++] = static_cast<std::byte>((v & 0x7f) | 0x80);
+    v >>= 7;
+  }
+  out[i++] = static_cast<std::byte>(v);
+  return i;
+}
+/// Reads the varint at area[at], advancing `at`: false when it runs past the area, takes more
+/// than 5 bytes or does not fit in 32 bits.
+inline bool get_varint(std::span<const std::byte> area, std::size_t& at, std::uint32_t& v) {
+  v = 0;
+  for (int shift = 0; shift < 35; shift += 7) {
+    if (at >= area.size()) return false;
+    const auto b = std::to_integer<std::uint32_t>(area[at++]);
+    if (shift == 28 && b > 0x0f) return false;
+    v |= (b & 0x7f) << shift;
+    if ((b & 0x80) == 0) return true;
+  }
+  return false;
+}
 
 /// An f32 or u32 of a packet's body (packets need not be aligned for them).
 inline float packet_f32(const std::byte* p) {

@@ -549,11 +549,16 @@ void check_gossip_keys(const RunConfig& cfg) {
   if (cfg.lines.count("gossip.consensus_step") && !takes({"choco"}))
     throw InputError(cat(cfg.where("gossip.consensus_step"), ": the consensus step is "
                          "choco's; ", g.algorithm, " does not take one"));
-  if (g.wire != WireFormat::kFp32 &&
+  // In a sweep beside an algorithm that sends whole buffers the wire is theirs (compare keeps
+  // choco at fp32 unless its compressor is top_k or random_k).
+  if (g.wire != WireFormat::kFp32 && takes({"choco"}) && !g.compress.sparse() &&
       !takes({"dpsgd", "local_sgd", "push_sum", "async", "allreduce"}))
     throw InputError(cat(cfg.where("gossip.wire"), ": ", wire_format_name(g.wire),
-                         " is for algorithms that send whole parameter buffers; choco sends "
-                         "compressed packets (gossip.compress); set gossip.wire: fp32"));
+                         " with choco rounds the values of gossip.compress top_k or random_k; ",
+                         g.compress.kind == CompressKind::kQuantize
+                             ? "quantize sends codes"
+                             : "without a compressor choco sends float32",
+                         ", so set gossip.wire: fp32"));
   if (g.overlap && !takes({"dpsgd", "local_sgd"}))
     throw InputError(cat(cfg.where("gossip.overlap"), ": overlap is for dpsgd and local_sgd, "
                          "not ", g.algorithm));

@@ -83,10 +83,6 @@ std::unique_ptr<Algorithm> make_algorithm(const Learner& learner, Exchange& exch
     throw InputError(cat("gossip.overlap: overlap is for dpsgd and local_sgd, not ", a));
   if (config.compress.kind != CompressKind::kNone && a != "choco")
     throw InputError(cat("gossip.compress: compression is for choco, not ", a));
-  if (config.wire != WireFormat::kFp32 && a == "choco")
-    throw InputError(cat("gossip.wire: ", wire_format_name(config.wire),
-                         " is for algorithms that send whole parameter buffers; choco sends "
-                         "compressed packets (gossip.compress)"));
   check_weights("gossip.algorithm", a, topology);
   if (a == "choco") return make_choco(learner, exchange, topology, config, seed);
   if (a == "allreduce") return make_allreduce(learner, exchange, config);

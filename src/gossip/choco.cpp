@@ -46,7 +46,7 @@ class Choco final : public Algorithm {
         config_(config),
         gamma_(static_cast<float>(gossip::consensus_step(config))),
         n_(learner.num_params),
-        compressor_(config.compress, learner.num_params, seed, exchange.rank()),
+        compressor_(config.compress, learner.num_params, seed, exchange.rank(), config.wire),
         adder_(*learner.backend, learner.num_params),
         xhat_(*learner.backend, static_cast<std::size_t>(n_)),
         s_(*learner.backend, static_cast<std::size_t>(n_)),

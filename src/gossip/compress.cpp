@@ -28,8 +28,9 @@ std::uint64_t round_key(std::uint64_t key, std::int64_t round) {
 
 }  // namespace
 
-Compressor::Compressor(const CompressConfig& config, std::int64_t n, std::uint64_t seed, int peer)
-    : config_(config), n_(n), k_(n),
+Compressor::Compressor(const CompressConfig& config, std::int64_t n, std::uint64_t seed, int peer,
+                       WireFormat wire)
+    : config_(config), wire_(wire), n_(n), k_(n),
       key_(derive_seed(seed, static_cast<std::uint64_t>(peer), Stream::kCompress)) {
   GOSSIP_CHECK_GT(n, 0);
   GOSSIP_CHECK_LE(n, static_cast<std::int64_t>(UINT32_MAX));
@@ -43,6 +44,12 @@ Compressor::Compressor(const CompressConfig& config, std::int64_t n, std::uint64
     if (config.bits != 4 && config.bits != 8)
       throw InputError(cat("gossip.compress.bits: must be 4 or 8, got ", config.bits));
   }
+  if (wire != WireFormat::kFp32 && !config.sparse())
+    throw InputError(cat("gossip.wire: ", wire_format_name(wire), " rounds the values top_k and "
+                         "random_k keep; ", config.kind == CompressKind::kQuantize
+                             ? "quantize sends codes"
+                             : "without gossip.compress choco sends float32",
+                         ", so set gossip.wire: fp32"));
 }
 
 std::size_t Compressor::packet_bytes() const {
@@ -52,14 +59,14 @@ std::size_t Compressor::packet_bytes() const {
     case CompressKind::kTopK:
     case CompressKind::kRandomK: break;
   }
-  return kPacketHeaderBytes + static_cast<std::size_t>(k_) * 8;
+  return sparse_packet_bytes(k_, wire_);
 }
 
 void Compressor::encode(std::span<const float> v, std::int64_t round, Scaling scaling,
                         std::vector<std::byte>& packet) {
   GOSSIP_CHECK_EQ(static_cast<std::int64_t>(v.size()), n_);
   switch (config_.kind) {
-    case CompressKind::kTopK: return encode_top_k(v, packet);
+    case CompressKind::kTopK: return encode_top_k(v, round, packet);
     case CompressKind::kRandomK: return encode_random_k(v, round, scaling, packet);
     case CompressKind::kQuantize: return encode_quantized(v, round, packet);
     case CompressKind::kNone: break;
@@ -67,26 +74,41 @@ void Compressor::encode(std::span<const float> v, std::int64_t round, Scaling sc
   encode_dense(v, 0, packet);
 }
 
-namespace {
-
-/// A sparse packet of coordinates `index` (ascending) with values v[index] * scale.
-void fill_sparse(std::span<const float> v, std::span<const std::uint32_t> index, float scale,
-                 std::vector<std::byte>& packet) {
-  const std::size_t k = index.size();
-  packet.resize(kPacketHeaderBytes + k * 8);
-  put_packet_header({PacketKind::kSparse, 0, static_cast<std::uint32_t>(k),
-              static_cast<std::uint64_t>(v.size())},
-             packet.data());
-  std::byte* idx = packet.data() + kPacketHeaderBytes;
-  std::byte* val = idx + k * 4;
-  std::memcpy(idx, index.data(), k * 4);
-  for (std::size_t j = 0; j < k; ++j) {
-    const float x = scale == 1.0f ? v[index[j]] : v[index[j]] * scale;
-    std::memcpy(val + j * 4, &x, 4);
+// A sparse packet of the coordinates in index_ (ascending) with values v[index] * scale: kind 2
+// (u32 indices, f32 values) at fp32; at bf16 and fp16 kind 6 or 7 (varint gaps, 16-bit values).
+void Compressor::fill_sparse(std::span<const float> v, float scale, std::int64_t round,
+                             std::vector<std::byte>& packet) {
+  const std::size_t k = index_.size();
+  packet.resize(sparse_packet_bytes(static_cast<std::int64_t>(k), wire_));
+  put_packet_header({sparse_kind(wire_), 0, static_cast<std::uint32_t>(k),
+                     static_cast<std::uint64_t>(v.size())},
+                    packet.data());
+  std::byte* body = packet.data() + kPacketHeaderBytes;
+  const auto value = [&](std::size_t j) {
+    return scale == 1.0f ? v[index_[j]] : v[index_[j]] * scale;
+  };
+  if (wire_ == WireFormat::kFp32) {
+    std::memcpy(body, index_.data(), k * 4);
+    for (std::size_t j = 0; j < k; ++j) {
+      const float x = value(j);
+      std::memcpy(body + k * 4 + j * 4, &x, 4);
+    }
+    return;
   }
+  std::size_t at = 0;
+  std::int64_t before = -1;
+  for (std::size_t j = 0; j < k; ++j) {
+    at += put_varint(static_cast<std::uint32_t>(index_[j] - before - 1), body + at);
+    before = index_[j];
+  }
+  kept_.resize(k);
+  halves_.resize(k);
+  for (std::size_t j = 0; j < k; ++j) kept_[j] = value(j);
+  if (!narrow_to_wire(kept_, wire_, halves_))
+    throw RuntimeError(wire_overflow(kept_, wire_, round));
+  std::memcpy(body + at, halves_.data(), k * 2);
+  packet.resize(kPacketHeaderBytes + at + k * 2);
 }
-
-}  // namespace
 
 // The k largest |v_i|, ties to the lower index: a strict order, so the set does not depend on
 // the selection algorithm. The k-th largest magnitude comes from a radix select on the bits of
@@ -132,7 +154,8 @@ Threshold kth_largest(std::span<const std::uint32_t> bits, std::int64_t k,
 
 }  // namespace
 
-void Compressor::encode_top_k(std::span<const float> v, std::vector<std::byte>& packet) {
+void Compressor::encode_top_k(std::span<const float> v, std::int64_t round,
+                              std::vector<std::byte>& packet) {
   index_.clear();
   if (k_ >= n_) {
     for (std::int64_t i = 0; i < n_; ++i) index_.push_back(static_cast<std::uint32_t>(i));
@@ -149,7 +172,7 @@ void Compressor::encode_top_k(std::span<const float> v, std::vector<std::byte>& 
     }
   }
   GOSSIP_CHECK_EQ(std::ssize(index_), k_);
-  fill_sparse(v, index_, 1.0f, packet);
+  fill_sparse(v, 1.0f, round, packet);
 }
 
 // k distinct coordinates by Floyd's algorithm from (seed, peer, round), sorted.
@@ -168,7 +191,7 @@ void Compressor::encode_random_k(std::span<const float> v, std::int64_t round, S
   const float scale = scaling == Scaling::kUnbiased
                           ? static_cast<float>(static_cast<double>(n_) / static_cast<double>(k_))
                           : 1.0f;
-  fill_sparse(v, index_, scale, packet);
+  fill_sparse(v, scale, round, packet);
 }
 
 void Compressor::encode_quantized(std::span<const float> v, std::int64_t round,
@@ -203,6 +226,27 @@ void Compressor::encode_quantized(std::span<const float> v, std::int64_t round,
 // ---- on vectors in a backend's memory ------------------------------------------------------
 
 namespace {
+
+/// The indices and widened values of a kind 6 or 7 packet that passed check_packet.
+void decode_sparse_half(std::span<const std::byte> p, std::vector<std::uint32_t>& index,
+                        std::vector<float>& values) {
+  const PacketHeader h = packet_header(p);
+  const std::size_t count = h.count;
+  const auto area = p.subspan(kPacketHeaderBytes, p.size() - kPacketHeaderBytes - count * 2);
+  index.resize(count);
+  values.resize(count);
+  std::size_t at = 0;
+  std::int64_t before = -1;
+  for (std::size_t j = 0; j < count; ++j) {
+    std::uint32_t gap = 0;
+    GOSSIP_CHECK(get_varint(area, at, gap));
+    before += std::int64_t{gap} + 1;
+    index[j] = static_cast<std::uint32_t>(before);
+  }
+  const std::byte* half = area.data() + area.size();
+  const WireFormat w = sparse_format(h.kind);
+  for (std::size_t j = 0; j < count; ++j) values[j] = math::widen(packet_u16(half + j * 2), w);
+}
 
 /// Packs n 4-bit codes (-7..7) as code + 8, two to a byte, low nibble first, into `out` (zeroed).
 void pack_nibbles(const std::int8_t* codes, std::int64_t n, std::byte* out) {
@@ -305,6 +349,17 @@ void PacketAdder::add(std::span<const std::byte> p, float weight, float* target)
         backend_->scatter_add(target, weight, on_backend(body, count, index_),
                               on_backend(body + count * 4, count, values_), h.count);
       return;
+    case PacketKind::kSparseBf16:
+    case PacketKind::kSparseFp16: {  // gaps decoded, values widened, on the host
+      decode_sparse_half(p, indices_, widened_);
+      if (count > 0)
+        backend_->scatter_add(
+            target, weight,
+            on_backend(reinterpret_cast<const std::byte*>(indices_.data()), count, index_),
+            on_backend(reinterpret_cast<const std::byte*>(widened_.data()), count, values_),
+            h.count);
+      return;
+    }
     case PacketKind::kQuantized: {
       const std::int64_t blocks = quantize_blocks(n_);
       const auto n = static_cast<std::size_t>(n_);
@@ -366,6 +421,15 @@ void add_packet(std::span<const std::byte> p, float weight, std::span<float> tar
         float& t = target[packet_u32(body + j * 4)];
         t = math::add_weighted(t, weight, packet_f32(val + j * 4));
       }
+      return;
+    }
+    case PacketKind::kSparseBf16:
+    case PacketKind::kSparseFp16: {
+      thread_local std::vector<std::uint32_t> index;
+      thread_local std::vector<float> values;
+      decode_sparse_half(p, index, values);
+      for (std::size_t j = 0; j < index.size(); ++j)
+        target[index[j]] = math::add_weighted(target[index[j]], weight, values[j]);
       return;
     }
     case PacketKind::kQuantized: {

@@ -56,7 +56,7 @@ NetConfig net_config(const RunConfig& config, const Topology& topology, const Pe
   // CHOCO's packets: a sparse one (an index and a value per coordinate kept) of more than half
   // the coordinates is larger than the parameters themselves; the frame limit makes room.
   if (config.gossip.algorithm == "choco" && config.gossip.compress.kind != CompressKind::kNone) {
-    const Compressor compressor(config.gossip.compress, num_params, 0, 0);
+    const Compressor compressor(config.gossip.compress, num_params, 0, 0, config.gossip.wire);
     const std::uint64_t frame = wire::kHeaderBytes + compressor.packet_bytes();
     net.max_frame_bytes = std::max<std::uint64_t>(
         default_max_frame_bytes(net.handshake.param_count), frame + wire::kMaxControlPayload);

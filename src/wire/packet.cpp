@@ -53,6 +53,32 @@ bool is_dense(PacketKind kind) {
          kind == PacketKind::kDenseFp16;
 }
 
+PacketKind sparse_kind(WireFormat w) {
+  switch (w) {
+    case WireFormat::kBf16: return PacketKind::kSparseBf16;
+    case WireFormat::kFp16: return PacketKind::kSparseFp16;
+    case WireFormat::kFp32: break;
+  }
+  return PacketKind::kSparse;
+}
+
+bool is_sparse_half(PacketKind kind) {
+  return kind == PacketKind::kSparseBf16 || kind == PacketKind::kSparseFp16;
+}
+
+WireFormat sparse_format(PacketKind kind) {
+  GOSSIP_CHECK_MSG(kind == PacketKind::kSparse || is_sparse_half(kind),
+                   "sparse_format: packet kind ", static_cast<int>(kind), " is not a sparse one");
+  return kind == PacketKind::kSparseBf16   ? WireFormat::kBf16
+         : kind == PacketKind::kSparseFp16 ? WireFormat::kFp16
+                                           : WireFormat::kFp32;
+}
+
+std::size_t sparse_packet_bytes(std::int64_t k, WireFormat w) {
+  const auto count = static_cast<std::size_t>(k);
+  return kPacketHeaderBytes + count * (w == WireFormat::kFp32 ? 8 : 5 + 2);
+}
+
 std::int64_t quantize_blocks(std::int64_t n) { return (n + kQuantizeBlock - 1) / kQuantizeBlock; }
 
 std::size_t quantized_packet_bytes(std::int64_t n, int bits) {
@@ -123,6 +149,39 @@ std::string check_sparse(const PacketHeader& h, std::span<const std::byte> p, st
   return {};
 }
 
+// Kinds 6 and 7: varint gaps, then 16-bit values. Every gap is decoded and the indices it
+// gives checked against the model before anything is added.
+std::string check_sparse_half(const PacketHeader& h, std::span<const std::byte> p,
+                              std::uint64_t n) {
+  const std::uint64_t count = h.count;
+  const WireFormat w = sparse_format(h.kind);
+  const std::string what = cat("sparse ", wire_format_name(w), " packet");
+  if (h.bits != 0) return cat(what, " with a bit width");
+  if (h.first != n) return cat(what, " for a model of ", h.first, " parameters, ours has ", n);
+  if (count > n) return cat(what, " of ", count, " coordinates, more than the model's ", n);
+  // At least a byte of gap and two of value per coordinate, at most 5 and 2.
+  const std::uint64_t body = p.size() - kPacketHeaderBytes;
+  if (body < count * 3 || body > count * 7)
+    return cat(what, " of ", count, " coordinates is ", p.size(), " bytes, expected ",
+               kPacketHeaderBytes + count * 3, " to ", kPacketHeaderBytes + count * 7);
+  const auto area = p.subspan(kPacketHeaderBytes, body - count * 2);
+  std::size_t at = 0;
+  std::int64_t index = -1;
+  for (std::uint64_t j = 0; j < count; ++j) {
+    std::uint32_t gap = 0;
+    if (!get_varint(area, at, gap))
+      return cat(what, "'s gap ", j, " is not a varint of at most 32 bits within its index area");
+    index += std::int64_t{gap} + 1;
+    if (static_cast<std::uint64_t>(index) >= n)
+      return cat(what, "'s index ", index, " (entry ", j, ") is past the model's ", n);
+  }
+  if (at != area.size())
+    return cat(what, "'s index area has ", area.size() - at, " bytes past its ", count,
+               " gaps");
+  if (!finite_halves(area.data() + area.size(), count, w)) return cat(what, " holds NaN or Inf");
+  return {};
+}
+
 std::string check_quantized(const PacketHeader& h, std::span<const std::byte> p,
                             std::int64_t n) {
   if (h.bits != 4 && h.bits != 8) return cat("quantized packet of ", int{h.bits}, " bits");
@@ -162,6 +221,8 @@ std::string check_packet(std::span<const std::byte> p, std::int64_t n) {
     case PacketKind::kDenseFp16: return check_dense(h, p, size);
     case PacketKind::kSparse: return check_sparse(h, p, size);
     case PacketKind::kQuantized: return check_quantized(h, p, n);
+    case PacketKind::kSparseBf16:
+    case PacketKind::kSparseFp16: return check_sparse_half(h, p, size);
   }
   return cat("unknown packet kind ", std::to_integer<int>(p[0]));
 }
