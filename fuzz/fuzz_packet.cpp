@@ -1,5 +1,5 @@
 // fuzz/fuzz_packet.cpp: libFuzzer target for the packet decoder (src/wire/packet.cpp), every kind
-// (dense at float32, bf16 and fp16, sparse, quantized): any bytes against a model of the size the
+// (dense at float32, bf16 and fp16, sparse with u32 indices or varint gaps, quantized): any bytes against a model of the size the
 // packet claims and against a fixed one. No crash, no allocation from a size the packet gives
 // (scripts/fuzz.sh caps malloc), every refusal says why, and a packet that is accepted can be
 // read whole — every coordinate it names inside the model, every value, scale and code what
@@ -24,7 +24,7 @@ std::int64_t claimed_model(std::span<const std::byte> p) {
   if (p.size() < kPacketHeaderBytes) return 1;
   const PacketHeader h = packet_header(p);
   std::uint64_t n = 1;
-  if (h.kind == PacketKind::kSparse) n = h.first;
+  if (h.kind == PacketKind::kSparse || is_sparse_half(h.kind)) n = h.first;
   if (h.kind == PacketKind::kQuantized) n = h.count;
   if (is_dense(h.kind)) n = h.first + h.count;
   return n >= 1 && n <= kLargestModel ? static_cast<std::int64_t>(n) : 1;
@@ -56,6 +56,21 @@ void read_all(std::span<const std::byte> p, std::int64_t n) {
       for (std::uint32_t j = 0; j < h.count; ++j)
         target.at(packet_u32(body + j * 4)) += packet_f32(body + (h.count + j) * 4);
       break;
+    case PacketKind::kSparseBf16:
+    case PacketKind::kSparseFp16: {  // the gaps fill the index area exactly, then the values
+      const auto area = p.subspan(kPacketHeaderBytes, p.size() - kPacketHeaderBytes - h.count * 2);
+      std::size_t at = 0;
+      std::int64_t index = -1;
+      for (std::uint32_t j = 0; j < h.count; ++j) {
+        std::uint32_t gap = 0;
+        require(get_varint(area, at, gap));
+        index += std::int64_t{gap} + 1;
+        target.at(static_cast<std::size_t>(index)) +=
+            math::widen(packet_u16(area.data() + area.size() + j * 2), sparse_format(h.kind));
+      }
+      require(at == area.size());
+      break;
+    }
     case PacketKind::kQuantized: {
       const int least = h.bits == 4 ? -7 : -127;
       const std::byte* codes = body + quantize_blocks(n) * 4;

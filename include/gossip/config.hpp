@@ -181,8 +181,9 @@ struct GossipConfig {
   CompressConfig compress;          // choco only
   double consensus_step = 0.0;      // choco's gamma; 0 = default_consensus_step(compress)
   bool overlap = false;             // dpsgd, local_sgd: send round r while computing round r+1
-  // How whole parameter messages travel (every algorithm but choco): fp32, or rounded to
-  // bf16 / fp16 as they leave a peer and widened back on receipt (gossip/half.hpp).
+  // How parameter values travel: whole parameter messages (every algorithm but choco), and
+  // choco's top_k and random_k values (in varint-indexed packets): fp32, or rounded to bf16 /
+  // fp16 as they leave a peer and widened back on receipt (gossip/half.hpp).
   WireFormat wire = WireFormat::kFp32;
   double dead_after_seconds() const { return dead_after_s; }
 };

@@ -34,7 +34,8 @@ const char* const kOverrideHelp =
     "  --compress C       override gossip.compress (choco): top_k:FRACTION, random_k:FRACTION,\n"
     "                     quantize:BITS (4 or 8) or none\n"
     "  --wire FORMAT      override gossip.wire: fp32, or bf16 | fp16 (whole parameter\n"
-    "                     messages rounded to 16 bits as they leave a peer)\n"
+    "                     messages, and choco's top_k / random_k values, rounded to 16 bits\n"
+    "                     as they leave a peer)\n"
     "  --shard KIND       override data.shard (iid | dirichlet | shards)\n"
     "  --seed N           override train.seed\n";
 
