@@ -192,6 +192,9 @@ TEST_CASE("the span loops give the scalar conversions' bits and report fp16 over
     std::vector<float> back(x.size()), rounded = x;
     REQUIRE(widen_from_wire(h, w, back));
     REQUIRE(round_to_wire(std::span<float>(rounded), w));
+    std::vector<float> copied(x.size(), 7.0f);  // copy and round in one pass
+    REQUIRE(round_to_wire(std::span<const float>(x), w, std::span<float>(copied)));
+    REQUIRE(std::memcmp(copied.data(), rounded.data(), x.size() * 4) == 0);
     // Half a step, relative: 2^-8 with bfloat16's 8 significant bits, 2^-11 with half's 11.
     const double bound = w == WireFormat::kBf16 ? 0x1p-8 : 0x1p-11;
     std::size_t changed = 0;
@@ -214,6 +217,11 @@ TEST_CASE("the span loops give the scalar conversions' bits and report fp16 over
   CHECK(first_overflow(x, WireFormat::kFp16) == 1234);
   CHECK(narrow_to_wire(x, WireFormat::kBf16, h));
   CHECK(first_overflow(x, WireFormat::kBf16) == x.size());
+  std::vector<float> out(x.size());
+  CHECK_FALSE(round_to_wire(std::span<const float>(x), WireFormat::kFp16, std::span<float>(out)));
+  CHECK(std::isinf(out[1234]));
+  CHECK(round_to_wire(std::span<const float>(x), WireFormat::kFp32, std::span<float>(out)));
+  CHECK(out == x);  // fp32: a copy
   // An inf or NaN given is passed on as such, not reported as an overflow; the widening loop
   // reports it as not finite (what a receiver refuses).
   x[1234] = std::numeric_limits<float>::infinity();

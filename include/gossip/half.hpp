@@ -139,6 +139,9 @@ bool widen_from_wire(std::span<const std::uint16_t> in, WireFormat w, std::span<
 /// x[i] = round_to_wire(x[i]) in place: what a receiver of `x` holds (the simulator's message).
 /// Returns false when a finite value became ±inf.
 bool round_to_wire(std::span<float> x, WireFormat w);
+/// out[i] = round_to_wire(in[i]): the copy and the rounding in one pass (the spans have one size;
+/// they may be the same). Returns false when a finite value became ±inf.
+bool round_to_wire(std::span<const float> in, WireFormat w, std::span<float> out);
 /// The index of the first finite value of `x` that format w cannot hold (an fp16 overflow), or
 /// x.size() when there is none: for the message that names it.
 std::size_t first_overflow(std::span<const float> x, WireFormat w);

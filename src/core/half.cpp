@@ -3,6 +3,8 @@
 // enough for the compiler to vectorize; avx2 where the processor has it).
 #include "gossip/half.hpp"
 
+#include <algorithm>
+
 #include "gossip/core.hpp"
 
 namespace gossip {
@@ -36,14 +38,15 @@ template <WireFormat W>
 }
 
 template <WireFormat W>
-[[gnu::always_inline]] inline bool round_body(float* x, std::size_t n) {
+[[gnu::always_inline]] inline bool round_body(const float* in, float* out, std::size_t n) {
   constexpr std::uint32_t kInf = W == WireFormat::kFp16 ? 0x7c00u : 0x7f80u;
   std::uint32_t overflow = 0;
   for (std::size_t i = 0; i < n; ++i) {
-    const std::uint16_t h = math::narrow(x[i], W);
+    const float x = in[i];
+    const std::uint16_t h = math::narrow(x, W);
     overflow |= static_cast<std::uint32_t>((h & 0x7fffu) == kInf) &
-                static_cast<std::uint32_t>((math::float_bits(x[i]) & 0x7f800000u) != 0x7f800000u);
-    x[i] = math::widen(h, W);
+                static_cast<std::uint32_t>((math::float_bits(x) & 0x7f800000u) != 0x7f800000u);
+    out[i] = math::widen(h, W);
   }
   return overflow == 0;
 }
@@ -67,11 +70,14 @@ __attribute__((target_clones("avx2", "default"))) bool widen_fp16(const std::uin
                                                                   float* out, std::size_t n) {
   return widen_body<WireFormat::kFp16>(in, out, n);
 }
-__attribute__((target_clones("avx2", "default"))) bool round_bf16(float* x, std::size_t n) {
-  return round_body<WireFormat::kBf16>(x, n);
+// in may be out (in place).
+__attribute__((target_clones("avx2", "default"))) bool round_bf16(const float* in, float* out,
+                                                                  std::size_t n) {
+  return round_body<WireFormat::kBf16>(in, out, n);
 }
-__attribute__((target_clones("avx2", "default"))) bool round_fp16(float* x, std::size_t n) {
-  return round_body<WireFormat::kFp16>(x, n);
+__attribute__((target_clones("avx2", "default"))) bool round_fp16(const float* in, float* out,
+                                                                  std::size_t n) {
+  return round_body<WireFormat::kFp16>(in, out, n);
 }
 
 void check_half(WireFormat w, std::size_t in, std::size_t out) {
@@ -93,9 +99,16 @@ bool widen_from_wire(std::span<const std::uint16_t> in, WireFormat w, std::span<
                                 : widen_bf16(in.data(), out.data(), in.size());
 }
 
-bool round_to_wire(std::span<float> x, WireFormat w) {
-  if (w == WireFormat::kFp32) return true;
-  return w == WireFormat::kFp16 ? round_fp16(x.data(), x.size()) : round_bf16(x.data(), x.size());
+bool round_to_wire(std::span<float> x, WireFormat w) { return round_to_wire(x, w, x); }
+
+bool round_to_wire(std::span<const float> in, WireFormat w, std::span<float> out) {
+  GOSSIP_CHECK_EQ(in.size(), out.size());
+  if (w == WireFormat::kFp32) {
+    if (in.data() != out.data()) std::copy(in.begin(), in.end(), out.begin());
+    return true;
+  }
+  return w == WireFormat::kFp16 ? round_fp16(in.data(), out.data(), in.size())
+                                : round_bf16(in.data(), out.data(), in.size());
 }
 
 std::size_t first_overflow(std::span<const float> x, WireFormat w) {

@@ -58,8 +58,8 @@ void Dpsgd::mix_phase(std::int64_t round) {
     // x_i + sum_j W[i][j] (m_j - r_i) as one sum: (W[i][i] - 1) r_i + sum_j W[i][j] m_j + x_i,
     // r_i our message as the neighbours got it.
     const auto x = buffer_.host_view();
-    sent_.assign(x.begin(), x.end());
-    round_to_wire(std::span<float>(sent_), config_.wire);
+    sent_.resize(x.size());
+    round_to_wire(x, config_.wire, std::span<float>(sent_));  // copied and rounded in one pass
     std::vector<mixing::Term> t = terms;
     for (auto& term : t)
       if (term.peer == self) {

@@ -76,8 +76,8 @@ class PushSum final : public Algorithm {
     weight_ = w_next;
     if (config_.wire == WireFormat::kFp32) return buffer_.mix(terms);
     const auto z = buffer_.host_view();
-    sent_.assign(z.begin(), z.end());
-    round_to_wire(std::span<float>(sent_), config_.wire);
+    sent_.resize(z.size());
+    round_to_wire(z, config_.wire, std::span<float>(sent_));  // copied and rounded in one pass
     for (auto& t : terms)
       if (t.peer == self) {  // z_i + sum_j t_j (m_j - r_i) as one sum
         t.host = sent_.data();
