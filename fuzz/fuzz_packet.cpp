@@ -1,9 +1,9 @@
 // fuzz/fuzz_packet.cpp: libFuzzer target for the packet decoder (src/wire/packet.cpp), every kind
-// (dense at float32, bf16 and fp16, sparse with u32 indices or varint gaps, quantized): any bytes against a model of the size the
-// packet claims and against a fixed one. No crash, no allocation from a size the packet gives
-// (scripts/fuzz.sh caps malloc), every refusal says why, and a packet that is accepted can be
-// read whole — every coordinate it names inside the model, every value, scale and code what
-// check_packet promised — as the algorithms read it.
+// (dense at float32, bf16 and fp16, sparse with u32 indices or varint gaps, quantized): any
+// bytes against a model of the size the packet claims and against a fixed one. No crash, no
+// allocation from a size the packet gives (scripts/fuzz.sh caps malloc), every refusal says why,
+// and a packet that is accepted can be read whole — every coordinate it names inside the model,
+// every value, scale and code what check_packet promised — as the algorithms read it.
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -58,17 +58,14 @@ void read_all(std::span<const std::byte> p, std::int64_t n) {
       break;
     case PacketKind::kSparseBf16:
     case PacketKind::kSparseFp16: {  // the gaps fill the index area exactly, then the values
-      const auto area = p.subspan(kPacketHeaderBytes, p.size() - kPacketHeaderBytes - h.count * 2);
-      std::size_t at = 0;
-      std::int64_t index = -1;
+      GapReader gaps(p);
       for (std::uint32_t j = 0; j < h.count; ++j) {
-        std::uint32_t gap = 0;
-        require(get_varint(area, at, gap));
-        index += std::int64_t{gap} + 1;
+        std::int64_t index = 0;
+        require(gaps.next(index));
         target.at(static_cast<std::size_t>(index)) +=
-            math::widen(packet_u16(area.data() + area.size() + j * 2), sparse_format(h.kind));
+            math::widen(packet_u16(gaps.values() + j * 2), sparse_format(h.kind));
       }
-      require(at == area.size());
+      require(gaps.left() == 0);
       break;
     }
     case PacketKind::kQuantized: {

@@ -91,19 +91,27 @@ inline std::size_t put_varint(std::uint32_t v, std::byte* out) {
   out[i++] = static_cast<std::byte>(v);
   return i;
 }
-/// Reads the varint at area[at], advancing `at`: false when it runs past the area, takes more
-/// than 5 bytes or does not fit in 32 bits.
-inline bool get_varint(std::span<const std::byte> area, std::size_t& at, std::uint32_t& v) {
-  v = 0;
-  for (int shift = 0; shift < 35; shift += 7) {
-    if (at >= area.size()) return false;
-    const auto b = std::to_integer<std::uint32_t>(area[at++]);
-    if (shift == 28 && b > 0x0f) return false;
-    v |= (b & 0x7f) << shift;
-    if ((b & 0x80) == 0) return true;
-  }
-  return false;
-}
+
+/// Walks the indices of a kind 6 or 7 packet: its index area (what lies between the header and
+/// the 2 x count bytes of values) read gap by gap. Reads nothing outside the packet; check_packet
+/// uses it to check, and the adders to decode a packet that passed.
+class GapReader {
+ public:
+  /// The packet must hold at least its header and 2 x its count bytes (check_packet's sizes).
+  explicit GapReader(std::span<const std::byte> packet);
+  /// The next index into `index`: false when the gap is not a varint of at most 32 bits within
+  /// the index area (index then unchanged).
+  bool next(std::int64_t& index);
+  /// Bytes of the index area not read yet (0 once a well-formed packet's gaps are all read).
+  std::size_t left() const { return area_.size() - at_; }
+  /// The 16-bit values, right after the index area.
+  const std::byte* values() const { return area_.data() + area_.size(); }
+
+ private:
+  std::span<const std::byte> area_;
+  std::size_t at_ = 0;
+  std::int64_t index_ = -1;
+};
 
 /// An f32 or u32 of a packet's body (packets need not be aligned for them).
 inline float packet_f32(const std::byte* p) {

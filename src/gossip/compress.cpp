@@ -232,18 +232,15 @@ void decode_sparse_half(std::span<const std::byte> p, std::vector<std::uint32_t>
                         std::vector<float>& values) {
   const PacketHeader h = packet_header(p);
   const std::size_t count = h.count;
-  const auto area = p.subspan(kPacketHeaderBytes, p.size() - kPacketHeaderBytes - count * 2);
   index.resize(count);
   values.resize(count);
-  std::size_t at = 0;
-  std::int64_t before = -1;
+  GapReader gaps(p);
   for (std::size_t j = 0; j < count; ++j) {
-    std::uint32_t gap = 0;
-    GOSSIP_CHECK(get_varint(area, at, gap));
-    before += std::int64_t{gap} + 1;
-    index[j] = static_cast<std::uint32_t>(before);
+    std::int64_t i = 0;
+    GOSSIP_CHECK(gaps.next(i));
+    index[j] = static_cast<std::uint32_t>(i);
   }
-  const std::byte* half = area.data() + area.size();
+  const std::byte* half = gaps.values();
   const WireFormat w = sparse_format(h.kind);
   for (std::size_t j = 0; j < count; ++j) values[j] = math::widen(packet_u16(half + j * 2), w);
 }

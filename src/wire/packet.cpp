@@ -79,6 +79,36 @@ std::size_t sparse_packet_bytes(std::int64_t k, WireFormat w) {
   return kPacketHeaderBytes + count * (w == WireFormat::kFp32 ? 8 : 5 + 2);
 }
 
+namespace {
+
+/// Reads the varint at area[at], advancing `at`: false when it runs past the area, takes more
+/// than 5 bytes or does not fit in 32 bits.
+bool get_varint(std::span<const std::byte> area, std::size_t& at, std::uint32_t& v) {
+  v = 0;
+  for (int shift = 0; shift < 35; shift += 7) {
+    if (at >= area.size()) return false;
+    const auto b = std::to_integer<std::uint32_t>(area[at++]);
+    if (shift == 28 && b > 0x0f) return false;
+    v |= (b & 0x7f) << shift;
+    if ((b & 0x80) == 0) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+GapReader::GapReader(std::span<const std::byte> p)
+    : area_(p.subspan(kPacketHeaderBytes,
+                      p.size() - kPacketHeaderBytes - std::size_t{packet_header(p).count} * 2)) {}
+
+bool GapReader::next(std::int64_t& index) {
+  std::uint32_t gap = 0;
+  if (!get_varint(area_, at_, gap)) return false;
+  index_ += std::int64_t{gap} + 1;
+  index = index_;
+  return true;
+}
+
 std::int64_t quantize_blocks(std::int64_t n) { return (n + kQuantizeBlock - 1) / kQuantizeBlock; }
 
 std::size_t quantized_packet_bytes(std::int64_t n, int bits) {
@@ -164,21 +194,17 @@ std::string check_sparse_half(const PacketHeader& h, std::span<const std::byte> 
   if (body < count * 3 || body > count * 7)
     return cat(what, " of ", count, " coordinates is ", p.size(), " bytes, expected ",
                kPacketHeaderBytes + count * 3, " to ", kPacketHeaderBytes + count * 7);
-  const auto area = p.subspan(kPacketHeaderBytes, body - count * 2);
-  std::size_t at = 0;
-  std::int64_t index = -1;
+  GapReader gaps(p);
   for (std::uint64_t j = 0; j < count; ++j) {
-    std::uint32_t gap = 0;
-    if (!get_varint(area, at, gap))
+    std::int64_t index = 0;
+    if (!gaps.next(index))
       return cat(what, "'s gap ", j, " is not a varint of at most 32 bits within its index area");
-    index += std::int64_t{gap} + 1;
     if (static_cast<std::uint64_t>(index) >= n)
       return cat(what, "'s index ", index, " (entry ", j, ") is past the model's ", n);
   }
-  if (at != area.size())
-    return cat(what, "'s index area has ", area.size() - at, " bytes past its ", count,
-               " gaps");
-  if (!finite_halves(area.data() + area.size(), count, w)) return cat(what, " holds NaN or Inf");
+  if (gaps.left() != 0)
+    return cat(what, "'s index area has ", gaps.left(), " bytes past its ", count, " gaps");
+  if (!finite_halves(gaps.values(), count, w)) return cat(what, " holds NaN or Inf");
   return {};
 }
 
