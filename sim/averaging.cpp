@@ -36,6 +36,7 @@ AveragingCheck averaging_check(const RunConfig& base, const std::string& topolog
   c.gossip.overlap = false;
   c.gossip.compress = CompressConfig{};
   c.gossip.consensus_step = 0.0;
+  c.gossip.gossip_steps = 1;
   c.sim.consensus_only = true;
   c.sim.consensus_rounds = rounds;
   c.sim.message_loss = 0.0;

@@ -62,7 +62,10 @@ std::vector<CompareSetting> compare_settings(const RunConfig& base) {
                 setting.config.lines["gossip.algorithm"] = at->second;
               // What only some algorithms take stays with them.
               setting.config.gossip.compress = q;
-              if (a != "choco") setting.config.gossip.consensus_step = 0.0;
+              if (a != "choco") {
+                setting.config.gossip.consensus_step = 0.0;
+                setting.config.gossip.gossip_steps = 1;
+              }
               if (a != "dpsgd" && a != "local_sgd") setting.config.gossip.overlap = false;
               if (a == "choco" && !q.sparse()) setting.config.gossip.wire = WireFormat::kFp32;
               setting.config.gossip.period = p;

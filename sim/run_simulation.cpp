@@ -41,13 +41,16 @@ int run_simulation(const RunConfig& config, const std::string& out, bool progres
   check_algorithm(config, topology);
   const TopologyReport analysis = analyze(topology);
   const bool consensus = config.sim.consensus_only;
-  std::printf("gossip sim: %s, %d peers on %s (%s, spectral gap per round %.4g%s%s), %s every %d "
-              "step%s%s\n",
+  std::printf("gossip sim: %s, %d peers on %s (%s, spectral gap per round %.4g%s%s), %s%s every "
+              "%d step%s%s\n",
               config.path.c_str(), topology.n(), config.gossip.topology.c_str(),
               topology.kind().c_str(), 1.0 - analysis.rho_per_round,
               analysis.period > 1 ? cat(", per period of ", analysis.period, " rounds ",
                                         fixed(analysis.spectral_gap, 4)).c_str() : "",
               analysis.connected ? "" : ", NOT connected", config.gossip.algorithm.c_str(),
+              config.gossip.algorithm == "choco"
+                  ? cat(" (", describe_choco(config.gossip), ")").c_str()
+                  : "",
               config.gossip.period, config.gossip.period == 1 ? "" : "s",
               consensus ? ", pure consensus" : "");
   std::fflush(stdout);

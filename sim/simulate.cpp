@@ -58,9 +58,11 @@ class Swarm {
       monitored_.back()->set_silence(config_.gossip.suspect_after_s);
       watches_.emplace_back(topology, p);
     }
-    for (int p = 0; p < n(); ++p)
+    for (int p = 0; p < n(); ++p) {
       algorithms_.push_back(make_algorithm(network_.timed(p, learners_[p]), *monitored_[p],
                                            topology, config.gossip, config.train.seed));
+      monitored_[p]->set_tags_per_round(algorithms_.back()->relay_steps() + 1);
+    }
     alive_.assign(n(), 1);
     paused_until_.assign(n(), -1.0);
     timelines_.resize(static_cast<std::size_t>(n()));
@@ -96,7 +98,7 @@ class Swarm {
   /// successor reads the last.
   static int history(const GossipConfig& g) {
     if (g.algorithm == "async") return g.max_staleness + 1;
-    return g.algorithm == "allreduce" ? 2 : 1;
+    return g.algorithm == "allreduce" || g.gossip_steps > 1 ? 2 : 1;
   }
 
   void round(std::int64_t r, SimResult& result) {

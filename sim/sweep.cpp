@@ -124,8 +124,7 @@ int run_sweep(const RunConfig& base, const std::string& out, bool progress_bar,
     const std::string line = cat("[", i + 1, "/", settings.size(), "] ", s.label, ": ",
                       topologies.at(path).n(), " peers, ", s.config.gossip.algorithm,
                       s.config.gossip.algorithm == "choco"
-                          ? cat(" (", describe(s.config.gossip.compress), ", gamma ",
-                                consensus_step(s.config.gossip), ")")
+                          ? cat(" (", describe_choco(s.config.gossip), ")")
                           : std::string(),
                       ", period ",
                       s.config.gossip.period, ", shard ", s.config.data.shard, ", seed ",

@@ -278,7 +278,8 @@ TEST_CASE("gossip.compress.kind is read once into its enum, and each kind's name
   }
 }
 
-TEST_CASE("gossip.compress, consensus_step and overlap are read and checked with file and line",
+TEST_CASE("gossip.compress, consensus_step, gossip_steps and overlap are read and checked with "
+          "file and line",
           "[config][compress]") {
   const auto c = load_config_from_string(
       "gossip:\n  algorithm: choco\n  compress: {kind: top_k, fraction: 0.01}\n"
@@ -287,6 +288,9 @@ TEST_CASE("gossip.compress, consensus_step and overlap are read and checked with
   CHECK(c.gossip.compress.kind == CompressKind::kTopK);
   CHECK(c.gossip.compress.fraction == 0.01);
   CHECK(consensus_step(c.gossip) == 0.2);
+  CHECK(c.gossip.gossip_steps == 1);
+  CHECK(load_config_from_string("gossip: {algorithm: choco, gossip_steps: 5}\n", "c.yaml")
+            .gossip.gossip_steps == 5);
   const auto q = load_config_from_string(
       "gossip:\n  compress:\n    kind: quantize\n    bits: 4\n  algorithm: choco\n", "c.yaml");
   CHECK(q.gossip.compress.bits == 4);
@@ -302,6 +306,12 @@ TEST_CASE("gossip.compress, consensus_step and overlap are read and checked with
           "c.yaml:3: gossip.compress.fraction: must be in (0, 1], got 1.5");
     fails("gossip:\n  algorithm: choco\n  compress:\n    kind: random_k\n    fraction: 0\n",
           "c.yaml:5: gossip.compress.fraction: must be > 0");
+  }
+  SECTION("gossip_steps outside 1..64") {
+    fails("gossip:\n  algorithm: choco\n  gossip_steps: 0\n", "c.yaml:3: gossip.gossip_steps: must be");
+    fails("gossip:\n  algorithm: choco\n  gossip_steps: 65\n",
+          "c.yaml:3: gossip.gossip_steps: must be at most 64, got 65");
+    fails("gossip:\n  algorithm: choco\n  gossip_steps: 2.5\n", "c.yaml:3: gossip.gossip_steps");
   }
   SECTION("bits other than 4 or 8") {
     fails("gossip:\n  algorithm: choco\n  compress:\n    kind: quantize\n    bits: 2\n",
@@ -324,6 +334,8 @@ TEST_CASE("gossip.compress, consensus_step and overlap are read and checked with
           "c.yaml:2: gossip.compress: compression is for gossip.algorithm: choco; allreduce");
     fails("gossip:\n  consensus_step: 0.5\n", "c.yaml:2: gossip.consensus_step: the consensus "
                                                "step is choco's; dpsgd");
+    fails("gossip:\n  algorithm: dpsgd\n  gossip_steps: 2\n",
+          "c.yaml:3: gossip.gossip_steps: several compressed exchanges a round are choco's; dpsgd");
     fails("gossip:\n  algorithm: push_sum\n  overlap: true\n",
           "c.yaml:3: gossip.overlap: overlap is for dpsgd and local_sgd, not push_sum");
     fails("gossip: {algorithm: choco}\nsim:\n  message_loss: 0.1\n",

@@ -765,6 +765,72 @@ TEST_CASE("CHOCO sends a fraction of the bytes and refuses graphs that change ev
   REQUIRE_THROWS_WITH(ConsensusPeers(changing, g, 4), Catch::Contains("the same every round"));
 }
 
+TEST_CASE("CHOCO with gossip_steps S takes S consensus steps a round: uncompressed, x <- "
+          "((1 - gamma) I + gamma W)^S x; top_k sends S packets a round and keeps the average",
+          "[gossip][choco]") {
+  const Topology t = generate("ring", 6);
+  const int n = t.n();
+  GossipConfig g;
+  g.algorithm = "choco";
+  g.compress.kind = CompressKind::kNone;
+  g.consensus_step = 0.4;
+  g.gossip_steps = 3;
+  const std::int64_t dim = 50;
+  ConsensusPeers peers(t, g, dim);
+  REQUIRE(peers.algs[0]->relay_steps() == 2);
+  // Without compression every send makes the public copy the model (xhat += x - xhat), so each
+  // step is x_i <- (1 - gamma) x_i + gamma sum_j W_ij x_j: S of them a round, in double here.
+  std::vector<std::vector<double>> want(n);
+  for (int p = 0; p < n; ++p) want[p].assign(peers.x[p].begin(), peers.x[p].end());
+  const int rounds = 2;
+  for (int step = 0; step < rounds * g.gossip_steps; ++step) {
+    std::vector<std::vector<double>> next(n, std::vector<double>(dim, 0.0));
+    for (int p = 0; p < n; ++p) {
+      const double self = t.self_weight(p, 0);
+      for (std::int64_t i = 0; i < dim; ++i)
+        next[p][i] = (1 - g.consensus_step) * want[p][i] + g.consensus_step * self * want[p][i];
+      for (const auto& nb : t.in_neighbours(p, 0))
+        for (std::int64_t i = 0; i < dim; ++i)
+          next[p][i] += g.consensus_step * nb.weight * want[nb.peer][i];
+    }
+    want = std::move(next);
+  }
+  peers.rounds(0, rounds);
+  for (int p = 0; p < n; ++p)
+    for (std::int64_t i = 0; i < dim; ++i) REQUIRE(peers.x[p][i] == Approx(want[p][i]).margin(1e-5));
+
+  // top_k at bf16: S packets of k coordinates a round per link (round 0's first one whole).
+  g.compress.kind = CompressKind::kTopK;
+  g.compress.fraction = 0.05;
+  g.wire = WireFormat::kBf16;
+  g.consensus_step = 0.1;
+  ConsensusPeers sparse(t, g, 400);
+  const auto before = sparse.mean();
+  std::vector<std::uint64_t> sent;
+  for (std::int64_t r = 0; r < 300; ++r) {
+    sparse.rounds(r, r + 1);
+    sent.push_back(sparse.network.exchange(0).bytes_sent());
+  }
+  // A packet of 20 of 400 coordinates: a 16-byte header, then 1 or 2 bytes of gap and 2 of
+  // value each, and the transport's overhead.
+  const std::uint64_t lo = kPacketHeaderBytes + 20 * 3 + kPacketOverheadBytes;
+  const std::uint64_t hi = kPacketHeaderBytes + 20 * 4 + kPacketOverheadBytes;
+  // Round 0: the whole difference at fp32 to both neighbours, then two packets each.
+  const std::uint64_t dense = 2 * (kPacketHeaderBytes + 400 * 4 + kPacketOverheadBytes);
+  REQUIRE(sent[0] >= dense + 2 * 2 * lo);
+  REQUIRE(sent[0] <= dense + 2 * 2 * hi);
+  for (std::size_t r = 1; r < sent.size(); ++r) {  // then 2 links x 3 packets a round
+    REQUIRE(sent[r] - sent[r - 1] >= 2 * 3 * lo);
+    REQUIRE(sent[r] - sent[r - 1] <= 2 * 3 * hi);
+  }
+  const auto after = sparse.mean();
+  for (std::size_t i = 0; i < before.size(); ++i) REQUIRE(after[i] == Approx(before[i]).margin(1e-3));
+  double spread = 0.0;
+  for (const auto& v : sparse.x)
+    for (std::size_t i = 0; i < v.size(); ++i) spread += (v[i] - after[i]) * (v[i] - after[i]);
+  REQUIRE(spread < 1e-3);
+}
+
 TEST_CASE("all-reduce equals exact averaging", "[gossip][allreduce]") {
   for (int n : {2, 3, 8, 16}) {
     for (std::int64_t dim : {1001, 5}) {  // uneven chunks; fewer floats than peers

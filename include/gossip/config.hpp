@@ -111,6 +111,7 @@ inline constexpr double kMaxEpochs = 10000;                   // train.epochs in
 inline constexpr int kMaxThreads = 1024;                      // train.threads in [1, kMaxThreads]
 inline constexpr int kMaxWorkers = 1024;                      // sim.workers in [0, kMaxWorkers]
 inline constexpr std::int64_t kMaxLocalSteps = 100'000'000;  // local steps a run plans per peer
+inline constexpr int kMaxGossipSteps = 64;                    // gossip.gossip_steps in [1, 64]
 
 struct TrainConfig {
   double epochs = 1.0;
@@ -180,6 +181,9 @@ struct GossipConfig {
   std::string on_partition = "continue";  // continue | stop: when the live graph splits
   CompressConfig compress;          // choco only
   double consensus_step = 0.0;      // choco's gamma; 0 = default_consensus_step(compress)
+  // choco: compressed exchanges per round (compress, send, consensus step, repeated) after
+  // the round's local steps; each costs one message per link and one network round trip.
+  int gossip_steps = 1;
   bool overlap = false;             // dpsgd, local_sgd: send round r while computing round r+1
   // How parameter values travel: whole parameter messages (every algorithm but choco), and
   // choco's top_k and random_k values (in varint-indexed packets): fp32, or rounded to bf16 /
@@ -193,6 +197,9 @@ struct GossipConfig {
 double default_consensus_step(const CompressConfig& c);
 /// gossip.consensus_step, or its default.
 double consensus_step(const GossipConfig& g);
+/// choco's settings for a log line: "top_k 0.01, gamma 0.05" (", 5 gossip steps a round" when
+/// gossip_steps > 1).
+std::string describe_choco(const GossipConfig& g);
 
 struct SimConfig {
   int workers = 0;                  // worker threads for virtual peers (0 = number of cores)

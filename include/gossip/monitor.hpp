@@ -268,6 +268,10 @@ class MonitoredExchange final : public Exchange {
   /// The fault schedule whose `cut` entries this exchange carries out: a cut link sends nothing
   /// and receives nothing between from_round and to_round. `faults` must outlive this object.
   void set_faults(const std::vector<Fault>* faults) { faults_ = faults; }
+  /// An algorithm that exchanges `tags` times a round (relay phases: all-reduce's hops, choco's
+  /// gossip steps) tags them round * tags + step; the view, the fault schedule and the
+  /// suspicions go by the round, tag / tags. 1 (the default): the tag is the round.
+  void set_tags_per_round(int tags) { tags_per_round_ = std::max(1, tags); }
   /// A restarted peer: a fresh view (incarnation 0, everyone alive), as a new process has.
   void restart();
   /// gossip.suspect_after_s: a neighbour the transport has not heard for this long (or whose
@@ -308,7 +312,7 @@ class MonitoredExchange final : public Exchange {
   static constexpr std::uint64_t kNeverSent = ~std::uint64_t{0};
   /// The peers of `to_all` whose links the schedule leaves up in `round`, after sending them
   /// our view when it changed (or is due again): what publish and publish_packet share.
-  std::vector<int> before_publish(std::int64_t round, std::span<const int> to_all);
+  std::vector<int> before_publish(std::int64_t tag, std::span<const int> to_all);
   const std::vector<Fault>* faults_ = nullptr;
   std::int64_t dead_after_rounds_;
   double dead_after_s_;
@@ -317,6 +321,7 @@ class MonitoredExchange final : public Exchange {
   Prober prober_;
   std::unordered_map<int, std::int64_t> heard_round_;  // round each neighbour was last heard
   std::int64_t round_ = 0;                 // the round of the last collect
+  int tags_per_round_ = 1;                 // exchanges a round (set_tags_per_round)
   double deadline_floor_s_ = 0.0;
   std::deque<double> round_seconds_;       // durations of the last rounds (collect to collect)
   double last_collect_ = -1.0;

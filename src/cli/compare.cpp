@@ -112,9 +112,12 @@ void check_peers_run(const std::string& config_path, const CompareSetting& setti
   differs("gossip.period", std::to_string(peer.gossip.period), std::to_string(want.gossip.period));
   differs("gossip.compress", compress_argument(peer.gossip.compress),
           compress_argument(want.gossip.compress));
-  if (want.gossip.algorithm == "choco")
+  if (want.gossip.algorithm == "choco") {
     differs("gossip.consensus_step", exact(consensus_step(peer.gossip)),
             exact(consensus_step(want.gossip)));
+    differs("gossip.gossip_steps", std::to_string(peer.gossip.gossip_steps),
+            std::to_string(want.gossip.gossip_steps));
+  }
   differs("gossip.overlap", peer.gossip.overlap ? "true" : "false",
           want.gossip.overlap ? "true" : "false");
   differs("data.shard", peer.data.shard, want.data.shard);

@@ -403,6 +403,11 @@ void read_gossip(const Reader& r, const Node& n, GossipConfig& g) {
          g.consensus_step = r.positive(v, f, false);
          if (g.consensus_step > 1) r.fail(v, f, cat("must be in (0, 1], got ", g.consensus_step));
        }},
+      {"gossip_steps", [&](auto& v, auto& f) {
+         g.gossip_steps = r.positive_int(v, f, false);
+         if (g.gossip_steps > kMaxGossipSteps)
+           r.fail(v, f, cat("must be at most ", kMaxGossipSteps, ", got ", g.gossip_steps));
+       }},
       {"overlap", [&](auto& v, auto& f) { g.overlap = r.boolean(v, f); }},
       {"wire", [&](auto& v, auto& f) { g.wire = r.named(v, f, kWireFormats); }},
       {"period", [&](auto& v, auto& f) { g.period = r.positive_int(v, f, false); }},
@@ -549,6 +554,9 @@ void check_gossip_keys(const RunConfig& cfg) {
   if (cfg.lines.count("gossip.consensus_step") && !takes({"choco"}))
     throw InputError(cat(cfg.where("gossip.consensus_step"), ": the consensus step is "
                          "choco's; ", g.algorithm, " does not take one"));
+  if (g.gossip_steps != 1 && !takes({"choco"}))
+    throw InputError(cat(cfg.where("gossip.gossip_steps"), ": several compressed exchanges a "
+                         "round are choco's; ", g.algorithm, " exchanges once a round"));
   // In a sweep beside an algorithm that sends whole buffers the wire is theirs (compare keeps
   // choco at fp32 unless its compressor is top_k or random_k).
   if (g.wire != WireFormat::kFp32 && takes({"choco"}) && !g.compress.sparse() &&
@@ -695,6 +703,11 @@ const char* compress_kind_name(CompressKind kind) {
   for (const auto& [k, name] : kCompressKinds)
     if (k == kind) return name;
   return "unknown";  // not reached: every kind has its name
+}
+
+std::string describe_choco(const GossipConfig& g) {
+  return cat(describe(g.compress), ", gamma ", consensus_step(g),
+             g.gossip_steps > 1 ? cat(", ", g.gossip_steps, " gossip steps a round") : "");
 }
 
 std::string describe(const CompressConfig& c) {

@@ -10,6 +10,9 @@
 // in the paper's memory-efficient form: instead of every neighbour's copy a peer keeps
 // s_i = sum_j W[i][j] xhat_j (this peer at its place, ascending id), updated by
 // s_i += W[i][j] q_j, and since the row sums to one the step is x_i += gamma (s_i - xhat_i).
+// With gossip.gossip_steps = S the compress-send-update-step sequence runs S times a round
+// (the first S - 1 in relay phases), each exchange tagged round * S + step: S messages of the
+// compressor's size a round per link, S consensus steps between two rounds of local steps.
 // The copies start at zero and round 0 sends its difference uncompressed, so from then on every
 // copy equals its peer's parameters of the round before, and the compressor spends its budget on
 // what training changes rather than on the initial weights (one full-size message per link in
@@ -65,14 +68,7 @@ class Choco final : public Algorithm {
 
   void local_phase(std::int64_t round) override {
     for (int s = 0; s < local_steps(round); ++s) record_loss(learner_.step());
-    Backend& b = *learner_.backend;
-    b.choco_difference(learner_.params, xhat_.data(), diff_.data(), n_);
-    if (round == 0)  // the copies start at zero: send the first difference whole (see above)
-      encode_dense(b, diff_.data(), n_, packet_);
-    else
-      compressor_.encode(b, diff_.data(), round, Scaling::kContractive, packet_);
-    const int self = exchange_->rank();
-    exchange_->publish_packet(round, packet_, mixing::ids(topology_->out_neighbours(self, round)));
+    send(round, 0);
   }
 
   // A checkpoint keeps the public copy and the weighted sum (2n floats): with them a resumed run
@@ -94,12 +90,40 @@ class Choco final : public Algorithm {
     learner_.backend->upload(s_.data(), b.data() + n_, bytes);
   }
 
-  void mix_phase(std::int64_t round) override {
+  // Exchanges 0 .. gossip_steps - 2 of the round end in relay phases that send the next one.
+  int relay_steps() const override { return config_.gossip_steps - 1; }
+  void relay_phase(std::int64_t round, int step) override {
+    consensus(round, step);
+    send(round, step + 1);
+  }
+  void mix_phase(std::int64_t round) override { consensus(round, config_.gossip_steps - 1); }
+
+ private:
+  /// The exchange's tag for step `step` of `round` (the round itself with one step a round).
+  std::int64_t tag(std::int64_t round, int step) const {
+    return round * config_.gossip_steps + step;
+  }
+
+  /// Compresses x_i - xhat_i and sends it, as step `step` of `round`.
+  void send(std::int64_t round, int step) {
+    Backend& b = *learner_.backend;
+    b.choco_difference(learner_.params, xhat_.data(), diff_.data(), n_);
+    if (round == 0 && step == 0)  // the copies start at zero: the first difference goes whole
+      encode_dense(b, diff_.data(), n_, packet_);
+    else
+      compressor_.encode(b, diff_.data(), tag(round, step), Scaling::kContractive, packet_);
+    const int self = exchange_->rank();
+    exchange_->publish_packet(tag(round, step), packet_,
+                              mixing::ids(topology_->out_neighbours(self, round)));
+  }
+
+  /// Takes step `step`'s packets into s_i and xhat_i, then the consensus step.
+  void consensus(std::int64_t round, int step) {
     const int self = exchange_->rank();
     const auto in = topology_->in_neighbours(self, round);
     CollectOptions o;
     o.deadline = round_deadline(config_);
-    const std::vector<Inbox> got = exchange_->collect(round, mixing::ids(in), o);
+    const std::vector<Inbox> got = exchange_->collect(tag(round, step), mixing::ids(in), o);
     // s_i += sum_j W[i][j] q_j in ascending id, this peer's own q at its place. A packet is
     // checked on the host before any of it reaches the backend.
     std::int64_t missing = 0;
@@ -124,7 +148,6 @@ class Choco final : public Algorithm {
     learner_.backend->choco_step(learner_.params, s_.data(), xhat_.data(), gamma_, n_);
   }
 
- private:
   Learner learner_;
   Exchange* exchange_;
   const Topology* topology_;

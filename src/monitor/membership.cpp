@@ -262,13 +262,15 @@ void check_faults(const RunConfig& config, const Topology& topology) {
   }
 }
 
-std::vector<int> MonitoredExchange::before_publish(std::int64_t round,
+std::vector<int> MonitoredExchange::before_publish(std::int64_t tag,
                                                   std::span<const int> to_all) {
+  const std::int64_t round = tag / tags_per_round_;
   const std::vector<int> cut = faults_ ? cut_peers(*faults_, rank(), round) : std::vector<int>{};
   std::vector<int> to = without(to_all, cut);
   // The view goes out when it changed, and every kViewRefreshRounds rounds in any case (so a
   // peer that was away, or restarted, learns what the others believe of it).
-  if (membership_.version() != last_sent_ || round % kViewRefreshRounds == 0 ||
+  if (membership_.version() != last_sent_ ||
+      (round % kViewRefreshRounds == 0 && tag % tags_per_round_ == 0) ||
       prober_.has_outgoing()) {
     inner_->send_view(membership_.view(), to, prober_.take_outgoing());
     last_sent_ = membership_.version();
@@ -338,8 +340,9 @@ std::chrono::milliseconds MonitoredExchange::round_deadline(
   return std::min(ceiling, ms);
 }
 
-std::vector<Inbox> MonitoredExchange::collect(std::int64_t round, std::span<const int> from_all,
+std::vector<Inbox> MonitoredExchange::collect(std::int64_t tag, std::span<const int> from_all,
                                               const CollectOptions& options) {
+  const std::int64_t round = tag / tags_per_round_;
   const std::vector<int> cut = faults_ ? cut_peers(*faults_, rank(), round) : std::vector<int>{};
   const std::vector<int> from = without(from_all, cut);
   talked_to(from_all);
@@ -354,7 +357,7 @@ std::vector<Inbox> MonitoredExchange::collect(std::int64_t round, std::span<cons
   last_deadline_ = o.deadline;
   round_ = round;
   const auto waited_from = std::chrono::steady_clock::now();
-  std::vector<Inbox> got = inner_->collect(round, from, o);
+  std::vector<Inbox> got = inner_->collect(tag, from, o);
   // A collect that outlasted its deadline by far more than the transport's wait slices was
   // itself stopped (SIGSTOP, a frozen VM): what it missed meanwhile says nothing about the
   // neighbours (Lifeguard's local health), so nobody is suspected for this round.

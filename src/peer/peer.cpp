@@ -123,6 +123,7 @@ int run_peer(const RunConfig& config, const Topology& topology, const PeerOption
   TracedExchange traced(exchange, timeline);
   const Learner learner = traced_learner(learner_for(trainer), timeline);
   auto algorithm = make_algorithm(learner, traced, topology, config.gossip, config.train.seed);
+  exchange.set_tags_per_round(algorithm->relay_steps() + 1);
   Watch watch(topology, rank, exchange, events, t0);
   watch(0);
   auto catch_up = [&](std::int64_t r) {

@@ -121,6 +121,7 @@ struct PeerSession::Impl {
     traced = std::make_unique<TracedExchange>(*exchange, timeline);
     algorithm = make_algorithm(trainer ? traced_learner(learner, timeline) : learner, *traced,
                                topology, config.gossip, config.train.seed);
+    exchange->set_tags_per_round(algorithm->relay_steps() + 1);
     watch = std::make_unique<Watch>(topology, rank, *exchange, events, t0);
     (*watch)(0);
     fingerprint = checkpoint_fingerprint(config, topology, learner.num_params, rounds);
