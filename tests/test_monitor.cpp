@@ -314,7 +314,11 @@ class FakeExchange final : public gossip::Exchange {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   void publish(std::int64_t, std::span<const float>, double, std::span<const int>) override {}
-  void publish_packet(std::int64_t, std::span<const std::byte>, std::span<const int>) override {}
+  void publish_packet(std::int64_t tag, std::span<const std::byte>,
+                      std::span<const int> to) override {
+    last_tag = tag;
+    last_to.assign(to.begin(), to.end());
+  }
   std::vector<gossip::Inbox> collect(std::int64_t round, std::span<const int> from,
                                      const gossip::CollectOptions& o) override {
     last_no_wait = o.no_wait;
@@ -337,7 +341,8 @@ class FakeExchange final : public gossip::Exchange {
   std::optional<std::vector<int>> heard_within(double) const override { return heard; }
 
   std::optional<std::vector<int>> heard;  // what heartbeats say (nullopt: none, as in the sim)
-  std::vector<int> answering, ahead, last_no_wait;
+  std::vector<int> answering, ahead, last_no_wait, last_to;
+  std::int64_t last_tag = -1;
   std::chrono::milliseconds last_deadline{0};
   std::vector<PeerView> views;
   std::vector<Member> sent;
@@ -383,6 +388,40 @@ TEST_CASE("MonitoredExchange: suspects silent in-neighbours, stops waiting for t
   std::vector<std::string> ev;
   for (const auto& c : ex.membership().take_changes()) ev.push_back(c.event + " " + std::to_string(c.peer));
   CHECK(ev == std::vector<std::string>{"suspect 3", "dead 3", "rejoin 3"});
+}
+
+TEST_CASE("MonitoredExchange: with several exchanges a round (tags round * T + step) suspicions, "
+          "deaths and cut links go by the round",
+          "[monitor][membership]") {
+  FakeExchange inner(0, 4);
+  gossip::MonitoredExchange ex(inner, 2, 0.0);  // dead 2 rounds after the suspicion
+  ex.set_tags_per_round(3);
+  const int from[] = {1, 3};
+  inner.answering = {1, 3};
+  for (std::int64_t tag = 0; tag < 3; ++tag) ex.collect(tag, from, {});  // round 0
+  inner.answering = {1};  // peer 3 falls silent in round 1
+  for (std::int64_t tag = 3; tag < 9; ++tag) ex.collect(tag, from, {});  // rounds 1 and 2
+  CHECK(ex.membership().suspected() == std::vector<int>{3});
+  CHECK(ex.dead_peers().empty());  // six silent exchanges, but two rounds
+  ex.collect(9, from, {});         // round 3
+  CHECK(ex.dead_peers() == std::vector<int>{3});
+  std::vector<std::string> ev;
+  for (const auto& c : ex.membership().take_changes())
+    ev.push_back(c.event + " " + std::to_string(c.peer) + " round " + std::to_string(c.round));
+  CHECK(ev == std::vector<std::string>{"suspect 3 round 1", "dead 3 round 3"});
+
+  // A link cut for round 2 is cut for its three exchanges, tags 6 to 8; the tag goes through.
+  FakeExchange inner2(0, 4);
+  gossip::MonitoredExchange cut(inner2, 2, 0.0);
+  cut.set_tags_per_round(3);
+  const std::vector<gossip::Fault> faults{gossip::Fault{2, 3, "cut", {}, {{0, 1}}}};
+  cut.set_faults(&faults);
+  const std::byte packet[1] = {};
+  for (std::int64_t tag = 5; tag < 10; ++tag) {
+    cut.publish_packet(tag, packet, from);
+    CHECK(inner2.last_tag == tag);
+    CHECK(inner2.last_to == (tag >= 6 && tag < 9 ? std::vector<int>{3} : std::vector<int>{1, 3}));
+  }
 }
 
 TEST_CASE("probes: a request floods a few hops, one who hears the target acks, only the asker "

@@ -316,7 +316,11 @@ TEST_CASE("gossip run over TCP and gossip sim end with bit-identical parameters"
                        Case{"dpsgd, overlap: true, wire: bf16", 1, false},
                        // choco's top_k values at bf16, indices as varint gaps (kind 6).
                        Case{"choco, compress: {kind: top_k, fraction: 0.1}, wire: bf16", 1,
-                            false}}) {
+                            false},
+                       // three compressed exchanges a round (relay phases, tagged exchanges).
+                       Case{"choco, compress: {kind: top_k, fraction: 0.05}, gossip_steps: 3, "
+                            "consensus_step: 0.1, wire: bf16",
+                            1, true}}) {
     SECTION(gossip::cat(c.algorithm, " period ", c.period,
                         c.shared_memory ? ", shared memory" : ", TCP only")) {
       TempDir t;
