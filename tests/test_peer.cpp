@@ -1007,6 +1007,10 @@ TEST_CASE("a run stopped after a checkpoint and resumed ends bit-identical to on
   };
   for (const Case c : {Case{"dpsgd", ""}, Case{"push_sum", "directed: true\nweights: push-sum\n"},
                        Case{"choco, compress: {kind: top_k, fraction: 0.1}", ""},
+                       // exchanges tagged round * 3 + step: the resumed run's tags go on
+                       Case{"choco, compress: {kind: top_k, fraction: 0.05}, gossip_steps: 3, "
+                            "consensus_step: 0.1, wire: bf16",
+                            ""},
                        // at half width all-reduce keeps the last round's common model
                        Case{"allreduce, wire: bf16", ""}}) {
     SECTION(c.algorithm) {
