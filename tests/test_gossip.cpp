@@ -87,6 +87,14 @@ struct ConsensusPeers {
       for (std::size_t i = 0; i < v.size(); ++i) m[i] += v[i] / x.size();
     return m;
   }
+  /// Sum over peers and coordinates of the squared distance to the mean.
+  double spread() const {
+    const auto m = mean();
+    double d = 0.0;
+    for (const auto& v : x)
+      for (std::size_t i = 0; i < v.size(); ++i) d += (v[i] - m[i]) * (v[i] - m[i]);
+    return d;
+  }
   std::unique_ptr<Backend> backend;
   SimNetwork network;
   std::vector<std::vector<float>> x;
@@ -664,14 +672,7 @@ TEST_CASE("CHOCO preserves the average of the models and reaches it through comp
       g.consensus_step = k.gamma;
       ConsensusPeers peers(t, g, 300);
       const auto before = peers.mean();
-      auto spread = [&] {
-        const auto m = peers.mean();
-        double d = 0.0;
-        for (const auto& v : peers.x)
-          for (std::size_t i = 0; i < v.size(); ++i) d += (v[i] - m[i]) * (v[i] - m[i]);
-        return d;
-      };
-      const double d0 = spread();
+      const double d0 = peers.spread();
       peers.rounds(0, 400);
       const auto after = peers.mean();
       // The consensus step moves x_i by gamma sum_j W_ij (xhat_j - xhat_i); with a doubly
@@ -679,7 +680,7 @@ TEST_CASE("CHOCO preserves the average of the models and reaches it through comp
       // float rounding of 400 rounds of running sums; the peers start 0.35 apart on average).
       for (std::size_t i = 0; i < before.size(); ++i)
         REQUIRE(after[i] == Approx(before[i]).margin(1e-3));
-      REQUIRE(spread() < 1e-4 * d0);  // and the peers reached it
+      REQUIRE(peers.spread() < 1e-4 * d0);  // and the peers reached it
     }
   }
 }
@@ -825,10 +826,7 @@ TEST_CASE("CHOCO with gossip_steps S takes S consensus steps a round: uncompress
   }
   const auto after = sparse.mean();
   for (std::size_t i = 0; i < before.size(); ++i) REQUIRE(after[i] == Approx(before[i]).margin(1e-3));
-  double spread = 0.0;
-  for (const auto& v : sparse.x)
-    for (std::size_t i = 0; i < v.size(); ++i) spread += (v[i] - after[i]) * (v[i] - after[i]);
-  REQUIRE(spread < 1e-3);
+  REQUIRE(sparse.spread() < 1e-3);
 }
 
 TEST_CASE("all-reduce equals exact averaging", "[gossip][allreduce]") {
