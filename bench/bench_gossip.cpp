@@ -27,7 +27,6 @@
 #include "gossip/backend.hpp"
 #include "gossip/config.hpp"
 #include "gossip/core.hpp"
-#include "gossip/half.hpp"
 #include "gossip/json.hpp"
 #include "gossip/model.hpp"
 #include "gossip/net.hpp"
@@ -64,8 +63,8 @@ const char* kHelp =
 
 constexpr std::int64_t kFloats = 235146;  // MLP 784-256-128-10
 
-/// One peer process of the benchmark: R timed rounds; prints its seconds per round. With
-/// `algorithm` (choco, allreduce) the rounds are that algorithm's, on a ring topology.
+/// One peer process of the benchmark: R timed rounds of `algorithm` (D-PSGD when empty; choco,
+/// allreduce) on a ring; prints its seconds per round.
 int worker(int rank, int peers, int base_port, int rounds, bool tcp_only,
            const std::string& tls_dir, const std::string& algorithm, WireFormat wire) {
   NetConfig cfg;
@@ -86,67 +85,34 @@ int worker(int rank, int peers, int base_port, int rounds, bool tcp_only,
   if (algorithm == "allreduce") cfg.max_queued_rounds = 2 * static_cast<std::size_t>(peers) + 2;
   NetExchange ex(std::move(cfg));
   auto cpu = make_cpu_backend(1);
-  std::vector<float> x(kFloats), out(kFloats), sent;
+  std::vector<float> x(kFloats);
   auto rng = make_rng(1, rank, Stream::kSim);
   for (auto& v : x) v = static_cast<float>(normal01(rng));
-  std::vector<int> nbrs = {std::min(left, right), std::max(left, right)};
   const int warm = std::max(3, peers);  // a ring synchronises one hop per round
-  auto t0 = std::chrono::steady_clock::now();
-  if (!algorithm.empty()) {
-    GeneratorSpec spec;
-    spec.kind = "ring";
-    spec.n = peers;
-    const Topology ring = make_topology(spec);
-    GossipConfig g;
-    g.algorithm = algorithm;
-    if (algorithm == "choco") {
-      g.compress.kind = CompressKind::kTopK;
-      g.compress.fraction = 0.01;
-    }
-    auto a = make_algorithm(Learner{cpu.get(), x.data(), kFloats, {}}, ex, ring, g, 1);
-    // Round 0 of choco sends its difference whole; the timed rounds are compressed ones.
-    for (int r = 0; r < warm; ++r) a->run_round(r);
-    t0 = std::chrono::steady_clock::now();
-    for (int r = warm; r < rounds + warm; ++r) a->run_round(r);
-    const double per_round =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / rounds;
-    std::printf("%.9f %llu %zu\n", per_round, static_cast<unsigned long long>(ex.bytes_sent()),
-                std::size_t{0});
-    return 0;
+  // The rounds are those of `gossip run`'s algorithm objects on a ring (weights 1/3), without
+  // local steps: D-PSGD's publish, collect and mix (at half width against its own message as
+  // the neighbours got it), or choco's, or all-reduce's.
+  GeneratorSpec spec;
+  spec.kind = "ring";
+  spec.n = peers;
+  const Topology ring = make_topology(spec);
+  GossipConfig g;
+  g.algorithm = algorithm.empty() ? "dpsgd" : algorithm;
+  g.wire = wire;
+  if (algorithm == "choco") {
+    g.compress.kind = CompressKind::kTopK;
+    g.compress.fraction = 0.01;
   }
-  std::size_t shm_links = 0;  // counted while every link is up (at the end some have left)
-  for (int r = 0; r < rounds + warm; ++r) {
-    if (r == warm) {
-      shm_links = ex.shared_memory_peers().size();
-      t0 = std::chrono::steady_clock::now();
-    }
-    ex.publish(r, x, 1.0, nbrs);
-    auto in = ex.collect(r, nbrs, CollectOptions{});
-    if (in.size() != nbrs.size()) throw RuntimeError(cat("rank ", rank, ": lost a neighbour"));
-    // Ascending order with this peer at its place, as the algorithms mix. At half width, as
-    // D-PSGD does: its own message as the neighbours got it at weight 1/3 - 1, then + x.
-    const float* own = x.data();
-    if (wire != WireFormat::kFp32) {
-      sent.assign(x.begin(), x.end());
-      round_to_wire(std::span<float>(sent), wire);
-      own = sent.data();
-    }
-    std::vector<const float*> bufs;
-    for (const auto& m : in) {
-      if (m.peer > rank && bufs.size() == static_cast<std::size_t>(&m - in.data()))
-        bufs.push_back(own);
-      bufs.push_back(m.params.data());
-    }
-    if (bufs.size() < 3) bufs.push_back(own);
-    bufs.push_back(x.data());
-    float w[4] = {1.0f / 3, 1.0f / 3, 1.0f / 3, 1.0f};
-    for (int k = 0; k < 3; ++k)
-      if (bufs[k] == own && own != x.data()) w[k] -= 1.0f;
-    cpu->mix(out.data(), bufs.data(), w, wire == WireFormat::kFp32 ? 3 : 4, kFloats);
-    std::swap(x, out);
-  }
+  auto a = make_algorithm(Learner{cpu.get(), x.data(), kFloats, {}}, ex, ring, g, 1);
+  // Round 0 of choco sends its difference whole; the timed rounds are compressed ones.
+  for (int r = 0; r < warm; ++r) a->run_round(r);
+  // Counted while every link is up (at the end some have left).
+  const std::size_t shm_links = algorithm.empty() ? ex.shared_memory_peers().size() : 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int r = warm; r < rounds + warm; ++r) a->run_round(r);
   const double per_round =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / rounds;
+  if (a->missing_messages() != 0) throw RuntimeError(cat("rank ", rank, ": lost a neighbour"));
   std::printf("%.9f %llu %zu\n", per_round, static_cast<unsigned long long>(ex.bytes_sent()),
               shm_links);
   return 0;

@@ -34,7 +34,7 @@ struct HandshakeInfo {
 namespace gossip::wire {
 
 inline constexpr std::uint32_t kMagic = 0x50495347;  // bytes "GSIP" on the wire
-inline constexpr std::uint16_t kVersion = 8;         // frame layout and handshake version
+inline constexpr std::uint16_t kVersion = 9;         // frame layout and handshake version
 inline constexpr std::size_t kHeaderBytes = 32;
 inline constexpr std::size_t kWeightBytes = 8;       // params payload starts with an f64 weight
 inline constexpr std::uint64_t kMaxControlPayload = 64 * 1024;  // hello, ack, error, bye
@@ -75,6 +75,9 @@ std::uint32_t crc32c(std::span<const std::byte> data, std::uint32_t crc = 0);
 /// crc32c over floats that also says whether every one is finite (no NaN or Inf), in the same
 /// pass over memory: what a receiver needs to know about a params payload.
 std::uint32_t crc32c_floats(std::span<const float> floats, std::uint32_t crc, bool* all_finite);
+/// Whether every float is finite (no NaN or Inf): crc32c_floats' check alone, for a payload
+/// whose bytes an AEAD record already authenticated (no CRC to compute).
+bool all_finite(std::span<const float> floats);
 /// The table (slicing-by-8) version, for processors without SSE4.2.
 std::uint32_t crc32c_portable(std::span<const std::byte> data, std::uint32_t crc = 0);
 /// The same, bit by bit: the plain reference the tests compare the fast path against.

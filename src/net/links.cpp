@@ -346,7 +346,8 @@ void Links::publish(std::int64_t round, std::span<const std::byte> values,
     for (Session* s : by_shm) s->send_shm_note(frame, wire::kWeightBytes + body.size());
   }
   if (by_tcp.empty()) return;
-  // The header is the same for every target: compute the CRC (weight, then floats) once.
+  // The header is the same for every target: compute the CRC (weight, then values) once. Under
+  // TLS the frame travels in our records, whose AEAD tag authenticates every byte: no CRC, 0.
   auto head = std::make_shared<std::vector<std::byte>>(wire::kHeaderBytes + wire::kWeightBytes);
   std::memcpy(head->data() + wire::kHeaderBytes, &weight, sizeof weight);
   const auto weight_bytes = std::span(*head).subspan(wire::kHeaderBytes);
@@ -355,7 +356,7 @@ void Links::publish(std::int64_t round, std::span<const std::byte> values,
   h.sender = static_cast<std::uint32_t>(config_.rank);
   h.round = round;
   h.payload_bytes = wire::kWeightBytes + body.size();
-  h.payload_crc = wire::crc32c(body, wire::crc32c(weight_bytes));
+  h.payload_crc = tls_ ? 0 : wire::crc32c(body, wire::crc32c(weight_bytes));
   const auto header = wire::encode_header(h);
   std::copy(header.begin(), header.end(), head->begin());
   for (Session* s : by_tcp) s->send_params(head, body, keep, round);

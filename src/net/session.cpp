@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "gossip/core.hpp"
+#include "gossip/half.hpp"
 #include "src/net/socket.hpp"
 
 namespace gossip::net {
@@ -508,12 +509,18 @@ void Session::read_params_chunk(const wire::FrameHeader& h) {
                      }
                      bool finite = true;
                      const std::span<float> out(self->rx_.data() + self->rx_done_, count);
-                     self->rx_crc_ =
-                         format == WireFormat::kFp32
-                             ? wire::crc32c_floats(out, self->rx_crc_, &finite)
-                             : wire::crc32c_widen(
-                                   std::span<const std::uint16_t>(self->rx_half_.data(), count),
-                                   format, out, self->rx_crc_, &finite);
+                     const std::span<const std::uint16_t> half(self->rx_half_.data(),
+                                                               format == WireFormat::kFp32
+                                                                   ? 0
+                                                                   : count);
+                     if (self->stream_.reads_records())  // authenticated already: no CRC
+                       finite = format == WireFormat::kFp32 ? wire::all_finite(out)
+                                                            : widen_from_wire(half, format, out);
+                     else
+                       self->rx_crc_ =
+                           format == WireFormat::kFp32
+                               ? wire::crc32c_floats(out, self->rx_crc_, &finite)
+                               : wire::crc32c_widen(half, format, out, self->rx_crc_, &finite);
                      self->rx_finite_ = self->rx_finite_ && finite;
                      self->rx_done_ += count;
                      // A large frame takes a while on a slow link: its chunks are life too.
@@ -525,7 +532,8 @@ void Session::read_params_chunk(const wire::FrameHeader& h) {
 
 void Session::on_params(const wire::FrameHeader& h) {
   const bool finite = rx_finite_;
-  if (auto why = wire::check_crc(h, rx_crc_); !why.empty()) {
+  if (auto why = stream_.reads_records() ? std::string() : wire::check_crc(h, rx_crc_);
+      !why.empty()) {
     hub_.mailboxes().return_buffer(peer_, std::move(rx_));
     return close(why, CloseKind::kError);
   }

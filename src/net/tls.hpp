@@ -197,6 +197,10 @@ class Stream {
     tls_->next_layer().stop_at_tls_records(false);
   }
 
+  /// Whether bytes arrive as our records, each authenticated by its AEAD tag: a frame's
+  /// payload CRC is then left at 0 by its sender and not checked (docs/wire.md, "Records").
+  bool reads_records() const { return in_records_; }
+
   /// Under TLS: gathers the records written from now on (GulpSocket); returns false (and does
   /// nothing) over plain TCP or our records, where a frame leaves in few writes anyway.
   bool batch() {

@@ -88,6 +88,11 @@ bool floats_finite(const std::byte* p, std::size_t n) {
 
 }  // namespace
 
+bool all_finite(std::span<const float> floats) {
+  const auto bytes = std::as_bytes(floats);
+  return floats_finite(bytes.data(), bytes.size());
+}
+
 #if defined(__x86_64__)
 namespace {
 
