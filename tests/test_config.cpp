@@ -291,6 +291,24 @@ TEST_CASE("gossip.compress, consensus_step, gossip_steps and overlap are read an
   CHECK(c.gossip.gossip_steps == 1);
   CHECK(load_config_from_string("gossip: {algorithm: choco, gossip_steps: 5}\n", "c.yaml")
             .gossip.gossip_steps == 5);
+  // The default gamma halves when several compressed exchanges make a round (top_k 1% diverged
+  // at 0.1 with 3 or 5 of them); without compression it stays 1 (CHOCO is then D-PSGD).
+  GossipConfig steps = c.gossip;
+  steps.consensus_step = 0.0;
+  CHECK(consensus_step(steps) == Approx(0.1));
+  steps.gossip_steps = 5;
+  CHECK(consensus_step(steps) == Approx(0.05));
+  steps.consensus_step = 0.07;  // a step given is taken as given
+  CHECK(consensus_step(steps) == 0.07);
+  steps.consensus_step = 0.0;
+  steps.compress.kind = CompressKind::kNone;
+  CHECK(consensus_step(steps) == 1.0);
+  // What the handshake compares between peers: the algorithm, and choco's settings.
+  CHECK(describe_exchange(GossipConfig{}) == "dpsgd");
+  steps.compress = c.gossip.compress;
+  CHECK(describe_exchange(steps) == "choco top_k 0.01, gamma 0.05, 5 gossip steps a round");
+  steps.gossip_steps = 1;
+  CHECK(describe_exchange(steps) == "choco top_k 0.01, gamma 0.1");
   const auto q = load_config_from_string(
       "gossip:\n  compress:\n    kind: quantize\n    bits: 4\n  algorithm: choco\n", "c.yaml");
   CHECK(q.gossip.compress.bits == 4);

@@ -738,9 +738,25 @@ TEST_CASE("handshakes round-trip and a different model or topology is refused", 
   REQUIRE(bf16);
   CHECK(bf16.value->info.wire == WireFormat::kBf16);
   auto unknown = wire::encode_hello(theirs);
-  unknown[unknown.size() - 2] = std::byte{3};  // the wire format, just before the shm flag
+  // The wire format, then the gossip settings (a u32 length, 0 here), then the shm flag.
+  unknown[unknown.size() - 6] = std::byte{3};
   CHECK(wire::decode_hello(unknown).error ==
         "wire format 3 is not 0 (fp32), 1 (bf16) or 2 (fp16)");
+  theirs = ours;
+  theirs.info.gossip = "choco top_k 0.01, gamma 0.05, 5 gossip steps a round";
+  const auto choco = wire::decode_hello(wire::encode_hello(theirs));
+  REQUIRE(choco);
+  CHECK(choco.value->info.gossip == theirs.info.gossip);
+  CHECK(wire::refusal_reason(ours, theirs) ==
+        "gossip settings 'choco top_k 0.01, gamma 0.05, 5 gossip steps a round' != ours '' "
+        "(gossip.algorithm, and for choco gossip.compress, consensus_step and gossip_steps, "
+        "must be the same on every peer of a run)");
+  auto long_settings = wire::encode_hello(ours);  // a hostile length is refused
+  const std::uint32_t too_long = wire::kMaxGossipBytes + 1;
+  std::memcpy(long_settings.data() + long_settings.size() - 5, &too_long, 4);
+  CHECK(wire::decode_hello(long_settings).error ==
+        cat("gossip settings length of ", too_long, " exceeds the limit of ",
+            wire::kMaxGossipBytes));
   theirs = ours;
   theirs.protocol_version = wire::kVersion + 1;
   CHECK(wire::refusal_reason(ours, theirs) ==
@@ -1504,6 +1520,64 @@ TEST_CASE("a neighbour with another model is refused on both sides", "[net]") {
                      "784-256-128-10 (1000 params)"));
   CHECK(log.wait_for("net[0]: peer 1 (" + c0.addresses[1] + ") closed: refused us: refused by "
                      "peer 1: model fingerprint"));
+}
+
+TEST_CASE("a neighbour with other gossip settings is refused on both sides, naming both",
+          "[net]") {
+  Cluster cluster(2);
+  LogSink log;
+  auto c0 = cluster.config(0, {1}, 1000, log);
+  auto c1 = cluster.config(1, {0}, 1000, log);
+  // As describe_exchange (gossip/config.hpp) writes them; test_config checks that it does.
+  c0.handshake.gossip = "dpsgd";
+  c1.handshake.gossip = "choco top_k 0.01, gamma 0.05, 5 gossip steps a round";
+  start_refusing_pair(cluster, c0, c1);
+  CHECK(log.wait_for("refused: gossip settings 'dpsgd' != ours 'choco top_k 0.01, gamma 0.05, 5 "
+                     "gossip steps a round' (gossip.algorithm, and for choco"));
+  CHECK(log.wait_for("net[0]: peer 1 (" + c0.addresses[1] + ") closed: refused us: refused by "
+                     "peer 1: gossip settings"));
+}
+
+TEST_CASE("the fuzz seeds are frames and handshakes of this protocol version", "[net][wire]") {
+  // So the fuzzers start from inputs the decoders take, not ones refused at the version.
+  const char* root = std::getenv("GOSSIP_SOURCE_DIR");
+  REQUIRE(root != nullptr);
+  const auto read = [](const std::filesystem::path& f) {
+    std::ifstream in(f, std::ios::binary);
+    std::vector<char> c((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::vector<std::byte> b(c.size());
+    std::memcpy(b.data(), c.data(), c.size());
+    return b;
+  };
+  const std::filesystem::path corpus = std::filesystem::path(root) / "fuzz" / "corpus";
+  int frames = 0, hellos = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(corpus / "frame")) {
+    INFO(entry.path().string());
+    const auto bytes = read(entry.path());
+    const std::string name = entry.path().filename().string();
+    const WireFormat format = name.ends_with("_bf16")   ? WireFormat::kBf16
+                              : name.ends_with("_fp16") ? WireFormat::kFp16
+                                                        : WireFormat::kFp32;
+    const auto f = wire::decode_frame(bytes, 1 << 22, format);
+    REQUIRE(f);
+    ++frames;
+    if (f.value->header.type == wire::FrameType::kHello ||
+        f.value->header.type == wire::FrameType::kHelloAck) {
+      const auto h = wire::decode_hello(f.value->payload);
+      REQUIRE(h);
+      CHECK(h.value->protocol_version == wire::kVersion);
+      ++hellos;
+    }
+  }
+  for (const auto& entry : std::filesystem::directory_iterator(corpus / "handshake")) {
+    INFO(entry.path().string());
+    const auto h = wire::decode_hello(read(entry.path()));
+    REQUIRE(h);
+    CHECK(h.value->protocol_version == wire::kVersion);
+    ++hellos;
+  }
+  CHECK(frames >= 12);
+  CHECK(hellos >= 5);
 }
 
 TEST_CASE("a broken or vanished link is left out after the deadline and reported", "[net]") {

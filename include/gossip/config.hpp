@@ -195,11 +195,15 @@ struct GossipConfig {
 /// CHOCO's consensus step when gossip.consensus_step is not given: 1 without compression (CHOCO
 /// is then D-PSGD), and for each compressor the value the shipped sweep found best.
 double default_consensus_step(const CompressConfig& c);
-/// gossip.consensus_step, or its default.
+/// gossip.consensus_step, or its default: default_consensus_step's, halved when several
+/// compressed exchanges make a round (gossip_steps > 1).
 double consensus_step(const GossipConfig& g);
 /// choco's settings for a log line: "top_k 0.01, gamma 0.05" (", 5 gossip steps a round" when
 /// gossip_steps > 1).
 std::string describe_choco(const GossipConfig& g);
+/// The gossip settings every peer of a run must share, as the handshake compares them: the
+/// algorithm, and for choco describe_choco's: "dpsgd", "choco top_k 0.01, gamma 0.05".
+std::string describe_exchange(const GossipConfig& g);
 
 struct SimConfig {
   int workers = 0;                  // worker threads for virtual peers (0 = number of cores)

@@ -27,6 +27,9 @@ struct HandshakeInfo {
   std::uint64_t param_count = 0;            // floats in the flat parameter buffer
   std::uint64_t topology_fingerprint = 0;   // hash of the graph, computed by the topology module
   WireFormat wire = WireFormat::kFp32;      // how params frames carry the values (gossip.wire)
+  // What the peers' frames mean and how many exchanges make a round: the algorithm and, for
+  // choco, its compressor, gamma and gossip steps (describe_exchange in gossip/config.hpp).
+  std::string gossip;
 };
 
 }  // namespace gossip
@@ -40,6 +43,7 @@ inline constexpr std::size_t kWeightBytes = 8;       // params payload starts wi
 inline constexpr std::uint64_t kMaxControlPayload = 64 * 1024;  // hello, ack, error, bye
 inline constexpr std::size_t kMaxRunIdBytes = 256;
 inline constexpr std::size_t kMaxModelBytes = 16 * 1024;  // the model fingerprint's length
+inline constexpr std::size_t kMaxGossipBytes = 256;        // the gossip settings' length
 
 enum class FrameType : std::uint16_t {
   kHello = 1,     // dialler -> acceptor: Hello

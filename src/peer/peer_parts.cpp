@@ -53,6 +53,7 @@ NetConfig net_config(const RunConfig& config, const Topology& topology, const Pe
   net.handshake.param_count = static_cast<std::uint64_t>(num_params);
   net.handshake.topology_fingerprint = topology.fingerprint();
   net.handshake.wire = config.gossip.wire;  // params frames at this width; neighbours must agree
+  net.handshake.gossip = describe_exchange(config.gossip);  // so must what the frames mean
   // CHOCO's packets: a sparse one (an index and a value per coordinate kept) of more than half
   // the coordinates is larger than the parameters themselves; the frame limit makes room.
   if (config.gossip.algorithm == "choco" && config.gossip.compress.kind != CompressKind::kNone) {

@@ -43,6 +43,7 @@ std::uint32_t read_length(cereal::BinaryInputArchive& ar, const SpanBuf& buf, st
 std::vector<std::byte> encode_hello(const Hello& hello) {
   GOSSIP_CHECK_LE(hello.info.run_id.size(), kMaxRunIdBytes);
   GOSSIP_CHECK_LE(hello.info.model.size(), kMaxModelBytes);
+  GOSSIP_CHECK_LE(hello.info.gossip.size(), kMaxGossipBytes);
   std::ostringstream os;
   {
     cereal::BinaryOutputArchive ar(os);
@@ -53,6 +54,8 @@ std::vector<std::byte> encode_hello(const Hello& hello) {
     ar(cereal::binary_data(hello.info.model.data(), hello.info.model.size()));
     ar(hello.info.param_count, hello.info.topology_fingerprint);
     ar(static_cast<std::uint8_t>(hello.info.wire));
+    ar(static_cast<std::uint32_t>(hello.info.gossip.size()));
+    ar(cereal::binary_data(hello.info.gossip.data(), hello.info.gossip.size()));
     ar(static_cast<std::uint8_t>(hello.shm.has_value()));
     if (const auto& o = hello.shm) ar(o->host_key, o->pid, o->fd, o->token, o->bytes, o->slots);
   }
@@ -80,6 +83,9 @@ Decoded<Hello> decode_hello(std::span<const std::byte> bytes) {
     if (wire > static_cast<std::uint8_t>(WireFormat::kFp16))
       throw Refused{cat("wire format ", int{wire}, " is not 0 (fp32), 1 (bf16) or 2 (fp16)")};
     h.info.wire = static_cast<WireFormat>(wire);
+    const std::uint32_t gossip_len = read_length(ar, buf, kMaxGossipBytes, 1, "gossip settings length");
+    h.info.gossip.resize(gossip_len);
+    ar(cereal::binary_data(h.info.gossip.data(), gossip_len));
     std::uint8_t has_shm = 0;
     ar(has_shm);
     if (has_shm > 1) throw Refused{cat("shared-memory flag ", int{has_shm}, " is not 0 or 1")};
@@ -119,6 +125,10 @@ std::string refusal_reason(const Hello& ours, const Hello& theirs) {
     return cat("wire format ", wire_format_name(theirs.info.wire), " != ours ",
                wire_format_name(ours.info.wire),
                " (gossip.wire must be the same on every peer of a run)");
+  if (theirs.info.gossip != ours.info.gossip)
+    return cat("gossip settings '", theirs.info.gossip, "' != ours '", ours.info.gossip,
+               "' (gossip.algorithm, and for choco gossip.compress, consensus_step and "
+               "gossip_steps, must be the same on every peer of a run)");
   return {};
 }
 
