@@ -1096,6 +1096,13 @@ TEST_CASE("a params frame's CRC32C guards it over plain TCP; in our records, who
   const std::vector<int> from0{0}, to0{0};
   const CollectOptions sync = collect_options(CollectMode::kSync, 0, 5s);
   const auto p = small_params_for(0, 0, kParams);
+  // The next params frame the exchange sends the raw client, views skipped (bounded).
+  const auto next_params = [](RawClient& raw) {
+    std::optional<wire::Frame> f;
+    for (int i = 0; i < 8 && (!f || f->header.type != wire::FrameType::kParams); ++i)
+      f = raw.read_frame(1 << 22);
+    return f;
+  };
   for (const WireFormat format : {WireFormat::kFp32, WireFormat::kBf16}) {
     INFO(wire_format_name(format));
     auto info = model_info({784, 128, 10}, kParams);
@@ -1125,9 +1132,7 @@ TEST_CASE("a params frame's CRC32C guards it over plain TCP; in our records, who
       raw->send(params_frame_in(format, 0, 0, p));
       REQUIRE(b.collect(0, from0, sync).size() == 1);
       b.publish(0, p, 1.0, to0);  // over plain TCP our frames carry the CRC of their payload
-      std::optional<wire::Frame> f;
-      for (int i = 0; i < 8 && (!f || f->header.type != wire::FrameType::kParams); ++i)
-        f = raw->read_frame(1 << 22);  // decode_frame checked the CRC
+      const auto f = next_params(*raw);  // read_frame's decode_frame checked it too
       REQUIRE(f);
       CHECK(f->header.type == wire::FrameType::kParams);
       CHECK(f->header.payload_crc == wire::crc32c(f->payload));
@@ -1143,9 +1148,7 @@ TEST_CASE("a params frame's CRC32C guards it over plain TCP; in our records, who
       NetExchange b(std::move(config), std::move(cluster.listeners[1]));
       auto raw = join_as_rank0(port, info, std::nullopt);
       b.publish(0, p, 1.0, to0);
-      std::optional<wire::Frame> f;
-      for (int i = 0; i < 8 && (!f || f->header.type != wire::FrameType::kParams); ++i)
-        f = raw->read_frame(1 << 22);
+      const auto f = next_params(*raw);
       REQUIRE(f);
       CHECK(f->header.type == wire::FrameType::kParams);
       CHECK(f->header.payload_crc == 0);
