@@ -1107,15 +1107,20 @@ TEST_CASE("a params frame's CRC32C guards it over plain TCP; in our records, who
     INFO(wire_format_name(format));
     auto info = model_info({784, 128, 10}, kParams);
     info.wire = format;
+    // Rank 1 of `cluster` at this format, parameters over TCP (shared memory off).
+    const auto tcp_config = [&](Cluster& cluster, LogSink& log, bool tls) {
+      auto config = cluster.by_hand(kParams, log);
+      config.handshake.wire = format;
+      config.shared_memory = false;
+      config.tls.enabled = tls;
+      return config;
+    };
     {
       INFO("plain TCP: a flipped bit is refused by the CRC, and only that connection closes");
       Cluster cluster(2);
       LogSink log;
       const int port = cluster.listeners[1].port();
-      auto config = cluster.by_hand(kParams, log);
-      config.handshake.wire = format;
-      config.shared_memory = false;
-      config.tls.enabled = false;
+      auto config = tcp_config(cluster, log, false);
       config.timeouts.reconnect = 60s;
       NetExchange b(std::move(config), std::move(cluster.listeners[1]));
       auto raw = std::make_unique<RawClient>(port, std::nullopt);
@@ -1142,10 +1147,7 @@ TEST_CASE("a params frame's CRC32C guards it over plain TCP; in our records, who
       Cluster cluster(2);
       LogSink log;
       const int port = cluster.listeners[1].port();
-      auto config = cluster.by_hand(kParams, log);
-      config.handshake.wire = format;
-      config.shared_memory = false;
-      NetExchange b(std::move(config), std::move(cluster.listeners[1]));
+      NetExchange b(tcp_config(cluster, log, true), std::move(cluster.listeners[1]));
       auto raw = join_as_rank0(port, info, std::nullopt);
       b.publish(0, p, 1.0, to0);
       const auto f = next_params(*raw);
