@@ -24,6 +24,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "gossip/exchange.hpp"
@@ -134,12 +135,18 @@ void create_key_set(const std::filesystem::path& dir, const KeySetOptions& optio
 /// parameters, and 64 KiB of slack for control frames.
 std::uint64_t default_max_frame_bytes(std::uint64_t param_count);
 
-/// The AES-128-GCM rate OpenSSL reaches on this machine, on one thread (the cipher the peers'
-/// TLS 1.3 links prefer): bytes a second of sealing `record_bytes`-long records (encrypt and tag,
-/// 16 KiB records as TLS sends them), best of `reps` passes over `total_bytes`. What a round's
-/// encryption must cost at the least (`gossip bench gossip`, tls_over_aes_bound).
-double aes_gcm_bytes_per_second(std::size_t total_bytes = 64u << 20, std::size_t record_bytes = 16384,
-                                int reps = 5);
+/// The AEAD a TLS link's records use past the hello when TLS 1.3 negotiates its preferred suite,
+/// TLS_AES_128_GCM_SHA256: "AES-128-OCB" where this OpenSSL provides it, else "AES-128-GCM"
+/// (docs/wire.md, "Records").
+std::string preferred_record_aead();
+
+/// The rate OpenSSL seals records with the AEAD `aead` (an OpenSSL name: "AES-128-GCM",
+/// "AES-128-OCB", "ChaCha20-Poly1305") on this machine, on one thread: bytes a second of sealing
+/// `record_bytes`-long records (key schedule once, a fresh nonce, encrypt and tag per record),
+/// best of `reps` passes over `total_bytes`. What a round's encryption must cost at the least
+/// (`gossip bench gossip`, tls_over_aes_bound).
+double aead_bytes_per_second(std::string_view aead, std::size_t total_bytes = 64u << 20,
+                             std::size_t record_bytes = 128u << 10, int reps = 5);
 
 /// A bound, listening TCP socket. Bind first (port 0 lets the OS choose), learn the port, then
 /// hand it to NetExchange: that is how tests run N exchanges in one process.

@@ -37,7 +37,7 @@ struct HandshakeInfo {
 namespace gossip::wire {
 
 inline constexpr std::uint32_t kMagic = 0x50495347;  // bytes "GSIP" on the wire
-inline constexpr std::uint16_t kVersion = 9;         // frame layout and handshake version
+inline constexpr std::uint16_t kVersion = 10;        // frame layout and handshake version
 inline constexpr std::size_t kHeaderBytes = 32;
 inline constexpr std::size_t kWeightBytes = 8;       // params payload starts with an f64 weight
 inline constexpr std::uint64_t kMaxControlPayload = 64 * 1024;  // hello, ack, error, bye

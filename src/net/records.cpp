@@ -3,6 +3,8 @@
 
 #include <cstring>
 
+#include <openssl/err.h>
+
 #include "gossip/core.hpp"
 #include "gossip/wire.hpp"
 #include "src/net/openssl_util.hpp"
@@ -15,22 +17,53 @@ constexpr const char kLabel[] = "EXPORTER-gossip-records-v1";
 
 }  // namespace
 
+const char* record_aead_name(const EVP_CIPHER* aead) {
+  if (aead == EVP_aes_128_ocb()) return "AES-128-OCB";
+  if (aead == EVP_aes_256_ocb()) return "AES-256-OCB";
+  if (aead == EVP_aes_128_gcm()) return "AES-128-GCM";
+  if (aead == EVP_aes_256_gcm()) return "AES-256-GCM";
+  if (aead == EVP_chacha20_poly1305()) return "ChaCha20-Poly1305";
+  return "an AEAD our records do not use";
+}
+
+bool openssl_has_ocb() {
+  // The default provider has OCB; a FIPS-only configuration does not.
+  static const bool has = [] {
+    EVP_CIPHER* c = EVP_CIPHER_fetch(nullptr, "AES-128-OCB", nullptr);
+    EVP_CIPHER_free(c);
+    ERR_clear_error();
+    return c != nullptr;
+  }();
+  return has;
+}
+
+const EVP_CIPHER* record_aead(int suite_nid) {
+  const bool ocb = openssl_has_ocb();
+  switch (suite_nid) {
+    case NID_aes_128_gcm: return ocb ? EVP_aes_128_ocb() : EVP_aes_128_gcm();
+    case NID_aes_256_gcm: return ocb ? EVP_aes_256_ocb() : EVP_aes_256_gcm();
+    case NID_chacha20_poly1305: return EVP_chacha20_poly1305();
+    default: return nullptr;
+  }
+}
+
 std::optional<RecordKeys> export_record_keys(SSL* ssl, std::string* why) {
   const SSL_CIPHER* suite = SSL_get_current_cipher(ssl);
-  const EVP_CIPHER* cipher = nullptr;
-  switch (suite ? SSL_CIPHER_get_cipher_nid(suite) : NID_undef) {
-    case NID_aes_128_gcm: cipher = EVP_aes_128_gcm(); break;
-    case NID_aes_256_gcm: cipher = EVP_aes_256_gcm(); break;
-    case NID_chacha20_poly1305: cipher = EVP_chacha20_poly1305(); break;
-    default:
-      *why = cat("the TLS session negotiated ", suite ? SSL_CIPHER_get_name(suite) : "no cipher",
-                 ", which our records do not use");
-      return std::nullopt;
+  const EVP_CIPHER* cipher = record_aead(suite ? SSL_CIPHER_get_cipher_nid(suite) : NID_undef);
+  if (cipher == nullptr) {
+    *why = cat("the TLS session negotiated ", suite ? SSL_CIPHER_get_name(suite) : "no cipher",
+               ", which our records do not use");
+    return std::nullopt;
   }
   const auto key_bytes = static_cast<std::size_t>(EVP_CIPHER_get_key_length(cipher));
   std::vector<unsigned char> material(2 * key_bytes + 2 * 12);
+  // The AEAD's name is the exporter's context: two ends that chose different AEADs (one of
+  // them without OCB) get different keys, and their first record does not open.
+  const std::string context = record_aead_name(cipher);
   if (SSL_export_keying_material(ssl, material.data(), material.size(), kLabel,
-                                 sizeof kLabel - 1, nullptr, 0, 0) != 1) {
+                                 sizeof kLabel - 1,
+                                 reinterpret_cast<const unsigned char*>(context.data()),
+                                 context.size(), 1) != 1) {
     *why = cat("cannot export record keys from the TLS session: ", openssl_error());
     return std::nullopt;
   }

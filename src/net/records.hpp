@@ -40,9 +40,19 @@ struct RecordKeys {
   RecordKey server_to_client;
 };
 
-/// Exports both directions' keys from `ssl`, a completed TLS 1.3 session, for the AEAD it
-/// negotiated (AES-128-GCM, AES-256-GCM or ChaCha20-Poly1305). Nothing, with the reason in
-/// `why`, when the session cannot export or negotiated another cipher.
+/// The AEAD our records use on a TLS 1.3 session that negotiated the suite whose cipher is
+/// `suite_nid`: for the AES-GCM suites, AES-OCB (RFC 7253) with the suite's key size, where
+/// this OpenSSL provides it (else the suite's own AES-GCM); ChaCha20-Poly1305 for its suite;
+/// nullptr for any other. Why OCB: it needs the same AES rounds as GCM and no GHASH, and where
+/// OpenSSL has no VAES path for GCM (3.0 on x86-64) it seals at about twice GCM's rate
+/// (`gossip bench gossip`, record_aead_bytes_per_s against aes_gcm_bytes_per_s).
+const EVP_CIPHER* record_aead(int suite_nid);
+/// Its name as docs and messages write it ("AES-128-OCB", ...).
+const char* record_aead_name(const EVP_CIPHER* aead);
+
+/// Exports both directions' keys from `ssl`, a completed TLS 1.3 session, for record_aead() of
+/// the suite it negotiated, with that AEAD's name as the exporter's context. Nothing, with the
+/// reason in `why`, when the session cannot export or negotiated another cipher.
 std::optional<RecordKeys> export_record_keys(SSL* ssl, std::string* why);
 
 /// Seals or opens the records of one direction, in order (each record's nonce is the next
