@@ -2,7 +2,7 @@
 /// 16 KiB, and asio::ssl moves each one through two memory buffers on the way out and three on
 /// the way in; a 1 MB params frame then costs several copies beside the encryption it needs.
 /// So once the handshake has proved both ends, the peers seal their own records — up to
-/// wire::kMaxRecordBytes each, with the TLS session's AEAD and keys it exports for the purpose
+/// wire::kMaxRecordBytes each, with the AEAD record_aead() picks and keys the session exports for the purpose
 /// (RFC 8446, section 7.5), a fresh nonce per record (the IV xor a sequence number, as TLS 1.3
 /// does) and the record's length as associated data — straight from the frame's buffer into the
 /// socket's, and open them in place in the buffer the frame is read into. Layout and switch
@@ -43,9 +43,9 @@ struct RecordKeys {
 /// The AEAD our records use on a TLS 1.3 session that negotiated the suite whose cipher is
 /// `suite_nid`: for the AES-GCM suites, AES-OCB (RFC 7253) with the suite's key size, where
 /// this OpenSSL provides it (else the suite's own AES-GCM); ChaCha20-Poly1305 for its suite;
-/// nullptr for any other. Why OCB: it needs the same AES rounds as GCM and no GHASH, and where
-/// OpenSSL has no VAES path for GCM (3.0 on x86-64) it seals at about twice GCM's rate
-/// (`gossip bench gossip`, record_aead_bytes_per_s against aes_gcm_bytes_per_s).
+/// nullptr for any other. Why OCB: it needs the same AES rounds as GCM and no GHASH; where
+/// OpenSSL has no VAES path for GCM (as 3.0 on the AMD EPYC of README's figures) it seals at
+/// about twice GCM's rate (`gossip bench gossip`: record_aead_bytes_per_s, aes_gcm_bytes_per_s).
 const EVP_CIPHER* record_aead(int suite_nid);
 /// Its name as docs and messages write it ("AES-128-OCB", ...).
 const char* record_aead_name(const EVP_CIPHER* aead);
