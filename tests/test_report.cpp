@@ -335,6 +335,10 @@ TEST_CASE("a timeline's round phases add up to the round, its spans nest, and it
   clock = 2.5;
   t.end_round();
   t.add(Phase::kEvaluate, 2.5, 3.0);
+  // Encryption on the transport's thread, beside the phases: it is summed apart and covers
+  // nothing of the wall time (its spans overlap the round's).
+  t.add(Phase::kEncrypt, 1.2, 1.45);
+  t.add(Phase::kEncrypt, 1.95, 2.0);
   const PhaseSeconds& s = t.seconds();
   auto at = [&](Phase p) { return s[static_cast<std::size_t>(p)]; };
   CHECK(at(Phase::kSetup) == Approx(1.0));
@@ -344,10 +348,14 @@ TEST_CASE("a timeline's round phases add up to the round, its spans nest, and it
   CHECK(at(Phase::kWait) == Approx(0.5));
   CHECK(at(Phase::kMix) == Approx(0.2));
   CHECK(at(Phase::kEvaluate) == Approx(0.5));
+  CHECK(at(Phase::kEncrypt) == Approx(0.3));
   double total = 0.0;
-  for (double v : s) total += v;
-  CHECK(total == Approx(3.0));  // the phases cover the whole time, once
+  for (std::size_t i = 0; i < kWallPhaseCount; ++i) total += s[i];
+  CHECK(total == Approx(3.0));  // the wall phases cover the whole time, once
   CHECK(t.covered() == Approx(3.0));
+  const std::string shares = phase_share_json(s).str();
+  CHECK_THAT(shares, Catch::Contains(R"("wait": 0.1666)"));     // 0.5 of 3 s
+  CHECK_THAT(shares, Catch::Contains(R"("encrypt": 0.1)"));     // 0.3 of the same 3 s
 
   // A span that pokes out of its round is cut to it; one that overlaps the last is moved on.
   clock = 3.0;
@@ -368,12 +376,16 @@ TEST_CASE("a timeline's round phases add up to the round, its spans nest, and it
   CHECK(json.find(R"({"name": "process_name", "ph": "M", "pid": 3, "tid": 0, "args": {"name": "peer 3"}})") != std::string::npos);
   CHECK(json.find(R"({"name": "round 0", "cat": "round", "ph": "X", "ts": 1000000, "dur": 1500000, "pid": 3)") != std::string::npos);
   CHECK(json.find(R"({"name": "wait", "cat": "wait", "ph": "X", "ts": 1900000, "dur": 500000, "pid": 3, "tid": 0, "args": {"round": 0}})") != std::string::npos);
+  CHECK(json.find(R"({"name": "encrypt", "cat": "encrypt", "ph": "X", "ts": 1200000, "dur": 250000, "pid": 3, "tid": 1, "args": {"round": -1}})") != std::string::npos);
+  CHECK(json.find(R"({"name": "thread_name", "ph": "M", "pid": 3, "tid": 1, "args": {"name": "transport: TLS records"}})") != std::string::npos);
   std::filesystem::remove_all(dir);
 
   CHECK(parse_phase_seconds(format_phase_seconds(s)) == s);
-  CHECK_THROWS_WITH(parse_phase_seconds("compute:1"), Catch::Contains("expected all 10 phases"));
+  CHECK_THROWS_WITH(parse_phase_seconds("compute:1"), Catch::Contains("expected all 11 phases"));
   CHECK_THROWS_WITH(parse_phase_seconds("think:1"), Catch::Contains("got 'think:1'"));
   const std::string table = phase_table({{"0", s}, {"all", s}});
   CHECK(table.find("compute") != std::string::npos);
   CHECK(table.find("   all") != std::string::npos);
+  CHECK(table.find("  encrypt") != std::string::npos);
+  CHECK(table.find("8.6%") != std::string::npos);  // encrypt: 0.3 s of the 3.5 s wall time
 }

@@ -7,7 +7,10 @@ same from its simulated clock. Checked here, for both:
     do not overlap, and they add up to the round's length;
   - the spans outside rounds (setup, evaluate, monitor, finish, ...) and the rounds do not
     overlap, and for a real peer they add up to its wall time (summary.json) within 5%;
-  - summary.json gives the seconds and shares of each phase, and the final table shows them.
+  - summary.json gives the seconds and shares of each phase, and the final table shows them;
+  - encrypt, the transport thread's sealing and opening of TLS records, is a track of its own
+    (thread 1): its spans do not overlap, lie within the peer's wall time and add up to its
+    `encrypt` seconds; with parameters over TLS (shared memory off) every peer has some.
 """
 import json
 import os
@@ -19,10 +22,11 @@ from gossip_test import GOSSIP, Checks, run, summary, write_config
 PEERS = 4
 PHASES = ["setup", "compute", "compress", "send", "wait", "mix", "evaluate", "checkpoint",
           "monitor", "finish"]
+ALL_PHASES = PHASES + ["encrypt"]  # encrypt runs beside the others, on the transport's thread
 EPS_US = 0.002  # the trace's microseconds are rounded to the nanosecond
 
 
-def check_trace(t, path, peer, wall_seconds, label):
+def check_trace(t, path, peer, wall_seconds, label, encrypt_seconds=None):
     with open(path) as f:
         try:
             trace = json.load(f)
@@ -31,7 +35,13 @@ def check_trace(t, path, peer, wall_seconds, label):
             return
     events = trace.get("traceEvents", [])
     meta = [e for e in events if e.get("ph") == "M"]
-    spans = [e for e in events if e.get("ph") == "X"]
+    spans = [e for e in events if e.get("ph") == "X" and e.get("tid") == 0]
+    enc = sorted((e for e in events if e.get("ph") == "X" and e.get("tid") == 1),
+                 key=lambda e: e["ts"])
+    others = [e for e in events if e.get("ph") == "X" and e.get("tid") not in (0, 1)]
+    t.check(not others, f"{label}: every span is on thread 0 (rounds) or 1 (encrypt)", others[:3])
+    t.check(any(e.get("name") == "thread_name" and e.get("tid") == 1 for e in meta),
+            f"{label}: the trace names thread 1, the encrypt track", meta)
     t.check(any(e.get("name") == "process_name" and e["args"]["name"] == f"peer {peer}"
                 for e in meta), f"{label}: the trace names its process 'peer {peer}'", meta)
     t.check(spans and all(e["pid"] == peer and e["dur"] >= 0 for e in spans),
@@ -68,6 +78,20 @@ def check_trace(t, path, peer, wall_seconds, label):
                     if a["ts"] + a["dur"] > b["ts"] + EPS_US]
     t.check(not top_overlaps, f"{label}: rounds and the spans between them do not overlap",
             top_overlaps[:5])
+    t.check(all(e["name"] == "encrypt" and e["dur"] >= 0 for e in enc),
+            f"{label}: thread 1 holds {len(enc)} encrypt spans", enc[:3])
+    enc_overlaps = [(a["ts"], b["ts"]) for a, b in zip(enc, enc[1:])
+                    if a["ts"] + a["dur"] > b["ts"] + EPS_US]
+    t.check(not enc_overlaps, f"{label}: encrypt spans do not overlap", enc_overlaps[:5])
+    if encrypt_seconds is not None:
+        total = sum(e["dur"] for e in enc) / 1e6
+        t.check(abs(total - encrypt_seconds) <= 1e-6 * (len(enc) + 1) + 1e-9 * encrypt_seconds,
+                f"{label}: the encrypt spans add up to summary.json's encrypt seconds "
+                f"({total:.6f} s, {encrypt_seconds:.6f} s)")
+    if wall_seconds is not None and enc and top:
+        t.check(enc[0]["ts"] >= top[0]["ts"] - EPS_US and
+                enc[-1]["ts"] + enc[-1]["dur"] <= top[-1]["ts"] + top[-1]["dur"] + 1e3,
+                f"{label}: the encrypt spans lie within the peer's timeline")
     if wall_seconds is not None:
         covered = sum(e["dur"] for e in top) / 1e6
         gaps = sorted(((b["ts"] - a["ts"] - a["dur"]) / 1e3, a["name"], b["name"])
@@ -81,10 +105,14 @@ def check_trace(t, path, peer, wall_seconds, label):
 def check_summary(t, s, label):
     phases = s.get("phases_s", {})
     shares = s.get("phase_shares", {})
-    t.check(list(phases) == PHASES and all(v >= 0 for v in phases.values()),
+    t.check(list(phases) == ALL_PHASES and all(v >= 0 for v in phases.values()),
             f"{label}: summary.json gives the seconds of every phase", phases)
-    t.check(abs(sum(shares.values()) - 1.0) < 1e-6 and phases["compute"] > 0,
-            f"{label}: its shares add up to 1, and some time went to compute", shares)
+    t.check(abs(sum(shares[p] for p in PHASES) - 1.0) < 1e-6 and phases["compute"] > 0,
+            f"{label}: the wall phases' shares add up to 1, and some time went to compute",
+            shares)
+    wall = sum(phases[p] for p in PHASES)
+    t.check(wall > 0 and abs(shares["encrypt"] - phases["encrypt"] / wall) < 1e-9,
+            f"{label}: encrypt's share is of the same wall time", shares)
 
 
 def main():
@@ -103,7 +131,33 @@ def main():
             path = os.path.join(folder, "trace.json")
             if not t.check(os.path.exists(path), f"peer {r} wrote DIR/peers/{r}/trace.json"):
                 continue
-            check_trace(t, path, r, summary(folder)["wall_seconds"], f"run peer {r}")
+            peer = summary(folder)
+            check_trace(t, path, r, peer["wall_seconds"], f"run peer {r}",
+                        peer["phases_s"]["encrypt"])
+
+        # Parameters over TLS records (shared memory off): every peer spends time sealing and
+        # opening them, and the table and traces show it.
+        with open(cfg) as f:
+            text = f.read()
+        tls_cfg = os.path.join(tmp, "tls.yaml")
+        with open(tls_cfg, "w") as f:
+            f.write(text.replace("net: {run_id: launchers,",
+                                 "net: {run_id: launchers, shared_memory: false,"))
+        out = os.path.join(tmp, "run-tls")
+        code, log = run([GOSSIP, "run", tls_cfg, "--out", out, "--no-progress", "--epochs", "1"],
+                        300)
+        t.check(code == 0, "gossip run with shared memory off exits 0", log[-3000:])
+        t.check(" encrypt" in log and "TLS records" in log,
+                "its final table has the encrypt column and says what it is", log[-2000:])
+        for r in range(PEERS):
+            folder = os.path.join(out, "peers", str(r))
+            peer = summary(folder)
+            enc = peer["phases_s"]["encrypt"]
+            t.check(0 < enc < peer["wall_seconds"],
+                    f"peer {r} over TLS records: {enc:.4f} s sealing and opening of "
+                    f"{peer['wall_seconds']:.3f} s")
+            check_trace(t, os.path.join(folder, "trace.json"), r, peer["wall_seconds"],
+                        f"TLS run peer {r}", enc)
 
         sim = os.path.join(tmp, "sim")
         code, log = run([GOSSIP, "sim", cfg, "--out", sim], 300)

@@ -25,6 +25,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "gossip/exchange.hpp"
@@ -210,6 +211,12 @@ class NetExchange final : public Exchange {
   std::vector<int> connected_peers() const;
   /// Those of them on this host whose parameters we read from their shared memory.
   std::vector<int> shared_memory_peers() const;
+  /// When the I/O thread sealed and opened TLS records since the last call, as spans of the
+  /// steady clock, in order (back-to-back records make one span; at most 65,536 are held
+  /// between calls). Empty without TLS. A peer puts them on its timeline's `encrypt` track.
+  using CryptoSpan =
+      std::pair<std::chrono::steady_clock::time_point, std::chrono::steady_clock::time_point>;
+  std::vector<CryptoSpan> take_crypto_spans();
 
  private:
   class Impl;

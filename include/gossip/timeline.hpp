@@ -24,12 +24,16 @@ namespace gossip {
 /// it to the transport: framing, and on shared memory the copy), wait (for the neighbours'
 /// messages), mix (the rest of the mix phase). Between rounds: evaluate, checkpoint, monitor
 /// (membership and catching up). setup is start-up to the first round, finish what follows
-/// the last. Encryption runs on the transport's own thread, beside these (README, "Where a
-/// round's time goes").
+/// the last. These ten tile the peer's wall time. encrypt is apart: sealing and opening TLS
+/// records on the transport's own thread, beside the others (its spans on a track of their own,
+/// its seconds not part of the wall time's sum; README, "Where a round's time goes").
 enum class Phase : std::uint8_t {
-  kSetup, kCompute, kCompress, kSend, kWait, kMix, kEvaluate, kCheckpoint, kMonitor, kFinish
+  kSetup, kCompute, kCompress, kSend, kWait, kMix, kEvaluate, kCheckpoint, kMonitor, kFinish,
+  kEncrypt
 };
-inline constexpr std::size_t kPhaseCount = 10;
+inline constexpr std::size_t kPhaseCount = 11;
+/// The phases that tile the wall time: all but encrypt.
+inline constexpr std::size_t kWallPhaseCount = 10;
 /// "compute", "wait", ...: the phase's name in traces, summaries and tables.
 const char* phase_name(Phase p);
 
@@ -43,10 +47,12 @@ PhaseSeconds parse_phase_seconds(const std::string& text);
 
 /// {"setup": seconds, "compute": seconds, ...} for summary.json.
 JsonObject phase_json(const PhaseSeconds& s);
-/// Shares of each phase in `s`'s total, {"compute": 0.41, ...} (zeros when it is empty).
+/// Each phase's share of the wall time (the sum of the ten wall phases), {"compute": 0.41, ...}
+/// (zeros when it is empty); the wall phases' shares add up to 1, encrypt's is beside them.
 JsonObject phase_share_json(const PhaseSeconds& s);
 /// The final table's "where the time went" lines: a row per labelled PhaseSeconds (a peer, or
-/// "all"), each phase's share of that row's total in percent, and the total in seconds.
+/// "all"), each phase's share of that row's wall time in percent, and the wall time in seconds
+/// (the sum of the wall phases; encrypt's share is of the same time, beside them).
 std::string phase_table(const std::vector<std::pair<std::string, PhaseSeconds>>& rows);
 
 class Timeline {
@@ -55,7 +61,8 @@ class Timeline {
   Timeline(int peer, std::function<double()> clock);
 
   double now() const { return clock_(); }
-  /// A span of `phase` over [start, end], in the open round if there is one.
+  /// A span of `phase` over [start, end], in the open round if there is one. An encrypt span
+  /// goes on its own track, outside the rounds.
   void add(Phase phase, double start, double end);
   /// Round `round` starts now; mixing() marks the end of its local phase, end_round() its end.
   /// The spans added inside it stay; what they leave uncovered before mixing() is compress,
@@ -77,10 +84,11 @@ class Timeline {
 
   /// Seconds per phase so far (round spans are containers, not a phase).
   const PhaseSeconds& seconds() const { return seconds_; }
-  /// The time from the first span's start to the last one's end.
+  /// The time from the first span's start to the last one's end (encrypt spans aside).
   double covered() const { return first_ < 0 ? 0.0 : last_ - first_; }
   /// Writes the Chrome trace (JSON object format: traceEvents of complete events "X" in
-  /// microseconds, pid = peer, a process_name metadata event). Keeps at most kMaxEvents spans
+  /// microseconds, pid = peer, a process_name metadata event; rounds and their phases on thread
+  /// 0, encrypt on thread 1, each named by a thread_name event). Keeps at most kMaxEvents spans
   /// (the earliest); the sums cover all of them.
   void write(const std::string& path) const;
 

@@ -408,8 +408,10 @@ Summary NetworkRecord::finish(double wall_seconds, const std::vector<double>& pe
   }
   if (rss) std::printf("peak RSS per peer %.1f MB\n", peer_max_rss_mb);
   if (!phase_rows.empty())
-    std::printf("\nwhere the time went (%% of each peer's time; timelines in %s/peers/R/trace.json):"
-                "\n%s", out_dir_.c_str(), phase_table(phase_rows).c_str());
+    std::printf("\nwhere the time went (%% of each peer's time; timelines in %s/peers/R/trace.json;"
+                " encrypt: sealing and opening TLS records on the transport's thread, beside the"
+                " other phases):\n%s",
+                out_dir_.c_str(), phase_table(phase_rows).c_str());
   if (!split.empty()) {
     std::printf("PARTITIONED: the live graph ended split into %s; the components trained "
                 "separate models, so the average below is not one model. Per component:",

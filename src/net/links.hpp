@@ -65,6 +65,7 @@ class Links final : public Hub {
   void on_hello_ack(Session& s, const wire::Hello& hello) override;
   void on_closed(Session& s, CloseKind kind, const std::string& why) override;
   void count_sent(std::size_t bytes) override { bytes_sent_ += bytes; }
+  CryptoLog& crypto_log() override { return crypto_; }
 
  private:
   struct Link {
@@ -122,6 +123,7 @@ class Links final : public Hub {
   std::shared_ptr<const std::vector<std::byte>> last_view_;  // the view frame sent last
   bool stopping_ = false;
   std::atomic<std::uint64_t> bytes_sent_{0};
+  CryptoLog crypto_;
   // Refusal lines: a burst of kRefusalBurst, then one a second; the rest are counted.
   double refusal_tokens_;
   Clock::time_point refusal_refill_ = Clock::now();

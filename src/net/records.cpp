@@ -1,6 +1,7 @@
 // net/records.cpp: key export and the AEAD of the record layer (records.hpp), with OpenSSL's EVP.
 #include "src/net/records.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 #include <openssl/err.h>
@@ -134,6 +135,31 @@ bool RecordCipher::open(std::span<const std::byte> header, std::span<std::byte> 
       EVP_DecryptFinal_ex(ctx_, b + n, &n) == 1;
   if (!ok) openssl_error();  // clears the queue; the caller names the failure
   return ok;
+}
+
+void CryptoLog::add(Clock::time_point start, Clock::time_point end) {
+  const std::lock_guard lock(mu_);
+  if (!spans_.empty() && start - spans_.back().second <= kMergeGap) {
+    spans_.back().second = std::max(spans_.back().second, end);
+    return;
+  }
+  if (spans_.size() >= kMaxSpans) {
+    ++dropped_;
+    return;
+  }
+  spans_.emplace_back(start, end);
+}
+
+std::vector<CryptoLog::Span> CryptoLog::take() {
+  const std::lock_guard lock(mu_);
+  std::vector<Span> out;
+  out.swap(spans_);
+  return out;
+}
+
+std::uint64_t CryptoLog::dropped() const {
+  const std::lock_guard lock(mu_);
+  return dropped_;
 }
 
 }  // namespace gossip::net

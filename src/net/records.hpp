@@ -14,12 +14,15 @@
 #endif
 
 #include <array>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <openssl/evp.h>
@@ -81,6 +84,29 @@ class RecordCipher {
   std::array<unsigned char, 12> iv_;
   std::uint64_t sequence_ = 0;
   bool seal_;
+};
+
+/// When the I/O thread sealed and opened records: one span per batch sealed for a write and per
+/// record opened, a span merged into the one before when it starts within kMergeGap of its end
+/// (so a frame's back-to-back records make one span). A peer takes them each round for its
+/// timeline's `encrypt` track (NetExchange::take_crypto_spans). Holds at most kMaxSpans between
+/// takes and counts what it drops. Thread-safe.
+class CryptoLog {
+ public:
+  using Clock = std::chrono::steady_clock;
+  using Span = std::pair<Clock::time_point, Clock::time_point>;
+  static constexpr auto kMergeGap = std::chrono::microseconds(2);
+  static constexpr std::size_t kMaxSpans = 1u << 16;
+
+  void add(Clock::time_point start, Clock::time_point end);
+  /// The spans since the last take, in the order they were added.
+  std::vector<Span> take();
+  std::uint64_t dropped() const;
+
+ private:
+  mutable std::mutex mu_;
+  std::vector<Span> spans_;
+  std::uint64_t dropped_ = 0;
 };
 
 /// The seals of both directions of one connection, once the TLS handshake is done.

@@ -67,7 +67,7 @@ void Session::on_tls_handshake(std::error_code ec) {
                 CloseKind::kRefused);
   cert_rank_ = id.rank;
   peer_ = id.rank;  // proven: log lines name it from here on
-  if (auto why = stream_.prepare_records(role_ == Role::kDialled); !why.empty())
+  if (auto why = stream_.prepare_records(role_ == Role::kDialled, &hub_.crypto_log()); !why.empty())
     return drop(why, CloseKind::kRefused);
   tls_done_ = true;
   // The handshake deadline still runs; its message now says what is still awaited.

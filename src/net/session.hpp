@@ -53,6 +53,8 @@ class Hub {
   virtual void on_hello_ack(Session& s, const wire::Hello& hello) = 0;
   virtual void on_closed(Session& s, CloseKind kind, const std::string& why) = 0;
   virtual void count_sent(std::size_t bytes) = 0;
+  /// Where sessions time their sealing and opening of records (thread-safe).
+  virtual CryptoLog& crypto_log() = 0;
   virtual void log(const std::string& line) = 0;
   /// A line about a connection that has not authenticated: logged at a bounded rate.
   virtual void log_refusal(const std::string& line) = 0;

@@ -182,7 +182,8 @@ class Stream {
 
   /// After the TLS handshake: the keys of our records. Returns why not when the session cannot
   /// give them (then the connection cannot go on).
-  std::string prepare_records(bool we_are_client) {
+  std::string prepare_records(bool we_are_client, CryptoLog* crypto) {
+    crypto_ = crypto;
     std::string why;
     const auto keys = export_record_keys(tls_->native_handle(), &why);
     if (keys) records_ = std::make_unique<RecordLayer>(*keys, we_are_client);
@@ -253,6 +254,7 @@ class Stream {
               wire::kRecordHeaderBytes * (asio::buffer_size(*it) / kRecordPlainBytes + 1);
     if (sealed_.size() < std::min(need, kSealBytes)) sealed_.resize(std::min(need, kSealBytes));
     std::size_t used = 0, taken = 0;
+    const auto sealing_from = CryptoLog::Clock::now();
     for (auto it = asio::buffer_sequence_begin(buffers); it != asio::buffer_sequence_end(buffers);
          ++it) {
       asio::const_buffer b(*it);
@@ -268,6 +270,7 @@ class Stream {
       }
       if (b.size() > 0) break;  // the batch is full
     }
+    if (crypto_ != nullptr && used > 0) crypto_->add(sealing_from, CryptoLog::Clock::now());
     asio::async_write(socket(), asio::buffer(sealed_.data(), used),
                       [h = std::forward<Handler>(handler), taken](std::error_code ec,
                                                                   std::size_t) mutable {
@@ -308,8 +311,11 @@ class Stream {
                      [this, buffers, in_place, into, length,
                       h = std::forward<Handler>(handler)](std::error_code ec, std::size_t) mutable {
                        if (ec) return h(ec, std::size_t{0});
+                       const auto opening_from = CryptoLog::Clock::now();
                        if (!records_->opener.open(record_head_, {into, length}))
                          return h(make_error_code(RecordError::kForged), std::size_t{0});
+                       if (crypto_ != nullptr)
+                         crypto_->add(opening_from, CryptoLog::Clock::now());
                        if (in_place) return h(std::error_code(), length);
                        const std::size_t n = asio::buffer_copy(buffers, asio::buffer(into, length));
                        at_ = n;
@@ -321,6 +327,7 @@ class Stream {
   std::optional<asio::ip::tcp::socket> plain_;
   std::optional<TlsStream> tls_;
   std::unique_ptr<RecordLayer> records_;  // set by prepare_records()
+  CryptoLog* crypto_ = nullptr;           // where sealing and opening are timed, if anywhere
   bool out_records_ = false;
   bool in_records_ = false;
   Direct direct_;

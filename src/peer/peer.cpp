@@ -208,6 +208,7 @@ int run_peer(const RunConfig& config, const Topology& topology, const PeerOption
     r = timeline.time(Phase::kMonitor, [&] { return catch_up(r); });
     if (r >= rounds) break;
     traced_round(*algorithm, timeline, r);
+    trace_crypto(transport, timeline, t0);
     const std::int64_t done = r + 1;
     // After the last round a neighbour that has finished and said bye is no loss.
     if (done < rounds) timeline.time(Phase::kMonitor, [&] { watch(done); });
@@ -235,6 +236,7 @@ int run_peer(const RunConfig& config, const Topology& topology, const PeerOption
       timeline.time(Phase::kCheckpoint, [&] { save_checkpoint(done); });
     if (stop) {
       record.flush();
+      trace_crypto(transport, timeline, t0);
       timeline.write(dir + "/trace.json");  // the timeline so far (a resumed run starts anew)
       log_line(cat("peer ", rank, ": stopped after round ", done, " as asked (checkpoint ",
                    checkpoint_path(dir, done), ")"));
@@ -248,6 +250,7 @@ int run_peer(const RunConfig& config, const Topology& topology, const PeerOption
   // The peer's wall time ends with its timeline's last span; the file is written after.
   const double finish_end = timeline.now();
   timeline.add(Phase::kFinish, finish_start, finish_end);
+  trace_crypto(transport, timeline, t0);
   timeline.write(dir + "/trace.json");
   RunEnd end{.rounds = completed, .bytes_sent = bytes_before + exchange.bytes_sent(),
              .wall_seconds = finish_end,

@@ -18,6 +18,14 @@ double since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
+void trace_crypto(NetExchange& transport, Timeline& timeline, Clock::time_point t0) {
+  const auto seconds = [t0](Clock::time_point t) {
+    return std::chrono::duration<double>(t - t0).count();
+  };
+  for (const auto& [start, end] : transport.take_crypto_spans())
+    timeline.add(Phase::kEncrypt, seconds(start), seconds(end));
+}
+
 std::vector<int> all_neighbours(const Topology& topology, int rank) {
   std::set<int> s;
   for (std::int64_t t = 0; t < topology.period(); ++t) {

@@ -89,6 +89,10 @@ inline void traced_round(Algorithm& algorithm, Timeline& timeline, std::int64_t 
 /// Seconds since `t0`.
 double since(Clock::time_point t0);
 
+/// Puts the transport's sealing and opening of TLS records since the last call on the
+/// timeline's encrypt track (its clock: seconds since `t0`).
+void trace_crypto(NetExchange& transport, Timeline& timeline, Clock::time_point t0);
+
 /// Every peer this one talks to in any round of the period (in- and out-neighbours).
 std::vector<int> all_neighbours(const Topology& topology, int rank);
 

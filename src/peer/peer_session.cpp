@@ -273,6 +273,7 @@ std::int64_t PeerSession::average() {
                     [&m](std::span<const float> p) { m.upload(p); });
   });
   traced_round(*m.algorithm, m.timeline, r);
+  trace_crypto(*m.transport, m.timeline, m.t0);
   m.round = r + 1;
   const double monitor_from = m.timeline.now();
   if (m.rounds == 0 || m.round < m.rounds) (*m.watch)(m.round);
@@ -395,6 +396,7 @@ Summary PeerSession::finish() {
   write_params(m.dir + "/params.bin", final_params);
   const double finish_end = m.timeline.now();
   m.timeline.add(Phase::kFinish, finish_start, finish_end);
+  trace_crypto(*m.transport, m.timeline, m.t0);
   m.timeline.write(m.dir + "/trace.json");
   RunEnd end{.rounds = m.round, .bytes_sent = m.bytes_before + m.exchange->bytes_sent(),
              .wall_seconds = finish_end, .connected = m.watch->monitor().connected(),

@@ -16,7 +16,13 @@ namespace {
 
 constexpr const char* kNames[kPhaseCount] = {"setup", "compute", "compress", "send", "wait",
                                              "mix", "evaluate", "checkpoint", "monitor",
-                                             "finish"};
+                                             "finish", "encrypt"};
+
+double wall_total(const PhaseSeconds& s) {
+  double total = 0.0;
+  for (std::size_t i = 0; i < kWallPhaseCount; ++i) total += s[i];
+  return total;
+}
 
 std::string shortest(double v) {
   char buf[64];
@@ -80,8 +86,7 @@ JsonObject phase_json(const PhaseSeconds& s) {
 }
 
 JsonObject phase_share_json(const PhaseSeconds& s) {
-  double total = 0.0;
-  for (double v : s) total += v;
+  const double total = wall_total(s);
   JsonObject o;
   for (std::size_t i = 0; i < kPhaseCount; ++i) o.add(kNames[i], total > 0 ? s[i] / total : 0.0);
   return o;
@@ -96,8 +101,7 @@ std::string phase_table(const std::vector<std::pair<std::string, PhaseSeconds>>&
   }
   out += "   seconds\n";
   for (const auto& [label, s] : rows) {
-    double total = 0.0;
-    for (double v : s) total += v;
+    const double total = wall_total(s);
     std::snprintf(buf, sizeof buf, "%6s", label.c_str());
     out += buf;
     for (double v : s) {
@@ -114,8 +118,10 @@ Timeline::Timeline(int peer, std::function<double()> clock)
     : peer_(peer), clock_(std::move(clock)) {}
 
 void Timeline::keep(const Span& s) {
-  if (first_ < 0 || s.start < first_) first_ = s.start;
-  last_ = std::max(last_, s.end);
+  if (s.phase < kWallPhaseCount || s.phase == kPhaseCount) {
+    if (first_ < 0 || s.start < first_) first_ = s.start;
+    last_ = std::max(last_, s.end);
+  }
   if (s.phase < kPhaseCount) seconds_[s.phase] += s.end - s.start;
   if (spans_.size() < kMaxEvents) spans_.push_back(s);
   else ++dropped_;
@@ -123,7 +129,8 @@ void Timeline::keep(const Span& s) {
 
 void Timeline::add(Phase phase, double start, double end) {
   const Span s{start, std::max(start, end), round_, static_cast<std::uint8_t>(phase)};
-  if (round_ >= 0) inner_.push_back(s);
+  if (phase == Phase::kEncrypt) keep(Span{s.start, s.end, -1, s.phase});
+  else if (round_ >= 0) inner_.push_back(s);
   else keep(s);
 }
 
@@ -176,13 +183,19 @@ void Timeline::write(const std::string& path) const {
       << ", \"dropped_spans\": " << dropped_ << "}, \"traceEvents\": [\n";
   out << "{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": " << peer_
       << ", \"tid\": 0, \"args\": {\"name\": \"peer " << peer_ << "\"}}";
+  out << ",\n{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": " << peer_
+      << ", \"tid\": 0, \"args\": {\"name\": \"rounds\"}}";
+  out << ",\n{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": " << peer_
+      << ", \"tid\": 1, \"args\": {\"name\": \"transport: TLS records\"}}";
   for (const Span& s : spans_) {
     const bool is_round = s.phase == kPhaseCount;
+    const int tid = s.phase == static_cast<std::uint8_t>(Phase::kEncrypt) ? 1 : 0;
     out << ",\n{\"name\": \""
         << (is_round ? cat("round ", s.round) : std::string(kNames[s.phase])) << "\", \"cat\": \""
         << (is_round ? "round" : kNames[s.phase]) << "\", \"ph\": \"X\", \"ts\": " << us(s.start)
         << ", \"dur\": " << micros(std::round((s.end - s.start) * 1e9) / 1e3)
-        << ", \"pid\": " << peer_ << ", \"tid\": 0, \"args\": {\"round\": " << s.round << "}}";
+        << ", \"pid\": " << peer_ << ", \"tid\": " << tid << ", \"args\": {\"round\": "
+        << s.round << "}}";
   }
   out << "\n]}\n";
   if (!out) throw RuntimeError(cat(path, ": write failed"));
