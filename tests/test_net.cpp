@@ -58,7 +58,12 @@ std::span<const std::byte> bytes_of(std::string_view s) { return std::as_bytes(s
 HandshakeInfo model_info(std::vector<int> layers, std::uint64_t params) {
   std::string fingerprint;
   for (std::size_t i = 0; i < layers.size(); ++i) fingerprint += cat(i ? "-" : "", layers[i]);
-  return HandshakeInfo{"test-run", fingerprint, params, 0xC0FFEE};
+  HandshakeInfo info;
+  info.run_id = "test-run";
+  info.model = fingerprint;
+  info.param_count = params;
+  info.topology_fingerprint = 0xC0FFEE;
+  return info;
 }
 
 /// The run's TLS credentials for these tests: a CA of run "test-run" and a key and certificate
@@ -2070,7 +2075,7 @@ TEST_CASE("a connection keeps at most 64 KB of a frame unsent in the kernel", "[
   // So a write completes only when the frame is nearly on the wire, and a peer's next message
   // does not start on another connection while its last one still leaves (net/socket.cpp).
   SocketPair pair;
-  asio::ip::tcp::socket &client = pair.client, &server = pair.server;
+  asio::ip::tcp::socket& client = pair.client;
   const auto lowat = [](asio::ip::tcp::socket& s) {
     int v = -1;
     socklen_t len = sizeof v;
