@@ -313,6 +313,14 @@ TEST_CASE("gossip.compress, consensus_step, gossip_steps and overlap are read an
       "gossip:\n  compress:\n    kind: quantize\n    bits: 4\n  algorithm: choco\n", "c.yaml");
   CHECK(q.gossip.compress.bits == 4);
   CHECK(consensus_step(q.gossip) == default_consensus_step(q.gossip.compress));
+  // Quantization keeps its step with several exchanges a round; random_k halves it as top_k.
+  GossipConfig quantized = q.gossip;
+  quantized.gossip_steps = 3;
+  CHECK(consensus_step(quantized) == Approx(0.5));
+  GossipConfig random = quantized;
+  random.compress.kind = CompressKind::kRandomK;
+  random.compress.fraction = 0.1;
+  CHECK(consensus_step(random) == Approx(0.1));  // half of min(1, 2 * 0.1)
   CHECK(load_config_from_string("gossip: {algorithm: dpsgd, overlap: true}\n", "c.yaml")
             .gossip.overlap);
   auto fails = [](const std::string& text, const std::string& want) {
