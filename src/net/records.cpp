@@ -16,6 +16,18 @@ namespace {
 // The exporter label (RFC 8446, 7.5): keys for nothing but these records.
 constexpr const char kLabel[] = "EXPORTER-gossip-records-v1";
 
+bool openssl_has_ocb() {
+  // The default provider has OCB; a FIPS-only configuration does not.
+  static const bool has = [] {
+    EVP_CIPHER* c = EVP_CIPHER_fetch(nullptr, "AES-128-OCB", nullptr);
+    const bool found = c != nullptr;
+    EVP_CIPHER_free(c);
+    ERR_clear_error();
+    return found;
+  }();
+  return has;
+}
+
 }  // namespace
 
 const char* record_aead_name(const EVP_CIPHER* aead) {
@@ -25,17 +37,6 @@ const char* record_aead_name(const EVP_CIPHER* aead) {
   if (aead == EVP_aes_256_gcm()) return "AES-256-GCM";
   if (aead == EVP_chacha20_poly1305()) return "ChaCha20-Poly1305";
   return "an AEAD our records do not use";
-}
-
-bool openssl_has_ocb() {
-  // The default provider has OCB; a FIPS-only configuration does not.
-  static const bool has = [] {
-    EVP_CIPHER* c = EVP_CIPHER_fetch(nullptr, "AES-128-OCB", nullptr);
-    EVP_CIPHER_free(c);
-    ERR_clear_error();
-    return c != nullptr;
-  }();
-  return has;
 }
 
 const EVP_CIPHER* record_aead(int suite_nid) {
@@ -143,11 +144,7 @@ void CryptoLog::add(Clock::time_point start, Clock::time_point end) {
     spans_.back().second = std::max(spans_.back().second, end);
     return;
   }
-  if (spans_.size() >= kMaxSpans) {
-    ++dropped_;
-    return;
-  }
-  spans_.emplace_back(start, end);
+  if (spans_.size() < kMaxSpans) spans_.emplace_back(start, end);
 }
 
 std::vector<CryptoLog::Span> CryptoLog::take() {
@@ -155,11 +152,6 @@ std::vector<CryptoLog::Span> CryptoLog::take() {
   std::vector<Span> out;
   out.swap(spans_);
   return out;
-}
-
-std::uint64_t CryptoLog::dropped() const {
-  const std::lock_guard lock(mu_);
-  return dropped_;
 }
 
 }  // namespace gossip::net

@@ -90,7 +90,7 @@ class RecordCipher {
 /// record opened, a span merged into the one before when it starts within kMergeGap of its end
 /// (so a frame's back-to-back records make one span). A peer takes them each round for its
 /// timeline's `encrypt` track (NetExchange::take_crypto_spans). Holds at most kMaxSpans between
-/// takes and counts what it drops. Thread-safe.
+/// takes and drops the rest (a user of NetExchange that never takes them). Thread-safe.
 class CryptoLog {
  public:
   using Clock = std::chrono::steady_clock;
@@ -101,12 +101,10 @@ class CryptoLog {
   void add(Clock::time_point start, Clock::time_point end);
   /// The spans since the last take, in the order they were added.
   std::vector<Span> take();
-  std::uint64_t dropped() const;
 
  private:
-  mutable std::mutex mu_;
+  std::mutex mu_;
   std::vector<Span> spans_;
-  std::uint64_t dropped_ = 0;
 };
 
 /// The seals of both directions of one connection, once the TLS handshake is done.
