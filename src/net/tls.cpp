@@ -9,6 +9,7 @@
 #include <charconv>
 #include <cstring>
 #include <filesystem>
+#include <memory>
 #include <vector>
 
 #include <openssl/err.h>
@@ -236,45 +237,30 @@ std::string preferred_record_aead() {
 
 double aead_bytes_per_second(std::string_view aead, std::size_t total_bytes,
                              std::size_t record_bytes, int reps) {
-  GOSSIP_CHECK(total_bytes > 0 && record_bytes > 0 && reps > 0);
-  EVP_CIPHER* cipher = EVP_CIPHER_fetch(nullptr, std::string(aead).c_str(), nullptr);
+  GOSSIP_CHECK(total_bytes > 0 && record_bytes > 0 && record_bytes <= wire::kMaxRecordBytes &&
+               reps > 0);
+  std::unique_ptr<EVP_CIPHER, decltype(&EVP_CIPHER_free)> cipher(
+      EVP_CIPHER_fetch(nullptr, std::string(aead).c_str(), nullptr), &EVP_CIPHER_free);
   if (cipher == nullptr)
     throw RuntimeError(cat("OpenSSL: no cipher ", aead, ": ", net::openssl_error()));
-  std::vector<unsigned char> in(record_bytes, 0x5a), out(record_bytes + 16);
-  std::vector<unsigned char> key(static_cast<std::size_t>(EVP_CIPHER_get_key_length(cipher)));
-  for (std::size_t i = 0; i < key.size(); ++i) key[i] = static_cast<unsigned char>(i + 1);
-  unsigned char iv[12] = {};
-  unsigned char tag[16];
-  EVP_CIPHER_CTX* ctx = EVP_CIPHER_CTX_new();
-  const auto fail = [&](const char* what) {
-    EVP_CIPHER_CTX_free(ctx);
-    EVP_CIPHER_free(cipher);
-    throw RuntimeError(cat("OpenSSL: ", aead, ": ", what, ": ", net::openssl_error()));
-  };
-  // The key schedule once, then a fresh nonce per record, as our records do (records.cpp).
-  if (ctx == nullptr || EVP_EncryptInit_ex(ctx, cipher, nullptr, nullptr, nullptr) != 1 ||
-      EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_AEAD_SET_IVLEN, 12, nullptr) != 1 ||
-      EVP_EncryptInit_ex(ctx, nullptr, nullptr, key.data(), nullptr) != 1)
-    fail("cannot set up");
+  // Sealed as our records are sealed (records.cpp): key schedule once, a nonce per record.
+  net::RecordKey key;
+  key.cipher = cipher.get();
+  key.key.resize(static_cast<std::size_t>(EVP_CIPHER_get_key_length(cipher.get())));
+  for (std::size_t i = 0; i < key.key.size(); ++i) key.key[i] = static_cast<unsigned char>(i + 1);
+  net::RecordCipher sealer(key, true);
+  const std::vector<std::byte> in(record_bytes, std::byte{0x5a});
+  std::vector<std::byte> out(record_bytes);
+  wire::RecordHeader header;
   const std::size_t records = std::max<std::size_t>(1, total_bytes / record_bytes);
   double best = 0.0;
   for (int r = 0; r < reps; ++r) {
     const auto t0 = std::chrono::steady_clock::now();
-    for (std::size_t i = 0; i < records; ++i) {
-      std::memcpy(iv, &i, sizeof i);
-      int len = 0;
-      if (EVP_EncryptInit_ex(ctx, nullptr, nullptr, nullptr, iv) != 1 ||
-          EVP_EncryptUpdate(ctx, out.data(), &len, in.data(), static_cast<int>(in.size())) != 1 ||
-          EVP_EncryptFinal_ex(ctx, out.data() + len, &len) != 1 ||
-          EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_AEAD_GET_TAG, sizeof tag, tag) != 1)
-        fail("sealing failed");
-    }
+    for (std::size_t i = 0; i < records; ++i) sealer.seal(in, header.data(), out.data());
     const double s =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     best = std::max(best, static_cast<double>(records * record_bytes) / s);
   }
-  EVP_CIPHER_CTX_free(ctx);
-  EVP_CIPHER_free(cipher);
   return best;
 }
 
