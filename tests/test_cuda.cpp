@@ -292,4 +292,10 @@ TEST_CASE("the CUDA backend is a plugin: built with nvcc, it loads and resolves,
   while (std::getline(maps, line))
     if (line.find("libcublas") != std::string::npos) mapped = line;
   if (out.find("no CUDA driver") != std::string::npos) CHECK(mapped.empty());
+  // And the plugin loads in this process too (checked last: loading it maps the libraries), as
+  // in every program that picks a backend: a plugin that resolved symbols against `gossip`
+  // alone failed to load here, and every [cuda] comparison above was skipped even on a GPU.
+  const std::string here = cuda_plugin_check();
+  INFO(here);
+  CHECK(here.find("libgossip-cuda.so loads") != std::string::npos);
 }
