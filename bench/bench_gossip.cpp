@@ -84,7 +84,9 @@ int worker(int rank, int peers, int base_port, int rounds, bool tcp_only,
   cfg.handshake.wire = wire;
   cfg.log = [](const std::string&) {};
   // All-reduce's predecessor runs up to n - 1 hops ahead: keep them all (gossip run does too).
-  if (algorithm == "allreduce") cfg.max_queued_rounds = 2 * static_cast<std::size_t>(peers) + 2;
+  const AlgorithmKind kind =
+      algorithm.empty() ? AlgorithmKind::kDpsgd : parse_algorithm(algorithm, "--algorithm");
+  if (traits(kind).ring) cfg.max_queued_rounds = 2 * static_cast<std::size_t>(peers) + 2;
   NetExchange ex(std::move(cfg));
   auto cpu = make_cpu_backend(1);
   std::vector<float> x(kFloats);
@@ -99,9 +101,9 @@ int worker(int rank, int peers, int base_port, int rounds, bool tcp_only,
   spec.n = peers;
   const Topology ring = make_topology(spec);
   GossipConfig g;
-  g.algorithm = algorithm.empty() ? "dpsgd" : algorithm;
+  g.algorithm = kind;
   g.wire = wire;
-  if (algorithm == "choco") {
+  if (traits(kind).compresses) {
     g.compress.kind = CompressKind::kTopK;
     g.compress.fraction = 0.01;
   }

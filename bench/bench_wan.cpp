@@ -92,10 +92,10 @@ Setting setting(const std::string& name, int peers) {
   spec.kind = name == "onepeer_overlap" ? "one-peer-exponential" : "ring";
   spec.n = peers;
   Setting s{make_topology(spec), GossipConfig{}};
-  if (name == "allreduce") s.gossip.algorithm = "allreduce";
+  if (name == "allreduce") s.gossip.algorithm = AlgorithmKind::kAllreduce;
   if (name == "onepeer_overlap") s.gossip.overlap = true;
   if (name == "choco_ring") {
-    s.gossip.algorithm = "choco";
+    s.gossip.algorithm = AlgorithmKind::kChoco;
     s.gossip.compress.kind = CompressKind::kTopK;
     s.gossip.compress.fraction = 0.01;
   }
@@ -254,7 +254,7 @@ int worker(int rank, const std::string& name, const std::vector<std::string>& ho
 double predict(const std::string& name, int peers, int rounds, const SimConfig& sim,
                double step_s) {
   const Setting s = setting(name, peers);
-  SimNetwork net(peers, kFloats, s.gossip.algorithm == "allreduce" ? 2 : 1, sim, 1);
+  SimNetwork net(peers, kFloats, traits(s.gossip.algorithm).ring ? 2 : 1, sim, 1);
   net.set_step_seconds(step_s);
   std::vector<std::vector<float>> x(peers, std::vector<float>(kFloats));
   auto cpu = make_cpu_backend(1);

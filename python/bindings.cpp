@@ -89,7 +89,7 @@ py::dict config_dict(const RunConfig& c) {
   d["gamma"] = c.optimizer.gamma;
   d["threads"] = c.train.threads;
   d["evals_per_epoch"] = c.train.evals_per_epoch;
-  d["algorithm"] = c.gossip.algorithm;
+  d["algorithm"] = algorithm_name(c.gossip.algorithm);
   d["period"] = c.gossip.period;
   d["train_images"] = c.data.train_images;
   d["train_labels"] = c.data.train_labels;

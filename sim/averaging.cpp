@@ -31,7 +31,7 @@ AveragingCheck averaging_check(const RunConfig& base, const std::string& topolog
                                const Topology& topology, const TopologyReport& analysis,
                                std::int64_t rounds) {
   RunConfig c = base;
-  c.gossip.algorithm = topology.directed() ? "push_sum" : "dpsgd";
+  c.gossip.algorithm = topology.directed() ? AlgorithmKind::kPushSum : AlgorithmKind::kDpsgd;
   c.gossip.period = 1;
   c.gossip.overlap = false;
   c.gossip.compress = CompressConfig{};

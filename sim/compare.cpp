@@ -28,27 +28,24 @@ std::vector<CompareSetting> compare_settings(const RunConfig& base) {
   const CompareConfig& c = base.compare;
   if (c.topologies.empty())
     throw InputError(cat(base.path, ": compare.topologies: list at least one topology file"));
-  const auto algorithms = c.algorithms.empty() ? std::vector<std::string>{base.gossip.algorithm}
-                                               : c.algorithms;
+  const auto algorithms =
+      c.algorithms.empty() ? std::vector<AlgorithmKind>{base.gossip.algorithm} : c.algorithms;
   const auto periods = c.periods.empty() ? std::vector<int>{base.gossip.period} : c.periods;
   const auto shards = c.shards.empty() ? std::vector<std::string>{base.data.shard} : c.shards;
   const auto seeds = c.seeds.empty() ? std::vector<std::uint64_t>{base.train.seed} : c.seeds;
   const auto compressors =
       c.compress.empty() ? std::vector<CompressConfig>{base.gossip.compress} : c.compress;
-  const auto& names = algorithm_names();
-  for (const auto& a : algorithms)
-    if (std::find(names.begin(), names.end(), a) == names.end())
-      throw InputError(cat(base.path, ": compare.algorithms: unknown '", a,
-                           "' (expected dpsgd, local_sgd, push_sum, async, choco or allreduce)"));
   for (int p : periods)
     if (p < 1) throw InputError(cat(base.path, ": compare.periods: ", p, " is not positive"));
   const bool several_choco =
       compressors.size() > 1 ||
-      (algorithms.size() > 1 && std::count(algorithms.begin(), algorithms.end(), "choco") > 0);
+      (algorithms.size() > 1 &&
+       std::any_of(algorithms.begin(), algorithms.end(),
+                   [](AlgorithmKind a) { return traits(a).compresses; }));
   std::vector<CompareSetting> out;
   for (const auto& t : c.topologies)
-    for (const auto& a : algorithms)
-      for (const auto& q : a == "choco" ? compressors : std::vector<CompressConfig>{{}})
+    for (AlgorithmKind a : algorithms)
+      for (const auto& q : traits(a).compresses ? compressors : std::vector<CompressConfig>{{}})
         for (int p : periods)
           for (const auto& s : shards)
             for (auto seed : seeds) {
@@ -62,18 +59,19 @@ std::vector<CompareSetting> compare_settings(const RunConfig& base) {
                 setting.config.lines["gossip.algorithm"] = at->second;
               // What only some algorithms take stays with them.
               setting.config.gossip.compress = q;
-              if (a != "choco") {
+              const AlgorithmTraits& row = traits(a);
+              if (!row.compresses) {
                 setting.config.gossip.consensus_step = 0.0;
                 setting.config.gossip.gossip_steps = 1;
               }
-              if (a != "dpsgd" && a != "local_sgd") setting.config.gossip.overlap = false;
-              if (a == "choco" && !q.sparse()) setting.config.gossip.wire = WireFormat::kFp32;
+              if (!row.overlaps) setting.config.gossip.overlap = false;
+              if (row.compresses && !q.sparse()) setting.config.gossip.wire = WireFormat::kFp32;
               setting.config.gossip.period = p;
               setting.config.data.shard = s;
               setting.config.train.seed = seed;
               setting.label = stem(t);
-              if (algorithms.size() > 1) setting.label += " " + a;
-              if (a == "choco" && several_choco) setting.label += " " + describe(q);
+              if (algorithms.size() > 1) setting.label += cat(" ", row.name);
+              if (row.compresses && several_choco) setting.label += " " + describe(q);
               if (periods.size() > 1) setting.label += cat(" H=", p);
               if (shards.size() > 1) setting.label += " " + s;
               setting.group = setting.label;
@@ -111,8 +109,8 @@ CompareRow compare_row(const CompareSetting& setting, const TopologyReport& anal
   row.label = setting.label;
   row.group = setting.group.empty() ? setting.label : setting.group;
   row.topology = c.gossip.topology;
-  row.algorithm = c.gossip.algorithm;
-  if (row.algorithm == "choco") {
+  row.algorithm = algorithm_name(c.gossip.algorithm);
+  if (traits(c.gossip.algorithm).compresses) {
     row.compress = describe(c.gossip.compress);
     row.consensus_step = consensus_step(c.gossip);
   }

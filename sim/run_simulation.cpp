@@ -47,8 +47,8 @@ int run_simulation(const RunConfig& config, const std::string& out, bool progres
               topology.kind().c_str(), 1.0 - analysis.rho_per_round,
               analysis.period > 1 ? cat(", per period of ", analysis.period, " rounds ",
                                         fixed(analysis.spectral_gap, 4)).c_str() : "",
-              analysis.connected ? "" : ", NOT connected", config.gossip.algorithm.c_str(),
-              config.gossip.algorithm == "choco"
+              analysis.connected ? "" : ", NOT connected", algorithm_name(config.gossip.algorithm),
+              traits(config.gossip.algorithm).compresses
                   ? cat(" (", describe_choco(config.gossip), ")").c_str()
                   : "",
               config.gossip.period, config.gossip.period == 1 ? "" : "s",
@@ -75,7 +75,7 @@ int run_simulation(const RunConfig& config, const std::string& out, bool progres
   SimRunInfo info;
   info.config = config.path;
   info.topology = config.gossip.topology;
-  info.algorithm = config.gossip.algorithm;
+  info.algorithm = algorithm_name(config.gossip.algorithm);
   info.connected = analysis.connected;
   info.spectral_gap = 1.0 - analysis.rho_per_round;
   info.period_spectral_gap = analysis.spectral_gap;

@@ -97,8 +97,8 @@ class Swarm {
   /// Rounds each sender keeps: async reads older ones; a relay publishes its next hop while its
   /// successor reads the last.
   static int history(const GossipConfig& g) {
-    if (g.algorithm == "async") return g.max_staleness + 1;
-    return g.algorithm == "allreduce" || g.gossip_steps > 1 ? 2 : 1;
+    if (traits(g.algorithm).stale_rounds) return g.max_staleness + 1;
+    return traits(g.algorithm).ring || g.gossip_steps > 1 ? 2 : 1;
   }
 
   void round(std::int64_t r, SimResult& result) {

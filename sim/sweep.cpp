@@ -49,7 +49,7 @@ SimResult simulate_setting(const CompareSetting& s, const Topology& topology,
   SimRunInfo info;
   info.config = base.path;
   info.topology = s.config.gossip.topology;
-  info.algorithm = s.config.gossip.algorithm;
+  info.algorithm = algorithm_name(s.config.gossip.algorithm);
   info.connected = analysis.connected;
   info.spectral_gap = 1.0 - analysis.rho_per_round;
   info.period_spectral_gap = analysis.spectral_gap;
@@ -122,8 +122,8 @@ int run_sweep(const RunConfig& base, const std::string& out, bool progress_bar,
     const CompareSetting& s = settings[i];
     const auto& path = s.config.gossip.topology;
     const std::string line = cat("[", i + 1, "/", settings.size(), "] ", s.label, ": ",
-                      topologies.at(path).n(), " peers, ", s.config.gossip.algorithm,
-                      s.config.gossip.algorithm == "choco"
+                      topologies.at(path).n(), " peers, ", algorithm_name(s.config.gossip.algorithm),
+                      traits(s.config.gossip.algorithm).compresses
                           ? cat(" (", describe_choco(s.config.gossip), ")")
                           : std::string(),
                       ", period ",

@@ -186,7 +186,7 @@ TEST_CASE("push-sum reaches the average on a directed graph whose rows do not su
         "  - [0, 1]\n  - [0, 2]\n  - [0, 3]\n  - [1, 2]\n  - [2, 3]\n  - [3, 0]\n",
       "dir.yaml");
   GossipConfig g;
-  g.algorithm = "push_sum";
+  g.algorithm = AlgorithmKind::kPushSum;
   ConsensusPeers peers(t, g, 64);
   const auto target = peers.mean();
   peers.rounds(0, 200);
@@ -197,7 +197,7 @@ TEST_CASE("push-sum reaches the average on a directed graph whose rows do not su
   REQUIRE(w == Approx(4.0));  // push-sum conserves the total weight
 
   GossipConfig pull;
-  pull.algorithm = "dpsgd";
+  pull.algorithm = AlgorithmKind::kDpsgd;
   REQUIRE_THROWS_AS(ConsensusPeers(t, pull, 4), InputError);
 }
 
@@ -232,7 +232,7 @@ TEST_CASE("a missing neighbour's weight stays with the peer", "[gossip]") {
   SilentExchange ex;
   for (const char* name : {"dpsgd", "async", "push_sum"}) {
     GossipConfig g;
-    g.algorithm = name;
+    g.algorithm = parse_algorithm(name, "test");
     auto a = make_algorithm(Learner{backend.get(), x.data(), 3, {}}, ex, t, g);
     a->local_phase(0);
     a->mix_phase(0);
@@ -251,16 +251,20 @@ TEST_CASE("make_algorithm rejects unknown names and mismatched sizes", "[gossip]
   REQUIRE_THROWS_AS(make_algorithm(Learner{backend.get(), x.data(), 4, {}}, net.exchange(0), t, g),
                     InputError);  // 3-peer topology, 4-peer network
   SimNetwork net3(3, 4, 1, SimConfig{}, 1);
-  g.algorithm = "gossip-magic";
-  REQUIRE_THROWS_AS(make_algorithm(Learner{backend.get(), x.data(), 4, {}}, net3.exchange(0), t, g),
-                    InputError);
-  REQUIRE(algorithm_names().size() == 6);
-  g.algorithm = "dpsgd";
+  REQUIRE_THROWS_WITH(parse_algorithm("gossip-magic", "gossip.algorithm"),
+                      "gossip.algorithm: unknown algorithm 'gossip-magic' (expected dpsgd, "
+                      "local_sgd, push_sum, async, choco or allreduce)");
+  REQUIRE(algorithm_table().size() == 6);
+  for (const AlgorithmTraits& row : algorithm_table()) {  // the rows are in the enum's order
+    REQUIRE(&traits(row.kind) == &row);
+    REQUIRE(parse_algorithm(row.name, "x") == row.kind);
+  }
+  g.algorithm = AlgorithmKind::kDpsgd;
   g.compress.kind = CompressKind::kTopK;  // compression with an algorithm that does not take it
   REQUIRE_THROWS_AS(make_algorithm(Learner{backend.get(), x.data(), 4, {}}, net3.exchange(0), t, g),
                     InputError);
   g.compress.kind = CompressKind::kNone;
-  g.algorithm = "push_sum";
+  g.algorithm = AlgorithmKind::kPushSum;
   g.overlap = true;
   REQUIRE_THROWS_AS(make_algorithm(Learner{backend.get(), x.data(), 4, {}}, net3.exchange(0), t, g),
                     InputError);
@@ -664,7 +668,7 @@ TEST_CASE("CHOCO preserves the average of the models and reaches it through comp
                 wire_format_name(k.wire))) {
       const Topology t = generate("ring", 8);
       GossipConfig g;
-      g.algorithm = "choco";
+      g.algorithm = AlgorithmKind::kChoco;
       g.wire = k.wire;
       g.compress.kind = k.kind;
       g.compress.fraction = k.fraction;
@@ -696,7 +700,7 @@ TEST_CASE("CHOCO through the backend ends bit-identical to the host loops it rep
     SECTION(k.name()) {
       const Topology t = generate("ring", 5);
       GossipConfig g;
-      g.algorithm = "choco";
+      g.algorithm = AlgorithmKind::kChoco;
       g.compress = k.config();
       g.wire = k.wire;
       const std::int64_t dim = 1100;
@@ -746,7 +750,7 @@ TEST_CASE("CHOCO sends a fraction of the bytes and refuses graphs that change ev
           "[gossip][choco]") {
   const Topology t = generate("ring", 4);
   GossipConfig g;
-  g.algorithm = "choco";
+  g.algorithm = AlgorithmKind::kChoco;
   g.compress.kind = CompressKind::kTopK;
   g.compress.fraction = 0.01;
   const std::int64_t dim = 10000;
@@ -772,7 +776,7 @@ TEST_CASE("CHOCO with gossip_steps S takes S consensus steps a round: uncompress
   const Topology t = generate("ring", 6);
   const int n = t.n();
   GossipConfig g;
-  g.algorithm = "choco";
+  g.algorithm = AlgorithmKind::kChoco;
   g.compress.kind = CompressKind::kNone;
   g.consensus_step = 0.4;
   g.gossip_steps = 3;
@@ -835,7 +839,7 @@ TEST_CASE("all-reduce equals exact averaging", "[gossip][allreduce]") {
       SECTION(cat(n, " peers, ", dim, " floats")) {
         const Topology t = generate(n == 2 ? "complete" : "ring", n);  // only n matters
         GossipConfig g;
-        g.algorithm = "allreduce";
+        g.algorithm = AlgorithmKind::kAllreduce;
         ConsensusPeers peers(t, g, dim);
         REQUIRE(peers.algs[0]->relay_steps() == 2 * (n - 1) - 1);
         const auto mean = peers.mean();  // in double
@@ -924,7 +928,7 @@ TEST_CASE("peers that agree stay where they are at half width, off the 16-bit gr
                                                ? std::optional(WeightKind::kPushSum)
                                                : std::nullopt);
     GossipConfig g;
-    g.algorithm = algorithm;
+    g.algorithm = parse_algorithm(algorithm, "test");
     g.wire = WireFormat::kBf16;
     const std::int64_t dim = 64;
     ConsensusPeers peers(t, g, dim);
@@ -952,7 +956,7 @@ TEST_CASE("all-reduce at half width: every peer ends with the same rounded avera
   for (const WireFormat w : {WireFormat::kBf16, WireFormat::kFp16}) {
     INFO(wire_format_name(w));
     GossipConfig g;
-    g.algorithm = "allreduce";
+    g.algorithm = AlgorithmKind::kAllreduce;
     g.wire = w;
     ConsensusPeers peers(t, g, dim);
     const auto mean = peers.mean();
@@ -993,7 +997,7 @@ TEST_CASE("all-reduce at half width keeps updates smaller than a 16-bit step", "
   auto backend = make_cpu_backend(1);
   SimNetwork network(n, dim, 2, SimConfig{}, 1, WireFormat::kBf16);
   GossipConfig g;
-  g.algorithm = "allreduce";
+  g.algorithm = AlgorithmKind::kAllreduce;
   g.wire = WireFormat::kBf16;
   std::vector<std::vector<float>> x(n, std::vector<float>(dim, 1.0f));
   std::vector<std::unique_ptr<Algorithm>> algs;
@@ -1098,7 +1102,7 @@ TEST_CASE("overlap mixes the parameters that were sent and adds the local steps'
     std::vector<std::vector<float>> x(n);
     std::vector<std::unique_ptr<Algorithm>> algs;
     GossipConfig g;
-    g.algorithm = "local_sgd";
+    g.algorithm = AlgorithmKind::kLocalSgd;
     g.period = 2;
     g.overlap = overlap;
     for (int p = 0; p < n; ++p) x[p] = {1.0f * p, -2.0f * p, 0.5f};

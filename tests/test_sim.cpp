@@ -109,7 +109,7 @@ TEST_CASE("one and two worker threads give identical parameters", "[sim]") {
   const DataSets data = load_datasets(config);
   for (const char* algorithm : {"dpsgd", "async", "push_sum"}) {
     SECTION(algorithm) {
-      config.gossip.algorithm = algorithm;
+      config.gossip.algorithm = parse_algorithm(algorithm, "test");
       config.sim.stragglers = {1};
       config.sim.message_loss = 0.1;
       config.gossip.round_timeout_s = 0.05;
@@ -472,7 +472,8 @@ TEST_CASE("compare settings cover the sweep and label what varies", "[sim]") {
 TEST_CASE("compare sweeps compressors for choco only and labels them", "[sim][compare]") {
   RunConfig base = small_config();
   base.compare.topologies = {"topologies/ring-16.yaml"};
-  base.compare.algorithms = {"dpsgd", "choco", "allreduce"};
+  base.compare.algorithms = {AlgorithmKind::kDpsgd, AlgorithmKind::kChoco,
+                            AlgorithmKind::kAllreduce};
   CompressConfig top, q8;
   top.kind = CompressKind::kTopK;
   top.fraction = 0.01;

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "gossip/algorithm_table.hpp"
 #include "gossip/half.hpp"
 
 namespace gossip {
@@ -160,8 +161,7 @@ WireFormat parse_wire_format(const std::string& text, const std::string& what);
 
 struct GossipConfig {
   std::string topology;             // path of a topology YAML (relative to the config)
-  // dpsgd | local_sgd | push_sum | async | choco | allreduce
-  std::string algorithm = "dpsgd";
+  AlgorithmKind algorithm = AlgorithmKind::kDpsgd;  // a row of gossip/algorithm_table.hpp
   int period = 1;                   // local steps between gossip rounds (local SGD's H)
   int max_staleness = 2;            // async: oldest acceptable neighbour round
   // How long a peer waits for a neighbour that is alive (it heartbeats) but slow before leaving
@@ -281,7 +281,7 @@ struct NetworkConfig {
 
 struct CompareConfig {
   std::vector<std::string> topologies;  // relative to the config
-  std::vector<std::string> algorithms;  // empty = gossip.algorithm
+  std::vector<AlgorithmKind> algorithms;  // empty = gossip.algorithm
   std::vector<int> periods;             // empty = gossip.period
   std::vector<std::string> shards;      // empty = data.shard
   std::vector<std::uint64_t> seeds;     // empty = train.seed

@@ -55,8 +55,10 @@ class Algorithm {
  public:
   virtual ~Algorithm() = default;
 
-  /// "dpsgd", "local_sgd", "push_sum", "async", "choco" or "allreduce".
-  virtual std::string name() const = 0;
+  /// This algorithm's row of the table (gossip/algorithm_table.hpp).
+  virtual AlgorithmKind kind() const = 0;
+  /// Its name in configs and reports: "dpsgd", "choco", ...
+  std::string name() const { return algorithm_name(kind()); }
   /// Local steps taken in local_phase(round): `period` for every algorithm here, 0 for a
   /// learner without a step function.
   virtual int local_steps(std::int64_t round) const = 0;
@@ -146,9 +148,6 @@ struct RoundPlan {
   double epoch_at(std::int64_t done) const;
 };
 RoundPlan plan_rounds(const RunConfig& config, std::int64_t train_samples, int peers);
-
-/// The algorithm names make_algorithm accepts.
-const std::vector<std::string>& algorithm_names();
 
 /// Checks that the topology's weights suit config.gossip.algorithm: push-sum needs every
 /// round's columns to sum to 1, the others its rows; choco also a graph that is the same every

@@ -78,7 +78,7 @@ std::vector<std::string> setting_arguments(const CompareSetting& setting) {
   const RunConfig& c = setting.config;
   return {"--epochs",   exact(c.train.epochs),
           "--topology", c.gossip.topology,
-          "--algorithm", c.gossip.algorithm,
+          "--algorithm", algorithm_name(c.gossip.algorithm),
           "--period",   std::to_string(c.gossip.period),
           "--compress", compress_argument(c.gossip.compress),
           "--shard",    c.data.shard,
@@ -108,11 +108,12 @@ void check_peers_run(const std::string& config_path, const CompareSetting& setti
   };
   differs("train.epochs", exact(peer.train.epochs), exact(want.train.epochs));
   differs("gossip.topology", peer.gossip.topology, want.gossip.topology);
-  differs("gossip.algorithm", peer.gossip.algorithm, want.gossip.algorithm);
+  differs("gossip.algorithm", algorithm_name(peer.gossip.algorithm),
+          algorithm_name(want.gossip.algorithm));
   differs("gossip.period", std::to_string(peer.gossip.period), std::to_string(want.gossip.period));
   differs("gossip.compress", compress_argument(peer.gossip.compress),
           compress_argument(want.gossip.compress));
-  if (want.gossip.algorithm == "choco") {
+  if (traits(want.gossip.algorithm).compresses) {
     differs("gossip.consensus_step", exact(consensus_step(peer.gossip)),
             exact(consensus_step(want.gossip)));
     differs("gossip.gossip_steps", std::to_string(peer.gossip.gossip_steps),

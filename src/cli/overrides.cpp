@@ -67,7 +67,7 @@ void apply_overrides(const Args& args, RunConfig& config) {
     config.lines.erase("train.epochs");  // errors about it name the option, not the file
   }
   if (auto algorithm = args.get("algorithm")) {
-    config.gossip.algorithm = *algorithm;
+    config.gossip.algorithm = parse_algorithm(*algorithm, "--algorithm");
     config.lines.erase("gossip.algorithm");  // errors about it name the option, not the file
   }
   config.gossip.topology = args.get_or("topology", config.gossip.topology);

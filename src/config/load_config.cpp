@@ -113,6 +113,15 @@ class Reader {
     fail(node, field, cat("unknown value '", v, "' (expected one of: ", list, ")"));
   }
 
+  /// An algorithm's name (gossip/algorithm_table.hpp): the node's text, or `named` when given.
+  AlgorithmKind algorithm(const Node& node, const std::string& field,
+                          const std::string& named = "") const {
+    const std::string v = named.empty() ? text(node, field) : named;
+    for (const auto& row : algorithm_table())
+      if (v == row.name) return row.kind;
+    fail(node, field, cat("unknown value '", v, "' (expected one of: ", algorithm_choices(), ")"));
+  }
+
   /// A value named in `table` (value, name): "field: unknown value 'x' (expected one of: ...)".
   template <typename E, std::size_t N>
   E named(const Node& node, const std::string& field,
@@ -395,8 +404,7 @@ void read_gossip(const Reader& r, const Node& n, GossipConfig& g) {
   r.each(n, "gossip", Handlers{
       {"topology", [&](auto& v, auto& f) { g.topology = r.path(v, f); }},
       {"algorithm", [&](auto& v, auto& f) {
-         g.algorithm = r.choice(v, f, {"dpsgd", "local_sgd", "push_sum", "async", "choco",
-                                       "allreduce"});
+         g.algorithm = r.algorithm(v, f);
        }},
       {"compress", [&](auto& v, auto& f) { g.compress = read_compress(r, v, f); }},
       {"consensus_step", [&](auto& v, auto& f) {
@@ -513,7 +521,10 @@ void read_compare(const Reader& r, const Node& n, CompareConfig& c) {
       {"topologies", [&](auto& v, auto& f) {
          for (const auto& s : r.texts(v, f)) c.topologies.push_back(r.resolve(s));
        }},
-      {"algorithms", [&](auto& v, auto& f) { c.algorithms = r.texts(v, f); }},
+      {"algorithms", [&](auto& v, auto& f) {
+         for (const auto& a : r.texts(v, f))
+           c.algorithms.push_back(r.algorithm(v, f, a));
+       }},
       {"periods", [&](auto& v, auto& f) { c.periods = r.ints(v, f); }},
       {"shards", [&](auto& v, auto& f) { c.shards = r.texts(v, f); }},
       {"seeds", [&](auto& v, auto& f) {
@@ -535,46 +546,54 @@ void read_compare(const Reader& r, const Node& n, CompareConfig& c) {
 /// come after them). A sweep (compare.algorithms) may list an algorithm that takes them.
 void check_gossip_keys(const RunConfig& cfg) {
   const GossipConfig& g = cfg.gossip;
-  auto swept = [&](const char* name) {
-    return std::find(cfg.compare.algorithms.begin(), cfg.compare.algorithms.end(), name) !=
-           cfg.compare.algorithms.end();
-  };
-  auto takes = [&](std::initializer_list<const char*> names) {
-    for (const char* a : names)
-      if (g.algorithm == a || swept(a)) return true;
+  const char* name = algorithm_name(g.algorithm);
+  // Whether the algorithm, or one the sweep lists, has the trait.
+  auto takes = [&](bool AlgorithmTraits::*trait) {
+    if (traits(g.algorithm).*trait) return true;
+    for (AlgorithmKind a : cfg.compare.algorithms)
+      if (traits(a).*trait) return true;
     return false;
   };
-  if (cfg.lines.count("gossip.compress") && !takes({"choco"}))
+  auto any_whole_buffers = [&] {
+    if (!traits(g.algorithm).compresses) return true;
+    for (AlgorithmKind a : cfg.compare.algorithms)
+      if (!traits(a).compresses) return true;
+    return false;
+  };
+  const bool compresses = takes(&AlgorithmTraits::compresses);
+  if (cfg.lines.count("gossip.compress") && !compresses)
     throw InputError(cat(cfg.where("gossip.compress"), ": compression is for gossip.algorithm: "
-                         "choco; ", g.algorithm, " sends whole parameter buffers"));
-  if (!cfg.compare.compress.empty() && !takes({"choco"}))
+                         "choco; ", name, " sends whole parameter buffers"));
+  if (!cfg.compare.compress.empty() && !compresses)
     throw InputError(cat(cfg.where("compare.compress"), ": compressors are swept for "
                          "gossip.algorithm: choco, which neither gossip.algorithm nor "
                          "compare.algorithms names"));
-  if (cfg.lines.count("gossip.consensus_step") && !takes({"choco"}))
+  if (cfg.lines.count("gossip.consensus_step") && !compresses)
     throw InputError(cat(cfg.where("gossip.consensus_step"), ": the consensus step is "
-                         "choco's; ", g.algorithm, " does not take one"));
-  if (g.gossip_steps != 1 && !takes({"choco"}))
+                         "choco's; ", name, " does not take one"));
+  if (g.gossip_steps != 1 && !compresses)
     throw InputError(cat(cfg.where("gossip.gossip_steps"), ": several compressed exchanges a "
-                         "round are choco's; ", g.algorithm, " exchanges once a round"));
+                         "round are choco's; ", name, " exchanges once a round"));
   // In a sweep beside an algorithm that sends whole buffers the wire is theirs (compare keeps
   // choco at fp32 unless its compressor is top_k or random_k).
-  if (g.wire != WireFormat::kFp32 && takes({"choco"}) && !g.compress.sparse() &&
-      !takes({"dpsgd", "local_sgd", "push_sum", "async", "allreduce"}))
+  if (g.wire != WireFormat::kFp32 && compresses && !g.compress.sparse() && !any_whole_buffers())
     throw InputError(cat(cfg.where("gossip.wire"), ": ", wire_format_name(g.wire),
                          " with choco rounds the values of gossip.compress top_k or random_k; ",
                          g.compress.kind == CompressKind::kQuantize
                              ? "quantize sends codes"
                              : "without a compressor choco sends float32",
                          ", so set gossip.wire: fp32"));
-  if (g.overlap && !takes({"dpsgd", "local_sgd"}))
+  if (g.overlap && !takes(&AlgorithmTraits::overlaps))
     throw InputError(cat(cfg.where("gossip.overlap"), ": overlap is for dpsgd and local_sgd, "
-                         "not ", g.algorithm));
-  if (cfg.sim.message_loss > 0 && takes({"choco", "allreduce"}))
-    throw InputError(cat(cfg.where("sim.message_loss"), ": ",
-                         takes({"choco"}) ? "choco" : "allreduce",
+                         "not ", name));
+  if (cfg.sim.message_loss > 0 && takes(&AlgorithmTraits::needs_every_message)) {
+    AlgorithmKind strict = g.algorithm;
+    for (AlgorithmKind a : cfg.compare.algorithms)
+      if (!traits(strict).needs_every_message && traits(a).needs_every_message) strict = a;
+    throw InputError(cat(cfg.where("sim.message_loss"), ": ", algorithm_name(strict),
                          " needs every message (a lost one leaves the peers' copies out of "
                          "step); set message_loss to 0"));
+  }
 }
 
 /// "FILE:LINE: field" with the line of the field or, when the file did not set it (a missing
@@ -711,7 +730,8 @@ std::string describe_choco(const GossipConfig& g) {
 }
 
 std::string describe_exchange(const GossipConfig& g) {
-  return g.algorithm == "choco" ? cat("choco ", describe_choco(g)) : g.algorithm;
+  const char* name = algorithm_name(g.algorithm);
+  return traits(g.algorithm).compresses ? cat(name, " ", describe_choco(g)) : std::string(name);
 }
 
 std::string describe(const CompressConfig& c) {

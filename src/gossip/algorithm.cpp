@@ -26,36 +26,30 @@ double Algorithm::take_train_loss() {
   return mean;
 }
 
-const std::vector<std::string>& algorithm_names() {
-  static const std::vector<std::string> names{"dpsgd",  "local_sgd", "push_sum",
-                                              "async",  "choco",     "allreduce"};
-  return names;
-}
-
 std::chrono::milliseconds round_deadline(const GossipConfig& config) {
   return std::chrono::milliseconds(static_cast<std::int64_t>(config.round_timeout_s * 1000.0));
 }
 
 namespace {
 
-/// Pull algorithms need every round's rows to sum to one; push-sum needs the columns to.
-/// `where` starts the message: "gossip.algorithm", or with the config's file and line.
-void check_weights(const std::string& where, const std::string& algorithm,
-                   const Topology& topology) {
-  if (algorithm == "allreduce") return;  // the ring over all peers, whatever the graph
-  if (algorithm == "choco" && topology.period() > 1)
-    throw InputError(cat(where, ": choco needs a graph that is the same every round (its "
-                         "public copies follow fixed neighbours); this topology changes over a "
-                         "period of ", topology.period(), " rounds"));
-  const bool push = algorithm == "push_sum";
+/// Checks the topology's weights against the algorithm's row (WeightsNeed). `where` starts the
+/// message: "gossip.algorithm", or with the config's file and line.
+void check_weights(const std::string& where, AlgorithmKind algorithm, const Topology& topology) {
+  const AlgorithmTraits& row = traits(algorithm);
+  if (row.weights == WeightsNeed::kNone) return;  // e.g. the ring over all peers
+  if (row.weights == WeightsNeed::kFixedRows && topology.period() > 1)
+    throw InputError(cat(where, ": ", row.name, " needs a graph that is the same every round "
+                         "(its public copies follow fixed neighbours); this topology changes "
+                         "over a period of ", topology.period(), " rounds"));
+  const bool columns = row.weights == WeightsNeed::kColumns;
   for (std::int64_t r = 0; r < topology.period(); ++r) {
     const Graph& g = topology.at(r);
-    if (push && !g.column_stochastic())
-      throw InputError(cat(where, ": push_sum needs column-stochastic weights (each "
+    if (columns && !g.column_stochastic())
+      throw InputError(cat(where, ": ", row.name, " needs column-stochastic weights (each "
                            "peer's out-weights and self weight summing to 1); round ",
                            r, " of the topology is not (use weights: push-sum)"));
-    if (!push && !g.row_stochastic())
-      throw InputError(cat(where, ": ", algorithm, " needs row-stochastic weights; round ",
+    if (!columns && !g.row_stochastic())
+      throw InputError(cat(where, ": ", row.name, " needs row-stochastic weights; round ",
                            r, " of the topology is not",
                            topology.directed() ? " (for a directed graph use push_sum)" : ""));
   }
@@ -74,22 +68,21 @@ std::unique_ptr<Algorithm> make_algorithm(const Learner& learner, Exchange& exch
     throw InputError(cat("the topology has ", topology.n(), " peers but the run has ",
                          exchange.size()));
   if (config.period < 1) throw InputError(cat("gossip.period must be at least 1"));
-  const std::string& a = config.algorithm;
-  const auto& names = algorithm_names();
-  if (std::find(names.begin(), names.end(), a) == names.end())
-    throw InputError(cat("gossip.algorithm: unknown '", a,
-                         "' (expected dpsgd, local_sgd, push_sum, async, choco or allreduce)"));
-  if (config.overlap && a != "dpsgd" && a != "local_sgd")
-    throw InputError(cat("gossip.overlap: overlap is for dpsgd and local_sgd, not ", a));
-  if (config.compress.kind != CompressKind::kNone && a != "choco")
-    throw InputError(cat("gossip.compress: compression is for choco, not ", a));
-  check_weights("gossip.algorithm", a, topology);
-  if (a == "choco") return make_choco(learner, exchange, topology, config, seed);
-  if (a == "allreduce") return make_allreduce(learner, exchange, config);
-  if (a == "dpsgd") return make_dpsgd(learner, exchange, topology, config);
-  if (a == "local_sgd") return make_local_sgd(learner, exchange, topology, config);
-  if (a == "async") return make_async_gossip(learner, exchange, topology, config);
-  return make_push_sum(learner, exchange, topology, config);
+  const AlgorithmTraits& row = traits(config.algorithm);
+  if (config.overlap && !row.overlaps)
+    throw InputError(cat("gossip.overlap: overlap is for dpsgd and local_sgd, not ", row.name));
+  if (config.compress.kind != CompressKind::kNone && !row.compresses)
+    throw InputError(cat("gossip.compress: compression is for choco, not ", row.name));
+  check_weights("gossip.algorithm", config.algorithm, topology);
+  switch (config.algorithm) {
+#define GOSSIP_ALGORITHM_MAKE(id, name, make, ...) \
+  case AlgorithmKind::id:                           \
+    return make(learner, exchange, topology, config, seed);
+    GOSSIP_ALGORITHMS(GOSSIP_ALGORITHM_MAKE)
+#undef GOSSIP_ALGORITHM_MAKE
+  }
+  throw InputError(cat("gossip.algorithm: no algorithm numbered ",
+                       static_cast<int>(config.algorithm)));
 }
 
 std::unique_ptr<Algorithm> make_algorithm(Trainer& trainer, Exchange& exchange,
@@ -99,12 +92,12 @@ std::unique_ptr<Algorithm> make_algorithm(Trainer& trainer, Exchange& exchange,
 }
 
 std::vector<int> extra_neighbours(const GossipConfig& config, int rank, int peers) {
-  if (config.algorithm != "allreduce" || peers < 2) return {};
+  if (!traits(config.algorithm).ring || peers < 2) return {};
   return {(rank + peers - 1) % peers, (rank + 1) % peers};
 }
 
 std::int64_t extra_round_lead(const GossipConfig& config, int peers) {
-  return config.algorithm == "allreduce" ? 2 * std::int64_t{peers} + 2 : 0;
+  return traits(config.algorithm).ring ? 2 * std::int64_t{peers} + 2 : 0;
 }
 
 void Algorithm::restore_buffers(const std::vector<float>& b) {

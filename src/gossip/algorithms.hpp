@@ -23,7 +23,7 @@ class Dpsgd : public Algorithm {
   Dpsgd(const Learner& learner, Exchange& exchange, const Topology& topology,
         const GossipConfig& config);
 
-  std::string name() const override { return "dpsgd"; }
+  AlgorithmKind kind() const override { return AlgorithmKind::kDpsgd; }
   int local_steps(std::int64_t round) const override;
   void local_phase(std::int64_t round) override;
   void mix_phase(std::int64_t round) override;
@@ -45,20 +45,14 @@ class Dpsgd : public Algorithm {
   std::vector<float> sent_;
 };
 
-std::unique_ptr<Algorithm> make_dpsgd(const Learner& learner, Exchange& exchange,
-                                      const Topology& topology, const GossipConfig& config);
-std::unique_ptr<Algorithm> make_local_sgd(const Learner& learner, Exchange& exchange,
-                                          const Topology& topology, const GossipConfig& config);
-std::unique_ptr<Algorithm> make_async_gossip(const Learner& learner, Exchange& exchange,
-                                             const Topology& topology,
-                                             const GossipConfig& config);
-std::unique_ptr<Algorithm> make_choco(const Learner& learner, Exchange& exchange,
-                                      const Topology& topology, const GossipConfig& config,
-                                      std::uint64_t seed);
-std::unique_ptr<Algorithm> make_allreduce(const Learner& learner, Exchange& exchange,
-                                          const GossipConfig& config);
-std::unique_ptr<Algorithm> make_push_sum(const Learner& learner, Exchange& exchange,
-                                         const Topology& topology, const GossipConfig& config);
+// The make_ functions GOSSIP_ALGORITHMS names, one per algorithm's source file, all of one
+// signature so make_algorithm can dispatch on the table (`seed` is train.seed).
+#define GOSSIP_ALGORITHM_DECLARE_MAKE(id, name, make, ...)                                  \
+  std::unique_ptr<Algorithm> make(const Learner& learner, Exchange& exchange,             \
+                                  const Topology& topology, const GossipConfig& config,   \
+                                  std::uint64_t seed);
+GOSSIP_ALGORITHMS(GOSSIP_ALGORITHM_DECLARE_MAKE)
+#undef GOSSIP_ALGORITHM_DECLARE_MAKE
 
 /// The wait for a neighbour before leaving it out, from gossip.round_timeout_s.
 std::chrono::milliseconds round_deadline(const GossipConfig& config);

@@ -45,7 +45,7 @@ class AllReduce final : public Algorithm {
         hops_(2 * (n_ - 1)),
         acc_(static_cast<std::size_t>(learner.num_params)) {}
 
-  std::string name() const override { return "allreduce"; }
+  AlgorithmKind kind() const override { return AlgorithmKind::kAllreduce; }
   int local_steps(std::int64_t) const override { return learner_.step ? config_.period : 0; }
   void model_params(std::span<float> out) const override { buffer_.download(out); }
   int relay_steps() const override { return hops_ > 0 ? hops_ - 1 : 0; }
@@ -156,7 +156,8 @@ class AllReduce final : public Algorithm {
 }  // namespace
 
 std::unique_ptr<Algorithm> make_allreduce(const Learner& learner, Exchange& exchange,
-                                          const GossipConfig& config) {
+                                          const Topology& /*topology*/,
+                                          const GossipConfig& config, std::uint64_t /*seed*/) {
   return std::make_unique<AllReduce>(learner, exchange, config);
 }
 

@@ -11,7 +11,7 @@ namespace {
 class AsyncGossip final : public Dpsgd {
  public:
   using Dpsgd::Dpsgd;
-  std::string name() const override { return "async"; }
+  AlgorithmKind kind() const override { return AlgorithmKind::kAsync; }
 
  protected:
   CollectOptions collect_options() const override {
@@ -26,7 +26,7 @@ class AsyncGossip final : public Dpsgd {
 
 std::unique_ptr<Algorithm> make_async_gossip(const Learner& learner, Exchange& exchange,
                                              const Topology& topology,
-                                             const GossipConfig& config) {
+                                             const GossipConfig& config, std::uint64_t /*seed*/) {
   return std::make_unique<AsyncGossip>(learner, exchange, topology, config);
 }
 

@@ -59,7 +59,7 @@ class Choco final : public Algorithm {
     learner.backend->fill(s_.data(), 0.0f, n_);
   }
 
-  std::string name() const override { return "choco"; }
+  AlgorithmKind kind() const override { return AlgorithmKind::kChoco; }
   int local_steps(std::int64_t) const override { return learner_.step ? config_.period : 0; }
   void model_params(std::span<float> out) const override {
     GOSSIP_CHECK_EQ(static_cast<std::int64_t>(out.size()), n_);

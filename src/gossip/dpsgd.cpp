@@ -81,7 +81,8 @@ void Dpsgd::mix_phase(std::int64_t round) {
 }
 
 std::unique_ptr<Algorithm> make_dpsgd(const Learner& learner, Exchange& exchange,
-                                      const Topology& topology, const GossipConfig& config) {
+                                      const Topology& topology, const GossipConfig& config,
+                                      std::uint64_t /*seed*/) {
   return std::make_unique<Dpsgd>(learner, exchange, topology, config);
 }
 

@@ -11,13 +11,14 @@ namespace {
 class LocalSgd final : public Dpsgd {
  public:
   using Dpsgd::Dpsgd;
-  std::string name() const override { return "local_sgd"; }
+  AlgorithmKind kind() const override { return AlgorithmKind::kLocalSgd; }
 };
 
 }  // namespace
 
 std::unique_ptr<Algorithm> make_local_sgd(const Learner& learner, Exchange& exchange,
-                                          const Topology& topology, const GossipConfig& config) {
+                                          const Topology& topology, const GossipConfig& config,
+                                          std::uint64_t /*seed*/) {
   return std::make_unique<LocalSgd>(learner, exchange, topology, config);
 }
 

@@ -32,7 +32,7 @@ class PushSum final : public Algorithm {
         config_(config),
         buffer_(learner) {}
 
-  std::string name() const override { return "push_sum"; }
+  AlgorithmKind kind() const override { return AlgorithmKind::kPushSum; }
   int local_steps(std::int64_t) const override { return learner_.step ? config_.period : 0; }
   double weight() const override { return weight_; }
   void model_params(std::span<float> out) const override { buffer_.download(out); }
@@ -100,7 +100,8 @@ class PushSum final : public Algorithm {
 }  // namespace
 
 std::unique_ptr<Algorithm> make_push_sum(const Learner& learner, Exchange& exchange,
-                                         const Topology& topology, const GossipConfig& config) {
+                                         const Topology& topology, const GossipConfig& config,
+                                         std::uint64_t /*seed*/) {
   return std::make_unique<PushSum>(learner, exchange, topology, config);
 }
 

@@ -514,7 +514,7 @@ int launch(const RunConfig& config, const LaunchOptions& given) {
   std::printf("gossip run: %d peers on %s (spectral gap per round %.4f), algorithm %s, period "
               "%d, %s; peer logs in %s/peers/\n",
               topology.n(), config.gossip.topology.c_str(), 1.0 - report.rho_per_round,
-              config.gossip.algorithm.c_str(), config.gossip.period, tls.c_str(),
+              algorithm_name(config.gossip.algorithm), config.gossip.period, tls.c_str(),
               options.out_dir.c_str());
   std::fflush(stdout);
   struct sigaction sa {};

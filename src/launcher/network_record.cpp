@@ -323,7 +323,7 @@ Summary NetworkRecord::finish(double wall_seconds, const std::vector<double>& pe
       .add("peers", n_)
       .add("config", config_.path)
       .add("topology", config_.gossip.topology)
-      .add("algorithm", config_.gossip.algorithm)
+      .add("algorithm", algorithm_name(config_.gossip.algorithm))
       .add("spectral_gap", gap)
       .add("bytes_per_peer", static_cast<double>(end.bytes_sent) / n_);
   std::vector<std::int64_t> samples;

@@ -64,7 +64,7 @@ NetConfig net_config(const RunConfig& config, const Topology& topology, const Pe
   net.handshake.gossip = describe_exchange(config.gossip);  // so must what the frames mean
   // CHOCO's packets: a sparse one (an index and a value per coordinate kept) of more than half
   // the coordinates is larger than the parameters themselves; the frame limit makes room.
-  if (config.gossip.algorithm == "choco" && config.gossip.compress.kind != CompressKind::kNone) {
+  if (traits(config.gossip.algorithm).compresses && config.gossip.compress.kind != CompressKind::kNone) {
     const Compressor compressor(config.gossip.compress, num_params, 0, 0, config.gossip.wire);
     const std::uint64_t frame = wire::kHeaderBytes + compressor.packet_bytes();
     net.max_frame_bytes = std::max<std::uint64_t>(
@@ -121,7 +121,7 @@ void Watch::operator()(std::int64_t round) {
 std::uint64_t checkpoint_fingerprint(const RunConfig& config, const Topology& topology,
                                      std::int64_t num_params, std::int64_t rounds) {
   const std::string key = cat(topology.fingerprint(), "/", num_params, "/", config.train.seed, "/",
-                              config.gossip.algorithm, "/", config.gossip.period, "/", rounds);
+                              algorithm_name(config.gossip.algorithm), "/", config.gossip.period, "/", rounds);
   return std::stoull(sha256_hex(key.data(), key.size()).substr(0, 16), nullptr, 16);
 }
 

@@ -1,0 +1,76 @@
+/// algorithm_table: every gossip algorithm as one row, the only place an algorithm is named.
+/// gossip.algorithm is parsed once (src/config) into an AlgorithmKind; everything downstream asks
+/// the row's traits (which graphs, which keys apply, what the simulator must schedule) instead of
+/// comparing names. A new algorithm is its source file (a class and its make_ function, in
+/// src/gossip), one row here, its docs and a test: the enum, the name table, the traits and
+/// make_algorithm's dispatch all come from GOSSIP_ALGORITHMS.
+#pragma once
+#if !defined(GOSSIP_ROOM_CONFIG)
+#error "gossip/algorithm_table.hpp belongs to room config, which this room does not use (see the room table in meson.build)"
+#endif
+
+#include <string>
+#include <vector>
+
+namespace gossip {
+
+/// Which mixing weights an algorithm needs of every round of the topology.
+enum class WeightsNeed {
+  kRows,       // row-stochastic (pull: a peer's in-weights and self weight sum to 1)
+  kColumns,    // column-stochastic (push-sum: out-weights sum to 1), so directed graphs work
+  kFixedRows,  // row-stochastic and the same graph every round (CHOCO's public copies)
+  kNone,       // the graph's weights are not used (all-reduce's ring over all peers)
+};
+
+// One row per algorithm:
+//   X(enum id, name, make_ function (src/gossip), weights, compresses, overlaps,
+//     needs_every_message, stale_rounds, ring, one line for docs and --help)
+// compresses: takes gossip.compress, consensus_step and gossip_steps (and keeps public copies in
+//   its checkpoints); overlaps: takes gossip.overlap; needs_every_message: refuses
+//   sim.message_loss; stale_rounds: mixes rounds up to gossip.max_staleness old, so the
+//   simulator keeps that many more in flight; ring: relays through ring neighbours outside the
+//   graph (all-reduce's 2 (n - 1) hops a round), which peers must connect and queue rounds for.
+#define GOSSIP_ALGORITHMS(X)                                                                     \
+  X(kDpsgd, "dpsgd", make_dpsgd, kRows, false, true, false, false, false,                        \
+    "D-PSGD: local steps, then average with the in-neighbours")                                  \
+  X(kLocalSgd, "local_sgd", make_local_sgd, kRows, false, true, false, false, false,             \
+    "local SGD: gossip.period local steps between averagings")                                   \
+  X(kPushSum, "push_sum", make_push_sum, kColumns, false, false, false, false, false,            \
+    "push-sum (SGP): directed graphs, column-stochastic weights")                                \
+  X(kAsync, "async", make_async_gossip, kRows, false, false, false, true, false,                 \
+    "asynchronous gossip: mixes the latest rounds up to gossip.max_staleness old")               \
+  X(kChoco, "choco", make_choco, kFixedRows, true, false, true, false, false,                    \
+    "CHOCO-SGD: compressed differences against public copies")                                   \
+  X(kAllreduce, "allreduce", make_allreduce, kNone, false, false, true, false, true,             \
+    "ring all-reduce over all peers (the exact-average baseline)")
+
+enum class AlgorithmKind {
+#define GOSSIP_ALGORITHM_ENUM(id, ...) id,
+  GOSSIP_ALGORITHMS(GOSSIP_ALGORITHM_ENUM)
+#undef GOSSIP_ALGORITHM_ENUM
+};
+
+struct AlgorithmTraits {
+  AlgorithmKind kind;
+  const char* name;
+  WeightsNeed weights;
+  bool compresses;
+  bool overlaps;
+  bool needs_every_message;
+  bool stale_rounds;
+  bool ring;
+  const char* summary;
+};
+
+/// Every row, in the table's order.
+const std::vector<AlgorithmTraits>& algorithm_table();
+/// The row of `kind`.
+const AlgorithmTraits& traits(AlgorithmKind kind);
+/// The name configs and reports use: "dpsgd", "choco", ...
+const char* algorithm_name(AlgorithmKind kind);
+/// "dpsgd, local_sgd, push_sum, async, choco or allreduce", for messages and --help.
+std::string algorithm_choices();
+/// The algorithm named `text`. Throws InputError "WHAT: unknown algorithm 'X' (expected ...)".
+AlgorithmKind parse_algorithm(const std::string& text, const std::string& what);
+
+}  // namespace gossip
