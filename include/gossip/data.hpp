@@ -121,7 +121,6 @@ class BatchSampler {
   /// Completed epochs so far (fractional: batches drawn / batches per epoch).
   double epoch() const;
   std::int64_t batches_per_epoch() const { return per_epoch_; }
-  std::int64_t shard_size() const { return static_cast<std::int64_t>(indices_.size()); }
 
   /// Where the sampler is: its epoch, position in the epoch's order and batches drawn. A
   /// sampler of the same shard, batch, seed and peer set to a state draws what the original

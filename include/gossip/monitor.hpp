@@ -212,7 +212,6 @@ class Prober {
   const std::unordered_map<int, double>& vouched() const { return vouched_at_; }
   std::uint64_t asked() const { return asked_; }
   std::uint64_t answered() const { return answered_; }
-  std::uint64_t forwarded() const { return forwarded_; }
   std::uint64_t dropped() const { return dropped_; }
 
   static constexpr std::uint8_t kProbeTtl = 3;
@@ -235,7 +234,7 @@ class Prober {
   using Key = std::tuple<std::uint32_t, std::uint32_t, std::uint32_t, std::uint8_t>;
   std::set<Key> seen_;
   std::deque<Key> seen_order_;
-  std::uint64_t asked_ = 0, answered_ = 0, forwarded_ = 0, dropped_ = 0;
+  std::uint64_t asked_ = 0, answered_ = 0, dropped_ = 0;
 };
 
 /// An Exchange that keeps the membership view of the peer it serves (DESIGN: the same code in
@@ -290,7 +289,6 @@ class MonitoredExchange final : public Exchange {
   void set_adaptive_deadline(double floor_s) { deadline_floor_s_ = floor_s; }
   /// The deadline the last collect() used.
   std::chrono::milliseconds last_deadline() const { return last_deadline_; }
-  const Prober& prober() const { return prober_; }
 
   static constexpr double kDeadlineFactor = 8.0;
   static constexpr std::size_t kDeadlineWindow = 64;

@@ -65,9 +65,6 @@ std::string peer_dir(const std::string& out_dir, int rank);
 /// "gossip-3" is rank 3). Throws InputError when a variable is malformed.
 Launch detect_launch(std::optional<int> cli);
 
-/// The rank alone (detect_launch); `source` says where it came from.
-std::optional<int> resolve_rank(std::optional<int> cli, std::string* source = nullptr);
-
 /// Refuses a launch that does not fit the topology: a world size other than its peer count, or
 /// a host list that does not place this rank where the launcher says it runs. Every rank of a
 /// wrong launch throws the same InputError, naming both numbers.

@@ -34,8 +34,6 @@ enum class Phase : std::uint8_t {
 inline constexpr std::size_t kPhaseCount = 11;
 /// The phases that tile the wall time: all but encrypt.
 inline constexpr std::size_t kWallPhaseCount = 10;
-/// "compute", "wait", ...: the phase's name in traces, summaries and tables.
-const char* phase_name(Phase p);
 
 /// Seconds per phase.
 using PhaseSeconds = std::array<double, kPhaseCount>;

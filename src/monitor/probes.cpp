@@ -70,7 +70,6 @@ void Prober::receive(std::span<const Probe> probes, double now,
       } else if (p.ttl > 1) {
         Probe on = p;
         --on.ttl;
-        ++forwarded_;
         queue(on);
       }
       continue;
@@ -83,7 +82,6 @@ void Prober::receive(std::span<const Probe> probes, double now,
     } else if (p.ttl > 1) {
       Probe on = p;
       --on.ttl;
-      ++forwarded_;
       queue(on);
     }
   }

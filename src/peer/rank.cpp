@@ -72,12 +72,6 @@ void read_slurm_hosts(Launch& l) {
 
 }  // namespace
 
-std::optional<int> resolve_rank(std::optional<int> cli, std::string* source) {
-  const Launch l = detect_launch(cli);
-  if (source) *source = l.rank_source;
-  return l.rank;
-}
-
 Launch detect_launch(std::optional<int> cli) {
   Launch l;
   if (cli) {

@@ -39,8 +39,6 @@ std::string micros(double us) {
 
 }  // namespace
 
-const char* phase_name(Phase p) { return kNames[static_cast<std::size_t>(p)]; }
-
 std::string format_phase_seconds(const PhaseSeconds& s) {
   std::string out;
   for (std::size_t i = 0; i < kPhaseCount; ++i) {
