@@ -203,6 +203,7 @@ PYBIND11_MODULE(_gossip, m) {
              p.session->save_checkpoint({data, bytes.size()});
            }, py::arg("state"))
       .def("stop_due", [](const Peer& p) { return p.session->stop_due(); })
+      .def("partition_stop_due", [](const Peer& p) { return p.session->partition_stop_due(); })
       .def("stop", [](Peer& p) {
              {
                py::gil_scoped_release release;

@@ -102,9 +102,9 @@ std::vector<std::string> peer_addresses(const RunConfig& config, const Topology&
 /// address no other machine reaches (Debian maps it to 127.0.1.1).
 std::string listen_address(const std::string& address);
 
-/// A peer driven round by round by its caller (the Python module): the same network, membership
-/// watch, algorithm and record as a `gossip peer` process, but the caller decides when a round
-/// runs. It mixes either the caller's own flat float32 buffer (join: a PyTorch model whose
+/// The one peer lifecycle, driven round by round by its caller (run_peer's loop for `gossip
+/// peer`, the Python module for a user's script): the network, membership watch, algorithm,
+/// checkpoints and record of a peer; the caller decides when a round runs. It mixes either the caller's own flat float32 buffer (join: a PyTorch model whose
 /// parameters the caller trains) or gossip's own model from the config on this rank's shard
 /// (join_model: its local steps run inside each round, as in run_peer). Not thread-safe: one
 /// thread drives it. Errors are InputError (bad use, refused by the neighbours) or RuntimeError.
@@ -164,6 +164,10 @@ class PeerSession {
   void save_checkpoint(std::span<const std::byte> caller_state);
   /// Whether the rounds done reach PeerOptions::until_round (before the last round).
   bool stop_due() const;
+  /// Whether the live graph has split and gossip.on_partition is stop: the caller then
+  /// records an evaluation, saves a checkpoint and finishes (summary.json's
+  /// stopped_by_partition is true).
+  bool partition_stop_due() const;
   /// Leaves the network at until_round without a summary (as gossip peer --until-round does),
   /// for `gossip run --resume` to continue. Throws InputError when that round has no checkpoint.
   void stop();

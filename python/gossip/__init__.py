@@ -99,6 +99,7 @@ class Peer:
             sys.stdout = sys.stderr
         self._peer = _gossip.Peer(self._args)
         self._buffer = None
+        self._summary = None  # what finish() returned, once it has
 
     @classmethod
     def from_env(cls):
@@ -174,7 +175,10 @@ class Peer:
     def report(self, step=None, loss=float("nan"), accuracy=0.0, epoch=-1.0):
         """Records an evaluation after the rounds done so far: metrics.csv, a parameter
         snapshot (the consensus distance comes from them) and the launcher's progress.
-        `step` is informational. join_model() peers evaluate gossip's model themselves."""
+        `step` is informational. join_model() peers evaluate gossip's model themselves.
+        After finish() (a stop at a partition) it records nothing."""
+        if self._summary is not None:
+            return
         self._peer.report(float(loss), float(accuracy), float(epoch))
 
     def resume_state(self):
@@ -201,6 +205,17 @@ class Peer:
                             "(serialize it first, e.g. with torch.save into io.BytesIO)")
         self._peer.save_checkpoint(bytes(state))
 
+    def partition_stop_due(self):
+        """Whether this peer's live graph has split and the config's gossip.on_partition is
+        stop: record an evaluation (report()), save_checkpoint() and finish(), as gossip peer
+        does; summary.json then says stopped_by_partition."""
+        return self._summary is None and self._peer.partition_stop_due()
+
+    @property
+    def stopped(self):
+        """Whether finish() has been called (after the last round, or at a partition)."""
+        return self._summary is not None
+
     def stop_due(self):
         """Whether the rounds done reach gossip run --until-round: save_checkpoint(), then
         stop() and end the process."""
@@ -224,9 +239,10 @@ class Peer:
     def finish(self):
         """Writes params.bin, summary.json and the done event, and leaves the network.
         Returns the summary's figures as a dict."""
-        summary = self._peer.finish()
-        self._buffer = None
-        return summary
+        if self._summary is None:
+            self._summary = self._peer.finish()
+            self._buffer = None
+        return self._summary
 
 
 class _EvaluatingPeer:

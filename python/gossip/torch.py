@@ -17,6 +17,11 @@ optimizer's state dict and its step count in the peer's checkpoint; under `gossi
 it restores all of them when it is made, and `steps` says how many local steps the script has
 already taken (skip those batches). At `gossip run --until-round` it saves a checkpoint and ends
 the process at the next step() (after the script's report of that round), as gossip peer does.
+
+When the live graph splits and the config's gossip.on_partition is stop, step() evaluates the
+model (with `evaluate`, when given), saves a checkpoint and finishes the peer, as gossip peer
+does; from then on step() and the peer's report() and finish() do nothing (`stopped` is True),
+so the script's loop runs out without changing the model.
 """
 import io
 import sys
@@ -85,6 +90,7 @@ class DecentralizedOptimizer:
         self.flat = flatten_parameters(model)
         self.steps = 0
         self.checkpoint_every = checkpoint_every
+        self.evaluate = evaluate
         peer.join(self.flat, model=model_name(model, self.flat), rounds=rounds,
                   evaluate=evaluate)
         saved = peer.resume_state()
@@ -105,14 +111,32 @@ class DecentralizedOptimizer:
         if self.peer.stop_due():  # --until-round: its checkpoint is saved, its report made
             self.peer.stop()
             sys.exit(0)
+        if self.stopped:  # stopped at a partition: the model stays as it was
+            return closure() if closure is not None else None
         loss = self.optimizer.step(closure)
         self.steps += 1
         if self.steps % self.period == 0:
             with torch.no_grad():
                 self.peer.neighbor_average(self.flat)
-            if self.peer.checkpoint_due(self.checkpoint_every):
+            if self.peer.partition_stop_due():
+                self._stop_at_partition()
+            elif self.peer.checkpoint_due(self.checkpoint_every):
                 self.save_checkpoint()
         return loss
+
+    @property
+    def stopped(self):
+        """Whether the peer has finished (at a partition, with gossip.on_partition: stop)."""
+        return self.peer.stopped
+
+    def _stop_at_partition(self):
+        result = self.evaluate() if self.evaluate is not None else None
+        if isinstance(result, tuple):
+            self.peer.report(loss=result[0], accuracy=result[1])
+        elif result is not None:
+            self.peer.report(accuracy=result)
+        self.save_checkpoint()
+        self.peer.finish()
 
     def save_checkpoint(self):
         """Saves the peer's checkpoint after the rounds done, with this wrapper's state."""

@@ -148,6 +148,9 @@ std::uint64_t checkpoint_fingerprint(const RunConfig& config, const Topology& to
 
 /// Checkpoints each peer keeps (the newest): a peer may be a checkpoint ahead of another.
 inline constexpr std::size_t kCheckpointsKept = 3;
+/// A peer under `gossip run` tells the launcher its rounds (the progress line) at most this
+/// often, and at once at a fault's round.
+inline constexpr auto kRoundEventEvery = std::chrono::milliseconds(250);
 
 /// The checkpoint of `round` in `dir` for --resume-round: rank `rank`'s, of this run (its
 /// fingerprint and length `rounds`). Throws InputError naming the file and what disagrees.

@@ -1,7 +1,10 @@
-// peer/peer_session.cpp: a peer whose caller drives the rounds (PeerSession, gossip/peer.hpp):
-// the Python module's peer. It wires the same pieces as run_peer (peer_parts.hpp) round by round,
-// and writes and resumes the same checkpoints, with the caller's own state (a torch optimizer's)
-// carried inside them as bytes.
+// peer/peer_session.cpp: the one peer lifecycle (PeerSession, gossip/peer.hpp). It wires a
+// peer's trainer (own shard), NetExchange (its neighbours), the gossip algorithm the simulator
+// also runs and the convergence monitor, and writes its metrics, parameter snapshots,
+// checkpoints, trace and summary into DIR/peers/R/, recording what happens as "@gossip" event
+// lines (DIR/peers/R/events.txt, and stdout under `gossip run`). Its caller drives the rounds:
+// `gossip peer` (run_peer, peer.cpp) in a loop, the Python module from the user's script; a
+// caller's own state (a torch optimizer's) rides inside the checkpoints as bytes.
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -18,6 +21,7 @@
 #include "gossip/monitor.hpp"
 #include "gossip/net.hpp"
 #include "gossip/peer.hpp"
+#include "gossip/progress.hpp"
 #include "gossip/report.hpp"
 #include "gossip/train.hpp"
 #include "src/peer/peer_parts.hpp"
@@ -90,8 +94,15 @@ struct PeerSession::Impl {
   /// Connects with `learner`'s buffer; throws when a neighbour refused our model.
   void connect(const Learner& learner, const std::string& model) {
     NetConfig net = net_config(config, topology, opt, model, learner.num_params);
-    auto refusals = std::make_shared<Refusals>();
     const int rank = opt.rank;
+    const std::string listen = listen_address(net.addresses[rank]);
+    log_line(cat("peer ", rank, ": ", net.addresses[rank], " (listening on ", listen, "), ",
+                 net.neighbours.size(), " neighbours, ", algorithm_name(config.gossip.algorithm),
+                 ", ", describe_own(model, learner.num_params)));
+    if (config.gossip.wire != WireFormat::kFp32)
+      log_line(cat("peer ", rank, ": parameters travel as ", wire_format_name(config.gossip.wire),
+                   " (gossip.wire): rounded to 16 bits as they leave, widened on receipt"));
+    auto refusals = std::make_shared<Refusals>();
     net.log = [rank, refusals](const std::string& line) {
       log_line(cat("peer ", rank, " net: ", line));
       if (line.find("model fingerprint") == std::string::npos) return;
@@ -99,7 +110,6 @@ struct PeerSession::Impl {
       refusals->lines.push_back(line);
     };
     const std::vector<int> neighbours = net.neighbours;
-    const std::string listen = listen_address(net.addresses[rank]);
     transport = std::make_unique<NetExchange>(std::move(net), NetListener(listen));
     const std::vector<int> up = transport->connected_peers();
     const bool all_up = std::includes(up.begin(), up.end(), neighbours.begin(), neighbours.end());
@@ -131,9 +141,23 @@ struct PeerSession::Impl {
              : opt.resume_round >= 0 ? std::make_unique<RunRecord>(RunRecord::resume(dir, round))
                                      : std::make_unique<RunRecord>(dir);
     timeline.add(Phase::kSetup, 0.0, timeline.now());
-    log_line(cat("peer ", rank, ": joined with ", model, " (", learner.num_params,
-                 " parameters), ", neighbours.size(), " neighbours, ",
-                 algorithm->name()));
+  }
+
+  /// What this peer trains, for its first log line: gossip's own model on its shard, or the
+  /// caller's buffer.
+  std::string describe_own(const std::string& model, std::int64_t num_params) const {
+    if (!trainer)
+      return cat("the caller's buffer ", model, " (", num_params, " parameters)");
+    return cat("shard of ", shards[static_cast<std::size_t>(opt.rank)].size(), " samples, ",
+               backend->describe(), " (train.backend: ", config.train.backend, "), test set ",
+               data.test.pixels.mapped_file().empty()
+                   ? std::string("in this process's memory")
+                   : cat("mapped from ", data.test.pixels.mapped_file(), " (shared)"));
+  }
+
+  /// gossip.on_partition is stop and the live graph has split.
+  bool partition_stop_due() const {
+    return watch && watch->partitioned() && config.gossip.on_partition == "stop";
   }
 
   /// --resume-round N: the parameters, the optimizer's and the algorithm's state and the round
@@ -169,7 +193,7 @@ struct PeerSession::Impl {
   void record_eval(double loss, double accuracy, double epoch) {
     if (!std::isfinite(loss) && round > 0)
       throw RuntimeError(cat("training diverged at round ", round, " (loss ", loss,
-                             "): lower the learning rate"));
+                             "): lower the learning rate (optimizer.lr)"));
     MetricsRow row;
     row.round = round;
     row.epoch = epoch;
@@ -209,8 +233,10 @@ const Topology& PeerSession::topology() const { return impl_->topology; }
 bool PeerSession::joined() const { return impl_->exchange != nullptr; }
 bool PeerSession::finished() const { return impl_->finished; }
 std::span<float> PeerSession::params() {
-  impl_->require_joined("params");
-  return impl_->params;
+  Impl& m = *impl_;
+  m.require_joined("params");
+  if (m.trainer) m.trainer->download_params(m.host);  // the own model's, as they are now
+  return m.params;
 }
 std::int64_t PeerSession::rounds_done() const { return impl_->round; }
 std::int64_t PeerSession::planned_rounds() const { return impl_->rounds; }
@@ -276,12 +302,14 @@ std::int64_t PeerSession::average() {
   trace_crypto(*m.transport, m.timeline, m.t0);
   m.round = r + 1;
   const double monitor_from = m.timeline.now();
+  // After the last round a neighbour that has finished and said bye is no loss.
   if (m.rounds == 0 || m.round < m.rounds) (*m.watch)(m.round);
-  if (m.trainer) m.trainer->download_params(m.host);
+  // The launcher carries out the fault schedule when every peer has done a fault's round: tell
+  // it at once at those rounds, else at most every kRoundEventEvery (its progress line).
   const bool fault_round = std::any_of(m.config.faults.begin(), m.config.faults.end(),
                                        [&](const Fault& f) { return f.round == m.round; });
   if (m.opt.events &&
-      (fault_round || Clock::now() - m.last_round_event >= std::chrono::milliseconds(250))) {
+      (fault_round || Clock::now() - m.last_round_event >= kRoundEventEvery)) {
     m.events.progress(RoundEvent{m.opt.rank, m.round, m.rounds, since(m.t0)});
     m.last_round_event = Clock::now();
   }
@@ -328,6 +356,8 @@ bool PeerSession::checkpoint_due(std::int64_t every) const {
 
 bool PeerSession::stop_due() const { return impl_->stop_due(); }
 
+bool PeerSession::partition_stop_due() const { return impl_->partition_stop_due(); }
+
 void PeerSession::save_checkpoint(std::span<const std::byte> caller_state) {
   Impl& m = *impl_;
   m.require_joined("save_checkpoint");
@@ -368,6 +398,8 @@ void PeerSession::stop() {
     throw InputError(cat("stop: peer ", m.opt.rank, " has no checkpoint of round ", m.round,
                          " to resume from (save_checkpoint first)"));
   m.record->flush();
+  trace_crypto(*m.transport, m.timeline, m.t0);
+  m.timeline.write(m.dir + "/trace.json");  // the timeline so far (a resumed run starts anew)
   log_line(cat("peer ", m.opt.rank, ": stopped after round ", m.round, " as asked (checkpoint ",
                checkpoint_path(m.dir, m.round), ")"));
   m.finished = true;
@@ -401,18 +433,25 @@ Summary PeerSession::finish() {
   RunEnd end{.rounds = m.round, .bytes_sent = m.bytes_before + m.exchange->bytes_sent(),
              .wall_seconds = finish_end, .connected = m.watch->monitor().connected(),
              .params_sha256 = {sha256_hex(final_params)}, .extra = {}};
-  end.extra.add("peer", m.opt.rank)
-      .add("missing_messages", m.algorithm->missing_messages())
+  end.extra.add("peer", m.opt.rank).add("missing_messages", m.algorithm->missing_messages());
+  // The shard's size: known for the own model, and for a caller that asked for its shard; a
+  // caller that trains on data of its own has none.
+  if (m.shards.empty())
+    end.extra.raw("samples", "null");
+  else
+    end.extra.add("samples", std::ssize(m.shards[static_cast<std::size_t>(m.opt.rank)]));
+  end.extra
       .add("incarnation",
            static_cast<std::int64_t>(m.exchange->membership().view()[m.opt.rank].incarnation))
+      .add("stopped_by_partition", m.partition_stop_due())
       .add("phases_s", phase_json(m.timeline.seconds()))
       .add("trace", "trace.json");
   const Summary s = m.record->finish(std::move(end));
   m.events.emit(DoneEvent{m.opt.rank, s.last.test_accuracy, s.end.params_sha256.front(),
                           s.end.bytes_sent, s.end.wall_seconds,
                           format_phase_seconds(m.timeline.seconds())});
-  log_line(cat("peer ", m.opt.rank, ": done after ", m.round, " rounds, ", s.end.bytes_sent,
-               " bytes sent"));
+  log_line(cat("peer ", m.opt.rank, ": done after ", m.round, " rounds, test accuracy ",
+               fixed(s.last.test_accuracy, 4), ", ", s.end.bytes_sent, " bytes sent"));
   m.finished = true;
   m.algorithm.reset();
   m.traced.reset();

@@ -20,6 +20,10 @@ if mode == "model-exec":
     peer.join_model()
     while peer.rounds_done < peer._peer.planned_rounds:
         peer.step_round()
+        if peer.partition_stop_due():  # gossip.on_partition: stop, as gossip peer does
+            peer.report()
+            peer.save_checkpoint()
+            break
         if peer.eval_due():
             peer.report()
         if peer.checkpoint_due():

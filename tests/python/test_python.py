@@ -108,6 +108,12 @@ def test_python_and_cpp_peers_end_bit_identical_to_the_simulator(folder, base_po
             ["params_sha256"][0] for r in range(n)]
     assert real == sim["params_sha256"]
     assert len(set(real)) > 1  # the peers' models differ: the hashes are not trivially equal
+    # One peer lifecycle: a C++ peer's summary.json and a Python peer's have the same fields.
+    cpp, py = (json.load(open(os.path.join(run, "peers", str(r), "summary.json")))
+               for r in (0, 1))
+    assert sorted(cpp) == sorted(py)
+    assert cpp["samples"] == py["samples"] == 512 // n
+    assert cpp["stopped_by_partition"] is py["stopped_by_partition"] is False
 
 
 def test_topology_report_matches_the_ring_spectral_gap(folder):
@@ -190,6 +196,56 @@ def test_push_sum_leaves_the_de_biased_model_in_the_buffer(folder, base_port, pr
     # push-sum's limit: every peer's de-biased model is the initial average
     np.testing.assert_allclose(rows[:, rounds], np.broadcast_to(mean0, (n, mean0.size)),
                                atol=1e-5)
+
+
+def _event_kinds(out, peer):
+    kinds = set()
+    with open(os.path.join(out, "events.jsonl")) as f:
+        for line in f:
+            e = json.loads(line)
+            if e.get("peer") == peer:
+                kinds.add(e["event"])
+    return kinds
+
+
+def test_on_partition_stop_ends_python_and_cpp_peers_alike(folder, base_port):
+    # 4 peers on a ring, 30 epochs of 256 rounds; the fault schedule kills peers 1 and 3 at round
+    # 100, which leaves 0 and 2 apart: with gossip.on_partition: stop each survivor evaluates,
+    # checkpoints and ends there, whether it is a gossip peer process or a Python script.
+    with open(os.path.join(folder, "ring.yaml"), "w") as f:
+        f.write("generator: ring\nn: 4\n")
+    config = os.path.join(folder, "run.yaml")
+    with open(config, "w") as f:
+        f.write(f"""data: {{synthetic: {{train: 16384, test: 384, dim: 12, classes: 3}}}}
+model: {{layers: [12, 24, 3]}}
+optimizer: {{lr: 0.05}}
+train: {{epochs: 30, batch: 16, seed: 5, evals_per_epoch: 1}}
+gossip: {{topology: ring.yaml, round_timeout_s: 5, dead_after_rounds: 1, dead_after_s: 0,
+         on_partition: stop}}
+net: {{tls: off, base_port: {base_port}, connect_timeout_s: 10}}
+faults:
+  - {{round: 100, kill: [1, 3]}}
+""")
+    rounds = 30 * 16384 // 4 // 16
+    runs = {"cpp": (), "python": ("--exec", f"{sys.executable} {EXEC_WORKER} model-exec")}
+    summaries, kinds = {}, {}
+    for kind, extra in runs.items():
+        out = os.path.join(folder, kind)
+        code, log = _run(config, out, *extra)
+        assert code == 0, log
+        for r in (0, 2):
+            s = json.load(open(os.path.join(out, "peers", str(r), "summary.json")))
+            assert s["stopped_by_partition"] is True, (kind, r, log)
+            assert 100 < s["rounds"] < rounds, (kind, r, s["rounds"])
+            peer_dir = os.path.join(out, "peers", str(r))
+            assert os.path.exists(os.path.join(peer_dir, f"checkpoint-{s['rounds']}.ckpt"))
+            rows = open(os.path.join(peer_dir, "metrics.csv")).read().splitlines()
+            assert rows[-1].split(",")[0] == str(s["rounds"])  # evaluated at the stop
+        summaries[kind] = json.load(open(os.path.join(out, "peers", "0", "summary.json")))
+        kinds[kind] = _event_kinds(out, 0)
+        assert {"partition", "done"} <= kinds[kind], (kind, kinds[kind])
+    assert sorted(summaries["cpp"]) == sorted(summaries["python"])
+    assert kinds["cpp"] == kinds["python"]
 
 
 def _checkpoint_config(folder, n, base_port, every):
