@@ -44,8 +44,14 @@ void write_sim_events(const std::string& dir, const SimResult& result) {
 
 }  // namespace
 
-void add_membership_summary(JsonObject& extra, const SimResult& result) {
-  std::int64_t deaths = 0, rejoins = 0;
+NetworkSummary network_summary(const SimResult& result, const SimRunInfo& info) {
+  NetworkSummary net{.peers = static_cast<int>(result.evals.back().peers.size()),
+                     .config = info.config, .topology = info.topology,
+                     .algorithm = info.algorithm, .spectral_gap = info.spectral_gap,
+                     .bytes_sent = result.bytes_sent,
+                     .samples_per_peer = result.samples_per_peer, .components = {},
+                     .component_accuracy = {}, .deaths = 0, .rejoins = 0, .alive_at_end = {},
+                     .phases = std::nullopt, .phases_per_peer = {}};
   // A death or rejoin counts once, however many peers' views record it: (subject, incarnation).
   std::vector<std::pair<int, std::int64_t>> seen_dead, seen_rejoin;
   for (const MemberEvent& e : result.member_events) {
@@ -56,20 +62,23 @@ void add_membership_summary(JsonObject& extra, const SimResult& result) {
         ++n;
       }
     };
-    if (e.event == "dead") count(seen_dead, deaths);
-    if (e.event == "rejoin") count(seen_rejoin, rejoins);
+    if (e.event == "dead") count(seen_dead, net.deaths);
+    if (e.event == "rejoin") count(seen_rejoin, net.rejoins);
   }
-  JsonArray alive;
-  for (char a : result.alive_at_end) alive.add(a != 0);
-  JsonArray components;
-  for (const auto& c : result.final_components) components.add(JsonArray::of(c));
-  extra.add("partitioned", result.final_components.size() > 1)
-      .add("components", components)
-      .add("component_accuracy", JsonArray::of(result.component_accuracy))
-      .add("stopped_by_partition", result.stopped_by_partition)
-      .add("deaths", deaths)
-      .add("rejoins", rejoins)
-      .add("alive_at_end", alive);
+  for (char a : result.alive_at_end) net.alive_at_end.push_back(a != 0);
+  if (result.final_components.size() > 1) {  // split at the end (whole: no components)
+    net.components = result.final_components;
+    net.component_accuracy = result.component_accuracy;
+  }
+  if (!result.timelines.empty()) {  // where the simulated time went, of the traced peers
+    PhaseSeconds all{};
+    for (const auto& [p, t] : result.timelines) {
+      for (std::size_t i = 0; i < kPhaseCount; ++i) all[i] += t.seconds()[i];
+      net.phases_per_peer.add(JsonObject().add("peer", p).add("phases_s", phase_json(t.seconds())));
+    }
+    net.phases = all;
+  }
+  return net;
 }
 
 void write_sim_outputs(const std::string& dir, const SimResult& result, const SimRunInfo& info) {
@@ -96,40 +105,24 @@ void write_sim_outputs(const std::string& dir, const SimResult& result, const Si
     record.write(row);
   }
 
-  const EvalPoint& last = result.evals.back();
-  const double peers = std::max<std::size_t>(1, last.peers.size());
   RunEnd end{.rounds = result.rounds, .bytes_sent = result.bytes_sent,
              .wall_seconds = result.wall_seconds, .connected = info.connected,
              .params_sha256 = result.params_sha256, .extra = {}};
+  add_network_summary(end.extra, network_summary(result, info));
+  // The fields of gossip sim alone.
   end.extra.add("mode", info.consensus_only ? "consensus" : "train")
-      .add("config", info.config)
-      .add("topology", info.topology)
-      .add("algorithm", info.algorithm)
-      .add("peers", last.peers.size())
-      .add("samples_per_peer", JsonArray::of(result.samples_per_peer))
-      .add("spectral_gap", info.spectral_gap)
       .add("period_spectral_gap", info.period_spectral_gap)
       .add("sim_seconds", result.sim_seconds)
-      .add("bytes_per_peer", static_cast<double>(result.bytes_sent) / peers)
       .add("step_ms", result.step_seconds * 1000.0)
       .add("workers", result.workers)
       .add("local_seconds", result.local_seconds)
-      .add("mix_seconds", result.mix_seconds);
-  add_membership_summary(end.extra, result);
-  // Where the simulated time went: the traced peers' timelines, each in DIR/peers/R/trace.json.
-  if (!result.timelines.empty()) {
-    PhaseSeconds all{};
-    JsonArray per_peer;
-    for (const auto& [p, t] : result.timelines) {
-      const std::string folder = cat(dir, "/peers/", p);
-      std::filesystem::create_directories(folder);
-      t.write(folder + "/trace.json");
-      for (std::size_t i = 0; i < kPhaseCount; ++i) all[i] += t.seconds()[i];
-      per_peer.add(JsonObject().add("peer", p).add("phases_s", phase_json(t.seconds())));
-    }
-    end.extra.add("phases_s", phase_json(all))
-        .add("phase_shares", phase_share_json(all))
-        .add("phases_per_peer_s", per_peer);
+      .add("mix_seconds", result.mix_seconds)
+      .add("stopped_by_partition", result.stopped_by_partition);
+  // The traced peers' timelines, each in DIR/peers/R/trace.json.
+  for (const auto& [p, t] : result.timelines) {
+    const std::string folder = cat(dir, "/peers/", p);
+    std::filesystem::create_directories(folder);
+    t.write(folder + "/trace.json");
   }
   record.finish(std::move(end));
   write_sim_events(dir, result);

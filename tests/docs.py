@@ -19,6 +19,7 @@ scripts/count_tests.py reads.
 
 Usage: GOSSIP_BIN=build/src/cli/gossip python3 tests/docs.py   (meson test docs)
 """
+import json
 import os
 import re
 import shutil
@@ -124,6 +125,24 @@ class Checks:
         return ok
 
 
+def check_summary_fields(t, runs):
+    """Every field of every summary.json the blocks wrote (gossip run's, its peers', gossip
+    sim's, gossip compare's runs) is documented in docs/outputs.md, as `name`."""
+    with open(os.path.join(SOURCE, "docs", "outputs.md")) as f:
+        outputs = f.read()
+    found = {}
+    for folder, _, files in os.walk(runs):
+        if "summary.json" in files:
+            path = os.path.join(folder, "summary.json")
+            with open(path) as f:
+                for key in json.load(f):
+                    found.setdefault(key, os.path.relpath(path, runs))
+    t.check(len(found) > 0, f"the blocks wrote summary.json files ({len(found)} fields)")
+    missing = sorted(k for k in found if f"`{k}`" not in outputs)
+    t.check(not missing, "every summary.json field is documented in docs/outputs.md",
+            "\n".join(f"{k} (in runs/{found[k]})" for k in missing))
+
+
 def main():
     t = Checks()
     gossip = os.environ.get("GOSSIP_BIN", "")
@@ -159,6 +178,7 @@ def main():
                     f"exit code {code}; the block:\n{block}last {TAIL_LINES} lines of its "
                     f"output:\n{tail}")
         print(f"all blocks: {time.monotonic() - total:.1f} s")
+        check_summary_fields(t, os.path.join(repo, "runs"))
     finally:
         if os.environ.get("GOSSIP_DOCS_KEEP"):
             print(f"scratch folder kept: {root}")

@@ -9,11 +9,13 @@
 #endif
 
 #include <cstdint>
+#include <optional>
 #include <fstream>
 #include <string>
 #include <vector>
 
 #include "gossip/json.hpp"
+#include "gossip/timeline.hpp"
 
 namespace gossip {
 
@@ -54,6 +56,32 @@ struct RunEnd {
   std::vector<std::string> params_sha256;  // one per peer
   JsonObject extra;                        // command-specific fields (written in key order)
 };
+
+/// What a run of many peers adds to summary.json, the same for `gossip run` and `gossip sim`
+/// (docs/outputs.md): each fills it, add_network_summary alone writes it.
+struct NetworkSummary {
+  int peers = 0;
+  std::string config, topology, algorithm;  // the files, gossip.algorithm (after overrides)
+  double spectral_gap = 0.0;                // NaN (written null) when the topology is unread
+  std::uint64_t bytes_sent = 0;             // all peers', for bytes_per_peer
+  std::vector<std::int64_t> samples_per_peer;
+  // The live graph's components at the end when it ended split (empty when whole), and each
+  // component's own average model's accuracy, in that order.
+  std::vector<std::vector<int>> components;
+  std::vector<double> component_accuracy;
+  std::int64_t deaths = 0, rejoins = 0;     // each counted once per peer and incarnation
+  std::vector<bool> alive_at_end;           // per peer
+  // Where the time went: summed over the peers with a timeline (none: no phase fields), and
+  // each one's (gossip run: per rank, null for a peer that did not finish; gossip sim: per
+  // traced peer, {peer, phases_s}).
+  std::optional<PhaseSeconds> phases;
+  JsonArray phases_per_peer;
+};
+
+/// Adds `s`'s fields to `extra` (a RunEnd's): peers, config, topology, algorithm,
+/// spectral_gap, bytes_per_peer, samples_per_peer, partitioned, components, component_accuracy,
+/// deaths, rejoins, alive_at_end, and phases_s, phase_shares and phases_per_peer_s.
+void add_network_summary(JsonObject& extra, const NetworkSummary& s);
 
 /// summary.json's figures as written.
 struct Summary {

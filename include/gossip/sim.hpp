@@ -124,10 +124,10 @@ struct SimRunInfo {
 /// sim_seconds, bytes_per_peer, spectral_gap, peak_consensus_distance, algorithm, topology).
 void write_sim_outputs(const std::string& dir, const SimResult& result, const SimRunInfo& info);
 
-/// summary.json's membership fields, from the simulator's events: partitioned (the live graph
-/// ended split), components, deaths and rejoins (each counted once per peer and incarnation),
-/// alive_at_end (per peer).
-void add_membership_summary(JsonObject& extra, const SimResult& result);
+/// The fields summary.json shares with `gossip run` (NetworkSummary), from a simulation: deaths
+/// and rejoins from the simulator's membership events (each counted once per peer and
+/// incarnation), the live graph's components at the end, the traced peers' phases.
+NetworkSummary network_summary(const SimResult& result, const SimRunInfo& info);
 
 }  // namespace gossip
 

@@ -313,44 +313,58 @@ Summary NetworkRecord::finish(double wall_seconds, const std::vector<double>& pe
     end.bytes_sent += done_[r] ? done_[r]->bytes_sent : 0;
   }
   // The fields gossip sim's summary also has, with the same meaning.
-  double gap = NAN;
+  NetworkSummary net{.peers = n_, .config = config_.path, .topology = config_.gossip.topology,
+                     .algorithm = algorithm_name(config_.gossip.algorithm),
+                     .spectral_gap = NAN, .bytes_sent = end.bytes_sent, .samples_per_peer = {},
+                     .components = partition(), .component_accuracy = {},
+                     .deaths = std::ssize(deaths_), .rejoins = std::ssize(rejoins_),
+                     .alive_at_end = {}, .phases = std::nullopt, .phases_per_peer = {}};
   try {
-    gap = 1.0 - analyze(load_topology(config_.gossip.topology)).rho_per_round;
+    net.spectral_gap = 1.0 - analyze(load_topology(config_.gossip.topology)).rho_per_round;
   } catch (const InputError&) {
     // The topology file is gone or changed since the run: the gap is left out (null).
   }
-  end.extra.add("dead_peers", JsonArray::of(dead_))
-      .add("peers", n_)
-      .add("config", config_.path)
-      .add("topology", config_.gossip.topology)
-      .add("algorithm", algorithm_name(config_.gossip.algorithm))
-      .add("spectral_gap", gap)
-      .add("bytes_per_peer", static_cast<double>(end.bytes_sent) / n_);
-  std::vector<std::int64_t> samples;
-  for (const auto& shard : shard_for(config_, data_.train, n_)) samples.push_back(std::ssize(shard));
-  end.extra.add("samples_per_peer", JsonArray::of(samples));
-  const auto split = partition();
-  JsonArray components, alive;
-  for (const auto& c : split) components.add(JsonArray::of(c));
-  for (int r = 0; r < n_; ++r) alive.add(done_[r].has_value());
+  for (const auto& shard : shard_for(config_, data_.train, n_))
+    net.samples_per_peer.push_back(std::ssize(shard));
+  for (int r = 0; r < n_; ++r) net.alive_at_end.push_back(done_[r].has_value());
+  const auto& split = net.components;
   // Split at the end: each component's own average model, from its peers' final parameters.
-  std::vector<double> component_accuracy, component_consensus;
+  std::vector<double> component_consensus;
   for (const auto& c : split) {
     std::vector<std::string> paths;
     for (int r : c)
       if (done_[r]) paths.push_back(cat(out_dir_, "/peers/", r, "/params.bin"));
     double consensus = NAN;
-    component_accuracy.push_back(paths.empty() ? NAN
-                                               : evaluate_average(paths, &consensus).accuracy);
+    net.component_accuracy.push_back(paths.empty() ? NAN
+                                                   : evaluate_average(paths, &consensus).accuracy);
     component_consensus.push_back(consensus);
   }
-  end.extra.add("partitioned", !split.empty())
-      .add("components", components)
-      .add("component_accuracy", JsonArray::of(component_accuracy))
-      .add("component_consensus_distance", JsonArray::of(component_consensus))
-      .add("deaths", std::ssize(deaths_))
-      .add("rejoins", std::ssize(rejoins_))
-      .add("alive_at_end", alive);
+  // Where the time went: each finished peer's timeline, summed over the peers.
+  std::vector<std::pair<std::string, PhaseSeconds>> phase_rows;
+  PhaseSeconds all_phases{};
+  for (int r = 0; r < n_; ++r) {
+    if (!done_[r] || done_[r]->phases.empty()) {
+      net.phases_per_peer.raw("null");
+      continue;
+    }
+    PhaseSeconds p{};
+    try {
+      p = parse_phase_seconds(done_[r]->phases);
+    } catch (const InputError& e) {
+      std::fprintf(stderr, "peer %d: its timeline summary is unreadable (%s)\n", r, e.what());
+      net.phases_per_peer.raw("null");
+      continue;
+    }
+    for (std::size_t i = 0; i < kPhaseCount; ++i) all_phases[i] += p[i];
+    phase_rows.emplace_back(cat(r), p);
+    net.phases_per_peer.add(phase_json(p));
+  }
+  if (!phase_rows.empty()) {
+    phase_rows.emplace_back("all", all_phases);
+    net.phases = all_phases;
+  }
+  add_network_summary(end.extra, net);
+  // The fields of gossip run alone.
   JsonArray failures;
   for (const Failure& f : failures_) {
     JsonObject o;
@@ -359,34 +373,10 @@ Summary NetworkRecord::finish(double wall_seconds, const std::vector<double>& pe
     else o.raw("back_s", "null");
     failures.add(o);
   }
-  end.extra.add("failures", failures).add("membership", membership_);
-  // Where the time went: each finished peer's timeline, summed over the peers.
-  std::vector<std::pair<std::string, PhaseSeconds>> phase_rows;
-  PhaseSeconds all_phases{};
-  JsonArray per_peer_phases;
-  for (int r = 0; r < n_; ++r) {
-    if (!done_[r] || done_[r]->phases.empty()) {
-      per_peer_phases.raw("null");
-      continue;
-    }
-    PhaseSeconds p{};
-    try {
-      p = parse_phase_seconds(done_[r]->phases);
-    } catch (const InputError& e) {
-      std::fprintf(stderr, "peer %d: its timeline summary is unreadable (%s)\n", r, e.what());
-      per_peer_phases.raw("null");
-      continue;
-    }
-    for (std::size_t i = 0; i < kPhaseCount; ++i) all_phases[i] += p[i];
-    phase_rows.emplace_back(cat(r), p);
-    per_peer_phases.add(phase_json(p));
-  }
-  if (!phase_rows.empty()) {
-    phase_rows.emplace_back("all", all_phases);
-    end.extra.add("phases_s", phase_json(all_phases))
-        .add("phase_shares", phase_share_json(all_phases))
-        .add("phases_per_peer_s", per_peer_phases);
-  }
+  end.extra.add("dead_peers", JsonArray::of(dead_))
+      .add("component_consensus_distance", JsonArray::of(component_consensus))
+      .add("failures", failures)
+      .add("membership", membership_);
   const bool rss = static_cast<int>(peer_rss_mb.size()) == n_;
   double peer_max_rss_mb = 0.0;
   if (rss) {
@@ -417,7 +407,7 @@ Summary NetworkRecord::finish(double wall_seconds, const std::vector<double>& pe
                 "separate models, so the average below is not one model. Per component:",
                 format_components(split).c_str());
     for (std::size_t i = 0; i < split.size(); ++i)
-      std::printf(" {%s} %.4f", format_peers(split[i]).c_str(), component_accuracy[i]);
+      std::printf(" {%s} %.4f", format_peers(split[i]).c_str(), net.component_accuracy[i]);
     std::printf("\n");
     if (config_.gossip.on_partition == "stop")
       std::printf("the peers stopped when they saw the split (gossip.on_partition: stop), each "

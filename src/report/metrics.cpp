@@ -127,3 +127,30 @@ Summary RunRecord::finish(RunEnd end) {
 }
 
 }  // namespace gossip
+
+namespace gossip {
+
+void add_network_summary(JsonObject& extra, const NetworkSummary& s) {
+  JsonArray components, alive;
+  for (const auto& c : s.components) components.add(JsonArray::of(c));
+  for (bool a : s.alive_at_end) alive.add(a);
+  extra.add("peers", s.peers)
+      .add("config", s.config)
+      .add("topology", s.topology)
+      .add("algorithm", s.algorithm)
+      .add("spectral_gap", s.spectral_gap)
+      .add("bytes_per_peer", static_cast<double>(s.bytes_sent) / std::max(1, s.peers))
+      .add("samples_per_peer", JsonArray::of(s.samples_per_peer))
+      .add("partitioned", s.components.size() > 1)
+      .add("components", components)
+      .add("component_accuracy", JsonArray::of(s.component_accuracy))
+      .add("deaths", s.deaths)
+      .add("rejoins", s.rejoins)
+      .add("alive_at_end", alive);
+  if (s.phases)
+    extra.add("phases_s", phase_json(*s.phases))
+        .add("phase_shares", phase_share_json(*s.phases))
+        .add("phases_per_peer_s", s.phases_per_peer);
+}
+
+}  // namespace gossip
