@@ -1,6 +1,7 @@
 // fuzz/fuzz_handshake.cpp: libFuzzer target for the handshake decoder (src/wire/handshake.cpp):
 // hostile lengths are refused before anything is allocated, a hello that is accepted re-encodes
-// to exactly the input, and comparing it with ours never crashes.
+// to exactly the input (every field of its gossip settings included), and comparing it with ours
+// never crashes and refuses on both sides or neither.
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -17,8 +18,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   const auto again = encode_hello(*hello.value);
   if (again.size() != size || std::memcmp(again.data(), data, size) != 0) std::abort();
-  static const Hello ours{kVersion, 0, gossip::HandshakeInfo{"run", "784-128-10", 101770, 42},
-                          std::nullopt};
+  static const gossip::GossipSettings dpsgd{"dpsgd", "", 0, 0, 0, 0};
+  static const Hello ours{
+      kVersion, 0,
+      gossip::HandshakeInfo{"run", "784-128-10", 101770, 42, gossip::WireFormat::kFp32, dpsgd},
+      std::nullopt};
   const std::string why = refusal_reason(ours, *hello.value);
   if (why.empty() != (refusal_reason(*hello.value, ours).empty())) std::abort();  // symmetric
   return 0;

@@ -6,6 +6,8 @@
 #
 #   scripts/fuzz.sh                 # 20 s per target
 #   FUZZ_SECONDS=300 scripts/fuzz.sh
+#   scripts/fuzz.sh --seeds         # rewrite the frame and handshake seeds (fuzz/make_seeds.cpp)
+#                                   # through the codec, e.g. after a protocol version change
 # Environment: FUZZ_SECONDS (20), FUZZ_OUT (build-fuzz), FUZZ_CXX (clang++), FUZZ_MALLOC_MB (64).
 set -u
 cd "$(dirname "$0")/.."
@@ -24,6 +26,11 @@ if ! command -v "$cxx" > /dev/null; then
   exit 1
 fi
 mkdir -p "$out"
+if [ "${1:-}" = --seeds ]; then
+  "$cxx" -std=c++20 -O1 -g -Iinclude -I. -DGOSSIP_ROOM_WIRE -DGOSSIP_ROOM_CORE "${codec[@]}" \
+    fuzz/make_seeds.cpp -o "$out/make_seeds" && exec "$out/make_seeds" fuzz/corpus
+  exit 1
+fi
 status=0
 for target in fuzz_frame fuzz_handshake fuzz_packet fuzz_checkpoint; do
   log="$out/$target.log"

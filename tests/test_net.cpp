@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <future>
 #include <mutex>
@@ -713,6 +714,137 @@ TEST_CASE("params payloads at half width carry 2 bytes a value and are checked a
   CHECK_FALSE(finite);
 }
 
+/// Where a hello's gossip settings start: after protocol version, rank, run id, model
+/// fingerprint, param count, topology fingerprint and wire format (docs/wire.md, "Handshake").
+std::size_t settings_offset(const HandshakeInfo& info) {
+  return 4 + 4 + 4 + info.run_id.size() + 4 + info.model.size() + 8 + 8 + 1;
+}
+
+/// choco's settings as a peer's handshake carries them (gossip_settings in src/peer).
+GossipSettings choco_settings() {
+  GossipSettings s;
+  s.algorithm = "choco";
+  s.compressor = "top_k";
+  s.fraction = 0.01;
+  s.consensus_step = 0.1;
+  s.gossip_steps = 1;
+  return s;
+}
+
+TEST_CASE("a hello round-trips with every field kept", "[net][wire]") {
+  wire::Hello h{wire::kVersion, 3, model_info({784, 128, 10}, 101770), std::nullopt};
+  h.info.wire = WireFormat::kFp16;
+  h.info.gossip = choco_settings();
+  h.info.gossip.compressor = "quantize";
+  h.info.gossip.fraction = 0.25;  // not what a peer sends with quantize, but the codec keeps it
+  h.info.gossip.bits = 4;
+  h.info.gossip.consensus_step = 0.05;
+  h.info.gossip.gossip_steps = 5;
+  h.shm = wire::ShmOffer{0xABCDEF, 4242, 17, 0x1234, 1 << 20, 4};
+  const auto back = wire::decode_hello(wire::encode_hello(h));
+  REQUIRE(back);
+  CHECK(back.value->protocol_version == wire::kVersion);
+  CHECK(back.value->rank == 3);
+  CHECK(back.value->info == h.info);
+  CHECK(back.value->info.gossip.algorithm == "choco");
+  CHECK(back.value->info.gossip.compressor == "quantize");
+  CHECK(back.value->info.gossip.fraction == 0.25);
+  CHECK(back.value->info.gossip.bits == 4u);
+  CHECK(back.value->info.gossip.consensus_step == 0.05);
+  CHECK(back.value->info.gossip.gossip_steps == 5u);
+  CHECK(back.value->shm == h.shm);
+  CHECK(wire::refusal_reason(h, *back.value).empty());
+}
+
+TEST_CASE("each compatibility field that differs is refused on both sides, naming it and both "
+          "values",
+          "[net][wire]") {
+  wire::Hello ours{wire::kVersion, 1, model_info({784, 128, 10}, 101770), std::nullopt};
+  ours.info.gossip = choco_settings();
+  struct Case {
+    std::function<void(HandshakeInfo&)> change;
+    std::string field, theirs, ours;
+  };
+  const std::vector<Case> cases{
+      {[](HandshakeInfo& i) { i.gossip = GossipSettings{"dpsgd", "", 0, 0, 0, 0}; },
+       "gossip.algorithm", "'dpsgd'", "'choco'"},
+      {[](HandshakeInfo& i) { i.gossip.compressor = "random_k"; }, "gossip.compress.kind",
+       "'random_k'", "'top_k'"},
+      {[](HandshakeInfo& i) { i.gossip.fraction = 0.05; }, "gossip.compress.fraction", "0.05",
+       "0.01"},
+      {[](HandshakeInfo& i) { i.gossip.bits = 8; }, "gossip.compress.bits", "8", "0"},
+      {[](HandshakeInfo& i) { i.gossip.consensus_step = 0.05; }, "gossip.consensus_step", "0.05",
+       "0.1"},
+      {[](HandshakeInfo& i) { i.gossip.consensus_step = std::nextafter(0.1, 1.0); },
+       "gossip.consensus_step", "0.10000000000000002", "0.1"},  // differ, so never print alike
+      {[](HandshakeInfo& i) { i.gossip.gossip_steps = 5; }, "gossip.gossip_steps", "5", "1"},
+  };
+  for (const Case& c : cases) {
+    auto theirs = ours;
+    c.change(theirs.info);
+    INFO(c.field);
+    const std::string tail = " (must be the same on every peer of a run)";
+    CHECK(wire::refusal_reason(ours, theirs) ==
+          cat(c.field, " ", c.theirs, " != ours ", c.ours, tail));
+    CHECK(wire::refusal_reason(theirs, ours) ==
+          cat(c.field, " ", c.ours, " != ours ", c.theirs, tail));
+    // ... and so it is after the bytes: the codec carries the field.
+    CHECK(wire::refusal_reason(ours, *wire::decode_hello(wire::encode_hello(theirs)).value) ==
+          wire::refusal_reason(ours, theirs));
+  }
+  auto theirs = ours;  // the model's size and the wire format, as before
+  theirs.info.param_count = 101771;
+  CHECK(wire::refusal_reason(ours, theirs) ==
+        "model fingerprint 784-128-10 (101771 params) != ours 784-128-10 (101770 params)");
+  CHECK(wire::refusal_reason(theirs, ours) ==
+        "model fingerprint 784-128-10 (101770 params) != ours 784-128-10 (101771 params)");
+  theirs = ours;
+  theirs.info.wire = WireFormat::kFp16;
+  CHECK_THAT(wire::refusal_reason(ours, theirs), Contains("wire format fp16 != ours fp32"));
+  CHECK_THAT(wire::refusal_reason(theirs, ours), Contains("wire format fp32 != ours fp16"));
+}
+
+TEST_CASE("hostile gossip settings in a hello are refused, saying which field", "[net][wire]") {
+  wire::Hello h{wire::kVersion, 1, model_info({784, 128, 10}, 101770), std::nullopt};
+  h.info.gossip = choco_settings();
+  const auto bytes = wire::encode_hello(h);
+  const std::size_t at = settings_offset(h.info);  // the algorithm's u32 length
+  const auto with_u32 = [&](std::size_t offset, std::uint32_t v) {
+    auto b = bytes;
+    std::memcpy(b.data() + offset, &v, 4);
+    return wire::decode_hello(b).error;
+  };
+  CHECK(with_u32(at, 0xFFFFFFFF) ==
+        cat("gossip.algorithm length of 4294967295 exceeds the limit of ", wire::kMaxNameBytes));
+  CHECK(with_u32(at, wire::kMaxNameBytes + 1) ==
+        cat("gossip.algorithm length of ", wire::kMaxNameBytes + 1, " exceeds the limit of ",
+            wire::kMaxNameBytes));
+  const std::size_t compressor = at + 4 + 5;  // after "choco"
+  CHECK(with_u32(compressor, 0x7FFFFFFF) ==
+        cat("gossip.compress.kind length of 2147483647 exceeds the limit of ",
+            wire::kMaxNameBytes));
+  // Within the limit but past the end of the hello: refused before it is allocated.
+  auto cut = bytes;
+  cut.resize(compressor + 4 + 3);
+  CHECK(wire::decode_hello(cut).error ==
+        "truncated handshake: gossip.compress.kind length of 5 needs 5 bytes, 3 left");
+  auto odd = bytes;
+  odd[at + 4 + 2] = std::byte{'\n'};  // "ch\nco": a name is a-z, 0-9 and _
+  CHECK(wire::decode_hello(odd).error ==
+        "gossip.algorithm has byte 10 at offset 2, outside a-z, 0-9 and _");
+  const std::size_t gamma = compressor + 4 + 5 + 8 + 4;  // after "top_k", fraction and bits
+  auto nan = bytes;
+  const double not_a_number = std::numeric_limits<double>::quiet_NaN();
+  std::memcpy(nan.data() + gamma, &not_a_number, 8);
+  CHECK(wire::decode_hello(nan).error == "gossip.consensus_step nan is not a finite number");
+  auto settings = h.info.gossip;  // our own are checked alike before they are sent
+  settings.compressor = "top k";
+  CHECK(wire::check_gossip_settings(settings) ==
+        "gossip.compress.kind has byte 32 at offset 3, outside a-z, 0-9 and _");
+  for (std::size_t n = 0; n < bytes.size(); ++n)  // every truncation is refused, none crash
+    CHECK_FALSE(wire::decode_hello(std::span(bytes).first(n)));
+}
+
 TEST_CASE("handshakes round-trip and a different model or topology is refused", "[net]") {
   const wire::Hello ours{wire::kVersion, 1, model_info({784, 128, 10}, 101770), std::nullopt};
   const auto bytes = wire::encode_hello(ours);
@@ -743,25 +875,9 @@ TEST_CASE("handshakes round-trip and a different model or topology is refused", 
   REQUIRE(bf16);
   CHECK(bf16.value->info.wire == WireFormat::kBf16);
   auto unknown = wire::encode_hello(theirs);
-  // The wire format, then the gossip settings (a u32 length, 0 here), then the shm flag.
-  unknown[unknown.size() - 6] = std::byte{3};
+  unknown[settings_offset(theirs.info) - 1] = std::byte{3};  // the wire format's byte
   CHECK(wire::decode_hello(unknown).error ==
         "wire format 3 is not 0 (fp32), 1 (bf16) or 2 (fp16)");
-  theirs = ours;
-  theirs.info.gossip = "choco top_k 0.01, gamma 0.05, 5 gossip steps a round";
-  const auto choco = wire::decode_hello(wire::encode_hello(theirs));
-  REQUIRE(choco);
-  CHECK(choco.value->info.gossip == theirs.info.gossip);
-  CHECK(wire::refusal_reason(ours, theirs) ==
-        "gossip settings 'choco top_k 0.01, gamma 0.05, 5 gossip steps a round' != ours '' "
-        "(gossip.algorithm, and for choco gossip.compress, consensus_step and gossip_steps, "
-        "must be the same on every peer of a run)");
-  auto long_settings = wire::encode_hello(ours);  // a hostile length is refused
-  const std::uint32_t too_long = wire::kMaxGossipBytes + 1;
-  std::memcpy(long_settings.data() + long_settings.size() - 5, &too_long, 4);
-  CHECK(wire::decode_hello(long_settings).error ==
-        cat("gossip settings length of ", too_long, " exceeds the limit of ",
-            wire::kMaxGossipBytes));
   theirs = ours;
   theirs.protocol_version = wire::kVersion + 1;
   CHECK(wire::refusal_reason(ours, theirs) ==
@@ -1575,14 +1691,15 @@ TEST_CASE("a neighbour with other gossip settings is refused on both sides, nami
   LogSink log;
   auto c0 = cluster.config(0, {1}, 1000, log);
   auto c1 = cluster.config(1, {0}, 1000, log);
-  // As describe_exchange (gossip/config.hpp) writes them; test_config checks that it does.
-  c0.handshake.gossip = "dpsgd";
-  c1.handshake.gossip = "choco top_k 0.01, gamma 0.05, 5 gossip steps a round";
+  // As gossip_settings (src/peer) fills them in; test_peer checks that it does.
+  c0.handshake.gossip = choco_settings();
+  c1.handshake.gossip = choco_settings();
+  c1.handshake.gossip.consensus_step = 0.05;
   start_refusing_pair(cluster, c0, c1);
-  CHECK(log.wait_for("refused: gossip settings 'dpsgd' != ours 'choco top_k 0.01, gamma 0.05, 5 "
-                     "gossip steps a round' (gossip.algorithm, and for choco"));
+  CHECK(log.wait_for("refused: gossip.consensus_step 0.1 != ours 0.05 (must be the same on every "
+                     "peer of a run)"));
   CHECK(log.wait_for("net[0]: peer 1 (" + c0.addresses[1] + ") closed: refused us: refused by "
-                     "peer 1: gossip settings"));
+                     "peer 1: gossip.consensus_step 0.1 != ours 0.05"));
 }
 
 TEST_CASE("the fuzz seeds are frames and handshakes of this protocol version", "[net][wire]") {

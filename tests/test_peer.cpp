@@ -35,6 +35,7 @@
 #include "gossip/peer.hpp"
 #include "gossip/net.hpp"
 #include "gossip/wire.hpp"
+#include "src/peer/peer_parts.hpp"
 #include "tests/tls_client.hpp"
 
 namespace fs = std::filesystem;
@@ -298,6 +299,29 @@ struct LauncherEnv {
 };
 
 }  // namespace
+
+TEST_CASE("the handshake carries the gossip settings that apply, 0 and '' where none do",
+          "[peer]") {
+  using gossip::peer_parts::gossip_settings;
+  gossip::GossipConfig g;  // dpsgd: the algorithm alone, whatever choco's keys say
+  g.compress.kind = gossip::CompressKind::kTopK;
+  g.gossip_steps = 3;
+  CHECK(gossip_settings(g) == gossip::GossipSettings{"dpsgd", "", 0.0, 0, 0.0, 0});
+  g.algorithm = gossip::AlgorithmKind::kChoco;  // choco: the default gamma halved for 3 steps
+  CHECK(gossip_settings(g) == gossip::GossipSettings{"choco", "top_k", 0.01, 0, 0.05, 3});
+  g.compress.kind = gossip::CompressKind::kQuantize;  // bits, not the fraction
+  g.compress.bits = 4;
+  g.consensus_step = 0.3;
+  g.gossip_steps = 1;
+  CHECK(gossip_settings(g) == gossip::GossipSettings{"choco", "quantize", 0.0, 4, 0.3, 1});
+  g.compress.kind = gossip::CompressKind::kNone;  // neither; CHOCO without compression
+  g.consensus_step = 0.0;
+  CHECK(gossip_settings(g) == gossip::GossipSettings{"choco", "none", 0.0, 0, 1.0, 1});
+  for (const auto& row : gossip::algorithm_table()) {  // every name travels in a hello
+    g.algorithm = row.kind;
+    CHECK(gossip::wire::check_gossip_settings(gossip_settings(g)) == "");
+  }
+}
 
 TEST_CASE("gossip run over TCP and gossip sim end with bit-identical parameters", "[peer]") {
   struct Case {

@@ -201,9 +201,6 @@ double consensus_step(const GossipConfig& g);
 /// choco's settings for a log line: "top_k 0.01, gamma 0.05" (", 5 gossip steps a round" when
 /// gossip_steps > 1).
 std::string describe_choco(const GossipConfig& g);
-/// The gossip settings every peer of a run must share, as the handshake compares them: the
-/// algorithm, and for choco describe_choco's: "dpsgd", "choco top_k 0.01, gamma 0.05".
-std::string describe_exchange(const GossipConfig& g);
 
 struct SimConfig {
   int workers = 0;                  // worker threads for virtual peers (0 = number of cores)

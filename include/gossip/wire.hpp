@@ -19,6 +19,23 @@
 
 namespace gossip {
 
+/// What the peers' frames mean and how many exchanges make a round: gossip.algorithm and, for an
+/// algorithm that compresses (choco), gossip.compress, consensus_step and gossip_steps. Every
+/// field must be equal on both sides; a field the algorithm does not take is 0 or "" on every
+/// peer (all but the algorithm for dpsgd; fraction unless top_k or random_k, bits unless
+/// quantize), so it compares equal. The names are the config's own tokens ("choco", "top_k"),
+/// not codes: the wire room does not know the algorithm table, a code would change meaning when
+/// a row is added, and a refusal can print them as they are; they are compared, never parsed.
+struct GossipSettings {
+  std::string algorithm;           // gossip.algorithm, e.g. "dpsgd", "choco"
+  std::string compressor;          // gossip.compress.kind: "none", "top_k", "random_k", "quantize"
+  double fraction = 0.0;           // gossip.compress.fraction (top_k, random_k)
+  std::uint32_t bits = 0;          // gossip.compress.bits (quantize: 4 or 8)
+  double consensus_step = 0.0;     // choco's gamma, its default filled in when not given
+  std::uint32_t gossip_steps = 0;  // gossip.gossip_steps: compressed exchanges a round
+  bool operator==(const GossipSettings&) const = default;
+};
+
 /// What two peers must agree on before they talk (the rank and protocol version are added by
 /// NetExchange).
 struct HandshakeInfo {
@@ -27,9 +44,8 @@ struct HandshakeInfo {
   std::uint64_t param_count = 0;            // floats in the flat parameter buffer
   std::uint64_t topology_fingerprint = 0;   // hash of the graph, computed by the topology module
   WireFormat wire = WireFormat::kFp32;      // how params frames carry the values (gossip.wire)
-  // What the peers' frames mean and how many exchanges make a round: the algorithm and, for
-  // choco, its compressor, gamma and gossip steps (describe_exchange in gossip/config.hpp).
-  std::string gossip;
+  GossipSettings gossip;                    // what the frames mean (gossip.algorithm, ...)
+  bool operator==(const HandshakeInfo&) const = default;
 };
 
 }  // namespace gossip
@@ -37,13 +53,13 @@ struct HandshakeInfo {
 namespace gossip::wire {
 
 inline constexpr std::uint32_t kMagic = 0x50495347;  // bytes "GSIP" on the wire
-inline constexpr std::uint16_t kVersion = 10;        // frame layout and handshake version
+inline constexpr std::uint16_t kVersion = 11;        // frame layout and handshake version
 inline constexpr std::size_t kHeaderBytes = 32;
 inline constexpr std::size_t kWeightBytes = 8;       // params payload starts with an f64 weight
 inline constexpr std::uint64_t kMaxControlPayload = 64 * 1024;  // hello, ack, error, bye
 inline constexpr std::size_t kMaxRunIdBytes = 256;
 inline constexpr std::size_t kMaxModelBytes = 16 * 1024;  // the model fingerprint's length
-inline constexpr std::size_t kMaxGossipBytes = 256;        // the gossip settings' length
+inline constexpr std::size_t kMaxNameBytes = 32;  // gossip.algorithm's and compressor's names
 
 enum class FrameType : std::uint16_t {
   kHello = 1,     // dialler -> acceptor: Hello
@@ -208,17 +224,25 @@ std::vector<std::byte> encode_view(std::span<const Member> view, std::span<const
 /// unknown state, or a probe naming a peer outside the view (PeerView::peer is left -1).
 Decoded<PeerView> decode_view(std::span<const std::byte> bytes, std::size_t max_peers);
 
+/// "" when `s` can travel in a hello: names of at most kMaxNameBytes bytes of a-z, 0-9 and _,
+/// fraction and consensus step finite; else what is wrong, naming the field. decode_hello
+/// refuses what this refuses; encode_hello and NetExchange check it of our own.
+std::string check_gossip_settings(const GossipSettings& s);
+
 std::vector<std::byte> encode_hello(const Hello& hello);
-/// Refuses truncated input, trailing bytes, and over-long run ids or layer lists.
+/// Refuses truncated input, trailing bytes, over-long run ids, layer lists or names, an unknown
+/// wire format and gossip settings that check_gossip_settings refuses.
 Decoded<Hello> decode_hello(std::span<const std::byte> bytes);
 
 /// "784-128-10 (101770 params)"
 std::string describe_model(const HandshakeInfo& info);
 
-/// Empty when a peer saying `theirs` may join a run where we say `ours`; else why not, e.g.
-/// "model fingerprint 784-256-128-10 (235146 params) != ours 784-128-10 (101770 params)".
-/// Checks protocol version, run id, model fingerprint, topology fingerprint and wire format
-/// (ranks are the caller's business: it knows who it expects).
+/// Empty when a peer saying `theirs` may join a run where we say `ours`; else why not, naming
+/// the field and both values, e.g.
+/// "model fingerprint 784-256-128-10 (235146 params) != ours 784-128-10 (101770 params)" or
+/// "gossip.consensus_step 0.05 != ours 0.1 (must be the same on every peer of a run)".
+/// Checks protocol version, run id, model fingerprint, topology fingerprint, wire format and each
+/// field of the gossip settings (ranks are the caller's business: it knows who it expects).
 std::string refusal_reason(const Hello& ours, const Hello& theirs);
 
 }  // namespace gossip::wire

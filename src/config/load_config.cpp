@@ -729,11 +729,6 @@ std::string describe_choco(const GossipConfig& g) {
              g.gossip_steps > 1 ? cat(", ", g.gossip_steps, " gossip steps a round") : "");
 }
 
-std::string describe_exchange(const GossipConfig& g) {
-  const char* name = algorithm_name(g.algorithm);
-  return traits(g.algorithm).compresses ? cat(name, " ", describe_choco(g)) : std::string(name);
-}
-
 std::string describe(const CompressConfig& c) {
   const char* name = compress_kind_name(c.kind);
   if (c.sparse()) return cat(name, " ", c.fraction);

@@ -34,6 +34,8 @@ NetConfig validated(NetConfig c) {
     throw InputError(cat("net: run id longer than ", wire::kMaxRunIdBytes, " bytes"));
   if (c.handshake.model.size() > wire::kMaxModelBytes)
     throw InputError(cat("net: a model fingerprint of more than ", wire::kMaxModelBytes, " bytes"));
+  if (auto why = wire::check_gossip_settings(c.handshake.gossip); !why.empty())
+    throw InputError(cat("net: handshake: ", why));
   const std::uint64_t need = default_max_frame_bytes(c.handshake.param_count);
   if (c.max_frame_bytes == 0) c.max_frame_bytes = need;
   if (c.max_frame_bytes < need - wire::kMaxControlPayload)

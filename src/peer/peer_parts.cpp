@@ -36,6 +36,19 @@ std::vector<int> all_neighbours(const Topology& topology, int rank) {
   return {s.begin(), s.end()};
 }
 
+GossipSettings gossip_settings(const GossipConfig& g) {
+  GossipSettings s;
+  s.algorithm = algorithm_name(g.algorithm);
+  if (!traits(g.algorithm).compresses) return s;  // the rest is choco's: 0 and "" elsewhere
+  s.compressor = compress_kind_name(g.compress.kind);
+  if (g.compress.sparse()) s.fraction = g.compress.fraction;
+  if (g.compress.kind == CompressKind::kQuantize)
+    s.bits = static_cast<std::uint32_t>(g.compress.bits);
+  s.consensus_step = consensus_step(g);
+  s.gossip_steps = static_cast<std::uint32_t>(g.gossip_steps);
+  return s;
+}
+
 NetConfig net_config(const RunConfig& config, const Topology& topology, const PeerOptions& opt,
                      const std::string& model, std::int64_t num_params) {
   const int rank = opt.rank;
@@ -61,7 +74,7 @@ NetConfig net_config(const RunConfig& config, const Topology& topology, const Pe
   net.handshake.param_count = static_cast<std::uint64_t>(num_params);
   net.handshake.topology_fingerprint = topology.fingerprint();
   net.handshake.wire = config.gossip.wire;  // params frames at this width; neighbours must agree
-  net.handshake.gossip = describe_exchange(config.gossip);  // so must what the frames mean
+  net.handshake.gossip = gossip_settings(config.gossip);  // so must what the frames mean
   // CHOCO's packets: a sparse one (an index and a value per coordinate kept) of more than half
   // the coordinates is larger than the parameters themselves; the frame limit makes room.
   if (traits(config.gossip.algorithm).compresses && config.gossip.compress.kind != CompressKind::kNone) {

@@ -96,6 +96,11 @@ void trace_crypto(NetExchange& transport, Timeline& timeline, Clock::time_point 
 /// Every peer this one talks to in any round of the period (in- and out-neighbours).
 std::vector<int> all_neighbours(const Topology& topology, int rank);
 
+/// The gossip settings the handshake compares between peers (gossip.algorithm, and for an
+/// algorithm that compresses its compressor, consensus step and gossip steps; fields that do not
+/// apply stay 0 or "").
+GossipSettings gossip_settings(const GossipConfig& g);
+
 /// This peer's network settings: addresses, neighbours, handshake (with `model` as the model
 /// fingerprint and `num_params` floats), TLS, timeouts, log lines.
 NetConfig net_config(const RunConfig& config, const Topology& topology, const PeerOptions& opt,

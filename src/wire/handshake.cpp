@@ -1,10 +1,13 @@
 // wire/handshake.cpp: the hello payload, written with Cereal's binary archive (the only place in
 // src/net that uses Cereal), and the checks that decide whether a peer may join.
 //
-// Every field is a fixed-width integer; lengths are u32 and are checked against the bytes left
-// before anything is allocated, so hostile input cannot make us reserve gigabytes. The archive
-// writes host byte order: the codec asserts a little-endian host, which docs/wire.md requires.
+// Every field is fixed-width (integers, f64) or a u32 length and that many bytes; lengths are
+// checked against their limit and the bytes left before anything is allocated, so hostile input
+// cannot make us reserve gigabytes. The archive writes host byte order: the codec asserts a
+// little-endian host, which docs/wire.md requires.
 #include <bit>
+#include <charconv>
+#include <cmath>
 #include <istream>
 #include <sstream>
 #include <streambuf>
@@ -38,12 +41,93 @@ std::uint32_t read_length(cereal::BinaryInputArchive& ar, const SpanBuf& buf, st
   return n;
 }
 
+/// A name's bytes after its u32 length (at most kMaxNameBytes, checked before allocating).
+std::string read_name(cereal::BinaryInputArchive& ar, const SpanBuf& buf, const char* what) {
+  std::string name(read_length(ar, buf, kMaxNameBytes, 1, what), '\0');
+  ar(cereal::binary_data(name.data(), name.size()));
+  return name;
+}
+
+void write_name(cereal::BinaryOutputArchive& ar, const std::string& name) {
+  ar(static_cast<std::uint32_t>(name.size()));
+  ar(cereal::binary_data(name.data(), name.size()));
+}
+
+void write_settings(cereal::BinaryOutputArchive& ar, const GossipSettings& s) {
+  write_name(ar, s.algorithm);
+  write_name(ar, s.compressor);
+  ar(s.fraction, s.bits, s.consensus_step, s.gossip_steps);
+}
+
+GossipSettings read_settings(cereal::BinaryInputArchive& ar, const SpanBuf& buf) {
+  GossipSettings s;
+  s.algorithm = read_name(ar, buf, "gossip.algorithm length");
+  s.compressor = read_name(ar, buf, "gossip.compress.kind length");
+  ar(s.fraction, s.bits, s.consensus_step, s.gossip_steps);
+  if (auto why = check_gossip_settings(s); !why.empty()) throw Refused{std::move(why)};
+  return s;
+}
+
+std::string check_name(const std::string& name, const char* field) {
+  if (name.size() > kMaxNameBytes)
+    return cat(field, " of ", name.size(), " bytes exceeds the limit of ", kMaxNameBytes);
+  for (std::size_t i = 0; i < name.size(); ++i) {
+    const char c = name[i];
+    if ((c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '_')
+      return cat(field, " has byte ", int{static_cast<unsigned char>(c)}, " at offset ", i,
+                 ", outside a-z, 0-9 and _");
+  }
+  return {};
+}
+
+/// The shortest text that reads back as `v` (0.1, not 0.10000000000000001), so two values that
+/// differ never print alike.
+std::string number(double v) {
+  char buf[32];
+  const auto r = std::to_chars(buf, buf + sizeof buf, v);
+  return {buf, r.ptr};
+}
+
+std::string differ(const char* field, const std::string& theirs, const std::string& ours) {
+  return cat(field, " ", theirs, " != ours ", ours, " (must be the same on every peer of a run)");
+}
+
+std::string quoted(const std::string& s) { return cat("'", s, "'"); }
+
+/// The first field of the gossip settings that differs, with both values; "" when none does.
+std::string settings_refusal(const GossipSettings& ours, const GossipSettings& theirs) {
+  if (theirs.algorithm != ours.algorithm)
+    return differ("gossip.algorithm", quoted(theirs.algorithm), quoted(ours.algorithm));
+  if (theirs.compressor != ours.compressor)
+    return differ("gossip.compress.kind", quoted(theirs.compressor), quoted(ours.compressor));
+  if (theirs.fraction != ours.fraction)
+    return differ("gossip.compress.fraction", number(theirs.fraction), number(ours.fraction));
+  if (theirs.bits != ours.bits)
+    return differ("gossip.compress.bits", cat(theirs.bits), cat(ours.bits));
+  if (theirs.consensus_step != ours.consensus_step)
+    return differ("gossip.consensus_step", number(theirs.consensus_step),
+                  number(ours.consensus_step));
+  if (theirs.gossip_steps != ours.gossip_steps)
+    return differ("gossip.gossip_steps", cat(theirs.gossip_steps), cat(ours.gossip_steps));
+  return {};
+}
+
 }  // namespace
+
+std::string check_gossip_settings(const GossipSettings& s) {
+  if (auto why = check_name(s.algorithm, "gossip.algorithm"); !why.empty()) return why;
+  if (auto why = check_name(s.compressor, "gossip.compress.kind"); !why.empty()) return why;
+  if (!std::isfinite(s.fraction))
+    return cat("gossip.compress.fraction ", s.fraction, " is not a finite number");
+  if (!std::isfinite(s.consensus_step))
+    return cat("gossip.consensus_step ", s.consensus_step, " is not a finite number");
+  return {};
+}
 
 std::vector<std::byte> encode_hello(const Hello& hello) {
   GOSSIP_CHECK_LE(hello.info.run_id.size(), kMaxRunIdBytes);
   GOSSIP_CHECK_LE(hello.info.model.size(), kMaxModelBytes);
-  GOSSIP_CHECK_LE(hello.info.gossip.size(), kMaxGossipBytes);
+  GOSSIP_CHECK_EQ(check_gossip_settings(hello.info.gossip), "");
   std::ostringstream os;
   {
     cereal::BinaryOutputArchive ar(os);
@@ -54,8 +138,7 @@ std::vector<std::byte> encode_hello(const Hello& hello) {
     ar(cereal::binary_data(hello.info.model.data(), hello.info.model.size()));
     ar(hello.info.param_count, hello.info.topology_fingerprint);
     ar(static_cast<std::uint8_t>(hello.info.wire));
-    ar(static_cast<std::uint32_t>(hello.info.gossip.size()));
-    ar(cereal::binary_data(hello.info.gossip.data(), hello.info.gossip.size()));
+    write_settings(ar, hello.info.gossip);
     ar(static_cast<std::uint8_t>(hello.shm.has_value()));
     if (const auto& o = hello.shm) ar(o->host_key, o->pid, o->fd, o->token, o->bytes, o->slots);
   }
@@ -83,9 +166,7 @@ Decoded<Hello> decode_hello(std::span<const std::byte> bytes) {
     if (wire > static_cast<std::uint8_t>(WireFormat::kFp16))
       throw Refused{cat("wire format ", int{wire}, " is not 0 (fp32), 1 (bf16) or 2 (fp16)")};
     h.info.wire = static_cast<WireFormat>(wire);
-    const std::uint32_t gossip_len = read_length(ar, buf, kMaxGossipBytes, 1, "gossip settings length");
-    h.info.gossip.resize(gossip_len);
-    ar(cereal::binary_data(h.info.gossip.data(), gossip_len));
+    h.info.gossip = read_settings(ar, buf);
     std::uint8_t has_shm = 0;
     ar(has_shm);
     if (has_shm > 1) throw Refused{cat("shared-memory flag ", int{has_shm}, " is not 0 or 1")};
@@ -125,11 +206,7 @@ std::string refusal_reason(const Hello& ours, const Hello& theirs) {
     return cat("wire format ", wire_format_name(theirs.info.wire), " != ours ",
                wire_format_name(ours.info.wire),
                " (gossip.wire must be the same on every peer of a run)");
-  if (theirs.info.gossip != ours.info.gossip)
-    return cat("gossip settings '", theirs.info.gossip, "' != ours '", ours.info.gossip,
-               "' (gossip.algorithm, and for choco gossip.compress, consensus_step and "
-               "gossip_steps, must be the same on every peer of a run)");
-  return {};
+  return settings_refusal(ours.info.gossip, theirs.info.gossip);
 }
 
 }  // namespace gossip::wire
