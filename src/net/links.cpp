@@ -326,15 +326,16 @@ void Links::watch_gone(int peer) {
 }
 
 void Links::publish(std::int64_t round, std::span<const std::byte> values,
-                    std::shared_ptr<const void> keep, double weight, const std::vector<int>& to) {
-  std::vector<Session*> by_shm, by_tcp;
-  for (int p : to) {
-    Link& l = *links_[p];
-    if (!l.session || !l.session->established() || l.session->closed())
-      mail_.send_done();  // link down: nothing to send to (its loss was logged)
-    else
-      (l.session->peer_reads_shm() ? by_shm : by_tcp).push_back(l.session.get());
-    if (l.session) sent_to(p);
+                    std::shared_ptr<const void> keep, double weight, const std::vector<int>& to,
+                    std::vector<SendToken> tokens) {
+  // A link that is down takes nothing (its loss was logged): its token ends the send here.
+  std::vector<std::pair<Session*, SendToken>> by_shm, by_tcp;
+  for (std::size_t i = 0; i < to.size(); ++i) {
+    Link& l = *links_[to[i]];
+    if (l.session && l.session->established() && !l.session->closed())
+      (l.session->peer_reads_shm() ? by_shm : by_tcp)
+          .emplace_back(l.session.get(), std::move(tokens[i]));
+    if (l.session) sent_to(to[i]);
   }
   const auto body = values;
   // Same-host neighbours: one copy into our segment, then a small frame each.
@@ -343,7 +344,8 @@ void Links::publish(std::int64_t round, std::span<const std::byte> values,
     auto frame = std::make_shared<const std::vector<std::byte>>(wire::encode_frame(
         wire::FrameType::kShmParams, static_cast<std::uint32_t>(config_.rank), round,
         wire::encode_shm_note(note)));
-    for (Session* s : by_shm) s->send_shm_note(frame, wire::kWeightBytes + body.size());
+    for (auto& [s, token] : by_shm)
+      s->send_shm_note(frame, wire::kWeightBytes + body.size(), std::move(token));
   }
   if (by_tcp.empty()) return;
   // The header is the same for every target: compute the CRC (weight, then values) once. Under
@@ -359,7 +361,7 @@ void Links::publish(std::int64_t round, std::span<const std::byte> values,
   h.payload_crc = tls_ ? 0 : wire::crc32c(body, wire::crc32c(weight_bytes));
   const auto header = wire::encode_header(h);
   std::copy(header.begin(), header.end(), head->begin());
-  for (Session* s : by_tcp) s->send_params(head, body, keep, round);
+  for (auto& [s, token] : by_tcp) s->send_params(head, body, keep, round, std::move(token));
 }
 
 void Links::send_ready(std::int64_t round) {
@@ -374,7 +376,7 @@ void Links::detach_held() {
 }
 
 void Links::publish_packet(std::int64_t round, std::span<const std::byte> packet,
-                           const std::vector<int>& to) {
+                           const std::vector<int>& to, std::vector<SendToken> tokens) {
   wire::FrameHeader h;
   h.type = wire::FrameType::kPacket;
   h.sender = static_cast<std::uint32_t>(config_.rank);
@@ -383,13 +385,12 @@ void Links::publish_packet(std::int64_t round, std::span<const std::byte> packet
   h.payload_crc = wire::crc32c(packet);
   const auto header = wire::encode_header(h);
   auto head = std::make_shared<const std::vector<std::byte>>(header.begin(), header.end());
-  for (int p : to) {
-    Link& l = *links_[p];
-    if (!l.session || !l.session->established() || l.session->closed())
-      mail_.send_done();  // link down: nothing to send to (its loss was logged)
-    else
-      l.session->send_params(head, packet);
-    if (l.session) sent_to(p);
+  for (std::size_t i = 0; i < to.size(); ++i) {
+    Link& l = *links_[to[i]];
+    // A link that is down takes nothing (its loss was logged): its token ends the send here.
+    if (l.session && l.session->established() && !l.session->closed())
+      l.session->send_params(head, packet, nullptr, -1, std::move(tokens[i]));
+    if (l.session) sent_to(to[i]);
   }
 }
 

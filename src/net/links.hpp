@@ -31,17 +31,19 @@ class Links final : public Hub {
   /// Starts accepting and dials the higher-ranked neighbours until `give_up`.
   void start(Clock::time_point give_up);
   /// Sends one params frame (header + weight + `values`, the parameters in the link's wire
-  /// format: the caller's floats, or their rounded copy that `keep` holds) to each of `to`.
+  /// format: the caller's floats, or their rounded copy that `keep` holds) to each of `to`,
+  /// whose frame carries the send's token (`tokens`, one per target, in `to`'s order).
   void publish(std::int64_t round, std::span<const std::byte> values,
-               std::shared_ptr<const void> keep, double weight, const std::vector<int>& to);
+               std::shared_ptr<const void> keep, double weight, const std::vector<int>& to,
+               std::vector<SendToken> tokens);
   /// Tells every neighbour linked over TCP that this peer now waits for `round` (a ready
   /// frame): it may send its parameters for that round (Session::send_params, the gate).
   void send_ready(std::int64_t round);
-  /// Every held params frame stops counting as a send in flight (Session::detach_held).
+  /// Every held params frame ends its send (Session::detach_held).
   void detach_held();
   /// Sends one packet frame (header + the caller's bytes, always over TCP) to each of `to`.
   void publish_packet(std::int64_t round, std::span<const std::byte> packet,
-                      const std::vector<int>& to);
+                      const std::vector<int>& to, std::vector<SendToken> tokens);
   /// Sends a view frame (encoded once) to each of `to` whose link is up; `heartbeat` (the same
   /// view without probes) is what idle links get again later.
   void send_view(std::shared_ptr<const std::vector<std::byte>> frame,

@@ -239,18 +239,26 @@ LinkState Mailboxes::state(int peer) const {
   return box(peer).state;
 }
 
-void Mailboxes::send_started(std::size_t count) {
-  std::lock_guard lk(mu_);
-  pending_sends_ += count;
-}
-
-void Mailboxes::send_done(std::size_t count) {
+std::vector<SendToken> Mailboxes::start_sends(std::size_t count) {
+  std::vector<SendToken> tokens;
+  tokens.reserve(count);
   {
     std::lock_guard lk(mu_);
-    GOSSIP_CHECK_LE(count, pending_sends_);
-    pending_sends_ -= count;
+    pending_sends_ += count;
   }
-  cv_.notify_all();
+  for (std::size_t i = 0; i < count; ++i) tokens.push_back(SendToken(this));
+  return tokens;
+}
+
+void SendToken::release() {
+  Mailboxes* m = std::exchange(mail_, nullptr);
+  if (!m) return;
+  {
+    std::lock_guard lk(m->mu_);
+    GOSSIP_CHECK_LE(std::size_t{1}, m->pending_sends_);
+    --m->pending_sends_;
+  }
+  m->cv_.notify_all();
 }
 
 void Mailboxes::fail(const std::string& what) {

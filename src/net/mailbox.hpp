@@ -16,6 +16,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gossip/exchange.hpp"
@@ -36,6 +37,38 @@ struct Message {
   double weight = 1.0;
   std::vector<float> params;
   std::vector<std::byte> packet;  // a packet frame's payload instead of params
+};
+
+class Mailboxes;
+
+/// One publish to one neighbour, in flight from publish() until its frame is written, dropped
+/// (the link went down, the write failed, the session closed) or detached from the caller's
+/// buffer (Session::detach_held): the token's end is the send's end, so nothing counts sends
+/// by hand (as gloo ties completion to each buffer). Move-only; collect() waits for every
+/// token of the last publish to end before the caller may reuse its buffer.
+class SendToken {
+ public:
+  SendToken() = default;
+  SendToken(SendToken&& other) noexcept : mail_(std::exchange(other.mail_, nullptr)) {}
+  SendToken& operator=(SendToken&& other) noexcept {
+    if (this != &other) {
+      release();
+      mail_ = std::exchange(other.mail_, nullptr);
+    }
+    return *this;
+  }
+  SendToken(const SendToken&) = delete;
+  SendToken& operator=(const SendToken&) = delete;
+  ~SendToken() { release(); }
+  /// Ends the send now (idempotent).
+  void release();
+  /// The send has not ended yet.
+  explicit operator bool() const { return mail_ != nullptr; }
+
+ private:
+  friend class Mailboxes;
+  explicit SendToken(Mailboxes* mail) : mail_(mail) {}
+  Mailboxes* mail_ = nullptr;
 };
 
 class Mailboxes {
@@ -61,7 +94,6 @@ class Mailboxes {
   LinkState state(int peer) const;
   /// Sets `to` only if the link is in `from`; true if it was.
   bool transition(int peer, LinkState from, LinkState to);
-  void send_done(std::size_t count = 1);
   /// Keeps `peer`'s newest membership view (replacing an older one not yet taken) and adds the
   /// probes it carried to those not yet taken (at most wire::kMaxProbes per neighbour; more are
   /// dropped).
@@ -92,8 +124,8 @@ class Mailboxes {
   bool recovering() const;
 
   // --- caller thread -------------------------------------------------------------------------
-  /// Counts sends that publish() has handed to the I/O thread.
-  void send_started(std::size_t count);
+  /// The tokens of `count` sends that publish() hands to the I/O thread (SendToken).
+  std::vector<SendToken> start_sends(std::size_t count);
   /// Waits until every neighbour is up (or gone) or `deadline` passes; returns those not up.
   std::vector<int> wait_connected(std::chrono::steady_clock::time_point deadline);
   /// See Exchange::collect. Also waits for the sends of the last publish to finish; before
@@ -159,6 +191,7 @@ class Mailboxes {
   std::vector<int> neighbours_;  // ascending
   std::vector<int> index_;       // rank -> box index, -1 for non-neighbours
 
+  friend class SendToken;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::vector<Box> boxes_;

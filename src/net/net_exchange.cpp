@@ -98,10 +98,10 @@ class NetExchange::Impl {
       values = std::as_bytes(std::span<const std::uint16_t>(*half));
       keep = std::move(half);
     }
-    mail_.send_started(targets.size());
+    auto tokens = mail_.start_sends(targets.size());
     asio::post(io(), [this, round, values, keep = std::move(keep), weight,
-                      targets = std::move(targets)] {
-      links_.publish(round, values, keep, weight, targets);
+                      targets = std::move(targets), tokens = std::move(tokens)]() mutable {
+      links_.publish(round, values, keep, weight, targets, std::move(tokens));
     });
   }
 
@@ -114,9 +114,10 @@ class NetExchange::Impl {
       GOSSIP_CHECK_MSG(mail_.is_neighbour(p), "publish_packet: peer ", p,
                        " is not a neighbour of ", config_.rank);
     if (targets.empty()) return;
-    mail_.send_started(targets.size());
-    asio::post(io(), [this, round, packet, targets = std::move(targets)] {
-      links_.publish_packet(round, packet, targets);
+    auto tokens = mail_.start_sends(targets.size());
+    asio::post(io(), [this, round, packet, targets = std::move(targets),
+                      tokens = std::move(tokens)]() mutable {
+      links_.publish_packet(round, packet, targets, std::move(tokens));
     });
   }
 

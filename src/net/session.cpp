@@ -106,13 +106,11 @@ void Session::arm(asio::steady_timer& timer, std::chrono::milliseconds after, co
 
 void Session::send_params(std::shared_ptr<const std::vector<std::byte>> head,
                           std::span<const std::byte> body, std::shared_ptr<const void> keep,
-                          std::int64_t round) {
-  if (closed_ || closing_ || !established_) {
-    hub_.mailboxes().send_done();
-    return;
-  }
-  OutFrame f{std::move(head), body, std::move(keep), true, false};
+                          std::int64_t round, SendToken token) {
+  if (closed_ || closing_ || !established_) return;  // dropped: the token ends the send
+  OutFrame f{.head = std::move(head), .body = body, .keep = std::move(keep), .publish = true};
   f.round = round;
+  f.token = std::move(token);
   queue_frame(std::move(f));
 }
 
@@ -122,7 +120,7 @@ void Session::send_ready(std::int64_t round) {
   const auto rank = static_cast<std::uint32_t>(hub_.our_hello().rank);
   queue_frame(OutFrame{std::make_shared<const std::vector<std::byte>>(
                            wire::encode_frame(FrameType::kReady, rank, round, {})),
-                       {}, nullptr, false, false});
+                       {}, nullptr});
 }
 
 bool Session::held(std::size_t k) const {
@@ -138,28 +136,24 @@ std::size_t Session::detach_held() {
   std::size_t detached = 0;
   for (std::size_t k = writing_ ? 1 : 0; k < out_.size(); ++k) {
     OutFrame& f = out_[k];
-    if (!f.is_publish || !held(k)) continue;
+    if (!f.token || !held(k)) continue;
     if (!f.keep) {  // the caller's buffer: copy it
       auto copy = std::make_shared<std::vector<std::byte>>(f.body.begin(), f.body.end());
       f.body = *copy;
       f.keep = std::move(copy);
     }
-    f.is_publish = false;
-    f.detached = true;
+    f.token.release();
     ++detached;
   }
-  if (detached) hub_.mailboxes().send_done(detached);
   return detached;
 }
 
 void Session::send_shm_note(std::shared_ptr<const std::vector<std::byte>> frame,
-                            std::uint64_t param_bytes) {
-  if (closed_ || closing_ || !established_) {
-    hub_.mailboxes().send_done();
-    return;
-  }
-  OutFrame f{std::move(frame), {}, nullptr, true, false};
+                            std::uint64_t param_bytes, SendToken token) {
+  if (closed_ || closing_ || !established_) return;  // dropped: the token ends the send
+  OutFrame f{.head = std::move(frame), .body = {}, .keep = nullptr, .publish = true};
   f.shm_bytes = param_bytes;
+  f.token = std::move(token);
   queue_frame(std::move(f));
 }
 
@@ -180,21 +174,19 @@ void Session::queue_control(FrameType type, std::span<const std::byte> payload,
   auto frame = std::make_shared<const std::vector<std::byte>>(
       wire::encode_frame(type, rank, 0, payload));
   if (close_after) closing_ = true;
-  OutFrame f{std::move(frame), {}, nullptr, false, close_after};
+  OutFrame f{.head = std::move(frame), .body = {}, .keep = nullptr, .publish = false,
+             .close_after = close_after};
   f.records_after = type == FrameType::kHello || type == FrameType::kHelloAck;
   queue_frame(std::move(f));
 }
 
 void Session::send_view(std::shared_ptr<const std::vector<std::byte>> frame) {
   if (closed_ || closing_ || !established_) return;
-  queue_frame(OutFrame{std::move(frame), {}, nullptr, false, false});
+  queue_frame(OutFrame{std::move(frame), {}, nullptr});
 }
 
 void Session::queue_frame(OutFrame frame) {
-  if (!write_error_.empty()) {  // the remote takes nothing more (write_failed): drop it
-    if (frame.is_publish) hub_.mailboxes().send_done();
-    return;
-  }
+  if (!write_error_.empty()) return;  // the remote takes nothing more (write_failed): drop it
   out_.push_back(std::move(frame));
   if (!writing_) write_next();
 }
@@ -237,11 +229,11 @@ void Session::write_next() {
 
 void Session::on_written(std::error_code ec, std::size_t bytes) {
   arm(write_timer_, std::chrono::milliseconds(0), "");
-  const OutFrame f = std::move(out_.front());
+  OutFrame f = std::move(out_.front());
   hub_.count_sent(bytes + (ec ? 0 : f.shm_bytes));
   out_.pop_front();
   writing_ = false;
-  if (f.is_publish) hub_.mailboxes().send_done();
+  f.token.release();  // written (or failed): the send has ended
   if (closed_) return;  // close() already dropped the rest of the queue
   if (ec) return write_failed(ec);
   if (f.records_after) stream_.records_out();
@@ -256,10 +248,7 @@ void Session::write_failed(std::error_code ec) {
   // may still be in our socket: a peer that finished its rounds and left with our ready frames
   // unread resets the connection, and its last rounds and its bye are still ours to read. Stop
   // writing and read on; the read that ends the connection (or its deadline) closes it.
-  std::size_t dropped = 0;
-  for (const auto& f : out_) dropped += f.is_publish ? 1 : 0;
-  out_.clear();
-  if (dropped) hub_.mailboxes().send_done(dropped);
+  out_.clear();  // their tokens end the sends
 }
 
 // --- reading ---------------------------------------------------------------------------------
@@ -410,15 +399,18 @@ void Session::on_hello_ack(const wire::Hello& hello) {
 Session::Frames Session::take_publishes() {
   Frames taken;
   for (auto it = out_.begin(); it != out_.end();) {
-    if ((!it->is_publish && !it->detached) || it->shm_bytes != 0) {
+    if (!it->publish || it->shm_bytes != 0) {
       ++it;
       continue;
     }
-    taken.push_back(*it);
     if (writing_ && it == out_.begin()) {
-      it->is_publish = false;  // its write still completes here, but no longer counts
+      // Its write still completes here; the copy carries the send (its token) on.
+      OutFrame copy{it->head, it->body, it->keep, true, it->close_after, it->shm_bytes,
+                    it->round, it->records_after, std::move(it->token)};
+      taken.push_back(std::move(copy));
       ++it;
     } else {
+      taken.push_back(std::move(*it));
       it = out_.erase(it);
     }
   }
@@ -611,15 +603,10 @@ void Session::close(const std::string& why, CloseKind kind) {
   std::error_code ignored;
   stream_.socket().shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
   stream_.socket().close(ignored);
-  // The frame being written completes (with an error) through on_written; drop the rest.
-  std::size_t dropped = 0;
-  while (out_.size() > (writing_ ? 1u : 0u)) {
-    if (out_.back().is_publish) ++dropped;
-    out_.pop_back();
-  }
-  for (const auto& f : inherited_) dropped += f.is_publish ? 1 : 0;
+  // The frame being written completes (with an error) through on_written; drop the rest (their
+  // tokens end their sends).
+  while (out_.size() > (writing_ ? 1u : 0u)) out_.pop_back();
   inherited_.clear();
-  if (dropped) hub_.mailboxes().send_done(dropped);
   hub_.on_closed(*this, kind, why);
 }
 

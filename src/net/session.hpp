@@ -73,11 +73,11 @@ class Session : public std::enable_shared_from_this<Session> {
   /// Arms the handshake deadline, runs the TLS handshake (when on); then dialled: sends hello;
   /// both: start reading.
   void start();
-  /// Queues a params frame: `head` is header + weight (shared by every target), `body` the
+  /// Queues a publish's frame: `head` is header + weight (shared by every target), `body` the
   /// values (the caller's floats, or their rounded copy, which `keep` holds until the frame is
-  /// written), written without copying. Reports send_done() when written or dropped (or
-  /// detached, below). `round` >= 0 puts a whole-parameter frame under the receiver's gate;
-  /// -1 (packets) never waits.
+  /// written), written without copying. The frame holds `token` until it is written or dropped
+  /// (or detached, below): its end is the send's. `round` >= 0 puts a whole-parameter frame
+  /// under the receiver's gate; -1 (packets) never waits.
   ///
   /// The gate (a rendezvous, as MPI's for large messages): once the neighbour has said which
   /// round it waits for (ready frames), our frame for the round after that one is held until
@@ -86,18 +86,18 @@ class Session : public std::enable_shared_from_this<Session> {
   /// held (the neighbour is far behind: holding would only pile frames up), and neither is
   /// anything before the neighbour's first ready frame.
   void send_params(std::shared_ptr<const std::vector<std::byte>> head,
-                   std::span<const std::byte> body, std::shared_ptr<const void> keep = nullptr,
-                   std::int64_t round = -1);
+                   std::span<const std::byte> body, std::shared_ptr<const void> keep,
+                   std::int64_t round, SendToken token);
   /// Queues a ready frame: this peer has collected round - 1 and now waits for `round`.
   void send_ready(std::int64_t round);
-  /// The params frames the gate holds stop counting as sends in flight (send_done), their
+  /// The params frames the gate holds end their sends (their tokens), their
   /// values copied when they are the caller's buffer: the caller may reuse its buffer while
   /// the frames wait for the neighbour. Returns how many were detached.
   std::size_t detach_held();
   /// Queues a shm-params frame (the publish went into our segment); `param_bytes` is what the
   /// neighbour will read from it, counted in bytes_sent once the frame is written.
   void send_shm_note(std::shared_ptr<const std::vector<std::byte>> frame,
-                     std::uint64_t param_bytes);
+                     std::uint64_t param_bytes, SendToken token);
   /// Queues a view frame (this peer's membership view), when the handshake is done.
   void send_view(std::shared_ptr<const std::vector<std::byte>> frame);
   /// Queues bye and closes once it is written (or the write deadline passes).
@@ -106,7 +106,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void close(const std::string& why, CloseKind kind);
 
   /// The publishes this session has not finished writing, taken over by the connection that
-  /// replaces it (they no longer count here): params frames only, not shared-memory notes.
+  /// replaces it, with their tokens: params frames only, not shared-memory notes.
   Frames take_publishes();
   /// Frames to write once this session has answered its handshake (from the one it replaces).
   void inherit(Frames frames);
@@ -134,12 +134,12 @@ class Session : public std::enable_shared_from_this<Session> {
     std::shared_ptr<const std::vector<std::byte>> head;
     std::span<const std::byte> body;
     std::shared_ptr<const void> keep;  // owns `body` when it is not the caller's buffer
-    bool is_publish = false;
+    bool publish = false;         // a publish's frame (params, packet or shared-memory note)
     bool close_after = false;
     std::uint64_t shm_bytes = 0;  // parameter bytes this frame hands over through shared memory
     std::int64_t round = -1;      // a params frame's round, for the gate; -1: never held
-    bool detached = false;        // a held publish that no longer counts (detach_held)
     bool records_after = false;   // hello, hello-ack: our records follow it (under TLS)
+    SendToken token;              // a publish's send, until written, dropped or detached
   };
 
   /// Whether the gate holds out_[k] (see send_params).
