@@ -280,64 +280,64 @@ void write_curves(std::ostream& dat, const CompareGroup& g, const std::vector<Co
 
 }  // namespace
 
-void write_compare(const std::string& dir, const std::vector<CompareRow>& rows,
-                   const std::vector<SimResult>& results, double target_accuracy) {
-  GOSSIP_CHECK_EQ(rows.size(), results.size());
-  make_output_dir(dir);
-  const auto groups = group_compare_rows(rows);
-  // A real sweep (gossip compare --run) measured wall-clock seconds; a simulated one has both.
+namespace {
+
+/// compare.csv: one row per run.
+void write_compare_rows(const std::string& dir, const std::vector<CompareRow>& rows,
+                        const char* to_target_seconds, double target_accuracy) {
+  std::ofstream csv(dir + "/compare.csv", std::ios::trunc);
+  if (!csv) throw InputError(cat(dir, "/compare.csv: cannot open for writing"));
+  csv << "setting,group,topology,algorithm,period,shard,seed,peers,connected,spectral_gap,"
+         "graph_period,period_spectral_gap,target_accuracy,rounds_to_target,epochs_to_target,"
+      << to_target_seconds
+      << ",average_rounds_to_target,final_accuracy,"
+         "final_min_peer_accuracy,final_consensus_distance,bytes_per_peer,sim_seconds,"
+         "wall_seconds,samples_min,samples_max,compress,consensus_step,mode,links\n";
+  for (const auto& r : rows)
+    csv << r.label << ',' << r.group << ',' << r.topology << ',' << r.algorithm << ','
+        << r.period << ',' << r.shard << ',' << r.seed << ',' << r.peers << ','
+        << (r.connected ? "true" : "false") << ',' << r.spectral_gap << ',' << r.graph_period
+        << ',' << r.period_spectral_gap << ',' << target_accuracy << ','
+        << csv_number(r.to_target.round) << ',' << csv_number(r.to_target.epoch) << ','
+        << csv_number(r.to_target.seconds) << ',' << csv_number(r.average_to_target.round)
+        << ',' << r.final_accuracy << ',' << r.final_min_peer_accuracy << ','
+        << r.final_consensus_distance << ',' << r.bytes_per_peer << ','
+        << (r.measured ? std::string() : cat(r.sim_seconds)) << ',' << r.wall_seconds << ','
+        << r.samples_min << ',' << r.samples_max << ',' << r.compress << ','
+        << (r.consensus_step > 0 ? cat(r.consensus_step) : "") << ','
+        << (r.measured ? "real" : "simulated") << ',' << r.links << '\n';
+}
+
+/// compare_summary.csv: one row per setting, each figure's mean and standard deviation.
+void write_compare_summary(const std::string& dir, const std::vector<CompareRow>& rows,
+                           const std::vector<CompareGroup>& groups, const char* to_target_seconds,
+                           double target_accuracy) {
+  std::ofstream csv(dir + "/compare_summary.csv", std::ios::trunc);
+  if (!csv) throw InputError(cat(dir, "/compare_summary.csv: cannot open for writing"));
+  csv << "setting,runs,spectral_gap,graph_period,period_spectral_gap,target_accuracy";
+  const char* spreads[] = {"rounds_to_target", to_target_seconds,
+                           "average_rounds_to_target", "final_accuracy",
+                           "final_min_peer_accuracy", "final_consensus_distance",
+                           "bytes_per_peer"};
+  for (const char* s : spreads) csv << ',' << s << "_mean," << s << "_std";
+  csv << ",runs_reaching_target\n";
+  for (const auto& g : groups) {
+    const CompareRow& r = rows[g.rows.front()];
+    csv << g.label << ',' << g.rows.size() << ',' << r.spectral_gap << ',' << r.graph_period
+        << ',' << r.period_spectral_gap << ',' << target_accuracy;
+    for (const Spread* s : {&g.rounds_to_target, &g.seconds_to_target,
+                            &g.average_rounds_to_target, &g.final_accuracy,
+                            &g.final_min_peer_accuracy, &g.final_consensus_distance,
+                            &g.bytes_per_peer})
+      csv << ',' << (s->n ? cat(s->mean) : "") << ',' << (s->n ? cat(s->std) : "");
+    csv << ',' << g.rounds_to_target.n << '\n';
+  }
+}
+
+/// report.md: what the figures mean, one table row per setting, the plots.
+void write_compare_report(const std::string& dir, const std::vector<CompareRow>& rows,
+                          const std::vector<CompareGroup>& groups, double target_accuracy) {
   const bool measured = !rows.empty() && rows.front().measured;
-  const char* to_target_seconds = measured ? "wall_seconds_to_target" : "sim_seconds_to_target";
-  {
-    std::ofstream csv(dir + "/compare.csv", std::ios::trunc);
-    if (!csv) throw InputError(cat(dir, "/compare.csv: cannot open for writing"));
-    csv << "setting,group,topology,algorithm,period,shard,seed,peers,connected,spectral_gap,"
-           "graph_period,period_spectral_gap,target_accuracy,rounds_to_target,epochs_to_target,"
-        << to_target_seconds
-        << ",average_rounds_to_target,final_accuracy,"
-           "final_min_peer_accuracy,final_consensus_distance,bytes_per_peer,sim_seconds,"
-           "wall_seconds,samples_min,samples_max,compress,consensus_step,mode,links\n";
-    for (const auto& r : rows)
-      csv << r.label << ',' << r.group << ',' << r.topology << ',' << r.algorithm << ','
-          << r.period << ',' << r.shard << ',' << r.seed << ',' << r.peers << ','
-          << (r.connected ? "true" : "false") << ',' << r.spectral_gap << ',' << r.graph_period
-          << ',' << r.period_spectral_gap << ',' << target_accuracy << ','
-          << csv_number(r.to_target.round) << ',' << csv_number(r.to_target.epoch) << ','
-          << csv_number(r.to_target.seconds) << ',' << csv_number(r.average_to_target.round)
-          << ',' << r.final_accuracy << ',' << r.final_min_peer_accuracy << ','
-          << r.final_consensus_distance << ',' << r.bytes_per_peer << ','
-          << (r.measured ? std::string() : cat(r.sim_seconds)) << ',' << r.wall_seconds << ','
-          << r.samples_min << ',' << r.samples_max << ',' << r.compress << ','
-          << (r.consensus_step > 0 ? cat(r.consensus_step) : "") << ','
-          << (r.measured ? "real" : "simulated") << ',' << r.links << '\n';
-  }
-  {
-    std::ofstream csv(dir + "/compare_summary.csv", std::ios::trunc);
-    if (!csv) throw InputError(cat(dir, "/compare_summary.csv: cannot open for writing"));
-    csv << "setting,runs,spectral_gap,graph_period,period_spectral_gap,target_accuracy";
-    const char* spreads[] = {"rounds_to_target", to_target_seconds,
-                             "average_rounds_to_target", "final_accuracy",
-                             "final_min_peer_accuracy", "final_consensus_distance",
-                             "bytes_per_peer"};
-    for (const char* s : spreads) csv << ',' << s << "_mean," << s << "_std";
-    csv << ",runs_reaching_target\n";
-    for (const auto& g : groups) {
-      const CompareRow& r = rows[g.rows.front()];
-      csv << g.label << ',' << g.rows.size() << ',' << r.spectral_gap << ',' << r.graph_period
-          << ',' << r.period_spectral_gap << ',' << target_accuracy;
-      for (const Spread* s : {&g.rounds_to_target, &g.seconds_to_target,
-                              &g.average_rounds_to_target, &g.final_accuracy,
-                              &g.final_min_peer_accuracy, &g.final_consensus_distance,
-                              &g.bytes_per_peer})
-        csv << ',' << (s->n ? cat(s->mean) : "") << ',' << (s->n ? cat(s->std) : "");
-      csv << ',' << g.rounds_to_target.n << '\n';
-    }
-  }
-  {
-    // One block per setting, separated by two blank lines (gnuplot `index`).
-    std::ofstream dat(dir + "/curves.dat", std::ios::trunc);
-    for (const auto& g : groups) write_curves(dat, g, rows, results);
-  }
   bool time_varying = false, several = false;
   std::int64_t samples_min = INT64_MAX, samples_max = 0;
   for (const auto& r : rows) {
@@ -422,6 +422,26 @@ void write_compare(const std::string& dir, const std::vector<CompareRow>& rows,
      << "; more than " << kPlotColours << " settings are split into rows of panels. "
      << "Bytes are on a log axis. SVG versions sit beside the PNGs; the data is in "
         "curves.dat, compare.csv (one row per run) and compare_summary.csv (one per setting).\n";
+}
+
+}  // namespace
+
+void write_compare(const std::string& dir, const std::vector<CompareRow>& rows,
+                   const std::vector<SimResult>& results, double target_accuracy) {
+  GOSSIP_CHECK_EQ(rows.size(), results.size());
+  make_output_dir(dir);
+  const auto groups = group_compare_rows(rows);
+  // A real sweep (gossip compare --run) measured wall-clock seconds; a simulated one has both.
+  const bool measured = !rows.empty() && rows.front().measured;
+  const char* to_target_seconds = measured ? "wall_seconds_to_target" : "sim_seconds_to_target";
+  write_compare_rows(dir, rows, to_target_seconds, target_accuracy);
+  write_compare_summary(dir, rows, groups, to_target_seconds, target_accuracy);
+  {
+    // One block per setting, separated by two blank lines (gnuplot `index`).
+    std::ofstream dat(dir + "/curves.dat", std::ios::trunc);
+    for (const auto& g : groups) write_curves(dat, g, rows, results);
+  }
+  write_compare_report(dir, rows, groups, target_accuracy);
 }
 
 bool draw_compare_plots(const std::string& dir, const std::vector<CompareRow>& rows,

@@ -305,41 +305,8 @@ double NetworkRecord::slowest_done_seconds() const {
   return s;
 }
 
-Summary NetworkRecord::finish(double wall_seconds, const std::vector<double>& peer_rss_mb) {
-  RunEnd end{.rounds = record_.last().round, .bytes_sent = 0, .wall_seconds = wall_seconds,
-             .connected = live_connected_, .params_sha256 = {}, .extra = {}};
-  for (int r = 0; r < n_; ++r) {
-    end.params_sha256.push_back(done_[r] ? done_[r]->params_sha256 : "");
-    end.bytes_sent += done_[r] ? done_[r]->bytes_sent : 0;
-  }
-  // The fields gossip sim's summary also has, with the same meaning.
-  NetworkSummary net{.peers = n_, .config = config_.path, .topology = config_.gossip.topology,
-                     .algorithm = algorithm_name(config_.gossip.algorithm),
-                     .spectral_gap = NAN, .bytes_sent = end.bytes_sent, .samples_per_peer = {},
-                     .components = partition(), .component_accuracy = {},
-                     .deaths = std::ssize(deaths_), .rejoins = std::ssize(rejoins_),
-                     .alive_at_end = {}, .phases = std::nullopt, .phases_per_peer = {}};
-  try {
-    net.spectral_gap = 1.0 - analyze(load_topology(config_.gossip.topology)).rho_per_round;
-  } catch (const InputError&) {
-    // The topology file is gone or changed since the run: the gap is left out (null).
-  }
-  for (const auto& shard : shard_for(config_, data_.train, n_))
-    net.samples_per_peer.push_back(std::ssize(shard));
-  for (int r = 0; r < n_; ++r) net.alive_at_end.push_back(done_[r].has_value());
-  const auto& split = net.components;
-  // Split at the end: each component's own average model, from its peers' final parameters.
-  std::vector<double> component_consensus;
-  for (const auto& c : split) {
-    std::vector<std::string> paths;
-    for (int r : c)
-      if (done_[r]) paths.push_back(cat(out_dir_, "/peers/", r, "/params.bin"));
-    double consensus = NAN;
-    net.component_accuracy.push_back(paths.empty() ? NAN
-                                                   : evaluate_average(paths, &consensus).accuracy);
-    component_consensus.push_back(consensus);
-  }
-  // Where the time went: each finished peer's timeline, summed over the peers.
+std::vector<std::pair<std::string, PhaseSeconds>> NetworkRecord::add_phases(
+    NetworkSummary& net) const {
   std::vector<std::pair<std::string, PhaseSeconds>> phase_rows;
   PhaseSeconds all_phases{};
   for (int r = 0; r < n_; ++r) {
@@ -363,27 +330,16 @@ Summary NetworkRecord::finish(double wall_seconds, const std::vector<double>& pe
     phase_rows.emplace_back("all", all_phases);
     net.phases = all_phases;
   }
-  add_network_summary(end.extra, net);
-  // The fields of gossip run alone.
-  JsonArray failures;
-  for (const Failure& f : failures_) {
-    JsonObject o;
-    o.add("peer", f.peer).add("time_s", f.time_s).add("why", f.why);
-    if (f.back_s >= 0) o.add("back_s", f.back_s);
-    else o.raw("back_s", "null");
-    failures.add(o);
-  }
-  end.extra.add("dead_peers", JsonArray::of(dead_))
-      .add("component_consensus_distance", JsonArray::of(component_consensus))
-      .add("failures", failures)
-      .add("membership", membership_);
+  return phase_rows;
+}
+
+void NetworkRecord::print_final_table(
+    const Summary& s, const NetworkSummary& net, const std::vector<double>& peer_rss_mb,
+    const std::vector<std::pair<std::string, PhaseSeconds>>& phase_rows) const {
   const bool rss = static_cast<int>(peer_rss_mb.size()) == n_;
-  double peer_max_rss_mb = 0.0;
-  if (rss) {
-    peer_max_rss_mb = *std::max_element(peer_rss_mb.begin(), peer_rss_mb.end());
-    end.extra.add("peer_max_rss_mb", peer_max_rss_mb);
-  }
-  const Summary s = record_.finish(std::move(end));
+  const double peer_max_rss_mb =
+      rss ? *std::max_element(peer_rss_mb.begin(), peer_rss_mb.end()) : 0.0;
+  const auto& split = net.components;
   std::printf("\n%5s  %9s  %12s  %8s%s\n", "peer", "test_acc", "bytes_sent", "seconds",
               rss ? "  max_rss_mb" : "");
   for (int r = 0; r < n_; ++r) {
@@ -418,6 +374,65 @@ Summary NetworkRecord::finish(double wall_seconds, const std::vector<double>& pe
               s.last.test_accuracy, s.last.consensus_distance,
               static_cast<long long>(s.end.rounds), s.last.epoch, s.end.wall_seconds,
               out_dir_.c_str(), out_dir_.c_str(), out_dir_.c_str());
+}
+
+Summary NetworkRecord::finish(double wall_seconds, const std::vector<double>& peer_rss_mb) {
+  RunEnd end{.rounds = record_.last().round, .bytes_sent = 0, .wall_seconds = wall_seconds,
+             .connected = live_connected_, .params_sha256 = {}, .extra = {}};
+  for (int r = 0; r < n_; ++r) {
+    end.params_sha256.push_back(done_[r] ? done_[r]->params_sha256 : "");
+    end.bytes_sent += done_[r] ? done_[r]->bytes_sent : 0;
+  }
+  // The fields gossip sim's summary also has, with the same meaning.
+  NetworkSummary net{.peers = n_, .config = config_.path, .topology = config_.gossip.topology,
+                     .algorithm = algorithm_name(config_.gossip.algorithm),
+                     .spectral_gap = NAN, .bytes_sent = end.bytes_sent, .samples_per_peer = {},
+                     .components = partition(), .component_accuracy = {},
+                     .deaths = std::ssize(deaths_), .rejoins = std::ssize(rejoins_),
+                     .alive_at_end = {}, .phases = std::nullopt, .phases_per_peer = {}};
+  try {
+    net.spectral_gap = 1.0 - analyze(load_topology(config_.gossip.topology)).rho_per_round;
+  } catch (const InputError&) {
+    // The topology file is gone or changed since the run: the gap is left out (null).
+  }
+  for (const auto& shard : shard_for(config_, data_.train, n_))
+    net.samples_per_peer.push_back(std::ssize(shard));
+  for (int r = 0; r < n_; ++r) net.alive_at_end.push_back(done_[r].has_value());
+  const auto& split = net.components;
+  // Split at the end: each component's own average model, from its peers' final parameters.
+  std::vector<double> component_consensus;
+  for (const auto& c : split) {
+    std::vector<std::string> paths;
+    for (int r : c)
+      if (done_[r]) paths.push_back(cat(out_dir_, "/peers/", r, "/params.bin"));
+    double consensus = NAN;
+    net.component_accuracy.push_back(paths.empty() ? NAN
+                                                   : evaluate_average(paths, &consensus).accuracy);
+    component_consensus.push_back(consensus);
+  }
+  const auto phase_rows = add_phases(net);
+  add_network_summary(end.extra, net);
+  // The fields of gossip run alone.
+  JsonArray failures;
+  for (const Failure& f : failures_) {
+    JsonObject o;
+    o.add("peer", f.peer).add("time_s", f.time_s).add("why", f.why);
+    if (f.back_s >= 0) o.add("back_s", f.back_s);
+    else o.raw("back_s", "null");
+    failures.add(o);
+  }
+  end.extra.add("dead_peers", JsonArray::of(dead_))
+      .add("component_consensus_distance", JsonArray::of(component_consensus))
+      .add("failures", failures)
+      .add("membership", membership_);
+  const bool rss = static_cast<int>(peer_rss_mb.size()) == n_;
+  double peer_max_rss_mb = 0.0;
+  if (rss) {
+    peer_max_rss_mb = *std::max_element(peer_rss_mb.begin(), peer_rss_mb.end());
+    end.extra.add("peer_max_rss_mb", peer_max_rss_mb);
+  }
+  const Summary s = record_.finish(std::move(end));
+  print_final_table(s, net, peer_rss_mb, phase_rows);
   std::fflush(stdout);
   return s;
 }

@@ -83,6 +83,14 @@ class NetworkRecord {
   double slowest_done_seconds() const;
 
  private:
+  /// Where the time went, from the finished peers' done events: fills net's phases and
+  /// phases_per_peer; returns the final table's rows (each peer's, then "all").
+  std::vector<std::pair<std::string, PhaseSeconds>> add_phases(NetworkSummary& net) const;
+  /// The final table: each peer's accuracy, bytes, seconds (and peak memory), where the time
+  /// went, the components of a split, the average model.
+  void print_final_table(const Summary& s, const NetworkSummary& net,
+                         const std::vector<double>& peer_rss_mb,
+                         const std::vector<std::pair<std::string, PhaseSeconds>>& phase_rows) const;
   void merge_round(std::int64_t round, std::map<int, EvalEvent>& evals,
                    const std::vector<int>& expected);
   void log_event(const std::string& json_line);
