@@ -754,8 +754,8 @@ TEST_CASE("handshakes round-trip and a different model or topology is refused", 
   CHECK(choco.value->info.gossip == theirs.info.gossip);
   CHECK(wire::refusal_reason(ours, theirs) ==
         "gossip settings 'choco top_k 0.01, gamma 0.05, 5 gossip steps a round' != ours '' "
-        "(gossip.algorithm, and for choco gossip.compress, consensus_step and gossip_steps, "
-        "must be the same on every peer of a run)");
+        "(gossip.algorithm, and for choco gossip.choco's compress, consensus_step and "
+        "gossip_steps, must be the same on every peer of a run)");
   auto long_settings = wire::encode_hello(ours);  // a hostile length is refused
   const std::uint32_t too_long = wire::kMaxGossipBytes + 1;
   std::memcpy(long_settings.data() + long_settings.size() - 5, &too_long, 4);

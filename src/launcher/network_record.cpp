@@ -419,8 +419,8 @@ Summary NetworkRecord::finish(double wall_seconds, const std::vector<double>& pe
     for (std::size_t i = 0; i < split.size(); ++i)
       std::printf(" {%s} %.4f", format_peers(split[i]).c_str(), component_accuracy[i]);
     std::printf("\n");
-    if (config_.gossip.on_partition == "stop")
-      std::printf("the peers stopped when they saw the split (gossip.on_partition: stop), each "
+    if (config_.monitor.on_partition == "stop")
+      std::printf("the peers stopped when they saw the split (monitor.on_partition: stop), each "
                   "with a checkpoint\n");
   }
   std::printf("average model: test_accuracy %.4f, consensus distance %.3g, %lld rounds, %.2f "

@@ -111,18 +111,19 @@ int run_peer(const RunConfig& config, const Topology& topology, const PeerOption
                  " (gossip.wire): rounded to 16 bits as they leave, widened on receipt"));
   NetExchange transport(std::move(net), NetListener(listen));
   // The membership view rides on the transport; the algorithm sees the monitored exchange.
-  MonitoredExchange exchange(transport, config.gossip.dead_after_rounds,
-                             config.gossip.dead_after_seconds());
+  MonitoredExchange exchange(transport, config.monitor.dead_after_rounds,
+                             config.monitor.dead_after_s);
   exchange.set_faults(&config.faults);
-  exchange.set_silence(config.gossip.suspect_after_s);
-  exchange.set_adaptive_deadline(config.gossip.round_timeout_floor_s);
+  exchange.set_silence(config.monitor.suspect_after_s);
+  exchange.set_adaptive_deadline(config.monitor.round_timeout_floor_s);
   events.emit(ReadyEvent{rank, since(t0), n, opt.config_path});
 
   // Where the time goes (DIR/trace.json): the algorithm's steps and exchange calls are timed.
   Timeline timeline(rank, [t0] { return since(t0); });
   TracedExchange traced(exchange, timeline);
   const Learner learner = traced_learner(learner_for(trainer), timeline);
-  auto algorithm = make_algorithm(learner, traced, topology, config.gossip, config.train.seed);
+  auto algorithm = make_algorithm(learner, traced, topology, config.gossip, config.train.seed,
+                                  round_timeout(config.monitor));
   exchange.set_tags_per_round(algorithm->relay_steps() + 1);
   Watch watch(topology, rank, exchange, events, t0);
   watch(0);
@@ -212,9 +213,9 @@ int run_peer(const RunConfig& config, const Topology& topology, const PeerOption
     const std::int64_t done = r + 1;
     // After the last round a neighbour that has finished and said bye is no loss.
     if (done < rounds) timeline.time(Phase::kMonitor, [&] { watch(done); });
-    if (watch.partitioned() && config.gossip.on_partition == "stop") {
+    if (watch.partitioned() && config.monitor.on_partition == "stop") {
       log_line(cat("peer ", rank, ": the live graph split at round ", done,
-                   " and gossip.on_partition is stop: stopping with a checkpoint"));
+                   " and monitor.on_partition is stop: stopping with a checkpoint"));
       if (!plan.eval_due(done)) evaluate(done);
       save_checkpoint(done);
       stopped_by_partition = true;

@@ -112,15 +112,16 @@ struct PeerSession::Impl {
                              "buffer of the same model and size)"));
       }
     }
-    exchange = std::make_unique<MonitoredExchange>(*transport, config.gossip.dead_after_rounds,
-                                                   config.gossip.dead_after_seconds());
+    exchange = std::make_unique<MonitoredExchange>(*transport, config.monitor.dead_after_rounds,
+                                                   config.monitor.dead_after_s);
     exchange->set_faults(&config.faults);
-    exchange->set_silence(config.gossip.suspect_after_s);
-    exchange->set_adaptive_deadline(config.gossip.round_timeout_floor_s);
+    exchange->set_silence(config.monitor.suspect_after_s);
+    exchange->set_adaptive_deadline(config.monitor.round_timeout_floor_s);
     events.emit(ReadyEvent{rank, since(t0), topology.n(), opt.config_path});
     traced = std::make_unique<TracedExchange>(*exchange, timeline);
     algorithm = make_algorithm(trainer ? traced_learner(learner, timeline) : learner, *traced,
-                               topology, config.gossip, config.train.seed);
+                               topology, config.gossip, config.train.seed,
+                               round_timeout(config.monitor));
     exchange->set_tags_per_round(algorithm->relay_steps() + 1);
     watch = std::make_unique<Watch>(topology, rank, *exchange, events, t0);
     (*watch)(0);

@@ -127,8 +127,8 @@ std::string refusal_reason(const Hello& ours, const Hello& theirs) {
                " (gossip.wire must be the same on every peer of a run)");
   if (theirs.info.gossip != ours.info.gossip)
     return cat("gossip settings '", theirs.info.gossip, "' != ours '", ours.info.gossip,
-               "' (gossip.algorithm, and for choco gossip.compress, consensus_step and "
-               "gossip_steps, must be the same on every peer of a run)");
+               "' (gossip.algorithm, and for choco gossip.choco's compress, consensus_step "
+               "and gossip_steps, must be the same on every peer of a run)");
   return {};
 }
 
