@@ -104,8 +104,8 @@ int worker(int rank, int peers, int base_port, int rounds, bool tcp_only,
   g.algorithm = kind;
   g.wire = wire;
   if (traits(kind).compresses) {
-    g.compress.kind = CompressKind::kTopK;
-    g.compress.fraction = 0.01;
+    g.choco.compress.kind = CompressKind::kTopK;
+    g.choco.compress.fraction = 0.01;
   }
   auto a = make_algorithm(Learner{cpu.get(), x.data(), kFloats, {}}, ex, ring, g, 1);
   // Round 0 of choco sends its difference whole; the timed rounds are compressed ones.

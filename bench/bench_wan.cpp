@@ -96,8 +96,8 @@ Setting setting(const std::string& name, int peers) {
   if (name == "onepeer_overlap") s.gossip.overlap = true;
   if (name == "choco_ring") {
     s.gossip.algorithm = AlgorithmKind::kChoco;
-    s.gossip.compress.kind = CompressKind::kTopK;
-    s.gossip.compress.fraction = 0.01;
+    s.gossip.choco.compress.kind = CompressKind::kTopK;
+    s.gossip.choco.compress.fraction = 0.01;
   }
   return s;
 }
@@ -206,7 +206,7 @@ int transfer_worker(int rank, const std::vector<std::string>& hosts, int port, i
   auto rng = make_rng(1, rank, Stream::kSynthetic);
   for (auto& v : buffer) v = static_cast<float>(normal01(rng));
   std::vector<std::byte> packet;
-  Compressor(setting("choco_ring", peers).gossip.compress, kFloats, 1, rank)
+  Compressor(setting("choco_ring", peers).gossip.choco.compress, kFloats, 1, rank)
       .encode(buffer, 1, Scaling::kContractive, packet);
   time_rounds(ex, warm_rounds(peers), rounds, [&](int r) {
     if (packets)

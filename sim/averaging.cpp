@@ -34,9 +34,7 @@ AveragingCheck averaging_check(const RunConfig& base, const std::string& topolog
   c.gossip.algorithm = topology.directed() ? AlgorithmKind::kPushSum : AlgorithmKind::kDpsgd;
   c.gossip.period = 1;
   c.gossip.overlap = false;
-  c.gossip.compress = CompressConfig{};
-  c.gossip.consensus_step = 0.0;
-  c.gossip.gossip_steps = 1;
+  c.gossip.choco = ChocoConfig{};
   c.sim.consensus_only = true;
   c.sim.consensus_rounds = rounds;
   c.sim.message_loss = 0.0;

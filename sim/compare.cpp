@@ -34,7 +34,7 @@ std::vector<CompareSetting> compare_settings(const RunConfig& base) {
   const auto shards = c.shards.empty() ? std::vector<std::string>{base.data.shard} : c.shards;
   const auto seeds = c.seeds.empty() ? std::vector<std::uint64_t>{base.train.seed} : c.seeds;
   const auto compressors =
-      c.compress.empty() ? std::vector<CompressConfig>{base.gossip.compress} : c.compress;
+      c.compress.empty() ? std::vector<CompressConfig>{base.gossip.choco.compress} : c.compress;
   for (int p : periods)
     if (p < 1) throw InputError(cat(base.path, ": compare.periods: ", p, " is not positive"));
   const bool several_choco =
@@ -58,12 +58,9 @@ std::vector<CompareSetting> compare_settings(const RunConfig& base) {
                   !c.algorithms.empty() && at != base.lines.end())
                 setting.config.lines["gossip.algorithm"] = at->second;
               // What only some algorithms take stays with them.
-              setting.config.gossip.compress = q;
+              setting.config.gossip.choco.compress = q;
               const AlgorithmTraits& row = traits(a);
-              if (!row.compresses) {
-                setting.config.gossip.consensus_step = 0.0;
-                setting.config.gossip.gossip_steps = 1;
-              }
+              if (!row.compresses) setting.config.gossip.choco = ChocoConfig{};
               if (!row.overlaps) setting.config.gossip.overlap = false;
               if (row.compresses && !q.sparse()) setting.config.gossip.wire = WireFormat::kFp32;
               setting.config.gossip.period = p;
@@ -111,8 +108,8 @@ CompareRow compare_row(const CompareSetting& setting, const TopologyReport& anal
   row.topology = c.gossip.topology;
   row.algorithm = algorithm_name(c.gossip.algorithm);
   if (traits(c.gossip.algorithm).compresses) {
-    row.compress = describe(c.gossip.compress);
-    row.consensus_step = consensus_step(c.gossip);
+    row.compress = describe(c.gossip.choco.compress);
+    row.consensus_step = consensus_step(c.gossip.choco);
   }
   row.shard = c.data.shard == "dirichlet" ? cat("dirichlet(", c.data.alpha, ")") : c.data.shard;
   row.period = c.gossip.period;

@@ -49,7 +49,7 @@ int run_simulation(const RunConfig& config, const std::string& out, bool progres
                                         fixed(analysis.spectral_gap, 4)).c_str() : "",
               analysis.connected ? "" : ", NOT connected", algorithm_name(config.gossip.algorithm),
               traits(config.gossip.algorithm).compresses
-                  ? cat(" (", describe_choco(config.gossip), ")").c_str()
+                  ? cat(" (", describe_choco(config.gossip.choco), ")").c_str()
                   : "",
               config.gossip.period, config.gossip.period == 1 ? "" : "s",
               consensus ? ", pure consensus" : "");
@@ -119,7 +119,7 @@ int run_simulation(const RunConfig& config, const std::string& out, bool progres
                 static_cast<long long>(dead), dead == 1 ? "" : "s");
   }
   if (result.stopped_by_partition)
-    std::printf("stopped after round %lld: the live graph split and gossip.on_partition is "
+    std::printf("stopped after round %lld: the live graph split and monitor.on_partition is "
                 "stop\n", static_cast<long long>(result.rounds));
   if (result.final_components.size() > 1) {
     std::printf("PARTITIONED: the live graph ended split into %s; the components trained "

@@ -52,15 +52,16 @@ class Swarm {
     for (int p = 0; p < n(); ++p) {
       SimExchange& ex = network_.exchange(p);
       monitored_.push_back(std::make_unique<MonitoredExchange>(
-          ex, config.gossip.dead_after_rounds, config.gossip.dead_after_seconds(),
+          ex, config.monitor.dead_after_rounds, config.monitor.dead_after_s,
           [&ex] { return ex.now(); }));
       monitored_.back()->set_faults(&config_.faults);
-      monitored_.back()->set_silence(config_.gossip.suspect_after_s);
+      monitored_.back()->set_silence(config_.monitor.suspect_after_s);
       watches_.emplace_back(topology, p);
     }
     for (int p = 0; p < n(); ++p) {
       algorithms_.push_back(make_algorithm(network_.timed(p, learners_[p]), *monitored_[p],
-                                           topology, config.gossip, config.train.seed));
+                                           topology, config.gossip, config.train.seed,
+                                           round_timeout(config.monitor)));
       monitored_[p]->set_tags_per_round(algorithms_.back()->relay_steps() + 1);
     }
     alive_.assign(n(), 1);
@@ -98,7 +99,7 @@ class Swarm {
   /// successor reads the last.
   static int history(const GossipConfig& g) {
     if (traits(g.algorithm).stale_rounds) return g.max_staleness + 1;
-    return traits(g.algorithm).ring || g.gossip_steps > 1 ? 2 : 1;
+    return traits(g.algorithm).ring || g.choco.gossip_steps > 1 ? 2 : 1;
   }
 
   void round(std::int64_t r, SimResult& result) {
@@ -202,7 +203,7 @@ class Swarm {
     evaluate(0);
     for (std::int64_t r = 0; r < result.rounds; ++r) {
       round(r, result);
-      if (stop_) {  // the live graph split and gossip.on_partition is stop
+      if (stop_) {  // the live graph split and monitor.on_partition is stop
         evaluate(r + 1);
         result.rounds = r + 1;
         result.stopped_by_partition = true;
@@ -331,7 +332,7 @@ class Swarm {
     const double now = network_.exchange(p).now();
     for (PeerEvent& e : watches_[p](*monitored_[p], done, now))
       if (auto* m = std::get_if<MemberEvent>(&e)) {
-        if (m->event == "partition" && config_.gossip.on_partition == "stop") stop_ = true;
+        if (m->event == "partition" && config_.monitor.on_partition == "stop") stop_ = true;
         result.member_events.push_back(std::move(*m));
       }
   }

@@ -124,7 +124,7 @@ int run_sweep(const RunConfig& base, const std::string& out, bool progress_bar,
     const std::string line = cat("[", i + 1, "/", settings.size(), "] ", s.label, ": ",
                       topologies.at(path).n(), " peers, ", algorithm_name(s.config.gossip.algorithm),
                       traits(s.config.gossip.algorithm).compresses
-                          ? cat(" (", describe_choco(s.config.gossip), ")")
+                          ? cat(" (", describe_choco(s.config.gossip.choco), ")")
                           : std::string(),
                       ", period ",
                       s.config.gossip.period, ", shard ", s.config.data.shard, ", seed ",

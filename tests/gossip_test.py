@@ -76,8 +76,8 @@ def write_config(folder, peers, epochs=2, algorithm="dpsgd", topology="topo.yaml
                 "model: {layers: [12, 24, 3]}\n"
                 "optimizer: {lr: 0.05, momentum: 0.9}\n"
                 f"train: {{epochs: {epochs}, batch: 16, seed: 5, backend: cpu}}\n"
-                f"gossip: {{topology: {topology}, algorithm: {algorithm}, period: 1, "
-                "round_timeout_s: 10}\n"
+                f"gossip: {{topology: {topology}, algorithm: {algorithm}, period: 1}}\n"
+                "monitor: {round_timeout_s: 10}\n"
                 f"net: {{run_id: launchers, base_port: {port_base()}, connect_timeout_s: 60, "
                 "tls: {ca: keys/ca.pem, cert: 'keys/peer-{rank}.pem', key: 'keys/peer-{rank}.key'}}\n")
     # The run's TLS credentials, as a user makes them for peers started by hand, mpirun or srun.

@@ -6,10 +6,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <utility>
 #include <vector>
@@ -97,7 +101,7 @@ TEST_CASE("config errors name file, line and field", "[config]") {
 
 TEST_CASE("NaN and infinity are refused wherever a finite number is meant", "[config]") {
   const std::vector<std::pair<std::string, std::string>> cases = {
-      {"gossip: {round_timeout_s: .nan}\n", "c.yaml:1: gossip.round_timeout_s:"},
+      {"monitor: {round_timeout_s: .nan}\n", "c.yaml:1: monitor.round_timeout_s:"},
       {"net:\n  connect_timeout_s: .inf\n", "c.yaml:2: net.connect_timeout_s:"},
       {"train: {epochs: .inf}\n", "c.yaml:1: train.epochs:"},
       {"optimizer:\n  momentum: 0.5\n  lr: .nan\n", "c.yaml:3: optimizer.lr:"},
@@ -260,7 +264,7 @@ TEST_CASE("weights that do not suit gossip.algorithm are refused with its line",
   }
 }
 
-TEST_CASE("gossip.compress.kind is read once into its enum, and each kind's name reads back",
+TEST_CASE("gossip.choco.compress.kind is read once into its enum, and each kind's name reads back",
           "[config][compress]") {
   const std::pair<CompressKind, const char*> kinds[] = {{CompressKind::kNone, "none"},
                                                         {CompressKind::kTopK, "top_k"},
@@ -270,48 +274,50 @@ TEST_CASE("gossip.compress.kind is read once into its enum, and each kind's name
     INFO(name);
     CHECK(std::string(compress_kind_name(kind)) == name);
     const auto c = load_config_from_string(
-        cat("gossip:\n  algorithm: choco\n  compress: {kind: ", name, "}\n"), "c.yaml");
-    CHECK(c.gossip.compress.kind == kind);
-    CHECK(c.gossip.compress.sparse() ==
+        cat("gossip:\n  algorithm: choco\n  choco: {compress: {kind: ", name, "}}\n"), "c.yaml");
+    CHECK(c.gossip.choco.compress.kind == kind);
+    CHECK(c.gossip.choco.compress.sparse() ==
           (kind == CompressKind::kTopK || kind == CompressKind::kRandomK));
-    CHECK(describe(c.gossip.compress).rfind(name, 0) == 0);  // "top_k 0.01", "quantize 8 bits"
+    // "top_k 0.01", "quantize 8 bits"
+    CHECK(describe(c.gossip.choco.compress).rfind(name, 0) == 0);
   }
 }
 
-TEST_CASE("gossip.compress, consensus_step, gossip_steps and overlap are read and checked with "
-          "file and line",
+TEST_CASE("gossip.choco's compress, consensus_step, gossip_steps and gossip.overlap are read and "
+          "checked with file and line",
           "[config][compress]") {
   const auto c = load_config_from_string(
-      "gossip:\n  algorithm: choco\n  compress: {kind: top_k, fraction: 0.01}\n"
-      "  consensus_step: 0.2\n",
+      "gossip:\n  algorithm: choco\n  choco:\n    compress: {kind: top_k, fraction: 0.01}\n"
+      "    consensus_step: 0.2\n",
       "c.yaml");
-  CHECK(c.gossip.compress.kind == CompressKind::kTopK);
-  CHECK(c.gossip.compress.fraction == 0.01);
-  CHECK(consensus_step(c.gossip) == 0.2);
-  CHECK(c.gossip.gossip_steps == 1);
-  CHECK(load_config_from_string("gossip: {algorithm: choco, gossip_steps: 5}\n", "c.yaml")
-            .gossip.gossip_steps == 5);
+  CHECK(c.gossip.choco.compress.kind == CompressKind::kTopK);
+  CHECK(c.gossip.choco.compress.fraction == 0.01);
+  CHECK(consensus_step(c.gossip.choco) == 0.2);
+  CHECK(c.gossip.choco.gossip_steps == 1);
+  CHECK(load_config_from_string("gossip: {algorithm: choco, choco: {gossip_steps: 5}}\n", "c.yaml")
+            .gossip.choco.gossip_steps == 5);
   // The default gamma halves when several compressed exchanges make a round (top_k 1% diverged
   // at 0.1 with 3 or 5 of them); without compression it stays 1 (CHOCO is then D-PSGD).
   GossipConfig steps = c.gossip;
-  steps.consensus_step = 0.0;
-  CHECK(consensus_step(steps) == Approx(0.1));
-  steps.gossip_steps = 5;
-  CHECK(consensus_step(steps) == Approx(0.05));
-  steps.consensus_step = 0.07;  // a step given is taken as given
-  CHECK(consensus_step(steps) == 0.07);
-  steps.consensus_step = 0.0;
-  steps.compress.kind = CompressKind::kNone;
-  CHECK(consensus_step(steps) == 1.0);
+  steps.choco.consensus_step = 0.0;
+  CHECK(consensus_step(steps.choco) == Approx(0.1));
+  steps.choco.gossip_steps = 5;
+  CHECK(consensus_step(steps.choco) == Approx(0.05));
+  steps.choco.consensus_step = 0.07;  // a step given is taken as given
+  CHECK(consensus_step(steps.choco) == 0.07);
+  steps.choco.consensus_step = 0.0;
+  steps.choco.compress.kind = CompressKind::kNone;
+  CHECK(consensus_step(steps.choco) == 1.0);
   const auto q = load_config_from_string(
-      "gossip:\n  compress:\n    kind: quantize\n    bits: 4\n  algorithm: choco\n", "c.yaml");
-  CHECK(q.gossip.compress.bits == 4);
-  CHECK(consensus_step(q.gossip) == default_consensus_step(q.gossip.compress));
+      "gossip:\n  choco:\n    compress:\n      kind: quantize\n      bits: 4\n  algorithm: choco\n",
+      "c.yaml");
+  CHECK(q.gossip.choco.compress.bits == 4);
+  CHECK(consensus_step(q.gossip.choco) == default_consensus_step(q.gossip.choco.compress));
   // Quantization keeps its step with several exchanges a round; random_k halves it as top_k.
-  GossipConfig quantized = q.gossip;
+  ChocoConfig quantized = q.gossip.choco;
   quantized.gossip_steps = 3;
   CHECK(consensus_step(quantized) == Approx(0.5));
-  GossipConfig random = quantized;
+  ChocoConfig random = quantized;
   random.compress.kind = CompressKind::kRandomK;
   random.compress.fraction = 0.1;
   CHECK(consensus_step(random) == Approx(0.1));  // half of min(1, 2 * 0.1)
@@ -322,45 +328,273 @@ TEST_CASE("gossip.compress, consensus_step, gossip_steps and overlap are read an
     CHECK_THROWS_WITH(load_config_from_string(text, "c.yaml"), Catch::Contains(want));
   };
   SECTION("a fraction outside (0, 1]") {
-    fails("gossip:\n  algorithm: choco\n  compress: {kind: top_k, fraction: 1.5}\n",
-          "c.yaml:3: gossip.compress.fraction: must be in (0, 1], got 1.5");
-    fails("gossip:\n  algorithm: choco\n  compress:\n    kind: random_k\n    fraction: 0\n",
-          "c.yaml:5: gossip.compress.fraction: must be > 0");
+    fails("gossip:\n  algorithm: choco\n  choco: {compress: {kind: top_k, fraction: 1.5}}\n",
+          "c.yaml:3: gossip.choco.compress.fraction: must be in (0, 1], got 1.5");
+    fails("gossip:\n  algorithm: choco\n  choco:\n    compress:\n      kind: random_k\n"
+          "      fraction: 0\n",
+          "c.yaml:6: gossip.choco.compress.fraction: must be > 0");
   }
   SECTION("gossip_steps outside 1..64") {
-    fails("gossip:\n  algorithm: choco\n  gossip_steps: 0\n", "c.yaml:3: gossip.gossip_steps: must be");
-    fails("gossip:\n  algorithm: choco\n  gossip_steps: 65\n",
-          "c.yaml:3: gossip.gossip_steps: must be at most 64, got 65");
-    fails("gossip:\n  algorithm: choco\n  gossip_steps: 2.5\n", "c.yaml:3: gossip.gossip_steps");
+    fails("gossip:\n  algorithm: choco\n  choco: {gossip_steps: 0}\n",
+          "c.yaml:3: gossip.choco.gossip_steps: must be");
+    fails("gossip:\n  algorithm: choco\n  choco: {gossip_steps: 65}\n",
+          "c.yaml:3: gossip.choco.gossip_steps: must be at most 64, got 65");
+    fails("gossip:\n  algorithm: choco\n  choco: {gossip_steps: 2.5}\n",
+          "c.yaml:3: gossip.choco.gossip_steps");
   }
   SECTION("bits other than 4 or 8") {
-    fails("gossip:\n  algorithm: choco\n  compress:\n    kind: quantize\n    bits: 2\n",
-          "c.yaml:5: gossip.compress.bits: must be 4 or 8, got 2");
+    fails("gossip:\n  algorithm: choco\n  choco:\n    compress:\n      kind: quantize\n"
+          "      bits: 2\n",
+          "c.yaml:6: gossip.choco.compress.bits: must be 4 or 8, got 2");
   }
   SECTION("an unknown kind, or a field the kind does not take") {
-    fails("gossip:\n  algorithm: choco\n  compress: {kind: sketch}\n",
-          "c.yaml:3: gossip.compress.kind: unknown value 'sketch'");
-    fails("gossip:\n  algorithm: choco\n  compress:\n    kind: top_k\n    bits: 8\n",
-          "c.yaml:5: gossip.compress.bits: is for quantize, not top_k");
-    fails("gossip:\n  algorithm: choco\n  compress: {fraction: 0.1}\n",
-          "c.yaml:3: gossip.compress: a compressor needs its kind");
-    fails("gossip:\n  algorithm: choco\n  compress: top_k\n",
-          "c.yaml:3: gossip.compress: expected {kind: top_k, fraction: F}");
+    fails("gossip:\n  algorithm: choco\n  choco: {compress: {kind: sketch}}\n",
+          "c.yaml:3: gossip.choco.compress.kind: unknown value 'sketch'");
+    fails("gossip:\n  algorithm: choco\n  choco:\n    compress:\n      kind: top_k\n"
+          "      bits: 8\n",
+          "c.yaml:6: gossip.choco.compress.bits: is for quantize, not top_k");
+    fails("gossip:\n  algorithm: choco\n  choco: {compress: {fraction: 0.1}}\n",
+          "c.yaml:3: gossip.choco.compress: a compressor needs its kind");
+    fails("gossip:\n  algorithm: choco\n  choco: {compress: top_k}\n",
+          "c.yaml:3: gossip.choco.compress: expected {kind: top_k, fraction: F}");
+    fails("gossip:\n  algorithm: choco\n  choco: {gamma: 0.1}\n",
+          "c.yaml:3: gossip.choco.gamma: unknown key 'gamma' (expected one of: compress, "
+          "consensus_step, gossip_steps)");
   }
   SECTION("compression with an algorithm that does not take it") {
-    fails("gossip:\n  algorithm: dpsgd\n  compress: {kind: top_k, fraction: 0.01}\n",
-          "c.yaml:3: gossip.compress: compression is for gossip.algorithm: choco; dpsgd");
-    fails("gossip:\n  compress: {kind: quantize, bits: 8}\n  algorithm: allreduce\n",
-          "c.yaml:2: gossip.compress: compression is for gossip.algorithm: choco; allreduce");
-    fails("gossip:\n  consensus_step: 0.5\n", "c.yaml:2: gossip.consensus_step: the consensus "
-                                               "step is choco's; dpsgd");
-    fails("gossip:\n  algorithm: dpsgd\n  gossip_steps: 2\n",
-          "c.yaml:3: gossip.gossip_steps: several compressed exchanges a round are choco's; dpsgd");
+    fails("gossip:\n  algorithm: dpsgd\n  choco: {compress: {kind: top_k, fraction: 0.01}}\n",
+          "c.yaml:3: gossip.choco.compress: compression is for gossip.algorithm: choco; dpsgd");
+    fails("gossip:\n  choco: {compress: {kind: quantize, bits: 8}}\n  algorithm: allreduce\n",
+          "c.yaml:2: gossip.choco.compress: compression is for gossip.algorithm: choco; "
+          "allreduce");
+    fails("gossip:\n  choco: {consensus_step: 0.5}\n",
+          "c.yaml:2: gossip.choco.consensus_step: the consensus step is choco's; dpsgd");
+    fails("gossip:\n  algorithm: dpsgd\n  choco: {gossip_steps: 2}\n",
+          "c.yaml:3: gossip.choco.gossip_steps: several compressed exchanges a round are "
+          "choco's; dpsgd");
     fails("gossip:\n  algorithm: push_sum\n  overlap: true\n",
           "c.yaml:3: gossip.overlap: overlap is for dpsgd and local_sgd, not push_sum");
     fails("gossip: {algorithm: choco}\nsim:\n  message_loss: 0.1\n",
           "c.yaml:3: sim.message_loss: choco needs every message");
   }
+}
+
+TEST_CASE("a key in its old place is refused with its new place named", "[config][sections]") {
+  // gossip: held choco's keys and the monitor's timing before they moved to the sections of
+  // their rooms; an old config fails at its first such key, with exit 2 (InputError).
+  const std::pair<const char*, const char*> moved[] = {
+      {"compress: {kind: top_k, fraction: 0.01}", "gossip.choco.compress"},
+      {"consensus_step: 0.5", "gossip.choco.consensus_step"},
+      {"gossip_steps: 3", "gossip.choco.gossip_steps"},
+      {"round_timeout_s: 5", "monitor.round_timeout_s"},
+      {"round_timeout_floor_s: 1", "monitor.round_timeout_floor_s"},
+      {"suspect_after_s: 2", "monitor.suspect_after_s"},
+      {"dead_after_rounds: 2", "monitor.dead_after_rounds"},
+      {"dead_after_s: 0", "monitor.dead_after_s"},
+      {"on_partition: stop", "monitor.on_partition"},
+  };
+  const std::vector<std::string> keys = config_keys();
+  for (const auto& [entry, to] : moved) {
+    INFO(entry);
+    const std::string key = std::string(entry).substr(0, std::string(entry).find(':'));
+    CHECK_THROWS_AS(
+        load_config_from_string(cat("gossip:\n  algorithm: choco\n  ", entry, "\n"), "c.yaml"),
+        InputError);
+    CHECK_THROWS_WITH(
+        load_config_from_string(cat("gossip:\n  algorithm: choco\n  ", entry, "\n"), "c.yaml"),
+        Catch::StartsWith(cat("c.yaml:3: gossip.", key, ": moved to ", to)));
+    CHECK(std::find(keys.begin(), keys.end(), to) != keys.end());  // the new place is read
+  }
+  // Through the command line as from a file: exit 2, the file, the line and the new place.
+  const fs::path dir = fs::temp_directory_path() / cat("gossip-moved-", ::getpid());
+  fs::create_directories(dir);
+  std::ofstream(dir / "old.yaml") << "train: {epochs: 1}\ngossip: {suspect_after_s: 2}\n";
+  const test::Run r = test::run_gossip("sim " + (dir / "old.yaml").string() + " --out " +
+                                       (dir / "out").string());
+  fs::remove_all(dir);
+  INFO(r.output);
+  CHECK(r.code == 2);
+  CHECK(r.output.find("old.yaml:2: gossip.suspect_after_s: moved to monitor.suspect_after_s") !=
+        std::string::npos);
+}
+
+TEST_CASE("monitor.preset sets the membership timing, and each key beside it overrides it",
+          "[config][sections]") {
+  // lan is the defaults: a config that names no preset keeps the timing it always had.
+  const MonitorConfig defaults;
+  const MonitorConfig lan = monitor_preset(MonitorPreset::kLan);
+  CHECK(lan.round_timeout_s == defaults.round_timeout_s);
+  CHECK(lan.round_timeout_floor_s == defaults.round_timeout_floor_s);
+  CHECK(lan.suspect_after_s == defaults.suspect_after_s);
+  CHECK(lan.dead_after_rounds == defaults.dead_after_rounds);
+  CHECK(lan.dead_after_s == defaults.dead_after_s);
+  CHECK(defaults.round_timeout_s == 30.0);
+  CHECK(defaults.round_timeout_floor_s == 2.0);
+  CHECK(defaults.suspect_after_s == 1.0);
+  CHECK(defaults.dead_after_rounds == 3);
+  CHECK(defaults.dead_after_s == 1.0);
+  CHECK(defaults.on_partition == "continue");
+  CHECK(round_timeout(defaults) == std::chrono::milliseconds(30000));
+  // local waits less than lan, and wan more, key by key (none looser, none tighter).
+  const MonitorConfig local = monitor_preset(MonitorPreset::kLocal);
+  const MonitorConfig wan = monitor_preset(MonitorPreset::kWan);
+  CHECK(local.round_timeout_s < lan.round_timeout_s);
+  CHECK(lan.round_timeout_s < wan.round_timeout_s);
+  CHECK(local.round_timeout_floor_s < lan.round_timeout_floor_s);
+  CHECK(lan.round_timeout_floor_s < wan.round_timeout_floor_s);
+  CHECK(local.suspect_after_s <= lan.suspect_after_s);
+  CHECK(lan.suspect_after_s < wan.suspect_after_s);
+  CHECK(local.dead_after_rounds < lan.dead_after_rounds);
+  CHECK(lan.dead_after_rounds < wan.dead_after_rounds);
+  CHECK(local.dead_after_s < lan.dead_after_s);
+  CHECK(lan.dead_after_s < wan.dead_after_s);
+  for (const MonitorPreset p : {MonitorPreset::kLocal, MonitorPreset::kLan, MonitorPreset::kWan}) {
+    const std::string name = monitor_preset_name(p);
+    INFO(name);
+    const MonitorConfig m =
+        load_config_from_string(cat("monitor: {preset: ", name, "}\n"), "c.yaml").monitor;
+    CHECK(m.preset == p);
+    CHECK(m.round_timeout_s == monitor_preset(p).round_timeout_s);
+    CHECK(m.round_timeout_floor_s == monitor_preset(p).round_timeout_floor_s);
+    CHECK(m.suspect_after_s == monitor_preset(p).suspect_after_s);
+    CHECK(m.dead_after_rounds == monitor_preset(p).dead_after_rounds);
+    CHECK(m.dead_after_s == monitor_preset(p).dead_after_s);
+    CHECK(m.on_partition == "continue");
+  }
+  // A key beside the preset wins, before or after it in the map.
+  for (const char* text :
+       {"monitor:\n  preset: wan\n  suspect_after_s: 2\n  on_partition: stop\n",
+        "monitor:\n  suspect_after_s: 2\n  on_partition: stop\n  preset: wan\n"}) {
+    INFO(text);
+    const MonitorConfig m = load_config_from_string(text, "c.yaml").monitor;
+    CHECK(m.preset == MonitorPreset::kWan);
+    CHECK(m.suspect_after_s == 2.0);
+    CHECK(m.on_partition == "stop");
+    CHECK(m.round_timeout_s == wan.round_timeout_s);
+    CHECK(m.dead_after_rounds == wan.dead_after_rounds);
+  }
+  const MonitorConfig set =
+      load_config_from_string("monitor: {dead_after_rounds: 1, dead_after_s: 0}\n", "c.yaml")
+          .monitor;
+  CHECK(set.preset == MonitorPreset::kLan);
+  CHECK(set.dead_after_rounds == 1);
+  CHECK(set.dead_after_s == 0.0);
+  CHECK(set.round_timeout_s == lan.round_timeout_s);
+  CHECK_THROWS_WITH(load_config_from_string("monitor:\n  preset: dsl\n", "c.yaml"),
+                    Catch::StartsWith("c.yaml:2: monitor.preset: unknown value 'dsl' (expected "
+                                      "one of: local, lan, wan)"));
+  CHECK_THROWS_WITH(load_config_from_string("monitor:\n  on_partition: halt\n", "c.yaml"),
+                    Catch::StartsWith("c.yaml:2: monitor.on_partition: unknown value 'halt'"));
+  CHECK_THROWS_WITH(load_config_from_string("monitor:\n  suspect_after_s: 0\n", "c.yaml"),
+                    Catch::StartsWith("c.yaml:2: monitor.suspect_after_s: must be > 0"));
+}
+
+namespace {
+
+/// docs/config.md of the source tree ($GOSSIP_SOURCE_DIR, which meson test sets).
+std::string docs_config_md() {
+  const char* root = std::getenv("GOSSIP_SOURCE_DIR");
+  REQUIRE(root != nullptr);
+  std::ifstream in(fs::path(root) / "docs" / "config.md");
+  REQUIRE(in);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+/// The `code spans` of a stretch of Markdown.
+std::vector<std::string> code_spans(const std::string& text) {
+  std::vector<std::string> out;
+  for (std::size_t at = text.find('`'); at != std::string::npos;) {
+    const std::size_t end = text.find('`', at + 1);
+    if (end == std::string::npos) break;
+    out.push_back(text.substr(at + 1, end - at - 1));
+    at = text.find('`', end + 1);
+  }
+  return out;
+}
+
+/// Whether `word` stands alone in `text` (not inside a longer name: `on` is not in `cron_job`).
+bool has_word(const std::string& text, const std::string& word) {
+  auto name_char = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+  for (std::size_t at = text.find(word); at != std::string::npos; at = text.find(word, at + 1)) {
+    const std::size_t end = at + word.size();
+    if ((at == 0 || !name_char(text[at - 1])) && (end == text.size() || !name_char(text[end])))
+      return true;
+  }
+  return false;
+}
+
+/// The keys of `keys` that `doc` leaves undocumented. A top-level key needs its heading
+/// ("## `exec`"); a key under it, its last part in a code span of that heading's section: as the
+/// first cell of a table row (`lr`) for a key of a section or of a map with its own heading
+/// ("### `gossip.choco`"), anywhere in the section for the fields of a map written inline
+/// (`{kind: top_k, fraction: F}`).
+std::vector<std::string> undocumented_keys(const std::vector<std::string>& keys,
+                                           const std::string& doc) {
+  // A heading's section: from its line to the next heading of its level or above.
+  auto section = [&](const std::string& heading) -> std::string {
+    const std::size_t level = heading.find(' ');
+    const std::size_t at = doc.find("\n" + heading);
+    if (at == std::string::npos) return "";
+    std::size_t end = doc.find('\n', at + 1);
+    for (; end != std::string::npos; end = doc.find('\n', end + 1)) {
+      const std::size_t hashes = doc.find_first_not_of('#', end + 1) - (end + 1);
+      if (hashes > 0 && hashes <= level && doc[end + 1 + hashes] == ' ') break;
+    }
+    return doc.substr(at, end == std::string::npos ? std::string::npos : end - at);
+  };
+  std::vector<std::string> missing;
+  for (const std::string& key : keys) {
+    const std::size_t dot = key.find('.');
+    const std::string top = key.substr(0, std::min(dot, key.find('[')));
+    const std::string top_section = section(cat("## `", top, "`"));
+    if (top_section.empty() || top == key) {
+      if (top_section.empty()) missing.push_back(key);
+      continue;
+    }
+    const std::size_t last = key.find_last_of('.');
+    const std::string leaf = key.substr(last + 1);
+    const std::string parent = key.substr(0, last);
+    const std::string parent_section =
+        parent == top ? top_section : section(cat("### `", parent, "`"));
+    bool found = false;
+    if (!parent_section.empty()) {  // a table row of its own
+      std::size_t row = parent_section.find("\n| `");
+      for (; row != std::string::npos && !found; row = parent_section.find("\n| `", row + 1)) {
+        const std::size_t cell_end = parent_section.find(" |", row + 3);
+        for (const std::string& span : code_spans(parent_section.substr(row, cell_end - row)))
+          found = found || span == leaf;
+      }
+    } else {  // a field of an inline map
+      for (const std::string& span : code_spans(top_section)) found = found || has_word(span, leaf);
+    }
+    if (!found) missing.push_back(key);
+  }
+  return missing;
+}
+
+std::string join(const std::vector<std::string>& words) {
+  std::string out;
+  for (const auto& w : words) out += (out.empty() ? "" : ", ") + w;
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("every key the loader reads is documented in docs/config.md", "[config][docs]") {
+  const std::vector<std::string> keys = config_keys();
+  // The list is the loader's own tables: sections, keys, and the keys of the maps under them.
+  for (const char* k : {"exec", "faults", "faults[].round", "gossip.choco.compress.kind",
+                        "gossip.choco.gossip_steps", "monitor.preset", "monitor.on_partition",
+                        "net.tls.ca", "data.synthetic.separation", "compare.compress[].bits"})
+    CHECK(std::find(keys.begin(), keys.end(), k) != keys.end());
+  CHECK(std::find(keys.begin(), keys.end(), "gossip.compress") == keys.end());
+  CHECK(std::find(keys.begin(), keys.end(), "gossip.suspect_after_s") == keys.end());
+  const std::vector<std::string> missing = undocumented_keys(keys, docs_config_md());
+  INFO("keys the loader reads that docs/config.md does not document: " << join(missing));
+  CHECK(missing.empty());
+  // The check itself: a key nobody wrote up is found.
+  CHECK(undocumented_keys({"monitor.no_such_key", "nosuch"}, docs_config_md()) ==
+        std::vector<std::string>{"monitor.no_such_key", "nosuch"});
 }
 
 TEST_CASE("gossip.wire is read once into its enum, with file and line for a bad value",
@@ -388,15 +622,16 @@ TEST_CASE("gossip.wire is read once into its enum, with file and line for a bad 
   CHECK_THROWS_WITH(
       load_config_from_string("gossip:\n  wire: fp16\n  algorithm: choco\n", "c.yaml"),
       Catch::Contains("c.yaml:2: gossip.wire: fp16 with choco rounds the values of "
-                      "gossip.compress top_k or random_k; without a compressor choco sends "
+                      "gossip.choco.compress top_k or random_k; without a compressor choco sends "
                       "float32, so set gossip.wire: fp32"));
   CHECK_THROWS_WITH(load_config_from_string("gossip:\n  algorithm: choco\n  wire: bf16\n"
-                                            "  compress: {kind: quantize, bits: 8}\n",
+                                            "  choco: {compress: {kind: quantize, bits: 8}}\n",
                                             "c.yaml"),
                     Catch::Contains("c.yaml:3: gossip.wire: bf16 with choco rounds the values of "
-                                    "gossip.compress top_k or random_k; quantize sends codes"));
+                                    "gossip.choco.compress top_k or random_k; quantize sends "
+                                    "codes"));
   CHECK(load_config_from_string("gossip:\n  algorithm: choco\n  wire: bf16\n"
-                                "  compress: {kind: top_k, fraction: 0.05}\n",
+                                "  choco: {compress: {kind: top_k, fraction: 0.05}}\n",
                                 "c.yaml")
             .gossip.wire == WireFormat::kBf16);
   CHECK_THROWS_WITH(parse_wire_format("half", "--wire"),
@@ -595,7 +830,7 @@ TEST_CASE("a fault schedule reads kill, pause, restart and cut, and refuses what
       Contains("one action a fault"));
 }
 
-TEST_CASE("--compress reads the compressors gossip.compress takes and refuses the rest alike",
+TEST_CASE("--compress reads the compressors gossip.choco.compress takes and refuses the rest alike",
           "[config]") {
   using gossip::parse_compress;
   const gossip::CompressConfig top = parse_compress("top_k:0.01", "--compress");

@@ -260,10 +260,10 @@ TEST_CASE("make_algorithm rejects unknown names and mismatched sizes", "[gossip]
     REQUIRE(parse_algorithm(row.name, "x") == row.kind);
   }
   g.algorithm = AlgorithmKind::kDpsgd;
-  g.compress.kind = CompressKind::kTopK;  // compression with an algorithm that does not take it
+  g.choco.compress.kind = CompressKind::kTopK;  // compression with an algorithm not taking it
   REQUIRE_THROWS_AS(make_algorithm(Learner{backend.get(), x.data(), 4, {}}, net3.exchange(0), t, g),
                     InputError);
-  g.compress.kind = CompressKind::kNone;
+  g.choco.compress.kind = CompressKind::kNone;
   g.algorithm = AlgorithmKind::kPushSum;
   g.overlap = true;
   REQUIRE_THROWS_AS(make_algorithm(Learner{backend.get(), x.data(), 4, {}}, net3.exchange(0), t, g),
@@ -670,10 +670,10 @@ TEST_CASE("CHOCO preserves the average of the models and reaches it through comp
       GossipConfig g;
       g.algorithm = AlgorithmKind::kChoco;
       g.wire = k.wire;
-      g.compress.kind = k.kind;
-      g.compress.fraction = k.fraction;
-      g.compress.bits = k.bits;
-      g.consensus_step = k.gamma;
+      g.choco.compress.kind = k.kind;
+      g.choco.compress.fraction = k.fraction;
+      g.choco.compress.bits = k.bits;
+      g.choco.consensus_step = k.gamma;
       ConsensusPeers peers(t, g, 300);
       const auto before = peers.mean();
       const double d0 = peers.spread();
@@ -701,7 +701,7 @@ TEST_CASE("CHOCO through the backend ends bit-identical to the host loops it rep
       const Topology t = generate("ring", 5);
       GossipConfig g;
       g.algorithm = AlgorithmKind::kChoco;
-      g.compress = k.config();
+      g.choco.compress = k.config();
       g.wire = k.wire;
       const std::int64_t dim = 1100;
       ConsensusPeers peers(t, g, dim);
@@ -709,8 +709,9 @@ TEST_CASE("CHOCO through the backend ends bit-identical to the host loops it rep
       auto x = peers.x;
       std::vector<std::vector<float>> xhat(np, std::vector<float>(dim, 0.0f)), s = xhat;
       std::vector<Compressor> compressors;
-      for (int p = 0; p < np; ++p) compressors.emplace_back(g.compress, dim, 1, p, g.wire);
-      const auto gamma = static_cast<float>(consensus_step(g));
+      for (int p = 0; p < np; ++p)
+        compressors.emplace_back(g.choco.compress, dim, 1, p, g.wire);
+      const auto gamma = static_cast<float>(consensus_step(g.choco));
       const std::int64_t rounds = 12;
       for (std::int64_t r = 0; r < rounds; ++r) {
         std::vector<std::vector<std::byte>> packets(np);
@@ -751,8 +752,8 @@ TEST_CASE("CHOCO sends a fraction of the bytes and refuses graphs that change ev
   const Topology t = generate("ring", 4);
   GossipConfig g;
   g.algorithm = AlgorithmKind::kChoco;
-  g.compress.kind = CompressKind::kTopK;
-  g.compress.fraction = 0.01;
+  g.choco.compress.kind = CompressKind::kTopK;
+  g.choco.compress.fraction = 0.01;
   const std::int64_t dim = 10000;
   ConsensusPeers peers(t, g, dim);
   peers.rounds(0, 1);  // round 0 sends the whole difference: the copies start exact
@@ -777,9 +778,9 @@ TEST_CASE("CHOCO with gossip_steps S takes S consensus steps a round: uncompress
   const int n = t.n();
   GossipConfig g;
   g.algorithm = AlgorithmKind::kChoco;
-  g.compress.kind = CompressKind::kNone;
-  g.consensus_step = 0.4;
-  g.gossip_steps = 3;
+  g.choco.compress.kind = CompressKind::kNone;
+  g.choco.consensus_step = 0.4;
+  g.choco.gossip_steps = 3;
   const std::int64_t dim = 50;
   ConsensusPeers peers(t, g, dim);
   REQUIRE(peers.algs[0]->relay_steps() == 2);
@@ -788,15 +789,16 @@ TEST_CASE("CHOCO with gossip_steps S takes S consensus steps a round: uncompress
   std::vector<std::vector<double>> want(n);
   for (int p = 0; p < n; ++p) want[p].assign(peers.x[p].begin(), peers.x[p].end());
   const int rounds = 2;
-  for (int step = 0; step < rounds * g.gossip_steps; ++step) {
+  const double gamma = g.choco.consensus_step;
+  for (int step = 0; step < rounds * g.choco.gossip_steps; ++step) {
     std::vector<std::vector<double>> next(n, std::vector<double>(dim, 0.0));
     for (int p = 0; p < n; ++p) {
       const double self = t.self_weight(p, 0);
       for (std::int64_t i = 0; i < dim; ++i)
-        next[p][i] = (1 - g.consensus_step) * want[p][i] + g.consensus_step * self * want[p][i];
+        next[p][i] = (1 - gamma) * want[p][i] + gamma * self * want[p][i];
       for (const auto& nb : t.in_neighbours(p, 0))
         for (std::int64_t i = 0; i < dim; ++i)
-          next[p][i] += g.consensus_step * nb.weight * want[nb.peer][i];
+          next[p][i] += gamma * nb.weight * want[nb.peer][i];
     }
     want = std::move(next);
   }
@@ -805,10 +807,10 @@ TEST_CASE("CHOCO with gossip_steps S takes S consensus steps a round: uncompress
     for (std::int64_t i = 0; i < dim; ++i) REQUIRE(peers.x[p][i] == Approx(want[p][i]).margin(1e-5));
 
   // top_k at bf16: S packets of k coordinates a round per link (round 0's first one whole).
-  g.compress.kind = CompressKind::kTopK;
-  g.compress.fraction = 0.05;
+  g.choco.compress.kind = CompressKind::kTopK;
+  g.choco.compress.fraction = 0.05;
   g.wire = WireFormat::kBf16;
-  g.consensus_step = 0.1;
+  g.choco.consensus_step = 0.1;
   ConsensusPeers sparse(t, g, 400);
   const auto before = sparse.mean();
   std::vector<std::uint64_t> sent;

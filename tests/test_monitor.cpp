@@ -499,7 +499,7 @@ TEST_CASE("MonitoredExchange: the round deadline follows the measured round time
   std::int64_t round = 0;
   for (; round < 20; ++round) {
     ex.collect(round, from, o);
-    // The round deadline (gossip.round_timeout_s) until enough rounds were measured.
+    // The round deadline (monitor.round_timeout_s) until enough rounds were measured.
     if (round <= static_cast<std::int64_t>(gossip::MonitoredExchange::kDeadlineWarmup))
       CHECK(inner.last_deadline == std::chrono::milliseconds(30'000));
     clock += round % 10 == 9 ? 0.05 : 0.01;  // one round in ten takes 50 ms

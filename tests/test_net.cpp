@@ -768,16 +768,16 @@ TEST_CASE("each compatibility field that differs is refused on both sides, namin
   const std::vector<Case> cases{
       {[](HandshakeInfo& i) { i.gossip = GossipSettings{"dpsgd", "", 0, 0, 0, 0}; },
        "gossip.algorithm", "'dpsgd'", "'choco'"},
-      {[](HandshakeInfo& i) { i.gossip.compressor = "random_k"; }, "gossip.compress.kind",
+      {[](HandshakeInfo& i) { i.gossip.compressor = "random_k"; }, "gossip.choco.compress.kind",
        "'random_k'", "'top_k'"},
-      {[](HandshakeInfo& i) { i.gossip.fraction = 0.05; }, "gossip.compress.fraction", "0.05",
-       "0.01"},
-      {[](HandshakeInfo& i) { i.gossip.bits = 8; }, "gossip.compress.bits", "8", "0"},
-      {[](HandshakeInfo& i) { i.gossip.consensus_step = 0.05; }, "gossip.consensus_step", "0.05",
-       "0.1"},
+      {[](HandshakeInfo& i) { i.gossip.fraction = 0.05; }, "gossip.choco.compress.fraction",
+       "0.05", "0.01"},
+      {[](HandshakeInfo& i) { i.gossip.bits = 8; }, "gossip.choco.compress.bits", "8", "0"},
+      {[](HandshakeInfo& i) { i.gossip.consensus_step = 0.05; }, "gossip.choco.consensus_step",
+       "0.05", "0.1"},
       {[](HandshakeInfo& i) { i.gossip.consensus_step = std::nextafter(0.1, 1.0); },
-       "gossip.consensus_step", "0.10000000000000002", "0.1"},  // differ, so never print alike
-      {[](HandshakeInfo& i) { i.gossip.gossip_steps = 5; }, "gossip.gossip_steps", "5", "1"},
+       "gossip.choco.consensus_step", "0.10000000000000002", "0.1"},  // differ, so never print alike
+      {[](HandshakeInfo& i) { i.gossip.gossip_steps = 5; }, "gossip.choco.gossip_steps", "5", "1"},
   };
   for (const Case& c : cases) {
     auto theirs = ours;
@@ -821,13 +821,13 @@ TEST_CASE("hostile gossip settings in a hello are refused, saying which field", 
             wire::kMaxNameBytes));
   const std::size_t compressor = at + 4 + 5;  // after "choco"
   CHECK(with_u32(compressor, 0x7FFFFFFF) ==
-        cat("gossip.compress.kind length of 2147483647 exceeds the limit of ",
+        cat("gossip.choco.compress.kind length of 2147483647 exceeds the limit of ",
             wire::kMaxNameBytes));
   // Within the limit but past the end of the hello: refused before it is allocated.
   auto cut = bytes;
   cut.resize(compressor + 4 + 3);
   CHECK(wire::decode_hello(cut).error ==
-        "truncated handshake: gossip.compress.kind length of 5 needs 5 bytes, 3 left");
+        "truncated handshake: gossip.choco.compress.kind length of 5 needs 5 bytes, 3 left");
   auto odd = bytes;
   odd[at + 4 + 2] = std::byte{'\n'};  // "ch\nco": a name is a-z, 0-9 and _
   CHECK(wire::decode_hello(odd).error ==
@@ -836,11 +836,11 @@ TEST_CASE("hostile gossip settings in a hello are refused, saying which field", 
   auto nan = bytes;
   const double not_a_number = std::numeric_limits<double>::quiet_NaN();
   std::memcpy(nan.data() + gamma, &not_a_number, 8);
-  CHECK(wire::decode_hello(nan).error == "gossip.consensus_step nan is not a finite number");
+  CHECK(wire::decode_hello(nan).error == "gossip.choco.consensus_step nan is not a finite number");
   auto settings = h.info.gossip;  // our own are checked alike before they are sent
   settings.compressor = "top k";
   CHECK(wire::check_gossip_settings(settings) ==
-        "gossip.compress.kind has byte 32 at offset 3, outside a-z, 0-9 and _");
+        "gossip.choco.compress.kind has byte 32 at offset 3, outside a-z, 0-9 and _");
   for (std::size_t n = 0; n < bytes.size(); ++n)  // every truncation is refused, none crash
     CHECK_FALSE(wire::decode_hello(std::span(bytes).first(n)));
 }
@@ -1696,10 +1696,10 @@ TEST_CASE("a neighbour with other gossip settings is refused on both sides, nami
   c1.handshake.gossip = choco_settings();
   c1.handshake.gossip.consensus_step = 0.05;
   start_refusing_pair(cluster, c0, c1);
-  CHECK(log.wait_for("refused: gossip.consensus_step 0.1 != ours 0.05 (must be the same on every "
-                     "peer of a run)"));
+  CHECK(log.wait_for("refused: gossip.choco.consensus_step 0.1 != ours 0.05 (must be the same on "
+                     "every peer of a run)"));
   CHECK(log.wait_for("net[0]: peer 1 (" + c0.addresses[1] + ") closed: refused us: refused by "
-                     "peer 1: gossip.consensus_step 0.1 != ours 0.05"));
+                     "peer 1: gossip.choco.consensus_step 0.1 != ours 0.05"));
 }
 
 TEST_CASE("the fuzz seeds are frames and handshakes of this protocol version", "[net][wire]") {

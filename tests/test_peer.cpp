@@ -117,14 +117,21 @@ std::string named(const char* prefix, int i) {
 // outgoing connection of another test holds, even in TIME_WAIT.
 int test_port_base() { return 21000 + (getpid() * 37) % 11700; }
 
-/// Adds `fields` ("dead_after_rounds: 1, ...") to the one-line gossip map write_config writes.
-void set_gossip(const fs::path& cfg, const std::string& fields) {
+/// Adds `fields` ("overlap: true, ...") to the one-line map `section` that write_config writes
+/// ("gossip: {", "monitor: {").
+void add_fields(const fs::path& cfg, const std::string& section, const std::string& fields) {
   std::string text = read_file(cfg);
-  const std::string key = "round_timeout_s: 5";
-  const auto at = text.find(key);
+  const auto at = text.find(section);
   REQUIRE(at != std::string::npos);
-  text.replace(at, key.size(), "round_timeout_s: 5, " + fields);
+  text.insert(at + section.size(), fields + ", ");
   std::ofstream(cfg, std::ios::trunc) << text;
+}
+void set_gossip(const fs::path& cfg, const std::string& fields) {
+  add_fields(cfg, "gossip: {", fields);
+}
+/// Adds `fields` ("dead_after_rounds: 1, ...") to the monitor map write_config writes.
+void set_monitor(const fs::path& cfg, const std::string& fields) {
+  add_fields(cfg, "monitor: {", fields);
 }
 
 /// A membership event of events.jsonl (gossip run or gossip sim).
@@ -175,7 +182,8 @@ fs::path write_config(const fs::path& dir, int n, const std::string& algorithm, 
       << "optimizer: {lr: 0.05, momentum: 0.9}\n"
       << "train: {epochs: " << epochs << ", batch: 16, seed: 5, backend: cpu}\n"
       << "gossip: {topology: topo.yaml, algorithm: " << algorithm << ", period: " << period
-      << ", round_timeout_s: 5}\n"
+      << "}\n"
+      << "monitor: {round_timeout_s: 5}\n"
       << "net: {run_id: test, base_port: " << test_port_base() << ", connect_timeout_s: 20"
       << (shared_memory ? "" : ", shared_memory: false") << tls_line << "}\n";
   if (tls == Tls::kKeys) {
@@ -304,18 +312,18 @@ TEST_CASE("the handshake carries the gossip settings that apply, 0 and '' where 
           "[peer]") {
   using gossip::peer_parts::gossip_settings;
   gossip::GossipConfig g;  // dpsgd: the algorithm alone, whatever choco's keys say
-  g.compress.kind = gossip::CompressKind::kTopK;
-  g.gossip_steps = 3;
+  g.choco.compress.kind = gossip::CompressKind::kTopK;
+  g.choco.gossip_steps = 3;
   CHECK(gossip_settings(g) == gossip::GossipSettings{"dpsgd", "", 0.0, 0, 0.0, 0});
   g.algorithm = gossip::AlgorithmKind::kChoco;  // choco: the default gamma halved for 3 steps
   CHECK(gossip_settings(g) == gossip::GossipSettings{"choco", "top_k", 0.01, 0, 0.05, 3});
-  g.compress.kind = gossip::CompressKind::kQuantize;  // bits, not the fraction
-  g.compress.bits = 4;
-  g.consensus_step = 0.3;
-  g.gossip_steps = 1;
+  g.choco.compress.kind = gossip::CompressKind::kQuantize;  // bits, not the fraction
+  g.choco.compress.bits = 4;
+  g.choco.consensus_step = 0.3;
+  g.choco.gossip_steps = 1;
   CHECK(gossip_settings(g) == gossip::GossipSettings{"choco", "quantize", 0.0, 4, 0.3, 1});
-  g.compress.kind = gossip::CompressKind::kNone;  // neither; CHOCO without compression
-  g.consensus_step = 0.0;
+  g.choco.compress.kind = gossip::CompressKind::kNone;  // neither; CHOCO without compression
+  g.choco.consensus_step = 0.0;
   CHECK(gossip_settings(g) == gossip::GossipSettings{"choco", "none", 0.0, 0, 1.0, 1});
   for (const auto& row : gossip::algorithm_table()) {  // every name travels in a hello
     g.algorithm = row.kind;
@@ -331,19 +339,19 @@ TEST_CASE("gossip run over TCP and gossip sim end with bit-identical parameters"
   };
   for (const Case c : {Case{"dpsgd", 1, true}, Case{"local_sgd", 3, true}, Case{"dpsgd", 1, false},
                        Case{"dpsgd, overlap: true", 1, true},
-                       Case{"choco, compress: {kind: top_k, fraction: 0.1}", 1, true},
-                       Case{"choco, compress: {kind: quantize, bits: 4}", 2, false},
+                       Case{"choco, choco: {compress: {kind: top_k, fraction: 0.1}}", 1, true},
+                       Case{"choco, choco: {compress: {kind: quantize, bits: 4}}", 2, false},
                        Case{"allreduce", 1, true},
                        // gossip.wire: every message rounded to 16 bits as it leaves, in both.
                        Case{"dpsgd, wire: bf16", 1, true}, Case{"local_sgd, wire: bf16", 2, false},
                        Case{"allreduce, wire: fp16", 1, true},
                        Case{"dpsgd, overlap: true, wire: bf16", 1, false},
                        // choco's top_k values at bf16, indices as varint gaps (kind 6).
-                       Case{"choco, compress: {kind: top_k, fraction: 0.1}, wire: bf16", 1,
+                       Case{"choco, choco: {compress: {kind: top_k, fraction: 0.1}}, wire: bf16", 1,
                             false},
                        // three compressed exchanges a round (relay phases, tagged exchanges).
-                       Case{"choco, compress: {kind: top_k, fraction: 0.05}, gossip_steps: 3, "
-                            "consensus_step: 0.1, wire: bf16",
+                       Case{"choco, choco: {compress: {kind: top_k, fraction: 0.05}, "
+                            "gossip_steps: 3, consensus_step: 0.1}, wire: bf16",
                             1, true}}) {
     SECTION(gossip::cat(c.algorithm, " period ", c.period,
                         c.shared_memory ? ", shared memory" : ", TCP only")) {
@@ -383,8 +391,9 @@ TEST_CASE("CHOCO's sparse packets larger than the parameters fit the frame limit
       << "model: {layers: [400, 100, 3]}\n"
       << "optimizer: {lr: 0.05, momentum: 0.9}\n"
       << "train: {epochs: 1, batch: 16, seed: 5, backend: cpu}\n"
-      << "gossip: {topology: topo.yaml, algorithm: choco, compress: {kind: top_k, fraction: 0.9}, "
-      << "round_timeout_s: 10}\n"
+      << "gossip: {topology: topo.yaml, algorithm: choco, "
+      << "choco: {compress: {kind: top_k, fraction: 0.9}}}\n"
+      << "monitor: {round_timeout_s: 10}\n"
       << "net: {run_id: test, base_port: " << test_port_base() << ", connect_timeout_s: 20, "
       << "shared_memory: false}\n";
   check_run_equals_sim(t.path, t.path / "c.yaml", 4);
@@ -521,8 +530,8 @@ TEST_CASE("a CNN runs over TCP bit-identical to the simulator", "[peer]") {
                      << "    - flatten\n    - dropout: {p: 0.2}\n    - linear: {out: 3}\n"
                      << "optimizer: {lr: 0.05, momentum: 0.9}\n"
                      << "train: {epochs: 1, batch: 16, seed: 5, backend: cpu}\n"
-                     << "gossip: {topology: topo.yaml, algorithm: dpsgd, period: 1, "
-                     << "round_timeout_s: 5}\n"
+                     << "gossip: {topology: topo.yaml, algorithm: dpsgd, period: 1}\n"
+                     << "monitor: {round_timeout_s: 5}\n"
                      << "net: {run_id: test-cnn, base_port: " << test_port_base()
                      << ", connect_timeout_s: 20}\n";
   check_run_equals_sim(t.path, cfg, 4);
@@ -542,8 +551,8 @@ TEST_CASE("the peers of a host map one shared copy of the Fashion-MNIST test set
                        << "model: {layers: [784, 16, 10]}\n"
                        << "optimizer: {lr: 0.05, momentum: 0.9}\n"
                        << "train: {epochs: 1, batch: 32, seed: 5, backend: cpu, eval_limit: 500}\n"
-                       << "gossip: {topology: topo.yaml, algorithm: dpsgd, period: 1, "
-                       << "round_timeout_s: 5}\n"
+                       << "gossip: {topology: topo.yaml, algorithm: dpsgd, period: 1}\n"
+                       << "monitor: {round_timeout_s: 5}\n"
                        << "net: {run_id: test-mapped, base_port: " << test_port_base()
                        << ", connect_timeout_s: 20}\n";
   };
@@ -638,7 +647,8 @@ TEST_CASE("gossip run and gossip sim write the same columns with the same meanin
       << "model: {layers: [12, 24, 3]}\n"
       << "optimizer: {lr: 0.05, momentum: 0.9}\n"
       << "train: {epochs: 3, batch: 16, seed: 7, backend: cpu, evals_per_epoch: 4}\n"
-      << "gossip: {topology: topo.yaml, algorithm: dpsgd, period: 1, round_timeout_s: 5}\n"
+      << "gossip: {topology: topo.yaml, algorithm: dpsgd, period: 1}\n"
+      << "monitor: {round_timeout_s: 5}\n"
       << "net: {run_id: test, base_port: " << test_port_base() << ", connect_timeout_s: 20}\n";
   const std::string cfg = (t.path / "c.yaml").string();
   // The same overrides on both: one epoch of local SGD with period 2 (12 rounds).
@@ -764,7 +774,7 @@ TEST_CASE("the peers train on when one of them is killed", "[peer]") {
   TempDir t;
   const auto cfg = write_config(t.path, 5, "dpsgd", 1, 400, "", true, Tls::kKeys);
   // Declared dead once suspected for 2 of the survivors' rounds (not after 5 s, the default).
-  set_gossip(cfg, "dead_after_rounds: 2, dead_after_s: 0");
+  set_monitor(cfg, "dead_after_rounds: 2, dead_after_s: 0");
   std::vector<pid_t> pids;
   const std::string exe = bin();
   std::fflush(stdout);
@@ -1030,10 +1040,10 @@ TEST_CASE("a run stopped after a checkpoint and resumed ends bit-identical to on
     const char* topology;
   };
   for (const Case c : {Case{"dpsgd", ""}, Case{"push_sum", "directed: true\nweights: push-sum\n"},
-                       Case{"choco, compress: {kind: top_k, fraction: 0.1}", ""},
+                       Case{"choco, choco: {compress: {kind: top_k, fraction: 0.1}}", ""},
                        // exchanges tagged round * 3 + step: the resumed run's tags go on
-                       Case{"choco, compress: {kind: top_k, fraction: 0.05}, gossip_steps: 3, "
-                            "consensus_step: 0.1, wire: bf16",
+                       Case{"choco, choco: {compress: {kind: top_k, fraction: 0.05}, "
+                            "gossip_steps: 3, consensus_step: 0.1}, wire: bf16",
                             ""},
                        // at half width all-reduce keeps the last round's common model
                        Case{"allreduce, wire: bf16", ""}}) {
@@ -1474,7 +1484,7 @@ TEST_CASE("gossip run carries out a fault schedule: a killed peer is not a failu
           "[peer][faults]") {
   TempDir t;
   const auto cfg = write_config(t.path, 5, "dpsgd", 1, 3);
-  set_gossip(cfg, "dead_after_rounds: 1, dead_after_s: 0");
+  set_monitor(cfg, "dead_after_rounds: 1, dead_after_s: 0");
   std::ofstream(cfg, std::ios::app) << "faults:\n"
                                     << "  - {round: 10, kill: [2]}\n"
                                     << "  - {round: 20, pause: [4], seconds: 1}\n";
@@ -1507,7 +1517,7 @@ namespace {
 
 /// An 8-peer ring over a larger synthetic set (about 1 ms a round here, thousands of rounds), so
 /// a restarted process has time to rejoin while the others train.
-fs::path write_fault_config(const fs::path& dir, int n, double epochs, const std::string& gossip,
+fs::path write_fault_config(const fs::path& dir, int n, double epochs, const std::string& monitor,
                             const std::string& faults) {
   std::ofstream(dir / "topo.yaml") << "generator: ring\nn: " << n << "\n";
   std::ofstream(dir / "c.yaml")
@@ -1515,8 +1525,8 @@ fs::path write_fault_config(const fs::path& dir, int n, double epochs, const std
       << "model: {layers: [12, 24, 3]}\n"
       << "optimizer: {lr: 0.05, momentum: 0.9}\n"
       << "train: {epochs: " << epochs << ", batch: 16, seed: 5, backend: cpu}\n"
-      << "gossip: {topology: topo.yaml, algorithm: dpsgd, period: 1, round_timeout_s: 5, " << gossip
-      << "}\n"
+      << "gossip: {topology: topo.yaml, algorithm: dpsgd, period: 1}\n"
+      << "monitor: {round_timeout_s: 5, " << monitor << "}\n"
       << "sim: {step_ms: 1}\n"
       << "net: {run_id: test, base_port: " << test_port_base() << ", connect_timeout_s: 20}\n"
       << "faults:\n" << faults;

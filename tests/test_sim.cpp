@@ -112,7 +112,7 @@ TEST_CASE("one and two worker threads give identical parameters", "[sim]") {
       config.gossip.algorithm = parse_algorithm(algorithm, "test");
       config.sim.stragglers = {1};
       config.sim.message_loss = 0.1;
-      config.gossip.round_timeout_s = 0.05;
+      config.monitor.round_timeout_s = 0.05;
       const Topology t = generate(std::string(algorithm) == "push_sum" ? "exponential" : "ring", 6);
       config.sim.workers = 1;
       const SimResult one = simulate(config, t, data);
@@ -480,15 +480,15 @@ TEST_CASE("compare sweeps compressors for choco only and labels them", "[sim][co
   q8.kind = CompressKind::kQuantize;
   q8.bits = 8;
   base.compare.compress = {top, q8};
-  base.gossip.consensus_step = 0.3;
+  base.gossip.choco.consensus_step = 0.3;
   const auto s = compare_settings(base);
   REQUIRE(s.size() == 4);
   REQUIRE(s[0].label == "ring-16 dpsgd");
-  REQUIRE(s[0].config.gossip.compress.kind == CompressKind::kNone);
-  REQUIRE(s[0].config.gossip.consensus_step == 0.0);
+  REQUIRE(s[0].config.gossip.choco.compress.kind == CompressKind::kNone);
+  REQUIRE(s[0].config.gossip.choco.consensus_step == 0.0);
   REQUIRE(s[1].label == "ring-16 choco top_k 0.01");
-  REQUIRE(s[1].config.gossip.compress == top);
-  REQUIRE(s[1].config.gossip.consensus_step == 0.3);
+  REQUIRE(s[1].config.gossip.choco.compress == top);
+  REQUIRE(s[1].config.gossip.choco.consensus_step == 0.3);
   REQUIRE(s[2].label == "ring-16 choco quantize 8 bits");
   REQUIRE(s[3].label == "ring-16 allreduce");
 }
@@ -749,8 +749,8 @@ std::vector<const MemberEvent*> events_of(const SimResult& r, int peer, const st
 RunConfig fault_config(int peers, std::vector<Fault> faults) {
   RunConfig config = small_config();
   config.train.epochs = peers / 2.0;  // 8 samples a peer a round, 1024 samples: 64 rounds
-  config.gossip.dead_after_rounds = 1;
-  config.gossip.dead_after_s = 0;
+  config.monitor.dead_after_rounds = 1;
+  config.monitor.dead_after_s = 0;
   config.faults = std::move(faults);
   return config;
 }
@@ -793,8 +793,8 @@ TEST_CASE("simulated faults: a split ring is seen by every survivor, and healed 
     CHECK(two.member_events[i].event == r.member_events[i].event);
     CHECK(two.member_events[i].round == r.member_events[i].round);
   }
-  // gossip.on_partition: stop ends the run at the split, with the components' accuracies.
-  config.gossip.on_partition = "stop";
+  // monitor.on_partition: stop ends the run at the split, with the components' accuracies.
+  config.monitor.on_partition = "stop";
   const SimResult stopped = simulate(config, t, data);
   CHECK(stopped.stopped_by_partition);
   CHECK(stopped.rounds <= 10 + 4);
@@ -809,7 +809,7 @@ TEST_CASE("simulated faults: a cut link that leaves a path is probed around, and
   // peer is declared dead and the live graph is never called split. (Without the probes, 0
   // would bury 1 after dead_after_rounds, as the partitioned ring of the next test does.)
   RunConfig config = fault_config(4, {Fault{10, 40, "cut", {}, {{0, 1}}, 0.0}});
-  config.gossip.dead_after_rounds = 12;
+  config.monitor.dead_after_rounds = 12;
   const DataSets data = load_datasets(config);
   const SimResult r = simulate(config, generate("ring", 4), data);
   for (int p = 0; p < 4; ++p) {
@@ -826,14 +826,14 @@ TEST_CASE("simulated faults: a cut link that leaves a path is probed around, and
   // On a ring of 8 the way around (6 hops) is longer than a probe travels: nobody vouches, and
   // each side of the cut link buries the other, as before there were probes.
   RunConfig far = fault_config(8, {Fault{10, 40, "cut", {}, {{0, 1}}, 0.0}});
-  far.gossip.dead_after_rounds = 12;
+  far.monitor.dead_after_rounds = 12;
   const SimResult f = simulate(far, generate("ring", 8), data);
   REQUIRE(!events_of(f, 0, "dead").empty());
   CHECK(events_of(f, 0, "dead").front()->subject == 1);
 
   // A kill on the same ring is heard by nobody: its neighbours bury it all the same.
   RunConfig kill = fault_config(4, {Fault{10, 0, "kill", {1}, {}, 0.0}});
-  kill.gossip.dead_after_rounds = 12;
+  kill.monitor.dead_after_rounds = 12;
   const SimResult k = simulate(kill, generate("ring", 4), data);
   for (int p : {0, 2}) {
     INFO("peer " << p);

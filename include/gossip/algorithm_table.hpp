@@ -25,7 +25,7 @@ enum class WeightsNeed {
 // One row per algorithm:
 //   X(enum id, name, make_ function (src/gossip), weights, compresses, overlaps,
 //     needs_every_message, stale_rounds, ring, one line for docs and --help)
-// compresses: takes gossip.compress, consensus_step and gossip_steps (and keeps public copies in
+// compresses: takes gossip.choco (compress, consensus_step, gossip_steps; keeps public copies in
 //   its checkpoints); overlaps: takes gossip.overlap; needs_every_message: refuses
 //   sim.message_loss; stale_rounds: mixes rounds up to gossip.max_staleness old, so the
 //   simulator keeps that many more in flight; ring: relays through ring neighbours outside the

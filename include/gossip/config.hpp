@@ -7,6 +7,7 @@
 #error "gossip/config.hpp belongs to room config, which this room does not use (see the room table in meson.build)"
 #endif
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -112,7 +113,7 @@ inline constexpr double kMaxEpochs = 10000;                   // train.epochs in
 inline constexpr int kMaxThreads = 1024;                      // train.threads in [1, kMaxThreads]
 inline constexpr int kMaxWorkers = 1024;                      // sim.workers in [0, kMaxWorkers]
 inline constexpr std::int64_t kMaxLocalSteps = 100'000'000;  // local steps a run plans per peer
-inline constexpr int kMaxGossipSteps = 64;                    // gossip.gossip_steps in [1, 64]
+inline constexpr int kMaxGossipSteps = 64;                    // gossip.choco.gossip_steps <= 64
 
 struct TrainConfig {
   double epochs = 1.0;
@@ -127,15 +128,15 @@ struct TrainConfig {
   std::int64_t checkpoint_every = 0;  // rounds between checkpoints of each peer (0 = none)
 };
 
-/// gossip.compress.kind, read once by the config loader (and parse_compress); the code that
-/// compresses switches on it.
+/// gossip.choco.compress.kind, read once by the config loader (and parse_compress); the code
+/// that compresses switches on it.
 enum class CompressKind { kNone, kTopK, kRandomK, kQuantize };
 
 /// "none", "top_k", "random_k", "quantize": the kind's name in configs, --compress and reports.
 const char* compress_kind_name(CompressKind kind);
 
-/// gossip.compress: what CHOCO-SGD sends of the difference between a peer's parameters and its
-/// public copy (docs/config.md).
+/// gossip.choco.compress: what CHOCO-SGD sends of the difference between a peer's parameters and
+/// its public copy (docs/config.md).
 struct CompressConfig {
   CompressKind kind = CompressKind::kNone;
   double fraction = 0.01;     // top_k, random_k: share of the coordinates sent, in (0, 1]
@@ -149,7 +150,8 @@ struct CompressConfig {
 std::string describe(const CompressConfig& c);
 
 /// A compressor from the command line (`--compress`): "top_k:0.01", "random_k:0.05",
-/// "quantize:8" or "none", checked as gossip.compress is (a fraction in (0, 1], 4 or 8 bits).
+/// "quantize:8" or "none", checked as gossip.choco.compress is (a fraction in (0, 1], 4 or 8
+/// bits).
 /// Throws InputError "WHAT: ..." naming what is wrong.
 CompressConfig parse_compress(const std::string& text, const std::string& what);
 /// The inverse of parse_compress: "top_k:0.01" (the fraction to full double precision).
@@ -159,13 +161,41 @@ std::string compress_argument(const CompressConfig& c);
 /// "WHAT: unknown value ..." naming the value and the choices.
 WireFormat parse_wire_format(const std::string& text, const std::string& what);
 
+/// gossip.choco: CHOCO-SGD's own settings (docs/config.md); no other algorithm takes them.
+struct ChocoConfig {
+  CompressConfig compress;          // what a peer sends of x - xhat
+  double consensus_step = 0.0;      // gamma; 0 = default_consensus_step(compress)
+  // Compressed exchanges per round (compress, send, consensus step, repeated) after the round's
+  // local steps; each costs one message per link and one network round trip.
+  int gossip_steps = 1;
+};
+
 struct GossipConfig {
   std::string topology;             // path of a topology YAML (relative to the config)
   AlgorithmKind algorithm = AlgorithmKind::kDpsgd;  // a row of gossip/algorithm_table.hpp
   int period = 1;                   // local steps between gossip rounds (local SGD's H)
   int max_staleness = 2;            // async: oldest acceptable neighbour round
+  ChocoConfig choco;                // choco only
+  bool overlap = false;             // dpsgd, local_sgd: send round r while computing round r+1
+  // How parameter values travel: whole parameter messages (every algorithm but choco), and
+  // choco's top_k and random_k values (in varint-indexed packets): fp32, or rounded to bf16 /
+  // fp16 as they leave a peer and widened back on receipt (gossip/half.hpp).
+  WireFormat wire = WireFormat::kFp32;
+};
+
+/// monitor.preset: the membership timing for a kind of network, as HashiCorp memberlist's
+/// DefaultLocalConfig, DefaultLANConfig and DefaultWANConfig (docs/config.md has the table).
+enum class MonitorPreset { kLocal, kLan, kWan };
+
+/// "local", "lan", "wan": the preset's name in configs.
+const char* monitor_preset_name(MonitorPreset preset);
+
+/// monitor: how the convergence monitor waits for, suspects and buries neighbours, and what a
+/// peer does when its live graph splits. The defaults are the `lan` preset.
+struct MonitorConfig {
+  MonitorPreset preset = MonitorPreset::kLan;
   // How long a peer waits for a neighbour that is alive (it heartbeats) but slow before leaving
-  // it out of a round.
+  // it out of a round (and suspecting it): the deadline of every collect.
   double round_timeout_s = 30.0;
   // Real peers wait that long only while too few rounds were measured: then for
   // 8 x the 95th percentile of the last 64 rounds' durations, at least round_timeout_floor_s
@@ -179,28 +209,24 @@ struct GossipConfig {
   std::int64_t dead_after_rounds = 3;
   double dead_after_s = 1.0;
   std::string on_partition = "continue";  // continue | stop: when the live graph splits
-  CompressConfig compress;          // choco only
-  double consensus_step = 0.0;      // choco's gamma; 0 = default_consensus_step(compress)
-  // choco: compressed exchanges per round (compress, send, consensus step, repeated) after
-  // the round's local steps; each costs one message per link and one network round trip.
-  int gossip_steps = 1;
-  bool overlap = false;             // dpsgd, local_sgd: send round r while computing round r+1
-  // How parameter values travel: whole parameter messages (every algorithm but choco), and
-  // choco's top_k and random_k values (in varint-indexed packets): fp32, or rounded to bf16 /
-  // fp16 as they leave a peer and widened back on receipt (gossip/half.hpp).
-  WireFormat wire = WireFormat::kFp32;
-  double dead_after_seconds() const { return dead_after_s; }
 };
 
-/// CHOCO's consensus step when gossip.consensus_step is not given: 1 without compression (CHOCO
-/// is then D-PSGD), and for each compressor the value the shipped sweep found best.
+/// The timing of `preset` (every field but on_partition, which is no timing and keeps its
+/// default). monitor_preset(kLan) == MonitorConfig{}.
+MonitorConfig monitor_preset(MonitorPreset preset);
+
+/// monitor.round_timeout_s as a collect deadline.
+std::chrono::milliseconds round_timeout(const MonitorConfig& monitor);
+
+/// CHOCO's consensus step when gossip.choco.consensus_step is not given: 1 without compression
+/// (CHOCO is then D-PSGD), and for each compressor the value the shipped sweep found best.
 double default_consensus_step(const CompressConfig& c);
-/// gossip.consensus_step, or its default: default_consensus_step's, halved when several
+/// gossip.choco.consensus_step, or its default: default_consensus_step's, halved when several
 /// compressed exchanges make a round (gossip_steps > 1).
-double consensus_step(const GossipConfig& g);
+double consensus_step(const ChocoConfig& c);
 /// choco's settings for a log line: "top_k 0.01, gamma 0.05" (", 5 gossip steps a round" when
 /// gossip_steps > 1).
-std::string describe_choco(const GossipConfig& g);
+std::string describe_choco(const ChocoConfig& c);
 
 struct SimConfig {
   int workers = 0;                  // worker threads for virtual peers (0 = number of cores)
@@ -282,7 +308,8 @@ struct CompareConfig {
   std::vector<int> periods;             // empty = gossip.period
   std::vector<std::string> shards;      // empty = data.shard
   std::vector<std::uint64_t> seeds;     // empty = train.seed
-  std::vector<CompressConfig> compress; // choco settings: one per compressor (empty = gossip.compress)
+  // choco settings: one per compressor (empty = gossip.choco.compress)
+  std::vector<CompressConfig> compress;
   double target_accuracy = 0.8;
   // A pure-averaging pass (learning rate 0) on every topology, its measured contraction of the
   // consensus distance per round against rho^2; 0 rounds = no pass.
@@ -309,6 +336,7 @@ struct RunConfig {
   OptimizerConfig optimizer;
   TrainConfig train;
   GossipConfig gossip;
+  MonitorConfig monitor;
   SimConfig sim;
   NetworkConfig net;
   CompareConfig compare;
@@ -339,5 +367,9 @@ std::vector<Fault> load_faults(const std::string& path);
 /// The same from text (tests); `name` stands for the file in messages, `dir` resolves paths.
 RunConfig load_config_from_string(const std::string& text, const std::string& name,
                                   const std::string& dir = ".");
+/// Every key a run config may hold, dotted and sorted ("gossip.choco.compress.kind",
+/// "faults[].round"; the fields of model.layers' items are not among them): the loader's own
+/// tables, listed by running them on no file. docs/config.md documents each (a test checks).
+std::vector<std::string> config_keys();
 
 }  // namespace gossip

@@ -22,6 +22,7 @@
 #error "gossip/gossip.hpp belongs to room gossip, which this room does not use (see the room table in meson.build)"
 #endif
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -86,6 +87,9 @@ class Algorithm {
   virtual void model_params(std::span<float> out) const = 0;
   /// Push-sum weight (1 for the other algorithms).
   virtual double weight() const { return 1.0; }
+  /// How long each collect waits for a neighbour before leaving it out of the round
+  /// (monitor.round_timeout_s; make_algorithm sets it).
+  void set_round_timeout(std::chrono::milliseconds timeout) { round_timeout_ = timeout; }
 
   /// Mean training loss over the local steps since the last call (NaN if none), and resets it.
   double take_train_loss();
@@ -121,6 +125,8 @@ class Algorithm {
     ++loss_count_;
   }
   void record_missing(std::int64_t count) { missing_ += count; }
+  /// The deadline of this round's collects (set_round_timeout).
+  std::chrono::milliseconds round_deadline() const { return round_timeout_; }
   /// Push-sum keeps a weight; the others have none to restore.
   virtual void set_weight(double) {}
   /// State beyond the parameters that a resumed run needs bit for bit (choco's copies); none by
@@ -132,6 +138,7 @@ class Algorithm {
   double loss_sum_ = 0.0;
   std::int64_t loss_count_ = 0;
   std::int64_t missing_ = 0;
+  std::chrono::milliseconds round_timeout_ = round_timeout(MonitorConfig{});
 };
 
 /// The rounds of a training run and the rounds after which it evaluates: the same plan in the
@@ -159,14 +166,17 @@ void check_algorithm(const RunConfig& config, const Topology& topology);
 /// Makes the algorithm `config.algorithm` for peer exchange.rank(). The learner, exchange and
 /// topology must outlive it. Throws InputError for an unknown name, or for push-sum's opposite
 /// (dpsgd/local_sgd/async) on a directed topology, whose rows need not sum to one. `seed`
-/// (train.seed) seeds CHOCO's compressors with (seed, peer, round).
-std::unique_ptr<Algorithm> make_algorithm(const Learner& learner, Exchange& exchange,
-                                          const Topology& topology, const GossipConfig& config,
-                                          std::uint64_t seed = 1);
+/// (train.seed) seeds CHOCO's compressors with (seed, peer, round); `round_timeout` is how long
+/// its collects wait for a neighbour (round_timeout(config.monitor); by default the lan preset's).
+std::unique_ptr<Algorithm> make_algorithm(
+    const Learner& learner, Exchange& exchange, const Topology& topology,
+    const GossipConfig& config, std::uint64_t seed = 1,
+    std::chrono::milliseconds round_timeout = gossip::round_timeout(MonitorConfig{}));
 /// The same with the trainer's learner.
-std::unique_ptr<Algorithm> make_algorithm(Trainer& trainer, Exchange& exchange,
-                                          const Topology& topology, const GossipConfig& config,
-                                          std::uint64_t seed = 1);
+std::unique_ptr<Algorithm> make_algorithm(
+    Trainer& trainer, Exchange& exchange, const Topology& topology, const GossipConfig& config,
+    std::uint64_t seed = 1,
+    std::chrono::milliseconds round_timeout = gossip::round_timeout(MonitorConfig{}));
 
 /// The peers an algorithm talks to besides the topology's neighbours: all-reduce's ring
 /// (rank - 1 and rank + 1 mod n); none for the others.

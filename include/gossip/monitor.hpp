@@ -94,7 +94,7 @@ struct MemberChange {
 /// (Dadgar et al. 2018), driven by rounds so that the simulator and real peers take the same
 /// steps:
 ///  - a neighbour this peer finds silent (nothing for a round, a closed link, no heartbeat for
-///    gossip.suspect_after_s) is suspected at once;
+///    monitor.suspect_after_s) is suspected at once;
 ///  - a suspicion held for `dead_after_rounds` rounds of this peer and `dead_after_s` seconds of
 ///    its clock (simulated, in the simulator) without a refutation becomes a death: only this
 ///    peer's own timer confirms a death, so "dead" events count confirmed deaths;
@@ -273,7 +273,7 @@ class MonitoredExchange final : public Exchange {
   void set_tags_per_round(int tags) { tags_per_round_ = std::max(1, tags); }
   /// A restarted peer: a fresh view (incarnation 0, everyone alive), as a new process has.
   void restart();
-  /// gossip.suspect_after_s: a neighbour the transport has not heard for this long (or whose
+  /// monitor.suspect_after_s: a neighbour the transport has not heard for this long (or whose
   /// link is down) is suspected and not waited for. 0 (the default): only a round with nothing
   /// from it counts, as in the simulator, whose transport has no heartbeats.
   void set_silence(double suspect_after_s) {
@@ -284,7 +284,7 @@ class MonitoredExchange final : public Exchange {
   /// heartbeats): after kDeadlineWarmup rounds, a neighbour that heartbeats but has not sent
   /// its round is waited for kDeadlineFactor times the 95th percentile of the last
   /// kDeadlineWindow rounds' durations, at least `floor_s`, at most the caller's deadline
-  /// (gossip.round_timeout_s), then left out (suspected, not dead) while the others go on.
+  /// (monitor.round_timeout_s), then left out (suspected, not dead) while the others go on.
   /// 0 (the default): the caller's deadline, as in the simulator.
   void set_adaptive_deadline(double floor_s) { deadline_floor_s_ = floor_s; }
   /// The deadline the last collect() used.

@@ -164,7 +164,7 @@ class PeerSession {
   void save_checkpoint(std::span<const std::byte> caller_state);
   /// Whether the rounds done reach PeerOptions::until_round (before the last round).
   bool stop_due() const;
-  /// Whether the live graph has split and gossip.on_partition is stop: the caller then
+  /// Whether the live graph has split and monitor.on_partition is stop: the caller then
   /// records an evaluation, saves a checkpoint and finishes (summary.json's
   /// stopped_by_partition is true).
   bool partition_stop_due() const;

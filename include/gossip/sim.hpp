@@ -78,7 +78,7 @@ struct SimResult {
   std::vector<char> alive_at_end;
   std::vector<std::vector<int>> final_components;
   std::vector<double> component_accuracy;  // of each final component's average model, when split
-  bool stopped_by_partition = false;       // gossip.on_partition: stop, and the graph split
+  bool stopped_by_partition = false;       // monitor.on_partition: stop, and the graph split
   // The per-round timelines of sim.trace_peers peers, on the simulated clock (peer, timeline).
   std::vector<std::pair<int, Timeline>> timelines;
 };

@@ -206,7 +206,7 @@ class Peer:
         self._peer.save_checkpoint(bytes(state))
 
     def partition_stop_due(self):
-        """Whether this peer's live graph has split and the config's gossip.on_partition is
+        """Whether this peer's live graph has split and the config's monitor.on_partition is
         stop: record an evaluation (report()), save_checkpoint() and finish(), as gossip peer
         does; summary.json then says stopped_by_partition."""
         return self._summary is None and self._peer.partition_stop_due()

@@ -18,7 +18,7 @@ it restores all of them when it is made, and `steps` says how many local steps t
 already taken (skip those batches). At `gossip run --until-round` it saves a checkpoint and ends
 the process at the next step() (after the script's report of that round), as gossip peer does.
 
-When the live graph splits and the config's gossip.on_partition is stop, step() evaluates the
+When the live graph splits and the config's monitor.on_partition is stop, step() evaluates the
 model (with `evaluate`, when given), saves a checkpoint and finishes the peer, as gossip peer
 does; from then on step() and the peer's report() and finish() do nothing (`stopped` is True),
 so the script's loop runs out without changing the model.
@@ -126,7 +126,7 @@ class DecentralizedOptimizer:
 
     @property
     def stopped(self):
-        """Whether the peer has finished (at a partition, with gossip.on_partition: stop)."""
+        """Whether the peer has finished (at a partition, with monitor.on_partition: stop)."""
         return self.peer.stopped
 
     def _stop_at_partition(self):

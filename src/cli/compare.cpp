@@ -80,7 +80,7 @@ std::vector<std::string> setting_arguments(const CompareSetting& setting) {
           "--topology", c.gossip.topology,
           "--algorithm", algorithm_name(c.gossip.algorithm),
           "--period",   std::to_string(c.gossip.period),
-          "--compress", compress_argument(c.gossip.compress),
+          "--compress", compress_argument(c.gossip.choco.compress),
           "--shard",    c.data.shard,
           "--seed",     std::to_string(c.train.seed)};
 }
@@ -111,13 +111,13 @@ void check_peers_run(const std::string& config_path, const CompareSetting& setti
   differs("gossip.algorithm", algorithm_name(peer.gossip.algorithm),
           algorithm_name(want.gossip.algorithm));
   differs("gossip.period", std::to_string(peer.gossip.period), std::to_string(want.gossip.period));
-  differs("gossip.compress", compress_argument(peer.gossip.compress),
-          compress_argument(want.gossip.compress));
+  differs("gossip.choco.compress", compress_argument(peer.gossip.choco.compress),
+          compress_argument(want.gossip.choco.compress));
   if (traits(want.gossip.algorithm).compresses) {
-    differs("gossip.consensus_step", exact(consensus_step(peer.gossip)),
-            exact(consensus_step(want.gossip)));
-    differs("gossip.gossip_steps", std::to_string(peer.gossip.gossip_steps),
-            std::to_string(want.gossip.gossip_steps));
+    differs("gossip.choco.consensus_step", exact(consensus_step(peer.gossip.choco)),
+            exact(consensus_step(want.gossip.choco)));
+    differs("gossip.choco.gossip_steps", std::to_string(peer.gossip.choco.gossip_steps),
+            std::to_string(want.gossip.choco.gossip_steps));
   }
   differs("gossip.overlap", peer.gossip.overlap ? "true" : "false",
           want.gossip.overlap ? "true" : "false");

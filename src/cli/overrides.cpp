@@ -31,7 +31,7 @@ const char* const kOverrideHelp =
     "  --period H         override gossip.period (local steps per round)\n"
     "  --faults FILE      the fault schedule from FILE (a YAML file with a faults: list) instead\n"
     "                     of the config's faults:\n"
-    "  --compress C       override gossip.compress (choco): top_k:FRACTION, random_k:FRACTION,\n"
+    "  --compress C       override gossip.choco.compress: top_k:FRACTION, random_k:FRACTION,\n"
     "                     quantize:BITS (4 or 8) or none\n"
     "  --wire FORMAT      override gossip.wire: fp32, or bf16 | fp16 (whole parameter\n"
     "                     messages, and choco's top_k / random_k values, rounded to 16 bits\n"
@@ -76,8 +76,8 @@ void apply_overrides(const Args& args, RunConfig& config) {
   if (args.get("period") && config.gossip.period < 1)
     throw InputError(cat("--period must be at least 1, got ", *args.get("period")));
   if (auto compress = args.get("compress")) {
-    config.gossip.compress = parse_compress(*compress, "--compress");
-    config.lines.erase("gossip.compress");
+    config.gossip.choco.compress = parse_compress(*compress, "--compress");
+    config.lines.erase("gossip.choco.compress");
   }
   if (auto wire = args.get("wire")) {
     config.gossip.wire = parse_wire_format(*wire, "--wire");

@@ -15,6 +15,8 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <regex>
+#include <set>
 #include <utility>
 
 #include "gossip/config.hpp"
@@ -26,8 +28,10 @@ namespace {
 
 using yaml::Node;
 using Handlers = std::map<std::string, std::function<void(const Node&, const std::string&)>>;
+/// Keys that moved out of a section: old key -> its new dotted place ("monitor.suspect_after_s").
+using Moved = std::map<std::string, std::string>;
 
-/// gossip.compress.kind's names, in the order messages list them.
+/// gossip.choco.compress.kind's names, in the order messages list them.
 constexpr std::pair<CompressKind, const char*> kCompressKinds[] = {
     {CompressKind::kNone, "none"},
     {CompressKind::kTopK, "top_k"},
@@ -42,6 +46,13 @@ constexpr std::pair<WireFormat, const char*> kWireFormats[] = {
     {WireFormat::kFp16, "fp16"},
 };
 
+/// monitor.preset's names, in the order messages list them.
+constexpr std::pair<MonitorPreset, const char*> kMonitorPresets[] = {
+    {MonitorPreset::kLocal, "local"},
+    {MonitorPreset::kLan, "lan"},
+    {MonitorPreset::kWan, "wan"},
+};
+
 /// The compressor named `name`, if there is one.
 std::optional<CompressKind> compress_kind(const std::string& name) {
   for (const auto& [kind, n] : kCompressKinds)
@@ -54,6 +65,13 @@ class Reader {
  public:
   Reader(const yaml::Document& doc, std::string dir, std::map<std::string, int>& lines)
       : doc_(doc), dir_(std::move(dir)), lines_(lines) {}
+
+  /// A Reader that reads no file but lists into `keys` every key the tables it is given name
+  /// (config_keys): each() then calls each handler with `probes` (an empty map, a list of one)
+  /// so that the tables of the maps under a key are listed too, whatever the reads make of them.
+  Reader(const yaml::Document& doc, std::map<std::string, int>& lines,
+         std::set<std::string>& keys, std::vector<Node> probes)
+      : doc_(doc), dir_("."), lines_(lines), listing_(&keys), probes_(std::move(probes)) {}
 
   [[noreturn]] void fail(const Node& node, const std::string& field,
                          const std::string& what) const {
@@ -168,8 +186,20 @@ class Reader {
   void mark(const std::string& field, int line) const { lines_[field] = line; }
 
   /// Calls the handler of each key in `section`, in file order, and records its line; unknown
-  /// and repeated keys are errors.
-  void each(const Node& section, const std::string& prefix, const Handlers& handlers) const {
+  /// and repeated keys are errors, and a key of `moved` is refused with its new place
+  /// ("gossip.compress: moved to gossip.choco.compress").
+  void each(const Node& section, const std::string& prefix, const Handlers& handlers,
+            const Moved& moved = {}) const {
+    if (listing_) {
+      list_keys(prefix, handlers);
+      return;
+    }
+    for (const auto& [key, value] : section.entries()) {
+      const auto to = moved.find(key.scalar());
+      if (to != moved.end())
+        doc_.fail(key, cat(yaml::field(prefix, key.scalar()), ": moved to ", to->second,
+                           " (docs/config.md)"));
+    }
     std::vector<std::string> allowed;
     for (const auto& [key, _] : handlers) allowed.push_back(key);
     doc_.keys(section, allowed, prefix);
@@ -184,6 +214,22 @@ class Reader {
   const yaml::Document& doc_;
   std::string dir_;
   std::map<std::string, int>& lines_;
+  std::set<std::string>* listing_ = nullptr;
+  std::vector<Node> probes_;
+
+  void list_keys(const std::string& prefix, const Handlers& handlers) const {
+    for (const auto& [key, handler] : handlers) {
+      const std::string field = yaml::field(prefix, key);
+      listing_->insert(field);
+      for (const Node& probe : probes_) {
+        try {
+          handler(probe, field);
+        } catch (const std::exception&) {
+          // A probe is no value of this key; only the keys its handler's tables name count.
+        }
+      }
+    }
+  }
 };
 
 void read_data(const Reader& r, const Node& n, DataConfig& d) {
@@ -400,32 +446,66 @@ CompressConfig read_compress(const Reader& r, const Node& n, const std::string& 
   return c;
 }
 
+/// gossip.choco: CHOCO-SGD's compressor, consensus step and compressed exchanges a round.
+void read_choco(const Reader& r, const Node& n, const std::string& field, ChocoConfig& c) {
+  r.each(n, field, Handlers{
+      {"compress", [&](auto& v, auto& f) { c.compress = read_compress(r, v, f); }},
+      {"consensus_step", [&](auto& v, auto& f) {
+         c.consensus_step = r.positive(v, f, false);
+         if (c.consensus_step > 1) r.fail(v, f, cat("must be in (0, 1], got ", c.consensus_step));
+       }},
+      {"gossip_steps", [&](auto& v, auto& f) {
+         c.gossip_steps = r.positive_int(v, f, false);
+         if (c.gossip_steps > kMaxGossipSteps)
+           r.fail(v, f, cat("must be at most ", kMaxGossipSteps, ", got ", c.gossip_steps));
+       }},
+  });
+}
+
+/// The keys gossip: held before they went to the sections of the rooms that read them: each is
+/// refused there with its new place.
+const Moved kMovedFromGossip = {
+    {"compress", "gossip.choco.compress"},
+    {"consensus_step", "gossip.choco.consensus_step"},
+    {"gossip_steps", "gossip.choco.gossip_steps"},
+    {"round_timeout_s", "monitor.round_timeout_s"},
+    {"round_timeout_floor_s", "monitor.round_timeout_floor_s"},
+    {"suspect_after_s", "monitor.suspect_after_s"},
+    {"dead_after_rounds", "monitor.dead_after_rounds"},
+    {"dead_after_s", "monitor.dead_after_s"},
+    {"on_partition", "monitor.on_partition"},
+};
+
 void read_gossip(const Reader& r, const Node& n, GossipConfig& g) {
   r.each(n, "gossip", Handlers{
       {"topology", [&](auto& v, auto& f) { g.topology = r.path(v, f); }},
       {"algorithm", [&](auto& v, auto& f) {
          g.algorithm = r.algorithm(v, f);
        }},
-      {"compress", [&](auto& v, auto& f) { g.compress = read_compress(r, v, f); }},
-      {"consensus_step", [&](auto& v, auto& f) {
-         g.consensus_step = r.positive(v, f, false);
-         if (g.consensus_step > 1) r.fail(v, f, cat("must be in (0, 1], got ", g.consensus_step));
-       }},
-      {"gossip_steps", [&](auto& v, auto& f) {
-         g.gossip_steps = r.positive_int(v, f, false);
-         if (g.gossip_steps > kMaxGossipSteps)
-           r.fail(v, f, cat("must be at most ", kMaxGossipSteps, ", got ", g.gossip_steps));
-       }},
+      {"choco", [&](auto& v, auto& f) { read_choco(r, v, f, g.choco); }},
       {"overlap", [&](auto& v, auto& f) { g.overlap = r.boolean(v, f); }},
       {"wire", [&](auto& v, auto& f) { g.wire = r.named(v, f, kWireFormats); }},
       {"period", [&](auto& v, auto& f) { g.period = r.positive_int(v, f, false); }},
       {"max_staleness", [&](auto& v, auto& f) { g.max_staleness = r.positive_int(v, f, true); }},
-      {"round_timeout_s", [&](auto& v, auto& f) { g.round_timeout_s = r.positive(v, f, false); }},
-      {"round_timeout_floor_s", [&](auto& v, auto& f) { g.round_timeout_floor_s = r.positive(v, f, true); }},
-      {"dead_after_rounds", [&](auto& v, auto& f) { g.dead_after_rounds = r.positive_int(v, f, false); }},
-      {"dead_after_s", [&](auto& v, auto& f) { g.dead_after_s = r.positive(v, f, true); }},
-      {"suspect_after_s", [&](auto& v, auto& f) { g.suspect_after_s = r.positive(v, f, false); }},
-      {"on_partition", [&](auto& v, auto& f) { g.on_partition = r.choice(v, f, {"continue", "stop"}); }},
+  }, kMovedFromGossip);
+}
+
+/// monitor: the preset's timing first (wherever `preset` stands in the map), then each key set
+/// beside it over the preset's value.
+void read_monitor(const Reader& r, const Node& n, MonitorConfig& m) {
+  auto preset = [&](const Node& v, const std::string& f) {
+    return r.named(v, f, kMonitorPresets);
+  };
+  if (n.is_map() && n["preset"].defined())
+    m = monitor_preset(preset(n["preset"], "monitor.preset"));
+  r.each(n, "monitor", Handlers{
+      {"preset", [&](auto& v, auto& f) { m.preset = preset(v, f); }},
+      {"round_timeout_s", [&](auto& v, auto& f) { m.round_timeout_s = r.positive(v, f, false); }},
+      {"round_timeout_floor_s", [&](auto& v, auto& f) { m.round_timeout_floor_s = r.positive(v, f, true); }},
+      {"suspect_after_s", [&](auto& v, auto& f) { m.suspect_after_s = r.positive(v, f, false); }},
+      {"dead_after_rounds", [&](auto& v, auto& f) { m.dead_after_rounds = r.positive_int(v, f, false); }},
+      {"dead_after_s", [&](auto& v, auto& f) { m.dead_after_s = r.positive(v, f, true); }},
+      {"on_partition", [&](auto& v, auto& f) { m.on_partition = r.choice(v, f, {"continue", "stop"}); }},
   });
 }
 
@@ -561,25 +641,27 @@ void check_gossip_keys(const RunConfig& cfg) {
     return false;
   };
   const bool compresses = takes(&AlgorithmTraits::compresses);
-  if (cfg.lines.count("gossip.compress") && !compresses)
-    throw InputError(cat(cfg.where("gossip.compress"), ": compression is for gossip.algorithm: "
-                         "choco; ", name, " sends whole parameter buffers"));
+  if (cfg.lines.count("gossip.choco.compress") && !compresses)
+    throw InputError(cat(cfg.where("gossip.choco.compress"), ": compression is for "
+                         "gossip.algorithm: choco; ", name, " sends whole parameter buffers"));
   if (!cfg.compare.compress.empty() && !compresses)
     throw InputError(cat(cfg.where("compare.compress"), ": compressors are swept for "
                          "gossip.algorithm: choco, which neither gossip.algorithm nor "
                          "compare.algorithms names"));
-  if (cfg.lines.count("gossip.consensus_step") && !compresses)
-    throw InputError(cat(cfg.where("gossip.consensus_step"), ": the consensus step is "
+  if (cfg.lines.count("gossip.choco.consensus_step") && !compresses)
+    throw InputError(cat(cfg.where("gossip.choco.consensus_step"), ": the consensus step is "
                          "choco's; ", name, " does not take one"));
-  if (g.gossip_steps != 1 && !compresses)
-    throw InputError(cat(cfg.where("gossip.gossip_steps"), ": several compressed exchanges a "
-                         "round are choco's; ", name, " exchanges once a round"));
+  if (g.choco.gossip_steps != 1 && !compresses)
+    throw InputError(cat(cfg.where("gossip.choco.gossip_steps"), ": several compressed "
+                         "exchanges a round are choco's; ", name, " exchanges once a round"));
   // In a sweep beside an algorithm that sends whole buffers the wire is theirs (compare keeps
   // choco at fp32 unless its compressor is top_k or random_k).
-  if (g.wire != WireFormat::kFp32 && compresses && !g.compress.sparse() && !any_whole_buffers())
+  if (g.wire != WireFormat::kFp32 && compresses && !g.choco.compress.sparse() &&
+      !any_whole_buffers())
     throw InputError(cat(cfg.where("gossip.wire"), ": ", wire_format_name(g.wire),
-                         " with choco rounds the values of gossip.compress top_k or random_k; ",
-                         g.compress.kind == CompressKind::kQuantize
+                         " with choco rounds the values of gossip.choco.compress top_k or "
+                         "random_k; ",
+                         g.choco.compress.kind == CompressKind::kQuantize
                              ? "quantize sends codes"
                              : "without a compressor choco sends float32",
                          ", so set gossip.wire: fp32"));
@@ -687,17 +769,15 @@ std::vector<Fault> read_faults(const Reader& r, const Node& n, const std::string
   return out;
 }
 
-RunConfig read(const yaml::Document& doc, const std::string& dir) {
-  RunConfig cfg;
-  cfg.path = doc.name();
-  if (doc.empty()) throw InputError(cat(doc.name(), ": the config is empty"));
-  const Reader r(doc, dir, cfg.lines);
-  r.each(doc.root(), "", Handlers{
+/// The top-level keys: a run config's sections, the fault schedule and exec.
+void read_sections(const Reader& r, const Node& root, RunConfig& cfg) {
+  r.each(root, "", Handlers{
       {"data", [&](auto& v, auto&) { read_data(r, v, cfg.data); }},
       {"model", [&](auto& v, auto&) { read_model(r, v, cfg.model); }},
       {"optimizer", [&](auto& v, auto&) { read_optimizer(r, v, cfg.optimizer); }},
       {"train", [&](auto& v, auto&) { read_train(r, v, cfg.train); }},
       {"gossip", [&](auto& v, auto&) { read_gossip(r, v, cfg.gossip); }},
+      {"monitor", [&](auto& v, auto&) { read_monitor(r, v, cfg.monitor); }},
       {"sim", [&](auto& v, auto&) { read_sim(r, v, cfg.sim); }},
       {"net", [&](auto& v, auto&) { read_net(r, v, cfg.net); }},
       {"compare", [&](auto& v, auto&) { read_compare(r, v, cfg.compare); }},
@@ -708,6 +788,14 @@ RunConfig read(const yaml::Document& doc, const std::string& dir) {
            r.fail(v, f, "is empty: name the command each rank runs (e.g. python3 train.py)");
        }},
   });
+}
+
+RunConfig read(const yaml::Document& doc, const std::string& dir) {
+  RunConfig cfg;
+  cfg.path = doc.name();
+  if (doc.empty()) throw InputError(cat(doc.name(), ": the config is empty"));
+  const Reader r(doc, dir, cfg.lines);
+  read_sections(r, doc.root(), cfg);
   check_model(cfg);
   check_gossip_keys(cfg);
   // net.emulate describes the links; the simulator models those same links (whatever order the
@@ -718,15 +806,35 @@ RunConfig read(const yaml::Document& doc, const std::string& dir) {
 
 }  // namespace
 
+std::vector<std::string> config_keys() {
+  const auto probe = [](const char* text) { return yaml::Document::parse(text, "probe").root(); };
+  const yaml::Document none = yaml::Document::parse("", "config keys");
+  std::map<std::string, int> lines;
+  std::set<std::string> keys;
+  const Reader lister(none, lines, keys, {probe("{}"), probe("[{}]")});
+  RunConfig scratch;
+  read_sections(lister, none.root(), scratch);
+  std::set<std::string> out;  // list items' indices as "[]": "faults[0].round" -> "faults[].round"
+  const std::regex index(R"(\[[0-9]+\])");
+  for (const std::string& k : keys) out.insert(std::regex_replace(k, index, "[]"));
+  return {out.begin(), out.end()};
+}
+
+const char* monitor_preset_name(MonitorPreset preset) {
+  for (const auto& [p, name] : kMonitorPresets)
+    if (p == preset) return name;
+  return "unknown";  // not reached: every preset has its name
+}
+
 const char* compress_kind_name(CompressKind kind) {
   for (const auto& [k, name] : kCompressKinds)
     if (k == kind) return name;
   return "unknown";  // not reached: every kind has its name
 }
 
-std::string describe_choco(const GossipConfig& g) {
-  return cat(describe(g.compress), ", gamma ", consensus_step(g),
-             g.gossip_steps > 1 ? cat(", ", g.gossip_steps, " gossip steps a round") : "");
+std::string describe_choco(const ChocoConfig& c) {
+  return cat(describe(c.compress), ", gamma ", consensus_step(c),
+             c.gossip_steps > 1 ? cat(", ", c.gossip_steps, " gossip steps a round") : "");
 }
 
 std::string describe(const CompressConfig& c) {
@@ -800,14 +908,14 @@ double default_consensus_step(const CompressConfig& c) {
   return 1.0;
 }
 
-double consensus_step(const GossipConfig& g) {
-  if (g.consensus_step > 0) return g.consensus_step;
+double consensus_step(const ChocoConfig& c) {
+  if (c.consensus_step > 0) return c.consensus_step;
   // Several sparsified exchanges a round compound the step: top_k 1% with 3 or 5 of them
   // diverged at its one-step default of 0.1 and trained at 0.05. 8-bit quantize with 3 kept
   // its 0.9 stable and ended higher there than at 0.45 (README, "CHOCO"), so it keeps it.
-  const bool compounded = g.gossip_steps > 1 && (g.compress.kind == CompressKind::kTopK ||
-                                                 g.compress.kind == CompressKind::kRandomK);
-  return default_consensus_step(g.compress) * (compounded ? 0.5 : 1.0);
+  const bool compounded = c.gossip_steps > 1 && (c.compress.kind == CompressKind::kTopK ||
+                                                 c.compress.kind == CompressKind::kRandomK);
+  return default_consensus_step(c.compress) * (compounded ? 0.5 : 1.0);
 }
 
 void check_local_steps(const RunConfig& config, double steps) {

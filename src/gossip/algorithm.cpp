@@ -26,10 +26,6 @@ double Algorithm::take_train_loss() {
   return mean;
 }
 
-std::chrono::milliseconds round_deadline(const GossipConfig& config) {
-  return std::chrono::milliseconds(static_cast<std::int64_t>(config.round_timeout_s * 1000.0));
-}
-
 namespace {
 
 /// Checks the topology's weights against the algorithm's row (WeightsNeed). `where` starts the
@@ -63,7 +59,8 @@ void check_algorithm(const RunConfig& config, const Topology& topology) {
 
 std::unique_ptr<Algorithm> make_algorithm(const Learner& learner, Exchange& exchange,
                                           const Topology& topology, const GossipConfig& config,
-                                          std::uint64_t seed) {
+                                          std::uint64_t seed,
+                                          std::chrono::milliseconds round_timeout) {
   if (topology.n() != exchange.size())
     throw InputError(cat("the topology has ", topology.n(), " peers but the run has ",
                          exchange.size()));
@@ -71,24 +68,30 @@ std::unique_ptr<Algorithm> make_algorithm(const Learner& learner, Exchange& exch
   const AlgorithmTraits& row = traits(config.algorithm);
   if (config.overlap && !row.overlaps)
     throw InputError(cat("gossip.overlap: overlap is for dpsgd and local_sgd, not ", row.name));
-  if (config.compress.kind != CompressKind::kNone && !row.compresses)
-    throw InputError(cat("gossip.compress: compression is for choco, not ", row.name));
+  if (config.choco.compress.kind != CompressKind::kNone && !row.compresses)
+    throw InputError(cat("gossip.choco.compress: compression is for choco, not ", row.name));
   check_weights("gossip.algorithm", config.algorithm, topology);
+  std::unique_ptr<Algorithm> made;
   switch (config.algorithm) {
 #define GOSSIP_ALGORITHM_MAKE(id, name, make, ...) \
   case AlgorithmKind::id:                           \
-    return make(learner, exchange, topology, config, seed);
+    made = make(learner, exchange, topology, config, seed);  \
+    break;
     GOSSIP_ALGORITHMS(GOSSIP_ALGORITHM_MAKE)
 #undef GOSSIP_ALGORITHM_MAKE
   }
-  throw InputError(cat("gossip.algorithm: no algorithm numbered ",
-                       static_cast<int>(config.algorithm)));
+  if (!made)
+    throw InputError(cat("gossip.algorithm: no algorithm numbered ",
+                         static_cast<int>(config.algorithm)));
+  made->set_round_timeout(round_timeout);
+  return made;
 }
 
 std::unique_ptr<Algorithm> make_algorithm(Trainer& trainer, Exchange& exchange,
                                           const Topology& topology, const GossipConfig& config,
-                                          std::uint64_t seed) {
-  return make_algorithm(learner_for(trainer), exchange, topology, config, seed);
+                                          std::uint64_t seed,
+                                          std::chrono::milliseconds round_timeout) {
+  return make_algorithm(learner_for(trainer), exchange, topology, config, seed, round_timeout);
 }
 
 std::vector<int> extra_neighbours(const GossipConfig& config, int rank, int peers) {

@@ -54,7 +54,4 @@ class Dpsgd : public Algorithm {
 GOSSIP_ALGORITHMS(GOSSIP_ALGORITHM_DECLARE_MAKE)
 #undef GOSSIP_ALGORITHM_DECLARE_MAKE
 
-/// The wait for a neighbour before leaving it out, from gossip.round_timeout_s.
-std::chrono::milliseconds round_deadline(const GossipConfig& config);
-
 }  // namespace gossip

@@ -114,7 +114,7 @@ class AllReduce final : public Algorithm {
   void receive(std::int64_t round, int hop) {
     const int prev = mod(rank_ - 1);
     CollectOptions o;
-    o.deadline = round_deadline(config_);
+    o.deadline = round_deadline();
     const auto got = exchange_->collect(tag(round, hop), std::span<const int>(&prev, 1), o);
     if (got.empty())
       throw RuntimeError(cat("allreduce round ", round, " hop ", hop, ": nothing from peer ",

@@ -3,14 +3,14 @@
 // only by what i sends. Each round:
 //
 //   local steps:        x_i <- x_i - lr * grad            (`period` of them)
-//   compress:           q_i = Q(x_i - xhat_i)             (gossip.compress; sent to neighbours)
+//   compress:           q_i = Q(x_i - xhat_i)             (gossip.choco.compress; sent out)
 //   update the copies:  xhat_j <- xhat_j + q_j            (for i and every in-neighbour j)
 //   consensus step:     x_i <- x_i + gamma * sum_j W[i][j] (xhat_j - xhat_i)
 //
 // in the paper's memory-efficient form: instead of every neighbour's copy a peer keeps
 // s_i = sum_j W[i][j] xhat_j (this peer at its place, ascending id), updated by
 // s_i += W[i][j] q_j, and since the row sums to one the step is x_i += gamma (s_i - xhat_i).
-// With gossip.gossip_steps = S the compress-send-update-step sequence runs S times a round
+// With gossip.choco.gossip_steps = S the compress-send-update-step sequence runs S times a round
 // (the first S - 1 in relay phases), each exchange tagged round * S + step: S messages of the
 // compressor's size a round per link, S consensus steps between two rounds of local steps.
 // The copies start at zero and round 0 sends its difference uncompressed, so from then on every
@@ -47,9 +47,9 @@ class Choco final : public Algorithm {
         exchange_(&exchange),
         topology_(&topology),
         config_(config),
-        gamma_(static_cast<float>(gossip::consensus_step(config))),
+        gamma_(static_cast<float>(gossip::consensus_step(config.choco))),
         n_(learner.num_params),
-        compressor_(config.compress, learner.num_params, seed, exchange.rank(), config.wire),
+        compressor_(config.choco.compress, learner.num_params, seed, exchange.rank(), config.wire),
         adder_(*learner.backend, learner.num_params),
         xhat_(*learner.backend, static_cast<std::size_t>(n_)),
         s_(*learner.backend, static_cast<std::size_t>(n_)),
@@ -91,17 +91,17 @@ class Choco final : public Algorithm {
   }
 
   // Exchanges 0 .. gossip_steps - 2 of the round end in relay phases that send the next one.
-  int relay_steps() const override { return config_.gossip_steps - 1; }
+  int relay_steps() const override { return config_.choco.gossip_steps - 1; }
   void relay_phase(std::int64_t round, int step) override {
     consensus(round, step);
     send(round, step + 1);
   }
-  void mix_phase(std::int64_t round) override { consensus(round, config_.gossip_steps - 1); }
+  void mix_phase(std::int64_t round) override { consensus(round, config_.choco.gossip_steps - 1); }
 
  private:
   /// The exchange's tag for step `step` of `round` (the round itself with one step a round).
   std::int64_t tag(std::int64_t round, int step) const {
-    return round * config_.gossip_steps + step;
+    return round * config_.choco.gossip_steps + step;
   }
 
   /// Compresses x_i - xhat_i and sends it, as step `step` of `round`.
@@ -122,7 +122,7 @@ class Choco final : public Algorithm {
     const int self = exchange_->rank();
     const auto in = topology_->in_neighbours(self, round);
     CollectOptions o;
-    o.deadline = round_deadline(config_);
+    o.deadline = round_deadline();
     const std::vector<Inbox> got = exchange_->collect(tag(round, step), mixing::ids(in), o);
     // s_i += sum_j W[i][j] q_j in ascending id, this peer's own q at its place. A packet is
     // checked on the host before any of it reaches the backend.

@@ -36,19 +36,20 @@ Compressor::Compressor(const CompressConfig& config, std::int64_t n, std::uint64
   GOSSIP_CHECK_LE(n, static_cast<std::int64_t>(UINT32_MAX));
   if (config.sparse()) {
     if (!(config.fraction > 0.0 && config.fraction <= 1.0))
-      throw InputError(cat("gossip.compress.fraction: must be in (0, 1], got ", config.fraction));
+      throw InputError(
+          cat("gossip.choco.compress.fraction: must be in (0, 1], got ", config.fraction));
     k_ = std::clamp<std::int64_t>(
         static_cast<std::int64_t>(std::ceil(config.fraction * static_cast<double>(n) - 1e-9)), 1,
         n);
   } else if (config.kind == CompressKind::kQuantize) {
     if (config.bits != 4 && config.bits != 8)
-      throw InputError(cat("gossip.compress.bits: must be 4 or 8, got ", config.bits));
+      throw InputError(cat("gossip.choco.compress.bits: must be 4 or 8, got ", config.bits));
   }
   if (wire != WireFormat::kFp32 && !config.sparse())
     throw InputError(cat("gossip.wire: ", wire_format_name(wire), " rounds the values top_k and "
                          "random_k keep; ", config.kind == CompressKind::kQuantize
                              ? "quantize sends codes"
-                             : "without gossip.compress choco sends float32",
+                             : "without gossip.choco.compress choco sends float32",
                          ", so set gossip.wire: fp32"));
 }
 

@@ -26,7 +26,7 @@ int Dpsgd::local_steps(std::int64_t) const { return learner_.step ? config_.peri
 CollectOptions Dpsgd::collect_options() const {
   CollectOptions o;
   o.mode = CollectMode::kSync;
-  o.deadline = round_deadline(config_);
+  o.deadline = round_deadline();
   return o;
 }
 

@@ -54,7 +54,7 @@ class PushSum final : public Algorithm {
     const auto in = topology_->in_neighbours(self, round);
     const auto from = mixing::ids(in);
     CollectOptions options;
-    options.deadline = round_deadline(config_);
+    options.deadline = round_deadline();
     const std::vector<Inbox> got = exchange_->collect(round, from, options);
     std::int64_t missing = 0;
     // Pull terms with raw W weights (missing ones folded into self), then scale by w_j / w'.

@@ -365,8 +365,8 @@ void NetworkRecord::print_final_table(
     for (std::size_t i = 0; i < split.size(); ++i)
       std::printf(" {%s} %.4f", format_peers(split[i]).c_str(), net.component_accuracy[i]);
     std::printf("\n");
-    if (config_.gossip.on_partition == "stop")
-      std::printf("the peers stopped when they saw the split (gossip.on_partition: stop), each "
+    if (config_.monitor.on_partition == "stop")
+      std::printf("the peers stopped when they saw the split (monitor.on_partition: stop), each "
                   "with a checkpoint\n");
   }
   std::printf("average model: test_accuracy %.4f, consensus distance %.3g, %lld rounds, %.2f "

@@ -58,7 +58,7 @@ int run_peer(const RunConfig& config, const Topology& topology, const PeerOption
     const std::int64_t done = peer.average();
     if (peer.partition_stop_due()) {
       log_line(cat("peer ", opt.rank, ": the live graph split at round ", done,
-                   " and gossip.on_partition is stop: stopping with a checkpoint"));
+                   " and monitor.on_partition is stop: stopping with a checkpoint"));
       peer.report(0.0, 0.0, -1.0);
       peer.save_checkpoint({});
       break;

@@ -40,12 +40,13 @@ GossipSettings gossip_settings(const GossipConfig& g) {
   GossipSettings s;
   s.algorithm = algorithm_name(g.algorithm);
   if (!traits(g.algorithm).compresses) return s;  // the rest is choco's: 0 and "" elsewhere
-  s.compressor = compress_kind_name(g.compress.kind);
-  if (g.compress.sparse()) s.fraction = g.compress.fraction;
-  if (g.compress.kind == CompressKind::kQuantize)
-    s.bits = static_cast<std::uint32_t>(g.compress.bits);
-  s.consensus_step = consensus_step(g);
-  s.gossip_steps = static_cast<std::uint32_t>(g.gossip_steps);
+  const ChocoConfig& c = g.choco;
+  s.compressor = compress_kind_name(c.compress.kind);
+  if (c.compress.sparse()) s.fraction = c.compress.fraction;
+  if (c.compress.kind == CompressKind::kQuantize)
+    s.bits = static_cast<std::uint32_t>(c.compress.bits);
+  s.consensus_step = consensus_step(c);
+  s.gossip_steps = static_cast<std::uint32_t>(c.gossip_steps);
   return s;
 }
 
@@ -77,16 +78,17 @@ NetConfig net_config(const RunConfig& config, const Topology& topology, const Pe
   net.handshake.gossip = gossip_settings(config.gossip);  // so must what the frames mean
   // CHOCO's packets: a sparse one (an index and a value per coordinate kept) of more than half
   // the coordinates is larger than the parameters themselves; the frame limit makes room.
-  if (traits(config.gossip.algorithm).compresses && config.gossip.compress.kind != CompressKind::kNone) {
-    const Compressor compressor(config.gossip.compress, num_params, 0, 0, config.gossip.wire);
+  const CompressConfig& compress = config.gossip.choco.compress;
+  if (traits(config.gossip.algorithm).compresses && compress.kind != CompressKind::kNone) {
+    const Compressor compressor(compress, num_params, 0, 0, config.gossip.wire);
     const std::uint64_t frame = wire::kHeaderBytes + compressor.packet_bytes();
     net.max_frame_bytes = std::max<std::uint64_t>(
         default_max_frame_bytes(net.handshake.param_count), frame + wire::kMaxControlPayload);
   }
   const auto ms = [](double s) { return std::chrono::milliseconds(static_cast<long>(s * 1000)); };
   net.timeouts.start = ms(config.net.connect_timeout_s);
-  net.timeouts.io = ms(config.gossip.round_timeout_s);
-  net.timeouts.silent = ms(config.gossip.suspect_after_s);
+  net.timeouts.io = ms(config.monitor.round_timeout_s);
+  net.timeouts.silent = ms(config.monitor.suspect_after_s);
   net.log = [rank](const std::string& line) { log_line(cat("peer ", rank, " net: ", line)); };
   return net;
 }

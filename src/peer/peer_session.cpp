@@ -122,15 +122,16 @@ struct PeerSession::Impl {
                              "buffer of the same model and size)"));
       }
     }
-    exchange = std::make_unique<MonitoredExchange>(*transport, config.gossip.dead_after_rounds,
-                                                   config.gossip.dead_after_seconds());
+    exchange = std::make_unique<MonitoredExchange>(*transport, config.monitor.dead_after_rounds,
+                                                   config.monitor.dead_after_s);
     exchange->set_faults(&config.faults);
-    exchange->set_silence(config.gossip.suspect_after_s);
-    exchange->set_adaptive_deadline(config.gossip.round_timeout_floor_s);
+    exchange->set_silence(config.monitor.suspect_after_s);
+    exchange->set_adaptive_deadline(config.monitor.round_timeout_floor_s);
     events.emit(ReadyEvent{rank, since(t0), topology.n(), opt.config_path});
     traced = std::make_unique<TracedExchange>(*exchange, timeline);
     algorithm = make_algorithm(trainer ? traced_learner(learner, timeline) : learner, *traced,
-                               topology, config.gossip, config.train.seed);
+                               topology, config.gossip, config.train.seed,
+                               round_timeout(config.monitor));
     exchange->set_tags_per_round(algorithm->relay_steps() + 1);
     watch = std::make_unique<Watch>(topology, rank, *exchange, events, t0);
     (*watch)(0);
@@ -155,9 +156,9 @@ struct PeerSession::Impl {
                    : cat("mapped from ", data.test.pixels.mapped_file(), " (shared)"));
   }
 
-  /// gossip.on_partition is stop and the live graph has split.
+  /// monitor.on_partition is stop and the live graph has split.
   bool partition_stop_due() const {
-    return watch && watch->partitioned() && config.gossip.on_partition == "stop";
+    return watch && watch->partitioned() && config.monitor.on_partition == "stop";
   }
 
   /// --resume-round N: the parameters, the optimizer's and the algorithm's state and the round

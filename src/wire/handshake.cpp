@@ -62,7 +62,7 @@ void write_settings(cereal::BinaryOutputArchive& ar, const GossipSettings& s) {
 GossipSettings read_settings(cereal::BinaryInputArchive& ar, const SpanBuf& buf) {
   GossipSettings s;
   s.algorithm = read_name(ar, buf, "gossip.algorithm length");
-  s.compressor = read_name(ar, buf, "gossip.compress.kind length");
+  s.compressor = read_name(ar, buf, "gossip.choco.compress.kind length");
   ar(s.fraction, s.bits, s.consensus_step, s.gossip_steps);
   if (auto why = check_gossip_settings(s); !why.empty()) throw Refused{std::move(why)};
   return s;
@@ -99,16 +99,16 @@ std::string settings_refusal(const GossipSettings& ours, const GossipSettings& t
   if (theirs.algorithm != ours.algorithm)
     return differ("gossip.algorithm", quoted(theirs.algorithm), quoted(ours.algorithm));
   if (theirs.compressor != ours.compressor)
-    return differ("gossip.compress.kind", quoted(theirs.compressor), quoted(ours.compressor));
+    return differ("gossip.choco.compress.kind", quoted(theirs.compressor), quoted(ours.compressor));
   if (theirs.fraction != ours.fraction)
-    return differ("gossip.compress.fraction", number(theirs.fraction), number(ours.fraction));
+    return differ("gossip.choco.compress.fraction", number(theirs.fraction), number(ours.fraction));
   if (theirs.bits != ours.bits)
-    return differ("gossip.compress.bits", cat(theirs.bits), cat(ours.bits));
+    return differ("gossip.choco.compress.bits", cat(theirs.bits), cat(ours.bits));
   if (theirs.consensus_step != ours.consensus_step)
-    return differ("gossip.consensus_step", number(theirs.consensus_step),
+    return differ("gossip.choco.consensus_step", number(theirs.consensus_step),
                   number(ours.consensus_step));
   if (theirs.gossip_steps != ours.gossip_steps)
-    return differ("gossip.gossip_steps", cat(theirs.gossip_steps), cat(ours.gossip_steps));
+    return differ("gossip.choco.gossip_steps", cat(theirs.gossip_steps), cat(ours.gossip_steps));
   return {};
 }
 
@@ -116,11 +116,11 @@ std::string settings_refusal(const GossipSettings& ours, const GossipSettings& t
 
 std::string check_gossip_settings(const GossipSettings& s) {
   if (auto why = check_name(s.algorithm, "gossip.algorithm"); !why.empty()) return why;
-  if (auto why = check_name(s.compressor, "gossip.compress.kind"); !why.empty()) return why;
+  if (auto why = check_name(s.compressor, "gossip.choco.compress.kind"); !why.empty()) return why;
   if (!std::isfinite(s.fraction))
-    return cat("gossip.compress.fraction ", s.fraction, " is not a finite number");
+    return cat("gossip.choco.compress.fraction ", s.fraction, " is not a finite number");
   if (!std::isfinite(s.consensus_step))
-    return cat("gossip.consensus_step ", s.consensus_step, " is not a finite number");
+    return cat("gossip.choco.consensus_step ", s.consensus_step, " is not a finite number");
   return {};
 }
 

@@ -34,6 +34,7 @@ train:
 gossip:
   topology: ring.yaml
   algorithm: {algorithm}
+monitor:
   round_timeout_s: 10
 net:
   tls: off

@@ -20,7 +20,7 @@ if mode == "model-exec":
     peer.join_model()
     while peer.rounds_done < peer._peer.planned_rounds:
         peer.step_round()
-        if peer.partition_stop_due():  # gossip.on_partition: stop, as gossip peer does
+        if peer.partition_stop_due():  # monitor.on_partition: stop, as gossip peer does
             peer.report()
             peer.save_checkpoint()
             break

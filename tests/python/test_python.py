@@ -210,7 +210,7 @@ def _event_kinds(out, peer):
 
 def test_on_partition_stop_ends_python_and_cpp_peers_alike(folder, base_port):
     # 4 peers on a ring, 30 epochs of 256 rounds; the fault schedule kills peers 1 and 3 at round
-    # 100, which leaves 0 and 2 apart: with gossip.on_partition: stop each survivor evaluates,
+    # 100, which leaves 0 and 2 apart: with monitor.on_partition: stop each survivor evaluates,
     # checkpoints and ends there, whether it is a gossip peer process or a Python script.
     with open(os.path.join(folder, "ring.yaml"), "w") as f:
         f.write("generator: ring\nn: 4\n")
@@ -220,8 +220,8 @@ def test_on_partition_stop_ends_python_and_cpp_peers_alike(folder, base_port):
 model: {{layers: [12, 24, 3]}}
 optimizer: {{lr: 0.05}}
 train: {{epochs: 30, batch: 16, seed: 5, evals_per_epoch: 1}}
-gossip: {{topology: ring.yaml, round_timeout_s: 5, dead_after_rounds: 1, dead_after_s: 0,
-         on_partition: stop}}
+gossip: {{topology: ring.yaml}}
+monitor: {{round_timeout_s: 5, dead_after_rounds: 1, dead_after_s: 0, on_partition: stop}}
 net: {{tls: off, base_port: {base_port}, connect_timeout_s: 10}}
 faults:
   - {{round: 100, kill: [1, 3]}}
