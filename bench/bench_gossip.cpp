@@ -196,26 +196,12 @@ double loopback_bandwidth() {
 
 }  // namespace
 
-int run_gossip(int argc, char** argv) {
-  Args args(argc, argv, {"rounds", "peers", "worker", "port", "tls", "algorithm", "wire", "repeats"},
-            {"json", "tcp"});
-  if (args.help()) {
-    std::printf("%s", kHelp);
-    return kExitOk;
-  }
-  const int rounds = static_cast<int>(args.get_int("rounds", 100));
-  if (rounds <= 0) throw InputError("--rounds must be positive");
-  const int repeats = static_cast<int>(args.get_int("repeats", 3));
-  if (repeats <= 0 || repeats > 10) throw InputError("--repeats must be 1 to 10");
-  if (args.get("worker"))
-    return worker(static_cast<int>(args.get_int("worker", 0)),
-                  static_cast<int>(args.get_int("peers", 8)),
-                  static_cast<int>(args.get_int("port", 0)), rounds, args.has("tcp"),
-                  args.get_or("tls", ""), args.get_or("algorithm", ""),
-                  parse_wire_format(args.get_or("wire", "fp32"), "--wire"));
+namespace {
 
+/// --peers: sizes separated by commas, each at least 3.
+std::vector<int> parse_sizes(const std::string& text) {
   std::vector<int> sizes;
-  for (const std::string& part : {args.get_or("peers", "8,16")}) {
+  for (const std::string& part : {text}) {
     std::size_t pos = 0;
     while (pos < part.size()) {
       const auto comma = part.find(',', pos);
@@ -225,53 +211,48 @@ int run_gossip(int argc, char** argv) {
       pos = comma + 1;
     }
   }
-  const bool json = args.has("json");
-  const auto python = torch_python();
-  const int port = 23000 + static_cast<int>(getpid() % 8000);
-  if (!json) {
-    std::printf("gossip bench gossip: ring, %lld floats (%.2f MB) per message, one host\n%s\n",
-                static_cast<long long>(kFloats), kFloats * 4 / 1e6, blas_kernel_line().c_str());
-    if (!python)
-      std::printf("gloo reference: not available (install it with: apt-get install "
-                  "python3-torch); reporting our figures alone\n");
+  return sizes;
+}
+
+struct Row {
+  int peers;
+  Measured shm, tls, tcp;
+  double gloo;
+  Measured choco, allreduce, tls_bf16;
+};
+
+/// Every row of one size: ours as `gossip run` sends (shared memory), over TLS and plain TCP,
+/// CHOCO top-1%, all-reduce and TLS at bf16, then gloo's round on the same ring when torch is
+/// there.
+Row measure(int n, int rounds, int repeats, int port, const std::string& tls_dir,
+            const std::optional<std::string>& python) {
+  Row r{n, run_ours(n, rounds, port, false, tls_dir), run_ours(n, rounds, port + 50, true, tls_dir),
+        run_ours(n, rounds, port + 150, true, ""), 0.0,
+        run_ours(n, rounds, port + 200, false, tls_dir, "choco"),
+        run_ours(n, rounds, port + 250, false, tls_dir, "allreduce"),
+        run_ours(n, rounds, port + 300, true, tls_dir, "", WireFormat::kBf16)};
+  // The rows TLS is judged by, measured again in turn: each keeps its fastest run, so a burst
+  // of load on this machine during one of them does not decide the ratio.
+  for (int k = 1; k < repeats; ++k) {
+    const int at = port + 350 + 150 * k;
+    auto keep_best = [](Measured& best, Measured m) {
+      if (m.seconds < best.seconds) best = m;
+    };
+    keep_best(r.tcp, run_ours(n, rounds, at, true, ""));
+    keep_best(r.tls, run_ours(n, rounds, at + 50, true, tls_dir));
+    keep_best(r.tls_bf16, run_ours(n, rounds, at + 100, true, tls_dir, "", WireFormat::kBf16));
   }
-  const double loopback = loopback_bandwidth();
-  // The benchmark run's credentials, as `gossip run` makes them; removed at the end.
-  const RunCredentials credentials("gossip-bench-tls",
-                                   *std::max_element(sizes.begin(), sizes.end()));
-  const std::string tls_dir = credentials.dir().string();
-  struct Row {
-    int peers;
-    Measured shm, tls, tcp;
-    double gloo;
-    Measured choco, allreduce, tls_bf16;
-  };
-  std::vector<Row> rows;
-  for (int n : sizes) {
-    Row r{n, run_ours(n, rounds, port, false, tls_dir), run_ours(n, rounds, port + 50, true, tls_dir),
-          run_ours(n, rounds, port + 150, true, ""), 0.0,
-          run_ours(n, rounds, port + 200, false, tls_dir, "choco"),
-          run_ours(n, rounds, port + 250, false, tls_dir, "allreduce"),
-          run_ours(n, rounds, port + 300, true, tls_dir, "", WireFormat::kBf16)};
-    // The rows TLS is judged by, measured again in turn: each keeps its fastest run, so a burst
-    // of load on this machine during one of them does not decide the ratio.
-    for (int k = 1; k < repeats; ++k) {
-      const int at = port + 350 + 150 * k;
-      auto keep_best = [](Measured& best, Measured m) {
-        if (m.seconds < best.seconds) best = m;
-      };
-      keep_best(r.tcp, run_ours(n, rounds, at, true, ""));
-      keep_best(r.tls, run_ours(n, rounds, at + 50, true, tls_dir));
-      keep_best(r.tls_bf16, run_ours(n, rounds, at + 100, true, tls_dir, "", WireFormat::kBf16));
-    }
-    if (python) {
-      auto line = run_python(*python, "torch_gossip.py",
-                             {std::to_string(n), std::to_string(kFloats), std::to_string(rounds),
-                              std::to_string(port + 100)});
-      if (line) r.gloo = json_field(*line, "seconds_per_round").value_or(0.0);
-    }
-    rows.push_back(r);
+  if (python) {
+    auto line = run_python(*python, "torch_gossip.py",
+                           {std::to_string(n), std::to_string(kFloats), std::to_string(rounds),
+                            std::to_string(port + 100)});
+    if (line) r.gloo = json_field(*line, "seconds_per_round").value_or(0.0);
   }
+  return r;
+}
+
+/// The table for people: every way ours sent a round, against gloo's where measured.
+void print_rows(const std::vector<Row>& rows, double loopback) {
   // Bytes the whole ring moves in one round: every peer sends its buffer to two neighbours.
   auto ring_bytes = [](int n) { return 2.0 * n * (kFloats * 4.0); };
   // CHOCO top-1%: a 16-byte packet header, then 8 bytes (index, value) per kept entry.
@@ -279,58 +260,6 @@ int run_gossip(int argc, char** argv) {
   auto choco_bytes = [&](int n) { return 2.0 * n * choco_bytes_per_message; };
   // All-reduce: 2 (n - 1) hops, each moving every chunk once (the whole buffer) plus headers.
   auto allreduce_bytes = [](int n) { return 2.0 * (n - 1) * (kFloats * 4.0 + n * 16.0); };
-  auto ratio_of = [](double ours, double gloo) { return gloo > 0 ? ours / gloo : 0.0; };
-  const Row& main = rows.front();
-  const double ratio = ratio_of(main.shm.seconds, main.gloo);
-  const double ratio_tcp = ratio_of(main.tcp.seconds, main.gloo);
-  const double tls_cost = main.tls.seconds / main.tcp.seconds;
-  // What TLS must cost at the least: every peer seals the two buffers it sends and opens the
-  // two it receives, at the rate OpenSSL reaches here on one core (measured now) with the AEAD
-  // our records use (AES-128-OCB where OpenSSL has it), the peers sharing this machine's cores.
-  // AES-128-GCM, the TLS suite's own AEAD, is measured beside it.
-  const std::string record_aead = preferred_record_aead();
-  const double aead_rate = aead_bytes_per_second(record_aead);
-  const double gcm_rate = aead_bytes_per_second("AES-128-GCM");
-  const int cores = std::max(1u, std::thread::hardware_concurrency());
-  const auto bound_at = [&](double rate) {
-    return main.peers * 4.0 * (kFloats * 4.0) / rate / std::min(main.peers, cores);
-  };
-  const double aes_bound = bound_at(aead_rate);
-  const double gcm_bound = bound_at(gcm_rate);
-  const double tls_extra = main.tls.seconds - main.tcp.seconds;
-  const double tls_over_aes = tls_extra / aes_bound;
-  const double tls_over_gcm = tls_extra / gcm_bound;
-  const double bf16_cost = main.tls_bf16.seconds / main.tcp.seconds;
-  if (json) {
-    JsonObject o;
-    o.add("bench", "gossip").add("loopback_bytes_per_s", loopback);
-    for (const auto& r : rows)
-      o.add(cat("p", r.peers, "_ours_ms"), r.shm.seconds * 1e3)
-          .add(cat("p", r.peers, "_tls_ms"), r.tls.seconds * 1e3)
-          .add(cat("p", r.peers, "_tcp_ms"), r.tcp.seconds * 1e3)
-          .add(cat("p", r.peers, "_gloo_ms"), r.gloo * 1e3)
-          .add(cat("p", r.peers, "_shm_links"), r.shm.shm_links)
-          .add(cat("p", r.peers, "_bytes_per_s"), ring_bytes(r.peers) / r.shm.seconds)
-          .add(cat("p", r.peers, "_choco_top1_ms"), r.choco.seconds * 1e3)
-          .add(cat("p", r.peers, "_allreduce_ms"), r.allreduce.seconds * 1e3)
-          .add(cat("p", r.peers, "_tls_bf16_ms"), r.tls_bf16.seconds * 1e3);
-    o.add("ratio", main.gloo > 0 ? ratio : NAN).add("ratio_tcp", main.gloo > 0 ? ratio_tcp : NAN);
-    o.add("tls_over_tcp", tls_cost)
-        .add("record_aead", record_aead)
-        .add("record_aead_bytes_per_s", aead_rate)
-        .add("aes_gcm_bytes_per_s", gcm_rate)
-        .add("tls_extra_ms", tls_extra * 1e3)
-        .add("aes_bound_ms", aes_bound * 1e3)
-        .add("tls_over_aes_bound", tls_over_aes)
-        .add("aes_gcm_bound_ms", gcm_bound * 1e3)
-        .add("tls_over_aes_gcm_bound", tls_over_gcm)
-        .add("tls_bf16_ms", main.tls_bf16.seconds * 1e3)
-        .add("tcp_ms", main.tcp.seconds * 1e3)
-        .add("tls_bf16_over_tcp_fp32", bf16_cost);
-    std::printf("%s\n", o.str().c_str());
-    return kExitOk;
-  }
-  std::printf("plain loopback socket pair: %.2f GB/s\n\n", loopback / 1e9);
   std::printf("%6s  %-33s  %9s  %14s  %7s  %10s  %12s\n", "peers", "ours: parameters by",
               "ms/round", "gloo ms/round", "ratio", "ours GB/s", "vs loopback");
   for (const auto& r : rows) {
@@ -359,6 +288,109 @@ int run_gossip(int argc, char** argv) {
                   bps / loopback);
     }
   }
+}
+
+/// Each size's figures in --json: pN_ours_ms, pN_tls_ms, ... (the table's rows).
+void add_rows_json(JsonObject& o, const std::vector<Row>& rows) {
+  // Bytes the whole ring moves in one round: every peer sends its buffer to two neighbours.
+  auto ring_bytes = [](int n) { return 2.0 * n * (kFloats * 4.0); };
+  for (const auto& r : rows)
+    o.add(cat("p", r.peers, "_ours_ms"), r.shm.seconds * 1e3)
+        .add(cat("p", r.peers, "_tls_ms"), r.tls.seconds * 1e3)
+        .add(cat("p", r.peers, "_tcp_ms"), r.tcp.seconds * 1e3)
+        .add(cat("p", r.peers, "_gloo_ms"), r.gloo * 1e3)
+        .add(cat("p", r.peers, "_shm_links"), r.shm.shm_links)
+        .add(cat("p", r.peers, "_bytes_per_s"), ring_bytes(r.peers) / r.shm.seconds)
+        .add(cat("p", r.peers, "_choco_top1_ms"), r.choco.seconds * 1e3)
+        .add(cat("p", r.peers, "_allreduce_ms"), r.allreduce.seconds * 1e3)
+        .add(cat("p", r.peers, "_tls_bf16_ms"), r.tls_bf16.seconds * 1e3);
+}
+
+/// What is measured, and whether gloo is there to measure against.
+void print_intro(bool gloo) {
+  std::printf("gossip bench gossip: ring, %lld floats (%.2f MB) per message, one host\n%s\n",
+              static_cast<long long>(kFloats), kFloats * 4 / 1e6, blas_kernel_line().c_str());
+  if (!gloo)
+    std::printf("gloo reference: not available (install it with: apt-get install "
+                "python3-torch); reporting our figures alone\n");
+}
+
+}  // namespace
+
+int run_gossip(int argc, char** argv) {
+  Args args(argc, argv, {"rounds", "peers", "worker", "port", "tls", "algorithm", "wire", "repeats"},
+            {"json", "tcp"});
+  if (args.help()) {
+    std::printf("%s", kHelp);
+    return kExitOk;
+  }
+  const int rounds = static_cast<int>(args.get_int("rounds", 100));
+  if (rounds <= 0) throw InputError("--rounds must be positive");
+  const int repeats = static_cast<int>(args.get_int("repeats", 3));
+  if (repeats <= 0 || repeats > 10) throw InputError("--repeats must be 1 to 10");
+  if (args.get("worker"))
+    return worker(static_cast<int>(args.get_int("worker", 0)),
+                  static_cast<int>(args.get_int("peers", 8)),
+                  static_cast<int>(args.get_int("port", 0)), rounds, args.has("tcp"),
+                  args.get_or("tls", ""), args.get_or("algorithm", ""),
+                  parse_wire_format(args.get_or("wire", "fp32"), "--wire"));
+
+  const std::vector<int> sizes = parse_sizes(args.get_or("peers", "8,16"));
+  const bool json = args.has("json");
+  const auto python = torch_python();
+  const int port = 23000 + static_cast<int>(getpid() % 8000);
+  if (!json) print_intro(python.has_value());
+  const double loopback = loopback_bandwidth();
+  // The benchmark run's credentials, as `gossip run` makes them; removed at the end.
+  const RunCredentials credentials("gossip-bench-tls",
+                                   *std::max_element(sizes.begin(), sizes.end()));
+  const std::string tls_dir = credentials.dir().string();
+  std::vector<Row> rows;
+  for (int n : sizes) rows.push_back(measure(n, rounds, repeats, port, tls_dir, python));
+  auto ratio_of = [](double ours, double gloo) { return gloo > 0 ? ours / gloo : 0.0; };
+  const Row& main = rows.front();
+  const double ratio = ratio_of(main.shm.seconds, main.gloo);
+  const double ratio_tcp = ratio_of(main.tcp.seconds, main.gloo);
+  const double tls_cost = main.tls.seconds / main.tcp.seconds;
+  // What TLS must cost at the least: every peer seals the two buffers it sends and opens the
+  // two it receives, at the rate OpenSSL reaches here on one core (measured now) with the AEAD
+  // our records use (AES-128-OCB where OpenSSL has it), the peers sharing this machine's cores.
+  // AES-128-GCM, the TLS suite's own AEAD, is measured beside it.
+  const std::string record_aead = preferred_record_aead();
+  const double aead_rate = aead_bytes_per_second(record_aead);
+  const double gcm_rate = aead_bytes_per_second("AES-128-GCM");
+  const int cores = std::max(1u, std::thread::hardware_concurrency());
+  const auto bound_at = [&](double rate) {
+    return main.peers * 4.0 * (kFloats * 4.0) / rate / std::min(main.peers, cores);
+  };
+  const double aes_bound = bound_at(aead_rate);
+  const double gcm_bound = bound_at(gcm_rate);
+  const double tls_extra = main.tls.seconds - main.tcp.seconds;
+  const double tls_over_aes = tls_extra / aes_bound;
+  const double tls_over_gcm = tls_extra / gcm_bound;
+  const double bf16_cost = main.tls_bf16.seconds / main.tcp.seconds;
+  if (json) {
+    JsonObject o;
+    o.add("bench", "gossip").add("loopback_bytes_per_s", loopback);
+    add_rows_json(o, rows);
+    o.add("ratio", main.gloo > 0 ? ratio : NAN).add("ratio_tcp", main.gloo > 0 ? ratio_tcp : NAN);
+    o.add("tls_over_tcp", tls_cost)
+        .add("record_aead", record_aead)
+        .add("record_aead_bytes_per_s", aead_rate)
+        .add("aes_gcm_bytes_per_s", gcm_rate)
+        .add("tls_extra_ms", tls_extra * 1e3)
+        .add("aes_bound_ms", aes_bound * 1e3)
+        .add("tls_over_aes_bound", tls_over_aes)
+        .add("aes_gcm_bound_ms", gcm_bound * 1e3)
+        .add("tls_over_aes_gcm_bound", tls_over_gcm)
+        .add("tls_bf16_ms", main.tls_bf16.seconds * 1e3)
+        .add("tcp_ms", main.tcp.seconds * 1e3)
+        .add("tls_bf16_over_tcp_fp32", bf16_cost);
+    std::printf("%s\n", o.str().c_str());
+    return kExitOk;
+  }
+  std::printf("plain loopback socket pair: %.2f GB/s\n\n", loopback / 1e9);
+  print_rows(rows, loopback);
   std::printf("\n(the CHOCO and all-reduce rows' ratio column is against our gossip round of the "
               "same size, shared memory)\n");
   if (main.gloo > 0)

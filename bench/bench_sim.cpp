@@ -80,23 +80,14 @@ double rss_peak_bytes() {
 
 }  // namespace
 
-int run_sim(int argc, char** argv) {
-  Args args(argc, argv,
-            {"peers", "rounds", "epochs", "workers", "layers", "topology", "batch", "data"},
-            {"json"});
-  if (args.help()) {
-    std::printf("%s", kSimHelp);
-    return kExitOk;
-  }
-  const int peers = static_cast<int>(args.get_int("peers", 1024));
-  const int rounds = static_cast<int>(args.get_int("rounds", 30));
-  if (peers < 2 || rounds < 1) throw InputError("--peers must be >= 2 and --rounds >= 1");
-  const bool json = args.has("json");
+namespace {
 
+/// The simulation's run config: the model, synthetic data sized to the peers or Fashion-MNIST,
+/// SGD with momentum, the worker threads and 1 ms of simulated compute a step.
+RunConfig bench_config(const Args& args, int peers, const std::vector<int>& layers,
+                       const std::string& data_kind) {
   RunConfig c;
-  const std::vector<int> layers = parse_layers(args.get_or("layers", "32-64-10"));
   c.model = ModelConfig::mlp(layers);
-  const std::string data_kind = args.get_or("data", "synthetic");
   if (data_kind == "synthetic") {
     c.data.synthetic = true;
     c.data.synthetic_dim = layers.front();
@@ -123,6 +114,46 @@ int run_sim(int argc, char** argv) {
   c.sim.workers = static_cast<int>(workers);
   c.sim.step_ms = 1.0;
   c.train.evals_per_epoch = 1;
+  return c;
+}
+
+/// The reference: per peer, y += w x over its terms (self + in-neighbours), bare cblas_saxpy on
+/// the same pool of workers; seconds a round, the best of 3 runs of `calls` rounds.
+double saxpy_round_seconds(const Topology& topology, std::int64_t n, int workers, int calls) {
+  const int peers = topology.n();
+  std::vector<std::vector<float>> x(peers, std::vector<float>(n, 0.5f));
+  std::vector<std::vector<float>> y(peers, std::vector<float>(n, 0.0f));
+  WorkerPool pool(workers);
+  const auto saxpy_round = [&] {
+    pool.run(peers, [&](int p) {
+      const auto in = topology.in_neighbours(p, 0);
+      cblas_saxpy(static_cast<int>(n), 0.5f, x[p].data(), 1, y[p].data(), 1);
+      for (const auto& nb : in)
+        cblas_saxpy(static_cast<int>(n), static_cast<float>(nb.weight), x[nb.peer].data(), 1,
+                    y[p].data(), 1);
+    });
+  };
+  return best_seconds_per_call(saxpy_round, calls, 3);
+}
+
+}  // namespace
+
+int run_sim(int argc, char** argv) {
+  Args args(argc, argv,
+            {"peers", "rounds", "epochs", "workers", "layers", "topology", "batch", "data"},
+            {"json"});
+  if (args.help()) {
+    std::printf("%s", kSimHelp);
+    return kExitOk;
+  }
+  const int peers = static_cast<int>(args.get_int("peers", 1024));
+  const int rounds = static_cast<int>(args.get_int("rounds", 30));
+  if (peers < 2 || rounds < 1) throw InputError("--peers must be >= 2 and --rounds >= 1");
+  const bool json = args.has("json");
+
+  const std::vector<int> layers = parse_layers(args.get_or("layers", "32-64-10"));
+  const std::string data_kind = args.get_or("data", "synthetic");
+  RunConfig c = bench_config(args, peers, layers, data_kind);
   const bool by_epochs = args.has("epochs");
   if (by_epochs && args.has("rounds"))
     throw InputError("--rounds and --epochs: give one of them");
@@ -161,22 +192,9 @@ int run_sim(int argc, char** argv) {
   const double model_bytes = static_cast<double>(mlp_param_count(layers)) * sizeof(float);
   const double per_peer_models = (rss_peak - rss_before) / peers / model_bytes;
 
-  // Reference: per peer, y += w x over its terms (self + in-neighbours), bare cblas_saxpy.
   const std::int64_t n = mlp_param_count(layers);
-  std::vector<std::vector<float>> x(peers, std::vector<float>(n, 0.5f));
-  std::vector<std::vector<float>> y(peers, std::vector<float>(n, 0.0f));
-  WorkerPool pool(c.sim.workers);
-  const auto saxpy_round = [&] {
-    pool.run(peers, [&](int p) {
-      const auto in = topology.in_neighbours(p, 0);
-      cblas_saxpy(static_cast<int>(n), 0.5f, x[p].data(), 1, y[p].data(), 1);
-      for (const auto& nb : in)
-        cblas_saxpy(static_cast<int>(n), static_cast<float>(nb.weight), x[nb.peer].data(), 1,
-                    y[p].data(), 1);
-    });
-  };
   const int done = static_cast<int>(r.rounds);
-  const double saxpy = best_seconds_per_call(saxpy_round, std::max(done, 3), 3);
+  const double saxpy = saxpy_round_seconds(topology, n, c.sim.workers, std::max(done, 3));
 
   const double local = r.local_seconds / done;
   const double mix = r.mix_seconds / done;

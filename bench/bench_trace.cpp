@@ -39,16 +39,10 @@ const char* kTraceHelp =
 
 }  // namespace
 
-int run_trace(int argc, char** argv) {
-  Args args(argc, argv, {"rounds"}, {"json"});
-  if (args.help()) {
-    std::printf("%s", kTraceHelp);
-    return kExitOk;
-  }
-  const int rounds = static_cast<int>(args.get_int("rounds", 200));
-  if (rounds < 1) throw InputError("--rounds must be positive");
-  const bool json = args.has("json");
+namespace {
 
+/// The quickstart's MLP and optimizer on synthetic data of its shape.
+RunConfig quickstart_mlp_config() {
   RunConfig c;
   c.model = ModelConfig::mlp({784, 256, 128, 10});
   c.data.synthetic = true;
@@ -59,6 +53,22 @@ int run_trace(int argc, char** argv) {
   c.train.batch = 32;
   c.optimizer.lr = 0.01;
   c.optimizer.momentum = 0.9;
+  return c;
+}
+
+}  // namespace
+
+int run_trace(int argc, char** argv) {
+  Args args(argc, argv, {"rounds"}, {"json"});
+  if (args.help()) {
+    std::printf("%s", kTraceHelp);
+    return kExitOk;
+  }
+  const int rounds = static_cast<int>(args.get_int("rounds", 200));
+  if (rounds < 1) throw InputError("--rounds must be positive");
+  const bool json = args.has("json");
+
+  const RunConfig c = quickstart_mlp_config();
   auto cpu = make_cpu_backend(1);
   const DataSets data = load_datasets(c);
   std::vector<std::int64_t> shard(static_cast<std::size_t>(data.train.n));

@@ -36,6 +36,56 @@ double contraction_per_round(const SimResult& r) {
 
 }  // namespace
 
+namespace {
+
+/// What the end of `gossip sim`'s output adds when there is something to say: where the
+/// simulated time went, the faults, a partition, unequal shards.
+void print_run_notes(const SimResult& result, const RunConfig& config, const std::string& out) {
+  if (!result.timelines.empty()) {
+    std::vector<std::pair<std::string, PhaseSeconds>> rows;
+    PhaseSeconds all{};
+    for (const auto& [p, t] : result.timelines) {
+      rows.emplace_back(cat(p), t.seconds());
+      for (std::size_t i = 0; i < kPhaseCount; ++i) all[i] += t.seconds()[i];
+    }
+    rows.emplace_back("all", all);
+    std::printf("where the simulated time went (%% of each traced peer's time; timelines in "
+                "%s/peers/R/trace.json):\n%s",
+                out.c_str(), phase_table(rows).c_str());
+  }
+  if (!result.faults.empty() || !result.member_events.empty()) {
+    std::int64_t dead = 0;
+    for (char a : result.alive_at_end) dead += a ? 0 : 1;
+    std::printf("faults: %zu carried out, %zu membership events (%s/events.jsonl); %lld peer%s "
+                "dead at the end\n",
+                result.faults.size(), result.member_events.size(), out.c_str(),
+                static_cast<long long>(dead), dead == 1 ? "" : "s");
+  }
+  if (result.stopped_by_partition)
+    std::printf("stopped after round %lld: the live graph split and monitor.on_partition is "
+                "stop\n", static_cast<long long>(result.rounds));
+  if (result.final_components.size() > 1) {
+    std::printf("PARTITIONED: the live graph ended split into %s; the components trained "
+                "separate models, so the average above is not one model. Per component:",
+                format_components(result.final_components).c_str());
+    for (std::size_t i = 0; i < result.final_components.size(); ++i)
+      std::printf(" {%s} %.4f", format_peers(result.final_components[i]).c_str(),
+                  result.component_accuracy[i]);
+    std::printf("\n");
+  }
+  if (!result.samples_per_peer.empty()) {
+    const auto [lo, hi] = std::minmax_element(result.samples_per_peer.begin(),
+                                              result.samples_per_peer.end());
+    if (*lo != *hi)
+      std::printf("shards are unequal: %lld to %lld training samples per peer (summary.json "
+                  "samples_per_peer); data.balance %s\n",
+                  static_cast<long long>(*lo), static_cast<long long>(*hi),
+                  config.data.balance.c_str());
+  }
+}
+
+}  // namespace
+
 int run_simulation(const RunConfig& config, const std::string& out, bool progress_bar) {
   const Topology topology = load_topology(config.gossip.topology);
   check_algorithm(config, topology);
@@ -98,47 +148,7 @@ int run_simulation(const RunConfig& config, const std::string& out, bool progres
               "%s/summary.json\n",
               result.sim_seconds, result.wall_seconds, result.local_seconds, result.mix_seconds,
               result.workers, out.c_str());
-  if (!result.timelines.empty()) {
-    std::vector<std::pair<std::string, PhaseSeconds>> rows;
-    PhaseSeconds all{};
-    for (const auto& [p, t] : result.timelines) {
-      rows.emplace_back(cat(p), t.seconds());
-      for (std::size_t i = 0; i < kPhaseCount; ++i) all[i] += t.seconds()[i];
-    }
-    rows.emplace_back("all", all);
-    std::printf("where the simulated time went (%% of each traced peer's time; timelines in "
-                "%s/peers/R/trace.json):\n%s",
-                out.c_str(), phase_table(rows).c_str());
-  }
-  if (!result.faults.empty() || !result.member_events.empty()) {
-    std::int64_t dead = 0;
-    for (char a : result.alive_at_end) dead += a ? 0 : 1;
-    std::printf("faults: %zu carried out, %zu membership events (%s/events.jsonl); %lld peer%s "
-                "dead at the end\n",
-                result.faults.size(), result.member_events.size(), out.c_str(),
-                static_cast<long long>(dead), dead == 1 ? "" : "s");
-  }
-  if (result.stopped_by_partition)
-    std::printf("stopped after round %lld: the live graph split and monitor.on_partition is "
-                "stop\n", static_cast<long long>(result.rounds));
-  if (result.final_components.size() > 1) {
-    std::printf("PARTITIONED: the live graph ended split into %s; the components trained "
-                "separate models, so the average above is not one model. Per component:",
-                format_components(result.final_components).c_str());
-    for (std::size_t i = 0; i < result.final_components.size(); ++i)
-      std::printf(" {%s} %.4f", format_peers(result.final_components[i]).c_str(),
-                  result.component_accuracy[i]);
-    std::printf("\n");
-  }
-  if (!result.samples_per_peer.empty()) {
-    const auto [lo, hi] = std::minmax_element(result.samples_per_peer.begin(),
-                                              result.samples_per_peer.end());
-    if (*lo != *hi)
-      std::printf("shards are unequal: %lld to %lld training samples per peer (summary.json "
-                  "samples_per_peer); data.balance %s\n",
-                  static_cast<long long>(*lo), static_cast<long long>(*hi),
-                  config.data.balance.c_str());
-  }
+  print_run_notes(result, config, out);
   if (!analysis.connected) {
     std::fprintf(stderr, "gossip sim: warning: the topology is not connected (%zu components): "
                          "the peers cannot reach consensus\n",
