@@ -26,25 +26,27 @@
 namespace gossip {
 
 MonitorConfig monitor_preset(MonitorPreset preset) {
-  MonitorConfig m;  // lan: the defaults
-  m.preset = preset;
-  switch (preset) {
-    case MonitorPreset::kLocal:
-      m.round_timeout_s = 10.0;
-      m.round_timeout_floor_s = 1.0;
-      m.suspect_after_s = 1.0;
-      m.dead_after_rounds = 2;
-      m.dead_after_s = 0.75;
-      break;
-    case MonitorPreset::kLan:
-      break;
-    case MonitorPreset::kWan:
-      m.round_timeout_s = 90.0;
-      m.round_timeout_floor_s = 12.0;
-      m.suspect_after_s = 5.0;
-      m.dead_after_rounds = 5;
-      m.dead_after_s = 7.5;
-      break;
+  struct Row {
+    MonitorPreset preset;
+    double round_timeout_s, round_timeout_floor_s, suspect_after_s;
+    std::int64_t dead_after_rounds;
+    double dead_after_s;
+  };
+  // lan is MonitorConfig's defaults (a test holds them equal).
+  static constexpr Row kRows[] = {
+      {MonitorPreset::kLocal, 10.0, 1.0, 1.0, 2, 0.75},
+      {MonitorPreset::kLan, 30.0, 2.0, 1.0, 3, 1.0},
+      {MonitorPreset::kWan, 90.0, 12.0, 5.0, 5, 7.5},
+  };
+  MonitorConfig m;
+  for (const Row& r : kRows) {
+    if (r.preset != preset) continue;
+    m.preset = preset;
+    m.round_timeout_s = r.round_timeout_s;
+    m.round_timeout_floor_s = r.round_timeout_floor_s;
+    m.suspect_after_s = r.suspect_after_s;
+    m.dead_after_rounds = r.dead_after_rounds;
+    m.dead_after_s = r.dead_after_s;
   }
   return m;
 }
