@@ -169,7 +169,7 @@ void SimExchange::count_sent(std::size_t copies, std::uint64_t bytes,
   cpu_since_ += network_->transfer_cpu_seconds(0, sent);  // its wake-ups: see collect()
 }
 
-void SimExchange::send_view(std::span<const Member> view, std::span<const int>,
+void SimExchange::send_view(std::int64_t, std::span<const Member> view, std::span<const int>,
                             std::span<const Probe> probes) {
   pending_view_.emplace(view.begin(), view.end());
   pending_probes_.assign(probes.begin(), probes.end());

@@ -52,7 +52,7 @@ class SimExchange final : public Exchange {
   std::vector<int> dead_peers() const override { return {}; }
   std::uint64_t bytes_sent() const override { return bytes_sent_; }
   /// The view rides with the next publish (to the same peers); a lost message loses it too.
-  void send_view(std::span<const Member> view, std::span<const int> to,
+  void send_view(std::int64_t round, std::span<const Member> view, std::span<const int> to,
                  std::span<const Probe> probes = {}) override;
   /// The views that came with the messages the last collect() took.
   /// With `on`, each collect's [start, end] on this peer's clock is kept until take_collects()

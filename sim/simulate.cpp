@@ -11,6 +11,7 @@
 
 #include "gossip/core.hpp"
 #include "gossip/events.hpp"
+#include "gossip/faults.hpp"
 #include "gossip/gossip.hpp"
 #include "gossip/hash.hpp"
 #include "gossip/monitor.hpp"
@@ -40,8 +41,9 @@ std::unique_ptr<Backend> sim_backend(const RunConfig& config) {
 
 /// The peers, their exchanges and algorithms, and the loop that runs rounds over them. Each
 /// peer's exchange keeps its membership view (MonitoredExchange, as in a real peer) and its
-/// convergence monitor watches the live graph; the fault schedule kills, restarts, pauses and
-/// cuts, as `gossip run` does to processes.
+/// convergence monitor watches the live graph; the fault schedule kills, restarts and pauses
+/// here, as `gossip run` does to processes, and cuts links through each peer's CutLinks (under
+/// its MonitoredExchange, as in a real peer; none when the schedule cuts nothing).
 class Swarm {
  public:
   Swarm(const RunConfig& config, const Topology& topology, std::vector<Learner> learners)
@@ -49,12 +51,14 @@ class Swarm {
         network_(topology.n(), learners_.front().num_params, history(config.gossip),
                  config.sim, config.train.seed, config.gossip.wire),
         pool_(config.sim.workers) {
+    const bool cuts = has_cuts(config_.faults);
     for (int p = 0; p < n(); ++p) {
       SimExchange& ex = network_.exchange(p);
+      if (cuts) cut_links_.push_back(std::make_unique<CutLinks>(ex, config_.faults));
+      Exchange& below = cuts ? static_cast<Exchange&>(*cut_links_.back()) : ex;
       monitored_.push_back(std::make_unique<MonitoredExchange>(
-          ex, config.monitor.dead_after_rounds, config.monitor.dead_after_s,
+          below, config.monitor.dead_after_rounds, config.monitor.dead_after_s,
           [&ex] { return ex.now(); }));
-      monitored_.back()->set_faults(&config_.faults);
       monitored_.back()->set_silence(config_.monitor.suspect_after_s);
       watches_.emplace_back(topology, p);
     }
@@ -62,7 +66,9 @@ class Swarm {
       algorithms_.push_back(make_algorithm(network_.timed(p, learners_[p]), *monitored_[p],
                                            topology, config.gossip, config.train.seed,
                                            round_timeout(config.monitor)));
-      monitored_[p]->set_tags_per_round(algorithms_.back()->relay_steps() + 1);
+      const int tags = algorithms_.back()->relay_steps() + 1;
+      monitored_[p]->set_tags_per_round(tags);
+      if (cuts) cut_links_[p]->set_tags_per_round(tags);
     }
     alive_.assign(n(), 1);
     paused_until_.assign(n(), -1.0);
@@ -318,6 +324,7 @@ class Swarm {
       }
       result.faults.push_back(SimFault{r, f.action, f.peers, f.seconds, latest_clock()});
     }
+    // Cuts act in the peers' CutLinks, round by round; here they are only recorded.
     for (const Fault& f : config_.faults)
       if (f.action == "cut" && (f.round == r || f.to_round == r)) {
         std::vector<int> ends;
@@ -342,6 +349,7 @@ class Swarm {
   std::vector<Learner> learners_;
   SimNetwork network_;
   WorkerPool pool_;
+  std::vector<std::unique_ptr<CutLinks>> cut_links_;  // one a peer when the schedule cuts links
   std::vector<std::unique_ptr<MonitoredExchange>> monitored_;
   std::vector<MembershipWatch> watches_;  // each peer's, as a real peer's
   std::vector<std::unique_ptr<Algorithm>> algorithms_;

@@ -24,8 +24,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 # DESIGN.md's modules, top to bottom: a room may use only rooms below it. bench/ (benchmarks) and
 # cli sit on top.
-ORDER = ["cli", "bench", "launcher", "peer", "sim", "gossip", "monitor", "net", "wire", "train",
-         "model", "data", "compute", "topology", "config", "report", "core"]
+ORDER = ["cli", "bench", "launcher", "peer", "sim", "faults", "gossip", "monitor", "net", "wire",
+         "train", "model", "data", "compute", "topology", "config", "report", "core"]
 FOLDER = {"sim": "sim", "bench": "bench"}
 # Third-party libraries (a header to probe) and the only rooms that may include them. The
 # benchmarks call bare OpenBLAS as their outside reference.

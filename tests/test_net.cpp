@@ -980,7 +980,7 @@ TEST_CASE("a membership view reaches a neighbour, and again as a heartbeat on an
   const std::vector<gossip::Member> view{{3, gossip::MemberState::kAlive},
                                          {0, gossip::MemberState::kSuspect}};
   const int to[] = {1};
-  zero.send_view(view, to);
+  zero.send_view(0, view, to);
   // Wait (bounded) for what arrives: the view once, then again with nothing else sent.
   auto next_view = [&] {
     const auto give_up = std::chrono::steady_clock::now() + 10s;

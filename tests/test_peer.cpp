@@ -1630,6 +1630,45 @@ TEST_CASE("the same fault schedule gives the same membership events in gossip si
                                           "partition -1", "rejoin 2", "healed -1"});
 }
 
+TEST_CASE("gossip run and gossip sim cut a link alike: its ends find each other silent in the cut's "
+          "rounds only, nobody dies, and they take each other back after it",
+          "[peer][faults][membership]") {
+  TempDir t;
+  // Ring of 4 without 0-1 for rounds 100..299 of 768: the peers' CutLinks (under their monitors)
+  // pass nothing over the link, so each end suspects the other; 0 - 3 - 2 - 1 is still a path
+  // (the probes find it) and the cut ends long before dead_after_s.
+  const auto cfg = write_fault_config(t.path, 4, 3, "dead_after_s: 5",
+                                      "  - {from_round: 100, to_round: 300, cut: [[0, 1]]}\n");
+  const Result sim = run(bin() + " sim " + cfg.string() + " --out " + (t.path / "sim").string());
+  INFO(sim.output);
+  REQUIRE(sim.code == 0);
+  const Result net = run(bin() + " run " + cfg.string() + " --out " + (t.path / "run").string() +
+                         " --no-progress");
+  INFO(net.output);
+  REQUIRE(net.code == 0);
+  CHECK_THAT(net.output, Catch::Contains("fault schedule at round 100: links cut until round 300"));
+  for (const char* how : {"sim", "run"}) {
+    INFO(how);
+    const auto events = membership_events(t.path / how / "events.jsonl");
+    for (const auto& [a, b] : {std::pair{0, 1}, std::pair{1, 0}}) {
+      INFO("peer " << a << " about " << b);
+      std::vector<const Membership*> about;
+      for (const auto& e : events)
+        if (e.peer == a && e.subject == b) about.push_back(&e);
+      REQUIRE(!about.empty());
+      CHECK(about.front()->event == "suspect");
+      CHECK(about.front()->round > 100);  // a round's events carry the rounds done
+      CHECK(about.front()->round <= 300);
+      CHECK(about.back()->event == "alive");
+    }
+    CHECK(std::none_of(events.begin(), events.end(),
+                       [](const Membership& e) { return e.event == "dead"; }));
+  }
+  CHECK(number(t.path / "run" / "summary.json", "deaths") == 0);
+  CHECK_THAT(read_file(t.path / "run" / "summary.json"),
+             Catch::Contains("\"alive_at_end\": [true, true, true, true]"));
+}
+
 TEST_CASE("a peer paused past the timeout is suspected, refutes it when it wakes, and is taken "
           "back without a restart", "[peer][faults][membership]") {
   TempDir t;

@@ -319,7 +319,7 @@ struct CompareConfig {
 /// One entry of the fault schedule (`faults:`): at `round`, kill (SIGKILL), restart, or pause
 /// (SIGSTOP for `seconds`, then SIGCONT) the listed peers; or from `round` until `to_round`, cut
 /// the listed links (both ways). `gossip run` carries it out on its processes and `gossip sim`
-/// on its virtual peers.
+/// on its virtual peers; cuts act in each peer's exchange (CutLinks, gossip/faults.hpp).
 struct Fault {
   std::int64_t round = 1;     // from_round, for a cut
   std::int64_t to_round = 0;  // cut only: the first round the links are back

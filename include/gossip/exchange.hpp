@@ -14,10 +14,10 @@
 ///    r - max_staleness. A neighbour that has nothing acceptable by the deadline is left out of
 ///    the result (the algorithm re-weights) and reported through dead_peers() when it is gone.
 ///  - Returned spans stay valid until the next collect() on the same Exchange.
-///  - Membership views (see Member) travel beside the parameters: send_view() queues this peer's
-///    view for the peers in `to` (sent ahead of the next publish's messages), take_views() returns
-///    the newest view each neighbour sent since the last call. Exchanges that carry none ignore
-///    them (the defaults).
+///  - Membership views (see Member) travel beside the parameters: send_view(r, ...) queues this
+///    peer's view for the peers in `to`, ahead of the messages of the publish for r that follows
+///    it, take_views() returns the newest view each neighbour sent since the last call. Exchanges
+///    that carry none ignore them (the defaults).
 ///  - Calls come from one thread (the peer's training thread); implementations are free to run
 ///    I/O on their own threads.
 #pragma once
@@ -132,9 +132,10 @@ class Exchange {
   virtual std::uint64_t bytes_sent() const = 0;
 
   /// Queues this peer's membership view, and the probes to pass on with it, for the peers in
-  /// `to` (see the contract above).
-  virtual void send_view(std::span<const Member> view, std::span<const int> to,
-                         std::span<const Probe> probes = {}) {
+  /// `to`, ahead of the publish for `round` (the same tag) that follows (see the contract above).
+  virtual void send_view(std::int64_t round, std::span<const Member> view,
+                         std::span<const int> to, std::span<const Probe> probes = {}) {
+    (void)round;
     (void)view;
     (void)to;
     (void)probes;

@@ -241,7 +241,9 @@ class Prober {
 /// the simulator and in real peers). It wraps the transport: every publish first sends the view
 /// to the same peers; every collect leaves suspected and dead peers unwaited-for, merges the
 /// views that came in, suspects in-neighbours that sent nothing, and ages the suspicions.
-/// dead_peers() is the view's dead peers (of the whole run, not only neighbours).
+/// dead_peers() is the view's dead peers (of the whole run, not only neighbours). It knows
+/// nothing of the fault schedule: a run that cuts links puts a CutLinks (gossip/faults.hpp)
+/// between it and the transport, and a cut link is then silent here like a broken one.
 class MonitoredExchange final : public Exchange {
  public:
   /// `inner` must outlive this object. `clock` gives this peer's time in seconds (the simulated
@@ -264,12 +266,9 @@ class MonitoredExchange final : public Exchange {
 
   /// Merges the views waiting (e.g. before a peer that fell behind catches up), as collect does.
   void merge_views(std::int64_t round);
-  /// The fault schedule whose `cut` entries this exchange carries out: a cut link sends nothing
-  /// and receives nothing between from_round and to_round. `faults` must outlive this object.
-  void set_faults(const std::vector<Fault>* faults) { faults_ = faults; }
   /// An algorithm that exchanges `tags` times a round (relay phases: all-reduce's hops, choco's
-  /// gossip steps) tags them round * tags + step; the view, the fault schedule and the
-  /// suspicions go by the round, tag / tags. 1 (the default): the tag is the round.
+  /// gossip steps) tags them round * tags + step; the view and the suspicions go by the round,
+  /// tag / tags. 1 (the default): the tag is the round.
   void set_tags_per_round(int tags) { tags_per_round_ = std::max(1, tags); }
   /// A restarted peer: a fresh view (incarnation 0, everyone alive), as a new process has.
   void restart();
@@ -308,10 +307,9 @@ class MonitoredExchange final : public Exchange {
   std::function<double()> clock_;
   std::uint64_t last_sent_ = kNeverSent;  // version of the view last sent
   static constexpr std::uint64_t kNeverSent = ~std::uint64_t{0};
-  /// The peers of `to_all` whose links the schedule leaves up in `round`, after sending them
-  /// our view when it changed (or is due again): what publish and publish_packet share.
-  std::vector<int> before_publish(std::int64_t tag, std::span<const int> to_all);
-  const std::vector<Fault>* faults_ = nullptr;
+  /// Sends the peers of `to` our view when it changed (or is due again), ahead of the publish
+  /// for `tag`: what publish and publish_packet share.
+  void before_publish(std::int64_t tag, std::span<const int> to);
   std::int64_t dead_after_rounds_;
   double dead_after_s_;
   double silence_s_ = 0.0;
@@ -327,8 +325,7 @@ class MonitoredExchange final : public Exchange {
   /// The deadline for this round (see set_adaptive_deadline).
   std::chrono::milliseconds round_deadline(std::chrono::milliseconds ceiling) const;
   /// Whether this peer hears `peer` directly now: its heartbeats, or its round or view lately.
-  bool hears(int peer, const std::optional<std::vector<int>>& heard,
-             const std::vector<int>& cut) const;
+  bool hears(int peer, const std::optional<std::vector<int>>& heard) const;
   /// The neighbours heard within silence_s_ (nullopt: no silence rule, or no heartbeats).
   std::optional<std::vector<int>> heard_now() const;
   /// Whether heard_now() has an answer: a silence rule over a transport that hears heartbeats
@@ -363,13 +360,6 @@ class MembershipWatch {
   ConvergenceMonitor monitor_;
   bool partitioned_ = false;
 };
-
-/// The peers whose link with `peer` the schedule cuts during `round`, ascending.
-std::vector<int> cut_peers(const std::vector<Fault>& faults, int peer, std::int64_t round);
-
-/// Checks the fault schedule against the topology before anything starts: every peer in
-/// 0..n-1, every cut link an edge of the graph. Throws InputError naming the config's line.
-void check_faults(const RunConfig& config, const Topology& topology);
 
 /// A view is sent when it changed, and at least this often (rounds) anyway.
 inline constexpr std::int64_t kViewRefreshRounds = 8;

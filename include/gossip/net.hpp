@@ -199,7 +199,7 @@ class NetExchange final : public Exchange {
                              const CollectOptions& options) override;
   std::vector<int> dead_peers() const override;
   std::uint64_t bytes_sent() const override;
-  void send_view(std::span<const Member> view, std::span<const int> to,
+  void send_view(std::int64_t round, std::span<const Member> view, std::span<const int> to,
                  std::span<const Probe> probes = {}) override;
   std::vector<PeerView> take_views() override;
   std::vector<int> excused_peers() const override;

@@ -240,7 +240,7 @@ std::string describe_model(const HandshakeInfo& info);
 /// Empty when a peer saying `theirs` may join a run where we say `ours`; else why not, naming
 /// the field and both values, e.g.
 /// "model fingerprint 784-256-128-10 (235146 params) != ours 784-128-10 (101770 params)" or
-/// "gossip.consensus_step 0.05 != ours 0.1 (must be the same on every peer of a run)".
+/// "gossip.choco.consensus_step 0.05 != ours 0.1 (must be the same on every peer of a run)".
 /// Checks protocol version, run id, model fingerprint, topology fingerprint, wire format and each
 /// field of the gossip settings (ranks are the caller's business: it knows who it expects).
 std::string refusal_reason(const Hello& ours, const Hello& theirs);

@@ -25,6 +25,7 @@
 #include "gossip/core.hpp"
 #include "gossip/json.hpp"
 #include "gossip/events.hpp"
+#include "gossip/faults.hpp"
 #include "gossip/gossip.hpp"
 #include "gossip/launcher.hpp"
 #include "gossip/monitor.hpp"
@@ -280,7 +281,7 @@ void Network::carry_out_faults() {
       }
       acted_on.push_back(p);
     }
-    if (f.action == "cut") {  // carried out by the peers themselves (they know the schedule)
+    if (f.action == "cut") {  // carried out by the peers' own CutLinks, round by round
       for (const auto& [a, b] : f.links) acted_on.insert(acted_on.end(), {a, b});
       record_.log_fault(f.round, cat("cut until round ", f.to_round), acted_on, 0.0);
       progress_.note(cat("fault schedule at round ", f.round, ": links cut until round ",

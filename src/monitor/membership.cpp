@@ -213,69 +213,16 @@ void MonitoredExchange::restart() {
   last_collect_ = -1.0;
 }
 
-namespace {
-
-/// `peers` without those in `cut` (both ascending or not; order kept).
-std::vector<int> without(std::span<const int> peers, const std::vector<int>& cut) {
-  std::vector<int> out;
-  for (int p : peers)
-    if (std::find(cut.begin(), cut.end(), p) == cut.end()) out.push_back(p);
-  return out;
-}
-
-}  // namespace
-
-std::vector<int> cut_peers(const std::vector<Fault>& faults, int peer, std::int64_t round) {
-  std::vector<int> out;
-  for (const Fault& f : faults) {
-    if (f.action != "cut" || round < f.round || round >= f.to_round) continue;
-    for (const auto& [a, b] : f.links) {
-      if (a == peer) out.push_back(b);
-      if (b == peer) out.push_back(a);
-    }
-  }
-  std::sort(out.begin(), out.end());
-  out.erase(std::unique(out.begin(), out.end()), out.end());
-  return out;
-}
-
-void check_faults(const RunConfig& config, const Topology& topology) {
-  const int n = topology.n();
-  for (std::size_t i = 0; i < config.faults.size(); ++i) {
-    const Fault& f = config.faults[i];
-    const std::string where = config.where(cat("faults[", i, "].", f.action));
-    for (int p : f.peers)
-      if (p >= n)
-        throw InputError(cat(where, ": peer ", p, " is not in the topology's 0..", n - 1));
-    for (const auto& [a, b] : f.links) {
-      if (a >= n || b >= n)
-        throw InputError(cat(where, ": link [", a, ", ", b, "] names a peer outside the "
-                             "topology's 0..", n - 1));
-      bool edge = false;
-      for (std::int64_t r = 0; r < topology.period() && !edge; ++r) {
-        for (const auto& nb : topology.in_neighbours(a, r)) edge = edge || nb.peer == b;
-        for (const auto& nb : topology.in_neighbours(b, r)) edge = edge || nb.peer == a;
-      }
-      if (!edge)
-        throw InputError(cat(where, ": link [", a, ", ", b, "] is not an edge of the topology"));
-    }
-  }
-}
-
-std::vector<int> MonitoredExchange::before_publish(std::int64_t tag,
-                                                  std::span<const int> to_all) {
+void MonitoredExchange::before_publish(std::int64_t tag, std::span<const int> to) {
   const std::int64_t round = tag / tags_per_round_;
-  const std::vector<int> cut = faults_ ? cut_peers(*faults_, rank(), round) : std::vector<int>{};
-  std::vector<int> to = without(to_all, cut);
   // The view goes out when it changed, and every kViewRefreshRounds rounds in any case (so a
   // peer that was away, or restarted, learns what the others believe of it).
   if (membership_.version() != last_sent_ ||
       (round % kViewRefreshRounds == 0 && tag % tags_per_round_ == 0) ||
       prober_.has_outgoing()) {
-    inner_->send_view(membership_.view(), to, prober_.take_outgoing());
+    inner_->send_view(tag, membership_.view(), to, prober_.take_outgoing());
     last_sent_ = membership_.version();
   }
-  return to;
 }
 
 std::optional<std::vector<int>> MonitoredExchange::heard_now() const {
@@ -291,20 +238,20 @@ void MonitoredExchange::talked_to(std::span<const int> peers) {
 }
 
 void MonitoredExchange::publish(std::int64_t round, std::span<const float> params, double weight,
-                                std::span<const int> to_all) {
-  talked_to(to_all);
-  inner_->publish(round, params, weight, before_publish(round, to_all));
+                                std::span<const int> to) {
+  talked_to(to);
+  before_publish(round, to);
+  inner_->publish(round, params, weight, to);
 }
 
 void MonitoredExchange::publish_packet(std::int64_t round, std::span<const std::byte> packet,
-                                       std::span<const int> to_all) {
-  talked_to(to_all);
-  inner_->publish_packet(round, packet, before_publish(round, to_all));
+                                       std::span<const int> to) {
+  talked_to(to);
+  before_publish(round, to);
+  inner_->publish_packet(round, packet, to);
 }
 
-bool MonitoredExchange::hears(int peer, const std::optional<std::vector<int>>& heard,
-                              const std::vector<int>& cut) const {
-  if (std::find(cut.begin(), cut.end(), peer) != cut.end()) return false;
+bool MonitoredExchange::hears(int peer, const std::optional<std::vector<int>>& heard) const {
   if (heard && std::binary_search(heard->begin(), heard->end(), peer)) return true;
   // Its round or its view came in this round or the one before (all the simulator knows).
   const auto it = heard_round_.find(peer);
@@ -316,7 +263,6 @@ void MonitoredExchange::merge_views(std::int64_t round) { merge_views(round, hea
 void MonitoredExchange::merge_views(std::int64_t round,
                                     const std::optional<std::vector<int>>& direct) {
   const double now = clock_();
-  const std::vector<int> cut = faults_ ? cut_peers(*faults_, rank(), round) : std::vector<int>{};
   std::vector<PeerView> views = inner_->take_views();
   for (const PeerView& v : views)
     if (v.peer >= 0 && v.peer < size()) heard_round_[v.peer] = round;
@@ -324,7 +270,7 @@ void MonitoredExchange::merge_views(std::int64_t round,
     membership_.merge(v, round, now, direct ? &*direct : nullptr);
     prober_.receive(v.probes, now, [&](int q) {
       return std::binary_search(talked_to_.begin(), talked_to_.end(), q) &&
-             hears(q, direct, cut);
+             hears(q, direct);
     });
   }
 }
@@ -340,12 +286,10 @@ std::chrono::milliseconds MonitoredExchange::round_deadline(
   return std::min(ceiling, ms);
 }
 
-std::vector<Inbox> MonitoredExchange::collect(std::int64_t tag, std::span<const int> from_all,
+std::vector<Inbox> MonitoredExchange::collect(std::int64_t tag, std::span<const int> from,
                                               const CollectOptions& options) {
   const std::int64_t round = tag / tags_per_round_;
-  const std::vector<int> cut = faults_ ? cut_peers(*faults_, rank(), round) : std::vector<int>{};
-  const std::vector<int> from = without(from_all, cut);
-  talked_to(from_all);
+  talked_to(from);
   CollectOptions o = options;
   for (int q : membership_.suspected()) o.no_wait.push_back(q);
   for (int q : membership_.dead()) o.no_wait.push_back(q);
@@ -380,7 +324,6 @@ std::vector<Inbox> MonitoredExchange::collect(std::int64_t tag, std::span<const 
   if (direct)
     for (int p : talked_to_)
       if (!std::binary_search(direct->begin(), direct->end(), p) &&
-          std::find(cut.begin(), cut.end(), p) == cut.end() &&
           std::find(ahead.begin(), ahead.end(), p) == ahead.end())
         membership_.missed(p, round, now);
   for (int p : from) {
@@ -393,18 +336,16 @@ std::vector<Inbox> MonitoredExchange::collect(std::int64_t tag, std::span<const 
         std::find(ahead.begin(), ahead.end(), p) == ahead.end())
       membership_.missed(p, round, now);
   }
-  for (int p : from_all)
-    if (std::find(cut.begin(), cut.end(), p) != cut.end()) membership_.missed(p, round, now);
   // A neighbour we suspect on our own evidence is probed through the others; the ones we hear
   // directly (heartbeats without rounds: slow, not dead) or that an ack vouched for lately are
   // not declared dead.
   const double vouch_window = std::max(1.0, 2 * dead_after_s_);
   std::vector<int> hold;
   for (int p : talked_to_) {
-    const bool heard_directly = hears(p, direct, cut);
+    const bool heard_directly = hears(p, direct);
     if (membership_.view()[p].state == MemberState::kSuspect && !heard_directly)
       prober_.ask(p, now, std::max(0.25, dead_after_s_ / 2));
-    if (heard_directly && std::find(cut.begin(), cut.end(), p) == cut.end()) hold.push_back(p);
+    if (heard_directly) hold.push_back(p);
   }
   for (const auto& [p, at] : prober_.vouched())
     if (now - at <= vouch_window) hold.push_back(p);

@@ -237,7 +237,9 @@ std::vector<Inbox> NetExchange::collect(std::int64_t round, std::span<const int>
 
 std::vector<int> NetExchange::dead_peers() const { return impl_->mail().dead_peers(); }
 
-void NetExchange::send_view(std::span<const Member> view, std::span<const int> to,
+// The round is not sent: a view frame's round field stays 0 (a view is the peer's state, and
+// a heartbeat repeats it in later rounds).
+void NetExchange::send_view(std::int64_t, std::span<const Member> view, std::span<const int> to,
                             std::span<const Probe> probes) {
   std::vector<int> targets;
   for (int p : to)

@@ -48,9 +48,9 @@ class TracedExchange final : public Exchange {
   }
   std::vector<int> dead_peers() const override { return inner_->dead_peers(); }
   std::uint64_t bytes_sent() const override { return inner_->bytes_sent(); }
-  void send_view(std::span<const Member> view, std::span<const int> to,
+  void send_view(std::int64_t round, std::span<const Member> view, std::span<const int> to,
                  std::span<const Probe> probes) override {
-    inner_->send_view(view, to, probes);
+    inner_->send_view(round, view, to, probes);
   }
   std::vector<PeerView> take_views() override { return inner_->take_views(); }
   std::vector<int> excused_peers() const override { return inner_->excused_peers(); }

@@ -1,0 +1,227 @@
+// Tests for faults: the schedule's cut links (cut_peers), its check against the graph, and
+// CutLinks, the Exchange decorator that carries the cuts out under the membership monitor.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "gossip/faults.hpp"
+#include "gossip/monitor.hpp"
+#include "gossip/topology.hpp"
+
+using gossip::CutLinks;
+using gossip::Fault;
+using gossip::Member;
+using gossip::MemberState;
+using gossip::PeerView;
+using Catch::Matchers::Contains;
+
+namespace {
+
+gossip::Topology ring(int n) {
+  gossip::GeneratorSpec s;
+  s.kind = "ring";
+  s.n = n;
+  return gossip::make_topology(s);
+}
+
+Fault cut(std::int64_t from, std::int64_t to, std::vector<std::pair<int, int>> links) {
+  return Fault{from, to, "cut", {}, std::move(links), 0.0};
+}
+
+/// An in-memory transport that records what reaches it: the peers of each call and its tag.
+class FakeExchange final : public gossip::Exchange {
+ public:
+  FakeExchange(int rank, int size) : rank_(rank), size_(size) {}
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  void publish(std::int64_t tag, std::span<const float>, double,
+               std::span<const int> to) override {
+    last_tag = tag;
+    published_to.assign(to.begin(), to.end());
+  }
+  void publish_packet(std::int64_t tag, std::span<const std::byte>,
+                      std::span<const int> to) override {
+    last_tag = tag;
+    published_to.assign(to.begin(), to.end());
+  }
+  std::vector<gossip::Inbox> collect(std::int64_t tag, std::span<const int> from,
+                                     const gossip::CollectOptions&) override {
+    collected_from.assign(from.begin(), from.end());
+    std::vector<gossip::Inbox> out;
+    for (int p : from)
+      if (std::find(answering.begin(), answering.end(), p) != answering.end())
+        out.push_back(gossip::Inbox{p, tag, {}, 1.0, {}});
+    return out;
+  }
+  std::vector<int> dead_peers() const override { return {}; }
+  std::uint64_t bytes_sent() const override { return 0; }
+  void send_view(std::int64_t tag, std::span<const Member>, std::span<const int> to,
+                 std::span<const gossip::Probe>) override {
+    view_tag = tag;
+    view_to.assign(to.begin(), to.end());
+  }
+  std::vector<PeerView> take_views() override { return std::exchange(views, {}); }
+  std::vector<int> excused_peers() const override { return ahead; }
+  std::optional<gossip::Inbox> newest(std::span<const int> from) override {
+    newest_from.assign(from.begin(), from.end());
+    return std::nullopt;
+  }
+  std::optional<std::vector<int>> heard_within(double) const override { return heard; }
+
+  std::optional<std::vector<int>> heard;  // what heartbeats say (nullopt: none, as in the sim)
+  std::vector<int> answering, ahead;
+  std::vector<PeerView> views;
+  std::int64_t last_tag = -1, view_tag = -1;
+  std::vector<int> published_to, collected_from, view_to, newest_from;
+
+ private:
+  int rank_, size_;
+};
+
+PeerView view_from(int peer) {
+  return PeerView{peer, std::vector<Member>(4, Member{0, MemberState::kAlive})};
+}
+
+}  // namespace
+
+TEST_CASE("cut_peers: the other ends of a peer's cut links, from_round up to to_round, ascending",
+          "[faults]") {
+  const std::vector<Fault> faults{cut(2, 5, {{0, 3}, {1, 0}}), cut(4, 6, {{2, 0}, {0, 3}}),
+                                  Fault{3, 0, "kill", {0}, {}, 0.0}};
+  CHECK(gossip::cut_peers(faults, 0, 1).empty());
+  CHECK(gossip::cut_peers(faults, 0, 2) == std::vector<int>{1, 3});
+  CHECK(gossip::cut_peers(faults, 0, 4) == std::vector<int>{1, 2, 3});  // each peer once
+  CHECK(gossip::cut_peers(faults, 0, 5) == std::vector<int>{2, 3});
+  CHECK(gossip::cut_peers(faults, 0, 6).empty());  // to_round: the links are back
+  CHECK(gossip::cut_peers(faults, 3, 2) == std::vector<int>{0});  // both ends of a link
+  CHECK(gossip::cut_peers(faults, 2, 2).empty());
+  CHECK(gossip::has_cuts(faults));
+  CHECK(!gossip::has_cuts(std::vector<Fault>{Fault{3, 0, "kill", {0}, {}, 0.0}}));
+  CHECK(!gossip::has_cuts({}));
+}
+
+TEST_CASE("check_faults: peers and cut links must be the topology's", "[faults]") {
+  const gossip::Topology t = ring(4);
+  gossip::RunConfig c;
+  c.faults = {Fault{3, 0, "kill", {3}, {}, 0.0}, cut(2, 5, {{0, 1}, {3, 0}})};
+  CHECK_NOTHROW(gossip::check_faults(c, t));
+  c.faults = {Fault{3, 0, "kill", {4}, {}, 0.0}};
+  CHECK_THROWS_WITH(gossip::check_faults(c, t),
+                    Contains("faults[0].kill") && Contains("peer 4 is not in the topology's 0..3"));
+  c.faults = {cut(2, 5, {{0, 1}, {0, 2}})};
+  CHECK_THROWS_WITH(gossip::check_faults(c, t),
+                    Contains("faults[0].cut") && Contains("link [0, 2] is not an edge"));
+  c.faults = {cut(2, 5, {{0, 7}})};
+  CHECK_THROWS_WITH(gossip::check_faults(c, t), Contains("names a peer outside the topology"));
+}
+
+TEST_CASE("CutLinks: a cut link carries nothing either way in its rounds, which go by the tag",
+          "[faults]") {
+  // Three exchanges a round (tags round * 3 + step); 0-1 is cut in round 2, tags 6 to 8.
+  FakeExchange inner(0, 4);
+  CutLinks links(inner, std::vector<Fault>{cut(2, 3, {{0, 1}})});
+  links.set_tags_per_round(3);
+  const int both[] = {1, 3};
+  const float params[1] = {0};
+  const std::byte packet[1] = {};
+  const std::vector<Member> view(4);
+  for (std::int64_t tag = 4; tag < 11; ++tag) {
+    INFO("tag " << tag);
+    const bool down = tag >= 6 && tag < 9;
+    const std::vector<int> open = down ? std::vector<int>{3} : std::vector<int>{1, 3};
+    // The view goes first (as MonitoredExchange sends it, ahead of the publish): its tag, not
+    // the last publish's, says whether the link is cut.
+    links.send_view(tag, view, both);
+    CHECK(inner.view_tag == tag);
+    CHECK(inner.view_to == open);
+    links.publish(tag, params, 1.0, both);
+    CHECK(inner.published_to == open);
+    links.publish_packet(tag, packet, both);
+    CHECK(inner.last_tag == tag);
+    CHECK(inner.published_to == open);
+    // Nothing is waited for or taken from the cut peer, not even its views or a newer round.
+    inner.answering = {1, 3};
+    const auto got = links.collect(tag, both, {});
+    CHECK(inner.collected_from == open);
+    CHECK(got.size() == open.size());
+    inner.views = {view_from(1), view_from(3)};
+    std::vector<int> viewed;
+    for (const PeerView& v : links.take_views()) viewed.push_back(v.peer);
+    CHECK(viewed == open);
+    links.newest(both);
+    CHECK(inner.newest_from == open);
+    // The transport still hears its heartbeats (the cut is above it); the monitor must not.
+    inner.heard = std::vector<int>{1, 3};
+    CHECK(links.heard_within(1.0) == std::optional<std::vector<int>>(open));
+    inner.heard.reset();
+    CHECK(!links.heard_within(1.0));  // no heartbeats below (the simulator): nothing to say
+    inner.ahead = {1, 3};
+    CHECK(links.excused_peers() == open);
+    CHECK(links.cut() == (down ? std::vector<int>{1} : std::vector<int>{}));
+  }
+  // The other end of the link sees the same cut.
+  FakeExchange one(1, 4);
+  CutLinks other(one, std::vector<Fault>{cut(2, 3, {{0, 1}})});
+  const int two[] = {0, 2};
+  other.publish(2, params, 1.0, two);
+  CHECK(one.published_to == std::vector<int>{2});
+  other.publish(3, params, 1.0, two);
+  CHECK(one.published_to == std::vector<int>{0, 2});
+}
+
+TEST_CASE("MonitoredExchange over CutLinks: the view and the messages skip a cut link from its "
+          "first tag, the monitor finds the peer silent, and hears it again after the cut",
+          "[faults][membership]") {
+  FakeExchange inner(0, 4);
+  CutLinks links(inner, std::vector<Fault>{cut(2, 5, {{0, 1}})});
+  gossip::MonitoredExchange ex(links, 2, 0.0);  // dead 2 rounds after the suspicion
+  ex.set_tags_per_round(3);
+  links.set_tags_per_round(3);
+  const int from[] = {1, 3};
+  const std::byte packet[1] = {};
+  inner.answering = {1, 3};
+  for (std::int64_t tag = 0; tag < 5; ++tag) {
+    ex.publish_packet(tag, packet, from);
+    CHECK(inner.published_to == std::vector<int>{1, 3});
+    ex.collect(tag, from, {});
+  }
+  // Peer 3 falls silent at the last exchange of round 1: suspected, so the view changes and goes
+  // out with the first exchange of round 2, the cut's first, which must not reach peer 1.
+  inner.answering = {1};
+  ex.publish_packet(5, packet, from);
+  ex.collect(5, from, {});
+  CHECK(ex.membership().suspected() == std::vector<int>{3});
+  inner.view_tag = -1;
+  ex.publish_packet(6, packet, from);
+  CHECK(inner.view_tag == 6);
+  CHECK(inner.view_to == std::vector<int>{3});
+  CHECK(inner.published_to == std::vector<int>{3});
+  // Through the cut (rounds 2 to 4) the monitor waits for nobody from 1 and hears nothing of it,
+  // though the transport below still hears 1's heartbeats and takes its views.
+  for (std::int64_t tag = 6; tag < 15; ++tag) {
+    INFO("tag " << tag);
+    if (tag > 6) ex.publish_packet(tag, packet, from);
+    CHECK(inner.published_to == std::vector<int>{3});
+    inner.views = {view_from(1)};
+    ex.collect(tag, from, {});
+    CHECK(inner.collected_from == std::vector<int>{3});
+  }
+  CHECK(ex.dead_peers() == std::vector<int>{1, 3});
+  // Round 5: the link is back; 1 is not waited for (dead), but what it sends is taken again.
+  ex.publish_packet(15, packet, from);
+  CHECK(inner.published_to == std::vector<int>{1, 3});
+  inner.views = {PeerView{1, {{0, MemberState::kAlive}, {1, MemberState::kAlive},
+                              {0, MemberState::kAlive}, {0, MemberState::kDead}}}};
+  ex.collect(15, from, {});
+  CHECK(inner.collected_from == std::vector<int>{1, 3});
+  CHECK(ex.dead_peers() == std::vector<int>{3});  // 1 refuted its death (incarnation 1)
+  std::vector<std::string> ev;
+  for (const auto& c : ex.membership().take_changes())
+    ev.push_back(c.event + " " + std::to_string(c.peer) + " round " + std::to_string(c.round));
+  CHECK(ev == std::vector<std::string>{"suspect 3 round 1", "suspect 1 round 2", "dead 3 round 3",
+                                       "dead 1 round 4", "rejoin 1 round 5"});
+}
