@@ -1533,6 +1533,19 @@ fs::path write_fault_config(const fs::path& dir, int n, double epochs, const std
   return dir / "c.yaml";
 }
 
+/// `gossip sim` and `gossip run` of the config `cfg` into DIR/sim and DIR/run; both must end
+/// with exit 0. Returns the run's result.
+Result sim_and_run(const fs::path& cfg, const fs::path& dir) {
+  const Result sim = run(bin() + " sim " + cfg.string() + " --out " + (dir / "sim").string());
+  INFO(sim.output);
+  REQUIRE(sim.code == 0);
+  const Result net = run(bin() + " run " + cfg.string() + " --out " + (dir / "run").string() +
+                         " --no-progress");
+  INFO(net.output);
+  REQUIRE(net.code == 0);
+  return net;
+}
+
 /// Round of the line "round N: nothing from peer P by the deadline" lines in a peer log.
 std::vector<long> deadline_misses(const std::string& log) {
   std::vector<long> rounds;
@@ -1600,13 +1613,7 @@ TEST_CASE("the same fault schedule gives the same membership events in gossip si
   const auto cfg = write_fault_config(
       t.path, 6, 40, "dead_after_rounds: 3, dead_after_s: 0",
       "  - {round: 60, kill: [2]}\n  - {round: 160, kill: [5]}\n  - {round: 260, restart: [2]}\n");
-  const Result sim = run(bin() + " sim " + cfg.string() + " --out " + (t.path / "sim").string());
-  INFO(sim.output);
-  REQUIRE(sim.code == 0);
-  const Result net = run(bin() + " run " + cfg.string() + " --out " + (t.path / "run").string() +
-                         " --no-progress");
-  INFO(net.output);
-  REQUIRE(net.code == 0);
+  sim_and_run(cfg, t.path);
   const auto in_sim = membership_events(t.path / "sim" / "events.jsonl");
   const auto in_run = membership_events(t.path / "run" / "events.jsonl");
   REQUIRE(!in_sim.empty());
@@ -1639,13 +1646,7 @@ TEST_CASE("gossip run and gossip sim cut a link alike: its ends find each other 
   // (the probes find it) and the cut ends long before dead_after_s.
   const auto cfg = write_fault_config(t.path, 4, 3, "dead_after_s: 5",
                                       "  - {from_round: 100, to_round: 300, cut: [[0, 1]]}\n");
-  const Result sim = run(bin() + " sim " + cfg.string() + " --out " + (t.path / "sim").string());
-  INFO(sim.output);
-  REQUIRE(sim.code == 0);
-  const Result net = run(bin() + " run " + cfg.string() + " --out " + (t.path / "run").string() +
-                         " --no-progress");
-  INFO(net.output);
-  REQUIRE(net.code == 0);
+  const Result net = sim_and_run(cfg, t.path);
   CHECK_THAT(net.output, Catch::Contains("fault schedule at round 100: links cut until round 300"));
   for (const char* how : {"sim", "run"}) {
     INFO(how);
