@@ -76,7 +76,21 @@ const char* kHelp =
 
 constexpr std::int64_t kFloats = 235146;  // MLP 784-256-128-10
 constexpr int kBatch = 32;
-const char* const kConfigs[] = {"allreduce", "dpsgd_ring", "onepeer_overlap", "choco_ring"};
+/// The configurations measured: a label (the table's row, the JSON's key, a worker's argument),
+/// a graph and the gossip settings it runs.
+struct Config {
+  const char* name;
+  const char* graph;
+  AlgorithmKind algorithm;
+  bool overlap;
+  double top_k;  // choco's top_k fraction (0: no compressor)
+};
+constexpr Config kConfigs[] = {
+    {"allreduce", "ring", AlgorithmKind::kAllreduce, false, 0.0},
+    {"dpsgd_ring", "ring", AlgorithmKind::kDpsgd, false, 0.0},
+    {"onepeer_overlap", "one-peer-exponential", AlgorithmKind::kDpsgd, true, 0.0},
+    {"choco_ring", "ring", AlgorithmKind::kChoco, false, 0.01},
+};
 
 std::atomic<int> g_signal{0};
 void on_signal(int sig) { g_signal = sig; }
@@ -88,16 +102,18 @@ struct Setting {
 };
 
 Setting setting(const std::string& name, int peers) {
+  const Config* c = std::find_if(std::begin(kConfigs), std::end(kConfigs),
+                                 [&](const Config& k) { return name == k.name; });
+  if (c == std::end(kConfigs)) throw InputError(cat("bench wan: no configuration '", name, "'"));
   GeneratorSpec spec;
-  spec.kind = name == "onepeer_overlap" ? "one-peer-exponential" : "ring";
+  spec.kind = c->graph;
   spec.n = peers;
   Setting s{make_topology(spec), GossipConfig{}};
-  if (name == "allreduce") s.gossip.algorithm = AlgorithmKind::kAllreduce;
-  if (name == "onepeer_overlap") s.gossip.overlap = true;
-  if (name == "choco_ring") {
-    s.gossip.algorithm = AlgorithmKind::kChoco;
+  s.gossip.algorithm = c->algorithm;
+  s.gossip.overlap = c->overlap;
+  if (c->top_k > 0) {
     s.gossip.choco.compress.kind = CompressKind::kTopK;
-    s.gossip.choco.compress.fraction = 0.01;
+    s.gossip.choco.compress.fraction = c->top_k;
   }
   return s;
 }
@@ -438,7 +454,7 @@ int run_wan(int argc, char** argv) {
     bigs.push_back(calibrate("transfer"));
     smalls.push_back(calibrate("transfer-packets"));
     for (std::size_t c = 0; c < std::size(kConfigs); ++c)
-      runs[c].push_back(run_config(kConfigs[c], kConfigs[c]));
+      runs[c].push_back(run_config(kConfigs[c].name, kConfigs[c].name));
   }
   const auto median_by = [](std::vector<Measured> v, double Measured::*key) {
     std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end(),
@@ -450,8 +466,8 @@ int run_wan(int argc, char** argv) {
   sim.byte_cpu_ns = byte_s * 1e9;
   sim.message_cpu_us = std::max(0.0, small.cpu / 2.0 - byte_s * small.bytes) * 1e6;
   for (std::size_t c = 0; c < std::size(kConfigs); ++c)
-    rows.push_back(Row{kConfigs[c], median_by(runs[c], &Measured::seconds),
-                       predict(kConfigs[c], peers, rounds, sim, step_alone)});
+    rows.push_back(Row{kConfigs[c].name, median_by(runs[c], &Measured::seconds),
+                       predict(kConfigs[c].name, peers, rounds, sim, step_alone)});
   // The outside reference: gloo's all-reduce of the same buffer, in the same namespaces.
   Measured gloo;
   const auto python = torch_python();

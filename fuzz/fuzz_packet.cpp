@@ -2,8 +2,9 @@
 // (dense at float32, bf16 and fp16, sparse with u32 indices or varint gaps, quantized): any
 // bytes against a model of the size the packet claims and against a fixed one. No crash, no
 // allocation from a size the packet gives (scripts/fuzz.sh caps malloc), every refusal says why,
-// and a packet that is accepted can be read whole — every coordinate it names inside the model,
-// every value, scale and code what check_packet promised — as the algorithms read it.
+// and a packet that is accepted can be read whole through PacketReader, the one reader the
+// algorithms use — every coordinate it names inside the model, every value, scale and code what
+// check_packet promised (a gap the reader cannot decode throws, which the fuzzer reports).
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -34,57 +35,36 @@ void require(bool ok) {
   if (!ok) std::abort();
 }
 
-/// Reads an accepted packet for n floats whole, adding it to a vector of n as add_packet does.
+/// Reads an accepted packet for n floats whole through PacketReader, as the algorithms read it:
+/// every coordinate it names inside the model and ascending, so named once (dense and sparse),
+/// every value finite, every code within its levels.
 void read_all(std::span<const std::byte> p, std::int64_t n) {
-  const PacketHeader h = packet_header(p);
-  const std::byte* body = p.data() + kPacketHeaderBytes;
+  const PacketReader r(p, n);
   std::vector<float> target(static_cast<std::size_t>(n), 0.0f);
-  switch (h.kind) {
-    case PacketKind::kDense:
-      require(h.first + h.count <= static_cast<std::uint64_t>(n));
-      for (std::uint32_t j = 0; j < h.count; ++j) target.at(h.first + j) += packet_f32(body + j * 4);
-      require(dense_range(p).count == h.count);
-      break;
-    case PacketKind::kDenseBf16:
-    case PacketKind::kDenseFp16:
-      require(h.first + h.count <= static_cast<std::uint64_t>(n));
-      for (std::uint32_t j = 0; j < h.count; ++j)
-        target.at(h.first + j) += math::widen(packet_u16(body + j * 2), dense_format(h.kind));
-      require(dense_range(p).count == h.count);
-      break;
-    case PacketKind::kSparse:
-      for (std::uint32_t j = 0; j < h.count; ++j)
-        target.at(packet_u32(body + j * 4)) += packet_f32(body + (h.count + j) * 4);
-      break;
-    case PacketKind::kSparseBf16:
-    case PacketKind::kSparseFp16: {  // the gaps fill the index area exactly, then the values
-      GapReader gaps(p);
-      for (std::uint32_t j = 0; j < h.count; ++j) {
-        std::int64_t index = 0;
-        require(gaps.next(index));
-        target.at(static_cast<std::size_t>(index)) +=
-            math::widen(packet_u16(gaps.values() + j * 2), sparse_format(h.kind));
-      }
-      require(gaps.left() == 0);
-      break;
+  if (r.quantized()) {
+    require(r.count() == n && (r.bits() == 4 || r.bits() == 8));
+    const int levels = r.bits() == 4 ? 7 : 127;
+    for (std::int64_t i = 0; i < n; ++i) {
+      const int code = r.code(i);
+      require(code >= -levels && code <= levels);
+      const float scale = r.scale(i / kQuantizeBlock);
+      require(std::isfinite(scale) && scale >= 0);
+      target.at(static_cast<std::size_t>(i)) += static_cast<float>(code) * scale;
     }
-    case PacketKind::kQuantized: {
-      const int least = h.bits == 4 ? -7 : -127;
-      const std::byte* codes = body + quantize_blocks(n) * 4;
-      for (std::int64_t i = 0; i < n; ++i) {
-        const int code = packet_code(codes, h.bits, i);
-        require(code >= least && code <= -least);
-        target.at(i) += static_cast<float>(code) * packet_f32(body + (i / kQuantizeBlock) * 4);
-      }
-      break;
-    }
-    default:
-      std::abort();  // check_packet accepted an unknown kind
+    return;  // a code times its scale may overflow a float: add_weighted's business, as any sum
   }
-  // Dense and sparse values are finite, each coordinate named once; a code times its scale may
-  // still overflow a float (add_weighted's business, as for any sum).
-  if (h.kind != PacketKind::kQuantized)
-    for (float x : target) require(std::isfinite(x));
+  require(r.dense() != r.sparse());
+  std::int64_t seen = 0, last = -1;
+  r.for_each([&](std::int64_t i, float q) {
+    require(i > last);  // ascending, so each coordinate once
+    last = i;
+    require(std::isfinite(q));
+    target.at(static_cast<std::size_t>(i)) += q;
+    ++seen;
+  });
+  require(seen == r.count());
+  if (r.dense()) require(dense_range(p).first == r.first() && dense_range(p).count == r.count());
+  for (float x : target) require(std::isfinite(x));
 }
 
 }  // namespace

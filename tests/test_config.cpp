@@ -356,7 +356,8 @@ TEST_CASE("gossip.choco's compress, consensus_step, gossip_steps and gossip.over
     fails("gossip:\n  algorithm: choco\n  choco: {compress: {fraction: 0.1}}\n",
           "c.yaml:3: gossip.choco.compress: a compressor needs its kind");
     fails("gossip:\n  algorithm: choco\n  choco: {compress: top_k}\n",
-          "c.yaml:3: gossip.choco.compress: expected {kind: top_k, fraction: F}");
+          "c.yaml:3: gossip.choco.compress: expected {kind: none}, {kind: top_k, fraction: F}, "
+          "{kind: random_k, fraction: F} or {kind: quantize, bits: 8}, got");
     fails("gossip:\n  algorithm: choco\n  choco: {gamma: 0.1}\n",
           "c.yaml:3: gossip.choco.gamma: unknown key 'gamma' (expected one of: compress, "
           "consensus_step, gossip_steps)");
@@ -621,15 +622,15 @@ TEST_CASE("gossip.wire is read once into its enum, with file and line for a bad 
   // choco rounds top_k's and random_k's values; quantize's codes and uncompressed choco are not.
   CHECK_THROWS_WITH(
       load_config_from_string("gossip:\n  wire: fp16\n  algorithm: choco\n", "c.yaml"),
-      Catch::Contains("c.yaml:2: gossip.wire: fp16 with choco rounds the values of "
-                      "gossip.choco.compress top_k or random_k; without a compressor choco sends "
-                      "float32, so set gossip.wire: fp32"));
+      Catch::Contains("c.yaml:2: gossip.wire: fp16 with choco rounds the values that top_k or "
+                      "random_k keep; none sends every coordinate, as float32, so set "
+                      "gossip.wire: fp32"));
   CHECK_THROWS_WITH(load_config_from_string("gossip:\n  algorithm: choco\n  wire: bf16\n"
                                             "  choco: {compress: {kind: quantize, bits: 8}}\n",
                                             "c.yaml"),
-                    Catch::Contains("c.yaml:3: gossip.wire: bf16 with choco rounds the values of "
-                                    "gossip.choco.compress top_k or random_k; quantize sends "
-                                    "codes"));
+                    Catch::Contains("c.yaml:3: gossip.wire: bf16 with choco rounds the values "
+                                    "that top_k or random_k keep; quantize sends every "
+                                    "coordinate as a 4- or 8-bit code"));
   CHECK(load_config_from_string("gossip:\n  algorithm: choco\n  wire: bf16\n"
                                 "  choco: {compress: {kind: top_k, fraction: 0.05}}\n",
                                 "c.yaml")

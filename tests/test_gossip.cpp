@@ -601,7 +601,7 @@ TEST_CASE("top_k and random_k at half width: varint gaps and 16-bit values, chec
   c.kind = CompressKind::kQuantize;
   c.bits = 8;
   REQUIRE_THROWS_WITH(Compressor(c, 100, 1, 0, WireFormat::kBf16),
-                      Catch::Contains("quantize sends codes"));
+                      Catch::Contains("quantize sends every coordinate as a 4- or 8-bit code"));
 }
 
 TEST_CASE("packets made and added on a backend equal the host encoder's and add_packet's, bit "
@@ -1162,4 +1162,107 @@ TEST_CASE("overlap mixes the parameters that were sent and adds the local steps'
       apart = std::max(apart, std::fabs(want[p][i] - plain[p][i]));
     }
   REQUIRE(apart > 0.1);  // the two forms differ, so the test tells them apart
+}
+
+TEST_CASE("PacketReader reads every kind as the packet says, float32 parts where they lie",
+          "[gossip][compress]") {
+  const std::int64_t n = 1300;
+  const auto v = spread_vector(static_cast<std::size_t>(n), 21);
+  // Every packet kind, from the encoders that fill them.
+  struct Made {
+    CompressKind kind;
+    WireFormat wire;
+    PacketKind packet;
+  };
+  const Made made[] = {{CompressKind::kTopK, WireFormat::kFp32, PacketKind::kSparse},
+                       {CompressKind::kTopK, WireFormat::kBf16, PacketKind::kSparseBf16},
+                       {CompressKind::kRandomK, WireFormat::kFp16, PacketKind::kSparseFp16},
+                       {CompressKind::kQuantize, WireFormat::kFp32, PacketKind::kQuantized},
+                       {CompressKind::kNone, WireFormat::kFp32, PacketKind::kDense}};
+  for (const Made& m : made) {
+    CompressConfig c;
+    c.kind = m.kind;
+    c.fraction = 0.05;
+    c.bits = 4;
+    std::vector<std::byte> packet;
+    Compressor(c, n, 3, 1, m.wire).encode(v, 2, Scaling::kContractive, packet);
+    INFO(compress_kind_name(m.kind) << " at " << wire_format_name(m.wire));
+    REQUIRE(check_packet(packet, n).empty());
+    const PacketReader r(packet, n);
+    REQUIRE(r.kind() == m.packet);
+    const std::vector<float> decoded = decode_packet(packet, n);
+    if (r.quantized()) {
+      CHECK((r.bits() == 4 && r.count() == n && r.blocks() == 3));
+      CHECK(r.scales() == packet.data() + kPacketHeaderBytes);
+      for (std::int64_t i = 0; i < n; ++i) {
+        const float scale = r.scale(i / kQuantizeBlock);
+        const float want = scale == 0 ? 0.0f : math::dequantize(r.code(i), scale, 7);
+        CHECK(decoded[static_cast<std::size_t>(i)] == want);
+      }
+      continue;
+    }
+    // Dense and sparse: for_each names each coordinate once, ascending, with its value; the
+    // vector they make is decode_packet's (add_packet reads through the same reader, so this
+    // holds it to the coordinates and values the packet spells out below).
+    std::vector<float> seen(static_cast<std::size_t>(n), 0.0f);
+    std::int64_t count = 0, last = -1;
+    r.for_each([&](std::int64_t i, float q) {
+      CHECK(i > last);
+      last = i;
+      seen[static_cast<std::size_t>(i)] = q;
+      ++count;
+    });
+    CHECK(count == r.count());
+    CHECK(seen == decoded);
+    CHECK(r.format() == m.wire);
+    const std::byte* body = packet.data() + kPacketHeaderBytes;
+    if (r.dense()) {
+      CHECK((r.first() == 0 && r.count() == n && r.values() == body));
+      CHECK(r.value(7) == v[7]);
+    } else if (m.wire == WireFormat::kFp32) {  // kind 2: u32 indices, then f32 values, in place
+      CHECK(r.indices() == body);
+      CHECK(r.values() == body + r.count() * 4);
+      CHECK(r.value(0) == v[packet_u32(body)]);
+    } else {  // kinds 6 and 7: the values are the packet's last 2 x count bytes
+      CHECK(r.indices() == nullptr);
+      CHECK(r.values() == packet.data() + packet.size() - r.count() * 2);
+      r.for_each_index([&](std::int64_t j, std::int64_t i) {
+        const float kept = v[static_cast<std::size_t>(i)];
+        CHECK(r.value(j) == math::widen(math::narrow(kept, m.wire), m.wire));
+      });
+    }
+  }
+}
+
+TEST_CASE("the compressor table names every compressor once, and messages list its rows",
+          "[gossip][compress]") {
+  const auto& rows = compress_table();
+  REQUIRE(rows.size() == 4);
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    CHECK(static_cast<std::size_t>(rows[i].kind) == i);  // traits(kind) indexes the table
+    CompressKind k{};
+    REQUIRE(find_compress_kind(rows[i].name, k));
+    CHECK(k == rows[i].kind);
+    CHECK(std::string(compress_kind_name(k)) == rows[i].name);
+    // --compress reads what compress_argument writes, for every row.
+    CompressConfig c;
+    c.kind = k;
+    CHECK(parse_compress(compress_argument(c), "x") == c);
+  }
+  CompressKind k{};
+  CHECK_FALSE(find_compress_kind("top-k", k));
+  CHECK_THROWS_WITH(parse_compress("zip:1", "--compress"),
+                    Catch::Contains("(expected none, top_k:FRACTION, random_k:FRACTION or "
+                                    "quantize:BITS)"));
+  // Which rows take a fraction and 16-bit values: the sparse ones.
+  for (const auto& row : rows)
+    CHECK(row.halves == (row.parameter == CompressParameter::kFraction));
+  CHECK(list_compressors([](const CompressTraits& row) { return row.halves; }, "and") ==
+        "top_k and random_k");
+  CompressConfig q;
+  q.kind = CompressKind::kQuantize;
+  CHECK(default_consensus_step(q) == 0.9);
+  q.bits = 4;
+  CHECK(default_consensus_step(q) == 0.5);
+  CHECK(default_consensus_step(CompressConfig{}) == 1.0);
 }

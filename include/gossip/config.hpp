@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "gossip/algorithm_table.hpp"
+#include "gossip/compress_table.hpp"
 #include "gossip/half.hpp"
 
 namespace gossip {
@@ -128,13 +129,6 @@ struct TrainConfig {
   std::int64_t checkpoint_every = 0;  // rounds between checkpoints of each peer (0 = none)
 };
 
-/// gossip.choco.compress.kind, read once by the config loader (and parse_compress); the code
-/// that compresses switches on it.
-enum class CompressKind { kNone, kTopK, kRandomK, kQuantize };
-
-/// "none", "top_k", "random_k", "quantize": the kind's name in configs, --compress and reports.
-const char* compress_kind_name(CompressKind kind);
-
 /// gossip.choco.compress: what CHOCO-SGD sends of the difference between a peer's parameters and
 /// its public copy (docs/config.md).
 struct CompressConfig {
@@ -142,8 +136,8 @@ struct CompressConfig {
   double fraction = 0.01;     // top_k, random_k: share of the coordinates sent, in (0, 1]
   int bits = 8;               // quantize: 4 or 8
   bool operator==(const CompressConfig&) const = default;
-  /// top_k or random_k: the kinds that send a fraction of the coordinates.
-  bool sparse() const { return kind == CompressKind::kTopK || kind == CompressKind::kRandomK; }
+  /// The kinds that send a fraction of the coordinates (top_k, random_k).
+  bool sparse() const { return traits(kind).parameter == CompressParameter::kFraction; }
 };
 
 /// "top_k 0.01", "random_k 0.05", "quantize 8 bits", "none".

@@ -146,6 +146,100 @@ std::string check_packet(std::span<const std::byte> packet, std::int64_t n);
 std::string check_chunk(std::span<const std::byte> packet, std::int64_t n, std::int64_t first,
                         std::int64_t count, WireFormat wire = WireFormat::kFp32);
 
+/// A packet that passed check_packet, read: where each of its parts lies and what each value is
+/// in float32. The one reader of packets: the gossip room's adders (add_packet, PacketAdder) and
+/// all-reduce's copy read packets only through it, and so does fuzz/fuzz_packet.cpp; check_packet
+/// finds the parts where it does. Pointers into the packet: nothing is copied or allocated, and
+/// float32 values and u32 indices are handed over where they lie (a reader on host memory uses
+/// them in place when they are aligned).
+class PacketReader {
+ public:
+  /// `packet` must have passed check_packet for a vector of n floats (what is read is not checked
+  /// again).
+  PacketReader(std::span<const std::byte> packet, std::int64_t n);
+
+  const PacketHeader& header() const { return h_; }
+  PacketKind kind() const { return h_.kind; }
+  /// Dense kinds (1, 4, 5): coordinates first() .. first() + count() - 1.
+  bool dense() const { return is_dense(h_.kind); }
+  /// Sparse kinds (2, 6, 7): count() coordinates, each named by an index.
+  bool sparse() const { return !dense() && !quantized(); }
+  /// Kind 3: every coordinate of the model, as a code times its block's scale.
+  bool quantized() const { return h_.kind == PacketKind::kQuantized; }
+  /// Values carried: dense and sparse, count values; quantized, n codes.
+  std::int64_t count() const { return h_.count; }
+  /// Dense: the first coordinate carried (0 for the others).
+  std::int64_t first() const { return dense() ? static_cast<std::int64_t>(h_.first) : 0; }
+
+  /// Dense and sparse: the format of the values (fp32 for kinds 1 and 2).
+  WireFormat format() const { return format_; }
+  /// Dense and sparse: value j (0 <= j < count()), widened to float32 (exactly).
+  float value(std::int64_t j) const {
+    return format_ == WireFormat::kFp32 ? packet_f32(values_ + j * 4)
+                                        : math::widen(packet_u16(values_ + j * 2), format_);
+  }
+  /// Dense and sparse: where the count() values lie (f32 or 16-bit, as format() says; packets
+  /// need not be aligned for them).
+  const std::byte* values() const { return values_; }
+  /// Kind 2: where its count() u32 indices lie; nullptr for the others (kinds 6 and 7 code
+  /// theirs as gaps: for_each_index).
+  const std::byte* indices() const { return indices_; }
+
+  /// Sparse: f(j, index) for each entry j in order (ascending indices).
+  template <typename F>
+  void for_each_index(F&& f) const {
+    if (indices_ != nullptr) {
+      for (std::int64_t j = 0; j < count(); ++j) f(j, std::int64_t{packet_u32(indices_ + j * 4)});
+      return;
+    }
+    GapReader gaps(packet_);
+    for (std::int64_t j = 0; j < count(); ++j) {
+      std::int64_t index = 0;
+      if (!gaps.next(index)) unchecked();
+      f(j, index);
+    }
+    if (gaps.left() != 0) unchecked();
+  }
+  /// Dense and sparse: f(coordinate, value) for each coordinate the packet carries, in order.
+  template <typename F>
+  void for_each(F&& f) const {
+    // The format chosen once, outside the loops.
+    if (format_ == WireFormat::kFp32)
+      return visit(f, [this](std::int64_t j) { return packet_f32(values_ + j * 4); });
+    visit(f, [this](std::int64_t j) { return math::widen(packet_u16(values_ + j * 2), format_); });
+  }
+
+  /// Quantized: bits a code (4 or 8), the number of blocks of kQuantizeBlock coordinates, block
+  /// b's scale, where the scales (f32) and the code area lie, and code i (-levels..levels).
+  int bits() const { return h_.bits; }
+  std::int64_t blocks() const { return quantize_blocks(n_); }
+  float scale(std::int64_t b) const { return packet_f32(scales_ + b * 4); }
+  const std::byte* scales() const { return scales_; }
+  const std::byte* codes() const { return codes_; }
+  int code(std::int64_t i) const { return packet_code(codes_, h_.bits, i); }
+
+ private:
+  [[noreturn]] static void unchecked();
+  template <typename F, typename V>
+  void visit(F& f, V value) const {
+    if (dense()) {
+      const std::int64_t from = first();
+      for (std::int64_t j = 0; j < count(); ++j) f(from + j, value(j));
+      return;
+    }
+    for_each_index([&](std::int64_t j, std::int64_t index) { f(index, value(j)); });
+  }
+
+  std::span<const std::byte> packet_;
+  std::int64_t n_;
+  PacketHeader h_;
+  WireFormat format_ = WireFormat::kFp32;
+  const std::byte* values_ = nullptr;
+  const std::byte* indices_ = nullptr;
+  const std::byte* scales_ = nullptr;
+  const std::byte* codes_ = nullptr;
+};
+
 /// The coordinates a dense packet (any dense kind, that passed check_packet) carries; first = -1
 /// for the others.
 struct PacketRange {

@@ -31,14 +31,6 @@ using Handlers = std::map<std::string, std::function<void(const Node&, const std
 /// Keys that moved out of a section: old key -> its new dotted place ("monitor.suspect_after_s").
 using Moved = std::map<std::string, std::string>;
 
-/// gossip.choco.compress.kind's names, in the order messages list them.
-constexpr std::pair<CompressKind, const char*> kCompressKinds[] = {
-    {CompressKind::kNone, "none"},
-    {CompressKind::kTopK, "top_k"},
-    {CompressKind::kRandomK, "random_k"},
-    {CompressKind::kQuantize, "quantize"},
-};
-
 /// gossip.wire's names, in the order messages list them.
 constexpr std::pair<WireFormat, const char*> kWireFormats[] = {
     {WireFormat::kFp32, "fp32"},
@@ -52,13 +44,6 @@ constexpr std::pair<MonitorPreset, const char*> kMonitorPresets[] = {
     {MonitorPreset::kLan, "lan"},
     {MonitorPreset::kWan, "wan"},
 };
-
-/// The compressor named `name`, if there is one.
-std::optional<CompressKind> compress_kind(const std::string& name) {
-  for (const auto& [kind, n] : kCompressKinds)
-    if (name == n) return kind;
-  return std::nullopt;
-}
 
 // Config-shaped reads on a document: "FILE:LINE: field: what is wrong".
 class Reader {
@@ -411,19 +396,33 @@ void read_train(const Reader& r, const Node& n, TrainConfig& t) {
   });
 }
 
+/// gossip.choco.compress's form of a row: "{kind: top_k, fraction: F}", "{kind: none}".
+std::string map_form(const CompressTraits& row) {
+  switch (row.parameter) {
+    case CompressParameter::kFraction: return cat("{kind: ", row.name, ", fraction: F}");
+    case CompressParameter::kBits: return cat("{kind: ", row.name, ", bits: 8}");
+    case CompressParameter::kNothing: break;
+  }
+  return cat("{kind: ", row.name, "}");
+}
+
 /// A compressor: {kind: top_k | random_k, fraction: F} or {kind: quantize, bits: 4 | 8}, or
 /// {kind: none}. A field the kind does not take is an error, as is a fraction outside (0, 1].
 CompressConfig read_compress(const Reader& r, const Node& n, const std::string& field) {
   if (!n.is_map())
-    r.fail(n, field, cat("expected {kind: top_k, fraction: F}, {kind: random_k, fraction: F}, "
-                         "{kind: quantize, bits: 8} or {kind: none}, got ", n.describe()));
+    r.fail(n, field,
+           cat("expected ", list_compressors(any_compressor, map_form), ", got ", n.describe()));
   CompressConfig c;
   bool fraction = false;
   bool bits = false;
   bool has_kind = false;
   r.each(n, field, Handlers{
       {"kind", [&](auto& v, auto& f) {
-         c.kind = r.named(v, f, kCompressKinds);
+         const std::string name = r.text(v, f);
+         if (!find_compress_kind(name, c.kind))
+           r.fail(v, f, cat("unknown value '", name, "' (expected one of: ",
+                            list_compressors(any_compressor),
+                            ")"));
          has_kind = true;
        }},
       {"fraction", [&](auto& v, auto& f) {
@@ -437,12 +436,18 @@ CompressConfig read_compress(const Reader& r, const Node& n, const std::string& 
          bits = true;
        }},
   });
-  if (!has_kind) r.fail(n, field, "a compressor needs its kind: top_k, random_k, quantize or none");
-  if (fraction && !c.sparse())
-    r.fail_at(field + ".fraction",
-              cat("is for top_k and random_k, not ", compress_kind_name(c.kind)));
-  if (bits && c.kind != CompressKind::kQuantize)
-    r.fail_at(field + ".bits", cat("is for quantize, not ", compress_kind_name(c.kind)));
+  if (!has_kind)
+    r.fail(n, field, cat("a compressor needs its kind: ",
+                         list_compressors(any_compressor)));
+  // A key the kind does not take: "is for top_k and random_k, not quantize".
+  const auto only_for = [&](CompressParameter parameter, const char* key) {
+    if (traits(c.kind).parameter == parameter) return;
+    const auto taking = [&](const CompressTraits& row) { return row.parameter == parameter; };
+    r.fail_at(field + "." + key, cat("is for ", list_compressors(taking, "and"), ", not ",
+                                     compress_kind_name(c.kind)));
+  };
+  if (fraction) only_for(CompressParameter::kFraction, "fraction");
+  if (bits) only_for(CompressParameter::kBits, "bits");
   return c;
 }
 
@@ -656,15 +661,10 @@ void check_gossip_keys(const RunConfig& cfg) {
                          "exchanges a round are choco's; ", name, " exchanges once a round"));
   // In a sweep beside an algorithm that sends whole buffers the wire is theirs (compare keeps
   // choco at fp32 unless its compressor is top_k or random_k).
-  if (g.wire != WireFormat::kFp32 && compresses && !g.choco.compress.sparse() &&
+  if (g.wire != WireFormat::kFp32 && compresses && !traits(g.choco.compress.kind).halves &&
       !any_whole_buffers())
-    throw InputError(cat(cfg.where("gossip.wire"), ": ", wire_format_name(g.wire),
-                         " with choco rounds the values of gossip.choco.compress top_k or "
-                         "random_k; ",
-                         g.choco.compress.kind == CompressKind::kQuantize
-                             ? "quantize sends codes"
-                             : "without a compressor choco sends float32",
-                         ", so set gossip.wire: fp32"));
+    throw InputError(
+        cat(cfg.where("gossip.wire"), ": ", wire_halves_refusal(g.wire, g.choco.compress.kind)));
   if (g.overlap && !takes(&AlgorithmTraits::overlaps))
     throw InputError(cat(cfg.where("gossip.overlap"), ": overlap is for dpsgd and local_sgd, "
                          "not ", name));
@@ -826,67 +826,9 @@ const char* monitor_preset_name(MonitorPreset preset) {
   return "unknown";  // not reached: every preset has its name
 }
 
-const char* compress_kind_name(CompressKind kind) {
-  for (const auto& [k, name] : kCompressKinds)
-    if (k == kind) return name;
-  return "unknown";  // not reached: every kind has its name
-}
-
 std::string describe_choco(const ChocoConfig& c) {
   return cat(describe(c.compress), ", gamma ", consensus_step(c),
              c.gossip_steps > 1 ? cat(", ", c.gossip_steps, " gossip steps a round") : "");
-}
-
-std::string describe(const CompressConfig& c) {
-  const char* name = compress_kind_name(c.kind);
-  if (c.sparse()) return cat(name, " ", c.fraction);
-  if (c.kind == CompressKind::kQuantize) return cat(name, " ", c.bits, " bits");
-  return name;
-}
-
-CompressConfig parse_compress(const std::string& text, const std::string& what) {
-  const auto colon = text.find(':');
-  const std::string name = text.substr(0, colon);
-  const std::string value = colon == std::string::npos ? "" : text.substr(colon + 1);
-  const auto kind = compress_kind(name);
-  if (!kind)
-    throw InputError(cat(what, ": unknown compressor '", name, "' in '", text,
-                         "' (expected top_k:FRACTION, random_k:FRACTION, quantize:BITS or none)"));
-  CompressConfig c;
-  c.kind = *kind;
-  const bool sparse = c.sparse();
-  if (c.kind == CompressKind::kNone) {
-    if (colon != std::string::npos)
-      throw InputError(cat(what, ": 'none' takes no value, got '", text, "'"));
-    return c;
-  }
-  char* end = nullptr;
-  errno = 0;
-  const double v = std::strtod(value.c_str(), &end);
-  if (value.empty() || *end != '\0' || errno == ERANGE || !std::isfinite(v))
-    throw InputError(cat(what, ": ", name, " needs ", sparse ? "a fraction" : "its bits",
-                         " after the colon (", sparse ? "top_k:0.01" : "quantize:8", "), got '",
-                         text, "'"));
-  if (sparse) {
-    if (!(v > 0) || v > 1)
-      throw InputError(cat(what, ": ", name, " fraction must be in (0, 1], got ", value));
-    c.fraction = v;
-  } else {
-    if (v != 4 && v != 8) throw InputError(cat(what, ": quantize bits must be 4 or 8, got ", value));
-    c.bits = static_cast<int>(v);
-  }
-  return c;
-}
-
-std::string compress_argument(const CompressConfig& c) {
-  const char* name = compress_kind_name(c.kind);
-  if (c.sparse()) {
-    char fraction[64];
-    std::snprintf(fraction, sizeof fraction, "%.17g", c.fraction);
-    return cat(name, ":", fraction);
-  }
-  if (c.kind == CompressKind::kQuantize) return cat(name, ":", c.bits);
-  return name;
 }
 
 WireFormat parse_wire_format(const std::string& text, const std::string& what) {
@@ -896,26 +838,6 @@ WireFormat parse_wire_format(const std::string& text, const std::string& what) {
     list += (list.empty() ? "" : ", ") + std::string(name);
   }
   throw InputError(cat(what, ": unknown value '", text, "' (expected one of: ", list, ")"));
-}
-
-double default_consensus_step(const CompressConfig& c) {
-  switch (c.kind) {
-    case CompressKind::kQuantize: return c.bits == 8 ? 0.9 : 0.5;
-    case CompressKind::kTopK: return std::min(1.0, 10.0 * c.fraction);
-    case CompressKind::kRandomK: return std::min(1.0, 2.0 * c.fraction);
-    case CompressKind::kNone: break;
-  }
-  return 1.0;
-}
-
-double consensus_step(const ChocoConfig& c) {
-  if (c.consensus_step > 0) return c.consensus_step;
-  // Several sparsified exchanges a round compound the step: top_k 1% with 3 or 5 of them
-  // diverged at its one-step default of 0.1 and trained at 0.05. 8-bit quantize with 3 kept
-  // its 0.9 stable and ended higher there than at 0.45 (README, "CHOCO"), so it keeps it.
-  const bool compounded = c.gossip_steps > 1 && (c.compress.kind == CompressKind::kTopK ||
-                                                 c.compress.kind == CompressKind::kRandomK);
-  return default_consensus_step(c.compress) * (compounded ? 0.5 : 1.0);
 }
 
 void check_local_steps(const RunConfig& config, double steps) {

@@ -45,12 +45,8 @@ Compressor::Compressor(const CompressConfig& config, std::int64_t n, std::uint64
     if (config.bits != 4 && config.bits != 8)
       throw InputError(cat("gossip.choco.compress.bits: must be 4 or 8, got ", config.bits));
   }
-  if (wire != WireFormat::kFp32 && !config.sparse())
-    throw InputError(cat("gossip.wire: ", wire_format_name(wire), " rounds the values top_k and "
-                         "random_k keep; ", config.kind == CompressKind::kQuantize
-                             ? "quantize sends codes"
-                             : "without gossip.choco.compress choco sends float32",
-                         ", so set gossip.wire: fp32"));
+  if (wire != WireFormat::kFp32 && !traits(config.kind).halves)
+    throw InputError(cat("gossip.wire: ", wire_halves_refusal(wire, config.kind)));
 }
 
 std::size_t Compressor::packet_bytes() const {
@@ -228,24 +224,6 @@ void Compressor::encode_quantized(std::span<const float> v, std::int64_t round,
 
 namespace {
 
-/// The indices and widened values of a kind 6 or 7 packet that passed check_packet.
-void decode_sparse_half(std::span<const std::byte> p, std::vector<std::uint32_t>& index,
-                        std::vector<float>& values) {
-  const PacketHeader h = packet_header(p);
-  const std::size_t count = h.count;
-  index.resize(count);
-  values.resize(count);
-  GapReader gaps(p);
-  for (std::size_t j = 0; j < count; ++j) {
-    std::int64_t i = 0;
-    GOSSIP_CHECK(gaps.next(i));
-    index[j] = static_cast<std::uint32_t>(i);
-  }
-  const std::byte* half = gaps.values();
-  const WireFormat w = sparse_format(h.kind);
-  for (std::size_t j = 0; j < count; ++j) values[j] = math::widen(packet_u16(half + j * 2), w);
-}
-
 /// Packs n 4-bit codes (-7..7) as code + 8, two to a byte, low nibble first, into `out` (zeroed).
 void pack_nibbles(const std::int8_t* codes, std::int64_t n, std::byte* out) {
   for (std::int64_t i = 0; i < n; ++i) {
@@ -321,60 +299,44 @@ const T* PacketAdder::on_backend(const std::byte* at, std::size_t count,
 }
 
 void PacketAdder::add(std::span<const std::byte> p, float weight, float* target) {
-  const PacketHeader h = packet_header(p);
-  const std::byte* body = p.data() + kPacketHeaderBytes;
-  const std::size_t count = h.count;
-  switch (h.kind) {
-    case PacketKind::kDense:
-      if (count > 0)
-        backend_->add_weighted(target + h.first, weight, on_backend(body, count, values_),
-                               h.count);
-      return;
-    case PacketKind::kDenseBf16:
-    case PacketKind::kDenseFp16: {  // widened on the host, then added as a float32 one
-      widened_.resize(count);
-      for (std::size_t j = 0; j < count; ++j)
-        widened_[j] = math::widen(packet_u16(body + j * 2), dense_format(h.kind));
-      if (count > 0)
-        backend_->add_weighted(target + h.first, weight,
-                               on_backend(reinterpret_cast<const std::byte*>(widened_.data()),
-                                          count, values_),
-                               h.count);
-      return;
+  const PacketReader r(p, n_);
+  const auto count = static_cast<std::size_t>(r.count());
+  if (count == 0) return;
+  if (r.quantized()) {
+    const float* scales = on_backend(r.scales(), static_cast<std::size_t>(r.blocks()), scales_);
+    const std::byte* codes = r.codes();
+    if (r.bits() == 4) {  // one code a byte for the backend
+      unpacked_.resize(count);
+      for (std::size_t i = 0; i < count; ++i) unpacked_[i] = static_cast<std::int8_t>(r.code(i));
+      codes = reinterpret_cast<const std::byte*>(unpacked_.data());
     }
-    case PacketKind::kSparse:
-      if (count > 0)
-        backend_->scatter_add(target, weight, on_backend(body, count, index_),
-                              on_backend(body + count * 4, count, values_), h.count);
-      return;
-    case PacketKind::kSparseBf16:
-    case PacketKind::kSparseFp16: {  // gaps decoded, values widened, on the host
-      decode_sparse_half(p, indices_, widened_);
-      if (count > 0)
-        backend_->scatter_add(
-            target, weight,
-            on_backend(reinterpret_cast<const std::byte*>(indices_.data()), count, index_),
-            on_backend(reinterpret_cast<const std::byte*>(widened_.data()), count, values_),
-            h.count);
-      return;
-    }
-    case PacketKind::kQuantized: {
-      const std::int64_t blocks = quantize_blocks(n_);
-      const auto n = static_cast<std::size_t>(n_);
-      const float* scales = on_backend(body, static_cast<std::size_t>(blocks), scales_);
-      const std::byte* area = body + blocks * 4;
-      if (h.bits == 4) {
-        unpacked_.resize(n);
-        for (std::int64_t i = 0; i < n_; ++i)
-          unpacked_[i] = static_cast<std::int8_t>(packet_code(area, 4, i));
-        area = reinterpret_cast<const std::byte*>(unpacked_.data());
-      }
-      backend_->dequantize_add(target, weight, scales, on_backend(area, n, codes_), n_,
-                               kQuantizeBlock, h.bits);
-      return;
-    }
+    backend_->dequantize_add(target, weight, scales, on_backend(codes, count, codes_), n_,
+                             kQuantizeBlock, r.bits());
+    return;
   }
-  GOSSIP_CHECK_MSG(false, "PacketAdder::add: unknown packet kind");
+  // The values as float32: where they lie (fp32), else widened on the host.
+  const std::byte* values = r.values();
+  if (r.format() != WireFormat::kFp32) {
+    widened_.resize(count);
+    for (std::size_t j = 0; j < count; ++j) widened_[j] = r.value(j);
+    values = reinterpret_cast<const std::byte*>(widened_.data());
+  }
+  if (r.dense()) {
+    backend_->add_weighted(target + r.first(), weight, on_backend(values, count, values_),
+                           r.count());
+    return;
+  }
+  // Sparse: u32 indices where they lie (kind 2), else the gaps decoded on the host.
+  const std::byte* indices = r.indices();
+  if (indices == nullptr) {
+    indices_.resize(count);
+    r.for_each_index([&](std::int64_t j, std::int64_t i) {
+      indices_[j] = static_cast<std::uint32_t>(i);
+    });
+    indices = reinterpret_cast<const std::byte*>(indices_.data());
+  }
+  backend_->scatter_add(target, weight, on_backend(indices, count, index_),
+                        on_backend(values, count, values_), r.count());
 }
 
 // ---- packets on the host --------------------------------------------------------------------
@@ -398,67 +360,32 @@ bool encode_dense(std::span<const float> values, std::int64_t first,
 }
 
 void add_packet(std::span<const std::byte> p, float weight, std::span<float> target) {
-  const PacketHeader h = packet_header(p);
-  const std::byte* body = p.data() + kPacketHeaderBytes;
-  switch (h.kind) {
-    case PacketKind::kDense:
-      for (std::uint32_t j = 0; j < h.count; ++j)
-        target[h.first + j] = math::add_weighted(target[h.first + j], weight, packet_f32(body + j * 4));
-      return;
-    case PacketKind::kDenseBf16:
-    case PacketKind::kDenseFp16: {
-      const WireFormat w = dense_format(h.kind);
-      for (std::uint32_t j = 0; j < h.count; ++j)
-        target[h.first + j] = math::add_weighted(target[h.first + j], weight,
-                                                 math::widen(packet_u16(body + j * 2), w));
-      return;
-    }
-    case PacketKind::kSparse: {
-      const std::byte* val = body + std::size_t{h.count} * 4;
-      for (std::uint32_t j = 0; j < h.count; ++j) {
-        float& t = target[packet_u32(body + j * 4)];
-        t = math::add_weighted(t, weight, packet_f32(val + j * 4));
-      }
-      return;
-    }
-    case PacketKind::kSparseBf16:
-    case PacketKind::kSparseFp16: {
-      thread_local std::vector<std::uint32_t> index;
-      thread_local std::vector<float> values;
-      decode_sparse_half(p, index, values);
-      for (std::size_t j = 0; j < index.size(); ++j)
-        target[index[j]] = math::add_weighted(target[index[j]], weight, values[j]);
-      return;
-    }
-    case PacketKind::kQuantized: {
-      const auto n = static_cast<std::int64_t>(target.size());
-      const int levels = math::quantize_levels(h.bits);
-      const std::byte* codes = body + quantize_blocks(n) * 4;
-      for (std::int64_t b = 0; b < quantize_blocks(n); ++b) {
-        const float scale = packet_f32(body + b * 4);
-        const std::int64_t lo = b * kQuantizeBlock, hi = std::min(n, lo + kQuantizeBlock);
-        if (scale == 0.0f) continue;  // every code of the block is 0
-        for (std::int64_t i = lo; i < hi; ++i)
-          target[i] = math::add_weighted(target[i], weight,
-                                         math::dequantize(packet_code(codes, h.bits, i), scale, levels));
-      }
-      return;
-    }
+  const PacketReader r(p, static_cast<std::int64_t>(target.size()));
+  if (!r.quantized()) {
+    r.for_each([&](std::int64_t i, float q) {
+      target[i] = math::add_weighted(target[i], weight, q);
+    });
+    return;
   }
-  GOSSIP_CHECK_MSG(false, "add_packet: unknown packet kind");
+  const auto n = static_cast<std::int64_t>(target.size());
+  const int levels = math::quantize_levels(r.bits());
+  for (std::int64_t b = 0; b < r.blocks(); ++b) {
+    const float scale = r.scale(b);
+    if (scale == 0.0f) continue;  // every code of the block is 0
+    const std::int64_t lo = b * kQuantizeBlock, hi = std::min(n, lo + kQuantizeBlock);
+    for (std::int64_t i = lo; i < hi; ++i)
+      target[i] = math::add_weighted(target[i], weight, math::dequantize(r.code(i), scale, levels));
+  }
 }
 
 void copy_packet(std::span<const std::byte> p, std::span<float> target) {
-  const PacketHeader h = packet_header(p);
-  GOSSIP_CHECK_MSG(is_dense(h.kind), "copy_packet: not a dense packet");
-  const std::byte* body = p.data() + kPacketHeaderBytes;
-  if (h.kind == PacketKind::kDense) {
-    std::memcpy(target.data() + h.first, body, std::size_t{h.count} * 4);
+  const PacketReader r(p, static_cast<std::int64_t>(target.size()));
+  GOSSIP_CHECK_MSG(r.dense(), "copy_packet: not a dense packet");
+  if (r.format() == WireFormat::kFp32) {
+    std::memcpy(target.data() + r.first(), r.values(), static_cast<std::size_t>(r.count()) * 4);
     return;
   }
-  const WireFormat w = dense_format(h.kind);
-  for (std::uint32_t j = 0; j < h.count; ++j)
-    target[h.first + j] = math::widen(packet_u16(body + j * 2), w);
+  r.for_each([&](std::int64_t i, float q) { target[i] = q; });
 }
 
 std::vector<float> decode_packet(std::span<const std::byte> packet, std::int64_t n) {

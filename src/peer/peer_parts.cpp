@@ -43,7 +43,7 @@ GossipSettings gossip_settings(const GossipConfig& g) {
   const ChocoConfig& c = g.choco;
   s.compressor = compress_kind_name(c.compress.kind);
   if (c.compress.sparse()) s.fraction = c.compress.fraction;
-  if (c.compress.kind == CompressKind::kQuantize)
+  if (traits(c.compress.kind).parameter == CompressParameter::kBits)
     s.bits = static_cast<std::uint32_t>(c.compress.bits);
   s.consensus_step = consensus_step(c);
   s.gossip_steps = static_cast<std::uint32_t>(c.gossip_steps);

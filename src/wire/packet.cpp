@@ -109,6 +109,39 @@ bool GapReader::next(std::int64_t& index) {
   return true;
 }
 
+PacketReader::PacketReader(std::span<const std::byte> p, std::int64_t n)
+    : packet_(p), n_(n), h_(packet_header(p)) {
+  const std::byte* body = p.data() + kPacketHeaderBytes;
+  const std::size_t count = h_.count;
+  switch (h_.kind) {
+    case PacketKind::kDense:
+    case PacketKind::kDenseBf16:
+    case PacketKind::kDenseFp16:
+      format_ = dense_format(h_.kind);
+      values_ = body;
+      return;
+    case PacketKind::kSparse:
+      indices_ = body;
+      values_ = body + count * 4;
+      return;
+    case PacketKind::kSparseBf16:
+    case PacketKind::kSparseFp16:  // the index area between header and values: GapReader's
+      format_ = sparse_format(h_.kind);
+      values_ = p.data() + p.size() - count * 2;
+      return;
+    case PacketKind::kQuantized:
+      scales_ = body;
+      codes_ = body + quantize_blocks(n) * 4;
+      return;
+  }
+  unchecked();
+}
+
+void PacketReader::unchecked() {
+  detail::throw_check(__FILE__, __LINE__,
+                      "PacketReader: reading a packet that did not pass check_packet");
+}
+
 std::int64_t quantize_blocks(std::int64_t n) { return (n + kQuantizeBlock - 1) / kQuantizeBlock; }
 
 std::size_t quantized_packet_bytes(std::int64_t n, int bits) {
@@ -151,8 +184,9 @@ std::string check_dense(const PacketHeader& h, std::span<const std::byte> p, std
   if (p.size() != kPacketHeaderBytes + count * value_bytes)
     return cat(what, " of ", count, " values is ", p.size(), " bytes, expected ",
                kPacketHeaderBytes + count * value_bytes);
-  const std::byte* body = p.data() + kPacketHeaderBytes;
-  if (w == WireFormat::kFp32 ? !finite_floats(body, count) : !finite_halves(body, count, w))
+  const PacketReader r(p, static_cast<std::int64_t>(n));
+  if (w == WireFormat::kFp32 ? !finite_floats(r.values(), count)
+                             : !finite_halves(r.values(), count, w))
     return cat(what, " holds NaN or Inf");
   return {};
 }
@@ -167,15 +201,16 @@ std::string check_sparse(const PacketHeader& h, std::span<const std::byte> p, st
   if (p.size() != kPacketHeaderBytes + count * 8)
     return cat("sparse packet of ", count, " coordinates is ", p.size(), " bytes, expected ",
                kPacketHeaderBytes + count * 8);
-  const std::byte* body = p.data() + kPacketHeaderBytes;
+  const PacketReader r(p, static_cast<std::int64_t>(n));
+  std::string why;
   std::int64_t last = -1;
-  for (std::uint64_t j = 0; j < count; ++j) {
-    const std::int64_t i = packet_u32(body + j * 4);
-    if (i <= last || static_cast<std::uint64_t>(i) >= n)
-      return cat("sparse packet's index ", i, " (entry ", j, ") is out of range or order");
+  r.for_each_index([&](std::int64_t j, std::int64_t i) {
+    if (why.empty() && (i <= last || static_cast<std::uint64_t>(i) >= n))
+      why = cat("sparse packet's index ", i, " (entry ", j, ") is out of range or order");
     last = i;
-  }
-  if (!finite_floats(body + count * 4, count)) return "sparse packet holds NaN or Inf";
+  });
+  if (!why.empty()) return why;
+  if (!finite_floats(r.values(), count)) return "sparse packet holds NaN or Inf";
   return {};
 }
 
@@ -204,7 +239,8 @@ std::string check_sparse_half(const PacketHeader& h, std::span<const std::byte> 
   }
   if (gaps.left() != 0)
     return cat(what, "'s index area has ", gaps.left(), " bytes past its ", count, " gaps");
-  if (!finite_halves(gaps.values(), count, w)) return cat(what, " holds NaN or Inf");
+  if (!finite_halves(PacketReader(p, static_cast<std::int64_t>(n)).values(), count, w))
+    return cat(what, " holds NaN or Inf");
   return {};
 }
 
@@ -216,17 +252,15 @@ std::string check_quantized(const PacketHeader& h, std::span<const std::byte> p,
   if (p.size() != quantized_packet_bytes(n, h.bits))
     return cat("quantized packet is ", p.size(), " bytes, expected ",
                quantized_packet_bytes(n, h.bits));
-  const std::byte* body = p.data() + kPacketHeaderBytes;
-  const std::int64_t blocks = quantize_blocks(n);
-  for (std::int64_t b = 0; b < blocks; ++b) {
-    const float s = packet_f32(body + b * 4);
+  const PacketReader r(p, n);
+  for (std::int64_t b = 0; b < r.blocks(); ++b) {
+    const float s = r.scale(b);
     if (!std::isfinite(s) || s < 0) return cat("quantized packet's block scale ", s);
   }
   // The encoder's codes are -levels..levels: -7..7 (4 bits), -127..127 (8 bits).
   const int least = h.bits == 4 ? -7 : -127;
-  const std::byte* codes = body + blocks * 4;
   for (std::int64_t i = 0; i < n; ++i)
-    if (packet_code(codes, h.bits, i) < least)
+    if (r.code(i) < least)
       return cat(int{h.bits}, "-bit code out of range at ", i);
   return {};
 }
