@@ -100,6 +100,8 @@ int run_simulation(const RunConfig& config, const std::string& out, bool progres
               analysis.connected ? "" : ", NOT connected", algorithm_name(config.gossip.algorithm),
               traits(config.gossip.algorithm).compresses
                   ? cat(" (", describe_choco(config.gossip.choco), ")").c_str()
+              : config.gossip.aggregate.kind != Aggregate::kMean
+                  ? cat(" (", describe(config.gossip.aggregate), ")").c_str()
                   : "",
               config.gossip.period, config.gossip.period == 1 ? "" : "s",
               consensus ? ", pure consensus" : "");

@@ -947,3 +947,41 @@ TEST_CASE("--epochs, --threads and --workers are bounded as their fields are, na
   refused("compare " + config + out + " --epochs 20000", "--epochs must be in (0, 10000]");
   fs::remove_all(dir);
 }
+
+TEST_CASE("gossip.aggregate: a name or a map, refused where the algorithm cannot take it",
+          "[config][byzantine]") {
+  using gossip::Aggregate;
+  using gossip::load_config_from_string;
+  CHECK(load_config_from_string("gossip: {algorithm: dpsgd}\n", "c.yaml").gossip.aggregate ==
+        gossip::AggregateConfig{});
+  const auto clipped =
+      load_config_from_string("gossip:\n  aggregate: clipped\n", "c.yaml").gossip.aggregate;
+  CHECK((clipped.kind == Aggregate::kClipped && clipped.tau == 0.0 && clipped.byzantine == 1));
+  const auto map = load_config_from_string(
+      "gossip:\n  algorithm: local_sgd\n  aggregate: {kind: trimmed_mean, byzantine: 2}\n",
+      "c.yaml").gossip.aggregate;
+  CHECK((map.kind == Aggregate::kTrimmedMean && map.byzantine == 2));
+  CHECK(load_config_from_string("gossip:\n  aggregate: {kind: clipped, tau: 0.5}\n", "c.yaml")
+            .gossip.aggregate.tau == 0.5);
+  const auto fails = [](const std::string& text, const std::string& want) {
+    INFO(text);
+    CHECK_THROWS_WITH(load_config_from_string(text, "c.yaml"), Catch::Contains(want));
+  };
+  fails("gossip:\n  aggregate: krum\n",
+        "c.yaml:2: gossip.aggregate: unknown value 'krum' (expected one of: mean, clipped, "
+        "trimmed_mean, median)");
+  fails("gossip:\n  aggregate: {kind: median, tau: 1}\n",
+        "gossip.aggregate.tau: is for clipped, not median");
+  fails("gossip:\n  aggregate: {kind: median, byzantine: 1}\n",
+        "gossip.aggregate.byzantine: is for clipped and trimmed_mean, not median");
+  fails("gossip:\n  aggregate: {kind: clipped, tau: -1}\n", "gossip.aggregate.tau");
+  fails("gossip:\n  algorithm: push_sum\n  aggregate: clipped\n",
+        "c.yaml:3: gossip.aggregate: clipped is for dpsgd, local_sgd and async, not push_sum: "
+        "its messages carry push-sum weights");
+  fails("gossip:\n  algorithm: choco\n  aggregate: median\n", "not choco: it mixes public copies");
+  fails("gossip:\n  algorithm: allreduce\n  aggregate: trimmed_mean\n",
+        "not allreduce: it sums chunks");
+  // A sweep that lists an algorithm which cannot take it is refused too.
+  fails("gossip:\n  aggregate: clipped\ncompare:\n  algorithms: [dpsgd, push_sum]\n",
+        "not push_sum");
+}

@@ -1266,3 +1266,126 @@ TEST_CASE("the compressor table names every compressor once, and messages list i
   CHECK(default_consensus_step(q) == 0.5);
   CHECK(default_consensus_step(CompressConfig{}) == 1.0);
 }
+
+namespace {
+
+/// One round of mixing (no local steps) over the in-memory network from the given parameters;
+/// returns the algorithms, the parameters mixed in place in `x`.
+std::vector<std::unique_ptr<Algorithm>> mix_round(const Topology& t, const GossipConfig& g,
+                                                  std::vector<std::vector<float>>& x,
+                                                  Backend& backend) {
+  const auto dim = static_cast<std::int64_t>(x[0].size());
+  SimNetwork network(t.n(), dim, 1, SimConfig{}, 1, g.wire);
+  std::vector<std::unique_ptr<Algorithm>> algs;
+  for (int p = 0; p < t.n(); ++p)
+    algs.push_back(
+        make_algorithm(Learner{&backend, x[p].data(), dim, {}}, network.exchange(p), t, g));
+  for (auto& a : algs) a->local_phase(0);
+  for (auto& a : algs) a->mix_phase(0);
+  return algs;
+}
+
+GossipConfig aggregate(Aggregate kind, double tau = 0.0, int byzantine = 1) {
+  GossipConfig g;
+  g.aggregate.kind = kind;
+  g.aggregate.tau = tau;
+  g.aggregate.byzantine = byzantine;
+  return g;
+}
+
+}  // namespace
+
+TEST_CASE("clipped gossip: a neighbour within tau mixes as mean does, bit for bit, one beyond "
+          "moves the peer by W tau towards it", "[gossip][byzantine]") {
+  auto backend = make_cpu_backend(1);
+  const Topology t = generate("ring", 6);  // weights 1/3
+  std::vector<std::vector<float>> start(6);
+  for (int p = 0; p < 6; ++p) start[p] = {0.1f * p, -0.3f * p, 1.0f + p * p * 0.01f};
+  SECTION("everyone within tau: mean's sums exactly") {
+    auto mean = start, clipped = start;
+    mix_round(t, GossipConfig{}, mean, *backend);
+    const auto algs = mix_round(t, aggregate(Aggregate::kClipped, 1e6), clipped, *backend);
+    CHECK(clipped == mean);
+    CHECK(algs[0]->last_mix().clipped.empty());
+    CHECK(algs[0]->last_mix().tau == 1e6);
+  }
+  SECTION("a fixed tau: x_i + sum_j W_ij clip(x_j - x_i, tau)") {
+    auto x = start;
+    x[0] = {0.0f, 0.0f, 0.0f};
+    x[1] = {10.0f, 0.0f, 0.0f};    // 10 away: clipped to 0.5
+    x[5] = {0.0f, 0.5f, 0.0f};     // 0.5 away: kept whole
+    const auto algs = mix_round(t, aggregate(Aggregate::kClipped, 0.5), x, *backend);
+    CHECK(x[0][0] == Approx(0.5 / 3).epsilon(1e-6));
+    CHECK(x[0][1] == Approx(0.5 / 3).epsilon(1e-6));
+    CHECK(x[0][2] == Approx(0.0).margin(1e-7));
+    CHECK(algs[0]->last_mix().clipped == std::vector<int>{1});
+  }
+  SECTION("adaptive tau: the farthest neighbour is clipped to the next one's distance") {
+    auto x = start;
+    x[0] = {0.0f, 0.0f, 0.0f};
+    x[1] = {0.0f, 0.0f, 2.0f};     // distance 2: the (b + 1)-th farthest, b = 1
+    x[5] = {0.0f, -100.0f, 0.0f};  // distance 100: clipped to 2
+    const auto algs = mix_round(t, aggregate(Aggregate::kClipped), x, *backend);
+    CHECK(algs[0]->last_mix().tau == Approx(2.0));
+    CHECK(algs[0]->last_mix().clipped == std::vector<int>{5});
+    CHECK(x[0][0] == Approx(0.0).margin(1e-7));
+    CHECK(x[0][1] == Approx(-2.0 / 3).epsilon(1e-6));
+    CHECK(x[0][2] == Approx(2.0 / 3).epsilon(1e-6));
+    // With b = 2 both neighbours may lie: tau 0 and nobody moves peer 0.
+    auto y = start;
+    y[0] = {0.5f, 0.5f, 0.5f};
+    mix_round(t, aggregate(Aggregate::kClipped, 0.0, 2), y, *backend);
+    CHECK(y[0] == std::vector<float>{0.5f, 0.5f, 0.5f});
+  }
+}
+
+TEST_CASE("trimmed_mean and median are coordinate-wise over the peer and its neighbours",
+          "[gossip][byzantine]") {
+  auto backend = make_cpu_backend(1);
+  const Topology t = generate("complete", 5);  // every peer hears the four others
+  std::vector<std::vector<float>> start = {
+      {0.0f, 5.0f}, {1.0f, 100.0f}, {2.0f, -100.0f}, {3.0f, 6.0f}, {40.0f, 7.0f}};
+  auto trimmed = start, median = start, trimmed2 = start;
+  mix_round(t, aggregate(Aggregate::kTrimmedMean, 0.0, 1), trimmed, *backend);
+  mix_round(t, aggregate(Aggregate::kMedian), median, *backend);
+  mix_round(t, aggregate(Aggregate::kTrimmedMean, 0.0, 2), trimmed2, *backend);
+  for (int p = 0; p < 5; ++p) {
+    // Every peer sees the same five values: first coordinate {0, 1, 2, 3, 40}, second
+    // {5, 100, -100, 6, 7}. Drop one at each end: means of {1, 2, 3} and {5, 6, 7}.
+    CHECK(trimmed[p] == std::vector<float>{2.0f, 6.0f});
+    CHECK(median[p] == std::vector<float>{2.0f, 6.0f});
+    CHECK(trimmed2[p] == std::vector<float>{2.0f, 6.0f});  // two at each end: the median
+  }
+  // Four values (a peer of the ring of 3 with one neighbour more): the median is the mean of the
+  // two middle ones.
+  std::vector<std::vector<float>> four = {{0.0f}, {1.0f}, {10.0f}, {3.0f}};
+  const auto algs = mix_round(generate("complete", 4), aggregate(Aggregate::kMedian), four,
+                              *backend);
+  for (const auto& v : four) CHECK(v[0] == 2.0f);
+  // Peer 0 drops its own 0 and peer 2's 10 at the ends: peer 2, dropped in every coordinate, is
+  // the one it reports (its own value is never reported).
+  CHECK(algs[0]->last_mix().clipped == std::vector<int>{2});
+}
+
+TEST_CASE("a neighbour's message with NaN or Inf is left out of every aggregate, its weight "
+          "kept", "[gossip][byzantine]") {
+  auto backend = make_cpu_backend(1);
+  const Topology t = generate("ring", 4);  // weights 1/3
+  for (Aggregate kind : {Aggregate::kMean, Aggregate::kClipped, Aggregate::kMedian}) {
+    INFO(aggregate_name(kind));
+    std::vector<std::vector<float>> x = {{3.0f, 0.0f}, {std::nanf(""), 1.0f}, {0.0f, 0.0f},
+                                         {6.0f, 3.0f}};
+    x[2][1] = std::numeric_limits<float>::infinity();
+    const auto algs = mix_round(t, aggregate(kind, kind == Aggregate::kClipped ? 100.0 : 0.0), x,
+                                *backend);
+    CHECK(algs[0]->last_mix().nonfinite == std::vector<int>{1});
+    CHECK(algs[3]->last_mix().nonfinite == std::vector<int>{2});
+    // Peer 0 mixes only itself and peer 3: mean (2/3) x0 + (1/3) x3; the median of two values
+    // their mean.
+    const std::vector<float> want = kind == Aggregate::kMedian
+                                        ? std::vector<float>{4.5f, 1.5f}
+                                        : std::vector<float>{4.0f, 1.0f};
+    CHECK(x[0][0] == Approx(want[0]));
+    CHECK(x[0][1] == Approx(want[1]));
+  }
+}

@@ -164,6 +164,33 @@ struct ChocoConfig {
   int gossip_steps = 1;
 };
 
+/// gossip.aggregate: how a peer combines the whole-parameter messages of its in-neighbours
+/// (dpsgd, local_sgd, async; docs/config.md, docs/byzantine.md). mean is W's weighted sum;
+/// clipped is ClippedGossip's self-centred clipping, x_i + sum_j W_ij clip(m_j - r_i, tau);
+/// trimmed_mean and median are coordinate-wise over the peer's own message and its neighbours'.
+enum class Aggregate { kMean, kClipped, kTrimmedMean, kMedian };
+
+/// "mean", "clipped", "trimmed_mean", "median".
+const char* aggregate_name(Aggregate a);
+
+struct AggregateConfig {
+  Aggregate kind = Aggregate::kMean;
+  // clipped: a fixed clipping radius; 0 = adaptive, each round the distance of the (b + 1)-th
+  // farthest neighbour heard (b = byzantine), so the b farthest are clipped to it.
+  double tau = 0.0;
+  // Neighbours assumed to lie: clipped's adaptive radius clips the b farthest; trimmed_mean
+  // drops the b largest and b smallest values of each coordinate.
+  int byzantine = 1;
+  bool operator==(const AggregateConfig&) const = default;
+};
+
+/// gossip.aggregate's kind from the command line (`--aggregate`). Throws InputError "WHAT:
+/// unknown value ..." naming the value and the choices.
+Aggregate parse_aggregate(const std::string& text, const std::string& what);
+/// "clipped, adaptive tau, byzantine 1", "clipped, tau 0.5", "trimmed_mean, byzantine 2",
+/// "median", "mean".
+std::string describe(const AggregateConfig& a);
+
 struct GossipConfig {
   std::string topology;             // path of a topology YAML (relative to the config)
   AlgorithmKind algorithm = AlgorithmKind::kDpsgd;  // a row of gossip/algorithm_table.hpp
@@ -175,6 +202,7 @@ struct GossipConfig {
   // choco's top_k and random_k values (in varint-indexed packets): fp32, or rounded to bf16 /
   // fp16 as they leave a peer and widened back on receipt (gossip/half.hpp).
   WireFormat wire = WireFormat::kFp32;
+  AggregateConfig aggregate;        // dpsgd, local_sgd, async: mean unless set
 };
 
 /// monitor.preset: the membership timing for a kind of network, as HashiCorp memberlist's

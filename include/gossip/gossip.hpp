@@ -95,6 +95,16 @@ class Algorithm {
   double take_train_loss();
   /// In-neighbours left out of mixing so far (dead, lost or too stale), summed over rounds.
   std::int64_t missing_messages() const { return missing_; }
+  /// What the last mix did with the neighbours' messages beyond mean's weighted sum
+  /// (gossip.aggregate): the neighbours left out for holding NaN or Inf (every aggregate), and
+  /// those a robust aggregate clipped (clipped) or dropped from most coordinates (trimmed_mean,
+  /// median); each ascending. tau is the clipping radius used (clipped only, else 0).
+  struct MixReport {
+    std::vector<int> nonfinite;
+    std::vector<int> clipped;
+    double tau = 0.0;
+  };
+  const MixReport& last_mix() const { return last_mix_; }
   /// Whether a local step was taken since the last take_train_loss() (a peer stopped the whole
   /// time has no loss to report, which is not a divergence).
   bool stepped() const { return loss_count_ > 0; }
@@ -125,6 +135,7 @@ class Algorithm {
     ++loss_count_;
   }
   void record_missing(std::int64_t count) { missing_ += count; }
+  MixReport last_mix_;
   /// The deadline of this round's collects (set_round_timeout).
   std::chrono::milliseconds round_deadline() const { return round_timeout_; }
   /// Push-sum keeps a weight; the others have none to restore.

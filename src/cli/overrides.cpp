@@ -8,8 +8,8 @@ namespace gossip::cli {
 namespace {
 
 // The value options, in the order override_arguments() passes them on.
-const char* const kNames[] = {"epochs", "algorithm", "topology", "period", "faults",
-                              "compress", "wire",     "shard",    "seed"};
+const char* const kNames[] = {"epochs",   "algorithm", "topology", "period", "faults",
+                              "compress", "wire",      "aggregate", "shard", "seed"};
 
 /// The integer option `name` in [lo, hi], or `fallback` when it is not given.
 int bounded_int(const Args& args, const char* name, int fallback, int lo, int hi) {
@@ -36,6 +36,9 @@ const char* const kOverrideHelp =
     "  --wire FORMAT      override gossip.wire: fp32, or bf16 | fp16 (whole parameter\n"
     "                     messages, and choco's top_k / random_k values, rounded to 16 bits\n"
     "                     as they leave a peer)\n"
+    "  --aggregate NAME   override gossip.aggregate (mean | clipped | trimmed_mean | median;\n"
+    "                     dpsgd, local_sgd and async): what a peer does with its neighbours'\n"
+    "                     messages, robust ones against peers that lie (docs/byzantine.md)\n"
     "  --shard KIND       override data.shard (iid | dirichlet | shards)\n"
     "  --seed N           override train.seed\n";
 
@@ -82,6 +85,11 @@ void apply_overrides(const Args& args, RunConfig& config) {
   if (auto wire = args.get("wire")) {
     config.gossip.wire = parse_wire_format(*wire, "--wire");
     config.lines.erase("gossip.wire");
+  }
+  if (auto aggregate = args.get("aggregate")) {
+    config.gossip.aggregate = AggregateConfig{};
+    config.gossip.aggregate.kind = parse_aggregate(*aggregate, "--aggregate");
+    config.lines.erase("gossip.aggregate");
   }
   if (auto shard = args.get("shard")) {
     if (*shard != "iid" && *shard != "dirichlet" && *shard != "shards")

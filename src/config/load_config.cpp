@@ -31,6 +31,14 @@ using Handlers = std::map<std::string, std::function<void(const Node&, const std
 /// Keys that moved out of a section: old key -> its new dotted place ("monitor.suspect_after_s").
 using Moved = std::map<std::string, std::string>;
 
+/// gossip.aggregate's names, in the order messages list them.
+constexpr std::pair<Aggregate, const char*> kAggregates[] = {
+    {Aggregate::kMean, "mean"},
+    {Aggregate::kClipped, "clipped"},
+    {Aggregate::kTrimmedMean, "trimmed_mean"},
+    {Aggregate::kMedian, "median"},
+};
+
 /// gossip.wire's names, in the order messages list them.
 constexpr std::pair<WireFormat, const char*> kWireFormats[] = {
     {WireFormat::kFp32, "fp32"},
@@ -481,6 +489,34 @@ const Moved kMovedFromGossip = {
     {"on_partition", "monitor.on_partition"},
 };
 
+/// gossip.aggregate: a name (`clipped`) or {kind: clipped, tau: T, byzantine: B}. tau is
+/// clipped's alone, byzantine clipped's and trimmed_mean's.
+AggregateConfig read_aggregate(const Reader& r, const Node& n, const std::string& field) {
+  AggregateConfig a;
+  if (n.is_scalar()) {
+    a.kind = r.named(n, field, kAggregates);
+    return a;
+  }
+  bool tau = false, byzantine = false;
+  r.each(n, field, Handlers{
+      {"kind", [&](auto& v, auto& f) { a.kind = r.named(v, f, kAggregates); }},
+      {"tau", [&](auto& v, auto& f) {
+         a.tau = r.positive(v, f, false);
+         tau = true;
+       }},
+      {"byzantine", [&](auto& v, auto& f) {
+         a.byzantine = r.integer_in(v, f, 0, 64);
+         byzantine = true;
+       }},
+  });
+  if (tau && a.kind != Aggregate::kClipped)
+    r.fail_at(field + ".tau", cat("is for clipped, not ", aggregate_name(a.kind)));
+  if (byzantine && a.kind != Aggregate::kClipped && a.kind != Aggregate::kTrimmedMean)
+    r.fail_at(field + ".byzantine",
+              cat("is for clipped and trimmed_mean, not ", aggregate_name(a.kind)));
+  return a;
+}
+
 void read_gossip(const Reader& r, const Node& n, GossipConfig& g) {
   r.each(n, "gossip", Handlers{
       {"topology", [&](auto& v, auto& f) { g.topology = r.path(v, f); }},
@@ -489,6 +525,7 @@ void read_gossip(const Reader& r, const Node& n, GossipConfig& g) {
        }},
       {"choco", [&](auto& v, auto& f) { read_choco(r, v, f, g.choco); }},
       {"overlap", [&](auto& v, auto& f) { g.overlap = r.boolean(v, f); }},
+      {"aggregate", [&](auto& v, auto& f) { g.aggregate = read_aggregate(r, v, f); }},
       {"wire", [&](auto& v, auto& f) { g.wire = r.named(v, f, kWireFormats); }},
       {"period", [&](auto& v, auto& f) { g.period = r.positive_int(v, f, false); }},
       {"max_staleness", [&](auto& v, auto& f) { g.max_staleness = r.positive_int(v, f, true); }},
@@ -665,6 +702,16 @@ void check_gossip_keys(const RunConfig& cfg) {
       !any_whole_buffers())
     throw InputError(
         cat(cfg.where("gossip.wire"), ": ", wire_halves_refusal(g.wire, g.choco.compress.kind)));
+  if (g.aggregate.kind != Aggregate::kMean) {
+    // Every algorithm the run (or its sweep) runs must take it.
+    std::vector<AlgorithmKind> runs{g.algorithm};
+    runs.insert(runs.end(), cfg.compare.algorithms.begin(), cfg.compare.algorithms.end());
+    for (AlgorithmKind a : runs)
+      if (const char* why = traits(a).not_robust)
+        throw InputError(cat(cfg.where("gossip.aggregate"), ": ",
+                             aggregate_name(g.aggregate.kind), " is for dpsgd, local_sgd and "
+                             "async, not ", algorithm_name(a), ": ", why));
+  }
   if (g.overlap && !takes(&AlgorithmTraits::overlaps))
     throw InputError(cat(cfg.where("gossip.overlap"), ": overlap is for dpsgd and local_sgd, "
                          "not ", name));
@@ -818,6 +865,33 @@ std::vector<std::string> config_keys() {
   const std::regex index(R"(\[[0-9]+\])");
   for (const std::string& k : keys) out.insert(std::regex_replace(k, index, "[]"));
   return {out.begin(), out.end()};
+}
+
+const char* aggregate_name(Aggregate a) {
+  for (const auto& [k, name] : kAggregates)
+    if (k == a) return name;
+  return "unknown";  // not reached: every aggregate has its name
+}
+
+Aggregate parse_aggregate(const std::string& text, const std::string& what) {
+  std::string list;
+  for (const auto& [a, name] : kAggregates) {
+    if (text == name) return a;
+    list += (list.empty() ? "" : ", ") + std::string(name);
+  }
+  throw InputError(cat(what, ": unknown value '", text, "' (expected one of: ", list, ")"));
+}
+
+std::string describe(const AggregateConfig& a) {
+  switch (a.kind) {
+    case Aggregate::kClipped:
+      return a.tau > 0 ? cat("clipped, tau ", a.tau)
+                       : cat("clipped, adaptive tau, byzantine ", a.byzantine);
+    case Aggregate::kTrimmedMean: return cat("trimmed_mean, byzantine ", a.byzantine);
+    case Aggregate::kMean:
+    case Aggregate::kMedian: break;
+  }
+  return aggregate_name(a.kind);
 }
 
 const char* monitor_preset_name(MonitorPreset preset) {

@@ -70,6 +70,10 @@ std::unique_ptr<Algorithm> make_algorithm(const Learner& learner, Exchange& exch
     throw InputError(cat("gossip.overlap: overlap is for dpsgd and local_sgd, not ", row.name));
   if (config.choco.compress.kind != CompressKind::kNone && !row.compresses)
     throw InputError(cat("gossip.choco.compress: compression is for choco, not ", row.name));
+  if (config.aggregate.kind != Aggregate::kMean && row.not_robust != nullptr)
+    throw InputError(cat("gossip.aggregate: ", aggregate_name(config.aggregate.kind),
+                         " is for dpsgd, local_sgd and async, not ", row.name, ": ",
+                         row.not_robust));
   check_weights("gossip.algorithm", config.algorithm, topology);
   std::unique_ptr<Algorithm> made;
   switch (config.algorithm) {

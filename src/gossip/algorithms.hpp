@@ -43,6 +43,7 @@ class Dpsgd : public Algorithm {
   // The buffer published this round as the neighbours got it: with overlap, before the local
   // steps; at half width (gossip.wire), rounded as it travelled. Empty otherwise.
   std::vector<float> sent_;
+  std::vector<float> robust_;  // trimmed_mean, median: the robust average of this round
 };
 
 // The make_ functions GOSSIP_ALGORITHMS names, one per algorithm's source file, all of one

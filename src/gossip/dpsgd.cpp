@@ -50,34 +50,60 @@ void Dpsgd::mix_phase(std::int64_t round) {
   const auto from = mixing::ids(in);
   const std::vector<Inbox> got = exchange_->collect(round, from, collect_options());
   std::int64_t missing = 0;
-  const auto terms =
-      mixing::pull_terms(self, topology_->self_weight(self, round), in, got, &missing);
+  auto terms = mixing::pull_terms(self, topology_->self_weight(self, round), in, got, &missing);
   record_missing(missing);
-  if (!config_.overlap) {
-    if (config_.wire == WireFormat::kFp32) return buffer_.mix(terms);
-    // x_i + sum_j W[i][j] (m_j - r_i) as one sum: (W[i][i] - 1) r_i + sum_j W[i][j] m_j + x_i,
-    // r_i our message as the neighbours got it.
+  last_mix_ = {};
+  last_mix_.nonfinite = mixing::drop_nonfinite(terms, self, learner_.num_params);
+  const bool whole = !config_.overlap && config_.wire == WireFormat::kFp32;  // r_i is x_i
+  if (whole && config_.aggregate.kind == Aggregate::kMean) return buffer_.mix(terms);
+  // r_i, this peer's message as the neighbours got it: with overlap the buffer published before
+  // the local steps, at half width rounded, else x_i itself (downloaded on a device backend).
+  std::span<const float> own;
+  if (config_.overlap) {
+    round_to_wire(std::span<float>(sent_), config_.wire);  // fp32: as it is
+    own = sent_;
+  } else if (config_.wire == WireFormat::kFp32) {
+    own = buffer_.host_view();
+  } else {
     const auto x = buffer_.host_view();
     sent_.resize(x.size());
     round_to_wire(x, config_.wire, std::span<float>(sent_));  // copied and rounded in one pass
-    std::vector<mixing::Term> t = terms;
-    for (auto& term : t)
+    own = sent_;
+  }
+  switch (config_.aggregate.kind) {
+    case Aggregate::kMean: break;
+    case Aggregate::kClipped: {
+      mixing::Clipping c = mixing::clip_terms(terms, self, own, config_.aggregate);
+      last_mix_.clipped = std::move(c.clipped);
+      last_mix_.tau = c.tau;
+      break;
+    }
+    case Aggregate::kTrimmedMean:
+    case Aggregate::kMedian: {  // y, the robust average; then x_i + (y - r_i)
+      last_mix_.clipped = mixing::robust_average(terms, self, own, config_.aggregate, robust_);
+      if (whole) return buffer_.mix(std::vector<mixing::Term>{{self, robust_.data(), 1.0}});
+      return buffer_.mix(std::vector<mixing::Term>{
+          {self, nullptr, 1.0}, {self, robust_.data(), 1.0}, {self, own.data(), -1.0}});
+    }
+  }
+  if (whole) return buffer_.mix(terms);
+  if (!config_.overlap) {
+    // x_i + sum_j W[i][j] (m_j - r_i) as one sum: (W[i][i] - 1) r_i + sum_j W[i][j] m_j + x_i.
+    for (auto& term : terms)
       if (term.peer == self) {
-        term.host = sent_.data();
+        term.host = own.data();
         term.weight -= 1.0;
       }
-    t.push_back({self, nullptr, 1.0});
-    return buffer_.mix(t);
+    terms.push_back({self, nullptr, 1.0});
+    return buffer_.mix(terms);
   }
   // sum_j W[i][j] m_j over what was published (ours is sent_, as the neighbours got it, so
   // rounded at half width), then + x_i' - sent_.
-  round_to_wire(std::span<float>(sent_), config_.wire);  // fp32: as it is
-  std::vector<mixing::Term> t = terms;
-  for (auto& term : t)
+  for (auto& term : terms)
     if (term.peer == self) term.host = sent_.data();
-  t.push_back({self, nullptr, 1.0});
-  t.push_back({self, sent_.data(), -1.0});
-  buffer_.mix(t);
+  terms.push_back({self, nullptr, 1.0});
+  terms.push_back({self, sent_.data(), -1.0});
+  buffer_.mix(terms);
 }
 
 std::unique_ptr<Algorithm> make_dpsgd(const Learner& learner, Exchange& exchange,

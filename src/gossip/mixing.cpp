@@ -2,7 +2,10 @@
 #include "src/gossip/mixing.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <functional>
+#include <utility>
 
 #include "gossip/core.hpp"
 
@@ -35,6 +38,104 @@ std::vector<Term> pull_terms(int self, double self_weight, std::span<const Neigh
   terms.insert(at, Term{self, nullptr, self_weight});
   if (missing != nullptr) *missing = absent;
   return terms;
+}
+
+namespace {
+
+double distance(const float* m, std::span<const float> r) {
+  double sum = 0.0;
+  for (std::size_t i = 0; i < r.size(); ++i) {
+    const double d = static_cast<double>(m[i]) - static_cast<double>(r[i]);
+    sum += d * d;
+  }
+  return std::sqrt(sum);
+}
+
+/// Whether none of the n floats at p is NaN or infinite (exponent bits all ones).
+bool all_finite(const float* p, std::int64_t n) {
+  std::uint32_t bad = 0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    std::uint32_t bits;
+    std::memcpy(&bits, p + i, 4);
+    bad |= static_cast<std::uint32_t>((bits & 0x7f800000u) == 0x7f800000u);
+  }
+  return bad == 0;
+}
+
+}  // namespace
+
+std::vector<int> drop_nonfinite(std::vector<Term>& terms, int self, std::int64_t n) {
+  std::vector<int> dropped;
+  double to_self = 0.0;
+  std::erase_if(terms, [&](const Term& t) {
+    if (t.peer == self || all_finite(t.host, n)) return false;
+    dropped.push_back(t.peer);
+    to_self += t.weight;
+    return true;
+  });
+  for (Term& t : terms)
+    if (t.peer == self) t.weight += to_self;
+  return dropped;
+}
+
+Clipping clip_terms(std::vector<Term>& terms, int self, std::span<const float> own,
+                    const AggregateConfig& a) {
+  std::vector<double> d(terms.size(), 0.0);
+  std::vector<double> heard;
+  for (std::size_t j = 0; j < terms.size(); ++j)
+    if (terms[j].peer != self) heard.push_back(d[j] = distance(terms[j].host, own));
+  Clipping out;
+  if (a.tau > 0) {
+    out.tau = a.tau;
+  } else if (static_cast<int>(heard.size()) > a.byzantine) {
+    std::sort(heard.begin(), heard.end(), std::greater<>());
+    out.tau = heard[static_cast<std::size_t>(a.byzantine)];
+  }
+  double to_self = 0.0;
+  for (std::size_t j = 0; j < terms.size(); ++j) {
+    if (terms[j].peer == self || d[j] <= out.tau) continue;
+    const double c = out.tau / d[j];
+    to_self += terms[j].weight * (1.0 - c);
+    terms[j].weight *= c;
+    out.clipped.push_back(terms[j].peer);
+  }
+  for (Term& t : terms)
+    if (t.peer == self) t.weight += to_self;
+  return out;
+}
+
+std::vector<int> robust_average(std::span<const Term> terms, int self, std::span<const float> own,
+                                const AggregateConfig& a, std::vector<float>& out) {
+  std::vector<const float*> in{own.data()};
+  std::vector<int> peer{self};
+  for (const Term& t : terms)
+    if (t.peer != self) {
+      in.push_back(t.host);
+      peer.push_back(t.peer);
+    }
+  const std::size_t k = in.size();
+  const std::size_t trim =
+      a.kind == Aggregate::kTrimmedMean && 2 * static_cast<std::size_t>(a.byzantine) < k
+          ? static_cast<std::size_t>(a.byzantine)
+          : (k - 1) / 2;  // median: as many dropped at each end as leave one or two values
+  out.resize(own.size());
+  std::vector<std::pair<float, std::size_t>> v(k);
+  std::vector<std::int64_t> dropped(k, 0);
+  for (std::size_t i = 0; i < own.size(); ++i) {
+    for (std::size_t j = 0; j < k; ++j) v[j] = {in[j][i], j};
+    std::sort(v.begin(), v.end());  // ties by input order: the same on every run
+    double sum = 0.0;
+    for (std::size_t j = trim; j < k - trim; ++j) sum += v[j].first;
+    out[i] = static_cast<float>(sum / static_cast<double>(k - 2 * trim));
+    for (std::size_t j = 0; j < trim; ++j) {
+      ++dropped[v[j].second];
+      ++dropped[v[k - 1 - j].second];
+    }
+  }
+  std::vector<int> suspects;
+  for (std::size_t j = 1; j < k; ++j)
+    if (2 * dropped[j] > static_cast<std::int64_t>(own.size())) suspects.push_back(peer[j]);
+  return suspects;
 }
 
 PeerBuffer::PeerBuffer(const Learner& learner) : learner_(learner) {

@@ -33,6 +33,34 @@ std::vector<int> ids(std::span<const Neighbour> neighbours);
 std::vector<Term> pull_terms(int self, double self_weight, std::span<const Neighbour> in,
                              std::span<const Inbox> got, std::int64_t* missing);
 
+/// Hygiene before any aggregate: a neighbour term whose message holds a NaN or an infinity is
+/// removed and its weight given to the self term (as a missing neighbour's). Returns the peers
+/// removed, ascending.
+std::vector<int> drop_nonfinite(std::vector<Term>& terms, int self, std::int64_t n);
+
+/// Self-centred clipping (ClippedGossip, He, Karimireddy and Jaggi 2022) applied to pull_terms'
+/// output: each neighbour's term m_j (peer != self) is mixed as r + clip(m_j - r, tau), r this
+/// peer's own message, so its weight becomes W_ij c_j with c_j = min(1, tau / ||m_j - r||) and
+/// the self term gains W_ij (1 - c_j). A neighbour within tau keeps its weight exactly, so with
+/// no neighbour beyond tau the terms are mean's. tau is `a.tau` when given, else adaptive: the
+/// distance of the (b + 1)-th farthest neighbour heard (b = a.byzantine), so the b farthest are
+/// clipped to it (0 when no more than b were heard: then no neighbour moves this peer).
+struct Clipping {
+  double tau = 0.0;
+  std::vector<int> clipped;  // neighbours whose message was clipped, ascending
+};
+Clipping clip_terms(std::vector<Term>& terms, int self, std::span<const float> own,
+                    const AggregateConfig& a);
+
+/// Coordinate-wise robust average of this peer's own message and the neighbour terms' messages
+/// (unweighted; gossip.aggregate trimmed_mean or median) into `out`: trimmed_mean drops the b
+/// largest and b smallest values of each coordinate (b = a.byzantine; the median when that
+/// leaves none) and averages the rest; median is the middle value (the mean of the two middle
+/// ones for an even count). Returns the neighbours whose value was dropped in more than half
+/// of the coordinates.
+std::vector<int> robust_average(std::span<const Term> terms, int self, std::span<const float> own,
+                                const AggregateConfig& a, std::vector<float>& out);
+
 /// The learner's buffer as the exchange sees it, and mixing into it.
 class PeerBuffer {
  public:
