@@ -333,7 +333,7 @@ class Swarm {
         result.faults.push_back(SimFault{r, f.round == r ? "cut" : "uncut", ends, 0.0,
                                          latest_clock()});
       }
-      if (f.action == "attack" && (f.round == r || f.to_round == r))
+      if (f.action == "attack" && (f.round == r || (f.to_round > 0 && f.to_round == r)))
         result.faults.push_back(SimFault{
             r, f.round == r ? cat("attack ", describe_attack(f)) : std::string("attack over"),
             f.peers, 0.0, latest_clock()});

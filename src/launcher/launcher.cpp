@@ -266,7 +266,8 @@ void Network::carry_out_faults() {
       progress_.note(cat("fault schedule at round ", f.round, ": peer",
                          f.peers.size() == 1 ? " " : "s ", format_peers(f.peers), " attack",
                          f.peers.size() == 1 ? "s" : "", " with ", describe_attack(f), until,
-                         " (their exchange rewrites what they send)"));
+                         f.peers.size() == 1 ? " (its exchange rewrites what it sends)"
+                                             : " (their exchanges rewrite what they send)"));
       continue;
     }
     std::vector<int> acted_on;
