@@ -117,8 +117,14 @@ void SimExchange::publish(std::int64_t round, std::span<const float> params, dou
   GOSSIP_CHECK_EQ(static_cast<std::int64_t>(params.size()), network_->num_params_);
   GOSSIP_CHECK_GE(round, 0);
   auto& m = network_->slot(rank_, round);
+  if (m.round == round && !m.params.empty() &&
+      std::none_of(to.begin(), to.end(), [&](int p) {
+        return std::find(m.to.begin(), m.to.end(), p) != m.to.end();
+      }))
+    return publish_again(round, params, to);
   m.round = round;
   m.weight = weight;
+  m.others.clear();
   m.sent_at = std::max(now_, sent_until_);  // after this link's earlier rounds have gone
   // Send order: j+1, j+2, ... mod n from this peer j.
   const int n = size();
@@ -153,14 +159,33 @@ void SimExchange::publish_packet(std::int64_t round, std::span<const std::byte> 
   m.wire = network_->wire_seconds(bytes);
   sent_until_ = m.sent_at + static_cast<double>(to.size()) * m.wire;
   m.params.clear();
+  m.others.clear();
   m.packet.assign(packet.begin(), packet.end());
   count_sent(m.to.size(), bytes, m.view, m.probes);
+}
+
+void SimExchange::publish_again(std::int64_t round, std::span<const float> params,
+                                std::span<const int> to) {
+  auto& m = network_->slot(rank_, round);
+  std::vector<float> copy(params.begin(), params.end());
+  if (!round_to_wire(std::span<float>(copy), network_->wire_))
+    throw RuntimeError(wire_overflow(params, network_->wire_, round));
+  m.others.emplace_back(std::vector<int>(to.begin(), to.end()), std::move(copy));
+  m.to.insert(m.to.end(), to.begin(), to.end());  // sent after the round's earlier copies
+  sent_until_ += static_cast<double>(to.size()) * m.wire;
+  charge(to.size(), network_->message_bytes(), m.view, m.probes);
 }
 
 void SimExchange::count_sent(std::size_t copies, std::uint64_t bytes,
                              std::optional<std::vector<Member>>& view, std::vector<Probe>& probes) {
   view = std::exchange(pending_view_, std::nullopt);
   probes = std::exchange(pending_probes_, {});
+  charge(copies, bytes, view, probes);
+}
+
+void SimExchange::charge(std::size_t copies, std::uint64_t bytes,
+                         const std::optional<std::vector<Member>>& view,
+                         const std::vector<Probe>& probes) {
   // A probe costs what it does on the wire: 14 bytes, after a 2-byte count.
   const std::uint64_t view_bytes =
       view ? view_message_bytes(size()) + (probes.empty() ? 0 : 2 + 14 * probes.size()) : 0;
@@ -256,7 +281,7 @@ std::vector<Inbox> SimExchange::collect(std::int64_t round, std::span<const int>
     arrivals.push_back({pick_arrival, p, pick->wire});
     received += pick->params.empty() ? pick->packet.size() + kPacketOverheadBytes
                                      : network_->message_bytes();
-    got.push_back(Inbox{p, pick->round, std::span<const float>(pick->params), pick->weight,
+    got.push_back(Inbox{p, pick->round, pick->params_for(rank_), pick->weight,
                         std::span<const std::byte>(pick->packet)});
   }
   // The receiving link, once done with earlier rounds, takes them one after another, earliest

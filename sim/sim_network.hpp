@@ -75,6 +75,12 @@ class SimExchange final : public Exchange {
   /// as sent (their bytes and CPU), and hands that view and those probes to the message.
   void count_sent(std::size_t copies, std::uint64_t bytes,
                   std::optional<std::vector<Member>>& view, std::vector<Probe>& probes);
+  /// Charges `copies` messages of `bytes` each, with `view` and `probes` riding with each.
+  void charge(std::size_t copies, std::uint64_t bytes,
+              const std::optional<std::vector<Member>>& view, const std::vector<Probe>& probes);
+  /// A second publish of `round`'s parameters, to peers the first did not address: they get
+  /// `params`, queued on the link after the round's earlier copies.
+  void publish_again(std::int64_t round, std::span<const float> params, std::span<const int> to);
 
   SimNetwork* network_;
   int rank_;
@@ -180,7 +186,16 @@ class SimNetwork {
     std::vector<int> to;   // recipients in the order the sender's link sends to them
     double wire = 0.0;     // seconds one copy occupies a link
     std::vector<float> params;
+    // Recipients published to again in the same round with a buffer of their own (an
+    // attacker's message for each victim, faults/Attack): they get theirs, not params.
+    std::vector<std::pair<std::vector<int>, std::vector<float>>> others;
     std::vector<std::byte> packet;  // instead of params (publish_packet)
+    /// The parameters `receiver` gets.
+    std::span<const float> params_for(int receiver) const {
+      for (const auto& [to, p] : others)
+        if (std::find(to.begin(), to.end(), receiver) != to.end()) return p;
+      return params;
+    }
     std::optional<std::vector<Member>> view;  // the sender's membership view, if it sent one
     std::vector<Probe> probes;                // the probes it passed on with that view
   };

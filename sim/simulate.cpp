@@ -42,8 +42,9 @@ std::unique_ptr<Backend> sim_backend(const RunConfig& config) {
 /// The peers, their exchanges and algorithms, and the loop that runs rounds over them. Each
 /// peer's exchange keeps its membership view (MonitoredExchange, as in a real peer) and its
 /// convergence monitor watches the live graph; the fault schedule kills, restarts and pauses
-/// here, as `gossip run` does to processes, and cuts links through each peer's CutLinks (under
-/// its MonitoredExchange, as in a real peer; none when the schedule cuts nothing).
+/// here, as `gossip run` does to processes, and cuts links and attacks through each peer's
+/// FaultedExchange (under its MonitoredExchange, as in a real peer; the bare SimExchange when the
+/// schedule cuts nothing and lets the peer attack in no round).
 class Swarm {
  public:
   Swarm(const RunConfig& config, const Topology& topology, std::vector<Learner> learners)
@@ -51,13 +52,12 @@ class Swarm {
         network_(topology.n(), learners_.front().num_params, history(config.gossip),
                  config.sim, config.train.seed, config.gossip.wire),
         pool_(config.sim.workers) {
-    const bool cuts = has_cuts(config_.faults);
     for (int p = 0; p < n(); ++p) {
       SimExchange& ex = network_.exchange(p);
-      if (cuts) cut_links_.push_back(std::make_unique<CutLinks>(ex, config_.faults));
-      Exchange& below = cuts ? static_cast<Exchange&>(*cut_links_.back()) : ex;
+      faulted_.push_back(
+          std::make_unique<FaultedExchange>(ex, config_.faults, config.train.seed));
       monitored_.push_back(std::make_unique<MonitoredExchange>(
-          below, config.monitor.dead_after_rounds, config.monitor.dead_after_s,
+          faulted_.back()->top(), config.monitor.dead_after_rounds, config.monitor.dead_after_s,
           [&ex] { return ex.now(); }));
       monitored_.back()->set_silence(config_.monitor.suspect_after_s);
       watches_.emplace_back(topology, p);
@@ -68,7 +68,7 @@ class Swarm {
                                            round_timeout(config.monitor)));
       const int tags = algorithms_.back()->relay_steps() + 1;
       monitored_[p]->set_tags_per_round(tags);
-      if (cuts) cut_links_[p]->set_tags_per_round(tags);
+      faulted_[p]->set_tags_per_round(tags);
     }
     alive_.assign(n(), 1);
     paused_until_.assign(n(), -1.0);
@@ -302,7 +302,7 @@ class Swarm {
         catch_up(p, r);
       }
     for (const Fault& f : config_.faults) {
-      if (f.action == "cut" || f.round != r) continue;
+      if (f.action == "cut" || f.action == "attack" || f.round != r) continue;
       for (int p : f.peers) {
         if (f.action == "kill") {
           alive_[p] = 0;
@@ -324,14 +324,20 @@ class Swarm {
       }
       result.faults.push_back(SimFault{r, f.action, f.peers, f.seconds, latest_clock()});
     }
-    // Cuts act in the peers' CutLinks, round by round; here they are only recorded.
-    for (const Fault& f : config_.faults)
+    // Cuts and attacks act in the peers' FaultedExchange, round by round; here they are only
+    // recorded.
+    for (const Fault& f : config_.faults) {
       if (f.action == "cut" && (f.round == r || f.to_round == r)) {
         std::vector<int> ends;
         for (const auto& [a, b] : f.links) ends.insert(ends.end(), {a, b});
         result.faults.push_back(SimFault{r, f.round == r ? "cut" : "uncut", ends, 0.0,
                                          latest_clock()});
       }
+      if (f.action == "attack" && (f.round == r || (f.to_round > 0 && f.to_round == r)))
+        result.faults.push_back(SimFault{
+            r, f.round == r ? cat("attack ", describe_attack(f)) : std::string("attack over"),
+            f.peers, 0.0, latest_clock()});
+    }
   }
 
   /// Peer p's membership changes and live-graph changes after `done` rounds, as events.
@@ -349,7 +355,8 @@ class Swarm {
   std::vector<Learner> learners_;
   SimNetwork network_;
   WorkerPool pool_;
-  std::vector<std::unique_ptr<CutLinks>> cut_links_;  // one a peer when the schedule cuts links
+  // Each peer's fault decorators (CutLinks, Attack) under its monitor, as in a real peer.
+  std::vector<std::unique_ptr<FaultedExchange>> faulted_;
   std::vector<std::unique_ptr<MonitoredExchange>> monitored_;
   std::vector<MembershipWatch> watches_;  // each peer's, as a real peer's
   std::vector<std::unique_ptr<Algorithm>> algorithms_;

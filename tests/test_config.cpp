@@ -825,10 +825,77 @@ TEST_CASE("a fault schedule reads kill, pause, restart and cut, and refuses what
   CHECK_THROWS_WITH(load_config_from_string("faults:\n  - {from_round: 1, to_round: 5, cut: [[0, 0]]}\n", "c.yaml"),
                     Contains("a link is two different peers"));
   CHECK_THROWS_WITH(load_config_from_string("faults:\n  - {round: 1, to_round: 5, kill: [2]}\n", "c.yaml"),
-                    Contains("to_round is for cut, not kill"));
+                    Contains("to_round is for cut and attack, not kill"));
   CHECK_THROWS_WITH(
       load_config_from_string("faults:\n  - {round: 3, kill: [1], pause: [2]}\n", "c.yaml"),
       Contains("one action a fault"));
+}
+
+TEST_CASE("a fault schedule reads attacks, their kinds' parameters and defaults, and refuses the "
+          "rest naming the line and the key", "[config]") {
+  using Catch::Contains;
+  using gossip::AttackKind;
+  const auto c = load_config_from_string(
+      "faults:\n"
+      "  - {round: 5, attack: [3], kind: sign_flip}\n"
+      "  - {round: 5, to_round: 9, attack: [1, 2], kind: scale, s: -4}\n"
+      "  - {round: 9, attack: 0, kind: alie, z: 1.5}\n"
+      "  - {round: 9, attack: [4], kind: ipm}\n"
+      "  - {round: 9, attack: [5], kind: dissensus, epsilon: 2}\n"
+      "  - {round: 9, attack: [6], kind: noise, std: 0.1}\n"
+      "  - {round: 9, attack: [7], kind: nan}\n",
+      "c.yaml");
+  REQUIRE(c.faults.size() == 7);
+  CHECK(c.faults[0].action == "attack");
+  CHECK(c.faults[0].peers == std::vector<int>{3});
+  CHECK(c.faults[0].attack == AttackKind::kSignFlip);
+  CHECK(c.faults[0].parameter == 1.0);  // s defaults to 1
+  CHECK(c.faults[0].to_round == 0);     // to the end of the run
+  CHECK(c.faults[1].attack == AttackKind::kScale);
+  CHECK(c.faults[1].parameter == -4.0);
+  CHECK(c.faults[1].to_round == 9);
+  CHECK(c.faults[2].peers == std::vector<int>{0});
+  CHECK(c.faults[2].parameter == 1.5);
+  CHECK(c.faults[3].parameter == 0.5);  // ipm's epsilon defaults to 0.5
+  CHECK(c.faults[4].parameter == 2.0);
+  CHECK(c.faults[5].attack == AttackKind::kNoise);
+  CHECK(c.faults[5].parameter == 0.1);
+  CHECK(c.faults[6].attack == AttackKind::kNan);
+  CHECK(gossip::describe_attack(c.faults[1]) == "scale (s = -4)");
+  CHECK(gossip::describe_attack(c.faults[6]) == "nan");
+  const auto refused = [](const char* entry) {
+    return load_config_from_string(std::string("faults:\n  - ") + entry + "\n", "c.yaml");
+  };
+  CHECK_THROWS_WITH(refused("{round: 5, attack: [3], kind: lie}"),
+                    Contains("c.yaml:2: faults[0].kind: unknown attack 'lie' (expected one of: "
+                             "sign_flip, scale, noise, alie, ipm, dissensus, nan, inf)"));
+  CHECK_THROWS_WITH(refused("{round: 5, attack: [3]}"),
+                    Contains("c.yaml:2: faults[0]: an attack needs its kind"));
+  CHECK_THROWS_WITH(refused("{round: 5, attack: [], kind: nan}"),
+                    Contains("faults[0]: an attack names at least one attacking peer"));
+  CHECK_THROWS_WITH(refused("{round: 5, attack: [-1], kind: nan}"),
+                    Contains("faults[0].attack: peer -1 is not a rank"));
+  CHECK_THROWS_WITH(refused("{round: 5, attack: [3], kind: scale}"),
+                    Contains("faults[0]: scale needs its parameter s"));
+  CHECK_THROWS_WITH(refused("{round: 5, attack: [3], kind: alie, epsilon: 1}"),
+                    Contains("c.yaml:2: faults[0].epsilon: is not a parameter of alie (its "
+                             "parameter is z)"));
+  CHECK_THROWS_WITH(refused("{round: 5, attack: [3], kind: nan, s: 1}"),
+                    Contains("faults[0].s: is not a parameter of nan (it has none)"));
+  CHECK_THROWS_WITH(refused("{round: 5, attack: [3], kind: noise, std: -1}"),
+                    Contains("faults[0].std: must be > 0, got -1"));
+  CHECK_THROWS_WITH(refused("{round: 5, attack: [3], kind: sign_flip, s: 0}"),
+                    Contains("faults[0].s: must be > 0, got 0"));
+  CHECK_THROWS_WITH(refused("{round: 5, attack: [3], kind: ipm, epsilon: .nan}"),
+                    Contains("faults[0].epsilon"));
+  CHECK_THROWS_WITH(refused("{round: 5, to_round: 5, attack: [3], kind: nan}"),
+                    Contains("faults[0]: an attack's to_round comes after its round"));
+  CHECK_THROWS_WITH(refused("{round: 5, kill: [3], kind: nan}"),
+                    Contains("faults[0].kind: kind is for attack, not kill"));
+  CHECK_THROWS_WITH(refused("{round: 5, pause: [3], seconds: 1, z: 2}"),
+                    Contains("faults[0].z: is for attack, not pause"));
+  CHECK_THROWS_WITH(refused("{round: 5, attack: [3], kind: nan, kill: [2]}"),
+                    Contains("one action a fault"));
 }
 
 TEST_CASE("--compress reads the compressors gossip.choco.compress takes and refuses the rest alike",

@@ -1,8 +1,10 @@
 // Tests for faults: the schedule's cut links (cut_peers), its check against the graph, and
-// CutLinks, the Exchange decorator that carries the cuts out under the membership monitor.
+// CutLinks, the Exchange decorator that carries the cuts out under the membership monitor; the
+// schedule's attacks (Attack), each kind's message in closed form on tiny vectors.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <optional>
 #include <string>
 #include <utility>
@@ -77,6 +79,51 @@ class FakeExchange final : public gossip::Exchange {
   std::vector<PeerView> views;
   std::int64_t last_tag = -1, view_tag = -1;
   std::vector<int> published_to, collected_from, view_to, newest_from;
+
+ private:
+  int rank_, size_;
+};
+
+Fault attack(std::int64_t from, std::int64_t to, std::vector<int> peers, gossip::AttackKind kind,
+             double parameter) {
+  Fault f{from, to, "attack", std::move(peers), {}, 0.0};
+  f.attack = kind;
+  f.parameter = parameter;
+  return f;
+}
+
+/// A transport that keeps every buffer published to it, and answers collect() with `inboxes`.
+class RecordingExchange final : public gossip::Exchange {
+ public:
+  struct Sent {
+    std::int64_t tag;
+    std::vector<float> params;
+    double weight;
+    std::vector<int> to;
+  };
+  RecordingExchange(int rank, int size) : rank_(rank), size_(size) {}
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  void publish(std::int64_t tag, std::span<const float> params, double weight,
+               std::span<const int> to) override {
+    sent.push_back({tag, {params.begin(), params.end()}, weight, {to.begin(), to.end()}});
+  }
+  void publish_packet(std::int64_t, std::span<const std::byte>, std::span<const int>) override {
+    ++packets;
+  }
+  std::vector<gossip::Inbox> collect(std::int64_t tag, std::span<const int>,
+                                     const gossip::CollectOptions&) override {
+    std::vector<gossip::Inbox> out;
+    for (const auto& [peer, params] : inboxes)
+      out.push_back(gossip::Inbox{peer, tag, params, 1.0, {}});
+    return out;
+  }
+  std::vector<int> dead_peers() const override { return {}; }
+  std::uint64_t bytes_sent() const override { return 0; }
+
+  std::vector<std::pair<int, std::vector<float>>> inboxes;  // (sender, its message)
+  std::vector<Sent> sent;
+  int packets = 0;
 
  private:
   int rank_, size_;
@@ -224,4 +271,184 @@ TEST_CASE("MonitoredExchange over CutLinks: the view and the messages skip a cut
     ev.push_back(c.event + " " + std::to_string(c.peer) + " round " + std::to_string(c.round));
   CHECK(ev == std::vector<std::string>{"suspect 3 round 1", "suspect 1 round 2", "dead 3 round 3",
                                        "dead 1 round 4", "rejoin 1 round 5"});
+}
+
+namespace {
+
+using gossip::AttackKind;
+using Floats = std::vector<float>;
+
+/// What peer 0 of a ring of 4 sends for round 5 under `fault`, having heard h1 from peer 1 and
+/// h3 from peer 3 in round 4, with x = (1, -2, 0.5) its own parameters.
+std::vector<RecordingExchange::Sent> attacked(const Fault& fault, bool heard = true) {
+  RecordingExchange inner(0, 4);
+  if (heard) inner.inboxes = {{1, {1, 2, 3}}, {3, {3, 6, -1}}};
+  gossip::Attack ex(inner, std::vector<Fault>{fault}, 7);
+  const std::vector<int> peers{1, 3};
+  ex.collect(4, peers, {});
+  const Floats x{1, -2, 0.5};
+  ex.publish(5, x, 0.25, peers);
+  return inner.sent;
+}
+
+}  // namespace
+
+TEST_CASE("Attack: each kind's message in closed form, from x and the messages heard",
+          "[faults][attack]") {
+  // H = {(1, 2, 3), (3, 6, -1)}: mean (2, 4, 1), standard deviation (1/|H|) (1, 2, 2).
+  const auto one = [](const Fault& f, bool heard = true) {
+    const auto sent = attacked(f, heard);
+    REQUIRE(sent.size() == 1);
+    CHECK(sent[0].to == std::vector<int>{1, 3});
+    CHECK(sent[0].weight == 0.25);  // the push-sum weight goes out unchanged
+    CHECK(sent[0].tag == 5);
+    return sent[0].params;
+  };
+  SECTION("sign_flip: -s x") {
+    CHECK(one(attack(1, 0, {0}, AttackKind::kSignFlip, 1.0)) == Floats{-1, 2, -0.5});
+    CHECK(one(attack(1, 0, {0}, AttackKind::kSignFlip, 4.0)) == Floats{-4, 8, -2});
+  }
+  SECTION("scale: s x") {
+    CHECK(one(attack(1, 0, {0}, AttackKind::kScale, -4.0)) == Floats{-4, 8, -2});
+    CHECK(one(attack(1, 0, {0}, AttackKind::kScale, 3.0)) == Floats{3, -6, 1.5});
+  }
+  SECTION("alie: mean(H) - z sd(H), coordinate-wise") {
+    CHECK(one(attack(1, 0, {0}, AttackKind::kAlie, 1.0)) == Floats{1, 2, -1});
+    CHECK(one(attack(1, 0, {0}, AttackKind::kAlie, 0.5)) == Floats{1.5, 3, 0});
+    // Nothing heard: H = {x}, whose deviation is 0.
+    CHECK(one(attack(1, 0, {0}, AttackKind::kAlie, 1.0), false) == Floats{1, -2, 0.5});
+  }
+  SECTION("ipm: -epsilon mean(H)") {
+    CHECK(one(attack(1, 0, {0}, AttackKind::kIpm, 0.5)) == Floats{-1, -2, -0.5});
+    CHECK(one(attack(1, 0, {0}, AttackKind::kIpm, 2.0), false) == Floats{-2, 4, -1});
+  }
+  SECTION("nan and inf: every value") {
+    for (float v : one(attack(1, 0, {0}, AttackKind::kNan, 0.0))) CHECK(std::isnan(v));
+    for (float v : one(attack(1, 0, {0}, AttackKind::kInf, 0.0))) CHECK((std::isinf(v) && v > 0));
+  }
+  SECTION("dissensus: to each recipient v, h_v - epsilon (mean(H) - h_v), one message each") {
+    const auto sent = attacked(attack(1, 0, {0}, AttackKind::kDissensus, 1.0));
+    REQUIRE(sent.size() == 2);
+    CHECK(sent[0].to == std::vector<int>{1});
+    CHECK(sent[0].params == Floats{0, 0, 5});  // 2 h1 - mean
+    CHECK(sent[1].to == std::vector<int>{3});
+    CHECK(sent[1].params == Floats{4, 8, -3});  // 2 h3 - mean
+    const auto half = attacked(attack(1, 0, {0}, AttackKind::kDissensus, 0.5));
+    REQUIRE(half.size() == 2);
+    CHECK(half[1].params == Floats{3.5, 7, -2});  // 1.5 h3 - 0.5 mean
+    // Nothing heard from a recipient: its message is taken to be x (and H = {x}).
+    const auto blind = attacked(attack(1, 0, {0}, AttackKind::kDissensus, 1.0), false);
+    REQUIRE(blind.size() == 2);
+    CHECK(blind[0].params == Floats{1, -2, 0.5});
+  }
+}
+
+TEST_CASE("Attack: only in its rounds; colluders' messages are left out of H; packets pass",
+          "[faults][attack]") {
+  RecordingExchange inner(0, 4);
+  inner.inboxes = {{1, {1, 2, 3}}, {3, {3, 6, -1}}};
+  // Peer 0 sends -mean(H) in rounds 3 and 4; peer 3 colludes, attacking in round 4 only.
+  const std::vector<Fault> faults{attack(3, 5, {0}, AttackKind::kIpm, 1.0),
+                                  attack(4, 5, {3}, AttackKind::kNan, 0.0),
+                                  Fault{2, 0, "kill", {2}, {}, 0.0}};
+  gossip::Attack ex(inner, faults, 7);
+  const std::vector<int> peers{1, 3};
+  const Floats x{1, -2, 0.5};
+  for (std::int64_t r = 1; r < 7; ++r) {
+    INFO("round " << r);
+    ex.publish(r, x, 1.0, peers);
+    ex.collect(r, peers, {});
+  }
+  REQUIRE(inner.sent.size() == 6);
+  CHECK(inner.sent[1].params == x);                       // round 2: before the attack
+  CHECK(inner.sent[2].params == Floats{-2, -4, -1});      // round 3: -(mean of h1, h3)
+  CHECK(inner.sent[3].params == Floats{-2, -4, -1});      // round 4: h3 of round 3 was honest
+  CHECK(inner.sent[4].params == x);                       // round 5: to_round, over
+  // Had round 5 been an attack, H would be h1 alone: 3 attacked in round 4.
+  gossip::Attack late(inner, std::vector<Fault>{faults[1], attack(5, 0, {0}, AttackKind::kIpm, 1.0)},
+                      7);
+  late.collect(4, peers, {});
+  late.publish(5, x, 1.0, peers);
+  CHECK(inner.sent.back().params == Floats{-1, -2, -3});
+  // Packets are not attacked (check_faults refuses attacks with the algorithms that send them).
+  const std::byte packet[4]{};
+  late.publish_packet(6, packet, peers);
+  CHECK(inner.packets == 1);
+  // A relay algorithm's tags: round = tag / tags per round.
+  late.set_tags_per_round(3);
+  late.publish(14, x, 1.0, peers);  // round 4
+  CHECK(inner.sent.back().params == x);
+  late.publish(15, x, 1.0, peers);  // round 5
+  CHECK(inner.sent.back().params == Floats{-1, -2, -3});
+}
+
+TEST_CASE("Attack: noise is N(0, std^2) from the stream (run seed, peer, round)",
+          "[faults][attack]") {
+  const std::size_t n = 20000;
+  const Floats x(n, 3.0f);
+  const std::vector<int> to{1};
+  auto noise = [&](std::uint64_t seed, int peer, std::int64_t round, bool earlier_round) {
+    RecordingExchange inner(peer, 4);
+    gossip::Attack ex(inner, std::vector<Fault>{attack(1, 0, {peer}, AttackKind::kNoise, 2.0)},
+                      seed);
+    if (earlier_round) ex.publish(round - 1, x, 1.0, to);
+    ex.publish(round, x, 1.0, to);
+    return inner.sent.back().params;
+  };
+  const Floats a = noise(5, 0, 9, false);
+  double sum = 0, sq = 0;
+  for (float v : a) sum += v;
+  const double mean = sum / n;
+  for (float v : a) sq += (v - mean) * (v - mean);
+  const double sd = std::sqrt(sq / n);
+  CHECK(std::abs(mean) < 0.05);  // 4 standard errors (2 / sqrt(20000) = 0.014)
+  CHECK(sd == Approx(2.0).epsilon(0.03));
+  CHECK(noise(5, 0, 9, true) == a);  // the same whatever was sent before
+  CHECK(noise(5, 0, 10, false) != a);
+  CHECK(noise(5, 1, 9, false) != a);
+  CHECK(noise(6, 0, 9, false) != a);
+}
+
+TEST_CASE("FaultedExchange: an Attack only for a peer the schedule lets attack, over CutLinks",
+          "[faults][attack]") {
+  RecordingExchange zero(0, 4), one(1, 4);
+  const std::vector<Fault> faults{attack(1, 0, {0}, AttackKind::kSignFlip, 1.0),
+                                  cut(1, 9, {{0, 3}})};
+  gossip::FaultedExchange honest(one, std::vector<Fault>{faults[0]}, 7);
+  CHECK(&honest.top() == &one);  // no decorator at all
+  gossip::FaultedExchange liar(zero, faults, 7);
+  const std::vector<int> peers{1, 3};
+  const Floats x{1, -2, 0.5};
+  liar.top().publish(2, x, 1.0, peers);
+  REQUIRE(zero.sent.size() == 1);
+  CHECK(zero.sent[0].params == Floats{-1, 2, -0.5});
+  CHECK(zero.sent[0].to == std::vector<int>{1});  // 0-3 is cut
+  CHECK(gossip::attacks(faults, 0));
+  CHECK(!gossip::attacks(faults, 3));
+  CHECK(gossip::attack_of(faults, 0, 0) == nullptr);
+  CHECK(gossip::attack_of(faults, 0, 1) == &faults[0]);
+}
+
+TEST_CASE("check_faults: attackers are the topology's, one attack a peer a round, and only on "
+          "parameter messages", "[faults][attack]") {
+  const gossip::Topology t = ring(4);
+  gossip::RunConfig c;
+  c.faults = {attack(3, 6, {1, 2}, AttackKind::kAlie, 1.0),
+              attack(6, 0, {1}, AttackKind::kNan, 0.0)};
+  CHECK_NOTHROW(gossip::check_faults(c, t));
+  c.faults.push_back(attack(5, 7, {3, 2}, AttackKind::kIpm, 0.5));
+  CHECK_THROWS_WITH(gossip::check_faults(c, t),
+                    Contains("faults[2].attack") && Contains("already attacks") &&
+                        Contains("faults[0]"));
+  c.faults = {attack(3, 0, {4}, AttackKind::kAlie, 1.0)};
+  CHECK_THROWS_WITH(gossip::check_faults(c, t),
+                    Contains("faults[0].attack") && Contains("peer 4 is not in the topology's 0..3"));
+  c.faults = {attack(3, 0, {1}, AttackKind::kAlie, 1.0)};
+  c.gossip.algorithm = gossip::AlgorithmKind::kChoco;
+  CHECK_THROWS_WITH(gossip::check_faults(c, t),
+                    Contains("choco sends packets") && Contains("dpsgd, local_sgd"));
+  c.gossip.algorithm = gossip::AlgorithmKind::kAllreduce;
+  CHECK_THROWS_WITH(gossip::check_faults(c, t), Contains("allreduce sends packets"));
+  c.gossip.algorithm = gossip::AlgorithmKind::kPushSum;
+  CHECK_NOTHROW(gossip::check_faults(c, t));
 }

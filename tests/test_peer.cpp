@@ -380,6 +380,32 @@ TEST_CASE("gossip run over TCP and gossip sim end with bit-identical parameters"
   }
 }
 
+TEST_CASE("an attacking peer's messages are the same over TCP as in the simulator, bit for bit",
+          "[peer][faults]") {
+  // Peer 2 of a ring of 6 attacks from round 3: the same Attack code under its monitor in a
+  // real peer and in a simulated one. Dissensus sends each neighbour a message of its own (two
+  // frames of one round; in the simulator two publishes of it).
+  for (const char* attack : {"sign_flip", "dissensus, epsilon: 0.5"}) {
+    SECTION(attack) {
+      TempDir t;
+      const auto cfg = write_config(t.path, 6, "dpsgd", 1, 1);
+      std::ofstream(cfg, std::ios::app)
+          << "faults:\n  - {round: 3, attack: [2], kind: " << attack << "}\n";
+      check_run_equals_sim(t.path, cfg, 6);
+      // The attack bit: the run is not the one without it.
+      TempDir clean;
+      const auto plain = write_config(clean.path, 6, "dpsgd", 1, 1);
+      const Result sim = run(bin() + " sim " + plain.string() + " --out " +
+                             (clean.path / "sim").string());
+      REQUIRE(sim.code == 0);
+      CHECK(hashes(clean.path / "sim" / "summary.json") !=
+            hashes(t.path / "sim" / "summary.json"));
+      CHECK_THAT(read_file(t.path / "run" / "events.jsonl"),
+                 Catch::Contains("\"action\": \"attack " + std::string(attack).substr(0, 9)));
+    }
+  }
+}
+
 TEST_CASE("CHOCO's sparse packets larger than the parameters fit the frame limit over TCP",
           "[peer][choco]") {
   // 40,403 parameters; top_k of 90 % sends an index and a value for 36,363 of them: 290,920

@@ -875,6 +875,53 @@ TEST_CASE("simulated faults: a cut link is down both ways until to_round, then b
   CHECK(r.faults[1].action == "uncut");
 }
 
+TEST_CASE("simulated attacks: a sign-flipping peer drags its honest neighbours away, and a "
+          "dissensus attacker's own message for each neighbour reaches it", "[sim][faults]") {
+  // Ring of 8, 64 rounds; peer 3 sends -x from round 2 on and mixes what it receives honestly.
+  RunConfig config = fault_config(8, {});
+  const DataSets data = load_datasets(config);
+  const Topology t = generate("ring", 8);
+  const SimResult clean = simulate(config, t, data);
+  auto honest_min = [](const SimResult& r) {
+    double lowest = 1.0;
+    for (std::size_t p = 0; p < r.evals.back().peers.size(); ++p)
+      if (p != 3) lowest = std::min(lowest, r.evals.back().peers[p].test_accuracy);
+    return lowest;
+  };
+  Fault flip{2, 0, "attack", {3}, {}, 0.0};
+  flip.attack = AttackKind::kSignFlip;
+  flip.parameter = 1.0;
+  config.faults = {flip};
+  const SimResult flipped = simulate(config, t, data);
+  INFO("honest min accuracy " << honest_min(clean) << " -> " << honest_min(flipped)
+                              << ", consensus distance " << clean.evals.back().consensus_distance
+                              << " -> " << flipped.evals.back().consensus_distance);
+  CHECK(honest_min(clean) > 0.8);
+  CHECK(honest_min(flipped) < honest_min(clean) - 0.01);
+  CHECK(flipped.evals.back().consensus_distance >
+        100 * clean.evals.back().consensus_distance);
+  REQUIRE(flipped.faults.size() == 1);
+  CHECK(flipped.faults[0].action == "attack sign_flip (s = 1)");
+  CHECK(flipped.faults[0].peers == std::vector<int>{3});
+  // Until it attacks the run is the clean one; the attack changes the parameters from then on.
+  CHECK(flipped.params_sha256 != clean.params_sha256);
+  config.faults[0].round = 1000;  // after the run
+  CHECK(simulate(config, t, data).params_sha256 == clean.params_sha256);
+  // Dissensus: each victim v gets its own message, h_v + 4 (h_v - mean(H)) (two publishes of one
+  // round in the simulated network), which pushes the two neighbours of 3 apart.
+  Fault dis{2, 0, "attack", {3}, {}, 0.0};
+  dis.attack = AttackKind::kDissensus;
+  dis.parameter = 4.0;
+  config.faults = {dis};
+  const SimResult split = simulate(config, t, data);
+  INFO("dissensus: honest min accuracy " << honest_min(split) << ", consensus distance "
+                                         << split.evals.back().consensus_distance);
+  CHECK(honest_min(split) < honest_min(clean) - 0.01);
+  CHECK(split.evals.back().consensus_distance > 100 * clean.evals.back().consensus_distance);
+  config.sim.workers = 2;  // the same on two threads
+  CHECK(simulate(config, t, data).params_sha256 == split.params_sha256);
+}
+
 TEST_CASE("sim.eval_peers: a sample of the peers is evaluated, training is unchanged, and the "
           "lowest peer at the end is the one every peer's evaluation finds", "[sim]") {
   RunConfig config = small_config();

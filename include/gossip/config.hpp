@@ -338,18 +338,55 @@ struct CompareConfig {
   std::int64_t averaging_rounds = 0;
 };
 
+/// What an attacking peer sends instead of its parameters (faults[].kind), each with its one
+/// parameter (faults[].s, .std, .z or .epsilon); docs/config.md#attacks gives the formulas.
+enum class AttackKind {
+  kNone,       // not an attack entry
+  kSignFlip,   // -s x
+  kScale,      // s x
+  kNoise,      // Gaussian noise of standard deviation `std`
+  kAlie,       // "a little is enough": the neighbours' mean minus z standard deviations
+  kIpm,        // inner-product manipulation: -epsilon times the neighbours' mean
+  kDissensus,  // to each victim v: x_v - epsilon (mean of the neighbours - x_v)
+  kNan,        // every value NaN
+  kInf,        // every value +inf
+};
+
+/// One row per attack kind: its name, its parameter's key ("" for none) and that parameter's
+/// default (NaN when the entry must give it).
+struct AttackTraits {
+  AttackKind kind;
+  const char* name;
+  const char* parameter;
+  double default_value;
+};
+/// Every attack kind, in the order messages and docs list them.
+const std::vector<AttackTraits>& attack_table();
+/// The row of `kind` (kNone has none: throws).
+const AttackTraits& attack_traits(AttackKind kind);
+/// "sign_flip, scale, noise, ..." for messages.
+std::string attack_choices();
+
 /// One entry of the fault schedule (`faults:`): at `round`, kill (SIGKILL), restart, or pause
 /// (SIGSTOP for `seconds`, then SIGCONT) the listed peers; or from `round` until `to_round`, cut
-/// the listed links (both ways). `gossip run` carries it out on its processes and `gossip sim`
-/// on its virtual peers; cuts act in each peer's exchange (CutLinks, gossip/faults.hpp).
+/// the listed links (both ways); or from `round` until `to_round` (0: the end of the run), let
+/// the listed peers attack: send what `attack` says instead of their parameters. `gossip run`
+/// carries it out on its processes and `gossip sim` on its virtual peers; cuts and attacks act
+/// in each peer's exchange (CutLinks and Attack, gossip/faults.hpp).
 struct Fault {
-  std::int64_t round = 1;     // from_round, for a cut
-  std::int64_t to_round = 0;  // cut only: the first round the links are back
-  std::string action;         // "kill" | "restart" | "pause" | "cut"
-  std::vector<int> peers;     // kill, restart, pause
+  std::int64_t round = 1;     // from_round, for a cut or an attack
+  std::int64_t to_round = 0;  // cut, attack: the first round the links are back, or the attack
+                              // over (attack: 0 = never)
+  std::string action;         // "kill" | "restart" | "pause" | "cut" | "attack"
+  std::vector<int> peers;     // kill, restart, pause, attack
   std::vector<std::pair<int, int>> links;  // cut
   double seconds = 0.0;       // pause only
+  AttackKind attack = AttackKind::kNone;  // attack only: what the peers send
+  double parameter = 0.0;     // attack only: the kind's parameter (s, std, z or epsilon)
 };
+
+/// An attack entry's kind and parameter for logs: "sign_flip (s = 1)", "nan".
+std::string describe_attack(const Fault& fault);
 
 struct RunConfig {
   std::string path;  // the file it was loaded from ("" when built in code)

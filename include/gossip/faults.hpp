@@ -1,15 +1,18 @@
-/// faults: the fault schedule (`faults:`, gossip/config.hpp) checked against the graph, and its
-/// cuts carried out by CutLinks, an Exchange decorator that sits between the membership monitor
-/// (MonitoredExchange) and the transport (NetExchange, SimExchange). Kills, restarts and pauses
-/// act on processes, not links: `gossip run`'s launcher signals the peer processes and the
+/// faults: the fault schedule (`faults:`, gossip/config.hpp) checked against the graph, its cuts
+/// carried out by CutLinks and its attacks by Attack, Exchange decorators that sit between the
+/// membership monitor (MonitoredExchange) and the transport (NetExchange, SimExchange); a
+/// FaultedExchange stacks them alike for a real peer and a simulated one. Kills, restarts and
+/// pauses act on processes, not links: `gossip run`'s launcher signals the peer processes and the
 /// simulator stops and starts its virtual peers. So no production class knows about faults
-/// (STYLE: fault injection only in test seams): a peer whose schedule has no cut has no CutLinks.
+/// (STYLE: fault injection only in test seams): a peer whose schedule has no cut has no CutLinks,
+/// and one that the schedule never lets attack has no Attack.
 #pragma once
 #if !defined(GOSSIP_ROOM_FAULTS)
 #error "gossip/faults.hpp belongs to room faults, which this room does not use (see the room table in meson.build)"
 #endif
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <vector>
@@ -27,8 +30,17 @@ std::vector<int> cut_peers(std::span<const Fault> faults, int peer, std::int64_t
 /// Whether the schedule cuts any link (then each peer's exchange needs a CutLinks).
 bool has_cuts(std::span<const Fault> faults);
 
+/// The attack entry under which `peer` attacks in `round` (its rounds are round..to_round-1, or
+/// on to the end when to_round is 0), or null when it does not attack then.
+const Fault* attack_of(std::span<const Fault> faults, int peer, std::int64_t round);
+
+/// Whether the schedule lets `peer` attack in any round (then its exchange needs an Attack).
+bool attacks(std::span<const Fault> faults, int peer);
+
 /// Checks the fault schedule against the topology before anything starts: every peer in
-/// 0..n-1, every cut link an edge of the graph. Throws InputError naming the config's line.
+/// 0..n-1, every cut link an edge of the graph, no peer under two attacks in one round, and no
+/// attack in a run whose algorithm sends packets (CHOCO's compressed differences, all-reduce's
+/// chunks: an attack rewrites parameter messages). Throws InputError naming the config's line.
 void check_faults(const RunConfig& config, const Topology& topology);
 
 /// The schedule's cuts for the peer of `inner`: while the link to a peer is cut (the rounds of
@@ -81,6 +93,88 @@ class CutLinks final : public Exchange {
   int tags_per_round_ = 1;
   std::int64_t round_ = -1;  // the round cut_ is for (-1: none yet)
   std::vector<int> cut_;
+};
+
+/// The schedule's attacks by the peer of `inner`: in a round where an attack entry names it, what
+/// it publishes is not its parameters x but what the entry's kind makes of x and of the messages
+/// it legitimately received, H = the parameter messages the last collect() took (the previous
+/// round's, in a synchronous run), less those of peers the schedule lets attack in the round
+/// they were sent for (attackers collude); when H is empty (round 0, or every neighbour left
+/// out), H = {x}. With mean(H) and sd(H) coordinate-wise (sd with 1/|H|), the message is:
+///   sign_flip  -s x                      scale  s x
+///   noise      N(0, std^2) per value, from the stream (run seed, peer, round)
+///   alie       mean(H) - z sd(H)         ipm    -epsilon mean(H)
+///   dissensus  to each recipient v: h_v - epsilon (mean(H) - h_v), h_v v's message in H
+///              (x when H has none from v): one message per recipient
+///   nan, inf   every value NaN, or +inf
+/// The push-sum weight goes out unchanged; packets (publish_packet) pass untouched (check_faults
+/// refuses attacks with the algorithms that send them). Everything else passes through: the
+/// peer mixes what it receives as an honest peer does. Sums run in double in ascending sender
+/// order, so the simulator and a real peer send the same bits. Calls come from one thread;
+/// `inner` must outlive this object.
+class Attack final : public Exchange {
+ public:
+  Attack(Exchange& inner, std::span<const Fault> faults, std::uint64_t seed);
+
+  /// Exchanges a round (relay steps + 1), as MonitoredExchange::set_tags_per_round.
+  void set_tags_per_round(int tags) { tags_per_round_ = tags < 1 ? 1 : tags; }
+
+  int rank() const override { return inner_->rank(); }
+  int size() const override { return inner_->size(); }
+  void publish(std::int64_t round, std::span<const float> params, double weight,
+               std::span<const int> to) override;
+  void publish_packet(std::int64_t round, std::span<const std::byte> packet,
+                      std::span<const int> to) override {
+    inner_->publish_packet(round, packet, to);
+  }
+  std::vector<Inbox> collect(std::int64_t round, std::span<const int> from,
+                             const CollectOptions& options) override;
+  std::vector<int> dead_peers() const override { return inner_->dead_peers(); }
+  std::uint64_t bytes_sent() const override { return inner_->bytes_sent(); }
+  void send_view(std::int64_t round, std::span<const Member> view, std::span<const int> to,
+                 std::span<const Probe> probes = {}) override {
+    inner_->send_view(round, view, to, probes);
+  }
+  std::vector<PeerView> take_views() override { return inner_->take_views(); }
+  std::vector<int> excused_peers() const override { return inner_->excused_peers(); }
+  std::optional<Inbox> newest(std::span<const int> from) override { return inner_->newest(from); }
+  std::optional<std::vector<int>> heard_within(double seconds) const override {
+    return inner_->heard_within(seconds);
+  }
+  std::vector<TransportAlert> take_alerts() override { return inner_->take_alerts(); }
+
+ private:
+  struct Heard {
+    int peer;
+    std::vector<float> params;
+  };
+  /// The message of `fault` from x and heard_ into sent_ (one buffer, or one per recipient).
+  void rewrite(const Fault& fault, std::int64_t round, std::span<const float> x,
+               std::span<const int> to);
+
+  Exchange* inner_;
+  std::vector<Fault> attacks_;  // the schedule's attack entries
+  std::uint64_t seed_;
+  int tags_per_round_ = 1;
+  std::vector<Heard> heard_;    // H: the last collect's messages from peers not attacking
+  std::vector<std::vector<float>> sent_;  // the last attack's messages (kept until the next)
+};
+
+/// The fault schedule's decorators over one peer's transport, stacked as a real peer and the
+/// simulator both use them: the monitor wraps top(), which is Attack (when the schedule lets this
+/// peer attack) over CutLinks (when it cuts links) over the transport; top() is the transport
+/// itself when the schedule needs neither.
+class FaultedExchange {
+ public:
+  FaultedExchange(Exchange& transport, std::span<const Fault> faults, std::uint64_t seed);
+  Exchange& top() { return *top_; }
+  /// Exchanges a round (relay steps + 1), for the decorators that go by rounds.
+  void set_tags_per_round(int tags);
+
+ private:
+  std::unique_ptr<CutLinks> cuts_;
+  std::unique_ptr<Attack> attack_;
+  Exchange* top_;
 };
 
 }  // namespace gossip

@@ -46,8 +46,9 @@ struct EvalPoint {
   std::uint64_t bytes_sent = 0;  // all peers together
 };
 
-/// A fault the simulator carried out at the start of `round` ("uncut": a cut ended; `peers`
-/// then holds the links' ends in pairs).
+/// A fault the simulator carried out at the start of `round` ("cut" and "uncut": a cut began or
+/// ended, `peers` then holding the links' ends in pairs; "attack KIND (PARAMETER = V)" and
+/// "attack over": an attack began or ended, `peers` its attackers).
 struct SimFault {
   std::int64_t round = 0;
   std::string action;

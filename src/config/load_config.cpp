@@ -93,6 +93,10 @@ class Reader {
     return p.lexically_normal().string();
   }
 
+  double number(const Node& node, const std::string& field) const {
+    return doc_.number(node, field);
+  }
+
   double positive(const Node& node, const std::string& field, bool allow_zero) const {
     const double v = doc_.number(node, field);
     if (v < 0 || (!allow_zero && v == 0))
@@ -755,6 +759,41 @@ void check_model(const RunConfig& cfg) {
                          ") does not match the data's classes [", cfg.data.classes, "]"));
 }
 
+/// An attack entry's kind and parameter, checked once the whole entry is read: `kind` the field
+/// that named it ("" when none did), `given` the fields of s, std, z and epsilon with their values.
+void check_attack(const Reader& r, const Node& item, const std::string& at, Fault& fault,
+                  const std::string& kind,
+                  const std::vector<std::pair<std::string, double>>& given) {
+  if (fault.action != "attack") {
+    if (!kind.empty()) r.fail_at(kind, cat("kind is for attack, not ", fault.action));
+    if (!given.empty())
+      r.fail_at(given.front().first, cat("is for attack, not ", fault.action));
+    return;
+  }
+  if (fault.peers.empty()) r.fail(item, at, "an attack names at least one attacking peer");
+  if (kind.empty())
+    r.fail(item, at, cat("an attack needs its kind (one of: ", attack_choices(), ")"));
+  const AttackTraits& t = attack_traits(fault.attack);
+  fault.parameter = t.default_value;
+  for (const auto& [field, value] : given) {
+    const std::string key = field.substr(field.rfind('.') + 1);
+    if (key != t.parameter)
+      r.fail_at(field, cat("is not a parameter of ", t.name, *t.parameter
+                               ? cat(" (its parameter is ", t.parameter, ")")
+                               : std::string(" (it has none)")));
+    fault.parameter = value;
+    const bool scale = fault.attack == AttackKind::kScale;
+    const bool zero_ok = fault.attack == AttackKind::kAlie;
+    if (!scale && (value < 0 || (value == 0 && !zero_ok)))
+      r.fail_at(field, cat("must be ", zero_ok ? ">= 0" : "> 0", ", got ", value));
+  }
+  if (std::isnan(fault.parameter))
+    r.fail(item, at, cat(t.name, " needs its parameter ", t.parameter, " (e.g. ", t.parameter,
+                         ": -4)"));
+  if (fault.to_round > 0 && fault.to_round <= fault.round)
+    r.fail(item, at, "an attack's to_round comes after its round");
+}
+
 std::vector<Fault> read_faults(const Reader& r, const Node& n, const std::string& field) {
   r.sequence(n, field);
   std::vector<Fault> out;
@@ -763,6 +802,8 @@ std::vector<Fault> read_faults(const Reader& r, const Node& n, const std::string
     const std::string at = cat(field, "[", i++, "]");
     Fault fault;
     bool has_round = false;
+    std::string kind;  // the field that named an attack's kind
+    std::vector<std::pair<std::string, double>> given;  // an attack's parameter, as given
     auto action = [&](const Node& v, const std::string& f, const char* name) {
       if (!fault.action.empty())
         r.fail(v, f, cat("one action a fault: this one already says ", fault.action));
@@ -775,6 +816,9 @@ std::vector<Fault> read_faults(const Reader& r, const Node& n, const std::string
       if (has_round) r.fail(v, f, "a fault has one round (or from_round for a cut)");
       fault.round = r.positive_int(v, f, false);
       has_round = true;
+    };
+    auto parameter = [&](const Node& v, const std::string& f) {
+      given.emplace_back(f, r.number(v, f));
     };
     r.each(item, at, Handlers{
         {"round", [&](auto& v, auto& f) { round(v, f); }},
@@ -799,18 +843,33 @@ std::vector<Fault> read_faults(const Reader& r, const Node& n, const std::string
            }
            if (fault.links.empty()) r.fail(v, f, "a cut needs at least one link");
          }},
+        {"attack", [&](auto& v, auto& f) { action(v, f, "attack"); }},
+        {"kind", [&](auto& v, auto& f) {
+           const std::string name = r.text(v, f);
+           for (const AttackTraits& t : attack_table())
+             if (name == t.name) fault.attack = t.kind;
+           if (fault.attack == AttackKind::kNone)
+             r.fail(v, f, cat("unknown attack '", name, "' (expected one of: ", attack_choices(),
+                              ")"));
+           kind = f;
+         }},
+        {"s", parameter},
+        {"std", parameter},
+        {"z", parameter},
+        {"epsilon", parameter},
     });
     if (!has_round) r.fail(item, at, "a fault needs its round (from_round for a cut)");
     if (fault.action.empty())
-      r.fail(item, at, "a fault needs an action: kill, restart, pause or cut");
+      r.fail(item, at, "a fault needs an action: kill, restart, pause, cut or attack");
     if (fault.action == "pause" && fault.seconds <= 0)
       r.fail(item, at, "a pause needs its length in seconds");
     if (fault.action != "pause" && fault.seconds > 0)
       r.fail(item, at, cat("seconds is for pause, not ", fault.action));
     if (fault.action == "cut" && fault.to_round <= fault.round)
       r.fail(item, at, "a cut needs to_round after from_round");
-    if (fault.action != "cut" && fault.to_round > 0)
-      r.fail(item, at, cat("to_round is for cut, not ", fault.action));
+    if (fault.action != "cut" && fault.action != "attack" && fault.to_round > 0)
+      r.fail(item, at, cat("to_round is for cut and attack, not ", fault.action));
+    check_attack(r, item, at, fault, kind, given);
     out.push_back(std::move(fault));
   }
   return out;

@@ -1,6 +1,8 @@
 // faults/schedule.cpp: what the fault schedule says about links (which peers a cut separates in
-// a round) and its check against the topology before a run starts.
+// a round) and attackers (which entry a peer attacks under in a round), and its check against
+// the topology and the algorithm before a run starts.
 #include <algorithm>
+#include <limits>
 #include <string>
 
 #include "gossip/core.hpp"
@@ -26,11 +28,55 @@ bool has_cuts(std::span<const Fault> faults) {
   return std::any_of(faults.begin(), faults.end(), [](const Fault& f) { return f.action == "cut"; });
 }
 
+namespace {
+
+bool attacks_in(const Fault& f, int peer, std::int64_t round) {
+  return f.action == "attack" && round >= f.round && (f.to_round == 0 || round < f.to_round) &&
+         std::find(f.peers.begin(), f.peers.end(), peer) != f.peers.end();
+}
+
+/// Whether two attack entries both name one peer in some round.
+bool overlap(const Fault& a, const Fault& b) {
+  const auto end = [](const Fault& f) {
+    return f.to_round == 0 ? std::numeric_limits<std::int64_t>::max() : f.to_round;
+  };
+  if (a.round >= end(b) || b.round >= end(a)) return false;
+  return std::any_of(a.peers.begin(), a.peers.end(), [&](int p) {
+    return std::find(b.peers.begin(), b.peers.end(), p) != b.peers.end();
+  });
+}
+
+}  // namespace
+
+const Fault* attack_of(std::span<const Fault> faults, int peer, std::int64_t round) {
+  for (const Fault& f : faults)
+    if (attacks_in(f, peer, round)) return &f;
+  return nullptr;
+}
+
+bool attacks(std::span<const Fault> faults, int peer) {
+  return std::any_of(faults.begin(), faults.end(), [&](const Fault& f) {
+    return f.action == "attack" && std::find(f.peers.begin(), f.peers.end(), peer) != f.peers.end();
+  });
+}
+
 void check_faults(const RunConfig& config, const Topology& topology) {
   const int n = topology.n();
   for (std::size_t i = 0; i < config.faults.size(); ++i) {
     const Fault& f = config.faults[i];
     const std::string where = config.where(cat("faults[", i, "].", f.action));
+    if (f.action == "attack") {
+      const AlgorithmTraits& alg = traits(config.gossip.algorithm);
+      if (alg.compresses || alg.ring)
+        throw InputError(cat(where, ": an attack rewrites the parameter messages a peer sends, "
+                             "and ", alg.name, " sends packets instead (",
+                             alg.compresses ? "compressed differences" : "all-reduce chunks",
+                             "); attack a run of dpsgd, local_sgd, push_sum or async"));
+      for (std::size_t k = 0; k < i; ++k)
+        if (overlap(config.faults[k], f) && config.faults[k].action == "attack")
+          throw InputError(cat(where, ": a peer it names already attacks in some of its rounds "
+                               "under faults[", k, "] (one attack a peer a round)"));
+    }
     for (int p : f.peers)
       if (p >= n)
         throw InputError(cat(where, ": peer ", p, " is not in the topology's 0..", n - 1));

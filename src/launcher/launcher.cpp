@@ -260,6 +260,16 @@ void Network::carry_out_faults() {
     const Fault& f = (*faults_)[i];
     if (fault_done_[i] || round < f.round) continue;
     fault_done_[i] = true;
+    if (f.action == "attack") {  // carried out by the attackers' own Attack, round by round
+      const std::string until = f.to_round > 0 ? cat(" until round ", f.to_round) : "";
+      record_.log_fault(f.round, cat("attack ", describe_attack(f), until), f.peers, 0.0);
+      progress_.note(cat("fault schedule at round ", f.round, ": peer",
+                         f.peers.size() == 1 ? " " : "s ", format_peers(f.peers), " attack",
+                         f.peers.size() == 1 ? "s" : "", " with ", describe_attack(f), until,
+                         f.peers.size() == 1 ? " (its exchange rewrites what it sends)"
+                                             : " (their exchanges rewrite what they send)"));
+      continue;
+    }
     std::vector<int> acted_on;
     for (int p : f.peers) {
       if (f.action == "restart") {

@@ -63,8 +63,9 @@ struct PeerSession::Impl {
   std::int64_t rounds = 0;
   std::int64_t round = 0;
   std::unique_ptr<NetExchange> transport;
-  // The fault schedule's cuts, between the monitor and the transport (only when it cuts links).
-  std::unique_ptr<CutLinks> cut_links;
+  // The fault schedule's cuts and this peer's attacks, between the monitor and the transport
+  // (top() is the transport when the schedule has neither for this peer).
+  std::unique_ptr<FaultedExchange> faulted;
   std::unique_ptr<MonitoredExchange> exchange;
   // Where the time goes (DIR/trace.json): the algorithm sees the exchange through `traced`.
   Timeline timeline{opt.rank, [this] { return since(t0); }};
@@ -125,9 +126,8 @@ struct PeerSession::Impl {
                              "buffer of the same model and size)"));
       }
     }
-    if (has_cuts(config.faults)) cut_links = std::make_unique<CutLinks>(*transport, config.faults);
-    Exchange& below = cut_links ? static_cast<Exchange&>(*cut_links) : *transport;
-    exchange = std::make_unique<MonitoredExchange>(below, config.monitor.dead_after_rounds,
+    faulted = std::make_unique<FaultedExchange>(*transport, config.faults, config.train.seed);
+    exchange = std::make_unique<MonitoredExchange>(faulted->top(), config.monitor.dead_after_rounds,
                                                    config.monitor.dead_after_s);
     exchange->set_silence(config.monitor.suspect_after_s);
     exchange->set_adaptive_deadline(config.monitor.round_timeout_floor_s);
@@ -137,7 +137,7 @@ struct PeerSession::Impl {
                                topology, config.gossip, config.train.seed,
                                round_timeout(config.monitor));
     exchange->set_tags_per_round(algorithm->relay_steps() + 1);
-    if (cut_links) cut_links->set_tags_per_round(algorithm->relay_steps() + 1);
+    faulted->set_tags_per_round(algorithm->relay_steps() + 1);
     watch = std::make_unique<Watch>(topology, rank, *exchange, events, t0);
     (*watch)(0);
     fingerprint = checkpoint_fingerprint(config, topology, learner.num_params, rounds);
@@ -412,7 +412,7 @@ void PeerSession::stop() {
   m.algorithm.reset();
   m.traced.reset();
   m.exchange.reset();
-  m.cut_links.reset();
+  m.faulted.reset();
   m.transport.reset();
 }
 
@@ -463,7 +463,7 @@ Summary PeerSession::finish() {
   m.algorithm.reset();
   m.traced.reset();
   m.exchange.reset();
-  m.cut_links.reset();
+  m.faulted.reset();
   m.transport.reset();  // says bye to every neighbour
   return s;
 }
