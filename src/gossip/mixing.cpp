@@ -64,6 +64,10 @@ bool all_finite(const float* p, std::int64_t n) {
 
 }  // namespace
 
+bool finite(std::span<const float> values) {
+  return all_finite(values.data(), static_cast<std::int64_t>(values.size()));
+}
+
 std::vector<int> drop_nonfinite(std::vector<Term>& terms, int self, std::int64_t n) {
   std::vector<int> dropped;
   double to_self = 0.0;

@@ -33,6 +33,9 @@ std::vector<int> ids(std::span<const Neighbour> neighbours);
 std::vector<Term> pull_terms(int self, double self_weight, std::span<const Neighbour> in,
                              std::span<const Inbox> got, std::int64_t* missing);
 
+/// Whether none of the floats is NaN or infinite.
+bool finite(std::span<const float> values);
+
 /// Hygiene before any aggregate: a neighbour term whose message holds a NaN or an infinity is
 /// removed and its weight given to the self term (as a missing neighbour's). Returns the peers
 /// removed, ascending.

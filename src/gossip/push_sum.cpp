@@ -12,6 +12,7 @@
 // any push-sum run with message loss). At half width (gossip.wire) the z_j arrive rounded and a
 // peer mixes them against its own z as they got it, r_i, as D-PSGD does (gossip/dpsgd.cpp):
 // z_i' = z_i + sum_j t_j (m_j - r_i), t_j the weights above.
+#include <cmath>
 #include <vector>
 
 #include "src/gossip/algorithms.hpp"
@@ -55,7 +56,15 @@ class PushSum final : public Algorithm {
     const auto from = mixing::ids(in);
     CollectOptions options;
     options.deadline = round_deadline();
-    const std::vector<Inbox> got = exchange_->collect(round, from, options);
+    std::vector<Inbox> got = exchange_->collect(round, from, options);
+    // Hygiene: a message with NaN or Inf, or a weight that is not a positive number, is left
+    // out (as a missing one: its share stays with this peer).
+    last_mix_ = {};
+    std::erase_if(got, [&](const Inbox& m) {
+      const bool bad = !(std::isfinite(m.weight) && m.weight > 0.0) || !mixing::finite(m.params);
+      if (bad) last_mix_.nonfinite.push_back(m.peer);
+      return bad;
+    });
     std::int64_t missing = 0;
     // Pull terms with raw W weights (missing ones folded into self), then scale by w_j / w'.
     auto terms = mixing::pull_terms(self, topology_->self_weight(self, round), in, got, &missing);

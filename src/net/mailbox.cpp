@@ -229,6 +229,20 @@ void Mailboxes::alert(TransportAlert a) {
   alerts_.push_back(std::move(a));
 }
 
+void Mailboxes::refused(int peer, const std::string& why) {
+  std::int64_t count = 0;
+  {
+    std::lock_guard lk(mu_);
+    count = ++refused_[peer];
+    if ((count & (count - 1)) != 0) return;  // not a power of two
+    alerts_.push_back(TransportAlert{
+        "refused_params", peer,
+        cat("net[", rank_, "]: refused peer ", peer, "'s parameters: ", why, "; ", count,
+            count == 1 ? " message" : " messages", " refused so far, left out of mixing, the "
+            "link stays up")});
+  }
+}
+
 std::vector<TransportAlert> Mailboxes::take_alerts() {
   std::lock_guard lk(mu_);
   return std::exchange(alerts_, {});

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <span>
@@ -110,6 +111,13 @@ class Mailboxes {
   void excuse_silence(std::chrono::milliseconds grace);
   /// Keeps an alert for take_alerts().
   void alert(TransportAlert alert);
+  /// `peer` sent a parameter message that is not numbers (NaN or Inf, or a push-sum weight that
+  /// is not a positive number): `why` says which. It is still delivered, so the round does not
+  /// wait for it, and every algorithm leaves it out (hygiene: gossip/gossip.hpp's last_mix);
+  /// the link stays up, since the peer is alive, and lying. Counted per sender; its 1st, 2nd,
+  /// 4th, 8th, ... refusal becomes a "refused_params" alert (and a log line), so a peer that
+  /// lies every round does not flood the record.
+  void refused(int peer, const std::string& why);
   /// The I/O thread's heartbeat timer ran now. Until it runs again after this process was
   /// stopped, nobody's silence is judged (the caller may wake first and would see everyone
   /// silent).
@@ -200,6 +208,7 @@ class Mailboxes {
   std::vector<int> excused_;  // left out of the last collect for being ahead, or gone by bye
   std::string failure_;
   std::vector<TransportAlert> alerts_;
+  std::map<int, std::int64_t> refused_;  // parameter messages refused so far, per sender
 };
 
 }  // namespace gossip::net

@@ -535,11 +535,8 @@ void Session::on_params(const wire::FrameHeader& h) {
 }
 
 void Session::deliver_rx(std::int64_t round, double weight, bool all_finite) {
-  if (!all_finite || !(std::isfinite(weight) && weight > 0.0)) {
-    const std::string why = wire::check_param_values(rx_, weight, round);
-    hub_.mailboxes().return_buffer(peer_, std::move(rx_));
-    return close(why, CloseKind::kError);
-  }
+  if (!all_finite || !(std::isfinite(weight) && weight > 0.0))
+    hub_.mailboxes().refused(peer_, wire::check_param_values(rx_, weight, round));
   Message m;
   m.round = round;
   m.weight = weight;
