@@ -946,3 +946,14 @@ TEST_CASE("--epochs, --threads and --workers are bounded as their fields are, na
   refused("compare " + config + out + " --epochs 20000", "--epochs must be in (0, 10000]");
   fs::remove_all(dir);
 }
+
+TEST_CASE("train.gemm takes auto or a CPU GEMM's name, with file and line for a bad value",
+          "[config]") {
+  CHECK(load_config_from_string("train: {epochs: 1}\n", "c.yaml").train.gemm == "auto");
+  for (const char* name : {"auto", "openblas", "onednn"})
+    CHECK(load_config_from_string(cat("train:\n  gemm: ", name, "\n"), "c.yaml").train.gemm ==
+          name);
+  CHECK_THROWS_WITH(load_config_from_string("train:\n  gemm: mkl\n", "c.yaml"),
+                    Catch::Contains("c.yaml:2: train.gemm: unknown value 'mkl' (expected one "
+                                    "of: auto, openblas, onednn)"));
+}

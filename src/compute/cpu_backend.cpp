@@ -49,7 +49,7 @@ class CpuBackend final : public Backend {
 
   std::string name() const override { return "cpu"; }
   std::string describe() const override {
-    return cat("cpu (GEMM ", gemm_->name(), ": ", gemm_->describe(), ")");
+    return cat("cpu (", gemm_->describe(), ")");
   }
   bool host_memory() const override { return true; }
 
