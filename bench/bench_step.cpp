@@ -272,15 +272,13 @@ int run_step(int argc, char** argv) {
                          ")"));
   const std::string gemm = args.get_or("gemm", "auto");
   const auto python = torch_python();
-  const FmaPeak peak = measure_fma_peak();
+  FmaPeak peak = measure_fma_peak();  // again at the end: the higher of the two
   if (!json) {
     std::printf("gossip bench step: model %s (%lld params), SGD momentum 0.9, %s\n%s\n",
                 subject.name.c_str(), static_cast<long long>(model_param_count(subject.model)),
                 cuda ? "on the CUDA backend (GEMM reference: cuBLAS through the same descriptor)"
                      : "one CPU thread",
                 blas_kernel_line().c_str());
-    std::printf("physical limit: one core's fp32 FMA rate (%s), %.1f GFLOP/s\n", peak.isa.c_str(),
-                peak.gflops);
     if (!python)
       std::printf("PyTorch reference: not available (install it with: apt-get install "
                   "python3-torch); reporting our figures alone\n");
@@ -290,6 +288,7 @@ int run_step(int argc, char** argv) {
     figs.push_back(measure(subject, batch, batch == 32 ? steps : std::max(20, steps / 6), python,
                            choice, gemm));
 
+  if (const FmaPeak again = measure_fma_peak(); again.gflops > peak.gflops) peak = again;
   const StepFigures& main = figs.front();
   const double ratio = main.torch > 0 ? main.ours / main.torch : 0.0;
   if (json) {
@@ -327,6 +326,8 @@ int run_step(int argc, char** argv) {
     const double gf = seconds > 0 ? flops / seconds / 1e9 : 0.0;
     return gf > 0 ? cat(fixed(gf, 1), " (", fixed(gf / peak.gflops, 2), ")") : std::string("-");
   };
+  std::printf("\nphysical limit: one core's fp32 FMA rate (%s), %.1f GFLOP/s (the higher of two "
+              "measurements, before and after)\n", peak.isa.c_str(), peak.gflops);
   std::printf("\n%6s  %-9s %12s  %12s  %7s  %16s  %16s  %16s\n", "batch", "GEMM", "ours us/step",
               "torch us/step", "ratio", "ours GF/s (peak)", "torch GF/s (pk)",
               cuda ? "cuBLAS GF/s (pk)" : "bare sgemm (pk)");
