@@ -166,7 +166,9 @@ StepFigures measure(const Subject& subject, int batch, int steps,
   model.init(1, 0);
   r.flops = gemm_flops(model, batch);
   const std::vector<RowMajorGemm> shapes = model.gemm_shapes(batch);
-  r.gemm = choose_gemm(*backend, gemm_request(gemm, 1), shapes);
+  GemmRequest request = gemm_request(gemm, 1);
+  request.requested_by = "--gemm";
+  r.gemm = choose_gemm(*backend, request, shapes);
   // Every candidate's bare rate: best of many passes over the step's products.
   r.candidates = time_gemms(*backend, shapes, std::max(5, steps / 4));
   OptimizerConfig opt;

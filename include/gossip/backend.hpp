@@ -198,7 +198,8 @@ std::string blas_core_name();
 /// make_cpu_backend starts with "openblas".
 std::vector<std::string> cpu_gemm_names();
 
-/// What decides the GEMM: `requested` is train.gemm (auto or a name); `env` is GOSSIP_GEMM's
+/// What decides the GEMM: `requested` is train.gemm (auto or a name; `requested_by` says where it
+/// came from otherwise, e.g. a benchmark's --gemm); `env` is GOSSIP_GEMM's
 /// value (empty: unset), used when `requested` is auto; `cache_dir` holds the choices measured
 /// on this machine ("" for no cache); `threads` is the backend's thread count (part of the key).
 struct GemmRequest {
@@ -206,6 +207,7 @@ struct GemmRequest {
   std::string env;
   std::string cache_dir;
   int threads = 1;
+  std::string requested_by = "train.gemm";  // where `requested` came from, for messages
 };
 
 /// The request of a run: train.gemm, this process's GOSSIP_GEMM and gemm_cache_dir().

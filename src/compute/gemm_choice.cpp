@@ -189,11 +189,11 @@ std::vector<GemmTiming> time_gemms(Backend& backend, const std::vector<RowMajorG
 GemmChoice choose_gemm(Backend& backend, const GemmRequest& r,
                        const std::vector<RowMajorGemm>& shapes) {
   const std::vector<std::string> names = names_of(backend);
-  check_name("train.gemm", r.requested, names);
+  check_name(r.requested_by, r.requested, names);
   if (!backend.host_memory()) return {backend.gemm_name(), cat("the ", backend.name(), " backend's")};
   GemmChoice choice;
   if (r.requested != "auto") {
-    choice = {r.requested, "train.gemm"};
+    choice = {r.requested, r.requested_by};
   } else if (!r.env.empty() && r.env != "auto") {
     check_name("GOSSIP_GEMM", r.env, names);
     choice = {r.env, "GOSSIP_GEMM"};
