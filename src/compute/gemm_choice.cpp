@@ -122,14 +122,19 @@ void write_cache(const std::string& path, const std::string& choice,
   }
 }
 
-/// One pass of every shape, on buffers made for them.
+/// One pass of every shape, on buffers made for them in the backend's memory.
 struct Workload {
-  explicit Workload(const std::vector<RowMajorGemm>& shapes) : shapes(shapes) {
+  Workload(Backend& backend, const std::vector<RowMajorGemm>& shapes) : shapes(shapes) {
+    const auto make = [&](int rows, int ld, float value) {
+      const auto n = static_cast<std::size_t>(rows) * ld;
+      DeviceArray<float> m(backend, n);
+      backend.fill(m.data(), value, static_cast<std::int64_t>(n));
+      return m;
+    };
     for (const RowMajorGemm& g : shapes) {
-      const auto size = [](int rows, int ld) { return static_cast<std::size_t>(rows) * ld; };
-      a.emplace_back(size(g.trans_a ? g.k : g.m, g.lda), 0.5f);
-      b.emplace_back(size(g.trans_b ? g.n : g.k, g.ldb), 0.25f);
-      c.emplace_back(size(g.m, g.ldc), 0.0f);
+      a.push_back(make(g.trans_a ? g.k : g.m, g.lda, 0.5f));
+      b.push_back(make(g.trans_b ? g.n : g.k, g.ldb, 0.25f));
+      c.push_back(make(g.m, g.ldc, 0.0f));
       flops += 2.0 * g.m * g.n * g.k;
     }
   }
@@ -138,7 +143,7 @@ struct Workload {
       backend.gemm(shapes[i], a[i].data(), b[i].data(), c[i].data());
   }
   std::vector<RowMajorGemm> shapes;
-  std::vector<std::vector<float>> a, b, c;
+  std::vector<DeviceArray<float>> a, b, c;
   double flops = 0.0;
 };
 
@@ -166,7 +171,7 @@ GemmRequest gemm_request(const std::string& train_gemm, int threads) {
 std::vector<GemmTiming> time_gemms(Backend& backend, const std::vector<RowMajorGemm>& shapes,
                                    int reps) {
   using Clock = std::chrono::steady_clock;
-  Workload work(shapes);
+  Workload work(backend, shapes);
   const std::string was = backend.gemm_name();
   std::vector<GemmTiming> out;
   for (const std::string& name : names_of(backend)) {
