@@ -49,6 +49,14 @@ class RunCredentials {
   std::filesystem::path dir_;
 };
 
+/// One core's fp32 FMA rate (bench/fma_peak.cpp): the ceiling a GEMM's GFLOP/s is compared to.
+struct FmaPeak {
+  double gflops = 0.0;
+  std::string isa;  // "AVX-512 FMA", "AVX2 FMA" or "SSE (mul + add)"
+};
+/// A loop of independent FMAs in the widest vectors the CPU has (a few tens of milliseconds).
+FmaPeak measure_fma_peak();
+
 /// The OpenBLAS kernel line every benchmark prints ("SkylakeX", and OPENBLAS_CORETYPE if set).
 std::string blas_kernel_line();
 

@@ -1,7 +1,9 @@
 // bench/bench_step.cpp: `gossip bench step` — time per training step (forward, backward, SGD
 // momentum update) of an MLP or of any run config's model on one CPU thread, against PyTorch
 // running the same layers in the same run (when Debian's python3-torch is installed), and the
-// achieved GFLOP/s (for an MLP also against bare cblas_sgemm calls of the same shapes).
+// achieved GFLOP/s (for an MLP also against bare cblas_sgemm calls of the same shapes), each as
+// a fraction of the physical limit measured in the same run: one core's FMA rate; and the bare
+// rate of every CPU GEMM candidate (OpenBLAS, oneDNN) at the model's step shapes.
 #include <cblas.h>
 
 #include <algorithm>
@@ -18,6 +20,7 @@
 #include "gossip/gemm.hpp"
 #include "gossip/json.hpp"
 #include "gossip/model.hpp"
+#include "gossip/progress.hpp"
 #include "gossip/rng.hpp"
 #include "gossip/train.hpp"
 
@@ -26,7 +29,7 @@ namespace {
 
 const char* kHelp =
     "usage: gossip bench step [--json] [--steps N] [--layers 784-256-128-10 | --model FILE]\n"
-    "                         [--backend cpu|cuda]\n"
+    "                         [--backend cpu|cuda] [--gemm auto|openblas|onednn]\n"
     "\n"
     "Time per training step (forward, backward, SGD with momentum) on one CPU thread at batch 32\n"
     "and 256, of the MLP given by --layers or of the model of a run config (--model FILE, any\n"
@@ -35,6 +38,12 @@ const char* kHelp =
     "and optimizer; ratio = ours / PyTorch (lower is better). Also the GFLOP/s achieved, and for\n"
     "an MLP against bare cblas_sgemm calls of the same shapes. Prints the OpenBLAS kernel in\n"
     "use; benchmark with OPENBLAS_CORETYPE unset.\n"
+    "\n"
+    "The physical limit, measured in the same run: one core's fp32 FMA rate (a loop of\n"
+    "independent FMAs in the widest vectors the CPU has: AVX-512, else AVX2). Every figure is\n"
+    "also printed as a fraction of it: our step, PyTorch's, and the bare rate of every CPU GEMM\n"
+    "candidate (OpenBLAS, oneDNN) over the model's step shapes. --gemm: the GEMM our step runs\n"
+    "(default auto: as a run chooses it, train.gemm in docs/config.md).\n"
     "\n"
     "--backend cuda: the same on the GPU (the CUDA backend, waiting for the device after each\n"
     "step); the GEMM reference is cuBLAS through the descriptor the layers use, and the PyTorch\n"
@@ -48,6 +57,8 @@ struct StepFigures {
   double torch = 0.0;     // seconds per step, 0 when not measured
   int torch_threads = 0;       // the reference's torch.get_num_threads()
   int torch_blas_threads = 0;  // and its OpenBLAS's openblas_get_num_threads()
+  GemmChoice gemm;                     // what our step ran
+  std::vector<GemmTiming> candidates;  // every GEMM's bare rate at the step's shapes
 };
 
 /// What is benchmarked: a model config, its name, and how torch_step.py is told about it.
@@ -145,7 +156,8 @@ double backend_mlp_gemm_seconds(Backend& backend, const std::vector<int>& layers
 }
 
 StepFigures measure(const Subject& subject, int batch, int steps,
-                    const std::optional<std::string>& python, BackendChoice choice) {
+                    const std::optional<std::string>& python, BackendChoice choice,
+                    const std::string& gemm) {
   StepFigures r;
   r.batch = batch;
   const bool cuda = choice == BackendChoice::kCuda;
@@ -153,6 +165,12 @@ StepFigures measure(const Subject& subject, int batch, int steps,
   Model model(*backend, subject.model, batch);
   model.init(1, 0);
   r.flops = gemm_flops(model, batch);
+  const std::vector<RowMajorGemm> shapes = model.gemm_shapes(batch);
+  GemmRequest request = gemm_request(gemm, 1);
+  request.requested_by = "--gemm";
+  r.gemm = choose_gemm(*backend, request, shapes);
+  // Every candidate's bare rate: best of many passes over the step's products.
+  r.candidates = time_gemms(*backend, shapes, std::max(5, steps / 4));
   OptimizerConfig opt;
   opt.lr = 0.01;
   opt.momentum = 0.9;
@@ -226,7 +244,7 @@ std::vector<int> mlp_form(const ModelConfig& m) {
 }  // namespace
 
 int run_step(int argc, char** argv) {
-  Args args(argc, argv, {"steps", "layers", "model", "backend"}, {"json"});
+  Args args(argc, argv, {"steps", "layers", "model", "backend", "gemm"}, {"json"});
   if (args.help()) {
     std::printf("%s", kHelp);
     return kExitOk;
@@ -254,7 +272,9 @@ int run_step(int argc, char** argv) {
   if (cuda && cuda_device_count() == 0)
     throw InputError(cat("--backend cuda: no CUDA device is usable here (", cuda_plugin_check(),
                          ")"));
+  const std::string gemm = args.get_or("gemm", "auto");
   const auto python = torch_python();
+  FmaPeak peak = measure_fma_peak();  // again at the end: the higher of the two
   if (!json) {
     std::printf("gossip bench step: model %s (%lld params), SGD momentum 0.9, %s\n%s\n",
                 subject.name.c_str(), static_cast<long long>(model_param_count(subject.model)),
@@ -268,32 +288,66 @@ int run_step(int argc, char** argv) {
   std::vector<StepFigures> figs;
   for (int batch : {32, 256})
     figs.push_back(measure(subject, batch, batch == 32 ? steps : std::max(20, steps / 6), python,
-                           choice));
+                           choice, gemm));
 
+  if (const FmaPeak again = measure_fma_peak(); again.gflops > peak.gflops) peak = again;
   const StepFigures& main = figs.front();
   const double ratio = main.torch > 0 ? main.ours / main.torch : 0.0;
   if (json) {
     JsonObject o;
     o.add("bench", "step").add("model", subject.name).add("backend", cuda ? "cuda" : "cpu")
-        .add("openblas_core", blas_core_name());
-    for (const auto& f : figs)
-      o.add(cat("b", f.batch, "_ours_us"), f.ours * 1e6)
-          .add(cat("b", f.batch, "_torch_us"), f.torch * 1e6)
-          .add(cat("b", f.batch, "_gflops"), f.flops / f.ours / 1e9)
-          .add(cat("b", f.batch, "_bare_gemm_gflops"), f.bare_gemm > 0 ? f.flops / f.bare_gemm / 1e9 : NAN);
+        .add("openblas_core", blas_core_name())
+        .add("peak_gflops", peak.gflops)
+        .add("peak_isa", peak.isa);
+    for (const auto& f : figs) {
+      const std::string b = cat("b", f.batch, "_");
+      const double ours = f.flops / f.ours / 1e9;
+      const double torch = f.torch > 0 ? f.flops / f.torch / 1e9 : NAN;
+      const double bare = f.bare_gemm > 0 ? f.flops / f.bare_gemm / 1e9 : NAN;
+      o.add(b + "gemm", f.gemm.name)
+          .add(b + "gemm_source", f.gemm.source)
+          .add(b + "ours_us", f.ours * 1e6)
+          .add(b + "torch_us", f.torch * 1e6)
+          .add(b + "gflops", ours)
+          .add(b + "of_peak", ours / peak.gflops)
+          .add(b + "torch_gflops", torch)
+          .add(b + "torch_of_peak", torch / peak.gflops)
+          .add(b + "bare_gemm_gflops", bare)
+          .add(b + "bare_gemm_of_peak", bare / peak.gflops);
+      for (const GemmTiming& t : f.candidates)
+        o.add(cat(b, "gemm_", t.name, "_gflops"), t.flops / t.seconds / 1e9)
+            .add(cat(b, "gemm_", t.name, "_of_peak"), t.flops / t.seconds / 1e9 / peak.gflops);
+    }
     o.add("ratio", main.torch > 0 ? ratio : NAN)
         .add("torch_threads", main.torch_threads)
         .add("torch_blas_threads", main.torch_blas_threads);
     std::printf("%s\n", o.str().c_str());
     return kExitOk;
   }
-  std::printf("\n%6s  %12s  %12s  %8s  %10s  %14s\n", "batch", "ours us/step", "torch us/step",
-              "ratio", "GFLOP/s", cuda ? "cuBLAS GF/s" : "bare sgemm GF/s");
+  const auto of_peak = [&](double flops, double seconds) {
+    const double gf = seconds > 0 ? flops / seconds / 1e9 : 0.0;
+    return gf > 0 ? cat(fixed(gf, 1), " (", fixed(gf / peak.gflops, 2), ")") : std::string("-");
+  };
+  std::printf("\nphysical limit: one core's fp32 FMA rate (%s), %.1f GFLOP/s (the higher of two "
+              "measurements, before and after)\n", peak.isa.c_str(), peak.gflops);
+  std::printf("\n%6s  %-9s %12s  %12s  %7s  %16s  %16s  %16s\n", "batch", "GEMM", "ours us/step",
+              "torch us/step", "ratio", "ours GF/s (peak)", "torch GF/s (pk)",
+              cuda ? "cuBLAS GF/s (pk)" : "bare sgemm (pk)");
   for (const auto& f : figs) {
     const auto [torch, rat] = reference_cells(f.ours, f.torch, 1e6, 1);
-    const std::string bare = f.bare_gemm > 0 ? cat(f.flops / f.bare_gemm / 1e9) : "-";
-    std::printf("%6d  %12.1f  %12s  %8s  %10.2f  %14s\n", f.batch, f.ours * 1e6, torch.c_str(),
-                rat.c_str(), f.flops / f.ours / 1e9, bare.c_str());
+    std::printf("%6d  %-9s %12.1f  %12s  %7s  %16s  %16s  %16s\n", f.batch, f.gemm.name.c_str(),
+                f.ours * 1e6, torch.c_str(), rat.c_str(), of_peak(f.flops, f.ours).c_str(),
+                of_peak(f.flops, f.torch).c_str(), of_peak(f.flops, f.bare_gemm).c_str());
+  }
+  std::printf("\nbare GEMM rate of every candidate over the step's products, GFLOP/s (fraction "
+              "of the FMA peak):\n%6s", "batch");
+  for (const GemmTiming& t : figs.front().candidates) std::printf("  %16s", t.name.c_str());
+  std::printf("\n");
+  for (const auto& f : figs) {
+    std::printf("%6d", f.batch);
+    for (const GemmTiming& t : f.candidates)
+      std::printf("  %16s", of_peak(t.flops, t.seconds).c_str());
+    std::printf("   (ours: %s)\n", f.gemm.line().c_str());
   }
   if (main.torch > 0) {
     std::printf("\nPyTorch reference: %d thread(s), its OpenBLAS %d thread(s)\n",

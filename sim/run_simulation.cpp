@@ -41,6 +41,8 @@ namespace {
 /// What the end of `gossip sim`'s output adds when there is something to say: where the
 /// simulated time went, the faults, a partition, unequal shards.
 void print_run_notes(const SimResult& result, const RunConfig& config, const std::string& out) {
+  if (result.gemm.name != "none")
+    std::printf("virtual peers' matrix products: %s\n", result.gemm.line().c_str());
   if (!result.timelines.empty()) {
     std::vector<std::pair<std::string, PhaseSeconds>> rows;
     PhaseSeconds all{};

@@ -460,6 +460,10 @@ SimResult simulate(const RunConfig& config, const Topology& topology, const Data
                                                  /*shared_scratch=*/true));
     learners.push_back(learner_for(*trainers.back()));
   }
+  // One GEMM for every virtual peer, chosen as a real peer chooses it (the same cache file), so
+  // that gossip sim and gossip run of one config run the same kernel.
+  const GemmChoice gemm = choose_gemm(*backend, gemm_request(config.train.gemm, 1),
+                                      trainers.front()->model().gemm_shapes(config.train.batch));
   Swarm swarm(config, topology, std::move(learners));
   swarm.trace(config.sim.trace_peers);
   Evaluators evaluators(*backend, config, data, swarm.pool().threads() + 1);
@@ -470,6 +474,7 @@ SimResult simulate(const RunConfig& config, const Topology& topology, const Data
   swarm.network().set_step_seconds(step_s);
 
   SimResult result;
+  result.gemm = gemm;
   for (const auto& shard : shards) result.samples_per_peer.push_back(std::ssize(shard));
   const RoundPlan plan = plan_rounds(config, data.train.n, n);
   result.rounds = plan.rounds;

@@ -36,6 +36,8 @@ THIRD_PARTY = {
     "eigen": ("Eigen/Dense", {"topology"}),
     "cereal": ("cereal/archives/binary.hpp", {"wire"}),
     "openblas": ("cblas.h", {"compute", "bench"}),
+    "onednn": ("dnnl.h", {"compute"}),
+    "openmp": ("omp.h", {"compute"}),
     "zlib": ("zlib.h", {"data"}),
     "cuda": ("cuda_runtime.h", set()),  # only src/compute/cuda, which is compiled by nvcc
 }

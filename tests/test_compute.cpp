@@ -5,10 +5,14 @@
 // compressed-gossip operations against plain loops over gossip/compress_math.hpp.
 #include <catch2/catch.hpp>
 #include <cblas.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <random>
 #include <vector>
 
@@ -592,4 +596,179 @@ TEST_CASE("the CPU backend's compressed-gossip operations equal plain loops over
     for (std::int64_t i = 0; i < n; ++i)
       REQUIRE(want_x[i] == math::choco_step(v[i], s[i], xhat[i], 0.45f));
   }
+}
+
+// ---- the CPU backend's GEMM providers and how one is chosen -------------------------------------
+
+TEST_CASE("every CPU GEMM matches a naive loop: transposes, odd sizes, alpha, beta, padding",
+          "[compute][gemm]") {
+  auto cpu = make_cpu_backend(1);
+  REQUIRE(cpu_gemm_names().size() >= 2);
+  struct Case { int m, n, k; float alpha, beta; int pad; };
+  const Case cases[] = {{1, 1, 1, 1.0f, 0.0f, 0},     {33, 17, 65, 1.0f, 0.0f, 0},
+                        {7, 13, 3, 0.75f, 0.5f, 3},   {64, 96, 128, 1.0f, 1.0f, 0},
+                        {31, 257, 100, -1.5f, 2.0f, 5}, {200, 10, 784, 0.5f, 0.0f, 1}};
+  for (const std::string& name : cpu_gemm_names()) {
+    cpu->use_gemm(name);
+    CHECK(cpu->gemm_name() == name);
+    for (const Case& t : cases)
+      for (bool ta : {false, true})
+        for (bool tb : {false, true}) {
+          INFO(name << " m=" << t.m << " n=" << t.n << " k=" << t.k << " trans_a=" << ta
+                    << " trans_b=" << tb << " alpha=" << t.alpha << " beta=" << t.beta
+                    << " pad=" << t.pad);
+          RowMajorGemm g = row_major_gemm(ta, tb, t.m, t.n, t.k, t.alpha, t.beta);
+          // Leading dimensions larger than tight, each by another amount.
+          g.lda += t.pad;
+          g.ldb += 2 * t.pad;
+          g.ldc += t.pad + (t.pad > 0 ? 1 : 0);
+          const int a_rows = ta ? t.k : t.m, b_rows = tb ? t.n : t.k;
+          auto a = random_vector(static_cast<std::size_t>(a_rows) * g.lda, 6);
+          auto b = random_vector(static_cast<std::size_t>(b_rows) * g.ldb, 7);
+          auto c0 = random_vector(static_cast<std::size_t>(t.m) * g.ldc, 8);
+          auto expect = c0, got = c0;
+          naive_gemm(g, a.data(), b.data(), expect.data());
+          cpu->gemm(g, a.data(), b.data(), got.data());
+          require_finite_nonzero(got);
+          const double tol = 1e-5 * std::sqrt(static_cast<double>(t.k)) + 1e-5;
+          for (std::size_t i = 0; i < got.size(); ++i) {
+            const bool padding = static_cast<int>(i % static_cast<std::size_t>(g.ldc)) >= t.n;
+            if (padding)  // what lies past n in a row of C is not the product's: untouched
+              REQUIRE(got[i] == c0[i]);
+            else
+              REQUIRE(got[i] == Approx(expect[i]).margin(tol).epsilon(1e-5));
+          }
+        }
+  }
+}
+
+namespace {
+
+/// A fresh, empty cache folder for one test.
+std::string fresh_cache_dir(const std::string& name) {
+  const auto dir = std::filesystem::temp_directory_path() / cat("gossip-gemm-test-", getpid(), "-", name);
+  std::filesystem::remove_all(dir);
+  return dir.string();
+}
+
+std::vector<std::filesystem::path> files_in(const std::string& dir) {
+  std::vector<std::filesystem::path> out;
+  if (std::filesystem::exists(dir))
+    for (const auto& e : std::filesystem::directory_iterator(dir)) out.push_back(e.path());
+  return out;
+}
+
+std::string read_text(const std::filesystem::path& p) {
+  std::ifstream in(p);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+const std::vector<RowMajorGemm> kMlpStep = {row_major_gemm(false, true, 32, 256, 784),
+                                            row_major_gemm(true, false, 256, 784, 32),
+                                            row_major_gemm(false, true, 32, 10, 256),
+                                            row_major_gemm(true, false, 10, 256, 32),
+                                            row_major_gemm(false, false, 32, 256, 10)};
+
+}  // namespace
+
+TEST_CASE("an explicit GEMM is honoured: train.gemm over GOSSIP_GEMM, GOSSIP_GEMM over auto",
+          "[compute][gemm]") {
+  auto cpu = make_cpu_backend(1);
+  CHECK(cpu->gemm_name() == "openblas");  // what make_cpu_backend starts with
+  const std::string dir = fresh_cache_dir("explicit");
+  for (const std::string& name : cpu_gemm_names()) {
+    INFO(name);
+    const std::string other = name == "openblas" ? "onednn" : "openblas";
+    GemmChoice c = choose_gemm(*cpu, GemmRequest{name, other, dir, 1}, kMlpStep);
+    CHECK(c.name == name);
+    CHECK(c.source == "train.gemm");
+    CHECK(cpu->gemm_name() == name);
+    c = choose_gemm(*cpu, GemmRequest{"auto", other, dir, 1}, kMlpStep);
+    CHECK(c.name == other);
+    CHECK(c.source == "GOSSIP_GEMM");
+    CHECK(cpu->gemm_name() == other);
+    CHECK(c.line() == cat("GEMM ", other, " (GOSSIP_GEMM)"));
+  }
+  CHECK(files_in(dir).empty());  // an explicit choice measures nothing and writes no cache
+}
+
+TEST_CASE("a bad GEMM name is an InputError naming where it came from and the choices",
+          "[compute][gemm]") {
+  auto cpu = make_cpu_backend(1);
+  CHECK_THROWS_WITH(choose_gemm(*cpu, GemmRequest{"mkl", "", "", 1}, kMlpStep),
+                    "train.gemm: unknown GEMM 'mkl' (expected auto, openblas or onednn)");
+  CHECK_THROWS_WITH(choose_gemm(*cpu, GemmRequest{"auto", "blas", "", 1}, kMlpStep),
+                    "GOSSIP_GEMM: unknown GEMM 'blas' (expected auto, openblas or onednn)");
+  CHECK_THROWS_AS(cpu->use_gemm("mkl"), InputError);
+  CHECK(cpu->gemm_name() == "openblas");  // left as it was
+}
+
+TEST_CASE("auto measures the candidates, picks one that exists, caches it and reads it back",
+          "[compute][gemm]") {
+  auto cpu = make_cpu_backend(1);
+  const std::string dir = fresh_cache_dir("auto");
+  const auto names = cpu_gemm_names();
+
+  const std::vector<GemmTiming> t = time_gemms(*cpu, kMlpStep, 2);
+  REQUIRE(t.size() == names.size());
+  for (std::size_t i = 0; i < t.size(); ++i) {
+    CHECK(t[i].name == names[i]);
+    CHECK(t[i].seconds > 0.0);
+    // 2 m n k per product, summed over the step's products.
+    CHECK(t[i].flops == 2.0 * (32.0 * 256 * 784 * 2 + 32.0 * 10 * 256 * 2 + 32.0 * 256 * 10));
+  }
+  CHECK(cpu->gemm_name() == "openblas");  // timing leaves the GEMM as it was
+
+  const GemmChoice first = choose_gemm(*cpu, GemmRequest{"auto", "", dir, 1}, kMlpStep);
+  CHECK(first.source == "measured");
+  CHECK(std::find(names.begin(), names.end(), first.name) != names.end());
+  CHECK(cpu->gemm_name() == first.name);
+  const auto files = files_in(dir);
+  REQUIRE(files.size() == 1);
+  CHECK_THAT(read_text(files[0]), Catch::Contains("choice: " + first.name));
+
+  // The same machine, threads and shapes: the cached choice, whatever a new timing would say.
+  // Written by hand as the other candidate, so that reading it (not measuring) is what is shown.
+  const std::string other = first.name == "openblas" ? "onednn" : "openblas";
+  std::ofstream(files[0], std::ios::trunc) << "gossip gemm cache 1\ncpu: test\nchoice: " << other
+                                           << "\n";
+  auto fresh = make_cpu_backend(1);
+  GemmChoice again = choose_gemm(*fresh, GemmRequest{"auto", "", dir, 1}, kMlpStep);
+  CHECK(again.name == other);
+  CHECK(again.source == "cached");
+  CHECK(fresh->gemm_name() == other);
+
+  // Other shapes (or another thread count) are another key: measured again, a second file.
+  again = choose_gemm(*fresh, GemmRequest{"auto", "", dir, 2}, kMlpStep);
+  CHECK(again.source == "measured");
+  CHECK(files_in(dir).size() == 2);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("a corrupt GEMM cache file is ignored with a warning and replaced, never fatal",
+          "[compute][gemm]") {
+  auto cpu = make_cpu_backend(1);
+  const std::string dir = fresh_cache_dir("corrupt");
+  choose_gemm(*cpu, GemmRequest{"auto", "", dir, 1}, kMlpStep);
+  const auto files = files_in(dir);
+  REQUIRE(files.size() == 1);
+  const std::string bad[] = {"", "\x01\x02garbage\n", "gossip gemm cache 1\nchoice: mkl\n",
+                             "gossip gemm cache 1\ncpu: x\n", "gossip gemm cache 9\nchoice: onednn\n"};
+  for (const std::string& text : bad) {
+    INFO(text);
+    std::ofstream(files[0], std::ios::trunc | std::ios::binary) << text;
+    GemmChoice c;
+    REQUIRE_NOTHROW(c = choose_gemm(*cpu, GemmRequest{"auto", "", dir, 1}, kMlpStep));
+    CHECK(c.source == "measured");
+    const auto names = cpu_gemm_names();
+    CHECK(std::find(names.begin(), names.end(), c.name) != names.end());
+    // Rewritten as a good file: the next run reads it.
+    CHECK(choose_gemm(*cpu, GemmRequest{"auto", "", dir, 1}, kMlpStep).source == "cached");
+  }
+  // A cache folder that cannot be made (a file in its place): measured, no error.
+  const std::string blocked = fresh_cache_dir("blocked");
+  std::ofstream(blocked) << "a file, not a folder";
+  CHECK(choose_gemm(*cpu, GemmRequest{"auto", "", blocked, 1}, kMlpStep).source == "measured");
+  std::filesystem::remove(blocked);
+  std::filesystem::remove_all(dir);
 }

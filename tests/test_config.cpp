@@ -1052,3 +1052,14 @@ TEST_CASE("gossip.aggregate: a name or a map, refused where the algorithm cannot
   fails("gossip:\n  aggregate: clipped\ncompare:\n  algorithms: [dpsgd, push_sum]\n",
         "not push_sum");
 }
+
+TEST_CASE("train.gemm takes auto or a CPU GEMM's name, with file and line for a bad value",
+          "[config]") {
+  CHECK(load_config_from_string("train: {epochs: 1}\n", "c.yaml").train.gemm == "auto");
+  for (const char* name : {"auto", "openblas", "onednn"})
+    CHECK(load_config_from_string(cat("train:\n  gemm: ", name, "\n"), "c.yaml").train.gemm ==
+          name);
+  CHECK_THROWS_WITH(load_config_from_string("train:\n  gemm: mkl\n", "c.yaml"),
+                    Catch::Contains("c.yaml:2: train.gemm: unknown value 'mkl' (expected one "
+                                    "of: auto, openblas, onednn)"));
+}

@@ -531,6 +531,44 @@ TEST_CASE("gossip compare --run refuses what a real run cannot do before anythin
   CHECK_FALSE(fs::exists(out / "runs"));
 }
 
+TEST_CASE("with train.gemm auto, gossip run measures once and gossip sim reads the same choice: "
+          "one GEMM, bit-identical parameters", "[peer][gemm]") {
+  TempDir t;
+  const auto cfg = write_config(t.path, 4, "dpsgd", 1, 1);
+  // No pinned GEMM here (the test environment pins one for every other test), and a cache of
+  // this test's own, empty at first.
+  const std::string env = "env -u GOSSIP_GEMM XDG_CACHE_HOME=" + (t.path / "cache").string() + " ";
+  const Result net = run(env + bin() + " run " + cfg.string() + " --out " +
+                         (t.path / "run").string() + " --no-progress");
+  INFO(net.output);
+  REQUIRE(net.code == 0);
+  const Result sim = run(env + bin() + " sim " + cfg.string() + " --out " + (t.path / "sim").string());
+  INFO(sim.output);
+  REQUIRE(sim.code == 0);
+  const std::regex field("\"gemm\": \"([a-z]+)\"");
+  std::smatch in_run, in_sim;
+  const std::string run_summary = read_file(t.path / "run" / "summary.json");
+  const std::string sim_summary = read_file(t.path / "sim" / "summary.json");
+  REQUIRE(std::regex_search(run_summary, in_run, field));
+  REQUIRE(std::regex_search(sim_summary, in_sim, field));
+  const std::string gemm = in_run[1].str();
+  CHECK((gemm == "openblas" || gemm == "onednn"));
+  CHECK(in_sim[1].str() == gemm);
+  CHECK_THAT(net.output, Catch::Contains("the peers' matrix products: GEMM " + gemm + " (measured)"));
+  CHECK_THAT(sim.output, Catch::Contains("GEMM " + gemm + " (cached)"));
+  // Every peer ran the launcher's choice, handed down to it.
+  for (int r = 0; r < 4; ++r)
+    CHECK_THAT(read_file(t.path / "run" / "peers" / std::to_string(r) / "peer.log"),
+               Catch::Contains("GEMM " + gemm + " (GOSSIP_GEMM)"));
+  int cache_files = 0;
+  for (const auto& e : fs::directory_iterator(t.path / "cache" / "gossip"))
+    cache_files += e.path().filename().string().rfind("gemm-", 0) == 0 ? 1 : 0;
+  CHECK(cache_files == 1);
+  const auto a = hashes(t.path / "run" / "summary.json");
+  REQUIRE(a.size() == 4u);
+  CHECK(a == hashes(t.path / "sim" / "summary.json"));
+}
+
 TEST_CASE("all-reduce talks round the ring whatever the graph, bit-identical to the simulator",
           "[peer]") {
   // On a star most peers' only neighbour is the hub; all-reduce's ring needs links between

@@ -172,6 +172,7 @@ TEST_CASE("the run record's summary comes from the last evaluation", "[report]")
     end.bytes_sent = 40;
     end.wall_seconds = 1.5;
     end.params_sha256 = {"aa", "bb"};
+    end.gemm = "onednn";
     end.extra.add("zeta", 1).add("alpha", "x");
     const Summary s = record.finish(std::move(end));
     CHECK(s.last.test_accuracy == 0.9);
@@ -184,7 +185,8 @@ TEST_CASE("the run record's summary comes from the last evaluation", "[report]")
         "  \"peer_accuracy_max\": 0.875,\n  \"consensus_distance\": 0.125,\n"
         "  \"peak_consensus_distance\": 0.5,\n  \"rounds\": 8,\n"
         "  \"epochs\": 1,\n  \"bytes_sent\": 40,\n  \"wall_seconds\": 1.5,\n"
-        "  \"connected\": true,\n  \"alpha\": \"x\",\n  \"zeta\": 1,\n"
+        "  \"connected\": true,\n  \"gemm\": \"onednn\",\n  \"alpha\": \"x\",\n"
+        "  \"zeta\": 1,\n"
         "  \"params_sha256\": [\"aa\", \"bb\"]\n}\n");
   const std::string csv = read_text(dir + "/metrics.csv");
   CHECK(csv.rfind(std::string(kMetricsHeader) + "\n0,0.0000,0,0,0.25,0.5,10,0.100\n", 0) == 0);

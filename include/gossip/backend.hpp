@@ -1,5 +1,5 @@
 /// backend: where tensors live and the few operations training needs (DESIGN idea 3). The CPU
-/// backend runs OpenBLAS and loops over gossip::math; the CUDA backend runs cuBLAS and the same
+/// backend runs a GEMM chosen by measuring (OpenBLAS or oneDNN) and loops over gossip::math; the CUDA backend runs cuBLAS and the same
 /// math in kernels. Pointers returned by a backend are device pointers: only that backend's
 /// operations (and upload/download) may touch them, unless host_memory() is true.
 #pragma once
@@ -12,6 +12,7 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "gossip/gemm.hpp"
 #include "gossip/layer_math.hpp"
@@ -38,6 +39,11 @@ class Backend {
 
   /// C = alpha op(A) op(B) + beta C, row-major (see gemm.hpp).
   virtual void gemm(const RowMajorGemm& g, const float* a, const float* b, float* c) = 0;
+  /// The GEMM that gemm() runs: one of cpu_gemm_names() on the CPU, "cublas" on CUDA.
+  virtual std::string gemm_name() const = 0;
+  /// Makes `name` run gemm() from now on (choose_gemm picks it); InputError when this backend has
+  /// no GEMM of that name. Not thread-safe: call it before the backend is shared.
+  virtual void use_gemm(const std::string& name) = 0;
   /// y[r, c] = act(y[r, c] + bias[c]) for a rows x cols row-major y, in place.
   virtual void bias_act(float* y, const float* bias, int rows, int cols, bool relu) = 0;
   /// dy[i] = relu_backward(dy[i], y[i]) for n elements, in place.
@@ -184,5 +190,58 @@ std::string cuda_plugin_check();
 
 /// OpenBLAS's kernel name (openblas_get_corename()), for benchmark and log lines.
 std::string blas_core_name();
+
+// ---- which GEMM the CPU backend runs (docs/config.md, train.gemm) ------------------------------
+
+/// The CPU backend's GEMMs in this build, in the order they are timed: "openblas" (OpenBLAS, its
+/// kernel from a table of CPU models) and "onednn" (oneDNN, JIT code for the CPU's ISA features).
+/// make_cpu_backend starts with "openblas".
+std::vector<std::string> cpu_gemm_names();
+
+/// What decides the GEMM: `requested` is train.gemm (auto or a name; `requested_by` says where it
+/// came from otherwise, e.g. a benchmark's --gemm); `env` is GOSSIP_GEMM's
+/// value (empty: unset), used when `requested` is auto; `cache_dir` holds the choices measured
+/// on this machine ("" for no cache); `threads` is the backend's thread count (part of the key).
+struct GemmRequest {
+  std::string requested = "auto";
+  std::string env;
+  std::string cache_dir;
+  int threads = 1;
+  std::string requested_by = "train.gemm";  // where `requested` came from, for messages
+};
+
+/// The request of a run: train.gemm, this process's GOSSIP_GEMM and gemm_cache_dir().
+GemmRequest gemm_request(const std::string& train_gemm, int threads);
+/// $XDG_CACHE_HOME/gossip, else $HOME/.cache/gossip, else "" (none).
+std::string gemm_cache_dir();
+
+/// The GEMM chosen and why: `source` is "train.gemm", "GOSSIP_GEMM", "cached", "measured", "the
+/// only candidate", or the device backend's own.
+struct GemmChoice {
+  std::string name;
+  std::string source;
+  /// "GEMM onednn (measured)", for a peer's first line.
+  std::string line() const;
+};
+
+/// Chooses `backend`'s GEMM and makes it run. An explicit train.gemm wins, then GOSSIP_GEMM;
+/// for auto, the cache file for this CPU (model and feature flags), thread count, candidates and
+/// `shapes`, else every candidate is timed over `shapes` (the model's step: a few milliseconds)
+/// and the fastest is kept and cached. A cache file that does not read as one is ignored with a
+/// warning on stderr. Throws InputError naming train.gemm or GOSSIP_GEMM and the choices for an
+/// unknown name. A device backend keeps its one GEMM.
+GemmChoice choose_gemm(Backend& backend, const GemmRequest& request,
+                       const std::vector<RowMajorGemm>& shapes);
+
+/// Seconds of the best of `reps` passes over `shapes` (after a warm-up pass) and the flops of a
+/// pass.
+struct GemmTiming {
+  std::string name;
+  double seconds = 0.0;
+  double flops = 0.0;
+};
+/// Times every GEMM of `backend` over `shapes`; leaves its GEMM as it was.
+std::vector<GemmTiming> time_gemms(Backend& backend, const std::vector<RowMajorGemm>& shapes,
+                                   int reps);
 
 }  // namespace gossip

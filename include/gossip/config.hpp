@@ -122,6 +122,7 @@ struct TrainConfig {
   std::uint64_t seed = 1;
   std::string backend = "auto";  // auto | cpu | cuda
   int threads = 1;               // CPU BLAS threads per peer
+  std::string gemm = "auto";     // auto | openblas | onednn: the CPU backend's GEMM
   int evals_per_epoch = 1;
   int eval_batch = 1000;
   std::int64_t eval_limit = 0;   // evaluate on the first N test samples (0 = all)

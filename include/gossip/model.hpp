@@ -68,6 +68,9 @@ class Model {
   BatchResult forward_backward(const float* x, const std::int32_t* labels, int rows);
   /// Forward and loss only (evaluation mode).
   BatchResult evaluate(const float* x, const std::int32_t* labels, int rows);
+  /// The matrix products of one training step (forward_backward) of `rows` samples, in the
+  /// order it runs them: the shapes choose_gemm times.
+  std::vector<RowMajorGemm> gemm_shapes(int rows) const;
 
   std::int64_t num_params() const { return num_params_; }
   float* params() { return params_.data(); }

@@ -54,6 +54,7 @@ struct RunEnd {
   double wall_seconds = 0.0;
   bool connected = true;
   std::vector<std::string> params_sha256;  // one per peer
+  std::string gemm = "none";               // the GEMM the training ran (train.gemm's choice)
   JsonObject extra;                        // command-specific fields (written in key order)
 };
 

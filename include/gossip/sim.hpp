@@ -70,6 +70,7 @@ struct SimResult {
   int workers = 0;
   std::vector<std::vector<float>> params;  // final model of each peer (de-biased)
   std::vector<std::string> params_sha256;
+  GemmChoice gemm{"none", "no model"};  // the CPU GEMM the virtual peers ran (train.gemm)
   std::vector<std::int64_t> samples_per_peer;  // training samples in each peer's shard
   // Faults and membership (the fault schedule, `faults:`): what was done when, what each peer's
   // membership view and convergence monitor saw (MemberEvent.seconds is simulated time), which

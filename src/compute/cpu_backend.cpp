@@ -1,8 +1,6 @@
-// compute/cpu_backend.cpp: the CPU backend. GEMM through OpenBLAS in column-major mode via the
-// same descriptor mapping the CUDA backend uses; element-wise work as loops over gossip::math
-// (layers in cpu_layers.cpp, compressed gossip in cpu_compress.cpp).
-#include <cblas.h>
-
+// compute/cpu_backend.cpp: the CPU backend. GEMM through one of the providers of
+// gemm_provider.hpp (OpenBLAS or oneDNN, chosen by gemm_choice.cpp); element-wise work as loops
+// over gossip::math (layers in cpu_layers.cpp, compressed gossip in cpu_compress.cpp).
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -13,6 +11,7 @@
 #include "gossip/math.hpp"
 #include "src/compute/cpu_compress.hpp"
 #include "src/compute/cpu_layers.hpp"
+#include "src/compute/gemm_provider.hpp"
 
 namespace gossip {
 namespace {
@@ -46,15 +45,11 @@ void mix_pass(float* __restrict o, const float* const* in, const float* w, std::
 
 class CpuBackend final : public Backend {
  public:
-  explicit CpuBackend(int threads) : threads_(threads) {
-    if (threads > 0) openblas_set_num_threads(threads);
-  }
+  explicit CpuBackend(int threads) : gemms_(cpu::make_gemm_providers(threads)) {}
 
   std::string name() const override { return "cpu"; }
   std::string describe() const override {
-    return cat("cpu (OpenBLAS ", blas_core_name(), ", ",
-               threads_ > 0 ? threads_ : openblas_get_num_threads(), " thread",
-               (threads_ == 1 ? "" : "s"), ")");
+    return cat("cpu (", gemm_->describe(), ")");
   }
   bool host_memory() const override { return true; }
 
@@ -74,10 +69,16 @@ class CpuBackend final : public Backend {
   void synchronize() override {}
 
   void gemm(const RowMajorGemm& g, const float* a, const float* b, float* c) override {
-    const ColumnMajorGemm cm = to_column_major(g);
-    cblas_sgemm(CblasColMajor, cm.trans_first ? CblasTrans : CblasNoTrans,
-                cm.trans_second ? CblasTrans : CblasNoTrans, cm.m, cm.n, cm.k, cm.alpha, b,
-                cm.ld_first, a, cm.ld_second, cm.beta, c, cm.ldc);
+    gemm_->gemm(g, a, b, c);
+  }
+  std::string gemm_name() const override { return gemm_->name(); }
+  void use_gemm(const std::string& name) override {
+    for (auto& p : gemms_)
+      if (p->name() == name) {
+        gemm_ = p.get();
+        return;
+      }
+    throw InputError(cat("the CPU backend has no GEMM '", name, "'"));
   }
 
   void bias_act(float* y, const float* bias, int rows, int cols, bool relu) override {
@@ -209,7 +210,8 @@ class CpuBackend final : public Backend {
   }
 
  private:
-  int threads_;
+  std::vector<std::unique_ptr<cpu::GemmProvider>> gemms_;
+  cpu::GemmProvider* gemm_ = gemms_.front().get();  // openblas until use_gemm
 };
 
 }  // namespace
@@ -218,9 +220,17 @@ std::unique_ptr<Backend> make_cpu_backend(int threads) {
   return std::make_unique<CpuBackend>(threads);
 }
 
-std::string blas_core_name() {
-  const char* name = openblas_get_corename();
-  return name ? name : "unknown";
+std::vector<std::string> cpu_gemm_names() { return {"openblas", "onednn"}; }
+
+namespace cpu {
+
+std::vector<std::unique_ptr<GemmProvider>> make_gemm_providers(int threads) {
+  std::vector<std::unique_ptr<GemmProvider>> out;
+  out.push_back(make_openblas_gemm(threads));
+  out.push_back(make_onednn_gemm(threads));
+  return out;
 }
+
+}  // namespace cpu
 
 }  // namespace gossip

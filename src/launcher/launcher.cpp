@@ -91,6 +91,7 @@ class Network {
         faults_(&config.faults), fault_done_(config.faults.size(), false) {}
 
   int run();
+  const GemmChoice& gemm() const { return record_.gemm(); }
 
  private:
   void recover_unmerged();
@@ -558,6 +559,13 @@ int launch(const RunConfig& config, const LaunchOptions& given) {
   Network net(config, options, topology, resume_round,
               make_run_credentials(config, options.out_dir, topology.n()),
               links ? &*links : nullptr);
+  // Every peer runs the GEMM chosen here once (measured or explicit): peers that each measured
+  // at the same moment, on a busy machine, could pick different kernels.
+  const auto cpu_gemms = cpu_gemm_names();
+  if (std::find(cpu_gemms.begin(), cpu_gemms.end(), net.gemm().name) != cpu_gemms.end())
+    setenv("GOSSIP_GEMM", net.gemm().name.c_str(), 1);
+  std::printf("gossip run: the peers' matrix products: %s\n", net.gemm().line().c_str());
+  std::fflush(stdout);
   const int code = net.run();
   if (links) {
     links->remove();

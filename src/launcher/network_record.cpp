@@ -52,6 +52,11 @@ NetworkRecord::NetworkRecord(const RunConfig& config, const std::string& out_dir
       data_(load_datasets(config)), evaluator_(*backend_, config, data_.train, {0}, 0),
       done_(peers), latest_eval_(peers, -1), graph_(peers) {
   merged_through_ = resume_round;
+  gemm_ = choose_gemm(*backend_, gemm_request(config.train.gemm, config.train.threads),
+                      evaluator_.model().gemm_shapes(config.train.batch));
+  // Peers on a CUDA device run cuBLAS whatever the CPU's choice.
+  if (parse_backend_choice(config.train.backend) != BackendChoice::kCpu && cuda_device_count() > 0)
+    gemm_ = {"cublas", "the cuda backend's"};
   if (!events_) throw InputError(cat(out_dir, "/events.jsonl: cannot open for writing"));
 }
 
@@ -378,7 +383,7 @@ void NetworkRecord::print_final_table(
 
 Summary NetworkRecord::finish(double wall_seconds, const std::vector<double>& peer_rss_mb) {
   RunEnd end{.rounds = record_.last().round, .bytes_sent = 0, .wall_seconds = wall_seconds,
-             .connected = live_connected_, .params_sha256 = {}, .extra = {}};
+             .connected = live_connected_, .params_sha256 = {}, .gemm = gemm_.name, .extra = {}};
   for (int r = 0; r < n_; ++r) {
     end.params_sha256.push_back(done_[r] ? done_[r]->params_sha256 : "");
     end.bytes_sent += done_[r] ? done_[r]->bytes_sent : 0;

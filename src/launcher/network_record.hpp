@@ -62,6 +62,9 @@ class NetworkRecord {
   Summary finish(double wall_seconds, const std::vector<double>& peer_rss_mb = {});
 
   std::int64_t total_rounds() const { return total_rounds_; }
+  /// The GEMM chosen for the peers (train.gemm, GOSSIP_GEMM, or measured here once on the
+  /// model's step shapes), which the average model's evaluation runs too; summary.json's `gemm`.
+  const GemmChoice& gemm() const { return gemm_; }
   /// The round of the last evaluation merged (or kept, on resume).
   std::int64_t merged_round() const { return record_.last().round; }
   /// Forgets the pending (not yet mergeable) evaluations of rounds up to `round`; returns those
@@ -110,6 +113,7 @@ class NetworkRecord {
   std::unique_ptr<Backend> backend_;
   DataSets data_;
   Trainer evaluator_;  // holds the average model
+  GemmChoice gemm_;
   std::map<std::int64_t, std::map<int, EvalEvent>> pending_;  // round -> peer -> its evaluation
   std::vector<int> dead_;
   std::vector<std::optional<DoneEvent>> done_;

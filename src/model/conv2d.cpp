@@ -64,6 +64,15 @@ class Conv2d final : public Layer {
     return need_dx ? spare : nullptr;
   }
 
+  void gemms(int rows, bool need_dx, std::vector<RowMajorGemm>& out) const override {
+    for (int n0 = 0; n0 < rows; n0 += chunk_) {
+      const int count = std::min(chunk_, rows - n0);
+      out.push_back(conv_forward_gemm(g_, count));
+      out.push_back(conv_weight_grad_gemm(g_, count, n0 > 0));
+      if (need_dx) out.push_back(conv_input_grad_gemm(g_, count));
+    }
+  }
+
  private:
   std::int64_t in_size() const { return static_cast<std::int64_t>(g_.c) * g_.h * g_.w; }
   std::int64_t out_size() const { return static_cast<std::int64_t>(g_.oc) * g_.positions(); }

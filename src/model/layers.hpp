@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <random>
+#include <vector>
 
 #include "gossip/backend.hpp"
 #include "gossip/config.hpp"
@@ -46,6 +47,11 @@ class Layer {
   /// when not needed).
   virtual float* backward(LayerContext& c, const float* x, const float* y, float* dy,
                           float* spare, int rows, bool need_dx) = 0;
+  /// Appends the matrix products that forward and backward of `rows` samples run (with dL/dx when
+  /// `need_dx`), as they call them: what the backend times to choose its GEMM.
+  virtual void gemms(int rows, bool need_dx, std::vector<RowMajorGemm>& out) const {
+    (void)rows, (void)need_dx, (void)out;
+  }
 
  protected:
   std::int64_t offset_ = 0;

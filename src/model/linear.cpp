@@ -41,6 +41,12 @@ class Linear final : public Layer {
     return spare;
   }
 
+  void gemms(int rows, bool need_dx, std::vector<RowMajorGemm>& out) const override {
+    out.push_back(row_major_gemm(false, true, rows, out_, in_));
+    out.push_back(row_major_gemm(true, false, out_, in_, rows));
+    if (need_dx) out.push_back(row_major_gemm(false, false, rows, in_, out_));
+  }
+
  private:
   int in_, out_;
   bool relu_;

@@ -224,6 +224,16 @@ BatchResult Model::evaluate(const float* x, const std::int32_t* labels, int rows
   return {loss, correct, rows};
 }
 
+std::vector<RowMajorGemm> Model::gemm_shapes(int rows) const {
+  std::size_t first_with_params = layers_.size();
+  for (std::size_t i = 0; i < layers_.size() && first_with_params == layers_.size(); ++i)
+    if (layers_[i]->param_count() > 0) first_with_params = i;
+  std::vector<RowMajorGemm> out;
+  for (std::size_t i = 0; i < layers_.size(); ++i)
+    layers_[i]->gemms(rows, i > first_with_params, out);
+  return out;
+}
+
 BatchResult Model::forward_backward(const float* x, const std::int32_t* labels, int rows) {
   run_forward(x, rows, true);
   float* dy = delta_a_ptr_;

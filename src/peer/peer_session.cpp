@@ -56,6 +56,7 @@ struct PeerSession::Impl {
   DataSets data;
   Dataset own;
   std::unique_ptr<Trainer> trainer;
+  GemmChoice gemm{"none", "no model of its own"};  // what the trainer's GEMMs run
   RoundPlan plan;
   std::vector<float> host;  // the own model's parameters on the host
   // Once joined.
@@ -155,7 +156,8 @@ struct PeerSession::Impl {
     if (!trainer)
       return cat("the caller's buffer ", model, " (", num_params, " parameters)");
     return cat("shard of ", shards[static_cast<std::size_t>(opt.rank)].size(), " samples, ",
-               backend->describe(), " (train.backend: ", config.train.backend, "), test set ",
+               backend->describe(), " (train.backend: ", config.train.backend, "), ",
+               gemm.line(), ", test set ",
                data.test.pixels.mapped_file().empty()
                    ? std::string("in this process's memory")
                    : cat("mapped from ", data.test.pixels.mapped_file(), " (shared)"));
@@ -287,6 +289,8 @@ void PeerSession::join_model() {
   std::iota(rows.begin(), rows.end(), 0);
   m.trainer = std::make_unique<Trainer>(*m.backend, m.config, m.own, std::move(rows), m.opt.rank,
                                         balance_for(m.config, m.shards, m.opt.rank));
+  m.gemm = choose_gemm(*m.backend, gemm_request(m.config.train.gemm, m.config.train.threads),
+                       m.trainer->model().gemm_shapes(m.config.train.batch));
   m.host.resize(static_cast<std::size_t>(m.trainer->num_params()));
   m.params = m.host;
   m.rounds = m.plan.rounds;
@@ -439,7 +443,7 @@ Summary PeerSession::finish() {
   m.timeline.write(m.dir + "/trace.json");
   RunEnd end{.rounds = m.round, .bytes_sent = m.bytes_before + m.exchange->bytes_sent(),
              .wall_seconds = finish_end, .connected = m.watch->monitor().connected(),
-             .params_sha256 = {sha256_hex(final_params)}, .extra = {}};
+             .params_sha256 = {sha256_hex(final_params)}, .gemm = m.gemm.name, .extra = {}};
   end.extra.add("peer", m.opt.rank).add("missing_messages", m.algorithm->missing_messages());
   // The shard's size: known for the own model, and for a caller that asked for its shard; a
   // caller that trains on data of its own has none.

@@ -112,7 +112,8 @@ Summary RunRecord::finish(RunEnd end) {
       .add("epochs", last_.epoch)
       .add("bytes_sent", end.bytes_sent)
       .add("wall_seconds", end.wall_seconds)
-      .add("connected", end.connected);
+      .add("connected", end.connected)
+      .add("gemm", end.gemm);
   const std::map<std::string, std::string> extra(end.extra.fields().begin(),
                                                  end.extra.fields().end());
   for (const auto& [key, value] : extra) o.raw(key, value);

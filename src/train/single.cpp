@@ -46,10 +46,14 @@ Summary train_single(const RunConfig& config, const std::string& out_dir) {
   std::vector<std::int64_t> all(data.train.n);
   std::iota(all.begin(), all.end(), 0);
   Trainer trainer(*backend, config, data.train, std::move(all), 0);
-  std::printf("gossip train: %s, model %s (%lld params), %lld train / %lld test samples on %s\n",
+  const GemmChoice gemm = choose_gemm(*backend, gemm_request(config.train.gemm, config.train.threads),
+                                      trainer.model().gemm_shapes(config.train.batch));
+  std::printf("gossip train: %s, model %s (%lld params), %lld train / %lld test samples on %s, "
+              "%s\n",
               config.path.c_str(), trainer.model().fingerprint().c_str(),
               static_cast<long long>(trainer.num_params()), static_cast<long long>(data.train.n),
-              static_cast<long long>(data.test.n), backend->describe().c_str());
+              static_cast<long long>(data.test.n), backend->describe().c_str(),
+              gemm.line().c_str());
 
   RunRecord record(out_dir);
   const std::int64_t per_epoch = trainer.steps_per_epoch();
@@ -87,7 +91,7 @@ Summary train_single(const RunConfig& config, const std::string& out_dir) {
   std::vector<float> params(trainer.num_params());
   trainer.download_params(params);
   RunEnd end{.rounds = 0, .bytes_sent = 0, .wall_seconds = since(t0), .connected = true,
-             .params_sha256 = {sha256_hex(params)}, .extra = {}};
+             .params_sha256 = {sha256_hex(params)}, .gemm = gemm.name, .extra = {}};
   end.extra.add("test_loss", last.loss).add("steps", trainer.steps()).add("backend",
                                                                           backend->name());
   Summary summary = record.finish(std::move(end));

@@ -152,6 +152,11 @@ class CudaBackend final : public Backend {
                                     cm.k, &cm.alpha, b, cm.ld_first, a, cm.ld_second, &cm.beta,
                                     c, cm.ldc));
   }
+  std::string gemm_name() const override { return "cublas"; }
+  void use_gemm(const std::string& name) override {
+    if (name != "cublas")
+      throw InputError(cat("the CUDA backend has one GEMM, cublas, not '", name, "'"));
+  }
 
   void bias_act(float* y, const float* bias, int rows, int cols, bool relu) override {
     bias_act_kernel<<<grid_for((long long)rows * cols), kThreads, 0, stream_>>>(y, bias, rows,
