@@ -7,6 +7,8 @@
 // W_ii x_i + sum_j W_ij m_j, pulls every model towards the 16-bit grid each round, since
 // neighbours near consensus round alike, and damps every update smaller than half a step: the
 // quickstart lost 0.2 to 0.6 point of accuracy that way.)
+#include <algorithm>
+
 #include "src/gossip/algorithms.hpp"
 #include "gossip/core.hpp"
 #include "gossip/half.hpp"
@@ -73,7 +75,10 @@ void Dpsgd::mix_phase(std::int64_t round) {
   switch (config_.aggregate.kind) {
     case Aggregate::kMean: break;
     case Aggregate::kClipped: {
-      mixing::Clipping c = mixing::clip_terms(terms, self, own, config_.aggregate);
+      // A neighbour already left out for NaN or Inf was one of the b that may lie.
+      AggregateConfig a = config_.aggregate;
+      a.byzantine = std::max(0, a.byzantine - static_cast<int>(last_mix_.nonfinite.size()));
+      mixing::Clipping c = mixing::clip_terms(terms, self, own, a);
       last_mix_.clipped = std::move(c.clipped);
       last_mix_.tau = c.tau;
       break;

@@ -46,7 +46,8 @@ std::vector<int> drop_nonfinite(std::vector<Term>& terms, int self, std::int64_t
 /// peer's own message, so its weight becomes W_ij c_j with c_j = min(1, tau / ||m_j - r||) and
 /// the self term gains W_ij (1 - c_j). A neighbour within tau keeps its weight exactly, so with
 /// no neighbour beyond tau the terms are mean's. tau is `a.tau` when given, else adaptive: the
-/// distance of the (b + 1)-th farthest neighbour heard (b = a.byzantine), so the b farthest are
+/// distance of the (b + 1)-th farthest neighbour heard (b = a.byzantine; Dpsgd passes it less
+/// the neighbours hygiene left out), so the b farthest are
 /// clipped to it (0 when no more than b were heard: then no neighbour moves this peer).
 struct Clipping {
   double tau = 0.0;
