@@ -343,6 +343,7 @@ class Swarm {
   /// Peer p's membership changes and live-graph changes after `done` rounds, as events.
   void watch(int p, std::int64_t done, SimResult& result) {
     const double now = network_.exchange(p).now();
+    watches_[p].observe_mix(flagged(algorithms_[p]->last_mix()), algorithms_[p]->last_mix().heard);
     for (PeerEvent& e : watches_[p](*monitored_[p], done, now))
       if (auto* m = std::get_if<MemberEvent>(&e)) {
         if (m->event == "partition" && config_.monitor.on_partition == "stop") stop_ = true;

@@ -22,6 +22,7 @@
 #error "gossip/gossip.hpp belongs to room gossip, which this room does not use (see the room table in meson.build)"
 #endif
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -97,14 +98,25 @@ class Algorithm {
   std::int64_t missing_messages() const { return missing_; }
   /// What the last mix did with the neighbours' messages beyond mean's weighted sum
   /// (gossip.aggregate): the neighbours left out for holding NaN or Inf (every aggregate), and
-  /// those a robust aggregate clipped (clipped) or dropped from most coordinates (trimmed_mean,
+  /// those a robust aggregate treated as outliers: clipped to less than half their distance
+  /// (clipped), or dropped from more coordinates than an honest value is (trimmed_mean,
   /// median); each ascending. tau is the clipping radius used (clipped only, else 0).
   struct MixReport {
+    std::vector<int> heard;  // every neighbour whose message came this round
     std::vector<int> nonfinite;
     std::vector<int> clipped;
     double tau = 0.0;
   };
   const MixReport& last_mix() const { return last_mix_; }
+  /// The neighbours a mix flagged: clipped or trimmed away, or left out for NaN or Inf
+  /// (ascending, each once).
+  friend std::vector<int> flagged(const MixReport& mix) {
+    std::vector<int> out = mix.clipped;
+    out.insert(out.end(), mix.nonfinite.begin(), mix.nonfinite.end());
+    std::sort(out.begin(), out.end());
+    out.erase(std::unique(out.begin(), out.end()), out.end());
+    return out;
+  }
   /// Whether a local step was taken since the last take_train_loss() (a peer stopped the whole
   /// time has no loss to report, which is not a divergence).
   bool stepped() const { return loss_count_ > 0; }

@@ -355,10 +355,29 @@ class MembershipWatch {
   bool partitioned() const { return partitioned_; }
   const ConvergenceMonitor& monitor() const { return monitor_; }
 
+  /// What the peer's last mix did with its in-neighbours' messages (gossip.aggregate): `flagged`
+  /// the neighbours whose message it clipped, trimmed away or refused for NaN or Inf, `heard`
+  /// every neighbour whose message came (flagged or not). A neighbour flagged in kSuspectFlags
+  /// of the last kSuspectWindow rounds it was heard in becomes a "byzantine_suspect"
+  /// MemberEvent (subject = it) at the next operator(); one that is then flagged in at most a
+  /// quarter of them is cleared ("byzantine_cleared"). Near consensus an honest neighbour is
+  /// now and then an outlier for a few rounds; a liar is one round after round.
+  void observe_mix(std::span<const int> flagged, std::span<const int> heard);
+  /// The neighbours suspected of lying now, ascending.
+  std::vector<int> byzantine_suspects() const;
+  static constexpr int kSuspectWindow = 10;
+  static constexpr int kSuspectFlags = 8;
+
  private:
   int self_;
   ConvergenceMonitor monitor_;
   bool partitioned_ = false;
+  struct Record {
+    std::vector<bool> flags;  // the last kSuspectWindow rounds it was heard in, oldest first
+    bool suspect = false;
+  };
+  std::map<int, Record> mixes_;
+  std::vector<std::pair<int, std::string>> pending_;  // (neighbour, event) for operator()
 };
 
 /// A view is sent when it changed, and at least this often (rounds) anyway.

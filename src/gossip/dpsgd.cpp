@@ -55,6 +55,7 @@ void Dpsgd::mix_phase(std::int64_t round) {
   auto terms = mixing::pull_terms(self, topology_->self_weight(self, round), in, got, &missing);
   record_missing(missing);
   last_mix_ = {};
+  for (const Inbox& m : got) last_mix_.heard.push_back(m.peer);
   last_mix_.nonfinite = mixing::drop_nonfinite(terms, self, learner_.num_params);
   const bool whole = !config_.overlap && config_.wire == WireFormat::kFp32;  // r_i is x_i
   if (whole && config_.aggregate.kind == Aggregate::kMean) return buffer_.mix(terms);

@@ -88,6 +88,9 @@ Clipping clip_terms(std::vector<Term>& terms, int self, std::span<const float> o
   std::vector<double> heard;
   for (std::size_t j = 0; j < terms.size(); ++j)
     if (terms[j].peer != self) heard.push_back(d[j] = distance(terms[j].host, own));
+  double own_norm = 0.0;
+  for (float v : own) own_norm += static_cast<double>(v) * static_cast<double>(v);
+  own_norm = std::sqrt(own_norm);
   Clipping out;
   if (a.tau > 0) {
     out.tau = a.tau;
@@ -101,7 +104,11 @@ Clipping clip_terms(std::vector<Term>& terms, int self, std::span<const float> o
     const double c = out.tau / d[j];
     to_self += terms[j].weight * (1.0 - c);
     terms[j].weight *= c;
-    out.clipped.push_back(terms[j].peer);
+    // Flagged only when cut to under a quarter and farther than 5 % of this peer's own norm:
+    // the adaptive radius clips the farther of two honest neighbours every round, and near
+    // consensus their distances, tiny, differ by large factors; a liar's message (sign_flip:
+    // 2 |x|, ipm: 1.5 |x|) lies many radii and a good share of the model away.
+    if (c < 0.25 && d[j] > 0.05 * own_norm) out.clipped.push_back(terms[j].peer);
   }
   for (Term& t : terms)
     if (t.peer == self) t.weight += to_self;
@@ -136,9 +143,13 @@ std::vector<int> robust_average(std::span<const Term> terms, int self, std::span
       ++dropped[v[k - 1 - j].second];
     }
   }
+  // An honest value is dropped from about 2 trim / k of the coordinates; flagged is a
+  // neighbour dropped from more than halfway between that and all of them.
+  const double share = (1.0 + 2.0 * static_cast<double>(trim) / static_cast<double>(k)) / 2.0;
   std::vector<int> suspects;
   for (std::size_t j = 1; j < k; ++j)
-    if (2 * dropped[j] > static_cast<std::int64_t>(own.size())) suspects.push_back(peer[j]);
+    if (static_cast<double>(dropped[j]) > share * static_cast<double>(own.size()))
+      suspects.push_back(peer[j]);
   return suspects;
 }
 

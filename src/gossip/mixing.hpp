@@ -51,7 +51,7 @@ std::vector<int> drop_nonfinite(std::vector<Term>& terms, int self, std::int64_t
 /// clipped to it (0 when no more than b were heard: then no neighbour moves this peer).
 struct Clipping {
   double tau = 0.0;
-  std::vector<int> clipped;  // neighbours whose message was clipped, ascending
+  std::vector<int> clipped;  // neighbours clipped to less than half their distance, ascending
 };
 Clipping clip_terms(std::vector<Term>& terms, int self, std::span<const float> own,
                     const AggregateConfig& a);
@@ -60,8 +60,9 @@ Clipping clip_terms(std::vector<Term>& terms, int self, std::span<const float> o
 /// (unweighted; gossip.aggregate trimmed_mean or median) into `out`: trimmed_mean drops the b
 /// largest and b smallest values of each coordinate (b = a.byzantine; the median when that
 /// leaves none) and averages the rest; median is the middle value (the mean of the two middle
-/// ones for an even count). Returns the neighbours whose value was dropped in more than half
-/// of the coordinates.
+/// ones for an even count). Returns the neighbours dropped from more coordinates than an honest
+/// one would be: more than (1 + 2 trim / k) / 2 of them, k the values a coordinate has (an
+/// honest value is an extreme one in about 2 trim / k).
 std::vector<int> robust_average(std::span<const Term> terms, int self, std::span<const float> own,
                                 const AggregateConfig& a, std::vector<float>& out);
 

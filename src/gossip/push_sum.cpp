@@ -60,6 +60,7 @@ class PushSum final : public Algorithm {
     // Hygiene: a message with NaN or Inf, or a weight that is not a positive number, is left
     // out (as a missing one: its share stays with this peer).
     last_mix_ = {};
+    for (const Inbox& m : got) last_mix_.heard.push_back(m.peer);
     std::erase_if(got, [&](const Inbox& m) {
       const bool bad = !(std::isfinite(m.weight) && m.weight > 0.0) || !mixing::finite(m.params);
       if (bad) last_mix_.nonfinite.push_back(m.peer);

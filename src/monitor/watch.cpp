@@ -1,5 +1,8 @@
 // monitor/watch.cpp: MembershipWatch, one peer's membership and live-graph changes as events,
 // shared by `gossip peer`, the Python module's peers and `gossip sim`'s virtual peers.
+#include <algorithm>
+#include <utility>
+
 #include "gossip/core.hpp"
 #include "gossip/monitor.hpp"
 
@@ -23,6 +26,15 @@ std::vector<PeerEvent> MembershipWatch::operator()(MonitoredExchange& exchange,
     out.push_back(MemberEvent{self_, round, seconds, a.kind, a.peer, 0, exchange.dead_peers(),
                               {}, {}});
   }
+  for (const auto& [peer, event] : std::exchange(pending_, {})) {
+    const auto& flags = mixes_[peer].flags;
+    const auto count = std::count(flags.begin(), flags.end(), true);
+    say(cat(event == "byzantine_suspect" ? "suspected of lying: peer " : "no longer suspected "
+            "of lying: peer ", peer, " (its messages clipped, trimmed away or refused in ",
+            count, " of the last ", flags.size(), " rounds it was heard)"));
+    out.push_back(MemberEvent{self_, round, seconds, event, peer, 0, exchange.dead_peers(),
+                              {}, {}});
+  }
   const auto change = monitor_.check(exchange.dead_peers());
   if (!change) return out;
   say(change->message);
@@ -32,6 +44,30 @@ std::vector<PeerEvent> MembershipWatch::operator()(MonitoredExchange& exchange,
     out.push_back(MemberEvent{self_, round, seconds, change->event, -1, 0, change->dead,
                               change->components, change->my_component});
   }
+  return out;
+}
+
+void MembershipWatch::observe_mix(std::span<const int> flagged, std::span<const int> heard) {
+  for (int peer : heard) {
+    Record& r = mixes_[peer];
+    r.flags.push_back(std::find(flagged.begin(), flagged.end(), peer) != flagged.end());
+    if (r.flags.size() > static_cast<std::size_t>(kSuspectWindow)) r.flags.erase(r.flags.begin());
+    const auto count = std::count(r.flags.begin(), r.flags.end(), true);
+    if (!r.suspect && count >= kSuspectFlags) {
+      r.suspect = true;
+      pending_.emplace_back(peer, "byzantine_suspect");
+    } else if (r.suspect && r.flags.size() == static_cast<std::size_t>(kSuspectWindow) &&
+               4 * count <= kSuspectWindow) {
+      r.suspect = false;
+      pending_.emplace_back(peer, "byzantine_cleared");
+    }
+  }
+}
+
+std::vector<int> MembershipWatch::byzantine_suspects() const {
+  std::vector<int> out;
+  for (const auto& [peer, r] : mixes_)
+    if (r.suspect) out.push_back(peer);
   return out;
 }
 

@@ -135,6 +135,10 @@ class Watch {
   Watch(const Topology& topology, int rank, MonitoredExchange& exchange, Events& events,
         Clock::time_point t0);
   void operator()(std::int64_t round);
+  /// What the round's mix flagged (Algorithm::last_mix), for the next operator()'s events.
+  void observe_mix(const Algorithm::MixReport& mix) {
+    watch_.observe_mix(flagged(mix), mix.heard);
+  }
   bool partitioned() const { return watch_.partitioned(); }
   const ConvergenceMonitor& monitor() const { return watch_.monitor(); }
 

@@ -313,6 +313,7 @@ std::int64_t PeerSession::average() {
   m.round = r + 1;
   const double monitor_from = m.timeline.now();
   // After the last round a neighbour that has finished and said bye is no loss.
+  m.watch->observe_mix(m.algorithm->last_mix());
   if (m.rounds == 0 || m.round < m.rounds) (*m.watch)(m.round);
   // The launcher carries out the fault schedule when every peer has done a fault's round: tell
   // it at once at those rounds, else at most every kRoundEventEvery (its progress line).
