@@ -933,13 +933,25 @@ const char* aggregate_name(Aggregate a) {
   return "unknown";  // not reached: every aggregate has its name
 }
 
-Aggregate parse_aggregate(const std::string& text, const std::string& what) {
+namespace {
+
+/// The value `text` names in `table` (value, name): "WHAT: unknown value 'x' (expected one of:
+/// ...)" when none.
+template <typename E, std::size_t N>
+E parse_named(const std::string& text, const std::string& what,
+              const std::pair<E, const char*> (&table)[N]) {
   std::string list;
-  for (const auto& [a, name] : kAggregates) {
-    if (text == name) return a;
+  for (const auto& [value, name] : table) {
+    if (text == name) return value;
     list += (list.empty() ? "" : ", ") + std::string(name);
   }
   throw InputError(cat(what, ": unknown value '", text, "' (expected one of: ", list, ")"));
+}
+
+}  // namespace
+
+Aggregate parse_aggregate(const std::string& text, const std::string& what) {
+  return parse_named(text, what, kAggregates);
 }
 
 std::string describe(const AggregateConfig& a) {
@@ -966,12 +978,7 @@ std::string describe_choco(const ChocoConfig& c) {
 }
 
 WireFormat parse_wire_format(const std::string& text, const std::string& what) {
-  std::string list;
-  for (const auto& [w, name] : kWireFormats) {
-    if (text == name) return w;
-    list += (list.empty() ? "" : ", ") + std::string(name);
-  }
-  throw InputError(cat(what, ": unknown value '", text, "' (expected one of: ", list, ")"));
+  return parse_named(text, what, kWireFormats);
 }
 
 void check_local_steps(const RunConfig& config, double steps) {

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "gossip/core.hpp"
+#include "gossip/wire.hpp"
 
 namespace gossip::mixing {
 
@@ -51,28 +52,15 @@ double distance(const float* m, std::span<const float> r) {
   return std::sqrt(sum);
 }
 
-/// Whether none of the n floats at p is NaN or infinite (exponent bits all ones).
-bool all_finite(const float* p, std::int64_t n) {
-  std::uint32_t bad = 0;
-  for (std::int64_t i = 0; i < n; ++i) {
-    std::uint32_t bits;
-    std::memcpy(&bits, p + i, 4);
-    bad |= static_cast<std::uint32_t>((bits & 0x7f800000u) == 0x7f800000u);
-  }
-  return bad == 0;
-}
-
 }  // namespace
 
-bool finite(std::span<const float> values) {
-  return all_finite(values.data(), static_cast<std::int64_t>(values.size()));
-}
+bool finite(std::span<const float> values) { return wire::all_finite(values); }
 
 std::vector<int> drop_nonfinite(std::vector<Term>& terms, int self, std::int64_t n) {
   std::vector<int> dropped;
   double to_self = 0.0;
   std::erase_if(terms, [&](const Term& t) {
-    if (t.peer == self || all_finite(t.host, n)) return false;
+    if (t.peer == self || wire::all_finite({t.host, static_cast<std::size_t>(n)})) return false;
     dropped.push_back(t.peer);
     to_self += t.weight;
     return true;
