@@ -67,5 +67,6 @@ int run_gossip(int argc, char** argv);
 int run_wan(int argc, char** argv);
 int run_session(int argc, char** argv);
 int run_trace(int argc, char** argv);
+int run_mix(int argc, char** argv);
 
 }  // namespace gossip::bench

@@ -22,6 +22,8 @@ const Subcommand kBenches[] = {
      bench::run_session},
     {"trace", "what recording the per-round timeline (trace.json) costs a round",
      bench::run_trace},
+    {"mix", "gossip.aggregate's cost: clipped, trimmed_mean, median vs mean mixing",
+     bench::run_mix},
 };
 
 void usage() {

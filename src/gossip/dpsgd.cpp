@@ -56,7 +56,9 @@ void Dpsgd::mix_phase(std::int64_t round) {
   record_missing(missing);
   last_mix_ = {};
   for (const Inbox& m : got) last_mix_.heard.push_back(m.peer);
-  last_mix_.nonfinite = mixing::drop_nonfinite(terms, self, learner_.num_params);
+  // Hygiene: clipped's distances check the messages as they are computed.
+  if (config_.aggregate.kind != Aggregate::kClipped)
+    last_mix_.nonfinite = mixing::drop_nonfinite(terms, self, learner_.num_params);
   const bool whole = !config_.overlap && config_.wire == WireFormat::kFp32;  // r_i is x_i
   if (whole && config_.aggregate.kind == Aggregate::kMean) return buffer_.mix(terms);
   // r_i, this peer's message as the neighbours got it: with overlap the buffer published before
@@ -76,10 +78,8 @@ void Dpsgd::mix_phase(std::int64_t round) {
   switch (config_.aggregate.kind) {
     case Aggregate::kMean: break;
     case Aggregate::kClipped: {
-      // A neighbour already left out for NaN or Inf was one of the b that may lie.
-      AggregateConfig a = config_.aggregate;
-      a.byzantine = std::max(0, a.byzantine - static_cast<int>(last_mix_.nonfinite.size()));
-      mixing::Clipping c = mixing::clip_terms(terms, self, own, a);
+      mixing::Clipping c = mixing::clip_terms(terms, self, own, config_.aggregate);
+      last_mix_.nonfinite = std::move(c.nonfinite);
       last_mix_.clipped = std::move(c.clipped);
       last_mix_.tau = c.tau;
       break;

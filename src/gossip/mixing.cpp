@@ -43,12 +43,30 @@ std::vector<Term> pull_terms(int self, double self_weight, std::span<const Neigh
 
 namespace {
 
+/// ||m - r|| (m = nullptr: ||r||): float squares summed in 16 lanes the compiler vectorizes
+/// (each lane a sixteenth of the vector, so its rounding stays far below what a clipping radius
+/// needs), the lanes in double in one fixed order: the same bits on every run.
 double distance(const float* m, std::span<const float> r) {
+  float acc[16] = {};
+  const std::size_t n = r.size();
+  const float* a = r.data();
+  std::size_t i = 0;
+  if (m == nullptr) {
+    for (; i + 16 <= n; i += 16)
+      for (std::size_t k = 0; k < 16; ++k) acc[k] += a[i + k] * a[i + k];
+  } else {
+    for (; i + 16 <= n; i += 16)
+      for (std::size_t k = 0; k < 16; ++k) {
+        const float d = m[i + k] - a[i + k];
+        acc[k] += d * d;
+      }
+  }
   double sum = 0.0;
-  for (std::size_t i = 0; i < r.size(); ++i) {
-    const double d = static_cast<double>(m[i]) - static_cast<double>(r[i]);
+  for (; i < n; ++i) {
+    const double d = static_cast<double>(m ? m[i] : 0.0f) - static_cast<double>(a[i]);
     sum += d * d;
   }
+  for (float lane : acc) sum += static_cast<double>(lane);
   return std::sqrt(sum);
 }
 
@@ -72,21 +90,35 @@ std::vector<int> drop_nonfinite(std::vector<Term>& terms, int self, std::int64_t
 
 Clipping clip_terms(std::vector<Term>& terms, int self, std::span<const float> own,
                     const AggregateConfig& a) {
-  std::vector<double> d(terms.size(), 0.0);
-  std::vector<double> heard;
-  for (std::size_t j = 0; j < terms.size(); ++j)
-    if (terms[j].peer != self) heard.push_back(d[j] = distance(terms[j].host, own));
-  double own_norm = 0.0;
-  for (float v : own) own_norm += static_cast<double>(v) * static_cast<double>(v);
-  own_norm = std::sqrt(own_norm);
   Clipping out;
+  // The distances, which are also the hygiene check: a message with NaN or Inf has a distance
+  // that is not finite (as has one so far off, beyond about 1e19, that its squares overflow
+  // float). Such a term leaves, its weight to the self term, and counts among the b that may
+  // lie.
+  std::vector<double> d;
+  std::vector<double> heard;
+  std::vector<Term> kept;
+  double to_self = 0.0;
+  for (const Term& t : terms) {
+    const double dj = t.peer == self ? 0.0 : distance(t.host, own);
+    if (!std::isfinite(dj)) {
+      out.nonfinite.push_back(t.peer);
+      to_self += t.weight;
+      continue;
+    }
+    kept.push_back(t);
+    d.push_back(dj);
+    if (t.peer != self) heard.push_back(dj);
+  }
+  terms = std::move(kept);
+  const int byzantine = std::max(0, a.byzantine - static_cast<int>(out.nonfinite.size()));
+  double own_norm = -1.0;  // computed when first needed
   if (a.tau > 0) {
     out.tau = a.tau;
-  } else if (static_cast<int>(heard.size()) > a.byzantine) {
+  } else if (static_cast<int>(heard.size()) > byzantine) {
     std::sort(heard.begin(), heard.end(), std::greater<>());
-    out.tau = heard[static_cast<std::size_t>(a.byzantine)];
+    out.tau = heard[static_cast<std::size_t>(byzantine)];
   }
-  double to_self = 0.0;
   for (std::size_t j = 0; j < terms.size(); ++j) {
     if (terms[j].peer == self || d[j] <= out.tau) continue;
     const double c = out.tau / d[j];
@@ -96,6 +128,7 @@ Clipping clip_terms(std::vector<Term>& terms, int self, std::span<const float> o
     // the adaptive radius clips the farther of two honest neighbours every round, and near
     // consensus their distances, tiny, differ by large factors; a liar's message (sign_flip:
     // 2 |x|, ipm: 1.5 |x|) lies many radii and a good share of the model away.
+    if (c < 0.25 && own_norm < 0) own_norm = distance(nullptr, own);
     if (c < 0.25 && d[j] > 0.05 * own_norm) out.clipped.push_back(terms[j].peer);
   }
   for (Term& t : terms)

@@ -48,9 +48,13 @@ std::vector<int> drop_nonfinite(std::vector<Term>& terms, int self, std::int64_t
 /// no neighbour beyond tau the terms are mean's. tau is `a.tau` when given, else adaptive: the
 /// distance of the (b + 1)-th farthest neighbour heard (b = a.byzantine; Dpsgd passes it less
 /// the neighbours hygiene left out), so the b farthest are
-/// clipped to it (0 when no more than b were heard: then no neighbour moves this peer).
+/// clipped to it (0 when no more than b were heard: then no neighbour moves this peer). The
+/// distances are the hygiene check too: a neighbour whose distance is not finite (its message
+/// holds NaN or Inf, or lies beyond about 1e19) is removed, its weight to the self term, and counts among the b, so
+/// drop_nonfinite need not run before it.
 struct Clipping {
   double tau = 0.0;
+  std::vector<int> nonfinite;  // neighbours left out for NaN or Inf (hygiene), ascending
   std::vector<int> clipped;  // neighbours clipped to less than half their distance, ascending
 };
 Clipping clip_terms(std::vector<Term>& terms, int self, std::span<const float> own,
