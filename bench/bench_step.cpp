@@ -241,6 +241,41 @@ std::vector<int> mlp_form(const ModelConfig& m) {
   return parse_sizes(fp);
 }
 
+/// --json: one object with every figure, each GFLOP/s also as a fraction of the FMA peak.
+void print_json(const Subject& subject, const std::vector<StepFigures>& figs, const FmaPeak& peak,
+                bool cuda) {
+  const StepFigures& main = figs.front();
+  const double ratio = main.torch > 0 ? main.ours / main.torch : 0.0;
+  JsonObject o;
+  o.add("bench", "step").add("model", subject.name).add("backend", cuda ? "cuda" : "cpu")
+      .add("openblas_core", blas_core_name())
+      .add("peak_gflops", peak.gflops)
+      .add("peak_isa", peak.isa);
+  for (const auto& f : figs) {
+    const std::string b = cat("b", f.batch, "_");
+    const double ours = f.flops / f.ours / 1e9;
+    const double torch = f.torch > 0 ? f.flops / f.torch / 1e9 : NAN;
+    const double bare = f.bare_gemm > 0 ? f.flops / f.bare_gemm / 1e9 : NAN;
+    o.add(b + "gemm", f.gemm.name)
+        .add(b + "gemm_source", f.gemm.source)
+        .add(b + "ours_us", f.ours * 1e6)
+        .add(b + "torch_us", f.torch * 1e6)
+        .add(b + "gflops", ours)
+        .add(b + "of_peak", ours / peak.gflops)
+        .add(b + "torch_gflops", torch)
+        .add(b + "torch_of_peak", torch / peak.gflops)
+        .add(b + "bare_gemm_gflops", bare)
+        .add(b + "bare_gemm_of_peak", bare / peak.gflops);
+    for (const GemmTiming& t : f.candidates)
+      o.add(cat(b, "gemm_", t.name, "_gflops"), t.flops / t.seconds / 1e9)
+          .add(cat(b, "gemm_", t.name, "_of_peak"), t.flops / t.seconds / 1e9 / peak.gflops);
+  }
+  o.add("ratio", main.torch > 0 ? ratio : NAN)
+      .add("torch_threads", main.torch_threads)
+      .add("torch_blas_threads", main.torch_blas_threads);
+  std::printf("%s\n", o.str().c_str());
+}
+
 }  // namespace
 
 int run_step(int argc, char** argv) {
@@ -294,34 +329,7 @@ int run_step(int argc, char** argv) {
   const StepFigures& main = figs.front();
   const double ratio = main.torch > 0 ? main.ours / main.torch : 0.0;
   if (json) {
-    JsonObject o;
-    o.add("bench", "step").add("model", subject.name).add("backend", cuda ? "cuda" : "cpu")
-        .add("openblas_core", blas_core_name())
-        .add("peak_gflops", peak.gflops)
-        .add("peak_isa", peak.isa);
-    for (const auto& f : figs) {
-      const std::string b = cat("b", f.batch, "_");
-      const double ours = f.flops / f.ours / 1e9;
-      const double torch = f.torch > 0 ? f.flops / f.torch / 1e9 : NAN;
-      const double bare = f.bare_gemm > 0 ? f.flops / f.bare_gemm / 1e9 : NAN;
-      o.add(b + "gemm", f.gemm.name)
-          .add(b + "gemm_source", f.gemm.source)
-          .add(b + "ours_us", f.ours * 1e6)
-          .add(b + "torch_us", f.torch * 1e6)
-          .add(b + "gflops", ours)
-          .add(b + "of_peak", ours / peak.gflops)
-          .add(b + "torch_gflops", torch)
-          .add(b + "torch_of_peak", torch / peak.gflops)
-          .add(b + "bare_gemm_gflops", bare)
-          .add(b + "bare_gemm_of_peak", bare / peak.gflops);
-      for (const GemmTiming& t : f.candidates)
-        o.add(cat(b, "gemm_", t.name, "_gflops"), t.flops / t.seconds / 1e9)
-            .add(cat(b, "gemm_", t.name, "_of_peak"), t.flops / t.seconds / 1e9 / peak.gflops);
-    }
-    o.add("ratio", main.torch > 0 ? ratio : NAN)
-        .add("torch_threads", main.torch_threads)
-        .add("torch_blas_threads", main.torch_blas_threads);
-    std::printf("%s\n", o.str().c_str());
+    print_json(subject, figs, peak, cuda);
     return kExitOk;
   }
   const auto of_peak = [&](double flops, double seconds) {
