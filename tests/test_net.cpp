@@ -1814,6 +1814,7 @@ TEST_CASE("a broken or vanished link is left out after the deadline and reported
       in = ex.collect(r, from, opts);
       REQUIRE(in.size() == 1);
       CHECK(std::isnan(in[0].params[17]));
+      CHECK_FALSE(in[0].checked_finite);  // so the algorithm's own check looks at it
     }
     const auto alerts = ex.take_alerts();
     REQUIRE(alerts.size() == 2);
@@ -1824,6 +1825,7 @@ TEST_CASE("a broken or vanished link is left out after the deadline and reported
     in = ex.collect(6, from, opts);
     REQUIRE(in.size() == 1);
     CHECK(same_bits(in[0].params, p));
+    CHECK(in[0].checked_finite);  // checked on receipt: the algorithm need not scan it again
   }
   CHECK(log.wait_for("link lost"));
 }

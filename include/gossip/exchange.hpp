@@ -78,6 +78,10 @@ struct Inbox {
   std::span<const float> params; // its parameter buffer (valid until the next collect)
   double weight = 1.0;           // push-sum weight (1 for algorithms that do not use it)
   std::span<const std::byte> packet;  // what publish_packet sent (params is then empty)
+  // The transport already found every value finite and the weight a positive number as it
+  // received them (NetExchange does, in the same pass as its copy or CRC): the algorithms'
+  // NaN/Inf check then skips this message. False where nobody checked (the simulator).
+  bool checked_finite = false;
 };
 
 enum class CollectMode { kSync, kAsync };

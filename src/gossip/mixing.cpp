@@ -28,7 +28,7 @@ std::vector<Term> pull_terms(int self, double self_weight, std::span<const Neigh
   for (const auto& nb : in) {
     while (g < got.size() && got[g].peer < nb.peer) ++g;
     if (g < got.size() && got[g].peer == nb.peer) {
-      terms.push_back({nb.peer, got[g].params.data(), nb.weight});
+      terms.push_back({nb.peer, got[g].params.data(), nb.weight, got[g].checked_finite});
     } else {
       self_weight += nb.weight;  // a missing neighbour's share stays with this peer
       ++absent;
@@ -78,7 +78,9 @@ std::vector<int> drop_nonfinite(std::vector<Term>& terms, int self, std::int64_t
   std::vector<int> dropped;
   double to_self = 0.0;
   std::erase_if(terms, [&](const Term& t) {
-    if (t.peer == self || wire::all_finite({t.host, static_cast<std::size_t>(n)})) return false;
+    if (t.peer == self || t.checked_finite ||
+        wire::all_finite({t.host, static_cast<std::size_t>(n)}))
+      return false;
     dropped.push_back(t.peer);
     to_self += t.weight;
     return true;

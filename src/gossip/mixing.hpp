@@ -22,6 +22,7 @@ struct Term {
   int peer = 0;
   const float* host = nullptr;
   double weight = 0.0;
+  bool checked_finite = false;  // its Inbox's: the transport found every value finite
 };
 
 /// Peer ids of a neighbour list (ascending, as the topology keeps them).
@@ -36,8 +37,8 @@ std::vector<Term> pull_terms(int self, double self_weight, std::span<const Neigh
 /// Whether none of the floats is NaN or infinite.
 bool finite(std::span<const float> values);
 
-/// Hygiene before any aggregate: a neighbour term whose message holds a NaN or an infinity is
-/// removed and its weight given to the self term (as a missing neighbour's). Returns the peers
+/// Hygiene before any aggregate: a neighbour term whose message holds a NaN or an infinity (not
+/// scanned again when the transport checked it on receipt: Term::checked_finite) is removed and its weight given to the self term (as a missing neighbour's). Returns the peers
 /// removed, ascending.
 std::vector<int> drop_nonfinite(std::vector<Term>& terms, int self, std::int64_t n);
 

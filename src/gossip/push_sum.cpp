@@ -62,7 +62,8 @@ class PushSum final : public Algorithm {
     last_mix_ = {};
     for (const Inbox& m : got) last_mix_.heard.push_back(m.peer);
     std::erase_if(got, [&](const Inbox& m) {
-      const bool bad = !(std::isfinite(m.weight) && m.weight > 0.0) || !mixing::finite(m.params);
+      const bool bad = !m.checked_finite && (!(std::isfinite(m.weight) && m.weight > 0.0) ||
+                                             !mixing::finite(m.params));
       if (bad) last_mix_.nonfinite.push_back(m.peer);
       return bad;
     });

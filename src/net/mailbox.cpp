@@ -131,7 +131,7 @@ std::optional<Inbox> Mailboxes::newest(std::span<const int> from) {
       }
   }
   if (!best) return std::nullopt;
-  return Inbox{best_peer, best->round, best->params, best->weight, best->packet};
+  return Inbox{best_peer, best->round, best->params, best->weight, best->packet, best->finite};
 }
 
 void Mailboxes::set_left(int peer) {
@@ -409,7 +409,8 @@ std::vector<Inbox> Mailboxes::collect(std::int64_t round, std::span<const int> f
     const bool is_ahead = options.mode == CollectMode::kSync && ahead(b, round);
     take(b, round, options);
     if (b.held) {
-      out.push_back(Inbox{p, b.held->round, b.held->params, b.held->weight, b.held->packet});
+      out.push_back(Inbox{p, b.held->round, b.held->params, b.held->weight, b.held->packet,
+                            b.held->finite});
     } else if (is_ahead || b.left) {
       excused_.push_back(p);
     } else if (b.state != LinkState::kGone && b.state != LinkState::kDown && waited(p)) {

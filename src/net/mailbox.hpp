@@ -38,6 +38,7 @@ struct Message {
   double weight = 1.0;
   std::vector<float> params;
   std::vector<std::byte> packet;  // a packet frame's payload instead of params
+  bool finite = false;            // params all finite and weight positive (checked on receipt)
 };
 
 class Mailboxes;

@@ -540,6 +540,7 @@ void Session::deliver_rx(std::int64_t round, double weight, bool all_finite) {
   Message m;
   m.round = round;
   m.weight = weight;
+  m.finite = all_finite && std::isfinite(weight) && weight > 0.0;
   m.params = std::move(rx_);
   hub_.mailboxes().deliver(peer_, std::move(m));
   read_header();
