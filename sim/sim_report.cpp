@@ -51,7 +51,10 @@ NetworkSummary network_summary(const SimResult& result, const SimRunInfo& info) 
                      .bytes_sent = result.bytes_sent,
                      .samples_per_peer = result.samples_per_peer, .components = {},
                      .component_accuracy = {}, .deaths = 0, .rejoins = 0, .alive_at_end = {},
-                     .phases = std::nullopt, .phases_per_peer = {}};
+                     .phases = std::nullopt, .phases_per_peer = {}, .byzantine = {},
+                     .refused_params = {}};
+  for (const auto& [peer, from, count] : result.refused)
+    net.refused_params.add(JsonObject().add("peer", peer).add("from", from).add("count", count));
   // A death or rejoin counts once, however many peers' views record it: (subject, incarnation).
   std::vector<std::pair<int, std::int64_t>> seen_dead, seen_rejoin;
   for (const MemberEvent& e : result.member_events) {
@@ -64,6 +67,7 @@ NetworkSummary network_summary(const SimResult& result, const SimRunInfo& info) 
     };
     if (e.event == "dead") count(seen_dead, net.deaths);
     if (e.event == "rejoin") count(seen_rejoin, net.rejoins);
+    note_byzantine(net.byzantine, e);
   }
   for (char a : result.alive_at_end) net.alive_at_end.push_back(a != 0);
   if (result.final_components.size() > 1) {  // split at the end (whole: no components)

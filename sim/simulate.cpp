@@ -60,7 +60,7 @@ class Swarm {
           faulted_.back()->top(), config.monitor.dead_after_rounds, config.monitor.dead_after_s,
           [&ex] { return ex.now(); }));
       monitored_.back()->set_silence(config_.monitor.suspect_after_s);
-      watches_.emplace_back(topology, p);
+      watches_.push_back(make_watch(p));
     }
     for (int p = 0; p < n(); ++p) {
       algorithms_.push_back(make_algorithm(network_.timed(p, learners_[p]), *monitored_[p],
@@ -241,6 +241,8 @@ class Swarm {
     }
     host_.clear();
     result.alive_at_end.assign(alive_.begin(), alive_.end());
+    for (int p = 0; p < n(); ++p)
+      for (const auto& [from, count] : watches_[p].refused()) result.refused.emplace_back(p, from, count);
     // Components of the live graph at the end, as peer 0's monitor... every live peer's monitor
     // agrees once the views have spread; take the view of the lowest live peer.
     for (int p = 0; p < n(); ++p)
@@ -314,7 +316,7 @@ class Swarm {
           paused_until_[p] = -1.0;
           network_.set_silent_from(p, -1.0);
           monitored_[p]->restart();
-          watches_[p] = MembershipWatch(*topology_, p);
+          watches_[p] = make_watch(p);
           catch_up(p, r);
         }
         if (f.action == "pause" && alive_[p]) {
@@ -340,15 +342,26 @@ class Swarm {
     }
   }
 
+  /// Peer p's watch, as a real peer's; the simulated transport checks nothing on delivery, so
+  /// the watch reports the messages left out for NaN or Inf itself.
+  MembershipWatch make_watch(int p) const {
+    MembershipWatch w(*topology_, p);
+    w.set_on_byzantine(config_.gossip.on_byzantine);
+    w.set_refusal_events(true);
+    return w;
+  }
+
   /// Peer p's membership changes and live-graph changes after `done` rounds, as events.
   void watch(int p, std::int64_t done, SimResult& result) {
     const double now = network_.exchange(p).now();
-    watches_[p].observe_mix(flagged(algorithms_[p]->last_mix()), algorithms_[p]->last_mix().heard);
+    const Algorithm::MixReport& mix = algorithms_[p]->last_mix();
+    watches_[p].observe_mix(flagged(mix), mix.heard, mix.nonfinite);
     for (PeerEvent& e : watches_[p](*monitored_[p], done, now))
       if (auto* m = std::get_if<MemberEvent>(&e)) {
         if (m->event == "partition" && config_.monitor.on_partition == "stop") stop_ = true;
         result.member_events.push_back(std::move(*m));
       }
+    algorithms_[p]->set_cut(monitored_[p]->cut_peers());
   }
 
   RunConfig config_;

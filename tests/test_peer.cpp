@@ -406,6 +406,55 @@ TEST_CASE("an attacking peer's messages are the same over TCP as in the simulato
   }
 }
 
+TEST_CASE("a lying peer is cut by its neighbours over TCP as in the simulator, and NaN senders "
+          "are counted alike", "[peer][faults][byzantine]") {
+  // Peer 2 of a ring of 6 attacks from round 2, clipped gossip with on_byzantine: cut. Real
+  // peers and virtual ones run the same watch: the same cuts at the same rounds, the same
+  // parameters bit for bit, and summary.json names them. A NaN sender is left out and counted
+  // per sender, the same totals in both.
+  struct Case {
+    const char* kind;
+    const char* event;  // what peers 1 and 3 say of peer 2 in summary.json
+  };
+  for (const Case c : {Case{"sign_flip", "byzantine_cut"}, Case{"nan", "byzantine_cut"}}) {
+    SECTION(c.kind) {
+      TempDir t;
+      const auto cfg = write_config(t.path, 6, "dpsgd, aggregate: clipped, on_byzantine: cut", 1, 2);
+      std::ofstream(cfg, std::ios::app)
+          << "faults:\n  - {round: 2, attack: [2], kind: " << c.kind << "}\n";
+      check_run_equals_sim(t.path, cfg, 6);
+      for (const char* out : {"run", "sim"}) {
+        INFO(out);
+        const std::string summary = read_file(t.path / out / "summary.json");
+        INFO(summary);
+        for (int p : {1, 3})
+          CHECK_THAT(summary, Catch::Contains(gossip::cat("{\"event\": \"", c.event,
+                                                          "\", \"peer\": ", p,
+                                                          ", \"subject\": 2, \"round\": ")));
+        // Nobody but the attacker's neighbours cuts anybody.
+        std::size_t cuts = 0;
+        for (auto at = summary.find("byzantine_cut"); at != std::string::npos;
+             at = summary.find("byzantine_cut", at + 1))
+          ++cuts;
+        CHECK(cuts == 2);
+      }
+      const std::string run_summary = read_file(t.path / "run" / "summary.json");
+      const std::string sim_summary = read_file(t.path / "sim" / "summary.json");
+      const auto refused = [](const std::string& s) {
+        return s.substr(s.find("\"refused_params\""), s.find("]", s.find("\"refused_params\"")) -
+                                                          s.find("\"refused_params\""));
+      };
+      // NaN: refused until cut, the same count in both; sign_flip sends finite values.
+      CHECK(refused(run_summary) == refused(sim_summary));
+      CHECK((refused(run_summary).find("\"from\": 2") != std::string::npos) ==
+            (std::string(c.kind) == "nan"));
+      // Each cutting peer's own summary says whom it cut.
+      CHECK_THAT(read_file(t.path / "run" / "peers" / "1" / "summary.json"),
+                 Catch::Contains("\"cut\": [2]"));
+    }
+  }
+}
+
 TEST_CASE("CHOCO's sparse packets larger than the parameters fit the frame limit over TCP",
           "[peer][choco]") {
   // 40,403 parameters; top_k of 90 % sends an index and a value for 36,363 of them: 290,920

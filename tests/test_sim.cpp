@@ -988,3 +988,78 @@ TEST_CASE("clipped gossip contains a sign-flipping peer, and its neighbours name
                                         << " attacked");
   CHECK(attacked_min > clean_min - 0.01);
 }
+
+TEST_CASE("on_byzantine: cut stops mixing with the liar for good, its neighbours alone cut it, "
+          "and the live graph is taken without it", "[sim][faults][byzantine]") {
+  // Ring of 8, peer 3 sends -x from round 2 on, clipped gossip. With cut, peers 2 and 4 stop
+  // mixing with 3 the round they suspect it. Each then hears one neighbour, and the cut liar
+  // was the one liar clipped's radius allowed for (aggregate.byzantine 1), so that neighbour is
+  // mixed in whole: nobody else is suspected or cut in the whole run.
+  RunConfig config = fault_config(8, {});
+  config.gossip.aggregate.kind = Aggregate::kClipped;
+  config.gossip.on_byzantine = "cut";
+  const DataSets data = load_datasets(config);
+  const Topology t = generate("ring", 8);
+  const SimResult clean = simulate(config, t, data);
+  Fault flip{2, 0, "attack", {3}, {}, 0.0};
+  flip.attack = AttackKind::kSignFlip;
+  flip.parameter = 1.0;
+  config.faults = {flip};
+  const SimResult attacked = simulate(config, t, data);
+  std::vector<std::pair<int, int>> cut, suspected;
+  for (const MemberEvent& e : attacked.member_events) {
+    INFO(e.peer << " " << e.event << " " << e.subject << " at " << e.round);
+    if (e.event == "byzantine_cut") {
+      cut.emplace_back(e.peer, e.subject);
+      CHECK(e.round <= 2 + MembershipWatch::kSuspectWindow);
+    }
+    if (e.event == "byzantine_suspect") suspected.emplace_back(e.peer, e.subject);
+    CHECK(e.event != "byzantine_cleared");  // a cut neighbour is no longer heard, so stays named
+  }
+  std::sort(cut.begin(), cut.end());
+  std::sort(suspected.begin(), suspected.end());
+  CHECK(cut == std::vector<std::pair<int, int>>{{2, 3}, {4, 3}});
+  CHECK(suspected == cut);
+  double clean_min = 1.0, attacked_min = 1.0;
+  for (int p = 0; p < 8; ++p)
+    if (p != 3) {
+      clean_min = std::min(clean_min, clean.evals.back().peers[p].test_accuracy);
+      attacked_min = std::min(attacked_min, attacked.evals.back().peers[p].test_accuracy);
+    }
+  INFO("honest min accuracy with cut: " << clean_min << " clean, " << attacked_min << " attacked");
+  CHECK(attacked_min > clean_min - 0.01);
+  // The summary's record: both cuts, nobody refused (sign_flip sends finite values).
+  SimRunInfo info;
+  const NetworkSummary net = network_summary(attacked, info);
+  const std::string byz = net.byzantine.str();
+  CHECK(byz.find(R"({"event": "byzantine_cut", "peer": 2, "subject": 3)") != std::string::npos);
+  CHECK(byz.find(R"({"event": "byzantine_cut", "peer": 4, "subject": 3)") != std::string::npos);
+  CHECK(net.refused_params.str() == "[]");
+}
+
+TEST_CASE("a peer that sends NaN is left out by its neighbours every round, counted per sender, "
+          "and named in the sim's events", "[sim][faults][byzantine]") {
+  RunConfig config = fault_config(8, {});
+  const DataSets data = load_datasets(config);
+  const Topology t = generate("ring", 8);
+  Fault nan{2, 0, "attack", {3}, {}, 0.0};
+  nan.attack = AttackKind::kNan;
+  config.faults = {nan};
+  const SimResult r = simulate(config, t, data);
+  const std::int64_t rounds = r.evals.back().round;
+  // Every message of rounds 2 .. rounds - 1 from peer 3, at each of its two neighbours.
+  using Count = std::tuple<int, int, std::int64_t>;
+  CHECK(r.refused == std::vector<Count>{{2, 3, rounds - 2}, {4, 3, rounds - 2}});
+  // Events at the 1st, 2nd, 4th, ... refusal of each neighbour.
+  std::int64_t events = 0;
+  for (const MemberEvent& e : r.member_events)
+    if (e.event == "refused_params") {
+      CHECK(e.subject == 3);
+      CHECK((e.peer == 2 || e.peer == 4));
+      ++events;
+    }
+  std::int64_t powers = 0;
+  for (std::int64_t k = 1; k <= rounds - 2; k *= 2) ++powers;
+  CHECK(events == 2 * powers);
+  for (int p = 0; p < 8; ++p) CHECK(std::isfinite(r.evals.back().peers[p].test_accuracy));
+}

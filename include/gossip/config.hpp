@@ -204,6 +204,10 @@ struct GossipConfig {
   // fp16 as they leave a peer and widened back on receipt (gossip/half.hpp).
   WireFormat wire = WireFormat::kFp32;
   AggregateConfig aggregate;        // dpsgd, local_sgd, async: mean unless set
+  // What a peer does with a neighbour its monitor suspects of lying (byzantine_suspect):
+  // "report" (an event, mixing goes on as the aggregate decides) or "cut" (it is no longer mixed
+  // and the live graph is taken without it, for good).
+  std::string on_byzantine = "report";
 };
 
 /// monitor.preset: the membership timing for a kind of network, as HashiCorp memberlist's

@@ -79,6 +79,8 @@ struct DoneEvent {
   std::uint64_t bytes_sent = 0;
   double seconds = 0.0;
   std::string phases;  // seconds per phase of its timeline (format_phase_seconds)
+  // Messages it left out for NaN or Inf, per sender: sender, count, sender, count, ...
+  std::vector<int> refused;
 };
 
 using PeerEvent =

@@ -108,6 +108,11 @@ class Algorithm {
     double tau = 0.0;
   };
   const MixReport& last_mix() const { return last_mix_; }
+  /// The in-neighbours this peer has cut for lying (gossip.on_byzantine: cut): their messages
+  /// no longer reach the mix. Each was one of the `aggregate.byzantine` liars a robust aggregate
+  /// allows for, so it allows that many fewer among the rest (else a ring peer left with one
+  /// neighbour would clip it to nothing, and cut it next).
+  void set_cut(std::vector<int> cut) { cut_ = std::move(cut); }
   /// The neighbours a mix flagged: clipped or trimmed away, or left out for NaN or Inf
   /// (ascending, each once).
   friend std::vector<int> flagged(const MixReport& mix) {
@@ -148,6 +153,13 @@ class Algorithm {
   }
   void record_missing(std::int64_t count) { missing_ += count; }
   MixReport last_mix_;
+  /// `a` with its byzantine count less the cut neighbours among `from` (at least 0).
+  AggregateConfig without_cut(AggregateConfig a, std::span<const int> from) const {
+    for (int p : from)
+      if (std::find(cut_.begin(), cut_.end(), p) != cut_.end()) a.byzantine = std::max(0, a.byzantine - 1);
+    return a;
+  }
+  std::vector<int> cut_;
   /// The deadline of this round's collects (set_round_timeout).
   std::chrono::milliseconds round_deadline() const { return round_timeout_; }
   /// Push-sum keeps a weight; the others have none to restore.

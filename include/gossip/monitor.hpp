@@ -48,7 +48,8 @@ LiveGraph live_graph(const Topology& topology, std::span<const int> dead = {});
 /// A change in the live graph, as the convergence monitor reports it.
 struct MonitorChange {
   std::vector<int> dead;                     // ascending
-  bool connected = true;                     // of the live graph without the dead peers
+  std::vector<int> cut;                      // neighbours cut for lying (on_byzantine), ascending
+  bool connected = true;                     // of the live graph without the dead and cut peers
   std::vector<std::vector<int>> components;  // of the live graph
   std::vector<int> my_component;             // the component this peer is in (empty if dead)
   /// "partition" (the live graph split, or split differently), "healed" (whole again after a
@@ -66,8 +67,11 @@ class ConvergenceMonitor {
   explicit ConvergenceMonitor(const Topology& topology, int self = -1)
       : topology_(&topology), self_(self) {}
 
-  /// The change since the last call (at first, since "nobody dead"); nullopt when none.
-  std::optional<MonitorChange> check(const std::vector<int>& dead);
+  /// The change since the last call (at first, since "nobody dead"); nullopt when none. `cut`:
+  /// the neighbours this peer no longer mixes with because they lie (gossip.on_byzantine: cut),
+  /// left out of the live graph as the dead are.
+  std::optional<MonitorChange> check(const std::vector<int>& dead,
+                                     const std::vector<int>& cut = {});
   /// Whether the live graph was connected at the last change (true until one).
   bool connected() const { return connected_; }
   /// The components at the last change (one, of every peer, until one).
@@ -77,6 +81,7 @@ class ConvergenceMonitor {
   const Topology* topology_;
   int self_;
   std::vector<int> dead_;
+  std::vector<int> cut_;
   bool connected_ = true;
   std::vector<std::vector<int>> components_;
 };
@@ -262,7 +267,13 @@ class MonitoredExchange final : public Exchange {
   std::vector<int> dead_peers() const override { return membership_.dead(); }
   std::uint64_t bytes_sent() const override { return inner_->bytes_sent(); }
   std::vector<int> excused_peers() const override { return inner_->excused_peers(); }
-  std::optional<Inbox> newest(std::span<const int> from) override { return inner_->newest(from); }
+  std::optional<Inbox> newest(std::span<const int> from) override;
+
+  /// Stops mixing with `peer` for good (gossip.on_byzantine: cut): its messages are still
+  /// received, so it is not taken for dead, but collect() and newest() no longer hand them on.
+  void cut(int peer);
+  /// The neighbours cut, ascending.
+  const std::vector<int>& cut_peers() const { return cut_; }
 
   /// Merges the views waiting (e.g. before a peer that fell behind catches up), as collect does.
   void merge_views(std::int64_t round);
@@ -314,6 +325,7 @@ class MonitoredExchange final : public Exchange {
   double dead_after_s_;
   double silence_s_ = 0.0;
   std::vector<int> talked_to_;  // every neighbour published to or collected from, ascending
+  std::vector<int> cut_;        // neighbours no longer mixed with (cut()), ascending
   Prober prober_;
   std::unordered_map<int, std::int64_t> heard_round_;  // round each neighbour was last heard
   std::int64_t round_ = 0;                 // the round of the last collect
@@ -351,6 +363,13 @@ class MembershipWatch {
   /// simulator), `messages` (when not null) gets a log line for each.
   std::vector<PeerEvent> operator()(MonitoredExchange& exchange, std::int64_t round,
                                     double seconds, std::vector<std::string>* messages = nullptr);
+  /// gossip.on_byzantine: "cut" cuts a neighbour (MonitoredExchange::cut) the moment it becomes
+  /// a suspect, with a "byzantine_cut" MemberEvent; "report" (the default) only reports it.
+  void set_on_byzantine(const std::string& policy) { cut_liars_ = policy == "cut"; }
+  /// A transport that does not report refused messages itself (the simulator's): each sender's
+  /// 1st, 2nd, 4th, 8th ... message left out for NaN or Inf becomes a "refused_params"
+  /// MemberEvent here, as a real peer's transport alerts.
+  void set_refusal_events(bool on) { refusal_events_ = on; }
   /// The live graph was split at the last change.
   bool partitioned() const { return partitioned_; }
   const ConvergenceMonitor& monitor() const { return monitor_; }
@@ -362,9 +381,13 @@ class MembershipWatch {
   /// MemberEvent (subject = it) at the next operator(); one that is then flagged in at most a
   /// quarter of them is cleared ("byzantine_cleared"). Near consensus an honest neighbour is
   /// now and then an outlier for a few rounds; a liar is one round after round.
-  void observe_mix(std::span<const int> flagged, std::span<const int> heard);
+  /// `nonfinite`: those of them left out for NaN or Inf, counted per sender (refused()).
+  void observe_mix(std::span<const int> flagged, std::span<const int> heard,
+                   std::span<const int> nonfinite = {});
   /// The neighbours suspected of lying now, ascending.
   std::vector<int> byzantine_suspects() const;
+  /// Messages left out for NaN or Inf so far, per sender (ascending), as (sender, count).
+  std::vector<std::pair<int, std::int64_t>> refused() const;
   static constexpr int kSuspectWindow = 10;
   static constexpr int kSuspectFlags = 8;
 
@@ -372,9 +395,12 @@ class MembershipWatch {
   int self_;
   ConvergenceMonitor monitor_;
   bool partitioned_ = false;
+  bool cut_liars_ = false;
+  bool refusal_events_ = false;
   struct Record {
     std::vector<bool> flags;  // the last kSuspectWindow rounds it was heard in, oldest first
     bool suspect = false;
+    std::int64_t refused = 0;  // messages left out for NaN or Inf
   };
   std::map<int, Record> mixes_;
   std::vector<std::pair<int, std::string>> pending_;  // (neighbour, event) for operator()

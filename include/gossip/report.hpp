@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "gossip/events.hpp"
 #include "gossip/json.hpp"
 #include "gossip/timeline.hpp"
 
@@ -77,11 +78,22 @@ struct NetworkSummary {
   // traced peer, {peer, phases_s}).
   std::optional<PhaseSeconds> phases;
   JsonArray phases_per_peer;
+  // Who lied, as the peers saw it (docs/byzantine.md): each byzantine_suspect,
+  // byzantine_cleared and byzantine_cut event as {event, peer, subject, round}, in order
+  // (note_byzantine), and the messages each peer left out for NaN or Inf, per sender, as
+  // {peer, from, count}.
+  JsonArray byzantine;
+  JsonArray refused_params;
 };
+
+/// Adds `e` to `byzantine` (NetworkSummary::byzantine) when it is a byzantine_suspect,
+/// _cleared or _cut event.
+void note_byzantine(JsonArray& byzantine, const MemberEvent& e);
 
 /// Adds `s`'s fields to `extra` (a RunEnd's): peers, config, topology, algorithm,
 /// spectral_gap, bytes_per_peer, samples_per_peer, partitioned, components, component_accuracy,
-/// deaths, rejoins, alive_at_end, and phases_s, phase_shares and phases_per_peer_s.
+/// deaths, rejoins, alive_at_end, byzantine, refused_params, and phases_s, phase_shares and
+/// phases_per_peer_s.
 void add_network_summary(JsonObject& extra, const NetworkSummary& s);
 
 /// summary.json's figures as written.

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -77,6 +78,8 @@ struct SimResult {
   // peers were alive at the end and the live graph's components then.
   std::vector<SimFault> faults;
   std::vector<MemberEvent> member_events;
+  // Messages each peer left out for NaN or Inf, per sender: (peer, from, count), by peer.
+  std::vector<std::tuple<int, int, std::int64_t>> refused;
   std::vector<char> alive_at_end;
   std::vector<std::vector<int>> final_components;
   std::vector<double> component_accuracy;  // of each final component's average model, when split

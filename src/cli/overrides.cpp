@@ -9,7 +9,8 @@ namespace {
 
 // The value options, in the order override_arguments() passes them on.
 const char* const kNames[] = {"epochs",   "algorithm", "topology", "period", "faults",
-                              "compress", "wire",      "aggregate", "shard", "seed"};
+                              "compress", "wire",      "aggregate", "on-byzantine", "shard",
+                              "seed"};
 
 /// The integer option `name` in [lo, hi], or `fallback` when it is not given.
 int bounded_int(const Args& args, const char* name, int fallback, int lo, int hi) {
@@ -39,6 +40,8 @@ const char* const kOverrideHelp =
     "  --aggregate NAME   override gossip.aggregate (mean | clipped | trimmed_mean | median;\n"
     "                     dpsgd, local_sgd and async): what a peer does with its neighbours'\n"
     "                     messages, robust ones against peers that lie (docs/byzantine.md)\n"
+    "  --on-byzantine WHAT  override gossip.on_byzantine: report | cut (stop mixing with a\n"
+    "                     neighbour suspected of lying)\n"
     "  --shard KIND       override data.shard (iid | dirichlet | shards)\n"
     "  --seed N           override train.seed\n";
 
@@ -90,6 +93,13 @@ void apply_overrides(const Args& args, RunConfig& config) {
     config.gossip.aggregate = AggregateConfig{};
     config.gossip.aggregate.kind = parse_aggregate(*aggregate, "--aggregate");
     config.lines.erase("gossip.aggregate");
+  }
+  if (auto on = args.get("on-byzantine")) {
+    if (*on != "report" && *on != "cut")
+      throw InputError(cat("--on-byzantine: unknown value '", *on,
+                           "' (expected one of: report, cut)"));
+    config.gossip.on_byzantine = *on;
+    config.lines.erase("gossip.on_byzantine");
   }
   if (auto shard = args.get("shard")) {
     if (*shard != "iid" && *shard != "dirichlet" && *shard != "shards")

@@ -531,6 +531,7 @@ void read_gossip(const Reader& r, const Node& n, GossipConfig& g) {
       {"choco", [&](auto& v, auto& f) { read_choco(r, v, f, g.choco); }},
       {"overlap", [&](auto& v, auto& f) { g.overlap = r.boolean(v, f); }},
       {"aggregate", [&](auto& v, auto& f) { g.aggregate = read_aggregate(r, v, f); }},
+      {"on_byzantine", [&](auto& v, auto& f) { g.on_byzantine = r.choice(v, f, {"report", "cut"}); }},
       {"wire", [&](auto& v, auto& f) { g.wire = r.named(v, f, kWireFormats); }},
       {"period", [&](auto& v, auto& f) { g.period = r.positive_int(v, f, false); }},
       {"max_staleness", [&](auto& v, auto& f) { g.max_staleness = r.positive_int(v, f, true); }},

@@ -78,7 +78,7 @@ void Dpsgd::mix_phase(std::int64_t round) {
   switch (config_.aggregate.kind) {
     case Aggregate::kMean: break;
     case Aggregate::kClipped: {
-      mixing::Clipping c = mixing::clip_terms(terms, self, own, config_.aggregate);
+      mixing::Clipping c = mixing::clip_terms(terms, self, own, without_cut(config_.aggregate, from));
       last_mix_.nonfinite = std::move(c.nonfinite);
       last_mix_.clipped = std::move(c.clipped);
       last_mix_.tau = c.tau;
@@ -86,7 +86,8 @@ void Dpsgd::mix_phase(std::int64_t round) {
     }
     case Aggregate::kTrimmedMean:
     case Aggregate::kMedian: {  // y, the robust average; then x_i + (y - r_i)
-      last_mix_.clipped = mixing::robust_average(terms, self, own, config_.aggregate, robust_);
+      last_mix_.clipped =
+          mixing::robust_average(terms, self, own, without_cut(config_.aggregate, from), robust_);
       if (whole) return buffer_.mix(std::vector<mixing::Term>{{self, robust_.data(), 1.0}});
       return buffer_.mix(std::vector<mixing::Term>{
           {self, nullptr, 1.0}, {self, robust_.data(), 1.0}, {self, own.data(), -1.0}});

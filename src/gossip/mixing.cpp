@@ -126,12 +126,13 @@ Clipping clip_terms(std::vector<Term>& terms, int self, std::span<const float> o
     const double c = out.tau / d[j];
     to_self += terms[j].weight * (1.0 - c);
     terms[j].weight *= c;
-    // Flagged only when cut to under a quarter and farther than 5 % of this peer's own norm:
-    // the adaptive radius clips the farther of two honest neighbours every round, and near
-    // consensus their distances, tiny, differ by large factors; a liar's message (sign_flip:
-    // 2 |x|, ipm: 1.5 |x|) lies many radii and a good share of the model away.
+    // Flagged only when cut to under a quarter and farther than a quarter of this peer's own
+    // norm: the adaptive radius clips the farther of two honest neighbours every round, and
+    // their distances can differ by large factors (near consensus; or on a path, whose end
+    // clings to its one neighbour: 0.03 against 0.42, 5 % of the norm, measured), while a
+    // liar's message (sign_flip: 2 |x|, ipm: 1.5 |x|) lies many radii and norms away.
     if (c < 0.25 && own_norm < 0) own_norm = distance(nullptr, own);
-    if (c < 0.25 && d[j] > 0.05 * own_norm) out.clipped.push_back(terms[j].peer);
+    if (c < 0.25 && d[j] > kFlagNormShare * own_norm) out.clipped.push_back(terms[j].peer);
   }
   for (Term& t : terms)
     if (t.peer == self) t.weight += to_self;

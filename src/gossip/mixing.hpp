@@ -56,8 +56,11 @@ std::vector<int> drop_nonfinite(std::vector<Term>& terms, int self, std::int64_t
 struct Clipping {
   double tau = 0.0;
   std::vector<int> nonfinite;  // neighbours left out for NaN or Inf (hygiene), ascending
-  std::vector<int> clipped;  // neighbours clipped to less than half their distance, ascending
+  // Neighbours clipped to under a quarter of their distance, and farther than kFlagNormShare of
+  // this peer's own norm (outliers, for the monitor), ascending.
+  std::vector<int> clipped;
 };
+inline constexpr double kFlagNormShare = 0.25;
 Clipping clip_terms(std::vector<Term>& terms, int self, std::span<const float> own,
                     const AggregateConfig& a);
 

@@ -405,11 +405,28 @@ int Network::run() {
   return kExitOk;
 }
 
+/// What the launcher's terminal says of a peer's event about a neighbour that lies (nullptr:
+/// not such an event); events.jsonl and summary.json have the details.
+const char* byzantine_note(const std::string& event) {
+  static const std::pair<const char*, const char*> kNotes[] = {
+      {"byzantine_suspect", "byzantine_suspect: suspects of lying"},
+      {"byzantine_cleared", "byzantine_cleared: no longer suspects"},
+      {"byzantine_cut", "byzantine_cut: no longer mixes with"},
+      {"refused_params", "refused_params: left out NaN or Inf parameters of"},
+  };
+  for (const auto& [name, note] : kNotes)
+    if (event == name) return note;
+  return nullptr;
+}
+
 void Network::handle_event(int r, const PeerEvent& e) {
   if (const auto* a = std::get_if<AlertEvent>(&e)) progress_.note(cat("peer ", r, ": ", a->message));
   if (const auto* m = std::get_if<MemberEvent>(&e); m && m->event == "identity_conflict")
     progress_.note(cat("peer ", r, ": identity_conflict: a second connection presented the "
                        "identity of peer ", m->subject, " while its link was live; refused"));
+  if (const auto* m = std::get_if<MemberEvent>(&e))
+    if (const char* what = byzantine_note(m->event))
+      progress_.note(cat("peer ", r, " round ", m->round, ": ", what, " peer ", m->subject));
   if (const auto* ev = std::get_if<EvalEvent>(&e))
     peer_round_[r] = std::max(peer_round_[r], ev->round);
   if (const auto* ro = std::get_if<RoundEvent>(&e))

@@ -94,6 +94,7 @@ void NetworkRecord::handle(int rank, const PeerEvent& event) {
                           .add("round", e->round)
                           .add("reported_by", rank));
     };
+    note_byzantine(byzantine_, *e);
     if (e->event == "dead") count(deaths_);
     if (e->event == "rejoin") count(rejoins_);
   }
@@ -394,7 +395,14 @@ Summary NetworkRecord::finish(double wall_seconds, const std::vector<double>& pe
                      .spectral_gap = NAN, .bytes_sent = end.bytes_sent, .samples_per_peer = {},
                      .components = partition(), .component_accuracy = {},
                      .deaths = std::ssize(deaths_), .rejoins = std::ssize(rejoins_),
-                     .alive_at_end = {}, .phases = std::nullopt, .phases_per_peer = {}};
+                     .alive_at_end = {}, .phases = std::nullopt, .phases_per_peer = {},
+                     .byzantine = byzantine_, .refused_params = {}};
+  for (int r = 0; r < n_; ++r) {
+    const std::vector<int> pairs = done_[r] ? done_[r]->refused : std::vector<int>{};
+    for (std::size_t i = 0; i + 1 < pairs.size(); i += 2)
+      net.refused_params.add(
+          JsonObject().add("peer", r).add("from", pairs[i]).add("count", pairs[i + 1]));
+  }
   try {
     net.spectral_gap = 1.0 - analyze(load_topology(config_.gossip.topology)).rho_per_round;
   } catch (const InputError&) {

@@ -125,6 +125,7 @@ class NetworkRecord {
   // and rejoins seen, once per (peer, incarnation).
   std::vector<std::optional<MemberEvent>> graph_;
   std::vector<std::pair<int, std::int64_t>> deaths_, rejoins_;
+  JsonArray byzantine_;  // the peers' byzantine_* events (NetworkSummary::byzantine)
   /// Each confirmed death and rejoin, as first reported: who, at which incarnation, when (the
   /// launcher's clock), at which round and by whom (summary.json "membership").
   JsonArray membership_;

@@ -8,12 +8,19 @@
 
 namespace gossip {
 
-std::optional<MonitorChange> ConvergenceMonitor::check(const std::vector<int>& dead) {
-  if (dead == dead_) return std::nullopt;
+std::optional<MonitorChange> ConvergenceMonitor::check(const std::vector<int>& dead,
+                                                       const std::vector<int>& cut) {
+  if (dead == dead_ && cut == cut_) return std::nullopt;
   dead_ = dead;
-  LiveGraph live = live_graph(*topology_, dead);
+  cut_ = cut;
+  std::vector<int> gone = dead;
+  gone.insert(gone.end(), cut.begin(), cut.end());
+  std::sort(gone.begin(), gone.end());
+  gone.erase(std::unique(gone.begin(), gone.end()), gone.end());
+  LiveGraph live = live_graph(*topology_, gone);
   MonitorChange change;
   change.dead = dead;
+  change.cut = cut;
   change.connected = live.connected;
   change.components = std::move(live.components);
   for (const auto& c : change.components)
@@ -31,8 +38,13 @@ std::optional<MonitorChange> ConvergenceMonitor::check(const std::vector<int>& d
                                  ? std::string()
                                  : cat(" (this peer in {", format_peers(change.my_component),
                                        "}): the components train separate models"));
-  change.message = dead.empty() ? std::string("no peer dead; live graph connected")
-                                : cat("peers dead: ", format_peers(dead), "; ", graph);
+  const std::string cut_part =
+      cut.empty() ? std::string() : cat("peers cut for lying: ", format_peers(cut), "; ");
+  change.message = dead.empty() && cut.empty()
+                       ? std::string("no peer dead; live graph connected")
+                       : cat(dead.empty() ? std::string() : cat("peers dead: ", format_peers(dead),
+                                                                "; "),
+                             cut_part, graph);
   connected_ = change.connected;
   components_ = change.components;
   return change;

@@ -211,6 +211,7 @@ void MonitoredExchange::restart() {
   heard_round_.clear();
   round_seconds_.clear();
   last_collect_ = -1.0;
+  cut_.clear();
 }
 
 void MonitoredExchange::before_publish(std::int64_t tag, std::span<const int> to) {
@@ -350,7 +351,24 @@ std::vector<Inbox> MonitoredExchange::collect(std::int64_t tag, std::span<const 
   for (const auto& [p, at] : prober_.vouched())
     if (now - at <= vouch_window) hold.push_back(p);
   membership_.tick(round, now, &hold);
+  // A cut neighbour's message counted above as a sign of life; it is not mixed.
+  std::erase_if(got, [&](const Inbox& m) {
+    return std::binary_search(cut_.begin(), cut_.end(), m.peer);
+  });
   return got;
+}
+
+std::optional<Inbox> MonitoredExchange::newest(std::span<const int> from) {
+  if (cut_.empty()) return inner_->newest(from);
+  std::vector<int> kept;
+  for (int p : from)
+    if (!std::binary_search(cut_.begin(), cut_.end(), p)) kept.push_back(p);
+  return inner_->newest(kept);
+}
+
+void MonitoredExchange::cut(int peer) {
+  const auto at = std::lower_bound(cut_.begin(), cut_.end(), peer);
+  if (at == cut_.end() || *at != peer) cut_.insert(at, peer);
 }
 
 }  // namespace gossip

@@ -27,15 +27,25 @@ std::vector<PeerEvent> MembershipWatch::operator()(MonitoredExchange& exchange,
                               {}, {}});
   }
   for (const auto& [peer, event] : std::exchange(pending_, {})) {
-    const auto& flags = mixes_[peer].flags;
-    const auto count = std::count(flags.begin(), flags.end(), true);
-    say(cat(event == "byzantine_suspect" ? "suspected of lying: peer " : "no longer suspected "
-            "of lying: peer ", peer, " (its messages clipped, trimmed away or refused in ",
-            count, " of the last ", flags.size(), " rounds it was heard)"));
+    const Record& r = mixes_[peer];
+    const auto count = std::count(r.flags.begin(), r.flags.end(), true);
+    if (event == "refused_params")
+      say(cat("refused peer ", peer, "'s parameters: NaN or Inf; ", r.refused,
+              r.refused == 1 ? " message" : " messages", " refused so far, left out of mixing"));
+    else
+      say(cat(event == "byzantine_suspect" ? "suspected of lying: peer " : "no longer suspected "
+              "of lying: peer ", peer, " (its messages clipped, trimmed away or refused in ",
+              count, " of the last ", r.flags.size(), " rounds it was heard)"));
     out.push_back(MemberEvent{self_, round, seconds, event, peer, 0, exchange.dead_peers(),
                               {}, {}});
+    if (event != "byzantine_suspect" || !cut_liars_) continue;
+    exchange.cut(peer);
+    say(cat("cut peer ", peer, ": no longer mixed with, and the live graph is taken without it "
+            "(gossip.on_byzantine: cut)"));
+    out.push_back(MemberEvent{self_, round, seconds, "byzantine_cut", peer, 0,
+                              exchange.dead_peers(), {}, {}});
   }
-  const auto change = monitor_.check(exchange.dead_peers());
+  const auto change = monitor_.check(exchange.dead_peers(), exchange.cut_peers());
   if (!change) return out;
   say(change->message);
   out.push_back(AlertEvent{self_, round, change->connected, change->dead, change->message});
@@ -47,7 +57,13 @@ std::vector<PeerEvent> MembershipWatch::operator()(MonitoredExchange& exchange,
   return out;
 }
 
-void MembershipWatch::observe_mix(std::span<const int> flagged, std::span<const int> heard) {
+void MembershipWatch::observe_mix(std::span<const int> flagged, std::span<const int> heard,
+                                  std::span<const int> nonfinite) {
+  for (int peer : nonfinite) {
+    const std::int64_t count = ++mixes_[peer].refused;
+    if (refusal_events_ && (count & (count - 1)) == 0)  // 1st, 2nd, 4th, ...
+      pending_.emplace_back(peer, "refused_params");
+  }
   for (int peer : heard) {
     Record& r = mixes_[peer];
     r.flags.push_back(std::find(flagged.begin(), flagged.end(), peer) != flagged.end());
@@ -62,6 +78,13 @@ void MembershipWatch::observe_mix(std::span<const int> flagged, std::span<const 
       pending_.emplace_back(peer, "byzantine_cleared");
     }
   }
+}
+
+std::vector<std::pair<int, std::int64_t>> MembershipWatch::refused() const {
+  std::vector<std::pair<int, std::int64_t>> out;
+  for (const auto& [peer, r] : mixes_)
+    if (r.refused > 0) out.emplace_back(peer, r.refused);
+  return out;
 }
 
 std::vector<int> MembershipWatch::byzantine_suspects() const {

@@ -124,8 +124,10 @@ void write_params(const std::string& path, std::span<const float> params) {
 }
 
 Watch::Watch(const Topology& topology, int rank, MonitoredExchange& exchange, Events& events,
-             Clock::time_point t0)
-    : rank_(rank), exchange_(&exchange), events_(&events), t0_(t0), watch_(topology, rank) {}
+             Clock::time_point t0, const std::string& on_byzantine)
+    : rank_(rank), exchange_(&exchange), events_(&events), t0_(t0), watch_(topology, rank) {
+  watch_.set_on_byzantine(on_byzantine);
+}
 
 void Watch::operator()(std::int64_t round) {
   std::vector<std::string> lines;

@@ -131,16 +131,19 @@ void write_params(const std::string& path, std::span<const float> params);
 /// and events. Not thread-safe.
 class Watch {
  public:
-  /// All references must outlive the watch.
+  /// All references must outlive the watch; `on_byzantine` is gossip.on_byzantine.
   Watch(const Topology& topology, int rank, MonitoredExchange& exchange, Events& events,
-        Clock::time_point t0);
+        Clock::time_point t0, const std::string& on_byzantine);
   void operator()(std::int64_t round);
   /// What the round's mix flagged (Algorithm::last_mix), for the next operator()'s events.
   void observe_mix(const Algorithm::MixReport& mix) {
-    watch_.observe_mix(flagged(mix), mix.heard);
+    watch_.observe_mix(flagged(mix), mix.heard, mix.nonfinite);
   }
+  /// Messages left out for NaN or Inf so far, per sender (MembershipWatch::refused).
+  std::vector<std::pair<int, std::int64_t>> refused() const { return watch_.refused(); }
   bool partitioned() const { return watch_.partitioned(); }
   const ConvergenceMonitor& monitor() const { return watch_.monitor(); }
+  std::vector<int> byzantine_suspects() const { return watch_.byzantine_suspects(); }
 
  private:
   int rank_;

@@ -139,7 +139,8 @@ struct PeerSession::Impl {
                                round_timeout(config.monitor));
     exchange->set_tags_per_round(algorithm->relay_steps() + 1);
     faulted->set_tags_per_round(algorithm->relay_steps() + 1);
-    watch = std::make_unique<Watch>(topology, rank, *exchange, events, t0);
+    watch = std::make_unique<Watch>(topology, rank, *exchange, events, t0,
+                                    config.gossip.on_byzantine);
     (*watch)(0);
     fingerprint = checkpoint_fingerprint(config, topology, learner.num_params, rounds);
     if (opt.resume_round >= 0) resume();
@@ -315,6 +316,7 @@ std::int64_t PeerSession::average() {
   // After the last round a neighbour that has finished and said bye is no loss.
   m.watch->observe_mix(m.algorithm->last_mix());
   if (m.rounds == 0 || m.round < m.rounds) (*m.watch)(m.round);
+  m.algorithm->set_cut(m.exchange->cut_peers());
   // The launcher carries out the fault schedule when every peer has done a fault's round: tell
   // it at once at those rounds, else at most every kRoundEventEvery (its progress line).
   const bool fault_round = std::any_of(m.config.faults.begin(), m.config.faults.end(),
@@ -458,10 +460,20 @@ Summary PeerSession::finish() {
       .add("stopped_by_partition", m.partition_stop_due())
       .add("phases_s", phase_json(m.timeline.seconds()))
       .add("trace", "trace.json");
+  // Who lied to it, as far as it can tell (docs/byzantine.md).
+  JsonArray refused;
+  std::vector<int> refused_pairs;
+  for (const auto& [from, count] : m.watch->refused()) {
+    refused.add(JsonObject().add("from", from).add("count", count));
+    refused_pairs.insert(refused_pairs.end(), {from, static_cast<int>(count)});
+  }
+  end.extra.add("refused_params", refused)
+      .add("byzantine_suspects", JsonArray::of(m.watch->byzantine_suspects()))
+      .add("cut", JsonArray::of(m.exchange->cut_peers()));
   const Summary s = m.record->finish(std::move(end));
   m.events.emit(DoneEvent{m.opt.rank, s.last.test_accuracy, s.end.params_sha256.front(),
                           s.end.bytes_sent, s.end.wall_seconds,
-                          format_phase_seconds(m.timeline.seconds())});
+                          format_phase_seconds(m.timeline.seconds()), refused_pairs});
   log_line(cat("peer ", m.opt.rank, ": done after ", m.round, " rounds, test accuracy ",
                fixed(s.last.test_accuracy, 4), ", ", s.end.bytes_sent, " bytes sent"));
   m.finished = true;

@@ -131,6 +131,15 @@ Summary RunRecord::finish(RunEnd end) {
 
 namespace gossip {
 
+void note_byzantine(JsonArray& byzantine, const MemberEvent& e) {
+  if (!e.event.starts_with("byzantine_")) return;
+  byzantine.add(JsonObject()
+                      .add("event", e.event)
+                      .add("peer", e.peer)
+                      .add("subject", e.subject)
+                      .add("round", e.round));
+}
+
 void add_network_summary(JsonObject& extra, const NetworkSummary& s) {
   JsonArray components, alive;
   for (const auto& c : s.components) components.add(JsonArray::of(c));
@@ -147,7 +156,9 @@ void add_network_summary(JsonObject& extra, const NetworkSummary& s) {
       .add("component_accuracy", JsonArray::of(s.component_accuracy))
       .add("deaths", s.deaths)
       .add("rejoins", s.rejoins)
-      .add("alive_at_end", alive);
+      .add("alive_at_end", alive)
+      .add("byzantine", s.byzantine)
+      .add("refused_params", s.refused_params);
   if (s.phases)
     extra.add("phases_s", phase_json(*s.phases))
         .add("phase_shares", phase_share_json(*s.phases))
