@@ -1389,3 +1389,20 @@ TEST_CASE("a neighbour's message with NaN or Inf is left out of every aggregate,
     CHECK(x[0][1] == Approx(want[1]));
   }
 }
+
+TEST_CASE("a peer whose own parameters are NaN does not blame its neighbours for it",
+          "[gossip][byzantine]") {
+  // Ring of 4: peer 1 holds NaN (diverged, or lies with NaN itself). Its distances to its
+  // finite neighbours are NaN through its own message: they are mixed, not refused, and
+  // nobody is flagged; its neighbours refuse peer 1's message as before.
+  auto backend = make_cpu_backend(1);
+  const Topology t = generate("ring", 4);
+  std::vector<std::vector<float>> x = {{3.0f, 0.0f}, {std::nanf(""), 1.0f}, {0.0f, 0.0f},
+                                       {6.0f, 3.0f}};
+  const auto algs = mix_round(t, aggregate(Aggregate::kClipped), x, *backend);
+  CHECK(algs[1]->last_mix().nonfinite.empty());
+  CHECK(flagged(algs[1]->last_mix()).empty());
+  CHECK(algs[1]->last_mix().heard == std::vector<int>{0, 2});
+  CHECK(algs[0]->last_mix().nonfinite == std::vector<int>{1});
+  CHECK(algs[2]->last_mix().nonfinite == std::vector<int>{1});
+}

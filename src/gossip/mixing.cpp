@@ -43,31 +43,52 @@ std::vector<Term> pull_terms(int self, double self_weight, std::span<const Neigh
 
 namespace {
 
-/// ||m - r|| (m = nullptr: ||r||): float squares summed in 16 lanes the compiler vectorizes
-/// (each lane a sixteenth of the vector, so its rounding stays far below what a clipping radius
-/// needs), the lanes in double in one fixed order: the same bits on every run.
-double distance(const float* m, std::span<const float> r) {
-  float acc[16] = {};
+/// ||m_g - r|| for each of G messages and ||r|| in one pass over r: float squares summed in 16
+/// lanes the compiler vectorizes (each lane a sixteenth of the vector, so its rounding stays far
+/// below what a clipping radius needs), the lanes in double in one fixed order: the same bits on
+/// every run, and the same for a message whatever others share its pass. One pass reads r once
+/// for all of them (the mix is memory-bound: a pass per neighbour read r again for each).
+template <std::size_t G>
+void distances(const float* const* m, std::span<const float> r, double* d, double* norm) {
+  float acc[G + 1][16] = {};
   const std::size_t n = r.size();
   const float* a = r.data();
   std::size_t i = 0;
-  if (m == nullptr) {
-    for (; i + 16 <= n; i += 16)
-      for (std::size_t k = 0; k < 16; ++k) acc[k] += a[i + k] * a[i + k];
-  } else {
-    for (; i + 16 <= n; i += 16)
+  for (; i + 16 <= n; i += 16) {
+    for (std::size_t k = 0; k < 16; ++k) acc[G][k] += a[i + k] * a[i + k];
+    for (std::size_t g = 0; g < G; ++g)
       for (std::size_t k = 0; k < 16; ++k) {
-        const float d = m[i + k] - a[i + k];
-        acc[k] += d * d;
+        const float v = m[g][i + k] - a[i + k];
+        acc[g][k] += v * v;
       }
   }
-  double sum = 0.0;
+  double sum[G + 1] = {};
   for (; i < n; ++i) {
-    const double d = static_cast<double>(m ? m[i] : 0.0f) - static_cast<double>(a[i]);
-    sum += d * d;
+    for (std::size_t g = 0; g < G; ++g) {
+      const double v = static_cast<double>(m[g][i]) - static_cast<double>(a[i]);
+      sum[g] += v * v;
+    }
+    sum[G] += static_cast<double>(a[i]) * static_cast<double>(a[i]);
   }
-  for (float lane : acc) sum += static_cast<double>(lane);
-  return std::sqrt(sum);
+  for (std::size_t g = 0; g <= G; ++g) {
+    for (float lane : acc[g]) sum[g] += static_cast<double>(lane);
+    (g < G ? d[g] : *norm) = std::sqrt(sum[g]);
+  }
+}
+
+/// distances<G> over any number of messages, up to four a pass; ||r|| from the first pass.
+void all_distances(std::span<const float* const> m, std::span<const float> r, double* d,
+                   double* norm) {
+  static constexpr void (*kPass[])(const float* const*, std::span<const float>, double*,
+                                   double*) = {distances<0>, distances<1>, distances<2>,
+                                               distances<3>, distances<4>};
+  double unused = 0.0;
+  std::size_t j = 0;
+  do {
+    const std::size_t g = std::min<std::size_t>(4, m.size() - j);
+    kPass[g](m.data() + j, r, d + j, j == 0 ? norm : &unused);
+    j += g;
+  } while (j < m.size());
 }
 
 }  // namespace
@@ -97,12 +118,26 @@ Clipping clip_terms(std::vector<Term>& terms, int self, std::span<const float> o
   // that is not finite (as has one so far off, beyond about 1e19, that its squares overflow
   // float). Such a term leaves, its weight to the self term, and counts among the b that may
   // lie.
+  std::vector<const float*> messages;
+  for (const Term& t : terms)
+    if (t.peer != self) messages.push_back(t.host);
+  std::vector<double> dm(messages.size());
+  double own_norm = 0.0;
+  all_distances(messages, own, dm.data(), &own_norm);
+  if (!std::isfinite(own_norm)) {
+    // This peer's own message is not finite (it diverged, or lies with NaN itself): every
+    // distance is NaN through it, which says nothing of the neighbours. Their own check
+    // decides, and with no radius to clip to they are mixed as mean mixes them.
+    out.nonfinite = drop_nonfinite(terms, self, static_cast<std::int64_t>(own.size()));
+    return out;
+  }
   std::vector<double> d;
   std::vector<double> heard;
   std::vector<Term> kept;
   double to_self = 0.0;
+  std::size_t next = 0;
   for (const Term& t : terms) {
-    const double dj = t.peer == self ? 0.0 : distance(t.host, own);
+    const double dj = t.peer == self ? 0.0 : dm[next++];
     if (!std::isfinite(dj)) {
       out.nonfinite.push_back(t.peer);
       to_self += t.weight;
@@ -114,7 +149,6 @@ Clipping clip_terms(std::vector<Term>& terms, int self, std::span<const float> o
   }
   terms = std::move(kept);
   const int byzantine = std::max(0, a.byzantine - static_cast<int>(out.nonfinite.size()));
-  double own_norm = -1.0;  // computed when first needed
   if (a.tau > 0) {
     out.tau = a.tau;
   } else if (static_cast<int>(heard.size()) > byzantine) {
@@ -131,7 +165,6 @@ Clipping clip_terms(std::vector<Term>& terms, int self, std::span<const float> o
     // their distances can differ by large factors (near consensus; or on a path, whose end
     // clings to its one neighbour: 0.03 against 0.42, 5 % of the norm, measured), while a
     // liar's message (sign_flip: 2 |x|, ipm: 1.5 |x|) lies many radii and norms away.
-    if (c < 0.25 && own_norm < 0) own_norm = distance(nullptr, own);
     if (c < 0.25 && d[j] > kFlagNormShare * own_norm) out.clipped.push_back(terms[j].peer);
   }
   for (Term& t : terms)
