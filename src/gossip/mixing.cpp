@@ -43,52 +43,59 @@ std::vector<Term> pull_terms(int self, double self_weight, std::span<const Neigh
 
 namespace {
 
-/// ||m_g - r|| for each of G messages and ||r|| in one pass over r: float squares summed in 16
-/// lanes the compiler vectorizes (each lane a sixteenth of the vector, so its rounding stays far
-/// below what a clipping radius needs), the lanes in double in one fixed order: the same bits on
-/// every run, and the same for a message whatever others share its pass. One pass reads r once
-/// for all of them (the mix is memory-bound: a pass per neighbour read r again for each).
+/// Sixteen float lanes; GCC and Clang lower it to whatever vector width the target has.
+using Lanes = float __attribute__((vector_size(64)));
+
+/// ||m_g - r|| for each of G messages (m = {nullptr}: ||r||) in one pass over r: float squares
+/// summed in 16 lanes (each lane a sixteenth of the vector, so its rounding stays far below what
+/// a clipping radius needs), the lanes in double in one fixed order: the same bits on every run,
+/// and the same for a message whatever others share its pass. A pass reads r once for two
+/// messages (the mix is memory-bound); more accumulators than two would not fit SSE's sixteen
+/// registers.
 template <std::size_t G>
-void distances(const float* const* m, std::span<const float> r, double* d, double* norm) {
-  float acc[G + 1][16] = {};
+void distances(const float* const* m, std::span<const float> r, double* d) {
+  Lanes acc[G] = {};
   const std::size_t n = r.size();
   const float* a = r.data();
   std::size_t i = 0;
   for (; i + 16 <= n; i += 16) {
-    for (std::size_t k = 0; k < 16; ++k) acc[G][k] += a[i + k] * a[i + k];
-    for (std::size_t g = 0; g < G; ++g)
-      for (std::size_t k = 0; k < 16; ++k) {
-        const float v = m[g][i + k] - a[i + k];
-        acc[g][k] += v * v;
-      }
-  }
-  double sum[G + 1] = {};
-  for (; i < n; ++i) {
+    Lanes x;
+    std::memcpy(&x, a + i, sizeof x);
     for (std::size_t g = 0; g < G; ++g) {
-      const double v = static_cast<double>(m[g][i]) - static_cast<double>(a[i]);
+      Lanes v = x;
+      if (m[g] != nullptr) {
+        std::memcpy(&v, m[g] + i, sizeof v);
+        v -= x;
+      }
+      acc[g] += v * v;
+    }
+  }
+  double sum[G] = {};
+  for (; i < n; ++i)
+    for (std::size_t g = 0; g < G; ++g) {
+      const double v = static_cast<double>(m[g] ? m[g][i] : 0.0f) - static_cast<double>(a[i]);
       sum[g] += v * v;
     }
-    sum[G] += static_cast<double>(a[i]) * static_cast<double>(a[i]);
-  }
-  for (std::size_t g = 0; g <= G; ++g) {
-    for (float lane : acc[g]) sum[g] += static_cast<double>(lane);
-    (g < G ? d[g] : *norm) = std::sqrt(sum[g]);
+  for (std::size_t g = 0; g < G; ++g) {
+    for (std::size_t k = 0; k < 16; ++k) sum[g] += static_cast<double>(acc[g][k]);
+    d[g] = std::sqrt(sum[g]);
   }
 }
 
-/// distances<G> over any number of messages, up to four a pass; ||r|| from the first pass.
-void all_distances(std::span<const float* const> m, std::span<const float> r, double* d,
-                   double* norm) {
-  static constexpr void (*kPass[])(const float* const*, std::span<const float>, double*,
-                                   double*) = {distances<0>, distances<1>, distances<2>,
-                                               distances<3>, distances<4>};
-  double unused = 0.0;
-  std::size_t j = 0;
-  do {
-    const std::size_t g = std::min<std::size_t>(4, m.size() - j);
-    kPass[g](m.data() + j, r, d + j, j == 0 ? norm : &unused);
-    j += g;
-  } while (j < m.size());
+/// distances<G> over any number of messages, two a pass.
+void all_distances(std::span<const float* const> m, std::span<const float> r, double* d) {
+  for (std::size_t j = 0; j < m.size(); j += 2) {
+    if (j + 1 < m.size()) distances<2>(m.data() + j, r, d + j);
+    else distances<1>(m.data() + j, r, d + j);
+  }
+}
+
+/// ||r||.
+double norm(std::span<const float> r) {
+  const float* none[] = {nullptr};
+  double out = 0.0;
+  distances<1>(none, r, &out);
+  return out;
 }
 
 }  // namespace
@@ -122,9 +129,13 @@ Clipping clip_terms(std::vector<Term>& terms, int self, std::span<const float> o
   for (const Term& t : terms)
     if (t.peer != self) messages.push_back(t.host);
   std::vector<double> dm(messages.size());
-  double own_norm = 0.0;
-  all_distances(messages, own, dm.data(), &own_norm);
-  if (!std::isfinite(own_norm)) {
+  all_distances(messages, own, dm.data());
+  // The own message's finiteness, from its distances (a NaN or Inf of its own makes every one
+  // non-finite) or, alone, its norm.
+  const bool own_finite =
+      std::any_of(dm.begin(), dm.end(), [](double v) { return std::isfinite(v); }) ||
+      std::isfinite(norm(own));
+  if (!own_finite) {
     // This peer's own message is not finite (it diverged, or lies with NaN itself): every
     // distance is NaN through it, which says nothing of the neighbours. Their own check
     // decides, and with no radius to clip to they are mixed as mean mixes them.
@@ -149,6 +160,7 @@ Clipping clip_terms(std::vector<Term>& terms, int self, std::span<const float> o
   }
   terms = std::move(kept);
   const int byzantine = std::max(0, a.byzantine - static_cast<int>(out.nonfinite.size()));
+  double own_norm = -1.0;  // computed when first needed
   if (a.tau > 0) {
     out.tau = a.tau;
   } else if (static_cast<int>(heard.size()) > byzantine) {
@@ -165,6 +177,7 @@ Clipping clip_terms(std::vector<Term>& terms, int self, std::span<const float> o
     // their distances can differ by large factors (near consensus; or on a path, whose end
     // clings to its one neighbour: 0.03 against 0.42, 5 % of the norm, measured), while a
     // liar's message (sign_flip: 2 |x|, ipm: 1.5 |x|) lies many radii and norms away.
+    if (c < 0.25 && own_norm < 0) own_norm = norm(own);
     if (c < 0.25 && d[j] > kFlagNormShare * own_norm) out.clipped.push_back(terms[j].peer);
   }
   for (Term& t : terms)
