@@ -58,6 +58,8 @@ struct StepFigures {
   int torch_threads = 0;       // the reference's torch.get_num_threads()
   int torch_blas_threads = 0;  // and its OpenBLAS's openblas_get_num_threads()
   GemmChoice gemm;                     // what our step ran
+  double bf16 = 0.0;        // seconds per step with train.precision: bf16 (0: not run)
+  std::string bf16_refusal;  // why not, on this CPU or backend
   std::vector<GemmTiming> candidates;  // every GEMM's bare rate at the step's shapes
 };
 
@@ -188,15 +190,25 @@ StepFigures measure(const Subject& subject, int batch, int steps,
   dx.upload(x.data(), x.size());
   dy.upload(y.data(), y.size());
   int i = 0;
-  r.ours = best_seconds_per_call(
-      [&] {
-        const int b = i++ % kBatches;
-        model.forward_backward(dx.data() + static_cast<std::size_t>(b) * batch * in,
-                               dy.data() + static_cast<std::size_t>(b) * batch, batch);
-        sgd.step(model.params(), model.grads(), 0.01f);
-        if (cuda) backend->synchronize();
-      },
-      steps, 5);
+  const auto step = [&] {
+    const int b = i++ % kBatches;
+    model.forward_backward(dx.data() + static_cast<std::size_t>(b) * batch * in,
+                           dy.data() + static_cast<std::size_t>(b) * batch, batch);
+    sgd.step(model.params(), model.grads(), 0.01f);
+    if (cuda) backend->synchronize();
+  };
+  r.ours = best_seconds_per_call(step, steps, 5);
+  // The same step with train.precision: bf16, where this CPU has bf16 instructions.
+  GemmRequest bf16 = request;
+  bf16.precision = "bf16";
+  bf16.requested = "auto";
+  try {
+    choose_gemm(*backend, bf16, shapes);
+    r.bf16 = best_seconds_per_call(step, steps, 5);
+    backend->use_gemm(r.gemm.name);
+  } catch (const InputError& e) {
+    r.bf16_refusal = e.what();
+  }
   if (!subject.mlp_sizes.empty())
     r.bare_gemm = cuda ? backend_mlp_gemm_seconds(*backend, subject.mlp_sizes, batch, dx.data(),
                                                   steps)
@@ -256,6 +268,7 @@ void print_json(const Subject& subject, const std::vector<StepFigures>& figs, co
     const double ours = f.flops / f.ours / 1e9;
     const double torch = f.torch > 0 ? f.flops / f.torch / 1e9 : NAN;
     const double bare = f.bare_gemm > 0 ? f.flops / f.bare_gemm / 1e9 : NAN;
+    o.add(b + "bf16_us", f.bf16 > 0 ? f.bf16 * 1e6 : NAN);
     o.add(b + "gemm", f.gemm.name)
         .add(b + "gemm_source", f.gemm.source)
         .add(b + "ours_us", f.ours * 1e6)
@@ -356,6 +369,15 @@ int run_step(int argc, char** argv) {
     for (const GemmTiming& t : f.candidates)
       std::printf("  %16s", of_peak(t.flops, t.seconds).c_str());
     std::printf("   (ours: %s)\n", f.gemm.line().c_str());
+  }
+  std::printf("\ntrain.precision: bf16 (oneDNN matmul, bf16 products, fp32 accumulation):");
+  if (figs.front().bf16 > 0) {
+    std::printf("\n");
+    for (const auto& f : figs)
+      std::printf("%6d  %9.1f us/step  (fp32 %.1f us/step: %.2fx)\n", f.batch, f.bf16 * 1e6,
+                  f.ours * 1e6, f.bf16 / f.ours);
+  } else {
+    std::printf(" not run: %s\n", figs.front().bf16_refusal.c_str());
   }
   if (main.torch > 0) {
     std::printf("\nPyTorch reference: %d thread(s), its OpenBLAS %d thread(s)\n",

@@ -476,8 +476,9 @@ SimResult simulate(const RunConfig& config, const Topology& topology, const Data
   }
   // One GEMM for every virtual peer, chosen as a real peer chooses it (the same cache file), so
   // that gossip sim and gossip run of one config run the same kernel.
-  const GemmChoice gemm = choose_gemm(*backend, gemm_request(config.train.gemm, 1),
-                                      trainers.front()->model().gemm_shapes(config.train.batch));
+  const GemmChoice gemm =
+      choose_gemm(*backend, gemm_request(config.train.gemm, 1, config.train.precision),
+                  trainers.front()->model().gemm_shapes(config.train.batch));
   Swarm swarm(config, topology, std::move(learners));
   swarm.trace(config.sim.trace_peers);
   Evaluators evaluators(*backend, config, data, swarm.pool().threads() + 1);

@@ -22,6 +22,7 @@
 #include "gossip/gemm.hpp"
 #include "gossip/layer_math.hpp"
 #include "gossip/math.hpp"
+#include "src/compute/gemm_provider.hpp"
 #include "tests/helpers.hpp"
 
 using namespace gossip;
@@ -640,6 +641,57 @@ TEST_CASE("every CPU GEMM matches a naive loop: transposes, odd sizes, alpha, be
           }
         }
   }
+}
+
+TEST_CASE("train.precision: bf16 products match a naive loop to bf16's precision, or are refused "
+          "with the reason", "[compute][gemm]") {
+  auto cpu = make_cpu_backend(1);
+  GemmRequest r;
+  r.precision = "bf16";
+  r.requested = "openblas";
+  CHECK_THROWS_WITH(choose_gemm(*cpu, r, {}),
+                    Catch::Contains("train.precision: bf16 runs oneDNN's bf16 matmul, not "
+                                    "train.gemm openblas"));
+  r.requested = "auto";
+  const std::string why = cpu::onednn_bf16_refusal();
+  if (!why.empty()) {  // a CPU without AVX512-BF16 or AMX: refused, saying so
+    CHECK_THROWS_WITH(choose_gemm(*cpu, r, {}), Catch::Contains("no bf16 instructions"));
+    return;
+  }
+  const GemmChoice c = choose_gemm(*cpu, r, {});
+  CHECK(c.name == "onednn_bf16");
+  CHECK(cpu->gemm_name() == "onednn_bf16");
+  struct Case { int m, n, k; float alpha, beta; int pad; };
+  const Case cases[] = {{1, 1, 1, 1.0f, 0.0f, 0}, {33, 17, 65, 1.0f, 0.0f, 0},
+                        {7, 13, 3, 0.75f, 0.5f, 3}, {64, 96, 128, 1.0f, 1.0f, 0},
+                        {200, 10, 784, 0.5f, 0.0f, 1}};
+  for (const Case& t : cases)
+    for (bool ta : {false, true})
+      for (bool tb : {false, true}) {
+        INFO("m=" << t.m << " n=" << t.n << " k=" << t.k << " trans_a=" << ta << " trans_b=" << tb
+                  << " alpha=" << t.alpha << " beta=" << t.beta << " pad=" << t.pad);
+        RowMajorGemm g = row_major_gemm(ta, tb, t.m, t.n, t.k, t.alpha, t.beta);
+        g.lda += t.pad;
+        g.ldb += 2 * t.pad;
+        g.ldc += t.pad + (t.pad > 0 ? 1 : 0);
+        const int a_rows = ta ? t.k : t.m, b_rows = tb ? t.n : t.k;
+        auto a = random_vector(static_cast<std::size_t>(a_rows) * g.lda, 6);
+        auto b = random_vector(static_cast<std::size_t>(b_rows) * g.ldb, 7);
+        auto c0 = random_vector(static_cast<std::size_t>(t.m) * g.ldc, 8);
+        auto expect = c0, got = c0;
+        naive_gemm(g, a.data(), b.data(), expect.data());
+        cpu->gemm(g, a.data(), b.data(), got.data());
+        // bf16 keeps 8 significant bits: each product is off by up to 2^-8 of itself, and k of
+        // them add up (as a random walk, sqrt(k), for random signs).
+        const double tol = std::abs(t.alpha) * 8.0 / 256.0 * std::sqrt(static_cast<double>(t.k));
+        for (std::size_t i = 0; i < got.size(); ++i) {
+          const bool padding = static_cast<int>(i % static_cast<std::size_t>(g.ldc)) >= t.n;
+          if (padding)
+            REQUIRE(got[i] == c0[i]);
+          else
+            REQUIRE(got[i] == Approx(expect[i]).margin(tol));
+        }
+      }
 }
 
 namespace {

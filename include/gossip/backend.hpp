@@ -208,10 +208,15 @@ struct GemmRequest {
   std::string cache_dir;
   int threads = 1;
   std::string requested_by = "train.gemm";  // where `requested` came from, for messages
+  // train.precision: "bf16" runs oneDNN's bf16 matmul (onednn_bf16) whatever train.gemm says
+  // (auto or onednn), on a CPU with AVX512-BF16 or AMX; "fp32" chooses as above.
+  std::string precision = "fp32";
 };
 
-/// The request of a run: train.gemm, this process's GOSSIP_GEMM and gemm_cache_dir().
-GemmRequest gemm_request(const std::string& train_gemm, int threads);
+/// The request of a run: train.gemm, this process's GOSSIP_GEMM, gemm_cache_dir() and
+/// train.precision.
+GemmRequest gemm_request(const std::string& train_gemm, int threads,
+                         const std::string& precision = "fp32");
 /// $XDG_CACHE_HOME/gossip, else $HOME/.cache/gossip, else "" (none).
 std::string gemm_cache_dir();
 
@@ -229,7 +234,9 @@ struct GemmChoice {
 /// `shapes`, else every candidate is timed over `shapes` (the model's step: a few milliseconds)
 /// and the fastest is kept and cached. A cache file that does not read as one is ignored with a
 /// warning on stderr. Throws InputError naming train.gemm or GOSSIP_GEMM and the choices for an
-/// unknown name. A device backend keeps its one GEMM.
+/// unknown name. A device backend keeps its one GEMM. With request.precision bf16 the CPU runs
+/// onednn_bf16; InputError when the backend is a device's, train.gemm names another GEMM, or the
+/// CPU has no bf16 instructions.
 GemmChoice choose_gemm(Backend& backend, const GemmRequest& request,
                        const std::vector<RowMajorGemm>& shapes);
 

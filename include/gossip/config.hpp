@@ -123,6 +123,9 @@ struct TrainConfig {
   std::string backend = "auto";  // auto | cpu | cuda
   int threads = 1;               // CPU BLAS threads per peer
   std::string gemm = "auto";     // auto | openblas | onednn: the CPU backend's GEMM
+  // fp32 | bf16: bf16 computes the matrix products in bf16 with fp32 accumulation and fp32
+  // master weights (oneDNN; CPUs with AVX512-BF16 or AMX only).
+  std::string precision = "fp32";
   int evals_per_epoch = 1;
   int eval_batch = 1000;
   std::int64_t eval_limit = 0;   // evaluate on the first N test samples (0 = all)

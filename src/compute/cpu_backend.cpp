@@ -228,6 +228,7 @@ std::vector<std::unique_ptr<GemmProvider>> make_gemm_providers(int threads) {
   std::vector<std::unique_ptr<GemmProvider>> out;
   out.push_back(make_openblas_gemm(threads));
   out.push_back(make_onednn_gemm(threads));
+  out.push_back(make_onednn_bf16_gemm(threads));
   return out;
 }
 

@@ -17,6 +17,7 @@
 #include "gossip/backend.hpp"
 #include "gossip/core.hpp"
 #include "gossip/hash.hpp"
+#include "src/compute/gemm_provider.hpp"
 
 namespace gossip {
 namespace {
@@ -159,9 +160,11 @@ std::string gemm_cache_dir() {
   return {};
 }
 
-GemmRequest gemm_request(const std::string& train_gemm, int threads) {
+GemmRequest gemm_request(const std::string& train_gemm, int threads,
+                         const std::string& precision) {
   GemmRequest r;
   r.requested = train_gemm;
+  r.precision = precision;
   if (const char* e = std::getenv("GOSSIP_GEMM")) r.env = e;
   r.cache_dir = gemm_cache_dir();
   r.threads = threads;
@@ -191,10 +194,29 @@ std::vector<GemmTiming> time_gemms(Backend& backend, const std::vector<RowMajorG
   return out;
 }
 
+namespace {
+
+/// train.precision: bf16, where it can run.
+GemmChoice choose_bf16(Backend& backend, const GemmRequest& r) {
+  if (!backend.host_memory())
+    throw InputError(cat("train.precision: bf16 is for the CPU backend; the ", backend.name(),
+                         " backend computes in fp32 (train.backend: cpu, or precision: fp32)"));
+  if (r.requested != "auto" && r.requested != "onednn")
+    throw InputError(cat("train.precision: bf16 runs oneDNN's bf16 matmul, not ", r.requested_by,
+                         " ", r.requested, " (leave it auto, or set onednn)"));
+  if (const std::string why = cpu::onednn_bf16_refusal(); !why.empty())
+    throw InputError(cat("train.precision: bf16: ", why, "; use precision: fp32"));
+  backend.use_gemm("onednn_bf16");
+  return {"onednn_bf16", "train.precision"};
+}
+
+}  // namespace
+
 GemmChoice choose_gemm(Backend& backend, const GemmRequest& r,
                        const std::vector<RowMajorGemm>& shapes) {
   const std::vector<std::string> names = names_of(backend);
   check_name(r.requested_by, r.requested, names);
+  if (r.precision == "bf16") return choose_bf16(backend, r);
   if (!backend.host_memory()) return {backend.gemm_name(), cat("the ", backend.name(), " backend's")};
   GemmChoice choice;
   if (r.requested != "auto") {

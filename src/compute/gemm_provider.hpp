@@ -33,7 +33,13 @@ std::unique_ptr<GemmProvider> make_openblas_gemm(int threads);
 /// > 0 is the OpenMP team size of each call (set in the calling thread); 0 leaves the default.
 std::unique_ptr<GemmProvider> make_onednn_gemm(int threads);
 
-/// Every provider of this build, in the order of cpu_gemm_names().
+/// oneDNN's matmul with fpmath_mode bf16 (train.precision: bf16): fp32 operands, bf16 products,
+/// fp32 accumulation. Not among the timed candidates: it is not fp32.
+std::unique_ptr<GemmProvider> make_onednn_bf16_gemm(int threads);
+/// Why this CPU cannot run bf16 products ("" when it can: AVX512-BF16 or AMX).
+std::string onednn_bf16_refusal();
+
+/// Every provider of this build, in the order of cpu_gemm_names(), then onednn_bf16.
 std::vector<std::unique_ptr<GemmProvider>> make_gemm_providers(int threads);
 
 }  // namespace gossip::cpu

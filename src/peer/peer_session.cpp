@@ -290,7 +290,8 @@ void PeerSession::join_model() {
   std::iota(rows.begin(), rows.end(), 0);
   m.trainer = std::make_unique<Trainer>(*m.backend, m.config, m.own, std::move(rows), m.opt.rank,
                                         balance_for(m.config, m.shards, m.opt.rank));
-  m.gemm = choose_gemm(*m.backend, gemm_request(m.config.train.gemm, m.config.train.threads),
+  m.gemm = choose_gemm(*m.backend, gemm_request(m.config.train.gemm, m.config.train.threads,
+                                                   m.config.train.precision),
                        m.trainer->model().gemm_shapes(m.config.train.batch));
   m.host.resize(static_cast<std::size_t>(m.trainer->num_params()));
   m.params = m.host;

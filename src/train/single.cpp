@@ -46,8 +46,9 @@ Summary train_single(const RunConfig& config, const std::string& out_dir) {
   std::vector<std::int64_t> all(data.train.n);
   std::iota(all.begin(), all.end(), 0);
   Trainer trainer(*backend, config, data.train, std::move(all), 0);
-  const GemmChoice gemm = choose_gemm(*backend, gemm_request(config.train.gemm, config.train.threads),
-                                      trainer.model().gemm_shapes(config.train.batch));
+  const GemmChoice gemm = choose_gemm(
+      *backend, gemm_request(config.train.gemm, config.train.threads, config.train.precision),
+      trainer.model().gemm_shapes(config.train.batch));
   std::printf("gossip train: %s, model %s (%lld params), %lld train / %lld test samples on %s, "
               "%s\n",
               config.path.c_str(), trainer.model().fingerprint().c_str(),
