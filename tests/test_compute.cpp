@@ -601,45 +601,58 @@ TEST_CASE("the CPU backend's compressed-gossip operations equal plain loops over
 
 // ---- the CPU backend's GEMM providers and how one is chosen -------------------------------------
 
-TEST_CASE("every CPU GEMM matches a naive loop: transposes, odd sizes, alpha, beta, padding",
-          "[compute][gemm]") {
-  auto cpu = make_cpu_backend(1);
-  REQUIRE(cpu_gemm_names().size() >= 2);
+namespace {
+
+/// Checks `backend`'s current GEMM against a naive loop over transposes, odd sizes, alpha, beta
+/// and padded leading dimensions; `tolerance(k, alpha)` is the error allowed a C element.
+template <typename Tolerance>
+void check_gemm_against_naive(Backend& backend, Tolerance tolerance) {
   struct Case { int m, n, k; float alpha, beta; int pad; };
   const Case cases[] = {{1, 1, 1, 1.0f, 0.0f, 0},     {33, 17, 65, 1.0f, 0.0f, 0},
                         {7, 13, 3, 0.75f, 0.5f, 3},   {64, 96, 128, 1.0f, 1.0f, 0},
                         {31, 257, 100, -1.5f, 2.0f, 5}, {200, 10, 784, 0.5f, 0.0f, 1}};
+  for (const Case& t : cases)
+    for (bool ta : {false, true})
+      for (bool tb : {false, true}) {
+        INFO(backend.gemm_name() << " m=" << t.m << " n=" << t.n << " k=" << t.k << " trans_a="
+                                 << ta << " trans_b=" << tb << " alpha=" << t.alpha
+                                 << " beta=" << t.beta << " pad=" << t.pad);
+        RowMajorGemm g = row_major_gemm(ta, tb, t.m, t.n, t.k, t.alpha, t.beta);
+        // Leading dimensions larger than tight, each by another amount.
+        g.lda += t.pad;
+        g.ldb += 2 * t.pad;
+        g.ldc += t.pad + (t.pad > 0 ? 1 : 0);
+        const int a_rows = ta ? t.k : t.m, b_rows = tb ? t.n : t.k;
+        auto a = random_vector(static_cast<std::size_t>(a_rows) * g.lda, 6);
+        auto b = random_vector(static_cast<std::size_t>(b_rows) * g.ldb, 7);
+        auto c0 = random_vector(static_cast<std::size_t>(t.m) * g.ldc, 8);
+        auto expect = c0, got = c0;
+        naive_gemm(g, a.data(), b.data(), expect.data());
+        backend.gemm(g, a.data(), b.data(), got.data());
+        require_finite_nonzero(got);
+        const double tol = tolerance(t.k, t.alpha);
+        for (std::size_t i = 0; i < got.size(); ++i) {
+          const bool padding = static_cast<int>(i % static_cast<std::size_t>(g.ldc)) >= t.n;
+          if (padding)  // what lies past n in a row of C is not the product's: untouched
+            REQUIRE(got[i] == c0[i]);
+          else
+            REQUIRE(got[i] == Approx(expect[i]).margin(tol).epsilon(1e-5));
+        }
+      }
+}
+
+}  // namespace
+
+TEST_CASE("every CPU GEMM matches a naive loop: transposes, odd sizes, alpha, beta, padding",
+          "[compute][gemm]") {
+  auto cpu = make_cpu_backend(1);
+  REQUIRE(cpu_gemm_names().size() >= 2);
   for (const std::string& name : cpu_gemm_names()) {
     cpu->use_gemm(name);
     CHECK(cpu->gemm_name() == name);
-    for (const Case& t : cases)
-      for (bool ta : {false, true})
-        for (bool tb : {false, true}) {
-          INFO(name << " m=" << t.m << " n=" << t.n << " k=" << t.k << " trans_a=" << ta
-                    << " trans_b=" << tb << " alpha=" << t.alpha << " beta=" << t.beta
-                    << " pad=" << t.pad);
-          RowMajorGemm g = row_major_gemm(ta, tb, t.m, t.n, t.k, t.alpha, t.beta);
-          // Leading dimensions larger than tight, each by another amount.
-          g.lda += t.pad;
-          g.ldb += 2 * t.pad;
-          g.ldc += t.pad + (t.pad > 0 ? 1 : 0);
-          const int a_rows = ta ? t.k : t.m, b_rows = tb ? t.n : t.k;
-          auto a = random_vector(static_cast<std::size_t>(a_rows) * g.lda, 6);
-          auto b = random_vector(static_cast<std::size_t>(b_rows) * g.ldb, 7);
-          auto c0 = random_vector(static_cast<std::size_t>(t.m) * g.ldc, 8);
-          auto expect = c0, got = c0;
-          naive_gemm(g, a.data(), b.data(), expect.data());
-          cpu->gemm(g, a.data(), b.data(), got.data());
-          require_finite_nonzero(got);
-          const double tol = 1e-5 * std::sqrt(static_cast<double>(t.k)) + 1e-5;
-          for (std::size_t i = 0; i < got.size(); ++i) {
-            const bool padding = static_cast<int>(i % static_cast<std::size_t>(g.ldc)) >= t.n;
-            if (padding)  // what lies past n in a row of C is not the product's: untouched
-              REQUIRE(got[i] == c0[i]);
-            else
-              REQUIRE(got[i] == Approx(expect[i]).margin(tol).epsilon(1e-5));
-          }
-        }
+    check_gemm_against_naive(*cpu, [](int k, float) {
+      return 1e-5 * std::sqrt(static_cast<double>(k)) + 1e-5;
+    });
   }
 }
 
@@ -661,37 +674,11 @@ TEST_CASE("train.precision: bf16 products match a naive loop to bf16's precision
   const GemmChoice c = choose_gemm(*cpu, r, {});
   CHECK(c.name == "onednn_bf16");
   CHECK(cpu->gemm_name() == "onednn_bf16");
-  struct Case { int m, n, k; float alpha, beta; int pad; };
-  const Case cases[] = {{1, 1, 1, 1.0f, 0.0f, 0}, {33, 17, 65, 1.0f, 0.0f, 0},
-                        {7, 13, 3, 0.75f, 0.5f, 3}, {64, 96, 128, 1.0f, 1.0f, 0},
-                        {200, 10, 784, 0.5f, 0.0f, 1}};
-  for (const Case& t : cases)
-    for (bool ta : {false, true})
-      for (bool tb : {false, true}) {
-        INFO("m=" << t.m << " n=" << t.n << " k=" << t.k << " trans_a=" << ta << " trans_b=" << tb
-                  << " alpha=" << t.alpha << " beta=" << t.beta << " pad=" << t.pad);
-        RowMajorGemm g = row_major_gemm(ta, tb, t.m, t.n, t.k, t.alpha, t.beta);
-        g.lda += t.pad;
-        g.ldb += 2 * t.pad;
-        g.ldc += t.pad + (t.pad > 0 ? 1 : 0);
-        const int a_rows = ta ? t.k : t.m, b_rows = tb ? t.n : t.k;
-        auto a = random_vector(static_cast<std::size_t>(a_rows) * g.lda, 6);
-        auto b = random_vector(static_cast<std::size_t>(b_rows) * g.ldb, 7);
-        auto c0 = random_vector(static_cast<std::size_t>(t.m) * g.ldc, 8);
-        auto expect = c0, got = c0;
-        naive_gemm(g, a.data(), b.data(), expect.data());
-        cpu->gemm(g, a.data(), b.data(), got.data());
-        // bf16 keeps 8 significant bits: each product is off by up to 2^-8 of itself, and k of
-        // them add up (as a random walk, sqrt(k), for random signs).
-        const double tol = std::abs(t.alpha) * 8.0 / 256.0 * std::sqrt(static_cast<double>(t.k));
-        for (std::size_t i = 0; i < got.size(); ++i) {
-          const bool padding = static_cast<int>(i % static_cast<std::size_t>(g.ldc)) >= t.n;
-          if (padding)
-            REQUIRE(got[i] == c0[i]);
-          else
-            REQUIRE(got[i] == Approx(expect[i]).margin(tol));
-        }
-      }
+  // bf16 keeps 8 significant bits: each product is off by up to 2^-8 of itself, and k of them
+  // add up (as a random walk, sqrt(k), for random signs).
+  check_gemm_against_naive(*cpu, [](int k, float alpha) {
+    return std::abs(alpha) * 8.0 / 256.0 * std::sqrt(static_cast<double>(k));
+  });
 }
 
 namespace {

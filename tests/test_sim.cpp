@@ -951,6 +951,26 @@ TEST_CASE("sim.eval_peers: a sample of the peers is evaluated, training is uncha
   CHECK(some.evals.back().peer_accuracy_min == all.evals.back().peer_accuracy_min);
 }
 
+namespace {
+
+/// A ring of 8 under clipped gossip with gossip.on_byzantine `on_byzantine`: without an attack,
+/// and with peer 3 sending -x from round 2 on.
+std::pair<SimResult, SimResult> clipped_ring_runs(const std::string& on_byzantine) {
+  RunConfig config = fault_config(8, {});
+  config.gossip.aggregate.kind = Aggregate::kClipped;
+  config.gossip.on_byzantine = on_byzantine;
+  const DataSets data = load_datasets(config);
+  const Topology t = generate("ring", 8);
+  SimResult clean = simulate(config, t, data);
+  Fault flip{2, 0, "attack", {3}, {}, 0.0};
+  flip.attack = AttackKind::kSignFlip;
+  flip.parameter = 1.0;
+  config.faults = {flip};
+  return {std::move(clean), simulate(config, t, data)};
+}
+
+}  // namespace
+
 TEST_CASE("clipped gossip contains a sign-flipping peer, and its neighbours name it",
           "[sim][faults][byzantine]") {
   // Ring of 8, peer 3 sends -x from round 2 on. Under clipped gossip its two neighbours clip
@@ -958,16 +978,7 @@ TEST_CASE("clipped gossip contains a sign-flipping peer, and its neighbours name
   // byzantine_suspect for it, before anyone else is suspected (its victims, pulled a little
   // every round, may be later: docs/byzantine.md), and without the attack nobody is. The
   // honest peers end near the clean run, where mean's fall (the test above).
-  RunConfig config = fault_config(8, {});
-  config.gossip.aggregate.kind = Aggregate::kClipped;
-  const DataSets data = load_datasets(config);
-  const Topology t = generate("ring", 8);
-  const SimResult clean = simulate(config, t, data);
-  Fault flip{2, 0, "attack", {3}, {}, 0.0};
-  flip.attack = AttackKind::kSignFlip;
-  flip.parameter = 1.0;
-  config.faults = {flip};
-  const SimResult attacked = simulate(config, t, data);
+  const auto [clean, attacked] = clipped_ring_runs("report");
   std::vector<std::pair<int, int>> named;  // (peer, subject) of the suspicions in the window
   for (const MemberEvent& e : attacked.member_events)
     if (e.event == "byzantine_suspect" && e.round <= 2 + MembershipWatch::kSuspectWindow)
@@ -995,17 +1006,7 @@ TEST_CASE("on_byzantine: cut stops mixing with the liar for good, its neighbours
   // mixing with 3 the round they suspect it. Each then hears one neighbour, and the cut liar
   // was the one liar clipped's radius allowed for (aggregate.byzantine 1), so that neighbour is
   // mixed in whole: nobody else is suspected or cut in the whole run.
-  RunConfig config = fault_config(8, {});
-  config.gossip.aggregate.kind = Aggregate::kClipped;
-  config.gossip.on_byzantine = "cut";
-  const DataSets data = load_datasets(config);
-  const Topology t = generate("ring", 8);
-  const SimResult clean = simulate(config, t, data);
-  Fault flip{2, 0, "attack", {3}, {}, 0.0};
-  flip.attack = AttackKind::kSignFlip;
-  flip.parameter = 1.0;
-  config.faults = {flip};
-  const SimResult attacked = simulate(config, t, data);
+  const auto [clean, attacked] = clipped_ring_runs("cut");
   std::vector<std::pair<int, int>> cut, suspected;
   for (const MemberEvent& e : attacked.member_events) {
     INFO(e.peer << " " << e.event << " " << e.subject << " at " << e.round);
