@@ -9,6 +9,7 @@
 #include <map>
 
 #include "gossip/core.hpp"
+#include "gossip/faults.hpp"
 #include "gossip/gossip.hpp"
 #include "gossip/progress.hpp"
 #include "gossip/sim.hpp"
@@ -38,6 +39,9 @@ SimResult simulate_setting(const CompareSetting& s, const Topology& topology,
   progress.note(line);
   std::string last = "evaluating...";
   SimHooks hooks;
+  // Under attack, honest peers that diverge are the attack's result, not the run's failure.
+  for (const Fault& f : s.config.faults)
+    hooks.divergence_is_a_result = hooks.divergence_is_a_result || f.action == "attack";
   hooks.on_eval = [&](const EvalPoint& e) {
     last = cat("acc ", fixed(e.average_accuracy, 4), "  consensus ", sci(e.consensus_distance));
   };
@@ -70,6 +74,13 @@ int run_sweep(const RunConfig& base, const std::string& out, bool progress_bar,
     const std::string& path = s.config.gossip.topology;
     if (!topologies.count(path)) topologies.emplace(path, load_topology(path));
     check_algorithm(s.config, topologies.at(path));  // every algorithm on every graph
+    try {
+      check_faults(s.config, topologies.at(path));   // and every attack cell
+    } catch (const InputError& e) {
+      if (base.compare.attacks.empty()) throw;
+      throw InputError(cat(e.what(), " (setting '", s.label, "': the config's faults: and "
+                           "its compare.attacks cell)"));
+    }
     if (analyses.count(path)) continue;
     analyses.emplace(path, analyze(topologies.at(path)));
   }
@@ -127,8 +138,11 @@ int run_sweep(const RunConfig& base, const std::string& out, bool progress_bar,
                           ? cat(" (", describe_choco(s.config.gossip.choco), ")")
                           : std::string(),
                       ", period ",
-                      s.config.gossip.period, ", shard ", s.config.data.shard, ", seed ",
-                      s.config.train.seed, ", spectral gap per round ",
+                      s.config.gossip.period, ", shard ", s.config.data.shard,
+                      s.aggregate == "mean" && s.attack == "none"
+                          ? std::string()
+                          : cat(", aggregate ", s.aggregate, ", attack ", s.attack),
+                      ", seed ", s.config.train.seed, ", spectral gap per round ",
                       fixed(1.0 - analyses.at(path).rho_per_round, 4));
     const std::string dir = out + "/runs/" + slug(i, s.label);
     SimResult result;
@@ -155,6 +169,11 @@ int run_sweep(const RunConfig& base, const std::string& out, bool progress_bar,
                 r.final_accuracy, r.final_min_peer_accuracy, base.compare.target_accuracy,
                 rounds(r.to_target.round).c_str(), rounds(r.average_to_target.round).c_str(),
                 r.final_consensus_distance, r.wall_seconds, r.bytes_per_peer / 1e6);
+    if (!r.attackers.empty())
+      std::printf("    honest peers (all but %zu attacker%s): lowest %.4f, mean %.4f%s\n",
+                  r.attackers.size(), r.attackers.size() > 1 ? "s" : "", r.honest_accuracy_min,
+                  r.honest_accuracy_mean,
+                  r.honest_diverged ? cat(", ", r.honest_diverged, " diverged").c_str() : "");
     std::fflush(stdout);
     results.push_back(std::move(result));
     results.back().params.clear();  // only the curves are needed from here on

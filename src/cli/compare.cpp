@@ -76,13 +76,18 @@ std::string exact(double v) {
 /// whether or not it differs from the file's.
 std::vector<std::string> setting_arguments(const CompareSetting& setting) {
   const RunConfig& c = setting.config;
-  return {"--epochs",   exact(c.train.epochs),
-          "--topology", c.gossip.topology,
-          "--algorithm", algorithm_name(c.gossip.algorithm),
-          "--period",   std::to_string(c.gossip.period),
-          "--compress", compress_argument(c.gossip.choco.compress),
-          "--shard",    c.data.shard,
-          "--seed",     std::to_string(c.train.seed)};
+  std::vector<std::string> out = {"--epochs",   exact(c.train.epochs),
+                                  "--topology", c.gossip.topology,
+                                  "--algorithm", algorithm_name(c.gossip.algorithm),
+                                  "--period",   std::to_string(c.gossip.period),
+                                  "--compress", compress_argument(c.gossip.choco.compress),
+                                  "--shard",    c.data.shard,
+                                  "--seed",     std::to_string(c.train.seed)};
+  if (!c.compare.aggregates.empty()) {  // swept: the kind (check_peers_run refuses tau and b)
+    out.push_back("--aggregate");
+    out.push_back(aggregate_name(c.gossip.aggregate.kind));
+  }
+  return out;
 }
 
 /// The config a peer of `setting`'s run ends up with: the file, then the arguments, read as
@@ -104,7 +109,8 @@ void check_peers_run(const std::string& config_path, const CompareSetting& setti
                          setting.label, "' as the sweep would simulate it: its peers would have ",
                          field, " = ", got, ", not ", expected,
                          " (they take the config file and the overrides --epochs, --topology, "
-                         "--algorithm, --period, --compress, --shard and --seed)"));
+                         "--algorithm, --period, --compress, --shard, --seed and, for "
+                         "compare.aggregates, --aggregate NAME)"));
   };
   differs("train.epochs", exact(peer.train.epochs), exact(want.train.epochs));
   differs("gossip.topology", peer.gossip.topology, want.gossip.topology);
@@ -121,6 +127,7 @@ void check_peers_run(const std::string& config_path, const CompareSetting& setti
   }
   differs("gossip.overlap", peer.gossip.overlap ? "true" : "false",
           want.gossip.overlap ? "true" : "false");
+  differs("gossip.aggregate", describe(peer.gossip.aggregate), describe(want.gossip.aggregate));
   differs("data.shard", peer.data.shard, want.data.shard);
   differs("train.seed", std::to_string(peer.train.seed), std::to_string(want.train.seed));
 }
