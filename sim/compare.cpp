@@ -244,8 +244,8 @@ void write_compare_rows(const std::string& dir, const std::vector<CompareRow>& r
       << to_target_seconds
       << ",average_rounds_to_target,final_accuracy,"
          "final_min_peer_accuracy,final_consensus_distance,bytes_per_peer,sim_seconds,"
-         "wall_seconds,samples_min,samples_max,compress,consensus_step,mode,links,aggregate,"
-         "attack,attackers,honest_accuracy_min,honest_accuracy_mean,honest_diverged\n";
+         "wall_seconds,samples_min,samples_max,compress,consensus_step,mode,links,scenario,"
+         "aggregate,attack,attackers,honest_accuracy_min,honest_accuracy_mean,honest_diverged\n";
   for (const auto& r : rows)
     csv << r.label << ',' << r.group << ',' << r.topology << ',' << r.algorithm << ','
         << r.period << ',' << r.shard << ',' << r.seed << ',' << r.peers << ','
@@ -258,7 +258,8 @@ void write_compare_rows(const std::string& dir, const std::vector<CompareRow>& r
         << (r.measured ? std::string() : cat(r.sim_seconds)) << ',' << r.wall_seconds << ','
         << r.samples_min << ',' << r.samples_max << ',' << r.compress << ','
         << (r.consensus_step > 0 ? cat(r.consensus_step) : "") << ','
-        << (r.measured ? "real" : "simulated") << ',' << r.links << ',' << r.aggregate << ','
+        << (r.measured ? "real" : "simulated") << ',' << r.links << ',' << r.scenario << ','
+        << r.aggregate << ','
         << r.attack << ',' << join_peers(r.attackers) << ',' << r.honest_accuracy_min << ','
         << r.honest_accuracy_mean << ',' << r.honest_diverged << '\n';
 }
