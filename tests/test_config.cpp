@@ -1106,6 +1106,18 @@ TEST_CASE("compare.aggregates and compare.attacks: read as gossip.aggregate and 
   fails("  attacks: [nothing]\n",
         "c.yaml:3: compare.attacks[0]: expected none or an attack entry");
   fails("  attacks: none\n", "compare.attacks");  // a list, even of one
+  // From the command line: exit 2, the file, the line and the key, before anything runs.
+  const fs::path dir = fs::temp_directory_path() / cat("gossip-compare-keys-", ::getpid());
+  fs::create_directories(dir);
+  std::ofstream(dir / "sweep.yaml") << "compare:\n  topologies: [r.yaml]\n"
+                                    << "  aggregates: [mean, krum]\n";
+  const test::Run r = test::run_gossip("compare " + (dir / "sweep.yaml").string() + " --out " +
+                                       (dir / "out").string());
+  fs::remove_all(dir);
+  INFO(r.output);
+  CHECK(r.code == 2);
+  CHECK(r.output.find("sweep.yaml:3: compare.aggregates[1]: unknown value 'krum'") !=
+        std::string::npos);
 }
 
 TEST_CASE("train.gemm takes auto or a CPU GEMM's name, with file and line for a bad value",
