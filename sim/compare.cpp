@@ -14,69 +14,9 @@
 #include "gossip/gossip.hpp"
 #include "gossip/report.hpp"
 #include "gossip/sim.hpp"
+#include "sim/compare_attacks.hpp"
 
 namespace gossip {
-
-namespace {
-
-std::string stem(const std::string& path) { return std::filesystem::path(path).stem().string(); }
-
-
-}  // namespace
-
-std::vector<CompareSetting> compare_settings(const RunConfig& base) {
-  const CompareConfig& c = base.compare;
-  if (c.topologies.empty())
-    throw InputError(cat(base.path, ": compare.topologies: list at least one topology file"));
-  const auto algorithms =
-      c.algorithms.empty() ? std::vector<AlgorithmKind>{base.gossip.algorithm} : c.algorithms;
-  const auto periods = c.periods.empty() ? std::vector<int>{base.gossip.period} : c.periods;
-  const auto shards = c.shards.empty() ? std::vector<std::string>{base.data.shard} : c.shards;
-  const auto seeds = c.seeds.empty() ? std::vector<std::uint64_t>{base.train.seed} : c.seeds;
-  const auto compressors =
-      c.compress.empty() ? std::vector<CompressConfig>{base.gossip.choco.compress} : c.compress;
-  for (int p : periods)
-    if (p < 1) throw InputError(cat(base.path, ": compare.periods: ", p, " is not positive"));
-  const bool several_choco =
-      compressors.size() > 1 ||
-      (algorithms.size() > 1 &&
-       std::any_of(algorithms.begin(), algorithms.end(),
-                   [](AlgorithmKind a) { return traits(a).compresses; }));
-  std::vector<CompareSetting> out;
-  for (const auto& t : c.topologies)
-    for (AlgorithmKind a : algorithms)
-      for (const auto& q : traits(a).compresses ? compressors : std::vector<CompressConfig>{{}})
-        for (int p : periods)
-          for (const auto& s : shards)
-            for (auto seed : seeds) {
-              CompareSetting setting;
-              setting.config = base;
-              setting.config.gossip.topology = t;
-              setting.config.gossip.algorithm = a;
-              // A swept algorithm is where compare.algorithms lists it.
-              if (auto at = base.lines.find("compare.algorithms");
-                  !c.algorithms.empty() && at != base.lines.end())
-                setting.config.lines["gossip.algorithm"] = at->second;
-              // What only some algorithms take stays with them.
-              setting.config.gossip.choco.compress = q;
-              const AlgorithmTraits& row = traits(a);
-              if (!row.compresses) setting.config.gossip.choco = ChocoConfig{};
-              if (!row.overlaps) setting.config.gossip.overlap = false;
-              if (row.compresses && !q.sparse()) setting.config.gossip.wire = WireFormat::kFp32;
-              setting.config.gossip.period = p;
-              setting.config.data.shard = s;
-              setting.config.train.seed = seed;
-              setting.label = stem(t);
-              if (algorithms.size() > 1) setting.label += cat(" ", row.name);
-              if (row.compresses && several_choco) setting.label += " " + describe(q);
-              if (periods.size() > 1) setting.label += cat(" H=", p);
-              if (shards.size() > 1) setting.label += " " + s;
-              setting.group = setting.label;
-              if (seeds.size() > 1) setting.label += cat(" seed=", seed);
-              out.push_back(std::move(setting));
-            }
-  return out;
-}
 
 TargetCrossing first_crossing(const std::vector<EvalPoint>& evals, double target,
                               double EvalPoint::*accuracy, double EvalPoint::*seconds) {
@@ -105,6 +45,9 @@ CompareRow compare_row(const CompareSetting& setting, const TopologyReport& anal
   CompareRow row;
   row.label = setting.label;
   row.group = setting.group.empty() ? setting.label : setting.group;
+  row.scenario = setting.scenario;
+  row.aggregate = setting.aggregate;
+  row.attack = setting.attack;
   row.topology = c.gossip.topology;
   row.algorithm = algorithm_name(c.gossip.algorithm);
   if (traits(c.gossip.algorithm).compresses) {
@@ -132,6 +75,7 @@ CompareRow compare_row(const CompareSetting& setting, const TopologyReport& anal
   row.final_accuracy = last.average_accuracy;
   row.final_min_peer_accuracy = last.peer_accuracy_min;
   row.final_consensus_distance = last.consensus_distance;
+  set_honest_figures(c, result, row);
   row.bytes_per_peer = static_cast<double>(result.bytes_sent) / std::max(1, analysis.n);
   row.sim_seconds = result.sim_seconds;
   row.wall_seconds = result.wall_seconds;
@@ -193,6 +137,11 @@ std::vector<CompareGroup> group_compare_rows(const std::vector<CompareRow>& rows
     g.bytes_per_peer = over([](const CompareRow& r) { return r.bytes_per_peer; }, false);
     g.sim_seconds = over([](const CompareRow& r) { return r.sim_seconds; }, false);
     g.wall_seconds = over([](const CompareRow& r) { return r.wall_seconds; }, false);
+    g.honest_accuracy_min = over([](const CompareRow& r) { return r.honest_accuracy_min; }, false);
+    g.honest_accuracy_mean =
+        over([](const CompareRow& r) { return r.honest_accuracy_mean; }, false);
+    g.honest_diverged = static_cast<int>(std::count_if(
+        g.rows.begin(), g.rows.end(), [&](std::size_t i) { return rows[i].honest_diverged > 0; }));
   }
   return groups;
 }
@@ -222,9 +171,6 @@ std::string compare_title(const std::vector<CompareRow>& rows,
   return title;
 }
 
-namespace {
-
-/// "12.3 ± 0.4" (or "12.3" for one run, "-" when no run has it, "(2/3 reached)" when some).
 std::string plus_minus(const Spread& s, const char* format) {
   if (s.n == 0) return "-";
   char mean[64], std[64];
@@ -236,7 +182,16 @@ std::string plus_minus(const Spread& s, const char* format) {
   return out;
 }
 
+namespace {
+
 std::string csv_number(double v) { return v < 0 ? std::string() : cat(v); }
+
+/// "3", "3 5": peers in a CSV field.
+std::string join_peers(const std::vector<int>& peers) {
+  std::string s;
+  for (int p : peers) s += cat(s.empty() ? "" : " ", p);
+  return s;
+}
 
 /// Per-evaluation mean and standard deviation over a group's runs; runs are aligned by
 /// evaluation index (the seeds of one setting evaluate at the same rounds).
@@ -289,7 +244,8 @@ void write_compare_rows(const std::string& dir, const std::vector<CompareRow>& r
       << to_target_seconds
       << ",average_rounds_to_target,final_accuracy,"
          "final_min_peer_accuracy,final_consensus_distance,bytes_per_peer,sim_seconds,"
-         "wall_seconds,samples_min,samples_max,compress,consensus_step,mode,links\n";
+         "wall_seconds,samples_min,samples_max,compress,consensus_step,mode,links,scenario,"
+         "aggregate,attack,attackers,honest_accuracy_min,honest_accuracy_mean,honest_diverged\n";
   for (const auto& r : rows)
     csv << r.label << ',' << r.group << ',' << r.topology << ',' << r.algorithm << ','
         << r.period << ',' << r.shard << ',' << r.seed << ',' << r.peers << ','
@@ -302,7 +258,10 @@ void write_compare_rows(const std::string& dir, const std::vector<CompareRow>& r
         << (r.measured ? std::string() : cat(r.sim_seconds)) << ',' << r.wall_seconds << ','
         << r.samples_min << ',' << r.samples_max << ',' << r.compress << ','
         << (r.consensus_step > 0 ? cat(r.consensus_step) : "") << ','
-        << (r.measured ? "real" : "simulated") << ',' << r.links << '\n';
+        << (r.measured ? "real" : "simulated") << ',' << r.links << ',' << r.scenario << ','
+        << r.aggregate << ','
+        << r.attack << ',' << join_peers(r.attackers) << ',' << r.honest_accuracy_min << ','
+        << r.honest_accuracy_mean << ',' << r.honest_diverged << '\n';
 }
 
 /// compare_summary.csv: one row per setting, each figure's mean and standard deviation.
@@ -315,7 +274,7 @@ void write_compare_summary(const std::string& dir, const std::vector<CompareRow>
   const char* spreads[] = {"rounds_to_target", to_target_seconds,
                            "average_rounds_to_target", "final_accuracy",
                            "final_min_peer_accuracy", "final_consensus_distance",
-                           "bytes_per_peer"};
+                           "bytes_per_peer", "honest_accuracy_min", "honest_accuracy_mean"};
   for (const char* s : spreads) csv << ',' << s << "_mean," << s << "_std";
   csv << ",runs_reaching_target\n";
   for (const auto& g : groups) {
@@ -325,7 +284,7 @@ void write_compare_summary(const std::string& dir, const std::vector<CompareRow>
     for (const Spread* s : {&g.rounds_to_target, &g.seconds_to_target,
                             &g.average_rounds_to_target, &g.final_accuracy,
                             &g.final_min_peer_accuracy, &g.final_consensus_distance,
-                            &g.bytes_per_peer})
+                            &g.bytes_per_peer, &g.honest_accuracy_min, &g.honest_accuracy_mean})
       csv << ',' << (s->n ? cat(s->mean) : "") << ',' << (s->n ? cat(s->std) : "");
     csv << ',' << g.rounds_to_target.n << '\n';
   }
@@ -419,6 +378,7 @@ void write_compare_report(const std::string& dir, const std::vector<CompareRow>&
      << "; more than " << kPlotColours << " settings are split into rows of panels. "
      << "Bytes are on a log axis. SVG versions sit beside the PNGs; the data is in "
         "curves.dat, compare.csv (one row per run) and compare_summary.csv (one per setting).\n";
+  if (has_attack_section(rows)) write_attack_section(md, rows, groups);
 }
 
 }  // namespace
@@ -439,6 +399,7 @@ void write_compare(const std::string& dir, const std::vector<CompareRow>& rows,
     for (const auto& g : groups) write_curves(dat, g, rows, results);
   }
   write_compare_report(dir, rows, groups, target_accuracy);
+  if (has_attack_section(rows)) write_attack_data(dir, rows, groups);
 }
 
 bool draw_compare_plots(const std::string& dir, const std::vector<CompareRow>& rows,
@@ -522,6 +483,7 @@ bool draw_compare_plots(const std::string& dir, const std::vector<CompareRow>& r
     consensus.panels.clear();
   }
   plots.push_back(std::move(consensus));
+  if (has_attack_section(rows)) plots.push_back(attack_plot(rows, groups, title));
   return draw_plots(dir, plots, why);
 }
 

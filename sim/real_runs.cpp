@@ -19,6 +19,11 @@ void check_real_sweep(const RunConfig& base) {
     throw InputError(cat(base.where("sim.stragglers"),
                          ": stragglers are the simulator's model; real peers run at the speed "
                          "of this machine (drop sim.stragglers, or sweep without --run)"));
+  if (!base.compare.attacks.empty())
+    throw InputError(cat(base.where("compare.attacks"),
+                         ": attack cells are swept in simulation; gossip compare --run runs the "
+                         "config's own faults: (give the attack there, one sweep per attack, or "
+                         "sweep without --run)"));
   if (base.sim.message_loss > 0)
     throw InputError(cat(base.where("sim.message_loss"),
                          ": message loss is the simulator's model; real peers talk TCP (use "

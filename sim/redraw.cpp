@@ -2,6 +2,7 @@
 // draw_compare_plots over the curves.dat the sweep wrote. Only glue: the plots are compare's.
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include "gossip/core.hpp"
 #include "gossip/report.hpp"
@@ -41,6 +42,12 @@ void redraw_compare(const std::string& dir) {
     row.compress = field("compress");
     row.measured = field("mode") == "real";  // gossip compare --run: wall-clock seconds
     row.links = field("links");
+    // Sweeps under attack: what the plot of honest accuracies pivots on (attacks.dat).
+    row.scenario = field("scenario");
+    row.aggregate = field("aggregate");
+    row.attack = field("attack");
+    std::istringstream attackers(field("attackers"));
+    for (int p; attackers >> p;) row.attackers.push_back(p);
     try {
       row.peers = std::stoi(field("peers"));
       row.seed = std::stoull(field("seed"));

@@ -557,7 +557,7 @@ SimResult simulate(const RunConfig& config, const Topology& topology, const Data
       // A peer paused since the last evaluation took no step: it has no loss to average.
       if (round == 0 || stepped[p]) {
         ++trained;
-        if (round > 0 && !std::isfinite(pe.train_loss))
+        if (round > 0 && !std::isfinite(pe.train_loss) && !hooks.divergence_is_a_result)
           throw RuntimeError(cat("training diverged at round ", round, " (peer ", p, " loss ",
                                  pe.train_loss, "): lower optimizer.lr"));
         loss += round > 0 ? pe.train_loss : 0.0;

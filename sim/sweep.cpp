@@ -9,6 +9,7 @@
 #include <map>
 
 #include "gossip/core.hpp"
+#include "gossip/faults.hpp"
 #include "gossip/gossip.hpp"
 #include "gossip/progress.hpp"
 #include "gossip/sim.hpp"
@@ -38,6 +39,9 @@ SimResult simulate_setting(const CompareSetting& s, const Topology& topology,
   progress.note(line);
   std::string last = "evaluating...";
   SimHooks hooks;
+  // Under attack, honest peers that diverge are the attack's result, not the run's failure.
+  for (const Fault& f : s.config.faults)
+    hooks.divergence_is_a_result = hooks.divergence_is_a_result || f.action == "attack";
   hooks.on_eval = [&](const EvalPoint& e) {
     last = cat("acc ", fixed(e.average_accuracy, 4), "  consensus ", sci(e.consensus_distance));
   };
@@ -57,22 +61,75 @@ SimResult simulate_setting(const CompareSetting& s, const Topology& topology,
   return result;
 }
 
+/// Every graph of a sweep, loaded and analysed once.
+struct Graphs {
+  std::map<std::string, Topology> topologies;
+  std::map<std::string, TopologyReport> analyses;
+};
+
+/// Loads and analyses every topology of `settings` and checks each setting against its graph
+/// (its algorithm, its faults and attack cell), so a bad file or cell fails before hours of
+/// simulation.
+Graphs load_graphs(const RunConfig& base, const std::vector<CompareSetting>& settings) {
+  Graphs g;
+  for (const auto& s : settings) {
+    const std::string& path = s.config.gossip.topology;
+    if (!g.topologies.count(path)) g.topologies.emplace(path, load_topology(path));
+    check_algorithm(s.config, g.topologies.at(path));  // every algorithm on every graph
+    try {
+      check_faults(s.config, g.topologies.at(path));   // and every attack cell
+    } catch (const InputError& e) {
+      if (base.compare.attacks.empty()) throw;
+      throw InputError(cat(e.what(), " (setting '", s.label, "': the config's faults: and "
+                           "its compare.attacks cell)"));
+    }
+    if (!g.analyses.count(path)) g.analyses.emplace(path, analyze(g.topologies.at(path)));
+  }
+  return g;
+}
+
+/// compare.averaging_rounds: the pure-averaging pass of every topology, each printed.
+std::vector<AveragingCheck> averaging_pass(const RunConfig& base, const Graphs& graphs) {
+  std::vector<AveragingCheck> averaging;
+  if (base.compare.averaging_rounds <= 0) return averaging;
+  for (const auto& t : base.compare.topologies) {
+    averaging.push_back(averaging_check(base, t, graphs.topologies.at(t), graphs.analyses.at(t),
+                                        base.compare.averaging_rounds));
+    const AveragingCheck& a = averaging.back();
+    if (a.exact_predicted)
+      std::printf("pure averaging on %s: exact average after %s (predicted after %lld)\n",
+                  a.label.c_str(),
+                  a.exact_after >= 0
+                      ? cat(a.exact_after, a.exact_after == 1 ? " round" : " rounds").c_str()
+                      : "never",
+                  static_cast<long long>(graphs.analyses.at(t).exact_after));
+    else
+      std::printf("pure averaging on %s: consensus distance x%.4f per round over rounds "
+                  "%lld-%lld, predicted rho^2 = %.4f (%+.1f%%)%s\n",
+                  a.label.c_str(), a.measured, static_cast<long long>(a.first),
+                  static_cast<long long>(a.last), a.predicted,
+                  100.0 * (a.measured - a.predicted) / a.predicted,
+                  a.agrees() ? "" : "  DISAGREES");
+    if (std::isfinite(a.predicted_rounds_1000x) && !a.exact_predicted)
+      std::printf("  disagreement 1000x lower after %s (predicted by the gap: %.0f)\n",
+                  a.measured_rounds_1000x >= 0
+                      ? cat(a.measured_rounds_1000x, " rounds").c_str()
+                      : cat("more than ", a.distance.size() - 1, " rounds").c_str(),
+                  a.predicted_rounds_1000x);
+    std::fflush(stdout);
+  }
+  return averaging;
+}
+
 }  // namespace
 
 int run_sweep(const RunConfig& base, const std::string& out, bool progress_bar,
               const RealRuns* real) {
   if (real) check_real_sweep(base);
   const auto settings = compare_settings(base);
-  // Load and analyse every topology first, so a bad file fails before hours of simulation.
-  std::map<std::string, Topology> topologies;
-  std::map<std::string, TopologyReport> analyses;
-  for (const auto& s : settings) {
-    const std::string& path = s.config.gossip.topology;
-    if (!topologies.count(path)) topologies.emplace(path, load_topology(path));
-    check_algorithm(s.config, topologies.at(path));  // every algorithm on every graph
-    if (analyses.count(path)) continue;
-    analyses.emplace(path, analyze(topologies.at(path)));
-  }
+  const Graphs graphs = load_graphs(base, settings);
+  const auto& topologies = graphs.topologies;
+  const auto& analyses = graphs.analyses;
   std::printf("gossip compare: %s, %zu settings, %.3g epochs each, target accuracy %.3g%s\n",
               base.path.c_str(), settings.size(), base.train.epochs,
               base.compare.target_accuracy,
@@ -84,36 +141,7 @@ int run_sweep(const RunConfig& base, const std::string& out, bool progress_bar,
 
   const auto t0 = std::chrono::steady_clock::now();
   // The graphs against their spectra first: no data, seconds per graph.
-  std::vector<AveragingCheck> averaging;
-  if (base.compare.averaging_rounds > 0) {
-    for (const auto& t : base.compare.topologies) {
-      averaging.push_back(averaging_check(base, t, topologies.at(t), analyses.at(t),
-                                          base.compare.averaging_rounds));
-      const AveragingCheck& a = averaging.back();
-      if (a.exact_predicted)
-        std::printf("pure averaging on %s: exact average after %s (predicted after %lld)\n",
-                    a.label.c_str(),
-                    a.exact_after >= 0
-                        ? cat(a.exact_after, a.exact_after == 1 ? " round" : " rounds").c_str()
-                        : "never",
-                    static_cast<long long>(analyses.at(t).exact_after));
-      else
-        std::printf("pure averaging on %s: consensus distance x%.4f per round over rounds "
-                    "%lld-%lld, predicted rho^2 = %.4f (%+.1f%%)%s\n",
-                    a.label.c_str(), a.measured, static_cast<long long>(a.first),
-                    static_cast<long long>(a.last), a.predicted,
-                    100.0 * (a.measured - a.predicted) / a.predicted,
-                    a.agrees() ? "" : "  DISAGREES");
-      if (std::isfinite(a.predicted_rounds_1000x) && !a.exact_predicted)
-        std::printf("  disagreement 1000x lower after %s (predicted by the gap: %.0f)\n",
-                    a.measured_rounds_1000x >= 0
-                        ? cat(a.measured_rounds_1000x, " rounds").c_str()
-                        : cat("more than ", a.distance.size() - 1, " rounds").c_str(),
-                    a.predicted_rounds_1000x);
-      std::fflush(stdout);
-    }
-    std::fflush(stdout);
-  }
+  const std::vector<AveragingCheck> averaging = averaging_pass(base, graphs);
   std::map<std::uint64_t, DataSets> data;  // by seed (synthetic sets depend on it)
   std::vector<CompareRow> rows;
   std::vector<SimResult> results;
@@ -127,8 +155,11 @@ int run_sweep(const RunConfig& base, const std::string& out, bool progress_bar,
                           ? cat(" (", describe_choco(s.config.gossip.choco), ")")
                           : std::string(),
                       ", period ",
-                      s.config.gossip.period, ", shard ", s.config.data.shard, ", seed ",
-                      s.config.train.seed, ", spectral gap per round ",
+                      s.config.gossip.period, ", shard ", s.config.data.shard,
+                      s.aggregate == "mean" && s.attack == "none"
+                          ? std::string()
+                          : cat(", aggregate ", s.aggregate, ", attack ", s.attack),
+                      ", seed ", s.config.train.seed, ", spectral gap per round ",
                       fixed(1.0 - analyses.at(path).rho_per_round, 4));
     const std::string dir = out + "/runs/" + slug(i, s.label);
     SimResult result;
@@ -155,6 +186,11 @@ int run_sweep(const RunConfig& base, const std::string& out, bool progress_bar,
                 r.final_accuracy, r.final_min_peer_accuracy, base.compare.target_accuracy,
                 rounds(r.to_target.round).c_str(), rounds(r.average_to_target.round).c_str(),
                 r.final_consensus_distance, r.wall_seconds, r.bytes_per_peer / 1e6);
+    if (!r.attackers.empty())
+      std::printf("    honest peers (all but %zu attacker%s): lowest %.4f, mean %.4f%s\n",
+                  r.attackers.size(), r.attackers.size() > 1 ? "s" : "", r.honest_accuracy_min,
+                  r.honest_accuracy_mean,
+                  r.honest_diverged ? cat(", ", r.honest_diverged, " diverged").c_str() : "");
     std::fflush(stdout);
     results.push_back(std::move(result));
     results.back().params.clear();  // only the curves are needed from here on

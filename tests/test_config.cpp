@@ -1053,6 +1053,73 @@ TEST_CASE("gossip.aggregate: a name or a map, refused where the algorithm cannot
         "not push_sum");
 }
 
+TEST_CASE("compare.aggregates and compare.attacks: read as gossip.aggregate and as the fault "
+          "schedule's attack entries, refused naming the key", "[config][byzantine]") {
+  using gossip::Aggregate;
+  using gossip::AttackKind;
+  using gossip::load_config_from_string;
+  const auto c = load_config_from_string(
+      "compare:\n"
+      "  topologies: [ring.yaml]\n"
+      "  aggregates: [mean, clipped, {kind: trimmed_mean, byzantine: 2}]\n"
+      "  attacks:\n"
+      "    - none\n"
+      "    - {round: 1, attack: [3], kind: alie, z: 2.5}\n"
+      "    - {round: 4, to_round: 9, attack: [3, 5], kind: sign_flip}\n",
+      "c.yaml");
+  REQUIRE(c.compare.aggregates.size() == 3);
+  CHECK(c.compare.aggregates[1].kind == Aggregate::kClipped);
+  CHECK((c.compare.aggregates[2].kind == Aggregate::kTrimmedMean &&
+         c.compare.aggregates[2].byzantine == 2));
+  REQUIRE(c.compare.attacks.size() == 3);
+  CHECK(c.compare.attacks[0].action.empty());  // none: nothing added
+  CHECK(c.compare.attacks[0].attack == AttackKind::kNone);
+  CHECK(c.compare.attacks[1].action == "attack");
+  CHECK(c.compare.attacks[1].attack == AttackKind::kAlie);
+  CHECK(c.compare.attacks[1].parameter == 2.5);
+  CHECK(c.compare.attacks[2].peers == std::vector<int>{3, 5});
+  CHECK(c.compare.attacks[2].parameter == 1.0);  // sign_flip's s defaults, as in faults:
+  CHECK(c.compare.attacks[2].to_round == 9);
+  CHECK(c.faults.empty());  // the cells go to the settings, not the config's own schedule
+  const auto fails = [](const std::string& entry, const std::string& want) {
+    INFO(entry);
+    CHECK_THROWS_WITH(load_config_from_string("compare:\n  topologies: [r.yaml]\n" + entry,
+                                              "c.yaml"),
+                      Catch::Contains(want));
+  };
+  fails("  aggregates: [mean, average]\n",
+        "c.yaml:3: compare.aggregates[1]: unknown value 'average' (expected one of: mean, "
+        "clipped, trimmed_mean, median)");
+  fails("  aggregates: [{kind: median, tau: 1}]\n",
+        "compare.aggregates[0].tau: is for clipped, not median");
+  fails("  algorithms: [dpsgd, push_sum]\n  aggregates: [mean, clipped]\n",
+        "c.yaml:4: compare.aggregates[1]: clipped is for dpsgd, local_sgd and async, not "
+        "push_sum");
+  fails("  attacks: [none, {round: 1, attack: [3], kind: lie}]\n",
+        "c.yaml:3: compare.attacks[1].kind: unknown attack 'lie' (expected one of: sign_flip");
+  fails("  attacks: [{round: 1, attack: [3], kind: sign_flip, z: 1}]\n",
+        "compare.attacks[0].z: is not a parameter of sign_flip (its parameter is s)");
+  fails("  attacks: [{attack: [3], kind: nan}]\n",
+        "compare.attacks[0]: a fault needs its round");
+  fails("  attacks:\n    - {round: 2, kill: [3]}\n",
+        "c.yaml:4: compare.attacks[0]: a sweep's cell is none or an attack entry");
+  fails("  attacks: [nothing]\n",
+        "c.yaml:3: compare.attacks[0]: expected none or an attack entry");
+  fails("  attacks: none\n", "compare.attacks");  // a list, even of one
+  // From the command line: exit 2, the file, the line and the key, before anything runs.
+  const fs::path dir = fs::temp_directory_path() / cat("gossip-compare-keys-", ::getpid());
+  fs::create_directories(dir);
+  std::ofstream(dir / "sweep.yaml") << "compare:\n  topologies: [r.yaml]\n"
+                                    << "  aggregates: [mean, krum]\n";
+  const test::Run r = test::run_gossip("compare " + (dir / "sweep.yaml").string() + " --out " +
+                                       (dir / "out").string());
+  fs::remove_all(dir);
+  INFO(r.output);
+  CHECK(r.code == 2);
+  CHECK(r.output.find("sweep.yaml:3: compare.aggregates[1]: unknown value 'krum'") !=
+        std::string::npos);
+}
+
 TEST_CASE("train.gemm takes auto or a CPU GEMM's name, with file and line for a bad value",
           "[config]") {
   CHECK(load_config_from_string("train: {epochs: 1}\n", "c.yaml").train.gemm == "auto");

@@ -578,6 +578,24 @@ TEST_CASE("gossip compare --run refuses what a real run cannot do before anythin
   CHECK(o.code == 2);
   CHECK(o.output.find("gossip.overlap") != std::string::npos);
   CHECK_FALSE(fs::exists(out / "runs"));
+  // Attack cells are the simulator's; a swept aggregate goes to the peers as --aggregate NAME,
+  // which cannot carry a fixed tau.
+  const struct {
+    const char* sweep;
+    const char* named;
+  } refused[] = {
+      {"  attacks: [none, {round: 1, attack: [1], kind: sign_flip}]\n", "compare.attacks"},
+      {"  aggregates: [mean, {kind: clipped, tau: 0.5}]\n", "gossip.aggregate"},
+  };
+  for (const auto& c : refused) {
+    const auto cfg3 = write_config(t.path, 3, "dpsgd", 1, 1);
+    std::ofstream(cfg3, std::ios::app) << "compare:\n  topologies: [topo.yaml]\n" << c.sweep;
+    const Result a = run(bin() + " compare " + cfg3.string() + " --run --out " + out.string());
+    INFO(a.output);
+    CHECK(a.code == 2);
+    CHECK(a.output.find(c.named) != std::string::npos);
+    CHECK_FALSE(fs::exists(out / "runs"));
+  }
 }
 
 TEST_CASE("with train.gemm auto, gossip run measures once and gossip sim reads the same choice: "

@@ -737,6 +737,192 @@ TEST_CASE("sweeps of more than eight settings are split into rows of panels",
   std::filesystem::remove_all(dir);
 }
 
+TEST_CASE("compare crosses aggregates with attack cells, each cell's entry added to its "
+          "setting's faults", "[sim][compare][byzantine]") {
+  RunConfig base = small_config();
+  base.compare.topologies = {"topologies/ring-16.yaml"};
+  AggregateConfig clipped;
+  clipped.kind = Aggregate::kClipped;
+  base.compare.aggregates = {AggregateConfig{}, clipped};
+  Fault flip;
+  flip.action = "attack";
+  flip.peers = {3};
+  flip.attack = AttackKind::kSignFlip;
+  flip.parameter = 1.0;
+  Fault alie = flip;
+  alie.attack = AttackKind::kAlie;
+  alie.parameter = 4.0;
+  base.compare.attacks = {Fault{}, flip, alie};
+  Fault kill;
+  kill.action = "kill";
+  kill.round = 50;
+  kill.peers = {7};
+  base.faults = {kill};
+  base.compare.seeds = {1, 2};
+  auto s = compare_settings(base);
+  REQUIRE(s.size() == 12);  // 2 aggregates x 3 attacks x 2 seeds, seeds innermost
+  CHECK(s[0].label == "ring-16 mean none seed=1");
+  CHECK(s[0].config.faults.size() == 1);  // `none`: the config's own schedule alone
+  CHECK(s[2].label == "ring-16 mean sign_flip s=1 seed=1");
+  CHECK(s[2].group == "ring-16 mean sign_flip s=1");
+  CHECK(s[2].scenario == "ring-16");
+  CHECK(s[2].aggregate == "mean");
+  CHECK(s[2].attack == "sign_flip s=1");
+  REQUIRE(s[2].config.faults.size() == 2);
+  CHECK(s[2].config.faults[0].action == "kill");
+  CHECK(s[2].config.faults[1].attack == AttackKind::kSignFlip);
+  CHECK(s[11].label == "ring-16 clipped alie z=4 seed=2");
+  CHECK(s[11].config.gossip.aggregate.kind == Aggregate::kClipped);
+  CHECK(s[11].config.train.seed == 2);
+  // Cells that differ only in their attackers are named by them; a cell twice is refused.
+  Fault other = flip;
+  other.peers = {5};
+  base.compare.attacks = {flip, other};
+  CHECK(compare_settings(base)[0].attack == "sign_flip s=1 peers 3");
+  base.compare.attacks = {flip, flip};
+  REQUIRE_THROWS_WITH(compare_settings(base),
+                      Catch::Contains("compare.attacks[1]: the same as compare.attacks[0]"));
+  // Without an attack axis the row names the config's own attack entries.
+  base.compare.attacks.clear();
+  base.compare.aggregates.clear();
+  base.faults = {flip};
+  s = compare_settings(base);
+  REQUIRE(s.size() == 2);
+  CHECK(s[0].label == "ring-16 seed=1");
+  CHECK(s[0].attack == "sign_flip s=1 peers 3");
+  CHECK(s[0].aggregate == "mean");
+}
+
+TEST_CASE("a sweep's honest accuracy leaves out the attackers and the dead, and compare.csv, "
+          "report.md and the plot give it per aggregate and attack", "[sim][compare][byzantine]") {
+  const std::string dir = temp_dir("compare_attacks");
+  std::vector<CompareRow> rows;
+  std::vector<SimResult> results;
+  struct Cell {
+    const char* aggregate;
+    bool attacked;
+    std::vector<double> peers;  // final accuracies; peer 2 attacks in attacked cells
+  };
+  const Cell cells[] = {{"mean", false, {0.90, 0.80, 0.85, 0.88}},
+                        {"mean", true, {0.70, 0.60, 0.05, 0.65}},
+                        {"clipped", false, {0.89, 0.87, 0.86, 0.88}},
+                        {"clipped", true, {0.88, 0.86, 0.02, 0.87}}};
+  for (const Cell& c : cells) {
+    SimResult r;
+    r.evals = {eval_at(0, 0.1, 0.1, 0.0), eval_at(8, 0.8, 0.05, 0.1)};
+    for (double a : c.peers) r.evals.back().peers.push_back(PeerEval{0.3, a, 0});
+    // A fifth peer, killed: its frozen model is no honest peer's at the end.
+    r.evals.back().peers.push_back(PeerEval{0.3, 0.01, 0});
+    r.alive_at_end = {1, 1, 1, 1, 0};
+    CompareSetting setting;
+    setting.scenario = "ring";
+    setting.aggregate = c.aggregate;
+    setting.attack = c.attacked ? "sign_flip s=1" : "none";
+    setting.group = cat("ring ", setting.aggregate, " ", setting.attack);
+    setting.label = setting.group;
+    if (c.attacked) {
+      Fault f;
+      f.action = "attack";
+      f.peers = {2};
+      f.attack = AttackKind::kSignFlip;
+      setting.config.faults = {f};
+    }
+    TopologyReport analysis;
+    analysis.n = 5;
+    rows.push_back(compare_row(setting, analysis, r, 0.7));
+    results.push_back(r);
+  }
+  CHECK(rows[0].attackers.empty());
+  CHECK(rows[0].honest_accuracy_min == Approx(0.80));
+  CHECK(rows[1].attackers == std::vector<int>{2});
+  CHECK(rows[1].honest_accuracy_min == Approx(0.60));  // not the attacker's 0.05
+  CHECK(rows[1].honest_accuracy_mean == Approx(0.65));
+  CHECK(rows[1].final_min_peer_accuracy == Approx(0.05));  // every peer's, as before
+
+  write_compare(dir, rows, results, 0.7);
+  const std::string csv = read_all(dir + "/compare.csv");
+  CHECK_THAT(csv, Catch::Contains(",links,scenario,aggregate,attack,attackers,honest_accuracy_min,"
+                                  "honest_accuracy_mean,honest_diverged\n"));
+  CHECK_THAT(csv, Catch::Contains(",ring,mean,sign_flip s=1,2,0.6,0.65,0\n"));
+  CHECK_THAT(csv, Catch::Contains(",ring,clipped,none,,0.86,0.875,0\n"));
+  const std::string md = read_all(dir + "/report.md");
+  CHECK_THAT(md, Catch::Contains("## Honest peers under attack"));
+  CHECK_THAT(md, Catch::Contains("### ring (attacker: peer 2)"));
+  CHECK_THAT(md, Catch::Contains("| attack | `mean` | `clipped` |"));
+  CHECK_THAT(md, Catch::Contains("| none | 0.8000 / 0.8575 | 0.8600 / 0.8750 |"));
+  CHECK_THAT(md, Catch::Contains("| sign_flip s=1 | 0.6000 / 0.6500 | 0.8600 / 0.8700 |"));
+  CHECK_THAT(md, Catch::Contains("| sign_flip s=1 | -20.0 | +0.0 |"));  // against no attack
+  CHECK_THAT(read_all(dir + "/attacks.dat"), Catch::Contains("1 \"sign_flip s=1\" 0.6 0 0.65 0"));
+  std::string why;
+  draw_compare_plots(dir, rows, &why);  // plots.gp is written even without gnuplot
+  const std::string gp = read_all(dir + "/plots.gp");
+  CHECK_THAT(gp, Catch::Contains("set output 'honest_accuracy.png'"));
+  CHECK_THAT(gp, Catch::Contains("'attacks.dat' index 1 using ($1):($3):xtic(2) with linespoints"));
+  // gossip plot DIR draws it again from compare.csv's columns.
+  std::filesystem::remove(dir + "/plots.gp");
+  try {
+    redraw_compare(dir);
+  } catch (const RuntimeError&) {
+    // no gnuplot here: plots.gp is written all the same
+  }
+  CHECK_THAT(read_all(dir + "/plots.gp"), Catch::Contains("set output 'honest_accuracy.png'"));
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("a sweep under attack runs every cell, and refuses an attacker outside a graph before "
+          "simulating anything", "[sim][compare][byzantine]") {
+  const std::string dir = temp_dir("sweep_attacks");
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/ring.yaml") << "generator: ring\nn: 6\n";
+  const std::string head =
+      "data: {synthetic: {train: 384, test: 64, dim: 8, classes: 4}}\n"
+      "model: {layers: [8, 16, 4]}\n"
+      "optimizer: {lr: 0.05, momentum: 0.9}\n"
+      "train: {epochs: 1, batch: 8, evals_per_epoch: 1}\n"
+      "compare:\n"
+      "  topologies: [ring.yaml]\n"
+      "  aggregates: [mean, clipped]\n";
+  const RunConfig base = load_config_from_string(
+      head + "  attacks: [none, {round: 1, attack: [2], kind: sign_flip, s: 4}]\n", "sweep.yaml",
+      dir);
+  REQUIRE(run_sweep(base, dir + "/out", false) == kExitOk);
+  std::ifstream csv(dir + "/out/compare.csv");
+  std::string line;
+  std::getline(csv, line);
+  const auto header = split_csv_line(line);
+  auto column = [&](const char* name) {
+    return static_cast<std::size_t>(std::find(header.begin(), header.end(), name) -
+                                    header.begin());
+  };
+  REQUIRE(column("honest_accuracy_min") < header.size());
+  std::vector<std::vector<std::string>> runs;
+  while (std::getline(csv, line)) runs.push_back(split_csv_line(line));
+  REQUIRE(runs.size() == 4);
+  const char* want[][2] = {{"mean", "none"}, {"mean", "sign_flip s=4"},
+                           {"clipped", "none"}, {"clipped", "sign_flip s=4"}};
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    INFO("run " << i);
+    CHECK(runs[i][column("aggregate")] == want[i][0]);
+    CHECK(runs[i][column("attack")] == want[i][1]);
+    CHECK(runs[i][column("attackers")] == (i % 2 ? "2" : ""));
+    // The lowest of fewer peers: never under every peer's lowest, equal without an attacker.
+    const double honest = std::stod(runs[i][column("honest_accuracy_min")]);
+    const double every = std::stod(runs[i][column("final_min_peer_accuracy")]);
+    if (i % 2) CHECK(honest >= every);
+    else CHECK(honest == every);
+  }
+  CHECK_THAT(read_text(dir + "/out/report.md"), Catch::Contains("### ring (attacker: peer 2)"));
+
+  const RunConfig outside = load_config_from_string(
+      head + "  attacks: [none, {round: 1, attack: [9], kind: nan}]\n", "sweep.yaml", dir);
+  REQUIRE_THROWS_WITH(run_sweep(outside, dir + "/out2", false),
+                      Catch::Contains("sweep.yaml:8: faults[0].attack: peer 9 is not in the "
+                                      "topology's 0..5") &&
+                          Catch::Contains("compare.attacks"));
+  CHECK_FALSE(std::filesystem::exists(dir + "/out2"));
+  std::filesystem::remove_all(dir);
+}
+
 namespace {
 
 std::vector<const MemberEvent*> events_of(const SimResult& r, int peer, const std::string& event) {

@@ -332,6 +332,8 @@ struct NetworkConfig {
                                     // model them (it wins over sim.bandwidth_mbps, latency_ms)
 };
 
+struct Fault;  // below: one entry of the fault schedule
+
 struct CompareConfig {
   std::vector<std::string> topologies;  // relative to the config
   std::vector<AlgorithmKind> algorithms;  // empty = gossip.algorithm
@@ -340,6 +342,12 @@ struct CompareConfig {
   std::vector<std::uint64_t> seeds;     // empty = train.seed
   // choco settings: one per compressor (empty = gossip.choco.compress)
   std::vector<CompressConfig> compress;
+  // gossip.aggregate of each setting (empty = gossip.aggregate; the algorithms must take it).
+  std::vector<AggregateConfig> aggregates;
+  // The attacks crossed with every other axis: each a fault-schedule attack entry added to the
+  // setting's faults, or `none` (a Fault with no action): nothing added. Empty = no attack
+  // axis (the config's faults alone).
+  std::vector<Fault> attacks;
   double target_accuracy = 0.8;
   // A pure-averaging pass (learning rate 0) on every topology, its measured contraction of the
   // consensus distance per round against rho^2; 0 rounds = no pass.

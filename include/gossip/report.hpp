@@ -160,6 +160,8 @@ struct PlotSeries {
   int spread_column = 0;    // > 0: a shaded band y +- this column (a standard deviation)
   int colour = -1;          // palette entry; -1 = the series' place in its panel
   bool dashed = false;      // a dashed line (e.g. a prediction beside its measurement)
+  int x_tic_column = 0;     // > 0: the x axis's tics labelled with this (text) column
+  bool points = false;      // a point at each value, on the line
 };
 
 /// One panel of a plot (several panels share one image, in a grid).
@@ -180,6 +182,7 @@ struct Plot {
   double y_floor = 0.0;     // on a log y axis: the bottom of the axis, where zeros are drawn
   std::vector<PlotPanel> panels;
   int columns = 2;          // panels per row
+  bool rotate_x_tics = false;  // x tic labels slanted (long category names)
 };
 
 inline constexpr int kPlotColours = 8;

@@ -95,6 +95,11 @@ struct SimHooks {
   std::function<void(const EvalPoint&)> on_eval;
   /// Asked after each evaluation: true ends the run there (result.rounds says how far it got).
   std::function<bool(const EvalPoint&)> stop_after;
+  /// What a non-finite training loss does: false ends the run with RuntimeError ("training
+  /// diverged ...: lower optimizer.lr"); true lets it go on, the peers' accuracies then saying
+  /// what became of their models (gossip compare's settings under attack, where an honest
+  /// peer's divergence is what the attack achieved, not a learning rate too high).
+  bool divergence_is_a_result = false;
 };
 
 /// Simulates config.train.epochs of gossip training of topology.n() peers with config.gossip's
@@ -140,13 +145,22 @@ namespace gossip {
 
 /// One setting of a sweep: a label and the base config with the setting applied.
 struct CompareSetting {
-  std::string label;  // topology file stem, plus algorithm/period/shard/seed when those vary
+  std::string label;  // topology file stem, plus algorithm/period/shard/aggregate/attack/seed
+                      // when those vary
   std::string group;  // the label without the seed: the runs a table row summarises
+  std::string scenario;   // the group without aggregate and attack: one table of the report's
+                          // attack section
+  std::string aggregate;  // gossip.aggregate, short: "clipped", "clipped tau=0.5",
+                          // "trimmed_mean b=2"
+  std::string attack;     // the attack entries of the setting's faults, short ("sign_flip s=1",
+                          // "alie z=4"), or "none"
   RunConfig config;
 };
 
 /// The settings of a sweep (compare.topologies x algorithms (x compare.compress for choco) x
-/// periods x shards x seeds, in that nesting, topologies outermost). Throws InputError when compare.topologies is empty.
+/// periods x shards x aggregates x attacks x seeds, in that nesting, topologies outermost; each
+/// attack cell's entry is added to the config's faults). Throws InputError when
+/// compare.topologies is empty, or when two aggregates or two attack cells would be the same.
 std::vector<CompareSetting> compare_settings(const RunConfig& base);
 
 /// When a run first reached the target, interpolated linearly between the evaluation below it
@@ -186,6 +200,13 @@ void check_real_sweep(const RunConfig& base);
 /// One row of compare.csv: one run of a setting (one seed).
 struct CompareRow {
   std::string label, group, topology, algorithm, shard;
+  std::string scenario, aggregate, attack;  // as CompareSetting's
+  std::vector<int> attackers;        // the peers of the setting's attack entries, ascending
+  // The final evaluation's accuracies of the honest peers (every peer alive at the end but the
+  // attackers; NaN when none was evaluated), and how many of them ended with a non-finite
+  // training loss (an attack can make them diverge; a run without one stops instead).
+  double honest_accuracy_min = 0.0, honest_accuracy_mean = 0.0;
+  int honest_diverged = 0;
   std::string compress;              // choco: its compressor ("top_k 0.01"); else empty
   double consensus_step = 0.0;       // choco: gamma; else 0
   int period = 1;
@@ -232,6 +253,8 @@ struct CompareGroup {
   Spread rounds_to_target, seconds_to_target, epochs_to_target, average_rounds_to_target;
   Spread final_accuracy, final_min_peer_accuracy, final_consensus_distance, bytes_per_peer,
       sim_seconds, wall_seconds;
+  Spread honest_accuracy_min, honest_accuracy_mean;
+  int honest_diverged = 0;  // runs in which an honest peer diverged
 };
 
 /// Groups the rows by CompareRow::group, in order of first appearance.

@@ -29,10 +29,12 @@ const char* kCompareHelp =
     "\n"
     "Runs `gossip sim` once per setting of the sweep in CONFIG's compare section: every\n"
     "compare.topologies file, times compare.algorithms (choco once per compare.compress\n"
-    "entry), compare.periods, compare.shards and compare.seeds when given (else the\n"
-    "gossip/data/train values). All settings with the same shard and seed train on the same\n"
-    "shards. With compare.averaging_rounds, first a pure-averaging pass on each topology against\n"
-    "rho^2 per round (DIR/averaging.csv, averaging.png, a section of report.md). See docs/sim.md.\n"
+    "entry), compare.periods, compare.shards, compare.aggregates (gossip.aggregate),\n"
+    "compare.attacks (each none or a fault-schedule attack entry added to the setting's faults)\n"
+    "and compare.seeds when given (else the gossip/data/train values). All settings with the\n"
+    "same shard and seed train on the same shards. With compare.averaging_rounds, first a\n"
+    "pure-averaging pass on each topology against rho^2 per round (DIR/averaging.csv,\n"
+    "averaging.png, a section of report.md). See docs/sim.md.\n"
     "\n"
     "Writes DIR/compare.csv and DIR/report.md (one row per setting: spectral gap, rounds, epochs\n"
     "and simulated seconds until every peer reaches compare.target_accuracy, rounds until the\n"
@@ -40,6 +42,9 @@ const char* kCompareHelp =
     "final lowest peer accuracy, final consensus distance, bytes per peer), DIR/curves.dat,\n"
     "plots drawn by gnuplot (accuracy vs round, bytes and simulated seconds; consensus distance\n"
     "vs round, log scale; PNG and SVG) and DIR/runs/<n>-<label>/{metrics.csv,summary.json}.\n"
+    "When aggregates or attacks vary, compare.csv also gives the honest peers' (all but the\n"
+    "attackers) lowest and mean final accuracy, report.md a table of them per attack and\n"
+    "aggregate, and DIR/honest_accuracy.png plots them.\n"
     "\n"
     "With --run nothing is simulated: every setting runs for real, one after another, as\n"
     "`gossip run` runs it (one peer process per rank, TCP and TLS; the peers read CONFIG with\n"
@@ -49,7 +54,8 @@ const char* kCompareHelp =
     "each run (metrics.csv's average-model rows) and their bytes what the peers sent;\n"
     "compare.csv's mode column says real. Over loopback, or with --netem (or the config's\n"
     "net.emulate) on emulated links, which needs root. Refused with --run (exit 2, before\n"
-    "anything runs): compare.averaging_rounds, sim.stragglers, sim.message_loss, --workers.\n"
+    "anything runs): compare.averaging_rounds, compare.attacks, sim.stragglers,\n"
+    "sim.message_loss, --workers.\n"
     "\n"
     "options:\n"
     "  --out DIR      where to write results (default: runs/ and the config's name)\n"
@@ -76,13 +82,18 @@ std::string exact(double v) {
 /// whether or not it differs from the file's.
 std::vector<std::string> setting_arguments(const CompareSetting& setting) {
   const RunConfig& c = setting.config;
-  return {"--epochs",   exact(c.train.epochs),
-          "--topology", c.gossip.topology,
-          "--algorithm", algorithm_name(c.gossip.algorithm),
-          "--period",   std::to_string(c.gossip.period),
-          "--compress", compress_argument(c.gossip.choco.compress),
-          "--shard",    c.data.shard,
-          "--seed",     std::to_string(c.train.seed)};
+  std::vector<std::string> out = {"--epochs",   exact(c.train.epochs),
+                                  "--topology", c.gossip.topology,
+                                  "--algorithm", algorithm_name(c.gossip.algorithm),
+                                  "--period",   std::to_string(c.gossip.period),
+                                  "--compress", compress_argument(c.gossip.choco.compress),
+                                  "--shard",    c.data.shard,
+                                  "--seed",     std::to_string(c.train.seed)};
+  if (!c.compare.aggregates.empty()) {  // swept: the kind (check_peers_run refuses tau and b)
+    out.push_back("--aggregate");
+    out.push_back(aggregate_name(c.gossip.aggregate.kind));
+  }
+  return out;
 }
 
 /// The config a peer of `setting`'s run ends up with: the file, then the arguments, read as
@@ -104,7 +115,8 @@ void check_peers_run(const std::string& config_path, const CompareSetting& setti
                          setting.label, "' as the sweep would simulate it: its peers would have ",
                          field, " = ", got, ", not ", expected,
                          " (they take the config file and the overrides --epochs, --topology, "
-                         "--algorithm, --period, --compress, --shard and --seed)"));
+                         "--algorithm, --period, --compress, --shard, --seed and, for "
+                         "compare.aggregates, --aggregate NAME)"));
   };
   differs("train.epochs", exact(peer.train.epochs), exact(want.train.epochs));
   differs("gossip.topology", peer.gossip.topology, want.gossip.topology);
@@ -121,6 +133,7 @@ void check_peers_run(const std::string& config_path, const CompareSetting& setti
   }
   differs("gossip.overlap", peer.gossip.overlap ? "true" : "false",
           want.gossip.overlap ? "true" : "false");
+  differs("gossip.aggregate", describe(peer.gossip.aggregate), describe(want.gossip.aggregate));
   differs("data.shard", peer.data.shard, want.data.shard);
   differs("train.seed", std::to_string(peer.train.seed), std::to_string(want.train.seed));
 }

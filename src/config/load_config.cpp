@@ -17,6 +17,7 @@
 #include <optional>
 #include <regex>
 #include <set>
+#include <tuple>
 #include <utility>
 
 #include "gossip/config.hpp"
@@ -645,6 +646,34 @@ void read_net(const Reader& r, const Node& n, NetworkConfig& c) {
   });
 }
 
+Fault read_fault(const Reader& r, const Node& item, const std::string& at);
+
+/// compare.attacks: each item `none` or an attack entry of the fault schedule, read by its
+/// reader; any other action is refused (a sweep's cells differ by who lies, not who dies).
+std::vector<Fault> read_attack_cells(const Reader& r, const Node& n, const std::string& field) {
+  r.sequence(n, field);
+  std::vector<Fault> out;
+  std::size_t i = 0;
+  for (const Node& item : n) {
+    const std::string at = cat(field, "[", i++, "]");
+    r.mark(at, item.line());
+    if (item.is_scalar()) {
+      if (r.text(item, at) != "none")
+        r.fail(item, at, cat("expected none or an attack entry such as {round: 1, attack: [3], "
+                             "kind: sign_flip}, got '", item.scalar(), "'"));
+      out.push_back(Fault{});
+      continue;
+    }
+    Fault fault = read_fault(r, item, at);
+    if (fault.action != "attack")
+      r.fail(item, at, cat("a sweep's cell is none or an attack entry ({round: 1, attack: [3], "
+                           "kind: sign_flip}), not a ", fault.action,
+                           " (put other faults in the config's faults:)"));
+    out.push_back(std::move(fault));
+  }
+  return out;
+}
+
 void read_compare(const Reader& r, const Node& n, CompareConfig& c) {
   r.each(n, "compare", Handlers{
       {"topologies", [&](auto& v, auto& f) {
@@ -668,6 +697,13 @@ void read_compare(const Reader& r, const Node& n, CompareConfig& c) {
       {"averaging_rounds", [&](auto& v, auto& f) {
          c.averaging_rounds = r.positive_int(v, f, true);
        }},
+      {"aggregates", [&](auto& v, auto& f) {
+         c.aggregates = r.list(v, f, [&](const Node& x, const std::string& g) {
+           r.mark(g, x.line());
+           return read_aggregate(r, x, g);
+         });
+       }},
+      {"attacks", [&](auto& v, auto& f) { c.attacks = read_attack_cells(r, v, f); }},
   });
 }
 
@@ -709,16 +745,21 @@ void check_gossip_keys(const RunConfig& cfg) {
       !any_whole_buffers())
     throw InputError(
         cat(cfg.where("gossip.wire"), ": ", wire_halves_refusal(g.wire, g.choco.compress.kind)));
-  if (g.aggregate.kind != Aggregate::kMean) {
-    // Every algorithm the run (or its sweep) runs must take it.
-    std::vector<AlgorithmKind> runs{g.algorithm};
-    runs.insert(runs.end(), cfg.compare.algorithms.begin(), cfg.compare.algorithms.end());
-    for (AlgorithmKind a : runs)
-      if (const char* why = traits(a).not_robust)
-        throw InputError(cat(cfg.where("gossip.aggregate"), ": ",
-                             aggregate_name(g.aggregate.kind), " is for dpsgd, local_sgd and "
-                             "async, not ", algorithm_name(a), ": ", why));
-  }
+  // A robust aggregate: every algorithm that runs with it must take it. gossip.aggregate runs
+  // with gossip.algorithm and any the sweep lists; compare.aggregates with the sweep's.
+  std::vector<AlgorithmKind> runs{g.algorithm};
+  runs.insert(runs.end(), cfg.compare.algorithms.begin(), cfg.compare.algorithms.end());
+  const std::vector<AlgorithmKind> swept =
+      cfg.compare.algorithms.empty() ? runs : cfg.compare.algorithms;
+  std::vector<std::tuple<std::string, Aggregate, const std::vector<AlgorithmKind>*>> uses{
+      {"gossip.aggregate", g.aggregate.kind, &runs}};
+  for (std::size_t i = 0; i < cfg.compare.aggregates.size(); ++i)
+    uses.emplace_back(cat("compare.aggregates[", i, "]"), cfg.compare.aggregates[i].kind, &swept);
+  for (const auto& [field, kind, algorithms] : uses)
+    for (AlgorithmKind a : *algorithms)
+      if (const char* why = traits(a).not_robust; why && kind != Aggregate::kMean)
+        throw InputError(cat(cfg.where(field), ": ", aggregate_name(kind), " is for dpsgd, "
+                             "local_sgd and async, not ", algorithm_name(a), ": ", why));
   if (g.overlap && !takes(&AlgorithmTraits::overlaps))
     throw InputError(cat(cfg.where("gossip.overlap"), ": overlap is for dpsgd and local_sgd, "
                          "not ", name));
@@ -797,84 +838,87 @@ void check_attack(const Reader& r, const Node& item, const std::string& at, Faul
     r.fail(item, at, "an attack's to_round comes after its round");
 }
 
+/// One entry of a fault schedule, `at` its field ("faults[2]"): of faults: and of
+/// compare.attacks alike, so an attack reads the same wherever it is written.
+Fault read_fault(const Reader& r, const Node& item, const std::string& at) {
+  Fault fault;
+  bool has_round = false;
+  std::string kind;  // the field that named an attack's kind
+  std::vector<std::pair<std::string, double>> given;  // an attack's parameter, as given
+  auto action = [&](const Node& v, const std::string& f, const char* name) {
+    if (!fault.action.empty())
+      r.fail(v, f, cat("one action a fault: this one already says ", fault.action));
+    fault.action = name;
+    fault.peers = r.ints(v, f);
+    for (int p : fault.peers)
+      if (p < 0) r.fail(v, f, cat("peer ", p, " is not a rank"));
+  };
+  auto round = [&](const Node& v, const std::string& f) {
+    if (has_round) r.fail(v, f, "a fault has one round (or from_round for a cut)");
+    fault.round = r.positive_int(v, f, false);
+    has_round = true;
+  };
+  auto parameter = [&](const Node& v, const std::string& f) {
+    given.emplace_back(f, r.number(v, f));
+  };
+  r.each(item, at, Handlers{
+      {"round", [&](auto& v, auto& f) { round(v, f); }},
+      {"from_round", [&](auto& v, auto& f) { round(v, f); }},
+      {"to_round", [&](auto& v, auto& f) { fault.to_round = r.positive_int(v, f, false); }},
+      {"kill", [&](auto& v, auto& f) { action(v, f, "kill"); }},
+      {"restart", [&](auto& v, auto& f) { action(v, f, "restart"); }},
+      {"pause", [&](auto& v, auto& f) { action(v, f, "pause"); }},
+      {"seconds", [&](auto& v, auto& f) { fault.seconds = r.positive(v, f, false); }},
+      {"cut", [&](auto& v, auto& f) {
+         if (!fault.action.empty())
+           r.fail(v, f, cat("one action a fault: this one already says ", fault.action));
+         fault.action = "cut";
+         r.sequence(v, f);
+         std::size_t k = 0;
+         for (const Node& link : v) {
+           const std::string lf = cat(f, "[", k++, "]");
+           const std::vector<int> ends = r.ints(link, lf);
+           if (ends.size() != 2 || ends[0] < 0 || ends[1] < 0 || ends[0] == ends[1])
+             r.fail(link, lf, "a link is two different peers, e.g. [0, 1]");
+           fault.links.emplace_back(ends[0], ends[1]);
+         }
+         if (fault.links.empty()) r.fail(v, f, "a cut needs at least one link");
+       }},
+      {"attack", [&](auto& v, auto& f) { action(v, f, "attack"); }},
+      {"kind", [&](auto& v, auto& f) {
+         const std::string name = r.text(v, f);
+         for (const AttackTraits& t : attack_table())
+           if (name == t.name) fault.attack = t.kind;
+         if (fault.attack == AttackKind::kNone)
+           r.fail(v, f, cat("unknown attack '", name, "' (expected one of: ", attack_choices(),
+                            ")"));
+         kind = f;
+       }},
+      {"s", parameter},
+      {"std", parameter},
+      {"z", parameter},
+      {"epsilon", parameter},
+  });
+  if (!has_round) r.fail(item, at, "a fault needs its round (from_round for a cut)");
+  if (fault.action.empty())
+    r.fail(item, at, "a fault needs an action: kill, restart, pause, cut or attack");
+  if (fault.action == "pause" && fault.seconds <= 0)
+    r.fail(item, at, "a pause needs its length in seconds");
+  if (fault.action != "pause" && fault.seconds > 0)
+    r.fail(item, at, cat("seconds is for pause, not ", fault.action));
+  if (fault.action == "cut" && fault.to_round <= fault.round)
+    r.fail(item, at, "a cut needs to_round after from_round");
+  if (fault.action != "cut" && fault.action != "attack" && fault.to_round > 0)
+    r.fail(item, at, cat("to_round is for cut and attack, not ", fault.action));
+  check_attack(r, item, at, fault, kind, given);
+  return fault;
+}
+
 std::vector<Fault> read_faults(const Reader& r, const Node& n, const std::string& field) {
   r.sequence(n, field);
   std::vector<Fault> out;
   std::size_t i = 0;
-  for (const Node& item : n) {
-    const std::string at = cat(field, "[", i++, "]");
-    Fault fault;
-    bool has_round = false;
-    std::string kind;  // the field that named an attack's kind
-    std::vector<std::pair<std::string, double>> given;  // an attack's parameter, as given
-    auto action = [&](const Node& v, const std::string& f, const char* name) {
-      if (!fault.action.empty())
-        r.fail(v, f, cat("one action a fault: this one already says ", fault.action));
-      fault.action = name;
-      fault.peers = r.ints(v, f);
-      for (int p : fault.peers)
-        if (p < 0) r.fail(v, f, cat("peer ", p, " is not a rank"));
-    };
-    auto round = [&](const Node& v, const std::string& f) {
-      if (has_round) r.fail(v, f, "a fault has one round (or from_round for a cut)");
-      fault.round = r.positive_int(v, f, false);
-      has_round = true;
-    };
-    auto parameter = [&](const Node& v, const std::string& f) {
-      given.emplace_back(f, r.number(v, f));
-    };
-    r.each(item, at, Handlers{
-        {"round", [&](auto& v, auto& f) { round(v, f); }},
-        {"from_round", [&](auto& v, auto& f) { round(v, f); }},
-        {"to_round", [&](auto& v, auto& f) { fault.to_round = r.positive_int(v, f, false); }},
-        {"kill", [&](auto& v, auto& f) { action(v, f, "kill"); }},
-        {"restart", [&](auto& v, auto& f) { action(v, f, "restart"); }},
-        {"pause", [&](auto& v, auto& f) { action(v, f, "pause"); }},
-        {"seconds", [&](auto& v, auto& f) { fault.seconds = r.positive(v, f, false); }},
-        {"cut", [&](auto& v, auto& f) {
-           if (!fault.action.empty())
-             r.fail(v, f, cat("one action a fault: this one already says ", fault.action));
-           fault.action = "cut";
-           r.sequence(v, f);
-           std::size_t k = 0;
-           for (const Node& link : v) {
-             const std::string lf = cat(f, "[", k++, "]");
-             const std::vector<int> ends = r.ints(link, lf);
-             if (ends.size() != 2 || ends[0] < 0 || ends[1] < 0 || ends[0] == ends[1])
-               r.fail(link, lf, "a link is two different peers, e.g. [0, 1]");
-             fault.links.emplace_back(ends[0], ends[1]);
-           }
-           if (fault.links.empty()) r.fail(v, f, "a cut needs at least one link");
-         }},
-        {"attack", [&](auto& v, auto& f) { action(v, f, "attack"); }},
-        {"kind", [&](auto& v, auto& f) {
-           const std::string name = r.text(v, f);
-           for (const AttackTraits& t : attack_table())
-             if (name == t.name) fault.attack = t.kind;
-           if (fault.attack == AttackKind::kNone)
-             r.fail(v, f, cat("unknown attack '", name, "' (expected one of: ", attack_choices(),
-                              ")"));
-           kind = f;
-         }},
-        {"s", parameter},
-        {"std", parameter},
-        {"z", parameter},
-        {"epsilon", parameter},
-    });
-    if (!has_round) r.fail(item, at, "a fault needs its round (from_round for a cut)");
-    if (fault.action.empty())
-      r.fail(item, at, "a fault needs an action: kill, restart, pause, cut or attack");
-    if (fault.action == "pause" && fault.seconds <= 0)
-      r.fail(item, at, "a pause needs its length in seconds");
-    if (fault.action != "pause" && fault.seconds > 0)
-      r.fail(item, at, cat("seconds is for pause, not ", fault.action));
-    if (fault.action == "cut" && fault.to_round <= fault.round)
-      r.fail(item, at, "a cut needs to_round after from_round");
-    if (fault.action != "cut" && fault.action != "attack" && fault.to_round > 0)
-      r.fail(item, at, cat("to_round is for cut and attack, not ", fault.action));
-    check_attack(r, item, at, fault, kind, given);
-    out.push_back(std::move(fault));
-  }
+  for (const Node& item : n) out.push_back(read_fault(r, item, cat(field, "[", i++, "]")));
   return out;
 }
 

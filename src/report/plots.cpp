@@ -72,8 +72,9 @@ std::vector<std::string> series_clauses(const PlotSeries& s, int k, const Plot& 
                       "' notitle"));
   }
   out.push_back(cat(source(s), " using ", x, ":", y_clamped(column(s.y_column), p),
-                    " with lines lw 2 dt ", dash, " lc rgb '", colour, "' title ",
-                    gnuplot_label(s.label)));
+                    s.x_tic_column > 0 ? cat(":xtic(", s.x_tic_column, ")") : std::string(),
+                    s.points ? " with linespoints pt 7 ps 0.8" : " with lines", " lw 2 dt ",
+                    dash, " lc rgb '", colour, "' title ", gnuplot_label(s.label)));
   return out;
 }
 
@@ -82,6 +83,9 @@ void write_panel(std::ostream& gp, const Plot& p, const PlotPanel& panel) {
      << "set xlabel " << gnuplot_quote(p.x_label) << "\nset ylabel " << gnuplot_quote(p.y_label)
      << "\n"
      << (p.log_x ? "set logscale x\nset format x '%g'\n" : "unset logscale x\nset format x '%g'\n")
+     // Categories (rotated tic labels) are kept off the edges of the panel.
+     << (p.rotate_x_tics ? "set xtics rotate by -30 noenhanced\nset offsets 0.3, 0.3, 0, 0\n"
+                         : "set xtics norotate enhanced\nset offsets 0, 0, 0, 0\n")
      << (p.log_y ? "set logscale y\nset format y '%.0e'\n" : "unset logscale y\nset format y '%g'\n")
      << (p.log_y && p.y_floor > 0 ? cat("set yrange [", p.y_floor, ":*]\n")
                                   : std::string("set yrange [*:*]\n"));
