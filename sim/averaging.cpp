@@ -150,21 +150,26 @@ bool write_averaging(const std::string& dir, const std::vector<AveragingCheck>& 
     }
     md << "\n![pure averaging](averaging.png)\n";
   }
+  // One panel a graph, each on its own round axis: the graphs need from ten rounds (one-peer
+  // exponential) to tens of thousands (a large ring) to reach float32's floor, and on one shared
+  // axis every graph but the slowest was a vertical line at x = 0.
   Plot p;
   p.name = "averaging";
-  p.title = "pure averaging: measured (solid) against rho^2 per round (dashed)";
+  p.title = "pure averaging: measured (solid) against rho^2 per round (dashed), one panel a graph";
   p.x_label = "round";
-  p.y_label = "consensus distance / start (0 drawn at the bottom)";
+  p.y_label = "consensus distance / start (0 at the bottom)";
   p.log_y = true;
   p.y_floor = 1e-16;
+  p.columns = checks.size() > 4 ? 3 : 2;
   for (std::size_t i = 0; i < checks.size(); ++i) {
     const auto& a = checks[i];
-    PlotSeries m{"averaging.dat", static_cast<int>(i), 1, 2, 1.0, a.label, 0,
-                 static_cast<int>(i), false};
-    PlotSeries e{"averaging.dat", static_cast<int>(i), 1, 3, 1.0,
-                 cat(a.label, " predicted ", fixed(a.predicted, 4)), 0, static_cast<int>(i), true};
-    p.series.push_back(m);
-    if (!a.exact_predicted) p.series.push_back(e);
+    PlotPanel panel{a.label, {}};
+    panel.series.push_back(PlotSeries{"averaging.dat", static_cast<int>(i), 1, 2, 1.0, "measured",
+                                      0, 0, false, 0, false});
+    if (!a.exact_predicted)
+      panel.series.push_back(PlotSeries{"averaging.dat", static_cast<int>(i), 1, 3, 1.0,
+                                        cat("rho^2 = ", fixed(a.predicted, 4)), 0, 1, true, 0, false});
+    p.panels.push_back(std::move(panel));
   }
   return draw_plots(dir, {p}, why);
 }

@@ -533,6 +533,12 @@ TEST_CASE("pure averaging contracts by rho^2 per round, and exactly on the one-p
   const std::string csv = read_text(dir + "/averaging.csv");
   REQUIRE(csv.find("one-peer-exp-16,one-peer-exp-16.yaml,0,0,") != std::string::npos);
   REQUIRE(read_text(dir + "/report.md").find("| ring-16 | 0.9493 | 0.9011 |") != std::string::npos);
+  // One panel a graph, each with its own round axis (on one axis every graph but the slowest
+  // was a vertical line at round 0): a multiplot with a titled panel for each.
+  const std::string gp = read_text(dir + "/plots.gp");
+  CHECK(gp.find("set multiplot") != std::string::npos);
+  for (const auto& c : checks)
+    CHECK(gp.find(cat("set title \"", c.label, "\"")) != std::string::npos);
   std::filesystem::remove_all(dir);
 }
 
