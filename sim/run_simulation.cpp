@@ -134,6 +134,7 @@ int run_simulation(const RunConfig& config, const std::string& out, bool progres
   info.spectral_gap = 1.0 - analysis.rho_per_round;
   info.period_spectral_gap = analysis.spectral_gap;
   info.consensus_only = consensus;
+  info.tensorboard = config.train.tensorboard;
   write_sim_outputs(out, result, info);
 
   const EvalPoint& last = result.evals.back();

@@ -87,6 +87,7 @@ NetworkSummary network_summary(const SimResult& result, const SimRunInfo& info) 
 
 void write_sim_outputs(const std::string& dir, const SimResult& result, const SimRunInfo& info) {
   RunRecord record(dir);
+  if (info.tensorboard) record.enable_tensorboard();
   for (const EvalPoint& e : result.evals) {
     MetricsRow row;
     row.round = e.round;

@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -12,6 +13,7 @@
 #include "gossip/timeline.hpp"
 #include "gossip/progress.hpp"
 #include "gossip/report.hpp"
+#include "gossip/tensorboard.hpp"
 
 using namespace gossip;
 
@@ -391,4 +393,37 @@ TEST_CASE("a timeline's round phases add up to the round, its spans nest, and it
   CHECK(table.find("   all") != std::string::npos);
   CHECK(table.find("  encrypt") != std::string::npos);
   CHECK(table.find("8.6%") != std::string::npos);  // encrypt: 0.3 s of the 3.5 s wall time
+}
+
+TEST_CASE("TensorBoard records: CRC-32C's check value, the masked CRC and the framing",
+          "[report][tensorboard]") {
+  // CRC-32C's standard check value (RFC 3720 B.4's polynomial): "123456789" -> 0xE3069283.
+  CHECK(crc32c("123456789") == 0xE3069283u);
+  CHECK(crc32c("") == 0u);
+  CHECK(crc32c("6789", crc32c("12345")) == 0xE3069283u);  // continued over pieces
+  const std::uint32_t c = crc32c("abc");
+  CHECK(masked_crc32c("abc") == ((c >> 15) | (c << 17)) + 0xa282ead8u);
+  // A record: length (8 bytes), its masked CRC (4), the event, its masked CRC (4).
+  const std::string e = scalar_event(1.5, 7, "loss", 0.25f);
+  const std::string r = tf_record(e);
+  REQUIRE(r.size() == 8 + 4 + e.size() + 4);
+  std::uint64_t length = 0;
+  std::memcpy(&length, r.data(), 8);
+  CHECK(length == e.size());
+  std::uint32_t crc = 0;
+  std::memcpy(&crc, r.data() + 8, 4);
+  CHECK(crc == masked_crc32c(r.substr(0, 8)));
+  CHECK(r.substr(12, e.size()) == e);
+  std::memcpy(&crc, r.data() + 12 + e.size(), 4);
+  CHECK(crc == masked_crc32c(e));
+  // The event's bytes, field by field: wall_time (1, double), step (2, varint), summary (5):
+  // value (1): tag (1) "loss", simple_value (2, float).
+  std::string want = "\x09";
+  const double wall = 1.5;
+  want.append(reinterpret_cast<const char*>(&wall), 8);
+  want += "\x10\x07";
+  want += "\x2a\x0d\x0a\x0b\x0a\x04loss\x15";
+  const float v = 0.25f;
+  want.append(reinterpret_cast<const char*>(&v), 4);
+  CHECK(e == want);
 }

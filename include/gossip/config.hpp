@@ -126,6 +126,9 @@ struct TrainConfig {
   // fp32 | bf16: bf16 computes the matrix products in bf16 with fp32 accumulation and fp32
   // master weights (oneDNN; CPUs with AVX512-BF16 or AMX only).
   std::string precision = "fp32";
+  // Also write the run's metrics as TensorBoard event files in OUT/tensorboard/ (a run per
+  // peer and one for the average model).
+  bool tensorboard = false;
   int evals_per_epoch = 1;
   int eval_batch = 1000;
   std::int64_t eval_limit = 0;   // evaluate on the first N test samples (0 = all)

@@ -9,6 +9,7 @@
 #endif
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <fstream>
 #include <string>
@@ -16,6 +17,7 @@
 
 #include "gossip/events.hpp"
 #include "gossip/json.hpp"
+#include "gossip/tensorboard.hpp"
 #include "gossip/timeline.hpp"
 
 namespace gossip {
@@ -116,6 +118,8 @@ class RunRecord {
   void write(const MetricsRow& row);
   /// Flushes metrics.csv, so that readers see every row written so far.
   void flush();
+  /// From now on every row also goes to DIR/tensorboard/ (train.tensorboard, --tensorboard).
+  void enable_tensorboard() { tensorboard_ = std::make_unique<TensorBoardWriter>(dir_); }
   /// The evaluation written last.
   const EvaluationFigures& last() const { return last_; }
   const std::string& dir() const { return dir_; }
@@ -134,6 +138,7 @@ class RunRecord {
   std::string path_;
   std::ofstream out_;
   EvaluationFigures last_;
+  std::unique_ptr<TensorBoardWriter> tensorboard_;  // none unless enable_tensorboard()
   bool any_row_ = false;
   bool any_average_ = false;
   double peak_consensus_ = 0.0;

@@ -127,6 +127,7 @@ struct SimRunInfo {
   double spectral_gap = 0.0;         // per round: 1 - rho^(1/period)
   double period_spectral_gap = 0.0;  // of one period's product (the same for static graphs)
   bool consensus_only = false;
+  bool tensorboard = false;  // train.tensorboard: the rows also as DIR/tensorboard/ event files
 };
 
 /// Writes DIR/metrics.csv (one row per peer per evaluation and a peer = -1 row for the average

@@ -19,8 +19,8 @@ namespace {
 const char* kRunHelp =
     "usage: gossip run CONFIG --out DIR [--epochs N] [--algorithm NAME] [--topology FILE]\n"
     "                  [--period H] [--keep-going] [--restart on-failure] [--no-progress]\n"
-    "                  [--until-round N] [--faults FILE] [--netem rate=RATE[,delay=TIME,...]]\n"
-    "                  [--exec COMMAND]\n"
+    "                  [--tensorboard] [--until-round N] [--faults FILE]\n"
+    "                  [--netem rate=RATE[,delay=TIME,...]] [--exec COMMAND]\n"
     "       gossip run --resume DIR [--until-round N] [--no-progress]\n"
     "\n"
     "Starts one `gossip peer` process per rank of CONFIG's topology on this machine, shows one\n"
@@ -45,6 +45,8 @@ const char* kRunHelp =
     "  --restart on-failure  start a peer that died (not by the fault schedule) again, up to 3\n"
     "                     times per rank: it rejoins the running network (gossip peer --rejoin)\n"
     "  --no-progress      no progress bar\n"
+    "  --tensorboard      also write the metrics as TensorBoard event files in DIR/tensorboard/\n"
+    "                     (a run per peer and the average model; train.tensorboard)\n"
     "  --until-round N    every peer stops after round N with a checkpoint (to continue later,\n"
     "                     e.g. in the next slot of a time-limited job)\n"
     "  --netem SPEC       emulated links (net.emulate): each peer in its own network namespace,\n"
@@ -112,7 +114,7 @@ std::vector<std::string> saved_command(const std::string& dir) {
 int run_run(int argc, char** argv) {
   Args args(argc, argv,
             with_override_options({"out", "resume", "until-round", "restart", "netem", "exec"}),
-            {"keep-going", "no-progress"});
+            {"keep-going", "no-progress", "tensorboard"});
   if (args.help()) {
     std::printf(kRunHelp, kOverrideHelp);
     return kExitOk;
@@ -130,6 +132,7 @@ int run_run(int argc, char** argv) {
   const std::string out = args.get("resume") ? *args.get("resume") : args.required("out", "DIR");
   RunConfig config = load_config(args.config_path());
   apply_overrides(args, config);
+  if (args.has("tensorboard")) config.train.tensorboard = true;
   if (const auto netem = args.get("netem"))
     config.net.emulate = parse_link_emulation(*netem, "--netem");
   if (const auto command = args.get("exec")) {

@@ -17,7 +17,7 @@ namespace {
 const char* kSimHelp =
     "usage: gossip sim CONFIG --out DIR [--epochs N] [--workers N] [--algorithm NAME]\n"
     "                  [--topology FILE] [--period H] [--netem rate=RATE[,delay=TIME]]\n"
-    "                  [--consensus] [--quiet]\n"
+    "                  [--consensus] [--quiet] [--tensorboard]\n"
     "\n"
     "Simulates topology.n virtual peers in one process: each trains on its own shard of the\n"
     "data (data.shard) with gossip.algorithm (dpsgd | local_sgd | push_sum | async | choco |\n"
@@ -43,6 +43,8 @@ const char* kSimHelp =
     "  --consensus        pure consensus: peers average random vectors (sim.consensus_dim,\n"
     "                     sim.consensus_rounds), no gradients; shows the mixing rate\n"
     "  --quiet            no progress bar\n"
+    "  --tensorboard      also write the metrics as TensorBoard event files in DIR/tensorboard/\n"
+    "                     (train.tensorboard)\n"
     "\n"
     "exit codes: 0 done, 1 runtime failure (e.g. training diverged), 2 bad config, topology,\n"
     "data file or option, 3 finished but the topology is not connected (no consensus possible)\n";
@@ -50,7 +52,7 @@ const char* kSimHelp =
 }  // namespace
 
 int run_sim(int argc, char** argv) {
-  Args args(argc, argv, with_override_options({"out", "workers", "netem"}), {"consensus", "quiet"});
+  Args args(argc, argv, with_override_options({"out", "workers", "netem"}), {"consensus", "quiet", "tensorboard"});
   if (args.help()) {
     std::printf(kSimHelp, kOverrideHelp);
     return kExitOk;
@@ -59,6 +61,7 @@ int run_sim(int argc, char** argv) {
 
   RunConfig config = load_config(args.config_path());
   apply_overrides(args, config);
+  if (args.has("tensorboard")) config.train.tensorboard = true;
   if (const auto netem = args.get("netem")) {
     config.net.emulate = parse_link_emulation(*netem, "--netem");
     simulate_links(config.sim, config.net.emulate);

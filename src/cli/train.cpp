@@ -16,6 +16,7 @@ namespace {
 
 const char* kTrainHelp =
     "usage: gossip train CONFIG --out DIR [--epochs N] [--backend auto|cpu|cuda] [--threads N]\n"
+    "                    [--tensorboard]\n"
     "\n"
     "Trains one peer on the whole training set (no gossip) with the model, optimizer and data\n"
     "of CONFIG (YAML; see docs/config.md). Prints one line per evaluation (loss, test accuracy,\n"
@@ -26,6 +27,7 @@ const char* kTrainHelp =
     "  --epochs N       override train.epochs\n"
     "  --backend NAME   override train.backend\n"
     "  --threads N      override train.threads (OpenBLAS threads)\n"
+    "  --tensorboard    also write the metrics as TensorBoard event files in DIR/tensorboard/\n"
     "\n"
     "exit codes: 0 done, 1 runtime failure, 2 bad config, data file or option\n";
 
@@ -35,13 +37,14 @@ RunConfig train_config(const Args& args) {
   config.train.epochs = epochs_option(args, config.train.epochs);
   config.train.backend = args.get_or("backend", config.train.backend);
   config.train.threads = threads_option(args, config.train.threads);
+  if (args.has("tensorboard")) config.train.tensorboard = true;
   return config;
 }
 
 }  // namespace
 
 int run_train(int argc, char** argv) {
-  const Args args(argc, argv, {"out", "epochs", "backend", "threads"}, {});
+  const Args args(argc, argv, {"out", "epochs", "backend", "threads"}, {"tensorboard"});
   if (args.help()) {
     std::printf("%s", kTrainHelp);
     return kExitOk;

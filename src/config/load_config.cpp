@@ -403,6 +403,7 @@ void read_train(const Reader& r, const Node& n, TrainConfig& t) {
       {"threads", [&](auto& v, auto& f) { t.threads = r.integer_in(v, f, 1, kMaxThreads); }},
       {"gemm", [&](auto& v, auto& f) { t.gemm = r.choice(v, f, {"auto", "openblas", "onednn"}); }},
       {"precision", [&](auto& v, auto& f) { t.precision = r.choice(v, f, {"fp32", "bf16"}); }},
+      {"tensorboard", [&](auto& v, auto& f) { t.tensorboard = r.boolean(v, f); }},
       {"evals_per_epoch", [&](auto& v, auto& f) { t.evals_per_epoch = r.positive_int(v, f, false); }},
       {"eval_batch", [&](auto& v, auto& f) { t.eval_batch = r.positive_int(v, f, false); }},
       {"eval_limit", [&](auto& v, auto& f) { t.eval_limit = r.positive_int(v, f, true); }},

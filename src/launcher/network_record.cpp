@@ -52,6 +52,7 @@ NetworkRecord::NetworkRecord(const RunConfig& config, const std::string& out_dir
       data_(load_datasets(config)), evaluator_(*backend_, config, data_.train, {0}, 0),
       done_(peers), latest_eval_(peers, -1), graph_(peers) {
   merged_through_ = resume_round;
+  if (config.train.tensorboard) record_.enable_tensorboard();
   gemm_ = choose_gemm(*backend_,
                       gemm_request(config.train.gemm, config.train.threads, config.train.precision),
                       evaluator_.model().gemm_shapes(config.train.batch));

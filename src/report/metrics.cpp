@@ -70,6 +70,7 @@ void RunRecord::write(const MetricsRow& r) {
                 r.consensus_distance, static_cast<unsigned long long>(r.bytes_sent), r.seconds);
   out_ << line;
   if (!out_) throw RuntimeError(cat(path_, ": write failed"));
+  if (tensorboard_) tensorboard_->write(r);
   count(r);
 }
 
@@ -97,7 +98,10 @@ void RunRecord::count(const MetricsRow& r) {
   last_.peer_accuracy_max = std::max(last_.peer_accuracy_max, r.test_accuracy);
 }
 
-void RunRecord::flush() { out_.flush(); }
+void RunRecord::flush() {
+  out_.flush();
+  if (tensorboard_) tensorboard_->flush();
+}
 
 Summary RunRecord::finish(RunEnd end) {
   flush();

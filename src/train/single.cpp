@@ -57,6 +57,7 @@ Summary train_single(const RunConfig& config, const std::string& out_dir) {
               gemm.line().c_str());
 
   RunRecord record(out_dir);
+  if (config.train.tensorboard) record.enable_tensorboard();
   const std::int64_t per_epoch = trainer.steps_per_epoch();
   const double steps = std::ceil(config.train.epochs * static_cast<double>(per_epoch));
   check_local_steps(config, steps);  // before the count is made an integer
