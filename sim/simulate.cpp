@@ -242,7 +242,8 @@ class Swarm {
     host_.clear();
     result.alive_at_end.assign(alive_.begin(), alive_.end());
     for (int p = 0; p < n(); ++p)
-      for (const auto& [from, count] : watches_[p].refused()) result.refused.emplace_back(p, from, count);
+      for (const auto& [from, count] : watches_[p].refused())
+        result.refused.emplace_back(p, from, count);
     // Components of the live graph at the end, as peer 0's monitor... every live peer's monitor
     // agrees once the views have spread; take the view of the lowest live peer.
     for (int p = 0; p < n(); ++p)

@@ -38,13 +38,15 @@ class TensorBoardWriter {
  public:
   explicit TensorBoardWriter(std::string dir) : dir_(std::move(dir)) {}
   /// The row's scalars at step = its round: loss, test_accuracy, consensus_distance (average
-  /// model only), bytes_sent, seconds, epoch. NaN values (a peer not evaluated) are left out.
+  /// model only), bytes_sent, seconds, epoch, and seconds_per_round (since the run's previous
+  /// row; none at its first). NaN values (a peer not evaluated) are left out.
   void write(const MetricsRow& row);
   void flush();
 
  private:
   std::string dir_;
   std::map<int, std::ofstream> files_;  // by peer, -1 the average
+  std::map<int, std::pair<std::int64_t, double>> previous_;  // (round, seconds) of the last row
   std::ofstream& file(int peer);
 };
 

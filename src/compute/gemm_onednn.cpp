@@ -40,7 +40,8 @@ class OneDnnGemm final : public GemmProvider {
   std::string describe() const override {
     const dnnl_version_t* v = dnnl_version();
     const int threads = threads_ > 0 ? threads_ : omp_get_max_threads();
-    return cat("oneDNN ", v->major, ".", v->minor, ".", v->patch, " ", isa_name(dnnl_get_effective_cpu_isa()), ", ", threads,
+    return cat("oneDNN ", v->major, ".", v->minor, ".", v->patch, " ",
+               isa_name(dnnl_get_effective_cpu_isa()), ", ", threads,
                " thread", threads == 1 ? "" : "s");
   }
   void gemm(const RowMajorGemm& g, const float* a, const float* b, float* c) override {
@@ -125,7 +126,8 @@ class OneDnnBf16Gemm final : public GemmProvider {
   using Key = std::tuple<std::thread::id, bool, bool, int, int, int, int, int, int, float, float>;
 
   const Primitive& primitive(const RowMajorGemm& g) {
-    const Key key{std::this_thread::get_id(), g.trans_a, g.trans_b, g.m, g.n, g.k, g.lda, g.ldb, g.ldc, g.alpha, g.beta};
+    const Key key{std::this_thread::get_id(), g.trans_a, g.trans_b, g.m,     g.n,   g.k,
+                  g.lda,                      g.ldb,     g.ldc,     g.alpha, g.beta};
     std::lock_guard lock(mu_);
     if (auto it = primitives_.find(key); it != primitives_.end()) return it->second;
     if (engine_ == nullptr) check(dnnl_engine_create(&engine_, dnnl_cpu, 0), "engine_create");

@@ -1,7 +1,8 @@
 // report/tensorboard.cpp: TensorBoard event files from metrics rows. The `Event` and `Summary`
 // protobufs (tensorflow/core/util/event.proto, framework/summary.proto) are few fields, encoded
-// by hand here: varint keys and lengths, a little-endian double and float; tests/test_tensorboard.py
-// parses the files with the protobuf library and checks every CRC.
+// by hand here: varint keys and lengths, a little-endian double and float;
+// tests/python/test_tensorboard.py parses the files with the protobuf library and checks every
+// CRC.
 #include "gossip/tensorboard.hpp"
 
 #include <array>
@@ -128,13 +129,19 @@ std::ofstream& TensorBoardWriter::file(int peer) {
 void TensorBoardWriter::write(const MetricsRow& row) {
   std::ofstream& out = file(row.peer);
   const double t = now_seconds();
+  double per_round = NAN;
+  if (auto p = previous_.find(row.peer); p != previous_.end() && row.round > p->second.first)
+    per_round =
+        (row.seconds - p->second.second) / static_cast<double>(row.round - p->second.first);
+  previous_[row.peer] = {row.round, row.seconds};
   const std::pair<const char*, double> scalars[] = {
       {"loss", row.loss},
       {"test_accuracy", row.test_accuracy},
       {"consensus_distance", row.peer < 0 ? row.consensus_distance : NAN},
       {"bytes_sent", static_cast<double>(row.bytes_sent)},
       {"seconds", row.seconds},
-      {"epoch", row.epoch}};
+      {"epoch", row.epoch},
+      {"seconds_per_round", per_round}};
   for (const auto& [tag, value] : scalars)
     if (!std::isnan(value))
       out << tf_record(scalar_event(t, row.round, tag, static_cast<float>(value)));

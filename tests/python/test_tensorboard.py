@@ -104,6 +104,12 @@ def check_run_folder(out, peers):
             if peer < 0:
                 assert scalars[("consensus_distance", step)] == pytest.approx(
                     float(r["consensus_distance"]), rel=1e-4, abs=1e-9)
+        # The time a round took between one row of the run and the next.
+        for a, b in zip(mine, mine[1:]):
+            rounds = int(b["round"]) - int(a["round"])
+            if rounds > 0:
+                assert scalars[("seconds_per_round", int(b["round"]))] == pytest.approx(
+                    (float(b["seconds"]) - float(a["seconds"])) / rounds, rel=1e-3, abs=2e-3)
 
 
 def test_sim_writes_tensorboard_files_equal_to_metrics_csv(folder, base_port):
