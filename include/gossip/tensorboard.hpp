@@ -6,7 +6,7 @@
 /// ("brain.Event:2"). docs/outputs.md lists the scalars.
 #pragma once
 #if !defined(GOSSIP_ROOM_REPORT)
-#error "include/gossip/tensorboard.hpp belongs to room report, which this room does not use (see the room table in meson.build)"
+#error "gossip/tensorboard.hpp belongs to room report, which this room does not use (see the room table in meson.build)"
 #endif
 
 #include <cstdint>
