@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <random>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -1405,4 +1406,33 @@ TEST_CASE("a peer whose own parameters are NaN does not blame its neighbours for
   CHECK(algs[1]->last_mix().heard == std::vector<int>{0, 2});
   CHECK(algs[0]->last_mix().nonfinite == std::vector<int>{1});
   CHECK(algs[2]->last_mix().nonfinite == std::vector<int>{1});
+}
+
+TEST_CASE("on a ring trimmed_mean and median are the median of three, ties and all",
+          "[gossip][byzantine]") {
+  // Each peer of a ring holds three values a coordinate (its own and its two neighbours'): the
+  // fast path for three must give the median the sort gives, with values drawn from a small
+  // set so that ties are common, and flag a neighbour whose value is never the middle one.
+  auto backend = make_cpu_backend(1);
+  const Topology t = generate("ring", 6);
+  std::mt19937 rng(5);
+  std::uniform_int_distribution<int> pick(-3, 3);
+  std::vector<std::vector<float>> start(6, std::vector<float>(257));
+  for (auto& x : start)
+    for (auto& v : x) v = 0.5f * static_cast<float>(pick(rng));
+  for (auto& v : start[3]) v = 100.0f;  // peer 3: always the largest, never kept
+  for (Aggregate kind : {Aggregate::kTrimmedMean, Aggregate::kMedian}) {
+    INFO(aggregate_name(kind));
+    auto x = start;
+    const auto algs = mix_round(t, aggregate(kind), x, *backend);
+    for (int p = 0; p < 6; ++p)
+      for (std::size_t i = 0; i < 257; ++i) {
+        float v[3] = {start[(p + 5) % 6][i], start[p][i], start[(p + 1) % 6][i]};
+        std::sort(v, v + 3);
+        REQUIRE(x[p][i] == v[1]);
+      }
+    CHECK(algs[2]->last_mix().clipped == std::vector<int>{3});
+    CHECK(algs[4]->last_mix().clipped == std::vector<int>{3});
+    CHECK(algs[0]->last_mix().clipped.empty());
+  }
 }
