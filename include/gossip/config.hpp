@@ -321,6 +321,10 @@ struct NetworkConfig {
   std::string run_id = "gossip";
   std::string host = "127.0.0.1";   // when the topology gives no addresses
   int base_port = 29500;            // port of rank r = base_port + r
+  // Prometheus /metrics (docs/observe.md): peer r serves metrics_port + r on metrics_host, and
+  // `gossip run` the whole run's on metrics_port + n; 0 = off.
+  int metrics_port = 0;
+  std::string metrics_host = "127.0.0.1";
   double connect_timeout_s = 60.0;  // start deadline for dialling neighbours
   bool shared_memory = true;        // same-host neighbours exchange parameters in memory
   std::string congestion;           // net.congestion: TCP congestion control; "" = the system's

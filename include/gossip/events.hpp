@@ -43,6 +43,10 @@ struct RoundEvent {
   std::int64_t round = 0;
   std::int64_t rounds = 0;
   double seconds = 0.0;  // since the peer started
+  // For the dashboard: bytes over each link so far, "NEIGHBOUR:SENT:RECEIVED;..." (ascending
+  // neighbour), and seconds per phase of its timeline so far (format_phase_seconds).
+  std::string traffic;
+  std::string phases;
 };
 
 /// The convergence monitor saw the set of dead neighbours change.

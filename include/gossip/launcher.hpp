@@ -26,12 +26,29 @@ struct LaunchOptions {
   bool resume = false;           // continue DIR's stopped run from its newest complete
                                  // checkpoint set (every peer's checkpoint of one round)
   std::int64_t until_round = 0;  // > 0: every peer stops after this round, with a checkpoint
+  std::string dashboard;         // --dashboard: "host:port" of the live page; "" = none
 };
 
 /// Runs the whole network; returns the exit code (0 done, or stopped at until_round; 1 a peer
 /// failed; 3 the topology is disconnected; 130 interrupted). Throws InputError on bad input
 /// (with `resume`: also when DIR holds no complete checkpoint set).
 int launch(const RunConfig& config, const LaunchOptions& options);
+
+/// "[ADDR:]PORT" (--dashboard) as "host:port": 127.0.0.1 when no address is given. Throws
+/// InputError naming `what` when it is malformed.
+std::string dashboard_address(const std::string& text, const std::string& what);
+
+struct WatchOptions {
+  std::string dir;      // a run folder (gossip run's --out, or where `gossip peer`s write)
+  std::string address;  // where to serve the dashboard, "host:port"
+  std::string config_path;  // the run's config when the folder does not name it; "" = its own
+};
+
+/// `gossip watch DIR`: serves the dashboard of the run in DIR from its files as they grow (the
+/// peers' events.txt, metrics.csv), until interrupted. Returns the exit code; throws InputError
+/// when DIR is not a run folder or its config cannot be found, RuntimeError when it cannot
+/// listen.
+int watch(const WatchOptions& options);
 
 struct CollectRunOptions {
   /// Run folders holding DIR/peers/R/ of every rank between them (one per machine when they had

@@ -22,6 +22,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -149,6 +150,14 @@ std::string preferred_record_aead();
 double aead_bytes_per_second(std::string_view aead, std::size_t total_bytes = 64u << 20,
                              std::size_t record_bytes = 128u << 10, int reps = 5);
 
+/// What went over the link to one neighbour so far, in bytes (frames, and parameters passed
+/// through shared memory).
+struct LinkTraffic {
+  int peer = 0;
+  std::uint64_t sent = 0;
+  std::uint64_t received = 0;
+};
+
 /// A bound, listening TCP socket. Bind first (port 0 lets the OS choose), learn the port, then
 /// hand it to NetExchange: that is how tests run N exchanges in one process.
 class NetListener {
@@ -209,6 +218,9 @@ class NetExchange final : public Exchange {
 
   /// Neighbours whose link is up right now, ascending.
   std::vector<int> connected_peers() const;
+  /// Bytes sent to and received from each neighbour so far, ascending by neighbour
+  /// (thread-safe).
+  std::vector<LinkTraffic> link_traffic() const;
   /// Those of them on this host whose parameters we read from their shared memory.
   std::vector<int> shared_memory_peers() const;
   /// When the I/O thread sealed and opened TLS records since the last call, as spans of the
@@ -222,5 +234,46 @@ class NetExchange final : public Exchange {
   class Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+/// One response of HttpServer's handler.
+struct HttpResponse {
+  int status = 200;
+  std::string content_type = "text/plain; charset=utf-8";
+  std::string body;
+};
+
+/// The small read-only HTTP/1.1 server behind the dashboard and /metrics. It answers GET and
+/// HEAD, one request per connection, on its own I/O thread: `handler(path)` (the request target
+/// without its query) runs there, so it must be thread-safe, and a slow or hostile client never
+/// holds up the caller's rounds. A request head over kMaxRequestBytes gets 431, a malformed one
+/// 400, another method 405, a client silent for kRequestTimeout is dropped, and past
+/// kMaxConnections open connections a new one gets 503.
+class HttpServer {
+ public:
+  using Handler = std::function<HttpResponse(const std::string& path)>;
+  static constexpr std::size_t kMaxRequestBytes = 8192;
+  static constexpr std::chrono::seconds kRequestTimeout{5};
+  static constexpr int kMaxConnections = 32;
+
+  /// Listens on `address` ("host:port"; port 0: the OS chooses). Throws InputError for a
+  /// malformed address, RuntimeError naming `what` and the address when it cannot listen
+  /// there (the port is in use, the host is not this machine's).
+  HttpServer(const std::string& address, Handler handler, const std::string& what);
+  ~HttpServer();
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  /// "host:port" with the port actually bound.
+  std::string address() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+/// GET http://ADDRESS/PATH: the body of a 200 answer, or nullopt (no answer within `timeout`,
+/// another status, a malformed or oversized answer). For the launcher's scrape of its peers.
+std::optional<std::string> http_get(const std::string& address, const std::string& path,
+                                    std::chrono::milliseconds timeout);
 
 }  // namespace gossip

@@ -50,6 +50,10 @@ struct EvaluationFigures {
   bool has_average = false;        // the evaluation has an average-model row (peer = -1)
 };
 
+/// Folds one metrics row into the figures of its evaluation; a row of another round than `f`'s
+/// (or any row when `fresh`) starts them anew.
+void fold_metrics_row(EvaluationFigures& f, const MetricsRow& row, bool fresh);
+
 /// What only the command knows at the end of a run.
 struct RunEnd {
   std::int64_t rounds = 0;

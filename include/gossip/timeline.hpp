@@ -38,6 +38,9 @@ inline constexpr std::size_t kWallPhaseCount = 10;
 /// Seconds per phase.
 using PhaseSeconds = std::array<double, kPhaseCount>;
 
+/// The name of phase `index` ("setup", "compute", ...) as trace.json and summary.json write it.
+const char* phase_name(std::size_t index);
+
 /// "compute:1.25,send:0.031,..." (every phase, shortest exact doubles), and back; parse throws
 /// InputError naming what is wrong.
 std::string format_phase_seconds(const PhaseSeconds& s);

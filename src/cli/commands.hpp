@@ -14,6 +14,7 @@ int run_compare(int argc, char** argv);
 int run_peer(int argc, char** argv);
 int run_run(int argc, char** argv);
 int run_collect(int argc, char** argv);
+int run_watch(int argc, char** argv);
 int run_bench(int argc, char** argv);
 int run_plot(int argc, char** argv);
 int run_keys(int argc, char** argv);

@@ -24,6 +24,7 @@ const gossip::Subcommand kCommands[] = {
     {"peer", "run one peer of a network (under Slurm, mpirun, Kubernetes or gossip run)",
      gossip::cli::run_peer},
     {"run", "run a whole peer network on this machine from a config", gossip::cli::run_run},
+    {"watch", "serve the live dashboard of a run folder as it grows", gossip::cli::run_watch},
     {"collect", "merge the peers' results of a network started by mpirun, srun or Kubernetes",
      gossip::cli::run_collect},
     {"plot", "draw the plots of a run, sim, train, peer or compare folder", gossip::cli::run_plot},

@@ -63,6 +63,10 @@ int threads_option(const Args& args, int fallback) {
   return bounded_int(args, "threads", fallback, 1, kMaxThreads);
 }
 
+int metrics_port_option(const Args& args, int fallback) {
+  return bounded_int(args, "metrics-port", fallback, 1, 65000);
+}
+
 int workers_option(const Args& args, int fallback) {
   return bounded_int(args, "workers", fallback, 0, kMaxWorkers);
 }

@@ -25,6 +25,9 @@ std::set<std::string> with_override_options(std::set<std::string> own);
 /// value is out of range (epochs as epochs_option, period at least 1).
 void apply_overrides(const Args& args, RunConfig& config);
 
+/// --metrics-port P (net.metrics_port) in 1..65000, or `fallback` when it is not given.
+int metrics_port_option(const Args& args, int fallback);
+
 /// --epochs, --threads and --workers: the option's value, or `fallback` when it is not given.
 /// Throws InputError naming the option when the value is outside its config field's bounds
 /// (gossip/config.hpp: epochs in (0, kMaxEpochs], threads in [1, kMaxThreads], workers in

@@ -20,7 +20,7 @@ namespace {
 const char* kPeerHelp =
     "usage: gossip peer CONFIG [--rank R] [--out DIR] [--hosts FILE] [--epochs N]\n"
     "                   [--algorithm NAME] [--topology FILE] [--period H] [--resume-round N]\n"
-    "                   [--until-round N]\n"
+    "                   [--until-round N] [--metrics-port P]\n"
     "\n"
     "Runs one peer of the network CONFIG describes (its gossip.topology names the graph): trains\n"
     "on its shard, gossips with its neighbours over TCP, and writes its files into DIR/peers/R/:\n"
@@ -62,6 +62,9 @@ const char* kPeerHelp =
     "                     rows to N\n"
     "  --until-round N    stop after round N with a checkpoint (train.checkpoint_every sets\n"
     "                     regular ones), to be resumed later\n"
+    "  --metrics-port P   serve Prometheus metrics at http://127.0.0.1:(P+R)/metrics\n"
+    "                     (net.metrics_port; net.metrics_host for another address) and write\n"
+    "                     DIR/peers/R/metrics.prom at the end (docs/observe.md)\n"
     "  --rejoin           this peer died and is started again while the others train on: keep\n"
     "                     its earlier files (events.txt, metrics.csv, peer.log grow), skip the\n"
     "                     round-0 evaluation. Without it a restarted peer rejoins just the same\n"
@@ -82,7 +85,7 @@ std::string read_text(const std::string& path) {
 PeerSetup peer_setup(int argc, char** argv) {
   Args args(argc, argv,
             with_override_options({"rank", "out", "hosts", "tls-dir", "resume-round",
-                                   "until-round"}),
+                                   "until-round", "metrics-port"}),
             {"events", "rejoin"});
   PeerSetup setup;
   if (args.help()) {
@@ -91,6 +94,7 @@ PeerSetup peer_setup(int argc, char** argv) {
   }
   RunConfig config = load_config(args.config_path());
   apply_overrides(args, config);
+  config.net.metrics_port = metrics_port_option(args, config.net.metrics_port);
   if (config.gossip.topology.empty())
     throw InputError(cat(config.path, ": gossip.topology: a peer needs a topology file"));
   Topology topology = load_topology(config.gossip.topology);

@@ -20,6 +20,7 @@ const char* kRunHelp =
     "usage: gossip run CONFIG --out DIR [--epochs N] [--algorithm NAME] [--topology FILE]\n"
     "                  [--period H] [--keep-going] [--restart on-failure] [--no-progress]\n"
     "                  [--tensorboard] [--until-round N] [--faults FILE]\n"
+    "                  [--dashboard [ADDR:]PORT] [--metrics-port P]\n"
     "                  [--netem rate=RATE[,delay=TIME,...]] [--exec COMMAND]\n"
     "       gossip run --resume DIR [--until-round N] [--no-progress]\n"
     "\n"
@@ -47,6 +48,14 @@ const char* kRunHelp =
     "  --no-progress      no progress bar\n"
     "  --tensorboard      also write the metrics as TensorBoard event files in DIR/tensorboard/\n"
     "                     (a run per peer and the average model; train.tensorboard)\n"
+    "  --dashboard [ADDR:]PORT  serve a live page of the run at http://ADDR:PORT/: the graph\n"
+    "                     with each peer's state and component, link traffic, accuracy, loss\n"
+    "                     and consensus curves, the event log, where the time went; ADDR is\n"
+    "                     127.0.0.1 unless given (docs/observe.md). A port in use is said and\n"
+    "                     the run goes on without it\n"
+    "  --metrics-port P   Prometheus metrics (net.metrics_port): peer R at port P+R, the\n"
+    "                     whole run (the peers' pages merged under a peer label) at P+n;\n"
+    "                     also written to DIR/peers/R/metrics.prom and DIR/metrics.prom\n"
     "  --until-round N    every peer stops after round N with a checkpoint (to continue later,\n"
     "                     e.g. in the next slot of a time-limited job)\n"
     "  --netem SPEC       emulated links (net.emulate): each peer in its own network namespace,\n"
@@ -113,7 +122,8 @@ std::vector<std::string> saved_command(const std::string& dir) {
 
 int run_run(int argc, char** argv) {
   Args args(argc, argv,
-            with_override_options({"out", "resume", "until-round", "restart", "netem", "exec"}),
+            with_override_options({"out", "resume", "until-round", "restart", "netem", "exec",
+                                   "dashboard", "metrics-port"}),
             {"keep-going", "no-progress", "tensorboard"});
   if (args.help()) {
     std::printf(kRunHelp, kOverrideHelp);
@@ -151,6 +161,13 @@ int run_run(int argc, char** argv) {
     opt.restart_on_failure = true;
   }
   opt.progress = !args.has("no-progress");
+  if (const auto dashboard = args.get("dashboard"))
+    opt.dashboard = dashboard_address(*dashboard, "--dashboard");
+  if (args.get("metrics-port")) {
+    config.net.metrics_port = metrics_port_option(args, 0);
+    opt.peer_arguments.insert(opt.peer_arguments.end(),
+                              {"--metrics-port", cat(config.net.metrics_port)});
+  }
   opt.resume = args.get("resume").has_value();
   opt.until_round = args.get_int("until-round", 0);
   if (args.get("until-round") && opt.until_round < 1)

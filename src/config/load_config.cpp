@@ -621,6 +621,12 @@ void read_net(const Reader& r, const Node& n, NetworkConfig& c) {
          c.base_port = r.positive_int(v, f, false);
          if (c.base_port > 65000) r.fail(v, f, cat("must be at most 65000, got ", c.base_port));
        }},
+      {"metrics_port", [&](auto& v, auto& f) {
+         c.metrics_port = r.positive_int(v, f, true);
+         if (c.metrics_port > 65000)
+           r.fail(v, f, cat("must be at most 65000, got ", c.metrics_port));
+       }},
+      {"metrics_host", [&](auto& v, auto& f) { c.metrics_host = r.text(v, f); }},
       {"connect_timeout_s", [&](auto& v, auto& f) { c.connect_timeout_s = r.positive(v, f, false); }},
       {"shared_memory", [&](auto& v, auto& f) { c.shared_memory = r.boolean(v, f); }},
       {"congestion", [&](auto& v, auto& f) {

@@ -21,6 +21,7 @@
 #include "src/launcher/children.hpp"
 #include "src/launcher/emulated_network.hpp"
 #include "src/launcher/network_record.hpp"
+#include "src/launcher/observe.hpp"
 #include "gossip/checkpoint.hpp"
 #include "gossip/core.hpp"
 #include "gossip/json.hpp"
@@ -88,7 +89,9 @@ class Network {
         links_(links), exec_(config.exec),
         record_(config, opt.out_dir, n_, launcher::NetworkRecord::Clock::kLauncher, true,
                 resume_round),
-        faults_(&config.faults), fault_done_(config.faults.size(), false) {}
+        faults_(&config.faults), fault_done_(config.faults.size(), false) {
+    start_observers(config, topology);
+  }
 
   int run();
   const GemmChoice& gemm() const { return record_.gemm(); }
@@ -108,6 +111,19 @@ class Network {
   }
   void merge_ready_rounds();
   int fail(const std::string& why);
+  /// --dashboard and net.metrics_port: their servers, when asked for; one that cannot listen is
+  /// said and left out.
+  void start_observers(const RunConfig& config, const Topology& topology);
+  double now_s() const { return std::chrono::duration<double>(Clock::now() - t0_).count(); }
+  void update_metrics() {
+    int alive = 0;
+    for (const auto& c : children_) alive += c.running || record_.has_finished(c.rank);
+    metrics_->update(slowest_round(), alive, record_.deaths(), record_.rejoins());
+  }
+  /// The round every live peer has completed.
+  std::int64_t slowest_round() const;
+  /// Peer r's process ended without finishing: the record, the dashboard.
+  void peer_gone(int r, const std::string& why);
   /// One event line of peer r (from its pipe, or from its events file): progress, terminal
   /// notes, the record.
   void handle_event(int r, const PeerEvent& e);
@@ -144,7 +160,42 @@ class Network {
   Clock::time_point last_progress_ = Clock::now();
   Progress progress_;
   Clock::time_point t0_ = Clock::now();
+  std::unique_ptr<DashboardState> dashboard_;  // --dashboard: fed as events come; else null
+  std::unique_ptr<launcher::DashboardServer> dashboard_server_;
+  std::unique_ptr<launcher::RunMetrics> metrics_;  // net.metrics_port; else null
 };
+
+void Network::start_observers(const RunConfig& config, const Topology& topology) {
+  if (!opt_.dashboard.empty()) {
+    dashboard_ = std::make_unique<DashboardState>(
+        launcher::dashboard_setup("gossip run", opt_.out_dir, config, topology));
+    try {
+      dashboard_server_ = std::make_unique<launcher::DashboardServer>(opt_.dashboard, *dashboard_);
+      std::printf("gossip run: dashboard at http://%s/ (read-only; it closes with the run, and "
+                  "`gossip watch %s` shows the run folder any time)\n",
+                  dashboard_server_->address().c_str(), opt_.out_dir.c_str());
+    } catch (const RuntimeError& e) {
+      std::fprintf(stderr, "gossip run: %s; the run goes on without a dashboard\n", e.what());
+    }
+  }
+  if (config.net.metrics_port > 0) {
+    try {
+      metrics_ = std::make_unique<launcher::RunMetrics>(config, n_, opt_.out_dir);
+      std::printf("gossip run: Prometheus metrics of the whole run at http://%s/metrics; peer r "
+                  "at http://%s:%d+r/metrics\n", metrics_->address().c_str(),
+                  config.net.metrics_host.c_str(), config.net.metrics_port);
+    } catch (const RuntimeError& e) {
+      std::fprintf(stderr, "gossip run: %s; the run goes on without the merged /metrics (each "
+                   "peer still serves its own)\n", e.what());
+    }
+  }
+  std::fflush(stdout);
+}
+
+void Network::peer_gone(int r, const std::string& why) {
+  record_.peer_failed(r, why);
+  if (dashboard_) dashboard_->on_exit(r, why, now_s());
+}
 
 /// On resume: the evaluations up to the resume round that the peers saved (events.txt) but this
 /// launcher had not merged when it was stopped (Ctrl-C, a crash) are merged now, so that
@@ -226,6 +277,7 @@ void Network::restart(int r) {
   const std::string dir = cat(opt_.out_dir, "/peers/", r);
   std::erase(scheduled_deaths_, r);
   record_.peer_back(r);
+  if (dashboard_) dashboard_->on_back(r, now_s());
   outside_offset_[r] = -1;  // its events come through its pipe again
   launcher::Child c = launcher::spawn_child(r, peer_argv(r, true), dir + "/peer.log", true);
   c.max_rss_kb = std::max(c.max_rss_kb, children_[r].max_rss_kb);
@@ -234,6 +286,8 @@ void Network::restart(int r) {
 
 void Network::merge_ready_rounds() {
   for (const EvaluationFigures& f : record_.merge_ready_rounds()) {
+    if (dashboard_) dashboard_->on_figures(f, now_s());
+    if (metrics_) metrics_->evaluation(f);
     status_ = cat("acc ", fixed(f.test_accuracy, 4), "  peers ", fixed(f.peer_accuracy_min, 3),
                   "-", fixed(f.peer_accuracy_max, 3), "  consensus ", sci(f.consensus_distance),
                   " (round ", f.round, ")");
@@ -300,6 +354,10 @@ void Network::carry_out_faults() {
       continue;
     }
     record_.log_fault(f.round, f.action, f.peers, f.seconds);
+    if (dashboard_)
+      dashboard_->on_note("fault", f.round, cat("fault schedule: ", f.action, " peer",
+                                                f.peers.size() == 1 ? " " : "s ",
+                                                format_peers(f.peers)), now_s());
     progress_.note(cat("fault schedule at round ", f.round, ": ", f.action, " peer",
                        f.peers.size() == 1 ? " " : "s ", format_peers(f.peers),
                        f.action == "pause" ? cat(" for ", f.seconds, " s") : std::string()));
@@ -311,11 +369,15 @@ void Network::show_progress() {
   last_progress_ = Clock::now();
   const std::int64_t total = record_.total_rounds();
   if (total == 0) return;  // no peer has said how many rounds there are yet
-  std::int64_t round = total;
+  progress_.update(std::min(total, slowest_round()), total, status_);
+}
+
+std::int64_t Network::slowest_round() const {
+  std::int64_t round = std::numeric_limits<std::int64_t>::max();
   for (int r = 0; r < n_; ++r)
     if (std::find(record_.dead().begin(), record_.dead().end(), r) == record_.dead().end())
       round = std::min(round, peer_round_[r]);
-  progress_.update(round, total, status_);
+  return round == std::numeric_limits<std::int64_t>::max() ? 0 : round;
 }
 
 int Network::fail(const std::string& why) {
@@ -355,7 +417,7 @@ int Network::run() {
       if (exited && was_running) {
         const bool stopped_as_asked = opt_.until_round > 0 && c.exit_code == 0;
         if (killed_by_schedule(c.rank)) {
-          record_.peer_failed(c.rank, "killed by the fault schedule");
+          peer_gone(c.rank, "killed by the fault schedule");
           watch_outside(c.rank);
         } else if (c.exit_code != 0 || (!record_.has_finished(c.rank) && !stopped_as_asked)) {
           const std::string why = cat("peer ", c.rank, " failed (exit code ", c.exit_code,
@@ -371,7 +433,7 @@ int Network::run() {
           }
           if (!opt_.keep_going) return fail(why);
           progress_.note(why);
-          record_.peer_failed(c.rank, why);
+          peer_gone(c.rank, cat("failed (exit code ", c.exit_code, ")"));
           watch_outside(c.rank);
         }
       }
@@ -381,7 +443,13 @@ int Network::run() {
     merge_ready_rounds();
     carry_out_faults();
     if (Clock::now() - last_progress_ >= std::chrono::seconds(1)) show_progress();
+    if (metrics_) update_metrics();
     if (all_exited && !outside_running) break;
+  }
+  if (dashboard_) dashboard_->set_finished(now_s());
+  if (metrics_) {
+    update_metrics();
+    metrics_->write();
   }
   if (static_cast<int>(record_.dead().size()) == n_) return fail("every peer failed");
   progress_.finish();
@@ -432,6 +500,7 @@ void Network::handle_event(int r, const PeerEvent& e) {
   if (const auto* ro = std::get_if<RoundEvent>(&e))
     peer_round_[r] = std::max(peer_round_[r], ro->round);
   record_.handle(r, e);
+  if (dashboard_) dashboard_->on_event(r, e, now_s());
 }
 
 void Network::watch_outside(int r) {

@@ -71,6 +71,9 @@ class NetworkRecord {
   /// rounds.
   std::vector<std::int64_t> drop_pending_through(std::int64_t round);
   const std::vector<int>& dead() const { return dead_; }
+  /// Deaths and rejoins the peers reported so far (summary.json's deaths, rejoins).
+  std::int64_t deaths() const { return std::ssize(deaths_); }
+  std::int64_t rejoins() const { return std::ssize(rejoins_); }
   /// Peer `rank` was started again (restarted): later rounds expect it again.
   void peer_back(int rank);
   /// exec: runs: the arguments (a JSON list) the evaluating script's Peer.from_env() reads.

@@ -29,7 +29,8 @@ Links::Links(asio::io_context& io, asio::ip::tcp::acceptor& acceptor, const NetC
              std::uint64_t max_frame_bytes, Mailboxes& mailboxes,
              std::vector<asio::ip::tcp::resolver::results_type> endpoints)
     : io_(io), acceptor_(acceptor), config_(config), max_frame_bytes_(max_frame_bytes),
-      mail_(mailboxes), links_(config.size), accept_retry_(io), heartbeat_(io), refusal_tokens_(kRefusalBurst) {
+      mail_(mailboxes), links_(config.size), accept_retry_(io), heartbeat_(io), sent_to_(config.size),
+      received_from_(config.size), refusal_tokens_(kRefusalBurst) {
   if (config.tls.enabled)
     tls_ = make_tls_context(config.tls, config.handshake.run_id, config.rank);
   else
@@ -466,6 +467,23 @@ void Links::shutdown() {
   sessions_.clear();
   if (refusals_unlogged_ > 0)
     log(cat(refusals_unlogged_, " more refusals of unauthenticated connections not logged"));
+}
+
+
+void Links::count_sent(int peer, std::size_t bytes) {
+  bytes_sent_ += bytes;
+  if (peer >= 0 && peer < static_cast<int>(sent_to_.size())) sent_to_[peer] += bytes;
+}
+
+void Links::count_received(int peer, std::size_t bytes) {
+  if (peer >= 0 && peer < static_cast<int>(received_from_.size())) received_from_[peer] += bytes;
+}
+
+std::vector<LinkTraffic> Links::link_traffic() const {
+  std::vector<LinkTraffic> out;
+  for (int p = 0; p < static_cast<int>(links_.size()); ++p)
+    if (links_[p]) out.push_back({p, sent_to_[p].load(), received_from_[p].load()});
+  return out;
 }
 
 }  // namespace gossip::net

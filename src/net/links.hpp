@@ -54,6 +54,8 @@ class Links final : public Hub {
 
   // --- any thread ----------------------------------------------------------------------------
   std::uint64_t bytes_sent() const { return bytes_sent_.load(); }
+  /// Bytes sent to and received from each neighbour so far (NetExchange::link_traffic).
+  std::vector<LinkTraffic> link_traffic() const;
   void log(const std::string& line) override;
   void log_refusal(const std::string& line) override;
 
@@ -66,7 +68,8 @@ class Links final : public Hub {
   std::string on_hello(Session& s, const wire::Hello& hello, std::uint32_t sender) override;
   void on_hello_ack(Session& s, const wire::Hello& hello) override;
   void on_closed(Session& s, CloseKind kind, const std::string& why) override;
-  void count_sent(std::size_t bytes) override { bytes_sent_ += bytes; }
+  void count_sent(int peer, std::size_t bytes) override;
+  void count_received(int peer, std::size_t bytes) override;
   CryptoLog& crypto_log() override { return crypto_; }
 
  private:
@@ -125,6 +128,9 @@ class Links final : public Hub {
   std::shared_ptr<const std::vector<std::byte>> last_view_;  // the view frame sent last
   bool stopping_ = false;
   std::atomic<std::uint64_t> bytes_sent_{0};
+  // Per rank (zero for non-neighbours): read by any thread, added to by the I/O thread.
+  std::vector<std::atomic<std::uint64_t>> sent_to_;
+  std::vector<std::atomic<std::uint64_t>> received_from_;
   CryptoLog crypto_;
   // Refusal lines: a burst of kRefusalBurst, then one a second; the rest are counted.
   double refusal_tokens_;

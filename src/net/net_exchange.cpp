@@ -277,6 +277,9 @@ std::vector<int> NetExchange::shared_memory_peers() const {
 }
 
 std::uint64_t NetExchange::bytes_sent() const { return impl_->links().bytes_sent(); }
+std::vector<LinkTraffic> NetExchange::link_traffic() const {
+  return impl_->links().link_traffic();
+}
 
 std::vector<NetExchange::CryptoSpan> NetExchange::take_crypto_spans() {
   return impl_->links().crypto_log().take();

@@ -230,7 +230,7 @@ void Session::write_next() {
 void Session::on_written(std::error_code ec, std::size_t bytes) {
   arm(write_timer_, std::chrono::milliseconds(0), "");
   OutFrame f = std::move(out_.front());
-  hub_.count_sent(bytes + (ec ? 0 : f.shm_bytes));
+  hub_.count_sent(peer_, bytes + (ec ? 0 : f.shm_bytes));
   out_.pop_front();
   writing_ = false;
   f.token.release();  // written (or failed): the send has ended
@@ -290,6 +290,7 @@ void Session::on_header(std::error_code ec, std::size_t bytes) {
       wire::decode_header(header_, hub_.max_frame_bytes(), hub_.config().handshake.wire);
   if (!decoded) return close(decoded.error, CloseKind::kError);
   const wire::FrameHeader& h = *decoded.value;
+  hub_.count_received(peer_, wire::kHeaderBytes + h.payload_bytes);
   // Any frame: the neighbour is not silent. Only the frames of a peer that runs its rounds (its
   // view, parameters) start the silence clock: one still setting up says nothing for a while.
   if (established_)
@@ -587,6 +588,9 @@ void Session::on_shm_params(const wire::FrameHeader& h) {
                  " was rewritten before we had read it; dropped that round"));
     return read_header();
   }
+  // The parameters came through shared memory: they count as received over this link, as the
+  // sender counts them as sent.
+  hub_.count_received(peer_, rx_.size() * wire_value_bytes(hub_.config().handshake.wire));
   deliver_rx(h.round, note.value->weight, finite);
 }
 

@@ -52,7 +52,10 @@ class Hub {
   /// Dialler side: the handshake is done; the session becomes the link to its peer.
   virtual void on_hello_ack(Session& s, const wire::Hello& hello) = 0;
   virtual void on_closed(Session& s, CloseKind kind, const std::string& why) = 0;
-  virtual void count_sent(std::size_t bytes) = 0;
+  /// Bytes written to, or read from, neighbour `peer` (frames on TCP plus parameters passed
+  /// through shared memory); `peer` < 0 before the handshake has named it.
+  virtual void count_sent(int peer, std::size_t bytes) = 0;
+  virtual void count_received(int peer, std::size_t bytes) = 0;
   /// Where sessions time their sealing and opening of records (thread-safe).
   virtual CryptoLog& crypto_log() = 0;
   virtual void log(const std::string& line) = 0;

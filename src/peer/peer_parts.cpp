@@ -106,6 +106,7 @@ void Events::progress(const PeerEvent& event) {
 }
 
 void Events::emit(const PeerEvent& event) {
+  if (listener_) listener_(event);
   const std::string line = encode_event(event);
   file_ << line << '\n' << std::flush;
   if (!file_) throw RuntimeError(cat(path_, ": write failed"));

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdint>
 #include <fstream>
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -116,8 +117,13 @@ class Events {
   /// from it.
   void progress(const PeerEvent& event);
   void emit(const PeerEvent& event);
+  /// Also hands every emitted event to `listener` (the peer's metrics).
+  void set_listener(std::function<void(const PeerEvent&)> listener) {
+    listener_ = std::move(listener);
+  }
 
  private:
+  std::function<void(const PeerEvent&)> listener_;
   std::string path_;
   std::ofstream file_;
   bool stdout_;

@@ -25,6 +25,7 @@
 #include "gossip/progress.hpp"
 #include "gossip/report.hpp"
 #include "gossip/train.hpp"
+#include "src/peer/peer_metrics.hpp"
 #include "src/peer/peer_parts.hpp"
 
 namespace gossip {
@@ -82,6 +83,7 @@ struct PeerSession::Impl {
   std::uint64_t bytes_before = 0;  // sent before the checkpoint this run resumed from
   std::optional<std::vector<std::byte>> resumed_state;  // the caller's, from that checkpoint
   std::int64_t saved_round = -1;   // the round of the last checkpoint written
+  std::unique_ptr<PeerMetrics> metrics;  // net.metrics_port: /metrics; null when off
 
   Impl(RunConfig c, Topology t, PeerOptions o)
       : config(std::move(c)), topology(std::move(t)), opt(std::move(o)),
@@ -141,6 +143,7 @@ struct PeerSession::Impl {
     faulted->set_tags_per_round(algorithm->relay_steps() + 1);
     watch = std::make_unique<Watch>(topology, rank, *exchange, events, t0,
                                     config.gossip.on_byzantine);
+    start_metrics();
     (*watch)(0);
     fingerprint = checkpoint_fingerprint(config, topology, learner.num_params, rounds);
     if (opt.resume_round >= 0) resume();
@@ -149,6 +152,47 @@ struct PeerSession::Impl {
              : opt.resume_round >= 0 ? std::make_unique<RunRecord>(RunRecord::resume(dir, round))
                                      : std::make_unique<RunRecord>(dir);
     timeline.add(Phase::kSetup, 0.0, timeline.now());
+  }
+
+  /// net.metrics_port: serves /metrics on metrics_host:metrics_port + rank. A port that cannot
+  /// be had is said in the log, and the peer trains on without it.
+  void start_metrics() {
+    if (config.net.metrics_port <= 0) return;
+    const std::string address =
+        cat(config.net.metrics_host, ":", config.net.metrics_port + opt.rank);
+    try {
+      metrics = std::make_unique<PeerMetrics>(opt.rank, address);
+      events.set_listener([m = metrics.get()](const PeerEvent& e) { m->on_event(e); });
+      log_line(cat("peer ", opt.rank, ": Prometheus metrics at http://", metrics->address(),
+                   "/metrics"));
+    } catch (const RuntimeError& e) {
+      log_line(cat("peer ", opt.rank, ": WARNING: ", e.what(), "; training on without /metrics"));
+    }
+  }
+
+  /// The figures of the round just done, for the metrics.
+  RoundFigures round_figures() const {
+    RoundFigures f;
+    f.round = round;
+    f.rounds = rounds;
+    f.bytes_sent = bytes_before + exchange->bytes_sent();
+    f.links = transport->link_traffic();
+    f.view = exchange->membership().view();
+    f.cut = exchange->cut_peers();
+    f.byzantine_suspects = watch->byzantine_suspects();
+    f.refused = watch->refused();
+    f.missing = algorithm->missing_messages();
+    f.connected = watch->monitor().connected();
+    f.phases = &timeline.seconds();
+    return f;
+  }
+
+  /// "NEIGHBOUR:SENT:RECEIVED;..." for the round event (the dashboard's link rates).
+  std::string traffic_text() const {
+    std::string out;
+    for (const LinkTraffic& l : transport->link_traffic())
+      out += cat(out.empty() ? "" : ";", l.peer, ":", l.sent, ":", l.received);
+    return out;
   }
 
   /// What this peer trains, for its first log line: gossip's own model on its shard, or the
@@ -221,6 +265,7 @@ struct PeerSession::Impl {
     write_params(snapshot, snapshot_params);
     events.emit(EvalEvent{opt.rank, round, rounds, row.epoch, row.loss, row.test_accuracy,
                           row.bytes_sent, row.seconds, snapshot});
+    if (metrics) metrics->after_eval(row.loss, row.test_accuracy);
   }
 };
 
@@ -324,10 +369,12 @@ std::int64_t PeerSession::average() {
                                        [&](const Fault& f) { return f.round == m.round; });
   if (m.opt.events &&
       (fault_round || Clock::now() - m.last_round_event >= kRoundEventEvery)) {
-    m.events.progress(RoundEvent{m.opt.rank, m.round, m.rounds, since(m.t0)});
+    m.events.progress(RoundEvent{m.opt.rank, m.round, m.rounds, since(m.t0), m.traffic_text(),
+                                 format_phase_seconds(m.timeline.seconds())});
     m.last_round_event = Clock::now();
   }
   m.timeline.add(Phase::kMonitor, monitor_from, m.timeline.now());
+  if (m.metrics) m.metrics->after_round(m.round_figures());
   m.returned_at = m.timeline.now();
   return m.round;
 }
@@ -445,6 +492,10 @@ Summary PeerSession::finish() {
   m.timeline.add(Phase::kFinish, finish_start, finish_end);
   trace_crypto(*m.transport, m.timeline, m.t0);
   m.timeline.write(m.dir + "/trace.json");
+  if (m.metrics) {  // the final figures, for a scrape after the process has gone
+    m.metrics->after_round(m.round_figures());
+    m.metrics->write(m.dir + "/metrics.prom");
+  }
   RunEnd end{.rounds = m.round, .bytes_sent = m.bytes_before + m.exchange->bytes_sent(),
              .wall_seconds = finish_end, .connected = m.watch->monitor().connected(),
              .params_sha256 = {sha256_hex(final_params)}, .gemm = m.gemm.name, .extra = {}};

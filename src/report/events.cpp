@@ -34,7 +34,8 @@ template <typename F> void fields(EvalEvent& e, F f) {
        "acc", e.accuracy, "bytes", e.bytes_sent, "seconds", e.seconds, "params", e.params);
 }
 template <typename F> void fields(RoundEvent& e, F f) {
-  each(f, "peer", e.peer, "round", e.round, "rounds", e.rounds, "seconds", e.seconds);
+  each(f, "peer", e.peer, "round", e.round, "rounds", e.rounds, "seconds", e.seconds, "traffic",
+       e.traffic, "phases", e.phases);
 }
 template <typename F> void fields(AlertEvent& e, F f) {
   each(f, "peer", e.peer, "round", e.round, "connected", e.connected, "dead", e.dead, "message",

@@ -74,28 +74,33 @@ void RunRecord::write(const MetricsRow& r) {
   count(r);
 }
 
-void RunRecord::count(const MetricsRow& r) {
-  if (!any_row_ || r.round != last_.round) {
-    last_ = EvaluationFigures{};
-    last_.round = r.round;
+void fold_metrics_row(EvaluationFigures& f, const MetricsRow& r, bool fresh) {
+  if (fresh || r.round != f.round) {
+    f = EvaluationFigures{};
+    f.round = r.round;
   }
-  any_row_ = true;
-  last_.epoch = r.epoch;
-  last_.consensus_distance = r.consensus_distance;
-  peak_consensus_ = std::max(peak_consensus_, r.consensus_distance);
+  f.epoch = r.epoch;
+  f.consensus_distance = r.consensus_distance;
   if (r.peer < 0) {
-    last_.test_accuracy = r.test_accuracy;
-    last_.test_loss = r.loss;
-    last_.has_average = any_average_ = true;
+    f.test_accuracy = r.test_accuracy;
+    f.test_loss = r.loss;
+    f.has_average = true;
     return;
   }
   if (std::isnan(r.test_accuracy)) return;  // a peer the simulator did not evaluate
-  if (last_.peer_rows++ == 0) {
-    last_.peer_accuracy_min = last_.peer_accuracy_max = r.test_accuracy;
-    if (!last_.has_average) last_.test_accuracy = r.test_accuracy;
+  if (f.peer_rows++ == 0) {
+    f.peer_accuracy_min = f.peer_accuracy_max = r.test_accuracy;
+    if (!f.has_average) f.test_accuracy = r.test_accuracy;
   }
-  last_.peer_accuracy_min = std::min(last_.peer_accuracy_min, r.test_accuracy);
-  last_.peer_accuracy_max = std::max(last_.peer_accuracy_max, r.test_accuracy);
+  f.peer_accuracy_min = std::min(f.peer_accuracy_min, r.test_accuracy);
+  f.peer_accuracy_max = std::max(f.peer_accuracy_max, r.test_accuracy);
+}
+
+void RunRecord::count(const MetricsRow& r) {
+  fold_metrics_row(last_, r, !any_row_);
+  any_row_ = true;
+  any_average_ = any_average_ || r.peer < 0;
+  peak_consensus_ = std::max(peak_consensus_, r.consensus_distance);
 }
 
 void RunRecord::flush() {

@@ -77,6 +77,11 @@ PhaseSeconds parse_phase_seconds(const std::string& text) {
   return s;
 }
 
+const char* phase_name(std::size_t index) {
+  GOSSIP_CHECK_MSG(index < kPhaseCount, cat("phase ", index, " out of range"));
+  return kNames[index];
+}
+
 JsonObject phase_json(const PhaseSeconds& s) {
   JsonObject o;
   for (std::size_t i = 0; i < kPhaseCount; ++i) o.add(kNames[i], s[i]);

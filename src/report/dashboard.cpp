@@ -1,0 +1,325 @@
+// report/dashboard.cpp: /state.json, the dashboard's view of a run, built from the peers' own
+// event lines. A peer is dead when its process ended without finishing (the launcher saw it) or
+// when a live peer's membership view holds it dead; suspect when a live view suspects it. The
+// components are the live graph's: the topology without dead peers and without links cut for
+// lying, the same rule the peers' convergence monitors apply.
+#include "gossip/dashboard.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <numeric>
+
+#include "gossip/core.hpp"
+#include "gossip/json.hpp"
+
+namespace gossip {
+namespace {
+
+bool has(const std::vector<int>& v, int x) { return std::find(v.begin(), v.end(), x) != v.end(); }
+
+std::string ids(const std::vector<int>& v) {
+  std::string out;
+  for (int x : v) out += cat(out.empty() ? "" : " ", x);
+  return out;
+}
+
+/// The text of a member event for the log.
+std::string member_text(const MemberEvent& m) {
+  const std::string who = cat("peer ", m.peer);
+  if (m.event == "partition" || m.event == "healed") {
+    std::string comps;
+    for (const auto& c : m.components) comps += cat(comps.empty() ? "" : " | ", ids(c));
+    return cat(who, ": live graph ", m.event == "partition" ? "split" : "whole again",
+               " (components ", comps, ")");
+  }
+  if (m.event == "suspect") return cat(who, " suspects peer ", m.subject);
+  if (m.event == "dead") return cat(who, " holds peer ", m.subject, " dead");
+  if (m.event == "alive") return cat(who, " hears peer ", m.subject, " again");
+  if (m.event == "rejoin") return cat(who, ": peer ", m.subject, " rejoined");
+  if (m.event == "byzantine_suspect") return cat(who, " suspects peer ", m.subject, " of lying");
+  if (m.event == "byzantine_cleared")
+    return cat(who, " no longer suspects peer ", m.subject, " of lying");
+  if (m.event == "byzantine_cut") return cat(who, " no longer mixes with peer ", m.subject);
+  if (m.event == "refused_params")
+    return cat(who, " left out NaN or Inf parameters of peer ", m.subject);
+  return cat(who, ": ", m.event, m.subject >= 0 ? cat(" peer ", m.subject) : std::string());
+}
+
+JsonObject phases_json(const std::string& text) {
+  JsonObject o;
+  std::size_t at = 0;
+  while (at < text.size()) {
+    auto end = text.find(',', at);
+    if (end == std::string::npos) end = text.size();
+    const std::string item = text.substr(at, end - at);
+    at = end + 1;
+    const auto colon = item.find(':');
+    if (colon == std::string::npos) continue;
+    double v = 0.0;
+    const char* first = item.data() + colon + 1;
+    if (std::from_chars(first, item.data() + item.size(), v).ec == std::errc())
+      o.add(item.substr(0, colon), v);
+  }
+  return o;
+}
+
+}  // namespace
+
+DashboardState::DashboardState(DashboardSetup setup)
+    : setup_(std::move(setup)), peers_(static_cast<std::size_t>(setup_.n)) {}
+
+void DashboardState::log(double seconds, std::int64_t round, int peer, const std::string& event,
+                         int subject, std::string text) {
+  events_.push_front(JsonObject()
+                         .add("seconds", seconds)
+                         .add("round", round)
+                         .add("peer", peer)
+                         .add("event", event)
+                         .add("subject", subject)
+                         .add("text", text)
+                         .str());
+  if (events_.size() > kMaxEvents) events_.pop_back();
+}
+
+void DashboardState::traffic(Peer& p, const std::string& text, double now) {
+  std::map<int, std::uint64_t> sent;
+  std::size_t at = 0;
+  while (at < text.size()) {  // NEIGHBOUR:SENT:RECEIVED;...
+    auto end = text.find(';', at);
+    if (end == std::string::npos) end = text.size();
+    const std::string item = text.substr(at, end - at);
+    at = end + 1;
+    int peer = -1;
+    std::uint64_t bytes = 0;
+    const auto c1 = item.find(':');
+    if (c1 == std::string::npos) continue;
+    const auto c2 = item.find(':', c1 + 1);
+    if (std::from_chars(item.data(), item.data() + c1, peer).ec != std::errc() ||
+        std::from_chars(item.data() + c1 + 1,
+                        item.data() + (c2 == std::string::npos ? item.size() : c2), bytes)
+                .ec != std::errc())
+      continue;
+    sent[peer] = bytes;
+  }
+  p.sent.emplace_back(now, std::move(sent));
+  while (p.sent.size() > 2 && now - p.sent[1].first >= kRateWindowSeconds) p.sent.pop_front();
+}
+
+double DashboardState::rate(int from, int to) const {
+  const Peer& p = peers_[static_cast<std::size_t>(from)];
+  if (p.sent.size() < 2 || p.exited) return 0.0;
+  const auto& [t0, first] = p.sent.front();
+  const auto& [t1, last] = p.sent.back();
+  if (t1 <= t0) return 0.0;
+  const auto a = first.find(to), b = last.find(to);
+  if (a == first.end() || b == last.end() || b->second < a->second) return 0.0;
+  return static_cast<double>(b->second - a->second) / (t1 - t0);
+}
+
+void DashboardState::on_event(int rank, const PeerEvent& e, double now) {
+  std::lock_guard lock(mutex_);
+  if (rank < 0 || rank >= setup_.n) return;
+  Peer& p = peers_[static_cast<std::size_t>(rank)];
+  if (std::holds_alternative<ReadyEvent>(e)) {
+    p.ready = true;
+    p.exited = false;
+    log(now, p.round, rank, "ready", -1, cat("peer ", rank, " is connected and trains"));
+  } else if (const auto* ev = std::get_if<EvalEvent>(&e)) {
+    p.ready = true;
+    p.round = std::max(p.round, ev->round);
+    p.rounds = std::max(p.rounds, ev->rounds);
+    p.accuracy = ev->accuracy;
+    p.loss = ev->loss;
+    p.bytes_sent = ev->bytes_sent;
+  } else if (const auto* ro = std::get_if<RoundEvent>(&e)) {
+    p.ready = true;
+    p.round = std::max(p.round, ro->round);
+    p.rounds = std::max(p.rounds, ro->rounds);
+    if (!ro->phases.empty()) p.phases = ro->phases;
+    if (!ro->traffic.empty()) traffic(p, ro->traffic, now);
+  } else if (const auto* a = std::get_if<AlertEvent>(&e)) {
+    log(now, a->round, rank, "alert", -1, cat("peer ", rank, ": ", a->message));
+  } else if (const auto* m = std::get_if<MemberEvent>(&e)) {
+    const int s = m->subject;
+    const bool subject_ok = s >= 0 && s < setup_.n;
+    if (subject_ok && (m->event == "suspect" || m->event == "dead")) p.view[s] = m->event;
+    if (subject_ok && (m->event == "alive" || m->event == "rejoin")) p.view.erase(s);
+    if (subject_ok && m->event == "byzantine_suspect" && !has(p.suspects, s))
+      p.suspects.push_back(s);
+    if (subject_ok && m->event == "byzantine_cleared") std::erase(p.suspects, s);
+    if (subject_ok && m->event == "byzantine_cut" && !has(p.cut, s)) p.cut.push_back(s);
+    log(now, m->round, rank, m->event, s, member_text(*m));
+  } else if (const auto* d = std::get_if<DoneEvent>(&e)) {
+    p.finished = true;
+    p.accuracy = d->accuracy;
+    p.bytes_sent = d->bytes_sent;
+    if (!d->phases.empty()) p.phases = d->phases;
+    log(now, p.round, rank, "done", -1, cat("peer ", rank, " finished"));
+  }
+}
+
+void DashboardState::on_figures(const EvaluationFigures& f, double now) {
+  std::lock_guard lock(mutex_);
+  double loss = 0.0;
+  int count = 0;
+  for (const Peer& p : peers_)
+    if (p.loss >= 0.0 && !p.exited) loss += p.loss, ++count;
+  series_.push_back({f, now, count ? loss / count : -1.0});
+}
+
+void DashboardState::on_exit(int rank, const std::string& why, double now) {
+  std::lock_guard lock(mutex_);
+  if (rank < 0 || rank >= setup_.n) return;
+  Peer& p = peers_[static_cast<std::size_t>(rank)];
+  p.exited = true;
+  log(now, p.round, -1, "exit", rank, cat("peer ", rank, "'s process ended: ", why));
+}
+
+void DashboardState::on_back(int rank, double now) {
+  std::lock_guard lock(mutex_);
+  if (rank < 0 || rank >= setup_.n) return;
+  Peer& p = peers_[static_cast<std::size_t>(rank)];
+  p.exited = false;
+  p.ready = false;
+  p.sent.clear();
+  log(now, p.round, -1, "restart", rank, cat("peer ", rank, " started again"));
+}
+
+void DashboardState::on_note(const std::string& event, std::int64_t round,
+                             const std::string& text, double now) {
+  std::lock_guard lock(mutex_);
+  log(now, round, -1, event, -1, text);
+}
+
+void DashboardState::set_finished(double now) {
+  std::lock_guard lock(mutex_);
+  finished_ = true;
+  finished_at_ = now;
+}
+
+std::string DashboardState::state_of(int r) const {
+  const Peer& p = peers_[static_cast<std::size_t>(r)];
+  if (p.finished) return "finished";
+  if (p.exited) return "dead";
+  std::string worst;
+  for (int o = 0; o < setup_.n; ++o) {
+    const Peer& q = peers_[static_cast<std::size_t>(o)];
+    if (o == r || q.exited || q.finished) continue;
+    const auto it = q.view.find(r);
+    if (it == q.view.end()) continue;
+    if (it->second == "dead") {
+      // A live peer holds it dead, unless it is still heard from (a view the peer has since
+      // refuted by its own events is cleared when its observers see it alive again).
+      worst = "dead";
+      break;
+    }
+    worst = "suspect";
+  }
+  if (!worst.empty()) return worst;
+  return p.ready ? "alive" : "starting";
+}
+
+bool DashboardState::link_up(int a, int b, const std::vector<std::string>& states) const {
+  if (states[a] == "dead" || states[b] == "dead") return false;
+  return !has(peers_[a].cut, b) && !has(peers_[b].cut, a);
+}
+
+std::string DashboardState::json(double now) const {
+  std::lock_guard lock(mutex_);
+  const int n = setup_.n;
+  std::vector<std::string> states(static_cast<std::size_t>(n));
+  for (int r = 0; r < n; ++r) states[r] = state_of(r);
+  // Components of the live graph: union-find over the links that are up.
+  std::vector<int> root(static_cast<std::size_t>(n));
+  std::iota(root.begin(), root.end(), 0);
+  const auto find = [&](int x) {
+    while (root[x] != x) x = root[x] = root[root[x]];
+    return x;
+  };
+  for (const auto& e : setup_.edges)
+    if (link_up(e.a, e.b, states)) root[find(e.a)] = find(e.b);
+  std::vector<std::vector<int>> components;
+  std::vector<int> component_of(static_cast<std::size_t>(n), -1);
+  for (int r = 0; r < n; ++r) {
+    if (states[r] == "dead") continue;
+    const int c = find(r);
+    int index = -1;
+    for (std::size_t i = 0; i < components.size(); ++i)
+      if (find(components[i].front()) == c) index = static_cast<int>(i);
+    if (index < 0) {
+      index = static_cast<int>(components.size());
+      components.emplace_back();
+    }
+    components[index].push_back(r);
+    component_of[r] = index;
+  }
+  std::int64_t round = -1, rounds = 0;
+  for (int r = 0; r < n; ++r) {
+    const Peer& p = peers_[r];
+    rounds = std::max(rounds, p.rounds);
+    if (states[r] != "dead") round = round < 0 ? p.round : std::min(round, p.round);
+  }
+  round = std::max<std::int64_t>(round, 0);
+  const double elapsed = finished_ ? finished_at_ : now;
+  JsonObject o;
+  o.add("source", setup_.source).add("out", setup_.out).add("topology", setup_.topology)
+      .add("algorithm", setup_.algorithm).add("n", n).add("round", round).add("rounds", rounds)
+      .add("elapsed_s", elapsed);
+  if (round > 0 && rounds > round && !finished_)
+    o.add("eta_s", elapsed / static_cast<double>(round) * static_cast<double>(rounds - round));
+  else
+    o.raw("eta_s", finished_ ? "0" : "null");
+  o.add("finished", finished_).add("connected", components.size() <= 1);
+  JsonArray comps;
+  for (const auto& c : components) comps.add(JsonArray::of(c));
+  o.add("components", comps);
+  JsonArray peers;
+  for (int r = 0; r < n; ++r) {
+    const Peer& p = peers_[r];
+    bool byzantine = false, cut = false;
+    for (const Peer& q : peers_) {
+      byzantine = byzantine || has(q.suspects, r);
+      cut = cut || has(q.cut, r);
+    }
+    JsonObject po;
+    po.add("id", r).add("state", states[r]);
+    if (component_of[r] >= 0) po.add("component", component_of[r]);
+    else po.raw("component", "null");
+    po.add("byzantine", byzantine).add("cut", cut).add("round", p.round);
+    if (p.accuracy >= 0.0) po.add("accuracy", p.accuracy);
+    else po.raw("accuracy", "null");
+    if (p.loss >= 0.0) po.add("loss", p.loss);
+    else po.raw("loss", "null");
+    po.add("bytes_sent", p.bytes_sent).add("phases", phases_json(p.phases));
+    peers.add(po);
+  }
+  o.add("peers", peers);
+  JsonArray links;
+  for (const auto& e : setup_.edges)
+    links.add(JsonObject()
+                  .add("a", e.a)
+                  .add("b", e.b)
+                  .add("weight", e.weight)
+                  .add("bytes_per_s", rate(e.a, e.b) + rate(e.b, e.a))
+                  .add("up", link_up(e.a, e.b, states)));
+  o.add("links", links);
+  JsonArray series;
+  for (const Point& pt : series_) {
+    JsonObject so;
+    so.add("round", pt.f.round).add("seconds", pt.seconds).add("epoch", pt.f.epoch);
+    if (pt.f.has_average) so.add("accuracy", pt.f.test_accuracy);
+    else so.raw("accuracy", "null");
+    so.add("accuracy_min", pt.f.peer_accuracy_min).add("accuracy_max", pt.f.peer_accuracy_max);
+    if (pt.loss >= 0.0) so.add("loss", pt.loss);
+    else so.raw("loss", "null");
+    so.add("consensus_distance", pt.f.consensus_distance);
+    series.add(so);
+  }
+  o.add("series", series);
+  JsonArray events;
+  for (const auto& ev : events_) events.raw(ev);
+  o.add("events", events);
+  return o.str();
+}
+
+}  // namespace gossip
