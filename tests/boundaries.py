@@ -25,8 +25,9 @@ from concurrent.futures import ThreadPoolExecutor
 # DESIGN.md's modules, top to bottom: a room may use only rooms below it. bench/ (benchmarks) and
 # cli sit on top.
 ORDER = ["cli", "bench", "launcher", "peer", "sim", "faults", "gossip", "monitor", "net", "wire",
-         "train", "model", "data", "compute", "topology", "config", "report", "core"]
-FOLDER = {"sim": "sim", "bench": "bench"}
+         "train", "model", "data", "compute", "topology", "config", "report", "web", "core"]
+# web/ (the dashboard's page, embedded at build time) is a room of its own, used by the launcher.
+FOLDER = {"sim": "sim", "bench": "bench", "web": "web"}
 # Third-party libraries (a header to probe) and the only rooms that may include them. The
 # benchmarks call bare OpenBLAS as their outside reference.
 THIRD_PARTY = {
@@ -56,7 +57,7 @@ def room_commands(build, source_root):
         parts = src.split(os.sep)
         if parts[0] == "src" and len(parts) == 3:
             room = parts[1]
-        elif parts[0] in ("sim", "bench") and len(parts) == 2:
+        elif parts[0] in ("sim", "bench", "web") and len(parts) == 2:
             room = parts[0]
         else:
             continue

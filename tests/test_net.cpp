@@ -11,6 +11,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -2341,4 +2342,95 @@ TEST_CASE("a neighbour that heartbeats but stops sending rounds is left out afte
   }
   // Peer 2, back, found itself suspected in their views and refuted it.
   CHECK(seen[2].own_incarnation >= 1);
+}
+
+// --- the HTTP server behind the dashboard and /metrics -------------------------------------------
+
+namespace {
+/// Sends `request` on a fresh connection to 127.0.0.1:port and reads the answer to its end.
+std::string http_exchange(int port, const std::string& request) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<std::uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  timeval tv{5, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  std::size_t sent = 0;
+  while (sent < request.size()) {
+    const ssize_t n = send(fd, request.data() + sent, request.size() - sent, MSG_NOSIGNAL);
+    if (n <= 0) break;  // the server may answer (431) and close before reading it all
+    sent += static_cast<std::size_t>(n);
+  }
+  std::string answer;
+  char buf[4096];
+  for (ssize_t n; (n = recv(fd, buf, sizeof buf, 0)) > 0;) answer.append(buf, n);
+  close(fd);
+  return answer;
+}
+
+int port_of(const std::string& address) { return std::stoi(address.substr(address.rfind(':') + 1)); }
+}  // namespace
+
+TEST_CASE("the HTTP server answers GET and refuses what is malformed, huge or not a read",
+          "[net][http]") {
+  std::atomic<int> calls{0};
+  gossip::HttpServer server(
+      "127.0.0.1:0",
+      [&](const std::string& path) -> gossip::HttpResponse {
+        ++calls;
+        if (path == "/hello") return {200, "text/plain", "hi\n"};
+        return {404, "text/plain", "no\n"};
+      },
+      "test server");
+  const int port = port_of(server.address());
+  // A client that connects and says nothing holds up no one.
+  const int idle = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<std::uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(connect(idle, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+
+  const std::string ok = http_exchange(port, "GET /hello?x=1 HTTP/1.1\r\nHost: a\r\n\r\n");
+  CHECK(ok.rfind("HTTP/1.1 200 OK\r\n", 0) == 0);
+  CHECK(ok.find("Content-Length: 3\r\n") != std::string::npos);
+  CHECK(ok.substr(ok.size() - 3) == "hi\n");
+  const std::string head = http_exchange(port, "HEAD /hello HTTP/1.0\r\n\r\n");
+  CHECK(head.rfind("HTTP/1.1 200 OK", 0) == 0);
+  CHECK(head.substr(head.size() - 4) == "\r\n\r\n");  // no body
+  CHECK(http_exchange(port, "GET /other HTTP/1.1\r\n\r\n").rfind("HTTP/1.1 404 ", 0) == 0);
+  const int before = calls.load();
+  CHECK(http_exchange(port, "GARBAGE\r\n\r\n").rfind("HTTP/1.1 400 ", 0) == 0);
+  CHECK(http_exchange(port, "GET relative HTTP/1.1\r\n\r\n").rfind("HTTP/1.1 400 ", 0) == 0);
+  CHECK(http_exchange(port, "GET / SPDY/3\r\n\r\n").rfind("HTTP/1.1 400 ", 0) == 0);
+  CHECK(http_exchange(port, "GET /a\x01 HTTP/1.1\r\n\r\n").rfind("HTTP/1.1 400 ", 0) == 0);
+  const std::string post = http_exchange(port, "POST /hello HTTP/1.1\r\n\r\n");
+  CHECK(post.rfind("HTTP/1.1 405 ", 0) == 0);
+  CHECK(post.find("Allow: GET, HEAD\r\n") != std::string::npos);
+  const std::string huge = "GET /hello HTTP/1.1\r\nX-Fill: " + std::string(64 * 1024, 'a') +
+                           "\r\n\r\n";
+  CHECK(http_exchange(port, huge).rfind("HTTP/1.1 431 ", 0) == 0);
+  CHECK(calls.load() == before);  // none of them reached the handler
+  CHECK(gossip::http_get(server.address(), "/hello", std::chrono::milliseconds(2000)) == "hi\n");
+  CHECK_FALSE(gossip::http_get(server.address(), "/other", std::chrono::milliseconds(2000)));
+  close(idle);
+}
+
+TEST_CASE("an HTTP server on a port in use says so", "[net][http]") {
+  gossip::HttpServer first("127.0.0.1:0", [](const std::string&) { return gossip::HttpResponse{}; },
+                           "first");
+  try {
+    gossip::HttpServer second(first.address(),
+                              [](const std::string&) { return gossip::HttpResponse{}; },
+                              "--dashboard");
+    FAIL("the second server listened on a port in use");
+  } catch (const gossip::RuntimeError& e) {
+    CHECK_THAT(e.what(), Catch::Matchers::StartsWith("--dashboard: cannot listen on " +
+                                                      first.address()));
+    CHECK_THAT(e.what(), Catch::Matchers::Contains("another program, or another run"));
+  }
+  // Nothing listens on port 1: the GET gives up.
+  CHECK_FALSE(gossip::http_get("127.0.0.1:1", "/metrics", std::chrono::milliseconds(500)));
 }

@@ -2,14 +2,19 @@
 // run record's summary (figures of the last evaluation, field names and order).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
+#include <functional>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
 
+#include "gossip/dashboard.hpp"
 #include "gossip/events.hpp"
+#include "gossip/prometheus.hpp"
 #include "gossip/timeline.hpp"
 #include "gossip/progress.hpp"
 #include "gossip/report.hpp"
@@ -426,4 +431,125 @@ TEST_CASE("TensorBoard records: CRC-32C's check value, the masked CRC and the fr
   const float v = 0.25f;
   want.append(reinterpret_cast<const char*>(&v), 4);
   CHECK(e == want);
+}
+
+// --- Prometheus text (gossip/prometheus.hpp) ---------------------------------------------------
+
+
+TEST_CASE("the metrics registry writes the Prometheus text format", "[report][prometheus]") {
+  gossip::MetricsRegistry r;
+  r.define("x_total", gossip::MetricType::kCounter, "Things\\counted.\nTwo lines.");
+  r.define("g", gossip::MetricType::kGauge, "A gauge.");
+  r.define("d_seconds", gossip::MetricType::kHistogram, "Durations.", {0.1, 1.0});
+  r.set("x_total", {{"neighbour", "3"}}, 5);
+  r.add("x_total", {{"neighbour", "3"}}, 2);
+  r.set("g", {{"why", "a \"quoted\" \\ value\n"}}, 0.25);
+  for (double v : {0.05, 0.5, 0.7, 3.0}) r.observe("d_seconds", {}, v);
+  const std::string text = r.text();
+  CHECK(text ==
+        "# HELP d_seconds Durations.\n# TYPE d_seconds histogram\n"
+        "d_seconds_bucket{le=\"0.1\"} 1\nd_seconds_bucket{le=\"1\"} 3\n"
+        "d_seconds_bucket{le=\"+Inf\"} 4\nd_seconds_sum 4.25\nd_seconds_count 4\n"
+        "# HELP g A gauge.\n# TYPE g gauge\n"
+        "g{why=\"a \\\"quoted\\\" \\\\ value\\n\"} 0.25\n"
+        "# HELP x_total Things\\\\counted.\\nTwo lines.\n# TYPE x_total counter\n"
+        "x_total{neighbour=\"3\"} 7\n");
+  r.clear("x_total");
+  CHECK(r.text().find("x_total{") == std::string::npos);
+  CHECK_THROWS(r.set("undefined", {}, 1.0));
+  CHECK(gossip::metric_value(std::nan("")) == "NaN");
+  CHECK(gossip::metric_value(-INFINITY) == "-Inf");
+}
+
+TEST_CASE("merged expositions list each family once with every source's series labelled",
+          "[report][prometheus]") {
+  gossip::MetricsRegistry a, b;
+  for (auto* r : {&a, &b}) {
+    r->define("rounds_total", gossip::MetricType::kCounter, "Rounds.");
+    r->define("d_seconds", gossip::MetricType::kHistogram, "D.", {1.0});
+  }
+  a.set("rounds_total", {}, 10);
+  b.set("rounds_total", {}, 12);
+  b.observe("d_seconds", {{"k", "v"}}, 0.5);
+  const std::string merged =
+      gossip::merge_expositions({{"0", a.text()}, {"1", b.text()}}, "peer");
+  CHECK(merged ==
+        "# HELP d_seconds D.\n# TYPE d_seconds histogram\n"
+        "d_seconds_bucket{peer=\"1\",k=\"v\",le=\"1\"} 1\n"
+        "d_seconds_bucket{peer=\"1\",k=\"v\",le=\"+Inf\"} 1\n"
+        "d_seconds_sum{peer=\"1\",k=\"v\"} 0.5\nd_seconds_count{peer=\"1\",k=\"v\"} 1\n"
+        "# HELP rounds_total Rounds.\n# TYPE rounds_total counter\n"
+        "rounds_total{peer=\"0\"} 10\nrounds_total{peer=\"1\"} 12\n");
+}
+
+// --- the dashboard's state (gossip/dashboard.hpp) ----------------------------------------------
+
+
+namespace {
+std::string ring_state_after(const std::function<void(gossip::DashboardState&)>& what) {
+  gossip::DashboardSetup s;
+  s.source = "gossip run";
+  s.n = 8;
+  for (int i = 0; i < 8; ++i) s.edges.push_back({std::min(i, (i + 1) % 8),
+                                                 std::max(i, (i + 1) % 8), 1.0 / 3});
+  gossip::DashboardState state(s);
+  for (int r = 0; r < 8; ++r) state.on_event(r, gossip::ReadyEvent{r, 0.1, 8, "c.yaml"}, 0.1);
+  what(state);
+  return state.json(10.0);
+}
+}  // namespace
+
+TEST_CASE("the dashboard shows dead peers and the live graph's components",
+          "[report][dashboard]") {
+  const std::string all = ring_state_after([](gossip::DashboardState&) {});
+  CHECK(all.find("\"connected\": true") != std::string::npos);
+  CHECK(all.find("\"components\": [[0, 1, 2, 3, 4, 5, 6, 7]]") != std::string::npos);
+  CHECK(all.find("\"state\": \"dead\"") == std::string::npos);
+  // Peers 1 and 5 killed: the launcher saw one process end, a neighbour's view holds the other
+  // dead; the ring falls into {0, 6, 7} and {2, 3, 4}.
+  const std::string split = ring_state_after([](gossip::DashboardState& s) {
+    s.on_exit(1, "killed by the fault schedule", 5.0);
+    gossip::MemberEvent dead;
+    dead.peer = 4;
+    dead.event = "dead";
+    dead.subject = 5;
+    s.on_event(4, dead, 5.5);
+  });
+  CHECK(split.find("\"connected\": false") != std::string::npos);
+  CHECK(split.find("\"components\": [[0, 6, 7], [2, 3, 4]]") != std::string::npos);
+  CHECK(split.find("{\"id\": 1, \"state\": \"dead\", \"component\": null") != std::string::npos);
+  CHECK(split.find("{\"id\": 5, \"state\": \"dead\", \"component\": null") != std::string::npos);
+  CHECK(split.find("\"text\": \"peer 4 holds peer 5 dead\"") != std::string::npos);
+  // A suspicion refuted: alive again; a cut for lying takes the link out of the live graph.
+  const std::string cut = ring_state_after([](gossip::DashboardState& s) {
+    gossip::MemberEvent e;
+    e.peer = 2;
+    e.subject = 3;
+    for (const char* what : {"suspect", "alive", "byzantine_suspect", "byzantine_cut"}) {
+      e.event = what;
+      s.on_event(2, e, 3.0);
+    }
+    e.peer = 4;
+    s.on_event(4, e, 3.0);
+  });
+  CHECK(cut.find("{\"id\": 3, \"state\": \"alive\", \"component\": 1, \"byzantine\": true, "
+                 "\"cut\": true") != std::string::npos);
+  CHECK(cut.find("\"components\": [[0, 1, 2, 4, 5, 6, 7], [3]]") != std::string::npos);
+}
+
+TEST_CASE("the dashboard's link rates come from the peers' byte counts",
+          "[report][dashboard]") {
+  const std::string j = ring_state_after([](gossip::DashboardState& s) {
+    gossip::RoundEvent e;
+    e.peer = 0;
+    e.traffic = "1:1000:0;7:0:0";
+    s.on_event(0, e, 1.0);
+    e.traffic = "1:5000:0;7:0:0";
+    s.on_event(0, e, 3.0);
+  });
+  // 4000 bytes in 2 s from 0 to 1; nothing on 7-0.
+  CHECK(j.find("{\"a\": 0, \"b\": 1, \"weight\": 0.3333333333, \"bytes_per_s\": 2000, \"up\": "
+               "true}") != std::string::npos);
+  CHECK(j.find("{\"a\": 0, \"b\": 7, \"weight\": 0.3333333333, \"bytes_per_s\": 0, \"up\": "
+               "true}") != std::string::npos);
 }
