@@ -6,7 +6,9 @@
 # (openmpi-bin), a one-node Slurm cluster (slurm-wlm, munge); python3-yaml reads the
 # Kubernetes manifests in their test. The Python module is built for Debian's /usr/bin/python3,
 # the interpreter python3-torch is installed for (pybind11-dev; its tests use python3-pytest,
-# and python3-protobuf parses the TensorBoard event files gossip writes).
+# and python3-protobuf parses the TensorBoard event files gossip writes). The dashboard's tests
+# open it in a headless browser (chromium, chromium-driver, python3-selenium) and check every
+# /metrics page with promtool (prometheus).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -14,7 +16,7 @@ packages=(meson ninja-build pkg-config g++ libasio-dev libyaml-cpp-dev libcereal
           libopenblas-dev libdnnl-dev libeigen3-dev zlib1g-dev libssl-dev openssl dataset-fashion-mnist
           gnuplot-nox iproute2 clang libclang-rt-14-dev python3-yaml openmpi-bin slurm-wlm munge
           python3 python3-dev pybind11-dev python3-pybind11 python3-numpy python3-torch
-          python3-pytest python3-protobuf)
+          python3-pytest python3-protobuf chromium chromium-driver python3-selenium prometheus)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

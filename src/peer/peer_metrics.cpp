@@ -32,7 +32,7 @@ double resident_bytes() {
   return pages_resident * static_cast<double>(sysconf(_SC_PAGESIZE));
 }
 
-PeerMetrics::PeerMetrics(int rank, const std::string& address) : rank_(rank) {
+PeerMetrics::PeerMetrics(int rank, const std::string& address) {
   using T = MetricType;
   auto& r = registry_;
   r.define("gossip_rounds_total", T::kCounter, "Gossip rounds this peer has completed.");
@@ -82,13 +82,18 @@ PeerMetrics::PeerMetrics(int rank, const std::string& address) : rank_(rank) {
       cat("peer ", rank, ": net.metrics_port"));
 }
 
-void PeerMetrics::after_round(const RoundFigures& f) {
-  auto& r = registry_;
+void PeerMetrics::round_done(std::int64_t round) {
   const auto now = std::chrono::steady_clock::now();
   if (last_round_)
-    r.observe("gossip_round_duration_seconds", {},
-              std::chrono::duration<double>(now - *last_round_).count());
+    registry_.observe("gossip_round_duration_seconds", {},
+                      std::chrono::duration<double>(now - *last_round_).count());
   last_round_ = now;
+  registry_.set("gossip_rounds_total", {}, static_cast<double>(round));
+}
+
+void PeerMetrics::refresh(const RoundFigures& f) {
+  auto& r = registry_;
+  last_refresh_ = std::chrono::steady_clock::now();
   r.set("gossip_rounds_total", {}, static_cast<double>(f.round));
   r.set("gossip_planned_rounds", {}, static_cast<double>(f.rounds));
   r.set("gossip_sent_bytes_total", {}, static_cast<double>(f.bytes_sent));

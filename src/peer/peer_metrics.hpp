@@ -40,8 +40,14 @@ class PeerMetrics {
  public:
   /// Serves /metrics on `address` (host:port). Throws RuntimeError when it cannot listen there.
   PeerMetrics(int rank, const std::string& address);
-  /// After each round: round duration since the previous call, and every figure.
-  void after_round(const RoundFigures& f);
+  /// After each round: its duration (since the previous call) and the round count.
+  void round_done(std::int64_t round);
+  /// Whether the other figures are due again (every kRefresh, so a round pays almost nothing).
+  bool refresh_due() const {
+    return std::chrono::steady_clock::now() - last_refresh_ >= kRefresh;
+  }
+  /// Every figure of the round just done.
+  void refresh(const RoundFigures& f);
   /// After an evaluation.
   void after_eval(double loss, double accuracy);
   /// Counts a membership event (suspect, dead, partition, healed, ...).
@@ -53,9 +59,10 @@ class PeerMetrics {
   std::string address() const { return server_->address(); }
 
  private:
-  int rank_;
+  static constexpr auto kRefresh = std::chrono::milliseconds(200);
   MetricsRegistry registry_;
   std::optional<std::chrono::steady_clock::time_point> last_round_;
+  std::chrono::steady_clock::time_point last_refresh_{};
   std::unique_ptr<HttpServer> server_;
 };
 

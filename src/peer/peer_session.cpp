@@ -374,7 +374,10 @@ std::int64_t PeerSession::average() {
     m.last_round_event = Clock::now();
   }
   m.timeline.add(Phase::kMonitor, monitor_from, m.timeline.now());
-  if (m.metrics) m.metrics->after_round(m.round_figures());
+  if (m.metrics) {
+    m.metrics->round_done(m.round);
+    if (m.metrics->refresh_due()) m.metrics->refresh(m.round_figures());
+  }
   m.returned_at = m.timeline.now();
   return m.round;
 }
@@ -493,7 +496,7 @@ Summary PeerSession::finish() {
   trace_crypto(*m.transport, m.timeline, m.t0);
   m.timeline.write(m.dir + "/trace.json");
   if (m.metrics) {  // the final figures, for a scrape after the process has gone
-    m.metrics->after_round(m.round_figures());
+    m.metrics->refresh(m.round_figures());
     m.metrics->write(m.dir + "/metrics.prom");
   }
   RunEnd end{.rounds = m.round, .bytes_sent = m.bytes_before + m.exchange->bytes_sent(),

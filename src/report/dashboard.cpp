@@ -129,7 +129,7 @@ void DashboardState::on_event(int rank, const PeerEvent& e, double now) {
     p.round = std::max(p.round, ev->round);
     p.rounds = std::max(p.rounds, ev->rounds);
     p.accuracy = ev->accuracy;
-    p.loss = ev->loss;
+    p.loss = ev->round > 0 ? ev->loss : -1.0;  // round 0 has no training loss yet
     p.bytes_sent = ev->bytes_sent;
   } else if (const auto* ro = std::get_if<RoundEvent>(&e)) {
     p.ready = true;
@@ -207,9 +207,7 @@ std::string DashboardState::state_of(int r) const {
     if (o == r || q.exited || q.finished) continue;
     const auto it = q.view.find(r);
     if (it == q.view.end()) continue;
-    if (it->second == "dead") {
-      // A live peer holds it dead, unless it is still heard from (a view the peer has since
-      // refuted by its own events is cleared when its observers see it alive again).
+    if (it->second == "dead") {  // cleared when that observer hears it again (alive, rejoin)
       worst = "dead";
       break;
     }

@@ -207,6 +207,10 @@ def test_dashboard_shows_a_kill_and_the_partition_live(tmp_path):
     promtool_ok(merged, "metrics.prom")
     m = samples(merged)
     assert m[("gossip_run_deaths_total", frozenset())] == summary["deaths"] >= 2
+    # Every metric is in the docs' tables.
+    doc = open(os.path.join(ROOT, "docs", "observe.md")).read()
+    for name in re.findall(r"^# TYPE (\S+) ", merged, re.M):
+        assert f"| `{name}` |" in doc, f"{name} is missing from docs/observe.md"
     for r in (0, 2, 3, 4, 6, 7):
         mine = json.load(open(out / "peers" / str(r) / "summary.json"))
         page = samples((out / "peers" / str(r) / "metrics.prom").read_text())
