@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "gossip/events.hpp"
+#include "gossip/json.hpp"
 #include "gossip/report.hpp"
 
 namespace gossip {
@@ -80,6 +81,12 @@ class DashboardState {
   double rate(int from, int to) const;
   std::string state_of(int r) const;
   bool link_up(int a, int b, const std::vector<std::string>& states) const;
+  /// The live graph's components (in order of their smallest peer), and each peer's (-1: dead).
+  std::vector<std::vector<int>> components(const std::vector<std::string>& states,
+                                           std::vector<int>& component_of) const;
+  JsonArray peers_json(const std::vector<std::string>& states,
+                       const std::vector<int>& component_of) const;
+  JsonArray series_json() const;
 
   DashboardSetup setup_;
   mutable std::mutex mutex_;

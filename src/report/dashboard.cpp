@@ -222,13 +222,10 @@ bool DashboardState::link_up(int a, int b, const std::vector<std::string>& state
   return !has(peers_[a].cut, b) && !has(peers_[b].cut, a);
 }
 
-std::string DashboardState::json(double now) const {
-  std::lock_guard lock(mutex_);
+std::vector<std::vector<int>> DashboardState::components(const std::vector<std::string>& states,
+                                                          std::vector<int>& component_of) const {
   const int n = setup_.n;
-  std::vector<std::string> states(static_cast<std::size_t>(n));
-  for (int r = 0; r < n; ++r) states[r] = state_of(r);
-  // Components of the live graph: union-find over the links that are up.
-  std::vector<int> root(static_cast<std::size_t>(n));
+  std::vector<int> root(static_cast<std::size_t>(n));  // union-find over the links that are up
   std::iota(root.begin(), root.end(), 0);
   const auto find = [&](int x) {
     while (root[x] != x) x = root[x] = root[root[x]];
@@ -236,43 +233,26 @@ std::string DashboardState::json(double now) const {
   };
   for (const auto& e : setup_.edges)
     if (link_up(e.a, e.b, states)) root[find(e.a)] = find(e.b);
-  std::vector<std::vector<int>> components;
-  std::vector<int> component_of(static_cast<std::size_t>(n), -1);
+  std::vector<std::vector<int>> out;  // in order of their smallest peer
+  std::vector<int> index_of_root(static_cast<std::size_t>(n), -1);
+  component_of.assign(static_cast<std::size_t>(n), -1);
   for (int r = 0; r < n; ++r) {
     if (states[r] == "dead") continue;
-    const int c = find(r);
-    int index = -1;
-    for (std::size_t i = 0; i < components.size(); ++i)
-      if (find(components[i].front()) == c) index = static_cast<int>(i);
+    int& index = index_of_root[find(r)];
     if (index < 0) {
-      index = static_cast<int>(components.size());
-      components.emplace_back();
+      index = static_cast<int>(out.size());
+      out.emplace_back();
     }
-    components[index].push_back(r);
+    out[index].push_back(r);
     component_of[r] = index;
   }
-  std::int64_t round = -1, rounds = 0;
-  for (int r = 0; r < n; ++r) {
-    const Peer& p = peers_[r];
-    rounds = std::max(rounds, p.rounds);
-    if (states[r] != "dead") round = round < 0 ? p.round : std::min(round, p.round);
-  }
-  round = std::max<std::int64_t>(round, 0);
-  const double elapsed = finished_ ? finished_at_ : now;
-  JsonObject o;
-  o.add("source", setup_.source).add("out", setup_.out).add("topology", setup_.topology)
-      .add("algorithm", setup_.algorithm).add("n", n).add("round", round).add("rounds", rounds)
-      .add("elapsed_s", elapsed);
-  if (round > 0 && rounds > round && !finished_)
-    o.add("eta_s", elapsed / static_cast<double>(round) * static_cast<double>(rounds - round));
-  else
-    o.raw("eta_s", finished_ ? "0" : "null");
-  o.add("finished", finished_).add("connected", components.size() <= 1);
-  JsonArray comps;
-  for (const auto& c : components) comps.add(JsonArray::of(c));
-  o.add("components", comps);
+  return out;
+}
+
+JsonArray DashboardState::peers_json(const std::vector<std::string>& states,
+                                     const std::vector<int>& component_of) const {
   JsonArray peers;
-  for (int r = 0; r < n; ++r) {
+  for (int r = 0; r < setup_.n; ++r) {
     const Peer& p = peers_[r];
     bool byzantine = false, cut = false;
     for (const Peer& q : peers_) {
@@ -291,16 +271,10 @@ std::string DashboardState::json(double now) const {
     po.add("bytes_sent", p.bytes_sent).add("phases", phases_json(p.phases));
     peers.add(po);
   }
-  o.add("peers", peers);
-  JsonArray links;
-  for (const auto& e : setup_.edges)
-    links.add(JsonObject()
-                  .add("a", e.a)
-                  .add("b", e.b)
-                  .add("weight", e.weight)
-                  .add("bytes_per_s", rate(e.a, e.b) + rate(e.b, e.a))
-                  .add("up", link_up(e.a, e.b, states)));
-  o.add("links", links);
+  return peers;
+}
+
+JsonArray DashboardState::series_json() const {
   JsonArray series;
   for (const Point& pt : series_) {
     JsonObject so;
@@ -313,7 +287,44 @@ std::string DashboardState::json(double now) const {
     so.add("consensus_distance", pt.f.consensus_distance);
     series.add(so);
   }
-  o.add("series", series);
+  return series;
+}
+
+std::string DashboardState::json(double now) const {
+  std::lock_guard lock(mutex_);
+  const int n = setup_.n;
+  std::vector<std::string> states(static_cast<std::size_t>(n));
+  for (int r = 0; r < n; ++r) states[r] = state_of(r);
+  std::vector<int> component_of;
+  const auto comps = components(states, component_of);
+  std::int64_t round = -1, rounds = 0;  // the slowest live peer's round
+  for (int r = 0; r < n; ++r) {
+    rounds = std::max(rounds, peers_[r].rounds);
+    if (states[r] != "dead") round = round < 0 ? peers_[r].round : std::min(round, peers_[r].round);
+  }
+  round = std::max<std::int64_t>(round, 0);
+  const double elapsed = finished_ ? finished_at_ : now;
+  JsonObject o;
+  o.add("source", setup_.source).add("out", setup_.out).add("topology", setup_.topology)
+      .add("algorithm", setup_.algorithm).add("n", n).add("round", round).add("rounds", rounds)
+      .add("elapsed_s", elapsed);
+  if (round > 0 && rounds > round && !finished_)
+    o.add("eta_s", elapsed / static_cast<double>(round) * static_cast<double>(rounds - round));
+  else
+    o.raw("eta_s", finished_ ? "0" : "null");
+  JsonArray comps_json;
+  for (const auto& c : comps) comps_json.add(JsonArray::of(c));
+  o.add("finished", finished_).add("connected", comps.size() <= 1).add("components", comps_json);
+  o.add("peers", peers_json(states, component_of));
+  JsonArray links;
+  for (const auto& e : setup_.edges)
+    links.add(JsonObject()
+                  .add("a", e.a)
+                  .add("b", e.b)
+                  .add("weight", e.weight)
+                  .add("bytes_per_s", rate(e.a, e.b) + rate(e.b, e.a))
+                  .add("up", link_up(e.a, e.b, states)));
+  o.add("links", links).add("series", series_json());
   JsonArray events;
   for (const auto& ev : events_) events.raw(ev);
   o.add("events", events);
