@@ -2348,13 +2348,19 @@ TEST_CASE("a neighbour that heartbeats but stops sending rounds is left out afte
 
 namespace {
 /// Sends `request` on a fresh connection to 127.0.0.1:port and reads the answer to its end.
-std::string http_exchange(int port, const std::string& request) {
+/// A TCP connection to 127.0.0.1:port.
+int connect_loopback(int port) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_port = htons(static_cast<std::uint16_t>(port));
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   REQUIRE(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  return fd;
+}
+
+std::string http_exchange(int port, const std::string& request) {
+  const int fd = connect_loopback(port);
   timeval tv{5, 0};
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   std::size_t sent = 0;
@@ -2386,12 +2392,7 @@ TEST_CASE("the HTTP server answers GET and refuses what is malformed, huge or no
       "test server");
   const int port = port_of(server.address());
   // A client that connects and says nothing holds up no one.
-  const int idle = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<std::uint16_t>(port));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(connect(idle, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  const int idle = connect_loopback(port);
 
   const std::string ok = http_exchange(port, "GET /hello?x=1 HTTP/1.1\r\nHost: a\r\n\r\n");
   CHECK(ok.rfind("HTTP/1.1 200 OK\r\n", 0) == 0);
