@@ -406,6 +406,11 @@ TEST_CASE("a key in its old place is refused with its new place named", "[config
         Catch::StartsWith(cat("c.yaml:3: gossip.", key, ": moved to ", to)));
     CHECK(std::find(keys.begin(), keys.end(), to) != keys.end());  // the new place is read
   }
+  // sim.peer_eval_limit governs real peers too now, from train:.
+  CHECK_THROWS_WITH(load_config_from_string("sim:\n  peer_eval_limit: 10\n", "c.yaml"),
+                    Catch::StartsWith("c.yaml:2: sim.peer_eval_limit: moved to "
+                                      "train.peer_eval_limit"));
+  CHECK(std::find(keys.begin(), keys.end(), "train.peer_eval_limit") != keys.end());
   // Through the command line as from a file: exit 2, the file, the line and the new place.
   const fs::path dir = fs::temp_directory_path() / cat("gossip-moved-", ::getpid());
   fs::create_directories(dir);

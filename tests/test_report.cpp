@@ -69,11 +69,15 @@ TEST_CASE("every event survives encoding and parsing unchanged", "[report][event
     CHECK(round_trip(EvalEvent{}).params.empty());
   }
   SECTION("round") {
-    const auto r = round_trip(RoundEvent{5, 1234, 5000, 61.0625});
+    const auto r =
+        round_trip(RoundEvent{5, 1234, 5000, 61.0625, "4:1000:2000;6:0:5", "compute:1.5,send:0.25"});
     CHECK(r.peer == 5);
     CHECK(r.round == 1234);
     CHECK(r.rounds == 5000);
     CHECK(r.seconds == 61.0625);
+    CHECK(r.traffic == "4:1000:2000;6:0:5");
+    CHECK(r.phases == "compute:1.5,send:0.25");
+    CHECK(round_trip(RoundEvent{}).traffic.empty());
   }
   SECTION("alert") {
     const AlertEvent e{1, 7, false, {2, 6}, "neighbours lost: 2,6; live graph DISCONNECTED"};

@@ -156,10 +156,10 @@ TEST_CASE("the metrics and summary follow the contract", "[sim]") {
   std::filesystem::remove_all(dir);
 }
 
-TEST_CASE("peers are evaluated on sim.peer_eval_limit samples, and on the average model's at the "
+TEST_CASE("peers are evaluated on train.peer_eval_limit samples, and on the average model's at the "
           "end", "[sim]") {
   RunConfig config = small_config();
-  config.sim.peer_eval_limit = 1;  // one sample: an accuracy of exactly 0 or 1
+  config.train.peer_eval_limit = 1;  // one sample: an accuracy of exactly 0 or 1
   config.data.synthetic_separation = 1.0;  // overlapping classes: no model gets them all right
   const DataSets data = load_datasets(config);
   const SimResult r = simulate(config, generate("ring", 4), data);

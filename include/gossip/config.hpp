@@ -7,6 +7,7 @@
 #error "gossip/config.hpp belongs to room config, which this room does not use (see the room table in meson.build)"
 #endif
 
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -132,6 +133,16 @@ struct TrainConfig {
   int evals_per_epoch = 1;
   int eval_batch = 1000;
   std::int64_t eval_limit = 0;   // evaluate on the first N test samples (0 = all)
+  /// The test samples a peer's own evaluation takes: `last` (its final one) eval_limit's, else
+  /// peer_eval_limit's when that is fewer.
+  std::int64_t peer_eval_samples(bool last) const {
+    if (last || peer_eval_limit == 0) return eval_limit;
+    return eval_limit == 0 ? peer_eval_limit : std::min(eval_limit, peer_eval_limit);
+  }
+  // A peer's own evaluations before its last take the first N test samples (0: eval_limit's);
+  // the last one, and the average model's every one, take eval_limit's (the final figures stay
+  // exact). gossip run's peers and gossip sim's alike.
+  std::int64_t peer_eval_limit = 2000;
   bool same_init = true;         // all peers start from peer 0's initialisation
   std::int64_t checkpoint_every = 0;  // rounds between checkpoints of each peer (0 = none)
 };
@@ -272,8 +283,6 @@ struct SimConfig {
   bool consensus_only = false;      // peers average random vectors, no gradients
   std::int64_t consensus_dim = 1000;
   std::int64_t consensus_rounds = 50;
-  std::int64_t peer_eval_limit = 0; // test samples per peer evaluation (0 = train.eval_limit);
-                                    // the average model always uses train.eval_limit
   // Peers whose models are evaluated at each evaluation when there are more (evenly spaced
   // ranks; 0 = every peer); the last evaluation adds the 8 peers a screening of every model on
   // 1000 test samples finds lowest (docs/sim.md).

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -60,6 +61,9 @@ class Model {
   /// deterministic from (seed, stream_peer). Also resets dropout's mask stream to
   /// (seed, dropout_peer) (-1: stream_peer).
   void init(std::uint64_t seed, int stream_peer, int dropout_peer = -1);
+  /// The same with `values` (init's draws for some stream, made once by another model) in place
+  /// of drawing them again: bit for bit what init(seed, that stream, dropout_peer) gives.
+  void init_from(std::span<const float> values, std::uint64_t seed, int dropout_peer);
 
   /// Logits for `rows` inputs x (device pointer, rows x input size), in evaluation mode (no
   /// dropout). Valid until the next call.

@@ -66,10 +66,12 @@ class Trainer {
   /// (seed, init_peer) and batches are drawn from (seed, peer). `shared_scratch` (host backends):
   /// the gradients, activations and batch buffers are the calling thread's, not this trainer's
   /// (Model's shared_scratch): what the simulator's virtual peers use, so that they hold their
-  /// parameters and optimizer state and nothing else model-sized.
+  /// parameters and optimizer state and nothing else model-sized. `initial`, when given, is
+  /// what the model's initialisation would draw (another trainer's of the same init stream,
+  /// train.same_init), taken instead of drawing it again.
   Trainer(Backend& backend, const RunConfig& config, const Dataset& train,
           std::vector<std::int64_t> shard, int peer, const ShardBalance& balance = {},
-          bool shared_scratch = false);
+          bool shared_scratch = false, std::span<const float> initial = {});
 
   /// One local step on the next batch. Returns that batch's mean loss.
   double step();

@@ -407,6 +407,7 @@ void read_train(const Reader& r, const Node& n, TrainConfig& t) {
       {"evals_per_epoch", [&](auto& v, auto& f) { t.evals_per_epoch = r.positive_int(v, f, false); }},
       {"eval_batch", [&](auto& v, auto& f) { t.eval_batch = r.positive_int(v, f, false); }},
       {"eval_limit", [&](auto& v, auto& f) { t.eval_limit = r.positive_int(v, f, true); }},
+      {"peer_eval_limit", [&](auto& v, auto& f) { t.peer_eval_limit = r.positive_int(v, f, true); }},
       {"same_init", [&](auto& v, auto& f) { t.same_init = r.boolean(v, f); }},
       {"checkpoint_every", [&](auto& v, auto& f) { t.checkpoint_every = r.positive_int(v, f, true); }},
   });
@@ -497,6 +498,9 @@ const Moved kMovedFromGossip = {
     {"on_partition", "monitor.on_partition"},
 };
 
+/// sim.peer_eval_limit governs real peers too now: refused there with its new place.
+const Moved kMovedFromSim = {{"peer_eval_limit", "train.peer_eval_limit"}};
+
 /// gossip.aggregate: a name (`clipped`) or {kind: clipped, tau: T, byzantine: B}. tau is
 /// clipped's alone, byzantine clipped's and trimmed_mean's.
 AggregateConfig read_aggregate(const Reader& r, const Node& n, const std::string& field) {
@@ -575,14 +579,13 @@ void read_sim(const Reader& r, const Node& n, SimConfig& s) {
       {"consensus_only", [&](auto& v, auto& f) { s.consensus_only = r.boolean(v, f); }},
       {"consensus_dim", [&](auto& v, auto& f) { s.consensus_dim = r.positive_int(v, f, false); }},
       {"consensus_rounds", [&](auto& v, auto& f) { s.consensus_rounds = r.positive_int(v, f, false); }},
-      {"peer_eval_limit", [&](auto& v, auto& f) { s.peer_eval_limit = r.positive_int(v, f, true); }},
       {"eval_peers", [&](auto& v, auto& f) { s.eval_peers = r.positive_int(v, f, true); }},
       {"trace_peers", [&](auto& v, auto& f) { s.trace_peers = r.positive_int(v, f, true); }},
       {"cores", [&](auto& v, auto& f) { s.cores = r.positive_int(v, f, true); }},
       {"byte_cpu_ns", [&](auto& v, auto& f) { s.byte_cpu_ns = r.positive(v, f, true); }},
       {"message_cpu_us", [&](auto& v, auto& f) { s.message_cpu_us = r.positive(v, f, true); }},
       {"exchange_cpu", [&](auto& v, auto& f) { s.exchange_cpu = r.boolean(v, f); }},
-  });
+  }, kMovedFromSim);
 }
 
 /// net.tls: `off` (or `on`), or {ca, cert, key}, all three, paths relative to the config.

@@ -197,6 +197,13 @@ void Model::init(std::uint64_t seed, int stream_peer, int dropout_peer) {
   train_steps_ = 0;
 }
 
+void Model::init_from(std::span<const float> values, std::uint64_t seed, int dropout_peer) {
+  GOSSIP_CHECK_EQ(static_cast<std::int64_t>(values.size()), num_params_);
+  params_.upload(values.data(), values.size());
+  dropout_seed_ = derive_seed(seed, static_cast<std::uint64_t>(dropout_peer), Stream::kDropout);
+  train_steps_ = 0;
+}
+
 void Model::run_forward(const float* x, int rows, bool training) {
   GOSSIP_CHECK_MSG(rows > 0 && rows <= (training ? max_train_batch_ : max_batch_), "batch of ",
                    rows, " rows does not fit the model's maximum of ",

@@ -396,7 +396,10 @@ void PeerSession::report(double loss, double accuracy, double epoch) {
     ~Span() { t.add(Phase::kEvaluate, from, t.now()); }
   } span{m.timeline, from};
   if (m.trainer) {
-    const Evaluation ev = m.trainer->evaluate(m.data.test, m.config.train.eval_limit);
+    // Between the first and the last evaluation a subset of the test set (train.peer_eval_limit);
+    // the last, at the plan's end or where a partition stops the run, on all of it.
+    const bool last = m.round >= m.plan.rounds || m.partition_stop_due();
+    const Evaluation ev = m.trainer->evaluate(m.data.test, m.config.train.peer_eval_samples(last));
     const double train_loss = m.round > 0 ? m.algorithm->take_train_loss() : NAN;
     return m.record_eval(train_loss, ev.accuracy, m.plan.epoch_at(m.round));
   }

@@ -58,7 +58,7 @@ void Sgd::step(float* params, const float* grads, float lr) {
 
 Trainer::Trainer(Backend& backend, const RunConfig& config, const Dataset& train,
                  std::vector<std::int64_t> shard, int peer, const ShardBalance& balance,
-                 bool shared_scratch)
+                 bool shared_scratch, std::span<const float> initial)
     : backend_(&backend),
       config_(&config),
       train_(&train),
@@ -72,7 +72,8 @@ Trainer::Trainer(Backend& backend, const RunConfig& config, const Dataset& train
     throw InputError(cat(config.where("model.input"), ": input ", shape_string(config.model.input),
                          " (", config.model.input_size(), " features) does not match the data's ",
                          train.dim, " features"));
-  model_.init(config.train.seed, config.train.same_init ? 0 : peer, peer);
+  if (initial.empty()) model_.init(config.train.seed, config.train.same_init ? 0 : peer, peer);
+  else model_.init_from(initial, config.train.seed, peer);
   batch_rows_ = std::max(config.train.batch, config.train.eval_batch);
   shared_scratch_ = shared_scratch && backend.host_memory();
   if (shared_scratch_) return;
