@@ -2,11 +2,13 @@
 headless browser while the fault schedule kills two peers, the Prometheus pages of every peer
 (C++ and Python) and of the launcher checked by promtool and against summary.json, and what the
 servers do with a port in use and with malformed, huge or idle requests."""
+import csv
 import json
 import os
 import random
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -341,3 +343,55 @@ def test_nothing_is_served_or_written_when_off(tmp_path, base_port):
     for p in range(4):
         assert not (out / "peers" / str(p) / "metrics.prom").exists()
         assert "Prometheus" not in (out / "peers" / str(p) / "peer.log").read_text()
+
+
+def test_watch_follows_a_run_folder_as_it_grows(tmp_path, base_port):
+    """gossip watch DIR serves the dashboard of a run it did not start, from its files: the
+    peers as they train, every merged evaluation of metrics.csv, the end; Ctrl-C stops it with
+    exit 0. A folder that is no run folder is refused with exit 2."""
+    bad = subprocess.run([GOSSIP, "watch", str(tmp_path)], capture_output=True, text=True,
+                         timeout=30)
+    assert bad.returncode == 2 and "not a run folder" in bad.stderr
+    config = long_config(str(tmp_path), base_port, 30)
+    out = tmp_path / "run"
+    run = Run([GOSSIP, "run", config, "--out", str(out), "--no-progress"])
+    port = free_port()
+    watch = None
+    try:
+        run.wait_line(r"peer logs in", 60)
+        deadline = time.monotonic() + 30
+        while not (out / "peers" / "0" / "events.txt").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        watch = subprocess.Popen([GOSSIP, "watch", str(out), "--dashboard", str(port)],
+                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        state = None
+        while time.monotonic() < deadline:
+            try:
+                state = json.loads(get(f"http://127.0.0.1:{port}/state.json", timeout=1)[1])
+            except OSError:
+                time.sleep(0.1)
+                continue
+            if any(p["state"] in ("alive", "finished") for p in state["peers"]):
+                break
+            time.sleep(0.1)
+        assert state and state["source"] == "gossip watch" and state["n"] == 4
+        assert len(state["links"]) == 4
+        assert run.proc.wait(timeout=300) == 0, run.text()
+        rounds = sorted({int(r["round"]) for r in csv.DictReader(open(out / "metrics.csv"))})
+        while time.monotonic() < deadline + 30:
+            state = json.loads(get(f"http://127.0.0.1:{port}/state.json")[1])
+            if state["finished"]:
+                break
+            time.sleep(0.1)
+        assert state["finished"]
+        assert [p["state"] for p in state["peers"]] == ["finished"] * 4
+        assert [s["round"] for s in state["series"]] == rounds
+        summary = json.load(open(out / "summary.json"))
+        assert state["series"][-1]["accuracy"] == pytest.approx(summary["test_accuracy"])
+        watch.send_signal(signal.SIGINT)
+        assert watch.wait(timeout=30) == 0
+    finally:
+        run.stop()
+        if watch and watch.poll() is None:
+            watch.kill()
+            watch.wait()
