@@ -8,10 +8,13 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <limits>
+#include <numeric>
 #include <sstream>
 
 #include "gossip/core.hpp"
 #include "gossip/gossip.hpp"
+#include "gossip/progress.hpp"
 #include "gossip/report.hpp"
 #include "gossip/sim.hpp"
 #include "sim/compare_attacks.hpp"
@@ -62,6 +65,7 @@ CompareRow compare_row(const CompareSetting& setting, const TopologyReport& anal
   row.graph_period = analysis.period;
   row.spectral_gap = 1.0 - analysis.rho_per_round;
   row.period_spectral_gap = analysis.spectral_gap;
+  row.effective_neighbours = analysis.effective_neighbours;
   const auto seconds = real ? &EvalPoint::wall_seconds : &EvalPoint::sim_seconds;
   row.to_target =
       first_crossing(result.evals, target_accuracy, &EvalPoint::peer_accuracy_min, seconds);
@@ -245,7 +249,8 @@ void write_compare_rows(const std::string& dir, const std::vector<CompareRow>& r
       << ",average_rounds_to_target,final_accuracy,"
          "final_min_peer_accuracy,final_consensus_distance,bytes_per_peer,sim_seconds,"
          "wall_seconds,samples_min,samples_max,compress,consensus_step,mode,links,scenario,"
-         "aggregate,attack,attackers,honest_accuracy_min,honest_accuracy_mean,honest_diverged\n";
+         "aggregate,attack,attackers,honest_accuracy_min,honest_accuracy_mean,honest_diverged,"
+         "effective_neighbours\n";
   for (const auto& r : rows)
     csv << r.label << ',' << r.group << ',' << r.topology << ',' << r.algorithm << ','
         << r.period << ',' << r.shard << ',' << r.seed << ',' << r.peers << ','
@@ -261,7 +266,8 @@ void write_compare_rows(const std::string& dir, const std::vector<CompareRow>& r
         << (r.measured ? "real" : "simulated") << ',' << r.links << ',' << r.scenario << ','
         << r.aggregate << ','
         << r.attack << ',' << join_peers(r.attackers) << ',' << r.honest_accuracy_min << ','
-        << r.honest_accuracy_mean << ',' << r.honest_diverged << '\n';
+        << r.honest_accuracy_mean << ',' << r.honest_diverged << ','
+        << (std::isfinite(r.effective_neighbours) ? cat(r.effective_neighbours) : "") << '\n';
 }
 
 /// compare_summary.csv: one row per setting, each figure's mean and standard deviation.
@@ -276,7 +282,7 @@ void write_compare_summary(const std::string& dir, const std::vector<CompareRow>
                            "final_min_peer_accuracy", "final_consensus_distance",
                            "bytes_per_peer", "honest_accuracy_min", "honest_accuracy_mean"};
   for (const char* s : spreads) csv << ',' << s << "_mean," << s << "_std";
-  csv << ",runs_reaching_target\n";
+  csv << ",runs_reaching_target,effective_neighbours\n";
   for (const auto& g : groups) {
     const CompareRow& r = rows[g.rows.front()];
     csv << g.label << ',' << g.rows.size() << ',' << r.spectral_gap << ',' << r.graph_period
@@ -286,8 +292,71 @@ void write_compare_summary(const std::string& dir, const std::vector<CompareRow>
                             &g.final_min_peer_accuracy, &g.final_consensus_distance,
                             &g.bytes_per_peer, &g.honest_accuracy_min, &g.honest_accuracy_mean})
       csv << ',' << (s->n ? cat(s->mean) : "") << ',' << (s->n ? cat(s->std) : "");
-    csv << ',' << g.rounds_to_target.n << '\n';
+    csv << ',' << g.rounds_to_target.n << ','
+        << (std::isfinite(r.effective_neighbours) ? cat(r.effective_neighbours) : "") << '\n';
   }
+}
+
+/// Spearman's rank correlation of x and y (ties take their mean rank); NaN with fewer than 3
+/// pairs or when either has one value only.
+double rank_correlation(const std::vector<double>& x, const std::vector<double>& y) {
+  const std::size_t n = x.size();
+  if (n < 3) return std::numeric_limits<double>::quiet_NaN();
+  const auto ranks = [n](const std::vector<double>& v) {
+    std::vector<std::size_t> order(n);
+    std::iota(order.begin(), order.end(), 0);
+    std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return v[a] < v[b]; });
+    std::vector<double> r(n);
+    for (std::size_t i = 0; i < n;) {
+      std::size_t j = i;
+      while (j + 1 < n && v[order[j + 1]] == v[order[i]]) ++j;
+      for (std::size_t k = i; k <= j; ++k) r[order[k]] = (static_cast<double>(i + j) / 2.0) + 1.0;
+      i = j + 1;
+    }
+    return r;
+  };
+  const auto rx = ranks(x), ry = ranks(y);
+  const double mx = std::accumulate(rx.begin(), rx.end(), 0.0) / static_cast<double>(n);
+  const double my = std::accumulate(ry.begin(), ry.end(), 0.0) / static_cast<double>(n);
+  double sxy = 0.0, sxx = 0.0, syy = 0.0;
+  for (std::size_t i = 0; i < n; ++i) {
+    sxy += (rx[i] - mx) * (ry[i] - my);
+    sxx += (rx[i] - mx) * (rx[i] - mx);
+    syy += (ry[i] - my) * (ry[i] - my);
+  }
+  if (sxx == 0.0 || syy == 0.0) return std::numeric_limits<double>::quiet_NaN();
+  return sxy / std::sqrt(sxx * syy);
+}
+
+/// report.md: how well the spectral gap and the effective number of neighbours rank the sweep's
+/// settings by what they reached (the final accuracy of the average model and of the lowest
+/// peer), when there are at least three settings with both figures.
+void write_predictor_section(std::ostream& md, const std::vector<CompareRow>& rows,
+                             const std::vector<CompareGroup>& groups) {
+  std::vector<double> gap, neighbours, accuracy, lowest;
+  for (const auto& g : groups) {
+    const CompareRow& r = rows[g.rows.front()];
+    if (!std::isfinite(r.effective_neighbours) || g.final_accuracy.n == 0) continue;
+    gap.push_back(r.spectral_gap);
+    neighbours.push_back(r.effective_neighbours);
+    accuracy.push_back(g.final_accuracy.mean);
+    lowest.push_back(g.final_min_peer_accuracy.mean);
+  }
+  if (gap.size() < 3) return;
+  const auto shown = [](double v) { return std::isfinite(v) ? fixed(v, 2) : std::string("-"); };
+  md << "\n## Which predictor ranks the settings\n\nSpearman's rank correlation, over the "
+     << gap.size() << " settings, of each predictor with what the runs reached (+1: the "
+        "predictor orders the settings exactly as their results; -: a predictor that is the "
+        "same for every setting ranks nothing). The effective number of neighbours is Vogels, "
+        "Hendrikx and Jaggi's (NeurIPS 2022) for decay gamma = "
+     << kNeighboursGamma
+     << " (`gossip topo FILE --gamma G` gives it for others).\n\n"
+        "| predictor | final accuracy (average model) | final lowest peer accuracy |\n"
+        "|---|---:|---:|\n"
+     << "| spectral gap per round | " << shown(rank_correlation(gap, accuracy)) << " | "
+     << shown(rank_correlation(gap, lowest)) << " |\n"
+     << "| effective neighbours | " << shown(rank_correlation(neighbours, accuracy)) << " | "
+     << shown(rank_correlation(neighbours, lowest)) << " |\n";
 }
 
 /// report.md: what the figures mean, one table row per setting, the plots.
@@ -336,13 +405,13 @@ void write_compare_report(const std::string& dir, const std::vector<CompareRow>&
     md << cat(" Training samples per peer: ", samples_min, " to ", samples_max,
               samples_min == samples_max ? " (equal shards)" : " (unequal shards)", ".");
   md << "\n\n| setting | runs | peers | spectral gap per round |"
-     << (time_varying ? " gap per period (rounds) |" : "")
+     << (time_varying ? " gap per period (rounds) |" : "") << " effective neighbours |"
      << " rounds to target | epochs to target | " << (measured ? "wall s" : "sim s")
      << " to target | rounds to target (average "
         "model) | final accuracy | final lowest peer accuracy | final consensus distance | MB "
         "sent per peer |"
      << (measured ? " wall s (run) |" : "") << "\n"
-     << "|---|---:|---:|---:|" << (time_varying ? "---:|" : "")
+     << "|---|---:|---:|---:|" << (time_varying ? "---:|" : "") << "---:|"
      << "---:|---:|---:|---:|---:|---:|---:|---:|" << (measured ? "---:|" : "") << "\n";
   for (const auto& g : groups) {
     const CompareRow& r = rows[g.rows.front()];
@@ -357,6 +426,9 @@ void write_compare_report(const std::string& dir, const std::vector<CompareRow>&
                        r.graph_period, ")")
                  : std::string("-"))
          << " | ";
+    md << (std::isfinite(r.effective_neighbours) ? fixed(r.effective_neighbours, 2)
+                                                 : std::string("-"))
+       << " | ";
     md << plus_minus(g.rounds_to_target, "%.1f") << " | "
        << plus_minus(g.epochs_to_target, "%.2f") << " | "
        << plus_minus(g.seconds_to_target, "%.3g") << " | "
@@ -378,6 +450,7 @@ void write_compare_report(const std::string& dir, const std::vector<CompareRow>&
      << "; more than " << kPlotColours << " settings are split into rows of panels. "
      << "Bytes are on a log axis. SVG versions sit beside the PNGs; the data is in "
         "curves.dat, compare.csv (one row per run) and compare_summary.csv (one per setting).\n";
+  write_predictor_section(md, rows, groups);
   if (has_attack_section(rows)) write_attack_section(md, rows, groups);
 }
 

@@ -83,7 +83,7 @@ Graphs load_graphs(const RunConfig& base, const std::vector<CompareSetting>& set
       throw InputError(cat(e.what(), " (setting '", s.label, "': the config's faults: and "
                            "its compare.attacks cell)"));
     }
-    if (!g.analyses.count(path)) g.analyses.emplace(path, analyze(g.topologies.at(path)));
+    if (!g.analyses.count(path)) g.analyses.emplace(path, analyze(g.topologies.at(path), kNeighboursGamma));
   }
   return g;
 }

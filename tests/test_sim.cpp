@@ -713,6 +713,46 @@ TEST_CASE("a sweep's settings are summarised over seeds as mean and sample devia
   std::filesystem::remove_all(dir);
 }
 
+TEST_CASE("the compare report ranks the settings by each predictor", "[sim][compare]") {
+  // Four settings whose final accuracy rises with the effective number of neighbours and falls
+  // with the spectral gap: Spearman's correlation is +1 for the one and -1 for the other. With
+  // ties the ranks are shared: (1, 2, 2, 3) against (1, 2, 3, 4) gives 4.5 / sqrt(22.5).
+  const std::string dir = temp_dir("compare_predictors");
+  std::filesystem::remove_all(dir);
+  const double neighbours[] = {2.0, 5.0, 9.0, 30.0};
+  const double gaps[] = {0.4, 0.3, 0.2, 0.1};
+  const auto write = [&](const double* accuracy) {
+    std::vector<CompareRow> rows;
+    std::vector<SimResult> results;
+    for (int g = 0; g < 4; ++g) {
+      SimResult r;
+      r.evals = {eval_at(0, 0.1, 0.1, 0.0), eval_at(4, accuracy[g], accuracy[g], 0.0)};
+      CompareSetting setting;
+      setting.label = setting.group = cat("graph-", g);
+      TopologyReport analysis;
+      analysis.n = 8;
+      analysis.rho_per_round = 1.0 - gaps[g];
+      analysis.effective_neighbours = neighbours[g];
+      rows.push_back(compare_row(setting, analysis, r, 0.9));
+      results.push_back(r);
+    }
+    CHECK(rows[3].effective_neighbours == 30.0);
+    write_compare(dir, rows, results, 0.9);
+    return read_all(dir + "/report.md");
+  };
+  const double rising[] = {0.5, 0.6, 0.7, 0.8};
+  std::string md = write(rising);
+  CHECK_THAT(md, Catch::Contains("| graph-3 | 1 | 8 | 0.1000 | 30.00 |"));
+  CHECK_THAT(md, Catch::Contains("| spectral gap per round | -1.00 | -1.00 |"));
+  CHECK_THAT(md, Catch::Contains("| effective neighbours | 1.00 | 1.00 |"));
+  const std::string csv = read_all(dir + "/compare.csv");
+  CHECK(csv.substr(0, csv.find('\n')).find(",effective_neighbours") != std::string::npos);
+  const double tied[] = {0.5, 0.6, 0.6, 0.7};
+  md = write(tied);
+  CHECK_THAT(md, Catch::Contains("| effective neighbours | 0.95 | 0.95 |"));  // 0.9487
+  std::filesystem::remove_all(dir);
+}
+
 TEST_CASE("sweeps of more than eight settings are split into rows of panels",
           "[sim][compare]") {
   const std::string dir = temp_dir("compare_panels");
@@ -848,9 +888,9 @@ TEST_CASE("a sweep's honest accuracy leaves out the attackers and the dead, and 
   write_compare(dir, rows, results, 0.7);
   const std::string csv = read_all(dir + "/compare.csv");
   CHECK_THAT(csv, Catch::Contains(",links,scenario,aggregate,attack,attackers,honest_accuracy_min,"
-                                  "honest_accuracy_mean,honest_diverged\n"));
-  CHECK_THAT(csv, Catch::Contains(",ring,mean,sign_flip s=1,2,0.6,0.65,0\n"));
-  CHECK_THAT(csv, Catch::Contains(",ring,clipped,none,,0.86,0.875,0\n"));
+                                  "honest_accuracy_mean,honest_diverged,effective_neighbours\n"));
+  CHECK_THAT(csv, Catch::Contains(",ring,mean,sign_flip s=1,2,0.6,0.65,0,\n"));
+  CHECK_THAT(csv, Catch::Contains(",ring,clipped,none,,0.86,0.875,0,\n"));
   const std::string md = read_all(dir + "/report.md");
   CHECK_THAT(md, Catch::Contains("## Honest peers under attack"));
   CHECK_THAT(md, Catch::Contains("### ring (attacker: peer 2)"));

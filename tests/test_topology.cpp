@@ -138,6 +138,42 @@ TEST_CASE("ring with 1/3 weights has rho = 1/3 + 2/3 cos(2 pi / n)", "[topology]
   }
 }
 
+TEST_CASE("the effective number of neighbours has its closed forms", "[topology][neighbours]") {
+  // A ring's W = sum_k lambda_k u_k u_k^T with lambda_k = 1/3 + 2/3 cos(2 pi k / n), so the
+  // random walk's stationary covariance is sum_k lambda_k^2 / (1 - gamma lambda_k^2) u_k u_k^T
+  // and n_eff = 1 / ((1 - gamma) (1/n) sum_k lambda_k^2 / (1 - gamma lambda_k^2)).
+  for (int n : {4, 16, 64}) {
+    for (double gamma : {0.0, 0.5, 0.95, 0.99}) {
+      INFO("n = " << n << ", gamma = " << gamma);
+      double trace = 0.0;
+      for (int k = 0; k < n; ++k) {
+        const double l = 1.0 / 3 + 2.0 / 3 * std::cos(2 * kPi * k / n);
+        trace += l * l / (1 - gamma * l * l);
+      }
+      const double expected = 1.0 / ((1 - gamma) * trace / n);
+      const auto r = gossip::analyze(generate("ring", n), gamma);
+      CHECK(r.effective_neighbours == Approx(expected).epsilon(1e-9));
+      CHECK(r.neighbours_gamma == gamma);
+    }
+  }
+  // The complete graph averages everything at once: n neighbours, whatever the decay. Not asked
+  // for: NaN.
+  for (double gamma : {0.0, 0.9}) {
+    CHECK(gossip::analyze(generate("complete", 10, WeightKind::kUniform), gamma)
+              .effective_neighbours == Approx(10.0));
+  }
+  CHECK(std::isnan(gossip::analyze(generate("ring", 8)).effective_neighbours));
+  // More decay (a longer memory) counts more of the graph: never fewer neighbours.
+  const Topology ring = generate("ring", 32);
+  CHECK(gossip::analyze(ring, 0.99).effective_neighbours >
+        gossip::analyze(ring, 0.5).effective_neighbours);
+  // The one-peer exponential graph (time-varying, period log2 n) averages exactly each period:
+  // more effective neighbours than the static ring of the same degree.
+  CHECK(gossip::analyze(generate("one-peer-exponential", 16), 0.95).effective_neighbours >
+        gossip::analyze(generate("ring", 16), 0.95).effective_neighbours);
+  CHECK_THROWS_AS(gossip::analyze(ring, 1.0), gossip::InputError);
+}
+
 TEST_CASE("complete graph with uniform weights has spectral gap 1", "[topology]") {
   const auto r = gossip::analyze(generate("complete", 10, WeightKind::kUniform));
   REQUIRE(std::abs(r.spectral_gap - 1.0) < 1e-9);

@@ -217,6 +217,8 @@ struct CompareRow {
   double spectral_gap = 0.0;         // per round: 1 - rho^(1/period of the graph)
   std::int64_t graph_period = 1;     // rounds in one period of a time-varying graph
   double period_spectral_gap = 0.0;  // 1 - rho of one period's product (= spectral_gap when 1)
+  double effective_neighbours = 0.0; // TopologyReport::effective_neighbours (gamma 0.95); NaN
+                                     // above 2048 peers
   // Every peer's own model reaches the target (the lowest peer accuracy, which is what slow
   // mixing holds back), interpolated between evaluations.
   TargetCrossing to_target;

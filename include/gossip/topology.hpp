@@ -20,6 +20,7 @@
 #endif
 
 #include <cstdint>
+#include <limits>
 #include <cstdio>
 #include <optional>
 #include <span>
@@ -217,6 +218,10 @@ std::string to_yaml(const Draw& draw, bool edges);
 /// What `gossip topo` reports. For a time-varying topology, connectivity, components and
 /// diameter are of the union of the graphs over one period; rho is of the product of the
 /// period's matrices W(period-1) ... W(0).
+/// The decay of the effective number of neighbours unless one is given: the paper's value
+/// fitted to its CIFAR-10 runs was 0.951.
+inline constexpr double kNeighboursGamma = 0.95;
+
 struct TopologyReport {
   int n = 0;
   bool directed = false;
@@ -242,6 +247,14 @@ struct TopologyReport {
   double rounds_to_1000x = 0.0;
   bool exact_averaging = false;   // W(t-1)...W(0) == (1/n) 11^T for some t <= period
   std::int64_t exact_after = 0;   // that smallest t (0 when not exact)
+  /// The effective number of neighbours (Vogels, Hendrikx and Jaggi, "Beyond spectral gap",
+  /// NeurIPS 2022): how much a random walk with decay gamma, x <- W (sqrt(gamma) x + noise),
+  /// averages its noise down, as a count of peers: 1 alone, n on the complete graph. With
+  /// Sigma = W (gamma Sigma + I) W^T its stationary covariance (a period's W in turn),
+  /// n_eff = 1 / ((1 - gamma) mean_i Sigma_ii). NaN when not asked for or not known
+  /// (rho_known false).
+  double effective_neighbours = std::numeric_limits<double>::quiet_NaN();
+  double neighbours_gamma = kNeighboursGamma;  // the decay it was computed for
 };
 
 /// Connected components (strongly connected for directed graphs) of the union of one period's
@@ -250,16 +263,20 @@ std::vector<std::vector<int>> connected_components(const Topology& topology);
 
 /// Analyses a topology. Dense spectral methods: about a second for n = 1024 when W is symmetric
 /// or normal (circulant), several seconds for a general directed graph; skipped above 2048.
-TopologyReport analyze(const Topology& topology);
+/// With `neighbours_gamma` also the effective number of neighbours for that decay (in [0, 1);
+/// dense iterations, a few seconds at n = 1024); without it that field is NaN.
+TopologyReport analyze(const Topology& topology,
+                       std::optional<double> neighbours_gamma = std::nullopt);
 
 /// How `gossip topo FILE` shows a topology.
 enum class TopologyFormat { kText, kJson, kDot };
 
 /// Loads and analyses the topology file `file` and writes the report (connectivity, degrees,
-/// stochasticity, rho, spectral gap, rounds to cut disagreement 1000x), one JSON object, or
-/// Graphviz DOT to `out`. Returns kExitOk when connected, kExitDisconnected otherwise; throws
-/// InputError for a bad file.
-int report_topology_file(const std::string& file, TopologyFormat format, std::FILE* out);
+/// stochasticity, rho, spectral gap, rounds to cut disagreement 1000x, the effective number of
+/// neighbours for decay `neighbours_gamma`), one JSON object, or Graphviz DOT to `out`. Returns
+/// kExitOk when connected, kExitDisconnected otherwise; throws InputError for a bad file.
+int report_topology_file(const std::string& file, TopologyFormat format, std::FILE* out,
+                         double neighbours_gamma = kNeighboursGamma);
 
 /// "3 components: {0, 2, 5} {1} {3, 4, 6, 7}" (at most 16 ids a component).
 std::string components_text(const std::vector<std::vector<int>>& components);

@@ -149,7 +149,7 @@ std::vector<std::vector<int>> connected_components(const Topology& t) {
   return topo::components(topo::union_arcs(t, false), topo::union_arcs(t, true));
 }
 
-TopologyReport analyze(const Topology& t) {
+TopologyReport analyze(const Topology& t, std::optional<double> neighbours_gamma) {
   GOSSIP_CHECK_GE(t.n(), 1);
   TopologyReport r;
   r.n = t.n();
@@ -190,6 +190,13 @@ TopologyReport analyze(const Topology& t) {
     r.rounds_to_1000x = std::numeric_limits<double>::infinity();
   } else {
     r.rounds_to_1000x = period * std::max(1.0, ln1000 / -std::log(r.rho));
+  }
+  if (neighbours_gamma && r.n <= topo::kMaxSpectralPeers) {
+    if (!(*neighbours_gamma >= 0.0 && *neighbours_gamma < 1.0))
+      throw InputError(cat("the effective neighbours' decay gamma must be in [0, 1), not ",
+                           *neighbours_gamma));
+    r.neighbours_gamma = *neighbours_gamma;
+    r.effective_neighbours = topo::effective_neighbours(t, *neighbours_gamma);
   }
   return r;
 }

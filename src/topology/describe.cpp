@@ -52,6 +52,10 @@ void print_spectrum(std::FILE* out, const Topology& t, const TopologyReport& r) 
   else
     std::fprintf(out, "  rounds to cut disagreement 1000x: never (%s)\n",
                 r.connected ? "rho = 1" : "the graph is not connected");
+  if (std::isfinite(r.effective_neighbours))
+    std::fprintf(out, "  effective neighbours  %.4g (a random walk with decay gamma = %g averages "
+                 "its noise as much as that many peers; Vogels et al. 2022)\n",
+                 r.effective_neighbours, r.neighbours_gamma);
 }
 
 void print_report(std::FILE* out, const std::string& file, const Topology& t, const TopologyReport& r) {
@@ -104,6 +108,7 @@ void print_json(std::FILE* out, const std::string& file, const Topology& t, cons
       .add("rho_per_round", r.rho_per_round)
       .add("spectral_gap_per_round", 1.0 - r.rho_per_round).add("rounds_to_1000x", r.rounds_to_1000x)
       .add("exact_averaging", r.exact_averaging)
+      .add("effective_neighbours", r.effective_neighbours).add("neighbours_gamma", r.neighbours_gamma)
       .raw("exact_after", r.exact_averaging ? json_integer(r.exact_after) : null)
       .add("fingerprint", hex64(t.fingerprint())).add("addresses", t.has_addresses());
   std::fprintf(out, "%s\n", o.str().c_str());
@@ -136,9 +141,12 @@ std::string components_text(const std::vector<std::vector<int>>& components) {
 }
 
 
-int report_topology_file(const std::string& file, TopologyFormat format, std::FILE* out) {
+int report_topology_file(const std::string& file, TopologyFormat format, std::FILE* out,
+                         double neighbours_gamma) {
   const Topology topology = load_topology(file);
-  const TopologyReport report = analyze(topology);
+  const TopologyReport report =
+      analyze(topology, format == TopologyFormat::kDot ? std::nullopt
+                                                        : std::optional<double>(neighbours_gamma));
   switch (format) {
     case TopologyFormat::kText: print_report(out, file, topology, report); break;
     case TopologyFormat::kJson: print_json(out, file, topology, report); break;

@@ -69,5 +69,7 @@ struct Spectrum {
   std::int64_t exact_after = 0;
 };
 Spectrum spectrum(const Topology& topology);
+/// TopologyReport::effective_neighbours: dense n x n iterations, for n <= kMaxSpectralPeers.
+double effective_neighbours(const Topology& topology, double gamma);
 
 }  // namespace gossip::topo

@@ -92,4 +92,30 @@ Spectrum spectrum(const Topology& topology) {
   return s;
 }
 
+double effective_neighbours(const Topology& topology, double gamma) {
+  GOSSIP_CHECK_MSG(gamma >= 0.0 && gamma < 1.0, cat("gamma ", gamma, " is not in [0, 1)"));
+  const int n = topology.n();
+  const std::int64_t period = topology.period();
+  // Sigma_{t+1} = W_t (gamma Sigma_t + I) W_t^T from Sigma = 0: the terms shrink by gamma (and
+  // W_t's squares) a round, so whole periods run until a period changes no entry by more than
+  // 1e-12 of the largest. The mean variance is averaged over the period's phases.
+  Matrix sigma = Matrix::Zero(n, n);
+  const std::int64_t max_rounds = 100000;
+  double mean_variance = 0.0;
+  for (std::int64_t done = 0; done < max_rounds; done += period) {
+    const Matrix before = sigma;
+    double phase_sum = 0.0;
+    for (std::int64_t t = 0; t < period; ++t) {
+      Matrix a = gamma * sigma;
+      a.diagonal().array() += 1.0;
+      const Matrix b = multiply(topology.at(t), a);            // W A
+      sigma = multiply(topology.at(t), b.transpose()).transpose();  // W A W^T (A symmetric)
+      phase_sum += sigma.diagonal().mean();
+    }
+    mean_variance = phase_sum / static_cast<double>(period);
+    if ((sigma - before).cwiseAbs().maxCoeff() <= 1e-12 * sigma.cwiseAbs().maxCoeff()) break;
+  }
+  return 1.0 / ((1.0 - gamma) * mean_variance);
+}
+
 }  // namespace gossip::topo
