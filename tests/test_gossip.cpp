@@ -1165,6 +1165,87 @@ TEST_CASE("overlap mixes the parameters that were sent and adds the local steps'
   REQUIRE(apart > 0.1);  // the two forms differ, so the test tells them apart
 }
 
+TEST_CASE("local SGD's outer Nesterov step follows DiLoCo's update, and lr 1 momentum 0 is "
+          "plain local SGD", "[gossip][outer]") {
+  // The overlap test's problem: peer p's step pulls x towards its target 10 p + i. Each round,
+  // with a the parameters the local phase began from and m the ring mix of the stepped ones:
+  // g = a - m, v <- mu v + g, x <- a - lr (g + mu v).
+  const int n = 4;
+  const Topology t = generate("ring", n);
+  constexpr int dim = 3;
+  auto backend = make_cpu_backend(1);
+  auto run = [&](bool outer, double lr, double mu, int rounds) {
+    SimNetwork network(n, dim, 1, SimConfig{}, 1);
+    std::vector<std::vector<float>> x(n);
+    std::vector<std::unique_ptr<Algorithm>> algs;
+    GossipConfig g;
+    g.algorithm = AlgorithmKind::kLocalSgd;
+    g.period = 2;
+    g.outer = OuterConfig{outer, lr, mu};
+    for (int p = 0; p < n; ++p) x[p] = {1.0f * p, -2.0f * p, 0.5f};
+    for (int p = 0; p < n; ++p) {
+      float* xp = x[p].data();
+      auto step = [xp, p] {
+        for (int i = 0; i < 3; ++i) xp[i] -= 0.25f * (xp[i] - static_cast<float>(10 * p + i));
+        return 0.0;
+      };
+      algs.push_back(make_algorithm(Learner{backend.get(), xp, dim, step}, network.exchange(p),
+                                    t, g));
+    }
+    for (int r = 0; r < rounds; ++r) {
+      for (auto& a : algs) a->local_phase(r);
+      for (auto& a : algs) a->mix_phase(r);
+    }
+    return x;
+  };
+  const double lr = 0.7, mu = 0.9;
+  const int rounds = 4;
+  std::vector<std::vector<double>> a(n), v(n, std::vector<double>(dim, 0.0));
+  for (int p = 0; p < n; ++p) a[p] = {1.0 * p, -2.0 * p, 0.5};
+  for (int r = 0; r < rounds; ++r) {
+    std::vector<std::vector<double>> stepped = a;
+    for (int p = 0; p < n; ++p)
+      for (int s = 0; s < 2; ++s)
+        for (int i = 0; i < dim; ++i) stepped[p][i] -= 0.25 * (stepped[p][i] - (10 * p + i));
+    auto next = a;
+    for (int p = 0; p < n; ++p)
+      for (int i = 0; i < dim; ++i) {
+        double m = 0.0;
+        for (int j : {(p + n - 1) % n, p, (p + 1) % n}) m += stepped[j][i] / 3.0;
+        const double g = a[p][i] - m;
+        v[p][i] = mu * v[p][i] + g;
+        next[p][i] = a[p][i] - lr * (g + mu * v[p][i]);
+      }
+    a = next;
+  }
+  const auto got = run(true, lr, mu, rounds);
+  for (int p = 0; p < n; ++p)
+    for (int i = 0; i < dim; ++i) REQUIRE(got[p][i] == Approx(a[p][i]).margin(1e-4));
+  // lr 1, momentum 0: the averaging itself, bit for bit.
+  const auto plain = run(false, 1.0, 0.0, rounds);
+  const auto unit = run(true, 1.0, 0.0, rounds);
+  for (int p = 0; p < n; ++p)
+    for (int i = 0; i < dim; ++i) REQUIRE(unit[p][i] == plain[p][i]);
+  double apart = 0.0;
+  for (int p = 0; p < n; ++p)
+    for (int i = 0; i < dim; ++i) apart = std::max(apart, double{std::fabs(got[p][i] - plain[p][i])});
+  REQUIRE(apart > 0.1);  // the outer step changes the run, so the test tells them apart
+  // Only local_sgd takes it, and not beside overlap: refused with what to change.
+  SimNetwork network(n, dim, 1, SimConfig{}, 1);
+  std::vector<float> x(dim, 0.0f);
+  GossipConfig g;
+  g.outer.enabled = true;
+  g.algorithm = AlgorithmKind::kDpsgd;
+  CHECK_THROWS_WITH(make_algorithm(Learner{backend.get(), x.data(), dim, {}},
+                                   network.exchange(0), t, g),
+                    "gossip.outer: the outer step is for local_sgd, not dpsgd");
+  g.algorithm = AlgorithmKind::kLocalSgd;
+  g.overlap = true;
+  CHECK_THROWS_WITH(make_algorithm(Learner{backend.get(), x.data(), dim, {}},
+                                   network.exchange(0), t, g),
+                    Catch::StartsWith("gossip.outer: the outer step needs"));
+}
+
 TEST_CASE("PacketReader reads every kind as the packet says, float32 parts where they lie",
           "[gossip][compress]") {
   const std::int64_t n = 1300;

@@ -209,6 +209,15 @@ Aggregate parse_aggregate(const std::string& text, const std::string& what);
 /// "median", "mean".
 std::string describe(const AggregateConfig& a);
 
+/// gossip.outer: DiLoCo's outer optimizer on local SGD's averagings (docs/config.md): the
+/// pseudo-gradient (parameters when the local phase began minus what the mixing made of it)
+/// goes through Nesterov momentum with its own learning rate.
+struct OuterConfig {
+  bool enabled = false;
+  double lr = 0.7;        // DiLoCo's
+  double momentum = 0.9;  // in [0, 1)
+};
+
 struct GossipConfig {
   std::string topology;             // path of a topology YAML (relative to the config)
   AlgorithmKind algorithm = AlgorithmKind::kDpsgd;  // a row of gossip/algorithm_table.hpp
@@ -225,6 +234,7 @@ struct GossipConfig {
   // "report" (an event, mixing goes on as the aggregate decides) or "cut" (it is no longer mixed
   // and the live graph is taken without it, for good).
   std::string on_byzantine = "report";
+  OuterConfig outer;                // local_sgd only: DiLoCo's outer Nesterov step
 };
 
 /// monitor.preset: the membership timing for a kind of network, as HashiCorp memberlist's

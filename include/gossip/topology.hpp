@@ -251,8 +251,8 @@ struct TopologyReport {
   /// NeurIPS 2022): how much a random walk with decay gamma, x <- W (sqrt(gamma) x + noise),
   /// averages its noise down, as a count of peers: 1 alone, n on the complete graph. With
   /// Sigma = W (gamma Sigma + I) W^T its stationary covariance (a period's W in turn),
-  /// n_eff = 1 / ((1 - gamma) mean_i Sigma_ii). NaN when not asked for or not known
-  /// (rho_known false).
+  /// n_eff = 1 / ((1 - gamma) mean_i Sigma_ii). NaN when not asked for, above 2048 peers, or
+  /// above 256 for a time-varying graph (dense iterations over its period).
   double effective_neighbours = std::numeric_limits<double>::quiet_NaN();
   double neighbours_gamma = kNeighboursGamma;  // the decay it was computed for
 };

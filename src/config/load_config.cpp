@@ -484,6 +484,19 @@ void read_choco(const Reader& r, const Node& n, const std::string& field, ChocoC
   });
 }
 
+/// gossip.outer: {optimizer: nesterov, lr: LR, momentum: MU} (DiLoCo's outer step; local_sgd).
+void read_outer(const Reader& r, const Node& n, const std::string& field, OuterConfig& c) {
+  c.enabled = true;
+  r.each(n, field, Handlers{
+      {"optimizer", [&](auto& v, auto& f) { r.choice(v, f, {"nesterov"}); }},
+      {"lr", [&](auto& v, auto& f) { c.lr = r.positive(v, f, false); }},
+      {"momentum", [&](auto& v, auto& f) {
+         c.momentum = r.positive(v, f, true);
+         if (c.momentum >= 1) r.fail(v, f, cat("must be in [0, 1), got ", c.momentum));
+       }},
+  });
+}
+
 /// The keys gossip: held before they went to the sections of the rooms that read them: each is
 /// refused there with its new place.
 const Moved kMovedFromGossip = {
@@ -537,6 +550,7 @@ void read_gossip(const Reader& r, const Node& n, GossipConfig& g) {
        }},
       {"choco", [&](auto& v, auto& f) { read_choco(r, v, f, g.choco); }},
       {"overlap", [&](auto& v, auto& f) { g.overlap = r.boolean(v, f); }},
+      {"outer", [&](auto& v, auto& f) { read_outer(r, v, f, g.outer); }},
       {"aggregate", [&](auto& v, auto& f) { g.aggregate = read_aggregate(r, v, f); }},
       {"on_byzantine", [&](auto& v, auto& f) { g.on_byzantine = r.choice(v, f, {"report", "cut"}); }},
       {"wire", [&](auto& v, auto& f) { g.wire = r.named(v, f, kWireFormats); }},

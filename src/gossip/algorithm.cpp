@@ -53,7 +53,23 @@ void check_weights(const std::string& where, AlgorithmKind algorithm, const Topo
 
 }  // namespace
 
+namespace {
+
+/// gossip.outer: local_sgd only, and not beside gossip.overlap.
+void check_outer(const GossipConfig& config) {
+  if (!config.outer.enabled) return;
+  if (config.algorithm != AlgorithmKind::kLocalSgd)
+    throw InputError(cat("gossip.outer: the outer step is for local_sgd, not ",
+                         algorithm_name(config.algorithm)));
+  if (config.overlap)
+    throw InputError("gossip.outer: the outer step needs what the mixing made of this round's "
+                     "local phase, which gossip.overlap mixes a round late; leave one out");
+}
+
+}  // namespace
+
 void check_algorithm(const RunConfig& config, const Topology& topology) {
+  check_outer(config.gossip);
   check_weights(config.where("gossip.algorithm"), config.gossip.algorithm, topology);
 }
 
@@ -74,6 +90,7 @@ std::unique_ptr<Algorithm> make_algorithm(const Learner& learner, Exchange& exch
     throw InputError(cat("gossip.aggregate: ", aggregate_name(config.aggregate.kind),
                          " is for dpsgd, local_sgd and async, not ", row.name, ": ",
                          row.not_robust));
+  check_outer(config);
   check_weights("gossip.algorithm", config.algorithm, topology);
   std::unique_ptr<Algorithm> made;
   switch (config.algorithm) {

@@ -191,7 +191,10 @@ TopologyReport analyze(const Topology& t, std::optional<double> neighbours_gamma
   } else {
     r.rounds_to_1000x = period * std::max(1.0, ln1000 / -std::log(r.rho));
   }
-  if (neighbours_gamma && r.n <= topo::kMaxSpectralPeers) {
+  // A time-varying graph's takes dense iterations over its period: up to 256 peers (a second);
+  // a static one's an eigendecomposition (a second at 1,024).
+  const int neighbours_max = t.time_varying() ? 256 : topo::kMaxSpectralPeers;
+  if (neighbours_gamma && r.n <= neighbours_max) {
     if (!(*neighbours_gamma >= 0.0 && *neighbours_gamma < 1.0))
       throw InputError(cat("the effective neighbours' decay gamma must be in [0, 1), not ",
                            *neighbours_gamma));
