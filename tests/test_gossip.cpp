@@ -1091,6 +1091,39 @@ TEST_CASE("a value fp16 cannot hold stops the simulated peer that would send it,
   CHECK(got[0].params[2] == 99840.0f);  // bf16: 8 significant bits, 1e5 to the nearest
 }
 
+namespace {
+/// Four peers on the 1/3-weighted ring, each of 3 parameters starting at (p, -2p, 0.5), whose
+/// local step pulls x towards its own target: x <- x - 0.25 (x - (10 p + i)). Runs `rounds`
+/// rounds of the algorithm `g` describes and returns every peer's parameters.
+std::vector<std::vector<float>> run_pulled_ring(const GossipConfig& g, int rounds,
+                                                std::vector<std::unique_ptr<Algorithm>>* kept =
+                                                    nullptr) {
+  const int n = 4;
+  constexpr int dim = 3;
+  const Topology t = generate("ring", n);
+  static auto backend = make_cpu_backend(1);
+  SimNetwork network(n, dim, 1, SimConfig{}, 1);
+  std::vector<std::vector<float>> x(n);
+  std::vector<std::unique_ptr<Algorithm>> algs;
+  for (int p = 0; p < n; ++p) x[p] = {1.0f * p, -2.0f * p, 0.5f};
+  for (int p = 0; p < n; ++p) {
+    float* xp = x[p].data();
+    auto step = [xp, p] {
+      for (int i = 0; i < 3; ++i) xp[i] -= 0.25f * (xp[i] - static_cast<float>(10 * p + i));
+      return 0.0;
+    };
+    algs.push_back(make_algorithm(Learner{backend.get(), xp, dim, step}, network.exchange(p), t,
+                                  g));
+  }
+  for (int r = 0; r < rounds; ++r) {
+    for (auto& a : algs) a->local_phase(r);
+    for (auto& a : algs) a->mix_phase(r);
+  }
+  if (kept) *kept = std::move(algs);
+  return x;
+}
+}  // namespace
+
 TEST_CASE("overlap mixes the parameters that were sent and adds the local steps' change",
           "[gossip][overlap]") {
   // Peer p's "step" pulls x towards its own target: x <- x - 0.25 (x - target_p). With overlap
@@ -1101,28 +1134,13 @@ TEST_CASE("overlap mixes the parameters that were sent and adds the local steps'
   constexpr int dim = 3;
   auto backend = make_cpu_backend(1);
   auto run = [&](bool overlap, int rounds) {
-    SimNetwork network(n, dim, 1, SimConfig{}, 1);
-    std::vector<std::vector<float>> x(n);
-    std::vector<std::unique_ptr<Algorithm>> algs;
     GossipConfig g;
     g.algorithm = AlgorithmKind::kLocalSgd;
     g.period = 2;
     g.overlap = overlap;
-    for (int p = 0; p < n; ++p) x[p] = {1.0f * p, -2.0f * p, 0.5f};
-    for (int p = 0; p < n; ++p) {
-      float* xp = x[p].data();
-      auto step = [xp, p] {
-        for (int i = 0; i < 3; ++i) xp[i] -= 0.25f * (xp[i] - static_cast<float>(10 * p + i));
-        return 0.0;
-      };
-      algs.push_back(make_algorithm(Learner{backend.get(), xp, dim, step}, network.exchange(p),
-                                    t, g));
-    }
+    std::vector<std::unique_ptr<Algorithm>> algs;
+    auto x = run_pulled_ring(g, rounds, &algs);
     REQUIRE(algs[0]->overlaps() == overlap);
-    for (int r = 0; r < rounds; ++r) {
-      for (auto& a : algs) a->local_phase(r);
-      for (auto& a : algs) a->mix_phase(r);
-    }
     return x;
   };
   // The documented update in double.
@@ -1175,28 +1193,11 @@ TEST_CASE("local SGD's outer Nesterov step follows DiLoCo's update, and lr 1 mom
   constexpr int dim = 3;
   auto backend = make_cpu_backend(1);
   auto run = [&](bool outer, double lr, double mu, int rounds) {
-    SimNetwork network(n, dim, 1, SimConfig{}, 1);
-    std::vector<std::vector<float>> x(n);
-    std::vector<std::unique_ptr<Algorithm>> algs;
     GossipConfig g;
     g.algorithm = AlgorithmKind::kLocalSgd;
     g.period = 2;
     g.outer = OuterConfig{outer, lr, mu};
-    for (int p = 0; p < n; ++p) x[p] = {1.0f * p, -2.0f * p, 0.5f};
-    for (int p = 0; p < n; ++p) {
-      float* xp = x[p].data();
-      auto step = [xp, p] {
-        for (int i = 0; i < 3; ++i) xp[i] -= 0.25f * (xp[i] - static_cast<float>(10 * p + i));
-        return 0.0;
-      };
-      algs.push_back(make_algorithm(Learner{backend.get(), xp, dim, step}, network.exchange(p),
-                                    t, g));
-    }
-    for (int r = 0; r < rounds; ++r) {
-      for (auto& a : algs) a->local_phase(r);
-      for (auto& a : algs) a->mix_phase(r);
-    }
-    return x;
+    return run_pulled_ring(g, rounds);
   };
   const double lr = 0.7, mu = 0.9;
   const int rounds = 4;
