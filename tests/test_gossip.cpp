@@ -1129,10 +1129,8 @@ TEST_CASE("overlap mixes the parameters that were sent and adds the local steps'
   // Peer p's "step" pulls x towards its own target: x <- x - 0.25 (x - target_p). With overlap
   // the round is x_i <- sum_j W_ij x_j + (x_i' - x_i), x_i' the parameters after `period` steps
   // from x_i; without it, the steps come first and the mix is of the stepped parameters.
-  const int n = 4;
-  const Topology t = generate("ring", n);  // weights 1/3 each
+  const int n = 4;  // on the 1/3-weighted ring (run_pulled_ring)
   constexpr int dim = 3;
-  auto backend = make_cpu_backend(1);
   auto run = [&](bool overlap, int rounds) {
     GossipConfig g;
     g.algorithm = AlgorithmKind::kLocalSgd;
