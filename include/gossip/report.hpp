@@ -155,6 +155,10 @@ void make_output_dir(const std::string& dir);
 /// the first problem (another header, a row without 8 values, a value that is not a number).
 std::vector<MetricsRow> read_metrics(const std::string& path);
 
+/// One row of metrics.csv (not its header); throws InputError naming `where` (FILE:LINE) and
+/// the first problem.
+MetricsRow parse_metrics_row(const std::string& line, const std::string& where);
+
 /// The comma-separated fields of one line of the CSV files gossip writes (no quoting).
 std::vector<std::string> split_csv_line(const std::string& line);
 

@@ -91,17 +91,10 @@ int watch(const WatchOptions& o) {
         header_seen = true;
         continue;
       }
-      const auto f = split_csv_line(line);
-      if (f.size() < 8) continue;
       MetricsRow row;
       try {
-        row.round = std::stoll(f[0]);
-        row.epoch = std::stod(f[1]);
-        row.peer = std::stoi(f[2]);
-        row.loss = std::stod(f[3]);
-        row.test_accuracy = std::stod(f[4]);
-        row.consensus_distance = std::stod(f[5]);
-      } catch (const std::exception&) {
+        row = parse_metrics_row(line, o.dir + "/metrics.csv");
+      } catch (const InputError&) {
         continue;  // a malformed row: skipped here (gossip plot names it)
       }
       if (!fresh && row.round != figures.round) state.on_figures(figures, now);

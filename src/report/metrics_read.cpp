@@ -33,6 +33,23 @@ double number(const std::string& text, const std::string& where, const char* col
 
 }  // namespace
 
+MetricsRow parse_metrics_row(const std::string& line, const std::string& where) {
+  const auto f = split_csv_line(line);
+  if (f.size() != 8)
+    throw InputError(cat(where, ": expected 8 comma-separated values, got ", f.size()));
+  MetricsRow r;
+  r.round = static_cast<std::int64_t>(number(f[0], where, "round"));
+  r.epoch = number(f[1], where, "epoch");
+  r.peer = static_cast<int>(number(f[2], where, "peer"));
+  r.loss = number(f[3], where, "loss");
+  r.test_accuracy = number(f[4], where, "test_accuracy");
+  r.consensus_distance = number(f[5], where, "consensus_distance");
+  r.bytes_sent = static_cast<std::uint64_t>(number(f[6], where, "bytes_sent"));
+  r.seconds = number(f[7], where, "seconds");
+  if (r.peer < -1) throw InputError(cat(where, ": peer: ", r.peer, " is not a peer id or -1"));
+  return r;
+}
+
 std::vector<MetricsRow> read_metrics(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw InputError(cat(path, ": cannot open"));
@@ -40,24 +57,8 @@ std::vector<MetricsRow> read_metrics(const std::string& path) {
   if (!std::getline(in, line) || line != kMetricsHeader)
     throw InputError(cat(path, ":1: expected the header '", kMetricsHeader, "'"));
   std::vector<MetricsRow> rows;
-  for (int n = 2; std::getline(in, line); ++n) {
-    if (line.empty()) continue;
-    const std::string where = cat(path, ":", n);
-    const auto f = split_csv_line(line);
-    if (f.size() != 8)
-      throw InputError(cat(where, ": expected 8 comma-separated values, got ", f.size()));
-    MetricsRow r;
-    r.round = static_cast<std::int64_t>(number(f[0], where, "round"));
-    r.epoch = number(f[1], where, "epoch");
-    r.peer = static_cast<int>(number(f[2], where, "peer"));
-    r.loss = number(f[3], where, "loss");
-    r.test_accuracy = number(f[4], where, "test_accuracy");
-    r.consensus_distance = number(f[5], where, "consensus_distance");
-    r.bytes_sent = static_cast<std::uint64_t>(number(f[6], where, "bytes_sent"));
-    r.seconds = number(f[7], where, "seconds");
-    if (r.peer < -1) throw InputError(cat(where, ": peer: ", r.peer, " is not a peer id or -1"));
-    rows.push_back(r);
-  }
+  for (int n = 2; std::getline(in, line); ++n)
+    if (!line.empty()) rows.push_back(parse_metrics_row(line, cat(path, ":", n)));
   return rows;
 }
 
