@@ -16,7 +16,9 @@ train.batch alone instead.
 
 Every train.checkpoint_every rounds the wrapper saves the model, the SGD momentum and the gossip
 state in each peer's checkpoint; `gossip run --resume runs/torch` (after Ctrl-C, a crash or
---until-round) restores them, and the loop below skips the batches already taken.
+--until-round) restores them, and the loop below skips the batches already taken. At the end
+peer.finish() waits for the launcher's average of every peer's final model, and one process
+evaluates it with the same evaluate() (gossip run's "average model" line).
 """
 import math
 import sys
@@ -102,6 +104,8 @@ def train(config, shard, peer=None):
             loss = F.cross_entropy(model(x[idx]), y[idx])
             loss.backward()
             opt.step()
+            if peer is not None and opt.stopped:  # --until-round or a partition stop
+                return model, None
             losses.append(loss.item())
             last = k == steps_per_epoch - 1 or step == total - 1
             if last or (k + 1) % max(1, steps_per_epoch // evals) == 0 and \
@@ -134,15 +138,16 @@ def main():
         print(f"single process: test accuracy {acc:.4f}")
         return
     peer = gossip.Peer.from_env()
-    config = peer.config
-    shard = None if peer.evaluating else torch.tensor(peer.shard())
-    if peer.evaluating:  # started only to evaluate the network's average model
-        train(config, torch.arange(0), peer)
+    _, acc = train(peer.config, torch.tensor(peer.shard()), peer)
+    summary = peer.finish()  # under gossip run: one process evaluates the average model here
+    if acc is None:
+        print(f"rank {peer.rank}: stopped after round {peer.rounds_done}", file=sys.stderr)
         return
-    _, acc = train(config, shard, peer)
-    summary = peer.finish()
     print(f"rank {peer.rank}: test accuracy {acc:.4f} after {summary['rounds']} rounds",
           file=sys.stderr)
+    if "average_model" in summary:
+        print(f"rank {peer.rank}: the average model's test accuracy "
+              f"{summary['average_model']['accuracy']:.4f}", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -125,6 +125,11 @@ std::pair<std::string, int> topology_json(const std::string& file) {
   return {json, code};
 }
 
+/// A JSON text gossip wrote (a report, a summary) as the Python dict it describes.
+py::dict json_loads(const std::string& text) {
+  return py::module_::import("json").attr("loads")(text).cast<py::dict>();
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_gossip, m) {
@@ -220,11 +225,11 @@ PYBIND11_MODULE(_gossip, m) {
       .def("live_graph", [](const Peer& p) {
              return graph_dict(p.session->live_graph(), p.session->dead_peers());
            })
-      .def("finish", [](Peer& p) {
+      .def("finish", [](Peer& p, bool awaits_average) {
              Summary s;
              {
                py::gil_scoped_release release;
-               s = p.session->finish();
+               s = p.session->finish(awaits_average);
              }
              p.buffer_owner = py::none();
              py::dict d;
@@ -235,7 +240,10 @@ PYBIND11_MODULE(_gossip, m) {
              d["connected"] = s.end.connected;
              d["params_sha256"] = s.end.params_sha256;
              return d;
-           });
+           },
+           py::arg("awaits_average") = false,
+           "Writes params.bin, summary.json and the done event (saying whether this process "
+           "waits for the launcher's average model) and leaves the network");
 
   m.def("load_idx", [](const std::string& images, const std::string& labels, int classes) {
     Dataset d;
@@ -269,8 +277,8 @@ PYBIND11_MODULE(_gossip, m) {
      "(fractional) of train.epochs: the schedule gossip peer's own trainer follows");
   m.def("topology_report", [](const std::string& file) {
     auto [json, code] = topology_json(file);
-    return py::make_tuple(json, code);
-  }, "The JSON report of `gossip topo FILE --json` and its exit code");
+    return py::make_tuple(json_loads(json), code);
+  }, "The report of `gossip topo FILE --json` as a dict, and its exit code");
   m.def("generator_yaml", [](const std::string& kind, int n, int rows, int cols, int k,
                              int degree, double p, double beta, std::uint64_t seed,
                              bool directed) {
@@ -287,6 +295,7 @@ PYBIND11_MODULE(_gossip, m) {
       py::gil_scoped_release release;
       code = run_simulation(config, out, false);
     }
-    return py::make_tuple(code, read_file(out + "/summary.json"));
-  }, "gossip sim CONFIG --out OUT; returns its exit code and summary.json's text");
+    const std::string text = read_file(out + "/summary.json");
+    return py::make_tuple(code, text.empty() ? py::dict() : json_loads(text));
+  }, "gossip sim CONFIG --out OUT; returns its exit code and summary.json as a dict");
 }

@@ -112,7 +112,8 @@ void write_sim_outputs(const std::string& dir, const SimResult& result, const Si
 
   RunEnd end{.rounds = result.rounds, .bytes_sent = result.bytes_sent,
              .wall_seconds = result.wall_seconds, .connected = info.connected,
-             .params_sha256 = result.params_sha256, .gemm = result.gemm.name, .extra = {}};
+             .params_sha256 = result.params_sha256, .gemm = result.gemm.name,
+             .epochs = NAN, .average_missing = {}, .extra = {}};
   add_network_summary(end.extra, network_summary(result, info));
   // The fields of gossip sim alone.
   end.extra.add("mode", info.consensus_only ? "consensus" : "train")

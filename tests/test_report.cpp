@@ -93,9 +93,13 @@ TEST_CASE("every event survives encoding and parsing unchanged", "[report][event
   }
   SECTION("done") {
     const DoneEvent e{0, 0.5, std::string(64, 'a'), 155810, 12.25,
-                      format_phase_seconds(PhaseSeconds{0.5, 3.25}), {3, 40, 5, 1}};
+                      format_phase_seconds(PhaseSeconds{0.5, 3.25}), {3, 40, 5, 1}, 234, 0.9975,
+                      true};
     const auto r = round_trip(e);
     CHECK(r.refused == std::vector<int>{3, 40, 5, 1});
+    CHECK(r.rounds == 234);
+    CHECK(r.epoch == 0.9975);
+    CHECK(r.awaits_average);
     CHECK(r.peer == 0);
     CHECK(r.accuracy == 0.5);
     CHECK(r.params_sha256 == e.params_sha256);
@@ -133,9 +137,10 @@ TEST_CASE("events.jsonl lines carry every field of the event as JSON", "[report]
   CHECK(event_json(AlertEvent{1, 7, false, {2, 6}, "lost\n2"}) ==
         R"({"event": "alert", "peer": 1, "round": 7, "connected": false, "dead": [2, 6], )"
         R"("message": "lost\n2"})");
-  CHECK(event_json(DoneEvent{0, 0.25, "ab", 155810, 12.5, "compute:1.5", {}}) ==
+  CHECK(event_json(DoneEvent{0, 0.25, "ab", 155810, 12.5, "compute:1.5", {}, 40, 1.5, true}) ==
         R"({"event": "done", "peer": 0, "acc": 0.25, "sha256": "ab", "bytes": 155810, )"
-        R"("seconds": 12.5, "phases": "compute:1.5", "refused": []})");
+        R"("seconds": 12.5, "phases": "compute:1.5", "refused": [], "rounds": 40, "epoch": 1.5, )"
+        R"("awaits_average": true})");
 }
 
 TEST_CASE("malformed event lines are refused, not guessed at", "[report][events]") {

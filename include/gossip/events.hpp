@@ -85,6 +85,11 @@ struct DoneEvent {
   std::string phases;  // seconds per phase of its timeline (format_phase_seconds)
   // Messages it left out for NaN or Inf, per sender: sender, count, sender, count, ...
   std::vector<int> refused;
+  std::int64_t rounds = 0;  // the gossip rounds it ran
+  double epoch = 0.0;       // epochs of its shard those rounds took (NaN: not known)
+  // An exec: script's process that waits in finish() for the launcher's average of the final
+  // parameters, to evaluate it with the script's own evaluate (docs/python.md).
+  bool awaits_average = false;
 };
 
 using PeerEvent =

@@ -41,7 +41,7 @@ struct Launch {
 struct PeerOptions {
   int rank = 0;
   std::string out_dir;      // the run's folder: this peer writes into out_dir/peers/R/
-  bool events = false;      // print "@gossip ..." event lines on stdout for the launcher
+  int events_fd = -1;       // write "@gossip ..." event lines there for the launcher (1: stdout)
   std::string config_path;  // recorded in the ready event, for `gossip collect`
   Launch launch;            // how this rank was started (ports, hosts)
   std::int64_t resume_round = -1;  // >= 0: continue from its checkpoint-ROUND.ckpt
@@ -176,7 +176,9 @@ class PeerSession {
   /// The live graph without them.
   LiveGraph live_graph() const;
   /// Writes params.bin, summary.json and the done event, and leaves the network (says bye).
-  Summary finish();
+  /// `awaits_average`: the caller then waits for the launcher's average model to evaluate it
+  /// (the done event says so; the Python front end's finish()).
+  Summary finish(bool awaits_average = false);
   bool finished() const;
 
  private:

@@ -8,6 +8,7 @@
 #error "gossip/report.hpp belongs to room report, which this room does not use (see the room table in meson.build)"
 #endif
 
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -62,6 +63,10 @@ struct RunEnd {
   bool connected = true;
   std::vector<std::string> params_sha256;  // one per peer
   std::string gemm = "none";               // the GEMM the training ran (train.gemm's choice)
+  double epochs = NAN;                     // the epochs run, where the last row's is not them
+  // A network whose average model was not evaluated, and why: test_accuracy is then null (no
+  // peer's figure under the average model's name) and summary.json says why.
+  std::string average_missing;
   JsonObject extra;                        // command-specific fields (written in key order)
 };
 

@@ -1,18 +1,21 @@
 """The simulator: N virtual peers in one process running the same algorithm code as real
 peers (`gossip sim`)."""
-import json
+from __future__ import annotations
+
+import os
 import tempfile
+from typing import Any, Dict, Optional, Union
 
 from . import _gossip
 
 
-def run(config, out=None):
+def run(config: Union[str, "os.PathLike[str]"],
+        out: Optional[Union[str, "os.PathLike[str]"]] = None) -> Dict[str, Any]:
     """Runs `gossip sim CONFIG --out OUT` in this process and returns summary.json as a dict
     (with 'exit_code'). Without `out`, a temporary folder is used and removed."""
     if out is None:
         with tempfile.TemporaryDirectory() as d:
             return run(config, d)
-    code, text = _gossip.simulate(str(config), str(out))
-    summary = json.loads(text) if text else {}
+    code, summary = _gossip.simulate(str(config), str(out))
     summary["exit_code"] = code
     return summary

@@ -1,135 +1,224 @@
-"""PyTorch front end: a model's parameters viewed as one flat buffer, and an optimizer wrapper
-that gossips after step(), as BlueFog's DistributedNeighborAllreduceOptimizer does.
+"""PyTorch front end: a model's parameters (and floating-point buffers) viewed as one flat
+buffer, and an optimizer wrapper that gossips after step(), as BlueFog's
+DistributedNeighborAllreduceOptimizer does.
 
     peer = gossip.Peer.from_env()
-    opt = gossip.torch.DecentralizedOptimizer(torch.optim.SGD(model.parameters(), lr=0.05),
+    opt = gossip.torch.DecentralizedOptimizer(torch.optim.AdamW(model.parameters()),
                                               model, peer, period=1, rounds=R,
                                               evaluate=lambda: test_accuracy(model))
     for x, y in batches:
         opt.zero_grad(); loss_fn(model(x), y).backward(); opt.step()
+        if opt.stopped: break          # gossip run --until-round, or a partition stop
+    peer.finish()                      # and the launcher's average model is evaluated
+
+Any torch.optim optimizer works (SGD, Adam, AdamW, ...); learning-rate schedulers are made on
+the wrapped optimizer (`StepLR(opt.optimizer, ...)`) and stepped as usual; torch.autocast,
+gradient clipping and GradScaler act on the model and the wrapped optimizer as without gossip.
 
 The algorithm (dpsgd, local_sgd, push_sum, choco with its compressor, allreduce) is the run
 config's gossip.algorithm, the same for every peer of a run; `algorithm=` checks it.
 
+Buffers: a model's floating-point buffers (BatchNorm's running mean and variance) sit in the
+flat buffer behind the parameters and are mixed with them every `buffer_period` rounds (1, the
+default: every round; 0: never, each peer keeps its own); between those rounds they are left as
+they were. Integer buffers (BatchNorm's num_batches_tracked) are counters, not estimates: each
+peer keeps its own, and they travel in checkpoints. The average model gossip run evaluates at
+the end averages the buffers too.
+
+Devices: a model on the CPU is mixed in place; a model on a CUDA device keeps its flat buffer
+there, and the wrapper copies it to a pinned host mirror for each round and back (the transport
+reads host memory). Other devices are refused with a message.
+
 Checkpoints: every `checkpoint_every` gossip rounds (default the config's
-train.checkpoint_every) the wrapper saves the model, the gossip algorithm's state, the torch
-optimizer's state dict and its step count in the peer's checkpoint; under `gossip run --resume`
-it restores all of them when it is made, and `steps` says how many local steps the script has
-already taken (skip those batches). At `gossip run --until-round` it saves a checkpoint and ends
-the process at the next step() (after the script's report of that round), as gossip peer does.
+train.checkpoint_every) the wrapper saves the model and its buffers, the gossip algorithm's
+state, the torch optimizer's state dict, the integer buffers and its step count in the peer's
+checkpoint; under `gossip run --resume` it restores all of them when it is made, and `steps`
+says how many local steps the script has already taken (skip those batches). At
+`gossip run --until-round` it saves a checkpoint and, at the next step(), leaves the network:
+`stopped` turns True and step() does nothing more, so the script ends its loop (the library
+never ends the process).
 
 When the live graph splits and the config's monitor.on_partition is stop, step() evaluates the
 model (with `evaluate`, when given), saves a checkpoint and finishes the peer, as gossip peer
-does; from then on step() and the peer's report() and finish() do nothing (`stopped` is True),
-so the script's loop runs out without changing the model.
+does; from then on step() and the peer's report() and finish() do nothing (`stopped` is True).
 """
+from __future__ import annotations
+
 import io
-import sys
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 import torch
 
-__all__ = ["flatten_parameters", "DecentralizedOptimizer"]
+from . import Evaluate, Peer
+
+__all__ = ["flatten_parameters", "DecentralizedOptimizer", "model_name"]
+
+_DEVICES = ("cpu", "cuda")
 
 
-def flatten_parameters(model):
-    """Moves `model`'s parameters into one contiguous float32 CPU tensor and makes each
-    parameter a view of its slice (values unchanged). Returns the flat tensor: mixing it mixes
-    the model, with no copies."""
-    params = [p for p in model.parameters()]
-    for p in params:
-        if p.dtype != torch.float32:
-            raise TypeError(f"flatten_parameters: a parameter is {p.dtype}; gossip mixes "
-                            "float32 models (model.float())")
-        if p.device.type != "cpu":
-            raise ValueError(f"flatten_parameters: a parameter is on {p.device}; the flat "
-                             "buffer gossip mixes lives on the CPU")
-    total = sum(p.numel() for p in params)
-    flat = torch.empty(total, dtype=torch.float32)
+def _float_buffers(model: torch.nn.Module) -> List[Tuple[str, torch.Tensor]]:
+    return [(n, b) for n, b in model.named_buffers() if b.is_floating_point()]
+
+
+def flatten_parameters(model: torch.nn.Module, buffers: bool = False) -> torch.Tensor:
+    """Moves `model`'s parameters (and, with `buffers`, its floating-point buffers after them)
+    into one contiguous float32 tensor on the model's device and makes each a view of its slice
+    (values unchanged). Returns the flat tensor: mixing it mixes the model, with no copies."""
+    params = list(model.parameters())
+    tensors: List[torch.Tensor] = params + [b for _, b in _float_buffers(model)] if buffers \
+        else list(params)
+    if not tensors:
+        raise ValueError("flatten_parameters: the model has no parameters")
+    device = tensors[0].device
+    for t in tensors:
+        if t.dtype != torch.float32:
+            raise TypeError(f"flatten_parameters: a parameter or buffer is {t.dtype}; gossip "
+                            "mixes float32 models (model.float(); use torch.autocast for "
+                            "lower-precision compute)")
+        if t.device != device:
+            raise ValueError(f"flatten_parameters: the model spans {device} and {t.device}; "
+                             "gossip mixes a model on one device")
+    if device.type not in _DEVICES:
+        raise ValueError(f"flatten_parameters: the model is on {device}; gossip mixes models "
+                         "on the CPU or a CUDA device")
+    total = sum(t.numel() for t in tensors)
+    flat = torch.empty(total, dtype=torch.float32, device=device)
     offset = 0
     with torch.no_grad():
-        for p in params:
-            n = p.numel()
-            flat[offset:offset + n].copy_(p.data.reshape(-1))
-            p.data = flat[offset:offset + n].view_as(p)
+        for t in tensors:
+            n = t.numel()
+            flat[offset:offset + n].copy_(t.data.reshape(-1))
+            t.data = flat[offset:offset + n].view_as(t)
             offset += n
     return flat
 
 
-def model_name(model, flat):
-    """The model's name in the handshake: its class and every parameter's shape."""
+def model_name(model: torch.nn.Module, flat: torch.Tensor) -> str:
+    """The model's name in the handshake: its class, every parameter's and mixed buffer's
+    shape, and the flat size."""
     shapes = ",".join("x".join(str(d) for d in p.shape) for p in model.parameters())
-    return f"torch:{type(model).__name__}:{shapes}:{flat.numel()}"
+    mixed = ",".join("x".join(str(d) for d in b.shape) for _, b in _float_buffers(model))
+    return f"torch:{type(model).__name__}:{shapes}:{mixed}:{flat.numel()}"
 
 
 class DecentralizedOptimizer:
     """Wraps a torch optimizer over `model`: step() takes the optimizer's step, and every
-    `period` steps one gossip round that mixes the model's parameters with the neighbours'
-    (in place, over gossip's transport). `rounds` is the gossip rounds the script plans, for
-    the launcher's progress line; `evaluate` (returning the test accuracy, or (loss,
-    accuracy), of the model as it is) lets gossip run evaluate the network's average model.
+    `period` steps one gossip round that mixes the model's parameters (and floating-point
+    buffers every `buffer_period` rounds; 0: never) with the neighbours' over gossip's
+    transport. `rounds` is the gossip rounds the script plans, for the launcher's progress
+    line; `evaluate` (returning the test accuracy, or (loss, accuracy), of the model as it is)
+    lets gossip run evaluate the network's average model when the script calls finish().
     `checkpoint_every` (rounds; None: the config's train.checkpoint_every, 0: none) saves
     checkpoints that `gossip run --resume` restores (see the module's doc)."""
 
-    def __init__(self, optimizer, model, peer, algorithm=None, period=1, rounds=0,
-                 evaluate=None, checkpoint_every=None):
+    def __init__(self, optimizer: torch.optim.Optimizer, model: torch.nn.Module, peer: Peer,
+                 algorithm: Optional[str] = None, period: int = 1, rounds: int = 0,
+                 evaluate: Optional[Evaluate] = None, checkpoint_every: Optional[int] = None,
+                 buffer_period: int = 1) -> None:
         if period < 1:
             raise ValueError(f"DecentralizedOptimizer: period must be at least 1, not {period}")
         if checkpoint_every is not None and checkpoint_every < 0:
             raise ValueError("DecentralizedOptimizer: checkpoint_every must be 0 or more rounds, "
                              f"not {checkpoint_every}")
-        if algorithm is not None and not peer.evaluating:
-            configured = peer.config["algorithm"]
-            if algorithm != configured:
-                raise ValueError(f"DecentralizedOptimizer: algorithm '{algorithm}' is not the "
-                                 f"run's gossip.algorithm '{configured}' (every peer of a run "
-                                 "uses the config's)")
+        if buffer_period < 0:
+            raise ValueError("DecentralizedOptimizer: buffer_period must be 0 (never mix the "
+                             f"buffers) or more rounds, not {buffer_period}")
+        configured = peer.config["algorithm"]
+        if algorithm is not None and algorithm != configured:
+            raise ValueError(f"DecentralizedOptimizer: algorithm '{algorithm}' is not the "
+                             f"run's gossip.algorithm '{configured}' (every peer of a run "
+                             "uses the config's)")
         self.optimizer = optimizer
         self.model = model
         self.peer = peer
         self.period = int(period)
-        self.flat = flatten_parameters(model)
+        self.flat = flatten_parameters(model, buffers=True)
+        self._n_params = sum(p.numel() for p in model.parameters())
+        self.buffer_period = int(buffer_period)
+        has_buffers = self.flat.numel() > self._n_params
+        if has_buffers and self.buffer_period != 1 and configured not in ("dpsgd", "local_sgd"):
+            raise ValueError(f"DecentralizedOptimizer: buffer_period {buffer_period} needs "
+                             f"gossip.algorithm dpsgd or local_sgd, not {configured} (its "
+                             "state follows the whole buffer every round)")
+        self._restore_buffers = has_buffers and self.buffer_period != 1
+        # The host memory gossip mixes: the flat buffer itself, or a pinned mirror of a CUDA one.
+        self.host = self.flat
+        if self.flat.device.type == "cuda":
+            self.host = torch.empty(self.flat.numel(), dtype=torch.float32, pin_memory=True)
+            self.host.copy_(self.flat)
         self.steps = 0
         self.checkpoint_every = checkpoint_every
         self.evaluate = evaluate
-        peer.join(self.flat, model=model_name(model, self.flat), rounds=rounds,
-                  evaluate=evaluate)
+        peer.join(self.host, model=model_name(model, self.flat), rounds=rounds,
+                  evaluate=None if evaluate is None else self._evaluate_host)
         saved = peer.resume_state()
         self.resumed = saved is not None
         if self.resumed:  # join() restored the model; the optimizer's state is ours
+            self._to_device()
             self.load_state_dict(torch.load(io.BytesIO(saved)))
 
+    def _to_device(self) -> None:
+        if self.host is not self.flat:
+            self.flat.copy_(self.host)
+
+    def _evaluate_host(self) -> Union[float, Tuple[float, float]]:
+        """`evaluate` on what the host buffer holds (the launcher's average model at finish());
+        the model's own values come back afterwards."""
+        assert self.evaluate is not None
+        if self.host is self.flat:
+            return self.evaluate()
+        own = self.flat.clone()
+        self.flat.copy_(self.host)
+        try:
+            return self.evaluate()
+        finally:
+            self.flat.copy_(own)
+
     @property
-    def param_groups(self):
+    def param_groups(self) -> List[Dict[str, Any]]:
         return self.optimizer.param_groups
 
-    def zero_grad(self, set_to_none=False):
+    def zero_grad(self, set_to_none: bool = False) -> None:
         self.optimizer.zero_grad(set_to_none=set_to_none)
 
-    def step(self, closure=None):
+    def step(self, closure: Optional[Callable[[], Any]] = None) -> Any:
         """The wrapped optimizer's step, then a gossip round every `period` steps. Returns the
-        closure's loss, as torch optimizers do."""
+        closure's loss, as torch optimizers do. Once `stopped` it does nothing."""
         if self.peer.stop_due():  # --until-round: its checkpoint is saved, its report made
             self.peer.stop()
-            sys.exit(0)
-        if self.stopped:  # stopped at a partition: the model stays as it was
+        if self.stopped:
             return closure() if closure is not None else None
         loss = self.optimizer.step(closure)
         self.steps += 1
         if self.steps % self.period == 0:
-            with torch.no_grad():
-                self.peer.neighbor_average(self.flat)
+            self._mix()
             if self.peer.partition_stop_due():
                 self._stop_at_partition()
             elif self.peer.checkpoint_due(self.checkpoint_every):
                 self.save_checkpoint()
         return loss
 
+    def _mix(self) -> None:
+        with torch.no_grad():
+            if self.host is not self.flat:
+                self.host.copy_(self.flat)
+            keep = None
+            if self._restore_buffers:
+                next_round = self.peer.rounds_done + 1
+                if self.buffer_period == 0 or next_round % self.buffer_period != 0:
+                    keep = self.host[self._n_params:].clone()
+            self.peer.neighbor_average(self.host)
+            if keep is not None:
+                self.host[self._n_params:].copy_(keep)
+            self._to_device()
+
     @property
-    def stopped(self):
-        """Whether the peer has finished (at a partition, with monitor.on_partition: stop)."""
+    def stopped(self) -> bool:
+        """Whether the peer has left: finished at a partition (monitor.on_partition: stop) or
+        stopped at gossip run --until-round. The script's loop should end."""
         return self.peer.stopped
 
-    def _stop_at_partition(self):
+    def _stop_at_partition(self) -> None:
         result = self.evaluate() if self.evaluate is not None else None
         if isinstance(result, tuple):
             self.peer.report(loss=result[0], accuracy=result[1])
@@ -138,15 +227,24 @@ class DecentralizedOptimizer:
         self.save_checkpoint()
         self.peer.finish()
 
-    def save_checkpoint(self):
+    def save_checkpoint(self) -> None:
         """Saves the peer's checkpoint after the rounds done, with this wrapper's state."""
         state = io.BytesIO()
         torch.save(self.state_dict(), state)
         self.peer.save_checkpoint(state.getvalue())
 
-    def state_dict(self):
-        return {"optimizer": self.optimizer.state_dict(), "steps": self.steps}
+    def state_dict(self) -> Dict[str, Any]:
+        """The wrapped optimizer's state dict, the steps taken and the model's integer buffers
+        (the flat buffer itself is in gossip's checkpoint)."""
+        counters = {n: b.detach().cpu().clone() for n, b in self.model.named_buffers()
+                    if not b.is_floating_point()}
+        return {"optimizer": self.optimizer.state_dict(), "steps": self.steps,
+                "int_buffers": counters}
 
-    def load_state_dict(self, state):
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
         self.optimizer.load_state_dict(state["optimizer"])
         self.steps = int(state["steps"])
+        buffers = dict(self.model.named_buffers())
+        for name, value in state.get("int_buffers", {}).items():
+            if name in buffers:
+                buffers[name].copy_(value)

@@ -1,4 +1,6 @@
 // cli/peer.cpp: `gossip peer CONFIG [--rank R] --out DIR` — one peer process of a network.
+#include <fcntl.h>
+
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -56,7 +58,9 @@ const char* kPeerHelp =
     "                     (every peer of a network must be given the same overrides)\n"
     "  --tls-dir D        TLS credentials from D (ca.pem, peer-R.pem, peer-R.key, as made by\n"
     "                     `gossip keys init`) instead of the config's net.tls files\n"
-    "  --events           print machine-readable '@gossip' event lines (used by gossip run)\n"
+    "  --events           print machine-readable '@gossip' event lines on stdout\n"
+    "  --events-fd N      write them to the open descriptor N instead (gossip run passes 3:\n"
+    "                     what the peer or its script prints then stays out of the events)\n"
     "  --resume-round N   continue from DIR/peers/R/checkpoint-N.ckpt (every peer of the run\n"
     "                     from the same N; gossip run --resume picks it); metrics.csv keeps its\n"
     "                     rows to N\n"
@@ -85,7 +89,7 @@ std::string read_text(const std::string& path) {
 PeerSetup peer_setup(int argc, char** argv) {
   Args args(argc, argv,
             with_override_options({"rank", "out", "hosts", "tls-dir", "resume-round",
-                                   "until-round", "metrics-port"}),
+                                   "until-round", "metrics-port", "events-fd"}),
             {"events", "rejoin"});
   PeerSetup setup;
   if (args.help()) {
@@ -119,7 +123,13 @@ PeerSetup peer_setup(int argc, char** argv) {
   PeerOptions opt;
   opt.rank = *launch.rank;
   opt.out_dir = args.get_or("out", "runs/peer");
-  opt.events = args.has("events");
+  if (args.has("events")) opt.events_fd = 1;
+  if (args.get("events-fd")) {
+    opt.events_fd = static_cast<int>(args.get_int("events-fd", -1));
+    if (opt.events_fd < 1 || fcntl(opt.events_fd, F_GETFD) < 0)
+      throw InputError(cat("--events-fd ", *args.get("events-fd"),
+                           ": not an open descriptor of this process"));
+  }
   opt.config_path = std::filesystem::absolute(args.config_path()).lexically_normal().string();
   std::string how = cat("rank ", opt.rank, " (from ", launch.rank_source, ")");
   if (launch.world_size) how += cat(", ", launch.world_size_source);

@@ -37,8 +37,12 @@ Child spawn_child(int rank, const std::vector<std::string>& argv, const std::str
     setpgid(0, 0);
     prctl(PR_SET_PDEATHSIG, SIGTERM);
     if (getppid() != parent) _exit(127);
-    dup2(fds[1], STDOUT_FILENO);
+    // Events on their own descriptor (gossip peer --events-fd 3): what the peer or its script
+    // prints goes to the log with stderr, and can never split an event line.
+    dup2(log_fd, STDOUT_FILENO);
     dup2(log_fd, STDERR_FILENO);
+    if (fds[1] == kEventsFd) fcntl(kEventsFd, F_SETFD, 0);  // keep it across exec
+    else dup2(fds[1], kEventsFd);
     execv(args[0], args.data());
     _exit(127);
   }

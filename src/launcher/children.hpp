@@ -1,5 +1,5 @@
-// launcher/children.hpp: child peer processes — started with their stdout on a pipe (event
-// lines) and stderr in a log file, in their own process group so Ctrl-C reaches only the
+// launcher/children.hpp: child peer processes — started with descriptor 3 on a pipe (event
+// lines, gossip peer --events-fd 3) and stdout and stderr in a log file, in their own process group so Ctrl-C reaches only the
 // launcher, which then stops them; they also die with the launcher (PR_SET_PDEATHSIG).
 #pragma once
 #if !defined(GOSSIP_ROOM_LAUNCHER)
@@ -13,12 +13,15 @@
 
 namespace gossip::launcher {
 
+/// The descriptor a child writes its event lines to (gossip peer --events-fd).
+inline constexpr int kEventsFd = 3;
+
 struct Child {
   int rank = -1;
   pid_t pid = -1;
-  int out_fd = -1;          // read end of the child's stdout
+  int out_fd = -1;          // read end of the child's event pipe (its descriptor 3)
   std::string buffer;       // partial line
-  std::string log_path;     // the child's stderr
+  std::string log_path;     // the child's stdout and stderr
   bool running = false;
   int exit_code = 0;        // valid once !running; 128+signal when killed
   long max_rss_kb = 0;      // peak resident set size (ru_maxrss) once reaped

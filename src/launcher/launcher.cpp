@@ -134,6 +134,9 @@ class Network {
   /// is back counts as alive again. Returns whether one is still running (it wrote within
   /// kOutsideQuiet and has not finished).
   bool follow_outside();
+  /// exec: runs: once every peer has finished or ended, hands the average of their final
+  /// parameters to a process that waits for it (NetworkRecord::hand_out_average), once.
+  void hand_out_average();
 
   const LaunchOptions& opt_;
   int n_;
@@ -141,6 +144,7 @@ class Network {
   std::string tls_dir_;        // the run's own credentials (--tls-dir of every peer), or ""
   const launcher::EmulatedNetwork* links_;  // --netem: each peer in its namespace, or null
   std::string exec_;           // the config's exec: command, or "" for gossip peer
+  bool average_handed_ = false;
   launcher::NetworkRecord record_;
   std::vector<launcher::Child> children_;
   std::vector<std::int64_t> peer_round_;  // rounds each peer has completed, from its events
@@ -240,7 +244,8 @@ std::vector<std::string> Network::peer_argv(int r, bool rejoin) const {
   if (!exec_.empty()) {
     // exec: the command, through /bin/sh, with gossip peer's arguments for Peer.from_env().
     prefix.insert(prefix.end(), {"/usr/bin/env", cat("GOSSIP_PEER_ARGS=", json_list(argv)),
-                                 "/bin/sh", "-c", exec_});
+                                 cat("GOSSIP_AVERAGE_DIR=", opt_.out_dir), "/bin/sh", "-c",
+                                 exec_});
     return prefix;
   }
   prefix.insert(prefix.end(),
@@ -251,7 +256,8 @@ std::vector<std::string> Network::peer_argv(int r, bool rejoin) const {
 
 std::vector<std::string> Network::peer_args(int r, bool rejoin) const {
   std::vector<std::string> argv{opt_.config_path, "--rank", std::to_string(r), "--out",
-                                opt_.out_dir, "--events"};
+                                opt_.out_dir, "--events-fd",
+                                std::to_string(launcher::kEventsFd)};
   if (links_) argv.insert(argv.end(), {"--hosts", cat(opt_.out_dir, "/netem-hosts")});
   if (!tls_dir_.empty()) argv.insert(argv.end(), {"--tls-dir", tls_dir_});
   if (rejoin) argv.push_back("--rejoin");
@@ -262,7 +268,10 @@ std::vector<std::string> Network::peer_args(int r, bool rejoin) const {
 }
 
 void Network::start() {
-  if (!exec_.empty()) record_.set_peer_args_json(json_list(peer_args(0, false)));
+  if (!exec_.empty()) {  // nothing of an earlier run's average model in this folder
+    for (const char* f : {"/average.bin", "/average-request.json", "/average-eval.json"})
+      std::filesystem::remove(opt_.out_dir + f);
+  }
   peer_round_.assign(n_, resume_round_ >= 0 ? resume_round_ : 0);
   if (resume_round_ >= 0) recover_unmerged();
   for (int r = 0; r < n_; ++r) {
@@ -441,6 +450,7 @@ int Network::run() {
     }
     const bool outside_running = follow_outside();
     merge_ready_rounds();
+    if (!exec_.empty() && !outside_running) hand_out_average();
     carry_out_faults();
     if (Clock::now() - last_progress_ >= std::chrono::seconds(1)) show_progress();
     if (metrics_) update_metrics();
@@ -501,6 +511,19 @@ void Network::handle_event(int r, const PeerEvent& e) {
     peer_round_[r] = std::max(peer_round_[r], ro->round);
   record_.handle(r, e);
   if (dashboard_) dashboard_->on_event(r, e, now_s());
+}
+
+void Network::hand_out_average() {
+  if (average_handed_) return;
+  std::vector<int> waiting;
+  for (const auto& c : children_) {
+    if (!c.running) continue;
+    if (!record_.has_finished(c.rank)) return;  // still training
+    if (record_.awaits_average(c.rank)) waiting.push_back(c.rank);
+  }
+  if (record_.finished() == 0) return;  // nobody finished: no final parameters to average
+  average_handed_ = true;
+  record_.hand_out_average(waiting);
 }
 
 void Network::watch_outside(int r) {

@@ -203,62 +203,106 @@ Evaluation NetworkRecord::evaluate_average(const std::vector<std::string>& paths
                              params.front().size(), " floats)"));
   std::vector<std::span<const float>> views(params.begin(), params.end());
   if (consensus) *consensus = consensus_distance(views);
+  Evaluation ev;
+  ev.loss = ev.accuracy = NAN;
+  if (external) return ev;  // a model only the script knows: it evaluates (hand_out_average)
   std::vector<float> avg(params.front().size());
   average_params(views, avg);
-  if (external) return evaluate_external(avg);
   evaluator_.upload_params(avg);
   return evaluator_.evaluate(data_.test, config_.train.eval_limit);
 }
 
-Evaluation NetworkRecord::evaluate_external(const std::vector<float>& avg) {
-  // The script evaluates: it is started once more with GOSSIP_EVALUATE naming the average's
-  // parameters, and the gossip module's join() evaluates them with the script's evaluate= and
-  // writes the loss and accuracy to GOSSIP_EVALUATE_OUT.
-  const std::string params = cat(out_dir_, "/average.bin");
-  const std::string result = cat(out_dir_, "/average-eval.json");
+namespace {
+
+/// Writes `text` to `path` whole or not at all (a reader polling for it never sees half).
+void write_whole(const std::string& path, const char* data, std::size_t size) {
   {
-    std::ofstream f(params, std::ios::binary | std::ios::trunc);
-    f.write(reinterpret_cast<const char*>(avg.data()),
-            static_cast<std::streamsize>(avg.size() * sizeof(float)));
-    if (!f) throw RuntimeError(cat(params, ": write failed"));
+    std::ofstream f(path + ".tmp", std::ios::binary | std::ios::trunc);
+    f.write(data, static_cast<std::streamsize>(size));
+    if (!f) throw RuntimeError(cat(path, ".tmp: write failed"));
   }
-  std::filesystem::remove(result);
-  Evaluation ev;
-  ev.loss = ev.accuracy = NAN;
-  const std::vector<std::string> argv = {
-      "/usr/bin/env", cat("GOSSIP_EVALUATE=", params), cat("GOSSIP_EVALUATE_OUT=", result),
-      cat("GOSSIP_PEER_ARGS=", peer_args_json_), "/bin/sh", "-c", config_.exec};
-  launcher::Child c = launcher::spawn_child(0, argv, cat(out_dir_, "/evaluate.log"));
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(10);
-  std::vector<std::string> ignored;
-  while (!launcher::reap(c)) {
-    launcher::read_lines(c, ignored);
-    ignored.clear();
-    if (std::chrono::steady_clock::now() > deadline) {
-      std::vector<launcher::Child> one{c};
-      launcher::stop_all(one, 1000);
-      log_line(cat("gossip run: the average model's evaluation took over 10 minutes; stopped"));
-      return ev;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  std::filesystem::rename(path + ".tmp", path);
+}
+
+}  // namespace
+
+void NetworkRecord::hand_out_average(const std::vector<int>& waiting) {
+  const std::string request = cat(out_dir_, "/average-request.json");
+  if (waiting.empty()) {
+    average_missing_ = cat("no process of the script waited for it in finish(): pass evaluate= "
+                           "to Peer.join() or DecentralizedOptimizer (docs/python.md)");
+    return;
   }
-  std::ifstream in(result);
+  std::vector<std::string> paths;
+  for (int r = 0; r < n_; ++r)
+    if (done_[r]) paths.push_back(cat(out_dir_, "/peers/", r, "/params.bin"));
+  std::string why;
+  try {
+    std::vector<std::vector<float>> params;
+    for (const auto& path : paths) params.push_back(read_snapshot(path, 0));
+    for (const auto& p : params)
+      if (p.size() != params.front().size())
+        throw RuntimeError(cat("the peers' final parameters differ in size (", p.size(), " and ",
+                               params.front().size(), " floats)"));
+    std::vector<std::span<const float>> views(params.begin(), params.end());
+    std::vector<float> avg(params.front().size());
+    average_params(views, avg);
+    write_whole(cat(out_dir_, "/average.bin"), reinterpret_cast<const char*>(avg.data()),
+                avg.size() * sizeof(float));
+  } catch (const RuntimeError& e) {
+    why = e.what();
+  }
+  // Every waiting process reads this; the one named evaluates, the others return at once.
+  average_evaluator_ = why.empty() ? waiting.front() : -1;
+  if (!why.empty()) average_missing_ = why;
+  const std::string text =
+      JsonObject()
+          .add("evaluator", average_evaluator_)
+          .add("average", cat(out_dir_, "/average.bin"))
+          .add("result", cat(out_dir_, "/average-eval.json"))
+          .add("peers", static_cast<std::int64_t>(paths.size()))
+          .str();
+  write_whole(request, text.data(), text.size());
+}
+
+void NetworkRecord::record_external_average(double consensus) {
+  if (average_evaluator_ < 0) {
+    if (average_missing_.empty())
+      average_missing_ = "the peers did not all finish, so no average of final parameters was made";
+    return;
+  }
+  std::ifstream in(cat(out_dir_, "/average-eval.json"));
   std::stringstream text;
   text << in.rdbuf();
   const std::string json = text.str();
   const auto number = [&](const std::string& key) {
-    const auto at = json.find(cat("\"", key, "\":"));
-    return at == std::string::npos ? NAN : std::strtod(json.c_str() + at + key.size() + 3, nullptr);
+    const auto at = json.find(cat("\"", key, "\": "));
+    return at == std::string::npos ? NAN
+                                   : std::strtod(json.c_str() + at + key.size() + 4, nullptr);
   };
-  if (c.exit_code != 0 || json.find("\"accuracy\"") == std::string::npos) {
-    log_line(cat("gossip run: the average model was not evaluated (", config_.exec,
-                 " with GOSSIP_EVALUATE exited ", c.exit_code, "; see ", out_dir_,
-                 "/evaluate.log", json.empty() ? "" : cat(": ", json), ")"));
-    return ev;
+  const double accuracy = number("accuracy");
+  if (json.empty() || std::isnan(accuracy)) {
+    average_missing_ = cat("peer ", average_evaluator_, "'s script did not evaluate it (",
+                           json.empty() ? cat("no ", out_dir_, "/average-eval.json; see peers/",
+                                              average_evaluator_, "/peer.log")
+                                        : json,
+                           ")");
+    return;
   }
-  ev.loss = number("loss");
-  ev.accuracy = number("accuracy");
-  return ev;
+  std::int64_t rounds = 0;
+  double epoch = NAN, seconds = 0.0;
+  std::uint64_t bytes = 0;
+  for (const auto& d : done_)
+    if (d) {
+      rounds = std::max(rounds, d->rounds);
+      if (std::isnan(epoch) || d->epoch > epoch) epoch = d->epoch;
+      bytes += d->bytes_sent;
+    }
+  seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+  if (clock_ == Clock::kPeers) seconds = slowest_done_seconds();
+  record_.write(MetricsRow{rounds, std::isnan(epoch) ? 0.0 : epoch, -1, number("loss"), accuracy,
+                           consensus, bytes, seconds});
+  record_.flush();
 }
 
 /// Rows for every peer and for the average model, whose accuracy and the consensus distance
@@ -268,18 +312,10 @@ void NetworkRecord::merge_round(std::int64_t round, std::map<int, EvalEvent>& ev
   std::vector<std::string> paths;
   for (int r : expected) paths.push_back(evals[r].params);
   double cd = 0.0;
-  // A model only the exec: script knows is evaluated (by that script) at the last round only;
-  // before it the consensus distance is computed and the average model's row is left out.
-  const bool external_midway = !config_.exec.empty() && round < total_rounds_;
-  Evaluation ev;
-  if (external_midway) {
-    std::vector<std::vector<float>> params;
-    for (const auto& path : paths) params.push_back(read_snapshot(path, 0));
-    std::vector<std::span<const float>> views(params.begin(), params.end());
-    cd = consensus_distance(views);
-  } else {
-    ev = evaluate_average(paths, &cd);
-  }
+  // A model only the exec: script knows is evaluated by that script, once, from the final
+  // parameters (hand_out_average); its rounds here have the consensus distance only.
+  const bool external = !config_.exec.empty();
+  const Evaluation ev = evaluate_average(paths, &cd);
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
   if (clock_ == Clock::kPeers) {
     seconds = 0.0;
@@ -297,7 +333,7 @@ void NetworkRecord::merge_round(std::int64_t round, std::map<int, EvalEvent>& ev
       std::filesystem::remove(e.params, ec);
     }
   }
-  if (!external_midway) record_.write(avg_row);
+  if (!external) record_.write(avg_row);
   record_.flush();
 }
 
@@ -377,16 +413,31 @@ void NetworkRecord::print_final_table(
       std::printf("the peers stopped when they saw the split (monitor.on_partition: stop), each "
                   "with a checkpoint\n");
   }
-  std::printf("average model: test_accuracy %.4f, consensus distance %.3g, %lld rounds, %.2f "
-              "epochs, %.1f s\nwrote %s/summary.json, %s/metrics.csv and %s/events.jsonl\n",
-              s.last.test_accuracy, s.last.consensus_distance,
-              static_cast<long long>(s.end.rounds), s.last.epoch, s.end.wall_seconds,
-              out_dir_.c_str(), out_dir_.c_str(), out_dir_.c_str());
+  const double epochs = std::isnan(s.end.epochs) ? s.last.epoch : s.end.epochs;
+  if (s.end.average_missing.empty())
+    std::printf("average model: test_accuracy %.4f, consensus distance %.3g, ", s.last.test_accuracy,
+                s.last.consensus_distance);
+  else
+    std::printf("average model: none (%s); consensus distance %.3g, ",
+                s.end.average_missing.c_str(), s.last.consensus_distance);
+  std::printf("%lld rounds, %.2f epochs, %.1f s\nwrote %s/summary.json, %s/metrics.csv and "
+              "%s/events.jsonl\n",
+              static_cast<long long>(s.end.rounds), epochs, s.end.wall_seconds, out_dir_.c_str(),
+              out_dir_.c_str(), out_dir_.c_str());
 }
 
 Summary NetworkRecord::finish(double wall_seconds, const std::vector<double>& peer_rss_mb) {
   RunEnd end{.rounds = record_.last().round, .bytes_sent = 0, .wall_seconds = wall_seconds,
-             .connected = live_connected_, .params_sha256 = {}, .gemm = gemm_.name, .extra = {}};
+             .connected = live_connected_, .params_sha256 = {}, .gemm = gemm_.name,
+             .epochs = NAN, .average_missing = {}, .extra = {}};
+  // The rounds and epochs the peers ran (their done events), not the last evaluation's.
+  std::int64_t rounds_run = -1;
+  for (const auto& d : done_)
+    if (d && d->rounds > rounds_run) {
+      rounds_run = d->rounds;
+      end.epochs = d->epoch;
+    }
+  if (rounds_run >= 0) end.rounds = rounds_run;
   for (int r = 0; r < n_; ++r) {
     end.params_sha256.push_back(done_[r] ? done_[r]->params_sha256 : "");
     end.bytes_sent += done_[r] ? done_[r]->bytes_sent : 0;
@@ -424,6 +475,21 @@ Summary NetworkRecord::finish(double wall_seconds, const std::vector<double>& pe
     net.component_accuracy.push_back(paths.empty() ? NAN
                                                    : evaluate_average(paths, &consensus).accuracy);
     component_consensus.push_back(consensus);
+  }
+  if (!config_.exec.empty()) {
+    std::vector<std::string> paths;
+    for (int r = 0; r < n_; ++r)
+      if (done_[r]) paths.push_back(cat(out_dir_, "/peers/", r, "/params.bin"));
+    double consensus = NAN;
+    if (!paths.empty()) {
+      try {
+        evaluate_average(paths, &consensus);
+      } catch (const RuntimeError& e) {
+        log_line(cat("gossip run: the final consensus distance: ", e.what()));
+      }
+    }
+    record_external_average(consensus);
+    end.average_missing = average_missing_;
   }
   const auto phase_rows = add_phases(net);
   add_network_summary(end.extra, net);

@@ -76,8 +76,14 @@ class NetworkRecord {
   std::int64_t rejoins() const { return std::ssize(rejoins_); }
   /// Peer `rank` was started again (restarted): later rounds expect it again.
   void peer_back(int rank);
-  /// exec: runs: the arguments (a JSON list) the evaluating script's Peer.from_env() reads.
-  void set_peer_args_json(std::string json) { peer_args_json_ = std::move(json); }
+  /// exec: runs, once every peer has finished or ended: the average of the finished peers'
+  /// final parameters (peers/R/params.bin) goes to DIR/average.bin and DIR/average-request.json
+  /// names the process in `waiting` (those whose done event awaits it) that evaluates it with
+  /// the script's own evaluate, writing DIR/average-eval.json; the others return from finish().
+  /// With nobody waiting, finish() says why there is no average model.
+  void hand_out_average(const std::vector<int>& waiting);
+  /// Whether peer `rank`'s done event said its process waits for the average model.
+  bool awaits_average(int rank) const { return has_finished(rank) && done_[rank]->awaits_average; }
   /// The live graph's components when the surviving peers last said it was split; empty when
   /// it is whole (as far as they know).
   std::vector<std::vector<int>> partition() const;
@@ -103,8 +109,9 @@ class NetworkRecord {
   /// The average of the parameter files `paths` on the test set (and, when asked, their
   /// consensus distance).
   Evaluation evaluate_average(const std::vector<std::string>& paths, double* consensus = nullptr);
-  /// The average of a model only the config's exec: script knows, evaluated by that script.
-  Evaluation evaluate_external(const std::vector<float>& avg);
+  /// exec: runs at the end: the script's evaluation of the average model (an average row in
+  /// metrics.csv at the rounds run), or why there is none (average_missing_).
+  void record_external_average(double consensus);
 
   const RunConfig& config_;
   std::string out_dir_;
@@ -121,6 +128,8 @@ class NetworkRecord {
   std::vector<int> dead_;
   std::vector<std::optional<DoneEvent>> done_;
   std::int64_t total_rounds_ = 0;
+  std::string average_missing_;  // exec: runs: why no average model was evaluated ("": it was)
+  int average_evaluator_ = -1;   // the process asked to evaluate it
   bool live_connected_ = true;
   std::int64_t merged_through_ = -1;      // the last round merged (or resumed from)
   std::vector<std::int64_t> latest_eval_; // per peer: the newest round it evaluated
@@ -143,7 +152,6 @@ class NetworkRecord {
   std::vector<Failure> failures_;
   double now_s() const;
   std::chrono::steady_clock::time_point t0_ = std::chrono::steady_clock::now();
-  std::string peer_args_json_ = "[]";
 };
 
 }  // namespace gossip::launcher

@@ -3,7 +3,10 @@
 
 #include "gossip/checkpoint.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <filesystem>
 #include <set>
@@ -93,26 +96,34 @@ NetConfig net_config(const RunConfig& config, const Topology& topology, const Pe
   return net;
 }
 
-Events::Events(const std::string& dir, bool to_stdout, bool append)
+Events::Events(const std::string& dir, int fd, bool append)
     : path_(dir + "/events.txt"), file_(path_, append ? std::ios::app : std::ios::trunc),
-      stdout_(to_stdout) {
+      fd_(fd) {
   if (!file_) throw InputError(cat(path_, ": cannot open for writing"));
 }
 
-void Events::progress(const PeerEvent& event) {
-  if (!stdout_) return;
-  std::fprintf(stdout, "%s\n", encode_event(event).c_str());
-  std::fflush(stdout);
+void Events::write_line(const std::string& line) {
+  if (fd_ < 0) return;
+  const std::string text = line + "\n";
+  std::lock_guard lock(mutex_);
+  if (fd_ == STDOUT_FILENO) std::fflush(stdout);  // after what was printed before it
+  std::size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::write(fd_, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;  // the launcher has gone: the files still have every event
+    done += static_cast<std::size_t>(n);
+  }
 }
+
+void Events::progress(const PeerEvent& event) { write_line(encode_event(event)); }
 
 void Events::emit(const PeerEvent& event) {
   if (listener_) listener_(event);
   const std::string line = encode_event(event);
   file_ << line << '\n' << std::flush;
   if (!file_) throw RuntimeError(cat(path_, ": write failed"));
-  if (!stdout_) return;
-  std::fprintf(stdout, "%s\n", line.c_str());
-  std::fflush(stdout);
+  write_line(line);
 }
 
 void write_params(const std::string& path, std::span<const float> params) {

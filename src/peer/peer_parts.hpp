@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <fstream>
 #include <functional>
+#include <mutex>
 #include <span>
 #include <string>
 #include <vector>
@@ -107,12 +108,13 @@ GossipSettings gossip_settings(const GossipConfig& g);
 NetConfig net_config(const RunConfig& config, const Topology& topology, const PeerOptions& opt,
                      const std::string& model, std::int64_t num_params);
 
-/// Writes each event line to DIR/events.txt, and to stdout for the launcher when asked to
-/// (`gossip peer --events`).
+/// Writes each event line to DIR/events.txt, and to a descriptor for the launcher when asked to
+/// (`gossip peer --events`: stdout; `--events-fd N`: N).
 class Events {
  public:
   /// `append`: a resumed peer adds to the events it saved before it stopped.
-  Events(const std::string& dir, bool to_stdout, bool append);
+  /// `fd`: where the launcher reads event lines (-1: nowhere).
+  Events(const std::string& dir, int fd, bool append);
   /// Progress only for the launcher's line (round events): not saved, since nothing is merged
   /// from it.
   void progress(const PeerEvent& event);
@@ -126,7 +128,9 @@ class Events {
   std::function<void(const PeerEvent&)> listener_;
   std::string path_;
   std::ofstream file_;
-  bool stdout_;
+  int fd_;
+  std::mutex mutex_;  // one whole line at a time on fd_
+  void write_line(const std::string& line);
 };
 
 /// Writes the parameter buffer (float32, this machine's byte order) to PATH through a rename, so

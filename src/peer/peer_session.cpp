@@ -52,6 +52,8 @@ struct PeerSession::Impl {
   bool rejoin = false;
   Events events;
   std::vector<std::vector<std::int64_t>> shards;
+  double last_epoch = -1.0;  // the last report's epoch and round (epoch_at_end)
+  std::int64_t last_epoch_round = 0;
   // Own model only: the data, the trainer and the plan.
   std::unique_ptr<Backend> backend;
   DataSets data;
@@ -89,7 +91,7 @@ struct PeerSession::Impl {
       : config(std::move(c)), topology(std::move(t)), opt(std::move(o)),
         dir(peer_dir(opt.out_dir, opt.rank)),
         rejoin(opt.rejoin && std::filesystem::exists(dir + "/metrics.csv")),
-        events((make_output_dir(dir), dir), opt.events, rejoin || opt.resume_round >= 0) {}
+        events((make_output_dir(dir), dir), opt.events_fd, rejoin || opt.resume_round >= 0) {}
 
   void require_joined(const char* what) const {
     if (finished) throw InputError(cat(what, ": peer ", opt.rank, " has finished"));
@@ -243,7 +245,27 @@ struct PeerSession::Impl {
     std::copy(p.begin(), p.end(), params.begin());
   }
 
+  /// Epochs of the shard the rounds run took: the trainer's plan for gossip's own model; for a
+  /// caller's model the last report's epoch carried to this round, else the shard's size with
+  /// train.batch and gossip.period; NaN when none of these is known.
+  double epoch_at_end() const {
+    if (trainer) return plan.epoch_at(round);
+    if (last_epoch > 0.0 && last_epoch_round > 0)
+      return last_epoch * static_cast<double>(round) / static_cast<double>(last_epoch_round);
+    if (!shards.empty()) {
+      const auto size = shards[static_cast<std::size_t>(opt.rank)].size();
+      if (size > 0)
+        return static_cast<double>(round) * config.gossip.period * config.train.batch /
+               static_cast<double>(size);
+    }
+    return NAN;
+  }
+
   void record_eval(double loss, double accuracy, double epoch) {
+    if (epoch > 0.0 && round > 0) {
+      last_epoch = epoch;
+      last_epoch_round = round;
+    }
     if (!std::isfinite(loss) && round > 0)
       throw RuntimeError(cat("training diverged at round ", round, " (loss ", loss,
                              "): lower the learning rate (optimizer.lr)"));
@@ -367,7 +389,7 @@ std::int64_t PeerSession::average() {
   // it at once at those rounds, else at most every kRoundEventEvery (its progress line).
   const bool fault_round = std::any_of(m.config.faults.begin(), m.config.faults.end(),
                                        [&](const Fault& f) { return f.round == m.round; });
-  if (m.opt.events &&
+  if (m.opt.events_fd >= 0 &&
       (fault_round || Clock::now() - m.last_round_event >= kRoundEventEvery)) {
     m.events.progress(RoundEvent{m.opt.rank, m.round, m.rounds, since(m.t0), m.traffic_text(),
                                  format_phase_seconds(m.timeline.seconds())});
@@ -487,7 +509,7 @@ LiveGraph PeerSession::live_graph() const {
   return gossip::live_graph(impl_->topology, dead);
 }
 
-Summary PeerSession::finish() {
+Summary PeerSession::finish(bool awaits_average) {
   Impl& m = *impl_;
   m.require_joined("finish");
   const double finish_start = m.timeline.now();
@@ -504,7 +526,8 @@ Summary PeerSession::finish() {
   }
   RunEnd end{.rounds = m.round, .bytes_sent = m.bytes_before + m.exchange->bytes_sent(),
              .wall_seconds = finish_end, .connected = m.watch->monitor().connected(),
-             .params_sha256 = {sha256_hex(final_params)}, .gemm = m.gemm.name, .extra = {}};
+             .params_sha256 = {sha256_hex(final_params)}, .gemm = m.gemm.name,
+             .epochs = NAN, .average_missing = {}, .extra = {}};
   end.extra.add("peer", m.opt.rank).add("missing_messages", m.algorithm->missing_messages());
   // The shard's size: known for the own model, and for a caller that asked for its shard; a
   // caller that trains on data of its own has none.
@@ -531,7 +554,8 @@ Summary PeerSession::finish() {
   const Summary s = m.record->finish(std::move(end));
   m.events.emit(DoneEvent{m.opt.rank, s.last.test_accuracy, s.end.params_sha256.front(),
                           s.end.bytes_sent, s.end.wall_seconds,
-                          format_phase_seconds(m.timeline.seconds()), refused_pairs});
+                          format_phase_seconds(m.timeline.seconds()), refused_pairs, m.round,
+                          m.epoch_at_end(), awaits_average});
   log_line(cat("peer ", m.opt.rank, ": done after ", m.round, " rounds, test accuracy ",
                fixed(s.last.test_accuracy, 4), ", ", s.end.bytes_sent, " bytes sent"));
   m.finished = true;

@@ -48,7 +48,8 @@ template <typename F> void fields(MemberEvent& e, F f) {
 }
 template <typename F> void fields(DoneEvent& e, F f) {
   each(f, "peer", e.peer, "acc", e.accuracy, "sha256", e.params_sha256, "bytes", e.bytes_sent,
-       "seconds", e.seconds, "phases", e.phases, "refused", e.refused);
+       "seconds", e.seconds, "phases", e.phases, "refused", e.refused, "rounds", e.rounds,
+       "epoch", e.epoch, "awaits_average", e.awaits_average);
 }
 
 const char* type_name(const ReadyEvent&) { return "ready"; }

@@ -111,14 +111,15 @@ void RunRecord::flush() {
 Summary RunRecord::finish(RunEnd end) {
   flush();
   JsonObject o;
-  o.add("test_accuracy", last_.test_accuracy);
+  o.add("test_accuracy", end.average_missing.empty() ? last_.test_accuracy : NAN);
+  if (!end.average_missing.empty()) o.add("average_model_missing", end.average_missing);
   if (any_average_) o.add("test_loss", last_.test_loss);
   o.add("peer_accuracy_min", last_.peer_accuracy_min)
       .add("peer_accuracy_max", last_.peer_accuracy_max)
       .add("consensus_distance", last_.consensus_distance);
   if (any_average_) o.add("peak_consensus_distance", peak_consensus_);
   o.add("rounds", end.rounds)
-      .add("epochs", last_.epoch)
+      .add("epochs", std::isnan(end.epochs) ? last_.epoch : end.epochs)
       .add("bytes_sent", end.bytes_sent)
       .add("wall_seconds", end.wall_seconds)
       .add("connected", end.connected)

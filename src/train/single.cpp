@@ -93,7 +93,8 @@ Summary train_single(const RunConfig& config, const std::string& out_dir) {
   std::vector<float> params(trainer.num_params());
   trainer.download_params(params);
   RunEnd end{.rounds = 0, .bytes_sent = 0, .wall_seconds = since(t0), .connected = true,
-             .params_sha256 = {sha256_hex(params)}, .gemm = gemm.name, .extra = {}};
+             .params_sha256 = {sha256_hex(params)}, .gemm = gemm.name,
+             .epochs = NAN, .average_missing = {}, .extra = {}};
   end.extra.add("test_loss", last.loss).add("steps", trainer.steps()).add("backend",
                                                                           backend->name());
   Summary summary = record.finish(std::move(end));

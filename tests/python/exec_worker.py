@@ -15,8 +15,6 @@ mode = sys.argv[1]
 peer = gossip.Peer.from_env()
 
 if mode == "model-exec":
-    if peer.evaluating:  # gossip's own model is evaluated by the peers themselves
-        sys.exit(0)
     peer.join_model()
     while peer.rounds_done < peer._peer.planned_rounds:
         peer.step_round()
@@ -30,7 +28,7 @@ if mode == "model-exec":
             peer.save_checkpoint()
         if peer.stop_due():
             peer.stop()
-            sys.exit(0)
+            break
     peer.finish()
 elif mode == "torch-momentum-exec":
     import torch
@@ -50,6 +48,8 @@ elif mode == "torch-momentum-exec":
         loss = F.cross_entropy(model(x[batch]), y[batch])
         loss.backward()
         opt.step()
+        if opt.stopped:
+            break
         if (step + 1) % 4 == 0:
             peer.report(loss=loss.item(), accuracy=0.5, epoch=(step + 1) / 8)
     peer.finish()

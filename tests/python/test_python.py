@@ -134,7 +134,7 @@ def test_gossip_run_exec_starts_python_peers_and_evaluates_the_average(folder, b
     with open(script, "w") as f:
         f.write("""import numpy as np, gossip
 peer = gossip.Peer.from_env()
-x = np.full(50, float(peer.rank if not peer.evaluating else 0), dtype=np.float32)
+x = np.full(50, float(peer.rank), dtype=np.float32)
 peer.join(x, rounds=2, evaluate=lambda: (0.25, float(x.mean()) / 10.0))
 for _ in range(2):
     peer.neighbor_average(x)
