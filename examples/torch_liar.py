@@ -24,24 +24,21 @@ import gossip
 import torch_fmnist
 
 
-class Liar:
-    """A peer whose neighbor_average sends a lie: every other call goes to `peer`."""
+class Liar(gossip.Peer):
+    """The peer `peer` (its state taken over), whose neighbor_average sends a lie."""
 
-    def __init__(self, peer, lie):
-        self._peer = peer
+    def __init__(self, peer: gossip.Peer, lie: str) -> None:  # pylint: disable=super-init-not-called
+        self.__dict__.update(peer.__dict__)
         self._lie = lie
 
-    def __getattr__(self, name):
-        return getattr(self._peer, name)
-
-    def neighbor_average(self, buffer):
-        own = buffer.clone()
+    def neighbor_average(self, tensor: torch.Tensor) -> int:
+        own = tensor.clone()
         if self._lie == "nan":
-            buffer.fill_(math.nan)
+            tensor.fill_(math.nan)
         else:
-            buffer *= -4
-        round_ = self._peer.neighbor_average(buffer)
-        buffer.copy_(own)
+            tensor *= -4
+        round_ = super().neighbor_average(tensor)
+        tensor.copy_(own)
         return round_
 
 

@@ -44,7 +44,7 @@ struct EvaluationFigures {
   double epoch = 0.0;
   double test_accuracy = 0.0;      // the average model's row, else the first peer row
   double test_loss = 0.0;          // the average model's row (its test loss); 0 without one
-  double peer_accuracy_min = 0.0;  // over the peer rows; 0 when there are none
+  double peer_accuracy_min = 0.0;  // over the peer rows; NaN for an average row alone
   double peer_accuracy_max = 0.0;
   double consensus_distance = 0.0;
   int peer_rows = 0;

@@ -45,7 +45,7 @@ does; from then on step() and the peer's report() and finish() do nothing (`stop
 from __future__ import annotations
 
 import io
-from typing import Any, Callable, Dict, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union, cast
 
 import torch
 
@@ -153,7 +153,7 @@ class DecentralizedOptimizer:
                   evaluate=None if evaluate is None else self._evaluate_host)
         saved = peer.resume_state()
         self.resumed = saved is not None
-        if self.resumed:  # join() restored the model; the optimizer's state is ours
+        if saved is not None:  # join() restored the model; the optimizer's state is ours
             self._to_device()
             self.load_state_dict(torch.load(io.BytesIO(saved)))
 
@@ -176,7 +176,7 @@ class DecentralizedOptimizer:
 
     @property
     def param_groups(self) -> List[Dict[str, Any]]:
-        return self.optimizer.param_groups
+        return cast(List[Dict[str, Any]], self.optimizer.param_groups)
 
     def zero_grad(self, set_to_none: bool = False) -> None:
         self.optimizer.zero_grad(set_to_none=set_to_none)

@@ -82,6 +82,9 @@ void fold_metrics_row(EvaluationFigures& f, const MetricsRow& r, bool fresh) {
   f.epoch = r.epoch;
   f.consensus_distance = r.consensus_distance;
   if (r.peer < 0) {
+    // An evaluation of the average model alone (an exec: script's, after the peers' last
+    // reports): no peer figures of that round, so none are given (null in summary.json).
+    if (f.peer_rows == 0) f.peer_accuracy_min = f.peer_accuracy_max = NAN;
     f.test_accuracy = r.test_accuracy;
     f.test_loss = r.loss;
     f.has_average = true;
