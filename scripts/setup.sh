@@ -8,7 +8,9 @@
 # the interpreter python3-torch is installed for (pybind11-dev; its tests use python3-pytest,
 # and python3-protobuf parses the TensorBoard event files gossip writes). The dashboard's tests
 # open it in a headless browser (chromium, chromium-driver, python3-selenium) and check every
-# /metrics page with promtool (prometheus).
+# /metrics page with promtool (prometheus). `pip install .` is tested in a venv (python3-venv,
+# python3-pip, meson-python from python3-mesonpy), the package type-checked with python3-mypy,
+# and examples/torch_resnet.py uses torchvision's ResNet-18 (python3-torchvision).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -16,7 +18,8 @@ packages=(meson ninja-build pkg-config g++ libasio-dev libyaml-cpp-dev libcereal
           libopenblas-dev libdnnl-dev libeigen3-dev zlib1g-dev libssl-dev openssl dataset-fashion-mnist
           gnuplot-nox iproute2 clang libclang-rt-14-dev python3-yaml openmpi-bin slurm-wlm munge
           python3 python3-dev pybind11-dev python3-pybind11 python3-numpy python3-torch
-          python3-pytest python3-protobuf chromium chromium-driver python3-selenium prometheus)
+          python3-pytest python3-protobuf chromium chromium-driver python3-selenium prometheus
+          python3-venv python3-pip python3-mesonpy python3-mypy python3-torchvision)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -6,6 +6,7 @@ Modes:
   model-exec            gossip's own model from the config, driven round by round
   torch-momentum-exec   a small torch MLP under DecentralizedOptimizer, SGD with momentum 0.9,
                         on synthetic data of seed RANK: 8 steps an epoch, 24 rounds
+  torch-bn-adam-exec    the same with a BatchNorm layer, under Adam
 """
 import sys
 
@@ -30,14 +31,20 @@ if mode == "model-exec":
             peer.stop()
             break
     peer.finish()
-elif mode == "torch-momentum-exec":
+elif mode in ("torch-momentum-exec", "torch-bn-adam-exec"):
     import torch
     import torch.nn.functional as F
     import gossip.torch
     torch.set_num_threads(1)
     torch.manual_seed(7)
-    model = torch.nn.Sequential(torch.nn.Linear(16, 12), torch.nn.ReLU(), torch.nn.Linear(12, 10))
-    sgd = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    if mode == "torch-momentum-exec":
+        model = torch.nn.Sequential(torch.nn.Linear(16, 12), torch.nn.ReLU(),
+                                    torch.nn.Linear(12, 10))
+        sgd = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    else:  # BatchNorm statistics and counters, Adam's moments: all must come back on resume
+        model = torch.nn.Sequential(torch.nn.Linear(16, 12, bias=False), torch.nn.BatchNorm1d(12),
+                                    torch.nn.ReLU(), torch.nn.Linear(12, 10))
+        sgd = torch.optim.Adam(model.parameters(), lr=0.01)
     opt = gossip.torch.DecentralizedOptimizer(sgd, model, peer, rounds=24,
                                               evaluate=lambda: 0.5)
     g = torch.Generator().manual_seed(peer.rank)

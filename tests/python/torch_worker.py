@@ -1,0 +1,119 @@
+"""A torch peer for the front end's tests: `torch_worker.py MODE CONFIG RANK FOLDER`, or imported
+by the tests to compute the same training without gossip (the reference).
+
+Each rank builds the same small model (BatchNorm included in mode "bn"), from seed RANK, and
+trains it STEPS steps on batches of seed RANK with the optimizer MODE names, mixing after every
+step through gossip.torch.DecentralizedOptimizer. On the 3-ring with weights 1/3 a round is the
+exact average of the three, so the reference is: every rank's local step, then the average of
+the parameters and floating-point buffers.
+
+Modes: sgd, adam, adamw, autocast (AdamW under torch.autocast bf16, gradient clipping and a
+StepLR schedule on the wrapped optimizer), bn (a BatchNorm model under Adam), bn-local (the same
+with buffer_period 0: statistics never mixed).
+"""
+import os
+import sys
+from typing import Iterator, List, Tuple
+
+import torch
+import torch.nn.functional as F
+
+STEPS = 5
+
+
+def make_model(mode: str, rank: int) -> torch.nn.Module:
+    torch.manual_seed(rank)
+    if mode.startswith("bn"):
+        # No bias before BatchNorm (as conv layers before it have none): its gradient would be
+        # rounding noise, which Adam scales up to full steps, and no tolerance would hold.
+        return torch.nn.Sequential(torch.nn.Linear(6, 8, bias=False), torch.nn.BatchNorm1d(8),
+                                   torch.nn.ReLU(), torch.nn.Linear(8, 3))
+    return torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.ReLU(), torch.nn.Linear(8, 3))
+
+
+def make_optimizer(mode: str, model: torch.nn.Module) -> torch.optim.Optimizer:
+    if mode == "sgd":
+        return torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    if mode in ("adam", "bn", "bn-local"):
+        return torch.optim.Adam(model.parameters(), lr=0.01)
+    return torch.optim.AdamW(model.parameters(), lr=0.01, weight_decay=0.1)
+
+
+def batches(rank: int) -> Iterator[Tuple[torch.Tensor, torch.Tensor]]:
+    g = torch.Generator().manual_seed(100 + rank)
+    for _ in range(STEPS):
+        yield torch.randn(16, 6, generator=g) * (1 + rank), torch.randint(0, 3, (16,), generator=g)
+
+
+def local_step(mode: str, model: torch.nn.Module, opt, x: torch.Tensor, y: torch.Tensor) -> None:
+    """One step: the loss, its gradient, the optimizer's step (`opt` the wrapper or not)."""
+    opt.zero_grad()
+    if mode == "autocast":
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 0.5)
+    else:
+        F.cross_entropy(model(x), y).backward()
+    opt.step()
+
+
+def state(model: torch.nn.Module) -> List[torch.Tensor]:
+    """Parameters, then floating-point buffers: the flat buffer's order."""
+    return [t.detach().clone().reshape(-1) for t in model.parameters()] + \
+        [b.detach().clone().reshape(-1) for b in model.buffers() if b.is_floating_point()]
+
+
+def reference(mode: str, n: int) -> List[torch.Tensor]:
+    """The n ranks' final flat values, trained without gossip: local steps, then the exact
+    average (of the buffers too, unless bn-local), every step."""
+    models = [make_model(mode, r) for r in range(n)]
+    opts = [make_optimizer(mode, m) for m in models]
+    scheds = [torch.optim.lr_scheduler.StepLR(o, 2, 0.5) if mode == "autocast" else None
+              for o in opts]
+    data = [list(batches(r)) for r in range(n)]
+    n_params = sum(p.numel() for p in models[0].parameters())
+    for step in range(STEPS):
+        for r in range(n):
+            local_step(mode, models[r], opts[r], *data[r][step])
+            if scheds[r] is not None:
+                scheds[r].step()
+        flats = [torch.cat(state(m)) for m in models]
+        avg = torch.stack(flats).mean(0)
+        with torch.no_grad():
+            for m, own in zip(models, flats):
+                new = avg.clone()
+                if mode == "bn-local":
+                    new[n_params:] = own[n_params:]
+                offset = 0
+                for t in list(m.parameters()) + [b for b in m.buffers() if b.is_floating_point()]:
+                    t.copy_(new[offset:offset + t.numel()].view_as(t))
+                    offset += t.numel()
+    return [torch.cat(state(m)) for m in models]
+
+
+def main() -> None:
+    import gossip
+    import gossip.torch
+    mode, config, rank, folder = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+    peer = gossip.Peer(config, rank=rank, out=os.path.join(folder, "run"))
+    model = make_model(mode, rank)
+    inner = make_optimizer(mode, model)
+    sched = torch.optim.lr_scheduler.StepLR(inner, 2, 0.5) if mode == "autocast" else None
+    opt = gossip.torch.DecentralizedOptimizer(inner, model, peer, rounds=STEPS,
+                                              buffer_period=0 if mode == "bn-local" else 1)
+    for x, y in batches(rank):
+        local_step(mode, model, opt, x, y)
+        if sched is not None:
+            sched.step()
+    torch.save(torch.cat(state(model)), os.path.join(folder, f"{mode}-{rank}.pt"))
+    # The wrapper's state dict round-trips: a fresh wrapper's optimizer takes it whole.
+    saved = opt.state_dict()
+    again = make_optimizer(mode, model)
+    again.load_state_dict(saved["optimizer"])
+    assert str(again.state_dict()) == str(inner.state_dict())
+    peer.finish()
+
+
+if __name__ == "__main__":
+    main()
