@@ -268,7 +268,8 @@ void NetworkRecord::hand_out_average(const std::vector<int>& waiting) {
 void NetworkRecord::record_external_average(double consensus) {
   if (average_evaluator_ < 0) {
     if (average_missing_.empty())
-      average_missing_ = "the peers did not all finish, so no average of final parameters was made";
+      average_missing_ = "no process of the script was asked to evaluate it: gossip run, which "
+                         "starts them, does that; under mpirun or srun nothing can";
     return;
   }
   std::ifstream in(cat(out_dir_, "/average-eval.json"));

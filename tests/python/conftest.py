@@ -98,3 +98,21 @@ def python_peer(procs, folder, mode, config, rank, *args):
 def read_log(folder, name):
     with open(os.path.join(folder, name)) as f:
         return f.read()
+
+
+def gossip_run(config, out, *args):
+    """`gossip run CONFIG --out OUT --no-progress ARGS`: (exit code, stdout and stderr)."""
+    r = subprocess.run([GOSSIP, "run", config, "--out", out, "--no-progress", *args],
+                       capture_output=True, text=True, timeout=300)
+    return r.returncode, r.stdout + r.stderr
+
+
+def run_script(folder, config, name, text):
+    """Writes `text` to FOLDER/NAME and runs it under `gossip run --exec` into FOLDER/out:
+    (exit code, output, the run's folder)."""
+    script = os.path.join(folder, name)
+    with open(script, "w") as f:
+        f.write(text)
+    out = os.path.join(folder, "out")
+    code, log = gossip_run(config, out, "--exec", f"{sys.executable} {script}")
+    return code, log, out

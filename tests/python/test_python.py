@@ -14,7 +14,8 @@ import torch
 
 import gossip
 import gossip.torch
-from conftest import EXEC_WORKER, GOSSIP, python_peer, read_log, write_config
+from conftest import (EXEC_WORKER, GOSSIP, gossip_run, python_peer, read_log, run_script,
+                      write_config)
 
 
 def test_bad_use_raises_clear_errors(folder, base_port):
@@ -130,9 +131,7 @@ def test_topology_report_matches_the_ring_spectral_gap(folder):
 
 def test_gossip_run_exec_starts_python_peers_and_evaluates_the_average(folder, base_port):
     config = write_config(folder, 3, base_port)
-    script = os.path.join(folder, "train.py")
-    with open(script, "w") as f:
-        f.write("""import numpy as np, gossip
+    code, log, out = run_script(folder, config, "train.py", """import numpy as np, gossip
 peer = gossip.Peer.from_env()
 x = np.full(50, float(peer.rank), dtype=np.float32)
 peer.join(x, rounds=2, evaluate=lambda: (0.25, float(x.mean()) / 10.0))
@@ -141,12 +140,7 @@ for _ in range(2):
 peer.report(loss=0.1, accuracy=0.3, epoch=1.0)
 peer.finish()
 """)
-    out = os.path.join(folder, "out")
-    env = dict(os.environ)
-    r = subprocess.run([GOSSIP, "run", config, "--out", out, "--no-progress", "--exec",
-                        f"{sys.executable} {script}"], env=env, capture_output=True, text=True,
-                       timeout=300)
-    assert r.returncode == 0, r.stdout + r.stderr
+    assert code == 0, log
     summary = json.load(open(os.path.join(out, "summary.json")))
     # the average of ranks 0, 1, 2 is 1.0; the script's evaluate() says mean / 10
     assert summary["test_accuracy"] == pytest.approx(0.1)
@@ -231,7 +225,7 @@ faults:
     summaries, kinds = {}, {}
     for kind, extra in runs.items():
         out = os.path.join(folder, kind)
-        code, log = _run(config, out, *extra)
+        code, log = gossip_run(config, out, *extra)
         assert code == 0, log
         for r in (0, 2):
             s = json.load(open(os.path.join(out, "peers", str(r), "summary.json")))
@@ -258,12 +252,6 @@ def _checkpoint_config(folder, n, base_port, every):
     return config
 
 
-def _run(config, out, *args):
-    r = subprocess.run([GOSSIP, "run", config, "--out", out, "--no-progress", *args],
-                       capture_output=True, text=True, timeout=300)
-    return r.returncode, r.stdout + r.stderr
-
-
 def _resume(out):
     r = subprocess.run([GOSSIP, "run", "--resume", out, "--no-progress"], capture_output=True,
                        text=True, timeout=300)
@@ -283,9 +271,9 @@ def test_a_python_run_stopped_and_resumed_ends_bit_identical(folder, base_port, 
     config = _checkpoint_config(folder, 4, base_port, every=4)
     script = f"{sys.executable} {EXEC_WORKER} {mode}-exec"
     whole, stopped = os.path.join(folder, "whole"), os.path.join(folder, "stopped")
-    code, log = _run(config, whole, "--exec", script)
+    code, log = gossip_run(config, whole, "--exec", script)
     assert code == 0, log
-    code, log = _run(config, stopped, "--exec", script, "--until-round", "10")
+    code, log = gossip_run(config, stopped, "--exec", script, "--until-round", "10")
     assert code == 0, log
     assert not os.path.exists(os.path.join(stopped, "summary.json")), log
     assert os.path.exists(os.path.join(stopped, "peers", "1", "checkpoint-10.ckpt"))

@@ -15,7 +15,7 @@ import torch
 import gossip
 import gossip.data
 import gossip.torch
-from conftest import GOSSIP, HERE, read_log, write_config
+from conftest import HERE, read_log, run_script, write_config
 
 sys.path.insert(0, HERE)
 import torch_worker  # noqa: E402
@@ -111,22 +111,13 @@ peer.finish()
     assert procs.wait_all(60) == [0] * 3, [read_log(folder, f"cuda-{r}.log") for r in range(3)]
 
 
-def _run(config, out, script, *extra):
-    r = subprocess.run([GOSSIP, "run", config, "--out", out, "--no-progress", "--exec",
-                        f"{sys.executable} {script}", *extra], capture_output=True, text=True,
-                       timeout=300)
-    return r.returncode, r.stdout + r.stderr
-
-
 def test_a_script_in_its_own_order_gets_the_average_model_evaluated_in_finish(folder,
                                                                              base_port):
     # shard() and config first, reports at rounds 2 and 4 of 7 (not the last), prints to
     # stdout in between (no newline, unflushed), evaluate given: the launcher's line is the
     # average model's evaluation at the rounds run, not a peer's figure.
     config = write_config(folder, 3, base_port)
-    script = os.path.join(folder, "order.py")
-    with open(script, "w") as f:
-        f.write("""import sys, numpy as np, gossip
+    code, log, out = run_script(folder, config, "order.py", """import sys, numpy as np, gossip
 peer = gossip.Peer.from_env()
 shard = peer.shard()
 cfg, size = peer.config, peer.size
@@ -144,8 +135,6 @@ assert graph['connected'] and not peer.dead_peers()
 summary = peer.finish()
 sys.stdout.write(f"rank {peer.rank} summary {sorted(summary)}\\n")
 """)
-    out = os.path.join(folder, "out")
-    code, log = _run(config, out, script)
     assert code == 0, log
     summary = json.load(open(os.path.join(out, "summary.json")))
     # Final buffers: the ranks' mean (1) plus 7; evaluate() says mean / 10.
@@ -168,9 +157,7 @@ sys.stdout.write(f"rank {peer.rank} summary {sorted(summary)}\\n")
 
 def test_without_evaluate_the_launcher_says_there_is_no_average_model(folder, base_port):
     config = write_config(folder, 3, base_port)
-    script = os.path.join(folder, "plain.py")
-    with open(script, "w") as f:
-        f.write("""import numpy as np, gossip
+    code, log, out = run_script(folder, config, "plain.py", """import numpy as np, gossip
 peer = gossip.Peer.from_env()
 x = np.full(10, float(peer.rank), dtype=np.float32)
 peer.join(x, rounds=3)
@@ -179,8 +166,6 @@ for _ in range(3):
 peer.report(loss=0.1, accuracy=0.6, epoch=1.0)
 peer.finish()
 """)
-    out = os.path.join(folder, "out")
-    code, log = _run(config, out, script)
     assert code == 0, log
     summary = json.load(open(os.path.join(out, "summary.json")))
     assert summary["test_accuracy"] is None
