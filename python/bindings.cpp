@@ -281,10 +281,10 @@ PYBIND11_MODULE(_gossip, m) {
   }, "The report of `gossip topo FILE --json` as a dict, and its exit code");
   m.def("generator_yaml", [](const std::string& kind, int n, int rows, int cols, int k,
                              int degree, double p, double beta, std::uint64_t seed,
-                             bool directed) {
+                             bool directed, int s, int period) {
     GeneratorSpec spec{.kind = kind, .n = n, .rows = rows, .cols = cols, .k = k,
-                       .degree = degree, .p = p, .beta = beta, .seed = seed,
-                       .directed = directed, .weights = {}};
+                       .degree = degree, .p = p, .beta = beta, .seed = seed, .s = s,
+                       .period = period, .directed = directed, .weights = {}};
     make_topology(spec);  // refuses parameters that do not fit, with the generator's message
     return to_yaml(spec);
   });

@@ -1516,3 +1516,47 @@ TEST_CASE("on a ring trimmed_mean and median are the median of three, ties and a
     CHECK(algs[0]->last_mix().clipped.empty());
   }
 }
+
+TEST_CASE("with more values a coordinate trimmed_mean and median equal a sort, ties and all",
+          "[gossip][byzantine]") {
+  // Five values a coordinate (a 4x4 torus) and eight (the complete graph of 8): the sorting
+  // network must keep exactly the values a sort keeps and sum them in the same order, with
+  // ties common; a neighbour that is always the largest is dropped everywhere and flagged.
+  auto backend = make_cpu_backend(1);
+  std::mt19937 rng(11);
+  std::uniform_int_distribution<int> pick(-3, 3);
+  GeneratorSpec torus;
+  torus.kind = "torus";
+  torus.rows = torus.cols = 4;
+  for (const Topology& t : {make_topology(torus), generate("complete", 8)}) {
+    const int n = t.n();
+    std::vector<std::vector<float>> start(n, std::vector<float>(203));
+    for (auto& x : start)
+      for (auto& v : x) v = 0.25f * static_cast<float>(pick(rng)) + 0.125f;
+    for (auto& v : start[5]) v = 100.0f;  // peer 5: always the largest
+    for (Aggregate kind : {Aggregate::kTrimmedMean, Aggregate::kMedian}) {
+      INFO(aggregate_name(kind) << " on " << n << " peers");
+      auto x = start;
+      const auto algs = mix_round(t, aggregate(kind), x, *backend);
+      for (int p = 0; p < n; ++p) {
+        std::vector<int> from{p};
+        for (const Neighbour& e : t.in_neighbours(p, 0))
+          if (e.peer != p) from.push_back(e.peer);
+        const std::size_t k = from.size();
+        const std::size_t trim = kind == Aggregate::kTrimmedMean ? 1 : (k - 1) / 2;
+        for (std::size_t i = 0; i < 203; ++i) {
+          std::vector<float> v;
+          for (int q : from) v.push_back(start[static_cast<std::size_t>(q)][i]);
+          std::sort(v.begin(), v.end());
+          double sum = 0.0;
+          for (std::size_t j = trim; j < k - trim; ++j) sum += v[j];
+          REQUIRE(x[static_cast<std::size_t>(p)][i] ==
+                  static_cast<float>(sum / static_cast<double>(k - 2 * trim)));
+        }
+        const bool hears_5 = std::find(from.begin(), from.end(), 5) != from.end();
+        CHECK(algs[static_cast<std::size_t>(p)]->last_mix().clipped ==
+              (hears_5 && p != 5 ? std::vector<int>{5} : std::vector<int>{}));
+      }
+    }
+  }
+}

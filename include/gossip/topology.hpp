@@ -148,7 +148,7 @@ class Topology {
 
 /// A generator and its parameters (the `generator:` form of the YAML file).
 /// kind: ring, torus, grid, line, star, complete, hypercube, erdos-renyi, random-regular,
-/// watts-strogatz, exponential, one-peer-exponential, base.
+/// watts-strogatz, exponential, one-peer-exponential, base, epidemic.
 struct GeneratorSpec {
   std::string kind;
   int n = 0;                    // peers (torus/grid: rows * cols, may be left 0)
@@ -158,9 +158,16 @@ struct GeneratorSpec {
   double p = 0.0;               // erdos-renyi: edge probability
   double beta = 0.0;            // watts-strogatz: rewiring probability
   std::uint64_t seed = 0;       // random generators
-  bool directed = false;        // ring may be directed; exponential kinds always are
-  std::optional<WeightKind> weights;  // default: metropolis (undirected), push-sum (directed)
+  int s = 0;                    // epidemic: peers each peer sends to in a round
+  int period = 0;               // epidemic: rounds drawn before the draws repeat (0: default)
+  bool directed = false;        // ring may be directed; exponential kinds and epidemic are
+  std::optional<WeightKind> weights;  // default: metropolis (undirected), push-sum (directed),
+                                      // uniform (epidemic: the average of what a peer holds)
 };
+
+/// The rounds an epidemic topology draws when its `period` is not given: at most 1,000, fewer
+/// where 1,000 rounds of n * (s + 1) weights would pass the 2^22 a topology may hold.
+int epidemic_default_period(int n, int s);
 
 /// The generator names above, in the order documented.
 const std::vector<std::string>& generator_kinds();
@@ -241,7 +248,10 @@ struct TopologyReport {
                                 // and rho, spectral_gap, rho_per_round, rounds_to_1000x are NaN
   double rho = 1.0;             // second-largest eigenvalue modulus (of the period product)
   double spectral_gap = 0.0;    // 1 - rho
-  double rho_per_round = 1.0;   // rho^(1 / period)
+  double rho_per_round = 1.0;   // rho^(1 / period), or of a prefix's product (rate_rounds)
+  /// The rounds whose product gives rho_per_round: the period, or, where the period's product
+  /// is below what doubles resolve (1e-9), the longest 2^j-round prefix still above it.
+  std::int64_t rate_rounds = 1;
   /// Predicted rounds to cut disagreement 1000x: period * ln(1000) / -ln(rho), at least one
   /// period; exact_after when averaging is exact; +infinity when rho >= 1 or disconnected.
   double rounds_to_1000x = 0.0;

@@ -20,11 +20,13 @@ def load(path: PathLike) -> Dict[str, Any]:
 
 def generate(kind: str, n: int = 0, rows: int = 0, cols: int = 0, k: int = 0, degree: int = 0,
              p: float = 0.0, beta: float = 0.0, seed: int = 0, directed: bool = False,
-             path: Optional[PathLike] = None) -> Dict[str, Any]:
-    """Generates a topology (ring, torus, exponential, random-regular, ... as `gossip topo
-    --generate`) and returns its report; with `path`, also writes its YAML file there."""
+             path: Optional[PathLike] = None, s: int = 0, period: int = 0) -> Dict[str, Any]:
+    """Generates a topology (ring, torus, exponential, random-regular, epidemic, ... as
+    `gossip topo --generate`) and returns its report; with `path`, also writes its YAML file
+    there."""
     text = _gossip.generator_yaml(kind, int(n), int(rows), int(cols), int(k), int(degree),
-                                  float(p), float(beta), int(seed), bool(directed))
+                                  float(p), float(beta), int(seed), bool(directed), int(s),
+                                  int(period))
     if path is not None:
         with open(path, "w") as f:
             f.write(text)

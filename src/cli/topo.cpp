@@ -19,7 +19,8 @@ constexpr int kMaxDraws = 100;  // seeds --resample tries
 
 constexpr const char* kHelp = R"(usage: gossip topo FILE [--json | --dot] [--gamma G]
        gossip topo --generate KIND [--n N] [--rows R --cols C] [--k K] [--degree D] [--p P]
-                   [--beta B] [--seed S] [--resample | --allow-disconnected]
+                   [--beta B] [--s S] [--period T] [--seed S]
+                   [--resample | --allow-disconnected]
                    [--weights W] [--directed] [--edges] [-o FILE]
 
 Checks a topology file (format: docs/topology.md) before launch: connected components
@@ -42,6 +43,10 @@ topologies for learning where the spectral gap does not (docs/topology.md).
                       erdos-renyi --n --p --seed     random-regular --n --degree --seed
                       watts-strogatz --n --k --beta --seed
                       exponential --n   one-peer-exponential --n   base --n [--k, default 1]
+                      epidemic --n --s [--period T] [--seed]: each round each peer sends to s
+                        peers drawn at random from the seed, the round and its rank, and each
+                        averages what it holds (Epidemic Learning); T rounds are drawn before
+                        the draws repeat (default up to 1000)
   --resample        random generators: when seed S gives a disconnected graph, draw again
                     with S+1, S+2, ... (at most 100 seeds) and write the first connected
                     graph; the file names the seed that gives it
@@ -65,7 +70,8 @@ void check_options(const Args& args, const std::string& kind) {
       for (const auto& key : *list) found = found || key == name;
     return found;
   };
-  for (const char* name : {"rows", "cols", "k", "degree", "p", "beta", "seed", "directed"})
+  for (const char* name :
+       {"rows", "cols", "k", "degree", "p", "beta", "s", "period", "seed", "directed"})
     if (args.has(name) && !takes(name))
       throw InputError(cat("option --", name, " does not apply to generator ", kind));
   if (args.has("resample") && !takes("seed"))
@@ -92,6 +98,8 @@ GeneratorSpec parse_spec(const Args& args) {
   spec.cols = to_int("cols", 0);
   spec.k = to_int("k", spec.kind == "base" ? 1 : 0);
   spec.degree = to_int("degree", 0);
+  spec.s = to_int("s", 0);
+  spec.period = to_int("period", 0);
   spec.p = args.get_double("p", 0.0);
   spec.beta = args.get_double("beta", 0.0);
   const long seed = args.get_int("seed", 0);
@@ -154,8 +162,8 @@ int generate(const Args& args) {
 
 int run_topo(int argc, char** argv) {
   Args args(argc, argv,
-            {"generate", "n", "rows", "cols", "k", "degree", "p", "beta", "seed", "weights",
-             "output", "gamma"},
+            {"generate", "n", "rows", "cols", "k", "degree", "p", "beta", "s", "period", "seed",
+             "weights", "output", "gamma"},
             {"json", "dot", "directed", "edges", "resample", "allow-disconnected"});
   if (args.help()) {
     std::fputs(kHelp, stdout);

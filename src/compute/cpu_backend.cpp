@@ -220,7 +220,11 @@ std::unique_ptr<Backend> make_cpu_backend(int threads) {
   return std::make_unique<CpuBackend>(threads);
 }
 
-std::vector<std::string> cpu_gemm_names() { return {"openblas", "onednn"}; }
+std::vector<std::string> cpu_gemm_names() {
+  std::vector<std::string> names{"openblas", "onednn"};
+  if (cpu::blis_refusal().empty()) names.push_back("blis");
+  return names;
+}
 
 namespace cpu {
 
@@ -228,6 +232,7 @@ std::vector<std::unique_ptr<GemmProvider>> make_gemm_providers(int threads) {
   std::vector<std::unique_ptr<GemmProvider>> out;
   out.push_back(make_openblas_gemm(threads));
   out.push_back(make_onednn_gemm(threads));
+  if (auto blis = make_blis_gemm(threads)) out.push_back(std::move(blis));
   out.push_back(make_onednn_bf16_gemm(threads));
   return out;
 }

@@ -1,6 +1,6 @@
 // compute/gemm_provider.hpp: the CPU backend's matrix products behind one small interface, one
 // implementation per library, each library inside its own file (gemm_openblas.cpp,
-// gemm_onednn.cpp). Which one runs is chosen by measuring (gemm_choice.cpp).
+// gemm_onednn.cpp, gemm_blis.cpp). Which one runs is chosen by measuring (gemm_choice.cpp).
 #pragma once
 #if !defined(GOSSIP_ROOM_COMPUTE)
 #error "src/compute/gemm_provider.hpp belongs to room compute, which this room does not use (see the room table in meson.build)"
@@ -19,7 +19,7 @@ namespace gossip::cpu {
 class GemmProvider {
  public:
   virtual ~GemmProvider() = default;
-  /// "openblas", "onednn": what train.gemm and GOSSIP_GEMM call it.
+  /// "openblas", "onednn", "blis": what train.gemm and GOSSIP_GEMM call it.
   virtual std::string name() const = 0;
   /// The library and the kernel it runs, for log lines (e.g. "OpenBLAS 0.3.21 Prescott").
   virtual std::string describe() const = 0;
@@ -32,6 +32,12 @@ std::unique_ptr<GemmProvider> make_openblas_gemm(int threads);
 /// oneDNN's dnnl_sgemm (row-major, JIT-compiled for the CPU's ISA: AVX2, AVX-512, AMX). `threads`
 /// > 0 is the OpenMP team size of each call (set in the calling thread); 0 leaves the default.
 std::unique_ptr<GemmProvider> make_onednn_gemm(int threads);
+
+/// BLIS's bli_sgemm (row-major through its strides; kernels chosen at run time from the CPU's
+/// features), from libblis.so.4 loaded apart from OpenBLAS (dlopen). nullptr when libblis cannot
+/// be loaded: blis_refusal() says why. `threads` > 0 sets BLIS's thread count (process-wide).
+std::unique_ptr<GemmProvider> make_blis_gemm(int threads);
+std::string blis_refusal();
 
 /// oneDNN's matmul with fpmath_mode bf16 (train.precision: bf16): fp32 operands, bf16 products,
 /// fp32 accumulation. Not among the timed candidates: it is not fp32.

@@ -189,22 +189,58 @@ namespace {
 
 /// Coordinate by coordinate over the k values in[j][i]: sorted by value, ties by input order
 /// (the same on every run), `trim` dropped at each end (counted in dropped[j]) and the rest
-/// averaged into out[i].
+/// averaged into out[i] (summed in double, ascending).
+///
+/// The sort is a sorting network (odd-even transposition: k passes of compare-exchanges, right
+/// for every k) run on a block of kLanes coordinates at once: each compare-exchange is a
+/// branch-free min/max of (value, input) pairs over the block's lanes, which the compiler
+/// vectorizes, where a sort per coordinate branched on every comparison (17-19x mean's mix).
 void generic_trim(const std::vector<const float*>& in, std::size_t trim, std::vector<float>& out,
                   std::vector<std::int64_t>& dropped) {
+  constexpr std::size_t kLanes = 16;
   const std::size_t k = in.size();
-  std::vector<std::pair<float, std::size_t>> v(k);
-  for (std::size_t i = 0; i < out.size(); ++i) {
-    for (std::size_t j = 0; j < k; ++j) v[j] = {in[j][i], j};
-    std::sort(v.begin(), v.end());
-    double sum = 0.0;
-    for (std::size_t j = trim; j < k - trim; ++j) sum += v[j].first;
-    out[i] = static_cast<float>(sum / static_cast<double>(k - 2 * trim));
-    for (std::size_t j = 0; j < trim; ++j) {
-      ++dropped[v[j].second];
-      ++dropped[v[k - 1 - j].second];
+  const std::size_t n = out.size();
+  std::vector<float> val(k * kLanes);
+  std::vector<std::int32_t> idx(k * kLanes);
+  std::vector<std::int64_t> count(k, 0);
+  for (std::size_t base = 0; base < n; base += kLanes) {
+    const std::size_t lanes = std::min(kLanes, n - base);
+    for (std::size_t j = 0; j < k; ++j) {
+      float* v = &val[j * kLanes];
+      std::int32_t* id = &idx[j * kLanes];
+      for (std::size_t l = 0; l < kLanes; ++l) {
+        v[l] = l < lanes ? in[j][base + l] : 0.0f;
+        id[l] = static_cast<std::int32_t>(j);
+      }
+    }
+    for (std::size_t pass = 0; pass < k; ++pass)
+      for (std::size_t a = pass % 2; a + 1 < k; a += 2) {
+        float* va = &val[a * kLanes];
+        float* vb = &val[(a + 1) * kLanes];
+        std::int32_t* ia = &idx[a * kLanes];
+        std::int32_t* ib = &idx[(a + 1) * kLanes];
+        for (std::size_t l = 0; l < kLanes; ++l) {
+          const bool swap = vb[l] < va[l] || (vb[l] == va[l] && ib[l] < ia[l]);
+          const float lo = swap ? vb[l] : va[l], hi = swap ? va[l] : vb[l];
+          const std::int32_t ilo = swap ? ib[l] : ia[l], ihi = swap ? ia[l] : ib[l];
+          va[l] = lo;
+          vb[l] = hi;
+          ia[l] = ilo;
+          ib[l] = ihi;
+        }
+      }
+    for (std::size_t l = 0; l < lanes; ++l) {
+      double sum = 0.0;
+      for (std::size_t j = trim; j < k - trim; ++j) sum += val[j * kLanes + l];
+      out[base + l] = static_cast<float>(sum / static_cast<double>(k - 2 * trim));
+    }
+    for (std::size_t j = 0; j < k; ++j) {
+      if (j >= trim && j < k - trim) continue;
+      const std::int32_t* id = &idx[j * kLanes];
+      for (std::size_t l = 0; l < lanes; ++l) ++count[static_cast<std::size_t>(id[l])];
     }
   }
+  for (std::size_t j = 0; j < k; ++j) dropped[j] += count[j];
 }
 
 /// generic_trim for k = 3, trim = 1, with the same order (ties by input order) and the same

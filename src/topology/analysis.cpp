@@ -168,6 +168,7 @@ TopologyReport analyze(const Topology& t, std::optional<double> neighbours_gamma
   topo::stochasticity(t, r);
 
   const double ln1000 = std::log(1000.0);
+  double rate_rho = 1.0, rate_rounds = static_cast<double>(r.period);
   if (!r.connected) {
     r.rho = 1.0;
   } else if (r.n > topo::kMaxSpectralPeers) {
@@ -178,9 +179,12 @@ TopologyReport analyze(const Topology& t, std::optional<double> neighbours_gamma
     r.rho = s.rho;
     r.exact_averaging = s.exact;
     r.exact_after = s.exact_after;
+    rate_rho = s.rate_rho;
+    rate_rounds = static_cast<double>(s.rate_rounds);
   }
   r.spectral_gap = 1.0 - r.rho;
-  r.rho_per_round = std::pow(r.rho, 1.0 / static_cast<double>(r.period));
+  r.rho_per_round = std::pow(rate_rho, 1.0 / rate_rounds);
+  r.rate_rounds = static_cast<std::int64_t>(rate_rounds);
   const double period = static_cast<double>(r.period);
   if (!r.rho_known) {
     r.rounds_to_1000x = r.rho;
@@ -188,6 +192,9 @@ TopologyReport analyze(const Topology& t, std::optional<double> neighbours_gamma
     r.rounds_to_1000x = static_cast<double>(r.exact_after);
   } else if (r.rho >= 1.0 - 1e-12) {
     r.rounds_to_1000x = std::numeric_limits<double>::infinity();
+  } else if (rate_rounds < period) {
+    // A long period whose product is below what doubles resolve: the rate of a prefix of it.
+    r.rounds_to_1000x = std::max(1.0, ln1000 / -std::log(r.rho_per_round));
   } else {
     r.rounds_to_1000x = period * std::max(1.0, ln1000 / -std::log(r.rho));
   }

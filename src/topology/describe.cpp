@@ -42,7 +42,11 @@ void print_spectrum(std::FILE* out, const Topology& t, const TopologyReport& r) 
   const char* of = t.time_varying() ? " (of the product over one period)" : "";
   std::fprintf(out, "  rho           %.9g%s\n  spectral gap  %.9g%s\n", r.rho, of, r.spectral_gap,
                t.time_varying() ? " (of one period)" : "");
-  if (t.time_varying())
+  if (t.time_varying() && r.rate_rounds < r.period)
+    std::fprintf(out, "  per round     %.9g, spectral gap %.9g (from the first %lld rounds' product: "
+                 "the period's is below what doubles resolve)\n", r.rho_per_round,
+                 1.0 - r.rho_per_round, static_cast<long long>(r.rate_rounds));
+  else if (t.time_varying())
     std::fprintf(out, "  per round     rho^(1/%lld) = %.9g, spectral gap %.9g\n",
                  static_cast<long long>(r.period), r.rho_per_round, 1.0 - r.rho_per_round);
   if (r.exact_averaging)

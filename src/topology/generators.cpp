@@ -209,13 +209,42 @@ std::optional<SpecProblem> check_parameters(const GeneratorSpec& s) {
   }
   if (k == "base" && s.k < 1)
     return SpecProblem{"k", cat("generator base needs k (max degree) >= 1 (got k: ", s.k, ")")};
+  if (k == "epidemic") {
+    if (s.s < 1 || s.s >= s.n)
+      return SpecProblem{"s", cat("epidemic needs 1 <= s < n (each peer sends to s others a "
+                                  "round; got s: ", s.s, ", n: ", s.n, ")")};
+    if (s.period < 0 || s.period > kMaxRounds)
+      return SpecProblem{"period", cat("epidemic's period is 1 to ", kMaxRounds,
+                                       " rounds (got ", s.period, ")")};
+  }
   return std::nullopt;
+}
+
+/// Round t of an epidemic topology: each peer i sends to s others drawn without replacement
+/// from the stream (seed, t * n + i): the same draw wherever it is made (sim = real).
+EdgeList epidemic_round(int n, int s, std::uint64_t seed, std::int64_t t) {
+  EdgeSet d(true);
+  std::vector<int> others(static_cast<std::size_t>(n - 1));
+  for (int i = 0; i < n; ++i) {
+    auto rng = make_rng(seed, static_cast<std::uint64_t>(t) * static_cast<std::uint64_t>(n) +
+                                  static_cast<std::uint64_t>(i),
+                        Stream::kTopology);
+    for (int j = 0, m = 0; j < n; ++j)
+      if (j != i) others[static_cast<std::size_t>(m++)] = j;
+    for (int c = 0; c < s; ++c) {  // a partial Fisher-Yates shuffle: the first s are the draw
+      const auto pick = c + uniform_below(rng, static_cast<std::uint64_t>(n - 1 - c));
+      std::swap(others[static_cast<std::size_t>(c)], others[pick]);
+      d.add(i, others[static_cast<std::size_t>(c)]);
+    }
+  }
+  return d.take();
 }
 
 }  // namespace
 
 bool generator_directed(const GeneratorSpec& spec) {
   return spec.kind == "exponential" || spec.kind == "one-peer-exponential" ||
+         spec.kind == "epidemic" ||
          (spec.kind == "ring" && spec.directed);
 }
 
@@ -244,6 +273,10 @@ std::int64_t generator_weights(const GeneratorSpec& s) {
   if (k == "watts-strogatz") arcs = n * s.k;
   if (k == "exponential") arcs = n * log_n;
   if (k == "one-peer-exponential") rounds = log_n, arcs = n * log_n;
+  if (k == "epidemic") {
+    rounds = s.period > 0 ? s.period : epidemic_default_period(static_cast<int>(n), s.s);
+    arcs = rounds * n * s.s;
+  }
   if (k == "base") {
     // Degree at most k in every round; at most two rounds per base-(k+1) digit of n, plus two.
     const std::int64_t degree = std::min<std::int64_t>(s.k, n - 1);
@@ -306,6 +339,12 @@ std::vector<EdgeList> generate_rounds(const GeneratorSpec& s) {
     return rounds;
   }
   if (k == "base") return base_graph_rounds(n, s.k);
+  if (k == "epidemic") {
+    std::vector<EdgeList> rounds;
+    const int period = s.period > 0 ? s.period : epidemic_default_period(n, s.s);
+    for (int t = 0; t < period; ++t) rounds.push_back(epidemic_round(n, s.s, s.seed, t));
+    return rounds;
+  }
   return {simple(k, n)};
 }
 
@@ -313,12 +352,18 @@ std::vector<EdgeList> generate_rounds(const GeneratorSpec& s) {
 
 namespace gossip {
 
+int epidemic_default_period(int n, int s) {
+  const std::int64_t per_round = static_cast<std::int64_t>(n) * (s + 1);
+  return static_cast<int>(std::clamp<std::int64_t>(
+      per_round > 0 ? topo::kMaxWeights / per_round : 1, 1, 1000));
+}
+
 const std::vector<std::string>& generator_kinds() {
   static const std::vector<std::string> kinds = {
       "ring",           "torus",          "grid",        "line",
       "star",           "complete",       "hypercube",   "erdos-renyi",
       "random-regular", "watts-strogatz", "exponential", "one-peer-exponential",
-      "base"};
+      "base",           "epidemic"};
   return kinds;
 }
 
@@ -332,7 +377,8 @@ GeneratorParameters generator_parameters(const std::string& kind) {
       {"watts-strogatz", {{"k", "beta"}, {"seed"}}},
       {"exponential", {{}, {"directed"}}},
       {"one-peer-exponential", {{}, {"directed"}}},
-      {"base", {{}, {"k"}}}};
+      {"base", {{}, {"k"}}},
+      {"epidemic", {{"s"}, {"seed", "period"}}}};
   auto it = table.find(kind);
   return it == table.end() ? GeneratorParameters{} : it->second;
 }
@@ -341,9 +387,10 @@ Topology make_topology(const GeneratorSpec& spec) {
   if (auto problem = topo::check_generator(spec)) throw InputError(problem->message);
   const bool directed = topo::generator_directed(spec);
   const WeightKind kind =
-      spec.weights.value_or(spec.kind == "base" ? WeightKind::kGenerator
-                            : directed          ? WeightKind::kPushSum
-                                                : WeightKind::kMetropolis);
+      spec.weights.value_or(spec.kind == "base"       ? WeightKind::kGenerator
+                            : spec.kind == "epidemic" ? WeightKind::kUniform
+                            : directed                ? WeightKind::kPushSum
+                                                      : WeightKind::kMetropolis);
   const int n = topo::generator_peers(spec);
   std::vector<Graph> rounds;
   for (const topo::EdgeList& r : topo::generate_rounds(spec))

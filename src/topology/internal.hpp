@@ -62,11 +62,16 @@ std::vector<EdgeList> generate_rounds(const GeneratorSpec& spec);
 /// of rounds, each with its own weights, whose product is exactly (1/n) 11^T.
 std::vector<EdgeList> base_graph_rounds(int n, int k);
 
-/// Second-largest eigenvalue modulus of the period product, and exact averaging.
+/// Second-largest eigenvalue modulus of the period product, and exact averaging. The rate per
+/// round is rate_rho^(1 / rate_rounds): the period's product, or, where that product's rho is
+/// below what doubles resolve (1e-9: a long period of fast-mixing rounds, as an epidemic
+/// topology's 1,000), the longest prefix of 2^j rounds whose rho is still above it.
 struct Spectrum {
   double rho = 1.0;
   bool exact = false;
   std::int64_t exact_after = 0;
+  double rate_rho = 1.0;
+  std::int64_t rate_rounds = 1;
 };
 Spectrum spectrum(const Topology& topology);
 /// TopologyReport::effective_neighbours: dense n x n iterations, for n <= kMaxSpectralPeers.

@@ -82,14 +82,32 @@ Spectrum spectrum(const Topology& topology) {
   Spectrum s;
   const int n = topology.n();
   if (n == 1) return {0.0, true, 1};
+  constexpr double kResolved = 1e-9;  // below this a product's rho is rounding, not mixing
   Matrix product;
   std::int64_t first_average = 0;  // first t whose prefix product W(t-1)...W(0) is (1/n) 11^T
-  for (std::int64_t t = 0; t < topology.period(); ++t) {
+  double prefix_rho = 1.0;         // rho of the longest 2^j-round prefix still resolved
+  std::int64_t prefix_rounds = 0;
+  bool resolved = true;
+  const std::int64_t period = topology.period();
+  for (std::int64_t t = 0; t < period; ++t) {
     product = t == 0 ? dense(topology.at(0)) : multiply(topology.at(t), product);
     if (first_average == 0 && is_average(product)) first_average = t + 1;
+    const std::int64_t rounds = t + 1;
+    if (resolved && first_average == 0 && rounds < period && (rounds & (rounds - 1)) == 0) {
+      const double rho = std::min(1.0, spectral_radius_deflated(product));
+      if (rho >= kResolved) prefix_rho = rho, prefix_rounds = rounds;
+      else resolved = false;
+    }
   }
-  if (first_average > 0 && is_average(product)) return {0.0, true, first_average};
+  if (first_average > 0 && is_average(product))
+    return {0.0, true, first_average, 0.0, first_average};
   s.rho = std::min(1.0, spectral_radius_deflated(std::move(product)));
+  s.rate_rho = s.rho;
+  s.rate_rounds = period;
+  if (s.rho < kResolved && prefix_rounds > 0) {
+    s.rate_rho = prefix_rho;
+    s.rate_rounds = prefix_rounds;
+  }
   return s;
 }
 

@@ -105,6 +105,8 @@ class Loader {
     if (has("rows")) spec.rows = count("rows");
     if (has("cols")) spec.cols = count("cols");
     if (has("degree")) spec.degree = count("degree");
+    if (has("s")) spec.s = count("s");
+    if (has("period")) spec.period = peers(root_["period"], "period", 1);
     spec.k = has("k") ? count("k") : 1;
     if (has("p")) spec.p = in_.number(root_["p"], "p");
     if (has("beta")) spec.beta = in_.number(root_["beta"], "beta");

@@ -59,7 +59,11 @@ std::string to_yaml(const GeneratorSpec& spec) {
   if (k == "random-regular") os << "degree: " << spec.degree << "\n";
   if (k == "watts-strogatz") os << "k: " << spec.k << "\nbeta: " << exact(spec.beta) << "\n";
   if (k == "base") os << "k: " << spec.k << "\n";
-  if (k == "erdos-renyi" || k == "random-regular" || k == "watts-strogatz")
+  if (k == "epidemic") {
+    os << "s: " << spec.s << "\n";
+    if (spec.period > 0) os << "period: " << spec.period << "\n";
+  }
+  if (k == "erdos-renyi" || k == "random-regular" || k == "watts-strogatz" || k == "epidemic")
     os << "seed: " << spec.seed << "\n";
   if (spec.weights && *spec.weights != WeightKind::kGenerator)
     os << "weights: " << weight_kind_name(*spec.weights) << "\n";
