@@ -110,6 +110,7 @@ void print_json(std::FILE* out, const std::string& file, const Topology& t, cons
       .add("doubly_stochastic", r.doubly_stochastic).add("symmetric", r.symmetric)
       .add("rho", r.rho).add("spectral_gap", r.spectral_gap)
       .add("rho_per_round", r.rho_per_round)
+      .add("rate_rounds", r.rate_rounds)
       .add("spectral_gap_per_round", 1.0 - r.rho_per_round).add("rounds_to_1000x", r.rounds_to_1000x)
       .add("exact_averaging", r.exact_averaging)
       .add("effective_neighbours", r.effective_neighbours).add("neighbours_gamma", r.neighbours_gamma)
