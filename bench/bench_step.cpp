@@ -3,7 +3,7 @@
 // running the same layers in the same run (when Debian's python3-torch is installed), and the
 // achieved GFLOP/s (for an MLP also against bare cblas_sgemm calls of the same shapes), each as
 // a fraction of the physical limit measured in the same run: one core's FMA rate; and the bare
-// rate of every CPU GEMM candidate (OpenBLAS, oneDNN) at the model's step shapes.
+// rate of every CPU GEMM candidate (OpenBLAS, oneDNN, BLIS) at the model's step shapes.
 #include <cblas.h>
 
 #include <algorithm>
@@ -29,7 +29,7 @@ namespace {
 
 const char* kHelp =
     "usage: gossip bench step [--json] [--steps N] [--layers 784-256-128-10 | --model FILE]\n"
-    "                         [--backend cpu|cuda] [--gemm auto|openblas|onednn]\n"
+    "                         [--backend cpu|cuda] [--gemm auto|openblas|onednn|blis]\n"
     "\n"
     "Time per training step (forward, backward, SGD with momentum) on one CPU thread at batch 32\n"
     "and 256, of the MLP given by --layers or of the model of a run config (--model FILE, any\n"
@@ -42,8 +42,8 @@ const char* kHelp =
     "The physical limit, measured in the same run: one core's fp32 FMA rate (a loop of\n"
     "independent FMAs in the widest vectors the CPU has: AVX-512, else AVX2). Every figure is\n"
     "also printed as a fraction of it: our step, PyTorch's, and the bare rate of every CPU GEMM\n"
-    "candidate (OpenBLAS, oneDNN) over the model's step shapes. --gemm: the GEMM our step runs\n"
-    "(default auto: as a run chooses it, train.gemm in docs/config.md).\n"
+    "candidate (OpenBLAS, oneDNN, BLIS) over the model's step shapes. --gemm: the GEMM our step\n"
+    "runs (default auto: as a run chooses it, train.gemm in docs/config.md).\n"
     "\n"
     "--backend cuda: the same on the GPU (the CUDA backend, waiting for the device after each\n"
     "step); the GEMM reference is cuBLAS through the descriptor the layers use, and the PyTorch\n"
