@@ -27,22 +27,25 @@ namespace gossip::bench {
 namespace {
 
 const char* kMixHelp =
-    "usage: gossip bench mix [--json] [--rounds N]\n"
+    "usage: gossip bench mix [--json] [--rounds N] [--peers P]\n"
     "\n"
     "What gossip.aggregate costs a round's mixing: three peers on a ring (two neighbours each)\n"
-    "with the quickstart MLP's 235,146 parameters, in this process, mixing with D-PSGD. Timed:\n"
+    "with the quickstart MLP's 235,146 parameters, in this process, mixing with D-PSGD; with\n"
+    "--peers P (3 to 9), P peers of the complete graph, so P values a coordinate for\n"
+    "trimmed_mean and median (a sorting network above three, not the ring's median of three). Timed:\n"
     "the three mix_phase calls of a round (collect, the NaN/Inf check, the aggregate's sums);\n"
     "the publishes before them are not. Reference in the same run: gossip.aggregate mean.\n"
     "ratio = clipped / mean (target <= 1.5); trimmed_mean and median beside it.\n"
     "Default 50 rounds, best of 5.\n";
 
 constexpr std::int64_t kParams = 235146;  // MLP 784-256-128-10
-constexpr int kPeers = 3;
 
-/// Seconds per round of the peers' mix_phase under `aggregate`, over `rounds` rounds.
-double mix_seconds(Aggregate aggregate, int rounds) {
+/// Seconds per round of the peers' mix_phase under `aggregate`, over `rounds` rounds, for
+/// `peers` peers (3: a ring; more: the complete graph).
+double mix_seconds(Aggregate aggregate, int rounds, int peers) {
+  const int kPeers = peers;
   GeneratorSpec spec;
-  spec.kind = "ring";
+  spec.kind = peers == 3 ? "ring" : "complete";
   spec.n = kPeers;
   const Topology ring = make_topology(spec);
   GossipConfig g;
@@ -70,36 +73,40 @@ double mix_seconds(Aggregate aggregate, int rounds) {
 
 /// The best of `reps` runs of each aggregate, the runs interleaved (mean, clipped, trimmed_mean,
 /// median, mean, ...) so that a slow spell of a noisy machine falls on all of them alike.
-std::array<double, 4> best_mix_seconds(int rounds, int reps) {
+std::array<double, 4> best_mix_seconds(int rounds, int reps, int peers) {
   constexpr Aggregate kAll[] = {Aggregate::kMean, Aggregate::kClipped, Aggregate::kTrimmedMean,
                                 Aggregate::kMedian};
   std::array<double, 4> best{1e300, 1e300, 1e300, 1e300};
   for (int k = 0; k < reps; ++k)
-    for (std::size_t a = 0; a < 4; ++a) best[a] = std::min(best[a], mix_seconds(kAll[a], rounds));
+    for (std::size_t a = 0; a < 4; ++a) best[a] = std::min(best[a], mix_seconds(kAll[a], rounds, peers));
   return best;
 }
 
 }  // namespace
 
 int run_mix(int argc, char** argv) {
-  Args args(argc, argv, {"rounds"}, {"json"});
+  Args args(argc, argv, {"rounds", "peers"}, {"json"});
   if (args.help()) {
     std::printf("%s", kMixHelp);
     return kExitOk;
   }
   const long rounds = args.get_int("rounds", 50);
   if (rounds < 1 || rounds > 100000) throw InputError("--rounds must be in 1..100000");
+  const long peers = args.get_int("peers", 3);
+  if (peers < 3 || peers > 9) throw InputError("--peers must be in 3..9");
   const bool json = args.has("json");
   if (!json)
-    std::printf("gossip bench mix: 3 ring peers, %lld parameters, %ld rounds, best of 5\n%s\n",
-                static_cast<long long>(kParams), rounds, blas_kernel_line().c_str());
+    std::printf("gossip bench mix: %ld %s peers, %lld parameters, %ld rounds, best of 5\n%s\n",
+                peers, peers == 3 ? "ring" : "complete-graph", static_cast<long long>(kParams),
+                rounds, blas_kernel_line().c_str());
   const int r = static_cast<int>(rounds);
-  const auto [mean, clipped, trimmed, median] = best_mix_seconds(r, 5);
+  const auto [mean, clipped, trimmed, median] = best_mix_seconds(r, 5, static_cast<int>(peers));
   const double ratio = clipped / mean;
   if (json) {
     JsonObject o;
     o.add("bench", "mix")
         .add("rounds", static_cast<std::int64_t>(rounds))
+        .add("peers", static_cast<std::int64_t>(peers))
         .add("mean_ms", mean * 1e3)
         .add("clipped_ms", clipped * 1e3)
         .add("trimmed_mean_ms", trimmed * 1e3)
