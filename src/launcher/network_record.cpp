@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <numeric>
 #include <sstream>
 #include <thread>
 #include <span>
@@ -40,7 +41,32 @@ std::vector<float> read_snapshot(const std::string& path, std::int64_t n) {
   return v;
 }
 
+/// The parameter files `paths` (n floats each; n <= 0: as the first file says), all of one size.
+std::vector<std::vector<float>> read_snapshots(const std::vector<std::string>& paths,
+                                               std::int64_t n) {
+  std::vector<std::vector<float>> params;
+  for (const auto& path : paths) params.push_back(read_snapshot(path, n));
+  for (const auto& p : params)
+    if (p.size() != params.front().size())
+      throw RuntimeError(cat("the peers' parameter files differ in size (", p.size(), " and ",
+                             params.front().size(), " floats)"));
+  return params;
+}
+
 }  // namespace
+
+std::vector<std::string> NetworkRecord::final_params(const std::vector<int>& ranks) const {
+  std::vector<std::string> paths;
+  for (int r : ranks)
+    if (done_[r]) paths.push_back(cat(out_dir_, "/peers/", r, "/params.bin"));
+  return paths;
+}
+
+std::vector<std::string> NetworkRecord::final_params() const {
+  std::vector<int> all(static_cast<std::size_t>(n_));
+  std::iota(all.begin(), all.end(), 0);
+  return final_params(all);
+}
 
 NetworkRecord::NetworkRecord(const RunConfig& config, const std::string& out_dir, int peers,
                              Clock clock, bool remove_snapshots, std::int64_t resume_round)
@@ -194,13 +220,7 @@ std::vector<EvaluationFigures> NetworkRecord::merge_ready_rounds() {
 Evaluation NetworkRecord::evaluate_average(const std::vector<std::string>& paths,
                                            double* consensus) {
   const bool external = !config_.exec.empty();
-  std::vector<std::vector<float>> params;
-  for (const auto& path : paths)
-    params.push_back(read_snapshot(path, external ? 0 : evaluator_.num_params()));
-  for (const auto& p : params)
-    if (p.size() != params.front().size())
-      throw RuntimeError(cat("the peers' parameter snapshots differ in size (", p.size(), " and ",
-                             params.front().size(), " floats)"));
+  const auto params = read_snapshots(paths, external ? 0 : evaluator_.num_params());
   std::vector<std::span<const float>> views(params.begin(), params.end());
   if (consensus) *consensus = consensus_distance(views);
   Evaluation ev;
@@ -233,17 +253,10 @@ void NetworkRecord::hand_out_average(const std::vector<int>& waiting) {
                            "to Peer.join() or DecentralizedOptimizer (docs/python.md)");
     return;
   }
-  std::vector<std::string> paths;
-  for (int r = 0; r < n_; ++r)
-    if (done_[r]) paths.push_back(cat(out_dir_, "/peers/", r, "/params.bin"));
+  const std::vector<std::string> paths = final_params();
   std::string why;
   try {
-    std::vector<std::vector<float>> params;
-    for (const auto& path : paths) params.push_back(read_snapshot(path, 0));
-    for (const auto& p : params)
-      if (p.size() != params.front().size())
-        throw RuntimeError(cat("the peers' final parameters differ in size (", p.size(), " and ",
-                               params.front().size(), " floats)"));
+    const auto params = read_snapshots(paths, 0);
     std::vector<std::span<const float>> views(params.begin(), params.end());
     std::vector<float> avg(params.front().size());
     average_params(views, avg);
@@ -265,7 +278,7 @@ void NetworkRecord::hand_out_average(const std::vector<int>& waiting) {
   write_whole(request, text.data(), text.size());
 }
 
-void NetworkRecord::record_external_average(double consensus) {
+void NetworkRecord::record_external_average(double consensus, const RunEnd& end) {
   if (average_evaluator_ < 0) {
     if (average_missing_.empty())
       average_missing_ = "no process of the script was asked to evaluate it: gossip run, which "
@@ -290,19 +303,10 @@ void NetworkRecord::record_external_average(double consensus) {
                            ")");
     return;
   }
-  std::int64_t rounds = 0;
-  double epoch = NAN, seconds = 0.0;
-  std::uint64_t bytes = 0;
-  for (const auto& d : done_)
-    if (d) {
-      rounds = std::max(rounds, d->rounds);
-      if (std::isnan(epoch) || d->epoch > epoch) epoch = d->epoch;
-      bytes += d->bytes_sent;
-    }
-  seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
   if (clock_ == Clock::kPeers) seconds = slowest_done_seconds();
-  record_.write(MetricsRow{rounds, std::isnan(epoch) ? 0.0 : epoch, -1, number("loss"), accuracy,
-                           consensus, bytes, seconds});
+  record_.write(MetricsRow{end.rounds, std::isnan(end.epochs) ? 0.0 : end.epochs, -1,
+                           number("loss"), accuracy, consensus, end.bytes_sent, seconds});
   record_.flush();
 }
 
@@ -469,18 +473,14 @@ Summary NetworkRecord::finish(double wall_seconds, const std::vector<double>& pe
   // Split at the end: each component's own average model, from its peers' final parameters.
   std::vector<double> component_consensus;
   for (const auto& c : split) {
-    std::vector<std::string> paths;
-    for (int r : c)
-      if (done_[r]) paths.push_back(cat(out_dir_, "/peers/", r, "/params.bin"));
+    const std::vector<std::string> paths = final_params(c);
     double consensus = NAN;
     net.component_accuracy.push_back(paths.empty() ? NAN
                                                    : evaluate_average(paths, &consensus).accuracy);
     component_consensus.push_back(consensus);
   }
   if (!config_.exec.empty()) {
-    std::vector<std::string> paths;
-    for (int r = 0; r < n_; ++r)
-      if (done_[r]) paths.push_back(cat(out_dir_, "/peers/", r, "/params.bin"));
+    const std::vector<std::string> paths = final_params();
     double consensus = NAN;
     if (!paths.empty()) {
       try {
@@ -489,7 +489,7 @@ Summary NetworkRecord::finish(double wall_seconds, const std::vector<double>& pe
         log_line(cat("gossip run: the final consensus distance: ", e.what()));
       }
     }
-    record_external_average(consensus);
+    record_external_average(consensus, end);
     end.average_missing = average_missing_;
   }
   const auto phase_rows = add_phases(net);

@@ -110,8 +110,12 @@ class NetworkRecord {
   /// consensus distance).
   Evaluation evaluate_average(const std::vector<std::string>& paths, double* consensus = nullptr);
   /// exec: runs at the end: the script's evaluation of the average model (an average row in
-  /// metrics.csv at the rounds run), or why there is none (average_missing_).
-  void record_external_average(double consensus);
+  /// metrics.csv at `end`'s rounds, epochs and bytes), or why there is none (average_missing_).
+  void record_external_average(double consensus, const RunEnd& end);
+  /// The final parameter files (peers/R/params.bin) of the finished peers among `ranks`, or of
+  /// all of them.
+  std::vector<std::string> final_params(const std::vector<int>& ranks) const;
+  std::vector<std::string> final_params() const;
 
   const RunConfig& config_;
   std::string out_dir_;
