@@ -254,8 +254,9 @@ TEST_CASE("make_algorithm rejects unknown names and mismatched sizes", "[gossip]
   SimNetwork net3(3, 4, 1, SimConfig{}, 1);
   REQUIRE_THROWS_WITH(parse_algorithm("gossip-magic", "gossip.algorithm"),
                       "gossip.algorithm: unknown algorithm 'gossip-magic' (expected dpsgd, "
-                      "local_sgd, push_sum, async, choco or allreduce)");
-  REQUIRE(algorithm_table().size() == 6);
+                      "local_sgd, push_sum, async, choco, allreduce or "
+                      "gradient_tracking)");
+  REQUIRE(algorithm_table().size() == 7);
   for (const AlgorithmTraits& row : algorithm_table()) {  // the rows are in the enum's order
     REQUIRE(&traits(row.kind) == &row);
     REQUIRE(parse_algorithm(row.name, "x") == row.kind);
@@ -1092,15 +1093,16 @@ TEST_CASE("a value fp16 cannot hold stops the simulated peer that would send it,
 }
 
 namespace {
-/// Four peers on the 1/3-weighted ring, each of 3 parameters starting at (p, -2p, 0.5), whose
-/// local step pulls x towards its own target: x <- x - 0.25 (x - (10 p + i)). Runs `rounds`
-/// rounds of the algorithm `g` describes and returns every peer's parameters.
+/// Four peers on the 1/3-weighted ring (made lazy by `laziness`), each of 3 parameters starting
+/// at (p, -2p, 0.5), whose local step pulls x towards its own target: x <- x - 0.25 (x - (10 p +
+/// i)). Runs `rounds` rounds of the algorithm `g` describes and returns every peer's parameters.
 std::vector<std::vector<float>> run_pulled_ring(const GossipConfig& g, int rounds,
                                                 std::vector<std::unique_ptr<Algorithm>>* kept =
-                                                    nullptr) {
+                                                    nullptr,
+                                                double laziness = 0.0) {
   const int n = 4;
   constexpr int dim = 3;
-  const Topology t = generate("ring", n);
+  const Topology t = make_lazy(generate("ring", n), laziness);
   static auto backend = make_cpu_backend(1);
   SimNetwork network(n, dim, 1, SimConfig{}, 1);
   std::vector<std::vector<float>> x(n);
@@ -1243,6 +1245,95 @@ TEST_CASE("local SGD's outer Nesterov step follows DiLoCo's update, and lr 1 mom
   CHECK_THROWS_WITH(make_algorithm(Learner{backend.get(), x.data(), dim, {}},
                                    network.exchange(0), t, g),
                     Catch::StartsWith("gossip.outer: the outer step needs"));
+}
+
+TEST_CASE("gradient tracking (D²) follows its update and settles every peer at the minimiser of "
+          "the average loss, where D-PSGD stays biased towards each peer's own",
+          "[gossip][tracking]") {
+  // run_pulled_ring's problem: peer p's loss is |x - t_p|^2 / 2 with t_p = 10 p + i, so the
+  // average loss is least at 15 + i. On the ring of 4 made lazy by 0.25 (self 1/2, neighbours
+  // 1/4; its eigenvalues 1, 1/2, 1/2, 0), with h the parameters after the local phase:
+  // round 0 sends h (D-PSGD's), later rounds h + c, c = x - h of the round before; x = W sent.
+  const int n = 4;
+  constexpr int dim = 3;
+  auto run = [](AlgorithmKind kind, int rounds) {
+    GossipConfig g;
+    g.algorithm = kind;
+    g.period = 2;
+    return run_pulled_ring(g, rounds, nullptr, 0.25);
+  };
+  auto stepped = [](std::vector<double> v, int p) {
+    for (int s = 0; s < 2; ++s)
+      for (int i = 0; i < dim; ++i) v[i] -= 0.25 * (v[i] - (10 * p + i));
+    return v;
+  };
+  std::vector<std::vector<double>> x(n), c(n, std::vector<double>(dim, 0.0));
+  for (int p = 0; p < n; ++p) x[p] = {1.0 * p, -2.0 * p, 0.5};
+  const int rounds = 5;
+  for (int r = 0; r < rounds; ++r) {
+    std::vector<std::vector<double>> h(n), sent(n);
+    for (int p = 0; p < n; ++p) {
+      h[p] = stepped(x[p], p);
+      sent[p] = h[p];
+      for (int i = 0; i < dim; ++i) sent[p][i] += c[p][i];
+    }
+    for (int p = 0; p < n; ++p)
+      for (int i = 0; i < dim; ++i) {
+        x[p][i] = 0.5 * sent[p][i] + 0.25 * (sent[(p + 1) % n][i] + sent[(p + n - 1) % n][i]);
+        c[p][i] = x[p][i] - h[p][i];
+      }
+    // The corrections sum to zero over the peers: the average moves as SGD on the average loss.
+    for (int i = 0; i < dim; ++i) {
+      double sum = 0.0;
+      for (int p = 0; p < n; ++p) sum += c[p][i];
+      REQUIRE(std::fabs(sum) < 1e-9);
+    }
+  }
+  const auto got = run(AlgorithmKind::kGradientTracking, rounds);
+  for (int p = 0; p < n; ++p)
+    for (int i = 0; i < dim; ++i) REQUIRE(got[p][i] == Approx(x[p][i]).margin(1e-4));
+  // With the same constant step every peer reaches 15 + i; D-PSGD settles where each peer's pull
+  // towards its own target balances its disagreement with the neighbours, points apart.
+  const auto tracked = run(AlgorithmKind::kGradientTracking, 300);
+  const auto plain = run(AlgorithmKind::kDpsgd, 300);
+  double tracked_error = 0.0, plain_error = 0.0;
+  for (int p = 0; p < n; ++p)
+    for (int i = 0; i < dim; ++i) {
+      tracked_error = std::max(tracked_error, std::fabs(tracked[p][i] - (15.0 + i)));
+      plain_error = std::max(plain_error, std::fabs(plain[p][i] - (15.0 + i)));
+    }
+  CHECK(tracked_error < 1e-3);
+  CHECK(plain_error > 3.0);
+}
+
+TEST_CASE("gradient tracking refuses graphs on which D² is not defined, and robust aggregates",
+          "[gossip][tracking]") {
+  auto backend = make_cpu_backend(1);
+  std::vector<float> x(3, 0.0f);
+  auto make = [&](const Topology& t, GossipConfig g) {
+    SimNetwork network(t.n(), 3, 1, SimConfig{}, 1);
+    g.algorithm = AlgorithmKind::kGradientTracking;
+    return make_algorithm(Learner{backend.get(), x.data(), 3, {}}, network.exchange(0), t, g);
+  };
+  // The ring of even n with weights 1/3 has eigenvalue -1/3 exactly: refused, naming the fix.
+  CHECK_THROWS_WITH(make(generate("ring", 4), {}),
+                    Catch::StartsWith("gossip.algorithm: gradient_tracking (D²) needs every "
+                                      "eigenvalue of W above -1/3") &&
+                        Catch::Contains("-0.333333") && Catch::Contains("laziness: 0.1"));
+  // An odd ring's smallest is 1/3 + 2/3 cos(4 pi / 5) ~ -0.206: accepted as it is.
+  CHECK(make(generate("ring", 5), {})->name() == "gradient_tracking");
+  CHECK(make(make_lazy(generate("ring", 4), 0.1), {})->name() == "gradient_tracking");
+  CHECK_THROWS_WITH(make(generate("one-peer-exponential", 4), {}),
+                    Catch::Contains("needs a graph that is the same every round"));
+  CHECK_THROWS_WITH(make(generate("exponential", 4), {}),
+                    Catch::Contains("needs symmetric, doubly stochastic weights"));
+  CHECK_THROWS_WITH(make(generate("star", 4, WeightKind::kUniform), {}),
+                    Catch::Contains("needs symmetric, doubly stochastic weights"));
+  GossipConfig clipped;
+  clipped.aggregate.kind = Aggregate::kClipped;
+  CHECK_THROWS_WITH(make(generate("ring", 5), clipped),
+                    Catch::Contains("not gradient_tracking: its messages are models plus a "
+                                    "correction"));
 }
 
 TEST_CASE("PacketReader reads every kind as the packet says, float32 parts where they lie",

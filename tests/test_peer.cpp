@@ -336,8 +336,11 @@ TEST_CASE("gossip run over TCP and gossip sim end with bit-identical parameters"
     const char* algorithm;
     int period;
     bool shared_memory;  // on one host peers read each other's parameters from shared memory
+    const char* topology = "";
   };
   for (const Case c : {Case{"dpsgd", 1, true}, Case{"local_sgd", 3, true}, Case{"dpsgd", 1, false},
+                       // D² on the ring of 6 made lazy (its own W has eigenvalue -1/3)
+                       Case{"gradient_tracking", 2, false, "laziness: 0.1\n"},
                        Case{"dpsgd, overlap: true", 1, true},
                        Case{"choco, choco: {compress: {kind: top_k, fraction: 0.1}}", 1, true},
                        Case{"choco, choco: {compress: {kind: quantize, bits: 4}}", 2, false},
@@ -356,7 +359,8 @@ TEST_CASE("gossip run over TCP and gossip sim end with bit-identical parameters"
     SECTION(gossip::cat(c.algorithm, " period ", c.period,
                         c.shared_memory ? ", shared memory" : ", TCP only")) {
       TempDir t;
-      const auto cfg = write_config(t.path, 6, c.algorithm, c.period, 2, "", c.shared_memory);
+      const auto cfg =
+          write_config(t.path, 6, c.algorithm, c.period, 2, c.topology, c.shared_memory);
       check_run_equals_sim(t.path, cfg, 6);
       // Not a degenerate run: the peers learned something.
       CHECK(number(t.path / "run" / "summary.json", "test_accuracy") > 0.8);
@@ -1187,7 +1191,9 @@ TEST_CASE("a run stopped after a checkpoint and resumed ends bit-identical to on
                             "gossip_steps: 3, consensus_step: 0.1}, wire: bf16",
                             ""},
                        // at half width all-reduce keeps the last round's common model
-                       Case{"allreduce, wire: bf16", ""}}) {
+                       Case{"allreduce, wire: bf16", ""},
+                       // D² keeps its correction, the last mix's change beyond the local step
+                       Case{"gradient_tracking", "laziness: 0.1\n"}}) {
     SECTION(c.algorithm) {
       TempDir t;
       const auto cfg = write_config(t.path, 4, c.algorithm, 1, 2, c.topology);

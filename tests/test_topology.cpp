@@ -414,6 +414,33 @@ TEST_CASE("generator form, edge form and written files agree", "[topology]") {
   REQUIRE(generate("line", 5).fingerprint() != ring.fingerprint());
 }
 
+TEST_CASE("laziness: a makes W a I + (1 - a) W, moving every eigenvalue to a + (1 - a) lambda",
+          "[topology]") {
+  // The ring of 6 with weights 1/3 has eigenvalues 1/3 + 2/3 cos(2 pi k / 6): 1, 2/3, 0, -1/3.
+  const Topology ring = generate("ring", 6);
+  REQUIRE(gossip::smallest_eigenvalue(ring.at(0)).value() == Approx(-1.0 / 3));
+  const Topology lazy = gossip::load_topology_from_string(
+      "generator: ring\nn: 6\nlaziness: 0.25\npeers: [a:1, a:2, a:3, a:4, a:5, a:6]\n", "lazy");
+  REQUIRE(lazy.self_weight(2, 0) == Approx(0.25 + 0.75 / 3));
+  for (const auto& nb : lazy.in_neighbours(2, 0)) REQUIRE(nb.weight == Approx(0.75 / 3));
+  REQUIRE(gossip::smallest_eigenvalue(lazy.at(0)).value() == Approx(0.25 - 0.75 / 3).margin(1e-12));
+  const auto r = gossip::analyze(lazy);
+  REQUIRE(r.doubly_stochastic);
+  REQUIRE(r.symmetric);
+  REQUIRE(r.rho == Approx(0.25 + 0.75 * 2.0 / 3));  // the second eigenvalue, 2/3, moved
+  REQUIRE(lazy.address(5) == "a:6");
+  // Written out it is an explicit edge list with the same weights.
+  REQUIRE(gossip::load_topology_from_string(gossip::to_yaml(lazy), "w").fingerprint() ==
+          lazy.fingerprint());
+  // 0 changes nothing; a directed graph keeps its column sums.
+  REQUIRE(gossip::load_topology_from_string("generator: ring\nn: 6\nlaziness: 0\n", "z")
+              .fingerprint() == ring.fingerprint());
+  const Topology exp = gossip::load_topology_from_string(
+      "generator: exponential\nn: 8\nlaziness: 0.5\n", "exp");
+  REQUIRE(gossip::analyze(exp).column_stochastic);
+  REQUIRE_FALSE(gossip::smallest_eigenvalue(exp.at(0)).has_value());  // not symmetric
+}
+
 TEST_CASE("peers carry addresses", "[topology]") {
   const Topology t = gossip::load_topology_from_string(
       "generator: ring\npeers:\n  - 10.0.0.1:7000\n  - {id: 2, address: \"[::1]:7002\"}\n"

@@ -19,6 +19,8 @@ enum class WeightsNeed {
   kRows,       // row-stochastic (pull: a peer's in-weights and self weight sum to 1)
   kColumns,    // column-stochastic (push-sum: out-weights sum to 1), so directed graphs work
   kFixedRows,  // row-stochastic and the same graph every round (CHOCO's public copies)
+  kFixedSymmetric,  // symmetric, doubly stochastic, the same every round, and no eigenvalue at or
+                    // below -1/3 (D²'s correction settles only then; gradient_tracking)
   kNone,       // the graph's weights are not used (all-reduce's ring over all peers)
 };
 
@@ -48,7 +50,12 @@ enum class WeightsNeed {
     "CHOCO-SGD: compressed differences against public copies")                                     \
   X(kAllreduce, "allreduce", make_allreduce, kNone, false, false, true, false, true,               \
     "it sums chunks relayed round a ring into the exact average; no peer mixes its neighbours",    \
-    "ring all-reduce over all peers (the exact-average baseline)")
+    "ring all-reduce over all peers (the exact-average baseline)")                                 \
+  X(kGradientTracking, "gradient_tracking", make_gradient_tracking, kFixedSymmetric, false, false, \
+    true, false, false,                                                                            \
+    "its messages are models plus a correction whose sum over the peers must stay zero; a "       \
+    "clipped or trimmed message would change it",                                                  \
+    "D² gradient tracking: D-PSGD whose messages carry a correction for skewed shards")
 
 enum class AlgorithmKind {
 #define GOSSIP_ALGORITHM_ENUM(id, ...) id,
@@ -75,7 +82,8 @@ const std::vector<AlgorithmTraits>& algorithm_table();
 const AlgorithmTraits& traits(AlgorithmKind kind);
 /// The name configs and reports use: "dpsgd", "choco", ...
 const char* algorithm_name(AlgorithmKind kind);
-/// "dpsgd, local_sgd, push_sum, async, choco or allreduce", for messages and --help.
+/// "dpsgd, local_sgd, push_sum, async, choco, allreduce or gradient_tracking", for messages and
+/// --help.
 std::string algorithm_choices();
 /// The algorithm named `text`. Throws InputError "WHAT: unknown algorithm 'X' (expected ...)".
 AlgorithmKind parse_algorithm(const std::string& text, const std::string& what);

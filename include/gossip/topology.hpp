@@ -146,6 +146,15 @@ class Topology {
   std::vector<std::string> addresses_;
 };
 
+/// The topology a file's `laziness: a` asks for: every round's W replaced by a I + (1 - a) W
+/// (each arc's weight times 1 - a, each self weight a + (1 - a) w_ii), so every eigenvalue
+/// moves from lambda to a + (1 - a) lambda: at a = 0.5 none is below 0, which gradient_tracking
+/// needs. Stochasticity and symmetry are kept; the weights become explicit. 0 <= a < 1.
+Topology make_lazy(const Topology& topology, double laziness);
+
+/// The smallest eigenvalue of a symmetric W (n <= 2048), else none.
+std::optional<double> smallest_eigenvalue(const Graph& graph);
+
 /// A generator and its parameters (the `generator:` form of the YAML file).
 /// kind: ring, torus, grid, line, star, complete, hypercube, erdos-renyi, random-regular,
 /// watts-strogatz, exponential, one-peer-exponential, base, epidemic.

@@ -15,8 +15,9 @@ Any torch.optim optimizer works (SGD, Adam, AdamW, ...); learning-rate scheduler
 the wrapped optimizer (`StepLR(opt.optimizer, ...)`) and stepped as usual; torch.autocast,
 gradient clipping and GradScaler act on the model and the wrapped optimizer as without gossip.
 
-The algorithm (dpsgd, local_sgd, push_sum, choco with its compressor, allreduce) is the run
-config's gossip.algorithm, the same for every peer of a run; `algorithm=` checks it.
+The algorithm (dpsgd, local_sgd, push_sum, choco with its compressor, allreduce,
+gradient_tracking) is the run config's gossip.algorithm, the same for every peer of a run;
+`algorithm=` checks it.
 
 Buffers: a model's floating-point buffers (BatchNorm's running mean and variance) sit in the
 flat buffer behind the parameters and are mixed with them every `buffer_period` rounds (1, the

@@ -27,7 +27,7 @@ int bounded_int(const Args& args, const char* name, int fallback, int lo, int hi
 const char* const kOverrideHelp =
     "  --epochs N         override train.epochs (fractions allowed: 0.5)\n"
     "  --algorithm NAME   override gossip.algorithm (dpsgd | local_sgd | push_sum | async |\n"
-    "                     choco | allreduce)\n"
+    "                     choco | allreduce | gradient_tracking)\n"
     "  --topology FILE    override gossip.topology (a path from the current directory)\n"
     "  --period H         override gossip.period (local steps per round)\n"
     "  --faults FILE      the fault schedule from FILE (a YAML file with a faults: list) instead\n"

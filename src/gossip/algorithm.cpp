@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
+#include <mutex>
 
 #include "src/gossip/algorithms.hpp"
 #include "gossip/core.hpp"
@@ -28,6 +30,45 @@ double Algorithm::take_train_loss() {
 
 namespace {
 
+/// The smallest eigenvalue of a fixed symmetric W, computed once per topology (a simulator
+/// makes one algorithm per peer over the same graph).
+double smallest_eigenvalue_once(const Topology& topology) {
+  static std::mutex mutex;
+  static std::map<std::uint64_t, double> known;
+  const std::uint64_t key = topology.fingerprint();
+  std::lock_guard lock(mutex);
+  if (auto it = known.find(key); it != known.end()) return it->second;
+  // Above 2048 peers the dense solve is skipped: taken as passing (Gershgorin bounds it below by
+  // 2 min_i w_ii - 1, which the message names when that is the problem).
+  const double lambda = smallest_eigenvalue(topology.at(0)).value_or(0.0);
+  return known[key] = lambda;
+}
+
+/// kFixedSymmetric: the same symmetric doubly stochastic W every round, every eigenvalue above
+/// -1/3. D² (Tang et al. 2018) converges only then: its error modes grow as lambda nears -1/3.
+void check_symmetric(const std::string& where, const AlgorithmTraits& row,
+                     const Topology& topology) {
+  if (topology.period() > 1)
+    throw InputError(cat(where, ": ", row.name, " needs a graph that is the same every round "
+                         "(its correction is the last round's mix of the same neighbours); this "
+                         "topology changes over a period of ", topology.period(), " rounds"));
+  const Graph& g = topology.at(0);
+  if (topology.directed() || !g.symmetric() || !g.doubly_stochastic())
+    throw InputError(cat(where, ": ", row.name, " needs symmetric, doubly stochastic weights "
+                         "(an undirected graph with weights: metropolis or max-degree); this "
+                         "topology's are not"));
+  const double lambda = smallest_eigenvalue_once(topology);
+  if (lambda > -1.0 / 3.0 + 1e-9) return;
+  // a I + (1 - a) W has smallest eigenvalue a + (1 - a) lambda: above -1/3 for a above
+  // (-1/3 - lambda) / (1 - lambda); suggest 0.1 more, in hundredths.
+  const double a = std::ceil(((-1.0 / 3.0 - lambda) / (1.0 - lambda) + 0.1) * 100.0 - 1e-9) / 100.0;
+  throw InputError(cat(where, ": ", row.name, " (D²) needs every eigenvalue of W above -1/3, or "
+                       "its correction never settles; this topology's smallest is ", lambda,
+                       " (a ring of even n with weights 1/3 has exactly -1/3); add `laziness: ", a,
+                       "` to the topology file (W becomes ", a, " I + ", 1.0 - a, " W, smallest "
+                       "eigenvalue ", a + (1.0 - a) * lambda, ")"));
+}
+
 /// Checks the topology's weights against the algorithm's row (WeightsNeed). `where` starts the
 /// message: "gossip.algorithm", or with the config's file and line.
 void check_weights(const std::string& where, AlgorithmKind algorithm, const Topology& topology) {
@@ -37,6 +78,7 @@ void check_weights(const std::string& where, AlgorithmKind algorithm, const Topo
     throw InputError(cat(where, ": ", row.name, " needs a graph that is the same every round "
                          "(its public copies follow fixed neighbours); this topology changes "
                          "over a period of ", topology.period(), " rounds"));
+  if (row.weights == WeightsNeed::kFixedSymmetric) return check_symmetric(where, row, topology);
   const bool columns = row.weights == WeightsNeed::kColumns;
   for (std::int64_t r = 0; r < topology.period(); ++r) {
     const Graph& g = topology.at(r);

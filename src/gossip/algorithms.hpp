@@ -1,5 +1,6 @@
 /// gossip/algorithms: the concrete algorithm classes (not a public header; make_algorithm is the
-/// way in). One file each: dpsgd.cpp, local_sgd.cpp, async_gossip.cpp, push_sum.cpp.
+/// way in). One file each: dpsgd.cpp, local_sgd.cpp, async_gossip.cpp, push_sum.cpp, choco.cpp,
+/// allreduce.cpp, gradient_tracking.cpp.
 #pragma once
 #if !defined(GOSSIP_ROOM_GOSSIP)
 #error "src/gossip/algorithms.hpp belongs to room gossip, which this room does not use (see the room table in meson.build)"

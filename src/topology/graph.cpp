@@ -164,4 +164,27 @@ std::uint64_t Topology::fingerprint() const {
   return h;
 }
 
+Topology make_lazy(const Topology& topology, double laziness) {
+  GOSSIP_CHECK_MSG(laziness >= 0.0 && laziness < 1.0, "laziness ", laziness, " not in [0, 1)");
+  std::vector<Graph> rounds;
+  for (std::int64_t r = 0; r < topology.period(); ++r) {
+    const Graph& g = topology.at(r);
+    std::vector<Arc> arcs;
+    for (int to = 0; to < g.n(); ++to)
+      for (const Neighbour& nb : g.in_neighbours(to))
+        arcs.push_back({nb.peer, to, (1.0 - laziness) * nb.weight});
+    std::vector<double> self(static_cast<std::size_t>(g.n()));
+    for (int i = 0; i < g.n(); ++i) self[static_cast<std::size_t>(i)] =
+        laziness + (1.0 - laziness) * g.self_weight(i);
+    rounds.emplace_back(g.n(), g.directed(), std::move(arcs), std::move(self));
+  }
+  Topology lazy(std::move(rounds), topology.kind(), WeightKind::kExplicit);
+  if (topology.has_addresses()) {
+    std::vector<std::string> addresses;
+    for (int i = 0; i < topology.n(); ++i) addresses.push_back(topology.address(i).value_or(""));
+    lazy.set_addresses(std::move(addresses));
+  }
+  return lazy;
+}
+
 }  // namespace gossip

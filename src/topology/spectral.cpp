@@ -155,3 +155,15 @@ double effective_neighbours(const Topology& topology, double gamma) {
 }
 
 }  // namespace gossip::topo
+
+namespace gossip {
+
+std::optional<double> smallest_eigenvalue(const Graph& graph) {
+  if (graph.n() > 2048 || !graph.symmetric()) return std::nullopt;
+  const Eigen::MatrixXd w = topo::dense(graph);
+  Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> solver(w, Eigen::EigenvaluesOnly);
+  GOSSIP_CHECK_MSG(solver.info() == Eigen::Success, "symmetric eigen solver failed");
+  return solver.eigenvalues().minCoeff();
+}
+
+}  // namespace gossip

@@ -1,6 +1,6 @@
 // topology/yaml_load.cpp: reads a topology file. Either `generator:` with its parameters, or
 // `edges:` (one graph), or `sequence:` (a list of edge lists, one per round of the period);
-// `n`, `directed`, `weights`, `self_weights` and `peers` around them. Every problem is reported
+// `n`, `directed`, `weights`, `self_weights`, `laziness` and `peers` around them. Every problem is reported
 // as "FILE:LINE: message" for the first one found; nothing invalid reaches Graph, and nothing
 // larger than the size limits of internal.hpp is built or even parsed.
 #include <algorithm>
@@ -17,7 +17,8 @@ namespace gossip {
 namespace {
 
 constexpr int kMaxPeers = 1 << 16;
-const std::vector<std::string> kCommonKeys = {"n", "weights", "peers", "name", "description"};
+const std::vector<std::string> kCommonKeys = {"n",    "weights",     "peers",
+                                              "name", "description", "laziness"};
 
 // One round parsed from an `edges:` list, with the line of every edge for later messages.
 struct ParsedRound {
@@ -43,6 +44,13 @@ class Loader {
                          ? "give a generator: or an edges: list (or a sequence: of edge lists)"
                          : "give only one of generator:, edges: and sequence:");
     Topology t = gen ? from_generator() : from_edges(seq);
+    if (root_["laziness"].defined()) {
+      const double a = in_.number(root_["laziness"], "laziness");
+      if (!(a >= 0.0 && a < 1.0))
+        in_.fail(root_["laziness"], cat("laziness: ", a, " is not in [0, 1) (the share of its own "
+                                        "model each peer keeps before the weights apply)"));
+      if (a > 0.0) t = make_lazy(t, a);
+    }
     if (root_["peers"].defined())
       t.set_addresses(topo::parse_peers(in_, root_["peers"], t.n()));
     return t;
