@@ -564,7 +564,8 @@ SimResult simulate(const RunConfig& config, const Topology& topology, const Data
         ++trained;
         if (round > 0 && !std::isfinite(pe.train_loss) && !hooks.divergence_is_a_result)
           throw RuntimeError(cat("training diverged at round ", round, " (peer ", p, " loss ",
-                                 pe.train_loss, "): lower optimizer.lr"));
+                                 pe.train_loss, "): lower optimizer.lr",
+                                 config.gossip.outer.enabled ? " or gossip.outer.lr" : ""));
         loss += round > 0 ? pe.train_loss : 0.0;
       }
       if (std::isnan(pe.test_accuracy)) continue;  // not evaluated (sim.eval_peers)

@@ -268,7 +268,8 @@ struct PeerSession::Impl {
     }
     if (!std::isfinite(loss) && round > 0)
       throw RuntimeError(cat("training diverged at round ", round, " (loss ", loss,
-                             "): lower the learning rate (optimizer.lr)"));
+                             "): lower the learning rate (optimizer.lr",
+                             config.gossip.outer.enabled ? ", or gossip.outer.lr" : "", ")"));
     MetricsRow row;
     row.round = round;
     row.epoch = epoch;
