@@ -253,9 +253,45 @@ std::vector<int> mlp_form(const ModelConfig& m) {
   return parse_sizes(fp);
 }
 
+/// The simulator's evaluations, asked of issue 41 as one GEMM across peers: the first layer of
+/// kEvalPeers MLPs on the same kEvalRows test images (train.peer_eval_limit's default), one
+/// peer's product at a time against all peers' weights side by side in one wide GEMM (their
+/// (out x in) matrices are contiguous, so the wide B is the peers' weights as they lie). The
+/// layers after the first have a different input a peer, so only the first could be shared.
+struct EvalBatching {
+  double per_peer = 0.0;  // seconds for kEvalPeers products of kEvalRows x in x out
+  double wide = 0.0;      // seconds for one kEvalRows x in x (out * kEvalPeers) product
+};
+constexpr int kEvalPeers = 16;
+constexpr int kEvalRows = 2000;
+
+EvalBatching measure_eval_batching(Backend& backend, const std::vector<int>& layers) {
+  const int in = layers[0], out = layers[1];
+  std::vector<float> x(static_cast<std::size_t>(kEvalRows) * in, 0.5f);
+  std::vector<float> w(static_cast<std::size_t>(kEvalPeers) * out * in, 0.01f);
+  std::vector<float> y(static_cast<std::size_t>(kEvalPeers) * kEvalRows * out);
+  EvalBatching r;
+  r.per_peer = best_seconds_per_call(
+      [&] {
+        for (int p = 0; p < kEvalPeers; ++p)
+          backend.gemm(row_major_gemm(false, true, kEvalRows, out, in), x.data(),
+                       w.data() + static_cast<std::size_t>(p) * out * in,
+                       y.data() + static_cast<std::size_t>(p) * kEvalRows * out);
+      },
+      2, 5);
+  r.wide = best_seconds_per_call(
+      [&] {
+        backend.gemm(row_major_gemm(false, true, kEvalRows, out * kEvalPeers, in), x.data(),
+                     w.data(), y.data());
+      },
+      2, 5);
+  return r;
+}
+
 /// --json: one object with every figure, each GFLOP/s also as a fraction of the FMA peak.
 void print_json(const Subject& subject, const std::vector<StepFigures>& figs, const FmaPeak& peak,
-                bool cuda) {
+                bool cuda,
+                const EvalBatching& eval) {
   const StepFigures& main = figs.front();
   const double ratio = main.torch > 0 ? main.ours / main.torch : 0.0;
   JsonObject o;
@@ -283,6 +319,8 @@ void print_json(const Subject& subject, const std::vector<StepFigures>& figs, co
       o.add(cat(b, "gemm_", t.name, "_gflops"), t.flops / t.seconds / 1e9)
           .add(cat(b, "gemm_", t.name, "_of_peak"), t.flops / t.seconds / 1e9 / peak.gflops);
   }
+  o.add("eval_peers_per_peer_s", eval.wide > 0 ? eval.per_peer : NAN)
+      .add("eval_peers_wide_s", eval.wide > 0 ? eval.wide : NAN);
   o.add("ratio", main.torch > 0 ? ratio : NAN)
       .add("torch_threads", main.torch_threads)
       .add("torch_blas_threads", main.torch_blas_threads);
@@ -338,11 +376,17 @@ int run_step(int argc, char** argv) {
     figs.push_back(measure(subject, batch, batch == 32 ? steps : std::max(20, steps / 6), python,
                            choice, gemm));
 
+  EvalBatching eval;
+  if (!cuda && !subject.mlp_sizes.empty()) {
+    auto backend = make_cpu_backend(1);
+    backend->use_gemm(figs.front().gemm.name);
+    eval = measure_eval_batching(*backend, subject.mlp_sizes);
+  }
   if (const FmaPeak again = measure_fma_peak(); again.gflops > peak.gflops) peak = again;
   const StepFigures& main = figs.front();
   const double ratio = main.torch > 0 ? main.ours / main.torch : 0.0;
   if (json) {
-    print_json(subject, figs, peak, cuda);
+    print_json(subject, figs, peak, cuda, eval);
     return kExitOk;
   }
   const auto of_peak = [&](double flops, double seconds) {
@@ -378,6 +422,14 @@ int run_step(int argc, char** argv) {
                   f.ours * 1e6, f.bf16 / f.ours);
   } else {
     std::printf(" not run: %s\n", figs.front().bf16_refusal.c_str());
+  }
+  if (eval.wide > 0) {
+    const double flops = 2.0 * kEvalRows * subject.mlp_sizes[0] * subject.mlp_sizes[1] * kEvalPeers;
+    std::printf("\nevaluation across peers (%s): the first layer of %d peers on %d test images, "
+                "one peer at a time %s GF/s (peak), all in one wide GEMM %s: wide / per peer "
+                "%.2f\n", figs.front().gemm.name.c_str(), kEvalPeers, kEvalRows,
+                of_peak(flops, eval.per_peer).c_str(), of_peak(flops, eval.wide).c_str(),
+                eval.wide / eval.per_peer);
   }
   if (main.torch > 0) {
     std::printf("\nPyTorch reference: %d thread(s), its OpenBLAS %d thread(s)\n",
