@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "gossip/core.hpp"
+#include "gossip/rng.hpp"
 #include "gossip/topology.hpp"
 #include "tests/helpers.hpp"
 
@@ -749,4 +750,162 @@ TEST_CASE("epidemic: each round each peer sends to s peers drawn from the seed, 
   const double predicted = std::pow(report.rho_per_round, 16.0);
   CHECK(spread(x) / before < 12.0 * predicted);
   CHECK(spread(x) / before > predicted / 12.0 / 1e3);
+}
+
+namespace {
+
+gossip::ElasticSpec elastic_spec(const std::string& kind, int n, int max_peers) {
+  gossip::ElasticSpec s;
+  s.generator.kind = kind;
+  s.generator.n = n;
+  s.generator.degree = kind == "random-regular" ? 3 : 0;
+  s.generator.seed = 7;
+  s.max_peers = max_peers;
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("an elastic graph is a function of the member set: the same members give the same "
+          "graph, symmetric, doubly stochastic and connected among them",
+          "[topology][elastic]") {
+  auto rng = gossip::make_rng(11, 0, gossip::Stream::kTopology);
+  for (const std::string& kind : gossip::elastic_generators()) {
+    DYNAMIC_SECTION(kind) {
+      const gossip::ElasticSpec spec = elastic_spec(kind, 4, 40);
+      for (int trial = 0; trial < 40; ++trial) {
+        // A member set of 1 to 24 ranks drawn from 0..39.
+        std::vector<int> all(40);
+        std::iota(all.begin(), all.end(), 0);
+        for (std::size_t i = all.size(); i > 1; --i)
+          std::swap(all[i - 1], all[gossip::uniform_below(rng, i)]);
+        const auto m = 1 + static_cast<std::size_t>(gossip::uniform_below(rng, 24));
+        std::vector<int> members(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(m));
+        INFO(m << " members");
+        const Topology t = gossip::elastic_topology(spec, members);
+        // Any order of the same members: the same graph, bit for bit.
+        std::vector<int> reversed(members.rbegin(), members.rend());
+        REQUIRE(gossip::elastic_topology(spec, reversed).fingerprint() == t.fingerprint());
+        REQUIRE(t.n() == 40);
+        REQUIRE(t.elastic().has_value());
+        const auto r = gossip::analyze(t);
+        REQUIRE(r.doubly_stochastic);
+        REQUIRE(r.symmetric);
+        REQUIRE_FALSE(r.directed);
+        // The members form one component; every other rank is alone with self weight 1.
+        std::vector<int> sorted = members;
+        std::sort(sorted.begin(), sorted.end());
+        bool found = false;
+        for (const auto& c : r.components) {
+          if (c.size() == 1 && !std::binary_search(sorted.begin(), sorted.end(), c[0])) {
+            for (std::int64_t round = 0; round < t.period(); ++round) {
+              REQUIRE(t.self_weight(c[0], round) == 1.0);
+              REQUIRE(t.in_neighbours(c[0], round).empty());
+            }
+            continue;
+          }
+          REQUIRE(c == sorted);
+          found = true;
+        }
+        REQUIRE(found);
+      }
+      // The exponential graph of 8 members is the shifts by 1, 2 and 4 made undirected.
+      if (kind == "exponential") {
+        const Topology e = gossip::elastic_topology(elastic_spec(kind, 8, 8),
+                                                    std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7});
+        REQUIRE(e.in_neighbours(0, 0).size() == 5);  // 1, 2, 4, 6, 7
+        for (const auto& nb : e.in_neighbours(0, 0)) REQUIRE(nb.weight == Approx(1.0 / 6));
+      }
+    }
+  }
+  // random-regular draws anew for a new member set, and repeats for the same one.
+  const auto spec = elastic_spec("random-regular", 4, 64);
+  std::vector<int> a(20), b(20);
+  std::iota(a.begin(), a.end(), 0);
+  std::iota(b.begin(), b.end(), 1);
+  REQUIRE(gossip::elastic_topology(spec, a).fingerprint() ==
+          gossip::elastic_topology(spec, a).fingerprint());
+  REQUIRE(gossip::elastic_topology(spec, a).fingerprint() !=
+          gossip::elastic_topology(spec, b).fingerprint());
+  // Refused: another generator, a rank past max_peers, a repeated member, no member.
+  CHECK_THROWS_WITH(gossip::elastic_topology(elastic_spec("torus", 4, 8), a),
+                    Catch::StartsWith("elastic: true is for ring, exponential"));
+  CHECK_THROWS_WITH(gossip::elastic_topology(elastic_spec("ring", 4, 8), std::vector<int>{1, 9}),
+                    "member 9 is not among the elastic topology's ranks 0..7 (max_peers: 8)");
+  CHECK_THROWS_WITH(gossip::elastic_topology(elastic_spec("ring", 4, 8), std::vector<int>{1, 1}),
+                    "an elastic topology's members must be distinct");
+  CHECK_THROWS(gossip::elastic_topology(elastic_spec("ring", 4, 8), std::vector<int>{}));
+}
+
+TEST_CASE("a membership change takes effect after every member can have heard of it, even with "
+          "a view a round late on any one link", "[topology][elastic]") {
+  for (const std::string& kind : gossip::elastic_generators()) {
+    for (int m : {1, 2, 5, 8, 13}) {
+      DYNAMIC_SECTION(kind << " with " << m << " members") {
+        std::vector<int> members(static_cast<std::size_t>(m));
+        std::iota(members.begin(), members.end(), 3);  // ranks 3..m+2 of 20
+        const Topology t = gossip::elastic_topology(elastic_spec(kind, 4, 20), members);
+        const std::int64_t lead = gossip::membership_lead(t);
+        REQUIRE(lead >= 2);
+        // Views spread one hop a round over the round's graph; `late` makes one link take a
+        // round more, once. Every member must know strictly before announce + lead.
+        std::vector<std::pair<int, int>> links{{-1, -1}};  // none late, then each link
+        for (std::int64_t round = 0; round < t.period(); ++round)
+          for (int i : members)
+            for (const auto& nb : t.in_neighbours(i, round)) links.push_back({nb.peer, i});
+        for (int announcer : members)
+          for (const auto& late : links) {
+            std::vector<std::int64_t> knows(20, -1);
+            knows[static_cast<std::size_t>(announcer)] = 0;
+            std::vector<std::pair<int, std::int64_t>> in_flight;  // (peer, round it arrives)
+            for (std::int64_t round = 0; round < lead; ++round) {
+              for (auto& [peer, at] : in_flight)
+                if (at == round && knows[static_cast<std::size_t>(peer)] < 0)
+                  knows[static_cast<std::size_t>(peer)] = round;
+              for (int i : members) {
+                if (knows[static_cast<std::size_t>(i)] < 0) continue;
+                for (const auto& nb : t.out_neighbours(i, round)) {
+                  const bool slow = late.first == i && late.second == nb.peer;
+                  in_flight.push_back({nb.peer, round + 1 + (slow ? 1 : 0)});
+                }
+              }
+            }
+            for (int i : members) {
+              INFO("announced by " << announcer << ", link " << late.first << "->" << late.second
+                                   << " late, member " << i << ", lead " << lead);
+              REQUIRE(knows[static_cast<std::size_t>(i)] >= 0);
+              REQUIRE(knows[static_cast<std::size_t>(i)] < lead);
+            }
+          }
+        // The ring's diameter is m / 2: the rule is that plus 2; a lone member's is 2.
+        if (kind == "ring") REQUIRE(lead == m / 2 + 2);
+      }
+    }
+  }
+}
+
+TEST_CASE("gossip topo lists how an elastic topology's spectral gap moves with its members",
+          "[topology][elastic][cli]") {
+  const fs::path f = fs::temp_directory_path() / ("elastic-ring-" + std::to_string(getpid()) +
+                                                   ".yaml");
+  std::ofstream(f) << "generator: ring\nn: 4\nelastic: true\nmax_peers: 16\n";
+  const Run r = run_gossip("topo --json " + f.string());
+  fs::remove(f);
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  REQUIRE(r.output.find("\"elastic\": {\"max_peers\": 16, \"sizes\": [{\"members\": 2, "
+                        "\"spectral_gap_per_round\": 1, \"lead_rounds\": 3}") !=
+          std::string::npos);
+  // A ring of m members with weights 1/3 has gap 1 - (1/3 + 2/3 cos(2 pi / m)): 16 members.
+  const double gap16 = 1.0 - (1.0 / 3 + 2.0 / 3 * std::cos(2 * kPi / 16));
+  gossip::ElasticSpec ring = elastic_spec("ring", 4, 16);
+  const auto sizes = gossip::elastic_sizes(ring);
+  REQUIRE(sizes.back().members == 16);
+  REQUIRE(sizes.back().spectral_gap == Approx(gap16).epsilon(1e-9));
+  REQUIRE(sizes.back().lead == 8 + 2);
+  const Run text = run_gossip("topo " + source_dir() + "/topologies/elastic-exp-16.yaml");
+  INFO(text.output);
+  REQUIRE(text.code == 0);
+  REQUIRE(text.output.find("exponential, 8 peers") != std::string::npos);
+  REQUIRE(text.output.find("elastic       up to 16 peers") != std::string::npos);
 }

@@ -100,6 +100,34 @@ class Graph {
   bool symmetric_ = false;
 };
 
+/// A generator and its parameters (the `generator:` form of the YAML file).
+/// kind: ring, torus, grid, line, star, complete, hypercube, erdos-renyi, random-regular,
+/// watts-strogatz, exponential, one-peer-exponential, base, epidemic.
+struct GeneratorSpec {
+  std::string kind;
+  int n = 0;                    // peers (torus/grid: rows * cols, may be left 0)
+  int rows = 0, cols = 0;       // torus, grid
+  int k = 0;                    // watts-strogatz: neighbours (even); base: max degree (>= 1)
+  int degree = 0;               // random-regular: d
+  double p = 0.0;               // erdos-renyi: edge probability
+  double beta = 0.0;            // watts-strogatz: rewiring probability
+  std::uint64_t seed = 0;       // random generators
+  int s = 0;                    // epidemic: peers each peer sends to in a round
+  int period = 0;               // epidemic: rounds drawn before the draws repeat (0: default)
+  bool directed = false;        // ring may be directed; exponential kinds and epidemic are
+  std::optional<WeightKind> weights;  // default: metropolis (undirected), push-sum (directed),
+                                      // uniform (epidemic: the average of what a peer holds)
+};
+
+/// An elastic topology (`elastic: true` in a generator file): the generator applied to whichever
+/// peers are members, so every peer that knows the member set derives the same graph.
+/// generator.n is the number of initial members (ranks 0..n-1); ranks up to max_peers - 1 are
+/// the identities that may ever be members.
+struct ElasticSpec {
+  GeneratorSpec generator;  // ring, exponential, one-peer-exponential or random-regular
+  int max_peers = 0;
+};
+
 /// A peer network: n peers, one Graph per round of a period (1 for static graphs), optional
 /// addresses. Immutable after construction apart from set_addresses; reads are thread-safe.
 class Topology {
@@ -134,6 +162,11 @@ class Topology {
   /// n strings ("" for none) or an empty vector.
   void set_addresses(std::vector<std::string> addresses);
 
+  /// The elastic spec this topology was loaded from (`elastic: true`), else none. The topology
+  /// itself is then the graph of the initial members, ranks 0..n-1.
+  const std::optional<ElasticSpec>& elastic() const { return elastic_; }
+  void set_elastic(ElasticSpec spec) { elastic_ = std::move(spec); }
+
   /// Stable 64-bit hash of n, directedness, period and every round's arcs and weights (exact
   /// bit patterns). Addresses, names and the weight kind are not part of it, so a generated
   /// ring and the same ring written out as an edge list agree. Used by the network handshake.
@@ -144,6 +177,7 @@ class Topology {
   std::string kind_;
   WeightKind weights_ = WeightKind::kMetropolis;
   std::vector<std::string> addresses_;
+  std::optional<ElasticSpec> elastic_;
 };
 
 /// The topology a file's `laziness: a` asks for: every round's W replaced by a I + (1 - a) W
@@ -155,24 +189,38 @@ Topology make_lazy(const Topology& topology, double laziness);
 /// The smallest eigenvalue of a symmetric W (n <= 2048), else none.
 std::optional<double> smallest_eigenvalue(const Graph& graph);
 
-/// A generator and its parameters (the `generator:` form of the YAML file).
-/// kind: ring, torus, grid, line, star, complete, hypercube, erdos-renyi, random-regular,
-/// watts-strogatz, exponential, one-peer-exponential, base, epidemic.
-struct GeneratorSpec {
-  std::string kind;
-  int n = 0;                    // peers (torus/grid: rows * cols, may be left 0)
-  int rows = 0, cols = 0;       // torus, grid
-  int k = 0;                    // watts-strogatz: neighbours (even); base: max degree (>= 1)
-  int degree = 0;               // random-regular: d
-  double p = 0.0;               // erdos-renyi: edge probability
-  double beta = 0.0;            // watts-strogatz: rewiring probability
-  std::uint64_t seed = 0;       // random generators
-  int s = 0;                    // epidemic: peers each peer sends to in a round
-  int period = 0;               // epidemic: rounds drawn before the draws repeat (0: default)
-  bool directed = false;        // ring may be directed; exponential kinds and epidemic are
-  std::optional<WeightKind> weights;  // default: metropolis (undirected), push-sum (directed),
-                                      // uniform (epidemic: the average of what a peer holds)
+
+
+/// The generators an elastic topology may use, and why another is refused.
+const std::vector<std::string>& elastic_generators();
+
+/// The graph of `members` (distinct ranks below spec.max_peers, any order, at least one): the
+/// generator on m = members.size() positions, position k being the k-th smallest member, every
+/// edge undirected (exponential: k -- k + 2^t mod m), with Metropolis-Hastings weights, so W is
+/// symmetric and doubly stochastic for every member set. Ranks that are not members stay alone
+/// (self weight 1). Over spec.max_peers ranks; the same members give the same graph, bit for
+/// bit. one-peer-exponential: ceil(log2 m) rounds. random-regular: degree spec.generator.degree
+/// (the complete graph when m <= degree; degree + 1 when m * degree is odd), drawn from the
+/// seed mixed with the member set, so a new member set draws a new graph.
+Topology elastic_topology(const ElasticSpec& spec, std::span<const int> members);
+
+/// Rounds between a membership change announced at round R and the round it takes effect,
+/// R + membership_lead(graph): a view travels one hop a round (it goes to the neighbours ahead
+/// of the parameters whenever it changes), so every member of `graph` (the members' graph when
+/// the change is announced, over one period) hears of it within its diameter; one round more
+/// for the announcing peer to put it in its view and one of slack for a view that misses its
+/// round. 2 for a lone member.
+std::int64_t membership_lead(const Topology& graph);
+
+/// How an elastic topology's graph changes with its number of members m: the members 0..m-1.
+struct ElasticSize {
+  int members = 0;
+  double spectral_gap = 0.0;   // per round (of the period's product for one-peer-exponential)
+  std::int64_t lead = 0;       // membership_lead: rounds from a change's announcement to effect
 };
+/// For m = 2, 4, 8, ... up to spec.max_peers, with the initial n and max_peers themselves
+/// (each at most 2048: the dense spectral analysis).
+std::vector<ElasticSize> elastic_sizes(const ElasticSpec& spec);
 
 /// The rounds an epidemic topology draws when its `period` is not given: at most 1,000, fewer
 /// where 1,000 rounds of n * (s + 1) weights would pass the 2^22 a topology may hold.

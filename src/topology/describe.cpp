@@ -90,6 +90,15 @@ void print_report(std::FILE* out, const std::string& file, const Topology& t, co
   std::fprintf(out, "  W             row stochastic %s, column stochastic %s, symmetric %s\n",
               yes(r.row_stochastic), yes(r.column_stochastic), yes(r.symmetric));
   print_spectrum(out, t, r);
+  if (!t.elastic()) return;
+  std::fprintf(out, "  elastic       up to %d peers (ranks 0..%d), the %s graph of whichever are "
+               "members, Metropolis-Hastings weights; as the members grow:\n",
+               t.elastic()->max_peers, t.elastic()->max_peers - 1, t.kind().c_str());
+  std::fprintf(out, "    %8s  %22s  %s\n", "members", "spectral gap per round",
+               "rounds from a change's announcement to its effect");
+  for (const ElasticSize& s : elastic_sizes(*t.elastic()))
+    std::fprintf(out, "    %8d  %22.6g  %lld\n", s.members, s.spectral_gap,
+                 static_cast<long long>(s.lead));
 }
 
 void print_json(std::FILE* out, const std::string& file, const Topology& t, const TopologyReport& r) {
@@ -116,6 +125,15 @@ void print_json(std::FILE* out, const std::string& file, const Topology& t, cons
       .add("effective_neighbours", r.effective_neighbours).add("neighbours_gamma", r.neighbours_gamma)
       .raw("exact_after", r.exact_averaging ? json_integer(r.exact_after) : null)
       .add("fingerprint", hex64(t.fingerprint())).add("addresses", t.has_addresses());
+  if (t.elastic()) {
+    JsonArray sizes;
+    for (const ElasticSize& s : elastic_sizes(*t.elastic()))
+      sizes.add(JsonObject().add("members", s.members).add("spectral_gap_per_round", s.spectral_gap)
+                    .add("lead_rounds", s.lead));
+    o.add("elastic", JsonObject().add("max_peers", t.elastic()->max_peers).add("sizes", sizes));
+  } else {
+    o.raw("elastic", "null");
+  }
   std::fprintf(out, "%s\n", o.str().c_str());
 }
 

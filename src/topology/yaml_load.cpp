@@ -91,6 +91,8 @@ class Loader {
     const GeneratorParameters params = generator_parameters(spec.kind);
     std::vector<std::string> allowed = kCommonKeys;
     allowed.push_back("generator");
+    allowed.push_back("elastic");
+    allowed.push_back("max_peers");
     for (const auto* list : {&params.required, &params.optional})
       allowed.insert(allowed.end(), list->begin(), list->end());
     keys_ = in_.keys(root_, allowed, "");
@@ -101,7 +103,40 @@ class Loader {
     if (auto problem = topo::check_generator(spec))
       in_.fail(key_line(keys_.count(problem->key) ? problem->key : "generator"),
                problem->message);
+    if (keys_.count("elastic") && in_.boolean(root_["elastic"], "elastic")) return elastic(spec);
+    if (keys_.count("max_peers"))
+      in_.fail(root_["max_peers"], "max_peers is for elastic topologies (elastic: true)");
     return make_topology(spec);
+  }
+
+  // `elastic: true`: the graph of the initial members 0..n-1 from the member-set function, with
+  // the spec kept for the membership changes to derive the next graphs from.
+  Topology elastic(const GeneratorSpec& spec) {
+    const auto& kinds = elastic_generators();
+    if (std::find(kinds.begin(), kinds.end(), spec.kind) == kinds.end())
+      in_.fail(root_["elastic"], cat("elastic: true is for ring, exponential, "
+                                     "one-peer-exponential and random-regular (their graph is a "
+                                     "function of the member set), not ", spec.kind));
+    if (spec.directed)
+      in_.fail(root_["directed"], "an elastic topology is undirected (Metropolis-Hastings "
+                                  "weights on every member set)");
+    if (spec.weights && *spec.weights != WeightKind::kMetropolis)
+      in_.fail(root_["weights"], "an elastic topology's weights are metropolis (symmetric and "
+                                 "doubly stochastic on every member set)");
+    if (root_["laziness"].defined())
+      in_.fail(root_["laziness"], "laziness does not apply to an elastic topology");
+    ElasticSpec es;
+    es.generator = spec;
+    es.max_peers = keys_.count("max_peers")
+                       ? peers(root_["max_peers"], "max_peers", std::max(spec.n, 1))
+                       : spec.n;
+    ElasticSpec initial = es;  // the initial members' graph, over their ranks alone
+    initial.max_peers = spec.n;
+    std::vector<int> members(static_cast<std::size_t>(spec.n));
+    for (int i = 0; i < spec.n; ++i) members[static_cast<std::size_t>(i)] = i;
+    Topology t = elastic_topology(initial, members);
+    t.set_elastic(es);
+    return t;
   }
 
   // Every key present has been checked to belong to this generator; read them by type.

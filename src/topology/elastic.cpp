@@ -1,0 +1,141 @@
+// topology/elastic.cpp: elastic topologies, one deterministic function from the member set to
+// the graph and its weights, the same in every peer and in the simulator (DESIGN: topology).
+// The generator runs on the members' positions (the k-th smallest member is position k), its
+// edges are made undirected and weighted Metropolis-Hastings, so W is symmetric and doubly
+// stochastic whatever the member set; non-members stay alone. How fast a change spreads
+// (membership_lead) comes from the members' graph too.
+#include <algorithm>
+#include <set>
+
+#include "gossip/core.hpp"
+#include "gossip/rng.hpp"
+#include "src/topology/internal.hpp"
+
+namespace gossip {
+
+namespace {
+
+/// Positions 0..m-1 of the generator's rounds, each undirected.
+std::vector<topo::EdgeList> member_rounds(const GeneratorSpec& g, int m) {
+  const std::string& k = g.kind;
+  if (m < 2) return {topo::EdgeList{}};
+  GeneratorSpec s = g;
+  s.n = m;
+  s.directed = false;
+  if (k == "ring" && m == 2) {
+    topo::EdgeList one;
+    one.edges.push_back({0, 1, 0.0});
+    return {one};
+  }
+  if (k == "random-regular") {
+    int d = g.degree;
+    if (m <= d + 1 || (m * d % 2 != 0 && m <= d + 2)) {
+      s.kind = "complete";  // too few members for a simple d-regular graph
+    } else {
+      if (m * d % 2 != 0) ++d;
+      s.degree = d;
+    }
+  }
+  if ((k == "exponential" || k == "one-peer-exponential") && m == 1) return {topo::EdgeList{}};
+  std::vector<topo::EdgeList> rounds = topo::generate_rounds(s);
+  for (topo::EdgeList& r : rounds) {  // undirected, each pair once as {from < to}
+    std::set<std::pair<int, int>> pairs;
+    for (const Arc& a : r.edges)
+      if (a.from != a.to) pairs.insert({std::min(a.from, a.to), std::max(a.from, a.to)});
+    r.edges.clear();
+    for (auto [a, b] : pairs) r.edges.push_back({a, b, 0.0});
+    r.self_weights.clear();
+  }
+  return rounds;
+}
+
+}  // namespace
+
+const std::vector<std::string>& elastic_generators() {
+  static const std::vector<std::string> kinds = {"ring", "exponential", "one-peer-exponential",
+                                                  "random-regular"};
+  return kinds;
+}
+
+Topology elastic_topology(const ElasticSpec& spec, std::span<const int> members) {
+  const auto& kinds = elastic_generators();
+  if (std::find(kinds.begin(), kinds.end(), spec.generator.kind) == kinds.end())
+    throw InputError(cat("elastic: true is for ring, exponential, one-peer-exponential and "
+                         "random-regular (their graph is a function of the member set), not ",
+                         spec.generator.kind));
+  std::vector<int> sorted(members.begin(), members.end());
+  std::sort(sorted.begin(), sorted.end());
+  if (sorted.empty()) throw InputError("an elastic topology needs at least one member");
+  if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
+    throw InputError("an elastic topology's members must be distinct");
+  if (sorted.front() < 0 || sorted.back() >= spec.max_peers)
+    throw InputError(cat("member ", sorted.front() < 0 ? sorted.front() : sorted.back(),
+                         " is not among the elastic topology's ranks 0..", spec.max_peers - 1,
+                         " (max_peers: ", spec.max_peers, ")"));
+  const int m = static_cast<int>(sorted.size());
+  GeneratorSpec g = spec.generator;
+  if (g.kind == "random-regular") {  // a new member set draws a new graph
+    std::uint64_t h = mix64(g.seed ^ 0x656c6173746963ULL);  // "elastic"
+    for (int r : sorted) h = mix64(h ^ static_cast<std::uint64_t>(r));
+    g.seed = h;
+  }
+  std::vector<Graph> rounds;
+  for (topo::EdgeList& r : member_rounds(g, m)) {
+    for (Arc& a : r.edges) {
+      a.from = sorted[static_cast<std::size_t>(a.from)];
+      a.to = sorted[static_cast<std::size_t>(a.to)];
+      if (a.from > a.to) std::swap(a.from, a.to);
+    }
+    rounds.push_back(topo::weigh(spec.max_peers, false, r, WeightKind::kMetropolis));
+  }
+  Topology t(std::move(rounds), spec.generator.kind, WeightKind::kMetropolis);
+  t.set_elastic(spec);
+  return t;
+}
+
+std::int64_t membership_lead(const Topology& graph) {
+  // Hops over the union of one period's graphs, among the ranks that have a neighbour (the
+  // members; a lone member has none).
+  const int n = graph.n();
+  std::vector<std::vector<int>> adj(static_cast<std::size_t>(n));
+  for (std::int64_t r = 0; r < graph.period(); ++r)
+    for (int i = 0; i < n; ++i)
+      for (const auto& nb : graph.in_neighbours(i, r)) {
+        adj[static_cast<std::size_t>(i)].push_back(nb.peer);
+        adj[static_cast<std::size_t>(nb.peer)].push_back(i);
+      }
+  int diameter = 0;
+  for (int s = 0; s < n; ++s) {
+    if (adj[static_cast<std::size_t>(s)].empty()) continue;
+    std::vector<int> dist(static_cast<std::size_t>(n), -1);
+    std::vector<int> queue{s};
+    dist[static_cast<std::size_t>(s)] = 0;
+    for (std::size_t q = 0; q < queue.size(); ++q)
+      for (int v : adj[static_cast<std::size_t>(queue[q])])
+        if (dist[static_cast<std::size_t>(v)] < 0) {
+          dist[static_cast<std::size_t>(v)] = dist[static_cast<std::size_t>(queue[q])] + 1;
+          diameter = std::max(diameter, dist[static_cast<std::size_t>(v)]);
+          queue.push_back(v);
+        }
+  }
+  return graph.period() * diameter + 2;
+}
+
+std::vector<ElasticSize> elastic_sizes(const ElasticSpec& spec) {
+  std::set<int> sizes{spec.generator.n, spec.max_peers};
+  for (int m = 2; m < spec.max_peers; m *= 2) sizes.insert(m);
+  std::vector<ElasticSize> out;
+  for (int m : sizes) {
+    if (m < 1 || m > 2048) continue;
+    ElasticSpec s = spec;
+    s.max_peers = m;
+    std::vector<int> members(static_cast<std::size_t>(m));
+    for (int i = 0; i < m; ++i) members[static_cast<std::size_t>(i)] = i;
+    const Topology t = elastic_topology(s, members);
+    const TopologyReport r = analyze(t);
+    out.push_back({m, 1.0 - r.rho_per_round, membership_lead(t)});
+  }
+  return out;
+}
+
+}  // namespace gossip
