@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "gossip/core.hpp"
+#include "gossip/faults.hpp"
 #include "gossip/gossip.hpp"
 #include "gossip/monitor.hpp"
 #include "gossip/progress.hpp"
@@ -56,8 +57,16 @@ void print_run_notes(const SimResult& result, const RunConfig& config, const std
                 out.c_str(), phase_table(rows).c_str());
   }
   if (!result.faults.empty() || !result.member_events.empty()) {
+    // Dead: members at the end (all peers of a fixed membership) whose process is not alive.
+    std::vector<int> members = result.membership.empty()
+                                   ? std::vector<int>{}
+                                   : result.membership.back().members;
     std::int64_t dead = 0;
-    for (char a : result.alive_at_end) dead += a ? 0 : 1;
+    for (std::size_t p = 0; p < result.alive_at_end.size(); ++p)
+      if (!result.alive_at_end[p] &&
+          (result.membership.empty() ||
+           std::binary_search(members.begin(), members.end(), static_cast<int>(p))))
+        ++dead;
     std::printf("faults: %zu carried out, %zu membership events (%s/events.jsonl); %lld peer%s "
                 "dead at the end\n",
                 result.faults.size(), result.member_events.size(), out.c_str(),
@@ -93,9 +102,14 @@ int run_simulation(const RunConfig& config, const std::string& out, bool progres
   check_algorithm(config, topology);
   const TopologyReport analysis = analyze(topology);
   const bool consensus = config.sim.consensus_only;
-  std::printf("gossip sim: %s, %d peers on %s (%s, spectral gap per round %.4g%s%s), %s%s every "
+  const bool elastic = changes_membership(config.faults) && topology.elastic();
+  std::printf("gossip sim: %s, %s on %s (%s, spectral gap per round %.4g%s%s), %s%s every "
               "%d step%s%s\n",
-              config.path.c_str(), topology.n(), config.gossip.topology.c_str(),
+              config.path.c_str(),
+              elastic ? cat(topology.n(), " peers at the start, elastic up to ",
+                            topology.elastic()->max_peers).c_str()
+                      : cat(topology.n(), " peers").c_str(),
+              config.gossip.topology.c_str(),
               topology.kind().c_str(), 1.0 - analysis.rho_per_round,
               analysis.period > 1 ? cat(", per period of ", analysis.period, " rounds ",
                                         fixed(analysis.spectral_gap, 4)).c_str() : "",

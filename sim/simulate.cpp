@@ -71,9 +71,20 @@ class Swarm {
       faulted_[p]->set_tags_per_round(tags);
     }
     alive_.assign(n(), 1);
+    if (!topology.epochs().empty()) {  // an elastic run: only the first members are there
+      alive_.assign(n(), 0);
+      for (int p : topology.members(0)) alive_[p] = 1;
+      for (int p = 0; p < n(); ++p)
+        if (!alive_[p]) network_.set_down(p, true);
+    }
     paused_until_.assign(n(), -1.0);
     timelines_.resize(static_cast<std::size_t>(n()));
   }
+
+  /// Sets a joining peer's state: its parameters (the average of its donors' models) and the
+  /// learning-rate schedule's position of `donor` (its steps), momentum zero.
+  using JoinState = std::function<void(int peer, std::span<const float> params, int donor)>;
+  void on_join(JoinState f) { join_state_ = std::move(f); }
 
   /// Keeps the per-round timelines of `count` evenly spaced peers (on their simulated clocks).
   void trace(std::int64_t count) {
@@ -109,6 +120,7 @@ class Swarm {
   }
 
   void round(std::int64_t r, SimResult& result) {
+    apply_membership(r, result);
     apply_faults(r, result);
     std::vector<int> active;
     for (int p = 0; p < n(); ++p)
@@ -247,7 +259,8 @@ class Swarm {
     // agrees once the views have spread; take the view of the lowest live peer.
     for (int p = 0; p < n(); ++p)
       if (alive_[p]) {
-        result.final_components = live_graph(*topology_, monitored_[p]->dead_peers()).components;
+        result.final_components =
+            live_graph(*topology_, monitored_[p]->dead_peers(), result.rounds).components;
         break;
       }
     for (int p = 0; p < n(); ++p) {
@@ -255,6 +268,60 @@ class Swarm {
       result.bytes_sent += network_.exchange(p).bytes_sent();
     }
     result.workers = pool_.threads();
+  }
+
+  /// An elastic run's membership change taking effect at round r (Topology::epochs): the
+  /// leavers' processes end (their last round, r - 1, was mixed as usual), and each joiner
+  /// starts from the average of the models of its in-neighbours in the new graph that were
+  /// members already (its donors), with a donor's place in the learning-rate schedule.
+  void apply_membership(std::int64_t r, SimResult& result) {
+    const auto& epochs = topology_->epochs();
+    if (epochs.empty() || r == 0) return;
+    const std::size_t e = topology_->epoch_index(r);
+    if (epochs[e].from != r) return;
+    const std::vector<int>& before = epochs[e - 1].members;
+    const std::vector<int>& now = epochs[e].members;
+    std::vector<int> joined, left;
+    std::set_difference(now.begin(), now.end(), before.begin(), before.end(),
+                        std::back_inserter(joined));
+    std::set_difference(before.begin(), before.end(), now.begin(), now.end(),
+                        std::back_inserter(left));
+    for (int p : left) {
+      alive_[p] = 0;
+      network_.set_down(p, true);
+    }
+    MembershipRecord record{r, epochs[e].announced, now, joined, left, {}};
+    const auto np = static_cast<std::size_t>(learners_.front().num_params);
+    for (int p : joined) {
+      std::vector<int> donors;
+      for (std::int64_t t = r; t < r + static_cast<std::int64_t>(epochs[e].rounds.size()); ++t)
+        for (const auto& nb : topology_->in_neighbours(p, t))
+          if (std::binary_search(before.begin(), before.end(), nb.peer) && alive_[nb.peer] &&
+              std::find(donors.begin(), donors.end(), nb.peer) == donors.end())
+            donors.push_back(nb.peer);
+      std::sort(donors.begin(), donors.end());
+      std::vector<double> sum(np, 0.0);
+      std::vector<float> model(np);
+      for (int q : donors) {
+        algorithms_[q]->model_params(model);
+        for (std::size_t i = 0; i < np; ++i) sum[i] += model[i];
+      }
+      if (!donors.empty())
+        for (std::size_t i = 0; i < np; ++i)
+          model[i] = static_cast<float>(sum[i] / static_cast<double>(donors.size()));
+      alive_[p] = 1;
+      network_.set_down(p, false);
+      monitored_[p]->restart();
+      watches_[p] = make_watch(p);
+      if (!donors.empty() && join_state_) join_state_(p, model, donors.front());
+      SimExchange& ex = network_.exchange(p);
+      ex.compute(std::max(0.0, latest_clock() - ex.now()));
+      record.donors.push_back(donors);
+    }
+    for (const auto& [action, peers] : {std::pair{"left", left}, std::pair{"joined", joined}})
+      if (!peers.empty())
+        result.faults.push_back(SimFault{r, action, peers, 0.0, latest_clock()});
+    result.membership.push_back(std::move(record));
   }
 
   bool paused(int p) {
@@ -378,6 +445,7 @@ class Swarm {
   std::vector<std::unique_ptr<Timeline>> timelines_;  // of the traced peers (others: null)
   std::vector<char> alive_;
   std::vector<double> paused_until_;  // simulated time a paused peer wakes; < 0: not paused
+  JoinState join_state_;
   bool stop_ = false;                 // a peer saw a partition and the config says stop
 };
 
@@ -453,8 +521,10 @@ double measure_step_seconds(Backend& backend, const RunConfig& config, const Dat
 
 }  // namespace
 
-SimResult simulate(const RunConfig& config, const Topology& topology, const DataSets& data,
+SimResult simulate(const RunConfig& config, const Topology& loaded, const DataSets& data,
                    const SimHooks& hooks) {
+  // With joins and leaves in the schedule: the elastic graphs over every rank that may join.
+  const Topology topology = run_topology(config, loaded);
   check_peers(config, topology);
   const auto t0 = Clock::now();
   const int n = topology.n();
@@ -487,6 +557,13 @@ SimResult simulate(const RunConfig& config, const Topology& topology, const Data
       choose_gemm(*backend, gemm_request(config.train.gemm, 1, config.train.precision),
                   trainers.front()->model().gemm_shapes(config.train.batch));
   Swarm swarm(config, topology, std::move(learners));
+  swarm.on_join([&](int p, std::span<const float> params, int donor) {
+    Trainer::State s = trainers[p]->state();
+    s.params.assign(params.begin(), params.end());
+    std::fill(s.velocity.begin(), s.velocity.end(), 0.0f);
+    s.steps = trainers[donor]->steps();
+    trainers[p]->restore(s);
+  });
   swarm.trace(config.sim.trace_peers);
   Evaluators evaluators(*backend, config, data, swarm.pool().threads() + 1);
   Trainer& evaluator = evaluators.average();  // holds the average model
@@ -497,6 +574,7 @@ SimResult simulate(const RunConfig& config, const Topology& topology, const Data
 
   SimResult result;
   result.gemm = gemm;
+  if (!topology.epochs().empty()) result.initial_members = topology.members(0);
   for (const auto& shard : shards) result.samples_per_peer.push_back(std::ssize(shard));
   const RoundPlan plan = plan_rounds(config, data.train.n, n);
   result.rounds = plan.rounds;
@@ -546,8 +624,11 @@ SimResult simulate(const RunConfig& config, const Topology& topology, const Data
       // The last evaluation takes every peer on the average model's samples, so the final
       // accuracies of the peers and of the average compare directly.
       const std::int64_t limit = config.train.peer_eval_samples(last);
-      e.peers[k].test_accuracy = chosen[k] ? evaluators.evaluate(*trainers[k], limit).accuracy
-                                           : std::numeric_limits<double>::quiet_NaN();
+      // An elastic run's ranks that are not members at this round are not evaluated.
+      const bool member = topology.epochs().empty() || swarm.alive(k);
+      e.peers[k].test_accuracy = chosen[k] && member
+                                     ? evaluators.evaluate(*trainers[k], limit).accuracy
+                                     : std::numeric_limits<double>::quiet_NaN();
       stepped[k] = swarm.algorithm(k).stepped();
       e.peers[k].train_loss = swarm.algorithm(k).take_train_loss();
     });

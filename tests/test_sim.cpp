@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "gossip/core.hpp"
+#include "gossip/faults.hpp"
 #include "gossip/monitor.hpp"
 #include "gossip/sim.hpp"
 #include "sim/sim_network.hpp"
@@ -1295,4 +1296,88 @@ TEST_CASE("a peer that sends NaN is left out by its neighbours every round, coun
   for (std::int64_t k = 1; k <= rounds - 2; k *= 2) ++powers;
   CHECK(events == 2 * powers);
   for (int p = 0; p < 8; ++p) CHECK(std::isfinite(r.evals.back().peers[p].test_accuracy));
+}
+
+TEST_CASE("an elastic run in the simulator: peers join and leave at the rounds the membership "
+          "rule gives, joiners start from their donors' average, and the live graph stays whole",
+          "[sim][faults][elastic]") {
+  // Ring of 4 that may grow to 8 ranks; 1024 samples over 8 shards of 128, batch 8: 16 steps an
+  // epoch, 4 epochs = 64 rounds. Ranks 4 and 5 join at round 10; rank 1 leaves at round 30.
+  RunConfig config = fault_config(8, {Fault{10, 0, "join", {4, 5}, {}, 0.0},
+                                      Fault{30, 0, "leave", {1}, {}, 0.0}});
+  config.train.epochs = 4;
+  const DataSets data = load_datasets(config);
+  const Topology t = load_topology_from_string(
+      "generator: ring\nn: 4\nelastic: true\nmax_peers: 8\n", "elastic-ring.yaml");
+  config.sim.workers = 1;
+  const SimResult r = simulate(config, t, data);
+  REQUIRE(r.rounds == 64);
+  REQUIRE(r.initial_members == std::vector<int>{0, 1, 2, 3});
+  REQUIRE(r.membership.size() == 2);
+  // The ring of 4 has diameter 2: a change announced at 10 takes effect at 10 + 2 + 2.
+  CHECK(r.membership[0].announced == 10);
+  CHECK(r.membership[0].from == 14);
+  CHECK(r.membership[0].members == std::vector<int>{0, 1, 2, 3, 4, 5});
+  CHECK(r.membership[0].joined == std::vector<int>{4, 5});
+  // In the ring of the six members, 4 sits between 3 and 5 and 5 between 4 and 0: each joiner's
+  // donors are its new neighbours that were members already.
+  CHECK(r.membership[0].donors == std::vector<std::vector<int>>{{3}, {0}});
+  // The ring of 6 has diameter 3: announced at 30, in effect at 35.
+  CHECK(r.membership[1].from == 35);
+  CHECK(r.membership[1].left == std::vector<int>{1});
+  CHECK(r.membership[1].members == std::vector<int>{0, 2, 3, 4, 5});
+  CHECK(r.alive_at_end == std::vector<char>{1, 0, 1, 1, 1, 1, 0, 0});
+  // Nobody was suspected, buried or cut off: joins and leaves are not deaths or partitions.
+  for (const MemberEvent& e : r.member_events) {
+    INFO("peer " << e.peer << " " << e.event << " round " << e.round);
+    CHECK(e.event != "dead");
+    CHECK(e.event != "partition");
+  }
+  CHECK(r.final_components == std::vector<std::vector<int>>{{0, 2, 3, 4, 5}});
+  // The members at the end agree and learned; the rank that never joined was not evaluated.
+  const EvalPoint& last = r.evals.back();
+  CHECK(last.consensus_distance < 1e-3);
+  for (int p : {0, 2, 3, 4, 5}) CHECK(last.peers[p].test_accuracy > 0.8);
+  CHECK(std::isnan(last.peers[7].test_accuracy));
+  // Its recorded effective rounds are in the events, and two worker threads give the same run.
+  int joined = 0;
+  for (const SimFault& f : r.faults) joined += f.action == "joined" && f.round == 14;
+  CHECK(joined == 1);
+  config.sim.workers = 2;
+  CHECK(simulate(config, t, data).params_sha256 == r.params_sha256);
+}
+
+TEST_CASE("joins and leaves are refused where they cannot happen, naming why",
+          "[sim][faults][elastic]") {
+  const Topology elastic = load_topology_from_string(
+      "generator: exponential\nn: 4\nelastic: true\nmax_peers: 6\n", "elastic-exp.yaml");
+  auto refused = [&](const Topology& t, std::vector<Fault> faults, AlgorithmKind a =
+                                                                        AlgorithmKind::kDpsgd) {
+    RunConfig c = fault_config(8, std::move(faults));
+    c.gossip.algorithm = a;
+    try {
+      (void)run_topology(c, t);
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  CHECK_THAT(refused(generate("ring", 4), {Fault{5, 0, "join", {4}, {}, 0.0}}),
+             Catch::Contains("faults[0].join: peers join and leave only an elastic topology"));
+  CHECK_THAT(refused(elastic, {Fault{5, 0, "leave", {0, 1, 2, 3}, {}, 0.0}}),
+             Catch::Contains("round 5: the last member cannot leave"));
+  CHECK_THAT(refused(elastic, {Fault{5, 0, "join", {2}, {}, 0.0}}),
+             Catch::Contains("rank 2 cannot join: it is a member then"));
+  CHECK_THAT(refused(elastic, {Fault{5, 0, "join", {6}, {}, 0.0}}),
+             Catch::Contains("rank 6 cannot join: the topology's elastic ranks are 0..5"));
+  CHECK_THAT(refused(elastic, {Fault{5, 0, "leave", {5}, {}, 0.0}}),
+             Catch::Contains("rank 5 cannot leave: it is not a member then"));
+  CHECK_THAT(refused(elastic, {Fault{5, 0, "join", {4}, {}, 0.0}}, AlgorithmKind::kPushSum),
+             Catch::Contains("runs of dpsgd or local_sgd") && Catch::Contains("not push_sum"));
+  // A join then a leave of the joiner is fine; without changes the topology is as loaded.
+  CHECK(refused(elastic, {Fault{5, 0, "join", {4}, {}, 0.0}, Fault{20, 0, "leave", {4}, {}, 0.0}})
+        == "accepted");
+  RunConfig none = fault_config(8, {});
+  CHECK(run_topology(none, elastic).fingerprint() == elastic.fingerprint());
+  CHECK(run_topology(none, elastic).epochs().empty());
 }

@@ -419,8 +419,9 @@ struct Fault {
   std::int64_t round = 1;     // from_round, for a cut or an attack
   std::int64_t to_round = 0;  // cut, attack: the first round the links are back, or the attack
                               // over (attack: 0 = never)
-  std::string action;         // "kill" | "restart" | "pause" | "cut" | "attack"
-  std::vector<int> peers;     // kill, restart, pause, attack
+  std::string action;         // "kill" | "restart" | "pause" | "cut" | "attack" | "join" |
+                              // "leave" (an elastic topology's membership: announced at round)
+  std::vector<int> peers;     // kill, restart, pause, attack, join, leave
   std::vector<std::pair<int, int>> links;  // cut
   double seconds = 0.0;       // pause only
   AttackKind attack = AttackKind::kNone;  // attack only: what the peers send

@@ -43,6 +43,17 @@ bool attacks(std::span<const Fault> faults, int peer);
 /// chunks: an attack rewrites parameter messages). Throws InputError naming the config's line.
 void check_faults(const RunConfig& config, const Topology& topology);
 
+/// Whether the schedule changes the membership (join or leave entries).
+bool changes_membership(std::span<const Fault> faults);
+
+/// The topology a run of `config` follows: `loaded` itself, or, when the fault schedule joins or
+/// leaves peers, the elastic graphs over all max_peers ranks with the membership epochs that
+/// plan_membership makes of the schedule. Throws InputError naming the config when the schedule
+/// joins or leaves on a topology that is not elastic, with an algorithm other than dpsgd and
+/// local_sgd (the member graphs' weights are symmetric pulls), or when a change is impossible
+/// (a join of a member, a leave of a non-member or of the last member).
+Topology run_topology(const RunConfig& config, const Topology& loaded);
+
 /// The schedule's cuts for the peer of `inner`: while the link to a peer is cut (the rounds of
 /// its cut entries), nothing crosses it either way. publish(), publish_packet() and send_view()
 /// skip that peer; collect() and newest() neither wait for nor take anything from it;

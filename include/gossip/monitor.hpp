@@ -42,8 +42,11 @@ struct LiveGraph {
 };
 
 /// Connectivity of the topology (union of the rounds of one period) without the `dead` peers.
-/// A directed graph counts as connected only when every alive peer reaches every other.
-LiveGraph live_graph(const Topology& topology, std::span<const int> dead = {});
+/// A directed graph counts as connected only when every alive peer reaches every other. For a
+/// run whose members change (Topology::epochs), the graph and the members of `round`'s epoch:
+/// ranks that are not members then are neither alive nor dead.
+LiveGraph live_graph(const Topology& topology, std::span<const int> dead = {},
+                     std::int64_t round = 0);
 
 /// A change in the live graph, as the convergence monitor reports it.
 struct MonitorChange {
@@ -70,8 +73,9 @@ class ConvergenceMonitor {
   /// The change since the last call (at first, since "nobody dead"); nullopt when none. `cut`:
   /// the neighbours this peer no longer mixes with because they lie (gossip.on_byzantine: cut),
   /// left out of the live graph as the dead are.
+  /// `round`: the round it is checked after; a new membership epoch is a change too.
   std::optional<MonitorChange> check(const std::vector<int>& dead,
-                                     const std::vector<int>& cut = {});
+                                     const std::vector<int>& cut = {}, std::int64_t round = 0);
   /// Whether the live graph was connected at the last change (true until one).
   bool connected() const { return connected_; }
   /// The components at the last change (one, of every peer, until one).
@@ -82,6 +86,7 @@ class ConvergenceMonitor {
   int self_;
   std::vector<int> dead_;
   std::vector<int> cut_;
+  std::size_t epoch_ = 0;
   bool connected_ = true;
   std::vector<std::vector<int>> components_;
 };

@@ -95,6 +95,11 @@ struct NetworkSummary {
   // {peer, from, count}.
   JsonArray byzantine;
   JsonArray refused_params;
+  // An elastic run's membership timeline (docs/outputs.md): the members from round 0, then one
+  // {round, announced, members, joined, left, donors} a change as it took effect; and the rounds
+  // each peer was a member for. Empty for a run whose peers are fixed.
+  JsonArray membership;
+  std::vector<std::int64_t> member_rounds;
 };
 
 /// Adds `e` to `byzantine` (NetworkSummary::byzantine) when it is a byzantine_suspect,

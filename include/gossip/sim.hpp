@@ -58,6 +58,15 @@ struct SimFault {
   double time_s = 0.0;  // the simulated clock when it was carried out (the latest peer's)
 };
 
+/// One membership change of an elastic run as it took effect: from round `from` the members
+/// are `members`; `joined` each started from the average of its `donors`' models.
+struct MembershipRecord {
+  std::int64_t from = 0;
+  std::int64_t announced = 0;
+  std::vector<int> members, joined, left;
+  std::vector<std::vector<int>> donors;  // per joined peer
+};
+
 struct SimResult {
   std::vector<EvalPoint> evals;
   std::int64_t rounds = 0;
@@ -81,6 +90,9 @@ struct SimResult {
   // Messages each peer left out for NaN or Inf, per sender: (peer, from, count), by peer.
   std::vector<std::tuple<int, int, std::int64_t>> refused;
   std::vector<char> alive_at_end;
+  // An elastic run's membership changes, as they took effect (empty for a fixed membership).
+  std::vector<MembershipRecord> membership;
+  std::vector<int> initial_members;  // an elastic run's members at round 0
   std::vector<std::vector<int>> final_components;
   std::vector<double> component_accuracy;  // of each final component's average model, when split
   bool stopped_by_partition = false;       // monitor.on_partition: stop, and the graph split

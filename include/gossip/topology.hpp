@@ -167,6 +167,24 @@ class Topology {
   const std::optional<ElasticSpec>& elastic() const { return elastic_; }
   void set_elastic(ElasticSpec spec) { elastic_ = std::move(spec); }
 
+  /// A run whose members change (plan_membership): from round `from` on, the graphs of
+  /// `members`, each epoch over the same n ranks. The first epoch starts at round 0 and is this
+  /// topology's own rounds; at() and members() follow the epochs.
+  struct Epoch {
+    std::int64_t from = 0;
+    std::vector<int> members;   // ascending
+    std::int64_t announced = 0;  // the round the change that made it was announced
+    std::vector<Graph> rounds;  // its period's graphs, used at round mod their count
+  };
+  void set_epochs(std::vector<Epoch> epochs);
+  const std::vector<Epoch>& epochs() const { return epochs_; }
+  /// The epoch of `round` (0 without epochs).
+  std::size_t epoch_index(std::int64_t round) const;
+  /// The ranks that are members at `round`: every rank without epochs.
+  std::vector<int> members(std::int64_t round) const;
+  /// The graphs of `round`'s epoch (the topology's own period without epochs).
+  std::span<const Graph> epoch_rounds(std::int64_t round) const;
+
   /// Stable 64-bit hash of n, directedness, period and every round's arcs and weights (exact
   /// bit patterns). Addresses, names and the weight kind are not part of it, so a generated
   /// ring and the same ring written out as an edge list agree. Used by the network handshake.
@@ -178,6 +196,7 @@ class Topology {
   WeightKind weights_ = WeightKind::kMetropolis;
   std::vector<std::string> addresses_;
   std::optional<ElasticSpec> elastic_;
+  std::vector<Epoch> epochs_;
 };
 
 /// The topology a file's `laziness: a` asks for: every round's W replaced by a I + (1 - a) W
@@ -211,6 +230,21 @@ Topology elastic_topology(const ElasticSpec& spec, std::span<const int> members)
 /// for the announcing peer to put it in its view and one of slack for a view that misses its
 /// round. 2 for a lone member.
 std::int64_t membership_lead(const Topology& graph);
+
+/// One membership change of a fault schedule: `join` or `leave` ranks, announced at a round.
+struct MembershipChange {
+  std::int64_t announced = 0;
+  std::vector<int> join, leave;
+};
+/// The membership timeline of an elastic topology under `changes` (any order; those announced
+/// at the same round are one change): each change takes effect at its announcement plus
+/// membership_lead of the members' graph then (the graph that has to carry the news), and never
+/// before the previous change's round + 1. Returns the epochs over spec.max_peers ranks, the
+/// first the initial members 0..n-1 from round 0. Throws InputError, naming the round, for a
+/// join of a member or of a rank at or past max_peers, a leave of a non-member, or a leave of
+/// every member.
+std::vector<Topology::Epoch> plan_membership(const ElasticSpec& spec,
+                                             std::vector<MembershipChange> changes);
 
 /// How an elastic topology's graph changes with its number of members m: the members 0..m-1.
 struct ElasticSize {

@@ -12,6 +12,7 @@
 #include "src/cli/overrides.hpp"
 #include "gossip/config.hpp"
 #include "gossip/core.hpp"
+#include "gossip/faults.hpp"
 #include "gossip/gossip.hpp"
 #include "gossip/peer.hpp"
 #include "gossip/topology.hpp"
@@ -103,6 +104,11 @@ PeerSetup peer_setup(int argc, char** argv) {
     throw InputError(cat(config.path, ": gossip.topology: a peer needs a topology file"));
   Topology topology = load_topology(config.gossip.topology);
   check_algorithm(config, topology);
+  if (changes_membership(config.faults))
+    throw InputError(cat(config.where("faults"), ": peers join and leave in gossip sim only so "
+                         "far; real peers cannot yet be started into a running network or leave "
+                         "it"));
+
   std::optional<int> cli_rank;
   if (args.get("rank")) cli_rank = static_cast<int>(args.get_int("rank", 0));
   Launch launch = detect_launch(cli_rank);

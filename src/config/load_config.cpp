@@ -892,6 +892,8 @@ Fault read_fault(const Reader& r, const Node& item, const std::string& at) {
       {"kill", [&](auto& v, auto& f) { action(v, f, "kill"); }},
       {"restart", [&](auto& v, auto& f) { action(v, f, "restart"); }},
       {"pause", [&](auto& v, auto& f) { action(v, f, "pause"); }},
+      {"join", [&](auto& v, auto& f) { action(v, f, "join"); }},
+      {"leave", [&](auto& v, auto& f) { action(v, f, "leave"); }},
       {"seconds", [&](auto& v, auto& f) { fault.seconds = r.positive(v, f, false); }},
       {"cut", [&](auto& v, auto& f) {
          if (!fault.action.empty())
@@ -925,7 +927,7 @@ Fault read_fault(const Reader& r, const Node& item, const std::string& at) {
   });
   if (!has_round) r.fail(item, at, "a fault needs its round (from_round for a cut)");
   if (fault.action.empty())
-    r.fail(item, at, "a fault needs an action: kill, restart, pause, cut or attack");
+    r.fail(item, at, "a fault needs an action: kill, restart, pause, cut, attack, join or leave");
   if (fault.action == "pause" && fault.seconds <= 0)
     r.fail(item, at, "a pause needs its length in seconds");
   if (fault.action != "pause" && fault.seconds > 0)

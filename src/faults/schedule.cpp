@@ -60,6 +60,43 @@ bool attacks(std::span<const Fault> faults, int peer) {
   });
 }
 
+bool changes_membership(std::span<const Fault> faults) {
+  return std::any_of(faults.begin(), faults.end(),
+                     [](const Fault& f) { return f.action == "join" || f.action == "leave"; });
+}
+
+Topology run_topology(const RunConfig& config, const Topology& loaded) {
+  if (!changes_membership(config.faults)) return loaded;
+  std::vector<MembershipChange> changes;
+  std::string first;  // the first join or leave entry, for messages
+  for (std::size_t i = 0; i < config.faults.size(); ++i) {
+    const Fault& f = config.faults[i];
+    if (f.action != "join" && f.action != "leave") continue;
+    if (first.empty()) first = config.where(cat("faults[", i, "].", f.action));
+    MembershipChange c;
+    c.announced = f.round;
+    (f.action == "join" ? c.join : c.leave) = f.peers;
+    changes.push_back(std::move(c));
+  }
+  if (!loaded.elastic())
+    throw InputError(cat(first, ": peers join and leave only an elastic topology (elastic: true "
+                         "in ", config.gossip.topology, "): this run's peers are fixed"));
+  const AlgorithmKind a = config.gossip.algorithm;
+  if (a != AlgorithmKind::kDpsgd && a != AlgorithmKind::kLocalSgd)
+    throw InputError(cat(first, ": peers join and leave runs of dpsgd or local_sgd (each "
+                         "member graph's weights are symmetric pulls), not ", algorithm_name(a)));
+  const ElasticSpec& spec = *loaded.elastic();
+  std::vector<int> initial(static_cast<std::size_t>(spec.generator.n));
+  for (int i = 0; i < spec.generator.n; ++i) initial[static_cast<std::size_t>(i)] = i;
+  Topology t = elastic_topology(spec, initial);
+  try {
+    t.set_epochs(plan_membership(spec, std::move(changes)));
+  } catch (const InputError& e) {
+    throw InputError(cat(config.where("faults"), ": ", e.what()));
+  }
+  return t;
+}
+
 void check_faults(const RunConfig& config, const Topology& topology) {
   const int n = topology.n();
   for (std::size_t i = 0; i < config.faults.size(); ++i) {

@@ -607,6 +607,10 @@ int launch(const RunConfig& config, const LaunchOptions& given) {
                  config.gossip.topology.c_str(), format_components(report.components).c_str());
     return kExitDisconnected;
   }
+  if (changes_membership(config.faults))
+    throw InputError(cat(config.where("faults"), ": peers join and leave in gossip sim only so "
+                         "far; real peers cannot yet be started into a running network or leave "
+                         "it"));
   check_faults(config, topology);
   const bool drop_addresses = config.net.emulate.enabled() && topology.has_addresses();
   if (drop_addresses && !loopback_only(topology))

@@ -9,15 +9,18 @@
 namespace gossip {
 
 std::optional<MonitorChange> ConvergenceMonitor::check(const std::vector<int>& dead,
-                                                       const std::vector<int>& cut) {
-  if (dead == dead_ && cut == cut_) return std::nullopt;
+                                                       const std::vector<int>& cut,
+                                                       std::int64_t round) {
+  const std::size_t epoch = topology_->epoch_index(round);
+  if (dead == dead_ && cut == cut_ && epoch == epoch_) return std::nullopt;
+  epoch_ = epoch;
   dead_ = dead;
   cut_ = cut;
   std::vector<int> gone = dead;
   gone.insert(gone.end(), cut.begin(), cut.end());
   std::sort(gone.begin(), gone.end());
   gone.erase(std::unique(gone.begin(), gone.end()), gone.end());
-  LiveGraph live = live_graph(*topology_, gone);
+  LiveGraph live = live_graph(*topology_, gone, round);
   MonitorChange change;
   change.dead = dead;
   change.cut = cut;
@@ -40,10 +43,16 @@ std::optional<MonitorChange> ConvergenceMonitor::check(const std::vector<int>& d
                                        "}): the components train separate models"));
   const std::string cut_part =
       cut.empty() ? std::string() : cat("peers cut for lying: ", format_peers(cut), "; ");
+  const std::string members =
+      topology_->epochs().empty()
+          ? std::string()
+          : cat(topology_->members(round).size(), " members from round ",
+                topology_->epochs()[epoch].from, "; ");
   change.message = dead.empty() && cut.empty()
-                       ? std::string("no peer dead; live graph connected")
-                       : cat(dead.empty() ? std::string() : cat("peers dead: ", format_peers(dead),
-                                                                "; "),
+                       ? cat(members, change.connected ? "no peer dead; live graph connected"
+                                                       : graph)
+                       : cat(members, dead.empty() ? std::string()
+                                                   : cat("peers dead: ", format_peers(dead), "; "),
                              cut_part, graph);
   connected_ = change.connected;
   components_ = change.components;

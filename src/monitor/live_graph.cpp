@@ -32,18 +32,20 @@ std::vector<char> reach(const Adjacency& adj, const std::vector<char>& alive, in
 
 }  // namespace
 
-LiveGraph live_graph(const Topology& topology, std::span<const int> dead) {
+LiveGraph live_graph(const Topology& topology, std::span<const int> dead, std::int64_t round) {
   const int n = topology.n();
-  std::vector<char> alive(n, 1);
+  // Only the members at `round` (every rank unless the run's membership changes) take part.
+  std::vector<char> alive(n, topology.epochs().empty() ? 1 : 0);
+  for (int m : topology.members(round)) alive[m] = 1;
   for (int d : dead) {
     GOSSIP_CHECK_MSG(d >= 0 && d < n, "dead peer ", d, " is not in 0..", n - 1);
     alive[d] = 0;
   }
   // forward[j] = peers j sends to; backward[i] = peers i takes from (over the whole period).
   Adjacency forward(n), backward(n), either(n);
-  for (std::int64_t r = 0; r < topology.period(); ++r)
+  for (const Graph& g : topology.epoch_rounds(round))
     for (int i = 0; i < n; ++i)
-      for (const auto& nb : topology.in_neighbours(i, r)) {
+      for (const auto& nb : g.in_neighbours(i)) {
         forward[nb.peer].push_back(i);
         backward[i].push_back(nb.peer);
         either[i].push_back(nb.peer);

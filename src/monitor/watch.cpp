@@ -45,7 +45,7 @@ std::vector<PeerEvent> MembershipWatch::operator()(MonitoredExchange& exchange,
     out.push_back(MemberEvent{self_, round, seconds, "byzantine_cut", peer, 0,
                               exchange.dead_peers(), {}, {}});
   }
-  const auto change = monitor_.check(exchange.dead_peers(), exchange.cut_peers());
+  const auto change = monitor_.check(exchange.dead_peers(), exchange.cut_peers(), round);
   if (!change) return out;
   say(change->message);
   out.push_back(AlertEvent{self_, round, change->connected, change->dead, change->message});

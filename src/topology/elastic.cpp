@@ -121,6 +121,53 @@ std::int64_t membership_lead(const Topology& graph) {
   return graph.period() * diameter + 2;
 }
 
+std::vector<Topology::Epoch> plan_membership(const ElasticSpec& spec,
+                                             std::vector<MembershipChange> changes) {
+  std::sort(changes.begin(), changes.end(),
+            [](const MembershipChange& a, const MembershipChange& b) {
+              return a.announced < b.announced;
+            });
+  std::vector<int> members(static_cast<std::size_t>(spec.generator.n));
+  for (int i = 0; i < spec.generator.n; ++i) members[static_cast<std::size_t>(i)] = i;
+  std::vector<Topology::Epoch> epochs;
+  auto graph_of = [&](const std::vector<int>& m) { return elastic_topology(spec, m); };
+  {
+    const Topology t = graph_of(members);
+    epochs.push_back({0, members, 0, {}});
+    for (std::int64_t r = 0; r < t.period(); ++r) epochs.back().rounds.push_back(t.at(r));
+  }
+  for (std::size_t i = 0; i < changes.size();) {
+    const std::int64_t announced = changes[i].announced;
+    std::vector<int> join, leave;
+    for (; i < changes.size() && changes[i].announced == announced; ++i) {
+      join.insert(join.end(), changes[i].join.begin(), changes[i].join.end());
+      leave.insert(leave.end(), changes[i].leave.begin(), changes[i].leave.end());
+    }
+    const std::string where = cat("the fault schedule's round ", announced);
+    std::set<int> next(members.begin(), members.end());
+    for (int r : join) {
+      if (r < 0 || r >= spec.max_peers)
+        throw InputError(cat(where, ": rank ", r, " cannot join: the topology's elastic ranks are "
+                             "0..", spec.max_peers - 1, " (max_peers: ", spec.max_peers, ")"));
+      if (!next.insert(r).second)
+        throw InputError(cat(where, ": rank ", r, " cannot join: it is a member then"));
+    }
+    for (int r : leave)
+      if (next.erase(r) == 0)
+        throw InputError(cat(where, ": rank ", r, " cannot leave: it is not a member then"));
+    if (next.empty())
+      throw InputError(cat(where, ": the last member cannot leave (a run needs one peer)"));
+    const Topology now = graph_of(members);  // the graph that carries the news
+    const std::int64_t from =
+        std::max(announced + membership_lead(now), epochs.back().from + 1);
+    members.assign(next.begin(), next.end());
+    const Topology t = graph_of(members);
+    epochs.push_back({from, members, announced, {}});
+    for (std::int64_t r = 0; r < t.period(); ++r) epochs.back().rounds.push_back(t.at(r));
+  }
+  return epochs;
+}
+
 std::vector<ElasticSize> elastic_sizes(const ElasticSpec& spec) {
   std::set<int> sizes{spec.generator.n, spec.max_peers};
   for (int m = 2; m < spec.max_peers; m *= 2) sizes.insert(m);

@@ -128,8 +128,41 @@ Topology::Topology(std::vector<Graph> rounds, std::string kind, WeightKind weigh
   }
 }
 
+void Topology::set_epochs(std::vector<Epoch> epochs) {
+  GOSSIP_CHECK(!epochs.empty() && epochs.front().from == 0);
+  for (std::size_t e = 0; e < epochs.size(); ++e) {
+    GOSSIP_CHECK(!epochs[e].rounds.empty());
+    GOSSIP_CHECK(e == 0 || epochs[e].from > epochs[e - 1].from);
+    for (const Graph& g : epochs[e].rounds) GOSSIP_CHECK_EQ(g.n(), n());
+  }
+  epochs_ = std::move(epochs);
+}
+
+std::size_t Topology::epoch_index(std::int64_t round) const {
+  if (epochs_.empty()) return 0;
+  const auto it = std::upper_bound(epochs_.begin(), epochs_.end(), round,
+                                   [](std::int64_t r, const Epoch& e) { return r < e.from; });
+  return static_cast<std::size_t>(std::max<std::ptrdiff_t>(0, it - epochs_.begin() - 1));
+}
+
+std::vector<int> Topology::members(std::int64_t round) const {
+  if (!epochs_.empty()) return epochs_[epoch_index(round)].members;
+  std::vector<int> all(static_cast<std::size_t>(n()));
+  for (int i = 0; i < n(); ++i) all[static_cast<std::size_t>(i)] = i;
+  return all;
+}
+
+std::span<const Graph> Topology::epoch_rounds(std::int64_t round) const {
+  if (epochs_.empty()) return rounds_;
+  return epochs_[epoch_index(round)].rounds;
+}
+
 const Graph& Topology::at(std::int64_t round) const {
   GOSSIP_CHECK_GE(round, 0);
+  if (!epochs_.empty()) {
+    const auto& rounds = epochs_[epoch_index(round)].rounds;
+    return rounds[static_cast<std::size_t>(round % static_cast<std::int64_t>(rounds.size()))];
+  }
   GOSSIP_CHECK(!rounds_.empty());
   return rounds_[static_cast<std::size_t>(round % period())];
 }
