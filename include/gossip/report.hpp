@@ -95,7 +95,8 @@ struct NetworkSummary {
   // {peer, from, count}.
   JsonArray byzantine;
   JsonArray refused_params;
-  // An elastic run's membership timeline (docs/outputs.md): the members from round 0, then one
+  // An elastic run's membership timeline (membership_timeline in docs/outputs.md): the members
+  // from round 0, then one
   // {round, announced, members, joined, left, donors} a change as it took effect; and the rounds
   // each peer was a member for. Empty for a run whose peers are fixed.
   JsonArray membership;

@@ -172,7 +172,7 @@ void add_network_summary(JsonObject& extra, const NetworkSummary& s) {
       .add("alive_at_end", alive)
       .add("byzantine", s.byzantine)
       .add("refused_params", s.refused_params)
-      .add("membership", s.membership)
+      .add("membership_timeline", s.membership)
       .add("member_rounds", JsonArray::of(s.member_rounds));
   if (s.phases)
     extra.add("phases_s", phase_json(*s.phases))
