@@ -17,9 +17,10 @@ namespace gossip {
 
 namespace {
 
-std::string eval_text(const EvalPoint& e, bool consensus) {
+std::string eval_text(const EvalPoint& e, bool consensus, bool elastic) {
   if (consensus) return cat("consensus ", sci(e.consensus_distance));
-  return cat("acc ", fixed(e.average_accuracy, 4), " (peers ", fixed(e.peer_accuracy_min, 3),
+  return cat(elastic ? cat("live ", e.live, "  ") : std::string(), "acc ",
+             fixed(e.average_accuracy, 4), " (peers ", fixed(e.peer_accuracy_min, 3),
              "..", fixed(e.peer_accuracy_max, 3), ")  consensus ", sci(e.consensus_distance));
 }
 
@@ -127,7 +128,7 @@ int run_simulation(const RunConfig& config, const std::string& out, bool progres
   progress.enable(progress_bar);
   std::string last_eval = "evaluating...";
   SimHooks hooks;
-  hooks.on_eval = [&](const EvalPoint& e) { last_eval = eval_text(e, consensus); };
+  hooks.on_eval = [&](const EvalPoint& e) { last_eval = eval_text(e, consensus, elastic); };
   hooks.on_round = [&](std::int64_t done, std::int64_t total) {
     progress.update(done, total, last_eval);
   };

@@ -194,6 +194,7 @@ class Swarm {
   void fill_common(EvalPoint& e, std::int64_t round, std::span<const std::span<const float>> x) {
     e.round = round;
     e.consensus_distance = consensus_distance(live(x));
+    e.live = static_cast<int>(std::count(alive_.begin(), alive_.end(), 1));
     e.peers.resize(n());
     for (int p = 0; p < n(); ++p) {
       const auto& ex = network_.exchange(p);

@@ -45,6 +45,7 @@ struct EvalPoint {
   double train_loss = 0.0;       // mean over peers
   double consensus_distance = 0.0;
   std::uint64_t bytes_sent = 0;  // all peers together
+  int live = 0;                   // peers alive (and, in an elastic run, members) then
 };
 
 /// A fault the simulator carried out at the start of `round` ("cut" and "uncut": a cut began or
