@@ -58,16 +58,17 @@ void print_run_notes(const SimResult& result, const RunConfig& config, const std
                 out.c_str(), phase_table(rows).c_str());
   }
   if (!result.faults.empty() || !result.member_events.empty()) {
-    // Dead: members at the end (all peers of a fixed membership) whose process is not alive.
-    std::vector<int> members = result.membership.empty()
-                                   ? std::vector<int>{}
-                                   : result.membership.back().members;
+    // Dead: peers not alive at the end, but for an elastic run's ranks that never joined or
+    // left gracefully.
+    std::vector<char> counted(result.alive_at_end.size(), result.membership.empty() ? 1 : 0);
+    for (int p : result.initial_members) counted[static_cast<std::size_t>(p)] = 1;
+    for (const MembershipRecord& m : result.membership) {
+      for (int p : m.joined) counted[static_cast<std::size_t>(p)] = 1;
+      for (int p : m.left) counted[static_cast<std::size_t>(p)] = 0;
+    }
     std::int64_t dead = 0;
     for (std::size_t p = 0; p < result.alive_at_end.size(); ++p)
-      if (!result.alive_at_end[p] &&
-          (result.membership.empty() ||
-           std::binary_search(members.begin(), members.end(), static_cast<int>(p))))
-        ++dead;
+      if (!result.alive_at_end[p] && counted[p]) ++dead;
     std::printf("faults: %zu carried out, %zu membership events (%s/events.jsonl); %lld peer%s "
                 "dead at the end\n",
                 result.faults.size(), result.member_events.size(), out.c_str(),

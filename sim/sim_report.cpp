@@ -88,11 +88,14 @@ NetworkSummary network_summary(const SimResult& result, const SimRunInfo& info) 
                              .add("members", JsonArray::of(m.members))
                              .add("joined", JsonArray::of(m.joined))
                              .add("left", JsonArray::of(m.left))
+                             .add("dead", JsonArray::of(m.dead))
                              .add("donors", donors));
-      for (int p : m.left) {
-        net.member_rounds[static_cast<std::size_t>(p)] += m.from - since[static_cast<std::size_t>(p)];
-        since[static_cast<std::size_t>(p)] = -1;
-      }
+      for (const auto* out : {&m.left, &m.dead})
+        for (int p : *out) {
+          net.member_rounds[static_cast<std::size_t>(p)] +=
+              m.from - since[static_cast<std::size_t>(p)];
+          since[static_cast<std::size_t>(p)] = -1;
+        }
       for (int p : m.joined) since[static_cast<std::size_t>(p)] = m.from;
     }
     for (std::size_t p = 0; p < n; ++p)

@@ -47,7 +47,7 @@ std::unique_ptr<Backend> sim_backend(const RunConfig& config) {
 /// schedule cuts nothing and lets the peer attack in no round).
 class Swarm {
  public:
-  Swarm(const RunConfig& config, const Topology& topology, std::vector<Learner> learners)
+  Swarm(const RunConfig& config, Topology& topology, std::vector<Learner> learners)
       : config_(config), topology_(&topology), learners_(std::move(learners)),
         network_(topology.n(), learners_.front().num_params, history(config.gossip),
                  config.sim, config.train.seed, config.gossip.wire),
@@ -164,6 +164,21 @@ class Swarm {
     result.local_seconds += std::chrono::duration<double>(t1 - t0).count();
     result.mix_seconds += since(t1);
     for (int p : active) watch(p, r + 1, result);
+    drop_the_dead(r + 1);
+  }
+
+  /// An elastic run: a member whose death a live member's monitor has confirmed leaves the
+  /// member set (drop_member), so the graph is derived again without it.
+  void drop_the_dead(std::int64_t done) {
+    if (topology_->epochs().empty()) return;
+    for (int p = 0; p < n(); ++p) {
+      if (!alive_[p]) continue;
+      for (int d : monitored_[p]->dead_peers())
+        if (std::find(dropped_.begin(), dropped_.end(), d) == dropped_.end()) {
+          dropped_.push_back(d);
+          drop_member(*topology_, d, done);
+        }
+    }
   }
 
   /// The models of the peers alive now (all of them when nothing was killed).
@@ -287,11 +302,13 @@ class Swarm {
                         std::back_inserter(joined));
     std::set_difference(before.begin(), before.end(), now.begin(), now.end(),
                         std::back_inserter(left));
+    std::vector<int> dead, gone;  // out as confirmed dead, out as leavers
+    for (int p : left) (alive_[p] ? gone : dead).push_back(p);
     for (int p : left) {
       alive_[p] = 0;
       network_.set_down(p, true);
     }
-    MembershipRecord record{r, epochs[e].announced, now, joined, left, {}};
+    MembershipRecord record{r, epochs[e].announced, now, joined, gone, {}, dead};
     const auto np = static_cast<std::size_t>(learners_.front().num_params);
     for (int p : joined) {
       std::vector<int> donors;
@@ -319,7 +336,8 @@ class Swarm {
       ex.compute(std::max(0.0, latest_clock() - ex.now()));
       record.donors.push_back(donors);
     }
-    for (const auto& [action, peers] : {std::pair{"left", left}, std::pair{"joined", joined}})
+    for (const auto& [action, peers] :
+         {std::pair{"left", gone}, std::pair{"removed", dead}, std::pair{"joined", joined}})
       if (!peers.empty())
         result.faults.push_back(SimFault{r, action, peers, 0.0, latest_clock()});
     result.membership.push_back(std::move(record));
@@ -433,7 +451,7 @@ class Swarm {
   }
 
   RunConfig config_;
-  const Topology* topology_;
+  Topology* topology_;  // an elastic run's epochs grow as deaths are confirmed
   std::vector<Learner> learners_;
   SimNetwork network_;
   WorkerPool pool_;
@@ -447,6 +465,7 @@ class Swarm {
   std::vector<char> alive_;
   std::vector<double> paused_until_;  // simulated time a paused peer wakes; < 0: not paused
   JoinState join_state_;
+  std::vector<int> dropped_;  // the dead taken out of an elastic run's member set
   bool stop_ = false;                 // a peer saw a partition and the config says stop
 };
 
@@ -525,7 +544,7 @@ double measure_step_seconds(Backend& backend, const RunConfig& config, const Dat
 SimResult simulate(const RunConfig& config, const Topology& loaded, const DataSets& data,
                    const SimHooks& hooks) {
   // With joins and leaves in the schedule: the elastic graphs over every rank that may join.
-  const Topology topology = run_topology(config, loaded);
+  Topology topology = run_topology(config, loaded);
   check_peers(config, topology);
   const auto t0 = Clock::now();
   const int n = topology.n();
@@ -673,8 +692,9 @@ SimResult simulate(const RunConfig& config, const Topology& loaded, const DataSe
   return result;
 }
 
-SimResult simulate_consensus(const RunConfig& config, const Topology& topology,
+SimResult simulate_consensus(const RunConfig& config, const Topology& loaded,
                              const SimHooks& hooks) {
+  Topology topology = run_topology(config, loaded);
   check_peers(config, topology);
   const auto t0 = Clock::now();
   const int n = topology.n();

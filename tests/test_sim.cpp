@@ -1381,3 +1381,26 @@ TEST_CASE("joins and leaves are refused where they cannot happen, naming why",
   CHECK(run_topology(none, elastic).fingerprint() == elastic.fingerprint());
   CHECK(run_topology(none, elastic).epochs().empty());
 }
+
+TEST_CASE("an elastic run takes a dead member out of the member set once its death is confirmed, "
+          "and derives the graph again without it", "[sim][faults][elastic]") {
+  // Ring of 5 (no room to grow): rank 2 is killed at round 10. Its neighbours bury it a round
+  // or two later; the ring of 5 has diameter 2, so it leaves the member set 4 rounds after.
+  RunConfig config = fault_config(8, {Fault{10, 0, "kill", {2}, {}, 0.0}});
+  config.train.epochs = 4;
+  const DataSets data = load_datasets(config);
+  const Topology t = load_topology_from_string("generator: ring\nn: 5\nelastic: true\n", "r.yaml");
+  const SimResult r = simulate(config, t, data);
+  REQUIRE(r.membership.size() == 1);
+  const MembershipRecord& m = r.membership[0];
+  CHECK(m.dead == std::vector<int>{2});
+  CHECK(m.left.empty());
+  CHECK(m.members == std::vector<int>{0, 1, 3, 4});
+  CHECK(m.announced > 10);
+  CHECK(m.announced <= 10 + 3);
+  CHECK(m.from == m.announced + 4);
+  // The survivors end as one component, in agreement, and nobody saw a partition.
+  CHECK(r.final_components == std::vector<std::vector<int>>{{0, 1, 3, 4}});
+  CHECK(r.evals.back().consensus_distance < 1e-3);
+  for (const MemberEvent& e : r.member_events) CHECK(e.event != "partition");
+}

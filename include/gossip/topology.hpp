@@ -246,6 +246,13 @@ struct MembershipChange {
 std::vector<Topology::Epoch> plan_membership(const ElasticSpec& spec,
                                              std::vector<MembershipChange> changes);
 
+/// A member of an elastic run that died (its death confirmed by a member at round `announced`)
+/// leaves the member set at announced + membership_lead of the graph then: that epoch (a new
+/// one, or the one starting there) and every later one lose it, their graphs derived again.
+/// Returns the round it takes effect, or -1 when nothing changes (not a member from then on,
+/// or the last member).
+std::int64_t drop_member(Topology& topology, int rank, std::int64_t announced);
+
 /// How an elastic topology's graph changes with its number of members m: the members 0..m-1.
 struct ElasticSize {
   int members = 0;

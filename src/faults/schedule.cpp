@@ -66,13 +66,21 @@ bool changes_membership(std::span<const Fault> faults) {
 }
 
 Topology run_topology(const RunConfig& config, const Topology& loaded) {
-  if (!changes_membership(config.faults)) return loaded;
+  // An elastic topology whose schedule kills a peer follows the members too: the dead leave
+  // the member set once their death is confirmed (drop_member).
+  const AlgorithmKind algorithm = config.gossip.algorithm;
+  const bool kills = loaded.elastic() &&
+                     (algorithm == AlgorithmKind::kDpsgd ||
+                      algorithm == AlgorithmKind::kLocalSgd) &&
+                     std::any_of(config.faults.begin(), config.faults.end(),
+                                 [](const Fault& f) { return f.action == "kill"; });
+  if (!changes_membership(config.faults) && !kills) return loaded;
   std::vector<MembershipChange> changes;
-  std::string first;  // the first join or leave entry, for messages
+  std::string first = config.where("faults");  // the first join or leave entry, for messages
   for (std::size_t i = 0; i < config.faults.size(); ++i) {
     const Fault& f = config.faults[i];
     if (f.action != "join" && f.action != "leave") continue;
-    if (first.empty()) first = config.where(cat("faults[", i, "].", f.action));
+    if (changes.empty()) first = config.where(cat("faults[", i, "].", f.action));
     MembershipChange c;
     c.announced = f.round;
     (f.action == "join" ? c.join : c.leave) = f.peers;

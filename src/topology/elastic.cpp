@@ -168,6 +168,33 @@ std::vector<Topology::Epoch> plan_membership(const ElasticSpec& spec,
   return epochs;
 }
 
+std::int64_t drop_member(Topology& topology, int rank, std::int64_t announced) {
+  GOSSIP_CHECK(topology.elastic().has_value() && !topology.epochs().empty());
+  const ElasticSpec& spec = *topology.elastic();
+  std::vector<Topology::Epoch> epochs = topology.epochs();
+  const std::int64_t from =
+      announced + membership_lead(elastic_topology(spec, topology.members(announced)));
+  std::size_t e = topology.epoch_index(from);
+  const auto& at = epochs[e].members;
+  if (!std::binary_search(at.begin(), at.end(), rank) || at.size() == 1) return -1;
+  if (epochs[e].from != from) {  // a new epoch: the members then, less the dead
+    Topology::Epoch next{from, epochs[e].members, announced, {}};
+    epochs.insert(epochs.begin() + static_cast<std::ptrdiff_t>(e) + 1, std::move(next));
+    ++e;
+  }
+  for (std::size_t k = e; k < epochs.size(); ++k) {
+    auto& m = epochs[k].members;
+    const auto it = std::find(m.begin(), m.end(), rank);
+    if (it == m.end() || m.size() == 1) continue;
+    m.erase(it);
+    const Topology t = elastic_topology(spec, m);
+    epochs[k].rounds.clear();
+    for (std::int64_t r = 0; r < t.period(); ++r) epochs[k].rounds.push_back(t.at(r));
+  }
+  topology.set_epochs(std::move(epochs));
+  return from;
+}
+
 std::vector<ElasticSize> elastic_sizes(const ElasticSpec& spec) {
   std::set<int> sizes{spec.generator.n, spec.max_peers};
   for (int m = 2; m < spec.max_peers; m *= 2) sizes.insert(m);
