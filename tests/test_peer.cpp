@@ -2256,3 +2256,43 @@ TEST_CASE("an insider holding a live peer's certificate is refused as identity_c
   CHECK(std::abs(number(out / "summary.json", "test_accuracy") -
                  number(t.path / "sim" / "summary.json", "test_accuracy")) <= 0.002);
 }
+
+TEST_CASE("gossip keys add issues one more rank's credentials with the run's CA, which the "
+          "other peers accept", "[peer][tls]") {
+  TempDir t;
+  const int n = 4;
+  const auto cfg = write_config(t.path, n, "dpsgd", 1, 1, "", true, Tls::kKeys);
+  const fs::path keys = t.path / "keys";
+  // Rank 3 has no credentials yet: whoever holds ca.key admits it.
+  fs::remove(keys / "peer-3.pem");
+  fs::remove(keys / "peer-3.key");
+  const Result add = run(bin() + " keys add " + keys.string() + " --rank 3 --config " +
+                         cfg.string());
+  INFO(add.output);
+  REQUIRE(add.code == 0);
+  CHECK_THAT(add.output, Catch::Contains("for rank 3 of run 'test'"));
+  for (const char* f : {"peer-3.pem", "peer-3.key"}) {
+    INFO(f);
+    REQUIRE(fs::exists(keys / f));
+    CHECK((fs::status(keys / f).permissions() & fs::perms::group_all) == fs::perms::none);
+  }
+  const Result net = run(bin() + " run " + cfg.string() + " --out " + (t.path / "run").string() +
+                         " --no-progress");
+  INFO(net.output);
+  CHECK(net.code == 0);
+  // Refused: a rank already issued (without --force), one the topology can never have, no rank.
+  const struct {
+    std::string args;
+    const char* says;
+  } refused[] = {
+      {" --rank 3 --config " + cfg.string(), "peer-3.pem already exists"},
+      {" --rank 4 --config " + cfg.string(), "has ranks 0..3 (not elastic: its peers are fixed)"},
+      {" --config " + cfg.string(), "which rank? give --rank R"},
+  };
+  for (const auto& c : refused) {
+    const Result r = run(bin() + " keys add " + keys.string() + c.args);
+    INFO(r.output);
+    CHECK(r.code == 2);
+    CHECK_THAT(r.output, Catch::Contains(c.says));
+  }
+}
