@@ -365,8 +365,8 @@ class Swarm {
   void catch_up(int p, std::int64_t round) {
     for (int q = 0; q < n(); ++q) {
       bool in = false;
-      for (std::int64_t t = 0; t < topology_->period(); ++t)
-        for (const auto& nb : topology_->in_neighbours(p, t)) in = in || nb.peer == q;
+      for (const Graph& g : topology_->epoch_rounds(round))  // the graphs of round's epoch
+        for (const auto& nb : g.in_neighbours(p)) in = in || nb.peer == q;
       if (!in || !alive_[q] || paused(q)) continue;
       std::vector<float> model(static_cast<std::size_t>(learners_[q].num_params));
       algorithms_[q]->model_params(model);
@@ -377,7 +377,6 @@ class Swarm {
       algorithms_[p]->restore(st);
       break;
     }
-    (void)round;
     SimExchange& ex = network_.exchange(p);
     ex.compute(std::max(0.0, latest_clock() - ex.now()));
   }
