@@ -51,6 +51,13 @@ CompareRow compare_row(const CompareSetting& setting, const TopologyReport& anal
   row.scenario = setting.scenario;
   row.aggregate = setting.aggregate;
   row.attack = setting.attack;
+  if (!result.membership.empty()) {
+    row.membership = cat(result.initial_members.size(), " members (gap ",
+                         fixed(result.initial_spectral_gap, 3), ")");
+    for (const MembershipRecord& m : result.membership)
+      row.membership += cat("; from round ", m.from, " (announced ", m.announced, ") ",
+                            m.members.size(), " members (gap ", fixed(m.spectral_gap, 3), ")");
+  }
   row.topology = c.gossip.topology;
   row.algorithm = algorithm_name(c.gossip.algorithm);
   if (traits(c.gossip.algorithm).compresses) {
@@ -452,6 +459,18 @@ void write_compare_report(const std::string& dir, const std::vector<CompareRow>&
         "curves.dat, compare.csv (one row per run) and compare_summary.csv (one per setting).\n";
   write_predictor_section(md, rows, groups);
   if (has_attack_section(rows)) write_attack_section(md, rows, groups);
+  // compare.memberships: who was a member when, with the graph's spectral gap at each size.
+  bool membership = false;
+  for (const auto& r : rows) membership = membership || !r.membership.empty();
+  if (!membership) return;
+  md << "\n## Membership\n\nThe settings whose members changed (compare.memberships), each "
+        "change in effect from its round (docs/membership.md#elastic-membership):\n\n"
+     << "| setting | members, spectral gap per round |\n|---|---|\n";
+  for (const auto& g : groups) {
+    const CompareRow& first = rows[g.rows.front()];
+    md << "| " << g.label << " | "
+       << (first.membership.empty() ? std::string("fixed") : first.membership) << " |\n";
+  }
 }
 
 }  // namespace

@@ -190,6 +190,20 @@ std::vector<CompareSetting> compare_settings(const RunConfig& base) {
                     if (shards.size() > 1) s.label += cat(" ", shards[i]);
                   }});
   for (Axis& a : attack_axes(base)) axes.push_back(std::move(a));
+  std::vector<std::string> membership_names;
+  for (const auto& m : c.memberships) membership_names.push_back(m.name);
+  check_distinct(base, "compare.memberships", membership_names);
+  axes.push_back({each(std::max<std::size_t>(1, c.memberships.size())),
+                  [&](std::size_t i, CompareSetting& s) {
+                    if (c.memberships.empty()) return;
+                    const auto& cell = c.memberships[i];
+                    for (std::size_t k = 0; k < cell.changes.size(); ++k) {
+                      copy_lines(s.config, cat("compare.memberships[", i, "].changes[", k, "]"),
+                                 cat("faults[", s.config.faults.size(), "]"));
+                      s.config.faults.push_back(cell.changes[k]);
+                    }
+                    if (c.memberships.size() > 1) s.label += cat(" ", cell.name);
+                  }});
   axes.push_back({each(seeds.size()), [&](std::size_t i, CompareSetting& s) {
                     s.group = s.label;
                     s.config.train.seed = seeds[i];

@@ -77,8 +77,10 @@ NetworkSummary network_summary(const SimResult& result, const SimRunInfo& info) 
     std::vector<std::int64_t> since(n, -1);
     net.member_rounds.assign(n, 0);
     for (int p : result.initial_members) since[static_cast<std::size_t>(p)] = 0;
-    net.membership.add(JsonObject().add("round", 0).add("members",
-                                                         JsonArray::of(result.initial_members)));
+    net.membership.add(JsonObject()
+                           .add("round", 0)
+                           .add("members", JsonArray::of(result.initial_members))
+                           .add("spectral_gap", result.initial_spectral_gap));
     for (const MembershipRecord& m : result.membership) {
       JsonArray donors;
       for (const auto& d : m.donors) donors.add(JsonArray::of(d));
@@ -89,7 +91,8 @@ NetworkSummary network_summary(const SimResult& result, const SimRunInfo& info) 
                              .add("joined", JsonArray::of(m.joined))
                              .add("left", JsonArray::of(m.left))
                              .add("dead", JsonArray::of(m.dead))
-                             .add("donors", donors));
+                             .add("donors", donors)
+                             .add("spectral_gap", m.spectral_gap));
       for (const auto* out : {&m.left, &m.dead})
         for (int p : *out) {
           net.member_rounds[static_cast<std::size_t>(p)] +=

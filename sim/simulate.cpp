@@ -86,6 +86,14 @@ class Swarm {
   using JoinState = std::function<void(int peer, std::span<const float> params, int donor)>;
   void on_join(JoinState f) { join_state_ = std::move(f); }
 
+  /// The spectral gap per round of the elastic graph of `members`.
+  double members_gap(const std::vector<int>& members) const {
+    ElasticSpec spec = *topology_->elastic();
+    const TopologyReport r = analyze(members_only(elastic_topology(spec, members), members));
+    return 1.0 - r.rho_per_round;
+  }
+  double initial_gap() const { return members_gap(topology_->members(0)); }
+
   /// Keeps the per-round timelines of `count` evenly spaced peers (on their simulated clocks).
   void trace(std::int64_t count) {
     count = std::min<std::int64_t>(count, n());
@@ -308,7 +316,8 @@ class Swarm {
       alive_[p] = 0;
       network_.set_down(p, true);
     }
-    MembershipRecord record{r, epochs[e].announced, now, joined, gone, {}, dead};
+    MembershipRecord record{r, epochs[e].announced, now, joined, gone, {}, dead,
+                            members_gap(now)};
     const auto np = static_cast<std::size_t>(learners_.front().num_params);
     for (int p : joined) {
       std::vector<int> donors;
@@ -593,7 +602,10 @@ SimResult simulate(const RunConfig& config, const Topology& loaded, const DataSe
 
   SimResult result;
   result.gemm = gemm;
-  if (!topology.epochs().empty()) result.initial_members = topology.members(0);
+  if (!topology.epochs().empty()) {
+    result.initial_members = topology.members(0);
+    result.initial_spectral_gap = swarm.initial_gap();
+  }
   for (const auto& shard : shards) result.samples_per_peer.push_back(std::ssize(shard));
   const RoundPlan plan = plan_rounds(config, data.train.n, n);
   result.rounds = plan.rounds;

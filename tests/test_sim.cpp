@@ -1404,3 +1404,51 @@ TEST_CASE("an elastic run takes a dead member out of the member set once its dea
   CHECK(r.evals.back().consensus_distance < 1e-3);
   for (const MemberEvent& e : r.member_events) CHECK(e.event != "partition");
 }
+
+TEST_CASE("compare sweeps membership schedules: each cell's joins and leaves go into its setting, "
+          "and the report lists the members and the spectral gap at each size",
+          "[sim][compare][elastic]") {
+  const std::string dir = temp_dir("sweep_memberships");
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/ring.yaml") << "generator: ring\nn: 4\nelastic: true\nmax_peers: 6\n";
+  const std::string head =
+      "data: {synthetic: {train: 384, test: 64, dim: 8, classes: 4}}\n"
+      "model: {layers: [8, 16, 4]}\n"
+      "optimizer: {lr: 0.05, momentum: 0.9}\n"
+      "train: {epochs: 4, batch: 8, evals_per_epoch: 1}\n"
+      "compare:\n"
+      "  topologies: [ring.yaml]\n";
+  const RunConfig base = load_config_from_string(
+      head + "  memberships:\n    - none\n    - name: grow\n      changes:\n"
+             "        - {round: 2, join: [4, 5]}\n",
+      "sweep.yaml", dir);
+  const auto settings = compare_settings(base);
+  REQUIRE(settings.size() == 2);
+  CHECK(settings[0].label == "ring static");
+  CHECK(settings[0].config.faults.empty());
+  CHECK(settings[1].label == "ring grow");
+  REQUIRE(settings[1].config.faults.size() == 1);
+  CHECK(settings[1].config.faults[0].action == "join");
+  REQUIRE(run_sweep(base, dir + "/out", false) == kExitOk);
+  std::ifstream in(dir + "/out/report.md");
+  const std::string report((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  INFO(report);
+  // A ring of m members (weights 1/3) has gap 1 - (1/3 + 2/3 cos(2 pi / m)): 2/3 at 4, 1/3 at
+  // 6; the change announced at 2 is in effect at 2 + 2 (the diameter of 4) + 2.
+  CHECK(report.find("| ring static | fixed |") != std::string::npos);
+  CHECK(report.find("| ring grow | 4 members (gap 0.667); from round 6 (announced 2) 6 members "
+                    "(gap 0.333) |") != std::string::npos);
+  // A cell with anything but joins and leaves is refused, naming it.
+  CHECK_THROWS_WITH(load_config_from_string(
+                        head + "  memberships:\n    - name: x\n      changes:\n"
+                               "        - {round: 2, kill: [1]}\n",
+                        "sweep.yaml", dir),
+                    Catch::Contains("a membership cell holds join and leave entries, not a kill"));
+  // And one that cannot happen on the graph, before anything runs.
+  const RunConfig bad = load_config_from_string(
+      head + "  memberships:\n    - name: x\n      changes:\n        - {round: 2, join: [9]}\n",
+      "sweep.yaml", dir);
+  CHECK_THROWS_WITH(run_sweep(bad, dir + "/bad", false),
+                    Catch::Contains("rank 9 cannot join: the topology's elastic ranks are 0..5"));
+  std::filesystem::remove_all(dir);
+}

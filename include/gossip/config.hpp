@@ -374,6 +374,14 @@ struct CompareConfig {
   // setting's faults, or `none` (a Fault with no action): nothing added. Empty = no attack
   // axis (the config's faults alone).
   std::vector<Fault> attacks;
+  // Membership schedules crossed with the other axes (an elastic topology's joins and leaves):
+  // each a name and its join/leave entries, added to the setting's faults; `none` is the static
+  // run (name "static", no entries). Empty = no membership axis.
+  struct Membership {
+    std::string name;
+    std::vector<Fault> changes;
+  };
+  std::vector<Membership> memberships;
   double target_accuracy = 0.8;
   // A pure-averaging pass (learning rate 0) on every topology, its measured contraction of the
   // consensus distance per round against rho^2; 0 rounds = no pass.

@@ -37,8 +37,9 @@ const Fault* attack_of(std::span<const Fault> faults, int peer, std::int64_t rou
 /// Whether the schedule lets `peer` attack in any round (then its exchange needs an Attack).
 bool attacks(std::span<const Fault> faults, int peer);
 
-/// Checks the fault schedule against the topology before anything starts: every peer in
-/// 0..n-1, every cut link an edge of the graph, no peer under two attacks in one round, and no
+/// Checks the fault schedule against the topology before anything starts: its joins and leaves
+/// (run_topology), every other peer in 0..n-1 of the run's topology, every cut link an edge of
+/// the graph, no peer under two attacks in one round, and no
 /// attack in a run whose algorithm sends packets (CHOCO's compressed differences, all-reduce's
 /// chunks: an attack rewrites parameter messages). Throws InputError naming the config's line.
 void check_faults(const RunConfig& config, const Topology& topology);

@@ -68,6 +68,7 @@ struct MembershipRecord {
   std::vector<int> members, joined, left;
   std::vector<std::vector<int>> donors;  // per joined peer
   std::vector<int> dead;  // members whose confirmed death took them out of the member set
+  double spectral_gap = 0.0;  // per round, of the members' graph from then on
 };
 
 struct SimResult {
@@ -96,6 +97,7 @@ struct SimResult {
   // An elastic run's membership changes, as they took effect (empty for a fixed membership).
   std::vector<MembershipRecord> membership;
   std::vector<int> initial_members;  // an elastic run's members at round 0
+  double initial_spectral_gap = 0.0;  // per round, of their graph
   std::vector<std::vector<int>> final_components;
   std::vector<double> component_accuracy;  // of each final component's average model, when split
   bool stopped_by_partition = false;       // monitor.on_partition: stop, and the graph split
@@ -218,6 +220,9 @@ struct CompareRow {
   std::string label, group, topology, algorithm, shard;
   std::string scenario, aggregate, attack;  // as CompareSetting's
   std::vector<int> attackers;        // the peers of the setting's attack entries, ascending
+  // An elastic run's membership (compare.memberships), one line: the members and the spectral
+  // gap per round from round 0 and from each change on. Empty for a fixed membership.
+  std::string membership;
   // The final evaluation's accuracies of the honest peers (every peer alive at the end but the
   // attackers; NaN when none was evaluated), and how many of them ended with a non-finite
   // training loss (an attack can make them diverge; a run without one stops instead).

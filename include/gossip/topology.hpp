@@ -223,6 +223,11 @@ const std::vector<std::string>& elastic_generators();
 /// seed mixed with the member set, so a new member set draws a new graph.
 Topology elastic_topology(const ElasticSpec& spec, std::span<const int> members);
 
+/// The graph of `members` alone: `topology`'s rounds restricted to them (none may have a
+/// neighbour outside them), the k-th smallest member renumbered k. What analyze() needs to give
+/// an elastic member set's spectral gap, which the other (lone) ranks would hide.
+Topology members_only(const Topology& topology, std::span<const int> members);
+
 /// Rounds between a membership change announced at round R and the round it takes effect,
 /// R + membership_lead(graph): a view travels one hop a round (it goes to the neighbours ahead
 /// of the parameters whenever it changes), so every member of `graph` (the members' graph when

@@ -105,10 +105,14 @@ Topology run_topology(const RunConfig& config, const Topology& loaded) {
   return t;
 }
 
-void check_faults(const RunConfig& config, const Topology& topology) {
-  const int n = topology.n();
+void check_faults(const RunConfig& config, const Topology& loaded) {
+  // Joins and leaves: run_topology checks them (and refuses them where they cannot happen);
+  // the other entries may then name any rank of the run, max_peers of an elastic one.
+  const Topology topology = run_topology(config, loaded);
+  const int n = changes_membership(config.faults) ? topology.n() : loaded.n();
   for (std::size_t i = 0; i < config.faults.size(); ++i) {
     const Fault& f = config.faults[i];
+    if (f.action == "join" || f.action == "leave") continue;
     const std::string where = config.where(cat("faults[", i, "].", f.action));
     if (f.action == "attack") {
       const AlgorithmTraits& alg = traits(config.gossip.algorithm);

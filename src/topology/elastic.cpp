@@ -93,6 +93,31 @@ Topology elastic_topology(const ElasticSpec& spec, std::span<const int> members)
   return t;
 }
 
+Topology members_only(const Topology& topology, std::span<const int> members) {
+  std::vector<int> sorted(members.begin(), members.end());
+  std::sort(sorted.begin(), sorted.end());
+  std::vector<int> position(static_cast<std::size_t>(topology.n()), -1);
+  for (std::size_t k = 0; k < sorted.size(); ++k)
+    position[static_cast<std::size_t>(sorted[k])] = static_cast<int>(k);
+  std::vector<Graph> rounds;
+  for (std::int64_t r = 0; r < topology.period(); ++r) {
+    const Graph& g = topology.at(r);
+    std::vector<Arc> arcs;
+    std::vector<double> self;
+    for (int to : sorted) {
+      self.push_back(g.self_weight(to));
+      for (const Neighbour& nb : g.in_neighbours(to)) {
+        const int from = position[static_cast<std::size_t>(nb.peer)];
+        GOSSIP_CHECK_MSG(from >= 0, "member ", to, " has neighbour ", nb.peer, " outside them");
+        arcs.push_back({from, position[static_cast<std::size_t>(to)], nb.weight});
+      }
+    }
+    rounds.emplace_back(static_cast<int>(sorted.size()), g.directed(), std::move(arcs),
+                        std::move(self));
+  }
+  return Topology(std::move(rounds), topology.kind(), topology.weights());
+}
+
 std::int64_t membership_lead(const Topology& graph) {
   // Hops over the union of one period's graphs, among the ranks that have a neighbour (the
   // members; a lone member has none).
