@@ -24,6 +24,10 @@ void check_real_sweep(const RunConfig& base) {
                          ": attack cells are swept in simulation; gossip compare --run runs the "
                          "config's own faults: (give the attack there, one sweep per attack, or "
                          "sweep without --run)"));
+  if (!base.compare.memberships.empty())
+    throw InputError(cat(base.where("compare.memberships"),
+                         ": real peers cannot yet join or leave a running network; membership "
+                         "schedules are swept in simulation (sweep without --run)"));
   if (base.sim.message_loss > 0)
     throw InputError(cat(base.where("sim.message_loss"),
                          ": message loss is the simulator's model; real peers talk TCP (use "
