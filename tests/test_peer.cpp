@@ -590,6 +590,8 @@ TEST_CASE("gossip compare --run refuses what a real run cannot do before anythin
   } refused[] = {
       {"  attacks: [none, {round: 1, attack: [1], kind: sign_flip}]\n", "compare.attacks"},
       {"  aggregates: [mean, {kind: clipped, tau: 0.5}]\n", "gossip.aggregate"},
+      {"  memberships: [none, {name: grow, changes: [{round: 2, join: [3]}]}]\n",
+       "compare.memberships: real peers cannot yet join"},
   };
   for (const auto& c : refused) {
     const auto cfg3 = write_config(t.path, 3, "dpsgd", 1, 1);
