@@ -672,71 +672,72 @@ void read_net(const Reader& r, const Node& n, NetworkConfig& c) {
 
 Fault read_fault(const Reader& r, const Node& item, const std::string& at);
 
-/// compare.memberships: each item `none` (the static run) or {name: NAME, changes: [...]} with
-/// join and leave entries of the fault schedule, read by its reader.
-std::vector<CompareConfig::Membership> read_membership_cells(const Reader& r, const Node& n,
-                                                             const std::string& field) {
+/// A sweep's cells (compare.memberships, compare.attacks): each item `none` (`none_cell`) or a
+/// map read by `read` at its field; `expected` says what a cell looks like.
+template <typename Cell, typename Read>
+std::vector<Cell> read_cells(const Reader& r, const Node& n, const std::string& field,
+                             const char* expected, const Cell& none_cell, Read read) {
   r.sequence(n, field);
-  std::vector<CompareConfig::Membership> out;
+  std::vector<Cell> out;
   std::size_t i = 0;
   for (const Node& item : n) {
     const std::string at = cat(field, "[", i++, "]");
     r.mark(at, item.line());
     if (item.is_scalar()) {
       if (r.text(item, at) != "none")
-        r.fail(item, at, cat("expected none or {name: NAME, changes: [{round: R, join: [...]}, "
-                             "...]}, got '", item.scalar(), "'"));
-      out.push_back({"static", {}});
+        r.fail(item, at, cat("expected none or ", expected, ", got '", item.scalar(), "'"));
+      out.push_back(none_cell);
       continue;
     }
-    CompareConfig::Membership cell;
-    r.each(item, at, Handlers{
-        {"name", [&](auto& v, auto& f) { cell.name = r.text(v, f); }},
-        {"changes", [&](auto& v, auto& f) {
-           r.sequence(v, f);
-           std::size_t k = 0;
-           for (const Node& c : v) {
-             const std::string cf = cat(f, "[", k++, "]");
-             r.mark(cf, c.line());
-             Fault fault = read_fault(r, c, cf);
-             if (fault.action != "join" && fault.action != "leave")
-               r.fail(c, cf, cat("a membership cell holds join and leave entries, not a ",
-                                 fault.action, " (put other faults in the config's faults:)"));
-             cell.changes.push_back(std::move(fault));
-           }
-         }},
-    });
-    if (cell.name.empty()) r.fail(item, at, "a membership cell needs its name");
-    if (cell.changes.empty()) r.fail(item, at, "a membership cell needs its changes (or none)");
-    out.push_back(std::move(cell));
+    out.push_back(read(item, at));
   }
   return out;
+}
+
+/// compare.memberships: each item `none` (the static run) or {name: NAME, changes: [...]} with
+/// join and leave entries of the fault schedule, read by its reader.
+std::vector<CompareConfig::Membership> read_membership_cells(const Reader& r, const Node& n,
+                                                             const std::string& field) {
+  return read_cells(
+      r, n, field, "{name: NAME, changes: [{round: R, join: [...]}, ...]}",
+      CompareConfig::Membership{"static", {}}, [&](const Node& item, const std::string& at) {
+        CompareConfig::Membership cell;
+        r.each(item, at, Handlers{
+            {"name", [&](auto& v, auto& f) { cell.name = r.text(v, f); }},
+            {"changes", [&](auto& v, auto& f) {
+               r.sequence(v, f);
+               std::size_t k = 0;
+               for (const Node& c : v) {
+                 const std::string cf = cat(f, "[", k++, "]");
+                 r.mark(cf, c.line());
+                 Fault fault = read_fault(r, c, cf);
+                 if (fault.action != "join" && fault.action != "leave")
+                   r.fail(c, cf, cat("a membership cell holds join and leave entries, not a ",
+                                     fault.action, " (put other faults in the config's faults:)"));
+                 cell.changes.push_back(std::move(fault));
+               }
+             }},
+        });
+        if (cell.name.empty()) r.fail(item, at, "a membership cell needs its name");
+        if (cell.changes.empty())
+          r.fail(item, at, "a membership cell needs its changes (or none)");
+        return cell;
+      });
 }
 
 /// compare.attacks: each item `none` or an attack entry of the fault schedule, read by its
 /// reader; any other action is refused (a sweep's cells differ by who lies, not who dies).
 std::vector<Fault> read_attack_cells(const Reader& r, const Node& n, const std::string& field) {
-  r.sequence(n, field);
-  std::vector<Fault> out;
-  std::size_t i = 0;
-  for (const Node& item : n) {
-    const std::string at = cat(field, "[", i++, "]");
-    r.mark(at, item.line());
-    if (item.is_scalar()) {
-      if (r.text(item, at) != "none")
-        r.fail(item, at, cat("expected none or an attack entry such as {round: 1, attack: [3], "
-                             "kind: sign_flip}, got '", item.scalar(), "'"));
-      out.push_back(Fault{});
-      continue;
-    }
-    Fault fault = read_fault(r, item, at);
-    if (fault.action != "attack")
-      r.fail(item, at, cat("a sweep's cell is none or an attack entry ({round: 1, attack: [3], "
-                           "kind: sign_flip}), not a ", fault.action,
-                           " (put other faults in the config's faults:)"));
-    out.push_back(std::move(fault));
-  }
-  return out;
+  return read_cells(r, n, field, "an attack entry such as {round: 1, attack: [3], kind: sign_flip}",
+                    Fault{}, [&](const Node& item, const std::string& at) {
+                      Fault fault = read_fault(r, item, at);
+                      if (fault.action != "attack")
+                        r.fail(item, at, cat("a sweep's cell is none or an attack entry ({round: "
+                                             "1, attack: [3], kind: sign_flip}), not a ",
+                                             fault.action, " (put other faults in the config's "
+                                             "faults:)"));
+                      return fault;
+                    });
 }
 
 void read_compare(const Reader& r, const Node& n, CompareConfig& c) {
