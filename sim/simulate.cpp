@@ -480,6 +480,12 @@ class Swarm {
 void check_peers(const RunConfig& config, const Topology& topology) {
   if (topology.n() < 1) throw InputError("gossip.topology: the topology has no peers");
   check_faults(config, topology);
+  // A simulated elastic run takes a dead member out of the member set (drop_member).
+  for (std::size_t i = 0; i < config.faults.size() && !topology.epochs().empty(); ++i)
+    if (config.faults[i].action == "restart")
+      throw InputError(cat(config.where(cat("faults[", i, "].restart")), ": an elastic run takes "
+                           "a dead member out of the member set, so it cannot be restarted into "
+                           "its place; let it join again with a join entry"));
   for (int s : config.sim.stragglers)
     if (s < 0 || s >= topology.n())
       throw InputError(cat("sim.stragglers: peer ", s, " is not in 0..", topology.n() - 1));

@@ -1374,6 +1374,14 @@ TEST_CASE("joins and leaves are refused where they cannot happen, naming why",
              Catch::Contains("rank 5 cannot leave: it is not a member then"));
   CHECK_THAT(refused(elastic, {Fault{5, 0, "join", {4}, {}, 0.0}}, AlgorithmKind::kPushSum),
              Catch::Contains("runs of dpsgd or local_sgd") && Catch::Contains("not push_sum"));
+  // A dead member leaves the member set: it comes back by joining, not by a restart.
+  {
+    RunConfig c = fault_config(8, {Fault{5, 0, "kill", {1}, {}, 0.0},
+                                   Fault{9, 0, "restart", {1}, {}, 0.0}});
+    const DataSets data = load_datasets(c);
+    CHECK_THROWS_WITH(simulate(c, elastic, data),
+                      Catch::Contains("faults[1].restart: an elastic run takes a dead member out"));
+  }
   // A join then a leave of the joiner is fine; without changes the topology is as loaded.
   CHECK(refused(elastic, {Fault{5, 0, "join", {4}, {}, 0.0}, Fault{20, 0, "leave", {4}, {}, 0.0}})
         == "accepted");
