@@ -17,39 +17,6 @@ namespace {
 constexpr int kMaxDiameterPeers = 8192;  // all-pairs BFS beyond this is not worth the wait
 constexpr int kMaxSpectralPeers = 2048;  // dense n x n eigenvalues beyond this take minutes
 
-using Adjacency = std::vector<std::vector<int>>;
-
-// Union over the period of the arcs from -> to (information flows from `from` to `to`).
-Adjacency union_arcs(const Topology& t, bool reverse) {
-  Adjacency adj(t.n());
-  for (std::int64_t r = 0; r < t.period(); ++r)
-    for (int i = 0; i < t.n(); ++i)
-      for (const Neighbour& nb : t.at(r).out_neighbours(i))
-        reverse ? adj[nb.peer].push_back(i) : adj[i].push_back(nb.peer);
-  for (auto& list : adj) {
-    std::sort(list.begin(), list.end());
-    list.erase(std::unique(list.begin(), list.end()), list.end());
-  }
-  return adj;
-}
-
-// Peers reachable from `source`, in BFS distance; -1 for unreachable.
-std::vector<int> bfs(const Adjacency& adj, int source) {
-  std::vector<int> dist(adj.size(), -1);
-  std::queue<int> q;
-  dist[source] = 0;
-  q.push(source);
-  while (!q.empty()) {
-    int u = q.front();
-    q.pop();
-    for (int v : adj[u])
-      if (dist[v] < 0) {
-        dist[v] = dist[u] + 1;
-        q.push(v);
-      }
-  }
-  return dist;
-}
 
 // Strongly connected components (for an undirected graph the arc set is symmetric, so these
 // are the connected components): u and v share a component when each reaches the other.
@@ -126,6 +93,38 @@ void stochasticity(const Topology& t, TopologyReport& r) {
 }
 
 }  // namespace
+
+// Union over the period of the arcs from -> to (information flows from `from` to `to`).
+Adjacency union_arcs(const Topology& t, bool reverse) {
+  Adjacency adj(t.n());
+  for (std::int64_t r = 0; r < t.period(); ++r)
+    for (int i = 0; i < t.n(); ++i)
+      for (const Neighbour& nb : t.at(r).out_neighbours(i))
+        reverse ? adj[nb.peer].push_back(i) : adj[i].push_back(nb.peer);
+  for (auto& list : adj) {
+    std::sort(list.begin(), list.end());
+    list.erase(std::unique(list.begin(), list.end()), list.end());
+  }
+  return adj;
+}
+
+// Peers reachable from `source`, in BFS distance; -1 for unreachable.
+std::vector<int> bfs(const Adjacency& adj, int source) {
+  std::vector<int> dist(adj.size(), -1);
+  std::queue<int> q;
+  dist[source] = 0;
+  q.push(source);
+  while (!q.empty()) {
+    int u = q.front();
+    q.pop();
+    for (int v : adj[u])
+      if (dist[v] < 0) {
+        dist[v] = dist[u] + 1;
+        q.push(v);
+      }
+  }
+  return dist;
+}
 
 }  // namespace gossip::topo
 

@@ -119,30 +119,13 @@ Topology members_only(const Topology& topology, std::span<const int> members) {
 }
 
 std::int64_t membership_lead(const Topology& graph) {
-  // Hops over the union of one period's graphs, among the ranks that have a neighbour (the
-  // members; a lone member has none).
-  const int n = graph.n();
-  std::vector<std::vector<int>> adj(static_cast<std::size_t>(n));
-  for (std::int64_t r = 0; r < graph.period(); ++r)
-    for (int i = 0; i < n; ++i)
-      for (const auto& nb : graph.in_neighbours(i, r)) {
-        adj[static_cast<std::size_t>(i)].push_back(nb.peer);
-        adj[static_cast<std::size_t>(nb.peer)].push_back(i);
-      }
+  // Hops over the union of one period's graphs (undirected), among the ranks that have a
+  // neighbour (the members; a lone member has none).
+  const topo::Adjacency adj = topo::union_arcs(graph, false);
   int diameter = 0;
-  for (int s = 0; s < n; ++s) {
-    if (adj[static_cast<std::size_t>(s)].empty()) continue;
-    std::vector<int> dist(static_cast<std::size_t>(n), -1);
-    std::vector<int> queue{s};
-    dist[static_cast<std::size_t>(s)] = 0;
-    for (std::size_t q = 0; q < queue.size(); ++q)
-      for (int v : adj[static_cast<std::size_t>(queue[q])])
-        if (dist[static_cast<std::size_t>(v)] < 0) {
-          dist[static_cast<std::size_t>(v)] = dist[static_cast<std::size_t>(queue[q])] + 1;
-          diameter = std::max(diameter, dist[static_cast<std::size_t>(v)]);
-          queue.push_back(v);
-        }
-  }
+  for (int s = 0; s < graph.n(); ++s)
+    if (!adj[static_cast<std::size_t>(s)].empty())
+      for (int d : topo::bfs(adj, s)) diameter = std::max(diameter, d);
   return graph.period() * diameter + 2;
 }
 

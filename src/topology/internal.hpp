@@ -74,6 +74,13 @@ struct Spectrum {
   std::int64_t rate_rounds = 1;
 };
 Spectrum spectrum(const Topology& topology);
+/// Each peer's neighbours as a list, for the searches of the analysis.
+using Adjacency = std::vector<std::vector<int>>;
+/// Union over the period of the arcs from -> to (`reverse`: to -> from), each list ascending.
+Adjacency union_arcs(const Topology& t, bool reverse);
+/// Hops from `source` to every peer along `adj`; -1 for the unreachable.
+std::vector<int> bfs(const Adjacency& adj, int source);
+
 /// TopologyReport::effective_neighbours: dense n x n iterations, for n <= kMaxSpectralPeers.
 double effective_neighbours(const Topology& topology, double gamma);
 
