@@ -71,38 +71,11 @@ NetworkSummary network_summary(const SimResult& result, const SimRunInfo& info) 
   }
   for (char a : result.alive_at_end) net.alive_at_end.push_back(a != 0);
   if (!result.membership.empty()) {
-    // The timeline: the first members from round 0, then each change; and each peer's rounds
-    // as a member (from the round it joined, or 0, to the round it left, or the end).
-    const auto n = static_cast<std::size_t>(net.peers);
-    std::vector<std::int64_t> since(n, -1);
-    net.member_rounds.assign(n, 0);
-    for (int p : result.initial_members) since[static_cast<std::size_t>(p)] = 0;
-    net.membership.add(JsonObject()
-                           .add("round", 0)
-                           .add("members", JsonArray::of(result.initial_members))
-                           .add("spectral_gap", result.initial_spectral_gap));
-    for (const MembershipRecord& m : result.membership) {
-      JsonArray donors;
-      for (const auto& d : m.donors) donors.add(JsonArray::of(d));
-      net.membership.add(JsonObject()
-                             .add("round", m.from)
-                             .add("announced", m.announced)
-                             .add("members", JsonArray::of(m.members))
-                             .add("joined", JsonArray::of(m.joined))
-                             .add("left", JsonArray::of(m.left))
-                             .add("dead", JsonArray::of(m.dead))
-                             .add("donors", donors)
-                             .add("spectral_gap", m.spectral_gap));
-      for (const auto* out : {&m.left, &m.dead})
-        for (int p : *out) {
-          net.member_rounds[static_cast<std::size_t>(p)] +=
-              m.from - since[static_cast<std::size_t>(p)];
-          since[static_cast<std::size_t>(p)] = -1;
-        }
-      for (int p : m.joined) since[static_cast<std::size_t>(p)] = m.from;
-    }
-    for (std::size_t p = 0; p < n; ++p)
-      if (since[p] >= 0) net.member_rounds[p] += result.rounds - since[p];
+    MembershipTimeline t = membership_timeline(result.initial_members,
+                                               result.initial_spectral_gap, result.membership,
+                                               net.peers, result.rounds);
+    net.membership = std::move(t.entries);
+    net.member_rounds = std::move(t.member_rounds);
   }
   if (result.final_components.size() > 1) {  // split at the end (whole: no components)
     net.components = result.final_components;

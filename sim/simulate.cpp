@@ -88,9 +88,7 @@ class Swarm {
 
   /// The spectral gap per round of the elastic graph of `members`.
   double members_gap(const std::vector<int>& members) const {
-    ElasticSpec spec = *topology_->elastic();
-    const TopologyReport r = analyze(members_only(elastic_topology(spec, members), members));
-    return 1.0 - r.rho_per_round;
+    return members_spectral_gap(*topology_->elastic(), members);
   }
   double initial_gap() const { return members_gap(topology_->members(0)); }
 
@@ -320,13 +318,8 @@ class Swarm {
                             members_gap(now)};
     const auto np = static_cast<std::size_t>(learners_.front().num_params);
     for (int p : joined) {
-      std::vector<int> donors;
-      for (std::int64_t t = r; t < r + static_cast<std::int64_t>(epochs[e].rounds.size()); ++t)
-        for (const auto& nb : topology_->in_neighbours(p, t))
-          if (std::binary_search(before.begin(), before.end(), nb.peer) && alive_[nb.peer] &&
-              std::find(donors.begin(), donors.end(), nb.peer) == donors.end())
-            donors.push_back(nb.peer);
-      std::sort(donors.begin(), donors.end());
+      std::vector<int> donors = join_donors(*topology_, e, p);
+      std::erase_if(donors, [&](int q) { return !alive_[q]; });
       std::vector<double> sum(np, 0.0);
       std::vector<float> model(np);
       for (int q : donors) {

@@ -277,6 +277,9 @@ class MonitoredExchange final : public Exchange {
   /// Stops mixing with `peer` for good (gossip.on_byzantine: cut): its messages are still
   /// received, so it is not taken for dead, but collect() and newest() no longer hand them on.
   void cut(int peer);
+  /// `peers` left the member set (an elastic run): no longer watched, so their silence from
+  /// now on is not taken for a death.
+  void forget(std::span<const int> peers);
   /// The neighbours cut, ascending.
   const std::vector<int>& cut_peers() const { return cut_; }
 

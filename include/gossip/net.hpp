@@ -63,6 +63,10 @@ struct NetConfig {
   int size = 0;
   std::vector<std::string> addresses;  // "host:port" per rank ("[::1]:port" for IPv6)
   std::vector<int> neighbours;         // undirected: in-neighbours ∪ out-neighbours
+  /// Neighbours not expected at the start (an elastic run's members of later epochs, which
+  /// join after us): not waited for by the constructor, dialled (when we are the lower rank)
+  /// every 250 ms until they come, and waited for by collect like any neighbour not yet up.
+  std::vector<int> later;
   HandshakeInfo handshake;
   std::uint64_t max_frame_bytes = 0;   // 0 = default_max_frame_bytes(handshake.param_count)
   std::size_t max_queued_rounds = 4;   // per neighbour; older rounds are dropped beyond this
@@ -218,6 +222,8 @@ class NetExchange final : public Exchange {
 
   /// Neighbours whose link is up right now, ascending.
   std::vector<int> connected_peers() const;
+  /// Waits up to `timeout` for the links to `peers` to be up; returns those that are not.
+  std::vector<int> await_peers(std::span<const int> peers, std::chrono::milliseconds timeout);
   /// Bytes sent to and received from each neighbour so far, ascending by neighbour
   /// (thread-safe).
   std::vector<LinkTraffic> link_traffic() const;

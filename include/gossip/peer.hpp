@@ -168,6 +168,9 @@ class PeerSession {
   /// records an evaluation, saves a checkpoint and finishes (summary.json's
   /// stopped_by_partition is true).
   bool partition_stop_due() const;
+  /// An elastic run whose schedule takes this peer out: whether the rounds done reach the round
+  /// it leaves (its last round, one before, was mixed as usual). The caller then finishes.
+  bool leave_due() const;
   /// Leaves the network at until_round without a summary (as gossip peer --until-round does),
   /// for `gossip run --resume` to continue. Throws InputError when that round has no checkpoint.
   void stop();

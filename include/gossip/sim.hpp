@@ -59,18 +59,6 @@ struct SimFault {
   double time_s = 0.0;  // the simulated clock when it was carried out (the latest peer's)
 };
 
-/// One membership change of an elastic run as it took effect: from round `from` the members
-/// are `members`; `joined` each started from the average of its `donors`' models, `left` left
-/// gracefully, `dead` were taken out after their death was confirmed.
-struct MembershipRecord {
-  std::int64_t from = 0;
-  std::int64_t announced = 0;
-  std::vector<int> members, joined, left;
-  std::vector<std::vector<int>> donors;  // per joined peer
-  std::vector<int> dead;  // members whose confirmed death took them out of the member set
-  double spectral_gap = 0.0;  // per round, of the members' graph from then on
-};
-
 struct SimResult {
   std::vector<EvalPoint> evals;
   std::int64_t rounds = 0;

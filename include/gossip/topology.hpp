@@ -27,6 +27,8 @@
 #include <string>
 #include <vector>
 
+#include "gossip/json.hpp"
+
 namespace gossip {
 
 /// How mixing weights were chosen.
@@ -257,6 +259,41 @@ std::vector<Topology::Epoch> plan_membership(const ElasticSpec& spec,
 /// Returns the round it takes effect, or -1 when nothing changes (not a member from then on,
 /// or the last member).
 std::int64_t drop_member(Topology& topology, int rank, std::int64_t announced);
+
+/// One membership change of an elastic run as it took effect: from round `from` the members
+/// are `members`; `joined` each started from the average of its `donors`' models, `left` left
+/// gracefully, `dead` were taken out after their death was confirmed.
+struct MembershipRecord {
+  std::int64_t from = 0;
+  std::int64_t announced = 0;
+  std::vector<int> members, joined, left;
+  std::vector<std::vector<int>> donors;  // per joined peer
+  std::vector<int> dead;  // members whose confirmed death took them out of the member set
+  double spectral_gap = 0.0;  // per round, of the members' graph from then on
+};
+
+/// The members that give a joiner of `epoch` (> 0) its first parameters: its in-neighbours in
+/// that epoch's graphs (over their period) that were members in the epoch before, ascending.
+std::vector<int> join_donors(const Topology& topology, std::size_t epoch, int joiner);
+
+/// The spectral gap per round of the graph of `members` of an elastic topology.
+double members_spectral_gap(const ElasticSpec& spec, std::span<const int> members);
+
+/// The changes an elastic topology's epochs make (every epoch after the first), as they take
+/// effect: members, joined (with their join_donors), left; `dead` empty (a real run's deaths
+/// are not planned). What `gossip run` records of a scheduled membership.
+std::vector<MembershipRecord> planned_membership(const Topology& topology);
+
+/// An elastic run's membership timeline as summary.json has it (docs/outputs.md): the initial
+/// members from round 0, then one {round, announced, members, joined, left, dead, donors,
+/// spectral_gap} a change; and the rounds each of the n ranks was a member for, of `rounds`.
+struct MembershipTimeline {
+  JsonArray entries;
+  std::vector<std::int64_t> member_rounds;
+};
+MembershipTimeline membership_timeline(std::span<const int> initial, double initial_gap,
+                                       std::span<const MembershipRecord> changes, int n,
+                                       std::int64_t rounds);
 
 /// How an elastic topology's graph changes with its number of members m: the members 0..m-1.
 struct ElasticSize {

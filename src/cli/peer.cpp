@@ -104,10 +104,16 @@ PeerSetup peer_setup(int argc, char** argv) {
     throw InputError(cat(config.path, ": gossip.topology: a peer needs a topology file"));
   Topology topology = load_topology(config.gossip.topology);
   check_algorithm(config, topology);
-  if (changes_membership(config.faults))
-    throw InputError(cat(config.where("faults"), ": peers join and leave in gossip sim only so "
-                         "far; real peers cannot yet be started into a running network or leave "
-                         "it"));
+  // An elastic run's joins and leaves: every peer derives the same member timeline (and its
+  // graphs) from the schedule; a joiner starts into it, a leaver stops where it says.
+  const bool elastic = changes_membership(config.faults);
+  if (elastic) {
+    topology = run_topology(config, topology);
+    for (const char* o : {"resume-round", "until-round", "rejoin"})
+      if (args.has(o))
+        throw InputError(cat("--", o, ": not for a run whose peers join and leave (",
+                             config.where("faults"), ")"));
+  }
 
   std::optional<int> cli_rank;
   if (args.get("rank")) cli_rank = static_cast<int>(args.get_int("rank", 0));

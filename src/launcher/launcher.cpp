@@ -89,7 +89,9 @@ class Network {
         links_(links), exec_(config.exec),
         record_(config, opt.out_dir, n_, launcher::NetworkRecord::Clock::kLauncher, true,
                 resume_round),
-        faults_(&config.faults), fault_done_(config.faults.size(), false) {
+        faults_(&config.faults), fault_done_(config.faults.size(), false),
+        topology_(topology) {
+    if (!topology.epochs().empty()) record_.follow_members(topology);
     start_observers(config, topology);
   }
 
@@ -103,6 +105,17 @@ class Network {
   std::vector<std::string> peer_args(int r, bool rejoin) const;
   void start();
   void restart(int r);
+  /// An elastic run: whether rank r's process starts with the run (a member at round 0).
+  bool initial_member(int r) const {
+    const auto m = topology_.members(0);
+    return std::binary_search(m.begin(), m.end(), r);
+  }
+  /// An elastic run's joiners: each change's are started ahead of the round it takes effect by
+  /// the time the first peers took to start, at the pace the rounds go, so that they are ready
+  /// when the graph changes (and the others need not wait for them).
+  void start_joiners();
+  /// Joins and leaves whose announcement round the network has reached: events.jsonl, notes.
+  void note_membership(std::int64_t round);
   void show_progress();
   void carry_out_faults();
   bool killed_by_schedule(int rank) const {
@@ -167,6 +180,14 @@ class Network {
   std::unique_ptr<DashboardState> dashboard_;  // --dashboard: fed as events come; else null
   std::unique_ptr<launcher::DashboardServer> dashboard_server_;
   std::unique_ptr<launcher::RunMetrics> metrics_;  // net.metrics_port; else null
+  // An elastic run (topology_ has epochs): when each rank's process was started, the longest
+  // a first peer took from its start to its ready event, and the rounds' pace.
+  Topology topology_;
+  std::vector<Clock::time_point> spawned_ = std::vector<Clock::time_point>(n_);
+  double startup_s_ = -1.0;
+  std::vector<bool> epoch_started_;     // per epoch: its joiners' processes are started
+  std::vector<bool> epoch_noted_;       // per epoch: its change is in events.jsonl
+  std::deque<std::pair<Clock::time_point, std::int64_t>> pace_;  // (when, slowest round)
 };
 
 void Network::start_observers(const RunConfig& config, const Topology& topology) {
@@ -274,10 +295,82 @@ void Network::start() {
   }
   peer_round_.assign(n_, resume_round_ >= 0 ? resume_round_ : 0);
   if (resume_round_ >= 0) recover_unmerged();
+  epoch_started_.assign(std::max<std::size_t>(1, topology_.epochs().size()), false);
+  epoch_noted_ = epoch_started_;
+  epoch_started_[0] = epoch_noted_[0] = true;
   for (int r = 0; r < n_; ++r) {
     const std::string dir = cat(opt_.out_dir, "/peers/", r);
+    if (!initial_member(r)) {  // an elastic run's later member: started when it joins
+      launcher::Child c;
+      c.rank = r;
+      c.log_path = dir + "/peer.log";
+      children_.push_back(std::move(c));
+      continue;
+    }
     make_output_dir(dir);
+    spawned_[r] = Clock::now();
     children_.push_back(launcher::spawn_child(r, peer_argv(r, false), dir + "/peer.log"));
+  }
+}
+
+void Network::start_joiners() {
+  const auto& epochs = topology_.epochs();
+  if (epochs.empty()) return;
+  const auto now = Clock::now();
+  const std::int64_t round = slowest_round();
+  if (pace_.empty() || pace_.back().second != round) pace_.emplace_back(now, round);
+  while (pace_.size() > 2 && now - pace_[1].first > std::chrono::seconds(3)) pace_.pop_front();
+  for (std::size_t e = 1; e < epochs.size(); ++e) {
+    if (epoch_started_[e]) continue;
+    // Seconds to the change at the pace of the last few seconds' rounds (none known yet:
+    // started once the round before it is reached).
+    const double span = std::chrono::duration<double>(pace_.back().first - pace_.front().first)
+                            .count();
+    const auto rounds = static_cast<double>(pace_.back().second - pace_.front().second);
+    const double left = rounds > 0 && span > 0.5
+                            ? static_cast<double>(epochs[e].from - round) * span / rounds
+                            : std::numeric_limits<double>::infinity();
+    const double lead = std::max(startup_s_, 0.5) + 0.25;
+    if (round < epochs[e].from - 1 && left > lead) continue;
+    epoch_started_[e] = true;
+    std::vector<int> joiners;
+    std::set_difference(epochs[e].members.begin(), epochs[e].members.end(),
+                        epochs[e - 1].members.begin(), epochs[e - 1].members.end(),
+                        std::back_inserter(joiners));
+    for (int r : joiners) {
+      const std::string dir = cat(opt_.out_dir, "/peers/", r);
+      make_output_dir(dir);
+      spawned_[r] = now;
+      children_[r] = launcher::spawn_child(r, peer_argv(r, false), dir + "/peer.log");
+    }
+    if (!joiners.empty())
+      progress_.note(cat("round ", round, ": starting peer", joiners.size() == 1 ? " " : "s ",
+                         format_peers(joiners), ", which join", joiners.size() == 1 ? "s" : "",
+                         " at round ", epochs[e].from, " (announced at round ",
+                         epochs[e].announced, ")"));
+  }
+}
+
+void Network::note_membership(std::int64_t round) {
+  const auto& epochs = topology_.epochs();
+  for (std::size_t e = 1; e < epochs.size(); ++e) {
+    if (epoch_noted_[e] || round < epochs[e].announced) continue;
+    epoch_noted_[e] = true;
+    std::vector<int> joined, left;
+    const auto& before = epochs[e - 1].members;
+    const auto& now = epochs[e].members;
+    std::set_difference(now.begin(), now.end(), before.begin(), before.end(),
+                        std::back_inserter(joined));
+    std::set_difference(before.begin(), before.end(), now.begin(), now.end(),
+                        std::back_inserter(left));
+    for (const auto& [action, peers] : {std::pair{"join", joined}, std::pair{"leave", left}}) {
+      if (peers.empty()) continue;
+      record_.log_fault(epochs[e].announced, action, peers, 0.0);
+      progress_.note(cat("membership at round ", epochs[e].announced, ": peer",
+                         peers.size() == 1 ? " " : "s ", format_peers(peers), " ", action,
+                         peers.size() == 1 ? "s" : "", " from round ", epochs[e].from, " (",
+                         now.size(), " members then)"));
+    }
   }
 }
 
@@ -324,6 +417,7 @@ void Network::carry_out_faults() {
     const Fault& f = (*faults_)[i];
     if (fault_done_[i] || round < f.round) continue;
     fault_done_[i] = true;
+    if (f.action == "join" || f.action == "leave") continue;  // start_joiners, note_membership
     if (f.action == "attack") {  // carried out by the attackers' own Attack, round by round
       const std::string until = f.to_round > 0 ? cat(" until round ", f.to_round) : "";
       record_.log_fault(f.round, cat("attack ", describe_attack(f), until), f.peers, 0.0);
@@ -378,14 +472,22 @@ void Network::show_progress() {
   last_progress_ = Clock::now();
   const std::int64_t total = record_.total_rounds();
   if (total == 0) return;  // no peer has said how many rounds there are yet
-  progress_.update(std::min(total, slowest_round()), total, status_);
+  if (topology_.epochs().empty())
+    return progress_.update(std::min(total, slowest_round()), total, status_);
+  int live = 0;  // an elastic run: the members whose processes run
+  for (const auto& c : children_) live += c.running;
+  progress_.update(std::min(total, slowest_round()), total, cat("live ", live, "  ", status_));
 }
 
 std::int64_t Network::slowest_round() const {
   std::int64_t round = std::numeric_limits<std::int64_t>::max();
-  for (int r = 0; r < n_; ++r)
-    if (std::find(record_.dead().begin(), record_.dead().end(), r) == record_.dead().end())
-      round = std::min(round, peer_round_[r]);
+  for (int r = 0; r < n_; ++r) {
+    if (std::find(record_.dead().begin(), record_.dead().end(), r) != record_.dead().end())
+      continue;
+    // An elastic run: a peer not started yet, or one that left, holds nobody back.
+    if (!topology_.epochs().empty() && !children_.empty() && !children_[r].running) continue;
+    round = std::min(round, peer_round_[r]);
+  }
   return round == std::numeric_limits<std::int64_t>::max() ? 0 : round;
 }
 
@@ -448,10 +550,16 @@ int Network::run() {
       }
       all_exited &= !c.running && c.out_fd < 0;
     }
+    // An elastic run whose joiners have not all been started is not over.
+    all_exited &= std::all_of(epoch_started_.begin(), epoch_started_.end(), [](bool b) { return b; });
     const bool outside_running = follow_outside();
     merge_ready_rounds();
     if (!exec_.empty() && !outside_running) hand_out_average();
     carry_out_faults();
+    if (!topology_.epochs().empty()) {
+      start_joiners();
+      note_membership(slowest_round());
+    }
     if (Clock::now() - last_progress_ >= std::chrono::seconds(1)) show_progress();
     if (metrics_) update_metrics();
     if (all_exited && !outside_running) break;
@@ -509,6 +617,9 @@ void Network::handle_event(int r, const PeerEvent& e) {
     peer_round_[r] = std::max(peer_round_[r], ev->round);
   if (const auto* ro = std::get_if<RoundEvent>(&e))
     peer_round_[r] = std::max(peer_round_[r], ro->round);
+  if (std::holds_alternative<ReadyEvent>(e) && !topology_.epochs().empty() && initial_member(r))
+    startup_s_ = std::max(startup_s_, std::chrono::duration<double>(Clock::now() - spawned_[r])
+                                          .count());
   record_.handle(r, e);
   if (dashboard_) dashboard_->on_event(r, e, now_s());
 }
@@ -598,20 +709,24 @@ int launch(const RunConfig& config, const LaunchOptions& given) {
   LaunchOptions options = given;
   if (config.gossip.topology.empty())
     throw InputError(cat(config.path, ": gossip.topology: `gossip run` needs a topology file"));
-  const Topology topology = load_topology(config.gossip.topology);
-  check_algorithm(config, topology);
-  const TopologyReport report = analyze(topology);
+  const Topology loaded = load_topology(config.gossip.topology);
+  check_algorithm(config, loaded);
+  const TopologyReport report = analyze(loaded);
   if (!report.connected) {
     std::fprintf(stderr,
                  "gossip run: refusing to start: %s is not connected; its components are %s\n",
                  config.gossip.topology.c_str(), format_components(report.components).c_str());
     return kExitDisconnected;
   }
-  if (changes_membership(config.faults))
-    throw InputError(cat(config.where("faults"), ": peers join and leave in gossip sim only so "
-                         "far; real peers cannot yet be started into a running network or leave "
-                         "it"));
-  check_faults(config, topology);
+  // An elastic run's joins and leaves: the member timeline over max_peers ranks, each peer's
+  // graph from it (run_topology, as gossip sim and every peer derive it).
+  const bool elastic = changes_membership(config.faults);
+  const Topology topology = elastic ? run_topology(config, loaded) : loaded;
+  if (elastic && (options.resume || options.until_round > 0 || config.net.emulate.enabled() ||
+                  !config.exec.empty() || options.restart_on_failure))
+    throw InputError(cat(config.where("faults"), ": a run whose peers join and leave does not "
+                         "take --resume, --until-round, --netem, --restart or exec: yet"));
+  check_faults(config, loaded);
   const bool drop_addresses = config.net.emulate.enabled() && topology.has_addresses();
   if (drop_addresses && !loopback_only(topology))
     throw InputError(cat("--netem '", config.net.emulate.text, "': emulated links give every peer its own "
@@ -636,9 +751,10 @@ int launch(const RunConfig& config, const LaunchOptions& given) {
                           : config.net.tls_ca.empty() ? cat("TLS with a fresh CA in ",
                                                             options.out_dir, "/tls")
                                                       : "TLS with net.tls's credentials";
-  std::printf("gossip run: %d peers on %s (spectral gap per round %.4f), algorithm %s, period "
+  std::printf("gossip run: %d peers%s on %s (spectral gap per round %.4f), algorithm %s, period "
               "%d, %s; peer logs in %s/peers/\n",
-              topology.n(), config.gossip.topology.c_str(), 1.0 - report.rho_per_round,
+              loaded.n(), elastic ? cat(" at the start (up to ", topology.n(), " ranks)").c_str() : "",
+              config.gossip.topology.c_str(), 1.0 - report.rho_per_round,
               algorithm_name(config.gossip.algorithm), config.gossip.period, tls.c_str(),
               options.out_dir.c_str());
   std::fflush(stdout);

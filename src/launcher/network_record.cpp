@@ -65,6 +65,7 @@ std::vector<std::string> NetworkRecord::final_params(const std::vector<int>& ran
 std::vector<std::string> NetworkRecord::final_params() const {
   std::vector<int> all(static_cast<std::size_t>(n_));
   std::iota(all.begin(), all.end(), 0);
+  if (members_) all = members_->epochs().back().members;  // those who left are not in it
   return final_params(all);
 }
 
@@ -196,11 +197,18 @@ std::vector<std::vector<int>> NetworkRecord::partition() const {
 
 std::vector<EvaluationFigures> NetworkRecord::merge_ready_rounds() {
   std::vector<int> expected;
-  for (int r = 0; r < n_; ++r)
-    if (std::find(dead_.begin(), dead_.end(), r) == dead_.end()) expected.push_back(r);
   std::vector<EvaluationFigures> merged;
-  while (!pending_.empty() && !expected.empty()) {
+  while (!pending_.empty()) {
     auto& [round, evals] = *pending_.begin();
+    // Those alive who ran the rounds before it: every rank, or an elastic run's members then.
+    expected.clear();
+    const std::vector<int> members = members_ ? members_->members(std::max<std::int64_t>(0, round - 1))
+                                              : std::vector<int>{};
+    for (int r = 0; r < n_; ++r)
+      if (std::find(dead_.begin(), dead_.end(), r) == dead_.end() &&
+          (!members_ || std::binary_search(members.begin(), members.end(), r)))
+        expected.push_back(r);
+    if (expected.empty()) break;
     std::vector<int> present;
     for (int r : expected) {
       if (evals.count(r)) present.push_back(r);
@@ -491,6 +499,15 @@ Summary NetworkRecord::finish(double wall_seconds, const std::vector<double>& pe
     }
     record_external_average(consensus, end);
     end.average_missing = average_missing_;
+  }
+  if (members_) {
+    const std::vector<MembershipRecord> changes = planned_membership(*members_);
+    const std::vector<int> initial = members_->members(0);
+    MembershipTimeline t = membership_timeline(
+        initial, members_spectral_gap(*members_->elastic(), initial), changes, n_,
+        std::max(end.rounds, total_rounds_));
+    net.membership = std::move(t.entries);
+    net.member_rounds = std::move(t.member_rounds);
   }
   const auto phase_rows = add_phases(net);
   add_network_summary(end.extra, net);

@@ -18,6 +18,7 @@
 
 #include "gossip/backend.hpp"
 #include "gossip/config.hpp"
+#include "gossip/topology.hpp"
 #include "gossip/events.hpp"
 #include "gossip/json.hpp"
 #include "gossip/report.hpp"
@@ -76,6 +77,10 @@ class NetworkRecord {
   std::int64_t rejoins() const { return std::ssize(rejoins_); }
   /// Peer `rank` was started again (restarted): later rounds expect it again.
   void peer_back(int rank);
+  /// An elastic run (`topology` has epochs): an evaluation of round r is merged from the
+  /// members of round r - 1 (those that ran it), the final average from the last members, and
+  /// summary.json gets the membership timeline.
+  void follow_members(const Topology& topology) { members_ = topology; }
   /// exec: runs, once every peer has finished or ended: the average of the finished peers'
   /// final parameters (peers/R/params.bin) goes to DIR/average.bin and DIR/average-request.json
   /// names the process in `waiting` (those whose done event awaits it) that evaluates it with
@@ -156,6 +161,7 @@ class NetworkRecord {
   std::vector<Failure> failures_;
   double now_s() const;
   std::chrono::steady_clock::time_point t0_ = std::chrono::steady_clock::now();
+  std::optional<Topology> members_;  // follow_members
 };
 
 }  // namespace gossip::launcher

@@ -366,6 +366,10 @@ std::optional<Inbox> MonitoredExchange::newest(std::span<const int> from) {
   return inner_->newest(kept);
 }
 
+void MonitoredExchange::forget(std::span<const int> peers) {
+  for (int p : peers) std::erase(talked_to_, p);
+}
+
 void MonitoredExchange::cut(int peer) {
   const auto at = std::lower_bound(cut_.begin(), cut_.end(), peer);
   if (at == cut_.end() || *at != peer) cut_.insert(at, peer);

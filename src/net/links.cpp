@@ -91,7 +91,10 @@ void Links::start(Clock::time_point give_up) {
   heartbeat();
   for (int p : mail_.neighbours()) {
     if (p < config_.rank) continue;  // the lower rank of a pair dials
-    links_[p]->give_up = give_up;
+    // A member of a later epoch is dialled until it comes (it starts when it joins).
+    links_[p]->later = std::find(config_.later.begin(), config_.later.end(), p) !=
+                       config_.later.end();
+    links_[p]->give_up = links_[p]->later ? Clock::time_point::max() : give_up;
     links_[p]->backoff = config_.timeouts.backoff_first;
     dial(p);
   }
@@ -166,7 +169,7 @@ void Links::tune(asio::ip::tcp::socket& socket) {
 void Links::retry(int peer, const std::string& why) {
   Link& l = *links_[peer];
   if (mail_.state(peer) == LinkState::kUp) return;
-  if (Clock::now() + l.backoff > l.give_up) {
+  if (!l.later && Clock::now() + l.backoff > l.give_up) {
     // Gone for the run's purposes; but a restarted peer comes back at the same address, so
     // keep dialling now and then (quietly) until we shut down.
     if (mail_.state(peer) != LinkState::kGone) {
@@ -181,7 +184,8 @@ void Links::retry(int peer, const std::string& why) {
     return;
   }
   l.dial_timer.expires_after(l.backoff);
-  l.backoff = std::min(l.backoff * 2, config_.timeouts.backoff_max);
+  l.backoff = std::min(l.backoff * 2, l.later ? std::chrono::milliseconds(kRejoinRedial)
+                                              : config_.timeouts.backoff_max);
   l.dial_timer.async_wait([this, peer](std::error_code ec) {
     if (!ec && !stopping_) dial(peer);
   });
@@ -276,6 +280,7 @@ void Links::adopt(int peer, Session& s, const wire::Hello& hello) {
   l.session = s.shared_from_this();
   s.attach_shm(map_segment(peer, hello));  // before the link counts as up
   l.gone_timer.cancel();
+  l.later = false;  // it came: a later loss is redialled, and given up on, as any other
   mail_.set_state(peer, LinkState::kUp);
   log(cat(s.who(), " connected"));
 }

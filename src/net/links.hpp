@@ -83,6 +83,7 @@ class Links final : public Hub {
     Clock::time_point give_up;
     std::chrono::milliseconds backoff{0};
     bool dialling = false;
+    bool later = false;  // NetConfig::later: dialled every kRejoinRedial until it comes
     Clock::time_point last_sent{};  // when a frame was last queued on this link
     std::uint64_t conflicts = 0;    // second connections refused for this identity
     Clock::time_point last_conflict_alert{};

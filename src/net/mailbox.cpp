@@ -292,13 +292,32 @@ std::vector<int> Mailboxes::wait_connected(std::chrono::steady_clock::time_point
   std::unique_lock lk(mu_);
   cv_.wait_until(lk, deadline, [&] {
     return !failure_.empty() || std::all_of(boxes_.begin(), boxes_.end(), [](const Box& b) {
-             return b.state == LinkState::kUp || b.state == LinkState::kGone;
+             return b.later || b.state == LinkState::kUp || b.state == LinkState::kGone;
            });
   });
   std::vector<int> missing;
   for (int p : neighbours_)
+    if (box(p).state != LinkState::kUp && !box(p).later) missing.push_back(p);
+  return missing;
+}
+
+std::vector<int> Mailboxes::wait_up(std::span<const int> peers,
+                                    std::chrono::steady_clock::time_point deadline) {
+  std::unique_lock lk(mu_);
+  cv_.wait_until(lk, deadline, [&] {
+    return !failure_.empty() || std::all_of(peers.begin(), peers.end(), [&](int p) {
+             return box(p).state == LinkState::kUp;
+           });
+  });
+  std::vector<int> missing;
+  for (int p : peers)
     if (box(p).state != LinkState::kUp) missing.push_back(p);
   return missing;
+}
+
+void Mailboxes::set_later(std::span<const int> peers) {
+  std::lock_guard lk(mu_);
+  for (int p : peers) box(p).later = true;
 }
 
 bool Mailboxes::ahead(const Box& b, std::int64_t round) {

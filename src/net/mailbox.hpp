@@ -137,6 +137,12 @@ class Mailboxes {
   std::vector<SendToken> start_sends(std::size_t count);
   /// Waits until every neighbour is up (or gone) or `deadline` passes; returns those not up.
   std::vector<int> wait_connected(std::chrono::steady_clock::time_point deadline);
+  /// The same for `peers` alone (neighbours), which are waited for until up, whatever their
+  /// state: a link gone at the start may still come (NetConfig::later).
+  std::vector<int> wait_up(std::span<const int> peers,
+                           std::chrono::steady_clock::time_point deadline);
+  /// Neighbours the start does not wait for (NetConfig::later).
+  void set_later(std::span<const int> peers);
   /// See Exchange::collect. Also waits for the sends of the last publish to finish; before
   /// that wait, once the messages are in, it calls the hook set here (NetExchange: frames held
   /// for a neighbour a round behind stop counting, Session::detach_held).
@@ -161,6 +167,7 @@ class Mailboxes {
  private:
   struct Box {
     LinkState state = LinkState::kConnecting;
+    bool later = false;  // not expected at the start (NetConfig::later)
     bool shared_memory = false;
     std::deque<Message> queue;        // arrival order
     std::optional<Message> held;      // returned by the last collect; spans point into it

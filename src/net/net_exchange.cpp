@@ -1,5 +1,6 @@
 // net/net_exchange.cpp: NetExchange, the caller's side. Validates the config, starts the I/O
 // thread (which runs Links and the sessions), and implements Exchange on top of Mailboxes.
+#include <algorithm>
 #include <atomic>
 #include <future>
 #include <iostream>
@@ -42,6 +43,9 @@ NetConfig validated(NetConfig c) {
     throw InputError(cat("net: max_frame_bytes ", c.max_frame_bytes,
                          " is smaller than one params frame (",
                          need - wire::kMaxControlPayload, " bytes)"));
+  for (int p : c.later)
+    if (std::find(c.neighbours.begin(), c.neighbours.end(), p) == c.neighbours.end())
+      throw InputError(cat("net: later peer ", p, " is not a neighbour"));
   if (!c.log) c.log = log_to_stderr;
   return c;
 }
@@ -59,6 +63,7 @@ class NetExchange::Impl {
         work_(asio::make_work_guard(io())) {
     const auto give_up = std::chrono::steady_clock::now() + config_.timeouts.start;
     mail_.on_sends_wait([this] { post([this] { links_.detach_held(); }); });
+    mail_.set_later(config_.later);
     asio::post(io(), [this, give_up] { links_.start(give_up); });
     thread_ = std::thread([this] { run(); });
     for (int p : mail_.wait_connected(give_up))
@@ -270,6 +275,13 @@ std::vector<TransportAlert> NetExchange::take_alerts() { return impl_->mail().ta
 
 std::vector<int> NetExchange::connected_peers() const {
   return impl_->mail().peers_in(net::LinkState::kUp);
+}
+
+std::vector<int> NetExchange::await_peers(std::span<const int> peers,
+                                          std::chrono::milliseconds timeout) {
+  for (int p : peers)
+    GOSSIP_CHECK_MSG(impl_->mail().is_neighbour(p), "await_peers: peer ", p, " is not a neighbour");
+  return impl_->mail().wait_up(peers, std::chrono::steady_clock::now() + timeout);
 }
 
 std::vector<int> NetExchange::shared_memory_peers() const {

@@ -69,6 +69,11 @@ int run_peer(const RunConfig& config, const Topology& topology, const PeerOption
       peer.stop();
       return kExitOk;
     }
+    if (peer.leave_due()) {  // an elastic run's schedule takes this peer out here
+      log_line(cat("peer ", opt.rank, ": leaves the network after round ", done - 1,
+                   " as the schedule says"));
+      break;
+    }
   }
   peer.finish();
   return kExitOk;

@@ -6,6 +6,7 @@
 #error "src/peer/peer_parts.hpp belongs to room peer, which this room does not use (see the room table in meson.build)"
 #endif
 
+#include <limits>
 #include <chrono>
 #include <cstdint>
 #include <fstream>
@@ -95,8 +96,24 @@ double since(Clock::time_point t0);
 /// timeline's encrypt track (its clock: seconds since `t0`).
 void trace_crypto(NetExchange& transport, Timeline& timeline, Clock::time_point t0);
 
-/// Every peer this one talks to in any round of the period (in- and out-neighbours).
+/// The rounds `rank` is a member for: [from, until). Everyone's is [0, max) without epochs; in
+/// an elastic run it starts where its first epoch starts and ends where the next epoch without
+/// it starts (max when none does). `first_epoch` is the epoch of `from`.
+struct MemberWindow {
+  std::int64_t from = 0;
+  std::int64_t until = std::numeric_limits<std::int64_t>::max();
+  std::size_t first_epoch = 0;
+  bool joins() const { return from > 0; }
+};
+/// Throws InputError when `rank` is never a member.
+MemberWindow member_window(const Topology& topology, int rank);
+
+/// Every peer this one talks to in any round of the period (in- and out-neighbours), and in an
+/// elastic run in any epoch of its member window.
 std::vector<int> all_neighbours(const Topology& topology, int rank);
+/// Those of all_neighbours that are not neighbours in the first epoch of its window: they join
+/// later, and the start does not wait for them (NetConfig::later).
+std::vector<int> later_neighbours(const Topology& topology, int rank);
 
 /// The gossip settings the handshake compares between peers (gossip.algorithm, and for an
 /// algorithm that compresses its compressor, consensus step and gossip steps; fields that do not

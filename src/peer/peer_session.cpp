@@ -86,6 +86,12 @@ struct PeerSession::Impl {
   std::optional<std::vector<std::byte>> resumed_state;  // the caller's, from that checkpoint
   std::int64_t saved_round = -1;   // the round of the last checkpoint written
   std::unique_ptr<PeerMetrics> metrics;  // net.metrics_port: /metrics; null when off
+  // An elastic run: the rounds this peer is a member for; a joiner's handover.
+  MemberWindow window = member_window(topology, opt.rank);
+  double ready_s = -1.0;     // a joiner: when its data and model were ready
+  double mixing_s = -1.0;    // when its handover was in and it began to mix
+  std::vector<int> donors;   // whose parameters it started from
+  std::vector<float> handover;  // a donor: its parameters, sent to joiners (kept until sent)
 
   Impl(RunConfig c, Topology t, PeerOptions o)
       : config(std::move(c)), topology(std::move(t)), opt(std::move(o)),
@@ -146,7 +152,8 @@ struct PeerSession::Impl {
     watch = std::make_unique<Watch>(topology, rank, *exchange, events, t0,
                                     config.gossip.on_byzantine);
     start_metrics();
-    (*watch)(0);
+    if (window.joins()) receive_handover();
+    (*watch)(round);
     fingerprint = checkpoint_fingerprint(config, topology, learner.num_params, rounds);
     if (opt.resume_round >= 0) resume();
     record = rejoin ? std::make_unique<RunRecord>(RunRecord::resume(
@@ -154,6 +161,91 @@ struct PeerSession::Impl {
              : opt.resume_round >= 0 ? std::make_unique<RunRecord>(RunRecord::resume(dir, round))
                                      : std::make_unique<RunRecord>(dir);
     timeline.add(Phase::kSetup, 0.0, timeline.now());
+  }
+
+  /// An elastic run's joiner (join_model): its first parameters are the average of its donors'
+  /// (join_donors: its in-neighbours in its first epoch that were members before) after the
+  /// round before it joins, each donor's message carrying its optimizer steps (the schedule's
+  /// position) as the weight; momentum starts at zero. As the simulator does it, bit for bit.
+  void receive_handover() {
+    GOSSIP_CHECK_MSG(trainer, "a joiner of an elastic run trains gossip's own model");
+    const std::int64_t r = window.from;
+    donors = join_donors(topology, window.first_epoch, opt.rank);
+    CollectOptions o;
+    o.deadline = std::chrono::milliseconds(static_cast<std::int64_t>(
+        1000 * (config.net.connect_timeout_s + config.monitor.round_timeout_s)));
+    const std::vector<Inbox> got = transport->collect(r - 1, donors, o);
+    // A donor's message is taken whole or not at all: every value finite, the steps a count.
+    const auto usable = [&](const Inbox& m) {
+      return m.params.size() == host.size() && std::isfinite(m.weight) && m.weight >= 0 &&
+             (m.checked_finite || std::all_of(m.params.begin(), m.params.end(),
+                                              [](float v) { return std::isfinite(v); }));
+    };
+    std::vector<int> came;
+    for (const Inbox& m : got)
+      if (usable(m)) came.push_back(m.peer);
+    if (came.size() != donors.size())
+      log_line(cat("peer ", opt.rank, ": WARNING: of its donors ", format_peers(donors),
+                   " only ", came.empty() ? std::string("none") : format_peers(came),
+                   " handed over their parameters by the deadline"));
+    round = r;
+    if (came.empty()) {
+      log_line(cat("peer ", opt.rank, ": joins at round ", r,
+                   " with its own initial parameters (no donor's came)"));
+      donors.clear();
+      mixing_s = since(t0);
+      return;
+    }
+    const auto np = host.size();
+    std::vector<double> sum(np, 0.0);
+    double steps = -1.0;
+    for (const Inbox& m : got) {
+      if (!usable(m)) continue;
+      if (steps < 0) steps = m.weight;  // the first (lowest) donor's place in the schedule
+      for (std::size_t i = 0; i < np; ++i) sum[i] += m.params[i];
+    }
+    Trainer::State s = trainer->state();
+    for (std::size_t i = 0; i < np; ++i)
+      s.params[i] = static_cast<float>(sum[i] / static_cast<double>(came.size()));
+    std::fill(s.velocity.begin(), s.velocity.end(), 0.0f);
+    s.steps = static_cast<std::int64_t>(steps);
+    trainer->restore(s);
+    trainer->download_params(host);
+    donors = came;
+    mixing_s = since(t0);
+    log_line(cat("peer ", opt.rank, ": joined at round ", r, " (announced at round ",
+                 topology.epochs()[window.first_epoch].announced, ") from the average of peers ",
+                 format_peers(donors), ", ", fixed(mixing_s - ready_s, 3),
+                 " s after its data and model were ready"));
+  }
+
+  /// After round `done` - 1: the joiners of an epoch starting at `done` whose donor this peer
+  /// is get its parameters (and its optimizer steps, as the weight), once their link is up.
+  void hand_over(std::int64_t done) {
+    const auto& epochs = topology.epochs();
+    if (epochs.empty() || done >= window.until) return;
+    const std::size_t e = topology.epoch_index(done);
+    if (e == 0 || epochs[e].from != done) return;
+    std::vector<int> to;
+    for (int p : epochs[e].members)
+      if (!std::binary_search(epochs[e - 1].members.begin(), epochs[e - 1].members.end(), p)) {
+        const std::vector<int> d = join_donors(topology, e, p);
+        if (std::binary_search(d.begin(), d.end(), opt.rank)) to.push_back(p);
+      }
+    if (to.empty()) return;
+    const auto timeout = std::chrono::milliseconds(
+        static_cast<std::int64_t>(1000 * config.net.connect_timeout_s));
+    const std::vector<int> missing = transport->await_peers(to, timeout);
+    if (!missing.empty())
+      log_line(cat("peer ", opt.rank, ": joiners ", format_peers(missing), " not connected ",
+                   config.net.connect_timeout_s, " s after round ", done - 1,
+                   "; they get no parameters from this peer"));
+    handover.resize(params.size());
+    algorithm->model_params(handover);
+    const double steps = trainer ? static_cast<double>(trainer->state().steps) : 0.0;
+    exchange->publish(done - 1, handover, steps, to);
+    log_line(cat("peer ", opt.rank, ": handed its parameters of round ", done - 1, " to joiner",
+                 to.size() == 1 ? " " : "s ", format_peers(to)));
   }
 
   /// net.metrics_port: serves /metrics on metrics_host:metrics_port + rank. A port that cannot
@@ -364,8 +456,9 @@ void PeerSession::join_model() {
   m.host.resize(static_cast<std::size_t>(m.trainer->num_params()));
   m.params = m.host;
   m.rounds = m.plan.rounds;
+  m.ready_s = since(m.t0);
   m.connect(learner_for(*m.trainer), model_fingerprint(m.config.model));
-  if (!m.rejoin && m.opt.resume_round < 0) report(0.0, 0.0, -1.0);
+  if (!m.rejoin && m.opt.resume_round < 0 && !m.window.joins()) report(0.0, 0.0, -1.0);
 }
 
 std::int64_t PeerSession::average() {
@@ -374,6 +467,17 @@ std::int64_t PeerSession::average() {
   // With the caller's own model, what it did since the last round is its local step.
   if (!m.trainer && m.returned_at >= 0)
     m.timeline.add(Phase::kCompute, m.returned_at, m.timeline.now());
+  if (const auto& epochs = m.topology.epochs(); !epochs.empty()) {
+    // An elastic run whose members change now: those who left are no longer watched.
+    const std::size_t e = m.topology.epoch_index(m.round);
+    if (e > 0 && epochs[e].from == m.round) {
+      std::vector<int> left;
+      std::set_difference(epochs[e - 1].members.begin(), epochs[e - 1].members.end(),
+                          epochs[e].members.begin(), epochs[e].members.end(),
+                          std::back_inserter(left));
+      m.exchange->forget(left);
+    }
+  }
   const std::int64_t r = m.timeline.time(Phase::kMonitor, [&] {
     return catch_up(m.round, m.topology, m.opt.rank, *m.exchange, *m.algorithm,
                     [&m](std::span<const float> p) { m.upload(p); });
@@ -381,6 +485,7 @@ std::int64_t PeerSession::average() {
   traced_round(*m.algorithm, m.timeline, r);
   trace_crypto(*m.transport, m.timeline, m.t0);
   m.round = r + 1;
+  m.hand_over(m.round);
   const double monitor_from = m.timeline.now();
   // After the last round a neighbour that has finished and said bye is no loss.
   m.watch->observe_mix(m.algorithm->last_mix());
@@ -445,6 +550,11 @@ bool PeerSession::checkpoint_due(std::int64_t every) const {
 }
 
 bool PeerSession::stop_due() const { return impl_->stop_due(); }
+
+bool PeerSession::leave_due() const {
+  const Impl& m = *impl_;
+  return m.round >= m.window.until && (m.rounds == 0 || m.round < m.rounds);
+}
 
 bool PeerSession::partition_stop_due() const { return impl_->partition_stop_due(); }
 
@@ -540,6 +650,16 @@ Summary PeerSession::finish(bool awaits_average) {
       .add("incarnation",
            static_cast<std::int64_t>(m.exchange->membership().view()[m.opt.rank].incarnation))
       .add("stopped_by_partition", m.partition_stop_due())
+      .add("member_from", m.window.from)
+      .add("left", m.round >= m.window.until && (m.rounds == 0 || m.round < m.rounds));
+  if (m.window.joins())
+    end.extra.add("join", JsonObject()
+                              .add("round", m.window.from)
+                              .add("donors", JsonArray::of(m.donors))
+                              .add("ready_s", m.ready_s)
+                              .add("mixing_s", m.mixing_s)
+                              .add("ready_to_mix_s", m.mixing_s - m.ready_s));
+  end.extra
       .add("phases_s", phase_json(m.timeline.seconds()))
       .add("trace", "trace.json");
   // Who lied to it, as far as it can tell (docs/byzantine.md).

@@ -221,3 +221,83 @@ std::vector<ElasticSize> elastic_sizes(const ElasticSpec& spec) {
 }
 
 }  // namespace gossip
+
+namespace gossip {
+
+std::vector<int> join_donors(const Topology& topology, std::size_t epoch, int joiner) {
+  const auto& epochs = topology.epochs();
+  GOSSIP_CHECK_MSG(epoch > 0 && epoch < epochs.size(), "join_donors: epoch ", epoch,
+                   " is not a change");
+  const Topology::Epoch& e = epochs[epoch];
+  const std::vector<int>& before = epochs[epoch - 1].members;
+  std::set<int> donors;
+  for (std::int64_t t = e.from; t < e.from + std::ssize(e.rounds); ++t)
+    for (const Neighbour& nb : topology.in_neighbours(joiner, t))
+      if (std::binary_search(before.begin(), before.end(), nb.peer)) donors.insert(nb.peer);
+  return {donors.begin(), donors.end()};
+}
+
+double members_spectral_gap(const ElasticSpec& spec, std::span<const int> members) {
+  return 1.0 - analyze(members_only(elastic_topology(spec, members), members)).rho_per_round;
+}
+
+std::vector<MembershipRecord> planned_membership(const Topology& topology) {
+  std::vector<MembershipRecord> out;
+  const auto& epochs = topology.epochs();
+  for (std::size_t e = 1; e < epochs.size(); ++e) {
+    const std::vector<int>& before = epochs[e - 1].members;
+    const std::vector<int>& now = epochs[e].members;
+    MembershipRecord r;
+    r.from = epochs[e].from;
+    r.announced = epochs[e].announced;
+    r.members = now;
+    std::set_difference(now.begin(), now.end(), before.begin(), before.end(),
+                        std::back_inserter(r.joined));
+    std::set_difference(before.begin(), before.end(), now.begin(), now.end(),
+                        std::back_inserter(r.left));
+    for (int p : r.joined) r.donors.push_back(join_donors(topology, e, p));
+    r.spectral_gap = members_spectral_gap(*topology.elastic(), now);
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+MembershipTimeline membership_timeline(std::span<const int> initial, double initial_gap,
+                                       std::span<const MembershipRecord> changes, int n,
+                                       std::int64_t rounds) {
+  // The first members from round 0, then each change; and each peer's rounds as a member
+  // (from the round it joined, or 0, to the round it left, or the end).
+  MembershipTimeline t;
+  const auto size = static_cast<std::size_t>(n);
+  std::vector<std::int64_t> since(size, -1);
+  t.member_rounds.assign(size, 0);
+  for (int p : initial) since[static_cast<std::size_t>(p)] = 0;
+  t.entries.add(JsonObject()
+                    .add("round", 0)
+                    .add("members", JsonArray::of(std::vector<int>(initial.begin(), initial.end())))
+                    .add("spectral_gap", initial_gap));
+  for (const MembershipRecord& m : changes) {
+    JsonArray donors;
+    for (const auto& d : m.donors) donors.add(JsonArray::of(d));
+    t.entries.add(JsonObject()
+                      .add("round", m.from)
+                      .add("announced", m.announced)
+                      .add("members", JsonArray::of(m.members))
+                      .add("joined", JsonArray::of(m.joined))
+                      .add("left", JsonArray::of(m.left))
+                      .add("dead", JsonArray::of(m.dead))
+                      .add("donors", donors)
+                      .add("spectral_gap", m.spectral_gap));
+    for (const auto* out : {&m.left, &m.dead})
+      for (int p : *out) {
+        t.member_rounds[static_cast<std::size_t>(p)] += m.from - since[static_cast<std::size_t>(p)];
+        since[static_cast<std::size_t>(p)] = -1;
+      }
+    for (int p : m.joined) since[static_cast<std::size_t>(p)] = m.from;
+  }
+  for (std::size_t p = 0; p < size; ++p)
+    if (since[p] >= 0) t.member_rounds[p] += rounds - since[p];
+  return t;
+}
+
+}  // namespace gossip
