@@ -121,7 +121,11 @@ void write_sim_outputs(const std::string& dir, const SimResult& result, const Si
              .wall_seconds = result.wall_seconds, .connected = info.connected,
              .params_sha256 = result.params_sha256, .gemm = result.gemm.name,
              .epochs = NAN, .average_missing = {}, .extra = {}};
-  add_network_summary(end.extra, network_summary(result, info));
+  const NetworkSummary net = network_summary(result, info);
+  // An elastic run's ranks that were never members have no model ("", as under gossip run).
+  for (std::size_t p = 0; p < net.member_rounds.size() && p < end.params_sha256.size(); ++p)
+    if (net.member_rounds[p] == 0) end.params_sha256[p].clear();
+  add_network_summary(end.extra, net);
   // The fields of gossip sim alone.
   end.extra.add("mode", info.consensus_only ? "consensus" : "train")
       .add("period_spectral_gap", info.period_spectral_gap)

@@ -384,6 +384,118 @@ TEST_CASE("gossip run over TCP and gossip sim end with bit-identical parameters"
   }
 }
 
+/// The line of a summary's field `key` (summary.json has one field a line).
+std::string summary_field(const fs::path& summary, const std::string& key) {
+  const std::string text = read_file(summary);
+  const auto from = text.find("\"" + key + "\": ");
+  REQUIRE(from != std::string::npos);
+  return text.substr(from, text.find('\n', from) - from);
+}
+
+TEST_CASE("an elastic gossip run: peers join and leave at the rounds gossip sim says, with the same "
+          "timeline and bit-identical parameters", "[peer][elastic]") {
+  // An elastic exponential graph of 6 (ranks up to 9): ranks 6 and 7 join (announced at round
+  // 8), rank 1 leaves (announced at 20). The launcher starts the joiners ahead of their round;
+  // each takes the average of its donors' parameters after the round before; the leaver stops
+  // after the round before its leave. gossip sim runs the same schedule in one process.
+  TempDir t;
+  const auto cfg = write_config(t.path, 6, "dpsgd", 1, 3);
+  std::ofstream(t.path / "topo.yaml", std::ios::trunc)
+      << "generator: exponential\nn: 6\nelastic: true\nmax_peers: 10\n";
+  std::ofstream(cfg, std::ios::app) << "faults:\n  - {round: 8, join: [6, 7]}\n"
+                                    << "  - {round: 20, leave: [1]}\n";
+  const Result net = run(bin() + " run " + cfg.string() + " --out " + (t.path / "run").string() +
+                         " --no-progress");
+  INFO(net.output);
+  REQUIRE(net.code == 0);  // the leaver is a success, not a failure
+  CHECK_THAT(net.output, Catch::Contains("starting peers 6,7, which join at round"));
+  CHECK_THAT(net.output, Catch::Contains("left after round"));
+  const Result sim = run(bin() + " sim " + cfg.string() + " --out " + (t.path / "sim").string());
+  INFO(sim.output);
+  REQUIRE(sim.code == 0);
+  const fs::path a = t.path / "run" / "summary.json", b = t.path / "sim" / "summary.json";
+  // The same members at every round, each peer's rounds as a member, the donors.
+  const std::string timeline = summary_field(a, "membership_timeline");
+  CHECK(timeline == summary_field(b, "membership_timeline"));
+  CHECK_THAT(timeline, Catch::Contains("\"joined\": [6, 7]"));
+  CHECK_THAT(timeline, Catch::Contains("\"left\": [1]"));
+  CHECK_THAT(read_file(a), Catch::Contains("\"member_rounds\": [29, 24, 29, 29, 29, 29, 17, 17, 0, 0]"));
+  // 29 rounds (3 epochs of 153-154 samples in batches of 16): 6, 7 from round 12, 1 to 24.
+  // Bit for bit: the 8 ranks that were members (the leaver's at its last round); none for the
+  // two that never were.
+  const auto run_hashes = hashes(a);
+  CHECK(run_hashes.size() == 8u);
+  CHECK(run_hashes == hashes(b));
+  CHECK(number(a, "test_accuracy") > 0.8);
+  // Each joiner started from at least two donors, soon after it was ready.
+  for (int p : {6, 7}) {
+    const fs::path s = t.path / "run" / "peers" / std::to_string(p) / "summary.json";
+    const std::string join = summary_field(s, "join");
+    INFO(join);
+    CHECK(std::count(join.begin(), join.end(), ',') >= 5);  // donors: [a, b, ...] and 4 fields
+    CHECK(number(s, "ready_to_mix_s") >= 0.0);
+    CHECK(number(s, "member_from") > 8);
+  }
+  CHECK_THAT(read_file(t.path / "run" / "peers" / "1" / "summary.json"),
+             Catch::Contains("\"left\": true"));
+  const std::string events = read_file(t.path / "run" / "events.jsonl");
+  for (const char* action : {"\"join\"", "\"joined\"", "\"leave\"", "\"left\""})
+    CHECK_THAT(events, Catch::Contains(std::string("\"action\": ") + action));
+  CHECK_THAT(events, !Catch::Contains("\"event\": \"dead\""));
+}
+
+TEST_CASE("gossip run and gossip peer refuse joins and leaves they cannot carry out",
+          "[peer][elastic]") {
+  TempDir t;
+  const auto cfg = write_config(t.path, 4, "dpsgd", 1, 1);
+  const auto with = [&](const std::string& topo, const std::string& faults) {
+    std::ofstream(t.path / "topo.yaml", std::ios::trunc) << topo;
+    const std::string text = read_file(cfg);
+    std::ofstream(t.path / "f.yaml", std::ios::trunc) << text << "faults:\n" << faults;
+    return (t.path / "f.yaml").string();
+  };
+  const std::string elastic = "generator: exponential\nn: 4\nelastic: true\nmax_peers: 6\n";
+  const struct {
+    std::string topo, faults, command, says;
+  } refused[] = {
+      // a join to a run whose peers are fixed
+      {"generator: ring\nn: 4\n", "  - {round: 5, join: [4]}\n", " run ",
+       "peers join and leave only an elastic topology"},
+      {"generator: ring\nn: 4\n", "  - {round: 5, join: [4]}\n", " peer ",
+       "peers join and leave only an elastic topology"},
+      // the last peer leaving
+      {elastic, "  - {round: 5, leave: [0, 1, 2, 3]}\n", " run ", "leave"},
+      // a rank the schedule never makes a member
+      {elastic, "  - {round: 5, join: [4]}\n", " peer ", "rank 5 is never a member"},
+      // a joiner started into its run with a flag of a fixed run's
+      {elastic, "  - {round: 5, join: [4]}\n", " peer ", "--until-round: not for a run whose peers join"},
+  };
+  for (const auto& c : refused) {
+    const std::string f = with(c.topo, c.faults);
+    const std::string extra = c.command == " peer "
+                                  ? (c.says.find("until") != std::string::npos
+                                         ? " --rank 4 --until-round 3"
+                                         : c.says.find("never") != std::string::npos ? " --rank 5"
+                                                                                    : " --rank 0")
+                                  : "";
+    const Result r = run(bin() + c.command + f + extra + " --out " + (t.path / "o").string() +
+                         (c.command == " run " ? " --no-progress" : ""));
+    INFO(c.command << c.says << "\n" << r.output);
+    CHECK(r.code == 2);
+    CHECK_THAT(r.output, Catch::Contains(c.says));
+  }
+  // A rank without a certificate: the joiner's credentials were never issued.
+  const std::string f = with(elastic, "  - {round: 5, join: [4]}\n");
+  const Result keys = run(bin() + " keys init " + (t.path / "keys").string() + " --config " + f);
+  REQUIRE(keys.code == 0);
+  fs::remove(t.path / "keys" / "peer-4.pem");
+  const Result r = run(bin() + " peer " + f + " --rank 4 --tls-dir " + (t.path / "keys").string() +
+                       " --out " + (t.path / "o").string());
+  INFO(r.output);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.output, Catch::Contains("peer-4.pem"));
+}
+
 TEST_CASE("an attacking peer's messages are the same over TCP as in the simulator, bit for bit",
           "[peer][faults]") {
   // Peer 2 of a ring of 6 attacks from round 3: the same Attack code under its monitor in a

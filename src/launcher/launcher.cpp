@@ -16,6 +16,7 @@
 #include <iterator>
 #include <limits>
 #include <optional>
+#include <tuple>
 #include <variant>
 
 #include "src/launcher/children.hpp"
@@ -186,7 +187,8 @@ class Network {
   std::vector<Clock::time_point> spawned_ = std::vector<Clock::time_point>(n_);
   double startup_s_ = -1.0;
   std::vector<bool> epoch_started_;     // per epoch: its joiners' processes are started
-  std::vector<bool> epoch_noted_;       // per epoch: its change is in events.jsonl
+  std::vector<bool> epoch_noted_;       // per epoch: its announcement is in events.jsonl
+  std::vector<bool> epoch_done_;        // per epoch: its taking effect is
   std::deque<std::pair<Clock::time_point, std::int64_t>> pace_;  // (when, slowest round)
 };
 
@@ -296,8 +298,8 @@ void Network::start() {
   peer_round_.assign(n_, resume_round_ >= 0 ? resume_round_ : 0);
   if (resume_round_ >= 0) recover_unmerged();
   epoch_started_.assign(std::max<std::size_t>(1, topology_.epochs().size()), false);
-  epoch_noted_ = epoch_started_;
-  epoch_started_[0] = epoch_noted_[0] = true;
+  epoch_noted_ = epoch_done_ = epoch_started_;
+  epoch_started_[0] = epoch_noted_[0] = epoch_done_[0] = true;
   for (int r = 0; r < n_; ++r) {
     const std::string dir = cat(opt_.out_dir, "/peers/", r);
     if (!initial_member(r)) {  // an elastic run's later member: started when it joins
@@ -322,8 +324,8 @@ void Network::start_joiners() {
   while (pace_.size() > 2 && now - pace_[1].first > std::chrono::seconds(3)) pace_.pop_front();
   for (std::size_t e = 1; e < epochs.size(); ++e) {
     if (epoch_started_[e]) continue;
-    // Seconds to the change at the pace of the last few seconds' rounds (none known yet:
-    // started once the round before it is reached).
+    // Seconds to the change at the pace of the last few seconds' rounds; started then, or at
+    // its announcement at the latest.
     const double span = std::chrono::duration<double>(pace_.back().first - pace_.front().first)
                             .count();
     const auto rounds = static_cast<double>(pace_.back().second - pace_.front().second);
@@ -331,7 +333,7 @@ void Network::start_joiners() {
                             ? static_cast<double>(epochs[e].from - round) * span / rounds
                             : std::numeric_limits<double>::infinity();
     const double lead = std::max(startup_s_, 0.5) + 0.25;
-    if (round < epochs[e].from - 1 && left > lead) continue;
+    if (round < epochs[e].announced && left > lead) continue;
     epoch_started_[e] = true;
     std::vector<int> joiners;
     std::set_difference(epochs[e].members.begin(), epochs[e].members.end(),
@@ -354,8 +356,10 @@ void Network::start_joiners() {
 void Network::note_membership(std::int64_t round) {
   const auto& epochs = topology_.epochs();
   for (std::size_t e = 1; e < epochs.size(); ++e) {
-    if (epoch_noted_[e] || round < epochs[e].announced) continue;
-    epoch_noted_[e] = true;
+    if (epoch_done_[e] || round < epochs[e].announced) continue;
+    const bool announced = !epoch_noted_[e];  // else: it takes effect now
+    if (!announced && round < epochs[e].from) continue;
+    (announced ? epoch_noted_ : epoch_done_)[e] = true;
     std::vector<int> joined, left;
     const auto& before = epochs[e - 1].members;
     const auto& now = epochs[e].members;
@@ -363,8 +367,13 @@ void Network::note_membership(std::int64_t round) {
                         std::back_inserter(joined));
     std::set_difference(before.begin(), before.end(), now.begin(), now.end(),
                         std::back_inserter(left));
-    for (const auto& [action, peers] : {std::pair{"join", joined}, std::pair{"leave", left}}) {
+    for (const auto& [action, taken, peers] :
+         {std::tuple{"join", "joined", joined}, std::tuple{"leave", "left", left}}) {
       if (peers.empty()) continue;
+      if (!announced) {  // as gossip sim says it: "joined", "left" at the round it took effect
+        record_.log_fault(epochs[e].from, taken, peers, 0.0);
+        continue;
+      }
       record_.log_fault(epochs[e].announced, action, peers, 0.0);
       progress_.note(cat("membership at round ", epochs[e].announced, ": peer",
                          peers.size() == 1 ? " " : "s ", format_peers(peers), " ", action,

@@ -401,13 +401,18 @@ void NetworkRecord::print_final_table(
               rss ? "  max_rss_mb" : "");
   for (int r = 0; r < n_; ++r) {
     const std::string mem = rss ? cat("  ", fixed(peer_rss_mb[r], 1)) : std::string();
+    // An elastic run: a rank never a member has no row; one that left says so.
+    const bool member = net.member_rounds.empty() || net.member_rounds[r] > 0;
+    if (!member) continue;
     if (!done_[r]) {
       std::printf("%5d  %9s  %12s  %8s%s\n", r, "dead", "-", "-", mem.c_str());
       continue;
     }
-    std::printf("%5d  %9.4f  %12llu  %8.1f%s\n", r, done_[r]->accuracy,
+    const bool left = members_ && !std::binary_search(members_->epochs().back().members.begin(),
+                                                      members_->epochs().back().members.end(), r);
+    std::printf("%5d  %9.4f  %12llu  %8.1f%s%s\n", r, done_[r]->accuracy,
                 static_cast<unsigned long long>(done_[r]->bytes_sent), done_[r]->seconds,
-                mem.c_str());
+                mem.c_str(), left ? cat("  left after round ", done_[r]->rounds - 1).c_str() : "");
   }
   if (rss) std::printf("peak RSS per peer %.1f MB\n", peer_max_rss_mb);
   if (!phase_rows.empty())

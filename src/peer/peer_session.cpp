@@ -389,6 +389,7 @@ PeerSession::PeerSession(RunConfig config, Topology topology, PeerOptions option
   if (options.rank < 0 || options.rank >= n)
     throw InputError(cat("rank ", options.rank, " is out of range: the topology has ", n,
                          " peers"));
+  peer_parts::member_window(topology, options.rank);  // an elastic run's: it is a member once
   peer_tls(config, options.tls_dir, options.rank);  // missing credentials stop us at once
   impl_ = std::make_unique<Impl>(std::move(config), std::move(topology), std::move(options));
 }
@@ -489,7 +490,8 @@ std::int64_t PeerSession::average() {
   const double monitor_from = m.timeline.now();
   // After the last round a neighbour that has finished and said bye is no loss.
   m.watch->observe_mix(m.algorithm->last_mix());
-  if (m.rounds == 0 || m.round < m.rounds) (*m.watch)(m.round);
+  // (A peer that leaves an elastic run here is no longer a member to watch the graph of.)
+  if ((m.rounds == 0 || m.round < m.rounds) && m.round < m.window.until) (*m.watch)(m.round);
   m.algorithm->set_cut(m.exchange->cut_peers());
   // The launcher carries out the fault schedule when every peer has done a fault's round: tell
   // it at once at those rounds, else at most every kRoundEventEvery (its progress line).
