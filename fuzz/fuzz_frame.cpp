@@ -63,6 +63,17 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const auto payload = encode_shm_note(*note.value);
     if (!std::equal(payload.begin(), payload.end(), frame.value->payload.begin())) std::abort();
   }
+  if (h.type == FrameType::kAnnounce) {  // membership changes: accepted ones re-encode exactly
+    const auto changes = decode_announcements(frame.value->payload, 4096);
+    if (!changes) {
+      if (changes.error.empty()) std::abort();
+      return 0;
+    }
+    const auto payload = encode_announcements(*changes.value);
+    if (payload.size() != frame.value->payload.size() ||
+        !std::equal(payload.begin(), payload.end(), frame.value->payload.begin()))
+      std::abort();
+  }
   if (h.type == FrameType::kView) {  // a membership view: accepted ones re-encode exactly
     const auto view = decode_view(frame.value->payload, 4096);
     if (!view) {

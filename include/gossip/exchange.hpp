@@ -63,6 +63,19 @@ struct Probe {
   bool operator==(const Probe&) const = default;
 };
 
+/// A membership change of an elastic run that a peer announced (docs/membership.md): `rank`
+/// joins, leaves on purpose, or was found dead (by the announcing peer's monitor), announced at
+/// `round`. Announcements spread to every member (each peer passes on what it has not sent
+/// yet); every peer derives the same member timeline from the same set.
+enum class ChangeKind : std::uint8_t { kJoin = 0, kLeave = 1, kDead = 2 };
+struct Announcement {
+  std::int32_t rank = 0;
+  ChangeKind kind = ChangeKind::kJoin;
+  std::int64_t round = 0;
+  bool operator==(const Announcement&) const = default;
+};
+inline constexpr std::size_t kMaxAnnouncements = 4096;  // one message may carry
+
 /// The view a neighbour sent: one Member per peer of the run, in rank order, and the probes it
 /// passed on with it.
 struct PeerView {
@@ -146,6 +159,14 @@ class Exchange {
   }
   /// The newest view each neighbour sent since the last call, ascending by peer.
   virtual std::vector<PeerView> take_views() { return {}; }
+  /// Sends the announcements this peer knows (every one, at most kMaxAnnouncements) to the
+  /// peers in `to`; an exchange with links also sends them to every link that comes up later.
+  virtual void announce(std::span<const Announcement> known, std::span<const int> to) {
+    (void)known;
+    (void)to;
+  }
+  /// The announcements received since the last call (any order, repeats possible).
+  virtual std::vector<Announcement> take_announcements() { return {}; }
   /// Peers the last collect() left out for a reason other than silence: what they had sent was
   /// for a later round than the one asked for (alive, and ahead of this peer: a synchronous run
   /// that fell behind), or they said goodbye (finished, or stopped on purpose), or this process was

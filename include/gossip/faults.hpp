@@ -55,6 +55,9 @@ bool changes_membership(std::span<const Fault> faults);
 /// (a join of a member, a leave of a non-member or of the last member).
 Topology run_topology(const RunConfig& config, const Topology& loaded);
 
+/// The schedule's joins and leaves, one change per entry (what run_topology plans).
+std::vector<MembershipChange> scheduled_changes(std::span<const Fault> faults);
+
 /// The schedule's cuts for the peer of `inner`: while the link to a peer is cut (the rounds of
 /// its cut entries), nothing crosses it either way. publish(), publish_packet() and send_view()
 /// skip that peer; collect() and newest() neither wait for nor take anything from it;

@@ -63,9 +63,10 @@ struct NetConfig {
   int size = 0;
   std::vector<std::string> addresses;  // "host:port" per rank ("[::1]:port" for IPv6)
   std::vector<int> neighbours;         // undirected: in-neighbours ∪ out-neighbours
-  /// Neighbours not expected at the start (an elastic run's members of later epochs, which
-  /// join after us): not waited for by the constructor, dialled (when we are the lower rank)
-  /// every 250 ms until they come, and waited for by collect like any neighbour not yet up.
+  /// Neighbours not expected at the start (an elastic run's ranks other than its first
+  /// neighbours): neither dialled nor waited for by the constructor; expect() dials them (when
+  /// we are the lower rank of the pair) every 50 ms until they come, and collect waits for
+  /// them like any neighbour not yet up. Their own dial is accepted any time.
   std::vector<int> later;
   HandshakeInfo handshake;
   std::uint64_t max_frame_bytes = 0;   // 0 = default_max_frame_bytes(handshake.param_count)
@@ -215,6 +216,8 @@ class NetExchange final : public Exchange {
   void send_view(std::int64_t round, std::span<const Member> view, std::span<const int> to,
                  std::span<const Probe> probes = {}) override;
   std::vector<PeerView> take_views() override;
+  void announce(std::span<const Announcement> known, std::span<const int> to) override;
+  std::vector<Announcement> take_announcements() override;
   std::vector<int> excused_peers() const override;
   std::optional<Inbox> newest(std::span<const int> from) override;
   std::optional<std::vector<int>> heard_within(double seconds) const override;
@@ -222,6 +225,11 @@ class NetExchange final : public Exchange {
 
   /// Neighbours whose link is up right now, ascending.
   std::vector<int> connected_peers() const;
+  /// Tells the neighbours this peer now waits for `round` (a joiner before its first collect:
+  /// their frames of that round are not held for it; see Session's gate).
+  void waiting_for(std::int64_t round);
+  /// Later neighbours (NetConfig::later) that the graph now needs: dialled until they come.
+  void expect(std::span<const int> peers);
   /// Waits up to `timeout` for the links to `peers` to be up; returns those that are not.
   std::vector<int> await_peers(std::span<const int> peers, std::chrono::milliseconds timeout);
   /// Bytes sent to and received from each neighbour so far, ascending by neighbour

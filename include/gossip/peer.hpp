@@ -48,6 +48,7 @@ struct PeerOptions {
   std::int64_t until_round = 0;    // > 0: stop after this round, with a checkpoint
   std::string tls_dir;      // TLS credentials in `gossip keys init` layout; overrides net.tls
   bool rejoin = false;      // restarted into a running network: append to its files
+  std::int64_t leave_at_round = -1;  // >= 0: an elastic run's peer announces its leave then
 };
 
 /// This peer's TLS settings: off when net.tls is off; else the files in `tls_dir` when given,
@@ -171,6 +172,10 @@ class PeerSession {
   /// An elastic run whose schedule takes this peer out: whether the rounds done reach the round
   /// it leaves (its last round, one before, was mixed as usual). The caller then finishes.
   bool leave_due() const;
+  /// An elastic run: announce this peer's leave at the next round (SIGTERM does this under
+  /// gossip peer). It takes effect membership_lead rounds later, when leave_due() says so; the
+  /// last member cannot leave (said in the log, and it trains on).
+  void request_leave();
   /// Leaves the network at until_round without a summary (as gossip peer --until-round does),
   /// for `gossip run --resume` to continue. Throws InputError when that round has no checkpoint.
   void stop();

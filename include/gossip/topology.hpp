@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "gossip/exchange.hpp"
 #include "gossip/json.hpp"
 
 namespace gossip {
@@ -271,6 +272,16 @@ struct MembershipRecord {
   std::vector<int> dead;  // members whose confirmed death took them out of the member set
   double spectral_gap = 0.0;  // per round, of the members' graph from then on
 };
+
+/// An elastic run's member timeline with what its peers announced while it ran: the joins and
+/// leaves of `scheduled` (the fault schedule's) and of `announced` planned together
+/// (plan_membership), then each announced death taken out (drop_member) in the order of its
+/// round (then rank). An announcement the member set cannot take (a join of a member, a leave
+/// or a death of a non-member, a leave of the last member) is skipped. The same announcements,
+/// in whatever order they arrived, give the same epochs: what lets every peer derive the graph
+/// alone. `initial` is the elastic topology of the initial members (its spec, its ranks).
+Topology elastic_timeline(const Topology& initial, std::span<const MembershipChange> scheduled,
+                          std::span<const Announcement> announced);
 
 /// The members that give a joiner of `epoch` (> 0) its first parameters: its in-neighbours in
 /// that epoch's graphs (over their period) that were members in the epoch before, ascending.

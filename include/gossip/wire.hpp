@@ -53,7 +53,7 @@ struct HandshakeInfo {
 namespace gossip::wire {
 
 inline constexpr std::uint32_t kMagic = 0x50495347;  // bytes "GSIP" on the wire
-inline constexpr std::uint16_t kVersion = 11;        // frame layout and handshake version
+inline constexpr std::uint16_t kVersion = 12;        // frame layout and handshake version
 inline constexpr std::size_t kHeaderBytes = 32;
 inline constexpr std::size_t kWeightBytes = 8;       // params payload starts with an f64 weight
 inline constexpr std::uint64_t kMaxControlPayload = 64 * 1024;  // hello, ack, error, bye
@@ -72,8 +72,9 @@ enum class FrameType : std::uint16_t {
   kView = 8,      // the sender's membership view (encode_view), ahead of its round's params
   kPacket = 9,    // an algorithm's packet (gossip/packet.hpp): compressed params, a chunk
   kReady = 10,    // empty: the sender has collected round `round - 1` and now waits for `round`
+  kAnnounce = 11, // the membership changes the sender knows (encode_announcements)
 };
-inline constexpr std::uint16_t kLastFrameType = 10;
+inline constexpr std::uint16_t kLastFrameType = 11;
 /// The largest round a ready frame may name (a peer one round ahead holds round + 1 for it).
 inline constexpr std::int64_t kMaxReadyRound = std::int64_t{1} << 53;
 
@@ -223,6 +224,17 @@ std::vector<std::byte> encode_view(std::span<const Member> view, std::span<const
 /// Refuses a payload whose length does not match its counts, a count above `max_peers`, an
 /// unknown state, or a probe naming a peer outside the view (PeerView::peer is left -1).
 Decoded<PeerView> decode_view(std::span<const std::byte> bytes, std::size_t max_peers);
+
+/// An elastic run's membership announcements on the wire: a u16 count (1 to kMaxAnnouncements),
+/// then per announcement a u32 rank, a u8 kind (0 join, 1 leave, 2 dead) and an i64 round,
+/// little-endian.
+inline constexpr std::size_t kAnnouncementBytes = 13;
+std::vector<std::byte> encode_announcements(std::span<const Announcement> announcements);
+/// Refuses a payload whose length does not match its count, a count of 0 or above
+/// kMaxAnnouncements, an unknown kind, a rank at or above `max_peers`, or a round outside
+/// 0..2^53.
+Decoded<std::vector<Announcement>> decode_announcements(std::span<const std::byte> bytes,
+                                                        std::size_t max_peers);
 
 /// "" when `s` can travel in a hello: names of at most kMaxNameBytes bytes of a-z, 0-9 and _,
 /// fraction and consensus step finite; else what is wrong, naming the field. decode_hello

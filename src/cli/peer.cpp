@@ -23,7 +23,7 @@ namespace {
 const char* kPeerHelp =
     "usage: gossip peer CONFIG [--rank R] [--out DIR] [--hosts FILE] [--epochs N]\n"
     "                   [--algorithm NAME] [--topology FILE] [--period H] [--resume-round N]\n"
-    "                   [--until-round N] [--metrics-port P]\n"
+    "                   [--until-round N] [--metrics-port P] [--leave-at-round N]\n"
     "\n"
     "Runs one peer of the network CONFIG describes (its gossip.topology names the graph): trains\n"
     "on its shard, gossips with its neighbours over TCP, and writes its files into DIR/peers/R/:\n"
@@ -65,6 +65,9 @@ const char* kPeerHelp =
     "  --resume-round N   continue from DIR/peers/R/checkpoint-N.ckpt (every peer of the run\n"
     "                     from the same N; gossip run --resume picks it); metrics.csv keeps its\n"
     "                     rows to N\n"
+    "  --leave-at-round N an elastic run: announce this peer's leave at round N; it leaves\n"
+    "                     membership_lead rounds later (`gossip topo` lists the lead), and exits\n"
+    "                     0. SIGTERM does the same at the round it comes (a second one ends it)\n"
     "  --until-round N    stop after round N with a checkpoint (train.checkpoint_every sets\n"
     "                     regular ones), to be resumed later\n"
     "  --metrics-port P   serve Prometheus metrics at http://127.0.0.1:(P+R)/metrics\n"
@@ -90,7 +93,8 @@ std::string read_text(const std::string& path) {
 PeerSetup peer_setup(int argc, char** argv) {
   Args args(argc, argv,
             with_override_options({"rank", "out", "hosts", "tls-dir", "resume-round",
-                                   "until-round", "metrics-port", "events-fd"}),
+                                   "until-round", "metrics-port", "events-fd",
+                                   "leave-at-round"}),
             {"events", "rejoin"});
   PeerSetup setup;
   if (args.help()) {
@@ -106,9 +110,13 @@ PeerSetup peer_setup(int argc, char** argv) {
   check_algorithm(config, topology);
   // An elastic run's joins and leaves: every peer derives the same member timeline (and its
   // graphs) from the schedule; a joiner starts into it, a leaver stops where it says.
-  const bool elastic = changes_membership(config.faults);
+  topology = run_topology(config, topology);
+  const bool elastic = !topology.epochs().empty();
+  if (args.get("leave-at-round") && !elastic)
+    throw InputError(cat("--leave-at-round: peers leave a running network only in an elastic run "
+                         "(elastic: true in its topology, and a fault schedule that changes its "
+                         "members: joins, leaves or kills)"));
   if (elastic) {
-    topology = run_topology(config, topology);
     for (const char* o : {"resume-round", "until-round", "rejoin"})
       if (args.has(o))
         throw InputError(cat("--", o, ": not for a run whose peers join and leave (",
@@ -151,6 +159,9 @@ PeerSetup peer_setup(int argc, char** argv) {
   opt.launch = std::move(launch);
   opt.resume_round = args.get_int("resume-round", -1);
   opt.until_round = args.get_int("until-round", 0);
+  opt.leave_at_round = args.get_int("leave-at-round", -1);
+  if (args.get("leave-at-round") && opt.leave_at_round < 0)
+    throw InputError("--leave-at-round must be 0 or more");
   if (args.get("resume-round") && opt.resume_round < 0)
     throw InputError("--resume-round must be 0 or more");
   if (args.get("until-round") && opt.until_round < 1)

@@ -65,6 +65,18 @@ bool changes_membership(std::span<const Fault> faults) {
                      [](const Fault& f) { return f.action == "join" || f.action == "leave"; });
 }
 
+std::vector<MembershipChange> scheduled_changes(std::span<const Fault> faults) {
+  std::vector<MembershipChange> changes;
+  for (const Fault& f : faults) {
+    if (f.action != "join" && f.action != "leave") continue;
+    MembershipChange c;
+    c.announced = f.round;
+    (f.action == "join" ? c.join : c.leave) = f.peers;
+    changes.push_back(std::move(c));
+  }
+  return changes;
+}
+
 Topology run_topology(const RunConfig& config, const Topology& loaded) {
   // An elastic topology whose schedule kills a peer follows the members too: the dead leave
   // the member set once their death is confirmed (drop_member).
@@ -75,17 +87,13 @@ Topology run_topology(const RunConfig& config, const Topology& loaded) {
                      std::any_of(config.faults.begin(), config.faults.end(),
                                  [](const Fault& f) { return f.action == "kill"; });
   if (!changes_membership(config.faults) && !kills) return loaded;
-  std::vector<MembershipChange> changes;
+  std::vector<MembershipChange> changes = scheduled_changes(config.faults);
   std::string first = config.where("faults");  // the first join or leave entry, for messages
-  for (std::size_t i = 0; i < config.faults.size(); ++i) {
-    const Fault& f = config.faults[i];
-    if (f.action != "join" && f.action != "leave") continue;
-    if (changes.empty()) first = config.where(cat("faults[", i, "].", f.action));
-    MembershipChange c;
-    c.announced = f.round;
-    (f.action == "join" ? c.join : c.leave) = f.peers;
-    changes.push_back(std::move(c));
-  }
+  for (std::size_t i = 0; i < config.faults.size(); ++i)
+    if (config.faults[i].action == "join" || config.faults[i].action == "leave") {
+      first = config.where(cat("faults[", i, "].", config.faults[i].action));
+      break;
+    }
   if (!loaded.elastic())
     throw InputError(cat(first, ": peers join and leave only an elastic topology (elastic: true "
                          "in ", config.gossip.topology, "): this run's peers are fixed"));

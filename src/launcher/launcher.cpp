@@ -729,8 +729,8 @@ int launch(const RunConfig& config, const LaunchOptions& given) {
   }
   // An elastic run's joins and leaves: the member timeline over max_peers ranks, each peer's
   // graph from it (run_topology, as gossip sim and every peer derive it).
-  const bool elastic = changes_membership(config.faults);
-  const Topology topology = elastic ? run_topology(config, loaded) : loaded;
+  const Topology topology = run_topology(config, loaded);
+  const bool elastic = !topology.epochs().empty();
   if (elastic && (options.resume || options.until_round > 0 || config.net.emulate.enabled() ||
                   !config.exec.empty() || options.restart_on_failure))
     throw InputError(cat(config.where("faults"), ": a run whose peers join and leave does not "

@@ -3,6 +3,8 @@
 // single peer can know), keeps events.jsonl, and ends with summary.json and the final table.
 #include "src/launcher/network_record.hpp"
 
+#include "gossip/faults.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -111,6 +113,21 @@ void NetworkRecord::handle(int rank, const PeerEvent& event) {
   }
   if (const auto* e = std::get_if<MemberEvent>(&event)) {
     if (e->event == "partition" || e->event == "healed") graph_[rank] = *e;
+    if (members_ && (e->event == "announce_dead" || e->event == "announce_leave") &&
+        e->subject >= 0 && e->subject < n_) {
+      // An elastic run's change announced by a peer: the member timeline as every peer
+      // derives it (the earliest round of each rank and kind).
+      const Announcement a{e->subject,
+                           e->event == "announce_dead" ? ChangeKind::kDead : ChangeKind::kLeave,
+                           e->round};
+      auto it = std::find_if(announced_.begin(), announced_.end(), [&](const Announcement& k) {
+        return k.rank == a.rank && k.kind == a.kind;
+      });
+      if (it == announced_.end()) announced_.push_back(a);
+      else it->round = std::min(it->round, a.round);
+      members_->set_epochs(elastic_timeline(*members_, scheduled_changes(config_.faults),
+                                            announced_).epochs());
+    }
     auto count = [&](auto& seen) {
       const std::pair<int, std::int64_t> key{e->subject, e->incarnation};
       if (std::find(seen.begin(), seen.end(), key) != seen.end()) return;
@@ -506,7 +523,10 @@ Summary NetworkRecord::finish(double wall_seconds, const std::vector<double>& pe
     end.average_missing = average_missing_;
   }
   if (members_) {
-    const std::vector<MembershipRecord> changes = planned_membership(*members_);
+    std::vector<MembershipRecord> changes = planned_membership(*members_);
+    for (MembershipRecord& c : changes)  // a member taken out for its death is not a leaver
+      for (const Announcement& a : announced_)
+        if (a.kind == ChangeKind::kDead && std::erase(c.left, a.rank) > 0) c.dead.push_back(a.rank);
     const std::vector<int> initial = members_->members(0);
     MembershipTimeline t = membership_timeline(
         initial, members_spectral_gap(*members_->elastic(), initial), changes, n_,

@@ -162,6 +162,7 @@ class NetworkRecord {
   double now_s() const;
   std::chrono::steady_clock::time_point t0_ = std::chrono::steady_clock::now();
   std::optional<Topology> members_;  // follow_members
+  std::vector<Announcement> announced_;  // an elastic run's changes its peers announced
 };
 
 }  // namespace gossip::launcher

@@ -14,6 +14,9 @@ namespace {
 constexpr double kRefusalBurst = 20;   // refusal lines logged at once
 constexpr double kRefusalsPerSecond = 1;  // and then at most this many a second
 constexpr std::chrono::milliseconds kRejoinRedial{250};  // dialling a gone peer again
+// Dialling an expected later neighbour (an elastic run's joiner, starting up): often, so that it
+// is connected soon after it listens (a refused connect on a host costs next to nothing).
+constexpr std::chrono::milliseconds kLaterRedial{50};
 // Heartbeats: a link with nothing else to carry gets our view every kIdle, so that silence
 // means a stopped or cut-off peer (NetTimeouts::silent is a few of these), never a busy one.
 constexpr std::chrono::milliseconds kHeartbeatCheck{100};  // how often idle links are checked
@@ -91,11 +94,23 @@ void Links::start(Clock::time_point give_up) {
   heartbeat();
   for (int p : mail_.neighbours()) {
     if (p < config_.rank) continue;  // the lower rank of a pair dials
-    // A member of a later epoch is dialled until it comes (it starts when it joins).
+    // A later neighbour (an elastic run's) is dialled once the graph needs it (expect).
     links_[p]->later = std::find(config_.later.begin(), config_.later.end(), p) !=
                        config_.later.end();
-    links_[p]->give_up = links_[p]->later ? Clock::time_point::max() : give_up;
+    if (links_[p]->later) continue;
+    links_[p]->give_up = give_up;
     links_[p]->backoff = config_.timeouts.backoff_first;
+    dial(p);
+  }
+}
+
+void Links::expect(const std::vector<int>& peers) {
+  for (int p : peers) {
+    if (p <= config_.rank || !links_[p] || !links_[p]->later) continue;
+    Link& l = *links_[p];
+    if (l.dialling || mail_.state(p) == LinkState::kUp) continue;
+    l.give_up = Clock::time_point::max();  // until it comes (it starts when it joins)
+    l.backoff = config_.timeouts.backoff_first;
     dial(p);
   }
 }
@@ -184,8 +199,7 @@ void Links::retry(int peer, const std::string& why) {
     return;
   }
   l.dial_timer.expires_after(l.backoff);
-  l.backoff = std::min(l.backoff * 2, l.later ? std::chrono::milliseconds(kRejoinRedial)
-                                              : config_.timeouts.backoff_max);
+  l.backoff = std::min(l.backoff * 2, l.later ? kLaterRedial : config_.timeouts.backoff_max);
   l.dial_timer.async_wait([this, peer](std::error_code ec) {
     if (!ec && !stopping_) dial(peer);
   });
@@ -283,6 +297,8 @@ void Links::adopt(int peer, Session& s, const wire::Hello& hello) {
   l.later = false;  // it came: a later loss is redialled, and given up on, as any other
   mail_.set_state(peer, LinkState::kUp);
   log(cat(s.who(), " connected"));
+  // An elastic run's membership changes reach a link that comes up later too.
+  if (last_announce_) s.send_view(last_announce_);
 }
 
 void Links::on_closed(Session& s, CloseKind kind, const std::string& why) {
@@ -409,6 +425,14 @@ void Links::send_view(std::shared_ptr<const std::vector<std::byte>> frame,
       l.session->send_view(frame);
       sent_to(p);
     }
+}
+
+void Links::send_announce(std::shared_ptr<const std::vector<std::byte>> frame,
+                          const std::vector<int>& to) {
+  last_announce_ = frame;
+  for (int p : to)
+    if (Link& l = *links_[p]; l.session && l.session->established() && !l.session->closed())
+      l.session->send_view(frame);  // a control frame, queued as a view is
 }
 
 void Links::heartbeat() {

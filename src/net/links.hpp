@@ -30,6 +30,9 @@ class Links final : public Hub {
   // --- I/O thread ----------------------------------------------------------------------------
   /// Starts accepting and dials the higher-ranked neighbours until `give_up`.
   void start(Clock::time_point give_up);
+  /// Dials the later neighbours (NetConfig::later) in `peers` that we dial, every 50 ms until
+  /// they come.
+  void expect(const std::vector<int>& peers);
   /// Sends one params frame (header + weight + `values`, the parameters in the link's wire
   /// format: the caller's floats, or their rounded copy that `keep` holds) to each of `to`,
   /// whose frame carries the send's token (`tokens`, one per target, in `to`'s order).
@@ -46,6 +49,9 @@ class Links final : public Hub {
                       const std::vector<int>& to, std::vector<SendToken> tokens);
   /// Sends a view frame (encoded once) to each of `to` whose link is up; `heartbeat` (the same
   /// view without probes) is what idle links get again later.
+  /// Sends an announce frame to `to` and to every link established later.
+  void send_announce(std::shared_ptr<const std::vector<std::byte>> frame,
+                     const std::vector<int>& to);
   void send_view(std::shared_ptr<const std::vector<std::byte>> frame,
                  std::shared_ptr<const std::vector<std::byte>> heartbeat,
                  const std::vector<int>& to);
@@ -127,6 +133,7 @@ class Links final : public Hub {
   asio::steady_timer accept_retry_;
   asio::steady_timer heartbeat_;
   std::shared_ptr<const std::vector<std::byte>> last_view_;  // the view frame sent last
+  std::shared_ptr<const std::vector<std::byte>> last_announce_;  // the announce frame sent last
   bool stopping_ = false;
   std::atomic<std::uint64_t> bytes_sent_{0};
   // Per rank (zero for non-neighbours): read by any thread, added to by the I/O thread.

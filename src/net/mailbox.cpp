@@ -102,6 +102,19 @@ void Mailboxes::deliver_view(int peer, PeerView view) {
     if (b.probes.size() < kMaxProbesHeld) b.probes.push_back(p);
 }
 
+void Mailboxes::deliver_announcements(std::vector<Announcement> changes) {
+  std::lock_guard lk(mu_);
+  for (const Announcement& a : changes)
+    if (announcements_.size() < 4 * kMaxAnnouncements &&
+        std::find(announcements_.begin(), announcements_.end(), a) == announcements_.end())
+      announcements_.push_back(a);
+}
+
+std::vector<Announcement> Mailboxes::take_announcements() {
+  std::lock_guard lk(mu_);
+  return std::exchange(announcements_, {});
+}
+
 std::vector<PeerView> Mailboxes::take_views() {
   std::lock_guard lk(mu_);
   std::vector<PeerView> out;

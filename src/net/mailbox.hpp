@@ -100,6 +100,9 @@ class Mailboxes {
   /// probes it carried to those not yet taken (at most wire::kMaxProbes per neighbour; more are
   /// dropped).
   void deliver_view(int peer, PeerView view);
+  /// An announce frame's changes (kept until take_announcements, at most 4 * kMaxAnnouncements).
+  void deliver_announcements(std::vector<Announcement> changes);
+  std::vector<Announcement> take_announcements();
   /// The I/O thread hit an unexpected exception: every later call on the caller side throws.
   void fail(const std::string& what);
   /// Something arrived from `peer` (any frame, or part of one): it is not silent. `running`:
@@ -204,6 +207,7 @@ class Mailboxes {
   const std::size_t param_count_;
   const std::size_t max_queued_;
   const Log log_;
+  std::vector<Announcement> announcements_;  // received, not yet taken
   std::vector<int> neighbours_;  // ascending
   std::vector<int> index_;       // rank -> box index, -1 for non-neighbours
 

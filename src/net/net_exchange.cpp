@@ -263,6 +263,24 @@ void NetExchange::send_view(std::int64_t, std::span<const Member> view, std::spa
 }
 
 std::vector<PeerView> NetExchange::take_views() { return impl_->mail().take_views(); }
+
+void NetExchange::announce(std::span<const Announcement> known, std::span<const int> to) {
+  if (known.empty()) return;
+  std::vector<int> targets;
+  for (int p : to)
+    if (impl_->mail().is_neighbour(p)) targets.push_back(p);
+  const std::size_t count = std::min(known.size(), kMaxAnnouncements);
+  auto frame = std::make_shared<const std::vector<std::byte>>(wire::encode_frame(
+      wire::FrameType::kAnnounce, static_cast<std::uint32_t>(rank()), 0,
+      wire::encode_announcements(known.first(count))));
+  impl_->post([this, frame = std::move(frame), targets = std::move(targets)] {
+    impl_->links().send_announce(frame, targets);
+  });
+}
+
+std::vector<Announcement> NetExchange::take_announcements() {
+  return impl_->mail().take_announcements();
+}
 std::vector<int> NetExchange::excused_peers() const { return impl_->mail().excused_peers(); }
 std::optional<Inbox> NetExchange::newest(std::span<const int> from) {
   return impl_->mail().newest(from);
@@ -275,6 +293,15 @@ std::vector<TransportAlert> NetExchange::take_alerts() { return impl_->mail().ta
 
 std::vector<int> NetExchange::connected_peers() const {
   return impl_->mail().peers_in(net::LinkState::kUp);
+}
+
+void NetExchange::waiting_for(std::int64_t round) {
+  impl_->post([impl = impl_.get(), round] { impl->links().send_ready(round); });
+}
+
+void NetExchange::expect(std::span<const int> peers) {
+  std::vector<int> v(peers.begin(), peers.end());
+  asio::post(impl_->io(), [this, v = std::move(v)] { impl_->links().expect(v); });
 }
 
 std::vector<int> NetExchange::await_peers(std::span<const int> peers,

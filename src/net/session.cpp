@@ -360,6 +360,13 @@ void Session::on_control(const wire::FrameHeader& h) {
       hub_.mailboxes().deliver_view(peer_, std::move(*view.value));
       return read_header();
     }
+    case FrameType::kAnnounce: {
+      if (!established_) break;
+      auto changes = wire::decode_announcements(control_, static_cast<std::size_t>(hub_.config().size));
+      if (!changes) return close(cat("bad announce frame: ", changes.error), CloseKind::kError);
+      hub_.mailboxes().deliver_announcements(std::move(*changes.value));
+      return read_header();
+    }
     case FrameType::kReady:
       if (!established_) break;
       peer_waits_for_ = std::max(peer_waits_for_, h.round);  // decode_header bounds the round

@@ -1,6 +1,7 @@
 // peer/peer.cpp: `gossip peer`, one real peer process: a loop over the one peer lifecycle
 // (PeerSession, peer_session.cpp) with gossip's own model, evaluating, checkpointing and stopping
 // where the run's plan says; and the peer's output folder and TLS credentials.
+#include <csignal>
 #include <filesystem>
 
 #include "gossip/core.hpp"
@@ -17,6 +18,13 @@ static_assert(NetworkConfig::kMaxRunIdBytes == wire::kMaxRunIdBytes);
 namespace {
 
 using namespace peer_parts;
+
+// SIGTERM in an elastic run: leave gracefully (a second one ends the process at once).
+volatile std::sig_atomic_t g_leave = 0;
+extern "C" void on_sigterm(int) {
+  g_leave = 1;
+  std::signal(SIGTERM, SIG_DFL);
+}
 
 std::string with_rank(std::string path, int rank) {
   const std::string token = "{rank}";
@@ -54,7 +62,14 @@ int run_peer(const RunConfig& config, const Topology& topology, const PeerOption
   PeerSession peer(config, topology, opt);
   peer.join_model();  // evaluates round 0 unless it resumes or rejoins
   const std::int64_t rounds = peer.planned_rounds();
+  if (!topology.epochs().empty()) std::signal(SIGTERM, on_sigterm);
   while (peer.rounds_done() < rounds) {
+    if (g_leave == 1) {
+      g_leave = 2;
+      log_line(cat("peer ", opt.rank, ": SIGTERM: announcing its leave at round ",
+                   peer.rounds_done()));
+      peer.request_leave();
+    }
     const std::int64_t done = peer.average();
     if (peer.partition_stop_due()) {
       log_line(cat("peer ", opt.rank, ": the live graph split at round ", done,

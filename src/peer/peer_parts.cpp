@@ -120,7 +120,20 @@ NetConfig net_config(const RunConfig& config, const Topology& topology, const Pe
   net.size = topology.n();
   net.addresses = peer_addresses(config, topology, opt.launch);
   net.neighbours = all_neighbours(topology, rank);
-  net.later = later_neighbours(topology, rank);
+  if (!topology.epochs().empty()) {
+    // An elastic run: any rank may become a neighbour as the members change (a death, a leave
+    // or a join derives the graph again); those not in its first epoch's graph are later ones,
+    // dialled once the graph needs them (PeerSession expects the schedule's at the start).
+    const std::set<int> first(net.neighbours.begin(), net.neighbours.end());
+    const std::vector<int> needed_later = later_neighbours(topology, rank);
+    const std::set<int> scheduled_later(needed_later.begin(), needed_later.end());
+    net.neighbours.clear();
+    for (int p = 0; p < topology.n(); ++p) {
+      if (p == rank) continue;
+      net.neighbours.push_back(p);
+      if (first.count(p) == 0 || scheduled_later.count(p) != 0) net.later.push_back(p);
+    }
+  }
   for (int p : extra_neighbours(config.gossip, rank, topology.n()))  // all-reduce's ring
     if (std::find(net.neighbours.begin(), net.neighbours.end(), p) == net.neighbours.end())
       net.neighbours.push_back(p);

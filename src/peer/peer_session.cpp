@@ -92,6 +92,14 @@ struct PeerSession::Impl {
   double mixing_s = -1.0;    // when its handover was in and it began to mix
   std::vector<int> donors;   // whose parameters it started from
   std::vector<float> handover;  // a donor: its parameters, sent to joiners (kept until sent)
+  // What the peers announced while the run goes (a death their monitor confirmed, a leave on
+  // SIGTERM): the earliest round each (rank, kind) was announced at. With the schedule's
+  // changes it gives every peer the same graph (elastic_timeline).
+  std::vector<MembershipChange> scheduled = scheduled_changes(config.faults);
+  std::vector<Announcement> known;
+  std::vector<int> announced_dead;
+  bool leave_requested = false;
+  bool leave_announced = false;
 
   Impl(RunConfig c, Topology t, PeerOptions o)
       : config(std::move(c)), topology(std::move(t)), opt(std::move(o)),
@@ -126,6 +134,8 @@ struct PeerSession::Impl {
     };
     const std::vector<int> neighbours = net.neighbours;
     transport = std::make_unique<NetExchange>(std::move(net), NetListener(listen));
+    // An elastic run: the schedule's later neighbours are dialled until they come.
+    if (!topology.epochs().empty()) transport->expect(later_neighbours(topology, rank));
     const std::vector<int> up = transport->connected_peers();
     const bool all_up = std::includes(up.begin(), up.end(), neighbours.begin(), neighbours.end());
     {
@@ -174,6 +184,7 @@ struct PeerSession::Impl {
     CollectOptions o;
     o.deadline = std::chrono::milliseconds(static_cast<std::int64_t>(
         1000 * (config.net.connect_timeout_s + config.monitor.round_timeout_s)));
+    transport->waiting_for(r - 1);  // the donors' frames of that round are not held for it
     const std::vector<Inbox> got = transport->collect(r - 1, donors, o);
     // A donor's message is taken whole or not at all: every value finite, the steps a count.
     const auto usable = [&](const Inbox& m) {
@@ -246,6 +257,73 @@ struct PeerSession::Impl {
     exchange->publish(done - 1, handover, steps, to);
     log_line(cat("peer ", opt.rank, ": handed its parameters of round ", done - 1, " to joiner",
                  to.size() == 1 ? " " : "s ", format_peers(to)));
+  }
+
+  /// Adds `a` unless an announcement of the same rank and kind is as early; returns whether the
+  /// set changed.
+  bool merge_announcement(const Announcement& a) {
+    const auto it = std::find_if(known.begin(), known.end(), [&](const Announcement& k) {
+      return k.rank == a.rank && k.kind == a.kind;
+    });
+    if (it == known.end()) {
+      known.push_back(a);
+      return true;
+    }
+    if (a.round >= it->round) return false;
+    it->round = a.round;
+    return true;
+  }
+
+  /// An elastic run, before round `round`: the announcements that came, and this peer's own
+  /// (deaths its monitor confirmed, its leave); when the set grew, the graph is derived again
+  /// (elastic_timeline), the neighbours it newly needs are dialled, and the set is passed on.
+  void update_membership() {
+    if (topology.epochs().empty()) return;
+    bool changed = false;
+    for (const Announcement& a : transport->take_announcements()) changed |= merge_announcement(a);
+    const std::vector<int> members = topology.members(round);
+    std::vector<Announcement> own;
+    for (int d : exchange->dead_peers())
+      if (std::binary_search(members.begin(), members.end(), d) &&
+          std::find(announced_dead.begin(), announced_dead.end(), d) == announced_dead.end()) {
+        announced_dead.push_back(d);
+        own.push_back(Announcement{d, ChangeKind::kDead, round});
+      }
+    if (opt.leave_at_round >= 0 && round >= opt.leave_at_round) leave_requested = true;
+    if (leave_requested && !leave_announced) {
+      leave_announced = true;
+      own.push_back(Announcement{opt.rank, ChangeKind::kLeave, round});
+    }
+    for (const Announcement& a : own) {
+      if (!merge_announcement(a)) continue;
+      changed = true;
+      events.emit(MemberEvent{opt.rank, round, since(t0),
+                              a.kind == ChangeKind::kDead ? "announce_dead" : "announce_leave",
+                              a.rank, 0, {}, {}, {}});
+    }
+    if (!changed) return;
+    const std::vector<int> before = all_neighbours(topology, opt.rank);
+    const std::vector<int> last = topology.members(std::max<std::int64_t>(0, round - 1));
+    const Topology next = elastic_timeline(topology, scheduled, known);
+    topology.set_epochs(next.epochs());
+    // An announcement must arrive before the change it makes (membership_lead rounds after
+    // it): members of a round already run that change mean it came too late.
+    if (topology.members(std::max<std::int64_t>(0, round - 1)) != last)
+      log_line(cat("peer ", opt.rank, ": WARNING: an announcement reached this peer after the "
+                   "round it takes effect; its neighbours may disagree on the graph"));
+    const MemberWindow w = window;
+    window = member_window(topology, opt.rank);
+    if (window.until != w.until && window.until != std::numeric_limits<std::int64_t>::max())
+      log_line(cat("peer ", opt.rank, ": leaves the network at round ", window.until,
+                   " (announced at round ", round, ")"));
+    if (leave_requested && window.until == std::numeric_limits<std::int64_t>::max())
+      log_line(cat("peer ", opt.rank, ": cannot leave: it is the last member"));
+    std::vector<int> added;
+    const std::vector<int> now = all_neighbours(topology, opt.rank);
+    std::set_difference(now.begin(), now.end(), before.begin(), before.end(),
+                        std::back_inserter(added));
+    if (!added.empty()) transport->expect(added);
+    transport->announce(known, transport->connected_peers());
   }
 
   /// net.metrics_port: serves /metrics on metrics_host:metrics_port + rank. A port that cannot
@@ -457,6 +535,13 @@ void PeerSession::join_model() {
   m.host.resize(static_cast<std::size_t>(m.trainer->num_params()));
   m.params = m.host;
   m.rounds = m.plan.rounds;
+  if (m.window.joins()) {
+    // A joiner's first step would be its slowest (kernels and caches cold) while the others
+    // wait for it: one step now, undone (parameters, momentum, steps, sampler restored).
+    const Trainer::State before = m.trainer->state();
+    m.trainer->step();
+    m.trainer->restore(before);
+  }
   m.ready_s = since(m.t0);
   m.connect(learner_for(*m.trainer), model_fingerprint(m.config.model));
   if (!m.rejoin && m.opt.resume_round < 0 && !m.window.joins()) report(0.0, 0.0, -1.0);
@@ -468,6 +553,7 @@ std::int64_t PeerSession::average() {
   // With the caller's own model, what it did since the last round is its local step.
   if (!m.trainer && m.returned_at >= 0)
     m.timeline.add(Phase::kCompute, m.returned_at, m.timeline.now());
+  m.update_membership();
   if (const auto& epochs = m.topology.epochs(); !epochs.empty()) {
     // An elastic run whose members change now: those who left are no longer watched.
     const std::size_t e = m.topology.epoch_index(m.round);
@@ -552,6 +638,8 @@ bool PeerSession::checkpoint_due(std::int64_t every) const {
 }
 
 bool PeerSession::stop_due() const { return impl_->stop_due(); }
+
+void PeerSession::request_leave() { impl_->leave_requested = true; }
 
 bool PeerSession::leave_due() const {
   const Impl& m = *impl_;

@@ -6,6 +6,7 @@
 // (membership_lead) comes from the members' graph too.
 #include <algorithm>
 #include <set>
+#include <tuple>
 
 #include "gossip/core.hpp"
 #include "gossip/rng.hpp"
@@ -297,6 +298,43 @@ MembershipTimeline membership_timeline(std::span<const int> initial, double init
   }
   for (std::size_t p = 0; p < size; ++p)
     if (since[p] >= 0) t.member_rounds[p] += rounds - since[p];
+  return t;
+}
+
+}  // namespace gossip
+
+namespace gossip {
+
+Topology elastic_timeline(const Topology& initial, std::span<const MembershipChange> scheduled,
+                          std::span<const Announcement> announced) {
+  GOSSIP_CHECK(initial.elastic().has_value());
+  const ElasticSpec& spec = *initial.elastic();
+  // Joins and leaves by round, then rank, then kind: one order for every peer.
+  std::vector<Announcement> sorted(announced.begin(), announced.end());
+  std::sort(sorted.begin(), sorted.end(), [](const Announcement& a, const Announcement& b) {
+    return std::tie(a.round, a.rank, a.kind) < std::tie(b.round, b.rank, b.kind);
+  });
+  sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
+  std::vector<MembershipChange> changes(scheduled.begin(), scheduled.end());
+  std::vector<Topology::Epoch> epochs = plan_membership(spec, changes);
+  for (const Announcement& a : sorted) {
+    if (a.kind == ChangeKind::kDead) continue;
+    MembershipChange c;
+    c.announced = a.round;
+    (a.kind == ChangeKind::kJoin ? c.join : c.leave).push_back(a.rank);
+    changes.push_back(std::move(c));
+    try {
+      epochs = plan_membership(spec, changes);
+    } catch (const InputError&) {
+      changes.pop_back();  // the member set then cannot take it
+    }
+  }
+  std::vector<int> members(static_cast<std::size_t>(spec.generator.n));
+  for (int i = 0; i < spec.generator.n; ++i) members[static_cast<std::size_t>(i)] = i;
+  Topology t = elastic_topology(spec, members);
+  t.set_epochs(std::move(epochs));
+  for (const Announcement& a : sorted)
+    if (a.kind == ChangeKind::kDead) drop_member(t, a.rank, a.round);
   return t;
 }
 

@@ -69,6 +69,7 @@ std::string frame_type_name(std::uint16_t type) {
     case FrameType::kShmParams: return "shm-params";
     case FrameType::kView: return "view";
     case FrameType::kPacket: return "packet";
+    case FrameType::kAnnounce: return "announce";
   }
   return cat("type ", type);
 }
@@ -473,6 +474,61 @@ std::vector<std::byte> encode_view(std::span<const Member> view, std::span<const
     put<std::uint32_t>(at + 10, probes[i].nonce);
   }
   return out;
+}
+
+std::vector<std::byte> encode_announcements(std::span<const Announcement> announcements) {
+  GOSSIP_CHECK_MSG(!announcements.empty() && announcements.size() <= kMaxAnnouncements,
+                   "announce frame of ", announcements.size(), " announcements");
+  std::vector<std::byte> out(2 + kAnnouncementBytes * announcements.size());
+  put<std::uint16_t>(&out[0], static_cast<std::uint16_t>(announcements.size()));
+  for (std::size_t i = 0; i < announcements.size(); ++i) {
+    std::byte* at = &out[2 + kAnnouncementBytes * i];
+    put<std::uint32_t>(at, static_cast<std::uint32_t>(announcements[i].rank));
+    put<std::uint8_t>(at + 4, static_cast<std::uint8_t>(announcements[i].kind));
+    put<std::int64_t>(at + 5, announcements[i].round);
+  }
+  return out;
+}
+
+Decoded<std::vector<Announcement>> decode_announcements(std::span<const std::byte> bytes,
+                                                        std::size_t max_peers) {
+  Decoded<std::vector<Announcement>> d;
+  if (bytes.size() < 2) {
+    d.error = cat("announce frame of ", bytes.size(), " bytes is shorter than its count");
+    return d;
+  }
+  const std::size_t count = get<std::uint16_t>(bytes.data());
+  if (count == 0 || count > kMaxAnnouncements) {
+    d.error = cat("announce frame with ", count, " announcements (1 to ", kMaxAnnouncements, ")");
+    return d;
+  }
+  if (bytes.size() != 2 + kAnnouncementBytes * count) {
+    d.error = cat("announce frame of ", count, " announcements must be ",
+                  2 + kAnnouncementBytes * count, " bytes, not ", bytes.size());
+    return d;
+  }
+  std::vector<Announcement> out(count);
+  for (std::size_t i = 0; i < count; ++i) {
+    const std::byte* at = &bytes[2 + kAnnouncementBytes * i];
+    const std::uint32_t rank = get<std::uint32_t>(at);
+    const std::uint8_t kind = get<std::uint8_t>(at + 4);
+    const std::int64_t round = get<std::int64_t>(at + 5);
+    if (rank >= max_peers) {
+      d.error = cat("announcement ", i, " names rank ", rank, " of a run of ", max_peers);
+      return d;
+    }
+    if (kind > static_cast<std::uint8_t>(ChangeKind::kDead)) {
+      d.error = cat("announcement ", i, " has unknown kind ", static_cast<int>(kind));
+      return d;
+    }
+    if (round < 0 || round > kMaxReadyRound) {
+      d.error = cat("announcement ", i, " has round ", round, " outside 0..2^53");
+      return d;
+    }
+    out[i] = Announcement{static_cast<std::int32_t>(rank), static_cast<ChangeKind>(kind), round};
+  }
+  d.value = std::move(out);
+  return d;
 }
 
 Decoded<PeerView> decode_view(std::span<const std::byte> bytes, std::size_t max_peers) {
