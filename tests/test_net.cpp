@@ -2435,3 +2435,36 @@ TEST_CASE("an HTTP server on a port in use says so", "[net][http]") {
   // Nothing listens on port 1: the GET gives up.
   CHECK_FALSE(gossip::http_get("127.0.0.1:1", "/metrics", std::chrono::milliseconds(500)));
 }
+
+TEST_CASE("membership announcements round-trip and malformed ones are refused",
+          "[net][membership][elastic]") {
+  using gossip::Announcement;
+  using gossip::ChangeKind;
+  const std::vector<Announcement> changes{{0, ChangeKind::kJoin, 0},
+                                          {11, ChangeKind::kLeave, 500},
+                                          {5, ChangeKind::kDead, std::int64_t{1} << 53}};
+  const auto bytes = wire::encode_announcements(changes);
+  CHECK(bytes.size() == 2 + 13 * 3);
+  const auto back = wire::decode_announcements(bytes, 12);
+  REQUIRE(back);
+  CHECK(*back.value == changes);
+  // A rank past the run's, a length that does not match the count, no count, an unknown kind,
+  // a negative round, none at all.
+  CHECK(wire::decode_announcements(bytes, 11).error == "announcement 1 names rank 11 of a run of 11");
+  auto cut = bytes;
+  cut.pop_back();
+  CHECK(wire::decode_announcements(cut, 12).error ==
+        "announce frame of 3 announcements must be 41 bytes, not 40");
+  CHECK(wire::decode_announcements(std::span(bytes).first(1), 12).error ==
+        "announce frame of 1 bytes is shorter than its count");
+  auto bad = bytes;
+  bad[2 + 13 + 4] = std::byte{7};
+  CHECK(wire::decode_announcements(bad, 12).error == "announcement 1 has unknown kind 7");
+  bad = bytes;
+  bad[2 + 13 * 2 + 12] = std::byte{0x80};  // the top byte of the i64 round
+  CHECK_THAT(wire::decode_announcements(bad, 12).error,
+             Catch::Contains("announcement 2 has round -"));
+  std::vector<std::byte> none(2, std::byte{0});
+  CHECK(wire::decode_announcements(none, 12).error ==
+        "announce frame with 0 announcements (1 to 4096)");
+}

@@ -2410,3 +2410,121 @@ TEST_CASE("gossip keys add issues one more rank's credentials with the run's CA,
     CHECK_THAT(r.output, Catch::Contains(c.says));
   }
 }
+
+TEST_CASE("an elastic run over the network takes a dead member out at the round every peer "
+          "derives from the earliest announcement of its death", "[peer][elastic][faults]") {
+  TempDir t;
+  const auto cfg = write_config(t.path, 6, "dpsgd", 1, 4);
+  std::ofstream(t.path / "topo.yaml", std::ios::trunc)
+      << "generator: exponential\nn: 6\nelastic: true\nmax_peers: 6\n";
+  set_monitor(cfg, "dead_after_rounds: 1, dead_after_s: 0");
+  std::ofstream(cfg, std::ios::app) << "faults:\n  - {round: 10, kill: [2]}\n";
+  const fs::path out = t.path / "run";
+  const Result r = run(bin() + " run " + cfg.string() + " --out " + out.string() + " --no-progress");
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  // Each survivor says when the member set lost peer 2: the same round for all five.
+  std::set<long> from;
+  const std::regex re("5 members from round (\\d+)");
+  for (int p : {0, 1, 3, 4, 5}) {
+    const std::string log = read_file(out / "peers" / std::to_string(p) / "peer.log");
+    std::smatch m;
+    INFO(log);
+    REQUIRE(std::regex_search(log, m, re));
+    from.insert(std::stol(m[1]));
+  }
+  REQUIRE(from.size() == 1u);
+  const long removed = *from.begin();
+  CHECK(removed > 10);
+  // The run's record has it so: a change with peer 2 dead, taking effect at that round, a
+  // lead after the earliest announcement of the death.
+  const std::string timeline = summary_field(out / "summary.json", "membership_timeline");
+  CHECK_THAT(timeline, Catch::Contains(gossip::cat("{\"round\": ", removed, ", \"announced\": ")));
+  CHECK_THAT(timeline, Catch::Contains("\"dead\": [2]"));
+  CHECK_THAT(read_file(out / "events.jsonl"), Catch::Contains("\"event\": \"announce_dead\""));
+  CHECK(number(out / "summary.json", "test_accuracy") > 0.8);
+}
+
+TEST_CASE("a peer that leaves at run time (--leave-at-round, SIGTERM) exits 0; the first leaves "
+          "as the same leave in the schedule would, bit for bit", "[peer][elastic]") {
+  TempDir t;
+  const auto cfg = write_config(t.path, 5, "dpsgd", 1, 3, "", true, Tls::kOff);
+  std::ofstream(t.path / "topo.yaml", std::ios::trunc)
+      << "generator: exponential\nn: 5\nelastic: true\nmax_peers: 6\n";
+  // A join long after the end: the run follows the member timeline (its peers may leave).
+  std::ofstream(cfg, std::ios::app) << "faults:\n  - {round: 100000, join: [5]}\n";
+  const auto start = [&](const fs::path& out, const std::vector<std::string>& extra, int rank) {
+    std::vector<std::string> argv{bin(), "peer", cfg.string(), "--rank", std::to_string(rank),
+                                  "--out", out.string()};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    fs::create_directories(out);
+    std::fflush(stdout);
+    const pid_t pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      const std::string log = (out / gossip::cat("peer-", rank, ".log")).string();
+      std::freopen(log.c_str(), "w", stderr);
+      std::freopen("/dev/null", "w", stdout);
+      std::vector<char*> args;
+      for (auto& a : argv) args.push_back(a.data());
+      args.push_back(nullptr);
+      execv(args[0], args.data());
+      _exit(127);
+    }
+    return pid;
+  };
+  const auto wait_all = [](const std::vector<pid_t>& pids) {
+    std::vector<int> codes;
+    for (pid_t pid : pids) {
+      int status = 0;
+      REQUIRE(waitpid(pid, &status, 0) == pid);
+      codes.push_back(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+    }
+    return codes;
+  };
+  // Rank 3 announces its leave at round 12.
+  const fs::path out = t.path / "run";
+  std::vector<pid_t> pids;
+  for (int r = 0; r < 5; ++r)
+    pids.push_back(start(out, r == 3 ? std::vector<std::string>{"--leave-at-round", "12"}
+                                     : std::vector<std::string>{}, r));
+  CHECK(wait_all(pids) == std::vector<int>(5, 0));
+  const fs::path leaver = out / "peers" / "3" / "summary.json";
+  CHECK_THAT(read_file(leaver), Catch::Contains("\"left\": true"));
+  // The same leave in the schedule, in the simulator: the same parameters, bit for bit.
+  std::ofstream(cfg, std::ios::app) << "  - {round: 12, leave: [3]}\n";
+  const Result sim = run(bin() + " sim " + cfg.string() + " --out " + (t.path / "sim").string());
+  INFO(sim.output);
+  REQUIRE(sim.code == 0);
+  const auto sim_hashes = hashes(t.path / "sim" / "summary.json");
+  REQUIRE(sim_hashes.size() == 5u);
+  for (int r = 0; r < 5; ++r) {
+    INFO("rank " << r << "\n" << read_file(out / gossip::cat("peer-", r, ".log")));
+    const auto h = hashes(out / "peers" / std::to_string(r) / "summary.json");
+    REQUIRE(h.size() == 1u);
+    CHECK(h.front() == sim_hashes[static_cast<std::size_t>(r)]);
+  }
+  CHECK_THAT(summary_field(t.path / "sim" / "summary.json", "membership_timeline"),
+             Catch::Contains("\"left\": [3]"));
+  // SIGTERM: rank 4 announces its leave at the round it comes, leaves and exits 0 (a longer
+  // run, without the scheduled leave).
+  const fs::path out2 = t.path / "run2";
+  std::string text = read_file(cfg);
+  text = text.substr(0, text.find("  - {round: 12"));
+  text.replace(text.find("epochs: 3,"), 10, "epochs: 40,");
+  std::ofstream(cfg, std::ios::trunc) << text;
+  pids.clear();
+  for (int r = 0; r < 5; ++r) pids.push_back(start(out2, {}, r));
+  const fs::path metrics = out2 / "peers" / "4" / "metrics.csv";
+  for (int i = 0; i < 400 && metrics_rows(metrics).size() < 2; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  REQUIRE(metrics_rows(metrics).size() >= 2);  // it has trained a while
+  kill(pids[4], SIGTERM);
+  CHECK(wait_all(pids) == std::vector<int>(5, 0));
+  const std::string log4 = read_file(out2 / "peer-4.log");
+  INFO(log4);
+  CHECK_THAT(log4, Catch::Contains("SIGTERM: announcing its leave at round"));
+  CHECK_THAT(read_file(out2 / "peers" / "4" / "summary.json"), Catch::Contains("\"left\": true"));
+  CHECK(number(out2 / "peers" / "4" / "summary.json", "rounds") <
+        number(out2 / "peers" / "0" / "summary.json", "rounds"));
+}

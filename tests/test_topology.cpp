@@ -909,3 +909,69 @@ TEST_CASE("gossip topo lists how an elastic topology's spectral gap moves with i
   REQUIRE(text.output.find("exponential, 8 peers") != std::string::npos);
   REQUIRE(text.output.find("elastic       up to 16 peers") != std::string::npos);
 }
+
+TEST_CASE("every peer derives the same member timeline from the same announcements, whatever "
+          "their order, and one that has not heard a change yet agrees up to it",
+          "[topology][elastic]") {
+  using gossip::Announcement;
+  using gossip::ChangeKind;
+  gossip::ElasticSpec spec = elastic_spec("exponential", 8, 16);
+  std::vector<int> initial(8);
+  std::iota(initial.begin(), initial.end(), 0);
+  const Topology start = gossip::elastic_topology(spec, initial);
+  // The schedule joins 8..11 at round 200; at run time 3 leaves (SIGTERM) at round 300, two
+  // monitors confirm 5's death at rounds 402 and 400 (the earlier counts), 9 dies at 410, a
+  // leave of a non-member (rank 14) and of a dead member come too and are skipped.
+  const std::vector<gossip::MembershipChange> scheduled{{200, {8, 9, 10, 11}, {}}};
+  std::vector<Announcement> announced{{3, ChangeKind::kLeave, 300}, {5, ChangeKind::kDead, 402},
+                                      {5, ChangeKind::kDead, 400}, {9, ChangeKind::kDead, 410},
+                                      {14, ChangeKind::kLeave, 305}, {5, ChangeKind::kLeave, 500}};
+  const Topology t = gossip::elastic_timeline(start, scheduled, announced);
+  const auto lead = [&](std::int64_t round) {  // the rule, on the members' graph then
+    const auto m = t.members(round);
+    return gossip::membership_lead(gossip::elastic_topology(spec, m));
+  };
+  REQUIRE(t.epochs().size() == 5);
+  CHECK(t.epochs()[1].from == 200 + lead(199));
+  CHECK(t.epochs()[2].from == 300 + lead(299));
+  CHECK(t.epochs()[2].members == std::vector<int>{0, 1, 2, 4, 5, 6, 7, 8, 9, 10, 11});
+  CHECK(t.epochs()[3].from == 400 + lead(399));  // the earliest confirmation of 5's death
+  CHECK(t.epochs()[3].members == std::vector<int>{0, 1, 2, 4, 6, 7, 8, 9, 10, 11});
+  CHECK(t.epochs()[4].from == 410 + lead(409));
+  CHECK(t.epochs()[4].members == std::vector<int>{0, 1, 2, 4, 6, 7, 8, 10, 11});
+  // Every order of arrival gives the same graphs, bit for bit.
+  std::sort(announced.begin(), announced.end(), [](const Announcement& a, const Announcement& b) {
+    return a.rank < b.rank || (a.rank == b.rank && a.round < b.round);
+  });
+  do {
+    const Topology again = gossip::elastic_timeline(start, scheduled, announced);
+    REQUIRE(again.epochs().size() == t.epochs().size());
+    for (std::size_t e = 0; e < t.epochs().size(); ++e) {
+      CHECK(again.epochs()[e].from == t.epochs()[e].from);
+      CHECK(again.epochs()[e].members == t.epochs()[e].members);
+    }
+    for (std::int64_t r = 0; r < 600; r += 7)
+      for (int p = 0; p < 16; ++p) {
+        const auto a = again.in_neighbours(p, r), b = t.in_neighbours(p, r);
+        REQUIRE(a.size() == b.size());
+        for (std::size_t i = 0; i < a.size(); ++i) {
+          CHECK(a[i].peer == b[i].peer);
+          CHECK(a[i].weight == b[i].weight);
+        }
+        CHECK(again.self_weight(p, r) == t.self_weight(p, r));
+      }
+  } while (std::next_permutation(announced.begin(), announced.end(),
+                                 [](const Announcement& a, const Announcement& b) {
+                                   return a.rank < b.rank || (a.rank == b.rank && a.round < b.round);
+                                 }));
+  // A peer that has heard everything but 9's death (its view is late) has the same members at
+  // every round before that death takes effect: hearing it within the lead changes nothing
+  // already run.
+  std::vector<Announcement> without9;
+  for (const Announcement& a : announced)
+    if (a.rank != 9) without9.push_back(a);
+  const Topology before = gossip::elastic_timeline(start, scheduled, without9);
+  for (std::int64_t r = 0; r < t.epochs()[4].from; ++r)
+    REQUIRE(before.members(r) == t.members(r));
+  CHECK(before.members(t.epochs()[4].from) != t.members(t.epochs()[4].from));
+}

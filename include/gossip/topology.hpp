@@ -259,6 +259,7 @@ std::vector<Topology::Epoch> plan_membership(const ElasticSpec& spec,
 /// one, or the one starting there) and every later one lose it, their graphs derived again.
 /// Returns the round it takes effect, or -1 when nothing changes (not a member from then on,
 /// or the last member).
+/// A later epoch that then changes nothing (the dead member's scheduled leave) is removed.
 std::int64_t drop_member(Topology& topology, int rank, std::int64_t announced);
 
 /// One membership change of an elastic run as it took effect: from round `from` the members

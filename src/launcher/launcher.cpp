@@ -324,6 +324,11 @@ void Network::start_joiners() {
   while (pace_.size() > 2 && now - pace_[1].first > std::chrono::seconds(3)) pace_.pop_front();
   for (std::size_t e = 1; e < epochs.size(); ++e) {
     if (epoch_started_[e]) continue;
+    const std::int64_t total = record_.total_rounds();
+    if (total > 0 && epochs[e].from >= total) {  // after the last round: nobody joins
+      epoch_started_[e] = true;
+      continue;
+    }
     // Seconds to the change at the pace of the last few seconds' rounds; started then, or at
     // its announcement at the latest.
     const double span = std::chrono::duration<double>(pace_.back().first - pace_.front().first)

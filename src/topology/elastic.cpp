@@ -200,6 +200,9 @@ std::int64_t drop_member(Topology& topology, int rank, std::int64_t announced) {
     epochs[k].rounds.clear();
     for (std::int64_t r = 0; r < t.period(); ++r) epochs[k].rounds.push_back(t.at(r));
   }
+  // A later change that only took it out (its leave) changes nothing now.
+  for (std::size_t k = epochs.size() - 1; k > e; --k)
+    if (epochs[k].members == epochs[k - 1].members) epochs.erase(epochs.begin() + static_cast<std::ptrdiff_t>(k));
   topology.set_epochs(std::move(epochs));
   return from;
 }
