@@ -85,6 +85,9 @@ void frame_seeds(const std::string& dir, const std::string& packet_seed) {
   write(dir + "/shm_ready", frame(FrameType::kShmReady, 0, 0, {}));
   write(dir + "/shm_params", frame(FrameType::kShmParams, 0, 7, encode_shm_note({2, 10, 0.5})));
   write(dir + "/view", frame(FrameType::kView, 1, 0, encode_view(view)));
+  const std::vector<Announcement> changes{{5, ChangeKind::kJoin, 200}, {2, ChangeKind::kLeave, 500},
+                                          {3, ChangeKind::kDead, 581}};
+  write(dir + "/announce", frame(FrameType::kAnnounce, 1, 0, encode_announcements(changes)));
   write(dir + "/packet", frame(FrameType::kPacket, 2, 7, read(packet_seed)));
   write(dir + "/ready", frame(FrameType::kReady, 3, 42, {}));
 }
