@@ -2458,8 +2458,8 @@ TEST_CASE("membership announcements round-trip and malformed ones are refused",
   CHECK(wire::decode_announcements(std::span(bytes).first(1), 12).error ==
         "announce frame of 1 bytes is shorter than its count");
   auto bad = bytes;
-  bad[2 + 13 + 4] = std::byte{7};
-  CHECK(wire::decode_announcements(bad, 12).error == "announcement 1 has unknown kind 7");
+  bad[2 + 13 + 4] = std::byte{4};
+  CHECK(wire::decode_announcements(bad, 12).error == "announcement 1 has unknown kind 4");
   bad = bytes;
   bad[2 + 13 * 2 + 12] = std::byte{0x80};  // the top byte of the i64 round
   CHECK_THAT(wire::decode_announcements(bad, 12).error,

@@ -2528,3 +2528,63 @@ TEST_CASE("a peer that leaves at run time (--leave-at-round, SIGTERM) exits 0; t
   CHECK(number(out2 / "peers" / "4" / "summary.json", "rounds") <
         number(out2 / "peers" / "0" / "summary.json", "rounds"));
 }
+
+TEST_CASE("gossip peer --join: a new identity asks a live member of a running elastic network "
+          "to announce it, takes its new neighbours' average and mixes", "[peer][elastic]") {
+  TempDir t;
+  const auto cfg = write_config(t.path, 4, "dpsgd", 1, 60);
+  std::ofstream(t.path / "topo.yaml", std::ios::trunc)
+      << "generator: exponential\nn: 4\nelastic: true\nmax_peers: 6\n";
+  // A join after the end: the run follows a member timeline, so identities may come and go.
+  std::ofstream(cfg, std::ios::app) << "faults:\n  - {round: 100000, join: [5]}\n";
+  const fs::path out = t.path / "run";
+  std::fflush(stdout);
+  const pid_t launcher = fork();
+  REQUIRE(launcher >= 0);
+  if (launcher == 0) {
+    std::freopen((t.path / "run.txt").c_str(), "w", stdout);
+    std::freopen((t.path / "run.txt").c_str(), "a", stderr);
+    execl(bin().c_str(), "gossip", "run", cfg.c_str(), "--out", out.c_str(), "--no-progress",
+          static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  // Once the network trains, rank 4 (its certificate among the run's: gossip run issues one
+  // per rank up to max_peers) contacts rank 0.
+  const fs::path metrics = out / "peers" / "0" / "metrics.csv";
+  for (int i = 0; i < 400 && metrics_rows(metrics).size() < 3; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  REQUIRE(metrics_rows(metrics).size() >= 3);
+  const int port0 = test_port_base();
+  const Result join = run(gossip::cat(bin(), " peer ", cfg.string(), " --rank 4 --join 127.0.0.1:",
+                                      port0, " --tls-dir ", (out / "tls").string(), " --out ",
+                                      out.string()));
+  int status = 0;
+  REQUIRE(waitpid(launcher, &status, 0) == launcher);
+  const std::string output = read_file(t.path / "run.txt");
+  INFO(output << "\n" << join.output);
+  CHECK(join.code == 0);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  CHECK_THAT(join.output, Catch::Contains("the members announced its join at round"));
+  CHECK_THAT(output, Catch::Contains("peer 4 asked to join (gossip peer --join)"));
+  // It mixed from the round the timeline gave it, from all four members' average.
+  const fs::path s4 = out / "peers" / "4" / "summary.json";
+  CHECK_THAT(summary_field(s4, "join"), Catch::Contains("\"donors\": [0, 1, 2, 3]"));
+  const double from = number(s4, "member_from");
+  CHECK(from > 0);
+  CHECK(number(s4, "rounds") == number(out / "peers" / "0" / "summary.json", "rounds"));
+  // The run's record has the join where the peers took it, and not the schedule's, which would
+  // have come after the end.
+  const std::string timeline = summary_field(out / "summary.json", "membership_timeline");
+  CHECK_THAT(timeline, Catch::Contains(gossip::cat("{\"round\": ", from, ", \"announced\": ")));
+  CHECK_THAT(timeline, Catch::Contains("\"joined\": [4]"));
+  CHECK_THAT(timeline, !Catch::Contains("\"joined\": [5]"));
+  CHECK(std::abs(number(s4, "test_accuracy") - number(out / "summary.json", "test_accuracy")) <
+        0.01);
+  // Refused: --join to a run whose peers are fixed, an address no rank has.
+  const auto fixed = write_config(t.path, 4, "dpsgd", 1, 1);
+  const Result refused = run(bin() + " peer " + fixed.string() +
+                             " --rank 3 --join 127.0.0.1:1 --out " + (t.path / "o").string());
+  CHECK(refused.code == 2);
+  CHECK_THAT(refused.output, Catch::Contains("--join: this run's peers are fixed"));
+}

@@ -66,8 +66,10 @@ struct Probe {
 /// A membership change of an elastic run that a peer announced (docs/membership.md): `rank`
 /// joins, leaves on purpose, or was found dead (by the announcing peer's monitor), announced at
 /// `round`. Announcements spread to every member (each peer passes on what it has not sent
-/// yet); every peer derives the same member timeline from the same set.
-enum class ChangeKind : std::uint8_t { kJoin = 0, kLeave = 1, kDead = 2 };
+/// yet); every peer derives the same member timeline from the same set. A join request is a new
+/// identity asking the members it contacted to announce its join (`gossip peer --join`): it is
+/// not passed on, and no part of the timeline.
+enum class ChangeKind : std::uint8_t { kJoin = 0, kLeave = 1, kDead = 2, kJoinRequest = 3 };
 struct Announcement {
   std::int32_t rank = 0;
   ChangeKind kind = ChangeKind::kJoin;

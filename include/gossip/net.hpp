@@ -68,6 +68,9 @@ struct NetConfig {
   /// we are the lower rank of the pair) every 50 ms until they come, and collect waits for
   /// them like any neighbour not yet up. Their own dial is accepted any time.
   std::vector<int> later;
+  /// Neighbours this peer dials whatever their rank (a joiner's contacts, `gossip peer --join`),
+  /// waited for by the constructor; a later neighbour takes such a dial from a higher rank.
+  std::vector<int> contacts;
   HandshakeInfo handshake;
   std::uint64_t max_frame_bytes = 0;   // 0 = default_max_frame_bytes(handshake.param_count)
   std::size_t max_queued_rounds = 4;   // per neighbour; older rounds are dropped beyond this

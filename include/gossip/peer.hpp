@@ -49,6 +49,9 @@ struct PeerOptions {
   std::string tls_dir;      // TLS credentials in `gossip keys init` layout; overrides net.tls
   bool rejoin = false;      // restarted into a running network: append to its files
   std::int64_t leave_at_round = -1;  // >= 0: an elastic run's peer announces its leave then
+  /// gossip peer --join: the ranks of the live members this new identity contacts; they
+  /// announce its join, and it joins the run where the member timeline then says.
+  std::vector<int> join_contacts;
 };
 
 /// This peer's TLS settings: off when net.tls is off; else the files in `tls_dir` when given,

@@ -226,7 +226,8 @@ std::vector<std::byte> encode_view(std::span<const Member> view, std::span<const
 Decoded<PeerView> decode_view(std::span<const std::byte> bytes, std::size_t max_peers);
 
 /// An elastic run's membership announcements on the wire: a u16 count (1 to kMaxAnnouncements),
-/// then per announcement a u32 rank, a u8 kind (0 join, 1 leave, 2 dead) and an i64 round,
+/// then per announcement a u32 rank, a u8 kind (0 join, 1 leave, 2 dead, 3 join request) and an
+/// i64 round,
 /// little-endian.
 inline constexpr std::size_t kAnnouncementBytes = 13;
 std::vector<std::byte> encode_announcements(std::span<const Announcement> announcements);

@@ -24,6 +24,7 @@ const char* kPeerHelp =
     "usage: gossip peer CONFIG [--rank R] [--out DIR] [--hosts FILE] [--epochs N]\n"
     "                   [--algorithm NAME] [--topology FILE] [--period H] [--resume-round N]\n"
     "                   [--until-round N] [--metrics-port P] [--leave-at-round N]\n"
+    "                   [--join HOST:PORT[,HOST:PORT...]]\n"
     "\n"
     "Runs one peer of the network CONFIG describes (its gossip.topology names the graph): trains\n"
     "on its shard, gossips with its neighbours over TCP, and writes its files into DIR/peers/R/:\n"
@@ -65,6 +66,10 @@ const char* kPeerHelp =
     "  --resume-round N   continue from DIR/peers/R/checkpoint-N.ckpt (every peer of the run\n"
     "                     from the same N; gossip run --resume picks it); metrics.csv keeps its\n"
     "                     rows to N\n"
+    "  --join HOST:PORT[,...]  an elastic run: this rank is a new identity (its certificate from\n"
+    "                     `gossip keys add`); it asks the live members at these addresses to\n"
+    "                     announce its join, starts from its new neighbours' average and mixes\n"
+    "                     from the round the member timeline then gives it\n"
     "  --leave-at-round N an elastic run: announce this peer's leave at round N; it leaves\n"
     "                     membership_lead rounds later (`gossip topo` lists the lead), and exits\n"
     "                     0. SIGTERM does the same at the round it comes (a second one ends it)\n"
@@ -94,7 +99,7 @@ PeerSetup peer_setup(int argc, char** argv) {
   Args args(argc, argv,
             with_override_options({"rank", "out", "hosts", "tls-dir", "resume-round",
                                    "until-round", "metrics-port", "events-fd",
-                                   "leave-at-round"}),
+                                   "leave-at-round", "join"}),
             {"events", "rejoin"});
   PeerSetup setup;
   if (args.help()) {
@@ -167,6 +172,28 @@ PeerSetup peer_setup(int argc, char** argv) {
   if (args.get("until-round") && opt.until_round < 1)
     throw InputError("--until-round must be at least 1");
   opt.tls_dir = args.get_or("tls-dir", "");
+  if (const auto join = args.get("join")) {
+    // --join HOST:PORT[,HOST:PORT...]: live members, found by their addresses in this run.
+    if (!elastic)
+      throw InputError("--join: this run's peers are fixed; a new identity joins only an elastic "
+                       "run (elastic: true in its topology, and a fault schedule that changes its "
+                       "members: joins, leaves or kills)");
+    const std::vector<std::string> addresses = peer_addresses(config, topology, opt.launch);
+    std::stringstream list(*join);
+    for (std::string a; std::getline(list, a, ',');) {
+      const auto at = std::find(addresses.begin(), addresses.end(), a);
+      if (at == addresses.end())
+        throw InputError(cat("--join ", a, ": no rank of this run has that address (rank 0 is ",
+                             addresses.front(), "; give a live member's host:port)"));
+      const int r = static_cast<int>(at - addresses.begin());
+      if (r == opt.rank) throw InputError(cat("--join ", a, ": that is this peer's own address"));
+      opt.join_contacts.push_back(r);
+    }
+    if (opt.join_contacts.empty()) throw InputError("--join: give at least one HOST:PORT");
+    std::sort(opt.join_contacts.begin(), opt.join_contacts.end());
+    opt.join_contacts.erase(std::unique(opt.join_contacts.begin(), opt.join_contacts.end()),
+                            opt.join_contacts.end());
+  }
   opt.rejoin = args.has("rejoin");
   if (opt.rejoin && opt.resume_round >= 0)
     throw InputError("--rejoin and --resume-round do not go together: a rejoining peer takes the "

@@ -631,6 +631,16 @@ void Network::handle_event(int r, const PeerEvent& e) {
     peer_round_[r] = std::max(peer_round_[r], ev->round);
   if (const auto* ro = std::get_if<RoundEvent>(&e))
     peer_round_[r] = std::max(peer_round_[r], ro->round);
+  // A new identity started by hand (gossip peer --join): its events come through its file.
+  if (const auto* m = std::get_if<MemberEvent>(&e);
+      m && m->event == "announce_join" && m->subject >= 0 && m->subject < n_ &&
+      !children_[m->subject].running && outside_offset_[m->subject] < 0) {
+    outside_offset_[m->subject] = 0;
+    outside_back_[m->subject] = false;
+    progress_.note(cat("round ", m->round, ": peer ", m->subject, " asked to join (gossip peer "
+                       "--join); following it through ", opt_.out_dir, "/peers/", m->subject,
+                       "/events.txt"));
+  }
   if (std::holds_alternative<ReadyEvent>(e) && !topology_.epochs().empty() && initial_member(r))
     startup_s_ = std::max(startup_s_, std::chrono::duration<double>(Clock::now() - spawned_[r])
                                           .count());

@@ -113,12 +113,16 @@ void NetworkRecord::handle(int rank, const PeerEvent& event) {
   }
   if (const auto* e = std::get_if<MemberEvent>(&event)) {
     if (e->event == "partition" || e->event == "healed") graph_[rank] = *e;
-    if (members_ && (e->event == "announce_dead" || e->event == "announce_leave") &&
+    if (members_ &&
+        (e->event == "announce_dead" || e->event == "announce_leave" ||
+         e->event == "announce_join") &&
         e->subject >= 0 && e->subject < n_) {
       // An elastic run's change announced by a peer: the member timeline as every peer
       // derives it (the earliest round of each rank and kind).
       const Announcement a{e->subject,
-                           e->event == "announce_dead" ? ChangeKind::kDead : ChangeKind::kLeave,
+                           e->event == "announce_dead"   ? ChangeKind::kDead
+                           : e->event == "announce_join" ? ChangeKind::kJoin
+                                                         : ChangeKind::kLeave,
                            e->round};
       auto it = std::find_if(announced_.begin(), announced_.end(), [&](const Announcement& k) {
         return k.rank == a.rank && k.kind == a.kind;
@@ -523,14 +527,15 @@ Summary NetworkRecord::finish(double wall_seconds, const std::vector<double>& pe
     end.average_missing = average_missing_;
   }
   if (members_) {
+    const std::int64_t rounds = std::max(end.rounds, total_rounds_);
     std::vector<MembershipRecord> changes = planned_membership(*members_);
+    std::erase_if(changes, [&](const MembershipRecord& c) { return c.from >= rounds; });  // never came
     for (MembershipRecord& c : changes)  // a member taken out for its death is not a leaver
       for (const Announcement& a : announced_)
         if (a.kind == ChangeKind::kDead && std::erase(c.left, a.rank) > 0) c.dead.push_back(a.rank);
     const std::vector<int> initial = members_->members(0);
     MembershipTimeline t = membership_timeline(
-        initial, members_spectral_gap(*members_->elastic(), initial), changes, n_,
-        std::max(end.rounds, total_rounds_));
+        initial, members_spectral_gap(*members_->elastic(), initial), changes, n_, rounds);
     net.membership = std::move(t.entries);
     net.member_rounds = std::move(t.member_rounds);
   }

@@ -92,6 +92,12 @@ std::size_t Links::unfinished_handshakes() const {
 void Links::start(Clock::time_point give_up) {
   accept();
   heartbeat();
+  for (int p : config_.contacts)  // a joiner's contacts: it dials them, lower ranks or not
+    if (p < config_.rank) {
+      links_[p]->give_up = give_up;
+      links_[p]->backoff = config_.timeouts.backoff_first;
+      dial(p);
+    }
   for (int p : mail_.neighbours()) {
     if (p < config_.rank) continue;  // the lower rank of a pair dials
     // A later neighbour (an elastic run's) is dialled once the graph needs it (expect).
@@ -226,7 +232,9 @@ std::string Links::on_hello(Session& s, const wire::Hello& hello, std::uint32_t 
     return cat("hello from sender ", sender, " claims rank ", p);
   if (p == me) return cat("it claims our own rank ", me);
   if (!mail_.is_neighbour(p)) return cat("peer ", p, " is not a neighbour of ", me);
-  if (p > me)
+  // The lower rank of a pair dials; but a joiner (a later neighbour, not yet connected) dials
+  // the members it was told to contact.
+  if (p > me && !(links_[p]->later && mail_.state(p) != LinkState::kUp))
     return cat("peer ", p, " dialled us, but the lower rank of a pair dials (we are ", me, ")");
   adopt(p, s, hello);
   return {};

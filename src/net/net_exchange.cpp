@@ -46,6 +46,10 @@ NetConfig validated(NetConfig c) {
   for (int p : c.later)
     if (std::find(c.neighbours.begin(), c.neighbours.end(), p) == c.neighbours.end())
       throw InputError(cat("net: later peer ", p, " is not a neighbour"));
+  for (int p : c.contacts)
+    if (std::find(c.neighbours.begin(), c.neighbours.end(), p) == c.neighbours.end() ||
+        std::find(c.later.begin(), c.later.end(), p) != c.later.end())
+      throw InputError(cat("net: contact ", p, " is not a neighbour awaited at the start"));
   if (!c.log) c.log = log_to_stderr;
   return c;
 }
@@ -166,7 +170,9 @@ class NetExchange::Impl {
   std::vector<asio::ip::tcp::resolver::results_type> resolve_dialled() {
     std::vector<asio::ip::tcp::resolver::results_type> out(config_.size);
     for (int p : mail_.neighbours())
-      if (p > config_.rank) out[p] = net::resolve(io(), config_.addresses[p]);
+      if (p > config_.rank ||
+          std::find(config_.contacts.begin(), config_.contacts.end(), p) != config_.contacts.end())
+        out[p] = net::resolve(io(), config_.addresses[p]);
     return out;
   }
 

@@ -119,8 +119,20 @@ NetConfig net_config(const RunConfig& config, const Topology& topology, const Pe
   net.rank = rank;
   net.size = topology.n();
   net.addresses = peer_addresses(config, topology, opt.launch);
-  net.neighbours = all_neighbours(topology, rank);
-  if (!topology.epochs().empty()) {
+  if (!opt.join_contacts.empty()) {
+    // A new identity (--join): every rank may become its neighbour; it dials its contacts.
+    for (int p = 0; p < topology.n(); ++p) {
+      if (p == rank) continue;
+      net.neighbours.push_back(p);
+      if (std::find(opt.join_contacts.begin(), opt.join_contacts.end(), p) ==
+          opt.join_contacts.end())
+        net.later.push_back(p);
+    }
+    net.contacts = opt.join_contacts;
+  } else {
+    net.neighbours = all_neighbours(topology, rank);
+  }
+  if (!topology.epochs().empty() && opt.join_contacts.empty()) {
     // An elastic run: any rank may become a neighbour as the members change (a death, a leave
     // or a join derives the graph again); those not in its first epoch's graph are later ones,
     // dialled once the graph needs them (PeerSession expects the schedule's at the start).

@@ -11,6 +11,7 @@
 #include <limits>
 #include <mutex>
 #include <numeric>
+#include <thread>
 
 #include "gossip/backend.hpp"
 #include "gossip/checkpoint.hpp"
@@ -87,7 +88,10 @@ struct PeerSession::Impl {
   std::int64_t saved_round = -1;   // the round of the last checkpoint written
   std::unique_ptr<PeerMetrics> metrics;  // net.metrics_port: /metrics; null when off
   // An elastic run: the rounds this peer is a member for; a joiner's handover.
-  MemberWindow window = member_window(topology, opt.rank);
+  MemberWindow window = opt.join_contacts.empty()
+                            ? member_window(topology, opt.rank)
+                            : MemberWindow{std::numeric_limits<std::int64_t>::max(),
+                                           std::numeric_limits<std::int64_t>::max(), 0};
   double ready_s = -1.0;     // a joiner: when its data and model were ready
   double mixing_s = -1.0;    // when its handover was in and it began to mix
   std::vector<int> donors;   // whose parameters it started from
@@ -134,8 +138,10 @@ struct PeerSession::Impl {
     };
     const std::vector<int> neighbours = net.neighbours;
     transport = std::make_unique<NetExchange>(std::move(net), NetListener(listen));
-    // An elastic run: the schedule's later neighbours are dialled until they come.
-    if (!topology.epochs().empty()) transport->expect(later_neighbours(topology, rank));
+    // An elastic run: the schedule's later neighbours are dialled until they come; a new
+    // identity first waits for its join to be announced.
+    if (!opt.join_contacts.empty()) await_join();
+    else if (!topology.epochs().empty()) transport->expect(later_neighbours(topology, rank));
     const std::vector<int> up = transport->connected_peers();
     const bool all_up = std::includes(up.begin(), up.end(), neighbours.begin(), neighbours.end());
     {
@@ -230,6 +236,39 @@ struct PeerSession::Impl {
                  " s after its data and model were ready"));
   }
 
+  /// gossip peer --join: asks its contacts to announce its join, and waits (net.connect_timeout_s)
+  /// until the announcements it receives make it a member; then dials its future neighbours.
+  void await_join() {
+    const std::vector<Announcement> request{{opt.rank, ChangeKind::kJoinRequest, 0}};
+    transport->announce(request, opt.join_contacts);
+    const auto give_up = Clock::now() + std::chrono::milliseconds(static_cast<std::int64_t>(
+                                            1000 * config.net.connect_timeout_s));
+    for (;;) {
+      bool changed = false;
+      for (const Announcement& a : transport->take_announcements())
+        if (a.kind != ChangeKind::kJoinRequest) changed |= merge_announcement(a);
+      if (changed) {
+        topology.set_epochs(elastic_timeline(topology, scheduled, known).epochs());
+        try {
+          window = member_window(topology, opt.rank);
+          break;
+        } catch (const InputError&) {
+          // not (yet) a member: other changes came first
+        }
+      }
+      if (Clock::now() > give_up)
+        throw RuntimeError(cat("--join: no member announced the join of rank ", opt.rank,
+                               " within ", config.net.connect_timeout_s,
+                               " s (net.connect_timeout_s); its contacts ",
+                               format_peers(opt.join_contacts), " were connected"));
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    transport->expect(all_neighbours(topology, opt.rank));
+    const auto& e = topology.epochs()[window.first_epoch];
+    log_line(cat("peer ", opt.rank, ": the members announced its join at round ", e.announced,
+                 "; it joins at round ", window.from, " (", e.members.size(), " members then)"));
+  }
+
   /// After round `done` - 1: the joiners of an epoch starting at `done` whose donor this peer
   /// is get its parameters (and its optimizer steps, as the weight), once their link is up.
   void hand_over(std::int64_t done) {
@@ -280,9 +319,24 @@ struct PeerSession::Impl {
   void update_membership() {
     if (topology.epochs().empty()) return;
     bool changed = false;
-    for (const Announcement& a : transport->take_announcements()) changed |= merge_announcement(a);
     const std::vector<int> members = topology.members(round);
     std::vector<Announcement> own;
+    for (const Announcement& a : transport->take_announcements()) {
+      if (a.kind != ChangeKind::kJoinRequest) {
+        changed |= merge_announcement(a);
+        continue;
+      }
+      // A new identity asks to join: a member announces it at its round, unless it is or will
+      // be a member already (another member announced it first).
+      const auto& last = topology.epochs().back().members;
+      const bool known_join = std::any_of(known.begin(), known.end(), [&](const Announcement& k) {
+        return k.rank == a.rank && k.kind == ChangeKind::kJoin;
+      });
+      if (round >= window.from && round < window.until && !known_join &&
+          !std::binary_search(members.begin(), members.end(), a.rank) &&
+          !std::binary_search(last.begin(), last.end(), a.rank))
+        own.push_back(Announcement{a.rank, ChangeKind::kJoin, round});
+    }
     for (int d : exchange->dead_peers())
       if (std::binary_search(members.begin(), members.end(), d) &&
           std::find(announced_dead.begin(), announced_dead.end(), d) == announced_dead.end()) {
@@ -298,7 +352,9 @@ struct PeerSession::Impl {
       if (!merge_announcement(a)) continue;
       changed = true;
       events.emit(MemberEvent{opt.rank, round, since(t0),
-                              a.kind == ChangeKind::kDead ? "announce_dead" : "announce_leave",
+                              a.kind == ChangeKind::kDead    ? "announce_dead"
+                              : a.kind == ChangeKind::kJoin ? "announce_join"
+                                                            : "announce_leave",
                               a.rank, 0, {}, {}, {}});
     }
     if (!changed) return;
@@ -467,7 +523,23 @@ PeerSession::PeerSession(RunConfig config, Topology topology, PeerOptions option
   if (options.rank < 0 || options.rank >= n)
     throw InputError(cat("rank ", options.rank, " is out of range: the topology has ", n,
                          " peers"));
-  peer_parts::member_window(topology, options.rank);  // an elastic run's: it is a member once
+  if (options.join_contacts.empty()) {
+    peer_parts::member_window(topology, options.rank);  // an elastic run's: it is a member once
+  } else {
+    if (topology.epochs().empty())
+      throw InputError("--join: this run's peers are fixed; a new identity joins only an elastic "
+                       "run (elastic: true in its topology, and a fault schedule that changes its "
+                       "members: joins, leaves or kills)");
+    bool scheduled = true;
+    try {
+      peer_parts::member_window(topology, options.rank);
+    } catch (const InputError&) {
+      scheduled = false;
+    }
+    if (scheduled)
+      throw InputError(cat("--join: rank ", options.rank, " is a member of this run by its "
+                           "schedule already; start it without --join"));
+  }
   peer_tls(config, options.tls_dir, options.rank);  // missing credentials stop us at once
   impl_ = std::make_unique<Impl>(std::move(config), std::move(topology), std::move(options));
 }

@@ -321,7 +321,7 @@ Topology elastic_timeline(const Topology& initial, std::span<const MembershipCha
   std::vector<MembershipChange> changes(scheduled.begin(), scheduled.end());
   std::vector<Topology::Epoch> epochs = plan_membership(spec, changes);
   for (const Announcement& a : sorted) {
-    if (a.kind == ChangeKind::kDead) continue;
+    if (a.kind == ChangeKind::kDead || a.kind == ChangeKind::kJoinRequest) continue;
     MembershipChange c;
     c.announced = a.round;
     (a.kind == ChangeKind::kJoin ? c.join : c.leave).push_back(a.rank);
