@@ -48,8 +48,10 @@ void check_faults(const RunConfig& config, const Topology& topology);
 bool changes_membership(std::span<const Fault> faults);
 
 /// The topology a run of `config` follows: `loaded` itself, or, when the fault schedule joins or
-/// leaves peers, the elastic graphs over all max_peers ranks with the membership epochs that
-/// plan_membership makes of the schedule. Throws InputError naming the config when the schedule
+/// leaves, or kills on an elastic topology, or the elastic topology has room for more members
+/// (max_peers above n; with dpsgd or local_sgd), the elastic graphs over all max_peers ranks
+/// with the membership epochs that plan_membership makes of the schedule (the data is then split
+/// over the max_peers identities). Throws InputError naming the config when the schedule
 /// joins or leaves on a topology that is not elastic, with an algorithm other than dpsgd and
 /// local_sgd (the member graphs' weights are symmetric pulls), or when a change is impossible
 /// (a join of a member, a leave of a non-member or of the last member).

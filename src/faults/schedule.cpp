@@ -79,14 +79,16 @@ std::vector<MembershipChange> scheduled_changes(std::span<const Fault> faults) {
 
 Topology run_topology(const RunConfig& config, const Topology& loaded) {
   // An elastic topology whose schedule kills a peer follows the members too: the dead leave
-  // the member set once their death is confirmed (drop_member).
+  // the member set once their death is confirmed (drop_member); and so does one with room for
+  // more members (max_peers above n): identities may join or leave while it runs.
   const AlgorithmKind algorithm = config.gossip.algorithm;
-  const bool kills = loaded.elastic() &&
-                     (algorithm == AlgorithmKind::kDpsgd ||
-                      algorithm == AlgorithmKind::kLocalSgd) &&
-                     std::any_of(config.faults.begin(), config.faults.end(),
-                                 [](const Fault& f) { return f.action == "kill"; });
-  if (!changes_membership(config.faults) && !kills) return loaded;
+  const bool follows = loaded.elastic() &&
+                       (algorithm == AlgorithmKind::kDpsgd ||
+                        algorithm == AlgorithmKind::kLocalSgd) &&
+                       (loaded.elastic()->max_peers > loaded.n() ||
+                        std::any_of(config.faults.begin(), config.faults.end(),
+                                    [](const Fault& f) { return f.action == "kill"; }));
+  if (!changes_membership(config.faults) && !follows) return loaded;
   std::vector<MembershipChange> changes = scheduled_changes(config.faults);
   std::string first = config.where("faults");  // the first join or leave entry, for messages
   for (std::size_t i = 0; i < config.faults.size(); ++i)
