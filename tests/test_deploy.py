@@ -7,6 +7,13 @@
   container's and the peers' port, a `peers:` list that names exactly those pods, results on a
   PersistentVolumeClaim, and a config and topology that `gossip` itself loads; the collect Job
   mounts the same claim and config;
+- every object of every deploy/kubernetes/*.yaml against the Kubernetes API's schema, offline
+  (python3-kubernetes' models: every field known to its type, of the right kind, the required
+  ones present);
+- deploy/kubernetes/gossip-elastic.yaml: a StatefulSet behind a headless Service whose pods are
+  the elastic topology's peers (its first n at the start, up to max_peers by `kubectl scale`),
+  ranks past n started with `--join` to members, SIGTERM handed to the peer, and a config,
+  topology and start script that gossip and sh accept;
 - deploy/docker/Dockerfile: a Debian 12 base, the build packages scripts/setup.sh installs, and
   in the final image a package for every library the gossip binary links, plus
   dataset-fashion-mnist.
@@ -150,6 +157,121 @@ def check_kubernetes(t):
             "peers recorded it", (c, cpod["volumes"]))
 
 
+def schema_errors(value, typ, path):
+    """What in `value` does not fit the Kubernetes type `typ` (a python3-kubernetes model name
+    or an openapi type string): unknown fields, wrong kinds, missing required fields."""
+    import kubernetes.client as k8s
+    if typ.startswith("list["):
+        if not isinstance(value, list):
+            return [f"{path}: a list expected, not {type(value).__name__}"]
+        return [e for i, v in enumerate(value) for e in schema_errors(v, typ[5:-1], f"{path}[{i}]")]
+    if typ.startswith("dict("):
+        if not isinstance(value, dict):
+            return [f"{path}: a map expected, not {type(value).__name__}"]
+        inner = typ[typ.index(",") + 1:-1].strip()
+        return [e for k, v in value.items() for e in schema_errors(v, inner, f"{path}.{k}")]
+    simple = {"str": (str,), "int": (int,), "bool": (bool,), "float": (int, float)}
+    if typ in simple:
+        ok = isinstance(value, simple[typ]) and not (typ == "int" and isinstance(value, bool))
+        return [] if ok else [f"{path}: {typ} expected, not {value!r}"]
+    if typ in ("object", "datetime", "date"):
+        return []
+    model = getattr(k8s.models, typ, None)
+    if model is None:
+        return [f"{path}: unknown type {typ}"]
+    if not isinstance(value, dict):
+        return [f"{path}: a {typ} object expected, not {value!r}"]
+    field = {json: attr for attr, json in model.attribute_map.items()}
+    errors = []
+    for key, v in value.items():
+        if key not in field:
+            errors.append(f"{path}.{key}: not a field of {typ}")
+        else:
+            errors += schema_errors(v, model.openapi_types[field[key]], f"{path}.{key}")
+    try:  # the model's own check: required fields (and enumerations) of a present object
+        model(**{field[k]: v for k, v in value.items() if k in field})
+    except (ValueError, TypeError) as e:
+        errors.append(f"{path}: {e}")
+    return errors
+
+
+def check_schema(t):
+    try:
+        import kubernetes.client  # noqa: F401
+    except ImportError:
+        t.check(False, "python3-kubernetes is installed (scripts/setup.sh installs it)")
+        return
+    kinds = {("v1", "ConfigMap"): "V1ConfigMap", ("v1", "Service"): "V1Service",
+             ("v1", "PersistentVolumeClaim"): "V1PersistentVolumeClaim",
+             ("batch/v1", "Job"): "V1Job", ("apps/v1", "StatefulSet"): "V1StatefulSet"}
+    folder = os.path.join(SOURCE, "deploy", "kubernetes")
+    for name in sorted(os.listdir(folder)):
+        if not name.endswith(".yaml"):
+            continue
+        with open(os.path.join(folder, name)) as f:
+            docs = [d for d in yaml.safe_load_all(f) if d]
+        errors = []
+        for d in docs:
+            typ = kinds.get((d.get("apiVersion"), d.get("kind")))
+            if typ is None:
+                errors.append(f"{d.get('apiVersion')} {d.get('kind')}: not a kind this check knows")
+                continue
+            errors += schema_errors(d, typ, f"{d['kind']} {d.get('metadata', {}).get('name')}")
+        t.check(docs and not errors, f"{name}: every object fits the Kubernetes schema "
+                f"({', '.join(d['kind'] for d in docs)})", errors)
+    # The check itself refuses what it should: a misspelt field, a wrong kind, a missing one.
+    bad = {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "x"},
+           "spec": {"replica": 3, "selector": {"matchLabels": {"a": "b"}},
+                    "template": {"spec": {"containers": [{"image": "i", "ports": [{"containerPort": "7100"}]}]}}}}
+    errors = schema_errors(bad, "V1StatefulSet", "bad")
+    t.check(any("replica: not a field" in e for e in errors)
+            and any("containerPort: int expected" in e for e in errors)
+            and any("name" in e and "None" in e for e in errors),
+            "the schema check refuses an unknown field, a wrong type and a missing required one",
+            errors)
+
+
+def check_elastic(t):
+    with open(os.path.join(SOURCE, "deploy", "kubernetes", "gossip-elastic.yaml")) as f:
+        docs = list(yaml.safe_load_all(f))
+    sts, svc, cm = by_kind(docs, "StatefulSet"), by_kind(docs, "Service"), by_kind(docs, "ConfigMap")
+    if not t.check(all((sts, svc, cm)), "the elastic manifest has a StatefulSet, a Service and a "
+                   "ConfigMap", [d.get("kind") for d in docs if d]):
+        return
+    spec, pod = sts["spec"], sts["spec"]["template"]["spec"]
+    name, port = sts["metadata"]["name"], svc["spec"]["ports"][0]["port"]
+    t.check(svc["spec"].get("clusterIP") == "None" and spec.get("serviceName") == svc["metadata"]["name"],
+            "pods get DNS names POD.SERVICE from the headless Service", (spec.get("serviceName"), svc["spec"]))
+    run_cfg = yaml.safe_load(cm["data"]["run.yaml"])
+    topo = yaml.safe_load(cm["data"][run_cfg["gossip"]["topology"]])
+    want = [f"{name}-{r}.{svc['metadata']['name']}:{port}" for r in range(topo.get("max_peers", 0))]
+    t.check(topo.get("elastic") is True and topo.get("peers") == want and spec.get("replicas") == topo.get("n"),
+            f"the elastic topology's {topo.get('max_peers')} identities are the StatefulSet's pods; "
+            f"it starts with n = {topo.get('n')} replicas", (topo, spec.get("replicas")))
+    t.check(spec.get("podManagementPolicy") == "Parallel" and pod.get("terminationGracePeriodSeconds", 30) >= 30,
+            "pods start and stop at once, with time to leave gracefully", spec)
+    script = cm["data"]["peer.sh"]
+    code, out = run(["sh", "-n", "-c", script], 10)
+    t.check(code == 0, "the start script is valid sh", out)
+    joins = re.findall(r"--join (\S+)", script)
+    t.check(joins and all(a in want[:topo["n"]] for a in joins[0].split(","))
+            and f'-ge {topo["n"]}' in script and "trap" in script and "TERM" in script,
+            "ranks past n start with --join to first members; SIGTERM is handed to the peer", joins)
+    tmp = tempfile.mkdtemp(prefix="gossip-k8s-elastic-")
+    try:
+        for key, text in cm["data"].items():
+            with open(os.path.join(tmp, key), "w") as f:
+                f.write(text)
+        code, out = run([GOSSIP, "topo", os.path.join(tmp, run_cfg["gossip"]["topology"])], 30)
+        t.check(code == 0 and "members" in out, "gossip topo loads the elastic topology", out)
+        n = topo["max_peers"]
+        code, out = run([GOSSIP, "peer", os.path.join(tmp, "run.yaml"), "--rank", str(n)], 30)
+        t.check(code == 2 and f"rank {n} is out of range: the topology has {n} peers" in out,
+                f"gossip loads the config: its run has {n} identities", out)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def dockerfile_stages(text):
     """[(base image, [packages apt-get installs])] per FROM."""
     stages = []
@@ -217,6 +339,8 @@ def main():
     t = Checks("deploy")
     check_install(t)
     check_kubernetes(t)
+    check_schema(t)
+    check_elastic(t)
     check_dockerfile(t)
     t.finish()
 

@@ -129,6 +129,8 @@ struct GeneratorSpec {
 struct ElasticSpec {
   GeneratorSpec generator;  // ring, exponential, one-peer-exponential or random-regular
   int max_peers = 0;
+  /// The file's `peers:` list, one address for each of the max_peers identities (or none).
+  std::vector<std::string> addresses;
 };
 
 /// A peer network: n peers, one Graph per round of a period (1 for static graphs), optional

@@ -90,6 +90,7 @@ Topology elastic_topology(const ElasticSpec& spec, std::span<const int> members)
     rounds.push_back(topo::weigh(spec.max_peers, false, r, WeightKind::kMetropolis));
   }
   Topology t(std::move(rounds), spec.generator.kind, WeightKind::kMetropolis);
+  if (static_cast<int>(spec.addresses.size()) == spec.max_peers) t.set_addresses(spec.addresses);
   t.set_elastic(spec);
   return t;
 }

@@ -51,8 +51,16 @@ class Loader {
                                         "model each peer keeps before the weights apply)"));
       if (a > 0.0) t = make_lazy(t, a);
     }
-    if (root_["peers"].defined())
+    if (root_["peers"].defined() && t.elastic()) {
+      // An elastic topology's peers: are its max_peers identities, the members' graphs take
+      // theirs from them.
+      ElasticSpec spec = *t.elastic();
+      spec.addresses = topo::parse_peers(in_, root_["peers"], spec.max_peers);
+      t.set_addresses({spec.addresses.begin(), spec.addresses.begin() + t.n()});
+      t.set_elastic(std::move(spec));
+    } else if (root_["peers"].defined()) {
       t.set_addresses(topo::parse_peers(in_, root_["peers"], t.n()));
+    }
     return t;
   }
 
