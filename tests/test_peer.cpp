@@ -384,6 +384,13 @@ TEST_CASE("gossip run over TCP and gossip sim end with bit-identical parameters"
   }
 }
 
+/// Replaces write_config's ring with an elastic exponential graph of `n` peers and `max_peers`
+/// identities.
+void write_elastic_topology(const fs::path& dir, int n, int max_peers) {
+  std::ofstream(dir / "topo.yaml", std::ios::trunc)
+      << "generator: exponential\nn: " << n << "\nelastic: true\nmax_peers: " << max_peers << "\n";
+}
+
 /// The line of a summary's field `key` (summary.json has one field a line).
 std::string summary_field(const fs::path& summary, const std::string& key) {
   const std::string text = read_file(summary);
@@ -400,8 +407,7 @@ TEST_CASE("an elastic gossip run: peers join and leave at the rounds gossip sim 
   // after the round before its leave. gossip sim runs the same schedule in one process.
   TempDir t;
   const auto cfg = write_config(t.path, 6, "dpsgd", 1, 3);
-  std::ofstream(t.path / "topo.yaml", std::ios::trunc)
-      << "generator: exponential\nn: 6\nelastic: true\nmax_peers: 10\n";
+  write_elastic_topology(t.path, 6, 10);
   std::ofstream(cfg, std::ios::app) << "faults:\n  - {round: 8, join: [6, 7]}\n"
                                     << "  - {round: 20, leave: [1]}\n";
   const Result net = run(bin() + " run " + cfg.string() + " --out " + (t.path / "run").string() +
@@ -2415,8 +2421,7 @@ TEST_CASE("an elastic run over the network takes a dead member out at the round 
           "derives from the earliest announcement of its death", "[peer][elastic][faults]") {
   TempDir t;
   const auto cfg = write_config(t.path, 6, "dpsgd", 1, 4);
-  std::ofstream(t.path / "topo.yaml", std::ios::trunc)
-      << "generator: exponential\nn: 6\nelastic: true\nmax_peers: 6\n";
+  write_elastic_topology(t.path, 6, 6);
   set_monitor(cfg, "dead_after_rounds: 1, dead_after_s: 0");
   std::ofstream(cfg, std::ios::app) << "faults:\n  - {round: 10, kill: [2]}\n";
   const fs::path out = t.path / "run";
@@ -2449,8 +2454,7 @@ TEST_CASE("a peer that leaves at run time (--leave-at-round, SIGTERM) exits 0; t
           "as the same leave in the schedule would, bit for bit", "[peer][elastic]") {
   TempDir t;
   const auto cfg = write_config(t.path, 5, "dpsgd", 1, 3, "", true, Tls::kOff);
-  std::ofstream(t.path / "topo.yaml", std::ios::trunc)
-      << "generator: exponential\nn: 5\nelastic: true\nmax_peers: 6\n";
+  write_elastic_topology(t.path, 5, 6);
   // Room for one more member (max_peers 6): the run follows a member timeline, so its peers
   // may leave (and identities join) while it runs.
   const auto start = [&](const fs::path& out, const std::vector<std::string>& extra, int rank) {
@@ -2533,8 +2537,7 @@ TEST_CASE("gossip peer --join: a new identity asks a live member of a running el
           "to announce it, takes its new neighbours' average and mixes", "[peer][elastic]") {
   TempDir t;
   const auto cfg = write_config(t.path, 4, "dpsgd", 1, 60);
-  std::ofstream(t.path / "topo.yaml", std::ios::trunc)
-      << "generator: exponential\nn: 4\nelastic: true\nmax_peers: 6\n";
+  write_elastic_topology(t.path, 4, 6);
   // Room for two more members: the run follows a member timeline, so identities may come.
   const fs::path out = t.path / "run";
   std::fflush(stdout);
