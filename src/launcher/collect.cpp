@@ -9,6 +9,8 @@
 #include <fstream>
 #include <limits>
 #include <map>
+#include <numeric>
+#include <optional>
 #include <tuple>
 #include <variant>
 
@@ -16,6 +18,8 @@
 #include "gossip/config.hpp"
 #include "gossip/core.hpp"
 #include "gossip/events.hpp"
+#include "gossip/faults.hpp"
+#include "gossip/topology.hpp"
 #include "gossip/launcher.hpp"
 
 namespace gossip {
@@ -106,10 +110,12 @@ const ReadyEvent& network_of(const std::vector<PeerFolder>& peers, const std::st
   return *first;
 }
 
-/// Refuses folders that do not hold ranks 0..n-1 between them.
-void check_ranks(const std::vector<PeerFolder>& peers, int n, const std::vector<std::string>& dirs) {
+/// Refuses folders that do not hold ranks 0..n-1 between them (of an elastic run, its first
+/// members: the others may never have joined).
+void check_ranks(const std::vector<PeerFolder>& peers, int n, const std::vector<std::string>& dirs,
+                 const std::vector<int>& required) {
   std::string missing;
-  for (int r = 0; r < n; ++r)
+  for (int r : required)
     if (std::none_of(peers.begin(), peers.end(), [&](const PeerFolder& p) { return p.rank == r; }))
       missing += cat(missing.empty() ? "" : ", ", r);
   for (const auto& p : peers)
@@ -162,9 +168,18 @@ int collect(const CollectRunOptions& options) {
   std::vector<PeerFolder> peers = find_peers(options.dirs);
   const ReadyEvent& ready = network_of(peers, options.dirs.front());
   const int n = ready.peers;
-  check_ranks(peers, n, options.dirs);
   const std::string config_path = config_to_use(options, ready);
   const RunConfig config = load_config(config_path);
+  // An elastic run: its member timeline, as the peers followed it.
+  std::optional<Topology> members;
+  if (!config.gossip.topology.empty() && fs::exists(config.gossip.topology)) {
+    Topology t = run_topology(config, load_topology(config.gossip.topology));
+    if (!t.epochs().empty() && t.n() == n) members = std::move(t);
+  }
+  std::vector<int> required(static_cast<std::size_t>(n));
+  std::iota(required.begin(), required.end(), 0);
+  if (members) required = members->members(0);
+  check_ranks(peers, n, options.dirs, required);
   const std::string from = options.dirs.size() == 1 ? options.dirs.front()
                                                     : cat(options.dirs.size(), " folders");
   std::printf("gossip collect: %d peers from %s, config %s\n", n, from.c_str(),
@@ -173,6 +188,7 @@ int collect(const CollectRunOptions& options) {
 
   launcher::NetworkRecord record(config, options.dirs.front(), n,
                                  launcher::NetworkRecord::Clock::kPeers, false);
+  if (members) record.follow_members(*members);
   for (const Replay& r : replay_order(peers)) record.handle(r.rank, *r.event);
   record.merge_ready_rounds();
   // As `gossip run --keep-going` does: a peer that never finished is merged up to where it got.
