@@ -3,6 +3,7 @@
 // each evaluation: every peer's model and the average model on the test set, the consensus
 // distance, bytes and the simulated clock.
 #include <algorithm>
+#include <map>
 #include <chrono>
 #include <cmath>
 #include <limits>
@@ -82,9 +83,14 @@ class Swarm {
   }
 
   /// Sets a joining peer's state: its parameters (the average of its donors' models) and the
-  /// learning-rate schedule's position of `donor` (its steps), momentum zero.
-  using JoinState = std::function<void(int peer, std::span<const float> params, int donor)>;
-  void on_join(JoinState f) { join_state_ = std::move(f); }
+  /// learning-rate schedule's position `steps` (its first donor's), momentum zero; `steps_of`
+  /// tells a donor's optimizer steps.
+  using JoinState = std::function<void(int peer, std::span<const float> params, std::int64_t steps)>;
+  using StepsOf = std::function<std::int64_t(int peer)>;
+  void on_join(JoinState f, StepsOf steps_of) {
+    join_state_ = std::move(f);
+    steps_of_ = std::move(steps_of);
+  }
 
   /// The spectral gap per round of the elastic graph of `members`.
   double members_gap(const std::vector<int>& members) const {
@@ -292,13 +298,45 @@ class Swarm {
     result.workers = pool_.threads();
   }
 
+  /// Before round r of an elastic run whose change takes effect at r + 1: each joiner's
+  /// hand-over, the average of its donors' models after round r - 1 (join_donors: its
+  /// in-neighbours in the new graph that were members already, alive) and its first donor's
+  /// steps, as real donors send it a round ahead so that the joiner's first round waits for
+  /// nothing more than any other round does.
+  void take_handovers(std::int64_t r) {
+    const auto& epochs = topology_->epochs();
+    const std::size_t e = topology_->epoch_index(r + 1);
+    if (e == 0 || epochs[e].from != r + 1) return;
+    const auto np = static_cast<std::size_t>(learners_.front().num_params);
+    for (int p : epochs[e].members) {
+      if (std::binary_search(epochs[e - 1].members.begin(), epochs[e - 1].members.end(), p))
+        continue;
+      Handover h;
+      h.donors = join_donors(*topology_, e, p);
+      std::erase_if(h.donors, [&](int q) { return !alive_[q]; });
+      std::vector<double> sum(np, 0.0);
+      h.model.resize(np);
+      for (int q : h.donors) {
+        algorithms_[q]->model_params(h.model);
+        for (std::size_t i = 0; i < np; ++i) sum[i] += h.model[i];
+      }
+      if (!h.donors.empty()) {
+        for (std::size_t i = 0; i < np; ++i)
+          h.model[i] = static_cast<float>(sum[i] / static_cast<double>(h.donors.size()));
+        h.steps = steps_of_ ? steps_of_(h.donors.front()) : 0;
+      }
+      handovers_[p] = std::move(h);
+    }
+  }
+
   /// An elastic run's membership change taking effect at round r (Topology::epochs): the
   /// leavers' processes end (their last round, r - 1, was mixed as usual), and each joiner
-  /// starts from the average of the models of its in-neighbours in the new graph that were
-  /// members already (its donors), with a donor's place in the learning-rate schedule.
+  /// starts from its hand-over (take_handovers, a round before), momentum zero.
   void apply_membership(std::int64_t r, SimResult& result) {
     const auto& epochs = topology_->epochs();
-    if (epochs.empty() || r == 0) return;
+    if (epochs.empty()) return;
+    take_handovers(r);
+    if (r == 0) return;
     const std::size_t e = topology_->epoch_index(r);
     if (epochs[e].from != r) return;
     const std::vector<int>& before = epochs[e - 1].members;
@@ -316,27 +354,17 @@ class Swarm {
     }
     MembershipRecord record{r, epochs[e].announced, now, joined, gone, {}, dead,
                             members_gap(now)};
-    const auto np = static_cast<std::size_t>(learners_.front().num_params);
     for (int p : joined) {
-      std::vector<int> donors = join_donors(*topology_, e, p);
-      std::erase_if(donors, [&](int q) { return !alive_[q]; });
-      std::vector<double> sum(np, 0.0);
-      std::vector<float> model(np);
-      for (int q : donors) {
-        algorithms_[q]->model_params(model);
-        for (std::size_t i = 0; i < np; ++i) sum[i] += model[i];
-      }
-      if (!donors.empty())
-        for (std::size_t i = 0; i < np; ++i)
-          model[i] = static_cast<float>(sum[i] / static_cast<double>(donors.size()));
+      const Handover h = std::move(handovers_[p]);
+      handovers_.erase(p);
       alive_[p] = 1;
       network_.set_down(p, false);
       monitored_[p]->restart();
       watches_[p] = make_watch(p);
-      if (!donors.empty() && join_state_) join_state_(p, model, donors.front());
+      if (!h.donors.empty() && join_state_) join_state_(p, h.model, h.steps);
       SimExchange& ex = network_.exchange(p);
       ex.compute(std::max(0.0, latest_clock() - ex.now()));
-      record.donors.push_back(donors);
+      record.donors.push_back(h.donors);
     }
     for (const auto& [action, peers] :
          {std::pair{"left", gone}, std::pair{"removed", dead}, std::pair{"joined", joined}})
@@ -466,6 +494,13 @@ class Swarm {
   std::vector<char> alive_;
   std::vector<double> paused_until_;  // simulated time a paused peer wakes; < 0: not paused
   JoinState join_state_;
+  StepsOf steps_of_;
+  struct Handover {
+    std::vector<int> donors;
+    std::vector<float> model;
+    std::int64_t steps = 0;
+  };
+  std::map<int, Handover> handovers_;  // joiner -> its hand-over, from the round before
   std::vector<int> dropped_;  // the dead taken out of an elastic run's member set
   bool stop_ = false;                 // a peer saw a partition and the config says stop
 };
@@ -584,13 +619,15 @@ SimResult simulate(const RunConfig& config, const Topology& loaded, const DataSe
       choose_gemm(*backend, gemm_request(config.train.gemm, 1, config.train.precision),
                   trainers.front()->model().gemm_shapes(config.train.batch));
   Swarm swarm(config, topology, std::move(learners));
-  swarm.on_join([&](int p, std::span<const float> params, int donor) {
-    Trainer::State s = trainers[p]->state();
-    s.params.assign(params.begin(), params.end());
-    std::fill(s.velocity.begin(), s.velocity.end(), 0.0f);
-    s.steps = trainers[donor]->steps();
-    trainers[p]->restore(s);
-  });
+  swarm.on_join(
+      [&](int p, std::span<const float> params, std::int64_t steps) {
+        Trainer::State s = trainers[p]->state();
+        s.params.assign(params.begin(), params.end());
+        std::fill(s.velocity.begin(), s.velocity.end(), 0.0f);
+        s.steps = steps;
+        trainers[p]->restore(s);
+      },
+      [&](int q) { return trainers[q]->steps(); });
   swarm.trace(config.sim.trace_peers);
   Evaluators evaluators(*backend, config, data, swarm.pool().threads() + 1);
   Trainer& evaluator = evaluators.average();  // holds the average model

@@ -11,6 +11,8 @@
 #include <limits>
 #include <mutex>
 #include <numeric>
+#include <deque>
+#include <set>
 #include <thread>
 
 #include "gossip/backend.hpp"
@@ -95,7 +97,10 @@ struct PeerSession::Impl {
   double ready_s = -1.0;     // a joiner: when its data and model were ready
   double mixing_s = -1.0;    // when its handover was in and it began to mix
   std::vector<int> donors;   // whose parameters it started from
-  std::vector<float> handover;  // a donor: its parameters, sent to joiners (kept until sent)
+  // A donor's parameters sent to joiners, by the round they were sent after: kept until the
+  // sends are surely done (a later round's collect waits for them).
+  std::deque<std::pair<std::int64_t, std::vector<float>>> handovers;
+  std::set<std::int64_t> handed;  // the changes (their first rounds) it handed over for
   // What the peers announced while the run goes (a death their monitor confirmed, a leave on
   // SIGTERM): the earliest round each (rank, kind) was announced at. With the schedule's
   // changes it gives every peer the same graph (elastic_timeline).
@@ -181,8 +186,10 @@ struct PeerSession::Impl {
 
   /// An elastic run's joiner (join_model): its first parameters are the average of its donors'
   /// (join_donors: its in-neighbours in its first epoch that were members before) after the
-  /// round before it joins, each donor's message carrying its optimizer steps (the schedule's
-  /// position) as the weight; momentum starts at zero. As the simulator does it, bit for bit.
+  /// round two before it joins (sent a round ahead, so that its first round waits for nothing
+  /// more than any other round does), each donor's message carrying its optimizer steps (the
+  /// schedule's position) as the weight; momentum starts at zero. As the simulator does it, bit
+  /// for bit.
   void receive_handover() {
     GOSSIP_CHECK_MSG(trainer, "a joiner of an elastic run trains gossip's own model");
     const std::int64_t r = window.from;
@@ -190,8 +197,8 @@ struct PeerSession::Impl {
     CollectOptions o;
     o.deadline = std::chrono::milliseconds(static_cast<std::int64_t>(
         1000 * (config.net.connect_timeout_s + config.monitor.round_timeout_s)));
-    transport->waiting_for(r - 1);  // the donors' frames of that round are not held for it
-    const std::vector<Inbox> got = transport->collect(r - 1, donors, o);
+    transport->waiting_for(r - 2);  // the donors' frames of that round are not held for it
+    const std::vector<Inbox> got = transport->collect(r - 2, donors, o);
     // A donor's message is taken whole or not at all: every value finite, the steps a count.
     const auto usable = [&](const Inbox& m) {
       return m.params.size() == host.size() && std::isfinite(m.weight) && m.weight >= 0 &&
@@ -269,13 +276,23 @@ struct PeerSession::Impl {
                  "; it joins at round ", window.from, " (", e.members.size(), " members then)"));
   }
 
-  /// After round `done` - 1: the joiners of an epoch starting at `done` whose donor this peer
-  /// is get its parameters (and its optimizer steps, as the weight), once their link is up.
+  /// After round `done` - 1: the joiners of an epoch starting at `done` + 1 whose donor this
+  /// peer is get its parameters (and its optimizer steps, as the weight), once their link is up,
+  /// tagged `done` - 1 (their round two before the change). A donor that heard of a join (one
+  /// announced while the run goes) only after that round hands over at once, the same tag.
   void hand_over(std::int64_t done) {
     const auto& epochs = topology.epochs();
-    if (epochs.empty() || done >= window.until) return;
-    const std::size_t e = topology.epoch_index(done);
-    if (e == 0 || epochs[e].from != done) return;
+    if (epochs.empty()) return;
+    for (std::int64_t from : {done + 1, done}) {
+      const std::size_t e = topology.epoch_index(from);
+      if (e == 0 || epochs[e].from != from || from >= window.until || handed.count(from)) continue;
+      handed.insert(from);
+      hand_over(e, from - 2);
+    }
+  }
+
+  void hand_over(std::size_t e, std::int64_t tag) {
+    const auto& epochs = topology.epochs();
     std::vector<int> to;
     for (int p : epochs[e].members)
       if (!std::binary_search(epochs[e - 1].members.begin(), epochs[e - 1].members.end(), p)) {
@@ -288,14 +305,16 @@ struct PeerSession::Impl {
     const std::vector<int> missing = transport->await_peers(to, timeout);
     if (!missing.empty())
       log_line(cat("peer ", opt.rank, ": joiners ", format_peers(missing), " not connected ",
-                   config.net.connect_timeout_s, " s after round ", done - 1,
+                   config.net.connect_timeout_s, " s after round ", tag,
                    "; they get no parameters from this peer"));
-    handover.resize(params.size());
+    while (!handovers.empty() && handovers.front().first < round - 2) handovers.pop_front();
+    std::vector<float>& handover = handovers.emplace_back(round, params.size()).second;
     algorithm->model_params(handover);
     const double steps = trainer ? static_cast<double>(trainer->state().steps) : 0.0;
-    exchange->publish(done - 1, handover, steps, to);
-    log_line(cat("peer ", opt.rank, ": handed its parameters of round ", done - 1, " to joiner",
-                 to.size() == 1 ? " " : "s ", format_peers(to)));
+    exchange->publish(tag, handover, steps, to);
+    log_line(cat("peer ", opt.rank, ": handed its parameters (round ", tag, ") to joiner",
+                 to.size() == 1 ? " " : "s ", format_peers(to), ", who join", to.size() == 1 ? "s" : "",
+                 " at round ", epochs[e].from));
   }
 
   /// Adds `a` unless an announcement of the same rank and kind is as early; returns whether the
