@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -189,7 +190,7 @@ class Network {
   std::vector<bool> epoch_started_;     // per epoch: its joiners' processes are started
   std::vector<bool> epoch_noted_;       // per epoch: its announcement is in events.jsonl
   std::vector<bool> epoch_done_;        // per epoch: its taking effect is
-  std::deque<std::pair<Clock::time_point, std::int64_t>> pace_;  // (when, slowest round)
+  std::deque<std::pair<Clock::time_point, std::int64_t>> pace_;  // (when, slowest round): first, newest
 };
 
 void Network::start_observers(const RunConfig& config, const Topology& topology) {
@@ -320,8 +321,12 @@ void Network::start_joiners() {
   if (epochs.empty()) return;
   const auto now = Clock::now();
   const std::int64_t round = slowest_round();
-  if (pace_.empty() || pace_.back().second != round) pace_.emplace_back(now, round);
-  while (pace_.size() > 2 && now - pace_[1].first > std::chrono::seconds(3)) pace_.pop_front();
+  // The pace since the first round was done (evaluations included, as they will be ahead): the
+  // first sample and the newest.
+  if (round >= 1 && (pace_.empty() || pace_.back().second != round)) {
+    if (pace_.size() == 2) pace_.pop_back();
+    pace_.emplace_back(now, round);
+  }
   for (std::size_t e = 1; e < epochs.size(); ++e) {
     if (epoch_started_[e]) continue;
     const std::int64_t total = record_.total_rounds();
@@ -329,15 +334,19 @@ void Network::start_joiners() {
       epoch_started_[e] = true;
       continue;
     }
-    // Seconds to the change at the pace of the last few seconds' rounds; started then, or at
-    // its announcement at the latest.
-    const double span = std::chrono::duration<double>(pace_.back().first - pace_.front().first)
-                            .count();
-    const auto rounds = static_cast<double>(pace_.back().second - pace_.front().second);
-    const double left = rounds > 0 && span > 0.5
+    // Seconds to the change at the rounds' pace so far; started then, or at its announcement
+    // at the latest.
+    const double span = pace_.size() < 2 ? 0.0
+                            : std::chrono::duration<double>(pace_.back().first -
+                                                            pace_.front().first).count();
+    const auto rounds = pace_.size() < 2 ? 0.0
+                            : static_cast<double>(pace_.back().second - pace_.front().second);
+    const double left = rounds > 0 && span > 0.25
                             ? static_cast<double>(epochs[e].from - round) * span / rounds
                             : std::numeric_limits<double>::infinity();
-    const double lead = std::max(startup_s_, 0.5) + 0.25;
+    // Half as long again as the first peers' start, and half a second: a joiner starts while
+    // the others train, on the same cores, and is slower to start than they were.
+    const double lead = 1.5 * std::max(startup_s_, 0.5) + 0.5;
     if (round < epochs[e].announced && left > lead) continue;
     epoch_started_[e] = true;
     std::vector<int> joiners;
@@ -354,7 +363,8 @@ void Network::start_joiners() {
       progress_.note(cat("round ", round, ": starting peer", joiners.size() == 1 ? " " : "s ",
                          format_peers(joiners), ", which join", joiners.size() == 1 ? "s" : "",
                          " at round ", epochs[e].from, " (announced at round ",
-                         epochs[e].announced, ")"));
+                         epochs[e].announced, "; ", std::isfinite(left) ? cat("about ", fixed(left, 1), " s ahead, ") : std::string(),
+                         "the first peers took ", fixed(startup_s_, 1), " s to start)"));
   }
 }
 

@@ -199,6 +199,7 @@ struct PeerSession::Impl {
         1000 * (config.net.connect_timeout_s + config.monitor.round_timeout_s)));
     transport->waiting_for(r - 2);  // the donors' frames of that round are not held for it
     const std::vector<Inbox> got = transport->collect(r - 2, donors, o);
+    transport->waiting_for(r);  // and now for its first round: its neighbours' frames of it flow
     // A donor's message is taken whole or not at all: every value finite, the steps a count.
     const auto usable = [&](const Inbox& m) {
       return m.params.size() == host.size() && std::isfinite(m.weight) && m.weight >= 0 &&
