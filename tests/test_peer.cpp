@@ -2515,7 +2515,7 @@ TEST_CASE("a peer that leaves at run time (--leave-at-round, SIGTERM) exits 0; t
   const fs::path out2 = t.path / "run2";
   std::string text = read_file(cfg);
   text = text.substr(0, text.find("faults:"));
-  text.replace(text.find("epochs: 3,"), 10, "epochs: 40,");
+  text.replace(text.find("epochs: 3,"), 10, "epochs: 150,");
   std::ofstream(cfg, std::ios::trunc) << text;
   pids.clear();
   for (int r = 0; r < 5; ++r) pids.push_back(start(out2, {}, r));
@@ -2536,7 +2536,7 @@ TEST_CASE("a peer that leaves at run time (--leave-at-round, SIGTERM) exits 0; t
 TEST_CASE("gossip peer --join: a new identity asks a live member of a running elastic network "
           "to announce it, takes its new neighbours' average and mixes", "[peer][elastic]") {
   TempDir t;
-  const auto cfg = write_config(t.path, 4, "dpsgd", 1, 60);
+  const auto cfg = write_config(t.path, 4, "dpsgd", 1, 200);
   write_elastic_topology(t.path, 4, 6);
   // Room for two more members: the run follows a member timeline, so identities may come.
   const fs::path out = t.path / "run";
