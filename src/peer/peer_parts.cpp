@@ -264,10 +264,11 @@ void restore_algorithm(Algorithm& algorithm, const Checkpoint& c, const std::str
 }
 
 std::int64_t catch_up(std::int64_t r, const Topology& topology, int rank,
-                      MonitoredExchange& exchange, Algorithm& algorithm,
+                      std::span<const int> neighbours, MonitoredExchange& exchange,
+                      Algorithm& algorithm,
                       const std::function<void(std::span<const float>)>& upload) {
   const std::int64_t behind = max_round_lead(topology) + 1;
-  const auto m = exchange.newest(all_neighbours(topology, rank));
+  const auto m = exchange.newest(neighbours);
   // Only parameters can be taken over: choco's and all-reduce's packets are not a model (and
   // all-reduce numbers its hops, not its rounds).
   if (!m || !m->packet.empty() || m->params.empty() || m->round <= r + behind) return r;

@@ -202,9 +202,11 @@ void restore_algorithm(Algorithm& algorithm, const Checkpoint& c, const std::str
 
 /// A peer rounds behind its neighbours (restarted, or paused) catches up: it takes the newest
 /// parameters a neighbour sent (into `params` via `upload`) and carries on from that round.
-/// Returns the round to run next (`r` when there is nothing to catch up with).
+/// Returns the round to run next (`r` when there is nothing to catch up with). `neighbours`:
+/// all_neighbours of its rank (kept by the caller, which knows when the graph changes).
 std::int64_t catch_up(std::int64_t r, const Topology& topology, int rank,
-                      MonitoredExchange& exchange, Algorithm& algorithm,
+                      std::span<const int> neighbours, MonitoredExchange& exchange,
+                      Algorithm& algorithm,
                       const std::function<void(std::span<const float>)>& upload);
 
 }  // namespace gossip::peer_parts

@@ -101,6 +101,7 @@ struct PeerSession::Impl {
   // sends are surely done (a later round's collect waits for them).
   std::deque<std::pair<std::int64_t, std::vector<float>>> handovers;
   std::set<std::int64_t> handed;  // the changes (their first rounds) it handed over for
+  std::vector<int> neighbours;    // all_neighbours, kept as the member timeline changes
   // What the peers announced while the run goes (a death their monitor confirmed, a leave on
   // SIGTERM): the earliest round each (rank, kind) was announced at. With the schedule's
   // changes it gives every peer the same graph (elastic_timeline).
@@ -141,14 +142,15 @@ struct PeerSession::Impl {
       std::lock_guard lock(refusals->mutex);
       refusals->lines.push_back(line);
     };
-    const std::vector<int> neighbours = net.neighbours;
+    const std::vector<int> linked = net.neighbours;
     transport = std::make_unique<NetExchange>(std::move(net), NetListener(listen));
     // An elastic run: the schedule's later neighbours are dialled until they come; a new
     // identity first waits for its join to be announced.
     if (!opt.join_contacts.empty()) await_join();
     else if (!topology.epochs().empty()) transport->expect(later_neighbours(topology, rank));
+    neighbours = all_neighbours(topology, rank);
     const std::vector<int> up = transport->connected_peers();
-    const bool all_up = std::includes(up.begin(), up.end(), neighbours.begin(), neighbours.end());
+    const bool all_up = std::includes(up.begin(), up.end(), linked.begin(), linked.end());
     {
       std::lock_guard lock(refusals->mutex);
       if (!all_up && !refusals->lines.empty()) {
@@ -378,7 +380,7 @@ struct PeerSession::Impl {
                               a.rank, 0, {}, {}, {}});
     }
     if (!changed) return;
-    const std::vector<int> before = all_neighbours(topology, opt.rank);
+    const std::vector<int> before = neighbours;
     const std::vector<int> last = topology.members(std::max<std::int64_t>(0, round - 1));
     const Topology next = elastic_timeline(topology, scheduled, known);
     topology.set_epochs(next.epochs());
@@ -395,8 +397,8 @@ struct PeerSession::Impl {
     if (leave_requested && window.until == std::numeric_limits<std::int64_t>::max())
       log_line(cat("peer ", opt.rank, ": cannot leave: it is the last member"));
     std::vector<int> added;
-    const std::vector<int> now = all_neighbours(topology, opt.rank);
-    std::set_difference(now.begin(), now.end(), before.begin(), before.end(),
+    neighbours = all_neighbours(topology, opt.rank);
+    std::set_difference(neighbours.begin(), neighbours.end(), before.begin(), before.end(),
                         std::back_inserter(added));
     if (!added.empty()) transport->expect(added);
     transport->announce(known, transport->connected_peers());
@@ -658,7 +660,7 @@ std::int64_t PeerSession::average() {
     }
   }
   const std::int64_t r = m.timeline.time(Phase::kMonitor, [&] {
-    return catch_up(m.round, m.topology, m.opt.rank, *m.exchange, *m.algorithm,
+    return catch_up(m.round, m.topology, m.opt.rank, m.neighbours, *m.exchange, *m.algorithm,
                     [&m](std::span<const float> p) { m.upload(p); });
   });
   traced_round(*m.algorithm, m.timeline, r);
