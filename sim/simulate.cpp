@@ -180,16 +180,23 @@ class Swarm {
   }
 
   /// An elastic run: a member whose death a live member's monitor has confirmed leaves the
-  /// member set (drop_member), so the graph is derived again without it.
+  /// member set (drop_member), so the graph is derived again without it: at the round the real
+  /// peers' announcement would carry (dead_announcement_round), the earliest of its confirmers'
+  /// while that change is still ahead.
   void drop_the_dead(std::int64_t done) {
     if (topology_->epochs().empty()) return;
+    const std::int64_t after = config_.monitor.remove_dead_after_rounds;
     for (int p = 0; p < n(); ++p) {
       if (!alive_[p]) continue;
-      for (int d : monitored_[p]->dead_peers())
-        if (std::find(dropped_.begin(), dropped_.end(), d) == dropped_.end()) {
-          dropped_.push_back(d);
-          drop_member(*topology_, d, done);
-        }
+      for (int d : monitored_[p]->dead_peers()) {
+        const std::int64_t at =
+            dead_announcement_round(done, monitored_[p]->last_message_round(d), after);
+        const auto it = dropped_.find(d);
+        if (it != dropped_.end() && (it->second.first <= at || it->second.second <= done))
+          continue;
+        const std::int64_t from = drop_member(*topology_, d, at);
+        dropped_[d] = {at, from < 0 ? done : from};
+      }
     }
   }
 
@@ -501,7 +508,9 @@ class Swarm {
     std::int64_t steps = 0;
   };
   std::map<int, Handover> handovers_;  // joiner -> its hand-over, from the round before
-  std::vector<int> dropped_;  // the dead taken out of an elastic run's member set
+  // The dead taken out of an elastic run's member set: the round announced, the round it took
+  // effect.
+  std::map<int, std::pair<std::int64_t, std::int64_t>> dropped_;
   bool stop_ = false;                 // a peer saw a partition and the config says stop
 };
 

@@ -486,6 +486,11 @@ TEST_CASE("monitor.preset sets the membership timing, and each key beside it ove
   CHECK(set.dead_after_rounds == 1);
   CHECK(set.dead_after_s == 0.0);
   CHECK(set.round_timeout_s == lan.round_timeout_s);
+  CHECK(set.remove_dead_after_rounds == 0);  // the default: a lead after the confirmation
+  CHECK(load_config_from_string("monitor: {preset: wan, remove_dead_after_rounds: 150}\n", "c.yaml")
+            .monitor.remove_dead_after_rounds == 150);
+  CHECK_THROWS_WITH(load_config_from_string("monitor:\n  remove_dead_after_rounds: -1\n", "c.yaml"),
+                    Catch::StartsWith("c.yaml:2: monitor.remove_dead_after_rounds: must be >= 0"));
   CHECK_THROWS_WITH(load_config_from_string("monitor:\n  preset: dsl\n", "c.yaml"),
                     Catch::StartsWith("c.yaml:2: monitor.preset: unknown value 'dsl' (expected "
                                       "one of: local, lan, wan)"));

@@ -975,3 +975,35 @@ TEST_CASE("every peer derives the same member timeline from the same announcemen
     REQUIRE(before.members(r) == t.members(r));
   CHECK(before.members(t.epochs()[4].from) != t.members(t.epochs()[4].from));
 }
+
+TEST_CASE("a death's announcement counts from the dead peer's last message with "
+          "monitor.remove_dead_after_rounds, so confirmations at different rounds agree",
+          "[topology][elastic]") {
+  using gossip::dead_announcement_round;
+  // Without it (0): the round the announcer confirmed the death.
+  CHECK(dead_announcement_round(527, 499, 0) == 527);
+  CHECK(dead_announcement_round(590, 499, 0) == 590);
+  // With 150: 499 + 150 for a confirmation at any round up to 649 (the simulator's at 527 and a
+  // real monitor's at 590 alike), the confirmation itself when it comes later.
+  CHECK(dead_announcement_round(527, 499, 150) == 649);
+  CHECK(dead_announcement_round(590, 499, 150) == 649);
+  CHECK(dead_announcement_round(700, 499, 150) == 700);
+  // A member that never had a message of it counts from its own confirmation, never earlier
+  // than a neighbour's announcement (confirmed after the last message) would.
+  CHECK(dead_announcement_round(560, -1, 150) == 710);
+  CHECK(dead_announcement_round(560, -1, 150) >= dead_announcement_round(560, 499, 150));
+  // In the timeline the earliest announcement wins: the neighbours' 649, whatever a
+  // non-neighbour said.
+  gossip::ElasticSpec spec = elastic_spec("exponential", 8, 8);
+  std::vector<int> initial(8);
+  std::iota(initial.begin(), initial.end(), 0);
+  const Topology start = gossip::elastic_topology(spec, initial);
+  const std::vector<gossip::Announcement> announced{
+      {5, gossip::ChangeKind::kDead, dead_announcement_round(560, -1, 150)},
+      {5, gossip::ChangeKind::kDead, dead_announcement_round(590, 499, 150)}};
+  const Topology t = gossip::elastic_timeline(start, {}, announced);
+  REQUIRE(t.epochs().size() == 2);
+  CHECK(t.epochs()[1].announced == 649);
+  CHECK(t.epochs()[1].from == 649 + gossip::membership_lead(start));
+  CHECK(t.epochs()[1].members == std::vector<int>{0, 1, 2, 3, 4, 6, 7});
+}

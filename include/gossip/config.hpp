@@ -262,6 +262,11 @@ struct MonitorConfig {
   // and dead_after_s seconds without the peer refuting it becomes a death.
   std::int64_t dead_after_rounds = 3;
   double dead_after_s = 1.0;
+  // An elastic run: a dead member leaves the member graph this many rounds after the last round
+  // a neighbour heard from it (plus the announcement's lead), if its death was confirmed by
+  // then; later, at its confirmation plus the lead. 0: at its confirmation plus the lead.
+  // Counted in rounds, the removal is the same round in gossip run and gossip sim.
+  std::int64_t remove_dead_after_rounds = 0;
   std::string on_partition = "continue";  // continue | stop: when the live graph splits
 };
 

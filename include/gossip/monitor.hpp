@@ -282,6 +282,9 @@ class MonitoredExchange final : public Exchange {
   void forget(std::span<const int> peers);
   /// The neighbours cut, ascending.
   const std::vector<int>& cut_peers() const { return cut_; }
+  /// The latest round of a message collect() handed on from `peer`, -1 for none: where a dead
+  /// neighbour was last heard (dead_announcement_round).
+  std::int64_t last_message_round(int peer) const;
 
   /// Merges the views waiting (e.g. before a peer that fell behind catches up), as collect does.
   void merge_views(std::int64_t round);
@@ -336,6 +339,7 @@ class MonitoredExchange final : public Exchange {
   std::vector<int> cut_;        // neighbours no longer mixed with (cut()), ascending
   Prober prober_;
   std::unordered_map<int, std::int64_t> heard_round_;  // round each neighbour was last heard
+  std::unordered_map<int, std::int64_t> message_round_;  // its latest message's round
   std::int64_t round_ = 0;                 // the round of the last collect
   int tags_per_round_ = 1;                 // exchanges a round (set_tags_per_round)
   double deadline_floor_s_ = 0.0;

@@ -264,6 +264,15 @@ std::vector<Topology::Epoch> plan_membership(const ElasticSpec& spec,
 /// A later epoch that then changes nothing (the dead member's scheduled leave) is removed.
 std::int64_t drop_member(Topology& topology, int rank, std::int64_t announced);
 
+/// The round a death announcement carries (what drop_member counts the lead from): the round
+/// `confirmed` at which a member's monitor confirmed it, or with monitor.remove_dead_after_rounds
+/// (`after` > 0) the round `last_heard` + `after` when that is later (`last_heard`: the latest
+/// round of a message this member received from the dead one, -1 for none: then `confirmed` +
+/// `after`). Counted in rounds, not seconds, it is the same in gossip run and gossip sim as long
+/// as the death is confirmed by then.
+std::int64_t dead_announcement_round(std::int64_t confirmed, std::int64_t last_heard,
+                                     std::int64_t after);
+
 /// One membership change of an elastic run as it took effect: from round `from` the members
 /// are `members`; `joined` each started from the average of its `donors`' models, `left` left
 /// gracefully, `dead` were taken out after their death was confirmed.

@@ -574,6 +574,7 @@ void read_monitor(const Reader& r, const Node& n, MonitorConfig& m) {
       {"suspect_after_s", [&](auto& v, auto& f) { m.suspect_after_s = r.positive(v, f, false); }},
       {"dead_after_rounds", [&](auto& v, auto& f) { m.dead_after_rounds = r.positive_int(v, f, false); }},
       {"dead_after_s", [&](auto& v, auto& f) { m.dead_after_s = r.positive(v, f, true); }},
+      {"remove_dead_after_rounds", [&](auto& v, auto& f) { m.remove_dead_after_rounds = r.positive_int(v, f, true); }},
       {"on_partition", [&](auto& v, auto& f) { m.on_partition = r.choice(v, f, {"continue", "stop"}); }},
   });
 }

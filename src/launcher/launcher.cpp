@@ -190,7 +190,8 @@ class Network {
   std::vector<bool> epoch_started_;     // per epoch: its joiners' processes are started
   std::vector<bool> epoch_noted_;       // per epoch: its announcement is in events.jsonl
   std::vector<bool> epoch_done_;        // per epoch: its taking effect is
-  std::deque<std::pair<Clock::time_point, std::int64_t>> pace_;  // (when, slowest round): first, newest
+  std::deque<std::pair<Clock::time_point, std::int64_t>> pace_;  // (when, slowest round), recent
+  int initial_ready_ = 0;  // the first members that said they were ready
 };
 
 void Network::start_observers(const RunConfig& config, const Topology& topology) {
@@ -321,11 +322,11 @@ void Network::start_joiners() {
   if (epochs.empty()) return;
   const auto now = Clock::now();
   const std::int64_t round = slowest_round();
-  // The pace since the first round was done (evaluations included, as they will be ahead): the
-  // first sample and the newest.
+  // The rounds' pace over about the last two seconds (evaluations included, as they will be
+  // ahead): the first rounds, slower (links coming up, the first evaluation), soon drop out.
   if (round >= 1 && (pace_.empty() || pace_.back().second != round)) {
-    if (pace_.size() == 2) pace_.pop_back();
     pace_.emplace_back(now, round);
+    while (pace_.size() > 2 && now - pace_[1].first > std::chrono::seconds(2)) pace_.pop_front();
   }
   for (std::size_t e = 1; e < epochs.size(); ++e) {
     if (epoch_started_[e]) continue;
@@ -344,9 +345,10 @@ void Network::start_joiners() {
     const double left = rounds > 0 && span > 0.25
                             ? static_cast<double>(epochs[e].from - round) * span / rounds
                             : std::numeric_limits<double>::infinity();
-    // Half as long again as the first peers' start, and half a second: a joiner starts while
-    // the others train, on the same cores, and is slower to start than they were.
-    const double lead = 1.5 * std::max(startup_s_, 0.5) + 0.5;
+    // Twice the first peers' start, and half a second: a joiner starts while the others train,
+    // on the same cores, and is slower to start than they were (1.2-1.6x measured on 2 cores
+    // with 8 training), and its donors wait for it to connect after the round two before.
+    const double lead = 2.0 * std::max(startup_s_, 0.5) + 0.5;
     if (round < epochs[e].announced && left > lead) continue;
     epoch_started_[e] = true;
     std::vector<int> joiners;
@@ -651,9 +653,14 @@ void Network::handle_event(int r, const PeerEvent& e) {
                        "--join); following it through ", opt_.out_dir, "/peers/", m->subject,
                        "/events.txt"));
   }
-  if (std::holds_alternative<ReadyEvent>(e) && !topology_.epochs().empty() && initial_member(r))
+  if (std::holds_alternative<ReadyEvent>(e) && !topology_.epochs().empty() && initial_member(r)) {
     startup_s_ = std::max(startup_s_, std::chrono::duration<double>(Clock::now() - spawned_[r])
                                           .count());
+    // The rounds' pace counts from when the last of the first members was ready (round 0), so
+    // it is known at the first round event rather than a round event later.
+    if (++initial_ready_ == static_cast<int>(topology_.members(0).size()) && pace_.empty())
+      pace_.emplace_back(Clock::now(), 0);
+  }
   record_.handle(r, e);
   if (dashboard_) dashboard_->on_event(r, e, now_s());
 }

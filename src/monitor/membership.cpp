@@ -209,6 +209,7 @@ void MonitoredExchange::restart() {
   talked_to_.clear();
   prober_ = Prober(inner_->size(), inner_->rank());
   heard_round_.clear();
+  message_round_.clear();
   round_seconds_.clear();
   last_collect_ = -1.0;
   cut_.clear();
@@ -311,7 +312,11 @@ std::vector<Inbox> MonitoredExchange::collect(std::int64_t tag, std::span<const 
                           o.deadline + std::chrono::milliseconds(kOwnStallSlackMs);
   // Whom the transport hears now (once a round: every rule below reads the same answer).
   const auto direct = heard_now();
-  for (const Inbox& m : got) heard_round_[m.peer] = round;
+  for (const Inbox& m : got) {
+    heard_round_[m.peer] = round;
+    std::int64_t& latest = message_round_.try_emplace(m.peer, -1).first->second;
+    latest = std::max(latest, m.round / tags_per_round_);
+  }
   merge_views(round, direct);
   const std::vector<int> ahead = inner_->excused_peers();
   const double now = clock_();
@@ -364,6 +369,11 @@ std::optional<Inbox> MonitoredExchange::newest(std::span<const int> from) {
   for (int p : from)
     if (!std::binary_search(cut_.begin(), cut_.end(), p)) kept.push_back(p);
   return inner_->newest(kept);
+}
+
+std::int64_t MonitoredExchange::last_message_round(int peer) const {
+  const auto it = message_round_.find(peer);
+  return it == message_round_.end() ? -1 : it->second;
 }
 
 void MonitoredExchange::forget(std::span<const int> peers) {

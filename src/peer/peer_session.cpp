@@ -6,6 +6,7 @@
 // `gossip peer` (run_peer, peer.cpp) in a loop, the Python module from the user's script; a
 // caller's own state (a torch optimizer's) rides inside the checkpoints as bytes.
 #include <algorithm>
+#include <csignal>
 #include <cmath>
 #include <filesystem>
 #include <limits>
@@ -60,6 +61,7 @@ struct PeerSession::Impl {
   // Own model only: the data, the trainer and the plan.
   std::unique_ptr<Backend> backend;
   DataSets data;
+  std::string train_file;  // the cache file the training images were mapped from ("": decoded)
   Dataset own;
   std::unique_ptr<Trainer> trainer;
   GemmChoice gemm{"none", "no model of its own"};  // what the trainer's GEMMs run
@@ -363,7 +365,10 @@ struct PeerSession::Impl {
       if (std::binary_search(members.begin(), members.end(), d) &&
           std::find(announced_dead.begin(), announced_dead.end(), d) == announced_dead.end()) {
         announced_dead.push_back(d);
-        own.push_back(Announcement{d, ChangeKind::kDead, round});
+        own.push_back(Announcement{
+            d, ChangeKind::kDead,
+            dead_announcement_round(round, exchange->last_message_round(d),
+                                    config.monitor.remove_dead_after_rounds)});
       }
     if (opt.leave_at_round >= 0 && round >= opt.leave_at_round) leave_requested = true;
     if (leave_requested && !leave_announced) {
@@ -373,7 +378,8 @@ struct PeerSession::Impl {
     for (const Announcement& a : own) {
       if (!merge_announcement(a)) continue;
       changed = true;
-      events.emit(MemberEvent{opt.rank, round, since(t0),
+      // (A death's round is the one its removal counts from: dead_announcement_round.)
+      events.emit(MemberEvent{opt.rank, a.round, since(t0),
                               a.kind == ChangeKind::kDead    ? "announce_dead"
                               : a.kind == ChangeKind::kJoin ? "announce_join"
                                                             : "announce_leave",
@@ -452,7 +458,10 @@ struct PeerSession::Impl {
       return cat("the caller's buffer ", model, " (", num_params, " parameters)");
     return cat("shard of ", shards[static_cast<std::size_t>(opt.rank)].size(), " samples, ",
                backend->describe(), " (train.backend: ", config.train.backend, "), ",
-               gemm.line(), ", test set ",
+               gemm.line(), ", training images ",
+               train_file.empty() ? std::string("decoded in this process")
+                                  : cat("mapped from ", train_file, " (shared)"),
+               ", test set ",
                data.test.pixels.mapped_file().empty()
                    ? std::string("in this process's memory")
                    : cat("mapped from ", data.test.pixels.mapped_file(), " (shared)"));
@@ -618,6 +627,7 @@ void PeerSession::join_model() {
   const auto& mine = m.shards[static_cast<std::size_t>(m.opt.rank)];
   m.own = select_rows(m.data.train, mine);
   m.plan = plan_rounds(m.config, m.data.train.n, n);
+  m.train_file = m.data.train.pixels.mapped_file();
   m.data.train = Dataset{};
   std::vector<std::int64_t> rows(static_cast<std::size_t>(m.own.n));
   std::iota(rows.begin(), rows.end(), 0);
@@ -683,6 +693,15 @@ std::int64_t PeerSession::average() {
                                  format_phase_seconds(m.timeline.seconds())});
     m.last_round_event = Clock::now();
   }
+  // A peer that gossip run's schedule kills at this round stops itself here (SIGSTOP), before
+  // it sends anything of this round, and the launcher kills it once the others are here too:
+  // its last round is the one before, as in gossip sim (whatever the launcher's reaction time).
+  if (m.opt.events_fd >= 0 &&
+      std::any_of(m.config.faults.begin(), m.config.faults.end(), [&](const Fault& f) {
+        return f.action == "kill" && f.round == m.round &&
+               std::find(f.peers.begin(), f.peers.end(), m.opt.rank) != f.peers.end();
+      }))
+    raise(SIGSTOP);
   m.timeline.add(Phase::kMonitor, monitor_from, m.timeline.now());
   if (m.metrics) {
     m.metrics->round_done(m.round);

@@ -208,6 +208,14 @@ std::int64_t drop_member(Topology& topology, int rank, std::int64_t announced) {
   return from;
 }
 
+std::int64_t dead_announcement_round(std::int64_t confirmed, std::int64_t last_heard,
+                                     std::int64_t after) {
+  if (after <= 0) return confirmed;
+  // A member that never heard it counts from its own confirmation, so a neighbour's earlier
+  // (and the same everywhere) round wins the merge of announcements.
+  return std::max(confirmed, (last_heard >= 0 ? last_heard : confirmed) + after);
+}
+
 std::vector<ElasticSize> elastic_sizes(const ElasticSpec& spec) {
   std::set<int> sizes{spec.generator.n, spec.max_peers};
   for (int m = 2; m < spec.max_peers; m *= 2) sizes.insert(m);

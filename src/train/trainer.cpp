@@ -214,13 +214,18 @@ DataSets load_datasets(const RunConfig& config) {
     s.train = split(0, d.synthetic_train);
     s.test = split(d.synthetic_train, d.synthetic_test);
   } else {
-    s.train = load_idx(d.train_images, d.train_labels, d.classes);
-    // The test set is the same for every peer: one read-only copy per host (data.cache_dir).
+    // The image sets are the same for every peer (each trains on its shard's indices): one
+    // read-only decoded copy per host (data.cache_dir), so a peer, and a joiner started while
+    // the others train, starts without decompressing them.
     const std::string cache = data_cache_dir(d);
     if (cache.empty()) {
+      s.train = load_idx(d.train_images, d.train_labels, d.classes);
       s.test = load_idx(d.test_images, d.test_labels, d.classes);
     } else {
       std::string warning;
+      s.train = load_idx_mapped(d.train_images, d.train_labels, d.classes, cache, &warning);
+      if (!warning.empty()) log_line(cat("warning: ", warning));
+      warning.clear();
       s.test = load_idx_mapped(d.test_images, d.test_labels, d.classes, cache, &warning);
       if (!warning.empty()) log_line(cat("warning: ", warning));
     }
