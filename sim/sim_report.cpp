@@ -52,7 +52,7 @@ NetworkSummary network_summary(const SimResult& result, const SimRunInfo& info) 
                      .samples_per_peer = result.samples_per_peer, .components = {},
                      .component_accuracy = {}, .deaths = 0, .rejoins = 0, .alive_at_end = {},
                      .phases = std::nullopt, .phases_per_peer = {}, .byzantine = {},
-                     .refused_params = {}};
+                     .refused_params = {}, .membership = {}, .member_rounds = {}};
   for (const auto& [peer, from, count] : result.refused)
     net.refused_params.add(JsonObject().add("peer", peer).add("from", from).add("count", count));
   // A death or rejoin counts once, however many peers' views record it: (subject, incarnation).

@@ -812,3 +812,38 @@ TEST_CASE("a corrupt GEMM cache file is ignored with a warning and replaced, nev
   std::filesystem::remove(blocked);
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("the CPU backend's distances for the clipped mix are sums of math::squared_difference "
+          "to float rounding, the same bits on every call", "[compute]") {
+  auto cpu = make_cpu_backend(1);
+  for (const std::int64_t n : {1, 15, 16, 17, 1000, 235146}) {
+    const auto r = random_vector(n, 3);
+    std::vector<std::vector<float>> m;
+    for (int j = 0; j < 5; ++j) m.push_back(random_vector(n, 10 + j));
+    m[3].assign(r.begin(), r.end());  // one message equal to r: distance 0
+    const std::vector<const float*> ptr{m[0].data(), m[1].data(), nullptr, m[3].data(),
+                                        m[4].data()};
+    std::vector<double> got(5), again(5);
+    cpu->squared_distances(r.data(), ptr.data(), 5, n, got.data());
+    cpu->squared_distances(r.data(), ptr.data(), 5, n, again.data());
+    CHECK(again == got);
+    for (int j = 0; j < 5; ++j) {
+      double want = 0.0;
+      for (std::int64_t i = 0; i < n; ++i) {
+        const float mi = ptr[j] ? ptr[j][i] : 0.0f;
+        want += static_cast<double>(math::squared_difference(mi, r[i]));
+      }
+      INFO("n " << n << ", message " << j);
+      CHECK(got[j] == Approx(want).epsilon(1e-5));
+    }
+    CHECK(got[3] == 0.0);
+    // One message alone gives the bits it gives among others (each pass sums a message alone).
+    double alone = 0.0;
+    cpu->squared_distances(r.data(), ptr.data() + 4, 1, n, &alone);
+    CHECK(alone == got[4]);
+  }
+  CHECK(math::clip_scale(2.0, 1.0) == 1.0);
+  CHECK(math::clip_scale(2.0, 2.0) == 1.0);
+  CHECK(math::clip_scale(2.0, 8.0) == 0.25);
+}
+

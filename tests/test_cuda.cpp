@@ -265,6 +265,40 @@ TEST_CASE("CUDA compressed-gossip kernels match the CPU backend bit for bit", "[
   }
 }
 
+TEST_CASE("CUDA's distances for the clipped mix match the CPU backend's to rounding", "[cuda]") {
+  if (!have_device()) return;
+  auto cpu = make_cpu_backend(1);
+  auto gpu = make_backend(BackendChoice::kCuda, 1, false);
+  // The quickstart MLP's size (not a multiple of 16 or of the grid) and 11 messages, so the
+  // device takes them in two launches; one null message (||r||^2) among them.
+  const std::int64_t n = 235146;
+  const auto r = random_vector(n, 31);
+  std::vector<std::vector<float>> m;
+  std::vector<DeviceArray<float>> dm;
+  for (int j = 0; j < 11; ++j) {
+    m.push_back(random_vector(n, 40 + j));
+    for (auto& v : m.back()) v *= static_cast<float>(j + 1) * 0.5f;
+    dm.push_back(upload_all(*gpu, m.back()));
+  }
+  std::vector<const float*> host_m, dev_m;
+  for (int j = 0; j < 11; ++j) {
+    host_m.push_back(j == 4 ? nullptr : m[j].data());
+    dev_m.push_back(j == 4 ? nullptr : dm[j].data());
+  }
+  const auto dr = upload_all(*gpu, r);
+  std::vector<double> want(11), got(11);
+  cpu->squared_distances(r.data(), host_m.data(), 11, n, want.data());
+  gpu->squared_distances(dr.data(), dev_m.data(), 11, n, got.data());
+  for (int j = 0; j < 11; ++j) {
+    INFO("message " << j);
+    CHECK(got[j] == Approx(want[j]).epsilon(1e-5));
+  }
+  // The same bits again (a fixed grid: one order of the sum).
+  std::vector<double> again(11);
+  gpu->squared_distances(dr.data(), dev_m.data(), 11, n, again.data());
+  CHECK(again == got);
+}
+
 TEST_CASE("the CUDA backend is a plugin: built with nvcc, it loads and resolves, but is only "
           "mapped into a process when a CUDA driver is present", "[cuda]") {
   const char* bin = std::getenv("GOSSIP_BIN");

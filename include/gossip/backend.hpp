@@ -124,6 +124,15 @@ class Backend {
                            const float* values, std::int64_t k) = 0;
   /// target[i] = math::add_weighted(target[i], weight, values[i]) for n elements.
   virtual void add_weighted(float* target, float weight, const float* values, std::int64_t n) = 0;
+
+  // ---- robust mixing: ClippedGossip's distances (gossip/math.hpp) ------------------------------
+  /// out[j] = the sum over i < n of math::squared_difference(m[j][i], r[i]), for j < k (m[j]
+  /// null: of r[i] alone, ||r||^2), into host memory; r and m in backend memory. Each backend
+  /// sums in its own fixed order (the same bits on every run of it), so two backends agree to
+  /// rounding. The clipped mix is then mix() with each message's weight scaled by
+  /// math::clip_scale.
+  virtual void squared_distances(const float* r, const float* const* m, int k, std::int64_t n,
+                                 double* out) = 0;
 };
 
 /// A typed device array owned by RAII; move-only.

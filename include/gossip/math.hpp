@@ -74,4 +74,18 @@ GOSSIP_HD float mix_element(const float* const* in, const float* w, int k, std::
   return acc;
 }
 
+/// One coordinate's share of ||m - r||^2, squared in float: what ClippedGossip's distances sum
+/// (mixing.cpp's 16-lane pass on the host, the CUDA backend's squared_distances kernel). T is a
+/// float or a vector of floats (GCC's vector extension), squared lane by lane.
+template <class T>
+GOSSIP_HD T squared_difference(T m, T r) {
+  const T v = m - r;
+  return v * v;
+}
+
+/// ClippedGossip's scale of a message at distance d from r with radius tau: min(1, tau / d), so
+/// that W_ij clip(m_j - r, tau) = W_ij * scale * (m_j - r); 1 within the radius (mixed as mean
+/// mixes it).
+GOSSIP_HD double clip_scale(double tau, double d) { return d <= tau ? 1.0 : tau / d; }
+
 }  // namespace gossip::math

@@ -11,6 +11,7 @@
 #include "gossip/math.hpp"
 #include "src/compute/cpu_compress.hpp"
 #include "src/compute/cpu_layers.hpp"
+#include "src/compute/cpu_robust.hpp"
 #include "src/compute/gemm_provider.hpp"
 
 namespace gossip {
@@ -207,6 +208,10 @@ class CpuBackend final : public Backend {
   }
   void add_weighted(float* target, float weight, const float* values, std::int64_t n) override {
     cpu::add_weighted(target, weight, values, n);
+  }
+  void squared_distances(const float* r, const float* const* m, int k, std::int64_t n,
+                         double* out) override {
+    cpu::squared_distances(r, m, k, n, out);
   }
 
  private:

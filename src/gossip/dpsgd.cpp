@@ -78,7 +78,8 @@ void Dpsgd::mix_phase(std::int64_t round) {
   switch (config_.aggregate.kind) {
     case Aggregate::kMean: break;
     case Aggregate::kClipped: {
-      mixing::Clipping c = mixing::clip_terms(terms, self, own, without_cut(config_.aggregate, from));
+      mixing::Clipping c =
+          mixing::clip_terms(terms, self, own, without_cut(config_.aggregate, from), buffer_);
       last_mix_.nonfinite = std::move(c.nonfinite);
       last_mix_.clipped = std::move(c.clipped);
       last_mix_.tau = c.tau;

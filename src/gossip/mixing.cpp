@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "gossip/core.hpp"
+#include "gossip/math.hpp"
 #include "gossip/wire.hpp"
 
 namespace gossip::mixing {
@@ -41,65 +42,6 @@ std::vector<Term> pull_terms(int self, double self_weight, std::span<const Neigh
   return terms;
 }
 
-namespace {
-
-/// Sixteen float lanes; GCC and Clang lower it to whatever vector width the target has.
-using Lanes = float __attribute__((vector_size(64)));
-
-/// ||m_g - r|| for each of G messages (m = {nullptr}: ||r||) in one pass over r: float squares
-/// summed in 16 lanes (each lane a sixteenth of the vector, so its rounding stays far below what
-/// a clipping radius needs), the lanes in double in one fixed order: the same bits on every run,
-/// and the same for a message whatever others share its pass. A pass reads r once for two
-/// messages (the mix is memory-bound); more accumulators than two would not fit SSE's sixteen
-/// registers.
-template <std::size_t G>
-void distances(const float* const* m, std::span<const float> r, double* d) {
-  Lanes acc[G] = {};
-  const std::size_t n = r.size();
-  const float* a = r.data();
-  std::size_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    Lanes x;
-    std::memcpy(&x, a + i, sizeof x);
-    for (std::size_t g = 0; g < G; ++g) {
-      Lanes v = x;
-      if (m[g] != nullptr) {
-        std::memcpy(&v, m[g] + i, sizeof v);
-        v -= x;
-      }
-      acc[g] += v * v;
-    }
-  }
-  double sum[G] = {};
-  for (; i < n; ++i)
-    for (std::size_t g = 0; g < G; ++g) {
-      const double v = static_cast<double>(m[g] ? m[g][i] : 0.0f) - static_cast<double>(a[i]);
-      sum[g] += v * v;
-    }
-  for (std::size_t g = 0; g < G; ++g) {
-    for (std::size_t k = 0; k < 16; ++k) sum[g] += static_cast<double>(acc[g][k]);
-    d[g] = std::sqrt(sum[g]);
-  }
-}
-
-/// distances<G> over any number of messages, two a pass.
-void all_distances(std::span<const float* const> m, std::span<const float> r, double* d) {
-  for (std::size_t j = 0; j < m.size(); j += 2) {
-    if (j + 1 < m.size()) distances<2>(m.data() + j, r, d + j);
-    else distances<1>(m.data() + j, r, d + j);
-  }
-}
-
-/// ||r||.
-double norm(std::span<const float> r) {
-  const float* none[] = {nullptr};
-  double out = 0.0;
-  distances<1>(none, r, &out);
-  return out;
-}
-
-}  // namespace
-
 bool finite(std::span<const float> values) { return wire::all_finite(values); }
 
 std::vector<int> drop_nonfinite(std::vector<Term>& terms, int self, std::int64_t n) {
@@ -119,22 +61,29 @@ std::vector<int> drop_nonfinite(std::vector<Term>& terms, int self, std::int64_t
 }
 
 Clipping clip_terms(std::vector<Term>& terms, int self, std::span<const float> own,
-                    const AggregateConfig& a) {
+                    const AggregateConfig& a, PeerBuffer& buffer) {
   Clipping out;
   // The distances, which are also the hygiene check: a message with NaN or Inf has a distance
   // that is not finite (as has one so far off, beyond about 1e19, that its squares overflow
   // float). Such a term leaves, its weight to the self term, and counts among the b that may
-  // lie.
+  // lie. The learner's backend computes them where the parameters are (on a GPU, from the
+  // messages it uploads for the mix).
   std::vector<const float*> messages;
   for (const Term& t : terms)
     if (t.peer != self) messages.push_back(t.host);
   std::vector<double> dm(messages.size());
-  all_distances(messages, own, dm.data());
+  buffer.distances(own, messages, dm.data());
+  const auto norm = [&] {
+    const float* none[] = {nullptr};
+    double v = 0.0;
+    buffer.distances(own, none, &v);
+    return v;
+  };
   // The own message's finiteness, from its distances (a NaN or Inf of its own makes every one
   // non-finite) or, alone, its norm.
   const bool own_finite =
       std::any_of(dm.begin(), dm.end(), [](double v) { return std::isfinite(v); }) ||
-      std::isfinite(norm(own));
+      std::isfinite(norm());
   if (!own_finite) {
     // This peer's own message is not finite (it diverged, or lies with NaN itself): every
     // distance is NaN through it, which says nothing of the neighbours. Their own check
@@ -169,7 +118,7 @@ Clipping clip_terms(std::vector<Term>& terms, int self, std::span<const float> o
   }
   for (std::size_t j = 0; j < terms.size(); ++j) {
     if (terms[j].peer == self || d[j] <= out.tau) continue;
-    const double c = out.tau / d[j];
+    const double c = math::clip_scale(out.tau, d[j]);
     to_self += terms[j].weight * (1.0 - c);
     terms[j].weight *= c;
     // Flagged only when cut to under a quarter and farther than a quarter of this peer's own
@@ -177,7 +126,7 @@ Clipping clip_terms(std::vector<Term>& terms, int self, std::span<const float> o
     // their distances can differ by large factors (near consensus; or on a path, whose end
     // clings to its one neighbour: 0.03 against 0.42, 5 % of the norm, measured), while a
     // liar's message (sign_flip: 2 |x|, ipm: 1.5 |x|) lies many radii and norms away.
-    if (c < 0.25 && own_norm < 0) own_norm = norm(own);
+    if (c < 0.25 && own_norm < 0) own_norm = norm();
     if (c < 0.25 && d[j] > kFlagNormShare * own_norm) out.clipped.push_back(terms[j].peer);
   }
   for (Term& t : terms)
@@ -331,6 +280,7 @@ PeerBuffer::PeerBuffer(const Learner& learner) : learner_(learner) {
 std::span<const float> PeerBuffer::host_view() {
   const auto n = static_cast<std::size_t>(learner_.num_params);
   if (learner_.backend->host_memory()) return {learner_.params, n};
+  uploaded_.clear();  // a new round: the host buffers staged before may hold other values now
   learner_.backend->download(host_.data(), learner_.params, n * sizeof(float));
   return {host_.data(), n};
 }
@@ -340,25 +290,53 @@ void PeerBuffer::download(std::span<float> out) const {
   learner_.backend->download(out.data(), learner_.params, out.size_bytes());
 }
 
+const float* PeerBuffer::on_device(const float* host) {
+  if (host == nullptr) return nullptr;
+  // This peer's own parameters as host_view() downloaded them: they are on the device already.
+  if (!host_.empty() && host == host_.data()) return learner_.params;
+  for (const auto& [h, d] : uploaded_)
+    if (h == host) return d;
+  const std::int64_t n = learner_.num_params;
+  if (uploaded_.size() == staged_.size())
+    staged_.emplace_back(*learner_.backend, static_cast<std::size_t>(n));
+  DeviceArray<float>& into = staged_[uploaded_.size()];
+  into.upload(host, static_cast<std::size_t>(n));
+  uploaded_.emplace_back(host, into.data());
+  return into.data();
+}
+
+void PeerBuffer::distances(std::span<const float> own, std::span<const float* const> messages,
+                           double* out) {
+  Backend& b = *learner_.backend;
+  const auto k = static_cast<int>(messages.size());
+  if (k == 0) return;
+  const std::int64_t n = learner_.num_params;
+  GOSSIP_CHECK_EQ(static_cast<std::int64_t>(own.size()), n);
+  if (b.host_memory()) {
+    b.squared_distances(own.data(), messages.data(), k, n, out);
+  } else {
+    // Neighbour messages arrive in host memory: staged on the device once, for these distances
+    // and the mix after them.
+    std::vector<const float*> m(messages.size());
+    for (std::size_t j = 0; j < messages.size(); ++j) m[j] = on_device(messages[j]);
+    b.squared_distances(on_device(own.data()), m.data(), k, n, out);
+  }
+  for (int j = 0; j < k; ++j) out[j] = std::sqrt(out[j]);
+}
+
 void PeerBuffer::mix(std::span<const Term> terms) {
   Backend& b = *learner_.backend;
   const std::int64_t n = learner_.num_params;
   in_.clear();
   w_.clear();
-  std::size_t staged = 0;
   for (const Term& t : terms) {
     const float* p = learner_.params;
-    if (t.host != nullptr) {
-      p = t.host;
-      if (!b.host_memory()) {  // neighbour buffers arrive in host memory: stage them
-        if (staged == staged_.size()) staged_.emplace_back(b, static_cast<std::size_t>(n));
-        staged_[staged].upload(t.host, static_cast<std::size_t>(n));
-        p = staged_[staged++].data();
-      }
-    }
+    if (t.host != nullptr)  // neighbour buffers arrive in host memory: staged on a device
+      p = b.host_memory() ? t.host : on_device(t.host);
     in_.push_back(p);
     w_.push_back(static_cast<float>(t.weight));
   }
+  uploaded_.clear();  // the messages change with the next collect
   const int k = static_cast<int>(in_.size());
   if (b.host_memory()) {
     // Chunk by chunk into a small buffer that stays in L1, then over the parameters: the same

@@ -61,8 +61,11 @@ struct Clipping {
   std::vector<int> clipped;
 };
 inline constexpr double kFlagNormShare = 0.25;
+class PeerBuffer;
+/// The distances come from `buffer`'s backend (PeerBuffer::distances); the scale of a clipped
+/// message is math::clip_scale.
 Clipping clip_terms(std::vector<Term>& terms, int self, std::span<const float> own,
-                    const AggregateConfig& a);
+                    const AggregateConfig& a, PeerBuffer& buffer);
 
 /// Coordinate-wise robust average of this peer's own message and the neighbour terms' messages
 /// (unweighted; gossip.aggregate trimmed_mean or median) into `out`: trimmed_mean drops the b
@@ -86,6 +89,11 @@ class PeerBuffer {
   void mix(std::span<const Term> terms);
   /// Copies the parameters to a host buffer.
   void download(std::span<float> out) const;
+  /// out[j] = ||messages[j] - own|| (a null message: ||own||), computed by the learner's backend
+  /// (Backend::squared_distances) where the parameters are: on a device backend the messages
+  /// (host buffers) are uploaded once, for these and the next mix(). `own` is host_view()'s
+  /// span or another host buffer of the parameters' size.
+  void distances(std::span<const float> own, std::span<const float* const> messages, double* out);
 
  private:
   static constexpr std::int64_t kChunk = 2048;  // floats per host mixing chunk (8 KiB)
@@ -95,6 +103,11 @@ class PeerBuffer {
   std::vector<const float*> chunk_in_;      // host backends: inputs offset to that chunk
   DeviceArray<float> out_;                  // device backends: mixing target, then copied back
   std::vector<DeviceArray<float>> staged_;  // device backends: uploaded neighbour buffers
+  // Device backends: the host buffers uploaded since the last mix, and where (in staged_).
+  std::vector<std::pair<const float*, const float*>> uploaded_;
+  /// A device backend's copy of a host buffer: the parameters for host_view()'s span, else
+  /// uploaded (once until the next mix).
+  const float* on_device(const float* host);
   std::vector<float> host_;                 // device backends: the downloaded parameters
   std::vector<const float*> in_;
   std::vector<float> w_;

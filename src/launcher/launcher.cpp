@@ -347,7 +347,7 @@ void Network::start_joiners() {
                             : std::numeric_limits<double>::infinity();
     // Twice the first peers' start, and half a second: a joiner starts while the others train,
     // on the same cores, and is slower to start than they were (1.2-1.6x measured on 2 cores
-    // with 8 training), and its donors wait for it to connect after the round two before.
+    // with 8 training), and it should be connected before its donors' hand-over.
     const double lead = 2.0 * std::max(startup_s_, 0.5) + 0.5;
     if (round < epochs[e].announced && left > lead) continue;
     epoch_started_[e] = true;

@@ -488,7 +488,8 @@ Summary NetworkRecord::finish(double wall_seconds, const std::vector<double>& pe
                      .components = partition(), .component_accuracy = {},
                      .deaths = std::ssize(deaths_), .rejoins = std::ssize(rejoins_),
                      .alive_at_end = {}, .phases = std::nullopt, .phases_per_peer = {},
-                     .byzantine = byzantine_, .refused_params = {}};
+                     .byzantine = byzantine_, .refused_params = {}, .membership = {},
+                     .member_rounds = {}};
   for (int r = 0; r < n_; ++r) {
     const std::vector<int> pairs = done_[r] ? done_[r]->refused : std::vector<int>{};
     for (std::size_t i = 0; i + 1 < pairs.size(); i += 2)

@@ -99,9 +99,18 @@ struct PeerSession::Impl {
   double ready_s = -1.0;     // a joiner: when its data and model were ready
   double mixing_s = -1.0;    // when its handover was in and it began to mix
   std::vector<int> donors;   // whose parameters it started from
-  // A donor's parameters sent to joiners, by the round they were sent after: kept until the
-  // sends are surely done (a later round's collect waits for them).
-  std::deque<std::pair<std::int64_t, std::vector<float>>> handovers;
+  // A donor's parameters for joiners, taken after round `tag`: sent to each joiner once its
+  // link is up (checked after every round, never waited for), and kept until the sends are
+  // surely done (two rounds after the last: a later round's collect waits for them).
+  struct Handover {
+    std::int64_t tag = 0, join = 0;  // the round they are of; the joiners' first round
+    std::vector<float> params;
+    double steps = 0.0;
+    std::vector<int> waiting;      // joiners whose link was not up yet
+    std::int64_t last_sent = 0;    // the round of the last send
+    Clock::time_point made;
+  };
+  std::deque<Handover> handovers;
   std::set<std::int64_t> handed;  // the changes (their first rounds) it handed over for
   std::vector<int> neighbours;    // all_neighbours, kept as the member timeline changes
   // What the peers announced while the run goes (a death their monitor confirmed, a leave on
@@ -305,21 +314,60 @@ struct PeerSession::Impl {
         if (std::binary_search(d.begin(), d.end(), opt.rank)) to.push_back(p);
       }
     if (to.empty()) return;
-    const auto timeout = std::chrono::milliseconds(
-        static_cast<std::int64_t>(1000 * config.net.connect_timeout_s));
-    const std::vector<int> missing = transport->await_peers(to, timeout);
-    if (!missing.empty())
-      log_line(cat("peer ", opt.rank, ": joiners ", format_peers(missing), " not connected ",
-                   config.net.connect_timeout_s, " s after round ", tag,
-                   "; they get no parameters from this peer"));
-    while (!handovers.empty() && handovers.front().first < round - 2) handovers.pop_front();
-    std::vector<float>& handover = handovers.emplace_back(round, params.size()).second;
-    algorithm->model_params(handover);
-    const double steps = trainer ? static_cast<double>(trainer->state().steps) : 0.0;
-    exchange->publish(tag, handover, steps, to);
-    log_line(cat("peer ", opt.rank, ": handed its parameters (round ", tag, ") to joiner",
-                 to.size() == 1 ? " " : "s ", format_peers(to), ", who join", to.size() == 1 ? "s" : "",
-                 " at round ", epochs[e].from));
+    Handover& h = handovers.emplace_back();
+    h.tag = tag;
+    h.join = epochs[e].from;
+    h.params.resize(params.size());
+    algorithm->model_params(h.params);
+    h.steps = trainer ? static_cast<double>(trainer->state().steps) : 0.0;
+    h.waiting = std::move(to);
+    h.last_sent = round;
+    h.made = Clock::now();
+  }
+
+  /// After every round: each handover goes to the joiners whose link is up now (a joiner that
+  /// is late to connect stalls its donors no earlier than its first round, where they wait for
+  /// it anyway), one not connected connect_timeout_s after the handover was taken gets none
+  /// from this peer; the buffers whose sends are surely done are let go.
+  void send_handovers() {
+    if (handovers.empty()) return;
+    for (Handover& h : handovers) {
+      if (h.waiting.empty()) continue;
+      // The joiners' first round is next: this peer waits for them in it anyway (for their
+      // messages, which come after their parameters), so it waits for their links here.
+      if (round >= h.join) {
+        const auto left = std::chrono::duration<double>(config.net.connect_timeout_s) -
+                          (Clock::now() - h.made);
+        if (left.count() > 0)
+          transport->await_peers(h.waiting,
+                                 std::chrono::duration_cast<std::chrono::milliseconds>(left));
+      }
+      std::vector<int> up = transport->connected_peers();
+      std::sort(up.begin(), up.end());
+      std::vector<int> now, still;
+      for (int p : h.waiting)
+        (std::binary_search(up.begin(), up.end(), p) ? now : still).push_back(p);
+      if (!now.empty()) {
+        exchange->publish(h.tag, h.params, h.steps, now);
+        h.last_sent = round;
+        log_line(cat("peer ", opt.rank, ": handed its parameters (round ", h.tag, ") to joiner",
+                     now.size() == 1 ? " " : "s ", format_peers(now), ", who join",
+                     now.size() == 1 ? "s" : "", " at round ", h.join,
+                     round > h.tag + 1 ? cat(" (connected ", round - h.tag - 1, " rounds late)")
+                                       : std::string()));
+      }
+      if (!still.empty() && Clock::now() - h.made > std::chrono::duration<double>(
+                                                        config.net.connect_timeout_s)) {
+        log_line(cat("peer ", opt.rank, ": joiners ", format_peers(still), " not connected ",
+                     config.net.connect_timeout_s, " s after round ", h.tag,
+                     "; they get no parameters from this peer"));
+        still.clear();
+      }
+      h.waiting = std::move(still);
+    }
+    while (!handovers.empty() && handovers.front().waiting.empty() &&
+           handovers.front().last_sent < round - 2)
+      handovers.pop_front();
   }
 
   /// Adds `a` unless an announcement of the same rank and kind is as early; returns whether the
@@ -677,6 +725,7 @@ std::int64_t PeerSession::average() {
   trace_crypto(*m.transport, m.timeline, m.t0);
   m.round = r + 1;
   m.hand_over(m.round);
+  m.send_handovers();
   const double monitor_from = m.timeline.now();
   // After the last round a neighbour that has finished and said bye is no loss.
   m.watch->observe_mix(m.algorithm->last_mix());

@@ -10,6 +10,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <vector>
 
@@ -17,6 +18,7 @@
 #include "src/compute/cuda/compress_kernels.cuh"
 #include "src/compute/cuda/launch.cuh"
 #include "src/compute/cuda/layer_kernels.cuh"
+#include "src/compute/cuda/robust_kernels.cuh"
 #include "gossip/core.hpp"
 #include "gossip/math.hpp"
 
@@ -121,6 +123,7 @@ class CudaBackend final : public Backend {
   ~CudaBackend() override {
     cudaFree(scratch_loss_);
     cudaFree(scratch_correct_);
+    cudaFree(scratch_partial_);
     cublasDestroy(blas_);
     cudaStreamDestroy(stream_);
   }
@@ -280,6 +283,25 @@ class CudaBackend final : public Backend {
     launch_add_weighted(stream_, target, weight, values, n);
   }
 
+  void squared_distances(const float* r, const float* const* m, int k, std::int64_t n,
+                         double* out) override {
+    if (scratch_partial_ == nullptr)
+      GOSSIP_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&scratch_partial_),
+                                   kDistanceBlocks * kMaxDistances * sizeof(double)));
+    std::vector<double> partial(static_cast<std::size_t>(kDistanceBlocks) * kMaxDistances);
+    for (int j = 0; j < k; j += kMaxDistances) {
+      const int g = std::min(kMaxDistances, k - j);
+      launch_squared_distances(stream_, r, m + j, g, n, scratch_partial_);
+      download(partial.data(), scratch_partial_,
+               static_cast<std::size_t>(kDistanceBlocks) * g * sizeof(double));
+      for (int q = 0; q < g; ++q) {
+        double sum = 0.0;
+        for (int b = 0; b < kDistanceBlocks; ++b) sum += partial[static_cast<std::size_t>(b) * g + q];
+        out[j + q] = sum;
+      }
+    }
+  }
+
  private:
   void ensure_scratch(int rows) {
     if (rows <= scratch_rows_) return;
@@ -296,6 +318,7 @@ class CudaBackend final : public Backend {
   float* scratch_loss_ = nullptr;
   int* scratch_correct_ = nullptr;
   int scratch_rows_ = 0;
+  double* scratch_partial_ = nullptr;  // squared_distances: the blocks' shares
 };
 
 }  // namespace
