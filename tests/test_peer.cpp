@@ -2471,13 +2471,7 @@ TEST_CASE("monitor.remove_dead_after_rounds: a dead member leaves at a round cou
   write_elastic_topology(t.path, 6, 6);
   set_monitor(cfg, "dead_after_rounds: 1, dead_after_s: 0, remove_dead_after_rounds: 12");
   std::ofstream(cfg, std::ios::app) << "faults:\n  - {round: 10, kill: [2]}\n";
-  const Result net = run(bin() + " run " + cfg.string() + " --out " + (t.path / "run").string() +
-                         " --no-progress");
-  INFO(net.output);
-  REQUIRE(net.code == 0);
-  const Result sim = run(bin() + " sim " + cfg.string() + " --out " + (t.path / "sim").string());
-  INFO(sim.output);
-  REQUIRE(sim.code == 0);
+  INFO(sim_and_run(cfg, t.path).output);
   const fs::path a = t.path / "run" / "summary.json", b = t.path / "sim" / "summary.json";
   const std::string timeline = summary_field(a, "membership_timeline");
   CHECK(timeline == summary_field(b, "membership_timeline"));
