@@ -353,7 +353,9 @@ struct PeerSession::Impl {
         log_line(cat("peer ", opt.rank, ": handed its parameters (round ", h.tag, ") to joiner",
                      now.size() == 1 ? " " : "s ", format_peers(now), ", who join",
                      now.size() == 1 ? "s" : "", " at round ", h.join,
-                     round > h.tag + 1 ? cat(" (connected ", round - h.tag - 1, " rounds late)")
+                     round > h.tag + 1 ? cat(" (connected ", round - h.tag - 1,
+                                             round - h.tag - 1 == 1 ? " round" : " rounds",
+                                             " late)")
                                        : std::string()));
       }
       if (!still.empty() && Clock::now() - h.made > std::chrono::duration<double>(
