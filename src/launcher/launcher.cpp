@@ -424,7 +424,8 @@ void Network::merge_ready_rounds() {
 }
 
 /// The fault schedule: each fault acts once the network (its slowest live peer, as its round
-/// events say) has completed the fault's round; paused peers are woken when their time is up.
+/// events say) has completed the fault's round, a kill once its peers have (they stop
+/// themselves there); paused peers are woken when their time is up.
 void Network::carry_out_faults() {
   const auto now = Clock::now();
   for (auto it = paused_.begin(); it != paused_.end();) {
@@ -441,7 +442,15 @@ void Network::carry_out_faults() {
     if (children_[r].running && !killed_by_schedule(r)) round = std::min(round, peer_round_[r]);
   for (std::size_t i = 0; i < faults_->size(); ++i) {
     const Fault& f = (*faults_)[i];
-    if (fault_done_[i] || round < f.round) continue;
+    // A kill is due as soon as its peers are at its round: each stopped itself there (before
+    // sending anything of it), and the kernel closes its links the moment it dies, as a crash's.
+    const auto at_round = [&](int p) {
+      return !children_[p].running || peer_round_[p] >= f.round;
+    };
+    const bool kill_due =
+        f.action == "kill" && std::all_of(f.peers.begin(), f.peers.end(), at_round) &&
+        std::any_of(f.peers.begin(), f.peers.end(), [&](int p) { return children_[p].running; });
+    if (fault_done_[i] || (round < f.round && !kill_due)) continue;
     fault_done_[i] = true;
     if (f.action == "join" || f.action == "leave") continue;  // start_joiners, note_membership
     if (f.action == "attack") {  // carried out by the attackers' own Attack, round by round

@@ -745,7 +745,7 @@ std::int64_t PeerSession::average() {
     m.last_round_event = Clock::now();
   }
   // A peer that gossip run's schedule kills at this round stops itself here (SIGSTOP), before
-  // it sends anything of this round, and the launcher kills it once the others are here too:
+  // it sends anything of this round, and the launcher kills it when it reads this round event:
   // its last round is the one before, as in gossip sim (whatever the launcher's reaction time).
   if (m.opt.events_fd >= 0 &&
       std::any_of(m.config.faults.begin(), m.config.faults.end(), [&](const Fault& f) {
