@@ -8,7 +8,9 @@ membership defaults (the quickstart's config; only `faults:` and the epochs are 
 Scenarios (ring of 8, D-PSGD, the quickstart's MLP):
   kill       kill -9 of peers 2 and 6 at round 100: detection = the last survivor's `dead` of
              both; partition = the last survivor's `partition` event
-  restart    peer 2 started again at round 250: recovery = the last survivor's `healed`
+  restart    peer 2 started again at round 600, when its death is confirmed and the partition
+             seen (at 3-20 ms a round, 1.5-10 s after the kill), in an 8-epoch run that leaves it
+             time to load and rejoin: recovery = the last survivor's `healed`
   pause      SIGSTOP of peer 1 for 10 s at round 300 of a 16-epoch run: detection = the last
              neighbour's `suspect`; recovery = peer 1's own refutation after SIGCONT (its
              `alive`/`rejoin` of itself); cost = wall time against the same run undisturbed
@@ -86,7 +88,7 @@ def main():
     ap.add_argument("--gossip", default=None, help="the gossip binary (default: build/src/cli/"
                     "gossip if built, else gossip on the PATH)")
     ap.add_argument("--out", default="runs/fault-table")
-    ap.add_argument("--epochs", type=float, default=4, help="of the kill/restart runs (long "
+    ap.add_argument("--epochs", type=float, default=8, help="of the kill/restart runs (long "
                     "enough for the restarted peer to load its data and rejoin)")
     ap.add_argument("--pause-epochs", type=float, default=16, help="of the pause runs (the "
                     "others must still train when the paused peer wakes)")
@@ -124,7 +126,7 @@ def main():
         return res
 
     # kill and restart: one schedule.
-    res = both("kill", a.epochs, ["{round: 100, kill: [2, 6]}", "{round: 250, restart: [2]}"])
+    res = both("kill", a.epochs, ["{round: 100, kill: [2, 6]}", "{round: 600, restart: [2]}"])
     for mode, (evs, _) in res.items():
         k = fault_time(evs, "kill")
         dead = last_time(evs, survivors, lambda e: e["event"] == "dead" and e["subject"] in (2, 6))
