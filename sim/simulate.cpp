@@ -321,15 +321,14 @@ class Swarm {
       Handover h;
       h.donors = join_donors(*topology_, e, p);
       std::erase_if(h.donors, [&](int q) { return !alive_[q]; });
-      std::vector<double> sum(np, 0.0);
+      ModelAverage average(np);
       h.model.resize(np);
       for (int q : h.donors) {
         algorithms_[q]->model_params(h.model);
-        for (std::size_t i = 0; i < np; ++i) sum[i] += h.model[i];
+        average.add(h.model);
       }
       if (!h.donors.empty()) {
-        for (std::size_t i = 0; i < np; ++i)
-          h.model[i] = static_cast<float>(sum[i] / static_cast<double>(h.donors.size()));
+        average.write(h.model);
         h.steps = steps_of_ ? steps_of_(h.donors.front()) : 0;
       }
       handovers_[p] = std::move(h);

@@ -176,6 +176,22 @@ class Algorithm {
   std::chrono::milliseconds round_timeout_ = round_timeout(MonitorConfig{});
 };
 
+/// An elastic run's joiner's first parameters: the element-wise average of its donors' models,
+/// summed in double in the order they are added and divided by their count. gossip run's joiner
+/// (the hand-overs it received) and gossip sim both take it so, bit for bit.
+class ModelAverage {
+ public:
+  explicit ModelAverage(std::size_t n) : sum_(n, 0.0) {}
+  void add(std::span<const float> model);
+  std::size_t count() const { return count_; }
+  /// out[i] = the sum of the models' i-th values / count(); count() must be above 0.
+  void write(std::span<float> out) const;
+
+ private:
+  std::vector<double> sum_;
+  std::size_t count_ = 0;
+};
+
 /// The rounds of a training run and the rounds after which it evaluates: the same plan in the
 /// simulator and in every real peer, so their runs line up round for round.
 struct RoundPlan {

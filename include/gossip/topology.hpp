@@ -285,6 +285,12 @@ struct MembershipRecord {
   double spectral_gap = 0.0;  // per round, of the members' graph from then on
 };
 
+/// Adds `a` to `known` unless an announcement of the same rank and kind is there with as early
+/// a round (else lowers that one's round to a's); returns whether `known` changed. Every peer,
+/// and the launcher's record, keeps its announcements so: the earliest round of each (rank,
+/// kind), whatever order they came in.
+bool merge_announcement(std::vector<Announcement>& known, const Announcement& a);
+
 /// An elastic run's member timeline with what its peers announced while it ran: the joins and
 /// leaves of `scheduled` (the fault schedule's) and of `announced` planned together
 /// (plan_membership), then each announced death taken out (drop_member) in the order of its

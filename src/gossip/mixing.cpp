@@ -357,3 +357,19 @@ void PeerBuffer::mix(std::span<const Term> terms) {
 }
 
 }  // namespace gossip::mixing
+
+namespace gossip {
+
+void ModelAverage::add(std::span<const float> model) {
+  GOSSIP_CHECK_EQ(model.size(), sum_.size());
+  for (std::size_t i = 0; i < sum_.size(); ++i) sum_[i] += model[i];
+  ++count_;
+}
+
+void ModelAverage::write(std::span<float> out) const {
+  GOSSIP_CHECK(count_ > 0 && out.size() == sum_.size());
+  for (std::size_t i = 0; i < sum_.size(); ++i)
+    out[i] = static_cast<float>(sum_[i] / static_cast<double>(count_));
+}
+
+}  // namespace gossip

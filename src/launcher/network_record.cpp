@@ -124,11 +124,7 @@ void NetworkRecord::handle(int rank, const PeerEvent& event) {
                            : e->event == "announce_join" ? ChangeKind::kJoin
                                                          : ChangeKind::kLeave,
                            e->round};
-      auto it = std::find_if(announced_.begin(), announced_.end(), [&](const Announcement& k) {
-        return k.rank == a.rank && k.kind == a.kind;
-      });
-      if (it == announced_.end()) announced_.push_back(a);
-      else it->round = std::min(it->round, a.round);
+      merge_announcement(announced_, a);
       members_->set_epochs(elastic_timeline(*members_, scheduled_changes(config_.faults),
                                             announced_).epochs());
     }

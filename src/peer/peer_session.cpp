@@ -234,17 +234,15 @@ struct PeerSession::Impl {
       mixing_s = since(t0);
       return;
     }
-    const auto np = host.size();
-    std::vector<double> sum(np, 0.0);
+    ModelAverage average(host.size());
     double steps = -1.0;
     for (const Inbox& m : got) {
       if (!usable(m)) continue;
       if (steps < 0) steps = m.weight;  // the first (lowest) donor's place in the schedule
-      for (std::size_t i = 0; i < np; ++i) sum[i] += m.params[i];
+      average.add(m.params);
     }
     Trainer::State s = trainer->state();
-    for (std::size_t i = 0; i < np; ++i)
-      s.params[i] = static_cast<float>(sum[i] / static_cast<double>(came.size()));
+    average.write(s.params);
     std::fill(s.velocity.begin(), s.velocity.end(), 0.0f);
     s.steps = static_cast<std::int64_t>(steps);
     trainer->restore(s);
@@ -267,7 +265,7 @@ struct PeerSession::Impl {
     for (;;) {
       bool changed = false;
       for (const Announcement& a : transport->take_announcements())
-        if (a.kind != ChangeKind::kJoinRequest) changed |= merge_announcement(a);
+        if (a.kind != ChangeKind::kJoinRequest) changed |= gossip::merge_announcement(known, a);
       if (changed) {
         topology.set_epochs(elastic_timeline(topology, scheduled, known).epochs());
         try {
@@ -372,21 +370,6 @@ struct PeerSession::Impl {
       handovers.pop_front();
   }
 
-  /// Adds `a` unless an announcement of the same rank and kind is as early; returns whether the
-  /// set changed.
-  bool merge_announcement(const Announcement& a) {
-    const auto it = std::find_if(known.begin(), known.end(), [&](const Announcement& k) {
-      return k.rank == a.rank && k.kind == a.kind;
-    });
-    if (it == known.end()) {
-      known.push_back(a);
-      return true;
-    }
-    if (a.round >= it->round) return false;
-    it->round = a.round;
-    return true;
-  }
-
   /// An elastic run, before round `round`: the announcements that came, and this peer's own
   /// (deaths its monitor confirmed, its leave); when the set grew, the graph is derived again
   /// (elastic_timeline), the neighbours it newly needs are dialled, and the set is passed on.
@@ -397,7 +380,7 @@ struct PeerSession::Impl {
     std::vector<Announcement> own;
     for (const Announcement& a : transport->take_announcements()) {
       if (a.kind != ChangeKind::kJoinRequest) {
-        changed |= merge_announcement(a);
+        changed |= gossip::merge_announcement(known, a);
         continue;
       }
       // A new identity asks to join: a member announces it at its round, unless it is or will
@@ -426,7 +409,7 @@ struct PeerSession::Impl {
       own.push_back(Announcement{opt.rank, ChangeKind::kLeave, round});
     }
     for (const Announcement& a : own) {
-      if (!merge_announcement(a)) continue;
+      if (!gossip::merge_announcement(known, a)) continue;
       changed = true;
       // (A death's round is the one its removal counts from: dead_announcement_round.)
       events.emit(MemberEvent{opt.rank, a.round, since(t0),

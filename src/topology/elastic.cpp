@@ -317,6 +317,19 @@ MembershipTimeline membership_timeline(std::span<const int> initial, double init
 
 namespace gossip {
 
+bool merge_announcement(std::vector<Announcement>& known, const Announcement& a) {
+  const auto it = std::find_if(known.begin(), known.end(), [&](const Announcement& k) {
+    return k.rank == a.rank && k.kind == a.kind;
+  });
+  if (it == known.end()) {
+    known.push_back(a);
+    return true;
+  }
+  if (a.round >= it->round) return false;
+  it->round = a.round;
+  return true;
+}
+
 Topology elastic_timeline(const Topology& initial, std::span<const MembershipChange> scheduled,
                           std::span<const Announcement> announced) {
   GOSSIP_CHECK(initial.elastic().has_value());
