@@ -337,11 +337,11 @@ void Network::start_joiners() {
     }
     // Seconds to the change at the rounds' pace so far; started then, or at its announcement
     // at the latest.
-    const double span = pace_.size() < 2 ? 0.0
-                            : std::chrono::duration<double>(pace_.back().first -
-                                                            pace_.front().first).count();
-    const auto rounds = pace_.size() < 2 ? 0.0
-                            : static_cast<double>(pace_.back().second - pace_.front().second);
+    double span = 0.0, rounds = 0.0;
+    if (pace_.size() >= 2) {
+      span = std::chrono::duration<double>(pace_.back().first - pace_.front().first).count();
+      rounds = static_cast<double>(pace_.back().second - pace_.front().second);
+    }
     const double left = rounds > 0 && span > 0.25
                             ? static_cast<double>(epochs[e].from - round) * span / rounds
                             : std::numeric_limits<double>::infinity();
@@ -365,7 +365,8 @@ void Network::start_joiners() {
       progress_.note(cat("round ", round, ": starting peer", joiners.size() == 1 ? " " : "s ",
                          format_peers(joiners), ", which join", joiners.size() == 1 ? "s" : "",
                          " at round ", epochs[e].from, " (announced at round ",
-                         epochs[e].announced, "; ", std::isfinite(left) ? cat("about ", fixed(left, 1), " s ahead, ") : std::string(),
+                         epochs[e].announced, "; ",
+                         std::isfinite(left) ? cat("about ", fixed(left, 1), " s ahead, ") : "",
                          "the first peers took ", fixed(startup_s_, 1), " s to start)"));
   }
 }
