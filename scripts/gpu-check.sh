@@ -6,13 +6,34 @@
 #      against the CPU backend, within the tolerances the tests state);
 #   2. `gossip bench step --backend cuda`: the training step on the GPU against cuBLAS's own GEMM
 #      rate for the same shapes, and PyTorch on the GPU where its torch has CUDA;
-#   3. the quickstart with train.backend: cuda, beside the same run on the CPU.
+#   3. the quickstart with train.backend: cuda, beside the same run on the CPU;
+#   4. the same with peer 3 flipping the sign of what it sends and gossip.aggregate: clipped (the
+#      distances to the neighbours' models taken on the GPU), on cuda and on cpu.
+# --prebuilt: no set-up and no build; use the binaries already in build/ (a GPU machine without
+# Debian's packages, given a build made elsewhere: set LD_LIBRARY_PATH for its libraries and
+# put Fashion-MNIST where the config says). The plugin is then build/src/compute/'s unless
+# GOSSIP_CUDA_PLUGIN says otherwise.
 # On a machine without one it says so and exits 0, claiming nothing. Figures go to
 # ${GPU_CHECK_OUT:-runs/gpu-check}/ (test log, bench JSON and tables, the two runs).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out="${GPU_CHECK_OUT:-runs/gpu-check}"
 
+prebuilt=0
+case "${1:-}" in
+  --prebuilt) prebuilt=1 ;;
+  "") ;;
+  -h|--help) sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+  *) echo "gpu-check: unknown argument '$1' (usage: scripts/gpu-check.sh [--prebuilt])"; exit 2 ;;
+esac
+gossip_bin=build/src/cli/gossip
+if [ "$prebuilt" -eq 1 ]; then
+  [ -x "$gossip_bin" ] && [ -x build/tests/test_cuda ] ||
+    { echo "gpu-check: --prebuilt, but $gossip_bin or build/tests/test_cuda is missing"; exit 1; }
+  if [ -z "${GOSSIP_CUDA_PLUGIN:-}" ]; then
+    export GOSSIP_CUDA_PLUGIN="$PWD/build/src/compute/libgossip-cuda.so"
+  fi
+else
 bash scripts/setup.sh || { echo "gpu-check: the set-up failed"; exit 1; }
 if ! command -v nvcc >/dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ]; then
   export PATH="/usr/local/cuda/bin:$PATH"
@@ -23,7 +44,7 @@ if ! command -v nvcc >/dev/null 2>&1; then
 fi
 meson configure build -Dcuda=enabled >/dev/null &&
   ninja -C build >/dev/null || { echo "gpu-check: the build with -Dcuda=enabled failed"; exit 1; }
-gossip_bin=build/src/cli/gossip
+fi
 echo "gpu-check: built with CUDA: $("$gossip_bin" --version | tail -n 1)"
 
 gpus=0
@@ -62,5 +83,20 @@ for backend in cuda cpu; do
     { echo "gpu-check: the quickstart on $backend FAILED"; status=1; }
 done
 grep -h '"test_accuracy"\|"wall_seconds"' "$out"/quickstart-*/summary.json
+
+echo "== 4. peer 3 flips its sign; gossip.aggregate: clipped, on the GPU and on the CPU"
+printf 'faults: [{round: 1, attack: [3], kind: sign_flip}]\n' > "$out/sign-flip.yaml"
+for backend in cuda cpu; do
+  rm -rf "$out/byzantine-$backend"
+  "$gossip_bin" run "$out/quickstart-$backend.yaml" --out "$out/byzantine-$backend" --no-progress \
+    --faults "$out/sign-flip.yaml" --aggregate clipped | tail -n 4 ||
+    { echo "gpu-check: the clipped run on $backend FAILED"; status=1; }
+  python3 -c 'import json, sys
+s = json.load(open(sys.argv[1]))
+print("gpu-check:", sys.argv[2], "named:",
+      [(e["peer"], e["event"], e["subject"], e["round"]) for e in s.get("byzantine", [])])' \
+    "$out/byzantine-$backend/summary.json" "byzantine-$backend" || status=1
+done
+grep -h '"test_accuracy"\|"wall_seconds"' "$out"/byzantine-*/summary.json
 echo "gpu-check: done (status $status); figures in $out/"
 exit "$status"
