@@ -14,7 +14,7 @@
 # put Fashion-MNIST where the config says). The plugin is then build/src/compute/'s unless
 # GOSSIP_CUDA_PLUGIN says otherwise.
 # On a machine without one it says so and exits 0, claiming nothing. Figures go to
-# ${GPU_CHECK_OUT:-runs/gpu-check}/ (test log, bench JSON and tables, the two runs).
+# ${GPU_CHECK_OUT:-runs/gpu-check}/ (test log, bench JSON and tables, the four runs).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out="${GPU_CHECK_OUT:-runs/gpu-check}"
