@@ -1611,8 +1611,10 @@ TEST_CASE("on a ring trimmed_mean and median are the median of three, ties and a
 TEST_CASE("with more values a coordinate trimmed_mean and median equal a sort, ties and all",
           "[gossip][byzantine]") {
   // Five values a coordinate (a 4x4 torus) and eight (the complete graph of 8): the sorting
-  // network must keep exactly the values a sort keeps and sum them in the same order, with
-  // ties common; a neighbour that is always the largest is dropped everywhere and flagged.
+  // network (and trimmed_mean's sort-free path for one dropped at each end) must keep exactly
+  // the values a sort keeps, with ties common, and drop the inputs the sort drops (ties by input
+  // order), so flag the same neighbours: peers 5 and 6 always hold the largest value, tied, so
+  // of the two only the later input is dropped at the top when one value is.
   auto backend = make_cpu_backend(1);
   std::mt19937 rng(11);
   std::uniform_int_distribution<int> pick(-3, 3);
@@ -1624,7 +1626,8 @@ TEST_CASE("with more values a coordinate trimmed_mean and median equal a sort, t
     std::vector<std::vector<float>> start(n, std::vector<float>(203));
     for (auto& x : start)
       for (auto& v : x) v = 0.25f * static_cast<float>(pick(rng)) + 0.125f;
-    for (auto& v : start[5]) v = 100.0f;  // peer 5: always the largest
+    for (auto& v : start[5]) v = 100.0f;  // peers 5 and 6: always the largest, tied
+    for (auto& v : start[6]) v = 100.0f;
     for (Aggregate kind : {Aggregate::kTrimmedMean, Aggregate::kMedian}) {
       INFO(aggregate_name(kind) << " on " << n << " peers");
       auto x = start;
@@ -1635,18 +1638,33 @@ TEST_CASE("with more values a coordinate trimmed_mean and median equal a sort, t
           if (e.peer != p) from.push_back(e.peer);
         const std::size_t k = from.size();
         const std::size_t trim = kind == Aggregate::kTrimmedMean ? 1 : (k - 1) / 2;
+        std::vector<std::size_t> dropped(k, 0);
         for (std::size_t i = 0; i < 203; ++i) {
-          std::vector<float> v;
-          for (int q : from) v.push_back(start[static_cast<std::size_t>(q)][i]);
+          std::vector<std::pair<float, std::size_t>> v;  // (value, input): ties by input order
+          for (std::size_t j = 0; j < k; ++j)
+            v.emplace_back(start[static_cast<std::size_t>(from[j])][i], j);
           std::sort(v.begin(), v.end());
           double sum = 0.0;
-          for (std::size_t j = trim; j < k - trim; ++j) sum += v[j];
+          for (std::size_t j = trim; j < k - trim; ++j) sum += v[j].first;
           REQUIRE(x[static_cast<std::size_t>(p)][i] ==
                   static_cast<float>(sum / static_cast<double>(k - 2 * trim)));
+          for (std::size_t j = 0; j < trim; ++j) {
+            ++dropped[v[j].second];
+            ++dropped[v[k - 1 - j].second];
+          }
         }
-        const bool hears_5 = std::find(from.begin(), from.end(), 5) != from.end();
-        CHECK(algs[static_cast<std::size_t>(p)]->last_mix().clipped ==
-              (hears_5 && p != 5 ? std::vector<int>{5} : std::vector<int>{}));
+        // Flagged: dropped from more than halfway between an honest share (2 trim / k) and all.
+        std::vector<int> flagged;
+        const double share = (1.0 + 2.0 * static_cast<double>(trim) / static_cast<double>(k)) / 2.0;
+        for (std::size_t j = 1; j < k; ++j)
+          if (static_cast<double>(dropped[j]) > share * 203.0) flagged.push_back(from[j]);
+        CHECK(algs[static_cast<std::size_t>(p)]->last_mix().clipped == flagged);
+        // The tie decides: hearing both 5 and 6 under trimmed_mean, only the later is flagged.
+        const auto at5 = std::find(from.begin(), from.end(), 5);
+        const auto at6 = std::find(from.begin(), from.end(), 6);
+        if (kind == Aggregate::kTrimmedMean && at5 != from.end() && at6 != from.end() &&
+            p != 5 && p != 6)
+          CHECK(flagged == std::vector<int>{at5 < at6 ? 6 : 5});
       }
     }
   }

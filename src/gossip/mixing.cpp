@@ -212,6 +212,72 @@ void network_trim(const std::vector<const float*>& in, std::size_t trim, std::ve
   for (std::size_t j = 0; j < k; ++j) dropped[j] += count[j];
 }
 
+/// generic_trim's results for trim = 1 and any k >= 3, with no sort: the kept values' sum is
+/// the sum of all k less the smallest and the largest (in double, where a float sum of up to 32
+/// values loses nothing unless their exponents span more than 24 bits), and the dropped inputs
+/// are the first of the smallest and the last of the largest, as the sort (ties by input order)
+/// has them. A sum, a min and a max over blocks of 8 coordinates, where the sorting network
+/// takes k passes of k / 2 comparators and k^2 rank comparisons (bench mix: 6x mean's mix at
+/// five values and 5x at nine, against the network's 10-11x).
+void trim_one(const std::vector<const float*>& in, std::vector<float>& out,
+              std::vector<std::int64_t>& dropped) {
+  constexpr std::size_t kLanes = 8;
+  const std::size_t k = in.size();
+  const std::size_t n = out.size();
+  const double keep = static_cast<double>(k - 2);
+  std::int64_t count[kNetworkMax] = {};
+  alignas(32) float lo[kLanes], hi[kLanes];
+  alignas(64) double sum[kLanes];
+  alignas(32) std::int32_t at_lo[kLanes], at_hi[kLanes];
+  std::size_t base = 0;
+  for (; base + kLanes <= n; base += kLanes) {
+    for (std::size_t l = 0; l < kLanes; ++l) sum[l] = 0.0;
+    for (std::size_t j = 0; j < k; ++j)  // the sum apart: each loop alone vectorizes
+      for (std::size_t l = 0; l < kLanes; ++l) sum[l] += static_cast<double>(in[j][base + l]);
+    for (std::size_t l = 0; l < kLanes; ++l) {
+      lo[l] = hi[l] = in[0][base + l];
+      at_lo[l] = at_hi[l] = 0;
+    }
+    for (std::size_t j = 1; j < k; ++j) {
+      const float* v = in[j] + base;
+      const auto index = static_cast<std::int32_t>(j);
+      for (std::size_t l = 0; l < kLanes; ++l) {
+        const bool below = v[l] < lo[l], above = v[l] >= hi[l];
+        lo[l] = below ? v[l] : lo[l];
+        at_lo[l] = below ? index : at_lo[l];
+        hi[l] = above ? v[l] : hi[l];
+        at_hi[l] = above ? index : at_hi[l];
+      }
+    }
+    for (std::size_t l = 0; l < kLanes; ++l)
+      out[base + l] = static_cast<float>(
+          (sum[l] - static_cast<double>(lo[l]) - static_cast<double>(hi[l])) / keep);
+    for (std::size_t j = 0; j < k; ++j) {
+      std::int32_t drops = 0;
+      const auto index = static_cast<std::int32_t>(j);
+      for (std::size_t l = 0; l < kLanes; ++l)
+        drops += (at_lo[l] == index) + (at_hi[l] == index);
+      count[j] += drops;
+    }
+  }
+  for (; base < n; ++base) {  // the last coordinates, one at a time
+    float low = in[0][base], high = low;
+    double total = static_cast<double>(low);
+    std::size_t at_low = 0, at_high = 0;
+    for (std::size_t j = 1; j < k; ++j) {
+      const float v = in[j][base];
+      total += static_cast<double>(v);
+      if (v < low) low = v, at_low = j;
+      if (v >= high) high = v, at_high = j;
+    }
+    out[base] = static_cast<float>(
+        (total - static_cast<double>(low) - static_cast<double>(high)) / keep);
+    ++count[at_low];
+    ++count[at_high];
+  }
+  for (std::size_t j = 0; j < k; ++j) dropped[j] += count[j];
+}
+
 /// generic_trim for k = 3, trim = 1, with the same order (ties by input order) and the same
 /// results: each value's rank is how many of the other two come before it, the middle one is
 /// kept, the other two counted as dropped. No branches: the compiler vectorizes it.
@@ -252,6 +318,8 @@ std::vector<int> robust_average(std::span<const Term> terms, int self, std::span
   std::vector<std::int64_t> dropped(k, 0);
   if (k == 3 && trim == 1) {  // a ring: the median of three, without a sort (the same values)
     median_of_three(in[0], in[1], in[2], out, dropped);
+  } else if (trim == 1 && k <= kNetworkMax) {  // trimmed_mean's default, byzantine: 1
+    trim_one(in, out, dropped);
   } else if (k <= kNetworkMax) {
     network_trim(in, trim, out, dropped);
   } else {
