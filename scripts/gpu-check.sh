@@ -7,14 +7,15 @@
 #   2. `gossip bench step --backend cuda`: the training step on the GPU against cuBLAS's own GEMM
 #      rate for the same shapes, and PyTorch on the GPU where its torch has CUDA;
 #   3. the quickstart with train.backend: cuda, beside the same run on the CPU;
-#   4. the same with peer 3 flipping the sign of what it sends and gossip.aggregate: clipped (the
-#      distances to the neighbours' models taken on the GPU), on cuda and on cpu.
+#   4. the same with peer 3 flipping the sign of what it sends, under gossip.aggregate: clipped
+#      (the distances to the neighbours' models taken on the GPU) and trimmed_mean (taken on the
+#      host, the result mixed on the GPU), on cuda and on cpu.
 # --prebuilt: no set-up and no build; use the binaries already in build/ (a GPU machine without
 # Debian's packages, given a build made elsewhere: set LD_LIBRARY_PATH for its libraries and
 # put Fashion-MNIST where the config says). The plugin is then build/src/compute/'s unless
 # GOSSIP_CUDA_PLUGIN says otherwise.
 # On a machine without one it says so and exits 0, claiming nothing. Figures go to
-# ${GPU_CHECK_OUT:-runs/gpu-check}/ (test log, bench JSON and tables, the four runs).
+# ${GPU_CHECK_OUT:-runs/gpu-check}/ (test log, bench JSON and tables, the runs).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out="${GPU_CHECK_OUT:-runs/gpu-check}"
@@ -84,19 +85,22 @@ for backend in cuda cpu; do
 done
 grep -h '"test_accuracy"\|"wall_seconds"' "$out"/quickstart-*/summary.json
 
-echo "== 4. peer 3 flips its sign; gossip.aggregate: clipped, on the GPU and on the CPU"
+echo "== 4. peer 3 flips its sign; gossip.aggregate clipped and trimmed_mean, on the GPU and the CPU"
 printf 'faults: [{round: 1, attack: [3], kind: sign_flip}]\n' > "$out/sign-flip.yaml"
-for backend in cuda cpu; do
-  rm -rf "$out/byzantine-$backend"
-  "$gossip_bin" run "$out/quickstart-$backend.yaml" --out "$out/byzantine-$backend" --no-progress \
-    --faults "$out/sign-flip.yaml" --aggregate clipped | tail -n 4 ||
-    { echo "gpu-check: the clipped run on $backend FAILED"; status=1; }
-  python3 -c 'import json, sys
-s = json.load(open(sys.argv[1]))
-print("gpu-check:", sys.argv[2], "named:",
+for aggregate in clipped trimmed_mean; do
+  for backend in cuda cpu; do
+    run="$out/byzantine-$aggregate-$backend"
+    rm -rf "$run"
+    "$gossip_bin" run "$out/quickstart-$backend.yaml" --out "$run" --no-progress \
+      --faults "$out/sign-flip.yaml" --aggregate "$aggregate" | tail -n 2 ||
+      { echo "gpu-check: $aggregate on $backend FAILED"; status=1; }
+    python3 -c 'import json, sys
+s = json.load(open(sys.argv[1] + "/summary.json"))
+print("gpu-check:", sys.argv[1].rsplit("/", 1)[-1], "test_accuracy", s["test_accuracy"],
+      "wall_seconds", round(s["wall_seconds"], 2), "named (peer, event, subject, round):",
       [(e["peer"], e["event"], e["subject"], e["round"]) for e in s.get("byzantine", [])])' \
-    "$out/byzantine-$backend/summary.json" "byzantine-$backend" || status=1
+      "$run" || status=1
+  done
 done
-grep -h '"test_accuracy"\|"wall_seconds"' "$out"/byzantine-*/summary.json
 echo "gpu-check: done (status $status); figures in $out/"
 exit "$status"

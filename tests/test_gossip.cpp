@@ -1608,13 +1608,47 @@ TEST_CASE("on a ring trimmed_mean and median are the median of three, ties and a
   }
 }
 
+TEST_CASE("on a settled ring the median flags no honest neighbour, and still flags a liar",
+          "[gossip][byzantine]") {
+  // Medians on a ring settle where each peer lies between its two neighbours. Coordinate i of
+  // peer p holds (p + i) mod 8: every peer is the middle of its three values in 6 of 8
+  // coordinates, so each neighbour is dropped from 7 of 8 (past the 5/6 of the first test,
+  // which alone named every neighbour of the quickstart's ring at the end of its run), but no
+  // more than its fellow is: nobody is flagged. Then peer 3 sends 100 everywhere, dropped from
+  // every coordinate. Peer 4's other neighbour (5) lies above it almost everywhere, so is
+  // dropped from 1 of 8: peer 4 flags 3. Peer 2's other neighbour (1) lies below it almost
+  // everywhere, opposite the liar, so is dropped from 7 of 8, and order alone cannot tell the
+  // two apart: peer 2 flags nobody (with honest values in no order, the test above, both flag
+  // the liar). No honest peer is flagged by anyone.
+  auto backend = make_cpu_backend(1);
+  const Topology t = generate("ring", 8);
+  std::vector<std::vector<float>> start(8, std::vector<float>(800));
+  for (std::size_t p = 0; p < 8; ++p)
+    for (std::size_t i = 0; i < 800; ++i) start[p][i] = static_cast<float>((p + i) % 8);
+  for (Aggregate kind : {Aggregate::kTrimmedMean, Aggregate::kMedian}) {
+    INFO(aggregate_name(kind));
+    auto x = start;
+    auto algs = mix_round(t, aggregate(kind), x, *backend);
+    for (int p = 0; p < 8; ++p) CHECK(algs[static_cast<std::size_t>(p)]->last_mix().clipped.empty());
+    auto lied = start;
+    for (auto& v : lied[3]) v = 100.0f;
+    algs = mix_round(t, aggregate(kind), lied, *backend);
+    for (int p = 0; p < 8; ++p) {
+      INFO("peer " << p);
+      CHECK(algs[static_cast<std::size_t>(p)]->last_mix().clipped ==
+            (p == 4 ? std::vector<int>{3} : std::vector<int>{}));
+    }
+  }
+}
+
 TEST_CASE("with more values a coordinate trimmed_mean and median equal a sort, ties and all",
           "[gossip][byzantine]") {
   // Five values a coordinate (a 4x4 torus) and eight (the complete graph of 8): the sorting
   // network (and trimmed_mean's sort-free path for one dropped at each end) must keep exactly
-  // the values a sort keeps, with ties common, and drop the inputs the sort drops (ties by input
-  // order), so flag the same neighbours: peers 5 and 6 always hold the largest value, tied, so
-  // of the two only the later input is dropped at the top when one value is.
+  // the values a sort keeps, with ties common, count as dropped the inputs strictly outside the
+  // kept values, and so flag the same neighbours as the rule computed here from a sort: peers 5
+  // and 6 always hold the largest value, tied, so with one value dropped at each end neither is
+  // outside (a tie is kept), and with the median both are.
   auto backend = make_cpu_backend(1);
   std::mt19937 rng(11);
   std::uniform_int_distribution<int> pick(-3, 3);
@@ -1638,33 +1672,39 @@ TEST_CASE("with more values a coordinate trimmed_mean and median equal a sort, t
           if (e.peer != p) from.push_back(e.peer);
         const std::size_t k = from.size();
         const std::size_t trim = kind == Aggregate::kTrimmedMean ? 1 : (k - 1) / 2;
-        std::vector<std::size_t> dropped(k, 0);
+        std::vector<double> dropped(k, 0.0);
         for (std::size_t i = 0; i < 203; ++i) {
-          std::vector<std::pair<float, std::size_t>> v;  // (value, input): ties by input order
-          for (std::size_t j = 0; j < k; ++j)
-            v.emplace_back(start[static_cast<std::size_t>(from[j])][i], j);
+          std::vector<float> v;
+          for (int q : from) v.push_back(start[static_cast<std::size_t>(q)][i]);
+          const auto in = v;
           std::sort(v.begin(), v.end());
           double sum = 0.0;
-          for (std::size_t j = trim; j < k - trim; ++j) sum += v[j].first;
+          for (std::size_t j = trim; j < k - trim; ++j) sum += v[j];
           REQUIRE(x[static_cast<std::size_t>(p)][i] ==
                   static_cast<float>(sum / static_cast<double>(k - 2 * trim)));
-          for (std::size_t j = 0; j < trim; ++j) {
-            ++dropped[v[j].second];
-            ++dropped[v[k - 1 - j].second];
-          }
+          for (std::size_t j = 0; j < k; ++j)
+            dropped[j] += in[j] < v[trim] || in[j] > v[k - 1 - trim] ? 1.0 : 0.0;
         }
-        // Flagged: dropped from more than halfway between an honest share (2 trim / k) and all.
+        // Flagged: dropped from more than halfway between an honest share (2 trim / k) and all
+        // of the coordinates, and from that much more than the median of the other neighbours.
         std::vector<int> flagged;
         const double share = (1.0 + 2.0 * static_cast<double>(trim) / static_cast<double>(k)) / 2.0;
-        for (std::size_t j = 1; j < k; ++j)
-          if (static_cast<double>(dropped[j]) > share * 203.0) flagged.push_back(from[j]);
+        for (std::size_t j = 1; j < k; ++j) {
+          std::vector<double> others;
+          for (std::size_t l = 1; l < k; ++l)
+            if (l != j) others.push_back(dropped[l]);
+          std::sort(others.begin(), others.end());
+          const double fellows = (others[(others.size() - 1) / 2] + others[others.size() / 2]) / 2;
+          if (dropped[j] > share * 203.0 && dropped[j] - fellows > (1.0 - share) * 203.0)
+            flagged.push_back(from[j]);
+        }
         CHECK(algs[static_cast<std::size_t>(p)]->last_mix().clipped == flagged);
-        // The tie decides: hearing both 5 and 6 under trimmed_mean, only the later is flagged.
-        const auto at5 = std::find(from.begin(), from.end(), 5);
-        const auto at6 = std::find(from.begin(), from.end(), 6);
-        if (kind == Aggregate::kTrimmedMean && at5 != from.end() && at6 != from.end() &&
-            p != 5 && p != 6)
-          CHECK(flagged == std::vector<int>{at5 < at6 ? 6 : 5});
+        // The tie at the top: hearing both 5 and 6, trimmed_mean flags neither, the median both.
+        const bool both = std::find(from.begin(), from.end(), 5) != from.end() &&
+                          std::find(from.begin(), from.end(), 6) != from.end();
+        if (both && p != 5 && p != 6)
+          CHECK(flagged == (kind == Aggregate::kTrimmedMean ? std::vector<int>{}
+                                                            : std::vector<int>{5, 6}));
       }
     }
   }

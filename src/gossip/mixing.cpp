@@ -136,23 +136,23 @@ Clipping clip_terms(std::vector<Term>& terms, int self, std::span<const float> o
 
 namespace {
 
-/// Coordinate by coordinate over the k values in[j][i]: sorted by value, ties by input order
-/// (the same on every run), `trim` dropped at each end (counted in dropped[j]) and the rest
-/// averaged into out[i] (summed in double, ascending).
+/// Coordinate by coordinate over the k values in[j][i]: sorted, `trim` dropped at each end and
+/// the rest averaged into out[i] (summed in double, ascending). dropped[j] counts the
+/// coordinates where in[j] lies outside the kept values, strictly below the lowest or above the
+/// highest: a value equal to a kept one is as good as kept, whichever of the equals the sort
+/// left out (a plateau of equal values, which medians make as they converge, drops nobody).
 void generic_trim(const std::vector<const float*>& in, std::size_t trim, std::vector<float>& out,
                   std::vector<std::int64_t>& dropped) {
   const std::size_t k = in.size();
-  std::vector<std::pair<float, std::size_t>> v(k);
+  std::vector<float> v(k);
   for (std::size_t i = 0; i < out.size(); ++i) {
-    for (std::size_t j = 0; j < k; ++j) v[j] = {in[j][i], j};
+    for (std::size_t j = 0; j < k; ++j) v[j] = in[j][i];
     std::sort(v.begin(), v.end());
     double sum = 0.0;
-    for (std::size_t j = trim; j < k - trim; ++j) sum += v[j].first;
+    for (std::size_t j = trim; j < k - trim; ++j) sum += v[j];
     out[i] = static_cast<float>(sum / static_cast<double>(k - 2 * trim));
-    for (std::size_t j = 0; j < trim; ++j) {
-      ++dropped[v[j].second];
-      ++dropped[v[k - 1 - j].second];
-    }
+    const float low = v[trim], high = v[k - 1 - trim];
+    for (std::size_t j = 0; j < k; ++j) dropped[j] += (in[j][i] < low) | (in[j][i] > high);
   }
 }
 
@@ -161,10 +161,10 @@ constexpr std::size_t kNetworkMax = 32;
 
 /// generic_trim's results for k <= kNetworkMax, branch-free over blocks of 16 coordinates held
 /// in fixed arrays, which the compiler vectorizes (generic_trim's sort branches on every
-/// comparison: 12-13x mean's mix at 5 and 9 values; this, 8-9x). The sorted values come from a sorting
-/// network of min / max (odd-even transposition: k passes, right for every k); equal values are
-/// interchangeable there, so ties need no care. Which input each end drops comes from its rank:
-/// the values before it, ties broken by input order, as the sort has it.
+/// comparison: 12-13x mean's mix at 5 and 9 values; this, 8-9x). The sorted values come from a
+/// sorting network of min / max (odd-even transposition: k passes, right for every k); equal
+/// values are interchangeable there, so ties need no care, and what each input drops is its
+/// place against the lowest and the highest kept value.
 void network_trim(const std::vector<const float*>& in, std::size_t trim, std::vector<float>& out,
                   std::vector<std::int64_t>& dropped) {
   constexpr std::size_t kLanes = 16;
@@ -172,9 +172,7 @@ void network_trim(const std::vector<const float*>& in, std::size_t trim, std::ve
   const std::size_t n = out.size();
   alignas(64) float val[kNetworkMax][kLanes];
   alignas(64) float sorted[kNetworkMax][kLanes];
-  alignas(64) std::int32_t rank[kLanes];
   std::int64_t count[kNetworkMax] = {};
-  const auto lo = static_cast<std::int32_t>(trim), hi = static_cast<std::int32_t>(k - trim);
   const double keep = static_cast<double>(k - 2 * trim);
   for (std::size_t base = 0; base < n; base += kLanes) {
     const std::size_t lanes = std::min(kLanes, n - base);
@@ -183,20 +181,6 @@ void network_trim(const std::vector<const float*>& in, std::size_t trim, std::ve
       for (std::size_t l = lanes; l < kLanes; ++l) val[j][l] = 0.0f;
       std::memcpy(sorted[j], val[j], sizeof val[j]);
     }
-    for (std::size_t j = 0; j < k; ++j) {
-      for (std::size_t l = 0; l < kLanes; ++l) rank[l] = 0;
-      for (std::size_t i = 0; i < j; ++i)
-        for (std::size_t l = 0; l < kLanes; ++l) rank[l] += val[i][l] <= val[j][l];
-      for (std::size_t i = j + 1; i < k; ++i)
-        for (std::size_t l = 0; l < kLanes; ++l) rank[l] += val[i][l] < val[j][l];
-      std::int32_t drops = 0;
-      if (lanes == kLanes) {
-        for (std::size_t l = 0; l < kLanes; ++l) drops += (rank[l] < lo) | (rank[l] >= hi);
-      } else {
-        for (std::size_t l = 0; l < lanes; ++l) drops += (rank[l] < lo) | (rank[l] >= hi);
-      }
-      count[j] += drops;
-    }
     for (std::size_t pass = 0; pass < k; ++pass)
       for (std::size_t a = pass % 2; a + 1 < k; a += 2)
         for (std::size_t l = 0; l < kLanes; ++l) {
@@ -204,6 +188,13 @@ void network_trim(const std::vector<const float*>& in, std::size_t trim, std::ve
           sorted[a][l] = std::min(x, y);
           sorted[a + 1][l] = std::max(x, y);
         }
+    const float* low = sorted[trim];
+    const float* high = sorted[k - 1 - trim];
+    for (std::size_t j = 0; j < k; ++j) {
+      std::int32_t drops = 0;  // the padding lanes are all 0: never outside
+      for (std::size_t l = 0; l < kLanes; ++l) drops += (val[j][l] < low[l]) | (val[j][l] > high[l]);
+      count[j] += drops;
+    }
     double sum[kLanes] = {};
     for (std::size_t j = trim; j < k - trim; ++j)
       for (std::size_t l = 0; l < kLanes; ++l) sum[l] += static_cast<double>(sorted[j][l]);
@@ -214,11 +205,11 @@ void network_trim(const std::vector<const float*>& in, std::size_t trim, std::ve
 
 /// generic_trim's results for trim = 1 and any k >= 3, with no sort: the kept values' sum is
 /// the sum of all k less the smallest and the largest (in double, where a float sum of up to 32
-/// values loses nothing unless their exponents span more than 24 bits), and the dropped inputs
-/// are the first of the smallest and the last of the largest, as the sort (ties by input order)
-/// has them. A sum, a min and a max over blocks of 8 coordinates, where the sorting network
-/// takes k passes of k / 2 comparators and k^2 rank comparisons (bench mix: 6x mean's mix at
-/// five values and 5x at nine, against the network's 10-11x).
+/// values loses nothing unless their exponents span more than 24 bits), and an input is dropped
+/// where it alone holds the smallest or the largest value (a tie there is kept, as in
+/// generic_trim). A sum, a min and a max over blocks of 8 coordinates, where the sorting network
+/// takes k passes of k / 2 comparators (bench mix: 6x mean's mix at five values and 5x at nine,
+/// against the network's 10-11x).
 void trim_one(const std::vector<const float*>& in, std::vector<float>& out,
               std::vector<std::int64_t>& dropped) {
   constexpr std::size_t kLanes = 8;
@@ -228,7 +219,8 @@ void trim_one(const std::vector<const float*>& in, std::vector<float>& out,
   std::int64_t count[kNetworkMax] = {};
   alignas(32) float lo[kLanes], hi[kLanes];
   alignas(64) double sum[kLanes];
-  alignas(32) std::int32_t at_lo[kLanes], at_hi[kLanes];
+  // Where the smallest and the largest are, and how many inputs hold each.
+  alignas(32) std::int32_t at_lo[kLanes], at_hi[kLanes], ties_lo[kLanes], ties_hi[kLanes];
   std::size_t base = 0;
   for (; base + kLanes <= n; base += kLanes) {
     for (std::size_t l = 0; l < kLanes; ++l) sum[l] = 0.0;
@@ -237,16 +229,20 @@ void trim_one(const std::vector<const float*>& in, std::vector<float>& out,
     for (std::size_t l = 0; l < kLanes; ++l) {
       lo[l] = hi[l] = in[0][base + l];
       at_lo[l] = at_hi[l] = 0;
+      ties_lo[l] = ties_hi[l] = 1;
     }
     for (std::size_t j = 1; j < k; ++j) {
       const float* v = in[j] + base;
       const auto index = static_cast<std::int32_t>(j);
       for (std::size_t l = 0; l < kLanes; ++l) {
-        const bool below = v[l] < lo[l], above = v[l] >= hi[l];
+        const bool below = v[l] < lo[l], above = v[l] > hi[l];
+        const std::int32_t at_low = v[l] == lo[l], at_high = v[l] == hi[l];
         lo[l] = below ? v[l] : lo[l];
         at_lo[l] = below ? index : at_lo[l];
+        ties_lo[l] = below ? 1 : ties_lo[l] + at_low;
         hi[l] = above ? v[l] : hi[l];
         at_hi[l] = above ? index : at_hi[l];
+        ties_hi[l] = above ? 1 : ties_hi[l] + at_high;
       }
     }
     for (std::size_t l = 0; l < kLanes; ++l)
@@ -256,31 +252,36 @@ void trim_one(const std::vector<const float*>& in, std::vector<float>& out,
       std::int32_t drops = 0;
       const auto index = static_cast<std::int32_t>(j);
       for (std::size_t l = 0; l < kLanes; ++l)
-        drops += (at_lo[l] == index) + (at_hi[l] == index);
+        drops += (at_lo[l] == index && ties_lo[l] == 1) + (at_hi[l] == index && ties_hi[l] == 1);
       count[j] += drops;
     }
   }
   for (; base < n; ++base) {  // the last coordinates, one at a time
     float low = in[0][base], high = low;
     double total = static_cast<double>(low);
-    std::size_t at_low = 0, at_high = 0;
     for (std::size_t j = 1; j < k; ++j) {
       const float v = in[j][base];
       total += static_cast<double>(v);
-      if (v < low) low = v, at_low = j;
-      if (v >= high) high = v, at_high = j;
+      low = std::min(low, v);
+      high = std::max(high, v);
     }
     out[base] = static_cast<float>(
         (total - static_cast<double>(low) - static_cast<double>(high)) / keep);
-    ++count[at_low];
-    ++count[at_high];
+    std::size_t at_low = k, at_high = k, ties_low = 0, ties_high = 0;
+    for (std::size_t j = 0; j < k; ++j) {
+      if (in[j][base] == low) ++ties_low, at_low = j;
+      if (in[j][base] == high) ++ties_high, at_high = j;
+    }
+    if (ties_low == 1) ++count[at_low];
+    if (ties_high == 1) ++count[at_high];
   }
   for (std::size_t j = 0; j < k; ++j) dropped[j] += count[j];
 }
 
-/// generic_trim for k = 3, trim = 1, with the same order (ties by input order) and the same
-/// results: each value's rank is how many of the other two come before it, the middle one is
-/// kept, the other two counted as dropped. No branches: the compiler vectorizes it.
+/// generic_trim for k = 3, trim = 1, with the same values: each value's rank is how many of
+/// the other two come before it (ties by input order), and the middle one is the median. An
+/// input is dropped where its value differs from the median. No branches: the compiler
+/// vectorizes it.
 void median_of_three(const float* a, const float* b, const float* c, std::vector<float>& out,
                      std::vector<std::int64_t>& dropped) {
   std::int64_t kept[3] = {0, 0, 0};
@@ -288,11 +289,11 @@ void median_of_three(const float* a, const float* b, const float* c, std::vector
     const float x = a[i], y = b[i], z = c[i];
     const int xy = x <= y, xz = x <= z, yz = y <= z;  // "comes before", ties by input order
     const int rank_x = (1 - xy) + (1 - xz), rank_y = xy + (1 - yz);
-    const int mid_x = rank_x == 1, mid_y = rank_y == 1, mid_z = 1 - mid_x - mid_y;
-    out[i] = mid_x ? x : mid_y ? y : z;
-    kept[0] += mid_x;
-    kept[1] += mid_y;
-    kept[2] += mid_z;
+    const float mid = rank_x == 1 ? x : rank_y == 1 ? y : z;
+    out[i] = mid;
+    kept[0] += x == mid;
+    kept[1] += y == mid;
+    kept[2] += z == mid;
   }
   const auto n = static_cast<std::int64_t>(out.size());
   for (int j = 0; j < 3; ++j) dropped[static_cast<std::size_t>(j)] += n - kept[j];
@@ -326,12 +327,30 @@ std::vector<int> robust_average(std::span<const Term> terms, int self, std::span
     generic_trim(in, trim, out, dropped);
   }
   // An honest value is dropped from about 2 trim / k of the coordinates; flagged is a
-  // neighbour dropped from more than halfway between that and all of them.
+  // neighbour dropped from more than halfway between that and all of them, and from that much
+  // more than its fellow neighbours are (their median). The second test keeps the ring honest:
+  // medians on a ring settle where every peer lies between its two neighbours, so both are
+  // dropped almost everywhere with nobody lying (measured: every peer of the quickstart named
+  // both its neighbours in the last 40 rounds of the cosine schedule), while a liar is dropped
+  // everywhere and its fellow about half the time.
+  const auto n = static_cast<double>(own.size());
   const double share = (1.0 + 2.0 * static_cast<double>(trim) / static_cast<double>(k)) / 2.0;
   std::vector<int> suspects;
-  for (std::size_t j = 1; j < k; ++j)
-    if (static_cast<double>(dropped[j]) > share * static_cast<double>(own.size()))
-      suspects.push_back(peer[j]);
+  std::vector<std::int64_t> others;
+  for (std::size_t j = 1; j < k; ++j) {
+    const auto d = static_cast<double>(dropped[j]);
+    if (d <= share * n) continue;
+    others.clear();
+    for (std::size_t l = 1; l < k; ++l)
+      if (l != j) others.push_back(dropped[l]);
+    double fellows = 0.0;  // none but this one: the first test alone
+    if (!others.empty()) {
+      std::sort(others.begin(), others.end());
+      const std::size_t m = others.size();
+      fellows = static_cast<double>(others[(m - 1) / 2] + others[m / 2]) / 2.0;
+    }
+    if (d - fellows > (1.0 - share) * n) suspects.push_back(peer[j]);
+  }
   return suspects;
 }
 
