@@ -1629,7 +1629,7 @@ TEST_CASE("on a settled ring the median flags no honest neighbour, and still fla
     INFO(aggregate_name(kind));
     auto x = start;
     auto algs = mix_round(t, aggregate(kind), x, *backend);
-    for (int p = 0; p < 8; ++p) CHECK(algs[static_cast<std::size_t>(p)]->last_mix().clipped.empty());
+    for (const auto& alg : algs) CHECK(alg->last_mix().clipped.empty());
     auto lied = start;
     for (auto& v : lied[3]) v = 100.0f;
     algs = mix_round(t, aggregate(kind), lied, *backend);

@@ -192,7 +192,8 @@ void network_trim(const std::vector<const float*>& in, std::size_t trim, std::ve
     const float* high = sorted[k - 1 - trim];
     for (std::size_t j = 0; j < k; ++j) {
       std::int32_t drops = 0;  // the padding lanes are all 0: never outside
-      for (std::size_t l = 0; l < kLanes; ++l) drops += (val[j][l] < low[l]) | (val[j][l] > high[l]);
+      for (std::size_t l = 0; l < kLanes; ++l)
+        drops += (val[j][l] < low[l]) | (val[j][l] > high[l]);
       count[j] += drops;
     }
     double sum[kLanes] = {};
@@ -251,9 +252,13 @@ void trim_one(const std::vector<const float*>& in, std::vector<float>& out,
     for (std::size_t j = 0; j < k; ++j) {
       const float* x = in[j] + base;
       std::int32_t drops = 0;
-      for (std::size_t i = 0; i < m; ++i)
-        drops += (static_cast<std::int32_t>(x[i] == lo[i]) & static_cast<std::int32_t>(ties_lo[i] == 1)) +
-                 (static_cast<std::int32_t>(x[i] == hi[i]) & static_cast<std::int32_t>(ties_hi[i] == 1));
+      for (std::size_t i = 0; i < m; ++i) {
+        // & of 0 / 1 values, not &&: a branch would stop the vectorizer (10x mean, not 5x).
+        const auto at_lo = static_cast<std::int32_t>(x[i] == lo[i]);
+        const auto at_hi = static_cast<std::int32_t>(x[i] == hi[i]);
+        drops += (at_lo & static_cast<std::int32_t>(ties_lo[i] == 1)) +
+                 (at_hi & static_cast<std::int32_t>(ties_hi[i] == 1));
+      }
       count[j] += drops;
     }
   }
