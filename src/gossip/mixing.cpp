@@ -159,108 +159,50 @@ void generic_trim(const std::vector<const float*>& in, std::size_t trim, std::ve
 /// The most values a coordinate network_trim takes (a peer and 31 neighbours).
 constexpr std::size_t kNetworkMax = 32;
 
-/// generic_trim's results for k <= kNetworkMax, branch-free over blocks of 16 coordinates held
-/// in fixed arrays, which the compiler vectorizes (generic_trim's sort branches on every
-/// comparison: 12-13x mean's mix at 5 and 9 values; this, 8-9x). The sorted values come from a
-/// sorting network of min / max (odd-even transposition: k passes, right for every k); equal
-/// values are interchangeable there, so ties need no care, and what each input drops is its
+/// generic_trim's results for k <= kNetworkMax, by a sorting network of min / max (odd-even
+/// transposition: k passes, right for every k) run over chunks of coordinates: each comparator
+/// is one long pass over two rows of a chunk (in L1 / L2), which vectorizes as a saxpy does
+/// (generic_trim's sort branches on every comparison: 12-13x mean's mix at 5 and 9 values;
+/// over blocks of 16 lanes held in fixed arrays, 8x; this, 4-5.6x). Equal values are
+/// interchangeable in the network, so ties need no care, and what each input drops is its
 /// place against the lowest and the highest kept value.
 void network_trim(const std::vector<const float*>& in, std::size_t trim, std::vector<float>& out,
                   std::vector<std::int64_t>& dropped) {
-  constexpr std::size_t kLanes = 16;
+  constexpr std::size_t kChunk = 512;
   const std::size_t k = in.size();
   const std::size_t n = out.size();
-  alignas(64) float val[kNetworkMax][kLanes];
-  alignas(64) float sorted[kNetworkMax][kLanes];
+  std::vector<float> sorted(k * kChunk);  // row j of the chunk at j * kChunk
+  std::vector<double> sum(kChunk);
   std::int64_t count[kNetworkMax] = {};
   const double keep = static_cast<double>(k - 2 * trim);
-  for (std::size_t base = 0; base < n; base += kLanes) {
-    const std::size_t lanes = std::min(kLanes, n - base);
-    for (std::size_t j = 0; j < k; ++j) {
-      std::memcpy(val[j], in[j] + base, lanes * sizeof(float));
-      for (std::size_t l = lanes; l < kLanes; ++l) val[j][l] = 0.0f;
-      std::memcpy(sorted[j], val[j], sizeof val[j]);
-    }
-    for (std::size_t pass = 0; pass < k; ++pass)
-      for (std::size_t a = pass % 2; a + 1 < k; a += 2)
-        for (std::size_t l = 0; l < kLanes; ++l) {
-          const float x = sorted[a][l], y = sorted[a + 1][l];
-          sorted[a][l] = std::min(x, y);
-          sorted[a + 1][l] = std::max(x, y);
-        }
-    const float* low = sorted[trim];
-    const float* high = sorted[k - 1 - trim];
-    for (std::size_t j = 0; j < k; ++j) {
-      std::int32_t drops = 0;  // the padding lanes are all 0: never outside
-      for (std::size_t l = 0; l < kLanes; ++l)
-        drops += (val[j][l] < low[l]) | (val[j][l] > high[l]);
-      count[j] += drops;
-    }
-    double sum[kLanes] = {};
-    for (std::size_t j = trim; j < k - trim; ++j)
-      for (std::size_t l = 0; l < kLanes; ++l) sum[l] += static_cast<double>(sorted[j][l]);
-    for (std::size_t l = 0; l < lanes; ++l) out[base + l] = static_cast<float>(sum[l] / keep);
-  }
-  for (std::size_t j = 0; j < k; ++j) dropped[j] += count[j];
-}
-
-/// generic_trim's results for trim = 1 and any k >= 3, with no sort: the kept values' sum is
-/// the sum of all k less the smallest and the largest (in double, where a float sum of up to 32
-/// values loses nothing unless their exponents span more than 24 bits), and an input is dropped
-/// where it alone holds the smallest or the largest value (a tie there is kept, as in
-/// generic_trim). Sums, mins, maxima and tie counts in long passes over chunks of coordinates,
-/// where the sorting network takes k passes of k / 2 comparators over blocks of 16 (bench mix:
-/// about 5x mean's mix at five and at nine values, against the network's 8x).
-void trim_one(const std::vector<const float*>& in, std::vector<float>& out,
-              std::vector<std::int64_t>& dropped) {
-  // Chunks of coordinates, each loop one long pass over a chunk (in L1 / L2), so each
-  // vectorizes as a saxpy does.
-  constexpr std::size_t kChunk = 1024;
-  const std::size_t k = in.size();
-  const std::size_t n = out.size();
-  const double keep = static_cast<double>(k - 2);
-  std::int64_t count[kNetworkMax] = {};
-  std::vector<float> lo(kChunk), hi(kChunk);
-  std::vector<double> sum(kChunk);
-  std::vector<std::int32_t> ties_lo(kChunk), ties_hi(kChunk);  // inputs at the smallest, largest
   for (std::size_t base = 0; base < n; base += kChunk) {
     const std::size_t m = std::min(kChunk, n - base);
-    const float* first = in[0] + base;
-    for (std::size_t i = 0; i < m; ++i) {
-      lo[i] = hi[i] = first[i];
-      sum[i] = static_cast<double>(first[i]);
-      ties_lo[i] = ties_hi[i] = 0;
-    }
-    for (std::size_t j = 1; j < k; ++j) {
-      const float* x = in[j] + base;
-      for (std::size_t i = 0; i < m; ++i) sum[i] += static_cast<double>(x[i]);
-      for (std::size_t i = 0; i < m; ++i) {
-        lo[i] = std::min(lo[i], x[i]);
-        hi[i] = std::max(hi[i], x[i]);
+    for (std::size_t j = 0; j < k; ++j)
+      std::memcpy(sorted.data() + j * kChunk, in[j] + base, m * sizeof(float));
+    for (std::size_t pass = 0; pass < k; ++pass)
+      for (std::size_t a = pass % 2; a + 1 < k; a += 2) {
+        float* x = sorted.data() + a * kChunk;
+        float* y = x + kChunk;
+        for (std::size_t i = 0; i < m; ++i) {
+          const float lo = std::min(x[i], y[i]), hi = std::max(x[i], y[i]);
+          x[i] = lo;
+          y[i] = hi;
+        }
       }
-    }
+    const float* low = sorted.data() + trim * kChunk;
+    const float* high = sorted.data() + (k - 1 - trim) * kChunk;
     for (std::size_t j = 0; j < k; ++j) {
-      const float* x = in[j] + base;
-      for (std::size_t i = 0; i < m; ++i) {
-        ties_lo[i] += static_cast<std::int32_t>(x[i] == lo[i]);
-        ties_hi[i] += static_cast<std::int32_t>(x[i] == hi[i]);
-      }
-    }
-    for (std::size_t i = 0; i < m; ++i)
-      out[base + i] = static_cast<float>(
-          (sum[i] - static_cast<double>(lo[i]) - static_cast<double>(hi[i])) / keep);
-    for (std::size_t j = 0; j < k; ++j) {
-      const float* x = in[j] + base;
+      const float* v = in[j] + base;
       std::int32_t drops = 0;
-      for (std::size_t i = 0; i < m; ++i) {
-        // & of 0 / 1 values, not &&: a branch would stop the vectorizer (10x mean, not 5x).
-        const auto at_lo = static_cast<std::int32_t>(x[i] == lo[i]);
-        const auto at_hi = static_cast<std::int32_t>(x[i] == hi[i]);
-        drops += (at_lo & static_cast<std::int32_t>(ties_lo[i] == 1)) +
-                 (at_hi & static_cast<std::int32_t>(ties_hi[i] == 1));
-      }
+      for (std::size_t i = 0; i < m; ++i) drops += (v[i] < low[i]) | (v[i] > high[i]);
       count[j] += drops;
     }
+    for (std::size_t i = 0; i < m; ++i) sum[i] = 0.0;
+    for (std::size_t j = trim; j < k - trim; ++j) {
+      const float* row = sorted.data() + j * kChunk;
+      for (std::size_t i = 0; i < m; ++i) sum[i] += static_cast<double>(row[i]);
+    }
+    for (std::size_t i = 0; i < m; ++i) out[base + i] = static_cast<float>(sum[i] / keep);
   }
   for (std::size_t j = 0; j < k; ++j) dropped[j] += count[j];
 }
@@ -311,8 +253,6 @@ std::vector<int> robust_average(std::span<const Term> terms, int self, std::span
   std::vector<std::int64_t> dropped(k, 0);
   if (k == 3 && trim == 1) {  // a ring: the median of three, without a sort (the same values)
     median_of_three(in[0], in[1], in[2], out, dropped);
-  } else if (trim == 1 && k <= kNetworkMax) {  // trimmed_mean's default, byzantine: 1
-    trim_one(in, out, dropped);
   } else if (k <= kNetworkMax) {
     network_trim(in, trim, out, dropped);
   } else {
