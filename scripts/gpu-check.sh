@@ -31,20 +31,19 @@ gossip_bin=build/src/cli/gossip
 if [ "$prebuilt" -eq 1 ]; then
   [ -x "$gossip_bin" ] && [ -x build/tests/test_cuda ] ||
     { echo "gpu-check: --prebuilt, but $gossip_bin or build/tests/test_cuda is missing"; exit 1; }
-  if [ -z "${GOSSIP_CUDA_PLUGIN:-}" ]; then
-    export GOSSIP_CUDA_PLUGIN="$PWD/build/src/compute/libgossip-cuda.so"
-  fi
+  export GOSSIP_CUDA_PLUGIN="${GOSSIP_CUDA_PLUGIN:-$PWD/build/src/compute/libgossip-cuda.so}"
 else
-bash scripts/setup.sh || { echo "gpu-check: the set-up failed"; exit 1; }
-if ! command -v nvcc >/dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ]; then
-  export PATH="/usr/local/cuda/bin:$PATH"
-fi
-if ! command -v nvcc >/dev/null 2>&1; then
-  echo "gpu-check: nvcc not found (Debian's nvidia-cuda-toolkit): the CUDA backend cannot be built"
-  exit 1
-fi
-meson configure build -Dcuda=enabled >/dev/null &&
-  ninja -C build >/dev/null || { echo "gpu-check: the build with -Dcuda=enabled failed"; exit 1; }
+  bash scripts/setup.sh || { echo "gpu-check: the set-up failed"; exit 1; }
+  if ! command -v nvcc >/dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ]; then
+    export PATH="/usr/local/cuda/bin:$PATH"
+  fi
+  if ! command -v nvcc >/dev/null 2>&1; then
+    echo "gpu-check: nvcc not found (Debian's nvidia-cuda-toolkit): the CUDA backend cannot be" \
+         "built"
+    exit 1
+  fi
+  meson configure build -Dcuda=enabled >/dev/null &&
+    ninja -C build >/dev/null || { echo "gpu-check: the build with -Dcuda=enabled failed"; exit 1; }
 fi
 echo "gpu-check: built with CUDA: $("$gossip_bin" --version | tail -n 1)"
 
