@@ -24,10 +24,13 @@ struct Axis {
   std::function<void(std::size_t i, CompareSetting&)> apply;
 };
 
-/// "clipped", "clipped tau=0.5", "trimmed_mean b=2": short, with no comma (a CSV field).
+/// "clipped", "clipped tau=0.5", "clipped ratio=1", "trimmed_mean b=2": short, with no comma
+/// (a CSV field).
 std::string aggregate_label(const AggregateConfig& a) {
   std::string s = aggregate_name(a.kind);
   if (a.kind == Aggregate::kClipped && a.tau > 0) s += cat(" tau=", a.tau);
+  if (a.kind == Aggregate::kClipped && a.tau <= 0 && a.ratio != AggregateConfig{}.ratio)
+    s += cat(" ratio=", a.ratio);
   const bool takes_b = a.kind == Aggregate::kClipped || a.kind == Aggregate::kTrimmedMean;
   if (takes_b && a.byzantine != 1 && !(a.kind == Aggregate::kClipped && a.tau > 0))
     s += cat(" b=", a.byzantine);

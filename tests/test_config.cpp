@@ -1040,6 +1040,9 @@ TEST_CASE("gossip.aggregate: a name or a map, refused where the algorithm cannot
   CHECK((map.kind == Aggregate::kTrimmedMean && map.byzantine == 2));
   CHECK(load_config_from_string("gossip:\n  aggregate: {kind: clipped, tau: 0.5}\n", "c.yaml")
             .gossip.aggregate.tau == 0.5);
+  CHECK(clipped.ratio == 2.0);
+  CHECK(load_config_from_string("gossip:\n  aggregate: {kind: clipped, ratio: 1}\n", "c.yaml")
+            .gossip.aggregate.ratio == 1.0);
   const auto fails = [](const std::string& text, const std::string& want) {
     INFO(text);
     CHECK_THROWS_WITH(load_config_from_string(text, "c.yaml"), Catch::Contains(want));
@@ -1052,6 +1055,12 @@ TEST_CASE("gossip.aggregate: a name or a map, refused where the algorithm cannot
   fails("gossip:\n  aggregate: {kind: median, byzantine: 1}\n",
         "gossip.aggregate.byzantine: is for clipped and trimmed_mean, not median");
   fails("gossip:\n  aggregate: {kind: clipped, tau: -1}\n", "gossip.aggregate.tau");
+  fails("gossip:\n  aggregate: {kind: clipped, ratio: 0.5}\n",
+        "c.yaml:2: gossip.aggregate.ratio: must be a number >= 1, got 0.5");
+  fails("gossip:\n  aggregate: {kind: trimmed_mean, ratio: 2}\n",
+        "gossip.aggregate.ratio: is for clipped, not trimmed_mean");
+  fails("gossip:\n  aggregate: {kind: clipped, tau: 1, ratio: 2}\n",
+        "gossip.aggregate.ratio: is the adaptive radius's; with a fixed tau it has no use");
   fails("gossip:\n  algorithm: push_sum\n  aggregate: clipped\n",
         "c.yaml:3: gossip.aggregate: clipped is for dpsgd, local_sgd and async, not push_sum: "
         "its messages carry push-sum weights");

@@ -1509,6 +1509,46 @@ TEST_CASE("clipped gossip: a neighbour within tau mixes as mean does, bit for bi
     mix_round(t, aggregate(Aggregate::kClipped, 0.0, 2), y, *backend);
     CHECK(y[0] == std::vector<float>{0.5f, 0.5f, 0.5f});
   }
+  SECTION("adaptive tau: a neighbour within ratio times the reference is mixed whole") {
+    auto x = start, mean = start;
+    x[0] = mean[0] = {0.0f, 0.0f, 0.0f};
+    x[1] = mean[1] = {0.0f, 0.0f, 2.0f};   // the reference, 2
+    x[5] = mean[5] = {0.0f, -3.5f, 0.0f};  // 3.5: within 2 x 2, an outlier it is not
+    mix_round(t, GossipConfig{}, mean, *backend);
+    const auto algs = mix_round(t, aggregate(Aggregate::kClipped), x, *backend);
+    CHECK(x[0] == mean[0]);
+    CHECK(algs[0]->last_mix().clipped.empty());
+    // ratio 1 clips everyone beyond the reference: peer 5 to 2.
+    auto y = start;
+    y[0] = {0.0f, 0.0f, 0.0f};
+    y[1] = {0.0f, 0.0f, 2.0f};
+    y[5] = {0.0f, -3.5f, 0.0f};
+    GossipConfig g = aggregate(Aggregate::kClipped);
+    g.aggregate.ratio = 1.0;
+    mix_round(t, g, y, *backend);
+    CHECK(y[0][1] == Approx(-2.0 / 3).epsilon(1e-6));
+    CHECK(y[0][2] == Approx(2.0 / 3).epsilon(1e-6));
+  }
+}
+
+TEST_CASE("clipped gossip's reference is the lower median of the distances: two far neighbours "
+          "(a liar and a bridge) are both clipped to the near ones'", "[gossip][byzantine]") {
+  auto backend = make_cpu_backend(1);
+  const Topology t = generate("complete", 6);  // peer 0 hears five, each weight 1/6
+  std::vector<std::vector<float>> x(6, std::vector<float>(5, 0.0f));
+  x[1][0] = 1.0f;    // distances 1, 1.2 and 1.4: near
+  x[2][1] = 1.2f;
+  x[3][2] = 1.4f;    // the lower median (3rd smallest of 5): the reference
+  x[4][3] = 40.0f;   // far: the (b + 1)-th largest, the radius of the authors' rule
+  x[5][4] = -50.0f;  // farthest
+  const auto algs = mix_round(t, aggregate(Aggregate::kClipped), x, *backend);
+  const auto& mix = algs[0]->last_mix();
+  CHECK(mix.tau == Approx(1.4));
+  CHECK(mix.clipped == std::vector<int>{4, 5});
+  // x_0 = sum_j 1/6 clip(x_j, 1.4): the near three whole, the far two at 1.4.
+  const std::vector<double> expect = {1.0 / 6, 1.2 / 6, 1.4 / 6, 1.4 / 6, -1.4 / 6};
+  for (std::size_t i = 0; i < expect.size(); ++i)
+    CHECK(x[0][i] == Approx(expect[i]).epsilon(1e-5));
 }
 
 TEST_CASE("trimmed_mean and median are coordinate-wise over the peer and its neighbours",

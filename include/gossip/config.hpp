@@ -193,9 +193,13 @@ const char* aggregate_name(Aggregate a);
 
 struct AggregateConfig {
   Aggregate kind = Aggregate::kMean;
-  // clipped: a fixed clipping radius; 0 = adaptive, each round the distance of the (b + 1)-th
-  // farthest neighbour heard (b = byzantine), so the b farthest are clipped to it.
+  // clipped: a fixed clipping radius; 0 = adaptive: each round a reference distance r (the
+  // lower median of the distances heard, at most the (b + 1)-th largest, b = byzantine), and a
+  // neighbour farther than ratio * r is clipped to r (docs/byzantine.md).
   double tau = 0.0;
+  // clipped's adaptive rule: how many reference distances away a neighbour is still mixed
+  // whole. 1 clips everyone beyond r.
+  double ratio = 2.0;
   // Neighbours assumed to lie: clipped's adaptive radius clips the b farthest; trimmed_mean
   // drops the b largest and b smallest values of each coordinate.
   int byzantine = 1;
@@ -205,7 +209,7 @@ struct AggregateConfig {
 /// gossip.aggregate's kind from the command line (`--aggregate`). Throws InputError "WHAT:
 /// unknown value ..." naming the value and the choices.
 Aggregate parse_aggregate(const std::string& text, const std::string& what);
-/// "clipped, adaptive tau, byzantine 1", "clipped, tau 0.5", "trimmed_mean, byzantine 2",
+/// "clipped, adaptive tau, ratio 2, byzantine 1", "clipped, tau 0.5", "trimmed_mean, byzantine 2",
 /// "median", "mean".
 std::string describe(const AggregateConfig& a);
 

@@ -514,20 +514,27 @@ const Moved kMovedFromGossip = {
 /// sim.peer_eval_limit governs real peers too now: refused there with its new place.
 const Moved kMovedFromSim = {{"peer_eval_limit", "train.peer_eval_limit"}};
 
-/// gossip.aggregate: a name (`clipped`) or {kind: clipped, tau: T, byzantine: B}. tau is
-/// clipped's alone, byzantine clipped's and trimmed_mean's.
+/// gossip.aggregate: a name (`clipped`) or {kind: clipped, tau: T, ratio: R, byzantine: B}. tau
+/// and ratio are clipped's alone (ratio its adaptive rule's), byzantine clipped's and
+/// trimmed_mean's.
 AggregateConfig read_aggregate(const Reader& r, const Node& n, const std::string& field) {
   AggregateConfig a;
   if (n.is_scalar()) {
     a.kind = r.named(n, field, kAggregates);
     return a;
   }
-  bool tau = false, byzantine = false;
+  bool tau = false, ratio = false, byzantine = false;
   r.each(n, field, Handlers{
       {"kind", [&](auto& v, auto& f) { a.kind = r.named(v, f, kAggregates); }},
       {"tau", [&](auto& v, auto& f) {
          a.tau = r.positive(v, f, false);
          tau = true;
+       }},
+      {"ratio", [&](auto& v, auto& f) {
+         a.ratio = r.number(v, f);
+         if (!(a.ratio >= 1.0) || !std::isfinite(a.ratio))
+           r.fail(v, f, cat("must be a number >= 1, got ", a.ratio));
+         ratio = true;
        }},
       {"byzantine", [&](auto& v, auto& f) {
          a.byzantine = r.integer_in(v, f, 0, 64);
@@ -536,6 +543,10 @@ AggregateConfig read_aggregate(const Reader& r, const Node& n, const std::string
   });
   if (tau && a.kind != Aggregate::kClipped)
     r.fail_at(field + ".tau", cat("is for clipped, not ", aggregate_name(a.kind)));
+  if (ratio && a.kind != Aggregate::kClipped)
+    r.fail_at(field + ".ratio", cat("is for clipped, not ", aggregate_name(a.kind)));
+  if (ratio && tau)
+    r.fail_at(field + ".ratio", "is the adaptive radius's; with a fixed tau it has no use");
   if (byzantine && a.kind != Aggregate::kClipped && a.kind != Aggregate::kTrimmedMean)
     r.fail_at(field + ".byzantine",
               cat("is for clipped and trimmed_mean, not ", aggregate_name(a.kind)));
@@ -1074,7 +1085,7 @@ std::string describe(const AggregateConfig& a) {
   switch (a.kind) {
     case Aggregate::kClipped:
       return a.tau > 0 ? cat("clipped, tau ", a.tau)
-                       : cat("clipped, adaptive tau, byzantine ", a.byzantine);
+                       : cat("clipped, adaptive tau, ratio ", a.ratio, ", byzantine ", a.byzantine);
     case Aggregate::kTrimmedMean: return cat("trimmed_mean, byzantine ", a.byzantine);
     case Aggregate::kMean:
     case Aggregate::kMedian: break;

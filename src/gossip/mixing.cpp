@@ -110,14 +110,24 @@ Clipping clip_terms(std::vector<Term>& terms, int self, std::span<const float> o
   terms = std::move(kept);
   const int byzantine = std::max(0, a.byzantine - static_cast<int>(out.nonfinite.size()));
   double own_norm = -1.0;  // computed when first needed
+  // Clipped beyond `gate`, to out.tau.
+  double gate = 0.0;
   if (a.tau > 0) {
-    out.tau = a.tau;
+    out.tau = gate = a.tau;
   } else if (static_cast<int>(heard.size()) > byzantine) {
+    // The reference distance: the lower median of those heard (the ceil(k/2)-th smallest), so
+    // that two far neighbours (a liar and the far side of a bridge) do not set it, but never
+    // beyond the (b + 1)-th largest, so that the b farthest cannot (on the ring, k = 2: the
+    // nearer one's distance). Only a neighbour farther than `ratio` times it is clipped, to it.
+    // With b = 0 (none may lie, or the liars are cut) it is the largest: nobody is clipped.
     std::sort(heard.begin(), heard.end(), std::greater<>());
-    out.tau = heard[static_cast<std::size_t>(byzantine)];
+    const std::size_t k = heard.size();
+    const auto b = static_cast<std::size_t>(byzantine);
+    out.tau = heard[b == 0 ? 0 : std::max(b, k - (k + 1) / 2)];
+    gate = b == 0 ? out.tau : a.ratio * out.tau;
   }
   for (std::size_t j = 0; j < terms.size(); ++j) {
-    if (terms[j].peer == self || d[j] <= out.tau) continue;
+    if (terms[j].peer == self || d[j] <= gate) continue;
     const double c = math::clip_scale(out.tau, d[j]);
     to_self += terms[j].weight * (1.0 - c);
     terms[j].weight *= c;

@@ -43,16 +43,19 @@ bool finite(std::span<const float> values);
 std::vector<int> drop_nonfinite(std::vector<Term>& terms, int self, std::int64_t n);
 
 /// Self-centred clipping (ClippedGossip, He, Karimireddy and Jaggi 2022) applied to pull_terms'
-/// output: each neighbour's term m_j (peer != self) is mixed as r + clip(m_j - r, tau), r this
-/// peer's own message, so its weight becomes W_ij c_j with c_j = min(1, tau / ||m_j - r||) and
-/// the self term gains W_ij (1 - c_j). A neighbour within tau keeps its weight exactly, so with
-/// no neighbour beyond tau the terms are mean's. tau is `a.tau` when given, else adaptive: the
-/// distance of the (b + 1)-th farthest neighbour heard (b = a.byzantine; Dpsgd passes it less
-/// the neighbours hygiene left out), so the b farthest are
-/// clipped to it (0 when no more than b were heard: then no neighbour moves this peer). The
-/// distances are the hygiene check too: a neighbour whose distance is not finite (its message
-/// holds NaN or Inf, or lies beyond about 1e19) is removed, its weight to the self term, and counts among the b, so
-/// drop_nonfinite need not run before it.
+/// output: a neighbour's term m_j (peer != self) beyond the gate is mixed as
+/// r + clip(m_j - r, tau), r this peer's own message, so its weight becomes W_ij c_j with
+/// c_j = tau / ||m_j - r|| and the self term gains W_ij (1 - c_j); a neighbour within the gate
+/// keeps its weight exactly, so with none beyond it the terms are mean's. With `a.tau` given the
+/// gate and the radius are both a.tau. Otherwise adaptive: tau is a reference distance, the
+/// lower median of the distances heard (the ceil(k/2)-th smallest of k) but never beyond the
+/// (b + 1)-th largest (b = a.byzantine; Dpsgd passes it less the neighbours hygiene left out),
+/// and the gate `a.ratio` times it: only an outlier is clipped, and then to the reference (0
+/// when no more than b were heard: then no neighbour moves this peer; with b = 0 the largest,
+/// and nobody is clipped). The distances are the
+/// hygiene check too: a neighbour whose distance is not finite (its message holds NaN or Inf,
+/// or lies beyond about 1e19) is removed, its weight to the self term, and counts among the b,
+/// so drop_nonfinite need not run before it.
 struct Clipping {
   double tau = 0.0;
   std::vector<int> nonfinite;  // neighbours left out for NaN or Inf (hygiene), ascending
