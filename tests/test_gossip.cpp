@@ -1551,6 +1551,35 @@ TEST_CASE("clipped gossip's reference is the lower median of the distances: two 
     CHECK(x[0][i] == Approx(expect[i]).epsilon(1e-5));
 }
 
+TEST_CASE("clipped gossip flags a neighbour cut to under a quarter when it lies a quarter of "
+          "the norm away, or below the peer in nearly every coordinate", "[gossip][byzantine]") {
+  auto backend = make_cpu_backend(1);
+  const Topology t = generate("ring", 6);  // peer 0 hears 1 and 5
+  // Peer 0 at 100 everywhere (norm 283, a quarter 71); peer 1 the reference, 0.5 away with
+  // mixed signs (distance 1.41); peer 5 3 away in every coordinate (8.49: clipped to 0.17).
+  enum Shape { kBelow, kMixed, kMostlyEqual };
+  const auto run = [&](Shape shape) {
+    std::vector<std::vector<float>> x(6, std::vector<float>(8, 100.0f));
+    for (int i = 0; i < 8; ++i) {
+      x[1][i] = 100.0f + (i % 2 ? 0.5f : -0.5f);
+      if (shape == kBelow) x[5][i] = 97.0f;
+      if (shape == kMixed) x[5][i] = i % 2 ? 97.0f : 103.0f;
+    }
+    if (shape == kMostlyEqual) {  // equal in six coordinates, 9 above in one and below in one
+      x[5][0] = 109.0f;
+      x[5][1] = 91.0f;
+    }
+    const auto algs = mix_round(t, aggregate(Aggregate::kClipped), x, *backend);
+    CHECK(algs[0]->last_mix().tau == Approx(std::sqrt(2.0)));
+    return algs[0]->last_mix().clipped;
+  };
+  CHECK(run(kBelow) == std::vector<int>{5});  // ALIE's shape: below in every coordinate
+  CHECK(run(kMixed).empty());                 // as far, but as often above as below
+  // Coordinates where the two agree do not count: above in one of the two that differ is even
+  // (as a share of all eight, one above would look one-signed).
+  CHECK(run(kMostlyEqual).empty());
+}
+
 TEST_CASE("trimmed_mean and median are coordinate-wise over the peer and its neighbours",
           "[gossip][byzantine]") {
   auto backend = make_cpu_backend(1);

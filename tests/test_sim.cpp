@@ -821,6 +821,15 @@ TEST_CASE("compare crosses aggregates with attack cells, each cell's entry added
   CHECK(s[11].label == "ring-16 clipped alie z=4 seed=2");
   CHECK(s[11].config.gossip.aggregate.kind == Aggregate::kClipped);
   CHECK(s[11].config.train.seed == 2);
+  // A ratio other than the default is named; a fixed tau names tau alone.
+  AggregateConfig strict = clipped, fixed = clipped;
+  strict.ratio = 1.0;
+  fixed.tau = 0.5;
+  base.compare.aggregates = {strict, fixed};
+  const auto named = compare_settings(base);
+  CHECK(named[0].aggregate == "clipped ratio=1");
+  CHECK(named.back().aggregate == "clipped tau=0.5");
+  base.compare.aggregates = {AggregateConfig{}, clipped};
   // Cells that differ only in their attackers are named by them; a cell twice is refused.
   Fault other = flip;
   other.peers = {5};

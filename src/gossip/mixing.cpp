@@ -60,6 +60,16 @@ std::vector<int> drop_nonfinite(std::vector<Term>& terms, int self, std::int64_t
   return dropped;
 }
 
+double above_share(const float* message, std::span<const float> own) {
+  std::int64_t above = 0, below = 0;
+  for (std::size_t i = 0; i < own.size(); ++i) {
+    above += message[i] > own[i];
+    below += message[i] < own[i];
+  }
+  return above + below == 0 ? 0.5
+                            : static_cast<double>(above) / static_cast<double>(above + below);
+}
+
 Clipping clip_terms(std::vector<Term>& terms, int self, std::span<const float> own,
                     const AggregateConfig& a, PeerBuffer& buffer) {
   Clipping out;
@@ -131,13 +141,17 @@ Clipping clip_terms(std::vector<Term>& terms, int self, std::span<const float> o
     const double c = math::clip_scale(out.tau, d[j]);
     to_self += terms[j].weight * (1.0 - c);
     terms[j].weight *= c;
-    // Flagged only when cut to under a quarter and farther than a quarter of this peer's own
-    // norm: the adaptive radius clips the farther of two honest neighbours every round, and
-    // their distances can differ by large factors (near consensus; or on a path, whose end
-    // clings to its one neighbour: 0.03 against 0.42, 5 % of the norm, measured), while a
-    // liar's message (sign_flip: 2 |x|, ipm: 1.5 |x|) lies many radii and norms away.
-    if (c < 0.25 && own_norm < 0) own_norm = norm();
-    if (c < 0.25 && d[j] > kFlagNormShare * own_norm) out.clipped.push_back(terms[j].peer);
+    // Flagged only when cut to under a quarter, and then either farther than a quarter of this
+    // peer's own norm or one-signed: two honest neighbours' distances can differ by more than
+    // the ratio, by large factors (near consensus; or on a path, whose end clings to its one
+    // neighbour: 0.03 against 0.42, 5 % of the norm, measured), while a liar's message lies
+    // many norms away (sign_flip: 2 |x|, ipm: 1.5 |x|) or, hiding in the honest spread (ALIE),
+    // below or above this peer's model in nearly every coordinate.
+    if (c >= 0.25) continue;
+    if (own_norm < 0) own_norm = norm();
+    if (d[j] > kFlagNormShare * own_norm ||
+        std::abs(above_share(terms[j].host, own) - 0.5) > kFlagSignSkew)
+      out.clipped.push_back(terms[j].peer);
   }
   for (Term& t : terms)
     if (t.peer == self) t.weight += to_self;

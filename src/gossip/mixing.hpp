@@ -60,10 +60,17 @@ struct Clipping {
   double tau = 0.0;
   std::vector<int> nonfinite;  // neighbours left out for NaN or Inf (hygiene), ascending
   // Neighbours clipped to under a quarter of their distance, and farther than kFlagNormShare of
-  // this peer's own norm (outliers, for the monitor), ascending.
+  // this peer's own norm or with an above_share farther than kFlagSignSkew from one half
+  // (outliers, for the monitor), ascending.
   std::vector<int> clipped;
 };
 inline constexpr double kFlagNormShare = 0.25;
+inline constexpr double kFlagSignSkew = 0.35;
+/// Of the coordinates where `message` and `own` differ, the share where the message is above
+/// (one half when they are equal everywhere). An honest neighbour's difference is about as
+/// often positive as negative; ALIE's (the honest mean less z standard deviations) is
+/// one-signed.
+double above_share(const float* message, std::span<const float> own);
 class PeerBuffer;
 /// The distances come from `buffer`'s backend (PeerBuffer::distances); the scale of a clipped
 /// message is math::clip_scale.
