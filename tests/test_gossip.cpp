@@ -1710,6 +1710,27 @@ TEST_CASE("on a settled ring the median flags no honest neighbour, and still fla
   }
 }
 
+TEST_CASE("trimmed_mean names a neighbour dropped everywhere only when it is shaped like a liar, "
+          "not an honest one across a bridge", "[gossip][byzantine]") {
+  // Peer 0 of the complete graph of 5 hears 1, 2, 3 near it and 4 five away in every
+  // coordinate: trimmed_mean drops 4 everywhere and the others a quarter of the time each.
+  // Across a bridge (as often above as below, 5 against a norm of 100 a coordinate) 4 is not
+  // named; below in every coordinate (ALIE's shape) or 50 away (a quarter of the norm) it is.
+  auto backend = make_cpu_backend(1);
+  const Topology t = generate("complete", 5);
+  const auto flagged = [&](float (*far)(std::size_t)) {
+    std::vector<std::vector<float>> x(5, std::vector<float>(64));
+    for (std::size_t i = 0; i < 64; ++i) {
+      for (std::size_t p = 0; p < 4; ++p) x[p][i] = 100.0f + 0.25f * static_cast<float>((i + p) % 4);
+      x[4][i] = far(i);
+    }
+    return mix_round(t, aggregate(Aggregate::kTrimmedMean), x, *backend)[0]->last_mix().clipped;
+  };
+  CHECK(flagged([](std::size_t i) { return i % 2 ? 105.0f : 95.0f; }).empty());
+  CHECK(flagged([](std::size_t) { return 95.0f; }) == std::vector<int>{4});
+  CHECK(flagged([](std::size_t i) { return i % 2 ? 150.0f : 50.0f; }) == std::vector<int>{4});
+}
+
 TEST_CASE("with more values a coordinate trimmed_mean and median equal a sort, ties and all",
           "[gossip][byzantine]") {
   // Five values a coordinate (a 4x4 torus) and eight (the complete graph of 8): the sorting
@@ -1764,7 +1785,21 @@ TEST_CASE("with more values a coordinate trimmed_mean and median equal a sort, t
             if (l != j) others.push_back(dropped[l]);
           std::sort(others.begin(), others.end());
           const double fellows = (others[(others.size() - 1) / 2] + others[others.size() / 2]) / 2;
-          if (dropped[j] > share * 203.0 && dropped[j] - fellows > (1.0 - share) * 203.0)
+          // and shaped like a liar: farther than a quarter of the peer's norm, or above (or
+          // below) it in over 85 % of the coordinates where the two differ. (Peers 5 and 6
+          // hearing each other: the same values, not a liar's.)
+          const auto& own = start[static_cast<std::size_t>(p)];
+          const auto& m = start[static_cast<std::size_t>(from[j])];
+          double norm = 0.0, distance = 0.0, above = 0.0, below = 0.0;
+          for (std::size_t i = 0; i < 203; ++i) {
+            norm += static_cast<double>(own[i]) * own[i];
+            distance += (static_cast<double>(m[i]) - own[i]) * (static_cast<double>(m[i]) - own[i]);
+            above += m[i] > own[i] ? 1.0 : 0.0;
+            below += m[i] < own[i] ? 1.0 : 0.0;
+          }
+          const double skew = above + below > 0 ? std::abs(above / (above + below) - 0.5) : 0.0;
+          const bool shaped = std::sqrt(distance) > 0.25 * std::sqrt(norm) || skew > 0.35;
+          if (dropped[j] > share * 203.0 && dropped[j] - fellows > (1.0 - share) * 203.0 && shaped)
             flagged.push_back(from[j]);
         }
         CHECK(algs[static_cast<std::size_t>(p)]->last_mix().clipped == flagged);

@@ -60,6 +60,12 @@ std::vector<int> drop_nonfinite(std::vector<Term>& terms, int self, std::int64_t
   return dropped;
 }
 
+bool liar_shaped(double distance, double own_norm, const float* message,
+                 std::span<const float> own) {
+  return distance > kFlagNormShare * own_norm ||
+         std::abs(above_share(message, own) - 0.5) > kFlagSignSkew;
+}
+
 double above_share(const float* message, std::span<const float> own) {
   std::int64_t above = 0, below = 0;
   for (std::size_t i = 0; i < own.size(); ++i) {
@@ -149,9 +155,7 @@ Clipping clip_terms(std::vector<Term>& terms, int self, std::span<const float> o
     // below or above this peer's model in nearly every coordinate.
     if (c >= 0.25) continue;
     if (own_norm < 0) own_norm = norm();
-    if (d[j] > kFlagNormShare * own_norm ||
-        std::abs(above_share(terms[j].host, own) - 0.5) > kFlagSignSkew)
-      out.clipped.push_back(terms[j].peer);
+    if (liar_shaped(d[j], own_norm, terms[j].host, own)) out.clipped.push_back(terms[j].peer);
   }
   for (Term& t : terms)
     if (t.peer == self) t.weight += to_self;
@@ -259,6 +263,21 @@ void median_of_three(const float* a, const float* b, const float* c, std::vector
 
 }  // namespace
 
+namespace {
+
+/// sum_i (a_i - b_i)^2 in double (b = nullptr: a's squared norm), on the host: for the few
+/// neighbours a robust average flags.
+double squared_distance(const float* a, const float* b, std::size_t n) {
+  double sum = 0.0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const double v = static_cast<double>(a[i]) - (b ? static_cast<double>(b[i]) : 0.0);
+    sum += v * v;
+  }
+  return sum;
+}
+
+}  // namespace
+
 std::vector<int> robust_average(std::span<const Term> terms, int self, std::span<const float> own,
                                 const AggregateConfig& a, std::vector<float>& out) {
   std::vector<const float*> in{own.data()};
@@ -288,8 +307,12 @@ std::vector<int> robust_average(std::span<const Term> terms, int self, std::span
   // medians on a ring settle where every peer lies between its two neighbours, so both are
   // dropped almost everywhere with nobody lying (measured: every peer of the quickstart named
   // both its neighbours in the last 40 rounds of the cosine schedule), while a liar is dropped
-  // everywhere and its fellow about half the time.
+  // everywhere and its fellow about half the time. A neighbour that passes both is named only
+  // when it is also shaped like a liar (liar_shaped): an honest neighbour across a bridge (the
+  // other clique of two) is dropped almost everywhere too, with nobody lying (measured: the
+  // bridge peers of two cliques named each other from round 19 on).
   const auto n = static_cast<double>(own.size());
+  double own_norm = -1.0;  // computed when first needed
   const double share = (1.0 + 2.0 * static_cast<double>(trim) / static_cast<double>(k)) / 2.0;
   std::vector<int> suspects;
   std::vector<std::int64_t> others;
@@ -305,7 +328,10 @@ std::vector<int> robust_average(std::span<const Term> terms, int self, std::span
       const std::size_t m = others.size();
       fellows = static_cast<double>(others[(m - 1) / 2] + others[m / 2]) / 2.0;
     }
-    if (d - fellows > (1.0 - share) * n) suspects.push_back(peer[j]);
+    if (d - fellows <= (1.0 - share) * n) continue;
+    if (own_norm < 0) own_norm = std::sqrt(squared_distance(own.data(), nullptr, own.size()));
+    const double distance = std::sqrt(squared_distance(in[j], own.data(), own.size()));
+    if (liar_shaped(distance, own_norm, in[j], own)) suspects.push_back(peer[j]);
   }
   return suspects;
 }

@@ -71,6 +71,11 @@ inline constexpr double kFlagSignSkew = 0.35;
 /// often positive as negative; ALIE's (the honest mean less z standard deviations) is
 /// one-signed.
 double above_share(const float* message, std::span<const float> own);
+/// Whether a neighbour's message that an aggregate cut or dropped as an outlier is shaped like a
+/// liar's rather than an honest far neighbour's: farther than kFlagNormShare of the peer's own
+/// norm, or one-signed (above_share farther than kFlagSignSkew from one half).
+bool liar_shaped(double distance, double own_norm, const float* message,
+                 std::span<const float> own);
 class PeerBuffer;
 /// The distances come from `buffer`'s backend (PeerBuffer::distances); the scale of a clipped
 /// message is math::clip_scale.
@@ -83,7 +88,8 @@ Clipping clip_terms(std::vector<Term>& terms, int self, std::span<const float> o
 /// leaves none) and averages the rest; median is the middle value (the mean of the two middle
 /// ones for an even count). Returns the neighbours dropped from more coordinates than an honest
 /// one would be: more than (1 + 2 trim / k) / 2 of them, k the values a coordinate has (an
-/// honest value is an extreme one in about 2 trim / k).
+/// honest value is an extreme one in about 2 trim / k), and by that much more than their fellow
+/// neighbours are, that are also liar_shaped.
 std::vector<int> robust_average(std::span<const Term> terms, int self, std::span<const float> own,
                                 const AggregateConfig& a, std::vector<float>& out);
 
