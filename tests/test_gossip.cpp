@@ -1531,6 +1531,25 @@ TEST_CASE("clipped gossip: a neighbour within tau mixes as mean does, bit for bi
   }
 }
 
+TEST_CASE("clipped gossip: a neighbour farther than the peer's own norm pulls by tau times norm "
+          "over distance", "[gossip][byzantine]") {
+  auto backend = make_cpu_backend(1);
+  const Topology t = generate("ring", 6);  // weights 1/3
+  std::vector<std::vector<float>> x(6, std::vector<float>{1.0f, 1.0f, 1.0f});
+  x[0] = {3.0f, 4.0f, 0.0f};    // norm 5
+  x[1] = {3.0f, 4.0f, 2.0f};    // 2 away: the reference
+  x[5] = {-17.0f, 4.0f, 0.0f};  // 20 away, 4 norms: scale (2 / 20) (5 / 20) = 0.025
+  auto y = x;
+  const auto algs = mix_round(t, aggregate(Aggregate::kClipped), x, *backend);
+  CHECK(algs[0]->last_mix().tau == Approx(2.0));
+  CHECK(x[0][0] == Approx(3.0 - 0.025 * 20.0 / 3).epsilon(1e-6));
+  CHECK(x[0][1] == Approx(4.0).epsilon(1e-6));
+  CHECK(x[0][2] == Approx(2.0 / 3).epsilon(1e-6));
+  // A fixed tau clips to tau alone: (2 / 20) of the way.
+  mix_round(t, aggregate(Aggregate::kClipped, 2.0), y, *backend);
+  CHECK(y[0][0] == Approx(3.0 - 0.1 * 20.0 / 3).epsilon(1e-6));
+}
+
 TEST_CASE("clipped gossip's reference is the lower median of the distances: two far neighbours "
           "(a liar and a bridge) are both clipped to the near ones'", "[gossip][byzantine]") {
   auto backend = make_cpu_backend(1);
