@@ -268,10 +268,6 @@ void median_of_three(const float* a, const float* b, const float* c, std::vector
   for (int j = 0; j < 3; ++j) dropped[static_cast<std::size_t>(j)] += n - kept[j];
 }
 
-}  // namespace
-
-namespace {
-
 /// sum_i (a_i - b_i)^2 in double (b = nullptr: a's squared norm), on the host: for the few
 /// neighbours a robust average flags.
 double squared_distance(const float* a, const float* b, std::size_t n) {
