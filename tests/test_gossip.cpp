@@ -1570,8 +1570,9 @@ TEST_CASE("clipped gossip's reference is the lower median of the distances: two 
     CHECK(x[0][i] == Approx(expect[i]).epsilon(1e-5));
 }
 
-TEST_CASE("clipped gossip flags a neighbour cut to under a quarter when it lies a quarter of "
-          "the norm away, or below the peer in nearly every coordinate", "[gossip][byzantine]") {
+TEST_CASE("clipped gossip clips an outlier shaped like a liar (a quarter of the norm away, or "
+          "below the peer in nearly every coordinate) to the reference and names it, and one "
+          "that is not to the gate", "[gossip][byzantine]") {
   auto backend = make_cpu_backend(1);
   const Topology t = generate("ring", 6);  // peer 0 hears 1 and 5
   // Peer 0 at 100 everywhere (norm 283, a quarter 71); peer 1 the reference, 0.5 away with
@@ -1588,8 +1589,21 @@ TEST_CASE("clipped gossip flags a neighbour cut to under a quarter when it lies 
       x[5][0] = 109.0f;
       x[5][1] = 91.0f;
     }
+    const auto before = x;
     const auto algs = mix_round(t, aggregate(Aggregate::kClipped), x, *backend);
     CHECK(algs[0]->last_mix().tau == Approx(std::sqrt(2.0)));
+    // Clipped to the reference (1.41) when shaped like a liar, to the gate (2.83) when not:
+    // x_0 = x_0 + 1/3 (x_1 - x_0) + 1/3 c (x_5 - x_0).
+    const double c = (shape == kBelow ? 1.0 : 2.0) * std::sqrt(2.0) /
+                     std::sqrt(static_cast<double>(
+                         std::inner_product(before[5].begin(), before[5].end(), before[0].begin(),
+                                            0.0, std::plus<>(), [](float u, float v) {
+                                              return (static_cast<double>(u) - v) * (u - v);
+                                            })));
+    for (std::size_t i = 0; i < 8; ++i)
+      CHECK(x[0][i] == Approx(before[0][i] + (before[1][i] - before[0][i]) / 3.0 +
+                              c * (before[5][i] - before[0][i]) / 3.0)
+                           .epsilon(1e-6));
     return algs[0]->last_mix().clipped;
   };
   CHECK(run(kBelow) == std::vector<int>{5});  // ALIE's shape: below in every coordinate

@@ -145,11 +145,17 @@ Clipping clip_terms(std::vector<Term>& terms, int self, std::span<const float> o
   for (std::size_t j = 0; j < terms.size(); ++j) {
     if (terms[j].peer == self || d[j] <= gate) continue;
     double c = math::clip_scale(out.tau, d[j]);
+    bool shaped = true;  // a fixed tau clips every neighbour beyond it to it
     if (a.tau <= 0) {
+      if (own_norm < 0) own_norm = norm();
+      // An outlier that does not look like a liar (near, and as often above this peer as
+      // below: the far side of a bridge) is clipped to the gate, the most a neighbour within
+      // it pulls; one that does, to the reference.
+      shaped = liar_shaped(d[j], own_norm, terms[j].host, own);
+      if (!shaped) c = math::clip_scale(gate, d[j]);
       // Farther than this peer's own norm is no honest neighbour's message (measured: 0.14 of
       // the norm at most, across a bridge): its pull falls further, as norm / distance, so a
       // liar sending -4x (5 norms away) pulls a fifth of tau, not tau.
-      if (own_norm < 0) own_norm = norm();
       if (own_norm > 0 && d[j] > own_norm) c *= own_norm / d[j];
     }
     to_self += terms[j].weight * (1.0 - c);
@@ -162,7 +168,8 @@ Clipping clip_terms(std::vector<Term>& terms, int self, std::span<const float> o
     // below or above this peer's model in nearly every coordinate.
     if (c >= 0.25) continue;
     if (own_norm < 0) own_norm = norm();
-    if (liar_shaped(d[j], own_norm, terms[j].host, own)) out.clipped.push_back(terms[j].peer);
+    if (a.tau > 0 ? liar_shaped(d[j], own_norm, terms[j].host, own) : shaped)
+      out.clipped.push_back(terms[j].peer);
   }
   for (Term& t : terms)
     if (t.peer == self) t.weight += to_self;
