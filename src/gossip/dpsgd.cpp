@@ -88,7 +88,8 @@ void Dpsgd::mix_phase(std::int64_t round) {
     case Aggregate::kTrimmedMean:
     case Aggregate::kMedian: {  // y, the robust average; then x_i + (y - r_i)
       last_mix_.clipped =
-          mixing::robust_average(terms, self, own, without_cut(config_.aggregate, from), robust_);
+          mixing::robust_average(terms, self, own, without_cut(config_.aggregate, from), robust_,
+                                 buffer_);
       if (whole) return buffer_.mix(std::vector<mixing::Term>{{self, robust_.data(), 1.0}});
       return buffer_.mix(std::vector<mixing::Term>{
           {self, nullptr, 1.0}, {self, robust_.data(), 1.0}, {self, own.data(), -1.0}});

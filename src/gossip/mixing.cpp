@@ -275,21 +275,11 @@ void median_of_three(const float* a, const float* b, const float* c, std::vector
   for (int j = 0; j < 3; ++j) dropped[static_cast<std::size_t>(j)] += n - kept[j];
 }
 
-/// sum_i (a_i - b_i)^2 in double (b = nullptr: a's squared norm), on the host: for the few
-/// neighbours a robust average flags.
-double squared_distance(const float* a, const float* b, std::size_t n) {
-  double sum = 0.0;
-  for (std::size_t i = 0; i < n; ++i) {
-    const double v = static_cast<double>(a[i]) - (b ? static_cast<double>(b[i]) : 0.0);
-    sum += v * v;
-  }
-  return sum;
-}
-
 }  // namespace
 
 std::vector<int> robust_average(std::span<const Term> terms, int self, std::span<const float> own,
-                                const AggregateConfig& a, std::vector<float>& out) {
+                                const AggregateConfig& a, std::vector<float>& out,
+                                PeerBuffer& buffer) {
   std::vector<const float*> in{own.data()};
   std::vector<int> peer{self};
   for (const Term& t : terms)
@@ -339,9 +329,13 @@ std::vector<int> robust_average(std::span<const Term> terms, int self, std::span
       fellows = static_cast<double>(others[(m - 1) / 2] + others[m / 2]) / 2.0;
     }
     if (d - fellows <= (1.0 - share) * n) continue;
-    if (own_norm < 0) own_norm = std::sqrt(squared_distance(own.data(), nullptr, own.size()));
-    const double distance = std::sqrt(squared_distance(in[j], own.data(), own.size()));
-    if (liar_shaped(distance, own_norm, in[j], own)) suspects.push_back(peer[j]);
+    // Its distance and this peer's norm, by the backend as clipped's are (a null message:
+    // the norm).
+    const float* pair[] = {in[j], nullptr};
+    double dn[2] = {0.0, own_norm};
+    buffer.distances(own, std::span<const float* const>(pair, own_norm < 0 ? 2 : 1), dn);
+    own_norm = dn[1];
+    if (liar_shaped(dn[0], own_norm, in[j], own)) suspects.push_back(peer[j]);
   }
   return suspects;
 }

@@ -91,8 +91,10 @@ Clipping clip_terms(std::vector<Term>& terms, int self, std::span<const float> o
 /// one would be: more than (1 + 2 trim / k) / 2 of them, k the values a coordinate has (an
 /// honest value is an extreme one in about 2 trim / k), and by that much more than their fellow
 /// neighbours are, that are also liar_shaped.
+/// `buffer` gives the distance and norm (PeerBuffer::distances) of the few neighbours it flags.
 std::vector<int> robust_average(std::span<const Term> terms, int self, std::span<const float> own,
-                                const AggregateConfig& a, std::vector<float>& out);
+                                const AggregateConfig& a, std::vector<float>& out,
+                                PeerBuffer& buffer);
 
 /// The learner's buffer as the exchange sees it, and mixing into it.
 class PeerBuffer {
