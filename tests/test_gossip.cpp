@@ -1572,7 +1572,7 @@ TEST_CASE("clipped gossip's reference is the lower median of the distances: two 
 
 TEST_CASE("clipped gossip clips an outlier shaped like a liar (a quarter of the norm away, or "
           "below the peer in nearly every coordinate) to the reference and names it, and one "
-          "that is not to the gate", "[gossip][byzantine]") {
+          "that is not further out", "[gossip][byzantine]") {
   auto backend = make_cpu_backend(1);
   const Topology t = generate("ring", 6);  // peer 0 hears 1 and 5
   // Peer 0 at 100 everywhere (norm 283, a quarter 71); peer 1 the reference, 0.5 away with
@@ -1592,9 +1592,11 @@ TEST_CASE("clipped gossip clips an outlier shaped like a liar (a quarter of the 
     const auto before = x;
     const auto algs = mix_round(t, aggregate(Aggregate::kClipped), x, *backend);
     CHECK(algs[0]->last_mix().tau == Approx(std::sqrt(2.0)));
-    // Clipped to the reference (1.41) when shaped like a liar, to the gate (2.83) when not:
+    // Clipped to the reference (1.41) when shaped like a liar, to the gate (2.83) when not
+    // (mixed: straight against peer 1's pull), to twice the gate when it heads elsewhere (mostly
+    // equal: cosine -0.5 with peer 1's pull, 0 with peer 0's parameters):
     // x_0 = x_0 + 1/3 (x_1 - x_0) + 1/3 c (x_5 - x_0).
-    const double c = (shape == kBelow ? 1.0 : 2.0) * std::sqrt(2.0) /
+    const double c = (shape == kBelow ? 1.0 : shape == kMixed ? 2.0 : 4.0) * std::sqrt(2.0) /
                      std::sqrt(static_cast<double>(
                          std::inner_product(before[5].begin(), before[5].end(), before[0].begin(),
                                             0.0, std::plus<>(), [](float u, float v) {
@@ -1611,6 +1613,48 @@ TEST_CASE("clipped gossip clips an outlier shaped like a liar (a quarter of the 
   // Coordinates where the two agree do not count: above in one of the two that differ is even
   // (as a share of all eight, one above would look one-signed).
   CHECK(run(kMostlyEqual).empty());
+}
+
+TEST_CASE("clipped gossip clips an outlier that heads like the far side of a bridge to twice the "
+          "gate, one that pushes against the other neighbours' pull or along the peer's own "
+          "parameters to the gate", "[gossip][byzantine]") {
+  auto backend = make_cpu_backend(1);
+  const Topology t = generate("complete", 6);  // peer 0 hears five, each weight 1/6
+  // Peer 0 at +-100 (alternating: norm 283, a quarter 71). Peers 1-4 a unit step away each, in
+  // coordinates 0-3 with alternating signs: the reference is 1, the gate 2, and their pull
+  // g = (e0 - e1 + e2 - e3) / 6. Peer 5 is the outlier, as often above peer 0 as below and
+  // within a quarter of its norm (not shaped like a liar), heading three ways.
+  enum Heads { kAcross, kAgainst, kAlong };
+  const auto run = [&](Heads heads) {
+    std::vector<std::vector<float>> x(6, std::vector<float>(8));
+    for (auto& v : x)
+      for (int i = 0; i < 8; ++i) v[i] = i % 2 ? -100.0f : 100.0f;
+    for (int k = 1; k <= 4; ++k) x[k][k - 1] += (k % 2 ? 1.0f : -1.0f);
+    for (int i = 0; i < 8; ++i) {
+      if (heads == kAcross && i >= 4) x[5][i] += i < 6 ? 5.0f : -5.0f;  // orthogonal to g, r
+      if (heads == kAgainst && i < 4) x[5][i] -= i % 2 ? -5.0f : 5.0f;  // -5 (6 g): dissensus
+      if (heads == kAlong) x[5][i] *= 1.05f;                             // 1.05 x: scaling
+    }
+    const auto before = x;
+    const auto algs = mix_round(t, aggregate(Aggregate::kClipped), x, *backend);
+    CHECK(algs[0]->last_mix().tau == Approx(1.0));
+    CHECK(algs[0]->last_mix().clipped.empty());  // clipped, not named: none is liar-shaped
+    double d = 0.0;
+    for (int i = 0; i < 8; ++i)
+      d += (static_cast<double>(before[5][i]) - before[0][i]) * (before[5][i] - before[0][i]);
+    d = std::sqrt(d);
+    // Across: to 2 x the gate, 4 of its 10; against (10 away) and along (14.1) to the gate, 2.
+    const double c = (heads == kAcross ? 4.0 : 2.0) / d;
+    for (std::size_t i = 0; i < 8; ++i) {
+      double want = before[0][i] + c * (before[5][i] - before[0][i]) / 6.0;
+      for (int k = 1; k <= 4; ++k) want += (before[k][i] - before[0][i]) / 6.0;
+      CHECK(x[0][i] == Approx(want).epsilon(1e-6));
+    }
+    return d;
+  };
+  CHECK(run(kAcross) == Approx(10.0));
+  CHECK(run(kAgainst) == Approx(10.0));
+  CHECK(run(kAlong) == Approx(5.0 * std::sqrt(8.0)).epsilon(1e-5));
 }
 
 TEST_CASE("trimmed_mean and median are coordinate-wise over the peer and its neighbours",

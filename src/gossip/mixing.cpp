@@ -76,6 +76,40 @@ double above_share(const float* message, std::span<const float> own) {
                             : static_cast<double>(above) / static_cast<double>(above + below);
 }
 
+Heading heading(std::size_t j, std::span<const Term> terms, std::span<const double> distances,
+                double gate, int self, std::span<const float> own) {
+  std::vector<const float*> in;
+  std::vector<double> w;
+  for (std::size_t k = 0; k < terms.size(); ++k)
+    if (k != j && terms[k].peer != self && distances[k] <= gate) {
+      in.push_back(terms[k].host);
+      w.push_back(terms[k].weight);
+    }
+  const float* m = terms[j].host;
+  double vg = 0.0, gg = 0.0, vr = 0.0, vv = 0.0, rr = 0.0;
+  for (std::size_t i = 0; i < own.size(); ++i) {
+    const double r = own[i];
+    const double v = static_cast<double>(m[i]) - r;
+    double g = 0.0;
+    for (std::size_t k = 0; k < in.size(); ++k) g += w[k] * (static_cast<double>(in[k][i]) - r);
+    vg += v * g;
+    gg += g * g;
+    vr += v * r;
+    vv += v * v;
+    rr += r * r;
+  }
+  Heading h;
+  // With no pull to compare with (no inlier, or inliers equal to this peer) the pull is taken
+  // as opposed: such an outlier is clipped to the gate, as before the heading counted.
+  h.pull = gg > 0.0 && vv > 0.0 ? vg / std::sqrt(gg * vv) : -1.0;
+  h.radial = rr > 0.0 && vv > 0.0 ? vr / std::sqrt(rr * vv) : 0.0;
+  return h;
+}
+
+bool bridge_shaped(const Heading& h) {
+  return h.pull >= -kBridgeCos && std::abs(h.radial) <= kBridgeCos;
+}
+
 Clipping clip_terms(std::vector<Term>& terms, int self, std::span<const float> own,
                     const AggregateConfig& a, PeerBuffer& buffer) {
   Clipping out;
@@ -149,10 +183,15 @@ Clipping clip_terms(std::vector<Term>& terms, int self, std::span<const float> o
     if (a.tau <= 0) {
       if (own_norm < 0) own_norm = norm();
       // An outlier that does not look like a liar (near, and as often above this peer as
-      // below: the far side of a bridge) is clipped to the gate, the most a neighbour within
-      // it pulls; one that does, to the reference.
+      // below) is clipped to the gate, the most a neighbour within it pulls; one that does, to
+      // the reference. One that also heads like the far side of a bridge (neither straight
+      // against the pull of the neighbours within the gate, as dissensus does, nor along this
+      // peer's own parameters, as scaling does) to twice the gate: across a bridge between two
+      // groups of unlike data the far side lies tens of references away.
       shaped = liar_shaped(d[j], own_norm, terms[j].host, own);
-      if (!shaped) c = math::clip_scale(gate, d[j]);
+      if (!shaped)
+        c = math::clip_scale(
+            bridge_shaped(heading(j, terms, d, gate, self, own)) ? 2.0 * gate : gate, d[j]);
       // Farther than this peer's own norm is no honest neighbour's message (measured: 0.14 of
       // the norm at most, across a bridge): its pull falls further, as norm / distance, so a
       // liar sending -4x (5 norms away) pulls a fifth of tau, not tau.
