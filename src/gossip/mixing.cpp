@@ -76,12 +76,12 @@ double above_share(const float* message, std::span<const float> own) {
                             : static_cast<double>(above) / static_cast<double>(above + below);
 }
 
-Heading heading(std::size_t j, std::span<const Term> terms, std::span<const double> distances,
-                double gate, int self, std::span<const float> own) {
+Heading heading(std::size_t j, std::span<const Term> terms, std::span<const char> liar, int self,
+                std::span<const float> own) {
   std::vector<const float*> in;
   std::vector<double> w;
   for (std::size_t k = 0; k < terms.size(); ++k)
-    if (k != j && terms[k].peer != self && distances[k] <= gate) {
+    if (k != j && terms[k].peer != self && !liar[k]) {
       in.push_back(terms[k].host);
       w.push_back(terms[k].weight);
     }
@@ -99,7 +99,7 @@ Heading heading(std::size_t j, std::span<const Term> terms, std::span<const doub
     rr += r * r;
   }
   Heading h;
-  // With no pull to compare with (no inlier, or inliers equal to this peer) the pull is taken
+  // With no pull to compare with (no other neighbour, or all equal to this peer) it is taken
   // as opposed: such an outlier is clipped to the gate, as before the heading counted.
   h.pull = gg > 0.0 && vv > 0.0 ? vg / std::sqrt(gg * vv) : -1.0;
   h.radial = rr > 0.0 && vv > 0.0 ? vr / std::sqrt(rr * vv) : 0.0;
@@ -176,22 +176,33 @@ Clipping clip_terms(std::vector<Term>& terms, int self, std::span<const float> o
     out.tau = heard[b == 0 ? 0 : std::max(b, k - (k + 1) / 2)];
     gate = b == 0 ? out.tau : a.ratio * out.tau;
   }
+  // Which outliers are shaped like liars, known before any is clipped (a fixed tau clips every
+  // neighbour beyond it to it), and the weights before clipping, for the headings.
+  std::vector<char> liar(terms.size(), 0);
+  for (std::size_t j = 0; j < terms.size(); ++j) {
+    if (terms[j].peer == self || d[j] <= gate) continue;
+    if (a.tau > 0) {
+      liar[j] = 1;
+      continue;
+    }
+    if (own_norm < 0) own_norm = norm();
+    liar[j] = liar_shaped(d[j], own_norm, terms[j].host, own);
+  }
+  const std::vector<Term> unclipped = terms;
   for (std::size_t j = 0; j < terms.size(); ++j) {
     if (terms[j].peer == self || d[j] <= gate) continue;
     double c = math::clip_scale(out.tau, d[j]);
-    bool shaped = true;  // a fixed tau clips every neighbour beyond it to it
+    const bool shaped = liar[j] != 0;
     if (a.tau <= 0) {
-      if (own_norm < 0) own_norm = norm();
       // An outlier that does not look like a liar (near, and as often above this peer as
       // below) is clipped to the gate, the most a neighbour within it pulls; one that does, to
       // the reference. One that also heads like the far side of a bridge (neither straight
-      // against the pull of the neighbours within the gate, as dissensus does, nor along this
-      // peer's own parameters, as scaling does) to twice the gate: across a bridge between two
-      // groups of unlike data the far side lies tens of references away.
-      shaped = liar_shaped(d[j], own_norm, terms[j].host, own);
+      // against the pull of the other neighbours but the liar-shaped, as dissensus does, nor
+      // along this peer's own parameters, as scaling does) to twice the gate: across a bridge
+      // between two groups of unlike data the far side lies tens of references away.
       if (!shaped)
         c = math::clip_scale(
-            bridge_shaped(heading(j, terms, d, gate, self, own)) ? 2.0 * gate : gate, d[j]);
+            bridge_shaped(heading(j, unclipped, liar, self, own)) ? 2.0 * gate : gate, d[j]);
       // Farther than this peer's own norm is no honest neighbour's message (measured: 0.14 of
       // the norm at most, across a bridge): its pull falls further, as norm / distance, so a
       // liar sending -4x (5 norms away) pulls a fifth of tau, not tau.

@@ -77,9 +77,9 @@ double above_share(const float* message, std::span<const float> own);
 /// norm, or one-signed (above_share farther than kFlagSignSkew from one half).
 bool liar_shaped(double distance, double own_norm, const float* message,
                  std::span<const float> own);
-/// Where neighbour j's difference v = m_j - r points (terms as clip_terms holds them, j a
-/// neighbour's index, `distances` each term's distance from r): `pull` is its cosine with the
-/// pull of the other neighbours within `gate`, g = sum_k W_ik (m_k - r) (-1 when there is none
+/// Where neighbour j's difference v = m_j - r points (terms as clip_terms holds them, with the
+/// weights before clipping; j a neighbour's index): `pull` is its cosine with the pull of the
+/// other neighbours but those marked in `liar`, g = sum_k W_ik (m_k - r) (-1 when there is none
 /// to compare with), `radial` its cosine with r itself. Dissensus sends a victim its own model
 /// pushed straight against g (pull about -1); scaling sends s x, along r (radial about +1 or
 /// -1); the far side of an honest bridge heads elsewhere (measured, two cliques on Dirichlet
@@ -88,8 +88,8 @@ struct Heading {
   double pull = 0.0;
   double radial = 0.0;
 };
-Heading heading(std::size_t j, std::span<const Term> terms, std::span<const double> distances,
-                double gate, int self, std::span<const float> own);
+Heading heading(std::size_t j, std::span<const Term> terms, std::span<const char> liar, int self,
+                std::span<const float> own);
 inline constexpr double kBridgeCos = 0.8;
 /// An outlier that heads like the far side of a bridge: pull >= -kBridgeCos and |radial| <=
 /// kBridgeCos.
