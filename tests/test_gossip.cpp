@@ -1623,8 +1623,9 @@ TEST_CASE("clipped gossip clips an outlier that heads like the far side of a bri
   // Peer 0 at +-100 (alternating: norm 283, a quarter 71). Peers 1-4 a unit step away each, in
   // coordinates 0-3 with alternating signs: the reference is 1, the gate 2, and their pull
   // g = (e0 - e1 + e2 - e3) / 6. Peer 5 is the outlier, as often above peer 0 as below and
-  // within a quarter of its norm (not shaped like a liar), heading three ways.
-  enum Heads { kAcross, kAgainst, kAlong };
+  // within a quarter of its norm (not shaped like a liar), heading three ways; in the fourth
+  // case peer 4 flips its sign (-x_0: two norms away, a liar), and is left out of the pull.
+  enum Heads { kAcross, kAgainst, kAlong, kAgainstBesideLiar };
   const auto run = [&](Heads heads) {
     std::vector<std::vector<float>> x(6, std::vector<float>(8));
     for (auto& v : x)
@@ -1632,29 +1633,41 @@ TEST_CASE("clipped gossip clips an outlier that heads like the far side of a bri
     for (int k = 1; k <= 4; ++k) x[k][k - 1] += (k % 2 ? 1.0f : -1.0f);
     for (int i = 0; i < 8; ++i) {
       if (heads == kAcross && i >= 4) x[5][i] += i < 6 ? 5.0f : -5.0f;  // orthogonal to g, r
-      if (heads == kAgainst && i < 4) x[5][i] -= i % 2 ? -5.0f : 5.0f;  // -5 (6 g): dissensus
-      if (heads == kAlong) x[5][i] *= 1.05f;                             // 1.05 x: scaling
+      if (heads != kAcross && heads != kAlong && i < 4)
+        x[5][i] -= i % 2 ? -5.0f : 5.0f;  // -5 (6 g): dissensus
+      if (heads == kAlong) x[5][i] *= 1.05f;  // 1.05 x: scaling
+      if (heads == kAgainstBesideLiar) x[4][i] = -x[0][i];
     }
     const auto before = x;
     const auto algs = mix_round(t, aggregate(Aggregate::kClipped), x, *backend);
     CHECK(algs[0]->last_mix().tau == Approx(1.0));
-    CHECK(algs[0]->last_mix().clipped.empty());  // clipped, not named: none is liar-shaped
-    double d = 0.0;
-    for (int i = 0; i < 8; ++i)
-      d += (static_cast<double>(before[5][i]) - before[0][i]) * (before[5][i] - before[0][i]);
-    d = std::sqrt(d);
-    // Across: to 2 x the gate, 4 of its 10; against (10 away) and along (14.1) to the gate, 2.
-    const double c = (heads == kAcross ? 4.0 : 2.0) / d;
+    // Clipped, not named: peer 5 is not liar-shaped (peer 4, when it lies, is).
+    CHECK(algs[0]->last_mix().clipped ==
+          (heads == kAgainstBesideLiar ? std::vector<int>{4} : std::vector<int>{}));
+    const auto dist = [&](int k) {
+      double d = 0.0;
+      for (int i = 0; i < 8; ++i)
+        d += (static_cast<double>(before[k][i]) - before[0][i]) * (before[k][i] - before[0][i]);
+      return std::sqrt(d);
+    };
+    // Across: to 2 x the gate, 4; against (with or without the liar beside it) and along to
+    // the gate, 2. The liar: to the reference, and by norm / distance (1/2) more.
+    std::vector<double> c(6, 1.0);
+    c[5] = (heads == kAcross ? 4.0 : 2.0) / dist(5);
+    if (heads == kAgainstBesideLiar) c[4] = (1.0 / dist(4)) * 0.5;
     for (std::size_t i = 0; i < 8; ++i) {
-      double want = before[0][i] + c * (before[5][i] - before[0][i]) / 6.0;
-      for (int k = 1; k <= 4; ++k) want += (before[k][i] - before[0][i]) / 6.0;
+      double want = before[0][i];
+      for (int k = 1; k <= 5; ++k) want += c[k] * (before[k][i] - before[0][i]) / 6.0;
       CHECK(x[0][i] == Approx(want).epsilon(1e-6));
     }
-    return d;
+    return dist(5);
   };
   CHECK(run(kAcross) == Approx(10.0));
   CHECK(run(kAgainst) == Approx(10.0));
   CHECK(run(kAlong) == Approx(5.0 * std::sqrt(8.0)).epsilon(1e-5));
+  // With the liar in the pull its -x_0 would outweigh the rest, and peer 5's cosine with it
+  // would be +0.71: across, not against.
+  CHECK(run(kAgainstBesideLiar) == Approx(10.0));
 }
 
 TEST_CASE("trimmed_mean and median are coordinate-wise over the peer and its neighbours",
