@@ -51,8 +51,9 @@ std::vector<int> drop_nonfinite(std::vector<Term>& terms, int self, std::int64_t
 /// lower median of the distances heard (the ceil(k/2)-th smallest of k) but never beyond the
 /// (b + 1)-th largest (b = a.byzantine; Dpsgd passes it less the neighbours hygiene left out),
 /// and the gate `a.ratio` times it: only an outlier is clipped, to the reference when it is
-/// liar_shaped, to twice the gate when it is bridge_shaped instead, and to the gate when neither (tau 0 when no more than b were heard: then no
-/// neighbour moves this peer; with b = 0 the largest, and nobody is clipped); one farther than
+/// liar_shaped, to twice the gate when it is bridge_shaped instead, and to the gate when
+/// neither (tau 0 when no more than b were heard: then no neighbour moves this peer; with
+/// b = 0 the largest, and nobody is clipped); one farther than
 /// this peer's own norm ||r|| further, c_j times ||r|| / ||m_j - r||. The distances are the
 /// hygiene check too: a neighbour whose distance is not finite (its message holds NaN or Inf,
 /// or lies beyond about 1e19) is removed, its weight to the self term, and counts among the b,
