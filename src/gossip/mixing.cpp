@@ -176,19 +176,19 @@ Clipping clip_terms(std::vector<Term>& terms, int self, std::span<const float> o
     out.tau = heard[b == 0 ? 0 : std::max(b, k - (k + 1) / 2)];
     gate = b == 0 ? out.tau : a.ratio * out.tau;
   }
-  // Which outliers are shaped like liars, known before any is clipped (a fixed tau clips every
-  // neighbour beyond it to it), and the weights before clipping, for the headings.
+  // Under the adaptive tau, which outliers are shaped like liars, known before any is clipped,
+  // and (when one is not) the weights before clipping, for its heading. A fixed tau clips
+  // every neighbour beyond it to it.
   std::vector<char> liar(terms.size(), 0);
-  for (std::size_t j = 0; j < terms.size(); ++j) {
-    if (terms[j].peer == self || d[j] <= gate) continue;
-    if (a.tau > 0) {
-      liar[j] = 1;
-      continue;
+  bool headed = false;
+  if (a.tau <= 0)
+    for (std::size_t j = 0; j < terms.size(); ++j) {
+      if (terms[j].peer == self || d[j] <= gate) continue;
+      if (own_norm < 0) own_norm = norm();
+      liar[j] = liar_shaped(d[j], own_norm, terms[j].host, own);
+      headed = headed || !liar[j];
     }
-    if (own_norm < 0) own_norm = norm();
-    liar[j] = liar_shaped(d[j], own_norm, terms[j].host, own);
-  }
-  const std::vector<Term> unclipped = terms;
+  const std::vector<Term> unclipped = headed ? terms : std::vector<Term>{};
   for (std::size_t j = 0; j < terms.size(); ++j) {
     if (terms[j].peer == self || d[j] <= gate) continue;
     double c = math::clip_scale(out.tau, d[j]);
