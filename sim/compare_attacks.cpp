@@ -120,7 +120,7 @@ void write_table(std::ostream& md, const Pivot& p, const std::vector<CompareGrou
 void set_honest_figures(const RunConfig& config, const SimResult& result, CompareRow& row) {
   std::set<int> attackers;
   for (const Fault& f : config.faults)
-    if (f.action == "attack") attackers.insert(f.peers.begin(), f.peers.end());
+    if (f.action == FaultAction::kAttack) attackers.insert(f.peers.begin(), f.peers.end());
   row.attackers.assign(attackers.begin(), attackers.end());
   const EvalPoint& last = result.evals.back();
   double sum = 0.0, lowest = std::numeric_limits<double>::infinity();

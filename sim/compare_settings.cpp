@@ -40,7 +40,7 @@ std::string aggregate_label(const AggregateConfig& a) {
 /// "sign_flip s=1", "alie z=4"; with the peers ("peers 3+5") and rounds ("rounds 50-99",
 /// "from round 50") when the sweep's attacks differ in them. "none" for a cell without one.
 std::string attack_label(const Fault& f, bool peers, bool rounds) {
-  if (f.action != "attack") return "none";
+  if (f.action != FaultAction::kAttack) return "none";
   const AttackTraits& t = attack_traits(f.attack);
   std::string s = t.name;
   if (*t.parameter) s += cat(" ", t.parameter, "=", f.parameter);
@@ -58,7 +58,7 @@ std::string attack_label(const Fault& f, bool peers, bool rounds) {
 std::string schedule_attacks(const std::vector<Fault>& faults) {
   std::string s;
   for (const Fault& f : faults)
-    if (f.action == "attack") s += (s.empty() ? "" : " + ") + attack_label(f, true, f.round > 1);
+    if (f.action == FaultAction::kAttack) s += (s.empty() ? "" : " + ") + attack_label(f, true, f.round > 1);
   return s.empty() ? "none" : s;
 }
 
@@ -129,7 +129,7 @@ std::vector<Axis> attack_axes(const RunConfig& base) {
   for (const auto& a : c.aggregates) aggregate_labels.push_back(aggregate_label(a));
   std::vector<const Fault*> entries;
   for (const Fault& f : c.attacks)
-    if (f.action == "attack") entries.push_back(&f);
+    if (f.action == FaultAction::kAttack) entries.push_back(&f);
   auto differ = [&](auto field) {
     return std::any_of(entries.begin(), entries.end(),
                        [&](const Fault* f) { return field(*f) != field(*entries.front()); });
@@ -154,7 +154,7 @@ std::vector<Axis> attack_axes(const RunConfig& base) {
                  }};
   Axis attack{[=](const CompareSetting&) { return std::max<std::size_t>(1, c.attacks.size()); },
               [=](std::size_t i, CompareSetting& s) {
-                if (c.attacks.empty() || c.attacks[i].action != "attack") {
+                if (c.attacks.empty() || c.attacks[i].action != FaultAction::kAttack) {
                   s.attack = c.attacks.empty() ? schedule_attacks(s.config.faults) : "none";
                 } else {
                   copy_lines(s.config, cat("compare.attacks[", i, "]"),

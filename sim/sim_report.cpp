@@ -34,7 +34,7 @@ void write_sim_events(const std::string& dir, const SimResult& result) {
     o.add("event", "fault").add("time_s", fault.time_s).add("round", fault.round)
         .add("action", fault.action)
         .add("peers", JsonArray::of(fault.peers));
-    if (fault.action == "pause") o.add("seconds", fault.seconds);
+    if (fault.seconds > 0) o.add("seconds", fault.seconds);  // a pause's length
     f << o.str() << '\n';
   }
   member_until(std::numeric_limits<std::int64_t>::max());

@@ -58,9 +58,7 @@ class Swarm {
       faulted_.push_back(
           std::make_unique<FaultedExchange>(ex, config_.faults, config.train.seed));
       monitored_.push_back(std::make_unique<MonitoredExchange>(
-          faulted_.back()->top(), config.monitor.dead_after_rounds, config.monitor.dead_after_s,
-          [&ex] { return ex.now(); }));
-      monitored_.back()->set_silence(config_.monitor.suspect_after_s);
+          faulted_.back()->top(), config.monitor, [&ex] { return ex.now(); }));
       watches_.push_back(make_watch(p));
     }
     for (int p = 0; p < n(); ++p) {
@@ -69,7 +67,6 @@ class Swarm {
                                            round_timeout(config.monitor)));
       const int tags = algorithms_.back()->relay_steps() + 1;
       monitored_[p]->set_tags_per_round(tags);
-      faulted_[p]->set_tags_per_round(tags);
     }
     alive_.assign(n(), 1);
     if (!topology.epochs().empty()) {  // an elastic run: only the first members are there
@@ -425,13 +422,13 @@ class Swarm {
         catch_up(p, r);
       }
     for (const Fault& f : config_.faults) {
-      if (f.action == "cut" || f.action == "attack" || f.round != r) continue;
+      if (f.action == FaultAction::kCut || f.action == FaultAction::kAttack || f.round != r) continue;
       for (int p : f.peers) {
-        if (f.action == "kill") {
+        if (f.action == FaultAction::kKill) {
           alive_[p] = 0;
           network_.set_down(p, true);
         }
-        if (f.action == "restart" && !alive_[p]) {
+        if (f.action == FaultAction::kRestart && !alive_[p]) {
           alive_[p] = 1;
           network_.set_down(p, false);
           paused_until_[p] = -1.0;
@@ -440,23 +437,24 @@ class Swarm {
           watches_[p] = make_watch(p);
           catch_up(p, r);
         }
-        if (f.action == "pause" && alive_[p]) {
+        if (f.action == FaultAction::kPause && alive_[p]) {
           paused_until_[p] = latest_clock() + f.seconds;
           network_.set_silent_from(p, latest_clock());
         }
       }
-      result.faults.push_back(SimFault{r, f.action, f.peers, f.seconds, latest_clock()});
+      result.faults.push_back(
+            SimFault{r, fault_action_name(f.action), f.peers, f.seconds, latest_clock()});
     }
     // Cuts and attacks act in the peers' FaultedExchange, round by round; here they are only
     // recorded.
     for (const Fault& f : config_.faults) {
-      if (f.action == "cut" && (f.round == r || f.to_round == r)) {
+      if (f.action == FaultAction::kCut && (f.round == r || f.to_round == r)) {
         std::vector<int> ends;
         for (const auto& [a, b] : f.links) ends.insert(ends.end(), {a, b});
         result.faults.push_back(SimFault{r, f.round == r ? "cut" : "uncut", ends, 0.0,
                                          latest_clock()});
       }
-      if (f.action == "attack" && (f.round == r || (f.to_round > 0 && f.to_round == r)))
+      if (f.action == FaultAction::kAttack && (f.round == r || (f.to_round > 0 && f.to_round == r)))
         result.faults.push_back(SimFault{
             r, f.round == r ? cat("attack ", describe_attack(f)) : std::string("attack over"),
             f.peers, 0.0, latest_clock()});
@@ -518,7 +516,7 @@ void check_peers(const RunConfig& config, const Topology& topology) {
   check_faults(config, topology);
   // A simulated elastic run takes a dead member out of the member set (drop_member).
   for (std::size_t i = 0; i < config.faults.size() && !topology.epochs().empty(); ++i)
-    if (config.faults[i].action == "restart")
+    if (config.faults[i].action == FaultAction::kRestart)
       throw InputError(cat(config.where(cat("faults[", i, "].restart")), ": an elastic run takes "
                            "a dead member out of the member set, so it cannot be restarted into "
                            "its place; let it join again with a join entry"));

@@ -41,7 +41,7 @@ SimResult simulate_setting(const CompareSetting& s, const Topology& topology,
   SimHooks hooks;
   // Under attack, honest peers that diverge are the attack's result, not the run's failure.
   for (const Fault& f : s.config.faults)
-    hooks.divergence_is_a_result = hooks.divergence_is_a_result || f.action == "attack";
+    hooks.divergence_is_a_result = hooks.divergence_is_a_result || f.action == FaultAction::kAttack;
   hooks.on_eval = [&](const EvalPoint& e) {
     last = cat("acc ", fixed(e.average_accuracy, 4), "  consensus ", sci(e.consensus_distance));
   };

@@ -812,7 +812,7 @@ TEST_CASE("a fault schedule reads kill, pause, restart and cut, and refuses what
       "faults:\n  - {round: 30, kill: [2, 6]}\n  - {round: 40, pause: [3], seconds: 10}\n",
       "c.yaml");
   REQUIRE(c.faults.size() == 2);
-  CHECK(c.faults[0].action == "kill");
+  CHECK(c.faults[0].action == FaultAction::kKill);
   CHECK(c.faults[0].peers == std::vector<int>{2, 6});
   CHECK(c.faults[1].round == 40);
   CHECK(c.faults[1].seconds == 10.0);
@@ -825,8 +825,8 @@ TEST_CASE("a fault schedule reads kill, pause, restart and cut, and refuses what
       "faults:\n  - {round: 3, restart: [1]}\n  - {from_round: 20, to_round: 50, cut: [[0, 1], [3, 2]]}\n",
       "c.yaml");
   REQUIRE(rc.faults.size() == 2);
-  CHECK(rc.faults[0].action == "restart");
-  CHECK(rc.faults[1].action == "cut");
+  CHECK(rc.faults[0].action == FaultAction::kRestart);
+  CHECK(rc.faults[1].action == FaultAction::kCut);
   CHECK(rc.faults[1].round == 20);
   CHECK(rc.faults[1].to_round == 50);
   CHECK(rc.faults[1].links == std::vector<std::pair<int, int>>{{0, 1}, {3, 2}});
@@ -856,7 +856,7 @@ TEST_CASE("a fault schedule reads attacks, their kinds' parameters and defaults,
       "  - {round: 9, attack: [7], kind: nan}\n",
       "c.yaml");
   REQUIRE(c.faults.size() == 7);
-  CHECK(c.faults[0].action == "attack");
+  CHECK(c.faults[0].action == FaultAction::kAttack);
   CHECK(c.faults[0].peers == std::vector<int>{3});
   CHECK(c.faults[0].attack == AttackKind::kSignFlip);
   CHECK(c.faults[0].parameter == 1.0);  // s defaults to 1
@@ -1091,9 +1091,9 @@ TEST_CASE("compare.aggregates and compare.attacks: read as gossip.aggregate and 
   CHECK((c.compare.aggregates[2].kind == Aggregate::kTrimmedMean &&
          c.compare.aggregates[2].byzantine == 2));
   REQUIRE(c.compare.attacks.size() == 3);
-  CHECK(c.compare.attacks[0].action.empty());  // none: nothing added
+  CHECK(c.compare.attacks[0].action == FaultAction::kNone);  // none: nothing added
   CHECK(c.compare.attacks[0].attack == AttackKind::kNone);
-  CHECK(c.compare.attacks[1].action == "attack");
+  CHECK(c.compare.attacks[1].action == FaultAction::kAttack);
   CHECK(c.compare.attacks[1].attack == AttackKind::kAlie);
   CHECK(c.compare.attacks[1].parameter == 2.5);
   CHECK(c.compare.attacks[2].peers == std::vector<int>{3, 5});

@@ -31,7 +31,7 @@ gossip::Topology ring(int n) {
 }
 
 Fault cut(std::int64_t from, std::int64_t to, std::vector<std::pair<int, int>> links) {
-  return Fault{from, to, "cut", {}, std::move(links), 0.0};
+  return Fault{from, to, gossip::FaultAction::kCut, {}, std::move(links), 0.0};
 }
 
 /// An in-memory transport that records what reaches it: the peers of each call and its tag.
@@ -86,7 +86,7 @@ class FakeExchange final : public gossip::Exchange {
 
 Fault attack(std::int64_t from, std::int64_t to, std::vector<int> peers, gossip::AttackKind kind,
              double parameter) {
-  Fault f{from, to, "attack", std::move(peers), {}, 0.0};
+  Fault f{from, to, gossip::FaultAction::kAttack, std::move(peers), {}, 0.0};
   f.attack = kind;
   f.parameter = parameter;
   return f;
@@ -138,7 +138,7 @@ PeerView view_from(int peer) {
 TEST_CASE("cut_peers: the other ends of a peer's cut links, from_round up to to_round, ascending",
           "[faults]") {
   const std::vector<Fault> faults{cut(2, 5, {{0, 3}, {1, 0}}), cut(4, 6, {{2, 0}, {0, 3}}),
-                                  Fault{3, 0, "kill", {0}, {}, 0.0}};
+                                  Fault{3, 0, gossip::FaultAction::kKill, {0}, {}, 0.0}};
   CHECK(gossip::cut_peers(faults, 0, 1).empty());
   CHECK(gossip::cut_peers(faults, 0, 2) == std::vector<int>{1, 3});
   CHECK(gossip::cut_peers(faults, 0, 4) == std::vector<int>{1, 2, 3});  // each peer once
@@ -147,16 +147,16 @@ TEST_CASE("cut_peers: the other ends of a peer's cut links, from_round up to to_
   CHECK(gossip::cut_peers(faults, 3, 2) == std::vector<int>{0});  // both ends of a link
   CHECK(gossip::cut_peers(faults, 2, 2).empty());
   CHECK(gossip::has_cuts(faults));
-  CHECK(!gossip::has_cuts(std::vector<Fault>{Fault{3, 0, "kill", {0}, {}, 0.0}}));
+  CHECK(!gossip::has_cuts(std::vector<Fault>{Fault{3, 0, gossip::FaultAction::kKill, {0}, {}, 0.0}}));
   CHECK(!gossip::has_cuts({}));
 }
 
 TEST_CASE("check_faults: peers and cut links must be the topology's", "[faults]") {
   const gossip::Topology t = ring(4);
   gossip::RunConfig c;
-  c.faults = {Fault{3, 0, "kill", {3}, {}, 0.0}, cut(2, 5, {{0, 1}, {3, 0}})};
+  c.faults = {Fault{3, 0, gossip::FaultAction::kKill, {3}, {}, 0.0}, cut(2, 5, {{0, 1}, {3, 0}})};
   CHECK_NOTHROW(gossip::check_faults(c, t));
-  c.faults = {Fault{3, 0, "kill", {4}, {}, 0.0}};
+  c.faults = {Fault{3, 0, gossip::FaultAction::kKill, {4}, {}, 0.0}};
   CHECK_THROWS_WITH(gossip::check_faults(c, t),
                     Contains("faults[0].kill") && Contains("peer 4 is not in the topology's 0..3"));
   c.faults = {cut(2, 5, {{0, 1}, {0, 2}})};
@@ -225,9 +225,9 @@ TEST_CASE("MonitoredExchange over CutLinks: the view and the messages skip a cut
           "[faults][membership]") {
   FakeExchange inner(0, 4);
   CutLinks links(inner, std::vector<Fault>{cut(2, 5, {{0, 1}})});
-  gossip::MonitoredExchange ex(links, 2, 0.0);  // dead 2 rounds after the suspicion
+  gossip::MonitoredExchange ex(links, {.round_timeout_floor_s = 0, .suspect_after_s = 0,
+                                        .dead_after_rounds = 2, .dead_after_s = 0.0});  // dead 2 rounds after the suspicion
   ex.set_tags_per_round(3);
-  links.set_tags_per_round(3);
   const int from[] = {1, 3};
   const std::byte packet[1] = {};
   inner.answering = {1, 3};
@@ -350,7 +350,7 @@ TEST_CASE("Attack: only in its rounds; colluders' messages are left out of H; pa
   // Peer 0 sends -mean(H) in rounds 3 and 4; peer 3 colludes, attacking in round 4 only.
   const std::vector<Fault> faults{attack(3, 5, {0}, AttackKind::kIpm, 1.0),
                                   attack(4, 5, {3}, AttackKind::kNan, 0.0),
-                                  Fault{2, 0, "kill", {2}, {}, 0.0}};
+                                  Fault{2, 0, gossip::FaultAction::kKill, {2}, {}, 0.0}};
   gossip::Attack ex(inner, faults, 7);
   const std::vector<int> peers{1, 3};
   const Floats x{1, -2, 0.5};

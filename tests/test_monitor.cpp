@@ -357,7 +357,8 @@ class FakeExchange final : public gossip::Exchange {
 TEST_CASE("MonitoredExchange: suspects silent in-neighbours, stops waiting for them, sends its view",
           "[monitor][membership]") {
   FakeExchange inner(0, 4);
-  gossip::MonitoredExchange ex(inner, 2, 0.0);
+  gossip::MonitoredExchange ex(inner, {.round_timeout_floor_s = 0, .suspect_after_s = 0,
+                                        .dead_after_rounds = 2, .dead_after_s = 0.0});
   const int from[] = {1, 3};
   inner.answering = {1, 3};
   ex.collect(0, from, {});
@@ -394,7 +395,8 @@ TEST_CASE("MonitoredExchange: with several exchanges a round (tags round * T + s
           "and deaths go by the round",
           "[monitor][membership]") {
   FakeExchange inner(0, 4);
-  gossip::MonitoredExchange ex(inner, 2, 0.0);  // dead 2 rounds after the suspicion
+  gossip::MonitoredExchange ex(inner, {.round_timeout_floor_s = 0, .suspect_after_s = 0,
+                                        .dead_after_rounds = 2, .dead_after_s = 0.0});  // dead 2 rounds after the suspicion
   ex.set_tags_per_round(3);
   const int from[] = {1, 3};
   inner.answering = {1, 3};
@@ -480,9 +482,9 @@ TEST_CASE("MonitoredExchange: the round deadline follows the measured round time
           "[monitor][membership]") {
   FakeExchange inner(0, 4);
   double clock = 0.0;
-  gossip::MonitoredExchange ex(inner, 2, 0.5, [&clock] { return clock; });
-  ex.set_silence(1.0);
-  ex.set_adaptive_deadline(0.2);
+  gossip::MonitoredExchange ex(inner, {.round_timeout_floor_s = 0.2, .suspect_after_s = 1.0,
+                                        .dead_after_rounds = 2, .dead_after_s = 0.5},
+                               [&clock] { return clock; });
   const int from[] = {1, 3};
   inner.answering = {1, 3};
   inner.heard = std::vector<int>{1, 3};

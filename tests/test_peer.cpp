@@ -32,6 +32,9 @@
 
 #include "gossip/core.hpp"
 #include "gossip/hash.hpp"
+#include "gossip/timeline.hpp"
+#include "gossip/monitor.hpp"
+#include "gossip/faults.hpp"
 #include "gossip/peer.hpp"
 #include "gossip/net.hpp"
 #include "gossip/wire.hpp"
@@ -307,6 +310,125 @@ struct LauncherEnv {
 };
 
 }  // namespace
+
+namespace {
+/// A transport that records which of Exchange's calls reached it.
+class RecordingTransport final : public gossip::Exchange {
+ public:
+  std::set<std::string> reached;
+  int rank() const override { return 0; }
+  int size() const override { return 3; }
+  void publish(std::int64_t, std::span<const float>, double, std::span<const int>) override {
+    reached.insert("publish");
+  }
+  void publish_packet(std::int64_t, std::span<const std::byte>, std::span<const int>) override {
+    reached.insert("publish_packet");
+  }
+  std::vector<gossip::Inbox> collect(std::int64_t, std::span<const int>,
+                                     const gossip::CollectOptions&) override {
+    reached.insert("collect");
+    return {};
+  }
+  std::vector<int> dead_peers() const override { return {}; }
+  std::uint64_t bytes_sent() const override {
+    note("bytes_sent");
+    return 42;
+  }
+  void send_view(std::int64_t, std::span<const gossip::Member>, std::span<const int>,
+                 std::span<const gossip::Probe>) override {
+    reached.insert("send_view");
+  }
+  std::vector<gossip::PeerView> take_views() override {
+    reached.insert("take_views");
+    return {};
+  }
+  void announce(std::span<const gossip::Announcement>, std::span<const int>) override {
+    reached.insert("announce");
+  }
+  std::vector<gossip::Announcement> take_announcements() override {
+    reached.insert("take_announcements");
+    return {{2, gossip::ChangeKind::kLeave, 5}};
+  }
+  std::vector<int> excused_peers() const override {
+    note("excused_peers");
+    return {};
+  }
+  std::optional<gossip::Inbox> newest(std::span<const int>) override {
+    reached.insert("newest");
+    return std::nullopt;
+  }
+  std::optional<std::vector<int>> heard_within(double) const override {
+    note("heard_within");
+    return std::nullopt;
+  }
+  std::vector<gossip::TransportAlert> take_alerts() override {
+    reached.insert("take_alerts");
+    return {{"identity_conflict", 1, "x"}};
+  }
+  void set_tags_per_round(int tags) override { reached.insert(cat("tags ", tags)); }
+
+ private:
+  void note(const char* name) const { const_cast<RecordingTransport*>(this)->reached.insert(name); }
+  static std::string cat(const char* a, int b) { return a + std::to_string(b); }
+};
+}  // namespace
+
+TEST_CASE("every Exchange call reaches the transport through the peer's whole decorator stack",
+          "[peer]") {
+  using gossip::Fault;
+  using gossip::FaultAction;
+  RecordingTransport transport;
+  // A cut of a link of another peer and an attack by this one: both fault decorators are there.
+  Fault cut;
+  cut.action = FaultAction::kCut;
+  cut.round = 100;
+  cut.to_round = 101;
+  cut.links = {{1, 2}};
+  Fault attack;
+  attack.action = FaultAction::kAttack;
+  attack.round = 100;
+  attack.peers = {0};
+  attack.attack = gossip::AttackKind::kScale;
+  attack.parameter = 2.0;
+  gossip::FaultedExchange faulted(transport, std::vector<Fault>{cut, attack}, 1);
+  REQUIRE(&faulted.top() != static_cast<gossip::Exchange*>(&transport));
+  gossip::MonitorConfig monitor;
+  monitor.suspect_after_s = 1.0;  // the monitor asks the transport what it heard
+  gossip::MonitoredExchange monitored(faulted.top(), monitor);
+  gossip::Timeline timeline(0, [] { return 0.0; });
+  gossip::peer_parts::TracedExchange top(monitored, timeline);
+
+  const float params[4] = {1, 2, 3, 4};
+  const std::byte packet[2] = {};
+  const int to[] = {1, 2};
+  const gossip::Member view[3] = {};
+  const gossip::Announcement known[] = {{1, gossip::ChangeKind::kJoin, 3}};
+  top.set_tags_per_round(2);
+  top.publish(0, params, 1.0, to);
+  top.publish_packet(1, packet, to);
+  (void)top.collect(0, to, {});
+  top.send_view(0, view, to);
+  (void)top.take_views();
+  top.announce(known, to);
+  const auto announcements = top.take_announcements();
+  (void)top.excused_peers();
+  (void)top.newest(to);
+  (void)top.heard_within(1.0);
+  const auto alerts = top.take_alerts();
+  CHECK(top.rank() == 0);
+  CHECK(top.size() == 3);
+  CHECK(top.bytes_sent() == 42);
+  REQUIRE(announcements.size() == 1);
+  CHECK(announcements[0].rank == 2);
+  REQUIRE(alerts.size() == 1);
+  CHECK(alerts[0].kind == "identity_conflict");
+  for (const char* call : {"tags 2", "publish", "publish_packet", "collect", "send_view",
+                           "take_views", "announce", "take_announcements", "excused_peers",
+                           "newest", "heard_within", "take_alerts", "bytes_sent"}) {
+    INFO("the call that did not reach the transport: " << call);
+    CHECK(transport.reached.count(call) == 1);
+  }
+}
 
 TEST_CASE("the handshake carries the gossip settings that apply, 0 and '' where none do",
           "[peer]") {

@@ -792,7 +792,7 @@ TEST_CASE("compare crosses aggregates with attack cells, each cell's entry added
   clipped.kind = Aggregate::kClipped;
   base.compare.aggregates = {AggregateConfig{}, clipped};
   Fault flip;
-  flip.action = "attack";
+  flip.action = gossip::FaultAction::kAttack;
   flip.peers = {3};
   flip.attack = AttackKind::kSignFlip;
   flip.parameter = 1.0;
@@ -801,7 +801,7 @@ TEST_CASE("compare crosses aggregates with attack cells, each cell's entry added
   alie.parameter = 4.0;
   base.compare.attacks = {Fault{}, flip, alie};
   Fault kill;
-  kill.action = "kill";
+  kill.action = gossip::FaultAction::kKill;
   kill.round = 50;
   kill.peers = {7};
   base.faults = {kill};
@@ -816,7 +816,7 @@ TEST_CASE("compare crosses aggregates with attack cells, each cell's entry added
   CHECK(s[2].aggregate == "mean");
   CHECK(s[2].attack == "sign_flip s=1");
   REQUIRE(s[2].config.faults.size() == 2);
-  CHECK(s[2].config.faults[0].action == "kill");
+  CHECK(s[2].config.faults[0].action == gossip::FaultAction::kKill);
   CHECK(s[2].config.faults[1].attack == AttackKind::kSignFlip);
   CHECK(s[11].label == "ring-16 clipped alie z=4 seed=2");
   CHECK(s[11].config.gossip.aggregate.kind == Aggregate::kClipped);
@@ -878,7 +878,7 @@ TEST_CASE("a sweep's honest accuracy leaves out the attackers and the dead, and 
     setting.label = setting.group;
     if (c.attacked) {
       Fault f;
-      f.action = "attack";
+      f.action = gossip::FaultAction::kAttack;
       f.peers = {2};
       f.attack = AttackKind::kSignFlip;
       setting.config.faults = {f};
@@ -1003,7 +1003,7 @@ RunConfig fault_config(int peers, std::vector<Fault> faults) {
 TEST_CASE("simulated faults: a split ring is seen by every survivor, and healed by a restart",
           "[sim][faults]") {
   RunConfig config = fault_config(
-      8, {Fault{10, 0, "kill", {2, 6}, {}, 0.0}, Fault{30, 0, "restart", {2}, {}, 0.0}});
+      8, {Fault{10, 0, gossip::FaultAction::kKill, {2, 6}, {}, 0.0}, Fault{30, 0, gossip::FaultAction::kRestart, {2}, {}, 0.0}});
   const DataSets data = load_datasets(config);
   const Topology t = generate("ring", 8);
   config.sim.workers = 1;
@@ -1051,7 +1051,7 @@ TEST_CASE("simulated faults: a cut link that leaves a path is probed around, and
   // indirect probe (0 -> 3 -> 2, who hears 1; the ack back 2 -> 3 -> 0) says 1 is alive, so no
   // peer is declared dead and the live graph is never called split. (Without the probes, 0
   // would bury 1 after dead_after_rounds, as the partitioned ring of the next test does.)
-  RunConfig config = fault_config(4, {Fault{10, 40, "cut", {}, {{0, 1}}, 0.0}});
+  RunConfig config = fault_config(4, {Fault{10, 40, gossip::FaultAction::kCut, {}, {{0, 1}}, 0.0}});
   config.monitor.dead_after_rounds = 12;
   const DataSets data = load_datasets(config);
   const SimResult r = simulate(config, generate("ring", 4), data);
@@ -1068,14 +1068,14 @@ TEST_CASE("simulated faults: a cut link that leaves a path is probed around, and
 
   // On a ring of 8 the way around (6 hops) is longer than a probe travels: nobody vouches, and
   // each side of the cut link buries the other, as before there were probes.
-  RunConfig far = fault_config(8, {Fault{10, 40, "cut", {}, {{0, 1}}, 0.0}});
+  RunConfig far = fault_config(8, {Fault{10, 40, gossip::FaultAction::kCut, {}, {{0, 1}}, 0.0}});
   far.monitor.dead_after_rounds = 12;
   const SimResult f = simulate(far, generate("ring", 8), data);
   REQUIRE(!events_of(f, 0, "dead").empty());
   CHECK(events_of(f, 0, "dead").front()->subject == 1);
 
   // A kill on the same ring is heard by nobody: its neighbours bury it all the same.
-  RunConfig kill = fault_config(4, {Fault{10, 0, "kill", {1}, {}, 0.0}});
+  RunConfig kill = fault_config(4, {Fault{10, 0, gossip::FaultAction::kKill, {1}, {}, 0.0}});
   kill.monitor.dead_after_rounds = 12;
   const SimResult k = simulate(kill, generate("ring", 4), data);
   for (int p : {0, 2}) {
@@ -1090,7 +1090,7 @@ TEST_CASE("simulated faults: a cut link that leaves a path is probed around, and
 TEST_CASE("simulated faults: a cut link is down both ways until to_round, then both sides rejoin",
           "[sim][faults]") {
   // Ring 0-1-2-3-0 without 0-1 and 2-3: {1, 2} and {3, 0} cannot hear each other.
-  RunConfig config = fault_config(4, {Fault{10, 30, "cut", {}, {{0, 1}, {2, 3}}, 0.0}});
+  RunConfig config = fault_config(4, {Fault{10, 30, gossip::FaultAction::kCut, {}, {{0, 1}, {2, 3}}, 0.0}});
   const DataSets data = load_datasets(config);
   const SimResult r = simulate(config, generate("ring", 4), data);
   // Each side buries the other (the dead of a view: the peers it cannot hear from)...
@@ -1131,7 +1131,7 @@ TEST_CASE("simulated attacks: a sign-flipping peer drags its honest neighbours a
       if (p != 3) lowest = std::min(lowest, r.evals.back().peers[p].test_accuracy);
     return lowest;
   };
-  Fault flip{2, 0, "attack", {3}, {}, 0.0};
+  Fault flip{2, 0, gossip::FaultAction::kAttack, {3}, {}, 0.0};
   flip.attack = AttackKind::kSignFlip;
   flip.parameter = 1.0;
   config.faults = {flip};
@@ -1152,7 +1152,7 @@ TEST_CASE("simulated attacks: a sign-flipping peer drags its honest neighbours a
   CHECK(simulate(config, t, data).params_sha256 == clean.params_sha256);
   // Dissensus: each victim v gets its own message, h_v + 4 (h_v - mean(H)) (two publishes of one
   // round in the simulated network), which pushes the two neighbours of 3 apart.
-  Fault dis{2, 0, "attack", {3}, {}, 0.0};
+  Fault dis{2, 0, gossip::FaultAction::kAttack, {3}, {}, 0.0};
   dis.attack = AttackKind::kDissensus;
   dis.parameter = 4.0;
   config.faults = {dis};
@@ -1204,7 +1204,7 @@ std::pair<SimResult, SimResult> clipped_ring_runs(const std::string& on_byzantin
   const DataSets data = load_datasets(config);
   const Topology t = generate("ring", 8);
   SimResult clean = simulate(config, t, data);
-  Fault flip{2, 0, "attack", {3}, {}, 0.0};
+  Fault flip{2, 0, gossip::FaultAction::kAttack, {3}, {}, 0.0};
   flip.attack = AttackKind::kSignFlip;
   flip.parameter = 1.0;
   config.faults = {flip};
@@ -1285,7 +1285,7 @@ TEST_CASE("a peer that sends NaN is left out by its neighbours every round, coun
   RunConfig config = fault_config(8, {});
   const DataSets data = load_datasets(config);
   const Topology t = generate("ring", 8);
-  Fault nan{2, 0, "attack", {3}, {}, 0.0};
+  Fault nan{2, 0, gossip::FaultAction::kAttack, {3}, {}, 0.0};
   nan.attack = AttackKind::kNan;
   config.faults = {nan};
   const SimResult r = simulate(config, t, data);
@@ -1312,8 +1312,8 @@ TEST_CASE("an elastic run in the simulator: peers join and leave at the rounds t
           "[sim][faults][elastic]") {
   // Ring of 4 that may grow to 8 ranks; 1024 samples over 8 shards of 128, batch 8: 16 steps an
   // epoch, 4 epochs = 64 rounds. Ranks 4 and 5 join at round 10; rank 1 leaves at round 30.
-  RunConfig config = fault_config(8, {Fault{10, 0, "join", {4, 5}, {}, 0.0},
-                                      Fault{30, 0, "leave", {1}, {}, 0.0}});
+  RunConfig config = fault_config(8, {Fault{10, 0, gossip::FaultAction::kJoin, {4, 5}, {}, 0.0},
+                                      Fault{30, 0, gossip::FaultAction::kLeave, {1}, {}, 0.0}});
   config.train.epochs = 4;
   const DataSets data = load_datasets(config);
   const Topology t = load_topology_from_string(
@@ -1371,22 +1371,22 @@ TEST_CASE("joins and leaves are refused where they cannot happen, naming why",
     }
     return std::string("accepted");
   };
-  CHECK_THAT(refused(generate("ring", 4), {Fault{5, 0, "join", {4}, {}, 0.0}}),
+  CHECK_THAT(refused(generate("ring", 4), {Fault{5, 0, gossip::FaultAction::kJoin, {4}, {}, 0.0}}),
              Catch::Contains("faults[0].join: peers join and leave only an elastic topology"));
-  CHECK_THAT(refused(elastic, {Fault{5, 0, "leave", {0, 1, 2, 3}, {}, 0.0}}),
+  CHECK_THAT(refused(elastic, {Fault{5, 0, gossip::FaultAction::kLeave, {0, 1, 2, 3}, {}, 0.0}}),
              Catch::Contains("round 5: the last member cannot leave"));
-  CHECK_THAT(refused(elastic, {Fault{5, 0, "join", {2}, {}, 0.0}}),
+  CHECK_THAT(refused(elastic, {Fault{5, 0, gossip::FaultAction::kJoin, {2}, {}, 0.0}}),
              Catch::Contains("rank 2 cannot join: it is a member then"));
-  CHECK_THAT(refused(elastic, {Fault{5, 0, "join", {6}, {}, 0.0}}),
+  CHECK_THAT(refused(elastic, {Fault{5, 0, gossip::FaultAction::kJoin, {6}, {}, 0.0}}),
              Catch::Contains("rank 6 cannot join: the topology's elastic ranks are 0..5"));
-  CHECK_THAT(refused(elastic, {Fault{5, 0, "leave", {5}, {}, 0.0}}),
+  CHECK_THAT(refused(elastic, {Fault{5, 0, gossip::FaultAction::kLeave, {5}, {}, 0.0}}),
              Catch::Contains("rank 5 cannot leave: it is not a member then"));
-  CHECK_THAT(refused(elastic, {Fault{5, 0, "join", {4}, {}, 0.0}}, AlgorithmKind::kPushSum),
+  CHECK_THAT(refused(elastic, {Fault{5, 0, gossip::FaultAction::kJoin, {4}, {}, 0.0}}, AlgorithmKind::kPushSum),
              Catch::Contains("runs of dpsgd or local_sgd") && Catch::Contains("not push_sum"));
   // A dead member leaves the member set: it comes back by joining, not by a restart.
   {
-    RunConfig c = fault_config(8, {Fault{5, 0, "kill", {1}, {}, 0.0},
-                                   Fault{9, 0, "restart", {1}, {}, 0.0}});
+    RunConfig c = fault_config(8, {Fault{5, 0, gossip::FaultAction::kKill, {1}, {}, 0.0},
+                                   Fault{9, 0, gossip::FaultAction::kRestart, {1}, {}, 0.0}});
     const DataSets data = load_datasets(c);
     CHECK_THROWS_WITH(simulate(c, elastic, data),
                       Catch::Contains("faults[1].restart: an elastic run takes a dead member out"));
@@ -1394,7 +1394,7 @@ TEST_CASE("joins and leaves are refused where they cannot happen, naming why",
   // A join then a leave of the joiner is fine. Without changes, room to grow (max_peers 6 > 4)
   // still makes a member timeline: the 4 over 6 ranks, so identities may join at run time; with
   // push-sum, or without room, the topology is as loaded.
-  CHECK(refused(elastic, {Fault{5, 0, "join", {4}, {}, 0.0}, Fault{20, 0, "leave", {4}, {}, 0.0}})
+  CHECK(refused(elastic, {Fault{5, 0, gossip::FaultAction::kJoin, {4}, {}, 0.0}, Fault{20, 0, gossip::FaultAction::kLeave, {4}, {}, 0.0}})
         == "accepted");
   RunConfig none = fault_config(8, {});
   const Topology room = run_topology(none, elastic);
@@ -1414,7 +1414,7 @@ TEST_CASE("an elastic run takes a dead member out of the member set once its dea
           "and derives the graph again without it", "[sim][faults][elastic]") {
   // Ring of 5 (no room to grow): rank 2 is killed at round 10. Its neighbours bury it a round
   // or two later; the ring of 5 has diameter 2, so it leaves the member set 4 rounds after.
-  RunConfig config = fault_config(8, {Fault{10, 0, "kill", {2}, {}, 0.0}});
+  RunConfig config = fault_config(8, {Fault{10, 0, gossip::FaultAction::kKill, {2}, {}, 0.0}});
   config.train.epochs = 4;
   const DataSets data = load_datasets(config);
   const Topology t = load_topology_from_string("generator: ring\nn: 5\nelastic: true\n", "r.yaml");
@@ -1456,7 +1456,7 @@ TEST_CASE("compare sweeps membership schedules: each cell's joins and leaves go 
   CHECK(settings[0].config.faults.empty());
   CHECK(settings[1].label == "ring grow");
   REQUIRE(settings[1].config.faults.size() == 1);
-  CHECK(settings[1].config.faults[0].action == "join");
+  CHECK(settings[1].config.faults[0].action == gossip::FaultAction::kJoin);
   REQUIRE(run_sweep(base, dir + "/out", false) == kExitOk);
   std::ifstream in(dir + "/out/report.md");
   const std::string report((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

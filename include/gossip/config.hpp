@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -426,6 +427,48 @@ const AttackTraits& attack_traits(AttackKind kind);
 /// "sign_flip, scale, noise, ..." for messages.
 std::string attack_choices();
 
+/// A fault schedule entry's action (faults[]: the key that names its peers or links), one row
+/// each:
+///   X(enum id, name, acts on links (else peers), spans rounds (takes to_round),
+///     changes membership (an elastic topology's: announced at its round), process signal
+///     (gossip run sends it to the peers' processes, gossip sim stops its virtual peers),
+///     one line for docs)
+#define GOSSIP_FAULT_ACTIONS(X)                                                                  \
+  X(kKill, "kill", false, false, false, true, "SIGKILL the peers at the round")                 \
+  X(kRestart, "restart", false, false, false, true,                                              \
+    "start killed peers again from their newest checkpoint")                                     \
+  X(kPause, "pause", false, false, false, true,                                                  \
+    "SIGSTOP the peers for `seconds`, then SIGCONT")                                             \
+  X(kCut, "cut", true, true, false, false,                                                       \
+    "no message crosses the links, both ways, from round to to_round")                          \
+  X(kAttack, "attack", false, true, false, false,                                                \
+    "the peers send what `kind` makes of their parameters, from round to to_round")             \
+  X(kJoin, "join", false, false, true, false, "the peers join the elastic run, announced at round") \
+  X(kLeave, "leave", false, false, true, false, "the peers leave the elastic run, announced at round")
+
+enum class FaultAction {
+  kNone,  // no action: compare.attacks' `none` cell, or an entry not read yet
+#define GOSSIP_FAULT_ACTION_ENUM(id, ...) id,
+  GOSSIP_FAULT_ACTIONS(GOSSIP_FAULT_ACTION_ENUM)
+#undef GOSSIP_FAULT_ACTION_ENUM
+};
+
+struct FaultActionTraits {
+  FaultAction action;
+  const char* name;
+  bool links;       // acts on links (Fault::links), not peers (Fault::peers)
+  bool spans;       // lasts from round to to_round
+  bool membership;  // an elastic run's join or leave, not a fault
+  bool signal;      // a signal to a process (a stop of a virtual peer), carried out by the launcher
+  const char* summary;
+};
+/// Every action, in the order messages and docs list them (kNone has no row).
+std::span<const FaultActionTraits> fault_action_table();
+/// The row of `action` (kNone: throws).
+const FaultActionTraits& traits(FaultAction action);
+/// "kill", "cut", ...: the action's name in configs and records ("none" for kNone).
+const char* fault_action_name(FaultAction action);
+
 /// One entry of the fault schedule (`faults:`): at `round`, kill (SIGKILL), restart, or pause
 /// (SIGSTOP for `seconds`, then SIGCONT) the listed peers; or from `round` until `to_round`, cut
 /// the listed links (both ways); or from `round` until `to_round` (0: the end of the run), let
@@ -436,8 +479,7 @@ struct Fault {
   std::int64_t round = 1;     // from_round, for a cut or an attack
   std::int64_t to_round = 0;  // cut, attack: the first round the links are back, or the attack
                               // over (attack: 0 = never)
-  std::string action;         // "kill" | "restart" | "pause" | "cut" | "attack" | "join" |
-                              // "leave" (an elastic topology's membership: announced at round)
+  FaultAction action = FaultAction::kNone;
   std::vector<int> peers;     // kill, restart, pause, attack, join, leave
   std::vector<std::pair<int, int>> links;  // cut
   double seconds = 0.0;       // pause only
@@ -447,6 +489,10 @@ struct Fault {
 
 /// An attack entry's kind and parameter for logs: "sign_flip (s = 1)", "nan".
 std::string describe_attack(const Fault& fault);
+/// Whether `fault` is an elastic run's join or leave (its action's membership trait).
+inline bool is_membership(const Fault& fault) {
+  return fault.action != FaultAction::kNone && traits(fault.action).membership;
+}
 
 struct RunConfig {
   std::string path;  // the file it was loaded from ("" when built in code)

@@ -191,6 +191,57 @@ class Exchange {
   }
   /// The alerts since the last call.
   virtual std::vector<TransportAlert> take_alerts() { return {}; }
+  /// The algorithm above exchanges `tags` times a round (relay phases: all-reduce's hops,
+  /// choco's gossip steps), tagging them round * tags + step: the layers that go by rounds (the
+  /// monitor, the fault schedule's) divide a tag by it. Told once, at the top of the stack,
+  /// before the first exchange; a transport ignores it (the default).
+  virtual void set_tags_per_round(int tags) { (void)tags; }
+};
+
+/// The base of every Exchange decorator (the monitor, the fault schedule's cuts and attacks, the
+/// peer's timeline): every virtual forwards to `inner` unchanged, so a decorator overrides only
+/// what it changes and a virtual added to Exchange reaches the transport through every layer of
+/// a stack (tests/test_core.cpp walks one). A decorator takes its settings at construction.
+/// `inner` must outlive the decorator; calls come from one thread, as for every Exchange.
+class ForwardingExchange : public Exchange {
+ public:
+  explicit ForwardingExchange(Exchange& inner) : inner_(&inner) {}
+
+  int rank() const override { return inner_->rank(); }
+  int size() const override { return inner_->size(); }
+  void publish(std::int64_t round, std::span<const float> params, double weight,
+               std::span<const int> to) override {
+    inner_->publish(round, params, weight, to);
+  }
+  void publish_packet(std::int64_t round, std::span<const std::byte> packet,
+                      std::span<const int> to) override {
+    inner_->publish_packet(round, packet, to);
+  }
+  std::vector<Inbox> collect(std::int64_t round, std::span<const int> from,
+                             const CollectOptions& options) override {
+    return inner_->collect(round, from, options);
+  }
+  std::vector<int> dead_peers() const override { return inner_->dead_peers(); }
+  std::uint64_t bytes_sent() const override { return inner_->bytes_sent(); }
+  void send_view(std::int64_t round, std::span<const Member> view, std::span<const int> to,
+                 std::span<const Probe> probes = {}) override {
+    inner_->send_view(round, view, to, probes);
+  }
+  std::vector<PeerView> take_views() override { return inner_->take_views(); }
+  void announce(std::span<const Announcement> known, std::span<const int> to) override {
+    inner_->announce(known, to);
+  }
+  std::vector<Announcement> take_announcements() override { return inner_->take_announcements(); }
+  std::vector<int> excused_peers() const override { return inner_->excused_peers(); }
+  std::optional<Inbox> newest(std::span<const int> from) override { return inner_->newest(from); }
+  std::optional<std::vector<int>> heard_within(double seconds) const override {
+    return inner_->heard_within(seconds);
+  }
+  std::vector<TransportAlert> take_alerts() override { return inner_->take_alerts(); }
+  void set_tags_per_round(int tags) override { inner_->set_tags_per_round(tags); }
+
+ protected:
+  Exchange* inner_;  // the layer below (never null)
 };
 
 }  // namespace gossip

@@ -71,32 +71,29 @@ std::vector<MembershipChange> scheduled_changes(std::span<const Fault> faults);
 /// (an algorithm with relay phases tags them round * tags + step; see set_tags_per_round), so
 /// take_views() and heard_within() go by the round of the exchange that came before them.
 /// Calls come from one thread, as for every Exchange; `inner` must outlive this object.
-class CutLinks final : public Exchange {
+class CutLinks final : public ForwardingExchange {
  public:
   CutLinks(Exchange& inner, std::span<const Fault> faults);
 
-  /// Exchanges a round (relay steps + 1), as MonitoredExchange::set_tags_per_round.
-  void set_tags_per_round(int tags) { tags_per_round_ = tags < 1 ? 1 : tags; }
+  void set_tags_per_round(int tags) override {
+    tags_per_round_ = tags < 1 ? 1 : tags;
+    inner_->set_tags_per_round(tags);
+  }
   /// The peers cut off from this one in the round of the last call, ascending.
   const std::vector<int>& cut() const { return cut_; }
 
-  int rank() const override { return inner_->rank(); }
-  int size() const override { return inner_->size(); }
   void publish(std::int64_t round, std::span<const float> params, double weight,
                std::span<const int> to) override;
   void publish_packet(std::int64_t round, std::span<const std::byte> packet,
                       std::span<const int> to) override;
   std::vector<Inbox> collect(std::int64_t round, std::span<const int> from,
                              const CollectOptions& options) override;
-  std::vector<int> dead_peers() const override { return inner_->dead_peers(); }
-  std::uint64_t bytes_sent() const override { return inner_->bytes_sent(); }
   void send_view(std::int64_t round, std::span<const Member> view, std::span<const int> to,
                  std::span<const Probe> probes = {}) override;
   std::vector<PeerView> take_views() override;
   std::vector<int> excused_peers() const override;
   std::optional<Inbox> newest(std::span<const int> from) override;
   std::optional<std::vector<int>> heard_within(double seconds) const override;
-  std::vector<TransportAlert> take_alerts() override { return inner_->take_alerts(); }
 
  private:
   /// Moves to the round of `tag`: cut_ becomes the peers cut off in it.
@@ -105,7 +102,6 @@ class CutLinks final : public Exchange {
   std::vector<int> linked(std::span<const int> peers) const;
   bool is_cut(int peer) const;
 
-  Exchange* inner_;
   std::vector<Fault> cuts_;  // the schedule's cut entries
   int tags_per_round_ = 1;
   std::int64_t round_ = -1;  // the round cut_ is for (-1: none yet)
@@ -129,36 +125,19 @@ class CutLinks final : public Exchange {
 /// peer mixes what it receives as an honest peer does. Sums run in double in ascending sender
 /// order, so the simulator and a real peer send the same bits. Calls come from one thread;
 /// `inner` must outlive this object.
-class Attack final : public Exchange {
+class Attack final : public ForwardingExchange {
  public:
   Attack(Exchange& inner, std::span<const Fault> faults, std::uint64_t seed);
 
-  /// Exchanges a round (relay steps + 1), as MonitoredExchange::set_tags_per_round.
-  void set_tags_per_round(int tags) { tags_per_round_ = tags < 1 ? 1 : tags; }
+  void set_tags_per_round(int tags) override {
+    tags_per_round_ = tags < 1 ? 1 : tags;
+    inner_->set_tags_per_round(tags);
+  }
 
-  int rank() const override { return inner_->rank(); }
-  int size() const override { return inner_->size(); }
   void publish(std::int64_t round, std::span<const float> params, double weight,
                std::span<const int> to) override;
-  void publish_packet(std::int64_t round, std::span<const std::byte> packet,
-                      std::span<const int> to) override {
-    inner_->publish_packet(round, packet, to);
-  }
   std::vector<Inbox> collect(std::int64_t round, std::span<const int> from,
                              const CollectOptions& options) override;
-  std::vector<int> dead_peers() const override { return inner_->dead_peers(); }
-  std::uint64_t bytes_sent() const override { return inner_->bytes_sent(); }
-  void send_view(std::int64_t round, std::span<const Member> view, std::span<const int> to,
-                 std::span<const Probe> probes = {}) override {
-    inner_->send_view(round, view, to, probes);
-  }
-  std::vector<PeerView> take_views() override { return inner_->take_views(); }
-  std::vector<int> excused_peers() const override { return inner_->excused_peers(); }
-  std::optional<Inbox> newest(std::span<const int> from) override { return inner_->newest(from); }
-  std::optional<std::vector<int>> heard_within(double seconds) const override {
-    return inner_->heard_within(seconds);
-  }
-  std::vector<TransportAlert> take_alerts() override { return inner_->take_alerts(); }
 
  private:
   struct Heard {
@@ -169,7 +148,6 @@ class Attack final : public Exchange {
   void rewrite(const Fault& fault, std::int64_t round, std::span<const float> x,
                std::span<const int> to);
 
-  Exchange* inner_;
   std::vector<Fault> attacks_;  // the schedule's attack entries
   std::uint64_t seed_;
   int tags_per_round_ = 1;
@@ -185,8 +163,6 @@ class FaultedExchange {
  public:
   FaultedExchange(Exchange& transport, std::span<const Fault> faults, std::uint64_t seed);
   Exchange& top() { return *top_; }
-  /// Exchanges a round (relay steps + 1), for the decorators that go by rounds.
-  void set_tags_per_round(int tags);
 
  private:
   std::unique_ptr<CutLinks> cuts_;

@@ -254,15 +254,18 @@ class Prober {
 /// dead_peers() is the view's dead peers (of the whole run, not only neighbours). It knows
 /// nothing of the fault schedule: a run that cuts links puts a CutLinks (gossip/faults.hpp)
 /// between it and the transport, and a cut link is then silent here like a broken one.
-class MonitoredExchange final : public Exchange {
+class MonitoredExchange final : public ForwardingExchange {
  public:
-  /// `inner` must outlive this object. `clock` gives this peer's time in seconds (the simulated
-  /// clock in the simulator; by default the time since construction).
-  MonitoredExchange(Exchange& inner, std::int64_t dead_after_rounds, double dead_after_s,
+  /// `inner` must outlive this object. From `config` (the monitor: section) it takes the
+  /// membership timing (dead_after_rounds, dead_after_s), the silence that suspects a neighbour
+  /// (suspect_after_s: a neighbour the transport has not heard for this long, or whose link is
+  /// down, is suspected and not waited for; transports without heartbeats, as the simulator's,
+  /// go by rounds with nothing from it alone) and the adaptive deadline's floor
+  /// (round_timeout_floor_s; see round_deadline). `clock` gives this peer's time in seconds (the
+  /// simulated clock in the simulator; by default the time since construction).
+  MonitoredExchange(Exchange& inner, const MonitorConfig& config,
                     std::function<double()> clock = {});
 
-  int rank() const override { return inner_->rank(); }
-  int size() const override { return inner_->size(); }
   void publish(std::int64_t round, std::span<const float> params, double weight,
                std::span<const int> to) override;
   void publish_packet(std::int64_t round, std::span<const std::byte> packet,
@@ -270,8 +273,6 @@ class MonitoredExchange final : public Exchange {
   std::vector<Inbox> collect(std::int64_t round, std::span<const int> from,
                              const CollectOptions& options) override;
   std::vector<int> dead_peers() const override { return membership_.dead(); }
-  std::uint64_t bytes_sent() const override { return inner_->bytes_sent(); }
-  std::vector<int> excused_peers() const override { return inner_->excused_peers(); }
   std::optional<Inbox> newest(std::span<const int> from) override;
 
   /// Stops mixing with `peer` for good (gossip.on_byzantine: cut): its messages are still
@@ -288,26 +289,20 @@ class MonitoredExchange final : public Exchange {
 
   /// Merges the views waiting (e.g. before a peer that fell behind catches up), as collect does.
   void merge_views(std::int64_t round);
-  /// An algorithm that exchanges `tags` times a round (relay phases: all-reduce's hops, choco's
-  /// gossip steps) tags them round * tags + step; the view and the suspicions go by the round,
-  /// tag / tags. 1 (the default): the tag is the round.
-  void set_tags_per_round(int tags) { tags_per_round_ = std::max(1, tags); }
+  /// The view and the suspicions go by the round, tag / tags (Exchange::set_tags_per_round);
+  /// 1 (the default): the tag is the round.
+  void set_tags_per_round(int tags) override {
+    tags_per_round_ = std::max(1, tags);
+    inner_->set_tags_per_round(tags);
+  }
   /// A restarted peer: a fresh view (incarnation 0, everyone alive), as a new process has.
   void restart();
-  /// monitor.suspect_after_s: a neighbour the transport has not heard for this long (or whose
-  /// link is down) is suspected and not waited for. 0 (the default): only a round with nothing
-  /// from it counts, as in the simulator, whose transport has no heartbeats.
-  void set_silence(double suspect_after_s) {
-    silence_s_ = suspect_after_s;
-    heartbeats_.reset();
-  }
   /// Round deadlines that follow the measured round time (real peers, whose transport hears
   /// heartbeats): after kDeadlineWarmup rounds, a neighbour that heartbeats but has not sent
   /// its round is waited for kDeadlineFactor times the 95th percentile of the last
-  /// kDeadlineWindow rounds' durations, at least `floor_s`, at most the caller's deadline
-  /// (monitor.round_timeout_s), then left out (suspected, not dead) while the others go on.
-  /// 0 (the default): the caller's deadline, as in the simulator.
-  void set_adaptive_deadline(double floor_s) { deadline_floor_s_ = floor_s; }
+  /// kDeadlineWindow rounds' durations, at least monitor.round_timeout_floor_s, at most the
+  /// caller's deadline (monitor.round_timeout_s), then left out (suspected, not dead) while the
+  /// others go on. A floor of 0: the caller's deadline, as in the simulator.
   /// The deadline the last collect() used.
   std::chrono::milliseconds last_deadline() const { return last_deadline_; }
 
@@ -315,16 +310,10 @@ class MonitoredExchange final : public Exchange {
   static constexpr std::size_t kDeadlineWindow = 64;
   static constexpr std::size_t kDeadlineWarmup = 16;
   static constexpr std::int64_t kOwnStallSlackMs = 1000;
-  /// What the transport saw that the record should say (identity conflicts), since last call.
-  std::vector<TransportAlert> take_alerts() override { return inner_->take_alerts(); }
-  std::optional<std::vector<int>> heard_within(double seconds) const override {
-    return inner_->heard_within(seconds);
-  }
   Membership& membership() { return membership_; }
   const Membership& membership() const { return membership_; }
 
  private:
-  Exchange* inner_;
   Membership membership_;
   std::function<double()> clock_;
   std::uint64_t last_sent_ = kNeverSent;  // version of the view last sent
@@ -342,11 +331,11 @@ class MonitoredExchange final : public Exchange {
   std::unordered_map<int, std::int64_t> message_round_;  // its latest message's round
   std::int64_t round_ = 0;                 // the round of the last collect
   int tags_per_round_ = 1;                 // exchanges a round (set_tags_per_round)
-  double deadline_floor_s_ = 0.0;
+  double deadline_floor_s_ = 0.0;          // monitor.round_timeout_floor_s
   std::deque<double> round_seconds_;       // durations of the last rounds (collect to collect)
   double last_collect_ = -1.0;
   std::chrono::milliseconds last_deadline_{0};
-  /// The deadline for this round (see set_adaptive_deadline).
+  /// The deadline for this round (see last_deadline).
   std::chrono::milliseconds round_deadline(std::chrono::milliseconds ceiling) const;
   /// Whether this peer hears `peer` directly now: its heartbeats, or its round or view lately.
   bool hears(int peer, const std::optional<std::vector<int>>& heard) const;

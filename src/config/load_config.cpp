@@ -20,6 +20,7 @@
 #include <tuple>
 #include <utility>
 
+#include "gossip/choice.hpp"
 #include "gossip/config.hpp"
 #include "gossip/core.hpp"
 #include "gossip/yaml.hpp"
@@ -723,9 +724,10 @@ std::vector<CompareConfig::Membership> read_membership_cells(const Reader& r, co
                  const std::string cf = cat(f, "[", k++, "]");
                  r.mark(cf, c.line());
                  Fault fault = read_fault(r, c, cf);
-                 if (fault.action != "join" && fault.action != "leave")
+                 if (!is_membership(fault))
                    r.fail(c, cf, cat("a membership cell holds join and leave entries, not a ",
-                                     fault.action, " (put other faults in the config's faults:)"));
+                                     fault_action_name(fault.action),
+                                     " (put other faults in the config's faults:)"));
                  cell.changes.push_back(std::move(fault));
                }
              }},
@@ -743,11 +745,11 @@ std::vector<Fault> read_attack_cells(const Reader& r, const Node& n, const std::
   return read_cells(r, n, field, "an attack entry such as {round: 1, attack: [3], kind: sign_flip}",
                     Fault{}, [&](const Node& item, const std::string& at) {
                       Fault fault = read_fault(r, item, at);
-                      if (fault.action != "attack")
+                      if (fault.action != FaultAction::kAttack)
                         r.fail(item, at, cat("a sweep's cell is none or an attack entry ({round: "
                                              "1, attack: [3], kind: sign_flip}), not a ",
-                                             fault.action, " (put other faults in the config's "
-                                             "faults:)"));
+                                             fault_action_name(fault.action),
+                                             " (put other faults in the config's faults:)"));
                       return fault;
                     });
 }
@@ -887,10 +889,10 @@ void check_model(const RunConfig& cfg) {
 void check_attack(const Reader& r, const Node& item, const std::string& at, Fault& fault,
                   const std::string& kind,
                   const std::vector<std::pair<std::string, double>>& given) {
-  if (fault.action != "attack") {
-    if (!kind.empty()) r.fail_at(kind, cat("kind is for attack, not ", fault.action));
-    if (!given.empty())
-      r.fail_at(given.front().first, cat("is for attack, not ", fault.action));
+  if (fault.action != FaultAction::kAttack) {
+    const char* name = fault_action_name(fault.action);
+    if (!kind.empty()) r.fail_at(kind, cat("kind is for attack, not ", name));
+    if (!given.empty()) r.fail_at(given.front().first, cat("is for attack, not ", name));
     return;
   }
   if (fault.peers.empty()) r.fail(item, at, "an attack names at least one attacking peer");
@@ -918,19 +920,30 @@ void check_attack(const Reader& r, const Node& item, const std::string& at, Faul
 }
 
 /// One entry of a fault schedule, `at` its field ("faults[2]"): of faults: and of
-/// compare.attacks alike, so an attack reads the same wherever it is written.
+/// compare.attacks alike, so an attack reads the same wherever it is written. The key that
+/// names the peers or links is the action (fault_action_table).
 Fault read_fault(const Reader& r, const Node& item, const std::string& at) {
   Fault fault;
   bool has_round = false;
   std::string kind;  // the field that named an attack's kind
   std::vector<std::pair<std::string, double>> given;  // an attack's parameter, as given
-  auto action = [&](const Node& v, const std::string& f, const char* name) {
-    if (!fault.action.empty())
-      r.fail(v, f, cat("one action a fault: this one already says ", fault.action));
-    fault.action = name;
+  auto peers = [&](const Node& v, const std::string& f) {
     fault.peers = r.ints(v, f);
     for (int p : fault.peers)
       if (p < 0) r.fail(v, f, cat("peer ", p, " is not a rank"));
+  };
+  auto links = [&](const Node& v, const std::string& f) {
+    r.sequence(v, f);
+    std::size_t k = 0;
+    for (const Node& link : v) {
+      const std::string lf = cat(f, "[", k++, "]");
+      const std::vector<int> ends = r.ints(link, lf);
+      if (ends.size() != 2 || ends[0] < 0 || ends[1] < 0 || ends[0] == ends[1])
+        r.fail(link, lf, "a link is two different peers, e.g. [0, 1]");
+      fault.links.emplace_back(ends[0], ends[1]);
+    }
+    if (fault.links.empty()) r.fail(v, f, cat("a ", fault_action_name(fault.action),
+                                               " needs at least one link"));
   };
   auto round = [&](const Node& v, const std::string& f) {
     if (has_round) r.fail(v, f, "a fault has one round (or from_round for a cut)");
@@ -940,32 +953,11 @@ Fault read_fault(const Reader& r, const Node& item, const std::string& at) {
   auto parameter = [&](const Node& v, const std::string& f) {
     given.emplace_back(f, r.number(v, f));
   };
-  r.each(item, at, Handlers{
+  Handlers handlers{
       {"round", [&](auto& v, auto& f) { round(v, f); }},
       {"from_round", [&](auto& v, auto& f) { round(v, f); }},
       {"to_round", [&](auto& v, auto& f) { fault.to_round = r.positive_int(v, f, false); }},
-      {"kill", [&](auto& v, auto& f) { action(v, f, "kill"); }},
-      {"restart", [&](auto& v, auto& f) { action(v, f, "restart"); }},
-      {"pause", [&](auto& v, auto& f) { action(v, f, "pause"); }},
-      {"join", [&](auto& v, auto& f) { action(v, f, "join"); }},
-      {"leave", [&](auto& v, auto& f) { action(v, f, "leave"); }},
       {"seconds", [&](auto& v, auto& f) { fault.seconds = r.positive(v, f, false); }},
-      {"cut", [&](auto& v, auto& f) {
-         if (!fault.action.empty())
-           r.fail(v, f, cat("one action a fault: this one already says ", fault.action));
-         fault.action = "cut";
-         r.sequence(v, f);
-         std::size_t k = 0;
-         for (const Node& link : v) {
-           const std::string lf = cat(f, "[", k++, "]");
-           const std::vector<int> ends = r.ints(link, lf);
-           if (ends.size() != 2 || ends[0] < 0 || ends[1] < 0 || ends[0] == ends[1])
-             r.fail(link, lf, "a link is two different peers, e.g. [0, 1]");
-           fault.links.emplace_back(ends[0], ends[1]);
-         }
-         if (fault.links.empty()) r.fail(v, f, "a cut needs at least one link");
-       }},
-      {"attack", [&](auto& v, auto& f) { action(v, f, "attack"); }},
       {"kind", [&](auto& v, auto& f) {
          const std::string name = r.text(v, f);
          for (const AttackTraits& t : attack_table())
@@ -979,18 +971,36 @@ Fault read_fault(const Reader& r, const Node& item, const std::string& at) {
       {"std", parameter},
       {"z", parameter},
       {"epsilon", parameter},
-  });
+  };
+  for (const FaultActionTraits& row : fault_action_table())
+    handlers.emplace(row.name, [&, row](const Node& v, const std::string& f) {
+      if (fault.action != FaultAction::kNone)
+        r.fail(v, f, cat("one action a fault: this one already says ",
+                         fault_action_name(fault.action)));
+      fault.action = row.action;
+      if (row.links) links(v, f);
+      else peers(v, f);
+    });
+  r.each(item, at, handlers);
+  const char* name = fault_action_name(fault.action);
   if (!has_round) r.fail(item, at, "a fault needs its round (from_round for a cut)");
-  if (fault.action.empty())
-    r.fail(item, at, "a fault needs an action: kill, restart, pause, cut, attack, join or leave");
-  if (fault.action == "pause" && fault.seconds <= 0)
+  if (fault.action == FaultAction::kNone)
+    r.fail(item, at, cat("a fault needs an action: ",
+                         choice_list(fault_action_table())));
+  if (fault.action == FaultAction::kPause && fault.seconds <= 0)
     r.fail(item, at, "a pause needs its length in seconds");
-  if (fault.action != "pause" && fault.seconds > 0)
-    r.fail(item, at, cat("seconds is for pause, not ", fault.action));
-  if (fault.action == "cut" && fault.to_round <= fault.round)
+  if (fault.action != FaultAction::kPause && fault.seconds > 0)
+    r.fail(item, at, cat("seconds is for pause, not ", name));
+  if (fault.action == FaultAction::kCut && fault.to_round <= fault.round)
     r.fail(item, at, "a cut needs to_round after from_round");
-  if (fault.action != "cut" && fault.action != "attack" && fault.to_round > 0)
-    r.fail(item, at, cat("to_round is for cut and attack, not ", fault.action));
+  if (!traits(fault.action).spans && fault.to_round > 0) {
+    const auto spans = [](const FaultActionTraits& t) { return t.spans; };
+    std::vector<FaultActionTraits> spanning;
+    for (const FaultActionTraits& t : fault_action_table())
+      if (spans(t)) spanning.push_back(t);
+    r.fail(item, at, cat("to_round is for ", choice_list(std::span<const FaultActionTraits>(spanning), "and"),
+                         ", not ", name));
+  }
   check_attack(r, item, at, fault, kind, given);
   return fault;
 }

@@ -36,9 +36,9 @@ void moments(const std::vector<std::span<const float>>& h, std::vector<double>& 
 }  // namespace
 
 Attack::Attack(Exchange& inner, std::span<const Fault> faults, std::uint64_t seed)
-    : inner_(&inner), seed_(seed) {
+    : ForwardingExchange(inner), seed_(seed) {
   for (const Fault& f : faults)
-    if (f.action == "attack") attacks_.push_back(f);
+    if (f.action == FaultAction::kAttack) attacks_.push_back(f);
 }
 
 std::vector<Inbox> Attack::collect(std::int64_t round, std::span<const int> from,
@@ -132,11 +132,6 @@ FaultedExchange::FaultedExchange(Exchange& transport, std::span<const Fault> fau
     attack_ = std::make_unique<Attack>(*top_, faults, seed);
     top_ = attack_.get();
   }
-}
-
-void FaultedExchange::set_tags_per_round(int tags) {
-  if (cuts_) cuts_->set_tags_per_round(tags);
-  if (attack_) attack_->set_tags_per_round(tags);
 }
 
 }  // namespace gossip

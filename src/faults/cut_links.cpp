@@ -7,9 +7,10 @@
 
 namespace gossip {
 
-CutLinks::CutLinks(Exchange& inner, std::span<const Fault> faults) : inner_(&inner) {
+CutLinks::CutLinks(Exchange& inner, std::span<const Fault> faults)
+    : ForwardingExchange(inner) {
   for (const Fault& f : faults)
-    if (f.action == "cut") cuts_.push_back(f);
+    if (f.action == FaultAction::kCut) cuts_.push_back(f);
 }
 
 void CutLinks::at(std::int64_t tag) {

@@ -13,7 +13,7 @@ namespace gossip {
 std::vector<int> cut_peers(std::span<const Fault> faults, int peer, std::int64_t round) {
   std::vector<int> out;
   for (const Fault& f : faults) {
-    if (f.action != "cut" || round < f.round || round >= f.to_round) continue;
+    if (f.action != FaultAction::kCut || round < f.round || round >= f.to_round) continue;
     for (const auto& [a, b] : f.links) {
       if (a == peer) out.push_back(b);
       if (b == peer) out.push_back(a);
@@ -25,13 +25,13 @@ std::vector<int> cut_peers(std::span<const Fault> faults, int peer, std::int64_t
 }
 
 bool has_cuts(std::span<const Fault> faults) {
-  return std::any_of(faults.begin(), faults.end(), [](const Fault& f) { return f.action == "cut"; });
+  return std::any_of(faults.begin(), faults.end(), [](const Fault& f) { return f.action == FaultAction::kCut; });
 }
 
 namespace {
 
 bool attacks_in(const Fault& f, int peer, std::int64_t round) {
-  return f.action == "attack" && round >= f.round && (f.to_round == 0 || round < f.to_round) &&
+  return f.action == FaultAction::kAttack && round >= f.round && (f.to_round == 0 || round < f.to_round) &&
          std::find(f.peers.begin(), f.peers.end(), peer) != f.peers.end();
 }
 
@@ -56,22 +56,22 @@ const Fault* attack_of(std::span<const Fault> faults, int peer, std::int64_t rou
 
 bool attacks(std::span<const Fault> faults, int peer) {
   return std::any_of(faults.begin(), faults.end(), [&](const Fault& f) {
-    return f.action == "attack" && std::find(f.peers.begin(), f.peers.end(), peer) != f.peers.end();
+    return f.action == FaultAction::kAttack && std::find(f.peers.begin(), f.peers.end(), peer) != f.peers.end();
   });
 }
 
 bool changes_membership(std::span<const Fault> faults) {
   return std::any_of(faults.begin(), faults.end(),
-                     [](const Fault& f) { return f.action == "join" || f.action == "leave"; });
+                     [](const Fault& f) { return is_membership(f); });
 }
 
 std::vector<MembershipChange> scheduled_changes(std::span<const Fault> faults) {
   std::vector<MembershipChange> changes;
   for (const Fault& f : faults) {
-    if (f.action != "join" && f.action != "leave") continue;
+    if (!is_membership(f)) continue;
     MembershipChange c;
     c.announced = f.round;
-    (f.action == "join" ? c.join : c.leave) = f.peers;
+    (f.action == FaultAction::kJoin ? c.join : c.leave) = f.peers;
     changes.push_back(std::move(c));
   }
   return changes;
@@ -87,13 +87,13 @@ Topology run_topology(const RunConfig& config, const Topology& loaded) {
                         algorithm == AlgorithmKind::kLocalSgd) &&
                        (loaded.elastic()->max_peers > loaded.n() ||
                         std::any_of(config.faults.begin(), config.faults.end(),
-                                    [](const Fault& f) { return f.action == "kill"; }));
+                                    [](const Fault& f) { return f.action == FaultAction::kKill; }));
   if (!changes_membership(config.faults) && !follows) return loaded;
   std::vector<MembershipChange> changes = scheduled_changes(config.faults);
   std::string first = config.where("faults");  // the first join or leave entry, for messages
   for (std::size_t i = 0; i < config.faults.size(); ++i)
-    if (config.faults[i].action == "join" || config.faults[i].action == "leave") {
-      first = config.where(cat("faults[", i, "].", config.faults[i].action));
+    if (is_membership(config.faults[i])) {
+      first = config.where(cat("faults[", i, "].", fault_action_name(config.faults[i].action)));
       break;
     }
   if (!loaded.elastic())
@@ -122,9 +122,9 @@ void check_faults(const RunConfig& config, const Topology& loaded) {
   const int n = changes_membership(config.faults) ? topology.n() : loaded.n();
   for (std::size_t i = 0; i < config.faults.size(); ++i) {
     const Fault& f = config.faults[i];
-    if (f.action == "join" || f.action == "leave") continue;
-    const std::string where = config.where(cat("faults[", i, "].", f.action));
-    if (f.action == "attack") {
+    if (is_membership(f)) continue;
+    const std::string where = config.where(cat("faults[", i, "].", fault_action_name(f.action)));
+    if (f.action == FaultAction::kAttack) {
       const AlgorithmTraits& alg = traits(config.gossip.algorithm);
       if (alg.compresses || alg.ring)
         throw InputError(cat(where, ": an attack rewrites the parameter messages a peer sends, "
@@ -132,7 +132,7 @@ void check_faults(const RunConfig& config, const Topology& loaded) {
                              alg.compresses ? "compressed differences" : "all-reduce chunks",
                              "); attack a run of dpsgd, local_sgd, push_sum or async"));
       for (std::size_t k = 0; k < i; ++k)
-        if (overlap(config.faults[k], f) && config.faults[k].action == "attack")
+        if (overlap(config.faults[k], f) && config.faults[k].action == FaultAction::kAttack)
           throw InputError(cat(where, ": a peer it names already attacks in some of its rounds "
                                "under faults[", k, "] (one attack a peer a round)"));
     }

@@ -449,12 +449,12 @@ void Network::carry_out_faults() {
       return !children_[p].running || peer_round_[p] >= f.round;
     };
     const bool kill_due =
-        f.action == "kill" && std::all_of(f.peers.begin(), f.peers.end(), at_round) &&
+        f.action == FaultAction::kKill && std::all_of(f.peers.begin(), f.peers.end(), at_round) &&
         std::any_of(f.peers.begin(), f.peers.end(), [&](int p) { return children_[p].running; });
     if (fault_done_[i] || (round < f.round && !kill_due)) continue;
     fault_done_[i] = true;
-    if (f.action == "join" || f.action == "leave") continue;  // start_joiners, note_membership
-    if (f.action == "attack") {  // carried out by the attackers' own Attack, round by round
+    if (is_membership(f)) continue;  // start_joiners, note_membership
+    if (f.action == FaultAction::kAttack) {  // carried out by the attackers' own Attack, round by round
       const std::string until = f.to_round > 0 ? cat(" until round ", f.to_round) : "";
       record_.log_fault(f.round, cat("attack ", describe_attack(f), until), f.peers, 0.0);
       progress_.note(cat("fault schedule at round ", f.round, ": peer",
@@ -466,7 +466,7 @@ void Network::carry_out_faults() {
     }
     std::vector<int> acted_on;
     for (int p : f.peers) {
-      if (f.action == "restart") {
+      if (f.action == FaultAction::kRestart) {
         if (children_[p].running) {
           progress_.note(cat("fault schedule at round ", f.round, ": peer ", p,
                              " is running; nothing to restart"));
@@ -475,7 +475,7 @@ void Network::carry_out_faults() {
         restart(p);
       } else if (!children_[p].running) {
         continue;
-      } else if (f.action == "kill") {
+      } else if (f.action == FaultAction::kKill) {
         scheduled_deaths_.push_back(p);
         kill(-children_[p].pid, SIGKILL);  // the process group (an exec: shell and its Python)
       } else {
@@ -485,21 +485,21 @@ void Network::carry_out_faults() {
       }
       acted_on.push_back(p);
     }
-    if (f.action == "cut") {  // carried out by the peers' own CutLinks, round by round
+    if (f.action == FaultAction::kCut) {  // carried out by the peers' own CutLinks, round by round
       for (const auto& [a, b] : f.links) acted_on.insert(acted_on.end(), {a, b});
       record_.log_fault(f.round, cat("cut until round ", f.to_round), acted_on, 0.0);
       progress_.note(cat("fault schedule at round ", f.round, ": links cut until round ",
                          f.to_round, " (the peers drop them)"));
       continue;
     }
-    record_.log_fault(f.round, f.action, f.peers, f.seconds);
+    record_.log_fault(f.round, fault_action_name(f.action), f.peers, f.seconds);
     if (dashboard_)
-      dashboard_->on_note("fault", f.round, cat("fault schedule: ", f.action, " peer",
+      dashboard_->on_note("fault", f.round, cat("fault schedule: ", fault_action_name(f.action), " peer",
                                                 f.peers.size() == 1 ? " " : "s ",
                                                 format_peers(f.peers)), now_s());
-    progress_.note(cat("fault schedule at round ", f.round, ": ", f.action, " peer",
+    progress_.note(cat("fault schedule at round ", f.round, ": ", fault_action_name(f.action), " peer",
                        f.peers.size() == 1 ? " " : "s ", format_peers(f.peers),
-                       f.action == "pause" ? cat(" for ", f.seconds, " s") : std::string()));
+                       f.action == FaultAction::kPause ? cat(" for ", f.seconds, " s") : std::string()));
   }
 }
 

@@ -173,7 +173,7 @@ void NetworkRecord::log_fault(std::int64_t round, const std::string& action,
       .add("round", round)
       .add("action", action)
       .add("peers", JsonArray::of(peers));
-  if (action == "pause") o.add("seconds", seconds);
+  if (seconds > 0) o.add("seconds", seconds);  // a pause's length
   log_event(o.str());
 }
 

@@ -190,11 +190,13 @@ std::vector<int> Membership::suspected() const {
   return out;
 }
 
-MonitoredExchange::MonitoredExchange(Exchange& inner, std::int64_t dead_after_rounds,
-                                     double dead_after_s, std::function<double()> clock)
-    : inner_(&inner), membership_(inner.size(), inner.rank(), dead_after_rounds, dead_after_s),
-      clock_(std::move(clock)), dead_after_rounds_(dead_after_rounds),
-      dead_after_s_(dead_after_s), prober_(inner.size(), inner.rank()) {
+MonitoredExchange::MonitoredExchange(Exchange& inner, const MonitorConfig& config,
+                                     std::function<double()> clock)
+    : ForwardingExchange(inner),
+      membership_(inner.size(), inner.rank(), config.dead_after_rounds, config.dead_after_s),
+      clock_(std::move(clock)), dead_after_rounds_(config.dead_after_rounds),
+      dead_after_s_(config.dead_after_s), silence_s_(config.suspect_after_s),
+      prober_(inner.size(), inner.rank()), deadline_floor_s_(config.round_timeout_floor_s) {
   if (!clock_) {
     const auto t0 = std::chrono::steady_clock::now();
     clock_ = [t0] {

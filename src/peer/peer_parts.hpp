@@ -31,12 +31,12 @@ namespace gossip::peer_parts {
 using Clock = std::chrono::steady_clock;
 
 /// The exchange the algorithm sees: every call goes to `inner`, and the timeline records each
-/// publish as send and each collect as wait (the monitor's bookkeeping in it included).
-class TracedExchange final : public Exchange {
+/// publish as send and each collect (or catch-up's newest) as wait (the monitor's bookkeeping in
+/// it included).
+class TracedExchange final : public ForwardingExchange {
  public:
-  TracedExchange(Exchange& inner, Timeline& timeline) : inner_(&inner), timeline_(&timeline) {}
-  int rank() const override { return inner_->rank(); }
-  int size() const override { return inner_->size(); }
+  TracedExchange(Exchange& inner, Timeline& timeline)
+      : ForwardingExchange(inner), timeline_(&timeline) {}
   void publish(std::int64_t round, std::span<const float> params, double weight,
                std::span<const int> to) override {
     timeline_->time(Phase::kSend, [&] { inner_->publish(round, params, weight, to); });
@@ -49,24 +49,11 @@ class TracedExchange final : public Exchange {
                              const CollectOptions& options) override {
     return timeline_->time(Phase::kWait, [&] { return inner_->collect(round, from, options); });
   }
-  std::vector<int> dead_peers() const override { return inner_->dead_peers(); }
-  std::uint64_t bytes_sent() const override { return inner_->bytes_sent(); }
-  void send_view(std::int64_t round, std::span<const Member> view, std::span<const int> to,
-                 std::span<const Probe> probes) override {
-    inner_->send_view(round, view, to, probes);
-  }
-  std::vector<PeerView> take_views() override { return inner_->take_views(); }
-  std::vector<int> excused_peers() const override { return inner_->excused_peers(); }
   std::optional<Inbox> newest(std::span<const int> from) override {
     return timeline_->time(Phase::kWait, [&] { return inner_->newest(from); });
   }
-  std::optional<std::vector<int>> heard_within(double seconds) const override {
-    return inner_->heard_within(seconds);
-  }
-  std::vector<TransportAlert> take_alerts() override { return inner_->take_alerts(); }
 
  private:
-  Exchange* inner_;
   Timeline* timeline_;
 };
 

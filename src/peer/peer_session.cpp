@@ -172,17 +172,13 @@ struct PeerSession::Impl {
       }
     }
     faulted = std::make_unique<FaultedExchange>(*transport, config.faults, config.train.seed);
-    exchange = std::make_unique<MonitoredExchange>(faulted->top(), config.monitor.dead_after_rounds,
-                                                   config.monitor.dead_after_s);
-    exchange->set_silence(config.monitor.suspect_after_s);
-    exchange->set_adaptive_deadline(config.monitor.round_timeout_floor_s);
+    exchange = std::make_unique<MonitoredExchange>(faulted->top(), config.monitor);
     events.emit(ReadyEvent{rank, since(t0), topology.n(), opt.config_path});
     traced = std::make_unique<TracedExchange>(*exchange, timeline);
     algorithm = make_algorithm(trainer ? traced_learner(learner, timeline) : learner, *traced,
                                topology, config.gossip, config.train.seed,
                                round_timeout(config.monitor));
-    exchange->set_tags_per_round(algorithm->relay_steps() + 1);
-    faulted->set_tags_per_round(algorithm->relay_steps() + 1);
+    traced->set_tags_per_round(algorithm->relay_steps() + 1);
     watch = std::make_unique<Watch>(topology, rank, *exchange, events, t0,
                                     config.gossip.on_byzantine);
     start_metrics();
@@ -378,7 +374,7 @@ struct PeerSession::Impl {
     bool changed = false;
     const std::vector<int> members = topology.members(round);
     std::vector<Announcement> own;
-    for (const Announcement& a : transport->take_announcements()) {
+    for (const Announcement& a : exchange->take_announcements()) {
       if (a.kind != ChangeKind::kJoinRequest) {
         changed |= gossip::merge_announcement(known, a);
         continue;
@@ -440,7 +436,7 @@ struct PeerSession::Impl {
     std::set_difference(neighbours.begin(), neighbours.end(), before.begin(), before.end(),
                         std::back_inserter(added));
     if (!added.empty()) transport->expect(added);
-    transport->announce(known, transport->connected_peers());
+    exchange->announce(known, transport->connected_peers());
   }
 
   /// net.metrics_port: serves /metrics on metrics_host:metrics_port + rank. A port that cannot
@@ -732,7 +728,7 @@ std::int64_t PeerSession::average() {
   // its last round is the one before, as in gossip sim (whatever the launcher's reaction time).
   if (m.opt.events_fd >= 0 &&
       std::any_of(m.config.faults.begin(), m.config.faults.end(), [&](const Fault& f) {
-        return f.action == "kill" && f.round == m.round &&
+        return f.action == FaultAction::kKill && f.round == m.round &&
                std::find(f.peers.begin(), f.peers.end(), m.opt.rank) != f.peers.end();
       }))
     raise(SIGSTOP);

@@ -1,0 +1,59 @@
+/// choice: the one pattern of a named choice. Every enum-like knob (algorithm, compressor,
+/// aggregate, fault action, policy, wire format, preset, change kind) is an enum whose values
+/// are the rows of one table (src/config), each row with the value's `name` (as configs, flags
+/// and records write it), its traits and a one-line `summary`. Parsing, the lists in messages
+/// and --help, describe and the docs' tables go through these functions over the rows, so a new
+/// row shows up in all of them and no string compare of a choice is written anywhere else.
+#pragma once
+#if !defined(GOSSIP_ROOM_CORE)
+#error "gossip/choice.hpp belongs to room core, which this room does not use (see the room table in meson.build)"
+#endif
+
+#include <algorithm>
+#include <concepts>
+#include <span>
+#include <string>
+#include <string_view>
+
+namespace gossip {
+
+template <typename Row>
+concept ChoiceRow = requires(const Row& row) {
+  { row.name } -> std::convertible_to<const char*>;
+  { row.summary } -> std::convertible_to<const char*>;
+};
+
+/// The row named `name`; nullptr when none is.
+template <ChoiceRow Row>
+const Row* find_choice(std::span<const Row> rows, std::string_view name) {
+  for (const Row& row : rows)
+    if (name == row.name) return &row;
+  return nullptr;
+}
+
+/// The rows' names as messages list them: "a, b or c" ("a, b and c" with joiner "and").
+template <ChoiceRow Row>
+std::string choice_list(std::span<const Row> rows, const char* joiner = "or") {
+  std::string list;
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    if (i > 0) list += i + 1 == rows.size() ? std::string(" ") + joiner + " " : ", ";
+    list += rows[i].name;
+  }
+  return list;
+}
+
+/// The rows as --help lists them: one line each, "<indent>name  summary", names aligned.
+template <ChoiceRow Row>
+std::string choice_help(std::span<const Row> rows, std::size_t indent = 4) {
+  std::size_t width = 0;
+  for (const Row& row : rows) width = std::max(width, std::string_view(row.name).size());
+  std::string out;
+  for (const Row& row : rows) {
+    out += std::string(indent, ' ') + row.name;
+    out += std::string(width - std::string_view(row.name).size() + 2, ' ');
+    out += std::string(row.summary) + "\n";
+  }
+  return out;
+}
+
+}  // namespace gossip
