@@ -245,6 +245,22 @@ PYBIND11_MODULE(_gossip, m) {
            "Writes params.bin, summary.json and the done event (saying whether this process "
            "waits for the launcher's average model) and leaves the network");
 
+  m.def("algorithms", [] {
+    py::list rows;
+    for (const AlgorithmTraits& t : algorithm_table()) {
+      py::dict d;
+      d["name"] = t.name;
+      d["summary"] = t.summary;
+      d["compresses"] = t.compresses;
+      d["overlaps"] = t.overlaps;
+      d["elastic"] = t.elastic;
+      d["outer_step"] = t.outer_step;
+      d["partial_buffers"] = t.partial_buffers;
+      d["robust"] = t.not_robust == nullptr;
+      rows.append(d);
+    }
+    return rows;
+  }, "Every gossip algorithm's row of the algorithm table: its name, summary and traits.");
   m.def("load_idx", [](const std::string& images, const std::string& labels, int classes) {
     Dataset d;
     {

@@ -27,13 +27,12 @@ struct Axis {
 /// "clipped", "clipped tau=0.5", "clipped ratio=1", "trimmed_mean b=2": short, with no comma
 /// (a CSV field).
 std::string aggregate_label(const AggregateConfig& a) {
-  std::string s = aggregate_name(a.kind);
-  if (a.kind == Aggregate::kClipped && a.tau > 0) s += cat(" tau=", a.tau);
-  if (a.kind == Aggregate::kClipped && a.tau <= 0 && a.ratio != AggregateConfig{}.ratio)
-    s += cat(" ratio=", a.ratio);
-  const bool takes_b = a.kind == Aggregate::kClipped || a.kind == Aggregate::kTrimmedMean;
-  if (takes_b && a.byzantine != 1 && !(a.kind == Aggregate::kClipped && a.tau > 0))
-    s += cat(" b=", a.byzantine);
+  const AggregateTraits& row = traits(a.kind);
+  const AggregateConfig defaults;
+  std::string s = row.name;
+  if (row.tau && a.tau > 0) return cat(s, " tau=", a.tau);  // a fixed radius: b has no use
+  if (row.tau && a.ratio != defaults.ratio) s += cat(" ratio=", a.ratio);
+  if (row.byzantine && a.byzantine != defaults.byzantine) s += cat(" b=", a.byzantine);
   return s;
 }
 

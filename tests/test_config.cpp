@@ -439,7 +439,7 @@ TEST_CASE("monitor.preset sets the membership timing, and each key beside it ove
   CHECK(defaults.suspect_after_s == 1.0);
   CHECK(defaults.dead_after_rounds == 3);
   CHECK(defaults.dead_after_s == 1.0);
-  CHECK(defaults.on_partition == "continue");
+  CHECK(defaults.on_partition == PartitionPolicy::kContinue);
   CHECK(round_timeout(defaults) == std::chrono::milliseconds(30000));
   // local waits less than lan, and wan more, key by key (none looser, none tighter).
   const MonitorConfig local = monitor_preset(MonitorPreset::kLocal);
@@ -465,7 +465,7 @@ TEST_CASE("monitor.preset sets the membership timing, and each key beside it ove
     CHECK(m.suspect_after_s == monitor_preset(p).suspect_after_s);
     CHECK(m.dead_after_rounds == monitor_preset(p).dead_after_rounds);
     CHECK(m.dead_after_s == monitor_preset(p).dead_after_s);
-    CHECK(m.on_partition == "continue");
+    CHECK(m.on_partition == PartitionPolicy::kContinue);
   }
   // A key beside the preset wins, before or after it in the map.
   for (const char* text :
@@ -475,7 +475,7 @@ TEST_CASE("monitor.preset sets the membership timing, and each key beside it ove
     const MonitorConfig m = load_config_from_string(text, "c.yaml").monitor;
     CHECK(m.preset == MonitorPreset::kWan);
     CHECK(m.suspect_after_s == 2.0);
-    CHECK(m.on_partition == "stop");
+    CHECK(m.on_partition == PartitionPolicy::kStop);
     CHECK(m.round_timeout_s == wan.round_timeout_s);
     CHECK(m.dead_after_rounds == wan.dead_after_rounds);
   }

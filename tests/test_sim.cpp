@@ -1037,7 +1037,7 @@ TEST_CASE("simulated faults: a split ring is seen by every survivor, and healed 
     CHECK(two.member_events[i].round == r.member_events[i].round);
   }
   // monitor.on_partition: stop ends the run at the split, with the components' accuracies.
-  config.monitor.on_partition = "stop";
+  config.monitor.on_partition = gossip::PartitionPolicy::kStop;
   const SimResult stopped = simulate(config, t, data);
   CHECK(stopped.stopped_by_partition);
   CHECK(stopped.rounds <= 10 + 4);
@@ -1197,7 +1197,7 @@ namespace {
 
 /// A ring of 8 under clipped gossip with gossip.on_byzantine `on_byzantine`: without an attack,
 /// and with peer 3 sending -x from round 2 on.
-std::pair<SimResult, SimResult> clipped_ring_runs(const std::string& on_byzantine) {
+std::pair<SimResult, SimResult> clipped_ring_runs(gossip::ByzantinePolicy on_byzantine) {
   RunConfig config = fault_config(8, {});
   config.gossip.aggregate.kind = Aggregate::kClipped;
   config.gossip.on_byzantine = on_byzantine;
@@ -1220,7 +1220,7 @@ TEST_CASE("clipped gossip contains a sign-flipping peer, and its neighbours name
   // byzantine_suspect for it, before anyone else is suspected (its victims, pulled a little
   // every round, may be later: docs/byzantine.md), and without the attack nobody is. The
   // honest peers end near the clean run, where mean's fall (the test above).
-  const auto [clean, attacked] = clipped_ring_runs("report");
+  const auto [clean, attacked] = clipped_ring_runs(gossip::ByzantinePolicy::kReport);
   std::vector<std::pair<int, int>> named;  // (peer, subject) of the suspicions in the window
   for (const MemberEvent& e : attacked.member_events)
     if (e.event == "byzantine_suspect" && e.round <= 2 + MembershipWatch::kSuspectWindow)
@@ -1248,7 +1248,7 @@ TEST_CASE("on_byzantine: cut stops mixing with the liar for good, its neighbours
   // mixing with 3 the round they suspect it. Each then hears one neighbour, and the cut liar
   // was the one liar clipped's radius allowed for (aggregate.byzantine 1), so that neighbour is
   // mixed in whole: nobody else is suspected or cut in the whole run.
-  const auto [clean, attacked] = clipped_ring_runs("cut");
+  const auto [clean, attacked] = clipped_ring_runs(gossip::ByzantinePolicy::kCut);
   std::vector<std::pair<int, int>> cut, suspected;
   for (const MemberEvent& e : attacked.member_events) {
     INFO(e.peer << " " << e.event << " " << e.subject << " at " << e.round);

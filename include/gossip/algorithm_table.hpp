@@ -26,33 +26,41 @@ enum class WeightsNeed {
 
 // One row per algorithm:
 //   X(enum id, name, make_ function (src/gossip), weights, compresses, overlaps,
-//     needs_every_message, stale_rounds, ring, not_robust, one line for docs and --help)
+//     needs_every_message, stale_rounds, ring, elastic, outer_step, partial_buffers, not_robust,
+//     one line for docs and --help)
 // compresses: takes gossip.choco (compress, consensus_step, gossip_steps; keeps public copies in
 //   its checkpoints); overlaps: takes gossip.overlap; needs_every_message: refuses
 //   sim.message_loss; stale_rounds: mixes rounds up to gossip.max_staleness old, so the
 //   simulator keeps that many more in flight; ring: relays through ring neighbours outside the
 //   graph (all-reduce's 2 (n - 1) hops a round), which peers must connect and queue rounds for;
+//   elastic: its peers may join and leave while it runs (each member graph's weights are
+//   symmetric pulls); outer_step: takes gossip.outer (DiLoCo's outer step over its rounds);
+//   partial_buffers: a round may mix part of the buffer and leave the rest as it is (the Python
+//   optimizer's buffer_period: BatchNorm statistics mixed every k rounds);
 //   not_robust: nullptr when it takes gossip.aggregate other than mean (it mixes its neighbours'
 //   whole parameters with a row-stochastic W), else why it cannot.
 #define GOSSIP_ALGORITHMS(X)                                                                       \
-  X(kDpsgd, "dpsgd", make_dpsgd, kRows, false, true, false, false, false, nullptr,                 \
-    "D-PSGD: local steps, then average with the in-neighbours")                                    \
-  X(kLocalSgd, "local_sgd", make_local_sgd, kRows, false, true, false, false, false, nullptr,      \
-    "local SGD: gossip.period local steps between averagings")                                     \
-  X(kPushSum, "push_sum", make_push_sum, kColumns, false, false, false, false, false,              \
+  X(kDpsgd, "dpsgd", make_dpsgd, kRows, false, true, false, false, false, true, false, true,       \
+    nullptr, "D-PSGD: local steps, then average with the in-neighbours")                           \
+  X(kLocalSgd, "local_sgd", make_local_sgd, kRows, false, true, false, false, false, true, true,   \
+    true, nullptr, "local SGD: gossip.period local steps between averagings")                      \
+  X(kPushSum, "push_sum", make_push_sum, kColumns, false, false, false, false, false, false,       \
+    false, false,                                                                                  \
     "its messages carry push-sum weights whose total must stay n; a clipped or trimmed message "   \
     "would change it",                                                                             \
     "push-sum (SGP): directed graphs, column-stochastic weights")                                  \
-  X(kAsync, "async", make_async_gossip, kRows, false, false, false, true, false, nullptr,          \
+  X(kAsync, "async", make_async_gossip, kRows, false, false, false, true, false, false, false,     \
+    false, nullptr,                                                                                \
     "asynchronous gossip: mixes the latest rounds up to gossip.max_staleness old")                 \
-  X(kChoco, "choco", make_choco, kFixedRows, true, false, true, false, false,                      \
+  X(kChoco, "choco", make_choco, kFixedRows, true, false, true, false, false, false, false, false, \
     "it mixes public copies built from compressed differences, not the neighbours' messages",      \
     "CHOCO-SGD: compressed differences against public copies")                                     \
-  X(kAllreduce, "allreduce", make_allreduce, kNone, false, false, true, false, true,               \
+  X(kAllreduce, "allreduce", make_allreduce, kNone, false, false, true, false, true, false, false, \
+    false,                                                                                         \
     "it sums chunks relayed round a ring into the exact average; no peer mixes its neighbours",    \
     "ring all-reduce over all peers (the exact-average baseline)")                                 \
   X(kGradientTracking, "gradient_tracking", make_gradient_tracking, kFixedSymmetric, false, false, \
-    true, false, false,                                                                            \
+    true, false, false, false, false, false,                                                       \
     "its messages are models plus a correction whose sum over the peers must stay zero; a "       \
     "clipped or trimmed message would change it",                                                  \
     "D² gradient tracking: D-PSGD whose messages carry a correction for skewed shards")
@@ -72,6 +80,9 @@ struct AlgorithmTraits {
   bool needs_every_message;
   bool stale_rounds;
   bool ring;
+  bool elastic;
+  bool outer_step;
+  bool partial_buffers;
   const char* not_robust;
   const char* summary;
 };

@@ -14,6 +14,9 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
+
+#include "gossip/core.hpp"
 
 namespace gossip {
 
@@ -31,6 +34,14 @@ const Row* find_choice(std::span<const Row> rows, std::string_view name) {
   return nullptr;
 }
 
+/// The row of `kind` (every row has a `kind`, its enum value).
+template <ChoiceRow Row, typename Kind>
+const Row& choice_row(std::span<const Row> rows, Kind kind) {
+  for (const Row& row : rows)
+    if (row.kind == kind) return row;
+  return rows.front();  // not reached: every value has its row (a test walks them)
+}
+
 /// The rows' names as messages list them: "a, b or c" ("a, b and c" with joiner "and").
 template <ChoiceRow Row>
 std::string choice_list(std::span<const Row> rows, const char* joiner = "or") {
@@ -40,6 +51,32 @@ std::string choice_list(std::span<const Row> rows, const char* joiner = "or") {
     list += rows[i].name;
   }
   return list;
+}
+
+/// The rows' names as "expected one of" lists them: "a, b, c".
+template <ChoiceRow Row>
+std::string choice_names(std::span<const Row> rows) {
+  std::string list;
+  for (const Row& row : rows) list += (list.empty() ? "" : ", ") + std::string(row.name);
+  return list;
+}
+
+/// The value named `text` among `rows`. Throws InputError "WHAT: unknown value 'x' (expected one
+/// of: a, b, c)".
+template <ChoiceRow Row>
+auto parse_choice(std::span<const Row> rows, const std::string& text, const std::string& what) {
+  if (const Row* row = find_choice(rows, text)) return row->kind;
+  throw InputError(what + ": unknown value '" + text + "' (expected one of: " +
+                   choice_names(rows) + ")");
+}
+
+/// The rows that pass `keep`, as choice_list names them: "clipped and trimmed_mean".
+template <ChoiceRow Row, typename Keep>
+std::string choice_list_if(std::span<const Row> rows, Keep keep, const char* joiner = "or") {
+  std::vector<Row> kept;
+  for (const Row& row : rows)
+    if (keep(row)) kept.push_back(row);
+  return choice_list(std::span<const Row>(kept), joiner);
 }
 
 /// The rows as --help lists them: one line each, "<indent>name  summary", names aligned.

@@ -183,12 +183,73 @@ struct ChocoConfig {
   int gossip_steps = 1;
 };
 
+/// gossip.on_byzantine: what a peer does with a neighbour its monitor suspects of lying
+/// (byzantine_suspect), one row each: X(enum id, name, one line for docs and --help).
+#define GOSSIP_BYZANTINE_POLICIES(X)                                                            \
+  X(kReport, "report", "an event; mixing goes on as the aggregate decides")                     \
+  X(kCut, "cut", "the suspect is no longer mixed, and the live graph is taken without it, for good")
+
+enum class ByzantinePolicy {
+#define GOSSIP_POLICY_ENUM(id, ...) id,
+  GOSSIP_BYZANTINE_POLICIES(GOSSIP_POLICY_ENUM)
+};
+
+/// monitor.on_partition: what a peer does when its live graph splits, one row each.
+#define GOSSIP_PARTITION_POLICIES(X)                                                            \
+  X(kContinue, "continue", "the peers train on in their parts")                                 \
+  X(kStop, "stop", "each peer stops with a checkpoint when it sees the split")
+
+enum class PartitionPolicy {
+  GOSSIP_PARTITION_POLICIES(GOSSIP_POLICY_ENUM)
+#undef GOSSIP_POLICY_ENUM
+};
+
+/// A policy's row: its value, its name in configs, flags and reports, and its summary.
+template <typename Policy>
+struct PolicyRow {
+  Policy kind;
+  const char* name;
+  const char* summary;
+};
+std::span<const PolicyRow<ByzantinePolicy>> byzantine_policy_table();
+std::span<const PolicyRow<PartitionPolicy>> partition_policy_table();
+/// "report", "cut"; "continue", "stop".
+const char* policy_name(ByzantinePolicy policy);
+const char* policy_name(PartitionPolicy policy);
+
 /// gossip.aggregate: how a peer combines the whole-parameter messages of its in-neighbours
 /// (dpsgd, local_sgd, async; docs/config.md, docs/byzantine.md). mean is W's weighted sum;
 /// clipped is ClippedGossip's self-centred clipping, x_i + sum_j W_ij clip(m_j - r_i, tau);
 /// trimmed_mean and median are coordinate-wise over the peer's own message and its neighbours'.
-enum class Aggregate { kMean, kClipped, kTrimmedMean, kMedian };
+/// One row per rule:
+///   X(enum id, name, takes tau and ratio (a clipping radius), takes byzantine, robust (not the
+///     plain weighted sum: a kernel of its own, and only for the algorithms that mix whole
+///     messages), one line for docs and --help)
+#define GOSSIP_AGGREGATES(X)                                                                    \
+  X(kMean, "mean", false, false, false, "the mixing matrix's weighted sum (the default)")      \
+  X(kClipped, "clipped", true, true, true,                                                      \
+    "each neighbour's difference from the peer clipped to a radius tau (adaptive unless set)") \
+  X(kTrimmedMean, "trimmed_mean", false, true, true,                                            \
+    "per coordinate, the mean without the b largest and b smallest values")                    \
+  X(kMedian, "median", false, false, true, "per coordinate, the median")
 
+enum class Aggregate {
+#define GOSSIP_AGGREGATE_ENUM(id, ...) id,
+  GOSSIP_AGGREGATES(GOSSIP_AGGREGATE_ENUM)
+#undef GOSSIP_AGGREGATE_ENUM
+};
+
+struct AggregateTraits {
+  Aggregate kind;
+  const char* name;
+  bool tau;        // takes tau and ratio
+  bool byzantine;  // takes byzantine
+  bool robust;     // not the weighted sum
+  const char* summary;
+};
+/// Every rule, in the order messages and docs list them.
+std::span<const AggregateTraits> aggregate_table();
+const AggregateTraits& traits(Aggregate a);
 /// "mean", "clipped", "trimmed_mean", "median".
 const char* aggregate_name(Aggregate a);
 
@@ -235,17 +296,30 @@ struct GossipConfig {
   // fp16 as they leave a peer and widened back on receipt (gossip/half.hpp).
   WireFormat wire = WireFormat::kFp32;
   AggregateConfig aggregate;        // dpsgd, local_sgd, async: mean unless set
-  // What a peer does with a neighbour its monitor suspects of lying (byzantine_suspect):
-  // "report" (an event, mixing goes on as the aggregate decides) or "cut" (it is no longer mixed
-  // and the live graph is taken without it, for good).
-  std::string on_byzantine = "report";
+  ByzantinePolicy on_byzantine = ByzantinePolicy::kReport;
   OuterConfig outer;                // local_sgd only: DiLoCo's outer Nesterov step
 };
 
 /// monitor.preset: the membership timing for a kind of network, as HashiCorp memberlist's
 /// DefaultLocalConfig, DefaultLANConfig and DefaultWANConfig (docs/config.md has the table).
-enum class MonitorPreset { kLocal, kLan, kWan };
+/// One row each: X(enum id, name, one line for docs); the timing is monitor_preset's.
+#define GOSSIP_MONITOR_PRESETS(X)                                                               \
+  X(kLocal, "local", "peers on one host: short waits")                                          \
+  X(kLan, "lan", "one data centre (the default)")                                               \
+  X(kWan, "wan", "peers across the internet: long waits, slow to bury")
 
+enum class MonitorPreset {
+#define GOSSIP_MONITOR_PRESET_ENUM(id, ...) id,
+  GOSSIP_MONITOR_PRESETS(GOSSIP_MONITOR_PRESET_ENUM)
+#undef GOSSIP_MONITOR_PRESET_ENUM
+};
+
+struct MonitorPresetRow {
+  MonitorPreset kind;
+  const char* name;
+  const char* summary;
+};
+std::span<const MonitorPresetRow> monitor_preset_table();
 /// "local", "lan", "wan": the preset's name in configs.
 const char* monitor_preset_name(MonitorPreset preset);
 
@@ -272,7 +346,7 @@ struct MonitorConfig {
   // then; later, at its confirmation plus the lead. 0: at its confirmation plus the lead.
   // Counted in rounds, the removal is the same round in gossip run and gossip sim.
   std::int64_t remove_dead_after_rounds = 0;
-  std::string on_partition = "continue";  // continue | stop: when the live graph splits
+  PartitionPolicy on_partition = PartitionPolicy::kContinue;  // when the live graph splits
 };
 
 /// The timing of `preset` (every field but on_partition, which is no timing and keeps its
@@ -454,7 +528,7 @@ enum class FaultAction {
 };
 
 struct FaultActionTraits {
-  FaultAction action;
+  FaultAction kind;
   const char* name;
   bool links;       // acts on links (Fault::links), not peers (Fault::peers)
   bool spans;       // lasts from round to to_round

@@ -14,6 +14,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <cstring>
 
 #if !defined(GOSSIP_HD)  // the same definition as gossip/math.hpp's
@@ -26,17 +27,38 @@
 
 namespace gossip {
 
-/// gossip.wire: how a full parameter message travels. Its number is what the handshake sends.
-enum class WireFormat : std::uint8_t { kFp32 = 0, kBf16 = 1, kFp16 = 2 };
+/// gossip.wire: how a full parameter message travels, one row each:
+///   X(enum id, its number in the handshake, name, one line for docs and --help)
+#define GOSSIP_WIRE_FORMATS(X)                                                                  \
+  X(kFp32, 0, "fp32", "every value as float32, bit for bit")                                    \
+  X(kBf16, 1, "bf16", "bfloat16: float32's range, 8 bits of mantissa; half the bytes")          \
+  X(kFp16, 2, "fp16", "IEEE half: 11 bits of mantissa, range to 65504; half the bytes")
+
+enum class WireFormat : std::uint8_t {
+#define GOSSIP_WIRE_FORMAT_ENUM(id, number, ...) id = number,
+  GOSSIP_WIRE_FORMATS(GOSSIP_WIRE_FORMAT_ENUM)
+#undef GOSSIP_WIRE_FORMAT_ENUM
+};
+
+struct WireFormatRow {
+  WireFormat kind;
+  const char* name;
+  const char* summary;
+};
+inline constexpr WireFormatRow kWireFormatTable[] = {
+#define GOSSIP_WIRE_FORMAT_ROW(id, number, name, summary) {WireFormat::id, name, summary},
+    GOSSIP_WIRE_FORMATS(GOSSIP_WIRE_FORMAT_ROW)
+#undef GOSSIP_WIRE_FORMAT_ROW
+};
+
+/// Every format, in the order messages and docs list them.
+inline std::span<const WireFormatRow> wire_format_table() { return kWireFormatTable; }
 
 /// "fp32", "bf16", "fp16": the name in configs, --wire, log lines and reports.
 inline const char* wire_format_name(WireFormat w) {
-  switch (w) {
-    case WireFormat::kFp32: return "fp32";
-    case WireFormat::kBf16: return "bf16";
-    case WireFormat::kFp16: return "fp16";
-  }
-  return "unknown";
+  for (const WireFormatRow& row : kWireFormatTable)
+    if (row.kind == w) return row.name;
+  return "unknown";  // not reached: every format has its row
 }
 
 /// Bytes one parameter takes on the wire: 4, or 2 at half width.

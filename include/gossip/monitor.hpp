@@ -366,7 +366,7 @@ class MembershipWatch {
                                     double seconds, std::vector<std::string>* messages = nullptr);
   /// gossip.on_byzantine: "cut" cuts a neighbour (MonitoredExchange::cut) the moment it becomes
   /// a suspect, with a "byzantine_cut" MemberEvent; "report" (the default) only reports it.
-  void set_on_byzantine(const std::string& policy) { cut_liars_ = policy == "cut"; }
+  void set_on_byzantine(ByzantinePolicy policy) { cut_liars_ = policy == ByzantinePolicy::kCut; }
   /// A transport that does not report refused messages itself (the simulator's): each sender's
   /// 1st, 2nd, 4th, 8th ... message left out for NaN or Inf becomes a "refused_params"
   /// MemberEvent here, as a real peer's transport alerts.

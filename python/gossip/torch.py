@@ -50,7 +50,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple, Union, cast
 
 import torch
 
-from . import Evaluate, Peer
+from . import Evaluate, Peer, _gossip
 
 __all__ = ["flatten_parameters", "DecentralizedOptimizer", "model_name"]
 
@@ -137,9 +137,11 @@ class DecentralizedOptimizer:
         self._n_params = sum(p.numel() for p in model.parameters())
         self.buffer_period = int(buffer_period)
         has_buffers = self.flat.numel() > self._n_params
-        if has_buffers and self.buffer_period != 1 and configured not in ("dpsgd", "local_sgd"):
+        rows = {a["name"]: a for a in _gossip.algorithms()}  # the algorithm table's rows
+        partial = [name for name, row in rows.items() if row["partial_buffers"]]
+        if has_buffers and self.buffer_period != 1 and not rows[configured]["partial_buffers"]:
             raise ValueError(f"DecentralizedOptimizer: buffer_period {buffer_period} needs "
-                             f"gossip.algorithm dpsgd or local_sgd, not {configured} (its "
+                             f"gossip.algorithm {' or '.join(partial)}, not {configured} (its "
                              "state follows the whole buffer every round)")
         self._restore_buffers = has_buffers and self.buffer_period != 1
         # The host memory gossip mixes: the flat buffer itself, or a pinned mirror of a CUDA one.

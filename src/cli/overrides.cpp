@@ -1,6 +1,7 @@
 // cli/overrides.cpp: the config overrides shared by gossip sim, run and peer.
 #include "src/cli/overrides.hpp"
 
+#include "gossip/choice.hpp"
 #include "gossip/core.hpp"
 
 namespace gossip::cli {
@@ -24,26 +25,37 @@ int bounded_int(const Args& args, const char* name, int fallback, int lo, int hi
 
 }  // namespace
 
-const char* const kOverrideHelp =
-    "  --epochs N         override train.epochs (fractions allowed: 0.5)\n"
-    "  --algorithm NAME   override gossip.algorithm (dpsgd | local_sgd | push_sum | async |\n"
-    "                     choco | allreduce | gradient_tracking)\n"
-    "  --topology FILE    override gossip.topology (a path from the current directory)\n"
-    "  --period H         override gossip.period (local steps per round)\n"
-    "  --faults FILE      the fault schedule from FILE (a YAML file with a faults: list) instead\n"
-    "                     of the config's faults:\n"
-    "  --compress C       override gossip.choco.compress: top_k:FRACTION, random_k:FRACTION,\n"
-    "                     quantize:BITS (4 or 8) or none\n"
-    "  --wire FORMAT      override gossip.wire: fp32, or bf16 | fp16 (whole parameter\n"
-    "                     messages, and choco's top_k / random_k values, rounded to 16 bits\n"
-    "                     as they leave a peer)\n"
-    "  --aggregate NAME   override gossip.aggregate (mean | clipped | trimmed_mean | median;\n"
-    "                     dpsgd, local_sgd and async): what a peer does with its neighbours'\n"
-    "                     messages, robust ones against peers that lie (docs/byzantine.md)\n"
-    "  --on-byzantine WHAT  override gossip.on_byzantine: report | cut (stop mixing with a\n"
-    "                     neighbour suspected of lying)\n"
-    "  --shard KIND       override data.shard (iid | dirichlet | shards)\n"
-    "  --seed N           override train.seed\n";
+std::string override_help() {
+  const auto bar = [](const auto& rows) {  // "a | b | c": the names of a choice's rows
+    std::string list;
+    for (const auto& row : rows) list += (list.empty() ? "" : " | ") + std::string(row.name);
+    return list;
+  };
+  const auto robust = [](const AlgorithmTraits& t) { return !t.not_robust; };
+  return cat(
+      "  --epochs N         override train.epochs (fractions allowed: 0.5)\n"
+      "  --algorithm NAME   override gossip.algorithm:\n",
+      choice_help(std::span(algorithm_table()), 21),
+      "  --topology FILE    override gossip.topology (a path from the current directory)\n"
+      "  --period H         override gossip.period (local steps per round)\n"
+      "  --faults FILE      the fault schedule from FILE (a YAML file with a faults: list) instead\n"
+      "                     of the config's faults:\n"
+      "  --compress C       override gossip.choco.compress: top_k:FRACTION, random_k:FRACTION,\n"
+      "                     quantize:BITS (4 or 8) or none\n"
+      "  --wire FORMAT      override gossip.wire (", bar(wire_format_table()), "; whole parameter\n"
+      "                     messages, and choco's top_k / random_k values, rounded to 16 bits\n"
+      "                     as they leave a peer)\n"
+      "  --aggregate NAME   override gossip.aggregate (",
+      choice_list_if(std::span(algorithm_table()), robust, "and"), "): what a peer does with\n"
+      "                     its neighbours' messages, robust ones against peers that lie\n"
+      "                     (docs/byzantine.md):\n",
+      choice_help(aggregate_table(), 21),
+      "  --on-byzantine WHAT  override gossip.on_byzantine, what a peer does with a neighbour\n"
+      "                     suspected of lying:\n",
+      choice_help(byzantine_policy_table(), 21),
+      "  --shard KIND       override data.shard (iid | dirichlet | shards)\n"
+      "  --seed N           override train.seed\n");
+}
 
 std::set<std::string> with_override_options(std::set<std::string> own) {
   for (const char* name : kNames) own.insert(name);
@@ -99,10 +111,7 @@ void apply_overrides(const Args& args, RunConfig& config) {
     config.lines.erase("gossip.aggregate");
   }
   if (auto on = args.get("on-byzantine")) {
-    if (*on != "report" && *on != "cut")
-      throw InputError(cat("--on-byzantine: unknown value '", *on,
-                           "' (expected one of: report, cut)"));
-    config.gossip.on_byzantine = *on;
+    config.gossip.on_byzantine = parse_choice(byzantine_policy_table(), *on, "--on-byzantine");
     config.lines.erase("gossip.on_byzantine");
   }
   if (auto shard = args.get("shard")) {

@@ -15,8 +15,9 @@
 
 namespace gossip::cli {
 
-/// The --help lines of the overrides (each "  --name VALUE   override section.key\n").
-extern const char* const kOverrideHelp;
+/// The --help lines of the overrides (each "  --name VALUE   override section.key\n"), the
+/// choices of each listed from its table.
+std::string override_help();
 
 /// `own` plus the overrides' value options, for Args.
 std::set<std::string> with_override_options(std::set<std::string> own);

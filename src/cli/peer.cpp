@@ -216,7 +216,7 @@ PeerSetup peer_setup(const std::vector<std::string>& arguments) {
 int run_peer(int argc, char** argv) {
   const PeerSetup setup = peer_setup(argc, argv);
   if (setup.help) {
-    std::printf(kPeerHelp, kOverrideHelp);
+    std::printf(kPeerHelp, override_help().c_str());
     return kExitOk;
   }
   return gossip::run_peer(setup.config, *setup.topology, setup.options);

@@ -129,7 +129,7 @@ int run_run(int argc, char** argv) {
                                    "dashboard", "metrics-port"}),
             {"keep-going", "no-progress", "tensorboard"});
   if (args.help()) {
-    std::printf(kRunHelp, kOverrideHelp);
+    std::printf(kRunHelp, override_help().c_str());
     return kExitOk;
   }
   const std::vector<std::string> given(argv + 1, argv + argc);

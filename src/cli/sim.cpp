@@ -20,10 +20,9 @@ const char* kSimHelp =
     "                  [--consensus] [--quiet] [--tensorboard]\n"
     "\n"
     "Simulates topology.n virtual peers in one process: each trains on its own shard of the\n"
-    "data (data.shard) with gossip.algorithm (dpsgd | local_sgd | push_sum | async | choco |\n"
-    "allreduce | gradient_tracking) every gossip.period local steps over gossip.topology, on a\n"
-    "simulated network (sim.latency_ms, sim.bandwidth_mbps, sim.step_ms, sim.stragglers,\n"
-    "sim.message_loss).\n"
+    "data (data.shard) with gossip.algorithm (--algorithm lists them) every gossip.period\n"
+    "local steps over gossip.topology, on a simulated network (sim.latency_ms,\n"
+    "sim.bandwidth_mbps, sim.step_ms, sim.stragglers, sim.message_loss).\n"
     "Local steps run on sim.workers threads; results do not depend on the thread count.\n"
     "See docs/sim.md.\n"
     "\n"
@@ -55,7 +54,7 @@ const char* kSimHelp =
 int run_sim(int argc, char** argv) {
   Args args(argc, argv, with_override_options({"out", "workers", "netem"}), {"consensus", "quiet", "tensorboard"});
   if (args.help()) {
-    std::printf(kSimHelp, kOverrideHelp);
+    std::printf(kSimHelp, override_help().c_str());
     return kExitOk;
   }
   const std::string out = args.required("out", "DIR");

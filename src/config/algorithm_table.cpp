@@ -9,9 +9,9 @@ namespace gossip {
 const std::vector<AlgorithmTraits>& algorithm_table() {
   static const std::vector<AlgorithmTraits> rows{
 #define GOSSIP_ALGORITHM_ROW(id, name, make, weights, compresses, overlaps, every, stale, ring, \
-                             not_robust, summary)                                              \
+                             elastic, outer, partial, not_robust, summary)                     \
   {AlgorithmKind::id, name,  WeightsNeed::weights, compresses, overlaps, every, stale, ring,     \
-   not_robust, summary},
+   elastic, outer, partial, not_robust, summary},
       GOSSIP_ALGORITHMS(GOSSIP_ALGORITHM_ROW)
 #undef GOSSIP_ALGORITHM_ROW
   };

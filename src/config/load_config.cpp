@@ -33,28 +33,6 @@ using Handlers = std::map<std::string, std::function<void(const Node&, const std
 /// Keys that moved out of a section: old key -> its new dotted place ("monitor.suspect_after_s").
 using Moved = std::map<std::string, std::string>;
 
-/// gossip.aggregate's names, in the order messages list them.
-constexpr std::pair<Aggregate, const char*> kAggregates[] = {
-    {Aggregate::kMean, "mean"},
-    {Aggregate::kClipped, "clipped"},
-    {Aggregate::kTrimmedMean, "trimmed_mean"},
-    {Aggregate::kMedian, "median"},
-};
-
-/// gossip.wire's names, in the order messages list them.
-constexpr std::pair<WireFormat, const char*> kWireFormats[] = {
-    {WireFormat::kFp32, "fp32"},
-    {WireFormat::kBf16, "bf16"},
-    {WireFormat::kFp16, "fp16"},
-};
-
-/// monitor.preset's names, in the order messages list them.
-constexpr std::pair<MonitorPreset, const char*> kMonitorPresets[] = {
-    {MonitorPreset::kLocal, "local"},
-    {MonitorPreset::kLan, "lan"},
-    {MonitorPreset::kWan, "wan"},
-};
-
 // Config-shaped reads on a document: "FILE:LINE: field: what is wrong".
 class Reader {
  public:
@@ -139,17 +117,13 @@ class Reader {
     fail(node, field, cat("unknown value '", v, "' (expected one of: ", algorithm_choices(), ")"));
   }
 
-  /// A value named in `table` (value, name): "field: unknown value 'x' (expected one of: ...)".
-  template <typename E, std::size_t N>
-  E named(const Node& node, const std::string& field,
-          const std::pair<E, const char*> (&table)[N]) const {
+  /// A value named by a row of `table` (gossip/choice.hpp): "field: unknown value 'x' (expected
+  /// one of: ...)".
+  template <ChoiceRow Row>
+  auto named(const Node& node, const std::string& field, std::span<const Row> table) const {
     const std::string v = text(node, field);
-    std::string list;
-    for (const auto& [value, name] : table) {
-      if (v == name) return value;
-      list += (list.empty() ? "" : ", ") + std::string(name);
-    }
-    fail(node, field, cat("unknown value '", v, "' (expected one of: ", list, ")"));
+    if (const Row* row = find_choice(table, v)) return row->kind;
+    fail(node, field, cat("unknown value '", v, "' (expected one of: ", choice_names(table), ")"));
   }
 
   /// One value or a list of them, each read by `read(node, field)`.
@@ -521,12 +495,12 @@ const Moved kMovedFromSim = {{"peer_eval_limit", "train.peer_eval_limit"}};
 AggregateConfig read_aggregate(const Reader& r, const Node& n, const std::string& field) {
   AggregateConfig a;
   if (n.is_scalar()) {
-    a.kind = r.named(n, field, kAggregates);
+    a.kind = r.named(n, field, aggregate_table());
     return a;
   }
   bool tau = false, ratio = false, byzantine = false;
   r.each(n, field, Handlers{
-      {"kind", [&](auto& v, auto& f) { a.kind = r.named(v, f, kAggregates); }},
+      {"kind", [&](auto& v, auto& f) { a.kind = r.named(v, f, aggregate_table()); }},
       {"tau", [&](auto& v, auto& f) {
          a.tau = r.positive(v, f, false);
          tau = true;
@@ -542,15 +516,21 @@ AggregateConfig read_aggregate(const Reader& r, const Node& n, const std::string
          byzantine = true;
        }},
   });
-  if (tau && a.kind != Aggregate::kClipped)
-    r.fail_at(field + ".tau", cat("is for clipped, not ", aggregate_name(a.kind)));
-  if (ratio && a.kind != Aggregate::kClipped)
-    r.fail_at(field + ".ratio", cat("is for clipped, not ", aggregate_name(a.kind)));
+  const AggregateTraits& row = traits(a.kind);
+  const auto takes_tau = [](const AggregateTraits& t) { return t.tau; };
+  const auto takes_b = [](const AggregateTraits& t) { return t.byzantine; };
+  if (tau && !row.tau)
+    r.fail_at(field + ".tau", cat("is for ", choice_list_if(aggregate_table(), takes_tau, "and"),
+                                  ", not ", row.name));
+  if (ratio && !row.tau)
+    r.fail_at(field + ".ratio", cat("is for ", choice_list_if(aggregate_table(), takes_tau, "and"),
+                                    ", not ", row.name));
   if (ratio && tau)
     r.fail_at(field + ".ratio", "is the adaptive radius's; with a fixed tau it has no use");
-  if (byzantine && a.kind != Aggregate::kClipped && a.kind != Aggregate::kTrimmedMean)
+  if (byzantine && !row.byzantine)
     r.fail_at(field + ".byzantine",
-              cat("is for clipped and trimmed_mean, not ", aggregate_name(a.kind)));
+              cat("is for ", choice_list_if(aggregate_table(), takes_b, "and"), ", not ",
+                  row.name));
   return a;
 }
 
@@ -564,8 +544,8 @@ void read_gossip(const Reader& r, const Node& n, GossipConfig& g) {
       {"overlap", [&](auto& v, auto& f) { g.overlap = r.boolean(v, f); }},
       {"outer", [&](auto& v, auto& f) { read_outer(r, v, f, g.outer); }},
       {"aggregate", [&](auto& v, auto& f) { g.aggregate = read_aggregate(r, v, f); }},
-      {"on_byzantine", [&](auto& v, auto& f) { g.on_byzantine = r.choice(v, f, {"report", "cut"}); }},
-      {"wire", [&](auto& v, auto& f) { g.wire = r.named(v, f, kWireFormats); }},
+      {"on_byzantine", [&](auto& v, auto& f) { g.on_byzantine = r.named(v, f, byzantine_policy_table()); }},
+      {"wire", [&](auto& v, auto& f) { g.wire = r.named(v, f, wire_format_table()); }},
       {"period", [&](auto& v, auto& f) { g.period = r.positive_int(v, f, false); }},
       {"max_staleness", [&](auto& v, auto& f) { g.max_staleness = r.positive_int(v, f, true); }},
   }, kMovedFromGossip);
@@ -575,7 +555,7 @@ void read_gossip(const Reader& r, const Node& n, GossipConfig& g) {
 /// beside it over the preset's value.
 void read_monitor(const Reader& r, const Node& n, MonitorConfig& m) {
   auto preset = [&](const Node& v, const std::string& f) {
-    return r.named(v, f, kMonitorPresets);
+    return r.named(v, f, monitor_preset_table());
   };
   if (n.is_map() && n["preset"].defined())
     m = monitor_preset(preset(n["preset"], "monitor.preset"));
@@ -587,7 +567,7 @@ void read_monitor(const Reader& r, const Node& n, MonitorConfig& m) {
       {"dead_after_rounds", [&](auto& v, auto& f) { m.dead_after_rounds = r.positive_int(v, f, false); }},
       {"dead_after_s", [&](auto& v, auto& f) { m.dead_after_s = r.positive(v, f, true); }},
       {"remove_dead_after_rounds", [&](auto& v, auto& f) { m.remove_dead_after_rounds = r.positive_int(v, f, true); }},
-      {"on_partition", [&](auto& v, auto& f) { m.on_partition = r.choice(v, f, {"continue", "stop"}); }},
+      {"on_partition", [&](auto& v, auto& f) { m.on_partition = r.named(v, f, partition_policy_table()); }},
   });
 }
 
@@ -838,9 +818,12 @@ void check_gossip_keys(const RunConfig& cfg) {
     uses.emplace_back(cat("compare.aggregates[", i, "]"), cfg.compare.aggregates[i].kind, &swept);
   for (const auto& [field, kind, algorithms] : uses)
     for (AlgorithmKind a : *algorithms)
-      if (const char* why = traits(a).not_robust; why && kind != Aggregate::kMean)
-        throw InputError(cat(cfg.where(field), ": ", aggregate_name(kind), " is for dpsgd, "
-                             "local_sgd and async, not ", algorithm_name(a), ": ", why));
+      if (const char* why = traits(a).not_robust; why && traits(kind).robust)
+        throw InputError(cat(cfg.where(field), ": ", aggregate_name(kind), " is for ",
+                             choice_list_if(std::span(algorithm_table()),
+                                            [](const AlgorithmTraits& t) { return !t.not_robust; },
+                                            "and"),
+                             ", not ", algorithm_name(a), ": ", why));
   if (g.overlap && !takes(&AlgorithmTraits::overlaps))
     throw InputError(cat(cfg.where("gossip.overlap"), ": overlap is for dpsgd and local_sgd, "
                          "not ", name));
@@ -977,7 +960,7 @@ Fault read_fault(const Reader& r, const Node& item, const std::string& at) {
       if (fault.action != FaultAction::kNone)
         r.fail(v, f, cat("one action a fault: this one already says ",
                          fault_action_name(fault.action)));
-      fault.action = row.action;
+      fault.action = row.kind;
       if (row.links) links(v, f);
       else peers(v, f);
     });
@@ -1064,49 +1047,17 @@ std::vector<std::string> config_keys() {
   return {out.begin(), out.end()};
 }
 
-const char* aggregate_name(Aggregate a) {
-  for (const auto& [k, name] : kAggregates)
-    if (k == a) return name;
-  return "unknown";  // not reached: every aggregate has its name
-}
-
-namespace {
-
-/// The value `text` names in `table` (value, name): "WHAT: unknown value 'x' (expected one of:
-/// ...)" when none.
-template <typename E, std::size_t N>
-E parse_named(const std::string& text, const std::string& what,
-              const std::pair<E, const char*> (&table)[N]) {
-  std::string list;
-  for (const auto& [value, name] : table) {
-    if (text == name) return value;
-    list += (list.empty() ? "" : ", ") + std::string(name);
-  }
-  throw InputError(cat(what, ": unknown value '", text, "' (expected one of: ", list, ")"));
-}
-
-}  // namespace
-
 Aggregate parse_aggregate(const std::string& text, const std::string& what) {
-  return parse_named(text, what, kAggregates);
+  return parse_choice(aggregate_table(), text, what);
 }
 
 std::string describe(const AggregateConfig& a) {
-  switch (a.kind) {
-    case Aggregate::kClipped:
-      return a.tau > 0 ? cat("clipped, tau ", a.tau)
-                       : cat("clipped, adaptive tau, ratio ", a.ratio, ", byzantine ", a.byzantine);
-    case Aggregate::kTrimmedMean: return cat("trimmed_mean, byzantine ", a.byzantine);
-    case Aggregate::kMean:
-    case Aggregate::kMedian: break;
-  }
-  return aggregate_name(a.kind);
-}
-
-const char* monitor_preset_name(MonitorPreset preset) {
-  for (const auto& [p, name] : kMonitorPresets)
-    if (p == preset) return name;
-  return "unknown";  // not reached: every preset has its name
+  const AggregateTraits& row = traits(a.kind);
+  std::string s = row.name;
+  if (row.tau && a.tau > 0) return cat(s, ", tau ", a.tau);  // a fixed radius: b has no use
+  if (row.tau) s += cat(", adaptive tau, ratio ", a.ratio);
+  if (row.byzantine) s += cat(", byzantine ", a.byzantine);
+  return s;
 }
 
 std::string describe_choco(const ChocoConfig& c) {
@@ -1115,7 +1066,7 @@ std::string describe_choco(const ChocoConfig& c) {
 }
 
 WireFormat parse_wire_format(const std::string& text, const std::string& what) {
-  return parse_named(text, what, kWireFormats);
+  return parse_choice(wire_format_table(), text, what);
 }
 
 void check_local_steps(const RunConfig& config, double steps) {

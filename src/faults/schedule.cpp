@@ -5,6 +5,7 @@
 #include <limits>
 #include <string>
 
+#include "gossip/choice.hpp"
 #include "gossip/core.hpp"
 #include "gossip/faults.hpp"
 
@@ -82,9 +83,7 @@ Topology run_topology(const RunConfig& config, const Topology& loaded) {
   // the member set once their death is confirmed (drop_member); and so does one with room for
   // more members (max_peers above n): identities may join or leave while it runs.
   const AlgorithmKind algorithm = config.gossip.algorithm;
-  const bool follows = loaded.elastic() &&
-                       (algorithm == AlgorithmKind::kDpsgd ||
-                        algorithm == AlgorithmKind::kLocalSgd) &&
+  const bool follows = loaded.elastic() && traits(algorithm).elastic &&
                        (loaded.elastic()->max_peers > loaded.n() ||
                         std::any_of(config.faults.begin(), config.faults.end(),
                                     [](const Fault& f) { return f.action == FaultAction::kKill; }));
@@ -100,9 +99,12 @@ Topology run_topology(const RunConfig& config, const Topology& loaded) {
     throw InputError(cat(first, ": peers join and leave only an elastic topology (elastic: true "
                          "in ", config.gossip.topology, "): this run's peers are fixed"));
   const AlgorithmKind a = config.gossip.algorithm;
-  if (a != AlgorithmKind::kDpsgd && a != AlgorithmKind::kLocalSgd)
-    throw InputError(cat(first, ": peers join and leave runs of dpsgd or local_sgd (each "
-                         "member graph's weights are symmetric pulls), not ", algorithm_name(a)));
+  if (!traits(a).elastic)
+    throw InputError(cat(first, ": peers join and leave runs of ",
+                         choice_list_if(std::span(algorithm_table()),
+                                        [](const AlgorithmTraits& t) { return t.elastic; }),
+                         " (each member graph's weights are symmetric pulls), not ",
+                         algorithm_name(a)));
   const ElasticSpec& spec = *loaded.elastic();
   std::vector<int> initial(static_cast<std::size_t>(spec.generator.n));
   for (int i = 0; i < spec.generator.n; ++i) initial[static_cast<std::size_t>(i)] = i;

@@ -7,6 +7,7 @@
 #include <mutex>
 
 #include "src/gossip/algorithms.hpp"
+#include "gossip/choice.hpp"
 #include "gossip/core.hpp"
 
 namespace gossip {
@@ -100,9 +101,11 @@ namespace {
 /// gossip.outer: local_sgd only, and not beside gossip.overlap.
 void check_outer(const GossipConfig& config) {
   if (!config.outer.enabled) return;
-  if (config.algorithm != AlgorithmKind::kLocalSgd)
-    throw InputError(cat("gossip.outer: the outer step is for local_sgd, not ",
-                         algorithm_name(config.algorithm)));
+  if (!traits(config.algorithm).outer_step)
+    throw InputError(cat("gossip.outer: the outer step is for ",
+                         choice_list_if(std::span(algorithm_table()),
+                                        [](const AlgorithmTraits& t) { return t.outer_step; }),
+                         ", not ", algorithm_name(config.algorithm)));
   if (config.overlap)
     throw InputError("gossip.outer: the outer step needs what the mixing made of this round's "
                      "local phase, which gossip.overlap mixes a round late; leave one out");

@@ -444,7 +444,7 @@ void NetworkRecord::print_final_table(
     for (std::size_t i = 0; i < split.size(); ++i)
       std::printf(" {%s} %.4f", format_peers(split[i]).c_str(), net.component_accuracy[i]);
     std::printf("\n");
-    if (config_.monitor.on_partition == "stop")
+    if (config_.monitor.on_partition == PartitionPolicy::kStop)
       std::printf("the peers stopped when they saw the split (monitor.on_partition: stop), each "
                   "with a checkpoint\n");
   }

@@ -147,7 +147,7 @@ class Watch {
  public:
   /// All references must outlive the watch; `on_byzantine` is gossip.on_byzantine.
   Watch(const Topology& topology, int rank, MonitoredExchange& exchange, Events& events,
-        Clock::time_point t0, const std::string& on_byzantine);
+        Clock::time_point t0, ByzantinePolicy on_byzantine);
   void operator()(std::int64_t round);
   /// What the round's mix flagged (Algorithm::last_mix), for the next operator()'s events.
   void observe_mix(const Algorithm::MixReport& mix) {

@@ -498,7 +498,7 @@ struct PeerSession::Impl {
 
   /// monitor.on_partition is stop and the live graph has split.
   bool partition_stop_due() const {
-    return watch && watch->partitioned() && config.monitor.on_partition == "stop";
+    return watch && watch->partitioned() && config.monitor.on_partition == PartitionPolicy::kStop;
   }
 
   /// --resume-round N: the parameters, the optimizer's and the algorithm's state and the round

@@ -1,0 +1,85 @@
+// config/choice_tables.cpp: the rows of the run config's smaller named choices as data: the
+// aggregation rules, the policies, the monitor's presets and the fault schedule's actions (the
+// algorithms, compressors and attacks have a file each). The loader names each choice once
+// through its table; everything after it goes by the enum and the row's traits.
+#include <array>
+
+#include "gossip/choice.hpp"
+#include "gossip/config.hpp"
+#include "gossip/core.hpp"
+
+namespace gossip {
+
+std::span<const AggregateTraits> aggregate_table() {
+  static constexpr std::array rows{
+#define GOSSIP_AGGREGATE_ROW(id, name, tau, byzantine, robust, summary) \
+  AggregateTraits{Aggregate::id, name, tau, byzantine, robust, summary},
+      GOSSIP_AGGREGATES(GOSSIP_AGGREGATE_ROW)
+#undef GOSSIP_AGGREGATE_ROW
+  };
+  return rows;
+}
+
+const AggregateTraits& traits(Aggregate a) { return choice_row(aggregate_table(), a); }
+
+const char* aggregate_name(Aggregate a) { return traits(a).name; }
+
+std::span<const PolicyRow<ByzantinePolicy>> byzantine_policy_table() {
+  static constexpr std::array rows{
+#define GOSSIP_POLICY_ROW(id, name, summary) PolicyRow<ByzantinePolicy>{ByzantinePolicy::id, name, summary},
+      GOSSIP_BYZANTINE_POLICIES(GOSSIP_POLICY_ROW)
+#undef GOSSIP_POLICY_ROW
+  };
+  return rows;
+}
+
+std::span<const PolicyRow<PartitionPolicy>> partition_policy_table() {
+  static constexpr std::array rows{
+#define GOSSIP_POLICY_ROW(id, name, summary) PolicyRow<PartitionPolicy>{PartitionPolicy::id, name, summary},
+      GOSSIP_PARTITION_POLICIES(GOSSIP_POLICY_ROW)
+#undef GOSSIP_POLICY_ROW
+  };
+  return rows;
+}
+
+const char* policy_name(ByzantinePolicy policy) {
+  return choice_row(byzantine_policy_table(), policy).name;
+}
+
+const char* policy_name(PartitionPolicy policy) {
+  return choice_row(partition_policy_table(), policy).name;
+}
+
+std::span<const MonitorPresetRow> monitor_preset_table() {
+  static constexpr std::array rows{
+#define GOSSIP_MONITOR_PRESET_ROW(id, name, summary) MonitorPresetRow{MonitorPreset::id, name, summary},
+      GOSSIP_MONITOR_PRESETS(GOSSIP_MONITOR_PRESET_ROW)
+#undef GOSSIP_MONITOR_PRESET_ROW
+  };
+  return rows;
+}
+
+const char* monitor_preset_name(MonitorPreset preset) {
+  return choice_row(monitor_preset_table(), preset).name;
+}
+
+std::span<const FaultActionTraits> fault_action_table() {
+  static constexpr std::array rows{
+#define GOSSIP_FAULT_ACTION_ROW(id, name, links, spans, membership, signal, summary) \
+  FaultActionTraits{FaultAction::id, name, links, spans, membership, signal, summary},
+      GOSSIP_FAULT_ACTIONS(GOSSIP_FAULT_ACTION_ROW)
+#undef GOSSIP_FAULT_ACTION_ROW
+  };
+  return rows;
+}
+
+const FaultActionTraits& traits(FaultAction action) {
+  if (action == FaultAction::kNone) throw InputError("a fault entry with no action has no traits");
+  return choice_row(fault_action_table(), action);
+}
+
+const char* fault_action_name(FaultAction action) {
+  return action == FaultAction::kNone ? "none" : traits(action).name;
+}
+
+}  // namespace gossip
