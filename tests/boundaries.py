@@ -6,7 +6,9 @@ For every room, takes the compile command of one of its own sources from compile
   2. each public header (include/gossip/*.hpp) preprocesses exactly when its room is one of
      those, and each private header (src/<room>/*.hpp) is refused outside them and builds in its
      own room: a reach to any other room stops with an #error;
-  3. each third-party library's headers preprocess only in the rooms DESIGN.md gives it;
+  3. each third-party library's headers preprocess only in the rooms meson.build's table gives it
+     (read from BUILD_DIR/rooms.json, which the build writes from that table), and every library
+     of the table has a header to probe;
   4. whole compiles of the issue's own probes: <asio.hpp> from src/gossip fails with the message
      naming src/net, and compiles from src/net; "gossip/net.hpp" fails from src/gossip and
      compiles from src/peer.
@@ -22,30 +24,64 @@ import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 
-# DESIGN.md's modules, top to bottom: a room may use only rooms below it. bench/ (benchmarks) and
-# cli sit on top.
-ORDER = ["cli", "bench", "launcher", "peer", "sim", "faults", "gossip", "monitor", "net", "wire",
-         "train", "model", "data", "compute", "topology", "config", "report", "web", "core"]
-# web/ (the dashboard's page, embedded at build time) is a room of its own, used by the launcher.
-FOLDER = {"sim": "sim", "bench": "bench", "web": "web"}
-# Third-party libraries (a header to probe) and the only rooms that may include them. The
-# benchmarks call bare OpenBLAS as their outside reference.
-THIRD_PARTY = {
-    "asio": ("asio.hpp", {"net"}),
-    "openssl": ("openssl/ssl.h", {"net"}),
-    "yaml-cpp": ("yaml-cpp/yaml.h", {"config"}),
-    "eigen": ("Eigen/Dense", {"topology"}),
-    "cereal": ("cereal/archives/binary.hpp", {"wire"}),
-    "openblas": ("cblas.h", {"compute", "bench"}),
-    "onednn": ("dnnl.h", {"compute"}),
-    "openmp": ("omp.h", {"compute"}),
-    "zlib": ("zlib.h", {"data"}),
-    "cuda": ("cuda_runtime.h", set()),  # only src/compute/cuda, which is compiled by nvcc
-}
+# The rooms, their folders and their third-party libraries come from meson.build's table (the
+# build writes it as BUILD_DIR/rooms.json), so a room or a library added to the build is checked
+# here without a second edit; cli sits on top of every room.
+def load_table(build):
+    """(rooms top to bottom, room -> folder, {library: (probe header, rooms)}, problems)."""
+    with open(os.path.join(build, "rooms.json")) as f:
+        table = json.load(f)
+    order = ["cli"] + [row[0] for row in reversed(table["rooms"])]
+    folder = {row[0]: row[1] for row in table["rooms"]}
+    third_party = {}
+    for lib, header in table["third_party"].items():
+        rooms = {row[0] for row in table["rooms"] if lib in row[3]}
+        third_party[lib] = (header, rooms)
+    return order, folder, third_party, unchecked(table)
+
+
+def unchecked(table):
+    """What in the table this test could not check: a library with no probe header, or a room
+    that names a library the build does not know."""
+    problems = [f"library {lib} is in meson.build's third_party but has no header in "
+                f"third_party_probe, so its boundary is never checked"
+                for lib, header in table["third_party"].items() if not header]
+    for row in table["rooms"]:
+        problems += [f"room {row[0]} declares library {lib}, which meson.build's third_party "
+                     f"does not have" for lib in row[3] if lib not in table["third_party"]]
+    return problems
+
+
+def quote_differs(source_root):
+    """Whether docs/layout.md's copy of meson.build's room table differs from the table."""
+    with open(os.path.join(source_root, "meson.build")) as f:
+        build = f.read()
+    start = build.index("rooms = [\n")
+    table = build[start:build.index("\n]\n", start) + 3]
+    with open(os.path.join(source_root, "docs", "layout.md")) as f:
+        doc = f.read()
+    marker = "<!-- rooms: quoted from meson.build -->\n```meson\n"
+    if marker not in doc:
+        return "docs/layout.md has no quoted room table"
+    at = doc.index(marker) + len(marker)
+    quoted = doc[at:doc.index("```", at)]
+    return None if quoted == table else "docs/layout.md's room table differs from meson.build's"
+
+
+def self_check(build):
+    """unchecked() must name a library whose probe header is taken out of the table (the
+    guard that keeps BLIS-like gaps from coming back)."""
+    with open(os.path.join(build, "rooms.json")) as f:
+        table = json.load(f)
+    lib = next(iter(table["third_party"]))
+    table["third_party"][lib] = None
+    return any(f"library {lib} " in p for p in unchecked(table))
+
+
 GUARD = re.compile(r"#if !defined\(GOSSIP_ROOM_([A-Z]+)\)")
 
 
-def room_commands(build, source_root):
+def room_commands(build, source_root, folder):
     """room -> (argv, directory) of a C++ compile of one of the room's own sources."""
     with open(os.path.join(build, "compile_commands.json")) as f:
         entries = json.load(f)
@@ -54,12 +90,8 @@ def room_commands(build, source_root):
         src = os.path.relpath(os.path.join(e["directory"], e["file"]), source_root)
         if not src.endswith(".cpp"):
             continue
-        parts = src.split(os.sep)
-        if parts[0] == "src" and len(parts) == 3:
-            room = parts[1]
-        elif parts[0] in ("sim", "bench", "web") and len(parts) == 2:
-            room = parts[0]
-        else:
+        room = next((r for r, d in folder.items() if os.path.dirname(src) == d), None)
+        if room is None:
             continue
         if room not in out:
             argv = e["arguments"] if "arguments" in e else shlex.split(e["command"])
@@ -114,9 +146,14 @@ def headers(source_root):
 def main():
     build = os.path.abspath(sys.argv[1])
     source_root = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
-    commands = room_commands(build, source_root)
-    failures = []
-    expected_rooms = set(ORDER) - {"cli"}
+    order, folders, third_party, problems = load_table(build)
+    commands = room_commands(build, source_root, folders)
+    failures = [("third-party headers", p) for p in problems]
+    if not self_check(build):
+        failures.append(("third-party headers", "a library without a probe header went unnoticed"))
+    if quote_differs(source_root):
+        failures.append(("direction", quote_differs(source_root)))
+    expected_rooms = set(order) - {"cli"}
     missing = expected_rooms - set(commands)
     if missing:
         failures.append(("direction", f"no compile command for rooms {sorted(missing)}"))
@@ -125,7 +162,7 @@ def main():
     checks = []  # (group, description, argv, cwd, should_pass, expected message in stderr or None)
     for room, (argv, cwd, source) in sorted(commands.items()):
         visible = {m.lower() for m in re.findall(r"-DGOSSIP_ROOM_([A-Z]+)", " ".join(argv))}
-        below = set(ORDER[ORDER.index(room):])
+        below = set(order[order.index(room):])
         if not visible <= below:
             failures.append(("direction",
                              f"{room} sees rooms above it in DESIGN.md: {sorted(visible - below)}"))
@@ -140,7 +177,9 @@ def main():
             checks.append(("project headers", f"{room} includes {spelled} (room {owner})",
                            probe_argv(argv, source, probe, "-E"), cwd, owner in visible,
                            None if owner in visible else f"belongs to room {owner}"))
-        for lib, (header, allowed) in THIRD_PARTY.items():
+        for lib, (header, allowed) in third_party.items():
+            if not header:
+                continue  # reported above
             probe = os.path.join(tmp, f"{room}-{lib}.cpp")
             with open(probe, "w") as f:
                 f.write(f"#include <{header}>\n")

@@ -429,6 +429,14 @@ struct NetworkConfig {
   int metrics_port = 0;
   std::string metrics_host = "127.0.0.1";
   double connect_timeout_s = 60.0;  // start deadline for dialling neighbours
+  // The transport's deadline for one frame once it has begun: writing it, or reading its body
+  // (a link that stalls mid-frame this long is closed). 0: monitor.round_timeout_s (a frame may
+  // take as long as a round may wait for it). io_timeout() resolves it.
+  double io_timeout_s = 0.0;
+  // How long a joiner of an elastic run waits for its donors' hand-over (their parameters) once
+  // it is a member. 0: connect_timeout_s + monitor.round_timeout_s (the donors dial it, then
+  // send a round's message). handover_timeout() resolves it.
+  double handover_timeout_s = 0.0;
   bool shared_memory = true;        // same-host neighbours exchange parameters in memory
   std::string congestion;           // net.congestion: TCP congestion control; "" = the system's
   // Mutual TLS between peers (net.tls): on unless `net.tls: off`. The three PEM paths (relative
@@ -500,6 +508,11 @@ const std::vector<AttackTraits>& attack_table();
 const AttackTraits& attack_traits(AttackKind kind);
 /// "sign_flip, scale, noise, ..." for messages.
 std::string attack_choices();
+
+/// net.io_timeout_s, or monitor.round_timeout_s where it is 0, as a duration.
+std::chrono::milliseconds io_timeout(const NetworkConfig& net, const MonitorConfig& monitor);
+/// net.handover_timeout_s, or connect_timeout_s + monitor.round_timeout_s where it is 0.
+std::chrono::milliseconds handover_timeout(const NetworkConfig& net, const MonitorConfig& monitor);
 
 /// A fault schedule entry's action (faults[]: the key that names its peers or links), one row
 /// each:

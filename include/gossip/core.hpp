@@ -5,6 +5,7 @@
 #error "gossip/core.hpp belongs to room core, which this room does not use (see the room table in meson.build)"
 #endif
 
+#include <chrono>
 #include <cstdint>
 #include <sstream>
 #include <stdexcept>
@@ -29,6 +30,12 @@ class RuntimeError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
+
+/// `seconds` (a config's *_s value) as whole milliseconds, truncated: the one place a number of
+/// seconds becomes a duration.
+inline std::chrono::milliseconds seconds_to_ms(double seconds) {
+  return std::chrono::milliseconds(static_cast<std::int64_t>(seconds * 1000.0));
+}
 
 namespace detail {
 [[noreturn]] void throw_check(const char* file, int line, const std::string& what);

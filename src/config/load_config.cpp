@@ -638,6 +638,8 @@ void read_net(const Reader& r, const Node& n, NetworkConfig& c) {
        }},
       {"metrics_host", [&](auto& v, auto& f) { c.metrics_host = r.text(v, f); }},
       {"connect_timeout_s", [&](auto& v, auto& f) { c.connect_timeout_s = r.positive(v, f, false); }},
+      {"io_timeout_s", [&](auto& v, auto& f) { c.io_timeout_s = r.positive(v, f, false); }},
+      {"handover_timeout_s", [&](auto& v, auto& f) { c.handover_timeout_s = r.positive(v, f, false); }},
       {"shared_memory", [&](auto& v, auto& f) { c.shared_memory = r.boolean(v, f); }},
       {"congestion", [&](auto& v, auto& f) {
          const std::string name = r.text(v, f);

@@ -22,6 +22,7 @@
 #include <cstdint>
 
 #include "gossip/config.hpp"
+#include "gossip/core.hpp"
 
 namespace gossip {
 
@@ -52,7 +53,18 @@ MonitorConfig monitor_preset(MonitorPreset preset) {
 }
 
 std::chrono::milliseconds round_timeout(const MonitorConfig& monitor) {
-  return std::chrono::milliseconds(static_cast<std::int64_t>(monitor.round_timeout_s * 1000.0));
+  return seconds_to_ms(monitor.round_timeout_s);
+}
+
+std::chrono::milliseconds io_timeout(const NetworkConfig& net, const MonitorConfig& monitor) {
+  return seconds_to_ms(net.io_timeout_s > 0 ? net.io_timeout_s : monitor.round_timeout_s);
+}
+
+std::chrono::milliseconds handover_timeout(const NetworkConfig& net,
+                                           const MonitorConfig& monitor) {
+  return seconds_to_ms(net.handover_timeout_s > 0
+                           ? net.handover_timeout_s
+                           : net.connect_timeout_s + monitor.round_timeout_s);
 }
 
 }  // namespace gossip

@@ -480,7 +480,7 @@ void Network::carry_out_faults() {
         kill(-children_[p].pid, SIGKILL);  // the process group (an exec: shell and its Python)
       } else {
         kill(-children_[p].pid, SIGSTOP);
-        paused_.emplace_back(now + std::chrono::milliseconds(static_cast<long>(f.seconds * 1000)),
+        paused_.emplace_back(now + seconds_to_ms(f.seconds),
                              p);
       }
       acted_on.push_back(p);

@@ -286,7 +286,7 @@ std::chrono::milliseconds MonitoredExchange::round_deadline(
   const std::size_t at = (sorted.size() * 95) / 100;
   std::nth_element(sorted.begin(), sorted.begin() + static_cast<std::ptrdiff_t>(at), sorted.end());
   const double seconds = std::max(deadline_floor_s_, kDeadlineFactor * sorted[at]);
-  const auto ms = std::chrono::milliseconds(static_cast<std::int64_t>(seconds * 1000));
+  const auto ms = seconds_to_ms(seconds);
   return std::min(ceiling, ms);
 }
 
@@ -298,7 +298,7 @@ std::vector<Inbox> MonitoredExchange::collect(std::int64_t tag, std::span<const 
   for (int q : membership_.suspected()) o.no_wait.push_back(q);
   for (int q : membership_.dead()) o.no_wait.push_back(q);
   if (silence_s_ > 0)
-    o.silent_after = std::chrono::milliseconds(static_cast<std::int64_t>(silence_s_ * 1000));
+    o.silent_after = seconds_to_ms(silence_s_);
   // The deadline follows the measured round time only where heartbeats tell a slow neighbour
   // (alive, left out for now) from a stopped one.
   if (heartbeats()) o.deadline = round_deadline(options.deadline);

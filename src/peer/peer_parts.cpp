@@ -172,10 +172,9 @@ NetConfig net_config(const RunConfig& config, const Topology& topology, const Pe
     net.max_frame_bytes = std::max<std::uint64_t>(
         default_max_frame_bytes(net.handshake.param_count), frame + wire::kMaxControlPayload);
   }
-  const auto ms = [](double s) { return std::chrono::milliseconds(static_cast<long>(s * 1000)); };
-  net.timeouts.start = ms(config.net.connect_timeout_s);
-  net.timeouts.io = ms(config.monitor.round_timeout_s);
-  net.timeouts.silent = ms(config.monitor.suspect_after_s);
+  net.timeouts.start = seconds_to_ms(config.net.connect_timeout_s);
+  net.timeouts.io = io_timeout(config.net, config.monitor);
+  net.timeouts.silent = seconds_to_ms(config.monitor.suspect_after_s);
   net.log = [rank](const std::string& line) { log_line(cat("peer ", rank, " net: ", line)); };
   return net;
 }

@@ -204,8 +204,7 @@ struct PeerSession::Impl {
     const std::int64_t r = window.from;
     donors = join_donors(topology, window.first_epoch, opt.rank);
     CollectOptions o;
-    o.deadline = std::chrono::milliseconds(static_cast<std::int64_t>(
-        1000 * (config.net.connect_timeout_s + config.monitor.round_timeout_s)));
+    o.deadline = handover_timeout(config.net, config.monitor);
     transport->waiting_for(r - 2);  // the donors' frames of that round are not held for it
     const std::vector<Inbox> got = transport->collect(r - 2, donors, o);
     transport->waiting_for(r);  // and now for its first round: its neighbours' frames of it flow
@@ -256,8 +255,7 @@ struct PeerSession::Impl {
   void await_join() {
     const std::vector<Announcement> request{{opt.rank, ChangeKind::kJoinRequest, 0}};
     transport->announce(request, opt.join_contacts);
-    const auto give_up = Clock::now() + std::chrono::milliseconds(static_cast<std::int64_t>(
-                                            1000 * config.net.connect_timeout_s));
+    const auto give_up = Clock::now() + seconds_to_ms(config.net.connect_timeout_s);
     for (;;) {
       bool changed = false;
       for (const Announcement& a : transport->take_announcements())
