@@ -65,8 +65,8 @@ NetworkSummary network_summary(const SimResult& result, const SimRunInfo& info) 
         ++n;
       }
     };
-    if (e.event == "dead") count(seen_dead, net.deaths);
-    if (e.event == "rejoin") count(seen_rejoin, net.rejoins);
+    if (e.event == MemberEventKind::kDead) count(seen_dead, net.deaths);
+    if (e.event == MemberEventKind::kRejoin) count(seen_rejoin, net.rejoins);
     note_byzantine(net.byzantine, e);
   }
   for (char a : result.alive_at_end) net.alive_at_end.push_back(a != 0);

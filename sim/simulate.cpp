@@ -477,7 +477,7 @@ class Swarm {
     watches_[p].observe_mix(flagged(mix), mix.heard, mix.nonfinite);
     for (PeerEvent& e : watches_[p](*monitored_[p], done, now))
       if (auto* m = std::get_if<MemberEvent>(&e)) {
-        if (m->event == "partition" && config_.monitor.on_partition == PartitionPolicy::kStop) stop_ = true;
+        if (m->event == MemberEventKind::kPartition && config_.monitor.on_partition == PartitionPolicy::kStop) stop_ = true;
         result.member_events.push_back(std::move(*m));
       }
     algorithms_[p]->set_cut(monitored_[p]->cut_peers());

@@ -268,7 +268,7 @@ TEST_CASE("MonitoredExchange over CutLinks: the view and the messages skip a cut
   CHECK(ex.dead_peers() == std::vector<int>{3});  // 1 refuted its death (incarnation 1)
   std::vector<std::string> ev;
   for (const auto& c : ex.membership().take_changes())
-    ev.push_back(c.event + " " + std::to_string(c.peer) + " round " + std::to_string(c.round));
+    ev.push_back(std::string(gossip::event_name(c.event)) + " " + std::to_string(c.peer) + " round " + std::to_string(c.round));
   CHECK(ev == std::vector<std::string>{"suspect 3 round 1", "suspect 1 round 2", "dead 3 round 3",
                                        "dead 1 round 4", "rejoin 1 round 5"});
 }

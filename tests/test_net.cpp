@@ -1487,7 +1487,7 @@ TEST_CASE("a same-host neighbour's shared memory is checked as its frames are", 
     CHECK(std::isnan(collect_one(3).params[7]));
     const auto alerts = b.take_alerts();
     REQUIRE(alerts.size() == 1);
-    CHECK((alerts[0].kind == "refused_params" && alerts[0].peer == 0));
+    CHECK((alerts[0].kind == gossip::MemberEventKind::kRefusedParams && alerts[0].peer == 0));
     CHECK_THAT(alerts[0].message, Contains("parameter 7 of round 3 is nan"));
     const auto p = params_for(0, 4, kParams);
     announce(*raw, 4, seg->write(1.0, values_of(p)));
@@ -2118,7 +2118,7 @@ TEST_CASE("a second live connection with a connected identity is refused (identi
   CHECK(b.connected_peers() == std::vector<int>{0});
   const auto alerts = b.take_alerts();
   REQUIRE(alerts.size() == 1);
-  CHECK(alerts[0].kind == "identity_conflict");
+  CHECK(alerts[0].kind == gossip::MemberEventKind::kIdentityConflict);
   CHECK(alerts[0].peer == 0);
   CHECK_THAT(alerts[0].message, Contains("identity of peer 0"));
   // More attempts within the alert period are refused too, but not alerted again.
@@ -2315,8 +2315,8 @@ TEST_CASE("a neighbour that heartbeats but stops sending rounds is left out afte
         if (round >= kStallAt) s.longest_wait = std::max(s.longest_wait, waited);
         if (round == kStallAt) s.deadline = ex.last_deadline();
         for (const auto& c : ex.membership().take_changes()) {
-          s.suspected_2 |= c.peer == 2 && c.event == "suspect";
-          s.dead_2 |= c.peer == 2 && c.event == "dead";
+          s.suspected_2 |= c.peer == 2 && c.event == gossip::MemberEventKind::kSuspect;
+          s.dead_2 |= c.peer == 2 && c.event == gossip::MemberEventKind::kDead;
         }
         std::this_thread::sleep_for(5ms);
       }

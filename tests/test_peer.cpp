@@ -363,7 +363,7 @@ class RecordingTransport final : public gossip::Exchange {
   }
   std::vector<gossip::TransportAlert> take_alerts() override {
     reached.insert("take_alerts");
-    return {{"identity_conflict", 1, "x"}};
+    return {{gossip::MemberEventKind::kIdentityConflict, 1, "x"}};
   }
   void set_tags_per_round(int tags) override { reached.insert(cat("tags ", tags)); }
 
@@ -421,7 +421,7 @@ TEST_CASE("every Exchange call reaches the transport through the peer's whole de
   REQUIRE(announcements.size() == 1);
   CHECK(announcements[0].rank == 2);
   REQUIRE(alerts.size() == 1);
-  CHECK(alerts[0].kind == "identity_conflict");
+  CHECK(alerts[0].kind == gossip::MemberEventKind::kIdentityConflict);
   for (const char* call : {"tags 2", "publish", "publish_packet", "collect", "send_view",
                            "take_views", "announce", "take_announcements", "excused_peers",
                            "newest", "heard_within", "take_alerts", "bytes_sent"}) {

@@ -110,11 +110,11 @@ TEST_CASE("every event survives encoding and parsing unchanged", "[report][event
 
 TEST_CASE("membership events survive the event line and become events.jsonl lines",
           "[report][events][membership]") {
-  MemberEvent e{4, 104, 2.5, "partition", -1, 0, {2, 6}, {{0, 1, 7}, {3, 4, 5}}, {3, 4, 5}};
+  MemberEvent e{4, 104, 2.5, gossip::MemberEventKind::kPartition, -1, 0, {2, 6}, {{0, 1, 7}, {3, 4, 5}}, {3, 4, 5}};
   const auto r = round_trip(e);
   CHECK(r.peer == 4);
   CHECK(r.round == 104);
-  CHECK(r.event == "partition");
+  CHECK(r.event == gossip::MemberEventKind::kPartition);
   CHECK(r.dead == std::vector<int>{2, 6});
   CHECK(r.components == gossip::Components{{0, 1, 7}, {3, 4, 5}});
   CHECK(r.my_component == std::vector<int>{3, 4, 5});
@@ -122,7 +122,7 @@ TEST_CASE("membership events survive the event line and become events.jsonl line
         "{\"peer\": 4, \"round\": 104, \"time_s\": 2.5, \"event\": \"partition\", \"subject\": -1, "
         "\"incarnation\": 0, \"dead\": [2, 6], \"components\": [[0, 1, 7], [3, 4, 5]], "
         "\"my_component\": [3, 4, 5]}");
-  const auto d = round_trip(MemberEvent{1, 9, 0.0, "dead", 2, 3, {2}, {}, {}});
+  const auto d = round_trip(MemberEvent{1, 9, 0.0, gossip::MemberEventKind::kDead, 2, 3, {2}, {}, {}});
   CHECK(d.subject == 2);
   CHECK(d.incarnation == 3);
   CHECK(d.components.empty());
@@ -520,7 +520,7 @@ TEST_CASE("the dashboard shows dead peers and the live graph's components",
     s.on_exit(1, "killed by the fault schedule", 5.0);
     gossip::MemberEvent dead;
     dead.peer = 4;
-    dead.event = "dead";
+    dead.event = gossip::MemberEventKind::kDead;
     dead.subject = 5;
     s.on_event(4, dead, 5.5);
   });
@@ -535,7 +535,7 @@ TEST_CASE("the dashboard shows dead peers and the live graph's components",
     e.peer = 2;
     e.subject = 3;
     for (const char* what : {"suspect", "alive", "byzantine_suspect", "byzantine_cut"}) {
-      e.event = what;
+      e.event = *gossip::find_member_event(what);
       s.on_event(2, e, 3.0);
     }
     e.peer = 4;

@@ -984,7 +984,7 @@ namespace {
 std::vector<const MemberEvent*> events_of(const SimResult& r, int peer, const std::string& event) {
   std::vector<const MemberEvent*> out;
   for (const auto& e : r.member_events)
-    if (e.peer == peer && e.event == event) out.push_back(&e);
+    if (e.peer == peer && gossip::event_name(e.event) == event) out.push_back(&e);
   return out;
 }
 
@@ -1223,13 +1223,13 @@ TEST_CASE("clipped gossip contains a sign-flipping peer, and its neighbours name
   const auto [clean, attacked] = clipped_ring_runs(gossip::ByzantinePolicy::kReport);
   std::vector<std::pair<int, int>> named;  // (peer, subject) of the suspicions in the window
   for (const MemberEvent& e : attacked.member_events)
-    if (e.event == "byzantine_suspect" && e.round <= 2 + MembershipWatch::kSuspectWindow)
+    if (e.event == gossip::MemberEventKind::kByzantineSuspect && e.round <= 2 + MembershipWatch::kSuspectWindow)
       named.emplace_back(e.peer, e.subject);
   std::sort(named.begin(), named.end());
   CHECK(named == std::vector<std::pair<int, int>>{{2, 3}, {4, 3}});
   for (const MemberEvent& e : clean.member_events) {
     INFO(e.peer << " " << e.event << " " << e.subject << " at " << e.round);
-    CHECK(e.event.rfind("byzantine", 0) != 0);
+    CHECK(std::string(gossip::event_name(e.event)).rfind("byzantine", 0) != 0);
   }
   double clean_min = 1.0, attacked_min = 1.0;
   for (int p = 0; p < 8; ++p)
@@ -1252,12 +1252,12 @@ TEST_CASE("on_byzantine: cut stops mixing with the liar for good, its neighbours
   std::vector<std::pair<int, int>> cut, suspected;
   for (const MemberEvent& e : attacked.member_events) {
     INFO(e.peer << " " << e.event << " " << e.subject << " at " << e.round);
-    if (e.event == "byzantine_cut") {
+    if (e.event == gossip::MemberEventKind::kByzantineCut) {
       cut.emplace_back(e.peer, e.subject);
       CHECK(e.round <= 2 + MembershipWatch::kSuspectWindow);
     }
-    if (e.event == "byzantine_suspect") suspected.emplace_back(e.peer, e.subject);
-    CHECK(e.event != "byzantine_cleared");  // a cut neighbour is no longer heard, so stays named
+    if (e.event == gossip::MemberEventKind::kByzantineSuspect) suspected.emplace_back(e.peer, e.subject);
+    CHECK(e.event != gossip::MemberEventKind::kByzantineCleared);  // a cut neighbour is no longer heard, so stays named
   }
   std::sort(cut.begin(), cut.end());
   std::sort(suspected.begin(), suspected.end());
@@ -1296,7 +1296,7 @@ TEST_CASE("a peer that sends NaN is left out by its neighbours every round, coun
   // Events at the 1st, 2nd, 4th, ... refusal of each neighbour.
   std::int64_t events = 0;
   for (const MemberEvent& e : r.member_events)
-    if (e.event == "refused_params") {
+    if (e.event == gossip::MemberEventKind::kRefusedParams) {
       CHECK(e.subject == 3);
       CHECK((e.peer == 2 || e.peer == 4));
       ++events;
@@ -1339,8 +1339,8 @@ TEST_CASE("an elastic run in the simulator: peers join and leave at the rounds t
   // Nobody was suspected, buried or cut off: joins and leaves are not deaths or partitions.
   for (const MemberEvent& e : r.member_events) {
     INFO("peer " << e.peer << " " << e.event << " round " << e.round);
-    CHECK(e.event != "dead");
-    CHECK(e.event != "partition");
+    CHECK(e.event != gossip::MemberEventKind::kDead);
+    CHECK(e.event != gossip::MemberEventKind::kPartition);
   }
   CHECK(r.final_components == std::vector<std::vector<int>>{{0, 2, 3, 4, 5}});
   // The members at the end agree and learned; the rank that never joined was not evaluated.
@@ -1430,7 +1430,7 @@ TEST_CASE("an elastic run takes a dead member out of the member set once its dea
   // The survivors end as one component, in agreement, and nobody saw a partition.
   CHECK(r.final_components == std::vector<std::vector<int>>{{0, 1, 3, 4}});
   CHECK(r.evals.back().consensus_distance < 1e-3);
-  for (const MemberEvent& e : r.member_events) CHECK(e.event != "partition");
+  for (const MemberEvent& e : r.member_events) CHECK(e.event != gossip::MemberEventKind::kPartition);
 }
 
 TEST_CASE("compare sweeps membership schedules: each cell's joins and leaves go into its setting, "

@@ -13,6 +13,8 @@
 #include <variant>
 #include <vector>
 
+#include "gossip/event_kind.hpp"
+
 namespace gossip {
 
 /// The peer is connected to its neighbours and starts training.
@@ -67,7 +69,7 @@ struct MemberEvent {
   int peer = 0;
   std::int64_t round = 0;
   double seconds = 0.0;        // since the peer started
-  std::string event;
+  MemberEventKind event = MemberEventKind::kSuspect;
   int subject = -1;
   std::int64_t incarnation = 0;
   std::vector<int> dead;       // the peers this view holds dead, after the change

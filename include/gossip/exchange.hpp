@@ -33,6 +33,8 @@
 #include <string>
 #include <vector>
 
+#include "gossip/event_kind.hpp"
+
 namespace gossip {
 
 /// A peer's state in a membership view (SWIM): alive, suspected of having died, or declared dead.
@@ -78,6 +80,29 @@ struct Announcement {
 };
 inline constexpr std::size_t kMaxAnnouncements = 4096;  // one message may carry
 
+/// The event that records an announced membership change of `kind` (announce_join, ...): the
+/// one mapping from the wire's change kind to the record's name. A join request is no change.
+inline MemberEventKind announce_event(ChangeKind kind) {
+  switch (kind) {
+    case ChangeKind::kJoin:
+    case ChangeKind::kJoinRequest: return MemberEventKind::kAnnounceJoin;
+    case ChangeKind::kLeave: return MemberEventKind::kAnnounceLeave;
+    case ChangeKind::kDead: return MemberEventKind::kAnnounceDead;
+  }
+  return MemberEventKind::kAnnounceJoin;  // not reached
+}
+
+/// The change kind an announce_* event records; nullopt for any other event.
+inline std::optional<ChangeKind> announced_change(MemberEventKind kind) {
+  switch (kind) {
+    case MemberEventKind::kAnnounceJoin: return ChangeKind::kJoin;
+    case MemberEventKind::kAnnounceLeave: return ChangeKind::kLeave;
+    case MemberEventKind::kAnnounceDead: return ChangeKind::kDead;
+    default: return std::nullopt;
+  }
+}
+
+
 /// The view a neighbour sent: one Member per peer of the run, in rank order, and the probes it
 /// passed on with it.
 struct PeerView {
@@ -114,10 +139,10 @@ struct CollectOptions {
 };
 
 /// Something the transport saw that is not a message and that the peer's record should say:
-/// "identity_conflict" (a second live connection presented the certificate of `peer`, which
-/// already has one; it was refused).
+/// kIdentityConflict (a second live connection presented the certificate of `peer`, which
+/// already has one; it was refused), kRefusedParams (messages of `peer` held NaN or Inf).
 struct TransportAlert {
-  std::string kind;
+  MemberEventKind kind = MemberEventKind::kIdentityConflict;
   int peer = -1;
   std::string message;
 };

@@ -55,9 +55,9 @@ struct MonitorChange {
   bool connected = true;                     // of the live graph without the dead and cut peers
   std::vector<std::vector<int>> components;  // of the live graph
   std::vector<int> my_component;             // the component this peer is in (empty if dead)
-  /// "partition" (the live graph split, or split differently), "healed" (whole again after a
-  /// partition), or "" (dead peers changed, the graph still connected).
-  std::string event;
+  /// kPartition (the live graph split, or split differently), kHealed (whole again after a
+  /// partition), or none (dead peers changed, the graph still connected).
+  std::optional<MemberEventKind> event;
   std::string message;  // "peers dead: 2; live graph still connected", for logs
 };
 
@@ -94,8 +94,8 @@ class ConvergenceMonitor {
 /// One change of one entry of a membership view.
 struct MemberChange {
   int peer = -1;          // whose entry changed (this peer's own, for a refutation)
-  std::string event;      // "suspect", "dead", "alive" (a suspicion refuted), "rejoin" (back
-                          // after having been declared dead)
+  MemberEventKind event = MemberEventKind::kSuspect;  // kSuspect, kDead, kAlive (a suspicion
+                          // refuted), kRejoin (back after having been declared dead)
   std::uint32_t incarnation = 0;  // of the new entry
   std::int64_t round = 0;         // this peer's round when it changed
 };
@@ -163,7 +163,7 @@ class Membership {
 
  private:
   void set(int peer, Member m, std::int64_t round, double now);
-  void note(int peer, const char* event, std::uint32_t incarnation, std::int64_t round,
+  void note(int peer, MemberEventKind event, std::uint32_t incarnation, std::int64_t round,
             double now);
   void merge_self(const Member& theirs, std::int64_t round, double now);
 
@@ -404,7 +404,7 @@ class MembershipWatch {
     std::int64_t refused = 0;  // messages left out for NaN or Inf
   };
   std::map<int, Record> mixes_;
-  std::vector<std::pair<int, std::string>> pending_;  // (neighbour, event) for operator()
+  std::vector<std::pair<int, MemberEventKind>> pending_;  // (neighbour, event) for operator()
 };
 
 /// A view is sent when it changed, and at least this often (rounds) anyway.

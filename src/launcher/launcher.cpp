@@ -629,21 +629,20 @@ int Network::run() {
 
 /// What the launcher's terminal says of a peer's event about a neighbour that lies (nullptr:
 /// not such an event); events.jsonl and summary.json have the details.
-const char* byzantine_note(const std::string& event) {
-  static const std::pair<const char*, const char*> kNotes[] = {
-      {"byzantine_suspect", "byzantine_suspect: suspects of lying"},
-      {"byzantine_cleared", "byzantine_cleared: no longer suspects"},
-      {"byzantine_cut", "byzantine_cut: no longer mixes with"},
-      {"refused_params", "refused_params: left out NaN or Inf parameters of"},
-  };
-  for (const auto& [name, note] : kNotes)
-    if (event == name) return note;
-  return nullptr;
+const char* byzantine_note(MemberEventKind event) {
+  switch (event) {
+    case MemberEventKind::kByzantineSuspect: return "byzantine_suspect: suspects of lying";
+    case MemberEventKind::kByzantineCleared: return "byzantine_cleared: no longer suspects";
+    case MemberEventKind::kByzantineCut: return "byzantine_cut: no longer mixes with";
+    case MemberEventKind::kRefusedParams:
+      return "refused_params: left out NaN or Inf parameters of";
+    default: return nullptr;
+  }
 }
 
 void Network::handle_event(int r, const PeerEvent& e) {
   if (const auto* a = std::get_if<AlertEvent>(&e)) progress_.note(cat("peer ", r, ": ", a->message));
-  if (const auto* m = std::get_if<MemberEvent>(&e); m && m->event == "identity_conflict")
+  if (const auto* m = std::get_if<MemberEvent>(&e); m && m->event == MemberEventKind::kIdentityConflict)
     progress_.note(cat("peer ", r, ": identity_conflict: a second connection presented the "
                        "identity of peer ", m->subject, " while its link was live; refused"));
   if (const auto* m = std::get_if<MemberEvent>(&e))
@@ -655,7 +654,7 @@ void Network::handle_event(int r, const PeerEvent& e) {
     peer_round_[r] = std::max(peer_round_[r], ro->round);
   // A new identity started by hand (gossip peer --join): its events come through its file.
   if (const auto* m = std::get_if<MemberEvent>(&e);
-      m && m->event == "announce_join" && m->subject >= 0 && m->subject < n_ &&
+      m && m->event == MemberEventKind::kAnnounceJoin && m->subject >= 0 && m->subject < n_ &&
       !children_[m->subject].running && outside_offset_[m->subject] < 0) {
     outside_offset_[m->subject] = 0;
     outside_back_[m->subject] = false;

@@ -112,18 +112,13 @@ void NetworkRecord::handle(int rank, const PeerEvent& event) {
     return;
   }
   if (const auto* e = std::get_if<MemberEvent>(&event)) {
-    if (e->event == "partition" || e->event == "healed") graph_[rank] = *e;
-    if (members_ &&
-        (e->event == "announce_dead" || e->event == "announce_leave" ||
-         e->event == "announce_join") &&
-        e->subject >= 0 && e->subject < n_) {
+    if (e->event == MemberEventKind::kPartition || e->event == MemberEventKind::kHealed)
+      graph_[rank] = *e;
+    const std::optional<ChangeKind> change = announced_change(e->event);
+    if (members_ && change && e->subject >= 0 && e->subject < n_) {
       // An elastic run's change announced by a peer: the member timeline as every peer
       // derives it (the earliest round of each rank and kind).
-      const Announcement a{e->subject,
-                           e->event == "announce_dead"   ? ChangeKind::kDead
-                           : e->event == "announce_join" ? ChangeKind::kJoin
-                                                         : ChangeKind::kLeave,
-                           e->round};
+      const Announcement a{e->subject, *change, e->round};
       merge_announcement(announced_, a);
       members_->set_epochs(elastic_timeline(*members_, scheduled_changes(config_.faults),
                                             announced_).epochs());
@@ -133,7 +128,7 @@ void NetworkRecord::handle(int rank, const PeerEvent& event) {
       if (std::find(seen.begin(), seen.end(), key) != seen.end()) return;
       seen.push_back(key);
       membership_.add(JsonObject()
-                          .add("event", e->event)
+                          .add("event", event_name(e->event))
                           .add("peer", e->subject)
                           .add("incarnation", e->incarnation)
                           .add("time_s", now_s())
@@ -141,8 +136,8 @@ void NetworkRecord::handle(int rank, const PeerEvent& event) {
                           .add("reported_by", rank));
     };
     note_byzantine(byzantine_, *e);
-    if (e->event == "dead") count(deaths_);
-    if (e->event == "rejoin") count(rejoins_);
+    if (e->event == MemberEventKind::kDead) count(deaths_);
+    if (e->event == MemberEventKind::kRejoin) count(rejoins_);
   }
   if (const auto* e = std::get_if<DoneEvent>(&event)) done_[rank] = *e;
   if (const auto* e = std::get_if<AlertEvent>(&event)) live_connected_ = e->connected;
@@ -208,7 +203,7 @@ std::vector<std::vector<int>> NetworkRecord::partition() const {
     if (!graph_[r] || std::find(dead_.begin(), dead_.end(), r) != dead_.end()) continue;
     if (!last || graph_[r]->round > last->round) last = &*graph_[r];
   }
-  if (!last || last->event != "partition") return {};
+  if (!last || last->event != MemberEventKind::kPartition) return {};
   return last->components;
 }
 

@@ -30,9 +30,9 @@ std::optional<MonitorChange> ConvergenceMonitor::check(const std::vector<int>& d
     if (std::find(c.begin(), c.end(), self_) != c.end()) change.my_component = c;
   const bool was_connected = connected_;
   if (!change.connected && (was_connected || change.components != components_))
-    change.event = "partition";
+    change.event = MemberEventKind::kPartition;
   else if (change.connected && !was_connected)
-    change.event = "healed";
+    change.event = MemberEventKind::kHealed;
   const std::string graph =
       change.connected ? std::string("live graph still connected")
                        : cat("live graph DISCONNECTED, components ",

@@ -35,10 +35,9 @@ Membership::Membership(int peers, int self, std::int64_t dead_after_rounds, doub
                    peers - 1);
 }
 
-void Membership::note(int peer, const char* event, std::uint32_t incarnation,
+void Membership::note(int peer, MemberEventKind event, std::uint32_t incarnation,
                       std::int64_t round, double now) {
-  const std::string e = event;
-  if (e == "suspect" || e == "alive") {
+  if (event == MemberEventKind::kSuspect || event == MemberEventKind::kAlive) {
     // A token bucket per peer: a flood of claims (or a flapping link) cannot grow the log
     // without bound. Deaths and rejoins pass: each one takes a suspicion timer.
     Tokens& t = event_tokens_[peer];
@@ -50,7 +49,7 @@ void Membership::note(int peer, const char* event, std::uint32_t incarnation,
     }
     t.tokens -= 1;
   }
-  changes_.push_back(MemberChange{peer, e, incarnation, round});
+  changes_.push_back(MemberChange{peer, event, incarnation, round});
 }
 
 void Membership::set(int peer, Member m, std::int64_t round, double now) {
@@ -66,13 +65,13 @@ void Membership::set(int peer, Member m, std::int64_t round, double now) {
   if (m.state != MemberState::kSuspect) suspicions_.erase(peer);
   else if (old.state != MemberState::kSuspect) suspicions_[peer] = Suspicion{round, now};
   if (old.state == MemberState::kDead && m.state != MemberState::kDead)
-    note(peer, "rejoin", m.incarnation, round, now);
+    note(peer, MemberEventKind::kRejoin, m.incarnation, round, now);
   if (old.state == MemberState::kSuspect && m.state == MemberState::kAlive)
-    note(peer, "alive", m.incarnation, round, now);
+    note(peer, MemberEventKind::kAlive, m.incarnation, round, now);
   if (m.state == MemberState::kSuspect && old.state != MemberState::kSuspect)
-    note(peer, "suspect", m.incarnation, round, now);
+    note(peer, MemberEventKind::kSuspect, m.incarnation, round, now);
   if (m.state == MemberState::kDead && old.state != MemberState::kDead)
-    note(peer, "dead", m.incarnation, round, now);
+    note(peer, MemberEventKind::kDead, m.incarnation, round, now);
 }
 
 void Membership::missed(int peer, std::int64_t round, double now) {
@@ -92,7 +91,8 @@ void Membership::merge_self(const Member& theirs, std::int64_t round, double now
   if (theirs.state != MemberState::kAlive && theirs.incarnation >= me.incarnation) {
     if (theirs.incarnation > ceiling) ++inflated_;
     if (bounded == std::numeric_limits<std::uint32_t>::max()) return;  // cannot go past it
-    const char* event = theirs.state == MemberState::kDead ? "rejoin" : "alive";
+    const MemberEventKind event =
+        theirs.state == MemberState::kDead ? MemberEventKind::kRejoin : MemberEventKind::kAlive;
     me = Member{bounded + 1, MemberState::kAlive};
     ++version_;
     note(self_, event, me.incarnation, round, now);

@@ -16,7 +16,7 @@ std::vector<PeerEvent> MembershipWatch::operator()(MonitoredExchange& exchange,
     if (messages) messages->push_back(std::move(line));
   };
   for (const MemberChange& c : exchange.membership().take_changes()) {
-    say(cat("membership: peer ", c.peer, " ", c.event, " (incarnation ", c.incarnation, ")"));
+    say(cat("membership: peer ", c.peer, " ", event_name(c.event), " (incarnation ", c.incarnation, ")"));
     out.push_back(MemberEvent{self_, round, seconds, c.event, c.peer,
                               static_cast<std::int64_t>(c.incarnation), exchange.dead_peers(),
                               {}, {}});
@@ -29,29 +29,30 @@ std::vector<PeerEvent> MembershipWatch::operator()(MonitoredExchange& exchange,
   for (const auto& [peer, event] : std::exchange(pending_, {})) {
     const Record& r = mixes_[peer];
     const auto count = std::count(r.flags.begin(), r.flags.end(), true);
-    if (event == "refused_params")
+    if (event == MemberEventKind::kRefusedParams)
       say(cat("refused peer ", peer, "'s parameters: NaN or Inf; ", r.refused,
               r.refused == 1 ? " message" : " messages", " refused so far, left out of mixing"));
     else
-      say(cat(event == "byzantine_suspect" ? "suspected of lying: peer " : "no longer suspected "
-              "of lying: peer ", peer, " (its messages clipped, trimmed away or refused in ",
+      say(cat(event == MemberEventKind::kByzantineSuspect ? "suspected of lying: peer "
+                                                          : "no longer suspected of lying: peer ",
+              peer, " (its messages clipped, trimmed away or refused in ",
               count, " of the last ", r.flags.size(), " rounds it was heard)"));
     out.push_back(MemberEvent{self_, round, seconds, event, peer, 0, exchange.dead_peers(),
                               {}, {}});
-    if (event != "byzantine_suspect" || !cut_liars_) continue;
+    if (event != MemberEventKind::kByzantineSuspect || !cut_liars_) continue;
     exchange.cut(peer);
     say(cat("cut peer ", peer, ": no longer mixed with, and the live graph is taken without it "
             "(gossip.on_byzantine: cut)"));
-    out.push_back(MemberEvent{self_, round, seconds, "byzantine_cut", peer, 0,
+    out.push_back(MemberEvent{self_, round, seconds, MemberEventKind::kByzantineCut, peer, 0,
                               exchange.dead_peers(), {}, {}});
   }
   const auto change = monitor_.check(exchange.dead_peers(), exchange.cut_peers(), round);
   if (!change) return out;
   say(change->message);
   out.push_back(AlertEvent{self_, round, change->connected, change->dead, change->message});
-  if (!change->event.empty()) {
-    partitioned_ = change->event == "partition";
-    out.push_back(MemberEvent{self_, round, seconds, change->event, -1, 0, change->dead,
+  if (change->event) {
+    partitioned_ = change->event == MemberEventKind::kPartition;
+    out.push_back(MemberEvent{self_, round, seconds, *change->event, -1, 0, change->dead,
                               change->components, change->my_component});
   }
   return out;
@@ -62,7 +63,7 @@ void MembershipWatch::observe_mix(std::span<const int> flagged, std::span<const 
   for (int peer : nonfinite) {
     const std::int64_t count = ++mixes_[peer].refused;
     if (refusal_events_ && (count & (count - 1)) == 0)  // 1st, 2nd, 4th, ...
-      pending_.emplace_back(peer, "refused_params");
+      pending_.emplace_back(peer, MemberEventKind::kRefusedParams);
   }
   for (int peer : heard) {
     Record& r = mixes_[peer];
@@ -71,11 +72,11 @@ void MembershipWatch::observe_mix(std::span<const int> flagged, std::span<const 
     const auto count = std::count(r.flags.begin(), r.flags.end(), true);
     if (!r.suspect && count >= kSuspectFlags) {
       r.suspect = true;
-      pending_.emplace_back(peer, "byzantine_suspect");
+      pending_.emplace_back(peer, MemberEventKind::kByzantineSuspect);
     } else if (r.suspect && r.flags.size() == static_cast<std::size_t>(kSuspectWindow) &&
                4 * count <= kSuspectWindow) {
       r.suspect = false;
-      pending_.emplace_back(peer, "byzantine_cleared");
+      pending_.emplace_back(peer, MemberEventKind::kByzantineCleared);
     }
   }
 }

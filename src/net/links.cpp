@@ -261,7 +261,7 @@ std::string Links::identity_conflict(int peer, const Session& s) {
           "; refused (the first connection stays)");
   const auto now = Clock::now();
   if (l.conflicts == 1 || now - l.last_conflict_alert >= kConflictAlertEvery) {
-    mail_.alert(TransportAlert{"identity_conflict", peer,
+    mail_.alert(TransportAlert{MemberEventKind::kIdentityConflict, peer,
                                l.conflicts == 1 ? why
                                                 : cat(why, " (", l.conflicts,
                                                       " such connections so far)")});

@@ -249,7 +249,7 @@ void Mailboxes::refused(int peer, const std::string& why) {
     count = ++refused_[peer];
     if ((count & (count - 1)) != 0) return;  // not a power of two
     alerts_.push_back(TransportAlert{
-        "refused_params", peer,
+        MemberEventKind::kRefusedParams, peer,
         cat("net[", rank_, "]: refused peer ", peer, "'s parameters: ", why, "; ", count,
             count == 1 ? " message" : " messages", " refused so far, left out of mixing, the "
             "link stays up")});

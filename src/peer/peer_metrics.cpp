@@ -139,7 +139,7 @@ void PeerMetrics::after_eval(double loss, double accuracy) {
 
 void PeerMetrics::on_event(const PeerEvent& e) {
   if (const auto* m = std::get_if<MemberEvent>(&e))
-    registry_.add("gossip_membership_events_total", {{"event", m->event}}, 1.0);
+    registry_.add("gossip_membership_events_total", {{"event", event_name(m->event)}}, 1.0);
 }
 
 }  // namespace gossip::peer_parts

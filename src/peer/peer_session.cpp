@@ -406,11 +406,8 @@ struct PeerSession::Impl {
       if (!gossip::merge_announcement(known, a)) continue;
       changed = true;
       // (A death's round is the one its removal counts from: dead_announcement_round.)
-      events.emit(MemberEvent{opt.rank, a.round, since(t0),
-                              a.kind == ChangeKind::kDead    ? "announce_dead"
-                              : a.kind == ChangeKind::kJoin ? "announce_join"
-                                                            : "announce_leave",
-                              a.rank, 0, {}, {}, {}});
+      events.emit(MemberEvent{opt.rank, a.round, since(t0), announce_event(a.kind), a.rank, 0,
+                              {}, {}, {}});
     }
     if (!changed) return;
     const std::vector<int> before = neighbours;

@@ -26,23 +26,30 @@ std::string ids(const std::vector<int>& v) {
 /// The text of a member event for the log.
 std::string member_text(const MemberEvent& m) {
   const std::string who = cat("peer ", m.peer);
-  if (m.event == "partition" || m.event == "healed") {
-    std::string comps;
-    for (const auto& c : m.components) comps += cat(comps.empty() ? "" : " | ", ids(c));
-    return cat(who, ": live graph ", m.event == "partition" ? "split" : "whole again",
-               " (components ", comps, ")");
+  std::string comps;
+  for (const auto& c : m.components) comps += cat(comps.empty() ? "" : " | ", ids(c));
+  switch (m.event) {
+    case MemberEventKind::kPartition: return cat(who, ": live graph split (components ", comps, ")");
+    case MemberEventKind::kHealed:
+      return cat(who, ": live graph whole again (components ", comps, ")");
+    case MemberEventKind::kSuspect: return cat(who, " suspects peer ", m.subject);
+    case MemberEventKind::kDead: return cat(who, " holds peer ", m.subject, " dead");
+    case MemberEventKind::kAlive: return cat(who, " hears peer ", m.subject, " again");
+    case MemberEventKind::kRejoin: return cat(who, ": peer ", m.subject, " rejoined");
+    case MemberEventKind::kByzantineSuspect:
+      return cat(who, " suspects peer ", m.subject, " of lying");
+    case MemberEventKind::kByzantineCleared:
+      return cat(who, " no longer suspects peer ", m.subject, " of lying");
+    case MemberEventKind::kByzantineCut: return cat(who, " no longer mixes with peer ", m.subject);
+    case MemberEventKind::kRefusedParams:
+      return cat(who, " left out NaN or Inf parameters of peer ", m.subject);
+    case MemberEventKind::kIdentityConflict:
+    case MemberEventKind::kAnnounceJoin:
+    case MemberEventKind::kAnnounceLeave:
+    case MemberEventKind::kAnnounceDead: break;
   }
-  if (m.event == "suspect") return cat(who, " suspects peer ", m.subject);
-  if (m.event == "dead") return cat(who, " holds peer ", m.subject, " dead");
-  if (m.event == "alive") return cat(who, " hears peer ", m.subject, " again");
-  if (m.event == "rejoin") return cat(who, ": peer ", m.subject, " rejoined");
-  if (m.event == "byzantine_suspect") return cat(who, " suspects peer ", m.subject, " of lying");
-  if (m.event == "byzantine_cleared")
-    return cat(who, " no longer suspects peer ", m.subject, " of lying");
-  if (m.event == "byzantine_cut") return cat(who, " no longer mixes with peer ", m.subject);
-  if (m.event == "refused_params")
-    return cat(who, " left out NaN or Inf parameters of peer ", m.subject);
-  return cat(who, ": ", m.event, m.subject >= 0 ? cat(" peer ", m.subject) : std::string());
+  return cat(who, ": ", event_name(m.event),
+             m.subject >= 0 ? cat(" peer ", m.subject) : std::string());
 }
 
 JsonObject phases_json(const std::string& text) {
@@ -142,13 +149,13 @@ void DashboardState::on_event(int rank, const PeerEvent& e, double now) {
   } else if (const auto* m = std::get_if<MemberEvent>(&e)) {
     const int s = m->subject;
     const bool subject_ok = s >= 0 && s < setup_.n;
-    if (subject_ok && (m->event == "suspect" || m->event == "dead")) p.view[s] = m->event;
-    if (subject_ok && (m->event == "alive" || m->event == "rejoin")) p.view.erase(s);
-    if (subject_ok && m->event == "byzantine_suspect" && !has(p.suspects, s))
+    if (subject_ok && (m->event == MemberEventKind::kSuspect || m->event == MemberEventKind::kDead)) p.view[s] = event_name(m->event);
+    if (subject_ok && (m->event == MemberEventKind::kAlive || m->event == MemberEventKind::kRejoin)) p.view.erase(s);
+    if (subject_ok && m->event == MemberEventKind::kByzantineSuspect && !has(p.suspects, s))
       p.suspects.push_back(s);
-    if (subject_ok && m->event == "byzantine_cleared") std::erase(p.suspects, s);
-    if (subject_ok && m->event == "byzantine_cut" && !has(p.cut, s)) p.cut.push_back(s);
-    log(now, m->round, rank, m->event, s, member_text(*m));
+    if (subject_ok && m->event == MemberEventKind::kByzantineCleared) std::erase(p.suspects, s);
+    if (subject_ok && m->event == MemberEventKind::kByzantineCut && !has(p.cut, s)) p.cut.push_back(s);
+    log(now, m->round, rank, event_name(m->event), s, member_text(*m));
   } else if (const auto* d = std::get_if<DoneEvent>(&e)) {
     p.finished = true;
     p.accuracy = d->accuracy;

@@ -76,6 +76,7 @@ std::string encode(const std::string& s) {
   return o;
 }
 std::string encode(bool v) { return v ? "1" : "0"; }
+std::string encode(MemberEventKind kind) { return event_name(kind); }
 std::string encode(double v) {
   char buf[64];
   const auto r = std::to_chars(buf, buf + sizeof buf, v);
@@ -113,6 +114,11 @@ bool decode(std::string_view s, int& v) { return decode_number(s, v); }
 bool decode(std::string_view s, std::int64_t& v) { return decode_number(s, v); }
 bool decode(std::string_view s, std::uint64_t& v) { return decode_number(s, v); }
 bool decode(std::string_view s, double& v) { return decode_number(s, v); }
+bool decode(std::string_view s, MemberEventKind& v) {
+  const std::optional<MemberEventKind> kind = find_member_event(s);
+  if (kind) v = *kind;
+  return kind.has_value();
+}
 bool decode(std::string_view s, bool& v) {
   if (s != "0" && s != "1") return false;
   v = s == "1";
@@ -221,6 +227,8 @@ std::string event_json(const PeerEvent& event) {
           using T = std::decay_t<decltype(value)>;
           if constexpr (std::is_same_v<T, std::vector<int>>) {
             o.add(key, JsonArray::of(value));
+          } else if constexpr (std::is_same_v<T, MemberEventKind>) {
+            o.add(key, event_name(value));
           } else if constexpr (std::is_same_v<T, Components>) {
             JsonArray a;
             for (const auto& part : value) a.add(JsonArray::of(part));

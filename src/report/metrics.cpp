@@ -145,9 +145,11 @@ Summary RunRecord::finish(RunEnd end) {
 namespace gossip {
 
 void note_byzantine(JsonArray& byzantine, const MemberEvent& e) {
-  if (!e.event.starts_with("byzantine_")) return;
+  if (e.event != MemberEventKind::kByzantineSuspect &&
+      e.event != MemberEventKind::kByzantineCleared && e.event != MemberEventKind::kByzantineCut)
+    return;
   byzantine.add(JsonObject()
-                      .add("event", e.event)
+                      .add("event", event_name(e.event))
                       .add("peer", e.peer)
                       .add("subject", e.subject)
                       .add("round", e.round));

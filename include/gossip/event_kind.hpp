@@ -1,0 +1,76 @@
+/// event_kind: every kind of membership event a peer records, one row each, the only place one is
+/// named. The monitor makes them (MemberChange, MembershipWatch), the transport raises two as
+/// alerts (TransportAlert), they cross to the launcher in the event codec by name and end in
+/// events.jsonl and the dashboard under that name; everything between goes by the enum.
+#pragma once
+#if !defined(GOSSIP_ROOM_CORE)
+#error "gossip/event_kind.hpp belongs to room core, which this room does not use (see the room table in meson.build)"
+#endif
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <ostream>
+#include <span>
+#include <string_view>
+
+namespace gossip {
+
+// One row per kind: X(enum id, name, about the live graph (no subject), one line for docs)
+#define GOSSIP_MEMBER_EVENTS(X)                                                                  \
+  X(kSuspect, "suspect", false, "this peer suspects the subject of having died")                  \
+  X(kDead, "dead", false, "this peer holds the subject dead (its own timer confirmed it)")         \
+  X(kAlive, "alive", false, "a suspicion of the subject was refuted")                              \
+  X(kRejoin, "rejoin", false, "the subject is back after having been held dead")                   \
+  X(kPartition, "partition", true, "the live graph split, or split differently")                   \
+  X(kHealed, "healed", true, "the live graph is whole again after a partition")                    \
+  X(kByzantineSuspect, "byzantine_suspect", false, "the subject's messages look like lies")         \
+  X(kByzantineCleared, "byzantine_cleared", false, "the subject is no longer suspected of lying")   \
+  X(kByzantineCut, "byzantine_cut", false, "this peer no longer mixes with the subject")            \
+  X(kRefusedParams, "refused_params", false, "a message of the subject held NaN or Inf, left out")  \
+  X(kIdentityConflict, "identity_conflict", false,                                                 \
+    "a second connection presented the subject's certificate; it was refused")                      \
+  X(kAnnounceJoin, "announce_join", false, "the subject's join was announced (elastic runs)")       \
+  X(kAnnounceLeave, "announce_leave", false, "the subject's leave was announced")                   \
+  X(kAnnounceDead, "announce_dead", false, "the subject's death was announced to the members")
+
+enum class MemberEventKind : std::uint8_t {
+#define GOSSIP_MEMBER_EVENT_ENUM(id, ...) id,
+  GOSSIP_MEMBER_EVENTS(GOSSIP_MEMBER_EVENT_ENUM)
+#undef GOSSIP_MEMBER_EVENT_ENUM
+};
+
+struct MemberEventRow {
+  MemberEventKind kind;
+  const char* name;
+  bool about_graph;  // about the live graph: no subject
+  const char* summary;
+};
+
+inline constexpr MemberEventRow kMemberEventTable[] = {
+#define GOSSIP_MEMBER_EVENT_ROW(id, name, graph, summary) {MemberEventKind::id, name, graph, summary},
+    GOSSIP_MEMBER_EVENTS(GOSSIP_MEMBER_EVENT_ROW)
+#undef GOSSIP_MEMBER_EVENT_ROW
+};
+
+/// Every kind, in the table's order.
+inline std::span<const MemberEventRow> member_event_table() { return kMemberEventTable; }
+
+/// "suspect", "partition", ...: the name in event lines, events.jsonl and the dashboard.
+inline const char* event_name(MemberEventKind kind) {
+  return kMemberEventTable[static_cast<std::size_t>(kind)].name;
+}
+
+/// Writes the kind's name (log lines, test messages).
+inline std::ostream& operator<<(std::ostream& os, MemberEventKind kind) {
+  return os << event_name(kind);
+}
+
+/// The kind named `name`; nullopt when none is (an event line from another version).
+inline std::optional<MemberEventKind> find_member_event(std::string_view name) {
+  for (const MemberEventRow& row : kMemberEventTable)
+    if (name == row.name) return row.kind;
+  return std::nullopt;
+}
+
+}  // namespace gossip
