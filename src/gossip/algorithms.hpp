@@ -11,6 +11,7 @@
 
 #include "gossip/gossip.hpp"
 #include "src/gossip/mixing.hpp"
+#include "src/gossip/robust.hpp"
 
 namespace gossip {
 
