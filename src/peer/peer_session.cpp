@@ -29,6 +29,7 @@
 #include "gossip/progress.hpp"
 #include "gossip/report.hpp"
 #include "gossip/train.hpp"
+#include "src/peer/elastic.hpp"
 #include "src/peer/peer_metrics.hpp"
 #include "src/peer/peer_parts.hpp"
 
@@ -91,36 +92,8 @@ struct PeerSession::Impl {
   std::optional<std::vector<std::byte>> resumed_state;  // the caller's, from that checkpoint
   std::int64_t saved_round = -1;   // the round of the last checkpoint written
   std::unique_ptr<PeerMetrics> metrics;  // net.metrics_port: /metrics; null when off
-  // An elastic run: the rounds this peer is a member for; a joiner's handover.
-  MemberWindow window = opt.join_contacts.empty()
-                            ? member_window(topology, opt.rank)
-                            : MemberWindow{std::numeric_limits<std::int64_t>::max(),
-                                           std::numeric_limits<std::int64_t>::max(), 0};
-  double ready_s = -1.0;     // a joiner: when its data and model were ready
-  double mixing_s = -1.0;    // when its handover was in and it began to mix
-  std::vector<int> donors;   // whose parameters it started from
-  // A donor's parameters for joiners, taken after round `tag`: sent to each joiner once its
-  // link is up (checked after every round, never waited for), and kept until the sends are
-  // surely done (two rounds after the last: a later round's collect waits for them).
-  struct Handover {
-    std::int64_t tag = 0, join = 0;  // the round they are of; the joiners' first round
-    std::vector<float> params;
-    double steps = 0.0;
-    std::vector<int> waiting;      // joiners whose link was not up yet
-    std::int64_t last_sent = 0;    // the round of the last send
-    Clock::time_point made;
-  };
-  std::deque<Handover> handovers;
-  std::set<std::int64_t> handed;  // the changes (their first rounds) it handed over for
-  std::vector<int> neighbours;    // all_neighbours, kept as the member timeline changes
-  // What the peers announced while the run goes (a death their monitor confirmed, a leave on
-  // SIGTERM): the earliest round each (rank, kind) was announced at. With the schedule's
-  // changes it gives every peer the same graph (elastic_timeline).
-  std::vector<MembershipChange> scheduled = scheduled_changes(config.faults);
-  std::vector<Announcement> known;
-  std::vector<int> announced_dead;
-  bool leave_requested = false;
-  bool leave_announced = false;
+  // An elastic run: the rounds this peer is a member for, joins, leaves and hand-overs.
+  Elastic elastic{config, topology, opt, events, t0};
 
   Impl(RunConfig c, Topology t, PeerOptions o)
       : config(std::move(c)), topology(std::move(t)), opt(std::move(o)),
@@ -157,9 +130,8 @@ struct PeerSession::Impl {
     transport = std::make_unique<NetExchange>(std::move(net), NetListener(listen));
     // An elastic run: the schedule's later neighbours are dialled until they come; a new
     // identity first waits for its join to be announced.
-    if (!opt.join_contacts.empty()) await_join();
+    if (!opt.join_contacts.empty()) elastic.await_join(*transport);
     else if (!topology.epochs().empty()) transport->expect(later_neighbours(topology, rank));
-    neighbours = all_neighbours(topology, rank);
     const std::vector<int> up = transport->connected_peers();
     const bool all_up = std::includes(up.begin(), up.end(), linked.begin(), linked.end());
     {
@@ -182,7 +154,7 @@ struct PeerSession::Impl {
     watch = std::make_unique<Watch>(topology, rank, *exchange, events, t0,
                                     config.gossip.on_byzantine);
     start_metrics();
-    if (window.joins()) receive_handover();
+    if (elastic.window().joins()) round = elastic.receive_handover(*transport, trainer.get(), host);
     (*watch)(round);
     fingerprint = checkpoint_fingerprint(config, topology, learner.num_params, rounds);
     if (opt.resume_round >= 0) resume();
@@ -191,247 +163,6 @@ struct PeerSession::Impl {
              : opt.resume_round >= 0 ? std::make_unique<RunRecord>(RunRecord::resume(dir, round))
                                      : std::make_unique<RunRecord>(dir);
     timeline.add(Phase::kSetup, 0.0, timeline.now());
-  }
-
-  /// An elastic run's joiner (join_model): its first parameters are the average of its donors'
-  /// (join_donors: its in-neighbours in its first epoch that were members before) after the
-  /// round two before it joins (sent a round ahead, so that its first round waits for nothing
-  /// more than any other round does), each donor's message carrying its optimizer steps (the
-  /// schedule's position) as the weight; momentum starts at zero. As the simulator does it, bit
-  /// for bit.
-  void receive_handover() {
-    GOSSIP_CHECK_MSG(trainer, "a joiner of an elastic run trains gossip's own model");
-    const std::int64_t r = window.from;
-    donors = join_donors(topology, window.first_epoch, opt.rank);
-    CollectOptions o;
-    o.deadline = handover_timeout(config.net, config.monitor);
-    transport->waiting_for(r - 2);  // the donors' frames of that round are not held for it
-    const std::vector<Inbox> got = transport->collect(r - 2, donors, o);
-    transport->waiting_for(r);  // and now for its first round: its neighbours' frames of it flow
-    // A donor's message is taken whole or not at all: every value finite, the steps a count.
-    const auto usable = [&](const Inbox& m) {
-      return m.params.size() == host.size() && std::isfinite(m.weight) && m.weight >= 0 &&
-             (m.checked_finite || std::all_of(m.params.begin(), m.params.end(),
-                                              [](float v) { return std::isfinite(v); }));
-    };
-    std::vector<int> came;
-    for (const Inbox& m : got)
-      if (usable(m)) came.push_back(m.peer);
-    if (came.size() != donors.size())
-      log_line(cat("peer ", opt.rank, ": WARNING: of its donors ", format_peers(donors),
-                   " only ", came.empty() ? std::string("none") : format_peers(came),
-                   " handed over their parameters by the deadline"));
-    round = r;
-    if (came.empty()) {
-      log_line(cat("peer ", opt.rank, ": joins at round ", r,
-                   " with its own initial parameters (no donor's came)"));
-      donors.clear();
-      mixing_s = since(t0);
-      return;
-    }
-    ModelAverage average(host.size());
-    double steps = -1.0;
-    for (const Inbox& m : got) {
-      if (!usable(m)) continue;
-      if (steps < 0) steps = m.weight;  // the first (lowest) donor's place in the schedule
-      average.add(m.params);
-    }
-    Trainer::State s = trainer->state();
-    average.write(s.params);
-    std::fill(s.velocity.begin(), s.velocity.end(), 0.0f);
-    s.steps = static_cast<std::int64_t>(steps);
-    trainer->restore(s);
-    trainer->download_params(host);
-    donors = came;
-    mixing_s = since(t0);
-    log_line(cat("peer ", opt.rank, ": joined at round ", r, " (announced at round ",
-                 topology.epochs()[window.first_epoch].announced, ") from the average of peers ",
-                 format_peers(donors), ", ", fixed(mixing_s - ready_s, 3),
-                 " s after its data and model were ready"));
-  }
-
-  /// gossip peer --join: asks its contacts to announce its join, and waits (net.connect_timeout_s)
-  /// until the announcements it receives make it a member; then dials its future neighbours.
-  void await_join() {
-    const std::vector<Announcement> request{{opt.rank, ChangeKind::kJoinRequest, 0}};
-    transport->announce(request, opt.join_contacts);
-    const auto give_up = Clock::now() + seconds_to_ms(config.net.connect_timeout_s);
-    for (;;) {
-      bool changed = false;
-      for (const Announcement& a : transport->take_announcements())
-        if (a.kind != ChangeKind::kJoinRequest) changed |= gossip::merge_announcement(known, a);
-      if (changed) {
-        topology.set_epochs(elastic_timeline(topology, scheduled, known).epochs());
-        try {
-          window = member_window(topology, opt.rank);
-          break;
-        } catch (const InputError&) {
-          // not (yet) a member: other changes came first
-        }
-      }
-      if (Clock::now() > give_up)
-        throw RuntimeError(cat("--join: no member announced the join of rank ", opt.rank,
-                               " within ", config.net.connect_timeout_s,
-                               " s (net.connect_timeout_s); its contacts ",
-                               format_peers(opt.join_contacts), " were connected"));
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    transport->expect(all_neighbours(topology, opt.rank));
-    const auto& e = topology.epochs()[window.first_epoch];
-    log_line(cat("peer ", opt.rank, ": the members announced its join at round ", e.announced,
-                 "; it joins at round ", window.from, " (", e.members.size(), " members then)"));
-  }
-
-  /// After round `done` - 1: the joiners of an epoch starting at `done` + 1 whose donor this
-  /// peer is get its parameters (and its optimizer steps, as the weight), once their link is up,
-  /// tagged `done` - 1 (their round two before the change). A donor that heard of a join (one
-  /// announced while the run goes) only after that round hands over at once, the same tag.
-  void hand_over(std::int64_t done) {
-    const auto& epochs = topology.epochs();
-    if (epochs.empty()) return;
-    for (std::int64_t from : {done + 1, done}) {
-      const std::size_t e = topology.epoch_index(from);
-      if (e == 0 || epochs[e].from != from || from >= window.until || handed.count(from)) continue;
-      handed.insert(from);
-      hand_over(e, from - 2);
-    }
-  }
-
-  void hand_over(std::size_t e, std::int64_t tag) {
-    const auto& epochs = topology.epochs();
-    std::vector<int> to;
-    for (int p : epochs[e].members)
-      if (!std::binary_search(epochs[e - 1].members.begin(), epochs[e - 1].members.end(), p)) {
-        const std::vector<int> d = join_donors(topology, e, p);
-        if (std::binary_search(d.begin(), d.end(), opt.rank)) to.push_back(p);
-      }
-    if (to.empty()) return;
-    Handover& h = handovers.emplace_back();
-    h.tag = tag;
-    h.join = epochs[e].from;
-    h.params.resize(params.size());
-    algorithm->model_params(h.params);
-    h.steps = trainer ? static_cast<double>(trainer->state().steps) : 0.0;
-    h.waiting = std::move(to);
-    h.last_sent = round;
-    h.made = Clock::now();
-  }
-
-  /// After every round: each handover goes to the joiners whose link is up now (a joiner that
-  /// is late to connect stalls its donors no earlier than its first round, where they wait for
-  /// it anyway), one not connected connect_timeout_s after the handover was taken gets none
-  /// from this peer; the buffers whose sends are surely done are let go.
-  void send_handovers() {
-    if (handovers.empty()) return;
-    for (Handover& h : handovers) {
-      if (h.waiting.empty()) continue;
-      // The joiners' first round is next: this peer waits for them in it anyway (for their
-      // messages, which come after their parameters), so it waits for their links here.
-      if (round >= h.join) {
-        const auto left = std::chrono::duration<double>(config.net.connect_timeout_s) -
-                          (Clock::now() - h.made);
-        if (left.count() > 0)
-          transport->await_peers(h.waiting,
-                                 std::chrono::duration_cast<std::chrono::milliseconds>(left));
-      }
-      std::vector<int> up = transport->connected_peers();
-      std::sort(up.begin(), up.end());
-      std::vector<int> now, still;
-      for (int p : h.waiting)
-        (std::binary_search(up.begin(), up.end(), p) ? now : still).push_back(p);
-      if (!now.empty()) {
-        exchange->publish(h.tag, h.params, h.steps, now);
-        h.last_sent = round;
-        log_line(cat("peer ", opt.rank, ": handed its parameters (round ", h.tag, ") to joiner",
-                     now.size() == 1 ? " " : "s ", format_peers(now), ", who join",
-                     now.size() == 1 ? "s" : "", " at round ", h.join,
-                     round > h.tag + 1 ? cat(" (connected ", round - h.tag - 1,
-                                             round - h.tag - 1 == 1 ? " round" : " rounds",
-                                             " late)")
-                                       : std::string()));
-      }
-      if (!still.empty() && Clock::now() - h.made > std::chrono::duration<double>(
-                                                        config.net.connect_timeout_s)) {
-        log_line(cat("peer ", opt.rank, ": joiners ", format_peers(still), " not connected ",
-                     config.net.connect_timeout_s, " s after round ", h.tag,
-                     "; they get no parameters from this peer"));
-        still.clear();
-      }
-      h.waiting = std::move(still);
-    }
-    while (!handovers.empty() && handovers.front().waiting.empty() &&
-           handovers.front().last_sent < round - 2)
-      handovers.pop_front();
-  }
-
-  /// An elastic run, before round `round`: the announcements that came, and this peer's own
-  /// (deaths its monitor confirmed, its leave); when the set grew, the graph is derived again
-  /// (elastic_timeline), the neighbours it newly needs are dialled, and the set is passed on.
-  void update_membership() {
-    if (topology.epochs().empty()) return;
-    bool changed = false;
-    const std::vector<int> members = topology.members(round);
-    std::vector<Announcement> own;
-    for (const Announcement& a : exchange->take_announcements()) {
-      if (a.kind != ChangeKind::kJoinRequest) {
-        changed |= gossip::merge_announcement(known, a);
-        continue;
-      }
-      // A new identity asks to join: a member announces it at its round, unless it is or will
-      // be a member already (another member announced it first).
-      const auto& last = topology.epochs().back().members;
-      const bool known_join = std::any_of(known.begin(), known.end(), [&](const Announcement& k) {
-        return k.rank == a.rank && k.kind == ChangeKind::kJoin;
-      });
-      if (round >= window.from && round < window.until && !known_join &&
-          !std::binary_search(members.begin(), members.end(), a.rank) &&
-          !std::binary_search(last.begin(), last.end(), a.rank))
-        own.push_back(Announcement{a.rank, ChangeKind::kJoin, round});
-    }
-    for (int d : exchange->dead_peers())
-      if (std::binary_search(members.begin(), members.end(), d) &&
-          std::find(announced_dead.begin(), announced_dead.end(), d) == announced_dead.end()) {
-        announced_dead.push_back(d);
-        own.push_back(Announcement{
-            d, ChangeKind::kDead,
-            dead_announcement_round(round, exchange->last_message_round(d),
-                                    config.monitor.remove_dead_after_rounds)});
-      }
-    if (opt.leave_at_round >= 0 && round >= opt.leave_at_round) leave_requested = true;
-    if (leave_requested && !leave_announced) {
-      leave_announced = true;
-      own.push_back(Announcement{opt.rank, ChangeKind::kLeave, round});
-    }
-    for (const Announcement& a : own) {
-      if (!gossip::merge_announcement(known, a)) continue;
-      changed = true;
-      // (A death's round is the one its removal counts from: dead_announcement_round.)
-      events.emit(MemberEvent{opt.rank, a.round, since(t0), announce_event(a.kind), a.rank, 0,
-                              {}, {}, {}});
-    }
-    if (!changed) return;
-    const std::vector<int> before = neighbours;
-    const std::vector<int> last = topology.members(std::max<std::int64_t>(0, round - 1));
-    const Topology next = elastic_timeline(topology, scheduled, known);
-    topology.set_epochs(next.epochs());
-    // An announcement must arrive before the change it makes (membership_lead rounds after
-    // it): members of a round already run that change mean it came too late.
-    if (topology.members(std::max<std::int64_t>(0, round - 1)) != last)
-      log_line(cat("peer ", opt.rank, ": WARNING: an announcement reached this peer after the "
-                   "round it takes effect; its neighbours may disagree on the graph"));
-    const MemberWindow w = window;
-    window = member_window(topology, opt.rank);
-    if (window.until != w.until && window.until != std::numeric_limits<std::int64_t>::max())
-      log_line(cat("peer ", opt.rank, ": leaves the network at round ", window.until,
-                   " (announced at round ", round, ")"));
-    if (leave_requested && window.until == std::numeric_limits<std::int64_t>::max())
-      log_line(cat("peer ", opt.rank, ": cannot leave: it is the last member"));
-    std::vector<int> added;
-    neighbours = all_neighbours(topology, opt.rank);
-    std::set_difference(neighbours.begin(), neighbours.end(), before.begin(), before.end(),
-                        std::back_inserter(added));
-    if (!added.empty()) transport->expect(added);
-    exchange->announce(known, transport->connected_peers());
   }
 
   /// net.metrics_port: serves /metrics on metrics_host:metrics_port + rank. A port that cannot
@@ -663,16 +394,16 @@ void PeerSession::join_model() {
   m.host.resize(static_cast<std::size_t>(m.trainer->num_params()));
   m.params = m.host;
   m.rounds = m.plan.rounds;
-  if (m.window.joins()) {
+  if (m.elastic.window().joins()) {
     // A joiner's first step would be its slowest (kernels and caches cold) while the others
     // wait for it: one step now, undone (parameters, momentum, steps, sampler restored).
     const Trainer::State before = m.trainer->state();
     m.trainer->step();
     m.trainer->restore(before);
   }
-  m.ready_s = since(m.t0);
+  m.elastic.ready(since(m.t0));
   m.connect(learner_for(*m.trainer), model_fingerprint(m.config.model));
-  if (!m.rejoin && m.opt.resume_round < 0 && !m.window.joins()) report(0.0, 0.0, -1.0);
+  if (!m.rejoin && m.opt.resume_round < 0 && !m.elastic.window().joins()) report(0.0, 0.0, -1.0);
 }
 
 std::int64_t PeerSession::average() {
@@ -681,32 +412,24 @@ std::int64_t PeerSession::average() {
   // With the caller's own model, what it did since the last round is its local step.
   if (!m.trainer && m.returned_at >= 0)
     m.timeline.add(Phase::kCompute, m.returned_at, m.timeline.now());
-  m.update_membership();
-  if (const auto& epochs = m.topology.epochs(); !epochs.empty()) {
-    // An elastic run whose members change now: those who left are no longer watched.
-    const std::size_t e = m.topology.epoch_index(m.round);
-    if (e > 0 && epochs[e].from == m.round) {
-      std::vector<int> left;
-      std::set_difference(epochs[e - 1].members.begin(), epochs[e - 1].members.end(),
-                          epochs[e].members.begin(), epochs[e].members.end(),
-                          std::back_inserter(left));
-      m.exchange->forget(left);
-    }
-  }
+  m.elastic.update(m.round, *m.transport, *m.exchange);
+  m.elastic.forget_left(m.round, *m.exchange);  // those who left are no longer watched
   const std::int64_t r = m.timeline.time(Phase::kMonitor, [&] {
-    return catch_up(m.round, m.topology, m.opt.rank, m.neighbours, *m.exchange, *m.algorithm,
+    return catch_up(m.round, m.topology, m.opt.rank, m.elastic.neighbours(), *m.exchange,
+                    *m.algorithm,
                     [&m](std::span<const float> p) { m.upload(p); });
   });
   traced_round(*m.algorithm, m.timeline, r);
   trace_crypto(*m.transport, m.timeline, m.t0);
   m.round = r + 1;
-  m.hand_over(m.round);
-  m.send_handovers();
+  m.elastic.after_round(m.round, *m.algorithm, m.params.size(),
+                        m.trainer ? static_cast<double>(m.trainer->steps()) : 0.0,
+                        *m.transport, *m.exchange);
   const double monitor_from = m.timeline.now();
   // After the last round a neighbour that has finished and said bye is no loss.
   m.watch->observe_mix(m.algorithm->last_mix());
   // (A peer that leaves an elastic run here is no longer a member to watch the graph of.)
-  if ((m.rounds == 0 || m.round < m.rounds) && m.round < m.window.until) (*m.watch)(m.round);
+  if ((m.rounds == 0 || m.round < m.rounds) && m.round < m.elastic.window().until) (*m.watch)(m.round);
   m.algorithm->set_cut(m.exchange->cut_peers());
   // The launcher carries out the fault schedule when every peer has done a fault's round: tell
   // it at once at those rounds, else at most every kRoundEventEvery (its progress line).
@@ -777,11 +500,11 @@ bool PeerSession::checkpoint_due(std::int64_t every) const {
 
 bool PeerSession::stop_due() const { return impl_->stop_due(); }
 
-void PeerSession::request_leave() { impl_->leave_requested = true; }
+void PeerSession::request_leave() { impl_->elastic.request_leave(); }
 
 bool PeerSession::leave_due() const {
   const Impl& m = *impl_;
-  return m.round >= m.window.until && (m.rounds == 0 || m.round < m.rounds);
+  return m.round >= m.elastic.window().until && (m.rounds == 0 || m.round < m.rounds);
 }
 
 bool PeerSession::partition_stop_due() const { return impl_->partition_stop_due(); }
@@ -878,15 +601,15 @@ Summary PeerSession::finish(bool awaits_average) {
       .add("incarnation",
            static_cast<std::int64_t>(m.exchange->membership().view()[m.opt.rank].incarnation))
       .add("stopped_by_partition", m.partition_stop_due())
-      .add("member_from", m.window.from)
-      .add("left", m.round >= m.window.until && (m.rounds == 0 || m.round < m.rounds));
-  if (m.window.joins())
+      .add("member_from", m.elastic.window().from)
+      .add("left", m.round >= m.elastic.window().until && (m.rounds == 0 || m.round < m.rounds));
+  if (m.elastic.window().joins())
     end.extra.add("join", JsonObject()
-                              .add("round", m.window.from)
-                              .add("donors", JsonArray::of(m.donors))
-                              .add("ready_s", m.ready_s)
-                              .add("mixing_s", m.mixing_s)
-                              .add("ready_to_mix_s", m.mixing_s - m.ready_s));
+                              .add("round", m.elastic.window().from)
+                              .add("donors", JsonArray::of(m.elastic.donors()))
+                              .add("ready_s", m.elastic.ready_s())
+                              .add("mixing_s", m.elastic.mixing_s())
+                              .add("ready_to_mix_s", m.elastic.mixing_s() - m.elastic.ready_s()));
   end.extra
       .add("phases_s", phase_json(m.timeline.seconds()))
       .add("trace", "trace.json");

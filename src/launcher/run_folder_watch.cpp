@@ -1,6 +1,7 @@
-// launcher/watch.cpp: `gossip watch DIR` — the dashboard of a run started elsewhere (another
-// terminal, mpirun, srun), from its folder as it grows: each peer's events.txt (its membership
-// events, evaluations, done) and the merged metrics.csv (`gossip run`'s or `gossip collect`'s).
+// launcher/run_folder_watch.cpp: `gossip watch DIR` — the dashboard of a run started elsewhere
+// (another terminal, mpirun, srun), from its folder as it grows: each peer's events.txt (its
+// membership events, evaluations, done) and the merged metrics.csv (`gossip run`'s or `gossip
+// collect`'s).
 // It only reads; a line still being written is taken on the next pass.
 #include <signal.h>
 

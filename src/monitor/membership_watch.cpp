@@ -1,5 +1,5 @@
-// monitor/watch.cpp: MembershipWatch, one peer's membership and live-graph changes as events,
-// shared by `gossip peer`, the Python module's peers and `gossip sim`'s virtual peers.
+// monitor/membership_watch.cpp: MembershipWatch, one peer's membership and live-graph changes as
+// events, shared by `gossip peer`, the Python module's peers and `gossip sim`'s virtual peers.
 #include <algorithm>
 #include <utility>
 
