@@ -327,6 +327,61 @@ void print_json(const Subject& subject, const std::vector<StepFigures>& figs, co
   std::printf("%s\n", o.str().c_str());
 }
 
+/// The figures for people: each batch's step against PyTorch's and the FMA peak, the bare GEMM
+/// candidates, bf16, the evaluation batching, the reference's threads and the ratio.
+void print_table(const Subject& subject, const std::vector<StepFigures>& figs,
+                 const FmaPeak& peak, bool cuda, const EvalBatching& eval) {
+  const auto of_peak = [&](double flops, double seconds) {
+    const double gf = seconds > 0 ? flops / seconds / 1e9 : 0.0;
+    return gf > 0 ? cat(fixed(gf, 1), " (", fixed(gf / peak.gflops, 2), ")") : std::string("-");
+  };
+  std::printf("\nphysical limit: one core's fp32 FMA rate (%s), %.1f GFLOP/s (the higher of two "
+              "measurements, before and after)\n", peak.isa.c_str(), peak.gflops);
+  std::printf("\n%6s  %-9s %12s  %12s  %7s  %16s  %16s  %16s\n", "batch", "GEMM", "ours us/step",
+              "torch us/step", "ratio", "ours GF/s (peak)", "torch GF/s (pk)",
+              cuda ? "cuBLAS GF/s (pk)" : "bare sgemm (pk)");
+  for (const auto& f : figs) {
+    const auto [torch, rat] = reference_cells(f.ours, f.torch, 1e6, 1);
+    std::printf("%6d  %-9s %12.1f  %12s  %7s  %16s  %16s  %16s\n", f.batch, f.gemm.name.c_str(),
+                f.ours * 1e6, torch.c_str(), rat.c_str(), of_peak(f.flops, f.ours).c_str(),
+                of_peak(f.flops, f.torch).c_str(), of_peak(f.flops, f.bare_gemm).c_str());
+  }
+  std::printf("\nbare GEMM rate of every candidate over the step's products, GFLOP/s (fraction "
+              "of the FMA peak):\n%6s", "batch");
+  for (const GemmTiming& t : figs.front().candidates) std::printf("  %16s", t.name.c_str());
+  std::printf("\n");
+  for (const auto& f : figs) {
+    std::printf("%6d", f.batch);
+    for (const GemmTiming& t : f.candidates)
+      std::printf("  %16s", of_peak(t.flops, t.seconds).c_str());
+    std::printf("   (ours: %s)\n", f.gemm.line().c_str());
+  }
+  std::printf("\ntrain.precision: bf16 (oneDNN matmul, bf16 products, fp32 accumulation):");
+  if (figs.front().bf16 > 0) {
+    std::printf("\n");
+    for (const auto& f : figs)
+      std::printf("%6d  %9.1f us/step  (fp32 %.1f us/step: %.2fx)\n", f.batch, f.bf16 * 1e6,
+                  f.ours * 1e6, f.bf16 / f.ours);
+  } else {
+    std::printf(" not run: %s\n", figs.front().bf16_refusal.c_str());
+  }
+  if (eval.wide > 0) {
+    const double flops = 2.0 * kEvalRows * subject.mlp_sizes[0] * subject.mlp_sizes[1] * kEvalPeers;
+    std::printf("\nevaluation across peers (%s): the first layer of %d peers on %d test images, "
+                "one peer at a time %s GF/s (peak), all in one wide GEMM %s: wide / per peer "
+                "%.2f\n", figs.front().gemm.name.c_str(), kEvalPeers, kEvalRows,
+                of_peak(flops, eval.per_peer).c_str(), of_peak(flops, eval.wide).c_str(),
+                eval.wide / eval.per_peer);
+  }
+  const StepFigures& main = figs.front();
+  if (main.torch > 0) {
+    const double ratio = main.ours / main.torch;
+    std::printf("\nPyTorch reference: %d thread(s), its OpenBLAS %d thread(s)\n",
+                main.torch_threads, main.torch_blas_threads);
+    std::printf("ratio (batch 32, ours / PyTorch): %.3f  (target <= 0.8)\n", ratio);
+  }
+}
+
 }  // namespace
 
 int run_step(int argc, char** argv) {
@@ -383,59 +438,11 @@ int run_step(int argc, char** argv) {
     eval = measure_eval_batching(*backend, subject.mlp_sizes);
   }
   if (const FmaPeak again = measure_fma_peak(); again.gflops > peak.gflops) peak = again;
-  const StepFigures& main = figs.front();
-  const double ratio = main.torch > 0 ? main.ours / main.torch : 0.0;
   if (json) {
     print_json(subject, figs, peak, cuda, eval);
     return kExitOk;
   }
-  const auto of_peak = [&](double flops, double seconds) {
-    const double gf = seconds > 0 ? flops / seconds / 1e9 : 0.0;
-    return gf > 0 ? cat(fixed(gf, 1), " (", fixed(gf / peak.gflops, 2), ")") : std::string("-");
-  };
-  std::printf("\nphysical limit: one core's fp32 FMA rate (%s), %.1f GFLOP/s (the higher of two "
-              "measurements, before and after)\n", peak.isa.c_str(), peak.gflops);
-  std::printf("\n%6s  %-9s %12s  %12s  %7s  %16s  %16s  %16s\n", "batch", "GEMM", "ours us/step",
-              "torch us/step", "ratio", "ours GF/s (peak)", "torch GF/s (pk)",
-              cuda ? "cuBLAS GF/s (pk)" : "bare sgemm (pk)");
-  for (const auto& f : figs) {
-    const auto [torch, rat] = reference_cells(f.ours, f.torch, 1e6, 1);
-    std::printf("%6d  %-9s %12.1f  %12s  %7s  %16s  %16s  %16s\n", f.batch, f.gemm.name.c_str(),
-                f.ours * 1e6, torch.c_str(), rat.c_str(), of_peak(f.flops, f.ours).c_str(),
-                of_peak(f.flops, f.torch).c_str(), of_peak(f.flops, f.bare_gemm).c_str());
-  }
-  std::printf("\nbare GEMM rate of every candidate over the step's products, GFLOP/s (fraction "
-              "of the FMA peak):\n%6s", "batch");
-  for (const GemmTiming& t : figs.front().candidates) std::printf("  %16s", t.name.c_str());
-  std::printf("\n");
-  for (const auto& f : figs) {
-    std::printf("%6d", f.batch);
-    for (const GemmTiming& t : f.candidates)
-      std::printf("  %16s", of_peak(t.flops, t.seconds).c_str());
-    std::printf("   (ours: %s)\n", f.gemm.line().c_str());
-  }
-  std::printf("\ntrain.precision: bf16 (oneDNN matmul, bf16 products, fp32 accumulation):");
-  if (figs.front().bf16 > 0) {
-    std::printf("\n");
-    for (const auto& f : figs)
-      std::printf("%6d  %9.1f us/step  (fp32 %.1f us/step: %.2fx)\n", f.batch, f.bf16 * 1e6,
-                  f.ours * 1e6, f.bf16 / f.ours);
-  } else {
-    std::printf(" not run: %s\n", figs.front().bf16_refusal.c_str());
-  }
-  if (eval.wide > 0) {
-    const double flops = 2.0 * kEvalRows * subject.mlp_sizes[0] * subject.mlp_sizes[1] * kEvalPeers;
-    std::printf("\nevaluation across peers (%s): the first layer of %d peers on %d test images, "
-                "one peer at a time %s GF/s (peak), all in one wide GEMM %s: wide / per peer "
-                "%.2f\n", figs.front().gemm.name.c_str(), kEvalPeers, kEvalRows,
-                of_peak(flops, eval.per_peer).c_str(), of_peak(flops, eval.wide).c_str(),
-                eval.wide / eval.per_peer);
-  }
-  if (main.torch > 0) {
-    std::printf("\nPyTorch reference: %d thread(s), its OpenBLAS %d thread(s)\n",
-                main.torch_threads, main.torch_blas_threads);
-    std::printf("ratio (batch 32, ours / PyTorch): %.3f  (target <= 0.8)\n", ratio);
-  }
+  print_table(subject, figs, peak, cuda, eval);
   return kExitOk;
 }
 

@@ -356,6 +356,147 @@ Measured run_ranks(int peers, const std::function<std::vector<std::string>(int)>
   return m;
 }
 
+/// One configuration's row: measured, and as the simulator predicts it.
+struct WanRow {
+  std::string name;
+  Measured m;
+  double predicted = 0.0;
+};
+
+/// Everything run_wan measured, for the JSON object or the table.
+struct WanFigures {
+  const LinkEmulation& links;
+  int peers, rounds, repeats;
+  const std::string& congestion;
+  const SimConfig& sim;
+  double step_alone;
+  unsigned cores;
+  Measured big, small;  // the calibration's whole buffer and top-1% packet
+  const std::vector<WanRow>& rows;
+  Measured gloo;        // the reference (seconds 0: unavailable)
+  bool python;
+};
+
+/// A configuration's time over gloo's all-reduce (NaN without the reference).
+double gloo_ratio(const WanFigures& f, const std::string& n) {
+  const auto row = std::find_if(f.rows.begin(), f.rows.end(),
+                                [&](const WanRow& r) { return r.name == n; });
+  return f.gloo.seconds > 0 ? row->m.seconds / f.gloo.seconds : NAN;
+}
+
+double nullable(double v) { return v < 0 ? NAN : v; }
+
+void print_wan_json(const WanFigures& f) {
+  const auto ratio = [&f](const std::string& n) { return gloo_ratio(f, n); };
+  JsonObject o;
+  o.add("bench", "wan").add("netem", f.links.text).add("peers", f.peers).add("rounds", f.rounds)
+      .add("repeats", f.repeats)
+      .add("congestion", f.congestion.empty() ? "system" : f.congestion)
+      .add("step_ms_alone", f.step_alone * 1e3).add("sim_cores", f.sim.cores)
+      .add("sim_byte_cpu_ns", f.sim.byte_cpu_ns).add("sim_message_cpu_us", f.sim.message_cpu_us)
+      .add("sim_bandwidth_mbps", f.sim.bandwidth_mbps).add("sim_latency_ms", f.sim.latency_ms);
+  for (const auto& r : f.rows)
+    o.add(r.name + "_ms", r.m.seconds * 1e3)
+        .add(r.name + "_bytes_per_round", r.m.bytes)
+        .add(r.name + "_wire_bytes_per_round", nullable(r.m.wire_bytes))
+        .add(r.name + "_cpu_ms_per_peer", r.m.cpu * 1e3)
+        .add(r.name + "_sim_ms", r.predicted * 1e3)
+        .add(r.name + "_sim_error", r.predicted / r.m.seconds - 1.0);
+  o.add("reference", f.python ? "gloo all_reduce" : "reference unavailable")
+      .add("gloo_allreduce_ms", f.gloo.seconds > 0 ? f.gloo.seconds * 1e3 : NAN)
+      .add("gloo_allreduce_cpu_ms_per_peer", f.gloo.seconds > 0 ? f.gloo.cpu * 1e3 : NAN)
+      .add("gloo_allreduce_wire_bytes_per_round",
+           f.gloo.seconds > 0 ? nullable(f.gloo.wire_bytes) : NAN)
+      .add("ratio", ratio("onepeer_overlap"))
+      .add("choco_ratio", ratio("choco_ring"))
+      .add("allreduce_ratio", ratio("allreduce"));
+  std::printf("%s\n", o.str().c_str());
+}
+
+void print_wan_table(const WanFigures& f) {
+  const auto ratio = [&f](const std::string& n) { return gloo_ratio(f, n); };
+  std::printf("simulator: links %.0f Mbit/s, latency %.3f ms; MLP step alone %.3f ms; %d peers "
+              "share %u cores; a message costs each end %.1f us and a byte %.3f ns of CPU (the "
+              "peers passing a message round a ring: %.3f ms CPU a round for the buffer, %.3f "
+              "ms for a top-1%% packet)\n\n",
+              f.sim.bandwidth_mbps, f.sim.latency_ms, f.step_alone * 1e3, f.peers, f.cores,
+              f.sim.message_cpu_us, f.sim.byte_cpu_ns, f.big.cpu * 1e3, f.small.cpu * 1e3);
+  std::printf("%-16s  %9s  %11s  %12s  %10s  %10s  %8s  %8s  %8s\n", "configuration",
+              "ms/round", "bytes/round", "wire B/round", "CPU ms/peer", "CPU-bound", "sim ms",
+              "sim err", "vs gloo");
+  const double share = static_cast<double>(f.peers) / f.cores;  // peers per core
+  for (const auto& r : f.rows) {
+    const double rat = ratio(r.name);
+    std::printf("%-16s  %9.2f  %11.0f  %12s  %11.2f  %10.2f  %8.2f  %7.1f%%  %8s\n",
+                r.name.c_str(), r.m.seconds * 1e3, r.m.bytes,
+                r.m.wire_bytes < 0 ? "-" : cat(static_cast<long long>(r.m.wire_bytes)).c_str(),
+                r.m.cpu * 1e3, r.m.cpu * share * 1e3, r.predicted * 1e3,
+                100.0 * (r.predicted / r.m.seconds - 1.0),
+                std::isnan(rat) ? "-" : fixed(rat, 3).c_str());
+  }
+  if (f.python)
+    std::printf("%-16s  %9.2f  %11s  %12s  %11.2f  %10.2f\n", "gloo all_reduce",
+                f.gloo.seconds * 1e3, "-",
+                f.gloo.wire_bytes < 0 ? "-" : cat(static_cast<long long>(f.gloo.wire_bytes)).c_str(),
+                f.gloo.cpu * 1e3, f.gloo.cpu * share * 1e3);
+  else
+    std::printf("\ngloo reference: reference unavailable (python3 cannot import torch; "
+                "apt-get install python3-torch); ratios not computed\n");
+  std::printf("(bytes/round: per peer, as the exchange counts them; wire B/round: what the "
+              "peer's interface sent, TCP/IP and TLS included; CPU ms/peer: what one peer "
+              "process used a round; CPU-bound: that times peers / cores, the round time if the "
+              "cores were the only limit; sim ms: the simulator with sim.cores, sim.byte_cpu_ns, "
+              "sim.message_cpu_us and sim.exchange_cpu as above)\n");
+}
+
+/// `gossip bench wan --worker R`: one rank of a configuration, in its namespace.
+int run_worker(const Args& args, int rounds, const std::string& congestion) {
+  std::vector<std::string> hosts;
+  const std::string list = args.required("hosts", "A,B,...");
+  for (std::size_t pos = 0; pos <= list.size();) {
+    const auto comma = std::min(list.find(',', pos), list.size());
+    hosts.push_back(list.substr(pos, comma - pos));
+    pos = comma + 1;
+  }
+  return worker(static_cast<int>(args.get_int("worker", 0)), args.required("config", "NAME"),
+                hosts, static_cast<int>(args.get_int("port", 0)), rounds,
+                args.required("tls", "DIR"), congestion);
+}
+
+/// The median of `v` by `key`.
+Measured median_by(std::vector<Measured> v, double Measured::*key) {
+  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end(),
+                   [key](const Measured& a, const Measured& b) { return a.*key < b.*key; });
+  return v[v.size() / 2];
+}
+
+/// The outside reference: gloo's all-reduce of the same buffer, in the same namespaces
+/// (`repeats` runs, the median; `port` moves on by 10 a run).
+Measured measure_gloo(const std::string& python, const launcher::EmulatedNetwork& network,
+                      int peers, int rounds, int repeats, int& port) {
+  std::vector<Measured> gloos;
+  for (int k = 0; k < repeats; ++k) {
+    port += 10;
+    gloos.push_back(run_ranks(peers, [&](int r) {
+      auto argv = network.exec_prefix(r);
+      argv.insert(argv.end(), {python, cat(GOSSIP_SOURCE_DIR, "/bench/torch_wan.py"),
+                               std::to_string(r), std::to_string(peers), std::to_string(kFloats),
+                               std::to_string(rounds), std::to_string(warm_rounds(peers)),
+                               network.address(0), std::to_string(port)});
+      return argv;
+    }, "the gloo reference"));
+  }
+  return median_by(gloos, &Measured::seconds);
+}
+
+/// The simulator's CPU cost of a byte and of a message, from the calibration's medians: each
+/// peer sends and takes one message a round, so CPU = 2 (message + bytes * byte) for both.
+void calibrate_cpu(SimConfig& sim, const Measured& big, const Measured& small) {
+  const double byte_s = std::max(0.0, (big.cpu - small.cpu) / (2.0 * (big.bytes - small.bytes)));
+  sim.byte_cpu_ns = byte_s * 1e9;
+  sim.message_cpu_us = std::max(0.0, small.cpu / 2.0 - byte_s * small.bytes) * 1e6;
+}
+
 }  // namespace
 
 int run_wan(int argc, char** argv) {
@@ -370,18 +511,7 @@ int run_wan(int argc, char** argv) {
   }
   const int rounds = static_cast<int>(args.get_int("rounds", 30));
   if (rounds <= 0) throw InputError("--rounds must be positive");
-  if (args.get("worker")) {
-    std::vector<std::string> hosts;
-    const std::string list = args.required("hosts", "A,B,...");
-    for (std::size_t pos = 0; pos <= list.size();) {
-      const auto comma = std::min(list.find(',', pos), list.size());
-      hosts.push_back(list.substr(pos, comma - pos));
-      pos = comma + 1;
-    }
-    return worker(static_cast<int>(args.get_int("worker", 0)), args.required("config", "NAME"),
-                  hosts, static_cast<int>(args.get_int("port", 0)), rounds,
-                  args.required("tls", "DIR"), congestion);
-  }
+  if (args.get("worker")) return run_worker(args, rounds, congestion);
   const int peers = static_cast<int>(args.get_int("peers", 8));
   if (peers < 3) throw InputError("--peers must be at least 3");
   const int repeats = static_cast<int>(args.get_int("repeats", 3));
@@ -420,12 +550,7 @@ int run_wan(int argc, char** argv) {
                 congestion.empty() ? "the system's" : congestion.c_str(), rounds,
                 static_cast<long long>(kFloats), blas_kernel_line().c_str());
 
-  struct Row {
-    std::string name;
-    Measured m;
-    double predicted = 0.0;
-  };
-  std::vector<Row> rows;
+  std::vector<WanRow> rows;
   int port = 29700;
   // Calibration: what a message and a byte cost the CPU at each end (TLS, TCP/IP, the veth and
   // the bridge, waking the threads), from the peers passing a message round the ring over these
@@ -456,101 +581,21 @@ int run_wan(int argc, char** argv) {
     for (std::size_t c = 0; c < std::size(kConfigs); ++c)
       runs[c].push_back(run_config(kConfigs[c].name, kConfigs[c].name));
   }
-  const auto median_by = [](std::vector<Measured> v, double Measured::*key) {
-    std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end(),
-                     [key](const Measured& a, const Measured& b) { return a.*key < b.*key; });
-    return v[v.size() / 2];
-  };
   const Measured big = median_by(bigs, &Measured::cpu), small = median_by(smalls, &Measured::cpu);
-  const double byte_s = std::max(0.0, (big.cpu - small.cpu) / (2.0 * (big.bytes - small.bytes)));
-  sim.byte_cpu_ns = byte_s * 1e9;
-  sim.message_cpu_us = std::max(0.0, small.cpu / 2.0 - byte_s * small.bytes) * 1e6;
+  calibrate_cpu(sim, big, small);
   for (std::size_t c = 0; c < std::size(kConfigs); ++c)
-    rows.push_back(Row{kConfigs[c].name, median_by(runs[c], &Measured::seconds),
+    rows.push_back(WanRow{kConfigs[c].name, median_by(runs[c], &Measured::seconds),
                        predict(kConfigs[c].name, peers, rounds, sim, step_alone)});
   // The outside reference: gloo's all-reduce of the same buffer, in the same namespaces.
-  Measured gloo;
   const auto python = torch_python();
-  std::vector<Measured> gloos;
-  for (int k = 0; python && k < repeats; ++k) {
-    port += 10;
-    gloos.push_back(run_ranks(peers, [&](int r) {
-      auto argv = network.exec_prefix(r);
-      argv.insert(argv.end(), {*python, cat(GOSSIP_SOURCE_DIR, "/bench/torch_wan.py"),
-                               std::to_string(r), std::to_string(peers), std::to_string(kFloats),
-                               std::to_string(rounds), std::to_string(warm_rounds(peers)),
-                               network.address(0), std::to_string(port)});
-      return argv;
-    }, "the gloo reference"));
-  }
-  if (!gloos.empty()) gloo = median_by(gloos, &Measured::seconds);
+  const Measured gloo =
+      python ? measure_gloo(*python, network, peers, rounds, repeats, port) : Measured{};
   network.remove();
 
-  const auto find = [&](const std::string& n) -> const Row& {
-    return *std::find_if(rows.begin(), rows.end(), [&](const Row& r) { return r.name == n; });
-  };
-  const auto ratio = [&](const std::string& n) {
-    return gloo.seconds > 0 ? find(n).m.seconds / gloo.seconds : NAN;
-  };
-  const auto nullable = [](double v) { return v < 0 ? NAN : v; };
-  if (json) {
-    JsonObject o;
-    o.add("bench", "wan").add("netem", links.text).add("peers", peers).add("rounds", rounds)
-        .add("repeats", repeats)
-        .add("congestion", congestion.empty() ? "system" : congestion)
-        .add("step_ms_alone", step_alone * 1e3).add("sim_cores", sim.cores)
-        .add("sim_byte_cpu_ns", sim.byte_cpu_ns).add("sim_message_cpu_us", sim.message_cpu_us)
-        .add("sim_bandwidth_mbps", sim.bandwidth_mbps).add("sim_latency_ms", sim.latency_ms);
-    for (const auto& r : rows)
-      o.add(r.name + "_ms", r.m.seconds * 1e3)
-          .add(r.name + "_bytes_per_round", r.m.bytes)
-          .add(r.name + "_wire_bytes_per_round", nullable(r.m.wire_bytes))
-          .add(r.name + "_cpu_ms_per_peer", r.m.cpu * 1e3)
-          .add(r.name + "_sim_ms", r.predicted * 1e3)
-          .add(r.name + "_sim_error", r.predicted / r.m.seconds - 1.0);
-    o.add("reference", python ? "gloo all_reduce" : "reference unavailable")
-        .add("gloo_allreduce_ms", gloo.seconds > 0 ? gloo.seconds * 1e3 : NAN)
-        .add("gloo_allreduce_cpu_ms_per_peer", gloo.seconds > 0 ? gloo.cpu * 1e3 : NAN)
-        .add("gloo_allreduce_wire_bytes_per_round",
-             gloo.seconds > 0 ? nullable(gloo.wire_bytes) : NAN)
-        .add("ratio", ratio("onepeer_overlap"))
-        .add("choco_ratio", ratio("choco_ring"))
-        .add("allreduce_ratio", ratio("allreduce"));
-    std::printf("%s\n", o.str().c_str());
-    return kExitOk;
-  }
-  std::printf("simulator: links %.0f Mbit/s, latency %.3f ms; MLP step alone %.3f ms; %d peers "
-              "share %u cores; a message costs each end %.1f us and a byte %.3f ns of CPU (the "
-              "peers passing a message round a ring: %.3f ms CPU a round for the buffer, %.3f "
-              "ms for a top-1%% packet)\n\n",
-              sim.bandwidth_mbps, sim.latency_ms, step_alone * 1e3, peers, cores,
-              sim.message_cpu_us, sim.byte_cpu_ns, big.cpu * 1e3, small.cpu * 1e3);
-  std::printf("%-16s  %9s  %11s  %12s  %10s  %10s  %8s  %8s  %8s\n", "configuration",
-              "ms/round", "bytes/round", "wire B/round", "CPU ms/peer", "CPU-bound", "sim ms",
-              "sim err", "vs gloo");
-  const double share = static_cast<double>(peers) / cores;  // peers per core
-  for (const auto& r : rows) {
-    const double rat = ratio(r.name);
-    std::printf("%-16s  %9.2f  %11.0f  %12s  %11.2f  %10.2f  %8.2f  %7.1f%%  %8s\n",
-                r.name.c_str(), r.m.seconds * 1e3, r.m.bytes,
-                r.m.wire_bytes < 0 ? "-" : cat(static_cast<long long>(r.m.wire_bytes)).c_str(),
-                r.m.cpu * 1e3, r.m.cpu * share * 1e3, r.predicted * 1e3,
-                100.0 * (r.predicted / r.m.seconds - 1.0),
-                std::isnan(rat) ? "-" : fixed(rat, 3).c_str());
-  }
-  if (python)
-    std::printf("%-16s  %9.2f  %11s  %12s  %11.2f  %10.2f\n", "gloo all_reduce",
-                gloo.seconds * 1e3, "-",
-                gloo.wire_bytes < 0 ? "-" : cat(static_cast<long long>(gloo.wire_bytes)).c_str(),
-                gloo.cpu * 1e3, gloo.cpu * share * 1e3);
-  else
-    std::printf("\ngloo reference: reference unavailable (python3 cannot import torch; "
-                "apt-get install python3-torch); ratios not computed\n");
-  std::printf("(bytes/round: per peer, as the exchange counts them; wire B/round: what the "
-              "peer's interface sent, TCP/IP and TLS included; CPU ms/peer: what one peer "
-              "process used a round; CPU-bound: that times peers / cores, the round time if the "
-              "cores were the only limit; sim ms: the simulator with sim.cores, sim.byte_cpu_ns, "
-              "sim.message_cpu_us and sim.exchange_cpu as above)\n");
+  const WanFigures figures{links, peers, rounds, repeats, congestion, sim, step_alone, cores,
+                           big, small, rows, gloo, python.has_value()};
+  if (json) print_wan_json(figures);
+  else print_wan_table(figures);
   return kExitOk;
 }
 

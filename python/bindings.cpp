@@ -130,21 +130,12 @@ py::dict json_loads(const std::string& text) {
   return py::module_::import("json").attr("loads")(text).cast<py::dict>();
 }
 
-}  // namespace
+/// gossip.Peer: one peer of a run, driven by the Python caller (PeerSession).
+void bind_peer_end(py::class_<Peer>& peer);
 
-PYBIND11_MODULE(_gossip, m) {
-  m.doc() = "gossip's C++ engine: peers, topologies and the simulator";
-  py::register_exception_translator([](std::exception_ptr p) {
-    try {
-      if (p) std::rethrow_exception(p);
-    } catch (const InputError& e) {
-      PyErr_SetString(PyExc_ValueError, e.what());
-    } catch (const gossip::RuntimeError& e) {
-      PyErr_SetString(PyExc_RuntimeError, e.what());
-    }
-  });
-
-  py::class_<Peer>(m, "Peer")
+void bind_peer(py::module_& m) {
+  py::class_<Peer> peer(m, "Peer");
+  peer
       .def(py::init(&peer_from_args), py::arg("args"),
            "A peer from `gossip peer`'s arguments (CONFIG --rank R --out DIR ...)")
       .def_property_readonly("rank", [](const Peer& p) { return p.session->rank(); })
@@ -197,7 +188,13 @@ PYBIND11_MODULE(_gossip, m) {
              const auto state = p.session->resumed_state();
              if (!state) return py::none();
              return py::bytes(reinterpret_cast<const char*>(state->data()), state->size());
-           })
+           });
+  bind_peer_end(peer);
+}
+
+/// gossip.Peer's checkpoints, stop, reports and end (bind_peer's second half).
+void bind_peer_end(py::class_<Peer>& peer) {
+  peer
       .def("checkpoint_due", [](const Peer& p, std::int64_t every) {
              return p.session->checkpoint_due(every);
            }, py::arg("every") = -1)
@@ -244,7 +241,10 @@ PYBIND11_MODULE(_gossip, m) {
            py::arg("awaits_average") = false,
            "Writes params.bin, summary.json and the done event (saying whether this process "
            "waits for the launcher's average model) and leaves the network");
+}
 
+/// The module's functions: the algorithm table, data, configs, topologies, the simulator.
+void bind_functions(py::module_& m) {
   m.def("algorithms", [] {
     py::list rows;
     for (const AlgorithmTraits& t : algorithm_table()) {
@@ -314,4 +314,22 @@ PYBIND11_MODULE(_gossip, m) {
     const std::string text = read_file(out + "/summary.json");
     return py::make_tuple(code, text.empty() ? py::dict() : json_loads(text));
   }, "gossip sim CONFIG --out OUT; returns its exit code and summary.json as a dict");
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_gossip, m) {
+  m.doc() = "gossip's C++ engine: peers, topologies and the simulator";
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const InputError& e) {
+      PyErr_SetString(PyExc_ValueError, e.what());
+    } catch (const gossip::RuntimeError& e) {
+      PyErr_SetString(PyExc_RuntimeError, e.what());
+    }
+  });
+
+  bind_peer(m);
+  bind_functions(m);
 }

@@ -366,6 +366,65 @@ void write_predictor_section(std::ostream& md, const std::vector<CompareRow>& ro
      << shown(rank_correlation(neighbours, lowest)) << " |\n";
 }
 
+/// report.md's table: one row per setting (the mean ± standard deviation over its seeds).
+void write_report_table(std::ostream& md, const std::vector<CompareRow>& rows,
+                        const std::vector<CompareGroup>& groups, bool measured,
+                        bool time_varying) {
+  md << "\n\n| setting | runs | peers | spectral gap per round |"
+     << (time_varying ? " gap per period (rounds) |" : "") << " effective neighbours |"
+     << " rounds to target | epochs to target | " << (measured ? "wall s" : "sim s")
+     << " to target | rounds to target (average "
+        "model) | final accuracy | final lowest peer accuracy | final consensus distance | MB "
+        "sent per peer |"
+     << (measured ? " wall s (run) |" : "") << "\n"
+     << "|---|---:|---:|---:|" << (time_varying ? "---:|" : "") << "---:|"
+     << "---:|---:|---:|---:|---:|---:|---:|---:|" << (measured ? "---:|" : "") << "\n";
+  for (const auto& g : groups) {
+    const CompareRow& r = rows[g.rows.front()];
+    Spread mb = g.bytes_per_peer;
+    mb.mean /= 1e6;
+    mb.std /= 1e6;
+    md << "| " << g.label << " | " << g.rows.size() << " | " << r.peers << " | "
+       << plus_minus(Spread{r.spectral_gap, 0.0, 1, 1}, "%.4f") << " | ";
+    if (time_varying)
+      md << (r.graph_period > 1
+                 ? cat(plus_minus(Spread{r.period_spectral_gap, 0.0, 1, 1}, "%.4f"), " (",
+                       r.graph_period, ")")
+                 : std::string("-"))
+         << " | ";
+    md << (std::isfinite(r.effective_neighbours) ? fixed(r.effective_neighbours, 2)
+                                                 : std::string("-"))
+       << " | ";
+    md << plus_minus(g.rounds_to_target, "%.1f") << " | "
+       << plus_minus(g.epochs_to_target, "%.2f") << " | "
+       << plus_minus(g.seconds_to_target, "%.3g") << " | "
+       << plus_minus(g.average_rounds_to_target, "%.1f") << " | "
+       << plus_minus(g.final_accuracy, "%.4f") << " | "
+       << plus_minus(g.final_min_peer_accuracy, "%.4f") << " | "
+       << plus_minus(g.final_consensus_distance, "%.3g") << " | " << plus_minus(mb, "%.1f")
+       << " |";
+    if (measured) md << " " << plus_minus(g.wall_seconds, "%.1f") << " |";
+    md << "\n";
+  }
+}
+
+/// report.md's membership section (compare.memberships): who was a member when, with the
+/// graph's spectral gap at each size. Nothing when no setting's members changed.
+void write_membership_section(std::ostream& md, const std::vector<CompareRow>& rows,
+                              const std::vector<CompareGroup>& groups) {
+  bool membership = false;
+  for (const auto& r : rows) membership = membership || !r.membership.empty();
+  if (!membership) return;
+  md << "\n## Membership\n\nThe settings whose members changed (compare.memberships), each "
+        "change in effect from its round (docs/membership.md#elastic-membership):\n\n"
+     << "| setting | members, spectral gap per round |\n|---|---|\n";
+  for (const auto& g : groups) {
+    const CompareRow& first = rows[g.rows.front()];
+    md << "| " << g.label << " | "
+       << (first.membership.empty() ? std::string("fixed") : first.membership) << " |\n";
+  }
+}
+
 /// report.md: what the figures mean, one table row per setting, the plots.
 void write_compare_report(const std::string& dir, const std::vector<CompareRow>& rows,
                           const std::vector<CompareGroup>& groups, double target_accuracy) {
@@ -411,42 +470,7 @@ void write_compare_report(const std::string& dir, const std::vector<CompareRow>&
   if (samples_max > 0)
     md << cat(" Training samples per peer: ", samples_min, " to ", samples_max,
               samples_min == samples_max ? " (equal shards)" : " (unequal shards)", ".");
-  md << "\n\n| setting | runs | peers | spectral gap per round |"
-     << (time_varying ? " gap per period (rounds) |" : "") << " effective neighbours |"
-     << " rounds to target | epochs to target | " << (measured ? "wall s" : "sim s")
-     << " to target | rounds to target (average "
-        "model) | final accuracy | final lowest peer accuracy | final consensus distance | MB "
-        "sent per peer |"
-     << (measured ? " wall s (run) |" : "") << "\n"
-     << "|---|---:|---:|---:|" << (time_varying ? "---:|" : "") << "---:|"
-     << "---:|---:|---:|---:|---:|---:|---:|---:|" << (measured ? "---:|" : "") << "\n";
-  for (const auto& g : groups) {
-    const CompareRow& r = rows[g.rows.front()];
-    Spread mb = g.bytes_per_peer;
-    mb.mean /= 1e6;
-    mb.std /= 1e6;
-    md << "| " << g.label << " | " << g.rows.size() << " | " << r.peers << " | "
-       << plus_minus(Spread{r.spectral_gap, 0.0, 1, 1}, "%.4f") << " | ";
-    if (time_varying)
-      md << (r.graph_period > 1
-                 ? cat(plus_minus(Spread{r.period_spectral_gap, 0.0, 1, 1}, "%.4f"), " (",
-                       r.graph_period, ")")
-                 : std::string("-"))
-         << " | ";
-    md << (std::isfinite(r.effective_neighbours) ? fixed(r.effective_neighbours, 2)
-                                                 : std::string("-"))
-       << " | ";
-    md << plus_minus(g.rounds_to_target, "%.1f") << " | "
-       << plus_minus(g.epochs_to_target, "%.2f") << " | "
-       << plus_minus(g.seconds_to_target, "%.3g") << " | "
-       << plus_minus(g.average_rounds_to_target, "%.1f") << " | "
-       << plus_minus(g.final_accuracy, "%.4f") << " | "
-       << plus_minus(g.final_min_peer_accuracy, "%.4f") << " | "
-       << plus_minus(g.final_consensus_distance, "%.3g") << " | " << plus_minus(mb, "%.1f")
-       << " |";
-    if (measured) md << " " << plus_minus(g.wall_seconds, "%.1f") << " |";
-    md << "\n";
-  }
+  write_report_table(md, rows, groups, measured, time_varying);
   md << "\n![accuracy vs round](accuracy_vs_round.png)\n"
      << "![accuracy vs bytes](accuracy_vs_bytes.png)\n"
      << "![accuracy vs " << (measured ? "wall-clock" : "simulated")
@@ -459,18 +483,7 @@ void write_compare_report(const std::string& dir, const std::vector<CompareRow>&
         "curves.dat, compare.csv (one row per run) and compare_summary.csv (one per setting).\n";
   write_predictor_section(md, rows, groups);
   if (has_attack_section(rows)) write_attack_section(md, rows, groups);
-  // compare.memberships: who was a member when, with the graph's spectral gap at each size.
-  bool membership = false;
-  for (const auto& r : rows) membership = membership || !r.membership.empty();
-  if (!membership) return;
-  md << "\n## Membership\n\nThe settings whose members changed (compare.memberships), each "
-        "change in effect from its round (docs/membership.md#elastic-membership):\n\n"
-     << "| setting | members, spectral gap per round |\n|---|---|\n";
-  for (const auto& g : groups) {
-    const CompareRow& first = rows[g.rows.front()];
-    md << "| " << g.label << " | "
-       << (first.membership.empty() ? std::string("fixed") : first.membership) << " |\n";
-  }
+  write_membership_section(md, rows, groups);
 }
 
 }  // namespace

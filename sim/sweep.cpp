@@ -121,6 +121,44 @@ std::vector<AveragingCheck> averaging_pass(const RunConfig& base, const Graphs& 
   return averaging;
 }
 
+/// One setting's result, under its line: accuracy, rounds to the target, consensus, cost.
+void print_setting_result(const CompareRow& r, double target) {
+  auto rounds = [](double v) { return v < 0 ? std::string("never") : fixed(v, 1); };
+  std::printf("    final accuracy %.4f (lowest peer %.4f), rounds until every peer reaches "
+              "%.3g: %s (average model: %s), consensus %.3g, %.1f s wall, %.3g MB sent per "
+              "peer\n",
+              r.final_accuracy, r.final_min_peer_accuracy, target,
+              rounds(r.to_target.round).c_str(), rounds(r.average_to_target.round).c_str(),
+              r.final_consensus_distance, r.wall_seconds, r.bytes_per_peer / 1e6);
+  if (!r.attackers.empty())
+    std::printf("    honest peers (all but %zu attacker%s): lowest %.4f, mean %.4f%s\n",
+                r.attackers.size(), r.attackers.size() > 1 ? "s" : "", r.honest_accuracy_min,
+                r.honest_accuracy_mean,
+                r.honest_diverged ? cat(", ", r.honest_diverged, " diverged").c_str() : "");
+  std::fflush(stdout);
+}
+
+/// The sweep's final table: one line per setting, the mean (and standard deviation over seeds)
+/// of what the report says.
+void print_sweep_table(const std::vector<CompareRow>& rows, bool real) {
+  const auto groups = group_compare_rows(rows);
+  auto shown = [](const Spread& sp, int digits) {
+    if (sp.n == 0) return std::string("-");
+    std::string t = fixed(sp.mean, digits);
+    if (sp.n > 1) t += "+-" + fixed(sp.std, digits);
+    if (sp.n < sp.of) t += cat(" (", sp.n, "/", sp.of, ")");
+    return t;
+  };
+  std::printf("\n%s\n%-26s %7s %16s %14s %16s %16s %10s\n",
+              compare_title(rows, groups).c_str(), "setting", "gap", "rounds (peers)",
+              real ? "wall s (peers)" : "sim s (peers)", "final acc", "min peer", "consensus");
+  for (const auto& g : groups)
+    std::printf("%-26s %7.4f %16s %14s %16s %16s %10.3g\n", g.label.c_str(),
+                rows[g.rows.front()].spectral_gap, shown(g.rounds_to_target, 1).c_str(),
+                shown(g.seconds_to_target, 3).c_str(), shown(g.final_accuracy, 4).c_str(),
+                shown(g.final_min_peer_accuracy, 4).c_str(), g.final_consensus_distance.mean);
+}
+
 }  // namespace
 
 int run_sweep(const RunConfig& base, const std::string& out, bool progress_bar,
@@ -156,7 +194,7 @@ int run_sweep(const RunConfig& base, const std::string& out, bool progress_bar,
                           : std::string(),
                       ", period ",
                       s.config.gossip.period, ", shard ", s.config.data.shard,
-                      s.aggregate == "mean" && s.attack == "none"
+                      s.config.gossip.aggregate.kind == Aggregate::kMean && s.attack == "none"
                           ? std::string()
                           : cat(", aggregate ", s.aggregate, ", attack ", s.attack),
                       ", seed ", s.config.train.seed, ", spectral gap per round ",
@@ -178,20 +216,7 @@ int run_sweep(const RunConfig& base, const std::string& out, bool progress_bar,
                                 progress_bar, line, dir);
     }
     rows.push_back(compare_row(s, analyses.at(path), result, base.compare.target_accuracy, real));
-    const CompareRow& r = rows.back();
-    auto rounds = [](double v) { return v < 0 ? std::string("never") : fixed(v, 1); };
-    std::printf("    final accuracy %.4f (lowest peer %.4f), rounds until every peer reaches "
-                "%.3g: %s (average model: %s), consensus %.3g, %.1f s wall, %.3g MB sent per "
-                "peer\n",
-                r.final_accuracy, r.final_min_peer_accuracy, base.compare.target_accuracy,
-                rounds(r.to_target.round).c_str(), rounds(r.average_to_target.round).c_str(),
-                r.final_consensus_distance, r.wall_seconds, r.bytes_per_peer / 1e6);
-    if (!r.attackers.empty())
-      std::printf("    honest peers (all but %zu attacker%s): lowest %.4f, mean %.4f%s\n",
-                  r.attackers.size(), r.attackers.size() > 1 ? "s" : "", r.honest_accuracy_min,
-                  r.honest_accuracy_mean,
-                  r.honest_diverged ? cat(", ", r.honest_diverged, " diverged").c_str() : "");
-    std::fflush(stdout);
+    print_setting_result(rows.back(), base.compare.target_accuracy);
     results.push_back(std::move(result));
     results.back().params.clear();  // only the curves are needed from here on
     write_compare(out, rows, results, base.compare.target_accuracy);  // partial results survive
@@ -206,23 +231,7 @@ int run_sweep(const RunConfig& base, const std::string& out, bool progress_bar,
                  averaging_why.c_str());
   const double wall =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  // One line per setting: mean (and standard deviation over seeds) of what the table says.
-  const auto groups = group_compare_rows(rows);
-  auto shown = [](const Spread& sp, int digits) {
-    if (sp.n == 0) return std::string("-");
-    std::string t = fixed(sp.mean, digits);
-    if (sp.n > 1) t += "+-" + fixed(sp.std, digits);
-    if (sp.n < sp.of) t += cat(" (", sp.n, "/", sp.of, ")");
-    return t;
-  };
-  std::printf("\n%s\n%-26s %7s %16s %14s %16s %16s %10s\n",
-              compare_title(rows, groups).c_str(), "setting", "gap", "rounds (peers)",
-              real ? "wall s (peers)" : "sim s (peers)", "final acc", "min peer", "consensus");
-  for (const auto& g : groups)
-    std::printf("%-26s %7.4f %16s %14s %16s %16s %10.3g\n", g.label.c_str(),
-                rows[g.rows.front()].spectral_gap, shown(g.rounds_to_target, 1).c_str(),
-                shown(g.seconds_to_target, 3).c_str(), shown(g.final_accuracy, 4).c_str(),
-                shown(g.final_min_peer_accuracy, 4).c_str(), g.final_consensus_distance.mean);
+  print_sweep_table(rows, real != nullptr);
   std::printf("done in %s: wrote %s/report.md, compare.csv%s\n", duration_text(wall).c_str(),
               out.c_str(), plotted ? " and plots" : "");
   if (!plotted) std::fprintf(stderr, "gossip compare: warning: no plots: %s\n", why.c_str());

@@ -93,6 +93,32 @@ std::string read_text(const std::string& path) {
   return s.str();
 }
 
+/// --join HOST:PORT[,HOST:PORT...]: the ranks of the live members at those addresses in this
+/// run (ascending, each once).
+std::vector<int> join_contacts(const std::string& join, const RunConfig& config,
+                               const Topology& topology, const PeerOptions& opt, bool elastic) {
+  if (!elastic)
+    throw InputError("--join: this run's peers are fixed; a new identity joins only an elastic "
+                     "run (elastic: true in its topology, and a fault schedule that changes its "
+                     "members: joins, leaves or kills)");
+  const std::vector<std::string> addresses = peer_addresses(config, topology, opt.launch);
+  std::vector<int> contacts;
+  std::stringstream list(join);
+  for (std::string a; std::getline(list, a, ',');) {
+    const auto at = std::find(addresses.begin(), addresses.end(), a);
+    if (at == addresses.end())
+      throw InputError(cat("--join ", a, ": no rank of this run has that address (rank 0 is ",
+                           addresses.front(), "; give a live member's host:port)"));
+    const int r = static_cast<int>(at - addresses.begin());
+    if (r == opt.rank) throw InputError(cat("--join ", a, ": that is this peer's own address"));
+    contacts.push_back(r);
+  }
+  if (contacts.empty()) throw InputError("--join: give at least one HOST:PORT");
+  std::sort(contacts.begin(), contacts.end());
+  contacts.erase(std::unique(contacts.begin(), contacts.end()), contacts.end());
+  return contacts;
+}
+
 }  // namespace
 
 PeerSetup peer_setup(int argc, char** argv) {
@@ -172,28 +198,8 @@ PeerSetup peer_setup(int argc, char** argv) {
   if (args.get("until-round") && opt.until_round < 1)
     throw InputError("--until-round must be at least 1");
   opt.tls_dir = args.get_or("tls-dir", "");
-  if (const auto join = args.get("join")) {
-    // --join HOST:PORT[,HOST:PORT...]: live members, found by their addresses in this run.
-    if (!elastic)
-      throw InputError("--join: this run's peers are fixed; a new identity joins only an elastic "
-                       "run (elastic: true in its topology, and a fault schedule that changes its "
-                       "members: joins, leaves or kills)");
-    const std::vector<std::string> addresses = peer_addresses(config, topology, opt.launch);
-    std::stringstream list(*join);
-    for (std::string a; std::getline(list, a, ',');) {
-      const auto at = std::find(addresses.begin(), addresses.end(), a);
-      if (at == addresses.end())
-        throw InputError(cat("--join ", a, ": no rank of this run has that address (rank 0 is ",
-                             addresses.front(), "; give a live member's host:port)"));
-      const int r = static_cast<int>(at - addresses.begin());
-      if (r == opt.rank) throw InputError(cat("--join ", a, ": that is this peer's own address"));
-      opt.join_contacts.push_back(r);
-    }
-    if (opt.join_contacts.empty()) throw InputError("--join: give at least one HOST:PORT");
-    std::sort(opt.join_contacts.begin(), opt.join_contacts.end());
-    opt.join_contacts.erase(std::unique(opt.join_contacts.begin(), opt.join_contacts.end()),
-                            opt.join_contacts.end());
-  }
+  if (const auto join = args.get("join"))
+    opt.join_contacts = join_contacts(*join, config, topology, opt, elastic);
   opt.rejoin = args.has("rejoin");
   if (opt.rejoin && opt.resume_round >= 0)
     throw InputError("--rejoin and --resume-round do not go together: a rejoining peer takes the "

@@ -21,6 +21,7 @@
 #include <variant>
 
 #include "src/launcher/children.hpp"
+#include "src/launcher/network.hpp"
 #include "src/launcher/emulated_network.hpp"
 #include "src/launcher/network_record.hpp"
 #include "src/launcher/observe.hpp"
@@ -37,10 +38,9 @@
 #include "gossip/topology.hpp"
 #include "gossip/progress.hpp"
 
-namespace gossip {
+namespace gossip::launch_parts {
 namespace {
 
-using Clock = std::chrono::steady_clock;
 std::atomic<int> g_signal{0};
 
 void on_signal(int sig) { g_signal = sig; }
@@ -78,121 +78,16 @@ std::int64_t common_checkpoint(const std::string& out, int n) {
 /// ["a","b"]: a JSON list of strings (GOSSIP_PEER_ARGS).
 std::string json_list(const std::vector<std::string>& items) {
   std::string out = "[";
-  for (const auto& s : items) out += (out.size() > 1 ? "," : "") + json_string(s);
-  return out + "]";
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    if (i > 0) out += ',';
+    out += json_string(items[i]);
+  }
+  out += ']';
+  return out;
 }
 
-class Network {
- public:
-  Network(const RunConfig& config, const LaunchOptions& opt, const Topology& topology,
-          std::int64_t resume_round, std::string tls_dir,
-          const launcher::EmulatedNetwork* links)
-      : opt_(opt), n_(topology.n()), resume_round_(resume_round), tls_dir_(std::move(tls_dir)),
-        links_(links), exec_(config.exec),
-        record_(config, opt.out_dir, n_, launcher::NetworkRecord::Clock::kLauncher, true,
-                resume_round),
-        faults_(&config.faults), fault_done_(config.faults.size(), false),
-        topology_(topology) {
-    if (!topology.epochs().empty()) record_.follow_members(topology);
-    start_observers(config, topology);
-  }
+}  // namespace
 
-  int run();
-  const GemmChoice& gemm() const { return record_.gemm(); }
-
- private:
-  void recover_unmerged();
-  std::vector<std::string> peer_argv(int r, bool rejoin) const;
-  /// gossip peer's arguments for rank r (after the subcommand name).
-  std::vector<std::string> peer_args(int r, bool rejoin) const;
-  void start();
-  void restart(int r);
-  /// An elastic run: whether rank r's process starts with the run (a member at round 0).
-  bool initial_member(int r) const {
-    const auto m = topology_.members(0);
-    return std::binary_search(m.begin(), m.end(), r);
-  }
-  /// An elastic run's joiners: each change's are started ahead of the round it takes effect by
-  /// the time the first peers took to start, at the pace the rounds go, so that they are ready
-  /// when the graph changes (and the others need not wait for them).
-  void start_joiners();
-  /// Joins and leaves whose announcement round the network has reached: events.jsonl, notes.
-  void note_membership(std::int64_t round);
-  void show_progress();
-  void carry_out_faults();
-  bool killed_by_schedule(int rank) const {
-    return std::find(scheduled_deaths_.begin(), scheduled_deaths_.end(), rank) !=
-           scheduled_deaths_.end();
-  }
-  void merge_ready_rounds();
-  int fail(const std::string& why);
-  /// --dashboard and net.metrics_port: their servers, when asked for; one that cannot listen is
-  /// said and left out.
-  void start_observers(const RunConfig& config, const Topology& topology);
-  double now_s() const { return std::chrono::duration<double>(Clock::now() - t0_).count(); }
-  void update_metrics() {
-    int alive = 0;
-    for (const auto& c : children_) alive += c.running || record_.has_finished(c.rank);
-    metrics_->update(slowest_round(), alive, record_.deaths(), record_.rejoins());
-  }
-  /// The round every live peer has completed.
-  std::int64_t slowest_round() const;
-  /// Peer r's process ended without finishing: the record, the dashboard.
-  void peer_gone(int r, const std::string& why);
-  /// One event line of peer r (from its pipe, or from its events file): progress, terminal
-  /// notes, the record.
-  void handle_event(int r, const PeerEvent& e);
-  /// Peer r's process ended without finishing: from now on, lines appended to its events file
-  /// are a peer started again outside this launcher (by hand, `gossip peer --rejoin`).
-  void watch_outside(int r);
-  /// Reads what peers started outside the launcher appended to their events files; a peer that
-  /// is back counts as alive again. Returns whether one is still running (it wrote within
-  /// kOutsideQuiet and has not finished).
-  bool follow_outside();
-  /// exec: runs: once every peer has finished or ended, hands the average of their final
-  /// parameters to a process that waits for it (NetworkRecord::hand_out_average), once.
-  void hand_out_average();
-
-  const LaunchOptions& opt_;
-  int n_;
-  std::int64_t resume_round_;  // -1: a fresh run
-  std::string tls_dir_;        // the run's own credentials (--tls-dir of every peer), or ""
-  const launcher::EmulatedNetwork* links_;  // --netem: each peer in its namespace, or null
-  std::string exec_;           // the config's exec: command, or "" for gossip peer
-  bool average_handed_ = false;
-  launcher::NetworkRecord record_;
-  std::vector<launcher::Child> children_;
-  std::vector<std::int64_t> peer_round_;  // rounds each peer has completed, from its events
-  const std::vector<Fault>* faults_ = nullptr;
-  std::vector<bool> fault_done_;
-  std::vector<int> scheduled_deaths_;      // peers the schedule killed: not failures
-  static constexpr int kMaxRestarts = 3;   // --restart on-failure, per rank
-  std::vector<int> restarts_ = std::vector<int>(n_, 0);
-  std::vector<std::pair<Clock::time_point, int>> paused_;  // when to wake which peer
-  // Peers restarted outside the launcher: the offset read up to in their events file (-1: not
-  // watched), whether it came back, and when its file last grew.
-  std::vector<std::int64_t> outside_offset_ = std::vector<std::int64_t>(n_, -1);
-  std::vector<bool> outside_back_ = std::vector<bool>(n_, false);
-  std::vector<Clock::time_point> outside_heard_ = std::vector<Clock::time_point>(n_);
-  static constexpr auto kOutsideQuiet = std::chrono::seconds(60);
-  std::string status_ = "starting the peers";  // the text after the bar: the last evaluation
-  Clock::time_point last_progress_ = Clock::now();
-  Progress progress_;
-  Clock::time_point t0_ = Clock::now();
-  std::unique_ptr<DashboardState> dashboard_;  // --dashboard: fed as events come; else null
-  std::unique_ptr<launcher::DashboardServer> dashboard_server_;
-  std::unique_ptr<launcher::RunMetrics> metrics_;  // net.metrics_port; else null
-  // An elastic run (topology_ has epochs): when each rank's process was started, the longest
-  // a first peer took from its start to its ready event, and the rounds' pace.
-  Topology topology_;
-  std::vector<Clock::time_point> spawned_ = std::vector<Clock::time_point>(n_);
-  double startup_s_ = -1.0;
-  std::vector<bool> epoch_started_;     // per epoch: its joiners' processes are started
-  std::vector<bool> epoch_noted_;       // per epoch: its announcement is in events.jsonl
-  std::vector<bool> epoch_done_;        // per epoch: its taking effect is
-  std::deque<std::pair<Clock::time_point, std::int64_t>> pace_;  // (when, slowest round), recent
-  int initial_ready_ = 0;  // the first members that said they were ready
-};
 
 void Network::start_observers(const RunConfig& config, const Topology& topology) {
   if (!opt_.dashboard.empty()) {
@@ -317,101 +212,8 @@ void Network::start() {
   }
 }
 
-void Network::start_joiners() {
-  const auto& epochs = topology_.epochs();
-  if (epochs.empty()) return;
-  const auto now = Clock::now();
-  const std::int64_t round = slowest_round();
-  // The rounds' pace over about the last two seconds (evaluations included, as they will be
-  // ahead): the first rounds, slower (links coming up, the first evaluation), soon drop out.
-  if (round >= 1 && (pace_.empty() || pace_.back().second != round)) {
-    pace_.emplace_back(now, round);
-    while (pace_.size() > 2 && now - pace_[1].first > std::chrono::seconds(2)) pace_.pop_front();
-  }
-  for (std::size_t e = 1; e < epochs.size(); ++e) {
-    if (epoch_started_[e]) continue;
-    const std::int64_t total = record_.total_rounds();
-    if (total > 0 && epochs[e].from >= total) {  // after the last round: nobody joins
-      epoch_started_[e] = true;
-      continue;
-    }
-    // Seconds to the change at the rounds' pace so far; started then, or at its announcement
-    // at the latest.
-    double span = 0.0, rounds = 0.0;
-    if (pace_.size() >= 2) {
-      span = std::chrono::duration<double>(pace_.back().first - pace_.front().first).count();
-      rounds = static_cast<double>(pace_.back().second - pace_.front().second);
-    }
-    const double left = rounds > 0 && span > 0.25
-                            ? static_cast<double>(epochs[e].from - round) * span / rounds
-                            : std::numeric_limits<double>::infinity();
-    // Twice the first peers' start, and half a second: a joiner starts while the others train,
-    // on the same cores, and is slower to start than they were (1.2-1.6x measured on 2 cores
-    // with 8 training), and it should be connected before its donors' hand-over.
-    const double lead = 2.0 * std::max(startup_s_, 0.5) + 0.5;
-    if (round < epochs[e].announced && left > lead) continue;
-    epoch_started_[e] = true;
-    std::vector<int> joiners;
-    std::set_difference(epochs[e].members.begin(), epochs[e].members.end(),
-                        epochs[e - 1].members.begin(), epochs[e - 1].members.end(),
-                        std::back_inserter(joiners));
-    for (int r : joiners) {
-      const std::string dir = cat(opt_.out_dir, "/peers/", r);
-      make_output_dir(dir);
-      spawned_[r] = now;
-      children_[r] = launcher::spawn_child(r, peer_argv(r, false), dir + "/peer.log");
-    }
-    if (!joiners.empty())
-      progress_.note(cat("round ", round, ": starting peer", joiners.size() == 1 ? " " : "s ",
-                         format_peers(joiners), ", which join", joiners.size() == 1 ? "s" : "",
-                         " at round ", epochs[e].from, " (announced at round ",
-                         epochs[e].announced, "; ",
-                         std::isfinite(left) ? cat("about ", fixed(left, 1), " s ahead, ") : "",
-                         "the first peers took ", fixed(startup_s_, 1), " s to start)"));
-  }
-}
 
-void Network::note_membership(std::int64_t round) {
-  const auto& epochs = topology_.epochs();
-  for (std::size_t e = 1; e < epochs.size(); ++e) {
-    if (epoch_done_[e] || round < epochs[e].announced) continue;
-    const bool announced = !epoch_noted_[e];  // else: it takes effect now
-    if (!announced && round < epochs[e].from) continue;
-    (announced ? epoch_noted_ : epoch_done_)[e] = true;
-    std::vector<int> joined, left;
-    const auto& before = epochs[e - 1].members;
-    const auto& now = epochs[e].members;
-    std::set_difference(now.begin(), now.end(), before.begin(), before.end(),
-                        std::back_inserter(joined));
-    std::set_difference(before.begin(), before.end(), now.begin(), now.end(),
-                        std::back_inserter(left));
-    for (const auto& [action, taken, peers] :
-         {std::tuple{"join", "joined", joined}, std::tuple{"leave", "left", left}}) {
-      if (peers.empty()) continue;
-      if (!announced) {  // as gossip sim says it: "joined", "left" at the round it took effect
-        record_.log_fault(epochs[e].from, taken, peers, 0.0);
-        continue;
-      }
-      record_.log_fault(epochs[e].announced, action, peers, 0.0);
-      progress_.note(cat("membership at round ", epochs[e].announced, ": peer",
-                         peers.size() == 1 ? " " : "s ", format_peers(peers), " ", action,
-                         peers.size() == 1 ? "s" : "", " from round ", epochs[e].from, " (",
-                         now.size(), " members then)"));
-    }
-  }
-}
 
-/// Starts rank r's peer again (it died): it rejoins the running network (gossip peer --rejoin).
-void Network::restart(int r) {
-  const std::string dir = cat(opt_.out_dir, "/peers/", r);
-  std::erase(scheduled_deaths_, r);
-  record_.peer_back(r);
-  if (dashboard_) dashboard_->on_back(r, now_s());
-  outside_offset_[r] = -1;  // its events come through its pipe again
-  launcher::Child c = launcher::spawn_child(r, peer_argv(r, true), dir + "/peer.log", true);
-  c.max_rss_kb = std::max(c.max_rss_kb, children_[r].max_rss_kb);
-  children_[r] = std::move(c);
-}
 
 void Network::merge_ready_rounds() {
   for (const EvaluationFigures& f : record_.merge_ready_rounds()) {
@@ -424,84 +226,6 @@ void Network::merge_ready_rounds() {
   }
 }
 
-/// The fault schedule: each fault acts once the network (its slowest live peer, as its round
-/// events say) has completed the fault's round, a kill once its peers have (they stop
-/// themselves there); paused peers are woken when their time is up.
-void Network::carry_out_faults() {
-  const auto now = Clock::now();
-  for (auto it = paused_.begin(); it != paused_.end();) {
-    if (now < it->first) {
-      ++it;
-      continue;
-    }
-    if (children_[it->second].running) kill(-children_[it->second].pid, SIGCONT);
-    progress_.note(cat("fault schedule: peer ", it->second, " resumed (SIGCONT)"));
-    it = paused_.erase(it);
-  }
-  std::int64_t round = std::numeric_limits<std::int64_t>::max();
-  for (int r = 0; r < n_; ++r)
-    if (children_[r].running && !killed_by_schedule(r)) round = std::min(round, peer_round_[r]);
-  for (std::size_t i = 0; i < faults_->size(); ++i) {
-    const Fault& f = (*faults_)[i];
-    // A kill is due as soon as its peers are at its round: each stopped itself there (before
-    // sending anything of it), and the kernel closes its links the moment it dies, as a crash's.
-    const auto at_round = [&](int p) {
-      return !children_[p].running || peer_round_[p] >= f.round;
-    };
-    const bool kill_due =
-        f.action == FaultAction::kKill && std::all_of(f.peers.begin(), f.peers.end(), at_round) &&
-        std::any_of(f.peers.begin(), f.peers.end(), [&](int p) { return children_[p].running; });
-    if (fault_done_[i] || (round < f.round && !kill_due)) continue;
-    fault_done_[i] = true;
-    if (is_membership(f)) continue;  // start_joiners, note_membership
-    if (f.action == FaultAction::kAttack) {  // carried out by the attackers' own Attack, round by round
-      const std::string until = f.to_round > 0 ? cat(" until round ", f.to_round) : "";
-      record_.log_fault(f.round, cat("attack ", describe_attack(f), until), f.peers, 0.0);
-      progress_.note(cat("fault schedule at round ", f.round, ": peer",
-                         f.peers.size() == 1 ? " " : "s ", format_peers(f.peers), " attack",
-                         f.peers.size() == 1 ? "s" : "", " with ", describe_attack(f), until,
-                         f.peers.size() == 1 ? " (its exchange rewrites what it sends)"
-                                             : " (their exchanges rewrite what they send)"));
-      continue;
-    }
-    std::vector<int> acted_on;
-    for (int p : f.peers) {
-      if (f.action == FaultAction::kRestart) {
-        if (children_[p].running) {
-          progress_.note(cat("fault schedule at round ", f.round, ": peer ", p,
-                             " is running; nothing to restart"));
-          continue;
-        }
-        restart(p);
-      } else if (!children_[p].running) {
-        continue;
-      } else if (f.action == FaultAction::kKill) {
-        scheduled_deaths_.push_back(p);
-        kill(-children_[p].pid, SIGKILL);  // the process group (an exec: shell and its Python)
-      } else {
-        kill(-children_[p].pid, SIGSTOP);
-        paused_.emplace_back(now + seconds_to_ms(f.seconds),
-                             p);
-      }
-      acted_on.push_back(p);
-    }
-    if (f.action == FaultAction::kCut) {  // carried out by the peers' own CutLinks, round by round
-      for (const auto& [a, b] : f.links) acted_on.insert(acted_on.end(), {a, b});
-      record_.log_fault(f.round, cat("cut until round ", f.to_round), acted_on, 0.0);
-      progress_.note(cat("fault schedule at round ", f.round, ": links cut until round ",
-                         f.to_round, " (the peers drop them)"));
-      continue;
-    }
-    record_.log_fault(f.round, fault_action_name(f.action), f.peers, f.seconds);
-    if (dashboard_)
-      dashboard_->on_note("fault", f.round, cat("fault schedule: ", fault_action_name(f.action), " peer",
-                                                f.peers.size() == 1 ? " " : "s ",
-                                                format_peers(f.peers)), now_s());
-    progress_.note(cat("fault schedule at round ", f.round, ": ", fault_action_name(f.action), " peer",
-                       f.peers.size() == 1 ? " " : "s ", format_peers(f.peers),
-                       f.action == FaultAction::kPause ? cat(" for ", f.seconds, " s") : std::string()));
-  }
-}
 
 /// The progress line at the round every live peer has completed, with the last evaluation.
 void Network::show_progress() {
@@ -753,7 +477,11 @@ std::vector<std::string> with_topology(std::vector<std::string> args, const std:
   return args;
 }
 
-}  // namespace
+}  // namespace gossip::launch_parts
+
+namespace gossip {
+
+using namespace launch_parts;
 
 int launch(const RunConfig& config, const LaunchOptions& given) {
   LaunchOptions options = given;

@@ -456,6 +456,19 @@ void NetworkRecord::print_final_table(
               out_dir_.c_str(), out_dir_.c_str());
 }
 
+void NetworkRecord::add_membership(NetworkSummary& net, std::int64_t rounds) const {
+  std::vector<MembershipRecord> changes = planned_membership(*members_);
+  std::erase_if(changes, [&](const MembershipRecord& c) { return c.from >= rounds; });  // never came
+  for (MembershipRecord& c : changes)  // a member taken out for its death is not a leaver
+    for (const Announcement& a : announced_)
+      if (a.kind == ChangeKind::kDead && std::erase(c.left, a.rank) > 0) c.dead.push_back(a.rank);
+  const std::vector<int> initial = members_->members(0);
+  MembershipTimeline t = membership_timeline(
+      initial, members_spectral_gap(*members_->elastic(), initial), changes, n_, rounds);
+  net.membership = std::move(t.entries);
+  net.member_rounds = std::move(t.member_rounds);
+}
+
 Summary NetworkRecord::finish(double wall_seconds, const std::vector<double>& peer_rss_mb) {
   RunEnd end{.rounds = record_.last().round, .bytes_sent = 0, .wall_seconds = wall_seconds,
              .connected = live_connected_, .params_sha256 = {}, .gemm = gemm_.name,
@@ -518,19 +531,7 @@ Summary NetworkRecord::finish(double wall_seconds, const std::vector<double>& pe
     record_external_average(consensus, end);
     end.average_missing = average_missing_;
   }
-  if (members_) {
-    const std::int64_t rounds = std::max(end.rounds, total_rounds_);
-    std::vector<MembershipRecord> changes = planned_membership(*members_);
-    std::erase_if(changes, [&](const MembershipRecord& c) { return c.from >= rounds; });  // never came
-    for (MembershipRecord& c : changes)  // a member taken out for its death is not a leaver
-      for (const Announcement& a : announced_)
-        if (a.kind == ChangeKind::kDead && std::erase(c.left, a.rank) > 0) c.dead.push_back(a.rank);
-    const std::vector<int> initial = members_->members(0);
-    MembershipTimeline t = membership_timeline(
-        initial, members_spectral_gap(*members_->elastic(), initial), changes, n_, rounds);
-    net.membership = std::move(t.entries);
-    net.member_rounds = std::move(t.member_rounds);
-  }
+  if (members_) add_membership(net, std::max(end.rounds, total_rounds_));
   const auto phase_rows = add_phases(net);
   add_network_summary(end.extra, net);
   // The fields of gossip run alone.

@@ -103,6 +103,8 @@ class NetworkRecord {
   /// Where the time went, from the finished peers' done events: fills net's phases and
   /// phases_per_peer; returns the final table's rows (each peer's, then "all").
   std::vector<std::pair<std::string, PhaseSeconds>> add_phases(NetworkSummary& net) const;
+  /// An elastic run's member timeline (planned and announced changes up to `rounds`) into `net`.
+  void add_membership(NetworkSummary& net, std::int64_t rounds) const;
   /// The final table: each peer's accuracy, bytes, seconds (and peak memory), where the time
   /// went, the components of a split, the average model.
   void print_final_table(const Summary& s, const NetworkSummary& net,

@@ -1,0 +1,183 @@
+// launcher/fault_schedule.cpp: what `gossip run` does at a fault's round (kill, restart, pause;
+// cuts and attacks are the peers' own) and at an elastic run's membership changes (starting the
+// joiners, noting the announcements).
+#include "src/launcher/network.hpp"
+
+namespace gossip::launch_parts {
+
+void Network::start_joiners() {
+  const auto& epochs = topology_.epochs();
+  if (epochs.empty()) return;
+  const auto now = Clock::now();
+  const std::int64_t round = slowest_round();
+  // The rounds' pace over about the last two seconds (evaluations included, as they will be
+  // ahead): the first rounds, slower (links coming up, the first evaluation), soon drop out.
+  if (round >= 1 && (pace_.empty() || pace_.back().second != round)) {
+    pace_.emplace_back(now, round);
+    while (pace_.size() > 2 && now - pace_[1].first > std::chrono::seconds(2)) pace_.pop_front();
+  }
+  for (std::size_t e = 1; e < epochs.size(); ++e) {
+    if (epoch_started_[e]) continue;
+    const std::int64_t total = record_.total_rounds();
+    if (total > 0 && epochs[e].from >= total) {  // after the last round: nobody joins
+      epoch_started_[e] = true;
+      continue;
+    }
+    // Seconds to the change at the rounds' pace so far; started then, or at its announcement
+    // at the latest.
+    double span = 0.0, rounds = 0.0;
+    if (pace_.size() >= 2) {
+      span = std::chrono::duration<double>(pace_.back().first - pace_.front().first).count();
+      rounds = static_cast<double>(pace_.back().second - pace_.front().second);
+    }
+    const double left = rounds > 0 && span > 0.25
+                            ? static_cast<double>(epochs[e].from - round) * span / rounds
+                            : std::numeric_limits<double>::infinity();
+    // Twice the first peers' start, and half a second: a joiner starts while the others train,
+    // on the same cores, and is slower to start than they were (1.2-1.6x measured on 2 cores
+    // with 8 training), and it should be connected before its donors' hand-over.
+    const double lead = 2.0 * std::max(startup_s_, 0.5) + 0.5;
+    if (round < epochs[e].announced && left > lead) continue;
+    epoch_started_[e] = true;
+    std::vector<int> joiners;
+    std::set_difference(epochs[e].members.begin(), epochs[e].members.end(),
+                        epochs[e - 1].members.begin(), epochs[e - 1].members.end(),
+                        std::back_inserter(joiners));
+    for (int r : joiners) {
+      const std::string dir = cat(opt_.out_dir, "/peers/", r);
+      make_output_dir(dir);
+      spawned_[r] = now;
+      children_[r] = launcher::spawn_child(r, peer_argv(r, false), dir + "/peer.log");
+    }
+    if (!joiners.empty())
+      progress_.note(cat("round ", round, ": starting peer", joiners.size() == 1 ? " " : "s ",
+                         format_peers(joiners), ", which join", joiners.size() == 1 ? "s" : "",
+                         " at round ", epochs[e].from, " (announced at round ",
+                         epochs[e].announced, "; ",
+                         std::isfinite(left) ? cat("about ", fixed(left, 1), " s ahead, ") : "",
+                         "the first peers took ", fixed(startup_s_, 1), " s to start)"));
+  }
+}
+
+void Network::note_membership(std::int64_t round) {
+  const auto& epochs = topology_.epochs();
+  for (std::size_t e = 1; e < epochs.size(); ++e) {
+    if (epoch_done_[e] || round < epochs[e].announced) continue;
+    const bool announced = !epoch_noted_[e];  // else: it takes effect now
+    if (!announced && round < epochs[e].from) continue;
+    (announced ? epoch_noted_ : epoch_done_)[e] = true;
+    std::vector<int> joined, left;
+    const auto& before = epochs[e - 1].members;
+    const auto& now = epochs[e].members;
+    std::set_difference(now.begin(), now.end(), before.begin(), before.end(),
+                        std::back_inserter(joined));
+    std::set_difference(before.begin(), before.end(), now.begin(), now.end(),
+                        std::back_inserter(left));
+    for (const auto& [action, taken, peers] :
+         {std::tuple{"join", "joined", joined}, std::tuple{"leave", "left", left}}) {
+      if (peers.empty()) continue;
+      if (!announced) {  // as gossip sim says it: "joined", "left" at the round it took effect
+        record_.log_fault(epochs[e].from, taken, peers, 0.0);
+        continue;
+      }
+      record_.log_fault(epochs[e].announced, action, peers, 0.0);
+      progress_.note(cat("membership at round ", epochs[e].announced, ": peer",
+                         peers.size() == 1 ? " " : "s ", format_peers(peers), " ", action,
+                         peers.size() == 1 ? "s" : "", " from round ", epochs[e].from, " (",
+                         now.size(), " members then)"));
+    }
+  }
+}
+
+/// Starts rank r's peer again (it died): it rejoins the running network (gossip peer --rejoin).
+void Network::restart(int r) {
+  const std::string dir = cat(opt_.out_dir, "/peers/", r);
+  std::erase(scheduled_deaths_, r);
+  record_.peer_back(r);
+  if (dashboard_) dashboard_->on_back(r, now_s());
+  outside_offset_[r] = -1;  // its events come through its pipe again
+  launcher::Child c = launcher::spawn_child(r, peer_argv(r, true), dir + "/peer.log", true);
+  c.max_rss_kb = std::max(c.max_rss_kb, children_[r].max_rss_kb);
+  children_[r] = std::move(c);
+}
+
+/// The fault schedule: each fault acts once the network (its slowest live peer, as its round
+/// events say) has completed the fault's round, a kill once its peers have (they stop
+/// themselves there); paused peers are woken when their time is up.
+void Network::carry_out_faults() {
+  const auto now = Clock::now();
+  for (auto it = paused_.begin(); it != paused_.end();) {
+    if (now < it->first) {
+      ++it;
+      continue;
+    }
+    if (children_[it->second].running) kill(-children_[it->second].pid, SIGCONT);
+    progress_.note(cat("fault schedule: peer ", it->second, " resumed (SIGCONT)"));
+    it = paused_.erase(it);
+  }
+  std::int64_t round = std::numeric_limits<std::int64_t>::max();
+  for (int r = 0; r < n_; ++r)
+    if (children_[r].running && !killed_by_schedule(r)) round = std::min(round, peer_round_[r]);
+  for (std::size_t i = 0; i < faults_->size(); ++i) {
+    const Fault& f = (*faults_)[i];
+    // A kill is due as soon as its peers are at its round: each stopped itself there (before
+    // sending anything of it), and the kernel closes its links the moment it dies, as a crash's.
+    const auto at_round = [&](int p) {
+      return !children_[p].running || peer_round_[p] >= f.round;
+    };
+    const bool kill_due =
+        f.action == FaultAction::kKill && std::all_of(f.peers.begin(), f.peers.end(), at_round) &&
+        std::any_of(f.peers.begin(), f.peers.end(), [&](int p) { return children_[p].running; });
+    if (fault_done_[i] || (round < f.round && !kill_due)) continue;
+    fault_done_[i] = true;
+    if (is_membership(f)) continue;  // start_joiners, note_membership
+    if (f.action == FaultAction::kAttack) {  // carried out by the attackers' own Attack, round by round
+      const std::string until = f.to_round > 0 ? cat(" until round ", f.to_round) : "";
+      record_.log_fault(f.round, cat("attack ", describe_attack(f), until), f.peers, 0.0);
+      progress_.note(cat("fault schedule at round ", f.round, ": peer",
+                         f.peers.size() == 1 ? " " : "s ", format_peers(f.peers), " attack",
+                         f.peers.size() == 1 ? "s" : "", " with ", describe_attack(f), until,
+                         f.peers.size() == 1 ? " (its exchange rewrites what it sends)"
+                                             : " (their exchanges rewrite what they send)"));
+      continue;
+    }
+    std::vector<int> acted_on;
+    for (int p : f.peers) {
+      if (f.action == FaultAction::kRestart) {
+        if (children_[p].running) {
+          progress_.note(cat("fault schedule at round ", f.round, ": peer ", p,
+                             " is running; nothing to restart"));
+          continue;
+        }
+        restart(p);
+      } else if (!children_[p].running) {
+        continue;
+      } else if (f.action == FaultAction::kKill) {
+        scheduled_deaths_.push_back(p);
+        kill(-children_[p].pid, SIGKILL);  // the process group (an exec: shell and its Python)
+      } else {
+        kill(-children_[p].pid, SIGSTOP);
+        paused_.emplace_back(now + seconds_to_ms(f.seconds),
+                             p);
+      }
+      acted_on.push_back(p);
+    }
+    if (f.action == FaultAction::kCut) {  // carried out by the peers' own CutLinks, round by round
+      for (const auto& [a, b] : f.links) acted_on.insert(acted_on.end(), {a, b});
+      record_.log_fault(f.round, cat("cut until round ", f.to_round), acted_on, 0.0);
+      progress_.note(cat("fault schedule at round ", f.round, ": links cut until round ",
+                         f.to_round, " (the peers drop them)"));
+      continue;
+    }
+    record_.log_fault(f.round, fault_action_name(f.action), f.peers, f.seconds);
+    if (dashboard_)
+      dashboard_->on_note("fault", f.round, cat("fault schedule: ", fault_action_name(f.action), " peer",
+                                                f.peers.size() == 1 ? " " : "s ",
+                                                format_peers(f.peers)), now_s());
+    progress_.note(cat("fault schedule at round ", f.round, ": ", fault_action_name(f.action), " peer",
+                       f.peers.size() == 1 ? " " : "s ", format_peers(f.peers),
+                       f.action == FaultAction::kPause ? cat(" for ", f.seconds, " s") : std::string()));
+  }
+}
+
+}  // namespace gossip::launch_parts

@@ -1,0 +1,107 @@
+// peer/session_setup.cpp: a peer joins the network (PeerSession::Impl::connect): its transport,
+// the decorator stack (fault schedule, monitor, timeline), the algorithm, the membership watch
+// and the metrics page.
+#include "src/peer/session.hpp"
+
+namespace gossip {
+
+namespace {
+
+/// The refusals a neighbour's handshake gave, collected from the I/O thread's log lines.
+struct Refusals {
+  std::mutex mutex;
+  std::vector<std::string> lines;
+};
+
+}  // namespace
+
+/// Connects with `learner`'s buffer; throws when a neighbour refused our model.
+void PeerSession::Impl::connect(const Learner& learner, const std::string& model) {
+  NetConfig net = net_config(config, topology, opt, model, learner.num_params);
+  const int rank = opt.rank;
+  const std::string listen = listen_address(net.addresses[rank]);
+  log_line(cat("peer ", rank, ": ", net.addresses[rank], " (listening on ", listen, "), ",
+               net.neighbours.size(), " neighbours, ", algorithm_name(config.gossip.algorithm),
+               ", ", describe_own(model, learner.num_params)));
+  if (config.gossip.wire != WireFormat::kFp32)
+    log_line(cat("peer ", rank, ": parameters travel as ", wire_format_name(config.gossip.wire),
+                 " (gossip.wire): rounded to 16 bits as they leave, widened on receipt"));
+  auto refusals = std::make_shared<Refusals>();
+  net.log = [rank, refusals](const std::string& line) {
+    log_line(cat("peer ", rank, " net: ", line));
+    if (line.find("model fingerprint") == std::string::npos) return;
+    std::lock_guard lock(refusals->mutex);
+    refusals->lines.push_back(line);
+  };
+  const std::vector<int> linked = net.neighbours;
+  transport = std::make_unique<NetExchange>(std::move(net), NetListener(listen));
+  // An elastic run: the schedule's later neighbours are dialled until they come; a new
+  // identity first waits for its join to be announced.
+  if (!opt.join_contacts.empty()) elastic.await_join(*transport);
+  else if (!topology.epochs().empty()) transport->expect(later_neighbours(topology, rank));
+  const std::vector<int> up = transport->connected_peers();
+  const bool all_up = std::includes(up.begin(), up.end(), linked.begin(), linked.end());
+  {
+    std::lock_guard lock(refusals->mutex);
+    if (!all_up && !refusals->lines.empty()) {
+      transport.reset();
+      throw InputError(cat("peer ", rank, ": its neighbours refused its parameter buffer: ",
+                           refusals->lines.front(), " (every peer of a run must join with a "
+                           "buffer of the same model and size)"));
+    }
+  }
+  faulted = std::make_unique<FaultedExchange>(*transport, config.faults, config.train.seed);
+  exchange = std::make_unique<MonitoredExchange>(faulted->top(), config.monitor);
+  events.emit(ReadyEvent{rank, since(t0), topology.n(), opt.config_path});
+  traced = std::make_unique<TracedExchange>(*exchange, timeline);
+  algorithm = make_algorithm(trainer ? traced_learner(learner, timeline) : learner, *traced,
+                             topology, config.gossip, config.train.seed,
+                             round_timeout(config.monitor));
+  traced->set_tags_per_round(algorithm->relay_steps() + 1);
+  watch = std::make_unique<Watch>(topology, rank, *exchange, events, t0,
+                                  config.gossip.on_byzantine);
+  start_metrics();
+  if (elastic.window().joins()) round = elastic.receive_handover(*transport, trainer.get(), host);
+  (*watch)(round);
+  fingerprint = checkpoint_fingerprint(config, topology, learner.num_params, rounds);
+  if (opt.resume_round >= 0) resume();
+  record = rejoin ? std::make_unique<RunRecord>(RunRecord::resume(
+                        dir, std::numeric_limits<std::int64_t>::max()))
+           : opt.resume_round >= 0 ? std::make_unique<RunRecord>(RunRecord::resume(dir, round))
+                                   : std::make_unique<RunRecord>(dir);
+  timeline.add(Phase::kSetup, 0.0, timeline.now());
+}
+
+/// net.metrics_port: serves /metrics on metrics_host:metrics_port + rank. A port that cannot
+/// be had is said in the log, and the peer trains on without it.
+void PeerSession::Impl::start_metrics() {
+  if (config.net.metrics_port <= 0) return;
+  const std::string address =
+      cat(config.net.metrics_host, ":", config.net.metrics_port + opt.rank);
+  try {
+    metrics = std::make_unique<PeerMetrics>(opt.rank, address);
+    events.set_listener([m = metrics.get()](const PeerEvent& e) { m->on_event(e); });
+    log_line(cat("peer ", opt.rank, ": Prometheus metrics at http://", metrics->address(),
+                 "/metrics"));
+  } catch (const RuntimeError& e) {
+    log_line(cat("peer ", opt.rank, ": WARNING: ", e.what(), "; training on without /metrics"));
+  }
+}
+
+/// What this peer trains, for its first log line: gossip's own model on its shard, or the
+/// caller's buffer.
+std::string PeerSession::Impl::describe_own(const std::string& model, std::int64_t num_params) const {
+  if (!trainer)
+    return cat("the caller's buffer ", model, " (", num_params, " parameters)");
+  return cat("shard of ", shards[static_cast<std::size_t>(opt.rank)].size(), " samples, ",
+             backend->describe(), " (train.backend: ", config.train.backend, "), ",
+             gemm.line(), ", training images ",
+             train_file.empty() ? std::string("decoded in this process")
+                                : cat("mapped from ", train_file, " (shared)"),
+             ", test set ",
+             data.test.pixels.mapped_file().empty()
+                 ? std::string("in this process's memory")
+                 : cat("mapped from ", data.test.pixels.mapped_file(), " (shared)"));
+}
+
+}  // namespace gossip
