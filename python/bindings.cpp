@@ -14,6 +14,7 @@
 #include <sstream>
 #include <unistd.h>
 
+#include "gossip/choice.hpp"
 #include "gossip/config.hpp"
 #include "gossip/core.hpp"
 #include "gossip/data.hpp"
@@ -82,7 +83,7 @@ py::dict config_dict(const RunConfig& c) {
   d["lr"] = c.optimizer.lr;
   d["momentum"] = c.optimizer.momentum;
   d["weight_decay"] = c.optimizer.weight_decay;
-  d["schedule"] = c.optimizer.schedule;
+  d["schedule"] = lr_schedule_name(c.optimizer.schedule);
   d["warmup_epochs"] = c.optimizer.warmup_epochs;
   d["min_lr"] = c.optimizer.min_lr;
   d["step_epochs"] = c.optimizer.step_epochs;
@@ -282,7 +283,8 @@ void bind_functions(py::module_& m) {
   m.def("learning_rate", [](const py::dict& config, double epoch) {
     OptimizerConfig o;
     o.lr = config["lr"].cast<double>();
-    o.schedule = config["schedule"].cast<std::string>();
+    o.schedule = parse_choice(lr_schedule_table(), config["schedule"].cast<std::string>(),
+                              "schedule");
     o.warmup_epochs = config["warmup_epochs"].cast<double>();
     o.min_lr = config["min_lr"].cast<double>();
     o.step_epochs = config["step_epochs"].cast<double>();

@@ -64,7 +64,9 @@ CompareRow compare_row(const CompareSetting& setting, const TopologyReport& anal
     row.compress = describe(c.gossip.choco.compress);
     row.consensus_step = consensus_step(c.gossip.choco);
   }
-  row.shard = c.data.shard == "dirichlet" ? cat("dirichlet(", c.data.alpha, ")") : c.data.shard;
+  row.shard = parse_shard_kind(c.data.shard) == ShardKind::kDirichlet
+                  ? cat("dirichlet(", c.data.alpha, ")")
+                  : c.data.shard;
   row.period = c.gossip.period;
   row.seed = c.train.seed;
   row.peers = analysis.n;

@@ -93,7 +93,7 @@ void print_run_notes(const SimResult& result, const RunConfig& config, const std
       std::printf("shards are unequal: %lld to %lld training samples per peer (summary.json "
                   "samples_per_peer); data.balance %s\n",
                   static_cast<long long>(*lo), static_cast<long long>(*hi),
-                  config.data.balance.c_str());
+                  balance_name(config.data.balance));
   }
 }
 

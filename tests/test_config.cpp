@@ -40,7 +40,7 @@ TEST_CASE("a config sets the fields it names and keeps defaults elsewhere", "[co
   CHECK(c.model.layers[1].type == "relu");
   CHECK(c.model.layers[2].out == 10);
   CHECK(c.optimizer.lr == 0.05);
-  CHECK(c.optimizer.schedule == "cosine");
+  CHECK(c.optimizer.schedule == gossip::LrSchedule::kCosine);
   CHECK(c.train.batch == 64);
   CHECK(c.train.seed == 1);
   CHECK(c.gossip.topology == "/x/topologies/ring-8.yaml");
@@ -84,7 +84,7 @@ TEST_CASE("config errors name file, line and field", "[config]") {
     CHECK_THROWS_WITH(load_config_from_string("data:\n  balance: fair\n", "c.yaml"),
                       Catch::Contains("c.yaml:2: data.balance"));
     CHECK(load_config_from_string("data:\n  balance: weighted\n", "c.yaml").data.balance ==
-          "weighted");
+          gossip::Balance::kWeighted);
   }
   SECTION("broken YAML") {
     CHECK_THROWS_AS(load_config_from_string("train: [1, 2\n", "c.yaml"), InputError);

@@ -53,7 +53,7 @@ TEST_CASE("learning-rate schedules follow their closed forms", "[train]") {
   o.lr = 0.1;
   SECTION("constant") { CHECK(learning_rate(o, 7.3, 10) == 0.1); }
   SECTION("step") {
-    o.schedule = "step";
+    o.schedule = gossip::LrSchedule::kStep;
     o.step_epochs = 3;
     o.gamma = 0.5;
     CHECK(learning_rate(o, 2.9, 10) == Approx(0.1));
@@ -61,7 +61,7 @@ TEST_CASE("learning-rate schedules follow their closed forms", "[train]") {
     CHECK(learning_rate(o, 6.5, 10) == Approx(0.025));
   }
   SECTION("cosine with warm-up") {
-    o.schedule = "cosine";
+    o.schedule = gossip::LrSchedule::kCosine;
     o.warmup_epochs = 2;
     CHECK(learning_rate(o, 1.0, 10) == Approx(0.05));
     CHECK(learning_rate(o, 2.0, 10) == Approx(0.1));
@@ -100,7 +100,7 @@ TEST_CASE("unequal shards follow the run's schedule, and weighted balance scales
   const std::vector<std::vector<std::int64_t>> equal = {std::vector<std::int64_t>(20),
                                                         std::vector<std::int64_t>(20)};
   // Equal shards: the shard's own epochs, no scale, whatever the balance.
-  for (const char* balance : {"equal_steps", "weighted"}) {
+  for (const gossip::Balance balance : {gossip::Balance::kEqualSteps, gossip::Balance::kWeighted}) {
     c.data.balance = balance;
     CHECK(balance_for(c, equal, 0).schedule_steps_per_epoch == 0.0);
     CHECK(balance_for(c, equal, 1).lr_scale == 1.0);
@@ -109,17 +109,17 @@ TEST_CASE("unequal shards follow the run's schedule, and weighted balance scales
   std::vector<std::vector<std::int64_t>> shards(2);
   for (std::int64_t i = 0; i < 10; ++i) shards[0].push_back(i);
   for (std::int64_t i = 10; i < 40; ++i) shards[1].push_back(i);
-  c.data.balance = "equal_steps";
+  c.data.balance = gossip::Balance::kEqualSteps;
   CHECK(balance_for(c, shards, 0).schedule_steps_per_epoch == Approx(4.0));
   CHECK(balance_for(c, shards, 1).schedule_steps_per_epoch == Approx(4.0));
   CHECK(balance_for(c, shards, 0).lr_scale == 1.0);
-  c.data.balance = "weighted";
+  c.data.balance = gossip::Balance::kWeighted;
   CHECK(balance_for(c, shards, 0).lr_scale == Approx(0.5));  // 10 * 2 / 40
   CHECK(balance_for(c, shards, 1).lr_scale == Approx(1.5));  // 30 * 2 / 40
 
   // The small shard's cosine schedule runs over the run's epochs (4 steps each), not its own
   // (2 steps each): after 6 steps it is at epoch 1.5 of 3, not 3 of 3.
-  c.optimizer.schedule = "cosine";
+  c.optimizer.schedule = gossip::LrSchedule::kCosine;
   c.optimizer.min_lr = 0.0;
   c.train.epochs = 3;
   auto cpu = make_cpu_backend(1);

@@ -20,6 +20,34 @@
 
 namespace gossip {
 
+/// A choice's row when it has no traits: its value, its name in configs, flags and reports, and
+/// a one-line summary.
+template <typename Kind>
+struct NamedRow {
+  Kind kind;
+  const char* name;
+  const char* summary;
+};
+
+/// data.shard: how the training set is split among the peers, one row each (the data room
+/// splits, the config room reads the name: both go by this table).
+#define GOSSIP_SHARD_KINDS(X)                                                                  \
+  X(kIid, "iid", "a uniform random split")                                                    \
+  X(kDirichlet, "dirichlet", "label skew: each class split by Dirichlet(alpha) proportions")  \
+  X(kShards, "shards", "sorted by label, cut into shards, shards_per_peer to each peer")
+
+enum class ShardKind {
+#define GOSSIP_SHARD_KIND_ENUM(id, ...) id,
+  GOSSIP_SHARD_KINDS(GOSSIP_SHARD_KIND_ENUM)
+#undef GOSSIP_SHARD_KIND_ENUM
+};
+
+inline constexpr NamedRow<ShardKind> kShardKindTable[] = {
+#define GOSSIP_SHARD_KIND_ROW(id, name, summary) {ShardKind::id, name, summary},
+    GOSSIP_SHARD_KINDS(GOSSIP_SHARD_KIND_ROW)
+#undef GOSSIP_SHARD_KIND_ROW
+};
+
 template <typename Row>
 concept ChoiceRow = requires(const Row& row) {
   { row.name } -> std::convertible_to<const char*>;
@@ -78,6 +106,9 @@ std::string choice_list_if(std::span<const Row> rows, Keep keep, const char* joi
     if (keep(row)) kept.push_back(row);
   return choice_list(std::span<const Row>(kept), joiner);
 }
+
+/// Every shard kind, in the order messages and docs list them.
+inline std::span<const NamedRow<ShardKind>> shard_kind_table() { return kShardKindTable; }
 
 /// The rows as --help lists them: one line each, "<indent>name  summary", names aligned.
 template <ChoiceRow Row>

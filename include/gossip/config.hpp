@@ -18,10 +18,34 @@
 #include <vector>
 
 #include "gossip/algorithm_table.hpp"
+#include "gossip/choice.hpp"
 #include "gossip/compress_table.hpp"
 #include "gossip/half.hpp"
 
 namespace gossip {
+
+/// data.balance: how peers with unequal shards (dirichlet, shards) step, one row each.
+#define GOSSIP_BALANCES(X)                                                                     \
+  X(kEqualSteps, "equal_steps",                                                                \
+    "every peer takes the same number of local steps a round; the schedule follows the run")   \
+  X(kWeighted, "weighted",                                                                     \
+    "the same, each peer's step scaled by its shard's share: the loss over all samples")
+
+/// optimizer.schedule: the learning rate over the epochs, one row each.
+#define GOSSIP_LR_SCHEDULES(X)                                                                 \
+  X(kConstant, "constant", "optimizer.lr throughout")                                         \
+  X(kStep, "step", "times gamma every step_epochs (after the warm-up)")                       \
+  X(kCosine, "cosine", "cosine decay to min_lr over the run (after the warm-up)")
+
+#define GOSSIP_NAMED_ENUM(id, ...) id,
+enum class Balance { GOSSIP_BALANCES(GOSSIP_NAMED_ENUM) };
+enum class LrSchedule { GOSSIP_LR_SCHEDULES(GOSSIP_NAMED_ENUM) };
+#undef GOSSIP_NAMED_ENUM
+
+std::span<const NamedRow<Balance>> balance_table();
+std::span<const NamedRow<LrSchedule>> lr_schedule_table();
+const char* balance_name(Balance balance);
+const char* lr_schedule_name(LrSchedule schedule);
 
 struct DataConfig {
   // Real data: IDX files (plain or .gz). Defaults are Debian's dataset-fashion-mnist package.
@@ -48,12 +72,12 @@ struct DataConfig {
   std::string shard = "iid";
   double alpha = 0.5;
   int shards_per_peer = 2;
-  // Unequal shards (dirichlet, shards): "equal_steps" (every peer takes the same number of local
+  // Unequal shards (dirichlet, shards): kEqualSteps (every peer takes the same number of local
   // steps a round, so a small shard is revisited more often, and the learning-rate schedule
-  // follows the run's epochs, not the shard's) or "weighted" (the same, and each peer's step is
+  // follows the run's epochs, not the shard's) or kWeighted (the same, and each peer's step is
   // scaled by its shard's share of the samples, so the network minimises the loss over all
   // samples rather than the mean of the peers' losses).
-  std::string balance = "equal_steps";
+  Balance balance = Balance::kEqualSteps;
 };
 
 /// A tensor's shape per sample: [features] or [channels, height, width].
@@ -102,7 +126,7 @@ struct OptimizerConfig {
   double momentum = 0.0;
   bool nesterov = false;
   double weight_decay = 0.0;
-  std::string schedule = "constant";  // constant | step | cosine
+  LrSchedule schedule = LrSchedule::kConstant;
   double warmup_epochs = 0.0;         // linear warm-up (cosine and step)
   double step_epochs = 0.0;           // step: multiply by gamma every step_epochs
   double gamma = 0.1;
@@ -204,13 +228,9 @@ enum class PartitionPolicy {
 #undef GOSSIP_POLICY_ENUM
 };
 
-/// A policy's row: its value, its name in configs, flags and reports, and its summary.
+/// A policy's row (NamedRow).
 template <typename Policy>
-struct PolicyRow {
-  Policy kind;
-  const char* name;
-  const char* summary;
-};
+using PolicyRow = NamedRow<Policy>;
 std::span<const PolicyRow<ByzantinePolicy>> byzantine_policy_table();
 std::span<const PolicyRow<PartitionPolicy>> partition_policy_table();
 /// "report", "cut"; "continue", "stop".

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "gossip/choice.hpp"
+
 namespace gossip {
 
 /// The pixel bytes of an image set: either owned, or a read-only view of a cache file that every
@@ -92,7 +94,6 @@ Dataset load_idx_mapped(const std::string& images_path, const std::string& label
 Dataset make_synthetic(std::int64_t n, int dim, int classes, std::uint64_t seed,
                        double separation = 4.0);
 
-enum class ShardKind { kIid, kDirichlet, kShards };
 
 struct ShardSpec {
   ShardKind kind = ShardKind::kIid;

@@ -53,7 +53,7 @@ std::string override_help() {
       "  --on-byzantine WHAT  override gossip.on_byzantine, what a peer does with a neighbour\n"
       "                     suspected of lying:\n",
       choice_help(byzantine_policy_table(), 21),
-      "  --shard KIND       override data.shard (iid | dirichlet | shards)\n"
+      "  --shard KIND       override data.shard (", bar(shard_kind_table()), ")\n"
       "  --seed N           override train.seed\n");
 }
 
@@ -115,9 +115,7 @@ void apply_overrides(const Args& args, RunConfig& config) {
     config.lines.erase("gossip.on_byzantine");
   }
   if (auto shard = args.get("shard")) {
-    if (*shard != "iid" && *shard != "dirichlet" && *shard != "shards")
-      throw InputError(cat("--shard: unknown value '", *shard,
-                           "' (expected one of: iid, dirichlet, shards)"));
+    parse_choice(shard_kind_table(), *shard, "--shard");  // one of the table's names
     config.data.shard = *shard;
     config.lines.erase("data.shard");
   }

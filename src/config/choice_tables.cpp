@@ -1,5 +1,6 @@
 // config/choice_tables.cpp: the rows of the run config's smaller named choices as data: the
-// aggregation rules, the policies, the monitor's presets and the fault schedule's actions (the
+// aggregation rules, the policies, data.balance, optimizer.schedule, the monitor's presets and
+// the fault schedule's actions (the
 // algorithms, compressors and attacks have a file each). The loader names each choice once
 // through its table; everything after it goes by the enum and the row's traits.
 #include <array>
@@ -48,6 +49,30 @@ const char* policy_name(ByzantinePolicy policy) {
 
 const char* policy_name(PartitionPolicy policy) {
   return choice_row(partition_policy_table(), policy).name;
+}
+
+std::span<const NamedRow<Balance>> balance_table() {
+  static constexpr std::array rows{
+#define GOSSIP_ROW(id, name, summary) NamedRow<Balance>{Balance::id, name, summary},
+      GOSSIP_BALANCES(GOSSIP_ROW)
+#undef GOSSIP_ROW
+  };
+  return rows;
+}
+
+std::span<const NamedRow<LrSchedule>> lr_schedule_table() {
+  static constexpr std::array rows{
+#define GOSSIP_ROW(id, name, summary) NamedRow<LrSchedule>{LrSchedule::id, name, summary},
+      GOSSIP_LR_SCHEDULES(GOSSIP_ROW)
+#undef GOSSIP_ROW
+  };
+  return rows;
+}
+
+const char* balance_name(Balance balance) { return choice_row(balance_table(), balance).name; }
+
+const char* lr_schedule_name(LrSchedule schedule) {
+  return choice_row(lr_schedule_table(), schedule).name;
 }
 
 std::span<const MonitorPresetRow> monitor_preset_table() {

@@ -16,10 +16,10 @@ void read_data(const Reader& r, const Node& n, DataConfig& d) {
       {"classes", [&](auto& v, auto& f) { d.classes = r.positive_int(v, f, false); }},
       {"normalize", [&](auto& v, auto& f) { d.normalize = r.boolean(v, f); }},
       {"limit_train", [&](auto& v, auto& f) { d.limit_train = r.positive_int(v, f, true); }},
-      {"shard", [&](auto& v, auto& f) { d.shard = r.choice(v, f, {"iid", "dirichlet", "shards"}); }},
+      {"shard", [&](auto& v, auto& f) { d.shard = choice_row(shard_kind_table(), r.named(v, f, shard_kind_table())).name; }},
       {"alpha", [&](auto& v, auto& f) { d.alpha = r.positive(v, f, false); }},
       {"shards_per_peer", [&](auto& v, auto& f) { d.shards_per_peer = r.positive_int(v, f, false); }},
-      {"balance", [&](auto& v, auto& f) { d.balance = r.choice(v, f, {"equal_steps", "weighted"}); }},
+      {"balance", [&](auto& v, auto& f) { d.balance = r.named(v, f, balance_table()); }},
       {"synthetic", [&](auto& v, auto& f) {
          d.synthetic = true;
          r.each(v, f, Handlers{
@@ -156,7 +156,7 @@ void read_optimizer(const Reader& r, const Node& n, OptimizerConfig& o) {
        }},
       {"nesterov", [&](auto& v, auto& f) { o.nesterov = r.boolean(v, f); }},
       {"weight_decay", [&](auto& v, auto& f) { o.weight_decay = r.positive(v, f, true); }},
-      {"schedule", [&](auto& v, auto& f) { o.schedule = r.choice(v, f, {"constant", "step", "cosine"}); }},
+      {"schedule", [&](auto& v, auto& f) { o.schedule = r.named(v, f, lr_schedule_table()); }},
       {"warmup_epochs", [&](auto& v, auto& f) { o.warmup_epochs = r.positive(v, f, true); }},
       {"step_epochs", [&](auto& v, auto& f) { o.step_epochs = r.positive(v, f, false); }},
       {"gamma", [&](auto& v, auto& f) { o.gamma = r.positive(v, f, false); }},

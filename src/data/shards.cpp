@@ -158,10 +158,9 @@ void check_spec(const std::vector<std::int32_t>& labels, int classes, int n_peer
 }  // namespace
 
 ShardKind parse_shard_kind(const std::string& name) {
-  if (name == "iid") return ShardKind::kIid;
-  if (name == "dirichlet") return ShardKind::kDirichlet;
-  if (name == "shards") return ShardKind::kShards;
-  throw InputError(cat("unknown shard kind '", name, "' (expected iid, dirichlet or shards)"));
+  if (const auto* row = find_choice(shard_kind_table(), name)) return row->kind;
+  throw InputError(cat("unknown shard kind '", name, "' (expected ",
+                       choice_list(shard_kind_table()), ")"));
 }
 
 std::vector<std::vector<std::int64_t>> make_shards(const std::vector<std::int32_t>& labels,

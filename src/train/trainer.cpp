@@ -12,9 +12,9 @@ namespace gossip {
 double learning_rate(const OptimizerConfig& o, double epoch, double total_epochs) {
   if (o.warmup_epochs > 0 && epoch < o.warmup_epochs)
     return o.lr * (epoch + 1e-12) / o.warmup_epochs;
-  if (o.schedule == "step" && o.step_epochs > 0)
+  if (o.schedule == LrSchedule::kStep && o.step_epochs > 0)
     return o.lr * std::pow(o.gamma, std::floor((epoch - o.warmup_epochs) / o.step_epochs));
-  if (o.schedule == "cosine") {
+  if (o.schedule == LrSchedule::kCosine) {
     const double span = std::max(1e-12, total_epochs - o.warmup_epochs);
     const double t = std::clamp((epoch - o.warmup_epochs) / span, 0.0, 1.0);
     return o.min_lr + 0.5 * (o.lr - o.min_lr) * (1.0 + std::cos(M_PI * t));
@@ -39,7 +39,7 @@ ShardBalance balance_for(const RunConfig& config,
   const double mean_steps = steps_sum / static_cast<double>(shards.size());
   // Equal shards keep their own schedule exactly (bit for bit as before this option existed).
   if (mean_steps != steps(shards[peer])) b.schedule_steps_per_epoch = mean_steps;
-  if (config.data.balance == "weighted" && samples_sum > 0)
+  if (config.data.balance == Balance::kWeighted && samples_sum > 0)
     b.lr_scale = static_cast<double>(shards[peer].size()) * static_cast<double>(shards.size()) /
                  samples_sum;
   return b;
