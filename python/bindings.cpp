@@ -206,6 +206,10 @@ void bind_peer_end(py::class_<Peer>& peer) {
              p.session->save_checkpoint({data, bytes.size()});
            }, py::arg("state"))
       .def("stop_due", [](const Peer& p) { return p.session->stop_due(); })
+      .def("request_leave", [](Peer& p) { p.session->request_leave(); },
+           "An elastic run: announce this peer's leave at the next round")
+      .def("leave_due", [](const Peer& p) { return p.session->leave_due(); },
+           "An elastic run: whether this peer's leave takes effect now (finish then)")
       .def("partition_stop_due", [](const Peer& p) { return p.session->partition_stop_due(); })
       .def("stop", [](Peer& p) {
              {

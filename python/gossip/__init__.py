@@ -92,12 +92,15 @@ class Peer:
     def __init__(self, config: Optional[Union[str, "os.PathLike[str]"]] = None,
                  rank: Optional[int] = None, out: Optional[str] = None,
                  tls_dir: Optional[str] = None, hosts: Optional[str] = None,
-                 events: bool = False, args: Optional[Sequence[str]] = None) -> None:
+                 events: bool = False, args: Optional[Sequence[str]] = None,
+                 leave_at_round: Optional[int] = None) -> None:
         """A peer of the network `config` (a run config YAML) describes. `rank` defaults to
         the launcher's (GOSSIP_RANK, mpirun, srun, a Kubernetes index), as for gossip peer.
         `events` prints gossip's '@gossip' event lines on stdout (gossip peer --events; under
-        gossip run the launcher reads them from a descriptor of their own instead). `args`,
-        when given, is gossip peer's argument list and replaces everything else."""
+        gossip run the launcher reads them from a descriptor of their own instead).
+        `leave_at_round`: an elastic run's peer announces its leave at that round (gossip peer
+        --leave-at-round); leave() does it at the next round. `args`, when given, is gossip
+        peer's argument list and replaces everything else."""
         self._joined: Optional[Tuple[Any, ...]] = None  # the join() tensor, as _identity() sees it
         if args is None:
             if config is None:
@@ -113,6 +116,8 @@ class Peer:
                 args += ["--hosts", str(hosts)]
             if events:
                 args.append("--events")
+            if leave_at_round is not None:
+                args += ["--leave-at-round", str(int(leave_at_round))]
         self._args: List[str] = [str(a) for a in args]
         self._peer = _gossip.Peer(self._args)
         self._buffer: Any = None
@@ -268,6 +273,30 @@ class Peer:
         """Whether the rounds done reach gossip run --until-round: save_checkpoint(), then
         stop() and end the training loop."""
         return not self.stopped and bool(self._peer.stop_due())
+
+    def leave(self) -> None:
+        """An elastic run: announce this peer's leave at the next round, as gossip peer does on
+        SIGTERM. It takes effect a few rounds later (the membership lead), when leave_due() says
+        so; the last member cannot leave (said in its log, and it trains on)."""
+        self._peer.request_leave()
+
+    def leave_on_sigterm(self) -> None:
+        """SIGTERM makes this peer leave() gracefully, as gossip peer does in an elastic run; a
+        second SIGTERM ends the process at once. Call it from the main thread (it installs a
+        signal handler; the library installs none by itself)."""
+        import signal
+
+        def handler(signum: int, frame: Any) -> None:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            self.leave()
+
+        signal.signal(signal.SIGTERM, handler)
+
+    def leave_due(self) -> bool:
+        """An elastic run whose member timeline takes this peer out: whether the rounds done
+        reach the round it leaves (its leave() or leave_at_round, or the schedule's). The loop
+        then calls finish(); summary.json says left."""
+        return not self.stopped and bool(self._peer.leave_due())
 
     def stop(self) -> None:
         """Leaves the network at --until-round without a summary, as gossip peer does there;

@@ -6,6 +6,7 @@ Modes:
   model           joins with gossip's own model and runs the plan's rounds (interop)
   torch           a tiny torch model under DecentralizedOptimizer at learning rate 0
   size N          joins with a vector of N values (to be refused by its neighbours)
+  leave ROUND     as model, leaving the elastic run at ROUND (Peer(leave_at_round=ROUND))
 """
 import os
 import sys
@@ -16,7 +17,8 @@ import gossip
 
 mode, config, rank, folder = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
 out = os.path.join(folder, "run")
-peer = gossip.Peer(config, rank=rank, out=out)
+leave_at = int(sys.argv[5]) if mode == "leave" else None
+peer = gossip.Peer(config, rank=rank, out=out, leave_at_round=leave_at)
 
 if mode == "vector":
     rounds = int(sys.argv[5])
@@ -35,6 +37,16 @@ elif mode == "model":
         peer.step_round()
         if peer.eval_due():
             peer.report()
+    print("summary", peer.finish())
+elif mode == "leave":
+    # gossip's own model, leaving at round leave_at as gossip peer --leave-at-round does
+    peer.join_model()
+    while peer.rounds_done < peer._peer.planned_rounds:
+        peer.step_round()
+        if peer.eval_due():
+            peer.report()
+        if peer.leave_due():
+            break
     print("summary", peer.finish())
 elif mode == "torch":
     import torch

@@ -117,6 +117,40 @@ def test_python_and_cpp_peers_end_bit_identical_to_the_simulator(folder, base_po
     assert cpp["stopped_by_partition"] is py["stopped_by_partition"] is False
 
 
+def test_a_python_peer_leaves_an_elastic_run_as_the_schedule_would_bit_for_bit(
+        folder, base_port, procs):
+    """Rank 3, a Python peer, leaves at round 12 (Peer(leave_at_round=12)) among C++ peers: it
+    finishes with left: true, and every peer ends with the parameters gossip sim computes for
+    the same leave in the schedule."""
+    n = 5
+    config = write_config(folder, n, base_port)
+    with open(os.path.join(folder, "ring.yaml"), "w") as f:  # room for one more member
+        f.write(f"generator: exponential\nn: {n}\nelastic: true\nmax_peers: {n + 1}\n")
+    with open(config) as f:
+        text = f.read().replace("epochs: 1", "epochs: 3")
+    with open(config, "w") as f:
+        f.write(text)
+    run = os.path.join(folder, "run")
+    for r in range(n):
+        if r == 3:
+            python_peer(procs, folder, "leave", config, r, 12)
+        else:
+            procs.start([GOSSIP, "peer", config, "--rank", str(r), "--out", run],
+                        os.path.join(folder, f"cpp-{r}.log"))
+    codes = procs.wait_all(300)
+    assert codes == [0] * n, (codes, read_log(folder, "leave-3.log"))
+    leaver = json.load(open(os.path.join(run, "peers", "3", "summary.json")))
+    assert leaver["left"] is True
+    with open(config, "a") as f:
+        f.write("faults:\n  - {round: 12, leave: [3]}\n")
+    sim = gossip.sim(config, os.path.join(folder, "sim"))
+    assert sim["exit_code"] == 0
+    real = [json.load(open(os.path.join(run, "peers", str(r), "summary.json")))
+            ["params_sha256"][0] for r in range(n)]
+    assert real == sim["params_sha256"][:n]  # (rank n, room for one more member, never joined)
+    assert len(set(real)) > 1
+
+
 def test_topology_report_matches_the_ring_spectral_gap(folder):
     report = gossip.topology.generate("ring", n=16)
     assert report["connected"] is True
