@@ -22,12 +22,17 @@ namespace gossip {
 
 /// A choice's row when it has no traits: its value, its name in configs, flags and reports, and
 /// a one-line summary.
-template <typename Kind>
+template <typename K>
 struct NamedRow {
+  using Kind = K;
   Kind kind;
   const char* name;
   const char* summary;
 };
+
+/// One NamedRow of an X-macro table X(id, name, summary), for `Row` in scope: a table function
+/// reads `using Row = NamedRow<E>; static constexpr std::array rows{TABLE(GOSSIP_NAMED_ROW)};`.
+#define GOSSIP_NAMED_ROW(id, name, summary) Row{Row::Kind::id, name, summary},
 
 /// data.shard: how the training set is split among the peers, one row each (the data room
 /// splits, the config room reads the name: both go by this table).

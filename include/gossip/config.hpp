@@ -334,11 +334,7 @@ enum class MonitorPreset {
 #undef GOSSIP_MONITOR_PRESET_ENUM
 };
 
-struct MonitorPresetRow {
-  MonitorPreset kind;
-  const char* name;
-  const char* summary;
-};
+using MonitorPresetRow = NamedRow<MonitorPreset>;
 std::span<const MonitorPresetRow> monitor_preset_table();
 /// "local", "lan", "wan": the preset's name in configs.
 const char* monitor_preset_name(MonitorPreset preset);

@@ -26,20 +26,14 @@ const AggregateTraits& traits(Aggregate a) { return choice_row(aggregate_table()
 const char* aggregate_name(Aggregate a) { return traits(a).name; }
 
 std::span<const PolicyRow<ByzantinePolicy>> byzantine_policy_table() {
-  static constexpr std::array rows{
-#define GOSSIP_POLICY_ROW(id, name, summary) PolicyRow<ByzantinePolicy>{ByzantinePolicy::id, name, summary},
-      GOSSIP_BYZANTINE_POLICIES(GOSSIP_POLICY_ROW)
-#undef GOSSIP_POLICY_ROW
-  };
+  using Row = NamedRow<ByzantinePolicy>;
+  static constexpr std::array rows{GOSSIP_BYZANTINE_POLICIES(GOSSIP_NAMED_ROW)};
   return rows;
 }
 
 std::span<const PolicyRow<PartitionPolicy>> partition_policy_table() {
-  static constexpr std::array rows{
-#define GOSSIP_POLICY_ROW(id, name, summary) PolicyRow<PartitionPolicy>{PartitionPolicy::id, name, summary},
-      GOSSIP_PARTITION_POLICIES(GOSSIP_POLICY_ROW)
-#undef GOSSIP_POLICY_ROW
-  };
+  using Row = NamedRow<PartitionPolicy>;
+  static constexpr std::array rows{GOSSIP_PARTITION_POLICIES(GOSSIP_NAMED_ROW)};
   return rows;
 }
 
@@ -52,20 +46,14 @@ const char* policy_name(PartitionPolicy policy) {
 }
 
 std::span<const NamedRow<Balance>> balance_table() {
-  static constexpr std::array rows{
-#define GOSSIP_ROW(id, name, summary) NamedRow<Balance>{Balance::id, name, summary},
-      GOSSIP_BALANCES(GOSSIP_ROW)
-#undef GOSSIP_ROW
-  };
+  using Row = NamedRow<Balance>;
+  static constexpr std::array rows{GOSSIP_BALANCES(GOSSIP_NAMED_ROW)};
   return rows;
 }
 
 std::span<const NamedRow<LrSchedule>> lr_schedule_table() {
-  static constexpr std::array rows{
-#define GOSSIP_ROW(id, name, summary) NamedRow<LrSchedule>{LrSchedule::id, name, summary},
-      GOSSIP_LR_SCHEDULES(GOSSIP_ROW)
-#undef GOSSIP_ROW
-  };
+  using Row = NamedRow<LrSchedule>;
+  static constexpr std::array rows{GOSSIP_LR_SCHEDULES(GOSSIP_NAMED_ROW)};
   return rows;
 }
 
@@ -76,11 +64,8 @@ const char* lr_schedule_name(LrSchedule schedule) {
 }
 
 std::span<const MonitorPresetRow> monitor_preset_table() {
-  static constexpr std::array rows{
-#define GOSSIP_MONITOR_PRESET_ROW(id, name, summary) MonitorPresetRow{MonitorPreset::id, name, summary},
-      GOSSIP_MONITOR_PRESETS(GOSSIP_MONITOR_PRESET_ROW)
-#undef GOSSIP_MONITOR_PRESET_ROW
-  };
+  using Row = NamedRow<MonitorPreset>;
+  static constexpr std::array rows{GOSSIP_MONITOR_PRESETS(GOSSIP_NAMED_ROW)};
   return rows;
 }
 

@@ -1,4 +1,4 @@
-// peer/peer_parts.cpp: the pieces run_peer and PeerSession share (see peer_parts.hpp).
+// peer/peer_parts.cpp: the pieces of a peer's lifecycle that are not the session (peer_parts.hpp).
 #include "src/peer/peer_parts.hpp"
 
 #include "gossip/checkpoint.hpp"

@@ -1,6 +1,7 @@
-// peer/peer_parts.hpp: what a `gossip peer` process (run_peer) and a peer driven by its caller
-// (PeerSession, the Python module's) share: the network settings, the event lines, the parameter
-// snapshots, the membership watch and catching up with neighbours that are rounds ahead.
+// peer/peer_parts.hpp: the pieces of one peer's lifecycle (PeerSession, session.hpp) that are
+// not the session itself: the timeline's exchange decorator, the network settings and member
+// windows, the event lines, parameter snapshots, the membership watch, checkpoints and catching
+// up with neighbours that are rounds ahead.
 #pragma once
 #if !defined(GOSSIP_ROOM_PEER)
 #error "src/peer/peer_parts.hpp belongs to room peer, which this room does not use (see the room table in meson.build)"
