@@ -38,7 +38,8 @@
 #include "gossip/peer.hpp"
 #include "gossip/net.hpp"
 #include "gossip/wire.hpp"
-#include "src/peer/peer_parts.hpp"
+#include "src/peer/net_setup.hpp"
+#include "src/peer/trace.hpp"
 #include "tests/tls_client.hpp"
 
 namespace fs = std::filesystem;

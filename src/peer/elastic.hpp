@@ -23,7 +23,9 @@
 #include "gossip/peer.hpp"
 #include "gossip/topology.hpp"
 #include "gossip/train.hpp"
-#include "src/peer/peer_parts.hpp"
+#include "src/peer/members.hpp"
+#include "src/peer/records.hpp"
+#include "src/peer/trace.hpp"
 
 namespace gossip::peer_parts {
 

@@ -8,7 +8,8 @@
 #include "gossip/net.hpp"
 #include "gossip/peer.hpp"
 #include "gossip/report.hpp"
-#include "src/peer/peer_parts.hpp"
+#include "src/peer/net_setup.hpp"
+#include "src/peer/records.hpp"
 
 namespace gossip {
 

@@ -33,7 +33,11 @@
 #include "gossip/train.hpp"
 #include "src/peer/elastic.hpp"
 #include "src/peer/peer_metrics.hpp"
-#include "src/peer/peer_parts.hpp"
+#include "src/peer/checkpoints.hpp"
+#include "src/peer/members.hpp"
+#include "src/peer/net_setup.hpp"
+#include "src/peer/records.hpp"
+#include "src/peer/trace.hpp"
 
 namespace gossip {
 

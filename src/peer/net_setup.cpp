@@ -1,0 +1,104 @@
+// peer/net_setup.cpp: a peer's network settings: the handshake's gossip settings and its NetConfig
+// (net_setup.hpp).
+#include "src/peer/net_setup.hpp"
+
+
+#include "gossip/checkpoint.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <filesystem>
+#include <set>
+
+#include "gossip/compress.hpp"
+#include "gossip/core.hpp"
+#include "gossip/hash.hpp"
+
+namespace gossip::peer_parts {
+
+GossipSettings gossip_settings(const GossipConfig& g) {
+  GossipSettings s;
+  s.algorithm = algorithm_name(g.algorithm);
+  if (!traits(g.algorithm).compresses) return s;  // the rest is choco's: 0 and "" elsewhere
+  const ChocoConfig& c = g.choco;
+  s.compressor = compress_kind_name(c.compress.kind);
+  if (c.compress.sparse()) s.fraction = c.compress.fraction;
+  if (traits(c.compress.kind).parameter == CompressParameter::kBits)
+    s.bits = static_cast<std::uint32_t>(c.compress.bits);
+  s.consensus_step = consensus_step(c);
+  s.gossip_steps = static_cast<std::uint32_t>(c.gossip_steps);
+  return s;
+}
+
+NetConfig net_config(const RunConfig& config, const Topology& topology, const PeerOptions& opt,
+                     const std::string& model, std::int64_t num_params) {
+  const int rank = opt.rank;
+  NetConfig net;
+  net.tls = peer_tls(config, opt.tls_dir, rank);
+  net.rank = rank;
+  net.size = topology.n();
+  net.addresses = peer_addresses(config, topology, opt.launch);
+  if (!opt.join_contacts.empty()) {
+    // A new identity (--join): every rank may become its neighbour; it dials its contacts.
+    for (int p = 0; p < topology.n(); ++p) {
+      if (p == rank) continue;
+      net.neighbours.push_back(p);
+      if (std::find(opt.join_contacts.begin(), opt.join_contacts.end(), p) ==
+          opt.join_contacts.end())
+        net.later.push_back(p);
+    }
+    net.contacts = opt.join_contacts;
+  } else {
+    net.neighbours = all_neighbours(topology, rank);
+  }
+  if (!topology.epochs().empty() && opt.join_contacts.empty()) {
+    // An elastic run: any rank may become a neighbour as the members change (a death, a leave
+    // or a join derives the graph again); those not in its first epoch's graph are later ones,
+    // dialled once the graph needs them (PeerSession expects the schedule's at the start).
+    const std::set<int> first(net.neighbours.begin(), net.neighbours.end());
+    const std::vector<int> needed_later = later_neighbours(topology, rank);
+    const std::set<int> scheduled_later(needed_later.begin(), needed_later.end());
+    net.neighbours.clear();
+    for (int p = 0; p < topology.n(); ++p) {
+      if (p == rank) continue;
+      net.neighbours.push_back(p);
+      if (first.count(p) == 0 || scheduled_later.count(p) != 0) net.later.push_back(p);
+    }
+  }
+  for (int p : extra_neighbours(config.gossip, rank, topology.n()))  // all-reduce's ring
+    if (std::find(net.neighbours.begin(), net.neighbours.end(), p) == net.neighbours.end())
+      net.neighbours.push_back(p);
+  std::sort(net.neighbours.begin(), net.neighbours.end());
+  net.handshake.run_id = config.net.run_id;
+  net.shared_memory = config.net.shared_memory;
+  net.congestion = config.net.congestion;
+  // A sender may run this many rounds ahead of us (n - 1 on a directed ring): keep them all.
+  net.max_queued_rounds = static_cast<std::size_t>(
+      std::max<std::int64_t>(net.max_queued_rounds,
+                             max_round_lead(topology) + 1 +
+                                 extra_round_lead(config.gossip, topology.n())));
+  net.handshake.model = model;
+  net.handshake.param_count = static_cast<std::uint64_t>(num_params);
+  net.handshake.topology_fingerprint = topology.fingerprint();
+  net.handshake.wire = config.gossip.wire;  // params frames at this width; neighbours must agree
+  net.handshake.gossip = gossip_settings(config.gossip);  // so must what the frames mean
+  // CHOCO's packets: a sparse one (an index and a value per coordinate kept) of more than half
+  // the coordinates is larger than the parameters themselves; the frame limit makes room.
+  const CompressConfig& compress = config.gossip.choco.compress;
+  if (traits(config.gossip.algorithm).compresses && compress.kind != CompressKind::kNone) {
+    const Compressor compressor(compress, num_params, 0, 0, config.gossip.wire);
+    const std::uint64_t frame = wire::kHeaderBytes + compressor.packet_bytes();
+    net.max_frame_bytes = std::max<std::uint64_t>(
+        default_max_frame_bytes(net.handshake.param_count), frame + wire::kMaxControlPayload);
+  }
+  net.timeouts.start = seconds_to_ms(config.net.connect_timeout_s);
+  net.timeouts.io = io_timeout(config.net, config.monitor);
+  net.timeouts.silent = seconds_to_ms(config.monitor.suspect_after_s);
+  net.log = [rank](const std::string& line) { log_line(cat("peer ", rank, " net: ", line)); };
+  return net;
+}
+
+}  // namespace gossip::peer_parts
