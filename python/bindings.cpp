@@ -24,7 +24,7 @@
 #include "gossip/sim.hpp"
 #include "gossip/topology.hpp"
 #include "gossip/train.hpp"
-#include "src/cli/peer_setup.hpp"
+#include "gossip/peer_setup.hpp"
 
 namespace py = pybind11;
 using namespace gossip;
@@ -38,7 +38,7 @@ struct Peer {
 };
 
 std::unique_ptr<Peer> peer_from_args(const std::vector<std::string>& args) {
-  cli::PeerSetup s = cli::peer_setup(args);
+  PeerSetup s = peer_setup(args);
   if (s.help) throw InputError("gossip.Peer takes no --help");
   auto p = std::make_unique<Peer>();
   p->session = std::make_unique<PeerSession>(std::move(s.config), std::move(*s.topology),
@@ -278,7 +278,7 @@ void bind_functions(py::module_& m) {
   }, py::arg("images"), py::arg("labels"), py::arg("classes") = 10,
      "gossip's IDX reader (plain or .gz): (pixel bytes, int32 label bytes, rows, features)");
   m.def("peer_config", [](const std::vector<std::string>& args) {
-    cli::PeerSetup s = cli::peer_setup(args);
+    PeerSetup s = peer_setup(args);
     py::dict d = config_dict(s.config);
     d["rank"] = s.options.rank;
     d["size"] = s.topology->n();

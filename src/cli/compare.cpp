@@ -10,7 +10,7 @@
 
 #include "gossip/args.hpp"
 #include "src/cli/commands.hpp"
-#include "src/cli/overrides.hpp"
+#include "gossip/overrides.hpp"
 #include "gossip/config.hpp"
 #include "gossip/core.hpp"
 #include "gossip/launcher.hpp"

@@ -4,7 +4,7 @@
 
 #include "gossip/args.hpp"
 #include "src/cli/commands.hpp"
-#include "src/cli/overrides.hpp"
+#include "gossip/overrides.hpp"
 #include "gossip/backend.hpp"
 #include "gossip/config.hpp"
 #include "gossip/core.hpp"

@@ -1,9 +1,9 @@
-/// cli/overrides: the options that change a run config from the command line (--epochs,
+/// overrides: the options that change a run config from the command line (--epochs,
 /// --algorithm, --topology, --period, --faults, --compress, --shard, --seed), parsed once for gossip sim, gossip run and gossip peer, so
 /// the three read them alike and gossip run can hand them on to its peers.
 #pragma once
-#if !defined(GOSSIP_ROOM_CLI)
-#error "src/cli/overrides.hpp belongs to room cli, which this room does not use (see the room table in meson.build)"
+#if !defined(GOSSIP_ROOM_CONFIG)
+#error "gossip/overrides.hpp belongs to room config, which this room does not use (see the room table in meson.build)"
 #endif
 
 #include <set>
@@ -13,7 +13,7 @@
 #include "gossip/args.hpp"
 #include "gossip/config.hpp"
 
-namespace gossip::cli {
+namespace gossip {
 
 /// The --help lines of the overrides (each "  --name VALUE   override section.key\n"), the
 /// choices of each listed from its table.
@@ -41,4 +41,4 @@ int workers_option(const Args& args, int fallback);
 /// what gossip run passes on to each `gossip peer`.
 std::vector<std::string> override_arguments(const Args& args);
 
-}  // namespace gossip::cli
+}  // namespace gossip

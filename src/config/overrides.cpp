@@ -1,10 +1,10 @@
-// cli/overrides.cpp: the config overrides shared by gossip sim, run and peer.
-#include "src/cli/overrides.hpp"
+// config/overrides.cpp: the config overrides shared by gossip sim, run and peer.
+#include "gossip/overrides.hpp"
 
 #include "gossip/choice.hpp"
 #include "gossip/core.hpp"
 
-namespace gossip::cli {
+namespace gossip {
 
 namespace {
 
@@ -136,4 +136,4 @@ std::vector<std::string> override_arguments(const Args& args) {
   return out;
 }
 
-}  // namespace gossip::cli
+}  // namespace gossip
