@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "gossip/choice.hpp"
+
 namespace gossip {
 
 /// Which mixing weights an algorithm needs of every round of the topology.
@@ -65,11 +67,7 @@ enum class WeightsNeed {
     "clipped or trimmed message would change it",                                                  \
     "D² gradient tracking: D-PSGD whose messages carry a correction for skewed shards")
 
-enum class AlgorithmKind {
-#define GOSSIP_ALGORITHM_ENUM(id, ...) id,
-  GOSSIP_ALGORITHMS(GOSSIP_ALGORITHM_ENUM)
-#undef GOSSIP_ALGORITHM_ENUM
-};
+enum class AlgorithmKind { GOSSIP_ALGORITHMS(GOSSIP_CHOICE_ENUM) };
 
 struct AlgorithmTraits {
   AlgorithmKind kind;

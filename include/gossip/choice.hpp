@@ -34,6 +34,10 @@ struct NamedRow {
 /// reads `using Row = NamedRow<E>; static constexpr std::array rows{TABLE(GOSSIP_NAMED_ROW)};`.
 #define GOSSIP_NAMED_ROW(id, name, summary) Row{Row::Kind::id, name, summary},
 
+/// An enum's values from an X-macro table whose rows start with the value's id:
+/// `enum class E { TABLE(GOSSIP_CHOICE_ENUM) };`.
+#define GOSSIP_CHOICE_ENUM(id, ...) id,
+
 /// data.shard: how the training set is split among the peers, one row each (the data room
 /// splits, the config room reads the name: both go by this table).
 #define GOSSIP_SHARD_KINDS(X)                                                                  \
@@ -41,11 +45,7 @@ struct NamedRow {
   X(kDirichlet, "dirichlet", "label skew: each class split by Dirichlet(alpha) proportions")  \
   X(kShards, "shards", "sorted by label, cut into shards, shards_per_peer to each peer")
 
-enum class ShardKind {
-#define GOSSIP_SHARD_KIND_ENUM(id, ...) id,
-  GOSSIP_SHARD_KINDS(GOSSIP_SHARD_KIND_ENUM)
-#undef GOSSIP_SHARD_KIND_ENUM
-};
+enum class ShardKind { GOSSIP_SHARD_KINDS(GOSSIP_CHOICE_ENUM) };
 
 inline constexpr NamedRow<ShardKind> kShardKindTable[] = {
 #define GOSSIP_SHARD_KIND_ROW(id, name, summary) {ShardKind::id, name, summary},

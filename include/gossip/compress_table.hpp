@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "gossip/choice.hpp"
 #include "gossip/half.hpp"
 
 namespace gossip {
@@ -36,11 +37,7 @@ enum class CompressParameter {
   X(kQuantize, "quantize", kBits, false, c.bits == 8 ? 0.9 : 0.5,                                \
     "every coordinate as a 4- or 8-bit code against its block's largest magnitude")
 
-enum class CompressKind {
-#define GOSSIP_COMPRESSOR_ENUM(id, ...) id,
-  GOSSIP_COMPRESSORS(GOSSIP_COMPRESSOR_ENUM)
-#undef GOSSIP_COMPRESSOR_ENUM
-};
+enum class CompressKind { GOSSIP_COMPRESSORS(GOSSIP_CHOICE_ENUM) };
 
 struct CompressTraits {
   CompressKind kind;

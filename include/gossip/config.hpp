@@ -37,10 +37,8 @@ namespace gossip {
   X(kStep, "step", "times gamma every step_epochs (after the warm-up)")                       \
   X(kCosine, "cosine", "cosine decay to min_lr over the run (after the warm-up)")
 
-#define GOSSIP_NAMED_ENUM(id, ...) id,
-enum class Balance { GOSSIP_BALANCES(GOSSIP_NAMED_ENUM) };
-enum class LrSchedule { GOSSIP_LR_SCHEDULES(GOSSIP_NAMED_ENUM) };
-#undef GOSSIP_NAMED_ENUM
+enum class Balance { GOSSIP_BALANCES(GOSSIP_CHOICE_ENUM) };
+enum class LrSchedule { GOSSIP_LR_SCHEDULES(GOSSIP_CHOICE_ENUM) };
 
 std::span<const NamedRow<Balance>> balance_table();
 std::span<const NamedRow<LrSchedule>> lr_schedule_table();
@@ -213,20 +211,14 @@ struct ChocoConfig {
   X(kReport, "report", "an event; mixing goes on as the aggregate decides")                     \
   X(kCut, "cut", "the suspect is no longer mixed, and the live graph is taken without it, for good")
 
-enum class ByzantinePolicy {
-#define GOSSIP_POLICY_ENUM(id, ...) id,
-  GOSSIP_BYZANTINE_POLICIES(GOSSIP_POLICY_ENUM)
-};
+enum class ByzantinePolicy { GOSSIP_BYZANTINE_POLICIES(GOSSIP_CHOICE_ENUM) };
 
 /// monitor.on_partition: what a peer does when its live graph splits, one row each.
 #define GOSSIP_PARTITION_POLICIES(X)                                                            \
   X(kContinue, "continue", "the peers train on in their parts")                                 \
   X(kStop, "stop", "each peer stops with a checkpoint when it sees the split")
 
-enum class PartitionPolicy {
-  GOSSIP_PARTITION_POLICIES(GOSSIP_POLICY_ENUM)
-#undef GOSSIP_POLICY_ENUM
-};
+enum class PartitionPolicy { GOSSIP_PARTITION_POLICIES(GOSSIP_CHOICE_ENUM) };
 
 /// A policy's row (NamedRow).
 template <typename Policy>
@@ -253,11 +245,7 @@ const char* policy_name(PartitionPolicy policy);
     "per coordinate, the mean without the b largest and b smallest values")                    \
   X(kMedian, "median", false, false, true, "per coordinate, the median")
 
-enum class Aggregate {
-#define GOSSIP_AGGREGATE_ENUM(id, ...) id,
-  GOSSIP_AGGREGATES(GOSSIP_AGGREGATE_ENUM)
-#undef GOSSIP_AGGREGATE_ENUM
-};
+enum class Aggregate { GOSSIP_AGGREGATES(GOSSIP_CHOICE_ENUM) };
 
 struct AggregateTraits {
   Aggregate kind;
@@ -328,11 +316,7 @@ struct GossipConfig {
   X(kLan, "lan", "one data centre (the default)")                                               \
   X(kWan, "wan", "peers across the internet: long waits, slow to bury")
 
-enum class MonitorPreset {
-#define GOSSIP_MONITOR_PRESET_ENUM(id, ...) id,
-  GOSSIP_MONITOR_PRESETS(GOSSIP_MONITOR_PRESET_ENUM)
-#undef GOSSIP_MONITOR_PRESET_ENUM
-};
+enum class MonitorPreset { GOSSIP_MONITOR_PRESETS(GOSSIP_CHOICE_ENUM) };
 
 using MonitorPresetRow = NamedRow<MonitorPreset>;
 std::span<const MonitorPresetRow> monitor_preset_table();
@@ -551,9 +535,7 @@ std::chrono::milliseconds handover_timeout(const NetworkConfig& net, const Monit
 
 enum class FaultAction {
   kNone,  // no action: compare.attacks' `none` cell, or an entry not read yet
-#define GOSSIP_FAULT_ACTION_ENUM(id, ...) id,
-  GOSSIP_FAULT_ACTIONS(GOSSIP_FAULT_ACTION_ENUM)
-#undef GOSSIP_FAULT_ACTION_ENUM
+  GOSSIP_FAULT_ACTIONS(GOSSIP_CHOICE_ENUM)
 };
 
 struct FaultActionTraits {

@@ -14,6 +14,8 @@
 #include <span>
 #include <string_view>
 
+#include "gossip/choice.hpp"
+
 namespace gossip {
 
 // One row per kind: X(enum id, name, about the live graph (no subject), one line for docs)
@@ -34,11 +36,7 @@ namespace gossip {
   X(kAnnounceLeave, "announce_leave", false, "the subject's leave was announced")                   \
   X(kAnnounceDead, "announce_dead", false, "the subject's death was announced to the members")
 
-enum class MemberEventKind : std::uint8_t {
-#define GOSSIP_MEMBER_EVENT_ENUM(id, ...) id,
-  GOSSIP_MEMBER_EVENTS(GOSSIP_MEMBER_EVENT_ENUM)
-#undef GOSSIP_MEMBER_EVENT_ENUM
-};
+enum class MemberEventKind : std::uint8_t { GOSSIP_MEMBER_EVENTS(GOSSIP_CHOICE_ENUM) };
 
 struct MemberEventRow {
   MemberEventKind kind;
