@@ -97,7 +97,7 @@ int worker(int rank, int peers, int base_port, int rounds, bool tcp_only,
   // local steps: D-PSGD's publish, collect and mix (at half width against its own message as
   // the neighbours got it), or choco's, or all-reduce's.
   GeneratorSpec spec;
-  spec.kind = "ring";
+  spec.kind = GeneratorKind::kRing;
   spec.n = peers;
   const Topology ring = make_topology(spec);
   GossipConfig g;

@@ -45,7 +45,7 @@ constexpr std::int64_t kParams = 235146;  // MLP 784-256-128-10
 double mix_seconds(Aggregate aggregate, int rounds, int peers) {
   const int kPeers = peers;
   GeneratorSpec spec;
-  spec.kind = peers == 3 ? "ring" : "complete";
+  spec.kind = peers == 3 ? GeneratorKind::kRing : GeneratorKind::kComplete;
   spec.n = kPeers;
   const Topology ring = make_topology(spec);
   GossipConfig g;

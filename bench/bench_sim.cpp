@@ -158,9 +158,9 @@ int run_sim(int argc, char** argv) {
   if (by_epochs && args.has("rounds"))
     throw InputError("--rounds and --epochs: give one of them");
   GeneratorSpec spec;
-  spec.kind = args.get_or("topology", "ring");
+  spec.kind = parse_generator(args.get_or("topology", "ring"));
   spec.n = peers;
-  if (spec.kind == "torus") {
+  if (traits(spec.kind).lattice) {
     spec.rows = 32;
     spec.cols = peers / 32;
     spec.n = 0;
@@ -179,7 +179,7 @@ int run_sim(int argc, char** argv) {
     std::printf("gossip bench sim: %d peers, MLP %s (%lld params), %s, %s data (%lld samples), "
                 "%s\n%s\n",
                 peers, layers_string(layers).c_str(),
-                static_cast<long long>(mlp_param_count(layers)), spec.kind.c_str(),
+                static_cast<long long>(mlp_param_count(layers)), generator_name(spec.kind),
                 data_kind.c_str(), static_cast<long long>(data.train.n),
                 by_epochs ? cat(c.train.epochs, " epochs").c_str() : cat(rounds, " rounds").c_str(),
                 blas_kernel_line().c_str());

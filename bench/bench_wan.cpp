@@ -80,16 +80,16 @@ constexpr int kBatch = 32;
 /// a graph and the gossip settings it runs.
 struct Config {
   const char* name;
-  const char* graph;
+  GeneratorKind graph;
   AlgorithmKind algorithm;
   bool overlap;
   double top_k;  // choco's top_k fraction (0: no compressor)
 };
 constexpr Config kConfigs[] = {
-    {"allreduce", "ring", AlgorithmKind::kAllreduce, false, 0.0},
-    {"dpsgd_ring", "ring", AlgorithmKind::kDpsgd, false, 0.0},
-    {"onepeer_overlap", "one-peer-exponential", AlgorithmKind::kDpsgd, true, 0.0},
-    {"choco_ring", "ring", AlgorithmKind::kChoco, false, 0.01},
+    {"allreduce", GeneratorKind::kRing, AlgorithmKind::kAllreduce, false, 0.0},
+    {"dpsgd_ring", GeneratorKind::kRing, AlgorithmKind::kDpsgd, false, 0.0},
+    {"onepeer_overlap", GeneratorKind::kOnePeerExponential, AlgorithmKind::kDpsgd, true, 0.0},
+    {"choco_ring", GeneratorKind::kRing, AlgorithmKind::kChoco, false, 0.01},
 };
 
 std::atomic<int> g_signal{0};

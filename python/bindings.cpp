@@ -304,7 +304,7 @@ void bind_functions(py::module_& m) {
   m.def("generator_yaml", [](const std::string& kind, int n, int rows, int cols, int k,
                              int degree, double p, double beta, std::uint64_t seed,
                              bool directed, int s, int period) {
-    GeneratorSpec spec{.kind = kind, .n = n, .rows = rows, .cols = cols, .k = k,
+    GeneratorSpec spec{.kind = parse_generator(kind), .n = n, .rows = rows, .cols = cols, .k = k,
                        .degree = degree, .p = p, .beta = beta, .seed = seed, .s = s,
                        .period = period, .directed = directed, .weights = {}};
     make_topology(spec);  // refuses parameters that do not fit, with the generator's message

@@ -25,7 +25,7 @@ namespace {
 
 gossip::Topology ring(int n) {
   gossip::GeneratorSpec s;
-  s.kind = "ring";
+  s.kind = gossip::GeneratorKind::kRing;
   s.n = n;
   return gossip::make_topology(s);
 }

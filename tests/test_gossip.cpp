@@ -55,7 +55,7 @@ RunConfig small_config() {
 
 Topology generate(const std::string& kind, int n, std::optional<WeightKind> w = std::nullopt) {
   GeneratorSpec s;
-  s.kind = kind;
+  s.kind = gossip::parse_generator(kind);
   s.n = n;
   s.weights = w;
   return make_topology(s);
@@ -164,7 +164,7 @@ TEST_CASE("doubly stochastic mixing preserves the average and shrinks disagreeme
     SECTION(kind) {
       const Topology t = std::string(kind) == "torus" ? [] {
         GeneratorSpec s;
-        s.kind = "torus";
+        s.kind = gossip::GeneratorKind::kTorus;
         s.rows = 3;
         s.cols = 4;
         return make_topology(s);
@@ -766,7 +766,7 @@ TEST_CASE("CHOCO sends a fraction of the bytes and refuses graphs that change ev
   REQUIRE(later == 10 * 2 * (kPacketHeaderBytes + 100 * 8 + kPacketOverheadBytes));
 
   GeneratorSpec s;
-  s.kind = "one-peer-exponential";
+  s.kind = gossip::GeneratorKind::kOnePeerExponential;
   s.n = 8;
   const Topology changing = make_topology(s);
   REQUIRE(changing.period() > 1);
@@ -1833,7 +1833,7 @@ TEST_CASE("with more values a coordinate trimmed_mean and median equal a sort, t
   std::mt19937 rng(11);
   std::uniform_int_distribution<int> pick(-3, 3);
   GeneratorSpec torus;
-  torus.kind = "torus";
+  torus.kind = gossip::GeneratorKind::kTorus;
   torus.rows = torus.cols = 4;
   for (const Topology& t : {make_topology(torus), generate("complete", 8)}) {
     const int n = t.n();

@@ -19,7 +19,7 @@ namespace {
 
 gossip::Topology ring(int n) {
   gossip::GeneratorSpec s;
-  s.kind = "ring";
+  s.kind = gossip::GeneratorKind::kRing;
   s.n = n;
   return gossip::make_topology(s);
 }
@@ -83,7 +83,7 @@ TEST_CASE("live graph connectivity with dead peers", "[monitor]") {
   }
   SECTION("time-varying: the union over the period counts") {
     gossip::GeneratorSpec s;
-    s.kind = "one-peer-exponential";
+    s.kind = gossip::GeneratorKind::kOnePeerExponential;
     s.n = 8;
     const auto t = gossip::make_topology(s);
     REQUIRE(t.period() > 1);

@@ -281,7 +281,7 @@ Result start_peers(const fs::path& cfg, int n, const std::function<fs::path(int)
 
 gossip::Topology ring(int n) {
   gossip::GeneratorSpec s;
-  s.kind = "ring";
+  s.kind = gossip::GeneratorKind::kRing;
   s.n = n;
   return gossip::make_topology(s);
 }

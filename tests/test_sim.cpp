@@ -32,7 +32,7 @@ RunConfig small_config() {
 
 Topology generate(const std::string& kind, int n, int rows = 0, int cols = 0) {
   GeneratorSpec s;
-  s.kind = kind;
+  s.kind = gossip::parse_generator(kind);
   s.n = n;
   s.rows = rows;
   s.cols = cols;

@@ -44,7 +44,7 @@ using gossip::test::run_gossip;
 
 Topology generate(const std::string& kind, int n, std::optional<WeightKind> w = std::nullopt) {
   GeneratorSpec s;
-  s.kind = kind;
+  s.kind = gossip::parse_generator(kind);
   s.n = n;
   s.weights = w;
   return gossip::make_topology(s);
@@ -185,7 +185,7 @@ TEST_CASE("complete graph with uniform weights has spectral gap 1", "[topology]"
 
 TEST_CASE("torus 4x4 with 1/5 weights has spectral gap 0.4", "[topology]") {
   GeneratorSpec s;
-  s.kind = "torus";
+  s.kind = gossip::GeneratorKind::kTorus;
   s.rows = s.cols = 4;
   const Topology t = gossip::make_topology(s);
   REQUIRE(t.n() == 16);
@@ -243,7 +243,7 @@ TEST_CASE("Base-(k+1) graphs average exactly in finite time with degree <= k", "
     for (int n : {2, 3, 5, 6, 7, 10, 12, 13, 22, 25, 31, 100}) {
       DYNAMIC_SECTION("k = " << k << ", n = " << n) {
         GeneratorSpec s;
-        s.kind = "base";
+        s.kind = gossip::GeneratorKind::kBase;
         s.n = n;
         s.k = k;
         const Topology t = gossip::make_topology(s);
@@ -261,7 +261,7 @@ TEST_CASE("Base-(k+1) graphs average exactly in finite time with degree <= k", "
     // One neighbour per round; a one-peer exponential graph is never exact on these n.
     for (auto [n, most] : {std::pair{6, 4}, {12, 5}, {25, 9}}) {
       GeneratorSpec s;
-      s.kind = "base";
+      s.kind = gossip::GeneratorKind::kBase;
       s.n = n;
       s.k = 1;
       INFO("n = " << n);
@@ -275,9 +275,9 @@ TEST_CASE("Metropolis-Hastings weights are symmetric and doubly stochastic on ra
   for (std::uint64_t seed = 1; seed <= 5; ++seed) {
     DYNAMIC_SECTION("seed " << seed) {
       std::vector<GeneratorSpec> specs(3);
-      specs[0].kind = "erdos-renyi", specs[0].n = 30, specs[0].p = 0.2;
-      specs[1].kind = "random-regular", specs[1].n = 30, specs[1].degree = 3;
-      specs[2].kind = "watts-strogatz", specs[2].n = 30, specs[2].k = 4, specs[2].beta = 0.3;
+      specs[0].kind = gossip::GeneratorKind::kErdosRenyi, specs[0].n = 30, specs[0].p = 0.2;
+      specs[1].kind = gossip::GeneratorKind::kRandomRegular, specs[1].n = 30, specs[1].degree = 3;
+      specs[2].kind = gossip::GeneratorKind::kWattsStrogatz, specs[2].n = 30, specs[2].k = 4, specs[2].beta = 0.3;
       for (auto& s : specs) {
         s.seed = seed;
         const Topology t = gossip::make_topology(s);
@@ -303,7 +303,7 @@ TEST_CASE("Metropolis-Hastings weights are symmetric and doubly stochastic on ra
 TEST_CASE("random generators are deterministic per seed and have the asked shape",
           "[topology]") {
   GeneratorSpec s;
-  s.kind = "random-regular";
+  s.kind = gossip::GeneratorKind::kRandomRegular;
   s.n = 50;
   s.degree = 4;
   s.seed = 7;
@@ -312,7 +312,7 @@ TEST_CASE("random generators are deterministic per seed and have the asked shape
   for (int i = 0; i < 50; ++i) REQUIRE(a.in_neighbours(i, 0).size() == 4);
   s.seed = 8;
   REQUIRE(gossip::make_topology(s).fingerprint() != a.fingerprint());
-  s.kind = "watts-strogatz";
+  s.kind = gossip::GeneratorKind::kWattsStrogatz;
   s.k = 4;
   s.beta = 0.0;  // no rewiring: the ring lattice
   const Topology ws = gossip::make_topology(s);
@@ -353,7 +353,7 @@ TEST_CASE("push-sum weights are column stochastic", "[topology]") {
 
 TEST_CASE("neighbour lists are ascending and in/out agree", "[topology]") {
   GeneratorSpec s;
-  s.kind = "erdos-renyi";
+  s.kind = gossip::GeneratorKind::kErdosRenyi;
   s.n = 40;
   s.p = 0.15;
   s.seed = 3;
@@ -396,11 +396,11 @@ TEST_CASE("generator form, edge form and written files agree", "[topology]") {
   REQUIRE(ring.fingerprint() == listed.fingerprint());
 
   std::vector<GeneratorSpec> specs(5);
-  specs[0].kind = "torus", specs[0].rows = 3, specs[0].cols = 4;
-  specs[1].kind = "base", specs[1].n = 11, specs[1].k = 2;
-  specs[2].kind = "one-peer-exponential", specs[2].n = 8;
-  specs[3].kind = "star", specs[3].n = 6, specs[3].weights = WeightKind::kUniform;
-  specs[4].kind = "random-regular", specs[4].n = 12, specs[4].degree = 3, specs[4].seed = 4;
+  specs[0].kind = gossip::GeneratorKind::kTorus, specs[0].rows = 3, specs[0].cols = 4;
+  specs[1].kind = gossip::GeneratorKind::kBase, specs[1].n = 11, specs[1].k = 2;
+  specs[2].kind = gossip::GeneratorKind::kOnePeerExponential, specs[2].n = 8;
+  specs[3].kind = gossip::GeneratorKind::kStar, specs[3].n = 6, specs[3].weights = WeightKind::kUniform;
+  specs[4].kind = gossip::GeneratorKind::kRandomRegular, specs[4].n = 12, specs[4].degree = 3, specs[4].seed = 4;
   for (const auto& s : specs) {
     INFO(s.kind);
     const Topology t = gossip::make_topology(s);
@@ -532,7 +532,7 @@ TEST_CASE("gossip topo --generate refuses a disconnected graph unless asked", "[
   fs::remove(out);
   const std::string er = "topo --generate erdos-renyi --n 8 --p 0.2 --seed 3";
   GeneratorSpec s;
-  s.kind = "erdos-renyi";
+  s.kind = gossip::GeneratorKind::kErdosRenyi;
   s.n = 8;
   s.p = 0.2;
   s.seed = 3;
@@ -591,7 +591,7 @@ TEST_CASE("gossip topo --generate refuses a disconnected graph unless asked", "[
 
 TEST_CASE("analysis of a 1024-peer random regular graph takes under 5 s", "[topology][perf]") {
   GeneratorSpec s;
-  s.kind = "random-regular";
+  s.kind = gossip::GeneratorKind::kRandomRegular;
   s.n = 1024;
   s.degree = 4;
   s.seed = 1;
@@ -660,7 +660,7 @@ TEST_CASE("a directory given as a topology says it is one", "[topology]") {
 TEST_CASE("epidemic: each round each peer sends to s peers drawn from the seed, round and rank",
           "[topology]") {
   GeneratorSpec s;
-  s.kind = "epidemic";
+  s.kind = gossip::GeneratorKind::kEpidemic;
   s.n = 12;
   s.s = 3;
   s.seed = 7;
@@ -754,14 +754,22 @@ TEST_CASE("epidemic: each round each peer sends to s peers drawn from the seed, 
 
 namespace {
 
-gossip::ElasticSpec elastic_spec(const std::string& kind, int n, int max_peers) {
+gossip::ElasticSpec elastic_spec(gossip::GeneratorKind kind, int n, int max_peers) {
   gossip::ElasticSpec s;
   s.generator.kind = kind;
   s.generator.n = n;
-  s.generator.degree = kind == "random-regular" ? 3 : 0;
+  s.generator.degree = kind == gossip::GeneratorKind::kRandomRegular ? 3 : 0;
   s.generator.seed = 7;
   s.max_peers = max_peers;
   return s;
+}
+
+/// The generators whose row says elastic.
+std::vector<gossip::GeneratorKind> elastic_kinds() {
+  std::vector<gossip::GeneratorKind> kinds;
+  for (const gossip::GeneratorTraits& row : gossip::generator_table())
+    if (row.elastic) kinds.push_back(row.kind);
+  return kinds;
 }
 
 }  // namespace
@@ -770,7 +778,7 @@ TEST_CASE("an elastic graph is a function of the member set: the same members gi
           "graph, symmetric, doubly stochastic and connected among them",
           "[topology][elastic]") {
   auto rng = gossip::make_rng(11, 0, gossip::Stream::kTopology);
-  for (const std::string& kind : gossip::elastic_generators()) {
+  for (const gossip::GeneratorKind kind : elastic_kinds()) {
     DYNAMIC_SECTION(kind) {
       const gossip::ElasticSpec spec = elastic_spec(kind, 4, 40);
       for (int trial = 0; trial < 40; ++trial) {
@@ -810,7 +818,7 @@ TEST_CASE("an elastic graph is a function of the member set: the same members gi
         REQUIRE(found);
       }
       // The exponential graph of 8 members is the shifts by 1, 2 and 4 made undirected.
-      if (kind == "exponential") {
+      if (kind == gossip::GeneratorKind::kExponential) {
         const Topology e = gossip::elastic_topology(elastic_spec(kind, 8, 8),
                                                     std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7});
         REQUIRE(e.in_neighbours(0, 0).size() == 5);  // 1, 2, 4, 6, 7
@@ -819,7 +827,7 @@ TEST_CASE("an elastic graph is a function of the member set: the same members gi
     }
   }
   // random-regular draws anew for a new member set, and repeats for the same one.
-  const auto spec = elastic_spec("random-regular", 4, 64);
+  const auto spec = elastic_spec(gossip::GeneratorKind::kRandomRegular, 4, 64);
   std::vector<int> a(20), b(20);
   std::iota(a.begin(), a.end(), 0);
   std::iota(b.begin(), b.end(), 1);
@@ -828,18 +836,20 @@ TEST_CASE("an elastic graph is a function of the member set: the same members gi
   REQUIRE(gossip::elastic_topology(spec, a).fingerprint() !=
           gossip::elastic_topology(spec, b).fingerprint());
   // Refused: another generator, a rank past max_peers, a repeated member, no member.
-  CHECK_THROWS_WITH(gossip::elastic_topology(elastic_spec("torus", 4, 8), a),
-                    Catch::StartsWith("elastic: true is for ring, exponential"));
-  CHECK_THROWS_WITH(gossip::elastic_topology(elastic_spec("ring", 4, 8), std::vector<int>{1, 9}),
+  using gossip::GeneratorKind;
+  CHECK_THROWS_WITH(gossip::elastic_topology(elastic_spec(GeneratorKind::kTorus, 4, 8), a),
+                    Catch::StartsWith("elastic: true is for ring, random-regular, exponential "
+                                      "and one-peer-exponential"));
+  CHECK_THROWS_WITH(gossip::elastic_topology(elastic_spec(GeneratorKind::kRing, 4, 8), std::vector<int>{1, 9}),
                     "member 9 is not among the elastic topology's ranks 0..7 (max_peers: 8)");
-  CHECK_THROWS_WITH(gossip::elastic_topology(elastic_spec("ring", 4, 8), std::vector<int>{1, 1}),
+  CHECK_THROWS_WITH(gossip::elastic_topology(elastic_spec(GeneratorKind::kRing, 4, 8), std::vector<int>{1, 1}),
                     "an elastic topology's members must be distinct");
-  CHECK_THROWS(gossip::elastic_topology(elastic_spec("ring", 4, 8), std::vector<int>{}));
+  CHECK_THROWS(gossip::elastic_topology(elastic_spec(GeneratorKind::kRing, 4, 8), std::vector<int>{}));
 }
 
 TEST_CASE("a membership change takes effect after every member can have heard of it, even with "
           "a view a round late on any one link", "[topology][elastic]") {
-  for (const std::string& kind : gossip::elastic_generators()) {
+  for (const gossip::GeneratorKind kind : elastic_kinds()) {
     for (int m : {1, 2, 5, 8, 13}) {
       DYNAMIC_SECTION(kind << " with " << m << " members") {
         std::vector<int> members(static_cast<std::size_t>(m));
@@ -878,7 +888,7 @@ TEST_CASE("a membership change takes effect after every member can have heard of
             }
           }
         // The ring's diameter is m / 2: the rule is that plus 2; a lone member's is 2.
-        if (kind == "ring") REQUIRE(lead == m / 2 + 2);
+        if (kind == gossip::GeneratorKind::kRing) REQUIRE(lead == m / 2 + 2);
       }
     }
   }
@@ -898,7 +908,7 @@ TEST_CASE("gossip topo lists how an elastic topology's spectral gap moves with i
           std::string::npos);
   // A ring of m members with weights 1/3 has gap 1 - (1/3 + 2/3 cos(2 pi / m)): 16 members.
   const double gap16 = 1.0 - (1.0 / 3 + 2.0 / 3 * std::cos(2 * kPi / 16));
-  gossip::ElasticSpec ring = elastic_spec("ring", 4, 16);
+  gossip::ElasticSpec ring = elastic_spec(gossip::GeneratorKind::kRing, 4, 16);
   const auto sizes = gossip::elastic_sizes(ring);
   REQUIRE(sizes.back().members == 16);
   REQUIRE(sizes.back().spectral_gap == Approx(gap16).epsilon(1e-9));
@@ -915,7 +925,7 @@ TEST_CASE("every peer derives the same member timeline from the same announcemen
           "[topology][elastic]") {
   using gossip::Announcement;
   using gossip::ChangeKind;
-  gossip::ElasticSpec spec = elastic_spec("exponential", 8, 16);
+  gossip::ElasticSpec spec = elastic_spec(gossip::GeneratorKind::kExponential, 8, 16);
   std::vector<int> initial(8);
   std::iota(initial.begin(), initial.end(), 0);
   const Topology start = gossip::elastic_topology(spec, initial);
@@ -994,7 +1004,7 @@ TEST_CASE("a death's announcement counts from the dead peer's last message with 
   CHECK(dead_announcement_round(560, -1, 150) >= dead_announcement_round(560, 499, 150));
   // In the timeline the earliest announcement wins: the neighbours' 649, whatever a
   // non-neighbour said.
-  gossip::ElasticSpec spec = elastic_spec("exponential", 8, 8);
+  gossip::ElasticSpec spec = elastic_spec(gossip::GeneratorKind::kExponential, 8, 8);
   std::vector<int> initial(8);
   std::iota(initial.begin(), initial.end(), 0);
   const Topology start = gossip::elastic_topology(spec, initial);

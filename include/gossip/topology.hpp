@@ -23,10 +23,13 @@
 #include <limits>
 #include <cstdio>
 #include <optional>
+#include <ostream>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "gossip/choice.hpp"
 #include "gossip/exchange.hpp"
 #include "gossip/json.hpp"
 
@@ -103,11 +106,89 @@ class Graph {
   bool symmetric_ = false;
 };
 
+/// Every graph generator, one row each (the `generator:` key of a topology file and `gossip topo
+/// --generate`): X(id, name, direction, lattice, fewest peers, elastic, own weights, the keys
+/// it needs, the keys it may take, summary). Lattice: sized by rows and cols, each at least
+/// `fewest`. Elastic: its graph is a function of the member set (`elastic: true`). Own weights:
+/// what it sets when `weights:` is left out (push-sum or metropolis otherwise, by direction).
+/// Keys (K(...), up to two): those besides n, weights and peers.
+#define GOSSIP_GENERATORS(X)                                                                     \
+  X(kRing, "ring", kEither, false, 3, true, std::nullopt, K(), K("directed"),                    \
+    "each peer linked to i - 1 and i + 1 (directed: i sends to i + 1)")                         \
+  X(kTorus, "torus", kUndirected, true, 2, false, std::nullopt, K("rows", "cols"), K(),          \
+    "a rows x cols grid whose edges wrap around")                                               \
+  X(kGrid, "grid", kUndirected, true, 1, false, std::nullopt, K("rows", "cols"), K(),            \
+    "a rows x cols grid")                                                                        \
+  X(kLine, "line", kUndirected, false, 2, false, std::nullopt, K(), K(),                         \
+    "a path 0 - 1 - ... - n-1")                                                                  \
+  X(kStar, "star", kUndirected, false, 2, false, std::nullopt, K(), K(),                         \
+    "peer 0 linked to every other")                                                             \
+  X(kComplete, "complete", kUndirected, false, 2, false, std::nullopt, K(), K(),                 \
+    "every pair linked")                                                                         \
+  X(kHypercube, "hypercube", kUndirected, false, 2, false, std::nullopt, K(), K(),               \
+    "i linked to i xor 2^t (n a power of two)")                                                 \
+  X(kErdosRenyi, "erdos-renyi", kUndirected, false, 2, false, std::nullopt, K("p"), K("seed"),   \
+    "each pair linked with probability p")                                                      \
+  X(kRandomRegular, "random-regular", kUndirected, false, 2, true, std::nullopt, K("degree"),    \
+    K("seed"), "a random graph where every peer has `degree` neighbours")                       \
+  X(kWattsStrogatz, "watts-strogatz", kUndirected, false, 3, false, std::nullopt,              \
+    K("k", "beta"), K("seed"), "a ring lattice of k neighbours, each edge rewired with p. beta") \
+  X(kExponential, "exponential", kDirected, false, 2, true, std::nullopt, K(), K("directed"),    \
+    "i sends to i + 2^t for every t < log2 n")                                                  \
+  X(kOnePeerExponential, "one-peer-exponential", kDirected, false, 2, true, std::nullopt, K(),   \
+    K("directed"), "round t: i sends to i + 2^t alone (a period of log2 n rounds)")             \
+  X(kBase, "base", kUndirected, false, 2, false, WeightKind::kGenerator, K(), K("k"),           \
+    "Base-(k+1) graphs: the exact average in finite rounds, degree at most k")           \
+  X(kEpidemic, "epidemic", kDirected, false, 2, false, WeightKind::kUniform, K("s"),            \
+    K("seed", "period"), "each round each peer sends to s others drawn at random")
+
+/// A generator's graph: undirected, undirected unless `directed: true`, or directed.
+enum class GeneratorDirection { kUndirected, kEither, kDirected };
+
+enum class GeneratorKind { GOSSIP_GENERATORS(GOSSIP_CHOICE_ENUM) };
+
+/// A generator's keys besides n, weights and peers (YAML keys, and the `gossip topo --generate`
+/// options of the same names); null entries are unused.
+struct GeneratorKeys {
+  const char* keys[2] = {nullptr, nullptr};
+  bool has(std::string_view key) const {
+    for (const char* k : keys)
+      if (k && key == k) return true;
+    return false;
+  }
+};
+
+struct GeneratorTraits {
+  GeneratorKind kind;
+  const char* name;
+  GeneratorDirection direction;
+  bool lattice;   // sized by rows and cols (n = rows * cols)
+  int fewest;     // peers (a lattice: rows and cols each at least this)
+  bool elastic;   // its graph is a function of the member set
+  std::optional<WeightKind> own_weights;  // the weights it sets when weights: is left out
+  GeneratorKeys required, optional;
+  const char* summary;
+  bool seeded() const { return optional.has("seed"); }
+};
+
+/// Every generator, in the order documented.
+std::span<const GeneratorTraits> generator_table();
+/// The row of `kind`.
+const GeneratorTraits& traits(GeneratorKind kind);
+/// "ring", "torus", ...
+inline const char* generator_name(GeneratorKind kind) { return traits(kind).name; }
+/// Writes the generator's name (test sections, log lines).
+inline std::ostream& operator<<(std::ostream& os, GeneratorKind kind) {
+  return os << generator_name(kind);
+}
+/// "unknown generator 'x' (one of: ring, torus, ...)".
+std::string unknown_generator(const std::string& name);
+/// The generator named `name`. Throws InputError unknown_generator(name).
+GeneratorKind parse_generator(const std::string& name);
+
 /// A generator and its parameters (the `generator:` form of the YAML file).
-/// kind: ring, torus, grid, line, star, complete, hypercube, erdos-renyi, random-regular,
-/// watts-strogatz, exponential, one-peer-exponential, base, epidemic.
 struct GeneratorSpec {
-  std::string kind;
+  GeneratorKind kind = GeneratorKind::kRing;
   int n = 0;                    // peers (torus/grid: rows * cols, may be left 0)
   int rows = 0, cols = 0;       // torus, grid
   int k = 0;                    // watts-strogatz: neighbours (even); base: max degree (>= 1)
@@ -215,8 +296,8 @@ std::optional<double> smallest_eigenvalue(const Graph& graph);
 
 
 
-/// The generators an elastic topology may use, and why another is refused.
-const std::vector<std::string>& elastic_generators();
+/// The generators an elastic topology may use ("ring, exponential, ... and random-regular").
+std::string elastic_generators();
 
 /// The graph of `members` (distinct ranks below spec.max_peers, any order, at least one): the
 /// generator on m = members.size() positions, position k being the k-th smallest member, every
@@ -338,16 +419,6 @@ std::vector<ElasticSize> elastic_sizes(const ElasticSpec& spec);
 /// where 1,000 rounds of n * (s + 1) weights would pass the 2^22 a topology may hold.
 int epidemic_default_period(int n, int s);
 
-/// The generator names above, in the order documented.
-const std::vector<std::string>& generator_kinds();
-
-/// The parameter keys a generator takes besides n, weights and peers (YAML keys, and the
-/// `gossip topo --generate` options of the same names). Empty for an unknown kind.
-struct GeneratorParameters {
-  std::vector<std::string> required;
-  std::vector<std::string> optional;
-};
-GeneratorParameters generator_parameters(const std::string& kind);
 
 /// Builds a topology from a generator. Throws InputError (no file or line; the loader adds
 /// them) when the parameters do not fit, e.g. too few peers, or more than the 2^22 mixing

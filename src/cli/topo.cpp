@@ -37,16 +37,12 @@ topologies for learning where the spectral gap does not (docs/topology.md).
   --gamma G         the effective neighbours' decay, in [0, 1) (default 0.95; the paper fitted
                     0.951 to its CIFAR-10 runs): closer to 1, a longer memory
 
-  --generate KIND   write a topology file instead. KIND and its parameters:
-                      ring --n [--directed]          torus --rows --cols   grid --rows --cols
-                      line --n   star --n   complete --n   hypercube --n (a power of two)
-                      erdos-renyi --n --p --seed     random-regular --n --degree --seed
-                      watts-strogatz --n --k --beta --seed
-                      exponential --n   one-peer-exponential --n   base --n [--k, default 1]
-                      epidemic --n --s [--period T] [--seed]: each round each peer sends to s
-                        peers drawn at random from the seed, the round and its rank, and each
-                        averages what it holds (Epidemic Learning); T rounds are drawn before
-                        the draws repeat (default up to 1000)
+  --generate KIND   write a topology file instead. KIND, its options and its graph:
+)";
+
+constexpr const char* kHelpEnd = R"(                    random draws come from the seed (epidemic: the seed, the round and the
+                    rank); epidemic draws --period rounds before the draws repeat (default up
+                    to 1000); base takes --k 1 unless given
   --resample        random generators: when seed S gives a disconnected graph, draw again
                     with S+1, S+2, ... (at most 100 seeds) and write the first connected
                     graph; the file names the seed that gives it
@@ -61,15 +57,24 @@ exit codes: 0 connected (or file written), 2 bad input (the message names the fi
 line), 3 valid but disconnected (the components are listed; --generate writes nothing)
 )";
 
+// The --generate list from the rows: "ring --n [--directed]", its summary on the next line.
+std::string generator_help() {
+  std::string out;
+  for (const GeneratorTraits& row : generator_table()) {
+    out += cat(std::string(22, ' '), row.name, row.lattice ? "" : " --n");
+    for (const char* key : row.required.keys)
+      if (key) out += cat(" --", key);
+    for (const char* key : row.optional.keys)
+      if (key) out += cat(" [--", key, "]");
+    out += cat("\n", std::string(26, ' '), row.summary, "\n");
+  }
+  return out;
+}
+
 // Options that only some generators take are refused where they do not apply, as in files.
-void check_options(const Args& args, const std::string& kind) {
-  const GeneratorParameters params = generator_parameters(kind);
-  auto takes = [&](const std::string& name) {
-    bool found = false;
-    for (const auto* list : {&params.required, &params.optional})
-      for (const auto& key : *list) found = found || key == name;
-    return found;
-  };
+void check_options(const Args& args, const GeneratorTraits& row) {
+  const char* kind = row.name;
+  auto takes = [&](const char* name) { return row.required.has(name) || row.optional.has(name); };
   for (const char* name :
        {"rows", "cols", "k", "degree", "p", "beta", "s", "period", "seed", "directed"})
     if (args.has(name) && !takes(name))
@@ -77,16 +82,14 @@ void check_options(const Args& args, const std::string& kind) {
   if (args.has("resample") && !takes("seed"))
     throw InputError(cat("option --resample does not apply to generator ", kind,
                          " (it takes no seed)"));
-  for (const auto& key : params.required)
-    if (!args.has(key)) throw InputError(cat("generator ", kind, " needs --", key));
+  for (const char* key : row.required.keys)
+    if (key && !args.has(key)) throw InputError(cat("generator ", kind, " needs --", key));
 }
 
 GeneratorSpec parse_spec(const Args& args) {
   GeneratorSpec spec;
-  spec.kind = *args.get("generate");
-  const auto& kinds = generator_kinds();
-  if (std::find(kinds.begin(), kinds.end(), spec.kind) != kinds.end())
-    check_options(args, spec.kind);  // an unknown kind is reported by make_topology
+  spec.kind = parse_generator(*args.get("generate"));
+  check_options(args, traits(spec.kind));
   auto to_int = [&](const char* name, long fallback) {
     long v = args.get_int(name, fallback);
     if (v < 0 || v > (1 << 16))
@@ -96,7 +99,7 @@ GeneratorSpec parse_spec(const Args& args) {
   spec.n = to_int("n", 0);
   spec.rows = to_int("rows", 0);
   spec.cols = to_int("cols", 0);
-  spec.k = to_int("k", spec.kind == "base" ? 1 : 0);
+  spec.k = to_int("k", spec.kind == GeneratorKind::kBase ? 1 : 0);
   spec.degree = to_int("degree", 0);
   spec.s = to_int("s", 0);
   spec.period = to_int("period", 0);
@@ -113,7 +116,7 @@ GeneratorSpec parse_spec(const Args& args) {
 
 // Says why a disconnected draw is not written (true), or warns that it is written (false).
 bool refuse_disconnected(const Draw& draw, bool resample, bool allow) {
-  const std::string graph = cat(draw.spec.kind, " seed ", draw.spec.seed, " is not connected (",
+  const std::string graph = cat(generator_name(draw.spec.kind), " seed ", draw.spec.seed, " is not connected (",
                                 components_text(draw.components), ")");
   if (allow) {
     std::fprintf(stderr, "gossip topo: warning: %s; written anyway (--allow-disconnected)\n",
@@ -149,7 +152,7 @@ int generate(const Args& args) {
   if (auto out = args.get("output")) {
     std::ofstream f(*out, std::ios::binary);
     if (!(f << text) || !f.flush()) throw InputError(cat(*out, ": cannot write"));
-    std::printf("wrote %s: %s, %d peers%s\n", out->c_str(), spec.kind.c_str(),
+    std::printf("wrote %s: %s, %d peers%s\n", out->c_str(), generator_name(spec.kind),
                 draw.topology.n(), note.c_str());
   } else {
     std::fputs(text.c_str(), stdout);
@@ -167,6 +170,8 @@ int run_topo(int argc, char** argv) {
             {"json", "dot", "directed", "edges", "resample", "allow-disconnected"});
   if (args.help()) {
     std::fputs(kHelp, stdout);
+    std::fputs(generator_help().c_str(), stdout);
+    std::fputs(kHelpEnd, stdout);
     return kExitOk;
   }
   if (args.has("generate")) {

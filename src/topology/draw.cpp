@@ -10,8 +10,7 @@
 namespace gossip {
 
 Draw draw_connected(const GeneratorSpec& spec, int max_draws) {
-  const auto& optional = generator_parameters(spec.kind).optional;
-  const bool seeded = std::find(optional.begin(), optional.end(), "seed") != optional.end();
+  const bool seeded = traits(spec.kind).seeded();
   Draw d{.spec = spec, .first_seed = spec.seed, .draws = 0, .topology = {}, .components = {}};
   for (;;) {
     d.topology = make_topology(d.spec);

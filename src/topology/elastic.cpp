@@ -18,26 +18,26 @@ namespace {
 
 /// Positions 0..m-1 of the generator's rounds, each undirected.
 std::vector<topo::EdgeList> member_rounds(const GeneratorSpec& g, int m) {
-  const std::string& k = g.kind;
+  using enum GeneratorKind;
+  const GeneratorKind k = g.kind;
   if (m < 2) return {topo::EdgeList{}};
   GeneratorSpec s = g;
   s.n = m;
   s.directed = false;
-  if (k == "ring" && m == 2) {
+  if (k == kRing && m == 2) {
     topo::EdgeList one;
     one.edges.push_back({0, 1, 0.0});
     return {one};
   }
-  if (k == "random-regular") {
+  if (k == kRandomRegular) {
     int d = g.degree;
     if (m <= d + 1 || (m * d % 2 != 0 && m <= d + 2)) {
-      s.kind = "complete";  // too few members for a simple d-regular graph
+      s.kind = kComplete;  // too few members for a simple d-regular graph
     } else {
       if (m * d % 2 != 0) ++d;
       s.degree = d;
     }
   }
-  if ((k == "exponential" || k == "one-peer-exponential") && m == 1) return {topo::EdgeList{}};
   std::vector<topo::EdgeList> rounds = topo::generate_rounds(s);
   for (topo::EdgeList& r : rounds) {  // undirected, each pair once as {from < to}
     std::set<std::pair<int, int>> pairs;
@@ -52,18 +52,16 @@ std::vector<topo::EdgeList> member_rounds(const GeneratorSpec& g, int m) {
 
 }  // namespace
 
-const std::vector<std::string>& elastic_generators() {
-  static const std::vector<std::string> kinds = {"ring", "exponential", "one-peer-exponential",
-                                                  "random-regular"};
-  return kinds;
+std::string elastic_generators() {
+  return choice_list_if(generator_table(), [](const GeneratorTraits& t) { return t.elastic; },
+                        "and");
 }
 
 Topology elastic_topology(const ElasticSpec& spec, std::span<const int> members) {
-  const auto& kinds = elastic_generators();
-  if (std::find(kinds.begin(), kinds.end(), spec.generator.kind) == kinds.end())
-    throw InputError(cat("elastic: true is for ring, exponential, one-peer-exponential and "
-                         "random-regular (their graph is a function of the member set), not ",
-                         spec.generator.kind));
+  if (!traits(spec.generator.kind).elastic)
+    throw InputError(cat("elastic: true is for ", elastic_generators(), " (their graph is a "
+                         "function of the member set), not ",
+                         generator_name(spec.generator.kind)));
   std::vector<int> sorted(members.begin(), members.end());
   std::sort(sorted.begin(), sorted.end());
   if (sorted.empty()) throw InputError("an elastic topology needs at least one member");
@@ -75,7 +73,7 @@ Topology elastic_topology(const ElasticSpec& spec, std::span<const int> members)
                          " (max_peers: ", spec.max_peers, ")"));
   const int m = static_cast<int>(sorted.size());
   GeneratorSpec g = spec.generator;
-  if (g.kind == "random-regular") {  // a new member set draws a new graph
+  if (g.kind == GeneratorKind::kRandomRegular) {  // a new member set draws a new graph
     std::uint64_t h = mix64(g.seed ^ 0x656c6173746963ULL);  // "elastic"
     for (int r : sorted) h = mix64(h ^ static_cast<std::uint64_t>(r));
     g.seed = h;
@@ -89,7 +87,7 @@ Topology elastic_topology(const ElasticSpec& spec, std::span<const int> members)
     }
     rounds.push_back(topo::weigh(spec.max_peers, false, r, WeightKind::kMetropolis));
   }
-  Topology t(std::move(rounds), spec.generator.kind, WeightKind::kMetropolis);
+  Topology t(std::move(rounds), generator_name(spec.generator.kind), WeightKind::kMetropolis);
   if (static_cast<int>(spec.addresses.size()) == spec.max_peers) t.set_addresses(spec.addresses);
   t.set_elastic(spec);
   return t;

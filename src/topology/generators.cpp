@@ -134,15 +134,17 @@ EdgeList watts_strogatz(int n, int k, double beta, std::uint64_t seed) {
   return s.take();
 }
 
-EdgeList simple(const std::string& kind, int n) {
+// ring, line, star, complete, hypercube.
+EdgeList simple(GeneratorKind kind, int n) {
+  using enum GeneratorKind;
   EdgeSet s(false);
   for (int i = 0; i < n; ++i) {
-    if (kind == "ring") s.add(i, (i + 1) % n);
-    if (kind == "line" && i + 1 < n) s.add(i, i + 1);
-    if (kind == "star" && i > 0) s.add(0, i);
-    if (kind == "complete")
+    if (kind == kRing) s.add(i, (i + 1) % n);
+    if (kind == kLine && i + 1 < n) s.add(i, i + 1);
+    if (kind == kStar && i > 0) s.add(0, i);
+    if (kind == kComplete)
       for (int j = i + 1; j < n; ++j) s.add(i, j);
-    if (kind == "hypercube")
+    if (kind == kHypercube)
       for (int b = 1; b < n; b <<= 1) s.add(i, i ^ b);
   }
   return s.take();
@@ -158,22 +160,23 @@ EdgeList shifts(int n, int t_begin, int t_end) {
 
 std::optional<SpecProblem> need_peers(const GeneratorSpec& spec, int least) {
   if (spec.n >= least) return std::nullopt;
-  return SpecProblem{"n", cat("generator ", spec.kind, " needs at least ", least,
+  return SpecProblem{"n", cat("generator ", generator_name(spec.kind), " needs at least ", least,
                               " peers (got n: ", spec.n, ")")};
 }
 
 std::optional<SpecProblem> check_grid(const GeneratorSpec& spec) {
-  const int least = spec.kind == "torus" ? 2 : 1;
+  const int least = traits(spec.kind).fewest;
   if (spec.rows < least || spec.cols < least)
     return SpecProblem{spec.rows < least ? "rows" : "cols",
-                       cat("generator ", spec.kind, " needs rows and cols of at least ", least,
+                       cat("generator ", generator_name(spec.kind), " needs rows and cols of at least ", least,
                            " (got rows: ", spec.rows, ", cols: ", spec.cols, ")")};
   if (static_cast<long long>(spec.rows) * spec.cols > kMaxPeers)
     return SpecProblem{"rows", cat("rows * cols is more than ", kMaxPeers, " peers")};
   if (spec.n != 0 && spec.n != spec.rows * spec.cols)
     return SpecProblem{"n", cat("n: ", spec.n, " is not rows * cols = ", spec.rows * spec.cols)};
   if (spec.rows * spec.cols < 2)
-    return SpecProblem{"rows", cat("generator ", spec.kind, " needs at least 2 peers")};
+    return SpecProblem{"rows", cat("generator ", generator_name(spec.kind),
+                                   " needs at least 2 peers")};
   return std::nullopt;
 }
 
@@ -183,17 +186,14 @@ std::optional<SpecProblem> check_probability(const char* key, double v) {
 }
 
 std::optional<SpecProblem> check_parameters(const GeneratorSpec& s) {
-  const std::string& k = s.kind;
-  if (k == "torus" || k == "grid") return check_grid(s);
-  if (k == "ring" || k == "watts-strogatz") {
-    if (auto p = need_peers(s, 3)) return p;
-  } else if (auto p = need_peers(s, 2)) {
-    return p;
-  }
-  if (k == "hypercube" && !is_power_of_two(s.n))
+  using enum GeneratorKind;
+  const GeneratorKind k = s.kind;
+  if (traits(k).lattice) return check_grid(s);
+  if (auto p = need_peers(s, traits(k).fewest)) return p;
+  if (k == kHypercube && !is_power_of_two(s.n))
     return SpecProblem{"n", cat("generator hypercube needs n a power of two (got ", s.n, ")")};
-  if (k == "erdos-renyi") return check_probability("p", s.p);
-  if (k == "random-regular") {
+  if (k == kErdosRenyi) return check_probability("p", s.p);
+  if (k == kRandomRegular) {
     if (s.degree < 1 || s.degree >= s.n)
       return SpecProblem{"degree", cat("random-regular needs 1 <= degree < n (got degree: ",
                                        s.degree, ", n: ", s.n, ")")};
@@ -201,15 +201,15 @@ std::optional<SpecProblem> check_parameters(const GeneratorSpec& s) {
       return SpecProblem{"degree", cat("random-regular needs n * degree even (got ", s.n,
                                        " * ", s.degree, ")")};
   }
-  if (k == "watts-strogatz") {
+  if (k == kWattsStrogatz) {
     if (s.k < 2 || s.k % 2 != 0 || s.k >= s.n)
       return SpecProblem{"k", cat("watts-strogatz needs k even, 2 <= k < n (got k: ", s.k,
                                   ", n: ", s.n, ")")};
     return check_probability("beta", s.beta);
   }
-  if (k == "base" && s.k < 1)
+  if (k == kBase && s.k < 1)
     return SpecProblem{"k", cat("generator base needs k (max degree) >= 1 (got k: ", s.k, ")")};
-  if (k == "epidemic") {
+  if (k == kEpidemic) {
     if (s.s < 1 || s.s >= s.n)
       return SpecProblem{"s", cat("epidemic needs 1 <= s < n (each peer sends to s others a "
                                   "round; got s: ", s.s, ", n: ", s.n, ")")};
@@ -243,13 +243,12 @@ EdgeList epidemic_round(int n, int s, std::uint64_t seed, std::int64_t t) {
 }  // namespace
 
 bool generator_directed(const GeneratorSpec& spec) {
-  return spec.kind == "exponential" || spec.kind == "one-peer-exponential" ||
-         spec.kind == "epidemic" ||
-         (spec.kind == "ring" && spec.directed);
+  const GeneratorDirection d = traits(spec.kind).direction;
+  return d == GeneratorDirection::kDirected || (d == GeneratorDirection::kEither && spec.directed);
 }
 
 int generator_peers(const GeneratorSpec& spec) {
-  if ((spec.kind == "torus" || spec.kind == "grid") && spec.n == 0) return spec.rows * spec.cols;
+  if (traits(spec.kind).lattice && spec.n == 0) return spec.rows * spec.cols;
   return spec.n;
 }
 
@@ -261,55 +260,56 @@ std::string size_problem(std::int64_t weights) {
 std::int64_t generator_weights(const GeneratorSpec& s) {
   const std::int64_t n = generator_peers(s);
   const std::int64_t log_n = ceil_log2(static_cast<int>(n));
-  const std::string& k = s.kind;
   std::int64_t rounds = 1, arcs = 0;
-  if (k == "ring") arcs = s.directed ? n : 2 * n;
-  if (k == "torus" || k == "grid") arcs = 4 * n;
-  if (k == "line" || k == "star") arcs = 2 * (n - 1);
-  if (k == "complete") arcs = n * (n - 1);
-  if (k == "hypercube") arcs = n * log_n;
-  if (k == "erdos-renyi") arcs = static_cast<std::int64_t>(std::ceil(s.p * n * (n - 1)));
-  if (k == "random-regular") arcs = n * s.degree;
-  if (k == "watts-strogatz") arcs = n * s.k;
-  if (k == "exponential") arcs = n * log_n;
-  if (k == "one-peer-exponential") rounds = log_n, arcs = n * log_n;
-  if (k == "epidemic") {
-    rounds = s.period > 0 ? s.period : epidemic_default_period(static_cast<int>(n), s.s);
-    arcs = rounds * n * s.s;
-  }
-  if (k == "base") {
-    // Degree at most k in every round; at most two rounds per base-(k+1) digit of n, plus two.
-    const std::int64_t degree = std::min<std::int64_t>(s.k, n - 1);
-    std::int64_t digits = 0;
-    for (std::int64_t m = n; m > 0; m /= degree + 1) ++digits;
-    rounds = 2 * digits + 2;
-    arcs = rounds * n * degree;
+  switch (s.kind) {
+    using enum GeneratorKind;
+    case kRing: arcs = s.directed ? n : 2 * n; break;
+    case kTorus:
+    case kGrid: arcs = 4 * n; break;
+    case kLine:
+    case kStar: arcs = 2 * (n - 1); break;
+    case kComplete: arcs = n * (n - 1); break;
+    case kHypercube:
+    case kExponential: arcs = n * log_n; break;
+    case kErdosRenyi: arcs = static_cast<std::int64_t>(std::ceil(s.p * n * (n - 1))); break;
+    case kRandomRegular: arcs = n * s.degree; break;
+    case kWattsStrogatz: arcs = n * s.k; break;
+    case kOnePeerExponential: rounds = log_n, arcs = n * log_n; break;
+    case kEpidemic:
+      rounds = s.period > 0 ? s.period : epidemic_default_period(static_cast<int>(n), s.s);
+      arcs = rounds * n * s.s;
+      break;
+    case kBase: {
+      // Degree at most k in every round; at most two rounds per base-(k+1) digit of n, plus two.
+      const std::int64_t degree = std::min<std::int64_t>(s.k, n - 1);
+      std::int64_t digits = 0;
+      for (std::int64_t m = n; m > 0; m /= degree + 1) ++digits;
+      rounds = 2 * digits + 2;
+      arcs = rounds * n * degree;
+      break;
+    }
   }
   return rounds * n + arcs;
 }
 
 std::optional<SpecProblem> check_generator(const GeneratorSpec& spec) {
-  const auto& kinds = generator_kinds();
-  if (std::find(kinds.begin(), kinds.end(), spec.kind) == kinds.end()) {
-    std::string list;
-    for (const auto& k : kinds) list += (list.empty() ? "" : ", ") + k;
-    return SpecProblem{"generator", cat("unknown generator '", spec.kind, "' (one of: ", list,
-                                        ")")};
-  }
+  const GeneratorTraits& row = traits(spec.kind);
   if (spec.n > kMaxPeers) return SpecProblem{"n", cat("n: at most ", kMaxPeers, " peers")};
   if (spec.directed && !generator_directed(spec))
-    return SpecProblem{"directed", cat("generator ", spec.kind, " is undirected")};
+    return SpecProblem{"directed", cat("generator ", row.name, " is undirected")};
   if (auto p = check_parameters(spec)) return p;
   if (const std::int64_t weights = generator_weights(spec); weights > kMaxWeights)
-    return SpecProblem{spec.kind == "torus" || spec.kind == "grid" ? "rows" : "n",
-                       cat("generator ", spec.kind, " on ", generator_peers(spec), " peers: ",
+    return SpecProblem{row.lattice ? "rows" : "n",
+                       cat("generator ", row.name, " on ", generator_peers(spec), " peers: ",
                            size_problem(weights))};
   if (spec.weights) {
     const WeightKind w = *spec.weights;
     const bool directed = generator_directed(spec);
-    if (spec.kind == "base" && w != WeightKind::kGenerator)
-      return SpecProblem{"weights", "generator base sets its own weights (leave weights: out)"};
-    if (w == WeightKind::kExplicit || (w == WeightKind::kGenerator && spec.kind != "base"))
+    if (row.own_weights == WeightKind::kGenerator && w != WeightKind::kGenerator)
+      return SpecProblem{"weights", cat("generator ", row.name, " sets its own weights (leave "
+                                        "weights: out)")};
+    if (w == WeightKind::kExplicit ||
+        (w == WeightKind::kGenerator && row.own_weights != WeightKind::kGenerator))
       return SpecProblem{"weights", cat("weights: ", weight_kind_name(w),
                                         " needs an edges: list, not a generator")};
     if (directed && (w == WeightKind::kMetropolis || w == WeightKind::kMaxDegree))
@@ -321,31 +321,38 @@ std::optional<SpecProblem> check_generator(const GeneratorSpec& spec) {
 }
 
 std::vector<EdgeList> generate_rounds(const GeneratorSpec& s) {
-  const std::string& k = s.kind;
   const int n = generator_peers(s);
-  if (k == "torus" || k == "grid") return {lattice(s.rows, s.cols, k == "torus")};
-  if (k == "ring" && s.directed) {
-    EdgeSet d(true);
-    for (int i = 0; i < n; ++i) d.add(i, (i + 1) % n);
-    return {d.take()};
+  std::vector<EdgeList> rounds;
+  switch (s.kind) {
+    using enum GeneratorKind;
+    case kTorus:
+    case kGrid: return {lattice(s.rows, s.cols, s.kind == kTorus)};
+    case kErdosRenyi: return {erdos_renyi(n, s.p, s.seed)};
+    case kRandomRegular: return {random_regular(n, s.degree, s.seed)};
+    case kWattsStrogatz: return {watts_strogatz(n, s.k, s.beta, s.seed)};
+    case kExponential: return {shifts(n, 0, ceil_log2(n))};
+    case kOnePeerExponential:
+      for (int t = 0; t < ceil_log2(n); ++t) rounds.push_back(shifts(n, t, t + 1));
+      return rounds;
+    case kBase: return base_graph_rounds(n, s.k);
+    case kEpidemic: {
+      const int period = s.period > 0 ? s.period : epidemic_default_period(n, s.s);
+      for (int t = 0; t < period; ++t) rounds.push_back(epidemic_round(n, s.s, s.seed, t));
+      return rounds;
+    }
+    case kRing:
+      if (s.directed) {
+        EdgeSet d(true);
+        for (int i = 0; i < n; ++i) d.add(i, (i + 1) % n);
+        return {d.take()};
+      }
+      return {simple(s.kind, n)};
+    case kLine:
+    case kStar:
+    case kComplete:
+    case kHypercube: return {simple(s.kind, n)};
   }
-  if (k == "erdos-renyi") return {erdos_renyi(n, s.p, s.seed)};
-  if (k == "random-regular") return {random_regular(n, s.degree, s.seed)};
-  if (k == "watts-strogatz") return {watts_strogatz(n, s.k, s.beta, s.seed)};
-  if (k == "exponential") return {shifts(n, 0, ceil_log2(n))};
-  if (k == "one-peer-exponential") {
-    std::vector<EdgeList> rounds;
-    for (int t = 0; t < ceil_log2(n); ++t) rounds.push_back(shifts(n, t, t + 1));
-    return rounds;
-  }
-  if (k == "base") return base_graph_rounds(n, s.k);
-  if (k == "epidemic") {
-    std::vector<EdgeList> rounds;
-    const int period = s.period > 0 ? s.period : epidemic_default_period(n, s.s);
-    for (int t = 0; t < period; ++t) rounds.push_back(epidemic_round(n, s.s, s.seed, t));
-    return rounds;
-  }
-  return {simple(k, n)};
+  return {};  // not reached: every kind has its case
 }
 
 }  // namespace gossip::topo
@@ -358,44 +365,43 @@ int epidemic_default_period(int n, int s) {
       per_round > 0 ? topo::kMaxWeights / per_round : 1, 1, 1000));
 }
 
-const std::vector<std::string>& generator_kinds() {
-  static const std::vector<std::string> kinds = {
-      "ring",           "torus",          "grid",        "line",
-      "star",           "complete",       "hypercube",   "erdos-renyi",
-      "random-regular", "watts-strogatz", "exponential", "one-peer-exponential",
-      "base",           "epidemic"};
-  return kinds;
+std::span<const GeneratorTraits> generator_table() {
+  using enum GeneratorDirection;
+#define K(...) GeneratorKeys{{__VA_ARGS__}}
+#define GOSSIP_GENERATOR_ROW(id, name, direction, lattice, fewest, elastic, weights, required, \
+                             optional, summary)                                             \
+  GeneratorTraits{GeneratorKind::id, name, direction, lattice, fewest, elastic, weights,    \
+                  required, optional, summary},
+  static const GeneratorTraits rows[] = {GOSSIP_GENERATORS(GOSSIP_GENERATOR_ROW)};
+#undef GOSSIP_GENERATOR_ROW
+#undef K
+  return rows;
 }
 
-GeneratorParameters generator_parameters(const std::string& kind) {
-  static const std::map<std::string, GeneratorParameters> table = {
-      {"ring", {{}, {"directed"}}},
-      {"torus", {{"rows", "cols"}, {}}},
-      {"grid", {{"rows", "cols"}, {}}},
-      {"erdos-renyi", {{"p"}, {"seed"}}},
-      {"random-regular", {{"degree"}, {"seed"}}},
-      {"watts-strogatz", {{"k", "beta"}, {"seed"}}},
-      {"exponential", {{}, {"directed"}}},
-      {"one-peer-exponential", {{}, {"directed"}}},
-      {"base", {{}, {"k"}}},
-      {"epidemic", {{"s"}, {"seed", "period"}}}};
-  auto it = table.find(kind);
-  return it == table.end() ? GeneratorParameters{} : it->second;
+const GeneratorTraits& traits(GeneratorKind kind) {
+  return generator_table()[static_cast<std::size_t>(kind)];
+}
+
+std::string unknown_generator(const std::string& name) {
+  return cat("unknown generator '", name, "' (one of: ", choice_names(generator_table()), ")");
+}
+
+GeneratorKind parse_generator(const std::string& name) {
+  if (const GeneratorTraits* row = find_choice(generator_table(), name)) return row->kind;
+  throw InputError(unknown_generator(name));
 }
 
 Topology make_topology(const GeneratorSpec& spec) {
   if (auto problem = topo::check_generator(spec)) throw InputError(problem->message);
   const bool directed = topo::generator_directed(spec);
   const WeightKind kind =
-      spec.weights.value_or(spec.kind == "base"       ? WeightKind::kGenerator
-                            : spec.kind == "epidemic" ? WeightKind::kUniform
-                            : directed                ? WeightKind::kPushSum
-                                                      : WeightKind::kMetropolis);
+      spec.weights.value_or(traits(spec.kind).own_weights.value_or(
+          directed ? WeightKind::kPushSum : WeightKind::kMetropolis));
   const int n = topo::generator_peers(spec);
   std::vector<Graph> rounds;
   for (const topo::EdgeList& r : topo::generate_rounds(spec))
     rounds.push_back(topo::weigh(n, directed, r, kind));
-  return Topology(std::move(rounds), spec.kind, kind);
+  return Topology(std::move(rounds), generator_name(spec.kind), kind);
 }
 
 }  // namespace gossip

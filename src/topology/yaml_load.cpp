@@ -92,21 +92,21 @@ class Loader {
 
   Topology from_generator() {
     GeneratorSpec spec;
-    spec.kind = in_.text(root_["generator"], "generator");
-    const auto& kinds = generator_kinds();
-    if (std::find(kinds.begin(), kinds.end(), spec.kind) == kinds.end())
-      in_.fail(root_["generator"], topo::check_generator(spec)->message);
-    const GeneratorParameters params = generator_parameters(spec.kind);
+    const std::string name = in_.text(root_["generator"], "generator");
+    const GeneratorTraits* row = find_choice(generator_table(), name);
+    if (!row) in_.fail(root_["generator"], unknown_generator(name));
+    spec.kind = row->kind;
     std::vector<std::string> allowed = kCommonKeys;
     allowed.push_back("generator");
     allowed.push_back("elastic");
     allowed.push_back("max_peers");
-    for (const auto* list : {&params.required, &params.optional})
-      allowed.insert(allowed.end(), list->begin(), list->end());
+    for (const GeneratorKeys* list : {&row->required, &row->optional})
+      for (const char* key : list->keys)
+        if (key) allowed.push_back(key);
     keys_ = in_.keys(root_, allowed, "");
-    for (const auto& key : params.required)
-      if (!keys_.count(key))
-        in_.fail(root_["generator"], cat("generator ", spec.kind, " needs key '", key, "'"));
+    for (const char* key : row->required.keys)
+      if (key && !keys_.count(key))
+        in_.fail(root_["generator"], cat("generator ", row->name, " needs key '", key, "'"));
     read_parameters(spec);
     if (auto problem = topo::check_generator(spec))
       in_.fail(key_line(keys_.count(problem->key) ? problem->key : "generator"),
@@ -120,11 +120,10 @@ class Loader {
   // `elastic: true`: the graph of the initial members 0..n-1 from the member-set function, with
   // the spec kept for the membership changes to derive the next graphs from.
   Topology elastic(const GeneratorSpec& spec) {
-    const auto& kinds = elastic_generators();
-    if (std::find(kinds.begin(), kinds.end(), spec.kind) == kinds.end())
-      in_.fail(root_["elastic"], cat("elastic: true is for ring, exponential, "
-                                     "one-peer-exponential and random-regular (their graph is a "
-                                     "function of the member set), not ", spec.kind));
+    if (!traits(spec.kind).elastic)
+      in_.fail(root_["elastic"], cat("elastic: true is for ", elastic_generators(), " (their "
+                                     "graph is a function of the member set), not ",
+                                     generator_name(spec.kind)));
     if (spec.directed)
       in_.fail(root_["directed"], "an elastic topology is undirected (Metropolis-Hastings "
                                   "weights on every member set)");
@@ -152,7 +151,7 @@ class Loader {
     auto has = [&](const char* key) { return keys_.count(key) > 0; };
     auto count = [&](const char* key) { return peers(root_[key], key, 0); };
     if (has("n")) spec.n = peers(root_["n"], "n", 1);
-    else if (spec.kind != "torus" && spec.kind != "grid") spec.n = peers_from_list();
+    else if (!traits(spec.kind).lattice) spec.n = peers_from_list();
     if (has("rows")) spec.rows = count("rows");
     if (has("cols")) spec.cols = count("cols");
     if (has("degree")) spec.degree = count("degree");
@@ -166,8 +165,8 @@ class Loader {
           in_.integer(root_["seed"], "seed", 0, static_cast<std::int64_t>(kMaxTopologySeed)));
     if (has("directed")) {
       spec.directed = in_.boolean(root_["directed"], "directed");
-      if (!spec.directed && spec.kind != "ring")
-        in_.fail(root_["directed"], cat("generator ", spec.kind, " is directed"));
+      if (!spec.directed && traits(spec.kind).direction == GeneratorDirection::kDirected)
+        in_.fail(root_["directed"], cat("generator ", generator_name(spec.kind), " is directed"));
     }
     spec.weights = weights_key();
   }

@@ -47,24 +47,27 @@ std::string to_yaml(const GeneratorSpec& spec) {
   if (auto problem = topo::check_generator(spec)) throw InputError(problem->message);
   std::ostringstream os;
   os << "# gossip topology (gossip topo FILE to check it; docs/topology.md for the format)\n";
-  os << "generator: " << spec.kind << "\n";
-  const std::string& k = spec.kind;
-  if (k == "torus" || k == "grid") {
+  const GeneratorTraits& row = traits(spec.kind);
+  os << "generator: " << row.name << "\n";
+  if (row.lattice) {
     os << "rows: " << spec.rows << "\ncols: " << spec.cols << "\n";
   } else {
     os << "n: " << spec.n << "\n";
   }
-  if (k == "ring" && spec.directed) os << "directed: true\n";
-  if (k == "erdos-renyi") os << "p: " << exact(spec.p) << "\n";
-  if (k == "random-regular") os << "degree: " << spec.degree << "\n";
-  if (k == "watts-strogatz") os << "k: " << spec.k << "\nbeta: " << exact(spec.beta) << "\n";
-  if (k == "base") os << "k: " << spec.k << "\n";
-  if (k == "epidemic") {
-    os << "s: " << spec.s << "\n";
-    if (spec.period > 0) os << "period: " << spec.period << "\n";
+  if (spec.directed && row.direction == GeneratorDirection::kEither) os << "directed: true\n";
+  switch (spec.kind) {
+    using enum GeneratorKind;
+    case kErdosRenyi: os << "p: " << exact(spec.p) << "\n"; break;
+    case kRandomRegular: os << "degree: " << spec.degree << "\n"; break;
+    case kWattsStrogatz: os << "k: " << spec.k << "\nbeta: " << exact(spec.beta) << "\n"; break;
+    case kBase: os << "k: " << spec.k << "\n"; break;
+    case kEpidemic:
+      os << "s: " << spec.s << "\n";
+      if (spec.period > 0) os << "period: " << spec.period << "\n";
+      break;
+    default: break;  // no keys besides n (or rows and cols) and directed
   }
-  if (k == "erdos-renyi" || k == "random-regular" || k == "watts-strogatz" || k == "epidemic")
-    os << "seed: " << spec.seed << "\n";
+  if (row.seeded()) os << "seed: " << spec.seed << "\n";
   if (spec.weights && *spec.weights != WeightKind::kGenerator)
     os << "weights: " << weight_kind_name(*spec.weights) << "\n";
   return os.str();
@@ -104,7 +107,7 @@ std::string to_yaml(const Draw& d, bool edges) {
   std::string text = edges ? to_yaml(d.topology) : to_yaml(d.spec);
   if (d.spec.seed == d.first_seed) return text;
   // The generator form has the seed as a key as well; the edge form has it only here.
-  return cat("# ", d.spec.kind, " seed ", d.spec.seed, ": ",
+  return cat("# ", generator_name(d.spec.kind), " seed ", d.spec.seed, ": ",
              d.connected() ? "the first connected graph" : "not connected, the last", " of seeds ",
              d.first_seed, "..", d.spec.seed, " (gossip topo --resample)\n", text);
 }
