@@ -200,7 +200,7 @@ StepFigures measure(const Subject& subject, int batch, int steps,
   r.ours = best_seconds_per_call(step, steps, 5);
   // The same step with train.precision: bf16, where this CPU has bf16 instructions.
   GemmRequest bf16 = request;
-  bf16.precision = "bf16";
+  bf16.precision = Precision::kBf16;
   bf16.requested = "auto";
   try {
     choose_gemm(*backend, bf16, shapes);

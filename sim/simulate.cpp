@@ -33,7 +33,7 @@ using sim_parts::Swarm;
 
 /// Backend for virtual peers: the CPU, one BLAS thread per call (the pool gives parallelism).
 std::unique_ptr<Backend> sim_backend(const RunConfig& config) {
-  if (parse_backend_choice(config.train.backend) == BackendChoice::kCuda)
+  if (config.train.backend == BackendChoice::kCuda)
     throw InputError("train.backend: the simulator runs virtual peers on the CPU backend "
                      "(use auto or cpu)");
   return make_cpu_backend(1);

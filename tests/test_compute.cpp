@@ -661,7 +661,7 @@ TEST_CASE("train.precision: bf16 products match a naive loop to bf16's precision
           "with the reason", "[compute][gemm]") {
   auto cpu = make_cpu_backend(1);
   GemmRequest r;
-  r.precision = "bf16";
+  r.precision = gossip::Precision::kBf16;
   r.requested = "openblas";
   CHECK_THROWS_WITH(choose_gemm(*cpu, r, {}),
                     Catch::Contains("train.precision: bf16 runs oneDNN's bf16 matmul, not "

@@ -35,9 +35,9 @@ TEST_CASE("a config sets the fields it names and keeps defaults elsewhere", "[co
       "c.yaml", "/x/configs");
   CHECK(c.model.input == Shape{784});
   REQUIRE(c.model.layers.size() == 3);  // the MLP shorthand: linear 64, relu, linear 10
-  CHECK(c.model.layers[0].type == "linear");
+  CHECK(c.model.layers[0].type == gossip::LayerKind::kLinear);
   CHECK(c.model.layers[0].out == 64);
-  CHECK(c.model.layers[1].type == "relu");
+  CHECK(c.model.layers[1].type == gossip::LayerKind::kRelu);
   CHECK(c.model.layers[2].out == 10);
   CHECK(c.optimizer.lr == 0.05);
   CHECK(c.optimizer.schedule == gossip::LrSchedule::kCosine);
@@ -712,7 +712,7 @@ TEST_CASE("a layer list reads every layer type with its fields and defaults", "[
   const auto c = load_config_from_string(kCnn, "c.yaml");
   CHECK(c.model.input == Shape{1, 28, 28});
   REQUIRE(c.model.layers.size() == 9);
-  CHECK(c.model.layers[0].type == "conv2d");
+  CHECK(c.model.layers[0].type == gossip::LayerKind::kConv2d);
   CHECK(c.model.layers[0].out == 32);
   CHECK(c.model.layers[0].kernel == 5);
   CHECK(c.model.layers[0].stride == 1);   // conv2d's default

@@ -18,24 +18,24 @@ namespace {
 LayerConfig layer(const std::string& type, int out = 0, int kernel = 0, int stride = 0,
                   int padding = 0) {
   LayerConfig l;
-  l.type = type;
+  l.type = gossip::parse_choice(gossip::layer_table(), type, "layer");
   l.out = out;
   l.kernel = kernel;
-  l.stride = stride ? stride : (type == "conv2d" ? 1 : kernel);
+  l.stride = stride ? stride : (l.type == gossip::LayerKind::kConv2d ? 1 : kernel);
   l.padding = padding;
   return l;
 }
 
 LayerConfig group_norm(int groups) {
   LayerConfig l;
-  l.type = "groupnorm";
+  l.type = gossip::LayerKind::kGroupNorm;
   l.groups = groups;
   return l;
 }
 
 LayerConfig dropout(double p) {
   LayerConfig l;
-  l.type = "dropout";
+  l.type = gossip::LayerKind::kDropout;
   l.p = p;
   return l;
 }
@@ -189,7 +189,7 @@ TEST_CASE("parameter counts, layer offsets and fingerprints in closed form", "[m
 
   // Any change to the layer list changes the fingerprint, not only the parameter count.
   ModelConfig other = cnn;
-  other.layers[2].type = "avgpool2d";
+  other.layers[2].type = gossip::LayerKind::kAvgPool2d;
   CHECK(model_param_count(other) == expect);
   CHECK(model_fingerprint(other) != model_fingerprint(cnn));
 }

@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "gossip/compute_choices.hpp"
 #include "gossip/gemm.hpp"
 #include "gossip/layer_math.hpp"
 
@@ -176,10 +177,8 @@ class DeviceArray {
   T* data_ = nullptr;
 };
 
-/// What the user asked for in `backend:`.
-enum class BackendChoice { kAuto, kCpu, kCuda };
-
-/// Parses "auto" | "cpu" | "cuda"; throws InputError otherwise.
+/// The backend named `name` (a row of backend_table, gossip/compute_choices.hpp); throws
+/// InputError "backend: unknown value 'x' (expected one of: auto, cpu, cuda)" otherwise.
 BackendChoice parse_backend_choice(const std::string& name);
 
 /// Makes a backend. kAuto picks CUDA only when this build has it and a device is present, else
@@ -217,15 +216,15 @@ struct GemmRequest {
   std::string cache_dir;
   int threads = 1;
   std::string requested_by = "train.gemm";  // where `requested` came from, for messages
-  // train.precision: "bf16" runs oneDNN's bf16 matmul (onednn_bf16) whatever train.gemm says
-  // (auto or onednn), on a CPU with AVX512-BF16 or AMX; "fp32" chooses as above.
-  std::string precision = "fp32";
+  // train.precision: bf16 runs oneDNN's bf16 matmul (onednn_bf16) whatever train.gemm says
+  // (auto or onednn), on a CPU with AVX512-BF16 or AMX; fp32 chooses as above.
+  Precision precision = Precision::kFp32;
 };
 
 /// The request of a run: train.gemm, this process's GOSSIP_GEMM, gemm_cache_dir() and
 /// train.precision.
 GemmRequest gemm_request(const std::string& train_gemm, int threads,
-                         const std::string& precision = "fp32");
+                         Precision precision = Precision::kFp32);
 /// $XDG_CACHE_HOME/gossip, else $HOME/.cache/gossip, else "" (none).
 std::string gemm_cache_dir();
 

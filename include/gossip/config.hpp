@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <ostream>
 #include <span>
 #include <string>
 #include <vector>
@@ -20,6 +21,7 @@
 #include "gossip/algorithm_table.hpp"
 #include "gossip/choice.hpp"
 #include "gossip/compress_table.hpp"
+#include "gossip/compute_choices.hpp"
 #include "gossip/half.hpp"
 
 namespace gossip {
@@ -82,8 +84,28 @@ struct DataConfig {
 using Shape = std::vector<int>;
 
 /// One layer of model.layers. Fields a type does not use stay 0.
+/// model.layers: every layer type, one row each (its name in configs, fingerprints and
+/// messages; the fields it takes are read in config_train.cpp, its shape in model_config.cpp).
+#define GOSSIP_LAYERS(X)                                                                        \
+  X(kLinear, "linear", "fully connected: out features, with a bias")                           \
+  X(kConv2d, "conv2d", "2-D convolution: out_channels, kernel, stride (1), padding (0), a bias") \
+  X(kMaxPool2d, "maxpool2d", "the maximum of each kernel x kernel window, stride (the kernel)")  \
+  X(kAvgPool2d, "avgpool2d", "the mean of each kernel x kernel window, stride (the kernel)")     \
+  X(kRelu, "relu", "max(x, 0)")                                                                \
+  X(kFlatten, "flatten", "[channels, height, width] to one flat vector")                        \
+  X(kDropout, "dropout", "zeroes each value with probability p while training")               \
+  X(kGroupNorm, "groupnorm", "normalises each group of channels, then a learned scale and shift")
+
+enum class LayerKind { GOSSIP_LAYERS(GOSSIP_CHOICE_ENUM) };
+/// Every layer type, in the order docs and messages list them.
+std::span<const NamedRow<LayerKind>> layer_table();
+/// "linear", "conv2d", ...
+const char* layer_name(LayerKind kind);
+/// Writes the layer type's name (messages, test output).
+inline std::ostream& operator<<(std::ostream& os, LayerKind kind) { return os << layer_name(kind); }
+
 struct LayerConfig {
-  std::string type;  // linear | conv2d | maxpool2d | avgpool2d | relu | flatten | dropout | groupnorm
+  LayerKind type = LayerKind::kRelu;
   int out = 0;       // linear: output features; conv2d: out_channels
   int kernel = 0;    // conv2d, maxpool2d, avgpool2d: square kernel size
   int stride = 0;    // conv2d (1 when not given); pooling (the kernel when not given)
@@ -144,12 +166,12 @@ struct TrainConfig {
   double epochs = 1.0;
   int batch = 32;
   std::uint64_t seed = 1;
-  std::string backend = "auto";  // auto | cpu | cuda
+  BackendChoice backend = BackendChoice::kAuto;
   int threads = 1;               // CPU BLAS threads per peer
   std::string gemm = "auto";     // auto | openblas | onednn: the CPU backend's GEMM
-  // fp32 | bf16: bf16 computes the matrix products in bf16 with fp32 accumulation and fp32
-  // master weights (oneDNN; CPUs with AVX512-BF16 or AMX only).
-  std::string precision = "fp32";
+  // bf16 computes the matrix products in bf16 with fp32 accumulation and fp32 master weights
+  // (oneDNN; CPUs with AVX512-BF16 or AMX only).
+  Precision precision = Precision::kFp32;
   // Also write the run's metrics as TensorBoard event files in OUT/tensorboard/ (a run per
   // peer and one for the average model).
   bool tensorboard = false;

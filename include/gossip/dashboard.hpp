@@ -15,11 +15,25 @@
 #include <string>
 #include <vector>
 
+#include "gossip/choice.hpp"
+#include "gossip/event_kind.hpp"
 #include "gossip/events.hpp"
 #include "gossip/json.hpp"
 #include "gossip/report.hpp"
 
 namespace gossip {
+
+/// A peer's state on the dashboard, one row each: X(id, name in /state.json, summary).
+#define GOSSIP_PEER_STATES(X)                                                                   \
+  X(kStarting, "starting", "started, not ready yet")                                            \
+  X(kAlive, "alive", "ready, and no live peer suspects it")                                     \
+  X(kSuspect, "suspect", "a live peer suspects it of having died")                              \
+  X(kDead, "dead", "its process exited, or a live peer's view holds it dead")                   \
+  X(kFinished, "finished", "done with its rounds")
+
+enum class PeerState { GOSSIP_PEER_STATES(GOSSIP_CHOICE_ENUM) };
+/// "alive", "dead", ...
+const char* peer_state_name(PeerState state);
 
 struct DashboardSetup {
   std::string source;     // "gossip run" or "gossip watch"
@@ -67,7 +81,7 @@ class DashboardState {
     std::string phases;  // format_phase_seconds
     // Bytes sent to each neighbour: the newest samples, (time, neighbour -> bytes).
     std::deque<std::pair<double, std::map<int, std::uint64_t>>> sent;
-    std::map<int, std::string> view;  // subject -> "suspect" | "dead" (alive: absent)
+    std::map<int, MemberEventKind> view;  // subject -> kSuspect | kDead (alive: absent)
     std::vector<int> suspects, cut;   // byzantine_suspect / byzantine_cut by this peer
   };
   struct Point {
@@ -79,12 +93,12 @@ class DashboardState {
   void traffic(Peer& p, const std::string& text, double now);
   /// Bytes a second from `from` to `to` over the window (0 when unknown).
   double rate(int from, int to) const;
-  std::string state_of(int r) const;
-  bool link_up(int a, int b, const std::vector<std::string>& states) const;
+  PeerState state_of(int r) const;
+  bool link_up(int a, int b, const std::vector<PeerState>& states) const;
   /// The live graph's components (in order of their smallest peer), and each peer's (-1: dead).
-  std::vector<std::vector<int>> components(const std::vector<std::string>& states,
+  std::vector<std::vector<int>> components(const std::vector<PeerState>& states,
                                            std::vector<int>& component_of) const;
-  JsonArray peers_json(const std::vector<std::string>& states,
+  JsonArray peers_json(const std::vector<PeerState>& states,
                        const std::vector<int>& component_of) const;
   JsonArray series_json() const;
 

@@ -35,7 +35,7 @@ const char* kTrainHelp =
 RunConfig train_config(const Args& args) {
   RunConfig config = load_config(args.config_path());
   config.train.epochs = epochs_option(args, config.train.epochs);
-  config.train.backend = args.get_or("backend", config.train.backend);
+  if (const auto b = args.get("backend")) config.train.backend = parse_backend_choice(*b);
   config.train.threads = threads_option(args, config.train.threads);
   if (args.has("tensorboard")) config.train.tensorboard = true;
   return config;

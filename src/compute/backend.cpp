@@ -14,10 +14,7 @@
 namespace gossip {
 
 BackendChoice parse_backend_choice(const std::string& name) {
-  if (name == "auto") return BackendChoice::kAuto;
-  if (name == "cpu") return BackendChoice::kCpu;
-  if (name == "cuda") return BackendChoice::kCuda;
-  throw InputError(cat("backend: unknown value '", name, "' (expected auto, cpu or cuda)"));
+  return parse_choice(backend_table(), name, "backend");
 }
 
 #if GOSSIP_HAVE_CUDA

@@ -160,8 +160,7 @@ std::string gemm_cache_dir() {
   return {};
 }
 
-GemmRequest gemm_request(const std::string& train_gemm, int threads,
-                         const std::string& precision) {
+GemmRequest gemm_request(const std::string& train_gemm, int threads, Precision precision) {
   GemmRequest r;
   r.requested = train_gemm;
   r.precision = precision;
@@ -216,7 +215,7 @@ GemmChoice choose_gemm(Backend& backend, const GemmRequest& r,
                        const std::vector<RowMajorGemm>& shapes) {
   const std::vector<std::string> names = names_of(backend);
   check_name(r.requested_by, r.requested, names);
-  if (r.precision == "bf16") return choose_bf16(backend, r);
+  if (r.precision == Precision::kBf16) return choose_bf16(backend, r);
   if (!backend.host_memory()) return {backend.gemm_name(), cat("the ", backend.name(), " backend's")};
   GemmChoice choice;
   if (r.requested != "auto") {

@@ -46,11 +46,12 @@ bool is_integer_text(const Node& n) {
 LayerConfig read_layer(const Reader& r, const Node& item, const std::string& name) {
   LayerConfig l;
   Node fields;
+  std::string type;
   if (item.is_scalar()) {
-    l.type = item.scalar();
+    type = item.scalar();
   } else if (item.is_map() && item.size() == 1) {
     const auto entries = item.entries();
-    l.type = entries[0].first.scalar();
+    type = entries[0].first.scalar();
     fields = entries[0].second;
   } else {
     r.fail(item, name, cat("expected a layer such as `relu` or `linear: {out: 10}`, got ",
@@ -61,43 +62,56 @@ LayerConfig read_layer(const Reader& r, const Node& item, const std::string& nam
     return [&r, &into](const Node& v, const std::string& f) { into = r.positive_int(v, f, false); };
   };
   std::vector<const char*> required;
-  if (l.type == "linear") {
-    h = {{"out", positive(l.out)}};
-    required = {"out"};
-  } else if (l.type == "conv2d") {
-    l.stride = 1;
-    h = {{"out_channels", positive(l.out)}, {"kernel", positive(l.kernel)},
-         {"stride", positive(l.stride)},
-         {"padding", [&](auto& v, auto& f) { l.padding = r.positive_int(v, f, true); }}};
-    required = {"out_channels", "kernel"};
-  } else if (l.type == "maxpool2d" || l.type == "avgpool2d") {
-    h = {{"kernel", positive(l.kernel)}, {"stride", positive(l.stride)}};
-    required = {"kernel"};
-  } else if (l.type == "dropout") {
-    l.p = -1.0;
-    h = {{"p", [&](auto& v, auto& f) {
-            l.p = r.positive(v, f, true);
-            if (l.p >= 1.0) r.fail(v, f, cat("must be below 1, got ", l.p));
-          }}};
-    required = {"p"};
-  } else if (l.type == "groupnorm") {
-    h = {{"groups", positive(l.groups)}};
-    required = {"groups"};
-  } else if (l.type != "relu" && l.type != "flatten") {
-    r.fail(item, name, cat("unknown layer type '", l.type, "' (expected one of: linear, conv2d, "
-                           "maxpool2d, avgpool2d, relu, flatten, dropout, groupnorm)"));
+  const NamedRow<LayerKind>* row = find_choice(layer_table(), type);
+  if (!row)
+    r.fail(item, name, cat("unknown layer type '", type, "' (expected one of: ",
+                           choice_names(layer_table()), ")"));
+  l.type = row->kind;
+  switch (l.type) {
+    using enum LayerKind;
+    case kLinear:
+      h = {{"out", positive(l.out)}};
+      required = {"out"};
+      break;
+    case kConv2d:
+      l.stride = 1;
+      h = {{"out_channels", positive(l.out)}, {"kernel", positive(l.kernel)},
+           {"stride", positive(l.stride)},
+           {"padding", [&](auto& v, auto& f) { l.padding = r.positive_int(v, f, true); }}};
+      required = {"out_channels", "kernel"};
+      break;
+    case kMaxPool2d:
+    case kAvgPool2d:
+      h = {{"kernel", positive(l.kernel)}, {"stride", positive(l.stride)}};
+      required = {"kernel"};
+      break;
+    case kDropout:
+      l.p = -1.0;
+      h = {{"p", [&](auto& v, auto& f) {
+              l.p = r.positive(v, f, true);
+              if (l.p >= 1.0) r.fail(v, f, cat("must be below 1, got ", l.p));
+            }}};
+      required = {"p"};
+      break;
+    case kGroupNorm:
+      h = {{"groups", positive(l.groups)}};
+      required = {"groups"};
+      break;
+    case kRelu:
+    case kFlatten: break;
   }
   if (fields.defined() && !fields.is_null()) {
     if (!fields.is_map())
-      r.fail(fields, name, cat(l.type, ": expected a map of fields, got ", fields.describe()));
+      r.fail(fields, name, cat(type, ": expected a map of fields, got ", fields.describe()));
     r.each(fields, name, h);
   }
   for (const char* f : required) {
     const bool given = fields.is_map() && fields[f].defined();
     if (!given)
-      r.fail(item, name, cat(l.type, " needs the field '", f, "'"));
+      r.fail(item, name, cat(type, " needs the field '", f, "'"));
   }
-  if ((l.type == "maxpool2d" || l.type == "avgpool2d") && l.stride == 0) l.stride = l.kernel;
+  const bool pool = l.type == LayerKind::kMaxPool2d || l.type == LayerKind::kAvgPool2d;
+  if (pool && l.stride == 0) l.stride = l.kernel;
   return l;
 }
 
@@ -173,10 +187,10 @@ void read_train(const Reader& r, const Node& n, TrainConfig& t) {
        }},
       {"batch", [&](auto& v, auto& f) { t.batch = r.positive_int(v, f, false); }},
       {"seed", [&](auto& v, auto& f) { t.seed = r.seed(v, f); }},
-      {"backend", [&](auto& v, auto& f) { t.backend = r.choice(v, f, {"auto", "cpu", "cuda"}); }},
+      {"backend", [&](auto& v, auto& f) { t.backend = r.named(v, f, backend_table()); }},
       {"threads", [&](auto& v, auto& f) { t.threads = r.integer_in(v, f, 1, kMaxThreads); }},
       {"gemm", [&](auto& v, auto& f) { t.gemm = r.choice(v, f, {"auto", "openblas", "onednn"}); }},
-      {"precision", [&](auto& v, auto& f) { t.precision = r.choice(v, f, {"fp32", "bf16"}); }},
+      {"precision", [&](auto& v, auto& f) { t.precision = r.named(v, f, precision_table()); }},
       {"tensorboard", [&](auto& v, auto& f) { t.tensorboard = r.boolean(v, f); }},
       {"evals_per_epoch", [&](auto& v, auto& f) { t.evals_per_epoch = r.positive_int(v, f, false); }},
       {"eval_batch", [&](auto& v, auto& f) { t.eval_batch = r.positive_int(v, f, false); }},

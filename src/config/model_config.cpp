@@ -13,8 +13,8 @@ ModelConfig ModelConfig::mlp(const std::vector<int>& sizes) {
   if (sizes.empty()) return m;
   m.input = {sizes.front()};
   for (std::size_t i = 1; i < sizes.size(); ++i) {
-    if (i > 1) m.layers.push_back(LayerConfig{.type = "relu"});
-    m.layers.push_back(LayerConfig{.type = "linear", .out = sizes[i]});
+    if (i > 1) m.layers.push_back(LayerConfig{.type = LayerKind::kRelu});
+    m.layers.push_back(LayerConfig{.type = LayerKind::kLinear, .out = sizes[i]});
   }
   return m;
 }
@@ -61,7 +61,7 @@ std::vector<Shape> infer_shapes(const ModelConfig& model,
     const std::string name = cat("model.layers[", i, "]");
     auto fail = [&](const std::string& field, const std::string& what) -> InputError {
       return InputError(cat(at(field.empty() ? name : cat(name, ".", field)), ": layer ", i, " (",
-                            l.type, ") ", what));
+                            layer_name(l.type), ") ", what));
     };
     auto need_image = [&]() {
       if (in.size() != 3)
@@ -71,13 +71,17 @@ std::vector<Shape> infer_shapes(const ModelConfig& model,
       if (v <= 0) throw fail(field, cat("needs ", field, " > 0, got ", v));
     };
     Shape out;
-    if (l.type == "linear") {
+    switch (l.type) {
+      using enum LayerKind;
+    case kLinear: {
       positive("out", l.out);
       if (in.size() != 1)
         throw fail("", cat("needs a flat input, got ", shape_string(in),
                            " (put a flatten layer before it)"));
       out = {l.out};
-    } else if (l.type == "conv2d") {
+      break;
+    }
+    case kConv2d: {
       need_image();
       positive("out_channels", l.out);
       positive("kernel", l.kernel);
@@ -88,7 +92,10 @@ std::vector<Shape> infer_shapes(const ModelConfig& model,
                                  shape_string(in), " with padding ", l.padding));
       out = {l.out, out_size(in[1], l.kernel, l.stride, l.padding),
              out_size(in[2], l.kernel, l.stride, l.padding)};
-    } else if (l.type == "maxpool2d" || l.type == "avgpool2d") {
+      break;
+    }
+    case kMaxPool2d:
+    case kAvgPool2d: {
       need_image();
       positive("kernel", l.kernel);
       positive("stride", l.stride);
@@ -96,22 +103,29 @@ std::vector<Shape> infer_shapes(const ModelConfig& model,
         throw fail("kernel", cat("kernel [", l.kernel, ",", l.kernel, "] is larger than its input ",
                                  shape_string(in)));
       out = {in[0], out_size(in[1], l.kernel, l.stride, 0), out_size(in[2], l.kernel, l.stride, 0)};
-    } else if (l.type == "relu") {
+      break;
+    }
+    case kRelu: {
       out = in;
-    } else if (l.type == "flatten") {
+      break;
+    }
+    case kFlatten: {
       out = {static_cast<int>(shape_size(in))};
-    } else if (l.type == "dropout") {
+      break;
+    }
+    case kDropout: {
       if (!(l.p >= 0.0 && l.p < 1.0)) throw fail("p", cat("needs p in [0, 1), got ", l.p));
       out = in;
-    } else if (l.type == "groupnorm") {
+      break;
+    }
+    case kGroupNorm: {
       positive("groups", l.groups);
       if (in[0] % l.groups != 0)
         throw fail("groups", cat(l.groups, " groups do not divide the ", in[0],
                                  " channels of its input ", shape_string(in)));
       out = in;
-    } else {
-      throw fail("", "is not a layer type (expected one of: linear, conv2d, maxpool2d, "
-                     "avgpool2d, relu, flatten, dropout, groupnorm)");
+      break;
+    }
     }
     shapes.push_back(out);
   }

@@ -86,7 +86,7 @@ NetworkRecord::NetworkRecord(const RunConfig& config, const std::string& out_dir
                       gemm_request(config.train.gemm, config.train.threads, config.train.precision),
                       evaluator_.model().gemm_shapes(config.train.batch));
   // Peers on a CUDA device run cuBLAS whatever the CPU's choice.
-  if (parse_backend_choice(config.train.backend) != BackendChoice::kCpu && cuda_device_count() > 0)
+  if (config.train.backend != BackendChoice::kCpu && cuda_device_count() > 0)
     gemm_ = {"cublas", "the cuda backend's"};
   if (!events_) throw InputError(cat(out_dir, "/events.jsonl: cannot open for writing"));
 }

@@ -36,7 +36,7 @@ std::vector<int> mlp_sizes(const ModelConfig& m) {
   if (m.input.size() != 1 || m.layers.size() % 2 == 0) return {};
   std::vector<int> sizes{m.input[0]};
   for (std::size_t i = 0; i < m.layers.size(); ++i) {
-    const std::string expect = i % 2 == 0 ? "linear" : "relu";
+    const LayerKind expect = i % 2 == 0 ? LayerKind::kLinear : LayerKind::kRelu;
     if (m.layers[i].type != expect) return {};
     if (i % 2 == 0) sizes.push_back(m.layers[i].out);
   }
@@ -44,8 +44,9 @@ std::vector<int> mlp_sizes(const ModelConfig& m) {
 }
 
 bool folds_relu(const ModelConfig& m, std::size_t i) {
-  return (m.layers[i].type == "linear" || m.layers[i].type == "conv2d") &&
-         i + 1 < m.layers.size() && m.layers[i + 1].type == "relu";
+  const LayerKind t = m.layers[i].type;
+  return (t == LayerKind::kLinear || t == LayerKind::kConv2d) && i + 1 < m.layers.size() &&
+         m.layers[i + 1].type == LayerKind::kRelu;
 }
 
 }  // namespace
@@ -55,12 +56,18 @@ std::string model_fingerprint(const ModelConfig& m) {
   std::ostringstream os;
   for (std::size_t i = 0; i < m.input.size(); ++i) os << (i ? "x" : "") << m.input[i];
   for (const LayerConfig& l : m.layers) {
-    os << "-" << l.type;
-    if (l.type == "linear") os << l.out;
-    else if (l.type == "conv2d") os << l.out << "k" << l.kernel << "s" << l.stride << "p" << l.padding;
-    else if (l.type == "maxpool2d" || l.type == "avgpool2d") os << l.kernel << "s" << l.stride;
-    else if (l.type == "dropout") os << l.p;
-    else if (l.type == "groupnorm") os << l.groups;
+    os << "-" << layer_name(l.type);
+    switch (l.type) {
+      using enum LayerKind;
+      case kLinear: os << l.out; break;
+      case kConv2d: os << l.out << "k" << l.kernel << "s" << l.stride << "p" << l.padding; break;
+      case kMaxPool2d:
+      case kAvgPool2d: os << l.kernel << "s" << l.stride; break;
+      case kDropout: os << l.p; break;
+      case kGroupNorm: os << l.groups; break;
+      case kRelu:
+      case kFlatten: break;
+    }
   }
   return os.str();
 }
@@ -71,9 +78,10 @@ std::int64_t model_param_count(const ModelConfig& m) {
   for (std::size_t i = 0; i < m.layers.size(); ++i) {
     const LayerConfig& l = m.layers[i];
     const Shape& in = shapes[i];
-    if (l.type == "linear") n += (shape_size(in) + 1) * l.out;
-    else if (l.type == "conv2d") n += (static_cast<std::int64_t>(in[0]) * l.kernel * l.kernel + 1) * l.out;
-    else if (l.type == "groupnorm") n += 2 * in[0];
+    if (l.type == LayerKind::kLinear) n += (shape_size(in) + 1) * l.out;
+    if (l.type == LayerKind::kConv2d)
+      n += (static_cast<std::int64_t>(in[0]) * l.kernel * l.kernel + 1) * l.out;
+    if (l.type == LayerKind::kGroupNorm) n += 2 * in[0];
   }
   return n;
 }
@@ -102,21 +110,24 @@ Model::Model(Backend& backend, const ModelConfig& config, int max_batch, int max
     const LayerConfig& l = config.layers[i];
     const Shape& in = shapes[i];
     const Shape& out = shapes[i + 1];
-    LayerInfo info{l.type, in, out};
-    if (l.type == "relu" && i > 0 && folds_relu(config, i - 1)) {
+    LayerInfo info{layer_name(l.type), in, out};
+    if (l.type == LayerKind::kRelu && i > 0 && folds_relu(config, i - 1)) {
       info_.push_back(info);  // folded into the layer before: nothing runs
       continue;
     }
     std::unique_ptr<Layer> layer;
     const bool relu = folds_relu(config, i);
-    if (l.type == "linear") layer = make_linear(backend, in, out, relu);
-    else if (l.type == "conv2d") layer = make_conv2d(backend, l, in, out, relu, max_batch);
-    else if (l.type == "maxpool2d" || l.type == "avgpool2d") layer = make_pool(backend, l, in, out, max_batch);
-    else if (l.type == "groupnorm") layer = make_group_norm(backend, l, in, max_batch);
-    else if (l.type == "relu") layer = make_relu(in);
-    else if (l.type == "flatten") layer = make_flatten();
-    else if (l.type == "dropout") layer = make_dropout(l, in);
-    else throw InputError(cat("model.layers[", i, "]: unknown layer type '", l.type, "'"));
+    switch (l.type) {
+      using enum LayerKind;
+      case kLinear: layer = make_linear(backend, in, out, relu); break;
+      case kConv2d: layer = make_conv2d(backend, l, in, out, relu, max_batch); break;
+      case kMaxPool2d:
+      case kAvgPool2d: layer = make_pool(backend, l, in, out, max_batch); break;
+      case kGroupNorm: layer = make_group_norm(backend, l, in, max_batch); break;
+      case kRelu: layer = make_relu(in); break;
+      case kFlatten: layer = make_flatten(); break;
+      case kDropout: layer = make_dropout(l, in); break;
+    }
     layer->set_offset(off);
     info.offset = off;
     info.params = layer->param_count();

@@ -45,7 +45,7 @@ std::unique_ptr<Layer> make_pool(Backend& b, const LayerConfig& l, const Shape& 
   g.oh = out[1];
   g.ow = out[2];
   GOSSIP_CHECK_EQ(g.oh, conv_out_size(g.h, g.k, g.stride, 0));
-  return std::make_unique<Pool>(b, g, l.type == "maxpool2d", max_batch);
+  return std::make_unique<Pool>(b, g, l.type == LayerKind::kMaxPool2d, max_batch);
 }
 
 }  // namespace gossip

@@ -80,7 +80,7 @@ void PeerSession::join_model() {
   Impl& m = *impl_;
   if (m.exchange) throw InputError(cat("join_model: peer ", m.opt.rank, " has joined already"));
   const int n = m.topology.n();
-  m.backend = make_backend(parse_backend_choice(m.config.train.backend), m.config.train.threads,
+  m.backend = make_backend(m.config.train.backend, m.config.train.threads,
                            false);
   m.data = load_datasets(m.config);
   m.shards = shard_for(m.config, m.data.train, n);

@@ -94,7 +94,7 @@ std::string PeerSession::Impl::describe_own(const std::string& model, std::int64
   if (!trainer)
     return cat("the caller's buffer ", model, " (", num_params, " parameters)");
   return cat("shard of ", shards[static_cast<std::size_t>(opt.rank)].size(), " samples, ",
-             backend->describe(), " (train.backend: ", config.train.backend, "), ",
+             backend->describe(), " (train.backend: ", backend_choice_name(config.train.backend), "), ",
              gemm.line(), ", training images ",
              train_file.empty() ? std::string("decoded in this process")
                                 : cat("mapped from ", train_file, " (shared)"),

@@ -7,7 +7,10 @@
 
 #include <algorithm>
 #include <charconv>
+#include <array>
 #include <numeric>
+#include <optional>
+#include <span>
 
 #include "gossip/core.hpp"
 #include "gossip/json.hpp"
@@ -149,7 +152,7 @@ void DashboardState::on_event(int rank, const PeerEvent& e, double now) {
   } else if (const auto* m = std::get_if<MemberEvent>(&e)) {
     const int s = m->subject;
     const bool subject_ok = s >= 0 && s < setup_.n;
-    if (subject_ok && (m->event == MemberEventKind::kSuspect || m->event == MemberEventKind::kDead)) p.view[s] = event_name(m->event);
+    if (subject_ok && (m->event == MemberEventKind::kSuspect || m->event == MemberEventKind::kDead)) p.view[s] = m->event;
     if (subject_ok && (m->event == MemberEventKind::kAlive || m->event == MemberEventKind::kRejoin)) p.view.erase(s);
     if (subject_ok && m->event == MemberEventKind::kByzantineSuspect && !has(p.suspects, s))
       p.suspects.push_back(s);
@@ -204,32 +207,38 @@ void DashboardState::set_finished(double now) {
   finished_at_ = now;
 }
 
-std::string DashboardState::state_of(int r) const {
+const char* peer_state_name(PeerState state) {
+  using Row = NamedRow<PeerState>;
+  static constexpr std::array rows{GOSSIP_PEER_STATES(GOSSIP_NAMED_ROW)};
+  return choice_row(std::span<const Row>(rows), state).name;
+}
+
+PeerState DashboardState::state_of(int r) const {
   const Peer& p = peers_[static_cast<std::size_t>(r)];
-  if (p.finished) return "finished";
-  if (p.exited) return "dead";
-  std::string worst;
+  if (p.finished) return PeerState::kFinished;
+  if (p.exited) return PeerState::kDead;
+  std::optional<PeerState> worst;
   for (int o = 0; o < setup_.n; ++o) {
     const Peer& q = peers_[static_cast<std::size_t>(o)];
     if (o == r || q.exited || q.finished) continue;
     const auto it = q.view.find(r);
     if (it == q.view.end()) continue;
-    if (it->second == "dead") {  // cleared when that observer hears it again (alive, rejoin)
-      worst = "dead";
+    if (it->second == MemberEventKind::kDead) {  // cleared when that observer hears it again
+      worst = PeerState::kDead;                    // (alive, rejoin)
       break;
     }
-    worst = "suspect";
+    worst = PeerState::kSuspect;
   }
-  if (!worst.empty()) return worst;
-  return p.ready ? "alive" : "starting";
+  if (worst) return *worst;
+  return p.ready ? PeerState::kAlive : PeerState::kStarting;
 }
 
-bool DashboardState::link_up(int a, int b, const std::vector<std::string>& states) const {
-  if (states[a] == "dead" || states[b] == "dead") return false;
+bool DashboardState::link_up(int a, int b, const std::vector<PeerState>& states) const {
+  if (states[a] == PeerState::kDead || states[b] == PeerState::kDead) return false;
   return !has(peers_[a].cut, b) && !has(peers_[b].cut, a);
 }
 
-std::vector<std::vector<int>> DashboardState::components(const std::vector<std::string>& states,
+std::vector<std::vector<int>> DashboardState::components(const std::vector<PeerState>& states,
                                                           std::vector<int>& component_of) const {
   const int n = setup_.n;
   std::vector<int> root(static_cast<std::size_t>(n));  // union-find over the links that are up
@@ -244,7 +253,7 @@ std::vector<std::vector<int>> DashboardState::components(const std::vector<std::
   std::vector<int> index_of_root(static_cast<std::size_t>(n), -1);
   component_of.assign(static_cast<std::size_t>(n), -1);
   for (int r = 0; r < n; ++r) {
-    if (states[r] == "dead") continue;
+    if (states[r] == PeerState::kDead) continue;
     int& index = index_of_root[find(r)];
     if (index < 0) {
       index = static_cast<int>(out.size());
@@ -256,7 +265,7 @@ std::vector<std::vector<int>> DashboardState::components(const std::vector<std::
   return out;
 }
 
-JsonArray DashboardState::peers_json(const std::vector<std::string>& states,
+JsonArray DashboardState::peers_json(const std::vector<PeerState>& states,
                                      const std::vector<int>& component_of) const {
   JsonArray peers;
   for (int r = 0; r < setup_.n; ++r) {
@@ -267,7 +276,7 @@ JsonArray DashboardState::peers_json(const std::vector<std::string>& states,
       cut = cut || has(q.cut, r);
     }
     JsonObject po;
-    po.add("id", r).add("state", states[r]);
+    po.add("id", r).add("state", peer_state_name(states[r]));
     if (component_of[r] >= 0) po.add("component", component_of[r]);
     else po.raw("component", "null");
     po.add("byzantine", byzantine).add("cut", cut).add("round", p.round);
@@ -300,14 +309,14 @@ JsonArray DashboardState::series_json() const {
 std::string DashboardState::json(double now) const {
   std::lock_guard lock(mutex_);
   const int n = setup_.n;
-  std::vector<std::string> states(static_cast<std::size_t>(n));
+  std::vector<PeerState> states(static_cast<std::size_t>(n));
   for (int r = 0; r < n; ++r) states[r] = state_of(r);
   std::vector<int> component_of;
   const auto comps = components(states, component_of);
   std::int64_t round = -1, rounds = 0;  // the slowest live peer's round
   for (int r = 0; r < n; ++r) {
     rounds = std::max(rounds, peers_[r].rounds);
-    if (states[r] != "dead") round = round < 0 ? peers_[r].round : std::min(round, peers_[r].round);
+    if (states[r] != PeerState::kDead) round = round < 0 ? peers_[r].round : std::min(round, peers_[r].round);
   }
   round = std::max<std::int64_t>(round, 0);
   const double elapsed = finished_ ? finished_at_ : now;

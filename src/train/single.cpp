@@ -40,7 +40,7 @@ class Rate {
 }  // namespace
 
 Summary train_single(const RunConfig& config, const std::string& out_dir) {
-  auto backend = make_backend(parse_backend_choice(config.train.backend), config.train.threads);
+  auto backend = make_backend(config.train.backend, config.train.threads);
   const auto t0 = Clock::now();
   DataSets data = load_datasets(config);
   std::vector<std::int64_t> all(data.train.n);

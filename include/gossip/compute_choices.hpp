@@ -1,0 +1,51 @@
+/// compute_choices: the compute knobs of `train:` as named choices, one row each (the config
+/// reads them, the compute room acts on them, peers and summaries name them): which backend
+/// (train.backend) and at what precision its products run (train.precision).
+#pragma once
+#if !defined(GOSSIP_ROOM_CORE)
+#error "gossip/compute_choices.hpp belongs to room core, which this room does not use (see the room table in meson.build)"
+#endif
+
+#include <span>
+
+#include "gossip/choice.hpp"
+
+namespace gossip {
+
+/// train.backend: X(id, name, summary).
+#define GOSSIP_BACKENDS(X)                                                                      \
+  X(kAuto, "auto", "the CUDA backend where it is built in and a device is present, else the CPU") \
+  X(kCpu, "cpu", "the CPU: OpenBLAS or oneDNN GEMMs, train.threads threads per peer")            \
+  X(kCuda, "cuda", "an NVIDIA GPU: cuBLAS GEMMs and CUDA kernels (a device is required)")
+
+/// What the user asked for in `backend:`.
+enum class BackendChoice { GOSSIP_BACKENDS(GOSSIP_CHOICE_ENUM) };
+
+inline constexpr NamedRow<BackendChoice> kBackendTable[] = {
+#define GOSSIP_BACKEND_ROW(id, name, summary) {BackendChoice::id, name, summary},
+    GOSSIP_BACKENDS(GOSSIP_BACKEND_ROW)
+#undef GOSSIP_BACKEND_ROW
+};
+inline std::span<const NamedRow<BackendChoice>> backend_table() { return kBackendTable; }
+inline const char* backend_choice_name(BackendChoice c) {
+  return choice_row(backend_table(), c).name;
+}
+
+/// train.precision: X(id, name, summary). Master weights, optimizer state and gossip messages
+/// stay fp32 whatever the row.
+#define GOSSIP_PRECISIONS(X)                                                                    \
+  X(kFp32, "fp32", "fp32 operands and products (strict)")                                       \
+  X(kBf16, "bf16",                                                                              \
+    "bf16 products with fp32 accumulation (CPU: oneDNN's matmul, AVX512-BF16 or AMX only)")
+
+enum class Precision { GOSSIP_PRECISIONS(GOSSIP_CHOICE_ENUM) };
+
+inline constexpr NamedRow<Precision> kPrecisionTable[] = {
+#define GOSSIP_PRECISION_ROW(id, name, summary) {Precision::id, name, summary},
+    GOSSIP_PRECISIONS(GOSSIP_PRECISION_ROW)
+#undef GOSSIP_PRECISION_ROW
+};
+inline std::span<const NamedRow<Precision>> precision_table() { return kPrecisionTable; }
+inline const char* precision_name(Precision p) { return choice_row(precision_table(), p).name; }
+
+}  // namespace gossip
