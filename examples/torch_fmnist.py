@@ -124,7 +124,7 @@ def train(config, shard, peer=None):
 def main():
     if len(sys.argv) in (3, 4) and sys.argv[1] == "--single":
         # The reference: the same script, one process, the whole training set, no gossip.
-        config = gossip._gossip.peer_config([sys.argv[2], "--rank", "0"])
+        config = gossip.peer_config(sys.argv[2], rank=0)
         if sys.argv[3:] == ["--local-batch"]:
             pass
         elif sys.argv[3:]:

@@ -115,7 +115,7 @@ def peak_rss_mb() -> float:
 
 def main() -> None:
     if len(sys.argv) == 3 and sys.argv[1] == "--single":
-        config = gossip._gossip.peer_config([sys.argv[2], "--rank", "0"])
+        config = gossip.peer_config(sys.argv[2], rank=0)
         n = config["limit_train"] or 60000
         batch = config["batch"] * config["size"]
         acc = train(config, torch.arange(n), batch, None)

@@ -37,9 +37,8 @@ struct Peer {
   py::object buffer_owner;
 };
 
-std::unique_ptr<Peer> peer_from_args(const std::vector<std::string>& args) {
-  PeerSetup s = peer_setup(args);
-  if (s.help) throw InputError("gossip.Peer takes no --help");
+std::unique_ptr<Peer> peer_from_arguments(const PeerArguments& arguments) {
+  PeerSetup s = peer_setup(arguments);
   auto p = std::make_unique<Peer>();
   p->session = std::make_unique<PeerSession>(std::move(s.config), std::move(*s.topology),
                                              std::move(s.options));
@@ -134,11 +133,36 @@ py::dict json_loads(const std::string& text) {
 /// gossip.Peer: one peer of a run, driven by the Python caller (PeerSession).
 void bind_peer_end(py::class_<Peer>& peer);
 
+/// gossip.PeerArguments: gossip peer's options as typed fields (gossip/peer_setup.hpp).
+void bind_arguments(py::module_& m) {
+  py::class_<PeerArguments>(m, "PeerArguments")
+      .def(py::init<>())
+      .def_readwrite("config", &PeerArguments::config)
+      .def_readwrite("overrides", &PeerArguments::overrides)
+      .def_readwrite("rank", &PeerArguments::rank)
+      .def_readwrite("out", &PeerArguments::out)
+      .def_readwrite("hosts", &PeerArguments::hosts)
+      .def_readwrite("tls_dir", &PeerArguments::tls_dir)
+      .def_readwrite("join", &PeerArguments::join)
+      .def_readwrite("resume_round", &PeerArguments::resume_round)
+      .def_readwrite("until_round", &PeerArguments::until_round)
+      .def_readwrite("leave_at_round", &PeerArguments::leave_at_round)
+      .def_readwrite("events_fd", &PeerArguments::events_fd)
+      .def_readwrite("events", &PeerArguments::events)
+      .def_readwrite("rejoin", &PeerArguments::rejoin);
+  m.def("peer_arguments", [](const std::vector<std::string>& args) {
+    std::optional<PeerArguments> a = parse_peer_arguments(args);
+    if (!a) throw InputError("gossip.Peer takes no --help");
+    return *a;
+  }, py::arg("args"), "gossip peer's argument list (as gossip run --exec passes it) as typed "
+                      "PeerArguments");
+}
+
 void bind_peer(py::module_& m) {
   py::class_<Peer> peer(m, "Peer");
   peer
-      .def(py::init(&peer_from_args), py::arg("args"),
-           "A peer from `gossip peer`'s arguments (CONFIG --rank R --out DIR ...)")
+      .def(py::init(&peer_from_arguments), py::arg("arguments"),
+           "A peer from gossip peer's options (PeerArguments)")
       .def_property_readonly("rank", [](const Peer& p) { return p.session->rank(); })
       .def_property_readonly("size", [](const Peer& p) { return p.session->size(); })
       .def_property_readonly("joined", [](const Peer& p) { return p.session->joined(); })
@@ -277,8 +301,8 @@ void bind_functions(py::module_& m) {
     return py::make_tuple(pixels, y, d.n, d.dim);
   }, py::arg("images"), py::arg("labels"), py::arg("classes") = 10,
      "gossip's IDX reader (plain or .gz): (pixel bytes, int32 label bytes, rows, features)");
-  m.def("peer_config", [](const std::vector<std::string>& args) {
-    PeerSetup s = peer_setup(args);
+  m.def("peer_config", [](const PeerArguments& arguments) {
+    PeerSetup s = peer_setup(arguments);
     py::dict d = config_dict(s.config);
     d["rank"] = s.options.rank;
     d["size"] = s.topology->n();
@@ -336,6 +360,7 @@ PYBIND11_MODULE(_gossip, m) {
     }
   });
 
+  bind_arguments(m);
   bind_peer(m);
   bind_functions(m);
 }

@@ -19,6 +19,9 @@ class Args {
   /// Parses argv after the subcommand name. `value_options` take a value; `flags` do not.
   /// Throws InputError on an unknown option or a missing value.
   Args(int argc, char** argv, std::set<std::string> value_options, std::set<std::string> flags);
+  /// Options given as values already (a caller that is not a command line: Python's
+  /// gossip.Peer): each name must be one of `value_options` ("unknown option --x" otherwise).
+  Args(std::map<std::string, std::string> values, const std::set<std::string>& value_options);
 
   bool has(const std::string& name) const;
   std::optional<std::string> get(const std::string& name) const;
@@ -26,6 +29,8 @@ class Args {
   long get_int(const std::string& name, long fallback) const;
   double get_double(const std::string& name, double fallback) const;
   const std::vector<std::string>& positional() const { return positional_; }
+  /// The value options given, by name.
+  const std::map<std::string, std::string>& values() const { return values_; }
   /// The single positional CONFIG argument; throws InputError unless there is exactly one.
   const std::string& config_path() const;
   /// The value of option --name, which the command cannot do without ("--out DIR is required").

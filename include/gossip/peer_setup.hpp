@@ -7,15 +7,41 @@
 #error "gossip/peer_setup.hpp belongs to room peer, which this room does not use (see the room table in meson.build)"
 #endif
 
+#include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "gossip/args.hpp"
 #include "gossip/config.hpp"
 #include "gossip/peer.hpp"
 #include "gossip/topology.hpp"
 
 namespace gossip {
+
+/// What a peer is started with: `gossip peer`'s options as typed values. The CLI parses its
+/// arguments into one (peer_arguments); Python's gossip.Peer fills one in directly.
+struct PeerArguments {
+  std::string config;  // the run config (CONFIG)
+  /// The run config's overrides, by option name without dashes ("epochs", "algorithm",
+  /// "metrics-port", ...: gossip/overrides.hpp), each value as it would be written after it.
+  std::map<std::string, std::string> overrides;
+  std::optional<int> rank;  // else from the launcher (GOSSIP_RANK, mpirun, srun, Kubernetes)
+  std::string out = "runs/peer";
+  std::optional<std::string> hosts;    // a hostfile (when the topology has no addresses)
+  std::optional<std::string> tls_dir;  // the run's credentials folder
+  std::optional<std::string> join;     // HOST:PORT[,HOST:PORT...] of live members (elastic)
+  std::optional<std::int64_t> resume_round, until_round, leave_at_round;
+  std::optional<int> events_fd;        // event lines to this descriptor
+  bool events = false;                 // event lines on stdout
+  bool rejoin = false;                 // take the running network's round (a restarted peer)
+};
+
+/// `gossip peer`'s arguments after the subcommand name (as `gossip run --exec` passes them in
+/// GOSSIP_PEER_ARGS) as typed values; nullopt when they ask for --help. Throws InputError
+/// naming an unknown option or a value that is not a number where one is needed.
+std::optional<PeerArguments> parse_peer_arguments(const std::vector<std::string>& arguments);
 
 struct PeerSetup {
   bool help = false;  // --help was asked for: nothing else is filled in
@@ -24,10 +50,12 @@ struct PeerSetup {
   PeerOptions options;
 };
 
-/// Parses `gossip peer`'s arguments (argv[0] is the subcommand name), loads and checks the
-/// config and topology and finds the rank. Throws InputError naming what is wrong.
+/// Loads and checks the config (with its overrides) and topology and finds the rank: what
+/// `gossip peer` and gossip.Peer make of their arguments. Throws InputError naming what is
+/// wrong.
+PeerSetup peer_setup(const PeerArguments& arguments);
+/// The same from `gossip peer`'s argv (argv[0] is the subcommand name); `help` set alone when
+/// it asks for --help.
 PeerSetup peer_setup(int argc, char** argv);
-/// The same from the arguments after the subcommand name.
-PeerSetup peer_setup(const std::vector<std::string>& arguments);
 
 }  // namespace gossip

@@ -23,7 +23,7 @@ import os
 import sys
 import time
 import traceback
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from . import _gossip
 
@@ -79,6 +79,30 @@ def _identity(tensor: Any) -> Optional[Tuple[Any, ...]]:
     return (id(tensor), tensor.data_ptr(), tensor.numel(), tensor.dtype, tensor.is_contiguous())
 
 
+def _option_text(value: Any) -> str:
+    """An override's value as gossip peer's option would be written: 2, 0.5, choco, true."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(os.fspath(value)) if isinstance(value, os.PathLike) else str(value)
+
+
+def _override_options(overrides: Optional[Mapping[str, Any]]) -> Dict[str, str]:
+    """{"on_byzantine": "cut"} as gossip peer's options: {"on-byzantine": "cut"}."""
+    return {str(k).replace("_", "-"): _option_text(v) for k, v in (overrides or {}).items()}
+
+
+def peer_config(config: Union[str, "os.PathLike[str]"], rank: int = 0,
+                overrides: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
+    """The run config's values a training script needs (as Peer.config has them), with the
+    rank and the number of peers, without starting a peer: for a script's single-process
+    reference run. `overrides` as Peer's."""
+    arguments = _gossip.PeerArguments()
+    arguments.config = os.fspath(config)
+    arguments.rank = int(rank)
+    arguments.overrides = _override_options(overrides)
+    return _gossip.peer_config(arguments)
+
+
 def _write_whole(path: str, payload: Dict[str, Any]) -> None:
     """`payload` as JSON at `path`, whole or not at all (the launcher polls for it)."""
     with open(path + ".tmp", "w") as f:
@@ -93,33 +117,47 @@ class Peer:
                  rank: Optional[int] = None, out: Optional[str] = None,
                  tls_dir: Optional[str] = None, hosts: Optional[str] = None,
                  events: bool = False, args: Optional[Sequence[str]] = None,
-                 leave_at_round: Optional[int] = None) -> None:
-        """A peer of the network `config` (a run config YAML) describes. `rank` defaults to
-        the launcher's (GOSSIP_RANK, mpirun, srun, a Kubernetes index), as for gossip peer.
-        `events` prints gossip's '@gossip' event lines on stdout (gossip peer --events; under
-        gossip run the launcher reads them from a descriptor of their own instead).
-        `leave_at_round`: an elastic run's peer announces its leave at that round (gossip peer
-        --leave-at-round); leave() does it at the next round. `args`, when given, is gossip
-        peer's argument list and replaces everything else."""
+                 leave_at_round: Optional[int] = None,
+                 overrides: Optional[Mapping[str, Any]] = None, join: Optional[str] = None,
+                 rejoin: bool = False, resume_round: Optional[int] = None,
+                 until_round: Optional[int] = None, metrics_port: Optional[int] = None) -> None:
+        """A peer of the network `config` (a run config YAML) describes, with gossip peer's
+        options as arguments of the same names. `rank` defaults to the launcher's
+        (GOSSIP_RANK, mpirun, srun, a Kubernetes index), as for gossip peer. `events` prints
+        gossip's '@gossip' event lines on stdout (gossip peer --events; under gossip run the
+        launcher reads them from a descriptor of their own instead). `leave_at_round`: an
+        elastic run's peer announces its leave at that round (--leave-at-round); leave() does
+        it at the next round. `join` ("HOST:PORT,...") joins a running elastic network through
+        those members; `rejoin` takes a running network's round; `resume_round` and
+        `until_round` as gossip peer's. `overrides` changes the config as gossip peer's
+        override options do ({"epochs": 2, "algorithm": "choco"}; names as the options',
+        without dashes). `args`, when given, is gossip peer's argument list (as gossip run
+        --exec passes it) and replaces everything else."""
         self._joined: Optional[Tuple[Any, ...]] = None  # the join() tensor, as _identity() sees it
-        if args is None:
+        if args is not None:
+            arguments = _gossip.peer_arguments([str(a) for a in args])
+        else:
             if config is None:
                 raise ValueError("gossip.Peer needs a config: Peer(config='run.yaml') or "
                                  "Peer.from_env() under gossip run / with GOSSIP_CONFIG set")
-            args = [str(config)]
-            if rank is not None:
-                args += ["--rank", str(int(rank))]
-            args += ["--out", str(out or "runs/peer")]
-            if tls_dir:
-                args += ["--tls-dir", str(tls_dir)]
-            if hosts:
-                args += ["--hosts", str(hosts)]
-            if events:
-                args.append("--events")
-            if leave_at_round is not None:
-                args += ["--leave-at-round", str(int(leave_at_round))]
-        self._args: List[str] = [str(a) for a in args]
-        self._peer = _gossip.Peer(self._args)
+            arguments = _gossip.PeerArguments()
+            arguments.config = os.fspath(config)
+            arguments.rank = None if rank is None else int(rank)
+            arguments.out = str(out or "runs/peer")
+            arguments.tls_dir = str(tls_dir) if tls_dir else None
+            arguments.hosts = str(hosts) if hosts else None
+            arguments.events = bool(events)
+            arguments.leave_at_round = None if leave_at_round is None else int(leave_at_round)
+            arguments.join = join
+            arguments.rejoin = bool(rejoin)
+            arguments.resume_round = None if resume_round is None else int(resume_round)
+            arguments.until_round = None if until_round is None else int(until_round)
+            given = _override_options(overrides)
+            if metrics_port is not None:
+                given["metrics-port"] = str(int(metrics_port))
+            arguments.overrides = given
+        self._arguments = arguments
+        self._peer = _gossip.Peer(arguments)
         self._buffer: Any = None
         self._evaluate: Optional[Evaluate] = None
         self._summary: Optional[Dict[str, Any]] = None  # what finish() returned, once it has

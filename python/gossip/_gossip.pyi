@@ -2,8 +2,26 @@
 # as ValueError and RuntimeError as RuntimeError, with the C++ message.
 from typing import Any, Dict, List, Optional, Tuple
 
+class PeerArguments:
+    config: str
+    overrides: Dict[str, str]
+    rank: Optional[int]
+    out: str
+    hosts: Optional[str]
+    tls_dir: Optional[str]
+    join: Optional[str]
+    resume_round: Optional[int]
+    until_round: Optional[int]
+    leave_at_round: Optional[int]
+    events_fd: Optional[int]
+    events: bool
+    rejoin: bool
+    def __init__(self) -> None: ...
+
+def peer_arguments(args: List[str]) -> PeerArguments: ...
+
 class Peer:
-    def __init__(self, args: List[str]) -> None: ...
+    def __init__(self, arguments: PeerArguments) -> None: ...
     @property
     def rank(self) -> int: ...
     @property
@@ -40,7 +58,7 @@ class Peer:
 
 def algorithms() -> List[Dict[str, Any]]: ...
 def load_idx(images: str, labels: str, classes: int = ...) -> Tuple[bytes, bytes, int, int]: ...
-def peer_config(args: List[str]) -> Dict[str, Any]: ...
+def peer_config(arguments: PeerArguments) -> Dict[str, Any]: ...
 def learning_rate(config: Dict[str, Any], epoch: float) -> float: ...
 def topology_report(file: str) -> Tuple[Dict[str, Any], int]: ...
 def generator_yaml(kind: str, n: int, rows: int, cols: int, k: int, degree: int, p: float,

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 
 #include "gossip/core.hpp"
 
@@ -43,6 +44,12 @@ Args::Args(int argc, char** argv, std::set<std::string> value_options,
       positional_.push_back(a);
     }
   }
+}
+
+Args::Args(std::map<std::string, std::string> values, const std::set<std::string>& value_options)
+    : values_(std::move(values)) {
+  for (const auto& [name, value] : values_)
+    if (!value_options.count(name)) throw InputError(cat("unknown option --", name));
 }
 
 const std::string& Args::config_path() const {

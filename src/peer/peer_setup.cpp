@@ -9,7 +9,9 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
+#include <utility>
 
 #include "gossip/args.hpp"
 #include "gossip/core.hpp"
@@ -56,20 +58,80 @@ std::vector<int> join_contacts(const std::string& join, const RunConfig& config,
 
 }  // namespace
 
+namespace {
+
+/// gossip peer's own value options and flags (the overrides come on top).
+const std::set<std::string> kPeerOptions = {"rank",         "out",         "hosts",
+                                            "tls-dir",      "resume-round", "until-round",
+                                            "events-fd",    "leave-at-round", "join"};
+const std::set<std::string> kPeerFlags = {"events", "rejoin"};
+
+/// An integer option's value: optional<T> from the text, InputError naming the option when it
+/// is not a number.
+template <typename T>
+std::optional<T> int_option(const Args& args, const char* name) {
+  if (!args.get(name)) return std::nullopt;
+  return static_cast<T>(args.get_int(name, 0));
+}
+
+/// The overrides and --metrics-port: what the config is changed by.
+std::set<std::string> override_names() { return with_override_options({"metrics-port"}); }
+
+}  // namespace
+
+namespace {
+
+/// The typed arguments of a parsed command line (nullopt: --help).
+std::optional<PeerArguments> peer_arguments(int argc, char** argv) {
+  std::set<std::string> options = override_names();
+  options.insert(kPeerOptions.begin(), kPeerOptions.end());
+  const Args args(argc, argv, options, kPeerFlags);
+  if (args.help()) return std::nullopt;
+  PeerArguments a;
+  a.config = args.config_path();
+  for (const auto& [name, value] : args.values())
+    if (!kPeerOptions.count(name)) a.overrides[name] = value;
+  a.rank = int_option<int>(args, "rank");
+  a.out = args.get_or("out", a.out);
+  a.hosts = args.get("hosts");
+  a.tls_dir = args.get("tls-dir");
+  a.join = args.get("join");
+  a.resume_round = int_option<std::int64_t>(args, "resume-round");
+  a.until_round = int_option<std::int64_t>(args, "until-round");
+  a.leave_at_round = int_option<std::int64_t>(args, "leave-at-round");
+  a.events_fd = int_option<int>(args, "events-fd");
+  a.events = args.has("events");
+  a.rejoin = args.has("rejoin");
+  return a;
+}
+
+}  // namespace
+
+std::optional<PeerArguments> parse_peer_arguments(const std::vector<std::string>& arguments) {
+  std::vector<std::string> words{"peer"};
+  words.insert(words.end(), arguments.begin(), arguments.end());
+  std::vector<char*> argv;
+  for (auto& w : words) argv.push_back(w.data());
+  argv.push_back(nullptr);
+  return peer_arguments(static_cast<int>(words.size()), argv.data());
+}
+
 PeerSetup peer_setup(int argc, char** argv) {
-  Args args(argc, argv,
-            with_override_options({"rank", "out", "hosts", "tls-dir", "resume-round",
-                                   "until-round", "metrics-port", "events-fd",
-                                   "leave-at-round", "join"}),
-            {"events", "rejoin"});
-  PeerSetup setup;
-  if (args.help()) {
+  const std::optional<PeerArguments> a = peer_arguments(argc, argv);
+  if (!a) {
+    PeerSetup setup;
     setup.help = true;
     return setup;
   }
-  RunConfig config = load_config(args.config_path());
-  apply_overrides(args, config);
-  config.net.metrics_port = metrics_port_option(args, config.net.metrics_port);
+  return peer_setup(*a);
+}
+
+PeerSetup peer_setup(const PeerArguments& a) {
+  PeerSetup setup;
+  const Args overrides(a.overrides, override_names());
+  RunConfig config = load_config(a.config);
+  apply_overrides(overrides, config);
+  config.net.metrics_port = metrics_port_option(overrides, config.net.metrics_port);
   if (config.gossip.topology.empty())
     throw InputError(cat(config.path, ": gossip.topology: a peer needs a topology file"));
   Topology topology = load_topology(config.gossip.topology);
@@ -78,24 +140,25 @@ PeerSetup peer_setup(int argc, char** argv) {
   // graphs) from the schedule; a joiner starts into it, a leaver stops where it says.
   topology = run_topology(config, topology);
   const bool elastic = !topology.epochs().empty();
-  if (args.get("leave-at-round") && !elastic)
+  if (a.leave_at_round && !elastic)
     throw InputError(cat("--leave-at-round: peers leave a running network only in an elastic run "
                          "(elastic: true in its topology, and a fault schedule that changes its "
                          "members: joins, leaves or kills)"));
   if (elastic) {
-    for (const char* o : {"resume-round", "until-round", "rejoin"})
-      if (args.has(o))
+    const std::pair<const char*, bool> refused[] = {{"resume-round", a.resume_round.has_value()},
+                                                    {"until-round", a.until_round.has_value()},
+                                                    {"rejoin", a.rejoin}};
+    for (const auto& [o, given] : refused)
+      if (given)
         throw InputError(cat("--", o, ": not for a run whose peers join and leave (",
                              config.where("faults"), ")"));
   }
 
-  std::optional<int> cli_rank;
-  if (args.get("rank")) cli_rank = static_cast<int>(args.get_int("rank", 0));
-  Launch launch = detect_launch(cli_rank);
+  Launch launch = detect_launch(a.rank);
   if (!launch.rank)
     throw InputError("no rank: pass --rank R or set GOSSIP_RANK (or run under mpirun, srun, "
                      "as a Kubernetes Indexed Job, or as a StatefulSet pod named NAME-R)");
-  if (const auto hosts = args.get("hosts")) {
+  if (const auto& hosts = a.hosts) {
     if (topology.has_addresses())
       throw InputError(cat("--hosts ", *hosts, ": the topology ", config.gossip.topology,
                            " gives the addresses already (peers:)"));
@@ -108,34 +171,33 @@ PeerSetup peer_setup(int argc, char** argv) {
 
   PeerOptions opt;
   opt.rank = *launch.rank;
-  opt.out_dir = args.get_or("out", "runs/peer");
-  if (args.has("events")) opt.events_fd = 1;
-  if (args.get("events-fd")) {
-    opt.events_fd = static_cast<int>(args.get_int("events-fd", -1));
+  opt.out_dir = a.out;
+  if (a.events) opt.events_fd = 1;
+  if (a.events_fd) {
+    opt.events_fd = *a.events_fd;
     if (opt.events_fd < 1 || fcntl(opt.events_fd, F_GETFD) < 0)
-      throw InputError(cat("--events-fd ", *args.get("events-fd"),
+      throw InputError(cat("--events-fd ", *a.events_fd,
                            ": not an open descriptor of this process"));
   }
-  opt.config_path = std::filesystem::absolute(args.config_path()).lexically_normal().string();
+  opt.config_path = std::filesystem::absolute(a.config).lexically_normal().string();
   std::string how = cat("rank ", opt.rank, " (from ", launch.rank_source, ")");
   if (launch.world_size) how += cat(", ", launch.world_size_source);
   if (launch.job_id) how += cat(", ports from ", launch.job_source);
   if (!launch.hosts.empty() && !topology.has_addresses()) how += cat(", hosts from ", launch.hosts_source);
   log_line(cat("gossip peer: ", how, "; files in ", peer_dir(opt.out_dir, opt.rank)));
   opt.launch = std::move(launch);
-  opt.resume_round = args.get_int("resume-round", -1);
-  opt.until_round = args.get_int("until-round", 0);
-  opt.leave_at_round = args.get_int("leave-at-round", -1);
-  if (args.get("leave-at-round") && opt.leave_at_round < 0)
+  opt.resume_round = a.resume_round.value_or(-1);
+  opt.until_round = a.until_round.value_or(0);
+  opt.leave_at_round = a.leave_at_round.value_or(-1);
+  if (a.leave_at_round && opt.leave_at_round < 0)
     throw InputError("--leave-at-round must be 0 or more");
-  if (args.get("resume-round") && opt.resume_round < 0)
+  if (a.resume_round && opt.resume_round < 0)
     throw InputError("--resume-round must be 0 or more");
-  if (args.get("until-round") && opt.until_round < 1)
+  if (a.until_round && opt.until_round < 1)
     throw InputError("--until-round must be at least 1");
-  opt.tls_dir = args.get_or("tls-dir", "");
-  if (const auto join = args.get("join"))
-    opt.join_contacts = join_contacts(*join, config, topology, opt, elastic);
-  opt.rejoin = args.has("rejoin");
+  opt.tls_dir = a.tls_dir.value_or("");
+  if (a.join) opt.join_contacts = join_contacts(*a.join, config, topology, opt, elastic);
+  opt.rejoin = a.rejoin;
   if (opt.rejoin && opt.resume_round >= 0)
     throw InputError("--rejoin and --resume-round do not go together: a rejoining peer takes the "
                      "running network's round");
@@ -143,15 +205,6 @@ PeerSetup peer_setup(int argc, char** argv) {
   setup.topology = std::move(topology);
   setup.options = std::move(opt);
   return setup;
-}
-
-PeerSetup peer_setup(const std::vector<std::string>& arguments) {
-  std::vector<std::string> words{"peer"};
-  words.insert(words.end(), arguments.begin(), arguments.end());
-  std::vector<char*> argv;
-  for (auto& w : words) argv.push_back(w.data());
-  argv.push_back(nullptr);
-  return peer_setup(static_cast<int>(words.size()), argv.data());
 }
 
 

@@ -38,6 +38,32 @@ def test_bad_use_raises_clear_errors(folder, base_port):
         gossip.Peer(os.path.join(folder, "missing.yaml"), rank=0)
 
 
+def test_peer_options_are_typed_arguments_and_match_gossip_peers(folder, base_port):
+    """gossip.Peer takes gossip peer's options as typed arguments (no argument list): the
+    overrides change the config as --epochs and --algorithm do, an unknown override or a value
+    out of range is refused naming the option, and the launcher's argument list (args=) reads
+    into the same typed options."""
+    config = write_config(folder, 3, base_port)
+    peer = gossip.Peer(config, rank=1, out=os.path.join(folder, "typed"),
+                       overrides={"epochs": 0.5, "algorithm": "local_sgd", "period": 3})
+    values = peer.config
+    assert (peer.rank, values["epochs"], values["algorithm"], values["period"]) == \
+        (1, 0.5, "local_sgd", 3)
+    with pytest.raises(ValueError, match="unknown option --colour"):
+        gossip.Peer(config, rank=0, overrides={"colour": "blue"})
+    with pytest.raises(ValueError, match="--period must be at least 1"):
+        gossip.Peer(config, rank=0, overrides={"period": 0})
+    with pytest.raises(ValueError, match="--metrics-port"):
+        gossip.Peer(config, rank=0, metrics_port=70000)
+    parsed = gossip._gossip.peer_arguments([config, "--rank", "2", "--epochs", "0.25",
+                                            "--events", "--out", "x"])
+    assert (parsed.config, parsed.rank, parsed.overrides, parsed.events, parsed.out) == \
+        (config, 2, {"epochs": "0.25"}, True, "x")
+    assert gossip.Peer(args=[config, "--rank", "2", "--epochs", "0.25"]).config["epochs"] == 0.25
+    with pytest.raises(ValueError, match="unknown option --colour"):
+        gossip._gossip.peer_arguments([config, "--colour", "blue"])
+
+
 def test_a_neighbour_with_another_size_is_refused_with_both_sizes(folder, base_port, procs):
     config = write_config(folder, 3, base_port)
     for rank, size in enumerate((100, 100, 120)):
