@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <ostream>
 #include <span>
 #include <string>
@@ -22,6 +23,7 @@
 #include "gossip/choice.hpp"
 #include "gossip/compress_table.hpp"
 #include "gossip/compute_choices.hpp"
+#include "gossip/event_kind.hpp"
 #include "gossip/half.hpp"
 
 namespace gossip {
@@ -539,21 +541,24 @@ std::chrono::milliseconds handover_timeout(const NetworkConfig& net, const Monit
 /// A fault schedule entry's action (faults[]: the key that names its peers or links), one row
 /// each:
 ///   X(enum id, name, acts on links (else peers), spans rounds (takes to_round),
-///     changes membership (an elastic topology's: announced at its round), process signal
+///     the membership change it schedules (an elastic topology's: announced at its round;
+///     gossip/event_kind.hpp), process signal
 ///     (gossip run sends it to the peers' processes, gossip sim stops its virtual peers),
 ///     one line for docs)
-#define GOSSIP_FAULT_ACTIONS(X)                                                                  \
-  X(kKill, "kill", false, false, false, true, "SIGKILL the peers at the round")                 \
-  X(kRestart, "restart", false, false, false, true,                                              \
-    "start killed peers again from their newest checkpoint")                                     \
-  X(kPause, "pause", false, false, false, true,                                                  \
-    "SIGSTOP the peers for `seconds`, then SIGCONT")                                             \
-  X(kCut, "cut", true, true, false, false,                                                       \
-    "no message crosses the links, both ways, from round to to_round")                          \
-  X(kAttack, "attack", false, true, false, false,                                                \
-    "the peers send what `kind` makes of their parameters, from round to to_round")             \
-  X(kJoin, "join", false, false, true, false, "the peers join the elastic run, announced at round") \
-  X(kLeave, "leave", false, false, true, false, "the peers leave the elastic run, announced at round")
+#define GOSSIP_FAULT_ACTIONS(X)                                                                    \
+  X(kKill, "kill", false, false, std::nullopt, true, "SIGKILL the peers at the round")             \
+  X(kRestart, "restart", false, false, std::nullopt, true,                                         \
+    "start killed peers again from their newest checkpoint")                                       \
+  X(kPause, "pause", false, false, std::nullopt, true,                                             \
+    "SIGSTOP the peers for `seconds`, then SIGCONT")                                               \
+  X(kCut, "cut", true, true, std::nullopt, false,                                                  \
+    "no message crosses the links, both ways, from round to to_round")                             \
+  X(kAttack, "attack", false, true, std::nullopt, false,                                           \
+    "the peers send what `kind` makes of their parameters, from round to to_round")                \
+  X(kJoin, "join", false, false, ChangeKind::kJoin, false,                                         \
+    "the peers join the elastic run, announced at round")                                          \
+  X(kLeave, "leave", false, false, ChangeKind::kLeave, false,                                      \
+    "the peers leave the elastic run, announced at round")
 
 enum class FaultAction {
   kNone,  // no action: compare.attacks' `none` cell, or an entry not read yet
@@ -565,7 +570,7 @@ struct FaultActionTraits {
   const char* name;
   bool links;       // acts on links (Fault::links), not peers (Fault::peers)
   bool spans;       // lasts from round to to_round
-  bool membership;  // an elastic run's join or leave, not a fault
+  std::optional<ChangeKind> change;  // an elastic run's scheduled membership change, not a fault
   bool signal;      // a signal to a process (a stop of a virtual peer), carried out by the launcher
   const char* summary;
 };
@@ -598,7 +603,7 @@ struct Fault {
 std::string describe_attack(const Fault& fault);
 /// Whether `fault` is an elastic run's join or leave (its action's membership trait).
 inline bool is_membership(const Fault& fault) {
-  return fault.action != FaultAction::kNone && traits(fault.action).membership;
+  return fault.action != FaultAction::kNone && traits(fault.action).change.has_value();
 }
 
 struct RunConfig {

@@ -59,6 +59,45 @@ inline const char* event_name(MemberEventKind kind) {
   return kMemberEventTable[static_cast<std::size_t>(kind)].name;
 }
 
+/// What a membership change does to the member set: adds or removes the rank from the round
+/// it takes effect, drops it once its death is confirmed (drop_member), or nothing.
+enum class ChangeEffect { kAdds, kRemoves, kDrops, kNone };
+
+/// Every kind of membership change of an elastic run, one row each, the only place one is named:
+/// X(id, name, effect, the member event recording its announcement, summary). The fault
+/// schedule names a scheduled change by its name (its FaultAction row says which change it
+/// is); announcements carry the row's index on the wire, so rows are only ever appended. A join
+/// request is a new identity asking a member to announce its join: no change by itself.
+#define GOSSIP_MEMBER_CHANGES(X)                                                                 \
+  X(kJoin, "join", kAdds, kAnnounceJoin, "the rank joins the members")                           \
+  X(kLeave, "leave", kRemoves, kAnnounceLeave, "the rank leaves the members on purpose")         \
+  X(kDead, "dead", kDrops, kAnnounceDead, "the rank was found dead; dropped once confirmed")     \
+  X(kJoinRequest, "join_request", kNone, kAnnounceJoin, "a new identity asks to be let in")
+
+enum class ChangeKind : std::uint8_t { GOSSIP_MEMBER_CHANGES(GOSSIP_CHOICE_ENUM) };
+
+struct ChangeRow {
+  ChangeKind kind;
+  const char* name;
+  ChangeEffect effect;
+  MemberEventKind event;  // records the change's announcement
+  const char* summary;
+};
+
+inline constexpr ChangeRow kChangeTable[] = {
+#define GOSSIP_MEMBER_CHANGE_ROW(id, name, effect, event, summary) \
+  {ChangeKind::id, name, ChangeEffect::effect, MemberEventKind::event, summary},
+    GOSSIP_MEMBER_CHANGES(GOSSIP_MEMBER_CHANGE_ROW)
+#undef GOSSIP_MEMBER_CHANGE_ROW
+};
+
+/// Every change kind, in wire order.
+inline std::span<const ChangeRow> change_table() { return kChangeTable; }
+/// The row of `kind`.
+inline const ChangeRow& change_row(ChangeKind kind) {
+  return kChangeTable[static_cast<std::size_t>(kind)];
+}
+
 /// Writes the kind's name (log lines, test messages).
 inline std::ostream& operator<<(std::ostream& os, MemberEventKind kind) {
   return os << event_name(kind);

@@ -71,7 +71,6 @@ struct Probe {
 /// yet); every peer derives the same member timeline from the same set. A join request is a new
 /// identity asking the members it contacted to announce its join (`gossip peer --join`): it is
 /// not passed on, and no part of the timeline.
-enum class ChangeKind : std::uint8_t { kJoin = 0, kLeave = 1, kDead = 2, kJoinRequest = 3 };
 struct Announcement {
   std::int32_t rank = 0;
   ChangeKind kind = ChangeKind::kJoin;
@@ -80,26 +79,16 @@ struct Announcement {
 };
 inline constexpr std::size_t kMaxAnnouncements = 4096;  // one message may carry
 
-/// The event that records an announced membership change of `kind` (announce_join, ...): the
-/// one mapping from the wire's change kind to the record's name. A join request is no change.
-inline MemberEventKind announce_event(ChangeKind kind) {
-  switch (kind) {
-    case ChangeKind::kJoin:
-    case ChangeKind::kJoinRequest: return MemberEventKind::kAnnounceJoin;
-    case ChangeKind::kLeave: return MemberEventKind::kAnnounceLeave;
-    case ChangeKind::kDead: return MemberEventKind::kAnnounceDead;
-  }
-  return MemberEventKind::kAnnounceJoin;  // not reached
-}
+/// The event that records an announced membership change of `kind` (announce_join, ...): its
+/// row's event (gossip/event_kind.hpp).
+inline MemberEventKind announce_event(ChangeKind kind) { return change_row(kind).event; }
 
-/// The change kind an announce_* event records; nullopt for any other event.
+/// The change kind an announce_* event records (the first row with that event); nullopt for
+/// any other event.
 inline std::optional<ChangeKind> announced_change(MemberEventKind kind) {
-  switch (kind) {
-    case MemberEventKind::kAnnounceJoin: return ChangeKind::kJoin;
-    case MemberEventKind::kAnnounceLeave: return ChangeKind::kLeave;
-    case MemberEventKind::kAnnounceDead: return ChangeKind::kDead;
-    default: return std::nullopt;
-  }
+  for (const ChangeRow& row : change_table())
+    if (row.event == kind) return row.kind;
+  return std::nullopt;
 }
 
 

@@ -327,6 +327,10 @@ struct MembershipChange {
   std::int64_t announced = 0;
   std::vector<int> join, leave;
 };
+/// Adds `ranks` to `change` as a change of `kind` does (its row's effect: join adds, leave
+/// removes); false, leaving `change` as it was, for a kind that changes no member set by itself
+/// (a death is dropped once confirmed, drop_member; a join request).
+bool add_change(MembershipChange& change, ChangeKind kind, std::span<const int> ranks);
 /// The membership timeline of an elastic topology under `changes` (any order; those announced
 /// at the same round are one change): each change takes effect at its announcement plus
 /// membership_lead of the members' graph then (the graph that has to carry the news), and never

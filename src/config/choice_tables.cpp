@@ -83,8 +83,8 @@ const char* monitor_preset_name(MonitorPreset preset) {
 
 std::span<const FaultActionTraits> fault_action_table() {
   static constexpr std::array rows{
-#define GOSSIP_FAULT_ACTION_ROW(id, name, links, spans, membership, signal, summary) \
-  FaultActionTraits{FaultAction::id, name, links, spans, membership, signal, summary},
+#define GOSSIP_FAULT_ACTION_ROW(id, name, links, spans, change, signal, summary) \
+  FaultActionTraits{FaultAction::id, name, links, spans, change, signal, summary},
       GOSSIP_FAULT_ACTIONS(GOSSIP_FAULT_ACTION_ROW)
 #undef GOSSIP_FAULT_ACTION_ROW
   };

@@ -72,7 +72,7 @@ std::vector<MembershipChange> scheduled_changes(std::span<const Fault> faults) {
     if (!is_membership(f)) continue;
     MembershipChange c;
     c.announced = f.round;
-    (f.action == FaultAction::kJoin ? c.join : c.leave) = f.peers;
+    if (!add_change(c, *traits(f.action).change, f.peers)) continue;
     changes.push_back(std::move(c));
   }
   return changes;

@@ -46,10 +46,7 @@ std::string member_text(const MemberEvent& m) {
     case MemberEventKind::kByzantineCut: return cat(who, " no longer mixes with peer ", m.subject);
     case MemberEventKind::kRefusedParams:
       return cat(who, " left out NaN or Inf parameters of peer ", m.subject);
-    case MemberEventKind::kIdentityConflict:
-    case MemberEventKind::kAnnounceJoin:
-    case MemberEventKind::kAnnounceLeave:
-    case MemberEventKind::kAnnounceDead: break;
+    default: break;  // the rest read well as "event peer N"
   }
   return cat(who, ": ", event_name(m.event),
              m.subject >= 0 ? cat(" peer ", m.subject) : std::string());

@@ -129,6 +129,20 @@ std::int64_t membership_lead(const Topology& graph) {
   return graph.period() * diameter + 2;
 }
 
+bool add_change(MembershipChange& change, ChangeKind kind, std::span<const int> ranks) {
+  switch (change_row(kind).effect) {
+    case ChangeEffect::kAdds:
+      change.join.insert(change.join.end(), ranks.begin(), ranks.end());
+      return true;
+    case ChangeEffect::kRemoves:
+      change.leave.insert(change.leave.end(), ranks.begin(), ranks.end());
+      return true;
+    case ChangeEffect::kDrops:
+    case ChangeEffect::kNone: return false;
+  }
+  return false;
+}
+
 std::vector<Topology::Epoch> plan_membership(const ElasticSpec& spec,
                                              std::vector<MembershipChange> changes) {
   std::sort(changes.begin(), changes.end(),
@@ -341,10 +355,9 @@ Topology elastic_timeline(const Topology& initial, std::span<const MembershipCha
   std::vector<MembershipChange> changes(scheduled.begin(), scheduled.end());
   std::vector<Topology::Epoch> epochs = plan_membership(spec, changes);
   for (const Announcement& a : sorted) {
-    if (a.kind == ChangeKind::kDead || a.kind == ChangeKind::kJoinRequest) continue;
     MembershipChange c;
     c.announced = a.round;
-    (a.kind == ChangeKind::kJoin ? c.join : c.leave).push_back(a.rank);
+    if (!add_change(c, a.kind, std::span<const int>(&a.rank, 1))) continue;
     changes.push_back(std::move(c));
     try {
       epochs = plan_membership(spec, changes);

@@ -517,7 +517,7 @@ Decoded<std::vector<Announcement>> decode_announcements(std::span<const std::byt
       d.error = cat("announcement ", i, " names rank ", rank, " of a run of ", max_peers);
       return d;
     }
-    if (kind > static_cast<std::uint8_t>(ChangeKind::kJoinRequest)) {
+    if (kind >= change_table().size()) {
       d.error = cat("announcement ", i, " has unknown kind ", static_cast<int>(kind));
       return d;
     }
