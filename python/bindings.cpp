@@ -9,9 +9,11 @@
 
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <memory>
-#include <sstream>
+#include <optional>
+#include <string_view>
+#include <type_traits>
+#include <utility>
 #include <unistd.h>
 
 #include "gossip/choice.hpp"
@@ -99,36 +101,31 @@ py::dict config_dict(const RunConfig& c) {
   return d;
 }
 
-std::string read_file(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
 
-/// What report_topology_file writes as JSON for `file`, and its exit code.
-std::pair<std::string, int> topology_json(const std::string& file) {
-  char* text = nullptr;
-  std::size_t size = 0;
-  std::FILE* out = open_memstream(&text, &size);
-  int code = 0;
-  try {
-    code = report_topology_file(file, TopologyFormat::kJson, out);
-  } catch (...) {
-    std::fclose(out);
-    std::free(text);
-    throw;
+/// A Python list and dict with the add() of JsonArray and JsonObject, so that a report built
+/// by a template over those (topology_report_object) comes out as Python objects.
+struct PyList {
+  py::list list;
+  template <typename T>
+  PyList& add(T&& v) {
+    if constexpr (requires { v.list; }) list.append(std::forward<T>(v).list);
+    else if constexpr (requires { v.dict; }) list.append(std::forward<T>(v).dict);
+    else list.append(py::cast(std::forward<T>(v)));
+    return *this;
   }
-  std::fclose(out);
-  std::string json(text, size);
-  std::free(text);
-  return {json, code};
-}
-
-/// A JSON text gossip wrote (a report, a summary) as the Python dict it describes.
-py::dict json_loads(const std::string& text) {
-  return py::module_::import("json").attr("loads")(text).cast<py::dict>();
-}
+};
+struct PyDict {
+  py::dict dict;
+  template <typename T>
+  PyDict& add(std::string_view key, T&& v) {
+    const py::str k(key.data(), key.size());
+    if constexpr (std::is_same_v<std::decay_t<T>, std::nullopt_t>) dict[k] = py::none();
+    else if constexpr (requires { v.list; }) dict[k] = std::forward<T>(v).list;
+    else if constexpr (requires { v.dict; }) dict[k] = std::forward<T>(v).dict;
+    else dict[k] = py::cast(std::forward<T>(v));
+    return *this;
+  }
+};
 
 /// gossip.Peer: one peer of a run, driven by the Python caller (PeerSession).
 void bind_peer_end(py::class_<Peer>& peer);
@@ -322,9 +319,17 @@ void bind_functions(py::module_& m) {
      "optimizer.lr under optimizer.schedule (constant, step, cosine; warm-up) at `epoch` "
      "(fractional) of train.epochs: the schedule gossip peer's own trainer follows");
   m.def("topology_report", [](const std::string& file) {
-    auto [json, code] = topology_json(file);
-    return py::make_tuple(json_loads(json), code);
-  }, "The report of `gossip topo FILE --json` as a dict, and its exit code");
+    std::optional<Topology> t;
+    TopologyReport r;
+    {
+      py::gil_scoped_release release;
+      t = load_topology(file);
+      r = analyze(*t, kNeighboursGamma);
+    }
+    const PyDict report = topology_report_object<PyDict, PyList>(file, *t, r);
+    return py::make_tuple(report.dict, r.connected ? kExitOk : kExitDisconnected);
+  }, "The report of `gossip topo FILE --json` as a dict (built by the same code), and its "
+     "exit code");
   m.def("generator_yaml", [](const std::string& kind, int n, int rows, int cols, int k,
                              int degree, double p, double beta, std::uint64_t seed,
                              bool directed, int s, int period) {
@@ -341,9 +346,9 @@ void bind_functions(py::module_& m) {
       py::gil_scoped_release release;
       code = run_simulation(config, out, false);
     }
-    const std::string text = read_file(out + "/summary.json");
-    return py::make_tuple(code, text.empty() ? py::dict() : json_loads(text));
-  }, "gossip sim CONFIG --out OUT; returns its exit code and summary.json as a dict");
+    return code;
+  }, "gossip sim CONFIG --out OUT in this process; returns its exit code (the results are the "
+     "run's files in OUT, summary.json first)");
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 
 #include <concepts>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -38,6 +39,7 @@ class JsonObject {
   JsonObject& add(std::string_view key, const char* v) { return raw(key, json_string(v)); }
   JsonObject& add(std::string_view key, const std::string& v) { return raw(key, json_string(v)); }
   JsonObject& add(std::string_view key, const JsonObject& v) { return raw(key, v.str()); }
+  JsonObject& add(std::string_view key, std::nullopt_t) { return raw(key, "null"); }
   JsonObject& add(std::string_view key, const JsonArray& v);
   template <std::integral T>
   JsonObject& add(std::string_view key, T v) { return raw(key, json_integer(v)); }

@@ -532,6 +532,65 @@ enum class TopologyFormat { kText, kJson, kDot };
 int report_topology_file(const std::string& file, TopologyFormat format, std::FILE* out,
                          double neighbours_gamma = kNeighboursGamma);
 
+/// The fingerprint as 16 hex digits (the report's "fingerprint").
+std::string hex64(std::uint64_t v);
+
+/// The report of `file` (`t` loaded from it, `r` its analysis) as an object of the caller's
+/// kind: `gossip topo --json`'s JsonObject, or the Python module's dict, the same fields built by
+/// this one function (fields in docs/topology.md). Object has add(key, v) for numbers, bools,
+/// strings, Object, Array and std::nullopt (null); Array has add(v) for numbers and Objects
+/// and Arrays.
+template <typename Object, typename Array>
+Object topology_report_object(const std::string& file, const Topology& t,
+                              const TopologyReport& r) {
+  Array components;
+  for (const auto& c : r.components) {
+    Array ids;
+    for (int id : c) ids.add(id);
+    components.add(std::move(ids));
+  }
+  auto degrees = [](int min, int max, double mean) {
+    Object d;
+    d.add("min", min).add("max", max).add("mean", mean);
+    return d;
+  };
+  Object o;
+  o.add("file", file).add("kind", t.kind()).add("n", r.n).add("directed", r.directed);
+  o.add("weights", weight_kind_name(t.weights())).add("period", r.period);
+  o.add("connected", r.connected).add("components", std::move(components));
+  if (r.diameter) o.add("diameter", *r.diameter);
+  else o.add("diameter", std::nullopt);
+  o.add("edges", r.edges);
+  o.add("in_degree", degrees(r.in_degree_min, r.in_degree_max, r.in_degree_mean));
+  o.add("out_degree", degrees(r.out_degree_min, r.out_degree_max, r.out_degree_mean));
+  o.add("row_stochastic", r.row_stochastic).add("column_stochastic", r.column_stochastic);
+  o.add("doubly_stochastic", r.doubly_stochastic).add("symmetric", r.symmetric);
+  o.add("rho", r.rho).add("spectral_gap", r.spectral_gap);
+  o.add("rho_per_round", r.rho_per_round).add("rate_rounds", r.rate_rounds);
+  o.add("spectral_gap_per_round", 1.0 - r.rho_per_round);
+  o.add("rounds_to_1000x", r.rounds_to_1000x).add("exact_averaging", r.exact_averaging);
+  o.add("effective_neighbours", r.effective_neighbours);
+  o.add("neighbours_gamma", r.neighbours_gamma);
+  if (r.exact_averaging) o.add("exact_after", r.exact_after);
+  else o.add("exact_after", std::nullopt);
+  o.add("fingerprint", hex64(t.fingerprint())).add("addresses", t.has_addresses());
+  if (t.elastic()) {
+    Array sizes;
+    for (const ElasticSize& s : elastic_sizes(*t.elastic())) {
+      Object size;
+      size.add("members", s.members).add("spectral_gap_per_round", s.spectral_gap);
+      size.add("lead_rounds", s.lead);
+      sizes.add(std::move(size));
+    }
+    Object elastic;
+    elastic.add("max_peers", t.elastic()->max_peers).add("sizes", std::move(sizes));
+    o.add("elastic", std::move(elastic));
+  } else {
+    o.add("elastic", std::nullopt);
+  }
+  return o;
+}
+
 /// "3 components: {0, 2, 5} {1} {3, 4, 6, 7}" (at most 16 ids a component).
 std::string components_text(const std::vector<std::vector<int>>& components);
 

@@ -2,6 +2,7 @@
 peers (`gossip sim`)."""
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 from typing import Any, Dict, Optional, Union
@@ -16,6 +17,11 @@ def run(config: Union[str, "os.PathLike[str]"],
     if out is None:
         with tempfile.TemporaryDirectory() as d:
             return run(config, d)
-    code, summary = _gossip.simulate(str(config), str(out))
+    code = _gossip.simulate(str(config), str(out))
+    path = os.path.join(str(out), "summary.json")
+    summary: Dict[str, Any] = {}
+    if os.path.exists(path):  # the run's own record, as gossip sim writes it
+        with open(path) as f:
+            summary = json.load(f)
     summary["exit_code"] = code
     return summary

@@ -12,12 +12,6 @@ namespace gossip {
 
 namespace {
 
-std::string hex64(std::uint64_t v) {
-  char buf[20];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
-  return buf;
-}
-
 std::string id_list(const std::vector<int>& ids, std::size_t limit) {
   std::string s;
   for (std::size_t i = 0; i < ids.size() && i < limit; ++i) {
@@ -102,38 +96,7 @@ void print_report(std::FILE* out, const std::string& file, const Topology& t, co
 }
 
 void print_json(std::FILE* out, const std::string& file, const Topology& t, const TopologyReport& r) {
-  JsonArray components;
-  for (const auto& c : r.components) components.add(JsonArray::of(c));
-  auto degrees = [](int min, int max, double mean) {
-    return JsonObject().add("min", min).add("max", max).add("mean", mean);
-  };
-  const std::string null = "null";
-  JsonObject o;
-  o.add("file", file).add("kind", t.kind()).add("n", r.n).add("directed", r.directed)
-      .add("weights", weight_kind_name(t.weights())).add("period", r.period)
-      .add("connected", r.connected).add("components", components)
-      .raw("diameter", r.diameter ? json_integer(*r.diameter) : null).add("edges", r.edges)
-      .add("in_degree", degrees(r.in_degree_min, r.in_degree_max, r.in_degree_mean))
-      .add("out_degree", degrees(r.out_degree_min, r.out_degree_max, r.out_degree_mean))
-      .add("row_stochastic", r.row_stochastic).add("column_stochastic", r.column_stochastic)
-      .add("doubly_stochastic", r.doubly_stochastic).add("symmetric", r.symmetric)
-      .add("rho", r.rho).add("spectral_gap", r.spectral_gap)
-      .add("rho_per_round", r.rho_per_round)
-      .add("rate_rounds", r.rate_rounds)
-      .add("spectral_gap_per_round", 1.0 - r.rho_per_round).add("rounds_to_1000x", r.rounds_to_1000x)
-      .add("exact_averaging", r.exact_averaging)
-      .add("effective_neighbours", r.effective_neighbours).add("neighbours_gamma", r.neighbours_gamma)
-      .raw("exact_after", r.exact_averaging ? json_integer(r.exact_after) : null)
-      .add("fingerprint", hex64(t.fingerprint())).add("addresses", t.has_addresses());
-  if (t.elastic()) {
-    JsonArray sizes;
-    for (const ElasticSize& s : elastic_sizes(*t.elastic()))
-      sizes.add(JsonObject().add("members", s.members).add("spectral_gap_per_round", s.spectral_gap)
-                    .add("lead_rounds", s.lead));
-    o.add("elastic", JsonObject().add("max_peers", t.elastic()->max_peers).add("sizes", sizes));
-  } else {
-    o.raw("elastic", "null");
-  }
+  const JsonObject o = topology_report_object<JsonObject, JsonArray>(file, t, r);
   std::fprintf(out, "%s\n", o.str().c_str());
 }
 
@@ -156,6 +119,12 @@ void print_dot(std::FILE* out, const Topology& t) {
 }
 
 }  // namespace
+
+std::string hex64(std::uint64_t v) {
+  char buf[20];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
 
 std::string components_text(const std::vector<std::vector<int>>& components) {
   std::string s = cat(components.size(), " components:");

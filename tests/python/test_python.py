@@ -177,6 +177,19 @@ def test_a_python_peer_leaves_an_elastic_run_as_the_schedule_would_bit_for_bit(
     assert len(set(real)) > 1
 
 
+def _same_values(a, b):
+    """Equal field for field, item for item; numbers within the JSON text's 10 digits."""
+    if isinstance(a, dict):
+        return isinstance(b, dict) and a.keys() == b.keys() and \
+            all(_same_values(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return isinstance(b, list) and len(a) == len(b) and \
+            all(_same_values(x, y) for x, y in zip(a, b))
+    if isinstance(a, float) or isinstance(b, float):
+        return a == pytest.approx(b, rel=1e-9, abs=1e-12)
+    return type(a) is type(b) and a == b
+
+
 def test_topology_report_matches_the_ring_spectral_gap(folder):
     report = gossip.topology.generate("ring", n=16)
     assert report["connected"] is True
@@ -187,6 +200,14 @@ def test_topology_report_matches_the_ring_spectral_gap(folder):
     assert gossip.topology.load(path)["n"] == 16
     with pytest.raises(ValueError):
         gossip.topology.generate("ring", n=1)
+    # The dict is built by the code that writes `gossip topo --json` (no JSON text crosses):
+    # the same fields and values, null as None, for a static and an elastic topology; numbers
+    # at full precision where the JSON text rounds them to 10 digits.
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    for file in (path, os.path.join(repo, "topologies", "elastic-exp-16.yaml")):
+        cli = subprocess.run([GOSSIP, "topo", file, "--json"], capture_output=True, text=True)
+        assert cli.returncode == 0, cli.stderr
+        assert _same_values(gossip.topology.load(file), json.loads(cli.stdout))
 
 
 def test_gossip_run_exec_starts_python_peers_and_evaluates_the_average(folder, base_port):
