@@ -38,21 +38,6 @@ struct NamedRow {
 /// `enum class E { TABLE(GOSSIP_CHOICE_ENUM) };`.
 #define GOSSIP_CHOICE_ENUM(id, ...) id,
 
-/// data.shard: how the training set is split among the peers, one row each (the data room
-/// splits, the config room reads the name: both go by this table).
-#define GOSSIP_SHARD_KINDS(X)                                                                  \
-  X(kIid, "iid", "a uniform random split")                                                    \
-  X(kDirichlet, "dirichlet", "label skew: each class split by Dirichlet(alpha) proportions")  \
-  X(kShards, "shards", "sorted by label, cut into shards, shards_per_peer to each peer")
-
-enum class ShardKind { GOSSIP_SHARD_KINDS(GOSSIP_CHOICE_ENUM) };
-
-inline constexpr NamedRow<ShardKind> kShardKindTable[] = {
-#define GOSSIP_SHARD_KIND_ROW(id, name, summary) {ShardKind::id, name, summary},
-    GOSSIP_SHARD_KINDS(GOSSIP_SHARD_KIND_ROW)
-#undef GOSSIP_SHARD_KIND_ROW
-};
-
 template <typename Row>
 concept ChoiceRow = requires(const Row& row) {
   { row.name } -> std::convertible_to<const char*>;
@@ -112,9 +97,6 @@ std::string choice_list_if(std::span<const Row> rows, Keep keep, const char* joi
   return choice_list(std::span<const Row>(kept), joiner);
 }
 
-/// Every shard kind, in the order messages and docs list them.
-inline std::span<const NamedRow<ShardKind>> shard_kind_table() { return kShardKindTable; }
-
 /// The rows as --help lists them: one line each, "<indent>name  summary", names aligned.
 template <ChoiceRow Row>
 std::string choice_help(std::span<const Row> rows, std::size_t indent = 4) {
@@ -128,5 +110,26 @@ std::string choice_help(std::span<const Row> rows, std::size_t indent = 4) {
   }
   return out;
 }
+
+/// A named choice whose rows have no traits, whole: the enum `Enum` with a value per row of
+/// the X-macro table TABLE(X) (rows X(id, name, summary)), `table_fn()` giving its rows and
+/// `name_fn(value)` its name.
+#define GOSSIP_NAMED_CHOICE(Enum, TABLE, table_fn, name_fn)                    \
+  enum class Enum { TABLE(GOSSIP_CHOICE_ENUM) };                               \
+  inline std::span<const NamedRow<Enum>> table_fn() {                          \
+    using Row = NamedRow<Enum>;                                                \
+    static constexpr Row rows[] = {TABLE(GOSSIP_NAMED_ROW)};                   \
+    return rows;                                                               \
+  }                                                                            \
+  inline const char* name_fn(Enum value) { return choice_row(table_fn(), value).name; }
+
+/// data.shard: how the training set is split among the peers, one row each (the data room
+/// splits, the config room reads the name: both go by this table).
+#define GOSSIP_SHARD_KINDS(X)                                                                  \
+  X(kIid, "iid", "a uniform random split")                                                    \
+  X(kDirichlet, "dirichlet", "label skew: each class split by Dirichlet(alpha) proportions")  \
+  X(kShards, "shards", "sorted by label, cut into shards, shards_per_peer to each peer")
+
+GOSSIP_NAMED_CHOICE(ShardKind, GOSSIP_SHARD_KINDS, shard_kind_table, shard_kind_name)
 
 }  // namespace gossip

@@ -19,17 +19,7 @@ namespace gossip {
   X(kCuda, "cuda", "an NVIDIA GPU: cuBLAS GEMMs and CUDA kernels (a device is required)")
 
 /// What the user asked for in `backend:`.
-enum class BackendChoice { GOSSIP_BACKENDS(GOSSIP_CHOICE_ENUM) };
-
-inline constexpr NamedRow<BackendChoice> kBackendTable[] = {
-#define GOSSIP_BACKEND_ROW(id, name, summary) {BackendChoice::id, name, summary},
-    GOSSIP_BACKENDS(GOSSIP_BACKEND_ROW)
-#undef GOSSIP_BACKEND_ROW
-};
-inline std::span<const NamedRow<BackendChoice>> backend_table() { return kBackendTable; }
-inline const char* backend_choice_name(BackendChoice c) {
-  return choice_row(backend_table(), c).name;
-}
+GOSSIP_NAMED_CHOICE(BackendChoice, GOSSIP_BACKENDS, backend_table, backend_choice_name)
 
 /// train.precision: X(id, name, summary). Master weights, optimizer state and gossip messages
 /// stay fp32 whatever the row.
@@ -38,14 +28,6 @@ inline const char* backend_choice_name(BackendChoice c) {
   X(kBf16, "bf16",                                                                              \
     "bf16 products with fp32 accumulation (CPU: oneDNN's matmul, AVX512-BF16 or AMX only)")
 
-enum class Precision { GOSSIP_PRECISIONS(GOSSIP_CHOICE_ENUM) };
-
-inline constexpr NamedRow<Precision> kPrecisionTable[] = {
-#define GOSSIP_PRECISION_ROW(id, name, summary) {Precision::id, name, summary},
-    GOSSIP_PRECISIONS(GOSSIP_PRECISION_ROW)
-#undef GOSSIP_PRECISION_ROW
-};
-inline std::span<const NamedRow<Precision>> precision_table() { return kPrecisionTable; }
-inline const char* precision_name(Precision p) { return choice_row(precision_table(), p).name; }
+GOSSIP_NAMED_CHOICE(Precision, GOSSIP_PRECISIONS, precision_table, precision_name)
 
 }  // namespace gossip

@@ -98,11 +98,8 @@ using Shape = std::vector<int>;
   X(kDropout, "dropout", "zeroes each value with probability p while training")               \
   X(kGroupNorm, "groupnorm", "normalises each group of channels, then a learned scale and shift")
 
-enum class LayerKind { GOSSIP_LAYERS(GOSSIP_CHOICE_ENUM) };
-/// Every layer type, in the order docs and messages list them.
-std::span<const NamedRow<LayerKind>> layer_table();
-/// "linear", "conv2d", ...
-const char* layer_name(LayerKind kind);
+/// layer_table(): every layer type, in the order docs and messages list them; layer_name().
+GOSSIP_NAMED_CHOICE(LayerKind, GOSSIP_LAYERS, layer_table, layer_name)
 /// Writes the layer type's name (messages, test output).
 inline std::ostream& operator<<(std::ostream& os, LayerKind kind) { return os << layer_name(kind); }
 

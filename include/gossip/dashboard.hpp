@@ -31,9 +31,7 @@ namespace gossip {
   X(kDead, "dead", "its process exited, or a live peer's view holds it dead")                   \
   X(kFinished, "finished", "done with its rounds")
 
-enum class PeerState { GOSSIP_PEER_STATES(GOSSIP_CHOICE_ENUM) };
-/// "alive", "dead", ...
-const char* peer_state_name(PeerState state);
+GOSSIP_NAMED_CHOICE(PeerState, GOSSIP_PEER_STATES, peer_state_table, peer_state_name)
 
 struct DashboardSetup {
   std::string source;     // "gossip run" or "gossip watch"

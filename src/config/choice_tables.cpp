@@ -57,14 +57,6 @@ std::span<const NamedRow<LrSchedule>> lr_schedule_table() {
   return rows;
 }
 
-std::span<const NamedRow<LayerKind>> layer_table() {
-  using Row = NamedRow<LayerKind>;
-  static constexpr std::array rows{GOSSIP_LAYERS(GOSSIP_NAMED_ROW)};
-  return rows;
-}
-
-const char* layer_name(LayerKind kind) { return choice_row(layer_table(), kind).name; }
-
 const char* balance_name(Balance balance) { return choice_row(balance_table(), balance).name; }
 
 const char* lr_schedule_name(LrSchedule schedule) {

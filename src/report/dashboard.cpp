@@ -204,12 +204,6 @@ void DashboardState::set_finished(double now) {
   finished_at_ = now;
 }
 
-const char* peer_state_name(PeerState state) {
-  using Row = NamedRow<PeerState>;
-  static constexpr std::array rows{GOSSIP_PEER_STATES(GOSSIP_NAMED_ROW)};
-  return choice_row(std::span<const Row>(rows), state).name;
-}
-
 PeerState DashboardState::state_of(int r) const {
   const Peer& p = peers_[static_cast<std::size_t>(r)];
   if (p.finished) return PeerState::kFinished;
