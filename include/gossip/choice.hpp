@@ -111,17 +111,21 @@ std::string choice_help(std::span<const Row> rows, std::size_t indent = 4) {
   return out;
 }
 
-/// A named choice whose rows have no traits, whole: the enum `Enum` with a value per row of
-/// the X-macro table TABLE(X) (rows X(id, name, summary)), `table_fn()` giving its rows and
-/// `name_fn(value)` its name.
-#define GOSSIP_NAMED_CHOICE(Enum, TABLE, table_fn, name_fn)                    \
-  enum class Enum { TABLE(GOSSIP_CHOICE_ENUM) };                               \
+/// The rows of an enum made from the X-macro table TABLE(X) (rows X(id, name, summary)):
+/// `table_fn()` giving them and `name_fn(value)` a value's name.
+#define GOSSIP_CHOICE_TABLE(Enum, TABLE, table_fn, name_fn)                    \
   inline std::span<const NamedRow<Enum>> table_fn() {                          \
     using Row = NamedRow<Enum>;                                                \
     static constexpr Row rows[] = {TABLE(GOSSIP_NAMED_ROW)};                   \
     return rows;                                                               \
   }                                                                            \
   inline const char* name_fn(Enum value) { return choice_row(table_fn(), value).name; }
+
+/// A named choice whose rows have no traits, whole: the enum `Enum` with a value per row of
+/// TABLE and its GOSSIP_CHOICE_TABLE functions.
+#define GOSSIP_NAMED_CHOICE(Enum, TABLE, table_fn, name_fn) \
+  enum class Enum { TABLE(GOSSIP_CHOICE_ENUM) };            \
+  GOSSIP_CHOICE_TABLE(Enum, TABLE, table_fn, name_fn)
 
 /// data.shard: how the training set is split among the peers, one row each (the data room
 /// splits, the config room reads the name: both go by this table).

@@ -6,9 +6,15 @@
 #error "gossip/compute_choices.hpp belongs to room core, which this room does not use (see the room table in meson.build)"
 #endif
 
+// The CUDA plugin's sources include this (through gossip/backend.hpp) and compile as C++17:
+// they see the enums alone; the tables, which need C++20, are for everything else.
+#if __cplusplus >= 202002L
 #include <span>
 
 #include "gossip/choice.hpp"
+#else
+#define GOSSIP_CHOICE_ENUM(id, ...) id,
+#endif
 
 namespace gossip {
 
@@ -19,7 +25,7 @@ namespace gossip {
   X(kCuda, "cuda", "an NVIDIA GPU: cuBLAS GEMMs and CUDA kernels (a device is required)")
 
 /// What the user asked for in `backend:`.
-GOSSIP_NAMED_CHOICE(BackendChoice, GOSSIP_BACKENDS, backend_table, backend_choice_name)
+enum class BackendChoice { GOSSIP_BACKENDS(GOSSIP_CHOICE_ENUM) };
 
 /// train.precision: X(id, name, summary). Master weights, optimizer state and gossip messages
 /// stay fp32 whatever the row.
@@ -28,6 +34,11 @@ GOSSIP_NAMED_CHOICE(BackendChoice, GOSSIP_BACKENDS, backend_table, backend_choic
   X(kBf16, "bf16",                                                                              \
     "bf16 products with fp32 accumulation (CPU: oneDNN's matmul, AVX512-BF16 or AMX only)")
 
-GOSSIP_NAMED_CHOICE(Precision, GOSSIP_PRECISIONS, precision_table, precision_name)
+enum class Precision { GOSSIP_PRECISIONS(GOSSIP_CHOICE_ENUM) };
+
+#if __cplusplus >= 202002L
+GOSSIP_CHOICE_TABLE(BackendChoice, GOSSIP_BACKENDS, backend_table, backend_choice_name)
+GOSSIP_CHOICE_TABLE(Precision, GOSSIP_PRECISIONS, precision_table, precision_name)
+#endif
 
 }  // namespace gossip
