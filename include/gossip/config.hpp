@@ -41,13 +41,8 @@ namespace gossip {
   X(kStep, "step", "times gamma every step_epochs (after the warm-up)")                       \
   X(kCosine, "cosine", "cosine decay to min_lr over the run (after the warm-up)")
 
-enum class Balance { GOSSIP_BALANCES(GOSSIP_CHOICE_ENUM) };
-enum class LrSchedule { GOSSIP_LR_SCHEDULES(GOSSIP_CHOICE_ENUM) };
-
-std::span<const NamedRow<Balance>> balance_table();
-std::span<const NamedRow<LrSchedule>> lr_schedule_table();
-const char* balance_name(Balance balance);
-const char* lr_schedule_name(LrSchedule schedule);
+GOSSIP_NAMED_CHOICE(Balance, GOSSIP_BALANCES, balance_table, balance_name)
+GOSSIP_NAMED_CHOICE(LrSchedule, GOSSIP_LR_SCHEDULES, lr_schedule_table, lr_schedule_name)
 
 struct DataConfig {
   // Real data: IDX files (plain or .gz). Defaults are Debian's dataset-fashion-mnist package.
@@ -337,12 +332,10 @@ struct GossipConfig {
   X(kLan, "lan", "one data centre (the default)")                                               \
   X(kWan, "wan", "peers across the internet: long waits, slow to bury")
 
-enum class MonitorPreset { GOSSIP_MONITOR_PRESETS(GOSSIP_CHOICE_ENUM) };
-
+/// monitor_preset_name: "local", "lan", "wan", the preset's name in configs.
+GOSSIP_NAMED_CHOICE(MonitorPreset, GOSSIP_MONITOR_PRESETS, monitor_preset_table,
+                    monitor_preset_name)
 using MonitorPresetRow = NamedRow<MonitorPreset>;
-std::span<const MonitorPresetRow> monitor_preset_table();
-/// "local", "lan", "wan": the preset's name in configs.
-const char* monitor_preset_name(MonitorPreset preset);
 
 /// monitor: how the convergence monitor waits for, suspects and buries neighbours, and what a
 /// peer does when its live graph splits. The defaults are the `lan` preset.

@@ -1,7 +1,7 @@
 // config/choice_tables.cpp: the rows of the run config's smaller named choices as data: the
-// aggregation rules, the policies, data.balance, optimizer.schedule, the monitor's presets and
-// the fault schedule's actions (the
-// algorithms, compressors and attacks have a file each). The loader names each choice once
+// aggregation rules, the policies and the fault schedule's actions (the algorithms,
+// compressors and attacks have a file each; the choices without traits are whole in their
+// header, GOSSIP_NAMED_CHOICE). The loader names each choice once
 // through its table; everything after it goes by the enum and the row's traits.
 #include <array>
 
@@ -43,34 +43,6 @@ const char* policy_name(ByzantinePolicy policy) {
 
 const char* policy_name(PartitionPolicy policy) {
   return choice_row(partition_policy_table(), policy).name;
-}
-
-std::span<const NamedRow<Balance>> balance_table() {
-  using Row = NamedRow<Balance>;
-  static constexpr std::array rows{GOSSIP_BALANCES(GOSSIP_NAMED_ROW)};
-  return rows;
-}
-
-std::span<const NamedRow<LrSchedule>> lr_schedule_table() {
-  using Row = NamedRow<LrSchedule>;
-  static constexpr std::array rows{GOSSIP_LR_SCHEDULES(GOSSIP_NAMED_ROW)};
-  return rows;
-}
-
-const char* balance_name(Balance balance) { return choice_row(balance_table(), balance).name; }
-
-const char* lr_schedule_name(LrSchedule schedule) {
-  return choice_row(lr_schedule_table(), schedule).name;
-}
-
-std::span<const MonitorPresetRow> monitor_preset_table() {
-  using Row = NamedRow<MonitorPreset>;
-  static constexpr std::array rows{GOSSIP_MONITOR_PRESETS(GOSSIP_NAMED_ROW)};
-  return rows;
-}
-
-const char* monitor_preset_name(MonitorPreset preset) {
-  return choice_row(monitor_preset_table(), preset).name;
 }
 
 std::span<const FaultActionTraits> fault_action_table() {
