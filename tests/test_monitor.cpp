@@ -81,6 +81,18 @@ TEST_CASE("live graph connectivity with dead peers", "[monitor]") {
     REQUIRE_FALSE(g.connected);
     REQUIRE(g.components.size() == 1);  // weakly connected
   }
+  SECTION("absent links: both ends stay in, the link does not count") {
+    const auto t = ring(8);
+    // The issue's ring: links 0-1, 0-7, 4-5 and 5-6 never formed.
+    const std::pair<int, int> absent[] = {{0, 1}, {7, 0}, {4, 5}, {6, 5}};
+    const auto g = live_graph(t, {}, 0, absent);
+    CHECK_FALSE(g.connected);
+    CHECK(g.alive.size() == 8u);
+    CHECK(g.components == std::vector<std::vector<int>>{{0}, {1, 2, 3, 4}, {5}, {6, 7}});
+    // One absent link of a ring leaves a line: still connected.
+    const std::pair<int, int> one[] = {{3, 4}};
+    CHECK(live_graph(t, {}, 0, one).connected);
+  }
   SECTION("time-varying: the union over the period counts") {
     gossip::GeneratorSpec s;
     s.kind = gossip::GeneratorKind::kOnePeerExponential;
@@ -124,6 +136,31 @@ TEST_CASE("the convergence monitor reports changes in the dead set", "[monitor]"
   CHECK(back->event == gossip::MemberEventKind::kHealed);
   CHECK(back->message == "no peer dead; live graph connected");
   CHECK(monitor.connected());
+}
+
+TEST_CASE("the convergence monitor takes a link that never formed out of the live graph at once",
+          "[monitor]") {
+  const auto t = ring(8);
+  gossip::ConvergenceMonitor zero(t, 0);
+  // Peer 0 never linked to 1 nor 7: nobody is dead, and it is cut off from round 0.
+  const auto alone = zero.check({}, {}, 0, {1, 7});
+  REQUIRE(alone.has_value());
+  CHECK_FALSE(alone->connected);
+  CHECK(alone->dead.empty());
+  CHECK(alone->event == gossip::MemberEventKind::kPartition);
+  CHECK(alone->components == std::vector<std::vector<int>>{{0}, {1, 2, 3, 4, 5, 6, 7}});
+  CHECK(alone->my_component == std::vector<int>{0});
+  CHECK(alone->message.find("links never formed: to 1,7") != std::string::npos);
+  // Peer 1 lacks only its link to 0: a line, still connected, but the change is reported.
+  gossip::ConvergenceMonitor one(t, 1);
+  const auto line = one.check({}, {}, 0, {0});
+  REQUIRE(line.has_value());
+  CHECK(line->connected);
+  CHECK_FALSE(line->event.has_value());
+  // The link formed after all: whole again.
+  const auto back = zero.check({}, {}, 5, {});
+  REQUIRE(back.has_value());
+  CHECK(back->event == gossip::MemberEventKind::kHealed);
 }
 
 namespace {
@@ -339,8 +376,10 @@ class FakeExchange final : public gossip::Exchange {
   std::vector<PeerView> take_views() override { return std::exchange(views, {}); }
   std::vector<int> excused_peers() const override { return ahead; }
   std::optional<std::vector<int>> heard_within(double) const override { return heard; }
+  std::vector<gossip::LinkStatus> links() const override { return link_status; }
 
   std::optional<std::vector<int>> heard;  // what heartbeats say (nullopt: none, as in the sim)
+  std::vector<gossip::LinkStatus> link_status;  // what links() says
   std::vector<int> answering, ahead, last_no_wait, last_to;
   std::int64_t last_tag = -1;
   std::chrono::milliseconds last_deadline{0};
@@ -518,4 +557,61 @@ TEST_CASE("MonitoredExchange: the round deadline follows the measured round time
   bool asked_about_3 = false;
   for (const auto& p : inner.sent_probes) asked_about_3 |= p.target == 3 && p.origin == 0;
   CHECK(asked_about_3);
+}
+
+TEST_CASE("MembershipWatch: a link's facts become link events, once each; a never-formed one "
+          "leaves the live graph", "[monitor][membership]") {
+  FakeExchange inner(0, 4);
+  gossip::MonitoredExchange ex(inner, {.round_timeout_floor_s = 0, .suspect_after_s = 0,
+                                        .dead_after_rounds = 100, .dead_after_s = 0.0});
+  const auto t = ring(4);
+  gossip::MembershipWatch watch(t, 0);
+  const auto links_of = [](const std::vector<gossip::PeerEvent>& events) {
+    std::vector<gossip::LinkEvent> out;
+    for (const auto& e : events)
+      if (const auto* l = std::get_if<gossip::LinkEvent>(&e)) out.push_back(*l);
+    return out;
+  };
+  gossip::LinkStatus one{.peer = 1, .formed = true, .formed_s = 0.5, .up = true};
+  gossip::LinkStatus three{.peer = 3, .given_up = true, .why = "refused dialling 127.0.0.1:9"};
+  inner.link_status = {one, three};
+  std::vector<std::string> lines;
+  const auto first = watch(ex, 1, 2.0, &lines);
+  const auto l1 = links_of(first);
+  REQUIRE(l1.size() == 1u);
+  CHECK(l1[0].change == gossip::LinkChange::kNeverFormed);
+  CHECK(l1[0].neighbour == 3);
+  CHECK(l1[0].round == 0);  // absent from the start
+  CHECK(l1[0].reason == "refused dialling 127.0.0.1:9");
+  CHECK(watch.unlinked() == std::vector<int>{3});
+  // A ring of 4 without 0-3 is a line: connected, and the monitor said why it changed.
+  CHECK(watch.monitor().connected());
+  CHECK(std::find(lines.begin(), lines.end(),
+                  "link to peer 3 never_formed: refused dialling 127.0.0.1:9") != lines.end());
+  CHECK(links_of(watch(ex, 2, 3.0)).empty());  // said once
+  // It formed after all (a late start): reported, and back in the live graph.
+  inner.link_status[1] = {.peer = 3, .formed = true, .formed_s = 9.0, .up = true};
+  const auto l3 = links_of(watch(ex, 3, 9.5));
+  REQUIRE(l3.size() == 1u);
+  CHECK(l3[0].change == gossip::LinkChange::kFormed);
+  CHECK(l3[0].formed_s == 9.0);
+  CHECK(watch.unlinked().empty());
+  // Link 0-1 goes down. Within the reconnect window nothing is said; at the end a link down for
+  // less than kLostAtEndS may be a neighbour finishing, one down longer is lost.
+  inner.link_status[0] = {.peer = 1, .formed = true, .formed_s = 0.5, .down_s = 0.5,
+                          .why = "link lost: end of file"};
+  CHECK(links_of(watch(ex, 4, 10.0)).empty());
+  CHECK(links_of(watch.end_links(ex, 4, 10.0)).empty());
+  inner.link_status[0].down_s = gossip::MembershipWatch::kLostAtEndS + 1.0;
+  const auto lost = links_of(watch.end_links(ex, 4, 11.0));
+  REQUIRE(lost.size() == 1u);
+  CHECK(lost[0].change == gossip::LinkChange::kLost);
+  CHECK(lost[0].neighbour == 1);
+  CHECK(lost[0].round == 4);
+  CHECK(lost[0].reason == "link lost: end of file");
+  CHECK(links_of(watch.end_links(ex, 4, 11.0)).empty());
+  // A neighbour that said bye finished: its closed link is not a loss.
+  inner.link_status[1] = {.peer = 3, .formed = true, .formed_s = 9.0, .left = true,
+                          .down_s = 5.0};
+  CHECK(links_of(watch.end_links(ex, 4, 11.0)).empty());
 }

@@ -131,6 +131,28 @@ TEST_CASE("membership events survive the event line and become events.jsonl line
                           "incarnation=0 dead= components=0,1;;2 my_component=").has_value());
 }
 
+TEST_CASE("link events survive the event line; an unknown link change is refused",
+          "[report][events]") {
+  const LinkEvent e{5, 0, 4.25, gossip::LinkChange::kNeverFormed, 6, -1.0,
+                    "no route dialling 198.18.0.7:29506 (No route to host)"};
+  const auto r = round_trip(e);
+  CHECK(r.peer == 5);
+  CHECK(r.round == 0);
+  CHECK(r.seconds == 4.25);
+  CHECK(r.change == gossip::LinkChange::kNeverFormed);
+  CHECK(r.neighbour == 6);
+  CHECK(r.formed_s == -1.0);
+  CHECK(r.reason == e.reason);
+  CHECK(event_json(e) ==
+        R"({"event": "link", "peer": 5, "round": 0, "time_s": 4.25, "link": "never_formed", )"
+        R"x("neighbour": 6, "formed_s": -1, "reason": "no route dialling 198.18.0.7:29506 (No )x"
+        R"x(route to host)"})x");
+  for (const auto& row : gossip::link_change_table())
+    CHECK(round_trip(LinkEvent{1, 7, 1.0, row.kind, 2, 0.5, ""}).change == row.kind);
+  CHECK_FALSE(parse_event("@gossip link peer=1 round=0 time_s=1 link=vanished neighbour=2 "
+                          "formed_s=-1 reason=").has_value());
+}
+
 TEST_CASE("events.jsonl lines carry every field of the event as JSON", "[report][events]") {
   CHECK(event_json(ReadyEvent{3, 0.5, 4, "/a \"b\".yaml"}) ==
         R"({"event": "ready", "peer": 3, "seconds": 0.5, "peers": 4, "config": "/a \"b\".yaml"})");
@@ -558,7 +580,33 @@ TEST_CASE("the dashboard's link rates come from the peers' byte counts",
   });
   // 4000 bytes in 2 s from 0 to 1; nothing on 7-0.
   CHECK(j.find("{\"a\": 0, \"b\": 1, \"weight\": 0.3333333333, \"bytes_per_s\": 2000, \"up\": "
-               "true}") != std::string::npos);
+               "true, \"state\": \"up\"}") != std::string::npos);
   CHECK(j.find("{\"a\": 0, \"b\": 7, \"weight\": 0.3333333333, \"bytes_per_s\": 0, \"up\": "
-               "true}") != std::string::npos);
+               "true, \"state\": \"up\"}") != std::string::npos);
+}
+
+TEST_CASE("the dashboard shows links that never formed as such, not their peers as suspects",
+          "[report][dashboard]") {
+  // Peer 0's links to 1 and 7 never formed; 1 and 7 also suspect it (it is silent to them).
+  const std::string j = ring_state_after([](gossip::DashboardState& s) {
+    for (const int r : {1, 7}) {
+      s.on_event(r, gossip::LinkEvent{r, 0, 4.0, gossip::LinkChange::kNeverFormed, 0, -1.0,
+                                      "peer 0 never dialled in"}, 4.0);
+      gossip::MemberEvent suspect;
+      suspect.peer = r;
+      suspect.event = gossip::MemberEventKind::kSuspect;
+      suspect.subject = 0;
+      s.on_event(r, suspect, 4.5);
+    }
+    s.on_event(0, gossip::LinkEvent{0, 0, 4.0, gossip::LinkChange::kNeverFormed, 1, -1.0,
+                                    "no route dialling 198.18.0.2:29501"}, 4.0);
+  });
+  CHECK(j.find("{\"id\": 0, \"state\": \"alive\", \"component\": 0") != std::string::npos);
+  CHECK(j.find("{\"a\": 0, \"b\": 1, \"weight\": 0.3333333333, \"bytes_per_s\": 0, \"up\": "
+               "false, \"state\": \"never_formed\"}") != std::string::npos);
+  CHECK(j.find("{\"a\": 0, \"b\": 7, \"weight\": 0.3333333333, \"bytes_per_s\": 0, \"up\": "
+               "false, \"state\": \"never_formed\"}") != std::string::npos);
+  CHECK(j.find("\"components\": [[0], [1, 2, 3, 4, 5, 6, 7]]") != std::string::npos);
+  CHECK(j.find("link to peer 1 never_formed (no route dialling 198.18.0.2:29501)") !=
+        std::string::npos);
 }

@@ -217,10 +217,13 @@
       const el = G.links.get(l.a + "-" + l.b);
       if (!el) continue;
       const up = l.up !== false;
+      const never = l.state === "never_formed";
       setAttr(el.g, "data-up", up ? "true" : "false");
+      setAttr(el.g, "data-never", never ? "true" : "false");
       setAttr(el.vis, "stroke-width", linkWidth(l.bytes_per_s).toFixed(2));
       setText(el.title, l.a + " \u2194 " + l.b + ": " + fmtRate(l.bytes_per_s) +
-        (isNum(l.weight) ? ", weight " + fmtNum(l.weight) : "") + (up ? "" : " (down)"));
+        (isNum(l.weight) ? ", weight " + fmtNum(l.weight) : "") +
+        (up ? "" : never ? " (never formed)" : l.state === "lost" ? " (lost)" : " (down)"));
     }
 
     const live = peers.filter((p) => p.state !== "dead").length;
@@ -263,6 +266,9 @@
     it = html("span", { class: "item" }, box);
     html("span", { class: "swatch line dashed" }, it);
     it.appendChild(document.createTextNode("down"));
+    it = html("span", { class: "item" }, box);
+    html("span", { class: "swatch line dotted" }, it);
+    it.appendChild(document.createTextNode("never formed"));
   }
 
   // ---------- charts ----------

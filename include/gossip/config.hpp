@@ -416,20 +416,24 @@ struct LinkEmulation {
   double delay_ms = 0.0;          // one way, each direction (netem)
   double jitter_ms = 0.0;         // netem
   double loss_percent = 0.0;      // netem
+  /// Pairs of ranks (a < b) that cannot reach each other: each has an unreachable route to the
+  /// other's address ("No route to host"), as peers behind firewalls or separate NATs.
+  std::vector<std::pair<int, int>> unreachable;
   bool enabled() const { return rate_bits_per_s > 0.0; }
   /// Asks for delay, jitter or loss: needs the kernel's netem qdisc.
   bool needs_netem() const { return delay_ms > 0.0 || jitter_ms > 0.0 || loss_percent > 0.0; }
 };
 
-/// Parses "rate=1gbit,delay=5ms,jitter=1ms,loss=0.1%" (rate is required; units bit, kbit, mbit,
-/// gbit per second; us, ms, s; loss in percent). Throws InputError "WHAT: ..." (or without the
+/// Parses "rate=1gbit,delay=5ms,jitter=1ms,loss=0.1%,unreachable=0-1+4-5" (rate is required;
+/// units bit, kbit, mbit, gbit per second; us, ms, s; loss in percent). Throws InputError "WHAT: ..." (or without the
 /// prefix when `what` is empty) naming the item that is wrong.
 LinkEmulation parse_link_emulation(const std::string& text, const std::string& what);
 
 /// The simulator's model of emulated links: sim.bandwidth_mbps = the rate, and sim.latency_ms =
 /// twice the delay (netem sits on both ends of every peer's link, so a message from one peer to
 /// another is delayed on the sender's end and again on the switch's end towards the receiver).
-/// Jitter and loss are not modelled (TCP resends what netem drops, so no message is lost).
+/// Jitter and loss are not modelled (TCP resends what netem drops, so no message is lost), nor
+/// are unreachable pairs (every simulated link forms).
 /// Does nothing when `e` is not enabled.
 void simulate_links(SimConfig& sim, const LinkEmulation& e);
 

@@ -12,6 +12,7 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -81,6 +82,7 @@ class DashboardState {
     std::deque<std::pair<double, std::map<int, std::uint64_t>>> sent;
     std::map<int, MemberEventKind> view;  // subject -> kSuspect | kDead (alive: absent)
     std::vector<int> suspects, cut;   // byzantine_suspect / byzantine_cut by this peer
+    std::map<int, LinkChange> links;  // neighbour -> kNeverFormed | kLost (formed, back: absent)
   };
   struct Point {
     EvaluationFigures f;
@@ -93,6 +95,8 @@ class DashboardState {
   double rate(int from, int to) const;
   PeerState state_of(int r) const;
   bool link_up(int a, int b, const std::vector<PeerState>& states) const;
+  /// What either end of a-b reported of the link itself (kNeverFormed first), if anything.
+  std::optional<LinkChange> link_fact(int a, int b) const;
   /// The live graph's components (in order of their smallest peer), and each peer's (-1: dead).
   std::vector<std::vector<int>> components(const std::vector<PeerState>& states,
                                            std::vector<int>& component_of) const;

@@ -98,6 +98,20 @@ inline const ChangeRow& change_row(ChangeKind kind) {
   return kChangeTable[static_cast<std::size_t>(kind)];
 }
 
+/// What became of a peer's link to one neighbour, one row each: X(id, name, summary). A peer
+/// reports each change as a "link" event (gossip/events.hpp); the launcher builds the run's
+/// graph from them (a link either end reports never formed, or lost, is not in it).
+#define GOSSIP_LINK_CHANGES(X)                                                                  \
+  X(kNeverFormed, "never_formed",                                                               \
+    "the link did not form by the end of the start's wait (net.connect_timeout_s): absent "     \
+    "from the live graph from round 0")                                                         \
+  X(kFormed, "formed", "a link reported never formed formed after all")                        \
+  X(kLost, "lost", "the link went down and did not come back (within the transport's "        \
+    "reconnect window, or by the end of the run)")                                                                       \
+  X(kBack, "back", "a link reported lost is up again")
+
+GOSSIP_NAMED_CHOICE(LinkChange, GOSSIP_LINK_CHANGES, link_change_table, link_change_name)
+
 /// Writes the kind's name (log lines, test messages).
 inline std::ostream& operator<<(std::ostream& os, MemberEventKind kind) {
   return os << event_name(kind);

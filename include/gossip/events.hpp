@@ -77,6 +77,19 @@ struct MemberEvent {
   std::vector<int> my_component;
 };
 
+/// What became of the peer's link to `neighbour` (kNeverFormed, kFormed, kLost, kBack): a fact
+/// of its own transport, not a suspicion. `round`: from which round it holds (0 for a link that
+/// never formed: absent from the start).
+struct LinkEvent {
+  int peer = 0;
+  std::int64_t round = 0;
+  double seconds = 0.0;    // since the peer started
+  LinkChange change = LinkChange::kNeverFormed;
+  int neighbour = -1;
+  double formed_s = -1.0;  // when the link first formed (seconds since the peer started; -1: never)
+  std::string reason;      // why it did not form, or was lost ("" for kFormed and kBack)
+};
+
 /// The peer finished training.
 struct DoneEvent {
   int peer = 0;
@@ -95,7 +108,7 @@ struct DoneEvent {
 };
 
 using PeerEvent =
-    std::variant<ReadyEvent, EvalEvent, RoundEvent, AlertEvent, MemberEvent, DoneEvent>;
+    std::variant<ReadyEvent, EvalEvent, RoundEvent, AlertEvent, MemberEvent, DoneEvent, LinkEvent>;
 
 /// The event as one line (no newline), "@gossip eval peer=3 round=10 ...".
 std::string encode_event(const PeerEvent& event);

@@ -136,6 +136,20 @@ struct TransportAlert {
   std::string message;
 };
 
+/// What a transport knows of its link to one neighbour (Exchange::links).
+struct LinkStatus {
+  int peer = -1;
+  bool formed = false;    // established at least once
+  double formed_s = -1.0; // when it first was, in seconds since the transport started
+  bool up = false;        // established now
+  /// The transport no longer waits for it: it did not form by the end of the start's wait, or
+  /// it was lost and did not come back within the reconnect window (nor by bye).
+  bool given_up = false;
+  bool left = false;      // the neighbour said bye (finished, or stopped on purpose)
+  double down_s = 0.0;    // how long it has been down, having formed (0 while up)
+  std::string why;        // the last reason it failed to form or was lost ("" when none)
+};
+
 class Exchange {
  public:
   virtual ~Exchange() = default;
@@ -205,6 +219,10 @@ class Exchange {
   }
   /// The alerts since the last call.
   virtual std::vector<TransportAlert> take_alerts() { return {}; }
+  /// Each neighbour's link, ascending by peer. Transports without links of their own (the
+  /// simulator's) return none: their links always form.
+  virtual std::vector<LinkStatus> links() const { return {}; }
+
   /// The algorithm above exchanges `tags` times a round (relay phases: all-reduce's hops,
   /// choco's gossip steps), tagging them round * tags + step: the layers that go by rounds (the
   /// monitor, the fault schedule's) divide a tag by it. Told once, at the top of the stack,
@@ -252,6 +270,7 @@ class ForwardingExchange : public Exchange {
     return inner_->heard_within(seconds);
   }
   std::vector<TransportAlert> take_alerts() override { return inner_->take_alerts(); }
+  std::vector<LinkStatus> links() const override { return inner_->links(); }
   void set_tags_per_round(int tags) override { inner_->set_tags_per_round(tags); }
 
  protected:

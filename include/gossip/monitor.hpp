@@ -45,8 +45,11 @@ struct LiveGraph {
 /// A directed graph counts as connected only when every alive peer reaches every other. For a
 /// run whose members change (Topology::epochs), the graph and the members of `round`'s epoch:
 /// ranks that are not members then are neither alive nor dead.
+/// `absent`: links (pairs of peers, either order) that are not in it although both ends are:
+/// they never formed, or were lost, or one end no longer takes the other's messages.
 LiveGraph live_graph(const Topology& topology, std::span<const int> dead = {},
-                     std::int64_t round = 0);
+                     std::int64_t round = 0,
+                     std::span<const std::pair<int, int>> absent = {});
 
 /// A change in the live graph, as the convergence monitor reports it.
 struct MonitorChange {
@@ -74,8 +77,11 @@ class ConvergenceMonitor {
   /// the neighbours this peer no longer mixes with because they lie (gossip.on_byzantine: cut),
   /// left out of the live graph as the dead are.
   /// `round`: the round it is checked after; a new membership epoch is a change too.
+  /// `unlinked`: neighbours whose link to this peer never formed: the live graph is taken
+  /// without those links (both peers stay in it).
   std::optional<MonitorChange> check(const std::vector<int>& dead,
-                                     const std::vector<int>& cut = {}, std::int64_t round = 0);
+                                     const std::vector<int>& cut = {}, std::int64_t round = 0,
+                                     const std::vector<int>& unlinked = {});
   /// Whether the live graph was connected at the last change (true until one).
   bool connected() const { return connected_; }
   /// The components at the last change (one, of every peer, until one).
@@ -86,6 +92,7 @@ class ConvergenceMonitor {
   int self_;
   std::vector<int> dead_;
   std::vector<int> cut_;
+  std::vector<int> unlinked_;
   std::size_t epoch_ = 0;
   bool connected_ = true;
   std::vector<std::vector<int>> components_;
@@ -373,6 +380,16 @@ class MembershipWatch {
   void set_refusal_events(bool on) { refusal_events_ = on; }
   /// The live graph was split at the last change.
   bool partitioned() const { return partitioned_; }
+  /// The run is over: a link down now (lost, not back, for kLostAtEndS or more) that no event
+  /// has reported yet becomes a "link" event (kLost) at `round`, so a run that ends within the
+  /// reconnect window still records it. `messages` as for operator().
+  std::vector<PeerEvent> end_links(const Exchange& exchange, std::int64_t round, double seconds,
+                                   std::vector<std::string>* messages = nullptr);
+  /// Neighbours whose link never formed (reported kNeverFormed, not formed since), ascending.
+  std::vector<int> unlinked() const;
+  /// At the end, a link down for less than this may be a neighbour finishing (its bye not read
+  /// yet): only one down longer is reported lost.
+  static constexpr double kLostAtEndS = 1.0;
   const ConvergenceMonitor& monitor() const { return monitor_; }
 
   /// What the peer's last mix did with its in-neighbours' messages (gossip.aggregate): `flagged`
@@ -405,6 +422,11 @@ class MembershipWatch {
   };
   std::map<int, Record> mixes_;
   std::vector<std::pair<int, MemberEventKind>> pending_;  // (neighbour, event) for operator()
+  /// The last link change reported per neighbour (none yet: formed at the start, or pending).
+  std::map<int, LinkChange> links_;
+  /// The link events the transport's links() call for now (end: the run is over).
+  std::vector<PeerEvent> link_events(const Exchange& exchange, std::int64_t round,
+                                     double seconds, bool end, std::vector<std::string>* messages);
 };
 
 /// A view is sent when it changed, and at least this often (rounds) anyway.

@@ -225,6 +225,7 @@ class NetExchange final : public Exchange {
   std::optional<Inbox> newest(std::span<const int> from) override;
   std::optional<std::vector<int>> heard_within(double seconds) const override;
   std::vector<TransportAlert> take_alerts() override;
+  std::vector<LinkStatus> links() const override;
 
   /// Neighbours whose link is up right now, ascending.
   std::vector<int> connected_peers() const;

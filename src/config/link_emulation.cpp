@@ -5,6 +5,7 @@
 #include <cmath>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "gossip/config.hpp"
 #include "gossip/core.hpp"
@@ -26,13 +27,36 @@ double scale(std::string_view unit, std::initializer_list<std::pair<const char*,
   return 0.0;
 }
 
+/// "0-1+4-5" -> {{0, 1}, {4, 5}}; `bad(why)` makes the error thrown.
+template <typename Bad>
+std::vector<std::pair<int, int>> parse_rank_pairs(std::string_view value, const Bad& bad) {
+  std::vector<std::pair<int, int>> pairs;
+  while (true) {
+    const auto plus = value.find('+');
+    const std::string_view item = value.substr(0, plus);
+    const auto dash = item.find('-');
+    int a = -1, b = -1;
+    const auto read = [](std::string_view s, int& v) {
+      const auto r = std::from_chars(s.data(), s.data() + s.size(), v);
+      return !s.empty() && r.ec == std::errc() && r.ptr == s.data() + s.size() && v >= 0;
+    };
+    if (dash == std::string_view::npos || !read(item.substr(0, dash), a) ||
+        !read(item.substr(dash + 1), b) || a == b)
+      throw bad(cat("unreachable: '", item, "' is not a pair of two ranks A-B (unreachable=0-1+4-5)"));
+    pairs.emplace_back(std::min(a, b), std::max(a, b));
+    if (plus == std::string_view::npos) break;
+    value.remove_prefix(plus + 1);
+  }
+  return pairs;
+}
+
 }  // namespace
 
 LinkEmulation parse_link_emulation(const std::string& text, const std::string& what) {
   const std::string prefix = what.empty() ? std::string() : what + ": ";
   const auto bad = [&](const std::string& why) {
     return InputError(cat(prefix, "'", text, "': ", why, " (expected rate=RATE[,delay=TIME]",
-                          "[,jitter=TIME][,loss=PERCENT%], e.g. rate=100mbit,delay=5ms)"));
+                          "[,jitter=TIME][,loss=PERCENT%][,unreachable=A-B+C-D...], e.g. rate=100mbit,delay=5ms)"));
   };
   LinkEmulation e;
   e.text = text;
@@ -46,6 +70,12 @@ LinkEmulation parse_link_emulation(const std::string& text, const std::string& w
     const auto eq = item.find('=');
     if (eq == std::string_view::npos) throw bad(cat("'", item, "' is not KEY=VALUE"));
     const std::string_view key = item.substr(0, eq), value = item.substr(eq + 1);
+    if (key == "unreachable") {
+      if (!e.unreachable.empty()) throw bad("unreachable is given twice");
+      e.unreachable = parse_rank_pairs(value, [&](const std::string& why) { return bad(why); });
+      if (text.empty()) break;
+      continue;
+    }
     double number = 0.0;
     std::string_view unit;
     if (!split_number(value, number, unit) || number < 0.0)
@@ -72,7 +102,7 @@ LinkEmulation parse_link_emulation(const std::string& text, const std::string& w
       if (number > 100.0) throw bad(cat("loss: at most 100%, got ", value));
       e.loss_percent = number;
     } else {
-      throw bad(cat("unknown key '", key, "' (rate, delay, jitter, loss)"));
+      throw bad(cat("unknown key '", key, "' (rate, delay, jitter, loss, unreachable)"));
     }
     if (text.empty()) break;
   }

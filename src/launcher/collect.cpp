@@ -90,6 +90,7 @@ std::int64_t order_key(const PeerEvent& e) {
   if (const auto* v = std::get_if<EvalEvent>(&e)) return v->round;
   if (const auto* a = std::get_if<AlertEvent>(&e)) return a->round;
   if (const auto* m = std::get_if<MemberEvent>(&e)) return m->round;
+  if (const auto* l = std::get_if<LinkEvent>(&e)) return l->round;
   return std::numeric_limits<std::int64_t>::max();
 }
 

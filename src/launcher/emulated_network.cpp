@@ -121,6 +121,10 @@ EmulatedNetwork::EmulatedNetwork(const LinkEmulation& emulation, int peers,
                          "iproute2)"));
   if (peers > 65000)
     throw InputError(cat(what, ": at most 65000 peers on emulated links, got ", peers));
+  for (const auto& [a, b] : emulation.unreachable)
+    if (b >= peers)
+      throw InputError(cat(what, ": unreachable=", a, "-", b, ": rank ", b, " is not in this run "
+                           "of ", peers, " peers"));
   // Namespaces of launchers that are gone (killed before they could remove them) and that no
   // process is in any more.
   for (const auto& name : list_netns(ip_)) {
@@ -227,6 +231,11 @@ void EmulatedNetwork::build(const LinkEmulation& e) {
     must({ip_, "-n", ns, "link", "set", "eth0", "up"}, cat("bringing up eth0 in ", ns));
     shape(ns, "eth0", e);      // what peer r sends
     shape(switch_, port, e);   // what peer r receives
+  }
+  for (const auto& [a, b] : e.unreachable) {  // firewalled pairs: no route either way
+    for (const auto& [from, to] : {std::pair{a, b}, std::pair{b, a}})
+      must({ip_, "-n", peer_namespace(from), "route", "add", "unreachable", address(to) + "/32"},
+           cat("making peer ", to, " unreachable from peer ", from));
   }
 }
 

@@ -79,7 +79,7 @@ NetworkRecord::NetworkRecord(const RunConfig& config, const std::string& out_dir
       events_(out_dir + "/events.jsonl", resume_round >= 0 ? std::ios::app : std::ios::trunc),
       backend_(make_cpu_backend(1)),
       data_(load_datasets(config)), evaluator_(*backend_, config, data_.train, {0}, 0),
-      done_(peers), latest_eval_(peers, -1), graph_(peers) {
+      done_(peers), latest_eval_(peers, -1), graph_(peers), held_dead_(peers) {
   merged_through_ = resume_round;
   if (config.train.tensorboard) record_.enable_tensorboard();
   gemm_ = choose_gemm(*backend_,
@@ -111,9 +111,14 @@ void NetworkRecord::handle(int rank, const PeerEvent& event) {
     pending_[e->round][rank] = *e;
     return;
   }
+  if (const auto* e = std::get_if<LinkEvent>(&event))
+    link_reports_[{rank, e->neighbour}] = LinkReport{e->change, e->round, e->reason};
+  if (const auto* e = std::get_if<AlertEvent>(&event)) held_dead_[rank] = e->dead;
   if (const auto* e = std::get_if<MemberEvent>(&event)) {
     if (e->event == MemberEventKind::kPartition || e->event == MemberEventKind::kHealed)
       graph_[rank] = *e;
+    held_dead_[rank] = e->dead;
+    if (e->event == MemberEventKind::kByzantineCut) cut_links_.emplace_back(rank, e->subject);
     const std::optional<ChangeKind> change = announced_change(e->event);
     if (members_ && change && e->subject >= 0 && e->subject < n_) {
       // An elastic run's change announced by a peer: the member timeline as every peer
@@ -140,7 +145,6 @@ void NetworkRecord::handle(int rank, const PeerEvent& event) {
     if (e->event == MemberEventKind::kRejoin) count(rejoins_);
   }
   if (const auto* e = std::get_if<DoneEvent>(&event)) done_[rank] = *e;
-  if (const auto* e = std::get_if<AlertEvent>(&event)) live_connected_ = e->connected;
   std::string line = event_json(event);
   if (std::holds_alternative<MemberEvent>(event) && clock_ == Clock::kLauncher && !line.empty()) {
     // When the launcher heard of it, on the clock its fault events use: detection times
@@ -189,22 +193,16 @@ void NetworkRecord::peer_failed(int rank, const std::string& why) {
 
 void NetworkRecord::peer_back(int rank) {
   std::erase(dead_, rank);
+  // A new process: a fresh view and fresh links (its neighbours report theirs coming back).
+  held_dead_[rank].clear();
+  graph_[rank].reset();
+  std::erase_if(link_reports_, [&](const auto& r) { return r.first.first == rank; });
+  std::erase_if(cut_links_, [&](const auto& c) { return c.first == rank; });
   for (auto f = failures_.rbegin(); f != failures_.rend(); ++f)
     if (f->peer == rank) {
       if (f->back_s < 0) f->back_s = now_s();
       break;
     }
-}
-
-std::vector<std::vector<int>> NetworkRecord::partition() const {
-  // The newest word of any peer alive at the end (finished, or still running).
-  const MemberEvent* last = nullptr;
-  for (int r = 0; r < n_; ++r) {
-    if (!graph_[r] || std::find(dead_.begin(), dead_.end(), r) != dead_.end()) continue;
-    if (!last || graph_[r]->round > last->round) last = &*graph_[r];
-  }
-  if (!last || last->event != MemberEventKind::kPartition) return {};
-  return last->components;
 }
 
 std::vector<EvaluationFigures> NetworkRecord::merge_ready_rounds() {
@@ -404,7 +402,8 @@ std::vector<std::pair<std::string, PhaseSeconds>> NetworkRecord::add_phases(
 
 void NetworkRecord::print_final_table(
     const Summary& s, const NetworkSummary& net, const std::vector<double>& peer_rss_mb,
-    const std::vector<std::pair<std::string, PhaseSeconds>>& phase_rows) const {
+    const std::vector<std::pair<std::string, PhaseSeconds>>& phase_rows,
+    const std::vector<std::string>& missing_links) const {
   const bool rss = static_cast<int>(peer_rss_mb.size()) == n_;
   const double peer_max_rss_mb =
       rss ? *std::max_element(peer_rss_mb.begin(), peer_rss_mb.end()) : 0.0;
@@ -432,6 +431,10 @@ void NetworkRecord::print_final_table(
                 " encrypt: sealing and opening TLS records on the transport's thread, beside the"
                 " other phases):\n%s",
                 out_dir_.c_str(), phase_table(phase_rows).c_str());
+  if (!missing_links.empty()) {
+    std::printf("links not in the run's graph at the end (summary.json missing_links):\n");
+    for (const std::string& line : missing_links) std::printf("  %s\n", line.c_str());
+  }
   if (!split.empty()) {
     std::printf("PARTITIONED: the live graph ended split into %s; the components trained "
                 "separate models, so the average below is not one model. Per component:",
@@ -471,7 +474,7 @@ void NetworkRecord::add_membership(NetworkSummary& net, std::int64_t rounds) con
 
 Summary NetworkRecord::finish(double wall_seconds, const std::vector<double>& peer_rss_mb) {
   RunEnd end{.rounds = record_.last().round, .bytes_sent = 0, .wall_seconds = wall_seconds,
-             .connected = live_connected_, .params_sha256 = {}, .gemm = gemm_.name,
+             .connected = true, .params_sha256 = {}, .gemm = gemm_.name,
              .epochs = NAN, .average_missing = {}, .extra = {}};
   // The rounds and epochs the peers ran (their done events), not the last evaluation's.
   std::int64_t rounds_run = -1;
@@ -489,7 +492,7 @@ Summary NetworkRecord::finish(double wall_seconds, const std::vector<double>& pe
   NetworkSummary net{.peers = n_, .config = config_.path, .topology = config_.gossip.topology,
                      .algorithm = algorithm_name(config_.gossip.algorithm),
                      .spectral_gap = NAN, .bytes_sent = end.bytes_sent, .samples_per_peer = {},
-                     .components = partition(), .component_accuracy = {},
+                     .components = {}, .component_accuracy = {},
                      .deaths = std::ssize(deaths_), .rejoins = std::ssize(rejoins_),
                      .alive_at_end = {}, .phases = std::nullopt, .phases_per_peer = {},
                      .byzantine = byzantine_, .refused_params = {}, .membership = {},
@@ -500,11 +503,18 @@ Summary NetworkRecord::finish(double wall_seconds, const std::vector<double>& pe
       net.refused_params.add(
           JsonObject().add("peer", r).add("from", pairs[i]).add("count", pairs[i + 1]));
   }
+  RunGraph graph;
   try {
-    net.spectral_gap = 1.0 - analyze(load_topology(config_.gossip.topology)).rho_per_round;
+    const Topology loaded = load_topology(config_.gossip.topology);
+    net.spectral_gap = 1.0 - analyze(loaded).rho_per_round;
+    graph = run_graph(members_ ? *members_ : loaded, std::max(end.rounds, total_rounds_));
   } catch (const InputError&) {
-    // The topology file is gone or changed since the run: the gap is left out (null).
+    // The topology file is gone or changed since the run: the gap is left out (null), and the
+    // graph is the newest word of a peer alive at the end.
+    graph = monitors_graph();
   }
+  end.connected = graph.connected;
+  net.components = graph.components;
   for (const auto& shard : shard_for(config_, data_.train, n_))
     net.samples_per_peer.push_back(std::ssize(shard));
   for (int r = 0; r < n_; ++r) net.alive_at_end.push_back(done_[r].has_value());
@@ -543,6 +553,8 @@ Summary NetworkRecord::finish(double wall_seconds, const std::vector<double>& pe
     else o.raw("back_s", "null");
     failures.add(o);
   }
+  end.extra.add("missing_links", graph.missing_links)
+      .add("disagreeing_views", graph.disagreeing_views);
   end.extra.add("dead_peers", JsonArray::of(dead_))
       .add("component_consensus_distance", JsonArray::of(component_consensus))
       .add("failures", failures)
@@ -554,7 +566,7 @@ Summary NetworkRecord::finish(double wall_seconds, const std::vector<double>& pe
     end.extra.add("peer_max_rss_mb", peer_max_rss_mb);
   }
   const Summary s = record_.finish(std::move(end));
-  print_final_table(s, net, peer_rss_mb, phase_rows);
+  print_final_table(s, net, peer_rss_mb, phase_rows, graph.missing_lines);
   std::fflush(stdout);
   return s;
 }

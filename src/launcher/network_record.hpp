@@ -26,6 +26,21 @@
 
 namespace gossip::launcher {
 
+/// The run's graph at the end, built from every peer's own record of its links and of the
+/// neighbours it stopped mixing with (never one peer's view): the topology's links between the
+/// peers alive at the end, without each link either end reported never formed or lost (and not
+/// back), held dead, or cut for lying.
+struct RunGraph {
+  bool connected = true;
+  std::vector<std::vector<int>> components;  // empty when connected
+  /// Each link of the topology between live peers that is not in it: {peers, state, round,
+  /// why: {PEER: what that end recorded}}.
+  JsonArray missing_links;
+  /// The peers whose monitor ended believing something else: {peer, connected, components}.
+  JsonArray disagreeing_views;
+  std::vector<std::string> missing_lines;  // one per missing link, for the final table
+};
+
 /// Writes DIR/metrics.csv (every peer's rows and the average model's, round by round),
 /// DIR/events.jsonl (the peers' ready, alert and done events and the launcher's failures, one JSON
 /// object a line) and, at the end, DIR/summary.json and the final table on stdout. Not
@@ -89,9 +104,10 @@ class NetworkRecord {
   void hand_out_average(const std::vector<int>& waiting);
   /// Whether peer `rank`'s done event said its process waits for the average model.
   bool awaits_average(int rank) const { return has_finished(rank) && done_[rank]->awaits_average; }
-  /// The live graph's components when the surviving peers last said it was split; empty when
-  /// it is whole (as far as they know).
-  std::vector<std::vector<int>> partition() const;
+  /// The run's graph after `round` (RunGraph); `topology` is the run's.
+  RunGraph run_graph(const Topology& topology, std::int64_t round) const;
+  /// Without the topology: the newest word on the live graph of any peer alive at the end.
+  RunGraph monitors_graph() const;
   /// Whether peer `rank` sent its done event.
   bool has_finished(int rank) const { return rank >= 0 && rank < n_ && done_[rank].has_value(); }
   /// The peers that sent a done event.
@@ -106,10 +122,11 @@ class NetworkRecord {
   /// An elastic run's member timeline (planned and announced changes up to `rounds`) into `net`.
   void add_membership(NetworkSummary& net, std::int64_t rounds) const;
   /// The final table: each peer's accuracy, bytes, seconds (and peak memory), where the time
-  /// went, the components of a split, the average model.
+  /// went, the links missing from the run's graph, the components of a split, the average model.
   void print_final_table(const Summary& s, const NetworkSummary& net,
                          const std::vector<double>& peer_rss_mb,
-                         const std::vector<std::pair<std::string, PhaseSeconds>>& phase_rows) const;
+                         const std::vector<std::pair<std::string, PhaseSeconds>>& phase_rows,
+                         const std::vector<std::string>& missing_links) const;
   void merge_round(std::int64_t round, std::map<int, EvalEvent>& evals,
                    const std::vector<int>& expected);
   void log_event(const std::string& json_line);
@@ -141,12 +158,20 @@ class NetworkRecord {
   std::int64_t total_rounds_ = 0;
   std::string average_missing_;  // exec: runs: why no average model was evaluated ("": it was)
   int average_evaluator_ = -1;   // the process asked to evaluate it
-  bool live_connected_ = true;
   std::int64_t merged_through_ = -1;      // the last round merged (or resumed from)
   std::vector<std::int64_t> latest_eval_; // per peer: the newest round it evaluated
   // Membership: each peer's last word on the live graph (partition or healed), and the deaths
   // and rejoins seen, once per (peer, incarnation).
   std::vector<std::optional<MemberEvent>> graph_;
+  // Each peer's own word on its links, and on whom it stopped mixing with: the run's graph.
+  struct LinkReport {
+    LinkChange change = LinkChange::kFormed;
+    std::int64_t round = 0;
+    std::string reason;
+  };
+  std::map<std::pair<int, int>, LinkReport> link_reports_;  // (peer, neighbour) -> its last
+  std::vector<std::vector<int>> held_dead_;                  // per peer: its view's dead
+  std::vector<std::pair<int, int>> cut_links_;               // (peer, neighbour it cut)
   std::vector<std::pair<int, std::int64_t>> deaths_, rejoins_;
   JsonArray byzantine_;  // the peers' byzantine_* events (NetworkSummary::byzantine)
   /// Each confirmed death and rejoin, as first reported: who, at which incarnation, when (the

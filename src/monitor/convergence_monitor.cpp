@@ -10,17 +10,22 @@ namespace gossip {
 
 std::optional<MonitorChange> ConvergenceMonitor::check(const std::vector<int>& dead,
                                                        const std::vector<int>& cut,
-                                                       std::int64_t round) {
+                                                       std::int64_t round,
+                                                       const std::vector<int>& unlinked) {
   const std::size_t epoch = topology_->epoch_index(round);
-  if (dead == dead_ && cut == cut_ && epoch == epoch_) return std::nullopt;
+  if (dead == dead_ && cut == cut_ && unlinked == unlinked_ && epoch == epoch_)
+    return std::nullopt;
   epoch_ = epoch;
   dead_ = dead;
   cut_ = cut;
+  unlinked_ = unlinked;
+  std::vector<std::pair<int, int>> absent;
+  for (int p : unlinked) absent.emplace_back(self_, p);
   std::vector<int> gone = dead;
   gone.insert(gone.end(), cut.begin(), cut.end());
   std::sort(gone.begin(), gone.end());
   gone.erase(std::unique(gone.begin(), gone.end()), gone.end());
-  LiveGraph live = live_graph(*topology_, gone, round);
+  LiveGraph live = live_graph(*topology_, gone, round, absent);
   MonitorChange change;
   change.dead = dead;
   change.cut = cut;
@@ -42,13 +47,15 @@ std::optional<MonitorChange> ConvergenceMonitor::check(const std::vector<int>& d
                                  : cat(" (this peer in {", format_peers(change.my_component),
                                        "}): the components train separate models"));
   const std::string cut_part =
-      cut.empty() ? std::string() : cat("peers cut for lying: ", format_peers(cut), "; ");
+      cat(cut.empty() ? std::string() : cat("peers cut for lying: ", format_peers(cut), "; "),
+          unlinked.empty() ? std::string()
+                           : cat("links never formed: to ", format_peers(unlinked), "; "));
   const std::string members =
       topology_->epochs().empty()
           ? std::string()
           : cat(topology_->members(round).size(), " members from round ",
                 topology_->epochs()[epoch].from, "; ");
-  change.message = dead.empty() && cut.empty()
+  change.message = dead.empty() && cut.empty() && unlinked.empty()
                        ? cat(members, change.connected ? "no peer dead; live graph connected"
                                                        : graph)
                        : cat(members, dead.empty() ? std::string()

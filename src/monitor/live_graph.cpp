@@ -32,7 +32,8 @@ std::vector<char> reach(const Adjacency& adj, const std::vector<char>& alive, in
 
 }  // namespace
 
-LiveGraph live_graph(const Topology& topology, std::span<const int> dead, std::int64_t round) {
+LiveGraph live_graph(const Topology& topology, std::span<const int> dead, std::int64_t round,
+                     std::span<const std::pair<int, int>> absent) {
   const int n = topology.n();
   // Only the members at `round` (every rank unless the run's membership changes) take part.
   std::vector<char> alive(n, topology.epochs().empty() ? 1 : 0);
@@ -43,9 +44,15 @@ LiveGraph live_graph(const Topology& topology, std::span<const int> dead, std::i
   }
   // forward[j] = peers j sends to; backward[i] = peers i takes from (over the whole period).
   Adjacency forward(n), backward(n), either(n);
+  const auto missing = [&](int a, int b) {
+    return std::any_of(absent.begin(), absent.end(), [&](const std::pair<int, int>& l) {
+      return (l.first == a && l.second == b) || (l.first == b && l.second == a);
+    });
+  };
   for (const Graph& g : topology.epoch_rounds(round))
     for (int i = 0; i < n; ++i)
       for (const auto& nb : g.in_neighbours(i)) {
+        if (missing(i, nb.peer)) continue;
         forward[nb.peer].push_back(i);
         backward[i].push_back(nb.peer);
         either[i].push_back(nb.peer);

@@ -46,7 +46,10 @@ std::vector<PeerEvent> MembershipWatch::operator()(MonitoredExchange& exchange,
     out.push_back(MemberEvent{self_, round, seconds, MemberEventKind::kByzantineCut, peer, 0,
                               exchange.dead_peers(), {}, {}});
   }
-  const auto change = monitor_.check(exchange.dead_peers(), exchange.cut_peers(), round);
+  for (PeerEvent& e : link_events(exchange, round, seconds, false, messages))
+    out.push_back(std::move(e));
+  const auto change = monitor_.check(exchange.dead_peers(), exchange.cut_peers(), round,
+                                     unlinked());
   if (!change) return out;
   say(change->message);
   out.push_back(AlertEvent{self_, round, change->connected, change->dead, change->message});
@@ -55,6 +58,54 @@ std::vector<PeerEvent> MembershipWatch::operator()(MonitoredExchange& exchange,
     out.push_back(MemberEvent{self_, round, seconds, *change->event, -1, 0, change->dead,
                               change->components, change->my_component});
   }
+  return out;
+}
+
+std::vector<PeerEvent> MembershipWatch::link_events(const Exchange& exchange, std::int64_t round,
+                                                    double seconds, bool end,
+                                                    std::vector<std::string>* messages) {
+  std::vector<PeerEvent> out;
+  for (const LinkStatus& l : exchange.links()) {
+    const auto it = links_.find(l.peer);
+    const std::optional<LinkChange> last =
+        it == links_.end() ? std::nullopt : std::optional<LinkChange>(it->second);
+    const bool absent = last == LinkChange::kNeverFormed || last == LinkChange::kLost;
+    std::optional<LinkChange> change;
+    // (A link is given up on at the end of the start's wait at the latest, before round 1.)
+    if (!l.formed && !absent && l.given_up)
+      change = LinkChange::kNeverFormed;
+    else if (l.up && last == LinkChange::kNeverFormed)
+      change = LinkChange::kFormed;
+    else if (l.up && last == LinkChange::kLost)
+      change = LinkChange::kBack;
+    else if (l.formed && !l.up && !l.left && !absent &&
+             (l.given_up || (end && l.down_s >= kLostAtEndS)))
+      change = LinkChange::kLost;
+    if (!change) continue;
+    links_[l.peer] = *change;
+    const bool down = *change == LinkChange::kNeverFormed || *change == LinkChange::kLost;
+    const std::string why = down ? (l.why.empty() ? std::string("no reason known") : l.why)
+                                 : std::string();
+    if (messages)
+      messages->push_back(cat("link to peer ", l.peer, " ", link_change_name(*change),
+                              why.empty() ? std::string() : cat(": ", why)));
+    // A link that never formed is absent from the start.
+    const std::int64_t from = *change == LinkChange::kNeverFormed ? 0 : round;
+    out.push_back(LinkEvent{self_, from, seconds, *change, l.peer, l.formed_s, why});
+  }
+  return out;
+}
+
+std::vector<PeerEvent> MembershipWatch::end_links(const Exchange& exchange, std::int64_t round,
+                                                  double seconds,
+                                                  std::vector<std::string>* messages) {
+  return link_events(exchange, round, seconds, true, messages);
+}
+
+std::vector<int> MembershipWatch::unlinked() const {
+  std::vector<int> out;
+  for (const auto& [peer, change] : links_)
+    if (change == LinkChange::kNeverFormed) out.push_back(peer);
   return out;
 }
 

@@ -26,6 +26,16 @@ constexpr std::chrono::milliseconds kIdle{250};            // a link this quiet 
 constexpr std::chrono::milliseconds kOwnStall{750};
 // Alerts about one identity's second connections: at most one per this period per rank.
 constexpr std::chrono::seconds kConflictAlertEvery{5};
+
+/// A failed connect in the words a link's record uses: "refused" (nobody listens there), "no
+/// route" (the network cannot reach it), "timed out", or "failed".
+const char* dial_error(const std::error_code& ec) {
+  if (ec == asio::error::connection_refused) return "refused";
+  if (ec == asio::error::host_unreachable || ec == asio::error::network_unreachable)
+    return "no route";
+  if (ec == asio::error::timed_out) return "timed out";
+  return "failed";
+}
 }  // namespace
 
 Links::Links(asio::io_context& io, asio::ip::tcp::acceptor& acceptor, const NetConfig& config,
@@ -157,19 +167,32 @@ void Links::dial(int peer) {
   Link& l = *links_[peer];
   l.dialling = true;
   auto socket = std::make_shared<asio::ip::tcp::socket>(io_);
+  auto timed_out = std::make_shared<bool>(false);
   l.connecting = socket;
   l.dial_timer.expires_after(config_.timeouts.handshake);
-  l.dial_timer.async_wait([socket](std::error_code ec) {
+  l.dial_timer.async_wait([socket, timed_out](std::error_code ec) {
     std::error_code ignored;
-    if (!ec) socket->close(ignored);  // connect took too long: its handler sees the error
+    if (ec) return;
+    *timed_out = true;
+    socket->close(ignored);  // connect took too long: its handler sees the error
   });
   asio::async_connect(*socket, l.endpoints,
-                      [this, peer, socket](std::error_code ec, const asio::ip::tcp::endpoint&) {
+                      [this, peer, socket, timed_out](std::error_code ec,
+                                                      const asio::ip::tcp::endpoint&) {
                         Link& link = *links_[peer];
                         link.dial_timer.cancel();
                         link.connecting.reset();
                         if (stopping_) return;
-                        if (ec) return retry(peer, cat("connect: ", ec.message()));
+                        if (ec) {
+                          const std::string why =
+                              *timed_out ? cat("timed out dialling ", config_.addresses[peer],
+                                               " (no answer within ",
+                                               config_.timeouts.handshake.count(), " ms)")
+                                         : cat(dial_error(ec), " dialling ",
+                                               config_.addresses[peer], " (", ec.message(), ")");
+                          mail_.note_failure(peer, why);
+                          return retry(peer, cat("connect: ", ec.message()));
+                        }
                         tune(*socket);
                         auto s = std::make_shared<Session>(std::move(*socket), *this,
                                                            Session::Role::kDialled, peer);
@@ -317,6 +340,7 @@ void Links::on_closed(Session& s, CloseKind kind, const std::string& why) {
   if (l.session.get() != &s) {
     // Not the live link: a handshake that failed (or a replaced connection).
     if (s.role() == Session::Role::kDialled && mail_.state(p) != LinkState::kUp) {
+      if (!why.empty()) mail_.note_failure(p, cat("handshake with ", config_.addresses[p], ": ", why));
       if (kind == CloseKind::kRefused) {
         l.dialling = false;
         mail_.set_state(p, LinkState::kGone);
@@ -332,6 +356,7 @@ void Links::on_closed(Session& s, CloseKind kind, const std::string& why) {
     mail_.set_state(p, LinkState::kGone);
     return;
   }
+  mail_.note_failure(p, why.empty() ? std::string("link lost") : cat("link lost: ", why));
   mail_.set_state(p, LinkState::kDown);
   const bool we_dial = config_.rank < p;
   log(cat("peer ", p, ": link lost; ", we_dial ? "redialling" : "waiting for it to redial",

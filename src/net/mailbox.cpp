@@ -155,19 +155,55 @@ void Mailboxes::set_left(int peer) {
 void Mailboxes::set_state(int peer, LinkState state) {
   {
     std::lock_guard lk(mu_);
+    if (box(peer).state == LinkState::kUp && state != LinkState::kUp)
+      box(peer).down_since = std::chrono::steady_clock::now();
     box(peer).state = state;
     if (state == LinkState::kUp) {
       box(peer).last_heard = std::chrono::steady_clock::now();
       box(peer).heard_since_up = false;
+      if (!box(peer).first_up) box(peer).first_up = box(peer).last_heard;
     }
   }
   cv_.notify_all();
+}
+
+void Mailboxes::note_failure(int peer, std::string why) {
+  std::lock_guard lk(mu_);
+  box(peer).why = std::move(why);
+}
+
+void Mailboxes::note_never_formed(int peer, const std::string& why) {
+  std::lock_guard lk(mu_);
+  if (box(peer).why.empty()) box(peer).why = why;
+}
+
+std::vector<LinkStatus> Mailboxes::links() const {
+  std::lock_guard lk(mu_);
+  std::vector<LinkStatus> out;
+  for (int p : neighbours_) {
+    const Box& b = box(p);
+    LinkStatus l;
+    l.peer = p;
+    l.formed = b.first_up.has_value();
+    if (b.first_up) l.formed_s = std::chrono::duration<double>(*b.first_up - start_).count();
+    l.up = b.state == LinkState::kUp;
+    l.left = b.left;
+    l.given_up = b.state == LinkState::kGone && !b.left;
+    if (!l.up) l.why = b.why;
+    if (!l.up && l.formed)
+      l.down_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - b.down_since)
+                     .count();
+    out.push_back(std::move(l));
+  }
+  return out;
 }
 
 bool Mailboxes::transition(int peer, LinkState from, LinkState to) {
   {
     std::lock_guard lk(mu_);
     if (box(peer).state != from) return false;
+    if (from == LinkState::kUp && to != LinkState::kUp)
+      box(peer).down_since = std::chrono::steady_clock::now();
     box(peer).state = to;
   }
   cv_.notify_all();

@@ -93,6 +93,11 @@ class Mailboxes {
   void set_state(int peer, LinkState state);
   /// The peer said bye (it finished or stopped on purpose): its silence is not a death.
   void set_left(int peer);
+  /// Why the link to `peer` failed to form, or was lost, this time (a dial's error, a refused
+  /// handshake): what links() says of a link that is not up.
+  void note_failure(int peer, std::string why);
+  /// Sets why a link that never formed did not, unless a failure was noted already.
+  void note_never_formed(int peer, const std::string& why);
   LinkState state(int peer) const;
   /// Sets `to` only if the link is in `from`; true if it was.
   bool transition(int peer, LinkState from, LinkState to);
@@ -160,6 +165,8 @@ class Mailboxes {
   std::vector<TransportAlert> take_alerts();
   std::optional<Inbox> newest(std::span<const int> from);
   std::vector<int> peers_in(LinkState state) const;
+  /// Each neighbour's link (see Exchange::links), ascending.
+  std::vector<LinkStatus> links() const;
   /// Whether `peer`'s parameters reach us through its shared memory (set at each handshake).
   void set_shared_memory(int peer, bool yes);
   /// Neighbours whose current link delivers through shared memory, ascending.
@@ -185,6 +192,9 @@ class Mailboxes {
     // until then the neighbour is setting up (loading its data, waiting for its other links,
     // building its model) and its silence means nothing.
     bool heard_since_up = false;
+    std::optional<std::chrono::steady_clock::time_point> first_up;  // when it first formed
+    std::chrono::steady_clock::time_point down_since{};  // when it last went down
+    std::string why;  // the last reason it failed to form or was lost
   };
   bool silent(const Box& b, std::chrono::milliseconds after) const;
   /// This process's I/O thread has not ticked for a while: it (and so this peer) was stopped or
@@ -207,6 +217,7 @@ class Mailboxes {
   const std::size_t param_count_;
   const std::size_t max_queued_;
   const Log log_;
+  const std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
   std::vector<Announcement> announcements_;  // received, not yet taken
   std::vector<int> neighbours_;  // ascending
   std::vector<int> index_;       // rank -> box index, -1 for non-neighbours

@@ -70,10 +70,27 @@ class NetExchange::Impl {
     mail_.set_later(config_.later);
     asio::post(io(), [this, give_up] { links_.start(give_up); });
     thread_ = std::thread([this] { run(); });
-    for (int p : mail_.wait_connected(give_up))
+    for (int p : mail_.wait_connected(give_up)) {
+      // The lower rank of a pair dials: a link we wait for has no error of ours to tell.
+      if (p < config_.rank)
+        mail_.note_never_formed(p, cat("peer ", p, " never dialled in to ",
+                                       config_.addresses[config_.rank], " (it dials: the lower "
+                                       "rank of a pair does; it did not start, or cannot reach "
+                                       "this address)"));
+      else
+        mail_.note_never_formed(p, cat("no answer dialling ", config_.addresses[p]));
       if (mail_.transition(p, net::LinkState::kConnecting, net::LinkState::kGone))
         links_.log(cat("peer ", p, " (", config_.addresses[p], ") not connected within ",
-                       config_.timeouts.start.count(), " ms of start; carrying on without it"));
+                       config_.timeouts.start.count(), " ms of start (", link_why(p),
+                       "); carrying on without it: the link is absent from the live graph"));
+    }
+  }
+
+  /// Why the link to `peer` is not up, as the mailboxes have it.
+  std::string link_why(int peer) const {
+    for (const LinkStatus& l : mail_.links())
+      if (l.peer == peer) return l.why;
+    return {};
   }
 
   ~Impl() {
@@ -296,6 +313,7 @@ std::optional<std::vector<int>> NetExchange::heard_within(double seconds) const 
   return impl_->mail().heard_within(seconds);
 }
 std::vector<TransportAlert> NetExchange::take_alerts() { return impl_->mail().take_alerts(); }
+std::vector<LinkStatus> NetExchange::links() const { return impl_->mail().links(); }
 
 std::vector<int> NetExchange::connected_peers() const {
   return impl_->mail().peers_in(net::LinkState::kUp);

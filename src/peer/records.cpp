@@ -70,4 +70,11 @@ void Watch::operator()(std::int64_t round) {
   for (const std::string& l : lines) log_line(cat("peer ", rank_, " round ", round, ": ", l));
 }
 
+void Watch::end_links(std::int64_t round) {
+  std::vector<std::string> lines;
+  for (const PeerEvent& e : watch_.end_links(*exchange_, round, since(t0_), &lines))
+    events_->emit(e);
+  for (const std::string& l : lines) log_line(cat("peer ", rank_, " at the end: ", l));
+}
+
 }  // namespace gossip::peer_parts

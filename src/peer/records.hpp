@@ -65,6 +65,8 @@ class Watch {
   Watch(const Topology& topology, int rank, MonitoredExchange& exchange, Events& events,
         Clock::time_point t0, ByzantinePolicy on_byzantine);
   void operator()(std::int64_t round);
+  /// The run is over: links lost and not back are reported (MembershipWatch::end_links).
+  void end_links(std::int64_t round);
   /// What the round's mix flagged (Algorithm::last_mix), for the next operator()'s events.
   void observe_mix(const Algorithm::MixReport& mix) {
     watch_.observe_mix(flagged(mix), mix.heard, mix.nonfinite);

@@ -144,6 +144,7 @@ Summary PeerSession::finish(bool awaits_average) {
     m.metrics->refresh(m.round_figures());
     m.metrics->write(m.dir + "/metrics.prom");
   }
+  m.watch->end_links(m.round);
   RunEnd end{.rounds = m.round, .bytes_sent = m.bytes_before + m.exchange->bytes_sent(),
              .wall_seconds = finish_end, .connected = m.watch->monitor().connected(),
              .params_sha256 = {sha256_hex(final_params)}, .gemm = m.gemm.name,
@@ -178,6 +179,18 @@ Summary PeerSession::finish(bool awaits_average) {
     refused.add(JsonObject().add("from", from).add("count", count));
     refused_pairs.insert(refused_pairs.end(), {from, static_cast<int>(count)});
   }
+  // Each neighbour's link as this peer's transport saw it (docs/outputs.md).
+  JsonArray links;
+  for (const LinkStatus& l : m.exchange->links()) {
+    JsonObject o;
+    o.add("peer", l.peer).add("formed", l.formed);
+    if (l.formed) o.add("formed_s", l.formed_s);
+    else o.raw("formed_s", "null");
+    o.add("state", l.up ? "up" : l.left ? "left" : !l.formed ? "never_formed" : "down");
+    if (!l.up && !l.left) o.add("why", l.why);
+    links.add(o);
+  }
+  end.extra.add("links", links);
   end.extra.add("refused_params", refused)
       .add("byzantine_suspects", JsonArray::of(m.watch->byzantine_suspects()))
       .add("cut", JsonArray::of(m.exchange->cut_peers()));

@@ -156,6 +156,16 @@ void DashboardState::on_event(int rank, const PeerEvent& e, double now) {
     if (subject_ok && m->event == MemberEventKind::kByzantineCleared) std::erase(p.suspects, s);
     if (subject_ok && m->event == MemberEventKind::kByzantineCut && !has(p.cut, s)) p.cut.push_back(s);
     log(now, m->round, rank, event_name(m->event), s, member_text(*m));
+  } else if (const auto* l = std::get_if<LinkEvent>(&e)) {
+    const int q = l->neighbour;
+    if (q < 0 || q >= setup_.n) return;
+    if (l->change == LinkChange::kNeverFormed || l->change == LinkChange::kLost)
+      p.links[q] = l->change;
+    else
+      p.links.erase(q);
+    log(now, l->round, rank, cat("link_", link_change_name(l->change)), q,
+        cat("peer ", rank, ": link to peer ", q, " ", link_change_name(l->change),
+            l->reason.empty() ? std::string() : cat(" (", l->reason, ")")));
   } else if (const auto* d = std::get_if<DoneEvent>(&e)) {
     p.finished = true;
     p.accuracy = d->accuracy;
@@ -214,6 +224,10 @@ PeerState DashboardState::state_of(int r) const {
     if (o == r || q.exited || q.finished) continue;
     const auto it = q.view.find(r);
     if (it == q.view.end()) continue;
+    // An observer whose own link to it never formed says nothing of the peer: the link is
+    // shown as never formed instead.
+    if (const auto l = q.links.find(r); l != q.links.end() && l->second == LinkChange::kNeverFormed)
+      continue;
     if (it->second == MemberEventKind::kDead) {  // cleared when that observer hears it again
       worst = PeerState::kDead;                    // (alive, rejoin)
       break;
@@ -224,8 +238,19 @@ PeerState DashboardState::state_of(int r) const {
   return p.ready ? PeerState::kAlive : PeerState::kStarting;
 }
 
+std::optional<LinkChange> DashboardState::link_fact(int a, int b) const {
+  std::optional<LinkChange> fact;
+  for (const auto& [from, to] : {std::pair{a, b}, std::pair{b, a}}) {
+    const auto& links = peers_[static_cast<std::size_t>(from)].links;
+    const auto it = links.find(to);
+    if (it != links.end() && (!fact || it->second == LinkChange::kNeverFormed)) fact = it->second;
+  }
+  return fact;
+}
+
 bool DashboardState::link_up(int a, int b, const std::vector<PeerState>& states) const {
   if (states[a] == PeerState::kDead || states[b] == PeerState::kDead) return false;
+  if (link_fact(a, b)) return false;
   return !has(peers_[a].cut, b) && !has(peers_[b].cut, a);
 }
 
@@ -330,7 +355,9 @@ std::string DashboardState::json(double now) const {
                   .add("b", e.b)
                   .add("weight", e.weight)
                   .add("bytes_per_s", rate(e.a, e.b) + rate(e.b, e.a))
-                  .add("up", link_up(e.a, e.b, states)));
+                  .add("up", link_up(e.a, e.b, states))
+                  .add("state", link_fact(e.a, e.b) ? link_change_name(*link_fact(e.a, e.b))
+                                : link_up(e.a, e.b, states) ? "up" : "down"));
   o.add("links", links).add("series", series_json());
   JsonArray events;
   for (const auto& ev : events_) events.raw(ev);

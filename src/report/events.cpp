@@ -52,12 +52,18 @@ template <typename F> void fields(DoneEvent& e, F f) {
        "epoch", e.epoch, "awaits_average", e.awaits_average);
 }
 
+template <typename F> void fields(LinkEvent& e, F f) {
+  each(f, "peer", e.peer, "round", e.round, "time_s", e.seconds, "link", e.change, "neighbour",
+       e.neighbour, "formed_s", e.formed_s, "reason", e.reason);
+}
+
 const char* type_name(const ReadyEvent&) { return "ready"; }
 const char* type_name(const EvalEvent&) { return "eval"; }
 const char* type_name(const RoundEvent&) { return "round"; }
 const char* type_name(const AlertEvent&) { return "alert"; }
 const char* type_name(const MemberEvent&) { return "member"; }
 const char* type_name(const DoneEvent&) { return "done"; }
+const char* type_name(const LinkEvent&) { return "link"; }
 
 // --- values to text ---------------------------------------------------------------------------
 
@@ -77,6 +83,7 @@ std::string encode(const std::string& s) {
 }
 std::string encode(bool v) { return v ? "1" : "0"; }
 std::string encode(MemberEventKind kind) { return event_name(kind); }
+std::string encode(LinkChange change) { return link_change_name(change); }
 std::string encode(double v) {
   char buf[64];
   const auto r = std::to_chars(buf, buf + sizeof buf, v);
@@ -118,6 +125,11 @@ bool decode(std::string_view s, MemberEventKind& v) {
   const std::optional<MemberEventKind> kind = find_member_event(s);
   if (kind) v = *kind;
   return kind.has_value();
+}
+bool decode(std::string_view s, LinkChange& v) {
+  const auto* row = find_choice(link_change_table(), s);
+  if (row) v = row->kind;
+  return row != nullptr;
 }
 bool decode(std::string_view s, bool& v) {
   if (s != "0" && s != "1") return false;
@@ -229,6 +241,8 @@ std::string event_json(const PeerEvent& event) {
             o.add(key, JsonArray::of(value));
           } else if constexpr (std::is_same_v<T, MemberEventKind>) {
             o.add(key, event_name(value));
+          } else if constexpr (std::is_same_v<T, LinkChange>) {
+            o.add(key, link_change_name(value));
           } else if constexpr (std::is_same_v<T, Components>) {
             JsonArray a;
             for (const auto& part : value) a.add(JsonArray::of(part));
@@ -256,6 +270,7 @@ std::optional<PeerEvent> parse_event(std::string_view line) {
   if (type == "alert") return parse_as<AlertEvent>(*values);
   if (type == "member") return parse_as<MemberEvent>(*values);
   if (type == "done") return parse_as<DoneEvent>(*values);
+  if (type == "link") return parse_as<LinkEvent>(*values);
   return std::nullopt;
 }
 

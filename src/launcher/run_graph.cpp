@@ -1,0 +1,134 @@
+// launcher/run_graph.cpp: the run's graph at the end, merged from every peer's own record of its
+// links ("link" events), of the neighbours it holds dead and of those it cut for lying. A link
+// that either end reports never formed, or lost and not back, is not in it: if only one side had
+// a link, it was not one. Connectivity and components are computed on that graph, never copied
+// from one peer's view; the peers whose monitor believed otherwise are named.
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "gossip/core.hpp"
+#include "gossip/monitor.hpp"
+#include "src/launcher/network_record.hpp"
+
+namespace gossip::launcher {
+
+namespace {
+
+/// The topology's links (unordered pairs, a < b) over the period of `round`'s epoch.
+std::set<std::pair<int, int>> topology_links(const Topology& topology, std::int64_t round) {
+  std::set<std::pair<int, int>> links;
+  for (const Graph& g : topology.epoch_rounds(round))
+    for (int i = 0; i < topology.n(); ++i)
+      for (const auto& nb : g.in_neighbours(i))
+        if (nb.peer != i) links.emplace(std::min(i, nb.peer), std::max(i, nb.peer));
+  return links;
+}
+
+JsonArray components_json(const std::vector<std::vector<int>>& components) {
+  JsonArray a;
+  for (const auto& c : components) a.add(JsonArray::of(c));
+  return a;
+}
+
+/// Why a link is missing, as one end (or both) recorded it: its state and what each end said.
+struct Missing {
+  std::string state;
+  std::int64_t round = 0;
+  std::map<int, std::string> why;  // end -> what it recorded
+};
+
+}  // namespace
+
+RunGraph NetworkRecord::run_graph(const Topology& topology, std::int64_t round) const {
+  const int n = std::min(n_, topology.n());
+  // Alive at the end: finished (a peer that ended without finishing has no say, nor a place).
+  std::vector<int> gone;
+  for (int r = 0; r < topology.n(); ++r)
+    if (r >= n || !done_[r] || std::find(dead_.begin(), dead_.end(), r) != dead_.end())
+      gone.push_back(r);
+  const auto alive = [&](int r) { return !std::binary_search(gone.begin(), gone.end(), r); };
+  std::map<std::pair<int, int>, Missing> missing;  // (a < b) -> why
+  // A link both ends say something of is named by the gravest word: never formed, lost, held
+  // dead, cut (in that order), from the earliest round either gave.
+  static const std::vector<std::string> kGravity{"never_formed", "lost", "held_dead", "cut"};
+  const auto gravity = [](const std::string& state) {
+    return std::find(kGravity.begin(), kGravity.end(), state) - kGravity.begin();
+  };
+  const auto note = [&](int a, int b, int end, const std::string& state, std::int64_t from,
+                        const std::string& why) {
+    auto [it, fresh] = missing.try_emplace({std::min(a, b), std::max(a, b)});
+    Missing& m = it->second;
+    if (fresh || gravity(state) < gravity(m.state)) m.state = state;
+    m.round = fresh ? from : std::min(m.round, from);
+    m.why[end] = why;
+  };
+  for (const auto& [key, report] : link_reports_) {
+    const auto [peer, neighbour] = key;
+    if (report.change == LinkChange::kNeverFormed || report.change == LinkChange::kLost)
+      note(peer, neighbour, peer, link_change_name(report.change), report.round, report.reason);
+  }
+  const auto links = topology_links(topology, round);
+  const auto is_link = [&](int a, int b) {
+    return links.count({std::min(a, b), std::max(a, b)}) > 0;
+  };
+  for (int r = 0; r < n; ++r)
+    for (int q : held_dead_[r])
+      if (q >= 0 && q < n && alive(q) && is_link(r, q))
+        note(r, q, r, "held_dead", 0, cat("peer ", r, " holds peer ", q, " dead"));
+  for (const auto& [r, q] : cut_links_)
+    if (is_link(r, q)) note(r, q, r, "cut", 0, cat("peer ", r, " cut peer ", q, " for lying"));
+
+  RunGraph g;
+  std::vector<std::pair<int, int>> absent;
+  for (const auto& [pair, m] : missing) {
+    if (!is_link(pair.first, pair.second) || !alive(pair.first) || !alive(pair.second)) continue;
+    absent.push_back(pair);
+    JsonObject why;
+    std::string line = cat(pair.first, "-", pair.second, " ", m.state, ":");
+    for (const auto& [end, text] : m.why) {
+      why.add(cat(end), text);
+      line += cat(" peer ", end, ": ", text.empty() ? std::string("(no reason recorded)") : text,
+                  ";");
+    }
+    line.pop_back();
+    g.missing_links.add(JsonObject()
+                            .add("peers", JsonArray::of(std::vector<int>{pair.first, pair.second}))
+                            .add("state", m.state)
+                            .add("round", m.round)
+                            .add("why", why));
+    g.missing_lines.push_back(line);
+  }
+  const LiveGraph live = live_graph(topology, gone, round, absent);
+  g.connected = live.connected;
+  if (!live.connected) g.components = live.components;
+  // Each live peer's last word on the graph: a split it saw, or (none, or healed) whole.
+  for (int r = 0; r < n; ++r) {
+    if (!alive(r)) continue;
+    const bool split = graph_[r] && graph_[r]->event == MemberEventKind::kPartition;
+    const std::vector<std::vector<int>> believed = split ? graph_[r]->components
+                                                         : std::vector<std::vector<int>>{};
+    if (believed == g.components) continue;
+    g.disagreeing_views.add(JsonObject()
+                                .add("peer", r)
+                                .add("connected", !split)
+                                .add("components", components_json(believed)));
+  }
+  return g;
+}
+
+RunGraph NetworkRecord::monitors_graph() const {
+  const MemberEvent* last = nullptr;
+  for (int r = 0; r < n_; ++r) {
+    if (!graph_[r] || std::find(dead_.begin(), dead_.end(), r) != dead_.end()) continue;
+    if (!last || graph_[r]->round > last->round) last = &*graph_[r];
+  }
+  RunGraph g;
+  if (last && last->event == MemberEventKind::kPartition) {
+    g.connected = false;
+    g.components = last->components;
+  }
+  return g;
+}
+
+}  // namespace gossip::launcher
