@@ -61,7 +61,7 @@ RunGraph NetworkRecord::run_graph(const Topology& topology, std::int64_t round) 
     Missing& m = it->second;
     if (fresh || gravity(state) < gravity(m.state)) m.state = state;
     m.round = fresh ? from : std::min(m.round, from);
-    m.why[end] = why;
+    m.why.try_emplace(end, why);  // an end's own link record first (noted first), then its view
   };
   for (const auto& [key, report] : link_reports_) {
     const auto [peer, neighbour] = key;
