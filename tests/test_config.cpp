@@ -174,6 +174,16 @@ TEST_CASE("emulated links are read in tc's units, from --netem and net.emulate a
   refused("rate=1gbit,burst=3", "unknown key 'burst'");
   refused("1gbit", "'1gbit' is not KEY=VALUE");
   refused("", "'' is not KEY=VALUE");
+  // Pairs of ranks that cannot reach each other, in any order, each pair once as (low, high).
+  const LinkEmulation walls = parse_link_emulation("rate=1gbit,unreachable=1-0+7-0+4-5", "x");
+  CHECK(walls.unreachable == std::vector<std::pair<int, int>>{{0, 1}, {0, 7}, {4, 5}});
+  CHECK(parse_link_emulation("unreachable=5-6,rate=1gbit", "x").unreachable.size() == 1u);
+  refused("rate=1gbit,unreachable=0", "unreachable: '0' is not a pair of two ranks A-B");
+  refused("rate=1gbit,unreachable=3-3", "unreachable: '3-3' is not a pair of two ranks A-B");
+  refused("rate=1gbit,unreachable=0-1+", "unreachable: '' is not a pair of two ranks A-B");
+  refused("rate=1gbit,unreachable=-1-2", "unreachable: '-1-2' is not a pair of two ranks A-B");
+  refused("rate=1gbit,unreachable=0-1,unreachable=2-3", "unreachable is given twice");
+  refused("unreachable=0-1", "no rate=");
 
   CHECK(load_config_from_string("net:\n  emulate: rate=100mbit\n", "c.yaml").net.emulate
             .rate_bits_per_s == 1e8);

@@ -64,6 +64,8 @@ const char* kRunHelp =
     "                     joined by a veth pair to a bridge, its link limited to rate=RATE each\n"
     "                     way (tbf; bit, kbit, mbit, gbit), with delay=TIME, jitter=TIME,\n"
     "                     loss=P%% through netem where the kernel has it (an error where not);\n"
+    "                     unreachable=A-B+C-D: those pairs of ranks have no route to each\n"
+    "                     other (their links never form; the run reports the split they make);\n"
     "                     the peers talk TCP over the bridge, like separate hosts. Needs root\n"
     "                     and iproute2; every namespace, link and qdisc is removed at the end\n"
     "                     (also on Ctrl-C or a failure)\n"

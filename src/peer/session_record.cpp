@@ -186,7 +186,12 @@ Summary PeerSession::finish(bool awaits_average) {
     o.add("peer", l.peer).add("formed", l.formed);
     if (l.formed) o.add("formed_s", l.formed_s);
     else o.raw("formed_s", "null");
-    o.add("state", l.up ? "up" : l.left ? "left" : !l.formed ? "never_formed" : "down");
+    // (An elastic run's neighbour that never joined is not waited for: "waiting".)
+    o.add("state", l.up         ? "up"
+                   : l.left     ? "left"
+                   : l.formed   ? "down"
+                   : l.given_up ? "never_formed"
+                                : "waiting");
     if (!l.up && !l.left) o.add("why", l.why);
     links.add(o);
   }
