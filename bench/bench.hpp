@@ -21,8 +21,14 @@ double best_seconds_per_call(const std::function<void()>& fn, int iters, int rep
 /// Debian's python3 with torch importable, or nullopt (with a hint printed by the caller).
 std::optional<std::string> torch_python();
 
-/// Runs a Python script from bench/ with arguments and returns its last stdout line, or
-/// nullopt on failure.
+/// Where the reference script bench/NAME is: $GOSSIP_BENCH_DIR, else beside the binary as
+/// installed (PREFIX/share/gossip/bench for PREFIX/bin/gossip), else in the source tree of a
+/// build (the binary's own, then the one it was built from). nullopt when in none of them; then
+/// `looked` (when given) lists where it looked.
+std::optional<std::string> bench_script(const std::string& name, std::string* looked = nullptr);
+
+/// Runs a Python script from bench/ (bench_script) with arguments and returns its last stdout
+/// line, or nullopt on failure; a script not found is said on stderr, never dropped silently.
 std::optional<std::string> run_python(const std::string& python, const std::string& script,
                                       const std::vector<std::string>& args);
 

@@ -474,12 +474,20 @@ Measured median_by(std::vector<Measured> v, double Measured::*key) {
 /// (`repeats` runs, the median; `port` moves on by 10 a run).
 Measured measure_gloo(const std::string& python, const launcher::EmulatedNetwork& network,
                       int peers, int rounds, int repeats, int& port) {
+  std::string looked;
+  const auto found = bench_script("torch_wan.py", &looked);
+  if (!found) {
+    std::fprintf(stderr, "gossip bench wan: the gloo reference torch_wan.py was not found "
+                 "(looked in %s; set GOSSIP_BENCH_DIR); no reference column\n", looked.c_str());
+    return Measured{};
+  }
+  const std::string script = *found;
   std::vector<Measured> gloos;
   for (int k = 0; k < repeats; ++k) {
     port += 10;
     gloos.push_back(run_ranks(peers, [&](int r) {
       auto argv = network.exec_prefix(r);
-      argv.insert(argv.end(), {python, cat(GOSSIP_SOURCE_DIR, "/bench/torch_wan.py"),
+      argv.insert(argv.end(), {python, script,
                                std::to_string(r), std::to_string(peers), std::to_string(kFloats),
                                std::to_string(rounds), std::to_string(warm_rounds(peers)),
                                network.address(0), std::to_string(port)});

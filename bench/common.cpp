@@ -2,6 +2,7 @@
 #include <array>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <memory>
 #include <unistd.h>
 
@@ -26,9 +27,38 @@ double best_seconds_per_call(const std::function<void()>& fn, int iters, int rep
   return best;
 }
 
+std::optional<std::string> bench_script(const std::string& name, std::string* looked) {
+  std::vector<std::filesystem::path> dirs;
+  if (const char* env = std::getenv("GOSSIP_BENCH_DIR"); env && *env) dirs.emplace_back(env);
+  std::error_code ec;
+  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    const std::filesystem::path bin = exe.parent_path();
+    dirs.push_back(bin / ".." / "share" / "gossip" / "bench");  // PREFIX/bin/gossip
+    dirs.push_back(bin / ".." / ".." / ".." / "bench");          // a build's src/cli/gossip
+  }
+  dirs.push_back(std::filesystem::path(GOSSIP_SOURCE_DIR) / "bench");
+  std::string where;
+  for (const auto& d : dirs) {
+    const std::filesystem::path p = (d / name).lexically_normal();
+    if (std::filesystem::is_regular_file(p, ec)) return p.string();
+    where += (where.empty() ? "" : ", ") + p.string();
+  }
+  if (looked) *looked = where;
+  return std::nullopt;
+}
+
 std::optional<std::string> run_python(const std::string& python, const std::string& script,
                                       const std::vector<std::string>& args) {
-  std::string cmd = python + " '" + std::string(GOSSIP_SOURCE_DIR) + "/bench/" + script + "'";
+  std::string looked;
+  const auto path = bench_script(script, &looked);
+  if (!path) {
+    std::fprintf(stderr, "gossip bench: the PyTorch reference %s was not found (looked in %s; "
+                 "set GOSSIP_BENCH_DIR to the folder that has it); no reference column\n",
+                 script.c_str(), looked.c_str());
+    return std::nullopt;
+  }
+  std::string cmd = python + " '" + *path + "'";
   for (const auto& a : args) cmd += " '" + a + "'";
   cmd += " 2>/dev/null";
   std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(cmd.c_str(), "r"), pclose);

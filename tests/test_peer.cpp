@@ -2924,3 +2924,25 @@ TEST_CASE("gossip collect: peers started one by one whose links never formed giv
   }
   for (int fd : sockets) close(fd);
 }
+
+TEST_CASE("gossip run refuses train.backend: cuda where no device is, before any peer starts",
+          "[peer]") {
+  if (gossip::cuda_device_count() > 0) {
+    WARN("a CUDA device is present: the refusal has nothing to refuse here");
+    return;
+  }
+  TempDir t;
+  const auto cfg = write_config(t.path, 4, "dpsgd", 1);
+  std::string text = read_file(cfg);
+  const auto at = text.find("backend: cpu");
+  REQUIRE(at != std::string::npos);
+  text.replace(at, 12, "backend: cuda");
+  std::ofstream(cfg, std::ios::trunc) << text;
+  const Result r = run(bin() + " run " + cfg.string() + " --out " + (t.path / "run").string() +
+                       " --no-progress");
+  INFO(r.output);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.output, Catch::Contains(cfg.string() + ":5: train.backend: cuda was asked for but "));
+  CHECK_THAT(r.output, Catch::Contains("no peer was started"));
+  CHECK_FALSE(fs::exists(t.path / "run" / "peers"));
+}

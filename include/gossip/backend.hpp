@@ -192,6 +192,10 @@ std::unique_ptr<Backend> make_cpu_backend(int threads = 1);
 
 /// Number of CUDA devices usable by this build (0 when built without CUDA or none present).
 int cuda_device_count();
+/// Why `choice` cannot run here ("" when it can): "cuda was asked for but ..." with no device,
+/// or in a build without the CUDA backend. What make_backend throws, asked before anything
+/// starts (gossip run).
+std::string backend_refusal(BackendChoice choice);
 /// One line on the CUDA backend for `gossip --version`: not built; or built, and whether its
 /// plugin loads (it is loaded here even without a driver, to check it) and what it sees.
 std::string cuda_plugin_check();

@@ -98,19 +98,27 @@ std::string cuda_plugin_check() {
 #endif
 }
 
+std::string backend_refusal(BackendChoice choice) {
+  if (choice != BackendChoice::kCuda) return {};
+#if GOSSIP_HAVE_CUDA
+  if (cuda_device_count() > 0) return {};
+  return cat("cuda was asked for but no CUDA device is present",
+             plugin().why.empty() ? std::string() : cat(" (", plugin().why, ")"));
+#else
+  return "cuda was asked for, but this build has no CUDA backend (rebuild with -Dcuda=enabled)";
+#endif
+}
+
 std::unique_ptr<Backend> make_backend(BackendChoice choice, int threads, bool log_choice) {
   if (choice == BackendChoice::kCpu) return make_cpu_backend(threads);
+  if (const std::string why = backend_refusal(choice); !why.empty())
+    throw InputError(cat("backend: ", why));
 #if GOSSIP_HAVE_CUDA
   const int devices = cuda_device_count();
   if (devices > 0) return std::unique_ptr<Backend>(plugin().make_backend());
-  if (choice == BackendChoice::kCuda)
-    throw InputError(cat("backend: cuda was asked for but no CUDA device is present",
-                         plugin().why.empty() ? std::string() : cat(" (", plugin().why, ")")));
   if (log_choice)
     std::fprintf(stderr, "gossip: backend auto: no CUDA device found, using the CPU\n");
 #else
-  if (choice == BackendChoice::kCuda)
-    throw InputError("backend: this build has no CUDA backend (rebuild with -Dcuda=enabled)");
   if (log_choice)
     std::fprintf(stderr, "gossip: backend auto: this build has no CUDA backend, using the CPU\n");
 #endif

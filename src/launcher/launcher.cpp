@@ -509,6 +509,12 @@ int launch(const RunConfig& config, const LaunchOptions& given) {
     throw InputError(cat(config.where("faults"), ": a run whose peers join and leave does not "
                          "take --resume, --until-round, --netem, --restart or exec: yet"));
   check_faults(config, loaded);
+  // A backend that cannot run here is refused before any peer starts (each would fail alike).
+  if (config.exec.empty())
+    if (const std::string why = backend_refusal(config.train.backend); !why.empty())
+      throw InputError(cat(config.where("train.backend"), ": ", why,
+                           "; no peer was started (train.backend: auto uses a GPU where there "
+                           "is one, the CPU elsewhere)"));
   const bool drop_addresses = config.net.emulate.enabled() && topology.has_addresses();
   if (drop_addresses && !loopback_only(topology))
     throw InputError(cat("--netem '", config.net.emulate.text, "': emulated links give every peer its own "
