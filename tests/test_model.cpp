@@ -21,7 +21,8 @@ LayerConfig layer(const std::string& type, int out = 0, int kernel = 0, int stri
   l.type = gossip::parse_choice(gossip::layer_table(), type, "layer");
   l.out = out;
   l.kernel = kernel;
-  l.stride = stride ? stride : (l.type == gossip::LayerKind::kConv2d ? 1 : kernel);
+  const bool conv = l.type == gossip::LayerKind::kConv2d || l.type == gossip::LayerKind::kResidual;
+  l.stride = stride ? stride : (conv ? 1 : kernel);
   l.padding = padding;
   return l;
 }
@@ -134,6 +135,18 @@ TEST_CASE("every layer type's gradient matches finite differences", "[model]") {
   SECTION("dropout (the same mask in forward and backward)") {
     check_gradients(image_model({6}, {layer("linear", 8), layer("relu"), dropout(0.4),
                                       layer("linear", 3)}));
+  }
+  SECTION("batchnorm on images and on flat features (training mode: the batch's statistics)") {
+    check_gradients(image_model({2, 5, 5}, {layer("conv2d", 4, 3, 1, 1), layer("batchnorm"),
+                                            layer("relu"), layer("flatten"), layer("linear", 3)}));
+    check_gradients(image_model({6}, {layer("linear", 8), layer("batchnorm"), layer("relu"),
+                                      layer("linear", 3)}));
+  }
+  SECTION("residual blocks: identity and projection shortcuts, and global average pooling") {
+    check_gradients(image_model({2, 6, 6}, {layer("conv2d", 3, 3, 1, 1), layer("residual", 3),
+                                            layer("residual", 4, 0, 2), layer("globalavgpool"),
+                                            layer("linear", 3)}),
+                    120);
   }
   SECTION("a standalone relu after pooling") {
     check_gradients(image_model({1, 6, 6}, {layer("conv2d", 2, 3), layer("maxpool2d", 0, 2),
@@ -258,4 +271,113 @@ TEST_CASE("a batch larger than the convolution's workspace gives the same result
     const float* own = one.forward(x.data() + static_cast<std::size_t>(r) * 16 * 32 * 32, 1);
     for (int c = 0; c < 3; ++c) REQUIRE(logits[r * 3 + c] == Approx(own[c]).margin(1e-4));
   }
+}
+
+TEST_CASE("batch norm: the batch's statistics in training, the running ones in evaluation, and "
+          "the running ones move by the momentum", "[model]") {
+  auto cpu = make_cpu_backend(1);
+  // Two channels of 2x2 over 3 samples; identity-like linear at the end to read the output.
+  const ModelConfig config = image_model({2, 2, 2}, {layer("batchnorm"), layer("flatten"),
+                                                     layer("linear", 8)});
+  Model m(*cpu, config, 3);
+  m.init(1, 0);
+  REQUIRE(m.trainable_params() == 2 * 2 + 8 * 8 + 8);
+  REQUIRE(m.num_params() == m.trainable_params() + 2 * 2);
+  const LayerInfo& bn = m.layers()[0];
+  CHECK(bn.params == 4);
+  CHECK(bn.buffers == 4);
+  CHECK(bn.buffer_offset == m.trainable_params());
+  float* p = m.params();
+  // Running mean 0, variance 1 at the start; gamma 1, beta 0.
+  CHECK(p[bn.buffer_offset] == 0.0f);
+  CHECK(p[bn.buffer_offset + 2] == 1.0f);
+  CHECK(p[bn.offset] == 1.0f);
+  CHECK(p[bn.offset + 2] == 0.0f);
+  // The linear layer as the identity: logits are the normalised values.
+  std::fill(p + 4, p + 4 + 72, 0.0f);
+  for (int i = 0; i < 8; ++i) p[4 + i * 8 + i] = 1.0f;
+  std::vector<float> x(24);
+  for (int i = 0; i < 24; ++i) x[i] = static_cast<float>((i * 7) % 11) - 3.0f;
+  // Training: each channel of the output has mean 0 and (biased) variance 1 - eps-ish.
+  std::vector<std::int32_t> labels{0, 1, 2};
+  m.forward_backward(x.data(), labels.data(), 3);
+  double mean[2] = {0, 0}, var[2] = {0, 0}, bm[2] = {0, 0}, bv[2] = {0, 0};
+  const float* y = nullptr;
+  for (int c = 0; c < 2; ++c) {
+    for (int n = 0; n < 3; ++n)
+      for (int i = 0; i < 4; ++i) bm[c] += x[(n * 2 + c) * 4 + i] / 12.0;
+    for (int n = 0; n < 3; ++n)
+      for (int i = 0; i < 4; ++i) bv[c] += std::pow(x[(n * 2 + c) * 4 + i] - bm[c], 2) / 11.0;
+  }
+  // Running statistics after one step: 0.9 * start + 0.1 * the batch's (variance unbiased).
+  CHECK(p[bn.buffer_offset + 0] == Approx(0.1 * bm[0]));
+  CHECK(p[bn.buffer_offset + 1] == Approx(0.1 * bm[1]));
+  CHECK(p[bn.buffer_offset + 2] == Approx(0.9 + 0.1 * bv[0]));
+  CHECK(p[bn.buffer_offset + 3] == Approx(0.9 + 0.1 * bv[1]));
+  // Evaluation uses the running statistics: y = (x - running mean) / sqrt(running var + eps).
+  y = m.forward(x.data(), 3);
+  for (int n = 0; n < 3; ++n)
+    for (int c = 0; c < 2; ++c)
+      for (int i = 0; i < 4; ++i) {
+        const int at = (n * 2 + c) * 4 + i;
+        const double expect = (x[at] - p[bn.buffer_offset + c]) /
+                              std::sqrt(p[bn.buffer_offset + 2 + c] + 1e-5);
+        CHECK(y[at] == Approx(expect).margin(1e-5));
+        mean[c] += expect / 12.0;
+      }
+  (void)var;
+  CHECK(mean[0] != Approx(0.0).margin(1e-3));  // not the batch's normalisation
+}
+
+TEST_CASE("a residual block whose convolutions are zero is relu of its shortcut; global "
+          "average pooling is each channel's mean", "[model]") {
+  auto cpu = make_cpu_backend(1);
+  const ModelConfig config = image_model({2, 4, 4}, {layer("residual", 2), layer("globalavgpool"),
+                                                     layer("linear", 2)});
+  Model m(*cpu, config, 2);
+  m.init(7, 0);
+  // conv1, bn1, conv2, bn2: zero the convolutions' weights and biases (bn: gamma 1, beta 0).
+  const LayerInfo& block = m.layers()[0];
+  CHECK(block.params == 2 * (2 * 9 * 2 + 2) + 2 * 4);
+  CHECK(block.buffers == 2 * 4);
+  float* p = m.params();
+  const std::int64_t conv = 2 * 9 * 2 + 2, bn = 4;
+  std::fill(p + block.offset, p + block.offset + conv, 0.0f);
+  std::fill(p + block.offset + conv + bn, p + block.offset + 2 * conv + bn, 0.0f);
+  // The linear layer as the identity on the two channel means.
+  const LayerInfo& lin = m.layers()[2];
+  std::fill(p + lin.offset, p + lin.offset + lin.params, 0.0f);
+  p[lin.offset] = p[lin.offset + 3] = 1.0f;
+  std::vector<float> x(2 * 2 * 16);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 5) - 2.0f;
+  std::vector<std::int32_t> labels{0, 1};
+  m.forward_backward(x.data(), labels.data(), 2);  // training mode: the block's own statistics
+  const float* y = m.forward(x.data(), 2);  // evaluation: running mean 0.1 * 0 = 0, var ~0.9
+  for (int n = 0; n < 2; ++n)
+    for (int c = 0; c < 2; ++c) {
+      double expect = 0.0;
+      for (int i = 0; i < 16; ++i) expect += std::max(0.0f, x[(n * 2 + c) * 16 + i]) / 16.0;
+      CHECK(y[n * 2 + c] == Approx(expect).margin(1e-5));
+    }
+}
+
+TEST_CASE("ResNet-20 as the config writes it: 0.27 M trained parameters, closed form",
+          "[model]") {
+  std::vector<LayerConfig> layers{layer("conv2d", 16, 3, 1, 1), layer("batchnorm"),
+                                  layer("relu")};
+  for (const int c : {16, 32, 64})
+    for (int b = 0; b < 3; ++b) layers.push_back(layer("residual", c, 0, b == 0 && c > 16 ? 2 : 1));
+  layers.push_back(layer("globalavgpool"));
+  layers.push_back(layer("linear", 10));
+  const ModelConfig resnet = image_model({1, 28, 28}, layers);
+  const std::int64_t trained = 272970, channels = 16 + 6 * 16 + 7 * 32 + 7 * 64 - 32 - 64 + 32 + 64;
+  auto cpu = make_cpu_backend(1);
+  Model m(*cpu, resnet, 2);
+  CHECK(m.trainable_params() == trained);
+  CHECK(m.num_params() == trained + 2 * channels);
+  CHECK(model_param_count(resnet) == m.num_params());
+  CHECK(m.layers()[6].out == Shape{32, 14, 14});
+  CHECK(m.layers()[9].out == Shape{64, 7, 7});
+  CHECK(m.layers()[12].out == Shape{64});
+  CHECK(model_fingerprint(resnet).find("-residual32s2-") != std::string::npos);
 }

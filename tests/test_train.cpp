@@ -169,3 +169,16 @@ TEST_CASE("trainers sharing their thread's scratch step bit-identically to train
   own[0]->download_params(trained);
   CHECK(fresh != trained);
 }
+
+TEST_CASE("the optimizer steps the trained parameters and leaves the buffers after them",
+          "[model]") {
+  auto cpu = gossip::make_cpu_backend(1);
+  gossip::OptimizerConfig o;
+  o.momentum = 0.9;
+  o.weight_decay = 0.1;
+  gossip::Sgd sgd(*cpu, 10, o, 6);
+  std::vector<float> params(10, 2.0f), grads(10, 1.0f);
+  sgd.step(params.data(), grads.data(), 0.5f);
+  for (int i = 0; i < 6; ++i) CHECK(params[i] == Approx(2.0 - 0.5 * (1.0 + 0.1 * 2.0)));
+  for (int i = 6; i < 10; ++i) CHECK(params[i] == 2.0f);
+}

@@ -96,6 +96,18 @@ class Backend {
   virtual void group_norm_backward(const float* x, const float* dy, const float* gamma,
                                    const float* mean, const float* rstd, const GroupNormGeom& g,
                                    int rows, float* dx, float* dgamma, float* dbeta) = 0;
+  /// Batch norm of `rows` samples. Training: each channel's batch mean and rstd into mean and
+  /// rstd (c each), the running statistics moved toward them (BatchNormGeom). Evaluation: the
+  /// running statistics normalise, and nothing is written but y.
+  virtual void batch_norm_forward(const float* x, const float* gamma, const float* beta,
+                                  const BatchNormGeom& g, int rows, bool training, float* y,
+                                  float* mean, float* rstd, float* running_mean,
+                                  float* running_var) = 0;
+  /// Its backward (after a training forward): dx (may be null), and dgamma, dbeta (c each,
+  /// overwritten).
+  virtual void batch_norm_backward(const float* x, const float* dy, const float* gamma,
+                                   const float* mean, const float* rstd, const BatchNormGeom& g,
+                                   int rows, float* dx, float* dgamma, float* dbeta) = 0;
   /// y[i] = x[i] * math::dropout_scale(key, i, p) for n elements; backward is the same map
   /// applied to dy (the mask is recomputed from the key, never stored).
   virtual void dropout(const float* x, float* y, std::int64_t n, float p, std::uint64_t key) = 0;

@@ -91,7 +91,14 @@ using Shape = std::vector<int>;
   X(kRelu, "relu", "max(x, 0)")                                                                \
   X(kFlatten, "flatten", "[channels, height, width] to one flat vector")                        \
   X(kDropout, "dropout", "zeroes each value with probability p while training")               \
-  X(kGroupNorm, "groupnorm", "normalises each group of channels, then a learned scale and shift")
+  X(kGroupNorm, "groupnorm", "normalises each group of channels, then a learned scale and shift") \
+  X(kBatchNorm, "batchnorm",                                                                    \
+    "normalises each channel over the batch, then a learned scale and shift; its running mean " \
+    "and variance (evaluation mode) are in the flat buffer, mixed with the parameters")        \
+  X(kResidual, "residual",                                                                      \
+    "a basic residual block: conv3x3(stride)-batchnorm-relu-conv3x3-batchnorm plus the input " \
+    "(through conv1x1(stride)-batchnorm where the shape changes), then relu")                   \
+  X(kGlobalAvgPool, "globalavgpool", "the mean of each channel over the image: [c, h, w] to [c]")
 
 /// layer_table(): every layer type, in the order docs and messages list them; layer_name().
 GOSSIP_NAMED_CHOICE(LayerKind, GOSSIP_LAYERS, layer_table, layer_name)
@@ -100,9 +107,9 @@ inline std::ostream& operator<<(std::ostream& os, LayerKind kind) { return os <<
 
 struct LayerConfig {
   LayerKind type = LayerKind::kRelu;
-  int out = 0;       // linear: output features; conv2d: out_channels
+  int out = 0;       // linear: output features; conv2d, residual: out_channels
   int kernel = 0;    // conv2d, maxpool2d, avgpool2d: square kernel size
-  int stride = 0;    // conv2d (1 when not given); pooling (the kernel when not given)
+  int stride = 0;    // conv2d, residual (1 when not given); pooling (the kernel when not given)
   int padding = 0;   // conv2d: zeros on each side
   int groups = 0;    // groupnorm: channel groups (must divide the channels)
   double p = 0.0;    // dropout: probability of dropping an element, in [0, 1)

@@ -46,6 +46,16 @@ struct GroupNormGeom {
   GOSSIP_HD int group_size() const { return c / groups * spatial; }
 };
 
+/// Batch norm over [c, spatial] (spatial = h * w, 1 for a flat input): statistics per channel
+/// over the batch's samples and positions; `momentum` moves the running statistics toward the
+/// batch's (running = (1 - momentum) * running + momentum * batch, the variance unbiased), as
+/// PyTorch's BatchNorm does.
+struct BatchNormGeom {
+  int c = 0, spatial = 0;
+  float eps = 1e-5f;
+  float momentum = 0.1f;
+};
+
 namespace math {
 
 // ---- convolution: im2col + GEMM, its backward GEMM + col2im ------------------------------------
@@ -227,6 +237,77 @@ GOSSIP_HD void group_norm_backward_group(const float* x, const float* dy, const 
     const float d = dy[i] * gamma[first_channel + i / spatial];
     const float xhat = (x[i] - mean) * rstd;
     dx[i] = rstd * (d - md - xhat * mdx);
+  }
+}
+
+// ---- batch norm (one channel at a time: the CPU loops over channels, a kernel's thread takes
+// one) -------------------------------------------------------------------------------------------
+
+/// Channel c's batch mean and rstd = 1 / sqrt(var + eps) over `rows` samples (two passes, in
+/// double), and its running mean and unbiased variance moved toward them.
+GOSSIP_HD void batch_norm_stats_channel(const float* x, const BatchNormGeom& g, int rows, int c,
+                                        float* mean, float* rstd, float* running_mean,
+                                        float* running_var) {
+  const std::int64_t n = static_cast<std::int64_t>(rows) * g.spatial;
+  double s = 0.0;
+  for (int r = 0; r < rows; ++r) {
+    const float* p = x + (static_cast<std::int64_t>(r) * g.c + c) * g.spatial;
+    for (int i = 0; i < g.spatial; ++i) s += p[i];
+  }
+  const double m = s / static_cast<double>(n);
+  double v = 0.0;
+  for (int r = 0; r < rows; ++r) {
+    const float* p = x + (static_cast<std::int64_t>(r) * g.c + c) * g.spatial;
+    for (int i = 0; i < g.spatial; ++i) v += (p[i] - m) * (p[i] - m);
+  }
+  mean[c] = static_cast<float>(m);
+  rstd[c] = static_cast<float>(1.0 / sqrt(v / static_cast<double>(n) + static_cast<double>(g.eps)));
+  const double unbiased = n > 1 ? v / static_cast<double>(n - 1) : 0.0;
+  running_mean[c] = static_cast<float>((1.0 - g.momentum) * running_mean[c] + g.momentum * m);
+  running_var[c] = static_cast<float>((1.0 - g.momentum) * running_var[c] + g.momentum * unbiased);
+}
+
+/// y = gamma[c] * (x - mean) * rstd + beta[c] for channel c of `rows` samples.
+GOSSIP_HD void batch_norm_apply_channel(const float* x, const float* gamma, const float* beta,
+                                        const BatchNormGeom& g, int rows, int c, float mean,
+                                        float rstd, float* y) {
+  const float scale = gamma[c] * rstd, shift = beta[c] - mean * scale;
+  for (int r = 0; r < rows; ++r) {
+    const std::int64_t off = (static_cast<std::int64_t>(r) * g.c + c) * g.spatial;
+    for (int i = 0; i < g.spatial; ++i) y[off + i] = x[off + i] * scale + shift;
+  }
+}
+
+/// rstd of the running variance (evaluation mode).
+GOSSIP_HD float batch_norm_running_rstd(float running_var, float eps) {
+  return static_cast<float>(1.0 / sqrt(static_cast<double>(running_var) + eps));
+}
+
+/// Channel c's gradients: dbeta = sum dy, dgamma = sum dy * xhat, and (dx not null)
+/// dx = gamma * rstd * (dy - dbeta / n - xhat * dgamma / n), n = rows * spatial.
+GOSSIP_HD void batch_norm_backward_channel(const float* x, const float* dy, const float* gamma,
+                                           const BatchNormGeom& g, int rows, int c, float mean,
+                                           float rstd, float* dx, float* dgamma, float* dbeta) {
+  double sb = 0.0, sg = 0.0;
+  for (int r = 0; r < rows; ++r) {
+    const std::int64_t off = (static_cast<std::int64_t>(r) * g.c + c) * g.spatial;
+    for (int i = 0; i < g.spatial; ++i) {
+      sb += dy[off + i];
+      sg += dy[off + i] * ((x[off + i] - mean) * rstd);
+    }
+  }
+  dgamma[c] = static_cast<float>(sg);
+  dbeta[c] = static_cast<float>(sb);
+  if (dx == nullptr) return;
+  const double n = static_cast<double>(rows) * g.spatial;
+  const float mb = static_cast<float>(sb / n), mg = static_cast<float>(sg / n);
+  const float k = gamma[c] * rstd;
+  for (int r = 0; r < rows; ++r) {
+    const std::int64_t off = (static_cast<std::int64_t>(r) * g.c + c) * g.spatial;
+    for (int i = 0; i < g.spatial; ++i) {
+      const float xhat = (x[off + i] - mean) * rstd;
+      dx[off + i] = k * (dy[off + i] - mb - xhat * mg);
+    }
   }
 }
 

@@ -1,4 +1,5 @@
-/// model: a stack of layers (linear, conv2d, max/avg pooling, relu, flatten, dropout, group norm)
+/// model: a stack of layers (linear, conv2d, max/avg and global average pooling, relu, flatten,
+/// dropout, group and batch norm, residual blocks)
 /// built from a ModelConfig, with softmax cross-entropy on the output, over one flat parameter
 /// buffer and one flat gradient buffer (DESIGN idea 1): each layer's weights are a view
 /// (offset, size) into them. A ReLU after linear or conv2d is folded into that layer. Not
@@ -30,6 +31,10 @@ struct LayerInfo {
   std::int64_t params = 0;   // parameters of this layer (0 for relu, pooling, ...)
   std::int64_t weights = 0;  // of which weights (the rest: biases, or group norm's beta)
   int fan_in = 0;            // inputs per output (He initialisation's variance is 2 / fan_in)
+  // Values it keeps in the flat buffer that are not trained (batch norm's running mean and
+  // variance), after every layer's parameters: mixed like them, never stepped by the optimizer.
+  std::int64_t buffer_offset = 0;
+  std::int64_t buffers = 0;
 };
 
 /// Loss and correct predictions over a batch.
@@ -76,7 +81,10 @@ class Model {
   /// order it runs them: the shapes choose_gemm times.
   std::vector<RowMajorGemm> gemm_shapes(int rows) const;
 
+  /// The flat buffer's length: the trained parameters, then the buffers (LayerInfo::buffers).
   std::int64_t num_params() const { return num_params_; }
+  /// The trained parameters: the first trainable_params() values (the optimizer steps these).
+  std::int64_t trainable_params() const { return trainable_params_; }
   float* params() { return params_.data(); }
   const float* params() const { return params_.data(); }
   float* grads() { return grads_ptr_; }
@@ -100,6 +108,7 @@ class Model {
   std::vector<LayerInfo> info_;
   std::vector<std::unique_ptr<Layer>> layers_;  // what runs (ReLUs folded away)
   std::int64_t num_params_ = 0;
+  std::int64_t trainable_params_ = 0;
   int input_size_ = 0;
   int classes_ = 0;
   int max_batch_;

@@ -34,7 +34,9 @@ struct Evaluation {
 /// SGD with momentum (optionally Nesterov) and weight decay over a flat buffer.
 class Sgd {
  public:
-  Sgd(Backend& backend, std::int64_t n, const OptimizerConfig& config);
+  /// A velocity of `n` values; step() updates the first `trained` (-1: all n) of the
+  /// parameters: a model's buffers after them (batch norm's running statistics) stay as they are.
+  Sgd(Backend& backend, std::int64_t n, const OptimizerConfig& config, std::int64_t trained = -1);
   /// params -= lr * update(grads); the velocity buffer is the optimizer state.
   void step(float* params, const float* grads, float lr);
   float* velocity() { return velocity_.data(); }

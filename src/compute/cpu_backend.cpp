@@ -177,6 +177,17 @@ class CpuBackend final : public Backend {
                           float* rstd) override {
     cpu::group_norm_forward(x, gamma, beta, g, rows, y, mean, rstd);
   }
+  void batch_norm_forward(const float* x, const float* gamma, const float* beta,
+                          const BatchNormGeom& g, int rows, bool training, float* y, float* mean,
+                          float* rstd, float* running_mean, float* running_var) override {
+    cpu::batch_norm_forward(x, gamma, beta, g, rows, training, y, mean, rstd, running_mean,
+                            running_var);
+  }
+  void batch_norm_backward(const float* x, const float* dy, const float* gamma,
+                           const float* mean, const float* rstd, const BatchNormGeom& g, int rows,
+                           float* dx, float* dgamma, float* dbeta) override {
+    cpu::batch_norm_backward(x, dy, gamma, mean, rstd, g, rows, dx, dgamma, dbeta);
+  }
   void group_norm_backward(const float* x, const float* dy, const float* gamma,
                            const float* mean, const float* rstd, const GroupNormGeom& g, int rows,
                            float* dx, float* dgamma, float* dbeta) override {

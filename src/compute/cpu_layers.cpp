@@ -183,6 +183,28 @@ void group_norm_backward(const float* x, const float* dy, const float* gamma, co
   }
 }
 
+void batch_norm_forward(const float* x, const float* gamma, const float* beta,
+                        const BatchNormGeom& g, int rows, bool training, float* y, float* mean,
+                        float* rstd, float* running_mean, float* running_var) {
+  for (int c = 0; c < g.c; ++c) {
+    if (training) {
+      math::batch_norm_stats_channel(x, g, rows, c, mean, rstd, running_mean, running_var);
+      math::batch_norm_apply_channel(x, gamma, beta, g, rows, c, mean[c], rstd[c], y);
+    } else {
+      math::batch_norm_apply_channel(x, gamma, beta, g, rows, c, running_mean[c],
+                                     math::batch_norm_running_rstd(running_var[c], g.eps), y);
+    }
+  }
+}
+
+void batch_norm_backward(const float* x, const float* dy, const float* gamma, const float* mean,
+                         const float* rstd, const BatchNormGeom& g, int rows, float* dx,
+                         float* dgamma, float* dbeta) {
+  for (int c = 0; c < g.c; ++c)
+    math::batch_norm_backward_channel(x, dy, gamma, g, rows, c, mean[c], rstd[c], dx, dgamma,
+                                      dbeta);
+}
+
 void dropout(const float* x, float* y, I64 n, float p, std::uint64_t key) {
   for (I64 i = 0; i < n; ++i) y[i] = x[i] * math::dropout_scale(key, i, p);
 }

@@ -27,6 +27,12 @@ void group_norm_forward(const float* x, const float* gamma, const float* beta,
 void group_norm_backward(const float* x, const float* dy, const float* gamma, const float* mean,
                          const float* rstd, const GroupNormGeom& g, int rows, float* dx,
                          float* dgamma, float* dbeta);
+void batch_norm_forward(const float* x, const float* gamma, const float* beta,
+                        const BatchNormGeom& g, int rows, bool training, float* y, float* mean,
+                        float* rstd, float* running_mean, float* running_var);
+void batch_norm_backward(const float* x, const float* dy, const float* gamma, const float* mean,
+                         const float* rstd, const BatchNormGeom& g, int rows, float* dx,
+                         float* dgamma, float* dbeta);
 void dropout(const float* x, float* y, std::int64_t n, float p, std::uint64_t key);
 
 }  // namespace gossip::cpu

@@ -97,8 +97,15 @@ LayerConfig read_layer(const Reader& r, const Node& item, const std::string& nam
       h = {{"groups", positive(l.groups)}};
       required = {"groups"};
       break;
+    case kResidual:
+      l.stride = 1;
+      h = {{"out_channels", positive(l.out)}, {"stride", positive(l.stride)}};
+      required = {"out_channels"};
+      break;
     case kRelu:
-    case kFlatten: break;
+    case kFlatten:
+    case kBatchNorm:
+    case kGlobalAvgPool: break;
   }
   if (fields.defined() && !fields.is_null()) {
     if (!fields.is_map())

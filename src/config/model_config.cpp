@@ -118,6 +118,25 @@ std::vector<Shape> infer_shapes(const ModelConfig& model,
       out = in;
       break;
     }
+    case kBatchNorm: {
+      out = in;
+      break;
+    }
+    case kResidual: {
+      need_image();
+      positive("out_channels", l.out);
+      positive("stride", l.stride);
+      out = {l.out, out_size(in[1], 3, l.stride, 1), out_size(in[2], 3, l.stride, 1)};
+      break;
+    }
+    case kGlobalAvgPool: {
+      need_image();
+      if (in[1] != in[2])
+        throw fail("", cat("needs a square image (the pooling window is its whole plane), got ",
+                           shape_string(in)));
+      out = {in[0]};
+      break;
+    }
     case kGroupNorm: {
       positive("groups", l.groups);
       if (in[0] % l.groups != 0)

@@ -21,6 +21,7 @@ struct LayerContext {
   Backend& backend;
   const float* params;  // the flat buffers (device pointers)
   float* grads;
+  float* state;         // the flat parameter buffer again, writable: running statistics
   bool training;        // forward: dropout active
   std::uint64_t key;    // this step's dropout key for this layer
 };
@@ -33,8 +34,14 @@ class Layer {
   virtual std::int64_t param_count() const { return 0; }
   virtual std::int64_t weight_count() const { return 0; }
   virtual int fan_in() const { return 0; }
-  void set_offset(std::int64_t offset) { offset_ = offset; }
+  /// Values it keeps in the flat buffer that are not trained (batch norm's running statistics):
+  /// placed after every layer's parameters, at buffer_offset(); mixed like parameters, never
+  /// touched by the optimizer.
+  virtual std::int64_t buffer_count() const { return 0; }
+  virtual void set_offset(std::int64_t offset) { offset_ = offset; }
+  virtual void set_buffer_offset(std::int64_t offset) { buffer_offset_ = offset; }
   std::int64_t offset() const { return offset_; }
+  std::int64_t buffer_offset() const { return buffer_offset_; }
   /// Writes this layer's initial parameters into host[offset() ...] (weights from rng).
   virtual void init(float* host, std::mt19937_64& rng) const;
 
@@ -55,6 +62,7 @@ class Layer {
 
  protected:
   std::int64_t offset_ = 0;
+  std::int64_t buffer_offset_ = 0;
 };
 
 /// Each factory takes the layer's config, its input and output shapes, whether a following
@@ -66,6 +74,12 @@ std::unique_ptr<Layer> make_pool(Backend& b, const LayerConfig& l, const Shape& 
                                  const Shape& out, int max_batch);
 std::unique_ptr<Layer> make_group_norm(Backend& b, const LayerConfig& l, const Shape& in,
                                        int max_batch);
+std::unique_ptr<Layer> make_batch_norm(Backend& b, const Shape& in, int max_batch);
+/// Global average pooling: average pooling whose window is the whole (square) plane.
+std::unique_ptr<Layer> make_global_avg_pool(Backend& b, const Shape& in, int max_batch);
+/// A basic residual block (LayerKind::kResidual) from `in` to `out`; its sublayers live inside it.
+std::unique_ptr<Layer> make_residual(Backend& b, const LayerConfig& l, const Shape& in,
+                                     const Shape& out, int max_batch);
 std::unique_ptr<Layer> make_relu(const Shape& in);
 std::unique_ptr<Layer> make_flatten();
 std::unique_ptr<Layer> make_dropout(const LayerConfig& l, const Shape& in);

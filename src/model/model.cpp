@@ -65,8 +65,11 @@ std::string model_fingerprint(const ModelConfig& m) {
       case kAvgPool2d: os << l.kernel << "s" << l.stride; break;
       case kDropout: os << l.p; break;
       case kGroupNorm: os << l.groups; break;
+      case kResidual: os << l.out << "s" << l.stride; break;
       case kRelu:
-      case kFlatten: break;
+      case kFlatten:
+      case kBatchNorm:
+      case kGlobalAvgPool: break;
     }
   }
   return os.str();
@@ -82,6 +85,13 @@ std::int64_t model_param_count(const ModelConfig& m) {
     if (l.type == LayerKind::kConv2d)
       n += (static_cast<std::int64_t>(in[0]) * l.kernel * l.kernel + 1) * l.out;
     if (l.type == LayerKind::kGroupNorm) n += 2 * in[0];
+    if (l.type == LayerKind::kBatchNorm) n += 4 * in[0];  // gamma, beta, running mean, variance
+    if (l.type == LayerKind::kResidual) {
+      const std::int64_t cin = in[0], cout = l.out;
+      n += (cin * 9 + 1) * cout + (cout * 9 + 1) * cout + 2 * 4 * cout;
+      const Shape& out = shapes[i + 1];
+      if (cin != cout || in[1] != out[1] || in[2] != out[2]) n += (cin + 1) * cout + 4 * cout;
+    }
   }
   return n;
 }
@@ -106,6 +116,7 @@ Model::Model(Backend& backend, const ModelConfig& config, int max_batch, int max
   input_size_ = config.input_size();
   classes_ = shapes.back()[0];
   std::int64_t off = 0, widest = 0;
+  std::vector<std::size_t> info_of;  // each layer that runs: its entry in info_
   for (std::size_t i = 0; i < config.layers.size(); ++i) {
     const LayerConfig& l = config.layers[i];
     const Shape& in = shapes[i];
@@ -124,6 +135,9 @@ Model::Model(Backend& backend, const ModelConfig& config, int max_batch, int max
       case kMaxPool2d:
       case kAvgPool2d: layer = make_pool(backend, l, in, out, max_batch); break;
       case kGroupNorm: layer = make_group_norm(backend, l, in, max_batch); break;
+      case kBatchNorm: layer = make_batch_norm(backend, in, max_batch); break;
+      case kResidual: layer = make_residual(backend, l, in, out, max_batch); break;
+      case kGlobalAvgPool: layer = make_global_avg_pool(backend, in, max_batch); break;
       case kRelu: layer = make_relu(in); break;
       case kFlatten: layer = make_flatten(); break;
       case kDropout: layer = make_dropout(l, in); break;
@@ -134,10 +148,21 @@ Model::Model(Backend& backend, const ModelConfig& config, int max_batch, int max
     info.weights = layer->weight_count();
     info.fan_in = layer->fan_in();
     off += info.params;
+    info_of.push_back(info_.size());
     info_.push_back(info);
     widest = std::max(widest, shape_size(out));
     act_sizes_.push_back(layer->aliases_input() ? 0 : std::int64_t{max_batch} * shape_size(out));
     layers_.push_back(std::move(layer));
+  }
+  // The layers' buffers (running statistics) after every parameter: the optimizer steps the
+  // first trainable_params_ values, gossip mixes them all.
+  trainable_params_ = off;
+  for (std::size_t k = 0; k < layers_.size(); ++k) {
+    layers_[k]->set_buffer_offset(off);
+    LayerInfo& info = info_[info_of[k]];
+    info.buffer_offset = off;
+    info.buffers = layers_[k]->buffer_count();
+    off += info.buffers;
   }
   num_params_ = off;
   outs_.resize(layers_.size());
@@ -222,7 +247,7 @@ void Model::run_forward(const float* x, int rows, bool training) {
   if (shared_scratch_) bind_scratch();
   const float* in = x;
   for (std::size_t i = 0; i < layers_.size(); ++i) {
-    LayerContext c{*backend_, params_.data(), grads_ptr_, training,
+    LayerContext c{*backend_, params_.data(), grads_ptr_, params_.data(), training,
                    mix64(dropout_seed_ ^ mix64(train_steps_ * 1024 + i))};
     float* out = layers_[i]->aliases_input() ? const_cast<float*>(in) : act_ptrs_[i];
     layers_[i]->forward(c, in, out, rows);
@@ -261,7 +286,7 @@ BatchResult Model::forward_backward(const float* x, const std::int32_t* labels, 
   for (std::size_t i = 0; i < layers_.size() && first_with_params == layers_.size(); ++i)
     if (layers_[i]->param_count() > 0) first_with_params = i;
   for (std::size_t i = layers_.size(); i-- > first_with_params;) {
-    LayerContext c{*backend_, params_.data(), grads_ptr_, true,
+    LayerContext c{*backend_, params_.data(), grads_ptr_, params_.data(), true,
                    mix64(dropout_seed_ ^ mix64(train_steps_ * 1024 + i))};
     const float* in = i == 0 ? x : outs_[i - 1];
     const bool need_dx = i > first_with_params;

@@ -48,4 +48,12 @@ std::unique_ptr<Layer> make_pool(Backend& b, const LayerConfig& l, const Shape& 
   return std::make_unique<Pool>(b, g, l.type == LayerKind::kMaxPool2d, max_batch);
 }
 
+std::unique_ptr<Layer> make_global_avg_pool(Backend& b, const Shape& in, int max_batch) {
+  GOSSIP_CHECK(in.size() == 3 && in[1] == in[2]);
+  LayerConfig l;
+  l.type = LayerKind::kAvgPool2d;
+  l.kernel = l.stride = in[1];
+  return make_pool(b, l, in, {in[0], 1, 1}, max_batch);
+}
+
 }  // namespace gossip

@@ -45,8 +45,8 @@ ShardBalance balance_for(const RunConfig& config,
   return b;
 }
 
-Sgd::Sgd(Backend& backend, std::int64_t n, const OptimizerConfig& config)
-    : backend_(&backend), n_(n), config_(config), velocity_(backend, n) {
+Sgd::Sgd(Backend& backend, std::int64_t n, const OptimizerConfig& config, std::int64_t trained)
+    : backend_(&backend), n_(trained < 0 ? n : trained), config_(config), velocity_(backend, n) {
   backend.fill(velocity_.data(), 0.0f, n);
 }
 
@@ -65,7 +65,7 @@ Trainer::Trainer(Backend& backend, const RunConfig& config, const Dataset& train
       peer_(peer),
       model_(backend, config.model, std::max(config.train.batch, config.train.eval_batch),
              config.train.batch, shared_scratch),
-      sgd_(backend, model_.num_params(), config.optimizer),
+      sgd_(backend, model_.num_params(), config.optimizer, model_.trainable_params()),
       sampler_(std::move(shard), config.train.batch, config.train.seed, peer),
       balance_(balance) {
   if (train.dim != config.model.input_size())

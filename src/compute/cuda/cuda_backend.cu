@@ -255,6 +255,17 @@ class CudaBackend final : public Backend {
                            float* dx, float* dgamma, float* dbeta) override {
     launch_group_norm_backward(stream_, x, dy, gamma, mean, rstd, g, rows, dx, dgamma, dbeta);
   }
+  void batch_norm_forward(const float* x, const float* gamma, const float* beta,
+                          const BatchNormGeom& g, int rows, bool training, float* y, float* mean,
+                          float* rstd, float* running_mean, float* running_var) override {
+    launch_batch_norm_forward(stream_, x, gamma, beta, g, rows, training, y, mean, rstd,
+                              running_mean, running_var);
+  }
+  void batch_norm_backward(const float* x, const float* dy, const float* gamma,
+                           const float* mean, const float* rstd, const BatchNormGeom& g, int rows,
+                           float* dx, float* dgamma, float* dbeta) override {
+    launch_batch_norm_backward(stream_, x, dy, gamma, mean, rstd, g, rows, dx, dgamma, dbeta);
+  }
   void dropout(const float* x, float* y, std::int64_t n, float p, std::uint64_t key) override {
     launch_dropout(stream_, x, y, n, p, key);
   }

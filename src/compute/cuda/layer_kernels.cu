@@ -132,6 +132,34 @@ __global__ void group_norm_backward_kernel(const float* x, const float* dy, cons
   }
 }
 
+// Batch norm: one thread per channel, as the CPU's loop takes one channel at a time (the same
+// functions of gossip/layer_math.hpp, so the same sums in the same order).
+__global__ void batch_norm_forward_kernel(const float* x, const float* gamma, const float* beta,
+                                          BatchNormGeom g, int rows, bool training, float* y,
+                                          float* mean, float* rstd, float* running_mean,
+                                          float* running_var) {
+  GOSSIP_GRID_STRIDE(c, g.c) {
+    const int ch = static_cast<int>(c);
+    if (training) {
+      math::batch_norm_stats_channel(x, g, rows, ch, mean, rstd, running_mean, running_var);
+      math::batch_norm_apply_channel(x, gamma, beta, g, rows, ch, mean[ch], rstd[ch], y);
+    } else {
+      math::batch_norm_apply_channel(x, gamma, beta, g, rows, ch, running_mean[ch],
+                                     math::batch_norm_running_rstd(running_var[ch], g.eps), y);
+    }
+  }
+}
+
+__global__ void batch_norm_backward_kernel(const float* x, const float* dy, const float* gamma,
+                                           const float* mean, const float* rstd, BatchNormGeom g,
+                                           int rows, float* dx, float* dgamma, float* dbeta) {
+  GOSSIP_GRID_STRIDE(c, g.c) {
+    const int ch = static_cast<int>(c);
+    math::batch_norm_backward_channel(x, dy, gamma, g, rows, ch, mean[ch], rstd[ch], dx, dgamma,
+                                      dbeta);
+  }
+}
+
 __global__ void dropout_kernel(const float* x, float* y, I64 n, float p, std::uint64_t key) {
   GOSSIP_GRID_STRIDE(i, n) y[i] = x[i] * math::dropout_scale(key, i, p);
 }
@@ -210,6 +238,24 @@ void launch_group_norm_backward(cudaStream_t s, const float* x, const float* dy,
   group_norm_backward_kernel<<<grid_for(static_cast<I64>(rows) * g.groups), kThreads, 0, s>>>(
       x, dy, gamma, mean, rstd, g, rows, dx);
   check_launch("group_norm_backward");
+}
+
+void launch_batch_norm_forward(cudaStream_t s, const float* x, const float* gamma,
+                               const float* beta, const BatchNormGeom& g, int rows, bool training,
+                               float* y, float* mean, float* rstd, float* running_mean,
+                               float* running_var) {
+  batch_norm_forward_kernel<<<grid_for(g.c), kThreads, 0, s>>>(
+      x, gamma, beta, g, rows, training, y, mean, rstd, running_mean, running_var);
+  check_launch("batch_norm_forward");
+}
+
+void launch_batch_norm_backward(cudaStream_t s, const float* x, const float* dy,
+                                const float* gamma, const float* mean, const float* rstd,
+                                const BatchNormGeom& g, int rows, float* dx, float* dgamma,
+                                float* dbeta) {
+  batch_norm_backward_kernel<<<grid_for(g.c), kThreads, 0, s>>>(x, dy, gamma, mean, rstd, g, rows,
+                                                                dx, dgamma, dbeta);
+  check_launch("batch_norm_backward");
 }
 
 void launch_dropout(cudaStream_t s, const float* x, float* y, std::int64_t n, float p,

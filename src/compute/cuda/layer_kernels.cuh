@@ -34,6 +34,14 @@ void launch_group_norm_backward(cudaStream_t s, const float* x, const float* dy,
                                 const float* gamma, const float* mean, const float* rstd,
                                 const GroupNormGeom& g, int rows, float* dx, float* dgamma,
                                 float* dbeta);
+void launch_batch_norm_forward(cudaStream_t s, const float* x, const float* gamma,
+                               const float* beta, const BatchNormGeom& g, int rows, bool training,
+                               float* y, float* mean, float* rstd, float* running_mean,
+                               float* running_var);
+void launch_batch_norm_backward(cudaStream_t s, const float* x, const float* dy,
+                                const float* gamma, const float* mean, const float* rstd,
+                                const BatchNormGeom& g, int rows, float* dx, float* dgamma,
+                                float* dbeta);
 void launch_dropout(cudaStream_t s, const float* x, float* y, std::int64_t n, float p,
                     std::uint64_t key);
 
