@@ -815,6 +815,49 @@ TEST_CASE("every shipped config loads, its model shapes fit and its output is th
   const RunConfig cnn = load_config((fs::path(root) / "configs" / "cnn.yaml").string());
   CHECK(cnn.model.input == Shape{1, 28, 28});
   CHECK(infer_shapes(cnn.model)[7] == Shape{1024});  // 64 channels of 4x4 after two pools
+  // ResNet-20 alone, on 8 peers and on 16 virtual peers: one model, 28x28 to 14x14 to 7x7.
+  const RunConfig resnet = load_config((fs::path(root) / "configs" / "resnet20.yaml").string());
+  CHECK(infer_shapes(resnet.model)[6] == Shape{16, 28, 28});
+  CHECK(infer_shapes(resnet.model)[7] == Shape{32, 14, 14});
+  CHECK(infer_shapes(resnet.model)[10] == Shape{64, 7, 7});
+  CHECK(infer_shapes(resnet.model)[13] == Shape{64});
+  for (const char* variant : {"quickstart-resnet20.yaml", "sim-ring-16-resnet20.yaml"}) {
+    INFO(variant);
+    const RunConfig v = load_config((fs::path(root) / "configs" / variant).string());
+    CHECK(v.model.input == resnet.model.input);
+    CHECK(infer_shapes(v.model) == infer_shapes(resnet.model));
+    CHECK(v.model.layers.size() == resnet.model.layers.size());
+  }
+}
+
+TEST_CASE("batchnorm, residual and globalavgpool layers: fields, shapes and refusals",
+          "[config]") {
+  const auto cfg = [](const std::string& input, const std::string& layers) {
+    return load_config_from_string(
+        "model:\n  input: " + input + "\n  layers:\n" + layers + "    - linear: {out: 10}\n",
+        "c.yaml");
+  };
+  const RunConfig ok = cfg("[3, 8, 8]",
+                           "    - batchnorm\n    - residual: {out_channels: 6, stride: 2}\n"
+                           "    - residual: {out_channels: 6}\n    - globalavgpool\n");
+  REQUIRE(ok.model.layers.size() == 5u);
+  CHECK(ok.model.layers[1].type == LayerKind::kResidual);
+  CHECK(ok.model.layers[1].out == 6);
+  CHECK(ok.model.layers[1].stride == 2);
+  CHECK(ok.model.layers[2].stride == 1);  // not given: 1
+  const auto shapes = infer_shapes(ok.model);
+  CHECK(shapes[1] == Shape{3, 8, 8});
+  CHECK(shapes[2] == Shape{6, 4, 4});
+  CHECK(shapes[4] == Shape{6});
+  using Catch::Contains;
+  CHECK_THROWS_WITH(cfg("[3, 8, 8]", "    - residual: {stride: 2}\n    - flatten\n"),
+                    Contains("c.yaml:4: model.layers[0]: residual needs the field 'out_channels'"));
+  CHECK_THROWS_WITH(cfg("[3, 8, 8]", "    - residual: {out_channels: 4, kernel: 5}\n    - flatten\n"),
+                    Contains("kernel"));
+  CHECK_THROWS_WITH(cfg("[12]", "    - globalavgpool\n"),
+                    Contains("layer 0 (globalavgpool) needs a [channels, height, width] input"));
+  CHECK_THROWS_WITH(cfg("[3, 8, 6]", "    - globalavgpool\n"),
+                    Contains("layer 0 (globalavgpool) needs a square image"));
 }
 
 TEST_CASE("a fault schedule reads kill, pause, restart and cut, and refuses what it cannot do", "[config]") {

@@ -2946,3 +2946,69 @@ TEST_CASE("gossip run refuses train.backend: cuda where no device is, before any
   CHECK_THAT(r.output, Catch::Contains("no peer was started"));
   CHECK_FALSE(fs::exists(t.path / "run" / "peers"));
 }
+
+TEST_CASE("a residual network with batch norm: gossip run equals gossip sim bit for bit, running "
+          "statistics mixed with the parameters", "[peer][model]") {
+  TempDir t;
+  std::ofstream(t.path / "topo.yaml") << "generator: ring\nn: 4\n";
+  std::ofstream(t.path / "c.yaml")
+      << "data:\n  synthetic: {train: 512, test: 128, dim: 36, classes: 3}\n"
+      << "model:\n  input: [1, 6, 6]\n  layers:\n"
+      << "    - conv2d: {out_channels: 4, kernel: 3, padding: 1}\n    - batchnorm\n    - relu\n"
+      << "    - residual: {out_channels: 4}\n    - residual: {out_channels: 8, stride: 2}\n"
+      << "    - globalavgpool\n    - linear: {out: 3}\n"
+      << "optimizer: {lr: 0.05, momentum: 0.9, weight_decay: 0.001}\n"
+      << "train: {epochs: 2, batch: 16, seed: 5, backend: cpu}\n"
+      << "gossip: {topology: topo.yaml, algorithm: dpsgd}\n"
+      << "monitor: {round_timeout_s: 10}\n"
+      << "net: {run_id: test, base_port: " << test_port_base() << ", connect_timeout_s: 20}\n";
+  check_run_equals_sim(t.path, t.path / "c.yaml", 4);
+  CHECK(number(t.path / "run" / "summary.json", "test_accuracy") > 0.6);
+  // The running statistics were mixed: every peer's final buffer ends with them, and the four
+  // peers' running means are close (they average), not each its own shard's.
+  std::vector<std::vector<float>> finals;
+  for (int p = 0; p < 4; ++p) {
+    const std::string bytes = read_file(t.path / "run" / "peers" / std::to_string(p) / "params.bin");
+    std::vector<float> v(bytes.size() / sizeof(float));
+    std::memcpy(v.data(), bytes.data(), v.size() * sizeof(float));
+    finals.push_back(std::move(v));
+  }
+  REQUIRE(finals[0].size() == finals[3].size());
+  // The last 2 * 4 values: the projection's batch norm's running mean and variance (8 channels).
+  const std::size_t n = finals[0].size();
+  for (std::size_t i = n - 16; i < n; ++i) {
+    INFO("value " << i << " of " << n);
+    CHECK(std::isfinite(finals[0][i]));
+    CHECK(std::abs(finals[0][i] - finals[3][i]) <= 0.05f * (1.0f + std::abs(finals[0][i])));
+  }
+}
+
+TEST_CASE("ResNet-20 as shipped learns on the CPU: a shortened gossip train's loss falls",
+          "[peer][model]") {
+  const char* root = std::getenv("GOSSIP_SOURCE_DIR");
+  REQUIRE(root != nullptr);
+  TempDir t;
+  // configs/resnet20.yaml with 512 images, batch 32, one epoch (16 steps), on the CPU.
+  std::string text = read_file(fs::path(root) / "configs" / "resnet20.yaml");
+  for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{
+           {"  normalize: true", "  normalize: true\n  limit_train: 512"},
+           {"epochs: 15", "epochs: 1"}, {"batch: 128", "batch: 32"},
+           {"warmup_epochs: 0.5", "warmup_epochs: 0.25"},
+           {"  backend: auto", "  backend: cpu\n  eval_limit: 500\n  evals_per_epoch: 4"}}) {
+    const auto at = text.find(from);
+    REQUIRE(at != std::string::npos);
+    text.replace(at, from.size(), to);
+  }
+  std::ofstream(t.path / "r20.yaml") << text;
+  const Result r = run(bin() + " train " + (t.path / "r20.yaml").string() + " --out " +
+                       (t.path / "out").string());
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.output, Catch::Contains("272970") || Catch::Contains("274538"));
+  const auto rows = metrics_rows(t.path / "out" / "metrics.csv");
+  REQUIRE(rows.size() == 4u);
+  const double first = std::stod(rows.front().at(3)), last = std::stod(rows.back().at(3));
+  INFO("training loss " << first << " -> " << last);
+  CHECK(std::isfinite(last));
+  CHECK(last < 0.75 * first);
+}
