@@ -36,6 +36,26 @@ def mlp(sizes):
     return mods, [sizes[0]], sizes[-1]
 
 
+class BasicBlock(torch.nn.Module):
+    """gossip's residual layer: conv3x3(stride)-bn-relu-conv3x3-bn plus the input (through
+    conv1x1(stride)-bn where the shape changes), then relu; convolutions with biases, as ours."""
+
+    def __init__(self, cin, cout, stride):
+        super().__init__()
+        self.conv1 = torch.nn.Conv2d(cin, cout, 3, stride, 1)
+        self.bn1 = torch.nn.BatchNorm2d(cout)
+        self.conv2 = torch.nn.Conv2d(cout, cout, 3, 1, 1)
+        self.bn2 = torch.nn.BatchNorm2d(cout)
+        self.shortcut = torch.nn.Identity()
+        if stride != 1 or cin != cout:
+            self.shortcut = torch.nn.Sequential(torch.nn.Conv2d(cin, cout, 1, stride, 0),
+                                                torch.nn.BatchNorm2d(cout))
+
+    def forward(self, x):
+        y = torch.relu(self.bn1(self.conv1(x)))
+        return torch.relu(self.bn2(self.conv2(y)) + self.shortcut(x))
+
+
 def from_config(path):
     import yaml
 
@@ -73,6 +93,15 @@ def from_config(path):
             mods.append(torch.nn.Dropout(f["p"]))
         elif kind == "groupnorm":
             mods.append(torch.nn.GroupNorm(f["groups"], shape[0]))
+        elif kind == "batchnorm":
+            mods.append((torch.nn.BatchNorm2d if len(shape) == 3 else torch.nn.BatchNorm1d)(shape[0]))
+        elif kind == "residual":
+            out, s = f["out_channels"], f.get("stride", 1)
+            mods.append(BasicBlock(shape[0], out, s))
+            shape = [out, out_size(shape[1], 3, s, 1), out_size(shape[2], 3, s, 1)]
+        elif kind == "globalavgpool":
+            mods.append(torch.nn.Sequential(torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten()))
+            shape = [shape[0]]
         else:
             raise SystemExit(f"torch_step.py: unknown layer type {kind}")
     return mods, list(model["input"]), shape[0]

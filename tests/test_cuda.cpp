@@ -190,6 +190,55 @@ TEST_CASE("CUDA layer kernels match the CPU backend", "[cuda]") {
                        });
     REQUIRE(e == f);
   }
+  SECTION("batch norm: training, its running statistics, evaluation and backward are "
+          "bit-identical") {
+    BatchNormGeom bn;
+    bn.c = g.c, bn.spatial = g.h * g.w;
+    const std::size_t c = static_cast<std::size_t>(bn.c);
+    auto gamma = random_vector(c, 15), beta = random_vector(c, 16);
+    // Training: y from the batch's statistics (mean, rstd and the running ones are scratch).
+    auto [a, b] = both(*cpu, *gpu, {x, gamma, beta, std::vector<float>(4 * c)}, in,
+                       [&](Backend& be, auto& i, float* o) {
+                         float* s = const_cast<float*>(i[3]);
+                         be.batch_norm_forward(i[0], i[1], i[2], bn, rows, true, o, s, s + c,
+                                               s + 2 * c, s + 3 * c);
+                       });
+    REQUIRE(a == b);
+    // The running mean and variance it moves (from 0): the output this time.
+    auto [r1, r2] = both(*cpu, *gpu, {x, gamma, beta, std::vector<float>(2 * c + in)}, 2 * c,
+                         [&](Backend& be, auto& i, float* o) {
+                           float* s = const_cast<float*>(i[3]);
+                           be.batch_norm_forward(i[0], i[1], i[2], bn, rows, true, s + 2 * c, s,
+                                                 s + c, o, o + c);
+                         });
+    REQUIRE(r1 == r2);
+    // Evaluation: the running statistics normalise.
+    auto running_var = random_vector(c, 17);
+    for (float& v : running_var) v = std::abs(v) + 0.5f;
+    auto [e, f] = both(*cpu, *gpu, {x, gamma, beta, random_vector(c, 18), running_var}, in,
+                       [&](Backend& be, auto& i, float* o) {
+                         be.batch_norm_forward(i[0], i[1], i[2], bn, rows, false, o, nullptr,
+                                               nullptr, const_cast<float*>(i[3]),
+                                               const_cast<float*>(i[4]));
+                       });
+    REQUIRE(e == f);
+    // Backward: dx, then dgamma and dbeta.
+    auto rstd = running_var;
+    auto dy = random_vector(in, 19), mean = random_vector(c, 20);
+    auto [h, k] = both(*cpu, *gpu, {x, dy, gamma, mean, rstd, std::vector<float>(2 * c)}, in,
+                       [&](Backend& be, auto& i, float* o) {
+                         float* s = const_cast<float*>(i[5]);
+                         be.batch_norm_backward(i[0], i[1], i[2], i[3], i[4], bn, rows, o, s,
+                                                s + c);
+                       });
+    REQUIRE(h == k);
+    auto [u, v] = both(*cpu, *gpu, {x, dy, gamma, mean, rstd}, 2 * c,
+                       [&](Backend& be, auto& i, float* o) {
+                         be.batch_norm_backward(i[0], i[1], i[2], i[3], i[4], bn, rows, nullptr,
+                                                o, o + c);
+                       });
+    REQUIRE(u == v);
+  }
   SECTION("dropout draws the same mask") {
     auto [a, b] = both(*cpu, *gpu, {x}, in,
                        [&](Backend& be, auto& i, float* o) { be.dropout(i[0], o, in, 0.3f, 99); });
