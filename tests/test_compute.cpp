@@ -682,6 +682,18 @@ TEST_CASE("train.precision: bf16 products match a naive loop to bf16's precision
   });
 }
 
+TEST_CASE("train.precision: tf32 is a GPU's: the CPU backend refuses it with the reason",
+          "[compute][gemm]") {
+  auto cpu = make_cpu_backend(1);
+  GemmRequest r;
+  r.precision = gossip::Precision::kTf32;
+  CHECK_THROWS_WITH(choose_gemm(*cpu, r, {}),
+                    Catch::Contains("train.precision: tf32 runs on a GPU's tensor cores; the cpu "
+                                    "backend computes in fp32"));
+  CHECK(gossip::parse_choice(gossip::precision_table(), "tf32", "train.precision") ==
+        gossip::Precision::kTf32);
+}
+
 namespace {
 
 /// A fresh, empty cache folder for one test.

@@ -3012,3 +3012,24 @@ TEST_CASE("ResNet-20 as shipped learns on the CPU: a shortened gossip train's lo
   CHECK(std::isfinite(last));
   CHECK(last < 0.75 * first);
 }
+
+TEST_CASE("gossip run refuses train.precision: tf32 for peers on the CPU before any starts",
+          "[peer]") {
+  if (gossip::cuda_device_count() > 0) {
+    WARN("a CUDA device is present: tf32 would run on it");
+    return;
+  }
+  TempDir t;
+  const auto cfg = write_config(t.path, 4, "dpsgd", 1);
+  std::string text = read_file(cfg);
+  const auto at = text.find("backend: cpu");
+  REQUIRE(at != std::string::npos);
+  text.replace(at, 12, "backend: cpu, precision: tf32");
+  std::ofstream(cfg, std::ios::trunc) << text;
+  const Result r = run(bin() + " run " + cfg.string() + " --out " + (t.path / "run").string() +
+                       " --no-progress");
+  INFO(r.output);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.output, Catch::Contains("train.precision: tf32 runs on a GPU's tensor cores"));
+  CHECK_FALSE(fs::exists(t.path / "run" / "peers"));
+}

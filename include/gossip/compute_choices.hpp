@@ -32,7 +32,9 @@ enum class BackendChoice { GOSSIP_BACKENDS(GOSSIP_CHOICE_ENUM) };
 #define GOSSIP_PRECISIONS(X)                                                                    \
   X(kFp32, "fp32", "fp32 operands and products (strict)")                                       \
   X(kBf16, "bf16",                                                                              \
-    "bf16 products with fp32 accumulation (CPU: oneDNN's matmul, AVX512-BF16 or AMX only)")
+    "bf16 products with fp32 accumulation (CPU: oneDNN's matmul, AVX512-BF16 or AMX only)")     \
+  X(kTf32, "tf32",                                                                              \
+    "fp32 storage, TF32 tensor-core products (CUDA only; PyTorch's default for convolutions)")
 
 enum class Precision { GOSSIP_PRECISIONS(GOSSIP_CHOICE_ENUM) };
 

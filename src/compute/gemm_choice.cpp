@@ -209,6 +209,16 @@ GemmChoice choose_bf16(Backend& backend, const GemmRequest& r) {
   return {"onednn_bf16", "train.precision"};
 }
 
+/// train.precision: tf32, on a device's tensor cores.
+GemmChoice choose_tf32(Backend& backend) {
+  if (backend.host_memory())
+    throw InputError(cat("train.precision: tf32 runs on a GPU's tensor cores; the ", backend.name(),
+                         " backend computes in fp32 (precision: fp32) or bf16 (precision: bf16, "
+                         "where the CPU has it)"));
+  backend.use_gemm("cublas_tf32");
+  return {"cublas_tf32", "train.precision"};
+}
+
 }  // namespace
 
 GemmChoice choose_gemm(Backend& backend, const GemmRequest& r,
@@ -216,6 +226,7 @@ GemmChoice choose_gemm(Backend& backend, const GemmRequest& r,
   const std::vector<std::string> names = names_of(backend);
   check_name(r.requested_by, r.requested, names);
   if (r.precision == Precision::kBf16) return choose_bf16(backend, r);
+  if (r.precision == Precision::kTf32) return choose_tf32(backend);
   if (!backend.host_memory()) return {backend.gemm_name(), cat("the ", backend.name(), " backend's")};
   GemmChoice choice;
   if (r.requested != "auto") {

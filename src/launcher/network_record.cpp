@@ -82,12 +82,17 @@ NetworkRecord::NetworkRecord(const RunConfig& config, const std::string& out_dir
       done_(peers), latest_eval_(peers, -1), graph_(peers), held_dead_(peers) {
   merged_through_ = resume_round;
   if (config.train.tensorboard) record_.enable_tensorboard();
+  // Peers on a CUDA device run cuBLAS whatever the CPU's choice (this CPU evaluator then
+  // computes in fp32: a device's precision is the peers' own); peers on the CPU run the choice
+  // made here, so a precision the CPU cannot run is refused before any of them starts.
+  const bool on_device = config.train.backend != BackendChoice::kCpu && cuda_device_count() > 0;
   gemm_ = choose_gemm(*backend_,
-                      gemm_request(config.train.gemm, config.train.threads, config.train.precision),
+                      gemm_request(config.train.gemm, config.train.threads,
+                                   on_device ? Precision::kFp32 : config.train.precision),
                       evaluator_.model().gemm_shapes(config.train.batch));
-  // Peers on a CUDA device run cuBLAS whatever the CPU's choice.
-  if (config.train.backend != BackendChoice::kCpu && cuda_device_count() > 0)
-    gemm_ = {"cublas", "the cuda backend's"};
+  if (on_device)
+    gemm_ = {config.train.precision == Precision::kTf32 ? "cublas_tf32" : "cublas",
+             "the cuda backend's"};
   if (!events_) throw InputError(cat(out_dir, "/events.jsonl: cannot open for writing"));
 }
 

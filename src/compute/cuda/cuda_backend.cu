@@ -155,10 +155,16 @@ class CudaBackend final : public Backend {
                                     cm.k, &cm.alpha, b, cm.ld_first, a, cm.ld_second, &cm.beta,
                                     c, cm.ldc));
   }
-  std::string gemm_name() const override { return "cublas"; }
+  std::string gemm_name() const override { return tf32_ ? "cublas_tf32" : "cublas"; }
+  /// "cublas": strict fp32 products; "cublas_tf32": TF32 tensor-core products, fp32 storage
+  /// and accumulation (train.precision: tf32).
   void use_gemm(const std::string& name) override {
-    if (name != "cublas")
-      throw InputError(cat("the CUDA backend has one GEMM, cublas, not '", name, "'"));
+    if (name != "cublas" && name != "cublas_tf32")
+      throw InputError(cat("the CUDA backend's GEMM is cublas (or cublas_tf32 for train.precision: "
+                           "tf32), not '", name, "'"));
+    tf32_ = name == "cublas_tf32";
+    GOSSIP_CUBLAS_CHECK(cublasSetMathMode(blas_, tf32_ ? CUBLAS_TF32_TENSOR_OP_MATH
+                                                       : CUBLAS_DEFAULT_MATH));
   }
 
   void bias_act(float* y, const float* bias, int rows, int cols, bool relu) override {
@@ -325,6 +331,7 @@ class CudaBackend final : public Backend {
 
   cudaStream_t stream_ = nullptr;
   cublasHandle_t blas_ = nullptr;
+  bool tf32_ = false;  // use_gemm("cublas_tf32")
   std::string device_name_;
   float* scratch_loss_ = nullptr;
   int* scratch_correct_ = nullptr;
