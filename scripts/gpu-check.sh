@@ -9,7 +9,9 @@
 #   3. the quickstart with train.backend: cuda, beside the same run on the CPU;
 #   4. the same with peer 3 flipping the sign of what it sends, under gossip.aggregate: clipped
 #      (the distances to the neighbours' models taken on the GPU) and trimmed_mean (taken on the
-#      host, the result mixed on the GPU), on cuda and on cpu.
+#      host, the result mixed on the GPU), on cuda and on cpu;
+#   5. ResNet-20's step (configs/resnet20.yaml: batch norm, residual blocks) on the GPU, against
+#      PyTorch's ResNet-20 of the same layers where its torch has CUDA.
 # --prebuilt: no set-up and no build; use the binaries already in build/ (a GPU machine without
 # Debian's packages, given a build made elsewhere: set LD_LIBRARY_PATH for its libraries and
 # put Fashion-MNIST where the config says). The plugin is then build/src/compute/'s unless
@@ -101,5 +103,9 @@ print("gpu-check:", sys.argv[1].rsplit("/", 1)[-1], "test_accuracy", s["test_acc
       "$run" || status=1
   done
 done
+echo "== 5. ResNet-20's step (configs/resnet20.yaml: batch norm, residual blocks) on the GPU"
+env -u OPENBLAS_CORETYPE "$gossip_bin" bench step --backend cuda --model configs/resnet20.yaml \
+  --steps 50 --json > "$out/bench_step_resnet20_cuda.json" || status=1
+cat "$out/bench_step_resnet20_cuda.json"
 echo "gpu-check: done (status $status); figures in $out/"
 exit "$status"
