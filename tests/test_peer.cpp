@@ -1661,6 +1661,11 @@ TEST_CASE("ports move by the job, and peers listen on all interfaces for a host 
   CHECK(gossip::listen_address("[::1]:7100") == "[::1]:7100");
   CHECK(gossip::listen_address("gossip-3.gossip:7100") == "0.0.0.0:7100");
   CHECK(gossip::listen_address("node07:29500") == "0.0.0.0:29500");
+  // net.bind: behind a NAT or in a container, the address the neighbours dial is not bound.
+  CHECK(gossip::listen_address("203.0.113.5:40000", "0.0.0.0") == "0.0.0.0:40000");
+  CHECK(gossip::listen_address("203.0.113.5:40000", "10.0.0.7:29500") == "10.0.0.7:29500");
+  CHECK(gossip::listen_address("gossip-3.gossip:7100", "[::]") == "[::]:7100");
+  CHECK(gossip::listen_address("203.0.113.5:40000", "[::1]:29500") == "[::1]:29500");
 
 }
 TEST_CASE("without credentials a lone peer stops and says how to make them; off is a warning",
@@ -3032,4 +3037,46 @@ TEST_CASE("gossip run refuses train.precision: tf32 for peers on the CPU before 
   CHECK(r.code == 2);
   CHECK_THAT(r.output, Catch::Contains("train.precision: tf32 runs on a GPU's tensor cores"));
   CHECK_FALSE(fs::exists(t.path / "run" / "peers"));
+}
+
+TEST_CASE("net.bind: a peer listens where it is told, not at the address its neighbours dial",
+          "[peer][links]") {
+  for (const std::string bind : {"0.0.0.0", "127.0.0.2"}) {
+    INFO("net.bind " << bind);
+    TempDir t;
+    const std::string peers = gossip::cat("peers: [127.0.0.1:", test_port_base(), ", 127.0.0.1:",
+                                          test_port_base() + 1, ", 127.0.0.1:",
+                                          test_port_base() + 2, "]\n");
+    const auto cfg = write_config(t.path, 3, "dpsgd", 1, 1, peers, false);
+    std::string text = read_file(cfg);
+    for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{
+             {"connect_timeout_s: 20", "connect_timeout_s: 3, bind: '" + bind + "'"}}) {
+      const auto at = text.find(from);
+      REQUIRE(at != std::string::npos);
+      text.replace(at, from.size(), to);
+    }
+    std::ofstream(cfg, std::ios::trunc) << text;
+    const fs::path out = t.path / "run";
+    const Result r = run(bin() + " run " + cfg.string() + " --out " + out.string() +
+                         " --no-progress");
+    INFO(r.output);
+    REQUIRE(r.code == 0);
+    const std::string log = read_file(out / "peers" / "1" / "peer.log");
+    INFO(log);
+    CHECK_THAT(log, Catch::Contains(gossip::cat("(listening on ", bind, ":", test_port_base() + 1,
+                                                ", net.bind)")));
+    const std::string summary = read_file(out / "summary.json");
+    if (bind == "0.0.0.0") {
+      // Every interface: the neighbours' dials to 127.0.0.1 reach it.
+      CHECK_THAT(summary, Catch::Contains("\"connected\": true"));
+      CHECK_THAT(summary, Catch::Contains("\"missing_links\": []"));
+    } else {
+      // Listening on 127.0.0.2 while the neighbours dial 127.0.0.1: no link forms, and each
+      // is named with the refusal its dialler met.
+      CHECK_THAT(summary, Catch::Contains("\"connected\": false"));
+      CHECK_THAT(summary, Catch::Contains("\"components\": [[0], [1], [2]]"));
+      CHECK_THAT(summary, Catch::Contains(gossip::cat("refused dialling 127.0.0.1:",
+                                                      test_port_base() + 1)));
+    }
+  }
 }

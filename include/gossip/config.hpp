@@ -449,6 +449,10 @@ struct NetworkConfig {
   std::string run_id = "gossip";
   std::string host = "127.0.0.1";   // when the topology gives no addresses
   int base_port = 29500;            // port of rank r = base_port + r
+  // The address a peer binds, when it is not the one its neighbours dial (behind a NAT or in a
+  // container): HOST (the port stays its address's) or HOST:PORT; "" = its own address when that
+  // is a numeric IP, else every interface.
+  std::string bind;
   // Prometheus /metrics (docs/observe.md): peer r serves metrics_port + r on metrics_host, and
   // `gossip run` the whole run's on metrics_port + n; 0 = off.
   int metrics_port = 0;

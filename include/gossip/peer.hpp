@@ -101,10 +101,12 @@ std::vector<std::string> peer_addresses(const RunConfig& config, const Topology&
                                         const Launch& launch);
 std::vector<std::string> peer_addresses(const RunConfig& config, const Topology& topology);
 
-/// Where a peer whose address is `address` listens: that address when its host is a numeric IP,
-/// else every interface ("0.0.0.0:port"): a host name may resolve on its own machine to an
-/// address no other machine reaches (Debian maps it to 127.0.1.1).
-std::string listen_address(const std::string& address);
+/// Where a peer whose address is `address` listens: `bind` (net.bind) when given — HOST:PORT
+/// as it is, a bare HOST with the port of `address` — since behind a NAT or in a container the
+/// address the neighbours dial is not one this machine has; else `address` when its host is a
+/// numeric IP, else every interface ("0.0.0.0:port"): a host name may resolve on its own machine
+/// to an address no other machine reaches (Debian maps it to 127.0.1.1).
+std::string listen_address(const std::string& address, const std::string& bind = {});
 
 /// The one peer lifecycle, driven round by round by its caller (run_peer's loop for `gossip
 /// peer`, the Python module for a user's script): the network, membership watch, algorithm,

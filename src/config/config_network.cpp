@@ -82,6 +82,11 @@ void read_net(const Reader& r, const Node& n, NetworkConfig& c) {
                             " bytes (the handshake's limit), got ", c.run_id.size()));
        }},
       {"host", [&](auto& v, auto& f) { c.host = r.text(v, f); }},
+      {"bind", [&](auto& v, auto& f) {
+         c.bind = r.text(v, f);
+         if (c.bind.empty()) r.fail(v, f, "give an address to bind (HOST or HOST:PORT), or leave "
+                                          "the key out");
+       }},
       {"base_port", [&](auto& v, auto& f) {
          c.base_port = r.positive_int(v, f, false);
          if (c.base_port > 65000) r.fail(v, f, cat("must be at most 65000, got ", c.base_port));

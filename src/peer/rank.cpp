@@ -189,7 +189,17 @@ std::vector<std::string> peer_addresses(const RunConfig& config, const Topology&
   return peer_addresses(config, topology, Launch{});
 }
 
-std::string listen_address(const std::string& address) {
+std::string listen_address(const std::string& address, const std::string& bind) {
+  if (!bind.empty()) {
+    // HOST:PORT as given; a bare HOST (an IPv4 address or name, or [IPv6]) takes the port of
+    // `address`.
+    const bool has_port = bind.back() != ']' && bind.find(':') != std::string::npos &&
+                          bind.find(':') == bind.rfind(':');
+    const bool bracketed_port = bind.front() == '[' && bind.find("]:") != std::string::npos;
+    if (has_port || bracketed_port) return bind;
+    const auto colon = address.rfind(':');
+    return colon == std::string::npos ? bind : bind + address.substr(colon);
+  }
   const auto colon = address.rfind(':');
   if (colon == std::string::npos) return address;  // NetListener names what is wrong with it
   std::string host = address.substr(0, colon);

@@ -19,8 +19,9 @@ struct Refusals {
 void PeerSession::Impl::connect(const Learner& learner, const std::string& model) {
   NetConfig net = net_config(config, topology, opt, model, learner.num_params);
   const int rank = opt.rank;
-  const std::string listen = listen_address(net.addresses[rank]);
-  log_line(cat("peer ", rank, ": ", net.addresses[rank], " (listening on ", listen, "), ",
+  const std::string listen = listen_address(net.addresses[rank], config.net.bind);
+  log_line(cat("peer ", rank, ": ", net.addresses[rank], " (listening on ", listen,
+               config.net.bind.empty() ? "" : ", net.bind", "), ",
                net.neighbours.size(), " neighbours, ", algorithm_name(config.gossip.algorithm),
                ", ", describe_own(model, learner.num_params)));
   if (config.gossip.wire != WireFormat::kFp32)
