@@ -130,6 +130,14 @@ void add_fields(const fs::path& cfg, const std::string& section, const std::stri
   text.insert(at + section.size(), fields + ", ");
   std::ofstream(cfg, std::ios::trunc) << text;
 }
+/// Replaces the first `from` in the file `cfg` by `to` (it must be there).
+void replace_once(const fs::path& cfg, const std::string& from, const std::string& to) {
+  std::string text = read_file(cfg);
+  const auto at = text.find(from);
+  REQUIRE(at != std::string::npos);
+  text.replace(at, from.size(), to);
+  std::ofstream(cfg, std::ios::trunc) << text;
+}
 void set_gossip(const fs::path& cfg, const std::string& fields) {
   add_fields(cfg, "gossip: {", fields);
 }
@@ -2764,14 +2772,8 @@ namespace {
 fs::path unreachable_config(const fs::path& dir, double epochs, const std::string& peers,
                             Tls tls) {
   const fs::path cfg = write_config(dir, 8, "dpsgd", 1, epochs, peers, false, tls);
-  std::string text = read_file(cfg);
-  for (const auto& [from, to] : {std::pair<std::string, std::string>{"train: 1536", "train: 4096"},
-                                 {"connect_timeout_s: 20", "connect_timeout_s: 4"}}) {
-    const auto at = text.find(from);
-    REQUIRE(at != std::string::npos);
-    text.replace(at, from.size(), to);
-  }
-  std::ofstream(cfg, std::ios::trunc) << text;
+  replace_once(cfg, "train: 1536", "train: 4096");
+  replace_once(cfg, "connect_timeout_s: 20", "connect_timeout_s: 4");
   return cfg;
 }
 
@@ -2938,11 +2940,7 @@ TEST_CASE("gossip run refuses train.backend: cuda where no device is, before any
   }
   TempDir t;
   const auto cfg = write_config(t.path, 4, "dpsgd", 1);
-  std::string text = read_file(cfg);
-  const auto at = text.find("backend: cpu");
-  REQUIRE(at != std::string::npos);
-  text.replace(at, 12, "backend: cuda");
-  std::ofstream(cfg, std::ios::trunc) << text;
+  replace_once(cfg, "backend: cpu", "backend: cuda");
   const Result r = run(bin() + " run " + cfg.string() + " --out " + (t.path / "run").string() +
                        " --no-progress");
   INFO(r.output);
@@ -3026,11 +3024,7 @@ TEST_CASE("gossip run refuses train.precision: tf32 for peers on the CPU before 
   }
   TempDir t;
   const auto cfg = write_config(t.path, 4, "dpsgd", 1);
-  std::string text = read_file(cfg);
-  const auto at = text.find("backend: cpu");
-  REQUIRE(at != std::string::npos);
-  text.replace(at, 12, "backend: cpu, precision: tf32");
-  std::ofstream(cfg, std::ios::trunc) << text;
+  replace_once(cfg, "backend: cpu", "backend: cpu, precision: tf32");
   const Result r = run(bin() + " run " + cfg.string() + " --out " + (t.path / "run").string() +
                        " --no-progress");
   INFO(r.output);
@@ -3048,14 +3042,7 @@ TEST_CASE("net.bind: a peer listens where it is told, not at the address its nei
                                           test_port_base() + 1, ", 127.0.0.1:",
                                           test_port_base() + 2, "]\n");
     const auto cfg = write_config(t.path, 3, "dpsgd", 1, 1, peers, false);
-    std::string text = read_file(cfg);
-    for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{
-             {"connect_timeout_s: 20", "connect_timeout_s: 3, bind: '" + bind + "'"}}) {
-      const auto at = text.find(from);
-      REQUIRE(at != std::string::npos);
-      text.replace(at, from.size(), to);
-    }
-    std::ofstream(cfg, std::ios::trunc) << text;
+    replace_once(cfg, "connect_timeout_s: 20", "connect_timeout_s: 3, bind: '" + bind + "'");
     const fs::path out = t.path / "run";
     const Result r = run(bin() + " run " + cfg.string() + " --out " + out.string() +
                          " --no-progress");

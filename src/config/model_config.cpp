@@ -41,11 +41,10 @@ int out_size(int in, int k, int stride, int pad) {
   return in + 2 * pad < k ? 0 : (in + 2 * pad - k) / stride + 1;
 }
 
-}  // namespace
-
-std::vector<Shape> infer_shapes(const ModelConfig& model,
-                                const std::function<std::string(const std::string&)>& where) {
-  auto at = [&](const std::string& field) { return where ? where(field) : field; };
+/// Throws InputError (naming the field with `at`) when the input shape or the layer list is
+/// unusable.
+template <typename At>
+void check_input(const ModelConfig& model, const At& at) {
   if (model.input.size() != 1 && model.input.size() != 3)
     throw InputError(cat(at("model.input"), ": give [features] or [channels, height, width], got ",
                          shape_string(model.input)));
@@ -54,6 +53,14 @@ std::vector<Shape> infer_shapes(const ModelConfig& model,
       throw InputError(cat(at("model.input"), ": sizes must be positive, got ",
                            shape_string(model.input)));
   if (model.layers.empty()) throw InputError(cat(at("model.layers"), ": the model has no layers"));
+}
+
+}  // namespace
+
+std::vector<Shape> infer_shapes(const ModelConfig& model,
+                                const std::function<std::string(const std::string&)>& where) {
+  auto at = [&](const std::string& field) { return where ? where(field) : field; };
+  check_input(model, at);
   std::vector<Shape> shapes{model.input};
   for (std::size_t i = 0; i < model.layers.size(); ++i) {
     const LayerConfig& l = model.layers[i];

@@ -364,6 +364,15 @@ const char* byzantine_note(MemberEventKind event) {
   }
 }
 
+void check_backend(const RunConfig& config) {
+  // A backend that cannot run here is refused before any peer starts (each would fail alike).
+  if (!config.exec.empty()) return;
+  if (const std::string why = backend_refusal(config.train.backend); !why.empty())
+    throw InputError(cat(config.where("train.backend"), ": ", why,
+                         "; no peer was started (train.backend: auto uses a GPU where there is "
+                         "one, the CPU elsewhere)"));
+}
+
 void Network::handle_event(int r, const PeerEvent& e) {
   if (const auto* a = std::get_if<AlertEvent>(&e)) progress_.note(cat("peer ", r, ": ", a->message));
   if (const auto* m = std::get_if<MemberEvent>(&e); m && m->event == MemberEventKind::kIdentityConflict)
@@ -509,12 +518,7 @@ int launch(const RunConfig& config, const LaunchOptions& given) {
     throw InputError(cat(config.where("faults"), ": a run whose peers join and leave does not "
                          "take --resume, --until-round, --netem, --restart or exec: yet"));
   check_faults(config, loaded);
-  // A backend that cannot run here is refused before any peer starts (each would fail alike).
-  if (config.exec.empty())
-    if (const std::string why = backend_refusal(config.train.backend); !why.empty())
-      throw InputError(cat(config.where("train.backend"), ": ", why,
-                           "; no peer was started (train.backend: auto uses a GPU where there "
-                           "is one, the CPU elsewhere)"));
+  check_backend(config);
   const bool drop_addresses = config.net.emulate.enabled() && topology.has_addresses();
   if (drop_addresses && !loopback_only(topology))
     throw InputError(cat("--netem '", config.net.emulate.text, "': emulated links give every peer its own "
