@@ -112,6 +112,11 @@ inline const ChangeRow& change_row(ChangeKind kind) {
 
 GOSSIP_NAMED_CHOICE(LinkChange, GOSSIP_LINK_CHANGES, link_change_table, link_change_name)
 
+/// Whether the link is absent after `change` (it never formed, or was lost).
+inline bool link_absent(LinkChange change) {
+  return change == LinkChange::kNeverFormed || change == LinkChange::kLost;
+}
+
 /// Writes the kind's name (log lines, test messages).
 inline std::ostream& operator<<(std::ostream& os, MemberEventKind kind) {
   return os << event_name(kind);

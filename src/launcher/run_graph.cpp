@@ -31,9 +31,24 @@ JsonArray components_json(const std::vector<std::vector<int>>& components) {
   return a;
 }
 
+/// Why a link is not in the run's graph (summary.json missing_links' `state`), one row each, in
+/// order of gravity: where both ends say something, the gravest row names the link.
+#define GOSSIP_MISSING_LINKS(X)                                                        \
+  X(kNeverFormed, "never_formed", "an end's link never formed")                       \
+  X(kLost, "lost", "an end's link was lost and did not come back")                    \
+  X(kHeldDead, "held_dead", "an end's monitor holds the other dead")                  \
+  X(kCut, "cut", "an end cut the other for lying")
+
+GOSSIP_NAMED_CHOICE(MissingState, GOSSIP_MISSING_LINKS, missing_state_table, missing_state_name)
+
+/// The missing-link state of a link event that leaves it absent.
+MissingState missing_state(LinkChange change) {
+  return change == LinkChange::kNeverFormed ? MissingState::kNeverFormed : MissingState::kLost;
+}
+
 /// Why a link is missing, as one end (or both) recorded it: its state and what each end said.
 struct Missing {
-  std::string state;
+  MissingState state = MissingState::kNeverFormed;
   std::int64_t round = 0;
   std::map<int, std::string> why;  // end -> what it recorded
 };
@@ -49,24 +64,20 @@ RunGraph NetworkRecord::run_graph(const Topology& topology, std::int64_t round) 
       gone.push_back(r);
   const auto alive = [&](int r) { return !std::binary_search(gone.begin(), gone.end(), r); };
   std::map<std::pair<int, int>, Missing> missing;  // (a < b) -> why
-  // A link both ends say something of is named by the gravest word: never formed, lost, held
-  // dead, cut (in that order), from the earliest round either gave.
-  static const std::vector<std::string> kGravity{"never_formed", "lost", "held_dead", "cut"};
-  const auto gravity = [](const std::string& state) {
-    return std::find(kGravity.begin(), kGravity.end(), state) - kGravity.begin();
-  };
-  const auto note = [&](int a, int b, int end, const std::string& state, std::int64_t from,
+  // A link both ends say something of is named by the gravest state (the table's order), from
+  // the earliest round either gave.
+  const auto note = [&](int a, int b, int end, MissingState state, std::int64_t from,
                         const std::string& why) {
     auto [it, fresh] = missing.try_emplace({std::min(a, b), std::max(a, b)});
     Missing& m = it->second;
-    if (fresh || gravity(state) < gravity(m.state)) m.state = state;
+    if (fresh || state < m.state) m.state = state;
     m.round = fresh ? from : std::min(m.round, from);
     m.why.try_emplace(end, why);  // an end's own link record first (noted first), then its view
   };
   for (const auto& [key, report] : link_reports_) {
     const auto [peer, neighbour] = key;
-    if (report.change == LinkChange::kNeverFormed || report.change == LinkChange::kLost)
-      note(peer, neighbour, peer, link_change_name(report.change), report.round, report.reason);
+    if (link_absent(report.change))
+      note(peer, neighbour, peer, missing_state(report.change), report.round, report.reason);
   }
   const auto links = topology_links(topology, round);
   const auto is_link = [&](int a, int b) {
@@ -75,9 +86,10 @@ RunGraph NetworkRecord::run_graph(const Topology& topology, std::int64_t round) 
   for (int r = 0; r < n; ++r)
     for (int q : held_dead_[r])
       if (q >= 0 && q < n && alive(q) && is_link(r, q))
-        note(r, q, r, "held_dead", 0, cat("peer ", r, " holds peer ", q, " dead"));
+        note(r, q, r, MissingState::kHeldDead, 0, cat("peer ", r, " holds peer ", q, " dead"));
   for (const auto& [r, q] : cut_links_)
-    if (is_link(r, q)) note(r, q, r, "cut", 0, cat("peer ", r, " cut peer ", q, " for lying"));
+    if (is_link(r, q))
+      note(r, q, r, MissingState::kCut, 0, cat("peer ", r, " cut peer ", q, " for lying"));
 
   RunGraph g;
   std::vector<std::pair<int, int>> absent;
@@ -85,7 +97,7 @@ RunGraph NetworkRecord::run_graph(const Topology& topology, std::int64_t round) 
     if (!is_link(pair.first, pair.second) || !alive(pair.first) || !alive(pair.second)) continue;
     absent.push_back(pair);
     JsonObject why;
-    std::string line = cat(pair.first, "-", pair.second, " ", m.state, ":");
+    std::string line = cat(pair.first, "-", pair.second, " ", missing_state_name(m.state), ":");
     for (const auto& [end, text] : m.why) {
       why.add(cat(end), text);
       line += cat(" peer ", end, ": ", text.empty() ? std::string("(no reason recorded)") : text,
@@ -94,7 +106,7 @@ RunGraph NetworkRecord::run_graph(const Topology& topology, std::int64_t round) 
     line.pop_back();
     g.missing_links.add(JsonObject()
                             .add("peers", JsonArray::of(std::vector<int>{pair.first, pair.second}))
-                            .add("state", m.state)
+                            .add("state", missing_state_name(m.state))
                             .add("round", m.round)
                             .add("why", why));
     g.missing_lines.push_back(line);

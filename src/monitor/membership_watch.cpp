@@ -69,7 +69,7 @@ std::vector<PeerEvent> MembershipWatch::link_events(const Exchange& exchange, st
     const auto it = links_.find(l.peer);
     const std::optional<LinkChange> last =
         it == links_.end() ? std::nullopt : std::optional<LinkChange>(it->second);
-    const bool absent = last == LinkChange::kNeverFormed || last == LinkChange::kLost;
+    const bool absent = last && link_absent(*last);
     std::optional<LinkChange> change;
     // (A link is given up on at the end of the start's wait at the latest, before round 1.)
     if (!l.formed && !absent && l.given_up)
@@ -83,8 +83,7 @@ std::vector<PeerEvent> MembershipWatch::link_events(const Exchange& exchange, st
       change = LinkChange::kLost;
     if (!change) continue;
     links_[l.peer] = *change;
-    const bool down = *change == LinkChange::kNeverFormed || *change == LinkChange::kLost;
-    const std::string why = down ? (l.why.empty() ? std::string("no reason known") : l.why)
+    const std::string why = link_absent(*change) ? (l.why.empty() ? std::string("no reason known") : l.why)
                                  : std::string();
     if (messages)
       messages->push_back(cat("link to peer ", l.peer, " ", link_change_name(*change),

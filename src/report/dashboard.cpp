@@ -159,7 +159,7 @@ void DashboardState::on_event(int rank, const PeerEvent& e, double now) {
   } else if (const auto* l = std::get_if<LinkEvent>(&e)) {
     const int q = l->neighbour;
     if (q < 0 || q >= setup_.n) return;
-    if (l->change == LinkChange::kNeverFormed || l->change == LinkChange::kLost)
+    if (link_absent(l->change))
       p.links[q] = l->change;
     else
       p.links.erase(q);
@@ -250,8 +250,7 @@ std::optional<LinkChange> DashboardState::link_fact(int a, int b) const {
 
 bool DashboardState::link_up(int a, int b, const std::vector<PeerState>& states) const {
   if (states[a] == PeerState::kDead || states[b] == PeerState::kDead) return false;
-  if (link_fact(a, b)) return false;
-  return !has(peers_[a].cut, b) && !has(peers_[b].cut, a);
+  return !link_fact(a, b) && !has(peers_[a].cut, b) && !has(peers_[b].cut, a);
 }
 
 std::vector<std::vector<int>> DashboardState::components(const std::vector<PeerState>& states,
@@ -349,15 +348,17 @@ std::string DashboardState::json(double now) const {
   o.add("finished", finished_).add("connected", comps.size() <= 1).add("components", comps_json);
   o.add("peers", peers_json(states, component_of));
   JsonArray links;
-  for (const auto& e : setup_.edges)
+  for (const auto& e : setup_.edges) {
+    const bool up = link_up(e.a, e.b, states);
+    const std::optional<LinkChange> fact = link_fact(e.a, e.b);
     links.add(JsonObject()
                   .add("a", e.a)
                   .add("b", e.b)
                   .add("weight", e.weight)
                   .add("bytes_per_s", rate(e.a, e.b) + rate(e.b, e.a))
-                  .add("up", link_up(e.a, e.b, states))
-                  .add("state", link_fact(e.a, e.b) ? link_change_name(*link_fact(e.a, e.b))
-                                : link_up(e.a, e.b, states) ? "up" : "down"));
+                  .add("up", up)
+                  .add("state", fact ? link_change_name(*fact) : up ? "up" : "down"));
+  }
   o.add("links", links).add("series", series_json());
   JsonArray events;
   for (const auto& ev : events_) events.raw(ev);
