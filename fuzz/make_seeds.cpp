@@ -92,6 +92,25 @@ void frame_seeds(const std::string& dir, const std::string& packet_seed) {
   write(dir + "/ready", frame(FrameType::kReady, 3, 42, {}));
 }
 
+/// One seed per rendezvous kind, as peers send them.
+void rendezvous_seeds(const std::string& dir) {
+  const std::uint64_t tag = rendezvous_tag("run");
+  const Rendezvous messages[] = {
+      {RendezvousKind::kDialBackAsk, RendezvousStatus::kOk, tag, 3, 0, 0x1234, 0, ""},
+      {RendezvousKind::kDialBackProbe, RendezvousStatus::kOk, tag, 1, 3, 0x1234, 0, ""},
+      {RendezvousKind::kDialBackAnswer, RendezvousStatus::kFailed, tag, 1, 3, 0x1234, 0,
+       "198.18.0.4:29500: no route (No route to host)"},
+      {RendezvousKind::kRelayAsk, RendezvousStatus::kOk, tag, 0, 4, 0, 0, ""},
+      {RendezvousKind::kRelayAnswer, RendezvousStatus::kNotYet, tag, 2, 0, 0, 0,
+       "this peer's reachability is not known yet"},
+  };
+  int i = 0;
+  for (const Rendezvous& m : messages) {
+    const auto bytes = encode_rendezvous(m);
+    write(dir + "/kind" + std::to_string(++i), Bytes(bytes.begin(), bytes.end()));
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -99,11 +118,12 @@ int main(int argc, char** argv) {
   try {
     handshake_seeds(corpus + "/handshake");
     frame_seeds(corpus + "/frame", corpus + "/packet/sparse_top_k");
+    rendezvous_seeds(corpus + "/rendezvous");
   } catch (const std::exception& e) {
     std::fprintf(stderr, "make_seeds: %s\n", e.what());
     return 1;
   }
-  std::printf("make_seeds: frame and handshake seeds of protocol version %u in %s\n",
+  std::printf("make_seeds: frame, handshake and rendezvous seeds of protocol version %u in %s\n",
               unsigned{kVersion}, corpus.c_str());
   return 0;
 }

@@ -16,7 +16,7 @@ cd "$(dirname "$0")/.."
 
 packages=(meson ninja-build pkg-config g++ libasio-dev libyaml-cpp-dev libcereal-dev catch2
           libopenblas-dev libdnnl-dev libblis-dev libeigen3-dev zlib1g-dev libssl-dev openssl dataset-fashion-mnist
-          gnuplot-nox iproute2 clang libclang-rt-14-dev python3-yaml python3-kubernetes openmpi-bin slurm-wlm munge
+          gnuplot-nox iproute2 nftables clang libclang-rt-14-dev python3-yaml python3-kubernetes openmpi-bin slurm-wlm munge
           python3 python3-dev pybind11-dev python3-pybind11 python3-numpy python3-torch
           python3-pytest python3-protobuf chromium chromium-driver python3-selenium prometheus
           python3-venv python3-pip python3-mesonpy python3-mypy python3-torchvision)

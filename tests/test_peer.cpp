@@ -2774,6 +2774,9 @@ fs::path unreachable_config(const fs::path& dir, double epochs, const std::strin
   const fs::path cfg = write_config(dir, 8, "dpsgd", 1, epochs, peers, false, tls);
   replace_once(cfg, "train: 1536", "train: 4096");
   replace_once(cfg, "connect_timeout_s: 20", "connect_timeout_s: 4");
+  // Links that cannot form: no peer dials a neighbour that would dial it, nor relays (the
+  // reachability check would find the ends of those links unreachable, and relay them).
+  replace_once(cfg, "connect_timeout_s: 4", "connect_timeout_s: 4, reachable: yes");
   return cfg;
 }
 

@@ -136,4 +136,16 @@ std::string choice_help(std::span<const Row> rows, std::size_t indent = 4) {
 
 GOSSIP_NAMED_CHOICE(ShardKind, GOSSIP_SHARD_KINDS, shard_kind_table, shard_kind_name)
 
+/// net.reachable: whether a peer's neighbours can dial it, one row each: X(id, name, summary)
+/// (the config room reads the name, the net room goes by it).
+#define GOSSIP_REACHABLE_SETTINGS(X)                                                            \
+  X(kAuto, "auto", "found at the start: other members are asked to dial this peer back at the " \
+    "address the run gives it")                                                                 \
+  X(kYes, "yes", "taken as reachable, unasked: its neighbours dial it as usual")               \
+  X(kNo, "no", "taken as unreachable, unasked: it dials every neighbour itself, and a link "     \
+    "whose other end cannot be dialled either goes through a relay")
+
+GOSSIP_NAMED_CHOICE(ReachableSetting, GOSSIP_REACHABLE_SETTINGS, reachable_setting_table,
+                    reachable_setting_name)
+
 }  // namespace gossip

@@ -426,6 +426,11 @@ struct LinkEmulation {
   /// Pairs of ranks (a < b) that cannot reach each other: each has an unreachable route to the
   /// other's address ("No route to host"), as peers behind firewalls or separate NATs.
   std::vector<std::pair<int, int>> unreachable;
+  /// Groups of ranks behind one NAT each (nat=1+2+3/4+5): a router namespace masquerades their
+  /// connections out and forwards none in; they reach each other on the NAT's own network.
+  std::vector<std::vector<int>> nats;
+  /// Ranks whose namespace drops every connection coming in (firewall=5+7); they dial out.
+  std::vector<int> firewalled;
   bool enabled() const { return rate_bits_per_s > 0.0; }
   /// Asks for delay, jitter or loss: needs the kernel's netem qdisc.
   bool needs_netem() const { return delay_ms > 0.0 || jitter_ms > 0.0 || loss_percent > 0.0; }
@@ -453,6 +458,13 @@ struct NetworkConfig {
   // container): HOST (the port stays its address's) or HOST:PORT; "" = its own address when that
   // is a numeric IP, else every interface.
   std::string bind;
+  // Whether this peer's neighbours can dial it (auto: other members dial it back at the start);
+  // an unreachable peer dials every neighbour itself (docs/network.md#peers-that-cannot-be-dialled).
+  ReachableSetting reachable = ReachableSetting::kAuto;
+  // Where a link goes when neither end can dial the other: empty = any member found reachable,
+  // lowest rank first (relays_auto); else these, in order: "HOST:PORT", or "peer R" (a rank).
+  std::vector<std::string> relays;
+  bool relays_auto = true;  // false with `relays: none` (or a list): members are not asked
   // Prometheus /metrics (docs/observe.md): peer r serves metrics_port + r on metrics_host, and
   // `gossip run` the whole run's on metrics_port + n; 0 = off.
   int metrics_port = 0;

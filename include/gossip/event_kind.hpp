@@ -34,7 +34,10 @@ namespace gossip {
     "a second connection presented the subject's certificate; it was refused")                      \
   X(kAnnounceJoin, "announce_join", false, "the subject's join was announced (elastic runs)")       \
   X(kAnnounceLeave, "announce_leave", false, "the subject's leave was announced")                   \
-  X(kAnnounceDead, "announce_dead", false, "the subject's death was announced to the members")
+  X(kAnnounceDead, "announce_dead", false, "the subject's death was announced to the members")    \
+  X(kRelayAltered, "relay_altered", false,                                                         \
+    "the relay of this peer's link to the subject altered what it forwarded; it is not used for "  \
+    "that link again")
 
 enum class MemberEventKind : std::uint8_t { GOSSIP_MEMBER_EVENTS(GOSSIP_CHOICE_ENUM) };
 
@@ -108,7 +111,12 @@ inline const ChangeRow& change_row(ChangeKind kind) {
   X(kFormed, "formed", "a link reported never formed formed after all")                        \
   X(kLost, "lost", "the link went down and did not come back (within the transport's "        \
     "reconnect window, or by the end of the run)")                                                                       \
-  X(kBack, "back", "a link reported lost is up again")
+  X(kBack, "back", "a link reported lost is up again")                                        \
+  X(kPath, "path", "the link formed, or formed again another way: its path (direct and who "   \
+    "dialled, or relayed and through whom) and round-trip time, in `reason`")                  \
+  X(kReachability, "reachability", "this peer found out whether its neighbours can dial it "    \
+    "(the neighbour is the peer itself): reachable, unreachable or unknown, and how, in "        \
+    "`reason`")
 
 GOSSIP_NAMED_CHOICE(LinkChange, GOSSIP_LINK_CHANGES, link_change_table, link_change_name)
 

@@ -28,6 +28,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <optional>
 #include <span>
 #include <string>
@@ -137,6 +138,32 @@ struct TransportAlert {
 };
 
 /// What a transport knows of its link to one neighbour (Exchange::links).
+/// What a peer found out about its own reachability, one row each: X(id, name, summary).
+#define GOSSIP_REACHABILITIES(X)                                                                \
+  X(kUnknown, "unknown", "no other member answered a dial-back request (yet)")                \
+  X(kReachable, "reachable", "every member that answered dialled this peer back at its "       \
+    "address")                                                                                  \
+  X(kUnreachable, "unreachable", "a member could not dial this peer back at its address (or "  \
+    "net.reachable: no says so)")
+
+GOSSIP_NAMED_CHOICE(Reachability, GOSSIP_REACHABILITIES, reachability_table, reachability_name)
+
+/// A peer's reachability as its transport found it (Exchange::reachability).
+struct ReachabilityReport {
+  Reachability state = Reachability::kUnknown;
+  bool settled = false;  // the check is over (or was not made: net.reachable yes or no)
+  std::string how;       // e.g. "peers 3, 4 dialled 198.18.0.1:29500 back", or why not
+};
+
+/// How a link was made, one row each: X(id, name, summary).
+#define GOSSIP_LINK_PATHS(X)                                                                    \
+  X(kNone, "none", "not formed")                                                               \
+  X(kDirect, "direct", "one TCP connection between the two peers, dialled by one of them")     \
+  X(kRelayed, "relayed", "through a third member (or net.relays' relay), which forwards TLS "   \
+    "records it can neither read nor alter undetected")
+
+GOSSIP_NAMED_CHOICE(LinkPath, GOSSIP_LINK_PATHS, link_path_table, link_path_name)
+
 struct LinkStatus {
   int peer = -1;
   bool formed = false;    // established at least once
@@ -148,7 +175,31 @@ struct LinkStatus {
   bool left = false;      // the neighbour said bye (finished, or stopped on purpose)
   double down_s = 0.0;    // how long it has been down, having formed (0 while up)
   std::string why;        // the last reason it failed to form or was lost ("" when none)
+  // How it was made the last time it formed (path kNone until then): who dialled (a rank), and
+  // for a relayed link the relay (its rank, -1 for a relay named by address) and address.
+  LinkPath path = LinkPath::kNone;
+  int dialler = -1;
+  int relay = -1;
+  std::string relay_address;
+  double rtt_ms = -1.0;   // TCP's smoothed round-trip time to the next hop when it formed
 };
+
+/// "direct, dialled by 3, rtt 0.41 ms", "relayed through peer 2 (198.18.0.3:29502), dialled by
+/// 4, rtt 0.52 ms to the relay", "none".
+inline std::string describe_path(const LinkStatus& link) {
+  if (link.path == LinkPath::kNone) return link_path_name(link.path);
+  std::string out = link_path_name(link.path);
+  if (link.path == LinkPath::kRelayed)
+    out += link.relay >= 0 ? cat(" through peer ", link.relay, " (", link.relay_address, ")")
+                           : cat(" through ", link.relay_address);
+  if (link.dialler >= 0) out += cat(", dialled by ", link.dialler);
+  if (link.rtt_ms >= 0) {
+    char rtt[32];
+    std::snprintf(rtt, sizeof rtt, "%.2f", link.rtt_ms);
+    out += cat(", rtt ", rtt, " ms", link.path == LinkPath::kRelayed ? " to the relay" : "");
+  }
+  return out;
+}
 
 class Exchange {
  public:
@@ -222,6 +273,11 @@ class Exchange {
   /// Each neighbour's link, ascending by peer. Transports without links of their own (the
   /// simulator's) return none: their links always form.
   virtual std::vector<LinkStatus> links() const { return {}; }
+  /// Whether this peer's neighbours can dial it, as far as the transport found out (never
+  /// settled for transports without addresses: the simulator's).
+  virtual ReachabilityReport reachability() const { return {}; }
+  /// Bytes this peer forwarded as a relay for other members' links.
+  virtual std::uint64_t bytes_relayed() const { return 0; }
 
   /// The algorithm above exchanges `tags` times a round (relay phases: all-reduce's hops,
   /// choco's gossip steps), tagging them round * tags + step: the layers that go by rounds (the
@@ -271,6 +327,8 @@ class ForwardingExchange : public Exchange {
   }
   std::vector<TransportAlert> take_alerts() override { return inner_->take_alerts(); }
   std::vector<LinkStatus> links() const override { return inner_->links(); }
+  ReachabilityReport reachability() const override { return inner_->reachability(); }
+  std::uint64_t bytes_relayed() const override { return inner_->bytes_relayed(); }
   void set_tags_per_round(int tags) override { inner_->set_tags_per_round(tags); }
 
  protected:

@@ -424,6 +424,8 @@ class MembershipWatch {
   std::vector<std::pair<int, MemberEventKind>> pending_;  // (neighbour, event) for operator()
   /// The last link change reported per neighbour (none yet: formed at the start, or pending).
   std::map<int, LinkChange> links_;
+  std::map<int, std::tuple<LinkPath, int, std::string>> paths_;  // each link's path, as said
+  bool reach_said_ = false;  // the reachability event is out
   /// The link events the transport's links() call for now (end: the run is over).
   std::vector<PeerEvent> link_events(const Exchange& exchange, std::int64_t round,
                                      double seconds, bool end, std::vector<std::string>* messages);

@@ -86,6 +86,15 @@ struct NetConfig {
   /// this many, a new connection is closed at once (with a rate-limited log line).
   std::size_t max_pending_handshakes = 64;
   NetTimeouts timeouts;
+  /// Whether neighbours can dial this peer: kAuto asks other members to dial it back at
+  /// addresses[rank] (at most kMaxDialBackHelpers of them); an unreachable peer dials every
+  /// neighbour itself (the lower rank of a pair dials otherwise).
+  ReachableSetting reachable = ReachableSetting::kAuto;
+  /// Relays for a link neither end can dial, tried in order: {rank, "host:port"} (rank -1 for a
+  /// relay that is not a member). With relays_auto, every other member, lowest rank first
+  /// (a member relays only once it has found itself reachable).
+  std::vector<std::pair<int, std::string>> relays;
+  bool relays_auto = true;
   std::function<void(const std::string&)> log;  // one line per event; empty = stderr
 };
 
@@ -226,6 +235,8 @@ class NetExchange final : public Exchange {
   std::optional<std::vector<int>> heard_within(double seconds) const override;
   std::vector<TransportAlert> take_alerts() override;
   std::vector<LinkStatus> links() const override;
+  ReachabilityReport reachability() const override;
+  std::uint64_t bytes_relayed() const override;
 
   /// Neighbours whose link is up right now, ascending.
   std::vector<int> connected_peers() const;

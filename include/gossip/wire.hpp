@@ -259,3 +259,57 @@ std::string describe_model(const HandshakeInfo& info);
 std::string refusal_reason(const Hello& ours, const Hello& theirs);
 
 }  // namespace gossip::wire
+
+namespace gossip::wire {
+
+/// Rendezvous messages: what a connection to a peer's listening port says instead of TLS or a
+/// hello when it asks the peer for a service rather than a link (docs/wire.md): to dial the
+/// asker back at the address the run's configuration gives it (its reachability), or to relay
+/// its link to another peer. Every message is kRendezvousBytes long, little-endian: the magic
+/// (its first byte, 0xC7, is neither a TLS record's nor a frame's), u8 version, u8 kind, u8
+/// status, u8 text length, u64 run tag (rendezvous_tag of the run id: a relay pairs only ends of
+/// one run), u32 from, u32 to, u64 nonce, i64 time (ns since the epoch, the sender's clock),
+/// then the text (UTF-8, up to kMaxRendezvousText bytes, zero-padded).
+inline constexpr std::array<std::uint8_t, 4> kRendezvousMagic = {0xC7, 'R', 'D', 'V'};
+inline constexpr std::uint8_t kRendezvousVersion = 1;
+inline constexpr std::size_t kRendezvousBytes = 128;
+inline constexpr std::size_t kMaxRendezvousText = kRendezvousBytes - 40;
+
+enum class RendezvousKind : std::uint8_t {
+  kDialBackAsk = 1,    // from: the asker's rank; nonce: what the dial back must carry
+  kDialBackProbe = 2,  // the helper's dial back: nonce as asked (from: the helper's rank)
+  kDialBackAnswer = 3, // to the asker: status ok (it dialled back) or failed; text: the address
+                       // it dialled and, when failed, why
+  kRelayAsk = 4,       // from, to: the ranks of the link to relay (from is the asker)
+  kRelayAnswer = 5,    // status ok: the other end came and the bytes now pass through; else
+                       // why not in text
+};
+inline constexpr std::uint8_t kLastRendezvousKind = 5;
+
+enum class RendezvousStatus : std::uint8_t { kOk = 0, kFailed = 1, kNotYet = 2 };
+inline constexpr std::uint8_t kLastRendezvousStatus = 2;
+
+struct Rendezvous {
+  RendezvousKind kind = RendezvousKind::kDialBackAsk;
+  RendezvousStatus status = RendezvousStatus::kOk;
+  std::uint64_t run_tag = 0;
+  std::uint32_t from = 0;
+  std::uint32_t to = 0;
+  std::uint64_t nonce = 0;
+  std::int64_t time_ns = 0;
+  std::string text;  // cut to kMaxRendezvousText bytes by the encoder
+  bool operator==(const Rendezvous&) const = default;
+};
+
+/// The run tag of `run_id` (the first 8 bytes of its SHA-256, little-endian).
+std::uint64_t rendezvous_tag(const std::string& run_id);
+/// Whether a connection's first byte is a rendezvous message's.
+inline bool is_rendezvous_start(std::byte first) {
+  return std::to_integer<std::uint8_t>(first) == kRendezvousMagic[0];
+}
+std::array<std::byte, kRendezvousBytes> encode_rendezvous(const Rendezvous& message);
+/// Refuses a message that is not kRendezvousBytes long, a wrong magic or version, an unknown kind
+/// or status, a text length beyond kMaxRendezvousText or padding that is not zero.
+Decoded<Rendezvous> decode_rendezvous(std::span<const std::byte> bytes);
+
+}  // namespace gossip::wire

@@ -73,6 +73,26 @@ void read_tls(const Reader& r, const Node& v, const std::string& f, NetworkConfi
                        "key: \"DIR/peer-{rank}.key\"})"));
 }
 
+/// net.relays: auto, none, or a list of relays: a rank (a member) or "HOST:PORT".
+void read_relays(const Reader& r, const Node& v, const std::string& f, NetworkConfig& c) {
+  c.relays.clear();
+  if (v.is_scalar()) {
+    c.relays_auto = r.choice(v, f, {"auto", "none"}) == "auto";
+    return;
+  }
+  c.relays_auto = false;
+  c.relays = r.list(v, f, [&](const Node& item, const std::string& g) {
+    const std::string text = r.text(item, g);
+    const bool rank = !text.empty() && text.find_first_not_of("0123456789") == std::string::npos;
+    if (rank) return cat("peer ", r.integer_in(item, g, 0, 1'000'000));
+    const auto colon = text.rfind(':');
+    if (colon == std::string::npos || colon == 0 || colon + 1 == text.size())
+      r.fail(item, g, cat("'", text, "' is neither a rank nor HOST:PORT"));
+    return text;
+  });
+  if (c.relays.empty()) r.fail(v, f, "an empty list: give relays, or none, or auto");
+}
+
 void read_net(const Reader& r, const Node& n, NetworkConfig& c) {
   r.each(n, "net", Handlers{
       {"run_id", [&](auto& v, auto& f) {
@@ -87,6 +107,8 @@ void read_net(const Reader& r, const Node& n, NetworkConfig& c) {
          if (c.bind.empty()) r.fail(v, f, "give an address to bind (HOST or HOST:PORT), or leave "
                                           "the key out");
        }},
+      {"reachable", [&](auto& v, auto& f) { c.reachable = r.named(v, f, reachable_setting_table()); }},
+      {"relays", [&](auto& v, auto& f) { read_relays(r, v, f, c); }},
       {"base_port", [&](auto& v, auto& f) {
          c.base_port = r.positive_int(v, f, false);
          if (c.base_port > 65000) r.fail(v, f, cat("must be at most 65000, got ", c.base_port));

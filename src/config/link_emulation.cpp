@@ -1,6 +1,7 @@
 // config/link_emulation.cpp: the text of `net.emulate` and `gossip run --netem`, in tc's own units
 // ("rate=100mbit,delay=5ms,jitter=1ms,loss=0.1%"), read into numbers once for the launcher (which
 // sets the qdiscs) and the simulator (which models the same links).
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <string_view>
@@ -50,13 +51,34 @@ std::vector<std::pair<int, int>> parse_rank_pairs(std::string_view value, const 
   return pairs;
 }
 
+/// "1+2+3" -> {1, 2, 3} (distinct ranks); `bad(why)` makes the error thrown.
+template <typename Bad>
+std::vector<int> parse_rank_set(std::string_view key, std::string_view value, const Bad& bad) {
+  std::vector<int> ranks;
+  while (true) {
+    const auto plus = value.find('+');
+    const std::string_view item = value.substr(0, plus);
+    int r = -1;
+    const auto res = std::from_chars(item.data(), item.data() + item.size(), r);
+    if (item.empty() || res.ec != std::errc() || res.ptr != item.data() + item.size() || r < 0)
+      throw bad(cat(key, ": '", item, "' is not a rank"));
+    if (std::find(ranks.begin(), ranks.end(), r) != ranks.end())
+      throw bad(cat(key, ": rank ", r, " is given twice"));
+    ranks.push_back(r);
+    if (plus == std::string_view::npos) break;
+    value.remove_prefix(plus + 1);
+  }
+  return ranks;
+}
+
 }  // namespace
 
 LinkEmulation parse_link_emulation(const std::string& text, const std::string& what) {
   const std::string prefix = what.empty() ? std::string() : what + ": ";
   const auto bad = [&](const std::string& why) {
     return InputError(cat(prefix, "'", text, "': ", why, " (expected rate=RATE[,delay=TIME]",
-                          "[,jitter=TIME][,loss=PERCENT%][,unreachable=A-B+C-D...], e.g. rate=100mbit,delay=5ms)"));
+                          "[,jitter=TIME][,loss=PERCENT%][,unreachable=A-B+C-D...][,nat=A+B/C+D...]",
+                          "[,firewall=A+B...], e.g. rate=100mbit,delay=5ms)"));
   };
   LinkEmulation e;
   e.text = text;
@@ -70,6 +92,31 @@ LinkEmulation parse_link_emulation(const std::string& text, const std::string& w
     const auto eq = item.find('=');
     if (eq == std::string_view::npos) throw bad(cat("'", item, "' is not KEY=VALUE"));
     const std::string_view key = item.substr(0, eq), value = item.substr(eq + 1);
+    if (key == "nat" || key == "firewall") {
+      if (!(key == "nat" ? e.nats.empty() : e.firewalled.empty()))
+        throw bad(cat(key, " is given twice"));
+      const auto set = [&](std::string_view v) {
+        return parse_rank_set(key, v, [&](const std::string& why) { return bad(why); });
+      };
+      if (key == "firewall") {
+        e.firewalled = set(value);
+      } else {
+        for (std::string_view groups = value;;) {  // nat=1+2+3/4+5: one NAT per group
+          const auto slash = groups.find('/');
+          e.nats.push_back(set(groups.substr(0, slash)));
+          if (slash == std::string_view::npos) break;
+          groups.remove_prefix(slash + 1);
+        }
+      }
+      std::vector<int> all = e.firewalled;
+      for (const auto& g : e.nats) all.insert(all.end(), g.begin(), g.end());
+      std::sort(all.begin(), all.end());
+      if (std::adjacent_find(all.begin(), all.end()) != all.end())
+        throw bad(cat("rank ", *std::adjacent_find(all.begin(), all.end()),
+                      " is behind two NATs, or behind a NAT and a firewall"));
+      if (text.empty()) break;
+      continue;
+    }
     if (key == "unreachable") {
       if (!e.unreachable.empty()) throw bad("unreachable is given twice");
       e.unreachable = parse_rank_pairs(value, [&](const std::string& why) { return bad(why); });
@@ -102,7 +149,8 @@ LinkEmulation parse_link_emulation(const std::string& text, const std::string& w
       if (number > 100.0) throw bad(cat("loss: at most 100%, got ", value));
       e.loss_percent = number;
     } else {
-      throw bad(cat("unknown key '", key, "' (rate, delay, jitter, loss, unreachable)"));
+      throw bad(cat("unknown key '", key, "' (rate, delay, jitter, loss, unreachable, nat, "
+                    "firewall)"));
     }
     if (text.empty()) break;
   }

@@ -125,13 +125,38 @@ EmulatedNetwork::EmulatedNetwork(const LinkEmulation& emulation, int peers,
     if (b >= peers)
       throw InputError(cat(what, ": unreachable=", a, "-", b, ": rank ", b, " is not in this run "
                            "of ", peers, " peers"));
+  nat_of_.assign(static_cast<std::size_t>(peers), -1);
+  nat_slot_.assign(static_cast<std::size_t>(peers), -1);
+  for (std::size_t g = 0; g < emulation.nats.size(); ++g)
+    for (std::size_t k = 0; k < emulation.nats[g].size(); ++k) {
+      const int r = emulation.nats[g][k];
+      if (r >= peers)
+        throw InputError(cat(what, ": nat: rank ", r, " is not in this run of ", peers, " peers"));
+      nat_of_[r] = static_cast<int>(g);
+      nat_slot_[r] = static_cast<int>(k);
+    }
+  for (int r : emulation.firewalled)
+    if (r >= peers)
+      throw InputError(cat(what, ": firewall: rank ", r, " is not in this run of ", peers,
+                           " peers"));
+  if (emulation.nats.size() > 200 || std::any_of(emulation.nats.begin(), emulation.nats.end(),
+                                                 [](const auto& g) { return g.size() > 250; }))
+    throw InputError(cat(what, ": at most 200 NATs of at most 250 peers each"));
+  if (!emulation.nats.empty() || !emulation.firewalled.empty()) {
+    nft_ = find_tool("nft");
+    if (nft_.empty())
+      throw InputError(cat(what, ": nat= and firewall= need nftables' `nft`, which is not "
+                           "installed (apt-get install nftables)"));
+  }
   // Namespaces of launchers that are gone (killed before they could remove them) and that no
   // process is in any more.
   for (const auto& name : list_netns(ip_)) {
     if (name.rfind("gsn", 0) != 0) continue;
     std::size_t end = 3;
     while (end < name.size() && std::isdigit(static_cast<unsigned char>(name[end]))) ++end;
-    if (end == 3 || end == name.size() || (name[end] != 's' && name[end] != 'p')) continue;
+    if (end == 3 || end == name.size() ||
+        (name[end] != 's' && name[end] != 'p' && name[end] != 'n'))
+      continue;
     const pid_t owner = static_cast<pid_t>(std::atol(name.substr(3, end - 3).c_str()));
     if (owner == getpid() || alive(owner)) continue;
     if (!run_command({ip_, "netns", "pids", name}).output.empty()) continue;
@@ -150,6 +175,8 @@ EmulatedNetwork::EmulatedNetwork(const LinkEmulation& emulation, int peers,
 EmulatedNetwork::~EmulatedNetwork() { remove(); }
 
 std::string EmulatedNetwork::address(int r) const {
+  if (r < static_cast<int>(nat_of_.size()) && nat_of_[r] >= 0)  // .1 is the router's
+    return cat(10, ".", nat_of_[r] + 1, ".0.", nat_slot_[r] + 2);
   const int host = r + 1;  // 198.18.0.0 is the network's own address
   return cat(198, ".", 18 + (host >> 16), ".", (host >> 8) & 255, ".", host & 255);
 }
@@ -219,24 +246,72 @@ void EmulatedNetwork::build(const LinkEmulation& e) {
   if (e.needs_netem()) probe_netem();
   must({ip_, "-n", switch_, "link", "add", "br0", "type", "bridge"}, "making the bridge");
   must({ip_, "-n", switch_, "link", "set", "br0", "up"}, "bringing up the bridge");
-  for (int r = 0; r < peers_; ++r) {
-    const std::string ns = peer_namespace(r), port = cat("p", r);
-    add_namespace(ns);
-    must({ip_, "-n", switch_, "link", "add", port, "type", "veth", "peer", "name", "eth0",
-          "netns", ns}, cat("linking ", ns, " to the bridge"));
-    must({ip_, "-n", switch_, "link", "set", port, "master", "br0", "up"},
-         cat("attaching ", port, " to the bridge"));
-    must({ip_, "-n", ns, "addr", "add", address(r) + "/15", "dev", "eth0"},
-         cat("addressing ", ns));
-    must({ip_, "-n", ns, "link", "set", "eth0", "up"}, cat("bringing up eth0 in ", ns));
-    shape(ns, "eth0", e);      // what peer r sends
-    shape(switch_, port, e);   // what peer r receives
-  }
+  for (int r = 0; r < peers_; ++r)
+    if (nat_of_[r] < 0) add_peer(r, switch_, "br0", cat("p", r), address(r) + "/15", e);
+  for (std::size_t g = 0; g < e.nats.size(); ++g) build_nat(g, e.nats[g], e);
+  for (int r : e.firewalled) firewall(r);
   for (const auto& [a, b] : e.unreachable) {  // firewalled pairs: no route either way
     for (const auto& [from, to] : {std::pair{a, b}, std::pair{b, a}})
       must({ip_, "-n", peer_namespace(from), "route", "add", "unreachable", address(to) + "/32"},
            cat("making peer ", to, " unreachable from peer ", from));
   }
+}
+
+void EmulatedNetwork::add_peer(int r, const std::string& from, const std::string& bridge,
+                               const std::string& port, const std::string& address,
+                               const LinkEmulation& e) {
+  const std::string ns = peer_namespace(r);
+  add_namespace(ns);
+  must({ip_, "-n", from, "link", "add", port, "type", "veth", "peer", "name", "eth0", "netns",
+        ns}, cat("linking ", ns, " to ", bridge));
+  must({ip_, "-n", from, "link", "set", port, "master", bridge, "up"},
+       cat("attaching ", port, " to ", bridge));
+  must({ip_, "-n", ns, "addr", "add", address, "dev", "eth0"}, cat("addressing ", ns));
+  must({ip_, "-n", ns, "link", "set", "eth0", "up"}, cat("bringing up eth0 in ", ns));
+  shape(ns, "eth0", e);  // what peer r sends
+  shape(from, port, e);  // what peer r receives
+}
+
+void EmulatedNetwork::build_nat(std::size_t g, const std::vector<int>& ranks,
+                                const LinkEmulation& e) {
+  const std::string router = nat_namespace(g), port = cat("n", g);
+  const std::string lan = cat("10.", g + 1, ".0.1");
+  add_namespace(router);
+  // Its outside: one more host on the bridge, at the top of 198.19.255.0/24 (no peer's).
+  must({ip_, "-n", switch_, "link", "add", port, "type", "veth", "peer", "name", "eth0", "netns",
+        router}, cat("linking ", router, " to the bridge"));
+  must({ip_, "-n", switch_, "link", "set", port, "master", "br0", "up"},
+       cat("attaching ", port, " to the bridge"));
+  must({ip_, "-n", router, "addr", "add", cat("198.19.255.", g + 1, "/15"), "dev", "eth0"},
+       cat("addressing ", router));
+  must({ip_, "-n", router, "link", "set", "eth0", "up"}, cat("bringing up eth0 in ", router));
+  // Its inside: a bridge of its own, which its peers' veths join.
+  must({ip_, "-n", router, "link", "add", "lan", "type", "bridge"}, cat("the NAT's network in ", router));
+  must({ip_, "-n", router, "addr", "add", lan + "/24", "dev", "lan"}, cat("addressing lan in ", router));
+  must({ip_, "-n", router, "link", "set", "lan", "up"}, cat("bringing up lan in ", router));
+  for (int r : ranks) {
+    add_peer(r, router, "lan", cat("p", r), address(r) + "/24", e);
+    must({ip_, "-n", peer_namespace(r), "route", "add", "default", "via", lan},
+         cat("routing peer ", r, " through its NAT"));
+  }
+  must({ip_, "netns", "exec", router, "sysctl", "-q", "-w", "net.ipv4.ip_forward=1"},
+       cat("forwarding in ", router));
+  must({ip_, "netns", "exec", router, nft_, "add", "table", "ip", "nat"}, "the NAT's table");
+  must({ip_, "netns", "exec", router, nft_, "add", "chain", "ip", "nat", "out", "{", "type", "nat",
+        "hook", "postrouting", "priority", "100", ";", "}"}, "the NAT's chain");
+  must({ip_, "netns", "exec", router, nft_, "add", "rule", "ip", "nat", "out", "oifname", "eth0",
+        "masquerade"}, "masquerading");
+}
+
+void EmulatedNetwork::firewall(int r) {
+  const std::string ns = peer_namespace(r);
+  must({ip_, "netns", "exec", ns, nft_, "add", "table", "inet", "fw"}, cat("a firewall in ", ns));
+  must({ip_, "netns", "exec", ns, nft_, "add", "chain", "inet", "fw", "in", "{", "type", "filter",
+        "hook", "input", "priority", "0", ";", "}"}, cat("the firewall's chain in ", ns));
+  must({ip_, "netns", "exec", ns, nft_, "add", "rule", "inet", "fw", "in", "iifname", "lo",
+        "accept"}, cat("the firewall's loopback rule in ", ns));
+  must({ip_, "netns", "exec", ns, nft_, "add", "rule", "inet", "fw", "in", "ct", "state", "new",
+        "drop"}, cat("the firewall's drop rule in ", ns));
 }
 
 void EmulatedNetwork::remove() {
@@ -253,7 +328,8 @@ void EmulatedNetwork::remove() {
 std::vector<std::string> EmulatedNetwork::leftovers() const {
   std::vector<std::string> out;
   for (const auto& name : list_netns(ip_))
-    if (name == switch_ || (name.rfind(prefix_ + "p", 0) == 0 &&
+    if (name == switch_ || ((name.rfind(prefix_ + "p", 0) == 0 ||
+                             name.rfind(prefix_ + "n", 0) == 0) &&
                             name.find_first_not_of("0123456789", prefix_.size() + 1) ==
                                 std::string::npos))
       out.push_back(name);

@@ -53,9 +53,12 @@ class EmulatedNetwork {
   EmulatedNetwork(const EmulatedNetwork&) = delete;
   EmulatedNetwork& operator=(const EmulatedNetwork&) = delete;
 
-  /// The namespace and address (numeric IPv4) of rank r.
+  /// The namespace and address (numeric IPv4) of rank r: on the bridge (198.18.0.0/15), or
+  /// behind NAT g on its own network (10.g+1.0.0/24), an address no one outside can dial.
   std::string peer_namespace(int r) const { return prefix_ + "p" + std::to_string(r); }
   std::string address(int r) const;
+  /// The namespace of NAT g's router.
+  std::string nat_namespace(std::size_t g) const { return prefix_ + "n" + std::to_string(g); }
   /// What runs a command in rank r's namespace: {ip, "netns", "exec", NS} + the command.
   std::vector<std::string> exec_prefix(int r) const;
   /// An MPI hostfile ("ADDRESS slots=1" a line) placing each rank at its address.
@@ -73,6 +76,17 @@ class EmulatedNetwork {
   void must(const std::vector<std::string>& argv, const std::string& doing);
   void probe_netem();
   void shape(const std::string& ns, const std::string& dev, const LinkEmulation& e);
+  /// Peer r's namespace, its eth0 the far end of `port` (a veth made in `from`, attached to
+  /// `bridge` there), addressed `address`/`prefix`, its link shaped both ways.
+  void add_peer(int r, const std::string& from, const std::string& bridge,
+                const std::string& port, const std::string& address, const LinkEmulation& e);
+  /// NAT g: its router on the bridge, masquerading what its peers send out.
+  void build_nat(std::size_t g, const std::vector<int>& ranks, const LinkEmulation& e);
+  /// Rank r's namespace drops every new connection coming in.
+  void firewall(int r);
+  std::string nft_;
+  std::vector<int> nat_of_;  // per rank: its NAT group, -1 for none
+  std::vector<int> nat_slot_;  // per rank: its place in its NAT group
 
   int peers_;
   std::function<bool()> interrupted_;

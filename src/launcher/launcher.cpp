@@ -381,10 +381,16 @@ void Network::handle_event(int r, const PeerEvent& e) {
   if (const auto* m = std::get_if<MemberEvent>(&e))
     if (const char* what = byzantine_note(m->event))
       progress_.note(cat("peer ", r, " round ", m->round, ": ", what, " peer ", m->subject));
-  if (const auto* l = std::get_if<LinkEvent>(&e))
-    progress_.note(cat("peer ", r, ": link to peer ", l->neighbour, " ",
-                       link_change_name(l->change),
-                       l->reason.empty() ? std::string() : cat(" (", l->reason, ")")));
+  if (const auto* l = std::get_if<LinkEvent>(&e)) {
+    // Each link's path is in events.jsonl and summary.json, not on the terminal.
+    if (l->change == LinkChange::kReachability) {
+      progress_.note(cat("peer ", r, ": reachability ", l->reason));
+    } else if (l->change != LinkChange::kPath) {
+      progress_.note(cat("peer ", r, ": link to peer ", l->neighbour, " ",
+                         link_change_name(l->change),
+                         l->reason.empty() ? std::string() : cat(" (", l->reason, ")")));
+    }
+  }
   if (const auto* ev = std::get_if<EvalEvent>(&e))
     peer_round_[r] = std::max(peer_round_[r], ev->round);
   if (const auto* ro = std::get_if<RoundEvent>(&e))

@@ -92,6 +92,21 @@ std::vector<PeerEvent> MembershipWatch::link_events(const Exchange& exchange, st
     const std::int64_t from = *change == LinkChange::kNeverFormed ? 0 : round;
     out.push_back(LinkEvent{self_, from, seconds, *change, l.peer, l.formed_s, why});
   }
+  for (const LinkStatus& l : exchange.links()) {  // how each link formed, when that is new
+    if (!l.up || l.path == LinkPath::kNone) continue;
+    auto way = std::make_tuple(l.path, l.dialler, l.relay_address);
+    if (const auto it = paths_.find(l.peer); it != paths_.end() && it->second == way) continue;
+    paths_[l.peer] = std::move(way);
+    const std::string path = describe_path(l);
+    if (messages) messages->push_back(cat("link to peer ", l.peer, ": ", path));
+    out.push_back(LinkEvent{self_, round, seconds, LinkChange::kPath, l.peer, l.formed_s, path});
+  }
+  if (const ReachabilityReport r = exchange.reachability(); r.settled && !reach_said_) {
+    reach_said_ = true;
+    const std::string what = cat(reachability_name(r.state), ": ", r.how);
+    if (messages) messages->push_back(cat("reachability: ", what));
+    out.push_back(LinkEvent{self_, round, seconds, LinkChange::kReachability, self_, -1, what});
+  }
   return out;
 }
 

@@ -43,7 +43,12 @@ Links::Links(asio::io_context& io, asio::ip::tcp::acceptor& acceptor, const NetC
              std::vector<asio::ip::tcp::resolver::results_type> endpoints)
     : io_(io), acceptor_(acceptor), config_(config), max_frame_bytes_(max_frame_bytes),
       mail_(mailboxes), links_(config.size), accept_retry_(io), heartbeat_(io), sent_to_(config.size),
-      received_from_(config.size), refusal_tokens_(kRefusalBurst) {
+      received_from_(config.size), refusal_tokens_(kRefusalBurst),
+      run_tag_(wire::rendezvous_tag(config.handshake.run_id)) {
+  if (config.reachable == ReachableSetting::kYes)
+    reach_ = {Reachability::kReachable, true, "net.reachable: yes (not checked)"};
+  else if (config.reachable == ReachableSetting::kNo)
+    reach_ = {Reachability::kUnreachable, true, "net.reachable: no (not checked)"};
   if (config.tls.enabled)
     tls_ = make_tls_context(config.tls, config.handshake.run_id, config.rank);
   else
@@ -102,6 +107,8 @@ std::size_t Links::unfinished_handshakes() const {
 void Links::start(Clock::time_point give_up) {
   accept();
   heartbeat();
+  if (config_.reachable == ReachableSetting::kAuto)
+    check_reachability(Clock::now() + config_.timeouts.start / 2);
   for (int p : config_.contacts)  // a joiner's contacts: it dials them, lower ranks or not
     if (p < config_.rank) {
       links_[p]->give_up = give_up;
@@ -116,6 +123,22 @@ void Links::start(Clock::time_point give_up) {
     if (links_[p]->later) continue;
     links_[p]->give_up = give_up;
     links_[p]->backoff = config_.timeouts.backoff_first;
+    dial(p);
+  }
+  for (int p : mail_.neighbours()) links_[p]->give_up = give_up;
+  if (reach_.state == Reachability::kUnreachable) dial_all();
+}
+
+bool Links::we_dial(int peer) const {
+  return config_.rank < peer || reach_.state == Reachability::kUnreachable;
+}
+
+void Links::dial_all() {
+  for (int p : mail_.neighbours()) {
+    Link& l = *links_[p];
+    if (l.later || l.dialling || l.relaying || mail_.state(p) == LinkState::kUp) continue;
+    l.backoff = config_.timeouts.backoff_first;
+    if (l.give_up < Clock::now()) l.give_up = Clock::now() + config_.timeouts.reconnect;
     dial(p);
   }
 }
@@ -148,19 +171,50 @@ void Links::accept() {
       return;
     }
     std::erase_if(sessions_, [](const std::weak_ptr<Session>& w) { return w.expired(); });
-    if (const std::size_t n = unfinished_handshakes(); n >= config_.max_pending_handshakes) {
+    if (const std::size_t n = unfinished_handshakes() + sniffing_ + serving_;
+        n >= config_.max_pending_handshakes) {
       log_refusal(cat("connection from ", remote_name(socket), " refused: ", n,
                       " connections have not finished their handshake (the limit)"));
       std::error_code ignored;
       socket.close(ignored);
       return accept();
     }
-    tune(socket);
-    auto s = std::make_shared<Session>(std::move(socket), *this, Session::Role::kAccepted, -1);
-    track(s);
-    s->start();
+    sniff(std::make_shared<asio::ip::tcp::socket>(std::move(socket)));
     accept();
   });
+}
+
+void Links::sniff(std::shared_ptr<asio::ip::tcp::socket> socket) {
+  // The first byte says what the connection is: a rendezvous message, or a session (TLS, or a
+  // hello frame). Peeked, not read: a session's stream starts with it.
+  ++sniffing_;
+  auto first = std::make_shared<std::array<std::byte, 1>>();
+  auto timer = std::make_shared<asio::steady_timer>(io_, config_.timeouts.handshake);
+  timer->async_wait([socket](std::error_code ec) {
+    std::error_code ignored;
+    if (!ec) socket->close(ignored);  // said nothing: the read below fails
+  });
+  socket->async_receive(asio::buffer(*first), asio::socket_base::message_peek,
+                        [this, socket, first, timer](std::error_code ec, std::size_t n) {
+                          --sniffing_;
+                          timer->cancel();
+                          if (stopping_) return;
+                          if (ec || n == 0) {
+                            log_refusal(cat("connection from ", remote_name(*socket),
+                                            " closed before it said anything"));
+                            return;
+                          }
+                          if (wire::is_rendezvous_start((*first)[0]))
+                            return serve_rendezvous(socket);
+                          start_session(std::move(*socket));
+                        });
+}
+
+void Links::start_session(asio::ip::tcp::socket socket) {
+  tune(socket);
+  auto s = std::make_shared<Session>(std::move(socket), *this, Session::Role::kAccepted, -1);
+  track(s);
+  s->start();
 }
 
 void Links::dial(int peer) {
@@ -176,6 +230,7 @@ void Links::dial(int peer) {
     *timed_out = true;
     socket->close(ignored);  // connect took too long: its handler sees the error
   });
+  if (l.endpoints.empty()) l.endpoints = endpoints_of(config_.addresses[peer]);
   asio::async_connect(*socket, l.endpoints,
                       [this, peer, socket, timed_out](std::error_code ec,
                                                       const asio::ip::tcp::endpoint&) {
@@ -212,7 +267,14 @@ void Links::tune(asio::ip::tcp::socket& socket) {
 
 void Links::retry(int peer, const std::string& why) {
   Link& l = *links_[peer];
-  if (mail_.state(peer) == LinkState::kUp) return;
+  if (mail_.state(peer) == LinkState::kUp || l.relaying) return;
+  // We cannot be dialled, and we cannot dial it: a relay carries the link (the other end, if it
+  // cannot be dialled either, asks the same relays in the same order).
+  if (reach_.state == Reachability::kUnreachable && !relay_candidates(peer).empty()) {
+    l.dialling = false;
+    l.relaying = true;
+    return relay_dial(peer);
+  }
   if (!l.later && Clock::now() + l.backoff > l.give_up) {
     // Gone for the run's purposes; but a restarted peer comes back at the same address, so
     // keep dialling now and then (quietly) until we shut down.
@@ -241,13 +303,17 @@ std::string Links::on_hello(Session& s, const wire::Hello& hello, std::uint32_t 
   const int p = hello.rank;
   const int me = config_.rank;
   const bool claimable = p >= 0 && p < config_.size && p != me && mail_.is_neighbour(p);
+  // Both ends dialled at once (the higher one cannot be dialled, or believes so): the
+  // connection the lower rank dialled is the link on both ends; this one replaces the other.
+  const bool preferred = claimable && p < me && links_[p]->session &&
+                         !links_[p]->session->closed() && !dialled_by_lower(*links_[p]->session);
   // An identity a certificate proves, whose link is live, is taken whatever else this hello
   // says (a duplicate learns nothing more). Without TLS a rank is only a claim: the handshake's
   // own refusals come first.
-  if (tls_ && claimable)
+  if (tls_ && claimable && !preferred)
     if (auto why = identity_conflict(p, s); !why.empty()) return why;
   if (auto why = wire::refusal_reason(hello_, hello); !why.empty()) return why;
-  if (!tls_ && claimable)
+  if (!tls_ && claimable && !preferred)
     if (auto why = identity_conflict(p, s); !why.empty()) return why;
   if (p < 0 || p >= config_.size)
     return cat("rank ", p, " is not in this run of ", config_.size, " peers");
@@ -256,9 +322,11 @@ std::string Links::on_hello(Session& s, const wire::Hello& hello, std::uint32_t 
   if (p == me) return cat("it claims our own rank ", me);
   if (!mail_.is_neighbour(p)) return cat("peer ", p, " is not a neighbour of ", me);
   // The lower rank of a pair dials; but a joiner (a later neighbour, not yet connected) dials
-  // the members it was told to contact.
-  if (p > me && !(links_[p]->later && mail_.state(p) != LinkState::kUp))
-    return cat("peer ", p, " dialled us, but the lower rank of a pair dials (we are ", me, ")");
+  // the members it was told to contact, and a peer that cannot be dialled dials all of its
+  // neighbours: a higher rank's dial is taken while the link is not up.
+  if (p > me && mail_.state(p) == LinkState::kUp && links_[p]->session &&
+      !links_[p]->session->closed())
+    return cat("peer ", p, " dialled us, but its link is up (the lower rank's dial is the link)");
   adopt(p, s, hello);
   return {};
 }
@@ -293,9 +361,21 @@ std::string Links::identity_conflict(int peer, const Session& s) {
   return why;
 }
 
+bool Links::dialled_by_lower(const Session& s) const {
+  // A relayed connection's TLS client is always the lower rank (start_relayed).
+  return (s.role() == Session::Role::kDialled) == (config_.rank < s.peer());
+}
+
 void Links::on_hello_ack(Session& s, const wire::Hello& hello) {
   Link& l = *links_[s.peer()];
   l.dialling = false;
+  if (l.session && l.session.get() != &s && !l.session->closed() &&
+      mail_.state(s.peer()) == LinkState::kUp && dialled_by_lower(*l.session) &&
+      !dialled_by_lower(s)) {
+    // The neighbour's own dial came first and is the link (both ends keep the lower rank's).
+    s.close("", CloseKind::kShutdown);
+    return;
+  }
   l.backoff = config_.timeouts.backoff_first;
   adopt(s.peer(), s, hello);
 }
@@ -326,8 +406,17 @@ void Links::adopt(int peer, Session& s, const wire::Hello& hello) {
   s.attach_shm(map_segment(peer, hello));  // before the link counts as up
   l.gone_timer.cancel();
   l.later = false;  // it came: a later loss is redialled, and given up on, as any other
+  l.relaying = false;
+  if (s.role() == Session::Role::kAccepted) l.dialling = false;  // its dial made the link
+  const double rtt = s.rtt_ms();
+  if (s.relayed())
+    mail_.note_path(peer, LinkPath::kRelayed, -1, s.relay(), s.relay_address(), rtt);
+  else
+    mail_.note_path(peer, LinkPath::kDirect,
+                    s.role() == Session::Role::kDialled ? config_.rank : peer, -1, "", rtt);
   mail_.set_state(peer, LinkState::kUp);
-  log(cat(s.who(), " connected"));
+  log(cat(s.who(), " connected",
+          s.relayed() ? cat(" through the relay ", s.relay_address()) : std::string()));
   // An elastic run's membership changes reach a link that comes up later too.
   if (last_announce_) s.send_view(last_announce_);
 }
@@ -339,9 +428,22 @@ void Links::on_closed(Session& s, CloseKind kind, const std::string& why) {
   Link& l = *links_[p];
   if (l.session.get() != &s) {
     // Not the live link: a handshake that failed (or a replaced connection).
+    if (s.relayed() && s.altered() && mail_.state(p) != LinkState::kUp) {
+      l.relays_refused.push_back(s.relay_address());
+      mail_.alert(TransportAlert{MemberEventKind::kRelayAltered, p,
+                                 cat("the relay ", s.relay_address(), " altered the handshake "
+                                     "with peer ", p, " (", why, "); not using it for this link "
+                                     "again")});
+    }
+    if (s.relayed() && mail_.state(p) != LinkState::kUp) {  // either end: to the relays again
+      if (!why.empty()) mail_.note_failure(p, cat("handshake through the relay ",
+                                                  s.relay_address(), ": ", why));
+      l.dialling = false;
+      return retry(p, why.empty() ? "handshake failed" : why);
+    }
     if (s.role() == Session::Role::kDialled && mail_.state(p) != LinkState::kUp) {
       if (!why.empty()) mail_.note_failure(p, cat("handshake with ", config_.addresses[p], ": ", why));
-      if (kind == CloseKind::kRefused) {
+      if (kind == CloseKind::kRefused && !s.altered()) {
         l.dialling = false;
         mail_.set_state(p, LinkState::kGone);
       } else {
@@ -351,6 +453,13 @@ void Links::on_closed(Session& s, CloseKind kind, const std::string& why) {
     return;
   }
   l.session.reset();
+  if (s.relayed() && s.altered()) {
+    // The records passed the relay intact or not at all: it altered them. Not that relay again.
+    l.relays_refused.push_back(s.relay_address());
+    mail_.alert(TransportAlert{MemberEventKind::kRelayAltered, p,
+                               cat("the relay ", s.relay_address(), " altered the link to peer ",
+                                   p, " (", why, "); not using it for this link again")});
+  }
   if (kind == CloseKind::kBye) mail_.set_left(p);
   if (kind == CloseKind::kBye || kind == CloseKind::kRefused) {
     mail_.set_state(p, LinkState::kGone);
@@ -358,11 +467,11 @@ void Links::on_closed(Session& s, CloseKind kind, const std::string& why) {
   }
   mail_.note_failure(p, why.empty() ? std::string("link lost") : cat("link lost: ", why));
   mail_.set_state(p, LinkState::kDown);
-  const bool we_dial = config_.rank < p;
-  log(cat("peer ", p, ": link lost; ", we_dial ? "redialling" : "waiting for it to redial",
+  const bool dials = we_dial(p);
+  log(cat("peer ", p, ": link lost; ", dials ? "redialling" : "waiting for it to redial",
           " for up to ", config_.timeouts.reconnect.count(), " ms"));
   watch_gone(p);
-  if (we_dial && !l.dialling) {
+  if (dials && !l.dialling && !l.relaying) {
     l.give_up = Clock::now() + config_.timeouts.reconnect;
     l.backoff = config_.timeouts.backoff_first;
     dial(p);
@@ -524,6 +633,11 @@ void Links::shutdown() {
     if (l->connecting) l->connecting->close(ignored);
     l->session.reset();
   }
+  for (auto& [link, w] : waiting_) {
+    w.timer->cancel();
+    w.socket->close(ignored);
+  }
+  waiting_.clear();
   for (auto& w : sessions_)
     if (auto s = w.lock()) s->say_bye();  // established: bye, then close; else close now
   sessions_.clear();

@@ -1,6 +1,10 @@
 /// net/links: the I/O-thread half of NetExchange — accepting, dialling with back-off, deciding
 /// which handshakes become the link to a neighbour, noticing lost links, and fanning a publish
-/// out to the sessions. Exactly one TCP connection per neighbour pair: the lower rank dials.
+/// out to the sessions. Exactly one TCP connection per neighbour pair: the lower rank dials,
+/// unless the higher one cannot be dialled (it found itself unreachable, or net.reachable: no
+/// says so), which then dials; when neither end can be dialled, both go to a relay. The same
+/// port answers rendezvous messages (gossip/wire.hpp): dial-back requests, and relay requests
+/// that this peer serves while it is reachable (src/net/rendezvous.cpp).
 #pragma once
 #if !defined(GOSSIP_ROOM_NET)
 #error "src/net/links.hpp belongs to room net, which this room does not use (see the room table in meson.build)"
@@ -8,7 +12,12 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
 #include <span>
 #include <vector>
 
@@ -60,6 +69,8 @@ class Links final : public Hub {
 
   // --- any thread ----------------------------------------------------------------------------
   std::uint64_t bytes_sent() const { return bytes_sent_.load(); }
+  std::uint64_t bytes_relayed() const { return bytes_relayed_.load(); }
+  ReachabilityReport reachability() const;
   /// Bytes sent to and received from each neighbour so far (NetExchange::link_traffic).
   std::vector<LinkTraffic> link_traffic() const;
   void log(const std::string& line) override;
@@ -93,9 +104,59 @@ class Links final : public Hub {
     Clock::time_point last_sent{};  // when a frame was last queued on this link
     std::uint64_t conflicts = 0;    // second connections refused for this identity
     Clock::time_point last_conflict_alert{};
+    // A link neither end can dial: asking relay candidate `relay_next` for it.
+    bool relaying = false;
+    std::size_t relay_next = 0;
+    std::vector<std::string> relays_refused;  // relays (addresses) that altered its bytes
+  };
+  /// A relay request waiting at this peer for the other end of its link.
+  struct Waiting {
+    std::shared_ptr<asio::ip::tcp::socket> socket;
+    std::uint32_t from = 0;
+    std::shared_ptr<asio::steady_timer> timer;
   };
 
   void accept();
+  /// A new connection: a rendezvous message (first byte) or a session's handshake.
+  void sniff(std::shared_ptr<asio::ip::tcp::socket> socket);
+  void start_session(asio::ip::tcp::socket socket);
+  // --- rendezvous (src/net/rendezvous.cpp) ---
+  /// Reads the rendezvous message a connection starts with and serves it.
+  void serve_rendezvous(std::shared_ptr<asio::ip::tcp::socket> socket);
+  void serve_dial_back(std::shared_ptr<asio::ip::tcp::socket> asker, const wire::Rendezvous& ask);
+  void serve_relay(std::shared_ptr<asio::ip::tcp::socket> asker, const wire::Rendezvous& ask);
+  /// Passes bytes both ways between two connections until either closes; counts them.
+  void splice(std::shared_ptr<asio::ip::tcp::socket> a, std::shared_ptr<asio::ip::tcp::socket> b,
+              std::string what);
+  /// Finds out whether the other members can dial us (net.reachable: auto).
+  void check_reachability(Clock::time_point deadline);
+  void ask_dial_back(int helper, Clock::time_point deadline);
+  void dial_back_answered(int helper, bool ok, const std::string& text);
+  /// Settles our reachability; an unreachable peer dials the neighbours that would dial it.
+  void settle_reachability(Reachability state, std::string how);
+  /// Our reachability is kUnreachable: dial every neighbour not up, whatever its rank.
+  void dial_all();
+  /// Whether this peer dials `peer` (and redials it when the link is lost).
+  bool we_dial(int peer) const;
+  /// The relays this peer may ask, in order: (rank or -1, address).
+  std::vector<std::pair<int, std::string>> relay_candidates(int peer) const;
+  /// Asks the next relay candidate to carry the link to `peer` (neither end can dial the other).
+  void relay_dial(int peer);
+  /// One direct dial of `peer` before the relays are asked again.
+  void redial_between_relays(int peer);
+  /// The relay answered ok: the link's session starts on `socket` (the lower rank's end dials).
+  void start_relayed(int peer, std::shared_ptr<asio::ip::tcp::socket> socket, int relay,
+                     const std::string& relay_address);
+  /// Endpoints of `address` ("host:port"), resolved once; empty when it does not resolve.
+  const asio::ip::tcp::resolver::results_type& endpoints_of(const std::string& address);
+  /// Writes `m` to `socket`, then calls `then` (with the write's error).
+  void send_rendezvous(std::shared_ptr<asio::ip::tcp::socket> socket, const wire::Rendezvous& m,
+                       std::function<void(std::error_code)> then);
+  /// Reads one rendezvous message from `socket` within `within`; `then` gets it or why not.
+  void read_rendezvous(std::shared_ptr<asio::ip::tcp::socket> socket,
+                       std::chrono::milliseconds within,
+                       std::function<void(std::optional<wire::Rendezvous>, std::string)> then);
+  wire::Rendezvous rendezvous(wire::RendezvousKind kind, std::uint32_t to) const;
   void track(const std::shared_ptr<Session>& s);
   /// Accepted connections still in their handshake (TLS or hello).
   std::size_t unfinished_handshakes() const;
@@ -107,6 +168,8 @@ class Links final : public Hub {
   /// memory is on; else nullptr (TCP carries its parameters).
   std::unique_ptr<ShmView> map_segment(int peer, const wire::Hello& hello);
   void adopt(int peer, Session& s, const wire::Hello& hello);
+  /// Whether the lower rank of the pair dialled `s` (of two at once, that one is the link).
+  bool dialled_by_lower(const Session& s) const;
   void watch_gone(int peer);
   /// Empty when a hello from `peer` on `s` may replace its link; else why not: the link it
   /// has is live (an identity_conflict alert, rate-limited, goes to the mailboxes).
@@ -136,6 +199,21 @@ class Links final : public Hub {
   std::shared_ptr<const std::vector<std::byte>> last_announce_;  // the announce frame sent last
   bool stopping_ = false;
   std::atomic<std::uint64_t> bytes_sent_{0};
+  std::atomic<std::uint64_t> bytes_relayed_{0};
+  // Reachability (the report read from any thread under reach_mu_).
+  mutable std::mutex reach_mu_;
+  ReachabilityReport reach_;
+  std::uint64_t probe_nonce_ = 0;
+  std::vector<int> probes_from_;    // helpers whose dial back reached us
+  std::vector<int> helpers_;        // members asked to dial us back
+  std::vector<int> helpers_ok_;     // ... that did
+  std::size_t helpers_done_ = 0;    // ... that answered, or will not
+  Clock::time_point probe_deadline_{};
+  std::size_t sniffing_ = 0;        // accepted connections whose first byte is awaited
+  std::size_t serving_ = 0;         // rendezvous connections being served
+  std::size_t relayed_links_ = 0;   // links this peer relays now
+  std::map<std::pair<std::uint32_t, std::uint32_t>, Waiting> waiting_;  // relay asks, by link
+  std::map<std::string, asio::ip::tcp::resolver::results_type> resolved_;
   // Per rank (zero for non-neighbours): read by any thread, added to by the I/O thread.
   std::vector<std::atomic<std::uint64_t>> sent_to_;
   std::vector<std::atomic<std::uint64_t>> received_from_;
@@ -144,6 +222,7 @@ class Links final : public Hub {
   double refusal_tokens_;
   Clock::time_point refusal_refill_ = Clock::now();
   std::uint64_t refusals_unlogged_ = 0;
+  const std::uint64_t run_tag_;  // rendezvous_tag(run id)
 };
 
 }  // namespace gossip::net

@@ -177,6 +177,17 @@ void Mailboxes::note_never_formed(int peer, const std::string& why) {
   if (box(peer).why.empty()) box(peer).why = why;
 }
 
+void Mailboxes::note_path(int peer, LinkPath path, int dialler, int relay,
+                          std::string relay_address, double rtt_ms) {
+  std::lock_guard lk(mu_);
+  LinkStatus& l = box(peer).path;
+  l.path = path;
+  l.dialler = dialler;
+  l.relay = relay;
+  l.relay_address = std::move(relay_address);
+  l.rtt_ms = rtt_ms;
+}
+
 std::vector<LinkStatus> Mailboxes::links() const {
   std::lock_guard lk(mu_);
   std::vector<LinkStatus> out;
@@ -190,6 +201,11 @@ std::vector<LinkStatus> Mailboxes::links() const {
     l.left = b.left;
     l.given_up = b.state == LinkState::kGone && !b.left;
     if (!l.up) l.why = b.why;
+    l.path = b.path.path;
+    l.dialler = b.path.dialler;
+    l.relay = b.path.relay;
+    l.relay_address = b.path.relay_address;
+    l.rtt_ms = b.path.rtt_ms;
     if (!l.up && l.formed)
       l.down_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - b.down_since)
                      .count();

@@ -98,6 +98,10 @@ class Mailboxes {
   void note_failure(int peer, std::string why);
   /// Sets why a link that never formed did not, unless a failure was noted already.
   void note_never_formed(int peer, const std::string& why);
+  /// How the link to `peer` formed this time (links() reports it): `path`, who dialled, the
+  /// relay (rank, address) of a relayed link, TCP's round-trip time then.
+  void note_path(int peer, LinkPath path, int dialler, int relay, std::string relay_address,
+                 double rtt_ms);
   LinkState state(int peer) const;
   /// Sets `to` only if the link is in `from`; true if it was.
   bool transition(int peer, LinkState from, LinkState to);
@@ -195,6 +199,7 @@ class Mailboxes {
     std::optional<std::chrono::steady_clock::time_point> first_up;  // when it first formed
     std::chrono::steady_clock::time_point down_since{};  // when it last went down
     std::string why;  // the last reason it failed to form or was lost
+    LinkStatus path;  // how it formed last: path, dialler, relay, relay_address, rtt_ms
   };
   bool silent(const Box& b, std::chrono::milliseconds after) const;
   /// This process's I/O thread has not ticked for a while: it (and so this peer) was stopped or

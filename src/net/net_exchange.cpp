@@ -72,7 +72,7 @@ class NetExchange::Impl {
     thread_ = std::thread([this] { run(); });
     for (int p : mail_.wait_connected(give_up)) {
       // The lower rank of a pair dials: a link we wait for has no error of ours to tell.
-      if (p < config_.rank)
+      if (p < config_.rank && links_.reachability().state != Reachability::kUnreachable)
         mail_.note_never_formed(p, cat("peer ", p, " never dialled in to ",
                                        config_.addresses[config_.rank], " (it dials: the lower "
                                        "rank of a pair does; it did not start, or cannot reach "
@@ -340,6 +340,8 @@ std::vector<int> NetExchange::shared_memory_peers() const {
 }
 
 std::uint64_t NetExchange::bytes_sent() const { return impl_->links().bytes_sent(); }
+ReachabilityReport NetExchange::reachability() const { return impl_->links().reachability(); }
+std::uint64_t NetExchange::bytes_relayed() const { return impl_->links().bytes_relayed(); }
 std::vector<LinkTraffic> NetExchange::link_traffic() const {
   return impl_->links().link_traffic();
 }

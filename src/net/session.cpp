@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstring>
 
+#include <openssl/err.h>
+
 #include "gossip/core.hpp"
 #include "gossip/half.hpp"
 #include "src/net/socket.hpp"
@@ -54,6 +56,7 @@ void Session::start() {
 void Session::on_tls_handshake(std::error_code ec) {
   if (closed_) return;
   if (ec) {
+    check_altered(ec);
     // A certificate that does not verify will not verify next time either; a connection cut
     // short (e.g. the acceptor is at its limit of unfinished handshakes) may be retried.
     const bool cut = is_eof(ec) || ec.category() != asio::error::get_ssl_category();
@@ -262,9 +265,20 @@ void Session::read_header() {
                    });
 }
 
+void Session::check_altered(const std::error_code& ec) {
+  if (ec == make_error_code(RecordError::kForged) ||
+      (ec.category() == asio::error::get_ssl_category() &&
+       ERR_GET_REASON(static_cast<unsigned long>(ec.value())) ==
+           SSL_R_DECRYPTION_FAILED_OR_BAD_RECORD_MAC))
+    altered_ = true;
+}
+
+double Session::rtt_ms() { return tcp_rtt_ms(stream_.socket()); }
+
 void Session::read_failed(std::error_code ec, std::size_t got, std::size_t wanted,
                           const char* part) {
   if (closed_) return;  // we closed it (deadline, shutdown): already logged
+  check_altered(ec);
   if (!write_error_.empty())  // read on after a failed write, to the end of what it sent
     return close(cat("write failed: ", write_error_), CloseKind::kError);
   if (is_eof(ec) && got == 0 && std::strcmp(part, "header") == 0)

@@ -129,6 +129,21 @@ class Session : public std::enable_shared_from_this<Session> {
   /// The neighbour said shm-ready: it reads our publishes from our segment.
   bool peer_reads_shm() const { return peer_reads_shm_; }
   const std::string& remote() const { return remote_; }
+  /// A connection through a relay (set before start): the relay's rank (-1 for one named by
+  /// address) and address.
+  void set_relay(int rank, std::string address) {
+    relayed_ = true;
+    relay_ = rank;
+    relay_address_ = std::move(address);
+  }
+  bool relayed() const { return relayed_; }
+  int relay() const { return relay_; }
+  const std::string& relay_address() const { return relay_address_; }
+  /// What the remote sent failed authentication (a forged record, a bad TLS record MAC): whoever
+  /// carried the bytes altered them.
+  bool altered() const { return altered_; }
+  /// TCP's round-trip time to the next hop (the remote, or the relay), ms; -1 when unknown.
+  double rtt_ms();
   /// "peer 3 (127.0.0.1:41234)" or "connection from 127.0.0.1:41234".
   std::string who() const;
 
@@ -189,6 +204,12 @@ class Session : public std::enable_shared_from_this<Session> {
   std::string remote_;
   int cert_rank_ = -1;
   bool tls_done_ = false;
+  bool relayed_ = false;
+  int relay_ = -1;
+  std::string relay_address_;
+  bool altered_ = false;
+  /// Notes whether `ec` says the remote's bytes failed authentication (altered_).
+  void check_altered(const std::error_code& ec);
   bool established_ = false;
   bool closed_ = false;
   bool closing_ = false;  // a final frame (error, bye) is queued; read nothing more

@@ -78,6 +78,13 @@ std::string set_socket_options(asio::ip::tcp::socket& socket, int buffer_bytes,
              "); connections use the system's ", in_use[0] ? in_use : "default");
 }
 
+double tcp_rtt_ms(asio::ip::tcp::socket& socket) {
+  tcp_info info{};
+  socklen_t size = sizeof info;
+  if (getsockopt(socket.native_handle(), IPPROTO_TCP, TCP_INFO, &info, &size) != 0) return -1.0;
+  return info.tcpi_rtt / 1000.0;  // microseconds
+}
+
 std::string remote_name(const asio::ip::tcp::socket& socket) {
   std::error_code ec;
   const auto ep = socket.remote_endpoint(ec);

@@ -36,6 +36,9 @@ asio::ip::tcp::resolver::results_type resolve(asio::io_context& io, const std::s
 std::string set_socket_options(asio::ip::tcp::socket& socket, int buffer_bytes,
                                const std::string& congestion);
 
+/// TCP's smoothed round-trip time of the connection (TCP_INFO), in ms; -1 when unknown.
+double tcp_rtt_ms(asio::ip::tcp::socket& socket);
+
 /// "127.0.0.1:41234", or "?" when the socket has no peer any more.
 std::string remote_name(const asio::ip::tcp::socket& socket);
 

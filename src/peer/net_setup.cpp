@@ -94,6 +94,19 @@ NetConfig net_config(const RunConfig& config, const Topology& topology, const Pe
     net.max_frame_bytes = std::max<std::uint64_t>(
         default_max_frame_bytes(net.handshake.param_count), frame + wire::kMaxControlPayload);
   }
+  net.reachable = config.net.reachable;
+  net.relays_auto = config.net.relays_auto;
+  for (const std::string& relay : config.net.relays) {
+    if (relay.rfind("peer ", 0) != 0) {
+      net.relays.emplace_back(-1, relay);
+      continue;
+    }
+    const int r = std::stoi(relay.substr(5));
+    if (r >= topology.n())
+      throw InputError(cat(config.where("net.relays"), ": rank ", r, " is not in this run of ",
+                           topology.n(), " peers"));
+    net.relays.emplace_back(r, net.addresses[r]);
+  }
   net.timeouts.start = seconds_to_ms(config.net.connect_timeout_s);
   net.timeouts.io = io_timeout(config.net, config.monitor);
   net.timeouts.silent = seconds_to_ms(config.monitor.suspect_after_s);

@@ -193,9 +193,26 @@ Summary PeerSession::finish(bool awaits_average) {
                    : l.given_up ? "never_formed"
                                 : "waiting");
     if (!l.up && !l.left) o.add("why", l.why);
+    o.add("path", link_path_name(l.path));  // how it formed last (none: never)
+    if (l.path != LinkPath::kNone) {
+      if (l.dialler >= 0) o.add("dialled_by", l.dialler);
+      if (l.path == LinkPath::kRelayed) {
+        if (l.relay >= 0) o.add("relay", l.relay);
+        else o.raw("relay", "null");
+        o.add("relay_address", l.relay_address);
+      }
+      if (l.rtt_ms >= 0) o.add("rtt_ms", l.rtt_ms);
+      o.add("how", describe_path(l));
+    }
     links.add(o);
   }
   end.extra.add("links", links);
+  const ReachabilityReport reach = m.exchange->reachability();
+  end.extra.add("reachability", JsonObject()
+                                    .add("state", reachability_name(reach.state))
+                                    .add("settled", reach.settled)
+                                    .add("how", reach.how));
+  end.extra.add("bytes_relayed", m.exchange->bytes_relayed());
   end.extra.add("refused_params", refused)
       .add("byzantine_suspects", JsonArray::of(m.watch->byzantine_suspects()))
       .add("cut", JsonArray::of(m.exchange->cut_peers()));
