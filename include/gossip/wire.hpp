@@ -286,8 +286,10 @@ enum class RendezvousKind : std::uint8_t {
 };
 inline constexpr std::uint8_t kLastRendezvousKind = 5;
 
-enum class RendezvousStatus : std::uint8_t { kOk = 0, kFailed = 1, kNotYet = 2 };
-inline constexpr std::uint8_t kLastRendezvousStatus = 2;
+/// kNotYet: the relay does not know yet whether it is reachable (ask it again); kAbsent: the
+/// other end of the link did not ask for it in time.
+enum class RendezvousStatus : std::uint8_t { kOk = 0, kFailed = 1, kNotYet = 2, kAbsent = 3 };
+inline constexpr std::uint8_t kLastRendezvousStatus = 3;
 
 struct Rendezvous {
   RendezvousKind kind = RendezvousKind::kDialBackAsk;

@@ -26,6 +26,10 @@ constexpr std::chrono::milliseconds kIdle{250};            // a link this quiet 
 constexpr std::chrono::milliseconds kOwnStall{750};
 // Alerts about one identity's second connections: at most one per this period per rank.
 constexpr std::chrono::seconds kConflictAlertEvery{5};
+// An unreachable peer dials the neighbours that have not dialled it this long after it found out
+// (a lower rank on its side of a NAT dials it within a few ms), and asks the relays for the links
+// that have not formed as long again.
+constexpr std::chrono::milliseconds kDialBackAfter{300};
 
 /// A failed connect in the words a link's record uses: "refused" (nobody listens there), "no
 /// route" (the network cannot reach it), "timed out", or "failed".
@@ -134,13 +138,32 @@ bool Links::we_dial(int peer) const {
 }
 
 void Links::dial_all() {
-  for (int p : mail_.neighbours()) {
-    Link& l = *links_[p];
-    if (l.later || l.dialling || l.relaying || mail_.state(p) == LinkState::kUp) continue;
-    l.backoff = config_.timeouts.backoff_first;
-    if (l.give_up < Clock::now()) l.give_up = Clock::now() + config_.timeouts.reconnect;
-    dial(p);
-  }
+  // First the neighbours that dial us anyway (a lower rank on our side of a NAT) have their
+  // moment; then we dial whoever has not come; then, for a link that did not form either way
+  // (its other end cannot be dialled either), we ask the relays too.
+  auto timer = new_timer(kDialBackAfter);
+  timer->async_wait([this, timer](std::error_code ec) {
+    if (ec || stopping_) return;
+    for (int p : mail_.neighbours()) {
+      Link& l = *links_[p];
+      if (l.later || l.dialling || l.relaying || mail_.state(p) == LinkState::kUp) continue;
+      l.backoff = config_.timeouts.backoff_first;
+      if (l.give_up < Clock::now()) l.give_up = Clock::now() + config_.timeouts.reconnect;
+      dial(p);
+    }
+    auto relay = new_timer(kDialBackAfter);
+    relay->async_wait([this, relay](std::error_code e) {
+      if (e || stopping_) return;
+      for (int p : mail_.neighbours()) {
+        Link& l = *links_[p];
+        if (l.later || l.relaying || mail_.state(p) == LinkState::kUp ||
+            relay_candidates(p).empty())
+          continue;
+        l.relaying = true;
+        relay_dial(p);
+      }
+    });
+  });
 }
 
 void Links::expect(const std::vector<int>& peers) {
@@ -179,7 +202,9 @@ void Links::accept() {
       socket.close(ignored);
       return accept();
     }
-    sniff(std::make_shared<asio::ip::tcp::socket>(std::move(socket)));
+    auto s = std::make_shared<asio::ip::tcp::socket>(std::move(socket));
+    watch(s);
+    sniff(s);
     accept();
   });
 }
@@ -189,7 +214,7 @@ void Links::sniff(std::shared_ptr<asio::ip::tcp::socket> socket) {
   // hello frame). Peeked, not read: a session's stream starts with it.
   ++sniffing_;
   auto first = std::make_shared<std::array<std::byte, 1>>();
-  auto timer = std::make_shared<asio::steady_timer>(io_, config_.timeouts.handshake);
+  auto timer = new_timer(config_.timeouts.handshake);
   timer->async_wait([socket](std::error_code ec) {
     std::error_code ignored;
     if (!ec) socket->close(ignored);  // said nothing: the read below fails
@@ -219,6 +244,10 @@ void Links::start_session(asio::ip::tcp::socket socket) {
 
 void Links::dial(int peer) {
   Link& l = *links_[peer];
+  if (mail_.state(peer) == LinkState::kUp && l.session && !l.session->closed()) {
+    l.dialling = false;  // it dialled us meanwhile (it cannot be dialled)
+    return;
+  }
   l.dialling = true;
   auto socket = std::make_shared<asio::ip::tcp::socket>(io_);
   auto timed_out = std::make_shared<bool>(false);
@@ -407,7 +436,6 @@ void Links::adopt(int peer, Session& s, const wire::Hello& hello) {
   l.gone_timer.cancel();
   l.later = false;  // it came: a later loss is redialled, and given up on, as any other
   l.relaying = false;
-  if (s.role() == Session::Role::kAccepted) l.dialling = false;  // its dial made the link
   const double rtt = s.rtt_ms();
   if (s.relayed())
     mail_.note_path(peer, LinkPath::kRelayed, -1, s.relay(), s.relay_address(), rtt);
@@ -633,11 +661,12 @@ void Links::shutdown() {
     if (l->connecting) l->connecting->close(ignored);
     l->session.reset();
   }
-  for (auto& [link, w] : waiting_) {
-    w.timer->cancel();
-    w.socket->close(ignored);
-  }
   waiting_.clear();
+  // Rendezvous in flight (asks, dial-backs, relay waits) end; links we relay run on (splice).
+  for (auto& w : rendezvous_timers_)
+    if (auto t = w.lock()) t->cancel();
+  for (auto& w : rendezvous_sockets_)
+    if (auto sock = w.lock(); sock && !spliced(*sock)) sock->close(ignored);
   for (auto& w : sessions_)
     if (auto s = w.lock()) s->say_bye();  // established: bye, then close; else close now
   sessions_.clear();

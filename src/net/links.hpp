@@ -70,6 +70,8 @@ class Links final : public Hub {
   // --- any thread ----------------------------------------------------------------------------
   std::uint64_t bytes_sent() const { return bytes_sent_.load(); }
   std::uint64_t bytes_relayed() const { return bytes_relayed_.load(); }
+  /// Links this peer relays now (I/O thread).
+  std::size_t relayed_links() const { return relayed_links_; }
   ReachabilityReport reachability() const;
   /// Bytes sent to and received from each neighbour so far (NetExchange::link_traffic).
   std::vector<LinkTraffic> link_traffic() const;
@@ -132,6 +134,8 @@ class Links final : public Hub {
   void check_reachability(Clock::time_point deadline);
   void ask_dial_back(int helper, Clock::time_point deadline);
   void dial_back_answered(int helper, bool ok, const std::string& text);
+  /// Helper `helper` said it dialled us back: its probe must arrive by `until`.
+  void wait_for_probe(int helper, const std::string& text, Clock::time_point until);
   /// Settles our reachability; an unreachable peer dials the neighbours that would dial it.
   void settle_reachability(Reachability state, std::string how);
   /// Our reachability is kUnreachable: dial every neighbour not up, whatever its rank.
@@ -157,6 +161,13 @@ class Links final : public Hub {
                        std::chrono::milliseconds within,
                        std::function<void(std::optional<wire::Rendezvous>, std::string)> then);
   wire::Rendezvous rendezvous(wire::RendezvousKind kind, std::uint32_t to) const;
+  /// Timers and sockets of the rendezvous, cancelled and closed at shutdown (but the two ends
+  /// of a link we relay: spliced_).
+  std::shared_ptr<asio::steady_timer> new_timer(std::chrono::milliseconds after);
+  std::shared_ptr<asio::steady_timer> new_timer(Clock::time_point at);
+  std::shared_ptr<asio::ip::tcp::socket> new_socket();
+  void watch(const std::shared_ptr<asio::ip::tcp::socket>& socket);
+  bool spliced(const asio::ip::tcp::socket& socket) const;
   void track(const std::shared_ptr<Session>& s);
   /// Accepted connections still in their handshake (TLS or hello).
   std::size_t unfinished_handshakes() const;
@@ -214,6 +225,9 @@ class Links final : public Hub {
   std::size_t relayed_links_ = 0;   // links this peer relays now
   std::map<std::pair<std::uint32_t, std::uint32_t>, Waiting> waiting_;  // relay asks, by link
   std::map<std::string, asio::ip::tcp::resolver::results_type> resolved_;
+  std::vector<std::weak_ptr<asio::steady_timer>> rendezvous_timers_;
+  std::vector<std::weak_ptr<asio::ip::tcp::socket>> rendezvous_sockets_;
+  std::vector<std::weak_ptr<asio::ip::tcp::socket>> spliced_;
   // Per rank (zero for non-neighbours): read by any thread, added to by the I/O thread.
   std::vector<std::atomic<std::uint64_t>> sent_to_;
   std::vector<std::atomic<std::uint64_t>> received_from_;

@@ -94,10 +94,24 @@ class NetExchange::Impl {
   }
 
   ~Impl() {
-    asio::post(io(), [this] { links_.shutdown(); });
+    std::promise<std::size_t> relayed;
+    auto relayed_now = relayed.get_future();
+    asio::post(io(), [this, &relayed] {
+      links_.shutdown();
+      relayed.set_value(links_.relayed_links());
+    });
     work_.reset();
-    if (done_.get_future().wait_for(kShutdownGrace) != std::future_status::ready) {
-      links_.log(cat("shutdown: I/O still busy after ", kShutdownGrace.count(), " s; stopping"));
+    // The links this peer relays outlive its run: their ends close them when they finish.
+    auto grace = std::chrono::duration_cast<std::chrono::milliseconds>(kShutdownGrace);
+    if (relayed_now.wait_for(kShutdownGrace) == std::future_status::ready) {
+      if (const std::size_t n = relayed_now.get(); n > 0) {
+        grace += config_.timeouts.reconnect;
+        links_.log(cat("relaying ", n, n == 1 ? " link" : " links", " still: waiting up to ",
+                       grace.count(), " ms for their ends to close them"));
+      }
+    }
+    if (done_.get_future().wait_for(grace) != std::future_status::ready) {
+      links_.log(cat("shutdown: I/O still busy after ", grace.count(), " ms; stopping"));
       io().stop();
     }
     thread_.join();

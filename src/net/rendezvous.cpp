@@ -26,6 +26,7 @@ constexpr std::size_t kMaxWaiting = 64;       // relay asks waiting for their ot
 constexpr std::chrono::milliseconds kRelayWait{5'000};   // a relay ask waits this long
 constexpr std::chrono::milliseconds kAskAgain{250};      // a refused helper, a relay not yet ready
 constexpr std::chrono::milliseconds kProbeGrace{1'000};  // a helper's probe may trail its answer
+constexpr std::chrono::milliseconds kProbePoll{10};
 constexpr std::uint64_t kNamedRelay = 1;  // relay ask flag (nonce): the asker's config names it
 constexpr std::size_t kRelayBuffer = 64 * 1024;
 
@@ -41,6 +42,36 @@ std::string ranks_text(const std::vector<int>& ranks) {
   return out;
 }
 }  // namespace
+
+std::shared_ptr<asio::steady_timer> Links::new_timer(std::chrono::milliseconds after) {
+  auto t = std::make_shared<asio::steady_timer>(io_, after);
+  std::erase_if(rendezvous_timers_, [](const auto& w) { return w.expired(); });
+  rendezvous_timers_.push_back(t);
+  return t;
+}
+
+std::shared_ptr<asio::steady_timer> Links::new_timer(Clock::time_point at) {
+  auto t = new_timer(std::chrono::milliseconds(0));
+  t->expires_at(at);
+  return t;
+}
+
+std::shared_ptr<asio::ip::tcp::socket> Links::new_socket() {
+  auto s = std::make_shared<asio::ip::tcp::socket>(io_);
+  watch(s);
+  return s;
+}
+
+void Links::watch(const std::shared_ptr<asio::ip::tcp::socket>& socket) {
+  std::erase_if(rendezvous_sockets_, [](const auto& w) { return w.expired(); });
+  rendezvous_sockets_.push_back(socket);
+}
+
+bool Links::spliced(const asio::ip::tcp::socket& socket) const {
+  for (const auto& w : spliced_)
+    if (auto s = w.lock(); s && s.get() == &socket) return true;
+  return false;
+}
 
 ReachabilityReport Links::reachability() const {
   std::lock_guard lk(reach_mu_);
@@ -83,7 +114,7 @@ void Links::read_rendezvous(
     std::shared_ptr<asio::ip::tcp::socket> socket, std::chrono::milliseconds within,
     std::function<void(std::optional<wire::Rendezvous>, std::string)> then) {
   auto bytes = std::make_shared<std::array<std::byte, wire::kRendezvousBytes>>();
-  auto timer = std::make_shared<asio::steady_timer>(io_, within);
+  auto timer = new_timer(within);
   auto late = std::make_shared<bool>(false);
   timer->async_wait([socket, late](std::error_code ec) {
     std::error_code ignored;
@@ -149,8 +180,8 @@ void Links::serve_dial_back(std::shared_ptr<asio::ip::tcp::socket> asker,
   // The address the run gives the asker, not one it names: a stranger cannot send us anywhere.
   const int rank = static_cast<int>(ask.from);
   const std::string address = config_.addresses[rank];
-  auto probe = std::make_shared<asio::ip::tcp::socket>(io_);
-  auto timer = std::make_shared<asio::steady_timer>(io_, config_.timeouts.handshake);
+  auto probe = new_socket();
+  auto timer = new_timer(config_.timeouts.handshake);
   auto late = std::make_shared<bool>(false);
   timer->async_wait([probe, late](std::error_code ec) {
     std::error_code ignored;
@@ -257,7 +288,7 @@ void Links::serve_relay(std::shared_ptr<asio::ip::tcp::socket> asker,
   if (waiting_.size() >= kMaxWaiting)
     return refuse(wire::RendezvousStatus::kFailed,
                   cat("peer ", config_.rank, " holds ", kMaxWaiting, " relay asks already"));
-  auto timer = std::make_shared<asio::steady_timer>(io_, kRelayWait);
+  auto timer = new_timer(kRelayWait);
   waiting_[key] = Waiting{asker, ask.from, timer};
   timer->async_wait([this, key, asker, to = ask.to, from = ask.from](std::error_code ec) {
     if (ec || stopping_) return;
@@ -265,7 +296,7 @@ void Links::serve_relay(std::shared_ptr<asio::ip::tcp::socket> asker,
     if (w == waiting_.end() || w->second.socket != asker) return;
     waiting_.erase(w);
     wire::Rendezvous a = rendezvous(wire::RendezvousKind::kRelayAnswer, from);
-    a.status = wire::RendezvousStatus::kNotYet;
+    a.status = wire::RendezvousStatus::kAbsent;
     a.text = cat("peer ", to, " did not ask for this link within ", kRelayWait.count(), " ms");
     send_rendezvous(asker, a, [asker](std::error_code) {
       std::error_code ignored;
@@ -280,6 +311,9 @@ void Links::splice(std::shared_ptr<asio::ip::tcp::socket> a,
     std::shared_ptr<asio::ip::tcp::socket> from, to;
     std::vector<std::byte> buffer = std::vector<std::byte>(kRelayBuffer);
   };
+  std::erase_if(spliced_, [](const auto& w) { return w.expired(); });
+  spliced_.push_back(a);
+  spliced_.push_back(b);
   auto closed = std::make_shared<bool>(false);
   auto end = [this, a, b, closed, what] {
     if (*closed) return;
@@ -296,10 +330,12 @@ void Links::splice(std::shared_ptr<asio::ip::tcp::socket> a,
     *pump = [this, pipe, pump, end] {
       pipe->from->async_read_some(
           asio::buffer(pipe->buffer), [this, pipe, pump, end](std::error_code ec, std::size_t n) {
-            if (ec || stopping_) return end();
+            // (On past our own shutdown: the two ends' link outlives our run; the I/O thread
+            // runs until they close it, NetExchange waiting for that a while.)
+            if (ec) return end();
             asio::async_write(*pipe->to, asio::buffer(pipe->buffer.data(), n),
                               [this, pipe, pump, end](std::error_code wec, std::size_t m) {
-                                if (wec || stopping_) return end();
+                                if (wec) return end();
                                 bytes_relayed_ += m;
                                 (*pump)();
                               });
@@ -319,7 +355,7 @@ void Links::check_reachability(Clock::time_point deadline) {
   if (helpers_.empty())
     return settle_reachability(Reachability::kUnknown, "no other member to ask");
   for (int h : helpers_) ask_dial_back(h, deadline);
-  auto timer = std::make_shared<asio::steady_timer>(io_, deadline);
+  auto timer = new_timer(deadline);
   timer->async_wait([this, timer](std::error_code ec) {
     if (ec || stopping_) return;
     std::unique_lock lk(reach_mu_);
@@ -338,8 +374,8 @@ void Links::check_reachability(Clock::time_point deadline) {
 
 void Links::ask_dial_back(int helper, Clock::time_point deadline) {
   if (stopping_ || reachability().settled) return;
-  auto socket = std::make_shared<asio::ip::tcp::socket>(io_);
-  auto timer = std::make_shared<asio::steady_timer>(io_, config_.timeouts.handshake);
+  auto socket = new_socket();
+  auto timer = new_timer(config_.timeouts.handshake);
   timer->async_wait([socket](std::error_code ec) {
     std::error_code ignored;
     if (!ec) socket->close(ignored);
@@ -351,7 +387,7 @@ void Links::ask_dial_back(int helper, Clock::time_point deadline) {
         if (stopping_) return;
         if (ec == asio::error::connection_refused && Clock::now() + kAskAgain < deadline) {
           // Not listening yet (it is starting too): ask again.
-          auto again = std::make_shared<asio::steady_timer>(io_, kAskAgain);
+          auto again = new_timer(kAskAgain);
           again->async_wait([this, again, helper, deadline](std::error_code e) {
             if (!e) ask_dial_back(helper, deadline);
           });
@@ -379,16 +415,8 @@ void Links::ask_dial_back(int helper, Clock::time_point deadline) {
 void Links::dial_back_answered(int helper, bool ok, const std::string& text) {
   if (reachability().settled) return;
   if (ok && std::find(probes_from_.begin(), probes_from_.end(), helper) == probes_from_.end()) {
-    // Its probe may still be on the way to our acceptor: look again once.
-    auto timer = std::make_shared<asio::steady_timer>(io_, kProbeGrace);
-    timer->async_wait([this, timer, helper, text](std::error_code ec) {
-      if (ec || stopping_) return;
-      const bool came =
-          std::find(probes_from_.begin(), probes_from_.end(), helper) != probes_from_.end();
-      if (came) return dial_back_answered(helper, true, text);
-      dial_back_answered(helper, false, cat(text, ": peer ", helper, " said it dialled back, "
-                                            "but no probe came"));
-    });
+    // Its probe may still be on the way to our acceptor: look again, for a while.
+    wait_for_probe(helper, text, Clock::now() + kProbeGrace);
     return;
   }
   if (!ok && !text.empty())
@@ -403,6 +431,18 @@ void Links::dial_back_answered(int helper, bool ok, const std::string& text) {
   settle_reachability(Reachability::kReachable,
                       cat("peers ", ranks_text(helpers_ok_), " dialled ",
                           config_.addresses[config_.rank], " back"));
+}
+
+void Links::wait_for_probe(int helper, const std::string& text, Clock::time_point until) {
+  auto timer = new_timer(kProbePoll);
+  timer->async_wait([this, timer, helper, text, until](std::error_code ec) {
+    if (ec || stopping_) return;
+    if (std::find(probes_from_.begin(), probes_from_.end(), helper) != probes_from_.end())
+      return dial_back_answered(helper, true, text);
+    if (Clock::now() < until) return wait_for_probe(helper, text, until);
+    dial_back_answered(helper, false, cat(text, ": peer ", helper, " said it dialled back, but "
+                                          "no probe came"));
+  });
 }
 
 void Links::settle_reachability(Reachability state, std::string how) {
@@ -448,8 +488,8 @@ void Links::relay_dial(int peer) {
     ++links_[peer]->relay_next;
     relay_dial(peer);
   };
-  auto socket = std::make_shared<asio::ip::tcp::socket>(io_);
-  auto timer = std::make_shared<asio::steady_timer>(io_, config_.timeouts.handshake);
+  auto socket = new_socket();
+  auto timer = new_timer(config_.timeouts.handshake);
   timer->async_wait([socket](std::error_code ec) {
     std::error_code ignored;
     if (!ec) socket->close(ignored);
@@ -480,10 +520,16 @@ void Links::relay_dial(int peer) {
                 }
                 if (!m || m->kind != wire::RendezvousKind::kRelayAnswer)
                   return next(cat("relay ", address, ": ", m ? "an answer of another kind" : why));
-                if (m->status == wire::RendezvousStatus::kNotYet) {
-                  // The relay is not ready, or the other end did not come: the same relay
-                  // again (both ends go down one list), after one direct dial (the other end
-                  // may have started meanwhile, and be reachable).
+                if (m->status == wire::RendezvousStatus::kNotYet) {  // the same one, soon
+                  auto again = new_timer(kAskAgain);
+                  again->async_wait([this, again, peer](std::error_code e) {
+                    if (!e && !stopping_) relay_dial(peer);
+                  });
+                  return;
+                }
+                if (m->status == wire::RendezvousStatus::kAbsent) {
+                  // The other end did not come: the same relay again (both ends go down one
+                  // list), after one direct dial (it may have started meanwhile, reachable).
                   mail_.note_failure(peer, cat("relay ", address, ": ", m->text));
                   return redial_between_relays(peer);
                 }
@@ -498,6 +544,7 @@ void Links::relay_dial(int peer) {
 void Links::redial_between_relays(int peer) {
   Link& l = *links_[peer];
   l.relaying = false;
+  if (l.connecting) return;  // a dial is on its way: its failure asks the relays again
   l.dialling = true;
   l.dial_timer.expires_after(std::max(l.backoff, kAskAgain));
   l.dial_timer.async_wait([this, peer](std::error_code ec) {
