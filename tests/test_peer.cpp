@@ -3070,3 +3070,114 @@ TEST_CASE("net.bind: a peer listens where it is told, not at the address its nei
     }
   }
 }
+
+// --- peers that cannot be dialled: NATs, firewalls, relays ---------------------------------------
+
+namespace {
+
+bool can_emulate_nats() {
+  if (!can_emulate_links()) return false;
+  if (run("nft --version").code == 0) return true;
+  WARN("no nft (nftables): the NAT and firewall tests are skipped");
+  return false;
+}
+
+/// Each peer's summary.json `links` entries as "A-B PATH [relay R]" lines (path: direct,
+/// relayed), and each peer's reachability state.
+struct Paths {
+  std::map<std::pair<int, int>, std::string> links;  // (peer, neighbour) -> path
+  std::map<std::pair<int, int>, int> relay;           // (peer, neighbour) -> relay's rank
+  std::map<int, std::string> reach;                   // peer -> reachable, unreachable, unknown
+  std::map<int, std::string> reach_how;
+  std::map<int, double> relayed_bytes;
+};
+
+Paths read_paths(const fs::path& run_dir, int n) {
+  Paths p;
+  const std::regex link(R"re(\{"peer": (\d+), "formed": true[^{}]*"path": "(\w+)"(, "dialled_by": \d+)?(, "relay": (\d+))?)re");
+  const std::regex reach(R"re("reachability": \{"state": "(\w+)", "settled": (true|false), "how": "([^"]*)")re");
+  for (int r = 0; r < n; ++r) {
+    const fs::path s = run_dir / "peers" / std::to_string(r) / "summary.json";
+    const std::string text = read_file(s);
+    for (auto it = std::sregex_iterator(text.begin(), text.end(), link);
+         it != std::sregex_iterator(); ++it) {
+      const int q = std::stoi((*it)[1]);
+      p.links[{r, q}] = (*it)[2];
+      if ((*it)[5].matched) p.relay[{r, q}] = std::stoi((*it)[5]);
+    }
+    std::smatch m;
+    if (std::regex_search(text, m, reach)) {
+      p.reach[r] = m[1];
+      p.reach_how[r] = m[3];
+    }
+    p.relayed_bytes[r] = number(s, "bytes_relayed");
+  }
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("gossip run behind NATs and a firewall: unreachable peers dial out, a link neither end "
+          "can dial is relayed, and the run equals the one with every peer reachable",
+          "[peer][netem][reach]") {
+  if (!can_emulate_nats()) return;
+  for (const std::string graph : {"ring", "exponential"}) {
+    INFO(graph);
+    TempDir t;
+    const auto cfg = write_config(t.path, 8, "dpsgd", 1, 1);
+    replace_once(cfg, "train: 1536", "train: 2048");
+    std::ofstream(t.path / "topo.yaml") << "generator: " << graph << "\nn: 8\n";
+    const auto gossip_run = [&](const std::string& name, const std::string& netem) {
+      const fs::path out = t.path / name;
+      const Result r = run(bin() + " run " + cfg.string() + " --out " + out.string() +
+                           " --no-progress --netem " + netem);
+      INFO(r.output);
+      REQUIRE(r.code == 0);
+      CHECK(netns_with("gsn").empty());
+      return out;
+    };
+    const fs::path open = gossip_run("open", "rate=1gbit");
+    // 1, 2, 3 behind one NAT, 4 and 5 behind another: 3-4 (and on the exponential graph 2-4,
+    // 3-5 and 1-5) join two NATs, so no end can dial the other.
+    const fs::path nat = gossip_run("nat", "rate=1gbit,nat=1+2+3/4+5");
+    CHECK(hashes(nat / "summary.json") == hashes(open / "summary.json"));
+    CHECK_THAT(read_file(nat / "summary.json"), Catch::Contains("\"connected\": true"));
+    const Paths p = read_paths(nat, 8);
+    for (int r = 0; r < 8; ++r) {
+      INFO("peer " << r << ": " << p.reach_how.at(r));
+      const bool natted = r >= 1 && r <= 5;
+      CHECK(p.reach.at(r) == (natted ? "unreachable" : "reachable"));
+      if (natted) CHECK_THAT(p.reach_how.at(r), Catch::Contains("no route"));
+    }
+    const auto nat_of = [](int r) { return r >= 1 && r <= 3 ? 1 : r >= 4 && r <= 5 ? 2 : 0; };
+    int relayed = 0;
+    for (const auto& [link, path] : p.links) {
+      const auto [a, b] = link;
+      INFO(a << "-" << b << " " << path);
+      const bool across = nat_of(a) != 0 && nat_of(b) != 0 && nat_of(a) != nat_of(b);
+      CHECK(path == (across ? "relayed" : "direct"));
+      if (!across) continue;
+      ++relayed;
+      // Both ends went to the same relay: the lowest-ranked member that can be dialled.
+      CHECK(p.relay.at(link) == 0);
+    }
+    CHECK(relayed >= 2);  // each relayed link, from both ends
+    CHECK(p.relayed_bytes.at(0) > 0);
+    for (int r = 1; r < 8; ++r) CHECK(p.relayed_bytes.at(r) == 0);
+    const std::string events = read_file(nat / "events.jsonl");
+    CHECK_THAT(events, Catch::Contains(R"("link": "reachability")"));
+    CHECK_THAT(events, Catch::Contains(R"("link": "path")"));
+    CHECK_THAT(events, Catch::Contains("relayed through peer 0"));
+    if (graph != "ring") continue;
+    // A firewall that drops what comes in (no NAT): peer 6 finds out from the dial backs that
+    // time out, and dials its neighbours itself.
+    const fs::path wall = gossip_run("wall", "rate=1gbit,firewall=6");
+    CHECK(hashes(wall / "summary.json") == hashes(open / "summary.json"));
+    const Paths w = read_paths(wall, 8);
+    CHECK(w.reach.at(6) == "unreachable");
+    CHECK_THAT(w.reach_how.at(6), Catch::Contains("timed out"));
+    CHECK(w.links.at({5, 6}) == "direct");
+    CHECK(w.links.at({7, 6}) == "direct");
+    CHECK(w.reach.at(5) == "reachable");
+  }
+}

@@ -27,6 +27,10 @@ constexpr std::chrono::milliseconds kRelayWait{5'000};   // a relay ask waits th
 constexpr std::chrono::milliseconds kAskAgain{250};      // a refused helper, a relay not yet ready
 constexpr std::chrono::milliseconds kProbeGrace{1'000};  // a helper's probe may trail its answer
 constexpr std::chrono::milliseconds kProbePoll{10};
+// A dial back that has not connected within this is taken as failed (a firewall that drops
+// connections says nothing): the peer then dials its neighbours itself, before their rounds
+// would go on without it (monitor.round_timeout_s is seconds).
+constexpr std::chrono::milliseconds kDialBackWithin{2'000};
 constexpr std::uint64_t kNamedRelay = 1;  // relay ask flag (nonce): the asker's config names it
 constexpr std::size_t kRelayBuffer = 64 * 1024;
 
@@ -181,7 +185,8 @@ void Links::serve_dial_back(std::shared_ptr<asio::ip::tcp::socket> asker,
   const int rank = static_cast<int>(ask.from);
   const std::string address = config_.addresses[rank];
   auto probe = new_socket();
-  auto timer = new_timer(config_.timeouts.handshake);
+  const auto within = std::min(config_.timeouts.handshake, kDialBackWithin);
+  auto timer = new_timer(within);
   auto late = std::make_shared<bool>(false);
   timer->async_wait([probe, late](std::error_code ec) {
     std::error_code ignored;
@@ -202,14 +207,13 @@ void Links::serve_dial_back(std::shared_ptr<asio::ip::tcp::socket> asker,
   };
   asio::async_connect(
       *probe, endpoints_of(address),
-      [this, probe, timer, late, nonce, answer](std::error_code ec,
-                                                const asio::ip::tcp::endpoint&) {
+      [this, probe, timer, late, nonce, answer, within](std::error_code ec,
+                                                        const asio::ip::tcp::endpoint&) {
         timer->cancel();
         if (stopping_) return;
         if (ec) {
           const std::string why =
-              *late ? cat("timed out (no answer within ", config_.timeouts.handshake.count(),
-                          " ms)")
+              *late ? cat("timed out (no answer within ", within.count(), " ms)")
                     : cat(ec == asio::error::connection_refused ? "refused"
                           : ec == asio::error::host_unreachable ||
                                   ec == asio::error::network_unreachable
@@ -375,7 +379,7 @@ void Links::check_reachability(Clock::time_point deadline) {
 void Links::ask_dial_back(int helper, Clock::time_point deadline) {
   if (stopping_ || reachability().settled) return;
   auto socket = new_socket();
-  auto timer = new_timer(config_.timeouts.handshake);
+  auto timer = new_timer(std::min(config_.timeouts.handshake, kDialBackWithin));
   timer->async_wait([socket](std::error_code ec) {
     std::error_code ignored;
     if (!ec) socket->close(ignored);
