@@ -8,11 +8,13 @@
 #include <catch2/catch.hpp>
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <csignal>
 #include <chrono>
 #include <cstdio>
@@ -3180,4 +3182,247 @@ TEST_CASE("gossip run behind NATs and a firewall: unreachable peers dial out, a 
     CHECK(w.links.at({7, 6}) == "direct");
     CHECK(w.reach.at(5) == "reachable");
   }
+}
+
+namespace {
+
+/// A port on 127.0.0.1 that refuses connections: bound, never listening (closed with the object).
+struct RefusingPort {
+  int fd = -1;
+  int port = 0;
+  RefusingPort() {
+    fd = socket(AF_INET, SOCK_STREAM, 0);
+    REQUIRE(fd >= 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+    socklen_t len = sizeof a;
+    REQUIRE(getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0);
+    port = ntohs(a.sin_port);
+  }
+  ~RefusingPort() { close(fd); }
+};
+
+/// Starts `gossip peer CFG --rank R --topology TOPO --out OUT` for each rank in the background,
+/// logs in DIR/logR; waits for all; returns the logs.
+std::string run_peers(const fs::path& dir, const std::vector<fs::path>& configs,
+                      const fs::path& topo, const fs::path& out) {
+  std::string cmd;
+  for (std::size_t r = 0; r < configs.size(); ++r)
+    cmd += bin() + " peer " + configs[r].string() + " --rank " + std::to_string(r) +
+           " --topology " + topo.string() + " --out " + out.string() + " > " +
+           (dir / named("log", static_cast<int>(r))).string() + " 2>&1 & ";
+  const Result peers = run("sh -c '" + cmd + "wait'");
+  std::string logs;
+  for (std::size_t r = 0; r < configs.size(); ++r)
+    logs += gossip::cat("peer ", r, ":\n", read_file(dir / named("log", static_cast<int>(r))), "\n");
+  return logs;
+}
+
+}  // namespace
+
+TEST_CASE("a peer whose announced address is wrong is reported unreachable with the reason, early, "
+          "and its links form: it dials its neighbours", "[peer][reach]") {
+  TempDir t;
+  const RefusingPort wrong;
+  const int base = test_port_base();
+  std::string peers = "peers:\n";
+  for (int r = 0; r < 4; ++r)
+    peers += gossip::cat("  - 127.0.0.1:", r == 2 ? wrong.port : base + r, "\n");
+  const auto cfg = write_config(t.path, 4, "dpsgd", 1, 1, peers, true, Tls::kKeys);
+  // Peer 2 listens where no one is told it is (behind a port mapping that is not there).
+  const fs::path cfg2 = t.path / "c2.yaml";
+  std::string text = read_file(cfg);
+  const auto at = text.find("connect_timeout_s: 20");
+  REQUIRE(at != std::string::npos);
+  text.insert(at, gossip::cat("bind: \"127.0.0.1:", base + 2, "\", "));
+  std::ofstream(cfg2) << text;
+  const fs::path out = t.path / "out";
+  const std::string logs = run_peers(t.path, {cfg, cfg, cfg2, cfg}, t.path / "topo.yaml", out);
+  INFO(logs);
+  const Result c = run(bin() + " collect " + out.string());
+  INFO(c.output);
+  REQUIRE(c.code == 0);
+  const Paths p = read_paths(out, 4);
+  CHECK(p.reach.at(2) == "unreachable");
+  CHECK_THAT(p.reach_how.at(2), Catch::Contains(gossip::cat("could not dial 127.0.0.1:", wrong.port,
+                                                            ": refused")));
+  for (int r : {0, 1, 3}) CHECK(p.reach.at(r) != "unreachable");  // (or not known yet)
+  // It dialled its neighbours: both its links formed (direct), and the run is whole.
+  CHECK(p.links.at({1, 2}) == "direct");
+  CHECK(p.links.at({3, 2}) == "direct");
+  CHECK_THAT(read_file(out / "peers" / "2" / "summary.json"),
+             Catch::Matches(R"re([\s\S]*"peer": 1, "formed": true[^}]*"dialled_by": 2[\s\S]*)re"));
+  CHECK_THAT(read_file(out / "summary.json"), Catch::Contains("\"connected\": true"));
+  // The event says so at round 0, seconds after the start (connect_timeout_s is 20).
+  const std::string events = read_file(out / "events.jsonl");
+  const std::regex said(R"re("peer": 2, "round": 0, "time_s": ([0-9.e-]+), "link": "reachability", "neighbour": 2[^\n]*unreachable)re");
+  std::smatch m;
+  REQUIRE(std::regex_search(events, m, said));
+  CHECK(std::stod(m[1]) < 20.0);
+}
+
+namespace {
+
+/// A relay of the rendezvous protocol on 127.0.0.1, standing in for a member: it pairs the two
+/// ends of a link, then passes their bytes, flipping one bit at byte `flip_at` of what the
+/// lower rank of `tampered` sends. Every socket and thread ends with the object (bounded waits).
+class TestRelay {
+ public:
+  TestRelay(std::pair<int, int> tampered, std::size_t flip_at)
+      : tampered_(tampered), flip_at_(flip_at) {
+    fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    REQUIRE(fd_ >= 0);
+    const int one = 1;
+    setsockopt(fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+    REQUIRE(listen(fd_, 16) == 0);
+    socklen_t len = sizeof a;
+    REQUIRE(getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len) == 0);
+    port_ = ntohs(a.sin_port);
+    accepting_ = std::thread([this] { accept_loop(); });
+  }
+  ~TestRelay() {
+    stop_ = true;
+    accepting_.join();
+    for (auto& t : pipes_) t.join();
+    for (int fd : fds_) close(fd);
+    close(fd_);
+  }
+  int port() const { return port_; }
+  int flipped() const { return flipped_.load(); }
+  int paired() const { return paired_.load(); }
+
+ private:
+  void accept_loop() {
+    using namespace gossip::wire;
+    std::map<std::pair<std::uint32_t, std::uint32_t>, std::pair<int, Rendezvous>> waiting;
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(90);
+    while (!stop_ && std::chrono::steady_clock::now() < until) {
+      pollfd p{fd_, POLLIN, 0};
+      if (poll(&p, 1, 100) <= 0) continue;
+      const int c = accept(fd_, nullptr, nullptr);
+      if (c < 0) continue;
+      fds_.push_back(c);
+      timeval tv{5, 0};
+      setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+      std::array<std::byte, kRendezvousBytes> ask{};
+      if (recv(c, ask.data(), ask.size(), MSG_WAITALL) != static_cast<ssize_t>(ask.size())) continue;
+      const auto m = decode_rendezvous(ask);
+      if (!m || m.value->kind != RendezvousKind::kRelayAsk) continue;
+      const std::pair<std::uint32_t, std::uint32_t> key = std::minmax(m.value->from, m.value->to);
+      const auto it = waiting.find(key);
+      if (it == waiting.end() || it->second.second.from == m.value->from) {
+        waiting[key] = {c, *m.value};
+        continue;
+      }
+      const auto [other, other_ask] = it->second;
+      waiting.erase(it);
+      for (const auto& [fd, a] : {std::pair{other, other_ask}, std::pair{c, *m.value}}) {
+        Rendezvous ok;
+        ok.kind = RendezvousKind::kRelayAnswer;
+        ok.run_tag = a.run_tag;
+        ok.to = a.from;
+        const auto bytes = encode_rendezvous(ok);
+        send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+      }
+      ++paired_;
+      const bool tamper = key == std::pair<std::uint32_t, std::uint32_t>(tampered_);
+      const int lower = other_ask.from < m.value->from ? other : c;
+      const int higher = lower == c ? other : c;
+      pipes_.emplace_back([this, lower, higher, tamper] { pass(lower, higher, tamper); });
+    }
+  }
+  void pass(int lower, int higher, bool tamper) {
+    std::size_t from_lower = 0;
+    std::vector<char> buf(64 * 1024);
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(90);
+    while (!stop_ && std::chrono::steady_clock::now() < until) {
+      pollfd p[2] = {{lower, POLLIN, 0}, {higher, POLLIN, 0}};
+      if (poll(p, 2, 100) <= 0) continue;
+      for (int i = 0; i < 2; ++i) {
+        if (!(p[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+        const ssize_t n = recv(p[i].fd, buf.data(), buf.size(), 0);
+        if (n <= 0) {
+          shutdown(lower, SHUT_RDWR);
+          shutdown(higher, SHUT_RDWR);
+          return;
+        }
+        if (i == 0 && tamper && from_lower <= flip_at_ &&
+            flip_at_ < from_lower + static_cast<std::size_t>(n)) {
+          buf[flip_at_ - from_lower] ^= 0x10;
+          ++flipped_;
+        }
+        if (i == 0) from_lower += static_cast<std::size_t>(n);
+        send(i == 0 ? higher : lower, buf.data(), static_cast<std::size_t>(n), MSG_NOSIGNAL);
+      }
+    }
+  }
+
+  std::pair<int, int> tampered_;
+  std::size_t flip_at_;
+  int fd_ = -1;
+  int port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::atomic<int> flipped_{0};
+  std::atomic<int> paired_{0};
+  std::vector<int> fds_;  // accept loop's only, closed at the end
+  std::vector<std::thread> pipes_;
+  std::thread accepting_;
+};
+
+}  // namespace
+
+TEST_CASE("links through a relay run TLS end to end: a relay that flips a bit is detected, named "
+          "and not used again; the links it passed intact train", "[peer][reach]") {
+  TempDir t;
+  // Three peers that cannot be dialled (net.reachable: no; the addresses they are given refuse)
+  // and one relay named by address: every link goes through it; it alters 0-1 after its
+  // handshakes (byte 30000 of what 0 sends: a few rounds in).
+  const TestRelay relay({0, 1}, 30000);
+  const RefusingPort nowhere[3];
+  std::string peers = "peers:\n";
+  for (int r = 0; r < 3; ++r) peers += gossip::cat("  - 127.0.0.1:", nowhere[r].port, "\n");
+  // (Not through shared memory: the parameters pass the relay.)
+  const auto cfg = write_config(t.path, 3, "dpsgd", 1, 1, peers, false, Tls::kKeys);
+  replace_once(cfg, "connect_timeout_s: 20",
+               gossip::cat("connect_timeout_s: 10, reachable: no, relays: [\"127.0.0.1:",
+                           relay.port(), "\"]"));
+  std::vector<fs::path> configs;
+  const int base = test_port_base();
+  for (int r = 0; r < 3; ++r) {  // each listens somewhere of its own, where no one dials
+    const fs::path c = t.path / named("c", r);
+    std::string text = read_file(cfg);
+    text.replace(text.find("reachable: no"), 0, gossip::cat("bind: \"127.0.0.1:", base + r, "\", "));
+    std::ofstream(c) << text;
+    configs.push_back(c);
+  }
+  const fs::path out = t.path / "out";
+  const std::string logs = run_peers(t.path, configs, t.path / "topo.yaml", out);
+  INFO(logs);
+  const Result c = run(bin() + " collect " + out.string());
+  INFO(c.output);
+  REQUIRE(c.code == 0);
+  CHECK(relay.paired() >= 3);
+  CHECK(relay.flipped() == 1);
+  const std::string relay_name = gossip::cat("127.0.0.1:", relay.port());
+  // The end that opened the altered record names the relay, and the event says which link.
+  CHECK_THAT(logs, Catch::Contains(gossip::cat("the relay ", relay_name, " altered the link to peer ")));
+  CHECK_THAT(logs, Catch::Contains("a record failed authentication"));
+  const std::string events = read_file(out / "events.jsonl");
+  CHECK_THAT(events, Catch::Matches(R"re([\s\S]*"event": "relay_altered", "subject": [01][\s\S]*)re"));
+  // Not used again: 0-1 did not come back; 0-2 and 1-2 carried the run to its end.
+  const Paths p = read_paths(out, 3);
+  CHECK(p.links.at({0, 2}) == "relayed");
+  CHECK(p.links.at({1, 2}) == "relayed");
+  CHECK(number(out / "summary.json", "rounds") == 32);
+  CHECK_THAT(read_file(out / "summary.json"), Catch::Contains("\"connected\": true"));
+  for (const auto& [r, q] : {std::pair{0, 1}, std::pair{1, 0}})
+    CHECK_THAT(read_file(out / "peers" / std::to_string(r) / "summary.json"),
+               Catch::Matches(gossip::cat(R"re([\s\S]*\{"peer": )re", q,
+                                          R"re(, "formed": true[^}]*"state": "down"[\s\S]*)re")));
 }

@@ -219,6 +219,7 @@ class Links final : public Hub {
   std::vector<int> helpers_;        // members asked to dial us back
   std::vector<int> helpers_ok_;     // ... that did
   std::size_t helpers_done_ = 0;    // ... that answered, or will not
+  std::optional<Clock::time_point> first_ok_;  // when the first dialled us back
   Clock::time_point probe_deadline_{};
   std::size_t sniffing_ = 0;        // accepted connections whose first byte is awaited
   std::size_t serving_ = 0;         // rendezvous connections being served

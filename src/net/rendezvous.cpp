@@ -256,7 +256,7 @@ void Links::serve_relay(std::shared_ptr<asio::ip::tcp::socket> asker,
   if (relayed_links_ >= kMaxRelayed)
     return refuse(wire::RendezvousStatus::kFailed,
                   cat("peer ", config_.rank, " relays ", kMaxRelayed, " links already"));
-  const auto key = std::minmax(ask.from, ask.to);
+  const std::pair<std::uint32_t, std::uint32_t> key = std::minmax(ask.from, ask.to);
   auto it = waiting_.find(key);
   if (it != waiting_.end() && it->second.from == ask.to) {
     // Both ends are here: answer both, then pass bytes.
@@ -389,8 +389,11 @@ void Links::ask_dial_back(int helper, Clock::time_point deadline) {
       [this, socket, timer, helper, deadline](std::error_code ec, const asio::ip::tcp::endpoint&) {
         timer->cancel();
         if (stopping_) return;
-        if (ec == asio::error::connection_refused && Clock::now() + kAskAgain < deadline) {
-          // Not listening yet (it is starting too): ask again.
+        // Not listening yet (it is starting too): ask again, until the deadline, or for a
+        // while after another member has dialled us back (its address may be wrong).
+        const bool waited = first_ok_ && Clock::now() > *first_ok_ + kProbeGrace;
+        if (ec == asio::error::connection_refused && Clock::now() + kAskAgain < deadline &&
+            !waited) {
           auto again = new_timer(kAskAgain);
           again->async_wait([this, again, helper, deadline](std::error_code e) {
             if (!e) ask_dial_back(helper, deadline);
@@ -428,6 +431,7 @@ void Links::dial_back_answered(int helper, bool ok, const std::string& text) {
                                cat("peer ", helper, " could not dial ", text));
   ++helpers_done_;
   if (ok) helpers_ok_.push_back(helper);
+  if (ok && !first_ok_) first_ok_ = Clock::now();
   if (helpers_done_ < helpers_.size()) return;
   if (helpers_ok_.empty())
     return settle_reachability(Reachability::kUnknown, "no member could be asked to dial back");
