@@ -3222,8 +3222,9 @@ std::string run_peers(const fs::path& dir, const std::vector<fs::path>& configs,
 
 }  // namespace
 
-TEST_CASE("a peer whose announced address is wrong is reported unreachable with the reason, early, "
-          "and its links form: it dials its neighbours", "[peer][reach]") {
+TEST_CASE("a peer whose announced address is wrong: gossip doctor says so before the run; in the "
+          "run it is reported unreachable with the reason, early, and dials its neighbours",
+          "[peer][reach]") {
   TempDir t;
   const RefusingPort wrong;
   const int base = test_port_base();
@@ -3239,8 +3240,33 @@ TEST_CASE("a peer whose announced address is wrong is reported unreachable with 
   text.insert(at, gossip::cat("bind: \"127.0.0.1:", base + 2, "\", "));
   std::ofstream(cfg2) << text;
   const fs::path out = t.path / "out";
-  const std::string logs = run_peers(t.path, {cfg, cfg, cfg2, cfg}, t.path / "topo.yaml", out);
+  // Peers 0, 1 and 3 start; before peer 2 does, `gossip doctor` checks from its place.
+  std::string cmd;
+  const auto peer = [&](int r, const fs::path& c) {
+    return bin() + " peer " + c.string() + " --rank " + std::to_string(r) + " --out " +
+           out.string() + " > " + (t.path / named("log", r)).string() + " 2>&1";
+  };
+  for (int r : {0, 1, 3}) cmd += peer(r, cfg) + " & ";
+  const fs::path doc = t.path / "doctor.txt";
+  cmd += "sleep 1; " + bin() + " doctor " + cfg2.string() + " --rank 2 > " + doc.string() +
+         " 2>&1; echo $? > " + (t.path / "doctor.code").string() + "; " + peer(2, cfg2) + "; wait";
+  run("sh -c '" + cmd + "'");
+  std::string logs;
+  for (int r = 0; r < 4; ++r)
+    logs += gossip::cat("peer ", r, ":\n", read_file(t.path / named("log", r)), "\n");
   INFO(logs);
+  const std::string doctor = read_file(doc);
+  INFO(doctor);
+  CHECK(read_file(t.path / "doctor.code") == "0\n");  // its links form: it dials them
+  for (int q : {1, 3}) {
+    CHECK_THAT(doctor, Catch::Contains(gossip::cat("peer ", q, " at 127.0.0.1:", base + q,
+                                                   ": dialled in ")));
+    CHECK_THAT(doctor, Catch::Contains(gossip::cat("TLS identity peer ", q, " of run 'test'")));
+  }
+  CHECK_THAT(doctor, Catch::Contains(gossip::cat("it could not dial this peer back: 127.0.0.1:",
+                                                 wrong.port, ": refused")));
+  CHECK_THAT(doctor, Catch::Contains(gossip::cat("cannot dial this peer at 127.0.0.1:",
+                                                 wrong.port, ": open port ")));
   const Result c = run(bin() + " collect " + out.string());
   INFO(c.output);
   REQUIRE(c.code == 0);
@@ -3425,4 +3451,33 @@ TEST_CASE("links through a relay run TLS end to end: a relay that flips a bit is
     CHECK_THAT(read_file(out / "peers" / std::to_string(r) / "summary.json"),
                Catch::Matches(gossip::cat(R"re([\s\S]*\{"peer": )re", q,
                                           R"re(, "formed": true[^}]*"state": "down"[\s\S]*)re")));
+}
+
+TEST_CASE("gossip doctor: a neighbour that is not running, or an address that does not resolve, "
+          "means the run cannot start (exit 1), saying what to change; bad input is exit 2",
+          "[peer][reach]") {
+  TempDir t;
+  const RefusingPort nowhere;
+  const int base = test_port_base();
+  const auto cfg = write_config(t.path, 3, "dpsgd", 1, 1,
+                                gossip::cat("peers:\n  - 127.0.0.1:", base, "\n  - 127.0.0.1:",
+                                            nowhere.port, "\n  - no-such-host.invalid:", base + 2,
+                                            "\n"),
+                                true, Tls::kKeys);
+  const Result r = run(bin() + " doctor " + cfg.string() + " --rank 0");
+  INFO(r.output);
+  CHECK(r.code == 1);
+  CHECK_THAT(r.output, Catch::Contains(gossip::cat("peer 1 at 127.0.0.1:", nowhere.port,
+                                                   ": not dialled: refused")));
+  CHECK_THAT(r.output, Catch::Contains(gossip::cat("nothing listens at 127.0.0.1:", nowhere.port,
+                                                   ": start peer 1")));
+  CHECK_THAT(r.output, Catch::Contains("no-such-host.invalid"));
+  CHECK_THAT(r.output, Catch::Contains("does not resolve: fix its entry in the topology's peers:"));
+  CHECK_THAT(r.output, Catch::Contains("the run cannot start as things are"));
+  const Result j = run(bin() + " doctor " + cfg.string() + " --rank 0 --json 2>/dev/null");
+  CHECK(j.code == 1);
+  CHECK_THAT(j.output, Catch::Contains(R"("can_start": false)"));
+  CHECK_THAT(j.output, Catch::Contains(R"("peer": 1, "address": "127.0.0.1:)"));
+  const Result bad = run(bin() + " doctor " + cfg.string() + " --rank 7");
+  CHECK(bad.code == 2);
 }

@@ -98,6 +98,47 @@ struct NetConfig {
   std::function<void(const std::string&)> log;  // one line per event; empty = stderr
 };
 
+/// What `gossip doctor` checks from one peer's place before a run (net::diagnose): each
+/// neighbour's address, dialled as the peer would, and whether the neighbour can dial it back.
+struct DoctorRequest {
+  int rank = 0;
+  std::vector<std::string> addresses;  // every rank's, as the run gives them ("host:port")
+  std::vector<int> neighbours;
+  std::string listen;                  // where this peer binds (it takes the dial backs there)
+  std::string run_id;
+  TlsConfig tls;
+  std::chrono::milliseconds timeout{2'000};  // per connection, per answer
+};
+
+/// One neighbour, as diagnose() found it.
+struct NeighbourCheck {
+  int peer = -1;
+  std::string address;
+  std::string resolve_error;  // "" when the address resolves
+  bool dialled = false;       // a TCP connection to it was made
+  double connect_ms = -1.0;   // how long that took (about one round trip)
+  std::string dial_error;     // why not: "refused (...)", "timed out ...", "no route (...)"
+  int tls_rank = -1;          // the rank its certificate names (TLS on and the handshake done)
+  std::string tls_error;      // why the TLS handshake failed or its identity is not ours
+  bool asked = false;         // it answered the dial-back request
+  bool dialled_back = false;  // it says it reached this peer's address
+  bool probe_came = false;    // and its probe arrived where this peer listens
+  std::string dial_back;      // the address it dialled, and why it could not
+  std::optional<double> clock_offset_ms;  // its clock minus ours (from its answer)
+};
+
+struct DoctorReport {
+  std::string listen_error;  // "" when diagnose() could listen at `listen` for the dial backs
+  std::vector<NeighbourCheck> neighbours;
+};
+
+/// Checks each neighbour: the address resolves, a connection is made (its time), the TLS
+/// identity it answers with (when TLS is on), and whether it can dial this peer back at its
+/// address (a dial-back request; the probe is awaited at `listen`, when that can be bound:
+/// not while this peer itself runs). Never throws for what the network does; bounded by
+/// `timeout` per step.
+DoctorReport diagnose(const DoctorRequest& request);
+
 /// The URI a certificate carries in its subjectAltName to name `rank` of the run `run_id`:
 /// "gossip://RUN/rank/R", with the run id percent-encoded (all but A-Z a-z 0-9 - . _ ~).
 std::string tls_identity_uri(const std::string& run_id, int rank);

@@ -59,6 +59,16 @@ struct PeerOptions {
 /// credentials, when TLS is on and neither names any.
 TlsConfig peer_tls(const RunConfig& config, const std::string& tls_dir, int rank);
 
+/// `gossip doctor`: what net::diagnose found from peer `opt.rank`'s place, one line per
+/// neighbour and what to change (`text`), the same as one JSON object (`json`), and whether every
+/// link can form one way or the other.
+struct DoctorOutcome {
+  bool can_start = false;
+  std::string text;
+  std::string json;
+};
+DoctorOutcome doctor(const RunConfig& config, const Topology& topology, const PeerOptions& opt);
+
 /// The folder of rank `rank`'s files in the run folder `out_dir`: out_dir/peers/R.
 std::string peer_dir(const std::string& out_dir, int rank);
 

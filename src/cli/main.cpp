@@ -30,6 +30,8 @@ const gossip::Subcommand kCommands[] = {
     {"plot", "draw the plots of a run, sim, train, peer or compare folder", gossip::cli::run_plot},
     {"keys", "make a run's TLS credentials: a CA and a key and certificate per rank",
      gossip::cli::run_keys},
+    {"doctor", "before a run: can this peer's links form (addresses, ports, TLS, NAT)?",
+     gossip::cli::run_doctor},
     {"bench", "benchmarks that print a ratio against a reference measured in the same run",
      gossip::cli::run_bench},
 };

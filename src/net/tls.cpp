@@ -174,8 +174,12 @@ std::unique_ptr<asio::ssl::context> make_tls_context(const TlsConfig& tls,
 }
 
 Identity remote_identity(Stream::TlsStream& stream, const std::string& run_id) {
+  return remote_identity(stream.native_handle(), run_id);
+}
+
+Identity remote_identity(SSL* ssl, const std::string& run_id) {
   Identity out;
-  X509Ptr cert(SSL_get1_peer_certificate(stream.native_handle()));
+  X509Ptr cert(SSL_get1_peer_certificate(ssl));
   if (!cert) {
     out.refusal = "it presented no certificate";
     return out;
@@ -192,11 +196,15 @@ Identity remote_identity(Stream::TlsStream& stream, const std::string& run_id) {
 }
 
 std::string tls_failure(const std::error_code& ec, Stream::TlsStream& stream) {
+  return tls_failure(ec, stream.native_handle());
+}
+
+std::string tls_failure(const std::error_code& ec, SSL* ssl) {
   std::string out = ec.message();
   if (ec.category() == asio::error::get_ssl_category()) {
     // OpenSSL's reason alone ("certificate verify failed"), without Asio's "(SSL routines)".
     if (const char* r = ERR_reason_error_string(static_cast<unsigned long>(ec.value()))) out = r;
-    const long v = SSL_get_verify_result(stream.native_handle());
+    const long v = SSL_get_verify_result(ssl);
     if (v != X509_V_OK) out += cat(" (", X509_verify_cert_error_string(v), ")");
     const int reason = ERR_GET_REASON(static_cast<unsigned long>(ec.value()));
     if (reason == SSL_R_WRONG_VERSION_NUMBER || reason == SSL_R_HTTP_REQUEST ||

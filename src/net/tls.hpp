@@ -351,10 +351,12 @@ struct Identity {
   std::string refusal;  // empty when rank is valid
 };
 Identity remote_identity(Stream::TlsStream& stream, const std::string& run_id);
+Identity remote_identity(SSL* ssl, const std::string& run_id);
 
 /// Why a TLS handshake (or a read right after it) failed, for a log line: OpenSSL's reason,
 /// the certificate verification result when there is one, and a hint for plain TCP.
 std::string tls_failure(const std::error_code& ec, Stream::TlsStream& stream);
+std::string tls_failure(const std::error_code& ec, SSL* ssl);
 
 /// Whether `ec` says the remote closed the connection (EOF, or a TLS stream cut short).
 bool is_eof(const std::error_code& ec);

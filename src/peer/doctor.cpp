@@ -1,0 +1,166 @@
+// peer/doctor.cpp: `gossip doctor`'s judgement. net::diagnose checks the network from one peer's
+// place; this file turns what it found into one line per neighbour, what to change, and whether
+// the run can start: every link must form one way or the other (this peer dials the neighbour,
+// or the neighbour dials this peer back), or go through a relay.
+#include <cstdio>
+
+#include "gossip/core.hpp"
+#include "gossip/json.hpp"
+#include "gossip/net.hpp"
+#include "gossip/peer.hpp"
+#include "src/peer/members.hpp"
+
+namespace gossip {
+namespace {
+
+std::string fixed2(double v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.2f", v);
+  return b;
+}
+
+/// The port of "host:port" ("" when there is none).
+std::string port_of(const std::string& address) {
+  const auto colon = address.rfind(':');
+  return colon == std::string::npos ? "" : address.substr(colon + 1);
+}
+
+struct Judged {
+  std::string line;                 // what was found
+  std::vector<std::string> advice;  // what to change
+  bool we_dial = false;             // this peer can make the link
+  bool it_dials = false;            // the neighbour can
+};
+
+Judged judge(const NeighbourCheck& c, const DoctorRequest& q, bool listening) {
+  Judged j;
+  const std::string ours = q.addresses[q.rank];
+  j.line = cat("peer ", c.peer, " at ", c.address, ": ");
+  if (!c.resolve_error.empty()) {
+    j.line += c.resolve_error;
+    j.advice.push_back(cat("peer ", c.peer, "'s address ", c.address, " does not resolve: fix its "
+                           "entry in the topology's peers: list (or net.host, --hosts)"));
+    return j;
+  }
+  if (!c.dialled) {
+    j.line += cat("not dialled: ", c.dial_error);
+    j.advice.push_back(
+        c.dial_error.rfind("refused", 0) == 0
+            ? cat("nothing listens at ", c.address, ": start peer ", c.peer, " (a peer waits "
+                  "net.connect_timeout_s for its neighbours), or forward port ",
+                  port_of(c.address), " to it")
+            : cat(c.address, " cannot be reached from here (", c.dial_error, "): open port ",
+                  port_of(c.address), " on its host, or give the address it can be dialled at "
+                  "in peers:; else it must dial this peer, or a relay carries the link"));
+  } else {
+    j.line += cat("dialled in ", fixed2(c.connect_ms), " ms");
+    if (q.tls.enabled) {
+      if (!c.tls_error.empty()) {
+        j.line += cat(", TLS refused: ", c.tls_error);
+        j.advice.push_back(cat("peer ", c.peer, "'s TLS identity is not one this run accepts (",
+                               c.tls_error, "): both need certificates of the same CA and run id "
+                               "(gossip keys init)"));
+      } else if (c.tls_rank != c.peer) {
+        j.line += cat(", but it answers as peer ", c.tls_rank);
+        j.advice.push_back(cat(c.address, " is peer ", c.tls_rank, ", not peer ", c.peer,
+                               ": the peers: list has them in the wrong order"));
+      } else {
+        j.line += cat(", TLS identity peer ", c.tls_rank, " of run '", q.run_id, "'");
+        j.we_dial = true;
+      }
+    } else {
+      j.we_dial = true;
+    }
+  }
+  if (c.clock_offset_ms)
+    j.line += cat(", clock ", *c.clock_offset_ms >= 0 ? "+" : "", fixed2(*c.clock_offset_ms),
+                  " ms");
+  if (!c.asked) {
+    if (c.dialled) j.line += "; it did not answer a dial-back request (not a running peer?)";
+    return j;
+  }
+  if (c.dialled_back && (c.probe_came || !listening)) {
+    j.line += cat("; it dialled this peer back at ", ours,
+                  listening ? "" : " (on its word: this peer's port is taken here)");
+    j.it_dials = true;
+  } else if (c.dialled_back) {
+    j.line += cat("; it says it dialled ", ours, " back, but nothing arrived here");
+  } else {
+    j.line += cat("; it could not dial this peer back: ", c.dial_back);
+    j.advice.push_back(cat("peer ", c.peer, " cannot dial this peer at ", ours, ": open port ",
+                           port_of(ours), ", forward it to this machine, or give this peer's "
+                           "reachable address in peers: (with net.bind for where it listens); "
+                           "else this peer dials its neighbours itself"));
+  }
+  return j;
+}
+
+}  // namespace
+
+DoctorOutcome doctor(const RunConfig& config, const Topology& topology, const PeerOptions& opt) {
+  if (opt.rank < 0 || opt.rank >= topology.n())
+    throw InputError(cat("rank ", opt.rank, " is not in the topology ", config.gossip.topology,
+                         " (ranks 0..", topology.n() - 1, ")"));
+  DoctorRequest q;
+  q.rank = opt.rank;
+  q.addresses = peer_addresses(config, topology, opt.launch);
+  q.neighbours = peer_parts::all_neighbours(topology, opt.rank);
+  q.listen = listen_address(q.addresses[opt.rank], config.net.bind);
+  q.run_id = config.net.run_id;
+  q.tls = peer_tls(config, opt.tls_dir, opt.rank);
+  const DoctorReport report = diagnose(q);
+  DoctorOutcome out;
+  out.can_start = true;
+  std::vector<std::string> advice;
+  JsonArray checks;
+  out.text = cat("gossip doctor: peer ", opt.rank, " of ", topology.n(), ", announced at ",
+                 q.addresses[opt.rank], ", listening on ", q.listen,
+                 report.listen_error.empty() ? ""
+                                             : cat(" (", report.listen_error,
+                                                   ": dial backs are taken on their word)"),
+                 "\n");
+  bool unreachable = false;
+  for (const NeighbourCheck& c : report.neighbours) {
+    const Judged j = judge(c, q, report.listen_error.empty());
+    out.text += cat("  ", j.line, "\n");
+    advice.insert(advice.end(), j.advice.begin(), j.advice.end());
+    if (c.asked && !c.dialled_back) unreachable = true;
+    const bool forms = j.we_dial || j.it_dials;
+    if (!forms) {
+      out.can_start = false;
+      if (c.dialled || c.asked)  // both are running, and neither can dial the other
+        advice.push_back(cat("the link to peer ", c.peer, " forms only through a relay: a member "
+                             "both can dial that finds itself reachable carries it (or one "
+                             "net.relays names); check from that member too"));
+    }
+    JsonObject o;
+    o.add("peer", c.peer).add("address", c.address).add("resolves", c.resolve_error.empty())
+        .add("dialled", c.dialled).add("dial_error", c.dial_error);
+    if (c.connect_ms >= 0) o.add("connect_ms", c.connect_ms);
+    if (q.tls.enabled) o.add("tls_rank", c.tls_rank).add("tls_error", c.tls_error);
+    o.add("answered_dial_back", c.asked).add("dialled_back", c.dialled_back)
+        .add("probe_came", c.probe_came).add("dial_back", c.dial_back);
+    if (c.clock_offset_ms) o.add("clock_offset_ms", *c.clock_offset_ms);
+    else o.raw("clock_offset_ms", "null");
+    o.add("link_forms", forms);
+    checks.add(o);
+  }
+  if (unreachable)
+    out.text += cat("  this peer is unreachable at ", q.addresses[opt.rank],
+                    " for some neighbours: in the run it dials them itself\n");
+  for (const std::string& a : advice) out.text += cat("  - ", a, "\n");
+  out.text += out.can_start ? "the run can start: every link forms one way or the other\n"
+                            : "the run cannot start as things are: see above\n";
+  out.json = JsonObject()
+                 .add("rank", opt.rank)
+                 .add("address", q.addresses[opt.rank])
+                 .add("listen", q.listen)
+                 .add("listen_error", report.listen_error)
+                 .add("neighbours", checks)
+                 .add("advice", JsonArray::of(advice))
+                 .add("can_start", out.can_start)
+                 .str();
+  return out;
+}
+
+}  // namespace gossip
