@@ -580,9 +580,9 @@ TEST_CASE("the dashboard's link rates come from the peers' byte counts",
   });
   // 4000 bytes in 2 s from 0 to 1; nothing on 7-0.
   CHECK(j.find("{\"a\": 0, \"b\": 1, \"weight\": 0.3333333333, \"bytes_per_s\": 2000, \"up\": "
-               "true, \"state\": \"up\"}") != std::string::npos);
+               "true, \"state\": \"up\", \"path\": \"\"}") != std::string::npos);
   CHECK(j.find("{\"a\": 0, \"b\": 7, \"weight\": 0.3333333333, \"bytes_per_s\": 0, \"up\": "
-               "true, \"state\": \"up\"}") != std::string::npos);
+               "true, \"state\": \"up\", \"path\": \"\"}") != std::string::npos);
 }
 
 TEST_CASE("the dashboard shows links that never formed as such, not their peers as suspects",
@@ -603,10 +603,27 @@ TEST_CASE("the dashboard shows links that never formed as such, not their peers 
   });
   CHECK(j.find("{\"id\": 0, \"state\": \"alive\", \"component\": 0") != std::string::npos);
   CHECK(j.find("{\"a\": 0, \"b\": 1, \"weight\": 0.3333333333, \"bytes_per_s\": 0, \"up\": "
-               "false, \"state\": \"never_formed\"}") != std::string::npos);
+               "false, \"state\": \"never_formed\", \"path\": \"\"}") != std::string::npos);
   CHECK(j.find("{\"a\": 0, \"b\": 7, \"weight\": 0.3333333333, \"bytes_per_s\": 0, \"up\": "
-               "false, \"state\": \"never_formed\"}") != std::string::npos);
+               "false, \"state\": \"never_formed\", \"path\": \"\"}") != std::string::npos);
   CHECK(j.find("\"components\": [[0], [1, 2, 3, 4, 5, 6, 7]]") != std::string::npos);
   CHECK(j.find("link to peer 1 never_formed (no route dialling 198.18.0.2:29501)") !=
         std::string::npos);
+}
+
+TEST_CASE("the dashboard shows how each link formed and each peer's reachability",
+          "[report][dashboard]") {
+  const std::string j = ring_state_after([](gossip::DashboardState& s) {
+    s.on_event(3, gossip::LinkEvent{3, 0, 1.0, gossip::LinkChange::kPath, 4, 0.5,
+                                    "relayed through peer 0 (198.18.0.1:29500)"}, 1.0);
+    s.on_event(3, gossip::LinkEvent{3, 0, 1.0, gossip::LinkChange::kReachability, 3, -1.0,
+                                    "unreachable: peer 0 could not dial 10.1.0.4:29503"}, 1.0);
+  });
+  // The relayed link is up and says through whom; the peer's reachability is beside its state.
+  CHECK(j.find("{\"a\": 3, \"b\": 4, \"weight\": 0.3333333333, \"bytes_per_s\": 0, \"up\": "
+               "true, \"state\": \"up\", \"path\": \"relayed through peer 0 (198.18.0.1:29500)\"}") !=
+        std::string::npos);
+  CHECK(j.find("\"reachability\": \"unreachable: peer 0 could not dial 10.1.0.4:29503\"") !=
+        std::string::npos);
+  CHECK(j.find("{\"id\": 3, \"state\": \"alive\"") != std::string::npos);
 }

@@ -211,6 +211,7 @@
       if (isNum(p.accuracy)) lines.push("accuracy " + fmtPct(p.accuracy));
       if (isNum(p.loss)) lines.push("loss " + fmtNum(p.loss));
       if (isNum(p.bytes_sent)) lines.push("sent " + fmtBytes(p.bytes_sent));
+      if (p.reachability) lines.push(p.reachability);
       setText(node.title, lines.join("\n"));
     }
     for (const l of links) {
@@ -220,10 +221,13 @@
       const never = l.state === "never_formed";
       setAttr(el.g, "data-up", up ? "true" : "false");
       setAttr(el.g, "data-never", never ? "true" : "false");
+      const path = typeof l.path === "string" ? l.path : "";
+      setAttr(el.g, "data-relayed", path.startsWith("relayed") ? "true" : "false");
       setAttr(el.vis, "stroke-width", linkWidth(l.bytes_per_s).toFixed(2));
       setText(el.title, l.a + " \u2194 " + l.b + ": " + fmtRate(l.bytes_per_s) +
         (isNum(l.weight) ? ", weight " + fmtNum(l.weight) : "") +
-        (up ? "" : never ? " (never formed)" : l.state === "lost" ? " (lost)" : " (down)"));
+        (up ? "" : never ? " (never formed)" : l.state === "lost" ? " (lost)" : " (down)") +
+        (path ? "\n" + path : ""));
     }
 
     const live = peers.filter((p) => p.state !== "dead").length;

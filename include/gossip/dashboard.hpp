@@ -83,6 +83,8 @@ class DashboardState {
     std::map<int, MemberEventKind> view;  // subject -> kSuspect | kDead (alive: absent)
     std::vector<int> suspects, cut;   // byzantine_suspect / byzantine_cut by this peer
     std::map<int, LinkChange> links;  // neighbour -> kNeverFormed | kLost (formed, back: absent)
+    std::map<int, std::string> paths;  // neighbour -> how the link formed last (a path event)
+    std::string reachability;          // its reachability event's words ("" until then)
   };
   struct Point {
     EvaluationFigures f;
@@ -97,6 +99,8 @@ class DashboardState {
   bool link_up(int a, int b, const std::vector<PeerState>& states) const;
   /// What either end of a-b reported of the link itself (kNeverFormed first), if anything.
   std::optional<LinkChange> link_fact(int a, int b) const;
+  /// How the link a-b formed last, as either end's path event said ("" when none did).
+  std::string link_path(int a, int b) const;
   /// The live graph's components (in order of their smallest peer), and each peer's (-1: dead).
   std::vector<std::vector<int>> components(const std::vector<PeerState>& states,
                                            std::vector<int>& component_of) const;

@@ -129,6 +129,41 @@ void PeerSession::save_checkpoint(std::span<const std::byte> caller_state) {
   m.saved_round = m.round;
 }
 
+namespace {
+
+/// Each neighbour's link as this peer's transport saw it, and how it formed (docs/outputs.md).
+JsonArray links_json(const Exchange& exchange) {
+  JsonArray links;
+  for (const LinkStatus& l : exchange.links()) {
+    JsonObject o;
+    o.add("peer", l.peer).add("formed", l.formed);
+    if (l.formed) o.add("formed_s", l.formed_s);
+    else o.raw("formed_s", "null");
+    // (An elastic run's neighbour that never joined is not waited for: "waiting".)
+    o.add("state", l.up         ? "up"
+                   : l.left     ? "left"
+                   : l.formed   ? "down"
+                   : l.given_up ? "never_formed"
+                                : "waiting");
+    if (!l.up && !l.left) o.add("why", l.why);
+    o.add("path", link_path_name(l.path));  // how it formed last (none: never)
+    if (l.path != LinkPath::kNone) {
+      if (l.dialler >= 0) o.add("dialled_by", l.dialler);
+      if (l.path == LinkPath::kRelayed) {
+        if (l.relay >= 0) o.add("relay", l.relay);
+        else o.raw("relay", "null");
+        o.add("relay_address", l.relay_address);
+      }
+      if (l.rtt_ms >= 0) o.add("rtt_ms", l.rtt_ms);
+      o.add("how", describe_path(l));
+    }
+    links.add(o);
+  }
+  return links;
+}
+
+}  // namespace
+
 Summary PeerSession::finish(bool awaits_average) {
   Impl& m = *impl_;
   m.require_joined("finish");
@@ -179,34 +214,7 @@ Summary PeerSession::finish(bool awaits_average) {
     refused.add(JsonObject().add("from", from).add("count", count));
     refused_pairs.insert(refused_pairs.end(), {from, static_cast<int>(count)});
   }
-  // Each neighbour's link as this peer's transport saw it (docs/outputs.md).
-  JsonArray links;
-  for (const LinkStatus& l : m.exchange->links()) {
-    JsonObject o;
-    o.add("peer", l.peer).add("formed", l.formed);
-    if (l.formed) o.add("formed_s", l.formed_s);
-    else o.raw("formed_s", "null");
-    // (An elastic run's neighbour that never joined is not waited for: "waiting".)
-    o.add("state", l.up         ? "up"
-                   : l.left     ? "left"
-                   : l.formed   ? "down"
-                   : l.given_up ? "never_formed"
-                                : "waiting");
-    if (!l.up && !l.left) o.add("why", l.why);
-    o.add("path", link_path_name(l.path));  // how it formed last (none: never)
-    if (l.path != LinkPath::kNone) {
-      if (l.dialler >= 0) o.add("dialled_by", l.dialler);
-      if (l.path == LinkPath::kRelayed) {
-        if (l.relay >= 0) o.add("relay", l.relay);
-        else o.raw("relay", "null");
-        o.add("relay_address", l.relay_address);
-      }
-      if (l.rtt_ms >= 0) o.add("rtt_ms", l.rtt_ms);
-      o.add("how", describe_path(l));
-    }
-    links.add(o);
-  }
-  end.extra.add("links", links);
+  end.extra.add("links", links_json(*m.exchange));
   const ReachabilityReport reach = m.exchange->reachability();
   end.extra.add("reachability", JsonObject()
                                     .add("state", reachability_name(reach.state))

@@ -159,7 +159,11 @@ void DashboardState::on_event(int rank, const PeerEvent& e, double now) {
   } else if (const auto* l = std::get_if<LinkEvent>(&e)) {
     const int q = l->neighbour;
     if (q < 0 || q >= setup_.n) return;
-    if (link_absent(l->change))
+    if (l->change == LinkChange::kReachability) p.reachability = l->reason;
+    if (l->change == LinkChange::kPath) p.paths[q] = l->reason;
+    if (l->change == LinkChange::kReachability) {
+      // About the peer itself, not a link.
+    } else if (link_absent(l->change))
       p.links[q] = l->change;
     else
       p.links.erase(q);
@@ -248,6 +252,14 @@ std::optional<LinkChange> DashboardState::link_fact(int a, int b) const {
   return fact;
 }
 
+std::string DashboardState::link_path(int a, int b) const {
+  for (const auto& [from, to] : {std::pair{a, b}, std::pair{b, a}}) {
+    const auto& paths = peers_[static_cast<std::size_t>(from)].paths;
+    if (const auto it = paths.find(to); it != paths.end()) return it->second;
+  }
+  return "";
+}
+
 bool DashboardState::link_up(int a, int b, const std::vector<PeerState>& states) const {
   if (states[a] == PeerState::kDead || states[b] == PeerState::kDead) return false;
   return !link_fact(a, b) && !has(peers_[a].cut, b) && !has(peers_[b].cut, a);
@@ -295,6 +307,7 @@ JsonArray DashboardState::peers_json(const std::vector<PeerState>& states,
     if (component_of[r] >= 0) po.add("component", component_of[r]);
     else po.raw("component", "null");
     po.add("byzantine", byzantine).add("cut", cut).add("round", p.round);
+    po.add("reachability", p.reachability);
     if (p.accuracy >= 0.0) po.add("accuracy", p.accuracy);
     else po.raw("accuracy", "null");
     if (p.loss >= 0.0) po.add("loss", p.loss);
@@ -357,7 +370,8 @@ std::string DashboardState::json(double now) const {
                   .add("weight", e.weight)
                   .add("bytes_per_s", rate(e.a, e.b) + rate(e.b, e.a))
                   .add("up", up)
-                  .add("state", fact ? link_change_name(*fact) : up ? "up" : "down"));
+                  .add("state", fact ? link_change_name(*fact) : up ? "up" : "down")
+                  .add("path", link_path(e.a, e.b)));
   }
   o.add("links", links).add("series", series_json());
   JsonArray events;
