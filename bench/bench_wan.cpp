@@ -45,7 +45,7 @@ namespace {
 
 const char* kHelp =
     "usage: gossip bench wan [--json] [--rounds N] [--peers N] [--netem SPEC]\n"
-    "                        [--congestion NAME] [--repeats R]\n"
+    "                        [--congestion NAME] [--repeats R] [--relay]\n"
     "\n"
     "Needs root and iproute2 (it makes a network namespace per peer, as gossip run --netem).\n"
     "Runs --peers (8) peer processes, each in its own network namespace behind a veth link\n"
@@ -67,6 +67,8 @@ const char* kHelp =
     "same namespaces (Debian's python3-torch; 'reference unavailable' without it, and the\n"
     "ratios null). --json: ratio = onepeer_overlap / gloo, choco_ratio = choco_ring / gloo,\n"
     "allreduce_ratio = allreduce / gloo.\n"
+    "--relay: also dpsgd_ring with ranks 3 and 4 behind two NATs (nftables), so that their\n"
+    "link goes through peer 0 (net.relays: auto), against the direct ring: relay_cost.\n"
     "--congestion NAME: our peers' TCP congestion control (net.congestion: cubic, reno, bbr;\n"
     "default: the system's); the gloo reference always runs with the system's.\n"
     "--repeats R (3): the calibration and every configuration run R times in turn, and each\n"
@@ -386,6 +388,16 @@ double gloo_ratio(const WanFigures& f, const std::string& n) {
 
 double nullable(double v) { return v < 0 ? NAN : v; }
 
+/// dpsgd_ring with one link relayed over dpsgd_ring direct (--relay; NaN without it).
+double relay_cost(const WanFigures& f) {
+  const auto find = [&](const std::string& n) {
+    return std::find_if(f.rows.begin(), f.rows.end(), [&](const WanRow& r) { return r.name == n; });
+  };
+  const auto relayed = find("dpsgd_ring_relayed"), direct = find("dpsgd_ring");
+  if (relayed == f.rows.end() || direct == f.rows.end()) return NAN;
+  return relayed->m.seconds / direct->m.seconds;
+}
+
 void print_wan_json(const WanFigures& f) {
   const auto ratio = [&f](const std::string& n) { return gloo_ratio(f, n); };
   JsonObject o;
@@ -410,6 +422,7 @@ void print_wan_json(const WanFigures& f) {
       .add("ratio", ratio("onepeer_overlap"))
       .add("choco_ratio", ratio("choco_ring"))
       .add("allreduce_ratio", ratio("allreduce"));
+  if (const double cost = relay_cost(f); !std::isnan(cost)) o.add("relay_cost", cost);
   std::printf("%s\n", o.str().c_str());
 }
 
@@ -447,6 +460,10 @@ void print_wan_table(const WanFigures& f) {
               "process used a round; CPU-bound: that times peers / cores, the round time if the "
               "cores were the only limit; sim ms: the simulator with sim.cores, sim.byte_cpu_ns, "
               "sim.message_cpu_us and sim.exchange_cpu as above)\n");
+  if (const double cost = relay_cost(f); !std::isnan(cost))
+    std::printf("relay cost: dpsgd_ring with the link 3-4 relayed through peer 0 (ranks 3 and 4 "
+                "behind NATs of their own) takes %.3fx the direct ring's round (the simulator "
+                "does not model the relay's hop)\n", cost);
 }
 
 /// `gossip bench wan --worker R`: one rank of a configuration, in its namespace.
@@ -511,7 +528,7 @@ int run_wan(int argc, char** argv) {
   Args args(argc, argv,
             {"rounds", "peers", "netem", "worker", "config", "hosts", "port", "tls", "congestion",
              "repeats"},
-            {"json"});
+            {"json", "relay"});
   const std::string congestion = args.get_or("congestion", "");
   if (args.help()) {
     std::printf("%s", kHelp);
@@ -599,6 +616,32 @@ int run_wan(int argc, char** argv) {
   const Measured gloo =
       python ? measure_gloo(*python, network, peers, rounds, repeats, port) : Measured{};
   network.remove();
+  if (args.has("relay")) {
+    // dpsgd_ring again with ranks 3 and 4 behind two NATs of their own: neither can dial the
+    // other, their link goes through peer 0 (the lowest-ranked member that can be dialled), the
+    // rest as before. The simulator does not model the relay's hop: its prediction is the
+    // direct ring's.
+    LinkEmulation natted = links;
+    natted.nats = {{3}, {4}};
+    launcher::EmulatedNetwork nat_network(natted, peers, [] { return g_signal != 0; });
+    std::string nat_hosts;
+    for (int r = 0; r < peers; ++r) nat_hosts += cat(r ? "," : "", nat_network.address(r));
+    std::vector<Measured> relayed;
+    for (int k = 0; k < repeats; ++k) {
+      port += 10;
+      relayed.push_back(run_ranks(peers, [&](int r) {
+        auto argv = nat_network.exec_prefix(r);
+        argv.insert(argv.end(), {self, "bench", "wan", "--worker", std::to_string(r), "--config",
+                                 "dpsgd_ring", "--hosts", nat_hosts, "--port",
+                                 std::to_string(port), "--rounds", std::to_string(rounds),
+                                 "--tls", tls_dir.string(), "--congestion", congestion});
+        return argv;
+      }, "dpsgd_ring with a relayed link"));
+    }
+    nat_network.remove();
+    rows.push_back(WanRow{"dpsgd_ring_relayed", median_by(relayed, &Measured::seconds),
+                          predict("dpsgd_ring", peers, rounds, sim, step_alone)});
+  }
 
   const WanFigures figures{links, peers, rounds, repeats, congestion, sim, step_alone, cores,
                            big, small, rows, gloo, python.has_value()};
