@@ -2868,24 +2868,36 @@ TEST_CASE("gossip run: links that never formed split the run's graph, short run 
   }
 }
 
-TEST_CASE("gossip collect: peers started one by one whose links never formed give the same split",
-          "[peer][links]") {
-  TempDir t;
-  // Ports that refuse: bound, never listening (one per rank some peer is told is there).
-  std::map<int, std::string> nowhere;
-  std::vector<int> sockets;
-  for (int r : {1, 5, 6, 7}) {
-    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+namespace {
+
+/// A port on 127.0.0.1 that refuses connections: bound, never listening (closed with the object).
+struct RefusingPort {
+  int fd = -1;
+  int port = 0;
+  RefusingPort() {
+    fd = socket(AF_INET, SOCK_STREAM, 0);
     REQUIRE(fd >= 0);
-    sockets.push_back(fd);
     sockaddr_in a{};
     a.sin_family = AF_INET;
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     REQUIRE(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
     socklen_t len = sizeof a;
     REQUIRE(getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0);
-    nowhere[r] = gossip::cat("127.0.0.1:", ntohs(a.sin_port));
+    port = ntohs(a.sin_port);
   }
+  ~RefusingPort() { close(fd); }
+};
+
+}  // namespace
+
+TEST_CASE("gossip collect: peers started one by one whose links never formed give the same split",
+          "[peer][links]") {
+  TempDir t;
+  // Ports that refuse (one per rank some peer is told is there).
+  const RefusingPort refusing[4];
+  std::map<int, std::string> nowhere;
+  for (int i = 0; const int r : {1, 5, 6, 7})
+    nowhere[r] = gossip::cat("127.0.0.1:", refusing[i++].port);
   const int base = test_port_base();
   const auto peers_list = [&](const std::set<int>& unreachable) {
     std::string s = "peers:\n";
@@ -2934,7 +2946,6 @@ TEST_CASE("gossip collect: peers started one by one whose links never formed giv
     if (epochs == 1.0)
       CHECK_THAT(summary, Catch::Contains(R"({"peer": 1, "connected": true, "components": []})"));
   }
-  for (int fd : sockets) close(fd);
 }
 
 TEST_CASE("gossip run refuses train.backend: cuda where no device is, before any peer starts",
@@ -3186,23 +3197,6 @@ TEST_CASE("gossip run behind NATs and a firewall: unreachable peers dial out, a 
 
 namespace {
 
-/// A port on 127.0.0.1 that refuses connections: bound, never listening (closed with the object).
-struct RefusingPort {
-  int fd = -1;
-  int port = 0;
-  RefusingPort() {
-    fd = socket(AF_INET, SOCK_STREAM, 0);
-    REQUIRE(fd >= 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    REQUIRE(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-    socklen_t len = sizeof a;
-    REQUIRE(getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0);
-    port = ntohs(a.sin_port);
-  }
-  ~RefusingPort() { close(fd); }
-};
 
 /// Starts `gossip peer CFG --rank R --topology TOPO --out OUT` for each rank in the background,
 /// logs in DIR/logR; waits for all; returns the logs.

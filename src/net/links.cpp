@@ -214,11 +214,7 @@ void Links::sniff(std::shared_ptr<asio::ip::tcp::socket> socket) {
   // hello frame). Peeked, not read: a session's stream starts with it.
   ++sniffing_;
   auto first = std::make_shared<std::array<std::byte, 1>>();
-  auto timer = new_timer(config_.timeouts.handshake);
-  timer->async_wait([socket](std::error_code ec) {
-    std::error_code ignored;
-    if (!ec) socket->close(ignored);  // said nothing: the read below fails
-  });
+  auto timer = close_after(socket, config_.timeouts.handshake).timer;  // said nothing by then
   socket->async_receive(asio::buffer(*first), asio::socket_base::message_peek,
                         [this, socket, first, timer](std::error_code ec, std::size_t n) {
                           --sniffing_;

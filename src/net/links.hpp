@@ -166,6 +166,14 @@ class Links final : public Hub {
   std::shared_ptr<asio::steady_timer> new_timer(std::chrono::milliseconds after);
   std::shared_ptr<asio::steady_timer> new_timer(Clock::time_point at);
   std::shared_ptr<asio::ip::tcp::socket> new_socket();
+  /// A registered timer that closes `socket` after `within`, and whether it did (`late`):
+  /// the pending operation on the socket then fails, and its handler says it timed out.
+  struct Deadline {
+    std::shared_ptr<asio::steady_timer> timer;
+    std::shared_ptr<bool> late;
+  };
+  Deadline close_after(std::shared_ptr<asio::ip::tcp::socket> socket,
+                       std::chrono::milliseconds within);
   void watch(const std::shared_ptr<asio::ip::tcp::socket>& socket);
   bool spliced(const asio::ip::tcp::socket& socket) const;
   void track(const std::shared_ptr<Session>& s);

@@ -66,6 +66,18 @@ std::shared_ptr<asio::ip::tcp::socket> Links::new_socket() {
   return s;
 }
 
+Links::Deadline Links::close_after(std::shared_ptr<asio::ip::tcp::socket> socket,
+                                  std::chrono::milliseconds within) {
+  Deadline d{new_timer(within), std::make_shared<bool>(false)};
+  d.timer->async_wait([socket, late = d.late](std::error_code ec) {
+    std::error_code ignored;
+    if (ec) return;
+    *late = true;
+    socket->close(ignored);
+  });
+  return d;
+}
+
 void Links::watch(const std::shared_ptr<asio::ip::tcp::socket>& socket) {
   std::erase_if(rendezvous_sockets_, [](const auto& w) { return w.expired(); });
   rendezvous_sockets_.push_back(socket);
@@ -118,14 +130,7 @@ void Links::read_rendezvous(
     std::shared_ptr<asio::ip::tcp::socket> socket, std::chrono::milliseconds within,
     std::function<void(std::optional<wire::Rendezvous>, std::string)> then) {
   auto bytes = std::make_shared<std::array<std::byte, wire::kRendezvousBytes>>();
-  auto timer = new_timer(within);
-  auto late = std::make_shared<bool>(false);
-  timer->async_wait([socket, late](std::error_code ec) {
-    std::error_code ignored;
-    if (ec) return;
-    *late = true;
-    socket->close(ignored);
-  });
+  auto [timer, late] = close_after(socket, within);
   asio::async_read(*socket, asio::buffer(*bytes),
                    [this, socket, bytes, timer, late, within,
                     then = std::move(then)](std::error_code ec, std::size_t) {
@@ -186,14 +191,7 @@ void Links::serve_dial_back(std::shared_ptr<asio::ip::tcp::socket> asker,
   const std::string address = config_.addresses[rank];
   auto probe = new_socket();
   const auto within = std::min(config_.timeouts.handshake, kDialBackWithin);
-  auto timer = new_timer(within);
-  auto late = std::make_shared<bool>(false);
-  timer->async_wait([probe, late](std::error_code ec) {
-    std::error_code ignored;
-    if (ec) return;
-    *late = true;
-    probe->close(ignored);
-  });
+  auto [timer, late] = close_after(probe, within);
   const std::uint64_t nonce = ask.nonce;
   auto answer = [this, asker, rank, address](bool ok, const std::string& why) {
     wire::Rendezvous a = rendezvous(wire::RendezvousKind::kDialBackAnswer,
@@ -379,11 +377,7 @@ void Links::check_reachability(Clock::time_point deadline) {
 void Links::ask_dial_back(int helper, Clock::time_point deadline) {
   if (stopping_ || reachability().settled) return;
   auto socket = new_socket();
-  auto timer = new_timer(std::min(config_.timeouts.handshake, kDialBackWithin));
-  timer->async_wait([socket](std::error_code ec) {
-    std::error_code ignored;
-    if (!ec) socket->close(ignored);
-  });
+  auto timer = close_after(socket, std::min(config_.timeouts.handshake, kDialBackWithin)).timer;
   asio::async_connect(
       *socket, endpoints_of(config_.addresses[helper]),
       [this, socket, timer, helper, deadline](std::error_code ec, const asio::ip::tcp::endpoint&) {
@@ -497,11 +491,7 @@ void Links::relay_dial(int peer) {
     relay_dial(peer);
   };
   auto socket = new_socket();
-  auto timer = new_timer(config_.timeouts.handshake);
-  timer->async_wait([socket](std::error_code ec) {
-    std::error_code ignored;
-    if (!ec) socket->close(ignored);
-  });
+  auto timer = close_after(socket, config_.timeouts.handshake).timer;
   const bool named = relay < 0 || !config_.relays_auto;
   asio::async_connect(
       *socket, endpoints_of(address),
