@@ -11,6 +11,7 @@
 // depend on call order or threads.
 #include <algorithm>
 #include <cstring>
+#include <set>
 #include <ctime>
 #include <utility>
 
@@ -20,6 +21,39 @@
 #include "sim/sim_network.hpp"
 
 namespace gossip {
+
+SimConfig simulated_relays(SimConfig sim, const LinkEmulation& e, const Topology& topology) {
+  const int n = topology.n();
+  std::vector<int> nat(static_cast<std::size_t>(n), -1);
+  std::vector<char> unreachable(static_cast<std::size_t>(n), 0);
+  for (std::size_t g = 0; g < e.nats.size(); ++g)
+    for (int r : e.nats[g])
+      if (r < n) nat[r] = static_cast<int>(g), unreachable[r] = 1;
+  for (int r : e.firewalled)
+    if (r < n) unreachable[r] = 1;
+  std::set<std::pair<int, int>> cut;  // unreachable pairs: neither end reaches the other
+  for (const auto& [a, b] : e.unreachable)
+    if (b < n) {
+      cut.insert({a, b});
+      unreachable[a] = unreachable[b] = 1;  // their dial-back checks fail too
+    }
+  int relay = -1;
+  for (int r = 0; r < n && relay < 0; ++r)
+    if (!unreachable[r]) relay = r;
+  if (relay < 0) return sim;
+  std::set<std::pair<int, int>> links;
+  for (int a = 0; a < n; ++a)
+    for (const auto& side : {topology.in_neighbours(a, 0), topology.out_neighbours(a, 0)})
+      for (const Neighbour& nb : side)
+        if (nb.peer != a) links.insert(std::minmax(a, nb.peer));
+  for (const auto& [a, b] : links) {
+    if (relay == a || relay == b) continue;
+    const bool same_nat = nat[a] >= 0 && nat[a] == nat[b];
+    const bool neither = (unreachable[a] && unreachable[b] && !same_nat) || cut.count({a, b});
+    if (neither) sim.relayed.push_back({a, b, relay});
+  }
+  return sim;
+}
 
 SimNetwork::SimNetwork(int peers, std::int64_t num_params, int history, const SimConfig& config,
                        std::uint64_t seed, WireFormat wire)
@@ -42,6 +76,15 @@ SimNetwork::SimNetwork(int peers, std::int64_t num_params, int history, const Si
     straggler_[s] = 1;
   }
   for (auto& ring : store_) ring.resize(history_);
+  forwards_.resize(static_cast<std::size_t>(peers));
+  for (const auto& [a, b, r] : config.relayed) {
+    if (std::min({a, b, r}) < 0 || std::max({a, b, r}) >= peers || a == b || r == a || r == b)
+      throw InputError(cat("sim.relayed: link ", a, "-", b, " through ", r, " is not three "
+                           "distinct peers of 0..", peers - 1));
+    relay_of_[std::minmax(a, b)] = r;
+    forwards_[r].emplace_back(a, b);
+    forwards_[r].emplace_back(b, a);
+  }
   exchanges_.reserve(peers);
   for (int p = 0; p < peers; ++p) exchanges_.push_back(std::make_unique<SimExchange>(*this, p));
 }
@@ -78,12 +121,31 @@ double SimNetwork::wire_seconds(std::uint64_t bytes) const {
   return static_cast<double>(bytes) * 8.0 / (config_.bandwidth_mbps * 1e6);
 }
 
-double SimNetwork::arrival(const Message& message, int receiver) const {
+int SimNetwork::relay_of(int sender, int receiver) const {
+  if (relay_of_.empty()) return -1;
+  const auto it = relay_of_.find(std::minmax(sender, receiver));
+  return it == relay_of_.end() ? -1 : it->second;
+}
+
+double SimNetwork::arrival(const Message& message, int sender, int receiver) const {
   const auto& to = message.to;
   const auto it = std::find(to.begin(), to.end(), receiver);
   // A message collected without being addressed (never done by our algorithms) goes last.
   const auto place = static_cast<double>(it == to.end() ? to.size() + 1 : it - to.begin() + 1);
-  return message.sent_at + place * message.wire + config_.latency_ms / 1000.0;
+  const double latency = config_.latency_ms / 1000.0;
+  const double at = message.sent_at + place * message.wire + latency;
+  const int relay = relay_of(sender, receiver);
+  if (relay < 0) return at;
+  // Through the relay: it reached the relay at `at`; the relay's link sends the messages it
+  // forwards after its own of the round, in a fixed order (its publish made the link busy for
+  // them), each as soon as it is there and the link is free.
+  const auto& carried = forwards_[relay];
+  const auto k = static_cast<double>(
+      std::find(carried.begin(), carried.end(), std::pair{sender, receiver}) - carried.begin());
+  const Message* own = find(relay, message.round);
+  const double free =
+      own ? own->sent_at + static_cast<double>(own->to.size()) * own->wire : at;
+  return std::max(at, free + k * message.wire) + message.wire + latency;
 }
 
 bool SimNetwork::lost(int from, int to, std::int64_t round) const {
@@ -133,7 +195,9 @@ void SimExchange::publish(std::int64_t round, std::span<const float> params, dou
     return (a - rank_ + n) % n < (b - rank_ + n) % n;
   });
   m.wire = network_->wire_seconds();
-  sent_until_ = m.sent_at + static_cast<double>(to.size()) * m.wire;
+  // A relay's link also carries what it forwards of the round (messages of the same size).
+  sent_until_ = m.sent_at + static_cast<double>(to.size() + network_->forwards_[rank_].size()) *
+                                m.wire;
   m.params.resize(params.size());
   std::memcpy(m.params.data(), params.data(), params.size_bytes());
   // What a receiver gets: rounded to the wire format as it leaves, widened back on receipt.
@@ -157,7 +221,8 @@ void SimExchange::publish_packet(std::int64_t round, std::span<const std::byte> 
   });
   const std::uint64_t bytes = packet.size() + kPacketOverheadBytes;
   m.wire = network_->wire_seconds(bytes);
-  sent_until_ = m.sent_at + static_cast<double>(to.size()) * m.wire;
+  sent_until_ = m.sent_at + static_cast<double>(to.size() + network_->forwards_[rank_].size()) *
+                                m.wire;
   m.params.clear();
   m.others.clear();
   m.packet.assign(packet.begin(), packet.end());
@@ -251,7 +316,7 @@ std::vector<Inbox> SimExchange::collect(std::int64_t round, std::span<const int>
     for (std::int64_t r = round; r >= oldest && r >= 0; --r) {
       const auto* m = network_->find(p, r);
       if (m == nullptr || network_->lost(p, rank_, r)) continue;
-      const double arrival = network_->arrival(*m, rank_);
+      const double arrival = network_->arrival(*m, p, rank_);
       if (pick == nullptr && arrival <= start) {
         pick = m;
         pick_arrival = arrival;

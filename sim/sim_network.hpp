@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <map>
 #include <memory>
 #include <optional>
 #include <utility>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "gossip/config.hpp"
+#include "gossip/topology.hpp"
 #include "gossip/exchange.hpp"
 #include "gossip/gossip.hpp"
 
@@ -115,6 +117,12 @@ class SimExchange final : public Exchange {
 /// n peers share c < n cores, every CPU second takes n / c seconds (the cores are shared evenly
 /// while all peers are busy). A collect() never ends before the last one ended plus the CPU
 /// charged since, times n / c: a peer's round is at least its CPU work, however fast its links.
+/// `sim` with `sim.relayed` set as real peers on `emulation`'s links would relay (net.relays:
+/// auto): a link of `topology` between two peers that cannot be dialled (behind a NAT or a
+/// firewall, or an unreachable pair), unless both are behind the same NAT, goes through the
+/// lowest-ranked peer that can be dialled (none: the link stays direct in the model).
+SimConfig simulated_relays(SimConfig sim, const LinkEmulation& emulation, const Topology& topology);
+
 class SimNetwork {
  public:
   /// `history` = how many past rounds each sender keeps (max_staleness + 1 for async runs; 2 for
@@ -201,7 +209,11 @@ class SimNetwork {
   };
   /// When `message` has fully reached `receiver` if the receiver's link is idle:
   /// sent_at + (its place in the sender's queue) * wire_seconds() + latency.
-  double arrival(const Message& message, int receiver) const;
+  double arrival(const Message& message, int sender, int receiver) const;
+  /// The relay of the link sender-receiver (sim.relayed), -1 for a direct link.
+  int relay_of(int sender, int receiver) const;
+  std::map<std::pair<int, int>, int> relay_of_;        // (a < b) -> relay
+  std::vector<std::vector<std::pair<int, int>>> forwards_;  // per relay: (from, to) it carries
   /// The slot for (sender, round): the ring entry, or null when that round is gone or unsent.
   const Message* find(int sender, std::int64_t round) const;
   Message& slot(int sender, std::int64_t round);

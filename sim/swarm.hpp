@@ -50,7 +50,8 @@ class Swarm {
   Swarm(const RunConfig& config, Topology& topology, std::vector<Learner> learners)
       : config_(config), topology_(&topology), learners_(std::move(learners)),
         network_(topology.n(), learners_.front().num_params, history(config.gossip),
-                 config.sim, config.train.seed, config.gossip.wire),
+                 simulated_relays(config.sim, config.net.emulate, topology), config.train.seed,
+                 config.gossip.wire),
         pool_(config.sim.workers) {
     for (int p = 0; p < n(); ++p) {
       SimExchange& ex = network_.exchange(p);

@@ -1480,3 +1480,50 @@ TEST_CASE("compare sweeps membership schedules: each cell's joins and leaves go 
                     Catch::Contains("rank 9 cannot join: the topology's elastic ranks are 0..5"));
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("a relayed link costs the relay's hop: after the relay's own messages, on its link",
+          "[sim][reach]") {
+  // Peers 1 and 2 talk through relay 0 (sim.relayed), which sends its own message to 1 first.
+  SimConfig s;
+  s.latency_ms = 1.0;
+  s.bandwidth_mbps = 8.0;  // 1 MB/s
+  s.relayed = {{1, 2, 0}};
+  const std::int64_t floats = 1000;  // 4040 bytes: w = 4.04 ms on a link
+  const double w = 0.00404, L = 0.001;
+  SimNetwork net(3, floats, 1, s, 1);
+  std::vector<float> buf(floats, 1.0f);
+  const int to0[] = {1}, to1[] = {2}, to2[] = {1};
+  const std::span<const int> tos[] = {to0, to1, to2};
+  for (int p = 0; p < 3; ++p) {
+    net.exchange(p).compute(0.0);
+    net.exchange(p).publish(0, buf, 1.0, tos[p]);
+  }
+  // 1 -> 2: at the relay at w + L; the relay's link is free at w (its own message to 1), and the
+  // first it forwards leaves then: it arrives w + L after it reached the relay.
+  const int from1[] = {1};
+  net.exchange(2).collect(0, from1, CollectOptions{});
+  CHECK(net.exchange(2).now() == Approx(2 * w + 2 * L));
+  // 2 -> 1: second on the relay's link (after 1 -> 2): it leaves at 2w, arrives 3w + L; peer 1
+  // also takes the relay's own message (arrived at w + L) first.
+  const int from2[] = {0, 2};
+  net.exchange(1).collect(0, from2, CollectOptions{});
+  CHECK(net.exchange(1).now() == Approx(3 * w + L));
+  // The relay's own next round leaves after its link carried both forwarded messages.
+  net.exchange(0).compute(0.0);
+  net.exchange(0).publish(1, buf, 1.0, to0);
+  const int from0[] = {0};
+  net.exchange(1).collect(1, from0, CollectOptions{});
+  CHECK(net.exchange(1).now() == Approx(3 * w + w + L));
+  // Which links the NATs of net.emulate make relayed: 3-4 across two NATs through peer 0, the
+  // rest of the ring direct (the same NAT's 1-2, 2-3 included).
+  GeneratorSpec ring;
+  ring.kind = GeneratorKind::kRing;
+  ring.n = 8;
+  const auto relayed = simulated_relays(SimConfig{}, parse_link_emulation(
+      "rate=100mbit,nat=1+2+3/4+5", ""), make_topology(ring)).relayed;
+  REQUIRE(relayed.size() == 1);
+  CHECK(relayed.front() == std::array<int, 3>{3, 4, 0});
+  const auto walled = simulated_relays(SimConfig{}, parse_link_emulation(
+      "rate=100mbit,firewall=6", ""), make_topology(ring)).relayed;
+  CHECK(walled.empty());  // one end can always be dialled
+}

@@ -8,6 +8,7 @@
 #endif
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -412,6 +413,11 @@ struct SimConfig {
   double message_cpu_us = 0.0;      // CPU a message costs its sender, and again its receiver
                                     // (charged twice to a collect that waits: sim_network.hpp)
   bool exchange_cpu = false;        // charge the measured CPU of mixing, compressing, relaying
+  /// Links that go through a relay ({a, b, relay}, a < b): a message between a and b reaches
+  /// the relay as any other, then leaves on the relay's own sending link after the relay's own
+  /// messages of the round, and the relay's link is busy that much longer (docs/sim.md). Set
+  /// from net.emulate's NATs and firewalls by simulate_relays (sim/).
+  std::vector<std::array<int, 3>> relayed;
 };
 
 /// Emulated links (`net.emulate`, `gossip run --netem`): "rate=100mbit[,delay=5ms,jitter=1ms,
@@ -444,8 +450,8 @@ LinkEmulation parse_link_emulation(const std::string& text, const std::string& w
 /// The simulator's model of emulated links: sim.bandwidth_mbps = the rate, and sim.latency_ms =
 /// twice the delay (netem sits on both ends of every peer's link, so a message from one peer to
 /// another is delayed on the sender's end and again on the switch's end towards the receiver).
-/// Jitter and loss are not modelled (TCP resends what netem drops, so no message is lost), nor
-/// are unreachable pairs (every simulated link forms).
+/// Jitter and loss are not modelled (TCP resends what netem drops, so no message is lost); the
+/// relays that unreachable pairs, NATs and firewalls need are (sim/: simulated_relays).
 /// Does nothing when `e` is not enabled.
 void simulate_links(SimConfig& sim, const LinkEmulation& e);
 

@@ -425,7 +425,9 @@ void Links::adopt(int peer, Session& s, const wire::Hello& hello) {
   // round in flight is not lost with the old connection.
   if (auto old = std::exchange(l.session, nullptr); old && !old->closed()) {
     s.inherit(old->take_publishes());
-    old->close("replaced by a new connection from the same peer", CloseKind::kError);
+    log(cat(old->who(), ": replaced by a new connection from the same peer (what it sent on the "
+            "old one is still read)"));
+    old->retire(config_.timeouts.handshake);
   }
   l.session = s.shared_from_this();
   s.attach_shm(map_segment(peer, hello));  // before the link counts as up

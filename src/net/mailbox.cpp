@@ -75,6 +75,13 @@ void Mailboxes::deliver(int peer, Message message) {
   {
     std::lock_guard lk(mu_);
     Box& b = box(peer);
+    // The same round twice: a frame whose write was under way when its connection was replaced
+    // goes out again on the new one, and the old one is read to its end (Session::retire).
+    for (const Message& queued : b.queue)
+      if (queued.round == message.round) {
+        recycle(b, std::move(message));
+        return;
+      }
     if (b.queue.size() >= max_queued_) {
       // Logged at the 1st, 10th, 100th, ... drop from a peer: a peer that was paused comes
       // back to thousands of queued rounds.

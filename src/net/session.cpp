@@ -188,8 +188,27 @@ void Session::send_view(std::shared_ptr<const std::vector<std::byte>> frame) {
   queue_frame(OutFrame{std::move(frame), {}, nullptr});
 }
 
+void Session::retire(std::chrono::milliseconds within) {
+  if (closed_ || retired_) return;
+  retired_ = true;
+  // What is queued here was taken over (publishes) or does not matter any more (control
+  // frames): only the write under way ends here.
+  while (out_.size() > (writing_ ? 1u : 0u)) out_.pop_back();
+  inherited_.clear();
+  retire_within_ = within;
+  if (!writing_) shut_sending();
+}
+
+void Session::shut_sending() {
+  std::error_code ignored;
+  stream_.socket().shutdown(asio::ip::tcp::socket::shutdown_send, ignored);
+  // (No write follows: the write deadline bounds how long the remote may take to shut its side.)
+  arm(write_timer_, retire_within_, "reading a replaced connection to its end");
+}
+
 void Session::queue_frame(OutFrame frame) {
   if (!write_error_.empty()) return;  // the remote takes nothing more (write_failed): drop it
+  if (retired_) return;               // the connection that replaced this one carries it
   out_.push_back(std::move(frame));
   if (!writing_) write_next();
 }
@@ -238,6 +257,7 @@ void Session::on_written(std::error_code ec, std::size_t bytes) {
   writing_ = false;
   f.token.release();  // written (or failed): the send has ended
   if (closed_) return;  // close() already dropped the rest of the queue
+  if (retired_) return shut_sending();
   if (ec) return write_failed(ec);
   if (f.records_after) stream_.records_out();
   if (f.close_after) return close("", final_kind_);
@@ -281,6 +301,8 @@ void Session::read_failed(std::error_code ec, std::size_t got, std::size_t wante
   check_altered(ec);
   if (!write_error_.empty())  // read on after a failed write, to the end of what it sent
     return close(cat("write failed: ", write_error_), CloseKind::kError);
+  if (retired_ && is_eof(ec) && got == 0 && std::strcmp(part, "header") == 0)
+    return close("", CloseKind::kShutdown);  // read to its end: nothing was lost on it
   if (is_eof(ec) && got == 0 && std::strcmp(part, "header") == 0)
     return close(established_ ? "connection closed by the remote"
                               : "connection closed before the handshake finished",

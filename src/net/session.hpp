@@ -107,6 +107,11 @@ class Session : public std::enable_shared_from_this<Session> {
   void say_bye();
   /// Closes now (idempotent); logs `why` unless it is empty; tells the hub.
   void close(const std::string& why, CloseKind kind);
+  /// Replaced by another connection from the same peer (which took its publishes): writes
+  /// nothing more and shuts its sending side once the write under way ends, but reads on, and
+  /// delivers, what the remote sent until it shuts its side too (or `within` passes), so that
+  /// nothing in flight on it is lost. Then closes quietly.
+  void retire(std::chrono::milliseconds within);
 
   /// The publishes this session has not finished writing, taken over by the connection that
   /// replaces it, with their tokens: params frames only, not shared-memory notes.
@@ -208,6 +213,9 @@ class Session : public std::enable_shared_from_this<Session> {
   int relay_ = -1;
   std::string relay_address_;
   bool altered_ = false;
+  bool retired_ = false;  // retire(): nothing more is written; read to the end
+  std::chrono::milliseconds retire_within_{0};
+  void shut_sending();
   /// Notes whether `ec` says the remote's bytes failed authentication (altered_).
   void check_altered(const std::error_code& ec);
   bool established_ = false;
