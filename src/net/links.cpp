@@ -292,13 +292,14 @@ void Links::tune(asio::ip::tcp::socket& socket) {
 
 void Links::retry(int peer, const std::string& why) {
   Link& l = *links_[peer];
-  if (mail_.state(peer) == LinkState::kUp || l.relaying) return;
-  // We cannot be dialled, and we cannot dial it: a relay carries the link (the other end, if it
-  // cannot be dialled either, asks the same relays in the same order).
-  if (reach_.state == Reachability::kUnreachable && !relay_candidates(peer).empty()) {
-    l.dialling = false;
+  if (mail_.state(peer) == LinkState::kUp) return;
+  // We cannot be dialled, and we cannot dial it (yet): ask the relays too (the other end, if it
+  // cannot be dialled either, asks the same relays in the same order), and dial on beside them:
+  // the other end may only have been starting, and be reachable.
+  if (reach_.state == Reachability::kUnreachable && !l.relaying &&
+      !relay_candidates(peer).empty()) {
     l.relaying = true;
-    return relay_dial(peer);
+    relay_dial(peer);
   }
   if (!l.later && Clock::now() + l.backoff > l.give_up) {
     // Gone for the run's purposes; but a restarted peer comes back at the same address, so

@@ -542,7 +542,8 @@ void Links::relay_dial(int peer) {
 void Links::redial_between_relays(int peer) {
   Link& l = *links_[peer];
   l.relaying = false;
-  if (l.connecting) return;  // a dial is on its way: its failure asks the relays again
+  // A dial on its way, or waiting its turn: its failure asks the relays again.
+  if (l.connecting || l.dialling) return;
   l.dialling = true;
   l.dial_timer.expires_after(std::max(l.backoff, kAskAgain));
   l.dial_timer.async_wait([this, peer](std::error_code ec) {
