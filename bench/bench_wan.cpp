@@ -524,6 +524,43 @@ void calibrate_cpu(SimConfig& sim, const Measured& big, const Measured& small) {
 
 }  // namespace
 
+/// dpsgd_ring on `natted`'s links (ranks 3 and 4 behind two NATs of their own: neither can dial
+/// the other, their link goes through peer 0, the lowest-ranked member that can be dialled), R
+/// times; the median run.
+Measured run_relayed(const LinkEmulation& natted, int peers, int rounds, int repeats, int& port,
+                     const std::string& self, const std::string& tls_dir,
+                     const std::string& congestion) {
+  launcher::EmulatedNetwork network(natted, peers, [] { return g_signal != 0; });
+  std::string hosts;
+  for (int r = 0; r < peers; ++r) hosts += cat(r ? "," : "", network.address(r));
+  std::vector<Measured> runs;
+  for (int k = 0; k < repeats; ++k) {
+    port += 10;
+    runs.push_back(run_ranks(peers, [&](int r) {
+      auto argv = network.exec_prefix(r);
+      argv.insert(argv.end(), {self, "bench", "wan", "--worker", std::to_string(r), "--config",
+                               "dpsgd_ring", "--hosts", hosts, "--port", std::to_string(port),
+                               "--rounds", std::to_string(rounds), "--tls", tls_dir,
+                               "--congestion", congestion});
+      return argv;
+    }, "dpsgd_ring with a relayed link"));
+  }
+  network.remove();
+  return median_by(runs, &Measured::seconds);
+}
+
+/// The simulator's model of these links and of this machine's CPU: a step measured alone
+/// (`step_alone`), the peers sharing the cores; byte_cpu_ns comes from the calibration later.
+SimConfig sim_model(const LinkEmulation& links, unsigned cores, double& step_alone) {
+  SimConfig sim;
+  simulate_links(sim, links);
+  MlpStep alone(0);
+  step_alone = best_seconds_per_call([&] { alone(); }, 50, 5);
+  sim.cores = static_cast<int>(cores);
+  sim.exchange_cpu = true;
+  return sim;
+}
+
 int run_wan(int argc, char** argv) {
   Args args(argc, argv,
             {"rounds", "peers", "netem", "worker", "config", "hosts", "port", "tls", "congestion",
@@ -546,16 +583,9 @@ int run_wan(int argc, char** argv) {
     throw InputError("gossip bench wan needs root: it puts each peer in its own network "
                      "namespace and sets tc qdiscs on their links (as gossip run --netem does)");
   const bool json = args.has("json");
-
-  // The simulator's model of these links and of this machine's CPU: a step measured alone, the
-  // peers sharing the cores, and byte_cpu_ns from the transfer calibration below.
-  SimConfig sim;
-  simulate_links(sim, links);
-  MlpStep alone(0);
-  const double step_alone = best_seconds_per_call([&] { alone(); }, 50, 5);
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  sim.cores = static_cast<int>(cores);
-  sim.exchange_cpu = true;
+  double step_alone = 0.0;
+  SimConfig sim = sim_model(links, cores, step_alone);
 
   struct sigaction sa{};
   sa.sa_handler = on_signal;
@@ -617,31 +647,14 @@ int run_wan(int argc, char** argv) {
       python ? measure_gloo(*python, network, peers, rounds, repeats, port) : Measured{};
   network.remove();
   if (args.has("relay")) {
-    // dpsgd_ring again with ranks 3 and 4 behind two NATs of their own: neither can dial the
-    // other, their link goes through peer 0 (the lowest-ranked member that can be dialled), the
-    // rest as before; the simulator charges the relay's hop (sim.relayed).
+    // The simulator charges the relay's hop (sim.relayed, from the NATs).
     LinkEmulation natted = links;
     natted.nats = {{3}, {4}};
-    launcher::EmulatedNetwork nat_network(natted, peers, [] { return g_signal != 0; });
-    std::string nat_hosts;
-    for (int r = 0; r < peers; ++r) nat_hosts += cat(r ? "," : "", nat_network.address(r));
-    std::vector<Measured> relayed;
-    for (int k = 0; k < repeats; ++k) {
-      port += 10;
-      relayed.push_back(run_ranks(peers, [&](int r) {
-        auto argv = nat_network.exec_prefix(r);
-        argv.insert(argv.end(), {self, "bench", "wan", "--worker", std::to_string(r), "--config",
-                                 "dpsgd_ring", "--hosts", nat_hosts, "--port",
-                                 std::to_string(port), "--rounds", std::to_string(rounds),
-                                 "--tls", tls_dir.string(), "--congestion", congestion});
-        return argv;
-      }, "dpsgd_ring with a relayed link"));
-    }
-    nat_network.remove();
-    rows.push_back(WanRow{"dpsgd_ring_relayed", median_by(relayed, &Measured::seconds),
+    const Measured relayed = run_relayed(natted, peers, rounds, repeats, port, self,
+                                         tls_dir.string(), congestion);
+    rows.push_back(WanRow{"dpsgd_ring_relayed", relayed,
                           predict("dpsgd_ring", peers, rounds, sim, step_alone, natted)});
   }
-
   const WanFigures figures{links, peers, rounds, repeats, congestion, sim, step_alone, cores,
                            big, small, rows, gloo, python.has_value()};
   if (json) print_wan_json(figures);
