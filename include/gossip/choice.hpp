@@ -148,4 +148,11 @@ GOSSIP_NAMED_CHOICE(ShardKind, GOSSIP_SHARD_KINDS, shard_kind_table, shard_kind_
 GOSSIP_NAMED_CHOICE(ReachableSetting, GOSSIP_REACHABLE_SETTINGS, reachable_setting_table,
                     reachable_setting_name)
 
+/// net.relays when it is not a list, one row each: X(id, name, summary).
+#define GOSSIP_RELAY_MODES(X)                                                                   \
+  X(kAuto, "auto", "any member that found itself reachable, lowest rank first")                \
+  X(kNone, "none", "no relay: a link neither end can dial never forms")
+
+GOSSIP_NAMED_CHOICE(RelayMode, GOSSIP_RELAY_MODES, relay_mode_table, relay_mode_name)
+
 }  // namespace gossip

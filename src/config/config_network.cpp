@@ -77,7 +77,7 @@ void read_tls(const Reader& r, const Node& v, const std::string& f, NetworkConfi
 void read_relays(const Reader& r, const Node& v, const std::string& f, NetworkConfig& c) {
   c.relays.clear();
   if (v.is_scalar()) {
-    c.relays_auto = r.choice(v, f, {"auto", "none"}) == "auto";
+    c.relays_auto = r.named(v, f, relay_mode_table()) == RelayMode::kAuto;
     return;
   }
   c.relays_auto = false;
