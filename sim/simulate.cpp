@@ -36,7 +36,9 @@ std::unique_ptr<Backend> sim_backend(const RunConfig& config) {
   if (config.train.backend == BackendChoice::kCuda)
     throw InputError("train.backend: the simulator runs virtual peers on the CPU backend "
                      "(use auto or cpu)");
-  return make_cpu_backend(1);
+  auto backend = make_cpu_backend(1);
+  use_conv(*backend, config.train.conv);
+  return backend;
 }
 
 

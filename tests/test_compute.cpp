@@ -694,6 +694,31 @@ TEST_CASE("train.precision: tf32 is a GPU's: the CPU backend refuses it with the
         gossip::Precision::kTf32);
 }
 
+TEST_CASE("train.conv: the CPU backend runs im2col + GEMM and refuses cudnn with the reason",
+          "[compute][conv]") {
+  auto cpu = make_cpu_backend(1);
+  CHECK(cpu->conv_library().empty());
+  CHECK(gossip::conv_name(*cpu) == "im2col");
+  CHECK(cpu->conv_line() == "convolutions: im2col + GEMM");
+  CHECK_NOTHROW(gossip::use_conv(*cpu, gossip::ConvEngine::kAuto));
+  CHECK_NOTHROW(gossip::use_conv(*cpu, gossip::ConvEngine::kIm2col));
+  CHECK_THROWS_WITH(gossip::use_conv(*cpu, gossip::ConvEngine::kCudnn),
+                    Catch::Contains("train.conv: cudnn runs on the CUDA backend with cuDNN 9; the "
+                                    "cpu backend runs im2col + GEMM"));
+  CHECK(gossip::parse_choice(gossip::conv_engine_table(), "im2col", "train.conv") ==
+        gossip::ConvEngine::kIm2col);
+  CHECK_THROWS_WITH(gossip::parse_choice(gossip::conv_engine_table(), "winograd", "train.conv"),
+                    Catch::Contains("auto, cudnn"));
+  // Before any peer would start: the CPU, or a GPU without cuDNN, cannot take cudnn.
+  if (gossip::cuda_device_count() == 0) {
+    CHECK_THAT(gossip::conv_refusal(gossip::BackendChoice::kAuto, gossip::ConvEngine::kCudnn),
+               Catch::Contains("the peers would run on the CPU"));
+    CHECK(gossip::precision_refusal(gossip::BackendChoice::kAuto, gossip::Precision::kBf16)
+              .empty());  // the CPU's GEMM choice answers for the CPU
+  }
+  CHECK(gossip::conv_refusal(gossip::BackendChoice::kCpu, gossip::ConvEngine::kAuto).empty());
+}
+
 namespace {
 
 /// A fresh, empty cache folder for one test.

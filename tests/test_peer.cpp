@@ -3049,6 +3049,30 @@ TEST_CASE("gossip run refuses train.precision: tf32 for peers on the CPU before 
   CHECK_FALSE(fs::exists(t.path / "run" / "peers"));
 }
 
+TEST_CASE("train.conv: cudnn where the peers would run on the CPU is refused before any starts, "
+          "by gossip run, train and sim alike", "[peer]") {
+  if (gossip::cuda_device_count() > 0) {
+    WARN("a CUDA device is present: cudnn may run on it");
+    return;
+  }
+  TempDir t;
+  const auto cfg = write_config(t.path, 4, "dpsgd", 1);
+  replace_once(cfg, "backend: cpu", "backend: auto, conv: cudnn");
+  for (const std::string verb : {"run", "train", "sim"}) {
+    INFO(verb);
+    const Result r = run(bin() + " " + verb + " " + cfg.string() + " --out " +
+                         (t.path / verb).string() + (verb == "run" ? " --no-progress" : ""));
+    INFO(r.output);
+    CHECK(r.code == 2);
+    CHECK_THAT(r.output, Catch::Contains("cudnn runs on the CUDA backend with cuDNN 9"));
+    CHECK_FALSE(fs::exists(t.path / verb / "summary.json"));
+  }
+  const Result r = run(bin() + " run " + cfg.string() + " --out " + (t.path / "run").string() +
+                       " --no-progress");
+  CHECK_THAT(r.output, Catch::Contains("train.conv: cudnn runs on the CUDA backend"));
+  CHECK_FALSE(fs::exists(t.path / "run" / "peers"));
+}
+
 TEST_CASE("net.bind: a peer listens where it is told, not at the address its neighbours dial",
           "[peer][links]") {
   for (const std::string bind : {"0.0.0.0", "127.0.0.2"}) {

@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -81,6 +82,32 @@ class Backend {
                            bool relu, float* y) = 0;
   /// From NCHW to GEMM layout: t[o, n * positions + p] = dy[n, o, p].
   virtual void conv_grad_layout(const float* dy, const ConvGeom& g, int count, float* t) = 0;
+  /// The library that runs whole convolutions (conv_forward, conv_backward), as "cudnn 9.19.0";
+  /// empty where conv2d layers run im2col + GEMM (the CPU; the CUDA backend without cuDNN or
+  /// with train.conv: im2col). Layers ask once, when they are built.
+  virtual std::string conv_library() const { return {}; }
+  /// For the peer's first line: "convolutions: cudnn 9.19.0" or "convolutions: im2col + GEMM
+  /// (why)".
+  virtual std::string conv_line() const { return "convolutions: im2col + GEMM"; }
+  /// train.conv, before any layer is built: "" when it is taken, else why it cannot run here
+  /// (an InputError's text).
+  virtual std::string use_conv(ConvEngine engine) {
+    return engine == ConvEngine::kCudnn
+               ? "train.conv: cudnn runs on the CUDA backend with cuDNN 9; the " + name() +
+                     " backend runs im2col + GEMM (train.conv: auto or im2col)"
+               : std::string();
+  }
+  /// y [rows, oc, oh, ow] = act(conv(x, W) + b), W [oc, c, k, k] (conv_library() only).
+  virtual void conv_forward(const float* /*x*/, const float* /*w*/, const float* /*bias*/,
+                            const ConvGeom& /*g*/, int /*rows*/, bool /*relu*/, float* /*y*/) {
+    throw std::logic_error("conv_forward: this backend has no convolution library");
+  }
+  /// dw, db (overwritten) and dx (when not null) from dy after the activation's backward.
+  virtual void conv_backward(const float* /*x*/, const float* /*w*/, const float* /*dy*/,
+                             const ConvGeom& /*g*/, int /*rows*/, float* /*dw*/, float* /*db*/,
+                             float* /*dx*/) {
+    throw std::logic_error("conv_backward: this backend has no convolution library");
+  }
   /// Pooling of `rows` samples x [rows, c, h, w] -> y [rows, c, oh, ow]; max pooling when `arg`
   /// is not null (it receives each output's arg-max index within its plane), else average.
   virtual void pool_forward(const float* x, const PoolGeom& g, int rows, float* y,
@@ -199,6 +226,12 @@ BackendChoice parse_backend_choice(const std::string& name);
 std::unique_ptr<Backend> make_backend(BackendChoice choice, int threads = 1,
                                       bool log_choice = true);
 
+/// train.conv on `backend`, before any layer is built: InputError saying why when it cannot run
+/// there (cudnn on the CPU, or where cuDNN does not load).
+void use_conv(Backend& backend, ConvEngine engine);
+/// What runs a backend's convolutions, for summaries: "cudnn 9.19.0" or "im2col".
+std::string conv_name(const Backend& backend);
+
 /// The CPU backend directly (tests, references).
 std::unique_ptr<Backend> make_cpu_backend(int threads = 1);
 
@@ -208,6 +241,13 @@ int cuda_device_count();
 /// or in a build without the CUDA backend. What make_backend throws, asked before anything
 /// starts (gossip run).
 std::string backend_refusal(BackendChoice choice);
+/// Why train.conv `engine` cannot run where `choice` puts the peers ("" when it can): cudnn on
+/// the CPU or where cuDNN does not load. Asked before anything starts (gossip run).
+std::string conv_refusal(BackendChoice choice, ConvEngine engine);
+/// Why train.precision cannot run on the GPU `choice` puts the peers on ("" when it can, and
+/// for the CPU, whose GEMM choice refuses what it cannot run): tf32 and bf16 need compute
+/// capability 8.0.
+std::string precision_refusal(BackendChoice choice, Precision precision);
 /// One line on the CUDA backend for `gossip --version`: not built; or built, and whether its
 /// plugin loads (it is loaded here even without a driver, to check it) and what it sees.
 std::string cuda_plugin_check();

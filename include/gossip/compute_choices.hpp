@@ -32,15 +32,26 @@ enum class BackendChoice { GOSSIP_BACKENDS(GOSSIP_CHOICE_ENUM) };
 #define GOSSIP_PRECISIONS(X)                                                                    \
   X(kFp32, "fp32", "fp32 operands and products (strict)")                                       \
   X(kBf16, "bf16",                                                                              \
-    "bf16 products with fp32 accumulation (CPU: oneDNN's matmul, AVX512-BF16 or AMX only)")     \
+    "bf16 products with fp32 accumulation (CUDA: tensor cores, compute capability 8.0 or later; " \
+    "CPU: oneDNN's matmul, AVX512-BF16 or AMX only)")                                            \
   X(kTf32, "tf32",                                                                              \
     "fp32 storage, TF32 tensor-core products (CUDA only; PyTorch's default for convolutions)")
 
 enum class Precision { GOSSIP_PRECISIONS(GOSSIP_CHOICE_ENUM) };
 
+/// train.conv: X(id, name, summary). How conv2d layers (and the convolutions of residual
+/// blocks) run.
+#define GOSSIP_CONV_ENGINES(X)                                                                  \
+  X(kAuto, "auto", "cuDNN where the CUDA backend loads it, else im2col + GEMM")                  \
+  X(kCudnn, "cudnn", "cuDNN's convolutions (the CUDA backend with cuDNN 9; refused elsewhere)")   \
+  X(kIm2col, "im2col", "im2col + the backend's GEMM + col2im (every backend)")
+
+enum class ConvEngine { GOSSIP_CONV_ENGINES(GOSSIP_CHOICE_ENUM) };
+
 #if __cplusplus >= 202002L
 GOSSIP_CHOICE_TABLE(BackendChoice, GOSSIP_BACKENDS, backend_table, backend_choice_name)
 GOSSIP_CHOICE_TABLE(Precision, GOSSIP_PRECISIONS, precision_table, precision_name)
+GOSSIP_CHOICE_TABLE(ConvEngine, GOSSIP_CONV_ENGINES, conv_engine_table, conv_engine_name)
 #endif
 
 }  // namespace gossip

@@ -174,6 +174,8 @@ struct TrainConfig {
   // bf16 computes the matrix products in bf16 with fp32 accumulation and fp32 master weights
   // (oneDNN; CPUs with AVX512-BF16 or AMX only).
   Precision precision = Precision::kFp32;
+  // How conv2d layers run: cuDNN where the CUDA backend loads it (auto), or im2col + GEMM.
+  ConvEngine conv = ConvEngine::kAuto;
   // Also write the run's metrics as TensorBoard event files in OUT/tensorboard/ (a run per
   // peer and one for the average model).
   bool tensorboard = false;

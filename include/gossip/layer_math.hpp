@@ -240,8 +240,24 @@ GOSSIP_HD void group_norm_backward_group(const float* x, const float* dy, const 
   }
 }
 
-// ---- batch norm (one channel at a time: the CPU loops over channels, a kernel's thread takes
-// one) -------------------------------------------------------------------------------------------
+// ---- batch norm (one channel at a time: the CPU loops over channels; a GPU block takes one,
+// sums its passes in parallel and closes them with the same functions) -------------------------------------------------------------------------------------------
+
+/// Closes channel c's statistics from its two passes over its n values (`sum`, then `dev2`, the
+/// sum of squared deviations from sum / n): mean, rstd = 1 / sqrt(var + eps), and the running
+/// mean and unbiased variance moved toward them. The CPU's loop and the GPU's block reduction
+/// both end here.
+GOSSIP_HD void batch_norm_finish_stats(double sum, double dev2, std::int64_t n,
+                                       const BatchNormGeom& g, int c, float* mean, float* rstd,
+                                       float* running_mean, float* running_var) {
+  const double m = sum / static_cast<double>(n);
+  mean[c] = static_cast<float>(m);
+  rstd[c] = static_cast<float>(1.0 / sqrt(dev2 / static_cast<double>(n) +
+                                          static_cast<double>(g.eps)));
+  const double unbiased = n > 1 ? dev2 / static_cast<double>(n - 1) : 0.0;
+  running_mean[c] = static_cast<float>((1.0 - g.momentum) * running_mean[c] + g.momentum * m);
+  running_var[c] = static_cast<float>((1.0 - g.momentum) * running_var[c] + g.momentum * unbiased);
+}
 
 /// Channel c's batch mean and rstd = 1 / sqrt(var + eps) over `rows` samples (two passes, in
 /// double), and its running mean and unbiased variance moved toward them.
@@ -260,11 +276,7 @@ GOSSIP_HD void batch_norm_stats_channel(const float* x, const BatchNormGeom& g, 
     const float* p = x + (static_cast<std::int64_t>(r) * g.c + c) * g.spatial;
     for (int i = 0; i < g.spatial; ++i) v += (p[i] - m) * (p[i] - m);
   }
-  mean[c] = static_cast<float>(m);
-  rstd[c] = static_cast<float>(1.0 / sqrt(v / static_cast<double>(n) + static_cast<double>(g.eps)));
-  const double unbiased = n > 1 ? v / static_cast<double>(n - 1) : 0.0;
-  running_mean[c] = static_cast<float>((1.0 - g.momentum) * running_mean[c] + g.momentum * m);
-  running_var[c] = static_cast<float>((1.0 - g.momentum) * running_var[c] + g.momentum * unbiased);
+  batch_norm_finish_stats(s, v, n, g, c, mean, rstd, running_mean, running_var);
 }
 
 /// y = gamma[c] * (x - mean) * rstd + beta[c] for channel c of `rows` samples.
@@ -281,6 +293,14 @@ GOSSIP_HD void batch_norm_apply_channel(const float* x, const float* gamma, cons
 /// rstd of the running variance (evaluation mode).
 GOSSIP_HD float batch_norm_running_rstd(float running_var, float eps) {
   return static_cast<float>(1.0 / sqrt(static_cast<double>(running_var) + eps));
+}
+
+/// One element of batch norm's input gradient: k = gamma * rstd, mb and mg the channel's mean
+/// dy and mean dy * xhat.
+GOSSIP_HD float batch_norm_dx(float x, float dy, float mean, float rstd, float k, float mb,
+                              float mg) {
+  const float xhat = (x - mean) * rstd;
+  return k * (dy - mb - xhat * mg);
 }
 
 /// Channel c's gradients: dbeta = sum dy, dgamma = sum dy * xhat, and (dx not null)
@@ -304,10 +324,8 @@ GOSSIP_HD void batch_norm_backward_channel(const float* x, const float* dy, cons
   const float k = gamma[c] * rstd;
   for (int r = 0; r < rows; ++r) {
     const std::int64_t off = (static_cast<std::int64_t>(r) * g.c + c) * g.spatial;
-    for (int i = 0; i < g.spatial; ++i) {
-      const float xhat = (x[off + i] - mean) * rstd;
-      dx[off + i] = k * (dy[off + i] - mb - xhat * mg);
-    }
+    for (int i = 0; i < g.spatial; ++i)
+      dx[off + i] = batch_norm_dx(x[off + i], dy[off + i], mean, rstd, k, mb, mg);
   }
 }
 

@@ -26,6 +26,8 @@ namespace {
 struct CudaPlugin {
   int (*device_count)() = nullptr;
   Backend* (*make_backend)() = nullptr;
+  int (*cudnn)(char*, int) = nullptr;   // cuDNN's version or why not; 1 when it loads
+  int (*capability)() = nullptr;        // device 0's compute capability (major * 10 + minor)
   std::string path;
   std::string why;
 };
@@ -62,10 +64,14 @@ CudaPlugin load_plugin(bool need_driver) {
   }
   p.device_count = reinterpret_cast<int (*)()>(dlsym(h, "gossip_cuda_device_count"));
   p.make_backend = reinterpret_cast<Backend* (*)()>(dlsym(h, "gossip_cuda_make_backend"));
-  if (!p.device_count || !p.make_backend) {
+  p.cudnn = reinterpret_cast<int (*)(char*, int)>(dlsym(h, "gossip_cuda_cudnn"));
+  p.capability = reinterpret_cast<int (*)()>(dlsym(h, "gossip_cuda_capability"));
+  if (!p.device_count || !p.make_backend || !p.cudnn || !p.capability) {
     p.why = cat(p.path, " is not a gossip CUDA plugin (entry points missing)");
     p.device_count = nullptr;
     p.make_backend = nullptr;
+    p.cudnn = nullptr;
+    p.capability = nullptr;
   }
   return p;
 }
@@ -106,6 +112,51 @@ std::string backend_refusal(BackendChoice choice) {
              plugin().why.empty() ? std::string() : cat(" (", plugin().why, ")"));
 #else
   return "cuda was asked for, but this build has no CUDA backend (rebuild with -Dcuda=enabled)";
+#endif
+}
+
+void use_conv(Backend& backend, ConvEngine engine) {
+  if (const std::string why = backend.use_conv(engine); !why.empty()) throw InputError(why);
+}
+
+std::string conv_name(const Backend& backend) {
+  const std::string library = backend.conv_library();
+  return library.empty() ? "im2col" : library;
+}
+
+namespace {
+
+/// True when `choice` resolves to the CUDA backend here.
+bool on_device(BackendChoice choice) {
+  return choice != BackendChoice::kCpu && cuda_device_count() > 0;
+}
+
+}  // namespace
+
+std::string conv_refusal(BackendChoice choice, ConvEngine engine) {
+  if (engine != ConvEngine::kCudnn) return {};
+  if (!on_device(choice))
+    return "cudnn runs on the CUDA backend with cuDNN 9, and the peers would run on the CPU "
+           "(train.conv: auto or im2col)";
+#if GOSSIP_HAVE_CUDA
+  char why[512] = {0};
+  if (plugin().cudnn(why, sizeof why) == 1) return {};
+  return cat("cudnn, but ", why, " (put libcudnn.so.9 on the library path or name it in "
+             "GOSSIP_CUDNN; or train.conv: auto or im2col)");
+#else
+  return {};
+#endif
+}
+
+std::string precision_refusal(BackendChoice choice, Precision precision) {
+  if (precision == Precision::kFp32 || !on_device(choice)) return {};
+#if GOSSIP_HAVE_CUDA
+  const int cc = plugin().capability();
+  if (cc >= 80) return {};
+  return cat(precision_name(precision), " needs tensor cores of compute capability 8.0 or later; "
+             "this GPU has ", cc / 10, ".", cc % 10, " (precision: fp32)");
+#else
+  return {};
 #endif
 }
 

@@ -197,9 +197,10 @@ namespace {
 
 /// train.precision: bf16, where it can run.
 GemmChoice choose_bf16(Backend& backend, const GemmRequest& r) {
-  if (!backend.host_memory())
-    throw InputError(cat("train.precision: bf16 is for the CPU backend; the ", backend.name(),
-                         " backend computes in fp32 (train.backend: cpu, or precision: fp32)"));
+  if (!backend.host_memory()) {  // a GPU's tensor cores (use_gemm refuses where it has none)
+    backend.use_gemm("cublas_bf16");
+    return {"cublas_bf16", "train.precision"};
+  }
   if (r.requested != "auto" && r.requested != "onednn")
     throw InputError(cat("train.precision: bf16 runs oneDNN's bf16 matmul, not ", r.requested_by,
                          " ", r.requested, " (leave it auto, or set onednn)"));

@@ -198,6 +198,7 @@ void read_train(const Reader& r, const Node& n, TrainConfig& t) {
       {"threads", [&](auto& v, auto& f) { t.threads = r.integer_in(v, f, 1, kMaxThreads); }},
       {"gemm", [&](auto& v, auto& f) { t.gemm = r.choice(v, f, {"auto", "openblas", "onednn"}); }},
       {"precision", [&](auto& v, auto& f) { t.precision = r.named(v, f, precision_table()); }},
+      {"conv", [&](auto& v, auto& f) { t.conv = r.named(v, f, conv_engine_table()); }},
       {"tensorboard", [&](auto& v, auto& f) { t.tensorboard = r.boolean(v, f); }},
       {"evals_per_epoch", [&](auto& v, auto& f) { t.evals_per_epoch = r.positive_int(v, f, false); }},
       {"eval_batch", [&](auto& v, auto& f) { t.eval_batch = r.positive_int(v, f, false); }},

@@ -371,6 +371,11 @@ void check_backend(const RunConfig& config) {
     throw InputError(cat(config.where("train.backend"), ": ", why,
                          "; no peer was started (train.backend: auto uses a GPU where there is "
                          "one, the CPU elsewhere)"));
+  if (const std::string why = conv_refusal(config.train.backend, config.train.conv); !why.empty())
+    throw InputError(cat(config.where("train.conv"), ": ", why, "; no peer was started"));
+  if (const std::string why = precision_refusal(config.train.backend, config.train.precision);
+      !why.empty())
+    throw InputError(cat(config.where("train.precision"), ": ", why, "; no peer was started"));
 }
 
 void Network::handle_event(int r, const PeerEvent& e) {

@@ -5,6 +5,8 @@
 //   backward: dy *= [y > 0], t = dy in GEMM layout, dW (+)= t col^T, db (+)= rowsum(t),
 //             dcol = W^T t, dx = col2im(dcol)
 // When a training batch fits one chunk, backward reuses the forward's im2col matrix.
+// Where the backend has a convolution library (cuDNN: Backend::conv_library), the whole batch
+// goes to it instead, and the layer keeps no workspace of its own.
 #include <algorithm>
 
 #include "gossip/core.hpp"
@@ -18,7 +20,12 @@ constexpr std::int64_t kColBudget = 4 << 20;
 
 class Conv2d final : public Layer {
  public:
-  Conv2d(Backend& b, const ConvGeom& g, bool relu, int max_batch) : g_(g), relu_(relu) {
+  Conv2d(Backend& b, const ConvGeom& g, bool relu, int max_batch)
+      : g_(g), relu_(relu), native_(!b.conv_library().empty()) {
+    if (native_) {
+      chunk_ = std::max(1, max_batch);  // one call per batch (gemms() lists its products so)
+      return;
+    }
     const std::int64_t per_sample = static_cast<std::int64_t>(g.patch()) * g.positions();
     chunk_ = static_cast<int>(std::clamp<std::int64_t>(kColBudget / per_sample, 1, max_batch));
     col_ = DeviceArray<float>(b, static_cast<std::size_t>(per_sample) * chunk_);
@@ -33,6 +40,10 @@ class Conv2d final : public Layer {
 
   void forward(LayerContext& c, const float* x, float* y, int rows) override {
     const float* w = c.params + offset_;
+    if (native_) {
+      c.backend.conv_forward(x, w, w + weight_count(), g_, rows, relu_, y);
+      return;
+    }
     for (int n0 = 0; n0 < rows; n0 += chunk_) {
       const int count = std::min(chunk_, rows - n0);
       c.backend.im2col(x + n0 * in_size(), g_, count, col_.data());
@@ -48,6 +59,11 @@ class Conv2d final : public Layer {
     if (relu_) c.backend.relu_backward(dy, y, rows * out_size());
     const float* w = c.params + offset_;
     float* dw = c.grads + offset_;
+    if (native_) {
+      c.backend.conv_backward(x, w, dy, g_, rows, dw, dw + weight_count(),
+                              need_dx ? spare : nullptr);
+      return need_dx ? spare : nullptr;
+    }
     for (int n0 = 0; n0 < rows; n0 += chunk_) {
       const int count = std::min(chunk_, rows - n0);
       c.backend.conv_grad_layout(dy + n0 * out_size(), g_, count, t_.data());
@@ -79,6 +95,7 @@ class Conv2d final : public Layer {
 
   ConvGeom g_;
   bool relu_;
+  bool native_;  // the backend's convolution library runs the layer
   int chunk_ = 1;
   DeviceArray<float> col_;
   DeviceArray<float> t_;

@@ -82,6 +82,7 @@ void PeerSession::join_model() {
   const int n = m.topology.n();
   m.backend = make_backend(m.config.train.backend, m.config.train.threads,
                            false);
+  use_conv(*m.backend, m.config.train.conv);
   m.data = load_datasets(m.config);
   m.shards = shard_for(m.config, m.data.train, n);
   const auto& mine = m.shards[static_cast<std::size_t>(m.opt.rank)];

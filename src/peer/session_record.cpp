@@ -185,6 +185,7 @@ Summary PeerSession::finish(bool awaits_average) {
              .params_sha256 = {sha256_hex(final_params)}, .gemm = m.gemm.name,
              .epochs = NAN, .average_missing = {}, .extra = {}};
   end.extra.add("peer", m.opt.rank).add("missing_messages", m.algorithm->missing_messages());
+  if (m.backend) end.extra.add("conv", conv_name(*m.backend));
   // The shard's size: known for the own model, and for a caller that asked for its shard; a
   // caller that trains on data of its own has none.
   if (m.shards.empty())

@@ -41,6 +41,7 @@ class Rate {
 
 Summary train_single(const RunConfig& config, const std::string& out_dir) {
   auto backend = make_backend(config.train.backend, config.train.threads);
+  use_conv(*backend, config.train.conv);
   const auto t0 = Clock::now();
   DataSets data = load_datasets(config);
   std::vector<std::int64_t> all(data.train.n);
@@ -97,6 +98,7 @@ Summary train_single(const RunConfig& config, const std::string& out_dir) {
              .epochs = NAN, .average_missing = {}, .extra = {}};
   end.extra.add("test_loss", last.loss).add("steps", trainer.steps()).add("backend",
                                                                           backend->name());
+  end.extra.add("conv", conv_name(*backend));
   Summary summary = record.finish(std::move(end));
   std::printf("done: test_accuracy %.4f after %.2f epochs in %.1f s; wrote %s/summary.json\n",
               summary.last.test_accuracy, summary.last.epoch, summary.end.wall_seconds,

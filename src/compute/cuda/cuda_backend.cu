@@ -16,6 +16,7 @@
 
 #include "src/compute/cuda/cuda_backend.hpp"
 #include "src/compute/cuda/compress_kernels.cuh"
+#include "src/compute/cuda/cudnn_conv.cuh"
 #include "src/compute/cuda/launch.cuh"
 #include "src/compute/cuda/layer_kernels.cuh"
 #include "src/compute/cuda/robust_kernels.cuh"
@@ -119,8 +120,17 @@ class CudaBackend final : public Backend {
     cudaDeviceProp prop{};
     GOSSIP_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
     device_name_ = prop.name;
+    capability_ = prop.major * 10 + prop.minor;
+    if (!cudnn_version(&cudnn_why_).empty()) {
+      try {
+        conv_ = std::make_unique<CudnnConv>(stream_);
+      } catch (const RuntimeError& e) {
+        cudnn_why_ = e.what();  // loaded, but no handle: the layers run im2col + GEMM
+      }
+    }
   }
   ~CudaBackend() override {
+    conv_.reset();
     cudaFree(scratch_loss_);
     cudaFree(scratch_correct_);
     cudaFree(scratch_partial_);
@@ -129,7 +139,9 @@ class CudaBackend final : public Backend {
   }
 
   std::string name() const override { return "cuda"; }
-  std::string describe() const override { return cat("cuda (", device_name_, ", cuBLAS)"); }
+  std::string describe() const override {
+    return cat("cuda (", device_name_, ", cuBLAS, ", conv_line(), ")");
+  }
   bool host_memory() const override { return false; }
 
   void* allocate(std::size_t bytes) override {
@@ -150,21 +162,68 @@ class CudaBackend final : public Backend {
 
   void gemm(const RowMajorGemm& g, const float* a, const float* b, float* c) override {
     const ColumnMajorGemm cm = to_column_major(g);
-    GOSSIP_CUBLAS_CHECK(cublasSgemm(blas_, cm.trans_first ? CUBLAS_OP_T : CUBLAS_OP_N,
-                                    cm.trans_second ? CUBLAS_OP_T : CUBLAS_OP_N, cm.m, cm.n,
-                                    cm.k, &cm.alpha, b, cm.ld_first, a, cm.ld_second, &cm.beta,
-                                    c, cm.ldc));
+    const cublasOperation_t ta = cm.trans_first ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const cublasOperation_t tb = cm.trans_second ? CUBLAS_OP_T : CUBLAS_OP_N;
+    if (math_ == MathMode::kBf16) {
+      // fp32 operands and result, bf16 tensor-core products, fp32 accumulation.
+      GOSSIP_CUBLAS_CHECK(cublasGemmEx(blas_, ta, tb, cm.m, cm.n, cm.k, &cm.alpha, b, CUDA_R_32F,
+                                       cm.ld_first, a, CUDA_R_32F, cm.ld_second, &cm.beta, c,
+                                       CUDA_R_32F, cm.ldc, CUBLAS_COMPUTE_32F_FAST_16BF,
+                                       CUBLAS_GEMM_DEFAULT));
+      return;
+    }
+    GOSSIP_CUBLAS_CHECK(cublasSgemm(blas_, ta, tb, cm.m, cm.n, cm.k, &cm.alpha, b, cm.ld_first, a,
+                                    cm.ld_second, &cm.beta, c, cm.ldc));
   }
-  std::string gemm_name() const override { return tf32_ ? "cublas_tf32" : "cublas"; }
-  /// "cublas": strict fp32 products; "cublas_tf32": TF32 tensor-core products, fp32 storage
-  /// and accumulation (train.precision: tf32).
+  std::string gemm_name() const override {
+    return math_ == MathMode::kTf32 ? "cublas_tf32"
+           : math_ == MathMode::kBf16 ? "cublas_bf16"
+                                      : "cublas";
+  }
+  /// "cublas": strict fp32 products (cuDNN: FMA math only); "cublas_tf32": TF32 tensor-core
+  /// products, fp32 storage and accumulation (train.precision: tf32); "cublas_bf16": bf16
+  /// products, fp32 accumulation and storage (train.precision: bf16; cuDNN's convolutions take
+  /// bf16 copies of their operands). Tensor-core precisions need compute capability 8.0.
   void use_gemm(const std::string& name) override {
-    if (name != "cublas" && name != "cublas_tf32")
-      throw InputError(cat("the CUDA backend's GEMM is cublas (or cublas_tf32 for train.precision: "
-                           "tf32), not '", name, "'"));
-    tf32_ = name == "cublas_tf32";
-    GOSSIP_CUBLAS_CHECK(cublasSetMathMode(blas_, tf32_ ? CUBLAS_TF32_TENSOR_OP_MATH
-                                                       : CUBLAS_DEFAULT_MATH));
+    MathMode m = MathMode::kStrict;
+    if (name == "cublas_tf32") m = MathMode::kTf32;
+    else if (name == "cublas_bf16") m = MathMode::kBf16;
+    else if (name != "cublas")
+      throw InputError(cat("the CUDA backend's GEMM is cublas (cublas_tf32, cublas_bf16 for "
+                           "train.precision tf32, bf16), not '", name, "'"));
+    if (m != MathMode::kStrict && capability_ < 80)
+      throw InputError(cat("train.precision: ", m == MathMode::kTf32 ? "tf32" : "bf16",
+                           " needs tensor cores of compute capability 8.0 or later; ",
+                           device_name_, " has ", capability_ / 10, ".", capability_ % 10,
+                           " (precision: fp32)"));
+    math_ = m;
+    GOSSIP_CUBLAS_CHECK(cublasSetMathMode(blas_, m == MathMode::kTf32 ? CUBLAS_TF32_TENSOR_OP_MATH
+                                                                      : CUBLAS_DEFAULT_MATH));
+  }
+
+  std::string conv_library() const override {
+    return conv_ && use_cudnn_ ? cat("cudnn ", cudnn_version()) : std::string();
+  }
+  std::string conv_line() const override {
+    if (!conv_library().empty()) return cat("convolutions: ", conv_library());
+    return cat("convolutions: im2col + GEMM (",
+               conv_ ? "train.conv: im2col" : cudnn_why_, ")");
+  }
+  std::string use_conv(ConvEngine engine) override {
+    if (engine == ConvEngine::kCudnn && !conv_)
+      return cat("train.conv: cudnn, but ", cudnn_why_,
+                 " (put libcudnn.so.9 on the library path or name it in GOSSIP_CUDNN; or "
+                 "train.conv: auto or im2col)");
+    use_cudnn_ = engine != ConvEngine::kIm2col;
+    return {};
+  }
+  void conv_forward(const float* x, const float* w, const float* bias, const ConvGeom& g,
+                    int rows, bool relu, float* y) override {
+    conv_->forward(x, w, bias, g, rows, relu, math_, y);
+  }
+  void conv_backward(const float* x, const float* w, const float* dy, const ConvGeom& g, int rows,
+                     float* dw, float* db, float* dx) override {
+    conv_->backward(x, w, dy, g, rows, math_, dw, db, dx);
   }
 
   void bias_act(float* y, const float* bias, int rows, int cols, bool relu) override {
@@ -331,8 +390,12 @@ class CudaBackend final : public Backend {
 
   cudaStream_t stream_ = nullptr;
   cublasHandle_t blas_ = nullptr;
-  bool tf32_ = false;  // use_gemm("cublas_tf32")
+  MathMode math_ = MathMode::kStrict;  // use_gemm
   std::string device_name_;
+  int capability_ = 0;                // compute capability, major * 10 + minor
+  std::unique_ptr<CudnnConv> conv_;   // null when cuDNN does not load (cudnn_why_ says why)
+  std::string cudnn_why_;
+  bool use_cudnn_ = true;             // train.conv
   float* scratch_loss_ = nullptr;
   int* scratch_correct_ = nullptr;
   int scratch_rows_ = 0;
@@ -359,6 +422,21 @@ std::unique_ptr<Backend> make_backend() {
 
 // The plugin's entry points, looked up by name (dlsym) from compute/backend.cpp.
 extern "C" int gossip_cuda_device_count() { return gossip::cuda::device_count(); }
+/// cuDNN's version ("9.19.0") into `out` (at most `size` bytes, NUL-terminated), or why it does
+/// not load; returns 1 when it loads.
+extern "C" int gossip_cuda_cudnn(char* out, int size) {
+  std::string why;
+  const std::string v = gossip::cuda::cudnn_version(&why);
+  std::snprintf(out, static_cast<std::size_t>(size), "%s", v.empty() ? why.c_str() : v.c_str());
+  return v.empty() ? 0 : 1;
+}
+/// Device 0's compute capability as major * 10 + minor (0 without a device).
+extern "C" int gossip_cuda_capability() {
+  cudaDeviceProp prop{};
+  if (gossip::cuda::device_count() <= 0 || cudaGetDeviceProperties(&prop, 0) != cudaSuccess)
+    return 0;
+  return prop.major * 10 + prop.minor;
+}
 extern "C" gossip::Backend* gossip_cuda_make_backend() {
   return gossip::cuda::make_backend().release();
 }

@@ -134,30 +134,107 @@ __global__ void group_norm_backward_kernel(const float* x, const float* dy, cons
 
 // Batch norm: one thread per channel, as the CPU's loop takes one channel at a time (the same
 // functions of gossip/layer_math.hpp, so the same sums in the same order).
+// Batch norm: one block per channel. Each thread sums a strided share of the channel's
+// rows * spatial values in double; the block adds the shares in a fixed tree (the result does
+// not depend on scheduling), thread 0 closes the statistics with the CPU's functions.
+constexpr int kChannelThreads = 512;
+
+/// The block's sum of v (every thread passes its share; all threads get the total).
+__device__ double block_sum(double v, double* shared) {
+  shared[threadIdx.x] = v;
+  __syncthreads();
+  for (int half = blockDim.x / 2; half > 0; half /= 2) {
+    if (threadIdx.x < half) shared[threadIdx.x] += shared[threadIdx.x + half];
+    __syncthreads();
+  }
+  const double total = shared[0];
+  __syncthreads();
+  return total;
+}
+
+/// Offset of the j-th value of channel c (j in [0, rows * spatial)) in an NCHW tensor.
+__device__ I64 channel_at(const BatchNormGeom& g, int c, I64 j) {
+  return (j / g.spatial * g.c + c) * g.spatial + j % g.spatial;
+}
+
 __global__ void batch_norm_forward_kernel(const float* x, const float* gamma, const float* beta,
                                           BatchNormGeom g, int rows, bool training, float* y,
                                           float* mean, float* rstd, float* running_mean,
                                           float* running_var) {
-  GOSSIP_GRID_STRIDE(c, g.c) {
-    const int ch = static_cast<int>(c);
-    if (training) {
-      math::batch_norm_stats_channel(x, g, rows, ch, mean, rstd, running_mean, running_var);
-      math::batch_norm_apply_channel(x, gamma, beta, g, rows, ch, mean[ch], rstd[ch], y);
-    } else {
-      math::batch_norm_apply_channel(x, gamma, beta, g, rows, ch, running_mean[ch],
-                                     math::batch_norm_running_rstd(running_var[ch], g.eps), y);
+  __shared__ double shared[kChannelThreads];
+  const int c = blockIdx.x;
+  const I64 n = static_cast<I64>(rows) * g.spatial;
+  float m, r;
+  if (training) {
+    double s = 0.0;
+    for (I64 j = threadIdx.x; j < n; j += blockDim.x) s += x[channel_at(g, c, j)];
+    s = block_sum(s, shared);
+    const double mu = s / static_cast<double>(n);
+    double v = 0.0;
+    for (I64 j = threadIdx.x; j < n; j += blockDim.x) {
+      const double d = x[channel_at(g, c, j)] - mu;
+      v += d * d;
     }
+    v = block_sum(v, shared);
+    if (threadIdx.x == 0)
+      math::batch_norm_finish_stats(s, v, n, g, c, mean, rstd, running_mean, running_var);
+    __syncthreads();
+    m = mean[c];
+    r = rstd[c];
+  } else {
+    m = running_mean[c];
+    r = math::batch_norm_running_rstd(running_var[c], g.eps);
+  }
+  const float scale = gamma[c] * r, shift = beta[c] - m * scale;
+  for (I64 j = threadIdx.x; j < n; j += blockDim.x) {
+    const I64 at = channel_at(g, c, j);
+    y[at] = x[at] * scale + shift;
   }
 }
 
 __global__ void batch_norm_backward_kernel(const float* x, const float* dy, const float* gamma,
                                            const float* mean, const float* rstd, BatchNormGeom g,
                                            int rows, float* dx, float* dgamma, float* dbeta) {
-  GOSSIP_GRID_STRIDE(c, g.c) {
-    const int ch = static_cast<int>(c);
-    math::batch_norm_backward_channel(x, dy, gamma, g, rows, ch, mean[ch], rstd[ch], dx, dgamma,
-                                      dbeta);
+  __shared__ double shared[kChannelThreads];
+  const int c = blockIdx.x;
+  const I64 n = static_cast<I64>(rows) * g.spatial;
+  const float m = mean[c], r = rstd[c];
+  double sb = 0.0, sg = 0.0;
+  for (I64 j = threadIdx.x; j < n; j += blockDim.x) {
+    const I64 at = channel_at(g, c, j);
+    sb += dy[at];
+    sg += dy[at] * ((x[at] - m) * r);
   }
+  sb = block_sum(sb, shared);
+  sg = block_sum(sg, shared);
+  if (threadIdx.x == 0) {
+    dgamma[c] = static_cast<float>(sg);
+    dbeta[c] = static_cast<float>(sb);
+  }
+  if (dx == nullptr) return;
+  const float mb = static_cast<float>(sb / static_cast<double>(n));
+  const float mg = static_cast<float>(sg / static_cast<double>(n));
+  const float k = gamma[c] * r;
+  for (I64 j = threadIdx.x; j < n; j += blockDim.x) {
+    const I64 at = channel_at(g, c, j);
+    dx[at] = math::batch_norm_dx(x[at], dy[at], m, r, k, mb, mg);
+  }
+}
+
+/// out[c] (+)= the sum of channel c of an NCHW tensor [rows, channels, spatial]: a convolution's
+/// bias gradient. One block per channel, summed in a fixed tree.
+__global__ void channel_sums_kernel(const float* dy, int rows, int channels, int spatial,
+                                    bool accumulate, float* out) {
+  __shared__ double shared[kChannelThreads];
+  BatchNormGeom g;
+  g.c = channels;
+  g.spatial = spatial;
+  const int c = blockIdx.x;
+  const I64 n = static_cast<I64>(rows) * spatial;
+  double s = 0.0;
+  for (I64 j = threadIdx.x; j < n; j += blockDim.x) s += dy[channel_at(g, c, j)];
+  s = block_sum(s, shared);
+  if (threadIdx.x == 0) out[c] = static_cast<float>(accumulate ? out[c] + s : s);
 }
 
 __global__ void dropout_kernel(const float* x, float* y, I64 n, float p, std::uint64_t key) {
@@ -244,7 +321,7 @@ void launch_batch_norm_forward(cudaStream_t s, const float* x, const float* gamm
                                const float* beta, const BatchNormGeom& g, int rows, bool training,
                                float* y, float* mean, float* rstd, float* running_mean,
                                float* running_var) {
-  batch_norm_forward_kernel<<<grid_for(g.c), kThreads, 0, s>>>(
+  batch_norm_forward_kernel<<<g.c, kChannelThreads, 0, s>>>(
       x, gamma, beta, g, rows, training, y, mean, rstd, running_mean, running_var);
   check_launch("batch_norm_forward");
 }
@@ -253,9 +330,16 @@ void launch_batch_norm_backward(cudaStream_t s, const float* x, const float* dy,
                                 const float* gamma, const float* mean, const float* rstd,
                                 const BatchNormGeom& g, int rows, float* dx, float* dgamma,
                                 float* dbeta) {
-  batch_norm_backward_kernel<<<grid_for(g.c), kThreads, 0, s>>>(x, dy, gamma, mean, rstd, g, rows,
-                                                                dx, dgamma, dbeta);
+  batch_norm_backward_kernel<<<g.c, kChannelThreads, 0, s>>>(x, dy, gamma, mean, rstd, g, rows,
+                                                             dx, dgamma, dbeta);
   check_launch("batch_norm_backward");
+}
+
+void launch_channel_sums(cudaStream_t s, const float* dy, int rows, int channels, int spatial,
+                         bool accumulate, float* out) {
+  channel_sums_kernel<<<channels, kChannelThreads, 0, s>>>(dy, rows, channels, spatial, accumulate,
+                                                           out);
+  check_launch("channel_sums");
 }
 
 void launch_dropout(cudaStream_t s, const float* x, float* y, std::int64_t n, float p,

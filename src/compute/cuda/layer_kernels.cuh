@@ -42,6 +42,9 @@ void launch_batch_norm_backward(cudaStream_t s, const float* x, const float* dy,
                                 const float* gamma, const float* mean, const float* rstd,
                                 const BatchNormGeom& g, int rows, float* dx, float* dgamma,
                                 float* dbeta);
+/// out[c] (+)= sum over rows and spatial of channel c of an NCHW [rows, channels, spatial] tensor.
+void launch_channel_sums(cudaStream_t s, const float* dy, int rows, int channels, int spatial,
+                         bool accumulate, float* out);
 void launch_dropout(cudaStream_t s, const float* x, float* y, std::int64_t n, float p,
                     std::uint64_t key);
 
