@@ -30,6 +30,8 @@ namespace {
 const char* kHelp =
     "usage: gossip bench step [--json] [--steps N] [--layers 784-256-128-10 | --model FILE]\n"
     "                         [--backend cpu|cuda] [--gemm auto|openblas|onednn|blis]\n"
+    "                         [--precision fp32|tf32|bf16] [--conv auto|cudnn|im2col]\n"
+    "                         [--batch N]\n"
     "\n"
     "Time per training step (forward, backward, SGD with momentum) on one CPU thread at batch 32\n"
     "and 256, of the MLP given by --layers or of the model of a run config (--model FILE, any\n"
@@ -47,7 +49,11 @@ const char* kHelp =
     "\n"
     "--backend cuda: the same on the GPU (the CUDA backend, waiting for the device after each\n"
     "step); the GEMM reference is cuBLAS through the descriptor the layers use, and the PyTorch\n"
-    "reference runs on the GPU when its torch has CUDA (else it is left out). Needs a device.\n";
+    "reference runs on the GPU when its torch has CUDA (else it is left out). Needs a device.\n"
+    "--precision (train.precision) and --conv (train.conv) set how ours runs; PyTorch's\n"
+    "reference runs at the same precision: fp32 with TF32 off for convolutions and matrix\n"
+    "products, tf32 with it on for both, bf16 under torch.autocast(dtype=bfloat16).\n"
+    "--batch N: that batch alone instead of 32 and 256.\n";
 
 struct StepFigures {
   int batch = 0;
@@ -58,6 +64,7 @@ struct StepFigures {
   int torch_threads = 0;       // the reference's torch.get_num_threads()
   int torch_blas_threads = 0;  // and its OpenBLAS's openblas_get_num_threads()
   GemmChoice gemm;                     // what our step ran
+  std::string conv;                    // and what ran its convolutions
   double bf16 = 0.0;        // seconds per step with train.precision: bf16 (0: not run)
   std::string bf16_refusal;  // why not, on this CPU or backend
   std::vector<GemmTiming> candidates;  // every GEMM's bare rate at the step's shapes
@@ -157,18 +164,26 @@ double backend_mlp_gemm_seconds(Backend& backend, const std::vector<int>& layers
   return seconds;
 }
 
+/// How our step runs (--precision, --conv); the reference runs at the same precision.
+struct StepMode {
+  Precision precision = Precision::kFp32;
+  ConvEngine conv = ConvEngine::kAuto;
+};
+
 StepFigures measure(const Subject& subject, int batch, int steps,
                     const std::optional<std::string>& python, BackendChoice choice,
-                    const std::string& gemm) {
+                    const std::string& gemm, const StepMode& mode) {
   StepFigures r;
   r.batch = batch;
   const bool cuda = choice == BackendChoice::kCuda;
   auto backend = cuda ? make_backend(choice, 1, false) : make_cpu_backend(1);
+  use_conv(*backend, mode.conv);
+  r.conv = conv_name(*backend);
   Model model(*backend, subject.model, batch);
   model.init(1, 0);
   r.flops = gemm_flops(model, batch);
   const std::vector<RowMajorGemm> shapes = model.gemm_shapes(batch);
-  GemmRequest request = gemm_request(gemm, 1);
+  GemmRequest request = gemm_request(gemm, 1, mode.precision);
   request.requested_by = "--gemm";
   r.gemm = choose_gemm(*backend, request, shapes);
   // Every candidate's bare rate: best of many passes over the step's products.
@@ -203,6 +218,8 @@ StepFigures measure(const Subject& subject, int batch, int steps,
   bf16.precision = Precision::kBf16;
   bf16.requested = "auto";
   try {
+    if (mode.precision != Precision::kFp32)
+      throw InputError("--precision given: the step above ran at it");
     choose_gemm(*backend, bf16, shapes);
     r.bf16 = best_seconds_per_call(step, steps, 5);
     backend->use_gemm(r.gemm.name);
@@ -216,7 +233,8 @@ StepFigures measure(const Subject& subject, int batch, int steps,
 
   if (python) {
     std::vector<std::string> a{subject.torch_arg, std::to_string(batch), std::to_string(steps)};
-    if (cuda) a.push_back("cuda");
+    a.push_back(cuda ? "cuda" : "cpu");
+    a.push_back(precision_name(mode.precision));
     auto line = run_python(*python, "torch_step.py", a);
     if (line) {
       r.torch = json_field(*line, "seconds_per_step").value_or(0.0);
@@ -296,6 +314,7 @@ void print_json(const Subject& subject, const std::vector<StepFigures>& figs, co
   const double ratio = main.torch > 0 ? main.ours / main.torch : 0.0;
   JsonObject o;
   o.add("bench", "step").add("model", subject.name).add("backend", cuda ? "cuda" : "cpu")
+      .add("conv", main.conv)
       .add("openblas_core", blas_core_name())
       .add("peak_gflops", peak.gflops)
       .add("peak_isa", peak.isa);
@@ -385,7 +404,8 @@ void print_table(const Subject& subject, const std::vector<StepFigures>& figs,
 }  // namespace
 
 int run_step(int argc, char** argv) {
-  Args args(argc, argv, {"steps", "layers", "model", "backend", "gemm"}, {"json"});
+  Args args(argc, argv, {"steps", "layers", "model", "backend", "gemm", "precision", "conv", "batch"},
+            {"json"});
   if (args.help()) {
     std::printf("%s", kHelp);
     return kExitOk;
@@ -426,10 +446,19 @@ int run_step(int argc, char** argv) {
       std::printf("PyTorch reference: not available (install it with: apt-get install "
                   "python3-torch); reporting our figures alone\n");
   }
+  StepMode mode;
+  mode.precision = parse_choice(precision_table(), args.get_or("precision", "fp32"), "--precision");
+  mode.conv = parse_choice(conv_engine_table(), args.get_or("conv", "auto"), "--conv");
+  std::vector<int> batches{32, 256};
+  if (args.has("batch")) {
+    const std::int64_t b = args.get_int("batch", 32);
+    if (b <= 0 || b > 65536) throw InputError("--batch: give a batch size from 1 to 65536");
+    batches = {static_cast<int>(b)};
+  }
   std::vector<StepFigures> figs;
-  for (int batch : {32, 256})
-    figs.push_back(measure(subject, batch, batch == 32 ? steps : std::max(20, steps / 6), python,
-                           choice, gemm));
+  for (int batch : batches)
+    figs.push_back(measure(subject, batch, batch <= 32 ? steps : std::max(20, steps / 6),
+                           python, choice, gemm, mode));
 
   EvalBatching eval;
   if (!cuda && !subject.mlp_sizes.empty()) {

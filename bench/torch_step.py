@@ -1,8 +1,10 @@
 """PyTorch reference for `gossip bench step`: the same layers, batch and optimizer, one thread.
 
-Usage: torch_step.py MODEL BATCH STEPS [DEVICE], where MODEL is MLP sizes ("784-256-128-10") or
-a run config (YAML) whose `model:` section is built layer by layer exactly as gossip builds it
-(same types, fields and defaults; see docs/config.md), and DEVICE is cpu (the default) or cuda.
+Usage: torch_step.py MODEL BATCH STEPS [DEVICE [PRECISION]], where MODEL is MLP sizes
+("784-256-128-10") or a run config (YAML) whose `model:` section is built layer by layer exactly
+as gossip builds it (same types, fields and defaults; see docs/config.md), DEVICE is cpu (the
+default) or cuda, and PRECISION (CUDA) is fp32 (TF32 off for cuDNN and matrix products: the
+default), tf32 (on for both) or bf16 (torch.autocast with bfloat16).
 Prints one JSON object: {"seconds_per_step": ..., "torch": version, "params": n, ...}, or
 {"unavailable": why} when DEVICE is cuda and this PyTorch sees no CUDA device. Run by the benchmark with Debian's
 python3 (python3-torch, python3-yaml); not part of the build.
@@ -111,12 +113,21 @@ spec = sys.argv[1]
 batch = int(sys.argv[2])
 steps = int(sys.argv[3])
 device = sys.argv[4] if len(sys.argv) > 4 else "cpu"  # "cuda": the GPU reference
+precision = sys.argv[5] if len(sys.argv) > 5 else "fp32"
+if precision not in ("fp32", "tf32", "bf16"):
+    raise SystemExit(f"torch_step.py: unknown precision {precision} (fp32, tf32 or bf16)")
+if device != "cuda" and precision != "fp32":
+    print(json.dumps({"unavailable": f"precision {precision} is measured on cuda only"}))
+    sys.exit(0)
 if device == "cuda" and not torch.cuda.is_available():
     print(json.dumps({"unavailable": "this PyTorch has no CUDA device (torch.cuda.is_available() "
                                      "is False)"}))
     sys.exit(0)
 torch.set_num_threads(1)
 torch.manual_seed(0)
+if device == "cuda":
+    torch.backends.cudnn.allow_tf32 = precision == "tf32"
+    torch.backends.cuda.matmul.allow_tf32 = precision == "tf32"
 if spec.endswith((".yaml", ".yml")):
     mods, input_shape, classes = from_config(spec)
 else:
@@ -136,7 +147,8 @@ def sync():
 
 def step(i):
     opt.zero_grad(set_to_none=True)
-    loss = loss_fn(model(x[i % 16]), y[i % 16])
+    with torch.autocast(device_type=device, dtype=torch.bfloat16, enabled=precision == "bf16"):
+        loss = loss_fn(model(x[i % 16]), y[i % 16])
     loss.backward()
     opt.step()
 
@@ -168,5 +180,6 @@ def blas_threads():
 
 
 print(json.dumps({"seconds_per_step": best, "torch": torch.__version__, "params": params,
-                  "device": device,
+                  "device": device, "precision": precision,
+                  "cudnn": torch.backends.cudnn.version() if device == "cuda" else None,
                   "threads": torch.get_num_threads(), "blas_threads": blas_threads()}))

@@ -1,26 +1,33 @@
 #!/usr/bin/env bash
-# The GPU path, proven where there is a GPU: builds gossip with its CUDA backend (the set-up
-# script, then the Meson feature `cuda` forced on, so a build without nvcc fails here instead of
-# leaving CUDA out) and, on a machine with an NVIDIA GPU:
-#   1. the CUDA tests (tests/test_cuda.cpp: every layer, optimizer, mixing and compression kernel
-#      against the CPU backend, within the tolerances the tests state);
-#   2. `gossip bench step --backend cuda`: the training step on the GPU against cuBLAS's own GEMM
-#      rate for the same shapes, and PyTorch on the GPU where its torch has CUDA;
-#   3. the quickstart with train.backend: cuda, beside the same run on the CPU;
-#   4. the same with peer 3 flipping the sign of what it sends, under gossip.aggregate: clipped
-#      (the distances to the neighbours' models taken on the GPU) and trimmed_mean (taken on the
-#      host, the result mixed on the GPU), on cuda and on cpu;
-#   5. ResNet-20's step (configs/resnet20.yaml: batch norm, residual blocks) on the GPU, against
-#      PyTorch's ResNet-20 of the same layers where its torch has CUDA.
-# --prebuilt: no set-up and no build; use the binaries already in build/ (a GPU machine without
-# Debian's packages, given a build made elsewhere: set LD_LIBRARY_PATH for its libraries and
-# put Fashion-MNIST where the config says). The plugin is then build/src/compute/'s unless
-# GOSSIP_CUDA_PLUGIN says otherwise.
-# On a machine without one it says so and exits 0, claiming nothing. Figures go to
-# ${GPU_CHECK_OUT:-runs/gpu-check}/ (test log, bench JSON and tables, the runs).
+# The GPU path, proven where there is a GPU. Builds gossip with its CUDA backend (the set-up
+# script, then the Meson feature `cuda` forced on) and, on a machine with an NVIDIA GPU, runs
+# the checks below, writing one table (gpu-check.md) and the same figures as JSON
+# (gpu-figures.json: the card, the date, each figure under a named key) into
+# ${GPU_CHECK_OUT:-runs/gpu-check}/:
+#   tests      the CUDA tests (tests/test_cuda.cpp: every kernel, and cuDNN's convolutions at
+#              each precision, against the CPU backend within the tolerances the tests state);
+#   step       `gossip bench step --backend cuda`: the CNN (configs/cnn.yaml) at batch 32 (fp32,
+#              tf32) and 256 and ResNet-20 (configs/resnet20.yaml) at batch 128 (fp32, tf32,
+#              bf16), ours against PyTorch on
+#              the same GPU at the same precision (fp32: TF32 off on both sides; tf32: on for
+#              both; bf16: our bf16 products against torch.autocast(bfloat16)), and the CNN
+#              with train.conv: im2col to show what cuDNN changed;
+#   runs       the quickstart (8 peers sharing the GPU) on cuda in fp32 and bf16 and on the
+#              machine's CPU cores; quickstart-cnn for 2 epochs on cuda and on the CPU;
+#   resnet     ResNet-20 trained alone (`gossip train`, 15 epochs) on the GPU, and its 8-peer
+#              run (quickstart-resnet20, 1 epoch) on the GPU and on the CPU;
+#   byzantine  peer 3 flips its sign under gossip.aggregate clipped and trimmed_mean, on cuda
+#              and on cpu (the distances taken on the GPU).
+# GPU_CHECK_STEPS picks and orders them (default "tests step runs resnet byzantine").
+# --prebuilt: no set-up and no build: a GPU machine without Debian's packages, given what
+# scripts/gpu-bundle.sh packed here (unpack it in the checkout first: build/ and gpu-bundle/).
+# Its libraries go on LD_LIBRARY_PATH, its Fashion-MNIST where the configs read it, and
+# cuDNN is taken from PyTorch's wheels when the library path has none.
+# On a machine without a GPU it says so and exits 0, claiming nothing.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out="${GPU_CHECK_OUT:-runs/gpu-check}"
+steps="${GPU_CHECK_STEPS:-tests step runs resnet byzantine}"
 
 prebuilt=0
 case "${1:-}" in
@@ -32,8 +39,19 @@ esac
 gossip_bin=build/src/cli/gossip
 if [ "$prebuilt" -eq 1 ]; then
   [ -x "$gossip_bin" ] && [ -x build/tests/test_cuda ] ||
-    { echo "gpu-check: --prebuilt, but $gossip_bin or build/tests/test_cuda is missing"; exit 1; }
+    { echo "gpu-check: --prebuilt, but $gossip_bin or build/tests/test_cuda is missing" \
+           "(unpack scripts/gpu-bundle.sh's tarball here first)"; exit 1; }
   export GOSSIP_CUDA_PLUGIN="${GOSSIP_CUDA_PLUGIN:-$PWD/build/src/compute/libgossip-cuda.so}"
+  [ -d gpu-bundle/lib ] && export LD_LIBRARY_PATH="$PWD/gpu-bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  for cuda_lib in /usr/local/cuda/lib64 /usr/local/cuda/lib; do
+    [ -d "$cuda_lib" ] && export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$cuda_lib"
+  done
+  data=/usr/share/datasets/fashion-mnist
+  if [ ! -f "$data/train-images-idx3-ubyte.gz" ] && [ -d gpu-bundle/fashion-mnist ]; then
+    mkdir -p "$data" && cp gpu-bundle/fashion-mnist/*.gz "$data/"
+  fi
+  missing=$(ldd "$gossip_bin" build/src/compute/libgossip-cuda.so | grep 'not found' | sort -u)
+  [ -z "$missing" ] || { echo "gpu-check: libraries missing here: $missing"; exit 1; }
 else
   bash scripts/setup.sh || { echo "gpu-check: the set-up failed"; exit 1; }
   if ! command -v nvcc >/dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ]; then
@@ -47,6 +65,18 @@ else
   meson configure build -Dcuda=enabled >/dev/null &&
     ninja -C build >/dev/null || { echo "gpu-check: the build with -Dcuda=enabled failed"; exit 1; }
 fi
+# cuDNN: the library path's, else the one PyTorch's wheels carry (nvidia-cudnn-cu13).
+if [ -z "${GOSSIP_CUDNN:-}" ] && ! ldconfig -p 2>/dev/null | grep -q 'libcudnn\.so\.9'; then
+  wheel_cudnn=$(python3 -c 'import os, nvidia.cudnn as m; print(os.path.join(list(m.__path__)[0], "lib"))' 2>/dev/null)
+  if [ -z "$wheel_cudnn" ] || [ ! -f "$wheel_cudnn/libcudnn.so.9" ]; then
+    wheel_cudnn=$(dirname "$(find /opt /usr/local /usr/lib -name libcudnn.so.9 2>/dev/null | head -n 1)")
+  fi
+  if [ -n "$wheel_cudnn" ] && [ -f "$wheel_cudnn/libcudnn.so.9" ]; then
+    export GOSSIP_CUDNN="$wheel_cudnn/libcudnn.so.9"
+    export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$wheel_cudnn"
+  fi
+fi
+export GOSSIP_BENCH_DIR="$PWD/bench"
 echo "gpu-check: built with CUDA: $("$gossip_bin" --version | tail -n 1)"
 
 gpus=0
@@ -61,51 +91,117 @@ if [ "$gpus" -eq 0 ] || ! "$gossip_bin" --version | grep -q '[1-9][0-9]* device(
 fi
 mkdir -p "$out"
 nvidia-smi -L | tee "$out/gpus.txt"
+nproc > "$out/cpus.txt"
 status=0
 
-echo "== 1. CUDA kernels against the CPU backend (build/tests/test_cuda)"
-GOSSIP_TEST_DATA="$PWD/tests/data" GOSSIP_SOURCE_DIR="$PWD" GOSSIP_BIN="$PWD/$gossip_bin" \
-  build/tests/test_cuda 2>&1 | tee "$out/test_cuda.txt"
-[ "${PIPESTATUS[0]}" -eq 0 ] || { echo "gpu-check: CUDA tests FAILED"; status=1; }
+# A copy of configs/NAME.yaml beside it (its relative paths still hold) with train: fields set.
+variant() {
+  local name=$1 tag=$2; shift 2
+  local cfg="configs/.gpu-check-$tag.yaml"
+  python3 - "configs/$name.yaml" "$cfg" "$@" <<'EOF'
+import sys
+src, dst, sets = sys.argv[1], sys.argv[2], sys.argv[3:]
+lines = open(src).read().splitlines()
+keys = {s.split("=", 1)[0]: s.split("=", 1)[1] for s in sets}
+out, in_train = [], False
+for line in lines:
+    if in_train and line.startswith("  ") and line.strip().split(":")[0] in keys:
+        continue  # replaced below
+    out.append(line)
+    if line.rstrip() == "train:":
+        in_train = True
+        out += [f"  {k}: {v}" for k, v in keys.items()]
+    elif line and not line.startswith(" ") and not line.startswith("#"):
+        in_train = line.rstrip() == "train:"
+open(dst, "w").write("\n".join(out) + "\n")
+EOF
+  echo "$cfg"
+}
+trap 'rm -f configs/.gpu-check-*.yaml' EXIT
 
-echo "== 2. the training step on the GPU (gossip bench step --backend cuda)"
-env -u OPENBLAS_CORETYPE "$gossip_bin" bench step --backend cuda | tee "$out/bench_step_cuda.txt"
-env -u OPENBLAS_CORETYPE "$gossip_bin" bench step --backend cuda --json > "$out/bench_step_cuda.json" ||
-  status=1
-env -u OPENBLAS_CORETYPE "$gossip_bin" bench step --json > "$out/bench_step_cpu.json" || status=1
+step_tests() {
+  echo "== tests: CUDA kernels and cuDNN's convolutions against the CPU backend"
+  local expect=()
+  [ -n "${GOSSIP_CUDNN:-}" ] || ldconfig -p 2>/dev/null | grep -q 'libcudnn\.so\.9' &&
+    expect=(env GOSSIP_EXPECT_CUDNN=1)
+  "${expect[@]}" env GOSSIP_TEST_DATA="$PWD/tests/data" GOSSIP_SOURCE_DIR="$PWD" \
+    GOSSIP_BIN="$PWD/$gossip_bin" build/tests/test_cuda 2>&1 | tee "$out/test_cuda.txt" | tail -n 4
+  [ "${PIPESTATUS[0]}" -eq 0 ] || { echo "gpu-check: CUDA tests FAILED"; status=1; }
+}
 
-echo "== 3. the quickstart on the GPU and on the CPU"
-for backend in cuda cpu; do
-  cfg="$out/quickstart-$backend.yaml"
-  sed "s/^  backend: .*/  backend: $backend/" configs/quickstart.yaml > "$cfg"
-  # Paths in a config are relative to it: point them back at the repository.
-  sed -i "s#\.\./topologies/#$PWD/topologies/#; s#topology: topologies/#topology: $PWD/topologies/#" "$cfg"
-  rm -rf "$out/quickstart-$backend"
-  "$gossip_bin" run "$cfg" --out "$out/quickstart-$backend" --no-progress | tail -n 4 ||
-    { echo "gpu-check: the quickstart on $backend FAILED"; status=1; }
-done
-grep -h '"test_accuracy"\|"wall_seconds"' "$out"/quickstart-*/summary.json
-
-echo "== 4. peer 3 flips its sign; gossip.aggregate clipped and trimmed_mean, on the GPU and the CPU"
-printf 'faults: [{round: 1, attack: [3], kind: sign_flip}]\n' > "$out/sign-flip.yaml"
-for aggregate in clipped trimmed_mean; do
-  for backend in cuda cpu; do
-    run="$out/byzantine-$aggregate-$backend"
-    rm -rf "$run"
-    "$gossip_bin" run "$out/quickstart-$backend.yaml" --out "$run" --no-progress \
-      --faults "$out/sign-flip.yaml" --aggregate "$aggregate" | tail -n 2 ||
-      { echo "gpu-check: $aggregate on $backend FAILED"; status=1; }
-    python3 -c 'import json, sys
-s = json.load(open(sys.argv[1] + "/summary.json"))
-print("gpu-check:", sys.argv[1].rsplit("/", 1)[-1], "test_accuracy", s["test_accuracy"],
-      "wall_seconds", round(s["wall_seconds"], 2), "named (peer, event, subject, round):",
-      [(e["peer"], e["event"], e["subject"], e["round"]) for e in s.get("byzantine", [])])' \
-      "$run" || status=1
+step_step() {
+  echo "== step: ours against PyTorch on the same GPU, at each precision"
+  local model batch precision
+  for spec in cnn:32:fp32+tf32 cnn:256:fp32+tf32+bf16 resnet20:128:fp32+tf32+bf16; do
+    IFS=: read -r model batch precisions <<< "$spec"
+    for precision in ${precisions//+/ }; do
+      env -u OPENBLAS_CORETYPE timeout 120 "$gossip_bin" bench step --backend cuda \
+        --model "configs/$model.yaml" --batch "$batch" --precision "$precision" --steps 60 \
+        --json > "$out/step_${model}_b${batch}_${precision}.json" ||
+        { echo "gpu-check: bench step $model b$batch $precision FAILED"; status=1; }
+      grep -o '"b[0-9]*_ours_us":[0-9.]*\|"b[0-9]*_torch_us":[0-9.]*\|"conv":"[^"]*"' \
+        "$out/step_${model}_b${batch}_${precision}.json" | tr '\n' ' ' | sed "s/^/  $model $precision: /"
+      echo
+    done
   done
+  env -u OPENBLAS_CORETYPE timeout 120 "$gossip_bin" bench step --backend cuda \
+    --model configs/cnn.yaml --batch 256 --conv im2col --steps 60 --json \
+    > "$out/step_cnn_b256_fp32_im2col.json" || status=1
+}
+
+# gossip run of a config variant on BACKEND (with extra train: fields), into $out/run-TAG.
+run_variant() {
+  local name=$1 tag=$2 backend=$3; shift 3
+  local cfg
+  cfg=$(variant "$name" "$tag" "backend=$backend" "$@")
+  rm -rf "$out/run-$tag"
+  timeout 240 "$gossip_bin" run "$cfg" --out "$out/run-$tag" --no-progress "${RUN_ARGS[@]}" \
+    > "$out/run-$tag.log" 2>&1 || { echo "gpu-check: run $tag FAILED"; status=1; }
+  tail -n 2 "$out/run-$tag.log"
+}
+
+step_runs() {
+  echo "== runs: the quickstart and quickstart-cnn on the GPU and on the CPU"
+  RUN_ARGS=()
+  run_variant quickstart quickstart-cuda cuda
+  run_variant quickstart quickstart-cuda-bf16 cuda precision=bf16
+  run_variant quickstart quickstart-cpu cpu
+  RUN_ARGS=(--epochs 2)
+  run_variant quickstart-cnn quickstart-cnn-cuda cuda
+  run_variant quickstart-cnn quickstart-cnn-cpu cpu
+}
+
+step_resnet() {
+  echo "== resnet: ResNet-20 alone on the GPU, and 8 peers on the GPU and on the CPU"
+  local cfg
+  cfg=$(variant resnet20 resnet20-cuda backend=cuda)
+  rm -rf "$out/train-resnet20"
+  timeout "${GPU_CHECK_TRAIN_S:-300}" "$gossip_bin" train "$cfg" --out "$out/train-resnet20" > "$out/train-resnet20.log" 2>&1 ||
+    { echo "gpu-check: ResNet-20 training FAILED or ran out of time"; status=1; }
+  tail -n 2 "$out/train-resnet20.log"
+  RUN_ARGS=(--epochs 1)
+  run_variant quickstart-resnet20 resnet20-8-cuda cuda
+  run_variant quickstart-resnet20 resnet20-8-cpu cpu
+}
+
+step_byzantine() {
+  echo "== byzantine: peer 3 flips its sign; clipped and trimmed_mean, on the GPU and the CPU"
+  printf 'faults: [{round: 1, attack: [3], kind: sign_flip}]\n' > "$out/sign-flip.yaml"
+  local aggregate backend
+  for aggregate in clipped trimmed_mean; do
+    for backend in cuda cpu; do
+      RUN_ARGS=(--faults "$out/sign-flip.yaml" --aggregate "$aggregate")
+      run_variant quickstart "byzantine-$aggregate-$backend" "$backend"
+    done
+  done
+}
+
+for s in $steps; do
+  case "$s" in
+    tests|step|runs|resnet|byzantine) "step_$s" ;;
+    *) echo "gpu-check: unknown step '$s' in GPU_CHECK_STEPS"; status=1 ;;
+  esac
 done
-echo "== 5. ResNet-20's step (configs/resnet20.yaml: batch norm, residual blocks) on the GPU"
-env -u OPENBLAS_CORETYPE "$gossip_bin" bench step --backend cuda --model configs/resnet20.yaml \
-  --steps 50 --json > "$out/bench_step_resnet20_cuda.json" || status=1
-cat "$out/bench_step_resnet20_cuda.json"
-echo "gpu-check: done (status $status); figures in $out/"
+python3 scripts/gpu_figures.py "$out" || status=1
+echo "gpu-check: done (status $status); figures in $out/gpu-check.md and $out/gpu-figures.json"
 exit "$status"

@@ -1,0 +1,122 @@
+"""The figures of one `scripts/gpu-check.sh` run, read back from its folder: gpu-figures.json
+(the card, the date, each figure under a named key) and gpu-check.md (the same as tables).
+
+Usage: python3 scripts/gpu_figures.py OUT   (the folder gpu-check.sh wrote)
+
+Keys: `{model}_b{batch}_{precision}_ratio` (our step time over PyTorch's on the same GPU at the
+same precision, lower is better) with `_ours_us` and `_torch_us`; `run_{tag}_seconds` and
+`run_{tag}_accuracy` for each run; the quotients the engine issue asks for
+(`quickstart_cuda_over_cpu`, `quickstart_cnn_cpu_over_cuda`, `quickstart_bf16_minus_fp32`).
+A figure that was not measured is absent, never made up.
+"""
+import datetime
+import glob
+import json
+import os
+import re
+import sys
+
+
+def load(path):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def step_figures(out, figures, rows):
+    for path in sorted(glob.glob(os.path.join(out, "step_*.json"))):
+        m = re.match(r"step_(\w+?)_b(\d+)_(fp32|tf32|bf16)(_im2col)?\.json$", os.path.basename(path))
+        d = load(path)
+        if not m or not d:
+            continue
+        model, batch, precision, im2col = m.group(1), m.group(2), m.group(3), m.group(4) or ""
+        b = f"b{batch}_"
+        ours, torch = d.get(b + "ours_us"), d.get(b + "torch_us")
+        key = f"{model}_b{batch}_{precision}{im2col}"
+        figures[key + "_ours_us"] = ours
+        if torch:
+            figures[key + "_torch_us"] = torch
+            figures[key + "_ratio"] = ours / torch
+        rows.append((model, batch, precision + (" (im2col)" if im2col else ""), d.get(b + "gemm"),
+                     d.get("conv"), ours, torch, ours / torch if torch else None))
+
+
+def run_figures(out, figures, rows):
+    for path in sorted(glob.glob(os.path.join(out, "run-*/summary.json")) +
+                       glob.glob(os.path.join(out, "train-*/summary.json"))):
+        tag = os.path.basename(os.path.dirname(path))
+        s = load(path)
+        if not s:
+            continue
+        peer0 = load(os.path.join(os.path.dirname(path), "peers", "0", "summary.json")) or s
+        key = tag.replace("-", "_")
+        figures[key + "_seconds"] = s.get("wall_seconds")
+        figures[key + "_accuracy"] = s.get("test_accuracy")
+        rows.append((tag, s.get("test_accuracy"), s.get("wall_seconds"), s.get("gemm"),
+                     peer0.get("conv")))
+
+
+def quotients(figures):
+    def q(name, a, b, op):
+        if figures.get(a) is not None and figures.get(b) is not None and figures[b] != 0:
+            figures[name] = op(figures[a], figures[b])
+    q("quickstart_cuda_over_cpu", "run_quickstart_cuda_seconds", "run_quickstart_cpu_seconds",
+      lambda a, b: a / b)
+    q("quickstart_cnn_cpu_over_cuda", "run_quickstart_cnn_cpu_seconds",
+      "run_quickstart_cnn_cuda_seconds", lambda a, b: a / b)
+    q("quickstart_bf16_minus_fp32", "run_quickstart_cuda_bf16_accuracy",
+      "run_quickstart_cuda_accuracy", lambda a, b: a - b)
+
+
+def fmt(v, digits=3):
+    if v is None:
+        return "-"
+    return f"{v:.{digits}f}" if isinstance(v, float) else str(v)
+
+
+def main():
+    out = sys.argv[1]
+    figures = {}
+    gpus = open(os.path.join(out, "gpus.txt")).read().strip() if os.path.exists(
+        os.path.join(out, "gpus.txt")) else ""
+    card = re.sub(r"^GPU \d+: (.*?) \(UUID.*$", r"\1", gpus.splitlines()[0]) if gpus else None
+    meta = {"card": card, "date": datetime.datetime.now(datetime.timezone.utc).strftime(
+        "%Y-%m-%dT%H:%MZ")}
+    if os.path.exists("gpu-bundle/commit"):
+        meta["commit"] = open("gpu-bundle/commit").read().strip()
+    if os.path.exists(os.path.join(out, "cpus.txt")):
+        meta["cpu_cores"] = int(open(os.path.join(out, "cpus.txt")).read().strip())
+    tests = os.path.join(out, "test_cuda.txt")
+    if os.path.exists(tests):
+        text = open(tests).read()
+        last = [l for l in text.splitlines() if "assertions" in l or "All tests passed" in l]
+        meta["test_cuda"] = last[-1].strip() if last else "no summary line"
+        meta["test_cuda_passed"] = "All tests passed" in text
+    step_rows, run_rows = [], []
+    step_figures(out, figures, step_rows)
+    run_figures(out, figures, run_rows)
+    quotients(figures)
+    with open(os.path.join(out, "gpu-figures.json"), "w") as f:
+        json.dump({**meta, "figures": figures}, f, indent=1, sort_keys=True)
+    lines = [f"# gpu-check on {card} ({meta['date']})", ""]
+    if "test_cuda" in meta:
+        lines += [f"test_cuda: {meta['test_cuda']}", ""]
+    lines += ["| model | batch | precision | our GEMM | convolutions | ours us/step | PyTorch us/step | ratio |",
+              "|---|---|---|---|---|---|---|---|"]
+    for r in step_rows:
+        lines.append("| " + " | ".join(fmt(v, 0) if i in (5, 6) else fmt(v) for i, v in enumerate(r)) + " |")
+    lines += ["", "| run | accuracy | seconds | GEMM | convolutions |", "|---|---|---|---|---|"]
+    for r in run_rows:
+        lines.append("| " + " | ".join(fmt(v, 4) if i == 1 else fmt(v, 1) if i == 2 else fmt(v)
+                                       for i, v in enumerate(r)) + " |")
+    lines += [""] + [f"{k}: {fmt(v)}" for k, v in sorted(figures.items())
+                     if k.startswith("quickstart_") and not k.startswith("quickstart_cnn_b")]
+    with open(os.path.join(out, "gpu-check.md"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
