@@ -18,7 +18,9 @@
 #              run (quickstart-resnet20, 1 epoch) on the GPU and on the CPU;
 #   byzantine  peer 3 flips its sign under gossip.aggregate clipped and trimmed_mean, on cuda
 #              and on cpu (the distances taken on the GPU).
-# GPU_CHECK_STEPS picks and orders them (default "tests step runs resnet byzantine").
+#   shared     8 peers on one GPU with and without CUDA MPS (train.mps: off, auto): the
+#              quickstart, quickstart-cnn and the ResNet-20 8-peer run, beside the CPU's.
+# GPU_CHECK_STEPS picks and orders them (default "tests step runs resnet shared byzantine").
 # --prebuilt: no set-up and no build: a GPU machine without Debian's packages, given what
 # scripts/gpu-bundle.sh packed here (unpack it in the checkout first: build/ and gpu-bundle/).
 # Its libraries go on LD_LIBRARY_PATH, its Fashion-MNIST where the configs read it, and
@@ -27,7 +29,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out="${GPU_CHECK_OUT:-runs/gpu-check}"
-steps="${GPU_CHECK_STEPS:-tests step runs resnet byzantine}"
+steps="${GPU_CHECK_STEPS:-tests step runs resnet shared byzantine}"
 
 prebuilt=0
 case "${1:-}" in
@@ -184,6 +186,21 @@ step_resnet() {
   run_variant quickstart-resnet20 resnet20-8-cpu cpu
 }
 
+step_shared() {
+  echo "== shared: 8 peers on one GPU, with and without CUDA MPS (train.mps), beside the CPU"
+  echo "nvidia-cuda-mps-control: $(command -v nvidia-cuda-mps-control || ls /usr/local/nvidia/bin/nvidia-cuda-mps-control 2>/dev/null || echo 'not found')"
+  RUN_ARGS=()
+  run_variant quickstart shared-quickstart-cuda-nomps cuda mps=off
+  run_variant quickstart shared-quickstart-cuda-mps cuda mps=auto
+  run_variant quickstart shared-quickstart-cpu cpu
+  RUN_ARGS=(--epochs 2)
+  run_variant quickstart-cnn shared-quickstart-cnn-cuda-mps cuda mps=auto
+  run_variant quickstart-cnn shared-quickstart-cnn-cpu cpu
+  RUN_ARGS=(--epochs 1)
+  run_variant quickstart-resnet20 shared-resnet20-8-cuda-mps cuda mps=auto
+  grep -h "gossip run: .*MPS\|gossip run: .*GPU" "$out"/run-shared-*.log | sort | uniq -c
+}
+
 step_byzantine() {
   echo "== byzantine: peer 3 flips its sign; clipped and trimmed_mean, on the GPU and the CPU"
   printf 'faults: [{round: 1, attack: [3], kind: sign_flip}]\n' > "$out/sign-flip.yaml"
@@ -198,7 +215,7 @@ step_byzantine() {
 
 for s in $steps; do
   case "$s" in
-    tests|step|runs|resnet|byzantine) "step_$s" ;;
+    tests|step|runs|resnet|shared|byzantine) "step_$s" ;;
     *) echo "gpu-check: unknown step '$s' in GPU_CHECK_STEPS"; status=1 ;;
   esac
 done

@@ -3073,6 +3073,30 @@ TEST_CASE("train.conv: cudnn where the peers would run on the CPU is refused bef
   CHECK_FALSE(fs::exists(t.path / "run" / "peers"));
 }
 
+TEST_CASE("train.mps: on is refused before any peer starts where the peers run on the CPU",
+          "[peer]") {
+  if (gossip::cuda_device_count() > 0) {
+    WARN("a CUDA device is present: MPS may start on it");
+    return;
+  }
+  TempDir t;
+  const auto cfg = write_config(t.path, 4, "dpsgd", 1);
+  replace_once(cfg, "backend: cpu", "backend: auto, mps: on");
+  const Result r = run(bin() + " run " + cfg.string() + " --out " + (t.path / "run").string() +
+                       " --no-progress");
+  INFO(r.output);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.output, Catch::Contains("train.mps: on, but the peers run on the CPU"));
+  CHECK_FALSE(fs::exists(t.path / "run" / "peers"));
+  // auto (the default) on the CPU starts nothing and says nothing of MPS.
+  replace_once(cfg, "mps: on", "mps: auto");
+  const Result ok = run(bin() + " run " + cfg.string() + " --out " + (t.path / "ok").string() +
+                        " --no-progress");
+  INFO(ok.output);
+  CHECK(ok.code == 0);
+  CHECK(ok.output.find("MPS") == std::string::npos);
+}
+
 TEST_CASE("net.bind: a peer listens where it is told, not at the address its neighbours dial",
           "[peer][links]") {
   for (const std::string bind : {"0.0.0.0", "127.0.0.2"}) {

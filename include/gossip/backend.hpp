@@ -38,6 +38,9 @@ class Backend {
   virtual void download(void* dst, const void* src, std::size_t bytes) = 0;
   /// Waits for queued work (a no-op on the CPU).
   virtual void synchronize() = 0;
+  /// Makes a host buffer that upload() and download() use every round faster to copy (the CUDA
+  /// backend page-locks it for the backend's lifetime); a no-op on the CPU.
+  virtual void pin_host(void* /*p*/, std::size_t /*bytes*/) {}
 
   /// C = alpha op(A) op(B) + beta C, row-major (see gemm.hpp).
   virtual void gemm(const RowMajorGemm& g, const float* a, const float* b, float* c) = 0;
@@ -223,8 +226,10 @@ BackendChoice parse_backend_choice(const std::string& name);
 /// Makes a backend. kAuto picks CUDA only when this build has it and a device is present, else
 /// the CPU (logging one line saying why); kCuda without a device or without CUDA in the build
 /// throws InputError. `threads` is the CPU BLAS thread count (0 = leave OpenBLAS's default).
+/// `device`: the CUDA backend runs on visible device `device` modulo their count (a peer passes
+/// its rank: one peer per device, round robin; CUDA_VISIBLE_DEVICES says which are visible).
 std::unique_ptr<Backend> make_backend(BackendChoice choice, int threads = 1,
-                                      bool log_choice = true);
+                                      bool log_choice = true, int device = 0);
 
 /// train.conv on `backend`, before any layer is built: InputError saying why when it cannot run
 /// there (cudnn on the CPU, or where cuDNN does not load).

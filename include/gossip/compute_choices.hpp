@@ -48,10 +48,21 @@ enum class Precision { GOSSIP_PRECISIONS(GOSSIP_CHOICE_ENUM) };
 
 enum class ConvEngine { GOSSIP_CONV_ENGINES(GOSSIP_CHOICE_ENUM) };
 
+/// train.mps: X(id, name, summary). Whether gossip run starts CUDA's Multi-Process Service for
+/// peers that share a GPU.
+#define GOSSIP_MPS_MODES(X)                                                                      \
+  X(kAuto, "auto", "start it when peers on CUDA outnumber the GPUs and nvidia-cuda-mps-control " \
+                   "is found")                                                                    \
+  X(kOn, "on", "start it whenever the peers run on CUDA (refused where it cannot start)")        \
+  X(kOff, "off", "never: peers sharing a GPU take turns on it")
+
+enum class MpsMode { GOSSIP_MPS_MODES(GOSSIP_CHOICE_ENUM) };
+
 #if __cplusplus >= 202002L
 GOSSIP_CHOICE_TABLE(BackendChoice, GOSSIP_BACKENDS, backend_table, backend_choice_name)
 GOSSIP_CHOICE_TABLE(Precision, GOSSIP_PRECISIONS, precision_table, precision_name)
 GOSSIP_CHOICE_TABLE(ConvEngine, GOSSIP_CONV_ENGINES, conv_engine_table, conv_engine_name)
+GOSSIP_CHOICE_TABLE(MpsMode, GOSSIP_MPS_MODES, mps_mode_table, mps_mode_name)
 #endif
 
 }  // namespace gossip

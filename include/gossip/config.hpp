@@ -176,6 +176,8 @@ struct TrainConfig {
   Precision precision = Precision::kFp32;
   // How conv2d layers run: cuDNN where the CUDA backend loads it (auto), or im2col + GEMM.
   ConvEngine conv = ConvEngine::kAuto;
+  // gossip run: CUDA MPS for peers that share a GPU (auto: when they outnumber the GPUs).
+  MpsMode mps = MpsMode::kAuto;
   // Also write the run's metrics as TensorBoard event files in OUT/tensorboard/ (a run per
   // peer and one for the average model).
   bool tensorboard = false;

@@ -25,7 +25,7 @@ namespace {
 /// (`why` says which).
 struct CudaPlugin {
   int (*device_count)() = nullptr;
-  Backend* (*make_backend)() = nullptr;
+  Backend* (*make_backend)(int device) = nullptr;
   int (*cudnn)(char*, int) = nullptr;   // cuDNN's version or why not; 1 when it loads
   int (*capability)() = nullptr;        // device 0's compute capability (major * 10 + minor)
   std::string path;
@@ -63,7 +63,7 @@ CudaPlugin load_plugin(bool need_driver) {
     return p;
   }
   p.device_count = reinterpret_cast<int (*)()>(dlsym(h, "gossip_cuda_device_count"));
-  p.make_backend = reinterpret_cast<Backend* (*)()>(dlsym(h, "gossip_cuda_make_backend"));
+  p.make_backend = reinterpret_cast<Backend* (*)(int)>(dlsym(h, "gossip_cuda_make_backend"));
   p.cudnn = reinterpret_cast<int (*)(char*, int)>(dlsym(h, "gossip_cuda_cudnn"));
   p.capability = reinterpret_cast<int (*)()>(dlsym(h, "gossip_cuda_capability"));
   if (!p.device_count || !p.make_backend || !p.cudnn || !p.capability) {
@@ -160,13 +160,14 @@ std::string precision_refusal(BackendChoice choice, Precision precision) {
 #endif
 }
 
-std::unique_ptr<Backend> make_backend(BackendChoice choice, int threads, bool log_choice) {
+std::unique_ptr<Backend> make_backend(BackendChoice choice, int threads, bool log_choice,
+                                      int device) {
   if (choice == BackendChoice::kCpu) return make_cpu_backend(threads);
   if (const std::string why = backend_refusal(choice); !why.empty())
     throw InputError(cat("backend: ", why));
 #if GOSSIP_HAVE_CUDA
   const int devices = cuda_device_count();
-  if (devices > 0) return std::unique_ptr<Backend>(plugin().make_backend());
+  if (devices > 0) return std::unique_ptr<Backend>(plugin().make_backend(device));
   if (log_choice)
     std::fprintf(stderr, "gossip: backend auto: no CUDA device found, using the CPU\n");
 #else

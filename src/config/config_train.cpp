@@ -199,6 +199,7 @@ void read_train(const Reader& r, const Node& n, TrainConfig& t) {
       {"gemm", [&](auto& v, auto& f) { t.gemm = r.choice(v, f, {"auto", "openblas", "onednn"}); }},
       {"precision", [&](auto& v, auto& f) { t.precision = r.named(v, f, precision_table()); }},
       {"conv", [&](auto& v, auto& f) { t.conv = r.named(v, f, conv_engine_table()); }},
+      {"mps", [&](auto& v, auto& f) { t.mps = r.named(v, f, mps_mode_table()); }},
       {"tensorboard", [&](auto& v, auto& f) { t.tensorboard = r.boolean(v, f); }},
       {"evals_per_epoch", [&](auto& v, auto& f) { t.evals_per_epoch = r.positive_int(v, f, false); }},
       {"eval_batch", [&](auto& v, auto& f) { t.eval_batch = r.positive_int(v, f, false); }},

@@ -23,6 +23,7 @@
 #include "src/launcher/children.hpp"
 #include "src/launcher/network.hpp"
 #include "src/launcher/emulated_network.hpp"
+#include "src/launcher/mps.hpp"
 #include "src/launcher/network_record.hpp"
 #include "src/launcher/observe.hpp"
 #include "gossip/checkpoint.hpp"
@@ -588,6 +589,11 @@ int launch(const RunConfig& config, const LaunchOptions& given) {
   const std::string threads = std::to_string(config.train.threads);
   setenv("OPENBLAS_NUM_THREADS", threads.c_str(), 0);
   setenv("OMP_NUM_THREADS", threads.c_str(), 0);
+  // Peers on CUDA: one visible device each, round robin by rank (make_backend); where they
+  // outnumber the devices, MPS lets their kernels run side by side (train.mps).
+  std::string mps_line;
+  const auto mps = launcher::start_mps(config, topology.n(), options.out_dir + "/mps", mps_line);
+  if (!mps_line.empty()) std::printf("gossip run: %s\n", mps_line.c_str());
   Network net(config, options, topology, resume_round,
               make_run_credentials(config, options.out_dir, topology.n()),
               links ? &*links : nullptr);

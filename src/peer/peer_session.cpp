@@ -81,7 +81,7 @@ void PeerSession::join_model() {
   if (m.exchange) throw InputError(cat("join_model: peer ", m.opt.rank, " has joined already"));
   const int n = m.topology.n();
   m.backend = make_backend(m.config.train.backend, m.config.train.threads,
-                           false);
+                           false, m.opt.rank);
   use_conv(*m.backend, m.config.train.conv);
   m.data = load_datasets(m.config);
   m.shards = shard_for(m.config, m.data.train, n);
@@ -98,6 +98,7 @@ void PeerSession::join_model() {
                                                    m.config.train.precision),
                        m.trainer->model().gemm_shapes(m.config.train.batch));
   m.host.resize(static_cast<std::size_t>(m.trainer->num_params()));
+  m.backend->pin_host(m.host.data(), m.host.size() * sizeof(float));
   m.params = m.host;
   m.rounds = m.plan.rounds;
   if (m.elastic.window().joins()) {

@@ -112,25 +112,22 @@ __global__ void fill_kernel(float* p, float value, long long n) {
 
 class CudaBackend final : public Backend {
  public:
-  CudaBackend() {
-    GOSSIP_CUDA_CHECK(cudaSetDevice(0));
+  /// On visible device `device` modulo their count (CUDA_VISIBLE_DEVICES numbers them).
+  explicit CudaBackend(int device) {
+    device_ = device % std::max(1, device_count());
+    GOSSIP_CUDA_CHECK(cudaSetDevice(device_));
     GOSSIP_CUDA_CHECK(cudaStreamCreate(&stream_));
     GOSSIP_CUBLAS_CHECK(cublasCreate(&blas_));
     GOSSIP_CUBLAS_CHECK(cublasSetStream(blas_, stream_));
     cudaDeviceProp prop{};
-    GOSSIP_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+    GOSSIP_CUDA_CHECK(cudaGetDeviceProperties(&prop, device_));
     device_name_ = prop.name;
     capability_ = prop.major * 10 + prop.minor;
-    if (!cudnn_version(&cudnn_why_).empty()) {
-      try {
-        conv_ = std::make_unique<CudnnConv>(stream_);
-      } catch (const RuntimeError& e) {
-        cudnn_why_ = e.what();  // loaded, but no handle: the layers run im2col + GEMM
-      }
-    }
+    have_cudnn_ = !cudnn_version(&cudnn_why_).empty();  // its handle waits for a convolution
   }
   ~CudaBackend() override {
     conv_.reset();
+    for (void* p : pinned_) cudaHostUnregister(p);
     cudaFree(scratch_loss_);
     cudaFree(scratch_correct_);
     cudaFree(scratch_partial_);
@@ -140,7 +137,7 @@ class CudaBackend final : public Backend {
 
   std::string name() const override { return "cuda"; }
   std::string describe() const override {
-    return cat("cuda (", device_name_, ", cuBLAS, ", conv_line(), ")");
+    return cat("cuda (device ", device_, ": ", device_name_, ", cuBLAS, ", conv_line(), ")");
   }
   bool host_memory() const override { return false; }
 
@@ -159,6 +156,14 @@ class CudaBackend final : public Backend {
     GOSSIP_CUDA_CHECK(cudaStreamSynchronize(stream_));
   }
   void synchronize() override { GOSSIP_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+  /// Page-locks a host buffer the peer copies to and from every round, so those copies go by
+  /// DMA instead of through the driver's staging buffer. Best effort: a refusal leaves it
+  /// pageable.
+  void pin_host(void* p, std::size_t bytes) override {
+    if (p == nullptr || bytes == 0) return;
+    if (cudaHostRegister(p, bytes, cudaHostRegisterDefault) == cudaSuccess) pinned_.push_back(p);
+    else cudaGetLastError();
+  }
 
   void gemm(const RowMajorGemm& g, const float* a, const float* b, float* c) override {
     const ColumnMajorGemm cm = to_column_major(g);
@@ -202,15 +207,15 @@ class CudaBackend final : public Backend {
   }
 
   std::string conv_library() const override {
-    return conv_ && use_cudnn_ ? cat("cudnn ", cudnn_version()) : std::string();
+    return have_cudnn_ && use_cudnn_ ? cat("cudnn ", cudnn_version()) : std::string();
   }
   std::string conv_line() const override {
     if (!conv_library().empty()) return cat("convolutions: ", conv_library());
     return cat("convolutions: im2col + GEMM (",
-               conv_ ? "train.conv: im2col" : cudnn_why_, ")");
+               have_cudnn_ ? "train.conv: im2col" : cudnn_why_, ")");
   }
   std::string use_conv(ConvEngine engine) override {
-    if (engine == ConvEngine::kCudnn && !conv_)
+    if (engine == ConvEngine::kCudnn && !have_cudnn_)
       return cat("train.conv: cudnn, but ", cudnn_why_,
                  " (put libcudnn.so.9 on the library path or name it in GOSSIP_CUDNN; or "
                  "train.conv: auto or im2col)");
@@ -219,11 +224,11 @@ class CudaBackend final : public Backend {
   }
   void conv_forward(const float* x, const float* w, const float* bias, const ConvGeom& g,
                     int rows, bool relu, float* y) override {
-    conv_->forward(x, w, bias, g, rows, relu, math_, y);
+    cudnn().forward(x, w, bias, g, rows, relu, math_, y);
   }
   void conv_backward(const float* x, const float* w, const float* dy, const ConvGeom& g, int rows,
                      float* dw, float* db, float* dx) override {
-    conv_->backward(x, w, dy, g, rows, math_, dw, db, dx);
+    cudnn().backward(x, w, dy, g, rows, math_, dw, db, dx);
   }
 
   void bias_act(float* y, const float* bias, int rows, int cols, bool relu) override {
@@ -388,13 +393,22 @@ class CudaBackend final : public Backend {
     scratch_rows_ = rows;
   }
 
+  /// cuDNN's handle, made at the first convolution (a model without one never pays for it).
+  CudnnConv& cudnn() {
+    if (!conv_) conv_ = std::make_unique<CudnnConv>(stream_);
+    return *conv_;
+  }
+
+  int device_ = 0;
   cudaStream_t stream_ = nullptr;
   cublasHandle_t blas_ = nullptr;
   MathMode math_ = MathMode::kStrict;  // use_gemm
   std::string device_name_;
   int capability_ = 0;                // compute capability, major * 10 + minor
-  std::unique_ptr<CudnnConv> conv_;   // null when cuDNN does not load (cudnn_why_ says why)
+  bool have_cudnn_ = false;           // cuDNN loads here (else cudnn_why_ says why)
+  std::unique_ptr<CudnnConv> conv_;   // its handle, from the first convolution on
   std::string cudnn_why_;
+  std::vector<void*> pinned_;         // pin_host's buffers, unpinned with the backend
   bool use_cudnn_ = true;             // train.conv
   float* scratch_loss_ = nullptr;
   int* scratch_correct_ = nullptr;
@@ -413,9 +427,9 @@ int device_count() {
   return n;
 }
 
-std::unique_ptr<Backend> make_backend() {
+std::unique_ptr<Backend> make_backend(int device) {
   if (device_count() <= 0) throw RuntimeError("no CUDA device is present");
-  return std::make_unique<CudaBackend>();
+  return std::make_unique<CudaBackend>(device);
 }
 
 }  // namespace gossip::cuda
@@ -437,6 +451,7 @@ extern "C" int gossip_cuda_capability() {
     return 0;
   return prop.major * 10 + prop.minor;
 }
-extern "C" gossip::Backend* gossip_cuda_make_backend() {
-  return gossip::cuda::make_backend().release();
+/// A backend on visible device `device` modulo their count.
+extern "C" gossip::Backend* gossip_cuda_make_backend(int device) {
+  return gossip::cuda::make_backend(device).release();
 }

@@ -15,11 +15,14 @@ namespace gossip::cuda {
 /// Devices visible to the CUDA runtime (0 when the runtime finds none or no driver).
 int device_count();
 
-/// A backend on device 0. Throws RuntimeError when no device is usable.
-std::unique_ptr<Backend> make_backend();
+/// A backend on visible device `device` modulo their count. Throws RuntimeError when no device
+/// is usable.
+std::unique_ptr<Backend> make_backend(int device);
 
 }  // namespace gossip::cuda
 
-// The plugin's C entry points (the same two, for dlsym).
+// The plugin's C entry points (for dlsym).
 extern "C" int gossip_cuda_device_count();
-extern "C" gossip::Backend* gossip_cuda_make_backend();
+extern "C" gossip::Backend* gossip_cuda_make_backend(int device);
+extern "C" int gossip_cuda_cudnn(char* out, int size);
+extern "C" int gossip_cuda_capability();
