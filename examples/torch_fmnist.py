@@ -19,7 +19,12 @@ state in each peer's checkpoint; `gossip run --resume runs/torch` (after Ctrl-C,
 --until-round) restores them, and the loop below skips the batches already taken. At the end
 peer.finish() waits for the launcher's average of every peer's final model, and one process
 evaluates it with the same evaluate() (gossip run's "average model" line).
+
+Where CUDA is, each rank trains on a GPU (gossip.torch.device_for: LOCAL_RANK or the rank
+modulo the GPUs) with its shard and the test set held on the device; GOSSIP_OVERLAP=1 mixes
+each round beside the next step (DecentralizedOptimizer(overlap=True)).
 """
+import os
 import math
 import sys
 import time
@@ -68,8 +73,9 @@ def evaluate(model, x, y):
 def train(config, shard, peer=None):
     torch.manual_seed(config["seed"])  # every rank starts from the same model
     torch.set_num_threads(max(1, config["threads"]))
-    model = Net()
-    x_test, y_test = tensors(config["test_images"], config["test_labels"])
+    device = gossip.torch.device_for(peer.rank if peer is not None else 0)
+    model = Net().to(device)
+    x_test, y_test = (t.to(device) for t in tensors(config["test_images"], config["test_labels"]))
     batch, epochs = config["batch"], config["epochs"]
     steps_per_epoch = math.ceil(len(shard) / batch) if shard is not None else 0
     total = math.ceil(epochs * steps_per_epoch - 1e-9)  # steps, as gossip plans its rounds
@@ -80,10 +86,11 @@ def train(config, shard, peer=None):
     if peer is not None:
         opt = gossip.torch.DecentralizedOptimizer(
             sgd, model, peer, period=config["period"], rounds=rounds,
-            evaluate=lambda: evaluate(model, x_test, y_test))
+            evaluate=lambda: evaluate(model, x_test, y_test),
+            overlap=os.environ.get("GOSSIP_OVERLAP") == "1")
     start = opt.steps if peer is not None else 0  # > 0 when resumed from a checkpoint
     x_all, y_all = tensors(config["train_images"], config["train_labels"], config["limit_train"])
-    x, y = x_all[shard], y_all[shard]
+    x, y = x_all[shard].to(device), y_all[shard].to(device)
     del x_all, y_all
     gen = torch.Generator().manual_seed(config["seed"] * 1000 + (peer.rank if peer else 0))
     evals = max(1, config["evals_per_epoch"])
@@ -97,7 +104,7 @@ def train(config, shard, peer=None):
                 break
             if step < start:
                 continue
-            idx = order[i:i + batch]
+            idx = order[i:i + batch].to(device)
             for group in sgd.param_groups:  # optimizer.schedule, as gossip's own trainer has it
                 group["lr"] = gossip.learning_rate(config, epoch + k / steps_per_epoch)
             opt.zero_grad()
@@ -106,16 +113,17 @@ def train(config, shard, peer=None):
             opt.step()
             if peer is not None and opt.stopped:  # --until-round or a partition stop
                 return model, None
-            losses.append(loss.item())
+            losses.append(loss.detach())  # no wait for the device every step
             last = k == steps_per_epoch - 1 or step == total - 1
             if last or (k + 1) % max(1, steps_per_epoch // evals) == 0 and \
                     (k + 1) // max(1, steps_per_epoch // evals) < evals:
                 test_loss, acc = evaluate(model, x_test, y_test)
+                mean_loss = torch.stack(losses).mean().item()
                 print(f"epoch {epoch + (k + 1) / steps_per_epoch:.2f}: train loss "
-                      f"{np.mean(losses):.4f}, test accuracy {acc:.4f} "
+                      f"{mean_loss:.4f}, test accuracy {acc:.4f} "
                       f"({time.time() - t0:.1f} s)", file=sys.stderr, flush=True)
                 if peer is not None:
-                    peer.report(loss=float(np.mean(losses)), accuracy=acc,
+                    peer.report(loss=mean_loss, accuracy=acc,
                                 epoch=epoch + (k + 1) / steps_per_epoch)
                 losses = []
     return model, evaluate(model, x_test, y_test)[1]

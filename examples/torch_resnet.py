@@ -14,6 +14,12 @@ average model (parameters and statistics) in one of the peers' processes.
 
 The reference (--single) is the same script in one process on the whole (limited) training set
 with the network's batch (train.batch times the peers) and the same number of steps.
+
+Where CUDA is, each rank trains on a GPU (gossip.torch.device_for: LOCAL_RANK or the rank
+modulo the GPUs; eight ranks share one GPU when there is one) with its shard and the test set
+held on the device. GOSSIP_OVERLAP=1 mixes each round beside the next step
+(DecentralizedOptimizer(overlap=True)); GOSSIP_AUTOCAST=bf16 runs the forward pass under
+torch.autocast with bfloat16 (the parameters and gossip's messages stay float32).
 """
 import math
 import os
@@ -54,11 +60,17 @@ def load(config: dict, train: bool) -> Tuple[torch.Tensor, torch.Tensor]:
     return (x - 0.2860) / 0.3530, torch.from_numpy(y)
 
 
+def autocast(device: torch.device):
+    """torch.autocast with bfloat16 when GOSSIP_AUTOCAST=bf16, else a no-op context."""
+    on = os.environ.get("GOSSIP_AUTOCAST") == "bf16"
+    return torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=on)
+
+
 def evaluate(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor,
              limit: int) -> Tuple[float, float]:
     model.eval()
     x, y = x[:limit], y[:limit]
-    with torch.no_grad():
+    with torch.no_grad(), autocast(x.device):
         logits = torch.cat([model(x[i:i + 500]) for i in range(0, len(x), 500)])
     model.train()
     return F.cross_entropy(logits, y).item(), (logits.argmax(1) == y).float().mean().item()
@@ -67,12 +79,13 @@ def evaluate(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor,
 def train(config: dict, shard: torch.Tensor, batch: int, peer: Optional[gossip.Peer]) -> float:
     torch.manual_seed(config["seed"])  # every rank starts from the same model
     torch.set_num_threads(max(1, config["threads"]))
+    device = gossip.torch.device_for(peer.rank if peer is not None else 0)
     x_all, y_all = load(config, True)
-    x, y = x_all[shard], y_all[shard]
+    x, y = x_all[shard].to(device), y_all[shard].to(device)
     del x_all, y_all
-    x_test, y_test = load(config, False)
+    x_test, y_test = (t.to(device) for t in load(config, False))
     eval_limit = int(os.environ.get("GOSSIP_EVAL_LIMIT", "10000"))
-    model = resnet18(x.shape[1])
+    model = resnet18(x.shape[1]).to(device)
     steps_per_epoch = math.ceil(len(x) / batch)
     steps = math.ceil(config["epochs"] * steps_per_epoch - 1e-9)
     adamw = torch.optim.AdamW(model.parameters(), lr=config["lr"],
@@ -82,7 +95,8 @@ def train(config: dict, shard: torch.Tensor, batch: int, peer: Optional[gossip.P
     if peer is not None:
         opt = gossip.torch.DecentralizedOptimizer(
             adamw, model, peer, period=config["period"], rounds=steps // config["period"],
-            evaluate=lambda: evaluate(model, x_test, y_test, eval_limit))
+            evaluate=lambda: evaluate(model, x_test, y_test, eval_limit),
+            overlap=os.environ.get("GOSSIP_OVERLAP") == "1")
     gen = torch.Generator().manual_seed(config["seed"] * 1000 + (peer.rank if peer else 0))
     t0 = time.time()
     step = 0
@@ -91,9 +105,10 @@ def train(config: dict, shard: torch.Tensor, batch: int, peer: Optional[gossip.P
         for i in range(0, len(x), batch):
             if step >= steps:
                 break
-            idx = order[i:i + batch]
+            idx = order[i:i + batch].to(device)
             opt.zero_grad()  # type: ignore[attr-defined]
-            loss = F.cross_entropy(model(x[idx]), y[idx])
+            with autocast(device):
+                loss = F.cross_entropy(model(x[idx]), y[idx])
             loss.backward()
             opt.step()  # type: ignore[attr-defined]
             sched.step()

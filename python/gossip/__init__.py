@@ -113,6 +113,15 @@ def _write_whole(path: str, payload: Dict[str, Any]) -> None:
 class Peer:
     """One peer of a gossip network, backed by the C++ peer (see the module's doc)."""
 
+    # Set by gossip.torch.DecentralizedOptimizer(overlap=True) while a round may be in flight
+    # on its thread: called before any other use of the peer, it waits for that round (the C++
+    # peer takes one caller at a time).
+    _in_flight: Optional[Callable[[], None]] = None
+
+    def _settle(self) -> None:
+        if self._in_flight is not None:
+            self._in_flight()
+
     def __init__(self, config: Optional[Union[str, "os.PathLike[str]"]] = None,
                  rank: Optional[int] = None, out: Optional[str] = None,
                  tls_dir: Optional[str] = None, hosts: Optional[str] = None,
@@ -267,6 +276,7 @@ class Peer:
         snapshot (the consensus distance comes from them) and the launcher's progress.
         `step` is informational. join_model() peers evaluate gossip's model themselves.
         After finish() or stop() it records nothing."""
+        self._settle()
         if self.stopped:
             return
         self._peer.report(float(loss), float(accuracy), float(epoch))
@@ -290,6 +300,7 @@ class Peer:
         the newest 3 kept): the buffer, the gossip algorithm's state and `state`, the script's
         own bytes (e.g. a torch optimizer's state dict). `gossip run --resume DIR` continues from
         the newest round every peer has a checkpoint of."""
+        self._settle()
         if not isinstance(state, (bytes, bytearray, memoryview)):
             raise TypeError(f"save_checkpoint: state must be bytes, not {type(state).__name__} "
                             "(serialize it first, e.g. with torch.save into io.BytesIO)")
@@ -340,6 +351,7 @@ class Peer:
         """Leaves the network at --until-round without a summary, as gossip peer does there;
         `gossip run --resume` continues the run. The process then just ends its loop (the
         library never exits it). Raises ValueError when this round has no checkpoint."""
+        self._settle()
         self._peer.stop()
         self._buffer = None
         self._stopped_at_round = True
@@ -347,9 +359,11 @@ class Peer:
     def live_graph(self) -> Dict[str, Any]:
         """What this peer's convergence monitor believes: {'connected', 'components',
         'alive', 'dead'}."""
+        self._settle()
         return dict(self._peer.live_graph())
 
     def dead_peers(self) -> List[int]:
+        self._settle()
         return list(self._peer.dead_peers())
 
     def finish(self) -> Dict[str, Any]:
@@ -358,6 +372,7 @@ class Peer:
         average of every peer's final buffer; the process the launcher names evaluates it
         (summary['average_model'] holds the result there). Returns the summary's figures as a
         dict. After stop() (--until-round) it returns {'stopped_at_round': N} and does nothing."""
+        self._settle()
         if self._summary is not None:
             return self._summary
         if self._stopped_at_round:

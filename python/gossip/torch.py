@@ -30,6 +30,20 @@ Devices: a model on the CPU is mixed in place; a model on a CUDA device keeps it
 there, and the wrapper copies it to a pinned host mirror for each round and back (the transport
 reads host memory). Other devices are refused with a message.
 
+Overlap (`overlap=True`): the round no longer stalls the step. At each mixing step the wrapper
+first applies the round before it, then snapshots the flat buffer into the host mirror (for a
+CUDA model a non-blocking copy to pinned memory on a side stream), and mixes it on a thread of
+its own while the script's next steps run; at the next mixing step the parameters take that
+round's change, x <- x + (mix(s) - s), s the snapshot: the one-step-stale form gossip.overlap
+gives C++ peers (x <- sum_j W_ij x_j + (x' - x)). Only dpsgd and local_sgd allow it: push_sum's
+weights, choco's public copies, gradient tracking's tracker and allreduce's common model are
+state that must follow the parameters each round. The round in flight is settled before any
+other use of the peer (report, checkpoint, finish, ...), so its figures and checkpoints are of
+a settled model; `synchronize()` settles it by hand (before evaluating the model, say).
+`overlap_stats` holds, summed over the rounds, the host time the copies took to start
+(`copy_s`), the time the thread waited for them (`copy_wait_s`), the mixing itself (`mix_s`)
+and what the steps still waited for (`exposed_s`).
+
 Checkpoints: every `checkpoint_every` gossip rounds (default the config's
 train.checkpoint_every) the wrapper saves the model and its buffers, the gossip algorithm's
 state, the torch optimizer's state dict, the integer buffers and its step count in the peer's
@@ -46,13 +60,17 @@ does; from then on step() and the peer's report() and finish() do nothing (`stop
 from __future__ import annotations
 
 import io
+import os
+import sys
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Callable, Dict, List, Optional, Tuple, Union, cast
 
 import torch
 
 from . import Evaluate, Peer, _gossip
 
-__all__ = ["flatten_parameters", "DecentralizedOptimizer", "model_name"]
+__all__ = ["flatten_parameters", "DecentralizedOptimizer", "model_name", "device_for"]
 
 _DEVICES = ("cpu", "cuda")
 
@@ -94,6 +112,25 @@ def flatten_parameters(model: torch.nn.Module, buffers: bool = False) -> torch.T
     return flat
 
 
+def device_for(rank: int, verbose: bool = True) -> torch.device:
+    """The device a rank trains on: with CUDA, GPU (LOCAL_RANK, else `rank`) modulo the visible
+    GPUs (CUDA_VISIBLE_DEVICES says which are visible), so one rank a GPU when there are enough
+    and several ranks a GPU when there are more ranks; else the CPU. Prints the choice on
+    stderr (`verbose`)."""
+    if not torch.cuda.is_available():
+        choice, why = torch.device("cpu"), "no CUDA device visible"
+    else:
+        count = torch.cuda.device_count()
+        local = os.environ.get("LOCAL_RANK")
+        index = (int(local) if local is not None and local.isdigit() else int(rank)) % count
+        choice = torch.device("cuda", index)
+        why = f"{'LOCAL_RANK ' + local if local else 'rank ' + str(rank)} modulo {count} GPU(s)"
+    if verbose:
+        print(f"gossip.torch: rank {rank} trains on {choice} ({why})", file=sys.stderr,
+              flush=True)
+    return choice
+
+
 def model_name(model: torch.nn.Module, flat: torch.Tensor) -> str:
     """The model's name in the handshake: its class, every parameter's and mixed buffer's
     shape, and the flat size."""
@@ -110,12 +147,14 @@ class DecentralizedOptimizer:
     line; `evaluate` (returning the test accuracy, or (loss, accuracy), of the model as it is)
     lets gossip run evaluate the network's average model when the script calls finish().
     `checkpoint_every` (rounds; None: the config's train.checkpoint_every, 0: none) saves
-    checkpoints that `gossip run --resume` restores (see the module's doc)."""
+    checkpoints that `gossip run --resume` restores (see the module's doc). `overlap` mixes
+    each round beside the next steps and applies it a step late (dpsgd, local_sgd; see the
+    module's doc)."""
 
     def __init__(self, optimizer: torch.optim.Optimizer, model: torch.nn.Module, peer: Peer,
                  algorithm: Optional[str] = None, period: int = 1, rounds: int = 0,
                  evaluate: Optional[Evaluate] = None, checkpoint_every: Optional[int] = None,
-                 buffer_period: int = 1) -> None:
+                 buffer_period: int = 1, overlap: bool = False) -> None:
         if period < 1:
             raise ValueError(f"DecentralizedOptimizer: period must be at least 1, not {period}")
         if checkpoint_every is not None and checkpoint_every < 0:
@@ -144,16 +183,39 @@ class DecentralizedOptimizer:
                              f"gossip.algorithm {' or '.join(partial)}, not {configured} (its "
                              "state follows the whole buffer every round)")
         self._restore_buffers = has_buffers and self.buffer_period != 1
-        # The host memory gossip mixes: the flat buffer itself, or a pinned mirror of a CUDA one.
+        if overlap and not rows[configured]["overlaps"]:
+            able = [name for name, row in rows.items() if row["overlaps"]]
+            raise ValueError(f"DecentralizedOptimizer: overlap=True applies each round a step "
+                             f"late, which only {' and '.join(able)} allow; {configured}'s state "
+                             "(push_sum's weights, choco's public copies, gradient tracking's "
+                             "tracker, allreduce's common model) must follow the parameters "
+                             "every round (overlap=False)")
+        self.overlap = bool(overlap)
+        cuda = self.flat.device.type == "cuda"
+        # The host memory gossip mixes: the flat buffer itself, or a pinned mirror of a CUDA one
+        # (and, to overlap, always a copy: the snapshot must not move with the model).
         self.host = self.flat
-        if self.flat.device.type == "cuda":
-            self.host = torch.empty(self.flat.numel(), dtype=torch.float32, pin_memory=True)
+        if cuda or self.overlap:
+            self.host = torch.empty(self.flat.numel(), dtype=torch.float32, pin_memory=cuda)
             self.host.copy_(self.flat)
+        self._snap: Optional[torch.Tensor] = None
+        self._side: Optional[Any] = None
+        self._worker: Optional[ThreadPoolExecutor] = None
+        self._pending: Optional["Future[Tuple[float, float]]"] = None
+        self.overlap_stats: Dict[str, float] = {"rounds": 0, "copy_s": 0.0, "copy_wait_s": 0.0,
+                                                "mix_s": 0.0, "exposed_s": 0.0}
+        if self.overlap:
+            self._snap = torch.empty_like(self.host)
+            self._worker = ThreadPoolExecutor(1, thread_name_prefix="gossip-mix")
+            if cuda:
+                self._side = torch.cuda.Stream(self.flat.device)
         self.steps = 0
         self.checkpoint_every = checkpoint_every
         self.evaluate = evaluate
         peer.join(self.host, model=model_name(model, self.flat), rounds=rounds,
                   evaluate=None if evaluate is None else self._evaluate_host)
+        if self.overlap:
+            peer._in_flight = self.synchronize
         saved = peer.resume_state()
         self.resumed = saved is not None
         if saved is not None:  # join() restored the model; the optimizer's state is ours
@@ -187,19 +249,88 @@ class DecentralizedOptimizer:
     def step(self, closure: Optional[Callable[[], Any]] = None) -> Any:
         """The wrapped optimizer's step, then a gossip round every `period` steps. Returns the
         closure's loss, as torch optimizers do. Once `stopped` it does nothing."""
-        if self.peer.stop_due():  # --until-round: its checkpoint is saved, its report made
+        if self._pending is None and self.peer.stop_due():  # --until-round: checkpoint saved
             self.peer.stop()
         if self.stopped:
             return closure() if closure is not None else None
         loss = self.optimizer.step(closure)
         self.steps += 1
         if self.steps % self.period == 0:
-            self._mix()
-            if self.peer.partition_stop_due():
-                self._stop_at_partition()
-            elif self.peer.checkpoint_due(self.checkpoint_every):
-                self.save_checkpoint()
+            if self.overlap:
+                self.synchronize()  # the round before this one, applied
+                if self._after_round():
+                    return loss
+                self._start_round()
+            else:
+                self._mix()
+                self._after_round()
         return loss
+
+    def _after_round(self) -> bool:
+        """What follows a settled round: --until-round, a partition stop, a checkpoint. True
+        when the peer has left."""
+        if self.overlap and self.peer.rounds_done > 0 and self.peer.stop_due():
+            self.peer.stop()
+            return True
+        if self.peer.partition_stop_due():
+            self._stop_at_partition()
+            return True
+        if self.peer.checkpoint_due(self.checkpoint_every):
+            self.save_checkpoint()
+        return False
+
+    def synchronize(self) -> None:
+        """Waits for the round in flight (overlap=True) and applies it to the model: x <- x +
+        (mix(s) - s). Does nothing when no round is in flight."""
+        if self._pending is None:
+            return
+        t0 = time.perf_counter()
+        pending, self._pending = self._pending, None
+        copy_wait, mix = pending.result()
+        stats = self.overlap_stats
+        stats["exposed_s"] += time.perf_counter() - t0
+        stats["copy_wait_s"] += copy_wait
+        stats["mix_s"] += mix
+        stats["rounds"] += 1
+        with torch.no_grad():  # self.host holds the round's change
+            self.flat.add_(self.host.to(self.flat.device, non_blocking=True))
+
+    def _start_round(self) -> None:
+        """Snapshots the model into the host mirror and mixes it on the thread."""
+        assert self._worker is not None and self._snap is not None
+        t0 = time.perf_counter()
+        done = None
+        with torch.no_grad():
+            if self._side is not None:  # after the step's kernels (and the last round's add)
+                self._side.wait_stream(torch.cuda.current_stream(self.flat.device))
+                with torch.cuda.stream(self._side):
+                    self.host.copy_(self.flat, non_blocking=True)
+                    done = torch.cuda.Event()
+                    done.record(self._side)
+            else:
+                self.host.copy_(self.flat)
+        self.overlap_stats["copy_s"] += time.perf_counter() - t0
+        keep = False
+        if self._restore_buffers:
+            next_round = self.peer.rounds_done + 1
+            keep = self.buffer_period == 0 or next_round % self.buffer_period != 0
+        self._pending = self._worker.submit(self._round, done, keep)
+
+    def _round(self, done: Optional[Any], keep_buffers: bool) -> Tuple[float, float]:
+        """On the thread: waits for the snapshot's copy, mixes it, and leaves mix(s) - s in the
+        host mirror. Returns the seconds waited for the copy and the seconds mixing took."""
+        assert self._snap is not None
+        t0 = time.perf_counter()
+        if done is not None:
+            done.synchronize()
+        t1 = time.perf_counter()
+        with torch.no_grad():
+            self._snap.copy_(self.host)
+            self.peer.neighbor_average(self.host)
+            if keep_buffers:  # this round leaves the buffers as they were
+                self.host[self._n_params:].copy_(self._snap[self._n_params:])
+            self.host.sub_(self._snap)
+        return t1 - t0, time.perf_counter() - t1
 
     def _mix(self) -> None:
         with torch.no_grad():

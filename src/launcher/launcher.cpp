@@ -365,6 +365,24 @@ const char* byzantine_note(MemberEventKind event) {
   }
 }
 
+/// What the peers' processes inherit. Each peer's BLAS (and a Python peer's OpenMP) starts with
+/// train.threads threads unless the environment says otherwise: OpenBLAS would start one per
+/// core in every peer, and with several peers on a host their idle threads spin for work and
+/// take the cores from the others' rounds (a gossip round of the quickstart's size costs about
+/// 1.5x more). Peers on CUDA take one visible device each, round robin by rank (make_backend);
+/// where they outnumber the devices, MPS lets their kernels run side by side (train.mps): the
+/// daemon returned, if any, lives as long as the run.
+std::unique_ptr<launcher::MpsDaemon> peer_environment(const RunConfig& config, int peers,
+                                                      const std::string& out_dir) {
+  const std::string threads = std::to_string(config.train.threads);
+  setenv("OPENBLAS_NUM_THREADS", threads.c_str(), 0);
+  setenv("OMP_NUM_THREADS", threads.c_str(), 0);
+  std::string line;
+  auto mps = launcher::start_mps(config, peers, out_dir + "/mps", line);
+  if (!line.empty()) std::printf("gossip run: %s\n", line.c_str());
+  return mps;
+}
+
 void check_backend(const RunConfig& config) {
   // A backend that cannot run here is refused before any peer starts (each would fail alike).
   if (!config.exec.empty()) return;
@@ -582,18 +600,7 @@ int launch(const RunConfig& config, const LaunchOptions& given) {
                 config.net.emulate.text.c_str());
     std::fflush(stdout);
   }
-  // Each peer's BLAS (and a Python peer's OpenMP) starts with train.threads threads unless the
-  // environment says otherwise: OpenBLAS would start one per core in every peer, and with
-  // several peers on a host their idle threads spin for work and take the cores from the
-  // others' rounds (a gossip round of the quickstart's size costs about 1.5x more).
-  const std::string threads = std::to_string(config.train.threads);
-  setenv("OPENBLAS_NUM_THREADS", threads.c_str(), 0);
-  setenv("OMP_NUM_THREADS", threads.c_str(), 0);
-  // Peers on CUDA: one visible device each, round robin by rank (make_backend); where they
-  // outnumber the devices, MPS lets their kernels run side by side (train.mps).
-  std::string mps_line;
-  const auto mps = launcher::start_mps(config, topology.n(), options.out_dir + "/mps", mps_line);
-  if (!mps_line.empty()) std::printf("gossip run: %s\n", mps_line.c_str());
+  const auto mps = peer_environment(config, topology.n(), options.out_dir);
   Network net(config, options, topology, resume_round,
               make_run_credentials(config, options.out_dir, topology.n()),
               links ? &*links : nullptr);

@@ -23,7 +23,8 @@ import torch_worker  # noqa: E402
 REPO = os.path.dirname(os.path.dirname(HERE))
 
 
-@pytest.mark.parametrize("mode", ["sgd", "adam", "adamw", "autocast", "bn", "bn-local"])
+@pytest.mark.parametrize("mode", ["sgd", "adam", "adamw", "autocast", "bn", "bn-local",
+                                  "overlap"])
 def test_the_wrapper_equals_local_steps_then_the_exact_average(folder, base_port, procs, mode):
     n = 3  # the 3-ring's Metropolis weights are 1/3 each: one round is the exact average
     config = write_config(folder, n, base_port)
@@ -79,6 +80,15 @@ peer.finish()
         np.testing.assert_allclose(got["var"].numpy(), np.mean(variances, axis=0), rtol=1e-6)
         assert got["count"] == 1  # a counter, not mixed
         assert int(got["state"]["int_buffers"]["num_batches_tracked"]) == 1
+
+
+def test_overlap_is_refused_for_algorithms_whose_state_cannot_lag_a_step(folder, base_port):
+    config = write_config(folder, 3, base_port, algorithm="push_sum")
+    peer = gossip.Peer(config, rank=0, out=os.path.join(folder, "run"))
+    model = torch.nn.Linear(3, 2)
+    with pytest.raises(ValueError, match="only dpsgd and local_sgd allow; push_sum's state"):
+        gossip.torch.DecentralizedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1), model,
+                                            peer, overlap=True)
 
 
 def test_a_model_on_an_unsupported_device_is_refused_clearly():

@@ -9,7 +9,9 @@ the parameters and floating-point buffers.
 
 Modes: sgd, adam, adamw, autocast (AdamW under torch.autocast bf16, gradient clipping and a
 StepLR schedule on the wrapped optimizer), bn (a BatchNorm model under Adam), bn-local (the same
-with buffer_period 0: statistics never mixed).
+with buffer_period 0: statistics never mixed), overlap (SGD with momentum, overlap=True: each
+round mixes the snapshot taken after a step and is applied after the next one, x <- x +
+(avg(s) - s); the last one at synchronize()).
 """
 import os
 import sys
@@ -32,7 +34,7 @@ def make_model(mode: str, rank: int) -> torch.nn.Module:
 
 
 def make_optimizer(mode: str, model: torch.nn.Module) -> torch.optim.Optimizer:
-    if mode == "sgd":
+    if mode in ("sgd", "overlap"):
         return torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     if mode in ("adam", "bn", "bn-local"):
         return torch.optim.Adam(model.parameters(), lr=0.01)
@@ -73,6 +75,8 @@ def reference(mode: str, n: int) -> List[torch.Tensor]:
               for o in opts]
     data = [list(batches(r)) for r in range(n)]
     n_params = sum(p.numel() for p in models[0].parameters())
+    if mode == "overlap":
+        return overlap_reference(models, opts, data)
     for step in range(STEPS):
         for r in range(n):
             local_step(mode, models[r], opts[r], *data[r][step])
@@ -92,6 +96,38 @@ def reference(mode: str, n: int) -> List[torch.Tensor]:
     return [torch.cat(state(m)) for m in models]
 
 
+def tensors_of(model: torch.nn.Module) -> List[torch.Tensor]:
+    return list(model.parameters()) + [b for b in model.buffers() if b.is_floating_point()]
+
+
+def add_flat(model: torch.nn.Module, delta: torch.Tensor) -> None:
+    offset = 0
+    with torch.no_grad():
+        for t in tensors_of(model):
+            t.add_(delta[offset:offset + t.numel()].view_as(t))
+            offset += t.numel()
+
+
+def overlap_reference(models, opts, data) -> List[torch.Tensor]:
+    """The one-step-stale schedule in plain torch: after each step the round before is applied
+    (x += avg(s) - s), then the parameters are snapshot (s) for the next; the last round is
+    applied at the end."""
+    pending = None
+    for step in range(STEPS):
+        for r, m in enumerate(models):
+            local_step("overlap", m, opts[r], *data[r][step])
+        if pending is not None:
+            for m, d in zip(models, pending):
+                add_flat(m, d)
+        snaps = [torch.cat(state(m)) for m in models]
+        avg = torch.stack(snaps).mean(0)
+        pending = [avg - s for s in snaps]
+    assert pending is not None
+    for m, d in zip(models, pending):
+        add_flat(m, d)
+    return [torch.cat(state(m)) for m in models]
+
+
 def main() -> None:
     import gossip
     import gossip.torch
@@ -101,11 +137,15 @@ def main() -> None:
     inner = make_optimizer(mode, model)
     sched = torch.optim.lr_scheduler.StepLR(inner, 2, 0.5) if mode == "autocast" else None
     opt = gossip.torch.DecentralizedOptimizer(inner, model, peer, rounds=STEPS,
-                                              buffer_period=0 if mode == "bn-local" else 1)
+                                              buffer_period=0 if mode == "bn-local" else 1,
+                                              overlap=mode == "overlap")
     for x, y in batches(rank):
         local_step(mode, model, opt, x, y)
         if sched is not None:
             sched.step()
+    opt.synchronize()
+    if mode == "overlap":  # every round went through the thread, and was applied
+        assert opt.overlap_stats["rounds"] == STEPS, opt.overlap_stats
     torch.save(torch.cat(state(model)), os.path.join(folder, f"{mode}-{rank}.pt"))
     # The wrapper's state dict round-trips: a fresh wrapper's optimizer takes it whole.
     saved = opt.state_dict()

@@ -110,6 +110,15 @@ __global__ void fill_kernel(float* p, float value, long long n) {
 
 // ---- the backend --------------------------------------------------------------------------
 
+/// The CUDA backend's GEMMs by name (train.precision picks one) and the products they run.
+struct GemmRow {
+  const char* name;
+  MathMode mode;
+};
+constexpr GemmRow kGemms[] = {{"cublas", MathMode::kStrict},
+                              {"cublas_tf32", MathMode::kTf32},
+                              {"cublas_bf16", MathMode::kBf16}};
+
 class CudaBackend final : public Backend {
  public:
   /// On visible device `device` modulo their count (CUDA_VISIBLE_DEVICES numbers them).
@@ -181,21 +190,20 @@ class CudaBackend final : public Backend {
                                     cm.ld_second, &cm.beta, c, cm.ldc));
   }
   std::string gemm_name() const override {
-    return math_ == MathMode::kTf32 ? "cublas_tf32"
-           : math_ == MathMode::kBf16 ? "cublas_bf16"
-                                      : "cublas";
+    return std::find_if(std::begin(kGemms), std::end(kGemms),
+                        [&](const GemmRow& g) { return g.mode == math_; })->name;
   }
   /// "cublas": strict fp32 products (cuDNN: FMA math only); "cublas_tf32": TF32 tensor-core
   /// products, fp32 storage and accumulation (train.precision: tf32); "cublas_bf16": bf16
   /// products, fp32 accumulation and storage (train.precision: bf16; cuDNN's convolutions take
   /// bf16 copies of their operands). Tensor-core precisions need compute capability 8.0.
   void use_gemm(const std::string& name) override {
-    MathMode m = MathMode::kStrict;
-    if (name == "cublas_tf32") m = MathMode::kTf32;
-    else if (name == "cublas_bf16") m = MathMode::kBf16;
-    else if (name != "cublas")
+    const auto* row = std::find_if(std::begin(kGemms), std::end(kGemms),
+                                   [&](const GemmRow& g) { return name == g.name; });
+    if (row == std::end(kGemms))
       throw InputError(cat("the CUDA backend's GEMM is cublas (cublas_tf32, cublas_bf16 for "
                            "train.precision tf32, bf16), not '", name, "'"));
+    const MathMode m = row->mode;
     if (m != MathMode::kStrict && capability_ < 80)
       throw InputError(cat("train.precision: ", m == MathMode::kTf32 ? "tf32" : "bf16",
                            " needs tensor cores of compute capability 8.0 or later; ",
