@@ -20,6 +20,11 @@ modulo the GPUs; eight ranks share one GPU when there is one) with its shard and
 held on the device. GOSSIP_OVERLAP=1 mixes each round beside the next step
 (DecentralizedOptimizer(overlap=True)); GOSSIP_AUTOCAST=bf16 runs the forward pass under
 torch.autocast with bfloat16 (the parameters and gossip's messages stay float32).
+
+Each rank prints its mean step time over steps 50 to 250 (evaluations left out) on stderr, a
+line starting "steps 50-250:", with the overlap's figures when it overlaps. GOSSIP_NO_ROUNDS=1
+replaces gossip's round by nothing (the peers join, take no round, and finish): the reference
+for what gossip costs a step.
 """
 import math
 import os
@@ -76,6 +81,39 @@ def evaluate(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor,
     return F.cross_entropy(logits, y).item(), (logits.argmax(1) == y).float().mean().item()
 
 
+class StepWindow:
+    """The mean step time over steps [first, last), evaluations left out, printed at `last`."""
+
+    def __init__(self, device: torch.device, first: int, last: int) -> None:
+        self.device, self.first, self.last = device, first, last
+        self.t0 = 0.0
+        self.left_out = 0.0
+
+    def _now(self) -> float:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        return time.perf_counter()
+
+    def after(self, step: int, opt: object) -> None:
+        if step == self.first:
+            self.t0 = self._now()
+        elif step == self.last and self.t0 > 0:
+            mean = (self._now() - self.t0 - self.left_out) / (self.last - self.first)
+            stats = getattr(opt, "overlap_stats", None)
+            extra = ""
+            if getattr(opt, "overlap", False) and stats and stats["rounds"]:
+                extra = (f", overlap: copy {stats['copy_s'] / stats['rounds'] * 1e3:.2f} ms, "
+                         f"copy wait {stats['copy_wait_s'] / stats['rounds'] * 1e3:.2f} ms, "
+                         f"mix {stats['mix_s'] / stats['rounds'] * 1e3:.2f} ms, exposed "
+                         f"{stats['exposed_s'] / stats['rounds'] * 1e3:.2f} ms a round")
+            print(f"steps {self.first}-{self.last}: {mean * 1e3:.3f} ms/step{extra}",
+                  file=sys.stderr, flush=True)
+
+    def leave_out(self, step: int, seconds: float) -> None:
+        if self.first < step < self.last:
+            self.left_out += seconds
+
+
 def train(config: dict, shard: torch.Tensor, batch: int, peer: Optional[gossip.Peer]) -> float:
     torch.manual_seed(config["seed"])  # every rank starts from the same model
     torch.set_num_threads(max(1, config["threads"]))
@@ -92,14 +130,16 @@ def train(config: dict, shard: torch.Tensor, batch: int, peer: Optional[gossip.P
                               weight_decay=config["weight_decay"])
     sched = torch.optim.lr_scheduler.OneCycleLR(adamw, max_lr=config["lr"], total_steps=steps)
     opt: object = adamw
+    period = steps + 1 if os.environ.get("GOSSIP_NO_ROUNDS") == "1" else config["period"]
     if peer is not None:
         opt = gossip.torch.DecentralizedOptimizer(
-            adamw, model, peer, period=config["period"], rounds=steps // config["period"],
+            adamw, model, peer, period=period, rounds=steps // period,
             evaluate=lambda: evaluate(model, x_test, y_test, eval_limit),
             overlap=os.environ.get("GOSSIP_OVERLAP") == "1")
     gen = torch.Generator().manual_seed(config["seed"] * 1000 + (peer.rank if peer else 0))
     t0 = time.time()
     step = 0
+    window = StepWindow(device, 50, 250)
     while step < steps:
         order = torch.randperm(len(x), generator=gen)
         for i in range(0, len(x), batch):
@@ -113,10 +153,13 @@ def train(config: dict, shard: torch.Tensor, batch: int, peer: Optional[gossip.P
             opt.step()  # type: ignore[attr-defined]
             sched.step()
             step += 1
+            window.after(step, opt)
             if peer is not None and peer.stopped:
                 return float("nan")
             if step % max(1, steps // 4) == 0 or step == steps:
+                e0 = time.perf_counter()
                 test_loss, acc = evaluate(model, x_test, y_test, eval_limit)
+                window.leave_out(step, time.perf_counter() - e0)
                 print(f"step {step}/{steps}: loss {loss.item():.4f}, test accuracy {acc:.4f} "
                       f"({time.time() - t0:.1f} s)", file=sys.stderr, flush=True)
                 if peer is not None:

@@ -199,13 +199,15 @@ class DecentralizedOptimizer:
             self.host = torch.empty(self.flat.numel(), dtype=torch.float32, pin_memory=cuda)
             self.host.copy_(self.flat)
         self._snap: Optional[torch.Tensor] = None
+        self._delta: Optional[torch.Tensor] = None
         self._side: Optional[Any] = None
         self._worker: Optional[ThreadPoolExecutor] = None
         self._pending: Optional["Future[Tuple[float, float]]"] = None
         self.overlap_stats: Dict[str, float] = {"rounds": 0, "copy_s": 0.0, "copy_wait_s": 0.0,
                                                 "mix_s": 0.0, "exposed_s": 0.0}
         if self.overlap:
-            self._snap = torch.empty_like(self.host)
+            self._snap = torch.empty(self.host.numel(), dtype=torch.float32, pin_memory=cuda)
+            self._delta = torch.empty(self.host.numel(), dtype=torch.float32, pin_memory=cuda)
             self._worker = ThreadPoolExecutor(1, thread_name_prefix="gossip-mix")
             if cuda:
                 self._side = torch.cuda.Stream(self.flat.device)
@@ -257,7 +259,7 @@ class DecentralizedOptimizer:
         self.steps += 1
         if self.steps % self.period == 0:
             if self.overlap:
-                self.synchronize()  # the round before this one, applied
+                self._apply()  # the round before this one
                 if self._after_round():
                     return loss
                 self._start_round()
@@ -280,8 +282,16 @@ class DecentralizedOptimizer:
         return False
 
     def synchronize(self) -> None:
-        """Waits for the round in flight (overlap=True) and applies it to the model: x <- x +
-        (mix(s) - s). Does nothing when no round is in flight."""
+        """Waits for the round in flight (overlap=True), applies it to the model, x <- x +
+        (mix(s) - s), and leaves the model in the buffer the peer holds (what its checkpoints,
+        reports and final parameters read). Does nothing without overlap."""
+        self._apply()
+        if self.overlap:
+            with torch.no_grad():
+                self.host.copy_(self.flat)
+
+    def _apply(self) -> None:
+        """Waits for the round in flight and adds its change to the model."""
         if self._pending is None:
             return
         t0 = time.perf_counter()
@@ -292,8 +302,9 @@ class DecentralizedOptimizer:
         stats["copy_wait_s"] += copy_wait
         stats["mix_s"] += mix
         stats["rounds"] += 1
-        with torch.no_grad():  # self.host holds the round's change
-            self.flat.add_(self.host.to(self.flat.device, non_blocking=True))
+        assert self._delta is not None
+        with torch.no_grad():
+            self.flat.add_(self._delta.to(self.flat.device, non_blocking=True))
 
     def _start_round(self) -> None:
         """Snapshots the model into the host mirror and mixes it on the thread."""
@@ -317,9 +328,9 @@ class DecentralizedOptimizer:
         self._pending = self._worker.submit(self._round, done, keep)
 
     def _round(self, done: Optional[Any], keep_buffers: bool) -> Tuple[float, float]:
-        """On the thread: waits for the snapshot's copy, mixes it, and leaves mix(s) - s in the
-        host mirror. Returns the seconds waited for the copy and the seconds mixing took."""
-        assert self._snap is not None
+        """On the thread: waits for the snapshot's copy, mixes it, and leaves mix(s) - s in
+        the delta buffer. Returns the seconds waited for the copy and the seconds mixing took."""
+        assert self._snap is not None and self._delta is not None
         t0 = time.perf_counter()
         if done is not None:
             done.synchronize()
@@ -329,7 +340,7 @@ class DecentralizedOptimizer:
             self.peer.neighbor_average(self.host)
             if keep_buffers:  # this round leaves the buffers as they were
                 self.host[self._n_params:].copy_(self._snap[self._n_params:])
-            self.host.sub_(self._snap)
+            torch.sub(self.host, self._snap, out=self._delta)
         return t1 - t0, time.perf_counter() - t1
 
     def _mix(self) -> None:

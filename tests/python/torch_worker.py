@@ -146,6 +146,9 @@ def main() -> None:
     opt.synchronize()
     if mode == "overlap":  # every round went through the thread, and was applied
         assert opt.overlap_stats["rounds"] == STEPS, opt.overlap_stats
+        # and the buffer the peer holds (its checkpoints, reports and final parameters) is
+        # the settled model, not the last round's change
+        assert torch.equal(opt.host, opt.flat), (opt.host - opt.flat).abs().max()
     torch.save(torch.cat(state(model)), os.path.join(folder, f"{mode}-{rank}.pt"))
     # The wrapper's state dict round-trips: a fresh wrapper's optimizer takes it whole.
     saved = opt.state_dict()

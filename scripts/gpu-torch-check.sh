@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# PyTorch models on a GPU through gossip, on a GPU machine without Debian's packages: the
+# Python module built elsewhere for this machine's Python (GOSSIP_PYTHONPATH, default
+# build-py312/python: `meson setup build-py312 -Dpython_interpreter=PYTHON3.12 ...`), and what
+# scripts/gpu-bundle.sh packs (unpacked here: build/, gpu-bundle/). It checks, into
+# ${GPU_CHECK_OUT:-runs/gpu-torch}/:
+#   1. `import gossip` in this machine's python3, beside its torch and CUDA;
+#   2. the Python front end's CUDA and overlap tests (tests/python/test_torch_frontend.py);
+#   3. ResNet-18 (examples/torch_resnet.py) with 8 ranks on one GPU, a round every step, batch
+#      32, over 1.1 epochs of Fashion-MNIST: each rank's mean step time over steps 50-250 with
+#      gossip's round replaced by nothing, with the synchronous round and with the overlapped
+#      one, in fp32 and under bf16 autocast;
+# and writes gpu-torch.json (the card, the date, import_on_gpu, and each ratio of a schedule's
+# step time to the no-round one under a key naming it, e.g. resnet18_overlap_overhead).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+case "${1:-}" in
+  -h|--help) sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+esac
+out="${GPU_CHECK_OUT:-runs/gpu-torch}"
+mkdir -p "$out"
+export PYTHONPATH="$PWD/${GOSSIP_PYTHONPATH:-build-py312/python}"
+export LD_LIBRARY_PATH="$PWD/gpu-bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export GOSSIP_BIN="$PWD/build/src/cli/gossip"
+data=/usr/share/datasets/fashion-mnist
+if [ ! -f "$data/train-images-idx3-ubyte.gz" ] && [ -d gpu-bundle/fashion-mnist ]; then
+  mkdir -p "$data" && cp gpu-bundle/fashion-mnist/*.gz "$data/"
+fi
+nvidia-smi -L > "$out/gpus.txt" 2>&1
+
+echo "== 1. import gossip"
+python3 -c 'import sys, torch, gossip, gossip.torch
+print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.cuda.is_available(),
+      "gossip", gossip.__file__)' 2>&1 | tee "$out/import.txt"
+
+echo "== 2. the front end's CUDA and overlap tests"
+(cd tests/python && timeout 120 python3 -m pytest -q -x test_torch_frontend.py \
+   -k "cuda or overlap" -p no:cacheprovider) 2>&1 | tail -n 15 | tee "$out/pytest.txt"
+
+echo "== 3. ResNet-18, 8 ranks on one GPU"
+cfg=configs/.gpu-torch-resnet.yaml
+sed -e 's#^exec: .*#exec: python3 examples/torch_resnet.py#' -e 's/^  limit_train: .*/  limit_train: 0/' \
+    -e 's/^  epochs: .*/  epochs: 1.1/' -e 's/^  period: .*/  period: 1/' \
+    configs/torch-resnet-short.yaml > "$cfg"
+trap 'rm -f "$cfg"' EXIT
+for run in none-fp32 sync-fp32 overlap-fp32 none-bf16 overlap-bf16; do
+  schedule=${run%-*} precision=${run#*-}
+  env GOSSIP_NO_ROUNDS=$([ "$schedule" = none ] && echo 1 || echo 0) \
+      GOSSIP_OVERLAP=$([ "$schedule" = overlap ] && echo 1 || echo 0) \
+      GOSSIP_AUTOCAST=$([ "$precision" = bf16 ] && echo bf16 || echo off) GOSSIP_EVAL_LIMIT=1000 \
+      timeout "${GPU_TORCH_RUN_S:-60}" "$GOSSIP_BIN" run "$cfg" --out "$out/resnet18-$run" \
+      --no-progress > "$out/resnet18-$run.log" 2>&1 || echo "gpu-torch: run $run FAILED"
+  echo "$run: $(grep -h 'steps 50-250' "$out/resnet18-$run"/peers/*/peer.log 2>/dev/null | head -n 1)"
+done
+python3 - "$out" <<'EOF'
+import datetime, glob, json, os, re, sys
+out = sys.argv[1]
+res = {"card": open(os.path.join(out, "gpus.txt")).read().split(":")[1].split("(")[0].strip()
+       if os.path.exists(os.path.join(out, "gpus.txt")) else None,
+       "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%MZ"),
+       "import_on_gpu": "gossip" in open(os.path.join(out, "import.txt")).read(),
+       "pytest": open(os.path.join(out, "pytest.txt")).read().strip().splitlines()[-1:]}
+means = {}
+for run in ["none-fp32", "sync-fp32", "overlap-fp32", "none-bf16", "overlap-bf16"]:
+    ms = []
+    for log in glob.glob(os.path.join(out, f"resnet18-{run}", "peers", "*", "peer.log")):
+        m = re.search(r"steps 50-250: ([0-9.]+) ms/step(.*)", open(log).read())
+        if m:
+            ms.append(float(m.group(1)))
+    if ms:
+        means[run] = sum(ms) / len(ms)
+        res[f"resnet18_{run.replace('-', '_')}_ms"] = means[run]
+        res[f"resnet18_{run.replace('-', '_')}_ranks"] = len(ms)
+for run, key in [("sync-fp32", "resnet18_sync_overhead"), ("overlap-fp32", "resnet18_overlap_overhead"),
+                 ("overlap-bf16", "resnet18_overlap_overhead_bf16")]:
+    base = "none-bf16" if run.endswith("bf16") else "none-fp32"
+    if run in means and base in means:
+        res[key] = means[run] / means[base]
+json.dump(res, open(os.path.join(out, "gpu-torch.json"), "w"), indent=1, sort_keys=True)
+print(json.dumps(res, indent=1, sort_keys=True))
+EOF
