@@ -34,7 +34,7 @@ print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torc
       "gossip", gossip.__file__)' 2>&1 | tee "$out/import.txt"
 
 echo "== 2. the front end's CUDA and overlap tests"
-(cd tests/python && timeout 120 python3 -m pytest -q -x test_torch_frontend.py \
+(cd tests/python && timeout "${GPU_TORCH_TEST_S:-120}" python3 -m pytest -q -x test_torch_frontend.py \
    -k "cuda or overlap" -p no:cacheprovider) 2>&1 | tail -n 15 | tee "$out/pytest.txt"
 
 echo "== 3. ResNet-18, 8 ranks on one GPU"
@@ -43,7 +43,7 @@ sed -e 's#^exec: .*#exec: python3 examples/torch_resnet.py#' -e 's/^  limit_trai
     -e 's/^  epochs: .*/  epochs: 1.1/' -e 's/^  period: .*/  period: 1/' \
     configs/torch-resnet-short.yaml > "$cfg"
 trap 'rm -f "$cfg"' EXIT
-for run in none-fp32 sync-fp32 overlap-fp32 none-bf16 overlap-bf16; do
+for run in none-fp32 overlap-fp32 sync-fp32 none-bf16 overlap-bf16; do
   schedule=${run%-*} precision=${run#*-}
   env GOSSIP_NO_ROUNDS=$([ "$schedule" = none ] && echo 1 || echo 0) \
       GOSSIP_OVERLAP=$([ "$schedule" = overlap ] && echo 1 || echo 0) \
