@@ -18,6 +18,10 @@
   in the final image a package for every library the gossip binary links, plus
   dataset-fashion-mnist.
 
+- scripts/gpu-bundle.sh --no-build: what a GPU machine without Debian's packages is carried
+  (the binaries, the plugin, the libraries they link that such a machine lacks and never the
+  ones it has, Fashion-MNIST), under 60 MB; a build without the CUDA plugin is refused.
+
 The manifests and the image are not run here (no cluster, no container daemon in CI).
 """
 import os
@@ -335,6 +339,38 @@ def check_dockerfile(t):
         t.check("deploy/docker/Dockerfile" in f.read(), "the manifest says how to build its image")
 
 
+def check_gpu_bundle(t):
+    script = os.path.join(SOURCE, "scripts", "gpu-bundle.sh")
+    env = dict(os.environ, GOSSIP_BUILD_DIR=BUILD)
+    folder = tempfile.mkdtemp(prefix="gossip-bundle-")
+    try:
+        bundle = os.path.join(folder, "b.tar.xz")
+        if not os.path.exists(os.path.join(BUILD, "src", "compute", "libgossip-cuda.so")):
+            code, out = run(["bash", script, "--no-build", bundle], 120, env=env)
+            t.check(code == 1 and "libgossip-cuda.so is missing" in out,
+                    "gpu-bundle.sh refuses a build without the CUDA plugin", out)
+            return
+        code, out = run(["bash", script, "--no-build", bundle], 240, env=env)
+        if not t.check(code == 0 and os.path.exists(bundle), "gpu-bundle.sh --no-build packs",
+                       out):
+            return
+        size = os.path.getsize(bundle)
+        t.check(size < 60_000_000, f"the bundle is under 60 MB ({size / 1e6:.1f} MB)")
+        code, listing = run(["tar", "tJf", bundle], 60)
+        names = set(listing.split())
+        for need in ("build/src/cli/gossip", "build/tests/test_cuda",
+                     "build/src/compute/libgossip-cuda.so", "gpu-bundle/lib/libopenblas.so.0",
+                     "gpu-bundle/lib/libyaml-cpp.so.0.7", "gpu-bundle/lib/libdnnl.so.2",
+                     "gpu-bundle/fashion-mnist/train-images-idx3-ubyte.gz",
+                     "gpu-bundle/fashion-mnist/t10k-labels-idx1-ubyte.gz", "gpu-bundle/commit"):
+            t.check(need in names, f"the bundle holds {need}", listing)
+        system = [n for n in names if re.search(
+            r"/lib(c|m|stdc\+\+|gcc_s|ssl|crypto|z|cuda|cudart|cublas|cublasLt|cudnn)\.so", n)]
+        t.check(not system, "the bundle carries none of the libraries such a machine has", system)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def main():
     # The schema check needs Debian's python3-kubernetes, which only Debian's interpreter sees:
     # another python3 first on the PATH hands this test over to it.
@@ -350,6 +386,7 @@ def main():
     check_schema(t)
     check_elastic(t)
     check_dockerfile(t)
+    check_gpu_bundle(t)
     t.finish()
 
 
