@@ -231,6 +231,10 @@ BackendChoice parse_backend_choice(const std::string& name);
 std::unique_ptr<Backend> make_backend(BackendChoice choice, int threads = 1,
                                       bool log_choice = true, int device = 0);
 
+/// The CUDA backend's GEMM for train.precision: cublas (fp32), cublas_tf32 or cublas_bf16 (the
+/// plugin's own table, src/compute/cuda/cuda_backend.cu, holds the same names).
+std::string cuda_gemm_name(Precision precision);
+
 /// train.conv on `backend`, before any layer is built: InputError saying why when it cannot run
 /// there (cudnn on the CPU, or where cuDNN does not load).
 void use_conv(Backend& backend, ConvEngine engine);

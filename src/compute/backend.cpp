@@ -115,6 +115,14 @@ std::string backend_refusal(BackendChoice choice) {
 #endif
 }
 
+std::string cuda_gemm_name(Precision precision) {
+  switch (precision) {
+    case Precision::kTf32: return "cublas_tf32";
+    case Precision::kBf16: return "cublas_bf16";
+    default: return "cublas";
+  }
+}
+
 void use_conv(Backend& backend, ConvEngine engine) {
   if (const std::string why = backend.use_conv(engine); !why.empty()) throw InputError(why);
 }

@@ -198,8 +198,8 @@ namespace {
 /// train.precision: bf16, where it can run.
 GemmChoice choose_bf16(Backend& backend, const GemmRequest& r) {
   if (!backend.host_memory()) {  // a GPU's tensor cores (use_gemm refuses where it has none)
-    backend.use_gemm("cublas_bf16");
-    return {"cublas_bf16", "train.precision"};
+    backend.use_gemm(cuda_gemm_name(Precision::kBf16));
+    return {backend.gemm_name(), "train.precision"};
   }
   if (r.requested != "auto" && r.requested != "onednn")
     throw InputError(cat("train.precision: bf16 runs oneDNN's bf16 matmul, not ", r.requested_by,
@@ -216,8 +216,8 @@ GemmChoice choose_tf32(Backend& backend) {
     throw InputError(cat("train.precision: tf32 runs on a GPU's tensor cores; the ", backend.name(),
                          " backend computes in fp32 (precision: fp32) or bf16 (precision: bf16, "
                          "where the CPU has it)"));
-  backend.use_gemm("cublas_tf32");
-  return {"cublas_tf32", "train.precision"};
+  backend.use_gemm(cuda_gemm_name(Precision::kTf32));
+  return {backend.gemm_name(), "train.precision"};
 }
 
 }  // namespace

@@ -91,10 +91,7 @@ NetworkRecord::NetworkRecord(const RunConfig& config, const std::string& out_dir
                                    on_device ? Precision::kFp32 : config.train.precision),
                       evaluator_.model().gemm_shapes(config.train.batch));
   if (on_device)
-    gemm_ = {config.train.precision == Precision::kTf32   ? "cublas_tf32"
-             : config.train.precision == Precision::kBf16 ? "cublas_bf16"
-                                                          : "cublas",
-             "the cuda backend's"};
+    gemm_ = {cuda_gemm_name(config.train.precision), "the cuda backend's"};
   if (!events_) throw InputError(cat(out_dir, "/events.jsonl: cannot open for writing"));
 }
 

@@ -137,6 +137,16 @@ const Perf& pick(const Perf* perf, int count, const char* what) {
   return *fallback;
 }
 
+/// One pass's choice (pick) taken: its algorithm, its workspace, and its math type on `desc`.
+template <class Perf, class Algo>
+void adopt(const Perf* perf, int count, const char* what, cudnnConvolutionDescriptor_t desc,
+           Algo& algo, std::size_t& bytes) {
+  const Perf& p = pick(perf, count, what);
+  algo = p.algo;
+  bytes = p.memory;
+  GOSSIP_CUDNN(cudnnSetConvolutionMathType, desc, p.mathType);
+}
+
 }  // namespace
 
 std::string cudnn_version(std::string* why) {
@@ -220,24 +230,15 @@ CudnnConv::Plan& CudnnConv::plan(const ConvGeom& g, int rows, MathMode math) {
   cudnnConvolutionFwdAlgoPerf_t fwd[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
   GOSSIP_CUDNN(cudnnGetConvolutionForwardAlgorithm_v7, h, p->x, p->w, p->fwd, p->y,
                CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, fwd);
-  const auto& f = pick(fwd, n, "forward");
-  p->fwd_algo = f.algo;
-  p->fwd_bytes = f.memory;
-  GOSSIP_CUDNN(cudnnSetConvolutionMathType, p->fwd, f.mathType);
+  adopt(fwd, n, "forward", p->fwd, p->fwd_algo, p->fwd_bytes);
   cudnnConvolutionBwdDataAlgoPerf_t bd[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
   GOSSIP_CUDNN(cudnnGetConvolutionBackwardDataAlgorithm_v7, h, p->w, p->y, p->bwd_data, p->x,
                CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, bd);
-  const auto& d = pick(bd, n, "backward data");
-  p->data_algo = d.algo;
-  p->data_bytes = d.memory;
-  GOSSIP_CUDNN(cudnnSetConvolutionMathType, p->bwd_data, d.mathType);
+  adopt(bd, n, "backward data", p->bwd_data, p->data_algo, p->data_bytes);
   cudnnConvolutionBwdFilterAlgoPerf_t bf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
   GOSSIP_CUDNN(cudnnGetConvolutionBackwardFilterAlgorithm_v7, h, p->x, p->y, p->bwd_filter,
                p->w, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, bf);
-  const auto& w = pick(bf, n, "backward filter");
-  p->filter_algo = w.algo;
-  p->filter_bytes = w.memory;
-  GOSSIP_CUDNN(cudnnSetConvolutionMathType, p->bwd_filter, w.mathType);
+  adopt(bf, n, "backward filter", p->bwd_filter, p->filter_algo, p->filter_bytes);
   return *plans_.emplace(key, std::move(p)).first->second;
 }
 
