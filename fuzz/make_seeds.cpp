@@ -90,6 +90,9 @@ void frame_seeds(const std::string& dir, const std::string& packet_seed) {
   write(dir + "/announce", frame(FrameType::kAnnounce, 1, 0, encode_announcements(changes)));
   write(dir + "/packet", frame(FrameType::kPacket, 2, 7, read(packet_seed)));
   write(dir + "/ready", frame(FrameType::kReady, 3, 42, {}));
+  const AddressRecord record{3, 1, "198.18.0.4:29503", Bytes(420, std::byte{0x30}),
+                             Bytes(71, std::byte{0x30})};
+  write(dir + "/address", frame(FrameType::kAddress, 1, 0, encode_address_record(record)));
 }
 
 /// One seed per rendezvous kind, as peers send them.
@@ -103,12 +106,28 @@ void rendezvous_seeds(const std::string& dir) {
       {RendezvousKind::kRelayAsk, RendezvousStatus::kOk, tag, 0, 4, 0, 0, ""},
       {RendezvousKind::kRelayAnswer, RendezvousStatus::kNotYet, tag, 2, 0, 0, 0,
        "this peer's reachability is not known yet"},
+      {RendezvousKind::kAddressAsk, RendezvousStatus::kOk, tag, 5, 0, 1, 0, ""},
+      {RendezvousKind::kAddressAnswer, RendezvousStatus::kOk, tag, 0, 5, 3, 0, ""},
   };
   int i = 0;
   for (const Rendezvous& m : messages) {
     const auto bytes = encode_rendezvous(m);
     write(dir + "/kind" + std::to_string(++i), Bytes(bytes.begin(), bytes.end()));
   }
+}
+
+/// Address records as peers send them (the certificate and signature stand-ins: the decoder
+/// checks their lengths, src/net their contents).
+void address_seeds(const std::string& dir) {
+  const auto bytes = [](std::size_t n, std::uint8_t v) { return Bytes(n, std::byte{v}); };
+  const AddressRecord records[] = {
+      {3, 1'790'000'000'000'000'000ull, "198.18.0.4:29503", bytes(420, 0x30), bytes(71, 0x30)},
+      {0, 1, "[::1]:7100", bytes(1, 1), bytes(1, 2)},
+      {12, 2, "peer-12.gossip.svc:29500", bytes(900, 0x82), bytes(256, 0x11)},
+  };
+  int i = 0;
+  for (const AddressRecord& r : records)
+    write(dir + "/record" + std::to_string(++i), encode_address_record(r));
 }
 
 }  // namespace
@@ -119,11 +138,12 @@ int main(int argc, char** argv) {
     handshake_seeds(corpus + "/handshake");
     frame_seeds(corpus + "/frame", corpus + "/packet/sparse_top_k");
     rendezvous_seeds(corpus + "/rendezvous");
+    address_seeds(corpus + "/address");
   } catch (const std::exception& e) {
     std::fprintf(stderr, "make_seeds: %s\n", e.what());
     return 1;
   }
-  std::printf("make_seeds: frame, handshake and rendezvous seeds of protocol version %u in %s\n",
+  std::printf("make_seeds: frame, handshake, rendezvous and address seeds of protocol version %u in %s\n",
               unsigned{kVersion}, corpus.c_str());
   return 0;
 }

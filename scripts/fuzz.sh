@@ -6,7 +6,7 @@
 #
 #   scripts/fuzz.sh                 # 20 s per target
 #   FUZZ_SECONDS=300 scripts/fuzz.sh
-#   scripts/fuzz.sh --seeds         # rewrite the frame, handshake and rendezvous seeds (fuzz/make_seeds.cpp)
+#   scripts/fuzz.sh --seeds         # rewrite the frame, handshake, rendezvous and address seeds (fuzz/make_seeds.cpp)
 #                                   # through the codec, e.g. after a protocol version change
 # Environment: FUZZ_SECONDS (20), FUZZ_OUT (build-fuzz), FUZZ_CXX (clang++), FUZZ_MALLOC_MB (64).
 set -u
@@ -17,7 +17,7 @@ out=${FUZZ_OUT:-build-fuzz}
 cxx=${FUZZ_CXX:-clang++}
 malloc_mb=${FUZZ_MALLOC_MB:-64}
 codec=(src/wire/frame.cpp src/wire/handshake.cpp src/wire/packet.cpp src/wire/checkpoint.cpp
-       src/wire/rendezvous.cpp
+       src/wire/rendezvous.cpp src/wire/address_record.cpp
        src/core/errors.cpp src/core/half.cpp src/core/sha256.cpp)
 flags=(-std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
        -Iinclude -I. -DGOSSIP_ROOM_WIRE -DGOSSIP_ROOM_CORE)
@@ -33,7 +33,7 @@ if [ "${1:-}" = --seeds ]; then
   exit 1
 fi
 status=0
-for target in fuzz_frame fuzz_handshake fuzz_packet fuzz_checkpoint fuzz_rendezvous; do
+for target in fuzz_frame fuzz_handshake fuzz_packet fuzz_checkpoint fuzz_rendezvous fuzz_address; do
   log="$out/$target.log"
   if ! "$cxx" "${flags[@]}" "${codec[@]}" "fuzz/$target.cpp" -o "$out/$target" > "$log" 2>&1
   then

@@ -459,6 +459,10 @@ LinkEmulation parse_link_emulation(const std::string& text, const std::string& w
 /// Does nothing when `e` is not enabled.
 void simulate_links(SimConfig& sim, const LinkEmulation& e);
 
+/// "" when `address` can be announced (net.advertise, gossip peer --advertise): HOST:PORT with
+/// a port in 1..65535 ([IPv6]:PORT); else what is wrong with it.
+std::string advertise_problem(const std::string& address);
+
 struct NetworkConfig {
   static constexpr std::size_t kMaxRunIdBytes = 256;  // what the wire handshake carries
   std::string run_id = "gossip";
@@ -468,6 +472,10 @@ struct NetworkConfig {
   // container): HOST (the port stays its address's) or HOST:PORT; "" = its own address when that
   // is a numeric IP, else every interface.
   std::string bind;
+  // The address this peer announces (HOST:PORT others can dial), when it is not the one the
+  // run's configuration lists for it (or none is listed: peers: says `learned`): it travels to
+  // the members in a record signed by the peer's TLS certificate. "" = the listed address.
+  std::string advertise;
   // Whether this peer's neighbours can dial it (auto: other members dial it back at the start);
   // an unreachable peer dials every neighbour itself (docs/network.md#peers-that-cannot-be-dialled).
   ReachableSetting reachable = ReachableSetting::kAuto;

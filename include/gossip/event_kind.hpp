@@ -37,7 +37,10 @@ namespace gossip {
   X(kAnnounceDead, "announce_dead", false, "the subject's death was announced to the members")    \
   X(kRelayAltered, "relay_altered", false,                                                         \
     "the relay of this peer's link to the subject altered what it forwarded; it is not used for "  \
-    "that link again")
+    "that link again")                                                                             \
+  X(kAddressRefused, "address_refused", false,                                                     \
+    "a neighbour passed on an address record for the subject that its certificate does not sign; " \
+    "it was not believed")
 
 enum class MemberEventKind : std::uint8_t { GOSSIP_MEMBER_EVENTS(GOSSIP_CHOICE_ENUM) };
 

@@ -155,6 +155,23 @@ struct ReachabilityReport {
   std::string how;       // e.g. "peers 3, 4 dialled 198.18.0.1:29500 back", or why not
 };
 
+/// Where a peer's knowledge of a member's address comes from, one row each: X(id, name, summary).
+#define GOSSIP_ADDRESS_SOURCES(X)                                                               \
+  X(kOwn, "own", "this peer's own: what it announces (net.advertise, else its listed address)") \
+  X(kListed, "listed", "the run's configuration (peers:, or net.host and net.base_port)")       \
+  X(kLearned, "learned", "the member's own signed record, passed on by the members it reached") \
+  X(kUnknown, "unknown", "not listed, and no signed record of it has reached this peer")
+
+GOSSIP_NAMED_CHOICE(AddressSource, GOSSIP_ADDRESS_SOURCES, address_source_table,
+                    address_source_name)
+
+/// A member's address as this peer knows it (Exchange::addresses).
+struct PeerAddress {
+  int peer = -1;
+  std::string address;  // "" when unknown
+  AddressSource source = AddressSource::kUnknown;
+};
+
 /// How a link was made, one row each: X(id, name, summary).
 #define GOSSIP_LINK_PATHS(X)                                                                    \
   X(kNone, "none", "not formed")                                                               \
@@ -278,6 +295,9 @@ class Exchange {
   virtual ReachabilityReport reachability() const { return {}; }
   /// Bytes this peer forwarded as a relay for other members' links.
   virtual std::uint64_t bytes_relayed() const { return 0; }
+  /// Every member's address as this peer knows it, by rank (none for transports without
+  /// addresses: the simulator's).
+  virtual std::vector<PeerAddress> addresses() const { return {}; }
 
   /// The algorithm above exchanges `tags` times a round (relay phases: all-reduce's hops,
   /// choco's gossip steps), tagging them round * tags + step: the layers that go by rounds (the
@@ -329,6 +349,7 @@ class ForwardingExchange : public Exchange {
   std::vector<LinkStatus> links() const override { return inner_->links(); }
   ReachabilityReport reachability() const override { return inner_->reachability(); }
   std::uint64_t bytes_relayed() const override { return inner_->bytes_relayed(); }
+  std::vector<PeerAddress> addresses() const override { return inner_->addresses(); }
   void set_tags_per_round(int tags) override { inner_->set_tags_per_round(tags); }
 
  protected:

@@ -61,7 +61,12 @@ struct TlsConfig {
 struct NetConfig {
   int rank = 0;
   int size = 0;
-  std::vector<std::string> addresses;  // "host:port" per rank ("[::1]:port" for IPv6)
+  /// "host:port" per rank ("[::1]:port" for IPv6): the listed ones, and at `rank` what this
+  /// peer announces; "" for a rank whose address is learned from its signed record (TLS on).
+  std::vector<std::string> addresses;
+  /// Whether the others' configuration lists addresses[rank] for this peer: when not, they
+  /// learn it from its signed record, and this peer dials every neighbour itself.
+  bool listed = true;
   std::vector<int> neighbours;         // undirected: in-neighbours ∪ out-neighbours
   /// Neighbours not expected at the start (an elastic run's ranks other than its first
   /// neighbours): neither dialled nor waited for by the constructor; expect() dials them (when
@@ -278,6 +283,7 @@ class NetExchange final : public Exchange {
   std::vector<LinkStatus> links() const override;
   ReachabilityReport reachability() const override;
   std::uint64_t bytes_relayed() const override;
+  std::vector<PeerAddress> addresses() const override;
 
   /// Neighbours whose link is up right now, ascending.
   std::vector<int> connected_peers() const;

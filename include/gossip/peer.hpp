@@ -110,6 +110,10 @@ int job_base_port(int base_port, int peers, std::optional<std::uint64_t> job_id)
 std::vector<std::string> peer_addresses(const RunConfig& config, const Topology& topology,
                                         const Launch& launch);
 std::vector<std::string> peer_addresses(const RunConfig& config, const Topology& topology);
+/// What rank `rank` announces: net.advertise, else its listed address, else (peers: says
+/// `learned`) the one net.host and net.base_port give it.
+std::string announced_address(const RunConfig& config, const Topology& topology,
+                              const Launch& launch, int rank);
 
 /// Where a peer whose address is `address` listens: `bind` (net.bind) when given — HOST:PORT
 /// as it is, a bare HOST with the port of `address` — since behind a NAT or in a container the

@@ -32,6 +32,7 @@ struct PeerArguments {
   std::optional<std::string> hosts;    // a hostfile (when the topology has no addresses)
   std::optional<std::string> tls_dir;  // the run's credentials folder
   std::optional<std::string> join;     // HOST:PORT[,HOST:PORT...] of live members (elastic)
+  std::optional<std::string> advertise;  // HOST:PORT this peer announces (net.advertise)
   std::optional<std::int64_t> resume_round, until_round, leave_at_round;
   std::optional<int> events_fd;        // event lines to this descriptor
   bool events = false;                 // event lines on stdout

@@ -203,6 +203,10 @@ struct GeneratorSpec {
                                       // uniform (epidemic: the average of what a peer holds)
 };
 
+/// A `peers:` entry that gives no address: the members learn it from the peer's own record,
+/// signed by its TLS certificate (net.advertise says what it announces).
+inline constexpr const char* kLearnedAddress = "learned";
+
 /// An elastic topology (`elastic: true` in a generator file): the generator applied to whichever
 /// peers are members, so every peer that knows the member set derives the same graph.
 /// generator.n is the number of initial members (ranks 0..n-1); ranks up to max_peers - 1 are
@@ -242,7 +246,8 @@ class Topology {
   const std::string& kind() const { return kind_; }
   WeightKind weights() const { return weights_; }
 
-  /// host:port of a peer, when the file gave addresses.
+  /// host:port of a peer, when the file gave addresses: kLearnedAddress for one the file leaves
+  /// to be learned from the peer's signed record (docs/network.md).
   std::optional<std::string> address(int peer) const;
   bool has_addresses() const { return !addresses_.empty(); }
   /// n strings ("" for none) or an empty vector.

@@ -53,7 +53,7 @@ struct HandshakeInfo {
 namespace gossip::wire {
 
 inline constexpr std::uint32_t kMagic = 0x50495347;  // bytes "GSIP" on the wire
-inline constexpr std::uint16_t kVersion = 12;        // frame layout and handshake version
+inline constexpr std::uint16_t kVersion = 13;        // frame layout and handshake version
 inline constexpr std::size_t kHeaderBytes = 32;
 inline constexpr std::size_t kWeightBytes = 8;       // params payload starts with an f64 weight
 inline constexpr std::uint64_t kMaxControlPayload = 64 * 1024;  // hello, ack, error, bye
@@ -73,8 +73,9 @@ enum class FrameType : std::uint16_t {
   kPacket = 9,    // an algorithm's packet (gossip/packet.hpp): compressed params, a chunk
   kReady = 10,    // empty: the sender has collected round `round - 1` and now waits for `round`
   kAnnounce = 11, // the membership changes the sender knows (encode_announcements)
+  kAddress = 12,  // a member's signed address record (encode_address_record), passed on
 };
-inline constexpr std::uint16_t kLastFrameType = 11;
+inline constexpr std::uint16_t kLastFrameType = 12;
 /// The largest round a ready frame may name (a peer one round ahead holds round + 1 for it).
 inline constexpr std::int64_t kMaxReadyRound = std::int64_t{1} << 53;
 
@@ -283,8 +284,12 @@ enum class RendezvousKind : std::uint8_t {
   kRelayAsk = 4,       // from, to: the ranks of the link to relay (from is the asker)
   kRelayAnswer = 5,    // status ok: the other end came and the bytes now pass through; else
                        // why not in text
+  kAddressAsk = 6,     // "the members' addresses, please": nonce address frames follow (the
+                       // asker's own signed record among them)
+  kAddressAnswer = 7,  // status ok: nonce address frames follow (every record the member
+                       // holds); else why not in text
 };
-inline constexpr std::uint8_t kLastRendezvousKind = 5;
+inline constexpr std::uint8_t kLastRendezvousKind = 7;
 
 /// kNotYet: the relay does not know yet whether it is reachable (ask it again); kAbsent: the
 /// other end of the link did not ask for it in time.
@@ -313,5 +318,44 @@ std::array<std::byte, kRendezvousBytes> encode_rendezvous(const Rendezvous& mess
 /// Refuses a message that is not kRendezvousBytes long, a wrong magic or version, an unknown kind
 /// or status, a text length beyond kMaxRendezvousText or padding that is not zero.
 Decoded<Rendezvous> decode_rendezvous(std::span<const std::byte> bytes);
+
+}  // namespace gossip::wire
+
+namespace gossip::wire {
+
+/// A signed address record, an address frame's payload: the address at which a member can be
+/// dialled, as the member itself announces it, signed with the private key of its TLS
+/// certificate; the certificate travels with it, so any member checks the record against the
+/// run's CA and the identity the certificate names (src/net/address_book.cpp), whoever passed
+/// it on. Layout, little-endian: the magic "GADR", u8 version (1), u8 zero, u16 address length,
+/// u32 rank, u64 sequence (the signer's start, ns since the epoch: a newer record replaces an
+/// older one), u16 certificate length, u16 signature length, then the address (host:port,
+/// printable ASCII without spaces), the certificate (DER) and the signature.
+inline constexpr std::array<std::uint8_t, 4> kAddressMagic = {'G', 'A', 'D', 'R'};
+inline constexpr std::uint8_t kAddressVersion = 1;
+inline constexpr std::size_t kAddressFixedBytes = 24;
+inline constexpr std::size_t kMaxAddressBytes = 262;     // "[" 253-byte host "]:" 5 digits
+inline constexpr std::size_t kMaxAddressCertBytes = 8192;
+inline constexpr std::size_t kMaxAddressSignatureBytes = 512;
+
+struct AddressRecord {
+  std::uint32_t rank = 0;
+  std::uint64_t sequence = 0;
+  std::string address;
+  std::vector<std::byte> certificate;  // DER
+  std::vector<std::byte> signature;    // over address_record_message
+  bool operator==(const AddressRecord&) const = default;
+};
+
+std::vector<std::byte> encode_address_record(const AddressRecord& record);
+/// Refuses a wrong magic or version, lengths that do not add up to the input's or exceed the
+/// limits above, an empty or non-printable address, an empty certificate or signature, and a
+/// rank at or above `max_peers`. It checks no signature (that needs the CA: src/net).
+Decoded<AddressRecord> decode_address_record(std::span<const std::byte> bytes,
+                                             std::size_t max_peers);
+/// What a record's signature covers: a context string, the run id, the rank, the sequence and
+/// the address (so a record of one run, rank or address is no record of another).
+std::vector<std::byte> address_record_message(const std::string& run_id,
+                                              const AddressRecord& record);
 
 }  // namespace gossip::wire

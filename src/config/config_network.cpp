@@ -1,6 +1,25 @@
 // config/config_network.cpp: the monitor:, sim: and net: sections.
 #include "src/config/sections.hpp"
 
+namespace gossip {
+
+std::string advertise_problem(const std::string& a) {
+  const auto colon = a.rfind(':');
+  const std::string host = colon == std::string::npos ? "" : a.substr(0, colon);
+  const std::string port = colon == std::string::npos ? "" : a.substr(colon + 1);
+  const bool numeric = !port.empty() && port.size() <= 5 &&
+                       port.find_first_not_of("0123456789") == std::string::npos &&
+                       std::stoi(port) >= 1 && std::stoi(port) <= 65535;
+  const bool v6 = host.size() > 2 && host.front() == '[' && host.back() == ']';
+  if (host.empty() || !numeric || a.find_first_of(" \t/") != std::string::npos ||
+      (!v6 && host.find(':') != std::string::npos))
+    return cat("'", a, "' is not HOST:PORT (the address others dial this peer at; ",
+               "[IPv6]:PORT), with a port in 1..65535");
+  return {};
+}
+
+}  // namespace gossip
+
 namespace gossip::sections {
 
 /// sim.peer_eval_limit governs real peers too now: refused there with its new place.
@@ -106,6 +125,10 @@ void read_net(const Reader& r, const Node& n, NetworkConfig& c) {
          c.bind = r.text(v, f);
          if (c.bind.empty()) r.fail(v, f, "give an address to bind (HOST or HOST:PORT), or leave "
                                           "the key out");
+       }},
+      {"advertise", [&](auto& v, auto& f) {
+         c.advertise = r.text(v, f);
+         if (auto why = advertise_problem(c.advertise); !why.empty()) r.fail(v, f, why);
        }},
       {"reachable", [&](auto& v, auto& f) { c.reachable = r.named(v, f, reachable_setting_table()); }},
       {"relays", [&](auto& v, auto& f) { read_relays(r, v, f, c); }},

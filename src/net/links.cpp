@@ -53,9 +53,14 @@ Links::Links(asio::io_context& io, asio::ip::tcp::acceptor& acceptor, const NetC
     reach_ = {Reachability::kReachable, true, "net.reachable: yes (not checked)"};
   else if (config.reachable == ReachableSetting::kNo)
     reach_ = {Reachability::kUnreachable, true, "net.reachable: no (not checked)"};
+  addresses_ = config.addresses;
+  learned_.assign(config.addresses.size(), false);
   if (config.tls.enabled)
     tls_ = make_tls_context(config.tls, config.handshake.run_id, config.rank);
-  else
+  book_ = std::make_unique<AddressBook>(tls_ ? tls_->native_handle() : nullptr,
+                                        config.handshake.run_id, config.rank, config.size,
+                                        config.addresses[config.rank]);
+  if (!config.tls.enabled)
     log("WARNING: TLS is off (net.tls: off): anyone who can reach this peer's port can join "
         "the run and read or forge its parameters");
   hello_.protocol_version = wire::kVersion;
@@ -130,11 +135,72 @@ void Links::start(Clock::time_point give_up) {
     dial(p);
   }
   for (int p : mail_.neighbours()) links_[p]->give_up = give_up;
+  if (!config_.listed) {
+    // Nobody was told where we are: we dial the lower ranks too (they learn our address from
+    // our signed record, which travels once a link is up, and may dial us as well).
+    log(cat("this peer's address ", addresses_[config_.rank], " is not in the run's "
+            "configuration: it dials every neighbour itself, and its signed record tells the "
+            "members where it is"));
+    for (int p : mail_.neighbours())
+      if (p < config_.rank && !links_[p]->later && !links_[p]->dialling) {
+        links_[p]->backoff = config_.timeouts.backoff_first;
+        dial(p);
+      }
+  }
   if (reach_.state == Reachability::kUnreachable) dial_all();
+  ask_addresses(give_up);
 }
 
 bool Links::we_dial(int peer) const {
-  return config_.rank < peer || reach_.state == Reachability::kUnreachable;
+  return config_.rank < peer || reach_.state == Reachability::kUnreachable || !config_.listed;
+}
+
+std::string Links::address_of(int peer) const {
+  std::lock_guard lk(addr_mu_);
+  return addresses_[peer];
+}
+
+std::vector<PeerAddress> Links::addresses() const {
+  std::lock_guard lk(addr_mu_);
+  std::vector<PeerAddress> out;
+  for (int r = 0; r < config_.size; ++r) {
+    const AddressSource source = r == config_.rank      ? AddressSource::kOwn
+                                 : learned_[r]          ? AddressSource::kLearned
+                                 : addresses_[r].empty() ? AddressSource::kUnknown
+                                                         : AddressSource::kListed;
+    out.push_back({r, addresses_[r], source});
+  }
+  return out;
+}
+
+void Links::learned(int peer, const std::string& address, int from) {
+  std::string before;
+  {
+    std::lock_guard lk(addr_mu_);
+    before = std::exchange(addresses_[peer], address);
+    learned_[peer] = true;
+  }
+  if (before != address)
+    log(cat("peer ", peer, " announces ", address, " (its signed record, passed on by peer ",
+            from, before.empty() ? ")" : cat("; listed as ", before, ")")));
+  if (!links_[peer]) return;  // not a neighbour: its address is passed on, and may relay
+  Link& l = *links_[peer];
+  l.endpoints = {};
+  if (!l.awaiting_address || l.dialling || mail_.state(peer) == LinkState::kUp) return;
+  l.awaiting_address = false;
+  l.backoff = config_.timeouts.backoff_first;
+  if (l.give_up < Clock::now()) l.give_up = Clock::now() + config_.timeouts.reconnect;
+  dial(peer);
+}
+
+void Links::on_established(Session& s) {
+  const int p = s.peer();
+  if (p < 0 || p >= config_.size || !links_[p] || links_[p]->session.get() != &s) return;
+  for (const FrameBytes& frame : book_->frames()) s.send_view(frame);  // queued as a view is
+}
+
+void Links::on_address(Session& s, const wire::AddressRecord& record) {
+  take_record(record, s.peer());
 }
 
 void Links::dial_all() {
@@ -244,6 +310,15 @@ void Links::dial(int peer) {
     l.dialling = false;  // it dialled us meanwhile (it cannot be dialled)
     return;
   }
+  const std::string address = address_of(peer);
+  if (address.empty()) {
+    // Not listed, and its signed record has not reached us: dialled once it does (learned).
+    l.dialling = false;
+    l.awaiting_address = true;
+    mail_.note_failure(peer, cat("no address for peer ", peer, " yet (not listed; it is learned "
+                                 "from the peer's signed record)"));
+    return;
+  }
   l.dialling = true;
   auto socket = std::make_shared<asio::ip::tcp::socket>(io_);
   auto timed_out = std::make_shared<bool>(false);
@@ -255,9 +330,9 @@ void Links::dial(int peer) {
     *timed_out = true;
     socket->close(ignored);  // connect took too long: its handler sees the error
   });
-  if (l.endpoints.empty()) l.endpoints = endpoints_of(config_.addresses[peer]);
+  if (l.endpoints.empty()) l.endpoints = endpoints_of(address);
   asio::async_connect(*socket, l.endpoints,
-                      [this, peer, socket, timed_out](std::error_code ec,
+                      [this, peer, socket, timed_out, address](std::error_code ec,
                                                       const asio::ip::tcp::endpoint&) {
                         Link& link = *links_[peer];
                         link.dial_timer.cancel();
@@ -265,11 +340,11 @@ void Links::dial(int peer) {
                         if (stopping_) return;
                         if (ec) {
                           const std::string why =
-                              *timed_out ? cat("timed out dialling ", config_.addresses[peer],
+                              *timed_out ? cat("timed out dialling ", address,
                                                " (no answer within ",
                                                config_.timeouts.handshake.count(), " ms)")
                                          : cat(dial_error(ec), " dialling ",
-                                               config_.addresses[peer], " (", ec.message(), ")");
+                                               address, " (", ec.message(), ")");
                           mail_.note_failure(peer, why);
                           return retry(peer, cat("connect: ", ec.message()));
                         }
@@ -305,7 +380,7 @@ void Links::retry(int peer, const std::string& why) {
     // Gone for the run's purposes; but a restarted peer comes back at the same address, so
     // keep dialling now and then (quietly) until we shut down.
     if (mail_.state(peer) != LinkState::kGone) {
-      log(cat("peer ", peer, " (", config_.addresses[peer], "): giving up dialling (", why,
+      log(cat("peer ", peer, " (", address_of(peer), "): giving up dialling (", why,
               "); trying again every ", kRejoinRedial.count(), " ms in case it restarts"));
       mail_.set_state(peer, LinkState::kGone);
     }
@@ -469,7 +544,7 @@ void Links::on_closed(Session& s, CloseKind kind, const std::string& why) {
       return retry(p, why.empty() ? "handshake failed" : why);
     }
     if (s.role() == Session::Role::kDialled && mail_.state(p) != LinkState::kUp) {
-      if (!why.empty()) mail_.note_failure(p, cat("handshake with ", config_.addresses[p], ": ", why));
+      if (!why.empty()) mail_.note_failure(p, cat("handshake with ", address_of(p), ": ", why));
       if (kind == CloseKind::kRefused && !s.altered()) {
         l.dialling = false;
         mail_.set_state(p, LinkState::kGone);

@@ -23,6 +23,7 @@
 
 #include <asio.hpp>
 
+#include "src/net/address_book.hpp"
 #include "src/net/session.hpp"
 
 namespace gossip::net {
@@ -73,6 +74,11 @@ class Links final : public Hub {
   /// Links this peer relays now (I/O thread).
   std::size_t relayed_links() const { return relayed_links_; }
   ReachabilityReport reachability() const;
+  /// The address rank `peer` is dialled at: its signed record's, else the listed one ("" when
+  /// neither is known yet).
+  std::string address_of(int peer) const;
+  /// Every member's address as this peer knows it now (NetExchange::addresses).
+  std::vector<PeerAddress> addresses() const;
   /// Bytes sent to and received from each neighbour so far (NetExchange::link_traffic).
   std::vector<LinkTraffic> link_traffic() const;
   void log(const std::string& line) override;
@@ -86,6 +92,8 @@ class Links final : public Hub {
   asio::ssl::context* tls_context() override { return tls_.get(); }
   std::string on_hello(Session& s, const wire::Hello& hello, std::uint32_t sender) override;
   void on_hello_ack(Session& s, const wire::Hello& hello) override;
+  void on_established(Session& s) override;
+  void on_address(Session& s, const wire::AddressRecord& record) override;
   void on_closed(Session& s, CloseKind kind, const std::string& why) override;
   void count_sent(int peer, std::size_t bytes) override;
   void count_received(int peer, std::size_t bytes) override;
@@ -103,6 +111,7 @@ class Links final : public Hub {
     std::chrono::milliseconds backoff{0};
     bool dialling = false;
     bool later = false;  // NetConfig::later: dialled every kRejoinRedial until it comes
+    bool awaiting_address = false;  // to be dialled once its signed address record comes
     Clock::time_point last_sent{};  // when a frame was last queued on this link
     std::uint64_t conflicts = 0;    // second connections refused for this identity
     Clock::time_point last_conflict_alert{};
@@ -180,6 +189,25 @@ class Links final : public Hub {
   /// Accepted connections still in their handshake (TLS or hello).
   std::size_t unfinished_handshakes() const;
   void dial(int peer);
+  /// A newer signed record of `peer` at `address`, passed on by `from`: dialled there from now.
+  void learned(int peer, const std::string& address, int from);
+  // --- address records (src/net/address_exchange.cpp) ---
+  /// A record `from` passed on (a link's frame, or a rendezvous): checked, held and passed on
+  /// to the other neighbours when new, an address_refused alert when not believed.
+  AddressBook::Verdict take_record(const wire::AddressRecord& record, int from);
+  /// While a neighbour's address is unknown (and its link not up), asks the members whose
+  /// addresses are known, one each kAskAddressesEvery in turn, for the records they hold.
+  void ask_addresses(Clock::time_point until);
+  void ask_addresses_of(int member);
+  void serve_address_ask(std::shared_ptr<asio::ip::tcp::socket> asker, const wire::Rendezvous& ask);
+  /// Reads `count` address frames from `socket` within `within`; `then` gets them, or why not.
+  struct RecordRead;
+  void read_records(std::shared_ptr<asio::ip::tcp::socket> socket, std::shared_ptr<RecordRead> read);
+  void read_records(std::shared_ptr<asio::ip::tcp::socket> socket, std::size_t count,
+                    std::chrono::milliseconds within,
+                    std::function<void(std::vector<wire::AddressRecord>, std::string)> then);
+  /// `m` then every record we hold, as one write.
+  std::shared_ptr<std::vector<std::byte>> with_records(const wire::Rendezvous& m) const;
   /// The socket options (set_socket_options); says once what became of net.congestion.
   void tune(asio::ip::tcp::socket& socket);
   void retry(int peer, const std::string& why);
@@ -216,6 +244,14 @@ class Links final : public Hub {
   asio::steady_timer heartbeat_;
   std::shared_ptr<const std::vector<std::byte>> last_view_;  // the view frame sent last
   std::shared_ptr<const std::vector<std::byte>> last_announce_;  // the announce frame sent last
+  // Addresses: the listed ones, replaced by the members' signed records as they come (written
+  // by the I/O thread under addr_mu_, read by any thread).
+  mutable std::mutex addr_mu_;
+  std::vector<std::string> addresses_;
+  std::vector<bool> learned_;
+  std::unique_ptr<AddressBook> book_;
+  std::vector<std::pair<int, int>> refused_records_;  // (passed on by, rank): said once each
+  std::size_t ask_next_ = 0;  // the member ask_addresses asks next (in rank order)
   bool stopping_ = false;
   std::atomic<std::uint64_t> bytes_sent_{0};
   std::atomic<std::uint64_t> bytes_relayed_{0};

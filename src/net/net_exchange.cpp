@@ -43,6 +43,10 @@ NetConfig validated(NetConfig c) {
     throw InputError(cat("net: max_frame_bytes ", c.max_frame_bytes,
                          " is smaller than one params frame (",
                          need - wire::kMaxControlPayload, " bytes)"));
+  for (const std::string& a : c.addresses)
+    if (a.empty() && !c.tls.enabled)
+      throw InputError("net: an address to be learned needs TLS (a member's address is believed "
+                       "only signed by its certificate)");
   for (int p : c.later)
     if (std::find(c.neighbours.begin(), c.neighbours.end(), p) == c.neighbours.end())
       throw InputError(cat("net: later peer ", p, " is not a neighbour"));
@@ -74,13 +78,15 @@ class NetExchange::Impl {
       // The lower rank of a pair dials: a link we wait for has no error of ours to tell.
       if (p < config_.rank && links_.reachability().state != Reachability::kUnreachable)
         mail_.note_never_formed(p, cat("peer ", p, " never dialled in to ",
-                                       config_.addresses[config_.rank], " (it dials: the lower "
+                                       links_.address_of(config_.rank), " (it dials: the lower "
                                        "rank of a pair does; it did not start, or cannot reach "
                                        "this address)"));
       else
-        mail_.note_never_formed(p, cat("no answer dialling ", config_.addresses[p]));
+        mail_.note_never_formed(p, links_.address_of(p).empty()
+                                       ? link_why(p)
+                                       : cat("no answer dialling ", links_.address_of(p)));
       if (mail_.transition(p, net::LinkState::kConnecting, net::LinkState::kGone))
-        links_.log(cat("peer ", p, " (", config_.addresses[p], ") not connected within ",
+        links_.log(cat("peer ", p, " (", links_.address_of(p), ") not connected within ",
                        config_.timeouts.start.count(), " ms of start (", link_why(p),
                        "); carrying on without it: the link is absent from the live graph"));
     }
@@ -201,8 +207,10 @@ class NetExchange::Impl {
   std::vector<asio::ip::tcp::resolver::results_type> resolve_dialled() {
     std::vector<asio::ip::tcp::resolver::results_type> out(config_.size);
     for (int p : mail_.neighbours())
-      if (p > config_.rank ||
-          std::find(config_.contacts.begin(), config_.contacts.end(), p) != config_.contacts.end())
+      if (!config_.addresses[p].empty() &&
+          (p > config_.rank || !config_.listed ||
+           std::find(config_.contacts.begin(), config_.contacts.end(), p) !=
+               config_.contacts.end()))
         out[p] = net::resolve(io(), config_.addresses[p]);
     return out;
   }
@@ -237,9 +245,9 @@ class NetExchange::Impl {
 
 namespace {
 const std::string& own_address(const NetConfig& c) {
-  if (c.rank < 0 || c.rank >= static_cast<int>(c.addresses.size()))
+  if (c.rank < 0 || c.rank >= static_cast<int>(c.addresses.size()) || c.addresses[c.rank].empty())
     throw InputError(cat("net: no address for rank ", c.rank, " (", c.addresses.size(),
-                         " addresses)"));
+                         " addresses; set net.advertise)"));
   return c.addresses[c.rank];
 }
 }  // namespace
@@ -355,6 +363,7 @@ std::vector<int> NetExchange::shared_memory_peers() const {
 
 std::uint64_t NetExchange::bytes_sent() const { return impl_->links().bytes_sent(); }
 ReachabilityReport NetExchange::reachability() const { return impl_->links().reachability(); }
+std::vector<PeerAddress> NetExchange::addresses() const { return impl_->links().addresses(); }
 std::uint64_t NetExchange::bytes_relayed() const { return impl_->links().bytes_relayed(); }
 std::vector<LinkTraffic> NetExchange::link_traffic() const {
   return impl_->links().link_traffic();

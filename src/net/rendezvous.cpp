@@ -176,6 +176,8 @@ void Links::serve_rendezvous(std::shared_ptr<asio::ip::tcp::socket> socket) {
                         return socket->close(ignored);
                       case wire::RendezvousKind::kRelayAsk:
                         return serve_relay(socket, *m);
+                      case wire::RendezvousKind::kAddressAsk:
+                        return serve_address_ask(socket, *m);
                       default:
                         log_refusal(cat("rendezvous from ", from, " refused: an answer nobody "
                                         "asked for"));
@@ -188,7 +190,18 @@ void Links::serve_dial_back(std::shared_ptr<asio::ip::tcp::socket> asker,
                             const wire::Rendezvous& ask) {
   // The address the run gives the asker, not one it names: a stranger cannot send us anywhere.
   const int rank = static_cast<int>(ask.from);
-  const std::string address = config_.addresses[rank];
+  const std::string address = address_of(rank);
+  if (address.empty()) {
+    // Not listed, and its signed record has not reached us yet: ask again later.
+    wire::Rendezvous a = rendezvous(wire::RendezvousKind::kDialBackAnswer,
+                                    static_cast<std::uint32_t>(rank));
+    a.status = wire::RendezvousStatus::kNotYet;
+    a.text = cat("peer ", config_.rank, " has no address for peer ", rank, " yet");
+    return send_rendezvous(asker, a, [asker](std::error_code) {
+      std::error_code ignored;
+      asker->close(ignored);
+    });
+  }
   auto probe = new_socket();
   const auto within = std::min(config_.timeouts.handshake, kDialBackWithin);
   auto [timer, late] = close_after(probe, within);
@@ -353,7 +366,7 @@ void Links::check_reachability(Clock::time_point deadline) {
   probe_nonce_ = std::random_device{}() | (std::uint64_t{std::random_device{}()} << 32) | 1;
   probe_deadline_ = deadline;
   for (int r = 0; r < config_.size && helpers_.size() < kMaxDialBackHelpers; ++r)
-    if (r != config_.rank) helpers_.push_back(r);
+    if (r != config_.rank && !address_of(r).empty()) helpers_.push_back(r);
   if (helpers_.empty())
     return settle_reachability(Reachability::kUnknown, "no other member to ask");
   for (int h : helpers_) ask_dial_back(h, deadline);
@@ -366,7 +379,7 @@ void Links::check_reachability(Clock::time_point deadline) {
     if (!helpers_ok_.empty())
       return settle_reachability(Reachability::kReachable,
                                  cat("peers ", ranks_text(helpers_ok_), " dialled ",
-                                     config_.addresses[config_.rank], " back (the others did "
+                                     address_of(config_.rank), " back (the others did "
                                      "not answer in time)"));
     settle_reachability(Reachability::kUnknown,
                         cat("no member answered a dial-back request within ",
@@ -379,7 +392,7 @@ void Links::ask_dial_back(int helper, Clock::time_point deadline) {
   auto socket = new_socket();
   auto timer = close_after(socket, std::min(config_.timeouts.handshake, kDialBackWithin)).timer;
   asio::async_connect(
-      *socket, endpoints_of(config_.addresses[helper]),
+      *socket, endpoints_of(address_of(helper)),
       [this, socket, timer, helper, deadline](std::error_code ec, const asio::ip::tcp::endpoint&) {
         timer->cancel();
         if (stopping_) return;
@@ -398,14 +411,25 @@ void Links::ask_dial_back(int helper, Clock::time_point deadline) {
         wire::Rendezvous ask = rendezvous(wire::RendezvousKind::kDialBackAsk,
                                           static_cast<std::uint32_t>(helper));
         ask.nonce = probe_nonce_;
-        send_rendezvous(socket, ask, [this, socket, helper](std::error_code wec) {
+        send_rendezvous(socket, ask, [this, socket, helper, deadline](std::error_code wec) {
           if (wec) return dial_back_answered(helper, false, "");
           read_rendezvous(socket, 2 * config_.timeouts.handshake,
-                          [this, socket, helper](std::optional<wire::Rendezvous> m, std::string) {
+                          [this, socket, helper, deadline](std::optional<wire::Rendezvous> m,
+                                                           std::string) {
                             std::error_code ignored;
                             socket->close(ignored);
                             if (!m || m->kind != wire::RendezvousKind::kDialBackAnswer)
                               return dial_back_answered(helper, false, "");
+                            if (m->status == wire::RendezvousStatus::kNotYet) {
+                              // Our signed record has not reached it yet: ask again.
+                              if (Clock::now() + kAskAgain >= deadline)
+                                return dial_back_answered(helper, false, "");
+                              auto again = new_timer(kAskAgain);
+                              return again->async_wait(
+                                  [this, again, helper, deadline](std::error_code e) {
+                                    if (!e) ask_dial_back(helper, deadline);
+                                  });
+                            }
                             dial_back_answered(helper, m->status == wire::RendezvousStatus::kOk,
                                                m->text.empty() ? "?" : m->text);
                           });
@@ -432,7 +456,7 @@ void Links::dial_back_answered(int helper, bool ok, const std::string& text) {
   std::sort(helpers_ok_.begin(), helpers_ok_.end());
   settle_reachability(Reachability::kReachable,
                       cat("peers ", ranks_text(helpers_ok_), " dialled ",
-                          config_.addresses[config_.rank], " back"));
+                          address_of(config_.rank), " back"));
 }
 
 void Links::wait_for_probe(int helper, const std::string& text, Clock::time_point until) {
@@ -464,7 +488,8 @@ std::vector<std::pair<int, std::string>> Links::relay_candidates(int peer) const
   std::vector<std::pair<int, std::string>> out = config_.relays;
   if (config_.relays_auto)
     for (int r = 0; r < config_.size; ++r)
-      if (r != config_.rank && r != peer) out.emplace_back(r, config_.addresses[r]);
+      if (r != config_.rank && r != peer && !address_of(r).empty())
+        out.emplace_back(r, address_of(r));
   const auto& refused = links_[peer]->relays_refused;  // relays that altered this link's bytes
   std::erase_if(out, [&](const auto& c) {
     return c.first == peer ||

@@ -403,6 +403,13 @@ void Session::on_control(const wire::FrameHeader& h) {
       hub_.mailboxes().deliver_announcements(std::move(*changes.value));
       return read_header();
     }
+    case FrameType::kAddress: {
+      if (!established_) break;
+      auto record = wire::decode_address_record(control_, static_cast<std::size_t>(hub_.config().size));
+      if (!record) return close(cat("bad address frame: ", record.error), CloseKind::kError);
+      hub_.on_address(*this, *record.value);
+      return read_header();
+    }
     case FrameType::kReady:
       if (!established_) break;
       peer_waits_for_ = std::max(peer_waits_for_, h.round);  // decode_header bounds the round
@@ -424,6 +431,7 @@ void Session::on_hello(const wire::FrameHeader& h, const wire::Hello& hello) {
   queue_control(FrameType::kHelloAck, wire::encode_hello(hub_.our_hello()), false);
   if (shm_view_) queue_control(FrameType::kShmReady, {}, false);
   send_inherited();
+  hub_.on_established(*this);
   read_header();
 }
 
@@ -437,6 +445,7 @@ void Session::on_hello_ack(const wire::Hello& hello) {
   hub_.on_hello_ack(*this, hello);
   if (shm_view_) queue_control(FrameType::kShmReady, {}, false);
   send_inherited();
+  hub_.on_established(*this);
   read_header();
 }
 

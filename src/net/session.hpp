@@ -51,6 +51,10 @@ class Hub {
   virtual std::string on_hello(Session& s, const wire::Hello& hello, std::uint32_t sender) = 0;
   /// Dialler side: the handshake is done; the session becomes the link to its peer.
   virtual void on_hello_ack(Session& s, const wire::Hello& hello) = 0;
+  /// Either side: the handshake is done and frames may be queued on `s`.
+  virtual void on_established(Session& s) = 0;
+  /// A signed address record `s`'s peer passed on (not yet checked).
+  virtual void on_address(Session& s, const wire::AddressRecord& record) = 0;
   virtual void on_closed(Session& s, CloseKind kind, const std::string& why) = 0;
   /// Bytes written to, or read from, neighbour `peer` (frames on TCP plus parameters passed
   /// through shared memory); `peer` < 0 before the handshake has named it.

@@ -41,6 +41,21 @@ NetConfig net_config(const RunConfig& config, const Topology& topology, const Pe
   net.rank = rank;
   net.size = topology.n();
   net.addresses = peer_addresses(config, topology, opt.launch);
+  const std::string listed = net.addresses[rank];
+  net.addresses[rank] = announced_address(config, topology, opt.launch, rank);
+  net.listed = net.addresses[rank] == listed;
+  if (!net.tls.enabled)
+    for (int p = 0; p < topology.n(); ++p)
+      if (net.addresses[p].empty() || (p == rank && !net.listed))
+        throw InputError(cat(p == rank && !config.net.advertise.empty()
+                                 ? cat(config.where("net.advertise"), ": peer ", p,
+                                       " announces ", net.addresses[p], ", not its listed ",
+                                       listed.empty() ? std::string("(learned)") : listed)
+                                 : cat(config.gossip.topology, ": peer ", p,
+                                       "'s address is learned"),
+                             ": members learn an address only from a record signed by the "
+                             "peer's TLS certificate, and TLS is off (net.tls: off); list the "
+                             "address in peers: instead"));
   if (!opt.join_contacts.empty()) {
     // A new identity (--join): every rank may become its neighbour; it dials its contacts.
     for (int p = 0; p < topology.n(); ++p) {

@@ -63,7 +63,8 @@ namespace {
 /// gossip peer's own value options and flags (the overrides come on top).
 const std::set<std::string> kPeerOptions = {"rank",         "out",         "hosts",
                                             "tls-dir",      "resume-round", "until-round",
-                                            "events-fd",    "leave-at-round", "join"};
+                                            "events-fd",    "leave-at-round", "join",
+                                            "advertise"};
 const std::set<std::string> kPeerFlags = {"events", "rejoin"};
 
 /// An integer option's value: optional<T> from the text, InputError naming the option when it
@@ -96,6 +97,7 @@ std::optional<PeerArguments> peer_arguments(int argc, char** argv) {
   a.hosts = args.get("hosts");
   a.tls_dir = args.get("tls-dir");
   a.join = args.get("join");
+  a.advertise = args.get("advertise");
   a.resume_round = int_option<std::int64_t>(args, "resume-round");
   a.until_round = int_option<std::int64_t>(args, "until-round");
   a.leave_at_round = int_option<std::int64_t>(args, "leave-at-round");
@@ -132,6 +134,11 @@ PeerSetup peer_setup(const PeerArguments& a) {
   RunConfig config = load_config(a.config);
   apply_overrides(overrides, config);
   config.net.metrics_port = metrics_port_option(overrides, config.net.metrics_port);
+  if (a.advertise) {
+    if (auto why = advertise_problem(*a.advertise); !why.empty())
+      throw InputError(cat("--advertise ", *a.advertise, ": ", why));
+    config.net.advertise = *a.advertise;
+  }
   if (config.gossip.topology.empty())
     throw InputError(cat(config.path, ": gossip.topology: a peer needs a topology file"));
   Topology topology = load_topology(config.gossip.topology);

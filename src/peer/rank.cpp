@@ -168,7 +168,7 @@ std::vector<std::string> peer_addresses(const RunConfig& config, const Topology&
   const int base = job_base_port(config.net.base_port, topology.n(), launch.job_id);
   for (int r = 0; r < topology.n(); ++r) {
     if (auto a = topology.address(r)) {
-      out.push_back(*a);
+      out.push_back(*a == kLearnedAddress ? std::string() : *a);  // learned: none listed
       continue;
     }
     const int port = base + r;
@@ -187,6 +187,16 @@ std::vector<std::string> peer_addresses(const RunConfig& config, const Topology&
 
 std::vector<std::string> peer_addresses(const RunConfig& config, const Topology& topology) {
   return peer_addresses(config, topology, Launch{});
+}
+
+std::string announced_address(const RunConfig& config, const Topology& topology,
+                              const Launch& launch, int rank) {
+  if (!config.net.advertise.empty()) return config.net.advertise;
+  if (auto a = peer_addresses(config, topology, launch)[rank]; !a.empty()) return a;
+  // Listed as learned, and no net.advertise: the address a run without peers: gives it.
+  Topology bare = topology;
+  bare.set_addresses({});
+  return peer_addresses(config, bare, launch)[rank];
 }
 
 std::string listen_address(const std::string& address, const std::string& bind) {

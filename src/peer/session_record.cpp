@@ -222,6 +222,13 @@ Summary PeerSession::finish(bool awaits_average) {
                                     .add("settled", reach.settled)
                                     .add("how", reach.how));
   end.extra.add("bytes_relayed", m.exchange->bytes_relayed());
+  JsonArray addresses;  // where this peer would dial each member, and how it knows
+  for (const PeerAddress& a : m.exchange->addresses())
+    addresses.add(JsonObject()
+                      .add("peer", a.peer)
+                      .add("address", a.address)
+                      .add("source", address_source_name(a.source)));
+  end.extra.add("addresses", addresses);
   end.extra.add("refused_params", refused)
       .add("byzantine_suspects", JsonArray::of(m.watch->byzantine_suspects()))
       .add("cut", JsonArray::of(m.exchange->cut_peers()));

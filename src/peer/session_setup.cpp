@@ -21,7 +21,8 @@ void PeerSession::Impl::connect(const Learner& learner, const std::string& model
   const int rank = opt.rank;
   const std::string listen = listen_address(net.addresses[rank], config.net.bind);
   log_line(cat("peer ", rank, ": ", net.addresses[rank], " (listening on ", listen,
-               config.net.bind.empty() ? "" : ", net.bind", "), ",
+               config.net.bind.empty() ? "" : ", net.bind",
+               net.listed ? "" : "; announced in its signed record, not listed", "), ",
                net.neighbours.size(), " neighbours, ", algorithm_name(config.gossip.algorithm),
                ", ", describe_own(model, learner.num_params)));
   if (config.gossip.wire != WireFormat::kFp32)

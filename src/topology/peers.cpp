@@ -5,6 +5,7 @@
 #include <map>
 
 #include "gossip/core.hpp"
+#include "gossip/topology.hpp"
 
 namespace gossip::topo {
 
@@ -45,6 +46,10 @@ std::vector<std::string> parse_peers(const yaml::Document& in, const yaml::Node&
     if (id >= n) in.fail(p, cat("peer id ", id, " out of range (n: ", n, ", ids are 0..", n - 1,
                                 ")"));
     if (!addresses[id].empty()) in.fail(p, cat("peer ", id, " is listed twice"));
+    if (address == kLearnedAddress) {  // the members learn it from the peer's signed record
+      addresses[id] = address;
+      continue;
+    }
     if (auto problem = address_problem(address); !problem.empty())
       in.fail(value, cat("peer ", id, " address '", address, "': ", problem));
     if (auto it = owner.find(address); it != owner.end())

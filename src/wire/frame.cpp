@@ -70,6 +70,7 @@ std::string frame_type_name(std::uint16_t type) {
     case FrameType::kView: return "view";
     case FrameType::kPacket: return "packet";
     case FrameType::kAnnounce: return "announce";
+    case FrameType::kAddress: return "address";
   }
   return cat("type ", type);
 }
