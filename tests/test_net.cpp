@@ -29,10 +29,12 @@
 #include "gossip/core.hpp"
 #include "gossip/hash.hpp"
 #include "gossip/net.hpp"
+#include "src/net/address_book.hpp"
 #include "src/net/mailbox.hpp"
 #include "src/net/records.hpp"
 #include "src/net/shm.hpp"
 #include "src/net/socket.hpp"
+#include "src/net/tls.hpp"
 #include "gossip/checkpoint.hpp"
 #include "gossip/monitor.hpp"
 #include "gossip/wire.hpp"
@@ -2466,4 +2468,170 @@ TEST_CASE("membership announcements round-trip and malformed ones are refused",
   std::vector<std::byte> none(2, std::byte{0});
   CHECK(wire::decode_announcements(none, 12).error ==
         "announce frame with 0 announcements (1 to 4096)");
+}
+
+// --- signed address records ----------------------------------------------------------------------
+
+TEST_CASE("address records: a member's own signed record is believed whoever passes it on; one "
+          "signed by another identity, altered after signing, or from another CA is refused, "
+          "naming why", "[net][address]") {
+  using net::AddressBook;
+  using V = AddressBook::Verdict;
+  auto ctx = [](int r) { return net::make_tls_context(keys().rank(r), "test-run", r); };
+  const auto c0 = ctx(0), c2 = ctx(2), c3 = ctx(3);
+  AddressBook book(c0->native_handle(), "test-run", 0, 8, "127.0.0.1:7000");
+  REQUIRE(book.signing());
+  CHECK(book.address(0) == "127.0.0.1:7000");
+  REQUIRE(book.frames().size() == 1);  // ours
+
+  // Peer 3's own record: believed, and held once (a copy is nothing new; an older one neither).
+  const wire::AddressRecord r3 =
+      AddressBook::sign(c3->native_handle(), "test-run", 3, 10, "10.0.0.3:29503");
+  AddressBook::Taken t = book.take(r3);
+  CHECK(t.verdict == V::kNew);
+  REQUIRE(t.frame);
+  CHECK(book.address(3) == "10.0.0.3:29503");
+  CHECK(book.take(r3).verdict == V::kKnown);
+  CHECK(book.take(AddressBook::sign(c3->native_handle(), "test-run", 3, 9, "10.9.9.9:1")).verdict ==
+        V::kKnown);
+  CHECK(book.address(3) == "10.0.0.3:29503");
+  REQUIRE(book.frames().size() == 2);
+  // The frame passes it on as it came: its payload decodes to the same record.
+  const auto frame = wire::decode_frame(*t.frame, 1 << 20);
+  REQUIRE(frame);
+  CHECK(frame.value->header.type == wire::FrameType::kAddress);
+  const auto back = wire::decode_address_record(frame.value->payload, 8);
+  REQUIRE(back);
+  CHECK(*back.value == r3);
+
+  // Peer 2 announcing an address for peer 3 (signed with its own key and certificate).
+  t = book.take(AddressBook::sign(c2->native_handle(), "test-run", 3, 11, "6.6.6.6:29503"));
+  CHECK(t.verdict == V::kRefused);
+  CHECK_THAT(t.why, Catch::Contains("announces an address for peer 3 but is signed by peer 2's "
+                                    "certificate"));
+  // Peer 3's record with its address changed on the way.
+  wire::AddressRecord altered =
+      AddressBook::sign(c3->native_handle(), "test-run", 3, 12, "10.0.0.3:29503");
+  altered.address = "6.6.6.6:29503";
+  t = book.take(altered);
+  CHECK(t.verdict == V::kRefused);
+  CHECK_THAT(t.why, Catch::Contains("its signature does not match peer 3's certificate"));
+  // A certificate for rank 3 of this run, from a CA that is not the run's.
+  const auto other = std::filesystem::temp_directory_path() / cat("gossip-other-ca-", getpid());
+  KeySetOptions o;
+  o.run_id = "test-run";
+  o.peers = 4;
+  o.overwrite = true;
+  create_key_set(other, o);
+  const auto stranger = net::make_tls_context(tls_files_in(other, 3), "test-run", 3);
+  t = book.take(AddressBook::sign(stranger->native_handle(), "test-run", 3, 13, "6.6.6.6:1"));
+  std::filesystem::remove_all(other);
+  CHECK(t.verdict == V::kRefused);
+  CHECK_THAT(t.why, Catch::Contains("does not verify against the run's CA"));
+  // Bytes that are no certificate.
+  wire::AddressRecord junk = r3;
+  junk.sequence = 14;
+  junk.certificate = {std::byte{1}, std::byte{2}, std::byte{3}};
+  t = book.take(junk);
+  CHECK(t.verdict == V::kRefused);
+  CHECK_THAT(t.why, Catch::Contains("not one DER certificate"));
+  CHECK(book.address(3) == "10.0.0.3:29503");  // nothing refused changed what it holds
+  // A record of ours that we did not make (a copy of us elsewhere): ours stays.
+  CHECK(book.take(AddressBook::sign(c0->native_handle(), "test-run", 0, 99, "6.6.6.6:7000"))
+            .verdict == V::kKnown);
+  CHECK(book.address(0) == "127.0.0.1:7000");
+  // Without TLS nothing can be checked: nothing is believed.
+  AddressBook plain(nullptr, "test-run", 1, 8, "127.0.0.1:7001");
+  CHECK_FALSE(plain.signing());
+  CHECK(plain.take(r3).verdict == V::kRefused);
+  CHECK(plain.frames().empty());
+}
+
+TEST_CASE("address record codec: round trip, and truncated, oversized or foreign records refused "
+          "with the reason", "[net][address][wire]") {
+  wire::AddressRecord r;
+  r.rank = 5;
+  r.sequence = 1234567890123ull;
+  r.address = "[::1]:29505";
+  r.certificate.assign(300, std::byte{0x30});
+  r.signature.assign(70, std::byte{0x02});
+  const auto bytes = wire::encode_address_record(r);
+  CHECK(bytes.size() == wire::kAddressFixedBytes + r.address.size() + 300 + 70);
+  const auto back = wire::decode_address_record(bytes, 8);
+  REQUIRE(back);
+  CHECK(*back.value == r);
+  const auto refused = [](std::span<const std::byte> b, std::size_t peers = 8) {
+    const auto d = wire::decode_address_record(b, peers);
+    CHECK_FALSE(d);
+    return d.error;
+  };
+  CHECK_THAT(refused(std::span(bytes).first(bytes.size() - 1)),
+             Catch::Contains("its lengths say"));
+  CHECK_THAT(refused(std::span(bytes).first(10)), Catch::Contains("at least 24 bytes"));
+  CHECK_THAT(refused(bytes, 5), Catch::Contains("rank 5, not in this run of 5 peers"));
+  auto bad = bytes;
+  bad[0] = std::byte{'X'};
+  CHECK_THAT(refused(bad), Catch::Contains("bad magic"));
+  bad = bytes;
+  bad[wire::kAddressFixedBytes] = std::byte{' '};
+  CHECK_THAT(refused(bad), Catch::Contains("not host:port"));
+  bad = bytes;
+  bad[20] = std::byte{0xff};  // certificate length 0x..ff: beyond the input
+  bad[21] = std::byte{0x7f};
+  CHECK_THAT(refused(bad), Catch::Contains("certificate of"));
+  // The signed message binds run, rank, sequence and address.
+  wire::AddressRecord other = r;
+  other.address = "[::1]:29506";
+  CHECK(wire::address_record_message("run", r) != wire::address_record_message("run", other));
+  CHECK(wire::address_record_message("run", r) != wire::address_record_message("run2", r));
+}
+
+TEST_CASE("over a link: each end sends its signed address record; a neighbour that passes on a "
+          "record for another identity is named (address_refused) and the link carries on; its "
+          "own record is learned", "[net][address]") {
+  TcpByHand t(64);  // rank 1, a NetExchange; rank 0 played by hand
+  // Rank 1's own record comes once the handshake is done (among its views).
+  std::optional<wire::AddressRecord> theirs;
+  for (int i = 0; i < 50 && !theirs; ++i) {
+    auto f = t.raw->read_frame();
+    REQUIRE(f);
+    if (f->header.type != wire::FrameType::kAddress) continue;
+    auto r = wire::decode_address_record(f->payload, 2);
+    REQUIRE(r);
+    theirs = *r.value;
+  }
+  REQUIRE(theirs);
+  CHECK(theirs->rank == 1);
+  CHECK(theirs->address == t.cluster.addresses[1]);
+  const auto c0 = net::make_tls_context(keys().rank(0), "test-run", 0);
+  net::AddressBook ours(c0->native_handle(), "test-run", 0, 2, t.cluster.addresses[0]);
+  CHECK(ours.take(*theirs).verdict == net::AddressBook::Verdict::kNew);  // its signature holds
+
+  // Rank 0 announces an address for rank 1, then its own.
+  const auto send_record = [&](const wire::AddressRecord& r) {
+    t.raw->send(wire::encode_frame(wire::FrameType::kAddress, 0, 0, wire::encode_address_record(r)));
+  };
+  send_record(net::AddressBook::sign(c0->native_handle(), "test-run", 1, 5, "6.6.6.6:29501"));
+  send_record(net::AddressBook::sign(c0->native_handle(), "test-run", 0, 7, "127.0.0.1:4242"));
+  std::vector<TransportAlert> alerts;
+  std::vector<PeerAddress> known;
+  for (int i = 0; i < 300; ++i) {
+    for (auto& a : t.b->take_alerts()) alerts.push_back(std::move(a));
+    known = t.b->addresses();
+    if (!alerts.empty() && known.at(0).source == AddressSource::kLearned) break;
+    std::this_thread::sleep_for(10ms);
+  }
+  REQUIRE(alerts.size() == 1);
+  CHECK(alerts[0].kind == MemberEventKind::kAddressRefused);
+  CHECK(alerts[0].peer == 1);
+  CHECK_THAT(alerts[0].message,
+             Catch::Contains("peer 0 passed on an address record for peer 1 (6.6.6.6:29501) that "
+                             "is not believed: it announces an address for peer 1 but is signed "
+                             "by peer 0's certificate"));
+  REQUIRE(known.size() == 2);
+  CHECK(known[0].address == "127.0.0.1:4242");
+  CHECK(known[0].source == AddressSource::kLearned);
+  CHECK(known[1].address == t.cluster.addresses[1]);
+  CHECK(known[1].source == AddressSource::kOwn);
+  CHECK(t.b->connected_peers() == std::vector<int>{0});  // the link carries on
 }

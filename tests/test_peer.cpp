@@ -3522,3 +3522,127 @@ TEST_CASE("gossip doctor: a neighbour that is not running, or an address that do
   const Result bad = run(bin() + " doctor " + cfg.string() + " --rank 7");
   CHECK(bad.code == 2);
 }
+
+// --- addresses learned, not all listed -------------------------------------------------------------
+
+namespace {
+
+/// The address sources of peer `r`'s summary.json: peer -> (address, source).
+std::map<int, std::pair<std::string, std::string>> address_sources(const fs::path& run_dir, int r) {
+  const std::string text =
+      read_file(run_dir / "peers" / std::to_string(r) / "summary.json");
+  const std::regex entry(R"re(\{"peer": (\d+), "address": "([^"]*)", "source": "(\w+)"\})re");
+  std::map<int, std::pair<std::string, std::string>> out;
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), entry);
+       it != std::sregex_iterator(); ++it)
+    out[std::stoi((*it)[1])] = {(*it)[2], (*it)[3]};
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("addresses learned, not listed: peers whose topology lists only rank 0 learn each "
+          "other's signed addresses through it, link up and train bit for bit as gossip sim",
+          "[peer][reach][learned]") {
+  TempDir t;
+  const int n = 6, base = test_port_base();
+  std::string peers = gossip::cat("peers:\n  - 127.0.0.1:", base, "\n");
+  for (int r = 1; r < n; ++r) peers += "  - learned\n";
+  const auto cfg = write_config(t.path, n, "dpsgd", 1, 1, peers, true, Tls::kKeys);
+  const fs::path out = t.path / "out";
+  // Each starts on its own, announcing where it listens; none is told another's address but 0's.
+  std::string cmd;
+  for (int r = 0; r < n; ++r)
+    cmd += gossip::cat(bin(), " peer ", cfg.string(), " --rank ", r, " --advertise 127.0.0.1:",
+                       base + r, " --out ", out.string(), " > ", (t.path / named("log", r)).string(),
+                       " 2>&1 & ");
+  run("sh -c '" + cmd + "wait'");
+  std::string logs;
+  for (int r = 0; r < n; ++r)
+    logs += gossip::cat("peer ", r, ":\n", read_file(t.path / named("log", r)), "\n");
+  INFO(logs);
+  const Result c = run(bin() + " collect " + out.string());
+  INFO(c.output);
+  REQUIRE(c.code == 0);
+  CHECK_THAT(read_file(out / "summary.json"), Catch::Contains("\"connected\": true"));
+  CHECK_THAT(read_file(out / "summary.json"), Catch::Contains("\"missing_links\": []"));
+  for (int r = 0; r < n; ++r) {
+    INFO("peer " << r);
+    const auto known = address_sources(out, r);
+    REQUIRE(known.size() == static_cast<std::size_t>(n));
+    for (int q = 0; q < n; ++q) {
+      CHECK(known.at(q).first == gossip::cat("127.0.0.1:", base + q));
+      // Its own; every other learned from the signed records (rank 0's too: its record came).
+      CHECK(known.at(q).second == (q == r ? "own" : "learned"));
+    }
+  }
+  CHECK_THAT(logs, Catch::Contains("is not in the run's configuration: it dials every neighbour "
+                                   "itself"));
+  // The algorithm did not change: the same parameters as the simulator's, peer by peer.
+  const Result sim = run(bin() + " sim " + cfg.string() + " --out " + (t.path / "sim").string());
+  INFO(sim.output);
+  REQUIRE(sim.code == 0);
+  const auto a = hashes(out / "summary.json");
+  REQUIRE(a.size() == static_cast<std::size_t>(n));
+  CHECK(a == hashes(t.path / "sim" / "summary.json"));
+  // Without TLS nothing can be learned: refused at the start, naming what to do.
+  fs::create_directories(t.path / "plain");
+  const auto plain = write_config(t.path / "plain", n, "dpsgd", 1, 1, peers, true, Tls::kOff);
+  const Result refused = run(bin() + " peer " + plain.string() + " --rank 2 --out " +
+                             (t.path / "o").string());
+  CHECK(refused.code == 2);
+  CHECK_THAT(refused.output, Catch::Contains("peer 1's address is learned: members learn an "
+                                             "address only from a record signed by the peer's "
+                                             "TLS certificate, and TLS is off"));
+}
+
+TEST_CASE("gossip peer --join with an address no member was given: the joiner announces it "
+          "signed, the members learn it through their contact and mix with it",
+          "[peer][elastic][learned]") {
+  TempDir t;
+  const int base = test_port_base();
+  const auto cfg = write_config(t.path, 4, "dpsgd", 1, 200);
+  std::ofstream(t.path / "topo.yaml", std::ios::trunc)
+      << "generator: exponential\nn: 4\nelastic: true\nmax_peers: 6\npeers:\n"
+      << "  - 127.0.0.1:" << base << "\n  - 127.0.0.1:" << base + 1 << "\n  - 127.0.0.1:"
+      << base + 2 << "\n  - 127.0.0.1:" << base + 3 << "\n  - learned\n  - learned\n";
+  const fs::path out = t.path / "run";
+  std::fflush(stdout);
+  const pid_t launcher = fork();
+  REQUIRE(launcher >= 0);
+  if (launcher == 0) {
+    std::freopen((t.path / "run.txt").c_str(), "w", stdout);
+    std::freopen((t.path / "run.txt").c_str(), "a", stderr);
+    execl(bin().c_str(), "gossip", "run", cfg.c_str(), "--out", out.c_str(), "--no-progress",
+          static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  const fs::path metrics = out / "peers" / "0" / "metrics.csv";
+  for (int i = 0; i < 400 && metrics_rows(metrics).size() < 3; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  REQUIRE(metrics_rows(metrics).size() >= 3);
+  // Rank 4 listens on a port nobody was told of (the default would be base + 4; this test's
+  // ports are base..base + 7, another test process's start 37 ports apart).
+  const int port4 = base + 7;
+  const Result join = run(gossip::cat(bin(), " peer ", cfg.string(), " --rank 4 --join 127.0.0.1:",
+                                      base, " --advertise 127.0.0.1:", port4, " --tls-dir ",
+                                      (out / "tls").string(), " --out ", out.string()));
+  int status = 0;
+  REQUIRE(waitpid(launcher, &status, 0) == launcher);
+  const std::string output = read_file(t.path / "run.txt");
+  INFO(output << "\n" << join.output);
+  CHECK(join.code == 0);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  const fs::path s4 = out / "peers" / "4" / "summary.json";
+  CHECK_THAT(summary_field(s4, "join"), Catch::Contains("\"donors\": [0, 1, 2, 3]"));
+  CHECK(number(s4, "rounds") == number(out / "peers" / "0" / "summary.json", "rounds"));
+  // Every member learned where it is from its signed record.
+  for (int r = 0; r < 4; ++r) {
+    INFO("peer " << r);
+    const auto known = address_sources(out, r);
+    CHECK(known.at(4) == std::pair<std::string, std::string>{gossip::cat("127.0.0.1:", port4),
+                                                             "learned"});
+  }
+  CHECK(address_sources(out, 4).at(4).second == "own");
+}
