@@ -3523,6 +3523,56 @@ TEST_CASE("gossip doctor: a neighbour that is not running, or an address that do
   CHECK(bad.code == 2);
 }
 
+namespace {
+
+/// A loopback port that takes no more connections: its listen queue (backlog 0) is full, so a
+/// SYN to it is dropped and a dial times out, as at a firewall that drops connections.
+struct DroppingPort {
+  RefusingPort bound;
+  int filler = -1;
+  DroppingPort() {
+    REQUIRE(listen(bound.fd, 0) == 0);
+    filler = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(static_cast<std::uint16_t>(bound.port));
+    REQUIRE(connect(filler, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  }
+  ~DroppingPort() { close(filler); }
+};
+
+}  // namespace
+
+TEST_CASE("gossip doctor: a link neither end can dial will go through a relay that answers "
+          "(exit 0); with no relay to ask, the run cannot start (exit 1)", "[peer][reach]") {
+  TempDir t;
+  RefusingPort member;  // peer 0: a member that takes connections (and so may relay)
+  REQUIRE(listen(member.fd, 16) == 0);
+  const DroppingPort firewalled;  // peer 2: its dials time out
+  const int base = test_port_base();
+  const auto cfg = write_config(t.path, 3, "dpsgd", 1, 1,
+                                gossip::cat("peers:\n  - 127.0.0.1:", member.port,
+                                            "\n  - 127.0.0.1:", base + 1, "\n  - 127.0.0.1:",
+                                            firewalled.bound.port, "\n"),
+                                true, Tls::kOff);
+  const Result r = run(bin() + " doctor " + cfg.string() + " --rank 1");
+  INFO(r.output);
+  CHECK(r.code == 0);
+  CHECK_THAT(r.output, Catch::Contains(gossip::cat("peer 2 at 127.0.0.1:", firewalled.bound.port,
+                                                   ": not dialled: timed out")));
+  CHECK_THAT(r.output, Catch::Contains(gossip::cat("the link to peer 2 will go through a relay: "
+                                                   "peer 0 at 127.0.0.1:", member.port,
+                                                   " answers here")));
+  CHECK_THAT(r.output, Catch::Contains("the run can start"));
+  replace_once(cfg, "tls: off", "tls: off, relays: none");
+  const Result none = run(bin() + " doctor " + cfg.string() + " --rank 1 --json 2>/dev/null");
+  INFO(none.output);
+  CHECK(none.code == 1);
+  CHECK_THAT(none.output, Catch::Contains("forms only through a relay, and none answers here"));
+  CHECK_THAT(none.output, Catch::Contains(R"("link_forms": false, "relay": "")"));
+}
+
 // --- addresses learned, not all listed -------------------------------------------------------------
 
 namespace {

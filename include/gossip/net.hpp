@@ -137,6 +137,19 @@ struct DoctorReport {
   std::vector<NeighbourCheck> neighbours;
 };
 
+/// A relay candidate, as probe_relays() found it from this peer's place.
+struct RelayCheck {
+  int rank = -1;  // -1: a relay net.relays names by address
+  std::string address;
+  bool dialled = false;
+  double connect_ms = -1.0;
+  std::string error;  // why it was not dialled
+};
+
+/// Dials each of `candidates` ({rank or -1, "host:port"}) once, within `timeout` each.
+std::vector<RelayCheck> probe_relays(const std::vector<std::pair<int, std::string>>& candidates,
+                                     std::chrono::milliseconds timeout);
+
 /// Checks each neighbour: the address resolves, a connection is made (its time), the TLS
 /// identity it answers with (when TLS is on), and whether it can dial this peer back at its
 /// address (a dial-back request; the probe is awaited at `listen`, when that can be bound:

@@ -133,6 +133,10 @@ class Doctor {
     NeighbourCheck c;
     c.peer = p;
     c.address = q_.addresses[p];
+    if (c.address.empty()) {
+      c.resolve_error = "not listed (the run learns it from the peer's signed record)";
+      return c;
+    }
     tcp::resolver::results_type endpoints;
     try {
       endpoints = net::resolve(io_, c.address);
@@ -230,5 +234,45 @@ class Doctor {
 }  // namespace
 
 DoctorReport diagnose(const DoctorRequest& request) { return Doctor(request).run(); }
+
+std::vector<RelayCheck> probe_relays(const std::vector<std::pair<int, std::string>>& candidates,
+                                     std::chrono::milliseconds timeout) {
+  asio::io_context io;
+  std::vector<RelayCheck> out;
+  for (const auto& [rank, address] : candidates) {
+    RelayCheck r;
+    r.rank = rank;
+    r.address = address;
+    tcp::resolver::results_type endpoints;
+    try {
+      endpoints = net::resolve(io, address);
+    } catch (const InputError& e) {
+      r.error = e.what();
+      out.push_back(r);
+      continue;
+    }
+    tcp::socket socket(io);
+    bool done = false;
+    std::error_code result;
+    const auto start = Clock::now();
+    asio::async_connect(socket, endpoints, [&](std::error_code ec, const tcp::endpoint&) {
+      result = ec;
+      done = true;
+    });
+    if (!run_until(io, &done, timeout)) {
+      std::error_code ignored;
+      socket.close(ignored);
+      run_until(io, &done, std::chrono::milliseconds(50));
+      r.error = connect_error({}, true, timeout);
+    } else if (result) {
+      r.error = connect_error(result, false, timeout);
+    } else {
+      r.dialled = true;
+      r.connect_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+    }
+    out.push_back(r);
+  }
+  return out;
+}
 
 }  // namespace gossip

@@ -36,6 +36,13 @@ Judged judge(const NeighbourCheck& c, const DoctorRequest& q, bool listening) {
   Judged j;
   const std::string ours = q.addresses[q.rank];
   j.line = cat("peer ", c.peer, " at ", c.address, ": ");
+  if (c.address.empty()) {
+    // Not listed: it announces its address in the run, and dials this peer itself.
+    j.line = cat("peer ", c.peer, ": its address is not listed (learned in the run from its "
+                 "signed record); it dials this peer at ", ours);
+    j.it_dials = true;
+    return j;
+  }
   if (!c.resolve_error.empty()) {
     j.line += c.resolve_error;
     j.advice.push_back(cat("peer ", c.peer, "'s address ", c.address, " does not resolve: fix its "
@@ -95,6 +102,30 @@ Judged judge(const NeighbourCheck& c, const DoctorRequest& q, bool listening) {
   return j;
 }
 
+/// The first relay candidate for the link to `peer` that answers from here ("peer K at ADDR",
+/// or the address of one net.relays names), "" when none does: net.relays' in order, or (auto)
+/// the other members with known addresses, lowest rank first, four at most.
+std::string relay_for(const RunConfig& config, const DoctorRequest& q, int peer) {
+  std::vector<std::pair<int, std::string>> candidates;
+  for (const std::string& r : config.net.relays) {
+    if (r.rfind("peer ", 0) != 0) {
+      candidates.emplace_back(-1, r);
+      continue;
+    }
+    const int rank = std::stoi(r.substr(5));
+    if (rank < static_cast<int>(q.addresses.size()) && rank != peer && rank != q.rank)
+      candidates.emplace_back(rank, q.addresses[rank]);
+  }
+  if (config.net.relays_auto)
+    for (int r = 0; r < static_cast<int>(q.addresses.size()) && candidates.size() < 4; ++r)
+      if (r != q.rank && r != peer && !q.addresses[r].empty())
+        candidates.emplace_back(r, q.addresses[r]);
+  for (const RelayCheck& c : probe_relays(candidates, q.timeout))
+    if (c.dialled)
+      return c.rank >= 0 ? cat("peer ", c.rank, " at ", c.address) : c.address;
+  return {};
+}
+
 }  // namespace
 
 DoctorOutcome doctor(const RunConfig& config, const Topology& topology, const PeerOptions& opt) {
@@ -105,9 +136,11 @@ DoctorOutcome doctor(const RunConfig& config, const Topology& topology, const Pe
   q.rank = opt.rank;
   q.addresses = peer_addresses(config, topology, opt.launch);
   q.neighbours = peer_parts::all_neighbours(topology, opt.rank);
-  q.listen = listen_address(q.addresses[opt.rank], config.net.bind);
   q.run_id = config.net.run_id;
   q.tls = peer_tls(config, opt.tls_dir, opt.rank);
+  const std::string listed = q.addresses[opt.rank];
+  q.addresses[opt.rank] = announced_address(config, topology, opt.launch, opt.rank);
+  q.listen = listen_address(q.addresses[opt.rank], config.net.bind);
   const DoctorReport report = diagnose(q);
   DoctorOutcome out;
   out.can_start = true;
@@ -125,14 +158,23 @@ DoctorOutcome doctor(const RunConfig& config, const Topology& topology, const Pe
     out.text += cat("  ", j.line, "\n");
     advice.insert(advice.end(), j.advice.begin(), j.advice.end());
     if (c.asked && !c.dialled_back) unreachable = true;
-    const bool forms = j.we_dial || j.it_dials;
-    if (!forms) {
-      out.can_start = false;
-      if (c.dialled || c.asked)  // both are running, and neither can dial the other
-        advice.push_back(cat("the link to peer ", c.peer, " forms only through a relay: a member "
-                             "both can dial that finds itself reachable carries it (or one "
-                             "net.relays names); check from that member too"));
+    bool forms = j.we_dial || j.it_dials;
+    std::string relay;
+    // Nothing listens there (refused): the neighbour is not running. Else, when neither end
+    // can dial the other (no route, no answer: a NAT or a firewall), the link needs a relay.
+    const bool absent = !c.dialled && !c.asked && c.dial_error.rfind("refused", 0) == 0;
+    if (!forms && !c.address.empty() && c.resolve_error.empty() && !absent) {
+      relay = relay_for(config, q, c.peer);
+      forms = !relay.empty();
+      advice.push_back(
+          forms ? cat("the link to peer ", c.peer, " will go through a relay: ", relay,
+                      " answers here (a member relays once it finds itself reachable); peer ",
+                      c.peer, " must reach it too: run gossip doctor from there")
+                : cat("the link to peer ", c.peer, " forms only through a relay, and none "
+                      "answers here: run a member on an address both can dial, or name one in "
+                      "net.relays"));
     }
+    if (!forms) out.can_start = false;
     JsonObject o;
     o.add("peer", c.peer).add("address", c.address).add("resolves", c.resolve_error.empty())
         .add("dialled", c.dialled).add("dial_error", c.dial_error);
@@ -142,9 +184,15 @@ DoctorOutcome doctor(const RunConfig& config, const Topology& topology, const Pe
         .add("probe_came", c.probe_came).add("dial_back", c.dial_back);
     if (c.clock_offset_ms) o.add("clock_offset_ms", *c.clock_offset_ms);
     else o.raw("clock_offset_ms", "null");
-    o.add("link_forms", forms);
+    o.add("link_forms", forms).add("relay", relay);
     checks.add(o);
   }
+  if (q.addresses[opt.rank] != listed)
+    out.text += cat("  this peer announces ", q.addresses[opt.rank], " (net.advertise), ",
+                    listed.empty() ? std::string("not listed")
+                                   : cat("not its listed ", listed),
+                    ": the members learn it from its signed record, and it dials its neighbours "
+                    "itself\n");
   if (unreachable)
     out.text += cat("  this peer is unreachable at ", q.addresses[opt.rank],
                     " for some neighbours: in the run it dials them itself\n");
