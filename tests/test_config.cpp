@@ -1202,3 +1202,19 @@ TEST_CASE("train.gemm takes auto or a CPU GEMM's name, with file and line for a 
                     Catch::Contains("c.yaml:2: train.gemm: unknown value 'mkl' (expected one "
                                     "of: auto, openblas, onednn)"));
 }
+
+TEST_CASE("net.advertise takes HOST:PORT and refuses anything else with file, line and why",
+          "[config][net]") {
+  CHECK(load_config_from_string("net:\n  advertise: 203.0.113.7:40000\n", "c.yaml").net.advertise ==
+        "203.0.113.7:40000");
+  CHECK(load_config_from_string("net:\n  advertise: \"[2001:db8::7]:29500\"\n", "c.yaml")
+            .net.advertise == "[2001:db8::7]:29500");
+  CHECK(load_config_from_string("{}\n", "c.yaml").net.advertise.empty());
+  CHECK_THROWS_WITH(load_config_from_string("net:\n  advertise: peer-7\n", "c.yaml"),
+                    Catch::Contains("c.yaml:2") && Catch::Contains("net.advertise") &&
+                        Catch::Contains("'peer-7': expected host:port"));
+  CHECK_THROWS_WITH(load_config_from_string("net:\n  advertise: host:70000\n", "c.yaml"),
+                    Catch::Contains("port 70000 is outside 1..65535"));
+  CHECK_THROWS_WITH(load_config_from_string("net:\n  advertise: \"::1:29500\"\n", "c.yaml"),
+                    Catch::Contains("write an IPv6 host in brackets"));
+}

@@ -459,9 +459,9 @@ LinkEmulation parse_link_emulation(const std::string& text, const std::string& w
 /// Does nothing when `e` is not enabled.
 void simulate_links(SimConfig& sim, const LinkEmulation& e);
 
-/// "" when `address` can be announced (net.advertise, gossip peer --advertise): HOST:PORT with
-/// a port in 1..65535 ([IPv6]:PORT); else what is wrong with it.
-std::string advertise_problem(const std::string& address);
+/// Checks "host:port" (host a name, IPv4, or [IPv6]; port 1..65535), as a topology's peers:
+/// and net.advertise take it: "" when fine, otherwise what is wrong.
+std::string address_problem(const std::string& address);
 
 struct NetworkConfig {
   static constexpr std::size_t kMaxRunIdBytes = 256;  // what the wire handshake carries

@@ -1,21 +1,27 @@
 // config/config_network.cpp: the monitor:, sim: and net: sections.
 #include "src/config/sections.hpp"
 
+#include <cstdlib>
+
 namespace gossip {
 
-std::string advertise_problem(const std::string& a) {
-  const auto colon = a.rfind(':');
-  const std::string host = colon == std::string::npos ? "" : a.substr(0, colon);
-  const std::string port = colon == std::string::npos ? "" : a.substr(colon + 1);
-  const bool numeric = !port.empty() && port.size() <= 5 &&
-                       port.find_first_not_of("0123456789") == std::string::npos &&
-                       std::stoi(port) >= 1 && std::stoi(port) <= 65535;
-  const bool v6 = host.size() > 2 && host.front() == '[' && host.back() == ']';
-  if (host.empty() || !numeric || a.find_first_of(" \t/") != std::string::npos ||
-      (!v6 && host.find(':') != std::string::npos))
-    return cat("'", a, "' is not HOST:PORT (the address others dial this peer at; ",
-               "[IPv6]:PORT), with a port in 1..65535");
-  return {};
+std::string address_problem(const std::string& address) {
+  const auto colon = address.rfind(':');
+  if (colon == std::string::npos) return "expected host:port";
+  std::string host = address.substr(0, colon);
+  const std::string port = address.substr(colon + 1);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']')
+    host = host.substr(1, host.size() - 2);
+  else if (host.find(':') != std::string::npos)
+    return "write an IPv6 host in brackets: [::1]:port";
+  if (host.empty()) return "empty host in host:port";
+  for (char c : host)
+    if (c == ' ' || c == '\t' || c == '/') return "host may not contain spaces or '/'";
+  if (port.empty() || port.find_first_not_of("0123456789") != std::string::npos)
+    return cat("port '", port, "' is not a number");
+  const long p = port.size() > 5 ? 0 : std::strtol(port.c_str(), nullptr, 10);
+  if (p < 1 || p > 65535) return cat("port ", port, " is outside 1..65535");
+  return "";
 }
 
 }  // namespace gossip
@@ -128,7 +134,8 @@ void read_net(const Reader& r, const Node& n, NetworkConfig& c) {
        }},
       {"advertise", [&](auto& v, auto& f) {
          c.advertise = r.text(v, f);
-         if (auto why = advertise_problem(c.advertise); !why.empty()) r.fail(v, f, why);
+         if (auto why = address_problem(c.advertise); !why.empty())
+           r.fail(v, f, cat("'", c.advertise, "': ", why, " (the address others dial this peer at)"));
        }},
       {"reachable", [&](auto& v, auto& f) { c.reachable = r.named(v, f, reachable_setting_table()); }},
       {"relays", [&](auto& v, auto& f) { read_relays(r, v, f, c); }},

@@ -135,7 +135,7 @@ PeerSetup peer_setup(const PeerArguments& a) {
   apply_overrides(overrides, config);
   config.net.metrics_port = metrics_port_option(overrides, config.net.metrics_port);
   if (a.advertise) {
-    if (auto why = advertise_problem(*a.advertise); !why.empty())
+    if (auto why = address_problem(*a.advertise); !why.empty())
       throw InputError(cat("--advertise ", *a.advertise, ": ", why));
     config.net.advertise = *a.advertise;
   }

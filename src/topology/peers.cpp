@@ -1,32 +1,13 @@
 // topology/peers.cpp: peer addresses from a topology file.
 #include "src/topology/peers.hpp"
 
-#include <cstdlib>
 #include <map>
 
+#include "gossip/config.hpp"
 #include "gossip/core.hpp"
 #include "gossip/topology.hpp"
 
 namespace gossip::topo {
-
-std::string address_problem(const std::string& address) {
-  const auto colon = address.rfind(':');
-  if (colon == std::string::npos) return "expected host:port";
-  std::string host = address.substr(0, colon);
-  const std::string port = address.substr(colon + 1);
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']')
-    host = host.substr(1, host.size() - 2);
-  else if (host.find(':') != std::string::npos)
-    return "write an IPv6 host in brackets: [::1]:port";
-  if (host.empty()) return "empty host in host:port";
-  for (char c : host)
-    if (c == ' ' || c == '\t' || c == '/') return "host may not contain spaces or '/'";
-  if (port.empty() || port.find_first_not_of("0123456789") != std::string::npos)
-    return cat("port '", port, "' is not a number");
-  const long p = port.size() > 5 ? 0 : std::strtol(port.c_str(), nullptr, 10);
-  if (p < 1 || p > 65535) return cat("port ", port, " is outside 1..65535");
-  return "";
-}
 
 std::vector<std::string> parse_peers(const yaml::Document& in, const yaml::Node& peers, int n) {
   in.list(peers, "peers");
@@ -50,7 +31,7 @@ std::vector<std::string> parse_peers(const yaml::Document& in, const yaml::Node&
       addresses[id] = address;
       continue;
     }
-    if (auto problem = address_problem(address); !problem.empty())
+    if (auto problem = gossip::address_problem(address); !problem.empty())
       in.fail(value, cat("peer ", id, " address '", address, "': ", problem));
     if (auto it = owner.find(address); it != owner.end())
       in.fail(value, cat("peer ", id, " has the same address as peer ", it->second, " (",

@@ -11,10 +11,6 @@
 
 namespace gossip::topo {
 
-/// Checks "host:port" (host a name, IPv4, or [IPv6]; port 1..65535). Empty string when fine,
-/// otherwise what is wrong.
-std::string address_problem(const std::string& address);
-
 /// `peers:` as a list of "host:port" strings (peer i is entry i) or of {id:, address:} maps.
 /// Every peer must get exactly one address and no two peers the same one. Returns n strings.
 std::vector<std::string> parse_peers(const yaml::Document& in, const yaml::Node& peers, int n);
