@@ -76,7 +76,7 @@ const char* kPeerHelp =
     "                     topology lists (peers: gives `learned`, or a NAT forwards a port):\n"
     "                     net.advertise. The members learn it from a record signed by this\n"
     "                     peer's TLS certificate (docs/network.md); an unlisted peer dials\n"
-    "                     every neighbour itself\n"
+    "                     the neighbours that have not dialled it within 1 s\n"
     "  --leave-at-round N an elastic run: announce this peer's leave at round N; it leaves\n"
     "                     membership_lead rounds later (`gossip topo` lists the lead), and exits\n"
     "                     0. SIGTERM does the same at the round it comes (a second one ends it)\n"

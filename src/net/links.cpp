@@ -30,6 +30,9 @@ constexpr std::chrono::seconds kConflictAlertEvery{5};
 // (a lower rank on its side of a NAT dials it within a few ms), and asks the relays for the links
 // that have not formed as long again.
 constexpr std::chrono::milliseconds kDialBackAfter{300};
+// A peer whose address is not listed waits this long for its lower-ranked neighbours to dial it
+// (they learn its address from its signed record) before it dials them itself.
+constexpr std::chrono::milliseconds kUnlistedWait{1'000};
 
 /// A failed connect in the words a link's record uses: "refused" (nobody listens there), "no
 /// route" (the network cannot reach it), "timed out", or "failed".
@@ -136,16 +139,23 @@ void Links::start(Clock::time_point give_up) {
   }
   for (int p : mail_.neighbours()) links_[p]->give_up = give_up;
   if (!config_.listed) {
-    // Nobody was told where we are: we dial the lower ranks too (they learn our address from
-    // our signed record, which travels once a link is up, and may dial us as well).
+    // Nobody was told where we are: our signed record tells them (the bootstrap ask sends it at
+    // once), and the lower ranks then dial us as usual; those that have not within
+    // kUnlistedWait we dial ourselves (two connections at once would be one too many).
     log(cat("this peer's address ", addresses_[config_.rank], " is not in the run's "
-            "configuration: it dials every neighbour itself, and its signed record tells the "
-            "members where it is"));
-    for (int p : mail_.neighbours())
-      if (p < config_.rank && !links_[p]->later && !links_[p]->dialling) {
-        links_[p]->backoff = config_.timeouts.backoff_first;
-        dial(p);
-      }
+            "configuration: its signed record tells the members where it is, and it dials the "
+            "neighbours that have not dialled it within ", kUnlistedWait.count(), " ms"));
+    auto timer = new_timer(kUnlistedWait);
+    timer->async_wait([this, timer](std::error_code ec) {
+      if (ec || stopping_) return;
+      for (int p : mail_.neighbours())
+        if (Link& l = *links_[p]; p < config_.rank && !l.later && !l.dialling &&
+                                  mail_.state(p) != LinkState::kUp) {
+          l.backoff = config_.timeouts.backoff_first;
+          if (l.give_up < Clock::now()) l.give_up = Clock::now() + config_.timeouts.reconnect;
+          dial(p);
+        }
+    });
   }
   if (reach_.state == Reachability::kUnreachable) dial_all();
   ask_addresses(give_up);

@@ -44,11 +44,13 @@ NetConfig net_config(const RunConfig& config, const Topology& topology, const Pe
   const std::string listed = net.addresses[rank];
   net.addresses[rank] = announced_address(config, topology, opt.launch, rank);
   net.listed = net.addresses[rank] == listed;
-  if (topology.n() > 1 && std::all_of(net.addresses.begin(), net.addresses.end(),
-                                      [&](const std::string& a) { return a.empty() || a == net.addresses[rank]; }))
-    throw InputError(cat(config.gossip.topology, ": no other member's address is listed (every "
-                         "peers: entry but this peer's is learned): list at least one, which the "
-                         "others ask for the members' signed addresses"));
+  // A peer nobody was told of must be able to reach someone it was told of.
+  if (topology.n() > 1 && listed.empty() && opt.join_contacts.empty() &&
+      std::all_of(net.addresses.begin(), net.addresses.end(),
+                  [&](const std::string& a) { return a.empty() || a == net.addresses[rank]; }))
+    throw InputError(cat(config.gossip.topology, ": no member's address is listed (every peers: "
+                         "entry is learned): list at least one, which the others ask for the "
+                         "members' signed addresses"));
   if (!net.tls.enabled)
     for (int p = 0; p < topology.n(); ++p)
       if (net.addresses[p].empty() || (p == rank && !net.listed))
