@@ -141,6 +141,7 @@ void bind_arguments(py::module_& m) {
       .def_readwrite("hosts", &PeerArguments::hosts)
       .def_readwrite("tls_dir", &PeerArguments::tls_dir)
       .def_readwrite("join", &PeerArguments::join)
+      .def_readwrite("advertise", &PeerArguments::advertise)
       .def_readwrite("resume_round", &PeerArguments::resume_round)
       .def_readwrite("until_round", &PeerArguments::until_round)
       .def_readwrite("leave_at_round", &PeerArguments::leave_at_round)

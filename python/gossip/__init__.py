@@ -129,7 +129,8 @@ class Peer:
                  leave_at_round: Optional[int] = None,
                  overrides: Optional[Mapping[str, Any]] = None, join: Optional[str] = None,
                  rejoin: bool = False, resume_round: Optional[int] = None,
-                 until_round: Optional[int] = None, metrics_port: Optional[int] = None) -> None:
+                 until_round: Optional[int] = None, metrics_port: Optional[int] = None,
+                 advertise: Optional[str] = None) -> None:
         """A peer of the network `config` (a run config YAML) describes, with gossip peer's
         options as arguments of the same names. `rank` defaults to the launcher's
         (GOSSIP_RANK, mpirun, srun, a Kubernetes index), as for gossip peer. `events` prints
@@ -138,7 +139,8 @@ class Peer:
         elastic run's peer announces its leave at that round (--leave-at-round); leave() does
         it at the next round. `join` ("HOST:PORT,...") joins a running elastic network through
         those members; `rejoin` takes a running network's round; `resume_round` and
-        `until_round` as gossip peer's. `overrides` changes the config as gossip peer's
+        `until_round` as gossip peer's; `advertise` ("HOST:PORT") the address this peer
+        announces, signed (--advertise, net.advertise). `overrides` changes the config as gossip peer's
         override options do ({"epochs": 2, "algorithm": "choco"}; names as the options',
         without dashes). `args`, when given, is gossip peer's argument list (as gossip run
         --exec passes it) and replaces everything else."""
@@ -158,6 +160,7 @@ class Peer:
             arguments.events = bool(events)
             arguments.leave_at_round = None if leave_at_round is None else int(leave_at_round)
             arguments.join = join
+            arguments.advertise = advertise
             arguments.rejoin = bool(rejoin)
             arguments.resume_round = None if resume_round is None else int(resume_round)
             arguments.until_round = None if until_round is None else int(until_round)

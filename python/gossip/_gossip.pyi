@@ -10,6 +10,7 @@ class PeerArguments:
     hosts: Optional[str]
     tls_dir: Optional[str]
     join: Optional[str]
+    advertise: Optional[str]
     resume_round: Optional[int]
     until_round: Optional[int]
     leave_at_round: Optional[int]

@@ -175,12 +175,15 @@ Summary PeerSession::finish(bool awaits_average) {
   m.timeline.add(Phase::kFinish, finish_start, finish_end);
   trace_crypto(*m.transport, m.timeline, m.t0);
   m.timeline.write(m.dir + "/trace.json");
+  // One reading of the counters for metrics.prom and summary.json alike (a heartbeat may go
+  // out between the two).
+  const RoundFigures last = m.round_figures();
   if (m.metrics) {  // the final figures, for a scrape after the process has gone
-    m.metrics->refresh(m.round_figures());
+    m.metrics->refresh(last);
     m.metrics->write(m.dir + "/metrics.prom");
   }
   m.watch->end_links(m.round);
-  RunEnd end{.rounds = m.round, .bytes_sent = m.bytes_before + m.exchange->bytes_sent(),
+  RunEnd end{.rounds = m.round, .bytes_sent = last.bytes_sent,
              .wall_seconds = finish_end, .connected = m.watch->monitor().connected(),
              .params_sha256 = {sha256_hex(final_params)}, .gemm = m.gemm.name,
              .epochs = NAN, .average_missing = {}, .extra = {}};

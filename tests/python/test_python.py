@@ -59,6 +59,10 @@ def test_peer_options_are_typed_arguments_and_match_gossip_peers(folder, base_po
                                             "--events", "--out", "x"])
     assert (parsed.config, parsed.rank, parsed.overrides, parsed.events, parsed.out) == \
         (config, 2, {"epochs": "0.25"}, True, "x")
+    assert gossip._gossip.peer_arguments([config, "--advertise", "203.0.113.9:29502"]).advertise \
+        == "203.0.113.9:29502"
+    with pytest.raises(ValueError, match="--advertise peer-9: expected host:port"):
+        gossip.Peer(config, rank=0, advertise="peer-9")
     assert gossip.Peer(args=[config, "--rank", "2", "--epochs", "0.25"]).config["epochs"] == 0.25
     with pytest.raises(ValueError, match="unknown option --colour"):
         gossip._gossip.peer_arguments([config, "--colour", "blue"])
