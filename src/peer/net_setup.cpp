@@ -33,13 +33,14 @@ GossipSettings gossip_settings(const GossipConfig& g) {
   return s;
 }
 
-NetConfig net_config(const RunConfig& config, const Topology& topology, const PeerOptions& opt,
-                     const std::string& model, std::int64_t num_params) {
+namespace {
+
+/// Every rank's address as the run lists it, this peer's as it announces it (net.advertise),
+/// and whether the others were told it; refuses what cannot work (nobody listed, learned
+/// addresses without TLS).
+void set_addresses(NetConfig& net, const RunConfig& config, const Topology& topology,
+                   const PeerOptions& opt) {
   const int rank = opt.rank;
-  NetConfig net;
-  net.tls = peer_tls(config, opt.tls_dir, rank);
-  net.rank = rank;
-  net.size = topology.n();
   net.addresses = peer_addresses(config, topology, opt.launch);
   const std::string listed = net.addresses[rank];
   net.addresses[rank] = announced_address(config, topology, opt.launch, rank);
@@ -63,6 +64,18 @@ NetConfig net_config(const RunConfig& config, const Topology& topology, const Pe
                              ": members learn an address only from a record signed by the "
                              "peer's TLS certificate, and TLS is off (net.tls: off); list the "
                              "address in peers: instead"));
+}
+
+}  // namespace
+
+NetConfig net_config(const RunConfig& config, const Topology& topology, const PeerOptions& opt,
+                     const std::string& model, std::int64_t num_params) {
+  const int rank = opt.rank;
+  NetConfig net;
+  net.tls = peer_tls(config, opt.tls_dir, rank);
+  net.rank = rank;
+  net.size = topology.n();
+  set_addresses(net, config, topology, opt);
   if (!opt.join_contacts.empty()) {
     // A new identity (--join): every rank may become its neighbour; it dials its contacts.
     for (int p = 0; p < topology.n(); ++p) {
