@@ -2709,6 +2709,30 @@ TEST_CASE("a peer that leaves at run time (--leave-at-round, SIGTERM) exits 0; t
         number(out2 / "peers" / "0" / "summary.json", "rounds"));
 }
 
+namespace {
+
+/// `gossip run CONFIG --out OUT` in the background, its output in `log`; returns once peer 0
+/// has written three metrics rows (the network trains), its pid for waitpid.
+pid_t start_training_run(const fs::path& cfg, const fs::path& out, const fs::path& log) {
+  std::fflush(stdout);
+  const pid_t launcher = fork();
+  REQUIRE(launcher >= 0);
+  if (launcher == 0) {
+    std::freopen(log.c_str(), "w", stdout);
+    std::freopen(log.c_str(), "a", stderr);
+    execl(bin().c_str(), "gossip", "run", cfg.c_str(), "--out", out.c_str(), "--no-progress",
+          static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  const fs::path metrics = out / "peers" / "0" / "metrics.csv";
+  for (int i = 0; i < 400 && metrics_rows(metrics).size() < 3; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  REQUIRE(metrics_rows(metrics).size() >= 3);
+  return launcher;
+}
+
+}  // namespace
+
 TEST_CASE("gossip peer --join: a new identity asks a live member of a running elastic network "
           "to announce it, takes its new neighbours' average and mixes", "[peer][elastic]") {
   TempDir t;
@@ -2716,22 +2740,9 @@ TEST_CASE("gossip peer --join: a new identity asks a live member of a running el
   write_elastic_topology(t.path, 4, 6);
   // Room for two more members: the run follows a member timeline, so identities may come.
   const fs::path out = t.path / "run";
-  std::fflush(stdout);
-  const pid_t launcher = fork();
-  REQUIRE(launcher >= 0);
-  if (launcher == 0) {
-    std::freopen((t.path / "run.txt").c_str(), "w", stdout);
-    std::freopen((t.path / "run.txt").c_str(), "a", stderr);
-    execl(bin().c_str(), "gossip", "run", cfg.c_str(), "--out", out.c_str(), "--no-progress",
-          static_cast<char*>(nullptr));
-    _exit(127);
-  }
+  const pid_t launcher = start_training_run(cfg, out, t.path / "run.txt");
   // Once the network trains, rank 4 (its certificate among the run's: gossip run issues one
   // per rank up to max_peers) contacts rank 0.
-  const fs::path metrics = out / "peers" / "0" / "metrics.csv";
-  for (int i = 0; i < 400 && metrics_rows(metrics).size() < 3; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(25));
-  REQUIRE(metrics_rows(metrics).size() >= 3);
   const int port0 = test_port_base();
   const Result join = run(gossip::cat(bin(), " peer ", cfg.string(), " --rank 4 --join 127.0.0.1:",
                                       port0, " --tls-dir ", (out / "tls").string(), " --out ",
@@ -3660,20 +3671,7 @@ TEST_CASE("gossip peer --join with an address no member was given: the joiner an
       << "  - 127.0.0.1:" << base << "\n  - 127.0.0.1:" << base + 1 << "\n  - 127.0.0.1:"
       << base + 2 << "\n  - 127.0.0.1:" << base + 3 << "\n  - learned\n  - learned\n";
   const fs::path out = t.path / "run";
-  std::fflush(stdout);
-  const pid_t launcher = fork();
-  REQUIRE(launcher >= 0);
-  if (launcher == 0) {
-    std::freopen((t.path / "run.txt").c_str(), "w", stdout);
-    std::freopen((t.path / "run.txt").c_str(), "a", stderr);
-    execl(bin().c_str(), "gossip", "run", cfg.c_str(), "--out", out.c_str(), "--no-progress",
-          static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  const fs::path metrics = out / "peers" / "0" / "metrics.csv";
-  for (int i = 0; i < 400 && metrics_rows(metrics).size() < 3; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(25));
-  REQUIRE(metrics_rows(metrics).size() >= 3);
+  const pid_t launcher = start_training_run(cfg, out, t.path / "run.txt");
   // Rank 4 listens on a port nobody was told of (the default would be base + 4; this test's
   // ports are base..base + 7, another test process's start 37 ports apart).
   const int port4 = base + 7;

@@ -9,6 +9,7 @@
 #include "gossip/net.hpp"
 #include "gossip/peer.hpp"
 #include "src/peer/members.hpp"
+#include "src/peer/net_setup.hpp"
 
 namespace gossip {
 namespace {
@@ -106,16 +107,8 @@ Judged judge(const NeighbourCheck& c, const DoctorRequest& q, bool listening) {
 /// or the address of one net.relays names), "" when none does: net.relays' in order, or (auto)
 /// the other members with known addresses, lowest rank first, four at most.
 std::string relay_for(const RunConfig& config, const DoctorRequest& q, int peer) {
-  std::vector<std::pair<int, std::string>> candidates;
-  for (const std::string& r : config.net.relays) {
-    if (r.rfind("peer ", 0) != 0) {
-      candidates.emplace_back(-1, r);
-      continue;
-    }
-    const int rank = std::stoi(r.substr(5));
-    if (rank < static_cast<int>(q.addresses.size()) && rank != peer && rank != q.rank)
-      candidates.emplace_back(rank, q.addresses[rank]);
-  }
+  auto candidates = peer_parts::named_relays(config, q.addresses);
+  std::erase_if(candidates, [&](const auto& c) { return c.first == peer || c.first == q.rank; });
   if (config.net.relays_auto)
     for (int r = 0; r < static_cast<int>(q.addresses.size()) && candidates.size() < 4; ++r)
       if (r != q.rank && r != peer && !q.addresses[r].empty())

@@ -68,6 +68,23 @@ void set_addresses(NetConfig& net, const RunConfig& config, const Topology& topo
 
 }  // namespace
 
+std::vector<std::pair<int, std::string>> named_relays(const RunConfig& config,
+                                                      const std::vector<std::string>& addresses) {
+  std::vector<std::pair<int, std::string>> out;
+  for (const std::string& relay : config.net.relays) {
+    if (relay.rfind("peer ", 0) != 0) {
+      out.emplace_back(-1, relay);
+      continue;
+    }
+    const int r = std::stoi(relay.substr(5));
+    if (r >= static_cast<int>(addresses.size()))
+      throw InputError(cat(config.where("net.relays"), ": rank ", r, " is not in this run of ",
+                           addresses.size(), " peers"));
+    out.emplace_back(r, addresses[r]);
+  }
+  return out;
+}
+
 NetConfig net_config(const RunConfig& config, const Topology& topology, const PeerOptions& opt,
                      const std::string& model, std::int64_t num_params) {
   const int rank = opt.rank;
@@ -131,17 +148,7 @@ NetConfig net_config(const RunConfig& config, const Topology& topology, const Pe
   }
   net.reachable = config.net.reachable;
   net.relays_auto = config.net.relays_auto;
-  for (const std::string& relay : config.net.relays) {
-    if (relay.rfind("peer ", 0) != 0) {
-      net.relays.emplace_back(-1, relay);
-      continue;
-    }
-    const int r = std::stoi(relay.substr(5));
-    if (r >= topology.n())
-      throw InputError(cat(config.where("net.relays"), ": rank ", r, " is not in this run of ",
-                           topology.n(), " peers"));
-    net.relays.emplace_back(r, net.addresses[r]);
-  }
+  net.relays = named_relays(config, net.addresses);
   net.timeouts.start = seconds_to_ms(config.net.connect_timeout_s);
   net.timeouts.io = io_timeout(config.net, config.monitor);
   net.timeouts.silent = seconds_to_ms(config.monitor.suspect_after_s);

@@ -34,6 +34,11 @@ GossipSettings gossip_settings(const GossipConfig& g);
 
 /// This peer's network settings: addresses, neighbours, handshake (with `model` as the model
 /// fingerprint and `num_params` floats), TLS, timeouts, log lines.
+/// net.relays as {rank, address} ({-1, "host:port"} for a relay named by address; a rank's
+/// address from `addresses`); InputError for a rank outside the run.
+std::vector<std::pair<int, std::string>> named_relays(const RunConfig& config,
+                                                      const std::vector<std::string>& addresses);
+
 NetConfig net_config(const RunConfig& config, const Topology& topology, const PeerOptions& opt,
                      const std::string& model, std::int64_t num_params);
 
