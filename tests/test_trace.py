@@ -6,7 +6,9 @@ same from its simulated clock. Checked here, for both:
   - every phase span inside a round lies within that round's span, the phase spans of a round
     do not overlap, and they add up to the round's length;
   - the spans outside rounds (setup, evaluate, monitor, finish, ...) and the rounds do not
-    overlap, and for a real peer they add up to its wall time (summary.json) within 5%;
+    overlap, and for a real peer they add up to its wall time (summary.json) within 5% or
+    SLACK_S, whichever is more (a peer preempted between two spans on a loaded machine loses a
+    scheduler slice, a few ms, that no span can hold; a run here lasts well under a second);
   - summary.json gives the seconds and shares of each phase, and the final table shows them;
   - encrypt, the transport thread's sealing and opening of TLS records, is a track of its own
     (thread 1): its spans do not overlap, lie within the peer's wall time and add up to its
@@ -24,6 +26,7 @@ PHASES = ["setup", "compute", "compress", "send", "wait", "mix", "evaluate", "ch
           "monitor", "finish"]
 ALL_PHASES = PHASES + ["encrypt"]  # encrypt runs beside the others, on the transport's thread
 EPS_US = 0.002  # the trace's microseconds are rounded to the nanosecond
+SLACK_S = 0.010  # wall time outside every span that preemption alone may explain
 
 
 def check_trace(t, path, peer, wall_seconds, label, encrypt_seconds=None):
@@ -96,8 +99,9 @@ def check_trace(t, path, peer, wall_seconds, label, encrypt_seconds=None):
         covered = sum(e["dur"] for e in top) / 1e6
         gaps = sorted(((b["ts"] - a["ts"] - a["dur"]) / 1e3, a["name"], b["name"])
                       for a, b in zip(top, top[1:]))[-3:]
-        t.check(abs(covered - wall_seconds) <= 0.05 * wall_seconds,
-                f"{label}: the spans add up to the peer's wall time within 5% "
+        t.check(abs(covered - wall_seconds) <= max(0.05 * wall_seconds, SLACK_S),
+                f"{label}: the spans add up to the peer's wall time within 5% or "
+                f"{SLACK_S * 1e3:.0f} ms "
                 f"({covered:.3f} s of {wall_seconds:.3f} s)",
                 f"largest gaps (ms, after, before): {gaps}; first span at {top[0]['ts']} us")
 
