@@ -41,6 +41,9 @@ struct Peer {
 
 std::unique_ptr<Peer> peer_from_arguments(const PeerArguments& arguments) {
   PeerSetup s = peer_setup(arguments);
+  if (!s.group.empty())
+    throw InputError(cat("--ranks ", arguments.ranks.value_or(""), ": a Python process is one "
+                         "peer; several peers in one process are gossip peer's"));
   auto p = std::make_unique<Peer>();
   p->session = std::make_unique<PeerSession>(std::move(s.config), std::move(*s.topology),
                                              std::move(s.options));

@@ -18,7 +18,8 @@
 #              run (quickstart-resnet20, 1 epoch) on the GPU and on the CPU;
 #   byzantine  peer 3 flips its sign under gossip.aggregate clipped and trimmed_mean, on cuda
 #              and on cpu (the distances taken on the GPU).
-#   shared     8 peers on one GPU with and without CUDA MPS (train.mps: off, auto): the
+#   shared     8 peers on one GPU with and without CUDA MPS (train.mps: off, auto) and as the
+#              threads of one process (train.peers_per_process: 8, one CUDA context): the
 #              quickstart, quickstart-cnn and the ResNet-20 8-peer run, beside the CPU's.
 # GPU_CHECK_STEPS picks and orders them (default "tests step runs resnet shared byzantine").
 # --prebuilt: no set-up and no build: a GPU machine without Debian's packages, given what
@@ -187,17 +188,21 @@ step_resnet() {
 }
 
 step_shared() {
-  echo "== shared: 8 peers on one GPU, with and without CUDA MPS (train.mps), beside the CPU"
+  echo "== shared: 8 peers on one GPU, with and without CUDA MPS (train.mps), as threads of one"
+  echo "   process (train.peers_per_process), beside the CPU"
   echo "nvidia-cuda-mps-control: $(command -v nvidia-cuda-mps-control || ls /usr/local/nvidia/bin/nvidia-cuda-mps-control 2>/dev/null || echo 'not found')"
   RUN_ARGS=()
   run_variant quickstart shared-quickstart-cuda-nomps cuda mps=off
   run_variant quickstart shared-quickstart-cuda-mps cuda mps=auto
+  run_variant quickstart shared-quickstart-cuda-threads cuda mps=off peers_per_process=8
   run_variant quickstart shared-quickstart-cpu cpu
   RUN_ARGS=(--epochs 2)
   run_variant quickstart-cnn shared-quickstart-cnn-cuda-mps cuda mps=auto
+  run_variant quickstart-cnn shared-quickstart-cnn-cuda-threads cuda mps=off peers_per_process=8
   run_variant quickstart-cnn shared-quickstart-cnn-cpu cpu
   RUN_ARGS=(--epochs 1)
   run_variant quickstart-resnet20 shared-resnet20-8-cuda-mps cuda mps=auto
+  run_variant quickstart-resnet20 shared-resnet20-8-cuda-threads cuda mps=off peers_per_process=8
   grep -h "gossip run: .*MPS\|gossip run: .*GPU" "$out"/run-shared-*.log | sort | uniq -c
 }
 

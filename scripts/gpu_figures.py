@@ -74,6 +74,11 @@ def quotients(figures):
       "run_shared_quickstart_cpu_seconds", lambda a, b: a / b)
     q("shared_quickstart_cnn_cpu_over_mps", "run_shared_quickstart_cnn_cpu_seconds",
       "run_shared_quickstart_cnn_cuda_mps_seconds", lambda a, b: a / b)
+    # The 8 peers as threads of one process (train.peers_per_process: 8), one CUDA context.
+    q("shared_quickstart_threads_over_cpu", "run_shared_quickstart_cuda_threads_seconds",
+      "run_shared_quickstart_cpu_seconds", lambda a, b: a / b)
+    q("shared_quickstart_cnn_cpu_over_threads", "run_shared_quickstart_cnn_cpu_seconds",
+      "run_shared_quickstart_cnn_cuda_threads_seconds", lambda a, b: a / b)
 
 
 def fmt(v, digits=3):

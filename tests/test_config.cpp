@@ -1009,6 +1009,14 @@ TEST_CASE("epochs, threads and workers past their bounds are refused with file, 
     CHECK_THROWS_WITH(load("train:\n  threads: 0\n"),
                       Catch::StartsWith("c.yaml:2: train.threads: 0 is outside 1..1024"));
   }
+  SECTION("train.peers_per_process in [1, 256]") {
+    CHECK(load("train:\n  epochs: 1\n").train.peers_per_process == 1);
+    CHECK(load("train:\n  peers_per_process: 256\n").train.peers_per_process == 256);
+    CHECK_THROWS_WITH(load("train:\n  peers_per_process: 0\n"),
+                      Catch::StartsWith("c.yaml:2: train.peers_per_process: 0 is outside 1..256"));
+    CHECK_THROWS_WITH(load("train:\n  peers_per_process: 257\n"),
+                      Catch::StartsWith("c.yaml:2: train.peers_per_process: 257 is outside 1..256"));
+  }
   SECTION("sim.workers in [0, 1024]") {
     CHECK(load("sim:\n  workers: 1024\n").sim.workers == 1024);
     CHECK(load("sim:\n  workers: 0\n").sim.workers == 0);

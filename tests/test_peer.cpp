@@ -3697,3 +3697,72 @@ TEST_CASE("gossip peer --join with an address no member was given: the joiner an
   }
   CHECK(address_sources(out, 4).at(4).second == "own");
 }
+
+TEST_CASE("train.peers_per_process: several peers in one process, one thread each, end bit-identical "
+          "to gossip sim", "[peer]") {
+  TempDir t;
+  const auto cfg = write_config(t.path, 6, "dpsgd", 1);
+  replace_once(cfg, "backend: cpu", "backend: cpu, peers_per_process: 4");
+  // Ranks 0-3 in one process, 4-5 in another (the last group is what is left).
+  check_run_equals_sim(t.path, cfg, 6);
+  const fs::path peers = t.path / "run" / "peers";
+  const std::string first = read_file(peers / "0" / "peer.log");
+  INFO(first);
+  CHECK(first.find("gossip peer: rank 0 (from --ranks 0-3)") != std::string::npos);
+  // Each peer's own lines (its first names its address) are in its process's log.
+  for (int r : {1, 2, 3}) CHECK(first.find(gossip::cat("Z peer ", r, ": ")) != std::string::npos);
+  CHECK(first.find("Z peer 4: ") == std::string::npos);
+  const std::string second = read_file(peers / "4" / "peer.log");
+  CHECK(second.find("gossip peer: rank 4 (from --ranks 4-5)") != std::string::npos);
+  // A follower's log is its process's.
+  CHECK(fs::is_symlink(peers / "2" / "peer.log"));
+  CHECK(fs::read_symlink(peers / "5" / "peer.log") == fs::path("../4/peer.log"));
+  // Each peer wrote its own files.
+  for (int r = 0; r < 6; ++r) CHECK(fs::exists(peers / std::to_string(r) / "summary.json"));
+}
+
+TEST_CASE("train.peers_per_process: what acts on one peer's process is refused before any starts; "
+          "a failing peer ends its process and the run names it", "[peer]") {
+  TempDir t;
+  const auto cfg = write_config(t.path, 4, "dpsgd", 1);
+  replace_once(cfg, "backend: cpu", "backend: cpu, peers_per_process: 2");
+  const std::string run_cmd = bin() + " run " + cfg.string() + " --out " +
+                              (t.path / "run").string() + " --no-progress";
+  std::ofstream(t.path / "kill.yaml") << "faults:\n  - {round: 3, kill: [1]}\n";
+  for (const auto& [extra, says] :
+       {std::pair<std::string, std::string>{" --faults " + (t.path / "kill.yaml").string(),
+                                            "the fault schedule's kill at round 3 acts on one "
+                                            "peer's process"},
+        {" --restart on-failure", "--restart on-failure acts on one peer's process"}}) {
+    const Result r = run(run_cmd + extra);
+    INFO(r.output);
+    CHECK(r.code == 2);
+    CHECK_THAT(r.output, Catch::Contains("train.peers_per_process: 2 peers a process, but " + says));
+    CHECK_FALSE(fs::exists(t.path / "run" / "peers"));
+  }
+  // gossip peer --ranks: a range of the topology's ranks, not with options that name one peer.
+  for (const auto& [args, says] :
+       {std::pair<std::string, std::string>{"--ranks 2-5", "the topology's ranks are 0-3"},
+        {"--ranks 3-1", "give FIRST-LAST with FIRST <= LAST"},
+        {"--ranks x", "expected FIRST-LAST"},
+        {"--ranks 0-1 --rank 0", "--rank names one peer"}}) {
+    const Result r = run(bin() + " peer " + cfg.string() + " " + args + " --out " +
+                         (t.path / "p").string());
+    INFO(r.output);
+    CHECK(r.code == 2);
+    CHECK_THAT(r.output, Catch::Contains(says));
+  }
+  // Peer 3 cannot listen (its port is taken): it ends the process of ranks 2-3, and gossip run
+  // stops the others and says why.
+  const int port = test_port_base() + 3;
+  const Result r = run("python3 -c \"import socket,subprocess,sys; s=socket.socket(); "
+                       "s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); "
+                       "s.bind(('127.0.0.1'," + std::to_string(port) + ")); s.listen(); "
+                       "sys.exit(subprocess.call(sys.argv[1:]))\" " + run_cmd);
+  INFO(r.output);
+  CHECK(r.code == 1);
+  CHECK_THAT(r.output, Catch::Contains("peer 2 failed"));
+  CHECK_THAT(r.output, Catch::Contains("rank 3 failed; ending its process and so the other 1 "
+                                       "peer(s) in it"));
+  CHECK_THAT(r.output, Catch::Contains("stopped all peers"));
+}

@@ -161,6 +161,7 @@ struct OptimizerConfig {
 inline constexpr double kMaxEpochs = 10000;                   // train.epochs in (0, kMaxEpochs]
 inline constexpr int kMaxThreads = 1024;                      // train.threads in [1, kMaxThreads]
 inline constexpr int kMaxWorkers = 1024;                      // sim.workers in [0, kMaxWorkers]
+inline constexpr int kMaxPeersPerProcess = 256;  // train.peers_per_process in [1, this]
 inline constexpr std::int64_t kMaxLocalSteps = 100'000'000;  // local steps a run plans per peer
 inline constexpr int kMaxGossipSteps = 64;                    // gossip.choco.gossip_steps <= 64
 
@@ -178,6 +179,9 @@ struct TrainConfig {
   ConvEngine conv = ConvEngine::kAuto;
   // gossip run: CUDA MPS for peers that share a GPU (auto: when they outnumber the GPUs).
   MpsMode mps = MpsMode::kAuto;
+  // gossip run: how many peers one process hosts, one thread each (consecutive ranks; they
+  // share the process's CUDA context and cuDNN instead of paying one each).
+  int peers_per_process = 1;
   // Also write the run's metrics as TensorBoard event files in OUT/tensorboard/ (a run per
   // peer and one for the average model).
   bool tensorboard = false;

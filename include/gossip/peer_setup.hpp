@@ -28,6 +28,9 @@ struct PeerArguments {
   /// "metrics-port", ...: gossip/overrides.hpp), each value as it would be written after it.
   std::map<std::string, std::string> overrides;
   std::optional<int> rank;  // else from the launcher (GOSSIP_RANK, mpirun, srun, Kubernetes)
+  /// --ranks A-B: several consecutive ranks in this one process, one thread each (gossip run's
+  /// train.peers_per_process); `gossip peer` alone takes it, not a Python peer.
+  std::optional<std::string> ranks;
   std::string out = "runs/peer";
   std::optional<std::string> hosts;    // a hostfile (when the topology has no addresses)
   std::optional<std::string> tls_dir;  // the run's credentials folder
@@ -49,6 +52,9 @@ struct PeerSetup {
   RunConfig config;
   std::optional<Topology> topology;
   PeerOptions options;
+  /// --ranks A-B: the options of each of those ranks, A first (options is A's); rank A + i
+  /// writes its event lines to --events-fd + i. Empty without --ranks.
+  std::vector<PeerOptions> group;
 };
 
 /// Loads and checks the config (with its overrides) and topology and finds the rank: what

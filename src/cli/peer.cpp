@@ -1,10 +1,14 @@
-// cli/peer.cpp: `gossip peer CONFIG [--rank R] --out DIR` — one peer process of a network.
+// cli/peer.cpp: `gossip peer CONFIG [--rank R] --out DIR` — one peer process of a network (or,
+// with --ranks A-B, a process of several, one thread each).
 #include <fcntl.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "gossip/args.hpp"
 #include "src/cli/commands.hpp"
@@ -21,9 +25,10 @@ namespace gossip::cli {
 namespace {
 
 const char* kPeerHelp =
-    "usage: gossip peer CONFIG [--rank R] [--out DIR] [--hosts FILE] [--epochs N]\n"
-    "                   [--algorithm NAME] [--topology FILE] [--period H] [--resume-round N]\n"
-    "                   [--until-round N] [--metrics-port P] [--leave-at-round N]\n"
+    "usage: gossip peer CONFIG [--rank R | --ranks A-B] [--out DIR] [--hosts FILE]\n"
+    "                   [--epochs N] [--algorithm NAME] [--topology FILE] [--period H]\n"
+    "                   [--resume-round N] [--until-round N] [--metrics-port P]\n"
+    "                   [--leave-at-round N]\n"
     "                   [--join HOST:PORT[,HOST:PORT...]] [--advertise HOST:PORT]\n"
     "\n"
     "Runs one peer of the network CONFIG describes (its gossip.topology names the graph): trains\n"
@@ -55,6 +60,10 @@ const char* kPeerHelp =
     "\n"
     "options:\n"
     "  --rank R           this peer's rank\n"
+    "  --ranks A-B        ranks A to B in this one process, one thread each (gossip run's\n"
+    "                     train.peers_per_process: peers sharing a GPU then share one CUDA\n"
+    "                     context); rank A+i writes its events to --events-fd + i. A peer that\n"
+    "                     fails ends the process, and with it the others\n"
     "  --out DIR          the run's folder; this peer writes into DIR/peers/R/\n"
     "  --hosts FILE       an MPI hostfile ('host slots=N' a line, as given to mpirun --hostfile):\n"
     "                     ranks fill each host's slots in order, as mpirun places them\n"
@@ -92,6 +101,34 @@ const char* kPeerHelp =
     "\n"
     "exit codes: 0 done, 1 runtime failure, 2 bad config, topology, data, rank or world size\n";
 
+/// --ranks: each rank's peer on a thread of its own; the process's exit code is the largest of
+/// theirs. A peer that fails ends the process at once, as a peer process of its own would end:
+/// its neighbours, in here or elsewhere, see it die.
+int run_group(const PeerSetup& setup) {
+  std::vector<std::thread> threads;
+  std::vector<int> codes(setup.group.size(), kExitOk);
+  for (std::size_t i = 0; i < setup.group.size(); ++i)
+    threads.emplace_back([&setup, &codes, i] {
+      const PeerOptions& opt = setup.group[i];
+      int code = kExitFailure;
+      try {
+        codes[i] = gossip::run_peer(setup.config, *setup.topology, opt);
+        return;
+      } catch (const InputError& e) {
+        code = kExitBadInput;
+        log_line(cat("gossip peer: rank ", opt.rank, ": error: ", e.what()));
+      } catch (const std::exception& e) {
+        log_line(cat("gossip peer: rank ", opt.rank, ": error: ", e.what()));
+      }
+      log_line(cat("gossip peer: rank ", opt.rank, " failed; ending its process and so the "
+                   "other ", setup.group.size() - 1, " peer(s) in it"));
+      std::fflush(nullptr);
+      std::_Exit(code);
+    });
+  for (auto& t : threads) t.join();
+  return *std::max_element(codes.begin(), codes.end());
+}
+
 }  // namespace
 
 int run_peer(int argc, char** argv) {
@@ -100,6 +137,7 @@ int run_peer(int argc, char** argv) {
     std::printf(kPeerHelp, override_help().c_str());
     return kExitOk;
   }
+  if (!setup.group.empty()) return run_group(setup);
   return gossip::run_peer(setup.config, *setup.topology, setup.options);
 }
 

@@ -20,7 +20,7 @@ const char* kRunHelp =
     "usage: gossip run CONFIG --out DIR [--epochs N] [--algorithm NAME] [--topology FILE]\n"
     "                  [--period H] [--keep-going] [--restart on-failure] [--no-progress]\n"
     "                  [--tensorboard] [--until-round N] [--faults FILE]\n"
-    "                  [--dashboard [ADDR:]PORT] [--metrics-port P]\n"
+    "                  [--dashboard [ADDR:]PORT] [--metrics-port P] [--peers-per-process N]\n"
     "                  [--netem rate=RATE[,delay=TIME,...]] [--exec COMMAND]\n"
     "       gossip run --resume DIR [--until-round N] [--no-progress]\n"
     "\n"
@@ -48,6 +48,10 @@ const char* kRunHelp =
     "  --restart on-failure  start a peer that died (not by the fault schedule) again, up to 3\n"
     "                     times per rank: it rejoins the running network (gossip peer --rejoin)\n"
     "  --no-progress      no progress bar\n"
+    "  --peers-per-process N  host N consecutive ranks in each peer process, one thread each\n"
+    "                     (train.peers_per_process; default 1): peers sharing a GPU share one\n"
+    "                     CUDA context instead of paying one each. Not with kill, pause or\n"
+    "                     restart faults, --restart, --netem, exec: or an elastic run\n"
     "  --tensorboard      also write the metrics as TensorBoard event files in DIR/tensorboard/\n"
     "                     (a run per peer and the average model; train.tensorboard)\n"
     "  --dashboard [ADDR:]PORT  serve a live page of the run at http://ADDR:PORT/: the graph\n"
@@ -131,7 +135,7 @@ std::vector<std::string> saved_command(const std::string& dir) {
 int run_run(int argc, char** argv) {
   Args args(argc, argv,
             with_override_options({"out", "resume", "until-round", "restart", "netem", "exec",
-                                   "dashboard", "metrics-port"}),
+                                   "dashboard", "metrics-port", "peers-per-process"}),
             {"keep-going", "no-progress", "tensorboard"});
   if (args.help()) {
     std::printf(kRunHelp, override_help().c_str());
@@ -151,6 +155,12 @@ int run_run(int argc, char** argv) {
   RunConfig config = load_config(args.config_path());
   apply_overrides(args, config);
   if (args.has("tensorboard")) config.train.tensorboard = true;
+  if (args.get("peers-per-process")) {
+    const std::int64_t per = args.get_int("peers-per-process", 1);
+    if (per < 1 || per > kMaxPeersPerProcess)
+      throw InputError(cat("--peers-per-process ", per, ": must be 1 to ", kMaxPeersPerProcess));
+    config.train.peers_per_process = static_cast<int>(per);
+  }
   if (const auto netem = args.get("netem"))
     config.net.emulate = parse_link_emulation(*netem, "--netem");
   if (const auto command = args.get("exec")) {

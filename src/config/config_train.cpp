@@ -200,6 +200,9 @@ void read_train(const Reader& r, const Node& n, TrainConfig& t) {
       {"precision", [&](auto& v, auto& f) { t.precision = r.named(v, f, precision_table()); }},
       {"conv", [&](auto& v, auto& f) { t.conv = r.named(v, f, conv_engine_table()); }},
       {"mps", [&](auto& v, auto& f) { t.mps = r.named(v, f, mps_mode_table()); }},
+      {"peers_per_process", [&](auto& v, auto& f) {
+         t.peers_per_process = r.integer_in(v, f, 1, kMaxPeersPerProcess);
+       }},
       {"tensorboard", [&](auto& v, auto& f) { t.tensorboard = r.boolean(v, f); }},
       {"evals_per_epoch", [&](auto& v, auto& f) { t.evals_per_epoch = r.positive_int(v, f, false); }},
       {"eval_batch", [&](auto& v, auto& f) { t.eval_batch = r.positive_int(v, f, false); }},

@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <array>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -18,11 +19,15 @@
 #include "gossip/core.hpp"
 
 namespace gossip::launcher {
+namespace {
 
-Child spawn_child(int rank, const std::vector<std::string>& argv, const std::string& log_path,
-                  bool append_log) {
-  int fds[2];
-  if (pipe2(fds, O_CLOEXEC) != 0) throw RuntimeError(cat("pipe: ", std::strerror(errno)));
+/// One process for `count` ranks from `first`, each with its event pipe (kEventsFd + i).
+std::vector<Child> spawn_process(int first, int count, int leader_index,
+                                 const std::vector<std::string>& argv, const std::string& log_path,
+                                 bool append_log) {
+  std::vector<std::array<int, 2>> pipes(static_cast<std::size_t>(count));
+  for (auto& p : pipes)
+    if (pipe2(p.data(), O_CLOEXEC) != 0) throw RuntimeError(cat("pipe: ", std::strerror(errno)));
   const int log_fd = open(log_path.c_str(),
                           O_WRONLY | O_CREAT | (append_log ? O_APPEND : O_TRUNC) | O_CLOEXEC, 0644);
   if (log_fd < 0) throw RuntimeError(cat(log_path, ": cannot open: ", std::strerror(errno)));
@@ -37,25 +42,52 @@ Child spawn_child(int rank, const std::vector<std::string>& argv, const std::str
     setpgid(0, 0);
     prctl(PR_SET_PDEATHSIG, SIGTERM);
     if (getppid() != parent) _exit(127);
-    // Events on their own descriptor (gossip peer --events-fd 3): what the peer or its script
+    // Events on their own descriptors (gossip peer --events-fd 3): what the peer or its script
     // prints goes to the log with stderr, and can never split an event line.
     dup2(log_fd, STDOUT_FILENO);
     dup2(log_fd, STDERR_FILENO);
-    if (fds[1] == kEventsFd) fcntl(kEventsFd, F_SETFD, 0);  // keep it across exec
-    else dup2(fds[1], kEventsFd);
+    // Each write end first above every target descriptor, then onto its own: a write end that
+    // happens to be numbered like another's target is not overwritten before it is moved.
+    for (int i = 0; i < count; ++i) {
+      const int high = fcntl(pipes[static_cast<std::size_t>(i)][1], F_DUPFD_CLOEXEC,
+                             kEventsFd + count);
+      if (high < 0) _exit(127);
+      pipes[static_cast<std::size_t>(i)][1] = high;
+    }
+    for (int i = 0; i < count; ++i)  // dup2 clears close-on-exec: these are kept across exec
+      if (dup2(pipes[static_cast<std::size_t>(i)][1], kEventsFd + i) < 0) _exit(127);
     execv(args[0], args.data());
     _exit(127);
   }
-  close(fds[1]);
   close(log_fd);
-  fcntl(fds[0], F_SETFL, fcntl(fds[0], F_GETFL) | O_NONBLOCK);
-  Child c;
-  c.rank = rank;
-  c.pid = pid;
-  c.out_fd = fds[0];
-  c.log_path = log_path;
-  c.running = true;
-  return c;
+  std::vector<Child> out;
+  for (int i = 0; i < count; ++i) {
+    auto& p = pipes[static_cast<std::size_t>(i)];
+    close(p[1]);
+    fcntl(p[0], F_SETFL, fcntl(p[0], F_GETFL) | O_NONBLOCK);
+    Child c;
+    c.rank = first + i;
+    c.pid = pid;
+    c.out_fd = p[0];
+    c.log_path = log_path;
+    c.running = true;
+    c.leader = i == 0 ? -1 : leader_index;
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+}  // namespace
+
+
+Child spawn_child(int rank, const std::vector<std::string>& argv, const std::string& log_path,
+                  bool append_log) {
+  return std::move(spawn_process(rank, 1, -1, argv, log_path, append_log).front());
+}
+
+std::vector<Child> spawn_group(int first, int count, int leader_index,
+                               const std::vector<std::string>& argv, const std::string& log_path) {
+  return spawn_process(first, count, leader_index, argv, log_path, false);
 }
 
 bool read_lines(Child& c, std::vector<std::string>& lines) {
@@ -100,24 +132,36 @@ bool reap(Child& c) {
   return true;
 }
 
+bool reap(std::vector<Child>& all, Child& c) {
+  if (c.leader < 0) return reap(c);
+  if (!c.running) return true;
+  const Child& leader = all[static_cast<std::size_t>(c.leader)];
+  if (leader.running) return false;
+  c.running = false;
+  c.exit_code = leader.exit_code;
+  c.max_rss_kb = leader.max_rss_kb;
+  return true;
+}
+
 void stop_all(std::vector<Child>& children, int grace_ms) {
-  for (auto& c : children)
-    if (c.running) kill(-c.pid, SIGTERM);  // its process group: an exec: script's shell and Python too
+  for (auto& c : children)  // its process group: an exec: script's shell and Python too
+    if (c.running && c.leader < 0) kill(-c.pid, SIGTERM);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(grace_ms);
   for (;;) {
     bool any = false;
-    for (auto& c : children) any |= !reap(c);
+    for (auto& c : children) any |= !reap(children, c);
     if (!any) break;
     if (std::chrono::steady_clock::now() > deadline) {
       for (auto& c : children)
-        if (c.running) kill(-c.pid, SIGKILL);
+        if (c.running && c.leader < 0) kill(-c.pid, SIGKILL);
       for (auto& c : children)
-        if (c.running) {
+        if (c.running && c.leader < 0) {
           int status = 0;
           waitpid(c.pid, &status, 0);
           c.running = false;
           c.exit_code = 128 + SIGKILL;
         }
+      for (auto& c : children) reap(children, c);
       break;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));

@@ -158,8 +158,8 @@ std::string make_run_credentials(const RunConfig& config, const std::string& out
   return dir;
 }
 
-std::vector<std::string> Network::peer_argv(int r, bool rejoin) const {
-  std::vector<std::string> argv = peer_args(r, rejoin);
+std::vector<std::string> Network::peer_argv(int r, bool rejoin, int last) const {
+  std::vector<std::string> argv = peer_args(r, rejoin, last);
   std::vector<std::string> prefix;
   if (links_) prefix = links_->exec_prefix(r);
   if (!exec_.empty()) {
@@ -175,10 +175,11 @@ std::vector<std::string> Network::peer_argv(int r, bool rejoin) const {
   return argv;
 }
 
-std::vector<std::string> Network::peer_args(int r, bool rejoin) const {
-  std::vector<std::string> argv{opt_.config_path, "--rank", std::to_string(r), "--out",
-                                opt_.out_dir, "--events-fd",
+std::vector<std::string> Network::peer_args(int r, bool rejoin, int last) const {
+  std::vector<std::string> argv{opt_.config_path, "--out", opt_.out_dir, "--events-fd",
                                 std::to_string(launcher::kEventsFd)};
+  if (last > r) argv.insert(argv.begin() + 1, {"--ranks", cat(r, "-", last)});
+  else argv.insert(argv.begin() + 1, {"--rank", std::to_string(r)});
   if (links_) argv.insert(argv.end(), {"--hosts", cat(opt_.out_dir, "/netem-hosts")});
   if (!tls_dir_.empty()) argv.insert(argv.end(), {"--tls-dir", tls_dir_});
   if (rejoin) argv.push_back("--rejoin");
@@ -209,6 +210,20 @@ void Network::start() {
     }
     make_output_dir(dir);
     spawned_[r] = Clock::now();
+    if (per_process_ > 1) {  // ranks r to last in one process (train.peers_per_process)
+      const int last = std::min(n_, r + per_process_) - 1;
+      for (int f = r + 1; f <= last; ++f) {  // a follower's peer.log is its process's
+        const std::string follower = cat(opt_.out_dir, "/peers/", f);
+        make_output_dir(follower);
+        std::filesystem::remove(follower + "/peer.log");
+        std::filesystem::create_symlink(cat("../", r, "/peer.log"), follower + "/peer.log");
+      }
+      for (auto& c : launcher::spawn_group(r, last - r + 1, r, peer_argv(r, false, last),
+                                           dir + "/peer.log"))
+        children_.push_back(std::move(c));
+      r = last;
+      continue;
+    }
     children_.push_back(launcher::spawn_child(r, peer_argv(r, false), dir + "/peer.log"));
   }
 }
@@ -281,7 +296,7 @@ int Network::run() {
       // "done" event is read before it is judged (read first, and a child that writes it and
       // exits in between looked like a failure).
       const bool was_running = c.running;
-      const bool exited = launcher::reap(c);
+      const bool exited = launcher::reap(children_, c);
       std::vector<std::string> lines;
       launcher::read_lines(c, lines);
       for (const auto& l : lines)
@@ -381,6 +396,25 @@ std::unique_ptr<launcher::MpsDaemon> peer_environment(const RunConfig& config, i
   auto mps = launcher::start_mps(config, peers, out_dir + "/mps", line);
   if (!line.empty()) std::printf("gossip run: %s\n", line.c_str());
   return mps;
+}
+
+/// train.peers_per_process > 1: what cannot act on one peer of a process that hosts several is
+/// refused before any peer starts.
+void check_grouping(const RunConfig& config, const LaunchOptions& options, bool elastic) {
+  if (config.train.peers_per_process == 1) return;
+  const std::string where = config.where("train.peers_per_process");
+  auto refuse = [&](const std::string& what) {
+    throw InputError(cat(where, ": ", config.train.peers_per_process, " peers a process, but ",
+                         what, " acts on one peer's process; no peer was started (leave "
+                         "train.peers_per_process at 1)"));
+  };
+  if (elastic) refuse("an elastic run, whose peers join and leave,");
+  if (!config.exec.empty()) refuse("exec:, whose script is one peer,");
+  if (config.net.emulate.enabled()) refuse("--netem, which gives each peer a namespace,");
+  if (options.restart_on_failure) refuse("--restart on-failure");
+  for (const Fault& f : config.faults)
+    if (f.action != FaultAction::kNone && traits(f.action).signal)
+      refuse(cat("the fault schedule's ", fault_action_name(f.action), " at round ", f.round));
 }
 
 void check_backend(const RunConfig& config) {
@@ -549,6 +583,7 @@ int launch(const RunConfig& config, const LaunchOptions& given) {
                          "take --resume, --until-round, --netem, --restart or exec: yet"));
   check_faults(config, loaded);
   check_backend(config);
+  check_grouping(config, options, elastic);
   const bool drop_addresses = config.net.emulate.enabled() && topology.has_addresses();
   if (drop_addresses && !loopback_only(topology))
     throw InputError(cat("--netem '", config.net.emulate.text, "': emulated links give every peer its own "
@@ -600,7 +635,13 @@ int launch(const RunConfig& config, const LaunchOptions& given) {
                 config.net.emulate.text.c_str());
     std::fflush(stdout);
   }
-  const auto mps = peer_environment(config, topology.n(), options.out_dir);
+  const int per = config.train.peers_per_process;
+  const int processes = (topology.n() + per - 1) / per;
+  if (per > 1)
+    std::printf("gossip run: %d peers in %d processes of up to %d (train.peers_per_process), "
+                "one thread each: the peers of a process share its CUDA context\n",
+                topology.n(), processes, per);
+  const auto mps = peer_environment(config, processes, options.out_dir);
   Network net(config, options, topology, resume_round,
               make_run_credentials(config, options.out_dir, topology.n()),
               links ? &*links : nullptr);

@@ -42,7 +42,7 @@ MpsDaemon::~MpsDaemon() {
   std::filesystem::remove_all(pipe_dir_, ec);
 }
 
-std::unique_ptr<MpsDaemon> start_mps(const RunConfig& config, int peers,
+std::unique_ptr<MpsDaemon> start_mps(const RunConfig& config, int processes,
                                      const std::string& log_dir, std::string& line) {
   line.clear();
   const int devices = config.train.backend == BackendChoice::kCpu ? 0 : cuda_device_count();
@@ -52,8 +52,8 @@ std::unique_ptr<MpsDaemon> start_mps(const RunConfig& config, int peers,
                            "(no CUDA device here, or train.backend: cpu); no peer was started"));
     return nullptr;
   }
-  if (config.train.mps == MpsMode::kAuto && peers <= devices) {
-    line = cat(peers, " peer(s) on ", devices, " GPU(s): one device each, no MPS");
+  if (config.train.mps == MpsMode::kAuto && processes <= devices) {
+    line = cat(processes, " peer process(es) on ", devices, " GPU(s): one device each, no MPS");
     return nullptr;
   }
   if (const char* pipe = std::getenv("CUDA_MPS_PIPE_DIRECTORY"); pipe && *pipe) {
@@ -65,7 +65,7 @@ std::unique_ptr<MpsDaemon> start_mps(const RunConfig& config, int peers,
     if (config.train.mps == MpsMode::kOn)
       throw InputError(cat(config.where("train.mps"), ": on, but nvidia-cuda-mps-control is not "
                            "on PATH or in /usr/local/nvidia/bin; no peer was started"));
-    line = cat(peers, " peers share ", devices, " GPU(s) without MPS (nvidia-cuda-mps-control "
+    line = cat(processes, " peer processes share ", devices, " GPU(s) without MPS (nvidia-cuda-mps-control "
                "not found): their kernels take turns on each device");
     return nullptr;
   }
@@ -84,11 +84,11 @@ std::unique_ptr<MpsDaemon> start_mps(const RunConfig& config, int peers,
     if (config.train.mps == MpsMode::kOn)
       throw InputError(cat(config.where("train.mps"), ": on, but ", control, " -d failed (see ",
                            log_dir, "); no peer was started"));
-    line = cat(peers, " peers share ", devices, " GPU(s) without MPS (", control,
+    line = cat(processes, " peer processes share ", devices, " GPU(s) without MPS (", control,
                " -d failed; see ", log_dir, ")");
     return nullptr;
   }
-  line = cat(peers, " peers share ", devices, " GPU(s) through CUDA MPS (", control,
+  line = cat(processes, " peer processes share ", devices, " GPU(s) through CUDA MPS (", control,
              ", pipe ", pipe_dir, ", log ", log_dir, ")");
   return std::make_unique<MpsDaemon>(control, pipe_dir);
 }

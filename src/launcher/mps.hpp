@@ -27,11 +27,12 @@ class MpsDaemon {
   std::string pipe_dir_;
 };
 
-/// What train.mps decides for `peers` peers of `config` (`line` says it, for gossip run's
-/// output): a daemon when peers on CUDA outnumber the devices and nvidia-cuda-mps-control is
+/// What train.mps decides for `processes` peer processes of `config` (one a peer, or
+/// train.peers_per_process each; `line` says it, for gossip run's output): a daemon when such
+/// processes on CUDA outnumber the devices and nvidia-cuda-mps-control is
 /// found (auto), or always where it can (on: InputError where it cannot); none otherwise,
 /// and none when CUDA_MPS_PIPE_DIRECTORY already names one (the user's daemon is used).
-std::unique_ptr<MpsDaemon> start_mps(const RunConfig& config, int peers,
+std::unique_ptr<MpsDaemon> start_mps(const RunConfig& config, int processes,
                                      const std::string& log_dir, std::string& line);
 
 }  // namespace gossip::launcher

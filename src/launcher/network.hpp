@@ -52,7 +52,7 @@ class Network {
           std::int64_t resume_round, std::string tls_dir,
           const launcher::EmulatedNetwork* links)
       : opt_(opt), n_(topology.n()), resume_round_(resume_round), tls_dir_(std::move(tls_dir)),
-        links_(links), exec_(config.exec),
+        links_(links), exec_(config.exec), per_process_(config.train.peers_per_process),
         record_(config, opt.out_dir, n_, launcher::NetworkRecord::Clock::kLauncher, true,
                 resume_round),
         faults_(&config.faults), fault_done_(config.faults.size(), false),
@@ -66,9 +66,10 @@ class Network {
 
  private:
   void recover_unmerged();
-  std::vector<std::string> peer_argv(int r, bool rejoin) const;
-  /// gossip peer's arguments for rank r (after the subcommand name).
-  std::vector<std::string> peer_args(int r, bool rejoin) const;
+  /// The command line of rank r's process; last > r: of ranks r to last (gossip peer --ranks).
+  std::vector<std::string> peer_argv(int r, bool rejoin, int last = -1) const;
+  /// gossip peer's arguments for rank r, or ranks r to last (after the subcommand name).
+  std::vector<std::string> peer_args(int r, bool rejoin, int last = -1) const;
   void start();
   void restart(int r);
   /// An elastic run: whether rank r's process starts with the run (a member at round 0).
@@ -123,6 +124,7 @@ class Network {
   std::string tls_dir_;        // the run's own credentials (--tls-dir of every peer), or ""
   const launcher::EmulatedNetwork* links_;  // --netem: each peer in its namespace, or null
   std::string exec_;           // the config's exec: command, or "" for gossip peer
+  int per_process_ = 1;        // train.peers_per_process: consecutive ranks in one process
   bool average_handed_ = false;
   launcher::NetworkRecord record_;
   std::vector<launcher::Child> children_;

@@ -64,7 +64,7 @@ namespace {
 const std::set<std::string> kPeerOptions = {"rank",         "out",         "hosts",
                                             "tls-dir",      "resume-round", "until-round",
                                             "events-fd",    "leave-at-round", "join",
-                                            "advertise"};
+                                            "advertise",    "ranks"};
 const std::set<std::string> kPeerFlags = {"events", "rejoin"};
 
 /// An integer option's value: optional<T> from the text, InputError naming the option when it
@@ -77,6 +77,35 @@ std::optional<T> int_option(const Args& args, const char* name) {
 
 /// The overrides and --metrics-port: what the config is changed by.
 std::set<std::string> override_names() { return with_override_options({"metrics-port"}); }
+
+/// --ranks A-B (or a single rank A): the first and last rank, checked against the topology and
+/// against what does not go with several peers in one process.
+std::pair<int, int> rank_range(const std::string& text, const PeerArguments& a,
+                               const Topology& topology) {
+  const auto dash = text.find('-');
+  auto number = [&](const std::string& s) {
+    if (s.empty() || s.find_first_not_of("0123456789") != std::string::npos || s.size() > 6)
+      throw InputError(cat("--ranks ", text, ": expected FIRST-LAST, two ranks (e.g. 0-3)"));
+    return std::stoi(s);
+  };
+  const int first = number(text.substr(0, dash));
+  const int last = dash == std::string::npos ? first : number(text.substr(dash + 1));
+  if (last < first || last >= topology.n())
+    throw InputError(cat("--ranks ", text, ": the topology's ranks are 0-", topology.n() - 1,
+                         "; give FIRST-LAST with FIRST <= LAST"));
+  const std::pair<const char*, bool> refused[] = {
+      {"--rank", a.rank.has_value()}, {"--join", a.join.has_value()},
+      {"--leave-at-round", a.leave_at_round.has_value()},
+      {"--advertise", a.advertise.has_value()}, {"--events", a.events}};
+  for (const auto& [o, given] : refused)
+    if (given)
+      throw InputError(cat("--ranks ", text, ": ", o, " names one peer; it does not go with "
+                           "several in one process"));
+  if (!topology.epochs().empty())
+    throw InputError(cat("--ranks ", text, ": not for a run whose peers join and leave (each "
+                         "joins and leaves as a process of its own)"));
+  return {first, last};
+}
 
 }  // namespace
 
@@ -93,6 +122,7 @@ std::optional<PeerArguments> peer_arguments(int argc, char** argv) {
   for (const auto& [name, value] : args.values())
     if (!kPeerOptions.count(name)) a.overrides[name] = value;
   a.rank = int_option<int>(args, "rank");
+  a.ranks = args.get("ranks");
   a.out = args.get_or("out", a.out);
   a.hosts = args.get("hosts");
   a.tls_dir = args.get("tls-dir");
@@ -161,7 +191,10 @@ PeerSetup peer_setup(const PeerArguments& a) {
                              config.where("faults"), ")"));
   }
 
-  Launch launch = detect_launch(a.rank);
+  std::optional<std::pair<int, int>> group;
+  if (a.ranks) group = rank_range(*a.ranks, a, topology);
+  Launch launch = detect_launch(group ? std::optional<int>(group->first) : a.rank);
+  if (group) launch.rank_source = cat("--ranks ", *a.ranks);
   if (!launch.rank)
     throw InputError("no rank: pass --rank R or set GOSSIP_RANK (or run under mpirun, srun, "
                      "as a Kubernetes Indexed Job, or as a StatefulSet pod named NAME-R)");
@@ -208,6 +241,19 @@ PeerSetup peer_setup(const PeerArguments& a) {
   if (opt.rejoin && opt.resume_round >= 0)
     throw InputError("--rejoin and --resume-round do not go together: a rejoining peer takes the "
                      "running network's round");
+  if (group) {
+    for (int r = group->first; r <= group->second; ++r) {
+      PeerOptions o = opt;
+      o.rank = r;
+      o.launch.rank = r;
+      o.events_fd = opt.events_fd < 0 ? -1 : opt.events_fd + (r - group->first);
+      if (o.events_fd > opt.events_fd && fcntl(o.events_fd, F_GETFD) < 0)
+        throw InputError(cat("--ranks ", *a.ranks, ": rank ", r, "'s events go to descriptor ",
+                             o.events_fd, " (--events-fd + ", r - group->first,
+                             "), which is not open in this process"));
+      setup.group.push_back(std::move(o));
+    }
+  }
   setup.config = std::move(config);
   setup.topology = std::move(topology);
   setup.options = std::move(opt);
