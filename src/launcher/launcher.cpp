@@ -386,14 +386,21 @@ const char* byzantine_note(MemberEventKind event) {
 /// take the cores from the others' rounds (a gossip round of the quickstart's size costs about
 /// 1.5x more). Peers on CUDA take one visible device each, round robin by rank (make_backend);
 /// where they outnumber the devices, MPS lets their kernels run side by side (train.mps): the
-/// daemon returned, if any, lives as long as the run.
+/// daemon returned, if any, lives as long as the run. With train.peers_per_process it is the
+/// processes that count.
 std::unique_ptr<launcher::MpsDaemon> peer_environment(const RunConfig& config, int peers,
                                                       const std::string& out_dir) {
   const std::string threads = std::to_string(config.train.threads);
   setenv("OPENBLAS_NUM_THREADS", threads.c_str(), 0);
   setenv("OMP_NUM_THREADS", threads.c_str(), 0);
+  const int per = config.train.peers_per_process;
+  const int processes = (peers + per - 1) / per;
+  if (per > 1)
+    std::printf("gossip run: %d peers in %d processes of up to %d (train.peers_per_process), "
+                "one thread each: the peers of a process share its CUDA context\n",
+                peers, processes, per);
   std::string line;
-  auto mps = launcher::start_mps(config, peers, out_dir + "/mps", line);
+  auto mps = launcher::start_mps(config, processes, out_dir + "/mps", line);
   if (!line.empty()) std::printf("gossip run: %s\n", line.c_str());
   return mps;
 }
@@ -635,13 +642,7 @@ int launch(const RunConfig& config, const LaunchOptions& given) {
                 config.net.emulate.text.c_str());
     std::fflush(stdout);
   }
-  const int per = config.train.peers_per_process;
-  const int processes = (topology.n() + per - 1) / per;
-  if (per > 1)
-    std::printf("gossip run: %d peers in %d processes of up to %d (train.peers_per_process), "
-                "one thread each: the peers of a process share its CUDA context\n",
-                topology.n(), processes, per);
-  const auto mps = peer_environment(config, processes, options.out_dir);
+  const auto mps = peer_environment(config, topology.n(), options.out_dir);
   Network net(config, options, topology, resume_round,
               make_run_credentials(config, options.out_dir, topology.n()),
               links ? &*links : nullptr);

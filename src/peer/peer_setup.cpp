@@ -107,6 +107,24 @@ std::pair<int, int> rank_range(const std::string& text, const PeerArguments& a,
   return {first, last};
 }
 
+/// --ranks: the options of each rank of `group`, made from the first's (`first`).
+std::vector<PeerOptions> group_options(const PeerOptions& first, std::pair<int, int> group,
+                                       const std::string& text) {
+  std::vector<PeerOptions> out;
+  for (int r = group.first; r <= group.second; ++r) {
+    PeerOptions o = first;
+    o.rank = r;
+    o.launch.rank = r;
+    o.events_fd = first.events_fd < 0 ? -1 : first.events_fd + (r - group.first);
+    if (o.events_fd > first.events_fd && fcntl(o.events_fd, F_GETFD) < 0)
+      throw InputError(cat("--ranks ", text, ": rank ", r, "'s events go to descriptor ",
+                           o.events_fd, " (--events-fd + ", r - group.first,
+                           "), which is not open in this process"));
+    out.push_back(std::move(o));
+  }
+  return out;
+}
+
 }  // namespace
 
 namespace {
@@ -241,19 +259,7 @@ PeerSetup peer_setup(const PeerArguments& a) {
   if (opt.rejoin && opt.resume_round >= 0)
     throw InputError("--rejoin and --resume-round do not go together: a rejoining peer takes the "
                      "running network's round");
-  if (group) {
-    for (int r = group->first; r <= group->second; ++r) {
-      PeerOptions o = opt;
-      o.rank = r;
-      o.launch.rank = r;
-      o.events_fd = opt.events_fd < 0 ? -1 : opt.events_fd + (r - group->first);
-      if (o.events_fd > opt.events_fd && fcntl(o.events_fd, F_GETFD) < 0)
-        throw InputError(cat("--ranks ", *a.ranks, ": rank ", r, "'s events go to descriptor ",
-                             o.events_fd, " (--events-fd + ", r - group->first,
-                             "), which is not open in this process"));
-      setup.group.push_back(std::move(o));
-    }
-  }
+  if (group) setup.group = group_options(opt, *group, *a.ranks);
   setup.config = std::move(config);
   setup.topology = std::move(topology);
   setup.options = std::move(opt);
