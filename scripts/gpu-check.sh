@@ -14,8 +14,10 @@
 #              with train.conv: im2col to show what cuDNN changed;
 #   runs       the quickstart (8 peers sharing the GPU) on cuda in fp32 and bf16 and on the
 #              machine's CPU cores; quickstart-cnn for 2 epochs on cuda and on the CPU;
-#   resnet     ResNet-20 trained alone (`gossip train`, 15 epochs) on the GPU, and its 8-peer
-#              run (quickstart-resnet20, 1 epoch) on the GPU and on the CPU;
+#   resnet     ResNet-20 trained alone (`gossip train`, 15 epochs) on the GPU, its 8-peer
+#              run (quickstart-resnet20, 1 epoch) on the GPU and on the CPU, and the 16-peer
+#              sim of it on a ring (sim-ring-16-resnet20, 15 epochs) with its virtual peers
+#              on the GPU (GPU_CHECK_SIM_S, default 420 s);
 #   byzantine  peer 3 flips its sign under gossip.aggregate clipped and trimmed_mean, on cuda
 #              and on cpu (the distances taken on the GPU).
 #   shared     8 peers on one GPU with and without CUDA MPS (train.mps: off, auto) and as the
@@ -185,6 +187,13 @@ step_resnet() {
   RUN_ARGS=(--epochs 1)
   run_variant quickstart-resnet20 resnet20-8-cuda cuda
   run_variant quickstart-resnet20 resnet20-8-cpu cpu
+  # The 16-peer sim of it on a ring, its virtual peers on the GPU (one after another).
+  cfg=$(variant sim-ring-16-resnet20 sim-resnet20-16-cuda backend=cuda)
+  rm -rf "$out/run-sim-resnet20-16-cuda"
+  timeout "${GPU_CHECK_SIM_S:-420}" "$gossip_bin" sim "$cfg" --out "$out/run-sim-resnet20-16-cuda" \
+    > "$out/run-sim-resnet20-16-cuda.log" 2>&1 ||
+    { echo "gpu-check: the 16-peer ResNet-20 sim FAILED or ran out of time"; status=1; }
+  tail -n 3 "$out/run-sim-resnet20-16-cuda.log"
 }
 
 step_shared() {

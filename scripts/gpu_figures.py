@@ -68,6 +68,9 @@ def quotients(figures):
       "run_quickstart_cnn_cuda_seconds", lambda a, b: a / b)
     q("quickstart_bf16_minus_fp32", "run_quickstart_cuda_bf16_accuracy",
       "run_quickstart_cuda_accuracy", lambda a, b: a - b)
+    # The 16-peer sim against ResNet-20 trained alone (target: within 0.005 below it).
+    q("sim_resnet20_16_minus_single", "run_sim_resnet20_16_cuda_accuracy",
+      "train_resnet20_accuracy", lambda a, b: a - b)
     q("shared_quickstart_mps_over_cpu", "run_shared_quickstart_cuda_mps_seconds",
       "run_shared_quickstart_cpu_seconds", lambda a, b: a / b)
     q("shared_quickstart_nomps_over_cpu", "run_shared_quickstart_cuda_nomps_seconds",
@@ -123,7 +126,7 @@ def main():
         lines.append("| " + " | ".join(fmt(v, 4) if i == 1 else fmt(v, 1) if i == 2 else fmt(v)
                                        for i, v in enumerate(r)) + " |")
     lines += [""] + [f"{k}: {fmt(v)}" for k, v in sorted(figures.items())
-                     if k.startswith(("quickstart_", "shared_quickstart_"))]
+                     if k.startswith(("quickstart_", "shared_quickstart_", "sim_resnet20_"))]
     with open(os.path.join(out, "gpu-check.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))

@@ -45,6 +45,10 @@ namespace {
 void print_run_notes(const SimResult& result, const RunConfig& config, const std::string& out) {
   if (result.gemm.name != "none")
     std::printf("virtual peers' matrix products: %s\n", result.gemm.line().c_str());
+  if (config.train.backend == BackendChoice::kCuda)
+    std::printf("virtual peers ran on %s, one after another on one worker thread (a GPU's "
+                "stream, handles and scratch serve one caller at a time)\n",
+                result.backend.c_str());
   if (!result.timelines.empty()) {
     std::vector<std::pair<std::string, PhaseSeconds>> rows;
     PhaseSeconds all{};

@@ -31,14 +31,30 @@ using sim_parts::Clock;
 using sim_parts::since;
 using sim_parts::Swarm;
 
-/// Backend for virtual peers: the CPU, one BLAS thread per call (the pool gives parallelism).
-std::unique_ptr<Backend> sim_backend(const RunConfig& config) {
-  if (config.train.backend == BackendChoice::kCuda)
-    throw InputError("train.backend: the simulator runs virtual peers on the CPU backend "
-                     "(use auto or cpu)");
-  auto backend = make_cpu_backend(1);
+/// Backend for virtual peers: the CPU, one BLAS thread per call (the pool gives parallelism);
+/// with train.backend: cuda the GPU (InputError where there is none), or what the hooks give.
+/// `device_ok` false (the pure-averaging mode, which fills its vectors in place): the CPU.
+std::unique_ptr<Backend> sim_backend(const RunConfig& config, const SimHooks& hooks,
+                                     bool device_ok) {
+  std::unique_ptr<Backend> backend;
+  if (hooks.backend && device_ok) backend = hooks.backend();
+  else if (config.train.backend == BackendChoice::kCuda && device_ok)
+    backend = make_backend(BackendChoice::kCuda, 1, false);
+  else if (config.train.backend == BackendChoice::kCuda)
+    throw InputError(cat(config.where("train.backend"), ": cuda, but the pure-averaging mode "
+                         "(sim.consensus_rounds) runs on the CPU (use auto or cpu)"));
+  else backend = make_cpu_backend(1);
   use_conv(*backend, config.train.conv);
   return backend;
+}
+
+/// The config the virtual peers run under: on a backend whose memory is not the host's (a
+/// GPU), one worker thread, since the backend's stream, handles and scratch serve one caller
+/// at a time; the peers' kernels then queue on the one stream, a peer after another.
+RunConfig swarm_config(const RunConfig& config, const Backend& backend) {
+  RunConfig c = config;
+  if (!backend.host_memory()) c.sim.workers = 1;
+  return c;
 }
 
 
@@ -225,7 +241,7 @@ SimResult simulate(const RunConfig& config, const Topology& loaded, const DataSe
   check_peers(config, topology);
   const auto t0 = Clock::now();
   const int n = topology.n();
-  auto backend = sim_backend(config);
+  auto backend = sim_backend(config, hooks, true);
   const auto shards = shard_for(config, data.train, n);
   // A virtual peer only trains: its model's buffers are sized for a training batch, and its
   // gradients, activations and batch are the worker thread's (shared scratch), so a peer holds
@@ -253,7 +269,8 @@ SimResult simulate(const RunConfig& config, const Topology& loaded, const DataSe
   const GemmChoice gemm =
       choose_gemm(*backend, gemm_request(config.train.gemm, 1, config.train.precision),
                   trainers.front()->model().gemm_shapes(config.train.batch));
-  Swarm swarm(config, topology, std::move(learners));
+  const RunConfig run_as = swarm_config(config, *backend);
+  Swarm swarm(run_as, topology, std::move(learners));
   swarm.on_join(
       [&](int p, std::span<const float> params, std::int64_t steps) {
         Trainer::State s = trainers[p]->state();
@@ -273,6 +290,7 @@ SimResult simulate(const RunConfig& config, const Topology& loaded, const DataSe
 
   SimResult result;
   result.gemm = gemm;
+  result.backend = backend->describe();
   if (!topology.epochs().empty()) {
     result.initial_members = topology.members(0);
     result.initial_spectral_gap = swarm.initial_gap();
@@ -307,7 +325,7 @@ SimResult simulate_consensus(const RunConfig& config, const Topology& loaded,
   check_peers(config, topology);
   const auto t0 = Clock::now();
   const int n = topology.n();
-  auto backend = sim_backend(config);
+  auto backend = sim_backend(config, hooks, false);
   const std::int64_t dim = config.sim.consensus_dim;
   std::vector<DeviceArray<float>> vectors;
   std::vector<Learner> learners;

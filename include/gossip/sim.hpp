@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -73,6 +74,7 @@ struct SimResult {
   std::vector<std::vector<float>> params;  // final model of each peer (de-biased)
   std::vector<std::string> params_sha256;
   GemmChoice gemm{"none", "no model"};  // the CPU GEMM the virtual peers ran (train.gemm)
+  std::string backend;  // what the virtual peers ran on (Backend::describe())
   std::vector<std::int64_t> samples_per_peer;  // training samples in each peer's shard
   // Faults and membership (the fault schedule, `faults:`): what was done when, what each peer's
   // membership view and convergence monitor saw (MemberEvent.seconds is simulated time), which
@@ -105,6 +107,9 @@ struct SimHooks {
   /// what became of their models (gossip compare's settings under attack, where an honest
   /// peer's divergence is what the attack achieved, not a learning rate too high).
   bool divergence_is_a_result = false;
+  /// The virtual peers' backend instead of the one train.backend names (a test's host backend
+  /// that keeps its tensors apart as a GPU's would); null: train.backend's.
+  std::function<std::unique_ptr<Backend>()> backend;
 };
 
 /// Simulates config.train.epochs of gossip training of topology.n() peers with config.gossip's
