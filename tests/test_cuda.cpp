@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <utility>
 #include <algorithm>
@@ -109,6 +110,69 @@ TEST_CASE("CUDA element-wise kernels match the CPU backend", "[cuda]") {
     auto [loss, right] = gpu->softmax_xent(dl.data(), dlab.data(), rows, cols, dg.data());
     CHECK(loss == Approx(loss_ref).epsilon(1e-5));
     CHECK(right == right_ref);
+  }
+}
+
+TEST_CASE("CUDA backends of several peers in one process, each on its own thread and stream, "
+          "match the CPU (train.peers_per_process)", "[cuda]") {
+  if (!have_device()) return;
+  constexpr int kPeers = 4, kRounds = 40, m = 64, n = 32, k = 96;
+  // Per peer and round: C = A B, then mixing C with the peer's previous C (0.5 / 0.5), and the
+  // loss of C's rows as logits. On the CPU first, one peer after another.
+  struct Out {
+    std::vector<float> mixed;
+    double loss = 0;
+    std::int64_t right = 0;
+  };
+  auto work = [&](Backend& b, int peer, Out& out) {
+    const auto g = row_major_gemm(false, false, m, n, k);
+    auto a = random_vector(m * k, 10 + peer), w = random_vector(k * n, 20 + peer);
+    std::vector<std::int32_t> labels(m);
+    for (int r = 0; r < m; ++r) labels[r] = (r + peer) % n;
+    DeviceArray<float> da(b, a.size()), dw(b, w.size()), dc(b, m * n), prev(b, m * n),
+        mixed(b, m * n), grad(b, m * n);
+    DeviceArray<std::int32_t> dl(b, m);
+    da.upload(a.data(), a.size());
+    dw.upload(w.data(), w.size());
+    dl.upload(labels.data(), labels.size());
+    b.fill(prev.data(), 0.0f, m * n);
+    const float weights[] = {0.5f, 0.5f};
+    for (int round = 0; round < kRounds; ++round) {
+      b.gemm(g, da.data(), dw.data(), dc.data());
+      const float* in[] = {dc.data(), prev.data()};
+      b.mix(mixed.data(), in, weights, 2, m * n);
+      const auto [loss, right] = b.softmax_xent(mixed.data(), dl.data(), m, n, grad.data());
+      out.loss += loss;
+      out.right += right;
+      std::swap(prev, mixed);
+    }
+    out.mixed.resize(static_cast<std::size_t>(m * n));
+    prev.download(out.mixed.data(), out.mixed.size());
+  };
+  auto cpu = make_cpu_backend(1);
+  std::vector<Out> ref(kPeers), got(kPeers);
+  for (int p = 0; p < kPeers; ++p) work(*cpu, p, ref[p]);
+  // On the GPU: each peer's backend made and used on its own thread, as gossip peer --ranks does.
+  std::vector<std::string> errors(kPeers);
+  std::vector<std::thread> threads;
+  for (int p = 0; p < kPeers; ++p)
+    threads.emplace_back([&, p] {
+      try {
+        auto gpu = make_backend(BackendChoice::kCuda, 1, false);
+        work(*gpu, p, got[p]);
+      } catch (const std::exception& e) {
+        errors[p] = e.what();
+      }
+    });
+  for (auto& t : threads) t.join();
+  for (int p = 0; p < kPeers; ++p) {
+    INFO("peer " << p << ": " << errors[p]);
+    REQUIRE(errors[p].empty());
+    CHECK(got[p].right == ref[p].right);
+    CHECK(got[p].loss == Approx(ref[p].loss).epsilon(1e-4));
+    REQUIRE(got[p].mixed.size() == ref[p].mixed.size());
+    for (std::size_t i = 0; i < got[p].mixed.size(); ++i)
+      REQUIRE(got[p].mixed[i] == Approx(ref[p].mixed[i]).margin(1e-3));
   }
 }
 
