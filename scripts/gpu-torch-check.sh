@@ -9,7 +9,8 @@
 #   3. ResNet-18 (examples/torch_resnet.py) with 8 ranks on one GPU, a round every step, batch
 #      32, over 1.1 epochs of Fashion-MNIST: each rank's mean step time over steps 50-250 with
 #      gossip's round replaced by nothing, with the synchronous round and with the overlapped
-#      one, in fp32 and under bf16 autocast;
+#      one, in fp32 and under bf16 autocast; and the overlapped round every 4 steps
+#      (gossip.period 4, local SGD) in fp32;
 # and writes gpu-torch.json (the card, the date, import_on_gpu, and each ratio of a schedule's
 # step time to the no-round one under a key naming it, e.g. resnet18_overlap_overhead).
 set -uo pipefail
@@ -38,13 +39,14 @@ echo "== 2. the front end's CUDA and overlap tests"
    -k "cuda or overlap" -p no:cacheprovider) 2>&1 | tail -n 15 | tee "$out/pytest.txt"
 
 echo "== 3. ResNet-18, 8 ranks on one GPU"
-cfg=configs/.gpu-torch-resnet.yaml
-sed -e 's#^exec: .*#exec: python3 examples/torch_resnet.py#' -e 's/^  limit_train: .*/  limit_train: 0/' \
-    -e 's/^  epochs: .*/  epochs: 1.1/' -e 's/^  period: .*/  period: 1/' \
-    configs/torch-resnet-short.yaml > "$cfg"
-trap 'rm -f "$cfg"' EXIT
-for run in none-fp32 overlap-fp32 sync-fp32 none-bf16 overlap-bf16; do
-  schedule=${run%-*} precision=${run#*-}
+trap 'rm -f configs/.gpu-torch-resnet*.yaml' EXIT
+for run in none-fp32 overlap-fp32 sync-fp32 none-bf16 overlap-bf16 overlap4-fp32; do
+  schedule=${run%-*} precision=${run#*-} period=1
+  [ "$schedule" = overlap4 ] && schedule=overlap period=4
+  cfg=configs/.gpu-torch-resnet-p$period.yaml
+  sed -e 's#^exec: .*#exec: python3 examples/torch_resnet.py#' -e 's/^  limit_train: .*/  limit_train: 0/' \
+      -e 's/^  epochs: .*/  epochs: 1.1/' -e "s/^  period: .*/  period: $period/" \
+      configs/torch-resnet-short.yaml > "$cfg"
   env GOSSIP_NO_ROUNDS=$([ "$schedule" = none ] && echo 1 || echo 0) \
       GOSSIP_OVERLAP=$([ "$schedule" = overlap ] && echo 1 || echo 0) \
       GOSSIP_AUTOCAST=$([ "$precision" = bf16 ] && echo bf16 || echo off) GOSSIP_EVAL_LIMIT=1000 \
@@ -61,7 +63,7 @@ res = {"card": open(os.path.join(out, "gpus.txt")).read().split(":")[1].split("(
        "import_on_gpu": "gossip" in open(os.path.join(out, "import.txt")).read(),
        "pytest": open(os.path.join(out, "pytest.txt")).read().strip().splitlines()[-1:]}
 means = {}
-for run in ["none-fp32", "sync-fp32", "overlap-fp32", "none-bf16", "overlap-bf16"]:
+for run in ["none-fp32", "sync-fp32", "overlap-fp32", "none-bf16", "overlap-bf16", "overlap4-fp32"]:
     ms = []
     for log in glob.glob(os.path.join(out, f"resnet18-{run}", "peers", "*", "peer.log")):
         m = re.search(r"steps 50-250: ([0-9.]+) ms/step(.*)", open(log).read())
@@ -72,7 +74,8 @@ for run in ["none-fp32", "sync-fp32", "overlap-fp32", "none-bf16", "overlap-bf16
         res[f"resnet18_{run.replace('-', '_')}_ms"] = means[run]
         res[f"resnet18_{run.replace('-', '_')}_ranks"] = len(ms)
 for run, key in [("sync-fp32", "resnet18_sync_overhead"), ("overlap-fp32", "resnet18_overlap_overhead"),
-                 ("overlap-bf16", "resnet18_overlap_overhead_bf16")]:
+                 ("overlap-bf16", "resnet18_overlap_overhead_bf16"),
+                 ("overlap4-fp32", "resnet18_overlap_period4_overhead")]:
     base = "none-bf16" if run.endswith("bf16") else "none-fp32"
     if run in means and base in means:
         res[key] = means[run] / means[base]
