@@ -52,6 +52,9 @@ struct PeerOptions {
   /// gossip peer --join: the ranks of the live members this new identity contacts; they
   /// announce its join, and it joins the run where the member timeline then says.
   std::vector<int> join_contacts;
+  /// The CUDA device (modulo the visible ones) this peer's backend takes; -1: its rank's. The
+  /// peers of one process (gossip peer --ranks) share its device.
+  int device = -1;
 };
 
 /// This peer's TLS settings: off when net.tls is off; else the files in `tls_dir` when given,

@@ -259,7 +259,12 @@ PeerSetup peer_setup(const PeerArguments& a) {
   if (opt.rejoin && opt.resume_round >= 0)
     throw InputError("--rejoin and --resume-round do not go together: a rejoining peer takes the "
                      "running network's round");
-  if (group) setup.group = group_options(opt, *group, *a.ranks);
+  if (group) {
+    // The process's device, shared by its peers: gossip run's processes of
+    // train.peers_per_process ranks each take one device in turn.
+    opt.device = group->first / config.train.peers_per_process;
+    setup.group = group_options(opt, *group, *a.ranks);
+  }
   setup.config = std::move(config);
   setup.topology = std::move(topology);
   setup.options = std::move(opt);
