@@ -1,17 +1,17 @@
 #!/usr/bin/env bash
-# PyTorch models on a GPU through gossip, on a GPU machine without Debian's packages: the
-# Python module built elsewhere for this machine's Python (GOSSIP_PYTHONPATH, default
-# build-py312/python: `meson setup build-py312 -Dpython_interpreter=PYTHON3.12 ...`), and what
-# scripts/gpu-bundle.sh packs (unpacked here: build/, gpu-bundle/). It checks, into
+# PyTorch models on a GPU through gossip, on a GPU machine without Debian's packages, given
+# what scripts/gpu-bundle.sh packs (unpacked here: build/, gpu-bundle/). It checks, into
 # ${GPU_CHECK_OUT:-runs/gpu-torch}/:
-#   1. `import gossip` in this machine's python3, beside its torch and CUDA;
+#   1. the Python package built here, by this machine's compiler for its python3
+#      (scripts/python-build.sh into build-python/python; GOSSIP_PYTHONPATH names a package
+#      folder built elsewhere instead), and `import gossip` beside its torch and CUDA;
 #   2. the Python front end's CUDA and overlap tests (tests/python/test_torch_frontend.py);
 #   3. ResNet-18 (examples/torch_resnet.py) with 8 ranks on one GPU, a round every step, batch
 #      32, over 1.1 epochs of Fashion-MNIST: each rank's mean step time over steps 50-250 with
 #      gossip's round replaced by nothing, with the synchronous round and with the overlapped
 #      one, in fp32 and under bf16 autocast; and the overlapped round every 4 steps
 #      (gossip.period 4, local SGD) in fp32;
-# and writes gpu-torch.json (the card, the date, import_on_gpu, and each ratio of a schedule's
+# and writes gpu-torch.json (the card, the date, built_on_gpu, import_on_gpu, and each ratio of a schedule's
 # step time to the no-round one under a key naming it, e.g. resnet18_overlap_overhead).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -20,7 +20,7 @@ case "${1:-}" in
 esac
 out="${GPU_CHECK_OUT:-runs/gpu-torch}"
 mkdir -p "$out"
-export PYTHONPATH="$PWD/${GOSSIP_PYTHONPATH:-build-py312/python}"
+pythonpath="${GOSSIP_PYTHONPATH:-build-python/python}"
 export LD_LIBRARY_PATH="$PWD/gpu-bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export GOSSIP_BIN="$PWD/build/src/cli/gossip"
 data=/usr/share/datasets/fashion-mnist
@@ -29,7 +29,12 @@ if [ ! -f "$data/train-images-idx3-ubyte.gz" ] && [ -d gpu-bundle/fashion-mnist 
 fi
 nvidia-smi -L > "$out/gpus.txt" 2>&1
 
-echo "== 1. import gossip"
+echo "== 1. build the Python package here, and import gossip"
+if [ -z "${GOSSIP_PYTHONPATH:-}" ]; then
+  timeout "${GPU_TORCH_BUILD_S:-240}" bash scripts/python-build.sh "$pythonpath" 2>&1 |
+    tee "$out/python-build.txt"
+fi
+export PYTHONPATH="$PWD/$pythonpath"
 python3 -c 'import sys, torch, gossip, gossip.torch
 print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.cuda.is_available(),
       "gossip", gossip.__file__)' 2>&1 | tee "$out/import.txt"
@@ -60,7 +65,9 @@ out = sys.argv[1]
 res = {"card": open(os.path.join(out, "gpus.txt")).read().split(":")[1].split("(")[0].strip()
        if os.path.exists(os.path.join(out, "gpus.txt")) else None,
        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%MZ"),
-       "import_on_gpu": "gossip" in open(os.path.join(out, "import.txt")).read(),
+       "import_on_gpu": "gossip/__init__.py" in open(os.path.join(out, "import.txt")).read(),
+       "built_on_gpu": os.path.exists(os.path.join(out, "python-build.txt")) and
+                       "import gossip works" in open(os.path.join(out, "python-build.txt")).read(),
        "pytest": open(os.path.join(out, "pytest.txt")).read().strip().splitlines()[-1:]}
 means = {}
 for run in ["none-fp32", "sync-fp32", "overlap-fp32", "none-bf16", "overlap-bf16", "overlap4-fp32"]:

@@ -339,6 +339,46 @@ def check_dockerfile(t):
         t.check("deploy/docker/Dockerfile" in f.read(), "the manifest says how to build its image")
 
 
+def check_python_build(t, bundle, folder):
+    """scripts/python-build.sh as on a GPU machine: in a folder holding only the checkout's
+    include/, python/ and the script, and the unpacked bundle, it builds the Python package with
+    this machine's compiler and python3 against the bundle's rooms; the package then trains."""
+    here = os.path.join(folder, "checkout")
+    os.makedirs(os.path.join(here, "scripts"))
+    for d in ("include", "python"):
+        shutil.copytree(os.path.join(SOURCE, d), os.path.join(here, d))
+    shutil.copy(os.path.join(SOURCE, "scripts", "python-build.sh"), os.path.join(here, "scripts"))
+    code, out = run(["tar", "xJf", bundle, "-C", here, "gpu-bundle"], 120)
+    if not t.check(code == 0, "the bundle unpacks", out):
+        return
+    for f in ("libgossip-rooms.a", "flags", "libraries"):
+        t.check(os.path.exists(os.path.join(here, "gpu-bundle", "python", f)),
+                f"the bundle holds gpu-bundle/python/{f}")
+    python = "/usr/bin/python3"
+    env = dict(os.environ, PYTHON=python)
+    code, out = run(["bash", os.path.join(here, "scripts", "python-build.sh"), "pkg"], 300,
+                    env=env, cwd=here)
+    t.check(code == 0 and "import gossip works" in out,
+            "python-build.sh builds the package from the bundle with this machine's compiler", out)
+    cfg = os.path.join(folder, "c.yaml")
+    with open(os.path.join(folder, "topo.yaml"), "w") as f:
+        f.write("generator: ring\nn: 4\n")
+    with open(cfg, "w") as f:
+        f.write("data:\n  synthetic: {train: 512, test: 128, dim: 8, classes: 3}\n"
+                "model: {layers: [8, 16, 3]}\noptimizer: {lr: 0.05, momentum: 0.9}\n"
+                "train: {epochs: 2, batch: 16, seed: 3}\n"
+                "gossip: {topology: topo.yaml, algorithm: dpsgd}\n")
+    env = dict(os.environ, PYTHONPATH=os.path.join(here, "pkg"),
+               LD_LIBRARY_PATH=os.path.join(here, "gpu-bundle", "lib"))
+    code, out = run([python, "-c", "import gossip, sys; s = gossip.sim(sys.argv[1]); "
+                     "print(gossip.__file__, s['exit_code'], s['test_accuracy'])", cfg], 120,
+                    env=env)
+    words = out.split()
+    t.check(code == 0 and len(words) >= 3 and words[-3].startswith(os.path.join(here, "pkg"))
+            and words[-2] == "0" and float(words[-1]) > 0.8,
+            "the package built from the bundle simulates 4 peers (accuracy > 0.8)", out)
+
+
 def check_gpu_bundle(t):
     script = os.path.join(SOURCE, "scripts", "gpu-bundle.sh")
     env = dict(os.environ, GOSSIP_BUILD_DIR=BUILD)
@@ -367,6 +407,7 @@ def check_gpu_bundle(t):
         system = [n for n in names if re.search(
             r"/lib(c|m|stdc\+\+|gcc_s|ssl|crypto|z|cuda|cudart|cublas|cublasLt|cudnn)\.so", n)]
         t.check(not system, "the bundle carries none of the libraries such a machine has", system)
+        check_python_build(t, bundle, folder)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
