@@ -125,7 +125,10 @@ class CudaBackend final : public Backend {
   explicit CudaBackend(int device) {
     device_ = device % std::max(1, device_count());
     GOSSIP_CUDA_CHECK(cudaSetDevice(device_));
-    GOSSIP_CUDA_CHECK(cudaStreamCreate(&stream_));
+    // Non-blocking: the peers of one process (train.peers_per_process) each have a stream, and
+    // none of them waits for work another thread puts on the legacy default stream (a library's
+    // synchronous call); this backend never uses that stream itself.
+    GOSSIP_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     GOSSIP_CUBLAS_CHECK(cublasCreate(&blas_));
     GOSSIP_CUBLAS_CHECK(cublasSetStream(blas_, stream_));
     cudaDeviceProp prop{};
