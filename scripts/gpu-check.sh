@@ -212,7 +212,7 @@ step_shared() {
   RUN_ARGS=(--epochs 1)
   run_variant quickstart-resnet20 shared-resnet20-8-cuda-mps cuda mps=auto
   run_variant quickstart-resnet20 shared-resnet20-8-cuda-threads cuda mps=off peers_per_process=8
-  grep -h "gossip run: .*MPS\|gossip run: .*GPU" "$out"/run-shared-*.log | sort | uniq -c
+  grep -h "gossip run: .*MPS\|gossip run: .*GPU\|gossip run: .*processes of up to" "$out"/run-shared-*.log | sort | uniq -c
 }
 
 step_byzantine() {
