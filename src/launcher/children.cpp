@@ -79,7 +79,6 @@ std::vector<Child> spawn_process(int first, int count, int leader_index,
 
 }  // namespace
 
-
 Child spawn_child(int rank, const std::vector<std::string>& argv, const std::string& log_path,
                   bool append_log) {
   return std::move(spawn_process(rank, 1, -1, argv, log_path, append_log).front());
