@@ -11,8 +11,9 @@
 #      gossip's round replaced by nothing, with the synchronous round and with the overlapped
 #      one, in fp32 and under bf16 autocast; and the overlapped round every 4 steps
 #      (gossip.period 4, local SGD) in fp32;
-# and writes gpu-torch.json (the card, the date, built_on_gpu, import_on_gpu, and each ratio of a schedule's
-# step time to the no-round one under a key naming it, e.g. resnet18_overlap_overhead).
+# and writes gpu-torch.json (the card, the date, built_on_gpu, import_on_gpu, and each ratio
+# of a schedule's step time to the no-round one under a key naming it, e.g.
+# resnet18_overlap_overhead).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 case "${1:-}" in

@@ -1014,8 +1014,9 @@ TEST_CASE("epochs, threads and workers past their bounds are refused with file, 
     CHECK(load("train:\n  peers_per_process: 256\n").train.peers_per_process == 256);
     CHECK_THROWS_WITH(load("train:\n  peers_per_process: 0\n"),
                       Catch::StartsWith("c.yaml:2: train.peers_per_process: 0 is outside 1..256"));
-    CHECK_THROWS_WITH(load("train:\n  peers_per_process: 257\n"),
-                      Catch::StartsWith("c.yaml:2: train.peers_per_process: 257 is outside 1..256"));
+    CHECK_THROWS_WITH(
+        load("train:\n  peers_per_process: 257\n"),
+        Catch::StartsWith("c.yaml:2: train.peers_per_process: 257 is outside 1..256"));
   }
   SECTION("sim.workers in [0, 1024]") {
     CHECK(load("sim:\n  workers: 1024\n").sim.workers == 1024);

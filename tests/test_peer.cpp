@@ -3698,8 +3698,8 @@ TEST_CASE("gossip peer --join with an address no member was given: the joiner an
   CHECK(address_sources(out, 4).at(4).second == "own");
 }
 
-TEST_CASE("train.peers_per_process: several peers in one process, one thread each, end bit-identical "
-          "to gossip sim", "[peer]") {
+TEST_CASE("train.peers_per_process: several peers in one process, one thread each, end "
+          "bit-identical to gossip sim", "[peer]") {
   TempDir t;
   const auto cfg = write_config(t.path, 6, "dpsgd", 1);
   replace_once(cfg, "backend: cpu", "backend: cpu, peers_per_process: 4");
@@ -3737,7 +3737,8 @@ TEST_CASE("train.peers_per_process: what acts on one peer's process is refused b
     const Result r = run(run_cmd + extra);
     INFO(r.output);
     CHECK(r.code == 2);
-    CHECK_THAT(r.output, Catch::Contains("train.peers_per_process: 2 peers a process, but " + says));
+    CHECK_THAT(r.output,
+               Catch::Contains("train.peers_per_process: 2 peers a process, but " + says));
     CHECK_FALSE(fs::exists(t.path / "run" / "peers"));
   }
   // gossip peer --ranks: a range of the topology's ranks, not with options that name one peer.

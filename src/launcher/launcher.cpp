@@ -397,8 +397,8 @@ std::unique_ptr<launcher::MpsDaemon> peer_environment(const RunConfig& config, i
   const int processes = (peers + per - 1) / per;
   if (per > 1)
     std::printf("gossip run: %d peers in %d processes of up to %d (train.peers_per_process), "
-                "one thread each (on a GPU the peers of a process share its device and CUDA context)\n",
-                peers, processes, per);
+                "one thread each (on a GPU the peers of a process share its device and CUDA "
+                "context)\n", peers, processes, per);
   std::string line;
   auto mps = launcher::start_mps(config, processes, out_dir + "/mps", line);
   if (!line.empty()) std::printf("gossip run: %s\n", line.c_str());

@@ -65,8 +65,8 @@ std::unique_ptr<MpsDaemon> start_mps(const RunConfig& config, int processes,
     if (config.train.mps == MpsMode::kOn)
       throw InputError(cat(config.where("train.mps"), ": on, but nvidia-cuda-mps-control is not "
                            "on PATH or in /usr/local/nvidia/bin; no peer was started"));
-    line = cat(processes, " peer processes share ", devices, " GPU(s) without MPS (nvidia-cuda-mps-control "
-               "not found): their kernels take turns on each device");
+    line = cat(processes, " peer processes share ", devices, " GPU(s) without MPS "
+               "(nvidia-cuda-mps-control not found): their kernels take turns on each device");
     return nullptr;
   }
   // The control pipe is a Unix socket: its folder must be short, so not under the run's.
