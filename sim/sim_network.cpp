@@ -205,6 +205,7 @@ void SimExchange::publish(std::int64_t round, std::span<const float> params, dou
     throw RuntimeError(wire_overflow(params, network_->wire_, round));
   m.packet.clear();
   count_sent(m.to.size(), network_->message_bytes(), m.view, m.probes);
+  charge_forwards(network_->message_bytes());
 }
 
 void SimExchange::publish_packet(std::int64_t round, std::span<const std::byte> packet,
@@ -227,6 +228,12 @@ void SimExchange::publish_packet(std::int64_t round, std::span<const std::byte> 
   m.others.clear();
   m.packet.assign(packet.begin(), packet.end());
   count_sent(m.to.size(), bytes, m.view, m.probes);
+  charge_forwards(bytes);
+}
+
+void SimExchange::charge_forwards(std::uint64_t bytes) {
+  const auto forwarded = static_cast<std::uint64_t>(network_->forwards_[rank_].size());
+  cpu_since_ += network_->transfer_cpu_seconds(0, 2 * forwarded * bytes);
 }
 
 void SimExchange::publish_again(std::int64_t round, std::span<const float> params,

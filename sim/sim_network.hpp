@@ -80,6 +80,9 @@ class SimExchange final : public Exchange {
   /// Charges `copies` messages of `bytes` each, with `view` and `probes` riding with each.
   void charge(std::size_t copies, std::uint64_t bytes,
               const std::optional<std::vector<Member>>& view, const std::vector<Probe>& probes);
+  /// A relay's CPU for the round's messages of `bytes` it forwards (sim.relayed): each is taken
+  /// in and sent on, as the other messages' bytes are (sim.byte_cpu_ns).
+  void charge_forwards(std::uint64_t bytes);
   /// A second publish of `round`'s parameters, to peers the first did not address: they get
   /// `params`, queued on the link after the round's earlier copies.
   void publish_again(std::int64_t round, std::span<const float> params, std::span<const int> to);
@@ -110,7 +113,8 @@ class SimExchange final : public Exchange {
 /// default): a peer's CPU work is its local steps, the phases' own work when sim.exchange_cpu
 /// (measured as they run, on the thread that runs them, less the steps inside), and
 /// byte_cpu_ns for every byte it sends and takes (TLS, TCP/IP; this CPU runs while the bytes are
-/// on the link) and 2 message_cpu_us for every collect that waits: its last message arrives after
+/// on the link; a relay's for each message it forwards, taken in and sent on) and 2
+/// message_cpu_us for every collect that waits: its last message arrives after
 /// the peer's CPU work is done, so the peer sleeps and is woken (the scheduler's switching,
 /// which is most of what a message costs; a relayed hop whose chunk is already there pays its
 /// bytes alone). When

@@ -1657,6 +1657,34 @@ TEST_CASE("a relayed link costs the relay's hop: after the relay's own messages,
   CHECK(walled.empty());  // one end can always be dialled
 }
 
+TEST_CASE("a relay pays the CPU of the bytes it forwards: each message in and out "
+          "(sim.byte_cpu_ns)", "[sim][reach]") {
+  // Peers 0 and 2 both talk to 1 directly; 0 and 2 talk through relay 1. Every byte costs B of
+  // CPU, far more than the links take, so each peer's round ends when its CPU does.
+  SimConfig s;
+  s.latency_ms = 0.0;
+  s.bandwidth_mbps = 8000.0;
+  s.byte_cpu_ns = 2000.0;
+  s.relayed = {{0, 2, 1}};
+  const std::int64_t floats = 1000;
+  const double bytes = 4040.0, B = 2e-6;  // a message's bytes on the wire; seconds a byte
+  SimNetwork net(3, floats, 1, s, 1);
+  std::vector<float> buf(floats, 1.0f);
+  const int to0[] = {1, 2}, to1[] = {0, 2}, to2[] = {0, 1};
+  const std::span<const int> tos[] = {to0, to1, to2};
+  for (int p = 0; p < 3; ++p) {
+    net.exchange(p).compute(0.0);
+    net.exchange(p).publish(0, buf, 1.0, tos[p]);
+  }
+  const int from_for0[] = {1, 2}, from_for1[] = {0, 2};
+  net.exchange(0).collect(0, from_for0, CollectOptions{});
+  net.exchange(1).collect(0, from_for1, CollectOptions{});
+  // An end of the relayed link: 2 messages sent, 2 taken.
+  CHECK(net.exchange(0).now() == Approx(4 * bytes * B));
+  // The relay: its own 2 and 2 taken, and the 2 it forwards (0 -> 2, 2 -> 0) in and out.
+  CHECK(net.exchange(1).now() == Approx((4 + 2 * 2) * bytes * B));
+}
+
 TEST_CASE("virtual peers on a backend whose tensors are not the host's (as a GPU's) end "
           "bit-identical to the CPU's, on one worker thread", "[sim]") {
   RunConfig config = small_config();
