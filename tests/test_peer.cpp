@@ -2731,6 +2731,19 @@ pid_t start_training_run(const fs::path& cfg, const fs::path& out, const fs::pat
   return launcher;
 }
 
+/// The end of a run started by start_training_run (its output in `log`) that a joiner
+/// (`join`, gossip peer --join) joined: both exited 0. Returns the run's output.
+std::string joined_run_output(pid_t launcher, const fs::path& log, const Result& join) {
+  int status = 0;
+  REQUIRE(waitpid(launcher, &status, 0) == launcher);
+  const std::string output = read_file(log);
+  INFO(output << "\n" << join.output);
+  CHECK(join.code == 0);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  return output;
+}
+
 }  // namespace
 
 TEST_CASE("gossip peer --join: a new identity asks a live member of a running elastic network "
@@ -2747,13 +2760,8 @@ TEST_CASE("gossip peer --join: a new identity asks a live member of a running el
   const Result join = run(gossip::cat(bin(), " peer ", cfg.string(), " --rank 4 --join 127.0.0.1:",
                                       port0, " --tls-dir ", (out / "tls").string(), " --out ",
                                       out.string()));
-  int status = 0;
-  REQUIRE(waitpid(launcher, &status, 0) == launcher);
-  const std::string output = read_file(t.path / "run.txt");
+  const std::string output = joined_run_output(launcher, t.path / "run.txt", join);
   INFO(output << "\n" << join.output);
-  CHECK(join.code == 0);
-  CHECK(WIFEXITED(status));
-  CHECK(WEXITSTATUS(status) == 0);
   CHECK_THAT(join.output, Catch::Contains("the members announced its join at round"));
   CHECK_THAT(output, Catch::Contains("peer 4 asked to join (gossip peer --join)"));
   // It mixed from the round the timeline gave it, from all four members' average.
@@ -3678,13 +3686,8 @@ TEST_CASE("gossip peer --join with an address no member was given: the joiner an
   const Result join = run(gossip::cat(bin(), " peer ", cfg.string(), " --rank 4 --join 127.0.0.1:",
                                       base, " --advertise 127.0.0.1:", port4, " --tls-dir ",
                                       (out / "tls").string(), " --out ", out.string()));
-  int status = 0;
-  REQUIRE(waitpid(launcher, &status, 0) == launcher);
-  const std::string output = read_file(t.path / "run.txt");
+  const std::string output = joined_run_output(launcher, t.path / "run.txt", join);
   INFO(output << "\n" << join.output);
-  CHECK(join.code == 0);
-  CHECK(WIFEXITED(status));
-  CHECK(WEXITSTATUS(status) == 0);
   const fs::path s4 = out / "peers" / "4" / "summary.json";
   CHECK_THAT(summary_field(s4, "join"), Catch::Contains("\"donors\": [0, 1, 2, 3]"));
   CHECK(number(s4, "rounds") == number(out / "peers" / "0" / "summary.json", "rounds"));
