@@ -31,10 +31,13 @@ there, and the wrapper copies it to a pinned host mirror for each round and back
 reads host memory). Other devices are refused with a message.
 
 Overlap (`overlap=True`): the round no longer stalls the step. At each mixing step the wrapper
-first applies the round before it, then snapshots the flat buffer into the host mirror (for a
-CUDA model a non-blocking copy to pinned memory on a side stream), and mixes it on a thread of
-its own while the script's next steps run; at the next mixing step the parameters take that
-round's change, x <- x + (mix(s) - s), s the snapshot: the one-step-stale form gossip.overlap
+first applies the round before it, then snapshots the flat buffer on the model's device and
+copies the snapshot into the host mirror (for a CUDA model a non-blocking copy to pinned memory
+on a side stream), and mixes it on a thread of its own while the script's next steps run; the
+thread copies the mixed values back to the device on the side stream, and at the next mixing
+step the parameters take that round's change, x <- x + (mix(s) - s), s the snapshot, computed
+on the device (the host memory, which eight peers on one machine share, sees only the two
+copies and the round itself): the one-step-stale form gossip.overlap
 gives C++ peers (x <- sum_j W_ij x_j + (x' - x)). Only dpsgd and local_sgd allow it: push_sum's
 weights, choco's public copies, gradient tracking's tracker and allreduce's common model are
 state that must follow the parameters each round. The round in flight is settled before any
@@ -64,7 +67,7 @@ import os
 import sys
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, Callable, Dict, List, Optional, Tuple, Union, cast
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple, Union, cast
 
 import torch
 
@@ -139,6 +142,14 @@ def model_name(model: torch.nn.Module, flat: torch.Tensor) -> str:
     return f"torch:{type(model).__name__}:{shapes}:{mixed}:{flat.numel()}"
 
 
+class _Round(NamedTuple):
+    """What the overlap's thread hands back for a round."""
+    copy_wait_s: float  # waiting for the snapshot's copy to the host
+    mix_s: float  # the round itself, and starting the copy back
+    uploaded: Optional[Any]  # the copy back's CUDA event (None: a CPU model, copied already)
+    keep_buffers: bool  # this round leaves the buffers as they were
+
+
 class DecentralizedOptimizer:
     """Wraps a torch optimizer over `model`: step() takes the optimizer's step, and every
     `period` steps one gossip round that mixes the model's parameters (and floating-point
@@ -198,16 +209,18 @@ class DecentralizedOptimizer:
         if cuda or self.overlap:
             self.host = torch.empty(self.flat.numel(), dtype=torch.float32, pin_memory=cuda)
             self.host.copy_(self.flat)
+        # Overlap: the snapshot s and the mixed values come back to the model's device, where
+        # the change mix(s) - s is taken (a CPU model: plain copies through the same code).
         self._snap: Optional[torch.Tensor] = None
-        self._delta: Optional[torch.Tensor] = None
+        self._mixed: Optional[torch.Tensor] = None
         self._side: Optional[Any] = None
         self._worker: Optional[ThreadPoolExecutor] = None
-        self._pending: Optional["Future[Tuple[float, float]]"] = None
+        self._pending: Optional["Future[_Round]"] = None
         self.overlap_stats: Dict[str, float] = {"rounds": 0, "copy_s": 0.0, "copy_wait_s": 0.0,
                                                 "mix_s": 0.0, "exposed_s": 0.0}
         if self.overlap:
-            self._snap = torch.empty(self.host.numel(), dtype=torch.float32, pin_memory=cuda)
-            self._delta = torch.empty(self.host.numel(), dtype=torch.float32, pin_memory=cuda)
+            self._snap = torch.empty_like(self.flat)
+            self._mixed = torch.empty_like(self.flat)
             self._worker = ThreadPoolExecutor(1, thread_name_prefix="gossip-mix")
             if cuda:
                 self._side = torch.cuda.Stream(self.flat.device)
@@ -291,35 +304,43 @@ class DecentralizedOptimizer:
                 self.host.copy_(self.flat)
 
     def _apply(self) -> None:
-        """Waits for the round in flight and adds its change to the model."""
+        """Waits for the round in flight and adds its change, mix(s) - s, to the model."""
         if self._pending is None:
             return
         t0 = time.perf_counter()
         pending, self._pending = self._pending, None
-        copy_wait, mix = pending.result()
+        done = pending.result()
         stats = self.overlap_stats
         stats["exposed_s"] += time.perf_counter() - t0
-        stats["copy_wait_s"] += copy_wait
-        stats["mix_s"] += mix
+        stats["copy_wait_s"] += done.copy_wait_s
+        stats["mix_s"] += done.mix_s
         stats["rounds"] += 1
-        assert self._delta is not None
+        assert self._mixed is not None and self._snap is not None
         with torch.no_grad():
-            self.flat.add_(self._delta.to(self.flat.device, non_blocking=True))
+            if done.uploaded is not None:  # the mixed values' copy to the device
+                torch.cuda.current_stream(self.flat.device).wait_event(done.uploaded)
+            change = self._mixed.sub_(self._snap)
+            if done.keep_buffers:  # this round leaves the buffers as they were
+                change[self._n_params:].zero_()
+            self.flat.add_(change)
 
     def _start_round(self) -> None:
-        """Snapshots the model into the host mirror and mixes it on the thread."""
+        """Snapshots the model on its device, starts the snapshot's copy into the host mirror
+        and mixes it on the thread."""
         assert self._worker is not None and self._snap is not None
         t0 = time.perf_counter()
         done = None
         with torch.no_grad():
-            if self._side is not None:  # after the step's kernels (and the last round's add)
+            # On the step's stream, so the next steps may change the model at once.
+            self._snap.copy_(self.flat)
+            if self._side is not None:  # after the snapshot (and the last round's copy back)
                 self._side.wait_stream(torch.cuda.current_stream(self.flat.device))
                 with torch.cuda.stream(self._side):
-                    self.host.copy_(self.flat, non_blocking=True)
+                    self.host.copy_(self._snap, non_blocking=True)
                     done = torch.cuda.Event()
                     done.record(self._side)
             else:
-                self.host.copy_(self.flat)
+                self.host.copy_(self._snap)
         self.overlap_stats["copy_s"] += time.perf_counter() - t0
         keep = False
         if self._restore_buffers:
@@ -327,21 +348,25 @@ class DecentralizedOptimizer:
             keep = self.buffer_period == 0 or next_round % self.buffer_period != 0
         self._pending = self._worker.submit(self._round, done, keep)
 
-    def _round(self, done: Optional[Any], keep_buffers: bool) -> Tuple[float, float]:
-        """On the thread: waits for the snapshot's copy, mixes it, and leaves mix(s) - s in
-        the delta buffer. Returns the seconds waited for the copy and the seconds mixing took."""
-        assert self._snap is not None and self._delta is not None
+    def _round(self, done: Optional[Any], keep_buffers: bool) -> "_Round":
+        """On the thread: waits for the snapshot's copy, mixes it in the host mirror and starts
+        the mixed values' copy back to the device."""
+        assert self._mixed is not None
         t0 = time.perf_counter()
         if done is not None:
             done.synchronize()
         t1 = time.perf_counter()
+        self.peer.neighbor_average(self.host)
+        uploaded = None
         with torch.no_grad():
-            self._snap.copy_(self.host)
-            self.peer.neighbor_average(self.host)
-            if keep_buffers:  # this round leaves the buffers as they were
-                self.host[self._n_params:].copy_(self._snap[self._n_params:])
-            torch.sub(self.host, self._snap, out=self._delta)
-        return t1 - t0, time.perf_counter() - t1
+            if self._side is not None:
+                with torch.cuda.stream(self._side):
+                    self._mixed.copy_(self.host, non_blocking=True)
+                    uploaded = torch.cuda.Event()
+                    uploaded.record(self._side)
+            else:
+                self._mixed.copy_(self.host)
+        return _Round(t1 - t0, time.perf_counter() - t1, uploaded, keep_buffers)
 
     def _mix(self) -> None:
         with torch.no_grad():

@@ -24,7 +24,9 @@ REPO = os.path.dirname(os.path.dirname(HERE))
 
 
 @pytest.mark.parametrize("mode", ["sgd", "adam", "adamw", "autocast", "bn", "bn-local",
-                                  "overlap"])
+                                  "overlap",
+                                  pytest.param("overlap-cuda", marks=pytest.mark.skipif(
+                                      not torch.cuda.is_available(), reason="no CUDA device"))])
 def test_the_wrapper_equals_local_steps_then_the_exact_average(folder, base_port, procs, mode):
     n = 3  # the 3-ring's Metropolis weights are 1/3 each: one round is the exact average
     config = write_config(folder, n, base_port)
@@ -33,7 +35,7 @@ def test_the_wrapper_equals_local_steps_then_the_exact_average(folder, base_port
                      folder], os.path.join(folder, f"{mode}-{r}.log"))
     assert procs.wait_all(120) == [0] * n, \
         [read_log(folder, f"{mode}-{r}.log") for r in range(n)]
-    expected = torch_worker.reference(mode, n)
+    expected = torch_worker.reference(mode.removesuffix("-cuda"), n)
     got = [torch.load(os.path.join(folder, f"{mode}-{r}.pt")) for r in range(n)]
     n_params = sum(p.numel() for p in torch_worker.make_model(mode, 0).parameters())
     for r in range(n):

@@ -11,7 +11,9 @@ Modes: sgd, adam, adamw, autocast (AdamW under torch.autocast bf16, gradient cli
 StepLR schedule on the wrapped optimizer), bn (a BatchNorm model under Adam), bn-local (the same
 with buffer_period 0: statistics never mixed), overlap (SGD with momentum, overlap=True: each
 round mixes the snapshot taken after a step and is applied after the next one, x <- x +
-(avg(s) - s); the last one at synchronize()).
+(avg(s) - s); the last one at synchronize()). MODE-cuda (overlap-cuda) runs MODE with the model
+and batches on the GPU: the device snapshot, the side stream's copies and the change taken on
+the device, against the same reference.
 """
 import os
 import sys
@@ -131,16 +133,18 @@ def overlap_reference(models, opts, data) -> List[torch.Tensor]:
 def main() -> None:
     import gossip
     import gossip.torch
-    mode, config, rank, folder = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+    name, config, rank, folder = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+    mode = name.removesuffix("-cuda")
+    device = torch.device("cuda" if name.endswith("-cuda") else "cpu")
     peer = gossip.Peer(config, rank=rank, out=os.path.join(folder, "run"))
-    model = make_model(mode, rank)
+    model = make_model(mode, rank).to(device)
     inner = make_optimizer(mode, model)
     sched = torch.optim.lr_scheduler.StepLR(inner, 2, 0.5) if mode == "autocast" else None
     opt = gossip.torch.DecentralizedOptimizer(inner, model, peer, rounds=STEPS,
                                               buffer_period=0 if mode == "bn-local" else 1,
                                               overlap=mode == "overlap")
     for x, y in batches(rank):
-        local_step(mode, model, opt, x, y)
+        local_step(mode, model, opt, x.to(device), y.to(device))
         if sched is not None:
             sched.step()
     opt.synchronize()
@@ -149,7 +153,7 @@ def main() -> None:
         # and the buffer the peer holds (its checkpoints, reports and final parameters) is
         # the settled model, not the last round's change
         assert torch.equal(opt.host, opt.flat), (opt.host - opt.flat).abs().max()
-    torch.save(torch.cat(state(model)), os.path.join(folder, f"{mode}-{rank}.pt"))
+    torch.save(torch.cat(state(model)).cpu(), os.path.join(folder, f"{name}-{rank}.pt"))
     # The wrapper's state dict round-trips: a fresh wrapper's optimizer takes it whole.
     saved = opt.state_dict()
     again = make_optimizer(mode, model)
