@@ -200,6 +200,11 @@ void bind_peer(py::module_& m) {
                throw InputError("neighbor_average: the tensor is not the buffer this peer "
                                 "joined with (mixing happens in place in that one buffer)");
            })
+      .def("trace_now", [](const Peer& p) { return p.session->trace_now(); })
+      .def("trace_overlap", [](Peer& p, std::int64_t round, const std::string& part,
+                               double start, double end) {
+             p.session->trace_overlap(round, part, start, end);
+           })
       .def("average", [](Peer& p) {
              py::gil_scoped_release release;
              return p.session->average();

@@ -431,6 +431,51 @@ TEST_CASE("a timeline's round phases add up to the round, its spans nest, and it
   CHECK(table.find("8.6%") != std::string::npos);  // encrypt: 0.3 s of the 3.5 s wall time
 }
 
+TEST_CASE("a timeline's overlap parts lie beside its phases: summed apart per part, counted per "
+          "round, on thread 2 of the trace", "[report][trace]") {
+  double clock = 0.0;
+  Timeline t(1, [&] { return clock; });
+  t.add(Phase::kSetup, 0.0, 1.0);
+  clock = 1.0;
+  t.begin_round(0);
+  clock = 2.0;
+  t.mixing();
+  t.end_round();
+  // The caller's parts of round 1, overlapping the phases above and each other.
+  t.add_overlap(OverlapPart::kCopy, 0.5, 0.6, 1);
+  t.add_overlap(OverlapPart::kCopyWait, 1.2, 1.5, 1);
+  t.add_overlap(OverlapPart::kExposed, 1.9, 2.0, 1);
+  t.add_overlap(OverlapPart::kExposed, 2.0, 2.25, 2);
+  CHECK(t.overlap_rounds() == 2);
+  CHECK(t.overlap_seconds()[0] == Approx(0.1));
+  CHECK(t.overlap_seconds()[1] == Approx(0.3));
+  CHECK(t.overlap_seconds()[2] == Approx(0.35));
+  double total = 0.0;  // the wall phases are what they were
+  for (std::size_t i = 0; i < kWallPhaseCount; ++i) total += t.seconds()[i];
+  CHECK(total == Approx(2.0));
+  CHECK(t.covered() == Approx(2.0));
+  CHECK(parse_overlap_part("copy_wait") == OverlapPart::kCopyWait);
+  CHECK(std::string(overlap_part_name(2)) == "exposed");
+  CHECK_THROWS_WITH(parse_overlap_part("mix"), Catch::Contains("expected copy, copy_wait or exposed"));
+  const auto dir = std::filesystem::temp_directory_path() / "gossip_test_report_overlap";
+  std::filesystem::create_directories(dir);
+  t.write((dir / "trace.json").string());
+  std::ifstream in(dir / "trace.json");
+  const std::string json((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  CHECK(json.find(R"({"name": "thread_name", "ph": "M", "pid": 1, "tid": 2, "args": {"name": "caller: overlapped rounds"}})") != std::string::npos);
+  CHECK(json.find(R"({"name": "copy_wait", "cat": "overlap", "ph": "X", "ts": 1200000, "dur": 300000, "pid": 1, "tid": 2, "args": {"round": 1}})") != std::string::npos);
+  CHECK(json.find(R"({"name": "exposed", "cat": "overlap", "ph": "X", "ts": 2000000, "dur": 250000, "pid": 1, "tid": 2, "args": {"round": 2}})") != std::string::npos);
+  std::filesystem::remove_all(dir);
+  // A timeline without them names no thread 2.
+  Timeline plain(1, [&] { return clock; });
+  plain.add(Phase::kSetup, 0.0, 1.0);
+  plain.write((dir.string() + "-plain.json"));
+  std::ifstream in2(dir.string() + "-plain.json");
+  const std::string json2((std::istreambuf_iterator<char>(in2)), std::istreambuf_iterator<char>());
+  CHECK(json2.find(R"("tid": 2)") == std::string::npos);
+  std::filesystem::remove(dir.string() + "-plain.json");
+}
+
 TEST_CASE("TensorBoard records: CRC-32C's check value, the masked CRC and the framing",
           "[report][tensorboard]") {
   // CRC-32C's standard check value (RFC 3720 B.4's polynomial): "123456789" -> 0xE3069283.

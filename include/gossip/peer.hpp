@@ -172,6 +172,11 @@ class PeerSession {
   /// launcher's eval event. Own model: evaluates it on the test set (loss and accuracy are then
   /// ignored); `epoch` < 0 takes the plan's.
   void report(double loss, double accuracy, double epoch);
+  /// The trace's clock (seconds), and a span of an overlapped round on the trace's overlap
+  /// track: `part` is copy, copy_wait or exposed (InputError otherwise), [start, end] on that
+  /// clock; summary.json sums them (overlap_s). For a caller that mixes beside its steps.
+  double trace_now() const;
+  void trace_overlap(std::int64_t round, const std::string& part, double start, double end);
   /// Checkpoints (train.checkpoint_every, gossip run --until-round and --resume), the same
   /// files as a `gossip peer`'s, with the caller's own state inside.
   /// The caller state of the checkpoint this peer resumed from (PeerOptions::resume_round; its

@@ -38,6 +38,17 @@ inline constexpr std::size_t kWallPhaseCount = 10;
 /// Seconds per phase.
 using PhaseSeconds = std::array<double, kPhaseCount>;
 
+/// What a caller that overlaps its rounds with its steps (the Python wrapper's overlap=True)
+/// measures beside them, per round, on a track of its own: `copy` (starting the snapshot's
+/// copies to the host), `copy_wait` (the mixing thread waiting for them), `exposed` (what the
+/// steps still waited for the round when they took its change).
+enum class OverlapPart : std::uint8_t { kCopy, kCopyWait, kExposed };
+inline constexpr std::size_t kOverlapPartCount = 3;
+using OverlapSeconds = std::array<double, kOverlapPartCount>;
+/// "copy", "copy_wait", "exposed"; throws InputError for another name.
+const char* overlap_part_name(std::size_t index);
+OverlapPart parse_overlap_part(const std::string& name);
+
 /// The name of phase `index` ("setup", "compute", ...) as trace.json and summary.json write it.
 const char* phase_name(std::size_t index);
 
@@ -83,13 +94,21 @@ class Timeline {
     return f();
   }
 
+  /// An overlapped round's `part` (above), on thread 2 of the trace, apart from the phases
+  /// (it happens beside them) and summed apart.
+  void add_overlap(OverlapPart part, double start, double end, std::int64_t round);
+
   /// Seconds per phase so far (round spans are containers, not a phase).
   const PhaseSeconds& seconds() const { return seconds_; }
+  /// Seconds per overlap part so far, and the rounds that recorded any.
+  const OverlapSeconds& overlap_seconds() const { return overlap_seconds_; }
+  std::int64_t overlap_rounds() const { return overlap_rounds_; }
   /// The time from the first span's start to the last one's end (encrypt spans aside).
   double covered() const { return first_ < 0 ? 0.0 : last_ - first_; }
   /// Writes the Chrome trace (JSON object format: traceEvents of complete events "X" in
   /// microseconds, pid = peer, a process_name metadata event; rounds and their phases on thread
-  /// 0, encrypt on thread 1, each named by a thread_name event). Keeps at most kMaxEvents spans
+  /// 0, encrypt on thread 1, overlap parts on thread 2 (named only when there are any), each
+  /// named by a thread_name event). Keeps at most kMaxEvents spans
   /// (the earliest); the sums cover all of them.
   void write(const std::string& path) const;
 
@@ -99,7 +118,7 @@ class Timeline {
   struct Span {
     double start, end;
     std::int64_t round;
-    std::uint8_t phase;  // kPhaseCount: a round
+    std::uint8_t phase;  // kPhaseCount: a round; kPhaseCount + 1 + k: overlap part k
   };
   void keep(const Span& s);
 
@@ -111,6 +130,8 @@ class Timeline {
   double round_start_ = 0.0, mixing_from_ = -1.0;
   std::size_t dropped_ = 0;
   PhaseSeconds seconds_{};
+  OverlapSeconds overlap_seconds_{};
+  std::int64_t overlap_rounds_ = 0, last_overlap_round_ = -1;
   double first_ = -1.0, last_ = -1.0;
 };
 

@@ -215,6 +215,16 @@ class Peer:
         """Gossip rounds done."""
         return int(self._peer.rounds_done)
 
+    def _trace_overlap(self, round: int, spans: Sequence[Tuple[str, float, float]]) -> None:
+        """An overlapped round's spans (part: copy, copy_wait or exposed; start and end in
+        time.perf_counter() seconds) on the trace's overlap track, summed in summary.json's
+        overlap_s. Nothing once the peer has stopped."""
+        if self.stopped:
+            return
+        offset = self._peer.trace_now() - time.perf_counter()
+        for part, start, end in spans:
+            self._peer.trace_overlap(round, part, start + offset, end + offset)
+
     @property
     def planned_rounds(self) -> int:
         """The rounds planned: join()'s `rounds`, or gossip's own model's plan."""

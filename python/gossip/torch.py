@@ -143,8 +143,10 @@ def model_name(model: torch.nn.Module, flat: torch.Tensor) -> str:
 
 
 class _Round(NamedTuple):
-    """What the overlap's thread hands back for a round."""
-    copy_wait_s: float  # waiting for the snapshot's copy to the host
+    """What the overlap's thread hands back for a round (times: time.perf_counter())."""
+    round: int  # the rounds done after it
+    copy: Tuple[float, float]  # starting the snapshot's copy to the host (the step's thread)
+    copy_wait: Tuple[float, float]  # the thread waiting for that copy
     mix_s: float  # the round itself, and starting the copy back
     uploaded: Optional[Any]  # the copy back's CUDA event (None: a CPU model, copied already)
     keep_buffers: bool  # this round leaves the buffers as they were
@@ -310,11 +312,16 @@ class DecentralizedOptimizer:
         t0 = time.perf_counter()
         pending, self._pending = self._pending, None
         done = pending.result()
+        t1 = time.perf_counter()
         stats = self.overlap_stats
-        stats["exposed_s"] += time.perf_counter() - t0
-        stats["copy_wait_s"] += done.copy_wait_s
+        stats["exposed_s"] += t1 - t0
+        stats["copy_s"] += done.copy[1] - done.copy[0]
+        stats["copy_wait_s"] += done.copy_wait[1] - done.copy_wait[0]
         stats["mix_s"] += done.mix_s
         stats["rounds"] += 1
+        self.peer._trace_overlap(done.round, [("copy", *done.copy),
+                                              ("copy_wait", *done.copy_wait),
+                                              ("exposed", t0, t1)])
         assert self._mixed is not None and self._snap is not None
         with torch.no_grad():
             if done.uploaded is not None:  # the mixed values' copy to the device
@@ -341,14 +348,15 @@ class DecentralizedOptimizer:
                     done.record(self._side)
             else:
                 self.host.copy_(self._snap)
-        self.overlap_stats["copy_s"] += time.perf_counter() - t0
+        copy = (t0, time.perf_counter())
         keep = False
         if self._restore_buffers:
             next_round = self.peer.rounds_done + 1
             keep = self.buffer_period == 0 or next_round % self.buffer_period != 0
-        self._pending = self._worker.submit(self._round, done, keep)
+        self._pending = self._worker.submit(self._round, done, keep, copy)
 
-    def _round(self, done: Optional[Any], keep_buffers: bool) -> "_Round":
+    def _round(self, done: Optional[Any], keep_buffers: bool,
+               copy: Tuple[float, float]) -> "_Round":
         """On the thread: waits for the snapshot's copy, mixes it in the host mirror and starts
         the mixed values' copy back to the device."""
         assert self._mixed is not None
@@ -356,7 +364,7 @@ class DecentralizedOptimizer:
         if done is not None:
             done.synchronize()
         t1 = time.perf_counter()
-        self.peer.neighbor_average(self.host)
+        rounds = self.peer.neighbor_average(self.host)
         uploaded = None
         with torch.no_grad():
             if self._side is not None:
@@ -366,7 +374,7 @@ class DecentralizedOptimizer:
                     uploaded.record(self._side)
             else:
                 self._mixed.copy_(self.host)
-        return _Round(t1 - t0, time.perf_counter() - t1, uploaded, keep_buffers)
+        return _Round(rounds, copy, (t0, t1), time.perf_counter() - t1, uploaded, keep_buffers)
 
     def _mix(self) -> None:
         with torch.no_grad():

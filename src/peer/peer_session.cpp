@@ -170,6 +170,14 @@ bool PeerSession::eval_due() const {
   return impl_->trainer && impl_->plan.eval_due(impl_->round);
 }
 
+double PeerSession::trace_now() const { return impl_->timeline.now(); }
+
+void PeerSession::trace_overlap(std::int64_t round, const std::string& part, double start,
+                                double end) {
+  impl_->require_joined("trace_overlap");
+  impl_->timeline.add_overlap(parse_overlap_part(part), start, end, round);
+}
+
 void PeerSession::report(double loss, double accuracy, double epoch) {
   Impl& m = *impl_;
   m.require_joined("report");

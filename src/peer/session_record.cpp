@@ -211,6 +211,13 @@ Summary PeerSession::finish(bool awaits_average) {
   end.extra
       .add("phases_s", phase_json(m.timeline.seconds()))
       .add("trace", "trace.json");
+  if (m.timeline.overlap_rounds() > 0) {  // a caller that mixed beside its steps
+    JsonObject overlap;
+    overlap.add("rounds", m.timeline.overlap_rounds());
+    for (std::size_t k = 0; k < kOverlapPartCount; ++k)
+      overlap.add(overlap_part_name(k), m.timeline.overlap_seconds()[k]);
+    end.extra.add("overlap_s", std::move(overlap));
+  }
   // Who lied to it, as far as it can tell (docs/byzantine.md).
   JsonArray refused;
   std::vector<int> refused_pairs;

@@ -18,6 +18,9 @@ constexpr const char* kNames[kPhaseCount] = {"setup", "compute", "compress", "se
                                              "mix", "evaluate", "checkpoint", "monitor",
                                              "finish", "encrypt"};
 
+constexpr const char* kOverlapNames[kOverlapPartCount] = {"copy", "copy_wait", "exposed"};
+constexpr std::uint8_t kFirstOverlap = kPhaseCount + 1;
+
 double wall_total(const PhaseSeconds& s) {
   double total = 0.0;
   for (std::size_t i = 0; i < kWallPhaseCount; ++i) total += s[i];
@@ -95,6 +98,17 @@ JsonObject phase_share_json(const PhaseSeconds& s) {
   return o;
 }
 
+const char* overlap_part_name(std::size_t index) {
+  GOSSIP_CHECK_MSG(index < kOverlapPartCount, cat("overlap part ", index, " out of range"));
+  return kOverlapNames[index];
+}
+
+OverlapPart parse_overlap_part(const std::string& name) {
+  for (std::size_t i = 0; i < kOverlapPartCount; ++i)
+    if (name == kOverlapNames[i]) return static_cast<OverlapPart>(i);
+  throw InputError(cat("overlap part '", name, "': expected copy, copy_wait or exposed"));
+}
+
 std::string phase_table(const std::vector<std::pair<std::string, PhaseSeconds>>& rows) {
   std::string out = cat(std::string(6, ' '));
   char buf[64];
@@ -135,6 +149,15 @@ void Timeline::add(Phase phase, double start, double end) {
   if (phase == Phase::kEncrypt) keep(Span{s.start, s.end, -1, s.phase});
   else if (round_ >= 0) inner_.push_back(s);
   else keep(s);
+}
+
+void Timeline::add_overlap(OverlapPart part, double start, double end, std::int64_t round) {
+  const auto k = static_cast<std::size_t>(part);
+  GOSSIP_CHECK_MSG(k < kOverlapPartCount, cat("overlap part ", k, " out of range"));
+  overlap_seconds_[k] += std::max(0.0, end - start);
+  if (round != last_overlap_round_) ++overlap_rounds_;
+  last_overlap_round_ = round;
+  keep(Span{start, std::max(start, end), round, static_cast<std::uint8_t>(kFirstOverlap + k)});
 }
 
 void Timeline::begin_round(std::int64_t round) {
@@ -190,12 +213,19 @@ void Timeline::write(const std::string& path) const {
       << ", \"tid\": 0, \"args\": {\"name\": \"rounds\"}}";
   out << ",\n{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": " << peer_
       << ", \"tid\": 1, \"args\": {\"name\": \"transport: TLS records\"}}";
+  if (overlap_rounds_ > 0)
+    out << ",\n{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": " << peer_
+        << ", \"tid\": 2, \"args\": {\"name\": \"caller: overlapped rounds\"}}";
   for (const Span& s : spans_) {
     const bool is_round = s.phase == kPhaseCount;
-    const int tid = s.phase == static_cast<std::uint8_t>(Phase::kEncrypt) ? 1 : 0;
-    out << ",\n{\"name\": \""
-        << (is_round ? cat("round ", s.round) : std::string(kNames[s.phase])) << "\", \"cat\": \""
-        << (is_round ? "round" : kNames[s.phase]) << "\", \"ph\": \"X\", \"ts\": " << us(s.start)
+    const bool overlap = s.phase >= kFirstOverlap;
+    const int tid = overlap ? 2 : s.phase == static_cast<std::uint8_t>(Phase::kEncrypt) ? 1 : 0;
+    const std::string name = is_round ? cat("round ", s.round)
+                             : overlap ? kOverlapNames[s.phase - kFirstOverlap]
+                                       : kNames[s.phase];
+    out << ",\n{\"name\": \"" << name << "\", \"cat\": \""
+        << (is_round ? "round" : overlap ? "overlap" : kNames[s.phase])
+        << "\", \"ph\": \"X\", \"ts\": " << us(s.start)
         << ", \"dur\": " << micros(std::round((s.end - s.start) * 1e9) / 1e3)
         << ", \"pid\": " << peer_ << ", \"tid\": " << tid << ", \"args\": {\"round\": "
         << s.round << "}}";

@@ -40,11 +40,37 @@ def test_the_wrapper_equals_local_steps_then_the_exact_average(folder, base_port
     n_params = sum(p.numel() for p in torch_worker.make_model(mode, 0).parameters())
     for r in range(n):
         np.testing.assert_allclose(got[r].numpy(), expected[r].numpy(), rtol=1e-4, atol=1e-5)
+    if mode.startswith("overlap"):
+        check_overlap_trace(folder, mode, n)
     if mode == "bn":  # the statistics are one average, like the parameters
         np.testing.assert_allclose(got[0][n_params:], got[2][n_params:], atol=1e-6)
     if mode == "bn-local":  # each peer's statistics are its own; the parameters agree
         np.testing.assert_allclose(got[0][:n_params], got[1][:n_params], atol=1e-6)
         assert (got[0][n_params:] - got[1][n_params:]).abs().max() > 1e-2
+
+
+def check_overlap_trace(folder, mode, n):
+    """Each overlapped round's copy, copy wait and exposed time are in the peer's trace (thread
+    2, per round) and summed in its summary.json, as the wrapper's overlap_stats sum them."""
+    for r in range(n):
+        with open(os.path.join(folder, "run", "peers", str(r), "summary.json")) as f:
+            summary = json.load(f)
+        with open(os.path.join(folder, "run", "peers", str(r), "trace.json")) as f:
+            events = json.load(f)["traceEvents"]
+        with open(os.path.join(folder, f"{mode}-{r}.stats.json")) as f:
+            stats = json.load(f)
+        overlap = summary["overlap_s"]
+        assert overlap["rounds"] == torch_worker.STEPS == stats["rounds"]
+        spans = [e for e in events if e.get("tid") == 2 and e["ph"] == "X"]
+        assert [(e["name"], e["args"]["round"]) for e in spans] == \
+            [(part, k) for k in range(1, torch_worker.STEPS + 1)
+             for part in ("copy", "copy_wait", "exposed")]
+        assert any(e["ph"] == "M" and e["tid"] == 2 for e in events)
+        for part in ("copy", "copy_wait", "exposed"):
+            traced = sum(e["dur"] for e in spans if e["name"] == part) * 1e-6
+            assert overlap[part] >= 0
+            assert abs(overlap[part] - stats[part + "_s"]) < 1e-6, (part, overlap, stats)
+            assert abs(traced - overlap[part]) < 1e-5 * torch_worker.STEPS, (part, traced)
 
 
 def test_buffers_average_in_closed_form_and_integer_counters_stay_local(folder, base_port,

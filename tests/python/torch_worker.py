@@ -15,6 +15,7 @@ round mixes the snapshot taken after a step and is applied after the next one, x
 and batches on the GPU: the device snapshot, the side stream's copies and the change taken on
 the device, against the same reference.
 """
+import json
 import os
 import sys
 from typing import Iterator, List, Tuple
@@ -153,6 +154,8 @@ def main() -> None:
         # and the buffer the peer holds (its checkpoints, reports and final parameters) is
         # the settled model, not the last round's change
         assert torch.equal(opt.host, opt.flat), (opt.host - opt.flat).abs().max()
+        with open(os.path.join(folder, f"{name}-{rank}.stats.json"), "w") as f:
+            json.dump(opt.overlap_stats, f)
     torch.save(torch.cat(state(model)).cpu(), os.path.join(folder, f"{name}-{rank}.pt"))
     # The wrapper's state dict round-trips: a fresh wrapper's optimizer takes it whole.
     saved = opt.state_dict()
