@@ -238,6 +238,8 @@ class DecentralizedOptimizer:
         if saved is not None:  # join() restored the model; the optimizer's state is ours
             self._to_device()
             self.load_state_dict(torch.load(io.BytesIO(saved)))
+            if self.overlap:  # the checkpoint was taken where the next round starts
+                self._start_round()
 
     def _to_device(self) -> None:
         if self.host is not self.flat:
@@ -284,16 +286,17 @@ class DecentralizedOptimizer:
         return loss
 
     def _after_round(self) -> bool:
-        """What follows a settled round: --until-round, a partition stop, a checkpoint. True
-        when the peer has left."""
-        if self.overlap and self.peer.rounds_done > 0 and self.peer.stop_due():
-            self.peer.stop()
-            return True
+        """What follows a settled round: a partition stop, a checkpoint, and with overlap
+        --until-round (its checkpoint just written; without overlap the next step() stops).
+        True when the peer has left."""
         if self.peer.partition_stop_due():
             self._stop_at_partition()
             return True
         if self.peer.checkpoint_due(self.checkpoint_every):
             self.save_checkpoint()
+        if self.overlap and self.peer.rounds_done > 0 and self.peer.stop_due():
+            self.peer.stop()
+            return True
         return False
 
     def synchronize(self) -> None:

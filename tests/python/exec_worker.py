@@ -7,6 +7,8 @@ Modes:
   torch-momentum-exec   a small torch MLP under DecentralizedOptimizer, SGD with momentum 0.9,
                         on synthetic data of seed RANK: 8 steps an epoch, 24 rounds
   torch-bn-adam-exec    the same with a BatchNorm layer, under Adam
+  torch-overlap-exec    torch-momentum-exec with overlap=True (each round mixed beside the next
+                        step and applied a step late)
 """
 import sys
 
@@ -31,13 +33,13 @@ if mode == "model-exec":
             peer.stop()
             break
     peer.finish()
-elif mode in ("torch-momentum-exec", "torch-bn-adam-exec"):
+elif mode in ("torch-momentum-exec", "torch-bn-adam-exec", "torch-overlap-exec"):
     import torch
     import torch.nn.functional as F
     import gossip.torch
     torch.set_num_threads(1)
     torch.manual_seed(7)
-    if mode == "torch-momentum-exec":
+    if mode in ("torch-momentum-exec", "torch-overlap-exec"):
         model = torch.nn.Sequential(torch.nn.Linear(16, 12), torch.nn.ReLU(),
                                     torch.nn.Linear(12, 10))
         sgd = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
@@ -46,7 +48,8 @@ elif mode in ("torch-momentum-exec", "torch-bn-adam-exec"):
                                     torch.nn.ReLU(), torch.nn.Linear(12, 10))
         sgd = torch.optim.Adam(model.parameters(), lr=0.01)
     opt = gossip.torch.DecentralizedOptimizer(sgd, model, peer, rounds=24,
-                                              evaluate=lambda: 0.5)
+                                              evaluate=lambda: 0.5,
+                                              overlap=mode == "torch-overlap-exec")
     g = torch.Generator().manual_seed(peer.rank)
     x, y = torch.randn(128, 16, generator=g), torch.randint(0, 10, (128,), generator=g)
     for step in range(opt.steps, 24):

@@ -347,7 +347,7 @@ def _hashes(out):
     return json.load(open(os.path.join(out, "summary.json")))["params_sha256"]
 
 
-@pytest.mark.parametrize("mode", ["model", "torch-momentum", "torch-bn-adam"])
+@pytest.mark.parametrize("mode", ["model", "torch-momentum", "torch-bn-adam", "torch-overlap"])
 def test_a_python_run_stopped_and_resumed_ends_bit_identical(folder, base_port, mode):
     # 4 peers, 3 epochs of 8 rounds; checkpoints every 4 rounds; stopped after round 10 (a
     # checkpoint of its own) and resumed from it. "model" is gossip's own MLP driven from
