@@ -123,6 +123,12 @@ def test_a_model_on_an_unsupported_device_is_refused_clearly():
     model = torch.nn.Linear(3, 2).to("meta")
     with pytest.raises(ValueError, match="meta"):
         gossip.torch.flatten_parameters(model)
+    # A model across two devices (here the CPU and meta; on a machine with two GPUs, cuda:0
+    # and cuda:1 alike) is refused, naming both, before anything moves.
+    split = torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.Linear(2, 2).to("meta"))
+    with pytest.raises(ValueError, match="spans cpu and meta; gossip mixes a model on one"):
+        gossip.torch.flatten_parameters(split)
+    assert split[0].weight.device.type == "cpu" and split[1].weight.device.type == "meta"
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device here")
