@@ -345,12 +345,7 @@ class DecentralizedOptimizer:
             self._snap.copy_(self.flat)
             if self._side is not None:  # after the snapshot (and the last round's copy back)
                 self._side.wait_stream(torch.cuda.current_stream(self.flat.device))
-                with torch.cuda.stream(self._side):
-                    self.host.copy_(self._snap, non_blocking=True)
-                    done = torch.cuda.Event()
-                    done.record(self._side)
-            else:
-                self.host.copy_(self._snap)
+            done = self._side_copy(self.host, self._snap)
         copy = (t0, time.perf_counter())
         keep = False
         if self._restore_buffers:
@@ -368,16 +363,21 @@ class DecentralizedOptimizer:
             done.synchronize()
         t1 = time.perf_counter()
         rounds = self.peer.neighbor_average(self.host)
-        uploaded = None
         with torch.no_grad():
-            if self._side is not None:
-                with torch.cuda.stream(self._side):
-                    self._mixed.copy_(self.host, non_blocking=True)
-                    uploaded = torch.cuda.Event()
-                    uploaded.record(self._side)
-            else:
-                self._mixed.copy_(self.host)
+            uploaded = self._side_copy(self._mixed, self.host)
         return _Round(rounds, copy, (t0, t1), time.perf_counter() - t1, uploaded, keep_buffers)
+
+    def _side_copy(self, into: torch.Tensor, source: torch.Tensor) -> Optional[Any]:
+        """into <- source: for a CUDA model a non-blocking copy on the side stream, returning
+        its event; else a plain copy (None)."""
+        if self._side is None:
+            into.copy_(source)
+            return None
+        with torch.cuda.stream(self._side):
+            into.copy_(source, non_blocking=True)
+            event = torch.cuda.Event()
+            event.record(self._side)
+        return event
 
     def _mix(self) -> None:
         with torch.no_grad():
