@@ -373,7 +373,8 @@ class DecentralizedOptimizer:
         if self._side is None:
             into.copy_(source)
             return None
-        with torch.cuda.stream(self._side):
+        # The mixing thread's current device is GPU 0 unless set: the model's, explicitly.
+        with torch.cuda.device(self.flat.device), torch.cuda.stream(self._side):
             into.copy_(source, non_blocking=True)
             event = torch.cuda.Event()
             event.record(self._side)
