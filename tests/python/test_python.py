@@ -121,9 +121,19 @@ def test_flatten_parameters_refuses_other_dtypes():
         gossip.torch.flatten_parameters(torch.nn.Linear(2, 2).double())
 
 
-def test_python_and_cpp_peers_end_bit_identical_to_the_simulator(folder, base_port, procs):
+@pytest.mark.parametrize("overlap", [False, True])
+def test_python_and_cpp_peers_end_bit_identical_to_the_simulator(folder, base_port, procs,
+                                                                 overlap):
+    # With gossip.overlap each round is sent before the local steps and mixed after them (the
+    # schedule the torch wrapper's overlap=True takes too): Python peers keep sim = real.
     n = 8
     config = write_config(folder, n, base_port)
+    if overlap:
+        with open(config) as f:
+            text = f.read().replace("algorithm: dpsgd", "algorithm: dpsgd\n  overlap: true")
+        assert "  overlap: true" in text
+        with open(config, "w") as f:
+            f.write(text)
     run = os.path.join(folder, "run")
     for r in range(n):
         if r % 2 == 0:
