@@ -21,6 +21,7 @@
 #include <limits>
 #include <future>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include <filesystem>
@@ -939,7 +940,7 @@ TEST_CASE("a neighbour already past the round asked for is not waited for, and i
 TEST_CASE("mailboxes keep rounds per neighbour and apply the sync and async rules", "[net]") {
   LogSink log;
   net::Mailboxes mail(0, 3, {2, 1}, 4, 3, log.fn());
-  auto msg = [](std::int64_t round) { return net::Message{round, 1.0, std::vector<float>(4), {}}; };
+  auto msg = [](std::int64_t round) { return net::Message{round, 1.0, HostFloats(4), {}}; };
   const std::vector<int> both{2, 1}, one{1}, two{2};
   auto rounds = [](const std::vector<Inbox>& in) {
     std::string s;
@@ -1127,6 +1128,82 @@ TEST_CASE("garbage from a stranger closes only that connection", "[net]") {
   CHECK(same_bits(at1[0].params, p0));
   CHECK(same_bits(at0[0].params, p1));
   CHECK(b.dead_peers().empty());
+}
+
+namespace {
+/// Host memory that counts what it hands out and takes back (a GPU backend's is page-locked).
+class CountingMemory final : public HostMemory {
+ public:
+  void* allocate(std::size_t bytes) override {
+    std::lock_guard lk(mu_);
+    ++allocations_;
+    void* p = ::operator new(bytes);
+    live_.insert(p);
+    return p;
+  }
+  void release(void* p) noexcept override {
+    std::lock_guard lk(mu_);
+    if (live_.erase(p) == 1) ++releases_;
+    else ++foreign_;  // not one of ours: a defect
+    ::operator delete(p);
+  }
+  bool owns(const void* p) const {
+    std::lock_guard lk(mu_);
+    return live_.count(const_cast<void*>(p)) == 1;
+  }
+  int allocations() const { std::lock_guard lk(mu_); return allocations_; }
+  int releases() const { std::lock_guard lk(mu_); return releases_; }
+  int foreign() const { std::lock_guard lk(mu_); return foreign_; }
+
+ private:
+  mutable std::mutex mu_;
+  std::set<void*> live_;
+  int allocations_ = 0, releases_ = 0, foreign_ = 0;
+};
+}  // namespace
+
+TEST_CASE("neighbours' parameters are received into the exchange's host memory, reused round "
+          "after round, and all of it goes back", "[net]") {
+  for (const bool shm : {true, false}) {
+    INFO((shm ? "through shared memory" : "over TCP"));
+    CountingMemory memory0, memory1;
+    constexpr std::uint64_t kParams = 3000;
+    {
+      Cluster cluster(2);
+      LogSink log;
+      NetConfig c0 = cluster.config(0, {1}, kParams, log), c1 = cluster.config(1, {0}, kParams, log);
+      c0.shared_memory = c1.shared_memory = shm;
+      c0.host_memory = &memory0;
+      c1.host_memory = &memory1;
+      std::unique_ptr<NetExchange> one;
+      std::thread t([&] { one = std::make_unique<NetExchange>(c1, std::move(cluster.listeners[1])); });
+      NetExchange zero(c0, std::move(cluster.listeners[0]));
+      t.join();
+      const std::vector<int> to0{0}, to1{1};
+      constexpr int kRounds = 12;
+      for (int r = 0; r < kRounds; ++r) {
+        const auto p0 = params_for(0, r, kParams), p1 = params_for(1, r, kParams);
+        zero.publish(r, p0, 1.0, to1);
+        one->publish(r, p1, 1.0, to0);
+        const auto at1 = one->collect(r, to0, collect_options(CollectMode::kSync, 0, 5s));
+        const auto at0 = zero.collect(r, to1, collect_options(CollectMode::kSync, 0, 5s));
+        REQUIRE(at1.size() == 1);
+        REQUIRE(at0.size() == 1);
+        CHECK(same_bits(at1[0].params, p0));
+        CHECK(same_bits(at0[0].params, p1));
+        CHECK(memory0.owns(at0[0].params.data()));  // the message sits in the host memory
+        CHECK(memory1.owns(at1[0].params.data()));
+      }
+      // The pool recycles: a few buffers for the whole run, not one a round.
+      CHECK(memory0.allocations() >= 1);
+      CHECK(memory0.allocations() <= 4);
+      CHECK(memory1.allocations() <= 4);
+      one.reset();
+    }
+    CHECK(memory0.releases() == memory0.allocations());  // every buffer came back
+    CHECK(memory1.releases() == memory1.allocations());
+    CHECK(memory0.foreign() + memory1.foreign() == 0);
+  }
 }
 
 TEST_CASE("records are sealed with AES-OCB on the AES-GCM suites where OpenSSL has it",

@@ -17,6 +17,7 @@
 
 #include "gossip/compute_choices.hpp"
 #include "gossip/gemm.hpp"
+#include "gossip/host_memory.hpp"
 #include "gossip/layer_math.hpp"
 
 namespace gossip {
@@ -41,6 +42,10 @@ class Backend {
   /// Makes a host buffer that upload() and download() use every round faster to copy (the CUDA
   /// backend page-locks it for the backend's lifetime); a no-op on the CPU.
   virtual void pin_host(void* /*p*/, std::size_t /*bytes*/) {}
+  /// Page-locked host memory for buffers that are filled elsewhere and then uploaded (the
+  /// transport's receive buffers: NetConfig::host_memory), valid for the backend's lifetime;
+  /// null where uploads need none (the CPU).
+  virtual HostMemory* pinned_memory() { return nullptr; }
 
   /// C = alpha op(A) op(B) + beta C, row-major (see gemm.hpp).
   virtual void gemm(const RowMajorGemm& g, const float* a, const float* b, float* c) = 0;

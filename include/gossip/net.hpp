@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "gossip/exchange.hpp"
+#include "gossip/host_memory.hpp"
 #include "gossip/wire.hpp"
 
 namespace gossip {
@@ -101,6 +102,9 @@ struct NetConfig {
   std::vector<std::pair<int, std::string>> relays;
   bool relays_auto = true;
   std::function<void(const std::string&)> log;  // one line per event; empty = stderr
+  /// Where neighbours' parameters are received (a GPU backend's page-locked memory, so their
+  /// copies to the device go by DMA); null: plain memory. Must outlive the exchange.
+  HostMemory* host_memory = nullptr;
 };
 
 /// What `gossip doctor` checks from one peer's place before a run (net::diagnose): each

@@ -28,8 +28,8 @@ const char* link_state_name(LinkState s) {
 }
 
 Mailboxes::Mailboxes(int rank, int size, std::vector<int> neighbours, std::size_t param_count,
-                     std::size_t max_queued_rounds, Log log)
-    : rank_(rank), param_count_(param_count), max_queued_(std::max<std::size_t>(1, max_queued_rounds)),
+                     std::size_t max_queued_rounds, Log log, HostMemory* host_memory)
+    : rank_(rank), param_count_(param_count), host_memory_(host_memory), max_queued_(std::max<std::size_t>(1, max_queued_rounds)),
       log_(std::move(log)), neighbours_(std::move(neighbours)), index_(size, -1) {
   std::sort(neighbours_.begin(), neighbours_.end());
   neighbours_.erase(std::unique(neighbours_.begin(), neighbours_.end()), neighbours_.end());
@@ -47,8 +47,8 @@ bool Mailboxes::is_neighbour(int peer) const {
   return peer >= 0 && peer < static_cast<int>(index_.size()) && index_[peer] >= 0;
 }
 
-std::vector<float> Mailboxes::take_buffer(int peer) {
-  std::vector<float> buf;
+HostFloats Mailboxes::take_buffer(int peer) {
+  HostFloats buf{HostAllocator<float>(host_memory_)};
   {
     std::lock_guard lk(mu_);
     auto& pool = box(peer).pool;
@@ -61,7 +61,7 @@ std::vector<float> Mailboxes::take_buffer(int peer) {
   return buf;
 }
 
-void Mailboxes::return_buffer(int peer, std::vector<float> buffer) {
+void Mailboxes::return_buffer(int peer, HostFloats buffer) {
   std::lock_guard lk(mu_);
   box(peer).pool.push_back(std::move(buffer));
 }

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "gossip/exchange.hpp"
+#include "gossip/host_memory.hpp"
 
 namespace gossip::net {
 
@@ -36,7 +37,7 @@ const char* link_state_name(LinkState s);
 struct Message {
   std::int64_t round = -1;
   double weight = 1.0;
-  std::vector<float> params;
+  HostFloats params;
   std::vector<std::byte> packet;  // a packet frame's payload instead of params
   bool finite = false;            // params all finite and weight positive (checked on receipt)
 };
@@ -77,17 +78,19 @@ class Mailboxes {
  public:
   using Log = std::function<void(const std::string&)>;
 
+  /// `host_memory` (may be null: plain memory) is where receive buffers come from; it must
+  /// outlive the mailboxes.
   Mailboxes(int rank, int size, std::vector<int> neighbours, std::size_t param_count,
-            std::size_t max_queued_rounds, Log log);
+            std::size_t max_queued_rounds, Log log, HostMemory* host_memory = nullptr);
 
   bool is_neighbour(int peer) const;
   const std::vector<int>& neighbours() const { return neighbours_; }
 
   // --- I/O thread ----------------------------------------------------------------------------
   /// A buffer of param_count floats to receive into (recycled when possible).
-  std::vector<float> take_buffer(int peer);
+  HostFloats take_buffer(int peer);
   /// Gives back a buffer that did not become a message (e.g. its CRC was wrong).
-  void return_buffer(int peer, std::vector<float> buffer);
+  void return_buffer(int peer, HostFloats buffer);
   /// Queues a received message; drops the oldest (with a log line) beyond max_queued_rounds.
   void deliver(int peer, Message message);
   void set_state(int peer, LinkState state);
@@ -185,7 +188,7 @@ class Mailboxes {
     bool shared_memory = false;
     std::deque<Message> queue;        // arrival order
     std::optional<Message> held;      // returned by the last collect; spans point into it
-    std::vector<std::vector<float>> pool;
+    std::vector<HostFloats> pool;
     std::optional<std::vector<Member>> view;  // the newest view not yet taken
     std::vector<Probe> probes;                // the probes that came with views, not yet taken
     std::uint64_t dropped = 0;                // rounds dropped for being too far ahead
@@ -220,6 +223,7 @@ class Mailboxes {
 
   const int rank_;
   const std::size_t param_count_;
+  HostMemory* const host_memory_;
   const std::size_t max_queued_;
   const Log log_;
   const std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();

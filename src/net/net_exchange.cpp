@@ -65,7 +65,7 @@ class NetExchange::Impl {
   Impl(NetConfig config, NetListener listener)
       : listener_(checked(std::move(listener))), config_(validated(std::move(config))),
         mail_(config_.rank, config_.size, config_.neighbours, config_.handshake.param_count,
-              config_.max_queued_rounds, config_.log),
+              config_.max_queued_rounds, config_.log, config_.host_memory),
         links_(io(), listener_.impl_->acceptor, config_, config_.max_frame_bytes, mail_,
                resolve_dialled()),
         work_(asio::make_work_guard(io())) {

@@ -232,7 +232,7 @@ class Session : public std::enable_shared_from_this<Session> {
   wire::HeaderBytes header_{};
   std::vector<std::byte> control_;        // body of a control frame (<= 64 KiB)
   std::array<std::byte, wire::kWeightBytes> weight_{};
-  std::vector<float> rx_;                 // params being received (from the mailbox pool)
+  HostFloats rx_;                         // params being received (from the mailbox pool)
   std::vector<std::uint16_t> rx_half_;    // a chunk of them as they came (bf16, fp16 links)
   std::vector<std::byte> rx_packet_;      // a packet frame's payload being received
   std::size_t rx_done_ = 0;               // values of rx_ received and checked so far

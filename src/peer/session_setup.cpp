@@ -35,6 +35,8 @@ void PeerSession::Impl::connect(const Learner& learner, const std::string& model
     std::lock_guard lock(refusals->mutex);
     refusals->lines.push_back(line);
   };
+  // On a GPU the neighbours' messages arrive in page-locked memory: their uploads go by DMA.
+  if (learner.backend != nullptr) net.host_memory = learner.backend->pinned_memory();
   const std::vector<int> linked = net.neighbours;
   transport = std::make_unique<NetExchange>(std::move(net), NetListener(listen));
   // An elastic run: the schedule's later neighbours are dialled until they come; a new

@@ -12,6 +12,9 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <mutex>
+#include <new>
+#include <unordered_set>
 #include <vector>
 
 #include "src/compute/cuda/cuda_backend.hpp"
@@ -119,6 +122,39 @@ constexpr GemmRow kGemms[] = {{"cublas", MathMode::kStrict},
                               {"cublas_tf32", MathMode::kTf32},
                               {"cublas_bf16", MathMode::kBf16}};
 
+/// Page-locked host memory from cudaMallocHost on one device (any thread may ask: the device is
+/// set first, so no thread makes a context on another GPU), plain memory where CUDA will not
+/// lock more; release() tells the two apart. Every buffer goes back before it is destroyed.
+class PinnedMemory final : public HostMemory {
+ public:
+  explicit PinnedMemory(int device) : device_(device) {}
+  void* allocate(std::size_t bytes) override {
+    void* p = nullptr;
+    if (cudaSetDevice(device_) == cudaSuccess && cudaMallocHost(&p, bytes) == cudaSuccess) {
+      std::lock_guard lk(mu_);
+      locked_.insert(p);
+      return p;
+    }
+    cudaGetLastError();  // not sticky: clear it
+    return ::operator new(bytes);
+  }
+  void release(void* p) noexcept override {
+    if (p == nullptr) return;
+    bool locked = false;
+    {
+      std::lock_guard lk(mu_);
+      locked = locked_.erase(p) > 0;
+    }
+    if (locked) cudaFreeHost(p);
+    else ::operator delete(p);
+  }
+
+ private:
+  int device_;
+  std::mutex mu_;
+  std::unordered_set<void*> locked_;
+};
+
 class CudaBackend final : public Backend {
  public:
   /// On visible device `device` modulo their count (CUDA_VISIBLE_DEVICES numbers them).
@@ -136,6 +172,7 @@ class CudaBackend final : public Backend {
     device_name_ = prop.name;
     capability_ = prop.major * 10 + prop.minor;
     have_cudnn_ = !cudnn_version(&cudnn_why_).empty();  // its handle waits for a convolution
+    pinned_memory_ = std::make_unique<PinnedMemory>(device_);
   }
   ~CudaBackend() override {
     conv_.reset();
@@ -176,6 +213,7 @@ class CudaBackend final : public Backend {
     if (cudaHostRegister(p, bytes, cudaHostRegisterDefault) == cudaSuccess) pinned_.push_back(p);
     else cudaGetLastError();
   }
+  HostMemory* pinned_memory() override { return pinned_memory_.get(); }
 
   void gemm(const RowMajorGemm& g, const float* a, const float* b, float* c) override {
     const ColumnMajorGemm cm = to_column_major(g);
@@ -420,6 +458,7 @@ class CudaBackend final : public Backend {
   std::unique_ptr<CudnnConv> conv_;   // its handle, from the first convolution on
   std::string cudnn_why_;
   std::vector<void*> pinned_;         // pin_host's buffers, unpinned with the backend
+  std::unique_ptr<PinnedMemory> pinned_memory_;  // the transport's receive buffers
   bool use_cudnn_ = true;             // train.conv
   float* scratch_loss_ = nullptr;
   int* scratch_correct_ = nullptr;
