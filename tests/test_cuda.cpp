@@ -70,6 +70,28 @@ TEST_CASE("CUDA GEMM matches the CPU backend for every transpose pair", "[cuda]"
     }
 }
 
+TEST_CASE("the CUDA backend's pinned memory holds received values that upload and come back "
+          "whole; the CPU backend has none", "[cuda]") {
+  CHECK(make_cpu_backend(1)->pinned_memory() == nullptr);
+  if (!have_device()) return;
+  auto gpu = make_backend(BackendChoice::kCuda, 1, false);
+  HostMemory* memory = gpu->pinned_memory();
+  REQUIRE(memory != nullptr);
+  // As the transport's receive buffers use it: a vector through the allocator, reused.
+  HostFloats received{HostAllocator<float>(memory)};
+  for (int round = 0; round < 3; ++round) {
+    const auto values = random_vector(100'003, 10 + round);
+    received.assign(values.begin(), values.end());
+    DeviceArray<float> d(*gpu, values.size());
+    d.upload(received.data(), received.size());
+    std::vector<float> back(values.size());
+    d.download(back.data(), back.size());
+    REQUIRE(back == values);
+  }
+  HostFloats other = std::move(received);  // the allocator moves with the buffer
+  CHECK(other.get_allocator().memory() == memory);
+}
+
 TEST_CASE("CUDA element-wise kernels match the CPU backend", "[cuda]") {
   if (!have_device()) return;
   auto cpu = make_cpu_backend(1);
