@@ -63,7 +63,8 @@ for spec in $runs; do
       GOSSIP_OVERLAP=$([ "$schedule" = overlap ] && echo 1 || echo 0) \
       GOSSIP_AUTOCAST=$autocast GOSSIP_EVAL_LIMIT=10000 \
       timeout "${GPU_TORCH_RUN_S:-60}" "$GOSSIP_BIN" run "$cfg" --out "$out/resnet18-$run" \
-      --wire "$wire" --no-progress > "$out/resnet18-$run.log" 2>&1 || echo "gpu-torch: run $run FAILED"
+      --wire "$wire" --no-progress > "$out/resnet18-$run.log" 2>&1 ||
+    echo "gpu-torch: run $run FAILED"
   echo "$run: $(grep -h 'steps 50-250' "$out/resnet18-$run"/peers/*/peer.log 2>/dev/null | head -n 1)"
 done
 python3 - "$out" <<'EOF'

@@ -1171,12 +1171,14 @@ TEST_CASE("neighbours' parameters are received into the exchange's host memory, 
     {
       Cluster cluster(2);
       LogSink log;
-      NetConfig c0 = cluster.config(0, {1}, kParams, log), c1 = cluster.config(1, {0}, kParams, log);
+      NetConfig c0 = cluster.config(0, {1}, kParams, log);
+      NetConfig c1 = cluster.config(1, {0}, kParams, log);
       c0.shared_memory = c1.shared_memory = shm;
       c0.host_memory = &memory0;
       c1.host_memory = &memory1;
       std::unique_ptr<NetExchange> one;
-      std::thread t([&] { one = std::make_unique<NetExchange>(c1, std::move(cluster.listeners[1])); });
+      std::thread t(
+          [&] { one = std::make_unique<NetExchange>(c1, std::move(cluster.listeners[1])); });
       NetExchange zero(c0, std::move(cluster.listeners[0]));
       t.join();
       const std::vector<int> to0{0}, to1{1};

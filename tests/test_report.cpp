@@ -456,7 +456,8 @@ TEST_CASE("a timeline's overlap parts lie beside its phases: summed apart per pa
   CHECK(t.covered() == Approx(2.0));
   CHECK(parse_overlap_part("copy_wait") == OverlapPart::kCopyWait);
   CHECK(std::string(overlap_part_name(2)) == "exposed");
-  CHECK_THROWS_WITH(parse_overlap_part("mix"), Catch::Contains("expected copy, copy_wait or exposed"));
+  CHECK_THROWS_WITH(parse_overlap_part("mix"),
+                    Catch::Contains("expected copy, copy_wait or exposed"));
   const auto dir = std::filesystem::temp_directory_path() / "gossip_test_report_overlap";
   std::filesystem::create_directories(dir);
   t.write((dir / "trace.json").string());

@@ -29,7 +29,8 @@ const char* link_state_name(LinkState s) {
 
 Mailboxes::Mailboxes(int rank, int size, std::vector<int> neighbours, std::size_t param_count,
                      std::size_t max_queued_rounds, Log log, HostMemory* host_memory)
-    : rank_(rank), param_count_(param_count), host_memory_(host_memory), max_queued_(std::max<std::size_t>(1, max_queued_rounds)),
+    : rank_(rank), param_count_(param_count), host_memory_(host_memory),
+      max_queued_(std::max<std::size_t>(1, max_queued_rounds)),
       log_(std::move(log)), neighbours_(std::move(neighbours)), index_(size, -1) {
   std::sort(neighbours_.begin(), neighbours_.end());
   neighbours_.erase(std::unique(neighbours_.begin(), neighbours_.end()), neighbours_.end());
