@@ -50,6 +50,8 @@ const char* kHelp =
     "--backend cuda: the same on the GPU (the CUDA backend, waiting for the device after each\n"
     "step); the GEMM reference is cuBLAS through the descriptor the layers use, and the PyTorch\n"
     "reference runs on the GPU when its torch has CUDA (else it is left out). Needs a device.\n"
+    "There the step is also captured once as a CUDA graph and replayed (JSON bN_graph_us;\n"
+    "graph_refusal says why where the capture fails): what launching it kernel by kernel costs.\n"
     "--precision (train.precision) and --conv (train.conv) set how ours runs; PyTorch's\n"
     "reference runs at the same precision: fp32 with TF32 off for convolutions and matrix\n"
     "products, tf32 with it on for both, bf16 under torch.autocast(dtype=bfloat16).\n"
@@ -67,6 +69,8 @@ struct StepFigures {
   std::string conv;                    // and what ran its convolutions
   double bf16 = 0.0;        // seconds per step with train.precision: bf16 (0: not run)
   std::string bf16_refusal;  // why not, on this CPU or backend
+  double graph = 0.0;        // seconds per step replaying it as a CUDA graph (0: not run)
+  std::string graph_refusal;  // why not
   std::vector<GemmTiming> candidates;  // every GEMM's bare rate at the step's shapes
 };
 
@@ -164,6 +168,37 @@ double backend_mlp_gemm_seconds(Backend& backend, const std::vector<int>& layers
   return seconds;
 }
 
+/// The step as a CUDA graph (Backend::capture_begin): captured once on the first batch (every
+/// replay trains on it; the time is what is measured) and replayed, so what the graph saves is
+/// the eager step's launches and host work. Where the capture fails, r.graph_refusal says why
+/// (the call that broke it).
+void time_graph(Backend& backend, Model& model, Sgd& sgd, const float* x, const std::int32_t* y,
+                int batch, int steps, StepFigures& r) {
+  std::string why;
+  try {
+    why = backend.capture_begin();
+    if (why.empty()) {
+      model.forward_backward(x, y, batch);
+      sgd.step(model.params(), model.grads(), 0.01f);
+      why = backend.capture_end();
+    }
+  } catch (const std::exception& e) {
+    why = e.what();
+    backend.capture_end();  // closes the broken capture
+  }
+  if (!why.empty()) {
+    r.graph_refusal = why;
+    return;
+  }
+  r.graph = best_seconds_per_call(
+      [&] {
+        const std::string failed = backend.replay();
+        if (!failed.empty()) throw RuntimeError(failed);
+        backend.synchronize();
+      },
+      steps, 5);
+}
+
 /// How our step runs (--precision, --conv); the reference runs at the same precision.
 struct StepMode {
   Precision precision = Precision::kFp32;
@@ -213,6 +248,8 @@ StepFigures measure(const Subject& subject, int batch, int steps,
     if (cuda) backend->synchronize();
   };
   r.ours = best_seconds_per_call(step, steps, 5);
+  if (cuda) time_graph(*backend, model, sgd, dx.data(), dy.data(), batch, steps, r);
+  else r.graph_refusal = backend->capture_begin();  // says why not; starts nothing
   // The same step with train.precision: bf16, where this CPU has bf16 instructions.
   GemmRequest bf16 = request;
   bf16.precision = Precision::kBf16;
@@ -324,6 +361,7 @@ void print_json(const Subject& subject, const std::vector<StepFigures>& figs, co
     const double torch = f.torch > 0 ? f.flops / f.torch / 1e9 : NAN;
     const double bare = f.bare_gemm > 0 ? f.flops / f.bare_gemm / 1e9 : NAN;
     o.add(b + "bf16_us", f.bf16 > 0 ? f.bf16 * 1e6 : NAN);
+    o.add(b + "graph_us", f.graph > 0 ? f.graph * 1e6 : NAN);
     o.add(b + "gemm", f.gemm.name)
         .add(b + "gemm_source", f.gemm.source)
         .add(b + "ours_us", f.ours * 1e6)
@@ -338,6 +376,7 @@ void print_json(const Subject& subject, const std::vector<StepFigures>& figs, co
       o.add(cat(b, "gemm_", t.name, "_gflops"), t.flops / t.seconds / 1e9)
           .add(cat(b, "gemm_", t.name, "_of_peak"), t.flops / t.seconds / 1e9 / peak.gflops);
   }
+  o.add("graph_refusal", main.graph_refusal);
   o.add("eval_peers_per_peer_s", eval.wide > 0 ? eval.per_peer : NAN)
       .add("eval_peers_wide_s", eval.wide > 0 ? eval.wide : NAN);
   o.add("ratio", main.torch > 0 ? ratio : NAN)
@@ -383,6 +422,15 @@ void print_table(const Subject& subject, const std::vector<StepFigures>& figs,
                   f.ours * 1e6, f.bf16 / f.ours);
   } else {
     std::printf(" not run: %s\n", figs.front().bf16_refusal.c_str());
+  }
+  std::printf("\nthe step as a CUDA graph (captured once, replayed):");
+  if (figs.front().graph > 0) {
+    std::printf("\n");
+    for (const auto& f : figs)
+      std::printf("%6d  %9.1f us/step  (eager %.1f us/step: graph / eager %.2f)\n", f.batch,
+                  f.graph * 1e6, f.ours * 1e6, f.graph / f.ours);
+  } else {
+    std::printf(" not run: %s\n", figs.front().graph_refusal.c_str());
   }
   if (eval.wide > 0) {
     const double flops = 2.0 * kEvalRows * subject.mlp_sizes[0] * subject.mlp_sizes[1] * kEvalPeers;

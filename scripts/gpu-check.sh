@@ -22,7 +22,9 @@
 #              and on cpu (the distances taken on the GPU).
 #   shared     8 peers on one GPU with and without CUDA MPS (train.mps: off, auto) and as the
 #              threads of one process (train.peers_per_process: 8, one CUDA context): the
-#              quickstart, quickstart-cnn and the ResNet-20 8-peer run, beside the CPU's.
+#              quickstart, quickstart-cnn and the ResNet-20 8-peer run, beside the CPU's; and
+#              the quickstart's MLP step launched kernel by kernel and as a CUDA graph.
+#              (Every `step` benchmark times its step as a CUDA graph too: *_graph_us.)
 # GPU_CHECK_STEPS picks and orders them (default "tests step runs resnet shared byzantine").
 # --prebuilt: no set-up and no build: a GPU machine without Debian's packages, given what
 # scripts/gpu-bundle.sh packed here (unpack it in the checkout first: build/ and gpu-bundle/).
@@ -200,6 +202,13 @@ step_shared() {
   echo "== shared: 8 peers on one GPU, with and without CUDA MPS (train.mps), as threads of one"
   echo "   process (train.peers_per_process), beside the CPU"
   echo "nvidia-cuda-mps-control: $(command -v nvidia-cuda-mps-control || ls /usr/local/nvidia/bin/nvidia-cuda-mps-control 2>/dev/null || echo 'not found')"
+  # The quickstart's MLP step (batch 32) launched kernel by kernel and as a CUDA graph.
+  env -u OPENBLAS_CORETYPE timeout 120 "$gossip_bin" bench step --backend cuda \
+    --model configs/quickstart.yaml --batch 32 --steps 200 --json > "$out/step_mlp_b32_fp32.json" ||
+    { echo "gpu-check: bench step of the quickstart's MLP FAILED"; status=1; }
+  grep -o '"b32_ours_us":[0-9.]*\|"b32_graph_us":[0-9.]*\|"graph_refusal":"[^"]*"' \
+    "$out/step_mlp_b32_fp32.json" | tr '\n' ' ' | sed 's/^/  mlp: /'
+  echo
   RUN_ARGS=()
   run_variant quickstart shared-quickstart-cuda-nomps cuda mps=off
   run_variant quickstart shared-quickstart-cuda-mps cuda mps=auto

@@ -4,7 +4,8 @@
 Usage: python3 scripts/gpu_figures.py OUT   (the folder gpu-check.sh wrote)
 
 Keys: `{model}_b{batch}_{precision}_ratio` (our step time over PyTorch's on the same GPU at the
-same precision, lower is better) with `_ours_us` and `_torch_us`; `run_{tag}_seconds` and
+same precision, lower is better) with `_ours_us` and `_torch_us`, and `_graph_us` /
+`_graph_over_eager` (the step replayed as a CUDA graph; `_graph_refusal` where it could not be); `run_{tag}_seconds` and
 `run_{tag}_accuracy` for each run; the quotients the engine issue asks for
 (`quickstart_cuda_over_cpu`, `quickstart_cnn_cpu_over_cuda`, `quickstart_bf16_minus_fp32`).
 A figure that was not measured is absent, never made up.
@@ -39,6 +40,12 @@ def step_figures(out, figures, rows):
         if torch:
             figures[key + "_torch_us"] = torch
             figures[key + "_ratio"] = ours / torch
+        graph = d.get(b + "graph_us")  # the step captured once as a CUDA graph and replayed
+        if graph:
+            figures[key + "_graph_us"] = graph
+            figures[key + "_graph_over_eager"] = graph / ours
+        elif d.get("graph_refusal"):
+            figures[key + "_graph_refusal"] = d["graph_refusal"]
         rows.append((model, batch, precision + (" (im2col)" if im2col else ""), d.get(b + "gemm"),
                      d.get("conv"), ours, torch, ours / torch if torch else None))
 

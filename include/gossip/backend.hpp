@@ -46,6 +46,15 @@ class Backend {
   /// transport's receive buffers: NetConfig::host_memory), valid for the backend's lifetime;
   /// null where uploads need none (the CPU).
   virtual HostMemory* pinned_memory() { return nullptr; }
+  /// CUDA graphs, for a step whose shapes and buffers are fixed (`gossip bench step` measures
+  /// whether one pays): the work queued between capture_begin() and capture_end() is recorded
+  /// into a graph instead of run, and replay() runs that graph once more. While capturing,
+  /// softmax_xent reads nothing back (it returns loss 0 and 0 correct). Each returns "" when it
+  /// worked, else why not (a backend without graphs says so); after a failed capture_end()
+  /// there is no graph, and the backend works as before.
+  virtual std::string capture_begin() { return no_graphs(); }
+  virtual std::string capture_end() { return no_graphs(); }
+  virtual std::string replay() { return no_graphs(); }
 
   /// C = alpha op(A) op(B) + beta C, row-major (see gemm.hpp).
   virtual void gemm(const RowMajorGemm& g, const float* a, const float* b, float* c) = 0;
@@ -181,6 +190,9 @@ class Backend {
   /// math::clip_scale.
   virtual void squared_distances(const float* r, const float* const* m, int k, std::int64_t n,
                                  double* out) = 0;
+
+ private:
+  std::string no_graphs() const { return name() + " backend: no CUDA graphs here"; }
 };
 
 /// A typed device array owned by RAII; move-only.

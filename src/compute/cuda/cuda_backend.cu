@@ -175,6 +175,7 @@ class CudaBackend final : public Backend {
     pinned_memory_ = std::make_unique<PinnedMemory>(device_);
   }
   ~CudaBackend() override {
+    drop_graph();
     conv_.reset();
     for (void* p : pinned_) cudaHostUnregister(p);
     cudaFree(scratch_loss_);
@@ -214,6 +215,30 @@ class CudaBackend final : public Backend {
     else cudaGetLastError();
   }
   HostMemory* pinned_memory() override { return pinned_memory_.get(); }
+
+  std::string capture_begin() override {
+    drop_graph();
+    const cudaError_t e = cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal);
+    if (e != cudaSuccess) return cat("cudaStreamBeginCapture: ", cudaGetErrorString(e));
+    capturing_ = true;
+    return "";
+  }
+  std::string capture_end() override {
+    if (!capturing_) return "capture_end without capture_begin";
+    capturing_ = false;
+    cudaError_t e = cudaStreamEndCapture(stream_, &graph_);
+    if (e == cudaSuccess) e = cudaGraphInstantiate(&graph_exec_, graph_, 0);
+    if (e == cudaSuccess) return "";
+    const std::string why = cat("capturing the step: ", cudaGetErrorString(e));
+    cudaGetLastError();  // an invalidated capture's error is not sticky
+    drop_graph();
+    return why;
+  }
+  std::string replay() override {
+    if (graph_exec_ == nullptr) return "no graph captured";
+    const cudaError_t e = cudaGraphLaunch(graph_exec_, stream_);
+    return e == cudaSuccess ? "" : cat("cudaGraphLaunch: ", cudaGetErrorString(e));
+  }
 
   void gemm(const RowMajorGemm& g, const float* a, const float* b, float* c) override {
     const ColumnMajorGemm cm = to_column_major(g);
@@ -302,6 +327,7 @@ class CudaBackend final : public Backend {
     softmax_xent_kernel<<<grid_for(rows), kThreads, 0, stream_>>>(
         logits, labels, rows, cols, grad, scratch_loss_, scratch_correct_);
     check_launch("softmax_xent");
+    if (capturing_) return {0.0, 0};  // a graph reads nothing back (Backend::capture_begin)
     std::vector<float> loss(rows);
     std::vector<int> correct(rows);
     download(loss.data(), scratch_loss_, rows * sizeof(float));
@@ -433,6 +459,13 @@ class CudaBackend final : public Backend {
   }
 
  private:
+  void drop_graph() {
+    if (graph_exec_ != nullptr) cudaGraphExecDestroy(graph_exec_);
+    if (graph_ != nullptr) cudaGraphDestroy(graph_);
+    graph_exec_ = nullptr;
+    graph_ = nullptr;
+  }
+
   void ensure_scratch(int rows) {
     if (rows <= scratch_rows_) return;
     cudaFree(scratch_loss_);
@@ -459,6 +492,9 @@ class CudaBackend final : public Backend {
   std::string cudnn_why_;
   std::vector<void*> pinned_;         // pin_host's buffers, unpinned with the backend
   std::unique_ptr<PinnedMemory> pinned_memory_;  // the transport's receive buffers
+  bool capturing_ = false;            // between capture_begin and capture_end
+  cudaGraph_t graph_ = nullptr;       // the captured step, and its executable form
+  cudaGraphExec_t graph_exec_ = nullptr;
   bool use_cudnn_ = true;             // train.conv
   float* scratch_loss_ = nullptr;
   int* scratch_correct_ = nullptr;
