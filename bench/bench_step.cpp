@@ -175,25 +175,27 @@ double backend_mlp_gemm_seconds(Backend& backend, const std::vector<int>& layers
 void time_graph(Backend& backend, Model& model, Sgd& sgd, const float* x, const std::int32_t* y,
                 int batch, int steps, StepFigures& r) {
   std::string why;
+  std::unique_ptr<StepGraph> graph;
   try {
     why = backend.capture_begin();
     if (why.empty()) {
       model.forward_backward(x, y, batch);
       sgd.step(model.params(), model.grads(), 0.01f);
-      why = backend.capture_end();
+      graph = backend.capture_end(why);
     }
   } catch (const std::exception& e) {
     why = e.what();
-    backend.capture_end();  // closes the broken capture
+    std::string ended;
+    backend.capture_end(ended);  // closes the broken capture
   }
-  if (!why.empty()) {
+  if (!graph) {
     r.graph_refusal = why;
     return;
   }
   try {  // a replay that fails costs this figure, not the others
     r.graph = best_seconds_per_call(
         [&] {
-          const std::string failed = backend.replay();
+          const std::string failed = graph->replay();
           if (!failed.empty()) throw RuntimeError(failed);
           backend.synchronize();
         },

@@ -17,12 +17,14 @@
 #   resnet     ResNet-20 trained alone (`gossip train`, 15 epochs) on the GPU, its 8-peer
 #              run (quickstart-resnet20, 1 epoch) on the GPU and on the CPU, and the 16-peer
 #              sim of it on a ring (sim-ring-16-resnet20, 15 epochs) with its virtual peers
-#              on the GPU (GPU_CHECK_SIM_S, default 420 s);
+#              on the GPU, each replaying its step as a CUDA graph (train.graphs: step;
+#              GPU_CHECK_SIM_S, default 420 s);
 #   byzantine  peer 3 flips its sign under gossip.aggregate clipped and trimmed_mean, on cuda
 #              and on cpu (the distances taken on the GPU).
 #   shared     8 peers on one GPU with and without CUDA MPS (train.mps: off, auto) and as the
 #              threads of one process (train.peers_per_process: 8, one CUDA context): the
-#              quickstart, quickstart-cnn and the ResNet-20 8-peer run, beside the CPU's; and
+#              quickstart, quickstart-cnn and the ResNet-20 8-peer run, beside the CPU's, and
+#              again with each peer's step replayed as a CUDA graph (train.graphs: step); and
 #              the quickstart's MLP step launched kernel by kernel and as a CUDA graph.
 #              (Every `step` benchmark times its step as a CUDA graph too: *_graph_us.)
 # GPU_CHECK_STEPS picks and orders them (default "tests step runs resnet shared byzantine").
@@ -190,7 +192,7 @@ step_resnet() {
   run_variant quickstart-resnet20 resnet20-8-cuda cuda
   run_variant quickstart-resnet20 resnet20-8-cpu cpu
   # The 16-peer sim of it on a ring, its virtual peers on the GPU (one after another).
-  cfg=$(variant sim-ring-16-resnet20 sim-resnet20-16-cuda backend=cuda)
+  cfg=$(variant sim-ring-16-resnet20 sim-resnet20-16-cuda backend=cuda graphs=step)
   rm -rf "$out/run-sim-resnet20-16-cuda"
   timeout "${GPU_CHECK_SIM_S:-420}" "$gossip_bin" sim "$cfg" --out "$out/run-sim-resnet20-16-cuda" \
     > "$out/run-sim-resnet20-16-cuda.log" 2>&1 ||
@@ -213,14 +215,22 @@ step_shared() {
   run_variant quickstart shared-quickstart-cuda-nomps cuda mps=off
   run_variant quickstart shared-quickstart-cuda-mps cuda mps=auto
   run_variant quickstart shared-quickstart-cuda-threads cuda mps=off peers_per_process=8
+  run_variant quickstart shared-quickstart-cuda-threads-graphs cuda mps=off peers_per_process=8 \
+    graphs=step
+  run_variant quickstart shared-quickstart-cuda-mps-graphs cuda mps=auto graphs=step
   run_variant quickstart shared-quickstart-cpu cpu
   RUN_ARGS=(--epochs 2)
   run_variant quickstart-cnn shared-quickstart-cnn-cuda-mps cuda mps=auto
   run_variant quickstart-cnn shared-quickstart-cnn-cuda-threads cuda mps=off peers_per_process=8
+  run_variant quickstart-cnn shared-quickstart-cnn-cuda-threads-graphs cuda mps=off \
+    peers_per_process=8 graphs=step
   run_variant quickstart-cnn shared-quickstart-cnn-cpu cpu
   RUN_ARGS=(--epochs 1)
   run_variant quickstart-resnet20 shared-resnet20-8-cuda-mps cuda mps=auto
   run_variant quickstart-resnet20 shared-resnet20-8-cuda-threads cuda mps=off peers_per_process=8
+  run_variant quickstart-resnet20 shared-resnet20-8-cuda-threads-graphs cuda mps=off \
+    peers_per_process=8 graphs=step
+  grep -ho '"graphs": "[^"]*"' "$out"/run-shared-*-graphs/peers/*/summary.json | sort | uniq -c
   grep -h "gossip run: .*MPS\|gossip run: .*GPU\|gossip run: .*processes of up to" "$out"/run-shared-*.log | sort | uniq -c
 }
 

@@ -6,8 +6,10 @@ Usage: python3 scripts/gpu_figures.py OUT   (the folder gpu-check.sh wrote)
 Keys: `{model}_b{batch}_{precision}_ratio` (our step time over PyTorch's on the same GPU at the
 same precision, lower is better) with `_ours_us` and `_torch_us`, and `_graph_us` /
 `_graph_over_eager` (the step replayed as a CUDA graph; `_graph_refusal` where it could not be); `run_{tag}_seconds` and
-`run_{tag}_accuracy` for each run; the quotients the engine issue asks for
-(`quickstart_cuda_over_cpu`, `quickstart_cnn_cpu_over_cuda`, `quickstart_bf16_minus_fp32`).
+`run_{tag}_accuracy` for each run (`run_{tag}_graphs` where train.graphs asked for a CUDA graph:
+`step`, or `off (why)`); the quotients the engine issue asks for
+(`quickstart_cuda_over_cpu`, `quickstart_cnn_cpu_over_cuda`, `quickstart_bf16_minus_fp32`),
+and what the graphs changed (`shared_*_graphs_over_eager`).
 A figure that was not measured is absent, never made up.
 """
 import datetime
@@ -61,8 +63,10 @@ def run_figures(out, figures, rows):
         key = tag.replace("-", "_")
         figures[key + "_seconds"] = s.get("wall_seconds")
         figures[key + "_accuracy"] = s.get("test_accuracy")
+        if peer0.get("graphs") not in (None, "off"):  # train.graphs: step, kept or not
+            figures[key + "_graphs"] = peer0["graphs"]
         rows.append((tag, s.get("test_accuracy"), s.get("wall_seconds"), s.get("gemm"),
-                     peer0.get("conv")))
+                     peer0.get("conv"), peer0.get("graphs")))
 
 
 def quotients(figures):
@@ -89,6 +93,23 @@ def quotients(figures):
       "run_shared_quickstart_cpu_seconds", lambda a, b: a / b)
     q("shared_quickstart_cnn_cpu_over_threads", "run_shared_quickstart_cnn_cpu_seconds",
       "run_shared_quickstart_cnn_cuda_threads_seconds", lambda a, b: a / b)
+    # The same with each peer's step replayed as a CUDA graph (train.graphs: step), and what
+    # the graphs changed against the same run launching its steps call by call.
+    for way in ("threads", "mps"):
+        q(f"shared_quickstart_{way}_graphs_over_cpu",
+          f"run_shared_quickstart_cuda_{way}_graphs_seconds", "run_shared_quickstart_cpu_seconds",
+          lambda a, b: a / b)
+        q(f"shared_quickstart_{way}_graphs_over_eager",
+          f"run_shared_quickstart_cuda_{way}_graphs_seconds",
+          f"run_shared_quickstart_cuda_{way}_seconds", lambda a, b: a / b)
+    q("shared_quickstart_cnn_cpu_over_threads_graphs", "run_shared_quickstart_cnn_cpu_seconds",
+      "run_shared_quickstart_cnn_cuda_threads_graphs_seconds", lambda a, b: a / b)
+    q("shared_quickstart_cnn_threads_graphs_over_eager",
+      "run_shared_quickstart_cnn_cuda_threads_graphs_seconds",
+      "run_shared_quickstart_cnn_cuda_threads_seconds", lambda a, b: a / b)
+    q("shared_resnet20_8_threads_graphs_over_eager",
+      "run_shared_resnet20_8_cuda_threads_graphs_seconds",
+      "run_shared_resnet20_8_cuda_threads_seconds", lambda a, b: a / b)
 
 
 def fmt(v, digits=3):
@@ -128,7 +149,8 @@ def main():
               "|---|---|---|---|---|---|---|---|"]
     for r in step_rows:
         lines.append("| " + " | ".join(fmt(v, 0) if i in (5, 6) else fmt(v) for i, v in enumerate(r)) + " |")
-    lines += ["", "| run | accuracy | seconds | GEMM | convolutions |", "|---|---|---|---|---|"]
+    lines += ["", "| run | accuracy | seconds | GEMM | convolutions | graphs |",
+              "|---|---|---|---|---|---|"]
     for r in run_rows:
         lines.append("| " + " | ".join(fmt(v, 4) if i == 1 else fmt(v, 1) if i == 2 else fmt(v)
                                        for i, v in enumerate(r)) + " |")

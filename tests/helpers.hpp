@@ -34,6 +34,28 @@ inline RunConfig small_synthetic_config(std::int64_t train, std::int64_t test,
   return c;
 }
 
+/// A small residual network over 1x4x4 inputs (synthetic_dim 16) with 4 classes: convolution,
+/// batch norm, a residual block, global average pooling, linear.
+inline ModelConfig tiny_residual_model() {
+  auto layer = [](LayerKind kind, int out = 0) {
+    LayerConfig l;
+    l.type = kind;
+    l.out = out;
+    return l;
+  };
+  LayerConfig conv = layer(LayerKind::kConv2d, 4);
+  conv.kernel = 3;
+  conv.stride = 1;
+  conv.padding = 1;
+  LayerConfig block = layer(LayerKind::kResidual, 4);
+  block.stride = 1;
+  ModelConfig m;
+  m.input = {1, 4, 4};
+  m.layers = {conv, layer(LayerKind::kBatchNorm), layer(LayerKind::kRelu), block,
+              layer(LayerKind::kGlobalAvgPool), layer(LayerKind::kLinear, 4)};
+  return m;
+}
+
 /// n floats uniform in [-1, 1) from std::mt19937(seed).
 inline std::vector<float> random_vector(std::size_t n, unsigned seed) {
   std::mt19937 g(seed);

@@ -19,6 +19,7 @@
 #include "gossip/backend.hpp"
 #include "gossip/core.hpp"
 #include "gossip/layer_math.hpp"
+#include "gossip/train.hpp"
 #include "tests/helpers.hpp"
 #include "gossip_config.h"
 
@@ -93,13 +94,16 @@ TEST_CASE("the CUDA backend's pinned memory holds received values that upload an
 }
 
 TEST_CASE("a CUDA graph of queued work replays it: the same values as running it, nothing read "
-          "back while capturing; the CPU backend has no graphs", "[cuda]") {
+          "back while capturing, the loss read after a replay; the CPU backend has no graphs",
+          "[cuda]") {
+  std::string why;
   CHECK(make_cpu_backend(1)->capture_begin() == "cpu backend: no CUDA graphs here");
-  CHECK(make_cpu_backend(1)->replay() == "cpu backend: no CUDA graphs here");
+  CHECK(make_cpu_backend(1)->capture_end(why) == nullptr);
+  CHECK(why == "cpu backend: no CUDA graphs here");
   if (!have_device()) return;
   auto gpu = make_backend(BackendChoice::kCuda, 1, false);
-  CHECK(gpu->replay() == "no graph captured");
-  CHECK(gpu->capture_end() == "capture_end without capture_begin");
+  CHECK(gpu->capture_end(why) == nullptr);
+  CHECK(why == "capture_end without capture_begin");
   const int rows = 16, cols = 10;
   const auto logits = random_vector(rows * cols, 31);
   std::vector<std::int32_t> labels(rows);
@@ -121,25 +125,81 @@ TEST_CASE("a CUDA graph of queued work replays it: the same values as running it
   const auto [zero_loss, zero_right] =
       gpu->softmax_xent(dl.data(), dlab.data(), rows, cols, dg.data());
   gpu->add_weighted(acc.data(), 0.5f, dg.data(), rows * cols);
-  REQUIRE(gpu->capture_end().empty());
+  std::unique_ptr<StepGraph> graph = gpu->capture_end(why);
+  REQUIRE(graph != nullptr);
+  CHECK(why.empty());
   CHECK(zero_loss == 0.0);
   CHECK(zero_right == 0);
   std::vector<float> got(logits.size());
   acc.download(got.data(), got.size());
   CHECK(std::all_of(got.begin(), got.end(), [](float v) { return v == 0.0f; }));
-  REQUIRE(gpu->replay().empty());
+  REQUIRE(graph->replay().empty());
   acc.download(got.data(), got.size());
   CHECK(got == eager);
-  REQUIRE(gpu->replay().empty());
+  CHECK(graph->softmax_result() == std::pair<double, std::int64_t>(loss, right));
+  // The backend's softmax buffers outgrown by a larger call: the graph's stay valid.
+  std::vector<float> big(256 * cols, 0.0f);
+  std::vector<std::int32_t> big_labels(256, 1);
+  DeviceArray<float> dbig(*gpu, big.size());
+  DeviceArray<std::int32_t> dbig_labels(*gpu, big_labels.size());
+  dbig.upload(big.data(), big.size());
+  dbig_labels.upload(big_labels.data(), big_labels.size());
+  gpu->softmax_xent(dbig.data(), dbig_labels.data(), 256, cols, nullptr);
+  REQUIRE(graph->replay().empty());
   acc.download(got.data(), got.size());
   for (std::size_t i = 0; i < got.size(); ++i) REQUIRE(got[i] == 2.0f * eager[i]);
+  CHECK(graph->softmax_result() == std::pair<double, std::int64_t>(loss, right));
   // A capture broken by a call that cannot be captured (reading back) ends with its reason,
   // and the backend works as before.
   REQUIRE(gpu->capture_begin().empty());
   CHECK_THROWS(acc.download(got.data(), got.size()));
-  CHECK_FALSE(gpu->capture_end().empty());
+  CHECK(gpu->capture_end(why) == nullptr);
+  CHECK_FALSE(why.empty());
   acc.download(got.data(), got.size());
   CHECK(got[0] == 2.0f * eager[0]);
+}
+
+TEST_CASE("train.graphs: step on the GPU: a trainer replaying its step as a CUDA graph ends "
+          "bit-identical to one launching it call by call", "[cuda]") {
+  if (!have_device()) return;
+  RunConfig c = test::small_synthetic_config(1024, 256, 3);
+  c.data.synthetic_dim = 16;
+  c.model = test::tiny_residual_model();
+  c.train.batch = 32;
+  c.train.eval_batch = 256;
+  const DataSets data = load_datasets(c);
+  std::vector<std::int64_t> all(static_cast<std::size_t>(data.train.n));
+  for (std::size_t i = 0; i < all.size(); ++i) all[i] = static_cast<std::int64_t>(i);
+  // 40 steps (past an epoch), an evaluation at step 10 (a larger batch: the backend's scratch
+  // grows), the parameters halved at step 20 (as mixing writes them in place).
+  auto trace = [&](GraphMode mode, std::vector<double>& losses) {
+    c.train.graphs = mode;
+    auto gpu = make_backend(BackendChoice::kCuda, 1, false);
+    Trainer t(*gpu, c, data.train, all, 0);
+    std::vector<float> params(static_cast<std::size_t>(t.num_params()));
+    for (int s = 0; s < 40; ++s) {
+      losses.push_back(t.step());
+      if (s == 10) t.evaluate(data.test);
+      if (s == 20) {
+        t.download_params(params);
+        for (float& v : params) v *= 0.5f;
+        t.upload_params(params);
+      }
+    }
+    t.download_params(params);
+    INFO("graphs: " << t.graphs());
+    CHECK(t.graphs() == graph_mode_name(mode));
+    return params;
+  };
+  std::vector<double> eager_loss, again_loss, graph_loss;
+  const std::vector<float> eager = trace(GraphMode::kOff, eager_loss);
+  const std::vector<float> again = trace(GraphMode::kOff, again_loss);
+  REQUIRE(again == eager);  // the eager step repeats bit for bit (else nothing below can)
+  REQUIRE(again_loss == eager_loss);
+  const std::vector<float> graph = trace(GraphMode::kStep, graph_loss);
+  CHECK(graph_loss == eager_loss);
+  CHECK(graph == eager);
+  CHECK(eager_loss.back() < eager_loss.front());
 }
 
 TEST_CASE("CUDA element-wise kernels match the CPU backend", "[cuda]") {

@@ -3068,28 +3068,30 @@ TEST_CASE("gossip run refuses train.precision: tf32 for peers on the CPU before 
   CHECK_FALSE(fs::exists(t.path / "run" / "peers"));
 }
 
-TEST_CASE("train.conv: cudnn where the peers would run on the CPU is refused before any starts, "
-          "by gossip run, train and sim alike", "[peer]") {
+TEST_CASE("train.conv: cudnn and train.graphs: step where the peers would run on the CPU are "
+          "refused before any starts, by gossip run, train and sim alike", "[peer]") {
   if (gossip::cuda_device_count() > 0) {
-    WARN("a CUDA device is present: cudnn may run on it");
+    WARN("a CUDA device is present: cudnn and graphs may run on it");
     return;
   }
-  TempDir t;
-  const auto cfg = write_config(t.path, 4, "dpsgd", 1);
-  replace_once(cfg, "backend: cpu", "backend: auto, conv: cudnn");
-  for (const std::string verb : {"run", "train", "sim"}) {
-    INFO(verb);
-    const Result r = run(bin() + " " + verb + " " + cfg.string() + " --out " +
-                         (t.path / verb).string() + (verb == "run" ? " --no-progress" : ""));
-    INFO(r.output);
-    CHECK(r.code == 2);
-    CHECK_THAT(r.output, Catch::Contains("cudnn runs on the CUDA backend with cuDNN 9"));
-    CHECK_FALSE(fs::exists(t.path / verb / "summary.json"));
+  const std::pair<std::string, std::string> cases[] = {
+      {"conv: cudnn", "train.conv: cudnn runs on the CUDA backend with cuDNN 9"},
+      {"graphs: step", "train.graphs: step replays the training step as a CUDA graph"}};
+  for (const auto& [setting, why] : cases) {
+    TempDir t;
+    const auto cfg = write_config(t.path, 4, "dpsgd", 1);
+    replace_once(cfg, "backend: cpu", "backend: auto, " + setting);
+    for (const std::string verb : {"run", "train", "sim"}) {
+      INFO(setting << ", " << verb);
+      const Result r = run(bin() + " " + verb + " " + cfg.string() + " --out " +
+                           (t.path / verb).string() + (verb == "run" ? " --no-progress" : ""));
+      INFO(r.output);
+      CHECK(r.code == 2);
+      CHECK_THAT(r.output, Catch::Contains(why));
+      CHECK_FALSE(fs::exists(t.path / verb / "summary.json"));
+    }
+    CHECK_FALSE(fs::exists(t.path / "run" / "peers"));
   }
-  const Result r = run(bin() + " run " + cfg.string() + " --out " + (t.path / "run").string() +
-                       " --no-progress");
-  CHECK_THAT(r.output, Catch::Contains("train.conv: cudnn runs on the CUDA backend"));
-  CHECK_FALSE(fs::exists(t.path / "run" / "peers"));
 }
 
 TEST_CASE("train.mps: on is refused before any peer starts where the peers run on the CPU",

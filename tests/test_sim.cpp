@@ -17,6 +17,7 @@
 #include "sim/sim_network.hpp"
 #include "gossip/topology.hpp"
 #include "gossip/train.hpp"
+#include "tests/device_like_backend.hpp"
 #include "tests/helpers.hpp"
 
 using namespace gossip;
@@ -53,133 +54,6 @@ std::string temp_dir(const std::string& name) {
   std::filesystem::remove_all(d);
   return d.string();
 }
-
-/// The CPU backend posing as a GPU's: its tensors are its own (host_memory() false), so the
-/// trainer gathers batches on the host and uploads them, and the simulator downloads every
-/// model it reads, as they do for the CUDA backend; the math is the CPU's, call for call.
-class DeviceLikeBackend final : public Backend {
- public:
-  std::string name() const override { return "device-like"; }
-  std::string describe() const override { return "device-like (the CPU's math)"; }
-  bool host_memory() const override { return false; }
-  void* allocate(std::size_t bytes) override { ++allocations; return cpu_->allocate(bytes); }
-  void release(void* p) noexcept override { cpu_->release(p); }
-  void upload(void* dst, const void* src, std::size_t bytes) override {
-    ++uploads;
-    std::memcpy(dst, src, bytes);
-  }
-  void download(void* dst, const void* src, std::size_t bytes) override {
-    ++downloads;
-    std::memcpy(dst, src, bytes);
-  }
-  void synchronize() override {}
-  void gemm(const RowMajorGemm& g, const float* a, const float* b, float* c) override {
-    cpu_->gemm(g, a, b, c);
-  }
-  std::string gemm_name() const override { return cpu_->gemm_name(); }
-  void use_gemm(const std::string& name) override { cpu_->use_gemm(name); }
-  void bias_act(float* y, const float* bias, int rows, int cols, bool relu) override {
-    cpu_->bias_act(y, bias, rows, cols, relu);
-  }
-  void relu_backward(float* dy, const float* y, std::int64_t n) override {
-    cpu_->relu_backward(dy, y, n);
-  }
-  void column_sums(const float* dy, int rows, int cols, float* db) override {
-    cpu_->column_sums(dy, rows, cols, db);
-  }
-  std::pair<double, std::int64_t> softmax_xent(const float* logits, const std::int32_t* labels,
-                                               int rows, int cols, float* grad) override {
-    return cpu_->softmax_xent(logits, labels, rows, cols, grad);
-  }
-  void sgd_update(float* params, float* velocity, const float* grads, std::int64_t n, float lr,
-                  float momentum, float weight_decay, bool nesterov) override {
-    cpu_->sgd_update(params, velocity, grads, n, lr, momentum, weight_decay, nesterov);
-  }
-  void mix(float* out, const float* const* in, const float* w, int k, std::int64_t n) override {
-    cpu_->mix(out, in, w, k, n);
-  }
-  void fill(float* p, float value, std::int64_t n) override { cpu_->fill(p, value, n); }
-  void relu(const float* x, float* y, std::int64_t n) override { cpu_->relu(x, y, n); }
-  void row_sums(const float* a, int rows, int cols, bool accumulate, float* out) override {
-    cpu_->row_sums(a, rows, cols, accumulate, out);
-  }
-  void im2col(const float* x, const ConvGeom& g, int count, float* col) override {
-    cpu_->im2col(x, g, count, col);
-  }
-  void col2im(const float* col, const ConvGeom& g, int count, float* dx) override {
-    cpu_->col2im(col, g, count, dx);
-  }
-  void conv_output(const float* t, const float* bias, const ConvGeom& g, int count, bool relu,
-                   float* y) override {
-    cpu_->conv_output(t, bias, g, count, relu, y);
-  }
-  void conv_grad_layout(const float* dy, const ConvGeom& g, int count, float* t) override {
-    cpu_->conv_grad_layout(dy, g, count, t);
-  }
-  void pool_forward(const float* x, const PoolGeom& g, int rows, float* y,
-                    std::int32_t* arg) override {
-    cpu_->pool_forward(x, g, rows, y, arg);
-  }
-  void pool_backward(const float* dy, const std::int32_t* arg, const PoolGeom& g, int rows,
-                     float* dx) override {
-    cpu_->pool_backward(dy, arg, g, rows, dx);
-  }
-  void group_norm_forward(const float* x, const float* gamma, const float* beta,
-                          const GroupNormGeom& g, int rows, float* y, float* mean,
-                          float* rstd) override {
-    cpu_->group_norm_forward(x, gamma, beta, g, rows, y, mean, rstd);
-  }
-  void group_norm_backward(const float* x, const float* dy, const float* gamma, const float* mean,
-                           const float* rstd, const GroupNormGeom& g, int rows, float* dx,
-                           float* dgamma, float* dbeta) override {
-    cpu_->group_norm_backward(x, dy, gamma, mean, rstd, g, rows, dx, dgamma, dbeta);
-  }
-  void batch_norm_forward(const float* x, const float* gamma, const float* beta,
-                          const BatchNormGeom& g, int rows, bool training, float* y, float* mean,
-                          float* rstd, float* running_mean, float* running_var) override {
-    cpu_->batch_norm_forward(x, gamma, beta, g, rows, training, y, mean, rstd, running_mean,
-                             running_var);
-  }
-  void batch_norm_backward(const float* x, const float* dy, const float* gamma, const float* mean,
-                           const float* rstd, const BatchNormGeom& g, int rows, float* dx,
-                           float* dgamma, float* dbeta) override {
-    cpu_->batch_norm_backward(x, dy, gamma, mean, rstd, g, rows, dx, dgamma, dbeta);
-  }
-  void dropout(const float* x, float* y, std::int64_t n, float p, std::uint64_t key) override {
-    cpu_->dropout(x, y, n, p, key);
-  }
-  void choco_difference(const float* x, const float* xhat, float* d, std::int64_t n) override {
-    cpu_->choco_difference(x, xhat, d, n);
-  }
-  void choco_step(float* x, const float* s, const float* xhat, float gamma,
-                  std::int64_t n) override {
-    cpu_->choco_step(x, s, xhat, gamma, n);
-  }
-  void quantize(const float* v, std::int64_t n, int bits, std::int64_t block, std::uint64_t key,
-                float* scales, std::int8_t* codes) override {
-    cpu_->quantize(v, n, bits, block, key, scales, codes);
-  }
-  void dequantize_add(float* target, float weight, const float* scales, const std::int8_t* codes,
-                      std::int64_t n, std::int64_t block, int bits) override {
-    cpu_->dequantize_add(target, weight, scales, codes, n, block, bits);
-  }
-  void scatter_add(float* target, float weight, const std::uint32_t* index, const float* values,
-                   std::int64_t k) override {
-    cpu_->scatter_add(target, weight, index, values, k);
-  }
-  void add_weighted(float* target, float weight, const float* values, std::int64_t n) override {
-    cpu_->add_weighted(target, weight, values, n);
-  }
-  void squared_distances(const float* r, const float* const* m, int k, std::int64_t n,
-                         double* out) override {
-    cpu_->squared_distances(r, m, k, n, out);
-  }
-
-  inline static std::atomic<std::int64_t> allocations{0}, uploads{0}, downloads{0};
-
- private:
-  std::unique_ptr<Backend> cpu_ = make_cpu_backend(1);
-};
 
 }  // namespace
 
@@ -1686,7 +1560,8 @@ TEST_CASE("a relay pays the CPU of the bytes it forwards: each message in and ou
 }
 
 TEST_CASE("virtual peers on a backend whose tensors are not the host's (as a GPU's) end "
-          "bit-identical to the CPU's, on one worker thread", "[sim]") {
+          "bit-identical to the CPU's, on one worker thread, with their steps replayed as graphs "
+          "or not", "[sim]") {
   RunConfig config = small_config();
   config.sim.workers = 2;
   const DataSets data = load_datasets(config);
@@ -1698,20 +1573,27 @@ TEST_CASE("virtual peers on a backend whose tensors are not the host's (as a GPU
         config.gossip.choco.compress = parse_compress("quantize:8", "test");
       }
       const SimResult cpu = simulate(config, t, data);
-      DeviceLikeBackend::uploads = DeviceLikeBackend::downloads = 0;
+      test::DeviceLikeBackend::uploads = test::DeviceLikeBackend::downloads = 0;
       SimHooks hooks;
-      hooks.backend = [] { return std::make_unique<DeviceLikeBackend>(); };
+      hooks.backend = [] { return std::make_unique<test::DeviceLikeBackend>(); };
       const SimResult device = simulate(config, t, data, hooks);
       CHECK(cpu.workers == 2);
       CHECK(device.workers == 1);  // its stream and scratch serve one caller at a time
       CHECK(device.backend == "device-like (the CPU's math)");
       // Batches went up and models came down, as they do to and from a GPU.
-      CHECK(DeviceLikeBackend::uploads > cpu.rounds);
-      CHECK(DeviceLikeBackend::downloads > cpu.rounds);
+      CHECK(test::DeviceLikeBackend::uploads > cpu.rounds);
+      CHECK(test::DeviceLikeBackend::downloads > cpu.rounds);
       REQUIRE(device.params_sha256.size() == 5);
       CHECK(device.params_sha256 == cpu.params_sha256);
       CHECK(device.evals.back().average_accuracy == cpu.evals.back().average_accuracy);
       CHECK(cpu.evals.back().average_accuracy > 0.9);
+      // train.graphs: step: each virtual peer captures its step once and replays it after.
+      config.train.graphs = GraphMode::kStep;
+      test::DeviceLikeBackend::captures = test::DeviceLikeBackend::replays = 0;
+      const SimResult graphs = simulate(config, t, data, hooks);
+      CHECK(test::DeviceLikeBackend::captures == 5);
+      CHECK(test::DeviceLikeBackend::replays > 5 * (cpu.rounds - 2));
+      CHECK(graphs.params_sha256 == cpu.params_sha256);
     }
   }
 }

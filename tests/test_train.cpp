@@ -11,6 +11,8 @@
 #include "gossip/config.hpp"
 #include "gossip/hash.hpp"
 #include "gossip/train.hpp"
+#include "tests/device_like_backend.hpp"
+#include "tests/helpers.hpp"
 
 using namespace gossip;
 
@@ -181,4 +183,112 @@ TEST_CASE("the optimizer steps the trained parameters and leaves the buffers aft
   sgd.step(params.data(), grads.data(), 0.5f);
   for (int i = 0; i < 6; ++i) CHECK(params[i] == Approx(2.0 - 0.5 * (1.0 + 0.1 * 2.0)));
   for (int i = 6; i < 10; ++i) CHECK(params[i] == 2.0f);
+}
+
+namespace {
+
+/// The synthetic problem on a small residual network: convolution, batch norm (whose running
+/// statistics a replayed step must move as the eager one does), a residual block, pooling.
+RunConfig residual_config() {
+  RunConfig c = synthetic_config();
+  c.data.synthetic_dim = 16;
+  c.model = test::tiny_residual_model();
+  return c;
+}
+
+/// `steps` steps of peer 1's trainer on `backend`, its parameters halved after step `poke` (as
+/// a round of mixing writes them in place) and evaluated after step `poke` + 1; the losses and
+/// the final parameters.
+struct Trace {
+  std::vector<double> losses;
+  std::vector<float> params;
+  double accuracy = 0.0;
+  std::string graphs;
+};
+Trace train_trace(Backend& backend, const RunConfig& c, const DataSets& data, int steps,
+                  int poke) {
+  const auto shards = shard_for(c, data.train, 2);
+  Trainer t(backend, c, data.train, shards[1], 1);
+  Trace r;
+  r.params.resize(static_cast<std::size_t>(t.num_params()));
+  for (int s = 0; s < steps; ++s) {
+    r.losses.push_back(t.step());
+    if (s == poke) {
+      t.download_params(r.params);
+      for (float& v : r.params) v *= 0.5f;
+      t.upload_params(r.params);
+    }
+    if (s == poke + 1) r.accuracy = t.evaluate(data.test).accuracy;
+  }
+  t.download_params(r.params);
+  r.graphs = t.graphs();
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("train.graphs: step replays the step as a graph: every loss and the parameters "
+          "bit-identical to the step launched call by call; it falls back, saying why", "[train]") {
+  using test::DeviceLikeBackend;
+  const int steps = 25, poke = 9;
+  for (const bool residual : {false, true}) {
+    INFO("residual network: " << residual);
+    RunConfig c = residual ? residual_config() : synthetic_config();
+    const DataSets data = load_datasets(c);
+    DeviceLikeBackend eager_backend, graph_backend;
+    const Trace eager = train_trace(eager_backend, c, data, steps, poke);
+    CHECK(eager.graphs == "off");
+    c.train.graphs = GraphMode::kStep;
+    DeviceLikeBackend::captures = DeviceLikeBackend::replays = 0;
+    const Trace graph = train_trace(graph_backend, c, data, steps, poke);
+    CHECK(graph.graphs == "step");
+    // The first step ran call by call; the second was captured, and it and every later one
+    // replayed the graph.
+    CHECK(DeviceLikeBackend::captures == 1);
+    CHECK(DeviceLikeBackend::replays == steps - 1);
+    CHECK(graph.losses == eager.losses);
+    CHECK(graph.params == eager.params);
+    CHECK(graph.accuracy == eager.accuracy);
+    CHECK(eager.losses.back() < eager.losses.front());  // it trained
+  }
+  RunConfig c = synthetic_config();
+  const DataSets data = load_datasets(c);
+  DeviceLikeBackend reference_backend;
+  const Trace reference = train_trace(reference_backend, c, data, steps, poke);
+  c.train.graphs = GraphMode::kStep;
+  SECTION("a device whose graphs do not start, or that invalidates the capture: the step runs "
+          "eagerly, as it would have, saying why") {
+    for (std::string* knob : {&DeviceLikeBackend::refuse_capture,
+                              &DeviceLikeBackend::break_capture}) {
+      *knob = "capturing the step: operation not permitted";
+      DeviceLikeBackend::captures = DeviceLikeBackend::replays = 0;
+      DeviceLikeBackend b;
+      const Trace t = train_trace(b, c, data, steps, poke);
+      knob->clear();
+      CHECK(t.graphs == "off (capturing the step: operation not permitted)");
+      CHECK(DeviceLikeBackend::replays == 0);
+      CHECK(t.losses == reference.losses);
+      CHECK(t.params == reference.params);
+    }
+  }
+  SECTION("dropout draws new masks every step: no graph") {
+    RunConfig d = c;
+    LayerConfig drop;
+    drop.type = LayerKind::kDropout;
+    drop.p = 0.2;
+    d.model.layers.insert(d.model.layers.begin() + 2, drop);
+    DeviceLikeBackend::captures = DeviceLikeBackend::replays = 0;
+    DeviceLikeBackend b;
+    const Trace t = train_trace(b, d, data, steps, poke);
+    CHECK(t.graphs ==
+          "off (dropout draws new masks every step, which a graph would repeat)");
+    CHECK(DeviceLikeBackend::captures == 0);
+  }
+  SECTION("the CPU backend has no graphs: refused, naming the key") {
+    auto cpu = make_cpu_backend(1);
+    const auto shards = shard_for(c, data.train, 2);
+    CHECK_THROWS_WITH(Trainer(*cpu, c, data.train, shards[0], 0),
+                      Catch::Contains("train.graphs: step replays the training step as a CUDA "
+                                      "graph; the cpu backend has none"));
+  }
 }

@@ -22,6 +22,17 @@
 
 namespace gossip {
 
+/// A recorded step (Backend::capture_end), valid while its backend lives.
+class StepGraph {
+ public:
+  virtual ~StepGraph() = default;
+  /// Runs the recorded work once more, queued like any other call: "" or why not.
+  virtual std::string replay() = 0;
+  /// The mean loss and correct predictions of the last softmax_xent recorded, from the last
+  /// replay (waits for it).
+  virtual std::pair<double, std::int64_t> softmax_result() = 0;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -46,15 +57,21 @@ class Backend {
   /// transport's receive buffers: NetConfig::host_memory), valid for the backend's lifetime;
   /// null where uploads need none (the CPU).
   virtual HostMemory* pinned_memory() { return nullptr; }
-  /// CUDA graphs, for a step whose shapes and buffers are fixed (`gossip bench step` measures
-  /// whether one pays): the work queued between capture_begin() and capture_end() is recorded
-  /// into a graph instead of run, and replay() runs that graph once more. While capturing,
-  /// softmax_xent reads nothing back (it returns loss 0 and 0 correct). Each returns "" when it
-  /// worked, else why not (a backend without graphs says so); after a failed capture_end()
-  /// there is no graph, and the backend works as before.
+  /// CUDA graphs, for a step whose shapes and buffers are fixed (train.graphs: step; `gossip
+  /// bench step` measures whether one pays): the work queued between capture_begin() and
+  /// capture_end() is recorded into a graph instead of run, and the graph's replay() runs it
+  /// again, reading and writing the buffers it was recorded with. While capturing,
+  /// softmax_xent reads nothing back (it returns loss 0 and 0 correct); after a replay, the
+  /// graph's softmax_result() reads what the last softmax_xent it recorded would have returned.
+  /// capture_begin returns "" when it worked, else why not (a backend without graphs says so);
+  /// capture_end returns the graph, or null with `why` set, and the backend works as before.
+  /// Buffers a backend owns and a graph may have recorded (scratch, workspaces) live as long as
+  /// the backend, so a graph stays valid however the backend's later calls grow them.
   virtual std::string capture_begin() { return no_graphs(); }
-  virtual std::string capture_end() { return no_graphs(); }
-  virtual std::string replay() { return no_graphs(); }
+  virtual std::unique_ptr<StepGraph> capture_end(std::string& why) {
+    why = no_graphs();
+    return nullptr;
+  }
 
   /// C = alpha op(A) op(B) + beta C, row-major (see gemm.hpp).
   virtual void gemm(const RowMajorGemm& g, const float* a, const float* b, float* c) = 0;
@@ -270,6 +287,9 @@ std::string backend_refusal(BackendChoice choice);
 /// Why train.conv `engine` cannot run where `choice` puts the peers ("" when it can): cudnn on
 /// the CPU or where cuDNN does not load. Asked before anything starts (gossip run).
 std::string conv_refusal(BackendChoice choice, ConvEngine engine);
+/// Why train.graphs `mode` cannot run where `choice` puts the peers ("" when it can): step
+/// anywhere but the CUDA backend. Asked before anything starts (gossip run).
+std::string graphs_refusal(BackendChoice choice, GraphMode mode);
 /// Why train.precision cannot run on the GPU `choice` puts the peers on ("" when it can, and
 /// for the CPU, whose GEMM choice refuses what it cannot run): tf32 and bf16 need compute
 /// capability 8.0.

@@ -1,6 +1,7 @@
 /// compute_choices: the compute knobs of `train:` as named choices, one row each (the config
 /// reads them, the compute room acts on them, peers and summaries name them): which backend
-/// (train.backend) and at what precision its products run (train.precision).
+/// (train.backend), at what precision its products run (train.precision), how convolutions
+/// run (train.conv), MPS (train.mps) and CUDA graphs (train.graphs).
 #pragma once
 #if !defined(GOSSIP_ROOM_CORE)
 #error "gossip/compute_choices.hpp belongs to room core, which this room does not use (see the room table in meson.build)"
@@ -58,11 +59,23 @@ enum class ConvEngine { GOSSIP_CONV_ENGINES(GOSSIP_CHOICE_ENUM) };
 
 enum class MpsMode { GOSSIP_MPS_MODES(GOSSIP_CHOICE_ENUM) };
 
+/// train.graphs: X(id, name, summary). Whether a peer's training step is launched kernel by
+/// kernel or replayed as a CUDA graph.
+#define GOSSIP_GRAPH_MODES(X)                                                                    \
+  X(kOff, "off", "every call of the step launched one by one (the default)")                    \
+  X(kStep, "step",                                                                              \
+    "the step's forward and backward captured once as a CUDA graph and replayed every step "   \
+    "(CUDA backend only; a model with dropout, or a step the capture refuses, runs eagerly "   \
+    "and the peer's first line says why)")
+
+enum class GraphMode { GOSSIP_GRAPH_MODES(GOSSIP_CHOICE_ENUM) };
+
 #if __cplusplus >= 202002L
 GOSSIP_CHOICE_TABLE(BackendChoice, GOSSIP_BACKENDS, backend_table, backend_choice_name)
 GOSSIP_CHOICE_TABLE(Precision, GOSSIP_PRECISIONS, precision_table, precision_name)
 GOSSIP_CHOICE_TABLE(ConvEngine, GOSSIP_CONV_ENGINES, conv_engine_table, conv_engine_name)
 GOSSIP_CHOICE_TABLE(MpsMode, GOSSIP_MPS_MODES, mps_mode_table, mps_mode_name)
+GOSSIP_CHOICE_TABLE(GraphMode, GOSSIP_GRAPH_MODES, graph_mode_table, graph_mode_name)
 #endif
 
 }  // namespace gossip

@@ -177,6 +177,8 @@ struct TrainConfig {
   Precision precision = Precision::kFp32;
   // How conv2d layers run: cuDNN where the CUDA backend loads it (auto), or im2col + GEMM.
   ConvEngine conv = ConvEngine::kAuto;
+  // The training step replayed as a CUDA graph (step) or launched call by call (off).
+  GraphMode graphs = GraphMode::kOff;
   // gossip run: CUDA MPS for peers that share a GPU (auto: when they outnumber the GPUs).
   MpsMode mps = MpsMode::kAuto;
   // gossip run: how many peers one process hosts, one thread each (consecutive ranks; they

@@ -75,8 +75,15 @@ class Trainer {
           std::vector<std::int64_t> shard, int peer, const ShardBalance& balance = {},
           bool shared_scratch = false, std::span<const float> initial = {});
 
-  /// One local step on the next batch. Returns that batch's mean loss.
+  /// One local step on the next batch. Returns that batch's mean loss. Under train.graphs:
+  /// step (a device backend), the first step runs call by call, the next full batch's forward
+  /// and backward are captured as a CUDA graph, and every later full batch replays it (into the
+  /// same batch buffers and model buffers, so the values are those of the eager step); where
+  /// the capture or a replay fails, the step runs eagerly from then on and a line says why.
   double step();
+  /// "step", "off", or "off (why)" where train.graphs: step could not be kept: for the peer's
+  /// first line and summary.json's `graphs`.
+  std::string graphs() const;
   /// Loss and accuracy of the current parameters on `data` (the first `limit` rows if > 0).
   Evaluation evaluate(const Dataset& data, std::int64_t limit = 0);
 
@@ -121,6 +128,12 @@ class Trainer {
     std::int32_t* y;
   };
   Batch batch_buffers();
+  /// The model's forward and backward, or the graph of it (train.graphs: step).
+  BatchResult forward_backward(const float* x, const std::int32_t* y, int rows);
+  std::unique_ptr<StepGraph> graph_;
+  int graph_rows_ = 0;
+  bool graph_warm_ = false;  // a step ran eagerly: cuDNN's plans and workspaces exist
+  std::string graph_why_;    // why train.graphs: step runs eagerly ("" while it does not)
   bool shared_scratch_ = false;
   int batch_rows_ = 0;  // rows the batch buffers hold
   std::vector<float> host_x_;

@@ -141,6 +141,12 @@ bool on_device(BackendChoice choice) {
 
 }  // namespace
 
+std::string graphs_refusal(BackendChoice choice, GraphMode mode) {
+  if (mode != GraphMode::kStep || on_device(choice)) return {};
+  return "step replays the training step as a CUDA graph, and the peers would run on the CPU, "
+         "which has none (train.graphs: off)";
+}
+
 std::string conv_refusal(BackendChoice choice, ConvEngine engine) {
   if (engine != ConvEngine::kCudnn) return {};
   if (!on_device(choice))

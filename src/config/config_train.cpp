@@ -200,6 +200,7 @@ void read_train(const Reader& r, const Node& n, TrainConfig& t) {
       {"precision", [&](auto& v, auto& f) { t.precision = r.named(v, f, precision_table()); }},
       {"conv", [&](auto& v, auto& f) { t.conv = r.named(v, f, conv_engine_table()); }},
       {"mps", [&](auto& v, auto& f) { t.mps = r.named(v, f, mps_mode_table()); }},
+      {"graphs", [&](auto& v, auto& f) { t.graphs = r.named(v, f, graph_mode_table()); }},
       {"peers_per_process", [&](auto& v, auto& f) {
          t.peers_per_process = r.integer_in(v, f, 1, kMaxPeersPerProcess);
        }},

@@ -433,6 +433,9 @@ void check_backend(const RunConfig& config) {
                          "one, the CPU elsewhere)"));
   if (const std::string why = conv_refusal(config.train.backend, config.train.conv); !why.empty())
     throw InputError(cat(config.where("train.conv"), ": ", why, "; no peer was started"));
+  if (const std::string why = graphs_refusal(config.train.backend, config.train.graphs);
+      !why.empty())
+    throw InputError(cat(config.where("train.graphs"), ": ", why, "; no peer was started"));
   if (const std::string why = precision_refusal(config.train.backend, config.train.precision);
       !why.empty())
     throw InputError(cat(config.where("train.precision"), ": ", why, "; no peer was started"));

@@ -189,6 +189,7 @@ Summary PeerSession::finish(bool awaits_average) {
              .epochs = NAN, .average_missing = {}, .extra = {}};
   end.extra.add("peer", m.opt.rank).add("missing_messages", m.algorithm->missing_messages());
   if (m.backend) end.extra.add("conv", conv_name(*m.backend));
+  if (m.trainer) end.extra.add("graphs", m.trainer->graphs());
   // The shard's size: known for the own model, and for a caller that asked for its shard; a
   // caller that trains on data of its own has none.
   if (m.shards.empty())

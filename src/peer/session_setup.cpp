@@ -99,7 +99,9 @@ std::string PeerSession::Impl::describe_own(const std::string& model, std::int64
     return cat("the caller's buffer ", model, " (", num_params, " parameters)");
   return cat("shard of ", shards[static_cast<std::size_t>(opt.rank)].size(), " samples, ",
              backend->describe(), " (train.backend: ", backend_choice_name(config.train.backend), "), ",
-             gemm.line(), ", training images ",
+             gemm.line(),
+             config.train.graphs == GraphMode::kOff ? "" : cat(", graphs: ", trainer->graphs()),
+             ", training images ",
              train_file.empty() ? std::string("decoded in this process")
                                 : cat("mapped from ", train_file, " (shared)"),
              ", test set ",

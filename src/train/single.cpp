@@ -51,11 +51,14 @@ Summary train_single(const RunConfig& config, const std::string& out_dir) {
       *backend, gemm_request(config.train.gemm, config.train.threads, config.train.precision),
       trainer.model().gemm_shapes(config.train.batch));
   std::printf("gossip train: %s, model %s (%lld params), %lld train / %lld test samples on %s, "
-              "%s\n",
+              "%s%s\n",
               config.path.c_str(), trainer.model().fingerprint().c_str(),
               static_cast<long long>(trainer.num_params()), static_cast<long long>(data.train.n),
               static_cast<long long>(data.test.n), backend->describe().c_str(),
-              gemm.line().c_str());
+              gemm.line().c_str(),
+              config.train.graphs == GraphMode::kOff
+                  ? ""
+                  : cat(", graphs: ", trainer.graphs()).c_str());
 
   RunRecord record(out_dir);
   if (config.train.tensorboard) record.enable_tensorboard();
@@ -98,7 +101,7 @@ Summary train_single(const RunConfig& config, const std::string& out_dir) {
              .epochs = NAN, .average_missing = {}, .extra = {}};
   end.extra.add("test_loss", last.loss).add("steps", trainer.steps()).add("backend",
                                                                           backend->name());
-  end.extra.add("conv", conv_name(*backend));
+  end.extra.add("conv", conv_name(*backend)).add("graphs", trainer.graphs());
   Summary summary = record.finish(std::move(end));
   std::printf("done: test_accuracy %.4f after %.2f epochs in %.1f s; wrote %s/summary.json\n",
               summary.last.test_accuracy, summary.last.epoch, summary.end.wall_seconds,

@@ -75,6 +75,15 @@ Trainer::Trainer(Backend& backend, const RunConfig& config, const Dataset& train
   if (initial.empty()) model_.init(config.train.seed, config.train.same_init ? 0 : peer, peer);
   else model_.init_from(initial, config.train.seed, peer);
   batch_rows_ = std::max(config.train.batch, config.train.eval_batch);
+  if (config.train.graphs == GraphMode::kStep) {
+    if (backend.host_memory())
+      throw InputError(cat(config.where("train.graphs"), ": step replays the training step as "
+                           "a CUDA graph; the ", backend.name(), " backend has none (train.graphs:"
+                           " off)"));
+    for (const LayerInfo& l : model_.layers())
+      if (l.type == "dropout")
+        graph_why_ = "dropout draws new masks every step, which a graph would repeat";
+  }
   shared_scratch_ = shared_scratch && backend.host_memory();
   if (shared_scratch_) return;
   const auto floats = static_cast<std::size_t>(batch_rows_) * train.dim;
@@ -138,10 +147,54 @@ double Trainer::step() {
   last_lr_ = balance_.lr_scale * learning_rate(config_->optimizer,
                                                static_cast<double>(steps_) / per_epoch,
                                                config_->train.epochs);
-  BatchResult r = model_.forward_backward(b.x, b.y, rows);
+  BatchResult r = forward_backward(b.x, b.y, rows);
   sgd_.step(model_.params(), model_.grads(), static_cast<float>(last_lr_));
   ++steps_;
   return r.loss;
+}
+
+BatchResult Trainer::forward_backward(const float* x, const std::int32_t* y, int rows) {
+  if (graph_ && rows == graph_rows_) {
+    if (std::string why = graph_->replay(); why.empty()) {
+      const auto [loss, correct] = graph_->softmax_result();
+      return {loss, correct, rows};
+    } else {
+      graph_.reset();
+      graph_why_ = why;
+      log_line(cat("peer ", peer_, ": train.graphs: step: ", why, "; the step runs eagerly"));
+    }
+  }
+  // The first step runs eagerly (cuDNN's plans and workspaces are made then, which a capture
+  // cannot do); the next full batch is captured, and replayed at once.
+  if (!graph_ && config_->train.graphs == GraphMode::kStep && graph_why_.empty() && graph_warm_ &&
+      rows == config_->train.batch) {
+    std::string why = backend_->capture_begin();
+    if (why.empty()) {
+      try {
+        model_.forward_backward(x, y, rows);
+      } catch (const std::exception& e) {
+        why = cat("capturing the step: ", e.what());
+      }
+      std::string ended;
+      graph_ = backend_->capture_end(ended);
+      if (why.empty()) why = ended;
+      if (!why.empty()) graph_.reset();
+    }
+    if (graph_) {
+      graph_rows_ = rows;
+      return forward_backward(x, y, rows);
+    }
+    graph_why_ = why;
+    log_line(cat("peer ", peer_, ": train.graphs: step: ", why, "; the step runs eagerly"));
+  }
+  graph_warm_ = true;
+  return model_.forward_backward(x, y, rows);
+}
+
+std::string Trainer::graphs() const {
+  if (config_->train.graphs == GraphMode::kOff) return "off";
+  if (!graph_why_.empty()) return cat("off (", graph_why_, ")");
+  return "step";
 }
 
 Evaluation Trainer::evaluate(const Dataset& data, std::int64_t limit) {

@@ -118,6 +118,8 @@ struct GemmRow {
   const char* name;
   MathMode mode;
 };
+constexpr std::size_t kBlasWorkspace = std::size_t{32} << 20;
+
 constexpr GemmRow kGemms[] = {{"cublas", MathMode::kStrict},
                               {"cublas_tf32", MathMode::kTf32},
                               {"cublas_bf16", MathMode::kBf16}};
@@ -155,6 +157,59 @@ class PinnedMemory final : public HostMemory {
   std::unordered_set<void*> locked_;
 };
 
+/// The loss and correct count of `rows` rows from a softmax's per-row buffers (device memory),
+/// read on `stream` after the work queued there.
+std::pair<double, std::int64_t> read_softmax(cudaStream_t stream, const float* row_loss,
+                                             const int* row_correct, int rows) {
+  std::vector<float> loss(rows);
+  std::vector<int> correct(rows);
+  GOSSIP_CUDA_CHECK(cudaMemcpyAsync(loss.data(), row_loss, rows * sizeof(float),
+                                    cudaMemcpyDeviceToHost, stream));
+  GOSSIP_CUDA_CHECK(cudaMemcpyAsync(correct.data(), row_correct, rows * sizeof(int),
+                                    cudaMemcpyDeviceToHost, stream));
+  GOSSIP_CUDA_CHECK(cudaStreamSynchronize(stream));
+  double total = 0.0;
+  std::int64_t right = 0;
+  for (int r = 0; r < rows; ++r) {
+    total += loss[r];
+    right += correct[r];
+  }
+  return {total / rows, right};
+}
+
+/// A captured step: its executable graph, launched on the backend's stream, and where its
+/// softmax writes each row's loss (buffers the backend keeps for its lifetime).
+class CudaGraph final : public StepGraph {
+ public:
+  CudaGraph(cudaStream_t stream, cudaGraph_t graph, cudaGraphExec_t exec, const float* row_loss,
+            const int* row_correct, int rows)
+      : stream_(stream), graph_(graph), exec_(exec), row_loss_(row_loss),
+        row_correct_(row_correct), rows_(rows) {}
+  ~CudaGraph() override {
+    cudaGraphExecDestroy(exec_);
+    cudaGraphDestroy(graph_);
+  }
+  CudaGraph(const CudaGraph&) = delete;
+  CudaGraph& operator=(const CudaGraph&) = delete;
+
+  std::string replay() override {
+    const cudaError_t e = cudaGraphLaunch(exec_, stream_);
+    return e == cudaSuccess ? "" : cat("cudaGraphLaunch: ", cudaGetErrorString(e));
+  }
+  std::pair<double, std::int64_t> softmax_result() override {
+    if (rows_ == 0) return {0.0, 0};  // it recorded no softmax
+    return read_softmax(stream_, row_loss_, row_correct_, rows_);
+  }
+
+ private:
+  cudaStream_t stream_;
+  cudaGraph_t graph_;
+  cudaGraphExec_t exec_;
+  const float* row_loss_;
+  const int* row_correct_;
+  int rows_;
+};
+
 class CudaBackend final : public Backend {
  public:
   /// On visible device `device` modulo their count (CUDA_VISIBLE_DEVICES numbers them).
@@ -167,6 +222,10 @@ class CudaBackend final : public Backend {
     GOSSIP_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     GOSSIP_CUBLAS_CHECK(cublasCreate(&blas_));
     GOSSIP_CUBLAS_CHECK(cublasSetStream(blas_, stream_));
+    // cuBLAS's workspace is the backend's (32 MiB, what Hopper's kernels ask for at most), so a
+    // GEMM in a graph capture (train.graphs: step) allocates nothing.
+    GOSSIP_CUDA_CHECK(cudaMalloc(&blas_workspace_, kBlasWorkspace));
+    GOSSIP_CUBLAS_CHECK(cublasSetWorkspace(blas_, blas_workspace_, kBlasWorkspace));
     cudaDeviceProp prop{};
     GOSSIP_CUDA_CHECK(cudaGetDeviceProperties(&prop, device_));
     device_name_ = prop.name;
@@ -175,13 +234,14 @@ class CudaBackend final : public Backend {
     pinned_memory_ = std::make_unique<PinnedMemory>(device_);
   }
   ~CudaBackend() override {
-    drop_graph();
     conv_.reset();
     for (void* p : pinned_) cudaHostUnregister(p);
     cudaFree(scratch_loss_);
     cudaFree(scratch_correct_);
     cudaFree(scratch_partial_);
+    for (void* p : retired_) cudaFree(p);
     cublasDestroy(blas_);
+    cudaFree(blas_workspace_);
     cudaStreamDestroy(stream_);
   }
 
@@ -217,27 +277,32 @@ class CudaBackend final : public Backend {
   HostMemory* pinned_memory() override { return pinned_memory_.get(); }
 
   std::string capture_begin() override {
-    drop_graph();
+    if (capturing_) return "a capture is under way already";
     const cudaError_t e = cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal);
     if (e != cudaSuccess) return cat("cudaStreamBeginCapture: ", cudaGetErrorString(e));
     capturing_ = true;
+    captured_rows_ = 0;
     return "";
   }
-  std::string capture_end() override {
-    if (!capturing_) return "capture_end without capture_begin";
+  std::unique_ptr<StepGraph> capture_end(std::string& why) override {
+    if (!capturing_) {
+      why = "capture_end without capture_begin";
+      return nullptr;
+    }
     capturing_ = false;
-    cudaError_t e = cudaStreamEndCapture(stream_, &graph_);
-    if (e == cudaSuccess) e = cudaGraphInstantiate(&graph_exec_, graph_, 0);
-    if (e == cudaSuccess) return "";
-    const std::string why = cat("capturing the step: ", cudaGetErrorString(e));
+    cudaGraph_t graph = nullptr;
+    cudaGraphExec_t exec = nullptr;
+    cudaError_t e = cudaStreamEndCapture(stream_, &graph);
+    if (e == cudaSuccess) e = cudaGraphInstantiate(&exec, graph, 0);
+    if (e == cudaSuccess) {
+      why.clear();
+      return std::make_unique<CudaGraph>(stream_, graph, exec, scratch_loss_, scratch_correct_,
+                                         captured_rows_);
+    }
+    why = cat("capturing the step: ", cudaGetErrorString(e));
     cudaGetLastError();  // an invalidated capture's error is not sticky
-    drop_graph();
-    return why;
-  }
-  std::string replay() override {
-    if (graph_exec_ == nullptr) return "no graph captured";
-    const cudaError_t e = cudaGraphLaunch(graph_exec_, stream_);
-    return e == cudaSuccess ? "" : cat("cudaGraphLaunch: ", cudaGetErrorString(e));
+    if (graph != nullptr) cudaGraphDestroy(graph);
+    return nullptr;
   }
 
   void gemm(const RowMajorGemm& g, const float* a, const float* b, float* c) override {
@@ -327,18 +392,11 @@ class CudaBackend final : public Backend {
     softmax_xent_kernel<<<grid_for(rows), kThreads, 0, stream_>>>(
         logits, labels, rows, cols, grad, scratch_loss_, scratch_correct_);
     check_launch("softmax_xent");
-    if (capturing_) return {0.0, 0};  // a graph reads nothing back (Backend::capture_begin)
-    std::vector<float> loss(rows);
-    std::vector<int> correct(rows);
-    download(loss.data(), scratch_loss_, rows * sizeof(float));
-    download(correct.data(), scratch_correct_, rows * sizeof(int));
-    double total = 0.0;
-    std::int64_t right = 0;
-    for (int r = 0; r < rows; ++r) {
-      total += loss[r];
-      right += correct[r];
+    if (capturing_) {  // a graph reads nothing back (Backend::capture_begin)
+      captured_rows_ = rows;
+      return {0.0, 0};
     }
-    return {total / rows, right};
+    return read_softmax(stream_, scratch_loss_, scratch_correct_, rows);
   }
 
   void sgd_update(float* params, float* velocity, const float* grads, std::int64_t n, float lr,
@@ -459,17 +517,12 @@ class CudaBackend final : public Backend {
   }
 
  private:
-  void drop_graph() {
-    if (graph_exec_ != nullptr) cudaGraphExecDestroy(graph_exec_);
-    if (graph_ != nullptr) cudaGraphDestroy(graph_);
-    graph_exec_ = nullptr;
-    graph_ = nullptr;
-  }
-
+  /// The softmax's per-row buffers for `rows` rows. Outgrown ones are kept until the backend
+  /// goes (retired_): a captured graph may still write them.
   void ensure_scratch(int rows) {
     if (rows <= scratch_rows_) return;
-    cudaFree(scratch_loss_);
-    cudaFree(scratch_correct_);
+    retired_.push_back(scratch_loss_);
+    retired_.push_back(scratch_correct_);
     GOSSIP_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&scratch_loss_), rows * sizeof(float)));
     GOSSIP_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&scratch_correct_), rows * sizeof(int)));
     scratch_rows_ = rows;
@@ -493,8 +546,9 @@ class CudaBackend final : public Backend {
   std::vector<void*> pinned_;         // pin_host's buffers, unpinned with the backend
   std::unique_ptr<PinnedMemory> pinned_memory_;  // the transport's receive buffers
   bool capturing_ = false;            // between capture_begin and capture_end
-  cudaGraph_t graph_ = nullptr;       // the captured step, and its executable form
-  cudaGraphExec_t graph_exec_ = nullptr;
+  int captured_rows_ = 0;             // rows of the last softmax_xent captured
+  std::vector<void*> retired_;        // outgrown scratch, freed with the backend
+  void* blas_workspace_ = nullptr;    // cuBLAS's, set once so a capture allocates nothing
   bool use_cudnn_ = true;             // train.conv
   float* scratch_loss_ = nullptr;
   int* scratch_correct_ = nullptr;

@@ -154,17 +154,19 @@ std::string cudnn_version(std::string* why) {
   return api().version;
 }
 
-DeviceScratch::~DeviceScratch() { cudaFree(p_); }
+DeviceScratch::~DeviceScratch() {
+  for (void* p : retired_) cudaFree(p);
+  cudaFree(p_);
+}
 
 void* DeviceScratch::get(std::size_t bytes) {
   if (bytes <= bytes_) return p_;
-  if (p_ != nullptr) cudaDeviceSynchronize();  // queued work may still read the old buffer
-  cudaFree(p_);
-  p_ = nullptr;
-  bytes_ = 0;
-  const cudaError_t err = cudaMalloc(&p_, bytes);
+  void* grown = nullptr;
+  const cudaError_t err = cudaMalloc(&grown, bytes);
   if (err != cudaSuccess)
     throw RuntimeError(cat("cudaMalloc of ", bytes, " bytes: ", cudaGetErrorString(err)));
+  if (p_ != nullptr) retired_.push_back(p_);  // queued work or a graph may still use it
+  p_ = grown;
   bytes_ = bytes;
   return p_;
 }

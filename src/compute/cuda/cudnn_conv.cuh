@@ -14,6 +14,7 @@
 #include <memory>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "gossip/layer_math.hpp"
 
@@ -27,7 +28,8 @@ enum class MathMode { kStrict, kTf32, kBf16 };
 /// for the whole process: the library is loaded once).
 std::string cudnn_version(std::string* why = nullptr);
 
-/// A growable device buffer (grows, never shrinks; freed with its owner).
+/// A growable device buffer (grows, never shrinks; freed with its owner). An outgrown buffer is
+/// kept until then too: queued work, or a CUDA graph captured with it, may still use it.
 class DeviceScratch {
  public:
   DeviceScratch() = default;
@@ -39,6 +41,7 @@ class DeviceScratch {
  private:
   void* p_ = nullptr;
   std::size_t bytes_ = 0;
+  std::vector<void*> retired_;
 };
 
 /// The convolutions of one backend: its cuDNN handle on the backend's stream, the algorithms
