@@ -167,6 +167,7 @@ run_variant() {
   timeout 240 "$gossip_bin" run "$cfg" --out "$out/run-$tag" --no-progress "${RUN_ARGS[@]}" \
     > "$out/run-$tag.log" 2>&1 || { echo "gpu-check: run $tag FAILED"; status=1; }
   tail -n 2 "$out/run-$tag.log"
+  python3 scripts/gpu_figures.py "$out" > /dev/null 2>&1  # the figures so far
 }
 
 step_runs() {
@@ -251,6 +252,9 @@ for s in $steps; do
     tests|step|runs|resnet|shared|byzantine) "step_$s" ;;
     *) echo "gpu-check: unknown step '$s' in GPU_CHECK_STEPS"; status=1 ;;
   esac
+  # The figures so far, after every step: a check cut short by its machine's time limit still
+  # leaves what it measured.
+  python3 scripts/gpu_figures.py "$out" > /dev/null 2>&1
 done
 python3 scripts/gpu_figures.py "$out" || status=1
 echo "gpu-check: done (status $status); figures in $out/gpu-check.md and $out/gpu-figures.json"

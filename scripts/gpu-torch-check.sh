@@ -47,27 +47,10 @@ echo "== 2. the front end's CUDA and overlap tests"
 (cd tests/python && timeout "${GPU_TORCH_TEST_S:-120}" python3 -m pytest -q -x test_torch_frontend.py \
    -k "cuda or overlap" -p no:cacheprovider) 2>&1 | tail -n 15 | tee "$out/pytest.txt"
 
-echo "== 3. ResNet-18, 8 ranks on one GPU"
-trap 'rm -f configs/.gpu-torch-resnet*.yaml' EXIT
-# name: schedule (none: gossip's round replaced by nothing), gossip.period, autocast, wire
-runs="none-fp32:none:1:off:fp32 overlap-fp32:overlap:1:off:fp32 sync-fp32:sync:1:off:fp32
-none-bf16:none:1:bf16:fp32 overlap-bf16:overlap:1:bf16:fp32 overlap4-fp32:overlap:4:off:fp32
-sync4-fp32:sync:4:off:fp32 overlap8-fp32:overlap:8:off:fp32 overlap-wire16:overlap:1:off:bf16"
-for spec in $runs; do
-  IFS=: read -r run schedule period autocast wire <<< "$spec"
-  cfg=configs/.gpu-torch-resnet-p$period.yaml
-  sed -e 's#^exec: .*#exec: python3 examples/torch_resnet.py#' -e 's/^  limit_train: .*/  limit_train: 0/' \
-      -e 's/^  epochs: .*/  epochs: 1.1/' -e "s/^  period: .*/  period: $period/" \
-      configs/torch-resnet-short.yaml > "$cfg"
-  env GOSSIP_NO_ROUNDS=$([ "$schedule" = none ] && echo 1 || echo 0) \
-      GOSSIP_OVERLAP=$([ "$schedule" = overlap ] && echo 1 || echo 0) \
-      GOSSIP_AUTOCAST=$autocast GOSSIP_EVAL_LIMIT=10000 \
-      timeout "${GPU_TORCH_RUN_S:-60}" "$GOSSIP_BIN" run "$cfg" --out "$out/resnet18-$run" \
-      --wire "$wire" --no-progress > "$out/resnet18-$run.log" 2>&1 ||
-    echo "gpu-torch: run $run FAILED"
-  echo "$run: $(grep -h 'steps 50-250' "$out/resnet18-$run"/peers/*/peer.log 2>/dev/null | head -n 1)"
-done
-python3 - "$out" <<'EOF'
+# The figures so far into gpu-torch.json (after every run, so a run cut short by its machine's
+# time limit still leaves what it measured), printed when PRINT is 1.
+summarize() {
+  PRINT=$1 python3 - "$out" <<'EOF'
 import datetime, glob, json, os, re, sys
 out = sys.argv[1]
 res = {"card": open(os.path.join(out, "gpus.txt")).read().split(":")[1].split("(")[0].strip()
@@ -114,5 +97,30 @@ for run, against, key in [("overlap-fp32", "sync-fp32", "resnet18_overlap_minus_
     if isinstance(a, (int, float)) and isinstance(b, (int, float)):
         res[key] = a - b
 json.dump(res, open(os.path.join(out, "gpu-torch.json"), "w"), indent=1, sort_keys=True)
-print(json.dumps(res, indent=1, sort_keys=True))
+if os.environ.get("PRINT") == "1":
+    print(json.dumps(res, indent=1, sort_keys=True))
 EOF
+}
+
+echo "== 3. ResNet-18, 8 ranks on one GPU"
+trap 'rm -f configs/.gpu-torch-resnet*.yaml' EXIT
+# name: schedule (none: gossip's round replaced by nothing), gossip.period, autocast, wire
+runs="none-fp32:none:1:off:fp32 overlap-fp32:overlap:1:off:fp32 sync-fp32:sync:1:off:fp32
+none-bf16:none:1:bf16:fp32 overlap-bf16:overlap:1:bf16:fp32 overlap4-fp32:overlap:4:off:fp32
+sync4-fp32:sync:4:off:fp32 overlap8-fp32:overlap:8:off:fp32 overlap-wire16:overlap:1:off:bf16"
+for spec in $runs; do
+  IFS=: read -r run schedule period autocast wire <<< "$spec"
+  cfg=configs/.gpu-torch-resnet-p$period.yaml
+  sed -e 's#^exec: .*#exec: python3 examples/torch_resnet.py#' -e 's/^  limit_train: .*/  limit_train: 0/' \
+      -e 's/^  epochs: .*/  epochs: 1.1/' -e "s/^  period: .*/  period: $period/" \
+      configs/torch-resnet-short.yaml > "$cfg"
+  env GOSSIP_NO_ROUNDS=$([ "$schedule" = none ] && echo 1 || echo 0) \
+      GOSSIP_OVERLAP=$([ "$schedule" = overlap ] && echo 1 || echo 0) \
+      GOSSIP_AUTOCAST=$autocast GOSSIP_EVAL_LIMIT=10000 \
+      timeout "${GPU_TORCH_RUN_S:-60}" "$GOSSIP_BIN" run "$cfg" --out "$out/resnet18-$run" \
+      --wire "$wire" --no-progress > "$out/resnet18-$run.log" 2>&1 ||
+    echo "gpu-torch: run $run FAILED"
+  echo "$run: $(grep -h 'steps 50-250' "$out/resnet18-$run"/peers/*/peer.log 2>/dev/null | head -n 1)"
+  summarize 0
+done
+summarize 1
