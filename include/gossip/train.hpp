@@ -131,7 +131,9 @@ class Trainer {
   /// The model's forward and backward, or the graph of it (train.graphs: step).
   BatchResult forward_backward(const float* x, const std::int32_t* y, int rows);
   std::unique_ptr<StepGraph> graph_;
-  int graph_rows_ = 0;
+  int graph_rows_ = 0;  // the batch it was captured with
+  const float* graph_x_ = nullptr;
+  const std::int32_t* graph_y_ = nullptr;
   bool graph_warm_ = false;  // a step ran eagerly: cuDNN's plans and workspaces exist
   std::string graph_why_;    // why train.graphs: step runs eagerly ("" while it does not)
   bool shared_scratch_ = false;

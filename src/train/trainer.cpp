@@ -154,7 +154,8 @@ double Trainer::step() {
 }
 
 BatchResult Trainer::forward_backward(const float* x, const std::int32_t* y, int rows) {
-  if (graph_ && rows == graph_rows_) {
+  // A graph reads the buffers it was captured with: the same batch buffers, the same rows.
+  if (graph_ && rows == graph_rows_ && x == graph_x_ && y == graph_y_) {
     if (std::string why = graph_->replay(); why.empty()) {
       const auto [loss, correct] = graph_->softmax_result();
       return {loss, correct, rows};
@@ -182,6 +183,8 @@ BatchResult Trainer::forward_backward(const float* x, const std::int32_t* y, int
     }
     if (graph_) {
       graph_rows_ = rows;
+      graph_x_ = x;
+      graph_y_ = y;
       return forward_backward(x, y, rows);
     }
     graph_why_ = why;
