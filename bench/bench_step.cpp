@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <numeric>
 #include <vector>
 
 #include "gossip/args.hpp"
@@ -52,6 +53,10 @@ const char* kHelp =
     "reference runs on the GPU when its torch has CUDA (else it is left out). Needs a device.\n"
     "There the step is also captured once as a CUDA graph and replayed (JSON bN_graph_us;\n"
     "graph_refusal says why where the capture fails): what launching it kernel by kernel costs.\n"
+    "Every backend also times a peer's whole training step (the batch gathered and uploaded, the\n"
+    "loss read back: JSON bN_trainer_us), and on a device the same with train.graphs: step\n"
+    "(bN_trainer_graph_us; trainer_graphs says why not where it fell back): whether graphs pay\n"
+    "in training.\n"
     "--precision (train.precision) and --conv (train.conv) set how ours runs; PyTorch's\n"
     "reference runs at the same precision: fp32 with TF32 off for convolutions and matrix\n"
     "products, tf32 with it on for both, bf16 under torch.autocast(dtype=bfloat16).\n"
@@ -71,6 +76,11 @@ struct StepFigures {
   std::string bf16_refusal;  // why not, on this CPU or backend
   double graph = 0.0;        // seconds per step replaying it as a CUDA graph (0: not run)
   std::string graph_refusal;  // why not
+  // A training step as a peer takes it (Trainer::step: the batch gathered and uploaded, the
+  // loss read back, the optimizer's step), launched call by call and with train.graphs: step.
+  double trainer = 0.0;
+  double trainer_graph = 0.0;      // 0: not run
+  std::string trainer_graphs;      // Trainer::graphs() of that run ("step", or why not)
   std::vector<GemmTiming> candidates;  // every GEMM's bare rate at the step's shapes
 };
 
@@ -205,6 +215,40 @@ void time_graph(Backend& backend, Model& model, Sgd& sgd, const float* x, const 
   }
 }
 
+/// Trainer::step on `model`'s layers over synthetic data (16 batches' worth, so the sampler
+/// shuffles a real shard): what a peer pays a step, eagerly and, on a device, with its step
+/// replayed as a CUDA graph (train.graphs: step), the figure that says whether graphs pay in
+/// training.
+void time_trainer(Backend& backend, const Model& model, const ModelConfig& layers, int batch,
+                  int steps, StepFigures& r) {
+  RunConfig c;
+  c.model = layers;
+  c.data.synthetic = true;
+  c.data.synthetic_dim = model.input_size();
+  c.data.classes = model.classes();
+  c.data.synthetic_train = 16 * static_cast<std::int64_t>(batch);
+  c.data.synthetic_test = batch;
+  c.optimizer.lr = 0.01;
+  c.optimizer.momentum = 0.9;
+  c.train.batch = batch;
+  c.train.eval_batch = batch;
+  const DataSets data = load_datasets(c);
+  std::vector<std::int64_t> all(static_cast<std::size_t>(data.train.n));
+  std::iota(all.begin(), all.end(), 0);
+  {
+    Trainer eager(backend, c, data.train, all, 0);
+    r.trainer = best_seconds_per_call([&] { eager.step(); }, steps, 5);
+  }
+  if (backend.host_memory()) return;
+  c.train.graphs = GraphMode::kStep;
+  Trainer graphed(backend, c, data.train, all, 0);
+  graphed.step();  // eager (the warm-up), then captured and replayed from the next one on
+  graphed.step();
+  r.trainer_graphs = graphed.graphs();
+  if (r.trainer_graphs == "step")
+    r.trainer_graph = best_seconds_per_call([&] { graphed.step(); }, steps, 5);
+}
+
 /// How our step runs (--precision, --conv); the reference runs at the same precision.
 struct StepMode {
   Precision precision = Precision::kFp32;
@@ -256,6 +300,7 @@ StepFigures measure(const Subject& subject, int batch, int steps,
   r.ours = best_seconds_per_call(step, steps, 5);
   if (cuda) time_graph(*backend, model, sgd, dx.data(), dy.data(), batch, steps, r);
   else r.graph_refusal = backend->capture_begin();  // says why not; starts nothing
+  time_trainer(*backend, model, subject.model, batch, steps, r);
   // The same step with train.precision: bf16, where this CPU has bf16 instructions.
   GemmRequest bf16 = request;
   bf16.precision = Precision::kBf16;
@@ -368,6 +413,8 @@ void print_json(const Subject& subject, const std::vector<StepFigures>& figs, co
     const double bare = f.bare_gemm > 0 ? f.flops / f.bare_gemm / 1e9 : NAN;
     o.add(b + "bf16_us", f.bf16 > 0 ? f.bf16 * 1e6 : NAN);
     o.add(b + "graph_us", f.graph > 0 ? f.graph * 1e6 : NAN);
+    o.add(b + "trainer_us", f.trainer * 1e6)
+        .add(b + "trainer_graph_us", f.trainer_graph > 0 ? f.trainer_graph * 1e6 : NAN);
     o.add(b + "gemm", f.gemm.name)
         .add(b + "gemm_source", f.gemm.source)
         .add(b + "ours_us", f.ours * 1e6)
@@ -383,6 +430,7 @@ void print_json(const Subject& subject, const std::vector<StepFigures>& figs, co
           .add(cat(b, "gemm_", t.name, "_of_peak"), t.flops / t.seconds / 1e9 / peak.gflops);
   }
   o.add("graph_refusal", main.graph_refusal);
+  if (!main.trainer_graphs.empty()) o.add("trainer_graphs", main.trainer_graphs);
   o.add("eval_peers_per_peer_s", eval.wide > 0 ? eval.per_peer : NAN)
       .add("eval_peers_wide_s", eval.wide > 0 ? eval.wide : NAN);
   o.add("ratio", main.torch > 0 ? ratio : NAN)
@@ -437,6 +485,17 @@ void print_table(const Subject& subject, const std::vector<StepFigures>& figs,
                   f.graph * 1e6, f.ours * 1e6, f.graph / f.ours);
   } else {
     std::printf(" not run: %s\n", figs.front().graph_refusal.c_str());
+  }
+  std::printf("\na peer's training step (Trainer::step: batch gathered and uploaded, loss read "
+              "back, optimizer step):\n");
+  for (const auto& f : figs) {
+    std::printf("%6d  %9.1f us/step", f.batch, f.trainer * 1e6);
+    if (f.trainer_graph > 0)
+      std::printf("  train.graphs: step %.1f us/step (%.2fx)", f.trainer_graph * 1e6,
+                  f.trainer_graph / f.trainer);
+    else if (!f.trainer_graphs.empty())
+      std::printf("  train.graphs: %s", f.trainer_graphs.c_str());
+    std::printf("\n");
   }
   if (eval.wide > 0) {
     const double flops = 2.0 * kEvalRows * subject.mlp_sizes[0] * subject.mlp_sizes[1] * kEvalPeers;

@@ -5,7 +5,9 @@ Usage: python3 scripts/gpu_figures.py OUT   (the folder gpu-check.sh wrote)
 
 Keys: `{model}_b{batch}_{precision}_ratio` (our step time over PyTorch's on the same GPU at the
 same precision, lower is better) with `_ours_us` and `_torch_us`, and `_graph_us` /
-`_graph_over_eager` (the step replayed as a CUDA graph; `_graph_refusal` where it could not be); `run_{tag}_seconds` and
+`_graph_over_eager` (the step replayed as a CUDA graph; `_graph_refusal` where it could not be),
+`_trainer_us`, `_trainer_graph_us` and `_trainer_graph_over_eager` (a peer's whole training
+step, eager and with train.graphs: step); `run_{tag}_seconds` and
 `run_{tag}_accuracy` for each run (`run_{tag}_graphs` where train.graphs asked for a CUDA graph:
 `step`, or `off (why)`); the quotients the engine issue asks for
 (`quickstart_cuda_over_cpu`, `quickstart_cnn_cpu_over_cuda`, `quickstart_bf16_minus_fp32`),
@@ -48,6 +50,15 @@ def step_figures(out, figures, rows):
             figures[key + "_graph_over_eager"] = graph / ours
         elif d.get("graph_refusal"):
             figures[key + "_graph_refusal"] = d["graph_refusal"]
+        # A peer's whole training step (Trainer::step), eager and with train.graphs: step.
+        trainer, trainer_graph = d.get(b + "trainer_us"), d.get(b + "trainer_graph_us")
+        if trainer:
+            figures[key + "_trainer_us"] = trainer
+        if trainer and trainer_graph:
+            figures[key + "_trainer_graph_us"] = trainer_graph
+            figures[key + "_trainer_graph_over_eager"] = trainer_graph / trainer
+        elif d.get("trainer_graphs") and d["trainer_graphs"] != "step":
+            figures[key + "_trainer_graphs"] = d["trainer_graphs"]
         rows.append((model, batch, precision + (" (im2col)" if im2col else ""), d.get(b + "gemm"),
                      d.get("conv"), ours, torch, ours / torch if torch else None))
 

@@ -3772,3 +3772,18 @@ TEST_CASE("train.peers_per_process: what acts on one peer's process is refused b
                                        "peer(s) in it"));
   CHECK_THAT(r.output, Catch::Contains("stopped all peers"));
 }
+
+TEST_CASE("gossip bench step --json names every figure it took, a peer's whole training step "
+          "among them, and on the CPU why its step was not replayed as a CUDA graph", "[peer]") {
+  // Figures only, no timing asserted: the benchmark's keys, as gpu_figures.py reads them.
+  const Result r = run(bin() + " bench step --batch 8 --steps 2 --json");
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  for (const char* key : {"\"b8_ours_us\": ", "\"b8_trainer_us\": ", "\"b8_graph_us\": null",
+                          "\"b8_trainer_graph_us\": null"})
+    CHECK_THAT(r.output, Catch::Contains(key));
+  CHECK_THAT(r.output, Catch::Contains("\"graph_refusal\": \"cpu backend: no CUDA graphs here\""));
+  const auto at = r.output.find("\"b8_trainer_us\": ");
+  REQUIRE(at != std::string::npos);
+  CHECK(std::stod(r.output.substr(at + 17)) > 0.0);  // a step took some time
+}
