@@ -49,6 +49,8 @@ void print_run_notes(const SimResult& result, const RunConfig& config, const std
     std::printf("virtual peers ran on %s, one after another on one worker thread (a GPU's "
                 "stream, handles and scratch serve one caller at a time)\n",
                 result.backend.c_str());
+  if (config.train.graphs != GraphMode::kOff)
+    std::printf("virtual peers' steps: graphs: %s\n", result.graphs.c_str());
   if (!result.timelines.empty()) {
     std::vector<std::pair<std::string, PhaseSeconds>> rows;
     PhaseSeconds all{};

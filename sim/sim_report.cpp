@@ -132,6 +132,7 @@ void write_sim_outputs(const std::string& dir, const SimResult& result, const Si
       .add("sim_seconds", result.sim_seconds)
       .add("step_ms", result.step_seconds * 1000.0)
       .add("workers", result.workers)
+      .add("graphs", result.graphs)
       .add("local_seconds", result.local_seconds)
       .add("mix_seconds", result.mix_seconds)
       .add("stopped_by_partition", result.stopped_by_partition);

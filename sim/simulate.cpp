@@ -72,6 +72,17 @@ void check_peers(const RunConfig& config, const Topology& topology) {
       throw InputError(cat("sim.stragglers: peer ", s, " is not in 0..", topology.n() - 1));
 }
 
+/// The virtual peers' Trainer::graphs(): the one answer, or each with its count of peers.
+std::string graphs_of(const std::vector<std::unique_ptr<Trainer>>& trainers) {
+  std::map<std::string, int> seen;
+  for (const auto& t : trainers) ++seen[t->graphs()];
+  if (seen.size() == 1) return seen.begin()->first;
+  std::string all;
+  for (const auto& [answer, peers] : seen)
+    all += cat(all.empty() ? "" : "; ", answer, " (", peers, " peers)");
+  return all;
+}
+
 /// Median wall seconds of a few local steps of a throw-away trainer (when sim.step_ms is 0).
 /// With sim.eval_peers, the last evaluation screens every peer's model on kScreenSamples test
 /// samples and evaluates the kScreenLowest lowest of them in full too.
@@ -314,6 +325,7 @@ SimResult simulate(const RunConfig& config, const Topology& loaded, const DataSe
           evaluator.evaluate(data.test, config.train.eval_limit).accuracy);
     }
   result.step_seconds = step_s;
+  result.graphs = graphs_of(trainers);
   result.timelines = swarm.take_timelines();
   result.epochs = result.evals.back().epoch;
   return result;

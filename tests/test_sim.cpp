@@ -1592,6 +1592,8 @@ TEST_CASE("virtual peers on a backend whose tensors are not the host's (as a GPU
       test::DeviceLikeBackend::captures = test::DeviceLikeBackend::replays = 0;
       const SimResult graphs = simulate(config, t, data, hooks);
       CHECK(test::DeviceLikeBackend::captures == 5);
+      CHECK(graphs.graphs == "step");
+      CHECK(cpu.graphs == "off");
       CHECK(test::DeviceLikeBackend::replays > 5 * (cpu.rounds - 2));
       CHECK(graphs.params_sha256 == cpu.params_sha256);
     }

@@ -75,6 +75,9 @@ struct SimResult {
   std::vector<std::string> params_sha256;
   GemmChoice gemm{"none", "no model"};  // the CPU GEMM the virtual peers ran (train.gemm)
   std::string backend;  // what the virtual peers ran on (Backend::describe())
+  // How their steps ran (Trainer::graphs(): "off", "step", or "off (why)"); where the virtual
+  // peers differ, each answer once, with how many peers gave it.
+  std::string graphs = "off";
   std::vector<std::int64_t> samples_per_peer;  // training samples in each peer's shard
   // Faults and membership (the fault schedule, `faults:`): what was done when, what each peer's
   // membership view and convergence monitor saw (MemberEvent.seconds is simulated time), which
