@@ -158,6 +158,11 @@ TEST_CASE("element-wise ops follow gossip::math", "[compute]") {
     CHECK(grad[1] == Approx((0.25 - 1.0) / 2));
     CHECK(grad[0] == Approx(0.25 / 2));
     (void)correct;
+    // Queued, as a training step does it: the same loss, kept until read.
+    std::vector<float> queued_grad(8);
+    cpu->queue_softmax_xent(logits.data(), labels.data(), 2, 4, queued_grad.data());
+    CHECK(queued_grad == grad);
+    CHECK(cpu->queued_softmax_result().first == loss);
   }
   SECTION("SGD with momentum matches the closed form over two steps") {
     float p = 1.0f, v = 0.0f;

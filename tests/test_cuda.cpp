@@ -242,6 +242,10 @@ TEST_CASE("CUDA element-wise kernels match the CPU backend", "[cuda]") {
     auto [loss, right] = gpu->softmax_xent(dl.data(), dlab.data(), rows, cols, dg.data());
     CHECK(loss == Approx(loss_ref).epsilon(1e-5));
     CHECK(right == right_ref);
+    // Queued (a training step reads the loss after its backward): the same, read later.
+    gpu->queue_softmax_xent(dl.data(), dlab.data(), rows, cols, dg.data());
+    gpu->fill(dl.data(), 0.0f, rows * cols);  // queued work after it does not change it
+    CHECK(gpu->queued_softmax_result() == std::pair<double, std::int64_t>(loss, right));
   }
 }
 

@@ -281,7 +281,8 @@ BatchResult Model::forward_backward(const float* x, const std::int32_t* labels, 
   run_forward(x, rows, true);
   float* dy = delta_a_ptr_;
   float* spare = delta_b_ptr_;
-  auto [loss, correct] = backend_->softmax_xent(outs_.back(), labels, rows, classes_, dy);
+  // The loss is read once the backward pass is queued (Backend::queue_softmax_xent).
+  backend_->queue_softmax_xent(outs_.back(), labels, rows, classes_, dy);
   std::size_t first_with_params = layers_.size();
   for (std::size_t i = 0; i < layers_.size() && first_with_params == layers_.size(); ++i)
     if (layers_[i]->param_count() > 0) first_with_params = i;
@@ -294,6 +295,7 @@ BatchResult Model::forward_backward(const float* x, const std::int32_t* labels, 
     if (dx == spare) std::swap(dy, spare);
   }
   ++train_steps_;
+  const auto [loss, correct] = backend_->queued_softmax_result();
   return {loss, correct, rows};
 }
 

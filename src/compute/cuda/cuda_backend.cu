@@ -388,15 +388,22 @@ class CudaBackend final : public Backend {
 
   std::pair<double, std::int64_t> softmax_xent(const float* logits, const std::int32_t* labels,
                                                int rows, int cols, float* grad) override {
+    queue_softmax_xent(logits, labels, rows, cols, grad);
+    return queued_softmax_result();  // nothing read back while capturing
+  }
+
+  void queue_softmax_xent(const float* logits, const std::int32_t* labels, int rows, int cols,
+                          float* grad) override {
     ensure_scratch(rows);
     softmax_xent_kernel<<<grid_for(rows), kThreads, 0, stream_>>>(
         logits, labels, rows, cols, grad, scratch_loss_, scratch_correct_);
     check_launch("softmax_xent");
-    if (capturing_) {  // a graph reads nothing back (Backend::capture_begin)
-      captured_rows_ = rows;
-      return {0.0, 0};
-    }
-    return read_softmax(stream_, scratch_loss_, scratch_correct_, rows);
+    queued_rows_ = rows;
+    if (capturing_) captured_rows_ = rows;
+  }
+  std::pair<double, std::int64_t> queued_softmax_result() override {
+    if (capturing_ || queued_rows_ == 0) return {0.0, 0};  // a graph reads nothing back
+    return read_softmax(stream_, scratch_loss_, scratch_correct_, queued_rows_);
   }
 
   void sgd_update(float* params, float* velocity, const float* grads, std::int64_t n, float lr,
@@ -547,6 +554,7 @@ class CudaBackend final : public Backend {
   std::unique_ptr<PinnedMemory> pinned_memory_;  // the transport's receive buffers
   bool capturing_ = false;            // between capture_begin and capture_end
   int captured_rows_ = 0;             // rows of the last softmax_xent captured
+  int queued_rows_ = 0;               // rows of the last queue_softmax_xent
   std::vector<void*> retired_;        // outgrown scratch, freed with the backend
   void* blas_workspace_ = nullptr;    // cuBLAS's, set once so a capture allocates nothing
   bool use_cudnn_ = true;             // train.conv
