@@ -245,7 +245,7 @@ void time_trainer(Backend& backend, const Model& model, const ModelConfig& layer
   graphed.step();  // eager (the warm-up), then captured and replayed from the next one on
   graphed.step();
   r.trainer_graphs = graphed.graphs();
-  if (r.trainer_graphs == "step")
+  if (graphed.replays_graph())
     r.trainer_graph = best_seconds_per_call([&] { graphed.step(); }, steps, 5);
 }
 

@@ -84,6 +84,8 @@ class Trainer {
   /// "step", "off", or "off (why)" where train.graphs: step could not be kept: for the peer's
   /// first line and summary.json's `graphs`.
   std::string graphs() const;
+  /// True while a captured graph replays the step (train.graphs: step, kept).
+  bool replays_graph() const { return graph_ != nullptr; }
   /// Loss and accuracy of the current parameters on `data` (the first `limit` rows if > 0).
   Evaluation evaluate(const Dataset& data, std::int64_t limit = 0);
 

@@ -80,8 +80,8 @@ Trainer::Trainer(Backend& backend, const RunConfig& config, const Dataset& train
       throw InputError(cat(config.where("train.graphs"), ": step replays the training step as "
                            "a CUDA graph; the ", backend.name(), " backend has none (train.graphs:"
                            " off)"));
-    for (const LayerInfo& l : model_.layers())
-      if (l.type == "dropout")
+    for (const LayerConfig& l : config.model.layers)
+      if (l.type == LayerKind::kDropout)
         graph_why_ = "dropout draws new masks every step, which a graph would repeat";
   }
   shared_scratch_ = shared_scratch && backend.host_memory();
