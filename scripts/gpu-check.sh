@@ -18,14 +18,16 @@
 #              run (quickstart-resnet20, 1 epoch) on the GPU and on the CPU, and the 16-peer
 #              sim of it on a ring (sim-ring-16-resnet20, 15 epochs) with its virtual peers
 #              on the GPU, each replaying its step as a CUDA graph (train.graphs: step;
+#              GPU_CHECK_SIM_WORKERS worker threads, a stream each, default 4;
 #              GPU_CHECK_SIM_S, default 420 s);
 #   byzantine  peer 3 flips its sign under gossip.aggregate clipped and trimmed_mean, on cuda
 #              and on cpu (the distances taken on the GPU).
 #   shared     8 peers on one GPU with and without CUDA MPS (train.mps: off, auto) and as the
 #              threads of one process (train.peers_per_process: 8, one CUDA context): the
 #              quickstart, quickstart-cnn and the ResNet-20 8-peer run, beside the CPU's, and
-#              again with each peer's step replayed as a CUDA graph (train.graphs: step); and
-#              the quickstart's MLP step launched kernel by kernel and as a CUDA graph.
+#              again with each peer's step replayed as a CUDA graph (train.graphs: step);
+#              the quickstart's MLP step launched kernel by kernel and as a CUDA graph; and
+#              0.2 epochs of the 16-peer ResNet-20 sim with 1, 2 and 4 worker threads.
 #              (Every `step` benchmark times its step as a CUDA graph too: *_graph_us.)
 # GPU_CHECK_STEPS picks and orders them (default "tests step runs resnet shared byzantine").
 # --prebuilt: no set-up and no build: a GPU machine without Debian's packages, given what
@@ -192,13 +194,32 @@ step_resnet() {
   RUN_ARGS=(--epochs 1)
   run_variant quickstart-resnet20 resnet20-8-cuda cuda
   run_variant quickstart-resnet20 resnet20-8-cpu cpu
-  # The 16-peer sim of it on a ring, its virtual peers on the GPU (one after another).
+  # The 16-peer sim of it on a ring, its virtual peers on the GPU: GPU_CHECK_SIM_WORKERS worker
+  # threads (4), each with its own stream, peer p on worker p mod 4.
   cfg=$(variant sim-ring-16-resnet20 sim-resnet20-16-cuda backend=cuda graphs=step)
   rm -rf "$out/run-sim-resnet20-16-cuda"
   timeout "${GPU_CHECK_SIM_S:-420}" "$gossip_bin" sim "$cfg" --out "$out/run-sim-resnet20-16-cuda" \
-    > "$out/run-sim-resnet20-16-cuda.log" 2>&1 ||
+    --workers "${GPU_CHECK_SIM_WORKERS:-4}" > "$out/run-sim-resnet20-16-cuda.log" 2>&1 ||
     { echo "gpu-check: the 16-peer ResNet-20 sim FAILED or ran out of time"; status=1; }
   tail -n 3 "$out/run-sim-resnet20-16-cuda.log"
+}
+
+# gossip sim of the 16-peer ResNet-20 ring for 0.2 epochs on the GPU with 1, 2 and 4 worker
+# threads (a stream each): what running virtual peers side by side gains (run-shared-sim-*).
+sim_workers() {
+  local cfg workers
+  cfg=$(variant sim-ring-16-resnet20 shared-sim-resnet20 backend=cuda graphs=step)
+  for workers in 1 2 4; do
+    rm -rf "$out/run-shared-sim-resnet20-16-cuda-w$workers"
+    timeout 120 "$gossip_bin" sim "$cfg" --epochs 0.2 --workers "$workers" \
+      --out "$out/run-shared-sim-resnet20-16-cuda-w$workers" \
+      > "$out/run-shared-sim-resnet20-16-cuda-w$workers.log" 2>&1 ||
+      { echo "gpu-check: sim with $workers workers FAILED"; status=1; }
+    grep -h "virtual peers ran on\|^average model" "$out/run-shared-sim-resnet20-16-cuda-w$workers.log"
+  done
+  grep -ho '"params_sha256": \["[0-9a-f]*' "$out"/run-shared-sim-resnet20-16-cuda-w*/summary.json |
+    sort | uniq -c  # one line: the same parameters whatever the worker count
+  python3 scripts/gpu_figures.py "$out" > /dev/null 2>&1
 }
 
 step_shared() {
@@ -226,6 +247,7 @@ step_shared() {
   run_variant quickstart-cnn shared-quickstart-cnn-cuda-threads-graphs cuda mps=off \
     peers_per_process=8 graphs=step
   run_variant quickstart-cnn shared-quickstart-cnn-cpu cpu
+  sim_workers
   RUN_ARGS=(--epochs 1)
   run_variant quickstart-resnet20 shared-resnet20-8-cuda-mps cuda mps=auto
   run_variant quickstart-resnet20 shared-resnet20-8-cuda-threads cuda mps=off peers_per_process=8

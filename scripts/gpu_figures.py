@@ -11,7 +11,8 @@ step, eager and with train.graphs: step); `run_{tag}_seconds` and
 `run_{tag}_accuracy` for each run (`run_{tag}_graphs` where train.graphs asked for a CUDA graph:
 `step`, or `off (why)`); the quotients the engine issue asks for
 (`quickstart_cuda_over_cpu`, `quickstart_cnn_cpu_over_cuda`, `quickstart_bf16_minus_fp32`),
-and what the graphs changed (`shared_*_graphs_over_eager`).
+what the graphs changed (`shared_*_graphs_over_eager`), and gossip sim's wall time on 2 and 4
+worker threads against 1 (`shared_sim_resnet20_16_w{2,4}_over_w1`).
 A figure that was not measured is absent, never made up.
 """
 import datetime
@@ -118,6 +119,11 @@ def quotients(figures):
     q("shared_quickstart_cnn_threads_graphs_over_eager",
       "run_shared_quickstart_cnn_cuda_threads_graphs_seconds",
       "run_shared_quickstart_cnn_cuda_threads_seconds", lambda a, b: a / b)
+    # gossip sim's virtual peers on 2 and 4 worker threads (a stream each) against 1.
+    for workers in (2, 4):
+        q(f"shared_sim_resnet20_16_w{workers}_over_w1",
+          f"run_shared_sim_resnet20_16_cuda_w{workers}_seconds",
+          "run_shared_sim_resnet20_16_cuda_w1_seconds", lambda a, b: a / b)
     q("shared_resnet20_8_threads_graphs_over_eager",
       "run_shared_resnet20_8_cuda_threads_graphs_seconds",
       "run_shared_resnet20_8_cuda_threads_seconds", lambda a, b: a / b)
@@ -166,7 +172,8 @@ def main():
         lines.append("| " + " | ".join(fmt(v, 4) if i == 1 else fmt(v, 1) if i == 2 else fmt(v)
                                        for i, v in enumerate(r)) + " |")
     lines += [""] + [f"{k}: {fmt(v)}" for k, v in sorted(figures.items())
-                     if k.startswith(("quickstart_", "shared_quickstart_", "sim_resnet20_"))]
+                     if k.startswith(("quickstart_", "shared_quickstart_", "sim_resnet20_",
+                                     "shared_sim_"))]
     with open(os.path.join(out, "gpu-check.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))

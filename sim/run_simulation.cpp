@@ -46,9 +46,10 @@ void print_run_notes(const SimResult& result, const RunConfig& config, const std
   if (result.gemm.name != "none")
     std::printf("virtual peers' matrix products: %s\n", result.gemm.line().c_str());
   if (config.train.backend == BackendChoice::kCuda)
-    std::printf("virtual peers ran on %s, one after another on one worker thread (a GPU's "
-                "stream, handles and scratch serve one caller at a time)\n",
-                result.backend.c_str());
+    std::printf("virtual peers ran on %s: %d worker thread%s (sim.workers), each with its own "
+                "stream, handles and scratch; peer p on worker p mod %d, one after another\n",
+                result.backend.c_str(), result.workers, result.workers == 1 ? "" : "s",
+                result.workers);
   if (config.train.graphs != GraphMode::kOff)
     std::printf("virtual peers' steps: graphs: %s\n", result.graphs.c_str());
   if (!result.timelines.empty()) {

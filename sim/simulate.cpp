@@ -48,12 +48,25 @@ std::unique_ptr<Backend> sim_backend(const RunConfig& config, const SimHooks& ho
   return backend;
 }
 
-/// The config the virtual peers run under: on a backend whose memory is not the host's (a
-/// GPU), one worker thread, since the backend's stream, handles and scratch serve one caller
-/// at a time; the peers' kernels then queue on the one stream, a peer after another.
-RunConfig swarm_config(const RunConfig& config, const Backend& backend) {
+/// The backends the virtual peers run on: one on the host, where any worker thread steps any
+/// peer; on a device (a GPU) one per worker thread (sim.workers, 0 there meaning 1), since a
+/// backend's stream, handles and scratch serve one thread at a time: peer p runs on backend p
+/// mod their count. All on the first visible GPU: a worker's tasks may run on any thread of
+/// the pool, and a CUDA backend sets its device only on the thread that makes it.
+std::vector<std::unique_ptr<Backend>> sim_backends(const RunConfig& config,
+                                                   const SimHooks& hooks) {
+  std::vector<std::unique_ptr<Backend>> all;
+  all.push_back(sim_backend(config, hooks, true));
+  if (all.front()->host_memory()) return all;
+  for (int w = 1; w < config.sim.workers; ++w) all.push_back(sim_backend(config, hooks, true));
+  return all;
+}
+
+/// The config the virtual peers run under: on a device, as many worker threads as backends.
+RunConfig swarm_config(const RunConfig& config,
+                       const std::vector<std::unique_ptr<Backend>>& backends) {
   RunConfig c = config;
-  if (!backend.host_memory()) c.sim.workers = 1;
+  if (!backends.front()->host_memory()) c.sim.workers = static_cast<int>(backends.size());
   return c;
 }
 
@@ -90,13 +103,17 @@ constexpr std::int64_t kScreenSamples = 1000;
 constexpr std::size_t kScreenLowest = 8;
 
 /// Evaluators for the peers' models: one Trainer sized for the evaluation batch per worker
-/// thread (taken from a free list while a task runs), and one for the average model.
+/// thread, and one for the average model. On the host a task takes a free one; on a device
+/// worker w evaluates on its own (on its backend), and the average model is on worker 0's.
 class Evaluators {
  public:
-  Evaluators(Backend& backend, const RunConfig& config, const DataSets& data, int threads)
-      : data_(&data), average_(backend, config, data.train, {0}, 0) {
-    for (int i = 0; i < threads; ++i) {
-      all_.push_back(std::make_unique<Trainer>(backend, config, data.train,
+  Evaluators(const std::vector<std::unique_ptr<Backend>>& backends, const RunConfig& config,
+             const DataSets& data, int threads)
+      : data_(&data), average_(*backends.front(), config, data.train, {0}, 0) {
+    const bool host = backends.front()->host_memory();
+    const int count = host ? threads : static_cast<int>(backends.size());
+    for (int i = 0; i < count; ++i) {
+      all_.push_back(std::make_unique<Trainer>(*backends[host ? 0 : i], config, data.train,
                                                std::vector<std::int64_t>{0}, 0));
       free_.push_back(static_cast<std::size_t>(i));
     }
@@ -104,8 +121,10 @@ class Evaluators {
   }
   Trainer& average() { return average_; }
   /// `peer`'s model (its parameters as they are) on the test set's first `limit` samples
-  /// (0: all), on a free evaluator: what peer.evaluate(test, limit) gives, bit for bit.
-  Evaluation evaluate(const Trainer& peer, std::int64_t limit) {
+  /// (0: all), on a free evaluator (`lane` < 0) or worker `lane`'s: what peer.evaluate(test,
+  /// limit) gives, bit for bit.
+  Evaluation evaluate(const Trainer& peer, std::int64_t limit, int lane) {
+    if (lane >= 0) return evaluate_on(static_cast<std::size_t>(lane), peer, limit);
     std::size_t slot = 0;
     {
       std::lock_guard lk(mu_);
@@ -113,17 +132,21 @@ class Evaluators {
       slot = free_.back();
       free_.pop_back();
     }
-    std::vector<float>& host = host_[slot];
-    host.resize(static_cast<std::size_t>(peer.num_params()));
-    peer.download_params(host);
-    all_[slot]->upload_params(host);
-    const Evaluation e = all_[slot]->evaluate(data_->test, limit);
+    const Evaluation e = evaluate_on(slot, peer, limit);
     std::lock_guard lk(mu_);
     free_.push_back(slot);
     return e;
   }
 
  private:
+  Evaluation evaluate_on(std::size_t slot, const Trainer& peer, std::int64_t limit) {
+    std::vector<float>& host = host_[slot];
+    host.resize(static_cast<std::size_t>(peer.num_params()));
+    peer.download_params(host);
+    all_[slot]->upload_params(host);
+    return all_[slot]->evaluate(data_->test, limit);
+  }
+
   const DataSets* data_;
   Trainer average_;
   std::vector<std::unique_ptr<Trainer>> all_;
@@ -168,7 +191,8 @@ struct Measure {
     e.epoch = plan.epoch_at(round);
     const bool last = round >= plan.rounds;
     const std::vector<char> chosen = chosen_peers(last);
-    swarm.pool().run(n + 1, [&](int k) {
+    // Task n, the average model, is on worker 0's backend, beside its peers' evaluations.
+    swarm.for_peers(n + 1, [n](int k) { return k == n ? 0 : k; }, [&](int k) {
       if (k == n) {
         const Evaluation ev = evaluator.evaluate(data.test, config.train.eval_limit);
         e.average_accuracy = ev.accuracy;
@@ -181,7 +205,8 @@ struct Measure {
       // An elastic run's ranks that are not members at this round are not evaluated.
       const bool member = topology.epochs().empty() || swarm.alive(k);
       e.peers[k].test_accuracy = chosen[k] && member
-                                     ? evaluators.evaluate(*trainers[k], limit).accuracy
+                                     ? evaluators.evaluate(*trainers[k], limit,
+                                                           swarm.lane(k)).accuracy
                                      : std::numeric_limits<double>::quiet_NaN();
       stepped[k] = swarm.algorithm(k).stepped();
       e.peers[k].train_loss = swarm.algorithm(k).take_train_loss();
@@ -202,8 +227,9 @@ struct Measure {
     std::vector<double> screen(static_cast<std::size_t>(n), 2.0);
     const std::int64_t samples = std::min<std::int64_t>(
         kScreenSamples, config.train.eval_limit > 0 ? config.train.eval_limit : data.test.n);
-    swarm.pool().run(n, [&](int k) {
-      if (swarm.alive(k)) screen[k] = evaluators.evaluate(*trainers[k], samples).accuracy;
+    swarm.for_peers(n, [&](int k) {
+      if (swarm.alive(k))
+        screen[k] = evaluators.evaluate(*trainers[k], samples, swarm.lane(k)).accuracy;
     });
     std::vector<int> order(static_cast<std::size_t>(n));
     std::iota(order.begin(), order.end(), 0);
@@ -252,7 +278,8 @@ SimResult simulate(const RunConfig& config, const Topology& loaded, const DataSe
   check_peers(config, topology);
   const auto t0 = Clock::now();
   const int n = topology.n();
-  auto backend = sim_backend(config, hooks, true);
+  const auto backends = sim_backends(config, hooks);
+  Backend& backend = *backends.front();
   const auto shards = shard_for(config, data.train, n);
   // A virtual peer only trains: its model's buffers are sized for a training batch, and its
   // gradients, activations and batch are the worker thread's (shared scratch), so a peer holds
@@ -266,7 +293,8 @@ SimResult simulate(const RunConfig& config, const Topology& loaded, const DataSe
   // parameter model's normal draws cost about 8 ms a peer, 8 s at 1,024 peers).
   std::vector<float> initial;
   for (int p = 0; p < n; ++p) {
-    trainers.push_back(std::make_unique<Trainer>(*backend, train_only, data.train, shards[p], p,
+    Backend& on = *backends[static_cast<std::size_t>(p) % backends.size()];  // Swarm::lane
+    trainers.push_back(std::make_unique<Trainer>(on, train_only, data.train, shards[p], p,
                                                  balance_for(config, shards, p),
                                                  /*shared_scratch=*/true, initial));
     learners.push_back(learner_for(*trainers.back()));
@@ -277,10 +305,12 @@ SimResult simulate(const RunConfig& config, const Topology& loaded, const DataSe
   }
   // One GEMM for every virtual peer, chosen as a real peer chooses it (the same cache file), so
   // that gossip sim and gossip run of one config run the same kernel.
+  const GemmRequest request = gemm_request(config.train.gemm, 1, config.train.precision);
   const GemmChoice gemm =
-      choose_gemm(*backend, gemm_request(config.train.gemm, 1, config.train.precision),
-                  trainers.front()->model().gemm_shapes(config.train.batch));
-  const RunConfig run_as = swarm_config(config, *backend);
+      choose_gemm(backend, request, trainers.front()->model().gemm_shapes(config.train.batch));
+  for (std::size_t w = 1; w < backends.size(); ++w)  // a device's: its precision's GEMM
+    choose_gemm(*backends[w], request, {});
+  const RunConfig run_as = swarm_config(config, backends);
   Swarm swarm(run_as, topology, std::move(learners));
   swarm.on_join(
       [&](int p, std::span<const float> params, std::int64_t steps) {
@@ -292,16 +322,16 @@ SimResult simulate(const RunConfig& config, const Topology& loaded, const DataSe
       },
       [&](int q) { return trainers[q]->steps(); });
   swarm.trace(config.sim.trace_peers);
-  Evaluators evaluators(*backend, config, data, swarm.pool().threads() + 1);
+  Evaluators evaluators(backends, config, data, swarm.workers() + 1);
   Trainer& evaluator = evaluators.average();  // holds the average model
   const double step_s = config.sim.step_ms > 0
                             ? config.sim.step_ms / 1000.0
-                            : measure_step_seconds(*backend, config, data, shards[0]);
+                            : measure_step_seconds(backend, config, data, shards[0]);
   swarm.network().set_step_seconds(step_s);
 
   SimResult result;
   result.gemm = gemm;
-  result.backend = backend->describe();
+  result.backend = backend.describe();
   if (!topology.epochs().empty()) {
     result.initial_members = topology.members(0);
     result.initial_spectral_gap = swarm.initial_gap();

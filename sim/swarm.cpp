@@ -5,6 +5,30 @@
 
 namespace gossip::sim_parts {
 
+void Swarm::for_peers(int count, const std::function<int(int)>& peer_of,
+                      const std::function<void(int)>& fn) {
+  if (lanes_ <= 1) {
+    pool_.run(count, fn);
+    return;
+  }
+  pool_.run(lanes_, [&](int worker) {
+    for (int k = 0; k < count; ++k)
+      if (lane(peer_of(k)) == worker) fn(k);
+  });
+}
+
+void Swarm::check_lanes() const {
+  for (int p = 0; p < n(); ++p) {
+    if (lanes_ == 0) break;
+    const Backend* own = learners_[p].backend;
+    GOSSIP_CHECK_MSG(own == learners_[lane(p)].backend,
+                     cat("sim: peer ", p, " is not on the backend of worker ", lane(p)));
+    for (int q = 0; q < std::min(n(), lanes_); ++q)
+      GOSSIP_CHECK_MSG(q == lane(p) || learners_[q].backend != own,
+                       cat("sim: workers ", q, " and ", lane(p), " share a device backend"));
+  }
+}
+
 void Swarm::round(std::int64_t r, SimResult& result) {
   apply_membership(r, result);
   apply_faults(r, result);
@@ -12,7 +36,8 @@ void Swarm::round(std::int64_t r, SimResult& result) {
   for (int p = 0; p < n(); ++p)
     if (alive_[p] && !paused(p)) active.push_back(p);
   const auto t0 = Clock::now();
-  pool_.run(static_cast<int>(active.size()), [&](int k) {
+  const auto on_active = [&](int k) { return active[k]; };
+  for_peers(static_cast<int>(active.size()), on_active, [&](int k) {
     const int p = active[k];
     Algorithm& a = *algorithms_[p];
     SimExchange& ex = network_.exchange(p);
@@ -35,10 +60,10 @@ void Swarm::round(std::int64_t r, SimResult& result) {
   });
   const auto t1 = Clock::now();
   for (int s = 0; s < algorithms_.front()->relay_steps(); ++s)
-    pool_.run(static_cast<int>(active.size()), [&](int k) {
+    for_peers(static_cast<int>(active.size()), on_active, [&](int k) {
       network_.run_phase(active[k], [&] { algorithms_[active[k]]->relay_phase(r, s); });
     });
-  pool_.run(static_cast<int>(active.size()), [&](int k) {
+  for_peers(static_cast<int>(active.size()), on_active, [&](int k) {
     const int p = active[k];
     network_.run_phase(p, [&] { algorithms_[p]->mix_phase(r); });
     if (Timeline* tl = timelines_.empty() ? nullptr : timelines_[p].get()) {
@@ -86,7 +111,7 @@ std::vector<std::span<const float>> Swarm::gather() {
     return out;
   }
   if (host_.empty()) host_.assign(n(), std::vector<float>(np));
-  pool_.run(n(), [&](int p) { algorithms_[p]->model_params(host_[p]); });
+  for_peers(n(), [&](int p) { algorithms_[p]->model_params(host_[p]); });
   return {host_.begin(), host_.end()};
 }
 

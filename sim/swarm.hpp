@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <map>
 #include <memory>
@@ -52,7 +53,9 @@ class Swarm {
         network_(topology.n(), learners_.front().num_params, history(config.gossip),
                  simulated_relays(config.sim, config.net.emulate, topology), config.train.seed,
                  config.gossip.wire),
-        pool_(config.sim.workers) {
+        pool_(config.sim.workers),
+        lanes_(learners_.front().backend->host_memory() ? 0 : pool_.threads()) {
+    check_lanes();
     for (int p = 0; p < n(); ++p) {
       SimExchange& ex = network_.exchange(p);
       faulted_.push_back(
@@ -116,7 +119,22 @@ class Swarm {
 
   int n() const { return static_cast<int>(learners_.size()); }
   SimNetwork& network() { return network_; }
-  WorkerPool& pool() { return pool_; }
+  int workers() const { return pool_.threads(); }
+  /// On a backend whose memory is not the host's (a GPU): the worker thread peer p's work runs
+  /// on, p mod the workers, each worker with a backend of its own (its stream, handles and
+  /// scratch serve one thread at a time). -1 on the host, where any worker takes any peer.
+  int lane(int p) const { return lanes_ > 0 ? p % lanes_ : -1; }
+
+  /// Calls fn(k) for k in [0, count) on the worker pool, task k doing peer peer_of(k)'s work.
+  /// On the host any worker takes any task; on a device, peer p's tasks run on worker lane(p),
+  /// one after another. Tasks must be independent (each touches its peer's state only), so
+  /// neither the worker count nor the order changes a result.
+  void for_peers(int count, const std::function<int(int)>& peer_of,
+                 const std::function<void(int)>& fn);
+  /// The same with task p doing peer p's work.
+  void for_peers(int count, const std::function<void(int)>& fn) {
+    for_peers(count, [](int k) { return k; }, fn);
+  }
   Algorithm& algorithm(int p) { return *algorithms_[p]; }
   /// Whether peer p's process is alive (not killed, or restarted since).
   bool alive(int p) const { return alive_[p] != 0; }
@@ -239,11 +257,15 @@ class Swarm {
   /// Peer p's membership changes and live-graph changes after `done` rounds, as events.
   void watch(int p, std::int64_t done, SimResult& result);
 
+  /// On a device: peer p's backend is lane p mod the workers' own, and no two lanes share one.
+  void check_lanes() const;
+
   RunConfig config_;
   Topology* topology_;  // an elastic run's epochs grow as deaths are confirmed
   std::vector<Learner> learners_;
   SimNetwork network_;
   WorkerPool pool_;
+  int lanes_;  // 0 on the host; on a device the workers, each with its own backend
   // Each peer's fault decorators (CutLinks, Attack) under its monitor, as in a real peer.
   std::vector<std::unique_ptr<FaultedExchange>> faulted_;
   std::vector<std::unique_ptr<MonitoredExchange>> monitored_;

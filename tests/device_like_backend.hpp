@@ -1,6 +1,6 @@
 // tests/device_like_backend.hpp: the CPU backend posing as a GPU's, for tests
-// of what a device backend changes (uploads and downloads, one worker thread,
-// CUDA graphs) without a GPU.
+// of what a device backend changes (uploads and downloads, one thread at a time
+// in a backend, CUDA graphs) without a GPU.
 #pragma once
 
 #include <atomic>
@@ -31,11 +31,13 @@ class DeviceLikeBackend final : public Backend {
   }
   void release(void* p) noexcept override { cpu_->release(p); }
   void upload(void* dst, const void* src, std::size_t bytes) override {
+    const Use use(*this);
     if (breaks_capture("upload")) return;
     ++uploads;
     std::memcpy(dst, src, bytes);
   }
   void download(void* dst, const void* src, std::size_t bytes) override {
+    const Use use(*this);
     if (breaks_capture("download")) return;
     ++downloads;
     std::memcpy(dst, src, bytes);
@@ -57,6 +59,7 @@ class DeviceLikeBackend final : public Backend {
   }
   std::pair<double, std::int64_t> softmax_xent(const float* logits, const std::int32_t* labels,
                                                int rows, int cols, float* grad) override {
+    const Use use(*this);
     if (recording_) {  // as on a GPU: nothing read back while capturing
       recording_->calls.push_back([=, this, rec = recording_.get()] {
         rec->result = cpu_->softmax_xent(logits, labels, rows, cols, grad);
@@ -162,6 +165,7 @@ class DeviceLikeBackend final : public Backend {
   }
   void squared_distances(const float* r, const float* const* m, int k, std::int64_t n,
                          double* out) override {
+    const Use use(*this);
     if (breaks_capture("squared_distances")) return;
     cpu_->squared_distances(r, m, k, n, out);
   }
@@ -189,6 +193,8 @@ class DeviceLikeBackend final : public Backend {
 
   inline static std::atomic<std::int64_t> allocations{0}, uploads{0}, downloads{0};
   inline static std::atomic<std::int64_t> captures{0}, replays{0};
+  /// Calls that came while another thread's call was in the same backend.
+  inline static std::atomic<std::int64_t> overlapping_uses{0};
   /// When set, capture_begin refuses with it (a device whose graphs do not
   /// start).
   inline static std::string refuse_capture;
@@ -215,8 +221,24 @@ class DeviceLikeBackend final : public Backend {
    private:
     std::shared_ptr<Recording> r_;
   };
+  /// Counts, in `overlapping_uses`, a call that finds another thread's call still in this
+  /// backend (a GPU backend's stream and scratch serve one thread at a time).
+  class Use {
+   public:
+    explicit Use(DeviceLikeBackend& b) : b_(b) {
+      if (b_.busy_.exchange(true)) ++overlapping_uses;
+    }
+    ~Use() { b_.busy_ = false; }
+    Use(const Use&) = delete;
+    Use& operator=(const Use&) = delete;
+
+   private:
+    DeviceLikeBackend& b_;
+  };
+
   /// Runs a call, or records it while capturing.
   void run(std::function<void()> call) {
+    const Use use(*this);
     if (recording_)
       recording_->calls.push_back(std::move(call));
     else
@@ -232,6 +254,7 @@ class DeviceLikeBackend final : public Backend {
 
   std::unique_ptr<Backend> cpu_ = make_cpu_backend(1);
   std::shared_ptr<Recording> recording_;
+  std::atomic<bool> busy_{false};
 };
 
 }  // namespace gossip::test

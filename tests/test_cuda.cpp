@@ -19,6 +19,8 @@
 #include "gossip/backend.hpp"
 #include "gossip/core.hpp"
 #include "gossip/layer_math.hpp"
+#include "gossip/sim.hpp"
+#include "gossip/topology.hpp"
 #include "gossip/train.hpp"
 #include "tests/helpers.hpp"
 #include "gossip_config.h"
@@ -200,6 +202,32 @@ TEST_CASE("train.graphs: step on the GPU: a trainer replaying its step as a CUDA
   CHECK(graph_loss == eager_loss);
   CHECK(graph == eager);
   CHECK(eager_loss.back() < eager_loss.front());
+}
+
+TEST_CASE("gossip sim on the GPU with several worker threads, a backend and stream each, ends "
+          "bit-identical to one worker, and near the CPU's run", "[cuda]") {
+  if (!have_device()) return;
+  RunConfig c = test::small_synthetic_config(1024, 256, 5);
+  c.train.epochs = 2;
+  c.sim.step_ms = 2.0;
+  const DataSets data = load_datasets(c);
+  GeneratorSpec spec;
+  spec.kind = GeneratorKind::kRing;
+  spec.n = 5;
+  const Topology ring = make_topology(spec);
+  const SimResult cpu = simulate(c, ring, data);
+  c.train.backend = BackendChoice::kCuda;
+  c.sim.workers = 1;
+  const SimResult one = simulate(c, ring, data);
+  c.sim.workers = 3;  // peers 0 and 3 on the first worker's backend, 1 and 4, 2
+  const SimResult three = simulate(c, ring, data);
+  CHECK(one.workers == 1);
+  CHECK(three.workers == 3);
+  REQUIRE(three.params_sha256.size() == 5);
+  CHECK(three.params_sha256 == one.params_sha256);
+  CHECK(three.evals.back().average_accuracy == one.evals.back().average_accuracy);
+  CHECK(one.evals.back().average_accuracy ==
+        Approx(cpu.evals.back().average_accuracy).margin(0.02));
 }
 
 TEST_CASE("CUDA element-wise kernels match the CPU backend", "[cuda]") {

@@ -1560,8 +1560,8 @@ TEST_CASE("a relay pays the CPU of the bytes it forwards: each message in and ou
 }
 
 TEST_CASE("virtual peers on a backend whose tensors are not the host's (as a GPU's) end "
-          "bit-identical to the CPU's, on one worker thread, with their steps replayed as graphs "
-          "or not", "[sim]") {
+          "bit-identical to the CPU's, on one worker or several (a backend each), with their "
+          "steps replayed as graphs or not", "[sim]") {
   RunConfig config = small_config();
   config.sim.workers = 2;
   const DataSets data = load_datasets(config);
@@ -1574,11 +1574,28 @@ TEST_CASE("virtual peers on a backend whose tensors are not the host's (as a GPU
       }
       const SimResult cpu = simulate(config, t, data);
       test::DeviceLikeBackend::uploads = test::DeviceLikeBackend::downloads = 0;
+      test::DeviceLikeBackend::overlapping_uses = 0;
+      int made = 0;
       SimHooks hooks;
-      hooks.backend = [] { return std::make_unique<test::DeviceLikeBackend>(); };
+      hooks.backend = [&made] {
+        ++made;
+        return std::make_unique<test::DeviceLikeBackend>();
+      };
+      config.sim.workers = 0;  // on a device: one worker, one backend
+      const SimResult one = simulate(config, t, data, hooks);
+      CHECK(one.workers == 1);
+      CHECK(made == 1);
+      CHECK(one.params_sha256 == cpu.params_sha256);
+      // Three workers, each with its backend (its stream, handles and scratch on a GPU): peers
+      // 0 and 3 on the first, 1 and 4 on the second, 2 on the third; no backend ever has two
+      // threads in it at once, and the run ends as on one worker.
+      config.sim.workers = 3;
+      made = 0;
       const SimResult device = simulate(config, t, data, hooks);
       CHECK(cpu.workers == 2);
-      CHECK(device.workers == 1);  // its stream and scratch serve one caller at a time
+      CHECK(device.workers == 3);
+      CHECK(made == 3);
+      CHECK(test::DeviceLikeBackend::overlapping_uses == 0);
       CHECK(device.backend == "device-like (the CPU's math)");
       // Batches went up and models came down, as they do to and from a GPU.
       CHECK(test::DeviceLikeBackend::uploads > cpu.rounds);
