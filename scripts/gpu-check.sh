@@ -27,7 +27,7 @@
 #              quickstart, quickstart-cnn and the ResNet-20 8-peer run, beside the CPU's, and
 #              again with each peer's step replayed as a CUDA graph (train.graphs: step);
 #              the quickstart's MLP step launched kernel by kernel and as a CUDA graph; and
-#              0.2 epochs of the 16-peer ResNet-20 sim with 1, 2 and 4 worker threads.
+#              half an epoch of the 16-peer ResNet-20 sim with 1, 2 and 4 worker threads.
 #              (Every `step` benchmark times its step as a CUDA graph too: *_graph_us.)
 # GPU_CHECK_STEPS picks and orders them (default "tests step runs resnet shared byzantine").
 # --prebuilt: no set-up and no build: a GPU machine without Debian's packages, given what
@@ -204,14 +204,14 @@ step_resnet() {
   tail -n 3 "$out/run-sim-resnet20-16-cuda.log"
 }
 
-# gossip sim of the 16-peer ResNet-20 ring for 0.2 epochs on the GPU with 1, 2 and 4 worker
+# gossip sim of the 16-peer ResNet-20 ring for half an epoch on the GPU with 1, 2 and 4 worker
 # threads (a stream each): what running virtual peers side by side gains (run-shared-sim-*).
 sim_workers() {
   local cfg workers
   cfg=$(variant sim-ring-16-resnet20 shared-sim-resnet20 backend=cuda graphs=step)
   for workers in 1 2 4; do
     rm -rf "$out/run-shared-sim-resnet20-16-cuda-w$workers"
-    timeout 120 "$gossip_bin" sim "$cfg" --epochs 0.2 --workers "$workers" \
+    timeout 120 "$gossip_bin" sim "$cfg" --epochs 0.5 --workers "$workers" \
       --out "$out/run-shared-sim-resnet20-16-cuda-w$workers" \
       > "$out/run-shared-sim-resnet20-16-cuda-w$workers.log" 2>&1 ||
       { echo "gpu-check: sim with $workers workers FAILED"; status=1; }

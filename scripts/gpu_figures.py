@@ -12,7 +12,8 @@ step, eager and with train.graphs: step); `run_{tag}_seconds` and
 `step`, or `off (why)`); the quotients the engine issue asks for
 (`quickstart_cuda_over_cpu`, `quickstart_cnn_cpu_over_cuda`, `quickstart_bf16_minus_fp32`),
 what the graphs changed (`shared_*_graphs_over_eager`), and gossip sim's wall time on 2 and 4
-worker threads against 1 (`shared_sim_resnet20_16_w{2,4}_over_w1`).
+worker threads against 1 (`shared_sim_resnet20_16_w{2,4}_over_w1`, and `_local` for the wall
+time of its local phases alone).
 A figure that was not measured is absent, never made up.
 """
 import datetime
@@ -74,6 +75,8 @@ def run_figures(out, figures, rows):
         peer0 = load(os.path.join(os.path.dirname(path), "peers", "0", "summary.json")) or s
         key = tag.replace("-", "_")
         figures[key + "_seconds"] = s.get("wall_seconds")
+        if s.get("local_seconds") is not None:  # gossip sim: wall time in the local phases
+            figures[key + "_local_seconds"] = s["local_seconds"]
         figures[key + "_accuracy"] = s.get("test_accuracy")
         if peer0.get("graphs") not in (None, "off"):  # train.graphs: step, kept or not
             figures[key + "_graphs"] = peer0["graphs"]
@@ -121,9 +124,10 @@ def quotients(figures):
       "run_shared_quickstart_cnn_cuda_threads_seconds", lambda a, b: a / b)
     # gossip sim's virtual peers on 2 and 4 worker threads (a stream each) against 1.
     for workers in (2, 4):
-        q(f"shared_sim_resnet20_16_w{workers}_over_w1",
-          f"run_shared_sim_resnet20_16_cuda_w{workers}_seconds",
-          "run_shared_sim_resnet20_16_cuda_w1_seconds", lambda a, b: a / b)
+        for what in ("seconds", "local_seconds"):  # the whole run; its local phases (the steps)
+            q(f"shared_sim_resnet20_16_w{workers}_over_w1" + ("_local" if what != "seconds" else ""),
+              f"run_shared_sim_resnet20_16_cuda_w{workers}_{what}",
+              f"run_shared_sim_resnet20_16_cuda_w1_{what}", lambda a, b: a / b)
     q("shared_resnet20_8_threads_graphs_over_eager",
       "run_shared_resnet20_8_cuda_threads_graphs_seconds",
       "run_shared_resnet20_8_cuda_threads_seconds", lambda a, b: a / b)
