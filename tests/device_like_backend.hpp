@@ -4,9 +4,12 @@
 #pragma once
 
 #include <atomic>
+#include <cstdint>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -34,15 +37,20 @@ class DeviceLikeBackend final : public Backend {
     const Use use(*this);
     if (breaks_capture("upload")) return;
     ++uploads;
+    if (pinned_.holds(src, bytes)) ++pinned_uploads;
     std::memcpy(dst, src, bytes);
   }
   void download(void* dst, const void* src, std::size_t bytes) override {
     const Use use(*this);
     if (breaks_capture("download")) return;
     ++downloads;
+    if (pinned_.holds(dst, bytes)) ++pinned_downloads;
     std::memcpy(dst, src, bytes);
   }
   void synchronize() override {}
+  /// Plain memory standing for a GPU's page-locked memory: it counts what it hands out, and
+  /// the copies to and from it (pinned_uploads, pinned_downloads).
+  HostMemory* pinned_memory() override { return &pinned_; }
   void gemm(const RowMajorGemm& g, const float* a, const float* b, float* c) override {
     run([=, this] { cpu_->gemm(g, a, b, c); });
   }
@@ -195,6 +203,10 @@ class DeviceLikeBackend final : public Backend {
   inline static std::atomic<std::int64_t> captures{0}, replays{0};
   /// Calls that came while another thread's call was in the same backend.
   inline static std::atomic<std::int64_t> overlapping_uses{0};
+  /// Buffers pinned_memory() handed out, those not given back yet, and the copies whose host
+  /// side lay in one of them.
+  inline static std::atomic<std::int64_t> pinned_allocations{0}, pinned_live{0};
+  inline static std::atomic<std::int64_t> pinned_uploads{0}, pinned_downloads{0};
   /// When set, capture_begin refuses with it (a device whose graphs do not
   /// start).
   inline static std::string refuse_capture;
@@ -252,8 +264,44 @@ class DeviceLikeBackend final : public Backend {
     return true;
   }
 
+  /// The page-locked memory of this pretend device: plain memory, counted and remembered.
+  class PinnedMemory final : public HostMemory {
+   public:
+    void* allocate(std::size_t bytes) override {
+      void* p = ::operator new(bytes);
+      std::lock_guard lk(mu_);
+      blocks_[reinterpret_cast<std::uintptr_t>(p)] = bytes;
+      ++pinned_allocations;
+      ++pinned_live;
+      return p;
+    }
+    void release(void* p) noexcept override {
+      if (p == nullptr) return;
+      {
+        std::lock_guard lk(mu_);
+        blocks_.erase(reinterpret_cast<std::uintptr_t>(p));
+      }
+      --pinned_live;
+      ::operator delete(p);
+    }
+    /// Whether [p, p + bytes) lies in one block handed out.
+    bool holds(const void* p, std::size_t bytes) {
+      const auto at = reinterpret_cast<std::uintptr_t>(p);
+      std::lock_guard lk(mu_);
+      auto it = blocks_.upper_bound(at);
+      if (it == blocks_.begin()) return false;
+      --it;
+      return at + bytes <= it->first + it->second;
+    }
+
+   private:
+    std::mutex mu_;
+    std::map<std::uintptr_t, std::size_t> blocks_;
+  };
+
   std::unique_ptr<Backend> cpu_ = make_cpu_backend(1);
   std::shared_ptr<Recording> recording_;
+  PinnedMemory pinned_;
   std::atomic<bool> busy_{false};
 };
 

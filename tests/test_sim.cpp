@@ -1575,6 +1575,8 @@ TEST_CASE("virtual peers on a backend whose tensors are not the host's (as a GPU
       const SimResult cpu = simulate(config, t, data);
       test::DeviceLikeBackend::uploads = test::DeviceLikeBackend::downloads = 0;
       test::DeviceLikeBackend::overlapping_uses = 0;
+      test::DeviceLikeBackend::pinned_allocations = test::DeviceLikeBackend::pinned_live = 0;
+      test::DeviceLikeBackend::pinned_uploads = test::DeviceLikeBackend::pinned_downloads = 0;
       int made = 0;
       SimHooks hooks;
       hooks.backend = [&made] {
@@ -1586,6 +1588,14 @@ TEST_CASE("virtual peers on a backend whose tensors are not the host's (as a GPU
       CHECK(one.workers == 1);
       CHECK(made == 1);
       CHECK(one.params_sha256 == cpu.params_sha256);
+      // Each step's batch went up, and each D-PSGD round's message came down (CHOCO's goes
+      // down compressed, into its packet), through the device's page-locked memory (as a
+      // GPU's DMA), and every such buffer went back.
+      CHECK(test::DeviceLikeBackend::pinned_allocations >= 2 * 5);
+      CHECK(test::DeviceLikeBackend::pinned_live == 0);
+      CHECK(test::DeviceLikeBackend::pinned_uploads >= 2 * 5 * one.rounds);  // x and y
+      if (std::string(algorithm) == "dpsgd")
+        CHECK(test::DeviceLikeBackend::pinned_downloads >= 5 * one.rounds);
       // Three workers, each with its backend (its stream, handles and scratch on a GPU): peers
       // 0 and 3 on the first, 1 and 4 on the second, 2 on the third; no backend ever has two
       // threads in it at once, and the run ends as on one worker.

@@ -140,8 +140,10 @@ class Trainer {
   std::string graph_why_;    // why train.graphs: step runs eagerly ("" while it does not)
   bool shared_scratch_ = false;
   int batch_rows_ = 0;  // rows the batch buffers hold
-  std::vector<float> host_x_;
-  std::vector<std::int32_t> host_y_;
+  // On a device: the batch gathered on the host, in the backend's page-locked memory
+  // (Backend::pinned_memory) so that its upload goes by DMA.
+  HostFloats host_x_;
+  std::vector<std::int32_t, HostAllocator<std::int32_t>> host_y_;
   DeviceArray<float> x_;
   DeviceArray<std::int32_t> y_;
   std::int64_t steps_ = 0;

@@ -68,7 +68,10 @@ PeerBuffer::PeerBuffer(const Learner& learner) : learner_(learner) {
     chunk_.resize(static_cast<std::size_t>(std::min(kChunk, learner.num_params)));
   } else {
     out_ = DeviceArray<float>(*learner.backend, static_cast<std::size_t>(learner.num_params));
-    host_.resize(learner.num_params);
+    // Page-locked where the backend has it (a GPU's): the download for each round's message
+    // goes by DMA, not through the driver's staging copy.
+    host_ = HostFloats(static_cast<std::size_t>(learner.num_params),
+                       HostAllocator<float>(learner.backend->pinned_memory()));
   }
 }
 

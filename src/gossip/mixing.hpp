@@ -73,7 +73,7 @@ class PeerBuffer {
   /// A device backend's copy of a host buffer: the parameters for host_view()'s span, else
   /// uploaded (once until the next mix).
   const float* on_device(const float* host);
-  std::vector<float> host_;                 // device backends: the downloaded parameters
+  HostFloats host_;  // device backends: the downloaded parameters, in page-locked memory
   std::vector<const float*> in_;
   std::vector<float> w_;
 };

@@ -88,8 +88,9 @@ Trainer::Trainer(Backend& backend, const RunConfig& config, const Dataset& train
   if (shared_scratch_) return;
   const auto floats = static_cast<std::size_t>(batch_rows_) * train.dim;
   if (!backend.host_memory()) {  // gathered on the host, then uploaded
-    host_x_.resize(floats);
-    host_y_.resize(static_cast<std::size_t>(batch_rows_));
+    host_x_ = HostFloats(floats, HostAllocator<float>(backend.pinned_memory()));
+    host_y_ = decltype(host_y_)(static_cast<std::size_t>(batch_rows_),
+                                HostAllocator<std::int32_t>(backend.pinned_memory()));
   }
   x_ = DeviceArray<float>(backend, floats);
   y_ = DeviceArray<std::int32_t>(backend, static_cast<std::size_t>(batch_rows_));
