@@ -51,14 +51,16 @@ std::unique_ptr<Backend> sim_backend(const RunConfig& config, const SimHooks& ho
 /// The backends the virtual peers run on: one on the host, where any worker thread steps any
 /// peer; on a device (a GPU) one per worker thread (sim.workers, 0 there meaning 1), since a
 /// backend's stream, handles and scratch serve one thread at a time: peer p runs on backend p
-/// mod their count. All on the first visible GPU: a worker's tasks may run on any thread of
-/// the pool, and a CUDA backend sets its device only on the thread that makes it.
+/// mod their count (no more of them than the `peers`). All on the first visible GPU: a
+/// worker's tasks may run on any thread of the pool, and a CUDA backend sets its device only
+/// on the thread that makes it.
 std::vector<std::unique_ptr<Backend>> sim_backends(const RunConfig& config,
-                                                   const SimHooks& hooks) {
+                                                   const SimHooks& hooks, int peers) {
   std::vector<std::unique_ptr<Backend>> all;
   all.push_back(sim_backend(config, hooks, true));
   if (all.front()->host_memory()) return all;
-  for (int w = 1; w < config.sim.workers; ++w) all.push_back(sim_backend(config, hooks, true));
+  for (int w = 1; w < std::min(config.sim.workers, peers); ++w)
+    all.push_back(sim_backend(config, hooks, true));
   return all;
 }
 
@@ -278,7 +280,7 @@ SimResult simulate(const RunConfig& config, const Topology& loaded, const DataSe
   check_peers(config, topology);
   const auto t0 = Clock::now();
   const int n = topology.n();
-  const auto backends = sim_backends(config, hooks);
+  const auto backends = sim_backends(config, hooks, n);
   Backend& backend = *backends.front();
   const auto shards = shard_for(config, data.train, n);
   // A virtual peer only trains: its model's buffers are sized for a training batch, and its

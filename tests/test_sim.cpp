@@ -1607,6 +1607,14 @@ TEST_CASE("virtual peers on a backend whose tensors are not the host's (as a GPU
       CHECK(made == 3);
       CHECK(test::DeviceLikeBackend::overlapping_uses == 0);
       CHECK(device.backend == "device-like (the CPU's math)");
+      // No more workers (each a backend: a stream, handles, a workspace) than peers.
+      config.sim.workers = 8;
+      made = 0;
+      const SimResult eight = simulate(config, t, data, hooks);
+      CHECK(eight.workers == 5);
+      CHECK(made == 5);
+      CHECK(eight.params_sha256 == cpu.params_sha256);
+      config.sim.workers = 3;
       // Batches went up and models came down, as they do to and from a GPU.
       CHECK(test::DeviceLikeBackend::uploads > cpu.rounds);
       CHECK(test::DeviceLikeBackend::downloads > cpu.rounds);
