@@ -61,7 +61,7 @@ const char* kCompareHelp =
     "options:\n"
     "  --out DIR      where to write results (default: runs/ and the config's name)\n"
     "  --epochs N     override train.epochs for every setting\n"
-    "  --workers N    override sim.workers (0 = number of cores)\n"
+    "  --workers N    override sim.workers (0 = number of cores; on a GPU, 1)\n"
     "  --netem SPEC   every setting on the links of `gossip run --netem SPEC` (as gossip sim\n"
     "                 --netem: over net.emulate, sim.bandwidth_mbps and sim.latency_ms); with\n"
     "                 --run, real emulated links (each peer in its own network namespace; root)\n"
