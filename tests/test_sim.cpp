@@ -1566,12 +1566,14 @@ TEST_CASE("virtual peers on a backend whose tensors are not the host's (as a GPU
   config.sim.workers = 2;
   const DataSets data = load_datasets(config);
   const Topology t = generate("ring", 5);
-  for (const char* algorithm : {"dpsgd", "choco"}) {
-    SECTION(algorithm) {
+  for (const std::string variant : {"dpsgd", "choco", "dpsgd overlap"}) {
+    SECTION(variant) {
+      const std::string algorithm = variant.substr(0, variant.find(' '));
       config.gossip.algorithm = parse_algorithm(algorithm, "test");
-      if (std::string(algorithm) == "choco") {
+      if (algorithm == "choco") {
         config.gossip.choco.compress = parse_compress("quantize:8", "test");
       }
+      config.gossip.overlap = variant.ends_with("overlap");
       const SimResult cpu = simulate(config, t, data);
       test::DeviceLikeBackend::uploads = test::DeviceLikeBackend::downloads = 0;
       test::DeviceLikeBackend::overlapping_uses = 0;
@@ -1594,7 +1596,7 @@ TEST_CASE("virtual peers on a backend whose tensors are not the host's (as a GPU
       CHECK(test::DeviceLikeBackend::pinned_allocations >= 2 * 5);
       CHECK(test::DeviceLikeBackend::pinned_live == 0);
       CHECK(test::DeviceLikeBackend::pinned_uploads >= 2 * 5 * one.rounds);  // x and y
-      if (std::string(algorithm) == "dpsgd")
+      if (algorithm == "dpsgd")  // with overlap: its snapshot before the steps
         CHECK(test::DeviceLikeBackend::pinned_downloads >= 5 * one.rounds);
       // Three workers, each with its backend (its stream, handles and scratch on a GPU): peers
       // 0 and 3 on the first, 1 and 4 on the second, 2 on the third; no backend ever has two

@@ -43,8 +43,9 @@ class Dpsgd : public Algorithm {
   GossipConfig config_;
   mixing::PeerBuffer buffer_;
   // The buffer published this round as the neighbours got it: with overlap, before the local
-  // steps; at half width (gossip.wire), rounded as it travelled. Empty otherwise.
-  std::vector<float> sent_;
+  // steps (on a device downloaded straight into its page-locked memory); at half width
+  // (gossip.wire), rounded as it travelled. Empty otherwise.
+  HostFloats sent_;
   std::vector<float> robust_;  // trimmed_mean, median: the robust average of this round
 };
 

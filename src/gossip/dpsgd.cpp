@@ -21,7 +21,8 @@ Dpsgd::Dpsgd(const Learner& learner, Exchange& exchange, const Topology& topolog
       exchange_(&exchange),
       topology_(&topology),
       config_(config),
-      buffer_(learner) {}
+      buffer_(learner),
+      sent_(HostAllocator<float>(learner.backend->pinned_memory())) {}
 
 int Dpsgd::local_steps(std::int64_t) const { return learner_.step ? config_.period : 0; }
 
@@ -36,8 +37,8 @@ void Dpsgd::local_phase(std::int64_t round) {
   const int self = exchange_->rank();
   const auto to = mixing::ids(topology_->out_neighbours(self, round));
   if (config_.overlap) {  // send this round's parameters, then compute while they travel
-    const auto x = buffer_.host_view();
-    sent_.assign(x.begin(), x.end());
+    sent_.resize(static_cast<std::size_t>(learner_.num_params));
+    buffer_.download(sent_);  // a copy of the parameters, which the steps will change
     exchange_->publish(round, sent_, 1.0, to);
     for (int s = 0; s < local_steps(round); ++s) record_loss(learner_.step());
     return;
