@@ -15,21 +15,23 @@
 #   runs       the quickstart (8 peers sharing the GPU) on cuda in fp32 and bf16 and on the
 #              machine's CPU cores; quickstart-cnn for 2 epochs on cuda and on the CPU;
 #   resnet     ResNet-20 trained alone (`gossip train`, 15 epochs) on the GPU, its 8-peer
-#              run (quickstart-resnet20, 1 epoch) on the GPU and on the CPU, and the 16-peer
-#              sim of it on a ring (sim-ring-16-resnet20, 15 epochs) with its virtual peers
-#              on the GPU, each replaying its step as a CUDA graph (train.graphs: step;
-#              GPU_CHECK_SIM_WORKERS worker threads, a stream each, default 4;
-#              GPU_CHECK_SIM_S, default 420 s);
+#              run (quickstart-resnet20, 1 epoch) on the GPU and on the CPU, and again on the
+#              GPU under MPS and as the threads of one process, with and without CUDA graphs;
+#   sim        the 16-peer sim of it on a ring (sim-ring-16-resnet20, 15 epochs) with its
+#              virtual peers on the GPU, each replaying its step as a CUDA graph
+#              (train.graphs: step; GPU_CHECK_SIM_WORKERS worker threads, a stream each,
+#              default 4; GPU_CHECK_SIM_S, default 420 s);
 #   byzantine  peer 3 flips its sign under gossip.aggregate clipped and trimmed_mean, on cuda
 #              and on cpu (the distances taken on the GPU).
 #   shared     8 peers on one GPU with and without CUDA MPS (train.mps: off, auto) and as the
 #              threads of one process (train.peers_per_process: 8, one CUDA context): the
-#              quickstart, quickstart-cnn and the ResNet-20 8-peer run, beside the CPU's, and
-#              again with each peer's step replayed as a CUDA graph (train.graphs: step);
+#              quickstart and quickstart-cnn, beside the CPU's, and again with each peer's
+#              step replayed as a CUDA graph (train.graphs: step);
 #              the quickstart's MLP step launched kernel by kernel and as a CUDA graph; and
 #              half an epoch of the 16-peer ResNet-20 sim with 1, 2 and 4 worker threads.
 #              (Every `step` benchmark times its step as a CUDA graph too: *_graph_us.)
-# GPU_CHECK_STEPS picks and orders them (default "tests step runs resnet shared byzantine").
+# GPU_CHECK_STEPS picks and orders them (default "tests step runs resnet sim shared
+# byzantine").
 # --prebuilt: no set-up and no build: a GPU machine without Debian's packages, given what
 # scripts/gpu-bundle.sh packed here (unpack it in the checkout first: build/ and gpu-bundle/).
 # Its libraries go on LD_LIBRARY_PATH, its Fashion-MNIST where the configs read it, and
@@ -38,7 +40,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out="${GPU_CHECK_OUT:-runs/gpu-check}"
-steps="${GPU_CHECK_STEPS:-tests step runs resnet shared byzantine}"
+steps="${GPU_CHECK_STEPS:-tests step runs resnet sim shared byzantine}"
 
 prebuilt=0
 case "${1:-}" in
@@ -194,8 +196,17 @@ step_resnet() {
   RUN_ARGS=(--epochs 1)
   run_variant quickstart-resnet20 resnet20-8-cuda cuda
   run_variant quickstart-resnet20 resnet20-8-cpu cpu
-  # The 16-peer sim of it on a ring, its virtual peers on the GPU: GPU_CHECK_SIM_WORKERS worker
-  # threads (4), each with its own stream, peer p on worker p mod 4.
+  # The 8 peers sharing the GPU under MPS and as the threads of one process (a table, no target).
+  run_variant quickstart-resnet20 shared-resnet20-8-cuda-mps cuda mps=auto
+  run_variant quickstart-resnet20 shared-resnet20-8-cuda-threads cuda mps=off peers_per_process=8
+  run_variant quickstart-resnet20 shared-resnet20-8-cuda-threads-graphs cuda mps=off \
+    peers_per_process=8 graphs=step
+}
+
+step_sim() {
+  echo "== sim: the 16-peer ResNet-20 ring in gossip sim, its virtual peers on the GPU"
+  local cfg
+  # GPU_CHECK_SIM_WORKERS worker threads (4), each with its own stream, peer p on worker p mod 4.
   cfg=$(variant sim-ring-16-resnet20 sim-resnet20-16-cuda backend=cuda graphs=step)
   rm -rf "$out/run-sim-resnet20-16-cuda"
   timeout "${GPU_CHECK_SIM_S:-420}" "$gossip_bin" sim "$cfg" --out "$out/run-sim-resnet20-16-cuda" \
@@ -248,11 +259,6 @@ step_shared() {
     peers_per_process=8 graphs=step
   run_variant quickstart-cnn shared-quickstart-cnn-cpu cpu
   sim_workers
-  RUN_ARGS=(--epochs 1)
-  run_variant quickstart-resnet20 shared-resnet20-8-cuda-mps cuda mps=auto
-  run_variant quickstart-resnet20 shared-resnet20-8-cuda-threads cuda mps=off peers_per_process=8
-  run_variant quickstart-resnet20 shared-resnet20-8-cuda-threads-graphs cuda mps=off \
-    peers_per_process=8 graphs=step
   grep -ho '"graphs": "[^"]*"' "$out"/run-shared-*-graphs/peers/*/summary.json | sort | uniq -c
   grep -h "gossip run: .*MPS\|gossip run: .*GPU\|gossip run: .*processes of up to" "$out"/run-shared-*.log | sort | uniq -c
 }
@@ -271,7 +277,7 @@ step_byzantine() {
 
 for s in $steps; do
   case "$s" in
-    tests|step|runs|resnet|shared|byzantine) "step_$s" ;;
+    tests|step|runs|resnet|sim|shared|byzantine) "step_$s" ;;
     *) echo "gpu-check: unknown step '$s' in GPU_CHECK_STEPS"; status=1 ;;
   esac
   # The figures so far, after every step: a check cut short by its machine's time limit still

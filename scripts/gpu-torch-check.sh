@@ -13,7 +13,10 @@
 #      local SGD) synchronous and overlapped, every 8 overlapped, and every step overlapped
 #      with bf16 messages (gossip.wire bf16); each run's average model's accuracy at the end
 #      (10,000 test images) and its wall time;
-# and writes gpu-torch.json (the card, the date, built_on_gpu, import_on_gpu, and each ratio
+# GPU_TORCH_RUNS names a subset of the runs (e.g. "none-fp32 sync-fp32 overlap-fp32"; default
+# all: none-fp32 overlap-fp32 sync-fp32 none-bf16 overlap-bf16 overlap4-fp32 sync4-fp32
+# overlap8-fp32 overlap-wire16).
+# It writes gpu-torch.json (the card, the date, built_on_gpu, import_on_gpu, and each ratio
 # of a schedule's step time to the no-round one under a key naming it, e.g.
 # resnet18_overlap_overhead, and the accuracy of the overlapped schedule less the synchronous
 # one's, resnet18_overlap_minus_sync_accuracy).
@@ -110,6 +113,8 @@ none-bf16:none:1:bf16:fp32 overlap-bf16:overlap:1:bf16:fp32 overlap4-fp32:overla
 sync4-fp32:sync:4:off:fp32 overlap8-fp32:overlap:8:off:fp32 overlap-wire16:overlap:1:off:bf16"
 for spec in $runs; do
   IFS=: read -r run schedule period autocast wire <<< "$spec"
+  # GPU_TORCH_RUNS: the names of the runs to make, in the order above (default: all of them).
+  if [ -n "${GPU_TORCH_RUNS:-}" ] && ! [[ " $GPU_TORCH_RUNS " == *" $run "* ]]; then continue; fi
   cfg=configs/.gpu-torch-resnet-p$period.yaml
   sed -e 's#^exec: .*#exec: python3 examples/torch_resnet.py#' -e 's/^  limit_train: .*/  limit_train: 0/' \
       -e 's/^  epochs: .*/  epochs: 1.1/' -e "s/^  period: .*/  period: $period/" \
