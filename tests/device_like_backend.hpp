@@ -48,6 +48,27 @@ class DeviceLikeBackend final : public Backend {
     std::memcpy(dst, src, bytes);
   }
   void synchronize() override {}
+  void copy(void* dst, const void* src, std::size_t bytes) override {
+    run([=] { std::memcpy(dst, src, bytes); });
+  }
+  /// As a side stream that runs late: the bytes are read from `src` only at wait_downloads(),
+  /// after whatever was queued in between (a caller that lets later work write `src`, or reads
+  /// `dst` before waiting, gets other bytes than a GPU would give it at best).
+  void download_async(void* dst, const void* src, std::size_t bytes) override {
+    const Use use(*this);
+    if (breaks_capture("download_async")) return;
+    ++async_downloads;
+    if (pinned_.holds(dst, bytes)) ++pinned_downloads;
+    pending_.push_back({dst, src, bytes, calls_});
+  }
+  void wait_downloads() override {
+    const Use use(*this);
+    for (const Pending& p : pending_) {
+      if (calls_ > p.calls) ++overlapped_downloads;
+      std::memcpy(p.dst, p.src, p.bytes);
+    }
+    pending_.clear();
+  }
   /// Plain memory standing for a GPU's page-locked memory: it counts what it hands out, and
   /// the copies to and from it (pinned_uploads, pinned_downloads).
   HostMemory* pinned_memory() override { return &pinned_; }
@@ -196,11 +217,14 @@ class DeviceLikeBackend final : public Backend {
     why = done->broken.empty() ? break_capture : done->broken;
     if (!why.empty()) return nullptr;
     ++captures;
-    return std::make_unique<Graph>(std::move(done));
+    return std::make_unique<Graph>(std::move(done), &calls_);
   }
 
   inline static std::atomic<std::int64_t> allocations{0}, uploads{0}, downloads{0};
   inline static std::atomic<std::int64_t> captures{0}, replays{0};
+  /// download_async() calls, and those that had device work queued after them before they were
+  /// waited for (the copies that overlapped the computation).
+  inline static std::atomic<std::int64_t> async_downloads{0}, overlapped_downloads{0};
   /// Calls that came while another thread's call was in the same backend.
   inline static std::atomic<std::int64_t> overlapping_uses{0};
   /// Buffers pinned_memory() handed out, those not given back yet, and the copies whose host
@@ -222,9 +246,10 @@ class DeviceLikeBackend final : public Backend {
   };
   class Graph final : public StepGraph {
    public:
-    explicit Graph(std::shared_ptr<Recording> r) : r_(std::move(r)) {}
+    Graph(std::shared_ptr<Recording> r, std::int64_t* calls) : r_(std::move(r)), calls_(calls) {}
     std::string replay() override {
       ++replays;
+      ++*calls_;
       for (auto& call : r_->calls) call();
       return "";
     }
@@ -232,6 +257,7 @@ class DeviceLikeBackend final : public Backend {
 
    private:
     std::shared_ptr<Recording> r_;
+    std::int64_t* calls_;  // the backend's
   };
   /// Counts, in `overlapping_uses`, a call that finds another thread's call still in this
   /// backend (a GPU backend's stream and scratch serve one thread at a time).
@@ -251,6 +277,7 @@ class DeviceLikeBackend final : public Backend {
   /// Runs a call, or records it while capturing.
   void run(std::function<void()> call) {
     const Use use(*this);
+    ++calls_;
     if (recording_)
       recording_->calls.push_back(std::move(call));
     else
@@ -302,6 +329,15 @@ class DeviceLikeBackend final : public Backend {
   std::unique_ptr<Backend> cpu_ = make_cpu_backend(1);
   std::shared_ptr<Recording> recording_;
   PinnedMemory pinned_;
+  /// download_async's copies not done yet, and the device calls run or replayed so far.
+  struct Pending {
+    void* dst;
+    const void* src;
+    std::size_t bytes;
+    std::int64_t calls;  // calls_ when it started
+  };
+  std::vector<Pending> pending_;
+  std::int64_t calls_ = 0;
   std::atomic<bool> busy_{false};
 };
 

@@ -95,6 +95,29 @@ TEST_CASE("the CUDA backend's pinned memory holds received values that upload an
   CHECK(other.get_allocator().memory() == memory);
 }
 
+TEST_CASE("the CUDA backend's download_async copies on a side stream what the work queued before "
+          "it left, beside the work queued after it; copy() runs in stream order", "[cuda]") {
+  if (!have_device()) return;
+  auto gpu = make_backend(BackendChoice::kCuda, 1, false);
+  const std::size_t n = 1 << 22;  // 16 MiB: a copy long enough to overlap the fills after it
+  DeviceArray<float> src(*gpu, n), stage(*gpu, n), other(*gpu, n);
+  HostFloats host(n, HostAllocator<float>(gpu->pinned_memory()));
+  for (int round = 1; round <= 3; ++round) {
+    gpu->fill(src.data(), static_cast<float>(round), static_cast<std::int64_t>(n));
+    gpu->copy(stage.data(), src.data(), stage.bytes());  // after the fill, before the next one
+    gpu->fill(src.data(), -1.0f, static_cast<std::int64_t>(n));
+    gpu->download_async(host.data(), stage.data(), stage.bytes());
+    for (int k = 0; k < 8; ++k)  // later work on the compute stream, not on the stage
+      gpu->fill(other.data(), static_cast<float>(k), static_cast<std::int64_t>(n));
+    gpu->wait_downloads();
+    REQUIRE(std::all_of(host.begin(), host.end(), [&](float v) { return v == round; }));
+  }
+  std::vector<float> back(n);
+  other.download(back.data(), n);
+  CHECK(back.front() == 7.0f);
+  CHECK(back.back() == 7.0f);
+}
+
 TEST_CASE("a CUDA graph of queued work replays it: the same values as running it, nothing read "
           "back while capturing, the loss read after a replay; the CPU backend has no graphs",
           "[cuda]") {
@@ -228,6 +251,14 @@ TEST_CASE("gossip sim on the GPU with several worker threads, a backend and stre
   CHECK(three.evals.back().average_accuracy == one.evals.back().average_accuracy);
   CHECK(one.evals.back().average_accuracy ==
         Approx(cpu.evals.back().average_accuracy).margin(0.02));
+  // gossip.overlap: each round's message comes down on the side stream during the first step.
+  c.gossip.overlap = true;
+  const SimResult overlapped = simulate(c, ring, data);
+  c.train.backend = BackendChoice::kCpu;
+  c.sim.workers = 1;
+  const SimResult overlapped_cpu = simulate(c, ring, data);
+  CHECK(overlapped.evals.back().average_accuracy ==
+        Approx(overlapped_cpu.evals.back().average_accuracy).margin(0.02));
 }
 
 TEST_CASE("CUDA element-wise kernels match the CPU backend", "[cuda]") {

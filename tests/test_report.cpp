@@ -408,6 +408,21 @@ TEST_CASE("a timeline's round phases add up to the round, its spans nest, and it
   t.end_round();
   CHECK(at(Phase::kCompute) == Approx(0.9));
   CHECK(at(Phase::kSend) == Approx(0.2));
+  // Spans within another (D-PSGD's messages sent during a GPU's first step) split it: each
+  // second counts once.
+  t.begin_round(2);
+  t.add(Phase::kSend, 3.6, 3.7);
+  t.add(Phase::kSend, 3.8, 3.9);
+  t.add(Phase::kCompute, 3.5, 4.5);
+  clock = 4.5;
+  t.mixing();
+  t.end_round();
+  CHECK(at(Phase::kCompute) == Approx(0.9 + 0.8));
+  CHECK(at(Phase::kSend) == Approx(0.2 + 0.2));
+  CHECK(at(Phase::kCompress) == Approx(0.2));
+  total = 0.0;
+  for (std::size_t i = 0; i < kWallPhaseCount; ++i) total += s[i];
+  CHECK(total == Approx(4.5));
 
   const auto dir = std::filesystem::temp_directory_path() / "gossip_test_report_timeline";
   std::filesystem::create_directories(dir);
@@ -428,7 +443,7 @@ TEST_CASE("a timeline's round phases add up to the round, its spans nest, and it
   CHECK(table.find("compute") != std::string::npos);
   CHECK(table.find("   all") != std::string::npos);
   CHECK(table.find("  encrypt") != std::string::npos);
-  CHECK(table.find("8.6%") != std::string::npos);  // encrypt: 0.3 s of the 3.5 s wall time
+  CHECK(table.find("6.7%") != std::string::npos);  // encrypt: 0.3 s of the 4.5 s wall time
 }
 
 TEST_CASE("a timeline's overlap parts lie beside its phases: summed apart per part, counted per "

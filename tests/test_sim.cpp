@@ -1637,6 +1637,40 @@ TEST_CASE("virtual peers on a backend whose tensors are not the host's (as a GPU
   }
 }
 
+TEST_CASE("D-PSGD with gossip.overlap on a device copies its message on a side stream while the "
+          "first step's kernels run, from a snapshot that step's BatchNorm cannot touch",
+          "[sim]") {
+  // The device-like backend's side stream runs late: download_async reads its source only at
+  // wait_downloads(). A message read from the parameters themselves would carry the running
+  // statistics the first step's forward pass wrote; one published before the wait would carry
+  // the last round's bytes. Either ends off the CPU's hashes.
+  RunConfig config = small_config();
+  config.data.synthetic_dim = 16;
+  config.model = test::tiny_residual_model();
+  config.gossip.overlap = true;
+  config.sim.workers = 0;
+  const DataSets data = load_datasets(config);
+  const Topology t = generate("ring", 4);
+  const SimResult cpu = simulate(config, t, data);
+  REQUIRE(cpu.rounds > 10);
+  SimHooks hooks;
+  hooks.backend = [] { return std::make_unique<test::DeviceLikeBackend>(); };
+  for (const GraphMode graphs : {GraphMode::kOff, GraphMode::kStep}) {
+    config.train.graphs = graphs;
+    test::DeviceLikeBackend::async_downloads = test::DeviceLikeBackend::overlapped_downloads = 0;
+    test::DeviceLikeBackend::pinned_downloads = 0;
+    const SimResult device = simulate(config, t, data, hooks);
+    CHECK(device.graphs == (graphs == GraphMode::kStep ? "step" : "off"));
+    CHECK(device.params_sha256 == cpu.params_sha256);
+    CHECK(device.evals.back().average_accuracy == cpu.evals.back().average_accuracy);
+    // One copy a peer a round, each into page-locked memory, each with the first step's
+    // forward and backward queued (or its graph replayed) before it was waited for.
+    CHECK(test::DeviceLikeBackend::async_downloads == 4 * device.rounds);
+    CHECK(test::DeviceLikeBackend::overlapped_downloads == 4 * device.rounds);
+    CHECK(test::DeviceLikeBackend::pinned_downloads >= 4 * device.rounds);
+  }
+}
+
 TEST_CASE("train.backend: cuda runs the virtual peers on the GPU, refused where there is none "
           "and in the pure-averaging mode", "[sim]") {
   RunConfig config = small_config();

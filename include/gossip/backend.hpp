@@ -50,6 +50,19 @@ class Backend {
   virtual void download(void* dst, const void* src, std::size_t bytes) = 0;
   /// Waits for queued work (a no-op on the CPU).
   virtual void synchronize() = 0;
+  /// Copies `bytes` between two of this backend's buffers after the work queued before it (a
+  /// GPU: on the device, in stream order, without waiting; the CPU: at once).
+  virtual void copy(void* dst, const void* src, std::size_t bytes) = 0;
+  /// Starts copying `bytes` of `src` (this backend's) to `dst` (host memory, page-locked where
+  /// the backend has it) once the work queued so far is done, beside the work queued after it
+  /// (the CUDA backend: on a side stream, so the copy overlaps the next step's kernels). `dst`
+  /// holds the bytes once wait_downloads() returns; until then neither buffer may be touched,
+  /// and no later work may write `src`. Default (the CPU): download(), done at once.
+  virtual void download_async(void* dst, const void* src, std::size_t bytes) {
+    download(dst, src, bytes);
+  }
+  /// Waits for every download_async() started so far (a no-op where they are done at once).
+  virtual void wait_downloads() {}
   /// Makes a host buffer that upload() and download() use every round faster to copy (the CUDA
   /// backend page-locks it for the backend's lifetime); a no-op on the CPU.
   virtual void pin_host(void* /*p*/, std::size_t /*bytes*/) {}

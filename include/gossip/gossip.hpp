@@ -46,6 +46,10 @@ struct Learner {
   float* params = nullptr;        // device pointer, num_params floats, owned elsewhere
   std::int64_t num_params = 0;
   std::function<double()> step;   // one local step, returns its loss; empty = no local steps
+  /// Hands the next step a task to run once its device work is queued, before the step waits
+  /// for it (Trainer::during_next_step), so a wait the task makes (a side stream's copy)
+  /// overlaps the step's kernels. Empty: the caller runs the task itself.
+  std::function<void(std::function<void()>)> during_step = {};
 };
 
 /// The Learner view of a trainer (which must outlive it).

@@ -10,6 +10,7 @@
 #endif
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -74,7 +75,9 @@ class Model {
   /// dropout). Valid until the next call.
   const float* forward(const float* x, int rows);
   /// Forward in training mode, loss and backward: fills grads() with d(mean loss)/d(params).
-  BatchResult forward_backward(const float* x, const std::int32_t* labels, int rows);
+  /// `meanwhile`, when set, runs once the backward pass is queued, before the loss is read.
+  BatchResult forward_backward(const float* x, const std::int32_t* labels, int rows,
+                               const std::function<void()>& meanwhile = {});
   /// Forward and loss only (evaluation mode).
   BatchResult evaluate(const float* x, const std::int32_t* labels, int rows);
   /// The matrix products of one training step (forward_backward) of `rows` samples, in the

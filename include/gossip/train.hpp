@@ -7,6 +7,7 @@
 #endif
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -81,6 +82,9 @@ class Trainer {
   /// same batch buffers and model buffers, so the values are those of the eager step); where
   /// the capture or a replay fails, the step runs eagerly from then on and a line says why.
   double step();
+  /// Runs `task` once during the next step(): after its forward and backward passes are queued
+  /// (on a GPU, still running), before it reads their loss and updates the parameters.
+  void during_next_step(std::function<void()> task) { during_next_ = std::move(task); }
   /// "step", "off", or "off (why)" where train.graphs: step could not be kept: for the peer's
   /// first line and summary.json's `graphs`.
   std::string graphs() const;
@@ -131,7 +135,9 @@ class Trainer {
   };
   Batch batch_buffers();
   /// The model's forward and backward, or the graph of it (train.graphs: step).
-  BatchResult forward_backward(const float* x, const std::int32_t* y, int rows);
+  BatchResult forward_backward(const float* x, const std::int32_t* y, int rows,
+                               const std::function<void()>& meanwhile);
+  std::function<void()> during_next_;  // during_next_step's task
   std::unique_ptr<StepGraph> graph_;
   int graph_rows_ = 0;  // the batch it was captured with
   const float* graph_x_ = nullptr;

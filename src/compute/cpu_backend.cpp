@@ -68,6 +68,9 @@ class CpuBackend final : public Backend {
     std::memcpy(dst, src, bytes);
   }
   void synchronize() override {}
+  void copy(void* dst, const void* src, std::size_t bytes) override {
+    std::memcpy(dst, src, bytes);
+  }
 
   void gemm(const RowMajorGemm& g, const float* a, const float* b, float* c) override {
     gemm_->gemm(g, a, b, c);

@@ -18,6 +18,9 @@ Learner learner_for(Trainer& trainer) {
   l.params = trainer.params();
   l.num_params = trainer.num_params();
   l.step = [&trainer] { return trainer.step(); };
+  l.during_step = [&trainer](std::function<void()> task) {
+    trainer.during_next_step(std::move(task));
+  };
   return l;
 }
 

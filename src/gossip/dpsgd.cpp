@@ -38,9 +38,23 @@ void Dpsgd::local_phase(std::int64_t round) {
   const auto to = mixing::ids(topology_->out_neighbours(self, round));
   if (config_.overlap) {  // send this round's parameters, then compute while they travel
     sent_.resize(static_cast<std::size_t>(learner_.num_params));
-    buffer_.download(sent_);  // a copy of the parameters, which the steps will change
-    exchange_->publish(round, sent_, 1.0, to);
-    for (int s = 0; s < local_steps(round); ++s) record_loss(learner_.step());
+    // A copy of the parameters, which the steps will change. On a device it runs beside the
+    // first step's kernels, and the message goes out once it is done, still during that step.
+    bool published = false;
+    auto publish = [&] {
+      buffer_.wait_download();
+      exchange_->publish(round, sent_, 1.0, to);
+      published = true;
+    };
+    const int steps = local_steps(round);
+    if (buffer_.download_async(sent_) && steps > 0 && learner_.during_step)
+      learner_.during_step(publish);
+    else
+      publish();
+    for (int s = 0; s < steps; ++s) {
+      record_loss(learner_.step());
+      if (!published) publish();  // a step that did not run the task
+    }
     return;
   }
   for (int s = 0; s < local_steps(round); ++s) record_loss(learner_.step());

@@ -88,6 +88,25 @@ void PeerBuffer::download(std::span<float> out) const {
   learner_.backend->download(out.data(), learner_.params, out.size_bytes());
 }
 
+bool PeerBuffer::download_async(std::span<float> out) {
+  GOSSIP_CHECK_EQ(static_cast<std::int64_t>(out.size()), learner_.num_params);
+  if (learner_.backend->host_memory()) {
+    download(out);
+    return false;
+  }
+  wait_download();
+  learner_.backend->copy(out_.data(), learner_.params, out.size_bytes());
+  learner_.backend->download_async(out.data(), out_.data(), out.size_bytes());
+  copying_ = true;
+  return true;
+}
+
+void PeerBuffer::wait_download() {
+  if (!copying_) return;
+  copying_ = false;
+  learner_.backend->wait_downloads();
+}
+
 const float* PeerBuffer::on_device(const float* host) {
   if (host == nullptr) return nullptr;
   // This peer's own parameters as host_view() downloaded them: they are on the device already.
@@ -123,6 +142,7 @@ void PeerBuffer::distances(std::span<const float> own, std::span<const float* co
 }
 
 void PeerBuffer::mix(std::span<const Term> terms) {
+  wait_download();  // its snapshot is in out_
   Backend& b = *learner_.backend;
   const std::int64_t n = learner_.num_params;
   in_.clear();
@@ -148,9 +168,7 @@ void PeerBuffer::mix(std::span<const Term> terms) {
     }
   } else {
     b.mix(out_.data(), in_.data(), w_.data(), k, n);
-    const float* src = out_.data();
-    const float one = 1.0f;
-    b.mix(learner_.params, &src, &one, 1, n);  // device copy: 0 + 1 * x == x exactly
+    b.copy(learner_.params, out_.data(), out_.bytes());
   }
 }
 

@@ -54,6 +54,15 @@ class PeerBuffer {
   void mix(std::span<const Term> terms);
   /// Copies the parameters to a host buffer.
   void download(std::span<float> out) const;
+  /// Starts copying the parameters, as they are once the work queued so far is done, to `out`
+  /// (page-locked host memory on a GPU) beside the work queued next: on a device backend a
+  /// snapshot on the device (in the mixing target, free until mix()), then Backend::
+  /// download_async from it, so the next step may change the parameters (BatchNorm's running
+  /// statistics in its forward pass) while the copy runs. Returns false when the copy is done
+  /// already (the CPU); else `out` holds it once wait_download() returns.
+  bool download_async(std::span<float> out);
+  /// Waits for download_async's copy (mix() does first).
+  void wait_download();
   /// out[j] = ||messages[j] - own|| (a null message: ||own||), computed by the learner's backend
   /// (Backend::squared_distances) where the parameters are: on a device backend the messages
   /// (host buffers) are uploaded once, for these and the next mix(). `own` is host_view()'s
@@ -74,6 +83,7 @@ class PeerBuffer {
   /// uploaded (once until the next mix).
   const float* on_device(const float* host);
   HostFloats host_;  // device backends: the downloaded parameters, in page-locked memory
+  bool copying_ = false;  // a download_async not waited for
   std::vector<const float*> in_;
   std::vector<float> w_;
 };

@@ -277,7 +277,8 @@ std::vector<RowMajorGemm> Model::gemm_shapes(int rows) const {
   return out;
 }
 
-BatchResult Model::forward_backward(const float* x, const std::int32_t* labels, int rows) {
+BatchResult Model::forward_backward(const float* x, const std::int32_t* labels, int rows,
+                                    const std::function<void()>& meanwhile) {
   run_forward(x, rows, true);
   float* dy = delta_a_ptr_;
   float* spare = delta_b_ptr_;
@@ -295,6 +296,7 @@ BatchResult Model::forward_backward(const float* x, const std::int32_t* labels, 
     if (dx == spare) std::swap(dy, spare);
   }
   ++train_steps_;
+  if (meanwhile) meanwhile();
   const auto [loss, correct] = backend_->queued_softmax_result();
   return {loss, correct, rows};
 }

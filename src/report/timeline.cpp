@@ -186,7 +186,17 @@ void Timeline::end_round() {
     at = std::max(at, until);
   };
   for (Span s : inner_) {
-    s.start = std::clamp(s.start, at, end);  // inner spans never overlap nor leave the round
+    if (!all.empty() && s.start < at && s.end <= at && s.start >= all.back().start) {
+      // Within the last span (a message sent during a step, on a GPU): that span is split
+      // around it, so its time counts once, as this phase.
+      const Span outer = all.back();
+      all.pop_back();
+      if (s.start > outer.start) all.push_back(Span{outer.start, s.start, round_, outer.phase});
+      if (s.end > s.start) all.push_back(s);
+      if (outer.end > s.end) all.push_back(Span{s.end, outer.end, round_, outer.phase});
+      continue;
+    }
+    s.start = std::clamp(s.start, at, end);  // else inner spans never overlap nor leave the round
     s.end = std::clamp(s.end, s.start, end);
     fill(s.start);
     if (s.end > s.start) all.push_back(s);

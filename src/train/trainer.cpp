@@ -148,16 +148,18 @@ double Trainer::step() {
   last_lr_ = balance_.lr_scale * learning_rate(config_->optimizer,
                                                static_cast<double>(steps_) / per_epoch,
                                                config_->train.epochs);
-  BatchResult r = forward_backward(b.x, b.y, rows);
+  BatchResult r = forward_backward(b.x, b.y, rows, std::exchange(during_next_, {}));
   sgd_.step(model_.params(), model_.grads(), static_cast<float>(last_lr_));
   ++steps_;
   return r.loss;
 }
 
-BatchResult Trainer::forward_backward(const float* x, const std::int32_t* y, int rows) {
+BatchResult Trainer::forward_backward(const float* x, const std::int32_t* y, int rows,
+                                      const std::function<void()>& meanwhile) {
   // A graph reads the buffers it was captured with: the same batch buffers, the same rows.
   if (graph_ && rows == graph_rows_ && x == graph_x_ && y == graph_y_) {
     if (std::string why = graph_->replay(); why.empty()) {
+      if (meanwhile) meanwhile();
       const auto [loss, correct] = graph_->softmax_result();
       return {loss, correct, rows};
     } else {
@@ -186,13 +188,13 @@ BatchResult Trainer::forward_backward(const float* x, const std::int32_t* y, int
       graph_rows_ = rows;
       graph_x_ = x;
       graph_y_ = y;
-      return forward_backward(x, y, rows);
+      return forward_backward(x, y, rows, meanwhile);  // replayed at once
     }
     graph_why_ = why;
     log_line(cat("peer ", peer_, ": train.graphs: step: ", why, "; the step runs eagerly"));
   }
   graph_warm_ = true;
-  return model_.forward_backward(x, y, rows);
+  return model_.forward_backward(x, y, rows, meanwhile);
 }
 
 std::string Trainer::graphs() const {

@@ -242,6 +242,12 @@ class CudaBackend final : public Backend {
     for (void* p : retired_) cudaFree(p);
     cublasDestroy(blas_);
     cudaFree(blas_workspace_);
+    if (copy_stream_ != nullptr) {
+      cudaStreamSynchronize(copy_stream_);
+      cudaEventDestroy(queued_);
+      cudaEventDestroy(copied_);
+      cudaStreamDestroy(copy_stream_);
+    }
     cudaStreamDestroy(stream_);
   }
 
@@ -266,6 +272,25 @@ class CudaBackend final : public Backend {
     GOSSIP_CUDA_CHECK(cudaStreamSynchronize(stream_));
   }
   void synchronize() override { GOSSIP_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+  void copy(void* dst, const void* src, std::size_t bytes) override {
+    GOSSIP_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_));
+  }
+  /// On a side stream of its own (made at the first call), after an event on the compute
+  /// stream, so the next step's kernels run while the copy engine moves the bytes.
+  void download_async(void* dst, const void* src, std::size_t bytes) override {
+    if (copy_stream_ == nullptr) {
+      GOSSIP_CUDA_CHECK(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking));
+      GOSSIP_CUDA_CHECK(cudaEventCreateWithFlags(&queued_, cudaEventDisableTiming));
+      GOSSIP_CUDA_CHECK(cudaEventCreateWithFlags(&copied_, cudaEventDisableTiming));
+    }
+    GOSSIP_CUDA_CHECK(cudaEventRecord(queued_, stream_));
+    GOSSIP_CUDA_CHECK(cudaStreamWaitEvent(copy_stream_, queued_, 0));
+    GOSSIP_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, copy_stream_));
+    GOSSIP_CUDA_CHECK(cudaEventRecord(copied_, copy_stream_));
+  }
+  void wait_downloads() override {
+    if (copy_stream_ != nullptr) GOSSIP_CUDA_CHECK(cudaEventSynchronize(copied_));
+  }
   /// Page-locks a host buffer the peer copies to and from every round, so those copies go by
   /// DMA instead of through the driver's staging buffer. Best effort: a refusal leaves it
   /// pageable.
@@ -543,6 +568,9 @@ class CudaBackend final : public Backend {
 
   int device_ = 0;
   cudaStream_t stream_ = nullptr;
+  cudaStream_t copy_stream_ = nullptr;  // download_async's, from its first call
+  cudaEvent_t queued_ = nullptr;        // download_async: the work queued before it is done
+  cudaEvent_t copied_ = nullptr;        // ... and its copy is
   cublasHandle_t blas_ = nullptr;
   MathMode math_ = MathMode::kStrict;  // use_gemm
   std::string device_name_;
