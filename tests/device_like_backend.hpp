@@ -48,6 +48,15 @@ class DeviceLikeBackend final : public Backend {
     std::memcpy(dst, src, bytes);
   }
   void synchronize() override {}
+  /// As a copy queued on a stream: it runs at the next call into the backend, after whatever
+  /// the host did in between (a caller that rewrites `src` before then uploads other bytes).
+  void upload_async(void* dst, const void* src, std::size_t bytes) override {
+    const Use use(*this);
+    if (breaks_capture("upload_async")) return;
+    ++async_uploads;
+    if (pinned_.holds(src, bytes)) ++pinned_uploads;
+    queued_uploads_.push_back({dst, src, bytes, 0});
+  }
   void copy(void* dst, const void* src, std::size_t bytes) override {
     run([=] { std::memcpy(dst, src, bytes); });
   }
@@ -217,7 +226,7 @@ class DeviceLikeBackend final : public Backend {
     why = done->broken.empty() ? break_capture : done->broken;
     if (!why.empty()) return nullptr;
     ++captures;
-    return std::make_unique<Graph>(std::move(done), &calls_);
+    return std::make_unique<Graph>(std::move(done), this);
   }
 
   inline static std::atomic<std::int64_t> allocations{0}, uploads{0}, downloads{0};
@@ -225,6 +234,8 @@ class DeviceLikeBackend final : public Backend {
   /// download_async() calls, and those that had device work queued after them before they were
   /// waited for (the copies that overlapped the computation).
   inline static std::atomic<std::int64_t> async_downloads{0}, overlapped_downloads{0};
+  /// upload_async() calls.
+  inline static std::atomic<std::int64_t> async_uploads{0};
   /// Calls that came while another thread's call was in the same backend.
   inline static std::atomic<std::int64_t> overlapping_uses{0};
   /// Buffers pinned_memory() handed out, those not given back yet, and the copies whose host
@@ -246,10 +257,11 @@ class DeviceLikeBackend final : public Backend {
   };
   class Graph final : public StepGraph {
    public:
-    Graph(std::shared_ptr<Recording> r, std::int64_t* calls) : r_(std::move(r)), calls_(calls) {}
+    Graph(std::shared_ptr<Recording> r, DeviceLikeBackend* b) : r_(std::move(r)), b_(b) {}
     std::string replay() override {
+      const Use use(*b_);  // after the copies queued before it
       ++replays;
-      ++*calls_;
+      ++b_->calls_;
       for (auto& call : r_->calls) call();
       return "";
     }
@@ -257,7 +269,7 @@ class DeviceLikeBackend final : public Backend {
 
    private:
     std::shared_ptr<Recording> r_;
-    std::int64_t* calls_;  // the backend's
+    DeviceLikeBackend* b_;  // the backend that recorded it
   };
   /// Counts, in `overlapping_uses`, a call that finds another thread's call still in this
   /// backend (a GPU backend's stream and scratch serve one thread at a time).
@@ -265,6 +277,8 @@ class DeviceLikeBackend final : public Backend {
    public:
     explicit Use(DeviceLikeBackend& b) : b_(b) {
       if (b_.busy_.exchange(true)) ++overlapping_uses;
+      for (const Pending& p : b_.queued_uploads_) std::memcpy(p.dst, p.src, p.bytes);
+      b_.queued_uploads_.clear();
     }
     ~Use() { b_.busy_ = false; }
     Use(const Use&) = delete;
@@ -337,6 +351,7 @@ class DeviceLikeBackend final : public Backend {
     std::int64_t calls;  // calls_ when it started
   };
   std::vector<Pending> pending_;
+  std::vector<Pending> queued_uploads_;  // upload_async's, run at the next call
   std::int64_t calls_ = 0;
   std::atomic<bool> busy_{false};
 };

@@ -1579,6 +1579,7 @@ TEST_CASE("virtual peers on a backend whose tensors are not the host's (as a GPU
       test::DeviceLikeBackend::overlapping_uses = 0;
       test::DeviceLikeBackend::pinned_allocations = test::DeviceLikeBackend::pinned_live = 0;
       test::DeviceLikeBackend::pinned_uploads = test::DeviceLikeBackend::pinned_downloads = 0;
+      test::DeviceLikeBackend::async_uploads = 0;
       int made = 0;
       SimHooks hooks;
       hooks.backend = [&made] {
@@ -1596,6 +1597,9 @@ TEST_CASE("virtual peers on a backend whose tensors are not the host's (as a GPU
       CHECK(test::DeviceLikeBackend::pinned_allocations >= 2 * 5);
       CHECK(test::DeviceLikeBackend::pinned_live == 0);
       CHECK(test::DeviceLikeBackend::pinned_uploads >= 2 * 5 * one.rounds);  // x and y
+      // ... queued without waiting (the device-like backend copies them at its next call, so
+      // a batch changed on the host before its step ran would end off the CPU's hashes).
+      CHECK(test::DeviceLikeBackend::async_uploads >= 2 * 5 * one.rounds);
       if (algorithm == "dpsgd")  // with overlap: its snapshot before the steps
         CHECK(test::DeviceLikeBackend::pinned_downloads >= 5 * one.rounds);
       // Three workers, each with its backend (its stream, handles and scratch on a GPU): peers

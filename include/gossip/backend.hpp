@@ -50,6 +50,14 @@ class Backend {
   virtual void download(void* dst, const void* src, std::size_t bytes) = 0;
   /// Waits for queued work (a no-op on the CPU).
   virtual void synchronize() = 0;
+  /// Queues a copy of `bytes` from host memory `src` (page-locked where the backend has it) to
+  /// this backend's `dst`, after the work queued before it, and returns without waiting: `src`
+  /// must stay unchanged until the backend next waits for its work (synchronize(), a download,
+  /// a loss read). A step's batch goes up so, while the last step's update still runs. Default
+  /// (the CPU): upload(), done at once.
+  virtual void upload_async(void* dst, const void* src, std::size_t bytes) {
+    upload(dst, src, bytes);
+  }
   /// Copies `bytes` between two of this backend's buffers after the work queued before it (a
   /// GPU: on the device, in stream order, without waiting; the CPU: at once).
   virtual void copy(void* dst, const void* src, std::size_t bytes) = 0;

@@ -134,6 +134,9 @@ class Trainer {
     std::int32_t* y;
   };
   Batch batch_buffers();
+  /// On a device: the batch gathered in host_x_/host_y_ up to x_/y_, queued (Backend::
+  /// upload_async).
+  void upload_batch(int rows, std::int64_t dim);
   /// The model's forward and backward, or the graph of it (train.graphs: step).
   BatchResult forward_backward(const float* x, const std::int32_t* y, int rows,
                                const std::function<void()>& meanwhile);

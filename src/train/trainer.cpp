@@ -131,14 +131,20 @@ void Trainer::restore(const State& s) {
   sampler_.restore(s.sampler);
 }
 
+void Trainer::upload_batch(int rows, std::int64_t dim) {
+  // Without waiting: the loss read that ends the step waits for it, before the host buffers
+  // take the next batch.
+  backend_->upload_async(x_.data(), host_x_.data(), static_cast<std::size_t>(rows) * dim * 4);
+  backend_->upload_async(y_.data(), host_y_.data(), static_cast<std::size_t>(rows) * 4);
+}
+
 double Trainer::step() {
   const auto& idx = sampler_.next();
   const int rows = static_cast<int>(idx.size());
   Batch b = batch_buffers();
   gather_batch(*train_, idx, b.x, b.y);
   if (!backend_->host_memory()) {
-    x_.upload(host_x_.data(), static_cast<std::size_t>(rows) * train_->dim);
-    y_.upload(host_y_.data(), rows);
+    upload_batch(rows, train_->dim);
     b = {x_.data(), y_.data()};
   }
   // The rate for this step is taken at the epoch the step starts in.
@@ -216,8 +222,7 @@ Evaluation Trainer::evaluate(const Dataset& data, std::int64_t limit) {
     Batch b = batch_buffers();
     gather_batch(data, idx, b.x, b.y);
     if (!backend_->host_memory()) {
-      x_.upload(host_x_.data(), static_cast<std::size_t>(rows) * data.dim);
-      y_.upload(host_y_.data(), rows);
+      upload_batch(rows, data.dim);
       b = {x_.data(), y_.data()};
     }
     BatchResult r = model_.evaluate(b.x, b.y, rows);

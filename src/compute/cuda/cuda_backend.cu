@@ -272,6 +272,9 @@ class CudaBackend final : public Backend {
     GOSSIP_CUDA_CHECK(cudaStreamSynchronize(stream_));
   }
   void synchronize() override { GOSSIP_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+  void upload_async(void* dst, const void* src, std::size_t bytes) override {
+    GOSSIP_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_));
+  }
   void copy(void* dst, const void* src, std::size_t bytes) override {
     GOSSIP_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_));
   }
