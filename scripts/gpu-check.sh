@@ -115,17 +115,19 @@ variant() {
 import sys
 src, dst, sets = sys.argv[1], sys.argv[2], sys.argv[3:]
 lines = open(src).read().splitlines()
-keys = {s.split("=", 1)[0]: s.split("=", 1)[1] for s in sets}
-out, in_train = [], False
+keys = {}  # section -> {key: value}; a key without "section." is train's
+for s in sets:
+    k, v = s.split("=", 1)
+    section, key = k.split(".", 1) if "." in k else ("train", k)
+    keys.setdefault(section, {})[key] = v
+out, section = [], None
 for line in lines:
-    if in_train and line.startswith("  ") and line.strip().split(":")[0] in keys:
+    if section in keys and line.startswith("  ") and line.strip().split(":")[0] in keys[section]:
         continue  # replaced below
     out.append(line)
-    if line.rstrip() == "train:":
-        in_train = True
-        out += [f"  {k}: {v}" for k, v in keys.items()]
-    elif line and not line.startswith(" ") and not line.startswith("#"):
-        in_train = line.rstrip() == "train:"
+    if line and not line.startswith(" ") and not line.startswith("#"):
+        section = line.rstrip()[:-1] if line.rstrip().endswith(":") else None
+        out += [f"  {k}: {v}" for k, v in keys.get(section, {}).items()]
 open(dst, "w").write("\n".join(out) + "\n")
 EOF
   echo "$cfg"
@@ -251,6 +253,9 @@ step_shared() {
   run_variant quickstart shared-quickstart-cuda-threads-graphs cuda mps=off peers_per_process=8 \
     graphs=step
   run_variant quickstart shared-quickstart-cuda-mps-graphs cuda mps=auto graphs=step
+  # gossip.overlap: each round's message copied on a side stream during the first step.
+  run_variant quickstart shared-quickstart-cuda-threads-overlap cuda mps=off \
+    peers_per_process=8 gossip.overlap=true
   run_variant quickstart shared-quickstart-cpu cpu
   RUN_ARGS=(--epochs 2)
   run_variant quickstart-cnn shared-quickstart-cnn-cuda-mps cuda mps=auto

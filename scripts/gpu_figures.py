@@ -11,7 +11,8 @@ step, eager and with train.graphs: step); `run_{tag}_seconds` and
 `run_{tag}_accuracy` for each run (`run_{tag}_graphs` where train.graphs asked for a CUDA graph:
 `step`, or `off (why)`); the quotients the engine issue asks for
 (`quickstart_cuda_over_cpu`, `quickstart_cnn_cpu_over_cuda`, `quickstart_bf16_minus_fp32`),
-what the graphs changed (`shared_*_graphs_over_eager`), and gossip sim's wall time on 2 and 4
+what the graphs changed (`shared_*_graphs_over_eager`), what gossip.overlap changed for 8 peers
+as the threads of one process (`shared_quickstart_threads_overlap_over_sync`), and gossip sim's wall time on 2 and 4
 worker threads against 1 (`shared_sim_resnet20_16_w{2,4}_over_w1`, and `_local` for the wall
 time of its local phases alone).
 A figure that was not measured is absent, never made up.
@@ -128,6 +129,9 @@ def quotients(figures):
             q(f"shared_sim_resnet20_16_w{workers}_over_w1" + ("_local" if what != "seconds" else ""),
               f"run_shared_sim_resnet20_16_cuda_w{workers}_{what}",
               f"run_shared_sim_resnet20_16_cuda_w1_{what}", lambda a, b: a / b)
+    q("shared_quickstart_threads_overlap_over_sync",
+      "run_shared_quickstart_cuda_threads_overlap_seconds",
+      "run_shared_quickstart_cuda_threads_seconds", lambda a, b: a / b)
     q("shared_resnet20_8_threads_graphs_over_eager",
       "run_shared_resnet20_8_cuda_threads_graphs_seconds",
       "run_shared_resnet20_8_cuda_threads_seconds", lambda a, b: a / b)
