@@ -40,8 +40,10 @@
 #include "gossip/peer.hpp"
 #include "gossip/net.hpp"
 #include "gossip/wire.hpp"
+#include "gossip/peer_setup.hpp"
 #include "src/peer/net_setup.hpp"
 #include "src/peer/trace.hpp"
+#include "tests/device_like_backend.hpp"
 #include "tests/tls_client.hpp"
 
 namespace fs = std::filesystem;
@@ -3724,6 +3726,67 @@ TEST_CASE("train.peers_per_process: several peers in one process, one thread eac
   CHECK(fs::read_symlink(peers / "5" / "peer.log") == fs::path("../4/peer.log"));
   // Each peer wrote its own files.
   for (int r = 0; r < 6; ++r) CHECK(fs::exists(peers / std::to_string(r) / "summary.json"));
+}
+
+TEST_CASE("peers over TCP on a backend whose tensors are its own (as a GPU's), with BatchNorm, "
+          "with and without gossip.overlap, end bit-identical to gossip sim on the CPU; their "
+          "sends during a step count as send", "[peer]") {
+  // The backend poses as a GPU's: batches go up and messages come down; with overlap D-PSGD's
+  // message comes down on a side stream that runs late, while the first step's kernels (its
+  // BatchNorm writing running statistics into the flat buffer) run, and leaves from inside
+  // that step.
+  for (const bool overlap : {false, true}) {
+    INFO("gossip.overlap: " << overlap);
+    TempDir t;
+    const auto cfg = write_config(t.path, 4, overlap ? "dpsgd, overlap: true" : "dpsgd", 1, 1,
+                                  "", false, Tls::kOff);
+    replace_once(cfg, "dim: 12", "dim: 16");
+    replace_once(cfg, "model: {layers: [12, 24, 3]}",
+                 "model: {input: [1, 4, 4], layers: [{conv2d: {out_channels: 4, kernel: 3, "
+                 "padding: 1}}, batchnorm, relu, {residual: {out_channels: 4}}, globalavgpool, "
+                 "{linear: {out: 3}}]}");
+    const Result sim =
+        run(bin() + " sim " + cfg.string() + " --out " + (t.path / "sim").string());
+    INFO(sim.output);
+    REQUIRE(sim.code == 0);
+    const fs::path out = t.path / "run";
+    gossip::PeerSetup setup = gossip::peer_setup(*gossip::parse_peer_arguments(
+        {cfg.string(), "--ranks", "0-3", "--out", out.string()}));
+    REQUIRE(setup.group.size() == 4);
+    gossip::test::DeviceLikeBackend::async_downloads = 0;
+    gossip::test::DeviceLikeBackend::overlapped_downloads = 0;
+    gossip::test::DeviceLikeBackend::async_uploads = 0;
+    std::vector<int> codes(4, -1);
+    std::vector<std::string> errors(4);
+    std::vector<std::thread> threads;
+    for (int r = 0; r < 4; ++r) {
+      setup.group[r].backend = [] { return std::make_unique<gossip::test::DeviceLikeBackend>(); };
+      threads.emplace_back([&, r] {
+        try {
+          codes[r] = gossip::run_peer(setup.config, *setup.topology, setup.group[r]);
+        } catch (const std::exception& e) {
+          errors[r] = e.what();
+        }
+      });
+    }
+    for (auto& th : threads) th.join();
+    const auto want = hashes(t.path / "sim" / "summary.json");
+    REQUIRE(want.size() == 4);
+    for (int r = 0; r < 4; ++r) {
+      INFO("rank " << r << ": " << errors[r]);
+      REQUIRE(codes[r] == 0);
+      const fs::path summary = out / "peers" / std::to_string(r) / "summary.json";
+      CHECK(hashes(summary) == std::vector<std::string>{want[r]});
+      // The trace splits a step around a send inside it (else it would fold it into compute).
+      if (overlap) CHECK(number(summary, "send") > 0.0);
+    }
+    const auto rounds =
+        static_cast<std::int64_t>(number(out / "peers" / "0" / "summary.json", "rounds"));
+    CHECK(rounds > 10);
+    CHECK(gossip::test::DeviceLikeBackend::async_uploads >= 2 * 4 * rounds);  // x and y
+    CHECK(gossip::test::DeviceLikeBackend::async_downloads == (overlap ? 4 * rounds : 0));
+    CHECK(gossip::test::DeviceLikeBackend::overlapped_downloads == (overlap ? 4 * rounds : 0));
+  }
 }
 
 TEST_CASE("train.peers_per_process: what acts on one peer's process is refused before any starts; "

@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -15,6 +16,7 @@
 #include <string_view>
 #include <vector>
 
+#include "gossip/backend.hpp"
 #include "gossip/config.hpp"
 #include "gossip/monitor.hpp"
 #include "gossip/net.hpp"
@@ -55,6 +57,9 @@ struct PeerOptions {
   /// The CUDA device (modulo the visible ones) this peer's backend takes; -1: its rank's. The
   /// peers of one process (gossip peer --ranks) share its device.
   int device = -1;
+  /// This peer's backend instead of the one train.backend names (a test's host backend that
+  /// keeps its tensors apart as a GPU's would, as SimHooks::backend); null: train.backend's.
+  std::function<std::unique_ptr<Backend>()> backend;
 };
 
 /// This peer's TLS settings: off when net.tls is off; else the files in `tls_dir` when given,

@@ -80,8 +80,9 @@ void PeerSession::join_model() {
   Impl& m = *impl_;
   if (m.exchange) throw InputError(cat("join_model: peer ", m.opt.rank, " has joined already"));
   const int n = m.topology.n();
-  m.backend = make_backend(m.config.train.backend, m.config.train.threads, false,
-                           m.opt.device >= 0 ? m.opt.device : m.opt.rank);
+  m.backend = m.opt.backend ? m.opt.backend()
+                            : make_backend(m.config.train.backend, m.config.train.threads, false,
+                                           m.opt.device >= 0 ? m.opt.device : m.opt.rank);
   use_conv(*m.backend, m.config.train.conv);
   m.data = load_datasets(m.config);
   m.shards = shard_for(m.config, m.data.train, n);
