@@ -134,8 +134,10 @@ void Trainer::restore(const State& s) {
 void Trainer::upload_batch(int rows, std::int64_t dim) {
   // Without waiting: the loss read that ends the step waits for it, before the host buffers
   // take the next batch.
-  backend_->upload_async(x_.data(), host_x_.data(), static_cast<std::size_t>(rows) * dim * 4);
-  backend_->upload_async(y_.data(), host_y_.data(), static_cast<std::size_t>(rows) * 4);
+  const auto n = static_cast<std::size_t>(rows);
+  const auto floats = n * static_cast<std::size_t>(dim);
+  backend_->upload_async(x_.data(), host_x_.data(), floats * sizeof(float));
+  backend_->upload_async(y_.data(), host_y_.data(), n * sizeof(std::int32_t));
 }
 
 double Trainer::step() {
