@@ -7,9 +7,12 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string_view>
 #include <type_traits>
@@ -34,9 +37,36 @@ using namespace gossip;
 namespace {
 
 /// A PeerSession and the Python buffer it mixes (kept alive while the peer holds it).
+/// Where the Peers of this process that have joined and not finished or stopped listen, with
+/// their ranks: a second Peer of a rank already running here is refused by name (it would only
+/// find its port taken).
+std::mutex g_running_mutex;
+std::map<std::string, int> g_running;
+
 struct Peer {
   std::unique_ptr<PeerSession> session;
   py::object buffer_owner;
+  std::string listen;  // where it listens (HOST:PORT), or "rank R" when that is not known
+  bool running = false;
+
+  /// Takes this Peer's place among the process's running peers before it joins.
+  void claim() {
+    const std::lock_guard lock(g_running_mutex);
+    if (const auto it = g_running.find(listen); it != g_running.end())
+      throw InputError(cat("gossip.Peer: rank ", it->second, " already runs in this process (a "
+                           "Peer of rank ", it->second, " has joined on ", listen, " and not "
+                           "finished): one process is one peer; finish() or stop() that Peer "
+                           "first, or give this one another rank"));
+    g_running.emplace(listen, session->rank());
+    running = true;
+  }
+  void release() {
+    if (!running) return;
+    const std::lock_guard lock(g_running_mutex);
+    g_running.erase(listen);
+    running = false;
+  }
+  ~Peer() { release(); }
 };
 
 std::unique_ptr<Peer> peer_from_arguments(const PeerArguments& arguments) {
@@ -44,7 +74,16 @@ std::unique_ptr<Peer> peer_from_arguments(const PeerArguments& arguments) {
   if (!s.group.empty())
     throw InputError(cat("--ranks ", arguments.ranks.value_or(""), ": a Python process is one "
                          "peer; several peers in one process are gossip peer's"));
+  log_line(cat("gossip peer: ", s.origin, "; files in ",
+               peer_dir(s.options.out_dir, s.options.rank)));
   auto p = std::make_unique<Peer>();
+  p->listen = cat("rank ", s.options.rank);
+  try {
+    const auto addresses = peer_addresses(s.config, *s.topology, s.options.launch);
+    if (s.options.rank >= 0 && s.options.rank < static_cast<int>(addresses.size()))
+      p->listen = listen_address(addresses[s.options.rank], s.config.net.bind);
+  } catch (const std::exception&) {  // an address the session will refuse itself, by name
+  }
   p->session = std::make_unique<PeerSession>(std::move(s.config), std::move(*s.topology),
                                              std::move(s.options));
   return p;
@@ -178,16 +217,26 @@ void bind_peer(py::module_& m) {
       .def("join", [](Peer& p, const py::buffer& buffer, const std::string& model,
                       std::int64_t rounds) {
              const std::span<float> params = float_buffer(buffer, "join");
-             {
+             p.claim();
+             try {
                py::gil_scoped_release release;
                p.session->join(params, model, rounds);
+             } catch (...) {
+               p.release();
+               throw;
              }
              p.buffer_owner = buffer;
            },
            py::arg("buffer"), py::arg("model"), py::arg("rounds") = 0)
       .def("join_model", [](Peer& p) {
-             py::gil_scoped_release release;
-             p.session->join_model();
+             p.claim();
+             try {
+               py::gil_scoped_release release;
+               p.session->join_model();
+             } catch (...) {
+               p.release();
+               throw;
+             }
            })
       .def("check_buffer", [](Peer& p, const py::buffer& buffer) {
              const std::span<float> b = float_buffer(buffer, "neighbor_average");
@@ -246,6 +295,7 @@ void bind_peer_end(py::class_<Peer>& peer) {
                py::gil_scoped_release release;
                p.session->stop();
              }
+             p.release();
              p.buffer_owner = py::none();
            })
       .def("report", [](Peer& p, double loss, double accuracy, double epoch) {
@@ -263,9 +313,12 @@ void bind_peer_end(py::class_<Peer>& peer) {
                py::gil_scoped_release release;
                s = p.session->finish(awaits_average);
              }
+             p.release();
              p.buffer_owner = py::none();
              py::dict d;
-             d["test_accuracy"] = s.last.test_accuracy;
+             // No evaluation (no report(), no evaluate): no figure, as summary.json's null.
+             if (std::isnan(s.last.test_accuracy)) d["test_accuracy"] = py::none();
+             else d["test_accuracy"] = s.last.test_accuracy;
              d["rounds"] = s.end.rounds;
              d["bytes_sent"] = s.end.bytes_sent;
              d["wall_seconds"] = s.end.wall_seconds;

@@ -7,6 +7,10 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh || { echo "setup failed"; echo "0 passed, 1 failed"; exit 1; }
 
+# The tests must leave the checkout as they found it (no tracked file rewritten, nothing new
+# outside ignored folders): its state before, compared after.
+checkout_before=$(git status --porcelain 2>/dev/null || true)
+
 meson test -C build --print-errorlogs --num-processes 2 "$@"
 meson_status=$?
 
@@ -19,6 +23,16 @@ if [ $# -eq 0 ] && [ -x scripts/fuzz.sh ]; then
   fuzz_passed=$(printf '%s\n' "$out" | grep -c '^fuzz_[a-z]*: ok' || true)
   fuzz_failed=$(printf '%s\n' "$out" | grep -c '^fuzz_[a-z]*: FAIL' || true)
   if [ "$fuzz_status" -ne 0 ] && [ "$fuzz_failed" -eq 0 ]; then fuzz_failed=1; fi
+fi
+
+checkout_after=$(git status --porcelain 2>/dev/null || true)
+if [ "$checkout_before" != "$checkout_after" ]; then
+  echo "test.sh: FAIL: the tests changed the checkout (git status --porcelain before and after):"
+  diff <(printf '%s\n' "$checkout_before") <(printf '%s\n' "$checkout_after") | sed -n '2,40p'
+  fuzz_failed=$((fuzz_failed + 1))
+else
+  [ -d .git ] && echo "test.sh: ok: the checkout is as the tests found it"
+  fuzz_passed=$((fuzz_passed + 1))
 fi
 
 python3 scripts/count_tests.py build/meson-logs/testlog.json "$fuzz_passed" "$fuzz_failed"

@@ -370,6 +370,35 @@ void start_refusing_pair(Cluster& cluster, NetConfig c0, NetConfig c1) {
 
 }  // namespace
 
+TEST_CASE("a run's credentials are kept only while they serve every rank: each reason named",
+          "[net][tls]") {
+  const auto dir = std::filesystem::temp_directory_path() / cat("gossip-keep-keys-", getpid());
+  KeySetOptions o;
+  o.run_id = "test-run";
+  o.peers = 3;
+  o.overwrite = true;
+  create_key_set(dir, o);
+  CHECK(key_set_problem(dir, "test-run", 3).empty());
+  CHECK(key_set_problem(dir, "test-run", 2).empty());  // fewer ranks: still served
+  CHECK_THAT(key_set_problem(dir, "test-run", 4),
+             Catch::Contains("peer-3.pem: missing or not a PEM certificate"));
+  CHECK_THAT(key_set_problem(dir, "other-run", 3),
+             Catch::Contains("names gossip://test-run/rank/0, not gossip://other-run/rank/0"));
+  // Rank 1's certificate from another CA (the shared test keys'): not issued by this ca.pem.
+  std::filesystem::copy_file(keys().rank(1).cert, dir / "peer-1.pem",
+                             std::filesystem::copy_options::overwrite_existing);
+  CHECK_THAT(key_set_problem(dir, "test-run", 3), Catch::Contains("peer-1.pem: not issued by"));
+  create_key_set(dir, o);
+  std::filesystem::copy_file(dir / "peer-0.key", dir / "peer-2.key",
+                             std::filesystem::copy_options::overwrite_existing);
+  CHECK_THAT(key_set_problem(dir, "test-run", 3),
+             Catch::Contains("peer-2.key: not the key of"));
+  std::filesystem::resize_file(dir / "ca.pem", 40);
+  CHECK_THAT(key_set_problem(dir, "test-run", 3),
+             Catch::Contains("ca.pem: missing or not a PEM certificate"));
+  std::filesystem::remove_all(dir);
+}
+
 TEST_CASE("crc32c matches the known vectors and the bitwise reference", "[net]") {
   CHECK(wire::crc32c(bytes_of("123456789")) == 0xE3069283u);
   CHECK(wire::crc32c({}) == 0u);

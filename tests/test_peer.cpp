@@ -1481,9 +1481,18 @@ TEST_CASE("a run stopped after a checkpoint and resumed ends bit-identical to on
       REQUIRE(fs::exists(fs::path(out) / "peers" / "2" / "checkpoint-22.ckpt"));
       CHECK_FALSE(fs::exists(fs::path(out) / "peers" / "2" / "checkpoint-12.ckpt"));
       fs::resize_file(fs::path(out) / "peers" / "2" / "checkpoint-22.ckpt", 100);
+      const std::string ca = read_file(fs::path(out) / "tls" / "ca.pem");
+      const std::string cert = read_file(fs::path(out) / "tls" / "peer-3.pem");
+      REQUIRE_FALSE(ca.empty());
       const Result resumed = run(bin() + " run --resume " + out + " --no-progress");
       INFO(resumed.output);
       REQUIRE(resumed.code == 0);
+      // The resumed run keeps the credentials it has, and says so.
+      CHECK_THAT(resumed.output, Catch::Contains("TLS with the run's own CA, kept from " + out +
+                                                 "/tls"));
+      CHECK_THAT(resumed.output, !Catch::Contains("fresh CA"));
+      CHECK(read_file(fs::path(out) / "tls" / "ca.pem") == ca);
+      CHECK(read_file(fs::path(out) / "tls" / "peer-3.pem") == cert);
       CHECK_THAT(resumed.output, Catch::Contains("checkpoint-22.ckpt: truncated"));
       CHECK_THAT(resumed.output, Catch::Contains("resuming " + out + " from round 20"));
       CHECK(hashes(fs::path(out) / "summary.json") == hashes(t.path / "whole" / "summary.json"));
@@ -3538,6 +3547,10 @@ TEST_CASE("gossip doctor: a neighbour that is not running, or an address that do
   CHECK_THAT(r.output, Catch::Contains("no-such-host.invalid"));
   CHECK_THAT(r.output, Catch::Contains("does not resolve: fix its entry in the topology's peers:"));
   CHECK_THAT(r.output, Catch::Contains("the run cannot start as things are"));
+  // It speaks as the doctor, from the rank it checks; no peer's line, no folder it never writes.
+  CHECK_THAT(r.output, Catch::Contains("gossip doctor: checking the links of rank 0 (from --rank)"));
+  CHECK_THAT(r.output, !Catch::Contains("gossip peer:"));
+  CHECK_THAT(r.output, !Catch::Contains("files in"));
   const Result j = run(bin() + " doctor " + cfg.string() + " --rank 0 --json 2>/dev/null");
   CHECK(j.code == 1);
   CHECK_THAT(j.output, Catch::Contains(R"("can_start": false)"));

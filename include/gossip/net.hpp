@@ -212,6 +212,12 @@ struct KeySetOptions {
   const CertificateAuthority* ca = nullptr;  // issue with this CA instead of a new one
 };
 void create_key_set(const std::filesystem::path& dir, const KeySetOptions& options);
+/// Why the credentials create_key_set wrote in `dir` cannot serve `peers` ranks of `run_id` as
+/// they are (a file missing or unreadable, a certificate its ca.pem did not issue, one for
+/// another run or rank, a key that is not its certificate's, one expired or expiring within a
+/// day); "" when they can. What `gossip run --resume` checks before it keeps a run's CA.
+std::string key_set_problem(const std::filesystem::path& dir, const std::string& run_id,
+                            int peers);
 
 /// The largest frame a run with `param_count` floats needs: header, push-sum weight, the
 /// parameters, and 64 KiB of slack for control frames.

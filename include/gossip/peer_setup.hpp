@@ -52,6 +52,9 @@ struct PeerSetup {
   RunConfig config;
   std::optional<Topology> topology;
   PeerOptions options;
+  /// Where the rank and the addresses came from ("rank 0 (from --rank), ports from ..."), for
+  /// the caller's first line: a peer's names its files, the doctor's what it checks from.
+  std::string origin;
   /// --ranks A-B: the options of each of those ranks, A first (options is A's); rank A + i
   /// writes its event lines to --events-fd + i. Empty without --ranks.
   std::vector<PeerOptions> group;

@@ -58,6 +58,7 @@ int run_doctor(int argc, char** argv) {
   if (args.has("tls-dir")) a.tls_dir = args.get_or("tls-dir", "");
   if (args.has("topology")) a.overrides["topology"] = args.get_or("topology", "");
   const PeerSetup setup = peer_setup(a);
+  log_line(cat("gossip doctor: checking the links of ", setup.origin));
   const DoctorOutcome out = doctor(setup.config, *setup.topology, setup.options);
   std::printf("%s\n", args.has("json") ? out.json.c_str() : out.text.c_str());
   return out.can_start ? kExitOk : 1;

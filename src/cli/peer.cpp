@@ -137,6 +137,8 @@ int run_peer(int argc, char** argv) {
     std::printf(kPeerHelp, override_help().c_str());
     return kExitOk;
   }
+  log_line(cat("gossip peer: ", setup.origin, "; files in ",
+               peer_dir(setup.options.out_dir, setup.options.rank)));
   if (!setup.group.empty()) return run_group(setup);
   return gossip::run_peer(setup.config, *setup.topology, setup.options);
 }

@@ -143,19 +143,35 @@ void Network::recover_unmerged() {
                        "that round is missing from metrics.csv (each peer's own file has it)"));
 }
 
+/// The run's TLS credentials, and the words for them on the run's first line.
+struct RunCredentials {
+  std::string dir;   // --tls-dir of every peer, or "" when they use the config's settings
+  std::string line;
+};
+
 /// The run's own TLS credentials when TLS is on and the config names none: a fresh CA (whose
 /// key is never written, so no one can issue more) and a key and certificate per rank in
-/// OUT/tls; returns that folder, or "" when the peers use the config's settings.
-std::string make_run_credentials(const RunConfig& config, const std::string& out_dir, int n) {
-  if (!config.net.tls || !config.net.tls_ca.empty()) return "";
+/// OUT/tls. A resumed run keeps the ones it has there while they serve every rank, and says
+/// why when they do not before it makes new ones.
+RunCredentials run_credentials(const RunConfig& config, const std::string& out_dir, int n,
+                               bool resume) {
+  if (!config.net.tls) return {"", "TLS off (net.tls: off)"};
+  if (!config.net.tls_ca.empty()) return {"", "TLS with net.tls's credentials"};
   const std::string dir = cat(out_dir, "/tls");
+  std::string fresh = cat("TLS with a fresh CA in ", dir);
+  if (resume) {
+    const std::string problem = key_set_problem(dir, config.net.run_id, n);
+    if (problem.empty()) return {dir, cat("TLS with the run's own CA, kept from ", dir)};
+    fresh = cat("TLS with a fresh CA in ", dir, " (the run's own could not be kept: ", problem,
+                ")");
+  }
   KeySetOptions keys;
   keys.run_id = config.net.run_id;
   keys.peers = n;
   keys.write_ca_key = false;
   keys.overwrite = true;
   create_key_set(dir, keys);
-  return dir;
+  return {dir, fresh};
 }
 
 std::vector<std::string> Network::peer_argv(int r, bool rejoin, int last) const {
@@ -248,11 +264,22 @@ void Network::show_progress() {
   last_progress_ = Clock::now();
   const std::int64_t total = record_.total_rounds();
   if (total == 0) return;  // no peer has said how many rounds there are yet
-  if (topology_.epochs().empty())
-    return progress_.update(std::min(total, slowest_round()), total, status_);
+  const std::int64_t done = std::min(total, slowest_round());
+  if (topology_.epochs().empty()) return progress_.update(done, total, stage(done, total));
   int live = 0;  // an elastic run: the members whose processes run
   for (const auto& c : children_) live += c.running;
-  progress_.update(std::min(total, slowest_round()), total, cat("live ", live, "  ", status_));
+  progress_.update(done, total, cat("live ", live, "  ", stage(done, total)));
+}
+
+/// The text after the progress bar: the last evaluation merged, else the stage the run is in.
+std::string Network::stage(std::int64_t done, std::int64_t total) const {
+  if (!status_.empty()) return status_;
+  const std::int64_t start = std::max<std::int64_t>(0, resume_round_);
+  const bool moved = std::any_of(peer_round_.begin(), peer_round_.end(),
+                                 [&](std::int64_t r) { return r > start; });
+  if (!moved) return "starting the peers";
+  if (done < total) return "training (no evaluation merged yet)";
+  return "the peers are finishing (no evaluation merged)";
 }
 
 std::int64_t Network::slowest_round() const {
@@ -346,6 +373,7 @@ int Network::run() {
     metrics_->write();
   }
   if (static_cast<int>(record_.dead().size()) == n_) return fail("every peer failed");
+  show_progress();  // the line as the run ended: its last round and stage
   progress_.finish();
   if (opt_.until_round > 0 && record_.finished() == 0) {
     std::printf("gossip run: every peer stopped after round %lld as asked, with a checkpoint; "
@@ -463,6 +491,7 @@ void Network::handle_event(int r, const PeerEvent& e) {
     peer_round_[r] = std::max(peer_round_[r], ev->round);
   if (const auto* ro = std::get_if<RoundEvent>(&e))
     peer_round_[r] = std::max(peer_round_[r], ro->round);
+  if (const auto* d = std::get_if<DoneEvent>(&e)) peer_round_[r] = std::max(peer_round_[r], d->rounds);
   // A new identity started by hand (gossip peer --join): its events come through its file.
   if (const auto* m = std::get_if<MemberEvent>(&e);
       m && m->event == MemberEventKind::kAnnounceJoin && m->subject >= 0 && m->subject < n_ &&
@@ -614,10 +643,9 @@ int launch(const RunConfig& config, const LaunchOptions& given) {
   }
   const std::int64_t resume_round =
       options.resume ? common_checkpoint(options.out_dir, topology.n()) : -1;
-  const std::string tls = !config.net.tls           ? "TLS off (net.tls: off)"
-                          : config.net.tls_ca.empty() ? cat("TLS with a fresh CA in ",
-                                                            options.out_dir, "/tls")
-                                                      : "TLS with net.tls's credentials";
+  const RunCredentials credentials =
+      run_credentials(config, options.out_dir, topology.n(), options.resume);
+  const std::string& tls = credentials.line;
   std::printf("gossip run: %d peers%s on %s (spectral gap per round %.4f), algorithm %s, period "
               "%d, %s; peer logs in %s/peers/\n",
               loaded.n(), elastic ? cat(" at the start (up to ", topology.n(), " ranks)").c_str() : "",
@@ -647,7 +675,7 @@ int launch(const RunConfig& config, const LaunchOptions& given) {
   }
   const auto mps = peer_environment(config, topology.n(), options.out_dir);
   Network net(config, options, topology, resume_round,
-              make_run_credentials(config, options.out_dir, topology.n()),
+              credentials.dir,
               links ? &*links : nullptr);
   // Every peer runs the GEMM chosen here once (measured or explicit): peers that each measured
   // at the same moment, on a busy machine, could pick different kernels.

@@ -84,6 +84,7 @@ class Network {
   /// Joins and leaves whose announcement round the network has reached: events.jsonl, notes.
   void note_membership(std::int64_t round);
   void show_progress();
+  std::string stage(std::int64_t done, std::int64_t total) const;
   void carry_out_faults();
   bool killed_by_schedule(int rank) const {
     return std::find(scheduled_deaths_.begin(), scheduled_deaths_.end(), rank) !=
@@ -141,7 +142,7 @@ class Network {
   std::vector<bool> outside_back_ = std::vector<bool>(n_, false);
   std::vector<Clock::time_point> outside_heard_ = std::vector<Clock::time_point>(n_);
   static constexpr auto kOutsideQuiet = std::chrono::seconds(60);
-  std::string status_ = "starting the peers";  // the text after the bar: the last evaluation
+  std::string status_;  // the last evaluation merged, for the progress line; "" before one
   Clock::time_point last_progress_ = Clock::now();
   Progress progress_;
   Clock::time_point t0_ = Clock::now();

@@ -425,7 +425,8 @@ void NetworkRecord::print_final_table(
     }
     const bool left = members_ && !std::binary_search(members_->epochs().back().members.begin(),
                                                       members_->epochs().back().members.end(), r);
-    std::printf("%5d  %9.4f  %12llu  %8.1f%s%s\n", r, done_[r]->accuracy,
+    const std::string acc = std::isnan(done_[r]->accuracy) ? "-" : fixed(done_[r]->accuracy, 4);
+    std::printf("%5d  %9s  %12llu  %8.1f%s%s\n", r, acc.c_str(),
                 static_cast<unsigned long long>(done_[r]->bytes_sent), done_[r]->seconds,
                 mem.c_str(), left ? cat("  left after round ", done_[r]->rounds - 1).c_str() : "");
   }

@@ -226,6 +226,56 @@ TlsConfig tls_files_in(const std::filesystem::path& dir, int rank) {
   return t;
 }
 
+namespace {
+
+/// The certificate or key in the PEM file `path`, or null when it cannot be read or holds none.
+X509Ptr read_cert(const std::filesystem::path& path) {
+  BioPtr bio(BIO_new_file(path.c_str(), "r"));
+  return X509Ptr(bio ? PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr) : nullptr);
+}
+
+PkeyPtr read_key(const std::filesystem::path& path) {
+  BioPtr bio(BIO_new_file(path.c_str(), "r"));
+  return PkeyPtr(bio ? PEM_read_bio_PrivateKey(bio.get(), nullptr, nullptr, nullptr) : nullptr);
+}
+
+/// Whole days from now to the end of `cert`'s validity (negative once it has ended).
+int days_left(X509* cert) {
+  int days = 0, seconds = 0;
+  if (ASN1_TIME_diff(&days, &seconds, nullptr, X509_get0_notAfter(cert)) != 1) return -1;
+  return days - (days == 0 && seconds < 0 ? 1 : 0);
+}
+
+}  // namespace
+
+std::string key_set_problem(const std::filesystem::path& dir, const std::string& run_id,
+                            int peers) {
+  ERR_clear_error();
+  const X509Ptr ca = read_cert(dir / "ca.pem");
+  if (!ca) return cat((dir / "ca.pem").string(), ": missing or not a PEM certificate");
+  if (days_left(ca.get()) < 1) return cat((dir / "ca.pem").string(), ": expired or expiring today");
+  for (int r = 0; r < peers; ++r) {
+    const TlsConfig f = tls_files_in(dir, r);
+    const X509Ptr cert = read_cert(f.cert);
+    if (!cert) return cat(f.cert, ": missing or not a PEM certificate");
+    const PkeyPtr key = read_key(f.key);
+    if (!key) return cat(f.key, ": missing or not a PEM private key");
+    if (X509_verify(cert.get(), X509_get0_pubkey(ca.get())) != 1)
+      return cat(f.cert, ": not issued by ", (dir / "ca.pem").string());
+    if (X509_check_private_key(cert.get(), key.get()) != 1)
+      return cat(f.key, ": not the key of ", f.cert);
+    if (days_left(cert.get()) < 1) return cat(f.cert, ": expired or expiring today");
+    net::CertIdentity id;
+    std::string why;
+    if (!net::cert_identity(cert.get(), &id, &why)) return cat(f.cert, ": ", why);
+    if (id.run_id != run_id || id.rank != r)
+      return cat(f.cert, ": names ", tls_identity_uri(id.run_id, id.rank), ", not ",
+                 tls_identity_uri(run_id, r));
+  }
+  ERR_clear_error();
+  return "";
+}
+
 void create_key_set(const std::filesystem::path& dir, const KeySetOptions& o) {
   if (o.peers < 1) throw InputError(cat("keys: need at least one peer, got ", o.peers));
   if (o.days < 1) throw InputError(cat("keys: --days must be at least 1, got ", o.days));

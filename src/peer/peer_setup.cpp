@@ -242,7 +242,7 @@ PeerSetup peer_setup(const PeerArguments& a) {
   if (launch.world_size) how += cat(", ", launch.world_size_source);
   if (launch.job_id) how += cat(", ports from ", launch.job_source);
   if (!launch.hosts.empty() && !topology.has_addresses()) how += cat(", hosts from ", launch.hosts_source);
-  log_line(cat("gossip peer: ", how, "; files in ", peer_dir(opt.out_dir, opt.rank)));
+  setup.origin = std::move(how);
   opt.launch = std::move(launch);
   opt.resume_round = a.resume_round.value_or(-1);
   opt.until_round = a.until_round.value_or(0);

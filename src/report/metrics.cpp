@@ -114,6 +114,8 @@ void RunRecord::flush() {
 Summary RunRecord::finish(RunEnd end) {
   flush();
   JsonObject o;
+  // A run that evaluated nothing has no figure: null, not an accuracy of 0.
+  if (!any_row_) last_.test_accuracy = last_.peer_accuracy_min = last_.peer_accuracy_max = NAN;
   o.add("test_accuracy", end.average_missing.empty() ? last_.test_accuracy : NAN);
   if (!end.average_missing.empty()) o.add("average_model_missing", end.average_missing);
   if (any_average_) o.add("test_loss", last_.test_loss);

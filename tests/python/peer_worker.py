@@ -4,7 +4,9 @@ Modes:
   vector ROUNDS   joins with a numpy vector of seed RANK, mixes it ROUNDS times, and writes the
                   vector after each round to FOLDER/vector-RANK.npy (rounds+1 rows)
   model           joins with gossip's own model and runs the plan's rounds (interop)
-  torch           a tiny torch model under DecentralizedOptimizer at learning rate 0
+  torch           a tiny torch model under DecentralizedOptimizer at learning rate 0; rank 0
+                  also tries a second Peer of its rank (FOLDER/second-peer.txt: the refusal);
+                  finish()'s dict to FOLDER/finish-RANK.json
   size N          joins with a vector of N values (to be refused by its neighbours)
   leave ROUND     as model, leaving the elastic run at ROUND (Peer(leave_at_round=ROUND))
 """
@@ -63,7 +65,17 @@ elif mode == "torch":
     np.save(os.path.join(folder, f"after-{rank}.npy"), opt.flat.numpy())
     w, b = model.weight.detach().numpy().ravel(), model.bias.detach().numpy()
     np.save(os.path.join(folder, f"model-{rank}.npy"), np.concatenate([w, b]))
-    peer.finish()
+    if rank == 0:  # a second Peer of a rank that already runs here: refused by name
+        try:
+            gossip.Peer(config, rank=rank, out=out).join(np.zeros(18, dtype=np.float32))
+            refusal = "joined"
+        except ValueError as e:
+            refusal = str(e)
+        with open(os.path.join(folder, "second-peer.txt"), "w") as f:
+            f.write(refusal)
+    import json
+    with open(os.path.join(folder, f"finish-{rank}.json"), "w") as f:
+        json.dump(peer.finish(), f)  # no evaluate and no report(): no accuracy figure
 elif mode == "size":
     x = np.zeros(int(sys.argv[5]), dtype=np.float32)
     try:

@@ -63,7 +63,8 @@ def test_peer_options_are_typed_arguments_and_match_gossip_peers(folder, base_po
         == "203.0.113.9:29502"
     with pytest.raises(ValueError, match="--advertise peer-9: expected host:port"):
         gossip.Peer(config, rank=0, advertise="peer-9")
-    assert gossip.Peer(args=[config, "--rank", "2", "--epochs", "0.25"]).config["epochs"] == 0.25
+    assert gossip.Peer(args=[config, "--rank", "2", "--epochs", "0.25", "--out",
+                             os.path.join(folder, "args")]).config["epochs"] == 0.25
     with pytest.raises(ValueError, match="unknown option --colour"):
         gossip._gossip.peer_arguments([config, "--colour", "blue"])
 
@@ -114,6 +115,14 @@ def test_decentralized_optimizer_mixes_the_model_in_place(folder, base_port, pro
         np.testing.assert_allclose(after, avg, atol=1e-6)
         # the model's own parameters are views of the flat buffer: they moved too
         np.testing.assert_array_equal(np.load(os.path.join(folder, f"model-{r}.npy")), after)
+        # finish() with no evaluate and no report(): no figure, in the dict and summary.json
+        assert json.load(open(os.path.join(folder, f"finish-{r}.json")))["test_accuracy"] is None
+        summary = json.load(open(os.path.join(folder, "run", "peers", str(r), "summary.json")))
+        assert summary["test_accuracy"] is None and summary["peer_accuracy_min"] is None
+    # A second Peer of rank 0 in rank 0's process is refused by name, not by its port.
+    refusal = open(os.path.join(folder, "second-peer.txt")).read()
+    assert "rank 0 already runs in this process" in refusal, refusal
+    assert "finish() or stop() that Peer first" in refusal and "Address already" not in refusal
 
 
 def test_flatten_parameters_refuses_other_dtypes():
@@ -251,6 +260,33 @@ peer.finish()
         spans = [e for e in trace["traceEvents"] if e["ph"] == "X"]
         assert sorted(e["args"]["round"] for e in spans if e["cat"] == "round") == [0, 1]
         assert {e["name"] for e in spans} >= {"round 0", "round 1", "wait", "compute"}
+
+
+def test_the_progress_line_shows_the_stage_the_run_is_in(folder, base_port):
+    """A gossip run --exec whose script evaluates nothing: the progress line at its last round
+    says the peers are finishing, not that they are starting; the record has no accuracy."""
+    config = write_config(folder, 3, base_port)
+    script = os.path.join(folder, "quiet.py")
+    with open(script, "w") as f:
+        f.write("""import time, numpy as np, gossip
+peer = gossip.Peer.from_env()
+x = np.full(50, float(peer.rank), dtype=np.float32)
+peer.join(x, rounds=3)
+for _ in range(3):
+    time.sleep(0.3)  # a round event each round (at most one every 250 ms)
+    peer.neighbor_average(x)
+peer.finish()
+""")
+    out = os.path.join(folder, "out")
+    r = subprocess.run([GOSSIP, "run", config, "--out", out, "--exec", f"{sys.executable} {script}"],
+                       capture_output=True, text=True, timeout=300)
+    log = r.stdout + r.stderr
+    assert r.returncode == 0, log
+    lines = [line for line in r.stdout.splitlines() if line.startswith("round ")]
+    assert lines and lines[-1].startswith("round 3/3"), log
+    for line in lines:
+        assert "starting the peers" not in line or line.startswith("round 0/"), log
+    assert "the peers are finishing (no evaluation merged)" in lines[-1], log
 
 
 def test_push_sum_leaves_the_de_biased_model_in_the_buffer(folder, base_port, procs):
