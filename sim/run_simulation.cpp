@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "gossip/core.hpp"
+#include "gossip/report.hpp"
 #include "gossip/faults.hpp"
 #include "gossip/gossip.hpp"
 #include "gossip/monitor.hpp"
@@ -109,6 +110,7 @@ void print_run_notes(const SimResult& result, const RunConfig& config, const std
 int run_simulation(const RunConfig& config, const std::string& out, bool progress_bar) {
   const Topology topology = load_topology(config.gossip.topology);
   check_algorithm(config, topology);
+  make_output_dir(out);  // a folder that cannot be written is said before the work, not after
   const TopologyReport analysis = analyze(topology);
   const bool consensus = config.sim.consensus_only;
   const bool elastic = changes_membership(config.faults) && topology.elastic();

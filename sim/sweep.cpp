@@ -9,6 +9,7 @@
 #include <map>
 
 #include "gossip/core.hpp"
+#include "gossip/report.hpp"
 #include "gossip/faults.hpp"
 #include "gossip/gossip.hpp"
 #include "gossip/progress.hpp"
@@ -166,6 +167,7 @@ int run_sweep(const RunConfig& base, const std::string& out, bool progress_bar,
   if (real) check_real_sweep(base);
   const auto settings = compare_settings(base);
   const Graphs graphs = load_graphs(base, settings);
+  make_output_dir(out);  // once the settings are checked, and before the sweep, not after it
   const auto& topologies = graphs.topologies;
   const auto& analyses = graphs.analyses;
   std::printf("gossip compare: %s, %zu settings, %.3g epochs each, target accuracy %.3g%s\n",

@@ -1519,6 +1519,139 @@ TEST_CASE("a run stopped after a checkpoint and resumed ends bit-identical to on
   }
 }
 
+TEST_CASE("a resume whose config changed is refused before any peer starts, naming the key",
+          "[peer][resume]") {
+  TempDir t;
+  const auto cfg = write_config(t.path, 3, "dpsgd", 1, 1, "", true, Tls::kOff);
+  const std::string out = (t.path / "run").string();
+  const Result first = run(bin() + " run " + cfg.string() + " --out " + out +
+                           " --no-progress --until-round 4");
+  INFO(first.output);
+  REQUIRE(first.code == 0);
+  const std::string text = read_file(cfg);
+  struct Case {
+    std::string from, to, key;
+  };
+  for (const Case& c : {Case{"layers: [12, 24, 3]", "layers: [12, 20, 3]", "model.layers"},
+                        Case{"seed: 5", "seed: 6", "train.seed"}}) {
+    INFO(c.key);
+    std::string changed = text;
+    changed.replace(changed.find(c.from), c.from.size(), c.to);
+    std::ofstream(cfg) << changed;
+    const Result r = run(bin() + " run --resume " + out + " --no-progress");
+    INFO(r.output);
+    CHECK(r.code == 2);
+    CHECK_THAT(r.output, Catch::Contains(c.key + " changed since the run started"));
+    CHECK_THAT(r.output, Catch::Contains("put " + c.key + " back, or start a new run"));
+    CHECK_THAT(r.output, !Catch::Contains("peers on"));  // refused before the run's first line
+  }
+  // Another graph of the same size: the topology's fingerprint changed.
+  std::ofstream(cfg) << text;
+  std::ofstream(t.path / "topo.yaml") << "n: 3\nedges: [[0, 1], [1, 2]]\n";
+  const Result topo = run(bin() + " run --resume " + out + " --no-progress");
+  INFO(topo.output);
+  CHECK(topo.code == 2);
+  CHECK_THAT(topo.output, Catch::Contains("gossip.topology changed since the run started"));
+  // Put back, it resumes and finishes.
+  std::ofstream(t.path / "topo.yaml") << "generator: ring\nn: 3\n";
+  const Result back = run(bin() + " run --resume " + out + " --no-progress");
+  INFO(back.output);
+  CHECK(back.code == 0);
+  // Every command that writes a folder checks it before its work, not after.
+  for (const char* command : {" sim ", " train "}) {
+    const Result bad = run(bin() + command + cfg.string() + " --out /proc/gossip-nowhere");
+    INFO(command << bad.output);
+    CHECK(bad.code == 2);
+    CHECK_THAT(bad.output, Catch::Contains("--out /proc/gossip-nowhere: cannot create"));
+    CHECK_THAT(bad.output, !Catch::Contains("spectral gap"));
+    CHECK_THAT(bad.output, !Catch::Contains("epoch"));
+  }
+}
+
+namespace {
+
+/// The pids of the processes whose command line names `needle` (not this test's own).
+std::vector<pid_t> processes_naming(const std::string& needle) {
+  std::vector<pid_t> out;
+  for (const auto& e : fs::directory_iterator("/proc")) {
+    const std::string name = e.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::string cmdline = read_file(e.path() / "cmdline");
+    std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
+    const pid_t pid = std::stoi(name);
+    if (pid != getpid() && cmdline.find(needle) != std::string::npos) out.push_back(pid);
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("gossip run refuses, at once, more peers than this machine holds; with --force a "
+          "SIGTERM while they start ends every child", "[peer][launcher]") {
+  TempDir t;
+  const auto cfg = write_config(t.path, 3, "dpsgd", 1, 1, "", true, Tls::kOff);
+  std::ofstream(t.path / "topo.yaml") << "generator: ring\nn: 10000\n";
+  const std::string out = (t.path / "huge").string();
+  const auto t0 = std::chrono::steady_clock::now();
+  const Result r = run(bin() + " run " + cfg.string() + " --out " + out + " --no-progress");
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  INFO(r.output);
+  CHECK(r.code == 2);
+  CHECK(took < 1.0);
+  CHECK_THAT(r.output, Catch::Contains("refusing to start 10000 peers"));
+  CHECK_THAT(r.output, Catch::Contains("10000 peer processes on"));
+  CHECK_THAT(r.output, Catch::Contains("gossip sim"));
+  CHECK_THAT(r.output, Catch::Contains("--peers-per-process N"));
+  CHECK_THAT(r.output, Catch::Contains("--force"));
+  CHECK_FALSE(fs::exists(fs::path(out) / "peers"));
+  // --force on 2,000 peers (enough samples for each): SIGTERM once the start is under way.
+  std::ofstream(t.path / "topo.yaml") << "generator: ring\nn: 2000\n";
+  {
+    std::string text = read_file(cfg);
+    text.replace(text.find("train: 1536"), 11, "train: 4000");
+    std::ofstream(cfg) << text;
+  }
+  const std::string forced = (t.path / "forced").string();
+  std::fflush(stdout);
+  const pid_t launcher = fork();
+  REQUIRE(launcher >= 0);
+  if (launcher == 0) {
+    std::freopen((t.path / "forced.log").c_str(), "w", stdout);
+    std::freopen((t.path / "forced.log").c_str(), "a", stderr);
+    execl(bin().c_str(), "gossip", "run", cfg.c_str(), "--out", forced.c_str(), "--no-progress",
+          "--force", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  // Wait (bounded) until it has started some peers, then ask it to stop.
+  for (int i = 0; i < 300 && processes_naming(forced + " --events-fd").size() < 20; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const auto started = processes_naming(forced + " --events-fd").size();
+  CHECK(started >= 1);
+  const auto signalled = std::chrono::steady_clock::now();
+  REQUIRE(kill(launcher, SIGTERM) == 0);
+  int status = 0;
+  pid_t done = 0;
+  while ((done = waitpid(launcher, &status, WNOHANG)) == 0 &&
+         std::chrono::steady_clock::now() - signalled < std::chrono::seconds(10))
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  if (done == 0) {
+    kill(launcher, SIGKILL);
+    waitpid(launcher, &status, 0);
+  }
+  const double stop_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - signalled).count();
+  INFO(read_file(t.path / "forced.log"));
+  INFO("peers started before the signal: " << started << ", stopped in " << stop_s << " s");
+  CHECK(done == launcher);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 130);
+  CHECK(stop_s < 5.0);
+  CHECK(processes_naming(forced).empty());
+  CHECK(fs::exists(fs::path(forced) / "peers" / "0"));
+  CHECK_FALSE(fs::exists(fs::path(forced) / "peers" / "1999"));  // the start was cut short
+  for (const pid_t p : processes_naming(forced)) kill(p, SIGKILL);
+}
+
 TEST_CASE("a peer started by mpirun or srun refuses a world size other than the topology's",
           "[peer]") {
   TempDir t;

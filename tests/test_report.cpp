@@ -232,6 +232,37 @@ TEST_CASE("the run record's summary comes from the last evaluation", "[report]")
   std::filesystem::remove_all(dir);
 }
 
+TEST_CASE("a metrics file left empty or cut short by a stop before the first evaluation is "
+          "resumed as it is; one that is not a metrics file is refused", "[report]") {
+  const auto dir = (std::filesystem::temp_directory_path() / "gossip_test_report_resume").string();
+  const std::string header = kMetricsHeader;
+  for (const std::string& left : {std::string(), header.substr(0, 17)}) {
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir);
+    std::ofstream(dir + "/metrics.csv") << left;
+    {
+      RunRecord record = RunRecord::resume(dir, 40);
+      CHECK(record.last().peer_rows == 0);
+      record.write(MetricsRow{48, 2.0, 0, 0.3, 0.5, 0.25, 20, 0.2});
+      record.flush();
+    }
+    CHECK(read_text(dir + "/metrics.csv") == header + "\n48,2.0000,0,0.3,0.5,0.25,20,0.200\n");
+  }
+  std::ofstream(dir + "/metrics.csv") << "round,epoch,colour\n1,2,3\n";
+  CHECK_THROWS_WITH(RunRecord::resume(dir, 40),
+                    Catch::Contains("the header is not metrics.csv's"));
+  // A record that evaluated nothing has no figures: null, not 0.
+  std::filesystem::remove_all(dir);
+  {
+    RunRecord record(dir);
+    const Summary s = record.finish(RunEnd{});
+    CHECK(std::isnan(s.last.test_accuracy));
+  }
+  CHECK_THAT(read_text(dir + "/summary.json"),
+             Catch::Contains("\"test_accuracy\": null,\n  \"peer_accuracy_min\": null"));
+  std::filesystem::remove_all(dir);
+}
+
 TEST_CASE("a record without an average model leaves its fields to the command", "[report]") {
   // gossip train and a lone gossip peer: no peer = -1 rows, so no test_loss of an average model
   // (gossip train adds its own model's test loss itself).

@@ -27,6 +27,7 @@ struct LaunchOptions {
                                  // checkpoint set (every peer's checkpoint of one round)
   std::int64_t until_round = 0;  // > 0: every peer stops after this round, with a checkpoint
   std::string dashboard;         // --dashboard: "host:port" of the live page; "" = none
+  bool force = false;            // --force: start the peers even where the machine is too small
 };
 
 /// Runs the whole network; returns the exit code (0 done, or stopped at until_round; 1 a peer

@@ -58,6 +58,8 @@ class Progress {
   std::chrono::steady_clock::time_point last_print_;
   EtaEstimate eta_;
   std::string last_line_;  // the line printed last (not printed twice at the end)
+  std::string last_text_;  // its text after the bar, and whether it showed the end
+  bool last_was_end_ = false;
 };
 
 /// "0.8123" with `digits` decimals.

@@ -21,7 +21,7 @@ const char* kRunHelp =
     "                  [--period H] [--keep-going] [--restart on-failure] [--no-progress]\n"
     "                  [--tensorboard] [--until-round N] [--faults FILE]\n"
     "                  [--dashboard [ADDR:]PORT] [--metrics-port P] [--peers-per-process N]\n"
-    "                  [--netem rate=RATE[,delay=TIME,...]] [--exec COMMAND]\n"
+    "                  [--netem rate=RATE[,delay=TIME,...]] [--exec COMMAND] [--force]\n"
     "       gossip run --resume DIR [--until-round N] [--no-progress]\n"
     "\n"
     "Starts one `gossip peer` process per rank of CONFIG's topology on this machine, shows one\n"
@@ -48,6 +48,10 @@ const char* kRunHelp =
     "  --restart on-failure  start a peer that died (not by the fault schedule) again, up to 3\n"
     "                     times per rank: it rejoins the running network (gossip peer --rejoin)\n"
     "  --no-progress      no progress bar\n"
+    "  --force            start the peers even when this machine looks too small for them: by\n"
+    "                     default a run whose peer processes exceed 32 a core, or whose peers\n"
+    "                     need more memory than is available (a process's 48 MB and the\n"
+    "                     model's buffers a peer), is refused before anything starts (exit 2)\n"
     "  --peers-per-process N  host N consecutive ranks in each peer process, one thread each\n"
     "                     (train.peers_per_process; default 1): peers sharing a GPU share one\n"
     "                     CUDA context instead of paying one each. Not with kill, pause or\n"
@@ -91,8 +95,9 @@ const char* kRunHelp =
     "                     with (DIR/run-command); a synchronous run resumed ends bit-identical\n"
     "                     to the same run never stopped\n"
     "\n"
-    "exit codes: 0 done, 1 a peer failed, 2 bad config or topology, 3 topology disconnected,\n"
-    "130 interrupted (Ctrl-C stops every peer)\n";
+    "exit codes: 0 done, 1 a peer failed, 2 bad config or topology (or too many peers for this\n"
+    "machine, or a --resume whose config changed: the key is named), 3 topology disconnected,\n"
+    "130 interrupted (Ctrl-C or SIGTERM, also while the peers start, stops every peer)\n";
 
 
 /// The options a run was started with, kept as DIR/run-command (one argument a line, the
@@ -136,7 +141,7 @@ int run_run(int argc, char** argv) {
   Args args(argc, argv,
             with_override_options({"out", "resume", "until-round", "restart", "netem", "exec",
                                    "dashboard", "metrics-port", "peers-per-process"}),
-            {"keep-going", "no-progress", "tensorboard"});
+            {"keep-going", "no-progress", "tensorboard", "force"});
   if (args.help()) {
     std::printf(kRunHelp, override_help().c_str());
     return kExitOk;
@@ -179,6 +184,7 @@ int run_run(int argc, char** argv) {
     opt.restart_on_failure = true;
   }
   opt.progress = !args.has("no-progress");
+  opt.force = args.has("force");
   if (const auto dashboard = args.get("dashboard"))
     opt.dashboard = dashboard_address(*dashboard, "--dashboard");
   if (args.get("metrics-port")) {

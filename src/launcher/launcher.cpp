@@ -26,6 +26,7 @@
 #include "src/launcher/mps.hpp"
 #include "src/launcher/network_record.hpp"
 #include "src/launcher/observe.hpp"
+#include "src/launcher/run_guard.hpp"
 #include "gossip/checkpoint.hpp"
 #include "gossip/core.hpp"
 #include "gossip/json.hpp"
@@ -33,6 +34,7 @@
 #include "gossip/faults.hpp"
 #include "gossip/gossip.hpp"
 #include "gossip/launcher.hpp"
+#include "gossip/model.hpp"
 #include "gossip/monitor.hpp"
 #include "gossip/net.hpp"
 #include "gossip/report.hpp"
@@ -216,6 +218,12 @@ void Network::start() {
   epoch_noted_ = epoch_done_ = epoch_started_;
   epoch_started_[0] = epoch_noted_[0] = epoch_done_[0] = true;
   for (int r = 0; r < n_; ++r) {
+    // In batches: between two, every child that has already ended is reaped, and a Ctrl-C or
+    // SIGTERM stops the start there (run() then stops the children started).
+    if (r > 0 && r % kStartBatch == 0) {
+      for (auto& c : children_) launcher::reap(children_, c);
+      if (g_signal != 0) return;
+    }
     const std::string dir = cat(opt_.out_dir, "/peers/", r);
     if (!initial_member(r)) {  // an elastic run's later member: started when it joins
       launcher::Child c;
@@ -605,6 +613,9 @@ int launch(const RunConfig& config, const LaunchOptions& given) {
     throw InputError(cat(config.path, ": gossip.topology: `gossip run` needs a topology file"));
   const Topology loaded = load_topology(config.gossip.topology);
   check_algorithm(config, loaded);
+  if (!options.force)  // before anything that grows with the peers (the analysis included)
+    check_machine_fits(config, run_topology(config, loaded),
+                       config.exec.empty() ? model_param_count(config.model) : 0, this_machine());
   const TopologyReport report = analyze(loaded);
   if (!report.connected) {
     std::fprintf(stderr,
@@ -641,6 +652,7 @@ int launch(const RunConfig& config, const LaunchOptions& given) {
                 "namespaces' own; the peers read the same graph from %s\n",
                 config.gossip.topology.c_str(), file.c_str());
   }
+  keep_run_identity(config, topology, options.out_dir, options.resume);
   const std::int64_t resume_round =
       options.resume ? common_checkpoint(options.out_dir, topology.n()) : -1;
   const RunCredentials credentials =

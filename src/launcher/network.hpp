@@ -134,6 +134,7 @@ class Network {
   std::vector<bool> fault_done_;
   std::vector<int> scheduled_deaths_;      // peers the schedule killed: not failures
   static constexpr int kMaxRestarts = 3;   // --restart on-failure, per rank
+  static constexpr int kStartBatch = 16;   // peers started between two looks at signals
   std::vector<int> restarts_ = std::vector<int>(n_, 0);
   std::vector<std::pair<Clock::time_point, int>> paused_;  // when to wake which peer
   // Peers restarted outside the launcher: the offset read up to in their events file (-1: not

@@ -1,10 +1,16 @@
 // report/metrics.cpp: metrics.csv and summary.json, the contract between commands and users. The
 // one RunRecord writes both, so every summary field is computed here and nowhere else.
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <string_view>
 #include <map>
 #include <vector>
 
@@ -20,6 +26,13 @@ void make_output_dir(const std::string& dir) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) throw InputError(cat("--out ", dir, ": cannot create the directory: ", ec.message()));
+  // Made (or there already), it must also take files: a probe is written and removed.
+  const std::string probe = cat(dir, "/.gossip-write-check-", ::getpid());
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0)
+    throw InputError(cat("--out ", dir, ": cannot write files there: ", std::strerror(errno)));
+  ::close(fd);
+  ::unlink(probe.c_str());
 }
 
 RunRecord::RunRecord(std::string dir) : dir_(std::move(dir)), path_(dir_ + "/metrics.csv") {
@@ -37,7 +50,10 @@ RunRecord RunRecord::resume(std::string dir, std::int64_t round) {
   if (!in) throw InputError(cat(record.path_, ": cannot resume: no metrics file"));
   std::string header;
   std::getline(in, header);
-  if (header != kMetricsHeader)
+  // A stop before the first evaluation can leave the file empty or its header cut short (it was
+  // not flushed yet): no rows, taken as it is.
+  const bool cut_short = !in.good() && std::string_view(kMetricsHeader).starts_with(header);
+  if (header != kMetricsHeader && !cut_short)
     throw InputError(cat(record.path_, ": cannot resume: the header is not metrics.csv's (",
                          kMetricsHeader, ")"));
   std::vector<std::string> kept;

@@ -54,6 +54,7 @@ void Progress::update(std::int64_t done, std::int64_t total, const std::string& 
   const double elapsed = std::chrono::duration<double>(now - start_).count();
   eta_.add(elapsed, done);
   const bool last = done >= total;
+  if (last && last_was_end_ && text == last_text_) return;  // the end, already shown
   if (!last && now - last_print_ < (tty_ ? std::chrono::milliseconds(100)
                                          : std::chrono::milliseconds(5000)))
     return;
@@ -79,6 +80,8 @@ void Progress::update(std::int64_t done, std::int64_t total, const std::string& 
   std::printf("%s%s%s", tty_ ? "\r\033[K" : "", line.c_str(), tty_ ? "" : "\n");
   std::fflush(stdout);
   last_line_ = std::move(line);
+  last_text_ = text;
+  last_was_end_ = last;
   drawn_ = tty_;
 }
 

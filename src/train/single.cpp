@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "gossip/core.hpp"
+#include "gossip/report.hpp"
 #include "gossip/hash.hpp"
 #include "gossip/train.hpp"
 
@@ -40,6 +41,7 @@ class Rate {
 }  // namespace
 
 Summary train_single(const RunConfig& config, const std::string& out_dir) {
+  make_output_dir(out_dir);  // before the training, not after it
   auto backend = make_backend(config.train.backend, config.train.threads);
   use_conv(*backend, config.train.conv);
   const auto t0 = Clock::now();
