@@ -2162,6 +2162,40 @@ TEST_CASE("every survivor sees the partition when peers 2 and 6 of a ring die, a
   CHECK_THAT(r.output, Catch::Contains("fault schedule at round 300: restart peer 2"));
 }
 
+TEST_CASE("a peer started again with no live neighbour trains alone and finishes; the run ends "
+          "with every fault in order", "[peer][faults]") {
+  TempDir t;
+  // Ring of 8: peer 1 dies, then both its neighbours; then 1 is started again with nobody to
+  // take the network's round from. It must train alone from the round of its restart (its own
+  // kill at round 30 is past) and finish; the others finish without waiting for it.
+  const auto cfg = write_fault_config(
+      t.path, 8, 4, "dead_after_rounds: 3, dead_after_s: 0",
+      "  - {round: 30, kill: [1]}\n  - {round: 50, kill: [0, 2]}\n  - {round: 120, restart: [1]}\n");
+  const auto t0 = std::chrono::steady_clock::now();
+  const Result r = run(bin() + " run " + cfg.string() + " --out " + (t.path / "run").string() +
+                       " --no-progress --keep-going");
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  CHECK(took < 20.0);  // no wait of net.connect_timeout_s (20 s) for the dead neighbours
+  const std::string log = read_file(t.path / "run" / "peers" / "1" / "peer.log");
+  CHECK_THAT(log, Catch::Contains("started again with no live neighbour: it trains alone from "
+                                  "round 1"));
+  const std::string summary = read_file(t.path / "run" / "summary.json");
+  CHECK_THAT(summary, Catch::Contains(
+                          "\"alive_at_end\": [false, true, false, true, true, true, true, true]"));
+  CHECK_THAT(summary, Catch::Contains("\"components\": [[1], [3, 4, 5, 6, 7]]"));
+  CHECK(number(t.path / "run" / "peers" / "1" / "summary.json", "rounds") == 512);
+  std::vector<std::string> faults;
+  std::ifstream events(t.path / "run" / "events.jsonl");
+  for (std::string line; std::getline(events, line);)
+    if (line.find("\"event\": \"fault\"") != std::string::npos)
+      faults.push_back(line.substr(line.find("\"round\"")));
+  CHECK(faults == std::vector<std::string>{"\"round\": 30, \"action\": \"kill\", \"peers\": [1]}",
+                                           "\"round\": 50, \"action\": \"kill\", \"peers\": [0, 2]}",
+                                           "\"round\": 120, \"action\": \"restart\", \"peers\": [1]}"});
+}
+
 TEST_CASE("the same fault schedule gives the same membership events in gossip sim and gossip run",
           "[peer][faults][membership]") {
   TempDir t;

@@ -50,6 +50,10 @@ struct PeerOptions {
   std::int64_t until_round = 0;    // > 0: stop after this round, with a checkpoint
   std::string tls_dir;      // TLS credentials in `gossip keys init` layout; overrides net.tls
   bool rejoin = false;      // restarted into a running network: append to its files
+  /// With rejoin: the round the network was at when this peer was started again (the
+  /// launcher's restart). A peer that finds no live neighbour starts there and trains alone;
+  /// the schedule's kills before it are past. -1: not known (it takes its neighbours' round).
+  std::int64_t rejoin_round = -1;
   std::int64_t leave_at_round = -1;  // >= 0: an elastic run's peer announces its leave then
   /// gossip peer --join: the ranks of the live members this new identity contacts; they
   /// announce its join, and it joins the run where the member timeline then says.

@@ -40,6 +40,7 @@ struct PeerArguments {
   std::optional<int> events_fd;        // event lines to this descriptor
   bool events = false;                 // event lines on stdout
   bool rejoin = false;                 // take the running network's round (a restarted peer)
+  std::optional<std::int64_t> rejoin_round;  // with rejoin: the network's round at the restart
 };
 
 /// `gossip peer`'s arguments after the subcommand name (as `gossip run --exec` passes them in

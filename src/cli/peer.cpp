@@ -98,6 +98,9 @@ const char* kPeerHelp =
     "                     its earlier files (events.txt, metrics.csv, peer.log grow), skip the\n"
     "                     round-0 evaluation. Without it a restarted peer rejoins just the same\n"
     "                     (it takes a neighbour's parameters and round), but starts its files anew\n"
+    "  --rejoin-round R   with --rejoin: the round the network was at when this peer was started\n"
+    "                     again (gossip run passes it). With no live neighbour the peer trains\n"
+    "                     alone from there, saying so, and is mixed in when one comes back\n"
     "\n"
     "exit codes: 0 done, 1 runtime failure, 2 bad config, topology, data, rank or world size\n";
 

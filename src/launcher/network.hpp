@@ -103,6 +103,9 @@ class Network {
   }
   /// The round every live peer has completed.
   std::int64_t slowest_round() const;
+  /// The round of the slowest peer that runs, `except` left out (the network's round when
+  /// `except` is started again); its own last round when no other runs.
+  std::int64_t live_round(int except) const;
   /// Peer r's process ended without finishing: the record, the dashboard.
   void peer_gone(int r, const std::string& why);
   /// One event line of peer r (from its pipe, or from its events file): progress, terminal

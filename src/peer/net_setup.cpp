@@ -85,6 +85,9 @@ std::vector<std::pair<int, std::string>> named_relays(const RunConfig& config,
   return out;
 }
 
+/// The longest a peer started again waits for its links before it trains on without the missing.
+constexpr std::chrono::milliseconds kRejoinWait{3'000};
+
 NetConfig net_config(const RunConfig& config, const Topology& topology, const PeerOptions& opt,
                      const std::string& model, std::int64_t num_params) {
   const int rank = opt.rank;
@@ -150,6 +153,12 @@ NetConfig net_config(const RunConfig& config, const Topology& topology, const Pe
   net.relays_auto = config.net.relays_auto;
   net.relays = named_relays(config, net.addresses);
   net.timeouts.start = seconds_to_ms(config.net.connect_timeout_s);
+  // A peer started again joins a network that runs: its live neighbours dial it again within
+  // their retry (250 ms) and answer it at once, so it waits a few suspicion periods, not the
+  // whole start; the dead ones are left out of its live graph, as at any start.
+  if (opt.rejoin)
+    net.timeouts.start = std::min(net.timeouts.start,
+                                  std::max(kRejoinWait, 4 * seconds_to_ms(config.monitor.suspect_after_s)));
   net.timeouts.io = io_timeout(config.net, config.monitor);
   net.timeouts.silent = seconds_to_ms(config.monitor.suspect_after_s);
   net.log = [rank](const std::string& line) { log_line(cat("peer ", rank, " net: ", line)); };

@@ -154,7 +154,9 @@ std::int64_t PeerSession::average() {
   // its last round is the one before, as in gossip sim (whatever the launcher's reaction time).
   if (m.opt.events_fd >= 0 &&
       std::any_of(m.config.faults.begin(), m.config.faults.end(), [&](const Fault& f) {
+        // (a kill before this peer was started again is past: it was what stopped it)
         return f.action == FaultAction::kKill && f.round == m.round &&
+               f.round > m.opt.rejoin_round &&
                std::find(f.peers.begin(), f.peers.end(), m.opt.rank) != f.peers.end();
       }))
     raise(SIGSTOP);

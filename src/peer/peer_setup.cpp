@@ -64,7 +64,7 @@ namespace {
 const std::set<std::string> kPeerOptions = {"rank",         "out",         "hosts",
                                             "tls-dir",      "resume-round", "until-round",
                                             "events-fd",    "leave-at-round", "join",
-                                            "advertise",    "ranks"};
+                                            "advertise",    "ranks",       "rejoin-round"};
 const std::set<std::string> kPeerFlags = {"events", "rejoin"};
 
 /// An integer option's value: optional<T> from the text, InputError naming the option when it
@@ -152,6 +152,7 @@ std::optional<PeerArguments> peer_arguments(int argc, char** argv) {
   a.events_fd = int_option<int>(args, "events-fd");
   a.events = args.has("events");
   a.rejoin = args.has("rejoin");
+  a.rejoin_round = int_option<std::int64_t>(args, "rejoin-round");
   return a;
 }
 
@@ -256,6 +257,12 @@ PeerSetup peer_setup(const PeerArguments& a) {
   opt.tls_dir = a.tls_dir.value_or("");
   if (a.join) opt.join_contacts = join_contacts(*a.join, config, topology, opt, elastic);
   opt.rejoin = a.rejoin;
+  if (a.rejoin_round) {
+    if (!a.rejoin || *a.rejoin_round < 0)
+      throw InputError("--rejoin-round R goes with --rejoin, R 0 or more: the round the running "
+                       "network was at when this peer was started again");
+    opt.rejoin_round = *a.rejoin_round;
+  }
   if (opt.rejoin && opt.resume_round >= 0)
     throw InputError("--rejoin and --resume-round do not go together: a rejoining peer takes the "
                      "running network's round");

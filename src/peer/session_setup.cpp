@@ -66,6 +66,14 @@ void PeerSession::Impl::connect(const Learner& learner, const std::string& model
                                   config.gossip.on_byzantine);
   start_metrics();
   if (elastic.window().joins()) round = elastic.receive_handover(*transport, trainer.get(), host);
+  // Started again into a running network with no live neighbour to take its round from: it
+  // trains alone from the network's round at its restart (the schedule's earlier kills are past)
+  // and is mixed in again when a neighbour comes back.
+  if (opt.rejoin && opt.rejoin_round > round && transport->connected_peers().empty()) {
+    round = opt.rejoin_round;
+    log_line(cat("peer ", rank, ": started again with no live neighbour: it trains alone from "
+                 "round ", round, " (the network's round at its restart) until one comes back"));
+  }
   (*watch)(round);
   fingerprint = checkpoint_fingerprint(config, topology, learner.num_params, rounds);
   if (opt.resume_round >= 0) resume();
