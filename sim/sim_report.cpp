@@ -79,6 +79,7 @@ NetworkSummary network_summary(const SimResult& result, const SimRunInfo& info) 
   }
   if (result.final_components.size() > 1) {  // split at the end (whole: no components)
     net.components = result.final_components;
+    net.one_way = result.final_one_way;
     net.component_accuracy = result.component_accuracy;
   }
   if (!result.timelines.empty()) {  // where the simulated time went, of the traced peers
@@ -118,7 +119,9 @@ void write_sim_outputs(const std::string& dir, const SimResult& result, const Si
   }
 
   RunEnd end{.rounds = result.rounds, .bytes_sent = result.bytes_sent,
-             .wall_seconds = result.wall_seconds, .connected = info.connected,
+             .wall_seconds = result.wall_seconds,
+             // the live graph at the end (a static analysis for the consensus-only mode)
+             .connected = info.consensus_only ? info.connected : result.final_connected,
              .params_sha256 = result.params_sha256, .gemm = result.gemm.name,
              .epochs = NAN, .average_missing = {}, .extra = {}};
   const NetworkSummary net = network_summary(result, info);

@@ -204,8 +204,9 @@ struct Measure {
       // The last evaluation takes every peer on the average model's samples, so the final
       // accuracies of the peers and of the average compare directly.
       const std::int64_t limit = config.train.peer_eval_samples(last);
-      // An elastic run's ranks that are not members at this round are not evaluated.
-      const bool member = topology.epochs().empty() || swarm.alive(k);
+      // A peer that is dead now (killed, or an elastic run's rank that is not a member at this
+      // round) is not evaluated: its frozen model is not the run's, nor its lowest peer.
+      const bool member = swarm.alive(k);
       e.peers[k].test_accuracy = chosen[k] && member
                                      ? evaluators.evaluate(*trainers[k], limit,
                                                            swarm.lane(k)).accuracy

@@ -145,10 +145,17 @@ void Swarm::finish(SimResult& result) {
       result.refused.emplace_back(p, from, count);
   // Components of the live graph at the end, as peer 0's monitor... every live peer's monitor
   // agrees once the views have spread; take the view of the lowest live peer.
+  std::vector<std::pair<int, int>> cut_at_end;  // the links the schedule still cuts then
+  for (int p = 0; p < n(); ++p)
+    for (int q : cut_peers(config_.faults, p, result.rounds - 1))
+      if (p < q) cut_at_end.emplace_back(p, q);
+  result.final_connected = false;
   for (int p = 0; p < n(); ++p)
     if (alive_[p]) {
-      result.final_components =
-          live_graph(*topology_, monitored_[p]->dead_peers(), result.rounds).components;
+      LiveGraph g = live_graph(*topology_, monitored_[p]->dead_peers(), result.rounds, cut_at_end);
+      result.final_components = std::move(g.components);
+      result.final_one_way = std::move(g.one_way);
+      result.final_connected = g.connected;
       break;
     }
   for (int p = 0; p < n(); ++p) {

@@ -79,7 +79,23 @@ TEST_CASE("live graph connectivity with dead peers", "[monitor]") {
         "n: 3\ndirected: true\nedges:\n  - [0, 1]\n  - [1, 2]\n", "path.yaml");
     const auto g = live_graph(path);
     REQUIRE_FALSE(g.connected);
-    REQUIRE(g.components.size() == 1);  // weakly connected
+    // Weakly connected, but no peer is reached back: three strongly connected components, each
+    // reaching the ones after it one way only.
+    CHECK(g.components == std::vector<std::vector<int>>{{0}, {1}, {2}});
+    CHECK(g.one_way == std::vector<std::pair<int, int>>{{0, 1}, {0, 2}, {1, 2}});
+    // A cycle 0 -> 1 -> 2 -> 0 with a tail 2 -> 3: the cycle is one component, 3 another,
+    // reached from it and not reaching it.
+    const auto tail = gossip::load_topology_from_string(
+        "n: 4\ndirected: true\nedges: [[0, 1], [1, 2], [2, 0], [2, 3]]\n", "tail.yaml");
+    const auto t = live_graph(tail);
+    CHECK_FALSE(t.connected);
+    CHECK(t.components == std::vector<std::vector<int>>{{0, 1, 2}, {3}});
+    CHECK(t.one_way == std::vector<std::pair<int, int>>{{0, 1}});
+    // Peer 1 dead: 2 -> 0 and 2 -> 3 remain, so {2} reaches {0} and {3}.
+    const std::vector<int> dead{1};
+    const auto cut = live_graph(tail, dead);
+    CHECK(cut.components == std::vector<std::vector<int>>{{0}, {2}, {3}});
+    CHECK(cut.one_way == std::vector<std::pair<int, int>>{{1, 0}, {1, 2}});
   }
   SECTION("absent links: both ends stay in, the link does not count") {
     const auto t = ring(8);

@@ -1048,6 +1048,37 @@ TEST_CASE("simulated faults: a split ring is seen by every survivor, and healed 
   CHECK(stopped.component_accuracy.size() == 2);
 }
 
+TEST_CASE("simulated faults on a directed graph: partitions are its strongly connected "
+          "components, and the end is not connected where the graph is not strongly so",
+          "[sim][faults]") {
+  // Push-sum on the directed cycle 0 -> 1 -> 2 -> 3 -> 0; peer 2 dies at round 10. What is left,
+  // 3 -> 0 -> 1, is weakly connected but no peer is reached back: {0}, {1}, {3}, each reaching
+  // the ones downstream one way only.
+  RunConfig config = fault_config(4, {Fault{10, 0, gossip::FaultAction::kKill, {2}, {}, 0.0}});
+  config.gossip.algorithm = gossip::AlgorithmKind::kPushSum;
+  const DataSets data = load_datasets(config);
+  const Topology t = gossip::load_topology_from_string(
+      "n: 4\ndirected: true\nweights: push-sum\nedges: [[0, 1], [1, 2], [2, 3], [3, 0]]\n",
+      "cycle.yaml");
+  config.sim.workers = 1;
+  const SimResult r = simulate(config, t, data);
+  const Components parts{{0}, {1}, {3}};
+  for (int p : {0, 1, 3}) {
+    INFO("peer " << p);
+    const auto split = events_of(r, p, "partition");
+    REQUIRE_FALSE(split.empty());
+    CHECK(split.back()->components == parts);
+  }
+  CHECK_FALSE(r.final_connected);
+  CHECK(r.final_components == std::vector<std::vector<int>>{{0}, {1}, {3}});
+  CHECK(r.final_one_way == std::vector<std::pair<int, int>>{{0, 1}, {2, 0}, {2, 1}});
+  // Without the kill the cycle is strongly connected to the end.
+  config.faults.clear();
+  const SimResult whole = simulate(config, t, data);
+  CHECK(whole.final_connected);
+  CHECK(whole.final_components == std::vector<std::vector<int>>{{0, 1, 2, 3}});
+}
+
 TEST_CASE("simulated faults: a cut link that leaves a path is probed around, and nobody dies",
           "[sim][faults][probes]") {
   // Ring 0-1-2-3-0 without 0-1: 0 and 1 find each other silent and suspect each other, but the

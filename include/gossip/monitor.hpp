@@ -36,8 +36,12 @@ void average_params(std::span<const std::span<const float>> buffers, std::span<f
 /// The live graph: the topology's arcs over one whole period among peers that are not dead.
 struct LiveGraph {
   bool connected = false;                    // strongly, for directed graphs; false if < 1 alive
-  std::vector<std::vector<int>> components;  // of the alive peers (weakly connected parts for
-                                             // directed graphs), each ascending, by smallest id
+  /// The strongly connected components of the alive peers (for an undirected graph its
+  /// connected parts), each ascending, by smallest id; connected when there is one.
+  std::vector<std::vector<int>> components;
+  /// (a, b): component a's messages reach component b, but b's never reach a (a directed
+  /// graph, or one whose dead peers leave one-way paths); indices into components.
+  std::vector<std::pair<int, int>> one_way;
   std::vector<int> alive;                    // ascending
 };
 

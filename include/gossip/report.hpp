@@ -81,6 +81,8 @@ struct NetworkSummary {
   // The live graph's components at the end when it ended split (empty when whole), and each
   // component's own average model's accuracy, in that order.
   std::vector<std::vector<int>> components;
+  /// (a, b): component a reaches component b one way only (LiveGraph::one_way); empty if none.
+  std::vector<std::pair<int, int>> one_way;
   std::vector<double> component_accuracy;
   std::int64_t deaths = 0, rejoins = 0;     // each counted once per peer and incarnation
   std::vector<bool> alive_at_end;           // per peer

@@ -91,7 +91,12 @@ struct SimResult {
   std::vector<MembershipRecord> membership;
   std::vector<int> initial_members;  // an elastic run's members at round 0
   double initial_spectral_gap = 0.0;  // per round, of their graph
+  /// The live graph at the end, as the lowest live peer's monitor has it (dead peers out, the
+  /// links the schedule still cuts absent): its strongly connected components and one-way
+  /// reaches between them (LiveGraph), and whether it is strongly connected.
   std::vector<std::vector<int>> final_components;
+  std::vector<std::pair<int, int>> final_one_way;
+  bool final_connected = true;
   std::vector<double> component_accuracy;  // of each final component's average model, when split
   bool stopped_by_partition = false;       // monitor.on_partition: stop, and the graph split
   // The per-round timelines of sim.trace_peers peers, on the simulated clock (peer, timeline).

@@ -520,6 +520,7 @@ Summary NetworkRecord::finish(double wall_seconds, const std::vector<double>& pe
   }
   end.connected = graph.connected;
   net.components = graph.components;
+  net.one_way = graph.one_way;
   for (const auto& shard : shard_for(config_, data_.train, n_))
     net.samples_per_peer.push_back(std::ssize(shard));
   for (int r = 0; r < n_; ++r) net.alive_at_end.push_back(done_[r].has_value());

@@ -32,7 +32,8 @@ namespace gossip::launcher {
 /// back), held dead, or cut for lying.
 struct RunGraph {
   bool connected = true;
-  std::vector<std::vector<int>> components;  // empty when connected
+  std::vector<std::vector<int>> components;  // strongly connected ones; empty when connected
+  std::vector<std::pair<int, int>> one_way;  // LiveGraph::one_way between them
   /// Each link of the topology between live peers that is not in it: {peers, state, round,
   /// why: {PEER: what that end recorded}}.
   JsonArray missing_links;

@@ -113,7 +113,10 @@ RunGraph NetworkRecord::run_graph(const Topology& topology, std::int64_t round) 
   }
   const LiveGraph live = live_graph(topology, gone, round, absent);
   g.connected = live.connected;
-  if (!live.connected) g.components = live.components;
+  if (!live.connected) {
+    g.components = live.components;
+    g.one_way = live.one_way;
+  }
   // Each live peer's last word on the graph: a split it saw, or (none, or healed) whole.
   for (int r = 0; r < n; ++r) {
     if (!alive(r)) continue;

@@ -1,5 +1,5 @@
-// monitor/live_graph.cpp: is the graph of the peers still alive connected? Breadth-first search
-// over the union of one period's rounds, forwards and (for directed graphs) backwards.
+// monitor/live_graph.cpp: is the graph of the peers still alive connected? Its strongly connected
+// components, by searches over the union of one period's rounds, forwards and backwards.
 #include <sstream>
 #include <algorithm>
 #include <vector>
@@ -43,7 +43,7 @@ LiveGraph live_graph(const Topology& topology, std::span<const int> dead, std::i
     alive[d] = 0;
   }
   // forward[j] = peers j sends to; backward[i] = peers i takes from (over the whole period).
-  Adjacency forward(n), backward(n), either(n);
+  Adjacency forward(n), backward(n);
   const auto missing = [&](int a, int b) {
     return std::any_of(absent.begin(), absent.end(), [&](const std::pair<int, int>& l) {
       return (l.first == a && l.second == b) || (l.first == b && l.second == a);
@@ -55,31 +55,34 @@ LiveGraph live_graph(const Topology& topology, std::span<const int> dead, std::i
         if (missing(i, nb.peer)) continue;
         forward[nb.peer].push_back(i);
         backward[i].push_back(nb.peer);
-        either[i].push_back(nb.peer);
-        either[nb.peer].push_back(i);
       }
 
   LiveGraph g;
   for (int i = 0; i < n; ++i)
     if (alive[i]) g.alive.push_back(i);
-  std::vector<char> assigned(n, 0);
+  // The strongly connected components: the peers i reaches and that reach i. (For an
+  // undirected graph these are its connected parts.) Each ascending, by smallest id.
+  std::vector<int> component_of(n, -1);
+  std::vector<std::vector<char>> reaches;  // per component: the peers its messages reach
   for (int i : g.alive) {
-    if (assigned[i]) continue;
-    const auto seen = reach(either, alive, i);
+    if (component_of[i] >= 0) continue;
+    auto fwd = reach(forward, alive, i);
+    const auto bwd = reach(backward, alive, i);
     std::vector<int> component;
     for (int p = 0; p < n; ++p)
-      if (seen[p]) {
+      if (fwd[p] && bwd[p]) {
         component.push_back(p);
-        assigned[p] = 1;
+        component_of[p] = static_cast<int>(g.components.size());
       }
     g.components.push_back(std::move(component));
+    reaches.push_back(std::move(fwd));
   }
-  if (g.alive.empty()) return g;
-  const int first = g.alive.front();
-  const auto fwd = reach(forward, alive, first);
-  const auto bwd = reach(backward, alive, first);
-  g.connected = std::all_of(g.alive.begin(), g.alive.end(),
-                            [&](int p) { return fwd[p] && bwd[p]; });
+  g.connected = g.components.size() == 1;
+  // Where the parts of one weakly connected piece reach each other one way only.
+  for (std::size_t a = 0; a < g.components.size(); ++a)
+    for (std::size_t b = 0; b < g.components.size(); ++b)
+      if (a != b && reaches[a][g.components[b].front()])
+        g.one_way.emplace_back(static_cast<int>(a), static_cast<int>(b));
   return g;
 }
 

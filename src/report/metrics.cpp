@@ -194,6 +194,14 @@ void add_network_summary(JsonObject& extra, const NetworkSummary& s) {
       .add("refused_params", s.refused_params)
       .add("membership_timeline", s.membership)
       .add("member_rounds", JsonArray::of(s.member_rounds));
+  if (!s.one_way.empty()) {  // which components cannot reach which (a directed live graph)
+    JsonArray one_way;
+    for (const auto& [a, b] : s.one_way)
+      one_way.add(JsonObject()
+                      .add("from", JsonArray::of(s.components[static_cast<std::size_t>(a)]))
+                      .add("to", JsonArray::of(s.components[static_cast<std::size_t>(b)])));
+    extra.add("one_way", one_way);
+  }
   if (s.phases)
     extra.add("phases_s", phase_json(*s.phases))
         .add("phase_shares", phase_share_json(*s.phases))
