@@ -170,4 +170,33 @@ class FaultedExchange {
   Exchange* top_;
 };
 
+/// A seeded random fault schedule (`gossip chaos`, the chaos tests): `count` faults at distinct
+/// rounds in 1..rounds*9/10, in round order, each a kill (one peer, or two), a restart of a dead
+/// peer, a pause (0.1 s to max_pause_s) or a cut of one link of the graph for 5 to rounds/10
+/// rounds (ending before the last round), as the state so far allows: at least min_alive peers
+/// (default: a third, at least 2) stay alive. The same topology, options and seed give the same
+/// schedule. Refuses (InputError) a run too short for `count` faults.
+struct ChaosOptions {
+  int count = 30;
+  std::uint64_t seed = 1;
+  std::int64_t rounds = 0;  // the run's rounds
+  double max_pause_s = 1.0;
+  bool pauses = true;
+  bool cuts = true;
+  int min_alive = 0;        // 0: a third of the peers, at least 2
+};
+std::vector<Fault> chaos_schedule(const Topology& topology, const ChaosOptions& options);
+
+/// `faults` as a file `--faults FILE` reads: "faults:" and one flow map an entry.
+std::string faults_yaml(std::span<const Fault> faults);
+
+/// What a schedule makes of the peers, computed from it alone: the peers dead after it, and the
+/// kills and restarts it carries out (the truth a run's record is checked against).
+struct ScheduleOutcome {
+  std::vector<int> dead_at_end;  // ascending
+  int kills = 0;                 // peers killed (a peer killed twice counts twice)
+  int restarts = 0;              // dead peers started again
+};
+ScheduleOutcome schedule_outcome(std::span<const Fault> faults);
+
 }  // namespace gossip

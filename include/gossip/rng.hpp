@@ -22,6 +22,7 @@ enum class Stream : std::uint64_t {
   kDropout = 7,
   kCompress = 8,  // compressed gossip: random_k's coordinates, quantization's rounding
   kAttack = 9,    // the fault schedule's noise attack (one stream a round: see faults.hpp)
+  kChaos = 10,    // random fault schedules (chaos_schedule)
 };
 
 /// splitmix64 step: a good 64-bit mix for deriving independent seeds.

@@ -19,5 +19,6 @@ int run_bench(int argc, char** argv);
 int run_plot(int argc, char** argv);
 int run_keys(int argc, char** argv);
 int run_doctor(int argc, char** argv);
+int run_chaos(int argc, char** argv);
 
 }  // namespace gossip::cli

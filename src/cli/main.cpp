@@ -32,6 +32,8 @@ const gossip::Subcommand kCommands[] = {
      gossip::cli::run_keys},
     {"doctor", "before a run: can this peer's links form (addresses, ports, TLS, NAT)?",
      gossip::cli::run_doctor},
+    {"chaos", "write a seeded random fault schedule (kills, restarts, pauses, cuts) for a run",
+     gossip::cli::run_chaos},
     {"bench", "benchmarks that print a ratio against a reference measured in the same run",
      gossip::cli::run_bench},
 };

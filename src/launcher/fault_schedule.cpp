@@ -96,7 +96,9 @@ void Network::restart(int r) {
   record_.peer_back(r);
   if (dashboard_) dashboard_->on_back(r, now_s());
   outside_offset_[r] = -1;  // its events come through its pipe again
-  launcher::Child c = launcher::spawn_child(r, peer_argv(r, true), dir + "/peer.log", true);
+  const std::vector<std::string> argv = peer_argv(r, true);  // with the network's round
+  peer_round_[r] = live_round(r);  // where it starts, not where it died
+  launcher::Child c = launcher::spawn_child(r, argv, dir + "/peer.log", true);
   c.max_rss_kb = std::max(c.max_rss_kb, children_[r].max_rss_kb);
   children_[r] = std::move(c);
 }
@@ -115,20 +117,39 @@ void Network::carry_out_faults() {
     progress_.note(cat("fault schedule: peer ", it->second, " resumed (SIGCONT)"));
     it = paused_.erase(it);
   }
-  std::int64_t round = std::numeric_limits<std::int64_t>::max();
+  // The network's round: its first live peer's (the one furthest on). A fault acts once the
+  // network has reached its round and every fault written before it has acted, so the schedule
+  // fires in its written order however the graph splits; a restart then finds its neighbours
+  // still running (they are at that round, or behind it), as in gossip sim, where every peer
+  // is at the same round.
+  std::int64_t round = -1;
+  bool any_running = false;
   for (int r = 0; r < n_; ++r)
-    if (children_[r].running && !killed_by_schedule(r)) round = std::min(round, peer_round_[r]);
+    if (children_[r].running && !killed_by_schedule(r)) {
+      round = std::max(round, peer_round_[r]);
+      any_running = true;
+    }
+  if (!any_running) round = std::numeric_limits<std::int64_t>::max();
   for (std::size_t i = 0; i < faults_->size(); ++i) {
+    if (fault_done_[i]) continue;
     const Fault& f = (*faults_)[i];
-    // A kill is due as soon as its peers are at its round: each stopped itself there (before
-    // sending anything of it), and the kernel closes its links the moment it dies, as a crash's.
+    // A kill's peers stop themselves at its round, before sending anything of it (their last
+    // round is the one before, as in gossip sim); the kernel then closes their links as a
+    // crash's. One that is behind (another component's, or paused) is killed where it is once
+    // the network is kKillGrace rounds past.
     const auto at_round = [&](int p) {
       return !children_[p].running || peer_round_[p] >= f.round;
     };
-    const bool kill_due =
-        f.action == FaultAction::kKill && std::all_of(f.peers.begin(), f.peers.end(), at_round) &&
-        std::any_of(f.peers.begin(), f.peers.end(), [&](int p) { return children_[p].running; });
-    if (fault_done_[i] || (round < f.round && !kill_due)) continue;
+    const bool due = f.action == FaultAction::kKill
+                         ? std::all_of(f.peers.begin(), f.peers.end(), at_round) ||
+                               round >= f.round + kKillGrace
+                         : round >= f.round;
+    // A restart of a peer whose kill was just sent waits until its process has been reaped.
+    const bool dying = f.action == FaultAction::kRestart &&
+                       std::any_of(f.peers.begin(), f.peers.end(), [&](int p) {
+                         return children_[p].running && killed_by_schedule(p);
+                       });
+    if (!due || dying) break;  // the later ones wait for it
     fault_done_[i] = true;
     if (is_membership(f)) continue;  // start_joiners, note_membership
     if (f.action == FaultAction::kAttack) {  // carried out by the attackers' own Attack, round by round

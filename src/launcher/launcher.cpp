@@ -200,7 +200,7 @@ std::vector<std::string> Network::peer_args(int r, bool rejoin, int last) const 
   else argv.insert(argv.begin() + 1, {"--rank", std::to_string(r)});
   if (links_) argv.insert(argv.end(), {"--hosts", cat(opt_.out_dir, "/netem-hosts")});
   if (!tls_dir_.empty()) argv.insert(argv.end(), {"--tls-dir", tls_dir_});
-  if (rejoin) argv.insert(argv.end(), {"--rejoin", "--rejoin-round", cat(live_round(r))});
+  if (rejoin) argv.insert(argv.end(), {"--rejoin", "--rejoin-round", cat(live_round(r, true))});
   else if (resume_round_ >= 0) argv.insert(argv.end(), {"--resume-round", cat(resume_round_)});
   if (opt_.until_round > 0) argv.insert(argv.end(), {"--until-round", cat(opt_.until_round)});
   argv.insert(argv.end(), opt_.peer_arguments.begin(), opt_.peer_arguments.end());
@@ -290,11 +290,13 @@ std::string Network::stage(std::int64_t done, std::int64_t total) const {
   return "the peers are finishing (no evaluation merged)";
 }
 
-std::int64_t Network::live_round(int except) const {
+std::int64_t Network::live_round(int except, bool furthest) const {
   std::int64_t round = -1;
   for (std::size_t r = 0; r < children_.size(); ++r)
     if (static_cast<int>(r) != except && children_[r].running && !killed_by_schedule(r))
-      round = round < 0 ? peer_round_[r] : std::min(round, peer_round_[r]);
+      round = round < 0 ? peer_round_[r]
+              : furthest ? std::max(round, peer_round_[r])
+                         : std::min(round, peer_round_[r]);
   return round >= 0 ? round : peer_round_[except];  // no one runs: where it was itself
 }
 

@@ -103,9 +103,9 @@ class Network {
   }
   /// The round every live peer has completed.
   std::int64_t slowest_round() const;
-  /// The round of the slowest peer that runs, `except` left out (the network's round when
-  /// `except` is started again); its own last round when no other runs.
-  std::int64_t live_round(int except) const;
+  /// The round of the slowest peer that runs (the furthest on: the network's round, as the
+  /// fault schedule reads it), `except` left out; its own last round when no other runs.
+  std::int64_t live_round(int except, bool furthest = false) const;
   /// Peer r's process ended without finishing: the record, the dashboard.
   void peer_gone(int r, const std::string& why);
   /// One event line of peer r (from its pipe, or from its events file): progress, terminal
@@ -138,6 +138,7 @@ class Network {
   std::vector<int> scheduled_deaths_;      // peers the schedule killed: not failures
   static constexpr int kMaxRestarts = 3;   // --restart on-failure, per rank
   static constexpr int kStartBatch = 16;   // peers started between two looks at signals
+  static constexpr int kKillGrace = 4;     // rounds past a kill's before a peer behind is killed
   std::vector<int> restarts_ = std::vector<int>(n_, 0);
   std::vector<std::pair<Clock::time_point, int>> paused_;  // when to wake which peer
   // Peers restarted outside the launcher: the offset read up to in their events file (-1: not

@@ -1,0 +1,154 @@
+// faults/chaos.cpp: seeded random fault schedules (chaos_schedule), written as a --faults file,
+// and what a schedule does to the peers computed from it alone (schedule_outcome), the truth
+// the chaos tests hold a run's record to.
+#include <algorithm>
+#include <set>
+#include <sstream>
+#include <string>
+
+#include "gossip/core.hpp"
+#include "gossip/faults.hpp"
+#include "gossip/rng.hpp"
+
+namespace gossip {
+namespace {
+
+enum class Pick { kKill, kRestart, kPause, kCut };
+
+/// The graph's links (a < b), over the rounds of one period.
+std::vector<std::pair<int, int>> links_of(const Topology& t) {
+  std::set<std::pair<int, int>> links;
+  for (std::int64_t r = 0; r < t.period(); ++r)
+    for (int i = 0; i < t.n(); ++i)
+      for (const auto& nb : t.in_neighbours(i, r))
+        if (nb.peer != i) links.emplace(std::min(i, nb.peer), std::max(i, nb.peer));
+  return {links.begin(), links.end()};
+}
+
+/// `count` distinct rounds of 1..last, ascending.
+std::vector<std::int64_t> fault_rounds(std::mt19937_64& g, int count, std::int64_t last) {
+  std::set<std::int64_t> rounds;
+  while (static_cast<int>(rounds.size()) < count)
+    rounds.insert(1 + static_cast<std::int64_t>(uniform_below(g, static_cast<std::uint64_t>(last))));
+  return {rounds.begin(), rounds.end()};
+}
+
+/// One of the peers `from` where `keep` holds, uniformly; -1 when none does.
+template <typename Keep>
+int any_peer(std::mt19937_64& g, int n, Keep keep) {
+  std::vector<int> ok;
+  for (int p = 0; p < n; ++p)
+    if (keep(p)) ok.push_back(p);
+  return ok.empty() ? -1 : ok[uniform_below(g, ok.size())];
+}
+
+}  // namespace
+
+std::vector<Fault> chaos_schedule(const Topology& topology, const ChaosOptions& o) {
+  const int n = topology.n();
+  const std::int64_t last = o.rounds * 9 / 10;
+  if (o.count < 1) throw InputError(cat("chaos: --faults must be at least 1, not ", o.count));
+  if (last < o.count)
+    throw InputError(cat("chaos: ", o.count, " faults at distinct rounds need a run of at least ",
+                         (o.count * 10 + 8) / 9, " rounds; this one has ", o.rounds));
+  const int min_alive = o.min_alive > 0 ? o.min_alive : std::max(2, n / 3);
+  if (n <= min_alive) throw InputError(cat("chaos: ", n, " peers leave none to kill"));
+  std::mt19937_64 g = make_rng(o.seed, 0, Stream::kChaos);
+  const auto links = links_of(topology);
+  std::vector<char> alive(static_cast<std::size_t>(n), 1);
+  int live = n;
+  std::vector<Fault> out;
+  for (const std::int64_t round : fault_rounds(g, o.count, last)) {
+    std::vector<std::pair<Pick, int>> weights;  // what the state allows, and how often
+    if (live > min_alive) weights.emplace_back(Pick::kKill, 3);
+    if (live < n) weights.emplace_back(Pick::kRestart, 3);
+    if (o.pauses) weights.emplace_back(Pick::kPause, 2);
+    if (o.cuts && !links.empty() && round + 5 < o.rounds - 1) weights.emplace_back(Pick::kCut, 2);
+    int total = 0;
+    for (const auto& w : weights) total += w.second;
+    int draw = static_cast<int>(uniform_below(g, static_cast<std::uint64_t>(total)));
+    Pick pick = weights.front().first;
+    for (const auto& [what, weight] : weights) {
+      if (draw < weight) {
+        pick = what;
+        break;
+      }
+      draw -= weight;
+    }
+    Fault f;
+    f.round = round;
+    if (pick == Pick::kKill) {
+      f.action = FaultAction::kKill;
+      const int victims = live - 1 > min_alive && uniform_below(g, 4) == 0 ? 2 : 1;
+      for (int k = 0; k < victims; ++k) {
+        const int p = any_peer(g, n, [&](int q) { return alive[q] != 0; });
+        alive[p] = 0;
+        --live;
+        f.peers.push_back(p);
+      }
+      std::sort(f.peers.begin(), f.peers.end());
+    } else if (pick == Pick::kRestart) {
+      f.action = FaultAction::kRestart;
+      const int p = any_peer(g, n, [&](int q) { return alive[q] == 0; });
+      alive[p] = 1;
+      ++live;
+      f.peers = {p};
+    } else if (pick == Pick::kPause) {
+      f.action = FaultAction::kPause;
+      f.peers = {any_peer(g, n, [&](int q) { return alive[q] != 0; })};
+      const auto tenths = 1 + uniform_below(g, static_cast<std::uint64_t>(
+                                                   std::max(1.0, o.max_pause_s * 10.0)));
+      f.seconds = static_cast<double>(tenths) / 10.0;
+    } else {
+      f.action = FaultAction::kCut;
+      f.links = {links[uniform_below(g, links.size())]};
+      const std::int64_t longest = std::max<std::int64_t>(6, o.rounds / 10);
+      f.to_round = std::min<std::int64_t>(
+          o.rounds - 1, round + 5 + static_cast<std::int64_t>(uniform_below(g, longest - 4)));
+    }
+    out.push_back(std::move(f));
+  }
+  return out;
+}
+
+std::string faults_yaml(std::span<const Fault> faults) {
+  std::ostringstream os;
+  os << "faults:\n";
+  const auto peers = [](const std::vector<int>& v) {
+    std::string s = "[";
+    for (std::size_t i = 0; i < v.size(); ++i) s += cat(i ? ", " : "", v[i]);
+    return s + "]";
+  };
+  for (const Fault& f : faults) {
+    const char* name = fault_action_name(f.action);
+    if (f.action == FaultAction::kCut) {
+      os << "  - {from_round: " << f.round << ", to_round: " << f.to_round << ", cut: [";
+      for (std::size_t i = 0; i < f.links.size(); ++i)
+        os << (i ? ", " : "") << "[" << f.links[i].first << ", " << f.links[i].second << "]";
+      os << "]}\n";
+      continue;
+    }
+    os << "  - {round: " << f.round << ", " << name << ": " << peers(f.peers);
+    if (f.action == FaultAction::kPause) os << ", seconds: " << f.seconds;
+    os << "}\n";
+  }
+  return os.str();
+}
+
+ScheduleOutcome schedule_outcome(std::span<const Fault> faults) {
+  std::vector<const Fault*> order;
+  for (const Fault& f : faults) order.push_back(&f);
+  std::stable_sort(order.begin(), order.end(),
+                   [](const Fault* a, const Fault* b) { return a->round < b->round; });
+  std::set<int> dead;
+  ScheduleOutcome out;
+  for (const Fault* f : order)
+    for (int p : f->peers) {
+      if (f->action == FaultAction::kKill && dead.insert(p).second) ++out.kills;
+      if (f->action == FaultAction::kRestart && dead.erase(p) > 0) ++out.restarts;
+    }
+  out.dead_at_end.assign(dead.begin(), dead.end());
+  return out;
+}
+
+}  // namespace gossip
