@@ -143,21 +143,20 @@ void Swarm::finish(SimResult& result) {
   for (int p = 0; p < n(); ++p)
     for (const auto& [from, count] : watches_[p].refused())
       result.refused.emplace_back(p, from, count);
-  // Components of the live graph at the end, as peer 0's monitor... every live peer's monitor
-  // agrees once the views have spread; take the view of the lowest live peer.
-  std::vector<std::pair<int, int>> cut_at_end;  // the links the schedule still cuts then
+  // The live graph at the end, as it is (a monitor's view may still lag behind a late death):
+  // the peers alive then, without the links the schedule still cuts. gossip run's record takes
+  // the peers that finished likewise.
+  std::vector<std::pair<int, int>> cut_at_end;
   for (int p = 0; p < n(); ++p)
     for (int q : cut_peers(config_.faults, p, result.rounds - 1))
       if (p < q) cut_at_end.emplace_back(p, q);
-  result.final_connected = false;
+  std::vector<int> dead;
   for (int p = 0; p < n(); ++p)
-    if (alive_[p]) {
-      LiveGraph g = live_graph(*topology_, monitored_[p]->dead_peers(), result.rounds, cut_at_end);
-      result.final_components = std::move(g.components);
-      result.final_one_way = std::move(g.one_way);
-      result.final_connected = g.connected;
-      break;
-    }
+    if (!alive_[p]) dead.push_back(p);
+  LiveGraph g = live_graph(*topology_, dead, result.rounds, cut_at_end);
+  result.final_components = std::move(g.components);
+  result.final_one_way = std::move(g.one_way);
+  result.final_connected = g.connected;
   for (int p = 0; p < n(); ++p) {
     result.sim_seconds = std::max(result.sim_seconds, network_.exchange(p).now());
     result.bytes_sent += network_.exchange(p).bytes_sent();

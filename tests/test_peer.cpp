@@ -2196,6 +2196,100 @@ TEST_CASE("a peer started again with no live neighbour trains alone and finishes
                                            "\"round\": 120, \"action\": \"restart\", \"peers\": [1]}"});
 }
 
+TEST_CASE("chaos: 40 seeded random faults on 16 real peers; the run ends and its record is the "
+          "schedule's truth", "[peer][faults][chaos]") {
+  TempDir t;
+  std::ofstream(t.path / "topo.yaml") << "generator: ring\nn: 16\n";
+  std::ofstream(t.path / "c.yaml")
+      << "data:\n  synthetic: {train: 16384, test: 256, dim: 12, classes: 3}\n"
+      << "model: {layers: [12, 16, 3]}\n"
+      << "optimizer: {lr: 0.05, momentum: 0.9}\n"
+      << "train: {epochs: 2, batch: 16, seed: 5, backend: cpu, evals_per_epoch: 1}\n"
+      << "gossip: {topology: topo.yaml, algorithm: dpsgd, period: 1}\n"
+      << "monitor: {round_timeout_s: 5, dead_after_rounds: 3, dead_after_s: 0}\n"
+      << "net: {run_id: chaos, base_port: " << test_port_base() << ", connect_timeout_s: 20, "
+      << "tls: off}\n";
+  const std::string cfg = (t.path / "c.yaml").string(), faults = (t.path / "f.yaml").string();
+  const Result made = run(bin() + " chaos " + cfg + " --faults 40 --seed 11 --max-pause 0.5 --out " +
+                          faults);
+  INFO(made.output);
+  REQUIRE(made.code == 0);
+  {  // the same seed writes the same schedule
+    const Result again = run(bin() + " chaos " + cfg + " --faults 40 --seed 11 --max-pause 0.5");
+    CHECK(again.output.find(read_file(faults).substr(0, 200)) != std::string::npos);  // seeded
+  }
+  const std::string out = (t.path / "run").string();
+  const Result r = run(bin() + " run " + cfg + " --out " + out + " --faults " + faults +
+                       " --keep-going --no-progress");
+  INFO(read_file(faults));
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  // The truth, from the schedule alone (gossip/faults.hpp reads the same file).
+  std::ofstream(t.path / "both.yaml") << read_file(t.path / "c.yaml") + read_file(faults);
+  const gossip::RunConfig both = gossip::load_config((t.path / "both.yaml").string());
+  REQUIRE(both.faults.size() == 40u);
+  const gossip::ScheduleOutcome truth = gossip::schedule_outcome(both.faults);
+  std::string alive = "\"alive_at_end\": [";
+  for (int p = 0; p < 16; ++p)
+    alive += gossip::cat(p ? ", " : "", std::binary_search(truth.dead_at_end.begin(),
+                                                           truth.dead_at_end.end(), p)
+                                            ? "false" : "true");
+  const std::string summary = read_file(fs::path(out) / "summary.json");
+  CHECK_THAT(summary, Catch::Contains(alive + "]"));
+  // The live graph at the end: what the schedule leaves. The run's record may split it further
+  // only along links it lists as missing (a peer started again so late that a neighbour had
+  // finished before it came back never mixes with it again): it never joins what the schedule
+  // separates, and it names every link it leaves out.
+  const gossip::LiveGraph end = gossip::live_graph(gossip::load_topology((t.path / "topo.yaml").string()),
+                                                   truth.dead_at_end);
+  std::vector<std::vector<int>> recorded_parts;
+  {
+    const auto from = summary.find("\"components\": [");
+    REQUIRE(from != std::string::npos);
+    const std::string rest = summary.substr(from + 15, summary.find("]]", from) + 2 - from - 15);
+    const std::regex part("\\[([0-9, ]*)\\]");
+    for (auto it = std::sregex_iterator(rest.begin(), rest.end(), part); it != std::sregex_iterator(); ++it) {
+      std::vector<int> c;
+      std::stringstream ss((*it)[1].str());
+      for (std::string x; std::getline(ss, x, ',');) c.push_back(std::stoi(x));
+      recorded_parts.push_back(c);
+    }
+  }
+  const bool recorded_connected = summary.find("\n  \"connected\": true") != std::string::npos;
+  CHECK((!recorded_connected || end.connected));
+  if (recorded_connected) CHECK(recorded_parts.empty());
+  for (const auto& c : recorded_parts) {
+    INFO("recorded component " << gossip::format_peers(c));
+    CHECK(std::any_of(end.components.begin(), end.components.end(), [&](const auto& whole) {
+      return std::includes(whole.begin(), whole.end(), c.begin(), c.end());
+    }));
+  }
+  if (recorded_parts.size() > std::max<std::size_t>(end.components.size(), 1))
+    CHECK_THAT(summary, Catch::Contains("\"missing_links\": [{\"peers\": "));
+  // Every fault, in the schedule's written order, at its round.
+  std::vector<std::string> expected, recorded;
+  for (const gossip::Fault& f : both.faults) {
+    std::vector<int> peers = f.peers;
+    std::string action = gossip::fault_action_name(f.action);
+    if (f.action == gossip::FaultAction::kCut) {
+      peers = {f.links[0].first, f.links[0].second};
+      action = gossip::cat("cut until round ", f.to_round);
+    }
+    std::string line = gossip::cat("\"round\": ", f.round, ", \"action\": \"", action,
+                                   "\", \"peers\": [");
+    for (std::size_t i = 0; i < peers.size(); ++i) line += gossip::cat(i ? ", " : "", peers[i]);
+    expected.push_back(line + "]");
+  }
+  std::ifstream events(fs::path(out) / "events.jsonl");
+  for (std::string line; std::getline(events, line);)
+    if (line.find("\"event\": \"fault\"") != std::string::npos) {
+      const auto from = line.find("\"round\"");
+      recorded.push_back(line.substr(from, line.find(']', from) + 1 - from));
+    }
+  CHECK(recorded == expected);
+  CHECK(processes_naming(out).empty());
+}
+
 TEST_CASE("the same fault schedule gives the same membership events in gossip sim and gossip run",
           "[peer][faults][membership]") {
   TempDir t;

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <tuple>
 
 #include "gossip/core.hpp"
 #include "gossip/faults.hpp"
@@ -1077,6 +1078,102 @@ TEST_CASE("simulated faults on a directed graph: partitions are its strongly con
   const SimResult whole = simulate(config, t, data);
   CHECK(whole.final_connected);
   CHECK(whole.final_components == std::vector<std::vector<int>>{{0, 1, 2, 3}});
+}
+
+TEST_CASE("chaos: 300 seeded random faults on 64 peers, and the record is the schedule's truth",
+          "[sim][faults][chaos]") {
+  // 64 peers on the exponential graph (directed), 384 rounds, 300 kills, restarts, pauses and
+  // cuts from gossip chaos's generator. What the schedule alone says must be what the run
+  // records: every fault in order at its round, who is alive at the end, the final live graph's
+  // strongly connected components and whether it is connected.
+  RunConfig config = test::small_synthetic_config(32768, 64, 5);
+  config.train.epochs = 12;
+  config.train.batch = 16;
+  config.train.evals_per_epoch = 1;
+  config.sim.step_ms = 1.0;
+  config.monitor.dead_after_rounds = 3;
+  config.monitor.dead_after_s = 0;
+  const Topology t = generate("exponential", 64);
+  const DataSets data = load_datasets(config);
+  const std::int64_t rounds = gossip::plan_rounds(config, data.train.n, 64).rounds;
+  REQUIRE(rounds == 384);
+  gossip::ChaosOptions chaos;
+  chaos.count = 300;
+  chaos.seed = 3;
+  chaos.rounds = rounds;
+  config.faults = gossip::chaos_schedule(t, chaos);
+  REQUIRE(config.faults.size() == 300u);
+  // The same seed, the same schedule; another seed, another.
+  CHECK(gossip::faults_yaml(gossip::chaos_schedule(t, chaos)) == gossip::faults_yaml(config.faults));
+  chaos.seed = 4;
+  CHECK(gossip::faults_yaml(gossip::chaos_schedule(t, chaos)) != gossip::faults_yaml(config.faults));
+  const SimResult r = simulate(config, t, data);
+
+  // The truth, from the schedule alone.
+  const gossip::ScheduleOutcome truth = gossip::schedule_outcome(config.faults);
+  REQUIRE(truth.kills > 50);
+  REQUIRE(truth.restarts > 50);
+  std::vector<char> alive(64, 1);
+  for (int p : truth.dead_at_end) alive[p] = 0;
+  CHECK(r.alive_at_end == alive);
+  for (const Fault& f : config.faults)
+    REQUIRE((f.action != gossip::FaultAction::kCut || f.to_round < rounds));  // none at the end
+  const LiveGraph end = live_graph(t, truth.dead_at_end, rounds);
+  CHECK(r.final_components == end.components);
+  CHECK(r.final_connected == end.connected);
+  CHECK(r.final_one_way == end.one_way);
+  // Every fault in the schedule's order (a cut: its start, then its end where it falls).
+  struct Entry {
+    std::int64_t round;
+    std::string action;
+    std::vector<int> peers;
+    bool operator==(const Entry&) const = default;
+  };
+  std::vector<Entry> expected, recorded;
+  for (const Fault& f : config.faults) {
+    if (f.action != gossip::FaultAction::kCut) {
+      expected.push_back({f.round, gossip::fault_action_name(f.action), f.peers});
+      continue;
+    }
+    const std::vector<int> ends{f.links[0].first, f.links[0].second};
+    expected.push_back({f.round, "cut", ends});
+    expected.push_back({f.to_round, "uncut", ends});
+  }
+  // In round order (within a round, in any order).
+  const auto by_round = [](const Entry& a, const Entry& b) {
+    return std::tie(a.round, a.action, a.peers) < std::tie(b.round, b.action, b.peers);
+  };
+  for (const auto& f : r.faults) recorded.push_back({f.round, f.action, f.peers});
+  CHECK(std::is_sorted(recorded.begin(), recorded.end(),
+                       [](const Entry& a, const Entry& b) { return a.round < b.round; }));
+  std::sort(expected.begin(), expected.end(), by_round);
+  std::sort(recorded.begin(), recorded.end(), by_round);
+  const auto text = [](const Entry& e) {
+    std::string peers;
+    for (int p : e.peers) peers += gossip::cat(" ", p);
+    return gossip::cat(e.round, " ", e.action, peers);
+  };
+  CHECK(recorded.size() == expected.size());
+  for (std::size_t i = 0; i < std::min(recorded.size(), expected.size()); ++i)
+    if (!(recorded[i] == expected[i])) {  // the first that differs, readably
+      CHECK(text(recorded[i]) == text(expected[i]));
+      break;
+    }
+  // Each partition a peer recorded: two components or more, disjoint, none with a peer its
+  // view holds dead; the healed ones whole.
+  int partitions = 0;
+  for (const auto& e : r.member_events) {
+    if (e.event != gossip::MemberEventKind::kPartition) continue;
+    ++partitions;
+    INFO("peer " << e.peer << " round " << e.round);
+    CHECK(e.components.size() >= 2);
+    std::vector<int> seen;
+    for (const auto& c : e.components) seen.insert(seen.end(), c.begin(), c.end());
+    std::sort(seen.begin(), seen.end());
+    CHECK(std::adjacent_find(seen.begin(), seen.end()) == seen.end());
+    for (int d : e.dead) CHECK_FALSE(std::binary_search(seen.begin(), seen.end(), d));
+  }
+  CHECK(partitions > 0);
 }
 
 TEST_CASE("simulated faults: a cut link that leaves a path is probed around, and nobody dies",

@@ -98,6 +98,7 @@ void Network::restart(int r) {
   outside_offset_[r] = -1;  // its events come through its pipe again
   const std::vector<std::string> argv = peer_argv(r, true);  // with the network's round
   peer_round_[r] = live_round(r);  // where it starts, not where it died
+  heard_[r] = 0;                    // until its new process says where it is
   launcher::Child c = launcher::spawn_child(r, argv, dir + "/peer.log", true);
   c.max_rss_kb = std::max(c.max_rss_kb, children_[r].max_rss_kb);
   children_[r] = std::move(c);
@@ -108,6 +109,8 @@ void Network::restart(int r) {
 /// themselves there); paused peers are woken when their time is up.
 void Network::carry_out_faults() {
   const auto now = Clock::now();
+  for (const int r : scheduled_deaths_)  // a kill that has not taken yet is sent again
+    if (children_[r].running && children_[r].leader < 0) kill(children_[r].pid, SIGKILL);
   for (auto it = paused_.begin(); it != paused_.end();) {
     if (now < it->first) {
       ++it;
@@ -137,8 +140,9 @@ void Network::carry_out_faults() {
     // round is the one before, as in gossip sim); the kernel then closes their links as a
     // crash's. One that is behind (another component's, or paused) is killed where it is once
     // the network is kKillGrace rounds past.
+    // (A peer started again is there only once its new process has said where it is.)
     const auto at_round = [&](int p) {
-      return !children_[p].running || peer_round_[p] >= f.round;
+      return !children_[p].running || (heard_[p] && peer_round_[p] >= f.round);
     };
     const bool due = f.action == FaultAction::kKill
                          ? std::all_of(f.peers.begin(), f.peers.end(), at_round) ||
@@ -175,7 +179,9 @@ void Network::carry_out_faults() {
         continue;
       } else if (f.action == FaultAction::kKill) {
         scheduled_deaths_.push_back(p);
-        kill(-children_[p].pid, SIGKILL);  // the process group (an exec: shell and its Python)
+        // The process group (an exec: shell and its Python); the process itself when it has
+        // just been started and has no group of its own yet.
+        if (kill(-children_[p].pid, SIGKILL) != 0) kill(children_[p].pid, SIGKILL);
       } else {
         kill(-children_[p].pid, SIGSTOP);
         paused_.emplace_back(now + seconds_to_ms(f.seconds),

@@ -509,6 +509,7 @@ void Network::handle_event(int r, const PeerEvent& e) {
     peer_round_[r] = std::max(peer_round_[r], ev->round);
   if (const auto* ro = std::get_if<RoundEvent>(&e))
     peer_round_[r] = std::max(peer_round_[r], ro->round);
+  if (std::holds_alternative<RoundEvent>(e) || std::holds_alternative<EvalEvent>(e)) heard_[r] = 1;
   if (const auto* d = std::get_if<DoneEvent>(&e)) peer_round_[r] = std::max(peer_round_[r], d->rounds);
   // A new identity started by hand (gossip peer --join): its events come through its file.
   if (const auto* m = std::get_if<MemberEvent>(&e);

@@ -139,6 +139,7 @@ class Network {
   static constexpr int kMaxRestarts = 3;   // --restart on-failure, per rank
   static constexpr int kStartBatch = 16;   // peers started between two looks at signals
   static constexpr int kKillGrace = 4;     // rounds past a kill's before a peer behind is killed
+  std::vector<char> heard_ = std::vector<char>(n_, 1);  // its process has said its round
   std::vector<int> restarts_ = std::vector<int>(n_, 0);
   std::vector<std::pair<Clock::time_point, int>> paused_;  // when to wake which peer
   // Peers restarted outside the launcher: the offset read up to in their events file (-1: not
