@@ -115,14 +115,19 @@ class Backend {
   /// softmax_xent with the loss and correct count left on the backend until
   /// queued_softmax_result() reads them: a training step queues its backward pass before it
   /// waits for the loss, so a device is not left idle while the host launches it. The CPU (and
-  /// any backend that does not override these) computes it at once and keeps the result.
+  /// any backend that does not override these) computes it at once and keeps the result for
+  /// the calling thread: a host backend may be shared by threads stepping their own peers (the
+  /// simulator's workers), and one's loss is never another's.
   virtual void queue_softmax_xent(const float* logits, const std::int32_t* labels, int rows,
                                   int cols, float* grad) {
-    queued_softmax_ = softmax_xent(logits, labels, rows, cols, grad);
+    queued_softmax() = {this, softmax_xent(logits, labels, rows, cols, grad)};
   }
   /// The last queue_softmax_xent's mean loss and correct predictions (waits for them; while a
   /// graph is captured, 0 and 0 as softmax_xent gives then).
-  virtual std::pair<double, std::int64_t> queued_softmax_result() { return queued_softmax_; }
+  virtual std::pair<double, std::int64_t> queued_softmax_result() {
+    const auto& [backend, result] = queued_softmax();
+    return backend == this ? result : std::pair<double, std::int64_t>{0.0, 0};
+  }
   /// One SGD-with-momentum step over n parameters (math::sgd_update).
   virtual void sgd_update(float* params, float* velocity, const float* grads, std::int64_t n,
                           float lr, float momentum, float weight_decay, bool nesterov) = 0;
@@ -242,7 +247,11 @@ class Backend {
 
  private:
   std::string no_graphs() const { return name() + " backend: no CUDA graphs here"; }
-  std::pair<double, std::int64_t> queued_softmax_{0.0, 0};
+  /// This thread's last queued result, and the backend that computed it.
+  static std::pair<const Backend*, std::pair<double, std::int64_t>>& queued_softmax() {
+    thread_local std::pair<const Backend*, std::pair<double, std::int64_t>> last{nullptr, {0.0, 0}};
+    return last;
+  }
 };
 
 /// A typed device array owned by RAII; move-only.
