@@ -1073,7 +1073,21 @@ TEST_CASE("simulated faults on a directed graph: partitions are its strongly con
   CHECK_FALSE(r.final_connected);
   CHECK(r.final_components == std::vector<std::vector<int>>{{0}, {1}, {3}});
   CHECK(r.final_one_way == std::vector<std::pair<int, int>>{{0, 1}, {2, 0}, {2, 1}});
-  // Without the kill the cycle is strongly connected to the end.
+  // A cut of 1 -> 2 to the end instead: 2 -> 3 -> 0 -> 1 is left, every peer its own
+  // component, each reaching the ones downstream one way only.
+  config.faults = {Fault{5, 64, gossip::FaultAction::kCut, {}, {{1, 2}}, 0.0}};
+  const SimResult cut = simulate(config, t, data);
+  CHECK_FALSE(cut.final_connected);
+  CHECK(cut.final_components == std::vector<std::vector<int>>{{0}, {1}, {2}, {3}});
+  CHECK(cut.final_one_way ==
+        std::vector<std::pair<int, int>>{{0, 1}, {2, 0}, {2, 1}, {2, 3}, {3, 0}, {3, 1}});
+  for (int p : {0, 2, 3}) {  // (1, whose messages are the ones lost, hears all it should)
+    INFO("peer " << p);
+    const auto split = events_of(cut, p, "partition");
+    REQUIRE_FALSE(split.empty());
+    CHECK(split.front()->components.size() >= 2);
+  }
+  // Without a fault the cycle is strongly connected to the end.
   config.faults.clear();
   const SimResult whole = simulate(config, t, data);
   CHECK(whole.final_connected);
