@@ -47,12 +47,13 @@ int any_peer(std::mt19937_64& g, int n, Keep keep) {
 std::vector<Fault> chaos_schedule(const Topology& topology, const ChaosOptions& o) {
   const int n = topology.n();
   const std::int64_t last = o.rounds * 9 / 10;
-  if (o.count < 1) throw InputError(cat("chaos: --faults must be at least 1, not ", o.count));
+  if (o.count < 1) throw InputError(cat("--faults must be at least 1, not ", o.count));
   if (last < o.count)
-    throw InputError(cat("chaos: ", o.count, " faults at distinct rounds need a run of at least ",
+    throw InputError(cat(o.count, " faults at distinct rounds need a run of at least ",
                          (o.count * 10 + 8) / 9, " rounds; this one has ", o.rounds));
   const int min_alive = o.min_alive > 0 ? o.min_alive : std::max(2, n / 3);
-  if (n <= min_alive) throw InputError(cat("chaos: ", n, " peers leave none to kill"));
+  if (n <= min_alive)
+    throw InputError(cat(n, " peers leave none to kill (a third, at least 2, stay alive)"));
   std::mt19937_64 g = make_rng(o.seed, 0, Stream::kChaos);
   const auto links = links_of(topology);
   std::vector<char> alive(static_cast<std::size_t>(n), 1);
