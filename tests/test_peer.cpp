@@ -1566,6 +1566,16 @@ TEST_CASE("a resume whose config changed is refused before any peer starts, nami
     CHECK_THAT(bad.output, !Catch::Contains("spectral gap"));
     CHECK_THAT(bad.output, !Catch::Contains("epoch"));
   }
+  // A bad entry of a --faults FILE is named by that file and its line, not the config's.
+  std::ofstream(t.path / "bad-faults.yaml") << "faults:\n  - {round: 2, pause: [0], seconds: 1}\n"
+                                            << "  - {round: 5, kill: [99]}\n";
+  for (const char* command : {" sim ", " run "}) {
+    const Result bad = run(bin() + command + cfg.string() + " --out " + (t.path / "f").string() +
+                           " --faults " + (t.path / "bad-faults.yaml").string());
+    INFO(command << bad.output);
+    CHECK(bad.code == 2);
+    CHECK_THAT(bad.output, Catch::Contains("bad-faults.yaml:3: faults[1].kill: peer 99 is not in"));
+  }
 }
 
 namespace {

@@ -659,6 +659,7 @@ struct RunConfig {
   NetworkConfig net;
   CompareConfig compare;
   std::vector<Fault> faults;  // the fault schedule, in file order
+  std::string faults_path;    // --faults FILE: where the schedule came from ("" = this file)
   /// `exec:` a command (run by /bin/sh) that `gossip run` starts for each rank instead of
   /// `gossip peer`: a Python training script over the gossip module (GOSSIP_PEER_ARGS in its
   /// environment carries gossip peer's arguments). Relative paths in it are the caller's.
@@ -682,6 +683,9 @@ RunConfig load_config(const std::string& path);
 /// A fault schedule file (`--faults FILE`): a YAML map whose only key is `faults:`, read and
 /// checked as a run config's. Throws InputError "FILE:LINE: field: problem".
 std::vector<Fault> load_faults(const std::string& path);
+/// `--faults FILE` on `config`: its schedule becomes the file's, and errors about an entry name
+/// the file and the entry's line there (RunConfig::faults_path).
+void use_faults_file(RunConfig& config, const std::string& path);
 /// The same from text (tests); `name` stands for the file in messages, `dir` resolves paths.
 RunConfig load_config_from_string(const std::string& text, const std::string& name,
                                   const std::string& dir = ".");

@@ -76,20 +76,45 @@ void check_local_steps(const RunConfig& config, double steps) {
                        " a run may take (lower train.epochs, or raise train.batch)"));
 }
 
+namespace {
+
+bool is_faults_field(const std::string& field) {
+  return field == "faults" || field.rfind("faults[", 0) == 0 || field.rfind("faults.", 0) == 0;
+}
+
+/// A faults file read and checked: only faults: in it, and at least one.
+RunConfig read_faults_file(const std::string& path) {
+  RunConfig c = load_config(path);
+  for (const auto& [field, line] : c.lines)
+    if (!is_faults_field(field))
+      throw InputError(cat(path, ":", line, ": ", field, ": a faults file holds only faults:"));
+  if (c.faults.empty()) throw InputError(cat(path, ": faults: the file names no fault"));
+  return c;
+}
+
+}  // namespace
+
 std::string RunConfig::where(const std::string& field) const {
-  if (path.empty()) return field;
+  // The schedule of a --faults FILE is that file's: its entries' lines are its own.
+  const std::string& file = !faults_path.empty() && is_faults_field(field) ? faults_path : path;
+  if (file.empty()) return field;
   const auto it = lines.find(field);
-  return it == lines.end() ? cat(path, ": ", field) : cat(path, ":", it->second, ": ", field);
+  return it == lines.end() ? cat(file, ": ", field) : cat(file, ":", it->second, ": ", field);
+}
+
+void use_faults_file(RunConfig& config, const std::string& path) {
+  RunConfig c = read_faults_file(path);
+  std::erase_if(config.lines, [](const auto& kv) { return is_faults_field(kv.first); });
+  config.lines.insert(c.lines.begin(), c.lines.end());
+  config.faults = std::move(c.faults);
+  config.faults_path = path;
 }
 
 std::vector<Fault> load_faults(const std::string& path) {
-  const RunConfig c = load_config(path);
-  for (const auto& [field, line] : c.lines)
-    if (field != "faults" && field.rfind("faults[", 0) != 0 && field.rfind("faults.", 0) != 0)
-      throw InputError(cat(path, ":", line, ": ", field, ": a faults file holds only faults:"));
-  if (c.faults.empty()) throw InputError(cat(path, ": faults: the file names no fault"));
+  const RunConfig c = read_faults_file(path);
   return c.faults;
 }
+
 
 RunConfig load_config_from_string(const std::string& text, const std::string& name,
                                   const std::string& dir) {

@@ -94,7 +94,7 @@ void apply_overrides(const Args& args, RunConfig& config) {
   }
   config.gossip.topology = args.get_or("topology", config.gossip.topology);
   config.gossip.period = static_cast<int>(args.get_int("period", config.gossip.period));
-  if (auto faults = args.get("faults")) config.faults = load_faults(*faults);
+  if (auto faults = args.get("faults")) use_faults_file(config, *faults);
   if (args.get("period") && config.gossip.period < 1)
     throw InputError(cat("--period must be at least 1, got ", *args.get("period")));
   if (auto compress = args.get("compress")) {
