@@ -68,14 +68,13 @@ void frame_seeds(const std::string& dir, const std::string& packet_seed) {
   shm.shm = ShmOffer{0x1234567890ABCDEF, 4242, 17, 0xFEEDFACE, 0x191000, 4};
   const std::vector<Member> view{{3, MemberState::kAlive}, {1, MemberState::kSuspect},
                                  {2, MemberState::kDead}, {0, MemberState::kAlive}};
-  const std::string_view error = "refused by peer 1: run id";
-  const auto* e = reinterpret_cast<const std::byte*>(error.data());
+  const Bytes error = encode_refusal({RefusalKind::kRunId, "refused by peer 1: run id"});
   write(dir + "/hello", frame(FrameType::kHello, 0, 0, encode_hello(shm)));
   write(dir + "/hello_ack",
         frame(FrameType::kHelloAck, 1, 0,
               encode_hello(hello(1, WireFormat::kFp32, choco("random_k", 0.05, 0, 0.1, 2)))));
   write(dir + "/bye", frame(FrameType::kBye, 0, 0, {}));
-  write(dir + "/error", frame(FrameType::kError, 0, 0, Bytes(e, e + error.size())));
+  write(dir + "/error", frame(FrameType::kError, 0, 0, error));
   write(dir + "/params",
         frame(FrameType::kParams, 0, 7, encode_params(values, 1.0, WireFormat::kFp32)));
   write(dir + "/params_bf16",

@@ -47,6 +47,18 @@ using Catch::Contains;
 
 namespace {
 
+/// The words of the refusal a peer saying `theirs` gets where we say `ours` ("" when none).
+std::string refusal_text(const wire::Hello& ours, const wire::Hello& theirs) {
+  const auto refusal = wire::refusal_of(ours, theirs);
+  return refusal ? refusal->text : std::string();
+}
+
+/// The kind of that refusal (nullopt when none).
+std::optional<wire::RefusalKind> refusal_kind(const wire::Hello& ours, const wire::Hello& theirs) {
+  const auto refusal = wire::refusal_of(ours, theirs);
+  return refusal ? std::optional(refusal->kind) : std::nullopt;
+}
+
 /// Collect options of a mode, staleness and deadline (no peer excused from waiting).
 CollectOptions collect_options(CollectMode mode, std::int64_t staleness,
                                std::chrono::milliseconds deadline) {
@@ -357,7 +369,10 @@ struct TcpByHand {
 /// Starts ranks 0 and 1 of `cluster` with configs that disagree (rank 0 on another thread:
 /// each constructor waits for its neighbour, 1.5 s at most), and checks that each gave the
 /// other up as refused.
-void start_refusing_pair(Cluster& cluster, NetConfig c0, NetConfig c1) {
+/// Starts ranks 0 and 1, whose handshakes refuse each other; returns the kind of failure each
+/// end's link reports (LinkStatus::failure), rank 0's first.
+std::pair<LinkFailureKind, LinkFailureKind> start_refusing_pair(Cluster& cluster, NetConfig c0,
+                                                                NetConfig c1) {
   c0.timeouts.start = c1.timeouts.start = 1500ms;
   auto a = std::async(std::launch::async, [&, l = std::move(cluster.listeners[0])]() mutable {
     return std::make_unique<NetExchange>(c0, std::move(l));
@@ -366,6 +381,11 @@ void start_refusing_pair(Cluster& cluster, NetConfig c0, NetConfig c1) {
   auto ex0 = a.get();
   CHECK(ex0->dead_peers() == std::vector<int>{1});
   CHECK(ex1.dead_peers() == std::vector<int>{0});
+  const auto l0 = ex0->links(), l1 = ex1.links();
+  REQUIRE(l0.size() == 1);
+  REQUIRE(l1.size() == 1);
+  CHECK(!l0[0].why.empty());
+  return {l0[0].failure, l1[0].failure};
 }
 
 }  // namespace
@@ -786,7 +806,7 @@ TEST_CASE("a hello round-trips with every field kept", "[net][wire]") {
   CHECK(back.value->info.gossip.consensus_step == 0.05);
   CHECK(back.value->info.gossip.gossip_steps == 5u);
   CHECK(back.value->shm == h.shm);
-  CHECK(wire::refusal_reason(h, *back.value).empty());
+  CHECK(refusal_text(h, *back.value).empty());
 }
 
 TEST_CASE("each compatibility field that differs is refused on both sides, naming it and both "
@@ -817,24 +837,41 @@ TEST_CASE("each compatibility field that differs is refused on both sides, namin
     c.change(theirs.info);
     INFO(c.field);
     const std::string tail = " (must be the same on every peer of a run)";
-    CHECK(wire::refusal_reason(ours, theirs) ==
+    CHECK(refusal_text(ours, theirs) ==
           cat(c.field, " ", c.theirs, " != ours ", c.ours, tail));
-    CHECK(wire::refusal_reason(theirs, ours) ==
+    CHECK(refusal_text(theirs, ours) ==
           cat(c.field, " ", c.ours, " != ours ", c.theirs, tail));
     // ... and so it is after the bytes: the codec carries the field.
-    CHECK(wire::refusal_reason(ours, *wire::decode_hello(wire::encode_hello(theirs)).value) ==
-          wire::refusal_reason(ours, theirs));
+    CHECK(refusal_text(ours, *wire::decode_hello(wire::encode_hello(theirs)).value) ==
+          refusal_text(ours, theirs));
   }
   auto theirs = ours;  // the model's size and the wire format, as before
   theirs.info.param_count = 101771;
-  CHECK(wire::refusal_reason(ours, theirs) ==
+  CHECK(refusal_text(ours, theirs) ==
         "model fingerprint 784-128-10 (101771 params) != ours 784-128-10 (101770 params)");
-  CHECK(wire::refusal_reason(theirs, ours) ==
+  CHECK(refusal_text(theirs, ours) ==
         "model fingerprint 784-128-10 (101770 params) != ours 784-128-10 (101771 params)");
   theirs = ours;
   theirs.info.wire = WireFormat::kFp16;
-  CHECK_THAT(wire::refusal_reason(ours, theirs), Contains("wire format fp16 != ours fp32"));
-  CHECK_THAT(wire::refusal_reason(theirs, ours), Contains("wire format fp32 != ours fp16"));
+  CHECK_THAT(refusal_text(ours, theirs), Contains("wire format fp16 != ours fp32"));
+  CHECK_THAT(refusal_text(theirs, ours), Contains("wire format fp32 != ours fp16"));
+}
+
+TEST_CASE("a refusal travels with its kind; an unknown kind or unprintable text is harmless",
+          "[net][wire]") {
+  const wire::Refusal sent{wire::RefusalKind::kTopology, "topology fingerprint 7 != ours 9"};
+  const wire::Refusal back = wire::decode_refusal(wire::encode_refusal(sent));
+  CHECK(back.kind == sent.kind);
+  CHECK(back.text == sent.text);
+  auto hostile = wire::encode_refusal({wire::RefusalKind::kModel, "a\nb\x01" "c"});
+  hostile[0] = std::byte{200};  // no such kind
+  const wire::Refusal odd = wire::decode_refusal(hostile);
+  CHECK(odd.kind == wire::RefusalKind::kOther);
+  CHECK(odd.text == "a?b?c");
+  CHECK(wire::decode_refusal({}).kind == wire::RefusalKind::kOther);
+  CHECK(wire::decode_refusal(wire::encode_refusal({wire::RefusalKind::kRunId,
+                                                   std::string(1000, 'x')}))
+            .text.size() == 300);
 }
 
 TEST_CASE("hostile gossip settings in a hello are refused, saying which field", "[net][wire]") {
@@ -888,22 +925,26 @@ TEST_CASE("handshakes round-trip and a different model or topology is refused", 
   CHECK(back.value->info.model == "784-128-10");
   CHECK(back.value->info.param_count == 101770u);
   CHECK(back.value->info.topology_fingerprint == 0xC0FFEEu);
-  CHECK(wire::refusal_reason(ours, *back.value).empty());
+  CHECK(refusal_text(ours, *back.value).empty());
 
   auto theirs = ours;
   theirs.info = model_info({784, 256, 128, 10}, 235146);
-  CHECK(wire::refusal_reason(ours, theirs) ==
+  CHECK(refusal_text(ours, theirs) ==
         "model fingerprint 784-256-128-10 (235146 params) != ours 784-128-10 (101770 params)");
+  CHECK(refusal_kind(ours, theirs) == wire::RefusalKind::kModel);
   theirs = ours;
   theirs.info.topology_fingerprint = 7;
-  CHECK_THAT(wire::refusal_reason(ours, theirs), Contains("topology fingerprint 7 != ours"));
+  CHECK_THAT(refusal_text(ours, theirs), Contains("topology fingerprint 7 != ours"));
+  CHECK(refusal_kind(ours, theirs) == wire::RefusalKind::kTopology);
   theirs = ours;
   theirs.info.run_id = "other";
-  CHECK(wire::refusal_reason(ours, theirs) == "run id 'other' != ours 'test-run'");
+  CHECK(refusal_text(ours, theirs) == "run id 'other' != ours 'test-run'");
+  CHECK(refusal_kind(ours, theirs) == wire::RefusalKind::kRunId);
   theirs = ours;
   theirs.info.wire = WireFormat::kBf16;  // gossip.wire differs: refused, saying both
-  CHECK(wire::refusal_reason(ours, theirs) ==
+  CHECK(refusal_text(ours, theirs) ==
         "wire format bf16 != ours fp32 (gossip.wire must be the same on every peer of a run)");
+  CHECK(refusal_kind(ours, theirs) == wire::RefusalKind::kWire);
   const auto bf16 = wire::decode_hello(wire::encode_hello(theirs));
   REQUIRE(bf16);
   CHECK(bf16.value->info.wire == WireFormat::kBf16);
@@ -913,7 +954,7 @@ TEST_CASE("handshakes round-trip and a different model or topology is refused", 
         "wire format 3 is not 0 (fp32), 1 (bf16) or 2 (fp16)");
   theirs = ours;
   theirs.protocol_version = wire::kVersion + 1;
-  CHECK(wire::refusal_reason(ours, theirs) ==
+  CHECK(refusal_text(ours, theirs) ==
         cat("protocol version ", wire::kVersion + 1, " != ours ", wire::kVersion));
 
   auto offering = ours;  // a same-host offer travels with the handshake
@@ -1758,6 +1799,10 @@ TEST_CASE("a half-width link refuses malformed and truncated frames, closing onl
     const auto reply = raw.read_frame();
     REQUIRE(reply);
     CHECK(reply->header.type == wire::FrameType::kError);
+    // The error frame carries the refusal's kind beside its words.
+    const wire::Refusal refusal = wire::decode_refusal(reply->payload);
+    CHECK(refusal.kind == wire::RefusalKind::kWire);
+    CHECK_THAT(refusal.text, Contains("wire format fp32 != ours bf16"));
     CHECK(raw.closed_by_remote());
     CHECK(log.wait_for("refused: wire format fp32 != ours bf16"));
   }
@@ -1809,7 +1854,10 @@ TEST_CASE("a neighbour with another model is refused on both sides", "[net]") {
   auto c0 = cluster.config(0, {1}, 1000, log);
   auto c1 = cluster.config(1, {0}, 1000, log);
   c1.handshake = model_info({784, 256, 128, 10}, 1000);
-  start_refusing_pair(cluster, c0, c1);
+  // Both ends' links say so by kind, not only in words (a peer refuses to start on it).
+  const auto failures = start_refusing_pair(cluster, c0, c1);
+  CHECK(failures.first == LinkFailureKind::kModel);
+  CHECK(failures.second == LinkFailureKind::kModel);
   CHECK(log.wait_for("net[1]: peer 0 (127.0.0.1:"));
   CHECK(log.wait_for("refused: model fingerprint 784-128-10 (1000 params) != ours "
                      "784-256-128-10 (1000 params)"));
@@ -1827,7 +1875,10 @@ TEST_CASE("a neighbour with other gossip settings is refused on both sides, nami
   c0.handshake.gossip = choco_settings();
   c1.handshake.gossip = choco_settings();
   c1.handshake.gossip.consensus_step = 0.05;
-  start_refusing_pair(cluster, c0, c1);
+  // The dialler was refused; the acceptor, which waits to be dialled, saw no link form.
+  const auto failures = start_refusing_pair(cluster, c0, c1);
+  CHECK(failures.first == LinkFailureKind::kHandshakeRefused);
+  CHECK(failures.second == LinkFailureKind::kNeverFormed);
   CHECK(log.wait_for("refused: gossip.choco.consensus_step 0.1 != ours 0.05 (must be the same on "
                      "every peer of a run)"));
   CHECK(log.wait_for("net[0]: peer 1 (" + c0.addresses[1] + ") closed: refused us: refused by "

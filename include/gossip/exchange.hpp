@@ -181,6 +181,32 @@ struct PeerAddress {
 
 GOSSIP_NAMED_CHOICE(LinkPath, GOSSIP_LINK_PATHS, link_path_table, link_path_name)
 
+/// Why a link failed to form, or was lost, one row each: X(id, name, summary). The words are
+/// written here once: the run record, the monitor and `gossip doctor` read the kind, never the
+/// text (LinkStatus::why is the detail: the address, the error, what the other end said).
+#define GOSSIP_LINK_FAILURES(X)                                                                 \
+  X(kNone, "none", "no failure")                                                               \
+  X(kNoAddress, "no address", "not listed, and its signed record has not reached this peer")  \
+  X(kRefused, "refused", "nothing listens at its address (the connection was refused)")        \
+  X(kNoRoute, "no route", "the network cannot reach its address (a NAT or a firewall)")        \
+  X(kTimedOut, "timed out", "its address did not answer within the handshake timeout")        \
+  X(kConnectFailed, "failed", "the connect failed for another reason")                         \
+  X(kHandshake, "handshake failed", "the connection broke off during the TLS or hello "        \
+    "handshake")                                                                                \
+  X(kHandshakeRefused, "handshake refused", "one end refused the other's hello (protocol, run " \
+    "id, wire format, gossip settings)")                                                        \
+  X(kIdentity, "identity", "a certificate or a claimed rank is not the one expected, or the "   \
+    "identity is connected already")                                                            \
+  X(kModel, "model fingerprint", "the two ends train models of another shape or size")         \
+  X(kTopology, "topology fingerprint", "the two ends were given different topologies")         \
+  X(kRelay, "relay", "no relay carried the link (none answered, or the other end did not come)") \
+  X(kRelayAltered, "relay altered", "a relay altered the link's bytes; it is not used again")  \
+  X(kLost, "link lost", "the link was up and broke (a write or read failed, or it fell silent)") \
+  X(kNeverFormed, "never formed", "the other end was to dial, and did not within the start's "   \
+    "wait")
+
+GOSSIP_NAMED_CHOICE(LinkFailureKind, GOSSIP_LINK_FAILURES, link_failure_table, link_failure_name)
+
 struct LinkStatus {
   int peer = -1;
   bool formed = false;    // established at least once
@@ -192,6 +218,7 @@ struct LinkStatus {
   bool left = false;      // the neighbour said bye (finished, or stopped on purpose)
   double down_s = 0.0;    // how long it has been down, having formed (0 while up)
   std::string why;        // the last reason it failed to form or was lost ("" when none)
+  LinkFailureKind failure = LinkFailureKind::kNone;  // ... its kind (kNone with why "")
   // How it was made the last time it formed (path kNone until then): who dialled (a rank), and
   // for a relayed link the relay (its rank, -1 for a relay named by address) and address.
   LinkPath path = LinkPath::kNone;

@@ -127,6 +127,7 @@ struct NeighbourCheck {
   bool dialled = false;       // a TCP connection to it was made
   double connect_ms = -1.0;   // how long that took (about one round trip)
   std::string dial_error;     // why not: "refused (...)", "timed out ...", "no route (...)"
+  LinkFailureKind dial_failure = LinkFailureKind::kNone;  // ... its kind
   int tls_rank = -1;          // the rank its certificate names (TLS on and the handshake done)
   std::string tls_error;      // why the TLS handshake failed or its identity is not ours
   bool asked = false;         // it answered the dial-back request

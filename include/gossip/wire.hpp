@@ -53,7 +53,7 @@ struct HandshakeInfo {
 namespace gossip::wire {
 
 inline constexpr std::uint32_t kMagic = 0x50495347;  // bytes "GSIP" on the wire
-inline constexpr std::uint16_t kVersion = 13;        // frame layout and handshake version
+inline constexpr std::uint16_t kVersion = 14;        // frame layout and handshake version
 inline constexpr std::size_t kHeaderBytes = 32;
 inline constexpr std::size_t kWeightBytes = 8;       // params payload starts with an f64 weight
 inline constexpr std::uint64_t kMaxControlPayload = 64 * 1024;  // hello, ack, error, bye
@@ -251,13 +251,46 @@ Decoded<Hello> decode_hello(std::span<const std::byte> bytes);
 /// "784-128-10 (101770 params)"
 std::string describe_model(const HandshakeInfo& info);
 
-/// Empty when a peer saying `theirs` may join a run where we say `ours`; else why not, naming
+/// Why one end of a handshake refused the other, one row each: X(id, name, summary). The kind
+/// travels in the error frame that says so (encode_refusal), so the refused end knows it
+/// without reading the words.
+#define GOSSIP_REFUSALS(X)                                                                      \
+  X(kOther, "other", "a refusal of a kind this build does not know")                          \
+  X(kMalformed, "malformed", "the handshake could not be decoded")                            \
+  X(kVersion, "protocol version", "the two ends speak different protocol versions")           \
+  X(kRunId, "run id", "the two ends belong to different runs")                                \
+  X(kModel, "model fingerprint", "the two ends train models of another shape or size")         \
+  X(kTopology, "topology fingerprint", "the two ends were given different topologies")         \
+  X(kWire, "wire format", "gossip.wire differs")                                               \
+  X(kSettings, "gossip settings", "a gossip setting every peer must share differs")            \
+  X(kIdentity, "identity", "the rank claimed is not the certificate's or the one dialled, or "  \
+    "that identity is connected already")                                                       \
+  X(kMembership, "membership", "the rank is not in the run, is the refuser's own, or is not "   \
+    "its neighbour")                                                                            \
+  X(kDuplicate, "duplicate", "the link is up already (the lower rank's dial is the link)")
+
+GOSSIP_NAMED_CHOICE(RefusalKind, GOSSIP_REFUSALS, refusal_table, refusal_name)
+
+/// A handshake's refusal: its kind, and the words that name the field and both values.
+struct Refusal {
+  RefusalKind kind = RefusalKind::kOther;
+  std::string text;
+};
+
+/// nullopt when a peer saying `theirs` may join a run where we say `ours`; else why not, naming
 /// the field and both values, e.g.
-/// "model fingerprint 784-256-128-10 (235146 params) != ours 784-128-10 (101770 params)" or
-/// "gossip.choco.consensus_step 0.05 != ours 0.1 (must be the same on every peer of a run)".
-/// Checks protocol version, run id, model fingerprint, topology fingerprint, wire format and each
-/// field of the gossip settings (ranks are the caller's business: it knows who it expects).
-std::string refusal_reason(const Hello& ours, const Hello& theirs);
+/// {kModel, "model fingerprint 784-256-128-10 (235146 params) != ours 784-128-10 (101770
+/// params)"} or {kSettings, "gossip.choco.consensus_step 0.05 != ours 0.1 (must be the same on
+/// every peer of a run)"}. Checks protocol version, run id, model fingerprint, topology
+/// fingerprint, wire format and each field of the gossip settings (ranks are the caller's
+/// business: it knows who it expects).
+std::optional<Refusal> refusal_of(const Hello& ours, const Hello& theirs);
+
+/// An error frame's payload: the refusal's kind (one byte), then its text.
+std::vector<std::byte> encode_refusal(const Refusal& refusal);
+/// The refusal an error frame carries: a kind this build does not know is kOther, and the text
+/// is made printable (at most `max_text` characters: a one-line log's).
+Refusal decode_refusal(std::span<const std::byte> payload, std::size_t max_text = 300);
 
 }  // namespace gossip::wire
 

@@ -13,6 +13,7 @@
 
 #include "gossip/core.hpp"
 #include "gossip/net.hpp"
+#include "src/net/link_failure.hpp"
 #include "src/net/socket.hpp"
 #include "src/net/tls.hpp"
 
@@ -38,13 +39,6 @@ bool run_until(asio::io_context& io, const bool* done, std::chrono::milliseconds
   return *done;
 }
 
-std::string connect_error(const std::error_code& ec, bool late, std::chrono::milliseconds within) {
-  if (late) return cat("timed out (no answer within ", within.count(), " ms)");
-  if (ec == asio::error::connection_refused) return cat("refused (", ec.message(), ")");
-  if (ec == asio::error::host_unreachable || ec == asio::error::network_unreachable)
-    return cat("no route (", ec.message(), ")");
-  return cat("failed (", ec.message(), ")");
-}
 
 class Doctor {
  public:
@@ -101,9 +95,9 @@ class Doctor {
     });
   }
 
-  /// A connection to `endpoints` within the timeout; `error` says why not.
+  /// A connection to `endpoints` within the timeout; `failure` says why not.
   std::shared_ptr<tcp::socket> connect(const tcp::resolver::results_type& endpoints,
-                                       std::string* error, double* ms) {
+                                       net::LinkFailure* failure, double* ms) {
     auto socket = std::make_shared<tcp::socket>(io_);
     bool done = false;
     std::error_code result;
@@ -118,11 +112,11 @@ class Doctor {
       socket->close(ignored);
       bool closed = false;
       run_until(io_, &closed, std::chrono::milliseconds(50));
-      *error = connect_error({}, true, q_.timeout);
+      *failure = net::connect_failure({}, true, q_.timeout);
       return nullptr;
     }
     if (result) {
-      *error = connect_error(result, false, q_.timeout);
+      *failure = net::connect_failure(result, false, q_.timeout);
       return nullptr;
     }
     if (ms) *ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
@@ -144,7 +138,10 @@ class Doctor {
       c.resolve_error = e.what();
       return c;
     }
-    auto socket = connect(endpoints, &c.dial_error, &c.connect_ms);
+    net::LinkFailure failure;
+    auto socket = connect(endpoints, &failure, &c.connect_ms);
+    c.dial_error = failure.why;
+    c.dial_failure = failure.kind;
     if (!socket) return c;
     c.dialled = true;
     std::error_code ignored;
@@ -155,7 +152,9 @@ class Doctor {
   }
 
   void check_tls(const tcp::resolver::results_type& endpoints, NeighbourCheck& c) {
-    auto socket = connect(endpoints, &c.tls_error, nullptr);
+    net::LinkFailure failure;
+    auto socket = connect(endpoints, &failure, nullptr);
+    c.tls_error = failure.why;
     if (!socket) return;
     asio::ssl::stream<tcp::socket&> tls(*socket, *tls_);
     bool done = false;
@@ -180,9 +179,9 @@ class Doctor {
   }
 
   void ask_dial_back(const tcp::resolver::results_type& endpoints, NeighbourCheck& c) {
-    std::string why;
+    net::LinkFailure failure;
     double rtt_ms = 0;
-    auto socket = connect(endpoints, &why, &rtt_ms);
+    auto socket = connect(endpoints, &failure, &rtt_ms);
     if (!socket) return;
     wire::Rendezvous ask;
     ask.kind = wire::RendezvousKind::kDialBackAsk;
@@ -263,9 +262,9 @@ std::vector<RelayCheck> probe_relays(const std::vector<std::pair<int, std::strin
       std::error_code ignored;
       socket.close(ignored);
       run_until(io, &done, std::chrono::milliseconds(50));
-      r.error = connect_error({}, true, timeout);
+      r.error = net::connect_failure({}, true, timeout).why;
     } else if (result) {
-      r.error = connect_error(result, false, timeout);
+      r.error = net::connect_failure(result, false, timeout).why;
     } else {
       r.dialled = true;
       r.connect_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();

@@ -34,15 +34,6 @@ constexpr std::chrono::milliseconds kDialBackAfter{300};
 // (they learn its address from its signed record) before it dials them itself.
 constexpr std::chrono::milliseconds kUnlistedWait{1'000};
 
-/// A failed connect in the words a link's record uses: "refused" (nobody listens there), "no
-/// route" (the network cannot reach it), "timed out", or "failed".
-const char* dial_error(const std::error_code& ec) {
-  if (ec == asio::error::connection_refused) return "refused";
-  if (ec == asio::error::host_unreachable || ec == asio::error::network_unreachable)
-    return "no route";
-  if (ec == asio::error::timed_out) return "timed out";
-  return "failed";
-}
 }  // namespace
 
 Links::Links(asio::io_context& io, asio::ip::tcp::acceptor& acceptor, const NetConfig& config,
@@ -325,8 +316,9 @@ void Links::dial(int peer) {
     // Not listed, and its signed record has not reached us: dialled once it does (learned).
     l.dialling = false;
     l.awaiting_address = true;
-    mail_.note_failure(peer, cat("no address for peer ", peer, " yet (not listed; it is learned "
-                                 "from the peer's signed record)"));
+    mail_.note_failure(peer, {LinkFailureKind::kNoAddress,
+                              cat("no address for peer ", peer, " yet (not listed; it is learned "
+                                  "from the peer's signed record)")});
     return;
   }
   l.dialling = true;
@@ -349,13 +341,9 @@ void Links::dial(int peer) {
                         link.connecting.reset();
                         if (stopping_) return;
                         if (ec) {
-                          const std::string why =
-                              *timed_out ? cat("timed out dialling ", address,
-                                               " (no answer within ",
-                                               config_.timeouts.handshake.count(), " ms)")
-                                         : cat(dial_error(ec), " dialling ",
-                                               address, " (", ec.message(), ")");
-                          mail_.note_failure(peer, why);
+                          mail_.note_failure(peer, connect_failure(ec, *timed_out,
+                                                                   config_.timeouts.handshake,
+                                                                   address));
                           return retry(peer, cat("connect: ", ec.message()));
                         }
                         tune(*socket);
@@ -407,10 +395,13 @@ void Links::retry(int peer, const std::string& why) {
   });
 }
 
-std::string Links::on_hello(Session& s, const wire::Hello& hello, std::uint32_t sender) {
+std::optional<wire::Refusal> Links::on_hello(Session& s, const wire::Hello& hello,
+                                             std::uint32_t sender) {
+  using wire::RefusalKind;
   if (tls_ && s.cert_rank() != hello.rank)
-    return cat("hello claims rank ", hello.rank, ", but its certificate is for rank ",
-               s.cert_rank());
+    return wire::Refusal{RefusalKind::kIdentity,
+                         cat("hello claims rank ", hello.rank, ", but its certificate is for rank ",
+                             s.cert_rank())};
   const int p = hello.rank;
   const int me = config_.rank;
   const bool claimable = p >= 0 && p < config_.size && p != me && mail_.is_neighbour(p);
@@ -422,27 +413,32 @@ std::string Links::on_hello(Session& s, const wire::Hello& hello, std::uint32_t 
   // says (a duplicate learns nothing more). Without TLS a rank is only a claim: the handshake's
   // own refusals come first.
   if (tls_ && claimable && !preferred)
-    if (auto why = identity_conflict(p, s); !why.empty()) return why;
-  if (auto why = wire::refusal_reason(hello_, hello); !why.empty()) return why;
+    if (auto refusal = identity_conflict(p, s)) return refusal;
+  if (auto refusal = wire::refusal_of(hello_, hello)) return refusal;
   if (!tls_ && claimable && !preferred)
-    if (auto why = identity_conflict(p, s); !why.empty()) return why;
+    if (auto refusal = identity_conflict(p, s)) return refusal;
   if (p < 0 || p >= config_.size)
-    return cat("rank ", p, " is not in this run of ", config_.size, " peers");
+    return wire::Refusal{RefusalKind::kMembership,
+                         cat("rank ", p, " is not in this run of ", config_.size, " peers")};
   if (static_cast<std::int64_t>(sender) != p)
-    return cat("hello from sender ", sender, " claims rank ", p);
-  if (p == me) return cat("it claims our own rank ", me);
-  if (!mail_.is_neighbour(p)) return cat("peer ", p, " is not a neighbour of ", me);
+    return wire::Refusal{RefusalKind::kIdentity, cat("hello from sender ", sender,
+                                                     " claims rank ", p)};
+  if (p == me) return wire::Refusal{RefusalKind::kMembership, cat("it claims our own rank ", me)};
+  if (!mail_.is_neighbour(p))
+    return wire::Refusal{RefusalKind::kMembership, cat("peer ", p, " is not a neighbour of ", me)};
   // The lower rank of a pair dials; but a joiner (a later neighbour, not yet connected) dials
   // the members it was told to contact, and a peer that cannot be dialled dials all of its
   // neighbours: a higher rank's dial is taken while the link is not up.
   if (p > me && mail_.state(p) == LinkState::kUp && links_[p]->session &&
       !links_[p]->session->closed())
-    return cat("peer ", p, " dialled us, but its link is up (the lower rank's dial is the link)");
+    return wire::Refusal{RefusalKind::kDuplicate,
+                         cat("peer ", p, " dialled us, but its link is up (the lower rank's dial "
+                             "is the link)")};
   adopt(p, s, hello);
-  return {};
+  return std::nullopt;
 }
 
-std::string Links::identity_conflict(int peer, const Session& s) {
+std::optional<wire::Refusal> Links::identity_conflict(int peer, const Session& s) {
   Link& l = *links_[peer];
   // The link we have is live (it is up and we heard from it within the silence bound): a second
   // connection with the same certificate is someone else holding that identity, or a copy of
@@ -455,7 +451,7 @@ std::string Links::identity_conflict(int peer, const Session& s) {
       mail_.state(peer) != LinkState::kUp || mail_.recovering() ||
       (silent_s > 0 && (mail_.silent_for(peer) >= silent_s ||
                         mail_.frame_silence(peer) >= silent_s)))
-    return {};
+    return std::nullopt;
   ++l.conflicts;
   const std::string why =
       cat("identity_conflict: ", s.remote(), " presented the identity of peer ", peer,
@@ -469,7 +465,7 @@ std::string Links::identity_conflict(int peer, const Session& s) {
                                                       " such connections so far)")});
     l.last_conflict_alert = now;
   }
-  return why;
+  return wire::Refusal{wire::RefusalKind::kIdentity, why};
 }
 
 bool Links::dialled_by_lower(const Session& s) const {
@@ -548,13 +544,21 @@ void Links::on_closed(Session& s, CloseKind kind, const std::string& why) {
                                      "again")});
     }
     if (s.relayed() && mail_.state(p) != LinkState::kUp) {  // either end: to the relays again
-      if (!why.empty()) mail_.note_failure(p, cat("handshake through the relay ",
-                                                  s.relay_address(), ": ", why));
+      if (!why.empty())
+        mail_.note_failure(p, {s.altered() ? LinkFailureKind::kRelayAltered : s.failure(),
+                               cat("handshake through the relay ", s.relay_address(), ": ", why)});
       l.dialling = false;
       return retry(p, why.empty() ? "handshake failed" : why);
     }
+    if (s.role() == Session::Role::kAccepted && mail_.state(p) != LinkState::kUp &&
+        (s.failure() == LinkFailureKind::kModel || s.failure() == LinkFailureKind::kTopology))
+      // We refused its hello: the two ends train different models (or graphs), and the link
+      // cannot form whoever dials. (A caller refuses to start then: PeerSession::connect.)
+      mail_.note_failure(p, {s.failure(), cat("handshake from ", s.remote(), ": refused: ",
+                                              s.refusal_text())});
     if (s.role() == Session::Role::kDialled && mail_.state(p) != LinkState::kUp) {
-      if (!why.empty()) mail_.note_failure(p, cat("handshake with ", address_of(p), ": ", why));
+      if (!why.empty())
+        mail_.note_failure(p, {s.failure(), cat("handshake with ", address_of(p), ": ", why)});
       if (kind == CloseKind::kRefused && !s.altered()) {
         l.dialling = false;
         mail_.set_state(p, LinkState::kGone);
@@ -577,7 +581,8 @@ void Links::on_closed(Session& s, CloseKind kind, const std::string& why) {
     mail_.set_state(p, LinkState::kGone);
     return;
   }
-  mail_.note_failure(p, why.empty() ? std::string("link lost") : cat("link lost: ", why));
+  mail_.note_failure(p, {LinkFailureKind::kLost,
+                         why.empty() ? std::string("link lost") : cat("link lost: ", why)});
   mail_.set_state(p, LinkState::kDown);
   const bool dials = we_dial(p);
   log(cat("peer ", p, ": link lost; ", dials ? "redialling" : "waiting for it to redial",

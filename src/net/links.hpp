@@ -90,7 +90,8 @@ class Links final : public Hub {
   std::uint64_t max_frame_bytes() const override { return max_frame_bytes_; }
   Mailboxes& mailboxes() override { return mail_; }
   asio::ssl::context* tls_context() override { return tls_.get(); }
-  std::string on_hello(Session& s, const wire::Hello& hello, std::uint32_t sender) override;
+  std::optional<wire::Refusal> on_hello(Session& s, const wire::Hello& hello,
+                                        std::uint32_t sender) override;
   void on_hello_ack(Session& s, const wire::Hello& hello) override;
   void on_established(Session& s) override;
   void on_address(Session& s, const wire::AddressRecord& record) override;
@@ -218,9 +219,9 @@ class Links final : public Hub {
   /// Whether the lower rank of the pair dialled `s` (of two at once, that one is the link).
   bool dialled_by_lower(const Session& s) const;
   void watch_gone(int peer);
-  /// Empty when a hello from `peer` on `s` may replace its link; else why not: the link it
+  /// nullopt when a hello from `peer` on `s` may replace its link; else why not: the link it
   /// has is live (an identity_conflict alert, rate-limited, goes to the mailboxes).
-  std::string identity_conflict(int peer, const Session& s);
+  std::optional<wire::Refusal> identity_conflict(int peer, const Session& s);
   /// Closes links to neighbours silent past NetTimeouts::silent that have a write stuck.
   void abandon_stalled_writes();
   /// Every kHeartbeatCheck: our last membership view again on each link idle for kIdle (a

@@ -175,14 +175,14 @@ void Mailboxes::set_state(int peer, LinkState state) {
   cv_.notify_all();
 }
 
-void Mailboxes::note_failure(int peer, std::string why) {
+void Mailboxes::note_failure(int peer, LinkFailure failure) {
   std::lock_guard lk(mu_);
-  box(peer).why = std::move(why);
+  box(peer).failure = std::move(failure);
 }
 
-void Mailboxes::note_never_formed(int peer, const std::string& why) {
+void Mailboxes::note_never_formed(int peer, const LinkFailure& failure) {
   std::lock_guard lk(mu_);
-  if (box(peer).why.empty()) box(peer).why = why;
+  if (box(peer).failure.kind == LinkFailureKind::kNone) box(peer).failure = failure;
 }
 
 void Mailboxes::note_path(int peer, LinkPath path, int dialler, int relay,
@@ -208,7 +208,10 @@ std::vector<LinkStatus> Mailboxes::links() const {
     l.up = b.state == LinkState::kUp;
     l.left = b.left;
     l.given_up = b.state == LinkState::kGone && !b.left;
-    if (!l.up) l.why = b.why;
+    if (!l.up) {
+      l.why = b.failure.why;
+      l.failure = b.failure.kind;
+    }
     l.path = b.path.path;
     l.dialler = b.path.dialler;
     l.relay = b.path.relay;

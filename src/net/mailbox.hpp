@@ -22,6 +22,7 @@
 
 #include "gossip/exchange.hpp"
 #include "gossip/host_memory.hpp"
+#include "src/net/link_failure.hpp"
 
 namespace gossip::net {
 
@@ -98,9 +99,9 @@ class Mailboxes {
   void set_left(int peer);
   /// Why the link to `peer` failed to form, or was lost, this time (a dial's error, a refused
   /// handshake): what links() says of a link that is not up.
-  void note_failure(int peer, std::string why);
+  void note_failure(int peer, LinkFailure failure);
   /// Sets why a link that never formed did not, unless a failure was noted already.
-  void note_never_formed(int peer, const std::string& why);
+  void note_never_formed(int peer, const LinkFailure& failure);
   /// How the link to `peer` formed this time (links() reports it): `path`, who dialled, the
   /// relay (rank, address) of a relayed link, TCP's round-trip time then.
   void note_path(int peer, LinkPath path, int dialler, int relay, std::string relay_address,
@@ -201,7 +202,7 @@ class Mailboxes {
     bool heard_since_up = false;
     std::optional<std::chrono::steady_clock::time_point> first_up;  // when it first formed
     std::chrono::steady_clock::time_point down_since{};  // when it last went down
-    std::string why;  // the last reason it failed to form or was lost
+    LinkFailure failure;  // the last reason it failed to form or was lost
     LinkStatus path;  // how it formed last: path, dialler, relay, relay_address, rtt_ms
   };
   bool silent(const Box& b, std::chrono::milliseconds after) const;

@@ -77,14 +77,14 @@ class NetExchange::Impl {
     for (int p : mail_.wait_connected(give_up)) {
       // The lower rank of a pair dials: a link we wait for has no error of ours to tell.
       if (p < config_.rank && links_.reachability().state != Reachability::kUnreachable)
-        mail_.note_never_formed(p, cat("peer ", p, " never dialled in to ",
-                                       links_.address_of(config_.rank), " (it dials: the lower "
-                                       "rank of a pair does; it did not start, or cannot reach "
-                                       "this address)"));
-      else
-        mail_.note_never_formed(p, links_.address_of(p).empty()
-                                       ? link_why(p)
-                                       : cat("no answer dialling ", links_.address_of(p)));
+        mail_.note_never_formed(p, {LinkFailureKind::kNeverFormed,
+                                    cat("peer ", p, " never dialled in to ",
+                                        links_.address_of(config_.rank), " (it dials: the lower "
+                                        "rank of a pair does; it did not start, or cannot reach "
+                                        "this address)")});
+      else if (!links_.address_of(p).empty())
+        mail_.note_never_formed(p, {LinkFailureKind::kTimedOut,
+                                    cat("no answer dialling ", links_.address_of(p))});
       if (mail_.transition(p, net::LinkState::kConnecting, net::LinkState::kGone))
         links_.log(cat("peer ", p, " (", links_.address_of(p), ") not connected within ",
                        config_.timeouts.start.count(), " ms of start (", link_why(p),

@@ -222,17 +222,7 @@ void Links::serve_dial_back(std::shared_ptr<asio::ip::tcp::socket> asker,
                                                         const asio::ip::tcp::endpoint&) {
         timer->cancel();
         if (stopping_) return;
-        if (ec) {
-          const std::string why =
-              *late ? cat("timed out (no answer within ", within.count(), " ms)")
-                    : cat(ec == asio::error::connection_refused ? "refused"
-                          : ec == asio::error::host_unreachable ||
-                                  ec == asio::error::network_unreachable
-                              ? "no route"
-                              : "failed",
-                          " (", ec.message(), ")");
-          return answer(false, why);
-        }
+        if (ec) return answer(false, connect_failure(ec, *late, within).why);
         wire::Rendezvous p = rendezvous(wire::RendezvousKind::kDialBackProbe, 0);
         p.nonce = nonce;
         send_rendezvous(probe, p, [probe, answer](std::error_code wec) {
@@ -511,7 +501,7 @@ void Links::relay_dial(int peer) {
   }
   const auto [relay, address] = candidates[l.relay_next];
   auto next = [this, peer](const std::string& why) {
-    if (!why.empty()) mail_.note_failure(peer, why);
+    if (!why.empty()) mail_.note_failure(peer, {LinkFailureKind::kRelay, why});
     ++links_[peer]->relay_next;
     relay_dial(peer);
   };
@@ -553,7 +543,8 @@ void Links::relay_dial(int peer) {
                 if (m->status == wire::RendezvousStatus::kAbsent) {
                   // The other end did not come: the same relay again (both ends go down one
                   // list), after one direct dial (it may have started meanwhile, reachable).
-                  mail_.note_failure(peer, cat("relay ", address, ": ", m->text));
+                  mail_.note_failure(peer, {LinkFailureKind::kRelay,
+                                            cat("relay ", address, ": ", m->text)});
                   return redial_between_relays(peer);
                 }
                 if (m->status != wire::RendezvousStatus::kOk)

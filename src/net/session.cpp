@@ -18,16 +18,6 @@ using wire::FrameType;
 
 std::string type_name(FrameType t) { return wire::frame_type_name(static_cast<std::uint16_t>(t)); }
 
-/// An error frame's text, made safe for a one-line log: printable ASCII, at most 300 chars.
-std::string printable(std::span<const std::byte> bytes) {
-  std::string out;
-  for (std::byte b : bytes.first(std::min<std::size_t>(bytes.size(), 300))) {
-    const auto c = std::to_integer<unsigned char>(b);
-    out += (c >= 32 && c < 127) ? static_cast<char>(c) : '?';
-  }
-  return out;
-}
-
 }  // namespace
 
 Session::Session(asio::ip::tcp::socket socket, Hub& hub, Role role, int target)
@@ -60,10 +50,13 @@ void Session::on_tls_handshake(std::error_code ec) {
     // A certificate that does not verify will not verify next time either; a connection cut
     // short (e.g. the acceptor is at its limit of unfinished handshakes) may be retried.
     const bool cut = is_eof(ec) || ec.category() != asio::error::get_ssl_category();
+    failure_ = cut ? LinkFailureKind::kHandshake : LinkFailureKind::kIdentity;
     return drop(cat("TLS handshake failed: ", tls_failure(ec, *stream_.tls())),
                 cut ? CloseKind::kError : CloseKind::kRefused);
   }
   const Identity id = remote_identity(*stream_.tls(), hub_.our_hello().info.run_id);
+  if (!id.refusal.empty() || (role_ == Role::kDialled && id.rank != peer_))
+    failure_ = LinkFailureKind::kIdentity;
   if (!id.refusal.empty()) return drop(id.refusal, CloseKind::kRefused);
   if (role_ == Role::kDialled && id.rank != peer_)
     return drop(cat("its certificate is for rank ", id.rank, ", but we dialled peer ", peer_),
@@ -309,9 +302,11 @@ void Session::read_failed(std::error_code ec, std::size_t got, std::size_t wante
                  CloseKind::kError);
   // A TLS alert before the hello-ack: the remote refused our certificate (in TLS 1.3 the
   // client's handshake completes before the server has checked its certificate).
-  if (!established_ && stream_.tls() && ec.category() == asio::error::get_ssl_category())
+  if (!established_ && stream_.tls() && ec.category() == asio::error::get_ssl_category()) {
+    failure_ = LinkFailureKind::kIdentity;
     return drop(cat("it refused our TLS credentials: ", tls_failure(ec, *stream_.tls())),
                 CloseKind::kRefused);
+  }
   if (is_eof(ec))
     return close(cat("truncated frame: connection closed after ", got, " of ", wanted, " ",
                      part, " bytes"),
@@ -371,14 +366,18 @@ void Session::on_control(const wire::FrameHeader& h) {
     case FrameType::kHello:
     case FrameType::kHelloAck: {
       auto hello = wire::decode_hello(control_);
-      if (!hello) return refuse(cat("bad handshake: ", hello.error));
+      if (!hello)
+        return refuse({wire::RefusalKind::kMalformed, cat("bad handshake: ", hello.error)});
       if (h.type == FrameType::kHello) return on_hello(h, *hello.value);
       return on_hello_ack(*hello.value);
     }
-    case FrameType::kError:
-      if (!established_)
-        return close(cat("refused us: ", printable(control_)), CloseKind::kRefused);
-      return close(cat("sent error: ", printable(control_)), CloseKind::kError);
+    case FrameType::kError: {
+      const wire::Refusal refusal = wire::decode_refusal(control_);
+      if (established_) return close(cat("sent error: ", refusal.text), CloseKind::kError);
+      failure_ = failure_of(refusal.kind);
+      refusal_text_ = refusal.text;
+      return close(cat("refused us: ", refusal.text), CloseKind::kRefused);
+    }
     case FrameType::kBye:
       hub_.log(cat(who(), " left (bye)"));
       return close("", CloseKind::kBye);
@@ -424,7 +423,7 @@ void Session::on_control(const wire::FrameHeader& h) {
 
 void Session::on_hello(const wire::FrameHeader& h, const wire::Hello& hello) {
   if (cert_rank_ < 0) peer_ = hello.rank;  // without TLS, the hello's word is all there is
-  if (auto why = hub_.on_hello(*this, hello, h.sender); !why.empty()) return refuse(why);
+  if (auto refusal = hub_.on_hello(*this, hello, h.sender)) return refuse(*refusal);
   peer_ = hello.rank;
   established_ = true;
   stream_.records_in();
@@ -437,9 +436,9 @@ void Session::on_hello(const wire::FrameHeader& h, const wire::Hello& hello) {
 
 void Session::on_hello_ack(const wire::Hello& hello) {
   if (hello.rank != peer_)
-    return refuse(cat("hello-ack from rank ", hello.rank, ", but we dialled peer ", peer_));
-  if (auto why = wire::refusal_reason(hub_.our_hello(), hello); !why.empty())
-    return refuse(why);
+    return refuse({wire::RefusalKind::kIdentity,
+                   cat("hello-ack from rank ", hello.rank, ", but we dialled peer ", peer_)});
+  if (auto refusal = wire::refusal_of(hub_.our_hello(), hello)) return refuse(*refusal);
   established_ = true;
   stream_.records_in();
   hub_.on_hello_ack(*this, hello);
@@ -496,11 +495,14 @@ void Session::drop(const std::string& why, CloseKind kind) {
   close("", kind);
 }
 
-void Session::refuse(const std::string& why) {
-  note(cat(who(), " refused: ", why));
+void Session::refuse(const wire::Refusal& refusal) {
+  note(cat(who(), " refused: ", refusal.text));
   final_kind_ = CloseKind::kRefused;
-  const std::string text = cat("refused by peer ", hub_.our_hello().rank, ": ", why);
-  queue_control(FrameType::kError, std::as_bytes(std::span(text)), true);
+  failure_ = failure_of(refusal.kind);
+  refusal_text_ = refusal.text;
+  const auto payload = wire::encode_refusal(
+      {refusal.kind, cat("refused by peer ", hub_.our_hello().rank, ": ", refusal.text)});
+  queue_control(FrameType::kError, payload, true);
 }
 
 void Session::read_params(const wire::FrameHeader& h) {

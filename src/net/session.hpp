@@ -13,6 +13,7 @@
 #include <chrono>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -21,6 +22,7 @@
 #include <asio/ssl.hpp>
 
 #include "gossip/net.hpp"
+#include "src/net/link_failure.hpp"
 #include "src/net/mailbox.hpp"
 #include "src/net/shm.hpp"
 #include "src/net/tls.hpp"
@@ -47,8 +49,9 @@ class Hub {
   virtual Mailboxes& mailboxes() = 0;
   /// The TLS context every connection uses, or nullptr when TLS is off.
   virtual asio::ssl::context* tls_context() = 0;
-  /// Acceptor side: empty when `hello` may become the link to its rank, else why not.
-  virtual std::string on_hello(Session& s, const wire::Hello& hello, std::uint32_t sender) = 0;
+  /// Acceptor side: nullopt when `hello` may become the link to its rank, else why not.
+  virtual std::optional<wire::Refusal> on_hello(Session& s, const wire::Hello& hello,
+                                                std::uint32_t sender) = 0;
   /// Dialler side: the handshake is done; the session becomes the link to its peer.
   virtual void on_hello_ack(Session& s, const wire::Hello& hello) = 0;
   /// Either side: the handshake is done and frames may be queued on `s`.
@@ -151,6 +154,11 @@ class Session : public std::enable_shared_from_this<Session> {
   /// What the remote sent failed authentication (a forged record, a bad TLS record MAC): whoever
   /// carried the bytes altered them.
   bool altered() const { return altered_; }
+  /// What kind of failure ended the handshake, refused either way or broken off (kHandshake
+  /// until it says more; kNone once established).
+  LinkFailureKind failure() const { return established_ ? LinkFailureKind::kNone : failure_; }
+  /// The words of the refusal this session sent or received ("" when none).
+  const std::string& refusal_text() const { return refusal_text_; }
   /// TCP's round-trip time to the next hop (the remote, or the relay), ms; -1 when unknown.
   double rtt_ms();
   /// "peer 3 (127.0.0.1:41234)" or "connection from 127.0.0.1:41234".
@@ -198,7 +206,9 @@ class Session : public std::enable_shared_from_this<Session> {
   void begin_hello();
   /// Queues the frames inherited from a replaced connection.
   void send_inherited();
-  void refuse(const std::string& why);
+  /// Tells the remote why its handshake is refused (an error frame that carries the kind), and
+  /// closes once that is written.
+  void refuse(const wire::Refusal& refusal);
   /// Closes without telling the remote (no channel to tell it on), logging "<who> refused: why".
   void drop(const std::string& why, CloseKind kind);
   /// A line about this session: rate-limited while the remote is not authenticated.
@@ -217,6 +227,8 @@ class Session : public std::enable_shared_from_this<Session> {
   int relay_ = -1;
   std::string relay_address_;
   bool altered_ = false;
+  LinkFailureKind failure_ = LinkFailureKind::kHandshake;
+  std::string refusal_text_;
   bool retired_ = false;  // retire(): nothing more is written; read to the end
   std::chrono::milliseconds retire_within_{0};
   void shut_sending();

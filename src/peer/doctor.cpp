@@ -53,7 +53,7 @@ Judged judge(const NeighbourCheck& c, const DoctorRequest& q, bool listening) {
   if (!c.dialled) {
     j.line += cat("not dialled: ", c.dial_error);
     j.advice.push_back(
-        c.dial_error.rfind("refused", 0) == 0
+        c.dial_failure == LinkFailureKind::kRefused
             ? cat("nothing listens at ", c.address, ": start peer ", c.peer, " (a peer waits "
                   "net.connect_timeout_s for its neighbours), or forward port ",
                   port_of(c.address), " to it")
@@ -155,7 +155,7 @@ DoctorOutcome doctor(const RunConfig& config, const Topology& topology, const Pe
     std::string relay;
     // Nothing listens there (refused): the neighbour is not running. Else, when neither end
     // can dial the other (no route, no answer: a NAT or a firewall), the link needs a relay.
-    const bool absent = !c.dialled && !c.asked && c.dial_error.rfind("refused", 0) == 0;
+    const bool absent = !c.dialled && !c.asked && c.dial_failure == LinkFailureKind::kRefused;
     if (!forms && !c.address.empty() && c.resolve_error.empty() && !absent) {
       relay = relay_for(config, q, c.peer);
       forms = !relay.empty();

@@ -145,7 +145,7 @@ JsonArray links_json(const Exchange& exchange) {
                    : l.formed   ? "down"
                    : l.given_up ? "never_formed"
                                 : "waiting");
-    if (!l.up && !l.left) o.add("why", l.why);
+    if (!l.up && !l.left) o.add("why", l.why).add("failure", link_failure_name(l.failure));
     o.add("path", link_path_name(l.path));  // how it formed last (none: never)
     if (l.path != LinkPath::kNone) {
       if (l.dialler >= 0) o.add("dialled_by", l.dialler);

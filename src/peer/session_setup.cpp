@@ -5,16 +5,6 @@
 
 namespace gossip {
 
-namespace {
-
-/// The refusals a neighbour's handshake gave, collected from the I/O thread's log lines.
-struct Refusals {
-  std::mutex mutex;
-  std::vector<std::string> lines;
-};
-
-}  // namespace
-
 /// Connects with `learner`'s buffer; throws when a neighbour refused our model.
 void PeerSession::Impl::connect(const Learner& learner, const std::string& model) {
   NetConfig net = net_config(config, topology, opt, model, learner.num_params);
@@ -28,13 +18,7 @@ void PeerSession::Impl::connect(const Learner& learner, const std::string& model
   if (config.gossip.wire != WireFormat::kFp32)
     log_line(cat("peer ", rank, ": parameters travel as ", wire_format_name(config.gossip.wire),
                  " (gossip.wire): rounded to 16 bits as they leave, widened on receipt"));
-  auto refusals = std::make_shared<Refusals>();
-  net.log = [rank, refusals](const std::string& line) {
-    log_line(cat("peer ", rank, " net: ", line));
-    if (line.find("model fingerprint") == std::string::npos) return;
-    std::lock_guard lock(refusals->mutex);
-    refusals->lines.push_back(line);
-  };
+  net.log = [rank](const std::string& line) { log_line(cat("peer ", rank, " net: ", line)); };
   // On a GPU the neighbours' messages arrive in page-locked memory: their uploads go by DMA.
   if (learner.backend != nullptr) net.host_memory = learner.backend->pinned_memory();
   const std::vector<int> linked = net.neighbours;
@@ -45,15 +29,14 @@ void PeerSession::Impl::connect(const Learner& learner, const std::string& model
   else if (!topology.epochs().empty()) transport->expect(later_neighbours(topology, rank));
   const std::vector<int> up = transport->connected_peers();
   const bool all_up = std::includes(up.begin(), up.end(), linked.begin(), linked.end());
-  {
-    std::lock_guard lock(refusals->mutex);
-    if (!all_up && !refusals->lines.empty()) {
+  for (const LinkStatus& link : all_up ? std::vector<LinkStatus>{} : transport->links())
+    if (link.failure == LinkFailureKind::kModel) {
+      const std::string why = link.why;
       transport.reset();
-      throw InputError(cat("peer ", rank, ": its neighbours refused its parameter buffer: ",
-                           refusals->lines.front(), " (every peer of a run must join with a "
+      throw InputError(cat("peer ", rank, ": its neighbours refused its parameter buffer: peer ",
+                           link.peer, ": ", why, " (every peer of a run must join with a "
                            "buffer of the same model and size)"));
     }
-  }
   faulted = std::make_unique<FaultedExchange>(*transport, config.faults, config.train.seed);
   exchange = std::make_unique<MonitoredExchange>(faulted->top(), config.monitor);
   events.emit(ReadyEvent{rank, since(t0), topology.n(), opt.config_path});

@@ -189,24 +189,50 @@ std::string describe_model(const HandshakeInfo& info) {
              " params)");
 }
 
-std::string refusal_reason(const Hello& ours, const Hello& theirs) {
+std::optional<Refusal> refusal_of(const Hello& ours, const Hello& theirs) {
   if (theirs.protocol_version != ours.protocol_version)
-    return cat("protocol version ", theirs.protocol_version, " != ours ",
-               ours.protocol_version);
+    return Refusal{RefusalKind::kVersion, cat("protocol version ", theirs.protocol_version,
+                                              " != ours ", ours.protocol_version)};
   if (theirs.info.run_id != ours.info.run_id)
-    return cat("run id '", theirs.info.run_id, "' != ours '", ours.info.run_id, "'");
+    return Refusal{RefusalKind::kRunId,
+                   cat("run id '", theirs.info.run_id, "' != ours '", ours.info.run_id, "'")};
   if (theirs.info.model != ours.info.model ||
       theirs.info.param_count != ours.info.param_count)
-    return cat("model fingerprint ", describe_model(theirs.info), " != ours ",
-               describe_model(ours.info));
+    return Refusal{RefusalKind::kModel, cat("model fingerprint ", describe_model(theirs.info),
+                                            " != ours ", describe_model(ours.info))};
   if (theirs.info.topology_fingerprint != ours.info.topology_fingerprint)
-    return cat("topology fingerprint ", theirs.info.topology_fingerprint, " != ours ",
-               ours.info.topology_fingerprint);
+    return Refusal{RefusalKind::kTopology,
+                   cat("topology fingerprint ", theirs.info.topology_fingerprint, " != ours ",
+                       ours.info.topology_fingerprint)};
   if (theirs.info.wire != ours.info.wire)
-    return cat("wire format ", wire_format_name(theirs.info.wire), " != ours ",
-               wire_format_name(ours.info.wire),
-               " (gossip.wire must be the same on every peer of a run)");
-  return settings_refusal(ours.info.gossip, theirs.info.gossip);
+    return Refusal{RefusalKind::kWire,
+                   cat("wire format ", wire_format_name(theirs.info.wire), " != ours ",
+                       wire_format_name(ours.info.wire),
+                       " (gossip.wire must be the same on every peer of a run)")};
+  if (auto why = settings_refusal(ours.info.gossip, theirs.info.gossip); !why.empty())
+    return Refusal{RefusalKind::kSettings, std::move(why)};
+  return std::nullopt;
+}
+
+std::vector<std::byte> encode_refusal(const Refusal& refusal) {
+  std::vector<std::byte> out;
+  out.reserve(1 + refusal.text.size());
+  out.push_back(static_cast<std::byte>(refusal.kind));
+  const auto text = std::as_bytes(std::span(refusal.text));
+  out.insert(out.end(), text.begin(), text.end());
+  return out;
+}
+
+Refusal decode_refusal(std::span<const std::byte> payload, std::size_t max_text) {
+  Refusal out;
+  if (payload.empty()) return out;
+  const auto kind = std::to_integer<std::size_t>(payload[0]);
+  if (kind < refusal_table().size()) out.kind = static_cast<RefusalKind>(kind);
+  for (std::byte b : payload.subspan(1, std::min(payload.size() - 1, max_text))) {
+    const auto c = std::to_integer<unsigned char>(b);
+    out.text += (c >= 32 && c < 127) ? static_cast<char>(c) : '?';
+  }
+  return out;
 }
 
 }  // namespace gossip::wire
