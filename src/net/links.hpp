@@ -1,10 +1,12 @@
-/// net/links: the I/O-thread half of NetExchange — accepting, dialling with back-off, deciding
-/// which handshakes become the link to a neighbour, noticing lost links, and fanning a publish
-/// out to the sessions. Exactly one TCP connection per neighbour pair: the lower rank dials,
+/// net/links: the I/O-thread half of NetExchange — the table of links to the neighbours, which
+/// handshakes become the link to a neighbour (links.cpp), dialling with back-off and through the
+/// relays (dialler.cpp, rendezvous.cpp), noticing lost links, and fanning a publish out to the
+/// sessions (fanout.cpp). Exactly one TCP connection per neighbour pair: the lower rank dials,
 /// unless the higher one cannot be dialled (it found itself unreachable, or net.reachable: no
-/// says so), which then dials; when neither end can be dialled, both go to a relay. The same
-/// port answers rendezvous messages (gossip/wire.hpp): dial-back requests, and relay requests
-/// that this peer serves while it is reachable (src/net/rendezvous.cpp).
+/// says so), which then dials; when neither end can be dialled, both go to a relay. The parts
+/// with one job each are their own classes: the port (acceptor.hpp), the I/O they share
+/// (rendezvous_io.hpp), reachability (reachability.hpp), the relay service (relay_server.hpp),
+/// the members' addresses (address_gossip.hpp) and the refusal log (refusal_log.hpp).
 #pragma once
 #if !defined(GOSSIP_ROOM_NET)
 #error "src/net/links.hpp belongs to room net, which this room does not use (see the room table in meson.build)"
@@ -23,7 +25,12 @@
 
 #include <asio.hpp>
 
-#include "src/net/address_book.hpp"
+#include "src/net/acceptor.hpp"
+#include "src/net/address_gossip.hpp"
+#include "src/net/reachability.hpp"
+#include "src/net/refusal_log.hpp"
+#include "src/net/relay_server.hpp"
+#include "src/net/rendezvous_io.hpp"
 #include "src/net/session.hpp"
 
 namespace gossip::net {
@@ -70,15 +77,14 @@ class Links final : public Hub {
 
   // --- any thread ----------------------------------------------------------------------------
   std::uint64_t bytes_sent() const { return bytes_sent_.load(); }
-  std::uint64_t bytes_relayed() const { return bytes_relayed_.load(); }
+  std::uint64_t bytes_relayed() const { return relays_.bytes_relayed(); }
   /// Links this peer relays now (I/O thread).
-  std::size_t relayed_links() const { return relayed_links_; }
-  ReachabilityReport reachability() const;
-  /// The address rank `peer` is dialled at: its signed record's, else the listed one ("" when
-  /// neither is known yet).
-  std::string address_of(int peer) const;
+  std::size_t relayed_links() const { return relays_.relayed_links(); }
+  ReachabilityReport reachability() const { return reach_.report(); }
+  /// The address rank `peer` is dialled at (AddressGossip::address_of).
+  std::string address_of(int peer) const { return addresses_.address_of(peer); }
   /// Every member's address as this peer knows it now (NetExchange::addresses).
-  std::vector<PeerAddress> addresses() const;
+  std::vector<PeerAddress> addresses() const { return addresses_.addresses(); }
   /// Bytes sent to and received from each neighbour so far (NetExchange::link_traffic).
   std::vector<LinkTraffic> link_traffic() const;
   void log(const std::string& line) override;
@@ -121,33 +127,20 @@ class Links final : public Hub {
     std::size_t relay_next = 0;
     std::vector<std::string> relays_refused;  // relays (addresses) that altered its bytes
   };
-  /// A relay request waiting at this peer for the other end of its link.
-  struct Waiting {
-    std::shared_ptr<asio::ip::tcp::socket> socket;
-    std::uint32_t from = 0;
-    std::shared_ptr<asio::steady_timer> timer;
-  };
+  using Socket = RendezvousIo::Socket;
 
-  void accept();
-  /// A new connection: a rendezvous message (first byte) or a session's handshake.
-  void sniff(std::shared_ptr<asio::ip::tcp::socket> socket);
+  /// Our shared segment, offered in hello_ when shared memory is on and can be had.
+  void offer_shared_memory();
+  AddressGossip::Hooks address_hooks();
+  Acceptor::Hooks acceptor_hooks();
+  /// Whether a neighbour we wait for has no address yet (and no link up).
+  bool address_missing() const;
+  /// Queues an address record's frame on every link that is up but the one to `except`.
+  void pass_on(const FrameBytes& frame, int except);
   void start_session(asio::ip::tcp::socket socket);
   // --- rendezvous (src/net/rendezvous.cpp) ---
-  /// Reads the rendezvous message a connection starts with and serves it.
-  void serve_rendezvous(std::shared_ptr<asio::ip::tcp::socket> socket);
-  void serve_dial_back(std::shared_ptr<asio::ip::tcp::socket> asker, const wire::Rendezvous& ask);
-  void serve_relay(std::shared_ptr<asio::ip::tcp::socket> asker, const wire::Rendezvous& ask);
-  /// Passes bytes both ways between two connections until either closes; counts them.
-  void splice(std::shared_ptr<asio::ip::tcp::socket> a, std::shared_ptr<asio::ip::tcp::socket> b,
-              std::string what);
-  /// Finds out whether the other members can dial us (net.reachable: auto).
-  void check_reachability(Clock::time_point deadline);
-  void ask_dial_back(int helper, Clock::time_point deadline);
-  void dial_back_answered(int helper, bool ok, const std::string& text);
-  /// Helper `helper` said it dialled us back: its probe must arrive by `until`.
-  void wait_for_probe(int helper, const std::string& text, Clock::time_point until);
-  /// Settles our reachability; an unreachable peer dials the neighbours that would dial it.
-  void settle_reachability(Reachability state, std::string how);
+  /// Reads the rendezvous message a connection starts with and hands it to its service.
+  void serve_rendezvous(Socket socket);
   /// Our reachability is kUnreachable: dial every neighbour not up, whatever its rank.
   void dial_all();
   /// Whether this peer dials `peer` (and redials it when the link is lost).
@@ -161,54 +154,13 @@ class Links final : public Hub {
   /// The relay answered ok: the link's session starts on `socket` (the lower rank's end dials).
   void start_relayed(int peer, std::shared_ptr<asio::ip::tcp::socket> socket, int relay,
                      const std::string& relay_address);
-  /// Endpoints of `address` ("host:port"), resolved once; empty when it does not resolve.
-  const asio::ip::tcp::resolver::results_type& endpoints_of(const std::string& address);
-  /// Writes `m` to `socket`, then calls `then` (with the write's error).
-  void send_rendezvous(std::shared_ptr<asio::ip::tcp::socket> socket, const wire::Rendezvous& m,
-                       std::function<void(std::error_code)> then);
-  /// Reads one rendezvous message from `socket` within `within`; `then` gets it or why not.
-  void read_rendezvous(std::shared_ptr<asio::ip::tcp::socket> socket,
-                       std::chrono::milliseconds within,
-                       std::function<void(std::optional<wire::Rendezvous>, std::string)> then);
-  wire::Rendezvous rendezvous(wire::RendezvousKind kind, std::uint32_t to) const;
-  /// Timers and sockets of the rendezvous, cancelled and closed at shutdown (but the two ends
-  /// of a link we relay: spliced_).
-  std::shared_ptr<asio::steady_timer> new_timer(std::chrono::milliseconds after);
-  std::shared_ptr<asio::steady_timer> new_timer(Clock::time_point at);
-  std::shared_ptr<asio::ip::tcp::socket> new_socket();
-  /// A registered timer that closes `socket` after `within`, and whether it did (`late`):
-  /// the pending operation on the socket then fails, and its handler says it timed out.
-  struct Deadline {
-    std::shared_ptr<asio::steady_timer> timer;
-    std::shared_ptr<bool> late;
-  };
-  Deadline close_after(std::shared_ptr<asio::ip::tcp::socket> socket,
-                       std::chrono::milliseconds within);
-  void watch(const std::shared_ptr<asio::ip::tcp::socket>& socket);
-  bool spliced(const asio::ip::tcp::socket& socket) const;
+
   void track(const std::shared_ptr<Session>& s);
   /// Accepted connections still in their handshake (TLS or hello).
   std::size_t unfinished_handshakes() const;
   void dial(int peer);
-  /// A newer signed record of `peer` at `address`, passed on by `from`: dialled there from now.
-  void learned(int peer, const std::string& address, int from);
-  // --- address records (src/net/address_exchange.cpp) ---
-  /// A record `from` passed on (a link's frame, or a rendezvous): checked, held and passed on
-  /// to the other neighbours when new, an address_refused alert when not believed.
-  AddressBook::Verdict take_record(const wire::AddressRecord& record, int from);
-  /// While a neighbour's address is unknown (and its link not up), asks the members whose
-  /// addresses are known, one each kAskAddressesEvery in turn, for the records they hold.
-  void ask_addresses(Clock::time_point until);
-  void ask_addresses_of(int member);
-  void serve_address_ask(std::shared_ptr<asio::ip::tcp::socket> asker, const wire::Rendezvous& ask);
-  /// Reads `count` address frames from `socket` within `within`; `then` gets them, or why not.
-  struct RecordRead;
-  void read_records(std::shared_ptr<asio::ip::tcp::socket> socket, std::shared_ptr<RecordRead> read);
-  void read_records(std::shared_ptr<asio::ip::tcp::socket> socket, std::size_t count,
-                    std::chrono::milliseconds within,
-                    std::function<void(std::vector<wire::AddressRecord>, std::string)> then);
-  /// `m` then every record we hold, as one write.
-  std::shared_ptr<std::vector<std::byte>> with_records(const wire::Rendezvous& m) const;
+  /// A newer signed record of `peer` came (AddressGossip): dialled at its address from now.
+  void learned(int peer);
   /// The socket options (set_socket_options); says once what became of net.congestion.
   void tune(asio::ip::tcp::socket& socket);
   void retry(int peer, const std::string& why);
@@ -231,58 +183,31 @@ class Links final : public Hub {
   void sent_to(int peer) { links_[peer]->last_sent = Clock::now(); }
 
   asio::io_context& io_;
-  asio::ip::tcp::acceptor& acceptor_;
   const NetConfig& config_;
   const std::uint64_t max_frame_bytes_;
   Mailboxes& mail_;
   std::unique_ptr<asio::ssl::context> tls_;  // null when TLS is off
+  // The parts (constructed in this order: each takes the ones before it).
+  RefusalLog refusals_;
+  RendezvousIo rv_;
+  AddressGossip addresses_;
+  ReachabilityCheck reach_;
+  RelayServer relays_;
+  Acceptor acceptor_;
   std::unique_ptr<ShmSegment> shm_;  // ours, offered in hello_ when shared memory is on
   wire::Hello hello_;
   std::vector<std::unique_ptr<Link>> links_;  // by rank; null for non-neighbours
   bool congestion_said_ = false;
   std::vector<std::weak_ptr<Session>> sessions_;
-  asio::steady_timer accept_retry_;
   asio::steady_timer heartbeat_;
   std::shared_ptr<const std::vector<std::byte>> last_view_;  // the view frame sent last
   std::shared_ptr<const std::vector<std::byte>> last_announce_;  // the announce frame sent last
-  // Addresses: the listed ones, replaced by the members' signed records as they come (written
-  // by the I/O thread under addr_mu_, read by any thread).
-  mutable std::mutex addr_mu_;
-  std::vector<std::string> addresses_;
-  std::vector<bool> learned_;
-  std::unique_ptr<AddressBook> book_;
-  std::vector<std::pair<int, int>> refused_records_;  // (passed on by, rank): said once each
-  std::size_t ask_next_ = 0;  // the member ask_addresses asks next (in rank order)
-  bool stopping_ = false;
   std::atomic<std::uint64_t> bytes_sent_{0};
-  std::atomic<std::uint64_t> bytes_relayed_{0};
-  // Reachability (the report read from any thread under reach_mu_).
-  mutable std::mutex reach_mu_;
-  ReachabilityReport reach_;
-  std::uint64_t probe_nonce_ = 0;
-  std::vector<int> probes_from_;    // helpers whose dial back reached us
-  std::vector<int> helpers_;        // members asked to dial us back
-  std::vector<int> helpers_ok_;     // ... that did
-  std::size_t helpers_done_ = 0;    // ... that answered, or will not
-  std::optional<Clock::time_point> first_ok_;  // when the first dialled us back
-  Clock::time_point probe_deadline_{};
-  std::size_t sniffing_ = 0;        // accepted connections whose first byte is awaited
-  std::size_t serving_ = 0;         // rendezvous connections being served
-  std::size_t relayed_links_ = 0;   // links this peer relays now
-  std::map<std::pair<std::uint32_t, std::uint32_t>, Waiting> waiting_;  // relay asks, by link
-  std::map<std::string, asio::ip::tcp::resolver::results_type> resolved_;
-  std::vector<std::weak_ptr<asio::steady_timer>> rendezvous_timers_;
-  std::vector<std::weak_ptr<asio::ip::tcp::socket>> rendezvous_sockets_;
-  std::vector<std::weak_ptr<asio::ip::tcp::socket>> spliced_;
+  std::size_t serving_ = 0;  // rendezvous connections being read
   // Per rank (zero for non-neighbours): read by any thread, added to by the I/O thread.
   std::vector<std::atomic<std::uint64_t>> sent_to_;
   std::vector<std::atomic<std::uint64_t>> received_from_;
   CryptoLog crypto_;
-  // Refusal lines: a burst of kRefusalBurst, then one a second; the rest are counted.
-  double refusal_tokens_;
-  Clock::time_point refusal_refill_ = Clock::now();
-  std::uint64_t refusals_unlogged_ = 0;
-  const std::uint64_t run_tag_;  // rendezvous_tag(run id)
 };
 
 }  // namespace gossip::net
