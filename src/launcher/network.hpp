@@ -86,6 +86,19 @@ class Network {
   void show_progress();
   std::string stage(std::int64_t done, std::int64_t total) const;
   void carry_out_faults();
+  /// Wakes (SIGCONT) the paused peers whose time is up at `now`.
+  void wake_paused(Clock::time_point now);
+  /// The network's round as the fault schedule reads it (max when no peer runs).
+  std::int64_t fault_round() const;
+  /// Whether fault `f` acts now, the network at `round`.
+  bool fault_due(const Fault& f, std::int64_t round) const;
+  /// An attack's start: events.jsonl and a note (the attackers carry it out).
+  void note_attack(const Fault& f);
+  /// A kill, restart or pause on f's peers (a cut lists links, not peers); returns those it
+  /// acted on.
+  std::vector<int> act_on_peers(const Fault& f, Clock::time_point now);
+  /// A kill, restart or pause done: events.jsonl, the dashboard, a note.
+  void note_fault(const Fault& f);
   bool killed_by_schedule(int rank) const {
     return std::find(scheduled_deaths_.begin(), scheduled_deaths_.end(), rank) !=
            scheduled_deaths_.end();
