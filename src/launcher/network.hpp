@@ -1,7 +1,8 @@
 // launcher/network.hpp: `gossip run`'s running network (Network): its child processes, the
 // event lines it follows, the fault schedule and the membership changes it carries out, and the
-// record it keeps. launcher.cpp starts and ends it; fault_schedule.cpp holds what it does at a
-// fault's or a membership change's round. Private to the room.
+// record it keeps. launcher.cpp starts and ends it; peer_events.cpp holds what it does with its
+// peers' event lines, fault_schedule.cpp what it does at a fault's or a membership change's
+// round. Private to the room.
 #pragma once
 #if !defined(GOSSIP_ROOM_LAUNCHER)
 #error "src/launcher/network.hpp belongs to room launcher, which this room does not use (see the room table in meson.build)"
