@@ -311,36 +311,12 @@ int Network::run() {
     if (!fds.empty()) poll(fds.data(), fds.size(), 200);
     bool all_exited = true;
     for (auto& c : children_) {
-      // Reap before reading: a child that has exited has all its lines in the pipe, so its
-      // "done" event is read before it is judged (read first, and a child that writes it and
-      // exits in between looked like a failure).
-      const bool was_running = c.running;
-      const bool exited = launcher::reap(children_, c);
-      std::vector<std::string> lines;
-      launcher::read_lines(c, lines);
-      for (const auto& l : lines)
-        if (const auto e = parse_event(l)) handle_event(c.rank, *e);
-      if (exited && was_running) {
-        const bool stopped_as_asked = opt_.until_round > 0 && c.exit_code == 0;
-        if (killed_by_schedule(c.rank)) {
-          peer_gone(c.rank, "killed by the fault schedule");
-          watch_outside(c.rank);
-        } else if (c.exit_code != 0 || (!record_.has_finished(c.rank) && !stopped_as_asked)) {
-          const std::string why = cat("peer ", c.rank, " failed (exit code ", c.exit_code,
-                                      "); last lines of its log:\n", launcher::tail_lines(c.log_path, 6));
-          if (opt_.restart_on_failure && restarts_[c.rank] < kMaxRestarts) {
-            ++restarts_[c.rank];
-            progress_.note(cat(why, "\nstarting peer ", c.rank, " again (--restart on-failure, ",
-                               restarts_[c.rank], " of ", kMaxRestarts, ")"));
-            record_.log_fault(peer_round_[c.rank], "restart", {c.rank}, 0.0);
-            restart(c.rank);
-            all_exited = false;
-            continue;
-          }
-          if (!opt_.keep_going) return fail(why);
-          progress_.note(why);
-          peer_gone(c.rank, cat("failed (exit code ", c.exit_code, ")"));
-          watch_outside(c.rank);
+      if (reap_and_read(c)) {
+        const ExitVerdict verdict = judge_exit(c);
+        if (verdict.fatal) return fail(*verdict.fatal);
+        if (verdict.restarted) {
+          all_exited = false;
+          continue;
         }
       }
       all_exited &= !c.running && c.out_fd < 0;
@@ -359,6 +335,47 @@ int Network::run() {
     if (metrics_) update_metrics();
     if (all_exited && !outside_running) break;
   }
+  return end_run();
+}
+
+bool Network::reap_and_read(launcher::Child& c) {
+  // Reap before reading: a child that has exited has all its lines in the pipe, so its
+  // "done" event is read before it is judged (read first, and a child that writes it and
+  // exits in between looked like a failure).
+  const bool was_running = c.running;
+  const bool exited = launcher::reap(children_, c);
+  std::vector<std::string> lines;
+  launcher::read_lines(c, lines);
+  for (const auto& l : lines)
+    if (const auto e = parse_event(l)) handle_event(c.rank, *e);
+  return exited && was_running;
+}
+
+Network::ExitVerdict Network::judge_exit(const launcher::Child& c) {
+  const bool stopped_as_asked = opt_.until_round > 0 && c.exit_code == 0;
+  if (killed_by_schedule(c.rank)) {
+    peer_gone(c.rank, "killed by the fault schedule");
+    watch_outside(c.rank);
+  } else if (c.exit_code != 0 || (!record_.has_finished(c.rank) && !stopped_as_asked)) {
+    const std::string why = cat("peer ", c.rank, " failed (exit code ", c.exit_code,
+                                "); last lines of its log:\n", launcher::tail_lines(c.log_path, 6));
+    if (opt_.restart_on_failure && restarts_[c.rank] < kMaxRestarts) {
+      ++restarts_[c.rank];
+      progress_.note(cat(why, "\nstarting peer ", c.rank, " again (--restart on-failure, ",
+                         restarts_[c.rank], " of ", kMaxRestarts, ")"));
+      record_.log_fault(peer_round_[c.rank], "restart", {c.rank}, 0.0);
+      restart(c.rank);
+      return {.restarted = true, .fatal = std::nullopt};
+    }
+    if (!opt_.keep_going) return {.restarted = false, .fatal = why};
+    progress_.note(why);
+    peer_gone(c.rank, cat("failed (exit code ", c.exit_code, ")"));
+    watch_outside(c.rank);
+  }
+  return {};
+}
+
+int Network::end_run() {
   if (dashboard_) dashboard_->set_finished(now_s());
   if (metrics_) {
     update_metrics();

@@ -106,6 +106,18 @@ class Network {
   }
   void merge_ready_rounds();
   int fail(const std::string& why);
+  /// Reaps child c and handles the event lines it wrote; returns whether it has just exited.
+  bool reap_and_read(launcher::Child& c);
+  /// What a child's exit means for the run.
+  struct ExitVerdict {
+    bool restarted = false;            // started again (--restart on-failure)
+    std::optional<std::string> fatal;  // the failure that ends the run (no --keep-going)
+  };
+  /// Child c has just exited: killed by the schedule, finished, or failed (started again, the
+  /// run's end, or, under --keep-going, gone).
+  ExitVerdict judge_exit(const launcher::Child& c);
+  /// Every child has exited: the dashboard, metrics, summary.json; returns the run's exit code.
+  int end_run();
   /// --dashboard and net.metrics_port: their servers, when asked for; one that cannot listen is
   /// said and left out.
   void start_observers(const RunConfig& config, const Topology& topology);
