@@ -494,6 +494,86 @@ std::vector<std::string> with_topology(std::vector<std::string> args, const std:
   return args;
 }
 
+/// The refusals before anything is written: an elastic run's options, the fault schedule, the
+/// backend, peers_per_process and, with --netem, a topology whose peers: are on other hosts.
+/// `drop_addresses`: --netem with a topology that lists its peers' (loopback) addresses.
+void check_launch(const RunConfig& config, const LaunchOptions& options, const Topology& loaded,
+                  const Topology& topology, bool drop_addresses) {
+  const bool elastic = !topology.epochs().empty();
+  if (elastic && (options.resume || options.until_round > 0 || config.net.emulate.enabled() ||
+                  !config.exec.empty() || options.restart_on_failure))
+    throw InputError(cat(config.where("faults"), ": a run whose peers join and leave does not "
+                         "take --resume, --until-round, --netem, --restart or exec: yet"));
+  check_faults(config, loaded);
+  check_backend(config);
+  check_grouping(config, options, elastic);
+  if (drop_addresses && !loopback_only(topology))
+    throw InputError(cat("--netem '", config.net.emulate.text, "': emulated links give every peer its own "
+                         "address, but the topology ", config.gossip.topology, " places the "
+                         "peers on other hosts (peers:); leave them out to use --netem"));
+}
+
+/// --netem over a topology with its peers' loopback addresses: the peers read the same graph,
+/// written without them, from OUT/netem-topology.yaml.
+void write_bare_topology(const RunConfig& config, const Topology& topology,
+                         LaunchOptions& options) {
+  // One machine's loopback addresses: the peers take their namespaces' instead, from the same
+  // graph written without its peers: list.
+  Topology bare = topology;
+  bare.set_addresses({});
+  const std::string file = cat(options.out_dir, "/netem-topology.yaml");
+  std::ofstream(file, std::ios::trunc) << to_yaml(bare);
+  options.peer_arguments = with_topology(options.peer_arguments, file);
+  std::printf("gossip run: --netem: the loopback addresses of %s (peers:) give way to the "
+              "namespaces' own; the peers read the same graph from %s\n",
+              config.gossip.topology.c_str(), file.c_str());
+}
+
+/// Ctrl-C and SIGTERM set g_signal, which the run looks at between its steps.
+void catch_signals() {
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+}
+
+/// --netem: each peer's network namespace and emulated link into `links`, and OUT/netem-hosts.
+/// Returns false when a Ctrl-C or SIGTERM came while they were made (they are removed then).
+bool make_links(const RunConfig& config, int n, const std::string& out_dir,
+                std::optional<launcher::EmulatedNetwork>& links) {
+  try {
+    links.emplace(config.net.emulate, n, [] { return g_signal != 0; });
+  } catch (const RuntimeError&) {
+    if (g_signal == 0) throw;
+    std::fprintf(stderr, "gossip run: interrupted while making the emulated links; removed "
+                 "them\n");
+    return false;
+  }
+  std::ofstream(out_dir + "/netem-hosts", std::ios::trunc) << links->hostfile();
+  std::printf("gossip run: each peer in its own network namespace (%s to %s), its link %s\n",
+              links->peer_namespace(0).c_str(), links->peer_namespace(n - 1).c_str(),
+              config.net.emulate.text.c_str());
+  std::fflush(stdout);
+  return true;
+}
+
+/// Every peer runs the GEMM chosen here once (measured or explicit): peers that each measured
+/// at the same moment, on a busy machine, could pick different kernels.
+void share_gemm(const GemmChoice& gemm) {
+  const auto cpu_gemms = cpu_gemm_names();
+  if (std::find(cpu_gemms.begin(), cpu_gemms.end(), gemm.name) != cpu_gemms.end())
+    setenv("GOSSIP_GEMM", gemm.name.c_str(), 1);
+  std::printf("gossip run: the peers' matrix products: %s\n", gemm.line().c_str());
+  std::fflush(stdout);
+}
+
+void remove_links(launcher::EmulatedNetwork& links) {
+  links.remove();
+  if (const auto left = links.leftovers(); !left.empty())
+    std::fprintf(stderr, "gossip run: network namespace %s is still there after removal\n",
+                 left.front().c_str());
+}
+
 }  // namespace gossip::launch_parts
 
 namespace gossip {
@@ -520,31 +600,10 @@ int launch(const RunConfig& config, const LaunchOptions& given) {
   // graph from it (run_topology, as gossip sim and every peer derive it).
   const Topology topology = run_topology(config, loaded);
   const bool elastic = !topology.epochs().empty();
-  if (elastic && (options.resume || options.until_round > 0 || config.net.emulate.enabled() ||
-                  !config.exec.empty() || options.restart_on_failure))
-    throw InputError(cat(config.where("faults"), ": a run whose peers join and leave does not "
-                         "take --resume, --until-round, --netem, --restart or exec: yet"));
-  check_faults(config, loaded);
-  check_backend(config);
-  check_grouping(config, options, elastic);
   const bool drop_addresses = config.net.emulate.enabled() && topology.has_addresses();
-  if (drop_addresses && !loopback_only(topology))
-    throw InputError(cat("--netem '", config.net.emulate.text, "': emulated links give every peer its own "
-                         "address, but the topology ", config.gossip.topology, " places the "
-                         "peers on other hosts (peers:); leave them out to use --netem"));
+  check_launch(config, options, loaded, topology, drop_addresses);
   make_output_dir(options.out_dir);
-  if (drop_addresses) {
-    // One machine's loopback addresses: the peers take their namespaces' instead, from the same
-    // graph written without its peers: list.
-    Topology bare = topology;
-    bare.set_addresses({});
-    const std::string file = cat(options.out_dir, "/netem-topology.yaml");
-    std::ofstream(file, std::ios::trunc) << to_yaml(bare);
-    options.peer_arguments = with_topology(options.peer_arguments, file);
-    std::printf("gossip run: --netem: the loopback addresses of %s (peers:) give way to the "
-                "namespaces' own; the peers read the same graph from %s\n",
-                config.gossip.topology.c_str(), file.c_str());
-  }
+  if (drop_addresses) write_bare_topology(config, topology, options);
   keep_run_identity(config, topology, options.out_dir, options.resume);
   const std::int64_t resume_round =
       options.resume ? common_checkpoint(options.out_dir, topology.n()) : -1;
@@ -558,44 +617,17 @@ int launch(const RunConfig& config, const LaunchOptions& given) {
               algorithm_name(config.gossip.algorithm), config.gossip.period, tls.c_str(),
               options.out_dir.c_str());
   std::fflush(stdout);
-  struct sigaction sa {};
-  sa.sa_handler = on_signal;
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
+  catch_signals();
   std::optional<launcher::EmulatedNetwork> links;
-  if (config.net.emulate.enabled()) {
-    try {
-      links.emplace(config.net.emulate, topology.n(), [] { return g_signal != 0; });
-    } catch (const RuntimeError&) {
-      if (g_signal == 0) throw;
-      std::fprintf(stderr, "gossip run: interrupted while making the emulated links; removed "
-                   "them\n");
-      return 130;
-    }
-    std::ofstream(options.out_dir + "/netem-hosts", std::ios::trunc) << links->hostfile();
-    std::printf("gossip run: each peer in its own network namespace (%s to %s), its link %s\n",
-                links->peer_namespace(0).c_str(), links->peer_namespace(topology.n() - 1).c_str(),
-                config.net.emulate.text.c_str());
-    std::fflush(stdout);
-  }
+  if (config.net.emulate.enabled() && !make_links(config, topology.n(), options.out_dir, links))
+    return 130;
   const auto mps = peer_environment(config, topology.n(), options.out_dir);
   Network net(config, options, topology, resume_round,
               credentials.dir,
               links ? &*links : nullptr);
-  // Every peer runs the GEMM chosen here once (measured or explicit): peers that each measured
-  // at the same moment, on a busy machine, could pick different kernels.
-  const auto cpu_gemms = cpu_gemm_names();
-  if (std::find(cpu_gemms.begin(), cpu_gemms.end(), net.gemm().name) != cpu_gemms.end())
-    setenv("GOSSIP_GEMM", net.gemm().name.c_str(), 1);
-  std::printf("gossip run: the peers' matrix products: %s\n", net.gemm().line().c_str());
-  std::fflush(stdout);
+  share_gemm(net.gemm());
   const int code = net.run();
-  if (links) {
-    links->remove();
-    if (const auto left = links->leftovers(); !left.empty())
-      std::fprintf(stderr, "gossip run: network namespace %s is still there after removal\n",
-                   left.front().c_str());
-  }
+  if (links) remove_links(*links);
   return code;
 }
 
