@@ -497,8 +497,8 @@ std::vector<std::string> with_topology(std::vector<std::string> args, const std:
 /// The refusals before anything is written: an elastic run's options, the fault schedule, the
 /// backend, peers_per_process and, with --netem, a topology whose peers: are on other hosts.
 /// `drop_addresses`: --netem with a topology that lists its peers' (loopback) addresses.
-void check_launch(const RunConfig& config, const LaunchOptions& options, const Topology& loaded,
-                  const Topology& topology, bool drop_addresses) {
+void refuse_before_start(const RunConfig& config, const LaunchOptions& options,
+                         const Topology& loaded, const Topology& topology, bool drop_addresses) {
   const bool elastic = !topology.epochs().empty();
   if (elastic && (options.resume || options.until_round > 0 || config.net.emulate.enabled() ||
                   !config.exec.empty() || options.restart_on_failure))
@@ -601,7 +601,7 @@ int launch(const RunConfig& config, const LaunchOptions& given) {
   const Topology topology = run_topology(config, loaded);
   const bool elastic = !topology.epochs().empty();
   const bool drop_addresses = config.net.emulate.enabled() && topology.has_addresses();
-  check_launch(config, options, loaded, topology, drop_addresses);
+  refuse_before_start(config, options, loaded, topology, drop_addresses);
   make_output_dir(options.out_dir);
   if (drop_addresses) write_bare_topology(config, topology, options);
   keep_run_identity(config, topology, options.out_dir, options.resume);
