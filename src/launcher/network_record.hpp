@@ -136,6 +136,10 @@ class NetworkRecord {
   /// Where the time went, from the finished peers' done events: fills net's phases and
   /// phases_per_peer; returns the final table's rows (each peer's, then "all").
   std::vector<std::pair<std::string, PhaseSeconds>> add_phases(NetworkSummary& net) const;
+  /// The ranks of `topology` not alive at the end (not finished, or held dead), ascending.
+  std::vector<int> gone_at_end(const Topology& topology) const;
+  /// The live peers among the first `n` whose monitor ended believing other than g's components.
+  void add_disagreeing_views(RunGraph& g, int n, const std::vector<int>& gone) const;
   /// An elastic run's member timeline (planned and announced changes up to `rounds`) into `net`.
   void add_membership(NetworkSummary& net, std::int64_t rounds) const;
   /// The final table: each peer's accuracy, bytes, seconds (and peak memory), where the time
