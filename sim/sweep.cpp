@@ -165,8 +165,9 @@ void print_sweep_start(const RunConfig& base, std::size_t settings, const RealRu
   std::printf("gossip compare: %s, %zu settings, %.3g epochs each, target accuracy %.3g%s\n",
               base.path.c_str(), settings, base.train.epochs,
               base.compare.target_accuracy,
-              real ? cat(", real runs (", real->links == "loopback" ? "over loopback"
-                                                                    : "emulated links " + real->links,
+              real ? cat(", real runs (",
+                         real->links == "loopback" ? "over loopback"
+                                                   : "emulated links " + real->links,
                          ")").c_str()
                    : "");
   std::fflush(stdout);

@@ -179,8 +179,9 @@ void check_fault(const Reader& r, const Node& item, const std::string& at, const
     std::vector<FaultActionTraits> spanning;
     for (const FaultActionTraits& t : fault_action_table())
       if (spans(t)) spanning.push_back(t);
-    r.fail(item, at, cat("to_round is for ", choice_list(std::span<const FaultActionTraits>(spanning), "and"),
-                         ", not ", name));
+    r.fail(item, at,
+           cat("to_round is for ", choice_list(std::span<const FaultActionTraits>(spanning), "and"),
+               ", not ", name));
   }
 }
 

@@ -224,13 +224,16 @@ std::vector<int> Network::act_on_peers(const Fault& f, Clock::time_point now) {
 
 void Network::note_fault(const Fault& f) {
   record_.log_fault(f.round, fault_action_name(f.action), f.peers, f.seconds);
+  const char* action = fault_action_name(f.action);
   if (dashboard_)
-    dashboard_->on_note("fault", f.round, cat("fault schedule: ", fault_action_name(f.action), " peer",
-                                              f.peers.size() == 1 ? " " : "s ",
-                                              format_peers(f.peers)), now_s());
-  progress_.note(cat("fault schedule at round ", f.round, ": ", fault_action_name(f.action), " peer",
+    dashboard_->on_note("fault", f.round,
+                        cat("fault schedule: ", action, " peer", f.peers.size() == 1 ? " " : "s ",
+                            format_peers(f.peers)),
+                        now_s());
+  progress_.note(cat("fault schedule at round ", f.round, ": ", action, " peer",
                      f.peers.size() == 1 ? " " : "s ", format_peers(f.peers),
-                     f.action == FaultAction::kPause ? cat(" for ", f.seconds, " s") : std::string()));
+                     f.action == FaultAction::kPause ? cat(" for ", f.seconds, " s")
+                                                     : std::string()));
 }
 
 }  // namespace gossip::launch_parts

@@ -508,9 +508,10 @@ void refuse_before_start(const RunConfig& config, const LaunchOptions& options,
   check_backend(config);
   check_grouping(config, options, elastic);
   if (drop_addresses && !loopback_only(topology))
-    throw InputError(cat("--netem '", config.net.emulate.text, "': emulated links give every peer its own "
-                         "address, but the topology ", config.gossip.topology, " places the "
-                         "peers on other hosts (peers:); leave them out to use --netem"));
+    throw InputError(cat("--netem '", config.net.emulate.text, "': emulated links give every "
+                         "peer its own address, but the topology ", config.gossip.topology,
+                         " places the peers on other hosts (peers:); leave them out to use "
+                         "--netem"));
 }
 
 /// --netem over a topology with its peers' loopback addresses: the peers read the same graph,
