@@ -170,6 +170,7 @@ struct PyDict {
 };
 
 /// gossip.Peer: one peer of a run, driven by the Python caller (PeerSession).
+void bind_peer_rounds(py::class_<Peer>& peer);
 void bind_peer_end(py::class_<Peer>& peer);
 
 /// gossip.PeerArguments: gossip peer's options as typed fields (gossip/peer_setup.hpp).
@@ -213,7 +214,15 @@ void bind_peer(py::module_& m) {
       .def_property_readonly("config_values",
                              [](const Peer& p) { return config_dict(p.session->config()); })
       .def("shard", [](const Peer& p) { return p.session->shard(); },
-           "This rank's shard: indices into the training set, as gossip peer draws it")
+           "This rank's shard: indices into the training set, as gossip peer draws it");
+  bind_peer_rounds(peer);
+  bind_peer_end(peer);
+}
+
+/// gossip.Peer's joining and its rounds: the buffer it mixes, traces, the average, the
+/// parameters (bind_peer's middle).
+void bind_peer_rounds(py::class_<Peer>& peer) {
+  peer
       .def("join", [](Peer& p, const py::buffer& buffer, const std::string& model,
                       std::int64_t rounds) {
              const std::span<float> params = float_buffer(buffer, "join");
@@ -269,7 +278,6 @@ void bind_peer(py::module_& m) {
              if (!state) return py::none();
              return py::bytes(reinterpret_cast<const char*>(state->data()), state->size());
            });
-  bind_peer_end(peer);
 }
 
 /// gossip.Peer's checkpoints, stop, reports and end (bind_peer's second half).
@@ -331,6 +339,9 @@ void bind_peer_end(py::class_<Peer>& peer) {
            "waits for the launcher's average model) and leaves the network");
 }
 
+void bind_data_functions(py::module_& m);
+void bind_topology_functions(py::module_& m);
+
 /// The module's functions: the algorithm table, data, configs, topologies, the simulator.
 void bind_functions(py::module_& m) {
   m.def("algorithms", [] {
@@ -349,6 +360,12 @@ void bind_functions(py::module_& m) {
     }
     return rows;
   }, "Every gossip algorithm's row of the algorithm table: its name, summary and traits.");
+  bind_data_functions(m);
+  bind_topology_functions(m);
+}
+
+/// The data reader, a script's config values and its learning rate (bind_functions' second part).
+void bind_data_functions(py::module_& m) {
   m.def("load_idx", [](const std::string& images, const std::string& labels, int classes) {
     Dataset d;
     {
@@ -380,6 +397,10 @@ void bind_functions(py::module_& m) {
   }, py::arg("config"), py::arg("epoch"),
      "optimizer.lr under optimizer.schedule (constant, step, cosine; warm-up) at `epoch` "
      "(fractional) of train.epochs: the schedule gossip peer's own trainer follows");
+}
+
+/// The topology report and generators, and the simulator (bind_functions' last part).
+void bind_topology_functions(py::module_& m) {
   m.def("topology_report", [](const std::string& file) {
     std::optional<Topology> t;
     TopologyReport r;

@@ -85,71 +85,77 @@ AveragingCheck averaging_check(const RunConfig& base, const std::string& topolog
   return a;
 }
 
-bool write_averaging(const std::string& dir, const std::vector<AveragingCheck>& checks,
-                     std::string* why) {
-  make_output_dir(dir);
-  {
-    std::ofstream csv(dir + "/averaging.csv", std::ios::trunc);
-    if (!csv) throw InputError(cat(dir, "/averaging.csv: cannot open for writing"));
-    csv << "topology,file,rho,predicted_contraction,measured_contraction,first_round,last_round,"
-           "exact_after,agrees,predicted_rounds_1000x,measured_rounds_1000x\n";
-    for (const auto& a : checks)
-      csv << a.label << ',' << a.topology << ',' << a.rho << ',' << a.predicted << ','
-          << a.measured << ',' << a.first << ',' << a.last << ','
-          << (a.exact_after >= 0 ? cat(a.exact_after) : "") << ','
-          << (a.agrees() ? "true" : "false") << ',' << a.predicted_rounds_1000x << ','
-          << (a.measured_rounds_1000x >= 0 ? cat(a.measured_rounds_1000x) : "") << '\n';
-  }
-  {
-    std::ofstream dat(dir + "/averaging.dat", std::ios::trunc);
-    for (std::size_t i = 0; i < checks.size(); ++i) {
-      const auto& a = checks[i];
-      dat << "# " << a.label << ": round, d/d(0), d(first)/d(0) * rho^(2 (round - first))\n";
-      const double d0 = a.distance.front();
-      for (std::size_t t = 0; t < a.distance.size(); ++t) {
-        const double predicted =
-            a.distance[a.first] / d0 * std::pow(a.predicted, static_cast<double>(t) - a.first);
-        dat << t << ' ' << a.distance[t] / d0 << ' ' << predicted << '\n';
-      }
-      dat << "\n\n";
+namespace {
+
+/// averaging.csv: a row a graph, its predicted and measured contraction.
+void write_averaging_csv(const std::string& dir, const std::vector<AveragingCheck>& checks) {
+  std::ofstream csv(dir + "/averaging.csv", std::ios::trunc);
+  if (!csv) throw InputError(cat(dir, "/averaging.csv: cannot open for writing"));
+  csv << "topology,file,rho,predicted_contraction,measured_contraction,first_round,last_round,"
+         "exact_after,agrees,predicted_rounds_1000x,measured_rounds_1000x\n";
+  for (const auto& a : checks)
+    csv << a.label << ',' << a.topology << ',' << a.rho << ',' << a.predicted << ','
+        << a.measured << ',' << a.first << ',' << a.last << ','
+        << (a.exact_after >= 0 ? cat(a.exact_after) : "") << ','
+        << (a.agrees() ? "true" : "false") << ',' << a.predicted_rounds_1000x << ','
+        << (a.measured_rounds_1000x >= 0 ? cat(a.measured_rounds_1000x) : "") << '\n';
+}
+
+/// averaging.dat: each graph's measured and predicted d/d(0), round by round, a block each.
+void write_averaging_dat(const std::string& dir, const std::vector<AveragingCheck>& checks) {
+  std::ofstream dat(dir + "/averaging.dat", std::ios::trunc);
+  for (std::size_t i = 0; i < checks.size(); ++i) {
+    const auto& a = checks[i];
+    dat << "# " << a.label << ": round, d/d(0), d(first)/d(0) * rho^(2 (round - first))\n";
+    const double d0 = a.distance.front();
+    for (std::size_t t = 0; t < a.distance.size(); ++t) {
+      const double predicted =
+          a.distance[a.first] / d0 * std::pow(a.predicted, static_cast<double>(t) - a.first);
+      dat << t << ' ' << a.distance[t] / d0 << ' ' << predicted << '\n';
     }
+    dat << "\n\n";
   }
-  {
-    std::ofstream md(dir + "/report.md", std::ios::app);
-    md << "\n## Pure averaging against the spectrum\n\n"
-       << "Learning rate 0, peers from different random vectors: the consensus distance should "
-          "shrink by rho^2 per round. Measured over the rounds shown (20 to 100, or up to where "
-          "float32 rounding takes over; a pass of more than 100 rounds takes its second half, and "
-          "ends once rounding has ruled for 50 rounds).\n\n"
-       << "| topology | rho | predicted rho^2 | measured per round | rounds | exact average after "
-          "| agrees (10%) |\n|---|---|---|---|---|---|---|\n";
-    for (const auto& a : checks)
-      md << "| " << a.label << " | " << fixed(a.rho, 4) << " | " << fixed(a.predicted, 4)
-         << " | " << fixed(a.measured, 4) << " | " << a.first << "-" << a.last << " | "
-         << (a.exact_after >= 0 ? cat(a.exact_after, " rounds") : "-") << " | "
-         << (a.agrees() ? "yes" : "no") << " |\n";
-    md << "\nRounds to cut disagreement (the root of the consensus distance) 1000x. Predicted: "
-          "ln(1000) / -ln(rho) per period, a bound that a start lying along the slowest mode "
-          "reaches; the random start here spreads over every mode and gets there sooner. On a "
-          "ring both grow as n^2 (the gap is about 4 pi^2 / (3 n^2)), on a torus as n, on the "
-          "exponential and random regular graphs hardly at all.\n\n"
-       << "| topology | spectral gap | predicted rounds to 1000x | measured | measured / "
-          "predicted |\n|---|---|---|---|---|\n";
-    for (const auto& a : checks) {
-      const bool reached = a.measured_rounds_1000x >= 0;
-      const bool finite = std::isfinite(a.predicted_rounds_1000x);
-      md << "| " << a.label << " | " << cat(1.0 - a.rho) << " | "
-         << (finite ? fixed(a.predicted_rounds_1000x, 1) : std::string("never")) << " | "
-         << (reached ? cat(a.measured_rounds_1000x)
-                     : cat("not within ", a.distance.size() - 1, " rounds"))
-         << " | "
-         << (reached && finite && a.predicted_rounds_1000x > 0
-                 ? fixed(static_cast<double>(a.measured_rounds_1000x) / a.predicted_rounds_1000x, 2)
-                 : std::string("-"))
-         << " |\n";
-    }
-    md << "\n![pure averaging](averaging.png)\n";
+}
+
+/// report.md's section: the contraction per round and the rounds to 1000x, each graph a row.
+void append_averaging_report(const std::string& dir, const std::vector<AveragingCheck>& checks) {
+  std::ofstream md(dir + "/report.md", std::ios::app);
+  md << "\n## Pure averaging against the spectrum\n\n"
+     << "Learning rate 0, peers from different random vectors: the consensus distance should "
+        "shrink by rho^2 per round. Measured over the rounds shown (20 to 100, or up to where "
+        "float32 rounding takes over; a pass of more than 100 rounds takes its second half, and "
+        "ends once rounding has ruled for 50 rounds).\n\n"
+     << "| topology | rho | predicted rho^2 | measured per round | rounds | exact average after "
+        "| agrees (10%) |\n|---|---|---|---|---|---|---|\n";
+  for (const auto& a : checks)
+    md << "| " << a.label << " | " << fixed(a.rho, 4) << " | " << fixed(a.predicted, 4)
+       << " | " << fixed(a.measured, 4) << " | " << a.first << "-" << a.last << " | "
+       << (a.exact_after >= 0 ? cat(a.exact_after, " rounds") : "-") << " | "
+       << (a.agrees() ? "yes" : "no") << " |\n";
+  md << "\nRounds to cut disagreement (the root of the consensus distance) 1000x. Predicted: "
+        "ln(1000) / -ln(rho) per period, a bound that a start lying along the slowest mode "
+        "reaches; the random start here spreads over every mode and gets there sooner. On a "
+        "ring both grow as n^2 (the gap is about 4 pi^2 / (3 n^2)), on a torus as n, on the "
+        "exponential and random regular graphs hardly at all.\n\n"
+     << "| topology | spectral gap | predicted rounds to 1000x | measured | measured / "
+        "predicted |\n|---|---|---|---|---|\n";
+  for (const auto& a : checks) {
+    const bool reached = a.measured_rounds_1000x >= 0;
+    const bool finite = std::isfinite(a.predicted_rounds_1000x);
+    md << "| " << a.label << " | " << cat(1.0 - a.rho) << " | "
+       << (finite ? fixed(a.predicted_rounds_1000x, 1) : std::string("never")) << " | "
+       << (reached ? cat(a.measured_rounds_1000x)
+                   : cat("not within ", a.distance.size() - 1, " rounds"))
+       << " | "
+       << (reached && finite && a.predicted_rounds_1000x > 0
+               ? fixed(static_cast<double>(a.measured_rounds_1000x) / a.predicted_rounds_1000x, 2)
+               : std::string("-"))
+       << " |\n";
   }
+  md << "\n![pure averaging](averaging.png)\n";
+}
+
+Plot averaging_plot(const std::vector<AveragingCheck>& checks) {
   // One panel a graph, each on its own round axis: the graphs need from ten rounds (one-peer
   // exponential) to tens of thousands (a large ring) to reach float32's floor, and on one shared
   // axis every graph but the slowest was a vertical line at x = 0.
@@ -171,7 +177,18 @@ bool write_averaging(const std::string& dir, const std::vector<AveragingCheck>& 
                                         cat("rho^2 = ", fixed(a.predicted, 4)), 0, 1, true, 0, false});
     p.panels.push_back(std::move(panel));
   }
-  return draw_plots(dir, {p}, why);
+  return p;
+}
+
+}  // namespace
+
+bool write_averaging(const std::string& dir, const std::vector<AveragingCheck>& checks,
+                     std::string* why) {
+  make_output_dir(dir);
+  write_averaging_csv(dir, checks);
+  write_averaging_dat(dir, checks);
+  append_averaging_report(dir, checks);
+  return draw_plots(dir, {averaging_plot(checks)}, why);
 }
 
 }  // namespace gossip

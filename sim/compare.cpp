@@ -509,13 +509,10 @@ void write_compare(const std::string& dir, const std::vector<CompareRow>& rows,
   if (has_attack_section(rows)) write_attack_data(dir, rows, groups);
 }
 
-bool draw_compare_plots(const std::string& dir, const std::vector<CompareRow>& rows,
-                        std::string* why) {
-  const auto groups = group_compare_rows(rows);
-  const std::string title = compare_title(rows, groups);
-  bool spread = false;
-  for (const auto& g : groups) spread = spread || g.rows.size() > 1;
-  // The bottom of the consensus axis: a decade under the smallest positive value drawn.
+namespace {
+
+/// The bottom of the consensus axis: a decade under the smallest positive value drawn.
+double consensus_floor(const std::string& dir) {
   double floor = 0.0;
   {
     std::ifstream dat(dir + "/curves.dat");
@@ -528,21 +525,45 @@ bool draw_compare_plots(const std::string& dir, const std::vector<CompareRow>& r
       if (in && v[8] > 0 && (floor == 0 || v[8] < floor)) floor = v[8];
     }
   }
-  floor = floor > 0 ? floor / 10 : 1e-12;
-  // Chunks of at most kPlotColours settings, one row of panels each.
-  std::vector<std::pair<std::size_t, std::size_t>> chunks;
-  for (std::size_t i = 0; i < groups.size(); i += kPlotColours)
-    chunks.emplace_back(i, std::min(groups.size(), i + kPlotColours));
-  auto series = [&](std::size_t from, std::size_t to, int x, int y, double divisor) {
+  return floor > 0 ? floor / 10 : 1e-12;
+}
+
+/// The compare plots' curves from curves.dat, a series a setting (shaded by its spread over
+/// seeds when some setting has several), the settings in chunks of at most kPlotColours, one
+/// row of panels each.
+class CompareCurves {
+ public:
+  explicit CompareCurves(const std::vector<CompareGroup>& groups) : groups_(groups) {
+    for (const auto& g : groups) spread_ = spread_ || g.rows.size() > 1;
+    for (std::size_t i = 0; i < groups.size(); i += kPlotColours)
+      chunks_.emplace_back(i, std::min(groups.size(), i + kPlotColours));
+  }
+
+  std::size_t chunks() const { return chunks_.size(); }
+
+  /// Chunk c's settings: column y against column x (divided by `divisor`).
+  std::vector<PlotSeries> series(std::size_t c, int x, int y, double divisor) const {
     std::vector<PlotSeries> out;
-    for (std::size_t i = from; i < to; ++i)
+    for (std::size_t i = chunks_[c].first; i < chunks_[c].second; ++i)
       out.push_back(PlotSeries{"curves.dat", static_cast<int>(i), x, y, divisor,
-                               groups[i].label, spread ? y + 1 : 0});
+                               groups_[i].label, spread_ ? y + 1 : 0});
     return out;
-  };
-  auto part = [&](std::size_t c) {
-    return chunks.size() > 1 ? cat(" (", c + 1, "/", chunks.size(), ")") : std::string();
-  };
+  }
+
+  /// " (2/3)" after a panel's title when there are several chunks.
+  std::string part(std::size_t c) const {
+    return chunks_.size() > 1 ? cat(" (", c + 1, "/", chunks_.size(), ")") : std::string();
+  }
+
+ private:
+  const std::vector<CompareGroup>& groups_;
+  bool spread_ = false;
+  std::vector<std::pair<std::size_t, std::size_t>> chunks_;
+};
+
+/// Accuracy against rounds, bytes and seconds: the average model beside the lowest peer.
+void add_accuracy_plots(std::vector<Plot>& plots, const CompareCurves& curves,
+                        const std::vector<CompareRow>& rows, const std::string& title) {
   struct Axes {
     const char* name;
     const char* x_label;
@@ -557,7 +578,6 @@ bool draw_compare_plots(const std::string& dir, const std::vector<CompareRow>& r
        !rows.empty() && rows.front().measured ? "wall-clock seconds (measured)" : "simulated seconds",
        3, 1.0, false},
   };
-  std::vector<Plot> plots;
   for (const Axes& a : accuracy_axes) {
     Plot p;
     p.name = a.name;
@@ -566,14 +586,17 @@ bool draw_compare_plots(const std::string& dir, const std::vector<CompareRow>& r
     p.y_label = "test accuracy";
     p.log_x = a.log_x;
     p.columns = 2;
-    for (std::size_t c = 0; c < chunks.size(); ++c) {
-      p.panels.push_back(PlotPanel{cat("average model", part(c)),
-                                   series(chunks[c].first, chunks[c].second, a.x, 5, a.divisor)});
-      p.panels.push_back(PlotPanel{cat("lowest peer", part(c)),
-                                   series(chunks[c].first, chunks[c].second, a.x, 7, a.divisor)});
+    for (std::size_t c = 0; c < curves.chunks(); ++c) {
+      p.panels.push_back(PlotPanel{cat("average model", curves.part(c)),
+                                   curves.series(c, a.x, 5, a.divisor)});
+      p.panels.push_back(PlotPanel{cat("lowest peer", curves.part(c)),
+                                   curves.series(c, a.x, 7, a.divisor)});
     }
     plots.push_back(std::move(p));
   }
+}
+
+Plot consensus_plot(const CompareCurves& curves, const std::string& title, double floor) {
   Plot consensus;
   consensus.name = "consensus_vs_round";
   consensus.title = title;
@@ -582,14 +605,27 @@ bool draw_compare_plots(const std::string& dir, const std::vector<CompareRow>& r
   consensus.log_y = true;
   consensus.y_floor = floor;
   consensus.columns = 1;
-  for (std::size_t c = 0; c < chunks.size(); ++c)
-    consensus.panels.push_back(PlotPanel{cat("consensus distance", part(c)),
-                                         series(chunks[c].first, chunks[c].second, 1, 9, 1.0)});
+  for (std::size_t c = 0; c < curves.chunks(); ++c)
+    consensus.panels.push_back(PlotPanel{cat("consensus distance", curves.part(c)),
+                                         curves.series(c, 1, 9, 1.0)});
   if (consensus.panels.size() == 1) {
     consensus.series = consensus.panels.front().series;
     consensus.panels.clear();
   }
-  plots.push_back(std::move(consensus));
+  return consensus;
+}
+
+}  // namespace
+
+bool draw_compare_plots(const std::string& dir, const std::vector<CompareRow>& rows,
+                        std::string* why) {
+  const auto groups = group_compare_rows(rows);
+  const std::string title = compare_title(rows, groups);
+  const double floor = consensus_floor(dir);
+  const CompareCurves curves(groups);
+  std::vector<Plot> plots;
+  add_accuracy_plots(plots, curves, rows, title);
+  plots.push_back(consensus_plot(curves, title, floor));
   if (has_attack_section(rows)) plots.push_back(attack_plot(rows, groups, title));
   return draw_plots(dir, plots, why);
 }

@@ -37,9 +37,38 @@ double contraction_per_round(const SimResult& r) {
                   1.0 / (2.0 * static_cast<double>(to - from)));
 }
 
-}  // namespace
+/// Where the simulated time went, a row each traced peer and one for them all.
+void print_time_table(const SimResult& result, const std::string& out) {
+  std::vector<std::pair<std::string, PhaseSeconds>> rows;
+  PhaseSeconds all{};
+  for (const auto& [p, t] : result.timelines) {
+    rows.emplace_back(cat(p), t.seconds());
+    for (std::size_t i = 0; i < kPhaseCount; ++i) all[i] += t.seconds()[i];
+  }
+  rows.emplace_back("all", all);
+  std::printf("where the simulated time went (%% of each traced peer's time; timelines in "
+              "%s/peers/R/trace.json):\n%s",
+              out.c_str(), phase_table(rows).c_str());
+}
 
-namespace {
+/// The faults carried out, the membership events and the peers dead at the end.
+void print_fault_count(const SimResult& result, const std::string& out) {
+  // Dead: peers not alive at the end, but for an elastic run's ranks that never joined or
+  // left gracefully.
+  std::vector<char> counted(result.alive_at_end.size(), result.membership.empty() ? 1 : 0);
+  for (int p : result.initial_members) counted[static_cast<std::size_t>(p)] = 1;
+  for (const MembershipRecord& m : result.membership) {
+    for (int p : m.joined) counted[static_cast<std::size_t>(p)] = 1;
+    for (int p : m.left) counted[static_cast<std::size_t>(p)] = 0;
+  }
+  std::int64_t dead = 0;
+  for (std::size_t p = 0; p < result.alive_at_end.size(); ++p)
+    if (!result.alive_at_end[p] && counted[p]) ++dead;
+  std::printf("faults: %zu carried out, %zu membership events (%s/events.jsonl); %lld peer%s "
+              "dead at the end\n",
+              result.faults.size(), result.member_events.size(), out.c_str(),
+              static_cast<long long>(dead), dead == 1 ? "" : "s");
+}
 
 /// What the end of `gossip sim`'s output adds when there is something to say: where the
 /// simulated time went, the faults, a partition, unequal shards.
@@ -53,35 +82,8 @@ void print_run_notes(const SimResult& result, const RunConfig& config, const std
                 result.workers);
   if (config.train.graphs != GraphMode::kOff)
     std::printf("virtual peers' steps: graphs: %s\n", result.graphs.c_str());
-  if (!result.timelines.empty()) {
-    std::vector<std::pair<std::string, PhaseSeconds>> rows;
-    PhaseSeconds all{};
-    for (const auto& [p, t] : result.timelines) {
-      rows.emplace_back(cat(p), t.seconds());
-      for (std::size_t i = 0; i < kPhaseCount; ++i) all[i] += t.seconds()[i];
-    }
-    rows.emplace_back("all", all);
-    std::printf("where the simulated time went (%% of each traced peer's time; timelines in "
-                "%s/peers/R/trace.json):\n%s",
-                out.c_str(), phase_table(rows).c_str());
-  }
-  if (!result.faults.empty() || !result.member_events.empty()) {
-    // Dead: peers not alive at the end, but for an elastic run's ranks that never joined or
-    // left gracefully.
-    std::vector<char> counted(result.alive_at_end.size(), result.membership.empty() ? 1 : 0);
-    for (int p : result.initial_members) counted[static_cast<std::size_t>(p)] = 1;
-    for (const MembershipRecord& m : result.membership) {
-      for (int p : m.joined) counted[static_cast<std::size_t>(p)] = 1;
-      for (int p : m.left) counted[static_cast<std::size_t>(p)] = 0;
-    }
-    std::int64_t dead = 0;
-    for (std::size_t p = 0; p < result.alive_at_end.size(); ++p)
-      if (!result.alive_at_end[p] && counted[p]) ++dead;
-    std::printf("faults: %zu carried out, %zu membership events (%s/events.jsonl); %lld peer%s "
-                "dead at the end\n",
-                result.faults.size(), result.member_events.size(), out.c_str(),
-                static_cast<long long>(dead), dead == 1 ? "" : "s");
-  }
+  if (!result.timelines.empty()) print_time_table(result, out);
+  if (!result.faults.empty() || !result.member_events.empty()) print_fault_count(result, out);
   if (result.stopped_by_partition)
     std::printf("stopped after round %lld: the live graph split and monitor.on_partition is "
                 "stop\n", static_cast<long long>(result.rounds));
@@ -105,15 +107,9 @@ void print_run_notes(const SimResult& result, const RunConfig& config, const std
   }
 }
 
-}  // namespace
-
-int run_simulation(const RunConfig& config, const std::string& out, bool progress_bar) {
-  const Topology topology = load_topology(config.gossip.topology);
-  check_algorithm(config, topology);
-  make_output_dir(out);  // a folder that cannot be written is said before the work, not after
-  const TopologyReport analysis = analyze(topology);
-  const bool consensus = config.sim.consensus_only;
-  const bool elastic = changes_membership(config.faults) && topology.elastic();
+/// The first line: the config, the peers, the graph and its spectral gap, the algorithm.
+void print_sim_start(const RunConfig& config, const Topology& topology,
+                     const TopologyReport& analysis, bool consensus, bool elastic) {
   std::printf("gossip sim: %s, %s on %s (%s, spectral gap per round %.4g%s%s), %s%s every "
               "%d step%s%s\n",
               config.path.c_str(),
@@ -133,7 +129,11 @@ int run_simulation(const RunConfig& config, const std::string& out, bool progres
               config.gossip.period, config.gossip.period == 1 ? "" : "s",
               consensus ? ", pure consensus" : "");
   std::fflush(stdout);
+}
 
+/// The simulation (training, or pure consensus) under a progress bar with the last evaluation.
+SimResult simulate_with_progress(const RunConfig& config, const Topology& topology,
+                                 bool consensus, bool elastic, bool progress_bar) {
   Progress progress;
   progress.enable(progress_bar);
   std::string last_eval = "evaluating...";
@@ -150,18 +150,12 @@ int run_simulation(const RunConfig& config, const std::string& out, bool progres
     result = simulate(config, topology, data, hooks);
   }
   progress.finish();
+  return result;
+}
 
-  SimRunInfo info;
-  info.config = config.path;
-  info.topology = config.gossip.topology;
-  info.algorithm = algorithm_name(config.gossip.algorithm);
-  info.connected = analysis.connected;
-  info.spectral_gap = 1.0 - analysis.rho_per_round;
-  info.period_spectral_gap = analysis.spectral_gap;
-  info.consensus_only = consensus;
-  info.tensorboard = config.train.tensorboard;
-  write_sim_outputs(out, result, info);
-
+/// The result line: the final figures, the simulated and wall seconds.
+void print_sim_done(const SimResult& result, const TopologyReport& analysis, bool consensus,
+                    const std::string& out) {
   const EvalPoint& last = result.evals.back();
   if (consensus)
     std::printf("done: consensus distance %.3g after %lld rounds (%.3g at the start); "
@@ -178,6 +172,34 @@ int run_simulation(const RunConfig& config, const std::string& out, bool progres
               "%s/summary.json\n",
               result.sim_seconds, result.wall_seconds, result.local_seconds, result.mix_seconds,
               result.workers, out.c_str());
+}
+
+}  // namespace
+
+int run_simulation(const RunConfig& config, const std::string& out, bool progress_bar) {
+  const Topology topology = load_topology(config.gossip.topology);
+  check_algorithm(config, topology);
+  make_output_dir(out);  // a folder that cannot be written is said before the work, not after
+  const TopologyReport analysis = analyze(topology);
+  const bool consensus = config.sim.consensus_only;
+  const bool elastic = changes_membership(config.faults) && topology.elastic();
+  print_sim_start(config, topology, analysis, consensus, elastic);
+
+  const SimResult result =
+      simulate_with_progress(config, topology, consensus, elastic, progress_bar);
+
+  SimRunInfo info;
+  info.config = config.path;
+  info.topology = config.gossip.topology;
+  info.algorithm = algorithm_name(config.gossip.algorithm);
+  info.connected = analysis.connected;
+  info.spectral_gap = 1.0 - analysis.rho_per_round;
+  info.period_spectral_gap = analysis.spectral_gap;
+  info.consensus_only = consensus;
+  info.tensorboard = config.train.tensorboard;
+  write_sim_outputs(out, result, info);
+
+  print_sim_done(result, analysis, consensus, out);
   print_run_notes(result, config, out);
   if (!analysis.connected) {
     std::fprintf(stderr, "gossip sim: warning: the topology is not connected (%zu components): "

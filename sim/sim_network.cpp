@@ -283,6 +283,85 @@ std::vector<PeerView> SimExchange::take_views() {
 // A view travels as its own small frame, ahead of the parameters: it reaches the receiver even
 // when the receiver does not wait for (or take) the parameters that follow it.
 
+namespace {
+
+/// A message collect() takes, as its receiving link sees it: when it arrives, from whom, and the
+/// seconds it occupies the link.
+struct Arrival {
+  double at;
+  int sender;
+  double wire;
+  bool operator<(const Arrival& o) const {
+    return at < o.at || (at == o.at && sender < o.sender);
+  }
+};
+
+}  // namespace
+
+struct SimExchange::Pick {
+  const SimNetwork::Message* message = nullptr;  // the one taken; nullptr: none is
+  double arrival = 0.0;
+  bool waited = false;   // the collect waits for this peer (not down, not in no_wait)
+  double give_up = 0.0;  // without a message: when the collect stops waiting for one
+};
+
+SimExchange::Pick SimExchange::pick_message(int p, std::int64_t round, double start,
+                                            double deadline, const CollectOptions& options) {
+  const std::int64_t oldest =
+      options.mode == CollectMode::kAsync ? round - options.max_staleness : round;
+  // Candidates: rounds oldest..round that were sent and not lost, newest first.
+  Pick pick;
+  const SimNetwork::Message* first = nullptr;  // the candidate that arrives earliest
+  double first_arrival = 0.0;
+  if (const auto* m = network_->find(p, round); m && !network_->lost(p, rank_, round))
+    taken_.emplace_back(p, round);  // its view, if it sent one
+  for (std::int64_t r = round; r >= oldest && r >= 0; --r) {
+    const auto* m = network_->find(p, r);
+    if (m == nullptr || network_->lost(p, rank_, r)) continue;
+    const double arrival = network_->arrival(*m, p, rank_);
+    if (pick.message == nullptr && arrival <= start) {
+      pick.message = m;
+      pick.arrival = arrival;
+    }
+    if (first == nullptr || arrival < first_arrival) {
+      first = m;
+      first_arrival = arrival;
+    }
+  }
+  pick.waited = !network_->down(p) &&
+                std::find(options.no_wait.begin(), options.no_wait.end(), p) ==
+                    options.no_wait.end();
+  if (pick.message == nullptr && first != nullptr && first_arrival <= deadline && pick.waited) {
+    pick.message = first;  // nothing has arrived yet: wait for the earliest acceptable message
+    pick.arrival = first_arrival;
+  }
+  if (pick.message == nullptr) {
+    // Lost, never sent or too late: wait out the deadline, leave it out; or, for a stopped
+    // peer, until its silence has lasted options.silent_after.
+    pick.give_up = deadline;
+    if (const double silent = network_->silent_from(p);
+        silent >= 0 && options.silent_after.count() > 0)
+      pick.give_up = std::min(deadline, std::max(start, silent + std::chrono::duration<double>(
+                                                                  options.silent_after).count()));
+  }
+  return pick;
+}
+
+void SimExchange::apply_cpu_bound(std::uint64_t received, bool got_any) {
+  // The CPU bound: this peer's work since the last collect, its received bytes' included. A
+  // message's own cost (sim.message_cpu_us, fitted from a ring pass whose every round waits)
+  // is mostly the scheduler's: putting the peer to sleep and waking it. So it is paid, twice (a
+  // message out and one in, as in that ring pass), by a collect that has to wait, its last
+  // message arriving after its CPU work is done; a relayed hop whose chunk is there by the time
+  // the peer is ready for it does not sleep and pays its bytes alone.
+  cpu_since_ += network_->transfer_cpu_seconds(0, received);
+  const double cpu_ready = cpu_mark_ + cpu_since_ * network_->cpu_share();
+  if (got_any && now_ > cpu_ready) cpu_since_ += network_->transfer_cpu_seconds(2, 0);
+  now_ = std::max(now_, cpu_mark_ + cpu_since_ * network_->cpu_share());
+  cpu_mark_ = now_;
+  cpu_since_ = 0.0;
+}
+
 std::vector<Inbox> SimExchange::collect(std::int64_t round, std::span<const int> from,
                                         const CollectOptions& options) {
   const double start = now_;
@@ -297,64 +376,23 @@ std::vector<Inbox> SimExchange::collect(std::int64_t round, std::span<const int>
   std::vector<Inbox> got;
   got.reserve(peers.size());
   taken_.clear();
-  struct Arrival {
-    double at;
-    int sender;
-    double wire;
-    bool operator<(const Arrival& o) const {
-      return at < o.at || (at == o.at && sender < o.sender);
-    }
-  };
   std::vector<Arrival> arrivals;  // of what is taken
   arrivals.reserve(peers.size());
   double until = start;
   std::uint64_t received = 0;  // bytes taken
   for (int p : peers) {
     GOSSIP_CHECK_MSG(p >= 0 && p < network_->size() && p != rank_, "collect from peer ", p);
-    const std::int64_t oldest =
-        options.mode == CollectMode::kAsync ? round - options.max_staleness : round;
-    // Candidates: rounds oldest..round that were sent and not lost, newest first.
-    const SimNetwork::Message* pick = nullptr;
-    double pick_arrival = 0.0;
-    const SimNetwork::Message* first = nullptr;  // the candidate that arrives earliest
-    double first_arrival = 0.0;
-    if (const auto* m = network_->find(p, round); m && !network_->lost(p, rank_, round))
-      taken_.emplace_back(p, round);  // its view, if it sent one
-    for (std::int64_t r = round; r >= oldest && r >= 0; --r) {
-      const auto* m = network_->find(p, r);
-      if (m == nullptr || network_->lost(p, rank_, r)) continue;
-      const double arrival = network_->arrival(*m, p, rank_);
-      if (pick == nullptr && arrival <= start) {
-        pick = m;
-        pick_arrival = arrival;
-      }
-      if (first == nullptr || arrival < first_arrival) {
-        first = m;
-        first_arrival = arrival;
-      }
-    }
-    const bool waited = !network_->down(p) &&
-                        std::find(options.no_wait.begin(), options.no_wait.end(), p) ==
-                            options.no_wait.end();
-    if (pick == nullptr && first != nullptr && first_arrival <= deadline && waited) {
-      pick = first;  // nothing has arrived yet: wait for the earliest acceptable message
-      pick_arrival = first_arrival;
-    }
-    if (pick == nullptr) {  // lost, never sent or too late: wait out the deadline, leave it out
-      // ...or, for a stopped peer, until its silence has lasted options.silent_after.
-      double give_up = deadline;
-      if (const double silent = network_->silent_from(p);
-          silent >= 0 && options.silent_after.count() > 0)
-        give_up = std::min(deadline, std::max(start, silent + std::chrono::duration<double>(
-                                                                  options.silent_after).count()));
-      if (waited) until = std::max(until, give_up);
+    const Pick pick = pick_message(p, round, start, deadline, options);
+    if (pick.message == nullptr) {
+      if (pick.waited) until = std::max(until, pick.give_up);
       continue;
     }
-    arrivals.push_back({pick_arrival, p, pick->wire});
-    received += pick->params.empty() ? pick->packet.size() + kPacketOverheadBytes
-                                     : network_->message_bytes();
-    got.push_back(Inbox{p, pick->round, pick->params_for(rank_), pick->weight,
-                        std::span<const std::byte>(pick->packet)});
+    const SimNetwork::Message& m = *pick.message;
+    arrivals.push_back({pick.arrival, p, m.wire});
+    received += m.params.empty() ? m.packet.size() + kPacketOverheadBytes
+                                 : network_->message_bytes();
+    got.push_back(Inbox{p, m.round, m.params_for(rank_), m.weight,
+                        std::span<const std::byte>(m.packet)});
   }
   // The receiving link, once done with earlier rounds, takes them one after another, earliest
   // first (ties: ascending sender), each done at max(previous done + w, its arrival).
@@ -363,19 +401,7 @@ std::vector<Inbox> SimExchange::collect(std::int64_t round, std::span<const int>
   for (const auto& a : arrivals) done = std::max(done + a.wire, a.at);
   received_until_ = done;
   now_ = std::max(until, done);
-  // The CPU bound: this peer's work since the last collect, its received bytes' included. A
-  // message's own cost (sim.message_cpu_us, fitted from a ring pass whose every round waits)
-  // is mostly the scheduler's: putting the peer to sleep and waking it. So it is paid, twice (a
-  // message out and one in, as in that ring pass), by a collect that has to wait, its last
-  // message arriving after its CPU work is done; a relayed hop whose chunk is there by the time
-  // the peer is ready for it does not sleep and pays its bytes alone.
-  cpu_since_ += network_->transfer_cpu_seconds(0, received);
-  const double cpu_ready = cpu_mark_ + cpu_since_ * network_->cpu_share();
-  if (!got.empty() && std::max(until, done) > cpu_ready)
-    cpu_since_ += network_->transfer_cpu_seconds(2, 0);
-  now_ = std::max(now_, cpu_mark_ + cpu_since_ * network_->cpu_share());
-  cpu_mark_ = now_;
-  cpu_since_ = 0.0;
+  apply_cpu_bound(received, !got.empty());
   if (keep_collects_) collects_.emplace_back(start, now_);
   return got;
 }

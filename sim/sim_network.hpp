@@ -86,6 +86,16 @@ class SimExchange final : public Exchange {
   /// A second publish of `round`'s parameters, to peers the first did not address: they get
   /// `params`, queued on the link after the round's earlier copies.
   void publish_again(std::int64_t round, std::span<const float> params, std::span<const int> to);
+  /// What collect() takes of one peer's messages (sim_network.cpp).
+  struct Pick;
+  /// Which of peer p's messages up to `round` a collect that started at `start`, and waits
+  /// until `deadline`, takes: the newest already there, else the earliest to arrive in time;
+  /// notes the round's view for take_views().
+  Pick pick_message(int p, std::int64_t round, double start, double deadline,
+                    const CollectOptions& options);
+  /// A collect's end, now_ the time its waits and its receiving link are done: the CPU bound
+  /// on its `received` bytes and the work since the last one, which may move now_ later.
+  void apply_cpu_bound(std::uint64_t received, bool got_any);
 
   SimNetwork* network_;
   int rank_;

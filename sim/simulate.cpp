@@ -272,18 +272,13 @@ struct Measure {
   }
 };
 
-}  // namespace
-
-SimResult simulate(const RunConfig& config, const Topology& loaded, const DataSets& data,
-                   const SimHooks& hooks) {
-  // With joins and leaves in the schedule: the elastic graphs over every rank that may join.
-  Topology topology = run_topology(config, loaded);
-  check_peers(config, topology);
-  const auto t0 = Clock::now();
-  const int n = topology.n();
-  const auto backends = sim_backends(config, hooks, n);
-  Backend& backend = *backends.front();
-  const auto shards = shard_for(config, data.train, n);
+/// The virtual peers' trainers, peer p on backend p mod their count (Swarm::lane), and their
+/// learners into `learners`.
+std::vector<std::unique_ptr<Trainer>> make_trainers(
+    const RunConfig& config, const std::vector<std::unique_ptr<Backend>>& backends,
+    const DataSets& data, const std::vector<std::vector<std::int64_t>>& shards,
+    std::vector<Learner>& learners) {
+  const int n = static_cast<int>(shards.size());
   // A virtual peer only trains: its model's buffers are sized for a training batch, and its
   // gradients, activations and batch are the worker thread's (shared scratch), so a peer holds
   // its parameters and optimizer state. The test set is evaluated by one evaluator per worker
@@ -291,7 +286,6 @@ SimResult simulate(const RunConfig& config, const Topology& loaded, const DataSe
   RunConfig train_only = config;
   train_only.train.eval_batch = config.train.batch;
   std::vector<std::unique_ptr<Trainer>> trainers;
-  std::vector<Learner> learners;
   // train.same_init: every peer starts from peer 0's draws, made once and copied (a 235k
   // parameter model's normal draws cost about 8 ms a peer, 8 s at 1,024 peers).
   std::vector<float> initial;
@@ -306,15 +300,24 @@ SimResult simulate(const RunConfig& config, const Topology& loaded, const DataSe
       trainers[0]->download_params(initial);
     }
   }
-  // One GEMM for every virtual peer, chosen as a real peer chooses it (the same cache file), so
-  // that gossip sim and gossip run of one config run the same kernel.
+  return trainers;
+}
+
+/// One GEMM for every virtual peer, chosen as a real peer chooses it (the same cache file), so
+/// that gossip sim and gossip run of one config run the same kernel.
+GemmChoice choose_sim_gemm(const RunConfig& config,
+                           const std::vector<std::unique_ptr<Backend>>& backends,
+                           Trainer& trainer) {
   const GemmRequest request = gemm_request(config.train.gemm, 1, config.train.precision);
   const GemmChoice gemm =
-      choose_gemm(backend, request, trainers.front()->model().gemm_shapes(config.train.batch));
+      choose_gemm(*backends.front(), request, trainer.model().gemm_shapes(config.train.batch));
   for (std::size_t w = 1; w < backends.size(); ++w)  // a device's: its precision's GEMM
     choose_gemm(*backends[w], request, {});
-  const RunConfig run_as = swarm_config(config, backends);
-  Swarm swarm(run_as, topology, std::move(learners));
+  return gemm;
+}
+
+/// A joiner of an elastic run starts from the parameters it is handed, its momentum zero.
+void restore_joiners(Swarm& swarm, std::vector<std::unique_ptr<Trainer>>& trainers) {
   swarm.on_join(
       [&](int p, std::span<const float> params, std::int64_t steps) {
         Trainer::State s = trainers[p]->state();
@@ -324,6 +327,41 @@ SimResult simulate(const RunConfig& config, const Topology& loaded, const DataSe
         trainers[p]->restore(s);
       },
       [&](int q) { return trainers[q]->steps(); });
+}
+
+/// Split at the end: the components train separate models; each one's average on its own.
+void evaluate_components(SimResult& result, std::vector<float>& average, Trainer& evaluator,
+                         const RunConfig& config, const DataSets& data) {
+  if (result.final_components.size() > 1)
+    for (const auto& component : result.final_components) {
+      std::vector<std::span<const float>> models;
+      for (int p : component) models.emplace_back(result.params[p]);
+      average_params(models, average);
+      evaluator.upload_params(average);
+      result.component_accuracy.push_back(
+          evaluator.evaluate(data.test, config.train.eval_limit).accuracy);
+    }
+}
+
+}  // namespace
+
+SimResult simulate(const RunConfig& config, const Topology& loaded, const DataSets& data,
+                   const SimHooks& hooks) {
+  // With joins and leaves in the schedule: the elastic graphs over every rank that may join.
+  Topology topology = run_topology(config, loaded);
+  check_peers(config, topology);
+  const auto t0 = Clock::now();
+  const int n = topology.n();
+  const auto backends = sim_backends(config, hooks, n);
+  Backend& backend = *backends.front();
+  const auto shards = shard_for(config, data.train, n);
+  std::vector<Learner> learners;
+  std::vector<std::unique_ptr<Trainer>> trainers =
+      make_trainers(config, backends, data, shards, learners);
+  const GemmChoice gemm = choose_sim_gemm(config, backends, *trainers.front());
+  const RunConfig run_as = swarm_config(config, backends);
+  Swarm swarm(run_as, topology, std::move(learners));
+  restore_joiners(swarm, trainers);
   swarm.trace(config.sim.trace_peers);
   Evaluators evaluators(backends, config, data, swarm.workers() + 1);
   Trainer& evaluator = evaluators.average();  // holds the average model
@@ -347,16 +385,7 @@ SimResult simulate(const RunConfig& config, const Topology& loaded, const DataSe
   Measure measure{config, data, hooks, topology, swarm, trainers, evaluators, plan, average,
                   std::vector<char>(static_cast<std::size_t>(n), 0)};
   swarm.run(result, hooks, t0, [&](std::int64_t done) { return plan.eval_due(done); }, measure);
-  // Split at the end: the components train separate models; each one's average on its own.
-  if (result.final_components.size() > 1)
-    for (const auto& component : result.final_components) {
-      std::vector<std::span<const float>> models;
-      for (int p : component) models.emplace_back(result.params[p]);
-      average_params(models, average);
-      evaluator.upload_params(average);
-      result.component_accuracy.push_back(
-          evaluator.evaluate(data.test, config.train.eval_limit).accuracy);
-    }
+  evaluate_components(result, average, evaluator, config, data);
   result.step_seconds = step_s;
   result.graphs = graphs_of(trainers);
   result.timelines = swarm.take_timelines();

@@ -160,6 +160,40 @@ void print_sweep_table(const std::vector<CompareRow>& rows, bool real) {
                 shown(g.final_min_peer_accuracy, 4).c_str(), g.final_consensus_distance.mean);
 }
 
+/// The sweep's first line: the config, its settings, the target, real runs or simulations.
+void print_sweep_start(const RunConfig& base, std::size_t settings, const RealRuns* real) {
+  std::printf("gossip compare: %s, %zu settings, %.3g epochs each, target accuracy %.3g%s\n",
+              base.path.c_str(), settings, base.train.epochs,
+              base.compare.target_accuracy,
+              real ? cat(", real runs (",
+                         real->links == "loopback" ? "over loopback"
+                                                   : "emulated links " + real->links,
+                         ")").c_str()
+                   : "");
+  std::fflush(stdout);
+}
+
+/// Setting i's line, "[i/count] LABEL: ...": its graph, algorithm, period, shard, attack and
+/// seed.
+std::string setting_line(const CompareSetting& s, std::size_t i, std::size_t count,
+                         const Graphs& graphs) {
+  const auto& path = s.config.gossip.topology;
+  const auto& topologies = graphs.topologies;
+  const auto& analyses = graphs.analyses;
+  return cat("[", i + 1, "/", count, "] ", s.label, ": ",
+             topologies.at(path).n(), " peers, ", algorithm_name(s.config.gossip.algorithm),
+             traits(s.config.gossip.algorithm).compresses
+                 ? cat(" (", describe_choco(s.config.gossip.choco), ")")
+                 : std::string(),
+             ", period ",
+             s.config.gossip.period, ", shard ", s.config.data.shard,
+             s.config.gossip.aggregate.kind == Aggregate::kMean && s.attack == "none"
+                 ? std::string()
+                 : cat(", aggregate ", s.aggregate, ", attack ", s.attack),
+             ", seed ", s.config.train.seed, ", spectral gap per round ",
+             fixed(1.0 - analyses.at(path).rho_per_round, 4));
+}
+
 }  // namespace
 
 int run_sweep(const RunConfig& base, const std::string& out, bool progress_bar,
@@ -170,14 +204,7 @@ int run_sweep(const RunConfig& base, const std::string& out, bool progress_bar,
   make_output_dir(out);  // once the settings are checked, and before the sweep, not after it
   const auto& topologies = graphs.topologies;
   const auto& analyses = graphs.analyses;
-  std::printf("gossip compare: %s, %zu settings, %.3g epochs each, target accuracy %.3g%s\n",
-              base.path.c_str(), settings.size(), base.train.epochs,
-              base.compare.target_accuracy,
-              real ? cat(", real runs (", real->links == "loopback" ? "over loopback"
-                                                                    : "emulated links " + real->links,
-                         ")").c_str()
-                   : "");
-  std::fflush(stdout);
+  print_sweep_start(base, settings.size(), real);
 
   const auto t0 = std::chrono::steady_clock::now();
   // The graphs against their spectra first: no data, seconds per graph.
@@ -189,18 +216,7 @@ int run_sweep(const RunConfig& base, const std::string& out, bool progress_bar,
   for (std::size_t i = 0; i < settings.size(); ++i) {
     const CompareSetting& s = settings[i];
     const auto& path = s.config.gossip.topology;
-    const std::string line = cat("[", i + 1, "/", settings.size(), "] ", s.label, ": ",
-                      topologies.at(path).n(), " peers, ", algorithm_name(s.config.gossip.algorithm),
-                      traits(s.config.gossip.algorithm).compresses
-                          ? cat(" (", describe_choco(s.config.gossip.choco), ")")
-                          : std::string(),
-                      ", period ",
-                      s.config.gossip.period, ", shard ", s.config.data.shard,
-                      s.config.gossip.aggregate.kind == Aggregate::kMean && s.attack == "none"
-                          ? std::string()
-                          : cat(", aggregate ", s.aggregate, ", attack ", s.attack),
-                      ", seed ", s.config.train.seed, ", spectral gap per round ",
-                      fixed(1.0 - analyses.at(path).rho_per_round, 4));
+    const std::string line = setting_line(s, i, settings.size(), graphs);
     const std::string dir = out + "/runs/" + slug(i, s.label);
     SimResult result;
     if (real) {

@@ -106,6 +106,15 @@ class Model {
   /// Points the scratch pointers at this model's own buffers, or at the calling thread's.
   void bind_scratch();
   struct Scratch;
+  /// Config `l`'s layer from `in` to `out` at `offset` in the flat buffer (`relu`: the ReLU
+  /// after it folded in), with its LayerInfo and output buffer's size; returns its parameters.
+  std::int64_t add_layer(const LayerConfig& l, const Shape& in, const Shape& out, bool relu,
+                         int max_batch, std::int64_t offset);
+  /// Each running layer's buffers (running statistics) from `off` on, `info_of` its entry in
+  /// info_; returns the end of the flat buffer.
+  std::int64_t place_buffers(std::int64_t off, const std::vector<std::size_t>& info_of);
+  /// This model's own scratch (not shared_scratch), bound.
+  void allocate_scratch();
 
   Backend* backend_;
   std::vector<LayerInfo> info_;

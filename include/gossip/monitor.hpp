@@ -361,6 +361,20 @@ class MonitoredExchange final : public ForwardingExchange {
   mutable std::optional<bool> heartbeats_;
   void merge_views(std::int64_t round, const std::optional<std::vector<int>>& direct);
   void talked_to(std::span<const int> peers);
+  /// collect()'s options with the monitor's: suspected and dead peers not waited for, the
+  /// silence rule, the measured round deadline.
+  CollectOptions monitored_options(const CollectOptions& options) const;
+  /// Suspects each neighbour the transport no longer hears (`direct`), but those `ahead`.
+  void suspect_silent(std::int64_t round, const std::optional<std::vector<int>>& direct,
+                      const std::vector<int>& ahead, double now);
+  /// Suspects each peer of `from` that was waited for and sent nothing (`got`), but those ahead.
+  void suspect_missed(std::int64_t round, std::span<const int> from,
+                      const std::vector<Inbox>& got, const std::vector<int>& no_wait,
+                      const std::vector<int>& ahead, double now);
+  /// Probes the suspects not heard directly, then the membership's tick, holding those heard
+  /// or vouched for.
+  void probe_and_tick(std::int64_t round, double now,
+                      const std::optional<std::vector<int>>& direct);
 };
 
 /// What a peer's monitor says after each of its rounds, the same for a real peer and a

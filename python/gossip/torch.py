@@ -168,14 +168,7 @@ class DecentralizedOptimizer:
                  algorithm: Optional[str] = None, period: int = 1, rounds: int = 0,
                  evaluate: Optional[Evaluate] = None, checkpoint_every: Optional[int] = None,
                  buffer_period: int = 1, overlap: bool = False) -> None:
-        if period < 1:
-            raise ValueError(f"DecentralizedOptimizer: period must be at least 1, not {period}")
-        if checkpoint_every is not None and checkpoint_every < 0:
-            raise ValueError("DecentralizedOptimizer: checkpoint_every must be 0 or more rounds, "
-                             f"not {checkpoint_every}")
-        if buffer_period < 0:
-            raise ValueError("DecentralizedOptimizer: buffer_period must be 0 (never mix the "
-                             f"buffers) or more rounds, not {buffer_period}")
+        self._check_options(period, checkpoint_every, buffer_period)
         configured = peer.config["algorithm"]
         if algorithm is not None and algorithm != configured:
             raise ValueError(f"DecentralizedOptimizer: algorithm '{algorithm}' is not the "
@@ -189,13 +182,37 @@ class DecentralizedOptimizer:
         self._n_params = sum(p.numel() for p in model.parameters())
         self.buffer_period = int(buffer_period)
         has_buffers = self.flat.numel() > self._n_params
+        self._check_traits(configured, has_buffers, buffer_period, overlap)
+        self._restore_buffers = has_buffers and self.buffer_period != 1
+        self.overlap = bool(overlap)
+        self._make_buffers()
+        self.steps = 0
+        self.checkpoint_every = checkpoint_every
+        self.evaluate = evaluate
+        self._join(rounds)
+
+    @staticmethod
+    def _check_options(period: int, checkpoint_every: Optional[int], buffer_period: int) -> None:
+        if period < 1:
+            raise ValueError(f"DecentralizedOptimizer: period must be at least 1, not {period}")
+        if checkpoint_every is not None and checkpoint_every < 0:
+            raise ValueError("DecentralizedOptimizer: checkpoint_every must be 0 or more rounds, "
+                             f"not {checkpoint_every}")
+        if buffer_period < 0:
+            raise ValueError("DecentralizedOptimizer: buffer_period must be 0 (never mix the "
+                             f"buffers) or more rounds, not {buffer_period}")
+
+    @staticmethod
+    def _check_traits(configured: str, has_buffers: bool, buffer_period: int,
+                      overlap: bool) -> None:
+        """buffer_period other than 1 and overlap, refused where the run's algorithm (its row
+        of the algorithm table) does not allow them."""
         rows = {a["name"]: a for a in _gossip.algorithms()}  # the algorithm table's rows
         partial = [name for name, row in rows.items() if row["partial_buffers"]]
-        if has_buffers and self.buffer_period != 1 and not rows[configured]["partial_buffers"]:
+        if has_buffers and int(buffer_period) != 1 and not rows[configured]["partial_buffers"]:
             raise ValueError(f"DecentralizedOptimizer: buffer_period {buffer_period} needs "
                              f"gossip.algorithm {' or '.join(partial)}, not {configured} (its "
                              "state follows the whole buffer every round)")
-        self._restore_buffers = has_buffers and self.buffer_period != 1
         if overlap and not rows[configured]["overlaps"]:
             able = [name for name, row in rows.items() if row["overlaps"]]
             raise ValueError(f"DecentralizedOptimizer: overlap=True applies each round a step "
@@ -203,7 +220,10 @@ class DecentralizedOptimizer:
                              "(push_sum's weights, choco's public copies, gradient tracking's "
                              "tracker, allreduce's common model) must follow the parameters "
                              "every round (overlap=False)")
-        self.overlap = bool(overlap)
+
+    def _make_buffers(self) -> None:
+        """The host buffer gossip mixes and, with overlap, the snapshot, the mixed values and
+        the thread (and CUDA stream) that mixes beside the steps."""
         cuda = self.flat.device.type == "cuda"
         # The host memory gossip mixes: the flat buffer itself, or a pinned mirror of a CUDA one
         # (and, to overlap, always a copy: the snapshot must not move with the model).
@@ -226,14 +246,15 @@ class DecentralizedOptimizer:
             self._worker = ThreadPoolExecutor(1, thread_name_prefix="gossip-mix")
             if cuda:
                 self._side = torch.cuda.Stream(self.flat.device)
-        self.steps = 0
-        self.checkpoint_every = checkpoint_every
-        self.evaluate = evaluate
-        peer.join(self.host, model=model_name(model, self.flat), rounds=rounds,
-                  evaluate=None if evaluate is None else self._evaluate_host)
+
+    def _join(self, rounds: int) -> None:
+        """Joins the run with the host buffer; on resume, the optimizer's state from the
+        checkpoint (join() restored the model)."""
+        self.peer.join(self.host, model=model_name(self.model, self.flat), rounds=rounds,
+                       evaluate=None if self.evaluate is None else self._evaluate_host)
         if self.overlap:
-            peer._in_flight = self.synchronize
-        saved = peer.resume_state()
+            self.peer._in_flight = self.synchronize
+        saved = self.peer.resume_state()
         self.resumed = saved is not None
         if saved is not None:  # join() restored the model; the optimizer's state is ours
             self._to_device()

@@ -135,6 +135,28 @@ std::vector<std::string> saved_command(const std::string& dir) {
   return out;
 }
 
+/// The config with the command line's overrides, --tensorboard, --peers-per-process, --netem
+/// and --exec.
+RunConfig run_config(Args& args) {
+  RunConfig config = load_config(args.config_path());
+  apply_overrides(args, config);
+  if (args.has("tensorboard")) config.train.tensorboard = true;
+  if (args.get("peers-per-process")) {
+    const std::int64_t per = args.get_int("peers-per-process", 1);
+    if (per < 1 || per > kMaxPeersPerProcess)
+      throw InputError(cat("--peers-per-process ", per, ": must be 1 to ", kMaxPeersPerProcess));
+    config.train.peers_per_process = static_cast<int>(per);
+  }
+  if (const auto netem = args.get("netem"))
+    config.net.emulate = parse_link_emulation(*netem, "--netem");
+  if (const auto command = args.get("exec")) {
+    if (command->find_first_not_of(" \t") == std::string::npos)
+      throw InputError("--exec: the command is empty");
+    config.exec = *command;
+  }
+  return config;
+}
+
 }  // namespace
 
 int run_run(int argc, char** argv) {
@@ -157,22 +179,7 @@ int run_run(int argc, char** argv) {
     return run_run(static_cast<int>(cargv.size()), cargv.data());
   }
   const std::string out = args.get("resume") ? *args.get("resume") : args.required("out", "DIR");
-  RunConfig config = load_config(args.config_path());
-  apply_overrides(args, config);
-  if (args.has("tensorboard")) config.train.tensorboard = true;
-  if (args.get("peers-per-process")) {
-    const std::int64_t per = args.get_int("peers-per-process", 1);
-    if (per < 1 || per > kMaxPeersPerProcess)
-      throw InputError(cat("--peers-per-process ", per, ": must be 1 to ", kMaxPeersPerProcess));
-    config.train.peers_per_process = static_cast<int>(per);
-  }
-  if (const auto netem = args.get("netem"))
-    config.net.emulate = parse_link_emulation(*netem, "--netem");
-  if (const auto command = args.get("exec")) {
-    if (command->find_first_not_of(" \t") == std::string::npos)
-      throw InputError("--exec: the command is empty");
-    config.exec = *command;
-  }
+  RunConfig config = run_config(args);
   LaunchOptions opt;
   opt.config_path = args.config_path();
   opt.peer_arguments = override_arguments(args);

@@ -6,12 +6,21 @@
 
 namespace gossip {
 
+namespace {
+
+// A row's traits with its id and name stamped in (the row names only its traits).
+AlgorithmTraits named_row(AlgorithmKind kind, const char* name, AlgorithmTraits traits) {
+  traits.kind = kind;
+  traits.name = name;
+  return traits;
+}
+
+}  // namespace
+
 const std::vector<AlgorithmTraits>& algorithm_table() {
   static const std::vector<AlgorithmTraits> rows{
-#define GOSSIP_ALGORITHM_ROW(id, name, make, weights, compresses, overlaps, every, stale, ring, \
-                             elastic, outer, partial, not_robust, summary)                     \
-  {AlgorithmKind::id, name,  WeightsNeed::weights, compresses, overlaps, every, stale, ring,     \
-   elastic, outer, partial, not_robust, summary},
+#define GOSSIP_ALGORITHM_ROW(id, name, make, ...) \
+  named_row(AlgorithmKind::id, name, AlgorithmTraits __VA_ARGS__),
       GOSSIP_ALGORITHMS(GOSSIP_ALGORITHM_ROW)
 #undef GOSSIP_ALGORITHM_ROW
   };

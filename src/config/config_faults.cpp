@@ -142,6 +142,51 @@ void check_attack(const Reader& r, const Node& item, const std::string& at, Faul
     r.fail(item, at, "an attack's to_round comes after its round");
 }
 
+namespace {
+
+/// The links a cut names (its action's key), each two different peers.
+void read_fault_links(const Reader& r, const Node& v, const std::string& f, Fault& fault) {
+  r.sequence(v, f);
+  std::size_t k = 0;
+  for (const Node& link : v) {
+    const std::string lf = cat(f, "[", k++, "]");
+    const std::vector<int> ends = r.ints(link, lf);
+    if (ends.size() != 2 || ends[0] < 0 || ends[1] < 0 || ends[0] == ends[1])
+      r.fail(link, lf, "a link is two different peers, e.g. [0, 1]");
+    fault.links.emplace_back(ends[0], ends[1]);
+  }
+  if (fault.links.empty()) r.fail(v, f, cat("a ", fault_action_name(fault.action),
+                                             " needs at least one link"));
+}
+
+/// The refusals once a whole entry is read: its round, its action, and the fields (seconds,
+/// to_round) that are only for some actions.
+void check_fault(const Reader& r, const Node& item, const std::string& at, const Fault& fault,
+                 bool has_round) {
+  const char* name = fault_action_name(fault.action);
+  if (!has_round) r.fail(item, at, "a fault needs its round (from_round for a cut)");
+  if (fault.action == FaultAction::kNone)
+    r.fail(item, at, cat("a fault needs an action: ",
+                         choice_list(fault_action_table())));
+  if (fault.action == FaultAction::kPause && fault.seconds <= 0)
+    r.fail(item, at, "a pause needs its length in seconds");
+  if (fault.action != FaultAction::kPause && fault.seconds > 0)
+    r.fail(item, at, cat("seconds is for pause, not ", name));
+  if (fault.action == FaultAction::kCut && fault.to_round <= fault.round)
+    r.fail(item, at, "a cut needs to_round after from_round");
+  if (!traits(fault.action).spans && fault.to_round > 0) {
+    const auto spans = [](const FaultActionTraits& t) { return t.spans; };
+    std::vector<FaultActionTraits> spanning;
+    for (const FaultActionTraits& t : fault_action_table())
+      if (spans(t)) spanning.push_back(t);
+    r.fail(item, at,
+           cat("to_round is for ", choice_list(std::span<const FaultActionTraits>(spanning), "and"),
+               ", not ", name));
+  }
+}
+
+}  // namespace
+
 /// One entry of a fault schedule, `at` its field ("faults[2]"): of faults: and of
 /// compare.attacks alike, so an attack reads the same wherever it is written. The key that
 /// names the peers or links is the action (fault_action_table).
@@ -154,19 +199,6 @@ Fault read_fault(const Reader& r, const Node& item, const std::string& at) {
     fault.peers = r.ints(v, f);
     for (int p : fault.peers)
       if (p < 0) r.fail(v, f, cat("peer ", p, " is not a rank"));
-  };
-  auto links = [&](const Node& v, const std::string& f) {
-    r.sequence(v, f);
-    std::size_t k = 0;
-    for (const Node& link : v) {
-      const std::string lf = cat(f, "[", k++, "]");
-      const std::vector<int> ends = r.ints(link, lf);
-      if (ends.size() != 2 || ends[0] < 0 || ends[1] < 0 || ends[0] == ends[1])
-        r.fail(link, lf, "a link is two different peers, e.g. [0, 1]");
-      fault.links.emplace_back(ends[0], ends[1]);
-    }
-    if (fault.links.empty()) r.fail(v, f, cat("a ", fault_action_name(fault.action),
-                                               " needs at least one link"));
   };
   auto round = [&](const Node& v, const std::string& f) {
     if (has_round) r.fail(v, f, "a fault has one round (or from_round for a cut)");
@@ -201,29 +233,11 @@ Fault read_fault(const Reader& r, const Node& item, const std::string& at) {
         r.fail(v, f, cat("one action a fault: this one already says ",
                          fault_action_name(fault.action)));
       fault.action = row.kind;
-      if (row.links) links(v, f);
+      if (row.links) read_fault_links(r, v, f, fault);
       else peers(v, f);
     });
   r.each(item, at, handlers);
-  const char* name = fault_action_name(fault.action);
-  if (!has_round) r.fail(item, at, "a fault needs its round (from_round for a cut)");
-  if (fault.action == FaultAction::kNone)
-    r.fail(item, at, cat("a fault needs an action: ",
-                         choice_list(fault_action_table())));
-  if (fault.action == FaultAction::kPause && fault.seconds <= 0)
-    r.fail(item, at, "a pause needs its length in seconds");
-  if (fault.action != FaultAction::kPause && fault.seconds > 0)
-    r.fail(item, at, cat("seconds is for pause, not ", name));
-  if (fault.action == FaultAction::kCut && fault.to_round <= fault.round)
-    r.fail(item, at, "a cut needs to_round after from_round");
-  if (!traits(fault.action).spans && fault.to_round > 0) {
-    const auto spans = [](const FaultActionTraits& t) { return t.spans; };
-    std::vector<FaultActionTraits> spanning;
-    for (const FaultActionTraits& t : fault_action_table())
-      if (spans(t)) spanning.push_back(t);
-    r.fail(item, at, cat("to_round is for ", choice_list(std::span<const FaultActionTraits>(spanning), "and"),
-                         ", not ", name));
-  }
+  check_fault(r, item, at, fault, has_round);
   check_attack(r, item, at, fault, kind, given);
   return fault;
 }

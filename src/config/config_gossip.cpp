@@ -165,6 +165,32 @@ void read_gossip(const Reader& r, const Node& n, GossipConfig& g) {
   }, kMovedFromGossip);
 }
 
+namespace {
+
+/// A robust aggregate: every algorithm that runs with it must take it. gossip.aggregate runs
+/// with gossip.algorithm and any the sweep lists; compare.aggregates with the sweep's.
+void check_robust_aggregates(const RunConfig& cfg) {
+  const GossipConfig& g = cfg.gossip;
+  std::vector<AlgorithmKind> runs{g.algorithm};
+  runs.insert(runs.end(), cfg.compare.algorithms.begin(), cfg.compare.algorithms.end());
+  const std::vector<AlgorithmKind> swept =
+      cfg.compare.algorithms.empty() ? runs : cfg.compare.algorithms;
+  std::vector<std::tuple<std::string, Aggregate, const std::vector<AlgorithmKind>*>> uses{
+      {"gossip.aggregate", g.aggregate.kind, &runs}};
+  for (std::size_t i = 0; i < cfg.compare.aggregates.size(); ++i)
+    uses.emplace_back(cat("compare.aggregates[", i, "]"), cfg.compare.aggregates[i].kind, &swept);
+  for (const auto& [field, kind, algorithms] : uses)
+    for (AlgorithmKind a : *algorithms)
+      if (const char* why = traits(a).not_robust; why && traits(kind).robust)
+        throw InputError(cat(cfg.where(field), ": ", aggregate_name(kind), " is for ",
+                             choice_list_if(std::span(algorithm_table()),
+                                            [](const AlgorithmTraits& t) { return !t.not_robust; },
+                                            "and"),
+                             ", not ", algorithm_name(a), ": ", why));
+}
+
+}  // namespace
+
 /// Keys that only some algorithms take, checked once the whole file is read (the algorithm may
 /// come after them). A sweep (compare.algorithms) may list an algorithm that takes them.
 void check_gossip_keys(const RunConfig& cfg) {
@@ -203,24 +229,7 @@ void check_gossip_keys(const RunConfig& cfg) {
       !any_whole_buffers())
     throw InputError(
         cat(cfg.where("gossip.wire"), ": ", wire_halves_refusal(g.wire, g.choco.compress.kind)));
-  // A robust aggregate: every algorithm that runs with it must take it. gossip.aggregate runs
-  // with gossip.algorithm and any the sweep lists; compare.aggregates with the sweep's.
-  std::vector<AlgorithmKind> runs{g.algorithm};
-  runs.insert(runs.end(), cfg.compare.algorithms.begin(), cfg.compare.algorithms.end());
-  const std::vector<AlgorithmKind> swept =
-      cfg.compare.algorithms.empty() ? runs : cfg.compare.algorithms;
-  std::vector<std::tuple<std::string, Aggregate, const std::vector<AlgorithmKind>*>> uses{
-      {"gossip.aggregate", g.aggregate.kind, &runs}};
-  for (std::size_t i = 0; i < cfg.compare.aggregates.size(); ++i)
-    uses.emplace_back(cat("compare.aggregates[", i, "]"), cfg.compare.aggregates[i].kind, &swept);
-  for (const auto& [field, kind, algorithms] : uses)
-    for (AlgorithmKind a : *algorithms)
-      if (const char* why = traits(a).not_robust; why && traits(kind).robust)
-        throw InputError(cat(cfg.where(field), ": ", aggregate_name(kind), " is for ",
-                             choice_list_if(std::span(algorithm_table()),
-                                            [](const AlgorithmTraits& t) { return !t.not_robust; },
-                                            "and"),
-                             ", not ", algorithm_name(a), ": ", why));
+  check_robust_aggregates(cfg);
   if (g.overlap && !takes(&AlgorithmTraits::overlaps))
     throw InputError(cat(cfg.where("gossip.overlap"), ": overlap is for dpsgd and local_sgd, "
                          "not ", name));

@@ -42,31 +42,22 @@ bool is_integer_text(const Node& n) {
   return true;
 }
 
-/// One item of model.layers: `relu`, or `conv2d: {out_channels: 32, kernel: 5}`.
-LayerConfig read_layer(const Reader& r, const Node& item, const std::string& name) {
-  LayerConfig l;
-  Node fields;
-  std::string type;
-  if (item.is_scalar()) {
-    type = item.scalar();
-  } else if (item.is_map() && item.size() == 1) {
-    const auto entries = item.entries();
-    type = entries[0].first.scalar();
-    fields = entries[0].second;
-  } else {
-    r.fail(item, name, cat("expected a layer such as `relu` or `linear: {out: 10}`, got ",
-                           item.describe()));
-  }
+namespace {
+
+/// A layer type's fields: how each is read into the layer, and which must be given.
+struct LayerFields {
+  Handlers handlers;
+  std::vector<const char*> required;
+};
+
+/// The fields of l's type, read into `l`; sets the values they start from (conv2d's and
+/// residual's stride 1, dropout's p unset).
+LayerFields layer_fields(const Reader& r, LayerConfig& l) {
   Handlers h;
   auto positive = [&](int& into) {
     return [&r, &into](const Node& v, const std::string& f) { into = r.positive_int(v, f, false); };
   };
   std::vector<const char*> required;
-  const NamedRow<LayerKind>* row = find_choice(layer_table(), type);
-  if (!row)
-    r.fail(item, name, cat("unknown layer type '", type, "' (expected one of: ",
-                           choice_names(layer_table()), ")"));
-  l.type = row->kind;
   switch (l.type) {
     using enum LayerKind;
     case kLinear:
@@ -107,12 +98,38 @@ LayerConfig read_layer(const Reader& r, const Node& item, const std::string& nam
     case kBatchNorm:
     case kGlobalAvgPool: break;
   }
+  return {std::move(h), std::move(required)};
+}
+
+}  // namespace
+
+/// One item of model.layers: `relu`, or `conv2d: {out_channels: 32, kernel: 5}`.
+LayerConfig read_layer(const Reader& r, const Node& item, const std::string& name) {
+  LayerConfig l;
+  Node fields;
+  std::string type;
+  if (item.is_scalar()) {
+    type = item.scalar();
+  } else if (item.is_map() && item.size() == 1) {
+    const auto entries = item.entries();
+    type = entries[0].first.scalar();
+    fields = entries[0].second;
+  } else {
+    r.fail(item, name, cat("expected a layer such as `relu` or `linear: {out: 10}`, got ",
+                           item.describe()));
+  }
+  const NamedRow<LayerKind>* row = find_choice(layer_table(), type);
+  if (!row)
+    r.fail(item, name, cat("unknown layer type '", type, "' (expected one of: ",
+                           choice_names(layer_table()), ")"));
+  l.type = row->kind;
+  const LayerFields layer = layer_fields(r, l);
   if (fields.defined() && !fields.is_null()) {
     if (!fields.is_map())
       r.fail(fields, name, cat(type, ": expected a map of fields, got ", fields.describe()));
-    r.each(fields, name, h);
+    r.each(fields, name, layer.handlers);
   }
-  for (const char* f : required) {
+  for (const char* f : layer.required) {
     const bool given = fields.is_map() && fields[f].defined();
     if (!given)
       r.fail(item, name, cat(type, " needs the field '", f, "'"));

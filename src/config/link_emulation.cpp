@@ -71,58 +71,74 @@ std::vector<int> parse_rank_set(std::string_view key, std::string_view value, co
   return ranks;
 }
 
-}  // namespace
+/// One `net.emulate` text read item by item (KEY=VALUE, comma-separated); every error names the
+/// whole text and what is expected.
+class EmulationReader {
+ public:
+  EmulationReader(const std::string& text, const std::string& what)
+      : text_(text), prefix_(what.empty() ? std::string() : what + ": ") {
+    e_.text = text;
+  }
 
-LinkEmulation parse_link_emulation(const std::string& text, const std::string& what) {
-  const std::string prefix = what.empty() ? std::string() : what + ": ";
-  const auto bad = [&](const std::string& why) {
-    return InputError(cat(prefix, "'", text, "': ", why, " (expected rate=RATE[,delay=TIME]",
+  LinkEmulation read() {
+    std::string_view rest = text_;
+    while (!rest.empty() || text_.empty()) {
+      const auto comma = rest.find(',');
+      const std::string_view item = rest.substr(0, comma);
+      rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+      if (comma != std::string_view::npos && rest.empty()) throw bad("ends with ','");
+      const auto eq = item.find('=');
+      if (eq == std::string_view::npos) throw bad(cat("'", item, "' is not KEY=VALUE"));
+      const std::string_view key = item.substr(0, eq), value = item.substr(eq + 1);
+      if (key == "nat" || key == "firewall") {
+        read_behind(key, value);
+      } else if (key == "unreachable") {
+        if (!e_.unreachable.empty()) throw bad("unreachable is given twice");
+        e_.unreachable = parse_rank_pairs(value, [&](const std::string& why) { return bad(why); });
+      } else {
+        read_measure(key, value);
+      }
+      if (text_.empty()) break;
+    }
+    if (!seen_rate_) throw bad("no rate= (every emulated link has a rate)");
+    if (e_.jitter_ms > 0.0 && e_.delay_ms == 0.0) throw bad("jitter without delay");
+    return e_;
+  }
+
+ private:
+  InputError bad(const std::string& why) const {
+    return InputError(cat(prefix_, "'", text_, "': ", why, " (expected rate=RATE[,delay=TIME]",
                           "[,jitter=TIME][,loss=PERCENT%][,unreachable=A-B+C-D...][,nat=A+B/C+D...]",
                           "[,firewall=A+B...], e.g. rate=100mbit,delay=5ms)"));
-  };
-  LinkEmulation e;
-  e.text = text;
-  bool seen_rate = false, seen_delay = false, seen_jitter = false, seen_loss = false;
-  std::string_view rest = text;
-  while (!rest.empty() || text.empty()) {
-    const auto comma = rest.find(',');
-    const std::string_view item = rest.substr(0, comma);
-    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
-    if (comma != std::string_view::npos && rest.empty()) throw bad("ends with ','");
-    const auto eq = item.find('=');
-    if (eq == std::string_view::npos) throw bad(cat("'", item, "' is not KEY=VALUE"));
-    const std::string_view key = item.substr(0, eq), value = item.substr(eq + 1);
-    if (key == "nat" || key == "firewall") {
-      if (!(key == "nat" ? e.nats.empty() : e.firewalled.empty()))
-        throw bad(cat(key, " is given twice"));
-      const auto set = [&](std::string_view v) {
-        return parse_rank_set(key, v, [&](const std::string& why) { return bad(why); });
-      };
-      if (key == "firewall") {
-        e.firewalled = set(value);
-      } else {
-        for (std::string_view groups = value;;) {  // nat=1+2+3/4+5: one NAT per group
-          const auto slash = groups.find('/');
-          e.nats.push_back(set(groups.substr(0, slash)));
-          if (slash == std::string_view::npos) break;
-          groups.remove_prefix(slash + 1);
-        }
+  }
+
+  /// nat=1+2+3/4+5 (one NAT per group) or firewall=1+2: no rank behind two of them.
+  void read_behind(std::string_view key, std::string_view value) {
+    if (!(key == "nat" ? e_.nats.empty() : e_.firewalled.empty()))
+      throw bad(cat(key, " is given twice"));
+    const auto set = [&](std::string_view v) {
+      return parse_rank_set(key, v, [&](const std::string& why) { return bad(why); });
+    };
+    if (key == "firewall") {
+      e_.firewalled = set(value);
+    } else {
+      for (std::string_view groups = value;;) {  // nat=1+2+3/4+5: one NAT per group
+        const auto slash = groups.find('/');
+        e_.nats.push_back(set(groups.substr(0, slash)));
+        if (slash == std::string_view::npos) break;
+        groups.remove_prefix(slash + 1);
       }
-      std::vector<int> all = e.firewalled;
-      for (const auto& g : e.nats) all.insert(all.end(), g.begin(), g.end());
-      std::sort(all.begin(), all.end());
-      if (std::adjacent_find(all.begin(), all.end()) != all.end())
-        throw bad(cat("rank ", *std::adjacent_find(all.begin(), all.end()),
-                      " is behind two NATs, or behind a NAT and a firewall"));
-      if (text.empty()) break;
-      continue;
     }
-    if (key == "unreachable") {
-      if (!e.unreachable.empty()) throw bad("unreachable is given twice");
-      e.unreachable = parse_rank_pairs(value, [&](const std::string& why) { return bad(why); });
-      if (text.empty()) break;
-      continue;
-    }
+    std::vector<int> all = e_.firewalled;
+    for (const auto& g : e_.nats) all.insert(all.end(), g.begin(), g.end());
+    std::sort(all.begin(), all.end());
+    if (std::adjacent_find(all.begin(), all.end()) != all.end())
+      throw bad(cat("rank ", *std::adjacent_find(all.begin(), all.end()),
+                    " is behind two NATs, or behind a NAT and a firewall"));
+  }
+
+  /// rate, delay, jitter or loss: a number with its unit, each key once.
+  void read_measure(std::string_view key, std::string_view value) {
     double number = 0.0;
     std::string_view unit;
     if (!split_number(value, number, unit) || number < 0.0)
@@ -132,31 +148,38 @@ LinkEmulation parse_link_emulation(const std::string& text, const std::string& w
       seen = true;
     };
     if (key == "rate") {
-      once(seen_rate);
+      once(seen_rate_);
       const double f = scale(unit, {{"bit", 1.0}, {"kbit", 1e3}, {"mbit", 1e6}, {"gbit", 1e9}});
       if (f == 0.0) throw bad(cat("rate: unit '", unit, "' (use bit, kbit, mbit or gbit)"));
-      e.rate_bits_per_s = number * f;
-      if (e.rate_bits_per_s < 8000.0 || e.rate_bits_per_s > 1e11)
+      e_.rate_bits_per_s = number * f;
+      if (e_.rate_bits_per_s < 8000.0 || e_.rate_bits_per_s > 1e11)
         throw bad(cat("rate: must be between 8kbit and 100gbit, got ", value));
     } else if (key == "delay" || key == "jitter") {
-      once(key == "delay" ? seen_delay : seen_jitter);
+      once(key == "delay" ? seen_delay_ : seen_jitter_);
       const double f = scale(unit, {{"us", 1e-3}, {"ms", 1.0}, {"s", 1e3}});
       if (f == 0.0) throw bad(cat(key, ": unit '", unit, "' (use us, ms or s)"));
-      (key == "delay" ? e.delay_ms : e.jitter_ms) = number * f;
+      (key == "delay" ? e_.delay_ms : e_.jitter_ms) = number * f;
     } else if (key == "loss") {
-      once(seen_loss);
+      once(seen_loss_);
       if (unit != "%") throw bad(cat("loss: '", value, "' needs a % sign (loss=0.1%)"));
       if (number > 100.0) throw bad(cat("loss: at most 100%, got ", value));
-      e.loss_percent = number;
+      e_.loss_percent = number;
     } else {
       throw bad(cat("unknown key '", key, "' (rate, delay, jitter, loss, unreachable, nat, "
                     "firewall)"));
     }
-    if (text.empty()) break;
   }
-  if (!seen_rate) throw bad("no rate= (every emulated link has a rate)");
-  if (e.jitter_ms > 0.0 && e.delay_ms == 0.0) throw bad("jitter without delay");
-  return e;
+
+  const std::string& text_;
+  std::string prefix_;
+  LinkEmulation e_;
+  bool seen_rate_ = false, seen_delay_ = false, seen_jitter_ = false, seen_loss_ = false;
+};
+
+}  // namespace
+
+LinkEmulation parse_link_emulation(const std::string& text, const std::string& what) {
+  return EmulationReader(text, what).read();
 }
 
 void simulate_links(SimConfig& sim, const LinkEmulation& e) {

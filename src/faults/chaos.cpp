@@ -42,6 +42,22 @@ int any_peer(std::mt19937_64& g, int n, Keep keep) {
   return ok.empty() ? -1 : ok[uniform_below(g, ok.size())];
 }
 
+/// One of `weights`' picks, each as often as its weight says.
+Pick draw_weighted(std::mt19937_64& g, const std::vector<std::pair<Pick, int>>& weights) {
+  int total = 0;
+  for (const auto& w : weights) total += w.second;
+  int draw = static_cast<int>(uniform_below(g, static_cast<std::uint64_t>(total)));
+  Pick pick = weights.front().first;
+  for (const auto& [what, weight] : weights) {
+    if (draw < weight) {
+      pick = what;
+      break;
+    }
+    draw -= weight;
+  }
+  return pick;
+}
+
 }  // namespace
 
 std::vector<Fault> chaos_schedule(const Topology& topology, const ChaosOptions& o) {
@@ -65,17 +81,7 @@ std::vector<Fault> chaos_schedule(const Topology& topology, const ChaosOptions& 
     if (live < n) weights.emplace_back(Pick::kRestart, 3);
     if (o.pauses) weights.emplace_back(Pick::kPause, 2);
     if (o.cuts && !links.empty() && round + 5 < o.rounds - 1) weights.emplace_back(Pick::kCut, 2);
-    int total = 0;
-    for (const auto& w : weights) total += w.second;
-    int draw = static_cast<int>(uniform_below(g, static_cast<std::uint64_t>(total)));
-    Pick pick = weights.front().first;
-    for (const auto& [what, weight] : weights) {
-      if (draw < weight) {
-        pick = what;
-        break;
-      }
-      draw -= weight;
-    }
+    const Pick pick = draw_weighted(g, weights);
     Fault f;
     f.round = round;
     if (pick == Pick::kKill) {

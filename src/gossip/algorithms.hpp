@@ -47,6 +47,15 @@ class Dpsgd : public Algorithm {
   // (gossip.wire), rounded as it travelled. Empty otherwise.
   HostFloats sent_;
   std::vector<float> robust_;  // trimmed_mean, median: the robust average of this round
+
+ private:
+  /// r_i, this peer's message as its neighbours got it: with overlap the buffer published
+  /// before the local steps, else x_i; rounded at half width (gossip.wire).
+  std::span<const float> own_message();
+  /// The mix of `terms` with this peer's own message r_i = `own` in its place: x_i + sum_j
+  /// W_ij (m_j - r_i); `whole`: r_i is x_i, so the plain sum.
+  void mix_against_own(std::vector<mixing::Term>& terms, std::span<const float> own,
+                       bool whole);
 };
 
 // The make_ functions GOSSIP_ALGORITHMS names, one per algorithm's source file, all of one

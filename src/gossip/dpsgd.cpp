@@ -76,20 +76,7 @@ void Dpsgd::mix_phase(std::int64_t round) {
     last_mix_.nonfinite = mixing::drop_nonfinite(terms, self, learner_.num_params);
   const bool whole = !config_.overlap && config_.wire == WireFormat::kFp32;  // r_i is x_i
   if (whole && config_.aggregate.kind == Aggregate::kMean) return buffer_.mix(terms);
-  // r_i, this peer's message as the neighbours got it: with overlap the buffer published before
-  // the local steps, at half width rounded, else x_i itself (downloaded on a device backend).
-  std::span<const float> own;
-  if (config_.overlap) {
-    round_to_wire(std::span<float>(sent_), config_.wire);  // fp32: as it is
-    own = sent_;
-  } else if (config_.wire == WireFormat::kFp32) {
-    own = buffer_.host_view();
-  } else {
-    const auto x = buffer_.host_view();
-    sent_.resize(x.size());
-    round_to_wire(x, config_.wire, std::span<float>(sent_));  // copied and rounded in one pass
-    own = sent_;
-  }
+  const std::span<const float> own = own_message();
   switch (config_.aggregate.kind) {
     case Aggregate::kMean: break;
     case Aggregate::kClipped: {
@@ -110,6 +97,26 @@ void Dpsgd::mix_phase(std::int64_t round) {
           {self, nullptr, 1.0}, {self, robust_.data(), 1.0}, {self, own.data(), -1.0}});
     }
   }
+  mix_against_own(terms, own, whole);
+}
+
+std::span<const float> Dpsgd::own_message() {
+  // r_i, this peer's message as the neighbours got it: with overlap the buffer published before
+  // the local steps, at half width rounded, else x_i itself (downloaded on a device backend).
+  if (config_.overlap) {
+    round_to_wire(std::span<float>(sent_), config_.wire);  // fp32: as it is
+    return sent_;
+  }
+  if (config_.wire == WireFormat::kFp32) return buffer_.host_view();
+  const auto x = buffer_.host_view();
+  sent_.resize(x.size());
+  round_to_wire(x, config_.wire, std::span<float>(sent_));  // copied and rounded in one pass
+  return sent_;
+}
+
+void Dpsgd::mix_against_own(std::vector<mixing::Term>& terms, std::span<const float> own,
+                            bool whole) {
+  const int self = exchange_->rank();
   if (whole) return buffer_.mix(terms);
   if (!config_.overlap) {
     // x_i + sum_j W[i][j] (m_j - r_i) as one sum: (W[i][i] - 1) r_i + sum_j W[i][j] m_j + x_i.

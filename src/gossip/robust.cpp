@@ -135,6 +135,28 @@ double clipping_gate(std::span<const Term> terms, std::span<const double> d, int
   return b == 0 ? out.tau : a.ratio * out.tau;
 }
 
+/// Under the adaptive tau, which outliers (beyond `gate`) are shaped like liars, known before
+/// any is clipped, and whether one is not (`headed`: it is clipped by its heading). A fixed tau
+/// clips every neighbour beyond it to it: none is marked.
+struct Outliers {
+  std::vector<char> liar;  // per term
+  bool headed = false;
+};
+
+Outliers mark_outliers(const std::vector<Term>& terms, const std::vector<double>& d, int self,
+                       double gate, const AggregateConfig& a, std::span<const float> own,
+                       PeerBuffer& buffer, double& own_norm) {
+  Outliers out{std::vector<char>(terms.size(), 0), false};
+  if (a.tau <= 0)
+    for (std::size_t j = 0; j < terms.size(); ++j) {
+      if (terms[j].peer == self || d[j] <= gate) continue;
+      if (own_norm < 0) own_norm = own_norm_of(own, buffer);
+      out.liar[j] = liar_shaped(d[j], own_norm, terms[j].host, own);
+      out.headed = out.headed || !out.liar[j];
+    }
+  return out;
+}
+
 }  // namespace
 
 Clipping clip_terms(std::vector<Term>& terms, int self, std::span<const float> own,
@@ -147,19 +169,10 @@ Clipping clip_terms(std::vector<Term>& terms, int self, std::span<const float> o
   const int byzantine = std::max(0, a.byzantine - static_cast<int>(out.nonfinite.size()));
   const double gate = clipping_gate(terms, d, self, a, byzantine, out);
   double own_norm = -1.0;  // computed when first needed
-  // Under the adaptive tau, which outliers are shaped like liars, known before any is clipped,
-  // and (when one is not) the weights before clipping, for its heading. A fixed tau clips
-  // every neighbour beyond it to it.
-  std::vector<char> liar(terms.size(), 0);
-  bool headed = false;
-  if (a.tau <= 0)
-    for (std::size_t j = 0; j < terms.size(); ++j) {
-      if (terms[j].peer == self || d[j] <= gate) continue;
-      if (own_norm < 0) own_norm = own_norm_of(own, buffer);
-      liar[j] = liar_shaped(d[j], own_norm, terms[j].host, own);
-      headed = headed || !liar[j];
-    }
-  const std::vector<Term> unclipped = headed ? terms : std::vector<Term>{};
+  const Outliers outliers = mark_outliers(terms, d, self, gate, a, own, buffer, own_norm);
+  const std::vector<char>& liar = outliers.liar;
+  // When an outlier is not liar-shaped: the weights before clipping, for its heading.
+  const std::vector<Term> unclipped = outliers.headed ? terms : std::vector<Term>{};
   for (std::size_t j = 0; j < terms.size(); ++j) {
     if (terms[j].peer == self || d[j] <= gate) continue;
     double c = math::clip_scale(out.tau, d[j]);
@@ -298,32 +311,14 @@ void median_of_three(const float* a, const float* b, const float* c, std::vector
   for (int j = 0; j < 3; ++j) dropped[static_cast<std::size_t>(j)] += n - kept[j];
 }
 
-}  // namespace
-
-std::vector<int> robust_average(std::span<const Term> terms, int self, std::span<const float> own,
-                                const AggregateConfig& a, std::vector<float>& out,
-                                PeerBuffer& buffer) {
-  std::vector<const float*> in{own.data()};
-  std::vector<int> peer{self};
-  for (const Term& t : terms)
-    if (t.peer != self) {
-      in.push_back(t.host);
-      peer.push_back(t.peer);
-    }
+/// The neighbours robust_average dropped far more often than an honest one is (in[j], peer[j]:
+/// each value and whose, this peer's own first; dropped[j]: the coordinates it was dropped
+/// from).
+std::vector<int> dropped_suspects(const std::vector<const float*>& in,
+                                  const std::vector<int>& peer,
+                                  const std::vector<std::int64_t>& dropped, std::size_t trim,
+                                  std::span<const float> own, PeerBuffer& buffer) {
   const std::size_t k = in.size();
-  const std::size_t trim =
-      a.kind == Aggregate::kTrimmedMean && 2 * static_cast<std::size_t>(a.byzantine) < k
-          ? static_cast<std::size_t>(a.byzantine)
-          : (k - 1) / 2;  // median: as many dropped at each end as leave one or two values
-  out.resize(own.size());
-  std::vector<std::int64_t> dropped(k, 0);
-  if (k == 3 && trim == 1) {  // a ring: the median of three, without a sort (the same values)
-    median_of_three(in[0], in[1], in[2], out, dropped);
-  } else if (k <= kNetworkMax) {
-    network_trim(in, trim, out, dropped);
-  } else {
-    generic_trim(in, trim, out, dropped);
-  }
   // An honest value is dropped from about 2 trim / k of the coordinates; flagged is a
   // neighbour dropped from more than halfway between that and all of them, and from that much
   // more than its fellow neighbours are (their median). The second test keeps the ring honest:
@@ -361,6 +356,35 @@ std::vector<int> robust_average(std::span<const Term> terms, int self, std::span
     if (liar_shaped(dn[0], own_norm, in[j], own)) suspects.push_back(peer[j]);
   }
   return suspects;
+}
+
+}  // namespace
+
+std::vector<int> robust_average(std::span<const Term> terms, int self, std::span<const float> own,
+                                const AggregateConfig& a, std::vector<float>& out,
+                                PeerBuffer& buffer) {
+  std::vector<const float*> in{own.data()};
+  std::vector<int> peer{self};
+  for (const Term& t : terms)
+    if (t.peer != self) {
+      in.push_back(t.host);
+      peer.push_back(t.peer);
+    }
+  const std::size_t k = in.size();
+  const std::size_t trim =
+      a.kind == Aggregate::kTrimmedMean && 2 * static_cast<std::size_t>(a.byzantine) < k
+          ? static_cast<std::size_t>(a.byzantine)
+          : (k - 1) / 2;  // median: as many dropped at each end as leave one or two values
+  out.resize(own.size());
+  std::vector<std::int64_t> dropped(k, 0);
+  if (k == 3 && trim == 1) {  // a ring: the median of three, without a sort (the same values)
+    median_of_three(in[0], in[1], in[2], out, dropped);
+  } else if (k <= kNetworkMax) {
+    network_trim(in, trim, out, dropped);
+  } else {
+    generic_trim(in, trim, out, dropped);
+  }
+  return dropped_suspects(in, peer, dropped, trim, own, buffer);
 }
 
 }  // namespace gossip::mixing

@@ -119,6 +119,18 @@ EmulatedNetwork::EmulatedNetwork(const LinkEmulation& emulation, int peers,
     throw InputError(cat(what, ": emulating links needs iproute2's `ip` and `tc`, and ",
                          ip_.empty() ? "`ip`" : "`tc`", " is not installed (apt-get install "
                          "iproute2)"));
+  place_ranks(emulation, what);
+  remove_stale_namespaces();
+  try {
+    build(emulation);
+  } catch (...) {
+    remove();
+    throw;
+  }
+}
+
+void EmulatedNetwork::place_ranks(const LinkEmulation& emulation, const std::string& what) {
+  const int peers = peers_;
   if (peers > 65000)
     throw InputError(cat(what, ": at most 65000 peers on emulated links, got ", peers));
   for (const auto& [a, b] : emulation.unreachable)
@@ -148,6 +160,9 @@ EmulatedNetwork::EmulatedNetwork(const LinkEmulation& emulation, int peers,
       throw InputError(cat(what, ": nat= and firewall= need nftables' `nft`, which is not "
                            "installed (apt-get install nftables)"));
   }
+}
+
+void EmulatedNetwork::remove_stale_namespaces() const {
   // Namespaces of launchers that are gone (killed before they could remove them) and that no
   // process is in any more.
   for (const auto& name : list_netns(ip_)) {
@@ -163,12 +178,6 @@ EmulatedNetwork::EmulatedNetwork(const LinkEmulation& emulation, int peers,
     if (run_command({ip_, "netns", "del", name}).code == 0)
       std::fprintf(stderr, "gossip run: removed network namespace %s, left by a gossip run "
                    "(pid %d) that is gone\n", name.c_str(), static_cast<int>(owner));
-  }
-  try {
-    build(emulation);
-  } catch (...) {
-    remove();
-    throw;
   }
 }
 

@@ -71,6 +71,11 @@ class EmulatedNetwork {
   std::vector<std::string> leftovers() const;
 
  private:
+  /// Checks the ranks `emulation` names against the run's (InputError naming `what`), and
+  /// places each NAT's peers; finds nft when NATs or firewalls are asked for.
+  void place_ranks(const LinkEmulation& emulation, const std::string& what);
+  /// Removes the namespaces of gossip runs that are gone.
+  void remove_stale_namespaces() const;
   void build(const LinkEmulation& e);
   void add_namespace(const std::string& name);
   void must(const std::vector<std::string>& argv, const std::string& doing);

@@ -111,6 +111,31 @@ void Network::carry_out_faults() {
   const auto now = Clock::now();
   for (const int r : scheduled_deaths_)  // a kill that has not taken yet is sent again
     if (children_[r].running && children_[r].leader < 0) kill(children_[r].pid, SIGKILL);
+  wake_paused(now);
+  const std::int64_t round = fault_round();
+  for (std::size_t i = 0; i < faults_->size(); ++i) {
+    if (fault_done_[i]) continue;
+    const Fault& f = (*faults_)[i];
+    if (!fault_due(f, round)) break;  // the later ones wait for it
+    fault_done_[i] = true;
+    if (is_membership(f)) continue;  // start_joiners, note_membership
+    if (f.action == FaultAction::kAttack) {  // carried out by the attackers' own Attack, round by round
+      note_attack(f);
+      continue;
+    }
+    std::vector<int> acted_on = act_on_peers(f, now);
+    if (f.action == FaultAction::kCut) {  // carried out by the peers' own CutLinks, round by round
+      for (const auto& [a, b] : f.links) acted_on.insert(acted_on.end(), {a, b});
+      record_.log_fault(f.round, cat("cut until round ", f.to_round), acted_on, 0.0);
+      progress_.note(cat("fault schedule at round ", f.round, ": links cut until round ",
+                         f.to_round, " (the peers drop them)"));
+      continue;
+    }
+    note_fault(f);
+  }
+}
+
+void Network::wake_paused(Clock::time_point now) {
   for (auto it = paused_.begin(); it != paused_.end();) {
     if (now < it->first) {
       ++it;
@@ -120,6 +145,9 @@ void Network::carry_out_faults() {
     progress_.note(cat("fault schedule: peer ", it->second, " resumed (SIGCONT)"));
     it = paused_.erase(it);
   }
+}
+
+std::int64_t Network::fault_round() const {
   // The network's round: its first live peer's (the one furthest on). A fault acts once the
   // network has reached its round and every fault written before it has acted, so the schedule
   // fires in its written order however the graph splits; a restart then finds its neighbours
@@ -133,78 +161,79 @@ void Network::carry_out_faults() {
       any_running = true;
     }
   if (!any_running) round = std::numeric_limits<std::int64_t>::max();
-  for (std::size_t i = 0; i < faults_->size(); ++i) {
-    if (fault_done_[i]) continue;
-    const Fault& f = (*faults_)[i];
-    // A kill's peers stop themselves at its round, before sending anything of it (their last
-    // round is the one before, as in gossip sim); the kernel then closes their links as a
-    // crash's. One that is behind (another component's, or paused) is killed where it is once
-    // the network is kKillGrace rounds past.
-    // (A peer started again is there only once its new process has said where it is.)
-    const auto at_round = [&](int p) {
-      return !children_[p].running || (heard_[p] && peer_round_[p] >= f.round);
-    };
-    const bool due = f.action == FaultAction::kKill
-                         ? std::all_of(f.peers.begin(), f.peers.end(), at_round) ||
-                               round >= f.round + kKillGrace
-                         : round >= f.round;
-    // A restart of a peer whose kill was just sent waits until its process has been reaped.
-    const bool dying = f.action == FaultAction::kRestart &&
-                       std::any_of(f.peers.begin(), f.peers.end(), [&](int p) {
-                         return children_[p].running && killed_by_schedule(p);
-                       });
-    if (!due || dying) break;  // the later ones wait for it
-    fault_done_[i] = true;
-    if (is_membership(f)) continue;  // start_joiners, note_membership
-    if (f.action == FaultAction::kAttack) {  // carried out by the attackers' own Attack, round by round
-      const std::string until = f.to_round > 0 ? cat(" until round ", f.to_round) : "";
-      record_.log_fault(f.round, cat("attack ", describe_attack(f), until), f.peers, 0.0);
-      progress_.note(cat("fault schedule at round ", f.round, ": peer",
-                         f.peers.size() == 1 ? " " : "s ", format_peers(f.peers), " attack",
-                         f.peers.size() == 1 ? "s" : "", " with ", describe_attack(f), until,
-                         f.peers.size() == 1 ? " (its exchange rewrites what it sends)"
-                                             : " (their exchanges rewrite what they send)"));
-      continue;
-    }
-    std::vector<int> acted_on;
-    for (int p : f.peers) {
-      if (f.action == FaultAction::kRestart) {
-        if (children_[p].running) {
-          progress_.note(cat("fault schedule at round ", f.round, ": peer ", p,
-                             " is running; nothing to restart"));
-          continue;
-        }
-        restart(p);
-      } else if (!children_[p].running) {
+  return round;
+}
+
+bool Network::fault_due(const Fault& f, std::int64_t round) const {
+  // A kill's peers stop themselves at its round, before sending anything of it (their last
+  // round is the one before, as in gossip sim); the kernel then closes their links as a
+  // crash's. One that is behind (another component's, or paused) is killed where it is once
+  // the network is kKillGrace rounds past.
+  // (A peer started again is there only once its new process has said where it is.)
+  const auto at_round = [&](int p) {
+    return !children_[p].running || (heard_[p] && peer_round_[p] >= f.round);
+  };
+  const bool due = f.action == FaultAction::kKill
+                       ? std::all_of(f.peers.begin(), f.peers.end(), at_round) ||
+                             round >= f.round + kKillGrace
+                       : round >= f.round;
+  // A restart of a peer whose kill was just sent waits until its process has been reaped.
+  const bool dying = f.action == FaultAction::kRestart &&
+                     std::any_of(f.peers.begin(), f.peers.end(), [&](int p) {
+                       return children_[p].running && killed_by_schedule(p);
+                     });
+  return due && !dying;
+}
+
+void Network::note_attack(const Fault& f) {
+  const std::string until = f.to_round > 0 ? cat(" until round ", f.to_round) : "";
+  record_.log_fault(f.round, cat("attack ", describe_attack(f), until), f.peers, 0.0);
+  progress_.note(cat("fault schedule at round ", f.round, ": peer",
+                     f.peers.size() == 1 ? " " : "s ", format_peers(f.peers), " attack",
+                     f.peers.size() == 1 ? "s" : "", " with ", describe_attack(f), until,
+                     f.peers.size() == 1 ? " (its exchange rewrites what it sends)"
+                                         : " (their exchanges rewrite what they send)"));
+}
+
+std::vector<int> Network::act_on_peers(const Fault& f, Clock::time_point now) {
+  std::vector<int> acted_on;
+  for (int p : f.peers) {
+    if (f.action == FaultAction::kRestart) {
+      if (children_[p].running) {
+        progress_.note(cat("fault schedule at round ", f.round, ": peer ", p,
+                           " is running; nothing to restart"));
         continue;
-      } else if (f.action == FaultAction::kKill) {
-        scheduled_deaths_.push_back(p);
-        // The process group (an exec: shell and its Python); the process itself when it has
-        // just been started and has no group of its own yet.
-        if (kill(-children_[p].pid, SIGKILL) != 0) kill(children_[p].pid, SIGKILL);
-      } else {
-        kill(-children_[p].pid, SIGSTOP);
-        paused_.emplace_back(now + seconds_to_ms(f.seconds),
-                             p);
       }
-      acted_on.push_back(p);
-    }
-    if (f.action == FaultAction::kCut) {  // carried out by the peers' own CutLinks, round by round
-      for (const auto& [a, b] : f.links) acted_on.insert(acted_on.end(), {a, b});
-      record_.log_fault(f.round, cat("cut until round ", f.to_round), acted_on, 0.0);
-      progress_.note(cat("fault schedule at round ", f.round, ": links cut until round ",
-                         f.to_round, " (the peers drop them)"));
+      restart(p);
+    } else if (!children_[p].running) {
       continue;
+    } else if (f.action == FaultAction::kKill) {
+      scheduled_deaths_.push_back(p);
+      // The process group (an exec: shell and its Python); the process itself when it has
+      // just been started and has no group of its own yet.
+      if (kill(-children_[p].pid, SIGKILL) != 0) kill(children_[p].pid, SIGKILL);
+    } else {
+      kill(-children_[p].pid, SIGSTOP);
+      paused_.emplace_back(now + seconds_to_ms(f.seconds),
+                           p);
     }
-    record_.log_fault(f.round, fault_action_name(f.action), f.peers, f.seconds);
-    if (dashboard_)
-      dashboard_->on_note("fault", f.round, cat("fault schedule: ", fault_action_name(f.action), " peer",
-                                                f.peers.size() == 1 ? " " : "s ",
-                                                format_peers(f.peers)), now_s());
-    progress_.note(cat("fault schedule at round ", f.round, ": ", fault_action_name(f.action), " peer",
-                       f.peers.size() == 1 ? " " : "s ", format_peers(f.peers),
-                       f.action == FaultAction::kPause ? cat(" for ", f.seconds, " s") : std::string()));
+    acted_on.push_back(p);
   }
+  return acted_on;
+}
+
+void Network::note_fault(const Fault& f) {
+  record_.log_fault(f.round, fault_action_name(f.action), f.peers, f.seconds);
+  const char* action = fault_action_name(f.action);
+  if (dashboard_)
+    dashboard_->on_note("fault", f.round,
+                        cat("fault schedule: ", action, " peer", f.peers.size() == 1 ? " " : "s ",
+                            format_peers(f.peers)),
+                        now_s());
+  progress_.note(cat("fault schedule at round ", f.round, ": ", action, " peer",
+                     f.peers.size() == 1 ? " " : "s ", format_peers(f.peers),
+                     f.action == FaultAction::kPause ? cat(" for ", f.seconds, " s")
+                                                     : std::string()));
 }
 
 }  // namespace gossip::launch_parts

@@ -119,32 +119,6 @@ void Network::start_observers(const RunConfig& config, const Topology& topology)
   std::fflush(stdout);
 }
 
-void Network::peer_gone(int r, const std::string& why) {
-  record_.peer_failed(r, why);
-  if (dashboard_) dashboard_->on_exit(r, why, now_s());
-}
-
-/// On resume: the evaluations up to the resume round that the peers saved (events.txt) but this
-/// launcher had not merged when it was stopped (Ctrl-C, a crash) are merged now, so that
-/// DIR/metrics.csv has every evaluation; a round some peer's file lacks is named and left out.
-void Network::recover_unmerged() {
-  const std::int64_t merged = record_.merged_round();
-  for (int r = 0; r < n_; ++r) {
-    std::ifstream in(cat(opt_.out_dir, "/peers/", r, "/events.txt"));
-    for (std::string line; std::getline(in, line);) {
-      const auto e = parse_event(line);
-      if (!e) continue;
-      if (const auto* ev = std::get_if<EvalEvent>(&*e);
-          ev && ev->round > merged && ev->round <= resume_round_)
-        record_.handle(r, *e);
-    }
-  }
-  merge_ready_rounds();
-  for (std::int64_t round : record_.drop_pending_through(resume_round_))
-    progress_.note(cat("round ", round, ": not every peer's evaluation or snapshot is left, so "
-                       "that round is missing from metrics.csv (each peer's own file has it)"));
-}
-
 /// The run's TLS credentials, and the words for them on the run's first line.
 struct RunCredentials {
   std::string dir;   // --tls-dir of every peer, or "" when they use the config's settings
@@ -337,36 +311,12 @@ int Network::run() {
     if (!fds.empty()) poll(fds.data(), fds.size(), 200);
     bool all_exited = true;
     for (auto& c : children_) {
-      // Reap before reading: a child that has exited has all its lines in the pipe, so its
-      // "done" event is read before it is judged (read first, and a child that writes it and
-      // exits in between looked like a failure).
-      const bool was_running = c.running;
-      const bool exited = launcher::reap(children_, c);
-      std::vector<std::string> lines;
-      launcher::read_lines(c, lines);
-      for (const auto& l : lines)
-        if (const auto e = parse_event(l)) handle_event(c.rank, *e);
-      if (exited && was_running) {
-        const bool stopped_as_asked = opt_.until_round > 0 && c.exit_code == 0;
-        if (killed_by_schedule(c.rank)) {
-          peer_gone(c.rank, "killed by the fault schedule");
-          watch_outside(c.rank);
-        } else if (c.exit_code != 0 || (!record_.has_finished(c.rank) && !stopped_as_asked)) {
-          const std::string why = cat("peer ", c.rank, " failed (exit code ", c.exit_code,
-                                      "); last lines of its log:\n", launcher::tail_lines(c.log_path, 6));
-          if (opt_.restart_on_failure && restarts_[c.rank] < kMaxRestarts) {
-            ++restarts_[c.rank];
-            progress_.note(cat(why, "\nstarting peer ", c.rank, " again (--restart on-failure, ",
-                               restarts_[c.rank], " of ", kMaxRestarts, ")"));
-            record_.log_fault(peer_round_[c.rank], "restart", {c.rank}, 0.0);
-            restart(c.rank);
-            all_exited = false;
-            continue;
-          }
-          if (!opt_.keep_going) return fail(why);
-          progress_.note(why);
-          peer_gone(c.rank, cat("failed (exit code ", c.exit_code, ")"));
-          watch_outside(c.rank);
+      if (reap_and_read(c)) {
+        const ExitVerdict verdict = judge_exit(c);
+        if (verdict.fatal) return fail(*verdict.fatal);
+        if (verdict.restarted) {
+          all_exited = false;
+          continue;
         }
       }
       all_exited &= !c.running && c.out_fd < 0;
@@ -385,6 +335,47 @@ int Network::run() {
     if (metrics_) update_metrics();
     if (all_exited && !outside_running) break;
   }
+  return end_run();
+}
+
+bool Network::reap_and_read(launcher::Child& c) {
+  // Reap before reading: a child that has exited has all its lines in the pipe, so its
+  // "done" event is read before it is judged (read first, and a child that writes it and
+  // exits in between looked like a failure).
+  const bool was_running = c.running;
+  const bool exited = launcher::reap(children_, c);
+  std::vector<std::string> lines;
+  launcher::read_lines(c, lines);
+  for (const auto& l : lines)
+    if (const auto e = parse_event(l)) handle_event(c.rank, *e);
+  return exited && was_running;
+}
+
+Network::ExitVerdict Network::judge_exit(const launcher::Child& c) {
+  const bool stopped_as_asked = opt_.until_round > 0 && c.exit_code == 0;
+  if (killed_by_schedule(c.rank)) {
+    peer_gone(c.rank, "killed by the fault schedule");
+    watch_outside(c.rank);
+  } else if (c.exit_code != 0 || (!record_.has_finished(c.rank) && !stopped_as_asked)) {
+    const std::string why = cat("peer ", c.rank, " failed (exit code ", c.exit_code,
+                                "); last lines of its log:\n", launcher::tail_lines(c.log_path, 6));
+    if (opt_.restart_on_failure && restarts_[c.rank] < kMaxRestarts) {
+      ++restarts_[c.rank];
+      progress_.note(cat(why, "\nstarting peer ", c.rank, " again (--restart on-failure, ",
+                         restarts_[c.rank], " of ", kMaxRestarts, ")"));
+      record_.log_fault(peer_round_[c.rank], "restart", {c.rank}, 0.0);
+      restart(c.rank);
+      return {.restarted = true, .fatal = std::nullopt};
+    }
+    if (!opt_.keep_going) return {.restarted = false, .fatal = why};
+    progress_.note(why);
+    peer_gone(c.rank, cat("failed (exit code ", c.exit_code, ")"));
+    watch_outside(c.rank);
+  }
+  return {};
+}
+
+int Network::end_run() {
   if (dashboard_) dashboard_->set_finished(now_s());
   if (metrics_) {
     update_metrics();
@@ -411,19 +402,6 @@ int Network::run() {
   for (int r : record_.dead())
     if (!killed_by_schedule(r)) return kExitFailure;
   return kExitOk;
-}
-
-/// What the launcher's terminal says of a peer's event about a neighbour that lies (nullptr:
-/// not such an event); events.jsonl and summary.json have the details.
-const char* byzantine_note(MemberEventKind event) {
-  switch (event) {
-    case MemberEventKind::kByzantineSuspect: return "byzantine_suspect: suspects of lying";
-    case MemberEventKind::kByzantineCleared: return "byzantine_cleared: no longer suspects";
-    case MemberEventKind::kByzantineCut: return "byzantine_cut: no longer mixes with";
-    case MemberEventKind::kRefusedParams:
-      return "refused_params: left out NaN or Inf parameters of";
-    default: return nullptr;
-  }
 }
 
 /// What the peers' processes inherit. Each peer's BLAS (and a Python peer's OpenMP) starts with
@@ -487,102 +465,6 @@ void check_backend(const RunConfig& config) {
     throw InputError(cat(config.where("train.precision"), ": ", why, "; no peer was started"));
 }
 
-void Network::handle_event(int r, const PeerEvent& e) {
-  if (const auto* a = std::get_if<AlertEvent>(&e)) progress_.note(cat("peer ", r, ": ", a->message));
-  if (const auto* m = std::get_if<MemberEvent>(&e); m && m->event == MemberEventKind::kIdentityConflict)
-    progress_.note(cat("peer ", r, ": identity_conflict: a second connection presented the "
-                       "identity of peer ", m->subject, " while its link was live; refused"));
-  if (const auto* m = std::get_if<MemberEvent>(&e))
-    if (const char* what = byzantine_note(m->event))
-      progress_.note(cat("peer ", r, " round ", m->round, ": ", what, " peer ", m->subject));
-  if (const auto* l = std::get_if<LinkEvent>(&e)) {
-    // Each link's path is in events.jsonl and summary.json, not on the terminal.
-    if (l->change == LinkChange::kReachability) {
-      progress_.note(cat("peer ", r, ": reachability ", l->reason));
-    } else if (l->change != LinkChange::kPath) {
-      progress_.note(cat("peer ", r, ": link to peer ", l->neighbour, " ",
-                         link_change_name(l->change),
-                         l->reason.empty() ? std::string() : cat(" (", l->reason, ")")));
-    }
-  }
-  if (const auto* ev = std::get_if<EvalEvent>(&e))
-    peer_round_[r] = std::max(peer_round_[r], ev->round);
-  if (const auto* ro = std::get_if<RoundEvent>(&e))
-    peer_round_[r] = std::max(peer_round_[r], ro->round);
-  if (std::holds_alternative<RoundEvent>(e) || std::holds_alternative<EvalEvent>(e)) heard_[r] = 1;
-  if (const auto* d = std::get_if<DoneEvent>(&e)) peer_round_[r] = std::max(peer_round_[r], d->rounds);
-  // A new identity started by hand (gossip peer --join): its events come through its file.
-  if (const auto* m = std::get_if<MemberEvent>(&e);
-      m && m->event == MemberEventKind::kAnnounceJoin && m->subject >= 0 && m->subject < n_ &&
-      !children_[m->subject].running && outside_offset_[m->subject] < 0) {
-    outside_offset_[m->subject] = 0;
-    outside_back_[m->subject] = false;
-    progress_.note(cat("round ", m->round, ": peer ", m->subject, " asked to join (gossip peer "
-                       "--join); following it through ", opt_.out_dir, "/peers/", m->subject,
-                       "/events.txt"));
-  }
-  if (std::holds_alternative<ReadyEvent>(e) && !topology_.epochs().empty() && initial_member(r)) {
-    startup_s_ = std::max(startup_s_, std::chrono::duration<double>(Clock::now() - spawned_[r])
-                                          .count());
-    // The rounds' pace counts from when the last of the first members was ready (round 0), so
-    // it is known at the first round event rather than a round event later.
-    if (++initial_ready_ == static_cast<int>(topology_.members(0).size()) && pace_.empty())
-      pace_.emplace_back(Clock::now(), 0);
-  }
-  record_.handle(r, e);
-  if (dashboard_) dashboard_->on_event(r, e, now_s());
-}
-
-void Network::hand_out_average() {
-  if (average_handed_) return;
-  std::vector<int> waiting;
-  for (const auto& c : children_) {
-    if (!c.running) continue;
-    if (!record_.has_finished(c.rank)) return;  // still training
-    if (record_.awaits_average(c.rank)) waiting.push_back(c.rank);
-  }
-  if (record_.finished() == 0) return;  // nobody finished: no final parameters to average
-  average_handed_ = true;
-  record_.hand_out_average(waiting);
-}
-
-void Network::watch_outside(int r) {
-  std::error_code ec;
-  const auto size = std::filesystem::file_size(cat(opt_.out_dir, "/peers/", r, "/events.txt"), ec);
-  outside_offset_[r] = ec ? 0 : static_cast<std::int64_t>(size);
-  outside_back_[r] = false;
-}
-
-bool Network::follow_outside() {
-  bool running = false;
-  for (int r = 0; r < n_; ++r) {
-    if (outside_offset_[r] < 0 || children_[r].running) continue;
-    std::ifstream in(cat(opt_.out_dir, "/peers/", r, "/events.txt"), std::ios::binary);
-    if (in.seekg(outside_offset_[r])) {
-      std::string line;
-      // Whole lines only: a line still being written is read on the next pass.
-      while (std::getline(in, line) && !in.eof()) {
-        outside_offset_[r] += static_cast<std::int64_t>(line.size()) + 1;
-        outside_heard_[r] = Clock::now();
-        const auto e = parse_event(line);
-        if (!e) continue;
-        if (std::holds_alternative<ReadyEvent>(*e) && !outside_back_[r]) {
-          outside_back_[r] = true;
-          std::erase(scheduled_deaths_, r);
-          record_.peer_back(r);
-          progress_.note(cat("peer ", r, " is back (started outside gossip run); following it "
-                             "through ", opt_.out_dir, "/peers/", r, "/events.txt"));
-        }
-        if (outside_back_[r]) handle_event(r, *e);
-      }
-    }
-    if (outside_back_[r] && !record_.has_finished(r) &&
-        Clock::now() - outside_heard_[r] < kOutsideQuiet)
-      running = true;
-  }
-  return running;
-}
-
 /// True when every address of the topology's peers: list is on loopback (127.0.0.0/8,
 /// localhost, ::1): the file describes peers on one machine, which --netem spreads over
 /// namespaces of their own.
@@ -612,6 +494,87 @@ std::vector<std::string> with_topology(std::vector<std::string> args, const std:
   return args;
 }
 
+/// The refusals before anything is written: an elastic run's options, the fault schedule, the
+/// backend, peers_per_process and, with --netem, a topology whose peers: are on other hosts.
+/// `drop_addresses`: --netem with a topology that lists its peers' (loopback) addresses.
+void refuse_before_start(const RunConfig& config, const LaunchOptions& options,
+                         const Topology& loaded, const Topology& topology, bool drop_addresses) {
+  const bool elastic = !topology.epochs().empty();
+  if (elastic && (options.resume || options.until_round > 0 || config.net.emulate.enabled() ||
+                  !config.exec.empty() || options.restart_on_failure))
+    throw InputError(cat(config.where("faults"), ": a run whose peers join and leave does not "
+                         "take --resume, --until-round, --netem, --restart or exec: yet"));
+  check_faults(config, loaded);
+  check_backend(config);
+  check_grouping(config, options, elastic);
+  if (drop_addresses && !loopback_only(topology))
+    throw InputError(cat("--netem '", config.net.emulate.text, "': emulated links give every "
+                         "peer its own address, but the topology ", config.gossip.topology,
+                         " places the peers on other hosts (peers:); leave them out to use "
+                         "--netem"));
+}
+
+/// --netem over a topology with its peers' loopback addresses: the peers read the same graph,
+/// written without them, from OUT/netem-topology.yaml.
+void write_bare_topology(const RunConfig& config, const Topology& topology,
+                         LaunchOptions& options) {
+  // One machine's loopback addresses: the peers take their namespaces' instead, from the same
+  // graph written without its peers: list.
+  Topology bare = topology;
+  bare.set_addresses({});
+  const std::string file = cat(options.out_dir, "/netem-topology.yaml");
+  std::ofstream(file, std::ios::trunc) << to_yaml(bare);
+  options.peer_arguments = with_topology(options.peer_arguments, file);
+  std::printf("gossip run: --netem: the loopback addresses of %s (peers:) give way to the "
+              "namespaces' own; the peers read the same graph from %s\n",
+              config.gossip.topology.c_str(), file.c_str());
+}
+
+/// Ctrl-C and SIGTERM set g_signal, which the run looks at between its steps.
+void catch_signals() {
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+}
+
+/// --netem: each peer's network namespace and emulated link into `links`, and OUT/netem-hosts.
+/// Returns false when a Ctrl-C or SIGTERM came while they were made (they are removed then).
+bool make_links(const RunConfig& config, int n, const std::string& out_dir,
+                std::optional<launcher::EmulatedNetwork>& links) {
+  try {
+    links.emplace(config.net.emulate, n, [] { return g_signal != 0; });
+  } catch (const RuntimeError&) {
+    if (g_signal == 0) throw;
+    std::fprintf(stderr, "gossip run: interrupted while making the emulated links; removed "
+                 "them\n");
+    return false;
+  }
+  std::ofstream(out_dir + "/netem-hosts", std::ios::trunc) << links->hostfile();
+  std::printf("gossip run: each peer in its own network namespace (%s to %s), its link %s\n",
+              links->peer_namespace(0).c_str(), links->peer_namespace(n - 1).c_str(),
+              config.net.emulate.text.c_str());
+  std::fflush(stdout);
+  return true;
+}
+
+/// Every peer runs the GEMM chosen here once (measured or explicit): peers that each measured
+/// at the same moment, on a busy machine, could pick different kernels.
+void share_gemm(const GemmChoice& gemm) {
+  const auto cpu_gemms = cpu_gemm_names();
+  if (std::find(cpu_gemms.begin(), cpu_gemms.end(), gemm.name) != cpu_gemms.end())
+    setenv("GOSSIP_GEMM", gemm.name.c_str(), 1);
+  std::printf("gossip run: the peers' matrix products: %s\n", gemm.line().c_str());
+  std::fflush(stdout);
+}
+
+void remove_links(launcher::EmulatedNetwork& links) {
+  links.remove();
+  if (const auto left = links.leftovers(); !left.empty())
+    std::fprintf(stderr, "gossip run: network namespace %s is still there after removal\n",
+                 left.front().c_str());
+}
+
 }  // namespace gossip::launch_parts
 
 namespace gossip {
@@ -638,31 +601,10 @@ int launch(const RunConfig& config, const LaunchOptions& given) {
   // graph from it (run_topology, as gossip sim and every peer derive it).
   const Topology topology = run_topology(config, loaded);
   const bool elastic = !topology.epochs().empty();
-  if (elastic && (options.resume || options.until_round > 0 || config.net.emulate.enabled() ||
-                  !config.exec.empty() || options.restart_on_failure))
-    throw InputError(cat(config.where("faults"), ": a run whose peers join and leave does not "
-                         "take --resume, --until-round, --netem, --restart or exec: yet"));
-  check_faults(config, loaded);
-  check_backend(config);
-  check_grouping(config, options, elastic);
   const bool drop_addresses = config.net.emulate.enabled() && topology.has_addresses();
-  if (drop_addresses && !loopback_only(topology))
-    throw InputError(cat("--netem '", config.net.emulate.text, "': emulated links give every peer its own "
-                         "address, but the topology ", config.gossip.topology, " places the "
-                         "peers on other hosts (peers:); leave them out to use --netem"));
+  refuse_before_start(config, options, loaded, topology, drop_addresses);
   make_output_dir(options.out_dir);
-  if (drop_addresses) {
-    // One machine's loopback addresses: the peers take their namespaces' instead, from the same
-    // graph written without its peers: list.
-    Topology bare = topology;
-    bare.set_addresses({});
-    const std::string file = cat(options.out_dir, "/netem-topology.yaml");
-    std::ofstream(file, std::ios::trunc) << to_yaml(bare);
-    options.peer_arguments = with_topology(options.peer_arguments, file);
-    std::printf("gossip run: --netem: the loopback addresses of %s (peers:) give way to the "
-                "namespaces' own; the peers read the same graph from %s\n",
-                config.gossip.topology.c_str(), file.c_str());
-  }
+  if (drop_addresses) write_bare_topology(config, topology, options);
   keep_run_identity(config, topology, options.out_dir, options.resume);
   const std::int64_t resume_round =
       options.resume ? common_checkpoint(options.out_dir, topology.n()) : -1;
@@ -676,44 +618,17 @@ int launch(const RunConfig& config, const LaunchOptions& given) {
               algorithm_name(config.gossip.algorithm), config.gossip.period, tls.c_str(),
               options.out_dir.c_str());
   std::fflush(stdout);
-  struct sigaction sa {};
-  sa.sa_handler = on_signal;
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
+  catch_signals();
   std::optional<launcher::EmulatedNetwork> links;
-  if (config.net.emulate.enabled()) {
-    try {
-      links.emplace(config.net.emulate, topology.n(), [] { return g_signal != 0; });
-    } catch (const RuntimeError&) {
-      if (g_signal == 0) throw;
-      std::fprintf(stderr, "gossip run: interrupted while making the emulated links; removed "
-                   "them\n");
-      return 130;
-    }
-    std::ofstream(options.out_dir + "/netem-hosts", std::ios::trunc) << links->hostfile();
-    std::printf("gossip run: each peer in its own network namespace (%s to %s), its link %s\n",
-                links->peer_namespace(0).c_str(), links->peer_namespace(topology.n() - 1).c_str(),
-                config.net.emulate.text.c_str());
-    std::fflush(stdout);
-  }
+  if (config.net.emulate.enabled() && !make_links(config, topology.n(), options.out_dir, links))
+    return 130;
   const auto mps = peer_environment(config, topology.n(), options.out_dir);
   Network net(config, options, topology, resume_round,
               credentials.dir,
               links ? &*links : nullptr);
-  // Every peer runs the GEMM chosen here once (measured or explicit): peers that each measured
-  // at the same moment, on a busy machine, could pick different kernels.
-  const auto cpu_gemms = cpu_gemm_names();
-  if (std::find(cpu_gemms.begin(), cpu_gemms.end(), net.gemm().name) != cpu_gemms.end())
-    setenv("GOSSIP_GEMM", net.gemm().name.c_str(), 1);
-  std::printf("gossip run: the peers' matrix products: %s\n", net.gemm().line().c_str());
-  std::fflush(stdout);
+  share_gemm(net.gemm());
   const int code = net.run();
-  if (links) {
-    links->remove();
-    if (const auto left = links->leftovers(); !left.empty())
-      std::fprintf(stderr, "gossip run: network namespace %s is still there after removal\n",
-                   left.front().c_str());
-  }
+  if (links) remove_links(*links);
   return code;
 }
 

@@ -1,7 +1,8 @@
 // launcher/network.hpp: `gossip run`'s running network (Network): its child processes, the
 // event lines it follows, the fault schedule and the membership changes it carries out, and the
-// record it keeps. launcher.cpp starts and ends it; fault_schedule.cpp holds what it does at a
-// fault's or a membership change's round. Private to the room.
+// record it keeps. launcher.cpp starts and ends it; peer_events.cpp holds what it does with its
+// peers' event lines, fault_schedule.cpp what it does at a fault's or a membership change's
+// round. Private to the room.
 #pragma once
 #if !defined(GOSSIP_ROOM_LAUNCHER)
 #error "src/launcher/network.hpp belongs to room launcher, which this room does not use (see the room table in meson.build)"
@@ -86,12 +87,37 @@ class Network {
   void show_progress();
   std::string stage(std::int64_t done, std::int64_t total) const;
   void carry_out_faults();
+  /// Wakes (SIGCONT) the paused peers whose time is up at `now`.
+  void wake_paused(Clock::time_point now);
+  /// The network's round as the fault schedule reads it (max when no peer runs).
+  std::int64_t fault_round() const;
+  /// Whether fault `f` acts now, the network at `round`.
+  bool fault_due(const Fault& f, std::int64_t round) const;
+  /// An attack's start: events.jsonl and a note (the attackers carry it out).
+  void note_attack(const Fault& f);
+  /// A kill, restart or pause on f's peers (a cut lists links, not peers); returns those it
+  /// acted on.
+  std::vector<int> act_on_peers(const Fault& f, Clock::time_point now);
+  /// A kill, restart or pause done: events.jsonl, the dashboard, a note.
+  void note_fault(const Fault& f);
   bool killed_by_schedule(int rank) const {
     return std::find(scheduled_deaths_.begin(), scheduled_deaths_.end(), rank) !=
            scheduled_deaths_.end();
   }
   void merge_ready_rounds();
   int fail(const std::string& why);
+  /// Reaps child c and handles the event lines it wrote; returns whether it has just exited.
+  bool reap_and_read(launcher::Child& c);
+  /// What a child's exit means for the run.
+  struct ExitVerdict {
+    bool restarted = false;            // started again (--restart on-failure)
+    std::optional<std::string> fatal;  // the failure that ends the run (no --keep-going)
+  };
+  /// Child c has just exited: killed by the schedule, finished, or failed (started again, the
+  /// run's end, or, under --keep-going, gone).
+  ExitVerdict judge_exit(const launcher::Child& c);
+  /// Every child has exited: the dashboard, metrics, summary.json; returns the run's exit code.
+  int end_run();
   /// --dashboard and net.metrics_port: their servers, when asked for; one that cannot listen is
   /// said and left out.
   void start_observers(const RunConfig& config, const Topology& topology);

@@ -477,7 +477,7 @@ void NetworkRecord::add_membership(NetworkSummary& net, std::int64_t rounds) con
   net.member_rounds = std::move(t.member_rounds);
 }
 
-Summary NetworkRecord::finish(double wall_seconds, const std::vector<double>& peer_rss_mb) {
+RunEnd NetworkRecord::run_end(double wall_seconds) const {
   RunEnd end{.rounds = record_.last().round, .bytes_sent = 0, .wall_seconds = wall_seconds,
              .connected = true, .params_sha256 = {}, .gemm = gemm_.name,
              .epochs = NAN, .average_missing = {}, .extra = {}};
@@ -493,6 +493,10 @@ Summary NetworkRecord::finish(double wall_seconds, const std::vector<double>& pe
     end.params_sha256.push_back(done_[r] ? done_[r]->params_sha256 : "");
     end.bytes_sent += done_[r] ? done_[r]->bytes_sent : 0;
   }
+  return end;
+}
+
+NetworkSummary NetworkRecord::network_summary(const RunEnd& end) const {
   // The fields gossip sim's summary also has, with the same meaning.
   NetworkSummary net{.peers = n_, .config = config_.path, .topology = config_.gossip.topology,
                      .algorithm = algorithm_name(config_.gossip.algorithm),
@@ -508,49 +512,49 @@ Summary NetworkRecord::finish(double wall_seconds, const std::vector<double>& pe
       net.refused_params.add(
           JsonObject().add("peer", r).add("from", pairs[i]).add("count", pairs[i + 1]));
   }
-  RunGraph graph;
+  return net;
+}
+
+RunGraph NetworkRecord::final_graph(NetworkSummary& net, std::int64_t rounds) const {
   try {
     const Topology loaded = load_topology(config_.gossip.topology);
     net.spectral_gap = 1.0 - analyze(loaded).rho_per_round;
-    graph = run_graph(members_ ? *members_ : loaded, std::max(end.rounds, total_rounds_));
+    return run_graph(members_ ? *members_ : loaded, rounds);
   } catch (const InputError&) {
     // The topology file is gone or changed since the run: the gap is left out (null), and the
     // graph is the newest word of a peer alive at the end.
-    graph = monitors_graph();
+    return monitors_graph();
   }
-  end.connected = graph.connected;
-  net.components = graph.components;
-  net.one_way = graph.one_way;
-  for (const auto& shard : shard_for(config_, data_.train, n_))
-    net.samples_per_peer.push_back(std::ssize(shard));
-  for (int r = 0; r < n_; ++r) net.alive_at_end.push_back(done_[r].has_value());
-  const auto& split = net.components;
+}
+
+std::vector<double> NetworkRecord::evaluate_components(NetworkSummary& net) {
   // Split at the end: each component's own average model, from its peers' final parameters.
   std::vector<double> component_consensus;
-  for (const auto& c : split) {
+  for (const auto& c : net.components) {
     const std::vector<std::string> paths = final_params(c);
     double consensus = NAN;
     net.component_accuracy.push_back(paths.empty() ? NAN
                                                    : evaluate_average(paths, &consensus).accuracy);
     component_consensus.push_back(consensus);
   }
-  if (!config_.exec.empty()) {
-    const std::vector<std::string> paths = final_params();
-    double consensus = NAN;
-    if (!paths.empty()) {
-      try {
-        evaluate_average(paths, &consensus);
-      } catch (const RuntimeError& e) {
-        log_line(cat("gossip run: the final consensus distance: ", e.what()));
-      }
+  return component_consensus;
+}
+
+void NetworkRecord::evaluate_exec_average(RunEnd& end) {
+  const std::vector<std::string> paths = final_params();
+  double consensus = NAN;
+  if (!paths.empty()) {
+    try {
+      evaluate_average(paths, &consensus);
+    } catch (const RuntimeError& e) {
+      log_line(cat("gossip run: the final consensus distance: ", e.what()));
     }
-    record_external_average(consensus, end);
-    end.average_missing = average_missing_;
   }
-  if (members_) add_membership(net, std::max(end.rounds, total_rounds_));
-  const auto phase_rows = add_phases(net);
-  add_network_summary(end.extra, net);
-  // The fields of gossip run alone.
+  record_external_average(consensus, end);
+  end.average_missing = average_missing_;
+}
+
+JsonArray NetworkRecord::failures_json() const {
   JsonArray failures;
   for (const Failure& f : failures_) {
     JsonObject o;
@@ -559,11 +563,30 @@ Summary NetworkRecord::finish(double wall_seconds, const std::vector<double>& pe
     else o.raw("back_s", "null");
     failures.add(o);
   }
+  return failures;
+}
+
+Summary NetworkRecord::finish(double wall_seconds, const std::vector<double>& peer_rss_mb) {
+  RunEnd end = run_end(wall_seconds);
+  NetworkSummary net = network_summary(end);
+  const RunGraph graph = final_graph(net, std::max(end.rounds, total_rounds_));
+  end.connected = graph.connected;
+  net.components = graph.components;
+  net.one_way = graph.one_way;
+  for (const auto& shard : shard_for(config_, data_.train, n_))
+    net.samples_per_peer.push_back(std::ssize(shard));
+  for (int r = 0; r < n_; ++r) net.alive_at_end.push_back(done_[r].has_value());
+  const std::vector<double> component_consensus = evaluate_components(net);
+  if (!config_.exec.empty()) evaluate_exec_average(end);
+  if (members_) add_membership(net, std::max(end.rounds, total_rounds_));
+  const auto phase_rows = add_phases(net);
+  add_network_summary(end.extra, net);
+  // The fields of gossip run alone.
   end.extra.add("missing_links", graph.missing_links)
       .add("disagreeing_views", graph.disagreeing_views);
   end.extra.add("dead_peers", JsonArray::of(dead_))
       .add("component_consensus_distance", JsonArray::of(component_consensus))
-      .add("failures", failures)
+      .add("failures", failures_json())
       .add("membership", membership_);
   const bool rss = static_cast<int>(peer_rss_mb.size()) == n_;
   double peer_max_rss_mb = 0.0;

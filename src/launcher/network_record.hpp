@@ -117,9 +117,29 @@ class NetworkRecord {
   double slowest_done_seconds() const;
 
  private:
+  /// The run's end from the peers' done events: the rounds and epochs they ran, their bytes and
+  /// their final parameters' digests.
+  RunEnd run_end(double wall_seconds) const;
+  /// The summary's fields gossip sim's also has, as far as the done events tell them.
+  NetworkSummary network_summary(const RunEnd& end) const;
+  /// The run's graph after `rounds` (and net's spectral gap), or, when the topology file cannot
+  /// be read any more, the monitors' graph.
+  RunGraph final_graph(NetworkSummary& net, std::int64_t rounds) const;
+  /// Each of net's components' average model on the test set (net's component_accuracy); returns
+  /// their consensus distances.
+  std::vector<double> evaluate_components(NetworkSummary& net);
+  /// exec: runs: the final consensus distance and the script's evaluation of the average model,
+  /// or why there is none, into `end`.
+  void evaluate_exec_average(RunEnd& end);
+  /// summary.json "failures".
+  JsonArray failures_json() const;
   /// Where the time went, from the finished peers' done events: fills net's phases and
   /// phases_per_peer; returns the final table's rows (each peer's, then "all").
   std::vector<std::pair<std::string, PhaseSeconds>> add_phases(NetworkSummary& net) const;
+  /// The ranks of `topology` not alive at the end (not finished, or held dead), ascending.
+  std::vector<int> gone_at_end(const Topology& topology) const;
+  /// The live peers among the first `n` whose monitor ended believing other than g's components.
+  void add_disagreeing_views(RunGraph& g, int n, const std::vector<int>& gone) const;
   /// An elastic run's member timeline (planned and announced changes up to `rounds`) into `net`.
   void add_membership(NetworkSummary& net, std::int64_t rounds) const;
   /// The final table: each peer's accuracy, bytes, seconds (and peak memory), where the time

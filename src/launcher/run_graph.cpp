@@ -53,48 +53,40 @@ struct Missing {
   std::map<int, std::string> why;  // end -> what it recorded
 };
 
-}  // namespace
+using LinkSet = std::set<std::pair<int, int>>;
+using MissingLinks = std::map<std::pair<int, int>, Missing>;  // (a < b) -> why
 
-RunGraph NetworkRecord::run_graph(const Topology& topology, std::int64_t round) const {
-  const int n = std::min(n_, topology.n());
-  // Alive at the end: finished (a peer that ended without finishing has no say, nor a place).
-  std::vector<int> gone;
-  for (int r = 0; r < topology.n(); ++r)
-    if (r >= n || !done_[r] || std::find(dead_.begin(), dead_.end(), r) != dead_.end())
-      gone.push_back(r);
-  const auto alive = [&](int r) { return !std::binary_search(gone.begin(), gone.end(), r); };
-  std::map<std::pair<int, int>, Missing> missing;  // (a < b) -> why
-  // A link both ends say something of is named by the gravest state (the table's order), from
-  // the earliest round either gave.
-  const auto note = [&](int a, int b, int end, MissingState state, std::int64_t from,
-                        const std::string& why) {
-    auto [it, fresh] = missing.try_emplace({std::min(a, b), std::max(a, b)});
-    Missing& m = it->second;
-    if (fresh || state < m.state) m.state = state;
-    m.round = fresh ? from : std::min(m.round, from);
-    m.why.try_emplace(end, why);  // an end's own link record first (noted first), then its view
-  };
-  for (const auto& [key, report] : link_reports_) {
-    const auto [peer, neighbour] = key;
-    if (link_absent(report.change))
-      note(peer, neighbour, peer, missing_state(report.change), report.round, report.reason);
-  }
-  const auto links = topology_links(topology, round);
-  const auto is_link = [&](int a, int b) {
-    return links.count({std::min(a, b), std::max(a, b)}) > 0;
-  };
-  for (int r = 0; r < n; ++r)
-    for (int q : held_dead_[r])
-      if (q >= 0 && q < n && alive(q) && is_link(r, q))
-        note(r, q, r, MissingState::kHeldDead, 0, cat("peer ", r, " holds peer ", q, " dead"));
-  for (const auto& [r, q] : cut_links_)
-    if (is_link(r, q))
-      note(r, q, r, MissingState::kCut, 0, cat("peer ", r, " cut peer ", q, " for lying"));
+bool is_link(const LinkSet& links, int a, int b) {
+  return links.count({std::min(a, b), std::max(a, b)}) > 0;
+}
 
-  RunGraph g;
+/// Whether peer r is alive at the end (not among the sorted `gone`).
+bool alive(const std::vector<int>& gone, int r) {
+  return !std::binary_search(gone.begin(), gone.end(), r);
+}
+
+/// End `end` of the link a-b said it is missing (`state`, from round `from`, `why`). A link both
+/// ends say something of is named by the gravest state (the table's order), from the earliest
+/// round either gave.
+void note_missing(MissingLinks& missing, int a, int b, int end, MissingState state,
+                  std::int64_t from, const std::string& why) {
+  auto [it, fresh] = missing.try_emplace({std::min(a, b), std::max(a, b)});
+  Missing& m = it->second;
+  if (fresh || state < m.state) m.state = state;
+  m.round = fresh ? from : std::min(m.round, from);
+  m.why.try_emplace(end, why);  // an end's own link record first (noted first), then its view
+}
+
+/// The missing links of the topology between peers alive at the end into g (summary.json's
+/// missing_links, the final table's lines); returns them.
+std::vector<std::pair<int, int>> add_missing_links(RunGraph& g, const MissingLinks& missing,
+                                                   const LinkSet& links,
+                                                   const std::vector<int>& gone) {
   std::vector<std::pair<int, int>> absent;
   for (const auto& [pair, m] : missing) {
-    if (!is_link(pair.first, pair.second) || !alive(pair.first) || !alive(pair.second)) continue;
+    if (!is_link(links, pair.first, pair.second) || !alive(gone, pair.first) ||
+        !alive(gone, pair.second))
+      continue;
     absent.push_back(pair);
     JsonObject why;
     std::string line = cat(pair.first, "-", pair.second, " ", missing_state_name(m.state), ":");
@@ -111,15 +103,25 @@ RunGraph NetworkRecord::run_graph(const Topology& topology, std::int64_t round) 
                             .add("why", why));
     g.missing_lines.push_back(line);
   }
-  const LiveGraph live = live_graph(topology, gone, round, absent);
-  g.connected = live.connected;
-  if (!live.connected) {
-    g.components = live.components;
-    g.one_way = live.one_way;
-  }
+  return absent;
+}
+
+}  // namespace
+
+std::vector<int> NetworkRecord::gone_at_end(const Topology& topology) const {
+  const int n = std::min(n_, topology.n());
+  // Alive at the end: finished (a peer that ended without finishing has no say, nor a place).
+  std::vector<int> gone;
+  for (int r = 0; r < topology.n(); ++r)
+    if (r >= n || !done_[r] || std::find(dead_.begin(), dead_.end(), r) != dead_.end())
+      gone.push_back(r);
+  return gone;
+}
+
+void NetworkRecord::add_disagreeing_views(RunGraph& g, int n, const std::vector<int>& gone) const {
   // Each live peer's last word on the graph: a split it saw, or (none, or healed) whole.
   for (int r = 0; r < n; ++r) {
-    if (!alive(r)) continue;
+    if (!alive(gone, r)) continue;
     const bool split = graph_[r] && graph_[r]->event == MemberEventKind::kPartition;
     const std::vector<std::vector<int>> believed = split ? graph_[r]->components
                                                          : std::vector<std::vector<int>>{};
@@ -129,6 +131,38 @@ RunGraph NetworkRecord::run_graph(const Topology& topology, std::int64_t round) 
                                 .add("connected", !split)
                                 .add("components", components_json(believed)));
   }
+}
+
+RunGraph NetworkRecord::run_graph(const Topology& topology, std::int64_t round) const {
+  const int n = std::min(n_, topology.n());
+  const std::vector<int> gone = gone_at_end(topology);
+  const LinkSet links = topology_links(topology, round);
+  MissingLinks missing;
+  for (const auto& [key, report] : link_reports_) {
+    const auto [peer, neighbour] = key;
+    if (link_absent(report.change))
+      note_missing(missing, peer, neighbour, peer, missing_state(report.change), report.round,
+                   report.reason);
+  }
+  for (int r = 0; r < n; ++r)
+    for (int q : held_dead_[r])
+      if (q >= 0 && q < n && alive(gone, q) && is_link(links, r, q))
+        note_missing(missing, r, q, r, MissingState::kHeldDead, 0,
+                     cat("peer ", r, " holds peer ", q, " dead"));
+  for (const auto& [r, q] : cut_links_)
+    if (is_link(links, r, q))
+      note_missing(missing, r, q, r, MissingState::kCut, 0,
+                   cat("peer ", r, " cut peer ", q, " for lying"));
+
+  RunGraph g;
+  const std::vector<std::pair<int, int>> absent = add_missing_links(g, missing, links, gone);
+  const LiveGraph live = live_graph(topology, gone, round, absent);
+  g.connected = live.connected;
+  if (!live.connected) {
+    g.components = live.components;
+    g.one_way = live.one_way;
+  }
+  add_disagreeing_views(g, n, gone);
   return g;
 }
 

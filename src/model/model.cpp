@@ -99,6 +99,31 @@ std::int64_t model_param_count(const ModelConfig& m) {
 Model::Model(Backend& backend, const std::vector<int>& mlp_sizes, int max_batch)
     : Model(backend, ModelConfig::mlp(mlp_sizes), max_batch) {}
 
+namespace {
+
+/// The layer that runs config `l` from `in` to `out` (`relu`: with the ReLU after it folded in).
+std::unique_ptr<Layer> make_layer(Backend& backend, const LayerConfig& l, const Shape& in,
+                                  const Shape& out, bool relu, int max_batch) {
+  std::unique_ptr<Layer> layer;
+  switch (l.type) {
+    using enum LayerKind;
+    case kLinear: layer = make_linear(backend, in, out, relu); break;
+    case kConv2d: layer = make_conv2d(backend, l, in, out, relu, max_batch); break;
+    case kMaxPool2d:
+    case kAvgPool2d: layer = make_pool(backend, l, in, out, max_batch); break;
+    case kGroupNorm: layer = make_group_norm(backend, l, in, max_batch); break;
+    case kBatchNorm: layer = make_batch_norm(backend, in, max_batch); break;
+    case kResidual: layer = make_residual(backend, l, in, out, max_batch); break;
+    case kGlobalAvgPool: layer = make_global_avg_pool(backend, in, max_batch); break;
+    case kRelu: layer = make_relu(in); break;
+    case kFlatten: layer = make_flatten(); break;
+    case kDropout: layer = make_dropout(l, in); break;
+  }
+  return layer;
+}
+
+}  // namespace
+
 Model::Model(Backend& backend, const ModelConfig& config, int max_batch, int max_train_batch,
              bool shared_scratch)
     : backend_(&backend),
@@ -119,52 +144,20 @@ Model::Model(Backend& backend, const ModelConfig& config, int max_batch, int max
   std::vector<std::size_t> info_of;  // each layer that runs: its entry in info_
   for (std::size_t i = 0; i < config.layers.size(); ++i) {
     const LayerConfig& l = config.layers[i];
-    const Shape& in = shapes[i];
     const Shape& out = shapes[i + 1];
-    LayerInfo info{layer_name(l.type), in, out};
     if (l.type == LayerKind::kRelu && i > 0 && folds_relu(config, i - 1)) {
-      info_.push_back(info);  // folded into the layer before: nothing runs
+      // Folded into the layer before: nothing runs.
+      info_.push_back(LayerInfo{layer_name(l.type), shapes[i], out});
       continue;
     }
-    std::unique_ptr<Layer> layer;
-    const bool relu = folds_relu(config, i);
-    switch (l.type) {
-      using enum LayerKind;
-      case kLinear: layer = make_linear(backend, in, out, relu); break;
-      case kConv2d: layer = make_conv2d(backend, l, in, out, relu, max_batch); break;
-      case kMaxPool2d:
-      case kAvgPool2d: layer = make_pool(backend, l, in, out, max_batch); break;
-      case kGroupNorm: layer = make_group_norm(backend, l, in, max_batch); break;
-      case kBatchNorm: layer = make_batch_norm(backend, in, max_batch); break;
-      case kResidual: layer = make_residual(backend, l, in, out, max_batch); break;
-      case kGlobalAvgPool: layer = make_global_avg_pool(backend, in, max_batch); break;
-      case kRelu: layer = make_relu(in); break;
-      case kFlatten: layer = make_flatten(); break;
-      case kDropout: layer = make_dropout(l, in); break;
-    }
-    layer->set_offset(off);
-    info.offset = off;
-    info.params = layer->param_count();
-    info.weights = layer->weight_count();
-    info.fan_in = layer->fan_in();
-    off += info.params;
     info_of.push_back(info_.size());
-    info_.push_back(info);
+    off += add_layer(l, shapes[i], out, folds_relu(config, i), max_batch, off);
     widest = std::max(widest, shape_size(out));
-    act_sizes_.push_back(layer->aliases_input() ? 0 : std::int64_t{max_batch} * shape_size(out));
-    layers_.push_back(std::move(layer));
   }
   // The layers' buffers (running statistics) after every parameter: the optimizer steps the
   // first trainable_params_ values, gossip mixes them all.
   trainable_params_ = off;
-  for (std::size_t k = 0; k < layers_.size(); ++k) {
-    layers_[k]->set_buffer_offset(off);
-    LayerInfo& info = info_[info_of[k]];
-    info.buffer_offset = off;
-    info.buffers = layers_[k]->buffer_count();
-    off += info.buffers;
-  }
-  num_params_ = off;
+  num_params_ = place_buffers(off, info_of);
   outs_.resize(layers_.size());
   act_ptrs_.resize(layers_.size());
   delta_size_ = std::int64_t{max_train_batch_} * widest;
@@ -175,6 +168,37 @@ Model::Model(Backend& backend, const ModelConfig& config, int max_batch, int max
                                                 max_train_batch_));
     return;
   }
+  allocate_scratch();
+}
+
+std::int64_t Model::add_layer(const LayerConfig& l, const Shape& in, const Shape& out, bool relu,
+                              int max_batch, std::int64_t offset) {
+  LayerInfo info{layer_name(l.type), in, out};
+  std::unique_ptr<Layer> layer = make_layer(*backend_, l, in, out, relu, max_batch);
+  layer->set_offset(offset);
+  info.offset = offset;
+  info.params = layer->param_count();
+  info.weights = layer->weight_count();
+  info.fan_in = layer->fan_in();
+  info_.push_back(info);
+  act_sizes_.push_back(layer->aliases_input() ? 0 : std::int64_t{max_batch} * shape_size(out));
+  layers_.push_back(std::move(layer));
+  return info.params;
+}
+
+std::int64_t Model::place_buffers(std::int64_t off, const std::vector<std::size_t>& info_of) {
+  for (std::size_t k = 0; k < layers_.size(); ++k) {
+    layers_[k]->set_buffer_offset(off);
+    LayerInfo& info = info_[info_of[k]];
+    info.buffer_offset = off;
+    info.buffers = layers_[k]->buffer_count();
+    off += info.buffers;
+  }
+  return off;
+}
+
+void Model::allocate_scratch() {
+  Backend& backend = *backend_;
   for (std::int64_t size : act_sizes_)
     acts_.push_back(size ? DeviceArray<float>(backend, static_cast<std::size_t>(size))
                          : DeviceArray<float>());

@@ -290,10 +290,7 @@ std::chrono::milliseconds MonitoredExchange::round_deadline(
   return std::min(ceiling, ms);
 }
 
-std::vector<Inbox> MonitoredExchange::collect(std::int64_t tag, std::span<const int> from,
-                                              const CollectOptions& options) {
-  const std::int64_t round = tag / tags_per_round_;
-  talked_to(from);
+CollectOptions MonitoredExchange::monitored_options(const CollectOptions& options) const {
   CollectOptions o = options;
   for (int q : membership_.suspected()) o.no_wait.push_back(q);
   for (int q : membership_.dead()) o.no_wait.push_back(q);
@@ -302,6 +299,59 @@ std::vector<Inbox> MonitoredExchange::collect(std::int64_t tag, std::span<const 
   // The deadline follows the measured round time only where heartbeats tell a slow neighbour
   // (alive, left out for now) from a stopped one.
   if (heartbeats()) o.deadline = round_deadline(options.deadline);
+  return o;
+}
+
+void MonitoredExchange::suspect_silent(std::int64_t round,
+                                       const std::optional<std::vector<int>>& direct,
+                                       const std::vector<int>& ahead, double now) {
+  // Silent neighbours (no heartbeat for silence_s_, or the link closed) are suspected at once,
+  // in- or out-neighbours alike, without waiting out a round deadline.
+  if (direct)
+    for (int p : talked_to_)
+      if (!std::binary_search(direct->begin(), direct->end(), p) &&
+          std::find(ahead.begin(), ahead.end(), p) == ahead.end())
+        membership_.missed(p, round, now);
+}
+
+void MonitoredExchange::suspect_missed(std::int64_t round, std::span<const int> from,
+                                       const std::vector<Inbox>& got,
+                                       const std::vector<int>& no_wait,
+                                       const std::vector<int>& ahead, double now) {
+  for (int p : from) {
+    const bool heard =
+        std::any_of(got.begin(), got.end(), [&](const Inbox& m) { return m.peer == p; });
+    // Silent: waited for, and nothing came (neither this round nor a later one). A peer not
+    // waited for (suspected or dead when the round began) is judged by its views, not this.
+    const bool waited = std::find(no_wait.begin(), no_wait.end(), p) == no_wait.end();
+    if (!heard && waited && std::find(ahead.begin(), ahead.end(), p) == ahead.end())
+      membership_.missed(p, round, now);
+  }
+}
+
+void MonitoredExchange::probe_and_tick(std::int64_t round, double now,
+                                       const std::optional<std::vector<int>>& direct) {
+  // A neighbour we suspect on our own evidence is probed through the others; the ones we hear
+  // directly (heartbeats without rounds: slow, not dead) or that an ack vouched for lately are
+  // not declared dead.
+  const double vouch_window = std::max(1.0, 2 * dead_after_s_);
+  std::vector<int> hold;
+  for (int p : talked_to_) {
+    const bool heard_directly = hears(p, direct);
+    if (membership_.view()[p].state == MemberState::kSuspect && !heard_directly)
+      prober_.ask(p, now, std::max(0.25, dead_after_s_ / 2));
+    if (heard_directly) hold.push_back(p);
+  }
+  for (const auto& [p, at] : prober_.vouched())
+    if (now - at <= vouch_window) hold.push_back(p);
+  membership_.tick(round, now, &hold);
+}
+
+std::vector<Inbox> MonitoredExchange::collect(std::int64_t tag, std::span<const int> from,
+                                              const CollectOptions& options) {
+  const std::int64_t round = tag / tags_per_round_;
+  talked_to(from);
+  const CollectOptions o = monitored_options(options);
   last_deadline_ = o.deadline;
   round_ = round;
   const auto waited_from = std::chrono::steady_clock::now();
@@ -327,37 +377,9 @@ std::vector<Inbox> MonitoredExchange::collect(std::int64_t tag, std::span<const 
     if (round_seconds_.size() > kDeadlineWindow) round_seconds_.pop_front();
   }
   last_collect_ = now;
-  // Silent neighbours (no heartbeat for silence_s_, or the link closed) are suspected at once,
-  // in- or out-neighbours alike, without waiting out a round deadline.
-  if (direct)
-    for (int p : talked_to_)
-      if (!std::binary_search(direct->begin(), direct->end(), p) &&
-          std::find(ahead.begin(), ahead.end(), p) == ahead.end())
-        membership_.missed(p, round, now);
-  for (int p : from) {
-    const bool heard =
-        std::any_of(got.begin(), got.end(), [&](const Inbox& m) { return m.peer == p; });
-    // Silent: waited for, and nothing came (neither this round nor a later one). A peer not
-    // waited for (suspected or dead when the round began) is judged by its views, not this.
-    const bool waited = std::find(o.no_wait.begin(), o.no_wait.end(), p) == o.no_wait.end();
-    if (!heard && waited && !own_stall &&
-        std::find(ahead.begin(), ahead.end(), p) == ahead.end())
-      membership_.missed(p, round, now);
-  }
-  // A neighbour we suspect on our own evidence is probed through the others; the ones we hear
-  // directly (heartbeats without rounds: slow, not dead) or that an ack vouched for lately are
-  // not declared dead.
-  const double vouch_window = std::max(1.0, 2 * dead_after_s_);
-  std::vector<int> hold;
-  for (int p : talked_to_) {
-    const bool heard_directly = hears(p, direct);
-    if (membership_.view()[p].state == MemberState::kSuspect && !heard_directly)
-      prober_.ask(p, now, std::max(0.25, dead_after_s_ / 2));
-    if (heard_directly) hold.push_back(p);
-  }
-  for (const auto& [p, at] : prober_.vouched())
-    if (now - at <= vouch_window) hold.push_back(p);
-  membership_.tick(round, now, &hold);
+  suspect_silent(round, direct, ahead, now);
+  if (!own_stall) suspect_missed(round, from, got, o.no_wait, ahead, now);
+  probe_and_tick(round, now, direct);
   // A cut neighbour's message counted above as a sign of life; it is not mixed.
   std::erase_if(got, [&](const Inbox& m) {
     return std::binary_search(cut_.begin(), cut_.end(), m.peer);

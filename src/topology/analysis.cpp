@@ -148,6 +148,24 @@ std::vector<std::vector<int>> connected_components(const Topology& t) {
   return topo::components(topo::union_arcs(t, false), topo::union_arcs(t, true));
 }
 
+namespace {
+
+/// Rounds to cut disagreement 1000x, from r's spectrum: NaN when it is not known, the rounds to
+/// the exact average, never, or ln(1000) / -ln(rho) per period (`rate_rounds` shorter than the
+/// period: the rate of that prefix of it).
+double rounds_to_1000x(const TopologyReport& r, double rate_rounds) {
+  const double ln1000 = std::log(1000.0);
+  const double period = static_cast<double>(r.period);
+  if (!r.rho_known) return r.rho;
+  if (r.exact_averaging) return static_cast<double>(r.exact_after);
+  if (r.rho >= 1.0 - 1e-12) return std::numeric_limits<double>::infinity();
+  // A long period whose product is below what doubles resolve: the rate of a prefix of it.
+  if (rate_rounds < period) return std::max(1.0, ln1000 / -std::log(r.rho_per_round));
+  return period * std::max(1.0, ln1000 / -std::log(r.rho));
+}
+
+}  // namespace
+
 TopologyReport analyze(const Topology& t, std::optional<double> neighbours_gamma) {
   GOSSIP_CHECK_GE(t.n(), 1);
   TopologyReport r;
@@ -166,7 +184,6 @@ TopologyReport analyze(const Topology& t, std::optional<double> neighbours_gamma
   topo::degrees(t, r);
   topo::stochasticity(t, r);
 
-  const double ln1000 = std::log(1000.0);
   double rate_rho = 1.0, rate_rounds = static_cast<double>(r.period);
   if (!r.connected) {
     r.rho = 1.0;
@@ -184,19 +201,7 @@ TopologyReport analyze(const Topology& t, std::optional<double> neighbours_gamma
   r.spectral_gap = 1.0 - r.rho;
   r.rho_per_round = std::pow(rate_rho, 1.0 / rate_rounds);
   r.rate_rounds = static_cast<std::int64_t>(rate_rounds);
-  const double period = static_cast<double>(r.period);
-  if (!r.rho_known) {
-    r.rounds_to_1000x = r.rho;
-  } else if (r.exact_averaging) {
-    r.rounds_to_1000x = static_cast<double>(r.exact_after);
-  } else if (r.rho >= 1.0 - 1e-12) {
-    r.rounds_to_1000x = std::numeric_limits<double>::infinity();
-  } else if (rate_rounds < period) {
-    // A long period whose product is below what doubles resolve: the rate of a prefix of it.
-    r.rounds_to_1000x = std::max(1.0, ln1000 / -std::log(r.rho_per_round));
-  } else {
-    r.rounds_to_1000x = period * std::max(1.0, ln1000 / -std::log(r.rho));
-  }
+  r.rounds_to_1000x = rounds_to_1000x(r, rate_rounds);
   // A time-varying graph's takes dense iterations over its period: up to 256 peers (a second);
   // a static one's an eigendecomposition (a second at 1,024).
   const int neighbours_max = t.time_varying() ? 256 : topo::kMaxSpectralPeers;

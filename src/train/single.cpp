@@ -38,6 +38,35 @@ class Rate {
   std::int64_t step_ = 0;
 };
 
+/// The first line: the config, the model, the data, the backend and its GEMM.
+void print_train_start(const RunConfig& config, Trainer& trainer, const DataSets& data,
+                       Backend& backend, const GemmChoice& gemm) {
+  std::printf("gossip train: %s, model %s (%lld params), %lld train / %lld test samples on %s, "
+              "%s%s\n",
+              config.path.c_str(), trainer.model().fingerprint().c_str(),
+              static_cast<long long>(trainer.num_params()), static_cast<long long>(data.train.n),
+              static_cast<long long>(data.test.n), backend.describe().c_str(),
+              gemm.line().c_str(),
+              config.train.graphs == GraphMode::kOff
+                  ? ""
+                  : cat(", graphs: ", trainer.graphs()).c_str());
+}
+
+/// summary.json: the final parameters' digest, the last evaluation's loss, the steps and what
+/// they ran on; the run started at t0.
+Summary finish_record(RunRecord& record, Trainer& trainer, Backend& backend,
+                      const GemmChoice& gemm, const Evaluation& last, Clock::time_point t0) {
+  std::vector<float> params(trainer.num_params());
+  trainer.download_params(params);
+  RunEnd end{.rounds = 0, .bytes_sent = 0, .wall_seconds = since(t0), .connected = true,
+             .params_sha256 = {sha256_hex(params)}, .gemm = gemm.name,
+             .epochs = NAN, .average_missing = {}, .extra = {}};
+  end.extra.add("test_loss", last.loss).add("steps", trainer.steps()).add("backend",
+                                                                          backend.name());
+  end.extra.add("conv", conv_name(backend)).add("graphs", trainer.graphs());
+  return record.finish(std::move(end));
+}
+
 }  // namespace
 
 Summary train_single(const RunConfig& config, const std::string& out_dir) {
@@ -52,15 +81,7 @@ Summary train_single(const RunConfig& config, const std::string& out_dir) {
   const GemmChoice gemm = choose_gemm(
       *backend, gemm_request(config.train.gemm, config.train.threads, config.train.precision),
       trainer.model().gemm_shapes(config.train.batch));
-  std::printf("gossip train: %s, model %s (%lld params), %lld train / %lld test samples on %s, "
-              "%s%s\n",
-              config.path.c_str(), trainer.model().fingerprint().c_str(),
-              static_cast<long long>(trainer.num_params()), static_cast<long long>(data.train.n),
-              static_cast<long long>(data.test.n), backend->describe().c_str(),
-              gemm.line().c_str(),
-              config.train.graphs == GraphMode::kOff
-                  ? ""
-                  : cat(", graphs: ", trainer.graphs()).c_str());
+  print_train_start(config, trainer, data, *backend, gemm);
 
   RunRecord record(out_dir);
   if (config.train.tensorboard) record.enable_tensorboard();
@@ -96,15 +117,7 @@ Summary train_single(const RunConfig& config, const std::string& out_dir) {
     rate.restart(s);
   }
 
-  std::vector<float> params(trainer.num_params());
-  trainer.download_params(params);
-  RunEnd end{.rounds = 0, .bytes_sent = 0, .wall_seconds = since(t0), .connected = true,
-             .params_sha256 = {sha256_hex(params)}, .gemm = gemm.name,
-             .epochs = NAN, .average_missing = {}, .extra = {}};
-  end.extra.add("test_loss", last.loss).add("steps", trainer.steps()).add("backend",
-                                                                          backend->name());
-  end.extra.add("conv", conv_name(*backend)).add("graphs", trainer.graphs());
-  Summary summary = record.finish(std::move(end));
+  Summary summary = finish_record(record, trainer, *backend, gemm, last, t0);
   std::printf("done: test_accuracy %.4f after %.2f epochs in %.1f s; wrote %s/summary.json\n",
               summary.last.test_accuracy, summary.last.epoch, summary.end.wall_seconds,
               out_dir.c_str());

@@ -261,41 +261,82 @@ std::string data_cache_dir(const DataConfig& d) {
   return "";
 }
 
-DataSets load_datasets(const RunConfig& config) {
+namespace {
+
+/// data.synthetic: one draw split in two, so train and test come from the same distribution.
+DataSets synthetic_sets(const RunConfig& config) {
   const DataConfig& d = config.data;
   DataSets s;
-  if (d.synthetic) {
-    // One draw split in two, so train and test come from the same distribution.
-    Dataset all = make_synthetic(d.synthetic_train + d.synthetic_test, d.synthetic_dim, d.classes,
-                                 config.train.seed, d.synthetic_separation);
-    auto split = [&](std::int64_t from, std::int64_t count) {
-      Dataset part;
-      part.n = count;
-      part.dim = all.dim;
-      part.classes = all.classes;
-      part.x.assign(all.x.begin() + from * all.dim, all.x.begin() + (from + count) * all.dim);
-      part.y.assign(all.y.begin() + from, all.y.begin() + from + count);
-      return part;
-    };
-    s.train = split(0, d.synthetic_train);
-    s.test = split(d.synthetic_train, d.synthetic_test);
+  Dataset all = make_synthetic(d.synthetic_train + d.synthetic_test, d.synthetic_dim, d.classes,
+                               config.train.seed, d.synthetic_separation);
+  auto split = [&](std::int64_t from, std::int64_t count) {
+    Dataset part;
+    part.n = count;
+    part.dim = all.dim;
+    part.classes = all.classes;
+    part.x.assign(all.x.begin() + from * all.dim, all.x.begin() + (from + count) * all.dim);
+    part.y.assign(all.y.begin() + from, all.y.begin() + from + count);
+    return part;
+  };
+  s.train = split(0, d.synthetic_train);
+  s.test = split(d.synthetic_train, d.synthetic_test);
+  return s;
+}
+
+DataSets image_sets(const DataConfig& d) {
+  DataSets s;
+  // The image sets are the same for every peer (each trains on its shard's indices): one
+  // read-only decoded copy per host (data.cache_dir), so a peer, and a joiner started while
+  // the others train, starts without decompressing them.
+  const std::string cache = data_cache_dir(d);
+  if (cache.empty()) {
+    s.train = load_idx(d.train_images, d.train_labels, d.classes);
+    s.test = load_idx(d.test_images, d.test_labels, d.classes);
   } else {
-    // The image sets are the same for every peer (each trains on its shard's indices): one
-    // read-only decoded copy per host (data.cache_dir), so a peer, and a joiner started while
-    // the others train, starts without decompressing them.
-    const std::string cache = data_cache_dir(d);
-    if (cache.empty()) {
-      s.train = load_idx(d.train_images, d.train_labels, d.classes);
-      s.test = load_idx(d.test_images, d.test_labels, d.classes);
-    } else {
-      std::string warning;
-      s.train = load_idx_mapped(d.train_images, d.train_labels, d.classes, cache, &warning);
-      if (!warning.empty()) log_line(cat("warning: ", warning));
-      warning.clear();
-      s.test = load_idx_mapped(d.test_images, d.test_labels, d.classes, cache, &warning);
-      if (!warning.empty()) log_line(cat("warning: ", warning));
+    std::string warning;
+    s.train = load_idx_mapped(d.train_images, d.train_labels, d.classes, cache, &warning);
+    if (!warning.empty()) log_line(cat("warning: ", warning));
+    warning.clear();
+    s.test = load_idx_mapped(d.test_images, d.test_labels, d.classes, cache, &warning);
+    if (!warning.empty()) log_line(cat("warning: ", warning));
+  }
+  return s;
+}
+
+/// data.normalize: one mean and one standard deviation over all training features, applied to
+/// both sets: folded into the pixels' scale and offset for image sets, applied in place
+/// otherwise.
+void normalize_sets(DataSets& s) {
+  double sum = 0.0, sq = 0.0;
+  const std::int64_t count = s.train.n * s.train.dim;
+  if (s.train.pixels.empty()) {
+    for (float v : s.train.x) {
+      sum += v;
+      sq += static_cast<double>(v) * v;
+    }
+  } else {
+    std::array<std::int64_t, 256> histogram{};
+    for (std::uint8_t p : s.train.pixels) ++histogram[p];
+    for (int p = 0; p < 256; ++p) {
+      const double v = p / 255.0;
+      sum += histogram[p] * v;
+      sq += histogram[p] * v * v;
     }
   }
+  const double mean = sum / static_cast<double>(count);
+  const double sd = std::sqrt(std::max(sq / static_cast<double>(count) - mean * mean, 1e-12));
+  for (Dataset* set : {&s.train, &s.test}) {
+    for (float& v : set->x) v = static_cast<float>((v - mean) / sd);
+    set->pixel_scale = static_cast<float>(1.0 / (255.0 * sd));
+    set->pixel_offset = static_cast<float>(-mean / sd);
+  }
+}
+
+}  // namespace
+
+DataSets load_datasets(const RunConfig& config) {
+  const DataConfig& d = config.data;
+  DataSets s = d.synthetic ? synthetic_sets(config) : image_sets(d);
   if (d.limit_train > 0 && d.limit_train < s.train.n) {
     s.train.n = d.limit_train;
     const auto kept = static_cast<std::size_t>(d.limit_train) * s.train.dim;
@@ -303,33 +344,7 @@ DataSets load_datasets(const RunConfig& config) {
     else s.train.pixels.truncate(kept);
     s.train.y.resize(d.limit_train);
   }
-  if (d.normalize) {
-    // One mean and one standard deviation over all training features, applied to both sets:
-    // folded into the pixels' scale and offset for image sets, applied in place otherwise.
-    double sum = 0.0, sq = 0.0;
-    const std::int64_t count = s.train.n * s.train.dim;
-    if (s.train.pixels.empty()) {
-      for (float v : s.train.x) {
-        sum += v;
-        sq += static_cast<double>(v) * v;
-      }
-    } else {
-      std::array<std::int64_t, 256> histogram{};
-      for (std::uint8_t p : s.train.pixels) ++histogram[p];
-      for (int p = 0; p < 256; ++p) {
-        const double v = p / 255.0;
-        sum += histogram[p] * v;
-        sq += histogram[p] * v * v;
-      }
-    }
-    const double mean = sum / static_cast<double>(count);
-    const double sd = std::sqrt(std::max(sq / static_cast<double>(count) - mean * mean, 1e-12));
-    for (Dataset* set : {&s.train, &s.test}) {
-      for (float& v : set->x) v = static_cast<float>((v - mean) / sd);
-      set->pixel_scale = static_cast<float>(1.0 / (255.0 * sd));
-      set->pixel_offset = static_cast<float>(-mean / sd);
-    }
-  }
+  if (d.normalize) normalize_sets(s);
   return s;
 }
 

@@ -34,6 +34,34 @@ bool printable_address(const std::string& a) {
   return true;
 }
 
+/// Why `in` is not an address record as its fixed part tells ("" when it may be one): its
+/// size, magic, version and reserved byte, and the lengths it gives against the limits and
+/// against its size.
+std::string header_problem(std::span<const std::byte> in) {
+  if (in.size() < kAddressFixedBytes)
+    return cat("an address record is at least ", kAddressFixedBytes, " bytes, got ", in.size());
+  for (std::size_t i = 0; i < kAddressMagic.size(); ++i)
+    if (std::to_integer<std::uint8_t>(in[i]) != kAddressMagic[i])
+      return "not an address record (bad magic)";
+  if (const auto v = get<std::uint8_t>(in, kVersionAt); v != kAddressVersion)
+    return cat("address record version ", int(v), ", ours is ", int(kAddressVersion));
+  if (get<std::uint8_t>(in, kVersionAt + 1) != 0)
+    return "address record: reserved byte is not zero";
+  const std::size_t address = get<std::uint16_t>(in, kAddressLenAt);
+  const std::size_t cert = get<std::uint16_t>(in, kCertLenAt);
+  const std::size_t signature = get<std::uint16_t>(in, kSignatureLenAt);
+  if (address > kMaxAddressBytes || cert > kMaxAddressCertBytes ||
+      signature > kMaxAddressSignatureBytes)
+    return cat("address record: an address of ", address, " bytes (at most ",
+               kMaxAddressBytes, "), a certificate of ", cert, " (at most ",
+               kMaxAddressCertBytes, ") or a signature of ", signature, " (at most ",
+               kMaxAddressSignatureBytes, ")");
+  if (in.size() != kAddressFixedBytes + address + cert + signature)
+    return cat("address record of ", in.size(), " bytes, its lengths say ",
+               kAddressFixedBytes + address + cert + signature);
+  return "";
+}
+
 }  // namespace
 
 std::vector<std::byte> encode_address_record(const AddressRecord& r) {
@@ -62,39 +90,13 @@ std::vector<std::byte> encode_address_record(const AddressRecord& r) {
 Decoded<AddressRecord> decode_address_record(std::span<const std::byte> in,
                                              std::size_t max_peers) {
   Decoded<AddressRecord> d;
-  if (in.size() < kAddressFixedBytes) {
-    d.error = cat("an address record is at least ", kAddressFixedBytes, " bytes, got ", in.size());
-    return d;
-  }
-  for (std::size_t i = 0; i < kAddressMagic.size(); ++i)
-    if (std::to_integer<std::uint8_t>(in[i]) != kAddressMagic[i]) {
-      d.error = "not an address record (bad magic)";
-      return d;
-    }
-  if (const auto v = get<std::uint8_t>(in, kVersionAt); v != kAddressVersion) {
-    d.error = cat("address record version ", int(v), ", ours is ", int(kAddressVersion));
-    return d;
-  }
-  if (get<std::uint8_t>(in, kVersionAt + 1) != 0) {
-    d.error = "address record: reserved byte is not zero";
+  if (std::string why = header_problem(in); !why.empty()) {
+    d.error = std::move(why);
     return d;
   }
   const std::size_t address = get<std::uint16_t>(in, kAddressLenAt);
   const std::size_t cert = get<std::uint16_t>(in, kCertLenAt);
   const std::size_t signature = get<std::uint16_t>(in, kSignatureLenAt);
-  if (address > kMaxAddressBytes || cert > kMaxAddressCertBytes ||
-      signature > kMaxAddressSignatureBytes) {
-    d.error = cat("address record: an address of ", address, " bytes (at most ",
-                  kMaxAddressBytes, "), a certificate of ", cert, " (at most ",
-                  kMaxAddressCertBytes, ") or a signature of ", signature, " (at most ",
-                  kMaxAddressSignatureBytes, ")");
-    return d;
-  }
-  if (in.size() != kAddressFixedBytes + address + cert + signature) {
-    d.error = cat("address record of ", in.size(), " bytes, its lengths say ",
-                  kAddressFixedBytes + address + cert + signature);
-    return d;
-  }
   AddressRecord r;
   r.rank = get<std::uint32_t>(in, kRankAt);
   r.sequence = get<std::uint64_t>(in, kSequenceAt);
