@@ -68,6 +68,25 @@ def quote_differs(source_root):
     return None if quoted == table else "docs/layout.md's room table differs from meson.build's"
 
 
+def transport_picture_differs(source_root):
+    """Whether docs/layout.md's transport picture misses a file of src/net, or names one that is
+    not there."""
+    with open(os.path.join(source_root, "docs", "layout.md")) as f:
+        doc = f.read()
+    marker = "<!-- transport: the files of src/net -->\n```\n"
+    if marker not in doc:
+        return "docs/layout.md has no transport picture"
+    at = doc.index(marker) + len(marker)
+    picture = doc[at:doc.index("```", at)]
+    named = set(re.findall(r"\b([a-z_]+\.cpp)\b", picture))
+    there = {f for f in os.listdir(os.path.join(source_root, "src", "net")) if f.endswith(".cpp")}
+    problems = [f"src/net/{f} is not in docs/layout.md's transport picture"
+                for f in sorted(there - named)]
+    problems += [f"docs/layout.md's transport picture names src/net/{f}, which is not there"
+                 for f in sorted(named - there)]
+    return "; ".join(problems) or None
+
+
 def self_check(build):
     """unchecked() must name a library whose probe header is taken out of the table (the
     guard that keeps BLIS-like gaps from coming back)."""
@@ -153,6 +172,8 @@ def main():
         failures.append(("third-party headers", "a library without a probe header went unnoticed"))
     if quote_differs(source_root):
         failures.append(("direction", quote_differs(source_root)))
+    if transport_picture_differs(source_root):
+        failures.append(("direction", transport_picture_differs(source_root)))
     expected_rooms = set(order) - {"cli"}
     missing = expected_rooms - set(commands)
     if missing:
