@@ -177,8 +177,10 @@ PeerSetup peer_setup(int argc, char** argv) {
   return peer_setup(*a);
 }
 
-PeerSetup peer_setup(const PeerArguments& a) {
-  PeerSetup setup;
+namespace {
+
+/// The run's config: its file, the overrides and --metrics-port on top, and --advertise.
+RunConfig peer_config(const PeerArguments& a) {
   const Args overrides(a.overrides, override_names());
   RunConfig config = load_config(a.config);
   apply_overrides(overrides, config);
@@ -188,6 +190,12 @@ PeerSetup peer_setup(const PeerArguments& a) {
       throw InputError(cat("--advertise ", *a.advertise, ": ", why));
     config.net.advertise = *a.advertise;
   }
+  return config;
+}
+
+/// The run's topology (an elastic run's member timeline in it), and the options that go only
+/// with an elastic run or only without one, checked.
+Topology peer_topology(const PeerArguments& a, const RunConfig& config) {
   if (config.gossip.topology.empty())
     throw InputError(cat(config.path, ": gossip.topology: a peer needs a topology file"));
   Topology topology = load_topology(config.gossip.topology);
@@ -209,9 +217,13 @@ PeerSetup peer_setup(const PeerArguments& a) {
         throw InputError(cat("--", o, ": not for a run whose peers join and leave (",
                              config.where("faults"), ")"));
   }
+  return topology;
+}
 
-  std::optional<std::pair<int, int>> group;
-  if (a.ranks) group = rank_range(*a.ranks, a, topology);
+/// The peer's rank (a --ranks group's first) from the launcher or the options, and the hosts
+/// from --hosts, checked against the topology.
+Launch peer_launch(const PeerArguments& a, const std::optional<std::pair<int, int>>& group,
+                   const Topology& topology, const RunConfig& config) {
   Launch launch = detect_launch(group ? std::optional<int>(group->first) : a.rank);
   if (group) launch.rank_source = cat("--ranks ", *a.ranks);
   if (!launch.rank)
@@ -227,10 +239,11 @@ PeerSetup peer_setup(const PeerArguments& a) {
     launch.node.clear();
   }
   check_launch(launch, topology, config.gossip.topology);
+  return launch;
+}
 
-  PeerOptions opt;
-  opt.rank = *launch.rank;
-  opt.out_dir = a.out;
+/// --events and --events-fd: the descriptor the peer's events go to, checked open.
+void take_events(const PeerArguments& a, PeerOptions& opt) {
   if (a.events) opt.events_fd = 1;
   if (a.events_fd) {
     opt.events_fd = *a.events_fd;
@@ -238,13 +251,19 @@ PeerSetup peer_setup(const PeerArguments& a) {
       throw InputError(cat("--events-fd ", *a.events_fd,
                            ": not an open descriptor of this process"));
   }
-  opt.config_path = std::filesystem::absolute(a.config).lexically_normal().string();
-  std::string how = cat("rank ", opt.rank, " (from ", launch.rank_source, ")");
+}
+
+/// Where the rank, world size, ports and hosts came from, as the peer says it.
+std::string launch_origin(const Launch& launch, int rank, const Topology& topology) {
+  std::string how = cat("rank ", rank, " (from ", launch.rank_source, ")");
   if (launch.world_size) how += cat(", ", launch.world_size_source);
   if (launch.job_id) how += cat(", ports from ", launch.job_source);
   if (!launch.hosts.empty() && !topology.has_addresses()) how += cat(", hosts from ", launch.hosts_source);
-  setup.origin = std::move(how);
-  opt.launch = std::move(launch);
+  return how;
+}
+
+/// --resume-round, --until-round and --leave-at-round, checked.
+void take_rounds(const PeerArguments& a, PeerOptions& opt) {
   opt.resume_round = a.resume_round.value_or(-1);
   opt.until_round = a.until_round.value_or(0);
   opt.leave_at_round = a.leave_at_round.value_or(-1);
@@ -254,8 +273,10 @@ PeerSetup peer_setup(const PeerArguments& a) {
     throw InputError("--resume-round must be 0 or more");
   if (a.until_round && opt.until_round < 1)
     throw InputError("--until-round must be at least 1");
-  opt.tls_dir = a.tls_dir.value_or("");
-  if (a.join) opt.join_contacts = join_contacts(*a.join, config, topology, opt, elastic);
+}
+
+/// --rejoin and --rejoin-round, checked against each other and against --resume-round.
+void take_rejoin(const PeerArguments& a, PeerOptions& opt) {
   opt.rejoin = a.rejoin;
   if (a.rejoin_round) {
     if (!a.rejoin || *a.rejoin_round < 0)
@@ -266,6 +287,31 @@ PeerSetup peer_setup(const PeerArguments& a) {
   if (opt.rejoin && opt.resume_round >= 0)
     throw InputError("--rejoin and --resume-round do not go together: a rejoining peer takes the "
                      "running network's round");
+}
+
+}  // namespace
+
+PeerSetup peer_setup(const PeerArguments& a) {
+  PeerSetup setup;
+  RunConfig config = peer_config(a);
+  Topology topology = peer_topology(a, config);
+  const bool elastic = !topology.epochs().empty();
+
+  std::optional<std::pair<int, int>> group;
+  if (a.ranks) group = rank_range(*a.ranks, a, topology);
+  Launch launch = peer_launch(a, group, topology, config);
+
+  PeerOptions opt;
+  opt.rank = *launch.rank;
+  opt.out_dir = a.out;
+  take_events(a, opt);
+  opt.config_path = std::filesystem::absolute(a.config).lexically_normal().string();
+  setup.origin = launch_origin(launch, opt.rank, topology);
+  opt.launch = std::move(launch);
+  take_rounds(a, opt);
+  opt.tls_dir = a.tls_dir.value_or("");
+  if (a.join) opt.join_contacts = join_contacts(*a.join, config, topology, opt, elastic);
+  take_rejoin(a, opt);
   if (group) {
     // The process's device, shared by its peers: gossip run's processes of
     // train.peers_per_process ranks each take one device in turn.
