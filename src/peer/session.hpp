@@ -145,6 +145,15 @@ struct PeerSession::Impl {
   double epoch_at_end() const;
 
   void record_eval(double loss, double accuracy, double epoch);
+
+  /// finish's summary fields of the run (shard, membership, join, phases) and of the network
+  /// (links, reachability, addresses).
+  void add_run_fields(JsonObject& extra) const;
+  void add_network_fields(JsonObject& extra) const;
+
+  /// The end of finish: the session is finished, and its algorithm, exchange and transport
+  /// are gone (the transport's going says bye to every neighbour).
+  void close();
 };
 
 }  // namespace gossip

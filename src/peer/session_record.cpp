@@ -164,6 +164,72 @@ JsonArray links_json(const Exchange& exchange) {
 
 }  // namespace
 
+/// The summary's fields of this peer's run: its shard, incarnation, membership window and
+/// join, and where its time went.
+void PeerSession::Impl::add_run_fields(JsonObject& extra) const {
+  extra.add("peer", opt.rank).add("missing_messages", algorithm->missing_messages());
+  if (backend) extra.add("conv", conv_name(*backend));
+  if (trainer) extra.add("graphs", trainer->graphs());
+  // The shard's size: known for the own model, and for a caller that asked for its shard; a
+  // caller that trains on data of its own has none.
+  if (shards.empty())
+    extra.raw("samples", "null");
+  else
+    extra.add("samples", std::ssize(shards[static_cast<std::size_t>(opt.rank)]));
+  extra
+      .add("incarnation",
+           static_cast<std::int64_t>(exchange->membership().view()[opt.rank].incarnation))
+      .add("stopped_by_partition", partition_stop_due())
+      .add("member_from", elastic.window().from)
+      .add("left", round >= elastic.window().until && (rounds == 0 || round < rounds));
+  if (elastic.window().joins())
+    extra.add("join", JsonObject()
+                          .add("round", elastic.window().from)
+                          .add("donors", JsonArray::of(elastic.donors()))
+                          .add("ready_s", elastic.ready_s())
+                          .add("mixing_s", elastic.mixing_s())
+                          .add("ready_to_mix_s", elastic.mixing_s() - elastic.ready_s()));
+  extra
+      .add("phases_s", phase_json(timeline.seconds()))
+      .add("trace", "trace.json");
+  if (timeline.overlap_rounds() > 0) {  // a caller that mixed beside its steps
+    JsonObject overlap;
+    overlap.add("rounds", timeline.overlap_rounds());
+    for (std::size_t k = 0; k < kOverlapPartCount; ++k)
+      overlap.add(overlap_part_name(k), timeline.overlap_seconds()[k]);
+    extra.add("overlap_s", std::move(overlap));
+  }
+}
+
+/// The summary's fields of this peer's network: its links, reachability, relayed bytes and
+/// the addresses it would dial.
+void PeerSession::Impl::add_network_fields(JsonObject& extra) const {
+  extra.add("links", links_json(*exchange));
+  const ReachabilityReport reach = exchange->reachability();
+  extra.add("reachability", JsonObject()
+                                .add("state", reachability_name(reach.state))
+                                .add("settled", reach.settled)
+                                .add("how", reach.how));
+  extra.add("bytes_relayed", exchange->bytes_relayed());
+  JsonArray addresses;  // where this peer would dial each member, and how it knows
+  for (const PeerAddress& a : exchange->addresses())
+    addresses.add(JsonObject()
+                      .add("peer", a.peer)
+                      .add("address", a.address)
+                      .add("source", address_source_name(a.source)));
+  extra.add("addresses", addresses);
+}
+
+/// Marks the session finished and lets go of the algorithm, the exchange and the transport.
+void PeerSession::Impl::close() {
+  finished = true;
+  algorithm.reset();
+  traced.reset();
+  exchange.reset();
+  faulted.reset();
+  transport.reset();  // says bye to every neighbour
+}
+
 Summary PeerSession::finish(bool awaits_average) {
   Impl& m = *impl_;
   m.require_joined("finish");
@@ -187,38 +253,7 @@ Summary PeerSession::finish(bool awaits_average) {
              .wall_seconds = finish_end, .connected = m.watch->monitor().connected(),
              .params_sha256 = {sha256_hex(final_params)}, .gemm = m.gemm.name,
              .epochs = NAN, .average_missing = {}, .extra = {}};
-  end.extra.add("peer", m.opt.rank).add("missing_messages", m.algorithm->missing_messages());
-  if (m.backend) end.extra.add("conv", conv_name(*m.backend));
-  if (m.trainer) end.extra.add("graphs", m.trainer->graphs());
-  // The shard's size: known for the own model, and for a caller that asked for its shard; a
-  // caller that trains on data of its own has none.
-  if (m.shards.empty())
-    end.extra.raw("samples", "null");
-  else
-    end.extra.add("samples", std::ssize(m.shards[static_cast<std::size_t>(m.opt.rank)]));
-  end.extra
-      .add("incarnation",
-           static_cast<std::int64_t>(m.exchange->membership().view()[m.opt.rank].incarnation))
-      .add("stopped_by_partition", m.partition_stop_due())
-      .add("member_from", m.elastic.window().from)
-      .add("left", m.round >= m.elastic.window().until && (m.rounds == 0 || m.round < m.rounds));
-  if (m.elastic.window().joins())
-    end.extra.add("join", JsonObject()
-                              .add("round", m.elastic.window().from)
-                              .add("donors", JsonArray::of(m.elastic.donors()))
-                              .add("ready_s", m.elastic.ready_s())
-                              .add("mixing_s", m.elastic.mixing_s())
-                              .add("ready_to_mix_s", m.elastic.mixing_s() - m.elastic.ready_s()));
-  end.extra
-      .add("phases_s", phase_json(m.timeline.seconds()))
-      .add("trace", "trace.json");
-  if (m.timeline.overlap_rounds() > 0) {  // a caller that mixed beside its steps
-    JsonObject overlap;
-    overlap.add("rounds", m.timeline.overlap_rounds());
-    for (std::size_t k = 0; k < kOverlapPartCount; ++k)
-      overlap.add(overlap_part_name(k), m.timeline.overlap_seconds()[k]);
-    end.extra.add("overlap_s", std::move(overlap));
-  }
+  m.add_run_fields(end.extra);
   // Who lied to it, as far as it can tell (docs/byzantine.md).
   JsonArray refused;
   std::vector<int> refused_pairs;
@@ -226,20 +261,7 @@ Summary PeerSession::finish(bool awaits_average) {
     refused.add(JsonObject().add("from", from).add("count", count));
     refused_pairs.insert(refused_pairs.end(), {from, static_cast<int>(count)});
   }
-  end.extra.add("links", links_json(*m.exchange));
-  const ReachabilityReport reach = m.exchange->reachability();
-  end.extra.add("reachability", JsonObject()
-                                    .add("state", reachability_name(reach.state))
-                                    .add("settled", reach.settled)
-                                    .add("how", reach.how));
-  end.extra.add("bytes_relayed", m.exchange->bytes_relayed());
-  JsonArray addresses;  // where this peer would dial each member, and how it knows
-  for (const PeerAddress& a : m.exchange->addresses())
-    addresses.add(JsonObject()
-                      .add("peer", a.peer)
-                      .add("address", a.address)
-                      .add("source", address_source_name(a.source)));
-  end.extra.add("addresses", addresses);
+  m.add_network_fields(end.extra);
   end.extra.add("refused_params", refused)
       .add("byzantine_suspects", JsonArray::of(m.watch->byzantine_suspects()))
       .add("cut", JsonArray::of(m.exchange->cut_peers()));
@@ -250,12 +272,7 @@ Summary PeerSession::finish(bool awaits_average) {
                           m.epoch_at_end(), awaits_average});
   log_line(cat("peer ", m.opt.rank, ": done after ", m.round, " rounds, test accuracy ",
                fixed(s.last.test_accuracy, 4), ", ", s.end.bytes_sent, " bytes sent"));
-  m.finished = true;
-  m.algorithm.reset();
-  m.traced.reset();
-  m.exchange.reset();
-  m.faulted.reset();
-  m.transport.reset();  // says bye to every neighbour
+  m.close();
   return s;
 }
 
