@@ -33,23 +33,8 @@ struct Judged {
   bool it_dials = false;            // the neighbour can
 };
 
-Judged judge(const NeighbourCheck& c, const DoctorRequest& q, bool listening) {
-  Judged j;
-  const std::string ours = q.addresses[q.rank];
-  j.line = cat("peer ", c.peer, " at ", c.address, ": ");
-  if (c.address.empty()) {
-    // Not listed: it announces its address in the run, and dials this peer itself.
-    j.line = cat("peer ", c.peer, ": its address is not listed (learned in the run from its "
-                 "signed record); it dials this peer at ", ours);
-    j.it_dials = true;
-    return j;
-  }
-  if (!c.resolve_error.empty()) {
-    j.line += c.resolve_error;
-    j.advice.push_back(cat("peer ", c.peer, "'s address ", c.address, " does not resolve: fix its "
-                           "entry in the topology's peers: list (or net.host, --hosts)"));
-    return j;
-  }
+/// This peer's dial of `c`'s neighbour, and its TLS answer: what was found and what to change.
+void judge_dial(const NeighbourCheck& c, const DoctorRequest& q, Judged& j) {
   if (!c.dialled) {
     j.line += cat("not dialled: ", c.dial_error);
     j.advice.push_back(
@@ -80,12 +65,15 @@ Judged judge(const NeighbourCheck& c, const DoctorRequest& q, bool listening) {
       j.we_dial = true;
     }
   }
-  if (c.clock_offset_ms)
-    j.line += cat(", clock ", *c.clock_offset_ms >= 0 ? "+" : "", fixed2(*c.clock_offset_ms),
-                  " ms");
+}
+
+/// The neighbour's dial back to this peer at `ours` (as it says, and as it arrived here when
+/// this peer is `listening`): what was found and what to change.
+void judge_dial_back(const NeighbourCheck& c, const std::string& ours, bool listening,
+                     Judged& j) {
   if (!c.asked) {
     if (c.dialled) j.line += "; it did not answer a dial-back request (not a running peer?)";
-    return j;
+    return;
   }
   if (c.dialled_back && (c.probe_came || !listening)) {
     j.line += cat("; it dialled this peer back at ", ours,
@@ -100,6 +88,30 @@ Judged judge(const NeighbourCheck& c, const DoctorRequest& q, bool listening) {
                            "reachable address in peers: (with net.bind for where it listens); "
                            "else this peer dials its neighbours itself"));
   }
+}
+
+Judged judge(const NeighbourCheck& c, const DoctorRequest& q, bool listening) {
+  Judged j;
+  const std::string ours = q.addresses[q.rank];
+  j.line = cat("peer ", c.peer, " at ", c.address, ": ");
+  if (c.address.empty()) {
+    // Not listed: it announces its address in the run, and dials this peer itself.
+    j.line = cat("peer ", c.peer, ": its address is not listed (learned in the run from its "
+                 "signed record); it dials this peer at ", ours);
+    j.it_dials = true;
+    return j;
+  }
+  if (!c.resolve_error.empty()) {
+    j.line += c.resolve_error;
+    j.advice.push_back(cat("peer ", c.peer, "'s address ", c.address, " does not resolve: fix its "
+                           "entry in the topology's peers: list (or net.host, --hosts)"));
+    return j;
+  }
+  judge_dial(c, q, j);
+  if (c.clock_offset_ms)
+    j.line += cat(", clock ", *c.clock_offset_ms >= 0 ? "+" : "", fixed2(*c.clock_offset_ms),
+                  " ms");
+  judge_dial_back(c, ours, listening, j);
   return j;
 }
 
@@ -119,18 +131,72 @@ std::string relay_for(const RunConfig& config, const DoctorRequest& q, int peer)
   return {};
 }
 
-}  // namespace
-
-DoctorOutcome doctor(const RunConfig& config, const Topology& topology, const PeerOptions& opt) {
-  if (opt.rank < 0 || opt.rank >= topology.n())
-    throw InputError(cat("rank ", opt.rank, " is not in the topology ", config.gossip.topology,
-                         " (ranks 0..", topology.n() - 1, ")"));
+/// The request for `opt`'s peer: its neighbours' listed addresses, its run id and TLS identity.
+DoctorRequest doctor_request(const RunConfig& config, const Topology& topology,
+                             const PeerOptions& opt) {
   DoctorRequest q;
   q.rank = opt.rank;
   q.addresses = peer_addresses(config, topology, opt.launch);
   q.neighbours = peer_parts::all_neighbours(topology, opt.rank);
   q.run_id = config.net.run_id;
   q.tls = peer_tls(config, opt.tls_dir, opt.rank);
+  return q;
+}
+
+/// What to change about a link that forms only through a relay: `relay` (the one that answers
+/// here), or "" when none does.
+std::string relay_advice(int peer, const std::string& relay) {
+  const bool forms = !relay.empty();
+  return forms ? cat("the link to peer ", peer, " will go through a relay: ", relay,
+                     " answers here (a member relays once it finds itself reachable); peer ",
+                     peer, " must reach it too: run gossip doctor from there")
+               : cat("the link to peer ", peer, " forms only through a relay, and none "
+                     "answers here: run a member on an address both can dial, or name one in "
+                     "net.relays");
+}
+
+/// The JSON of one neighbour's check: what was found, whether its link forms, and its relay.
+JsonObject check_json(const NeighbourCheck& c, const DoctorRequest& q, bool forms,
+                      const std::string& relay) {
+  JsonObject o;
+  o.add("peer", c.peer).add("address", c.address).add("resolves", c.resolve_error.empty())
+      .add("dialled", c.dialled).add("dial_error", c.dial_error);
+  if (c.connect_ms >= 0) o.add("connect_ms", c.connect_ms);
+  if (q.tls.enabled) o.add("tls_rank", c.tls_rank).add("tls_error", c.tls_error);
+  o.add("answered_dial_back", c.asked).add("dialled_back", c.dialled_back)
+      .add("probe_came", c.probe_came).add("dial_back", c.dial_back);
+  if (c.clock_offset_ms) o.add("clock_offset_ms", *c.clock_offset_ms);
+  else o.raw("clock_offset_ms", "null");
+  o.add("link_forms", forms).add("relay", relay);
+  return o;
+}
+
+/// The report's last lines: this peer's announced address when it is not the `listed` one, its
+/// reachability, the advice and the verdict.
+std::string closing_text(const DoctorRequest& q, const std::string& listed, bool unreachable,
+                         const std::vector<std::string>& advice, bool can_start) {
+  std::string text;
+  if (q.addresses[q.rank] != listed)
+    text += cat("  this peer announces ", q.addresses[q.rank], " (net.advertise), ",
+                listed.empty() ? std::string("not listed") : cat("not its listed ", listed),
+                ": the members learn it from its signed record, and it dials its neighbours "
+                "itself\n");
+  if (unreachable)
+    text += cat("  this peer is unreachable at ", q.addresses[q.rank],
+                " for some neighbours: in the run it dials them itself\n");
+  for (const std::string& a : advice) text += cat("  - ", a, "\n");
+  text += can_start ? "the run can start: every link forms one way or the other\n"
+                    : "the run cannot start as things are: see above\n";
+  return text;
+}
+
+}  // namespace
+
+DoctorOutcome doctor(const RunConfig& config, const Topology& topology, const PeerOptions& opt) {
+  if (opt.rank < 0 || opt.rank >= topology.n())
+    throw InputError(cat("rank ", opt.rank, " is not in the topology ", config.gossip.topology,
+                         " (ranks 0..", topology.n() - 1, ")"));
+  DoctorRequest q = doctor_request(config, topology, opt);
   const std::string listed = q.addresses[opt.rank];
   q.addresses[opt.rank] = announced_address(config, topology, opt.launch, opt.rank);
   q.listen = listen_address(q.addresses[opt.rank], config.net.bind);
@@ -159,39 +225,12 @@ DoctorOutcome doctor(const RunConfig& config, const Topology& topology, const Pe
     if (!forms && !c.address.empty() && c.resolve_error.empty() && !absent) {
       relay = relay_for(config, q, c.peer);
       forms = !relay.empty();
-      advice.push_back(
-          forms ? cat("the link to peer ", c.peer, " will go through a relay: ", relay,
-                      " answers here (a member relays once it finds itself reachable); peer ",
-                      c.peer, " must reach it too: run gossip doctor from there")
-                : cat("the link to peer ", c.peer, " forms only through a relay, and none "
-                      "answers here: run a member on an address both can dial, or name one in "
-                      "net.relays"));
+      advice.push_back(relay_advice(c.peer, relay));
     }
     if (!forms) out.can_start = false;
-    JsonObject o;
-    o.add("peer", c.peer).add("address", c.address).add("resolves", c.resolve_error.empty())
-        .add("dialled", c.dialled).add("dial_error", c.dial_error);
-    if (c.connect_ms >= 0) o.add("connect_ms", c.connect_ms);
-    if (q.tls.enabled) o.add("tls_rank", c.tls_rank).add("tls_error", c.tls_error);
-    o.add("answered_dial_back", c.asked).add("dialled_back", c.dialled_back)
-        .add("probe_came", c.probe_came).add("dial_back", c.dial_back);
-    if (c.clock_offset_ms) o.add("clock_offset_ms", *c.clock_offset_ms);
-    else o.raw("clock_offset_ms", "null");
-    o.add("link_forms", forms).add("relay", relay);
-    checks.add(o);
+    checks.add(check_json(c, q, forms, relay));
   }
-  if (q.addresses[opt.rank] != listed)
-    out.text += cat("  this peer announces ", q.addresses[opt.rank], " (net.advertise), ",
-                    listed.empty() ? std::string("not listed")
-                                   : cat("not its listed ", listed),
-                    ": the members learn it from its signed record, and it dials its neighbours "
-                    "itself\n");
-  if (unreachable)
-    out.text += cat("  this peer is unreachable at ", q.addresses[opt.rank],
-                    " for some neighbours: in the run it dials them itself\n");
-  for (const std::string& a : advice) out.text += cat("  - ", a, "\n");
-  out.text += out.can_start ? "the run can start: every link forms one way or the other\n"
-                            : "the run cannot start as things are: see above\n";
+  out.text += closing_text(q, listed, unreachable, advice, out.can_start);
   out.json = JsonObject()
                  .add("rank", opt.rank)
                  .add("address", q.addresses[opt.rank])
