@@ -10,9 +10,6 @@
 namespace gossip::net {
 
 namespace {
-// The I/O thread ticks every 100 ms (Links' heartbeat timer): this long without a tick, this
-// process was stopped or starved.
-constexpr std::chrono::milliseconds kIoStall{500};
 // Probes held per neighbour until the training thread takes them (a view carries at most 64).
 constexpr std::size_t kMaxProbesHeld = 256;
 }  // namespace
@@ -153,151 +150,6 @@ std::optional<Inbox> Mailboxes::newest(std::span<const int> from) {
   }
   if (!best) return std::nullopt;
   return Inbox{best_peer, best->round, best->params, best->weight, best->packet, best->finite};
-}
-
-void Mailboxes::set_left(int peer) {
-  std::lock_guard lk(mu_);
-  box(peer).left = true;
-}
-
-void Mailboxes::set_state(int peer, LinkState state) {
-  {
-    std::lock_guard lk(mu_);
-    if (box(peer).state == LinkState::kUp && state != LinkState::kUp)
-      box(peer).down_since = std::chrono::steady_clock::now();
-    box(peer).state = state;
-    if (state == LinkState::kUp) {
-      box(peer).last_heard = std::chrono::steady_clock::now();
-      box(peer).heard_since_up = false;
-      if (!box(peer).first_up) box(peer).first_up = box(peer).last_heard;
-    }
-  }
-  cv_.notify_all();
-}
-
-void Mailboxes::note_failure(int peer, LinkFailure failure) {
-  std::lock_guard lk(mu_);
-  box(peer).failure = std::move(failure);
-}
-
-void Mailboxes::note_never_formed(int peer, const LinkFailure& failure) {
-  std::lock_guard lk(mu_);
-  if (box(peer).failure.kind == LinkFailureKind::kNone) box(peer).failure = failure;
-}
-
-void Mailboxes::note_path(int peer, LinkPath path, int dialler, int relay,
-                          std::string relay_address, double rtt_ms) {
-  std::lock_guard lk(mu_);
-  LinkStatus& l = box(peer).path;
-  l.path = path;
-  l.dialler = dialler;
-  l.relay = relay;
-  l.relay_address = std::move(relay_address);
-  l.rtt_ms = rtt_ms;
-}
-
-std::vector<LinkStatus> Mailboxes::links() const {
-  std::lock_guard lk(mu_);
-  std::vector<LinkStatus> out;
-  for (int p : neighbours_) {
-    const Box& b = box(p);
-    LinkStatus l;
-    l.peer = p;
-    l.formed = b.first_up.has_value();
-    if (b.first_up) l.formed_s = std::chrono::duration<double>(*b.first_up - start_).count();
-    l.up = b.state == LinkState::kUp;
-    l.left = b.left;
-    l.given_up = b.state == LinkState::kGone && !b.left;
-    if (!l.up) {
-      l.why = b.failure.why;
-      l.failure = b.failure.kind;
-    }
-    l.path = b.path.path;
-    l.dialler = b.path.dialler;
-    l.relay = b.path.relay;
-    l.relay_address = b.path.relay_address;
-    l.rtt_ms = b.path.rtt_ms;
-    if (!l.up && l.formed)
-      l.down_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - b.down_since)
-                     .count();
-    out.push_back(std::move(l));
-  }
-  return out;
-}
-
-bool Mailboxes::transition(int peer, LinkState from, LinkState to) {
-  {
-    std::lock_guard lk(mu_);
-    if (box(peer).state != from) return false;
-    if (from == LinkState::kUp && to != LinkState::kUp)
-      box(peer).down_since = std::chrono::steady_clock::now();
-    box(peer).state = to;
-  }
-  cv_.notify_all();
-  return true;
-}
-
-void Mailboxes::heard(int peer, bool running) {
-  std::lock_guard lk(mu_);
-  box(peer).last_heard = box(peer).last_frame = std::chrono::steady_clock::now();
-  if (running) box(peer).heard_since_up = true;
-}
-
-bool Mailboxes::io_stalled() const {
-  return std::chrono::steady_clock::now() - io_tick_ >= kIoStall;
-}
-
-bool Mailboxes::silent(const Box& b, std::chrono::milliseconds after) const {
-  return after.count() > 0 && b.heard_since_up && !io_stalled() && !in_grace() &&
-         std::chrono::steady_clock::now() - b.last_heard >= after;
-}
-
-void Mailboxes::io_tick() {
-  std::lock_guard lk(mu_);
-  io_tick_ = std::chrono::steady_clock::now();
-}
-
-void Mailboxes::excuse_silence(std::chrono::milliseconds grace) {
-  {
-    std::lock_guard lk(mu_);
-    const auto now = std::chrono::steady_clock::now();
-    for (Box& b : boxes_) b.last_heard = now;
-    grace_until_ = now + grace;
-  }
-  cv_.notify_all();
-}
-
-bool Mailboxes::recovering() const {
-  std::lock_guard lk(mu_);
-  return io_stalled() || in_grace();
-}
-
-double Mailboxes::frame_silence(int peer) const {
-  std::lock_guard lk(mu_);
-  const Box& b = box(peer);
-  if (!b.heard_since_up) return 0.0;
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - b.last_frame).count();
-}
-
-double Mailboxes::silent_for(int peer) const {
-  std::lock_guard lk(mu_);
-  const Box& b = box(peer);
-  if (!b.heard_since_up || io_stalled() || in_grace()) return 0.0;  // starting, or we were stopped
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - b.last_heard).count();
-}
-
-std::vector<int> Mailboxes::heard_within(double seconds) const {
-  std::lock_guard lk(mu_);
-  const auto now = std::chrono::steady_clock::now();
-  std::vector<int> out;
-  for (int p : neighbours_) {
-    const Box& b = box(p);
-    const bool talking =
-        b.state == LinkState::kUp &&
-        (!b.heard_since_up || std::chrono::duration<double>(now - b.last_heard).count() < seconds);
-    if (b.left || io_stalled() || in_grace() || talking) out.push_back(p);
-  }
-  return out;
 }
 
 void Mailboxes::alert(TransportAlert a) {
@@ -441,25 +293,28 @@ void Mailboxes::take(Box& b, std::int64_t round, const CollectOptions& o) {
   }
 }
 
-std::vector<Inbox> Mailboxes::collect(std::int64_t round, std::span<const int> from,
-                                      const CollectOptions& options) {
+std::vector<int> Mailboxes::collect_order(std::span<const int> from) const {
   std::vector<int> peers(from.begin(), from.end());
   std::sort(peers.begin(), peers.end());
   GOSSIP_CHECK_MSG(std::adjacent_find(peers.begin(), peers.end()) == peers.end(),
                    "collect: a peer is listed twice");
   for (int p : peers)
     GOSSIP_CHECK_MSG(is_neighbour(p), "collect: peer ", p, " is not a neighbour of ", rank_);
+  return peers;
+}
 
-  const auto deadline = std::chrono::steady_clock::now() + options.deadline;
-  std::unique_lock lk(mu_);
-  // Not waited for: a peer the caller says not to (suspected or dead), a link that is down or
-  // gone, and (sync) a peer that has already sent a later round, so this one will not come.
-  // A peer silent for options.silent_after (no frame at all, heartbeats included) is not
-  // waited for: it is stopped, or cut off, not slow.
-  auto waited = [&](int p) {
-    return std::find(options.no_wait.begin(), options.no_wait.end(), p) == options.no_wait.end() &&
-           !silent(box(p), options.silent_after);
-  };
+// Not waited for: a peer the caller says not to (suspected or dead), a link that is down or
+// gone, and (sync) a peer that has already sent a later round, so this one will not come.
+// A peer silent for options.silent_after (no frame at all, heartbeats included) is not
+// waited for: it is stopped, or cut off, not slow.
+bool Mailboxes::waited(int p, const CollectOptions& options) const {
+  return std::find(options.no_wait.begin(), options.no_wait.end(), p) == options.no_wait.end() &&
+         !silent(box(p), options.silent_after);
+}
+
+void Mailboxes::wait_messages(std::unique_lock<std::mutex>& lk, const std::vector<int>& peers,
+                              std::int64_t round, const CollectOptions& options,
+                              std::chrono::steady_clock::time_point deadline) {
   auto all_ready = [&] {  // (a peer that left is gone: not waited for)
     return !failure_.empty() || std::all_of(peers.begin(), peers.end(), [&](int p) {
              const Box& b = box(p);
@@ -467,7 +322,7 @@ std::vector<Inbox> Mailboxes::collect(std::int64_t round, std::span<const int> f
              // (it comes back), as at a start.
              return b.state == LinkState::kGone ||
                     (b.state == LinkState::kDown && !(io_stalled() || in_grace())) ||
-                    !waited(p) || ready(b, round, options);
+                    !waited(p, options) || ready(b, round, options);
            });
   };
   if (options.silent_after.count() > 0) {
@@ -478,6 +333,9 @@ std::vector<Inbox> Mailboxes::collect(std::int64_t round, std::span<const int> f
   } else {
     cv_.wait_until(lk, deadline, all_ready);
   }
+}
+
+void Mailboxes::wait_sends(std::unique_lock<std::mutex>& lk) {
   // The caller may reuse its published buffer once we return: wait for those sends (each one
   // is bounded by the per-write deadline on the I/O thread), after letting go of the ones held
   // for a neighbour that is a round behind.
@@ -491,13 +349,12 @@ std::vector<Inbox> Mailboxes::collect(std::int64_t round, std::span<const int> f
     lk.lock();
     cv_.wait_for(lk, std::chrono::milliseconds(50), sent);
   }
-  if (!failure_.empty()) {
-    lk.unlock();
-    check_healthy();
-  }
+}
 
+std::vector<Inbox> Mailboxes::take_messages(const std::vector<int>& peers, std::int64_t round,
+                                            const CollectOptions& options,
+                                            std::vector<std::string>& missed) {
   std::vector<Inbox> out;
-  std::vector<std::string> missed;
   excused_.clear();
   for (int p : peers) {
     Box& b = box(p);
@@ -508,12 +365,30 @@ std::vector<Inbox> Mailboxes::collect(std::int64_t round, std::span<const int> f
                             b.held->finite});
     } else if (is_ahead || b.left) {
       excused_.push_back(p);
-    } else if (b.state != LinkState::kGone && b.state != LinkState::kDown && waited(p)) {
+    } else if (b.state != LinkState::kGone && b.state != LinkState::kDown && waited(p, options)) {
       missed.push_back(cat("net[", rank_, "]: round ", round, ": nothing from peer ", p,
                            " by the deadline (", options.deadline.count(), " ms, link ",
                            link_state_name(b.state), ")"));
     }
   }
+  return out;
+}
+
+std::vector<Inbox> Mailboxes::collect(std::int64_t round, std::span<const int> from,
+                                      const CollectOptions& options) {
+  const std::vector<int> peers = collect_order(from);
+
+  const auto deadline = std::chrono::steady_clock::now() + options.deadline;
+  std::unique_lock lk(mu_);
+  wait_messages(lk, peers, round, options, deadline);
+  wait_sends(lk);
+  if (!failure_.empty()) {
+    lk.unlock();
+    check_healthy();
+  }
+
+  std::vector<std::string> missed;
+  std::vector<Inbox> out = take_messages(peers, round, options, missed);
   lk.unlock();
   for (const auto& m : missed) log_(m);
   return out;

@@ -220,6 +220,22 @@ class Mailboxes {
   /// Sync: whether `b` holds a message for a later round than `round` (so none for it will come).
   static bool ahead(const Box& b, std::int64_t round);
   void take(Box& b, std::int64_t round, const CollectOptions& options);
+  /// collect's phases. The peers of `from` in ascending id, each checked a neighbour listed once.
+  std::vector<int> collect_order(std::span<const int> from) const;
+  /// Whether collect waits for peer `p` at all (mu_ held).
+  bool waited(int p, const CollectOptions& options) const;
+  /// Waits (on `lk`, of mu_) until each of `peers` has sent `round` or is not waited for, a
+  /// failure, or `deadline`.
+  void wait_messages(std::unique_lock<std::mutex>& lk, const std::vector<int>& peers,
+                     std::int64_t round, const CollectOptions& options,
+                     std::chrono::steady_clock::time_point deadline);
+  /// Waits (on `lk`, of mu_) for the last publish's sends to end, or a failure.
+  void wait_sends(std::unique_lock<std::mutex>& lk);
+  /// The messages of `peers` for `round` (mu_ held); each waited-for peer without one adds its
+  /// log line to `missed`.
+  std::vector<Inbox> take_messages(const std::vector<int>& peers, std::int64_t round,
+                                   const CollectOptions& options,
+                                   std::vector<std::string>& missed);
   void recycle(Box& b, Message&& m);
 
   const int rank_;
