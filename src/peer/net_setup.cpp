@@ -88,14 +88,13 @@ std::vector<std::pair<int, std::string>> named_relays(const RunConfig& config,
 /// The longest a peer started again waits for its links before it trains on without the missing.
 constexpr std::chrono::milliseconds kRejoinWait{3'000};
 
-NetConfig net_config(const RunConfig& config, const Topology& topology, const PeerOptions& opt,
-                     const std::string& model, std::int64_t num_params) {
+namespace {
+
+/// The ranks this peer links with: its graph's neighbours, or (a new identity, an elastic run)
+/// every rank, those it does not dial at the start in `later`; all-reduce's ring on top.
+void set_neighbours(NetConfig& net, const RunConfig& config, const Topology& topology,
+                    const PeerOptions& opt) {
   const int rank = opt.rank;
-  NetConfig net;
-  net.tls = peer_tls(config, opt.tls_dir, rank);
-  net.rank = rank;
-  net.size = topology.n();
-  set_addresses(net, config, topology, opt);
   if (!opt.join_contacts.empty()) {
     // A new identity (--join): every rank may become its neighbour; it dials its contacts.
     for (int p = 0; p < topology.n(); ++p) {
@@ -127,6 +126,12 @@ NetConfig net_config(const RunConfig& config, const Topology& topology, const Pe
     if (std::find(net.neighbours.begin(), net.neighbours.end(), p) == net.neighbours.end())
       net.neighbours.push_back(p);
   std::sort(net.neighbours.begin(), net.neighbours.end());
+}
+
+/// What the handshake says, which neighbours must agree on, and the queue and frame limits
+/// that follow from the run (with the links' shared-memory and congestion settings).
+void set_handshake(NetConfig& net, const RunConfig& config, const Topology& topology,
+                   const std::string& model, std::int64_t num_params) {
   net.handshake.run_id = config.net.run_id;
   net.shared_memory = config.net.shared_memory;
   net.congestion = config.net.congestion;
@@ -149,9 +154,11 @@ NetConfig net_config(const RunConfig& config, const Topology& topology, const Pe
     net.max_frame_bytes = std::max<std::uint64_t>(
         default_max_frame_bytes(net.handshake.param_count), frame + wire::kMaxControlPayload);
   }
-  net.reachable = config.net.reachable;
-  net.relays_auto = config.net.relays_auto;
-  net.relays = named_relays(config, net.addresses);
+}
+
+/// How long the links wait: at the start (shorter for a peer started again), for each
+/// operation, and for a silent neighbour.
+void set_timeouts(NetConfig& net, const RunConfig& config, const PeerOptions& opt) {
   net.timeouts.start = seconds_to_ms(config.net.connect_timeout_s);
   // A peer started again joins a network that runs: its live neighbours dial it again within
   // their retry (250 ms) and answer it at once, so it waits a few suspicion periods, not the
@@ -161,6 +168,24 @@ NetConfig net_config(const RunConfig& config, const Topology& topology, const Pe
                                   std::max(kRejoinWait, 4 * seconds_to_ms(config.monitor.suspect_after_s)));
   net.timeouts.io = io_timeout(config.net, config.monitor);
   net.timeouts.silent = seconds_to_ms(config.monitor.suspect_after_s);
+}
+
+}  // namespace
+
+NetConfig net_config(const RunConfig& config, const Topology& topology, const PeerOptions& opt,
+                     const std::string& model, std::int64_t num_params) {
+  const int rank = opt.rank;
+  NetConfig net;
+  net.tls = peer_tls(config, opt.tls_dir, rank);
+  net.rank = rank;
+  net.size = topology.n();
+  set_addresses(net, config, topology, opt);
+  set_neighbours(net, config, topology, opt);
+  set_handshake(net, config, topology, model, num_params);
+  net.reachable = config.net.reachable;
+  net.relays_auto = config.net.relays_auto;
+  net.relays = named_relays(config, net.addresses);
+  set_timeouts(net, config, opt);
   net.log = [rank](const std::string& line) { log_line(cat("peer ", rank, " net: ", line)); };
   return net;
 }
