@@ -211,14 +211,11 @@ void Elastic::send_handovers(std::int64_t round, NetExchange& transport, Exchang
     handovers_.pop_front();
 }
 
-/// An elastic run, before round `round`: the announcements that came, and this peer's own
-/// (deaths its monitor confirmed, its leave); when the set grew, the graph is derived again
-/// (elastic_timeline), the neighbours it newly needs are dialled, and the set is passed on.
-void Elastic::update(std::int64_t round, NetExchange& transport, MonitoredExchange& exchange) {
-  if (topology_.epochs().empty()) return;
+/// update's announcements that came: each merged into the known set (true when one changed
+/// it); a new identity's join request becomes this peer's own announcement in `own`.
+bool Elastic::take_heard(std::int64_t round, const std::vector<int>& members,
+                         MonitoredExchange& exchange, std::vector<Announcement>& own) {
   bool changed = false;
-  const std::vector<int> members = topology_.members(round);
-  std::vector<Announcement> own;
   for (const Announcement& a : exchange.take_announcements()) {
     if (a.kind != ChangeKind::kJoinRequest) {
       changed |= gossip::merge_announcement(known_, a);
@@ -235,6 +232,12 @@ void Elastic::update(std::int64_t round, NetExchange& transport, MonitoredExchan
         !std::binary_search(last.begin(), last.end(), a.rank))
       own.push_back(Announcement{a.rank, ChangeKind::kJoin, round});
   }
+  return changed;
+}
+
+/// update's own announcements, onto `own`: the deaths its monitor confirmed, and its leave.
+void Elastic::add_own(std::int64_t round, const std::vector<int>& members,
+                      MonitoredExchange& exchange, std::vector<Announcement>& own) {
   for (int d : exchange.dead_peers())
     if (std::binary_search(members.begin(), members.end(), d) &&
         std::find(announced_dead_.begin(), announced_dead_.end(), d) == announced_dead_.end()) {
@@ -249,6 +252,12 @@ void Elastic::update(std::int64_t round, NetExchange& transport, MonitoredExchan
     leave_announced_ = true;
     own.push_back(Announcement{opt_.rank, ChangeKind::kLeave, round});
   }
+}
+
+/// Merges this peer's own announcements into the known set, each new one said as an event;
+/// true when one changed it.
+bool Elastic::merge_own(const std::vector<Announcement>& own) {
+  bool changed = false;
   for (const Announcement& a : own) {
     if (!gossip::merge_announcement(known_, a)) continue;
     changed = true;
@@ -256,7 +265,13 @@ void Elastic::update(std::int64_t round, NetExchange& transport, MonitoredExchan
     events_.emit(MemberEvent{opt_.rank, a.round, since(t0_), announce_event(a.kind), a.rank, 0,
                             {}, {}, {}});
   }
-  if (!changed) return;
+  return changed;
+}
+
+/// The known set grew before round `round`: the graph derived again, what it changes for this
+/// peer said, the neighbours it newly needs dialled, and the set passed on.
+void Elastic::follow_change(std::int64_t round, NetExchange& transport,
+                            MonitoredExchange& exchange) {
   const std::vector<int> before = neighbours_;
   const std::vector<int> last = topology_.members(std::max<std::int64_t>(0, round - 1));
   const Topology next = elastic_timeline(topology_, scheduled_, known_);
@@ -279,6 +294,20 @@ void Elastic::update(std::int64_t round, NetExchange& transport, MonitoredExchan
                       std::back_inserter(added));
   if (!added.empty()) transport.expect(added);
   exchange.announce(known_, transport.connected_peers());
+}
+
+/// An elastic run, before round `round`: the announcements that came, and this peer's own
+/// (deaths its monitor confirmed, its leave); when the set grew, the graph is derived again
+/// (elastic_timeline), the neighbours it newly needs are dialled, and the set is passed on.
+void Elastic::update(std::int64_t round, NetExchange& transport, MonitoredExchange& exchange) {
+  if (topology_.epochs().empty()) return;
+  const std::vector<int> members = topology_.members(round);
+  std::vector<Announcement> own;
+  bool changed = take_heard(round, members, exchange, own);
+  add_own(round, members, exchange, own);
+  if (merge_own(own)) changed = true;
+  if (!changed) return;
+  follow_change(round, transport, exchange);
 }
 
 

@@ -75,6 +75,13 @@ class Elastic {
   void hand_over(std::size_t e, std::int64_t tag, std::int64_t round, const Algorithm& algorithm,
                  std::size_t num_params, double steps);
   void send_handovers(std::int64_t round, NetExchange& transport, Exchange& exchange);
+  // update's phases.
+  bool take_heard(std::int64_t round, const std::vector<int>& members,
+                  MonitoredExchange& exchange, std::vector<Announcement>& own);
+  void add_own(std::int64_t round, const std::vector<int>& members, MonitoredExchange& exchange,
+               std::vector<Announcement>& own);
+  bool merge_own(const std::vector<Announcement>& own);
+  void follow_change(std::int64_t round, NetExchange& transport, MonitoredExchange& exchange);
 
   const RunConfig& config_;
   Topology& topology_;
