@@ -265,6 +265,39 @@ void Links::adopt(int peer, Session& s, const wire::Hello& hello) {
   if (last_announce_) s.send_view(last_announce_);
 }
 
+void Links::handshake_closed(Session& s, Link& l, int p, CloseKind kind, const std::string& why) {
+  if (s.relayed() && s.altered() && mail_.state(p) != LinkState::kUp) {
+    l.relays_refused.push_back(s.relay_address());
+    mail_.alert(TransportAlert{MemberEventKind::kRelayAltered, p,
+                               cat("the relay ", s.relay_address(), " altered the handshake "
+                                   "with peer ", p, " (", why, "); not using it for this link "
+                                   "again")});
+  }
+  if (s.relayed() && mail_.state(p) != LinkState::kUp) {  // either end: to the relays again
+    if (!why.empty())
+      mail_.note_failure(p, {s.altered() ? LinkFailureKind::kRelayAltered : s.failure(),
+                             cat("handshake through the relay ", s.relay_address(), ": ", why)});
+    l.dialling = false;
+    return retry(p, why.empty() ? "handshake failed" : why);
+  }
+  if (s.role() == Session::Role::kAccepted && mail_.state(p) != LinkState::kUp &&
+      (s.failure() == LinkFailureKind::kModel || s.failure() == LinkFailureKind::kTopology))
+    // We refused its hello: the two ends train different models (or graphs), and the link
+    // cannot form whoever dials. (A caller refuses to start then: PeerSession::connect.)
+    mail_.note_failure(p, {s.failure(), cat("handshake from ", s.remote(), ": refused: ",
+                                            s.refusal_text())});
+  if (s.role() == Session::Role::kDialled && mail_.state(p) != LinkState::kUp) {
+    if (!why.empty())
+      mail_.note_failure(p, {s.failure(), cat("handshake with ", address_of(p), ": ", why)});
+    if (kind == CloseKind::kRefused && !s.altered()) {
+      l.dialling = false;
+      mail_.set_state(p, LinkState::kGone);
+    } else {
+      retry(p, why.empty() ? "handshake failed" : why);
+    }
+  }
+}
+
 void Links::on_closed(Session& s, CloseKind kind, const std::string& why) {
   if (rv_.stopping()) return;
   const int p = s.peer();
@@ -272,37 +305,7 @@ void Links::on_closed(Session& s, CloseKind kind, const std::string& why) {
   Link& l = *links_[p];
   if (l.session.get() != &s) {
     // Not the live link: a handshake that failed (or a replaced connection).
-    if (s.relayed() && s.altered() && mail_.state(p) != LinkState::kUp) {
-      l.relays_refused.push_back(s.relay_address());
-      mail_.alert(TransportAlert{MemberEventKind::kRelayAltered, p,
-                                 cat("the relay ", s.relay_address(), " altered the handshake "
-                                     "with peer ", p, " (", why, "); not using it for this link "
-                                     "again")});
-    }
-    if (s.relayed() && mail_.state(p) != LinkState::kUp) {  // either end: to the relays again
-      if (!why.empty())
-        mail_.note_failure(p, {s.altered() ? LinkFailureKind::kRelayAltered : s.failure(),
-                               cat("handshake through the relay ", s.relay_address(), ": ", why)});
-      l.dialling = false;
-      return retry(p, why.empty() ? "handshake failed" : why);
-    }
-    if (s.role() == Session::Role::kAccepted && mail_.state(p) != LinkState::kUp &&
-        (s.failure() == LinkFailureKind::kModel || s.failure() == LinkFailureKind::kTopology))
-      // We refused its hello: the two ends train different models (or graphs), and the link
-      // cannot form whoever dials. (A caller refuses to start then: PeerSession::connect.)
-      mail_.note_failure(p, {s.failure(), cat("handshake from ", s.remote(), ": refused: ",
-                                              s.refusal_text())});
-    if (s.role() == Session::Role::kDialled && mail_.state(p) != LinkState::kUp) {
-      if (!why.empty())
-        mail_.note_failure(p, {s.failure(), cat("handshake with ", address_of(p), ": ", why)});
-      if (kind == CloseKind::kRefused && !s.altered()) {
-        l.dialling = false;
-        mail_.set_state(p, LinkState::kGone);
-      } else {
-        retry(p, why.empty() ? "handshake failed" : why);
-      }
-    }
-    return;
+    return handshake_closed(s, l, p, kind, why);
   }
   l.session.reset();
   if (s.relayed() && s.altered()) {

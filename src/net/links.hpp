@@ -149,6 +149,11 @@ class Links final : public Hub {
   std::vector<std::pair<int, std::string>> relay_candidates(int peer) const;
   /// Asks the next relay candidate to carry the link to `peer` (neither end can dial the other).
   void relay_dial(int peer);
+  /// The relay `address` (rank `relay`, or -1) answered the ask for `peer` on `socket` (nullopt:
+  /// `why` not): the link starts through it, or the same relay is asked again, or `next`.
+  void relay_answered(int peer, const Socket& socket, int relay, const std::string& address,
+                      const std::function<void(const std::string&)>& next,
+                      std::optional<wire::Rendezvous> m, const std::string& why);
   /// One direct dial of `peer` before the relays are asked again.
   void redial_between_relays(int peer);
   /// The relay answered ok: the link's session starts on `socket` (the lower rank's end dials).
@@ -170,6 +175,9 @@ class Links final : public Hub {
   void adopt(int peer, Session& s, const wire::Hello& hello);
   /// Whether the lower rank of the pair dialled `s` (of two at once, that one is the link).
   bool dialled_by_lower(const Session& s) const;
+  /// on_closed for a session that is not `p`'s live link `l`: a handshake that failed (or a
+  /// replaced connection).
+  void handshake_closed(Session& s, Link& l, int p, CloseKind kind, const std::string& why);
   void watch_gone(int peer);
   /// nullopt when a hello from `peer` on `s` may replace its link; else why not: the link it
   /// has is live (an identity_conflict alert, rate-limited, goes to the mailboxes).

@@ -99,34 +99,40 @@ void Links::relay_dial(int peer) {
               socket, kRelayWait + config_.timeouts.handshake,
               [this, socket, peer, relay, address, next](std::optional<wire::Rendezvous> m,
                                                          std::string why) {
-                if (mail_.state(peer) == LinkState::kUp) {  // it came another way meanwhile
-                  std::error_code ignored;
-                  socket->close(ignored);
-                  links_[peer]->relaying = false;
-                  return;
-                }
-                if (!m || m->kind != wire::RendezvousKind::kRelayAnswer)
-                  return next(cat("relay ", address, ": ", m ? "an answer of another kind" : why));
-                if (m->status == wire::RendezvousStatus::kNotYet) {  // the same one, soon
-                  auto again = rv_.new_timer(kAskAgain);
-                  again->async_wait([this, again, peer](std::error_code e) {
-                    if (!e && !rv_.stopping()) relay_dial(peer);
-                  });
-                  return;
-                }
-                if (m->status == wire::RendezvousStatus::kAbsent) {
-                  // The other end did not come: the same relay again (both ends go down one
-                  // list), after one direct dial (it may have started meanwhile, reachable).
-                  mail_.note_failure(peer, {LinkFailureKind::kRelay,
-                                            cat("relay ", address, ": ", m->text)});
-                  return redial_between_relays(peer);
-                }
-                if (m->status != wire::RendezvousStatus::kOk)
-                  return next(cat("relay ", address, ": ", m->text));
-                start_relayed(peer, socket, relay, address);
+                relay_answered(peer, socket, relay, address, next, std::move(m), why);
               });
         });
       });
+}
+
+void Links::relay_answered(int peer, const Socket& socket, int relay, const std::string& address,
+                           const std::function<void(const std::string&)>& next,
+                           std::optional<wire::Rendezvous> m, const std::string& why) {
+  if (mail_.state(peer) == LinkState::kUp) {  // it came another way meanwhile
+    std::error_code ignored;
+    socket->close(ignored);
+    links_[peer]->relaying = false;
+    return;
+  }
+  if (!m || m->kind != wire::RendezvousKind::kRelayAnswer)
+    return next(cat("relay ", address, ": ", m ? "an answer of another kind" : why));
+  if (m->status == wire::RendezvousStatus::kNotYet) {  // the same one, soon
+    auto again = rv_.new_timer(kAskAgain);
+    again->async_wait([this, again, peer](std::error_code e) {
+      if (!e && !rv_.stopping()) relay_dial(peer);
+    });
+    return;
+  }
+  if (m->status == wire::RendezvousStatus::kAbsent) {
+    // The other end did not come: the same relay again (both ends go down one
+    // list), after one direct dial (it may have started meanwhile, reachable).
+    mail_.note_failure(peer, {LinkFailureKind::kRelay,
+                              cat("relay ", address, ": ", m->text)});
+    return redial_between_relays(peer);
+  }
+  if (m->status != wire::RendezvousStatus::kOk)
+    return next(cat("relay ", address, ": ", m->text));
+  start_relayed(peer, socket, relay, address);
 }
 
 void Links::redial_between_relays(int peer) {

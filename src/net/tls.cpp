@@ -106,15 +106,20 @@ bool cert_identity(X509* cert, CertIdentity* out, std::string* why) {
   return found == 1;
 }
 
-std::unique_ptr<asio::ssl::context> make_tls_context(const TlsConfig& tls,
-                                                     const std::string& run_id, int rank) {
+namespace {
+
+/// Refuses a TLS config without its ca, cert or key file.
+void check_files_given(const TlsConfig& tls) {
   for (const auto& [value, field] : {std::pair{&tls.ca, "ca"}, std::pair{&tls.cert, "cert"},
                                      std::pair{&tls.key, "key"}})
     if (value->empty())
       throw InputError(cat("net.tls.", field, ": no file given (TLS needs ca, cert and key; "
                            "`gossip keys init DIR` makes them, or set net.tls: off)"));
-  auto ctx = std::make_unique<asio::ssl::context>(asio::ssl::context::tls);
-  SSL_CTX* native = ctx->native_handle();
+}
+
+/// Loads the CA, the certificate chain and the key into `ctx`, and checks that the key is the
+/// certificate's.
+void load_credentials(asio::ssl::context& ctx, const TlsConfig& tls) {
   ERR_clear_error();
   std::error_code ec;
   auto load = [&](const char* what, const std::string& file, auto&& call) {
@@ -127,28 +132,37 @@ std::unique_ptr<asio::ssl::context> make_tls_context(const TlsConfig& tls,
     throw InputError(cat("net.tls.", what, ": cannot use ", file, ": ",
                          reason ? reason : ec.message().c_str()));
   };
-  load("ca", tls.ca, [&](std::error_code& e) { ctx->load_verify_file(tls.ca, e); });
-  load("cert", tls.cert, [&](std::error_code& e) { ctx->use_certificate_chain_file(tls.cert, e); });
+  load("ca", tls.ca, [&](std::error_code& e) { ctx.load_verify_file(tls.ca, e); });
+  load("cert", tls.cert, [&](std::error_code& e) { ctx.use_certificate_chain_file(tls.cert, e); });
   load("key", tls.key, [&](std::error_code& e) {
-    ctx->use_private_key_file(tls.key, asio::ssl::context::pem, e);
+    ctx.use_private_key_file(tls.key, asio::ssl::context::pem, e);
   });
-  if (SSL_CTX_check_private_key(native) != 1)
+  if (SSL_CTX_check_private_key(ctx.native_handle()) != 1)
     throw InputError(cat("net.tls.key: ", tls.key, " is not the key of the certificate ",
                          tls.cert));
+}
+
+/// TLS 1.3 only, with its AEAD suites; peers verified both ways; no resumption.
+void set_tls13_only(asio::ssl::context& ctx) {
+  SSL_CTX* native = ctx.native_handle();
   if (!SSL_CTX_set_min_proto_version(native, TLS1_3_VERSION) ||
       !SSL_CTX_set_max_proto_version(native, TLS1_3_VERSION) ||
       !SSL_CTX_set_ciphersuites(native, "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:"
                                         "TLS_CHACHA20_POLY1305_SHA256"))
     throw RuntimeError(cat("OpenSSL refuses TLS 1.3 settings: ", openssl_error()));
-  ctx->set_verify_mode(asio::ssl::verify_peer | asio::ssl::verify_fail_if_no_peer_cert);
+  ctx.set_verify_mode(asio::ssl::verify_peer | asio::ssl::verify_fail_if_no_peer_cert);
   SSL_CTX_set_verify_depth(native, 4);
   SSL_CTX_set_max_cert_list(native, kMaxCertList);
   SSL_CTX_set_num_tickets(native, 0);  // no resumption: every connection proves its key
   SSL_CTX_set_session_cache_mode(native, SSL_SESS_CACHE_OFF);
   SSL_CTX_set_options(native, SSL_OP_NO_TICKET | SSL_OP_NO_RENEGOTIATION |
                                   SSL_OP_CIPHER_SERVER_PREFERENCE);
+}
 
-  // Our own certificate must pass the checks every neighbour will make.
+/// Our own certificate must pass the checks every neighbour will make: it verifies against the
+/// CA, and names this rank of this run.
+void check_own_certificate(SSL_CTX* native, const TlsConfig& tls, const std::string& run_id,
+                           int rank) {
   X509* own = SSL_CTX_get0_certificate(native);
   X509_STORE_CTX* vctx = X509_STORE_CTX_new();
   if (!vctx || !X509_STORE_CTX_init(vctx, SSL_CTX_get_cert_store(native), own, nullptr)) {
@@ -170,6 +184,18 @@ std::unique_ptr<asio::ssl::context> make_tls_context(const TlsConfig& tls,
   if (id.rank != rank || id.run_id != run_id)
     throw InputError(cat("net.tls.cert: ", tls.cert, " is for rank ", id.rank, " of run '",
                          id.run_id, "', but this is rank ", rank, " of run '", run_id, "'"));
+}
+
+}  // namespace
+
+std::unique_ptr<asio::ssl::context> make_tls_context(const TlsConfig& tls,
+                                                     const std::string& run_id, int rank) {
+  check_files_given(tls);
+  auto ctx = std::make_unique<asio::ssl::context>(asio::ssl::context::tls);
+  SSL_CTX* native = ctx->native_handle();
+  load_credentials(*ctx, tls);
+  set_tls13_only(*ctx);
+  check_own_certificate(native, tls, run_id, rank);
   return ctx;
 }
 
