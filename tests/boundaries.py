@@ -52,32 +52,35 @@ def unchecked(table):
     return problems
 
 
+def layout_block(source_root, marker):
+    """The fenced block of docs/layout.md after `marker` (its fence line included in the
+    marker), or None when the page has no such block."""
+    with open(os.path.join(source_root, "docs", "layout.md")) as f:
+        doc = f.read()
+    if marker not in doc:
+        return None
+    at = doc.index(marker) + len(marker)
+    return doc[at:doc.index("```", at)]
+
+
 def quote_differs(source_root):
     """Whether docs/layout.md's copy of meson.build's room table differs from the table."""
     with open(os.path.join(source_root, "meson.build")) as f:
         build = f.read()
     start = build.index("rooms = [\n")
     table = build[start:build.index("\n]\n", start) + 3]
-    with open(os.path.join(source_root, "docs", "layout.md")) as f:
-        doc = f.read()
-    marker = "<!-- rooms: quoted from meson.build -->\n```meson\n"
-    if marker not in doc:
+    quoted = layout_block(source_root, "<!-- rooms: quoted from meson.build -->\n```meson\n")
+    if quoted is None:
         return "docs/layout.md has no quoted room table"
-    at = doc.index(marker) + len(marker)
-    quoted = doc[at:doc.index("```", at)]
     return None if quoted == table else "docs/layout.md's room table differs from meson.build's"
 
 
 def transport_picture_differs(source_root):
     """Whether docs/layout.md's transport picture misses a file of src/net, or names one that is
     not there."""
-    with open(os.path.join(source_root, "docs", "layout.md")) as f:
-        doc = f.read()
-    marker = "<!-- transport: the files of src/net -->\n```\n"
-    if marker not in doc:
+    picture = layout_block(source_root, "<!-- transport: the files of src/net -->\n```\n")
+    if picture is None:
         return "docs/layout.md has no transport picture"
-    at = doc.index(marker) + len(marker)
-    picture = doc[at:doc.index("```", at)]
     named = set(re.findall(r"\b([a-z_]+\.cpp)\b", picture))
     there = {f for f in os.listdir(os.path.join(source_root, "src", "net")) if f.endswith(".cpp")}
     problems = [f"src/net/{f} is not in docs/layout.md's transport picture"
