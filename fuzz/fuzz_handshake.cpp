@@ -23,7 +23,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       kVersion, 0,
       gossip::HandshakeInfo{"run", "784-128-10", 101770, 42, gossip::WireFormat::kFp32, dpsgd},
       std::nullopt};
-  const std::string why = refusal_reason(ours, *hello.value);
-  if (why.empty() != (refusal_reason(*hello.value, ours).empty())) std::abort();  // symmetric
+  const auto refusal = refusal_of(ours, *hello.value);
+  const auto back = refusal_of(*hello.value, ours);
+  if (refusal.has_value() != back.has_value()) std::abort();  // symmetric
+  if (refusal && (refusal->kind != back->kind || refusal->text.empty())) std::abort();
   return 0;
 }
