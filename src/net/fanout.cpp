@@ -4,7 +4,6 @@
 #include "src/net/links.hpp"
 
 #include <algorithm>
-#include <cstring>
 
 #include "gossip/core.hpp"
 
@@ -22,40 +21,20 @@ constexpr std::chrono::milliseconds kOwnStall{750};
 void Links::publish(std::int64_t round, std::span<const std::byte> values,
                     std::shared_ptr<const void> keep, double weight, const std::vector<int>& to,
                     std::vector<SendToken> tokens) {
-  // A link that is down takes nothing (its loss was logged): its token ends the send here.
-  std::vector<std::pair<Session*, SendToken>> by_shm, by_tcp;
+  // Each link's publish goes by the first path that carries it; a link that is down takes
+  // nothing (its loss was logged): its token ends the send here.
+  std::vector<std::vector<std::pair<Session*, SendToken>>> by_path(paths_.size());
   for (std::size_t i = 0; i < to.size(); ++i) {
     Link& l = *links_[to[i]];
-    if (l.session && l.session->established() && !l.session->closed())
-      (l.session->peer_reads_shm() ? by_shm : by_tcp)
-          .emplace_back(l.session.get(), std::move(tokens[i]));
+    if (l.session && l.session->established() && !l.session->closed()) {
+      const auto path = std::find_if(paths_.begin(), paths_.end(),
+                                     [&](const PayloadPath* p) { return p->carries(*l.session); });
+      by_path[path - paths_.begin()].emplace_back(l.session.get(), std::move(tokens[i]));
+    }
     if (l.session) sent_to(to[i]);
   }
-  const auto body = values;
-  // Same-host neighbours: one copy into our segment, then a small frame each.
-  if (!by_shm.empty()) {
-    const wire::ShmNote note = shm_->write(weight, body);
-    auto frame = std::make_shared<const std::vector<std::byte>>(wire::encode_frame(
-        wire::FrameType::kShmParams, static_cast<std::uint32_t>(config_.rank), round,
-        wire::encode_shm_note(note)));
-    for (auto& [s, token] : by_shm)
-      s->send_shm_note(frame, wire::kWeightBytes + body.size(), std::move(token));
-  }
-  if (by_tcp.empty()) return;
-  // The header is the same for every target: compute the CRC (weight, then values) once. Under
-  // TLS the frame travels in our records, whose AEAD tag authenticates every byte: no CRC, 0.
-  auto head = std::make_shared<std::vector<std::byte>>(wire::kHeaderBytes + wire::kWeightBytes);
-  std::memcpy(head->data() + wire::kHeaderBytes, &weight, sizeof weight);
-  const auto weight_bytes = std::span(*head).subspan(wire::kHeaderBytes);
-  wire::FrameHeader h;
-  h.type = wire::FrameType::kParams;
-  h.sender = static_cast<std::uint32_t>(config_.rank);
-  h.round = round;
-  h.payload_bytes = wire::kWeightBytes + body.size();
-  h.payload_crc = tls_ ? 0 : wire::crc32c(body, wire::crc32c(weight_bytes));
-  const auto header = wire::encode_header(h);
-  std::copy(header.begin(), header.end(), head->begin());
-  for (auto& [s, token] : by_tcp) s->send_params(head, body, keep, round, std::move(token));
+  for (std::size_t k = 0; k < paths_.size(); ++k)
+    paths_[k]->send(round, weight, values, keep, std::move(by_path[k]));
 }
 
 void Links::send_ready(std::int64_t round) {

@@ -29,7 +29,8 @@ Links::Links(asio::io_context& io, asio::ip::tcp::acceptor& acceptor, const NetC
       relays_(config, rv_, reach_, [this](const std::string& line) { log(line); }),
       acceptor_(acceptor, config, rv_, refusals_, [this](const std::string& line) { log(line); },
                 acceptor_hooks()),
-      links_(config.size), heartbeat_(io), sent_to_(config.size), received_from_(config.size) {
+      stream_path_(config.rank, config.tls.enabled), paths_{&stream_path_}, links_(config.size),
+      heartbeat_(io), sent_to_(config.size), received_from_(config.size) {
   if (!config.tls.enabled)
     log("WARNING: TLS is off (net.tls: off): anyone who can reach this peer's port can join "
         "the run and read or forge its parameters");
@@ -44,19 +45,10 @@ Links::Links(asio::io_context& io, asio::ip::tcp::acceptor& acceptor, const NetC
 }
 
 void Links::offer_shared_memory() {
-  // Slots in our segment, reused round-robin: a same-host neighbour must copy a round out before
-  // we have published this many more (else it sees a torn read and drops that round), and it
-  // may hold up to max_queued_rounds of ours.
-  const std::size_t slots = std::max<std::size_t>(4, config_.max_queued_rounds + 1);
-  if (config_.shared_memory && slots > kMaxShmSlots) {
-    log(cat("shared memory off: neighbours may hold ", config_.max_queued_rounds,
-            " of our rounds, more than ", kMaxShmSlots - 1, " slots; parameters go over TCP"));
-  } else if (config_.shared_memory) {
-    std::string why;
-    shm_ = ShmSegment::create(config_.handshake.param_count, config_.handshake.wire,
-                              static_cast<std::uint32_t>(slots), &why);
-    if (shm_) hello_.shm = shm_->offer();
-    else log(cat("shared memory unavailable (", why, "); every link carries parameters over TCP"));
+  shm_path_ = ShmPath::create(config_, [this](const std::string& line) { log(line); });
+  if (shm_path_) {
+    hello_.shm = shm_path_->offer();
+    paths_.insert(paths_.begin(), shm_path_.get());  // asked before the stream, which takes all
   }
 }
 
@@ -223,19 +215,6 @@ void Links::on_hello_ack(Session& s, const wire::Hello& hello) {
   adopt(s.peer(), s, hello);
 }
 
-std::unique_ptr<ShmView> Links::map_segment(int peer, const wire::Hello& hello) {
-  if (!shm_ || !hello.shm || hello.shm->host_key != host_key()) return nullptr;  // another host
-  std::string why;
-  auto view = ShmView::open(*hello.shm, config_.handshake.param_count, config_.handshake.wire,
-                            &why);
-  if (view)
-    log(cat("peer ", peer, " is on this host: its parameters come through shared memory"));
-  else
-    log(cat("peer ", peer, " is on this host, but its shared memory cannot be used (", why,
-            "); its parameters come over TCP"));
-  return view;
-}
-
 void Links::adopt(int peer, Session& s, const wire::Hello& hello) {
   Link& l = *links_[peer];
   // Only a connection that proved the same identity (the rank's certificate, when TLS is on)
@@ -248,7 +227,11 @@ void Links::adopt(int peer, Session& s, const wire::Hello& hello) {
     old->retire(config_.timeouts.handshake);
   }
   l.session = s.shared_from_this();
-  s.attach_shm(map_segment(peer, hello));  // before the link counts as up
+  // The neighbour's side path, when it has one we can read (before the link counts as up).
+  s.attach_side_path(shm_path_ ? shm_path_->reader_for(peer, hello, [this](const std::string& line) {
+    log(line);
+  })
+                               : nullptr);
   l.gone_timer.cancel();
   l.later = false;  // it came: a later loss is redialled, and given up on, as any other
   l.relaying = false;

@@ -32,6 +32,8 @@
 #include "src/net/relay_server.hpp"
 #include "src/net/rendezvous_io.hpp"
 #include "src/net/session.hpp"
+#include "src/net/shm_path.hpp"
+#include "src/net/stream_path.hpp"
 
 namespace gossip::net {
 
@@ -169,9 +171,6 @@ class Links final : public Hub {
   /// The socket options (set_socket_options); says once what became of net.congestion.
   void tune(asio::ip::tcp::socket& socket);
   void retry(int peer, const std::string& why);
-  /// The neighbour's shared segment mapped, when it offered one, it is on this host and shared
-  /// memory is on; else nullptr (TCP carries its parameters).
-  std::unique_ptr<ShmView> map_segment(int peer, const wire::Hello& hello);
   void adopt(int peer, Session& s, const wire::Hello& hello);
   /// Whether the lower rank of the pair dialled `s` (of two at once, that one is the link).
   bool dialled_by_lower(const Session& s) const;
@@ -202,7 +201,11 @@ class Links final : public Hub {
   ReachabilityCheck reach_;
   RelayServer relays_;
   Acceptor acceptor_;
-  std::unique_ptr<ShmSegment> shm_;  // ours, offered in hello_ when shared memory is on
+  // How a publish travels (payload_path.hpp): asked in order, the first that carries a link
+  // does; the stream, last, carries every link.
+  std::unique_ptr<ShmPath> shm_path_;  // ours, offered in hello_ when shared memory is on
+  StreamPath stream_path_;
+  std::vector<PayloadPath*> paths_;
   wire::Hello hello_;
   std::vector<std::unique_ptr<Link>> links_;  // by rank; null for non-neighbours
   bool congestion_said_ = false;

@@ -112,7 +112,7 @@ void Session::send_params(std::shared_ptr<const std::vector<std::byte>> head,
 
 void Session::send_ready(std::int64_t round) {
   // A neighbour on this host hands its parameters over in its shared segment: nothing to gate.
-  if (closed_ || closing_ || !established_ || shm_view_) return;
+  if (closed_ || closing_ || !established_ || side_reader_) return;
   const auto rank = static_cast<std::uint32_t>(hub_.our_hello().rank);
   queue_frame(OutFrame{std::make_shared<const std::vector<std::byte>>(
                            wire::encode_frame(FrameType::kReady, rank, round, {})),
@@ -144,11 +144,11 @@ std::size_t Session::detach_held() {
   return detached;
 }
 
-void Session::send_shm_note(std::shared_ptr<const std::vector<std::byte>> frame,
-                            std::uint64_t param_bytes, SendToken token) {
+void Session::send_side_note(std::shared_ptr<const std::vector<std::byte>> frame,
+                             std::uint64_t param_bytes, SendToken token) {
   if (closed_ || closing_ || !established_) return;  // dropped: the token ends the send
   OutFrame f{.head = std::move(frame), .body = {}, .keep = nullptr, .publish = true};
-  f.shm_bytes = param_bytes;
+  f.side_bytes = param_bytes;
   f.token = std::move(token);
   queue_frame(std::move(f));
 }
@@ -245,7 +245,7 @@ void Session::write_next() {
 void Session::on_written(std::error_code ec, std::size_t bytes) {
   arm(write_timer_, std::chrono::milliseconds(0), "");
   OutFrame f = std::move(out_.front());
-  hub_.count_sent(peer_, bytes + (ec ? 0 : f.shm_bytes));
+  hub_.count_sent(peer_, bytes + (ec ? 0 : f.side_bytes));
   out_.pop_front();
   writing_ = false;
   f.token.release();  // written (or failed): the send has ended
@@ -384,10 +384,10 @@ void Session::on_control(const wire::FrameHeader& h) {
     case FrameType::kShmReady:
       if (!hub_.our_hello().shm)
         return close("shm-ready frame, but we offered no shared memory", CloseKind::kError);
-      peer_reads_shm_ = true;
+      peer_reads_side_ = true;
       return read_header();
     case FrameType::kShmParams:
-      return on_shm_params(h);
+      return on_side_note(h);
     case FrameType::kView: {
       if (!established_) break;
       auto view = wire::decode_view(control_, static_cast<std::size_t>(hub_.config().size));
@@ -428,7 +428,7 @@ void Session::on_hello(const wire::FrameHeader& h, const wire::Hello& hello) {
   established_ = true;
   stream_.records_in();
   queue_control(FrameType::kHelloAck, wire::encode_hello(hub_.our_hello()), false);
-  if (shm_view_) queue_control(FrameType::kShmReady, {}, false);
+  if (side_reader_) queue_control(FrameType::kShmReady, {}, false);
   send_inherited();
   hub_.on_established(*this);
   read_header();
@@ -442,7 +442,7 @@ void Session::on_hello_ack(const wire::Hello& hello) {
   established_ = true;
   stream_.records_in();
   hub_.on_hello_ack(*this, hello);
-  if (shm_view_) queue_control(FrameType::kShmReady, {}, false);
+  if (side_reader_) queue_control(FrameType::kShmReady, {}, false);
   send_inherited();
   hub_.on_established(*this);
   read_header();
@@ -451,13 +451,13 @@ void Session::on_hello_ack(const wire::Hello& hello) {
 Session::Frames Session::take_publishes() {
   Frames taken;
   for (auto it = out_.begin(); it != out_.end();) {
-    if (!it->publish || it->shm_bytes != 0) {
+    if (!it->publish || it->side_bytes != 0) {
       ++it;
       continue;
     }
     if (writing_ && it == out_.begin()) {
       // Its write still completes here; the copy carries the send (its token) on.
-      OutFrame copy{it->head, it->body, it->keep, true, it->close_after, it->shm_bytes,
+      OutFrame copy{it->head, it->body, it->keep, true, it->close_after, it->side_bytes,
                     it->round, it->records_after, std::move(it->token)};
       taken.push_back(std::move(copy));
       ++it;
@@ -480,9 +480,9 @@ void Session::send_inherited() {
   }
 }
 
-void Session::attach_shm(std::unique_ptr<ShmView> view) {
-  shm_view_ = std::move(view);
-  hub_.mailboxes().set_shared_memory(peer_, shm_view_ != nullptr);
+void Session::attach_side_path(std::unique_ptr<SidePathReader> reader) {
+  side_reader_ = std::move(reader);
+  hub_.mailboxes().set_shared_memory(peer_, side_reader_ != nullptr);
 }
 
 void Session::note(const std::string& line) {
@@ -621,31 +621,29 @@ void Session::read_packet(const wire::FrameHeader& h) {
 
 // Same host: the frame only says which slot of the neighbour's segment holds the round; the
 // floats are copied straight out of its memory and checked for NaN/Inf in the same pass.
-void Session::on_shm_params(const wire::FrameHeader& h) {
-  if (!shm_view_)
+void Session::on_side_note(const wire::FrameHeader& h) {
+  if (!side_reader_)
     return close("shm-params frame, but we have not mapped this peer's shared memory",
                  CloseKind::kError);
-  const auto note = wire::decode_shm_note(control_);
-  if (!note) return close(note.error, CloseKind::kError);
   rx_ = hub_.mailboxes().take_buffer(peer_);
   bool finite = true;
-  ShmView::Read got;
+  SidePathReader::Taken got;
   try {
-    got = shm_view_->read(*note.value, rx_, &finite);
+    got = side_reader_->read(control_, rx_, &finite);
   } catch (const InputError& e) {
     hub_.mailboxes().return_buffer(peer_, std::move(rx_));
     return close(e.what(), CloseKind::kError);
   }
-  if (got == ShmView::Read::kTorn) {
+  if (got.torn) {
     hub_.mailboxes().return_buffer(peer_, std::move(rx_));
-    hub_.log(cat(who(), ": round ", h.round, ": its shared slot ", note.value->slot,
+    hub_.log(cat(who(), ": round ", h.round, ": its shared slot ", got.where,
                  " was rewritten before we had read it; dropped that round"));
     return read_header();
   }
-  // The parameters came through shared memory: they count as received over this link, as the
+  // The parameters came by the side path: they count as received over this link, as the
   // sender counts them as sent.
   hub_.count_received(peer_, rx_.size() * wire_value_bytes(hub_.config().handshake.wire));
-  deliver_rx(h.round, note.value->weight, finite);
+  deliver_rx(h.round, got.weight, finite);
 }
 
 // --- closing ---------------------------------------------------------------------------------

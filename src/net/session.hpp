@@ -24,7 +24,7 @@
 #include "gossip/net.hpp"
 #include "src/net/link_failure.hpp"
 #include "src/net/mailbox.hpp"
-#include "src/net/shm.hpp"
+#include "src/net/payload_path.hpp"
 #include "src/net/tls.hpp"
 #include "gossip/wire.hpp"
 
@@ -104,10 +104,10 @@ class Session : public std::enable_shared_from_this<Session> {
   /// values copied when they are the caller's buffer: the caller may reuse its buffer while
   /// the frames wait for the neighbour. Returns how many were detached.
   std::size_t detach_held();
-  /// Queues a shm-params frame (the publish went into our segment); `param_bytes` is what the
-  /// neighbour will read from it, counted in bytes_sent once the frame is written.
-  void send_shm_note(std::shared_ptr<const std::vector<std::byte>> frame,
-                     std::uint64_t param_bytes, SendToken token);
+  /// Queues a side path's note frame (the publish went by that path: ShmPath); `param_bytes` is
+  /// what the neighbour will read by that path, counted in bytes_sent once the frame is written.
+  void send_side_note(std::shared_ptr<const std::vector<std::byte>> frame,
+                      std::uint64_t param_bytes, SendToken token);
   /// Queues a view frame (this peer's membership view), when the handshake is done.
   void send_view(std::shared_ptr<const std::vector<std::byte>> frame);
   /// Queues bye and closes once it is written (or the write deadline passes).
@@ -137,9 +137,9 @@ class Session : public std::enable_shared_from_this<Session> {
   bool closed() const { return closed_; }
   /// Called by the hub as the session becomes the link: the neighbour's segment, mapped (it is
   /// on this host), or nullptr. Once the handshake is answered the session says shm-ready.
-  void attach_shm(std::unique_ptr<ShmView> view);
-  /// The neighbour said shm-ready: it reads our publishes from our segment.
-  bool peer_reads_shm() const { return peer_reads_shm_; }
+  void attach_side_path(std::unique_ptr<SidePathReader> reader);
+  /// The neighbour said shm-ready: it reads our publishes from our side path (ShmPath::carries).
+  bool peer_reads_side_path() const { return peer_reads_side_; }
   const std::string& remote() const { return remote_; }
   /// A connection through a relay (set before start): the relay's rank (-1 for one named by
   /// address) and address.
@@ -171,7 +171,7 @@ class Session : public std::enable_shared_from_this<Session> {
     std::shared_ptr<const void> keep;  // owns `body` when it is not the caller's buffer
     bool publish = false;         // a publish's frame (params, packet or shared-memory note)
     bool close_after = false;
-    std::uint64_t shm_bytes = 0;  // parameter bytes this frame hands over through shared memory
+    std::uint64_t side_bytes = 0;  // parameter bytes this frame hands over by a side path
     std::int64_t round = -1;      // a params frame's round, for the gate; -1: never held
     bool records_after = false;   // hello, hello-ack: our records follow it (under TLS)
     SendToken token;              // a publish's send, until written, dropped or detached
@@ -193,7 +193,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void read_params(const wire::FrameHeader& h);
   void read_params_chunk(const wire::FrameHeader& h);
   void on_params(const wire::FrameHeader& h);
-  void on_shm_params(const wire::FrameHeader& h);
+  void on_side_note(const wire::FrameHeader& h);
   /// A packet frame: read its payload whole, check its CRC, deliver it (its contents are the
   /// algorithm's to check: gossip/compress.hpp).
   void read_packet(const wire::FrameHeader& h);
@@ -251,8 +251,8 @@ class Session : public std::enable_shared_from_this<Session> {
   std::uint32_t rx_crc_ = 0;              // CRC32C of the payload received so far
   bool rx_finite_ = true;                 // no NaN/Inf among them
 
-  std::unique_ptr<ShmView> shm_view_;    // the neighbour's segment, when it is on this host
-  bool peer_reads_shm_ = false;
+  std::unique_ptr<SidePathReader> side_reader_;  // the neighbour's side path (same host), if any
+  bool peer_reads_side_ = false;
 
   std::deque<OutFrame> out_;
   bool writing_ = false;
