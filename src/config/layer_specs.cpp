@@ -151,7 +151,9 @@ void dropout_fingerprint(std::ostream& os, const LayerConfig& l) { os << l.p; }
 
 void group_norm_fingerprint(std::ostream& os, const LayerConfig& l) { os << l.groups; }
 
-void residual_fingerprint(std::ostream& os, const LayerConfig& l) { os << l.out << "s" << l.stride; }
+void residual_fingerprint(std::ostream& os, const LayerConfig& l) {
+  os << l.out << "s" << l.stride;
+}
 
 constexpr LayerKey kLinearKeys[] = {{.name = "out", .whole = &LayerConfig::out, .required = true}};
 constexpr LayerKey kConv2dKeys[] = {
@@ -159,8 +161,9 @@ constexpr LayerKey kConv2dKeys[] = {
     {.name = "kernel", .whole = &LayerConfig::kernel, .required = true},
     {.name = "stride", .whole = &LayerConfig::stride},
     {.name = "padding", .whole = &LayerConfig::padding, .zero_allowed = true}};
-constexpr LayerKey kPoolKeys[] = {{.name = "kernel", .whole = &LayerConfig::kernel, .required = true},
-                                  {.name = "stride", .whole = &LayerConfig::stride}};
+constexpr LayerKey kPoolKeys[] = {
+    {.name = "kernel", .whole = &LayerConfig::kernel, .required = true},
+    {.name = "stride", .whole = &LayerConfig::stride}};
 constexpr LayerKey kDropoutKeys[] = {{.name = "p", .fraction = &LayerConfig::p, .required = true}};
 constexpr LayerKey kGroupNormKeys[] = {
     {.name = "groups", .whole = &LayerConfig::groups, .required = true}};
