@@ -20,6 +20,7 @@
 #include "gossip/core.hpp"
 #include "gossip/gemm.hpp"
 #include "gossip/json.hpp"
+#include "gossip/layer_spec.hpp"
 #include "gossip/model.hpp"
 #include "gossip/progress.hpp"
 #include "gossip/rng.hpp"
@@ -551,7 +552,7 @@ int run_step(int argc, char** argv) {
   FmaPeak peak = measure_fma_peak();  // again at the end: the higher of the two
   if (!json) {
     std::printf("gossip bench step: model %s (%lld params), SGD momentum 0.9, %s\n%s\n",
-                subject.name.c_str(), static_cast<long long>(model_param_count(subject.model)),
+                subject.name.c_str(), static_cast<long long>(flat_size(subject.model)),
                 cuda ? "on the CUDA backend (GEMM reference: cuBLAS through the same descriptor)"
                      : "one CPU thread",
                 blas_kernel_line().c_str());

@@ -17,6 +17,7 @@
 #include "gossip/core.hpp"
 #include "gossip/gossip.hpp"
 #include "gossip/half.hpp"
+#include "gossip/layer_spec.hpp"
 #include "gossip/packet.hpp"
 #include "gossip/rng.hpp"
 #include "gossip/sim.hpp"
@@ -113,7 +114,7 @@ TEST_CASE("complete graph with uniform weights equals large-batch SGD", "[gossip
   const DataSets data = load_datasets(c);
   const auto shards = shard_for(c, data.train, n);
   auto backend = make_cpu_backend(1);
-  SimNetwork network(n, model_param_count(c.model), 1, c.sim, c.train.seed);
+  SimNetwork network(n, flat_size(c.model), 1, c.sim, c.train.seed);
   std::vector<std::unique_ptr<Trainer>> trainers;
   std::vector<std::unique_ptr<Algorithm>> algs;
   for (int p = 0; p < n; ++p) {

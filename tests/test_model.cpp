@@ -8,6 +8,7 @@
 
 #include "gossip/backend.hpp"
 #include "gossip/hash.hpp"
+#include "gossip/layer_spec.hpp"
 #include "gossip/model.hpp"
 #include "gossip/rng.hpp"
 
@@ -177,7 +178,7 @@ TEST_CASE("dropout drops about p of the activations in training and none in eval
 TEST_CASE("parameter counts, layer offsets and fingerprints in closed form", "[model]") {
   auto cpu = make_cpu_backend(1);
   CHECK(mlp_param_count({784, 256, 128, 10}) == 235146);
-  CHECK(model_param_count(ModelConfig::mlp({784, 256, 128, 10})) == 235146);
+  CHECK(flat_size(ModelConfig::mlp({784, 256, 128, 10})) == 235146);
   CHECK(model_fingerprint(ModelConfig::mlp({784, 256, 128, 10})) == "784-256-128-10");
 
   // The issue's small CNN: conv 5x5x32, pool, conv 5x5x64, pool, linear 128, linear 10.
@@ -186,7 +187,7 @@ TEST_CASE("parameter counts, layer offsets and fingerprints in closed form", "[m
                     layer("conv2d", 64, 5), layer("relu"), layer("maxpool2d", 0, 2),
                     layer("flatten"), layer("linear", 128), layer("relu"), layer("linear", 10)});
   const std::int64_t expect = (25 + 1) * 32 + (32 * 25 + 1) * 64 + (1024 + 1) * 128 + (128 + 1) * 10;
-  CHECK(model_param_count(cnn) == expect);
+  CHECK(flat_size(cnn) == expect);
   CHECK(model_fingerprint(cnn) ==
         "1x28x28-conv2d32k5s1p0-relu-maxpool2d2s2-conv2d64k5s1p0-relu-maxpool2d2s2-flatten-"
         "linear128-relu-linear10");
@@ -203,7 +204,7 @@ TEST_CASE("parameter counts, layer offsets and fingerprints in closed form", "[m
   // Any change to the layer list changes the fingerprint, not only the parameter count.
   ModelConfig other = cnn;
   other.layers[2].type = gossip::LayerKind::kAvgPool2d;
-  CHECK(model_param_count(other) == expect);
+  CHECK(flat_size(other) == expect);
   CHECK(model_fingerprint(other) != model_fingerprint(cnn));
 }
 
@@ -375,7 +376,7 @@ TEST_CASE("ResNet-20 as the config writes it: 0.27 M trained parameters, closed 
   Model m(*cpu, resnet, 2);
   CHECK(m.trainable_params() == trained);
   CHECK(m.num_params() == trained + 2 * channels);
-  CHECK(model_param_count(resnet) == m.num_params());
+  CHECK(flat_size(resnet) == m.num_params());
   CHECK(m.layers()[6].out == Shape{32, 14, 14});
   CHECK(m.layers()[9].out == Shape{64, 7, 7});
   CHECK(m.layers()[12].out == Shape{64});

@@ -83,7 +83,7 @@ using Shape = std::vector<int>;
 
 /// One layer of model.layers. Fields a type does not use stay 0.
 /// model.layers: every layer type, one row each (its name in configs, fingerprints and
-/// messages; the fields it takes are read in config_train.cpp, its shape in model_config.cpp).
+/// messages; its keys, shape and counts are its row in src/config/layer_specs.cpp).
 #define GOSSIP_LAYERS(X)                                                                        \
   X(kLinear, "linear", "fully connected: out features, with a bias")                           \
   X(kConv2d, "conv2d", "2-D convolution: out_channels, kernel, stride (1), padding (0), a bias") \

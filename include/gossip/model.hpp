@@ -146,9 +146,6 @@ class Model {
   std::uint64_t train_steps_ = 0;  // forward_backward calls: each draws new dropout masks
 };
 
-/// Parameters of a model config (throws InputError when its shapes do not fit).
-std::int64_t model_param_count(const ModelConfig& config);
-
 /// The whole layer list in one line: "784-256-128-10" for the MLP shorthand, otherwise the
 /// input and each layer with its fields, e.g.
 /// "1x28x28-conv2d32k5s1p0-relu-maxpool2d2s2-flatten-linear10".

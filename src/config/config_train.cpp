@@ -1,5 +1,6 @@
 // config/config_train.cpp: the data:, model:, optimizer: and train: sections, and the model
 // checked against the data.
+#include "gossip/layer_spec.hpp"
 #include "src/config/sections.hpp"
 
 namespace gossip::sections {
@@ -44,61 +45,23 @@ bool is_integer_text(const Node& n) {
 
 namespace {
 
-/// A layer type's fields: how each is read into the layer, and which must be given.
-struct LayerFields {
-  Handlers handlers;
-  std::vector<const char*> required;
-};
-
-/// The fields of l's type, read into `l`; sets the values they start from (conv2d's and
-/// residual's stride 1, dropout's p unset).
-LayerFields layer_fields(const Reader& r, LayerConfig& l) {
+/// How each key of a layer's row is read into `l`.
+Handlers layer_handlers(const Reader& r, std::span<const LayerKey> keys, LayerConfig& l) {
   Handlers h;
-  auto positive = [&](int& into) {
-    return [&r, &into](const Node& v, const std::string& f) { into = r.positive_int(v, f, false); };
-  };
-  std::vector<const char*> required;
-  switch (l.type) {
-    using enum LayerKind;
-    case kLinear:
-      h = {{"out", positive(l.out)}};
-      required = {"out"};
-      break;
-    case kConv2d:
-      l.stride = 1;
-      h = {{"out_channels", positive(l.out)}, {"kernel", positive(l.kernel)},
-           {"stride", positive(l.stride)},
-           {"padding", [&](auto& v, auto& f) { l.padding = r.positive_int(v, f, true); }}};
-      required = {"out_channels", "kernel"};
-      break;
-    case kMaxPool2d:
-    case kAvgPool2d:
-      h = {{"kernel", positive(l.kernel)}, {"stride", positive(l.stride)}};
-      required = {"kernel"};
-      break;
-    case kDropout:
-      l.p = -1.0;
-      h = {{"p", [&](auto& v, auto& f) {
-              l.p = r.positive(v, f, true);
-              if (l.p >= 1.0) r.fail(v, f, cat("must be below 1, got ", l.p));
-            }}};
-      required = {"p"};
-      break;
-    case kGroupNorm:
-      h = {{"groups", positive(l.groups)}};
-      required = {"groups"};
-      break;
-    case kResidual:
-      l.stride = 1;
-      h = {{"out_channels", positive(l.out)}, {"stride", positive(l.stride)}};
-      required = {"out_channels"};
-      break;
-    case kRelu:
-    case kFlatten:
-    case kBatchNorm:
-    case kGlobalAvgPool: break;
+  for (const LayerKey& key : keys) {
+    if (key.whole) {
+      h[key.name] = [&r, &l, key](const Node& v, const std::string& f) {
+        l.*key.whole = r.positive_int(v, f, key.zero_allowed);
+      };
+      continue;
+    }
+    h[key.name] = [&r, &l, key](const Node& v, const std::string& f) {
+      double& into = l.*key.fraction;
+      into = r.positive(v, f, true);
+      if (into >= 1.0) r.fail(v, f, cat("must be below 1, got ", into));
+    };
   }
-  return {std::move(h), std::move(required)};
+  return h;
 }
 
 }  // namespace
@@ -122,20 +85,20 @@ LayerConfig read_layer(const Reader& r, const Node& item, const std::string& nam
   if (!row)
     r.fail(item, name, cat("unknown layer type '", type, "' (expected one of: ",
                            choice_names(layer_table()), ")"));
+  const LayerSpec& spec = layer_spec(row->kind);
+  l = spec.starts;
   l.type = row->kind;
-  const LayerFields layer = layer_fields(r, l);
   if (fields.defined() && !fields.is_null()) {
     if (!fields.is_map())
       r.fail(fields, name, cat(type, ": expected a map of fields, got ", fields.describe()));
-    r.each(fields, name, layer.handlers);
+    r.each(fields, name, layer_handlers(r, spec.keys, l));
   }
-  for (const char* f : layer.required) {
-    const bool given = fields.is_map() && fields[f].defined();
+  for (const LayerKey& key : spec.keys) {
+    const bool given = !key.required || (fields.is_map() && fields[key.name].defined());
     if (!given)
-      r.fail(item, name, cat(type, " needs the field '", f, "'"));
+      r.fail(item, name, cat(type, " needs the field '", key.name, "'"));
   }
-  const bool pool = l.type == LayerKind::kMaxPool2d || l.type == LayerKind::kAvgPool2d;
-  if (pool && l.stride == 0) l.stride = l.kernel;
+  if (spec.stride_defaults_to_kernel && l.stride == 0) l.stride = l.kernel;
   return l;
 }
 

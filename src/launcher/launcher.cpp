@@ -34,6 +34,7 @@
 #include "gossip/faults.hpp"
 #include "gossip/gossip.hpp"
 #include "gossip/launcher.hpp"
+#include "gossip/layer_spec.hpp"
 #include "gossip/model.hpp"
 #include "gossip/monitor.hpp"
 #include "gossip/net.hpp"
@@ -589,7 +590,7 @@ int launch(const RunConfig& config, const LaunchOptions& given) {
   check_algorithm(config, loaded);
   if (!options.force)  // before anything that grows with the peers (the analysis included)
     check_machine_fits(config, run_topology(config, loaded),
-                       config.exec.empty() ? model_param_count(config.model) : 0, this_machine());
+                       config.exec.empty() ? flat_size(config.model) : 0, this_machine());
   const TopologyReport report = analyze(loaded);
   if (!report.connected) {
     std::fprintf(stderr,

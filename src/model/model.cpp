@@ -4,12 +4,14 @@
 // ping-pong gradient buffers. Backward runs the layers in reverse and stops after the first
 // layer with parameters: no input gradient is formed that nothing consumes.
 #include <algorithm>
+#include <array>
 #include <functional>
 #include <memory>
 #include <sstream>
 #include <unordered_map>
 
 #include "gossip/core.hpp"
+#include "gossip/layer_spec.hpp"
 #include "gossip/model.hpp"
 #include "gossip/rng.hpp"
 #include "src/model/layers.hpp"
@@ -43,9 +45,75 @@ std::vector<int> mlp_sizes(const ModelConfig& m) {
   return sizes;
 }
 
+/// What building one layer takes: its config, its input and output shapes, whether the ReLU
+/// after it is folded in, and the largest batch it will see.
+struct LayerBuild {
+  Backend& backend;
+  const LayerConfig& config;
+  const Shape& in;
+  const Shape& out;
+  bool relu;
+  int max_batch;
+};
+
+/// The model room's half of a layer type's row (the config room's is gossip/layer_spec.hpp):
+/// how it is built, and whether a ReLU after it runs inside it.
+struct LayerBuilder {
+  LayerKind kind;
+  std::unique_ptr<Layer> (*build)(const LayerBuild& b);
+  bool folds_relu = false;
+};
+
+using enum LayerKind;
+
+constexpr std::array<LayerBuilder, kLayerKinds> kBuilders{{
+    {.kind = kLinear,
+     .build = [](const LayerBuild& b) { return make_linear(b.backend, b.in, b.out, b.relu); },
+     .folds_relu = true},
+    {.kind = kConv2d,
+     .build = [](const LayerBuild& b) {
+       return make_conv2d(b.backend, b.config, b.in, b.out, b.relu, b.max_batch);
+     },
+     .folds_relu = true},
+    {.kind = kMaxPool2d,
+     .build = [](const LayerBuild& b) {
+       return make_pool(b.backend, b.config, b.in, b.out, b.max_batch);
+     }},
+    {.kind = kAvgPool2d,
+     .build = [](const LayerBuild& b) {
+       return make_pool(b.backend, b.config, b.in, b.out, b.max_batch);
+     }},
+    {.kind = kRelu, .build = [](const LayerBuild& b) { return make_relu(b.in); }},
+    {.kind = kFlatten, .build = [](const LayerBuild&) { return make_flatten(); }},
+    {.kind = kDropout, .build = [](const LayerBuild& b) { return make_dropout(b.config, b.in); }},
+    {.kind = kGroupNorm,
+     .build = [](const LayerBuild& b) {
+       return make_group_norm(b.backend, b.config, b.in, b.max_batch);
+     }},
+    {.kind = kBatchNorm,
+     .build = [](const LayerBuild& b) { return make_batch_norm(b.backend, b.in, b.max_batch); }},
+    {.kind = kResidual,
+     .build = [](const LayerBuild& b) {
+       return make_residual(b.backend, b.config, b.in, b.out, b.max_batch);
+     }},
+    {.kind = kGlobalAvgPool,
+     .build = [](const LayerBuild& b) {
+       return make_global_avg_pool(b.backend, b.in, b.max_batch);
+     }},
+}};
+
+/// Every row in enum order: builder() indexes the table by the kind.
+constexpr bool builders_complete() {
+  for (std::size_t i = 0; i < kBuilders.size(); ++i)
+    if (static_cast<std::size_t>(kBuilders[i].kind) != i || !kBuilders[i].build) return false;
+  return true;
+}
+static_assert(builders_complete(), "kBuilders needs one row per LayerKind, in GOSSIP_LAYERS order");
+
+const LayerBuilder& builder(LayerKind kind) { return kBuilders[static_cast<std::size_t>(kind)]; }
+
 bool folds_relu(const ModelConfig& m, std::size_t i) {
-  const LayerKind t = m.layers[i].type;
-  return (t == LayerKind::kLinear || t == LayerKind::kConv2d) && i + 1 < m.layers.size() &&
+  return builder(m.layers[i].type).folds_relu && i + 1 < m.layers.size() &&
          m.layers[i + 1].type == LayerKind::kRelu;
 }
 
@@ -57,72 +125,13 @@ std::string model_fingerprint(const ModelConfig& m) {
   for (std::size_t i = 0; i < m.input.size(); ++i) os << (i ? "x" : "") << m.input[i];
   for (const LayerConfig& l : m.layers) {
     os << "-" << layer_name(l.type);
-    switch (l.type) {
-      using enum LayerKind;
-      case kLinear: os << l.out; break;
-      case kConv2d: os << l.out << "k" << l.kernel << "s" << l.stride << "p" << l.padding; break;
-      case kMaxPool2d:
-      case kAvgPool2d: os << l.kernel << "s" << l.stride; break;
-      case kDropout: os << l.p; break;
-      case kGroupNorm: os << l.groups; break;
-      case kResidual: os << l.out << "s" << l.stride; break;
-      case kRelu:
-      case kFlatten:
-      case kBatchNorm:
-      case kGlobalAvgPool: break;
-    }
+    layer_spec(l.type).fingerprint(os, l);
   }
   return os.str();
 }
 
-std::int64_t model_param_count(const ModelConfig& m) {
-  const std::vector<Shape> shapes = infer_shapes(m);
-  std::int64_t n = 0;
-  for (std::size_t i = 0; i < m.layers.size(); ++i) {
-    const LayerConfig& l = m.layers[i];
-    const Shape& in = shapes[i];
-    if (l.type == LayerKind::kLinear) n += (shape_size(in) + 1) * l.out;
-    if (l.type == LayerKind::kConv2d)
-      n += (static_cast<std::int64_t>(in[0]) * l.kernel * l.kernel + 1) * l.out;
-    if (l.type == LayerKind::kGroupNorm) n += 2 * in[0];
-    if (l.type == LayerKind::kBatchNorm) n += 4 * in[0];  // gamma, beta, running mean, variance
-    if (l.type == LayerKind::kResidual) {
-      const std::int64_t cin = in[0], cout = l.out;
-      n += (cin * 9 + 1) * cout + (cout * 9 + 1) * cout + 2 * 4 * cout;
-      const Shape& out = shapes[i + 1];
-      if (cin != cout || in[1] != out[1] || in[2] != out[2]) n += (cin + 1) * cout + 4 * cout;
-    }
-  }
-  return n;
-}
-
 Model::Model(Backend& backend, const std::vector<int>& mlp_sizes, int max_batch)
     : Model(backend, ModelConfig::mlp(mlp_sizes), max_batch) {}
-
-namespace {
-
-/// The layer that runs config `l` from `in` to `out` (`relu`: with the ReLU after it folded in).
-std::unique_ptr<Layer> make_layer(Backend& backend, const LayerConfig& l, const Shape& in,
-                                  const Shape& out, bool relu, int max_batch) {
-  std::unique_ptr<Layer> layer;
-  switch (l.type) {
-    using enum LayerKind;
-    case kLinear: layer = make_linear(backend, in, out, relu); break;
-    case kConv2d: layer = make_conv2d(backend, l, in, out, relu, max_batch); break;
-    case kMaxPool2d:
-    case kAvgPool2d: layer = make_pool(backend, l, in, out, max_batch); break;
-    case kGroupNorm: layer = make_group_norm(backend, l, in, max_batch); break;
-    case kBatchNorm: layer = make_batch_norm(backend, in, max_batch); break;
-    case kResidual: layer = make_residual(backend, l, in, out, max_batch); break;
-    case kGlobalAvgPool: layer = make_global_avg_pool(backend, in, max_batch); break;
-    case kRelu: layer = make_relu(in); break;
-    case kFlatten: layer = make_flatten(); break;
-    case kDropout: layer = make_dropout(l, in); break;
-  }
-  return layer;
-}
-
-}  // namespace
 
 Model::Model(Backend& backend, const ModelConfig& config, int max_batch, int max_train_batch,
              bool shared_scratch)
@@ -174,7 +183,12 @@ Model::Model(Backend& backend, const ModelConfig& config, int max_batch, int max
 std::int64_t Model::add_layer(const LayerConfig& l, const Shape& in, const Shape& out, bool relu,
                               int max_batch, std::int64_t offset) {
   LayerInfo info{layer_name(l.type), in, out};
-  std::unique_ptr<Layer> layer = make_layer(*backend_, l, in, out, relu, max_batch);
+  std::unique_ptr<Layer> layer = builder(l.type).build({*backend_, l, in, out, relu, max_batch});
+  // The row's counts are what a model's size is known by before it is built (flat_size, the
+  // handshake): the layer must keep exactly those.
+  const LayerSpec& spec = layer_spec(l.type);
+  GOSSIP_CHECK_EQ(layer->param_count(), spec.params(l, in, out));
+  GOSSIP_CHECK_EQ(layer->buffer_count(), spec.buffers(l, in, out));
   layer->set_offset(offset);
   info.offset = offset;
   info.params = layer->param_count();
