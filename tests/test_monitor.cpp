@@ -361,7 +361,7 @@ TEST_CASE("membership: suspect and alive events about one peer are rate-limited,
 namespace {
 
 /// An in-memory exchange for membership tests: a fixed set of peers that answer.
-class FakeExchange final : public gossip::Exchange {
+class FakeExchange final : public gossip::Exchange, public gossip::LinkReports {
  public:
   FakeExchange(int rank, int size) : rank_(rank), size_(size) {}
   int rank() const override { return rank_; }
@@ -393,6 +393,9 @@ class FakeExchange final : public gossip::Exchange {
   std::vector<int> excused_peers() const override { return ahead; }
   std::optional<std::vector<int>> heard_within(double) const override { return heard; }
   std::vector<gossip::LinkStatus> links() const override { return link_status; }
+  gossip::ReachabilityReport reachability() const override { return {}; }
+  std::uint64_t bytes_relayed() const override { return 0; }
+  std::vector<gossip::PeerAddress> addresses() const override { return {}; }
 
   std::optional<std::vector<int>> heard;  // what heartbeats say (nullopt: none, as in the sim)
   std::vector<gossip::LinkStatus> link_status;  // what links() says
@@ -582,6 +585,7 @@ TEST_CASE("MembershipWatch: a link's facts become link events, once each; a neve
                                         .dead_after_rounds = 100, .dead_after_s = 0.0});
   const auto t = ring(4);
   gossip::MembershipWatch watch(t, 0);
+  watch.set_link_reports(&inner);  // the transport's own reports, beside the decorator stack
   const auto links_of = [](const std::vector<gossip::PeerEvent>& events) {
     std::vector<gossip::LinkEvent> out;
     for (const auto& e : events)
@@ -617,17 +621,17 @@ TEST_CASE("MembershipWatch: a link's facts become link events, once each; a neve
   inner.link_status[0] = {.peer = 1, .formed = true, .formed_s = 0.5, .down_s = 0.5,
                           .why = "link lost: end of file"};
   CHECK(links_of(watch(ex, 4, 10.0)).empty());
-  CHECK(links_of(watch.end_links(ex, 4, 10.0)).empty());
+  CHECK(links_of(watch.end_links(4, 10.0)).empty());
   inner.link_status[0].down_s = gossip::MembershipWatch::kLostAtEndS + 1.0;
-  const auto lost = links_of(watch.end_links(ex, 4, 11.0));
+  const auto lost = links_of(watch.end_links(4, 11.0));
   REQUIRE(lost.size() == 1u);
   CHECK(lost[0].change == gossip::LinkChange::kLost);
   CHECK(lost[0].neighbour == 1);
   CHECK(lost[0].round == 4);
   CHECK(lost[0].reason == "link lost: end of file");
-  CHECK(links_of(watch.end_links(ex, 4, 11.0)).empty());
+  CHECK(links_of(watch.end_links(4, 11.0)).empty());
   // A neighbour that said bye finished: its closed link is not a loss.
   inner.link_status[1] = {.peer = 3, .formed = true, .formed_s = 9.0, .left = true,
                           .down_s = 5.0};
-  CHECK(links_of(watch.end_links(ex, 4, 11.0)).empty());
+  CHECK(links_of(watch.end_links(4, 11.0)).empty());
 }

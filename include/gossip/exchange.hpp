@@ -32,6 +32,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gossip/event_kind.hpp"
@@ -314,23 +315,63 @@ class Exchange {
   }
   /// The alerts since the last call.
   virtual std::vector<TransportAlert> take_alerts() { return {}; }
-  /// Each neighbour's link, ascending by peer. Transports without links of their own (the
-  /// simulator's) return none: their links always form.
-  virtual std::vector<LinkStatus> links() const { return {}; }
-  /// Whether this peer's neighbours can dial it, as far as the transport found out (never
-  /// settled for transports without addresses: the simulator's).
-  virtual ReachabilityReport reachability() const { return {}; }
-  /// Bytes this peer forwarded as a relay for other members' links.
-  virtual std::uint64_t bytes_relayed() const { return 0; }
-  /// Every member's address as this peer knows it, by rank (none for transports without
-  /// addresses: the simulator's).
-  virtual std::vector<PeerAddress> addresses() const { return {}; }
 
   /// The algorithm above exchanges `tags` times a round (relay phases: all-reduce's hops,
   /// choco's gossip steps), tagging them round * tags + step: the layers that go by rounds (the
   /// monitor, the fault schedule's) divide a tag by it. Told once, at the top of the stack,
   /// before the first exchange; a transport ignores it (the default).
   virtual void set_tags_per_round(int tags) { (void)tags; }
+};
+
+/// What a transport with links of its own reports of them (NetExchange; the simulator's links
+/// always form, and it has none of this). Read by the peer's record and its membership watch
+/// from the transport itself, not through the Exchange decorators, which have nothing to add
+/// to it. Thread-safe.
+class LinkReports {
+ public:
+  virtual ~LinkReports() = default;
+  /// Each neighbour's link, ascending by peer.
+  virtual std::vector<LinkStatus> links() const = 0;
+  /// Whether this peer's neighbours can dial it, as far as the transport found out.
+  virtual ReachabilityReport reachability() const = 0;
+  /// Bytes this peer forwarded as a relay for other members' links.
+  virtual std::uint64_t bytes_relayed() const = 0;
+  /// Every member's address as this peer knows it, by rank.
+  virtual std::vector<PeerAddress> addresses() const = 0;
+};
+
+/// What went over the link to one neighbour so far, in bytes (frames, and parameters passed
+/// through a side path).
+struct LinkTraffic {
+  int peer = 0;
+  std::uint64_t sent = 0;
+  std::uint64_t received = 0;
+};
+
+/// A real peer's transport as the peer holds it (NetExchange, built in one place): the data
+/// plane and membership (Exchange), its links' reports (LinkReports), and what only a transport
+/// with links of its own does — the start's waits, an elastic run's later neighbours, traffic
+/// per link, and when its I/O thread sealed and opened TLS records.
+class Transport : public Exchange, public LinkReports {
+ public:
+  /// Neighbours whose link is up right now, ascending.
+  virtual std::vector<int> connected_peers() const = 0;
+  /// Tells the neighbours this peer now waits for `round` (a joiner before its first collect:
+  /// their frames of that round are not held for it).
+  virtual void waiting_for(std::int64_t round) = 0;
+  /// Later neighbours (an elastic run's) that the graph now needs: dialled until they come.
+  virtual void expect(std::span<const int> peers) = 0;
+  /// Waits up to `timeout` for the links to `peers` to be up; returns those that are not.
+  virtual std::vector<int> await_peers(std::span<const int> peers,
+                                       std::chrono::milliseconds timeout) = 0;
+  /// Bytes sent to and received from each neighbour so far, ascending (thread-safe).
+  virtual std::vector<LinkTraffic> link_traffic() const = 0;
+  /// When the I/O thread sealed and opened TLS records since the last call, as spans of the
+  /// steady clock, in order (back-to-back records make one span; at most 65,536 are held
+  /// between calls). Empty without TLS. A peer puts them on its timeline's `encrypt` track.
+  using CryptoSpan =
+      std::pair<std::chrono::steady_clock::time_point, std::chrono::steady_clock::time_point>;
+  virtual std::vector<CryptoSpan> take_crypto_spans() = 0;
 };
 
 /// The base of every Exchange decorator (the monitor, the fault schedule's cuts and attacks, the
@@ -373,10 +414,6 @@ class ForwardingExchange : public Exchange {
     return inner_->heard_within(seconds);
   }
   std::vector<TransportAlert> take_alerts() override { return inner_->take_alerts(); }
-  std::vector<LinkStatus> links() const override { return inner_->links(); }
-  ReachabilityReport reachability() const override { return inner_->reachability(); }
-  std::uint64_t bytes_relayed() const override { return inner_->bytes_relayed(); }
-  std::vector<PeerAddress> addresses() const override { return inner_->addresses(); }
   void set_tags_per_round(int tags) override { inner_->set_tags_per_round(tags); }
 
  protected:

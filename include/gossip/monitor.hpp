@@ -401,8 +401,11 @@ class MembershipWatch {
   /// The run is over: a link down now (lost, not back, for kLostAtEndS or more) that no event
   /// has reported yet becomes a "link" event (kLost) at `round`, so a run that ends within the
   /// reconnect window still records it. `messages` as for operator().
-  std::vector<PeerEvent> end_links(const Exchange& exchange, std::int64_t round, double seconds,
+  std::vector<PeerEvent> end_links(std::int64_t round, double seconds,
                                    std::vector<std::string>* messages = nullptr);
+  /// Where the links' events come from: the transport's reports (nullptr, the default: a
+  /// transport without links of its own, whose links always form — the simulator's).
+  void set_link_reports(const LinkReports* reports) { reports_ = reports; }
   /// Neighbours whose link never formed (reported kNeverFormed, not formed since), ascending.
   std::vector<int> unlinked() const;
   /// At the end, a link down for less than this may be a neighbour finishing (its bye not read
@@ -444,9 +447,10 @@ class MembershipWatch {
   std::map<int, LinkChange> links_;
   std::map<int, std::tuple<LinkPath, int, std::string>> paths_;  // each link's path, as said
   bool reach_said_ = false;  // the reachability event is out
+  const LinkReports* reports_ = nullptr;
   /// The link events the transport's links() call for now (end: the run is over).
-  std::vector<PeerEvent> link_events(const Exchange& exchange, std::int64_t round,
-                                     double seconds, bool end, std::vector<std::string>* messages);
+  std::vector<PeerEvent> link_events(std::int64_t round, double seconds, bool end,
+                                     std::vector<std::string>* messages);
 };
 
 /// A view is sent when it changed, and at least this often (rounds) anyway.

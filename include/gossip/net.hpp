@@ -237,14 +237,6 @@ std::string preferred_record_aead();
 double aead_bytes_per_second(std::string_view aead, std::size_t total_bytes = 64u << 20,
                              std::size_t record_bytes = 128u << 10, int reps = 5);
 
-/// What went over the link to one neighbour so far, in bytes (frames, and parameters passed
-/// through shared memory).
-struct LinkTraffic {
-  int peer = 0;
-  std::uint64_t sent = 0;
-  std::uint64_t received = 0;
-};
-
 /// A bound, listening TCP socket. Bind first (port 0 lets the OS choose), learn the port, then
 /// hand it to NetExchange: that is how tests run N exchanges in one process.
 class NetListener {
@@ -274,7 +266,7 @@ class NetListener {
 /// publish's sends have completed or failed, so the caller may then reuse the buffer.
 /// All public calls come from one thread (the Exchange contract); the destructor says bye to
 /// every neighbour, closes, and joins the I/O thread.
-class NetExchange final : public Exchange {
+class NetExchange final : public Transport {
  public:
   /// Binds config.addresses[config.rank] itself.
   explicit NetExchange(NetConfig config);
@@ -309,26 +301,15 @@ class NetExchange final : public Exchange {
   std::uint64_t bytes_relayed() const override;
   std::vector<PeerAddress> addresses() const override;
 
-  /// Neighbours whose link is up right now, ascending.
-  std::vector<int> connected_peers() const;
-  /// Tells the neighbours this peer now waits for `round` (a joiner before its first collect:
-  /// their frames of that round are not held for it; see Session's gate).
-  void waiting_for(std::int64_t round);
-  /// Later neighbours (NetConfig::later) that the graph now needs: dialled until they come.
-  void expect(std::span<const int> peers);
-  /// Waits up to `timeout` for the links to `peers` to be up; returns those that are not.
-  std::vector<int> await_peers(std::span<const int> peers, std::chrono::milliseconds timeout);
-  /// Bytes sent to and received from each neighbour so far, ascending by neighbour
-  /// (thread-safe).
-  std::vector<LinkTraffic> link_traffic() const;
+  std::vector<int> connected_peers() const override;
+  void waiting_for(std::int64_t round) override;
+  void expect(std::span<const int> peers) override;
+  std::vector<int> await_peers(std::span<const int> peers,
+                               std::chrono::milliseconds timeout) override;
+  std::vector<LinkTraffic> link_traffic() const override;
   /// Those of them on this host whose parameters we read from their shared memory.
   std::vector<int> shared_memory_peers() const;
-  /// When the I/O thread sealed and opened TLS records since the last call, as spans of the
-  /// steady clock, in order (back-to-back records make one span; at most 65,536 are held
-  /// between calls). Empty without TLS. A peer puts them on its timeline's `encrypt` track.
-  using CryptoSpan =
-      std::pair<std::chrono::steady_clock::time_point, std::chrono::steady_clock::time_point>;
-  std::vector<CryptoSpan> take_crypto_spans();
+  std::vector<CryptoSpan> take_crypto_spans() override;
 
  private:
   class Impl;

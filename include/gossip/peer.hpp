@@ -1,6 +1,7 @@
-/// peer: one real peer process — its trainer, its NetExchange, the gossip algorithm (the same
-/// objects the simulator runs) and its convergence monitor. `gossip peer` runs it directly (under
-/// Slurm, mpirun, Kubernetes); `gossip run` starts one per rank and reads its events.
+/// peer: one real peer process — its trainer, its transport (its links to the neighbours), the
+/// gossip algorithm (the same objects the simulator runs) and its convergence monitor. `gossip
+/// peer` runs it directly (under Slurm, mpirun, Kubernetes); `gossip run` starts one per rank
+/// and reads its events.
 #pragma once
 #if !defined(GOSSIP_ROOM_PEER)
 #error "gossip/peer.hpp belongs to room peer, which this room does not use (see the room table in meson.build)"

@@ -46,7 +46,7 @@ std::vector<PeerEvent> MembershipWatch::operator()(MonitoredExchange& exchange,
     out.push_back(MemberEvent{self_, round, seconds, MemberEventKind::kByzantineCut, peer, 0,
                               exchange.dead_peers(), {}, {}});
   }
-  for (PeerEvent& e : link_events(exchange, round, seconds, false, messages))
+  for (PeerEvent& e : link_events(round, seconds, false, messages))
     out.push_back(std::move(e));
   const auto change = monitor_.check(exchange.dead_peers(), exchange.cut_peers(), round,
                                      unlinked());
@@ -61,11 +61,12 @@ std::vector<PeerEvent> MembershipWatch::operator()(MonitoredExchange& exchange,
   return out;
 }
 
-std::vector<PeerEvent> MembershipWatch::link_events(const Exchange& exchange, std::int64_t round,
-                                                    double seconds, bool end,
+std::vector<PeerEvent> MembershipWatch::link_events(std::int64_t round, double seconds, bool end,
                                                     std::vector<std::string>* messages) {
   std::vector<PeerEvent> out;
-  for (const LinkStatus& l : exchange.links()) {
+  if (!reports_) return out;
+  const std::vector<LinkStatus> links = reports_->links();
+  for (const LinkStatus& l : links) {
     const auto it = links_.find(l.peer);
     const std::optional<LinkChange> last =
         it == links_.end() ? std::nullopt : std::optional<LinkChange>(it->second);
@@ -92,7 +93,7 @@ std::vector<PeerEvent> MembershipWatch::link_events(const Exchange& exchange, st
     const std::int64_t from = *change == LinkChange::kNeverFormed ? 0 : round;
     out.push_back(LinkEvent{self_, from, seconds, *change, l.peer, l.formed_s, why});
   }
-  for (const LinkStatus& l : exchange.links()) {  // how each link formed, when that is new
+  for (const LinkStatus& l : links) {  // how each link formed, when that is new
     if (!l.up || l.path == LinkPath::kNone) continue;
     auto way = std::make_tuple(l.path, l.dialler, l.relay_address);
     if (const auto it = paths_.find(l.peer); it != paths_.end() && it->second == way) continue;
@@ -101,7 +102,7 @@ std::vector<PeerEvent> MembershipWatch::link_events(const Exchange& exchange, st
     if (messages) messages->push_back(cat("link to peer ", l.peer, ": ", path));
     out.push_back(LinkEvent{self_, round, seconds, LinkChange::kPath, l.peer, l.formed_s, path});
   }
-  if (const ReachabilityReport r = exchange.reachability(); r.settled && !reach_said_) {
+  if (const ReachabilityReport r = reports_->reachability(); r.settled && !reach_said_) {
     reach_said_ = true;
     const std::string what = cat(reachability_name(r.state), ": ", r.how);
     if (messages) messages->push_back(cat("reachability: ", what));
@@ -110,10 +111,9 @@ std::vector<PeerEvent> MembershipWatch::link_events(const Exchange& exchange, st
   return out;
 }
 
-std::vector<PeerEvent> MembershipWatch::end_links(const Exchange& exchange, std::int64_t round,
-                                                  double seconds,
+std::vector<PeerEvent> MembershipWatch::end_links(std::int64_t round, double seconds,
                                                   std::vector<std::string>* messages) {
-  return link_events(exchange, round, seconds, true, messages);
+  return link_events(round, seconds, true, messages);
 }
 
 std::vector<int> MembershipWatch::unlinked() const {

@@ -42,7 +42,7 @@ void Elastic::forget_left(std::int64_t round, MonitoredExchange& exchange) const
 /// more than any other round does), each donor's message carrying its optimizer steps (the
 /// schedule's position) as the weight; momentum starts at zero. As the simulator does it, bit
 /// for bit.
-std::int64_t Elastic::receive_handover(NetExchange& transport, Trainer* trainer,
+std::int64_t Elastic::receive_handover(Transport& transport, Trainer* trainer,
                                      std::vector<float>& host) {
   GOSSIP_CHECK_MSG(trainer, "a joiner of an elastic run trains gossip's own model");
   const std::int64_t r = window_.from;
@@ -96,7 +96,7 @@ std::int64_t Elastic::receive_handover(NetExchange& transport, Trainer* trainer,
 
 /// gossip peer --join: asks its contacts to announce its join, and waits (net.connect_timeout_s)
 /// until the announcements it receives make it a member; then dials its future neighbours.
-void Elastic::await_join(NetExchange& transport) {
+void Elastic::await_join(Transport& transport) {
   const std::vector<Announcement> request{{opt_.rank, ChangeKind::kJoinRequest, 0}};
   transport.announce(request, opt_.join_contacts);
   const auto give_up = Clock::now() + seconds_to_ms(config_.net.connect_timeout_s);
@@ -168,7 +168,7 @@ void Elastic::hand_over(std::size_t e, std::int64_t tag, std::int64_t round,
 /// is late to connect stalls its donors no earlier than its first round, where they wait for
 /// it anyway), one not connected connect_timeout_s after the handover was taken gets none
 /// from this peer; the buffers whose sends are surely done are let go.
-void Elastic::send_handovers(std::int64_t round, NetExchange& transport, Exchange& exchange) {
+void Elastic::send_handovers(std::int64_t round, Transport& transport, Exchange& exchange) {
   if (handovers_.empty()) return;
   for (Handover& h : handovers_) {
     if (h.waiting.empty()) continue;
@@ -270,7 +270,7 @@ bool Elastic::merge_own(const std::vector<Announcement>& own) {
 
 /// The known set grew before round `round`: the graph derived again, what it changes for this
 /// peer said, the neighbours it newly needs dialled, and the set passed on.
-void Elastic::follow_change(std::int64_t round, NetExchange& transport,
+void Elastic::follow_change(std::int64_t round, Transport& transport,
                             MonitoredExchange& exchange) {
   const std::vector<int> before = neighbours_;
   const std::vector<int> last = topology_.members(std::max<std::int64_t>(0, round - 1));
@@ -299,7 +299,7 @@ void Elastic::follow_change(std::int64_t round, NetExchange& transport,
 /// An elastic run, before round `round`: the announcements that came, and this peer's own
 /// (deaths its monitor confirmed, its leave); when the set grew, the graph is derived again
 /// (elastic_timeline), the neighbours it newly needs are dialled, and the set is passed on.
-void Elastic::update(std::int64_t round, NetExchange& transport, MonitoredExchange& exchange) {
+void Elastic::update(std::int64_t round, Transport& transport, MonitoredExchange& exchange) {
   if (topology_.epochs().empty()) return;
   const std::vector<int> members = topology_.members(round);
   std::vector<Announcement> own;

@@ -37,19 +37,19 @@ class Elastic {
 
   /// gossip peer --join: asks its contacts to announce its join, and waits (net.connect_timeout_s)
   /// until the announcements it receives make it a member; then dials its future neighbours.
-  void await_join(NetExchange& transport);
+  void await_join(Transport& transport);
   /// A joiner: its first parameters from its donors (into the trainer and `host`); returns the
   /// round it starts at.
-  std::int64_t receive_handover(NetExchange& transport, Trainer* trainer,
+  std::int64_t receive_handover(Transport& transport, Trainer* trainer,
                                 std::vector<float>& host);
   /// Before round `round`: the announcements that came and this peer's own; the graph derived
   /// again when they changed it.
-  void update(std::int64_t round, NetExchange& transport, MonitoredExchange& exchange);
+  void update(std::int64_t round, Transport& transport, MonitoredExchange& exchange);
   /// After round `done` - 1: what this peer hands over to the joiners it is a donor of
   /// (`steps`: its optimizer's, `num_params` its buffer's length), then the sends of every
   /// hand-over whose joiners' links are up.
   void after_round(std::int64_t done, const Algorithm& algorithm, std::size_t num_params,
-                   double steps, NetExchange& transport, Exchange& exchange) {
+                   double steps, Transport& transport, Exchange& exchange) {
     hand_over(done, algorithm, num_params, steps);
     send_handovers(done, transport, exchange);
   }
@@ -74,14 +74,14 @@ class Elastic {
                  double steps);
   void hand_over(std::size_t e, std::int64_t tag, std::int64_t round, const Algorithm& algorithm,
                  std::size_t num_params, double steps);
-  void send_handovers(std::int64_t round, NetExchange& transport, Exchange& exchange);
+  void send_handovers(std::int64_t round, Transport& transport, Exchange& exchange);
   // update's phases.
   bool take_heard(std::int64_t round, const std::vector<int>& members,
                   MonitoredExchange& exchange, std::vector<Announcement>& own);
   void add_own(std::int64_t round, const std::vector<int>& members, MonitoredExchange& exchange,
                std::vector<Announcement>& own);
   bool merge_own(const std::vector<Announcement>& own);
-  void follow_change(std::int64_t round, NetExchange& transport, MonitoredExchange& exchange);
+  void follow_change(std::int64_t round, Transport& transport, MonitoredExchange& exchange);
 
   const RunConfig& config_;
   Topology& topology_;

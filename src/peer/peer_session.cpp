@@ -1,5 +1,5 @@
 // peer/peer_session.cpp: the one peer lifecycle (PeerSession, gossip/peer.hpp). It wires a
-// peer's trainer (own shard), NetExchange (its neighbours), the gossip algorithm the simulator
+// peer's trainer (own shard), transport (its neighbours), the gossip algorithm the simulator
 // also runs and the convergence monitor, and writes its metrics, parameter snapshots,
 // checkpoints, trace and summary into DIR/peers/R/, recording what happens as "@gossip" event
 // lines (DIR/peers/R/events.txt, and stdout under `gossip run`). Its caller drives the rounds:

@@ -58,10 +58,12 @@ void write_params(const std::string& path, std::span<const float> params) {
   std::filesystem::rename(path + ".tmp", path);
 }
 
-Watch::Watch(const Topology& topology, int rank, MonitoredExchange& exchange, Events& events,
-             Clock::time_point t0, ByzantinePolicy on_byzantine)
+Watch::Watch(const Topology& topology, int rank, MonitoredExchange& exchange,
+             const LinkReports& links, Events& events, Clock::time_point t0,
+             ByzantinePolicy on_byzantine)
     : rank_(rank), exchange_(&exchange), events_(&events), t0_(t0), watch_(topology, rank) {
   watch_.set_on_byzantine(on_byzantine);
+  watch_.set_link_reports(&links);
 }
 
 void Watch::operator()(std::int64_t round) {
@@ -72,7 +74,7 @@ void Watch::operator()(std::int64_t round) {
 
 void Watch::end_links(std::int64_t round) {
   std::vector<std::string> lines;
-  for (const PeerEvent& e : watch_.end_links(*exchange_, round, since(t0_), &lines))
+  for (const PeerEvent& e : watch_.end_links(round, since(t0_), &lines))
     events_->emit(e);
   for (const std::string& l : lines) log_line(cat("peer ", rank_, " at the end: ", l));
 }

@@ -68,7 +68,7 @@ struct PeerSession::Impl {
   std::span<float> params;
   std::int64_t rounds = 0;
   std::int64_t round = 0;
-  std::unique_ptr<NetExchange> transport;
+  std::unique_ptr<Transport> transport;
   // The fault schedule's cuts and this peer's attacks, between the monitor and the transport
   // (top() is the transport when the schedule has neither for this peer).
   std::unique_ptr<FaultedExchange> faulted;

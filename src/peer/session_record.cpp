@@ -132,9 +132,9 @@ void PeerSession::save_checkpoint(std::span<const std::byte> caller_state) {
 namespace {
 
 /// Each neighbour's link as this peer's transport saw it, and how it formed (docs/outputs.md).
-JsonArray links_json(const Exchange& exchange) {
+JsonArray links_json(const LinkReports& reports) {
   JsonArray links;
-  for (const LinkStatus& l : exchange.links()) {
+  for (const LinkStatus& l : reports.links()) {
     JsonObject o;
     o.add("peer", l.peer).add("formed", l.formed);
     if (l.formed) o.add("formed_s", l.formed_s);
@@ -204,15 +204,17 @@ void PeerSession::Impl::add_run_fields(JsonObject& extra) const {
 /// The summary's fields of this peer's network: its links, reachability, relayed bytes and
 /// the addresses it would dial.
 void PeerSession::Impl::add_network_fields(JsonObject& extra) const {
-  extra.add("links", links_json(*exchange));
-  const ReachabilityReport reach = exchange->reachability();
+  // What the transport knows of its links, read from it (the decorators above add nothing).
+  const LinkReports& reports = *transport;
+  extra.add("links", links_json(reports));
+  const ReachabilityReport reach = reports.reachability();
   extra.add("reachability", JsonObject()
                                 .add("state", reachability_name(reach.state))
                                 .add("settled", reach.settled)
                                 .add("how", reach.how));
-  extra.add("bytes_relayed", exchange->bytes_relayed());
+  extra.add("bytes_relayed", reports.bytes_relayed());
   JsonArray addresses;  // where this peer would dial each member, and how it knows
-  for (const PeerAddress& a : exchange->addresses())
+  for (const PeerAddress& a : reports.addresses())
     addresses.add(JsonObject()
                       .add("peer", a.peer)
                       .add("address", a.address)

@@ -45,7 +45,7 @@ void PeerSession::Impl::connect(const Learner& learner, const std::string& model
                              topology, config.gossip, config.train.seed,
                              round_timeout(config.monitor));
   traced->set_tags_per_round(algorithm->relay_steps() + 1);
-  watch = std::make_unique<Watch>(topology, rank, *exchange, events, t0,
+  watch = std::make_unique<Watch>(topology, rank, *exchange, *transport, events, t0,
                                   config.gossip.on_byzantine);
   start_metrics();
   if (elastic.window().joins()) round = elastic.receive_handover(*transport, trainer.get(), host);

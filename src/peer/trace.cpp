@@ -23,7 +23,7 @@ double since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-void trace_crypto(NetExchange& transport, Timeline& timeline, Clock::time_point t0) {
+void trace_crypto(Transport& transport, Timeline& timeline, Clock::time_point t0) {
   const auto seconds = [t0](Clock::time_point t) {
     return std::chrono::duration<double>(t - t0).count();
   };

@@ -80,6 +80,6 @@ double since(Clock::time_point t0);
 
 /// Puts the transport's sealing and opening of TLS records since the last call on the
 /// timeline's encrypt track (its clock: seconds since `t0`).
-void trace_crypto(NetExchange& transport, Timeline& timeline, Clock::time_point t0);
+void trace_crypto(Transport& transport, Timeline& timeline, Clock::time_point t0);
 
 }  // namespace gossip::peer_parts
