@@ -45,11 +45,15 @@ Links::Links(asio::io_context& io, asio::ip::tcp::acceptor& acceptor, const NetC
 }
 
 void Links::offer_shared_memory() {
-  shm_path_ = ShmPath::create(config_, [this](const std::string& line) { log(line); });
-  if (shm_path_) {
-    hello_.shm = shm_path_->offer();
-    paths_.insert(paths_.begin(), shm_path_.get());  // asked before the stream, which takes all
-  }
+  auto shm = ShmPath::create(config_, [this](const std::string& line) { log(line); });
+  if (!shm) return;
+  hello_.shm = shm->offer();
+  add_side_path(std::move(shm));
+}
+
+void Links::add_side_path(std::unique_ptr<SidePath> path) {
+  paths_.insert(paths_.end() - 1, path.get());  // asked before the stream, which takes all
+  side_paths_.push_back(std::move(path));
 }
 
 AddressGossip::Hooks Links::address_hooks() {
@@ -215,6 +219,13 @@ void Links::on_hello_ack(Session& s, const wire::Hello& hello) {
   adopt(s.peer(), s, hello);
 }
 
+std::unique_ptr<SidePathReader> Links::side_reader_for(int peer, const wire::Hello& hello) {
+  for (const auto& path : side_paths_)
+    if (auto reader = path->reader_for(peer, hello, [this](const std::string& line) { log(line); }))
+      return reader;
+  return nullptr;
+}
+
 void Links::adopt(int peer, Session& s, const wire::Hello& hello) {
   Link& l = *links_[peer];
   // Only a connection that proved the same identity (the rank's certificate, when TLS is on)
@@ -228,10 +239,7 @@ void Links::adopt(int peer, Session& s, const wire::Hello& hello) {
   }
   l.session = s.shared_from_this();
   // The neighbour's side path, when it has one we can read (before the link counts as up).
-  s.attach_side_path(shm_path_ ? shm_path_->reader_for(peer, hello, [this](const std::string& line) {
-    log(line);
-  })
-                               : nullptr);
+  s.attach_side_path(side_reader_for(peer, hello));
   l.gone_timer.cancel();
   l.later = false;  // it came: a later loss is redialled, and given up on, as any other
   l.relaying = false;

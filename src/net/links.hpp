@@ -98,6 +98,7 @@ class Links final : public Hub {
   std::uint64_t max_frame_bytes() const override { return max_frame_bytes_; }
   Mailboxes& mailboxes() override { return mail_; }
   asio::ssl::context* tls_context() override { return tls_.get(); }
+  bool offers_side_path() const override { return !side_paths_.empty(); }
   std::optional<wire::Refusal> on_hello(Session& s, const wire::Hello& hello,
                                         std::uint32_t sender) override;
   void on_hello_ack(Session& s, const wire::Hello& hello) override;
@@ -133,6 +134,11 @@ class Links final : public Hub {
 
   /// Our shared segment, offered in hello_ when shared memory is on and can be had.
   void offer_shared_memory();
+  /// A side path beside the stream: asked before it which links it carries, and asked at each
+  /// handshake for the neighbour's reader.
+  void add_side_path(std::unique_ptr<SidePath> path);
+  /// The first side path's reader for `peer`'s side (nullptr: its publishes come by stream).
+  std::unique_ptr<SidePathReader> side_reader_for(int peer, const wire::Hello& hello);
   AddressGossip::Hooks address_hooks();
   Acceptor::Hooks acceptor_hooks();
   /// Whether a neighbour we wait for has no address yet (and no link up).
@@ -203,9 +209,9 @@ class Links final : public Hub {
   Acceptor acceptor_;
   // How a publish travels (payload_path.hpp): asked in order, the first that carries a link
   // does; the stream, last, carries every link.
-  std::unique_ptr<ShmPath> shm_path_;  // ours, offered in hello_ when shared memory is on
+  std::vector<std::unique_ptr<SidePath>> side_paths_;  // ShmPath, when shared memory is on
   StreamPath stream_path_;
-  std::vector<PayloadPath*> paths_;
+  std::vector<PayloadPath*> paths_;  // the side paths, then the stream
   wire::Hello hello_;
   std::vector<std::unique_ptr<Link>> links_;  // by rank; null for non-neighbours
   bool congestion_said_ = false;

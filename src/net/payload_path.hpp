@@ -12,7 +12,9 @@
 #endif
 
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <string>
 #include <span>
 #include <utility>
 #include <vector>
@@ -37,6 +39,20 @@ class PayloadPath {
   virtual void send(std::int64_t round, double weight, std::span<const std::byte> values,
                     std::shared_ptr<const void> keep,
                     std::vector<std::pair<Session*, SendToken>> to) = 0;
+};
+
+class SidePathReader;
+
+/// A path beside the stream, for the neighbours it can reach (ShmPath: those on this host). It
+/// carries a link's publishes once the neighbour has said it reads them (its shm-ready frame),
+/// and it reads the neighbour's through the reader it gives at the handshake.
+class SidePath : public PayloadPath {
+ public:
+  using Log = std::function<void(const std::string&)>;
+  /// The reader of `peer`'s side of this path, when its hello offers one this peer can use
+  /// (said in `log` either way); else nullptr.
+  virtual std::unique_ptr<SidePathReader> reader_for(int peer, const wire::Hello& hello,
+                                                     const Log& log) const = 0;
 };
 
 /// The receiving end of a side path: the values a neighbour's note frame points at.

@@ -382,7 +382,7 @@ void Session::on_control(const wire::FrameHeader& h) {
       hub_.log(cat(who(), " left (bye)"));
       return close("", CloseKind::kBye);
     case FrameType::kShmReady:
-      if (!hub_.our_hello().shm)
+      if (!hub_.offers_side_path())
         return close("shm-ready frame, but we offered no shared memory", CloseKind::kError);
       peer_reads_side_ = true;
       return read_header();

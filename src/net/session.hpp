@@ -47,6 +47,8 @@ class Hub {
   virtual const NetConfig& config() const = 0;
   virtual std::uint64_t max_frame_bytes() const = 0;
   virtual Mailboxes& mailboxes() = 0;
+  /// Whether we offer a side path (PayloadPath: shared memory) that a neighbour may read.
+  virtual bool offers_side_path() const = 0;
   /// The TLS context every connection uses, or nullptr when TLS is off.
   virtual asio::ssl::context* tls_context() = 0;
   /// Acceptor side: nullopt when `hello` may become the link to its rank, else why not.

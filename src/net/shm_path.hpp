@@ -18,9 +18,8 @@
 
 namespace gossip::net {
 
-class ShmPath final : public PayloadPath {
+class ShmPath final : public SidePath {
  public:
-  using Log = std::function<void(const std::string&)>;
   /// Our segment, when shared memory is on and one can be had; else nullptr, said in `log`.
   static std::unique_ptr<ShmPath> create(const NetConfig& config, const Log& log);
 
@@ -29,7 +28,7 @@ class ShmPath final : public PayloadPath {
   /// The reader of `peer`'s segment, when its hello offered one and it is on this host (said in
   /// `log` either way); else nullptr (its parameters come over the stream).
   std::unique_ptr<SidePathReader> reader_for(int peer, const wire::Hello& hello,
-                                             const Log& log) const;
+                                             const Log& log) const override;
 
   bool carries(const Session& session) const override;
   void send(std::int64_t round, double weight, std::span<const std::byte> values,
