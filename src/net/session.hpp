@@ -3,7 +3,10 @@
 /// A session runs the TLS handshake (unless TLS is off), then the hello handshake inside it, then
 /// carries params frames both ways. Anything wrong with what the remote sends closes this
 /// session only, with one log line naming the remote and why (rate-limited while the remote is
-/// not authenticated). Everything here runs on the I/O thread.
+/// not authenticated). Everything here runs on the I/O thread. Its definitions are split by
+/// phase: session.cpp (lifecycle, deadlines, bye, retire, close), session_handshake.cpp (TLS,
+/// hello, hello-ack, refusals), session_read.cpp (reading and dispatching frames) and
+/// session_send.cpp (the write queue and the round gate).
 #pragma once
 #if !defined(GOSSIP_ROOM_NET)
 #error "src/net/session.hpp belongs to room net, which this room does not use (see the room table in meson.build)"
@@ -186,7 +189,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void queue_control(wire::FrameType type, std::span<const std::byte> payload, bool close_after);
   void write_next();
   void on_written(std::error_code ec, std::size_t bytes);
-  /// A write failed: stop writing, but read what the remote sent before (see the .cpp).
+  /// A write failed: stop writing, but read what the remote sent before (session_send.cpp).
   void write_failed(std::error_code ec);
   void read_header();
   void on_header(std::error_code ec, std::size_t bytes);
