@@ -25,8 +25,8 @@ void Links::publish(std::int64_t round, std::span<const std::byte> values,
   // nothing (its loss was logged): its token ends the send here.
   std::vector<std::vector<std::pair<Session*, SendToken>>> by_path(paths_.size());
   for (std::size_t i = 0; i < to.size(); ++i) {
-    Link& l = *links_[to[i]];
-    if (l.session && l.session->established() && !l.session->closed()) {
+    Link& l = links_[to[i]];
+    if (l.live()) {
       const auto path = std::find_if(paths_.begin(), paths_.end(),
                                      [&](const PayloadPath* p) { return p->carries(*l.session); });
       by_path[path - paths_.begin()].emplace_back(l.session.get(), std::move(tokens[i]));
@@ -39,7 +39,7 @@ void Links::publish(std::int64_t round, std::span<const std::byte> values,
 
 void Links::send_ready(std::int64_t round) {
   for (int p : mail_.neighbours())
-    if (Link& l = *links_[p]; l.session && l.session->established() && !l.session->closed())
+    if (Link& l = links_[p]; l.live())
       l.session->send_ready(round);
 }
 
@@ -59,9 +59,9 @@ void Links::publish_packet(std::int64_t round, std::span<const std::byte> packet
   const auto header = wire::encode_header(h);
   auto head = std::make_shared<const std::vector<std::byte>>(header.begin(), header.end());
   for (std::size_t i = 0; i < to.size(); ++i) {
-    Link& l = *links_[to[i]];
+    Link& l = links_[to[i]];
     // A link that is down takes nothing (its loss was logged): its token ends the send here.
-    if (l.session && l.session->established() && !l.session->closed())
+    if (l.live())
       l.session->send_params(head, packet, nullptr, -1, std::move(tokens[i]));
     if (l.session) sent_to(to[i]);
   }
@@ -72,7 +72,7 @@ void Links::send_view(std::shared_ptr<const std::vector<std::byte>> frame,
                       const std::vector<int>& to) {
   last_view_ = std::move(heartbeat);
   for (int p : to)
-    if (Link& l = *links_[p]; l.session && l.session->established() && !l.session->closed()) {
+    if (Link& l = links_[p]; l.live()) {
       l.session->send_view(frame);
       sent_to(p);
     }
@@ -82,7 +82,7 @@ void Links::send_announce(std::shared_ptr<const std::vector<std::byte>> frame,
                           const std::vector<int>& to) {
   last_announce_ = frame;
   for (int p : to)
-    if (Link& l = *links_[p]; l.session && l.session->established() && !l.session->closed())
+    if (Link& l = links_[p]; l.live())
       l.session->send_view(frame);  // a control frame, queued as a view is
 }
 
@@ -104,8 +104,7 @@ void Links::heartbeat() {
     abandon_stalled_writes();
     if (last_view_)
       for (int p : mail_.neighbours())
-        if (Link& l = *links_[p]; l.session && l.session->established() &&
-                                  !l.session->closed() && now - l.last_sent >= kIdle) {
+        if (Link& l = links_[p]; l.live() && now - l.last_sent >= kIdle) {
           l.session->send_view(last_view_);
           l.last_sent = now;
         }
@@ -119,7 +118,7 @@ void Links::abandon_stalled_writes() {
   // flight over (adopt()).
   const double stuck_s = 2.0 * static_cast<double>(config_.timeouts.silent.count()) / 1000.0;
   for (int p : mail_.neighbours())
-    if (Link& l = *links_[p]; l.session && l.session->established() && !l.session->closed() &&
+    if (Link& l = links_[p]; l.live() &&
                               l.session->writing() && mail_.silent_for(p) >= stuck_s)
       // A stopped peer reads nothing: our write to it would hold the caller's buffer (and its
       // collect) until the write deadline. Closing frees both; the peer reconnects when it wakes.

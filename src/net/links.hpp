@@ -1,12 +1,14 @@
-/// net/links: the I/O-thread half of NetExchange — the table of links to the neighbours, which
-/// handshakes become the link to a neighbour (links.cpp), dialling with back-off and through the
-/// relays (dialler.cpp, rendezvous.cpp), noticing lost links, and fanning a publish out to the
-/// sessions (fanout.cpp). Exactly one TCP connection per neighbour pair: the lower rank dials,
-/// unless the higher one cannot be dialled (it found itself unreachable, or net.reachable: no
-/// says so), which then dials; when neither end can be dialled, both go to a relay. The parts
-/// with one job each are their own classes: the port (acceptor.hpp), the I/O they share
-/// (rendezvous_io.hpp), reachability (reachability.hpp), the relay service (relay_server.hpp),
-/// the members' addresses (address_gossip.hpp) and the refusal log (refusal_log.hpp).
+/// net/links: the I/O-thread half of NetExchange — which handshakes become the link to a
+/// neighbour (links.cpp), noticing lost links, the rendezvous messages that come to our port
+/// (rendezvous.cpp), and fanning a publish out to the sessions (fanout.cpp); it wires the parts
+/// together. Exactly one TCP connection per neighbour pair: the lower rank dials, unless the
+/// higher one cannot be dialled (it found itself unreachable, or net.reachable: no says so),
+/// which then dials; when neither end can be dialled, both go to a relay. The parts with one job
+/// each are their own classes: the link table (link.hpp: each link's state, connection, traffic
+/// and last failure), the port (acceptor.hpp), the dialler (dialler.hpp), the I/O they share
+/// (rendezvous_io.hpp), reachability (reachability.hpp), the relay service (relay_client.hpp,
+/// relay_server.hpp), the members' addresses (address_gossip.hpp), the refusal log
+/// (refusal_log.hpp) and the payload paths (payload_path.hpp).
 #pragma once
 #if !defined(GOSSIP_ROOM_NET)
 #error "src/net/links.hpp belongs to room net, which this room does not use (see the room table in meson.build)"
@@ -27,8 +29,11 @@
 
 #include "src/net/acceptor.hpp"
 #include "src/net/address_gossip.hpp"
+#include "src/net/dialler.hpp"
+#include "src/net/link.hpp"
 #include "src/net/reachability.hpp"
 #include "src/net/refusal_log.hpp"
+#include "src/net/relay_client.hpp"
 #include "src/net/relay_server.hpp"
 #include "src/net/rendezvous_io.hpp"
 #include "src/net/session.hpp"
@@ -51,7 +56,10 @@ class Links final : public Hub {
   void start(Clock::time_point give_up);
   /// Dials the later neighbours (NetConfig::later) in `peers` that we dial, every 50 ms until
   /// they come.
-  void expect(const std::vector<int>& peers);
+  void expect(const std::vector<int>& peers) { dialler_.expect(peers); }
+  /// The start's deadline passed and the link to `peer` never formed: gone, told by `line`
+  /// (nothing happens to a link that formed meanwhile).
+  void not_formed_by_start(int peer, const std::string& line);
   /// Sends one params frame (header + weight + `values`, the parameters in the link's wire
   /// format: the caller's floats, or their rounded copy that `keep` holds) to each of `to`,
   /// whose frame carries the send's token (`tokens`, one per target, in `to`'s order).
@@ -110,26 +118,6 @@ class Links final : public Hub {
   CryptoLog& crypto_log() override { return crypto_; }
 
  private:
-  struct Link {
-    explicit Link(asio::io_context& io) : dial_timer(io), gone_timer(io) {}
-    std::shared_ptr<Session> session;  // the established connection, if any
-    asio::ip::tcp::resolver::results_type endpoints;
-    std::shared_ptr<asio::ip::tcp::socket> connecting;  // a dial in progress
-    asio::steady_timer dial_timer;  // connect deadline, then back-off
-    asio::steady_timer gone_timer;  // a lost link becomes gone after the reconnect window
-    Clock::time_point give_up;
-    std::chrono::milliseconds backoff{0};
-    bool dialling = false;
-    bool later = false;  // NetConfig::later: dialled every kRejoinRedial until it comes
-    bool awaiting_address = false;  // to be dialled once its signed address record comes
-    Clock::time_point last_sent{};  // when a frame was last queued on this link
-    std::uint64_t conflicts = 0;    // second connections refused for this identity
-    Clock::time_point last_conflict_alert{};
-    // A link neither end can dial: asking relay candidate `relay_next` for it.
-    bool relaying = false;
-    std::size_t relay_next = 0;
-    std::vector<std::string> relays_refused;  // relays (addresses) that altered its bytes
-  };
   using Socket = RendezvousIo::Socket;
 
   /// Our shared segment, offered in hello_ when shared memory is on and can be had.
@@ -141,48 +129,34 @@ class Links final : public Hub {
   std::unique_ptr<SidePathReader> side_reader_for(int peer, const wire::Hello& hello);
   AddressGossip::Hooks address_hooks();
   Acceptor::Hooks acceptor_hooks();
+  Dialler::Hooks dialler_hooks();
+  RelayClient::Hooks relay_hooks();
   /// Whether a neighbour we wait for has no address yet (and no link up).
   bool address_missing() const;
   /// Queues an address record's frame on every link that is up but the one to `except`.
   void pass_on(const FrameBytes& frame, int except);
   void start_session(asio::ip::tcp::socket socket);
-  // --- rendezvous (src/net/rendezvous.cpp) ---
-  /// Reads the rendezvous message a connection starts with and hands it to its service.
+  /// Our dial of `peer` connected: its session starts on `socket`.
+  void start_dialled(int peer, asio::ip::tcp::socket socket);
+  /// Reads the rendezvous message a connection starts with and hands it to its service
+  /// (src/net/rendezvous.cpp).
   void serve_rendezvous(Socket socket);
-  /// Our reachability is kUnreachable: dial every neighbour not up, whatever its rank.
-  void dial_all();
-  /// Whether this peer dials `peer` (and redials it when the link is lost).
-  bool we_dial(int peer) const;
-  /// The relays this peer may ask, in order: (rank or -1, address).
-  std::vector<std::pair<int, std::string>> relay_candidates(int peer) const;
-  /// Asks the next relay candidate to carry the link to `peer` (neither end can dial the other).
-  void relay_dial(int peer);
-  /// The relay `address` (rank `relay`, or -1) answered the ask for `peer` on `socket` (nullopt:
-  /// `why` not): the link starts through it, or the same relay is asked again, or `next`.
-  void relay_answered(int peer, const Socket& socket, int relay, const std::string& address,
-                      const std::function<void(const std::string&)>& next,
-                      std::optional<wire::Rendezvous> m, const std::string& why);
-  /// One direct dial of `peer` before the relays are asked again.
-  void redial_between_relays(int peer);
   /// The relay answered ok: the link's session starts on `socket` (the lower rank's end dials).
-  void start_relayed(int peer, std::shared_ptr<asio::ip::tcp::socket> socket, int relay,
-                     const std::string& relay_address);
+  void start_relayed(int peer, Socket socket, int relay, const std::string& relay_address);
 
   void track(const std::shared_ptr<Session>& s);
   /// Accepted connections still in their handshake (TLS or hello).
   std::size_t unfinished_handshakes() const;
-  void dial(int peer);
-  /// A newer signed record of `peer` came (AddressGossip): dialled at its address from now.
-  void learned(int peer);
   /// The socket options (set_socket_options); says once what became of net.congestion.
   void tune(asio::ip::tcp::socket& socket);
-  void retry(int peer, const std::string& why);
   void adopt(int peer, Session& s, const wire::Hello& hello);
   /// Whether the lower rank of the pair dialled `s` (of two at once, that one is the link).
   bool dialled_by_lower(const Session& s) const;
   /// on_closed for a session that is not `p`'s live link `l`: a handshake that failed (or a
   /// replaced connection).
-  void handshake_closed(Session& s, Link& l, int p, CloseKind kind, const std::string& why);
+  void handshake_closed(Session& s, Link& l, CloseKind kind, const std::string& why);
+  /// The relay of `s` altered the bytes of the link to `peer` (`what`): not asked for it again.
+  void relay_altered(const Session& s, int peer, const std::string& what, const std::string& why);
   void watch_gone(int peer);
   /// nullopt when a hello from `peer` on `s` may replace its link; else why not: the link it
   /// has is live (an identity_conflict alert, rate-limited, goes to the mailboxes).
@@ -193,7 +167,7 @@ class Links final : public Hub {
   /// peer waiting out a slow neighbour still tells the others what it believes).
   void heartbeat();
   /// Notes that a frame was queued to `peer` now.
-  void sent_to(int peer) { links_[peer]->last_sent = Clock::now(); }
+  void sent_to(int peer) { links_[peer].last_sent = Clock::now(); }
 
   asio::io_context& io_;
   const NetConfig& config_;
@@ -207,13 +181,15 @@ class Links final : public Hub {
   ReachabilityCheck reach_;
   RelayServer relays_;
   Acceptor acceptor_;
+  LinkTable links_;
+  RelayClient relay_client_;
+  Dialler dialler_;
   // How a publish travels (payload_path.hpp): asked in order, the first that carries a link
   // does; the stream, last, carries every link.
   std::vector<std::unique_ptr<SidePath>> side_paths_;  // ShmPath, when shared memory is on
   StreamPath stream_path_;
   std::vector<PayloadPath*> paths_;  // the side paths, then the stream
   wire::Hello hello_;
-  std::vector<std::unique_ptr<Link>> links_;  // by rank; null for non-neighbours
   bool congestion_said_ = false;
   std::vector<std::weak_ptr<Session>> sessions_;
   asio::steady_timer heartbeat_;
@@ -221,9 +197,6 @@ class Links final : public Hub {
   std::shared_ptr<const std::vector<std::byte>> last_announce_;  // the announce frame sent last
   std::atomic<std::uint64_t> bytes_sent_{0};
   std::size_t serving_ = 0;  // rendezvous connections being read
-  // Per rank (zero for non-neighbours): read by any thread, added to by the I/O thread.
-  std::vector<std::atomic<std::uint64_t>> sent_to_;
-  std::vector<std::atomic<std::uint64_t>> received_from_;
   CryptoLog crypto_;
 };
 

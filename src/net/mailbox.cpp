@@ -14,16 +14,6 @@ namespace {
 constexpr std::size_t kMaxProbesHeld = 256;
 }  // namespace
 
-const char* link_state_name(LinkState s) {
-  switch (s) {
-    case LinkState::kConnecting: return "connecting";
-    case LinkState::kUp: return "up";
-    case LinkState::kDown: return "down";
-    case LinkState::kGone: return "gone";
-  }
-  return "?";
-}
-
 Mailboxes::Mailboxes(int rank, int size, std::vector<int> neighbours, std::size_t param_count,
                      std::size_t max_queued_rounds, Log log, HostMemory* host_memory)
     : rank_(rank), param_count_(param_count), host_memory_(host_memory),

@@ -23,17 +23,9 @@
 #include "gossip/exchange.hpp"
 #include "gossip/host_memory.hpp"
 #include "src/net/link_failure.hpp"
+#include "src/net/link_state.hpp"
 
 namespace gossip::net {
-
-enum class LinkState {
-  kConnecting,  // not up yet, before the start deadline
-  kUp,
-  kDown,  // lost; may come back within the reconnect window
-  kGone,  // said bye, was refused, or did not come (back) in time
-};
-
-const char* link_state_name(LinkState s);
 
 struct Message {
   std::int64_t round = -1;
@@ -94,6 +86,7 @@ class Mailboxes {
   void return_buffer(int peer, HostFloats buffer);
   /// Queues a received message; drops the oldest (with a log line) beyond max_queued_rounds.
   void deliver(int peer, Message message);
+  /// The copy of the link's state the training thread reads (set by Link::become only).
   void set_state(int peer, LinkState state);
   /// The peer said bye (it finished or stopped on purpose): its silence is not a death.
   void set_left(int peer);
@@ -107,8 +100,6 @@ class Mailboxes {
   void note_path(int peer, LinkPath path, int dialler, int relay, std::string relay_address,
                  double rtt_ms);
   LinkState state(int peer) const;
-  /// Sets `to` only if the link is in `from`; true if it was.
-  bool transition(int peer, LinkState from, LinkState to);
   /// Keeps `peer`'s newest membership view (replacing an older one not yet taken) and adds the
   /// probes it carried to those not yet taken (at most wire::kMaxProbes per neighbour; more are
   /// dropped).

@@ -83,18 +83,6 @@ std::vector<LinkStatus> Mailboxes::links() const {
   return out;
 }
 
-bool Mailboxes::transition(int peer, LinkState from, LinkState to) {
-  {
-    std::lock_guard lk(mu_);
-    if (box(peer).state != from) return false;
-    if (from == LinkState::kUp && to != LinkState::kUp)
-      box(peer).down_since = std::chrono::steady_clock::now();
-    box(peer).state = to;
-  }
-  cv_.notify_all();
-  return true;
-}
-
 void Mailboxes::heard(int peer, bool running) {
   std::lock_guard lk(mu_);
   box(peer).last_heard = box(peer).last_frame = std::chrono::steady_clock::now();

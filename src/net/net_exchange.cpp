@@ -85,11 +85,21 @@ class NetExchange::Impl {
       else if (!links_.address_of(p).empty())
         mail_.note_never_formed(p, {LinkFailureKind::kTimedOut,
                                     cat("no answer dialling ", links_.address_of(p))});
-      if (mail_.transition(p, net::LinkState::kConnecting, net::LinkState::kGone))
-        links_.log(cat("peer ", p, " (", links_.address_of(p), ") not connected within ",
-                       config_.timeouts.start.count(), " ms of start (", link_why(p),
-                       "); carrying on without it: the link is absent from the live graph"));
+      gone_at_start(p, cat("peer ", p, " (", links_.address_of(p), ") not connected within ",
+                           config_.timeouts.start.count(), " ms of start (", link_why(p),
+                           "); carrying on without it: the link is absent from the live graph"));
     }
+  }
+
+  /// The link to `peer` (not up at the start's deadline) is gone, unless it came meanwhile: the
+  /// I/O thread changes it, and this waits until it has.
+  void gone_at_start(int peer, const std::string& line) {
+    std::promise<void> done;
+    post([&] {
+      links_.not_formed_by_start(peer, line);
+      done.set_value();
+    });
+    done.get_future().wait();
   }
 
   /// Why the link to `peer` is not up, as the mailboxes have it.

@@ -4,7 +4,7 @@
 /// through it end to end: the relay sees ciphertext and sizes, and a byte it alters fails the
 /// records' authentication (Session::altered), after which the ends do not use it for that link
 /// again. A member relays only while it has found itself reachable (a relay named in net.relays
-/// relays regardless). The asking side is the dialler's (Links::relay_dial).
+/// relays regardless). The asking side is the relay client (relay_client.hpp).
 #pragma once
 #if !defined(GOSSIP_ROOM_NET)
 #error "src/net/relay_server.hpp belongs to room net, which this room does not use (see the room table in meson.build)"
