@@ -280,6 +280,21 @@ std::vector<PeerView> SimExchange::take_views() {
   taken_.clear();
   return out;
 }
+
+std::optional<Inbox> SimExchange::newest(std::span<const int>) {
+  throw RuntimeError(cat("SimExchange (peer ", rank_, ") does not support newest(): the "
+                         "simulator catches a returning peer up itself (Swarm::catch_up)"));
+}
+
+void SimExchange::announce(std::span<const Announcement>, std::span<const int>) {
+  throw RuntimeError(cat("SimExchange (peer ", rank_, ") does not carry announcements: the "
+                         "simulator derives the member timeline itself"));
+}
+
+std::vector<Announcement> SimExchange::take_announcements() {
+  throw RuntimeError(cat("SimExchange (peer ", rank_, ") does not carry announcements: the "
+                         "simulator derives the member timeline itself"));
+}
 // A view travels as its own small frame, ahead of the parameters: it reaches the receiver even
 // when the receiver does not wait for (or take) the parameters that follow it.
 

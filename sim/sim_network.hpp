@@ -38,8 +38,10 @@ class SimNetwork;
 /// gossip.wire says, as a real peer's message arrives) and queues its messages on this peer's
 /// sending link; collect() returns spans into the network's store,
 /// ascending by peer, and advances this peer's clock to when its receiving link has taken the
-/// last accepted message (or the deadline, for a message that never arrives).
-class SimExchange final : public Exchange {
+/// last accepted message (or the deadline, for a message that never arrives). Its membership
+/// traffic is the monitor's views and probes, which ride with the messages; an elastic run's
+/// announcements it does not carry (the simulator derives the member timeline itself).
+class SimExchange final : public Exchange, public MembershipChannel {
  public:
   SimExchange(SimNetwork& network, int rank) : network_(&network), rank_(rank) {}
 
@@ -53,15 +55,33 @@ class SimExchange final : public Exchange {
                              const CollectOptions& options) override;
   std::vector<int> dead_peers() const override { return {}; }
   std::uint64_t bytes_sent() const override { return bytes_sent_; }
+  /// Nobody: the simulated peers go round by round together, say no goodbyes and never stall
+  /// (their clocks are simulated), so a collect leaves a peer out only for want of a message
+  /// that came in time (killed, paused or slow: silence).
+  std::vector<int> excused_peers() const override { return {}; }
+  /// Not carried: the simulator catches a peer that comes back up itself (Swarm::catch_up);
+  /// throws RuntimeError.
+  std::optional<Inbox> newest(std::span<const int> from) override;
+  /// Ignored, on purpose: the network's store keeps each message by its tag as it comes and
+  /// divides none.
+  void set_tags_per_round(int) override {}
+
   /// The view rides with the next publish (to the same peers); a lost message loses it too.
   void send_view(std::int64_t round, std::span<const Member> view, std::span<const int> to,
                  std::span<const Probe> probes = {}) override;
   /// The views that came with the messages the last collect() took.
+  std::vector<PeerView> take_views() override;
+  /// nullopt: the simulated links carry no heartbeats, and the monitor goes by rounds.
+  std::optional<std::vector<int>> heard_within(double) const override { return std::nullopt; }
+  /// Not carried (the simulator plans the member timeline from the schedule and the monitors'
+  /// deaths, Swarm): both throw RuntimeError.
+  void announce(std::span<const Announcement> known, std::span<const int> to) override;
+  std::vector<Announcement> take_announcements() override;
+
   /// With `on`, each collect's [start, end] on this peer's clock is kept until take_collects()
   /// (the timeline's wait spans).
   void keep_collects(bool on) { keep_collects_ = on; }
   std::vector<std::pair<double, double>> take_collects() { return std::exchange(collects_, {}); }
-  std::vector<PeerView> take_views() override;
 
   /// This peer's simulated clock, seconds since the start.
   double now() const { return now_; }

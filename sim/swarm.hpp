@@ -59,9 +59,10 @@ class Swarm {
     for (int p = 0; p < n(); ++p) {
       SimExchange& ex = network_.exchange(p);
       faulted_.push_back(
-          std::make_unique<FaultedExchange>(ex, config_.faults, config.train.seed));
+          std::make_unique<FaultedExchange>(ex, ex, config_.faults, config.train.seed));
       monitored_.push_back(std::make_unique<MonitoredExchange>(
-          faulted_.back()->top(), config.monitor, [&ex] { return ex.now(); }));
+          faulted_.back()->top(), faulted_.back()->membership(), config.monitor,
+          [&ex] { return ex.now(); }));
       watches_.push_back(make_watch(p));
     }
     for (int p = 0; p < n(); ++p) {
@@ -245,8 +246,11 @@ class Swarm {
 
   void apply_faults(std::int64_t r, SimResult& result);
 
-  /// Peer p's watch, as a real peer's; the simulated transport checks nothing on delivery, so
-  /// the watch reports the messages left out for NaN or Inf itself.
+  /// Peer p's watch, as a real peer's, without link reports (set_link_reports): the simulated
+  /// links always form, so there are no link events to read, and there are no transport alerts
+  /// either — one process holds every identity, so none can conflict, and the simulated
+  /// transport checks nothing on delivery, so the watch reports the messages left out for NaN
+  /// or Inf itself (set_refusal_events). Nothing is dropped: nothing is there.
   MembershipWatch make_watch(int p) const {
     MembershipWatch w(*topology_, p);
     w.set_on_byzantine(config_.gossip.on_byzantine);

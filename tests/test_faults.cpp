@@ -34,8 +34,9 @@ Fault cut(std::int64_t from, std::int64_t to, std::vector<std::pair<int, int>> l
   return Fault{from, to, gossip::FaultAction::kCut, {}, std::move(links), 0.0};
 }
 
-/// An in-memory transport that records what reaches it: the peers of each call and its tag.
-class FakeExchange final : public gossip::Exchange {
+/// An in-memory transport that records what reaches it, on both planes (data and membership):
+/// the peers of each call and its tag.
+class FakeExchange final : public gossip::Exchange, public gossip::MembershipChannel {
  public:
   FakeExchange(int rank, int size) : rank_(rank), size_(size) {}
   int rank() const override { return rank_; }
@@ -73,8 +74,16 @@ class FakeExchange final : public gossip::Exchange {
     return std::nullopt;
   }
   std::optional<std::vector<int>> heard_within(double) const override { return heard; }
+  void set_tags_per_round(int) override {}  // a transport goes by tags
+  void announce(std::span<const gossip::Announcement> known, std::span<const int> to) override {
+    announced.assign(known.begin(), known.end());
+    announced_to.assign(to.begin(), to.end());
+  }
+  std::vector<gossip::Announcement> take_announcements() override { return announced; }
 
   std::optional<std::vector<int>> heard;  // what heartbeats say (nullopt: none, as in the sim)
+  std::vector<gossip::Announcement> announced;
+  std::vector<int> announced_to;
   std::vector<int> answering, ahead;
   std::vector<PeerView> views;
   std::int64_t last_tag = -1, view_tag = -1;
@@ -120,6 +129,9 @@ class RecordingExchange final : public gossip::Exchange {
   }
   std::vector<int> dead_peers() const override { return {}; }
   std::uint64_t bytes_sent() const override { return 0; }
+  std::vector<int> excused_peers() const override { return {}; }
+  std::optional<gossip::Inbox> newest(std::span<const int>) override { return std::nullopt; }
+  void set_tags_per_round(int) override {}  // a transport goes by tags
 
   std::vector<std::pair<int, std::vector<float>>> inboxes;  // (sender, its message)
   std::vector<Sent> sent;
@@ -170,7 +182,7 @@ TEST_CASE("CutLinks: a cut link carries nothing either way in its rounds, which 
           "[faults]") {
   // Three exchanges a round (tags round * 3 + step); 0-1 is cut in round 2, tags 6 to 8.
   FakeExchange inner(0, 4);
-  CutLinks links(inner, std::vector<Fault>{cut(2, 3, {{0, 1}})});
+  CutLinks links(inner, inner, std::vector<Fault>{cut(2, 3, {{0, 1}})});
   links.set_tags_per_round(3);
   const int both[] = {1, 3};
   const float params[1] = {0};
@@ -209,10 +221,15 @@ TEST_CASE("CutLinks: a cut link carries nothing either way in its rounds, which 
     inner.ahead = {1, 3};
     CHECK(links.excused_peers() == open);
     CHECK(links.cut() == (down ? std::vector<int>{1} : std::vector<int>{}));
+    // Announcements pass unchanged: a cut is of the parameters' and views' links.
+    const gossip::Announcement known[] = {{2, gossip::ChangeKind::kLeave, tag}};
+    links.announce(known, both);
+    CHECK(inner.announced_to == std::vector<int>{1, 3});
+    CHECK(links.take_announcements().size() == 1u);
   }
   // The other end of the link sees the same cut.
   FakeExchange one(1, 4);
-  CutLinks other(one, std::vector<Fault>{cut(2, 3, {{0, 1}})});
+  CutLinks other(one, one, std::vector<Fault>{cut(2, 3, {{0, 1}})});
   const int two[] = {0, 2};
   other.publish(2, params, 1.0, two);
   CHECK(one.published_to == std::vector<int>{2});
@@ -224,9 +241,9 @@ TEST_CASE("MonitoredExchange over CutLinks: the view and the messages skip a cut
           "first tag, the monitor finds the peer silent, and hears it again after the cut",
           "[faults][membership]") {
   FakeExchange inner(0, 4);
-  CutLinks links(inner, std::vector<Fault>{cut(2, 5, {{0, 1}})});
-  gossip::MonitoredExchange ex(links, {.round_timeout_floor_s = 0, .suspect_after_s = 0,
-                                        .dead_after_rounds = 2, .dead_after_s = 0.0});  // dead 2 rounds after the suspicion
+  CutLinks links(inner, inner, std::vector<Fault>{cut(2, 5, {{0, 1}})});
+  gossip::MonitoredExchange ex(links, links, {.round_timeout_floor_s = 0, .suspect_after_s = 0,
+                                               .dead_after_rounds = 2, .dead_after_s = 0.0});  // dead 2 rounds after the suspicion
   ex.set_tags_per_round(3);
   const int from[] = {1, 3};
   const std::byte packet[1] = {};
@@ -414,15 +431,21 @@ TEST_CASE("FaultedExchange: an Attack only for a peer the schedule lets attack, 
   RecordingExchange zero(0, 4), one(1, 4);
   const std::vector<Fault> faults{attack(1, 0, {0}, AttackKind::kSignFlip, 1.0),
                                   cut(1, 9, {{0, 3}})};
-  gossip::FaultedExchange honest(one, std::vector<Fault>{faults[0]}, 7);
+  FakeExchange zero_views(0, 4), one_views(1, 4);  // their membership channels
+  gossip::FaultedExchange honest(one, one_views, std::vector<Fault>{faults[0]}, 7);
   CHECK(&honest.top() == &one);  // no decorator at all
-  gossip::FaultedExchange liar(zero, faults, 7);
+  CHECK(&honest.membership() == &one_views);
+  gossip::FaultedExchange liar(zero, zero_views, faults, 7);
   const std::vector<int> peers{1, 3};
   const Floats x{1, -2, 0.5};
   liar.top().publish(2, x, 1.0, peers);
   REQUIRE(zero.sent.size() == 1);
   CHECK(zero.sent[0].params == Floats{-1, 2, -0.5});
   CHECK(zero.sent[0].to == std::vector<int>{1});  // 0-3 is cut
+  // The views go through the same cuts (CutLinks, on both planes).
+  const std::vector<Member> view(4);
+  liar.membership().send_view(2, view, peers);
+  CHECK(zero_views.view_to == std::vector<int>{1});
   CHECK(gossip::attacks(faults, 0));
   CHECK(!gossip::attacks(faults, 3));
   CHECK(gossip::attack_of(faults, 0, 0) == nullptr);

@@ -221,6 +221,9 @@ class SilentExchange final : public Exchange {
   }
   std::vector<int> dead_peers() const override { return {0, 2}; }
   std::uint64_t bytes_sent() const override { return 0; }
+  std::vector<int> excused_peers() const override { return {}; }
+  std::optional<Inbox> newest(std::span<const int>) override { return std::nullopt; }
+  void set_tags_per_round(int) override {}  // a transport goes by tags
   std::size_t sent_ = 0;
 };
 

@@ -360,8 +360,11 @@ TEST_CASE("membership: suspect and alive events about one peer are rate-limited,
 
 namespace {
 
-/// An in-memory exchange for membership tests: a fixed set of peers that answer.
-class FakeExchange final : public gossip::Exchange, public gossip::LinkReports {
+/// An in-memory transport for membership tests, on all three of its faces (data plane,
+/// membership channel, link reports): a fixed set of peers that answer.
+class FakeExchange final : public gossip::Exchange,
+                           public gossip::MembershipChannel,
+                           public gossip::LinkReports {
  public:
   FakeExchange(int rank, int size) : rank_(rank), size_(size) {}
   int rank() const override { return rank_; }
@@ -391,7 +394,12 @@ class FakeExchange final : public gossip::Exchange, public gossip::LinkReports {
   }
   std::vector<PeerView> take_views() override { return std::exchange(views, {}); }
   std::vector<int> excused_peers() const override { return ahead; }
+  std::optional<gossip::Inbox> newest(std::span<const int>) override { return std::nullopt; }
+  void set_tags_per_round(int) override {}  // a transport goes by tags
   std::optional<std::vector<int>> heard_within(double) const override { return heard; }
+  void announce(std::span<const gossip::Announcement>, std::span<const int>) override {}
+  std::vector<gossip::Announcement> take_announcements() override { return {}; }
+  std::vector<gossip::TransportAlert> take_alerts() override { return std::exchange(alerts, {}); }
   std::vector<gossip::LinkStatus> links() const override { return link_status; }
   gossip::ReachabilityReport reachability() const override { return {}; }
   std::uint64_t bytes_relayed() const override { return 0; }
@@ -399,6 +407,7 @@ class FakeExchange final : public gossip::Exchange, public gossip::LinkReports {
 
   std::optional<std::vector<int>> heard;  // what heartbeats say (nullopt: none, as in the sim)
   std::vector<gossip::LinkStatus> link_status;  // what links() says
+  std::vector<gossip::TransportAlert> alerts;   // what take_alerts() hands over next
   std::vector<int> answering, ahead, last_no_wait, last_to;
   std::int64_t last_tag = -1;
   std::chrono::milliseconds last_deadline{0};
@@ -415,7 +424,7 @@ class FakeExchange final : public gossip::Exchange, public gossip::LinkReports {
 TEST_CASE("MonitoredExchange: suspects silent in-neighbours, stops waiting for them, sends its view",
           "[monitor][membership]") {
   FakeExchange inner(0, 4);
-  gossip::MonitoredExchange ex(inner, {.round_timeout_floor_s = 0, .suspect_after_s = 0,
+  gossip::MonitoredExchange ex(inner, inner, {.round_timeout_floor_s = 0, .suspect_after_s = 0,
                                         .dead_after_rounds = 2, .dead_after_s = 0.0});
   const int from[] = {1, 3};
   inner.answering = {1, 3};
@@ -453,7 +462,7 @@ TEST_CASE("MonitoredExchange: with several exchanges a round (tags round * T + s
           "and deaths go by the round",
           "[monitor][membership]") {
   FakeExchange inner(0, 4);
-  gossip::MonitoredExchange ex(inner, {.round_timeout_floor_s = 0, .suspect_after_s = 0,
+  gossip::MonitoredExchange ex(inner, inner, {.round_timeout_floor_s = 0, .suspect_after_s = 0,
                                         .dead_after_rounds = 2, .dead_after_s = 0.0});  // dead 2 rounds after the suspicion
   ex.set_tags_per_round(3);
   const int from[] = {1, 3};
@@ -540,7 +549,7 @@ TEST_CASE("MonitoredExchange: the round deadline follows the measured round time
           "[monitor][membership]") {
   FakeExchange inner(0, 4);
   double clock = 0.0;
-  gossip::MonitoredExchange ex(inner, {.round_timeout_floor_s = 0.2, .suspect_after_s = 1.0,
+  gossip::MonitoredExchange ex(inner, inner, {.round_timeout_floor_s = 0.2, .suspect_after_s = 1.0,
                                         .dead_after_rounds = 2, .dead_after_s = 0.5},
                                [&clock] { return clock; });
   const int from[] = {1, 3};
@@ -581,7 +590,7 @@ TEST_CASE("MonitoredExchange: the round deadline follows the measured round time
 TEST_CASE("MembershipWatch: a link's facts become link events, once each; a never-formed one "
           "leaves the live graph", "[monitor][membership]") {
   FakeExchange inner(0, 4);
-  gossip::MonitoredExchange ex(inner, {.round_timeout_floor_s = 0, .suspect_after_s = 0,
+  gossip::MonitoredExchange ex(inner, inner, {.round_timeout_floor_s = 0, .suspect_after_s = 0,
                                         .dead_after_rounds = 100, .dead_after_s = 0.0});
   const auto t = ring(4);
   gossip::MembershipWatch watch(t, 0);
@@ -634,4 +643,37 @@ TEST_CASE("MembershipWatch: a link's facts become link events, once each; a neve
   inner.link_status[1] = {.peer = 3, .formed = true, .formed_s = 9.0, .left = true,
                           .down_s = 5.0};
   CHECK(links_of(watch.end_links(4, 11.0)).empty());
+}
+
+TEST_CASE("MembershipWatch: the transport's alerts come from its reports, read from the "
+          "transport itself, in order", "[monitor][membership]") {
+  FakeExchange inner(0, 4);
+  gossip::MonitoredExchange ex(inner, inner, {.round_timeout_floor_s = 0, .suspect_after_s = 0,
+                                               .dead_after_rounds = 100, .dead_after_s = 0.0});
+  const auto t = ring(4);
+  const auto alerts_of = [](const std::vector<gossip::PeerEvent>& events) {
+    std::vector<std::pair<gossip::MemberEventKind, int>> out;
+    for (const auto& e : events)
+      if (const auto* m = std::get_if<gossip::MemberEvent>(&e))
+        out.emplace_back(m->event, m->subject);
+    return out;
+  };
+  inner.alerts = {{gossip::MemberEventKind::kIdentityConflict, 2, "a second connection as 2"},
+                  {gossip::MemberEventKind::kRefusedParams, 1, "refused peer 1's parameters"}};
+  // Without reports (the simulator's watch) nothing is read: the alerts stay with the transport.
+  gossip::MembershipWatch bare(t, 0);
+  CHECK(alerts_of(bare(ex, 1, 1.0)).empty());
+  CHECK(inner.alerts.size() == 2u);
+  gossip::MembershipWatch watch(t, 0);
+  watch.set_link_reports(&inner);
+  std::vector<std::string> lines;
+  const auto got = alerts_of(watch(ex, 1, 1.0, &lines));
+  CHECK(got == std::vector<std::pair<gossip::MemberEventKind, int>>{
+                   {gossip::MemberEventKind::kIdentityConflict, 2},
+                   {gossip::MemberEventKind::kRefusedParams, 1}});
+  const auto first = std::find(lines.begin(), lines.end(), "a second connection as 2");
+  CHECK(first != lines.end());
+  CHECK(std::find(first, lines.end(), "refused peer 1's parameters") != lines.end());
+  CHECK(inner.alerts.empty());
+  CHECK(alerts_of(watch(ex, 2, 2.0)).empty());  // taken once
 }

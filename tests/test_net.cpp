@@ -2463,8 +2463,8 @@ TEST_CASE("a neighbour that heartbeats but stops sending rounds is left out afte
                           listener = std::move(cluster.listeners[r])]() mutable {
       std::vector<float> mine(kParams, static_cast<float>(r));
       NetExchange net(std::move(config), std::move(listener));
-      MonitoredExchange ex(net, {.round_timeout_floor_s = 0.3, .suspect_after_s = 1.0,
-                                 .dead_after_rounds = 3, .dead_after_s = 0.2});
+      MonitoredExchange ex(net, net, {.round_timeout_floor_s = 0.3, .suspect_after_s = 1.0,
+                                      .dead_after_rounds = 3, .dead_after_s = 0.2});
       Seen& s = seen[r];
       std::chrono::steady_clock::time_point stall_start{};
       for (int round = 0; round < kRounds; ++round) {

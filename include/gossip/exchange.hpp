@@ -14,12 +14,14 @@
 ///    r - max_staleness. A neighbour that has nothing acceptable by the deadline is left out of
 ///    the result (the algorithm re-weights) and reported through dead_peers() when it is gone.
 ///  - Returned spans stay valid until the next collect() on the same Exchange.
-///  - Membership views (see Member) travel beside the parameters: send_view(r, ...) queues this
-///    peer's view for the peers in `to`, ahead of the messages of the publish for r that follows
-///    it, take_views() returns the newest view each neighbour sent since the last call. Exchanges
-///    that carry none ignore them (the defaults).
 ///  - Calls come from one thread (the peer's training thread); implementations are free to run
 ///    I/O on their own threads.
+///
+/// Exchange is the data plane alone (DESIGN "Exchange by capability"). Membership traffic (views,
+/// probes, announcements, heartbeats' evidence) is MembershipChannel, and what a transport knows
+/// of its links (alerts included) is LinkReports, read by the peer from the transport itself.
+/// Every virtual is pure: an implementation says what it does with each call, and what it cannot
+/// do fails loudly.
 #pragma once
 #if !defined(GOSSIP_ROOM_CORE)
 #error "gossip/exchange.hpp belongs to room core, which this room does not use (see the room table in meson.build)"
@@ -138,7 +140,6 @@ struct TransportAlert {
   std::string message;
 };
 
-/// What a transport knows of its link to one neighbour (Exchange::links).
 /// What a peer found out about its own reachability, one row each: X(id, name, summary).
 #define GOSSIP_REACHABILITIES(X)                                                                \
   X(kUnknown, "unknown", "no other member answered a dial-back request (yet)")                \
@@ -149,7 +150,7 @@ struct TransportAlert {
 
 GOSSIP_NAMED_CHOICE(Reachability, GOSSIP_REACHABILITIES, reachability_table, reachability_name)
 
-/// A peer's reachability as its transport found it (Exchange::reachability).
+/// A peer's reachability as its transport found it (LinkReports::reachability).
 struct ReachabilityReport {
   Reachability state = Reachability::kUnknown;
   bool settled = false;  // the check is over (or was not made: net.reachable yes or no)
@@ -166,7 +167,7 @@ struct ReachabilityReport {
 GOSSIP_NAMED_CHOICE(AddressSource, GOSSIP_ADDRESS_SOURCES, address_source_table,
                     address_source_name)
 
-/// A member's address as this peer knows it (Exchange::addresses).
+/// A member's address as this peer knows it (LinkReports::addresses).
 struct PeerAddress {
   int peer = -1;
   std::string address;  // "" when unknown
@@ -208,6 +209,7 @@ GOSSIP_NAMED_CHOICE(LinkPath, GOSSIP_LINK_PATHS, link_path_table, link_path_name
 
 GOSSIP_NAMED_CHOICE(LinkFailureKind, GOSSIP_LINK_FAILURES, link_failure_table, link_failure_name)
 
+/// What a transport knows of its link to one neighbour (LinkReports::links).
 struct LinkStatus {
   int peer = -1;
   bool formed = false;    // established at least once
@@ -274,62 +276,62 @@ class Exchange {
   /// Total payload and header bytes this peer has sent.
   virtual std::uint64_t bytes_sent() const = 0;
 
-  /// Queues this peer's membership view, and the probes to pass on with it, for the peers in
-  /// `to`, ahead of the publish for `round` (the same tag) that follows (see the contract above).
-  virtual void send_view(std::int64_t round, std::span<const Member> view,
-                         std::span<const int> to, std::span<const Probe> probes = {}) {
-    (void)round;
-    (void)view;
-    (void)to;
-    (void)probes;
-  }
-  /// The newest view each neighbour sent since the last call, ascending by peer.
-  virtual std::vector<PeerView> take_views() { return {}; }
-  /// Sends the announcements this peer knows (every one, at most kMaxAnnouncements) to the
-  /// peers in `to`; an exchange with links also sends them to every link that comes up later.
-  virtual void announce(std::span<const Announcement> known, std::span<const int> to) {
-    (void)known;
-    (void)to;
-  }
-  /// The announcements received since the last call (any order, repeats possible).
-  virtual std::vector<Announcement> take_announcements() { return {}; }
   /// Peers the last collect() left out for a reason other than silence: what they had sent was
   /// for a later round than the one asked for (alive, and ahead of this peer: a synchronous run
   /// that fell behind), or they said goodbye (finished, or stopped on purpose), or this process was
   /// itself stopped or starved while it waited for them (their silence is its own).
-  virtual std::vector<int> excused_peers() const { return {}; }
+  virtual std::vector<int> excused_peers() const = 0;
   /// The newest message any of `from` has sent that is waiting here (the lowest peer id among
   /// those of that round), without taking it; nullopt when none waits. A peer that finds itself
   /// rounds behind the others (restarted, or paused) uses it to catch up. The spans stay valid
   /// until the next collect() or newest().
-  virtual std::optional<Inbox> newest(std::span<const int> from) {
-    (void)from;
-    return std::nullopt;
-  }
-  /// Neighbours heard from within the last `seconds` (any frame, heartbeats included) over a
-  /// link that is up, ascending: the direct evidence of life that outweighs what other peers
-  /// claim. Transports without heartbeats return nullopt (they know nothing of the kind).
-  virtual std::optional<std::vector<int>> heard_within(double seconds) const {
-    (void)seconds;
-    return std::nullopt;
-  }
-  /// The alerts since the last call.
-  virtual std::vector<TransportAlert> take_alerts() { return {}; }
+  virtual std::optional<Inbox> newest(std::span<const int> from) = 0;
 
   /// The algorithm above exchanges `tags` times a round (relay phases: all-reduce's hops,
   /// choco's gossip steps), tagging them round * tags + step: the layers that go by rounds (the
   /// monitor, the fault schedule's) divide a tag by it. Told once, at the top of the stack,
-  /// before the first exchange; a transport ignores it (the default).
-  virtual void set_tags_per_round(int tags) { (void)tags; }
+  /// before the first exchange; a transport, which goes by tags alone, says so in its override.
+  virtual void set_tags_per_round(int tags) = 0;
+};
+
+/// Membership traffic (DESIGN "Exchange by capability"): the monitor's views and probes, the
+/// heartbeats' evidence of life, and an elastic run's announcements. A transport carries it
+/// beside its Exchange (NetExchange all of it; SimExchange the views, its announcements throw:
+/// the simulator derives the member timeline itself); the algorithms never see it. The monitor
+/// (MonitoredExchange) and the elastic unit are given the channel they use, at construction or
+/// as an argument: the fault schedule's cuts (CutLinks, a ForwardingMembership) over the
+/// transport's own. Calls come from one thread, as for Exchange.
+class MembershipChannel {
+ public:
+  virtual ~MembershipChannel() = default;
+  /// Queues this peer's membership view, and the probes to pass on with it, for the peers in
+  /// `to`, ahead of the messages of the publish for `round` (the same tag) that follows it.
+  virtual void send_view(std::int64_t round, std::span<const Member> view,
+                         std::span<const int> to, std::span<const Probe> probes = {}) = 0;
+  /// The newest view each neighbour sent since the last call, ascending by peer.
+  virtual std::vector<PeerView> take_views() = 0;
+  /// Neighbours heard from within the last `seconds` (any frame, heartbeats included) over a
+  /// link that is up, ascending: the direct evidence of life that outweighs what other peers
+  /// claim. nullopt from a transport without heartbeats (it knows nothing of the kind), an
+  /// answer the monitor reads as such (it then goes by rounds).
+  virtual std::optional<std::vector<int>> heard_within(double seconds) const = 0;
+  /// Sends the announcements this peer knows (every one, at most kMaxAnnouncements) to the
+  /// peers in `to`; a channel with links also sends them to every link that comes up later.
+  virtual void announce(std::span<const Announcement> known, std::span<const int> to) = 0;
+  /// The announcements received since the last call (any order, repeats possible).
+  virtual std::vector<Announcement> take_announcements() = 0;
 };
 
 /// What a transport with links of its own reports of them (NetExchange; the simulator's links
-/// always form, and it has none of this). Read by the peer's record and its membership watch
-/// from the transport itself, not through the Exchange decorators, which have nothing to add
-/// to it. Thread-safe.
+/// always form, and it has none of this): the links, reachability, relayed bytes, addresses and
+/// the alerts. Read by the peer's record and its membership watch from the transport itself,
+/// not through the Exchange decorators, which have nothing to add to it. Thread-safe.
 class LinkReports {
  public:
   virtual ~LinkReports() = default;
+  /// The alerts since the last call (a conflicting identity refused, parameters refused for
+  /// NaN or Inf), in the order they were raised.
+  virtual std::vector<TransportAlert> take_alerts() = 0;
   /// Each neighbour's link, ascending by peer.
   virtual std::vector<LinkStatus> links() const = 0;
   /// Whether this peer's neighbours can dial it, as far as the transport found out.
@@ -349,10 +351,10 @@ struct LinkTraffic {
 };
 
 /// A real peer's transport as the peer holds it (NetExchange, built in one place): the data
-/// plane and membership (Exchange), its links' reports (LinkReports), and what only a transport
-/// with links of its own does — the start's waits, an elastic run's later neighbours, traffic
-/// per link, and when its I/O thread sealed and opened TLS records.
-class Transport : public Exchange, public LinkReports {
+/// plane (Exchange), membership traffic (MembershipChannel), its links' reports (LinkReports),
+/// and what only a transport with links of its own does — the start's waits, an elastic run's
+/// later neighbours, traffic per link, and when its I/O thread sealed and opened TLS records.
+class Transport : public Exchange, public MembershipChannel, public LinkReports {
  public:
   /// Neighbours whose link is up right now, ascending.
   virtual std::vector<int> connected_peers() const = 0;
@@ -377,7 +379,7 @@ class Transport : public Exchange, public LinkReports {
 /// The base of every Exchange decorator (the monitor, the fault schedule's cuts and attacks, the
 /// peer's timeline): every virtual forwards to `inner` unchanged, so a decorator overrides only
 /// what it changes and a virtual added to Exchange reaches the transport through every layer of
-/// a stack (tests/test_core.cpp walks one). A decorator takes its settings at construction.
+/// a stack (tests/test_peer.cpp walks one). A decorator takes its settings at construction.
 /// `inner` must outlive the decorator; calls come from one thread, as for every Exchange.
 class ForwardingExchange : public Exchange {
  public:
@@ -399,25 +401,39 @@ class ForwardingExchange : public Exchange {
   }
   std::vector<int> dead_peers() const override { return inner_->dead_peers(); }
   std::uint64_t bytes_sent() const override { return inner_->bytes_sent(); }
-  void send_view(std::int64_t round, std::span<const Member> view, std::span<const int> to,
-                 std::span<const Probe> probes = {}) override {
-    inner_->send_view(round, view, to, probes);
-  }
-  std::vector<PeerView> take_views() override { return inner_->take_views(); }
-  void announce(std::span<const Announcement> known, std::span<const int> to) override {
-    inner_->announce(known, to);
-  }
-  std::vector<Announcement> take_announcements() override { return inner_->take_announcements(); }
   std::vector<int> excused_peers() const override { return inner_->excused_peers(); }
   std::optional<Inbox> newest(std::span<const int> from) override { return inner_->newest(from); }
-  std::optional<std::vector<int>> heard_within(double seconds) const override {
-    return inner_->heard_within(seconds);
-  }
-  std::vector<TransportAlert> take_alerts() override { return inner_->take_alerts(); }
   void set_tags_per_round(int tags) override { inner_->set_tags_per_round(tags); }
 
  protected:
   Exchange* inner_;  // the layer below (never null)
+};
+
+/// The base of a MembershipChannel decorator (the fault schedule's cuts): every virtual forwards
+/// to `channel` unchanged, as ForwardingExchange does for the data plane, so a decorator
+/// overrides only what it changes. A decorator of both planes derives from both bases.
+/// `channel` must outlive the decorator.
+class ForwardingMembership : public MembershipChannel {
+ public:
+  explicit ForwardingMembership(MembershipChannel& channel) : channel_(&channel) {}
+
+  void send_view(std::int64_t round, std::span<const Member> view, std::span<const int> to,
+                 std::span<const Probe> probes = {}) override {
+    channel_->send_view(round, view, to, probes);
+  }
+  std::vector<PeerView> take_views() override { return channel_->take_views(); }
+  std::optional<std::vector<int>> heard_within(double seconds) const override {
+    return channel_->heard_within(seconds);
+  }
+  void announce(std::span<const Announcement> known, std::span<const int> to) override {
+    channel_->announce(known, to);
+  }
+  std::vector<Announcement> take_announcements() override {
+    return channel_->take_announcements();
+  }
+
+ protected:
+  MembershipChannel* channel_;  // the channel below (never null)
 };
 
 }  // namespace gossip

@@ -60,20 +60,24 @@ Topology run_topology(const RunConfig& config, const Topology& loaded);
 /// The schedule's joins and leaves, one change per entry (what run_topology plans).
 std::vector<MembershipChange> scheduled_changes(std::span<const Fault> faults);
 
-/// The schedule's cuts for the peer of `inner`: while the link to a peer is cut (the rounds of
-/// its cut entries), nothing crosses it either way. publish(), publish_packet() and send_view()
-/// skip that peer; collect() and newest() neither wait for nor take anything from it;
-/// take_views() drops the views it sent; heard_within() and excused_peers() leave it out. The
-/// transport below still carries its heartbeats and views (the cut is above it); they are
-/// dropped here, as a cut link would lose them.
+/// The schedule's cuts for the peer of `inner`, on both of its planes: the data plane (`inner`)
+/// and its membership traffic (`channel`, the same transport's). While the link to a peer is
+/// cut (the rounds of its cut entries), nothing crosses it either way. publish(),
+/// publish_packet() and send_view() skip that peer; collect() and newest() neither wait for nor
+/// take anything from it; take_views() drops the views it sent; heard_within() and
+/// excused_peers() leave it out. The transport below still carries its heartbeats and views
+/// (the cut is above it); they are dropped here, as a cut link would lose them. Announcements
+/// pass unchanged (a cut is a fault of the parameters' and views' links, not of the elastic
+/// run's member set).
 ///
 /// The round is the tag of the last publish, send_view or collect divided by the tags per round
 /// (an algorithm with relay phases tags them round * tags + step; see set_tags_per_round), so
 /// take_views() and heard_within() go by the round of the exchange that came before them.
-/// Calls come from one thread, as for every Exchange; `inner` must outlive this object.
-class CutLinks final : public ForwardingExchange {
+/// Calls come from one thread, as for every Exchange; `inner` and `channel` must outlive this
+/// object.
+class CutLinks final : public ForwardingExchange, public ForwardingMembership {
  public:
-  CutLinks(Exchange& inner, std::span<const Fault> faults);
+  CutLinks(Exchange& inner, MembershipChannel& channel, std::span<const Fault> faults);
 
   void set_tags_per_round(int tags) override {
     tags_per_round_ = tags < 1 ? 1 : tags;
@@ -155,19 +159,24 @@ class Attack final : public ForwardingExchange {
   std::vector<std::vector<float>> sent_;  // the last attack's messages (kept until the next)
 };
 
-/// The fault schedule's decorators over one peer's transport, stacked as a real peer and the
-/// simulator both use them: the monitor wraps top(), which is Attack (when the schedule lets this
-/// peer attack) over CutLinks (when it cuts links) over the transport; top() is the transport
-/// itself when the schedule needs neither.
+/// The fault schedule's decorators over one peer's transport (`transport` its data plane,
+/// `channel` its membership traffic), stacked as a real peer and the simulator both use them:
+/// the monitor wraps top(), which is Attack (when the schedule lets this peer attack) over
+/// CutLinks (when it cuts links) over the transport, and takes membership(), which is CutLinks
+/// (when it cuts links) over `channel`; each is the transport's own when the schedule needs no
+/// decorator there.
 class FaultedExchange {
  public:
-  FaultedExchange(Exchange& transport, std::span<const Fault> faults, std::uint64_t seed);
+  FaultedExchange(Exchange& transport, MembershipChannel& channel, std::span<const Fault> faults,
+                  std::uint64_t seed);
   Exchange& top() { return *top_; }
+  MembershipChannel& membership() { return *membership_; }
 
  private:
   std::unique_ptr<CutLinks> cuts_;
   std::unique_ptr<Attack> attack_;
   Exchange* top_;
+  MembershipChannel* membership_;
 };
 
 /// A seeded random fault schedule (`gossip chaos`, the chaos tests): `count` faults at distinct

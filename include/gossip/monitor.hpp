@@ -259,22 +259,26 @@ class Prober {
 };
 
 /// An Exchange that keeps the membership view of the peer it serves (DESIGN: the same code in
-/// the simulator and in real peers). It wraps the transport: every publish first sends the view
-/// to the same peers; every collect leaves suspected and dead peers unwaited-for, merges the
-/// views that came in, suspects in-neighbours that sent nothing, and ages the suspicions.
-/// dead_peers() is the view's dead peers (of the whole run, not only neighbours). It knows
-/// nothing of the fault schedule: a run that cuts links puts a CutLinks (gossip/faults.hpp)
-/// between it and the transport, and a cut link is then silent here like a broken one.
+/// the simulator and in real peers). It wraps the transport's data plane and sends and takes
+/// the views over its membership channel: every publish first sends the view to the same
+/// peers; every collect leaves suspected and dead peers unwaited-for, merges the views that
+/// came in, suspects in-neighbours that sent nothing, and ages the suspicions. dead_peers() is
+/// the view's dead peers (of the whole run, not only neighbours). Above it the algorithm sees
+/// the data plane alone. It knows nothing of the fault schedule: a run that cuts links puts a
+/// CutLinks (gossip/faults.hpp) between it and the transport, on both planes, and a cut link is
+/// then silent here like a broken one.
 class MonitoredExchange final : public ForwardingExchange {
  public:
-  /// `inner` must outlive this object. From `config` (the monitor: section) it takes the
-  /// membership timing (dead_after_rounds, dead_after_s), the silence that suspects a neighbour
-  /// (suspect_after_s: a neighbour the transport has not heard for this long, or whose link is
-  /// down, is suspected and not waited for; transports without heartbeats, as the simulator's,
-  /// go by rounds with nothing from it alone) and the adaptive deadline's floor
-  /// (round_timeout_floor_s; see round_deadline). `clock` gives this peer's time in seconds (the
-  /// simulated clock in the simulator; by default the time since construction).
-  MonitoredExchange(Exchange& inner, const MonitorConfig& config,
+  /// `inner` (the data plane) and `channel` (the same transport's membership traffic, through
+  /// the same fault decorators) must outlive this object. From `config` (the monitor: section)
+  /// it takes the membership timing (dead_after_rounds, dead_after_s), the silence that
+  /// suspects a neighbour (suspect_after_s: a neighbour the transport has not heard for this
+  /// long, or whose link is down, is suspected and not waited for; transports without
+  /// heartbeats, as the simulator's, go by rounds with nothing from it alone) and the adaptive
+  /// deadline's floor (round_timeout_floor_s; see round_deadline). `clock` gives this peer's
+  /// time in seconds (the simulated clock in the simulator; by default the time since
+  /// construction).
+  MonitoredExchange(Exchange& inner, MembershipChannel& channel, const MonitorConfig& config,
                     std::function<double()> clock = {});
 
   void publish(std::int64_t round, std::span<const float> params, double weight,
@@ -325,6 +329,7 @@ class MonitoredExchange final : public ForwardingExchange {
   const Membership& membership() const { return membership_; }
 
  private:
+  MembershipChannel* channel_;  // where the views go and come from (never null)
   Membership membership_;
   std::function<double()> clock_;
   std::uint64_t last_sent_ = kNeverSent;  // version of the view last sent
@@ -403,9 +408,12 @@ class MembershipWatch {
   /// reconnect window still records it. `messages` as for operator().
   std::vector<PeerEvent> end_links(std::int64_t round, double seconds,
                                    std::vector<std::string>* messages = nullptr);
-  /// Where the links' events come from: the transport's reports (nullptr, the default: a
-  /// transport without links of its own, whose links always form — the simulator's).
-  void set_link_reports(const LinkReports* reports) { reports_ = reports; }
+  /// Where the links' events and the transport's alerts come from: the transport's reports,
+  /// read from the transport itself (nullptr, the default: a transport without links of its
+  /// own — the simulator's, whose links always form and which raises no alerts: one process
+  /// holds every identity, so none can conflict, and the messages it leaves out for NaN or Inf
+  /// are this watch's own events, set_refusal_events).
+  void set_link_reports(LinkReports* reports) { reports_ = reports; }
   /// Neighbours whose link never formed (reported kNeverFormed, not formed since), ascending.
   std::vector<int> unlinked() const;
   /// At the end, a link down for less than this may be a neighbour finishing (its bye not read
@@ -447,7 +455,7 @@ class MembershipWatch {
   std::map<int, LinkChange> links_;
   std::map<int, std::tuple<LinkPath, int, std::string>> paths_;  // each link's path, as said
   bool reach_said_ = false;  // the reachability event is out
-  const LinkReports* reports_ = nullptr;
+  LinkReports* reports_ = nullptr;
   /// The link events the transport's links() call for now (end: the run is over).
   std::vector<PeerEvent> link_events(std::int64_t round, double seconds, bool end,
                                      std::vector<std::string>* messages);

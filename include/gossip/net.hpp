@@ -287,14 +287,19 @@ class NetExchange final : public Transport {
                              const CollectOptions& options) override;
   std::vector<int> dead_peers() const override;
   std::uint64_t bytes_sent() const override;
+  std::vector<int> excused_peers() const override;
+  std::optional<Inbox> newest(std::span<const int> from) override;
+  /// Ignored, on purpose: the transport takes every tag as it comes (round * tags + step) and
+  /// divides none; its frames, mailboxes and ready gate all go by the tag.
+  void set_tags_per_round(int) override {}
+
   void send_view(std::int64_t round, std::span<const Member> view, std::span<const int> to,
                  std::span<const Probe> probes = {}) override;
   std::vector<PeerView> take_views() override;
+  std::optional<std::vector<int>> heard_within(double seconds) const override;
   void announce(std::span<const Announcement> known, std::span<const int> to) override;
   std::vector<Announcement> take_announcements() override;
-  std::vector<int> excused_peers() const override;
-  std::optional<Inbox> newest(std::span<const int> from) override;
-  std::optional<std::vector<int>> heard_within(double seconds) const override;
+
   std::vector<TransportAlert> take_alerts() override;
   std::vector<LinkStatus> links() const override;
   ReachabilityReport reachability() const override;

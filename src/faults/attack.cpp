@@ -121,12 +121,13 @@ void Attack::rewrite(const Fault& fault, std::int64_t round, std::span<const flo
   }
 }
 
-FaultedExchange::FaultedExchange(Exchange& transport, std::span<const Fault> faults,
-                                 std::uint64_t seed)
-    : top_(&transport) {
+FaultedExchange::FaultedExchange(Exchange& transport, MembershipChannel& channel,
+                                 std::span<const Fault> faults, std::uint64_t seed)
+    : top_(&transport), membership_(&channel) {
   if (has_cuts(faults)) {
-    cuts_ = std::make_unique<CutLinks>(*top_, faults);
+    cuts_ = std::make_unique<CutLinks>(*top_, channel, faults);
     top_ = cuts_.get();
+    membership_ = cuts_.get();
   }
   if (attacks(faults, transport.rank())) {
     attack_ = std::make_unique<Attack>(*top_, faults, seed);

@@ -1,14 +1,15 @@
-// faults/cut_links.cpp: CutLinks, the fault schedule's cuts as an Exchange decorator. It only
-// narrows what passes between MonitoredExchange and the transport; the monitor above finds a
-// cut link silent by the same evidence it would find a broken network link silent.
+// faults/cut_links.cpp: CutLinks, the fault schedule's cuts as a decorator of both planes (the
+// Exchange and the membership channel). It only narrows what passes between MonitoredExchange
+// and the transport; the monitor above finds a cut link silent by the same evidence it would
+// find a broken network link silent.
 #include <algorithm>
 
 #include "gossip/faults.hpp"
 
 namespace gossip {
 
-CutLinks::CutLinks(Exchange& inner, std::span<const Fault> faults)
-    : ForwardingExchange(inner) {
+CutLinks::CutLinks(Exchange& inner, MembershipChannel& channel, std::span<const Fault> faults)
+    : ForwardingExchange(inner), ForwardingMembership(channel) {
   for (const Fault& f : faults)
     if (f.action == FaultAction::kCut) cuts_.push_back(f);
 }
@@ -47,7 +48,7 @@ void CutLinks::publish_packet(std::int64_t round, std::span<const std::byte> pac
 void CutLinks::send_view(std::int64_t round, std::span<const Member> view,
                          std::span<const int> to, std::span<const Probe> probes) {
   at(round);
-  inner_->send_view(round, view, linked(to), probes);
+  channel_->send_view(round, view, linked(to), probes);
 }
 
 std::vector<Inbox> CutLinks::collect(std::int64_t round, std::span<const int> from,
@@ -57,7 +58,7 @@ std::vector<Inbox> CutLinks::collect(std::int64_t round, std::span<const int> fr
 }
 
 std::vector<PeerView> CutLinks::take_views() {
-  std::vector<PeerView> views = inner_->take_views();
+  std::vector<PeerView> views = channel_->take_views();
   std::erase_if(views, [&](const PeerView& v) { return is_cut(v.peer); });
   return views;
 }
@@ -69,7 +70,7 @@ std::optional<Inbox> CutLinks::newest(std::span<const int> from) {
 }
 
 std::optional<std::vector<int>> CutLinks::heard_within(double seconds) const {
-  auto heard = inner_->heard_within(seconds);
+  auto heard = channel_->heard_within(seconds);
   if (heard) *heard = linked(*heard);
   return heard;
 }

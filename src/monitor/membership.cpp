@@ -190,9 +190,9 @@ std::vector<int> Membership::suspected() const {
   return out;
 }
 
-MonitoredExchange::MonitoredExchange(Exchange& inner, const MonitorConfig& config,
-                                     std::function<double()> clock)
-    : ForwardingExchange(inner),
+MonitoredExchange::MonitoredExchange(Exchange& inner, MembershipChannel& channel,
+                                     const MonitorConfig& config, std::function<double()> clock)
+    : ForwardingExchange(inner), channel_(&channel),
       membership_(inner.size(), inner.rank(), config.dead_after_rounds, config.dead_after_s),
       clock_(std::move(clock)), dead_after_rounds_(config.dead_after_rounds),
       dead_after_s_(config.dead_after_s), silence_s_(config.suspect_after_s),
@@ -224,14 +224,14 @@ void MonitoredExchange::before_publish(std::int64_t tag, std::span<const int> to
   if (membership_.version() != last_sent_ ||
       (round % kViewRefreshRounds == 0 && tag % tags_per_round_ == 0) ||
       prober_.has_outgoing()) {
-    inner_->send_view(tag, membership_.view(), to, prober_.take_outgoing());
+    channel_->send_view(tag, membership_.view(), to, prober_.take_outgoing());
     last_sent_ = membership_.version();
   }
 }
 
 std::optional<std::vector<int>> MonitoredExchange::heard_now() const {
   if (silence_s_ <= 0) return std::nullopt;
-  return inner_->heard_within(silence_s_);
+  return channel_->heard_within(silence_s_);
 }
 
 void MonitoredExchange::talked_to(std::span<const int> peers) {
@@ -267,7 +267,7 @@ void MonitoredExchange::merge_views(std::int64_t round) { merge_views(round, hea
 void MonitoredExchange::merge_views(std::int64_t round,
                                     const std::optional<std::vector<int>>& direct) {
   const double now = clock_();
-  std::vector<PeerView> views = inner_->take_views();
+  std::vector<PeerView> views = channel_->take_views();
   for (const PeerView& v : views)
     if (v.peer >= 0 && v.peer < size()) heard_round_[v.peer] = round;
   for (const PeerView& v : views) {

@@ -21,7 +21,10 @@ std::vector<PeerEvent> MembershipWatch::operator()(MonitoredExchange& exchange,
                               static_cast<std::int64_t>(c.incarnation), exchange.dead_peers(),
                               {}, {}});
   }
-  for (const TransportAlert& a : exchange.take_alerts()) {
+  // The transport's alerts, read from the transport itself (none without it: set_link_reports).
+  const std::vector<TransportAlert> alerts =
+      reports_ ? reports_->take_alerts() : std::vector<TransportAlert>{};
+  for (const TransportAlert& a : alerts) {
     say(a.message);
     out.push_back(MemberEvent{self_, round, seconds, a.kind, a.peer, 0, exchange.dead_peers(),
                               {}, {}});

@@ -157,14 +157,15 @@ class Mailboxes {
                              const CollectOptions& options);
   void on_sends_wait(std::function<void()> hook) { before_send_wait_ = std::move(hook); }
   std::vector<int> dead_peers() const;
-  /// See Exchange::take_views, excused_peers and newest.
+  /// See MembershipChannel::take_views and heard_within, Exchange::excused_peers and newest,
+  /// LinkReports::take_alerts.
   std::vector<PeerView> take_views();
   std::vector<int> excused_peers() const;
   std::vector<int> heard_within(double seconds) const;
   std::vector<TransportAlert> take_alerts();
   std::optional<Inbox> newest(std::span<const int> from);
   std::vector<int> peers_in(LinkState state) const;
-  /// Each neighbour's link (see Exchange::links), ascending.
+  /// Each neighbour's link (see LinkReports::links), ascending.
   std::vector<LinkStatus> links() const;
   /// Whether `peer`'s parameters reach us through its shared memory (set at each handshake).
   void set_shared_memory(int peer, bool yes);

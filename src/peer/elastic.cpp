@@ -214,9 +214,9 @@ void Elastic::send_handovers(std::int64_t round, Transport& transport, Exchange&
 /// update's announcements that came: each merged into the known set (true when one changed
 /// it); a new identity's join request becomes this peer's own announcement in `own`.
 bool Elastic::take_heard(std::int64_t round, const std::vector<int>& members,
-                         MonitoredExchange& exchange, std::vector<Announcement>& own) {
+                         MembershipChannel& channel, std::vector<Announcement>& own) {
   bool changed = false;
-  for (const Announcement& a : exchange.take_announcements()) {
+  for (const Announcement& a : channel.take_announcements()) {
     if (a.kind != ChangeKind::kJoinRequest) {
       changed |= gossip::merge_announcement(known_, a);
       continue;
@@ -271,7 +271,7 @@ bool Elastic::merge_own(const std::vector<Announcement>& own) {
 /// The known set grew before round `round`: the graph derived again, what it changes for this
 /// peer said, the neighbours it newly needs dialled, and the set passed on.
 void Elastic::follow_change(std::int64_t round, Transport& transport,
-                            MonitoredExchange& exchange) {
+                            MembershipChannel& channel) {
   const std::vector<int> before = neighbours_;
   const std::vector<int> last = topology_.members(std::max<std::int64_t>(0, round - 1));
   const Topology next = elastic_timeline(topology_, scheduled_, known_);
@@ -293,21 +293,22 @@ void Elastic::follow_change(std::int64_t round, Transport& transport,
   std::set_difference(neighbours_.begin(), neighbours_.end(), before.begin(), before.end(),
                       std::back_inserter(added));
   if (!added.empty()) transport.expect(added);
-  exchange.announce(known_, transport.connected_peers());
+  channel.announce(known_, transport.connected_peers());
 }
 
 /// An elastic run, before round `round`: the announcements that came, and this peer's own
 /// (deaths its monitor confirmed, its leave); when the set grew, the graph is derived again
 /// (elastic_timeline), the neighbours it newly needs are dialled, and the set is passed on.
-void Elastic::update(std::int64_t round, Transport& transport, MonitoredExchange& exchange) {
+void Elastic::update(std::int64_t round, Transport& transport, MonitoredExchange& exchange,
+                     MembershipChannel& channel) {
   if (topology_.epochs().empty()) return;
   const std::vector<int> members = topology_.members(round);
   std::vector<Announcement> own;
-  bool changed = take_heard(round, members, exchange, own);
+  bool changed = take_heard(round, members, channel, own);
   add_own(round, members, exchange, own);
   if (merge_own(own)) changed = true;
   if (!changed) return;
-  follow_change(round, transport, exchange);
+  follow_change(round, transport, channel);
 }
 
 

@@ -42,9 +42,10 @@ class Elastic {
   /// round it starts at.
   std::int64_t receive_handover(Transport& transport, Trainer* trainer,
                                 std::vector<float>& host);
-  /// Before round `round`: the announcements that came and this peer's own; the graph derived
-  /// again when they changed it.
-  void update(std::int64_t round, Transport& transport, MonitoredExchange& exchange);
+  /// Before round `round`: the announcements that came over `channel` (the membership channel
+  /// the monitor uses) and this peer's own; the graph derived again when they changed it.
+  void update(std::int64_t round, Transport& transport, MonitoredExchange& exchange,
+              MembershipChannel& channel);
   /// After round `done` - 1: what this peer hands over to the joiners it is a donor of
   /// (`steps`: its optimizer's, `num_params` its buffer's length), then the sends of every
   /// hand-over whose joiners' links are up.
@@ -77,11 +78,11 @@ class Elastic {
   void send_handovers(std::int64_t round, Transport& transport, Exchange& exchange);
   // update's phases.
   bool take_heard(std::int64_t round, const std::vector<int>& members,
-                  MonitoredExchange& exchange, std::vector<Announcement>& own);
+                  MembershipChannel& channel, std::vector<Announcement>& own);
   void add_own(std::int64_t round, const std::vector<int>& members, MonitoredExchange& exchange,
                std::vector<Announcement>& own);
   bool merge_own(const std::vector<Announcement>& own);
-  void follow_change(std::int64_t round, Transport& transport, MonitoredExchange& exchange);
+  void follow_change(std::int64_t round, Transport& transport, MembershipChannel& channel);
 
   const RunConfig& config_;
   Topology& topology_;

@@ -120,7 +120,7 @@ std::int64_t PeerSession::average() {
   // With the caller's own model, what it did since the last round is its local step.
   if (!m.trainer && m.returned_at >= 0)
     m.timeline.add(Phase::kCompute, m.returned_at, m.timeline.now());
-  m.elastic.update(m.round, *m.transport, *m.exchange);
+  m.elastic.update(m.round, *m.transport, *m.exchange, m.faulted->membership());
   m.elastic.forget_left(m.round, *m.exchange);  // those who left are no longer watched
   const std::int64_t r = m.timeline.time(Phase::kMonitor, [&] {
     return catch_up(m.round, m.topology, m.opt.rank, m.elastic.neighbours(), *m.exchange,

@@ -59,7 +59,7 @@ void write_params(const std::string& path, std::span<const float> params) {
 }
 
 Watch::Watch(const Topology& topology, int rank, MonitoredExchange& exchange,
-             const LinkReports& links, Events& events, Clock::time_point t0,
+             LinkReports& links, Events& events, Clock::time_point t0,
              ByzantinePolicy on_byzantine)
     : rank_(rank), exchange_(&exchange), events_(&events), t0_(t0), watch_(topology, rank) {
   watch_.set_on_byzantine(on_byzantine);

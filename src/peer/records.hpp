@@ -61,9 +61,9 @@ void write_params(const std::string& path, std::span<const float> params);
 /// and events. Not thread-safe.
 class Watch {
  public:
-  /// All references must outlive the watch; `links` are the transport's reports of its links;
-  /// `on_byzantine` is gossip.on_byzantine.
-  Watch(const Topology& topology, int rank, MonitoredExchange& exchange, const LinkReports& links,
+  /// All references must outlive the watch; `links` are the transport's reports of its links
+  /// (and its alerts); `on_byzantine` is gossip.on_byzantine.
+  Watch(const Topology& topology, int rank, MonitoredExchange& exchange, LinkReports& links,
         Events& events, Clock::time_point t0, ByzantinePolicy on_byzantine);
   void operator()(std::int64_t round);
   /// The run is over: links lost and not back are reported (MembershipWatch::end_links).

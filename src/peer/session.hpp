@@ -70,7 +70,8 @@ struct PeerSession::Impl {
   std::int64_t round = 0;
   std::unique_ptr<Transport> transport;
   // The fault schedule's cuts and this peer's attacks, between the monitor and the transport
-  // (top() is the transport when the schedule has neither for this peer).
+  // (top() is the transport when the schedule has neither for this peer): membership() is the
+  // membership channel the monitor and the elastic unit use, the cuts' over the transport's.
   std::unique_ptr<FaultedExchange> faulted;
   std::unique_ptr<MonitoredExchange> exchange;
   // Where the time goes (DIR/trace.json): the algorithm sees the exchange through `traced`.
@@ -106,6 +107,9 @@ struct PeerSession::Impl {
 
   /// Connects with `learner`'s buffer; throws when a neighbour refused our model.
   void connect(const Learner& learner, const std::string& model);
+  /// connect's decorators over the transport: the fault schedule's, on both of its planes (the
+  /// data plane and the membership channel), and the monitor over them.
+  void monitor_transport();
 
   /// net.metrics_port: serves /metrics on metrics_host:metrics_port + rank. A port that cannot
   /// be had is said in the log, and the peer trains on without it.

@@ -37,8 +37,7 @@ void PeerSession::Impl::connect(const Learner& learner, const std::string& model
                            link.peer, ": ", why, " (every peer of a run must join with a "
                            "buffer of the same model and size)"));
     }
-  faulted = std::make_unique<FaultedExchange>(*transport, config.faults, config.train.seed);
-  exchange = std::make_unique<MonitoredExchange>(faulted->top(), config.monitor);
+  monitor_transport();
   events.emit(ReadyEvent{rank, since(t0), topology.n(), opt.config_path});
   traced = std::make_unique<TracedExchange>(*exchange, timeline);
   algorithm = make_algorithm(trainer ? traced_learner(learner, timeline) : learner, *traced,
@@ -65,6 +64,13 @@ void PeerSession::Impl::connect(const Learner& learner, const std::string& model
            : opt.resume_round >= 0 ? std::make_unique<RunRecord>(RunRecord::resume(dir, round))
                                    : std::make_unique<RunRecord>(dir);
   timeline.add(Phase::kSetup, 0.0, timeline.now());
+}
+
+void PeerSession::Impl::monitor_transport() {
+  faulted = std::make_unique<FaultedExchange>(*transport, *transport, config.faults,
+                                              config.train.seed);
+  exchange = std::make_unique<MonitoredExchange>(faulted->top(), faulted->membership(),
+                                                 config.monitor);
 }
 
 /// net.metrics_port: serves /metrics on metrics_host:metrics_port + rank. A port that cannot
