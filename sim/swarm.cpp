@@ -20,7 +20,7 @@ void Swarm::for_peers(int count, const std::function<int(int)>& peer_of,
 void Swarm::check_lanes() const {
   if (lanes_ == 0) return;  // the host: any worker takes any peer
   for (int p = 0; p < n(); ++p) {
-    const Backend* own = learners_[p].backend;
+    const GossipKernels* own = learners_[p].backend;
     GOSSIP_CHECK_MSG(own == learners_[lane(p)].backend,
                      cat("sim: peer ", p, " is not on the backend of worker ", lane(p)));
     for (int q = 0; q < std::min(n(), lanes_); ++q)

@@ -78,6 +78,8 @@ class DeviceLikeBackend final : public Backend {
     }
     pending_.clear();
   }
+  /// Nothing to pin: its copies are memcpy's, whatever memory they read.
+  void pin_host(void* /*p*/, std::size_t /*bytes*/) override {}
   /// Plain memory standing for a GPU's page-locked memory: it counts what it hands out, and
   /// the copies to and from it (pinned_uploads, pinned_downloads).
   HostMemory* pinned_memory() override { return &pinned_; }
@@ -141,6 +143,10 @@ class DeviceLikeBackend final : public Backend {
   void conv_grad_layout(const float* dy, const ConvGeom& g, int count, float* t) override {
     run([=, this] { cpu_->conv_grad_layout(dy, g, count, t); });
   }
+  /// The CPU's convolutions: im2col + GEMM, no library (cudnn refused as the CPU refuses it).
+  std::string conv_library() const override { return cpu_->conv_library(); }
+  std::string conv_line() const override { return cpu_->conv_line(); }
+  std::string use_conv(ConvEngine engine) override { return cpu_->use_conv(engine); }
   void pool_forward(const float* x, const PoolGeom& g, int rows, float* y,
                     std::int32_t* arg) override {
     run([=, this] { cpu_->pool_forward(x, g, rows, y, arg); });

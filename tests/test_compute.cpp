@@ -526,7 +526,7 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
 
 TEST_CASE("the CPU backend's compressed-gossip operations equal plain loops over compress_math "
           "bit for bit", "[compute][compress]") {
-  // The CUDA kernels (compress_kernels.cu) call the same compress_math functions per element;
+  // The CUDA kernels (gossip_kernels.cu) call the same compress_math functions per element;
   // these loops are what both must give.
   auto cpu = make_cpu_backend(1);
   const std::int64_t n = 1300, block = 512, blocks = 3;  // two whole blocks and a partial one

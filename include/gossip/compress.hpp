@@ -7,8 +7,9 @@
 /// Two ways to fill and use packets: on host vectors (Compressor::encode of a span, add_packet:
 /// all-reduce, and the reference the tests hold the other to), and on vectors in a backend's
 /// memory (Compressor::encode of a backend pointer, PacketAdder: CHOCO-SGD), where the element
-/// math runs as Backend operations — loops on the CPU, kernels on CUDA — and only packets cross
-/// between host and device. Both give the same packets and sums, bit for bit. What stays on the
+/// math runs as the backend's gossip kernels (gossip/gossip_kernels.hpp) — loops on the CPU,
+/// kernels on CUDA — and only packets cross between host and device. Both give the same packets
+/// and sums, bit for bit. What stays on the
 /// host: choosing top_k's and random_k's coordinates (a selection — nth_element, Floyd's draws —
 /// not element math; the vector is downloaded for it on a device backend), packing 4-bit codes two
 /// to a byte and unpacking them.
@@ -23,8 +24,9 @@
 #include <string>
 #include <vector>
 
-#include "gossip/backend.hpp"
+#include "gossip/backend_device.hpp"
 #include "gossip/config.hpp"
+#include "gossip/gossip_kernels.hpp"
 #include "gossip/packet.hpp"
 
 namespace gossip {
@@ -51,17 +53,17 @@ class Compressor {
   void encode(std::span<const float> v, std::int64_t round, Scaling scaling,
               std::vector<std::byte>& packet);
   /// Encodes Q(v) for `round` where v, n floats, is in `backend`'s memory: the packet encode()
-  /// fills from the same values, bit for bit. quantize runs Backend::quantize and brings back only
-  /// the block scales and codes (a host-memory backend writes them into the packet in place);
-  /// top_k and random_k select on the host from v (downloaded first on a device backend); none
-  /// downloads v into a dense packet.
-  void encode(Backend& backend, const float* v, std::int64_t round, Scaling scaling,
+  /// fills from the same values, bit for bit. quantize runs GossipKernels::quantize and brings
+  /// back only the block scales and codes (a host-memory backend writes them into the packet in
+  /// place); top_k and random_k select on the host from v (downloaded first on a device
+  /// backend); none downloads v into a dense packet.
+  void encode(GossipKernels& backend, const float* v, std::int64_t round, Scaling scaling,
               std::vector<std::byte>& packet);
   /// Bytes every packet of this compressor takes (the most, for the varint-indexed kinds).
   std::size_t packet_bytes() const;
 
  private:
-  void encode_quantized(Backend& backend, const float* v, std::int64_t round,
+  void encode_quantized(GossipKernels& backend, const float* v, std::int64_t round,
                         std::vector<std::byte>& packet);
   void encode_top_k(std::span<const float> v, std::int64_t round, std::vector<std::byte>& packet);
   void fill_sparse(std::span<const float> v, float scale, std::int64_t round,
@@ -84,8 +86,8 @@ class Compressor {
   std::vector<std::int8_t> codes8_;   // scratch: 4-bit codes before packing
   std::vector<float> kept_;           // scratch: the values kept, before narrowing
   std::vector<std::uint16_t> halves_; // scratch: and narrowed
-  Backend* backend_ = nullptr;        // the backend of the arrays below (set on first use)
-  DeviceArray<float> scales_;         // device backends: Backend::quantize's block scales
+  GossipKernels* backend_ = nullptr;  // the backend of the arrays below (set on first use)
+  DeviceArray<float> scales_;         // device backends: GossipKernels::quantize's block scales
   DeviceArray<std::int8_t> codes_;    // device backends: and its codes
 };
 
@@ -96,9 +98,9 @@ class Compressor {
 bool encode_dense(std::span<const float> values, std::int64_t first,
                   std::vector<std::byte>& packet, WireFormat wire = WireFormat::kFp32);
 
-/// A dense packet of the n floats at `values` in `backend`'s memory (first = 0): encode_dense of
+/// A dense packet of the n floats at `values` in `device`'s memory (first = 0): encode_dense of
 /// them, downloaded straight into the packet.
-void encode_dense(Backend& backend, const float* values, std::int64_t n,
+void encode_dense(Device& device, const float* values, std::int64_t n,
                   std::vector<std::byte>& packet);
 
 /// target[i] += weight * Q[i] for every coordinate the packet carries. The packet must have
@@ -106,14 +108,14 @@ void encode_dense(Backend& backend, const float* values, std::int64_t n,
 void add_packet(std::span<const std::byte> packet, float weight, std::span<float> target);
 
 /// add_packet for a target in a backend's memory (CHOCO's sum and public copy), bit-identical to
-/// it: the element math runs as Backend::add_weighted (dense), scatter_add (sparse) and
+/// it: the element math runs as GossipKernels::add_weighted (dense), scatter_add (sparse) and
 /// dequantize_add (quantized). Only the packet's payload goes to a device (values; indices and
 /// values; scales and codes, 4-bit codes unpacked to a byte each on the host first); a
 /// host-memory backend reads the packet where it lies (copying only what is not aligned for its
 /// type). Not thread-safe (it keeps staging space).
 class PacketAdder {
  public:
-  PacketAdder(Backend& backend, std::int64_t n);
+  PacketAdder(GossipKernels& backend, std::int64_t n);
   /// target[i] += weight * Q[i] for every coordinate the packet carries; `target` is n floats of
   /// the backend's memory. The packet must have passed check_packet for n.
   void add(std::span<const std::byte> packet, float weight, float* target);
@@ -122,7 +124,7 @@ class PacketAdder {
   template <typename T>
   const T* on_backend(const std::byte* at, std::size_t count, DeviceArray<T>& staging);
 
-  Backend* backend_;
+  GossipKernels* backend_;
   std::int64_t n_;
   DeviceArray<float> values_;            // staging: dense or sparse values
   DeviceArray<std::uint32_t> index_;     // staging: sparse indices

@@ -2,8 +2,8 @@
 /// written once for host and device (DESIGN idea 3) like gossip/math.hpp: a counter-based
 /// uniform draw, a block's scale, stochastic rounding to a signed code and back, adding a packet's
 /// value to a running sum, and CHOCO's difference and consensus step. The backends run them: the
-/// CPU backend in loops (compute/cpu_compress.cpp), the CUDA backend per element in kernels
-/// (compute/cuda/compress_kernels.cu), through the Backend's compressed-gossip operations; the
+/// CPU backend in loops (compute/cpu_gossip.cpp), the CUDA backend per element in kernels
+/// (compute/cuda/gossip_kernels.cu), through the backend's gossip kernels; the
 /// gossip room's host reference encoder and add_packet (gossip/compress.hpp) call them too. Keep
 /// this header free of anything nvcc's C++17 mode cannot compile.
 #pragma once

@@ -13,9 +13,10 @@
 /// phase: no phase blocks on another peer's phase of the same kind, so any number of threads
 /// works.
 ///
-/// Mixing sums in ascending peer id with Backend::mix, this peer at its place in the order, so
-/// the result is bit-identical whatever the transport or arrival order. An in-neighbour missing
-/// from collect() (dead, lost message, timed out) has its weight added to this peer's own weight.
+/// Mixing sums in ascending peer id with GossipKernels::mix, this peer at its place in the
+/// order, so the result is bit-identical whatever the transport or arrival order. An
+/// in-neighbour missing from collect() (dead, lost message, timed out) has its weight added to
+/// this peer's own weight.
 /// Depends on topology, train, backend and the Exchange interface; not on net or sim.
 #pragma once
 #if !defined(GOSSIP_ROOM_GOSSIP)
@@ -31,9 +32,9 @@
 #include <string>
 #include <vector>
 
-#include "gossip/backend.hpp"
 #include "gossip/config.hpp"
 #include "gossip/exchange.hpp"
+#include "gossip/gossip_kernels.hpp"
 #include "gossip/topology.hpp"
 #include "gossip/train.hpp"
 
@@ -42,7 +43,8 @@ namespace gossip {
 /// What an algorithm trains: a flat parameter buffer on a backend and a local step. A Trainer
 /// gives one (learner_for); the pure-consensus mode gives a random vector with no step.
 struct Learner {
-  Backend* backend = nullptr;
+  /// The backend's part an algorithm uses: mixing, compression and the memory they move.
+  GossipKernels* backend = nullptr;
   float* params = nullptr;        // device pointer, num_params floats, owned elsewhere
   std::int64_t num_params = 0;
   std::function<double()> step;   // one local step, returns its loss; empty = no local steps

@@ -1,5 +1,5 @@
 /// host_memory: where the transport receives a neighbour's parameters. A backend on a GPU hands
-/// out page-locked memory (Backend::pinned_memory), so the copy of each message to the device
+/// out page-locked memory (Device::pinned_memory), so the copy of each message to the device
 /// for mixing goes by DMA straight from where it arrived; elsewhere it is plain memory.
 #pragma once
 #if !defined(GOSSIP_ROOM_CORE)

@@ -35,16 +35,18 @@ struct Evaluation {
 /// SGD with momentum (optionally Nesterov) and weight decay over a flat buffer.
 class Sgd {
  public:
-  /// A velocity of `n` values; step() updates the first `trained` (-1: all n) of the
-  /// parameters: a model's buffers after them (batch norm's running statistics) stay as they are.
-  Sgd(Backend& backend, std::int64_t n, const OptimizerConfig& config, std::int64_t trained = -1);
+  /// A velocity of `n` values on `backend` (its sgd_update runs the step); step() updates the
+  /// first `trained` (-1: all n) of the parameters: a model's buffers after them (batch norm's
+  /// running statistics) stay as they are.
+  Sgd(GossipKernels& backend, std::int64_t n, const OptimizerConfig& config,
+      std::int64_t trained = -1);
   /// params -= lr * update(grads); the velocity buffer is the optimizer state.
   void step(float* params, const float* grads, float lr);
   float* velocity() { return velocity_.data(); }
   const float* velocity() const { return velocity_.data(); }
 
  private:
-  Backend* backend_;
+  GossipKernels* backend_;
   std::int64_t n_;
   OptimizerConfig config_;
   DeviceArray<float> velocity_;
@@ -134,7 +136,7 @@ class Trainer {
     std::int32_t* y;
   };
   Batch batch_buffers();
-  /// On a device: the batch gathered in host_x_/host_y_ up to x_/y_, queued (Backend::
+  /// On a device: the batch gathered in host_x_/host_y_ up to x_/y_, queued (Device::
   /// upload_async).
   void upload_batch(int rows, std::int64_t dim);
   /// The model's forward and backward, or the graph of it (train.graphs: step).
@@ -150,7 +152,7 @@ class Trainer {
   bool shared_scratch_ = false;
   int batch_rows_ = 0;  // rows the batch buffers hold
   // On a device: the batch gathered on the host, in the backend's page-locked memory
-  // (Backend::pinned_memory) so that its upload goes by DMA.
+  // (Device::pinned_memory) so that its upload goes by DMA.
   HostFloats host_x_;
   std::vector<std::int32_t, HostAllocator<std::int32_t>> host_y_;
   DeviceArray<float> x_;

@@ -123,12 +123,12 @@ std::string cuda_gemm_name(Precision precision) {
   }
 }
 
-void use_conv(Backend& backend, ConvEngine engine) {
-  if (const std::string why = backend.use_conv(engine); !why.empty()) throw InputError(why);
+void use_conv(LayerKernels& kernels, ConvEngine engine) {
+  if (const std::string why = kernels.use_conv(engine); !why.empty()) throw InputError(why);
 }
 
-std::string conv_name(const Backend& backend) {
-  const std::string library = backend.conv_library();
+std::string conv_name(const LayerKernels& kernels) {
+  const std::string library = kernels.conv_library();
   return library.empty() ? "im2col" : library;
 }
 

@@ -1,21 +1,61 @@
-// compute/cpu_layers.cpp: the CPU backend's layer operations, each a loop nest over one
-// gossip/layer_math.hpp function (the CUDA backend runs the same functions in kernels), or, for
-// im2col, col2im and pooling's backward, a copy or scatter that gives bit for bit what those
-// functions give (tests/test_compute.cpp checks it) without their per-element index arithmetic.
-// Loops are ordered so the innermost index walks memory contiguously.
+// compute/cpu_layers.cpp: the CPU backend's layer kernels, each a loop nest over one
+// gossip/math.hpp or gossip/layer_math.hpp function (the CUDA backend runs the same functions in
+// kernels), or, for im2col, col2im and pooling's backward, a copy or scatter that gives bit for
+// bit what those functions give (tests/test_compute.cpp checks it) without their per-element
+// index arithmetic. Loops are ordered so the innermost index walks memory contiguously.
 #include "src/compute/cpu_layers.hpp"
 
 #include <algorithm>
+
+#include "gossip/math.hpp"
 
 namespace gossip::cpu {
 
 using I64 = std::int64_t;
 
-void relu(const float* x, float* y, I64 n) {
+// ---- linear layers and the loss --------------------------------------------------------------
+
+void LayerLoops::bias_act(float* y, const float* bias, int rows, int cols, bool relu) {
+  for (int r = 0; r < rows; ++r) {
+    float* row = y + static_cast<I64>(r) * cols;
+    for (int c = 0; c < cols; ++c) row[c] = math::bias_act(row[c], bias[c], relu);
+  }
+}
+
+void LayerLoops::relu_backward(float* dy, const float* y, I64 n) {
+  for (I64 i = 0; i < n; ++i) dy[i] = math::relu_backward(dy[i], y[i]);
+}
+
+void LayerLoops::column_sums(const float* dy, int rows, int cols, float* db) {
+  std::fill(db, db + cols, 0.0f);
+  for (int r = 0; r < rows; ++r) {
+    const float* row = dy + static_cast<I64>(r) * cols;
+    for (int c = 0; c < cols; ++c) db[c] += row[c];
+  }
+}
+
+std::pair<double, I64> LayerLoops::softmax_xent(const float* logits, const std::int32_t* labels,
+                                                int rows, int cols, float* grad) {
+  double loss = 0.0;
+  I64 correct = 0;
+  const float scale = 1.0f / static_cast<float>(rows);
+  for (int r = 0; r < rows; ++r) {
+    bool ok = false;
+    const I64 off = static_cast<I64>(r) * cols;
+    loss += math::softmax_xent_row(logits + off, cols, labels[r], scale,
+                                   grad ? grad + off : nullptr, &ok);
+    correct += ok ? 1 : 0;
+  }
+  return {loss / rows, correct};
+}
+
+// ---- layers beyond linear --------------------------------------------------------------------
+
+void LayerLoops::relu(const float* x, float* y, I64 n) {
   for (I64 i = 0; i < n; ++i) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
 }
 
-void row_sums(const float* a, int rows, int cols, bool accumulate, float* out) {
+void LayerLoops::row_sums(const float* a, int rows, int cols, bool accumulate, float* out) {
   for (int r = 0; r < rows; ++r) {
     const float* row = a + static_cast<I64>(r) * cols;
     float acc = 0.0f;
@@ -45,7 +85,7 @@ Span valid_outputs(int w, int out, int stride, int pad, int kw) {
 // They produce exactly math::im2col_value and math::col2im_value (what the CUDA kernels call per
 // element): im2col copies; col2im scatters each row in ascending (kh, kw) order onto zeroed
 // pixels, so every pixel sums the same terms in the same order as the gather, from 0.0f.
-void im2col(const float* x, const ConvGeom& g, int count, float* col) {
+void LayerLoops::im2col(const float* x, const ConvGeom& g, int count, float* col) {
   const I64 ld = static_cast<I64>(count) * g.positions();
   const I64 in_size = static_cast<I64>(g.c) * g.h * g.w;
   for (int row = 0; row < g.patch(); ++row) {
@@ -73,7 +113,7 @@ void im2col(const float* x, const ConvGeom& g, int count, float* col) {
   }
 }
 
-void col2im(const float* col, const ConvGeom& g, int count, float* dx) {
+void LayerLoops::col2im(const float* col, const ConvGeom& g, int count, float* dx) {
   const I64 ld = static_cast<I64>(count) * g.positions();
   const I64 plane_size = static_cast<I64>(g.h) * g.w;
   std::fill_n(dx, count * g.c * plane_size, 0.0f);
@@ -99,8 +139,8 @@ void col2im(const float* col, const ConvGeom& g, int count, float* dx) {
     }
 }
 
-void conv_output(const float* t, const float* bias, const ConvGeom& g, int count, bool relu,
-                 float* y) {
+void LayerLoops::conv_output(const float* t, const float* bias, const ConvGeom& g, int count,
+                             bool relu, float* y) {
   const int p = g.positions();
   const I64 ld = static_cast<I64>(count) * p;
   for (int n = 0; n < count; ++n)
@@ -111,7 +151,7 @@ void conv_output(const float* t, const float* bias, const ConvGeom& g, int count
     }
 }
 
-void conv_grad_layout(const float* dy, const ConvGeom& g, int count, float* t) {
+void LayerLoops::conv_grad_layout(const float* dy, const ConvGeom& g, int count, float* t) {
   const int p = g.positions();
   const I64 ld = static_cast<I64>(count) * p;
   for (int n = 0; n < count; ++n)
@@ -119,7 +159,15 @@ void conv_grad_layout(const float* dy, const ConvGeom& g, int count, float* t) {
       std::copy_n(dy + (static_cast<I64>(n) * g.oc + o) * p, p, t + o * ld + static_cast<I64>(n) * p);
 }
 
-void pool_forward(const float* x, const PoolGeom& g, int rows, float* y, std::int32_t* arg) {
+std::string LayerLoops::use_conv(ConvEngine engine) {
+  return engine == ConvEngine::kCudnn
+             ? "train.conv: cudnn runs on the CUDA backend with cuDNN 9; the cpu backend runs "
+               "im2col + GEMM (train.conv: auto or im2col)"
+             : std::string();
+}
+
+void LayerLoops::pool_forward(const float* x, const PoolGeom& g, int rows, float* y,
+                              std::int32_t* arg) {
   const I64 planes = static_cast<I64>(rows) * g.c;
   for (I64 pl = 0; pl < planes; ++pl) {
     const float* xp = x + pl * g.h * g.w;
@@ -136,8 +184,8 @@ void pool_forward(const float* x, const PoolGeom& g, int rows, float* y, std::in
 // Scatter form of math::pool_backward_value: each output's gradient goes to the input it came
 // from (max) or is shared over its window (average), outputs in ascending order onto zeroed
 // inputs, so each input sums the same terms in the same order as the gather the CUDA kernel does.
-void pool_backward(const float* dy, const std::int32_t* arg, const PoolGeom& g, int rows,
-                   float* dx) {
+void LayerLoops::pool_backward(const float* dy, const std::int32_t* arg, const PoolGeom& g,
+                               int rows, float* dx) {
   const I64 planes = static_cast<I64>(rows) * g.c;
   const I64 plane_in = static_cast<I64>(g.h) * g.w, plane_out = static_cast<I64>(g.oh) * g.ow;
   std::fill_n(dx, planes * plane_in, 0.0f);
@@ -159,8 +207,9 @@ void pool_backward(const float* dy, const std::int32_t* arg, const PoolGeom& g, 
   }
 }
 
-void group_norm_forward(const float* x, const float* gamma, const float* beta,
-                        const GroupNormGeom& g, int rows, float* y, float* mean, float* rstd) {
+void LayerLoops::group_norm_forward(const float* x, const float* gamma, const float* beta,
+                                    const GroupNormGeom& g, int rows, float* y, float* mean,
+                                    float* rstd) {
   const int per = g.c / g.groups;
   for (I64 ng = 0; ng < static_cast<I64>(rows) * g.groups; ++ng) {
     const I64 off = ng * g.group_size();
@@ -169,9 +218,9 @@ void group_norm_forward(const float* x, const float* gamma, const float* beta,
   }
 }
 
-void group_norm_backward(const float* x, const float* dy, const float* gamma, const float* mean,
-                         const float* rstd, const GroupNormGeom& g, int rows, float* dx,
-                         float* dgamma, float* dbeta) {
+void LayerLoops::group_norm_backward(const float* x, const float* dy, const float* gamma,
+                                     const float* mean, const float* rstd, const GroupNormGeom& g,
+                                     int rows, float* dx, float* dgamma, float* dbeta) {
   for (int c = 0; c < g.c; ++c)
     math::group_norm_param_grads(x, dy, mean, rstd, g, rows, c, dgamma + c, dbeta + c);
   if (dx == nullptr) return;
@@ -183,9 +232,10 @@ void group_norm_backward(const float* x, const float* dy, const float* gamma, co
   }
 }
 
-void batch_norm_forward(const float* x, const float* gamma, const float* beta,
-                        const BatchNormGeom& g, int rows, bool training, float* y, float* mean,
-                        float* rstd, float* running_mean, float* running_var) {
+void LayerLoops::batch_norm_forward(const float* x, const float* gamma, const float* beta,
+                                    const BatchNormGeom& g, int rows, bool training, float* y,
+                                    float* mean, float* rstd, float* running_mean,
+                                    float* running_var) {
   for (int c = 0; c < g.c; ++c) {
     if (training) {
       math::batch_norm_stats_channel(x, g, rows, c, mean, rstd, running_mean, running_var);
@@ -197,15 +247,15 @@ void batch_norm_forward(const float* x, const float* gamma, const float* beta,
   }
 }
 
-void batch_norm_backward(const float* x, const float* dy, const float* gamma, const float* mean,
-                         const float* rstd, const BatchNormGeom& g, int rows, float* dx,
-                         float* dgamma, float* dbeta) {
+void LayerLoops::batch_norm_backward(const float* x, const float* dy, const float* gamma,
+                                     const float* mean, const float* rstd, const BatchNormGeom& g,
+                                     int rows, float* dx, float* dgamma, float* dbeta) {
   for (int c = 0; c < g.c; ++c)
     math::batch_norm_backward_channel(x, dy, gamma, g, rows, c, mean[c], rstd[c], dx, dgamma,
                                       dbeta);
 }
 
-void dropout(const float* x, float* y, I64 n, float p, std::uint64_t key) {
+void LayerLoops::dropout(const float* x, float* y, I64 n, float p, std::uint64_t key) {
   for (I64 i = 0; i < n; ++i) y[i] = x[i] * math::dropout_scale(key, i, p);
 }
 

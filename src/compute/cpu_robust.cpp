@@ -1,13 +1,13 @@
-// compute/cpu_robust.cpp: ClippedGossip's distances on the CPU: ||m_j - r||^2 for several
-// messages in passes over r, each element's square math::squared_difference (gossip/math.hpp),
-// which the CUDA backend's kernel squares with too.
+// compute/cpu_robust.cpp: ClippedGossip's distances on the CPU (one of its gossip kernels,
+// cpu_gossip.hpp): ||m_j - r||^2 for several messages in passes over r, each element's square
+// math::squared_difference (gossip/math.hpp), which the CUDA backend's kernel squares with too.
 //
 // Float squares summed in 16 lanes (each lane a sixteenth of the vector, so its rounding stays
 // far below what a clipping radius needs), the lanes then in double in one fixed order: the same
 // bits on every run, and the same for a message whatever others share its pass. A pass reads r
 // once for two messages (the mix is memory-bound); more accumulators than two would not fit
 // SSE's sixteen registers.
-#include "src/compute/cpu_robust.hpp"
+#include "src/compute/cpu_gossip.hpp"
 
 #include <cstddef>
 #include <cstring>
@@ -57,7 +57,8 @@ void pass(const float* const* m, const float* r, std::int64_t count, double* d) 
 
 }  // namespace
 
-void squared_distances(const float* r, const float* const* m, int k, std::int64_t n, double* out) {
+void GossipLoops::squared_distances(const float* r, const float* const* m, int k, std::int64_t n,
+                                    double* out) {
   for (int j = 0; j < k; j += 2) {
     if (j + 1 < k) pass<2>(m + j, r, n, out + j);
     else pass<1>(m + j, r, n, out + j);

@@ -22,7 +22,7 @@
 //
 // Where the work runs: x_i, xhat_i, s_i and the difference all live in the backend's memory
 // (device memory on CUDA), and every element-wise pass — the difference, quantization, adding a
-// packet to s_i and xhat_i, the consensus step — is a Backend operation over
+// packet to s_i and xhat_i, the consensus step — is one of the backend's gossip kernels over
 // gossip/compress_math.hpp (CPU loops or CUDA kernels). Only packets cross to the host: the one
 // this peer sends (scales and codes, or the difference for top_k/random_k, whose choice of
 // coordinates is a selection done on the host) and the ones it receives, checked on the host and
@@ -106,7 +106,7 @@ class Choco final : public Algorithm {
 
   /// Compresses x_i - xhat_i and sends it, as step `step` of `round`.
   void send(std::int64_t round, int step) {
-    Backend& b = *learner_.backend;
+    GossipKernels& b = *learner_.backend;
     b.choco_difference(learner_.params, xhat_.data(), diff_.data(), n_);
     if (round == 0 && step == 0)  // the copies start at zero: the first difference goes whole
       encode_dense(b, diff_.data(), n_, packet_);

@@ -1,7 +1,7 @@
 // gossip/compress.cpp: top_k, random_k and quantize, and the packets they fill (layout and checks
 // in gossip/packet.hpp, src/wire/packet.cpp). Per-element arithmetic is gossip/compress_math.hpp's:
-// on host vectors in the loops here (the reference), on backend vectors through the Backend's
-// compressed-gossip operations (CPU loops, CUDA kernels). What only this file does is selection
+// on host vectors in the loops here (the reference), on backend vectors through the backend's
+// gossip kernels (CPU loops, CUDA kernels). What only this file does is selection
 // (which coordinates) and packing.
 #include "gossip/compress.hpp"
 
@@ -234,7 +234,7 @@ void pack_nibbles(const std::int8_t* codes, std::int64_t n, std::byte* out) {
 
 }  // namespace
 
-void Compressor::encode(Backend& backend, const float* v, std::int64_t round, Scaling scaling,
+void Compressor::encode(GossipKernels& backend, const float* v, std::int64_t round, Scaling scaling,
                         std::vector<std::byte>& packet) {
   if (config_.kind == CompressKind::kQuantize) return encode_quantized(backend, v, round, packet);
   if (config_.kind == CompressKind::kNone) return encode_dense(backend, v, n_, packet);
@@ -246,7 +246,7 @@ void Compressor::encode(Backend& backend, const float* v, std::int64_t round, Sc
   encode(host_v_, round, scaling, packet);
 }
 
-void Compressor::encode_quantized(Backend& backend, const float* v, std::int64_t round,
+void Compressor::encode_quantized(GossipKernels& backend, const float* v, std::int64_t round,
                                   std::vector<std::byte>& packet) {
   const int bits = config_.bits;
   const std::int64_t blocks = quantize_blocks(n_);
@@ -277,16 +277,16 @@ void Compressor::encode_quantized(Backend& backend, const float* v, std::int64_t
   if (bits == 4) pack_nibbles(codes8_.data(), n_, codes);
 }
 
-void encode_dense(Backend& backend, const float* values, std::int64_t n,
+void encode_dense(Device& device, const float* values, std::int64_t n,
                   std::vector<std::byte>& packet) {
   packet.resize(kPacketHeaderBytes + static_cast<std::size_t>(n) * sizeof(float));
   put_packet_header({PacketKind::kDense, 0, static_cast<std::uint32_t>(n), 0}, packet.data());
   if (n > 0)
-    backend.download(packet.data() + kPacketHeaderBytes, values,
+    device.download(packet.data() + kPacketHeaderBytes, values,
                      static_cast<std::size_t>(n) * sizeof(float));
 }
 
-PacketAdder::PacketAdder(Backend& backend, std::int64_t n) : backend_(&backend), n_(n) {}
+PacketAdder::PacketAdder(GossipKernels& backend, std::int64_t n) : backend_(&backend), n_(n) {}
 
 template <typename T>
 const T* PacketAdder::on_backend(const std::byte* at, std::size_t count,

@@ -124,7 +124,7 @@ const float* PeerBuffer::on_device(const float* host) {
 
 void PeerBuffer::distances(std::span<const float> own, std::span<const float* const> messages,
                            double* out) {
-  Backend& b = *learner_.backend;
+  GossipKernels& b = *learner_.backend;
   const auto k = static_cast<int>(messages.size());
   if (k == 0) return;
   const std::int64_t n = learner_.num_params;
@@ -143,7 +143,7 @@ void PeerBuffer::distances(std::span<const float> own, std::span<const float* co
 
 void PeerBuffer::mix(std::span<const Term> terms) {
   wait_download();  // its snapshot is in out_
-  Backend& b = *learner_.backend;
+  GossipKernels& b = *learner_.backend;
   const std::int64_t n = learner_.num_params;
   in_.clear();
   w_.clear();

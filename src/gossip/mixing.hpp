@@ -1,6 +1,6 @@
 /// gossip/mixing: pieces the algorithms share (not a public header): a host view of the
 /// learner's buffer for publishing, and the one mixing step, params <- sum_j w_j x_j in
-/// ascending peer id with this peer at its place, through Backend::mix.
+/// ascending peer id with this peer at its place, through GossipKernels::mix.
 #pragma once
 #if !defined(GOSSIP_ROOM_GOSSIP)
 #error "src/gossip/mixing.hpp belongs to room gossip, which this room does not use (see the room table in meson.build)"
@@ -10,9 +10,10 @@
 #include <span>
 #include <vector>
 
-#include "gossip/backend.hpp"
+#include "gossip/backend_device.hpp"
 #include "gossip/exchange.hpp"
 #include "gossip/gossip.hpp"
+#include "gossip/gossip_kernels.hpp"
 #include "gossip/topology.hpp"
 
 namespace gossip::mixing {
@@ -50,13 +51,14 @@ class PeerBuffer {
   /// The parameters as a host span (downloaded first on a device backend). Valid until the next
   /// mix() or local step.
   std::span<const float> host_view();
-  /// params <- sum of terms (ascending peer id); weights are rounded to float for Backend::mix.
+  /// params <- sum of terms (ascending peer id); weights are rounded to float for
+  /// GossipKernels::mix.
   void mix(std::span<const Term> terms);
   /// Copies the parameters to a host buffer.
   void download(std::span<float> out) const;
   /// Starts copying the parameters, as they are once the work queued so far is done, to `out`
   /// (page-locked host memory on a GPU) beside the work queued next: on a device backend a
-  /// snapshot on the device (in the mixing target, free until mix()), then Backend::
+  /// snapshot on the device (in the mixing target, free until mix()), then Device::
   /// download_async from it, so the next step may change the parameters (BatchNorm's running
   /// statistics in its forward pass) while the copy runs. Returns false when the copy is done
   /// already (the CPU); else `out` holds it once wait_download() returns.
@@ -64,7 +66,7 @@ class PeerBuffer {
   /// Waits for download_async's copy (mix() does first).
   void wait_download();
   /// out[j] = ||messages[j] - own|| (a null message: ||own||), computed by the learner's backend
-  /// (Backend::squared_distances) where the parameters are: on a device backend the messages
+  /// (GossipKernels::squared_distances) where the parameters are: on a device backend the messages
   /// (host buffers) are uploaded once, for these and the next mix(). `own` is host_view()'s
   /// span or another host buffer of the parameters' size.
   void distances(std::span<const float> own, std::span<const float* const> messages, double* out);

@@ -45,7 +45,8 @@ ShardBalance balance_for(const RunConfig& config,
   return b;
 }
 
-Sgd::Sgd(Backend& backend, std::int64_t n, const OptimizerConfig& config, std::int64_t trained)
+Sgd::Sgd(GossipKernels& backend, std::int64_t n, const OptimizerConfig& config,
+         std::int64_t trained)
     : backend_(&backend), n_(trained < 0 ? n : trained), config_(config), velocity_(backend, n) {
   backend.fill(velocity_.data(), 0.0f, n);
 }

@@ -1,12 +1,17 @@
 // compute/cuda/cuda_backend.cu: the CUDA backend.
 //
-// What it computes: exactly what cpu_backend.cpp computes — the element-wise math comes from the
+// What it computes: exactly what the CPU backend computes — the element-wise math comes from the
 // same gossip::math functions (include/gossip/math.hpp), GEMM from the same row-major descriptor
 // mapped by to_column_major() onto cublasSgemm. The CPU backend is the reference; tests tagged
 // [cuda] compare the two when a device is present.
 //
-// Layout of this file: kernels (grid-stride loops over gossip::math), then launchers (take the
-// backend's stream, ceil-div grid, check the launch), then the Backend class and factory.
+// Layout: what the class needs (status checks, the GEMM table, page-locked memory, a captured
+// graph), then the Backend class, a section per part: the device (streams, copies, page-locked
+// memory, graphs) and GEMM (cuBLAS) written here; the layer kernels and the gossip kernels calling
+// the launchers of layer_kernels.cu (cuDNN's convolutions: cudnn_conv.cu), gossip_kernels.cu and
+// robust_kernels.cu on the backend's stream; then the factory and the plugin's entry points. One
+// class rather than a class per part: the parts share the stream, a graph's capture reads the
+// softmax's buffers, and cuDNN runs at the GEMM's precision.
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
@@ -18,13 +23,11 @@
 #include <vector>
 
 #include "src/compute/cuda/cuda_backend.hpp"
-#include "src/compute/cuda/compress_kernels.cuh"
 #include "src/compute/cuda/cudnn_conv.cuh"
-#include "src/compute/cuda/launch.cuh"
+#include "src/compute/cuda/gossip_kernels.cuh"
 #include "src/compute/cuda/layer_kernels.cuh"
 #include "src/compute/cuda/robust_kernels.cuh"
 #include "gossip/core.hpp"
-#include "gossip/math.hpp"
 
 namespace gossip::cuda {
 namespace {
@@ -53,63 +56,6 @@ void check_status(bool ok, const char* file, int line, const char* call, const s
 
 namespace gossip::cuda {
 namespace {
-
-// ---- kernels ------------------------------------------------------------------------------
-
-__global__ void bias_act_kernel(float* y, const float* bias, int rows, int cols, bool relu) {
-  const long long n = static_cast<long long>(rows) * cols;
-  GOSSIP_GRID_STRIDE(i, n)
-    y[i] = math::bias_act(y[i], bias[i % cols], relu);
-}
-
-__global__ void relu_backward_kernel(float* dy, const float* y, long long n) {
-  GOSSIP_GRID_STRIDE(i, n)
-    dy[i] = math::relu_backward(dy[i], y[i]);
-}
-
-__global__ void column_sums_kernel(const float* dy, int rows, int cols, float* db) {
-  for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < cols; c += blockDim.x * gridDim.x) {
-    float acc = 0.0f;
-    for (int r = 0; r < rows; ++r) acc += dy[static_cast<long long>(r) * cols + c];
-    db[c] = acc;
-  }
-}
-
-__global__ void softmax_xent_kernel(const float* logits, const int* labels, int rows, int cols,
-                                    float* grad, float* row_loss, int* row_correct) {
-  const float scale = 1.0f / static_cast<float>(rows);
-  for (int r = blockIdx.x * blockDim.x + threadIdx.x; r < rows; r += blockDim.x * gridDim.x) {
-    bool ok = false;
-    const long long off = static_cast<long long>(r) * cols;
-    row_loss[r] = math::softmax_xent_row(logits + off, cols, labels[r], scale,
-                                         grad ? grad + off : nullptr, &ok);
-    row_correct[r] = ok ? 1 : 0;
-  }
-}
-
-__global__ void sgd_kernel(float* p, float* v, const float* g, long long n, float lr, float mom,
-                           float wd, bool nesterov) {
-  GOSSIP_GRID_STRIDE(i, n)
-    math::sgd_update(p[i], v[i], g[i], lr, mom, wd, nesterov);
-}
-
-constexpr int kMaxMix = 64;
-struct MixArgs {
-  const float* in[kMaxMix];
-  float w[kMaxMix];
-};
-
-__global__ void mix_kernel(float* out, MixArgs args, int k, long long n) {
-  GOSSIP_GRID_STRIDE(i, n)
-    out[i] = math::mix_element(args.in, args.w, k, i);
-}
-
-__global__ void fill_kernel(float* p, float value, long long n) {
-  GOSSIP_GRID_STRIDE(i, n)
-    p[i] = value;
-}
-
-// ---- launchers ----------------------------------------------------------------------------
 
 // ---- the backend --------------------------------------------------------------------------
 
@@ -255,8 +201,9 @@ class CudaBackend final : public Backend {
   std::string describe() const override {
     return cat("cuda (device ", device_, ": ", device_name_, ", cuBLAS, ", conv_line(), ")");
   }
-  bool host_memory() const override { return false; }
 
+  // ---- the device: cudaMalloc'ed memory, copies on the backend's stream -----------------------
+  bool host_memory() const override { return false; }
   void* allocate(std::size_t bytes) override {
     void* p = nullptr;
     GOSSIP_CUDA_CHECK(cudaMalloc(&p, bytes));
@@ -333,6 +280,7 @@ class CudaBackend final : public Backend {
     return nullptr;
   }
 
+  // ---- GEMM: cuBLAS at the precision use_gemm chose -------------------------------------------
   void gemm(const RowMajorGemm& g, const float* a, const float* b, float* c) override {
     const ColumnMajorGemm cm = to_column_major(g);
     const cublasOperation_t ta = cm.trans_first ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -373,6 +321,34 @@ class CudaBackend final : public Backend {
                                                                       : CUBLAS_DEFAULT_MATH));
   }
 
+  // ---- layer kernels: layer_kernels.cu's launchers, cuDNN's convolutions -----------------------
+  void bias_act(float* y, const float* bias, int rows, int cols, bool relu) override {
+    launch_bias_act(stream_, y, bias, rows, cols, relu);
+  }
+  void relu_backward(float* dy, const float* y, std::int64_t n) override {
+    launch_relu_backward(stream_, dy, y, n);
+  }
+  void column_sums(const float* dy, int rows, int cols, float* db) override {
+    launch_column_sums(stream_, dy, rows, cols, db);
+  }
+  std::pair<double, std::int64_t> softmax_xent(const float* logits, const std::int32_t* labels,
+                                               int rows, int cols, float* grad) override {
+    queue_softmax_xent(logits, labels, rows, cols, grad);
+    return queued_softmax_result();  // nothing read back while capturing
+  }
+  void queue_softmax_xent(const float* logits, const std::int32_t* labels, int rows, int cols,
+                          float* grad) override {
+    ensure_scratch(rows);
+    launch_softmax_xent(stream_, logits, labels, rows, cols, grad, scratch_loss_,
+                        scratch_correct_);
+    queued_rows_ = rows;
+    if (capturing_) captured_rows_ = rows;
+  }
+  std::pair<double, std::int64_t> queued_softmax_result() override {
+    if (capturing_ || queued_rows_ == 0) return {0.0, 0};  // a graph reads nothing back
+    return read_softmax(stream_, scratch_loss_, scratch_correct_, queued_rows_);
+  }
+
   std::string conv_library() const override {
     return have_cudnn_ && use_cudnn_ ? cat("cudnn ", cudnn_version()) : std::string();
   }
@@ -398,66 +374,6 @@ class CudaBackend final : public Backend {
     cudnn().backward(x, w, dy, g, rows, math_, dw, db, dx);
   }
 
-  void bias_act(float* y, const float* bias, int rows, int cols, bool relu) override {
-    bias_act_kernel<<<grid_for((long long)rows * cols), kThreads, 0, stream_>>>(y, bias, rows,
-                                                                                 cols, relu);
-    check_launch("bias_act");
-  }
-
-  void relu_backward(float* dy, const float* y, std::int64_t n) override {
-    relu_backward_kernel<<<grid_for(n), kThreads, 0, stream_>>>(dy, y, n);
-    check_launch("relu_backward");
-  }
-
-  void column_sums(const float* dy, int rows, int cols, float* db) override {
-    column_sums_kernel<<<grid_for(cols), kThreads, 0, stream_>>>(dy, rows, cols, db);
-    check_launch("column_sums");
-  }
-
-  std::pair<double, std::int64_t> softmax_xent(const float* logits, const std::int32_t* labels,
-                                               int rows, int cols, float* grad) override {
-    queue_softmax_xent(logits, labels, rows, cols, grad);
-    return queued_softmax_result();  // nothing read back while capturing
-  }
-
-  void queue_softmax_xent(const float* logits, const std::int32_t* labels, int rows, int cols,
-                          float* grad) override {
-    ensure_scratch(rows);
-    softmax_xent_kernel<<<grid_for(rows), kThreads, 0, stream_>>>(
-        logits, labels, rows, cols, grad, scratch_loss_, scratch_correct_);
-    check_launch("softmax_xent");
-    queued_rows_ = rows;
-    if (capturing_) captured_rows_ = rows;
-  }
-  std::pair<double, std::int64_t> queued_softmax_result() override {
-    if (capturing_ || queued_rows_ == 0) return {0.0, 0};  // a graph reads nothing back
-    return read_softmax(stream_, scratch_loss_, scratch_correct_, queued_rows_);
-  }
-
-  void sgd_update(float* params, float* velocity, const float* grads, std::int64_t n, float lr,
-                  float momentum, float weight_decay, bool nesterov) override {
-    sgd_kernel<<<grid_for(n), kThreads, 0, stream_>>>(params, velocity, grads, n, lr, momentum,
-                                                       weight_decay, nesterov);
-    check_launch("sgd_update");
-  }
-
-  void mix(float* out, const float* const* in, const float* w, int k, std::int64_t n) override {
-    GOSSIP_CHECK_MSG(k <= kMaxMix, "CUDA mixing takes at most ", kMaxMix, " buffers, got ", k);
-    MixArgs args{};
-    for (int j = 0; j < k; ++j) {
-      args.in[j] = in[j];
-      args.w[j] = w[j];
-    }
-    mix_kernel<<<grid_for(n), kThreads, 0, stream_>>>(out, args, k, n);
-    check_launch("mix");
-  }
-
-  void fill(float* p, float value, std::int64_t n) override {
-    fill_kernel<<<grid_for(n), kThreads, 0, stream_>>>(p, value, n);
-    check_launch("fill");
-  }
-
-  // Layer operations: kernels in layer_kernels.cu over gossip/layer_math.hpp.
   void relu(const float* x, float* y, std::int64_t n) override { launch_relu(stream_, x, y, n); }
   void row_sums(const float* a, int rows, int cols, bool accumulate, float* out) override {
     launch_row_sums(stream_, a, rows, cols, accumulate, out);
@@ -508,7 +424,15 @@ class CudaBackend final : public Backend {
     launch_dropout(stream_, x, y, n, p, key);
   }
 
-  // Compressed gossip: kernels in compress_kernels.cu over gossip/compress_math.hpp.
+  // ---- gossip kernels: gossip_kernels.cu's and robust_kernels.cu's launchers -------------------
+  void sgd_update(float* params, float* velocity, const float* grads, std::int64_t n, float lr,
+                  float momentum, float weight_decay, bool nesterov) override {
+    launch_sgd_update(stream_, params, velocity, grads, n, lr, momentum, weight_decay, nesterov);
+  }
+  void mix(float* out, const float* const* in, const float* w, int k, std::int64_t n) override {
+    launch_mix(stream_, out, in, w, k, n);
+  }
+  void fill(float* p, float value, std::int64_t n) override { launch_fill(stream_, p, value, n); }
   void choco_difference(const float* x, const float* xhat, float* d, std::int64_t n) override {
     launch_choco_difference(stream_, x, xhat, d, n);
   }

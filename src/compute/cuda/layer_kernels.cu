@@ -1,11 +1,11 @@
 // compute/cuda/layer_kernels.cu: the layer kernels of the CUDA backend.
 //
 // What they compute: exactly what cpu_layers.cpp computes — each kernel calls the same
-// gossip/layer_math.hpp function per element (or per group, or per channel for group norm's
-// parameter gradients, summing in the same order), so the CPU backend is the reference and the
-// CPU tests cover the arithmetic. One thread per output element: col2im and pooling's backward
-// gather what they need instead of scattering with atomics, so results do not depend on
-// scheduling.
+// gossip/math.hpp or gossip/layer_math.hpp function per element (or per row, per group, or per
+// channel for group norm's parameter gradients, summing in the same order), so the CPU backend is
+// the reference and the CPU tests cover the arithmetic. One thread per output element: col2im and
+// pooling's backward gather what they need instead of scattering with atomics, so results do not
+// depend on scheduling.
 //
 // Layout: kernels, then launchers (stream, ceil-div grid, launch check).
 #include <cuda_runtime.h>
@@ -20,6 +20,37 @@ namespace {
 using I64 = long long;
 
 // ---- kernels ------------------------------------------------------------------------------
+
+__global__ void bias_act_kernel(float* y, const float* bias, int rows, int cols, bool relu) {
+  const long long n = static_cast<long long>(rows) * cols;
+  GOSSIP_GRID_STRIDE(i, n)
+    y[i] = math::bias_act(y[i], bias[i % cols], relu);
+}
+
+__global__ void relu_backward_kernel(float* dy, const float* y, long long n) {
+  GOSSIP_GRID_STRIDE(i, n)
+    dy[i] = math::relu_backward(dy[i], y[i]);
+}
+
+__global__ void column_sums_kernel(const float* dy, int rows, int cols, float* db) {
+  for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < cols; c += blockDim.x * gridDim.x) {
+    float acc = 0.0f;
+    for (int r = 0; r < rows; ++r) acc += dy[static_cast<long long>(r) * cols + c];
+    db[c] = acc;
+  }
+}
+
+__global__ void softmax_xent_kernel(const float* logits, const int* labels, int rows, int cols,
+                                    float* grad, float* row_loss, int* row_correct) {
+  const float scale = 1.0f / static_cast<float>(rows);
+  for (int r = blockIdx.x * blockDim.x + threadIdx.x; r < rows; r += blockDim.x * gridDim.x) {
+    bool ok = false;
+    const long long off = static_cast<long long>(r) * cols;
+    row_loss[r] = math::softmax_xent_row(logits + off, cols, labels[r], scale,
+                                         grad ? grad + off : nullptr, &ok);
+    row_correct[r] = ok ? 1 : 0;
+  }
+}
 
 __global__ void relu_kernel(const float* x, float* y, I64 n) {
   GOSSIP_GRID_STRIDE(i, n) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
@@ -244,6 +275,29 @@ __global__ void dropout_kernel(const float* x, float* y, I64 n, float p, std::ui
 }  // namespace
 
 // ---- launchers ----------------------------------------------------------------------------
+
+void launch_bias_act(cudaStream_t s, float* y, const float* bias, int rows, int cols, bool relu) {
+  bias_act_kernel<<<grid_for((long long)rows * cols), kThreads, 0, s>>>(y, bias, rows, cols,
+                                                                         relu);
+  check_launch("bias_act");
+}
+
+void launch_relu_backward(cudaStream_t s, float* dy, const float* y, std::int64_t n) {
+  relu_backward_kernel<<<grid_for(n), kThreads, 0, s>>>(dy, y, n);
+  check_launch("relu_backward");
+}
+
+void launch_column_sums(cudaStream_t s, const float* dy, int rows, int cols, float* db) {
+  column_sums_kernel<<<grid_for(cols), kThreads, 0, s>>>(dy, rows, cols, db);
+  check_launch("column_sums");
+}
+
+void launch_softmax_xent(cudaStream_t s, const float* logits, const std::int32_t* labels,
+                         int rows, int cols, float* grad, float* row_loss, int* row_correct) {
+  softmax_xent_kernel<<<grid_for(rows), kThreads, 0, s>>>(logits, labels, rows, cols, grad,
+                                                          row_loss, row_correct);
+  check_launch("softmax_xent");
+}
 
 void launch_relu(cudaStream_t s, const float* x, float* y, std::int64_t n) {
   relu_kernel<<<grid_for(n), kThreads, 0, s>>>(x, y, n);

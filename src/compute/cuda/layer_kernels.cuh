@@ -1,6 +1,7 @@
 // compute/cuda/layer_kernels.cuh: launchers of the layer kernels (layer_kernels.cu) for the CUDA
-// backend. Each runs the gossip/layer_math.hpp function the CPU backend runs (cpu_layers.cpp) in
-// a grid-stride kernel on the given stream and checks the launch. Included only by .cu files.
+// backend. Each runs the gossip/math.hpp or gossip/layer_math.hpp function the CPU backend runs
+// (cpu_layers.cpp) in a grid-stride kernel on the given stream and checks the launch. Included
+// only by .cu files.
 #pragma once
 #if !defined(GOSSIP_ROOM_COMPUTE)
 #error "src/compute/cuda/layer_kernels.cuh belongs to room compute, which this room does not use (see the room table in meson.build)"
@@ -14,6 +15,13 @@
 
 namespace gossip::cuda {
 
+void launch_bias_act(cudaStream_t s, float* y, const float* bias, int rows, int cols, bool relu);
+void launch_relu_backward(cudaStream_t s, float* dy, const float* y, std::int64_t n);
+void launch_column_sums(cudaStream_t s, const float* dy, int rows, int cols, float* db);
+/// Each row's loss into row_loss[r] and whether its arg-max is right into row_correct[r] (device
+/// memory, `rows` each); the caller sums them.
+void launch_softmax_xent(cudaStream_t s, const float* logits, const std::int32_t* labels,
+                         int rows, int cols, float* grad, float* row_loss, int* row_correct);
 void launch_relu(cudaStream_t s, const float* x, float* y, std::int64_t n);
 void launch_row_sums(cudaStream_t s, const float* a, int rows, int cols, bool accumulate,
                      float* out);

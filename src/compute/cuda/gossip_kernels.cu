@@ -1,28 +1,51 @@
-// compute/cuda/compress_kernels.cu: the compressed-gossip kernels of the CUDA backend.
+// compute/cuda/gossip_kernels.cu: the gossip kernels of the CUDA backend (but ClippedGossip's
+// distances, robust_kernels.cu): the SGD update, mixing, fill and the compressed-gossip kernels.
 //
-// What they compute: exactly what cpu_compress.cpp computes — each kernel calls the same
-// gossip/compress_math.hpp function per element, so the CPU backend is the reference and the CPU
-// tests cover the arithmetic. Quantization runs one thread block per quantization block: its
-// threads fold math::max_magnitude over their strided elements, a shared-memory tree reduces the
-// partial maxima (a maximum: the same value in any order), and then every thread writes the codes
-// of its elements from (key, i) alone, so no code depends on which thread drew it. scatter_add
-// writes distinct indices, so one thread per entry needs no atomics.
+// What they compute: exactly what cpu_gossip.cpp computes — each kernel calls the same
+// gossip/math.hpp or gossip/compress_math.hpp function per element, so the CPU backend is the
+// reference and the CPU tests cover the arithmetic. Quantization runs one thread block per
+// quantization block: its threads fold math::max_magnitude over their strided elements, a
+// shared-memory tree reduces the partial maxima (a maximum: the same value in any order), and
+// then every thread writes the codes of its elements from (key, i) alone, so no code depends on
+// which thread drew it. scatter_add writes distinct indices, so one thread per entry needs no
+// atomics.
 //
 // Layout: kernels, then launchers (stream, ceil-div grid, launch check).
 #include <cuda_runtime.h>
 
 #include "gossip/compress_math.hpp"
 #include "gossip/core.hpp"
+#include "gossip/math.hpp"
+#include "src/compute/cuda/gossip_kernels.cuh"
 #include "src/compute/cuda/launch.cuh"
-#include "src/compute/cuda/compress_kernels.cuh"
 
 namespace gossip::cuda {
 namespace {
 
 using I64 = long long;
 
-
 // ---- kernels ------------------------------------------------------------------------------
+
+__global__ void sgd_kernel(float* p, float* v, const float* g, long long n, float lr, float mom,
+                           float wd, bool nesterov) {
+  GOSSIP_GRID_STRIDE(i, n)
+    math::sgd_update(p[i], v[i], g[i], lr, mom, wd, nesterov);
+}
+
+struct MixArgs {
+  const float* in[kMaxMix];
+  float w[kMaxMix];
+};
+
+__global__ void mix_kernel(float* out, MixArgs args, int k, long long n) {
+  GOSSIP_GRID_STRIDE(i, n)
+    out[i] = math::mix_element(args.in, args.w, k, i);
+}
+
+__global__ void fill_kernel(float* p, float value, long long n) {
+  GOSSIP_GRID_STRIDE(i, n)
+    p[i] = value;
+}
 
 __global__ void choco_difference_kernel(const float* x, const float* xhat, float* d, I64 n) {
   GOSSIP_GRID_STRIDE(i, n) d[i] = math::choco_difference(x[i], xhat[i]);
@@ -88,6 +111,31 @@ __global__ void add_weighted_kernel(float* target, float weight, const float* va
 }  // namespace
 
 // ---- launchers ----------------------------------------------------------------------------
+
+void launch_sgd_update(cudaStream_t s, float* params, float* velocity, const float* grads,
+                       std::int64_t n, float lr, float momentum, float weight_decay,
+                       bool nesterov) {
+  sgd_kernel<<<grid_for(n), kThreads, 0, s>>>(params, velocity, grads, n, lr, momentum,
+                                              weight_decay, nesterov);
+  check_launch("sgd_update");
+}
+
+void launch_mix(cudaStream_t s, float* out, const float* const* in, const float* w, int k,
+                std::int64_t n) {
+  GOSSIP_CHECK_MSG(k <= kMaxMix, "CUDA mixing takes at most ", kMaxMix, " buffers, got ", k);
+  MixArgs args{};
+  for (int j = 0; j < k; ++j) {
+    args.in[j] = in[j];
+    args.w[j] = w[j];
+  }
+  mix_kernel<<<grid_for(n), kThreads, 0, s>>>(out, args, k, n);
+  check_launch("mix");
+}
+
+void launch_fill(cudaStream_t s, float* p, float value, std::int64_t n) {
+  fill_kernel<<<grid_for(n), kThreads, 0, s>>>(p, value, n);
+  check_launch("fill");
+}
 
 void launch_choco_difference(cudaStream_t s, const float* x, const float* xhat, float* d,
                              std::int64_t n) {
