@@ -32,7 +32,8 @@ struct NamedRow {
 
 /// One NamedRow of an X-macro table X(id, name, summary), for `Row` in scope: a table function
 /// reads `using Row = NamedRow<E>; static constexpr std::array rows{TABLE(GOSSIP_NAMED_ROW)};`.
-#define GOSSIP_NAMED_ROW(id, name, summary) Row{Row::Kind::id, name, summary},
+/// Columns after the summary are other tables' (the layer types' make_ function and spec).
+#define GOSSIP_NAMED_ROW(id, name, summary, ...) Row{Row::Kind::id, name, summary},
 
 /// An enum's values from an X-macro table whose rows start with the value's id:
 /// `enum class E { TABLE(GOSSIP_CHOICE_ENUM) };`.

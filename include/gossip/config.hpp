@@ -26,6 +26,7 @@
 #include "gossip/compute_choices.hpp"
 #include "gossip/event_kind.hpp"
 #include "gossip/half.hpp"
+#include "gossip/layer_table.hpp"
 
 namespace gossip {
 
@@ -80,41 +81,6 @@ struct DataConfig {
 
 /// A tensor's shape per sample: [features] or [channels, height, width].
 using Shape = std::vector<int>;
-
-/// One layer of model.layers. Fields a type does not use stay 0.
-/// model.layers: every layer type, one row each (its name in configs, fingerprints and
-/// messages; its keys, shape and counts are its row in src/config/layer_specs.cpp).
-#define GOSSIP_LAYERS(X)                                                                        \
-  X(kLinear, "linear", "fully connected: out features, with a bias")                           \
-  X(kConv2d, "conv2d", "2-D convolution: out_channels, kernel, stride (1), padding (0), a bias") \
-  X(kMaxPool2d, "maxpool2d", "the maximum of each kernel x kernel window, stride (the kernel)")  \
-  X(kAvgPool2d, "avgpool2d", "the mean of each kernel x kernel window, stride (the kernel)")     \
-  X(kRelu, "relu", "max(x, 0)")                                                                \
-  X(kFlatten, "flatten", "[channels, height, width] to one flat vector")                        \
-  X(kDropout, "dropout", "zeroes each value with probability p while training")               \
-  X(kGroupNorm, "groupnorm", "normalises each group of channels, then a learned scale and shift") \
-  X(kBatchNorm, "batchnorm",                                                                    \
-    "normalises each channel over the batch, then a learned scale and shift; its running mean " \
-    "and variance (evaluation mode) are in the flat buffer, mixed with the parameters")        \
-  X(kResidual, "residual",                                                                      \
-    "a basic residual block: conv3x3(stride)-batchnorm-relu-conv3x3-batchnorm plus the input " \
-    "(through conv1x1(stride)-batchnorm where the shape changes), then relu")                   \
-  X(kGlobalAvgPool, "globalavgpool", "the mean of each channel over the image: [c, h, w] to [c]")
-
-/// layer_table(): every layer type, in the order docs and messages list them; layer_name().
-GOSSIP_NAMED_CHOICE(LayerKind, GOSSIP_LAYERS, layer_table, layer_name)
-/// Writes the layer type's name (messages, test output).
-inline std::ostream& operator<<(std::ostream& os, LayerKind kind) { return os << layer_name(kind); }
-
-struct LayerConfig {
-  LayerKind type = LayerKind::kRelu;
-  int out = 0;       // linear: output features; conv2d, residual: out_channels
-  int kernel = 0;    // conv2d, maxpool2d, avgpool2d: square kernel size
-  int stride = 0;    // conv2d, residual (1 when not given); pooling (the kernel when not given)
-  int padding = 0;   // conv2d: zeros on each side
-  int groups = 0;    // groupnorm: channel groups (must divide the channels)
-  double p = 0.0;    // dropout: probability of dropping an element, in [0, 1)
-};
 
 /// The model: an input shape and a stack of layers, softmax cross-entropy on the last layer's
 /// output (which must be flat with data.classes entries).

@@ -91,9 +91,9 @@ LayerConfig read_layer(const Reader& r, const Node& item, const std::string& nam
   if (fields.defined() && !fields.is_null()) {
     if (!fields.is_map())
       r.fail(fields, name, cat(type, ": expected a map of fields, got ", fields.describe()));
-    r.each(fields, name, layer_handlers(r, spec.keys, l));
+    r.each(fields, name, layer_handlers(r, spec.key_list(), l));
   }
-  for (const LayerKey& key : spec.keys) {
+  for (const LayerKey& key : spec.key_list()) {
     const bool given = !key.required || (fields.is_map() && fields[key.name].defined());
     if (!given)
       r.fail(item, name, cat(type, " needs the field '", key.name, "'"));

@@ -1,7 +1,7 @@
-// config/layer_specs.cpp: the row of each layer type (gossip/layer_spec.hpp) and the shape
-// functions and counts the rows name. The counts here are what the built layers report
-// (src/model checks them against each other when it builds a model), so a handshake can compare
-// a model's size without building it.
+// config/layer_specs.cpp: each layer type's spec from its row of GOSSIP_LAYERS
+// (gossip/layer_table.hpp, gossip/layer_spec.hpp), and the shape rules and counts the rows name.
+// The counts here are what the built layers report (src/model checks them against each other
+// when it builds a model), so a handshake can compare a model's size without building it.
 #include <array>
 
 #include "gossip/layer_spec.hpp"
@@ -155,52 +155,26 @@ void residual_fingerprint(std::ostream& os, const LayerConfig& l) {
   os << l.out << "s" << l.stride;
 }
 
-constexpr LayerKey kLinearKeys[] = {{.name = "out", .whole = &LayerConfig::out, .required = true}};
-constexpr LayerKey kConv2dKeys[] = {
-    {.name = "out_channels", .whole = &LayerConfig::out, .required = true},
-    {.name = "kernel", .whole = &LayerConfig::kernel, .required = true},
-    {.name = "stride", .whole = &LayerConfig::stride},
-    {.name = "padding", .whole = &LayerConfig::padding, .zero_allowed = true}};
-constexpr LayerKey kPoolKeys[] = {
-    {.name = "kernel", .whole = &LayerConfig::kernel, .required = true},
-    {.name = "stride", .whole = &LayerConfig::stride}};
-constexpr LayerKey kDropoutKeys[] = {{.name = "p", .fraction = &LayerConfig::p, .required = true}};
-constexpr LayerKey kGroupNormKeys[] = {
-    {.name = "groups", .whole = &LayerConfig::groups, .required = true}};
-constexpr LayerKey kResidualKeys[] = {
-    {.name = "out_channels", .whole = &LayerConfig::out, .required = true},
-    {.name = "stride", .whole = &LayerConfig::stride}};
+/// Both pooling rows' keys.
+constexpr LayerKeys kPoolKeys{
+    LayerKey{.name = "kernel", .whole = &LayerConfig::kernel, .required = true},
+    LayerKey{.name = "stride", .whole = &LayerConfig::stride}};
 
-using enum LayerKind;
+// Each row's spec: its columns after the make_ function (src/model's) are LayerSpec's fields
+// after its kind.
+#define GOSSIP_LAYER_SPEC(id, name, summary, make, ...) \
+  LayerSpec{.kind = LayerKind::id, __VA_ARGS__},
+constexpr std::array<LayerSpec, kLayerKinds> kSpecs{{GOSSIP_LAYERS(GOSSIP_LAYER_SPEC)}};
+#undef GOSSIP_LAYER_SPEC
 
-constexpr std::array<LayerSpec, kLayerKinds> kSpecs{{
-    {.kind = kLinear, .keys = kLinearKeys, .out = linear_shape, .params = linear_params,
-     .fingerprint = linear_fingerprint},
-    {.kind = kConv2d, .keys = kConv2dKeys, .starts = {.stride = 1}, .out = conv2d_shape,
-     .params = conv2d_params, .fingerprint = conv2d_fingerprint},
-    {.kind = kMaxPool2d, .keys = kPoolKeys, .stride_defaults_to_kernel = true,
-     .out = pool2d_shape, .fingerprint = pool2d_fingerprint},
-    {.kind = kAvgPool2d, .keys = kPoolKeys, .stride_defaults_to_kernel = true,
-     .out = pool2d_shape, .fingerprint = pool2d_fingerprint},
-    {.kind = kRelu, .out = same_shape},
-    {.kind = kFlatten, .out = flat_shape},
-    {.kind = kDropout, .keys = kDropoutKeys, .starts = {.p = -1.0}, .out = dropout_shape,
-     .fingerprint = dropout_fingerprint},
-    {.kind = kGroupNorm, .keys = kGroupNormKeys, .out = group_norm_shape, .params = norm_params,
-     .fingerprint = group_norm_fingerprint},
-    {.kind = kBatchNorm, .out = same_shape, .params = norm_params, .buffers = batch_norm_buffers},
-    {.kind = kResidual, .keys = kResidualKeys, .starts = {.stride = 1}, .out = residual_shape,
-     .params = residual_params, .buffers = residual_buffers, .fingerprint = residual_fingerprint},
-    {.kind = kGlobalAvgPool, .out = global_avg_pool_shape},
-}};
-
-/// Every row in enum order, each with a shape: layer_spec() indexes the table by the kind.
+/// Every row in enum order (the table is made from the enum's own rows) and with a shape:
+/// layer_spec() indexes the table by the kind.
 constexpr bool rows_complete() {
   for (std::size_t i = 0; i < kSpecs.size(); ++i)
     if (static_cast<std::size_t>(kSpecs[i].kind) != i || kSpecs[i].out == nullptr) return false;
   return true;
 }
-static_assert(rows_complete(), "kSpecs needs one row per LayerKind, in GOSSIP_LAYERS order");
+static_assert(rows_complete(), "every row of GOSSIP_LAYERS needs its shape (.out)");
 
 }  // namespace
 

@@ -49,11 +49,12 @@ class BatchNorm final : public Layer {
 
 }  // namespace
 
-std::unique_ptr<Layer> make_batch_norm(Backend& b, const Shape& in, int) {
+std::unique_ptr<Layer> make_batch_norm(const LayerBuild& b) {
+  const Shape& in = b.in;
   BatchNormGeom g;
   g.c = in[0];
   g.spatial = in.size() == 3 ? in[1] * in[2] : 1;
-  return std::make_unique<BatchNorm>(b, g);
+  return std::make_unique<BatchNorm>(b.backend, g);
 }
 
 }  // namespace gossip

@@ -104,8 +104,10 @@ class Conv2d final : public Layer {
 
 }  // namespace
 
-std::unique_ptr<Layer> make_conv2d(Backend& b, const LayerConfig& l, const Shape& in,
-                                   const Shape& out, bool relu, int max_batch) {
+std::unique_ptr<Layer> make_conv2d(const LayerBuild& b) {
+  const LayerConfig& l = b.config;
+  const Shape& in = b.in;
+  const Shape& out = b.out;
   GOSSIP_CHECK(in.size() == 3 && out.size() == 3);
   ConvGeom g;
   g.c = in[0];
@@ -119,7 +121,7 @@ std::unique_ptr<Layer> make_conv2d(Backend& b, const LayerConfig& l, const Shape
   g.ow = out[2];
   GOSSIP_CHECK_EQ(g.oh, conv_out_size(g.h, g.k, g.stride, g.pad));
   GOSSIP_CHECK_EQ(g.ow, conv_out_size(g.w, g.k, g.stride, g.pad));
-  return std::make_unique<Conv2d>(b, g, relu, max_batch);
+  return std::make_unique<Conv2d>(b.backend, g, b.relu, b.max_batch);
 }
 
 }  // namespace gossip

@@ -55,10 +55,12 @@ class Dropout final : public Layer {
 
 }  // namespace
 
-std::unique_ptr<Layer> make_relu(const Shape& in) { return std::make_unique<Relu>(shape_size(in)); }
-std::unique_ptr<Layer> make_flatten() { return std::make_unique<Flatten>(); }
-std::unique_ptr<Layer> make_dropout(const LayerConfig& l, const Shape& in) {
-  return std::make_unique<Dropout>(static_cast<float>(l.p), shape_size(in));
+std::unique_ptr<Layer> make_relu(const LayerBuild& b) {
+  return std::make_unique<Relu>(shape_size(b.in));
+}
+std::unique_ptr<Layer> make_flatten(const LayerBuild&) { return std::make_unique<Flatten>(); }
+std::unique_ptr<Layer> make_dropout(const LayerBuild& b) {
+  return std::make_unique<Dropout>(static_cast<float>(b.config.p), shape_size(b.in));
 }
 
 }  // namespace gossip

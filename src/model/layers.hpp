@@ -1,6 +1,7 @@
-// model/layers.hpp: the layer interface the Model runs, and one factory per layer type. A layer
-// owns no parameters: it is told its offset into the flat parameter and gradient buffers, and
-// keeps only its scratch (arg-max indices, group statistics, im2col workspace).
+// model/layers.hpp: the layer interface the Model runs, and one make_ function per layer type
+// (named by its row of GOSSIP_LAYERS, declared here from the rows). A layer owns no parameters:
+// it is told its offset into the flat parameter and gradient buffers, and keeps only its scratch
+// (arg-max indices, group statistics, im2col workspace).
 #pragma once
 #if !defined(GOSSIP_ROOM_MODEL)
 #error "src/model/layers.hpp belongs to room model, which this room does not use (see the room table in meson.build)"
@@ -65,23 +66,24 @@ class Layer {
   std::int64_t buffer_offset_ = 0;
 };
 
-/// Each factory takes the layer's config, its input and output shapes, whether a following
-/// ReLU is folded into it (linear, conv2d), and the largest batch it will see.
-std::unique_ptr<Layer> make_linear(Backend& b, const Shape& in, const Shape& out, bool relu);
-std::unique_ptr<Layer> make_conv2d(Backend& b, const LayerConfig& l, const Shape& in,
-                                   const Shape& out, bool relu, int max_batch);
-std::unique_ptr<Layer> make_pool(Backend& b, const LayerConfig& l, const Shape& in,
-                                 const Shape& out, int max_batch);
-std::unique_ptr<Layer> make_group_norm(Backend& b, const LayerConfig& l, const Shape& in,
-                                       int max_batch);
-std::unique_ptr<Layer> make_batch_norm(Backend& b, const Shape& in, int max_batch);
-/// Global average pooling: average pooling whose window is the whole (square) plane.
-std::unique_ptr<Layer> make_global_avg_pool(Backend& b, const Shape& in, int max_batch);
-/// A basic residual block (LayerKind::kResidual) from `in` to `out`; its sublayers live inside it.
-std::unique_ptr<Layer> make_residual(Backend& b, const LayerConfig& l, const Shape& in,
-                                     const Shape& out, int max_batch);
-std::unique_ptr<Layer> make_relu(const Shape& in);
-std::unique_ptr<Layer> make_flatten();
-std::unique_ptr<Layer> make_dropout(const LayerConfig& l, const Shape& in);
+/// What building one layer takes: its config, its input and output shapes, whether the ReLU
+/// after it is folded in (its spec's folds_relu, where a ReLU follows), and the largest batch it
+/// will see.
+struct LayerBuild {
+  Backend& backend;
+  const LayerConfig& config;
+  const Shape& in;
+  const Shape& out;
+  bool relu;
+  int max_batch;
+};
+
+/// The make_ functions GOSSIP_LAYERS names (gossip/layer_table.hpp), one per layer's source file
+/// (maxpool2d and avgpool2d share make_pool), all of one signature so the model builds every
+/// layer through its row.
+#define GOSSIP_LAYER_DECLARE_MAKE(id, name, summary, make, ...) \
+  std::unique_ptr<Layer> make(const LayerBuild& b);
+GOSSIP_LAYERS(GOSSIP_LAYER_DECLARE_MAKE)
+#undef GOSSIP_LAYER_DECLARE_MAKE
 
 }  // namespace gossip

@@ -54,9 +54,9 @@ class Linear final : public Layer {
 
 }  // namespace
 
-std::unique_ptr<Layer> make_linear(Backend&, const Shape& in, const Shape& out, bool relu) {
-  GOSSIP_CHECK(in.size() == 1 && out.size() == 1);
-  return std::make_unique<Linear>(in[0], out[0], relu);
+std::unique_ptr<Layer> make_linear(const LayerBuild& b) {
+  GOSSIP_CHECK(b.in.size() == 1 && b.out.size() == 1);
+  return std::make_unique<Linear>(b.in[0], b.out[0], b.relu);
 }
 
 }  // namespace gossip

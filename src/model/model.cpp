@@ -1,8 +1,9 @@
 // model/model.cpp: the layer stack over the flat buffers. Building walks the config with the
-// shapes infer_shapes found (folding each ReLU that follows linear or conv2d into it), gives each
-// layer its offset in the flat buffer, and sizes one activation buffer per layer plus two
-// ping-pong gradient buffers. Backward runs the layers in reverse and stops after the first
-// layer with parameters: no input gradient is formed that nothing consumes.
+// shapes infer_shapes found, makes each layer with its row's make_ function (folding each ReLU
+// that follows a layer whose spec folds it, linear or conv2d, into it), gives each layer its
+// offset in the flat buffer, and sizes one activation buffer per layer plus two ping-pong
+// gradient buffers. Backward runs the layers in reverse and stops after the first layer with
+// parameters: no input gradient is formed that nothing consumes.
 #include <algorithm>
 #include <array>
 #include <functional>
@@ -45,75 +46,15 @@ std::vector<int> mlp_sizes(const ModelConfig& m) {
   return sizes;
 }
 
-/// What building one layer takes: its config, its input and output shapes, whether the ReLU
-/// after it is folded in, and the largest batch it will see.
-struct LayerBuild {
-  Backend& backend;
-  const LayerConfig& config;
-  const Shape& in;
-  const Shape& out;
-  bool relu;
-  int max_batch;
-};
-
-/// The model room's half of a layer type's row (the config room's is gossip/layer_spec.hpp):
-/// how it is built, and whether a ReLU after it runs inside it.
-struct LayerBuilder {
-  LayerKind kind;
-  std::unique_ptr<Layer> (*build)(const LayerBuild& b);
-  bool folds_relu = false;
-};
-
-using enum LayerKind;
-
-constexpr std::array<LayerBuilder, kLayerKinds> kBuilders{{
-    {.kind = kLinear,
-     .build = [](const LayerBuild& b) { return make_linear(b.backend, b.in, b.out, b.relu); },
-     .folds_relu = true},
-    {.kind = kConv2d,
-     .build = [](const LayerBuild& b) {
-       return make_conv2d(b.backend, b.config, b.in, b.out, b.relu, b.max_batch);
-     },
-     .folds_relu = true},
-    {.kind = kMaxPool2d,
-     .build = [](const LayerBuild& b) {
-       return make_pool(b.backend, b.config, b.in, b.out, b.max_batch);
-     }},
-    {.kind = kAvgPool2d,
-     .build = [](const LayerBuild& b) {
-       return make_pool(b.backend, b.config, b.in, b.out, b.max_batch);
-     }},
-    {.kind = kRelu, .build = [](const LayerBuild& b) { return make_relu(b.in); }},
-    {.kind = kFlatten, .build = [](const LayerBuild&) { return make_flatten(); }},
-    {.kind = kDropout, .build = [](const LayerBuild& b) { return make_dropout(b.config, b.in); }},
-    {.kind = kGroupNorm,
-     .build = [](const LayerBuild& b) {
-       return make_group_norm(b.backend, b.config, b.in, b.max_batch);
-     }},
-    {.kind = kBatchNorm,
-     .build = [](const LayerBuild& b) { return make_batch_norm(b.backend, b.in, b.max_batch); }},
-    {.kind = kResidual,
-     .build = [](const LayerBuild& b) {
-       return make_residual(b.backend, b.config, b.in, b.out, b.max_batch);
-     }},
-    {.kind = kGlobalAvgPool,
-     .build = [](const LayerBuild& b) {
-       return make_global_avg_pool(b.backend, b.in, b.max_batch);
-     }},
-}};
-
-/// Every row in enum order: builder() indexes the table by the kind.
-constexpr bool builders_complete() {
-  for (std::size_t i = 0; i < kBuilders.size(); ++i)
-    if (static_cast<std::size_t>(kBuilders[i].kind) != i || !kBuilders[i].build) return false;
-  return true;
-}
-static_assert(builders_complete(), "kBuilders needs one row per LayerKind, in GOSSIP_LAYERS order");
-
-const LayerBuilder& builder(LayerKind kind) { return kBuilders[static_cast<std::size_t>(kind)]; }
+/// Each layer type's make_ function, from its row of GOSSIP_LAYERS (declared in
+/// src/model/layers.hpp, defined in the layer's own file), in enum order: indexed by the kind.
+using LayerMake = std::unique_ptr<Layer> (*)(const LayerBuild& b);
+#define GOSSIP_LAYER_MAKE(id, name, summary, make, ...) &make,
+constexpr std::array<LayerMake, kLayerKinds> kMakes{GOSSIP_LAYERS(GOSSIP_LAYER_MAKE)};
+#undef GOSSIP_LAYER_MAKE
 
 bool folds_relu(const ModelConfig& m, std::size_t i) {
-  return builder(m.layers[i].type).folds_relu && i + 1 < m.layers.size() &&
+  return layer_spec(m.layers[i].type).folds_relu && i + 1 < m.layers.size() &&
          m.layers[i + 1].type == LayerKind::kRelu;
 }
 
@@ -183,7 +124,8 @@ Model::Model(Backend& backend, const ModelConfig& config, int max_batch, int max
 std::int64_t Model::add_layer(const LayerConfig& l, const Shape& in, const Shape& out, bool relu,
                               int max_batch, std::int64_t offset) {
   LayerInfo info{layer_name(l.type), in, out};
-  std::unique_ptr<Layer> layer = builder(l.type).build({*backend_, l, in, out, relu, max_batch});
+  std::unique_ptr<Layer> layer =
+      kMakes[static_cast<std::size_t>(l.type)]({*backend_, l, in, out, relu, max_batch});
   // The row's counts are what a model's size is known by before it is built (flat_size, the
   // handshake): the layer must keep exactly those.
   const LayerSpec& spec = layer_spec(l.type);

@@ -42,14 +42,14 @@ class GroupNorm final : public Layer {
 
 }  // namespace
 
-std::unique_ptr<Layer> make_group_norm(Backend& b, const LayerConfig& l, const Shape& in,
-                                       int max_batch) {
+std::unique_ptr<Layer> make_group_norm(const LayerBuild& b) {
+  const Shape& in = b.in;
   GroupNormGeom g;
   g.c = in[0];
   g.spatial = in.size() == 3 ? in[1] * in[2] : 1;
-  g.groups = l.groups;
+  g.groups = b.config.groups;
   GOSSIP_CHECK(g.groups > 0 && g.c % g.groups == 0);
-  return std::make_unique<GroupNorm>(b, g, max_batch);
+  return std::make_unique<GroupNorm>(b.backend, g, b.max_batch);
 }
 
 }  // namespace gossip

@@ -33,8 +33,10 @@ class Pool final : public Layer {
 
 }  // namespace
 
-std::unique_ptr<Layer> make_pool(Backend& b, const LayerConfig& l, const Shape& in,
-                                 const Shape& out, int max_batch) {
+std::unique_ptr<Layer> make_pool(const LayerBuild& b) {
+  const LayerConfig& l = b.config;
+  const Shape& in = b.in;
+  const Shape& out = b.out;
   GOSSIP_CHECK(in.size() == 3 && out.size() == 3);
   PoolGeom g;
   g.c = in[0];
@@ -45,15 +47,17 @@ std::unique_ptr<Layer> make_pool(Backend& b, const LayerConfig& l, const Shape& 
   g.oh = out[1];
   g.ow = out[2];
   GOSSIP_CHECK_EQ(g.oh, conv_out_size(g.h, g.k, g.stride, 0));
-  return std::make_unique<Pool>(b, g, l.type == LayerKind::kMaxPool2d, max_batch);
+  return std::make_unique<Pool>(b.backend, g, l.type == LayerKind::kMaxPool2d, b.max_batch);
 }
 
-std::unique_ptr<Layer> make_global_avg_pool(Backend& b, const Shape& in, int max_batch) {
+std::unique_ptr<Layer> make_global_avg_pool(const LayerBuild& b) {
+  const Shape& in = b.in;
   GOSSIP_CHECK(in.size() == 3 && in[1] == in[2]);
   LayerConfig l;
   l.type = LayerKind::kAvgPool2d;
   l.kernel = l.stride = in[1];
-  return make_pool(b, l, in, {in[0], 1, 1}, max_batch);
+  const Shape pooled{in[0], 1, 1};
+  return make_pool({b.backend, l, in, pooled, false, b.max_batch});
 }
 
 }  // namespace gossip

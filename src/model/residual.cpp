@@ -21,16 +21,17 @@ class Residual final : public Layer {
         projection_(in[0] != out[0] || in[1] != out[1] || in[2] != out[2]) {
     LayerConfig c3{.type = LayerKind::kConv2d, .out = out[0], .kernel = 3, .stride = stride,
                    .padding = 1, .groups = 0, .p = 0.0};
-    conv1_ = make_conv2d(b, c3, in, out, false, max_batch);
-    bn1_ = make_batch_norm(b, out, max_batch);
+    const LayerConfig bn{.type = LayerKind::kBatchNorm};
+    conv1_ = make_conv2d({b, c3, in, out, false, max_batch});
+    bn1_ = make_batch_norm({b, bn, out, out, false, max_batch});
     c3.stride = 1;
-    conv2_ = make_conv2d(b, c3, out, out, false, max_batch);
-    bn2_ = make_batch_norm(b, out, max_batch);
+    conv2_ = make_conv2d({b, c3, out, out, false, max_batch});
+    bn2_ = make_batch_norm({b, bn, out, out, false, max_batch});
     if (projection_) {
       LayerConfig c1{.type = LayerKind::kConv2d, .out = out[0], .kernel = 1, .stride = stride,
                      .padding = 0, .groups = 0, .p = 0.0};
-      conv_s_ = make_conv2d(b, c1, in, out, false, max_batch);
-      bn_s_ = make_batch_norm(b, out, max_batch);
+      conv_s_ = make_conv2d({b, c1, in, out, false, max_batch});
+      bn_s_ = make_batch_norm({b, bn, out, out, false, max_batch});
     }
     const auto n = static_cast<std::size_t>(max_batch) * static_cast<std::size_t>(out_size_);
     for (auto* a : {&a1_, &b1_, &r1_, &a2_, &b2_, &g1_, &g2_}) *a = DeviceArray<float>(b, n);
@@ -130,10 +131,9 @@ class Residual final : public Layer {
 
 }  // namespace
 
-std::unique_ptr<Layer> make_residual(Backend& b, const LayerConfig& l, const Shape& in,
-                                     const Shape& out, int max_batch) {
-  GOSSIP_CHECK(in.size() == 3 && out.size() == 3);
-  return std::make_unique<Residual>(b, in, out, l.stride, max_batch);
+std::unique_ptr<Layer> make_residual(const LayerBuild& b) {
+  GOSSIP_CHECK(b.in.size() == 3 && b.out.size() == 3);
+  return std::make_unique<Residual>(b.backend, b.in, b.out, b.config.stride, b.max_batch);
 }
 
 }  // namespace gossip
