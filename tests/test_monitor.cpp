@@ -330,6 +330,53 @@ TEST_CASE("membership: an insider's inflated claims cannot outrank a peer's own 
   CHECK(m.view()[0] == Member{mine + 1, MemberState::kAlive});
 }
 
+TEST_CASE("membership: a restarted peer adopts its first neighbour's view, then caps again",
+          "[monitor][membership]") {
+  // Peer 0 restarted into a network where peer 2 refuted its way to incarnation 5 and peer 3
+  // died at 4: its fresh view knows them at 0.
+  Membership m(4, 0, 3, 0.0);
+  m.adopt_next_view();
+  PeerView first = everyone(4, 1, {0, MemberState::kAlive});
+  first.members[2] = Member{5, MemberState::kAlive};
+  first.members[3] = Member{4, MemberState::kDead};
+  m.merge(first, 10, 0.0);
+  CHECK(m.adopted_views() == 1);
+  CHECK(m.view()[2] == Member{5, MemberState::kAlive});    // where the network has it
+  CHECK(m.view()[3] == Member{4, MemberState::kSuspect});  // a death it did not see: suspected
+  CHECK(m.inflated_claims() == 0);
+  // The next view is capped as any: an alive claim one past what peer 0 knows at most.
+  PeerView next = everyone(4, 1, {0, MemberState::kAlive});
+  next.members[2] = Member{9, MemberState::kAlive};
+  next.members[3] = Member{4, MemberState::kDead};
+  m.merge(next, 11, 0.0);
+  CHECK(m.view()[2] == Member{6, MemberState::kAlive});
+  CHECK(m.inflated_claims() == 1);
+}
+
+TEST_CASE("membership: a suspicion one past the incarnation a peer knows is believed there",
+          "[monitor][membership]") {
+  // Peer 0 holds peer 2 dead (at 0: the claim of 4 was more than one past what it knew) and
+  // never heard 2's refutation (1); a neighbour that did suspects 2 again at 1. Believed at 1,
+  // so that peer 0 passes it on to 2, which refutes past it; capped to 0 it would change
+  // nothing, and 2 would never hear of it.
+  Membership m(4, 0, 1, 0.0);
+  PeerView dead = everyone(4, 1, {0, MemberState::kAlive});
+  dead.members[2] = Member{4, MemberState::kDead};
+  m.merge(dead, 1, 0.0);
+  CHECK(m.view()[2] == Member{0, MemberState::kSuspect});
+  m.tick(3, 1.0);
+  CHECK(m.view()[2] == Member{0, MemberState::kDead});
+  PeerView again = everyone(4, 1, {0, MemberState::kAlive});
+  again.members[2] = Member{1, MemberState::kSuspect};
+  m.merge(again, 4, 2.0);
+  CHECK(m.view()[2] == Member{1, MemberState::kSuspect});  // one past: believed
+  PeerView far = everyone(4, 1, {0, MemberState::kAlive});
+  far.members[2] = Member{3, MemberState::kDead};
+  m.merge(far, 5, 3.0);
+  CHECK(m.view()[2] == Member{1, MemberState::kSuspect});  // further ahead: at what is known
+  CHECK(m.inflated_claims() == 2);
+}
+
 TEST_CASE("membership: a neighbour heard directly is not suspected on another peer's word",
           "[monitor][membership]") {
   Membership m(4, 0, 1, 0.0);

@@ -1188,6 +1188,26 @@ TEST_CASE("chaos: 300 seeded random faults on 64 peers, and the record is the sc
     for (int d : e.dead) CHECK_FALSE(std::binary_search(seen.begin(), seen.end(), d));
   }
   CHECK(partitions > 0);
+  // Every live peer that still hears a live neighbour holds exactly the truth's dead: each
+  // death reached it, and each restart's refutation too (a restarted peer adopts its first
+  // neighbour's view; a suspicion one past what a peer knows is believed, so the suspected
+  // peer hears of it and refutes again). A peer whose in-neighbours are all dead hears nobody,
+  // and its view stays as it was when the last of them died.
+  std::vector<std::vector<int>> held(64);
+  for (const auto& e : r.member_events) held[e.peer] = e.dead;
+  std::vector<int> truth_dead = truth.dead_at_end;
+  std::sort(truth_dead.begin(), truth_dead.end());
+  int hearing = 0;
+  for (int p = 0; p < 64; ++p) {
+    bool hears = false;
+    for (const auto& nb : t.in_neighbours(p, rounds - 1)) hears = hears || (nb.peer != p && alive[nb.peer]);
+    if (!alive[p] || !hears) continue;
+    ++hearing;
+    std::sort(held[p].begin(), held[p].end());
+    INFO("peer " << p);
+    CHECK(held[p] == truth_dead);
+  }
+  CHECK(hearing > 20);
 }
 
 TEST_CASE("simulated faults: a cut link that leaves a path is probed around, and nobody dies",
@@ -1830,3 +1850,4 @@ TEST_CASE("train.backend: cuda runs the virtual peers on the GPU, refused where 
                     Catch::Contains("train.backend: cuda, but the pure-averaging mode "
                                     "(sim.consensus_rounds) runs on the CPU"));
 }
+

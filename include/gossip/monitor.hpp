@@ -151,6 +151,14 @@ class Membership {
   /// directly right now (nullptr: no such knowledge, as in the simulator).
   void merge(const PeerView& view, std::int64_t round, double now = 0.0,
              const std::vector<int>* direct = nullptr);
+  /// This peer (re)joins a running network with a view that knows nothing of it: the first
+  /// view merged after this is believed at the incarnations it gives (its deaths still only
+  /// suspicions here), as a newcomer takes its first neighbour's word for where everybody
+  /// stands; the caps apply again from the next. Without it, a rejoiner that knows a peer at
+  /// incarnation 0 learns that peer's refutations one step a view, and the old deaths that
+  /// other views still carry bury it again at each step (counted in adopted_views()).
+  void adopt_next_view() { adopt_next_ = true; }
+  std::uint64_t adopted_views() const { return adopted_; }
   /// Turns suspicions held long enough into deaths; call once a round, after merging. Peers in
   /// `hold` (heard directly right now, or vouched for by an indirect probe's ack) stay
   /// suspected instead, for at most kMaxHeldSuspicion seconds of suspicion (counted in
@@ -185,6 +193,8 @@ class Membership {
   // peers it concerns, so that 10,000 virtual peers do not hold 10,000 of each apiece.
   std::vector<Member> view_;
   std::unordered_map<int, std::uint32_t> announced_;  // highest incarnation seen alive (> 0)
+  bool adopt_next_ = false;  // adopt_next_view(): the next view merged is taken uncapped
+  std::uint64_t adopted_ = 0;
   struct Suspicion {
     std::int64_t round = 0;  // this peer's round when it began suspecting
     double since = 0.0;      // and at what time
@@ -310,7 +320,8 @@ class MonitoredExchange final : public ForwardingExchange {
     tags_per_round_ = std::max(1, tags);
     inner_->set_tags_per_round(tags);
   }
-  /// A restarted peer: a fresh view (incarnation 0, everyone alive), as a new process has.
+  /// A restarted peer: a fresh view (incarnation 0, everyone alive), as a new process has, that
+  /// adopts the first view it merges (Membership::adopt_next_view).
   void restart();
   /// Round deadlines that follow the measured round time (real peers, whose transport hears
   /// heartbeats): after kDeadlineWarmup rounds, a neighbour that heartbeats but has not sent

@@ -124,6 +124,8 @@ void Membership::merge(const PeerView& v, std::int64_t round, double now,
         return;
       }
   }
+  const bool adopt = std::exchange(adopt_next_, false);
+  adopted_ += adopt;
   for (int b : differ) {
     for (int q = b; q < std::min(b + kMergeBlock, n); ++q) {
       Member theirs = v.members[q];
@@ -132,14 +134,19 @@ void Membership::merge(const PeerView& v, std::int64_t round, double now,
         continue;
       }
       if (theirs == view_[q]) continue;  // the common case: nothing to learn (and nothing capped)
-      // Only q raises q's incarnation: an alive entry may carry q's refutation one past what we
-      // know; anything else is believed at most at the incarnation q is known to have had.
+      // Only q raises q's incarnation: an entry may carry q's refutation one past what we know
+      // (alive, or already suspected again there: without the latter, a peer that missed the
+      // refutation would hold q at its old death, and q, which never hears of a suspicion at
+      // its new incarnation from it, would never refute again); an alive claim further ahead is
+      // lowered to that, anything else further ahead believed at most at the incarnation q is
+      // known to have had.
       const auto a = announced_.find(q);
       const std::uint32_t known =
           std::max(a == announced_.end() ? 0u : a->second, view_[q].incarnation);
-      const std::uint32_t cap = theirs.state == MemberState::kAlive && known < UINT32_MAX
-                                    ? known + 1 : known;
-      if (theirs.incarnation > cap) {
+      const bool next = known < UINT32_MAX && theirs.incarnation == known + 1;
+      const std::uint32_t cap =
+          known < UINT32_MAX && (theirs.state == MemberState::kAlive || next) ? known + 1 : known;
+      if (theirs.incarnation > cap && !adopt) {
         ++inflated_;
         theirs.incarnation = cap;
       }
@@ -207,6 +214,7 @@ MonitoredExchange::MonitoredExchange(Exchange& inner, MembershipChannel& channel
 
 void MonitoredExchange::restart() {
   membership_ = Membership(inner_->size(), inner_->rank(), dead_after_rounds_, dead_after_s_);
+  membership_.adopt_next_view();
   last_sent_ = kNeverSent;
   talked_to_.clear();
   prober_ = Prober(inner_->size(), inner_->rank());

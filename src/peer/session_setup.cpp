@@ -71,6 +71,9 @@ void PeerSession::Impl::monitor_transport() {
                                               config.train.seed);
   exchange = std::make_unique<MonitoredExchange>(faulted->top(), faulted->membership(),
                                                  config.monitor);
+  // Started again into a running network: its first neighbour's view says where everybody
+  // stands (Membership::adopt_next_view).
+  if (opt.rejoin) exchange->membership().adopt_next_view();
 }
 
 /// net.metrics_port: serves /metrics on metrics_host:metrics_port + rank. A port that cannot
