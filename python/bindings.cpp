@@ -19,6 +19,7 @@
 #include <utility>
 #include <unistd.h>
 
+#include "gossip/checkpoint.hpp"
 #include "gossip/choice.hpp"
 #include "gossip/config.hpp"
 #include "gossip/core.hpp"
@@ -360,6 +361,13 @@ void bind_functions(py::module_& m) {
     }
     return rows;
   }, "Every gossip algorithm's row of the algorithm table: its name, summary and traits.");
+  m.def("valid_checkpoints", [](const std::string& dir, int rank) {
+    std::vector<std::string> refused;
+    auto rounds = valid_checkpoints(dir, rank, &refused);
+    return py::make_tuple(rounds, refused);
+  }, py::arg("dir"), py::arg("rank"),
+     "The rounds of DIR's checkpoints that decode and are rank RANK's, ascending, and what was "
+     "refused (\"FILE: why\" each).");
   bind_data_functions(m);
   bind_topology_functions(m);
 }

@@ -26,8 +26,24 @@
 
 namespace gossip {
 
+/// A worker of PyTorch's torchrun (its elastic agent sets TORCHELASTIC_RUN_ID, RANK, WORLD_SIZE,
+/// LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT and TORCHELASTIC_RESTART_COUNT): rank R listens on
+/// port MASTER_PORT + 1 + R; on one node every rank is at MASTER_ADDR, across nodes only rank 0
+/// is listed there and the others announce `own_host` (signed records, learned).
+struct TorchRun {
+  std::string master_addr;
+  int master_port = 0;
+  int world_size = 0;        // WORLD_SIZE
+  int local_world_size = 0;  // LOCAL_WORLD_SIZE: ranks on this node (the world size: one node)
+  int restart_count = 0;     // TORCHELASTIC_RESTART_COUNT: > 0 once the agent restarted it
+  std::string run_id;        // TORCHELASTIC_RUN_ID (--rdzv_id; standalone: a fresh one a job)
+  std::string own_host;      // this node's address toward MASTER_ADDR (several nodes only)
+  bool one_node() const;
+};
+
 /// How this process was started: its rank and, under a launcher (Open MPI's mpirun, srun, an MPI
-/// launcher's PMI, a Kubernetes Indexed Job), how many ranks it started, its job and hosts.
+/// launcher's PMI, torchrun, a Kubernetes Indexed Job), how many ranks it started, its job and
+/// hosts.
 struct Launch {
   std::optional<int> rank;
   std::string rank_source;              // "--rank", "SLURM_PROCID", ... ("" when no rank)
@@ -39,6 +55,7 @@ struct Launch {
   std::vector<std::string> hosts;       // host of each rank (Slurm's node list, a hostfile)
   std::string hosts_source;
   std::string node;                     // the node the launcher says this rank is on
+  std::optional<TorchRun> torchrun;     // under torchrun: where the ranks listen
 };
 
 struct PeerOptions {
@@ -85,7 +102,8 @@ DoctorOutcome doctor(const RunConfig& config, const Topology& topology, const Pe
 /// The folder of rank `rank`'s files in the run folder `out_dir`: out_dir/peers/R.
 std::string peer_dir(const std::string& out_dir, int rank);
 
-/// Reads the rank from, in order: `cli` (--rank), GOSSIP_RANK, OMPI_COMM_WORLD_RANK (with
+/// Reads the rank from, in order: `cli` (--rank), torchrun's RANK (with WORLD_SIZE, MASTER_ADDR,
+/// MASTER_PORT, when TORCHELASTIC_RUN_ID says torchrun started it), GOSSIP_RANK, OMPI_COMM_WORLD_RANK (with
 /// OMPI_COMM_WORLD_SIZE and the job id), SLURM_PROCID of an srun task (with SLURM_NTASKS,
 /// SLURM_JOB_ID and the step's node list), PMI_RANK (with PMI_SIZE), JOB_COMPLETION_INDEX (a
 /// Kubernetes Indexed Job), else the trailing number of the host name (a StatefulSet pod

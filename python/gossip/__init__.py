@@ -25,7 +25,7 @@ import time
 import traceback
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
-from . import _gossip
+from . import _gossip, _torchrun
 
 __all__ = ["Peer", "topology", "sim", "load_idx", "learning_rate", "Evaluate"]
 
@@ -178,23 +178,41 @@ class Peer:
         self._launcher_dir: Optional[str] = None
 
     @classmethod
-    def from_env(cls) -> "Peer":
-        """The peer this process is: under `gossip run --exec` from the arguments the launcher
-        passes (GOSSIP_PEER_ARGS); otherwise the config from GOSSIP_CONFIG, the folder from
-        GOSSIP_OUT (default runs/peer), credentials from GOSSIP_TLS_DIR, and the rank as
-        gossip peer finds it (GOSSIP_RANK, OMPI_COMM_WORLD_RANK, SLURM_PROCID, PMI_RANK,
-        JOB_COMPLETION_INDEX, a StatefulSet pod's name)."""
+    def from_env(cls, config: Optional[Union[str, "os.PathLike[str]"]] = None) -> "Peer":
+        """The peer this process is. Under `gossip run --exec`: from the arguments the launcher
+        passes (GOSSIP_PEER_ARGS). Otherwise the run config is `config`, else GOSSIP_CONFIG,
+        else the script's first argument naming a .yaml file; the folder GOSSIP_OUT (default
+        runs/peer; under torchrun runs/torchrun-TORCHELASTIC_RUN_ID); credentials from
+        GOSSIP_TLS_DIR (or the config's net.tls); the rank as gossip peer finds it (torchrun's
+        RANK, GOSSIP_RANK, OMPI_COMM_WORLD_RANK, SLURM_PROCID, PMI_RANK, JOB_COMPLETION_INDEX,
+        a StatefulSet pod's name). Under torchrun the world size must be the topology's, the
+        addresses come from MASTER_ADDR and MASTER_PORT, and a worker torchrun started again
+        resumes from the newest checkpoint every worker holds (docs/python.md)."""
         given = os.environ.get("GOSSIP_PEER_ARGS")
         if given:
             peer = cls(args=json.loads(given))
             peer._launcher_dir = os.environ.get("GOSSIP_AVERAGE_DIR") or None
             return peer
-        config = os.environ.get("GOSSIP_CONFIG")
+        torchrun = _torchrun.active()
+        config = config or os.environ.get("GOSSIP_CONFIG") or _torchrun.config_argument(sys.argv)
         if not config:
-            raise ValueError("gossip.Peer.from_env: no GOSSIP_PEER_ARGS (set by gossip run "
-                             "--exec) and no GOSSIP_CONFIG naming the run config")
-        return cls(config, out=os.environ.get("GOSSIP_OUT"),
-                   tls_dir=os.environ.get("GOSSIP_TLS_DIR"))
+            under = "torchrun" if torchrun else "this launcher"
+            raise ValueError(f"gossip.Peer.from_env: no run config under {under}: give it as the "
+                             "script's argument (torchrun ... script.py CONFIG.yaml), set "
+                             "GOSSIP_CONFIG=CONFIG.yaml, or pass Peer.from_env(config=...); "
+                             "under gossip run --exec the launcher passes it (GOSSIP_PEER_ARGS)")
+        tls_dir = os.environ.get("GOSSIP_TLS_DIR")
+        if not torchrun:
+            return cls(config, out=os.environ.get("GOSSIP_OUT"), tls_dir=tls_dir)
+        out = _torchrun.folder()
+        start = _torchrun.Start()
+        if _torchrun.restart_count() > 0:
+            start = _torchrun.restart_start(out, int(os.environ["RANK"]),
+                                            int(os.environ["WORLD_SIZE"]))
+            print(f"gossip: rank {os.environ['RANK']}: torchrun restart "
+                  f"{_torchrun.restart_count()}: {start.why}", file=sys.stderr, flush=True)
+        return cls(config, out=out, tls_dir=tls_dir, resume_round=start.resume_round,
+                   rejoin=start.rejoin)
 
     @property
     def rank(self) -> int:

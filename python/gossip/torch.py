@@ -73,7 +73,8 @@ import torch
 
 from . import Evaluate, Peer, _gossip
 
-__all__ = ["flatten_parameters", "DecentralizedOptimizer", "model_name", "device_for"]
+__all__ = ["flatten_parameters", "DecentralizedOptimizer", "GossipDataParallel", "model_name",
+           "device_for"]
 
 _DEVICES = ("cpu", "cuda")
 
@@ -289,22 +290,32 @@ class DecentralizedOptimizer:
     def step(self, closure: Optional[Callable[[], Any]] = None) -> Any:
         """The wrapped optimizer's step, then a gossip round every `period` steps. Returns the
         closure's loss, as torch optimizers do. Once `stopped` it does nothing."""
-        if self._pending is None and self.peer.stop_due():  # --until-round: checkpoint saved
-            self.peer.stop()
-        if self.stopped:
+        if self._stop_if_due():
             return closure() if closure is not None else None
         loss = self.optimizer.step(closure)
-        self.steps += 1
-        if self.steps % self.period == 0:
-            if self.overlap:
-                self._apply()  # the round before this one
-                if self._after_round():
-                    return loss
-                self._start_round()
-            else:
-                self._mix()
-                self._after_round()
+        self._after_step()
         return loss
+
+    def _stop_if_due(self) -> bool:
+        """At --until-round (its checkpoint saved) the peer leaves; whether it has left."""
+        if self._pending is None and self.peer.stop_due():
+            self.peer.stop()
+        return self.stopped
+
+    def _after_step(self, round_due: bool = True) -> None:
+        """Counts a local step taken and, every `period` of them (unless `round_due` is False:
+        GossipDataParallel.no_sync()), runs the gossip round."""
+        self.steps += 1
+        if not round_due or self.steps % self.period != 0:
+            return
+        if self.overlap:
+            self._apply()  # the round before this one
+            if self._after_round():
+                return
+            self._start_round()
+        else:
+            self._mix()
+            self._after_round()
 
     def _after_round(self) -> bool:
         """What follows a settled round: a partition stop, a checkpoint, and with overlap
@@ -451,3 +462,126 @@ class DecentralizedOptimizer:
         for name, value in state.get("int_buffers", {}).items():
             if name in buffers:
                 buffers[name].copy_(value)
+
+
+class _NoOptimizer:
+    """GossipDataParallel's stand-in when it is given no optimizer: no state to checkpoint."""
+    param_groups: List[Dict[str, Any]] = []
+
+    def step(self, closure: Optional[Callable[[], Any]] = None) -> Any:
+        return closure() if closure is not None else None
+
+    def zero_grad(self, set_to_none: bool = False) -> None:
+        pass
+
+    def state_dict(self) -> Dict[str, Any]:
+        return {}
+
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
+        pass
+
+
+class GossipDataParallel(torch.nn.Module):
+    """Wraps `module` where torch's DistributedDataParallel would, for a script that keeps its
+    own optimizer and loop: the gossip round of each training step runs when that step is done,
+    at the next forward() (or the next use of the peer: report, checkpoint, finish), so a DDP
+    loop -- forward, backward, optimizer.step() -- gossips after every step with no other
+    change. Each round mixes the parameters and floating-point buffers with the neighbours', as
+    DecentralizedOptimizer's does (the same schedules: `period`, `buffer_period`, `overlap`;
+    bit-identical to it), and steps taken inside `no_sync()` are local steps without a round.
+    An eval-mode forward() (model.eval()) settles the last round first, so evaluation sees the
+    mixed model; calling `.module` directly does not.
+
+    `optimizer` (optional) is the script's own: its state then travels in the peer's
+    checkpoints and is restored on resume (`gossip run --resume`, a torchrun restart), as
+    DecentralizedOptimizer does; `steps` says how many local steps were already taken (skip
+    those batches). Without it a resumed run restarts the optimizer's state. `rounds`,
+    `evaluate` and `checkpoint_every` as DecentralizedOptimizer's. `state_dict()` holds the
+    module's entries under "module." as DDP's does, and the wrapper's state under "gossip"."""
+
+    def __init__(self, module: torch.nn.Module, peer: Peer,
+                 optimizer: Optional[torch.optim.Optimizer] = None, period: int = 1,
+                 rounds: int = 0, evaluate: Optional[Evaluate] = None,
+                 checkpoint_every: Optional[int] = None, buffer_period: int = 1,
+                 overlap: bool = False) -> None:
+        super().__init__()
+        self.module = module
+        self.peer = peer
+        self._gossip = DecentralizedOptimizer(
+            cast(torch.optim.Optimizer, optimizer if optimizer is not None else _NoOptimizer()),
+            module, peer, period=period, rounds=rounds, evaluate=evaluate,
+            checkpoint_every=checkpoint_every, buffer_period=buffer_period, overlap=overlap)
+        self._sync = True
+        self._due: Optional[bool] = None  # a training step's round: due (True), local (False)
+        peer._in_flight = self._settle
+
+    @property
+    def steps(self) -> int:
+        """Local steps taken (after a resume, those the checkpoint had)."""
+        return self._gossip.steps
+
+    @property
+    def resumed(self) -> bool:
+        return self._gossip.resumed
+
+    @property
+    def stopped(self) -> bool:
+        """Whether the peer has left (--until-round, a partition stop): end the loop."""
+        self._step_done()
+        return self._gossip.stopped
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        self._step_done()
+        if self.training and torch.is_grad_enabled() and not self._gossip.stopped:
+            self._due = self._sync
+        return self.module(*args, **kwargs)
+
+    def _step_done(self) -> None:
+        """The step the last training forward() began is done: its round (or none, no_sync)."""
+        due, self._due = self._due, None
+        if due is not None and not self._gossip._stop_if_due():
+            self._gossip._after_step(round_due=due)
+
+    def _settle(self) -> None:
+        """Before any other use of the peer: the step done, and with overlap its round too."""
+        self._step_done()
+        self._gossip.synchronize()
+
+    def synchronize(self) -> None:
+        """Runs the last step's round now (and with overlap waits for it): the model is mixed."""
+        self._settle()
+
+    class _NoSync:
+        def __init__(self, owner: "GossipDataParallel") -> None:
+            self.owner = owner
+
+        def __enter__(self) -> None:
+            self.owner._step_done()
+            self.owner._sync = False
+
+        def __exit__(self, *exc: Any) -> None:
+            self.owner._step_done()
+            self.owner._sync = True
+
+    def no_sync(self) -> "GossipDataParallel._NoSync":
+        """A context in which training steps are local steps: no gossip round after them (as
+        DDP's no_sync() skips the gradient all-reduce); the first step after it has its round."""
+        return GossipDataParallel._NoSync(self)
+
+    def state_dict(self, *args: Any, **kwargs: Any) -> Any:
+        self._settle()
+        state = super().state_dict(*args, **kwargs)
+        state["gossip"] = self._gossip.state_dict()
+        return state
+
+    def load_state_dict(self, state_dict: Any, strict: bool = True) -> Any:
+        state = dict(state_dict)
+        extra = state.pop("gossip", None)
+        result = super().load_state_dict(state, strict=strict)
+        if extra is not None:
+            self._gossip.load_state_dict(extra)
+        self._gossip.synchronize()
+        if self._gossip.host is not self._gossip.flat:
+            with torch.no_grad():
+                self._gossip.host.copy_(self._gossip.flat)
+        return result

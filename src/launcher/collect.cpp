@@ -187,6 +187,15 @@ int collect(const CollectRunOptions& options) {
               config_path.c_str());
   std::fflush(stdout);
 
+  // The starts after the first: torchrun's restarts, and how each restarted peer went on.
+  for (const auto& p : peers)
+    for (const auto& e : p.events)
+      if (const auto* r = std::get_if<ReadyEvent>(&e); r && r->restarts > 0)
+        std::printf("gossip collect: rank %d restarted by torchrun (restart %d): %s\n", p.rank,
+                    r->restarts,
+                    r->start == "resumed" ? cat("resumed from its checkpoint of round ", r->from).c_str()
+                    : r->start == "rejoined" ? "rejoined the running network from its neighbours"
+                                             : "started over (no checkpoint)");
   launcher::NetworkRecord record(config, options.dirs.front(), n,
                                  launcher::NetworkRecord::Clock::kPeers, false);
   if (members) record.follow_members(*members);

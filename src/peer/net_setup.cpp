@@ -62,8 +62,13 @@ void set_addresses(NetConfig& net, const RunConfig& config, const Topology& topo
                                  : cat(config.gossip.topology, ": peer ", p,
                                        "'s address is learned"),
                              ": members learn an address only from a record signed by the "
-                             "peer's TLS certificate, and TLS is off (net.tls: off); list the "
-                             "address in peers: instead"));
+                             "peer's TLS certificate, and TLS is off (net.tls: off); ",
+                             opt.launch.torchrun
+                                 ? "under torchrun on several nodes the ranks other than 0 are "
+                                   "learned: give every node the run's credentials (gossip keys "
+                                   "init DIR, then GOSSIP_TLS_DIR=DIR), or list the addresses in "
+                                   "the topology's peers:"
+                                 : "list the address in peers: instead"));
 }
 
 }  // namespace

@@ -51,7 +51,8 @@ TlsConfig peer_tls(const RunConfig& config, const std::string& tls_dir, int rank
         config.where("net.tls"), ": this peer has no TLS credentials. Make the run's with "
         "`gossip keys init DIR --config ", config.path.empty() ? "CONFIG" : config.path,
         "` and name them: net.tls: {ca: DIR/ca.pem, cert: \"DIR/peer-{rank}.pem\", key: "
-        "\"DIR/peer-{rank}.key\"} (or pass --tls-dir DIR); `gossip run` makes them by itself; "
+        "\"DIR/peer-{rank}.key\"} (or pass --tls-dir DIR; from Python GOSSIP_TLS_DIR=DIR); "
+        "`gossip run` makes them by itself; "
         "net.tls: off runs without TLS"));
   tls.ca = with_rank(config.net.tls_ca, rank);
   tls.cert = with_rank(config.net.tls_cert, rank);

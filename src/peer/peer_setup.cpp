@@ -227,8 +227,8 @@ Launch peer_launch(const PeerArguments& a, const std::optional<std::pair<int, in
   Launch launch = detect_launch(group ? std::optional<int>(group->first) : a.rank);
   if (group) launch.rank_source = cat("--ranks ", *a.ranks);
   if (!launch.rank)
-    throw InputError("no rank: pass --rank R or set GOSSIP_RANK (or run under mpirun, srun, "
-                     "as a Kubernetes Indexed Job, or as a StatefulSet pod named NAME-R)");
+    throw InputError("no rank: pass --rank R or set GOSSIP_RANK (or run under torchrun, mpirun, "
+                     "srun, as a Kubernetes Indexed Job, or as a StatefulSet pod named NAME-R)");
   if (const auto& hosts = a.hosts) {
     if (topology.has_addresses())
       throw InputError(cat("--hosts ", *hosts, ": the topology ", config.gossip.topology,
@@ -258,6 +258,9 @@ std::string launch_origin(const Launch& launch, int rank, const Topology& topolo
   std::string how = cat("rank ", rank, " (from ", launch.rank_source, ")");
   if (launch.world_size) how += cat(", ", launch.world_size_source);
   if (launch.job_id) how += cat(", ports from ", launch.job_source);
+  if (const auto& t = launch.torchrun; t && !topology.has_addresses())
+    how += cat(", ports MASTER_PORT + 1 + rank (MASTER_ADDR=", t->master_addr, ", MASTER_PORT=",
+               t->master_port, t->one_node() ? ", one node" : ", other nodes' ranks learned", ")");
   if (!launch.hosts.empty() && !topology.has_addresses()) how += cat(", hosts from ", launch.hosts_source);
   return how;
 }

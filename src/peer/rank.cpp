@@ -1,6 +1,8 @@
 // peer/rank.cpp: where a peer's rank, the launcher's world size and job, and its neighbours'
 // addresses come from.
 #include <arpa/inet.h>
+#include <netdb.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cctype>
@@ -70,7 +72,80 @@ void read_slurm_hosts(Launch& l) {
   if (const auto node = env("SLURMD_NODENAME")) l.node = *node;
 }
 
+/// An IPv6 literal in brackets, as HOST:PORT needs it; other hosts as they are.
+std::string bracketed(const std::string& host) {
+  return host.find(':') != std::string::npos && host.front() != '[' ? cat("[", host, "]") : host;
+}
+
+/// The address this host reaches `host` from: the local end of a UDP socket connected there (no
+/// packet is sent), else this host's name.
+std::string own_address_toward(const std::string& host, int port) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* found = nullptr;
+  std::string out;
+  if (getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found) == 0 && found) {
+    const int fd = socket(found->ai_family, SOCK_DGRAM, 0);
+    sockaddr_storage local{};
+    socklen_t size = sizeof local;
+    char text[INET6_ADDRSTRLEN] = {};
+    if (fd >= 0 && connect(fd, found->ai_addr, found->ai_addrlen) == 0 &&
+        getsockname(fd, reinterpret_cast<sockaddr*>(&local), &size) == 0) {
+      const void* a = local.ss_family == AF_INET6
+                          ? static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(&local)->sin6_addr)
+                          : static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(&local)->sin_addr);
+      if (inet_ntop(local.ss_family, a, text, sizeof text))
+        out = local.ss_family == AF_INET6 ? cat("[", text, "]") : std::string(text);
+    }
+    if (fd >= 0) close(fd);
+    freeaddrinfo(found);
+  }
+  if (!out.empty()) return out;
+  char name[256] = {};
+  gethostname(name, sizeof name - 1);
+  return name;
+}
+
+/// A torchrun worker: TORCHELASTIC_RUN_ID with RANK; the rest of what its agent sets is
+/// required then, and named when missing or malformed.
+bool read_torchrun(Launch& l) {
+  const auto run_id = env("TORCHELASTIC_RUN_ID");
+  const auto rank = env("RANK");
+  if (!run_id || !rank) return false;
+  auto need = [](const char* var) {
+    const auto v = env(var);
+    if (!v)
+      throw InputError(cat("torchrun: ", var, " is not set (TORCHELASTIC_RUN_ID and RANK are): "
+                           "start the script with torchrun, or unset TORCHELASTIC_RUN_ID"));
+    return *v;
+  };
+  l.rank = parse_rank(*rank, "RANK");
+  l.rank_source = "RANK, torchrun";
+  read_world_size(l, "WORLD_SIZE", "torchrun");
+  if (!l.world_size) need("WORLD_SIZE");
+  TorchRun t;
+  t.master_addr = need("MASTER_ADDR");
+  t.master_port = *parse_rank(need("MASTER_PORT"), "MASTER_PORT");
+  t.local_world_size = *parse_rank(need("LOCAL_WORLD_SIZE"), "LOCAL_WORLD_SIZE");
+  if (const auto c = env("TORCHELASTIC_RESTART_COUNT"))
+    t.restart_count = *parse_rank(*c, "TORCHELASTIC_RESTART_COUNT");
+  t.run_id = *run_id;
+  t.world_size = *l.world_size;
+  if (t.master_port < 1 || t.master_port + 1 + *l.world_size > 65535)
+    throw InputError(cat("torchrun: MASTER_PORT=", t.master_port, " leaves no room for ",
+                         *l.world_size, " ranks' ports (MASTER_PORT + 1 + rank, up to 65535)"));
+  // The ranks of the node that holds MASTER_ADDR (torchrun's group 0) are reached there too.
+  const auto group = env("GROUP_RANK");
+  if (!t.one_node())
+    t.own_host = group && *group == "0" ? bracketed(t.master_addr)
+                                        : own_address_toward(t.master_addr, t.master_port);
+  l.torchrun = std::move(t);
+  return true;
+}
+
 }  // namespace
+
+bool TorchRun::one_node() const { return local_world_size == world_size; }
 
 Launch detect_launch(std::optional<int> cli) {
   Launch l;
@@ -79,6 +154,7 @@ Launch detect_launch(std::optional<int> cli) {
     l.rank_source = "--rank";
     return l;
   }
+  if (read_torchrun(l)) return l;
   if (const auto v = env("GOSSIP_RANK")) {
     l.rank = parse_rank(*v, "GOSSIP_RANK");
     l.rank_source = "GOSSIP_RANK";
@@ -171,6 +247,12 @@ std::vector<std::string> peer_addresses(const RunConfig& config, const Topology&
       out.push_back(*a == kLearnedAddress ? std::string() : *a);  // learned: none listed
       continue;
     }
+    if (const auto& t = launch.torchrun) {  // rank 0 at MASTER_ADDR; on one node all are
+      const bool listed = r == 0 || t->one_node();
+      out.push_back(listed ? cat(bracketed(t->master_addr), ":", t->master_port + 1 + r)
+                           : std::string());
+      continue;
+    }
     const int port = base + r;
     if (port > 65535)
       throw InputError(cat("net.base_port ", config.net.base_port, " + rank ", r,
@@ -193,6 +275,8 @@ std::string announced_address(const RunConfig& config, const Topology& topology,
                               const Launch& launch, int rank) {
   if (!config.net.advertise.empty()) return config.net.advertise;
   if (auto a = peer_addresses(config, topology, launch)[rank]; !a.empty()) return a;
+  if (const auto& t = launch.torchrun; t && !topology.address(rank))  // torchrun, another node
+    return cat(t->own_host, ":", t->master_port + 1 + rank);
   // Listed as learned, and no net.advertise: the address a run without peers: gives it.
   Topology bare = topology;
   bare.set_addresses({});

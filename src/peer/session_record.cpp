@@ -182,6 +182,14 @@ void PeerSession::Impl::add_run_fields(JsonObject& extra) const {
       .add("stopped_by_partition", partition_stop_due())
       .add("member_from", elastic.window().from)
       .add("left", round >= elastic.window().until && (rounds == 0 || round < rounds));
+  // How this process began: from scratch, from a checkpoint or into the running network, and
+  // under torchrun the agent's restart count (collect reports restarts from it).
+  JsonObject start;
+  start.add("as", opt.rejoin ? "rejoined" : opt.resume_round >= 0 ? "resumed" : "fresh");
+  if (opt.resume_round >= 0) start.add("round", opt.resume_round);
+  if (const auto& t = opt.launch.torchrun)
+    start.add("launcher", "torchrun").add("restart_count", t->restart_count).add("run_id", t->run_id);
+  extra.add("start", std::move(start));
   if (elastic.window().joins())
     extra.add("join", JsonObject()
                           .add("round", elastic.window().from)

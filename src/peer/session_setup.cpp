@@ -38,7 +38,11 @@ void PeerSession::Impl::connect(const Learner& learner, const std::string& model
                            "buffer of the same model and size)"));
     }
   monitor_transport();
-  events.emit(ReadyEvent{rank, since(t0), topology.n(), opt.config_path});
+  ReadyEvent ready{rank, since(t0), topology.n(), opt.config_path};
+  ready.start = opt.rejoin ? "rejoined" : opt.resume_round >= 0 ? "resumed" : "fresh";
+  ready.from = std::max<std::int64_t>(0, opt.resume_round);
+  if (opt.launch.torchrun) ready.restarts = opt.launch.torchrun->restart_count;
+  events.emit(ready);
   traced = std::make_unique<TracedExchange>(*exchange, timeline);
   algorithm = make_algorithm(trainer ? traced_learner(learner, timeline) : learner, *traced,
                              topology, config.gossip, config.train.seed,

@@ -27,7 +27,8 @@ void each(F& f, std::string_view key, V& value, Rest&... rest) {
 
 // The fields of each event, in line order (the keys are the line format).
 template <typename F> void fields(ReadyEvent& e, F f) {
-  each(f, "peer", e.peer, "seconds", e.seconds, "peers", e.peers, "config", e.config);
+  each(f, "peer", e.peer, "seconds", e.seconds, "peers", e.peers, "config", e.config, "start",
+       e.start, "from", e.from, "restarts", e.restarts);
 }
 template <typename F> void fields(EvalEvent& e, F f) {
   each(f, "peer", e.peer, "round", e.round, "rounds", e.rounds, "epoch", e.epoch, "loss", e.loss,
