@@ -377,6 +377,55 @@ TEST_CASE("membership: a suspicion one past the incarnation a peer knows is beli
   CHECK(m.inflated_claims() == 2);
 }
 
+TEST_CASE("membership: a peer dead at incarnation 0 was never heard from; the monitor says the "
+          "network is not connected while one is missing", "[monitor][membership]") {
+  // A 4-ring of which peers 2 and 3 never started: peer 0 hears 1, whose view holds 2 suspect
+  // at 0 (its link to 2 never formed); 0's own link to 3 never formed.
+  Membership m(4, 0, 1, 0.0);
+  m.appeared();
+  CHECK(m.view()[0] == Member{1, MemberState::kAlive});  // up: incarnation 1
+  CHECK(m.unheard().empty());                             // no view heard yet: nothing known
+  PeerView from1 = everyone(4, 0, {0, MemberState::kAlive});
+  from1.members[0] = Member{1, MemberState::kAlive};
+  from1.members[1] = Member{1, MemberState::kAlive};
+  from1.members[2] = Member{0, MemberState::kSuspect};
+  m.merge(from1, 1, 0.0);
+  m.missed(3, 1, 0.0);
+  m.tick(3, 1.0);
+  CHECK(m.dead() == std::vector<int>{2, 3});
+  CHECK(m.unheard() == std::vector<int>{2, 3});
+  // One that had been heard (incarnation 1) and died is dead, not unheard.
+  PeerView later = from1;
+  later.members[2] = Member{1, MemberState::kDead};
+  m.merge(later, 4, 2.0);
+  m.tick(6, 3.0);
+  CHECK(m.unheard() == std::vector<int>{3});
+  // A view begun afresh mid-run knows only what it is told: it calls nobody unheard.
+  Membership fresh(4, 0, 1, 0.0);
+  fresh.adopt_next_view();
+  fresh.appeared();
+  fresh.merge(from1, 1, 0.0);
+  fresh.missed(3, 1, 0.0);
+  fresh.tick(3, 1.0);
+  CHECK_FALSE(fresh.dead().empty());
+  CHECK(fresh.unheard().empty());
+
+  const auto t = ring(4);
+  gossip::ConvergenceMonitor zero(t, 0);
+  const auto change = zero.check({2, 3}, {}, 3, {3}, {2, 3});
+  REQUIRE(change.has_value());
+  CHECK_FALSE(change->connected);  // the survivors {0, 1} are linked, but 2 and 3 never came
+  CHECK(change->event == gossip::MemberEventKind::kPartition);
+  CHECK(change->components == std::vector<std::vector<int>>{{0, 1}, {2}, {3}});
+  CHECK(change->message.find("never heard from by anyone (not started?): 2,3") !=
+        std::string::npos);
+  // The same dead peers, heard from once: a death, and the survivors are connected.
+  gossip::ConvergenceMonitor other(t, 0);
+  const auto died = other.check({2, 3}, {}, 3, {});
+  REQUIRE(died.has_value());
+  CHECK(died->connected);
+}
+
 TEST_CASE("membership: a neighbour heard directly is not suspected on another peer's word",
           "[monitor][membership]") {
   Membership m(4, 0, 1, 0.0);

@@ -155,7 +155,7 @@ TEST_CASE("link events survive the event line; an unknown link change is refused
 
 TEST_CASE("events.jsonl lines carry every field of the event as JSON", "[report][events]") {
   CHECK(event_json(ReadyEvent{3, 0.5, 4, "/a \"b\".yaml"}) ==
-        R"({"event": "ready", "peer": 3, "seconds": 0.5, "peers": 4, "config": "/a \"b\".yaml"})");
+        R"({"event": "ready", "peer": 3, "seconds": 0.5, "peers": 4, "config": "/a \"b\".yaml", "start": "fresh", "from": 0, "restarts": 0})");
   CHECK(event_json(AlertEvent{1, 7, false, {2, 6}, "lost\n2"}) ==
         R"({"event": "alert", "peer": 1, "round": 7, "connected": false, "dead": [2, 6], )"
         R"("message": "lost\n2"})");

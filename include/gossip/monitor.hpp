@@ -83,9 +83,14 @@ class ConvergenceMonitor {
   /// `round`: the round it is checked after; a new membership epoch is a change too.
   /// `unlinked`: neighbours whose link to this peer never formed: the live graph is taken
   /// without those links (both peers stay in it).
+  /// `unheard`: peers among `dead` that nobody ever heard from (declared dead at incarnation 0:
+  /// never started, or never linked to anyone). They are not gone, as a dead member is: the
+  /// network the topology describes is not connected while one of them is missing, and each is
+  /// a component of its own.
   std::optional<MonitorChange> check(const std::vector<int>& dead,
                                      const std::vector<int>& cut = {}, std::int64_t round = 0,
-                                     const std::vector<int>& unlinked = {});
+                                     const std::vector<int>& unlinked = {},
+                                     const std::vector<int>& unheard = {});
   /// Whether the live graph was connected at the last change (true until one).
   bool connected() const { return connected_; }
   /// The components at the last change (one, of every peer, until one).
@@ -97,6 +102,7 @@ class ConvergenceMonitor {
   std::vector<int> dead_;
   std::vector<int> cut_;
   std::vector<int> unlinked_;
+  std::vector<int> unheard_;
   std::size_t epoch_ = 0;
   bool connected_ = true;
   std::vector<std::vector<int>> components_;
@@ -157,7 +163,15 @@ class Membership {
   /// stands; the caps apply again from the next. Without it, a rejoiner that knows a peer at
   /// incarnation 0 learns that peer's refutations one step a view, and the old deaths that
   /// other views still carry bury it again at each step (counted in adopted_views()).
-  void adopt_next_view() { adopt_next_ = true; }
+  void adopt_next_view() { adopt_next_ = restarted_ = true; }
+  /// This peer is up: its own incarnation becomes at least 1, so that the members hear it exists
+  /// (a peer every view holds at incarnation 0 has never been heard from). MonitoredExchange
+  /// calls it when made and at restart().
+  void appeared();
+  /// Peers this view holds dead at incarnation 0, ascending: never heard from by anyone. None
+  /// before a neighbour's view was merged, and none in a view that began afresh mid-run
+  /// (adopt_next_view(): a restarted or rejoining peer knows only what it was told).
+  std::vector<int> unheard() const;
   std::uint64_t adopted_views() const { return adopted_; }
   /// Turns suspicions held long enough into deaths; call once a round, after merging. Peers in
   /// `hold` (heard directly right now, or vouched for by an indirect probe's ack) stay
@@ -194,6 +208,8 @@ class Membership {
   std::vector<Member> view_;
   std::unordered_map<int, std::uint32_t> announced_;  // highest incarnation seen alive (> 0)
   bool adopt_next_ = false;  // adopt_next_view(): the next view merged is taken uncapped
+  bool heard_view_ = false;  // a neighbour's view was merged (of the right size)
+  bool restarted_ = false;   // adopt_next_view() was called: this view began afresh mid-run
   std::uint64_t adopted_ = 0;
   struct Suspicion {
     std::int64_t round = 0;  // this peer's round when it began suspecting

@@ -304,7 +304,7 @@ void NetworkRecord::record_external_average(double consensus, const RunEnd& end)
   if (average_evaluator_ < 0) {
     if (average_missing_.empty())
       average_missing_ = "no process of the script was asked to evaluate it: gossip run, which "
-                         "starts them, does that; under mpirun or srun nothing can";
+                         "starts them, does that; under mpirun, srun or torchrun nothing can";
     return;
   }
   std::ifstream in(cat(out_dir_, "/average-eval.json"));

@@ -11,14 +11,24 @@ namespace gossip {
 std::optional<MonitorChange> ConvergenceMonitor::check(const std::vector<int>& dead,
                                                        const std::vector<int>& cut,
                                                        std::int64_t round,
-                                                       const std::vector<int>& unlinked) {
+                                                       const std::vector<int>& unlinked,
+                                                       const std::vector<int>& unheard) {
   const std::size_t epoch = topology_->epoch_index(round);
-  if (dead == dead_ && cut == cut_ && unlinked == unlinked_ && epoch == epoch_)
+  // Only the members of this epoch count as missing (an elastic run's later joiners are not).
+  std::vector<int> missing;
+  const std::vector<int> current =
+      topology_->epochs().empty() ? std::vector<int>{} : topology_->members(round);
+  for (int p : unheard)
+    if (current.empty() || std::binary_search(current.begin(), current.end(), p))
+      missing.push_back(p);
+  if (dead == dead_ && cut == cut_ && unlinked == unlinked_ && missing == unheard_ &&
+      epoch == epoch_)
     return std::nullopt;
   epoch_ = epoch;
   dead_ = dead;
   cut_ = cut;
   unlinked_ = unlinked;
+  unheard_ = missing;
   std::vector<std::pair<int, int>> absent;
   for (int p : unlinked) absent.emplace_back(self_, p);
   std::vector<int> gone = dead;
@@ -29,8 +39,9 @@ std::optional<MonitorChange> ConvergenceMonitor::check(const std::vector<int>& d
   MonitorChange change;
   change.dead = dead;
   change.cut = cut;
-  change.connected = live.connected;
+  change.connected = live.connected && missing.empty();
   change.components = std::move(live.components);
+  for (int p : missing) change.components.push_back({p});  // unreachable from everyone
   for (const auto& c : change.components)
     if (std::find(c.begin(), c.end(), self_) != c.end()) change.my_component = c;
   const bool was_connected = connected_;
@@ -49,7 +60,10 @@ std::optional<MonitorChange> ConvergenceMonitor::check(const std::vector<int>& d
   const std::string cut_part =
       cat(cut.empty() ? std::string() : cat("peers cut for lying: ", format_peers(cut), "; "),
           unlinked.empty() ? std::string()
-                           : cat("links never formed: to ", format_peers(unlinked), "; "));
+                           : cat("links never formed: to ", format_peers(unlinked), "; "),
+          missing.empty() ? std::string()
+                          : cat("never heard from by anyone (not started?): ",
+                                format_peers(missing), "; "));
   const std::string members =
       topology_->epochs().empty()
           ? std::string()

@@ -126,6 +126,7 @@ void Membership::merge(const PeerView& v, std::int64_t round, double now,
   }
   const bool adopt = std::exchange(adopt_next_, false);
   adopted_ += adopt;
+  heard_view_ = true;
   for (int b : differ) {
     for (int q = b; q < std::min(b + kMergeBlock, n); ++q) {
       Member theirs = v.members[q];
@@ -191,6 +192,22 @@ std::vector<int> Membership::dead() const {
   return out;
 }
 
+void Membership::appeared() {
+  if (view_[self_].incarnation > 0) return;
+  view_[self_].incarnation = 1;
+  ++version_;
+}
+
+std::vector<int> Membership::unheard() const {
+  std::vector<int> out;
+  // Before any view came (a peer that hears nobody), incarnation 0 says only that this peer
+  // knows nothing; a restarted view took its donor's word, which may be as fresh as its own.
+  if (!heard_view_ || restarted_) return out;
+  for (int q : dead())
+    if (view_[q].incarnation == 0) out.push_back(q);
+  return out;
+}
+
 std::vector<int> Membership::suspected() const {
   std::vector<int> out;
   for (const auto& [q, since] : suspicions_) out.push_back(q);  // every suspect, ascending
@@ -204,6 +221,7 @@ MonitoredExchange::MonitoredExchange(Exchange& inner, MembershipChannel& channel
       clock_(std::move(clock)), dead_after_rounds_(config.dead_after_rounds),
       dead_after_s_(config.dead_after_s), silence_s_(config.suspect_after_s),
       prober_(inner.size(), inner.rank()), deadline_floor_s_(config.round_timeout_floor_s) {
+  membership_.appeared();
   if (!clock_) {
     const auto t0 = std::chrono::steady_clock::now();
     clock_ = [t0] {
@@ -215,6 +233,7 @@ MonitoredExchange::MonitoredExchange(Exchange& inner, MembershipChannel& channel
 void MonitoredExchange::restart() {
   membership_ = Membership(inner_->size(), inner_->rank(), dead_after_rounds_, dead_after_s_);
   membership_.adopt_next_view();
+  membership_.appeared();
   last_sent_ = kNeverSent;
   talked_to_.clear();
   prober_ = Prober(inner_->size(), inner_->rank());

@@ -52,7 +52,7 @@ std::vector<PeerEvent> MembershipWatch::operator()(MonitoredExchange& exchange,
   for (PeerEvent& e : link_events(round, seconds, false, messages))
     out.push_back(std::move(e));
   const auto change = monitor_.check(exchange.dead_peers(), exchange.cut_peers(), round,
-                                     unlinked());
+                                     unlinked(), exchange.membership().unheard());
   if (!change) return out;
   say(change->message);
   out.push_back(AlertEvent{self_, round, change->connected, change->dead, change->message});
