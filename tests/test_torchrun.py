@@ -29,6 +29,13 @@ WORKER = os.path.join(SOURCE, "tests", "python", "torchrun_worker.py")
 EXAMPLE = os.path.join(SOURCE, "examples", "torch_fmnist.py")
 
 
+def torchrun_python():
+    """The interpreter torchrun runs the workers with (its own shebang's): torch is there."""
+    with open(shutil.which("torchrun")) as f:
+        line = f.readline()
+    return line[2:].strip().split()[0] if line.startswith("#!") else sys.executable
+
+
 def torchrun(args, env, cwd, logs, timeout=240):
     """torchrun ARGS in its own process group, killed whole after `timeout` s; (code, output)."""
     cmd = [shutil.which("torchrun"), "--redirects", "1", "--tee", "2", "--log_dir", logs] + args
@@ -80,7 +87,7 @@ def main():
     try:
         write(os.path.join(tmp, "ring4.yaml"), "generator: ring\nn: 4\n")
         example = write(os.path.join(tmp, "fmnist.yaml"),
-                        f"exec: {sys.executable} {EXAMPLE}\n"
+                        f"exec: {torchrun_python()} {EXAMPLE}\n"
                         "optimizer: {lr: 0.05, momentum: 0.9}\n"
                         "data: {limit_train: 1024}\n"
                         "train: {epochs: 1, batch: 32, seed: 1, threads: 1, evals_per_epoch: 1}\n"
@@ -184,8 +191,8 @@ def main():
                 "... before any peer started")
         write(os.path.join(tmp, "w-tls.yaml"),
               open(os.path.join(tmp, "w.yaml")).read().replace("tls: off", "tls: on"))
-        code, log = torchrun(["--standalone", "--nproc_per_node", "1", WORKER, "opt", "w-tls.yaml"],
-                             env, tmp, f"{tmp}/logs-tls")
+        code, log = torchrun(standalone + [WORKER, "opt", "w-tls.yaml"], env, tmp,
+                             f"{tmp}/logs-tls")
         t.check(code != 0 and "no TLS credentials" in log and "gossip keys init" in log and
                 "GOSSIP_TLS_DIR" in log and "net.tls: off" in log,
                 "TLS without credentials: refused, naming gossip keys init, GOSSIP_TLS_DIR and "
