@@ -15,7 +15,7 @@ import os
 import sys
 import time
 from dataclasses import dataclass
-from typing import List, Optional, Sequence, Set
+from typing import Any, List, Optional, Sequence, Set
 
 from . import _gossip
 
@@ -54,7 +54,7 @@ def restart_count() -> int:
     return int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") or 0)
 
 
-def _store(prefix: str):  # -> torch.distributed.Store
+def _store(prefix: str) -> Any:  # a torch.distributed.Store
     """torch.distributed's env:// store (the agent's, or one rank 0 hosts), under `prefix`."""
     try:
         import torch.distributed as dist

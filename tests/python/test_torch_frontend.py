@@ -253,6 +253,6 @@ def test_the_package_type_checks(folder):
                        cwd=REPO, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
     r = subprocess.run(["/usr/bin/python3", "-m", "mypy", *cache, "examples",
-                        "tests/python/torch_worker.py"],
+                        "tests/python/torch_worker.py", "tests/python/torchrun_worker.py"],
                        cwd=REPO, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
