@@ -11,7 +11,9 @@ Modes: sgd, adam, adamw, autocast (AdamW under torch.autocast bf16, gradient cli
 StepLR schedule on the wrapped optimizer), bn (a BatchNorm model under Adam), bn-local (the same
 with buffer_period 0: statistics never mixed), overlap (SGD with momentum, overlap=True: each
 round mixes the snapshot taken after a step and is applied after the next one, x <- x +
-(avg(s) - s); the last one at synchronize()). MODE-cuda (overlap-cuda) runs MODE with the model
+(avg(s) - s); the last one at synchronize()), gdp-nosync (GossipDataParallel around the model
+in a DDP-shaped loop, the even steps but the last inside no_sync(): local steps without a
+round; its state dict in DDP's layout round-trips). MODE-cuda (overlap-cuda) runs MODE with the model
 and batches on the GPU: the device snapshot, the side stream's copies and the change taken on
 the device, against the same reference.
 """
@@ -37,7 +39,7 @@ def make_model(mode: str, rank: int) -> torch.nn.Module:
 
 
 def make_optimizer(mode: str, model: torch.nn.Module) -> torch.optim.Optimizer:
-    if mode in ("sgd", "overlap"):
+    if mode in ("sgd", "overlap", "gdp-nosync"):
         return torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     if mode in ("adam", "bn", "bn-local"):
         return torch.optim.Adam(model.parameters(), lr=0.01)
@@ -48,6 +50,12 @@ def batches(rank: int) -> Iterator[Tuple[torch.Tensor, torch.Tensor]]:
     g = torch.Generator().manual_seed(100 + rank)
     for _ in range(STEPS):
         yield torch.randn(16, 6, generator=g) * (1 + rank), torch.randint(0, 3, (16,), generator=g)
+
+
+def synced(mode: str, step: int) -> bool:
+    """Whether `step` has its round: in mode gdp-nosync, the even steps but the last are taken
+    inside GossipDataParallel.no_sync() (local steps, no round)."""
+    return mode != "gdp-nosync" or step % 2 == 1 or step == STEPS - 1
 
 
 def local_step(mode: str, model: torch.nn.Module, opt, x: torch.Tensor, y: torch.Tensor) -> None:
@@ -85,6 +93,8 @@ def reference(mode: str, n: int) -> List[torch.Tensor]:
             local_step(mode, models[r], opts[r], *data[r][step])
             if scheds[r] is not None:
                 scheds[r].step()
+        if not synced(mode, step):
+            continue
         flats = [torch.cat(state(m)) for m in models]
         avg = torch.stack(flats).mean(0)
         with torch.no_grad():
@@ -138,6 +148,8 @@ def main() -> None:
     mode = name.removesuffix("-cuda")
     device = torch.device("cuda" if name.endswith("-cuda") else "cpu")
     peer = gossip.Peer(config, rank=rank, out=os.path.join(folder, "run"))
+    if mode == "gdp-nosync":
+        return gdp_main(name, peer, rank, folder)
     model = make_model(mode, rank).to(device)
     inner = make_optimizer(mode, model)
     sched = torch.optim.lr_scheduler.StepLR(inner, 2, 0.5) if mode == "autocast" else None
@@ -162,6 +174,29 @@ def main() -> None:
     again = make_optimizer(mode, model)
     again.load_state_dict(saved["optimizer"])
     assert str(again.state_dict()) == str(inner.state_dict())
+    peer.finish()
+
+
+def gdp_main(name: str, peer, rank: int, folder: str) -> None:
+    """GossipDataParallel in a DDP-shaped loop, some steps inside no_sync()."""
+    import gossip.torch
+    model = make_model(name, rank)
+    sgd = make_optimizer(name, model)
+    net = gossip.torch.GossipDataParallel(model, peer, optimizer=sgd,
+                                          rounds=sum(synced(name, k) for k in range(STEPS)))
+    for step, (x, y) in enumerate(batches(rank)):
+        if synced(name, step):
+            local_step(name, net, sgd, x, y)
+        else:
+            with net.no_sync():
+                local_step(name, net, sgd, x, y)
+    net.synchronize()
+    assert peer.rounds_done == sum(synced(name, k) for k in range(STEPS)), peer.rounds_done
+    torch.save(torch.cat(state(model)), os.path.join(folder, f"{name}-{rank}.pt"))
+    saved = net.state_dict()  # DDP's layout, with the wrapper's state beside it
+    assert "gossip" in saved and all(k.startswith("module.") for k in saved if k != "gossip")
+    net.load_state_dict(saved)
+    assert torch.equal(torch.cat(state(model)), torch.load(os.path.join(folder, f"{name}-{rank}.pt")))
     peer.finish()
 
 
