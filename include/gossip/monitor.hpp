@@ -199,6 +199,9 @@ class Membership {
   void note(int peer, MemberEventKind event, std::uint32_t incarnation, std::int64_t round,
             double now);
   void merge_self(const Member& theirs, std::int64_t round, double now);
+  /// The first entry of each block of `v` that is not byte-equal to ours; nullopt when an
+  /// entry of those has an unknown state.
+  std::optional<std::vector<int>> differing_blocks(const PeerView& v) const;
 
   int self_;
   std::int64_t dead_after_;

@@ -8,6 +8,43 @@
 
 namespace gossip {
 
+namespace {
+
+/// The change in words: the members (an elastic run), the dead, the cut, the links that never
+/// formed, the peers never heard from, and the live graph.
+std::string describe(const MonitorChange& change, const std::vector<int>& unlinked,
+                     const std::vector<int>& missing, const Topology& topology,
+                     std::int64_t round, std::size_t epoch) {
+  const std::vector<int>& dead = change.dead;
+  const std::vector<int>& cut = change.cut;
+  const std::string graph =
+      change.connected ? std::string("live graph still connected")
+                       : cat("live graph DISCONNECTED, components ",
+                             format_components(change.components),
+                             change.my_component.empty()
+                                 ? std::string()
+                                 : cat(" (this peer in {", format_peers(change.my_component),
+                                       "}): the components train separate models"));
+  const std::string cut_part =
+      cat(cut.empty() ? std::string() : cat("peers cut for lying: ", format_peers(cut), "; "),
+          unlinked.empty() ? std::string()
+                           : cat("links never formed: to ", format_peers(unlinked), "; "),
+          missing.empty() ? std::string()
+                          : cat("never heard from by anyone (not started?): ",
+                                format_peers(missing), "; "));
+  const std::string members =
+      topology.epochs().empty()
+          ? std::string()
+          : cat(topology.members(round).size(), " members from round ",
+                topology.epochs()[epoch].from, "; ");
+  if (dead.empty() && cut.empty() && unlinked.empty())
+    return cat(members, change.connected ? "no peer dead; live graph connected" : graph);
+  return cat(members, dead.empty() ? std::string() : cat("peers dead: ", format_peers(dead), "; "),
+             cut_part, graph);
+}
+
+}  // namespace
+
 std::optional<MonitorChange> ConvergenceMonitor::check(const std::vector<int>& dead,
                                                        const std::vector<int>& cut,
                                                        std::int64_t round,
@@ -49,32 +86,7 @@ std::optional<MonitorChange> ConvergenceMonitor::check(const std::vector<int>& d
     change.event = MemberEventKind::kPartition;
   else if (change.connected && !was_connected)
     change.event = MemberEventKind::kHealed;
-  const std::string graph =
-      change.connected ? std::string("live graph still connected")
-                       : cat("live graph DISCONNECTED, components ",
-                             format_components(change.components),
-                             change.my_component.empty()
-                                 ? std::string()
-                                 : cat(" (this peer in {", format_peers(change.my_component),
-                                       "}): the components train separate models"));
-  const std::string cut_part =
-      cat(cut.empty() ? std::string() : cat("peers cut for lying: ", format_peers(cut), "; "),
-          unlinked.empty() ? std::string()
-                           : cat("links never formed: to ", format_peers(unlinked), "; "),
-          missing.empty() ? std::string()
-                          : cat("never heard from by anyone (not started?): ",
-                                format_peers(missing), "; "));
-  const std::string members =
-      topology_->epochs().empty()
-          ? std::string()
-          : cat(topology_->members(round).size(), " members from round ",
-                topology_->epochs()[epoch].from, "; ");
-  change.message = dead.empty() && cut.empty() && unlinked.empty()
-                       ? cat(members, change.connected ? "no peer dead; live graph connected"
-                                                       : graph)
-                       : cat(members, dead.empty() ? std::string()
-                                                   : cat("peers dead: ", format_peers(dead), "; "),
-                             cut_part, graph);
+  change.message = describe(change, unlinked, missing, *topology_, round, epoch);
   connected_ = change.connected;
   components_ = change.components;
   return change;

@@ -103,12 +103,7 @@ void Membership::merge_self(const Member& theirs, std::int64_t round, double now
   }
 }
 
-void Membership::merge(const PeerView& v, std::int64_t round, double now,
-                       const std::vector<int>* direct) {
-  if (v.members.size() != view_.size()) {
-    ++ignored_;
-    return;
-  }
+std::optional<std::vector<int>> Membership::differing_blocks(const PeerView& v) const {
   // Views mostly repeat what this peer believes: blocks whose bytes equal ours are skipped (a
   // byte-equal block holds equal, valid entries; one that differs only in padding is merely
   // compared entry by entry), which keeps merging 10,000-peer views cheap.
@@ -119,15 +114,27 @@ void Membership::merge(const PeerView& v, std::int64_t round, double now,
     if (std::memcmp(&v.members[b], &view_[b], sizeof(Member) * len) == 0) continue;
     differ.push_back(b);
     for (int q = b; q < b + len; ++q)
-      if (!valid_state(v.members[q].state)) {  // one bad entry: the whole view is ignored
-        ++ignored_;
-        return;
-      }
+      if (!valid_state(v.members[q].state)) return std::nullopt;
+  }
+  return differ;
+}
+
+void Membership::merge(const PeerView& v, std::int64_t round, double now,
+                       const std::vector<int>* direct) {
+  if (v.members.size() != view_.size()) {
+    ++ignored_;
+    return;
+  }
+  const auto n = static_cast<int>(view_.size());
+  const std::optional<std::vector<int>> differ = differing_blocks(v);
+  if (!differ) {  // one bad entry: the whole view is ignored
+    ++ignored_;
+    return;
   }
   const bool adopt = std::exchange(adopt_next_, false);
   adopted_ += adopt;
   heard_view_ = true;
-  for (int b : differ) {
+  for (int b : *differ) {
     for (int q = b; q < std::min(b + kMergeBlock, n); ++q) {
       Member theirs = v.members[q];
       if (q == self_) {

@@ -143,6 +143,23 @@ bool read_torchrun(Launch& l) {
   return true;
 }
 
+/// A task of an srun step (the batch script itself has SLURM_PROCID but no SLURM_STEP_ID). srun
+/// --mpi=pmi2 sets PMI_RANK as well, to the same value; an MPI launcher of its own inside the
+/// allocation sets a PMI_RANK or PMI_SIZE of its own.
+bool read_srun(Launch& l) {
+  const auto procid = env("SLURM_PROCID");
+  const auto pmi_rank = env("PMI_RANK");
+  const bool pmi_is_slurm =
+      !pmi_rank || (pmi_rank == procid && env("PMI_SIZE") == env("SLURM_NTASKS"));
+  if (!procid || !env("SLURM_STEP_ID") || !pmi_is_slurm) return false;
+  l.rank = parse_rank(*procid, "SLURM_PROCID");
+  l.rank_source = "SLURM_PROCID";
+  read_world_size(l, "SLURM_NTASKS", "srun");
+  read_job_id(l, "SLURM_JOB_ID");
+  read_slurm_hosts(l);
+  return true;
+}
+
 }  // namespace
 
 bool TorchRun::one_node() const { return local_world_size == world_size; }
@@ -168,22 +185,8 @@ Launch detect_launch(std::optional<int> cli) {
     read_job_id(l, "OMPI_MCA_ess_base_jobid");
     return l;
   }
-  // A task of an srun step (the batch script itself has SLURM_PROCID but no SLURM_STEP_ID). srun
-  // --mpi=pmi2 sets PMI_RANK as well, to the same value; an MPI launcher of its own inside the
-  // allocation sets a PMI_RANK or PMI_SIZE of its own.
-  const auto procid = env("SLURM_PROCID");
-  const auto pmi_rank = env("PMI_RANK");
-  const bool pmi_is_slurm =
-      !pmi_rank || (pmi_rank == procid && env("PMI_SIZE") == env("SLURM_NTASKS"));
-  if (procid && env("SLURM_STEP_ID") && pmi_is_slurm) {
-    l.rank = parse_rank(*procid, "SLURM_PROCID");
-    l.rank_source = "SLURM_PROCID";
-    read_world_size(l, "SLURM_NTASKS", "srun");
-    read_job_id(l, "SLURM_JOB_ID");
-    read_slurm_hosts(l);
-    return l;
-  }
-  if (pmi_rank) {
+  if (read_srun(l)) return l;
+  if (const auto pmi_rank = env("PMI_RANK")) {
     l.rank = parse_rank(*pmi_rank, "PMI_RANK");
     l.rank_source = "PMI_RANK";
     read_world_size(l, "PMI_SIZE", "the MPI launcher");

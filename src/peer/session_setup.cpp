@@ -4,6 +4,18 @@
 #include "src/peer/session.hpp"
 
 namespace gossip {
+namespace {
+
+/// The ready event: the network, the config, and how this process began (torchrun's restarts).
+ReadyEvent ready_event(const PeerOptions& opt, int rank, double seconds, int peers) {
+  ReadyEvent ready{rank, seconds, peers, opt.config_path};
+  ready.start = opt.rejoin ? "rejoined" : opt.resume_round >= 0 ? "resumed" : "fresh";
+  ready.from = std::max<std::int64_t>(0, opt.resume_round);
+  if (opt.launch.torchrun) ready.restarts = opt.launch.torchrun->restart_count;
+  return ready;
+}
+
+}  // namespace
 
 /// Connects with `learner`'s buffer; throws when a neighbour refused our model.
 void PeerSession::Impl::connect(const Learner& learner, const std::string& model) {
@@ -38,11 +50,7 @@ void PeerSession::Impl::connect(const Learner& learner, const std::string& model
                            "buffer of the same model and size)"));
     }
   monitor_transport();
-  ReadyEvent ready{rank, since(t0), topology.n(), opt.config_path};
-  ready.start = opt.rejoin ? "rejoined" : opt.resume_round >= 0 ? "resumed" : "fresh";
-  ready.from = std::max<std::int64_t>(0, opt.resume_round);
-  if (opt.launch.torchrun) ready.restarts = opt.launch.torchrun->restart_count;
-  events.emit(ready);
+  events.emit(ready_event(opt, rank, since(t0), topology.n()));
   traced = std::make_unique<TracedExchange>(*exchange, timeline);
   algorithm = make_algorithm(trainer ? traced_learner(learner, timeline) : learner, *traced,
                              topology, config.gossip, config.train.seed,
