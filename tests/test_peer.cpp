@@ -2233,12 +2233,12 @@ TEST_CASE("chaos: 40 seeded random faults on 16 real peers; the run ends and its
       << "net: {run_id: chaos, base_port: " << test_port_base() << ", connect_timeout_s: 20, "
       << "tls: off}\n";
   const std::string cfg = (t.path / "c.yaml").string(), faults = (t.path / "f.yaml").string();
-  const Result made = run(bin() + " chaos " + cfg + " --faults 40 --seed 11 --max-pause 0.5 --out " +
-                          faults);
+  const Result made = run(bin() + " chaos " + cfg + " --faults 40 --seed 11 --max-pause 0.5 " +
+                          "--attacks 4 --out " + faults);
   INFO(made.output);
   REQUIRE(made.code == 0);
   {  // the same seed writes the same schedule
-    const Result again = run(bin() + " chaos " + cfg + " --faults 40 --seed 11 --max-pause 0.5");
+    const Result again = run(bin() + " chaos " + cfg + " --faults 40 --seed 11 --max-pause 0.5 --attacks 4");
     CHECK(again.output.find(read_file(faults).substr(0, 200)) != std::string::npos);  // seeded
   }
   const std::string out = (t.path / "run").string();
@@ -2250,7 +2250,10 @@ TEST_CASE("chaos: 40 seeded random faults on 16 real peers; the run ends and its
   // The truth, from the schedule alone (gossip/faults.hpp reads the same file).
   std::ofstream(t.path / "both.yaml") << read_file(t.path / "c.yaml") + read_file(faults);
   const gossip::RunConfig both = gossip::load_config((t.path / "both.yaml").string());
-  REQUIRE(both.faults.size() == 40u);
+  REQUIRE(both.faults.size() == 44u);
+  CHECK(std::any_of(both.faults.begin(), both.faults.end(), [](const gossip::Fault& f) {
+    return f.action == gossip::FaultAction::kAttack;
+  }));
   const gossip::ScheduleOutcome truth = gossip::schedule_outcome(both.faults);
   std::string alive = "\"alive_at_end\": [";
   for (int p = 0; p < 16; ++p)
@@ -2298,6 +2301,8 @@ TEST_CASE("chaos: 40 seeded random faults on 16 real peers; the run ends and its
       peers = {f.links[0].first, f.links[0].second};
       action = gossip::cat("cut until round ", f.to_round);
     }
+    if (f.action == gossip::FaultAction::kAttack)
+      action = gossip::cat("attack ", gossip::describe_attack(f), " until round ", f.to_round);
     std::string line = gossip::cat("\"round\": ", f.round, ", \"action\": \"", action,
                                    "\", \"peers\": [");
     for (std::size_t i = 0; i < peers.size(); ++i) line += gossip::cat(i ? ", " : "", peers[i]);

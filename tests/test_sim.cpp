@@ -1115,8 +1115,20 @@ TEST_CASE("chaos: 300 seeded random faults on 64 peers, and the record is the sc
   chaos.count = 300;
   chaos.seed = 3;
   chaos.rounds = rounds;
+  chaos.attacks = 20;
   config.faults = gossip::chaos_schedule(t, chaos);
-  REQUIRE(config.faults.size() == 300u);
+  REQUIRE(std::count_if(config.faults.begin(), config.faults.end(), [](const Fault& f) {
+            return f.action == gossip::FaultAction::kAttack;
+          }) == 20);
+  REQUIRE(config.faults.size() == 320u);
+  {  // the attacks are layered on: the other faults are the schedule without attacks
+    gossip::ChaosOptions plain = chaos;
+    plain.attacks = 0;
+    std::vector<Fault> rest;
+    std::copy_if(config.faults.begin(), config.faults.end(), std::back_inserter(rest),
+                 [](const Fault& f) { return f.action != gossip::FaultAction::kAttack; });
+    CHECK(gossip::faults_yaml(rest) == gossip::faults_yaml(gossip::chaos_schedule(t, plain)));
+  }
   // The same seed, the same schedule; another seed, another.
   CHECK(gossip::faults_yaml(gossip::chaos_schedule(t, chaos)) == gossip::faults_yaml(config.faults));
   chaos.seed = 4;
@@ -1145,6 +1157,11 @@ TEST_CASE("chaos: 300 seeded random faults on 64 peers, and the record is the sc
   };
   std::vector<Entry> expected, recorded;
   for (const Fault& f : config.faults) {
+    if (f.action == gossip::FaultAction::kAttack) {  // its start, then its end
+      expected.push_back({f.round, gossip::cat("attack ", gossip::describe_attack(f)), f.peers});
+      expected.push_back({f.to_round, "attack over", f.peers});
+      continue;
+    }
     if (f.action != gossip::FaultAction::kCut) {
       expected.push_back({f.round, gossip::fault_action_name(f.action), f.peers});
       continue;

@@ -183,8 +183,12 @@ class FaultedExchange {
 /// rounds in 1..rounds*9/10, in round order, each a kill (one peer, or two), a restart of a dead
 /// peer, a pause (0.1 s to max_pause_s) or a cut of one link of the graph for 5 to rounds/10
 /// rounds (ending before the last round), as the state so far allows: at least min_alive peers
-/// (default: a third, at least 2) stay alive. The same topology, options and seed give the same
-/// schedule. Refuses (InputError) a run too short for `count` faults.
+/// (default: a third, at least 2) stay alive. `attacks` more entries are attacks, at distinct
+/// rounds of their own (a stream of their own: the other faults are the same without them),
+/// each by one peer alive then and not attacking already, of a kind of kChaosAttacks at its
+/// default parameter, for 3 to rounds/20 + 2 rounds ending before the last round. The same
+/// topology, options and seed give the same schedule. Refuses (InputError) a run too short for
+/// `count` faults.
 struct ChaosOptions {
   int count = 30;
   std::uint64_t seed = 1;
@@ -192,8 +196,12 @@ struct ChaosOptions {
   double max_pause_s = 1.0;
   bool pauses = true;
   bool cuts = true;
+  int attacks = 0;          // attack entries on top (gossip chaos --attacks N)
   int min_alive = 0;        // 0: a third of the peers, at least 2
 };
+/// The attack kinds chaos_schedule draws from.
+inline constexpr AttackKind kChaosAttacks[] = {AttackKind::kSignFlip, AttackKind::kNoise,
+                                               AttackKind::kDissensus};
 std::vector<Fault> chaos_schedule(const Topology& topology, const ChaosOptions& options);
 
 /// `faults` as a file `--faults FILE` reads: "faults:" and one flow map an entry.

@@ -2,6 +2,7 @@
 // and what a schedule does to the peers computed from it alone (schedule_outcome), the truth
 // the chaos tests hold a run's record to.
 #include <algorithm>
+#include <iterator>
 #include <set>
 #include <sstream>
 #include <string>
@@ -56,6 +57,48 @@ Pick draw_weighted(std::mt19937_64& g, const std::vector<std::pair<Pick, int>>& 
     draw -= weight;
   }
   return pick;
+}
+
+/// The peers alive just after round `round` of `base` (all alive at first).
+std::vector<char> alive_after(std::span<const Fault> base, int n, std::int64_t round) {
+  std::vector<char> alive(static_cast<std::size_t>(n), 1);
+  for (const Fault& f : base) {
+    if (f.round > round) break;
+    for (int p : f.peers) {
+      if (f.action == FaultAction::kKill) alive[p] = 0;
+      if (f.action == FaultAction::kRestart) alive[p] = 1;
+    }
+  }
+  return alive;
+}
+
+/// `count` attacks on `base` (in round order), each by one peer alive at its round and not
+/// attacking then, of a kind of kChaosAttacks at its default parameter, for 3 to rounds/20 + 2
+/// rounds ending before the last round; drawn from a stream of their own, so that the other
+/// faults are the same with attacks or without.
+std::vector<Fault> draw_attacks(std::span<const Fault> base, int n, const ChaosOptions& o) {
+  std::mt19937_64 g = make_rng(o.seed, 1, Stream::kChaos);
+  const std::int64_t last = std::min(o.rounds * 9 / 10, o.rounds - 5);
+  std::vector<Fault> out;
+  if (last < 1) return out;
+  std::vector<std::int64_t> attacking_until(static_cast<std::size_t>(n), 0);  // one at a time
+  for (const std::int64_t round : fault_rounds(g, std::min<int>(o.attacks, static_cast<int>(last)), last)) {
+    const std::vector<char> alive = alive_after(base, n, round);
+    const int p = any_peer(g, n, [&](int q) { return alive[q] != 0 && attacking_until[q] <= round; });
+    if (p < 0) continue;
+    Fault f;
+    f.round = round;
+    f.action = FaultAction::kAttack;
+    f.peers = {p};
+    f.attack = kChaosAttacks[uniform_below(g, std::size(kChaosAttacks))];
+    f.parameter = attack_traits(f.attack).default_value;
+    const std::int64_t longest = std::max<std::int64_t>(4, o.rounds / 20 + 2);
+    f.to_round = std::min<std::int64_t>(
+        o.rounds - 1, round + 3 + static_cast<std::int64_t>(uniform_below(g, longest - 2)));
+    attacking_until[p] = f.to_round;
+    out.push_back(std::move(f));
+  }
+  return out;
 }
 
 }  // namespace
@@ -115,6 +158,13 @@ std::vector<Fault> chaos_schedule(const Topology& topology, const ChaosOptions& 
     }
     out.push_back(std::move(f));
   }
+  if (o.attacks > 0) {  // layered on, each after the faults of its round
+    std::vector<Fault> attacks = draw_attacks(out, n, o);
+    std::vector<Fault> both;
+    std::merge(out.begin(), out.end(), attacks.begin(), attacks.end(), std::back_inserter(both),
+               [](const Fault& a, const Fault& b) { return a.round < b.round; });
+    out = std::move(both);
+  }
   return out;
 }
 
@@ -135,8 +185,15 @@ std::string faults_yaml(std::span<const Fault> faults) {
       os << "]}\n";
       continue;
     }
-    os << "  - {round: " << f.round << ", " << name << ": " << peers(f.peers);
+    os << "  - {round: " << f.round << ", ";
+    if (f.action == FaultAction::kAttack && f.to_round > 0) os << "to_round: " << f.to_round << ", ";
+    os << name << ": " << peers(f.peers);
     if (f.action == FaultAction::kPause) os << ", seconds: " << f.seconds;
+    if (f.action == FaultAction::kAttack) {
+      const AttackTraits& t = attack_traits(f.attack);
+      os << ", kind: " << t.name;
+      if (t.parameter && *t.parameter) os << ", " << t.parameter << ": " << f.parameter;
+    }
     os << "}\n";
   }
   return os.str();
