@@ -1538,6 +1538,65 @@ TEST_CASE("an elastic run in the simulator: peers join and leave at the rounds t
   CHECK(simulate(config, t, data).params_sha256 == r.params_sha256);
 }
 
+TEST_CASE("chaos on an elastic graph: seeded random joins and leaves take effect where the "
+          "member timeline says, and nobody is buried", "[sim][faults][chaos][elastic]") {
+  // 8 members of an exponential graph that may grow to 16; 12 joins and leaves from gossip
+  // chaos's generator. The truth is the member timeline the schedule alone gives
+  // (run_topology): each change's round, its members, who joined and who left.
+  RunConfig config = test::small_synthetic_config(4096, 256, 5);
+  config.train.epochs = 4;
+  config.train.evals_per_epoch = 1;
+  const Topology t = load_topology_from_string(
+      "generator: exponential\nn: 8\nelastic: true\nmax_peers: 16\n", "elastic-exp.yaml");
+  const DataSets data = load_datasets(config);
+  gossip::ChaosOptions chaos;
+  chaos.count = 12;
+  chaos.seed = 3;
+  chaos.rounds = gossip::plan_rounds(config, data.train.n, 16).rounds;
+  REQUIRE(chaos.rounds == 128);
+  config.faults = gossip::chaos_schedule(t, chaos);
+  REQUIRE(config.faults.size() == 12u);
+  int joins = 0;
+  for (const Fault& f : config.faults) {
+    REQUIRE((f.action == gossip::FaultAction::kJoin || f.action == gossip::FaultAction::kLeave));
+    joins += f.action == gossip::FaultAction::kJoin;
+  }
+  CHECK(joins > 2);
+  CHECK(joins < 12);
+  const Topology planned = gossip::run_topology(config, t);
+  const auto& epochs = planned.epochs();
+  REQUIRE(epochs.size() == 13u);
+  const SimResult r = simulate(config, t, data);
+  REQUIRE(r.membership.size() == epochs.size() - 1);
+  for (std::size_t k = 1; k < epochs.size(); ++k) {
+    INFO("change " << k << " announced at " << epochs[k].announced);
+    const gossip::MembershipRecord& got = r.membership[k - 1];
+    CHECK(got.from == epochs[k].from);
+    CHECK(got.announced == epochs[k].announced);
+    CHECK(got.members == epochs[k].members);
+    std::vector<int> joined, left;
+    std::set_difference(epochs[k].members.begin(), epochs[k].members.end(),
+                        epochs[k - 1].members.begin(), epochs[k - 1].members.end(),
+                        std::back_inserter(joined));
+    std::set_difference(epochs[k - 1].members.begin(), epochs[k - 1].members.end(),
+                        epochs[k].members.begin(), epochs[k].members.end(),
+                        std::back_inserter(left));
+    CHECK(got.joined == joined);
+    CHECK(got.left == left);
+    CHECK(got.dead.empty());
+  }
+  std::vector<char> alive(16, 0);
+  for (int p : epochs.back().members) alive[p] = 1;
+  CHECK(r.alive_at_end == alive);
+  CHECK(r.final_components == std::vector<std::vector<int>>{epochs.back().members});
+  CHECK(r.final_connected);
+  for (const MemberEvent& e : r.member_events) {  // joins and leaves are not deaths
+    INFO("peer " << e.peer << " " << e.event << " round " << e.round);
+    CHECK(e.event != gossip::MemberEventKind::kDead);
+    CHECK(e.event != gossip::MemberEventKind::kPartition);
+  }
+}
+
 TEST_CASE("joins and leaves are refused where they cannot happen, naming why",
           "[sim][faults][elastic]") {
   const Topology elastic = load_topology_from_string(

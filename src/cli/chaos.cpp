@@ -1,6 +1,7 @@
 // cli/chaos.cpp: `gossip chaos CONFIG --faults N --seed S` — a seeded random fault schedule for
 // CONFIG's run (gossip/faults.hpp: chaos_schedule), written as a --faults file for `gossip run`
 // and `gossip sim` alike.
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 
@@ -27,7 +28,9 @@ const char* kChaosHelp =
     "1) or a cut of one link of the topology for 5 to rounds/10 rounds, as the schedule so far\n"
     "allows (a third of the peers, at least 2, always alive); with --attacks N, N attacks on top\n"
     "(one live peer each: sign_flip, noise or dissensus for 3 to rounds/20 + 2 rounds; the other\n"
-    "faults unchanged). The same config, options and seed give the same schedule. Give the\n"
+    "faults unchanged). On an elastic topology the N faults are joins and leaves of one rank\n"
+    "each instead, far enough apart that each takes effect before the next is announced. The\n"
+    "same config, options and seed give the same schedule. Give the\n"
     "file to both:\n"
     "\n"
     "  gossip chaos configs/quickstart.yaml --faults 30 --seed 7 --out chaos.yaml\n"
@@ -58,9 +61,6 @@ int run_chaos(int argc, char** argv) {
   if (config.gossip.topology.empty())
     throw InputError(cat(config.path, ": gossip.topology: a topology file is required"));
   const Topology loaded = load_topology(config.gossip.topology);
-  if (loaded.elastic())
-    throw InputError(cat("gossip chaos: ", config.gossip.topology, " is elastic; the schedules "
-                         "this writes keep the members fixed (write joins and leaves by hand)"));
   ChaosOptions o;
   o.count = static_cast<int>(args.get_int("faults", o.count));
   o.seed = static_cast<std::uint64_t>(args.get_int("seed", 1));
@@ -72,16 +72,23 @@ int run_chaos(int argc, char** argv) {
   if (o.attacks < 0) throw InputError("--attacks must be 0 or more");
   o.rounds = args.get_int("rounds", 0);
   if (args.get("rounds") && o.rounds < 1) throw InputError("--rounds must be at least 1");
-  if (o.rounds == 0)
-    o.rounds = plan_rounds(config, load_datasets(config).train.n, loaded.n()).rounds;
+  if (o.rounds == 0)  // over the run's identities (an elastic graph's max_peers)
+    o.rounds =
+        plan_rounds(config, load_datasets(config).train.n, run_topology(config, loaded).n()).rounds;
   const std::vector<Fault> faults = chaos_schedule(loaded, o);
   const ScheduleOutcome outcome = schedule_outcome(faults);
   const std::string text =
       cat("# gossip chaos ", args.config_path(), " --faults ", o.count, " --seed ", o.seed,
           o.attacks > 0 ? cat(" --attacks ", o.attacks) : std::string(), ": ",
           faults.size(), " faults over ", o.rounds, " rounds of ", loaded.n(), " peers; ",
-          outcome.kills, " kills, ", outcome.restarts, " restarts, ",
-          outcome.dead_at_end.size(), " dead at the end\n", faults_yaml(faults));
+          loaded.elastic() ? cat(std::count_if(faults.begin(), faults.end(), [](const Fault& f) {
+                                   return f.action == FaultAction::kJoin;
+                                 }), " joins, ", std::count_if(faults.begin(), faults.end(), [](const Fault& f) {
+                                   return f.action == FaultAction::kLeave;
+                                 }), " leaves\n")
+                           : cat(outcome.kills, " kills, ", outcome.restarts, " restarts, ",
+                                 outcome.dead_at_end.size(), " dead at the end\n"),
+          faults_yaml(faults));
   if (const auto out = args.get("out")) {
     std::ofstream f(*out, std::ios::trunc);
     f << text;

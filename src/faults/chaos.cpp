@@ -101,9 +101,51 @@ std::vector<Fault> draw_attacks(std::span<const Fault> base, int n, const ChaosO
   return out;
 }
 
+/// `count` joins and leaves of one rank each on an elastic topology, at rounds spaced so that each
+/// takes effect (its announcement plus the membership lead of the members' graph then, plus one
+/// round of slack) before the next is announced; at least half the initial members (at least 2)
+/// stay members. Throws InputError when the run is too short for that spacing.
+std::vector<Fault> draw_membership(const Topology& topology, const ChaosOptions& o) {
+  const ElasticSpec& spec = *topology.elastic();
+  std::mt19937_64 g = make_rng(o.seed, 2, Stream::kChaos);
+  std::vector<int> members(static_cast<std::size_t>(spec.generator.n));
+  for (int r = 0; r < spec.generator.n; ++r) members[static_cast<std::size_t>(r)] = r;
+  const int fewest = std::max(2, spec.generator.n / 2);
+  const std::int64_t last = o.rounds * 9 / 10;
+  const std::int64_t gap = last / (o.count + 1);
+  std::vector<Fault> out;
+  for (int k = 1; k <= o.count; ++k) {
+    const std::int64_t round = gap * k;
+    std::vector<int> outside;
+    for (int r = 0; r < spec.max_peers; ++r)
+      if (!std::binary_search(members.begin(), members.end(), r)) outside.push_back(r);
+    const bool can_join = !outside.empty();
+    const bool can_leave = static_cast<int>(members.size()) > fewest;
+    const bool join = can_join && (!can_leave || uniform_below(g, 2) == 0);
+    Fault f;
+    f.round = round;
+    f.action = join ? FaultAction::kJoin : FaultAction::kLeave;
+    const std::vector<int>& from = join ? outside : members;
+    f.peers = {from[uniform_below(g, from.size())]};
+    if (join) members.insert(std::upper_bound(members.begin(), members.end(), f.peers[0]), f.peers[0]);
+    else members.erase(std::find(members.begin(), members.end(), f.peers[0]));
+    const std::int64_t lead = membership_lead(elastic_topology(spec, members));
+    if (gap < lead + 2)
+      throw InputError(cat(o.count, " joins and leaves ", gap, " rounds apart in a run of ",
+                           o.rounds, " rounds: each needs ", lead + 2, " rounds to take effect "
+                           "before the next (fewer, or a longer run)"));
+    out.push_back(std::move(f));
+  }
+  return out;
+}
+
 }  // namespace
 
 std::vector<Fault> chaos_schedule(const Topology& topology, const ChaosOptions& o) {
+  if (topology.elastic()) {  // the members change; nothing else is drawn on such a graph
+    if (o.count < 1) throw InputError(cat("--faults must be at least 1, not ", o.count));
+    return draw_membership(topology, o);
+  }
   const int n = topology.n();
   const std::int64_t last = o.rounds * 9 / 10;
   if (o.count < 1) throw InputError(cat("--faults must be at least 1, not ", o.count));
