@@ -40,9 +40,8 @@ suffix=$("$py" -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"
 version=$("$py" -c 'import sys; print("%d.%d.%d" % sys.version_info[:3])')
 
 mkdir -p "$out/gossip"
-for f in __init__.py torch.py topology.py _sim.py data.py _gossip.pyi py.typed; do
-  cp "python/gossip/$f" "$out/gossip/"
-done
+# Every file of the package: its modules, the extension's type stub and the py.typed marker.
+cp python/gossip/*.py python/gossip/_gossip.pyi python/gossip/py.typed "$out/gossip/"
 libraries=()
 while read -r soname; do
   [ -n "$soname" ] && libraries+=("-l:$soname")
