@@ -2318,6 +2318,56 @@ TEST_CASE("chaos: 40 seeded random faults on 16 real peers; the run ends and its
   CHECK(processes_naming(out).empty());
 }
 
+TEST_CASE("chaos on an elastic graph: seeded random joins and leaves in gossip run follow the "
+          "member timeline of the schedule, bit-identical to gossip sim", "[peer][elastic][chaos]") {
+  TempDir t;
+  std::ofstream(t.path / "e.yaml") << "generator: exponential\nn: 8\nelastic: true\nmax_peers: 16\n";
+  std::ofstream(t.path / "c.yaml")
+      << "data:\n  synthetic: {train: 8192, test: 256, dim: 12, classes: 3}\n"
+      << "model: {layers: [12, 16, 3]}\n"
+      << "optimizer: {lr: 0.05, momentum: 0.9}\n"
+      << "train: {epochs: 2, batch: 16, seed: 5, backend: cpu, evals_per_epoch: 1}\n"
+      << "gossip: {topology: e.yaml, algorithm: dpsgd, period: 1}\n"
+      << "net: {run_id: elastic-chaos, base_port: " << test_port_base() << ", "
+      << "connect_timeout_s: 20, tls: off}\n";
+  const std::string cfg = (t.path / "c.yaml").string(), faults = (t.path / "f.yaml").string();
+  const Result made = run(bin() + " chaos " + cfg + " --faults 6 --seed 4 --out " + faults);
+  INFO(made.output);
+  REQUIRE(made.code == 0);
+  INFO(read_file(faults));
+  const std::string out = (t.path / "run").string(), sim = (t.path / "sim").string();
+  const Result r = run(bin() + " run " + cfg + " --out " + out + " --faults " + faults +
+                       " --no-progress");
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  const Result s = run(bin() + " sim " + cfg + " --out " + sim + " --faults " + faults);
+  REQUIRE(s.code == 0);
+  // The truth: the member timeline the schedule alone gives.
+  std::ofstream(t.path / "both.yaml") << read_file(t.path / "c.yaml") + read_file(faults);
+  const gossip::RunConfig both = gossip::load_config((t.path / "both.yaml").string());
+  REQUIRE(both.faults.size() == 6u);
+  const gossip::Topology planned =
+      gossip::run_topology(both, gossip::load_topology((t.path / "e.yaml").string()));
+  const std::string timeline = summary_field(fs::path(out) / "summary.json", "membership_timeline");
+  for (const auto& e : planned.epochs()) {
+    std::string members;
+    for (int p : e.members) members += gossip::cat(members.empty() ? "" : ", ", p);
+    CHECK_THAT(timeline, Catch::Contains(gossip::cat("{\"round\": ", e.from, e.from ? ", \"announced\": " : "",
+                                                     e.from ? std::to_string(e.announced) : "",
+                                                     ", \"members\": [", members, "]")));
+  }
+  CHECK(timeline == summary_field(fs::path(sim) / "summary.json", "membership_timeline"));
+  std::string alive = "\"alive_at_end\": [";
+  const auto& last = planned.epochs().back().members;
+  for (int p = 0; p < 16; ++p)
+    alive += gossip::cat(p ? ", " : "", std::binary_search(last.begin(), last.end(), p) ? "true" : "false");
+  CHECK_THAT(read_file(fs::path(out) / "summary.json"), Catch::Contains(alive + "]"));
+  CHECK(summary_field(fs::path(out) / "summary.json", "missing_links") == "\"missing_links\": [],");
+  CHECK(summary_field(fs::path(out) / "summary.json", "params_sha256") ==
+        summary_field(fs::path(sim) / "summary.json", "params_sha256"));
+  CHECK(processes_naming(out).empty());
+}
+
 TEST_CASE("the same fault schedule gives the same membership events in gossip sim and gossip run",
           "[peer][faults][membership]") {
   TempDir t;

@@ -188,7 +188,8 @@ class FaultedExchange {
 /// each by one peer alive then and not attacking already, of a kind of kChaosAttacks at its
 /// default parameter, for 3 to rounds/20 + 2 rounds ending before the last round. On an elastic
 /// topology the `count` faults are joins and leaves instead, one rank each (a join of a rank that
-/// is not a member, a leave of one that is; at least half the initial members, at least 2, stay),
+/// that has never been a member, a leave of one that is; at least half the initial members, at
+/// least 2, stay),
 /// at rounds far enough apart that each takes effect before the next is announced. The same
 /// topology, options and seed give the same schedule. Refuses (InputError) a run too short for
 /// `count` faults.

@@ -104,21 +104,25 @@ std::vector<Fault> draw_attacks(std::span<const Fault> base, int n, const ChaosO
 /// `count` joins and leaves of one rank each on an elastic topology, at rounds spaced so that each
 /// takes effect (its announcement plus the membership lead of the members' graph then, plus one
 /// round of slack) before the next is announced; at least half the initial members (at least 2)
-/// stay members. Throws InputError when the run is too short for that spacing.
+/// stay members, and a rank that left does not join again (a peer process of gossip run is a
+/// member for one stretch of rounds). Throws InputError when the run is too short for that spacing.
 std::vector<Fault> draw_membership(const Topology& topology, const ChaosOptions& o) {
   const ElasticSpec& spec = *topology.elastic();
   std::mt19937_64 g = make_rng(o.seed, 2, Stream::kChaos);
   std::vector<int> members(static_cast<std::size_t>(spec.generator.n));
   for (int r = 0; r < spec.generator.n; ++r) members[static_cast<std::size_t>(r)] = r;
   const int fewest = std::max(2, spec.generator.n / 2);
+  std::vector<int> gone;  // ranks that left
   const std::int64_t last = o.rounds * 9 / 10;
   const std::int64_t gap = last / (o.count + 1);
   std::vector<Fault> out;
   for (int k = 1; k <= o.count; ++k) {
     const std::int64_t round = gap * k;
-    std::vector<int> outside;
+    std::vector<int> outside;  // ranks never members: one that left does not come back
     for (int r = 0; r < spec.max_peers; ++r)
-      if (!std::binary_search(members.begin(), members.end(), r)) outside.push_back(r);
+      if (!std::binary_search(members.begin(), members.end(), r) &&
+          std::find(gone.begin(), gone.end(), r) == gone.end())
+        outside.push_back(r);
     const bool can_join = !outside.empty();
     const bool can_leave = static_cast<int>(members.size()) > fewest;
     const bool join = can_join && (!can_leave || uniform_below(g, 2) == 0);
@@ -128,7 +132,10 @@ std::vector<Fault> draw_membership(const Topology& topology, const ChaosOptions&
     const std::vector<int>& from = join ? outside : members;
     f.peers = {from[uniform_below(g, from.size())]};
     if (join) members.insert(std::upper_bound(members.begin(), members.end(), f.peers[0]), f.peers[0]);
-    else members.erase(std::find(members.begin(), members.end(), f.peers[0]));
+    else {
+      members.erase(std::find(members.begin(), members.end(), f.peers[0]));
+      gone.push_back(f.peers[0]);
+    }
     const std::int64_t lead = membership_lead(elastic_topology(spec, members));
     if (gap < lead + 2)
       throw InputError(cat(o.count, " joins and leaves ", gap, " rounds apart in a run of ",

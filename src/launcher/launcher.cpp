@@ -495,6 +495,27 @@ std::vector<std::string> with_topology(std::vector<std::string> args, const std:
   return args;
 }
 
+/// A peer process is a member for one stretch of rounds: a rank that leaves and joins again is
+/// refused, naming both rounds (the simulator follows it; a real run gives the joiner a rank that
+/// has not been a member).
+void refuse_second_stretch(const RunConfig& config, const Topology& topology) {
+  const auto& epochs = topology.epochs();
+  for (int r = 0; r < topology.n(); ++r) {
+    std::int64_t left = -1;
+    bool was = false;
+    for (const auto& e : epochs) {
+      const bool is = std::binary_search(e.members.begin(), e.members.end(), r);
+      if (was && !is) left = e.from;
+      if (!was && is && left >= 0)
+        throw InputError(cat(config.where("faults"), ": rank ", r, " leaves from round ", left,
+                             " and joins again from round ", e.from, "; a peer process of "
+                             "gossip run is a member for one stretch of rounds: let a rank that "
+                             "has not been a member join instead (gossip sim follows either)"));
+      was = is;
+    }
+  }
+}
+
 /// The refusals before anything is written: an elastic run's options, the fault schedule, the
 /// backend, peers_per_process and, with --netem, a topology whose peers: are on other hosts.
 /// `drop_addresses`: --netem with a topology that lists its peers' (loopback) addresses.
@@ -506,6 +527,7 @@ void refuse_before_start(const RunConfig& config, const LaunchOptions& options,
     throw InputError(cat(config.where("faults"), ": a run whose peers join and leave does not "
                          "take --resume, --until-round, --netem, --restart or exec: yet"));
   check_faults(config, loaded);
+  if (elastic) refuse_second_stretch(config, topology);
   check_backend(config);
   check_grouping(config, options, elastic);
   if (drop_addresses && !loopback_only(topology))

@@ -575,7 +575,14 @@ Summary NetworkRecord::finish(double wall_seconds, const std::vector<double>& pe
   net.one_way = graph.one_way;
   for (const auto& shard : shard_for(config_, data_.train, n_))
     net.samples_per_peer.push_back(std::ssize(shard));
-  for (int r = 0; r < n_; ++r) net.alive_at_end.push_back(done_[r].has_value());
+  // A finished process, and in an elastic run a member at the end (one that left finished too).
+  const std::vector<int> last_members =
+      members_ && !members_->epochs().empty() ? members_->epochs().back().members
+                                              : std::vector<int>{};
+  for (int r = 0; r < n_; ++r)
+    net.alive_at_end.push_back(
+        done_[r].has_value() &&
+        (last_members.empty() || std::binary_search(last_members.begin(), last_members.end(), r)));
   const std::vector<double> component_consensus = evaluate_components(net);
   if (!config_.exec.empty()) evaluate_exec_average(end);
   if (members_) add_membership(net, std::max(end.rounds, total_rounds_));
