@@ -24,7 +24,7 @@ REPO = os.path.dirname(os.path.dirname(HERE))
 
 
 @pytest.mark.parametrize("mode", ["sgd", "adam", "adamw", "autocast", "bn", "bn-local",
-                                  "overlap", "gdp-nosync",
+                                  "overlap", "gdp-nosync", "gdp-overlap",
                                   pytest.param("overlap-cuda", marks=pytest.mark.skipif(
                                       not torch.cuda.is_available(), reason="no CUDA device"))])
 def test_the_wrapper_equals_local_steps_then_the_exact_average(folder, base_port, procs, mode):

@@ -13,7 +13,8 @@ with buffer_period 0: statistics never mixed), overlap (SGD with momentum, overl
 round mixes the snapshot taken after a step and is applied after the next one, x <- x +
 (avg(s) - s); the last one at synchronize()), gdp-nosync (GossipDataParallel around the model
 in a DDP-shaped loop, the even steps but the last inside no_sync(): local steps without a
-round; its state dict in DDP's layout round-trips). MODE-cuda (overlap-cuda) runs MODE with the model
+round; its state dict in DDP's layout round-trips), gdp-overlap (the same with overlap=True,
+every step synced: the one-step-stale schedule of mode overlap). MODE-cuda (overlap-cuda) runs MODE with the model
 and batches on the GPU: the device snapshot, the side stream's copies and the change taken on
 the device, against the same reference.
 """
@@ -39,7 +40,7 @@ def make_model(mode: str, rank: int) -> torch.nn.Module:
 
 
 def make_optimizer(mode: str, model: torch.nn.Module) -> torch.optim.Optimizer:
-    if mode in ("sgd", "overlap", "gdp-nosync"):
+    if mode in ("sgd", "overlap", "gdp-nosync", "gdp-overlap"):
         return torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     if mode in ("adam", "bn", "bn-local"):
         return torch.optim.Adam(model.parameters(), lr=0.01)
@@ -86,7 +87,7 @@ def reference(mode: str, n: int) -> List[torch.Tensor]:
               for o in opts]
     data = [list(batches(r)) for r in range(n)]
     n_params = sum(p.numel() for p in models[0].parameters())
-    if mode == "overlap":
+    if mode in ("overlap", "gdp-overlap"):
         return overlap_reference(models, opts, data)
     for step in range(STEPS):
         for r in range(n):
@@ -148,7 +149,7 @@ def main() -> None:
     mode = name.removesuffix("-cuda")
     device = torch.device("cuda" if name.endswith("-cuda") else "cpu")
     peer = gossip.Peer(config, rank=rank, out=os.path.join(folder, "run"))
-    if mode == "gdp-nosync":
+    if mode.startswith("gdp-"):
         return gdp_main(name, peer, rank, folder)
     model = make_model(mode, rank).to(device)
     inner = make_optimizer(mode, model)
@@ -183,7 +184,8 @@ def gdp_main(name: str, peer, rank: int, folder: str) -> None:
     model = make_model(name, rank)
     sgd = make_optimizer(name, model)
     net = gossip.torch.GossipDataParallel(model, peer, optimizer=sgd,
-                                          rounds=sum(synced(name, k) for k in range(STEPS)))
+                                          rounds=sum(synced(name, k) for k in range(STEPS)),
+                                          overlap=name == "gdp-overlap")
     for step, (x, y) in enumerate(batches(rank)):
         if synced(name, step):
             local_step(name, net, sgd, x, y)
