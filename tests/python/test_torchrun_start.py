@@ -4,6 +4,7 @@ torchrun: closed-form cases, with the store's exchange and the checkpoint listin
 
 from gossip import _torchrun
 
+
 def decide(monkeypatch, rank, every):
     """restart_start for `rank` when the workers hold the checkpoint rounds `every` (by rank)."""
     monkeypatch.setattr(_torchrun._gossip, "valid_checkpoints",
@@ -11,11 +12,13 @@ def decide(monkeypatch, rank, every):
     monkeypatch.setattr(_torchrun, "_agree", lambda r, size, rounds: [set(s) for s in every])
     return _torchrun.restart_start("runs/x", rank, len(every))
 
+
 def test_every_worker_resumes_from_the_newest_round_all_hold(monkeypatch):
     every = [{10, 20, 30}, {10, 20, 30}, {20, 30}, {10, 20}]
     for r in range(4):
         s = decide(monkeypatch, r, every)
         assert (s.resume_round, s.rejoin) == (20, False), s
+
 
 def test_a_worker_without_checkpoints_rejoins_while_the_others_resume(monkeypatch):
     every = [{10, 20}, set(), {10, 20}, {20}]
@@ -25,12 +28,14 @@ def test_a_worker_without_checkpoints_rejoins_while_the_others_resume(monkeypatc
         s = decide(monkeypatch, r, every)
         assert (s.resume_round, s.rejoin) == (20, False), s
 
+
 def test_with_no_round_in_common_the_run_starts_over(monkeypatch):
     every = [{10}, {20}, set(), {10}]
     for r in range(4):
         s = decide(monkeypatch, r, every)
         assert (s.resume_round, s.rejoin) == (None, False), s
         assert "starts over" in s.why
+
 
 def test_the_config_is_the_scripts_first_yaml_argument_and_the_folder_the_run_id(tmp_path,
                                                                                 monkeypatch):
