@@ -657,6 +657,59 @@ TEST_CASE("a directory given as a topology says it is one", "[topology]") {
   REQUIRE(r.output.find("is a directory") != std::string::npos);
 }
 
+TEST_CASE("random-matching: each round a matching drawn from the seed and round, both ends "
+          "agreeing, weights 1/2 (NoLoCo's pairs)", "[topology]") {
+  for (const int n : {12, 11}) {
+    INFO("n " << n);
+    GeneratorSpec s;
+    s.kind = gossip::GeneratorKind::kRandomMatching;
+    s.n = n;
+    s.seed = 7;
+    s.period = 40;
+    const Topology t = gossip::make_topology(s);
+    REQUIRE(t.period() == 40);
+    REQUIRE_FALSE(t.directed());
+    bool rounds_differ = false;
+    for (std::int64_t r = 0; r < t.period(); ++r) {
+      const auto& g = t.at(r);
+      int alone = 0;
+      for (int i = 0; i < n; ++i) {
+        const auto in = g.in_neighbours(i);
+        REQUIRE(in.size() <= 1);  // one partner at most
+        if (in.empty()) {
+          ++alone;
+          REQUIRE(g.self_weight(i) == 1.0);
+          continue;
+        }
+        const int j = in[0].peer;
+        REQUIRE(j != i);
+        // Both ends agree: j's partner is i, and each keeps half and takes half.
+        REQUIRE(g.in_neighbours(j).size() == 1);
+        REQUIRE(g.in_neighbours(j)[0].peer == i);
+        REQUIRE(in[0].weight == 0.5);
+        REQUIRE(g.self_weight(i) == 0.5);
+        if (r > 0) {
+          const auto before = t.at(r - 1).in_neighbours(i);
+          rounds_differ = rounds_differ || before.empty() || before[0].peer != j;
+        }
+      }
+      CHECK(alone == n % 2);  // everybody paired; n odd: one alone
+    }
+    CHECK(rounds_differ);
+    CHECK(gossip::make_topology(s).fingerprint() == t.fingerprint());
+    GeneratorSpec other = s;
+    other.seed = 8;
+    CHECK(gossip::make_topology(other).fingerprint() != t.fingerprint());
+    CHECK(gossip::load_topology_from_string(gossip::to_yaml(s), "m.yaml").fingerprint() ==
+          t.fingerprint());
+  }
+  CHECK_THROWS_AS(gossip::load_topology_from_string(
+                      "generator: random-matching\nn: 8\nperiod: 0\n", "m.yaml"),
+                  gossip::InputError);
+  CHECK_THROWS_AS(gossip::load_topology_from_string("generator: random-matching\nn: 1\n", "m.yaml"),
+                  gossip::InputError);
+}
+
 TEST_CASE("epidemic: each round each peer sends to s peers drawn from the seed, round and rank",
           "[topology]") {
   GeneratorSpec s;

@@ -140,7 +140,9 @@ class Graph {
   X(kBase, "base", kUndirected, false, 2, false, WeightKind::kGenerator, K(), K("k"),           \
     "Base-(k+1) graphs: the exact average in finite rounds, degree at most k")           \
   X(kEpidemic, "epidemic", kDirected, false, 2, false, WeightKind::kUniform, K("s"),            \
-    K("seed", "period"), "each round each peer sends to s others drawn at random")
+    K("seed", "period"), "each round each peer sends to s others drawn at random")              \
+  X(kRandomMatching, "random-matching", kUndirected, false, 2, false, std::nullopt, K(),         \
+    K("seed", "period"), "each round the peers paired at random (NoLoCo; n odd: one alone)")
 
 /// A generator's graph: undirected, undirected unless `directed: true`, or directed.
 enum class GeneratorDirection { kUndirected, kEither, kDirected };

@@ -209,6 +209,9 @@ std::optional<SpecProblem> check_parameters(const GeneratorSpec& s) {
   }
   if (k == kBase && s.k < 1)
     return SpecProblem{"k", cat("generator base needs k (max degree) >= 1 (got k: ", s.k, ")")};
+  if (k == kRandomMatching && (s.period < 0 || s.period > kMaxRounds))
+    return SpecProblem{"period", cat("random-matching's period is 1 to ", kMaxRounds,
+                                     " rounds (got ", s.period, ")")};
   if (k == kEpidemic) {
     if (s.s < 1 || s.s >= s.n)
       return SpecProblem{"s", cat("epidemic needs 1 <= s < n (each peer sends to s others a "
@@ -237,6 +240,22 @@ EdgeList epidemic_round(int n, int s, std::uint64_t seed, std::int64_t t) {
       d.add(i, others[static_cast<std::size_t>(c)]);
     }
   }
+  return d.take();
+}
+
+/// Round t of a random-matching topology: the peers in the order of a shuffle drawn from the
+/// stream (seed, t), paired first with second, third with fourth, ... (n odd: the last alone).
+/// Every peer and the simulator draw the same pairs, each end the same partner.
+EdgeList matching_round(int n, std::uint64_t seed, std::int64_t t) {
+  EdgeSet d(false);
+  std::vector<int> order(static_cast<std::size_t>(n));
+  for (int i = 0; i < n; ++i) order[static_cast<std::size_t>(i)] = i;
+  auto rng = make_rng(seed, static_cast<std::uint64_t>(t), Stream::kTopology);
+  for (int c = n - 1; c > 0; --c)  // Fisher-Yates
+    std::swap(order[static_cast<std::size_t>(c)],
+              order[uniform_below(rng, static_cast<std::uint64_t>(c + 1))]);
+  for (int c = 0; c + 1 < n; c += 2)
+    d.add(order[static_cast<std::size_t>(c)], order[static_cast<std::size_t>(c + 1)]);
   return d.take();
 }
 
@@ -278,6 +297,10 @@ std::int64_t generator_weights(const GeneratorSpec& s) {
     case kEpidemic:
       rounds = s.period > 0 ? s.period : epidemic_default_period(static_cast<int>(n), s.s);
       arcs = rounds * n * s.s;
+      break;
+    case kRandomMatching:
+      rounds = s.period > 0 ? s.period : epidemic_default_period(static_cast<int>(n), 1);
+      arcs = rounds * n;
       break;
     case kBase: {
       // Degree at most k in every round; at most two rounds per base-(k+1) digit of n, plus two.
@@ -338,6 +361,11 @@ std::vector<EdgeList> generate_rounds(const GeneratorSpec& s) {
     case kEpidemic: {
       const int period = s.period > 0 ? s.period : epidemic_default_period(n, s.s);
       for (int t = 0; t < period; ++t) rounds.push_back(epidemic_round(n, s.s, s.seed, t));
+      return rounds;
+    }
+    case kRandomMatching: {
+      const int period = s.period > 0 ? s.period : epidemic_default_period(n, 1);
+      for (int t = 0; t < period; ++t) rounds.push_back(matching_round(n, s.seed, t));
       return rounds;
     }
     case kRing:

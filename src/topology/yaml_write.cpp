@@ -65,6 +65,9 @@ std::string to_yaml(const GeneratorSpec& spec) {
       os << "s: " << spec.s << "\n";
       if (spec.period > 0) os << "period: " << spec.period << "\n";
       break;
+    case kRandomMatching:
+      if (spec.period > 0) os << "period: " << spec.period << "\n";
+      break;
     default: break;  // no keys besides n (or rows and cols) and directed
   }
   if (row.seeded()) os << "seed: " << spec.seed << "\n";
