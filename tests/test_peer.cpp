@@ -1033,6 +1033,17 @@ TEST_CASE("epidemic topologies run over TCP bit-identical to the simulator", "[p
   CHECK(number(t.path / "run" / "summary.json", "test_accuracy") > 0.8);
 }
 
+TEST_CASE("random-matching topologies (NoLoCo's pairs) run over TCP bit-identical to the "
+          "simulator", "[peer]") {
+  // Each round the 7 peers are paired from (seed, round), one alone: every process draws the
+  // same pairs as the simulator, with no coordinator.
+  TempDir t;
+  const auto cfg = write_config(t.path, 7, "dpsgd", 1, 1);
+  std::ofstream(t.path / "topo.yaml") << "generator: random-matching\nn: 7\nseed: 3\nperiod: 16\n";
+  check_run_equals_sim(t.path, cfg, 7);
+  CHECK(number(t.path / "run" / "summary.json", "test_accuracy") > 0.8);
+}
+
 /// metrics.csv as its header and, per round, the `loss` of the average model's row (peer = -1).
 struct Metrics {
   std::string header;
