@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <numeric>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -655,6 +656,93 @@ TEST_CASE("a directory given as a topology says it is one", "[topology]") {
   INFO(r.output);
   REQUIRE(r.code == gossip::kExitBadInput);
   REQUIRE(r.output.find("is a directory") != std::string::npos);
+}
+
+TEST_CASE("EquiTopo: EquiStatic is the mean of k shift graphs and EquiDyn one shift a round; "
+          "their contraction per round stays in a band as n grows, where the ring's does not",
+          "[topology]") {
+  // EquiStatic (Song et al., NeurIPS 2022): W = (1/k) sum_m ((1/n) I + ((n-1)/n) P_{a_m}) with
+  // k shifts a_m drawn from 1..n-1 (U-: with each graph's transpose). Doubly stochastic, self
+  // weight 1/n, every row's neighbours summing to (n-1)/n.
+  for (const bool directed : {false, true}) {
+    GeneratorSpec s;
+    s.kind = gossip::GeneratorKind::kEquiStatic;
+    s.n = 32;
+    s.k = 6;
+    s.seed = 3;
+    s.directed = directed;
+    const Topology t = gossip::make_topology(s);
+    INFO("directed " << directed);
+    REQUIRE(t.weights() == WeightKind::kGenerator);
+    const auto& g = t.at(0);
+    for (int i = 0; i < 32; ++i) {
+      double row = 0.0;
+      for (const auto& e : g.in_neighbours(i)) row += e.weight;
+      CHECK(row == Approx(31.0 / 32.0));
+      CHECK(g.self_weight(i) == Approx(1.0 / 32.0));
+      CHECK(g.in_neighbours(i).size() <= (directed ? 6u : 12u));
+    }
+    const auto r = gossip::analyze(t);
+    CHECK(r.doubly_stochastic);
+    CHECK(r.symmetric == !directed);
+    CHECK(gossip::load_topology_from_string(gossip::to_yaml(s), "e.yaml").fingerprint() ==
+          t.fingerprint());
+  }
+  // EquiDyn: round t one shift a_t, W = (1/2) I + (1/2) W_{a_t}: each peer keeps (n+1)/(2n) and
+  // takes (n-1)/(2n) from one peer (D-: i + a_t; U-: its partner in a matching along a_t).
+  for (const bool directed : {false, true}) {
+    GeneratorSpec s;
+    s.kind = gossip::GeneratorKind::kEquiDyn;
+    s.n = 20;
+    s.seed = 5;
+    s.directed = directed;
+    const Topology t = gossip::make_topology(s);
+    INFO("directed " << directed);
+    for (std::int64_t r = 0; r < 30; ++r) {
+      const auto& g = t.at(r);
+      std::set<int> shifts;
+      for (int i = 0; i < 20; ++i) {
+        const auto in = g.in_neighbours(i);
+        REQUIRE(in.size() <= 1);
+        if (directed) REQUIRE(in.size() == 1);
+        if (in.empty()) {
+          CHECK(g.self_weight(i) == 1.0);
+          continue;
+        }
+        CHECK(in[0].weight == Approx(19.0 / 40.0));
+        CHECK(g.self_weight(i) == Approx(21.0 / 40.0));
+        const int a = (in[0].peer - i + 20) % 20;
+        shifts.insert(directed ? a : std::min(a, 20 - a));
+        if (!directed) CHECK(g.in_neighbours(in[0].peer)[0].peer == i);  // a matching
+      }
+      CHECK(shifts.size() == 1u);  // one shift a round
+    }
+  }
+  // Their rate per round over n = 16 .. 256: in a band (the claim of O(1) consensus rate), where
+  // the ring's climbs towards 1.
+  std::vector<double> dyn, stat, ring;
+  for (const int n : {16, 64, 256}) {
+    GeneratorSpec d;
+    d.kind = gossip::GeneratorKind::kEquiDyn;
+    d.n = n;
+    d.seed = 1;
+    dyn.push_back(gossip::analyze(gossip::make_topology(d)).rho_per_round);
+    GeneratorSpec e = d;
+    e.kind = gossip::GeneratorKind::kEquiStatic;
+    e.k = 2 * static_cast<int>(std::ceil(std::log2(n)));
+    stat.push_back(gossip::analyze(gossip::make_topology(e)).rho_per_round);
+    GeneratorSpec g;
+    g.kind = gossip::GeneratorKind::kRing;
+    g.n = n;
+    ring.push_back(gossip::analyze(gossip::make_topology(g)).rho_per_round);
+  }
+  INFO("equidyn " << dyn[0] << " " << dyn[1] << " " << dyn[2] << "; equistatic " << stat[0]
+       << " " << stat[1] << " " << stat[2] << "; ring " << ring[0] << " " << ring[1] << " "
+       << ring[2]);
+  for (double v : dyn) CHECK((v > 0.5 && v < 0.85));
+  for (double v : stat) CHECK((v > 0.2 && v < 0.7));
+  CHECK(ring[2] > 0.999);
+  CHECK(ring[0] < ring[1]);
 }
 
 TEST_CASE("random-matching: each round a matching drawn from the seed and round, both ends "

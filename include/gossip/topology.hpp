@@ -142,7 +142,11 @@ class Graph {
   X(kEpidemic, "epidemic", kDirected, false, 2, false, WeightKind::kUniform, K("s"),            \
     K("seed", "period"), "each round each peer sends to s others drawn at random")              \
   X(kRandomMatching, "random-matching", kUndirected, false, 2, false, std::nullopt, K(),         \
-    K("seed", "period"), "each round the peers paired at random (NoLoCo; n odd: one alone)")
+    K("seed", "period"), "each round the peers paired at random (NoLoCo; n odd: one alone)")          \
+  X(kEquiStatic, "equistatic", kEither, false, 2, false, WeightKind::kGenerator, K("k"),        \
+    K("directed", "seed"), "EquiTopo's EquiStatic: the mean of k random shift graphs")          \
+  X(kEquiDyn, "equidyn", kEither, false, 2, false, WeightKind::kGenerator, K(),                 \
+    K("directed", "seed"), "EquiTopo's EquiDyn: one random shift a round, one peer each")
 
 /// A generator's graph: undirected, undirected unless `directed: true`, or directed.
 enum class GeneratorDirection { kUndirected, kEither, kDirected };

@@ -209,6 +209,8 @@ std::optional<SpecProblem> check_parameters(const GeneratorSpec& s) {
   }
   if (k == kBase && s.k < 1)
     return SpecProblem{"k", cat("generator base needs k (max degree) >= 1 (got k: ", s.k, ")")};
+  if (k == kEquiStatic && (s.k < 1 || s.k > 64))
+    return SpecProblem{"k", cat("equistatic needs 1 <= k <= 64 basis graphs (got k: ", s.k, ")")};
   if (k == kRandomMatching && (s.period < 0 || s.period > kMaxRounds))
     return SpecProblem{"period", cat("random-matching's period is 1 to ", kMaxRounds,
                                      " rounds (got ", s.period, ")")};
@@ -259,6 +261,62 @@ EdgeList matching_round(int n, std::uint64_t seed, std::int64_t t) {
   return d.take();
 }
 
+/// EquiTopo's shifts (Song et al., NeurIPS 2022): `count` draws, uniform over 1..n-1, from the
+/// stream (seed, round).
+std::vector<int> equi_shifts(int n, std::uint64_t seed, std::int64_t round, int count) {
+  auto rng = make_rng(seed, static_cast<std::uint64_t>(round), Stream::kTopology);
+  std::vector<int> out;
+  for (int c = 0; c < count; ++c)
+    out.push_back(1 + static_cast<int>(uniform_below(rng, static_cast<std::uint64_t>(n - 1))));
+  return out;
+}
+
+/// The mean of the basis graphs of `shifts`: basis graph a keeps 1/n of each peer's model and
+/// takes (n-1)/n of peer i + a's (D-, directed: i pulls from i + a); undirected (U-), the mean of
+/// each basis graph and its transpose, so each pair {i, i + a} carries (n-1)/(2n) a shift.
+EdgeList equi_mean(int n, const std::vector<int>& shifts, bool directed) {
+  std::map<std::pair<int, int>, double> w;
+  const double share = static_cast<double>(n - 1) / n / static_cast<double>(shifts.size());
+  for (const int a : shifts)
+    for (int i = 0; i < n; ++i) {
+      const int j = (i + a) % n;
+      if (directed) w[{j, i}] += share;  // from j to i: W[i][j]
+      else w[{std::min(i, j), std::max(i, j)}] += share / 2;
+    }
+  EdgeList out;
+  for (const auto& [ends, weight] : w) out.edges.push_back({ends.first, ends.second, weight});
+  out.self_weights.assign(static_cast<std::size_t>(n), 1.0 / n);
+  return out;
+}
+
+/// EquiDyn's round t: one shift a from (seed, t), the basis graph's weights halved towards the
+/// identity (W = (1 - eta) I + eta W_a with eta = 1/2: each peer keeps (n+1)/(2n) and takes
+/// (n-1)/(2n), for which the expected squared disagreement shrinks by about half a round
+/// whatever n; eta = 1 would shrink it by only 2/n). Directed: i pulls from i + a. Undirected:
+/// pairs {i, i + a} taken greedily from a start s (also drawn) while both ends are free, the
+/// peers left out alone.
+EdgeList equidyn_round(int n, std::uint64_t seed, std::int64_t t, bool directed) {
+  auto rng = make_rng(seed, static_cast<std::uint64_t>(t), Stream::kTopology);
+  const int a = 1 + static_cast<int>(uniform_below(rng, static_cast<std::uint64_t>(n - 1)));
+  const double take = static_cast<double>(n - 1) / (2.0 * n), keep = 1.0 - take;
+  EdgeList out;
+  out.self_weights.assign(static_cast<std::size_t>(n), directed ? keep : 1.0);
+  if (directed) {
+    for (int i = 0; i < n; ++i) out.edges.push_back({(i + a) % n, i, take});
+    return out;
+  }
+  const int start = static_cast<int>(uniform_below(rng, static_cast<std::uint64_t>(n)));
+  std::vector<char> paired(static_cast<std::size_t>(n), 0);
+  for (int c = 0; c < n; ++c) {
+    const int i = (start + c) % n, j = (i + a) % n;
+    if (paired[i] || paired[j]) continue;
+    paired[i] = paired[j] = 1;
+    out.edges.push_back({std::min(i, j), std::max(i, j), take});
+    out.self_weights[i] = out.self_weights[j] = keep;
+  }
+  return out;
+}
+
 }  // namespace
 
 bool generator_directed(const GeneratorSpec& spec) {
@@ -300,6 +358,11 @@ std::int64_t generator_weights(const GeneratorSpec& s) {
       break;
     case kRandomMatching:
       rounds = s.period > 0 ? s.period : epidemic_default_period(static_cast<int>(n), 1);
+      arcs = rounds * n;
+      break;
+    case kEquiStatic: arcs = 2 * n * s.k; break;
+    case kEquiDyn:
+      rounds = epidemic_default_period(static_cast<int>(n), 1);
       arcs = rounds * n;
       break;
     case kBase: {
@@ -366,6 +429,12 @@ std::vector<EdgeList> generate_rounds(const GeneratorSpec& s) {
     case kRandomMatching: {
       const int period = s.period > 0 ? s.period : epidemic_default_period(n, 1);
       for (int t = 0; t < period; ++t) rounds.push_back(matching_round(n, s.seed, t));
+      return rounds;
+    }
+    case kEquiStatic: return {equi_mean(n, equi_shifts(n, s.seed, 0, s.k), s.directed)};
+    case kEquiDyn: {
+      const int period = epidemic_default_period(n, 1);
+      for (int t = 0; t < period; ++t) rounds.push_back(equidyn_round(n, s.seed, t, s.directed));
       return rounds;
     }
     case kRing:

@@ -60,7 +60,8 @@ std::string to_yaml(const GeneratorSpec& spec) {
     case kErdosRenyi: os << "p: " << exact(spec.p) << "\n"; break;
     case kRandomRegular: os << "degree: " << spec.degree << "\n"; break;
     case kWattsStrogatz: os << "k: " << spec.k << "\nbeta: " << exact(spec.beta) << "\n"; break;
-    case kBase: os << "k: " << spec.k << "\n"; break;
+    case kBase:
+    case kEquiStatic: os << "k: " << spec.k << "\n"; break;
     case kEpidemic:
       os << "s: " << spec.s << "\n";
       if (spec.period > 0) os << "period: " << spec.period << "\n";
