@@ -123,6 +123,15 @@ inline const ChangeRow& change_row(ChangeKind kind) {
 
 GOSSIP_NAMED_CHOICE(LinkChange, GOSSIP_LINK_CHANGES, link_change_table, link_change_name)
 
+/// How a peer's process began, one row each: X(id, name, summary) (the ready event's `start`,
+/// summary.json's `start.as`; gossip collect says it of each torchrun restart).
+#define GOSSIP_PEER_STARTS(X)                                                                   \
+  X(kFresh, "fresh", "started over (no checkpoint)")                                           \
+  X(kResumed, "resumed", "resumed from its checkpoint of round `from`")                        \
+  X(kRejoined, "rejoined", "rejoined the running network from its neighbours")
+
+GOSSIP_NAMED_CHOICE(PeerStart, GOSSIP_PEER_STARTS, peer_start_table, peer_start_name)
+
 /// Whether the link is absent after `change` (it never formed, or was lost).
 inline bool link_absent(LinkChange change) {
   return change == LinkChange::kNeverFormed || change == LinkChange::kLost;

@@ -23,7 +23,7 @@ struct ReadyEvent {
   double seconds = 0.0;  // since the peer started
   int peers = 0;         // the network's size (the topology's peer count)
   std::string config;    // the run config's path, absolute (what `gossip collect` evaluates with)
-  std::string start = "fresh";  // "fresh", "resumed" (from checkpoint `from`) or "rejoined"
+  PeerStart start = PeerStart::kFresh;  // resumed: from its checkpoint of round `from`
   std::int64_t from = 0;        // the round it started at: the checkpoint's when resumed
   int restarts = 0;             // torchrun's TORCHELASTIC_RESTART_COUNT (0: none, or no torchrun)
 };

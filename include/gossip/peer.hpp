@@ -84,6 +84,12 @@ struct PeerOptions {
   std::function<std::unique_ptr<Backend>()> backend;
 };
 
+/// How the process of `opt` begins: rejoining, from a checkpoint (--resume-round), or afresh.
+inline PeerStart peer_start(const PeerOptions& opt) {
+  return opt.rejoin ? PeerStart::kRejoined
+                    : opt.resume_round >= 0 ? PeerStart::kResumed : PeerStart::kFresh;
+}
+
 /// This peer's TLS settings: off when net.tls is off; else the files in `tls_dir` when given,
 /// else net.tls's files with "{rank}" replaced by `rank`. Throws InputError, saying how to make
 /// credentials, when TLS is on and neither names any.

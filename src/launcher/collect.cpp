@@ -193,9 +193,9 @@ int collect(const CollectRunOptions& options) {
       if (const auto* r = std::get_if<ReadyEvent>(&e); r && r->restarts > 0)
         std::printf("gossip collect: rank %d restarted by torchrun (restart %d): %s\n", p.rank,
                     r->restarts,
-                    r->start == "resumed" ? cat("resumed from its checkpoint of round ", r->from).c_str()
-                    : r->start == "rejoined" ? "rejoined the running network from its neighbours"
-                                             : "started over (no checkpoint)");
+                    r->start == PeerStart::kResumed
+                        ? cat("resumed from its checkpoint of round ", r->from).c_str()
+                        : choice_row(peer_start_table(), r->start).summary);
   launcher::NetworkRecord record(config, options.dirs.front(), n,
                                  launcher::NetworkRecord::Clock::kPeers, false);
   if (members) record.follow_members(*members);

@@ -136,9 +136,10 @@ bool read_torchrun(Launch& l) {
                          *l.world_size, " ranks' ports (MASTER_PORT + 1 + rank, up to 65535)"));
   // The ranks of the node that holds MASTER_ADDR (torchrun's group 0) are reached there too.
   const auto group = env("GROUP_RANK");
+  const bool master_node = group && parse_rank(*group, "GROUP_RANK") == 0;
   if (!t.one_node())
-    t.own_host = group && *group == "0" ? bracketed(t.master_addr)
-                                        : own_address_toward(t.master_addr, t.master_port);
+    t.own_host = master_node ? bracketed(t.master_addr)
+                             : own_address_toward(t.master_addr, t.master_port);
   l.torchrun = std::move(t);
   return true;
 }

@@ -185,7 +185,7 @@ void PeerSession::Impl::add_run_fields(JsonObject& extra) const {
   // How this process began: from scratch, from a checkpoint or into the running network, and
   // under torchrun the agent's restart count (collect reports restarts from it).
   JsonObject start;
-  start.add("as", opt.rejoin ? "rejoined" : opt.resume_round >= 0 ? "resumed" : "fresh");
+  start.add("as", peer_start_name(peer_start(opt)));
   if (opt.resume_round >= 0) start.add("round", opt.resume_round);
   if (const auto& t = opt.launch.torchrun)
     start.add("launcher", "torchrun").add("restart_count", t->restart_count).add("run_id", t->run_id);

@@ -9,7 +9,7 @@ namespace {
 /// The ready event: the network, the config, and how this process began (torchrun's restarts).
 ReadyEvent ready_event(const PeerOptions& opt, int rank, double seconds, int peers) {
   ReadyEvent ready{rank, seconds, peers, opt.config_path};
-  ready.start = opt.rejoin ? "rejoined" : opt.resume_round >= 0 ? "resumed" : "fresh";
+  ready.start = peer_start(opt);
   ready.from = std::max<std::int64_t>(0, opt.resume_round);
   if (opt.launch.torchrun) ready.restarts = opt.launch.torchrun->restart_count;
   return ready;

@@ -85,6 +85,7 @@ std::string encode(const std::string& s) {
 std::string encode(bool v) { return v ? "1" : "0"; }
 std::string encode(MemberEventKind kind) { return event_name(kind); }
 std::string encode(LinkChange change) { return link_change_name(change); }
+std::string encode(PeerStart start) { return peer_start_name(start); }
 std::string encode(double v) {
   char buf[64];
   const auto r = std::to_chars(buf, buf + sizeof buf, v);
@@ -129,6 +130,11 @@ bool decode(std::string_view s, MemberEventKind& v) {
 }
 bool decode(std::string_view s, LinkChange& v) {
   const auto* row = find_choice(link_change_table(), s);
+  if (row) v = row->kind;
+  return row != nullptr;
+}
+bool decode(std::string_view s, PeerStart& v) {
+  const auto* row = find_choice(peer_start_table(), s);
   if (row) v = row->kind;
   return row != nullptr;
 }
@@ -244,6 +250,8 @@ std::string event_json(const PeerEvent& event) {
             o.add(key, event_name(value));
           } else if constexpr (std::is_same_v<T, LinkChange>) {
             o.add(key, link_change_name(value));
+          } else if constexpr (std::is_same_v<T, PeerStart>) {
+            o.add(key, peer_start_name(value));
           } else if constexpr (std::is_same_v<T, Components>) {
             JsonArray a;
             for (const auto& part : value) a.add(JsonArray::of(part));
