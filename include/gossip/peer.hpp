@@ -28,7 +28,8 @@ namespace gossip {
 
 /// A worker of PyTorch's torchrun (its elastic agent sets TORCHELASTIC_RUN_ID, RANK, WORLD_SIZE,
 /// LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT and TORCHELASTIC_RESTART_COUNT): rank R listens on
-/// port MASTER_PORT + 1 + R; on one node every rank is at MASTER_ADDR, across nodes only rank 0
+/// port net.base_port + R moved by a block the run id and MASTER_PORT choose (as a job id does);
+/// on one node every rank is at MASTER_ADDR, across nodes only rank 0
 /// is listed there and the others announce `own_host` (signed records, learned).
 struct TorchRun {
   std::string master_addr;

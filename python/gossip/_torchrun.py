@@ -4,7 +4,7 @@ torchrun's restarts, where each worker goes on from.
 torchrun's agent sets TORCHELASTIC_RUN_ID, RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR,
 MASTER_PORT and TORCHELASTIC_RESTART_COUNT in every worker. The C++ peer reads the rank, the
 world size (checked against the topology) and the addresses from them (rank R listens on
-MASTER_PORT + 1 + R; see docs/python.md, "Under torchrun"); this module finds the config and the
+net.base_port + R in a block the run id and MASTER_PORT choose; see docs/python.md, "Under torchrun"); this module finds the config and the
 folder, and agrees with the other workers on a restart's round through torch.distributed's
 store at MASTER_ADDR:MASTER_PORT (the one `init_process_group("env://")` would use), which it
 closes again before the peer starts.

@@ -259,8 +259,8 @@ std::string launch_origin(const Launch& launch, int rank, const Topology& topolo
   if (launch.world_size) how += cat(", ", launch.world_size_source);
   if (launch.job_id) how += cat(", ports from ", launch.job_source);
   if (const auto& t = launch.torchrun; t && !topology.has_addresses())
-    how += cat(", ports MASTER_PORT + 1 + rank (MASTER_ADDR=", t->master_addr, ", MASTER_PORT=",
-               t->master_port, t->one_node() ? ", one node" : ", other nodes' ranks learned", ")");
+    how += cat(", torchrun's MASTER_ADDR=", t->master_addr,
+               t->one_node() ? " (one node)" : " (other nodes' ranks learned)");
   if (!launch.hosts.empty() && !topology.has_addresses()) how += cat(", hosts from ", launch.hosts_source);
   return how;
 }

@@ -131,9 +131,13 @@ bool read_torchrun(Launch& l) {
     t.restart_count = *parse_rank(*c, "TORCHELASTIC_RESTART_COUNT");
   t.run_id = *run_id;
   t.world_size = *l.world_size;
-  if (t.master_port < 1 || t.master_port + 1 + *l.world_size > 65535)
-    throw InputError(cat("torchrun: MASTER_PORT=", t.master_port, " leaves no room for ",
-                         *l.world_size, " ranks' ports (MASTER_PORT + 1 + rank, up to 65535)"));
+  // The ports: a block below the ephemeral ports chosen by this job and attempt (the run id and
+  // MASTER_PORT, which torch draws anew at each restart), as an mpirun or srun job's: ports next
+  // to MASTER_PORT would be ephemeral ones that any connection on the host may hold.
+  std::uint64_t job = 1469598103934665603ull;  // FNV-1a of "RUN_ID:MASTER_PORT"
+  for (const char c : cat(t.run_id, ":", t.master_port)) job = (job ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+  l.job_id = job;
+  l.job_source = cat("TORCHELASTIC_RUN_ID and MASTER_PORT=", t.master_port);
   // The ranks of the node that holds MASTER_ADDR (torchrun's group 0) are reached there too.
   const auto group = env("GROUP_RANK");
   const bool master_node = group && parse_rank(*group, "GROUP_RANK") == 0;
@@ -253,8 +257,7 @@ std::vector<std::string> peer_addresses(const RunConfig& config, const Topology&
     }
     if (const auto& t = launch.torchrun) {  // rank 0 at MASTER_ADDR; on one node all are
       const bool listed = r == 0 || t->one_node();
-      out.push_back(listed ? cat(bracketed(t->master_addr), ":", t->master_port + 1 + r)
-                           : std::string());
+      out.push_back(listed ? cat(bracketed(t->master_addr), ":", base + r) : std::string());
       continue;
     }
     const int port = base + r;
@@ -280,7 +283,8 @@ std::string announced_address(const RunConfig& config, const Topology& topology,
   if (!config.net.advertise.empty()) return config.net.advertise;
   if (auto a = peer_addresses(config, topology, launch)[rank]; !a.empty()) return a;
   if (const auto& t = launch.torchrun; t && !topology.address(rank))  // torchrun, another node
-    return cat(t->own_host, ":", t->master_port + 1 + rank);
+    return cat(t->own_host, ":",
+               job_base_port(config.net.base_port, topology.n(), launch.job_id) + rank);
   // Listed as learned, and no net.advertise: the address a run without peers: gives it.
   Topology bare = topology;
   bare.set_addresses({});
