@@ -1200,7 +1200,7 @@ TEST_CASE("local SGD's outer Nesterov step follows DiLoCo's update, and lr 1 mom
     GossipConfig g;
     g.algorithm = AlgorithmKind::kLocalSgd;
     g.period = 2;
-    g.outer = OuterConfig{outer, lr, mu};
+    g.outer = OuterConfig{.enabled = outer, .lr = lr, .momentum = mu, .compress = {}};
     return run_pulled_ring(g, rounds);
   };
   const double lr = 0.7, mu = 0.9;

@@ -83,6 +83,7 @@ class Compressor {
   std::vector<std::uint32_t> select_scratch_;  // scratch: top_k's radix select
   std::vector<char> taken_;           // scratch: random_k's draws
   std::vector<float> host_v_;         // scratch: v downloaded from a device backend (selection)
+  std::vector<float> dct_;            // scratch: dct_top_k's coefficients
   std::vector<std::int8_t> codes8_;   // scratch: 4-bit codes before packing
   std::vector<float> kept_;           // scratch: the values kept, before narrowing
   std::vector<std::uint16_t> halves_; // scratch: and narrowed
@@ -90,6 +91,14 @@ class Compressor {
   DeviceArray<float> scales_;         // device backends: GossipKernels::quantize's block scales
   DeviceArray<std::int8_t> codes_;    // device backends: and its codes
 };
+
+/// DeMo's transform (Peng et al. 2024, arXiv 2411.19870): the orthonormal DCT-II of each chunk of
+/// kDctChunk coordinates (the last chunk shorter where n is not a multiple), y = C x, so that
+/// dct_top_k keeps the largest coefficients of the chunks' frequencies; idct_chunks is its
+/// inverse, x = C^T y. Sums in double; the two spans have equal lengths and do not overlap.
+inline constexpr std::int64_t kDctChunk = 64;
+void dct_chunks(std::span<const float> x, std::span<float> y);
+void idct_chunks(std::span<const float> y, std::span<float> x);
 
 /// A dense packet of `values`, coordinates first .. first + values.size() - 1 (an all-reduce
 /// chunk, or CHOCO without compression), the values in format `wire` (rounded to 16 bits for

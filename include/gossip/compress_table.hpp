@@ -35,7 +35,10 @@ enum class CompressParameter {
   X(kRandomK, "random_k", kFraction, true, std::min(1.0, 2.0 * c.fraction),                      \
     "a fraction of the coordinates drawn from (seed, peer, round)")                              \
   X(kQuantize, "quantize", kBits, false, c.bits == 8 ? 0.9 : 0.5,                                \
-    "every coordinate as a 4- or 8-bit code against its block's largest magnitude")
+    "every coordinate as a 4- or 8-bit code against its block's largest magnitude")              \
+  X(kDctTopK, "dct_top_k", kFraction, false, 1.0,                                                \
+    "DeMo's: the largest fraction of the DCT coefficients (chunks of 64) by magnitude, for "     \
+    "gossip.outer.compress")
 
 enum class CompressKind { GOSSIP_COMPRESSORS(GOSSIP_CHOICE_ENUM) };
 

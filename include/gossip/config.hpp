@@ -290,6 +290,10 @@ struct OuterConfig {
   bool enabled = false;
   double lr = 0.7;        // DiLoCo's
   double momentum = 0.9;  // in [0, 1)
+  /// gossip.outer.compress: the pseudo-gradients travel compressed (dct_top_k: DeMo's, quantize:
+  /// INTELLECT-1's int8) with error feedback, and the peers average what they decode instead of
+  /// mixing parameters; none: the parameters are mixed as they are.
+  CompressConfig compress;
 };
 
 struct GossipConfig {
@@ -307,6 +311,11 @@ struct GossipConfig {
   ByzantinePolicy on_byzantine = ByzantinePolicy::kReport;
   OuterConfig outer;                // local_sgd only: DiLoCo's outer Nesterov step
 };
+
+/// The compressor whose packets a run's algorithm sends instead of parameter buffers: choco's
+/// (gossip.choco.compress), or local_sgd's outer one (gossip.outer.compress); nullptr when its
+/// messages are whole parameter buffers.
+const CompressConfig* packet_compressor(const GossipConfig& g);
 
 /// monitor.preset: the membership timing for a kind of network, as HashiCorp memberlist's
 /// DefaultLocalConfig, DefaultLANConfig and DefaultWANConfig (docs/config.md has the table).

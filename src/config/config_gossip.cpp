@@ -75,10 +75,12 @@ void read_choco(const Reader& r, const Node& n, const std::string& field, ChocoC
   });
 }
 
-/// gossip.outer: {optimizer: nesterov, lr: LR, momentum: MU} (DiLoCo's outer step; local_sgd).
+/// gossip.outer: {optimizer: nesterov, lr: LR, momentum: MU, compress: C} (DiLoCo's outer step;
+/// local_sgd).
 void read_outer(const Reader& r, const Node& n, const std::string& field, OuterConfig& c) {
   c.enabled = true;
   r.each(n, field, Handlers{
+      {"compress", [&](auto& v, auto& f) { c.compress = read_compress(r, v, f); }},
       {"optimizer", [&](auto& v, auto& f) { r.choice(v, f, {"nesterov"}); }},
       {"lr", [&](auto& v, auto& f) { c.lr = r.positive(v, f, false); }},
       {"momentum", [&](auto& v, auto& f) {
@@ -189,6 +191,29 @@ void check_robust_aggregates(const RunConfig& cfg) {
                              ", not ", algorithm_name(a), ": ", why));
 }
 
+/// dct_top_k is the outer step's alone (choco's public copies take a packet's coordinates as
+/// they are, and dct_top_k's are DCT coefficients); the outer compressor's packets are fp32 and
+/// mixed as the plain mean of what the peers decode.
+void check_outer_compress(const RunConfig& cfg) {
+  const GossipConfig& g = cfg.gossip;
+  const auto dct_refusal = [&](const std::string& field) {
+    throw InputError(cat(cfg.where(field), ": dct_top_k sends DCT coefficients of DiLoCo's "
+                         "pseudo-gradient, which choco's public copies cannot take; use it as "
+                         "gossip.outer.compress (local_sgd with gossip.outer)"));
+  };
+  if (g.choco.compress.kind == CompressKind::kDctTopK) dct_refusal("gossip.choco.compress");
+  for (const CompressConfig& c : cfg.compare.compress)
+    if (c.kind == CompressKind::kDctTopK) dct_refusal("compare.compress");
+  if (g.outer.compress.kind == CompressKind::kNone) return;
+  if (g.wire != WireFormat::kFp32)
+    throw InputError(cat(cfg.where("gossip.wire"), ": gossip.outer.compress sends its own "
+                         "packets (fp32 values, or quantize's codes); set gossip.wire: fp32"));
+  if (traits(g.aggregate.kind).robust)
+    throw InputError(cat(cfg.where("gossip.aggregate"), ": ", aggregate_name(g.aggregate.kind),
+                         " weighs whole parameter messages; gossip.outer.compress averages "
+                         "compressed pseudo-gradients, so leave gossip.aggregate out"));
+}
+
 }  // namespace
 
 /// Keys that only some algorithms take, checked once the whole file is read (the algorithm may
@@ -229,6 +254,7 @@ void check_gossip_keys(const RunConfig& cfg) {
       !any_whole_buffers())
     throw InputError(
         cat(cfg.where("gossip.wire"), ": ", wire_halves_refusal(g.wire, g.choco.compress.kind)));
+  check_outer_compress(cfg);
   check_robust_aggregates(cfg);
   if (g.overlap && !takes(&AlgorithmTraits::overlaps))
     throw InputError(cat(cfg.where("gossip.overlap"), ": overlap is for dpsgd and local_sgd, "
@@ -246,6 +272,13 @@ void check_gossip_keys(const RunConfig& cfg) {
 }  // namespace gossip::sections
 
 namespace gossip {
+
+const CompressConfig* packet_compressor(const GossipConfig& g) {
+  if (traits(g.algorithm).compresses) return &g.choco.compress;
+  if (traits(g.algorithm).outer_step && g.outer.enabled && g.outer.compress.kind != CompressKind::kNone)
+    return &g.outer.compress;
+  return nullptr;
+}
 
 Aggregate parse_aggregate(const std::string& text, const std::string& what) {
   return parse_choice(aggregate_table(), text, what);

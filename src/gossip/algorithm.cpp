@@ -114,10 +114,35 @@ void check_outer(const GossipConfig& config) {
                      "local phase, which gossip.overlap mixes a round late; leave one out");
 }
 
+/// gossip.outer.compress: the peers average compressed pseudo-gradients and never their
+/// parameters, so their anchors stay equal only where every peer averages the same packets with
+/// the same weights: the complete graph with uniform weights, the same peers for the whole run.
+void check_outer_compress(const GossipConfig& config, const Topology& topology) {
+  if (!config.outer.enabled || config.outer.compress.kind == CompressKind::kNone) return;
+  const int n = topology.n();
+  const auto refuse = [&](const std::string& why) {
+    throw InputError(cat("gossip.outer.compress: the peers average compressed pseudo-gradients, "
+                         "never their parameters, so every peer must average all of them with "
+                         "equal weights (a complete graph: topologies/complete-16.yaml); ",
+                         why));
+  };
+  if (!topology.epochs().empty()) refuse("an elastic topology's joiners would start elsewhere");
+  for (std::int64_t r = 0; r < topology.period(); ++r)
+    for (int p = 0; p < n; ++p) {
+      const auto in = topology.in_neighbours(p, r);
+      bool uniform = std::abs(topology.self_weight(p, r) * n - 1.0) < 1e-9;
+      for (const auto& nb : in) uniform = uniform && std::abs(nb.weight * n - 1.0) < 1e-9;
+      if (std::ssize(in) != n - 1 || !uniform)
+        refuse(cat("peer ", p, " averages ", in.size(), " of the other ", n - 1,
+                   uniform ? "" : " with unequal weights", " in round ", r));
+    }
+}
+
 }  // namespace
 
 void check_algorithm(const RunConfig& config, const Topology& topology) {
   check_outer(config.gossip);
+  check_outer_compress(config.gossip, topology);
   check_weights(config.where("gossip.algorithm"), config.gossip.algorithm, topology);
 }
 
@@ -134,11 +159,15 @@ std::unique_ptr<Algorithm> make_algorithm(const Learner& learner, Exchange& exch
     throw InputError(cat("gossip.overlap: overlap is for dpsgd and local_sgd, not ", row.name));
   if (config.choco.compress.kind != CompressKind::kNone && !row.compresses)
     throw InputError(cat("gossip.choco.compress: compression is for choco, not ", row.name));
+  if (config.choco.compress.kind == CompressKind::kDctTopK)
+    throw InputError("gossip.choco.compress: dct_top_k is for gossip.outer.compress; choco's "
+                     "public copies cannot take DCT coefficients");
   if (config.aggregate.kind != Aggregate::kMean && row.not_robust != nullptr)
     throw InputError(cat("gossip.aggregate: ", aggregate_name(config.aggregate.kind),
                          " is for dpsgd, local_sgd and async, not ", row.name, ": ",
                          row.not_robust));
   check_outer(config);
+  check_outer_compress(config, topology);
   check_weights("gossip.algorithm", config.algorithm, topology);
   std::unique_ptr<Algorithm> made;
   switch (config.algorithm) {

@@ -54,7 +54,8 @@ std::size_t Compressor::packet_bytes() const {
     case CompressKind::kQuantize: return quantized_packet_bytes(n_, config_.bits);
     case CompressKind::kNone: return kPacketHeaderBytes + static_cast<std::size_t>(n_) * 4;
     case CompressKind::kTopK:
-    case CompressKind::kRandomK: break;
+    case CompressKind::kRandomK:
+    case CompressKind::kDctTopK: break;
   }
   return sparse_packet_bytes(k_, wire_);
 }
@@ -66,6 +67,10 @@ void Compressor::encode(std::span<const float> v, std::int64_t round, Scaling sc
     case CompressKind::kTopK: return encode_top_k(v, round, packet);
     case CompressKind::kRandomK: return encode_random_k(v, round, scaling, packet);
     case CompressKind::kQuantize: return encode_quantized(v, round, packet);
+    case CompressKind::kDctTopK:  // top_k of the chunks' DCT coefficients
+      dct_.resize(v.size());
+      dct_chunks(v, dct_);
+      return encode_top_k(dct_, round, packet);
     case CompressKind::kNone: break;
   }
   encode_dense(v, 0, packet);
@@ -238,7 +243,7 @@ void Compressor::encode(GossipKernels& backend, const float* v, std::int64_t rou
                         std::vector<std::byte>& packet) {
   if (config_.kind == CompressKind::kQuantize) return encode_quantized(backend, v, round, packet);
   if (config_.kind == CompressKind::kNone) return encode_dense(backend, v, n_, packet);
-  // top_k and random_k: selection, on the host.
+  // top_k, random_k and dct_top_k: selection (and dct_top_k's transform), on the host.
   const auto n = static_cast<std::size_t>(n_);
   if (backend.host_memory()) return encode(std::span<const float>(v, n), round, scaling, packet);
   host_v_.resize(n);

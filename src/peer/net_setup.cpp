@@ -22,12 +22,16 @@ namespace gossip::peer_parts {
 GossipSettings gossip_settings(const GossipConfig& g) {
   GossipSettings s;
   s.algorithm = algorithm_name(g.algorithm);
-  if (!traits(g.algorithm).compresses) return s;  // the rest is choco's: 0 and "" elsewhere
+  // The compressor of packets sent instead of parameters (choco's, or local_sgd's outer one);
+  // the rest is choco's: 0 and "" elsewhere.
+  const CompressConfig* compress = packet_compressor(g);
+  if (compress == nullptr) return s;
+  s.compressor = compress_kind_name(compress->kind);
+  if (compress->sparse()) s.fraction = compress->fraction;
+  if (traits(compress->kind).parameter == CompressParameter::kBits)
+    s.bits = static_cast<std::uint32_t>(compress->bits);
+  if (!traits(g.algorithm).compresses) return s;
   const ChocoConfig& c = g.choco;
-  s.compressor = compress_kind_name(c.compress.kind);
-  if (c.compress.sparse()) s.fraction = c.compress.fraction;
-  if (traits(c.compress.kind).parameter == CompressParameter::kBits)
-    s.bits = static_cast<std::uint32_t>(c.compress.bits);
   s.consensus_step = consensus_step(c);
   s.gossip_steps = static_cast<std::uint32_t>(c.gossip_steps);
   return s;
@@ -150,11 +154,12 @@ void set_handshake(NetConfig& net, const RunConfig& config, const Topology& topo
   net.handshake.topology_fingerprint = topology.fingerprint();
   net.handshake.wire = config.gossip.wire;  // params frames at this width; neighbours must agree
   net.handshake.gossip = gossip_settings(config.gossip);  // so must what the frames mean
-  // CHOCO's packets: a sparse one (an index and a value per coordinate kept) of more than half
-  // the coordinates is larger than the parameters themselves; the frame limit makes room.
-  const CompressConfig& compress = config.gossip.choco.compress;
-  if (traits(config.gossip.algorithm).compresses && compress.kind != CompressKind::kNone) {
-    const Compressor compressor(compress, num_params, 0, 0, config.gossip.wire);
+  // Packets (choco's, the outer step's): a sparse one (an index and a value per coordinate
+  // kept) of more than half the coordinates is larger than the parameters themselves; the frame
+  // limit makes room.
+  const CompressConfig* compress = packet_compressor(config.gossip);
+  if (compress != nullptr && compress->kind != CompressKind::kNone) {
+    const Compressor compressor(*compress, num_params, 0, 0, config.gossip.wire);
     const std::uint64_t frame = wire::kHeaderBytes + compressor.packet_bytes();
     net.max_frame_bytes = std::max<std::uint64_t>(
         default_max_frame_bytes(net.handshake.param_count), frame + wire::kMaxControlPayload);

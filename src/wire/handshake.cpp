@@ -99,11 +99,12 @@ std::string settings_refusal(const GossipSettings& ours, const GossipSettings& t
   if (theirs.algorithm != ours.algorithm)
     return differ("gossip.algorithm", quoted(theirs.algorithm), quoted(ours.algorithm));
   if (theirs.compressor != ours.compressor)
-    return differ("gossip.choco.compress.kind", quoted(theirs.compressor), quoted(ours.compressor));
+    return differ("the compressor (gossip.choco.compress or gossip.outer.compress)",
+                  quoted(theirs.compressor), quoted(ours.compressor));
   if (theirs.fraction != ours.fraction)
-    return differ("gossip.choco.compress.fraction", number(theirs.fraction), number(ours.fraction));
+    return differ("the compressor's fraction", number(theirs.fraction), number(ours.fraction));
   if (theirs.bits != ours.bits)
-    return differ("gossip.choco.compress.bits", cat(theirs.bits), cat(ours.bits));
+    return differ("the compressor's bits", cat(theirs.bits), cat(ours.bits));
   if (theirs.consensus_step != ours.consensus_step)
     return differ("gossip.choco.consensus_step", number(theirs.consensus_step),
                   number(ours.consensus_step));
