@@ -1227,3 +1227,31 @@ TEST_CASE("net.advertise takes HOST:PORT and refuses anything else with file, li
   CHECK_THROWS_WITH(load_config_from_string("net:\n  advertise: \"::1:29500\"\n", "c.yaml"),
                     Catch::Contains("write an IPv6 host in brackets"));
 }
+
+TEST_CASE("gossip.outer.compress is read as a compressor, and refused where its packets cannot "
+          "go, with file and line", "[config][compress][demo]") {
+  const auto c = load_config_from_string(
+      "gossip:\n  algorithm: local_sgd\n  outer:\n    lr: 0.7\n"
+      "    compress: {kind: dct_top_k, fraction: 0.05}\n",
+      "c.yaml");
+  CHECK(c.gossip.outer.enabled);
+  CHECK(c.gossip.outer.compress.kind == CompressKind::kDctTopK);
+  CHECK(c.gossip.outer.compress.fraction == 0.05);
+  REQUIRE(packet_compressor(c.gossip) == &c.gossip.outer.compress);
+  CHECK(packet_compressor(load_config_from_string("gossip: {algorithm: local_sgd}\n", "c.yaml")
+                              .gossip) == nullptr);
+  auto fails = [](const std::string& text, const std::string& want) {
+    INFO(text);
+    CHECK_THROWS_WITH(load_config_from_string(text, "c.yaml"), Catch::Contains(want));
+  };
+  fails("gossip:\n  algorithm: choco\n  choco: {compress: {kind: dct_top_k, fraction: 0.1}}\n",
+        "c.yaml:3: gossip.choco.compress: dct_top_k sends DCT coefficients");
+  fails("gossip:\n  algorithm: local_sgd\n  wire: bf16\n"
+        "  outer: {compress: {kind: dct_top_k, fraction: 0.1}}\n",
+        "c.yaml:3: gossip.wire: gossip.outer.compress sends its own packets");
+  fails("gossip:\n  algorithm: local_sgd\n  aggregate: median\n"
+        "  outer: {compress: {kind: quantize, bits: 8}}\n",
+        "c.yaml:3: gossip.aggregate: median weighs whole parameter messages");
+  fails("gossip:\n  algorithm: local_sgd\n  outer: {compress: {kind: dct_top_k, bits: 8}}\n",
+        "gossip.outer.compress.bits: is for quantize, not dct_top_k");
+}

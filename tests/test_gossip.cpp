@@ -1907,3 +1907,155 @@ TEST_CASE("with more values a coordinate trimmed_mean and median equal a sort, t
     }
   }
 }
+
+TEST_CASE("DeMo's chunked DCT is orthonormal: it keeps norms, its inverse undoes it, and a "
+          "constant chunk is its first coefficient alone", "[gossip][compress][demo]") {
+  // 150 coordinates: two chunks of 64 and a tail of 22 with its own matrix.
+  const std::int64_t n = 2 * gossip::kDctChunk + 22;
+  std::vector<float> x(n), y(n), back(n);
+  auto rng = make_rng(5, 0, Stream::kSim);
+  for (auto& v : x) v = static_cast<float>(normal01(rng));
+  gossip::dct_chunks(x, y);
+  gossip::idct_chunks(y, back);
+  for (std::int64_t first : {std::int64_t{0}, gossip::kDctChunk, 2 * gossip::kDctChunk}) {
+    const std::int64_t len = std::min(gossip::kDctChunk, n - first);
+    double in = 0.0, out = 0.0;
+    for (std::int64_t i = first; i < first + len; ++i) {
+      in += double{x[i]} * x[i];
+      out += double{y[i]} * y[i];
+    }
+    CHECK(out == Approx(in).epsilon(1e-5));  // per chunk: C is orthogonal
+  }
+  for (std::int64_t i = 0; i < n; ++i) REQUIRE(back[i] == Approx(x[i]).margin(1e-5));
+  // A constant c over a chunk of L is c sqrt(L) at frequency 0 and nothing else.
+  std::vector<float> c(n, 2.0f), cy(n);
+  gossip::dct_chunks(c, cy);
+  CHECK(cy[0] == Approx(2.0 * std::sqrt(64.0)).epsilon(1e-6));
+  CHECK(cy[2 * gossip::kDctChunk] == Approx(2.0 * std::sqrt(22.0)).epsilon(1e-6));
+  for (std::int64_t i = 0; i < n; ++i)
+    if (i % gossip::kDctChunk != 0) REQUIRE(std::fabs(cy[i]) < 1e-5f);
+}
+
+TEST_CASE("dct_top_k with error feedback: the packets plus the residual add up to every "
+          "pseudo-gradient sent, and each packet holds a fraction of the coefficients",
+          "[gossip][compress][demo]") {
+  const std::int64_t n = 300;
+  CompressConfig c;
+  c.kind = CompressKind::kDctTopK;
+  c.fraction = 0.1;
+  Compressor q(c, n, 1, 0);
+  REQUIRE(q.kept() == 30);
+  std::vector<float> e(n, 0.0f), idct(n);
+  std::vector<double> sent(n, 0.0), given(n, 0.0);
+  std::vector<std::byte> packet;
+  auto rng = make_rng(7, 0, Stream::kSim);
+  for (int step = 0; step < 40; ++step) {
+    for (std::int64_t i = 0; i < n; ++i) {  // smooth plus noise, as pseudo-gradients are
+      const float g = static_cast<float>(std::sin(0.05 * i + step) + 0.1 * normal01(rng));
+      e[i] += g;
+      given[i] += g;
+    }
+    q.encode(e, step, Scaling::kContractive, packet);
+    REQUIRE(check_packet(packet, n).empty());
+    REQUIRE(packet_header(packet).count == 30u);
+    REQUIRE(packet.size() == q.packet_bytes());
+    gossip::idct_chunks(decode_packet(packet, n), idct);
+    for (std::int64_t i = 0; i < n; ++i) {
+      e[i] -= idct[i];
+      sent[i] += idct[i];
+    }
+  }
+  double worst = 0.0, residual = 0.0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    worst = std::max(worst, std::fabs(sent[i] + e[i] - given[i]));
+    residual += double{e[i]} * e[i];
+  }
+  CHECK(worst < 1e-3);
+  // The residual stays bounded (error feedback sends what was left out): far below the 40
+  // steps' pseudo-gradients, whose squared norm is about 40^2 * n / 2 where they agree.
+  CHECK(residual < 0.05 * 40.0 * 40.0 * n / 2.0);
+}
+
+namespace {
+
+/// Four peers on the complete graph, 150 coordinates each (two DCT chunks and a tail), whose
+/// steps pull x towards their own targets, after `rounds` rounds of local_sgd with DiLoCo's
+/// outer step and `compress` on its pseudo-gradients.
+std::vector<std::vector<float>> run_pulled_complete(const CompressConfig& compress, int rounds) {
+  const int n = 4;
+  const std::int64_t dim = 150;
+  const Topology t = generate("complete", n);
+  static auto backend = make_cpu_backend(1);
+  SimNetwork network(n, dim, 1, SimConfig{}, 1);
+  GossipConfig g;
+  g.algorithm = AlgorithmKind::kLocalSgd;
+  g.period = 2;
+  g.outer = OuterConfig{.enabled = true, .lr = 0.7, .momentum = 0.9, .compress = compress};
+  std::vector<std::vector<float>> x(n, std::vector<float>(dim, 0.5f));
+  std::vector<std::unique_ptr<Algorithm>> algs;
+  for (int p = 0; p < n; ++p) {
+    float* xp = x[p].data();
+    auto step = [xp, p, dim] {
+      for (std::int64_t i = 0; i < dim; ++i)
+        xp[i] -= 0.25f * (xp[i] - static_cast<float>(std::sin(0.1 * i) * (p + 1)));
+      return 0.0;
+    };
+    algs.push_back(make_algorithm(Learner{backend.get(), xp, dim, step}, network.exchange(p), t, g));
+  }
+  for (int r = 0; r < rounds; ++r) {
+    for (auto& a : algs) a->local_phase(r);
+    for (auto& a : algs) a->mix_phase(r);
+  }
+  return x;
+}
+
+}  // namespace
+
+TEST_CASE("gossip.outer.compress: every peer takes the same outer step; all the coefficients "
+          "give DiLoCo's; a tenth of them a step that differs; other graphs refused",
+          "[gossip][outer][demo]") {
+  CompressConfig none, all, tenth, int8;
+  all.kind = tenth.kind = CompressKind::kDctTopK;
+  all.fraction = 1.0;
+  tenth.fraction = 0.1;
+  int8.kind = CompressKind::kQuantize;
+  int8.bits = 8;
+  const auto diloco = run_pulled_complete(none, 6);
+  const auto full = run_pulled_complete(all, 6);
+  const auto demo = run_pulled_complete(tenth, 6);
+  const auto quantized = run_pulled_complete(int8, 6);
+  double apart = 0.0, off = 0.0;
+  for (int p = 0; p < 4; ++p) {
+    INFO("peer " << p);
+    // The anchors agree bit for bit: the same packets, in the same order, with the same weights.
+    REQUIRE(demo[p] == demo[0]);
+    REQUIRE(quantized[p] == quantized[0]);
+    REQUIRE(full[p] == full[0]);
+    for (std::size_t i = 0; i < diloco[p].size(); ++i) {
+      // Every coefficient sent: the mean of a - x_j is a - mean x_j, DiLoCo's pseudo-gradient.
+      REQUIRE(full[p][i] == Approx(diloco[p][i]).margin(1e-4));
+      REQUIRE(quantized[p][i] == Approx(diloco[p][i]).margin(0.05));
+      apart = std::max(apart, double{std::fabs(demo[p][i] - diloco[p][i])});
+      off = std::max(off, double{std::fabs(full[p][i] - diloco[p][i])});
+    }
+  }
+  CHECK(apart > 10 * off);  // a tenth of the coefficients is another run, told apart
+  // A graph on which the peers would not all average the same packets: refused with why.
+  auto backend = make_cpu_backend(1);
+  SimNetwork network(4, 3, 1, SimConfig{}, 1);
+  std::vector<float> x(3, 0.0f);
+  GossipConfig g;
+  g.algorithm = AlgorithmKind::kLocalSgd;
+  g.outer = OuterConfig{.enabled = true, .lr = 0.7, .momentum = 0.9, .compress = tenth};
+  CHECK_THROWS_WITH(make_algorithm(Learner{backend.get(), x.data(), 3, {}}, network.exchange(0),
+                                   generate("ring", 4), g),
+                    Catch::Contains("every peer must average all of them with equal weights") &&
+                        Catch::Contains("peer 0 averages 2 of the other 3"));
+  // choco's public copies cannot take DCT coefficients.
+  GossipConfig choco;
+  choco.algorithm = AlgorithmKind::kChoco;
+  choco.choco.compress = tenth;
+  CHECK_THROWS_WITH(make_algorithm(Learner{backend.get(), x.data(), 3, {}}, network.exchange(0),
+                                   generate("ring", 4), choco),
+                    Catch::StartsWith("gossip.choco.compress: dct_top_k is for gossip.outer.compress"));
+}
