@@ -367,7 +367,7 @@ TEST_CASE("gossip.choco's compress, consensus_step, gossip_steps and gossip.over
           "c.yaml:3: gossip.choco.compress: a compressor needs its kind");
     fails("gossip:\n  algorithm: choco\n  choco: {compress: top_k}\n",
           "c.yaml:3: gossip.choco.compress: expected {kind: none}, {kind: top_k, fraction: F}, "
-          "{kind: random_k, fraction: F} or {kind: quantize, bits: 8}, got");
+          "{kind: random_k, fraction: F}, {kind: quantize, bits: 8} or {kind: dct_top_k, fraction: F}, got");
     fails("gossip:\n  algorithm: choco\n  choco: {gamma: 0.1}\n",
           "c.yaml:3: gossip.choco.gamma: unknown key 'gamma' (expected one of: compress, "
           "consensus_step, gossip_steps)");
