@@ -1413,7 +1413,7 @@ TEST_CASE("PacketReader reads every kind as the packet says, float32 parts where
 TEST_CASE("the compressor table names every compressor once, and messages list its rows",
           "[gossip][compress]") {
   const auto& rows = compress_table();
-  REQUIRE(rows.size() == 4);
+  REQUIRE(rows.size() == 5);
   for (std::size_t i = 0; i < rows.size(); ++i) {
     CHECK(static_cast<std::size_t>(rows[i].kind) == i);  // traits(kind) indexes the table
     CompressKind k{};
@@ -1428,11 +1428,13 @@ TEST_CASE("the compressor table names every compressor once, and messages list i
   CompressKind k{};
   CHECK_FALSE(find_compress_kind("top-k", k));
   CHECK_THROWS_WITH(parse_compress("zip:1", "--compress"),
-                    Catch::Contains("(expected none, top_k:FRACTION, random_k:FRACTION or "
-                                    "quantize:BITS)"));
-  // Which rows take a fraction and 16-bit values: the sparse ones.
+                    Catch::Contains("(expected none, top_k:FRACTION, random_k:FRACTION, "
+                                    "quantize:BITS or dct_top_k:FRACTION)"));
+  // Which rows take a fraction and 16-bit values: the sparse ones but dct_top_k (the outer
+  // step's, whose packets are fp32).
   for (const auto& row : rows)
-    CHECK(row.halves == (row.parameter == CompressParameter::kFraction));
+    CHECK(row.halves ==
+          (row.parameter == CompressParameter::kFraction && row.kind != CompressKind::kDctTopK));
   CHECK(list_compressors([](const CompressTraits& row) { return row.halves; }, "and") ==
         "top_k and random_k");
   CompressConfig q;
