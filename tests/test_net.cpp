@@ -819,7 +819,7 @@ TEST_CASE("each compatibility field that differs is refused on both sides, namin
     std::string field, theirs, ours;
   };
   const std::vector<Case> cases{
-      {[](HandshakeInfo& i) { i.gossip = GossipSettings{"dpsgd", "", 0, 0, 0, 0}; },
+      {[](HandshakeInfo& i) { i.gossip = GossipSettings{"dpsgd", "", 0, 0, 0, 0, 0}; },
        "gossip.algorithm", "'dpsgd'", "'choco'"},
       {[](HandshakeInfo& i) { i.gossip.compressor = "random_k"; },
        "the compressor (gossip.choco.compress or gossip.outer.compress)",
@@ -832,6 +832,7 @@ TEST_CASE("each compatibility field that differs is refused on both sides, namin
       {[](HandshakeInfo& i) { i.gossip.consensus_step = std::nextafter(0.1, 1.0); },
        "gossip.choco.consensus_step", "0.10000000000000002", "0.1"},  // differ, so never print alike
       {[](HandshakeInfo& i) { i.gossip.gossip_steps = 5; }, "gossip.choco.gossip_steps", "5", "1"},
+      {[](HandshakeInfo& i) { i.gossip.fragments = 4; }, "gossip.outer.fragments", "4", "0"},
   };
   for (const Case& c : cases) {
     auto theirs = ours;

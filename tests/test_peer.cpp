@@ -462,17 +462,27 @@ TEST_CASE("the handshake carries the gossip settings that apply, 0 and '' where 
   gossip::GossipConfig g;  // dpsgd: the algorithm alone, whatever choco's keys say
   g.choco.compress.kind = gossip::CompressKind::kTopK;
   g.choco.gossip_steps = 3;
-  CHECK(gossip_settings(g) == gossip::GossipSettings{"dpsgd", "", 0.0, 0, 0.0, 0});
+  CHECK(gossip_settings(g) == gossip::GossipSettings{"dpsgd", "", 0.0, 0, 0.0, 0, 0});
   g.algorithm = gossip::AlgorithmKind::kChoco;  // choco: the default gamma halved for 3 steps
-  CHECK(gossip_settings(g) == gossip::GossipSettings{"choco", "top_k", 0.01, 0, 0.05, 3});
+  CHECK(gossip_settings(g) == gossip::GossipSettings{"choco", "top_k", 0.01, 0, 0.05, 3, 0});
   g.choco.compress.kind = gossip::CompressKind::kQuantize;  // bits, not the fraction
   g.choco.compress.bits = 4;
   g.choco.consensus_step = 0.3;
   g.choco.gossip_steps = 1;
-  CHECK(gossip_settings(g) == gossip::GossipSettings{"choco", "quantize", 0.0, 4, 0.3, 1});
+  CHECK(gossip_settings(g) == gossip::GossipSettings{"choco", "quantize", 0.0, 4, 0.3, 1, 0});
   g.choco.compress.kind = gossip::CompressKind::kNone;  // neither; CHOCO without compression
   g.choco.consensus_step = 0.0;
-  CHECK(gossip_settings(g) == gossip::GossipSettings{"choco", "none", 0.0, 0, 1.0, 1});
+  CHECK(gossip_settings(g) == gossip::GossipSettings{"choco", "none", 0.0, 0, 1.0, 1, 0});
+  // local_sgd's outer step: its compressor, and Streaming DiLoCo's fragments.
+  gossip::GossipConfig outer;
+  outer.algorithm = gossip::AlgorithmKind::kLocalSgd;
+  outer.outer.enabled = true;
+  outer.outer.fragments = 4;
+  CHECK(gossip_settings(outer) == gossip::GossipSettings{"local_sgd", "", 0.0, 0, 0.0, 0, 4});
+  outer.outer.compress.kind = gossip::CompressKind::kQuantize;
+  outer.outer.compress.bits = 4;
+  CHECK(gossip_settings(outer) ==
+        gossip::GossipSettings{"local_sgd", "quantize", 0.0, 4, 0.0, 0, 4});
   for (const auto& row : gossip::algorithm_table()) {  // every name travels in a hello
     g.algorithm = row.kind;
     CHECK(gossip::wire::check_gossip_settings(gossip_settings(g)) == "");

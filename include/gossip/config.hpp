@@ -130,6 +130,7 @@ inline constexpr int kMaxWorkers = 1024;                      // sim.workers in 
 inline constexpr int kMaxPeersPerProcess = 256;  // train.peers_per_process in [1, this]
 inline constexpr std::int64_t kMaxLocalSteps = 100'000'000;  // local steps a run plans per peer
 inline constexpr int kMaxGossipSteps = 64;                    // gossip.choco.gossip_steps <= 64
+inline constexpr int kMaxFragments = 1024;                     // gossip.outer.fragments <= 1024
 
 struct TrainConfig {
   double epochs = 1.0;
@@ -294,6 +295,9 @@ struct OuterConfig {
   /// INTELLECT-1's int8) with error feedback, and the peers average what they decode instead of
   /// mixing parameters; none: the parameters are mixed as they are.
   CompressConfig compress;
+  /// gossip.outer.fragments: Streaming DiLoCo's F (> 1: the buffer in F fragments, round r
+  /// synchronising fragment r mod F alone); 1: the whole buffer every round.
+  int fragments = 1;
 };
 
 struct GossipConfig {
@@ -316,6 +320,9 @@ struct GossipConfig {
 /// (gossip.choco.compress), or local_sgd's outer one (gossip.outer.compress); nullptr when its
 /// messages are whole parameter buffers.
 const CompressConfig* packet_compressor(const GossipConfig& g);
+/// local_sgd's outer step sends packets instead of its parameters: compressed pseudo-gradients
+/// (gossip.outer.compress) or Streaming DiLoCo's fragments (gossip.outer.fragments > 1).
+bool outer_packets(const GossipConfig& g);
 
 /// monitor.preset: the membership timing for a kind of network, as HashiCorp memberlist's
 /// DefaultLocalConfig, DefaultLANConfig and DefaultWANConfig (docs/config.md has the table).

@@ -242,4 +242,15 @@ std::vector<int> extra_neighbours(const GossipConfig& config, int rank, int peer
 /// lead: all-reduce's hops (2 (n - 1) a round) can be that many ahead; 0 for the others.
 std::int64_t extra_round_lead(const GossipConfig& config, int peers);
 
+/// One of Streaming DiLoCo's fragments (gossip.outer.fragments): coordinates first .. first +
+/// size - 1 of the flat buffer. The F fragments of n coordinates are contiguous, in order, and
+/// add up to the whole buffer; their sizes differ by at most one.
+struct Fragment {
+  int index = 0;
+  std::int64_t first = 0;
+  std::int64_t size = 0;
+};
+/// Fragment `index` of `fragments` over n coordinates.
+Fragment outer_fragment(std::int64_t n, int fragments, int index);
+
 }  // namespace gossip

@@ -33,6 +33,7 @@ struct GossipSettings {
   std::uint32_t bits = 0;          // gossip.compress.bits (quantize: 4 or 8)
   double consensus_step = 0.0;     // choco's gamma, its default filled in when not given
   std::uint32_t gossip_steps = 0;  // gossip.gossip_steps: compressed exchanges a round
+  std::uint32_t fragments = 0;     // gossip.outer.fragments when above 1 (Streaming DiLoCo)
   bool operator==(const GossipSettings&) const = default;
 };
 
@@ -53,7 +54,7 @@ struct HandshakeInfo {
 namespace gossip::wire {
 
 inline constexpr std::uint32_t kMagic = 0x50495347;  // bytes "GSIP" on the wire
-inline constexpr std::uint16_t kVersion = 14;        // frame layout and handshake version
+inline constexpr std::uint16_t kVersion = 15;        // frame layout and handshake version
 inline constexpr std::size_t kHeaderBytes = 32;
 inline constexpr std::size_t kWeightBytes = 8;       // params payload starts with an f64 weight
 inline constexpr std::uint64_t kMaxControlPayload = 64 * 1024;  // hello, ack, error, bye

@@ -81,6 +81,11 @@ void read_outer(const Reader& r, const Node& n, const std::string& field, OuterC
   c.enabled = true;
   r.each(n, field, Handlers{
       {"compress", [&](auto& v, auto& f) { c.compress = read_compress(r, v, f); }},
+      {"fragments", [&](auto& v, auto& f) {
+         c.fragments = r.positive_int(v, f, false);
+         if (c.fragments > kMaxFragments)
+           r.fail(v, f, cat("must be at most ", kMaxFragments, ", got ", c.fragments));
+       }},
       {"optimizer", [&](auto& v, auto& f) { r.choice(v, f, {"nesterov"}); }},
       {"lr", [&](auto& v, auto& f) { c.lr = r.positive(v, f, false); }},
       {"momentum", [&](auto& v, auto& f) {
@@ -204,14 +209,16 @@ void check_outer_compress(const RunConfig& cfg) {
   if (g.choco.compress.kind == CompressKind::kDctTopK) dct_refusal("gossip.choco.compress");
   for (const CompressConfig& c : cfg.compare.compress)
     if (c.kind == CompressKind::kDctTopK) dct_refusal("compare.compress");
-  if (g.outer.compress.kind == CompressKind::kNone) return;
+  if (!outer_packets(g)) return;
+  const char* key = g.outer.compress.kind != CompressKind::kNone ? "gossip.outer.compress"
+                                                                  : "gossip.outer.fragments";
   if (g.wire != WireFormat::kFp32)
-    throw InputError(cat(cfg.where("gossip.wire"), ": gossip.outer.compress sends its own "
-                         "packets (fp32 values, or quantize's codes); set gossip.wire: fp32"));
+    throw InputError(cat(cfg.where("gossip.wire"), ": ", key, " sends its own packets (fp32 "
+                         "values, or quantize's codes); set gossip.wire: fp32"));
   if (traits(g.aggregate.kind).robust)
     throw InputError(cat(cfg.where("gossip.aggregate"), ": ", aggregate_name(g.aggregate.kind),
-                         " weighs whole parameter messages; gossip.outer.compress averages "
-                         "compressed pseudo-gradients, so leave gossip.aggregate out"));
+                         " weighs whole parameter messages; ", key, " sends packets of "
+                         "pseudo-gradients or fragments, so leave gossip.aggregate out"));
 }
 
 }  // namespace
@@ -278,6 +285,11 @@ const CompressConfig* packet_compressor(const GossipConfig& g) {
   if (traits(g.algorithm).outer_step && g.outer.enabled && g.outer.compress.kind != CompressKind::kNone)
     return &g.outer.compress;
   return nullptr;
+}
+
+bool outer_packets(const GossipConfig& g) {
+  return traits(g.algorithm).outer_step && g.outer.enabled &&
+         (g.outer.compress.kind != CompressKind::kNone || g.outer.fragments > 1);
 }
 
 Aggregate parse_aggregate(const std::string& text, const std::string& what) {

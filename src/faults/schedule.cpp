@@ -128,10 +128,10 @@ void check_faults(const RunConfig& config, const Topology& loaded) {
     const std::string where = config.where(cat("faults[", i, "].", fault_action_name(f.action)));
     if (f.action == FaultAction::kAttack) {
       const AlgorithmTraits& alg = traits(config.gossip.algorithm);
-      if (packet_compressor(config.gossip) != nullptr && !alg.compresses)
+      if (outer_packets(config.gossip))
         throw InputError(cat(where, ": an attack rewrites the parameter messages a peer sends, "
-                             "and gossip.outer.compress sends compressed pseudo-gradients "
-                             "instead; attack a run without it"));
+                             "and gossip.outer's compress or fragments send packets of "
+                             "pseudo-gradients or fragments instead; attack a run without them"));
       if (alg.compresses || alg.ring)
         throw InputError(cat(where, ": an attack rewrites the parameter messages a peer sends, "
                              "and ", alg.name, " sends packets instead (",

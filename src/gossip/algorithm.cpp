@@ -109,9 +109,11 @@ void check_outer(const GossipConfig& config) {
                          choice_list_if(std::span(algorithm_table()),
                                         [](const AlgorithmTraits& t) { return t.outer_step; }),
                          ", not ", algorithm_name(config.algorithm)));
-  if (config.overlap)
+  if (config.overlap && config.outer.fragments == 1)
     throw InputError("gossip.outer: the outer step needs what the mixing made of this round's "
-                     "local phase, which gossip.overlap mixes a round late; leave one out");
+                     "local phase, which gossip.overlap mixes a round late; leave one out (or "
+                     "stream fragments: gossip.outer.fragments > 1 overlaps each fragment's "
+                     "exchange with the next local steps)");
 }
 
 /// gossip.outer.compress: the peers average compressed pseudo-gradients and never their

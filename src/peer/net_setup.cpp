@@ -24,6 +24,8 @@ GossipSettings gossip_settings(const GossipConfig& g) {
   s.algorithm = algorithm_name(g.algorithm);
   // The compressor of packets sent instead of parameters (choco's, or local_sgd's outer one);
   // the rest is choco's: 0 and "" elsewhere.
+  if (outer_packets(g) && g.outer.fragments > 1)
+    s.fragments = static_cast<std::uint32_t>(g.outer.fragments);
   const CompressConfig* compress = packet_compressor(g);
   if (compress == nullptr) return s;
   s.compressor = compress_kind_name(compress->kind);

@@ -56,14 +56,14 @@ void write_name(cereal::BinaryOutputArchive& ar, const std::string& name) {
 void write_settings(cereal::BinaryOutputArchive& ar, const GossipSettings& s) {
   write_name(ar, s.algorithm);
   write_name(ar, s.compressor);
-  ar(s.fraction, s.bits, s.consensus_step, s.gossip_steps);
+  ar(s.fraction, s.bits, s.consensus_step, s.gossip_steps, s.fragments);
 }
 
 GossipSettings read_settings(cereal::BinaryInputArchive& ar, const SpanBuf& buf) {
   GossipSettings s;
   s.algorithm = read_name(ar, buf, "gossip.algorithm length");
   s.compressor = read_name(ar, buf, "gossip.choco.compress.kind length");
-  ar(s.fraction, s.bits, s.consensus_step, s.gossip_steps);
+  ar(s.fraction, s.bits, s.consensus_step, s.gossip_steps, s.fragments);
   if (auto why = check_gossip_settings(s); !why.empty()) throw Refused{std::move(why)};
   return s;
 }
@@ -110,6 +110,8 @@ std::string settings_refusal(const GossipSettings& ours, const GossipSettings& t
                   number(ours.consensus_step));
   if (theirs.gossip_steps != ours.gossip_steps)
     return differ("gossip.choco.gossip_steps", cat(theirs.gossip_steps), cat(ours.gossip_steps));
+  if (theirs.fragments != ours.fragments)
+    return differ("gossip.outer.fragments", cat(theirs.fragments), cat(ours.fragments));
   return {};
 }
 
