@@ -2061,3 +2061,70 @@ TEST_CASE("gossip.outer.compress: every peer takes the same outer step; all the 
                                    generate("ring", 4), choco),
                     Catch::StartsWith("gossip.choco.compress: dct_top_k is for gossip.outer.compress"));
 }
+
+TEST_CASE("Streaming DiLoCo's fragments are contiguous, in order, add up to the whole buffer and "
+          "differ in size by at most one", "[gossip][outer][streaming]") {
+  for (const auto& [n, f] : {std::pair<std::int64_t, int>{10, 3}, {150, 7}, {5, 5}, {235146, 16}}) {
+    INFO(n << " in " << f);
+    std::int64_t next = 0, smallest = n, largest = 0;
+    for (int i = 0; i < f; ++i) {
+      const gossip::Fragment part = gossip::outer_fragment(n, f, i);
+      CHECK(part.index == i);
+      CHECK(part.first == next);
+      next += part.size;
+      smallest = std::min(smallest, part.size);
+      largest = std::max(largest, part.size);
+    }
+    CHECK(next == n);
+    CHECK(largest - smallest <= 1);
+  }
+  CHECK(gossip::outer_fragment(10, 3, 2).size == 4);  // 0..2, 3..5, 6..9
+}
+
+TEST_CASE("Streaming DiLoCo: round r mixes fragment r mod F alone and takes its outer step; with "
+          "overlap the fragment leaves before the steps and the step keeps their change",
+          "[gossip][outer][streaming]") {
+  // run_pulled_ring's problem (4 peers on the 1/3 ring, 3 coordinates, steps pulling towards
+  // 10 p + i) with 3 fragments of one coordinate each: round r synchronises coordinate r mod 3.
+  const int n = 4;
+  constexpr int dim = 3;
+  const double lr = 0.7, mu = 0.9;
+  const int rounds = 7;
+  auto want = [&](bool overlap) {
+    std::vector<std::vector<double>> x(n), a(n), v(n, std::vector<double>(dim, 0.0));
+    for (int p = 0; p < n; ++p) x[p] = a[p] = {1.0 * p, -2.0 * p, 0.5};
+    for (int r = 0; r < rounds; ++r) {
+      const int i = r % dim;
+      std::vector<double> sent(n);
+      for (int p = 0; p < n; ++p) sent[p] = x[p][i];
+      for (int p = 0; p < n; ++p)
+        for (int s = 0; s < 2; ++s)
+          for (int k = 0; k < dim; ++k) x[p][k] -= 0.25 * (x[p][k] - (10 * p + k));
+      if (!overlap)
+        for (int p = 0; p < n; ++p) sent[p] = x[p][i];
+      for (int p = 0; p < n; ++p) {
+        double m = 0.0;
+        for (int j : {(p + n - 1) % n, p, (p + 1) % n}) m += sent[j] / 3.0;
+        const double g = a[p][i] - m;
+        v[p][i] = mu * v[p][i] + g;
+        a[p][i] -= lr * (g + mu * v[p][i]);
+      }
+      for (int p = 0; p < n; ++p) x[p][i] = a[p][i] + (overlap ? x[p][i] - sent[p] : 0.0);
+    }
+    return x;
+  };
+  for (bool overlap : {false, true}) {
+    INFO("overlap " << overlap);
+    GossipConfig g;
+    g.algorithm = AlgorithmKind::kLocalSgd;
+    g.period = 2;
+    g.overlap = overlap;
+    g.outer = OuterConfig{.enabled = true, .lr = lr, .momentum = mu, .compress = {}, .fragments = 3};
+    const auto got = run_pulled_ring(g, rounds);
+    const auto expected = want(overlap);
+    for (int p = 0; p < n; ++p)
+      for (int i = 0; i < dim; ++i) REQUIRE(got[p][i] == Approx(expected[p][i]).margin(1e-4));
+  }
+  // The overlapped run is another run, told apart.
+  CHECK(std::fabs(want(true)[1][0] - want(false)[1][0]) > 0.1);
+}

@@ -1076,6 +1076,21 @@ TEST_CASE("DiLoCo with DeMo's compressed pseudo-gradients runs over TCP bit-iden
   CHECK(compressed * 5 < number(t.path / "plain" / "summary.json", "bytes_sent"));
 }
 
+TEST_CASE("Streaming DiLoCo runs over TCP bit-identical to the simulator, a fragment a round: "
+          "mixed on a ring, 4-bit on the complete graph", "[peer][streaming]") {
+  {
+    TempDir t;
+    const auto cfg = write_config(t.path, 4, "local_sgd, overlap: true, outer: {fragments: 3}", 2, 2);
+    check_run_equals_sim(t.path, cfg, 4);
+  }
+  TempDir t;
+  const auto cfg = write_config(
+      t.path, 4, "local_sgd, outer: {fragments: 3, compress: {kind: quantize, bits: 4}}", 2, 2);
+  std::ofstream(t.path / "topo.yaml") << "generator: complete\nn: 4\n";
+  check_run_equals_sim(t.path, cfg, 4);
+  CHECK(number(t.path / "sim" / "summary.json", "test_accuracy") > 0.8);
+}
+
 /// metrics.csv as its header and, per round, the `loss` of the average model's row (peer = -1).
 struct Metrics {
   std::string header;
@@ -1516,7 +1531,9 @@ TEST_CASE("a run stopped after a checkpoint and resumed ends bit-identical to on
                        // DeMo's outer step keeps its anchor, velocity and residual (on the
                        // complete graph, the one it runs on)
                        Case{"local_sgd, outer: {compress: {kind: dct_top_k, fraction: 0.1}}",
-                            nullptr}}) {
+                            nullptr},
+                       // Streaming DiLoCo's fragment rounds go on where they stopped
+                       Case{"local_sgd, overlap: true, outer: {fragments: 3}", ""}}) {
     SECTION(c.algorithm) {
       TempDir t;
       const auto cfg = write_config(t.path, 4, c.algorithm, 1, 2, c.topology ? c.topology : "");
