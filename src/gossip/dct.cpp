@@ -44,28 +44,24 @@ void each_chunk(std::int64_t n, F f) {
   }
 }
 
-}  // namespace
-
-void dct_chunks(std::span<const float> x, std::span<float> y) {
-  GOSSIP_CHECK_EQ(x.size(), y.size());
-  each_chunk(std::ssize(x), [&](std::int64_t first, std::int64_t len, const std::vector<double>& c) {
+/// out = C in (forward) or C^T in (inverse), chunk by chunk: out[k] sums C[k][i] in[i], or
+/// C[i][k] in[i].
+void transform(std::span<const float> in, std::span<float> out, bool inverse) {
+  GOSSIP_CHECK_EQ(in.size(), out.size());
+  each_chunk(std::ssize(in), [&](std::int64_t first, std::int64_t len, const std::vector<double>& c) {
+    const std::int64_t row = inverse ? 1 : len, col = inverse ? len : 1;
     for (std::int64_t k = 0; k < len; ++k) {
       double s = 0.0;
-      for (std::int64_t i = 0; i < len; ++i) s += c[k * len + i] * x[first + i];
-      y[first + k] = static_cast<float>(s);
+      for (std::int64_t i = 0; i < len; ++i) s += c[k * row + i * col] * in[first + i];
+      out[first + k] = static_cast<float>(s);
     }
   });
 }
 
-void idct_chunks(std::span<const float> y, std::span<float> x) {
-  GOSSIP_CHECK_EQ(x.size(), y.size());
-  each_chunk(std::ssize(y), [&](std::int64_t first, std::int64_t len, const std::vector<double>& c) {
-    for (std::int64_t i = 0; i < len; ++i) {
-      double s = 0.0;
-      for (std::int64_t k = 0; k < len; ++k) s += c[k * len + i] * y[first + k];
-      x[first + i] = static_cast<float>(s);
-    }
-  });
-}
+}  // namespace
+
+void dct_chunks(std::span<const float> x, std::span<float> y) { transform(x, y, false); }
+
+void idct_chunks(std::span<const float> y, std::span<float> x) { transform(y, x, true); }
 
 }  // namespace gossip
