@@ -192,6 +192,22 @@ std::vector<CompareSetting> compare_settings(const RunConfig& base) {
                     if (shards.size() > 1) s.label += cat(" ", shards[i]);
                   }});
   for (Axis& a : attack_axes(base)) axes.push_back(std::move(a));
+  std::vector<std::string> outer_names;
+  for (const auto& o : c.outer) outer_names.push_back(o.name);
+  check_distinct(base, "compare.outer", outer_names);
+  axes.push_back({[&](const CompareSetting& s) {
+                    return traits(s.config.gossip.algorithm).outer_step
+                               ? std::max<std::size_t>(1, c.outer.size())
+                               : 1;
+                  },
+                  [&](std::size_t i, CompareSetting& s) {
+                    if (c.outer.empty() || !traits(s.config.gossip.algorithm).outer_step) return;
+                    const auto& cell = c.outer[i];
+                    s.config.gossip.outer = cell.outer;
+                    if (cell.period > 0) s.config.gossip.period = cell.period;
+                    s.config.gossip.overlap = cell.overlap;
+                    s.label += cat(" ", cell.name);
+                  }});
   std::vector<std::string> membership_names;
   for (const auto& m : c.memberships) membership_names.push_back(m.name);
   check_distinct(base, "compare.memberships", membership_names);

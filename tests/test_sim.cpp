@@ -499,6 +499,33 @@ TEST_CASE("compare sweeps compressors for choco only and labels them", "[sim][co
   REQUIRE(s[3].label == "ring-16 allreduce");
 }
 
+TEST_CASE("compare.outer crosses local_sgd with each outer step, its period and overlap; other "
+          "algorithms once", "[sim][compare][streaming]") {
+  const RunConfig base = gossip::load_config_from_string(
+      "gossip: {algorithm: local_sgd, period: 50, outer: {lr: 1.0}}\n"
+      "compare:\n  topologies: [complete-16.yaml]\n  algorithms: [local_sgd, dpsgd]\n"
+      "  outer:\n    - {name: diloco, lr: 0.7}\n"
+      "    - {name: streaming, period: 10, overlap: true, fragments: 5,\n"
+      "       compress: {kind: quantize, bits: 4}}\n",
+      "c.yaml");
+  const auto s = compare_settings(base);
+  REQUIRE(s.size() == 3);
+  CHECK(s[0].label == "complete-16 local_sgd diloco");
+  CHECK(s[0].config.gossip.outer.lr == 0.7);
+  CHECK(s[0].config.gossip.period == 50);
+  CHECK_FALSE(s[0].config.gossip.overlap);
+  CHECK(s[1].label == "complete-16 local_sgd streaming");
+  CHECK(s[1].config.gossip.period == 10);
+  CHECK(s[1].config.gossip.overlap);
+  CHECK(s[1].config.gossip.outer.fragments == 5);
+  CHECK(s[1].config.gossip.outer.compress.kind == CompressKind::kQuantize);
+  CHECK(s[1].config.gossip.outer.compress.bits == 4);
+  CHECK(s[2].label == "complete-16 dpsgd");
+  CHECK_THROWS_WITH(gossip::load_config_from_string(
+                        "compare:\n  outer:\n    - {lr: 0.7}\n", "c.yaml"),
+                    Catch::Contains("c.yaml:3: compare.outer[0]: each outer step needs its name"));
+}
+
 TEST_CASE("pure averaging contracts by rho^2 per round, and exactly on the one-peer "
           "exponential graph", "[sim][compare]") {
   RunConfig config = small_config();

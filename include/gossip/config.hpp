@@ -521,6 +521,16 @@ struct CompareConfig {
     std::vector<Fault> changes;
   };
   std::vector<Membership> memberships;
+  // local_sgd's outer steps crossed with the other axes (DiLoCo, Streaming DiLoCo, DeMo, ...):
+  // each a name (the row's label), gossip.outer's keys, and the period and overlap it runs at
+  // (0 and false: the config's). Empty = gossip.outer alone.
+  struct OuterCell {
+    std::string name;
+    OuterConfig outer;
+    int period = 0;
+    bool overlap = false;
+  };
+  std::vector<OuterCell> outer;
   double target_accuracy = 0.8;
   // A pure-averaging pass (learning rate 0) on every topology, its measured contraction of the
   // consensus distance per round against rho^2; 0 rounds = no pass.

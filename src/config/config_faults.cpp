@@ -104,6 +104,18 @@ void read_compare(const Reader& r, const Node& n, CompareConfig& c) {
        }},
       {"attacks", [&](auto& v, auto& f) { c.attacks = read_attack_cells(r, v, f); }},
       {"memberships", [&](auto& v, auto& f) { c.memberships = read_membership_cells(r, v, f); }},
+      {"outer", [&](auto& v, auto& f) {
+         c.outer = r.list(v, f, [&](const Node& x, const std::string& g) {
+           CompareConfig::OuterCell cell;
+           Handlers h = outer_handlers(r, cell.outer);
+           h["name"] = [&](auto& w, auto& k) { cell.name = r.text(w, k); };
+           h["period"] = [&](auto& w, auto& k) { cell.period = r.positive_int(w, k, false); };
+           h["overlap"] = [&](auto& w, auto& k) { cell.overlap = r.boolean(w, k); };
+           r.each(x, g, h);
+           if (cell.name.empty()) r.fail(x, g, "each outer step needs its name (the row's label)");
+           return cell;
+         });
+       }},
   });
 }
 

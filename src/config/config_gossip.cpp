@@ -75,11 +75,15 @@ void read_choco(const Reader& r, const Node& n, const std::string& field, ChocoC
   });
 }
 
-/// gossip.outer: {optimizer: nesterov, lr: LR, momentum: MU, compress: C} (DiLoCo's outer step;
-/// local_sgd).
+/// gossip.outer: {optimizer: nesterov, lr: LR, momentum: MU, compress: C, fragments: F}
+/// (DiLoCo's outer step; local_sgd).
 void read_outer(const Reader& r, const Node& n, const std::string& field, OuterConfig& c) {
+  r.each(n, field, outer_handlers(r, c));
+}
+
+Handlers outer_handlers(const Reader& r, OuterConfig& c) {
   c.enabled = true;
-  r.each(n, field, Handlers{
+  return Handlers{
       {"compress", [&](auto& v, auto& f) { c.compress = read_compress(r, v, f); }},
       {"fragments", [&](auto& v, auto& f) {
          c.fragments = r.positive_int(v, f, false);
@@ -92,7 +96,7 @@ void read_outer(const Reader& r, const Node& n, const std::string& field, OuterC
          c.momentum = r.positive(v, f, true);
          if (c.momentum >= 1) r.fail(v, f, cat("must be in [0, 1), got ", c.momentum));
        }},
-  });
+  };
 }
 
 /// The keys gossip: held before they went to the sections of the rooms that read them: each is

@@ -23,6 +23,8 @@ void check_model(const RunConfig& cfg);
 
 CompressConfig read_compress(const Reader& r, const Node& n, const std::string& field);
 AggregateConfig read_aggregate(const Reader& r, const Node& n, const std::string& field);
+/// gossip.outer's keys, read into `c` (which they enable): compare.outer's cells take them too.
+Handlers outer_handlers(const Reader& r, OuterConfig& c);
 void read_gossip(const Reader& r, const Node& n, GossipConfig& g);
 /// The gossip keys against the algorithm (and the sweep's algorithms) that would read them.
 void check_gossip_keys(const RunConfig& cfg);
