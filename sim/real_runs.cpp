@@ -28,6 +28,11 @@ void check_real_sweep(const RunConfig& base) {
     throw InputError(cat(base.where("compare.memberships"),
                          ": real peers cannot yet join or leave a running network; membership "
                          "schedules are swept in simulation (sweep without --run)"));
+  if (!base.compare.outer.empty())
+    throw InputError(cat(base.where("compare.outer"),
+                         ": the peers of gossip compare --run read the config's own gossip.outer "
+                         "(no option carries another); run each outer step as its own config "
+                         "with gossip run, or sweep without --run"));
   if (base.sim.message_loss > 0)
     throw InputError(cat(base.where("sim.message_loss"),
                          ": message loss is the simulator's model; real peers talk TCP (use "

@@ -521,6 +521,9 @@ TEST_CASE("compare.outer crosses local_sgd with each outer step, its period and 
   CHECK(s[1].config.gossip.outer.compress.kind == CompressKind::kQuantize);
   CHECK(s[1].config.gossip.outer.compress.bits == 4);
   CHECK(s[2].label == "complete-16 dpsgd");
+  // Real peers read the config's own gossip.outer: --run refuses the axis before anything runs.
+  CHECK_THROWS_WITH(gossip::check_real_sweep(base),
+                    Catch::StartsWith("c.yaml:5: compare.outer: the peers of gossip compare --run"));
   CHECK_THROWS_WITH(gossip::load_config_from_string(
                         "compare:\n  outer:\n    - {lr: 0.7}\n", "c.yaml"),
                     Catch::Contains("c.yaml:3: compare.outer[0]: each outer step needs its name"));

@@ -56,7 +56,7 @@ const char* kCompareHelp =
     "compare.csv's mode column says real. Over loopback, or with --netem (or the config's\n"
     "net.emulate) on emulated links, which needs root. Refused with --run (exit 2, before\n"
     "anything runs): compare.averaging_rounds, compare.attacks, compare.memberships,\n"
-    "sim.stragglers, sim.message_loss, --workers.\n"
+    "compare.outer, sim.stragglers, sim.message_loss, --workers.\n"
     "\n"
     "options:\n"
     "  --out DIR      where to write results (default: runs/ and the config's name)\n"
