@@ -156,12 +156,27 @@ void Elastic::hand_over(std::size_t e, std::int64_t tag, std::int64_t round,
   Handover& h = handovers_.emplace_back();
   h.tag = tag;
   h.join = epochs[e].from;
-  h.params.resize(num_params);
-  algorithm.model_params(h.params);
-  h.steps = steps;
+  if (tag == round - 2 && previous_done_ == round - 1 && previous_.size() == num_params) {
+    h.params = previous_;  // heard a round late: the parameters of the round the tag names
+    h.steps = previous_steps_;
+  } else {
+    h.params.resize(num_params);
+    algorithm.model_params(h.params);
+    h.steps = steps;
+  }
   h.waiting = std::move(to);
   h.last_sent = round;
   h.made = Clock::now();
+}
+
+void Elastic::remember(std::int64_t done, const Algorithm& algorithm, std::size_t num_params,
+                       double steps) {
+  const auto& epochs = topology_.epochs();
+  if (epochs.empty() || epochs.back().from <= done) return;  // no join or leave to come
+  previous_.resize(num_params);
+  algorithm.model_params(previous_);
+  previous_steps_ = steps;
+  previous_done_ = done;
 }
 
 /// After every round: each handover goes to the joiners whose link is up now (a joiner that

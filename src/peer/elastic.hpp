@@ -53,6 +53,7 @@ class Elastic {
                    double steps, Transport& transport, Exchange& exchange) {
     hand_over(done, algorithm, num_params, steps);
     send_handovers(done, transport, exchange);
+    remember(done, algorithm, num_params, steps);
   }
   /// The members that left at `round` (an epoch starting there) are no longer watched.
   void forget_left(std::int64_t round, MonitoredExchange& exchange) const;
@@ -76,6 +77,10 @@ class Elastic {
   void hand_over(std::size_t e, std::int64_t tag, std::int64_t round, const Algorithm& algorithm,
                  std::size_t num_params, double steps);
   void send_handovers(std::int64_t round, Transport& transport, Exchange& exchange);
+  /// Keeps the parameters and steps after round `done` - 1 while a join is still to come: a
+  /// donor that hears of a join a round late hands over these, the round its tag names.
+  void remember(std::int64_t done, const Algorithm& algorithm, std::size_t num_params,
+                double steps);
   // update's phases.
   bool take_heard(std::int64_t round, const std::vector<int>& members,
                   MembershipChannel& channel, std::vector<Announcement>& own);
@@ -106,6 +111,9 @@ class Elastic {
   };
   std::deque<Handover> handovers_;
   std::set<std::int64_t> handed_;  // the changes (their first rounds) it handed over for
+  std::vector<float> previous_;       // remember's parameters after round previous_done_ - 1
+  double previous_steps_ = 0.0;
+  std::int64_t previous_done_ = -1;
   std::vector<int> neighbours_;    // all_neighbours, kept as the member timeline changes
   // What the peers announced while the run goes (a death their monitor confirmed, a leave on
   // SIGTERM): the earliest round each (rank, kind) was announced at. With the schedule's
