@@ -18,8 +18,8 @@ namespace gossip {
 
 namespace {
 
-/// events.jsonl: the faults carried out and every peer's membership events, in round order
-/// (faults first within a round), with the simulated time as time_s.
+/// events.jsonl: the faults carried out, the live graph each round's faults left and every peer's
+/// membership events, in round order, with the simulated time as time_s.
 void write_sim_events(const std::string& dir, const SimResult& result) {
   const std::string path = dir + "/events.jsonl";
   std::ofstream f(path, std::ios::trunc);
@@ -28,7 +28,13 @@ void write_sim_events(const std::string& dir, const SimResult& result) {
     for (; m < result.member_events.size() && result.member_events[m].round <= round; ++m)
       f << event_json(result.member_events[m]) << '\n';
   };
+  std::size_t g = 0;
+  auto graphs_until = [&](std::int64_t round) {  // after the round's faults
+    for (; g < result.live_graphs.size() && result.live_graphs[g].round <= round; ++g)
+      f << live_graph_json(result.live_graphs[g]) << '\n';
+  };
   for (const SimFault& fault : result.faults) {
+    graphs_until(fault.round - 1);
     member_until(fault.round);
     JsonObject o;
     o.add("event", "fault").add("time_s", fault.time_s).add("round", fault.round)
@@ -37,6 +43,7 @@ void write_sim_events(const std::string& dir, const SimResult& result) {
     if (fault.seconds > 0) o.add("seconds", fault.seconds);  // a pause's length
     f << o.str() << '\n';
   }
+  graphs_until(std::numeric_limits<std::int64_t>::max());
   member_until(std::numeric_limits<std::int64_t>::max());
   f.close();
   if (!f) throw RuntimeError(cat(path, ": write failed"));

@@ -30,8 +30,10 @@ void Swarm::check_lanes() const {
 }
 
 void Swarm::round(std::int64_t r, SimResult& result) {
+  const std::size_t acted = result.faults.size();
   apply_membership(r, result);
   apply_faults(r, result);
+  if (result.faults.size() != acted) note_live_graph(r, result);
   std::vector<int> active;
   for (int p = 0; p < n(); ++p)
     if (alive_[p] && !paused(p)) active.push_back(p);
@@ -305,6 +307,18 @@ void Swarm::apply_faults(std::int64_t r, SimResult& result) {
           r, f.round == r ? cat("attack ", describe_attack(f)) : std::string("attack over"),
           f.peers, 0.0, latest_clock()});
   }
+}
+
+void Swarm::note_live_graph(std::int64_t r, SimResult& result) {
+  std::vector<int> dead;
+  std::vector<std::pair<int, int>> cut;
+  for (int p = 0; p < n(); ++p) {
+    if (!alive_[p]) dead.push_back(p);
+    for (int q : cut_peers(config_.faults, p, r))
+      if (p < q) cut.emplace_back(p, q);
+  }
+  gossip::note_live_graph(result.live_graphs, initial_graph_,
+                          {r, latest_clock(), live_graph(*topology_, dead, r, cut)});
 }
 
 /// Peer p's membership changes and live-graph changes after `done` rounds, as events.

@@ -81,6 +81,7 @@ class Swarm {
     }
     paused_until_.assign(n(), -1.0);
     timelines_.resize(static_cast<std::size_t>(n()));
+    initial_graph_ = live_graph(topology, {}, 0);
   }
 
   /// Sets a joining peer's state: its parameters (the average of its donors' models) and the
@@ -245,6 +246,9 @@ class Swarm {
   void catch_up(int p, std::int64_t round);
 
   void apply_faults(std::int64_t r, SimResult& result);
+  /// The live graph after round r's faults and membership changes, as the swarm carried them
+  /// out (the peers alive, the links cut), into result.live_graphs where it changed.
+  void note_live_graph(std::int64_t r, SimResult& result);
 
   /// Peer p's watch, as a real peer's, without link reports (set_link_reports): the simulated
   /// links always form, so there are no link events to read, and there are no transport alerts
@@ -278,6 +282,7 @@ class Swarm {
   std::vector<std::vector<float>> host_;
   std::vector<std::unique_ptr<Timeline>> timelines_;  // of the traced peers (others: null)
   std::vector<char> alive_;
+  LiveGraph initial_graph_;  // at round 0, every member alive and no link cut
   std::vector<double> paused_until_;  // simulated time a paused peer wakes; < 0: not paused
   JoinState join_state_;
   StepsOf steps_of_;

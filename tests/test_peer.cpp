@@ -2380,6 +2380,22 @@ TEST_CASE("chaos: 40 seeded random faults on 16 real peers; the run ends and its
       recorded.push_back(line.substr(from, line.find(']', from) + 1 - from));
     }
   CHECK(recorded == expected);
+  // The live graph as the launcher carried the schedule out (the processes running or finished,
+  // without those it killed; the links cut then): each change at its round, as the schedule
+  // alone gives it.
+  const auto rounds = static_cast<std::int64_t>(number(fs::path(out) / "summary.json", "rounds"));
+  const auto untimed = [](std::string line) {  // without "time_s": when it was noted
+    return std::regex_replace(line, std::regex("\"time_s\": [^,]*, "), "");
+  };
+  std::vector<std::string> graphs, truth_graphs;
+  for (const auto& c : gossip::schedule_live_graphs(
+           gossip::load_topology((t.path / "topo.yaml").string()), both.faults, rounds))
+    truth_graphs.push_back(untimed(gossip::live_graph_json(c)));
+  std::ifstream again(fs::path(out) / "events.jsonl");
+  for (std::string line; std::getline(again, line);)
+    if (line.find("\"event\": \"live_graph\"") != std::string::npos) graphs.push_back(untimed(line));
+  CHECK(truth_graphs.size() >= 10);
+  CHECK(graphs == truth_graphs);
   CHECK(processes_naming(out).empty());
 }
 

@@ -1235,6 +1235,24 @@ TEST_CASE("chaos: 300 seeded random faults on 64 peers, and the record is the sc
     for (int d : e.dead) CHECK_FALSE(std::binary_search(seen.begin(), seen.end(), d));
   }
   CHECK(partitions > 0);
+  // The live graph as the run carried the schedule out: each change at its round, the same
+  // strongly connected components, one-way reaches and connectedness as the schedule alone
+  // gives.
+  const std::vector<gossip::LiveGraphChange> graphs =
+      gossip::schedule_live_graphs(t, config.faults, rounds);
+  REQUIRE(graphs.size() > 100);
+  CHECK(std::count_if(graphs.begin(), graphs.end(),
+                      [](const auto& c) { return c.graph.components.size() >= 2; }) > 10);
+  CHECK(r.live_graphs.size() == graphs.size());
+  for (std::size_t i = 0; i < std::min(r.live_graphs.size(), graphs.size()); ++i) {
+    const auto& got = r.live_graphs[i];
+    if (got.round == graphs[i].round && gossip::same_live_graph(got.graph, graphs[i].graph))
+      continue;
+    CHECK(gossip::cat(got.round, " ", gossip::format_components(got.graph.components)) ==
+          gossip::cat(graphs[i].round, " ", gossip::format_components(graphs[i].graph.components)));
+    break;  // the first that differs
+  }
+  CHECK(gossip::same_live_graph(r.live_graphs.back().graph, end));
   // Every live peer that still hears a live neighbour holds exactly the truth's dead: each
   // death reached it, and each restart's refutation too (a restarted peer adopts its first
   // neighbour's view; a suspicion one past what a peer knows is believed, so the suspected
@@ -1253,6 +1271,19 @@ TEST_CASE("chaos: 300 seeded random faults on 64 peers, and the record is the sc
     std::sort(held[p].begin(), held[p].end());
     INFO("peer " << p);
     CHECK(held[p] == truth_dead);
+    // and its last word on the live graph is the truth's at the end
+    const gossip::MemberEvent* last = nullptr;
+    for (const auto& e : r.member_events)
+      if (e.peer == p && (e.event == gossip::MemberEventKind::kPartition ||
+                          e.event == gossip::MemberEventKind::kHealed))
+        last = &e;
+    if (end.connected) {
+      CHECK((last == nullptr || last->event == gossip::MemberEventKind::kHealed));
+    } else {
+      REQUIRE(last != nullptr);
+      CHECK(last->event == gossip::MemberEventKind::kPartition);
+      CHECK(last->components == end.components);
+    }
   }
   CHECK(hearing > 20);
 }

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "gossip/config.hpp"
+#include "gossip/monitor.hpp"
 #include "gossip/exchange.hpp"
 #include "gossip/topology.hpp"
 
@@ -219,5 +220,15 @@ struct ScheduleOutcome {
   int restarts = 0;              // dead peers started again
 };
 ScheduleOutcome schedule_outcome(std::span<const Fault> faults);
+
+/// The live graph a schedule gives, computed from it alone: each round before `rounds` at which
+/// its kills and restarts (in schedule_outcome's order), its cuts' starts and ends and an elastic
+/// topology's membership changes leave another live graph (strongly connected components,
+/// one-way reaches, connectedness) than the round before, with the graph after all of that
+/// round's changes; the graph before them is `live_graph(topology, {}, 0)`. The truth a run's
+/// `live_graph` record is checked against.
+std::vector<LiveGraphChange> schedule_live_graphs(const Topology& topology,
+                                                  std::span<const Fault> faults,
+                                                  std::int64_t rounds);
 
 }  // namespace gossip

@@ -55,6 +55,27 @@ LiveGraph live_graph(const Topology& topology, std::span<const int> dead = {},
                      std::int64_t round = 0,
                      std::span<const std::pair<int, int>> absent = {});
 
+/// The live graph from a round on, after every change of that round taken together: a run's
+/// record of it (gossip sim's and gossip run's events.jsonl `live_graph` events, from the peers
+/// alive and the links cut as the run carried them out) and the truth a fault schedule gives
+/// (schedule_live_graphs, gossip/faults.hpp).
+struct LiveGraphChange {
+  std::int64_t round = 0;
+  double time_s = 0.0;  // when it was noted (simulated seconds, or the launcher's clock)
+  LiveGraph graph;
+};
+/// Whether a and b have the same components, one-way reaches and connectedness.
+bool same_live_graph(const LiveGraph& a, const LiveGraph& b);
+/// Adds `change` to a timeline of changes that began as `initial`: a change at the round of the
+/// last entry replaces that entry (a round's faults count together) and one that leaves the
+/// graph as it was before is dropped. Returns how many entries at the front are final (a
+/// later round's change has come after them).
+std::size_t note_live_graph(std::vector<LiveGraphChange>& timeline, const LiveGraph& initial,
+                            LiveGraphChange change);
+/// events.jsonl's line for one: {"event": "live_graph", "time_s", "round", "connected",
+/// "components", "one_way": [{"from": [...], "to": [...]}]}.
+std::string live_graph_json(const LiveGraphChange& change);
+
 /// A change in the live graph, as the convergence monitor reports it.
 struct MonitorChange {
   std::vector<int> dead;                     // ascending

@@ -20,6 +20,7 @@
 #include "gossip/config.hpp"
 #include "gossip/events.hpp"
 #include "gossip/json.hpp"
+#include "gossip/monitor.hpp"
 #include "gossip/timeline.hpp"
 #include "gossip/topology.hpp"
 #include "gossip/train.hpp"
@@ -84,6 +85,9 @@ struct SimResult {
   // peers were alive at the end and the live graph's components then.
   std::vector<SimFault> faults;
   std::vector<MemberEvent> member_events;
+  /// The live graph at each round the faults or membership changes left it another (the peers
+  /// alive and the links cut then, as carried out; LiveGraphChange::time_s simulated).
+  std::vector<LiveGraphChange> live_graphs;
   // Messages each peer left out for NaN or Inf, per sender: (peer, from, count), by peer.
   std::vector<std::tuple<int, int, std::int64_t>> refused;
   std::vector<char> alive_at_end;

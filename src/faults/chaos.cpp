@@ -264,4 +264,40 @@ ScheduleOutcome schedule_outcome(std::span<const Fault> faults) {
   return out;
 }
 
+std::vector<LiveGraphChange> schedule_live_graphs(const Topology& topology,
+                                                  std::span<const Fault> faults,
+                                                  std::int64_t rounds) {
+  std::vector<const Fault*> order;  // the kills and restarts, as schedule_outcome takes them
+  std::set<std::int64_t> at;        // the rounds where the graph may change
+  for (const Fault& f : faults) {
+    if (f.action == FaultAction::kKill || f.action == FaultAction::kRestart) {
+      order.push_back(&f);
+      at.insert(f.round);
+    }
+    if (f.action == FaultAction::kCut) at.insert({f.round, f.to_round});
+  }
+  for (const auto& e : topology.epochs()) at.insert(e.from);
+  std::stable_sort(order.begin(), order.end(),
+                   [](const Fault* a, const Fault* b) { return a->round < b->round; });
+  const LiveGraph initial = live_graph(topology, {}, 0);
+  std::vector<LiveGraphChange> timeline;
+  std::set<int> dead;
+  std::size_t next = 0;
+  for (const std::int64_t r : at) {
+    if (r >= rounds) break;
+    for (; next < order.size() && order[next]->round <= r; ++next)
+      for (int p : order[next]->peers) {
+        if (order[next]->action == FaultAction::kKill) dead.insert(p);
+        else dead.erase(p);
+      }
+    std::vector<std::pair<int, int>> cut;
+    for (int p = 0; p < topology.n(); ++p)
+      for (int q : cut_peers(faults, p, r))
+        if (p < q) cut.emplace_back(p, q);
+    const std::vector<int> gone(dead.begin(), dead.end());
+    note_live_graph(timeline, initial, {r, 0.0, live_graph(topology, gone, r, cut)});
+  }
+  return timeline;
+}
+
 }  // namespace gossip

@@ -78,6 +78,7 @@ void Network::note_membership(std::int64_t round) {
       if (peers.empty()) continue;
       if (!announced) {  // as gossip sim says it: "joined", "left" at the round it took effect
         record_.log_fault(epochs[e].from, taken, peers, 0.0);
+        note_live_graph(epochs[e].from);
         continue;
       }
       record_.log_fault(epochs[e].announced, action, peers, 0.0);
@@ -113,11 +114,16 @@ void Network::carry_out_faults() {
     if (children_[r].running && children_[r].leader < 0) kill(children_[r].pid, SIGKILL);
   wake_paused(now);
   const std::int64_t round = fault_round();
+  std::int64_t waiting = std::numeric_limits<std::int64_t>::max();  // the next fault's round
   for (std::size_t i = 0; i < faults_->size(); ++i) {
     if (fault_done_[i]) continue;
     const Fault& f = (*faults_)[i];
-    if (!fault_due(f, round)) break;  // the later ones wait for it
+    if (!fault_due(f, round)) {  // the later ones wait for it
+      waiting = f.round;
+      break;
+    }
     fault_done_[i] = true;
+    note_cut_ends(f.round);  // those due before it
     if (is_membership(f)) continue;  // start_joiners, note_membership
     if (f.action == FaultAction::kAttack) {  // carried out by the attackers' own Attack, round by round
       note_attack(f);
@@ -129,10 +135,45 @@ void Network::carry_out_faults() {
       record_.log_fault(f.round, cat("cut until round ", f.to_round), acted_on, 0.0);
       progress_.note(cat("fault schedule at round ", f.round, ": links cut until round ",
                          f.to_round, " (the peers drop them)"));
+      note_live_graph(f.round);
       continue;
     }
     note_fault(f);
+    if (f.action != FaultAction::kPause) note_live_graph(f.round);
   }
+  // The cuts that end before the next fault's round, once the network is there.
+  note_cut_ends(std::min(round, waiting - 1));
+}
+
+void Network::note_cut_ends(std::int64_t through) {
+  const std::int64_t total = record_.total_rounds();
+  std::vector<std::pair<std::int64_t, std::size_t>> ending;  // (its end, the entry), in order
+  for (std::size_t i = 0; i < faults_->size(); ++i) {
+    const Fault& f = (*faults_)[i];
+    if (f.action != FaultAction::kCut || !fault_done_[i] || cut_over_[i] || f.to_round > through ||
+        (total > 0 && f.to_round >= total))
+      continue;
+    ending.emplace_back(f.to_round, i);
+  }
+  std::sort(ending.begin(), ending.end());
+  for (const auto& [round, i] : ending) {
+    cut_over_[i] = true;
+    note_live_graph(round);
+  }
+}
+
+void Network::note_live_graph(std::int64_t round) {
+  std::vector<int> dead;
+  std::vector<std::pair<int, int>> cut;
+  for (int r = 0; r < n_; ++r) {
+    const bool gone = static_cast<std::size_t>(r) >= children_.size() || killed_by_schedule(r) ||
+                      (!children_[r].running && !record_.has_finished(r));
+    if (gone) dead.push_back(r);
+    for (int q : cut_peers(*faults_, r, round))
+      if (r < q) cut.emplace_back(r, q);
+  }
+  record_.note_live_graph(live_graph(topology_, {}, 0),
+                          {round, 0.0, live_graph(topology_, dead, round, cut)});
 }
 
 void Network::wake_paused(Clock::time_point now) {

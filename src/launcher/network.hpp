@@ -100,6 +100,13 @@ class Network {
   std::vector<int> act_on_peers(const Fault& f, Clock::time_point now);
   /// A kill, restart or pause done: events.jsonl, the dashboard, a note.
   void note_fault(const Fault& f);
+  /// The live graph after `round`'s faults as carried out (the peers whose processes run or
+  /// finished, without those the schedule killed; the links the schedule cuts then) into the
+  /// record.
+  void note_live_graph(std::int64_t round);
+  /// The cuts under way whose end round is `through` or before (and before the last round):
+  /// their links are back, in the record's live graph.
+  void note_cut_ends(std::int64_t through);
   bool killed_by_schedule(int rank) const {
     return std::find(scheduled_deaths_.begin(), scheduled_deaths_.end(), rank) !=
            scheduled_deaths_.end();
@@ -161,6 +168,7 @@ class Network {
   std::vector<std::int64_t> peer_round_;  // rounds each peer has completed, from its events
   const std::vector<Fault>* faults_ = nullptr;
   std::vector<bool> fault_done_;
+  std::vector<bool> cut_over_ = std::vector<bool>(faults_->size(), false);  // note_cut_ends
   std::vector<int> scheduled_deaths_;      // peers the schedule killed: not failures
   static constexpr int kMaxRestarts = 3;   // --restart on-failure, per rank
   static constexpr int kStartBatch = 16;   // peers started between two looks at signals

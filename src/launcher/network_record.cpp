@@ -180,6 +180,17 @@ void NetworkRecord::log_fault(std::int64_t round, const std::string& action,
   log_event(o.str());
 }
 
+void NetworkRecord::note_live_graph(const LiveGraph& initial, LiveGraphChange change) {
+  if (!initial_graph_) initial_graph_ = initial;
+  change.time_s = now_s();
+  write_live_graphs(gossip::note_live_graph(live_graphs_, *initial_graph_, std::move(change)));
+}
+
+void NetworkRecord::write_live_graphs(std::size_t through) {
+  for (; live_graphs_written_ < through; ++live_graphs_written_)
+    log_event(live_graph_json(live_graphs_[live_graphs_written_]));
+}
+
 double NetworkRecord::now_s() const {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
 }
@@ -567,6 +578,7 @@ JsonArray NetworkRecord::failures_json() const {
 }
 
 Summary NetworkRecord::finish(double wall_seconds, const std::vector<double>& peer_rss_mb) {
+  write_live_graphs(live_graphs_.size());
   RunEnd end = run_end(wall_seconds);
   NetworkSummary net = network_summary(end);
   const RunGraph graph = final_graph(net, std::max(end.rounds, total_rounds_));

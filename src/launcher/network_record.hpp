@@ -21,6 +21,7 @@
 #include "gossip/topology.hpp"
 #include "gossip/events.hpp"
 #include "gossip/json.hpp"
+#include "gossip/monitor.hpp"
 #include "gossip/report.hpp"
 #include "gossip/train.hpp"
 
@@ -68,6 +69,12 @@ class NetworkRecord {
   /// The fault schedule acted (events.jsonl: event "fault").
   void log_fault(std::int64_t round, const std::string& action, const std::vector<int>& peers,
                  double seconds);
+
+  /// The live graph after round `change.round`'s faults, as the launcher carried them out
+  /// (events.jsonl: event "live_graph", where it changed; a round's faults count together, so
+  /// each is written once a later round's comes, or at finish). `initial` is the graph it
+  /// started as.
+  void note_live_graph(const LiveGraph& initial, LiveGraphChange change);
 
   /// Merges, in order, every pending round that each live peer has reported; returns the figures
   /// of the rounds merged (for a progress line).
@@ -210,6 +217,10 @@ class NetworkRecord {
   double now_s() const;
   std::chrono::steady_clock::time_point t0_ = std::chrono::steady_clock::now();
   std::optional<Topology> members_;  // follow_members
+  std::optional<LiveGraph> initial_graph_;      // note_live_graph's first
+  std::vector<LiveGraphChange> live_graphs_;    // its changes
+  std::size_t live_graphs_written_ = 0;         // of them, in events.jsonl
+  void write_live_graphs(std::size_t through);
   std::vector<Announcement> announced_;  // an elastic run's changes its peers announced
 };
 

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "gossip/core.hpp"
+#include "gossip/json.hpp"
 #include "gossip/monitor.hpp"
 
 namespace gossip {
@@ -84,6 +85,36 @@ LiveGraph live_graph(const Topology& topology, std::span<const int> dead, std::i
       if (a != b && reaches[a][g.components[b].front()])
         g.one_way.emplace_back(static_cast<int>(a), static_cast<int>(b));
   return g;
+}
+
+bool same_live_graph(const LiveGraph& a, const LiveGraph& b) {
+  return a.connected == b.connected && a.components == b.components && a.one_way == b.one_way;
+}
+
+std::size_t note_live_graph(std::vector<LiveGraphChange>& timeline, const LiveGraph& initial,
+                            LiveGraphChange change) {
+  if (!timeline.empty() && timeline.back().round == change.round) timeline.pop_back();
+  const LiveGraph& before = timeline.empty() ? initial : timeline.back().graph;
+  if (!same_live_graph(before, change.graph)) timeline.push_back(std::move(change));
+  return timeline.empty() ? 0 : timeline.size() - 1;
+}
+
+std::string live_graph_json(const LiveGraphChange& change) {
+  const LiveGraph& g = change.graph;
+  JsonArray components, one_way;
+  for (const auto& c : g.components) components.add(JsonArray::of(c));
+  for (const auto& [a, b] : g.one_way)
+    one_way.add(JsonObject()
+                    .add("from", JsonArray::of(g.components[static_cast<std::size_t>(a)]))
+                    .add("to", JsonArray::of(g.components[static_cast<std::size_t>(b)])));
+  return JsonObject()
+      .add("event", "live_graph")
+      .add("time_s", change.time_s)
+      .add("round", change.round)
+      .add("connected", g.connected)
+      .add("components", components)
+      .add("one_way", one_way)
+      .str();
 }
 
 std::string format_peers(std::span<const int> peers) {
