@@ -148,10 +148,8 @@ void Swarm::finish(SimResult& result) {
   // The live graph at the end, as it is (a monitor's view may still lag behind a late death):
   // the peers alive then, without the links the schedule still cuts. gossip run's record takes
   // the peers that finished likewise.
-  std::vector<std::pair<int, int>> cut_at_end;
-  for (int p = 0; p < n(); ++p)
-    for (int q : cut_peers(config_.faults, p, result.rounds - 1))
-      if (p < q) cut_at_end.emplace_back(p, q);
+  const std::vector<std::pair<int, int>> cut_at_end =
+      cut_links(config_.faults, n(), result.rounds - 1);
   std::vector<int> dead;
   for (int p = 0; p < n(); ++p)
     if (!alive_[p]) dead.push_back(p);
@@ -311,14 +309,11 @@ void Swarm::apply_faults(std::int64_t r, SimResult& result) {
 
 void Swarm::note_live_graph(std::int64_t r, SimResult& result) {
   std::vector<int> dead;
-  std::vector<std::pair<int, int>> cut;
-  for (int p = 0; p < n(); ++p) {
+  for (int p = 0; p < n(); ++p)
     if (!alive_[p]) dead.push_back(p);
-    for (int q : cut_peers(config_.faults, p, r))
-      if (p < q) cut.emplace_back(p, q);
-  }
-  gossip::note_live_graph(result.live_graphs, initial_graph_,
-                          {r, latest_clock(), live_graph(*topology_, dead, r, cut)});
+  gossip::note_live_graph(
+      result.live_graphs, initial_graph_,
+      {r, latest_clock(), live_graph(*topology_, dead, r, cut_links(config_.faults, n(), r))});
 }
 
 /// Peer p's membership changes and live-graph changes after `done` rounds, as events.

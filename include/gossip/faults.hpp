@@ -15,6 +15,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "gossip/config.hpp"
@@ -27,6 +28,8 @@ namespace gossip {
 /// The peers whose link with `peer` the schedule cuts during `round` (a cut entry covers its
 /// rounds from_round..to_round-1), ascending.
 std::vector<int> cut_peers(std::span<const Fault> faults, int peer, std::int64_t round);
+/// The links the schedule cuts in `round` among peers 0..n-1, each once as (a, b) with a < b.
+std::vector<std::pair<int, int>> cut_links(std::span<const Fault> faults, int n, std::int64_t round);
 
 /// Whether the schedule cuts any link (then each peer's exchange needs a CutLinks).
 bool has_cuts(std::span<const Fault> faults);

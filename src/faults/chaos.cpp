@@ -290,12 +290,9 @@ std::vector<LiveGraphChange> schedule_live_graphs(const Topology& topology,
         if (order[next]->action == FaultAction::kKill) dead.insert(p);
         else dead.erase(p);
       }
-    std::vector<std::pair<int, int>> cut;
-    for (int p = 0; p < topology.n(); ++p)
-      for (int q : cut_peers(faults, p, r))
-        if (p < q) cut.emplace_back(p, q);
     const std::vector<int> gone(dead.begin(), dead.end());
-    note_live_graph(timeline, initial, {r, 0.0, live_graph(topology, gone, r, cut)});
+    note_live_graph(timeline, initial,
+                    {r, 0.0, live_graph(topology, gone, r, cut_links(faults, topology.n(), r))});
   }
   return timeline;
 }

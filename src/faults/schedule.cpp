@@ -25,6 +25,14 @@ std::vector<int> cut_peers(std::span<const Fault> faults, int peer, std::int64_t
   return out;
 }
 
+std::vector<std::pair<int, int>> cut_links(std::span<const Fault> faults, int n, std::int64_t round) {
+  std::vector<std::pair<int, int>> out;
+  for (int p = 0; p < n; ++p)
+    for (int q : cut_peers(faults, p, round))
+      if (p < q) out.emplace_back(p, q);
+  return out;
+}
+
 bool has_cuts(std::span<const Fault> faults) {
   return std::any_of(faults.begin(), faults.end(), [](const Fault& f) { return f.action == FaultAction::kCut; });
 }

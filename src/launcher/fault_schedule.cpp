@@ -164,16 +164,13 @@ void Network::note_cut_ends(std::int64_t through) {
 
 void Network::note_live_graph(std::int64_t round) {
   std::vector<int> dead;
-  std::vector<std::pair<int, int>> cut;
-  for (int r = 0; r < n_; ++r) {
-    const bool gone = static_cast<std::size_t>(r) >= children_.size() || killed_by_schedule(r) ||
-                      (!children_[r].running && !record_.has_finished(r));
-    if (gone) dead.push_back(r);
-    for (int q : cut_peers(*faults_, r, round))
-      if (r < q) cut.emplace_back(r, q);
-  }
-  record_.note_live_graph(live_graph(topology_, {}, 0),
-                          {round, 0.0, live_graph(topology_, dead, round, cut)});
+  for (int r = 0; r < n_; ++r)
+    if (static_cast<std::size_t>(r) >= children_.size() || killed_by_schedule(r) ||
+        (!children_[r].running && !record_.has_finished(r)))
+      dead.push_back(r);
+  record_.note_live_graph(
+      live_graph(topology_, {}, 0),
+      {round, 0.0, live_graph(topology_, dead, round, cut_links(*faults_, n_, round))});
 }
 
 void Network::wake_paused(Clock::time_point now) {
